@@ -1,0 +1,23 @@
+"""One error family for the whole tool.
+
+The engine raises these and never prints or exits; the CLI turns them into one
+message on stderr and an exit code (2 for usage errors, 1 for a failed run).
+"""
+
+
+class ShapetraceError(Exception):
+    """Base of every error shapetrace raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(ShapetraceError):
+    """The user asked for something that cannot work (bad option, bad shape, bad chain)."""
+
+    exit_code = 2
+
+
+class RunError(ShapetraceError):
+    """The traced code itself failed (the exception is kept as ``__cause__``)."""
+
+    exit_code = 1
