@@ -1,0 +1,1 @@
+"""The rendering layer: the only place (with the CLI) that imports Rich."""

@@ -1,0 +1,209 @@
+"""The traced forward pass as a Rich table, with header, footer and diagnostics.
+
+Renderers take a Console argument (never a global one) so tests can render
+into a StringIO at a fixed width.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.text import Text
+
+from ..explain import annotate, fmt_bytes, fmt_shape
+from ..summary import stats
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..diagnose import Diagnostic
+    from ..tracer import Event, Trace
+
+WIDE = 100
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
+SEVERITY_MARK = {"error": "✗ error", "warning": "! warning", "note": "i note"}
+
+
+def _code_text(code: str, width: int) -> Text:
+    code = code.split("  #")[0].rstrip()
+    if len(code) > width:
+        code = code[: width - 1] + "…"
+    try:
+        from rich.syntax import Syntax
+
+        text = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
+        text.rstrip()
+        return text
+    except Exception:  # pragma: no cover - pygments missing
+        return Text(code)
+
+
+def shape_text(t, long_names=None) -> Text:
+    """The shape with names; mixed axes (``!T*H``) in red."""
+    shown = fmt_shape(t, long_names)
+    text = Text(shown)
+    if any(n and n.startswith("!") for n in t.dims):
+        text.stylize("bold red")
+    return text
+
+
+def memory_text(e: "Event") -> Text:
+    if e.error:
+        return Text("raised", style="bold red")
+    if e.noop:
+        return Text("no-op", style="green")
+    if e.view:
+        return Text("view", style="green")
+    if e.copy_bytes:
+        return Text(f"copy {fmt_bytes(e.copy_bytes)}", style="bold yellow")
+    if e.alloc_bytes:
+        return Text(f"new {fmt_bytes(e.alloc_bytes)}", style="blue")
+    return Text("")
+
+
+def contiguity_text(e: "Event") -> Text:
+    o = e.output
+    if o is None:
+        return Text("")
+    return Text("✓", style="green") if o.contiguous else Text("✗", style="bold yellow")
+
+
+def stride_text(e: "Event") -> Text:
+    o = e.output
+    if o is None:
+        return Text("")
+    return Text("(" + ", ".join(str(s) for s in o.stride) + ")", style="dim")
+
+
+class TraceView:
+    """A Rich renderable for a whole :class:`~shapetrace.tracer.Trace`."""
+
+    def __init__(self, trace: "Trace", header: Sequence[str] = (), events: Sequence["Event"] | None = None,
+                 long_names: dict[str, str] | None = None, show_diagnostics: bool = True):
+        self.trace = trace
+        self.header = list(header)
+        self.events = list(trace.events if events is None else events)
+        self.long_names = long_names
+        self.show_diagnostics = show_diagnostics
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        if self.header:
+            yield Text(self.header[0], style="bold")
+            for line in self.header[1:]:
+                yield Text(line, style="dim")
+            yield Text("")
+        yield OpTable(self.events, self.long_names)
+        yield footer_text(self.trace, self.events)
+        if self.show_diagnostics:
+            yield from diagnostic_lines(self.trace.diagnostics)
+
+
+COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "contig")
+
+
+def fact_cells(e: "Event", long_names=None) -> list[Text]:
+    """The aligned facts of one op: index, op, shape with names, strides, memory, contiguity."""
+    return [Text(str(e.index), style="dim"), Text(e.op, style="bold magenta"),
+            shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
+            memory_text(e), contiguity_text(e)]
+
+
+def column_widths(rows: Sequence[Sequence[Text]]) -> list[int]:
+    return [max([len(COLUMNS[i])] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
+
+
+def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
+    line = Text()
+    for i, (cell, w) in enumerate(zip(cells, widths)):
+        cell = cell.copy()
+        if i == 0:
+            cell.pad_left(w - cell.cell_len)
+        elif i < len(cells) - 1:
+            cell.pad_right(w - cell.cell_len)
+        line.append_text(cell)
+        if i < len(cells) - 1:
+            line.append("  ")
+    return line
+
+
+class OpTable:
+    """One block per op: an aligned line of facts, then the source line and what happens."""
+
+    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full"):
+        self.events = list(events)
+        self.long_names = long_names
+        self.explain = explain
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        rows = [fact_cells(e, self.long_names) for e in self.events]
+        widths = column_widths(rows)
+        indent = widths[0] + 2
+        strides_inline = sum(widths) + 2 * (len(widths) - 1) <= width
+        if not strides_inline:
+            widths[3] = 0
+        header = [Text(c, style="bold") for c in COLUMNS]
+        if not strides_inline:
+            header[3] = Text("")
+        yield join_cells(header, widths)
+        yield Text("─" * min(width, sum(widths) + 2 * (len(widths) - 1)), style="dim")
+        for e, cells in zip(self.events, rows):
+            if not strides_inline:
+                cells = cells[:3] + [Text("")] + cells[4:]
+            yield join_cells(cells, widths)
+            yield from self._detail(e, indent, width, strides_inline)
+
+    def _detail(self, e: "Event", indent: int, width: int, strides_inline: bool) -> Iterable:
+        from rich.padding import Padding
+
+        code = Text(" " * indent)
+        code.append_text(_code_text(e.code, max(10, width - indent - 1)))
+        if e.source:
+            loc = Text(f"  {e.source.rsplit('/', 1)[-1]}", style="dim")
+            if code.cell_len + loc.cell_len <= width:
+                code.append_text(loc)
+        yield code
+        if not strides_inline:
+            yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
+        if self.explain != "none":
+            yield Padding(Text(annotate(e), style="italic"), (0, 0, 0, indent))
+
+
+def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -> OpTable:
+    return OpTable(list(events), long_names)
+
+
+def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
+    s = stats(events)
+    text = Text.assemble(
+        (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} views", "green"), " · ",
+        (f"{s["copies"]} cop{"y" if s["copies"] == 1 else "ies"} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
+        (f"{s['new_buffers']} computed buffers ({fmt_bytes(s['alloc_bytes'])})", "blue"),
+    )
+    if s["largest"] is not None:
+        e, t = s["largest"]
+        text.append(f"\nlargest tensor: #{e} {fmt_shape(t)}, {fmt_bytes(t.nbytes)}", style="dim")
+    return text
+
+
+def diagnostic_lines(diagnostics: Sequence["Diagnostic"]) -> Iterable[Text]:
+    if not diagnostics:
+        yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
+                   style="green")
+        return
+    yield Text("")
+    for d in diagnostics:
+        where = f" at #{d.event}" if d.event is not None else ""
+        yield Text.assemble((f"{SEVERITY_MARK[d.severity]} {d.kind}{where}: ", SEVERITY_STYLE[d.severity]),
+                            d.message)
+
+
+def print_trace(trace: "Trace", console: Console | None = None, header: Sequence[str] = (),
+                **kwargs) -> None:
+    """Print a trace's table, footer and diagnostics."""
+    console = console or Console()
+    console.print(TraceView(trace, header=header or trace_header(trace), **kwargs))
+
+
+def trace_header(trace: "Trace") -> list[str]:
+    return list(trace.header.get("lines", [])) if trace.header else []
