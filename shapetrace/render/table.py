@@ -177,7 +177,7 @@ def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
     s = stats(events)
     text = Text.assemble(
         (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} views", "green"), " · ",
-        (f"{s["copies"]} cop{"y" if s["copies"] == 1 else "ies"} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
+        (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffers ({fmt_bytes(s['alloc_bytes'])})", "blue"),
     )
     if s["largest"] is not None:
