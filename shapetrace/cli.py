@@ -24,6 +24,9 @@ app = typer.Typer(
 )
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
+DEVICE_HELP = ("cpu (real tensors), meta (shapes and strides without data, any size) or auto "
+               "(meta when real tensors would exceed --max-memory).")
+MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 
 
 def err_console():
@@ -97,15 +100,19 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
         from .config import AttentionConfig
+        from .devices import parse_memory, pick_device, reference_bytes
         from .session import trace_reference
 
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        trace = trace_reference(config)
+        where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
+        trace = trace_reference(config, where, note)
         if json_out:
             write_json(trace.to_json())
             return

@@ -21,6 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import axes as ax
+from . import meta as _meta
 from .axes import Axis, Namer
 
 #: Ops that get a row in the table (torch's own function names).
@@ -131,9 +132,18 @@ class _Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         if op in TRACKED:
             return self.trace._record(op, func, args, kwargs)
-        result = func(*args, **kwargs)
+        result = _call(op, func, args, kwargs)
         self.trace._carry_names(args, kwargs, result)
         return result
+
+
+def _call(op: str, func: Callable, args, kwargs):
+    """Run ``func``; on meta tensors, compute ops get their result from :mod:`shapetrace.meta`.
+
+    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
+    """
+    result = _meta.compute(op, func, args, kwargs)
+    return func(*args, **kwargs) if result is _meta.NOT_HANDLED else result
 
 
 def _op_name(func: Callable) -> str | None:
@@ -239,7 +249,7 @@ class Trace:
         in_axes = [self.axes_of(t) for t in inputs]
         frame_info = _user_frame()
         try:
-            result = func(*args, **kwargs)
+            result = _call(op, func, args, kwargs)
         except Exception as exc:
             self._append(op, frame_info, inputs, in_axes, [], [], args, kwargs, error=exc)
             raise
