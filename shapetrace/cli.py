@@ -132,3 +132,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_trace  # noqa: E402,F401

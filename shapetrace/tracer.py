@@ -49,6 +49,10 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 #: Files inside the package whose lines are model code a user should see.
 MODEL_FILES = {"attention.py", "variants.py", "broken.py"}
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+#: Code objects where the user's stack ends (the script runner's exec frame).
+STACK_ROOTS: set = set()
 
 
 @dataclass
@@ -376,22 +380,28 @@ def _is_internal(filename: str) -> bool:
         hit = (path.startswith(_TORCH_DIR + os.sep) or f"{os.sep}einops{os.sep}" in path
                or (path.startswith(_PKG_DIR + os.sep) and os.path.basename(path) not in MODEL_FILES
                    and f"{os.sep}lessons{os.sep}" not in path)
-               or path.startswith("<frozen"))
+               or path.startswith("<frozen") or _is_stdlib(path))
         _INTERNAL_CACHE[filename] = hit
     return hit
+
+
+def _is_stdlib(path: str) -> bool:
+    """Python's own library (runpy, functools...) is plumbing; site-packages is user code."""
+    return path.startswith(_STDLIB_DIR + os.sep) and not path.startswith(_SITE_DIRS) \
+        and f"{os.sep}site-packages{os.sep}" not in path
 
 
 def _user_frame() -> tuple[str, str, str, tuple[str, ...]]:
     frame = sys._getframe(3)
     while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
+        frame = None if frame.f_code in STACK_ROOTS else frame.f_back
     if frame is None:
         return "?", "", "", ()
     filename, lineno = frame.f_code.co_filename, frame.f_lineno
     code = linecache.getline(filename, lineno).strip()
     stack = []
     f = frame
-    while f is not None:
+    while f is not None and f.f_code not in STACK_ROOTS:
         if not _is_internal(f.f_code.co_filename):
             stack.append(getattr(f.f_code, "co_qualname", f.f_code.co_name))
         f = f.f_back
