@@ -106,9 +106,8 @@ def _cannot_merge(e: "Event", t: "TensorInfo", a: int, b: int, group: list[int])
     msg += "\nTwo fixes, both copying the data once into the order shown:"
     msg += f"\n  1. .contiguous().{e.op}(...): copy into row-major order, then the {e.op} is free"
     msg += ("\n  2. .reshape(...): the same copy, made only when needed"
-            f"\nEither way, first check the axis order [{', '.join(_label(t, i) for i in range(len(t.shape)))}] "
-            f"is the one you mean to merge: a copy keeps it exactly, so {merged} will hold one {na} after "
-            f"another; if {nb} should come first, transpose before merging.")
+            f"\nBoth keep the order [{', '.join(_label(t, i) for i in range(len(t.shape)))}]: check it is the "
+            f"one you mean, so that {merged} holds {t.shape[a]} blocks of {t.shape[b]} ({na} blocks of {nb}).")
     return msg
 
 
