@@ -371,13 +371,43 @@ def _linear(op: str, args, kwargs) -> torch.Tensor:
 
 
 def _sdpa(op: str, args, kwargs) -> torch.Tensor:
+    """Shape from q and v; strides from torch's own kernel on a miniature CPU copy (the CPU flash
+    kernel returns [B, H, T, d_k] laid out as [B, T, H, d_k] when q is a transposed view)."""
     q, k, v = args[:3]
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise RuntimeError(f"scaled_dot_product_attention: shapes do not fit: query {list(q.shape)}, "
                            f"key {list(k.shape)}, value {list(v.shape)}")
     batch = broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]), tuple(v.shape[:-2]))
     shape = batch + (q.shape[-2], v.shape[-1])
-    return _empty(shape, contiguous_strides(shape), q.dtype)
+    rest = {key: value for key, value in kwargs.items() if key != "attn_mask"}
+    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+    tensors = [q, k, v] + ([mask] if isinstance(mask, torch.Tensor) else [])
+    minis = miniatures(tensors)
+    mini_out = torch.nn.functional.scaled_dot_product_attention(
+        *minis[:3], **({"attn_mask": minis[3]} if len(minis) > 3 else {}), **rest)
+    return _empty(shape, strides_in_order_of(mini_out, shape), q.dtype)
+
+
+def miniatures(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Small CPU stand-ins: equal sizes stay equal, 1 stays 1, same memory order of axes."""
+    sizes = sorted({s for t in tensors for s in t.shape if s != 1})
+    small = {s: 2 + i for i, s in enumerate(sizes)}
+    out = []
+    for t in tensors:
+        mini = torch.zeros(tuple(small.get(s, 1) for s in t.shape), dtype=t.dtype, device="cpu")
+        out.append(_same_order(mini, t).requires_grad_(t.requires_grad and t.dtype.is_floating_point))
+    return out
+
+
+def strides_in_order_of(mini: torch.Tensor, shape: Sequence[int]) -> tuple[int, ...]:
+    """Dense strides for ``shape`` with the axes in the memory order of ``mini``."""
+    order = sorted(range(len(shape)), key=lambda d: -mini.stride(d))
+    strides = [0] * len(shape)
+    acc = 1
+    for d in reversed(order):
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(strides)
 
 
 def _einsum(op: str, args, kwargs) -> Any:
@@ -404,18 +434,9 @@ def _einsum(op: str, args, kwargs) -> Any:
                                    f"{sizes[letter]} and {size}")
             sizes[letter] = max(sizes[letter], size)
     shape = tuple(sizes[c] for c in rhs)
-    small = {c: (1 if s == 1 else 2 + i) for i, (c, s) in enumerate(sorted(sizes.items()))}
-    minis = [torch.zeros(tuple(small[c] if s != 1 else 1 for c, s in zip(t, o.shape)))
-             for t, o in zip(terms, ops)]
-    minis = [_same_order(m, o) for m, o in zip(minis, ops)]
+    minis = miniatures(ops)
     mini_out = torch.einsum(equation, *minis)
-    order = sorted(range(len(shape)), key=lambda d: -mini_out.stride(d))
-    strides = [0] * len(shape)
-    acc = 1
-    for d in reversed(order):
-        strides[d] = acc
-        acc *= max(shape[d], 1)
-    return _empty(shape, strides, ops[0].dtype)
+    return _empty(shape, strides_in_order_of(mini_out, shape), ops[0].dtype)
 
 
 def _same_order(mini: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -173,8 +173,16 @@ def _sdpa(inputs, in_axes, shapes, args, kwargs, namer):
 
 def _mha(inputs, in_axes, shapes, args, kwargs, namer):
     first = ax.broadcast_axes(in_axes[:1], shapes[0])
-    rest = [ax.unknown_axes(s) for s in shapes[1:]]
-    return [first] + rest
+    return [first] + [_mha_weights(in_axes, s) for s in shapes[1:]]
+
+
+def _mha_weights(in_axes, shape) -> Axes:
+    """Averaged weights [N, L, S] of a seq-first [L, N, E] query: batch, query tokens, key tokens."""
+    q = in_axes[0]
+    k = in_axes[1] if len(in_axes) > 1 else q
+    if len(q) == 3 and len(k) == 3 and tuple(shape) == (q[1].size, q[0].size, k[0].size):
+        return (q[1], q[0].with_role("query"), k[0].with_role("key"))
+    return ax.unknown_axes(shape)
 
 
 _HANDLERS = {

@@ -75,6 +75,13 @@ CASES = {
     "where": (lambda m, s: torch.where(m, s, 0.0), torch.ones(5, 5, dtype=torch.bool), r(2, 5, 5)),
     "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), r(2, 3, 5, 4), r(2, 3, 7, 4),
              r(2, 3, 7, 6)),
+    "sdpa_transposed_views": (lambda q, k, v: F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True), r(2, 5, 3, 4),
+        r(2, 5, 3, 4), r(2, 5, 3, 4)),
+    "sdpa_mask": (lambda q, m: F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2),
+                  q.transpose(1, 2), attn_mask=m), r(2, 5, 3, 4), torch.ones(5, 5, dtype=torch.bool)),
+    "einsum_transposed": (lambda q, k: torch.einsum("bhtd,bhsd->bhts", q.transpose(1, 2), k.transpose(1, 2)),
+                          r(2, 5, 3, 4), r(2, 7, 3, 4)),
     "sdpa_causal": (lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True), r(2, 3, 5, 4)),
     "einsum_scores": (lambda q, k: torch.einsum("bhtd,bhsd->bhts", q, k), r(2, 3, 5, 4), r(2, 3, 7, 4)),
     "einsum_merge": (lambda w, v: torch.einsum("bhts,bhsd->bthd", w, v), r(2, 3, 5, 7), r(2, 3, 7, 4)),
