@@ -52,6 +52,8 @@ def _path_matches(path: str, pattern: str) -> bool:
     if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(absolute, os.path.abspath(pattern)):
         return True
     for candidate in (path, absolute):
+        if (os.sep + pattern.strip(os.sep) + os.sep) in (os.sep + candidate):
+            return True
         if candidate == pattern or candidate.endswith(os.sep + pattern) \
                 or candidate.startswith(pattern.rstrip(os.sep) + os.sep) \
                 or candidate.startswith(os.path.abspath(pattern) + os.sep):
