@@ -167,6 +167,20 @@ class Trace:
 
     Use :func:`shapetrace.trace` to make one. ``events`` is a list of
     :class:`Event`; ``diagnostics`` is computed from them on first access.
+    In Jupyter a trace displays itself as the table (``_repr_mimebundle_``).
+
+    >>> import torch, shapetrace
+    >>> x = torch.zeros(2, 6, 512)
+    >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+    ...     heads = x.view(2, 6, 8, 64).transpose(1, 2)
+    ...     merged = heads.contiguous().view(2, 6, 512)
+    >>> t
+    <Trace: 4 ops, 1 error, 0 warnings>
+    >>> e = t.events[3]
+    >>> e.op, e.output.dims, e.view
+    ('view', ('B', '!H*T', '!H*T*d_k'), True)
+    >>> t.diagnostics[0].kind
+    'mixed-axis'
     """
 
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
@@ -300,7 +314,14 @@ class Trace:
     # -- results -------------------------------------------------------------
     @property
     def diagnostics(self):
-        """Structured findings (:class:`shapetrace.diagnose.Diagnostic`), errors first."""
+        """Structured findings (:class:`shapetrace.diagnose.Diagnostic`), errors first.
+
+        >>> import torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     s = torch.zeros(2, 8, 6, 6).softmax(dim=-1)
+        >>> t.diagnostics
+        []
+        """
         if self._diagnostics is None:
             from .diagnose import diagnose
             self._diagnostics = diagnose(self)
@@ -315,14 +336,43 @@ class Trace:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it."""
+        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it.
+
+        >>> import json, torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+        >>> data = json.loads(t.to_json())
+        >>> sorted(data), data["events"][0]["output"]["dims"]
+        (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
+        """
         import json
         return json.dumps(self.to_dict(), indent=indent)
 
     def show(self, console=None) -> None:
-        """Print the table (and diagnostics) to ``console`` or a new Rich console."""
+        """Print the table (and diagnostics) to ``console`` or a new Rich console.
+
+        >>> import io, torch, shapetrace
+        >>> from rich.console import Console
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+        >>> console = Console(file=io.StringIO(), width=80, color_system=None)
+        >>> t.show(console)
+        >>> print(console.file.getvalue().splitlines()[2])
+        0  view  [B=2, T=6, H=8, d_k=64]  (3072, 512, 64, 1)  view    ✓
+        """
         from .render.table import print_trace
         print_trace(self, console)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        """Jupyter/IPython display: the table as HTML and text."""
+        from .render.notebook import mimebundle
+        return mimebundle(self)
+
+    def __repr__(self) -> str:
+        errors = sum(d.severity == "error" for d in self.diagnostics)
+        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        return (f"<Trace: {len(self.events)} op{'s' * (len(self.events) != 1)}, "
+                f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
 
     def __rich__(self):
         from .render.table import TraceView
