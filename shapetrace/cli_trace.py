@@ -23,7 +23,7 @@ def trace(
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:

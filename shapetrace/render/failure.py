@@ -6,6 +6,7 @@ import os
 import traceback as tb
 from typing import TYPE_CHECKING, Iterable
 
+from rich.padding import Padding
 from rich.text import Text
 
 from ..failure import explain_failure, operand_lines
@@ -30,20 +31,27 @@ def failure_lines(run: "ScriptRun") -> Iterable[Text]:
     where = _user_location(exc, run.script)
     yield Text.assemble(("✗ the script raised ", "bold red"), (f"{type(exc).__name__}: {exc}", "bold"),
                         (f"  {where}" if where else "", "dim"))
-    yield Text("  (not inside a traced tensor op: the table above shows every op up to that point)",
-               style="dim")
+    yield _indented(Text("(not inside a traced tensor op: the table above shows every op up to that point)",
+                         style="dim"), 2)
 
 
-def _failed_op(e: "Event", exc: BaseException) -> Iterable[Text]:
+def _failed_op(e: "Event", exc: BaseException) -> Iterable:
     yield Text.assemble((f"✗ #{e.index} {e.op} raised", "bold red"), (f"  {e.source}", "dim"))
-    yield Text("  " + e.code.split("  #")[0].rstrip(), style="bold")
+    yield _indented(Text(e.code.split("  #")[0].rstrip(), style="bold"), 2)
     for line in operand_lines(e):
-        yield Text("  " + line)
+        yield _indented(Text(line), 2)
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    yield Text.assemble("  torch: ", (f"{type(exc).__name__}: {message}", "red"))
+    yield _indented(Text.assemble("torch: ", (f"{type(exc).__name__}: {message}", "red")), 2)
     yield Text("")
     for line in explain_failure(e).splitlines():
-        yield Text(line, style="" if line.startswith("  ") else "italic")
+        stripped = line.lstrip(" ")
+        yield _indented(Text(stripped, style="" if line.startswith("  ") else "italic"),
+                        len(line) - len(stripped))
+
+
+def _indented(text: Text, left: int) -> Padding:
+    """A paragraph whose wrapped lines keep the indent (and a hanging indent for list items)."""
+    return Padding(text, (0, 0, 0, left))
 
 
 def _user_location(exc: BaseException, script: str) -> str:
