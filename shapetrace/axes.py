@@ -211,7 +211,7 @@ class Namer:
         if token_atoms and len(atoms) > 1:
             if len(token_atoms) < len(atoms) or any(not a.whole for a in token_atoms):
                 return "error"
-        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS):
+        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
             return "note"
         return None
 

@@ -237,11 +237,22 @@ class Trace:
             return None
         names = self.seed_order[:len(shape)]
         if len(names) < len(shape) or tuple(self.dims.get(n) for n in names) != shape:
-            return None
+            names = self._seed_features(shape)
+            if names is None:
+                return None
         axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
         self._store(tensor, axes)
         self.seeded_by_size = True
         return axes
+
+    def _seed_features(self, shape: tuple[int, ...]) -> list[str] | None:
+        """``[B, T, 3*D]`` or ``[B, T, D_kv]``: the token prefix, then a known feature width."""
+        prefix = self.seed_order[:len(shape) - 1]
+        if len(prefix) < len(shape) - 1 or tuple(self.dims.get(n) for n in prefix) != shape[:-1] \
+                or prefix[-1] not in ax.TOKEN_ROOTS:
+            return None
+        root = self.namer.feature_root_for_size(shape[-1])
+        return prefix + [root] if root else None
 
     def _store(self, tensor: torch.Tensor, axes: tuple[Axis, ...]) -> None:
         key = id(tensor)

@@ -146,3 +146,40 @@ def test_same_trace_on_meta(script, dims):
     assert facts(cpu) == facts(on_meta)
     assert [e.copy_bytes for e in cpu.events] == [e.copy_bytes for e in on_meta.events]
     assert on_meta.events[0].output.device == "meta"
+
+
+def test_assorted_idioms_named_from_dims_alone():
+    t = traced("misc_styles.py", "B=3,T=6,D=512,H=8,H_kv=2")
+    names = [(e.op, e.output.dims) for e in t.events]
+    assert names == [
+        ("view", ("B", "T", "qkv", "H", "d_k")), ("__getitem__", ("B", "T", "H", "d_k")),
+        ("transpose", HEADS), ("reshape", ("B", "T", "qkv", "H", "d_k")),
+        ("permute", ("qkv", "B", "H", "T", "d_k")), ("__getitem__", ("B", "T", "H", "d_k")),
+        ("__getitem__", ("B", "T", "H", "d_k")), ("einsum", ("B", "H", "T", "T")),
+        ("view", ("B", "T", "H_kv", "d_k")), ("transpose", ("B", "H_kv", "T", "d_k")),
+        ("repeat_interleave", HEADS), ("unflatten", ("B", "T", "H", "d_k")), ("transpose", HEADS),
+        ("transpose", ("B", "T", "H", "d_k")), ("flatten", ("B", "T", "D")),
+        ("view", (None, None, None, None)), ("transpose", ("B", "H", "d_k", "T")),
+        ("matmul", ("B", "H", "T", "T")), ("__getitem__", (None, None, None, None)),
+        ("masked_fill", ("B", "H", "T", "T")), ("softmax", ("B", "H", "T", "T"))]
+    assert t.diagnostics == []
+
+
+def test_unnamed_tensors_split_without_a_false_head_split_note():
+    from shapetrace.axes import Namer, reshape_axes, unknown_axes
+
+    namer = Namer({"B": 2, "T": 6, "D": 512, "H": 8})
+    split = reshape_axes(unknown_axes((2, 6, 1536)), (2, 6, 3, 8, 64), namer)
+    assert [namer.mix_kind(a) for a in split] == [None] * 5
+    assert [namer.label(a) for a in split] == [None] * 5
+
+
+def test_fused_width_seeds_names_after_the_token_prefix():
+    import torch
+
+    from shapetrace.tracer import Trace
+
+    t = Trace({"B": 3, "T": 6, "D": 512, "H": 8, "H_kv": 2})
+    assert t.namer.label(t.axes_of(torch.zeros(3, 6, 1536))[2]) == "3*D"
+    assert t.namer.label(t.axes_of(torch.zeros(3, 6, 128))[2]) == "D_kv"
+    assert t.axes_of(torch.zeros(6, 3, 1536))[0].atoms[0].root == "?"  # order must match B, T
