@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
+from .highlight import highlight_line
 from ..explain import annotate, fmt_bytes, fmt_shape
 from ..summary import stats
 
@@ -27,14 +28,7 @@ def _code_text(code: str, width: int) -> Text:
     code = code.split("  #")[0].rstrip()
     if len(code) > width:
         code = code[: width - 1] + "…"
-    try:
-        from rich.syntax import Syntax
-
-        text = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
-        text.rstrip()
-        return text
-    except Exception:  # pragma: no cover - pygments missing
-        return Text(code)
+    return highlight_line(code)
 
 
 def shape_text(t, long_names=None) -> Text:
