@@ -166,7 +166,7 @@ class OpTable:
         if not strides_inline:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
         if self.explain != "none":
-            yield Padding(Text(annotate(e), style="italic"), (0, 0, 0, indent))
+            yield Padding(Text(annotate(e, self.explain), style="italic"), (0, 0, 0, indent))
 
 
 def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -> OpTable:
