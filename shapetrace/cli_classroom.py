@@ -67,7 +67,7 @@ def _check_modes(step: bool, auto: Optional[float], predict: Optional[str], answ
         _check_choice("--predict", predict, PREDICT_MODES)
     if answers is not None and predict is None:
         raise UsageError("--answers FILE only works with --predict")
-    if answers is not None and answers != "-" and not Path(answers).is_file():
+    if answers is not None and answers != "-" and not Path(answers).exists():
         raise UsageError(f"--answers {answers}: no such file")
 
 
