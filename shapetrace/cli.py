@@ -122,7 +122,7 @@ def run(
 
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers)
+                                           predict_mode(predict, predict_what), answers, json_out)
         trace = trace_reference(config)
         if json_out:
             write_json(trace.to_json())

@@ -36,8 +36,10 @@ class ClassroomRequest:
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
-                answers) -> "ClassroomRequest":
+                answers, json_out: bool = False) -> "ClassroomRequest":
         """Validate the options before any tensor is traced (UsageError on bad input)."""
+        if json_out and (step or predict or export):
+            raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
         _check_choice("--explain", explain, EXPLAIN_MODES)
         _check_choice("--theme", theme, THEMES)
         if width is not None and width < 40:

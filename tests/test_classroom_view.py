@@ -85,3 +85,9 @@ def test_engine_modules_do_not_import_rich_or_torch():
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_json_refuses_classroom_modes(cli):
+    result = cli("run", "--json", "--step")
+    assert result.exit_code == 2
+    assert "error: --json prints only the JSON trace: use it without --step, --predict or --export" in result.output

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
+import subprocess
 import io
 import sys
 
@@ -200,3 +203,12 @@ def test_auto_advances_by_itself(tmux):
 def test_auto_needs_step(cli):
     result = cli("run", "--auto", "2")
     assert result.exit_code == 2 and "error: --auto SECONDS only works with --step" in result.output
+
+
+def test_sigterm_restores_screen_and_terminal(tmux):
+    start(tmux)
+    shell = tmux.tmux("list-panes", "-F", "#{pane_pid}").split()[0]
+    child = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True).stdout.split()
+    assert len(child) == 1, child
+    os.kill(int(child[0]), signal.SIGTERM)
+    assert_restored(tmux, 143)

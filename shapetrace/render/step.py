@@ -205,7 +205,7 @@ def run_step_mode(trace: "Trace", console: Console, auto: Optional[float] = None
         options: readability options (compact, explain, long names, width).
 
     Returns:
-        0 after q, 130 after Ctrl-C.
+        0 after q, 130 after Ctrl-C, 143 after SIGTERM.
     """
     import termios
     import tty
@@ -214,6 +214,7 @@ def run_step_mode(trace: "Trace", console: Console, auto: Optional[float] = None
     saved = termios.tcgetattr(fd)
     wake_r, wake_w = os.pipe()
     old_winch = signal.signal(signal.SIGWINCH, lambda *_: os.write(wake_w, b"r"))
+    old_term = signal.signal(signal.SIGTERM, _terminated)
     state = StepState(len(trace.events) + 1)
     try:
         tty.setcbreak(fd)
@@ -222,11 +223,22 @@ def run_step_mode(trace: "Trace", console: Console, auto: Optional[float] = None
         return 0
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        return 143
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
         signal.signal(signal.SIGWINCH, old_winch)
+        signal.signal(signal.SIGTERM, old_term)
         os.close(wake_r)
         os.close(wake_w)
+
+
+class _Terminated(Exception):
+    """SIGTERM while stepping: unwind like Ctrl-C so the terminal is restored."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
 
 
 def _fit_console(console: Console, width: Optional[int]) -> None:
