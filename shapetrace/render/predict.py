@@ -89,13 +89,13 @@ def _verdict(console: Console, kind: str, verdict: Optional[Verdict], error: str
 
 
 def _ask_event(asker: Asker, console: Console, e: "Event", dims, strides: bool, score: Score,
-               long_names) -> None:
+               long_names, explain: str = "full") -> None:
     _context(console, e, long_names)
     o = e.output
     answer, error = asker.ask("output shape", dims)
     verdict = check_shape(answer, o) if answer else (Verdict(False) if error else None)
     score.record("shape", verdict)
-    _verdict(console, "shape", verdict, error, fmt_shape(o, long_names), annotate(e))
+    _verdict(console, "shape", verdict, error, fmt_shape(o, long_names), annotate(e, explain))
     if strides:
         answer, error = asker.ask("output strides", dims)
         verdict = check_strides(answer, o) if answer else (Verdict(False) if error else None)
@@ -144,7 +144,7 @@ def run_predict_mode(trace: "Trace", console: Console, answers: TextIO, strides:
         if remaining and e.index == remaining[0]:
             remaining.pop(0)
             try:
-                _ask_event(asker, console, e, trace.dims, strides, score, long_names)
+                _ask_event(asker, console, e, trace.dims, strides, score, long_names, options.explain)
             except _OutOfAnswers:
                 score.unanswered = len(remaining) + 1
                 console.print("   (no more answers: the rest of the trace is shown without questions)",
