@@ -21,6 +21,7 @@ class TmuxSession:
         assert shutil.which("tmux"), "tmux is not installed: apt-get install -y tmux (this test must not skip)"
         self.socket = f"st-{name}-{uuid.uuid4().hex[:8]}"
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", str(ROOT), SHELL)
+        self.socket_path = self.tmux("display-message", "-p", "#{socket_path}").strip()
 
     def tmux(self, *args: str) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
@@ -54,4 +55,7 @@ class TmuxSession:
             time.sleep(0.05)
 
     def kill(self) -> None:
+        """Stop this session's tmux server and remove its socket file."""
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        if self.socket_path:
+            Path(self.socket_path).unlink(missing_ok=True)
