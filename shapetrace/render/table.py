@@ -158,7 +158,7 @@ class OpTable:
         if not strides_inline:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
         if self.explain != "none":
-            yield from indented(Text(annotate(e), style="italic"), indent, width)
+            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
 
 
 def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
