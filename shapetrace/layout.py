@@ -111,7 +111,7 @@ class Walk:
         if not self.steps:
             return "a single " + self.unit
         if self.smooth:
-            return f"no jumps: each {self.unit} starts where the previous one ends (+{self.unit_len:,})"
+            return f"no jumps: each {self.unit} starts where the previous one ends"
         parts = []
         for n, s in enumerate(self.steps):
             jump = f"+{s.delta:,}" if s.delta >= 0 else f"back −{-s.delta:,}"
@@ -312,9 +312,8 @@ class Layout:
                 if self.stride[a] < self.stride[b]:
                     A, B = self.names[a], self.names[b]
                     return (f"{A} comes before {B} in the shape, but {A}'s stride ({self.stride[a]:,}) is "
-                            f"smaller than {B}'s ({self.stride[b]:,}): in memory the {self.shape[a]:,} "
-                            f"{A} entries of one {B} sit side by side, so reading {B} after {B} inside "
-                            f"one {A} jumps over the other {A} entries and then comes back")
+                            f"smaller than {B}'s ({self.stride[b]:,}): the {self.shape[a]:,} {A} entries of "
+                            f"one {B} sit side by side in memory, so the walk jumps over them")
         return ""
 
     def _gap(self) -> str:
