@@ -97,6 +97,10 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
+    diagrams: bool = typer.Option(False, "--diagrams",
+                                  help="Draw the memory layout under each view/transpose/contiguous/reshape."),
+    diagram: Optional[int] = typer.Option(None, "--diagram", metavar="N",
+                                          help="Draw the memory layout under record N only."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
@@ -111,7 +115,13 @@ def run(
             return
         from .render.table import print_trace
 
-        print_trace(trace, out_console(width))
+        console = out_console(width)
+        hook = None
+        if diagrams or diagram is not None:
+            from .render.diagram import run_diagram_hook
+
+            hook = run_diagram_hook(trace, diagram, console.width)
+        print_trace(trace, console, after_event=hook)
         if any(d.severity == "error" for d in trace.diagnostics):
             raise typer.Exit(1)
 

@@ -273,3 +273,12 @@ def diagram_hook(trace: "Trace", only: int | None = None, width: int = 100,
         return Padding(event_diagram(event, width - indent, heads), (0, 0, 1, indent))
 
     return hook
+
+
+def run_diagram_hook(trace: "Trace", only: int | None, width: int) -> Callable[["Event"], RenderableType | None]:
+    """The hook for ``shapetrace run --diagrams`` / ``--diagram N`` (N checked against the trace)."""
+    if only is not None and not 0 <= only < len(trace.events):
+        from ..errors import UsageError
+
+        raise UsageError(f"--diagram {only}: this trace has records 0 to {len(trace.events) - 1}")
+    return diagram_hook(trace, only, width)
