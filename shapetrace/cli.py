@@ -135,3 +135,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_strides  # noqa: E402,F401

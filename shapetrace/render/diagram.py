@@ -49,7 +49,8 @@ def key_style(key: int) -> str:
 
 def layout_of(info: "TensorInfo", heads: int | None = None, key: str | None = None) -> Layout:
     """The :class:`Layout` of a traced tensor."""
-    return Layout(info.shape, info.stride, info.storage_offset, info.dims, heads=heads, key=key,
+    dims = [n.replace("*", "·") if n else None for n in info.dims]
+    return Layout(info.shape, info.stride, info.storage_offset, dims, heads=heads, key=key,
                   contiguous=info.contiguous, dtype=info.dtype)
 
 
@@ -221,42 +222,42 @@ def tensor_diagram(info: "TensorInfo", width: int = 100, heads: int | None = Non
     return LayoutView(layout_of(info, heads), width, rows, tensor_title(info) if title else None)
 
 
-def event_diagram(event: "Event", width: int = 100, heads: int | None = None) -> RenderableType:
+def event_diagram(event: "Event", width: int = 100, heads: int | None = None, rows: int = 4) -> RenderableType:
     """The diagram for one traced event: its output, or before/after strips for a copy.
 
     A failed ``view`` shows the input's layout and why the view cannot work.
     """
     out = event.output
     if event.error:
-        return _failed_diagram(event, width, heads)
+        return _failed_diagram(event, width, heads, rows)
     if out is None:
         return Text("")
     copied = bool(event.copy_bytes) and not event.view and event.inputs
     if not copied:
-        return LayoutView(layout_of(out, heads), width, 4)
+        return LayoutView(layout_of(out, heads), width, rows)
     before = event.inputs[0]
     after_lay = layout_of(out, heads)
-    key = after_lay.key_name if after_lay.pieces == 1 else None
+    key = after_lay.names[after_lay.key_dim] if after_lay.key_dim is not None and after_lay.pieces == 1 else None
     before_lay = layout_of(before, heads, key=key)
     verdict = Text(f"copied {fmt_bytes(event.copy_bytes)}: the same values, rewritten in the new order",
                    style="bold yellow")
     return Group(
-        LayoutView(before_lay, width, 4, tensor_title(before, "before"), ("axes", "memory", "walk")),
-        LayoutView(after_lay, width, 4, tensor_title(out, "after "), ("memory", "walk", "why")),
+        LayoutView(before_lay, width, rows, tensor_title(before, "before"), ("axes", "memory", "walk")),
+        LayoutView(after_lay, width, rows, tensor_title(out, "after "), ("memory", "walk", "why")),
         verdict,
     )
 
 
-def _failed_diagram(event: "Event", width: int, heads: int | None) -> RenderableType:
+def _failed_diagram(event: "Event", width: int, heads: int | None, rows: int) -> RenderableType:
     if not event.inputs:
         return Text(event.error or "")
     info = event.inputs[0]
-    parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, 4, tensor_title(info, "input"))]
-    target = event.params.get("target_shape") if event.params else None
-    if event.op in ("view", "view_as") and target:
-        from ..viewfail import explain_view_error
+    parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, rows, tensor_title(info, "input"))]
+    from ..viewfail import explain_view_error, target_from_args
 
-        parts.append(Text(explain_view_error(info, tuple(target))))
+    target = target_from_args(event.args) if event.op == "view" else None
+    if target:
+        parts.append(Text(explain_view_error(info, target)))
     return Group(*parts)
 
 
