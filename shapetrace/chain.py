@@ -110,7 +110,7 @@ def _normalise(text: str) -> str:
     if head and head.group() in ("torch", "F", "nn", "np", "os", "sys"):
         raise UsageError(f"refused {head.group()!r}: a chain calls methods on the tensor only, "
                          f"e.g. 'transpose(1, 2)' (allowed: {ALLOWED_TEXT})")
-    if head and head.end() == len(text):
+    if head and head.end() == len(text) and head.group() not in ATTRIBUTES:
         if head.group() in METHODS:
             raise UsageError(f"write {head.group()}(...) with parentheses, e.g. 'contiguous()'")
         raise UsageError("the chain is empty: give at least one method, e.g. 'transpose(0, 1)'")
