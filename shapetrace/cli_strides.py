@@ -24,7 +24,7 @@ def strides(
     heads: Optional[int] = typer.Option(None, "--heads", help="Number of heads H (names H and d_k when D is split)."),
     json_out: bool = typer.Option(False, "--json", help="Print each step as JSON and nothing else."),
     no_diagrams: bool = typer.Option(False, "--no-diagrams", help="Only the facts line of each step."),
-    rows: int = typer.Option(3, "--rows", min=3, max=12, help="Storage strip rows per diagram."),
+    rows: int = typer.Option(4, "--rows", min=3, max=12, help="Storage strip rows per diagram."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:

@@ -69,6 +69,11 @@ class ChainRun:
     names_given: bool = False
 
     @property
+    def head_count(self) -> int | None:
+        """H from --heads or from an axis named H (colours D per head)."""
+        return self.heads or self.trace.dims.get("H")
+
+    @property
     def failed(self) -> bool:
         return any(s.error for s in self.steps)
 

@@ -27,7 +27,7 @@ class ChainView:
         rows: storage-strip rows per diagram (the middle is elided).
     """
 
-    def __init__(self, run: "ChainRun", diagrams: bool = True, rows: int = 3):
+    def __init__(self, run: "ChainRun", diagrams: bool = True, rows: int = 4):
         self.run, self.diagrams, self.rows = run, diagrams, rows
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -73,9 +73,9 @@ class ChainView:
         if self.diagrams:
             e = step.event
             if e is not None and e.copy_bytes and not e.view:
-                yield event_diagram(e, width, self.run.heads, self.rows)
+                yield event_diagram(e, width, self.run.head_count, self.rows)
             else:
-                yield LayoutView(layout_of(step.info, self.run.heads), width, self.rows)
+                yield LayoutView(layout_of(step.info, self.run.head_count), width, self.rows)
         for note in step.notes:
             severity = note.split(" ", 1)[0]
             yield Text(note, style=NOTE_STYLE.get(severity, "yellow"))

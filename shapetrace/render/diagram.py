@@ -87,6 +87,10 @@ class LayoutView:
             rows.append(("axes", self._axes_line()))
         if "memory" in self.parts:
             rows += self._memory(width)
+        walk = self.layout.walk()
+        if {"walk", "why"} <= set(self.parts) and self.layout.contiguous and walk.smooth and walk.steps:
+            offset = f" (from offset {self.layout.offset:,})" if self.layout.offset else ""
+            return rows + [("walk", Text(f"contiguous{offset}, {walk.text()}", style="green"))]
         if "walk" in self.parts:
             rows.append(("walk", self._walk_line()))
         if "why" in self.parts:
