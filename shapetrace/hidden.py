@@ -38,6 +38,7 @@ class HiddenCopy:
     before: "TensorInfo"
     after: "TensorInfo"
     nbytes: int
+    reason: str = ""
 
 
 def _batch_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -63,12 +64,21 @@ def _expanded(t: "TensorInfo", batch: tuple[int, ...]) -> tuple[tuple[int, ...],
     return tuple(shape) + t.shape[-2:], tuple(stride) + t.stride[-2:]
 
 
-def _needs_copy(shape: tuple[int, ...], stride: tuple[int, ...], target: tuple[int, ...]) -> bool:
+def _first_break(shape: tuple[int, ...], stride: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, int] | None:
     for group in view_groups(shape, target):
         for a, b in zip(group.inputs, group.inputs[1:]):
             if stride[a] != shape[b] * stride[b]:
-                return True
-    return False
+                return a, b
+    return None
+
+
+def _reason(t: "TensorInfo", shape, stride, target, pair: tuple[int, int]) -> str:
+    lead = len(shape) - len(t.shape)
+    names = [(t.dims[j - lead] if j >= lead and t.dims[j - lead] else f"dim{j}") for j in range(len(shape))]
+    a, b = pair
+    return (f"bmm needs it as one batch of matrices, shape ({', '.join(f'{s:,}' for s in target)}), but "
+            f"{names[a]} and {names[b]} do not chain in memory (stride {stride[a]:,} ≠ {shape[b]:,} × "
+            f"{stride[b]:,}), so torch clones it first")
 
 
 def matmul_hidden_copies(event: "Event") -> list[HiddenCopy]:
@@ -85,9 +95,10 @@ def matmul_hidden_copies(event: "Event") -> list[HiddenCopy]:
     for n, t in enumerate((a, b)):
         shape, stride = _expanded(t, batch)
         target = (math.prod(batch),) + t.shape[-2:]
-        if _needs_copy(shape, stride, target):
+        pair = _first_break(shape, stride, target)
+        if pair is not None:
             size = 4 if t.dtype == "float32" else (t.nbytes // max(math.prod(t.shape), 1) or 4)
             after = replace(t, shape=shape, stride=row_major(shape), storage_offset=0, contiguous=True,
                             nbytes=math.prod(shape) * size)
-            out.append(HiddenCopy(n, t, after, after.nbytes))
+            out.append(HiddenCopy(n, t, after, after.nbytes, _reason(t, shape, stride, target, pair)))
     return out

@@ -89,3 +89,13 @@ def test_run_single_diagram_and_bad_record(cli):
 
 def test_table_without_hook_is_unchanged(cli):
     assert "\n    memory  " not in cli("run", "--width", "100").output
+
+
+def test_matmul_hidden_copy_diagram(default_trace, cli):
+    text = render(event_diagram(default_trace.events[10], 100, heads=8), 100)
+    assert "hidden copies inside matmul: 48 KiB the code never asked for" in text
+    assert "B and H do not chain in memory (stride 3,072 ≠ 8 × 64)" in " ".join(text.split())
+    assert text.count("before ") == 2 and text.count("after ") == 2
+    assert len(text.splitlines()) <= 30
+    out = cli("run", "--diagrams", "--width", "100").output
+    assert out.count("hidden copy inside matmul: 24 KiB") == 1 and out.count("hidden copies inside matmul") == 1

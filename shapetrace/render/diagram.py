@@ -66,8 +66,9 @@ class LayoutView:
     """
 
     def __init__(self, layout: Layout, width: int = 100, rows: int = 4, title: Text | None = None,
-                 parts: Sequence[str] = ("axes", "memory", "walk", "why")):
+                 parts: Sequence[str] = ("axes", "memory", "walk", "why"), label: str = "memory"):
         self.layout, self.width, self.rows, self.title, self.parts = layout, width, rows, title, tuple(parts)
+        self.label = label
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = min(self.width, options.max_width)
@@ -87,6 +88,9 @@ class LayoutView:
             rows.append(("axes", self._axes_line()))
         if "memory" in self.parts:
             rows += self._memory(width)
+        elif "strip" in self.parts and self.layout.n_blocks and not self.layout.irregular:
+            strip = strip_rows(self.layout, width, self.rows)
+            rows += [(self.label if n == 0 else "", row) for n, row in enumerate(strip)]
         walk = self.layout.walk()
         if {"walk", "why"} <= set(self.parts) and self.layout.contiguous and walk.smooth and walk.steps:
             offset = f" (from offset {self.layout.offset:,})" if self.layout.offset else ""
@@ -113,7 +117,7 @@ class LayoutView:
             return [("memory", Text("strides overlap: several indices share addresses; no strip drawn"))]
         if lay.n_blocks == 0:
             return [("memory", Text("empty tensor: nothing stored"))]
-        rows = [("memory", Text(self._memory_caption()))]
+        rows = [(self.label, Text(self._memory_caption()))]
         return rows + [("", row) for row in strip_rows(lay, width, self.rows)]
 
     def _memory_caption(self) -> str:
@@ -234,6 +238,8 @@ def event_diagram(event: "Event", width: int = 100, heads: int | None = None, ro
     out = event.output
     if event.error:
         return _failed_diagram(event, width, heads, rows)
+    if event.op == "matmul":
+        return _matmul_diagram(event, width, heads)
     if out is None:
         return Text("")
     copied = bool(event.copy_bytes) and not event.view and event.inputs
@@ -250,6 +256,27 @@ def event_diagram(event: "Event", width: int = 100, heads: int | None = None, ro
         LayoutView(after_lay, width, rows, tensor_title(out, "after "), ("memory", "walk", "why")),
         verdict,
     )
+
+
+def _matmul_diagram(event: "Event", width: int, heads: int | None) -> RenderableType:
+    """The copies torch makes inside a batched matmul: each operand before and after."""
+    from ..hidden import matmul_hidden_copies
+
+    copies = matmul_hidden_copies(event)
+    if not copies:
+        return Text("no hidden copy: both operands are already one batch of matrices in memory", style="green")
+    total = sum(c.nbytes for c in copies)
+    parts: list[RenderableType] = [Text(
+        f"hidden {'copy' if len(copies) == 1 else 'copies'} inside matmul: {fmt_bytes(total)} the code never "
+        "asked for", style="bold yellow")]
+    for c in copies:
+        after_lay = layout_of(c.after, heads)
+        key = after_lay.names[after_lay.key_dim] if after_lay.key_dim is not None and after_lay.pieces == 1 else None
+        parts.append(tensor_title(c.before, f"operand {c.operand + 1}"))
+        parts.append(Text(c.reason + f" ({fmt_bytes(c.nbytes)})", style="dim"))
+        parts.append(LayoutView(layout_of(c.before, heads, key=key), width, 3, None, ("strip",), "before"))
+        parts.append(LayoutView(after_lay, width, 3, None, ("strip",), "after"))
+    return Group(*parts)
 
 
 def _failed_diagram(event: "Event", width: int, heads: int | None, rows: int) -> RenderableType:
@@ -273,11 +300,17 @@ def diagram_hook(trace: "Trace", only: int | None = None, width: int = 100,
     def hook(event: "Event") -> RenderableType | None:
         if only is not None and event.index != only:
             return None
-        if only is None and event.op not in DIAGRAM_OPS:
+        if only is None and event.op not in DIAGRAM_OPS and not _has_hidden_copy(event):
             return None
         return Padding(event_diagram(event, width - indent, heads), (0, 0, 1, indent))
 
     return hook
+
+
+def _has_hidden_copy(event: "Event") -> bool:
+    from ..hidden import matmul_hidden_copies
+
+    return event.op == "matmul" and bool(matmul_hidden_copies(event))
 
 
 def run_diagram_hook(trace: "Trace", only: int | None, width: int) -> Callable[["Event"], RenderableType | None]:
