@@ -177,3 +177,16 @@ def test_engine_modules_do_not_import_rich_or_torch():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["[]", "['torch']"]
+
+
+def test_docstring_examples_of_the_engine_modules():
+    import doctest
+
+    import shapetrace.chain
+    import shapetrace.hidden
+    import shapetrace.layout
+    import shapetrace.viewfail
+
+    for module in (shapetrace.layout, shapetrace.chain, shapetrace.viewfail, shapetrace.hidden):
+        result = doctest.testmod(module)
+        assert result.attempted >= 3 and result.failed == 0, module.__name__

@@ -106,7 +106,8 @@ class ChainView:
         done = [s for s in run.steps[1:] if not s.error]
         views = sum(1 for s in done if s.view)
         copies = [s for s in done if s.copy_bytes]
-        line = Text(f"\n{len(run.steps) - 1} steps · {views} {'view' if views == 1 else 'views'} · {len(copies)} "
+        n = len(run.steps) - 1
+        line = Text(f"\n{n} {'step' if n == 1 else 'steps'} · {views} {'view' if views == 1 else 'views'} · {len(copies)} "
                     f"{'copy' if len(copies) == 1 else 'copies'} ({fmt_bytes(sum(s.copy_bytes for s in copies))})")
         failed = [s for s in run.steps if s.error]
         if failed:
