@@ -142,6 +142,8 @@ class LayoutView:
     def _walk_line(self) -> Text:
         walk = self.layout.walk()
         line = Text()
+        if self.layout.numel == 0:
+            return line.append("nothing to read")
         if not walk.steps:
             return line.append(f"a single {walk.unit}")
         if not walk.smooth:
