@@ -192,3 +192,15 @@ def test_subprocess_no_color_failing_chain():
     assert "\x1b[" not in proc.stdout
     assert "│A 0,0,0,:│B 0,1,0,:│" in proc.stdout  # letters carry the key without colour
     assert "The strides do not chain (64 ≠ 3,072)" in proc.stdout
+
+
+def test_strides_help_does_not_import_torch():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("from shapetrace.cli import app\ntry:\n    app(['strides', '--help'])\nexcept SystemExit:\n    pass\n"
+            "import sys; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False" and "SHAPE" in out.stdout
