@@ -111,6 +111,10 @@ def run(
     predict_what: Optional[str] = typer.Argument(None, hidden=True, metavar="[shape|strides]"),
     answers: Optional[str] = typer.Option(None, "--answers", metavar="FILE",
                                           help="With --predict: read the answers from FILE, one per line."),
+    diagrams: bool = typer.Option(False, "--diagrams",
+                                  help="Draw the memory layout under each view/transpose/contiguous/reshape."),
+    diagram: Optional[int] = typer.Option(None, "--diagram", metavar="N",
+                                          help="Draw the memory layout under record N only."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
@@ -127,7 +131,12 @@ def run(
         if json_out:
             write_json(trace.to_json())
             return
-        show_classroom(trace, request)
+        hook = None
+        if diagrams or diagram is not None:
+            from .render.diagram import run_diagram_hook
+
+            hook = run_diagram_hook(trace, diagram, out_console(width).width)
+        show_classroom(trace, request, after_event=hook)
         if any(d.severity == "error" for d in trace.diagnostics):
             raise typer.Exit(1)
 
@@ -141,3 +150,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_strides  # noqa: E402,F401
