@@ -141,3 +141,38 @@ def test_correct_attention_is_never_flagged(B, T, H, dk):
 def test_reference_model_has_no_error_or_warning(T, H, dk):
     trace = trace_reference(AttentionConfig(d_model=H * dk, heads=H, seq_len=T))
     assert [d for d in trace.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def merge_without_transpose_then_project(x, B, T, H, dk):
+    w = torch.randn(H * dk, H * dk)
+    y = attend(split(x, B, T, H, dk)).reshape(B, T, H * dk)   # (B, T?, D?): heads and tokens mixed
+    return torch.nn.functional.linear(y, w)                     # (B, T, D)
+
+
+def test_merge_without_transpose_is_caught_when_T_equals_H():
+    """At T = H the merge is a clean-looking [B, H, T*d_k]: a warning there, an error at the projection."""
+    kinds, t = run(merge_without_transpose_then_project, T=8, H=8)
+    assert ("warning", "tokens-merged-with-features") in kinds
+    assert ("error", "projection-over-tokens") in kinds
+    merged = next(e for e in t.events if e.op == "reshape")
+    assert merged.output.dims == ("B", "H", "T*d_k")
+
+
+def test_flattening_tokens_with_features_is_only_a_warning():
+    x = torch.randn(2, 6, 512)
+    with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        shapetrace.name(x, "B T D")
+        x.view(2, 6, 8, 64).transpose(1, 2).contiguous().view(2, 8, 6 * 64)  # (B, H, T*d_k)
+    assert t.events[-1].output.dims == ("B", "H", "T*d_k")
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("warning", "tokens-merged-with-features")]
+
+
+def test_slices_keep_their_names():
+    x = torch.randn(2, 6, 512)
+    with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        shapetrace.name(x, "B T D")
+        x[:, :3]                                                  # (B, T=3, D)
+        x.narrow(2, 0, 100)                                       # (B, T, D=100)
+        torch.cat([x, x], dim=1)                                  # (B, T=12, D)
+    assert [e.output.dims for e in t.events] == [("B", "T", "D")] * 3
+    assert [e.output.shape for e in t.events] == [(2, 3, 512), (2, 6, 100), (2, 12, 512)]

@@ -78,7 +78,7 @@ def test_every_step_matches_torch_and_names_follow():
         assert (step.info.shape, step.info.stride, step.info.contiguous) == (tuple(t.shape), t.stride(),
                                                                              t.is_contiguous())
     assert [s.info.dims for s in run.steps] == [("B", "T", "D"), ("B", "T", "H", "d_k"), ("B", "H", "T", "d_k"),
-                                                ("B", "H", "T", "d_k"), ("B", "H", "!T*d_k")]
+                                                ("B", "H", "T", "d_k"), ("B", "H", "T*d_k")]
     assert [(s.view, s.copy_bytes) for s in run.steps[1:]] == [(True, 0), (True, 0), (False, 24576), (True, 0)]
     assert run.device == "cpu" and not run.failed
 
