@@ -141,6 +141,11 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
     names = parse_names(dims, shape)
     sizes = named_sizes(shape, names, heads)
     steps = parse_chain(chain_text, {k: v for k, v in _arg_names(sizes).items()})
+    if heads is None and "H" not in sizes:
+        guess = infer_heads(steps, shape, names)
+        if guess is not None:
+            sizes = named_sizes(shape, names, guess)
+            heads = guess
     numel = math.prod(shape)
     device = "meta" if numel > META_LIMIT else "cpu"
     x = (torch.arange(numel, dtype=torch.float32).view(shape) if device == "cpu"
@@ -158,6 +163,21 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
                 break
     _add_notes(trace, results)
     return ChainRun(shape, names, device, results, trace, heads, names_given=dims is not None)
+
+
+def infer_heads(steps: Sequence["ChainStep"], shape: Sequence[int], names: Sequence[str | None]) -> int | None:
+    """H from the chain's first view/reshape that splits the last axis D in two: ``view(B, T, H, d_k)``."""
+    if not names or names[-1] != "D" or not steps:
+        return None
+    first = steps[0]
+    if first.method not in ("view", "reshape") or not first.args:
+        return None
+    target = list(first.args[0]) if len(first.args) == 1 and isinstance(first.args[0], (tuple, list)) \
+        else list(first.args)
+    if len(target) == len(shape) + 1 and all(isinstance(v, int) for v in target) \
+            and list(target[:-2]) == list(shape[:-1]) and target[-2] > 0 and target[-2] * target[-1] == shape[-1]:
+        return target[-2]
+    return None
 
 
 def _arg_names(sizes: dict[str, int]) -> dict[str, int]:

@@ -204,3 +204,10 @@ def test_strides_help_does_not_import_torch():
             "import sys; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False" and "SHAPE" in out.stdout
+
+
+def test_heads_are_inferred_from_the_first_split_when_not_given():
+    run = run_chain("2x6x512", "view(2, 6, 8, 64).transpose(1, 2).contiguous().view(2, 8, 6*64)")
+    assert run.trace.dims["H"] == 8 and run.trace.dims["d_k"] == 64
+    assert run.steps[2].info.dims == ("B", "H", "T", "d_k")
+    assert [d.severity for d in run.trace.diagnostics] == ["warning"]
