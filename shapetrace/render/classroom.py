@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..classroom import ViewOptions, names_for
 from ..explain import annotate
-from .table import OpTable, _code_text, diagnostic_lines, fact_cells, footer_text, indented, join_cells, trace_header
+from .table import OpTable, TraceView, _code_text, diagnostic_lines, fact_cells, footer_text, indented, join_cells, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..tracer import Event, Trace
@@ -62,24 +62,12 @@ def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None, a
     return cls(events, long_names, explain=options.explain, after_event=after_event)
 
 
-class ClassroomView:
+class ClassroomView(TraceView):
     """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
 
     def __init__(self, trace: "Trace", options: ViewOptions = ViewOptions(), after_event=None):
-        self.trace = trace
-        self.options = options
-        self.after_event = after_event
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        header = trace_header(self.trace)
-        if header:
-            yield Text(header[0], style="bold")
-            for line in header[1:]:
-                yield Text(line, style="dim")
-            yield Text("")
-        yield op_table(self.trace.events, self.options, names_for(self.trace, self.options), self.after_event)
-        yield footer_text(self.trace, self.trace.events)
-        yield from diagnostic_lines(self.trace.diagnostics)
+        table = op_table(trace.events, options, names_for(trace, options), after_event)
+        super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 
 def print_classroom(trace: "Trace", console: Console, options: ViewOptions = ViewOptions(),

@@ -73,22 +73,23 @@ class TraceView:
 
     def __init__(self, trace: "Trace", header: Sequence[str] = (), events: Sequence["Event"] | None = None,
                  long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
-                 after_event: Callable[["Event"], RenderableType | None] | None = None):
+                 after_event: Callable[["Event"], RenderableType | None] | None = None,
+                 table: RenderableType | None = None):
         self.trace = trace
         self.after_event = after_event
+        self.table = table  # another op table (e.g. the compact one); default OpTable
         self.header = list(header)
         self.events = list(trace.events if events is None else events)
         self.long_names = long_names
         self.show_diagnostics = show_diagnostics
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = options.max_width
         if self.header:
             yield Text(self.header[0], style="bold")
             for line in self.header[1:]:
                 yield Text(line, style="dim")
             yield Text("")
-        yield OpTable(self.events, self.long_names, after_event=self.after_event)
+        yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event)
         yield footer_text(self.trace, self.events)
         if self.show_diagnostics:
             yield from diagnostic_lines(self.trace.diagnostics)
