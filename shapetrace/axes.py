@@ -59,6 +59,19 @@ class Axis:
         return Axis(self.atoms, role)
 
 
+def has_tokens(axis: Axis) -> bool:
+    """Does any piece of this axis index tokens or batch entries?"""
+    return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False
+
+
+def resized(axis: Axis, size: int, namer: "Namer") -> Axis:
+    """A shorter (sliced) or longer (concatenated) axis keeps its name at the new size."""
+    label = namer.label(axis)
+    if label is None:
+        return unknown_axis(size)
+    return Axis((Atom(label, size, 1, size),), axis.role)
+
+
 def root_axis(name: str, size: int) -> Axis:
     """A whole named axis, e.g. ``root_axis("T", 6)``."""
     if size == 1:
@@ -200,8 +213,9 @@ class Namer:
         return MIXED_PREFIX + joined if self.mix_kind(axis) == "error" else joined
 
     def mix_kind(self, axis: Axis) -> str | None:
-        """``"error"`` if the axis mixes tokens/batch with anything else, ``"note"`` for
-        an unusual split of features only, else None."""
+        """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
+        ``"warning"`` if whole token axes are flattened together with features,
+        ``"note"`` for an unusual split of features only, else None."""
         atoms = coalesce(axis.atoms)
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
             return "error" if _mix_has_tokens(atoms) else "note"
@@ -209,8 +223,10 @@ class Namer:
         roots = {a.root for a in atoms}
         token_atoms = [a for a in atoms if a.root in TOKEN_ROOTS]
         if token_atoms and len(atoms) > 1:
-            if len(token_atoms) < len(atoms) or any(not a.whole for a in token_atoms):
-                return "error"
+            if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
+                return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
+            if len(token_atoms) < len(atoms):
+                return "warning"  # whole tokens flattened together with features
         if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
             return "note"
         return None

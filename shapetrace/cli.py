@@ -100,6 +100,24 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
+    compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
+    explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",
+                                metavar="full|brief"),
+    long_names: bool = typer.Option(False, "--long-names", help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
+    export: Optional[str] = typer.Option(None, "--export", metavar="PATH",
+                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+    theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
+    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
+    auto: Optional[float] = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
+    predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
+                                 "predicts its output shape; '--predict strides' asks for the strides too."),
+    predict_what: Optional[str] = typer.Argument(None, hidden=True, metavar="[shape|strides]"),
+    answers: Optional[str] = typer.Option(None, "--answers", metavar="FILE",
+                                          help="With --predict: read the answers from FILE, one per line."),
+    diagrams: bool = typer.Option(False, "--diagrams",
+                                  help="Draw the memory layout under each view/transpose/contiguous/reshape."),
+    diagram: Optional[int] = typer.Option(None, "--diagram", metavar="N",
+                                          help="Draw the memory layout under record N only."),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
@@ -110,15 +128,22 @@ def run(
         from .devices import parse_memory, pick_device, reference_bytes
         from .session import trace_reference
 
+        from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
+
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
+        request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
+                                           predict_mode(predict, predict_what), answers, json_out)
         where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
         trace = trace_reference(config, where, note)
         if json_out:
             write_json(trace.to_json())
             return
-        from .render.table import print_trace
+        hook = None
+        if diagrams or diagram is not None:
+            from .render.diagram import run_diagram_hook
 
-        print_trace(trace, out_console(width))
+            hook = run_diagram_hook(trace, diagram, out_console(width).width)
+        show_classroom(trace, request, after_event=hook)
         if any(d.severity == "error" for d in trace.diagnostics):
             raise typer.Exit(1)
 
@@ -132,4 +157,5 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_strides  # noqa: E402,F401
 from . import cli_trace  # noqa: E402,F401

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .axes import MIXED_PREFIX, TOKEN_ROOTS
+from .axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tracer import Event, TensorInfo, Trace
@@ -74,6 +74,34 @@ def mixed_axes(trace: "Trace") -> list[Diagnostic]:
             if kind == "error":
                 out.append(Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label)))
                 break
+            if kind == "warning":
+                out.append(Diagnostic("warning", "tokens-merged-with-features", e.index,
+                                      _merged_message(e, i, label)))
+                break
+    return out
+
+
+def _merged_message(e: "Event", i: int, label: str | None) -> str:
+    src, o = e.inputs[0], e.outputs[0]
+    return (f"{e.op} #{e.index} turns {_fmt(src.dims, src.shape)} into {_fmt(o.dims, o.shape)}: axis {i} "
+            f"flattens {_plain(label)} into one axis, so each of its entries is a (token, feature) pair. "
+            "That is fine as a layout exercise; in attention it usually means the heads were merged "
+            "without moving the tokens back in front: transpose(1, 2) before .contiguous().view(B, T, D).")
+
+
+def projection_over_tokens(trace: "Trace") -> list[Diagnostic]:
+    """A linear layer whose feature axis contains tokens mixes different tokens together."""
+    out = []
+    for e in trace.events:
+        if e.op != "linear" or not e.inputs or not e.inputs[0].axes:
+            continue
+        x = e.inputs[0]
+        if has_tokens(x.axes[-1]):
+            out.append(Diagnostic("error", "projection-over-tokens", e.index, (
+                f"linear #{e.index} projects {_fmt(x.dims, x.shape)} over its last axis "
+                f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
+                "into each output feature. Its input should be [B, T, D]; after attention, move the "
+                "heads back behind the tokens with transpose(1, 2) before merging them.")))
     return out
 
 
@@ -239,5 +267,6 @@ def opaque_calls(trace: "Trace") -> list[Diagnostic]:
 
 
 RULES: list[Callable[["Trace"], list[Diagnostic]]] = [
-    mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, ambiguous_sizes, opaque_calls,
+    mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
+    ambiguous_sizes, opaque_calls,
 ]

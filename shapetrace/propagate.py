@@ -24,7 +24,15 @@ def propagate(op: str, inputs: Sequence[torch.Tensor], in_axes: Sequence[Axes],
     if handler is None:
         return [ax.broadcast_axes(in_axes, s) for s in shapes]
     result = handler(inputs, in_axes, shapes, args, kwargs, namer)
-    return result if isinstance(result, list) else [result]
+    result = result if isinstance(result, list) else [result]
+    return [_fit(axes, shape, namer) for axes, shape in zip(result, shapes)]
+
+
+def _fit(axes: Axes, shape: tuple[int, ...], namer: Namer) -> Axes:
+    """Slices and uneven pieces keep their names at torch's sizes."""
+    if len(axes) != len(shape):
+        return axes
+    return tuple(a if a.size == s else ax.resized(a, s, namer) for a, s in zip(axes, shape))
 
 
 def _arg(args, kwargs, pos: int, name: str, default=None):

@@ -6,11 +6,12 @@ into a StringIO at a fixed width.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
+from .highlight import highlight_line
 from ..explain import annotate, fmt_bytes, fmt_shape
 from ..summary import stats
 
@@ -27,14 +28,7 @@ def _code_text(code: str, width: int) -> Text:
     code = code.split("  #")[0].rstrip()
     if len(code) > width:
         code = code[: width - 1] + "…"
-    try:
-        from rich.syntax import Syntax
-
-        text = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
-        text.rstrip()
-        return text
-    except Exception:  # pragma: no cover - pygments missing
-        return Text(code)
+    return highlight_line(code)
 
 
 def shape_text(t, long_names=None) -> Text:
@@ -78,21 +72,24 @@ class TraceView:
     """A Rich renderable for a whole :class:`~shapetrace.tracer.Trace`."""
 
     def __init__(self, trace: "Trace", header: Sequence[str] = (), events: Sequence["Event"] | None = None,
-                 long_names: dict[str, str] | None = None, show_diagnostics: bool = True):
+                 long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
+                 after_event: Callable[["Event"], RenderableType | None] | None = None,
+                 table: RenderableType | None = None):
         self.trace = trace
+        self.after_event = after_event
+        self.table = table  # another op table (e.g. the compact one); default OpTable
         self.header = list(header)
         self.events = list(trace.events if events is None else events)
         self.long_names = long_names
         self.show_diagnostics = show_diagnostics
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = options.max_width
         if self.header:
             yield Text(self.header[0], style="bold")
             for line in self.header[1:]:
                 yield Text(line, style="dim")
             yield Text("")
-        yield OpTable(self.events, self.long_names)
+        yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event)
         yield footer_text(self.trace, self.events)
         if self.show_diagnostics:
             yield from diagnostic_lines(self.trace.diagnostics)
@@ -133,8 +130,10 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
 class OpTable:
     """One block per op: an aligned line of facts, then the source line and what happens."""
 
-    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full"):
+    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full",
+                 after_event: Callable[["Event"], RenderableType | None] | None = None):
         self.events = list(events)
+        self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
         self.explain = explain
 
@@ -156,10 +155,11 @@ class OpTable:
                 cells = cells[:3] + [Text("")] + cells[4:]
             yield join_cells(cells, widths)
             yield from self._detail(e, indent, width, strides_inline)
+            extra = self.after_event(e) if self.after_event else None
+            if extra is not None:
+                yield extra
 
     def _detail(self, e: "Event", indent: int, width: int, strides_inline: bool) -> Iterable:
-        from rich.padding import Padding
-
         code = Text(" " * indent)
         code.append_text(_code_text(e.code, max(10, width - indent - 1)))
         if e.source:
@@ -170,7 +170,17 @@ class OpTable:
         if not strides_inline:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
         if self.explain != "none":
-            yield Padding(Text(annotate(e), style="italic"), (0, 0, 0, indent))
+            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+
+
+def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
+    """``text`` word-wrapped to ``width``, each line indented, no trailing padding."""
+    for line in text.wrap(_MEASURE, max(20, width - indent)):
+        line.rstrip()
+        yield Text(" " * indent).append_text(line)
+
+
+_MEASURE = Console(width=200, color_system=None)
 
 
 def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -> OpTable:
@@ -182,7 +192,8 @@ def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
     text = Text.assemble(
         (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} views", "green"), " · ",
         (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
-        (f"{s['new_buffers']} computed buffers ({fmt_bytes(s['alloc_bytes'])})", "blue"),
+        (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
+         f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
     )
     if s["largest"] is not None:
         e, t = s["largest"]
