@@ -509,7 +509,10 @@ def _inplace(op: str, args, kwargs) -> Any:
 
 def _factory(op: str, args, kwargs) -> Any:
     """``torch.randn(..., device="meta")`` and friends: torch.empty with the same size and dtype."""
-    if str(kwargs.get("device", "")) != "meta" or "generator" in kwargs:
+    device = kwargs.get("device")
+    if device is None:  # torch.set_default_device("meta") sits below the tracer in the mode stack
+        device = torch.get_default_device()
+    if torch.device(device).type != "meta" or "generator" in kwargs:
         return NOT_HANDLED
     if op.endswith("_like"):
         return NOT_HANDLED

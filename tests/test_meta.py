@@ -216,3 +216,20 @@ def test_run_auto_meta_for_huge_config_prints_note(cli):
     assert res.exit_code == 0
     assert "running on the meta device" in res.stdout
     assert "[B=8, H=64, T=32,768, T=32,768]" in res.stdout
+
+
+def test_user_scripts_on_meta_load_no_compiler_modules():
+    """Factories (torch.randn) under set_default_device('meta'), layer norms, MHA, sdpa, einsum."""
+    code = (
+        "import io, contextlib, sys\n"
+        "from shapetrace import parse_dims\n"
+        "from shapetrace.runner import run_script\n"
+        "for name in ['textbook', 'gqa', 'einops_style', 'encoder_layer', 'torch_mha', 'misc_styles']:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        r = run_script(f'tests/scripts/{name}.py', [], parse_dims('B=3,T=6,D=512,H=8,H_kv=2'), 'meta')\n"
+        "    assert r.exception is None and r.trace.events[0].inputs[0].device == 'meta', name\n"
+        "print('torch._dynamo' in sys.modules, 'sympy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
