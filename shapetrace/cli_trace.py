@@ -58,8 +58,10 @@ def _show(run, json_out: bool, width: Optional[int]) -> None:
     from .render.table import TraceView
 
     console = out_console(width)
-    parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok)] \
-        if run.trace.events else [_nothing_shown(run)]
+    if run.trace.events:
+        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok)]
+    else:
+        parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
     parts.extend(failure_lines(run))

@@ -149,7 +149,29 @@ def _linear(e: "Event") -> str:
             "and the layer's in_features.")
 
 
+def _broadcast(e: "Event") -> str | None:
+    """Elementwise ops: which axis (counted from the right) cannot be stretched."""
+    m = re.search(r"at non-singleton dimension (\d+)", e.error or "")
+    if not m or len(e.inputs) < 2:
+        return None
+    ndim = max(len(t.shape) for t in e.inputs)
+    dim = int(m.group(1))
+    sizes = []
+    for t in e.inputs:
+        i = dim - (ndim - len(t.shape))
+        if 0 <= i < len(t.shape):
+            sizes.append(f"{t.dims[i]}={t.shape[i]}" if t.dims[i] else str(t.shape[i]))
+    shapes = " and ".join(_named(t) for t in e.inputs)
+    return (f"{e.op} lines its operands up from the right: {shapes}. At axis {dim - ndim} (from the right) "
+            f"the sizes are {' and '.join(sizes)}: broadcasting only stretches axes of size 1, so these "
+            "must be equal. Build the smaller operand for the right length, or give it size 1 on that "
+            "axis (unsqueeze / x[..., None, :]) if it should repeat.")
+
+
 def _generic(e: "Event") -> str:
+    explained = _broadcast(e)
+    if explained:
+        return explained
     return (f"torch refused {e.op} for the operands above. Compare their shapes and axis names with "
             "what the op needs.")
 

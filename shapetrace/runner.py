@@ -159,9 +159,8 @@ def _finish(path: str, trace: "Trace", exception: BaseException | None, filters:
     run = ScriptRun(script=path, trace=shown, exception=exception, failed=failed,
                     hidden=len(trace.events) - len(kept))
     if not trace.events and exception is None:
-        raise RunError(f"{path} ran to the end without calling a single torch operation: nothing to "
-                       "trace (does it build a model and call it at top level or under "
-                       "if __name__ == '__main__'?)")
+        raise RunError(f"{path} ran to the end without a tensor op that shapetrace records (view, reshape, "
+                       "transpose, matmul, linear, softmax...): nothing to show (is the model called?)")
     return run
 
 

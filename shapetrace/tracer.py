@@ -136,7 +136,11 @@ class _Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         if op in TRACKED:
             return self.trace._record(op, func, args, kwargs)
-        result = _call(op, func, args, kwargs)
+        try:
+            result = _call(op, func, args, kwargs)
+        except Exception as exc:
+            self.trace._note_failure(op, args, kwargs, exc)
+            raise
         self.trace._carry_names(args, kwargs, result)
         return result
 
@@ -197,6 +201,7 @@ class Trace:
         self._mode: _Recorder | None = None
         self._diagnostics = None
         self.seeded_by_size = False
+        self._unrecorded_failure: tuple[BaseException, Event] | None = None
 
     # -- context manager ---------------------------------------------------
     def __enter__(self) -> "Trace":
@@ -211,6 +216,12 @@ class Trace:
         self._mode.__exit__(exc_type, exc, tb)
         self._mode = None
         self.exception = exc
+        failed = self._unrecorded_failure
+        if exc is not None and failed is not None and failed[0] is exc:
+            failed[1].index = len(self.events)
+            self.events.append(failed[1])
+            self._diagnostics = None
+        self._unrecorded_failure = None
 
     # -- names ---------------------------------------------------------------
     def set_names(self, tensor: torch.Tensor, names: Sequence[str | None]) -> None:
@@ -291,6 +302,17 @@ class Trace:
             self._store(o, a)
         self._append(op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, result=result)
         return result
+
+    def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
+        """An op without a row of its own (``+``, ``/``, ``where``...) raised: keep it as a failed
+        event, added to the table only if this exception ends the traced block."""
+        inputs = list(_tensors_in(args, kwargs))
+        in_axes = [self.axes_of(t) for t in inputs]
+        source, code, function, stack = _user_frame()
+        event = Event(index=-1, op=op.strip("_") or op, source=source, code=code, function=function,
+                      stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)], outputs=[],
+                      args=_format_args(op, args, kwargs), error=f"{type(exc).__name__}: {exc}")
+        self._unrecorded_failure = (exc, event)
 
     def _append(self, op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs,
                 result=None, error: BaseException | None = None) -> None:

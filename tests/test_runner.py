@@ -142,6 +142,32 @@ def test_plain_python_error_after_some_ops(cli):
     assert res.exit_code == 1
     assert "2 ops · 2 views" in res.stdout
     assert "✗ the script raised ValueError: boom: the script gave up  tests/scripts/raises.py:7" in res.stdout
+    assert "(raised outside the tensor ops shapetrace records" in res.stdout
+
+
+def test_failing_elementwise_op_gets_a_row_and_an_explanation(cli):
+    res = cli("trace", S + "bad_broadcast.py", "--dims", DIMS, "--width", "100")
+    assert res.exit_code == 1
+    out = " ".join(res.stdout.split())
+    assert "4 add raised" in out and "✗ #4 add raised tests/scripts/bad_broadcast.py:9" in out
+    assert "operand 0: [B=2, H=8, T=6, T=6] strides (288, 36, 6, 1), contiguous" in out
+    assert "operand 1: [5, 5] strides (5, 1), contiguous" in out
+    assert "torch: RuntimeError: The size of tensor a (6) must match the size of tensor b (5)" in out
+    assert "At axis -1 (from the right) the sizes are T=6 and 5" in out
+
+
+def test_caught_exceptions_in_untracked_ops_leave_no_row():
+    import torch
+
+    import shapetrace
+
+    with shapetrace.trace() as t:
+        try:
+            torch.zeros(2, 3) + torch.zeros(4)
+        except RuntimeError:
+            pass
+        torch.zeros(2, 3).view(3, 2)
+    assert [e.op for e in t.events] == ["view"] and t.events[0].error is None
 
 
 def test_bad_scripts_get_one_clear_line(tmp_path):
@@ -149,10 +175,10 @@ def test_bad_scripts_get_one_clear_line(tmp_path):
     broken.write_text("import torch\ndef f(:\n")
     cases = [(str(broken), 1, f"error: {broken}:2: syntax error: invalid syntax (nothing was traced)"),
              ("missing.py", 2, "error: no such script: missing.py"),
-             (S + "no_tensor.py", 1, "error: tests/scripts/no_tensor.py ran to the end without calling a "
-                                     "single torch operation")]
+             (S + "no_tensor.py", 1, "error: tests/scripts/no_tensor.py ran to the end without a tensor op "
+                                     "that shapetrace records")]
     for script, code, message in cases:
-        res = run_cli("trace", script, cwd=ROOT, env={"COLUMNS": "200"})
+        res = run_cli("trace", script, cwd=ROOT, env={"COLUMNS": "250"})
         assert res.returncode == code, res.stderr
         assert res.stderr.startswith(message), res.stderr
         assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1

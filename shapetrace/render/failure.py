@@ -31,8 +31,8 @@ def failure_lines(run: "ScriptRun") -> Iterable[Text]:
     where = _user_location(exc, run.script)
     yield Text.assemble(("✗ the script raised ", "bold red"), (f"{type(exc).__name__}: {exc}", "bold"),
                         (f"  {where}" if where else "", "dim"))
-    yield _indented(Text("(not inside a traced tensor op: the table above shows every op up to that point)",
-                         style="dim"), 2)
+    yield _indented(Text("(raised outside the tensor ops shapetrace records: the table above shows every "
+                         "recorded op up to that point)", style="dim"), 2)
 
 
 def _failed_op(e: "Event", exc: BaseException) -> Iterable:
