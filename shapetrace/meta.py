@@ -334,6 +334,18 @@ def _reduce(op: str, args, kwargs) -> Any:
     return _empty(shape, contiguous_strides(shape), dtype)
 
 
+def _max_min(op: str, args, kwargs) -> Any:
+    """``x.max()``, ``x.max(dim)`` (values and indices) and ``torch.max(a, b)`` (elementwise)."""
+    other = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
+    if isinstance(other, torch.Tensor):
+        return _binary("maximum" if op == "max" else "minimum", args, kwargs)
+    if other is None:
+        return _empty((), (), args[0].dtype)
+    values = _reduce("amax", args, kwargs)
+    indices = _empty(tuple(values.shape), tuple(values.stride()), torch.int64)
+    return getattr(torch.return_types, op)((values, indices))
+
+
 def _matmul(op: str, args, kwargs) -> torch.Tensor:
     a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
     if op == "__rmatmul__":
@@ -535,7 +547,7 @@ _RULES.update({
     "matmul": _matmul, "__matmul__": _matmul, "__rmatmul__": _matmul, "bmm": _matmul, "mm": _matmul,
     "linear": _linear, "scaled_dot_product_attention": _sdpa, "einsum": _einsum,
     "embedding": _embedding, "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat,
-    "multi_head_attention_forward": _mha,
+    "multi_head_attention_forward": _mha, "max": _max_min, "min": _max_min,
     "randn": _factory, "rand": _factory, "randint": _factory,
 })
 

@@ -95,6 +95,10 @@ CASES = {
     "tril": (lambda x: torch.tril(x), r(4, 4)),
     "sum_mean": (lambda x: (x.sum(-1), x.mean(dim=1, keepdim=True), x.amax(-1)), r(2, 3, 4)),
     "compare": (lambda a, b: a < b, r(2, 3), r(3)),
+    "max_dim": (lambda x: x.max(dim=-1, keepdim=True), r(2, 3, 4)),
+    "min_all_and_pairwise": (lambda x, y: (x.min(), torch.max(x, y)), r(2, 3), r(3)),
+    "stable_softmax_by_hand": (lambda s: (s - s.max(-1, keepdim=True).values).exp()
+                               / (s - s.max(-1, keepdim=True).values).exp().sum(-1, keepdim=True), r(2, 3, 5, 5)),
     "embedding": (lambda i, w: F.embedding(i, w), torch.tensor([[0, 1], [2, 0]]), r(3, 5)),
 }
 
@@ -233,3 +237,37 @@ def test_user_scripts_on_meta_load_no_compiler_modules():
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+matmul_shapes = st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3),
+                          st.integers(1, 3), st.lists(st.integers(1, 3), max_size=2),
+                          st.lists(st.integers(1, 3), max_size=2), st.booleans())
+
+
+@settings(max_examples=120, deadline=None)
+@given(matmul_shapes)
+def test_matmul_shapes_and_errors_match_torch(case):
+    n, m, k, k2, p, batch_a, batch_b, vec = case
+    a_shape = (k,) if vec else tuple(batch_a) + (n, k)
+    b_shape = tuple(batch_b) + (k2, m)
+    a, b = torch.zeros(a_shape), torch.zeros(b_shape)
+    try:
+        expected = a @ b
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            meta.compute("matmul", torch.matmul, (_to_meta(a), _to_meta(b)), {})
+        return
+    got = meta.compute("matmul", torch.matmul, (_to_meta(a), _to_meta(b)), {})
+    assert (tuple(got.shape), got.stride()) == (tuple(expected.shape), expected.stride())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
+def test_reductions_match_torch(shape, data):
+    x = torch.zeros(shape)
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    keepdim = data.draw(st.booleans())
+    for op in ("sum", "mean", "amax"):
+        expected = getattr(torch, op)(x, dim, keepdim=keepdim)
+        got = meta.compute(op, getattr(torch, op), (_to_meta(x), dim), {"keepdim": keepdim})
+        assert (tuple(got.shape), got.stride(), got.dtype) == (tuple(expected.shape), expected.stride(), expected.dtype)
