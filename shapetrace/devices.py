@@ -70,7 +70,21 @@ def pick_device(requested: str, estimate: int | None, budget: int) -> tuple[str,
     if requested == "auto" and estimate is not None and estimate > budget:
         return "meta", (f"real tensors would take about {fmt_bytes(estimate)}, more than --max-memory "
                         f"{fmt_bytes(budget)}: running on the meta device (shapes and strides, no data)")
+    ram = physical_memory()
+    if estimate is not None and ram and estimate > ram:
+        raise UsageError(f"real tensors would take about {fmt_bytes(estimate)} but this machine has "
+                         f"{fmt_bytes(ram)}: use --device meta (shapes and strides without data)")
     return "cpu", None
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM, or None where the OS does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def build_reference(config: "AttentionConfig", device: str):

@@ -204,7 +204,10 @@ def test_pick_device_and_memory_budget():
     device, note = pick_device("auto", reference_bytes(big), 2**30)
     assert device == "meta" and "more than --max-memory 1 GiB" in note
     assert pick_device("meta", 1, 2**30)[0] == "meta"
-    assert pick_device("cpu", reference_bytes(big), 2**30) == ("cpu", None)
+    with pytest.raises(UsageError, match=r"real tensors would take about 4.1 TiB but this machine has .*"
+                                          r"use --device meta"):
+        pick_device("cpu", reference_bytes(big), 2**30)
+    assert pick_device("cpu", 2**31, 2**30) == ("cpu", None)  # over budget but fits: the user asked
     with pytest.raises(UsageError, match="--device must be one of"):
         pick_device("gpu", 1, 1)
 
