@@ -27,11 +27,15 @@ def _plain(renderable, width: int) -> str:
     return buf.getvalue().rstrip("\n")
 
 
+def _code_only(code: str) -> str:
+    return code.split("  #")[0].rstrip()
+
+
 def _event_line(e: "Event") -> str:
     from ..explain import fmt_shape
 
     out = fmt_shape(e.output) if e.output else ("raised" if e.error else "")
-    return f"{e.op} -> {out}   `{e.code}`"
+    return f"#{e.index} {e.op} -> {out}  `{_code_only(e.code)}`"
 
 
 def trace_tables(mine: "Trace | None", ref: "Trace | None", width: int) -> dict[str, str]:
@@ -48,38 +52,38 @@ def trace_tables(mine: "Trace | None", ref: "Trace | None", width: int) -> dict[
         if k is not None:
             yours = _event_line(mine.events[k]) if k < len(mine.events) else "(no more ops)"
             theirs = _event_line(ref.events[k]) if k < len(ref.events) else "(no more ops)"
-            out["first_difference"] = f"first difference at #{k}: yours {yours}; reference {theirs}"
+            out["first_difference"] = f"first difference at #{k}\n  yours:     {yours}\n  reference: {theirs}"
     return out
 
 
 def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
     """A renderable for a verdict dictionary (as the checker returns it)."""
     passed = v["verdict"] == "pass"
-    parts: list[Any] = []
-    title = Text.assemble(("✓ pass" if passed else f"✗ {v['verdict']}",
-                           "bold green" if passed else "bold red"), "  ", (v["exercise"], "bold"))
-    parts.append(title)
-    parts.append(Text(v["summary"]))
+    parts: list[Any] = [Text.assemble(("✓ pass" if passed else f"✗ {v['verdict']}",
+                                       "bold green" if passed else "bold red"), "  ", (v["exercise"], "bold"))]
     if v.get("case") and not passed:
-        parts.append(Text(f"input case: {v['case']} sizes ({v['sizes']})", style="dim"))
+        parts[0].append(f"  ({v['case']} sizes: {v['sizes']})", style="dim")
+    parts.append(Text(v["summary"]))
+    details: list[Any] = []
     if v.get("line"):
-        where = f"{file}:{v['line']}" if file else f"line {v['line']}"
-        parts.append(Text.assemble(("your line ", "dim"), (where, "cyan"), ": ", (v.get("code", ""), "bold")))
+        name = file.rsplit("/", 1)[-1] if file else "your file"
+        details.append(Text.assemble((f"your line ({name}:{v['line']}): ", "dim"),
+                                     (_code_only(v.get("code", "")), "bold")))
     for line in v.get("explanation", []):
         if line != v["summary"]:
-            parts.append(Text(line))
+            details.append(Text(line))
     for d in v.get("diagnostics", []):
         style = {"error": "bold red", "warning": "bold yellow"}.get(d["severity"], "cyan")
         where = f" at #{d['event']}" if d.get("event") is not None else ""
-        parts.append(Text.assemble((f"tracer {d['severity']} {d['kind']}{where}: ", style), d["message"]))
+        details.append(Text.assemble((f"tracer {d['severity']} {d['kind']}{where}: ", style), d["message"]))
+    if details:
+        parts += [Text("")] + details
     if show_tables and v.get("table") and not passed:
-        parts.append(Text("\nyour function, traced:", style="bold"))
-        parts.append(Text(v["table"]))
+        parts += [Text("\nyour function, traced:", style="bold"), Text(v["table"])]
+        if v.get("reference_table"):
+            parts += [Text("the reference, traced:", style="bold"), Text(v["reference_table"])]
         if v.get("first_difference"):
             parts.append(Text(v["first_difference"], style="bold yellow"))
-        if v.get("reference_table"):
-            parts.append(Text("the reference, traced:", style="bold"))
-            parts.append(Text(v["reference_table"]))
     if v.get("output"):
         more = v.get("output_total", 0) - len(v["output"])
         shown = v["output"].rstrip("\n")
@@ -109,3 +113,40 @@ def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
 def hint_view(exercise_id: str, level: int, total: int, hint: str) -> Panel:
     return Panel(Text(hint), title=f"hint {level}/{total} · {escape(exercise_id)}", title_align="left",
                  border_style="cyan")
+
+
+def question_view(number: int, total: int, q) -> Group:
+    """One quiz question: its code and what is asked."""
+    from rich.syntax import Syntax
+
+    return Group(
+        Text.assemble((f"\nquestion {number}/{total}", "bold"), (f"  ·  {q.topic}  ·  {q.id}", "dim")),
+        Syntax(q.code, "python", theme="ansi_dark", background_color="default"),
+        Text.assemble((q.prompt, "bold"), (f"  ({q.how})", "dim")),
+    )
+
+
+def quiz_feedback(q, typed: str, understood: bool, right: bool, show_trace: bool = True) -> Group:
+    """Right or wrong, the right answer, why, and the traced ops that prove it."""
+    from ..exercises.answers import show_answer
+
+    parts: list[Any] = []
+    shown = show_answer(q.ask, q.answer)
+    if right:
+        parts.append(Text.assemble(("✓ right: ", "bold green"), shown))
+    elif not understood:
+        parts.append(Text.assemble(("? could not read ", "bold yellow"), repr(typed), f"; the answer is {shown}"))
+    else:
+        parts.append(Text.assemble(("✗ the answer is ", "bold red"), (shown, "bold"), f" (you said {typed.strip()})"))
+    if q.note:
+        parts.append(Text(q.note, style="italic"))
+    if q.detail.get("error"):
+        parts.append(Text(f"torch says: {q.detail['error']}", style="dim"))
+    if show_trace and not right:
+        from ..exercises.live import run_example
+        from .table import OpTable
+
+        trace = run_example(q.code, f"quiz {q.id}", q.dims)
+        if trace.events:
+            parts.append(OpTable(trace.events))
+    return Group(*parts)
