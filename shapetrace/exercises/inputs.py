@@ -19,7 +19,7 @@ import torch
 
 #: Sizes per case. "distinct": every size different; "equal": sizes coincide.
 CASES: dict[str, dict[str, dict[str, int]]] = {
-    "distinct": {"main": dict(B=2, T=5, H=3, d_k=4, T_k=7, H_kv=3, n_rep=2)},
+    "distinct": {"main": dict(B=2, T=5, H=3, d_k=4, T_k=7, H_kv=6, n_rep=3)},
     "equal": {"main": dict(B=3, T=3, H=3, d_k=3, T_k=3, H_kv=3, n_rep=3)},
 }
 

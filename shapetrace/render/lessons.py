@@ -48,7 +48,9 @@ def _live_block(code: str, name: str, dims: str, run: bool) -> Iterable[Any]:
     if trace.events:
         yield OpTable(trace.events)
         yield footer_text(trace, trace.events)
-    yield from diagnostic_lines([d for d in trace.diagnostics if d.severity != "note"] or [])
+    shown = [d for d in trace.diagnostics if d.severity != "note"]
+    if shown or trace.exception is None:
+        yield from diagnostic_lines(shown)
     if trace.exception is not None:
         yield Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red")
     yield Text("")
