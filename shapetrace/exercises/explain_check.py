@@ -157,7 +157,8 @@ def layout_copies(trace, allocs: bool = False) -> list[str]:
         size = e.alloc_bytes if allocs else e.copy_bytes
         if size:
             verb = "allocated" if allocs and not e.copy_bytes else "copied"
-            lines.append(f"  {e.source}: `{e.code}` {e.op} {verb} {fmt_bytes(size)}")
+            where = e.source.rsplit("/", 1)[-1]
+            lines.append(f"  {where}: `{e.code.split('  #')[0].rstrip()}` {e.op} {verb} {fmt_bytes(size)}")
     return lines
 
 
