@@ -140,3 +140,26 @@ def test_lesson_renders_at_80_columns(lesson):
             for line in code.splitlines():
                 assert line.rstrip() in text, f"code line cropped at 80 columns: {line}"
     assert "Traceback" not in text
+
+
+def test_numbers_in_lesson_text_come_from_torch():
+    import torch
+
+    texts = {lesson.number: lesson.text() for lesson in CURRICULUM.lessons}
+    x = torch.zeros(2, 5, 12)
+    q = x.view(2, 5, 3, 4)
+    assert f"`{tuple(q.stride())}` to `{tuple(q.transpose(1, 2).stride())}`" in texts[1].replace("\n", " ")
+    z = torch.zeros(2, 3, 5, 4).transpose(1, 2)
+    assert f"`{tuple(z.stride())}`" in texts[2]
+    assert f"(here {z.contiguous().nbytes} bytes)" in texts[2]
+    counts = {sum(p.numel() for p in torch.nn.MultiheadAttention(512, h).parameters()) for h in (1, 8, 64)}
+    assert counts == {1_050_624}
+    assert "1,050,624 parameters, whether H is 1, 8 or 64" in texts[8].replace("\n", " ")
+
+
+def test_split_heads_verdict_rendering_golden(verdicts):
+    from conftest import assert_golden, render
+    from shapetrace.render.exercise import verdict_view
+
+    v = verdicts[("split-heads", "starter")]
+    assert_golden("exercise_check_split_heads_80.txt", render(verdict_view(v, "split_heads.py"), width=80))

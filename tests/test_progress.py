@@ -176,3 +176,13 @@ def test_list_commands_do_not_import_torch(args, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.stdout.strip().endswith("NO-TORCH"), r.stdout + r.stderr
+
+
+def test_exercise_engine_modules_do_not_import_rich():
+    modules = ["content", "progress", "checker", "answers", "watch", "judge", "inputs", "calls",
+               "explain_check", "quiz", "live"]
+    code = ("import sys\n" + "".join(f"import shapetrace.exercises.{m}\n" for m in modules)
+            + "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -189,3 +189,31 @@ def learner_line_of(mine, ref, path: str) -> tuple[int | None, str]:
     except OSError:
         same = False
     return (int(line), event.code) if same and line.isdigit() else (None, "")
+
+
+def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:
+    """Where the caller's tensor changed: its layout, or its first changed value."""
+    if tuple(before.shape) != tuple(after.shape) or before.stride() != after.stride():
+        return [f"its shape/strides changed from {list(before.shape)} {tuple(before.stride())} to "
+                f"{list(after.shape)} {tuple(after.stride())}"]
+    b, a = before.float(), after.float()
+    differs = ~(torch.isclose(a, b, equal_nan=True))
+    if not bool(differs.any()):
+        return []
+    idx = tuple(int(i) for i in differs.nonzero()[0])
+    return [f"input{fmt_index(idx)} was {b[idx].item():.4g} before your call and {a[idx].item():.4g} after "
+            f"({int(differs.sum())} values changed)"]
+
+
+def in_place_line(trace, path: str) -> tuple[int | None, str]:
+    """The learner's line of the first traced in-place op (a name ending in ``_``)."""
+    from pathlib import Path
+
+    if trace is None:
+        return None, ""
+    for e in trace.events:
+        if e.op.endswith("_") and not e.op.startswith("__"):
+            file, _, line = e.source.rpartition(":")
+            if line.isdigit() and Path(file).resolve() == Path(path).resolve():
+                return int(line), e.code
+    return None, ""

@@ -11,21 +11,16 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from . import inputs as inp
 from .calls import LoadFailure, Outcome, call, function_from_code, load_function
 from .content import Exercise
-from .explain_check import (crash_lines, diagnostics_of, layout_copies, learner_line_of, name_shape,
-                            value_facts)
+from .explain_check import (crash_lines, diagnostics_of, in_place_line, layout_copies, learner_line_of,
+                            mutation_lines, name_shape, value_facts)
 
-
-def render_tables(got_trace, ref_trace, width: int) -> dict:
-    from ..render.exercise import trace_tables
-
-    return trace_tables(got_trace, ref_trace, width)
 
 
 @dataclass
@@ -114,8 +109,9 @@ def budget(expr: str, names: dict[str, int]) -> int:
 class Judge:
     """Checks one learner file for one exercise."""
 
-    def __init__(self, exercise: Exercise, path: str, width: int = 80):
+    def __init__(self, exercise: Exercise, path: str, width: int = 80, tables: Callable | None = None):
         self.ex, self.path, self.width = exercise, path, width
+        self.tables = tables
         self.reference = load_function(str(exercise.solution), exercise.function)
         self.printed: tuple[str, int] | None = None
 
@@ -162,11 +158,12 @@ class Judge:
                 f"{type(ref.exc).__name__}: {ref.exc}"])
         changed = _mutated(inputs.args, args)
         if changed is not None:
+            line, code = in_place_line(got.trace, self.path)
             return self.verdict("mutated-input", f"your function changed its input (argument {changed + 1}) "
-                                "in place", explanation=[
+                                "in place", explanation=mutation_lines(inputs.args[changed], args[changed]) + [
                                     "an in-place op (a method ending in _, or an assignment into the tensor) "
-                                    "changed the caller's tensor; work on a new tensor or a view instead"],
-                                **common)
+                                    "changed the caller's tensor; work on a new tensor instead "
+                                    "(masked_fill, not masked_fill_)"], line=line, code=code, **common)
         kind = self._type_problem(got.value)
         if kind:
             return self.verdict("not-a-tensor", kind, **common)
@@ -225,6 +222,9 @@ class Judge:
         return None
 
     # -- explanations -----------------------------------------------------------
+    def _tables(self, mine, ref) -> dict:
+        return self.tables(mine, ref, self.width) if self.tables is not None else {}
+
     def _match_mistake(self, got: Outcome, inputs: inp.Inputs):
         for m in self.ex.mistakes:
             try:
@@ -245,7 +245,7 @@ class Judge:
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts(facts, inputs))
             explanation = explanation
-        tables = render_tables(got.trace, ref.trace, self.width)
+        tables = self._tables(got.trace, ref.trace)
         line, code = _line(got), _code(got)
         if line is None:
             line, code = learner_line_of(got.trace, ref.trace, self.path)
@@ -264,7 +264,7 @@ class Judge:
         summary = f"your function raised {head.splitlines()[0]}"
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts({}, inputs))
-        tables = render_tables(got.trace, ref.trace if ref else None, self.width) if inputs else {}
+        tables = self._tables(got.trace, ref.trace if ref else None) if inputs else {}
         return self.verdict("crash", summary, explanation=[f"{where}: {head}"] + lines,
                             mistake=mistake.id if mistake else None, line=_line(got), code=_code(got),
                             diagnostics=diagnostics_of(got.trace), **tables, **common)
@@ -312,6 +312,10 @@ def _short(value: Any) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
-def judge(exercise: Exercise, path: str, width: int = 80) -> Verdict:
-    """The verdict for the learner file at ``path``."""
-    return Judge(exercise, path, width).run()
+def judge(exercise: Exercise, path: str, width: int = 80, tables: Callable | None = None) -> Verdict:
+    """The verdict for the learner file at ``path``.
+
+    ``tables(learner_trace, reference_trace, width)`` may add rendered trace tables
+    (the runner passes the Rich renderer; the engine itself never imports Rich).
+    """
+    return Judge(exercise, path, width, tables).run()

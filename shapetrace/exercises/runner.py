@@ -1,5 +1,9 @@
 """The checker's child process: ``python -m shapetrace.exercises.runner REQUEST.json``.
 
+This is the child's front end (like ``cli.py`` for the parent): it is the one
+module under ``exercises/`` that imports a renderer, to hand the judge the
+Rich table renderer for the traced tables of a verdict.
+
 Caps its own address space (``RLIMIT_AS``) before importing torch, judges each
 job under an alarm-based time limit, and appends one JSON line per job to the
 result file, so the parent still learns which job was running if this process
@@ -41,7 +45,7 @@ def main(argv: list[str]) -> int:
 
     torch.set_num_threads(1)
     from . import judge as judge_mod  # noqa: F401  (import before the clock starts)
-    from ..render import exercise as _render  # noqa: F401
+    from ..render.exercise import trace_tables
     from ..render import table as _table  # noqa: F401
     from .. import diagnose, propagate, tracer  # noqa: F401
     from .calls import CheckTimeout, start_clock, stop_clock
@@ -54,7 +58,8 @@ def main(argv: list[str]) -> int:
             exercise = curriculum.exercise(job["exercise"])
             try:
                 start_clock(limit)
-                verdict = judge_mod.judge(exercise, job["file"], int(request.get("width", 80))).to_dict()
+                verdict = judge_mod.judge(exercise, job["file"], int(request.get("width", 80)),
+                                          tables=trace_tables).to_dict()
             except CheckTimeout as exc:
                 verdict = _timeout_verdict(exercise.id, limit, exc, job["file"])
             finally:

@@ -99,13 +99,14 @@ def print_verdict(v: dict[str, Any], console: Console, file: str = "", show_tabl
 def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
     """One line per exercise: status mark, id, title, lesson."""
     width = max((len(r["id"]) for r in rows), default=10)
+    title_width = max((len(r["title"]) for r in rows), default=10)
     text = Text()
     for r in rows:
         mark = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan")}.get(
             r.get("status", ""), (" ", ""))
         text.append(f" {mark[0]} ", style=mark[1])
         text.append(f"{r['id']:<{width}}", style="bold")
-        text.append(f"  {r['title']}  ")
+        text.append(f"  {r['title']:<{title_width}}  ")
         text.append(f"lesson {r['lesson']}\n", style="dim")
     return text
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
 
@@ -26,13 +27,13 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
                              (f"  {done}/{total}", "green" if done == total and total else "dim"))
         parts.append(head)
         if lesson.get("summary"):
-            parts.append(Text(f"    {lesson['summary']}", style="dim"))
+            parts.append(Padding(Text(lesson["summary"], style="dim"), (0, 0, 0, 4)))
         for e in lesson["exercises"]:
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
             parts.append(Text.assemble("    ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}"))
     parts.append(Text("\n✓ passed  ~ passed, then edited (check again)  · started", style="dim"))
-    parts.append(Text("read one with `shapetrace lesson N`; start an exercise with "
-                      "`shapetrace exercise start ID`", style="dim"))
+    parts.append(Text("read a lesson: shapetrace lesson N\nstart an exercise: shapetrace exercise start ID",
+                      style="dim"))
     return Group(*parts)
 
 
