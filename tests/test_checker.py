@@ -87,6 +87,15 @@ def split_heads(x, heads):
 def split_heads(x, heads):
     return x.view(2, 5, 3, 4).transpose(1, 2)  # (B, H, T, d_k)
 ''',
+    "syntax": '''
+def split_heads(x, heads)
+    return x
+''',
+    "exits": '''
+import sys
+def split_heads(x, heads):
+    sys.exit(3)
+''',
     "copies": '''
 def split_heads(x, heads):
     B, T, D = x.shape
@@ -122,6 +131,14 @@ def test_error_while_loading_is_a_crash(hostile):
     v = hostile[0]["import-error"]
     assert v["verdict"] == "crash" and v["line"] == 3
     assert v["explanation"][0] == "while loading your file: ZeroDivisionError: division by zero"
+
+
+def test_syntax_error_and_sys_exit_are_crashes(hostile):
+    v = hostile[0]["syntax"]
+    assert v["verdict"] == "crash" and v["line"] == 2 and v["code"] == "def split_heads(x, heads)"
+    assert v["explanation"][0].startswith("while loading your file: SyntaxError")
+    v = hostile[0]["exits"]
+    assert v["verdict"] == "crash" and v["line"] == 4 and "SystemExit: 3" in v["explanation"][0]
 
 
 def test_missing_function_is_named(hostile):
@@ -183,6 +200,19 @@ def test_must_be_view_layout(hostile):
     v = hostile[0]["copies"]
     assert v["verdict"] == "layout"
     assert any("contiguous copied 480 B" in line for line in v["explanation"]), v["explanation"]
+
+
+def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
+    busy = tmp_path / "busy.py"
+    busy.write_text("import torch, signal\n"
+                    "def split_heads(x, heads):\n"
+                    "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                    "    while True:\n"
+                    "        x = x + 1\n")
+    start = time.monotonic()
+    [v] = check_files([Job("split-heads", str(busy))], CURRICULUM.root, time_limit=2)
+    assert v["verdict"] == "timeout", v
+    assert time.monotonic() - start < 60
 
 
 def test_killed_child_becomes_a_verdict_and_later_jobs_still_run(tmp_path):

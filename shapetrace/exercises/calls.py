@@ -129,11 +129,13 @@ def load_function(path: str, name: str) -> Callable:
         spec = importlib.util.spec_from_file_location("learner_" + Path(path).stem.replace("-", "_"), path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except (Exception, CheckTimeout) as exc:
-        if isinstance(exc, CheckTimeout):
-            raise
-        raise LoadFailure(Outcome(exc=exc, frame=learner_frame(exc, path), output=out.text(),
-                                  output_total=out.total)) from None
+    except CheckTimeout:
+        raise
+    except (Exception, SystemExit) as exc:
+        frame = learner_frame(exc, path)
+        if isinstance(exc, SyntaxError) and exc.lineno:
+            frame = (exc.lineno, (exc.text or "").strip())
+        raise LoadFailure(Outcome(exc=exc, frame=frame, output=out.text(), output_total=out.total)) from None
     finally:
         sys.stdout, sys.stderr = saved
     fn = getattr(module, name, None)
@@ -177,7 +179,7 @@ def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str,
                     result.value = fn(*args)
     except CheckTimeout:
         raise
-    except Exception as exc:  # the learner's exception is data here
+    except (Exception, SystemExit) as exc:  # the learner's exception is data here
         result.exc = exc
         result.frame = learner_frame(exc, path) if path else None
     finally:

@@ -35,7 +35,7 @@ def _package_parent() -> str:
 
 
 def _dead_child_verdict(job: Job, returncode: int, timed_out: bool, stderr: str, limit: float) -> dict:
-    if timed_out:
+    if timed_out or returncode == -signal.SIGXCPU:
         return {"exercise": job.exercise, "verdict": "timeout", "summary":
                 f"your file ran for more than {limit:g} s and was stopped (the checker killed it)",
                 "explanation": ["an endless loop, or a slow operation that could not be interrupted"]}

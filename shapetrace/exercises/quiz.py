@@ -88,9 +88,16 @@ def expand(templates: list[Template]) -> list[Question]:
         for n, sizes in enumerate(t.sizes):
             s = _derived(sizes)
             dims = " ".join(f"{k}={v}" for k, v in s.items() if k in ("B", "T", "D", "H", "d_k", "T_k"))
-            questions.append(Question(f"{t.id}/{n + 1}", t.topic, t.ask, t.code.format(**s), dims,
+            questions.append(Question(f"{t.id}/{n + 1}", t.topic, t.ask, align_comments(t.code.format(**s)), dims,
                                       t.note.format(**s) if t.note else ""))
     return questions
+
+
+def align_comments(code: str) -> str:
+    """Line up the ``# (B, T, D)`` comments after sizes were filled in."""
+    parts = [line.split("  # ", 1) for line in code.splitlines()]
+    width = max((len(p[0].rstrip()) for p in parts if len(p) == 2), default=0)
+    return "\n".join(f"{p[0].rstrip():<{width}}  # {p[1]}" if len(p) == 2 else p[0] for p in parts)
 
 
 def topics(questions: list[Question]) -> list[str]:

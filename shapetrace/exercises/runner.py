@@ -25,6 +25,15 @@ def _cap_memory(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def _cap_cpu(seconds: float) -> None:
+    """A CPU-time cap from now on: stops a busy C-level loop that the alarm cannot interrupt."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
 def _timeout_verdict(exercise: str, limit: float, exc, path: str) -> dict:
     from .calls import learner_frame
     from .judge import Verdict
@@ -53,6 +62,7 @@ def main(argv: list[str]) -> int:
 
     curriculum = load(request["lessons"])
     limit = float(request.get("time_limit", 10))
+    _cap_cpu(limit * len(request["jobs"]) + 5)
     with open(request["result"], "a", encoding="utf-8") as out:
         for i, job in enumerate(request["jobs"]):
             exercise = curriculum.exercise(job["exercise"])
