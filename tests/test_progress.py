@@ -168,7 +168,7 @@ def test_unknown_ids_are_one_line_errors(state, cli):
 
 
 @pytest.mark.parametrize("args", [["lessons", "--json"], ["exercise", "list"], ["--help"],
-                                  ["exercise", "--help"], ["lessons"]])
+                                  ["exercise", "--help"], ["lessons"], ["exercise", "hint", "merge-heads"]])
 def test_list_commands_do_not_import_torch(args, tmp_path):
     code = ("import sys\nfrom shapetrace.cli import app\n"
             f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"

@@ -191,6 +191,9 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
 
 @lru_cache(maxsize=4)
 def _load(root: Path) -> Curriculum:
+    if not (root / "index.toml").is_file():
+        raise ContentError(f"no lessons found at {root}: set SHAPETRACE_LESSONS to the lessons/ folder "
+                           "of a shapetrace checkout")
     index = _read_toml(root / "index.toml")
     lessons, exercises = [], []
     for entry in index.get("lessons", []):

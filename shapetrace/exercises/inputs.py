@@ -99,7 +99,8 @@ def _cross(s):
 
 def _kv_heads(s):
     x = code(s["B"], s["H_kv"], s["T"], s["d_k"])
-    return [x, s["n_rep"]], ["B H_kv T d_k", None], dict(B=s["B"], T=s["T"], H_kv=s["H_kv"])
+    return ([x, s["n_rep"]], ["B H_kv T d_k", None],
+            dict(B=s["B"], T=s["T"], H=s["H_kv"] * s["n_rep"], H_kv=s["H_kv"], d_k=s["d_k"]))
 
 
 def _qkv(s):
