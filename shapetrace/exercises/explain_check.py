@@ -89,6 +89,9 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
         facts["want"] = describe_source(w[idx].item(), inputs)
         facts["block_tokens"] = and_list(_tokens_in(g[idx[:2]] if g.dim() > 2 else g, inputs))
         lines = [f"{cell} holds {facts['got']}; the reference has {facts['want']} there"]
+        walk = axis_walk_line(g, w, inputs)
+        if walk:
+            lines.append(walk)
     else:
         facts["got"], facts["want"] = f"{g[idx].item():.4g}", f"{w[idx].item():.4g}"
         lines = [f"{cell} is {facts['got']}; expected {facts['want']}"]
@@ -99,6 +102,48 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
                          else f"your output holds {nans} NaN values")
     facts["lines"] = lines
     return facts
+
+
+def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | None:
+    """For each output axis, which input axes change when you step along it (from index 0)."""
+    src = _source(inputs)
+    if src is None or out.dim() == 0:
+        return None
+    tensor, names = src
+    walks = []
+    for axis in range(out.dim()):
+        if out.shape[axis] < 2:
+            walks.append(())
+            continue
+        idx = [0] * out.dim()
+        coords = []
+        for k in range(out.shape[axis]):
+            idx[axis] = k
+            decoded = inp.decode(float(out[tuple(idx)].item()), tuple(tensor.shape))
+            if decoded is None:
+                return None
+            coords.append(decoded)
+        walks.append(tuple(n for j, n in enumerate(names) if len({c[j] for c in coords}) > 1))
+    return walks
+
+
+def _read(names: tuple[str, ...]) -> str:
+    words = list(dict.fromkeys(READ_AS.get(n, n) for n in names))
+    if not words:
+        return "nothing changes"
+    return f"the {and_list(words)} {'index changes' if len(words) == 1 else 'indexes change'}"
+
+
+def axis_walk_line(got: torch.Tensor, want: torch.Tensor, inputs: inp.Inputs) -> str:
+    """``along your axis 1 (size 3) the token and feature indexes change; in the reference ...``"""
+    mine, ref = _walks(got, inputs), _walks(want, inputs)
+    if mine is None or ref is None:
+        return ""
+    for axis, (a, b) in enumerate(zip(mine, ref)):
+        if set(a) != set(b):
+            return (f"stepping along your axis {axis} (size {got.shape[axis]}), {_read(a)}; in the reference, "
+                    f"{_read(b)}")
+    return ""
 
 
 def _tokens_in(block: torch.Tensor, inputs: inp.Inputs) -> list[int]:
