@@ -22,7 +22,10 @@ def _cap_memory(limit: int) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        except (ValueError, OSError):  # some platforms (macOS) refuse an address-space cap
+            pass
 
 
 def _cap_cpu(seconds: float) -> None:
@@ -31,7 +34,10 @@ def _cap_cpu(seconds: float) -> None:
     soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard == resource.RLIM_INFINITY or soft < hard:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _timeout_verdict(exercise: str, limit: float, exc, path: str) -> dict:
