@@ -151,3 +151,4 @@ def main() -> None:
 if __name__ == "__main__":  # pragma: no cover
     main()
 from . import cli_strides  # noqa: E402,F401
+from . import cli_lessons  # noqa: E402,F401
