@@ -221,3 +221,8 @@ def ambiguous_sizes(trace: "Trace") -> list[Diagnostic]:
 RULES: list[Callable[["Trace"], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, ambiguous_sizes,
 ]
+
+
+from .variant_rules import VARIANT_RULES  # noqa: E402  (masks, NaN rows, failed views)
+
+RULES.extend(VARIANT_RULES)

@@ -183,6 +183,13 @@ def _mha(e: "Event") -> str:
             "transposes are not visible to the tracer")
 
 
+def _dropout(e: "Event") -> str:
+    o = e.output
+    same = e.inputs and e.inputs[0].shape == o.shape
+    return (f"attention dropout: zeroes random weights and scales the rest by 1/(1-p) in training "
+            f"(identity in eval); shape {'unchanged ' if same else ''}{names(o)}; new {fmt_bytes(e.alloc_bytes)}")
+
+
 def _generic(e: "Event") -> str:
     o = e.output
     if o is None:
@@ -200,4 +207,5 @@ _HANDLERS: dict[str, Callable[["Event"], str]] = {
     "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "expand": _expand, "expand_as": _expand,
     "split": _split, "chunk": _split, "unbind": _split, "scaled_dot_product_attention": _sdpa,
     "multi_head_attention_forward": _mha,
+    "dropout": _dropout,
 }
