@@ -155,8 +155,12 @@ def _masked_fill(e: "Event") -> str:
     mask = e.inputs[1] if len(e.inputs) > 1 else None
     if mask is None:
         return "fills masked positions"
-    return (f"sets the positions where the mask {list(mask.shape)} is True to {e.args.split(', ')[-1]}; "
-            f"the mask broadcasts against {names(t)}")
+    spread = [n or str(s) for n, s, m in zip(t.dims[len(t.dims) - len(mask.shape):], t.shape[len(t.shape) - len(mask.shape):],
+                                            mask.shape) if m == 1 and s > 1]
+    spread = [n or str(s) for n, s in zip(t.dims, t.shape)][:len(t.shape) - len(mask.shape)] + spread
+    how = f" (repeated along {', '.join(spread)})" if spread else ""
+    return (f"sets the positions where the mask {fmt_shape(mask)} is True to {e.args.split(', ')[-1]}; "
+            f"the mask broadcasts against {names(t)}{how}")
 
 
 def _expand(e: "Event") -> str:

@@ -96,3 +96,13 @@ def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]
     """(source token, receiving token) pairs the broken model connects and the reference does not."""
     extra = dependencies(broken, inputs) & ~dependencies(ref, inputs)
     return [((b, t), (b2, t2)) for b, t, b2, t2 in extra.nonzero().tolist()]
+
+
+def leak_summary(leaks, limit: int = 6) -> dict[str, Any]:
+    """Counts of leaked (source -> receiver) token pairs: across sequences, from later tokens,
+    and a few examples as ``"b1 t4 -> b1 t0"``."""
+    cross = [p for p in leaks if p[0][0] != p[1][0]]
+    future = [p for p in leaks if p[0][0] == p[1][0] and p[0][1] > p[1][1]]
+    examples = [f"b{s[0]} t{s[1]} -> b{d[0]} t{d[1]}" for s, d in (cross + future + list(leaks))[:limit]]
+    return {"total": len(leaks), "cross_sequence": len(cross), "from_later": len(future),
+            "examples": list(dict.fromkeys(examples))}

@@ -57,8 +57,12 @@ def nan_rows(trace: "Trace") -> list[Diagnostic]:
     for b, q in sorted({(b, q) for b, _h, q in rows}):
         by_seq.setdefault(b, []).append(q)
     which = "; ".join(f"sequence {b}: queries {', '.join(map(str, qs))}" for b, qs in by_seq.items())
+    heads = {h for _b, h, _q in rows}
+    what = (f"{len(rows)} rows of the attention weights are NaN ({which}, in {len(heads)} head"
+            f"{'s' if len(heads) != 1 else ''})" if None not in heads else
+            f"{len(rows)} output rows are NaN ({which})")
     return [Diagnostic("error", "nan-rows", where, (
-        f"{len(rows)} rows of the attention weights are NaN ({which}). Every key of these queries is "
+        f"{what}. Every key of these queries is "
         "masked, so softmax computes exp(-inf) / sum(exp(-inf)) = 0 / 0. The NaN then spreads into "
         "the output and, in training, into every gradient. Fix: give every query one visible key "
         "(pad on the right with a causal mask), or zero the fully masked rows after softmax "
