@@ -152,3 +152,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_compare  # noqa: E402,F401

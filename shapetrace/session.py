@@ -87,7 +87,8 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = Trace(config.dims)
-    trace.header = {"lines": header(config)}
+    trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
+                                                  "below)"] if device == "meta" else [])}
     try:
         with torch.no_grad(), trace:
             trace.set_names(inputs["x"], ["B", config.q_name, "D"])
@@ -96,7 +97,7 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
             trace.result = model(inputs["x"], inputs["memory"], inputs["pad"])
     except Exception:  # kept in trace.exception; the table shows the op that raised
         pass
-    run = VariantRun(trace, config, device, notes + ([meta_note] if meta_note else []))
+    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes)
     kept = getattr(model, "kept", {})
     if device == "meta":
         trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"

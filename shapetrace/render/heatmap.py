@@ -68,11 +68,12 @@ class HeatMap:
         panels = []
         if h.get("scores") is not None:
             panels.append(self._panel("scores after masking", h["scores"]))
-        panels.append(self._panel("weights = softmax(scores)", h["weights"], 0.0, 1.0, True))
+        top = max((v for row in h["weights"] for v in row if math.isfinite(v)), default=1.0)
+        panels.append(self._panel("weights = softmax(scores)", h["weights"], 0.0, top or 1.0, True))
         grid = Table.grid(padding=(0, 4))
         for _ in panels:
             grid.add_column()
         grid.add_row(*panels)
         yield grid
-        yield Text(f"{SHADES[0]*2} low … {SHADES[-1]*2} high (scores: per-head min…max; weights: 0…1) · "
+        yield Text(f"{SHADES[0]*2} low … {SHADES[-1]*2} high (scores: min…max of this head; weights: 0…max) · "
                    f"{MASKED} masked (score -inf, weight exactly 0) · {NAN} NaN", style="dim")
