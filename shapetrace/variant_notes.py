@@ -77,8 +77,12 @@ def _gqa(c: "AttentionConfig", events) -> str | None:
                  f"{', '.join(zero)} means each key/value head is read {c.heads // c.h_kv} times from the same memory.")
         rs = next((e for e in events if e.index > ex.index and e.op == "reshape"), None)
         if rs is not None:
-            how = "a view" if rs.view else f"a copy of {fmt_bytes(rs.copy_bytes)}"
-            text += f" reshape #{rs.index} to {fmt_shape(rs.output)} is {how}: memory only grows here."
+            if rs.view:
+                text += (f" reshape #{rs.index} to {fmt_shape(rs.output)} is still a view, strides "
+                         f"{tuple(rs.output.stride)}: with one key/value head the stride-0 axis simply becomes H.")
+            else:
+                text += (f" reshape #{rs.index} to {fmt_shape(rs.output)} cannot keep stride 0 while merging "
+                         f"H_kv and n_rep, so it copies {fmt_bytes(rs.copy_bytes)}: memory grows only here.")
     return text
 
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .axes import TOKEN_ROOTS
-from .diagnose import Diagnostic, _fmt
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .diagnose import Diagnostic
     from .tracer import Trace
 
 ATTENTION_OPS = ("softmax", "scaled_dot_product_attention", "multi_head_attention_forward")
 
 
-def mask_axis(trace: "Trace") -> list[Diagnostic]:
+def mask_axis(trace: "Trace") -> list["Diagnostic"]:
     """A mask that varies along the queries and is broadcast over the keys (a padding mask put on
     the wrong axis): it hides whole query rows instead of key columns."""
+    from .diagnose import Diagnostic, _fmt
+
     out = []
     for e in trace.events:
-        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2:
-            continue
+        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2 or not e.args.endswith("-inf"):
+            continue  # only masks that hide scores (-inf); zeroing whole rows afterwards is on purpose
         scores, mask = e.inputs[0], e.inputs[1]
         roles = [a.role for a in scores.axes]
         if "query" not in roles or "key" not in roles:
@@ -42,8 +44,10 @@ def mask_axis(trace: "Trace") -> list[Diagnostic]:
     return out
 
 
-def nan_rows(trace: "Trace") -> list[Diagnostic]:
+def nan_rows(trace: "Trace") -> list["Diagnostic"]:
     """Attention rows that came out NaN: a query with every key masked."""
+    from .diagnose import Diagnostic
+
     rows = getattr(trace, "nan_rows", None)
     note = getattr(trace, "value_note", None)
     where = next((e.index for e in trace.events if e.op in ATTENTION_OPS), None)
@@ -70,8 +74,9 @@ def nan_rows(trace: "Trace") -> list[Diagnostic]:
     )]
 
 
-def view_incompatible(trace: "Trace") -> list[Diagnostic]:
+def view_incompatible(trace: "Trace") -> list["Diagnostic"]:
     """A view that raised because the strides cannot express the merge."""
+    from .diagnose import Diagnostic
     from .view_error import explain_view_error
 
     out = []
