@@ -93,7 +93,7 @@ def test_configurable_reference_equals_plain_reference():
 
 def test_each_impl_traces_without_diagnostics():
     for impl, kw in VALID:
-        run = trace_variant(C(impl=impl, **kw))
+        run = trace_variant(C(d_model=64, heads=4, seq_len=5, impl=impl, **kw))
         assert run.trace.exception is None, (impl, kw)
         assert errors(run) == [], (impl, kw, run.trace.diagnostics)
 
