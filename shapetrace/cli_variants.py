@@ -74,10 +74,27 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     if preset_note:
         run.notes.insert(0, preset_note)
     if json_out:
-        write_json(run.trace.to_json())
+        write_json(variant_json(run))
     else:
         from .render.variants import print_variant_run
 
         print_variant_run(run, out_console(width))
     if any(d.severity == "error" for d in run.trace.diagnostics):
         raise typer.Exit(1)
+
+
+def variant_json(run) -> str:
+    """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows,
+    and for a break the comparison with the reference."""
+    import dataclasses
+    import json
+
+    data = run.trace.to_dict()
+    cmp = dict(run.comparison) if run.comparison else None
+    if cmp and cmp.get("leaks") is not None:
+        cmp["leaks"] = [[list(src), list(dst)] for src, dst in cmp["leaks"]]
+    data["variant"] = {
+        "config": dataclasses.asdict(run.config), "device": run.device, "notes": run.notes,
+        "nan_rows": getattr(run.trace, "nan_rows", None), "comparison": cmp,
+    }
+    return json.dumps(data, indent=2, default=list)

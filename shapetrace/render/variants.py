@@ -43,7 +43,7 @@ def broken_block(run: "VariantRun") -> Text:
         return text
     text.append("\nbroken vs reference (same weights, same input): ", style="bold")
     if cmp.get("raised"):
-        return text.append(f"the broken model raised {cmp['raised']}; the reference runs.")
+        return text.append(f"the broken model raises {cmp['raised'].split(':')[0]} (above); the reference runs.")
     if cmp["shape"] != cmp["ref_shape"]:
         return text.append(f"output {list(cmp['shape'])} instead of {list(cmp['ref_shape'])}.")
     diff = cmp["max_diff"]
