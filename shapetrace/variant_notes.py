@@ -136,8 +136,17 @@ def _sdpa(c: "AttentionConfig", events) -> str | None:
         return None
     ins = ", ".join(fmt_shape(t) for t in e.inputs)
     return (f"F.scaled_dot_product_attention (#{e.index}) takes q, k, v{' and the mask' if len(e.inputs) > 3 else ''}: "
-            f"{ins}; returns {fmt_shape(e.output)}. The scores and weights [B, H, T_q, T_k] never "
-            "appear: no heat map, and no memory for them outside the kernel.")
+            f"{ins}; returns {fmt_shape(e.output)}, strides {tuple(e.output.stride)}. The scores and "
+            "weights [B, H, T_q, T_k] never reach Python, so there is no heat map." + _sdpa_layout(e, events))
+
+
+def _sdpa_layout(e: "Event", events) -> str:
+    """The merge after sdpa: is .contiguous() a no-op because of the kernel's output layout?"""
+    c = _first(events, "contiguous", e.index)
+    if c is None or not c.noop or e.output is None or e.output.contiguous:
+        return ""
+    return (f" Its output is not contiguous: the kernel wrote it in [B, T, H, d_k] order, so after the "
+            f"transpose back .contiguous() (#{c.index}) copies nothing.")
 
 
 def _safe(c: "AttentionConfig", events) -> str | None:

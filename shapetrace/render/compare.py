@@ -24,7 +24,6 @@ def impl_table(rows: Sequence, device: str) -> Table:
         table.add_column(col, justify=just)
     for r in rows:
         if r.skipped:
-            table.add_row(Text(r.impl, style="dim"), "", "", "", "", "", Text(f"skipped: {r.skipped}", style="dim"))
             continue
         if r.max_diff is None:
             diff = Text("no values (meta)", style="dim")
@@ -43,6 +42,9 @@ def print_comparison(rows: Sequence, device: str, header: Sequence[str], console
         console.print(Text(line, style="bold" if i == 0 else "dim"))
     console.print(Text(""))
     console.print(impl_table(rows, device))
+    for r in rows:
+        if r.skipped:
+            console.print(Text(f"{r.impl}: skipped ({r.skipped})", style="dim"))
     checked = [r for r in rows if r.agrees is not None]
     if checked and all(r.agrees for r in checked):
         console.print(Text(f"\n✓ all {len(checked)} implementations agree with the reference to within "
