@@ -31,7 +31,8 @@ BREAKS: dict[str, Break] = {b.name: b for b in [
           "view keeps memory order, so each 'head' is a run of d_k features from several tokens "
           "instead of one slice of every token", ("mixed-axis", "attends-over-wrong-axis")),
     Break("reshape-not-transpose", "q.reshape(B, H, T, d_k): reshape where a transpose belongs",
-          "reshape never reorders elements either; it only succeeds where view would", 
+          "reshape keeps the row-major order of the elements just like view (it only copies "
+          "where view would fail), so the heads are never moved ahead of the tokens",
           ("mixed-axis", "attends-over-wrong-axis")),
     Break("wrong-transpose", "view(B, T, H, d_k).transpose(0, 1): swaps batch and tokens",
           "the heads stay behind the tokens, so q @ kᵀ compares heads of one token, not tokens",

@@ -48,7 +48,7 @@ def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
         base["d_model"] = p.d_model
     if "heads" not in given:
         base["heads"] = p.heads
-    if options.get("kv_heads") is None and p.kv_heads and not given:
+    if options.get("kv_heads") is None and p.kv_heads and not given and not options.get("broken"):
         options["kv_heads"] = p.kv_heads
     overridden = f" (your {', '.join('--' + g.replace('_', '-') for g in sorted(given))} kept)" if given else ""
     return (f"preset {p.describe()}{overridden}; source: {p.source}. This run uses T={base['seq_len']}; "

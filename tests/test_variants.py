@@ -205,8 +205,35 @@ def test_sdpa_returns_zeros_not_nan_for_fully_masked_rows():
 
 def test_torch_impl_nan_rows_detected_from_its_weights():
     run = trace_variant(C(impl="torch", causal=True, mask="padding", pad=(0, 2), pad_side="left"))
-    kinds = [d.kind for d in run.trace.diagnostics]
-    assert ("nan-rows" in kinds) == bool(run.trace.nan_rows)
+    assert [d.kind for d in run.trace.diagnostics] == ["nan-rows"]
+    assert sorted({(b, q) for b, _h, q in run.trace.nan_rows}) == [(1, 0), (1, 1)]
+    assert torch.isnan(run.trace.result[1, :2]).all() and not torch.isnan(run.trace.result[1, 2:]).any()
+
+
+def test_heat_map_is_cropped_for_long_sequences():
+    run = trace_variant(C(seq_len=20, d_model=64, heads=4, causal=True))
+    assert run.heat["shape"] == (20, 20) and run.heat["crop"] == (16, 16)
+    assert len(run.heat["weights"]) == 16 and len(run.heat["weights"][0]) == 16
+    from shapetrace.render.heatmap import HeatMap
+
+    text = render(HeatMap(run.heat), width=80)
+    assert "first 16×16 shown" in " ".join(text.split()) and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_nan_demo_heat_map_golden():
+    from conftest import assert_golden
+    from shapetrace.render.heatmap import HeatMap
+
+    run = trace_variant(C(causal=True, mask="padding", pad=(0, 2), pad_side="left"))
+    assert_golden("heatmap_nan_rows_80.txt", render(HeatMap(run.heat), width=80))
+
+
+def test_sdpa_layout_note_matches_the_events():
+    run = trace_variant(C(impl="sdpa"))
+    sd = next(e for e in run.trace.events if e.op == "scaled_dot_product_attention")
+    c = next(e for e in run.trace.events if e.op == "contiguous")
+    note = next(n for n in run.notes if n.startswith("F.scaled_dot_product_attention"))
+    assert ("copies nothing" in note) == (c.noop and not sd.output.contiguous)
 
 
 # -- torch's MultiheadAttention, sdpa, dropout ----------------------------------------

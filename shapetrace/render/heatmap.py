@@ -62,9 +62,9 @@ class HeatMap:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         h = self.heat
         n_q, n_k = h["shape"]
-        crop = "" if tuple(h["crop"]) == (n_q, n_k) else f", first {h['crop'][0]}×{h['crop'][1]} shown"
-        yield Text(f"\nhead {h['head']} of sequence {h['batch']}: rows = queries ({self.q_name}={n_q}), "
-                   f"columns = keys ({self.k_name}={n_k}){crop}", style="bold")
+        crop = "" if tuple(h["crop"]) == (n_q, n_k) else f" · first {h['crop'][0]}×{h['crop'][1]} shown"
+        yield Text(f"\nhead {h['head']}, sequence {h['batch']} · rows: queries {self.q_name}={n_q} · "
+                   f"columns: keys {self.k_name}={n_k}{crop}", style="bold")
         panels = []
         if h.get("scores") is not None:
             panels.append(self._panel("scores after masking", h["scores"]))
