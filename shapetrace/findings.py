@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 HEAT_MAX = 16          # rows and columns shown in a heat map
-LEAK_MAX_TOKENS = 96   # B * T above this: the leak test (one forward per token) is skipped
+LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one forward per token) is skipped
 
 
 def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | None, int]]:

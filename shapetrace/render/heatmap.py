@@ -51,8 +51,10 @@ def grid_text(grid: Sequence[Sequence[float]], lo: float | None = None, hi: floa
 class HeatMap:
     """Masked scores and weights of one head, side by side, with a legend."""
 
-    def __init__(self, heat: dict, q_name: str = "T", k_name: str = "T"):
+    def __init__(self, heat: dict, q_name: str = "T", k_name: str = "T",
+                 lead: tuple[str, str] = ("sequence", "head"), roles: bool = True):
         self.heat, self.q_name, self.k_name = heat, q_name, k_name
+        self.lead, self.roles = lead, roles
 
     def _panel(self, title: str, grid, lo=None, hi=None, zero_is_masked: bool = False) -> Group:
         n_k = len(grid[0]) if grid else 0
@@ -63,8 +65,9 @@ class HeatMap:
         h = self.heat
         n_q, n_k = h["shape"]
         crop = "" if tuple(h["crop"]) == (n_q, n_k) else f" · first {h['crop'][0]}×{h['crop'][1]} shown"
-        yield Text(f"\nhead {h['head']}, sequence {h['batch']} · rows: queries {self.q_name}={n_q} · "
-                   f"columns: keys {self.k_name}={n_k}{crop}", style="bold")
+        rows, cols = ("queries ", "keys ") if self.roles else ("", "")
+        yield Text(f"\n{self.lead[0]} {h['batch']}, {self.lead[1]} {h['head']} · rows: {rows}{self.q_name}={n_q} · "
+                   f"columns: {cols}{self.k_name}={n_k}{crop}", style="bold")
         panels = []
         if h.get("scores") is not None:
             panels.append(self._panel("scores after masking", h["scores"]))

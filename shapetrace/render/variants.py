@@ -25,9 +25,23 @@ def print_variant_run(run: "VariantRun", console: Console) -> None:
     for note in run.notes:
         console.print(Text.assemble(("\ni ", "cyan"), note))
     if run.heat is not None:
-        console.print(HeatMap(run.heat, run.config.q_name, run.config.k_name))
+        console.print(heat_view(run))
     if run.config.broken:
         console.print(broken_block(run))
+
+
+def heat_view(run: "VariantRun") -> HeatMap:
+    """The heat map, labelled with the names the tracer gave the weights' axes (which, in a
+    broken run, may not be batch, head, query and key at all)."""
+    c = run.config
+    soft = [e for e in run.trace.events if e.op == "softmax" and e.output is not None and len(e.output.shape) == 4]
+    if not soft:
+        return HeatMap(run.heat, c.q_name, c.k_name)
+    o = soft[-1].output
+    names = [(n or "?").replace("*", "·") for n in o.dims]
+    lead = ("sequence" if names[0] == "B" else names[0], "head" if names[1] == "H" else names[1])
+    roles = [a.role for a in o.axes[2:]] == ["query", "key"]
+    return HeatMap(run.heat, names[2], names[3], lead, roles)
 
 
 def broken_block(run: "VariantRun") -> Text:
