@@ -59,6 +59,14 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
                  width: Optional[int]) -> None:
     """The body of ``run`` when a variant option is given."""
     if options.get("broken") == "list":
+        if json_out:
+            import dataclasses
+            import json
+
+            from .catalogue import BREAKS
+
+            write_json(json.dumps([dataclasses.asdict(b) for b in BREAKS.values()], indent=2))
+            return
         from .render.variants import print_catalogue
 
         print_catalogue(out_console(width))

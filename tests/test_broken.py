@@ -112,3 +112,12 @@ def test_cli_break_list_and_a_break_run(cli):
     assert max(len(line) for line in res.output.splitlines()) <= 80
     res = cli("run", "--break", "interleaved-heads", "--width", "100")
     assert res.exit_code == 0 and "i note nonstandard-head-split" in res.output
+
+
+def test_cli_break_list_json(cli):
+    import json
+
+    res = cli("run", "--break", "list", "--json")
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and [b["name"] for b in data] == list(BREAKS)
+    assert all(b["kinds"] and b["summary"] and b["why"] for b in data)
