@@ -70,7 +70,7 @@ def nan_rows(trace: "Trace") -> list["Diagnostic"]:
         "masked, so softmax computes exp(-inf) / sum(exp(-inf)) = 0 / 0. The NaN then spreads into "
         "the output and, in training, into every gradient. Fix: give every query one visible key "
         "(pad on the right with a causal mask), or zero the fully masked rows after softmax "
-        "(--safe-softmax shows it; F.scaled_dot_product_attention does this for you).")
+        "(--safe-softmax shows it; F.scaled_dot_product_attention in this torch returns zeros for such rows).")
     )]
 
 
