@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from .config import IMPLS, AttentionConfig
-from .errors import ShapetraceError, UsageError
+from .errors import UsageError
 
 #: Largest |difference| from the reference counted as agreement (float32 rounding).
 TOLERANCE = 1e-4
@@ -129,5 +129,4 @@ def check_impls(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-__all__ = ["ImplRow", "compare_impls", "diff_events", "event_key", "check_impls", "TOLERANCE",
-           "ShapetraceError"]
+__all__ = ["ImplRow", "compare_impls", "diff_events", "event_key", "check_impls", "TOLERANCE"]
