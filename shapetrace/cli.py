@@ -104,6 +104,20 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
+    compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
+    explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",
+                                metavar="full|brief"),
+    long_names: bool = typer.Option(False, "--long-names", help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
+    export: Optional[str] = typer.Option(None, "--export", metavar="PATH",
+                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+    theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
+    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
+    auto: Optional[float] = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
+    predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
+                                 "predicts its output shape; '--predict strides' asks for the strides too."),
+    predict_what: Optional[str] = typer.Argument(None, hidden=True, metavar="[shape|strides]"),
+    answers: Optional[str] = typer.Option(None, "--answers", metavar="FILE",
+                                          help="With --predict: read the answers from FILE, one per line."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
     causal: bool = typer.Option(False, "--causal", help="Causal mask [T, T]: no query sees later keys."),
     mask: str = typer.Option("none", "--mask", help="Key mask: none or padding (a [B, T] mask seen as [B, 1, 1, T])."),
@@ -131,14 +145,16 @@ def run(
         from .config import AttentionConfig
         from .session import trace_reference
 
+        from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
+
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
+        request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
+                                           predict_mode(predict, predict_what), answers, json_out)
         trace = trace_reference(config)
         if json_out:
             write_json(trace.to_json())
             return
-        from .render.table import print_trace
-
-        print_trace(trace, out_console(width))
+        show_classroom(trace, request)
         if any(d.severity == "error" for d in trace.diagnostics):
             raise typer.Exit(1)
 

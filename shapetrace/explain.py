@@ -58,12 +58,70 @@ def why_not_contiguous(t: "TensorInfo") -> str:
     return f"strides {_strides(t)} are not the row-major ({', '.join(map(str, expected))})"
 
 
-def annotate(e: "Event") -> str:
-    """The annotation for one event."""
+def annotate(e: "Event", mode: str = "full") -> str:
+    """The annotation for one event.
+
+    Args:
+        e: the recorded op.
+        mode: ``"full"`` (sentences for beginners, the default) or ``"brief"``
+            (a few symbols for experts, see :func:`brief`).
+    """
+    if mode == "brief":
+        return brief(e)
     if e.error:
         return f"raised {e.error.split(':')[0]}"
     handler = _HANDLERS.get(e.op, _generic)
     return handler(e)
+
+
+def brief(e: "Event") -> str:
+    """A terse annotation for experts: what moved and what it cost, e.g. ``split D → H×d_k · view``."""
+    if e.error:
+        return f"raised {e.error.split(':')[0]}"
+    o = e.output
+    if o is None:
+        return e.op
+    i = e.inputs[0] if e.inputs else None
+    what = _brief_what(e, i, o)
+    return " · ".join(p for p in (what, _brief_memory(e), "" if o.contiguous else "non-contiguous") if p)
+
+
+def _brief_memory(e: "Event") -> str:
+    if e.noop:
+        return "no-op"
+    if e.view:
+        return "view"
+    if e.copy_bytes:
+        return f"copy {fmt_bytes(e.copy_bytes)}"
+    return f"new {fmt_bytes(e.alloc_bytes)}" if e.alloc_bytes else ""
+
+
+def _label(name: str | None, size: int) -> str:
+    return (name or str(size)).replace("*", "·")
+
+
+def _brief_what(e: "Event", i: "TensorInfo | None", o: "TensorInfo") -> str:
+    if i is None:
+        return f"→ {names(o)}"
+    if e.op in ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"):
+        split = [_label(n, 0) for n in o.dims if n and n not in i.dims]
+        merged = [_label(n, 0) for n in i.dims if n and n not in o.dims]
+        if merged and split:
+            return f"{'×'.join(merged)} → {'×'.join(split)}"
+        return f"{names(i)} → {names(o)}"
+    if e.op in ("transpose", "permute", "movedim", "t", "mT", "T"):
+        swapped = list(dict.fromkeys(_moved(i.dims, o.dims)))
+        return "swap " + "↔".join(_label(n, 0) for n in swapped) if swapped else f"→ {names(o)}"
+    if e.op in ("matmul", "bmm") and len(e.inputs) > 1:
+        return f"sums {_label(i.dims[-1], i.shape[-1])} → {names(o)}"
+    if e.op == "softmax" and e.params.get("dim") is not None:
+        d = e.params["dim"] % len(i.shape)
+        return f"softmax over {_label(i.dims[d], d)}"
+    if e.op == "linear":
+        return f"{_label(i.dims[-1], i.shape[-1])} → {_label(o.dims[-1], o.shape[-1])}"
+    if e.op == "contiguous":
+        return f"re-lay out {names(o)}" if not e.noop else "already contiguous"
+    return f"{names(i)} → {names(o)}"
 
 
 def _moved(src: Sequence[str | None], dst: Sequence[str | None]) -> list[str]:

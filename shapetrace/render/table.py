@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
+from .highlight import highlight_line
 from ..explain import annotate, fmt_bytes, fmt_shape
 from ..summary import stats
 
@@ -27,14 +28,7 @@ def _code_text(code: str, width: int) -> Text:
     code = code.split("  #")[0].rstrip()
     if len(code) > width:
         code = code[: width - 1] + "…"
-    try:
-        from rich.syntax import Syntax
-
-        text = Syntax(code, "python", theme="ansi_dark", background_color="default").highlight(code)
-        text.rstrip()
-        return text
-    except Exception:  # pragma: no cover - pygments missing
-        return Text(code)
+    return highlight_line(code)
 
 
 def shape_text(t, long_names=None) -> Text:
@@ -154,8 +148,6 @@ class OpTable:
             yield from self._detail(e, indent, width, strides_inline)
 
     def _detail(self, e: "Event", indent: int, width: int, strides_inline: bool) -> Iterable:
-        from rich.padding import Padding
-
         code = Text(" " * indent)
         code.append_text(_code_text(e.code, max(10, width - indent - 1)))
         if e.source:
@@ -166,7 +158,17 @@ class OpTable:
         if not strides_inline:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
         if self.explain != "none":
-            yield Padding(Text(annotate(e), style="italic"), (0, 0, 0, indent))
+            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+
+
+def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
+    """``text`` word-wrapped to ``width``, each line indented, no trailing padding."""
+    for line in text.wrap(_MEASURE, max(20, width - indent)):
+        line.rstrip()
+        yield Text(" " * indent).append_text(line)
+
+
+_MEASURE = Console(width=200, color_system=None)
 
 
 def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -> OpTable:
@@ -178,7 +180,8 @@ def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
     text = Text.assemble(
         (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} views", "green"), " · ",
         (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
-        (f"{s['new_buffers']} computed buffers ({fmt_bytes(s['alloc_bytes'])})", "blue"),
+        (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
+         f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
     )
     if s["largest"] is not None:
         e, t = s["largest"]

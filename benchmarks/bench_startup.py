@@ -1,0 +1,69 @@
+"""Whole-process timings of shapetrace commands against ``python -c "import torch"``.
+
+Each command runs REPEAT times, interleaved with the baseline so machine noise hits
+both alike; we print medians and the ratio to the baseline measured in the same run.
+
+    python benchmarks/bench_startup.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = [sys.executable, "-c", "import torch"]
+COMMANDS = {
+    "shapetrace --help": ["--help"],
+    "shapetrace run --d-model 512 --heads 8": ["run", "--d-model", "512", "--heads", "8"],
+    "shapetrace run --json": ["run", "--json"],
+}
+#: (command, limit, kind): "ratio" is relative to import torch, "seconds" is absolute.
+TARGETS = {
+    "shapetrace --help": (0.35, "seconds"),
+    "shapetrace run --d-model 512 --heads 8": (1.25, "ratio"),
+}
+
+
+def wall(cmd: list[str]) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    cmds = {name: [sys.executable, "-m", "shapetrace", *a] for name, a in COMMANDS.items()}
+    samples: dict[str, list[float]] = {"import torch": [], **{k: [] for k in cmds}}
+    wall(BASELINE)  # warm the file cache once
+    for _ in range(args.repeat):
+        samples["import torch"].append(wall(BASELINE))
+        for name, cmd in cmds.items():
+            samples[name].append(wall(cmd))
+    base = statistics.median(samples["import torch"])
+    print(f"{'command':42s} {'median s':>9s} {'× import torch':>15s}  target")
+    failed = False
+    for name, times in samples.items():
+        med = statistics.median(times)
+        target = TARGETS.get(name)
+        verdict = ""
+        if target:
+            limit, kind = target
+            ok = (med / base if kind == "ratio" else med) <= limit
+            failed |= not ok
+            verdict = f"{'≤' if ok else '>'} {limit}{'×' if kind == 'ratio' else ' s'} {'ok' if ok else 'MISSED'}"
+        print(f"{name:42s} {med:9.3f} {med / base:15.2f}  {verdict}")
+    print(f"(medians of {args.repeat} interleaved runs on {os.cpu_count()} cores)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

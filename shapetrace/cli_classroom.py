@@ -1,0 +1,143 @@
+"""The classroom options of ``shapetrace run``: export, readability, step mode and predict mode.
+
+``run`` parses the options and hands the finished trace to :func:`show_classroom`;
+Rich and the renderers are imported only here, inside the functions.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from .classroom import EXPLAIN_MODES, THEMES, ViewOptions
+from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .tracer import Trace
+
+PREDICT_MODES = ("shape", "strides")
+
+
+@dataclass(frozen=True)
+class ClassroomRequest:
+    """The validated classroom options of one ``run``."""
+
+    view: ViewOptions = ViewOptions()
+    export: Optional[str] = None
+    theme: str = "light"
+    step: bool = False
+    auto: Optional[float] = None
+    predict: Optional[str] = None
+    answers: Optional[str] = None
+
+    @classmethod
+    def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
+                answers, json_out: bool = False) -> "ClassroomRequest":
+        """Validate the options before any tensor is traced (UsageError on bad input)."""
+        if json_out and (step or predict or export):
+            raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
+        _check_choice("--explain", explain, EXPLAIN_MODES)
+        _check_choice("--theme", theme, THEMES)
+        if width is not None and width < 40:
+            raise UsageError(f"--width {width}: use at least 40 columns")
+        if export is not None:
+            from .render.export import export_format
+
+            export_format(export)
+        _check_modes(step, auto, predict, answers)
+        return cls(ViewOptions(width, compact, explain, long_names), export, theme, step, auto,
+                   predict, answers)
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UsageError(f"{flag} {value!r}: choose one of {', '.join(choices)}")
+
+
+def _check_modes(step: bool, auto: Optional[float], predict: Optional[str], answers: Optional[str]) -> None:
+    if step and predict:
+        raise UsageError("--step and --predict are separate modes: use one at a time")
+    if auto is not None and not step:
+        raise UsageError("--auto SECONDS only works with --step")
+    if auto is not None and not auto > 0:
+        raise UsageError(f"--auto {auto:g}: use a number of seconds above 0")
+    if predict is not None:
+        _check_choice("--predict", predict, PREDICT_MODES)
+    if answers is not None and predict is None:
+        raise UsageError("--answers FILE only works with --predict")
+    if answers is not None and answers != "-" and not Path(answers).exists():
+        raise UsageError(f"--answers {answers}: no such file")
+
+
+def predict_mode(predict: bool, what: Optional[str]) -> Optional[str]:
+    """``--predict`` alone means shape; ``--predict strides`` (a word after the flag) asks for strides too."""
+    if what is not None and not predict:
+        raise UsageError(f"unexpected argument {what!r} (did you mean --predict {what}?)")
+    if what is not None:
+        _check_choice("--predict", what, PREDICT_MODES)
+    return (what or "shape") if predict else None
+
+
+def show_classroom(trace: "Trace", request: ClassroomRequest) -> None:
+    """Show the trace as the request asks (table, step or predict mode), then write any export.
+
+    Raises:
+        typer.Exit: with code 1 when the trace has error diagnostics (table and predict modes).
+    """
+    from .cli import out_console
+
+    console = out_console(request.view.width)
+    if request.step:
+        step_or_table(trace, console, request)
+    elif request.predict:
+        predict(trace, console, request)
+    else:
+        from .render.classroom import print_classroom
+
+        print_classroom(trace, console, request.view)
+    if request.export:
+        write_export(trace, request)
+
+
+def step_or_table(trace: "Trace", console, request: ClassroomRequest) -> None:
+    """Step mode on a terminal; elsewhere one line on stderr and the plain table (exit 0)."""
+    from .render.classroom import print_classroom
+    from .render.step import run_step_mode, step_mode_available
+
+    if not step_mode_available():
+        from .cli import err_console
+
+        err_console().print("step mode needs an interactive terminal (stdin and stdout); "
+                            "showing the plain table instead", style="yellow", highlight=False)
+        print_classroom(trace, console, request.view)
+        return
+    code = run_step_mode(trace, console, auto=request.auto, options=request.view)
+    if code:
+        raise typer.Exit(code)
+
+
+def predict(trace: "Trace", console, request: ClassroomRequest) -> None:
+    """Predict mode, with answers from --answers FILE, piped stdin or the keyboard."""
+    from .render.predict import run_predict_mode
+
+    if request.answers and request.answers != "-":
+        with open(request.answers, encoding="utf-8") as answers:
+            run_predict_mode(trace, console, answers, strides=request.predict == "strides",
+                             echo=True, options=request.view)
+    else:
+        run_predict_mode(trace, console, sys.stdin, strides=request.predict == "strides",
+                         echo=not sys.stdin.isatty(), options=request.view)
+
+
+def write_export(trace: "Trace", request: ClassroomRequest) -> None:
+    """Write the --export file and say where it went (on stderr, so stdout stays the table)."""
+    from .cli import err_console
+    from .render.export import export_trace
+
+    path = export_trace(trace, request.export, request.view, request.theme)
+    colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
+    err_console().print(f"exported to {path}{colours}", style="green", highlight=False)

@@ -1,0 +1,83 @@
+"""The trace as shown in class: full or compact table, full or brief annotations, long names.
+
+>>> from shapetrace.classroom import ViewOptions
+>>> ViewOptions(compact=True).compact
+True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
+
+from ..classroom import ViewOptions, names_for
+from ..explain import annotate
+from .table import OpTable, _code_text, diagnostic_lines, fact_cells, footer_text, indented, join_cells, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tracer import Event, Trace
+
+COMPACT_COLUMNS = ("#", "op", "shape [names]", "memory")
+_COMPACT_KEEP = (0, 1, 2, 4)  # indices into table.fact_cells
+
+
+def compact_cells(e: "Event", long_names=None) -> list[Text]:
+    """The facts of one op without strides and contiguity: index, op, shape with names, memory."""
+    cells = fact_cells(e, long_names)
+    return [cells[i] for i in _COMPACT_KEEP]
+
+
+class CompactTable:
+    """Fewer columns for narrow or zoomed terminals: ``# op shape memory``, then code and annotation."""
+
+    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full"):
+        self.events = list(events)
+        self.long_names = long_names
+        self.explain = explain
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        rows = [compact_cells(e, self.long_names) for e in self.events]
+        widths = [max([len(c)] + [r[i].cell_len for r in rows]) for i, c in enumerate(COMPACT_COLUMNS)]
+        indent = widths[0] + 2
+        yield join_cells([Text(c, style="bold") for c in COMPACT_COLUMNS], widths)
+        yield Text("─" * min(width, sum(widths) + 2 * (len(widths) - 1)), style="dim")
+        for e, cells in zip(self.events, rows):
+            yield join_cells(cells, widths)
+            code = Text(" " * indent)
+            code.append_text(_code_text(e.code, max(10, width - indent - 1)))
+            yield code
+            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+
+
+def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None):
+    """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
+    cls = CompactTable if options.compact else OpTable
+    return cls(events, long_names, explain=options.explain)
+
+
+class ClassroomView:
+    """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
+
+    def __init__(self, trace: "Trace", options: ViewOptions = ViewOptions()):
+        self.trace = trace
+        self.options = options
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        header = trace_header(self.trace)
+        if header:
+            yield Text(header[0], style="bold")
+            for line in header[1:]:
+                yield Text(line, style="dim")
+            yield Text("")
+        yield op_table(self.trace.events, self.options, names_for(self.trace, self.options))
+        yield footer_text(self.trace, self.trace.events)
+        yield from diagnostic_lines(self.trace.diagnostics)
+
+
+def print_classroom(trace: "Trace", console: Console, options: ViewOptions = ViewOptions()) -> None:
+    """Print a trace the way ``shapetrace run`` shows it with the readability options."""
+    console.print(ClassroomView(trace, options))
+

@@ -1,0 +1,164 @@
+"""Write a trace to a file for slides and handouts: .svg, .html, .md or .txt.
+
+SVG, HTML and text come from Rich's recording console, so they show exactly the
+table printed in the terminal (colours included); Markdown is a real table for
+course notes. ``light`` suits projectors and white paper, ``dark`` a terminal look.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from rich.console import Console
+from rich.terminal_theme import MONOKAI, TerminalTheme
+
+from ..classroom import THEMES, ViewOptions, names_for
+from ..errors import RunError, UsageError
+from ..explain import annotate, fmt_bytes, fmt_shape
+from .classroom import ClassroomView
+from .table import SEVERITY_MARK, footer_text, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tracer import Event, Trace
+
+FORMATS = (".svg", ".html", ".md", ".txt")
+EXPORT_WIDTH = 100
+
+#: White background, ANSI colours darkened so yellow and cyan stay readable on paper.
+LIGHT_THEME = TerminalTheme(
+    (255, 255, 255), (30, 30, 30),
+    [(30, 30, 30), (180, 25, 25), (0, 115, 0), (155, 95, 0), (25, 65, 190), (145, 30, 145),
+     (0, 115, 135), (110, 110, 110)],
+    [(85, 85, 85), (205, 40, 40), (20, 140, 20), (175, 110, 0), (45, 95, 220), (170, 50, 170),
+     (0, 135, 155), (40, 40, 40)],
+)
+TERMINAL_THEMES = {"light": LIGHT_THEME, "dark": MONOKAI}
+
+
+def export_format(path: str | Path) -> str:
+    """The format of an export path from its suffix; a UsageError for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        shown = suffix or "no suffix"
+        raise UsageError(f"--export {path}: unknown format ({shown}); use a path ending in "
+                         f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    return suffix
+
+
+def check_theme(theme: str) -> str:
+    if theme not in THEMES:
+        raise UsageError(f"--theme {theme!r}: choose one of {', '.join(THEMES)}")
+    return theme
+
+
+def recording_console(width: int) -> Console:
+    """A console that records everything printed, in full colour, at a fixed width."""
+    return Console(record=True, file=io.StringIO(), width=width, force_terminal=True,
+                   color_system="truecolor", legacy_windows=False)
+
+
+def render_export(trace: "Trace", fmt: str, options: ViewOptions = ViewOptions(),
+                  theme: str = "light") -> str:
+    """The text of an export in format ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt == ".md":
+        return markdown(trace, options)
+    console = recording_console(options.width or EXPORT_WIDTH)
+    console.print(ClassroomView(trace, options))
+    if fmt == ".txt":
+        return console.export_text()
+    title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"
+    if fmt == ".svg":
+        return console.export_svg(title=title, theme=TERMINAL_THEMES[theme])
+    return console.export_html(theme=TERMINAL_THEMES[theme], code_format=html_format(title))
+
+
+def html_format(title: str) -> str:
+    """Rich's HTML page with a <title> (braces escaped for str.format)."""
+    from html import escape
+
+    from rich.console import CONSOLE_HTML_FORMAT
+
+    safe = escape(title).replace("{", "{{").replace("}", "}}")
+    return CONSOLE_HTML_FORMAT.replace('<meta charset="UTF-8">', f'<meta charset="UTF-8">\n<title>{safe}</title>', 1)
+
+
+def export_trace(trace: "Trace", path: str | Path, options: ViewOptions = ViewOptions(),
+                 theme: str = "light") -> Path:
+    """Write the trace to ``path`` in the format its suffix names; returns the path."""
+    path = Path(path)
+    text = render_export(trace, export_format(path), options, check_theme(theme))
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RunError(f"--export {path}: cannot write the file ({exc.strerror or exc})") from exc
+    return path
+
+
+# -- Markdown -------------------------------------------------------------------------------
+
+MD_COLUMNS = ("#", "op", "code", "shape [names]", "strides", "memory", "annotation")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _md_code(code: str) -> str:
+    code = code.split("  #")[0].strip()
+    fence = "``" if "`" in code else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{_md_cell(code)}{pad}{fence}"
+
+
+def md_memory(e: "Event") -> str:
+    """The memory column in words: view, no-op, copy N, new N."""
+    if e.error:
+        return "raised"
+    if e.noop:
+        return "no-op"
+    if e.view:
+        return "view"
+    if e.copy_bytes:
+        return f"**copy {fmt_bytes(e.copy_bytes)}**"
+    return f"new {fmt_bytes(e.alloc_bytes)}" if e.alloc_bytes else ""
+
+
+def md_row(e: "Event", explain: str = "full", long_names=None) -> str:
+    """One Markdown table row for an op."""
+    o = e.output
+    shape = fmt_shape(o, long_names) if o else ""
+    strides = "(" + ", ".join(map(str, o.stride)) + ")" if o else ""
+    if o is not None and not o.contiguous:
+        strides += " ✗"
+    cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e),
+             _md_cell(annotate(e, explain))]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(trace: "Trace", options: ViewOptions = ViewOptions()) -> str:
+    """The trace as Markdown: header, one table row per op, footer and diagnostics."""
+    long_names = names_for(trace, options)
+    header = trace_header(trace)
+    lines = [f"### {header[0]}", ""] if header else []
+    lines += [f"{_md_cell(h)}  " for h in header[1:]]
+    lines += ["", "| " + " | ".join(MD_COLUMNS) + " |",
+              "|" + "|".join(["---:"] + ["---"] * (len(MD_COLUMNS) - 1)) + "|"]
+    lines += [md_row(e, options.explain, long_names) for e in trace.events]
+    lines += ["", "✗ in strides: not contiguous.", ""]
+    lines += [f"{line}  " for line in footer_text(trace, trace.events).plain.splitlines()]
+    lines += [""] + md_diagnostics(trace)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def md_diagnostics(trace: "Trace") -> list[str]:
+    """Diagnostics as a Markdown list (or the all-clear line)."""
+    if not trace.diagnostics:
+        return ["**✓ no errors or warnings**: every axis keeps its meaning from input to output."]
+    out = ["**Diagnostics**", ""]
+    for d in trace.diagnostics:
+        where = f" at #{d.event}" if d.event is not None else ""
+        out.append(f"- **{SEVERITY_MARK[d.severity]}** `{d.kind}`{where}: {_md_cell(d.message)}")
+    return out
+

@@ -1,0 +1,86 @@
+"""The named-axis algebra on its own (pure Python, no torch)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shapetrace.axes import (Namer, coalesce, matmul_axes, permute_axes, reshape_axes, root_axis,
+                             split_axes, linear_axes, transpose_order, Atom)
+
+
+def labels(namer, axes):
+    return [namer.label(a) for a in axes]
+
+
+N = Namer({"B": 2, "T": 6, "D": 512, "H": 8})
+X = (root_axis("B", 2), root_axis("T", 6), root_axis("D", 512))
+
+
+def test_namer_derives_d_k():
+    assert N.dims["d_k"] == 64
+
+
+def test_split_and_merge_by_factor_algebra():
+    heads = reshape_axes(X, [2, 6, 8, 64], N)
+    assert labels(N, heads) == ["B", "T", "H", "d_k"]
+    moved = permute_axes(heads, transpose_order(4, 1, 2))
+    assert labels(N, moved) == ["B", "H", "T", "d_k"]
+    back = reshape_axes(permute_axes(moved, transpose_order(4, 1, 2)), [2, 6, 512], N)
+    assert labels(N, back) == ["B", "T", "D"]
+
+
+def test_view_across_tokens_gives_a_mixed_name():
+    bad = reshape_axes(X, [2, 8, 6, 64], N)
+    assert labels(N, bad) == ["B", "!T*H", "!H", "d_k"]
+    assert N.mix_kind(bad[1]) == "error"
+
+
+def test_fused_projection_splits_into_named_parts():
+    fused = linear_axes(X, 1536, N)
+    assert labels(N, fused) == ["B", "T", "3*D"]
+    q, k, v = split_axes(fused, 2, [512, 512, 512], N)
+    assert labels(N, q) == ["B", "T", "D"]
+    idiom = permute_axes(reshape_axes(fused, [2, 6, 3, 8, 64], N), [2, 0, 3, 1, 4])
+    assert labels(N, idiom) == ["qkv", "B", "H", "T", "d_k"]
+
+
+def test_matmul_contracts_inner_and_marks_query_key():
+    q = permute_axes(reshape_axes(X, [2, 6, 8, 64], N), [0, 2, 1, 3])
+    kt = permute_axes(q, [0, 1, 3, 2])
+    scores = matmul_axes(q, kt, [2, 8, 6, 6], N)
+    assert labels(N, scores) == ["B", "H", "T", "T"]
+    assert [a.role for a in scores] == [None, None, "query", "key"]
+
+
+def test_flattening_batch_and_tokens_is_a_clean_product():
+    flat = reshape_axes(X, [12, 512], N)
+    assert labels(N, flat) == ["B*T", "D"]
+    assert N.mix_kind(flat[0]) is None
+
+
+def test_coalesce_joins_adjacent_pieces_of_one_root():
+    parts = (Atom("D", 512, 64, 8), Atom("D", 512, 1, 64))
+    assert coalesce(parts) == (Atom("D", 512, 1, 512),)
+
+
+def test_one_head_keeps_the_whole_feature_axis_named_D():
+    namer = Namer({"B": 2, "T": 6, "D": 512, "H": 1})
+    heads = reshape_axes(X, [2, 6, 1, 512], namer)
+    assert labels(namer, heads) == ["B", "T", None, "D"]  # d_k == D: the whole root keeps its name
+    namer = Namer({"B": 2, "T": 6, "D": 512, "H": 512})
+    assert labels(namer, reshape_axes(X, [2, 6, 512, 1], namer)) == ["B", "T", "D", None]
+
+
+@given(st.sampled_from([(2, 256), (4, 128), (8, 64), (16, 32)]),
+       st.integers(1, 9), st.integers(1, 4))
+def test_any_head_count_round_trips(hd, T, B):
+    H, dk = hd
+    namer = Namer({"B": B, "T": T, "D": 512, "H": H})
+    x = (root_axis("B", B), root_axis("T", T), root_axis("D", 512))
+    heads = permute_axes(reshape_axes(x, [B, T, H, dk], namer), [0, 2, 1, 3])
+    want = [n if s > 1 else None for n, s in zip(["B", "H", "T", "d_k"], [B, H, T, dk])]
+    got = labels(namer, heads)
+    assert [g if s > 1 else None for g, s in zip(got, [B, H, T, dk])] == want
+    back = reshape_axes(permute_axes(heads, [0, 2, 1, 3]), [B, T, 512], namer)
+    assert labels(namer, back)[-1] == "D"

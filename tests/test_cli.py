@@ -1,0 +1,71 @@
+"""The command line as a user meets it: output, JSON, exit codes, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_run_prints_header_table_footer(cli):
+    result = cli("run", "--d-model", "512", "--heads", "8", "--width", "100")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "d_k = D / H = 512 / 8 = 64" in out
+    assert "4·512² + 4·512 = 1,050,624" in out
+    assert "[B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)" in out
+    assert "copies 6,144 elements (24 KiB)" in out
+    assert "17 ops · 9 views · 1 copy (24 KiB)" in out
+    assert "no errors or warnings" in out
+    assert "Traceback" not in out
+
+
+def test_run_json_is_pure_json_and_matches_trace(cli):
+    result = cli("run", "--json", "--seq-len", "8", "--heads", "8", "--d-model", "64")
+    data = json.loads(result.output)
+    assert data["dims"] == {"B": 2, "T": 8, "D": 64, "H": 8, "d_k": 8}
+    assert [e["op"] for e in data["events"]][:3] == ["linear", "view", "transpose"]
+    assert data["events"][2]["output"] == {"shape": [2, 8, 8, 8], "stride": [512, 8, 64, 1],
+                                           "dims": ["B", "H", "T", "d_k"], "contiguous": False,
+                                           "storage_offset": 0, "dtype": "float32"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--d-model", "500"], "Head counts that divide 500: 1, 2, 4, 5, 10, 20, 25, 50, 100, 125, 250, 500"),
+    (["--heads", "0"], "--heads must be a whole number of at least 1, got 0"),
+    (["--batch", "-3"], "--batch must be a whole number of at least 1, got -3"),
+    (["--seq-len", "0"], "--seq-len must be a whole number of at least 1"),
+])
+def test_bad_sizes_exit_2_with_one_clear_line(args, needle):
+    proc = run_cli("run", *args)
+    assert proc.returncode == 2
+    assert needle in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_non_integer_is_a_usage_error():
+    proc = run_cli("run", "--heads", "eight")
+    assert proc.returncode == 2
+    assert "'eight' is not a valid int" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_traceback_flag_shows_the_traceback():
+    proc = run_cli("run", "--d-model", "500", "--traceback")
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr and "UsageError" in proc.stderr
+
+
+def test_help_runs_as_a_real_module_and_lists_commands():
+    proc = run_cli("--help")
+    assert proc.returncode == 0
+    assert "run" in proc.stdout and "Usage" in proc.stdout
+
+
+def test_no_colour_when_piped_or_no_color():
+    proc = run_cli("run", env={"NO_COLOR": "1"})
+    assert proc.returncode == 0 and "\x1b[" not in proc.stdout
+    proc = run_cli("run")
+    assert "\x1b[" not in proc.stdout

@@ -1,0 +1,143 @@
+"""Each diagnostic fires on its bug and stays silent on correct code, whatever the sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import shapetrace
+from shapetrace.config import AttentionConfig
+from shapetrace.session import trace_reference
+
+
+def split(x, B, T, H, dk):
+    return x.view(B, T, H, dk).transpose(1, 2)                # (B, H, T, d_k)
+
+
+def attend(q):
+    scores = q @ q.transpose(-2, -1)                          # (B, H, T, T)
+    return torch.softmax(scores, dim=-1) @ q                  # (B, H, T, d_k)
+
+
+def merge(y, B, T, H, dk):
+    return y.transpose(1, 2).contiguous().view(B, T, H * dk)  # (B, T, D)
+
+
+def correct(x, B, T, H, dk):
+    return merge(attend(split(x, B, T, H, dk)), B, T, H, dk)
+
+
+def skip_transpose(x, B, T, H, dk):
+    return attend(x.view(B, H, T, dk))                        # (B, H?, T?, d_k): wrong
+
+
+def reshape_not_transpose(x, B, T, H, dk):
+    return attend(x.reshape(B, H, T, dk))                     # same bug, with reshape
+
+
+def wrong_transpose(x, B, T, H, dk):
+    return attend(x.view(B, T, H, dk).transpose(0, 1))        # (T, B, H, d_k)
+
+
+def merge_without_transpose(x, B, T, H, dk):
+    return attend(split(x, B, T, H, dk)).reshape(B, T, H * dk)  # heads and tokens mixed
+
+
+def softmax_wrong_dim(x, B, T, H, dk):
+    q = split(x, B, T, H, dk)
+    return torch.softmax(q @ q.transpose(-2, -1), dim=-2) @ q  # normalises over queries
+
+
+def batch_as_seq(x, B, T, H, dk):
+    return x.view(T, B, H * dk)                               # (T?, B?, D): wrong
+
+
+def no_key_transpose(x, B, T, H, dk):
+    q = split(x, B, T, H, dk)
+    return torch.softmax(q @ q, dim=-1)                       # runs only when T == d_k
+
+
+def interleaved_heads(x, B, T, H, dk):
+    q = x.view(B, T, dk, H).permute(0, 3, 1, 2)               # (B, H', T, d_k'): unusual split
+    return attend(q).transpose(1, 2).reshape(B, T, dk, H).contiguous().view(B, T, H * dk)
+
+
+def run(fn, B=2, T=6, H=8, D=512):
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=dict(B=B, T=T, D=D, H=H)) as t:
+        shapetrace.name(x, "B T D")
+        fn(x, B, T, H, D // H)
+    return {(d.severity, d.kind) for d in t.diagnostics}, t
+
+
+BUGS = [
+    (skip_transpose, {("error", "mixed-axis")}),
+    (reshape_not_transpose, {("error", "mixed-axis")}),
+    (wrong_transpose, {("error", "attends-over-wrong-axis")}),
+    (merge_without_transpose, {("error", "mixed-axis")}),
+    (softmax_wrong_dim, {("error", "softmax-wrong-axis")}),
+    (batch_as_seq, {("error", "mixed-axis")}),
+]
+
+
+@pytest.mark.parametrize("fn,expected", BUGS, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("T,H", [(6, 8), (64, 8), (4, 16)])
+def test_bug_is_flagged(fn, expected, T, H):
+    kinds, _ = run(fn, T=T, H=H)
+    assert expected <= kinds
+
+
+@pytest.mark.parametrize("fn", [skip_transpose, reshape_not_transpose])
+def test_skip_transpose_is_caught_when_T_equals_H(fn):
+    """Shapes alone cannot see it at T = H; the names can."""
+    kinds, t = run(fn, T=8, H=8)
+    assert t.events[0].output.dims == ("B", "T", "H", "d_k")  # what memory really holds
+    assert ("error", "attends-over-wrong-axis") in kinds
+
+
+def test_no_key_transpose_runs_silently_but_is_flagged():
+    kinds, t = run(no_key_transpose, T=64, H=8)
+    assert ("error", "contracts-different-axes") in kinds
+    message = next(d.message for d in t.diagnostics if d.kind == "contracts-different-axes")
+    assert "d_k" in message and "T" in message and "transpose" in message
+
+
+def test_interleaved_heads_is_a_note_not_an_error():
+    kinds, t = run(interleaved_heads)
+    assert kinds == {("note", "nonstandard-head-split")}
+    assert t.events[0].output.dims == ("B", "T", "D/8", "D/64")
+
+
+def test_mixed_axis_message_names_axes_and_fix():
+    _, t = run(skip_transpose)
+    d = next(d for d in t.diagnostics if d.kind == "mixed-axis")
+    assert d.event == 0 and d.severity == "error"
+    assert "T and H" in d.message and "view(B, T, H, d_k)" in d.message and "transpose(1, 2)" in d.message
+    assert t.events[0].output.dims[1] == "!T*H"
+
+
+def test_ambiguous_sizes_note_when_names_come_from_sizes():
+    x = torch.randn(2, 8, 64)
+    with shapetrace.trace(dims="B=2 T=8 D=64 H=8") as t:
+        x.view(2, 8, 8, 8).transpose(1, 2)
+    assert t.events[0].output.dims == ("B", "T", "H", "d_k")
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("note", "ambiguous-sizes")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 12), H=st.sampled_from([1, 2, 3, 4, 8]),
+       dk=st.sampled_from([1, 2, 4, 8, 16]))
+def test_correct_attention_is_never_flagged(B, T, H, dk):
+    kinds, t = run(correct, B=B, T=T, H=H, D=H * dk)
+    assert kinds == set()
+    assert t.events[-1].output.dims == (("B", "T", "D") if B > 1 else (None, "T", "D")) or \
+        t.events[-1].output.dims[-1] == "D"
+
+
+@settings(max_examples=15, deadline=None)
+@given(T=st.integers(2, 9), H=st.sampled_from([2, 4, 8]), dk=st.sampled_from([2, 8, 16]))
+def test_reference_model_has_no_error_or_warning(T, H, dk):
+    trace = trace_reference(AttentionConfig(d_model=H * dk, heads=H, seq_len=T))
+    assert [d for d in trace.diagnostics if d.severity in ("error", "warning")] == []

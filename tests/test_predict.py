@@ -1,0 +1,179 @@
+"""Predict mode: answer parsing and checking, exact scores from scripted answers (file, pipe, keyboard)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import run_cli
+from tmux_session import ROOT, TmuxSession
+
+DIMS = {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
+
+
+@pytest.fixture(scope="module")
+def trace():
+    from shapetrace.config import AttentionConfig
+    from shapetrace.session import trace_reference
+
+    return trace_reference(AttentionConfig())
+
+
+@pytest.fixture(scope="module")
+def square_trace():
+    """T = H = 8: a swapped T and H has the right sizes; only names tell."""
+    from shapetrace.config import AttentionConfig
+    from shapetrace.session import trace_reference
+
+    return trace_reference(AttentionConfig(seq_len=8))
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["[2, 8, 6, 64]", "2x8x6x64", "2 x 8 x 6 x 64", "(2,8,6,64)", "2×8×6×64",
+                                  "B,H,T,d_k", "[B, H, T, d_k]", "B H T d_k", "batch, heads, seq_len, d_head",
+                                  "torch.Size([2, 8, 6, 64])", "2, H, 6, d_k", " ( 2 , 8 , 6 , 64 ) "])
+def test_every_usual_spelling_reads_the_same(text):
+    from shapetrace.predict import parse_answer
+
+    assert parse_answer(text, DIMS).sizes == (2, 8, 6, 64)
+
+
+def test_names_products_and_single_axes():
+    from shapetrace.predict import parse_answer
+
+    a = parse_answer("B, T, H*d_k", DIMS)
+    assert a.sizes == (2, 6, 512) and a.names == ("B", "T", None)
+    assert parse_answer("(6,)", DIMS).sizes == (6,)
+    assert parse_answer("T·d_k, d_k, 1", DIMS).sizes == (384, 64, 1)
+    assert parse_answer("seq_len", DIMS).names == ("T",)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("B, Q, T", "unknown axis name 'Q'; known names: B=2, T=6, D=512, H=8, d_k=64"),
+    ("2, 8.5", "cannot read '8.5' as an axis"),
+    ("[]", "empty answer"),
+    ("2,,3", "cannot read '' as an axis"),
+])
+def test_unreadable_answers_say_why(text, message):
+    from shapetrace.errors import UsageError
+    from shapetrace.predict import parse_answer
+
+    with pytest.raises(UsageError) as err:
+        parse_answer(text, DIMS)
+    assert str(err.value).startswith(message)
+
+
+# -- checking against torch's numbers ----------------------------------------------------------
+
+def test_check_shape_and_strides_against_the_trace(trace):
+    from shapetrace.predict import check_shape, check_strides, parse_answer
+
+    out = trace.events[2].output  # transpose: [B, H, T, d_k], strides (3072, 64, 512, 1)
+    assert out.shape == (2, 8, 6, 64) and out.stride == (3072, 64, 512, 1)
+    assert check_shape(parse_answer("B,H,T,d_k", DIMS), out).right
+    assert check_shape(parse_answer("2x6x8x64", DIMS), out).reason == "axis 1 has size 8 (H), not 6"
+    assert check_shape(parse_answer("2x8x6", DIMS), out).reason == "the output has 4 axes, the prediction 3"
+    assert check_strides(parse_answer("T*D, d_k, D, 1", DIMS), out).right
+    assert check_strides(parse_answer("3072, 384, 64, 1", DIMS), out).reason == \
+        "the stride of axis 1 (H) is 64, not 384"
+
+
+def test_names_catch_a_swap_that_sizes_miss(square_trace):
+    from shapetrace.predict import check_shape, parse_answer
+
+    dims = square_trace.dims
+    out = square_trace.events[2].output
+    assert out.shape == (2, 8, 8, 64) and out.dims == ("B", "H", "T", "d_k")
+    assert check_shape(parse_answer("2x8x8x64", dims), out).right
+    verdict = check_shape(parse_answer("B,T,H,d_k", dims), out)
+    assert not verdict.right
+    assert verdict.reason == "the sizes match, but axis 1 is H, not T: equal sizes can hide swapped axes"
+
+
+def test_quiz_asks_each_shape_or_layout_change_once(trace):
+    from shapetrace.predict import Quiz
+
+    quiz = Quiz.of(trace)
+    assert quiz.asked == [1, 2, 9, 10, 12, 13, 14, 15]
+    assert quiz.repeats == {4: 1, 5: 2, 7: 1, 8: 2}
+    for e in trace.events:  # the rule, rechecked from torch's shapes and strides
+        changed = e.output.shape != e.inputs[0].shape or e.output.stride != e.inputs[0].stride
+        assert changed == (e.index in quiz.asked or e.index in quiz.repeats)
+
+
+# -- whole sessions, scripted ------------------------------------------------------------------
+
+# one answer per question in Quiz order: #1 #2 #9 #10 #12 #13 #14 #15
+SHAPE_ANSWERS = [
+    "2x6x8x64",        # #1 right (numbers)
+    "[2, 6, 8, 64]",   # #2 wrong: T and H swapped
+    "",                # #9 skipped
+    "B,H,T,T",         # #10 right (names)
+    "(2,8,6,6)",       # #12 wrong: d_k, not T
+    "B, T, Q, d_k",    # #13 unreadable: counts as wrong
+    "batch, seq_len, heads, d_head",  # #14 right (long names)
+    "B,T,H*d_k",       # #15 right (product)
+]
+SHAPE_SCORE = "score 4/8 (shapes 4/8), 1 skipped"
+
+
+def test_answers_file_scores_exactly(tmp_path):
+    answers = tmp_path / "answers.txt"
+    answers.write_text("\n".join(SHAPE_ANSWERS) + "\n")
+    proc = run_cli("run", "--predict", "--answers", str(answers))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.rstrip().splitlines()[-1] == SHAPE_SCORE
+    assert out.count("✓ right") == 4 and out.count("✗ not quite") == 3 and out.count("skipped: ") == 1
+    assert "✗ not quite: the shape is [B=2, H=8, T=6, d_k=64] — axis 1 has size 8 (H), not 6" in out
+    assert "unknown axis name 'Q'" in out
+    assert " 4  view         [B=2, T=6, H=8, d_k=64]       view  (same as #1)" in out
+
+
+def test_piped_stdin_scores_exactly():
+    proc = run_cli("run", "--predict", "shape", input="\n".join(SHAPE_ANSWERS) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().splitlines()[-1] == SHAPE_SCORE
+
+
+def test_strides_mode_scores_shapes_and_strides_separately():
+    answers = ["B,T,H,d_k", "(3072, 512, 64, 1)",        # #1 both right
+               "B,H,T,d_k", "(3072, 384, 64, 1)",        # #2 shape right, strides wrong (row-major guess)
+               "B,H,d_k,T", "T*D, d_k, 1, D"]            # #9 both right; then the answers run out
+    proc = run_cli("run", "--predict", "strides", input="\n".join(answers) + "\n")
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last == "score 5/6 (shapes 3/3 · strides 2/3), 5 not asked (answers ran out)"
+    assert "the strides are (3072, 64, 512, 1) — the stride of axis 1 (H) is 64, not 384" in proc.stdout
+
+
+def test_predict_options_are_checked(cli):
+    assert "error: --predict 'sizes': choose one of shape, strides" in cli("run", "--predict", "sizes").output
+    result = cli("run", "--answers", "a.txt")
+    assert result.exit_code == 2 and "error: --answers FILE only works with --predict" in result.output
+    result = cli("run", "--step", "--predict")
+    assert result.exit_code == 2 and "use one at a time" in result.output
+
+
+@pytest.fixture
+def tmux():
+    session = TmuxSession("predict")
+    yield session
+    session.kill()
+
+
+def test_keyboard_asks_again_after_a_typo(tmux):
+    tmux.type(f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --predict; echo EXIT=$?")
+    tmux.wait_for("? output shape ›")
+    tmux.type("2x6x8x64")
+    tmux.wait_for("✓ right: [B=2, T=6, H=8, d_k=64]")
+    tmux.type("B, Q, T, d_k")
+    tmux.wait_for("unknown axis name 'Q'")
+    screen = tmux.wait_for(lambda s: s.rstrip().endswith("? output shape ›"))
+    tmux.type("B,H,T,d_k")
+    tmux.wait_for("✓ right: [B=2, H=8, T=6, d_k=64]")
+    tmux.keys("C-d")
+    screen = tmux.wait_for("EXIT=0")
+    assert "score 2/2 (shapes 2/2), 6 not asked (answers ran out)" in screen

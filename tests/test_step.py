@@ -1,0 +1,214 @@
+"""Step mode: the screen at a fixed size, and the real thing driven through tmux."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import io
+import sys
+
+import pytest
+
+from conftest import run_cli
+from tmux_session import ROOT, TmuxSession
+
+STEP = f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --step"
+HAS_DIAGRAM = importlib.util.find_spec("shapetrace.render.diagram") is not None
+
+
+@pytest.fixture(scope="module")
+def trace():
+    from shapetrace.config import AttentionConfig
+    from shapetrace.session import trace_reference
+
+    return trace_reference(AttentionConfig())
+
+
+def screen_of(trace, index, width=100, height=40, diagram=False):
+    from rich.console import Console
+    from rich.screen import Screen
+
+    from shapetrace.render.step import StepScreen, StepState
+
+    state = StepState(len(trace.events) + 1, index, diagram)
+    buf = io.StringIO()
+    Console(file=buf, width=width, height=height, color_system=None, legacy_windows=False,
+            force_terminal=False).print(Screen(StepScreen(trace, state)))
+    return [line.rstrip() for line in buf.getvalue().splitlines()]
+
+
+# -- pieces, in-process ---------------------------------------------------------------------
+
+def test_parse_keys_reads_arrows_and_batched_keys():
+    from shapetrace.render.step import parse_keys
+
+    assert list(parse_keys("\r \x1b[Cb\x1b[Dd\x1bOCq\nx")) == [
+        "next", "next", "next", "back", "back", "diagram", "next", "quit", "next"]
+
+
+def test_state_stays_in_range_and_auto_wraps():
+    from shapetrace.render.step import StepState
+
+    s = StepState(3)
+    assert [s.apply("back"), s.index] == [True, 0]
+    for _ in range(5):
+        s.apply("next")
+    assert s.index == 2
+    s.apply("next", wrap=True)
+    assert s.index == 0
+    s.apply("diagram")
+    assert s.diagram and s.apply("quit") is False
+
+
+def test_screen_shows_code_with_current_line_and_the_op_row(trace):
+    lines = screen_of(trace, 1)
+    assert lines[0] == " shapetrace step · #1 view · 2/17 · attention.py:31"
+    assert lines[1] == "multi-head self-attention · B=2 T=6 D=512 H=8"
+    assert lines[2] == "shapetrace/attention.py"
+    assert lines[3] == "  29     def split_heads(self, x: torch.Tensor) -> torch.Tensor:"
+    assert lines[5] == "▶ 31         x = x.view(B, T, self.heads, self.d_k)              # (B, T, H, d_k)"
+    assert lines[7] == "     ⋮" and lines[8].startswith("  40     def forward(")
+    assert lines[17].startswith("  49 ") and set(lines[18]) == {"─"}
+    assert lines[19] == "input   [B=2, T=6, D=512]  strides (3072, 512, 1)"
+    assert lines[22] == "1  view  [B=2, T=6, H=8, d_k=64]  (3072, 512, 64, 1)  view    ✓"
+    assert lines[24] == "   splits D into H × d_k: a view, no data moves (same memory, new shape and strides)"
+    assert lines[25] == "Enter/Space/→ next · b/← back · d memory diagram on/off · q quit"
+    assert len(lines) == 40
+
+
+def test_small_screen_shrinks_the_code_window_and_keeps_the_op(trace):
+    lines = screen_of(trace, 13, width=70, height=16)
+    assert len(lines) == 16 and max(map(len, lines)) <= 70
+    assert lines[0] == " shapetrace step · #13 transpose · 14/17 · attention.py:36"
+    assert lines[3] == "  35         B, H, T, d_k = x.shape                              # (B…"
+    assert lines[4] == "▶ 36         x = x.transpose(1, 2)                               # (B…"
+    assert lines[9] == "13  transpose  [B=2, T=6, H=8, d_k=64]    view    ✗"
+    assert lines[11] == "    strides (3072, 64, 384, 1)"
+    assert lines[15] == "⏎ next · b back · d diagram · q quit"
+    tiny = screen_of(trace, 13, width=70, height=12)
+    assert not any(line.startswith("▶") for line in tiny) and tiny[2].startswith("───")
+
+
+def test_summary_screen_after_the_last_op(trace):
+    text = "\n".join(screen_of(trace, len(trace.events)))
+    assert " shapetrace step · summary · 17 ops" in text
+    assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in text
+
+
+def test_diagram_toggle_shows_diagram_or_one_line_note(trace):
+    text = "\n".join(screen_of(trace, 2, diagram=True))
+    assert "memory diagram · #2 transpose (d hides it)" in text
+    note = "memory diagram: not available in this version (shapetrace.render.diagram is missing)"
+    assert (note in text) != HAS_DIAGRAM
+    assert "memory diagram ·" not in "\n".join(screen_of(trace, 2, diagram=False))
+
+
+def test_code_window_for_user_files_via_source_files(tmp_path):
+    from shapetrace.render.source import code_window
+
+    f = tmp_path / "mine.py"
+    f.write_text("def f(x):\n    y = x.view(2, 3)\n    return y.t()\n")
+    w = code_window("mine.py:2", ("f", "<module>"), 10, {"mine.py": str(f)})
+    assert w.current == 2 and w.lines == ((1, "def f(x):"), (2, "    y = x.view(2, 3)"), (3, "    return y.t()"))
+    assert code_window("nowhere.py:2", ("f",), 10) is None
+
+
+# -- not a terminal --------------------------------------------------------------------------
+
+def test_without_a_terminal_falls_back_to_the_table():
+    proc = run_cli("run", "--step", input="")
+    assert proc.returncode == 0
+    assert proc.stderr.strip() == ("step mode needs an interactive terminal (stdin and stdout); "
+                                   "showing the plain table instead")
+    assert "17 ops · 9 views · 1 copy (24 KiB)" in proc.stdout
+
+
+# -- the real thing, through tmux ------------------------------------------------------------
+
+@pytest.fixture
+def tmux(request):
+    session = TmuxSession(request.node.name[:20].replace("[", "-").replace("]", ""))
+    yield session
+    session.kill()
+
+
+def start(tmux, extra=""):
+    tmux.type("echo MARKER-BEFORE; SAVED=$(stty -g)")
+    tmux.type(f"{STEP}{extra}; echo EXIT=$?; [ \"$(stty -g)\" = \"$SAVED\" ] && echo STTY-RESTORED")
+    return tmux.wait_for("shapetrace step · #0 linear · 1/17")
+
+
+def assert_restored(tmux, code):
+    screen = tmux.wait_for(f"EXIT={code}")
+    screen = tmux.wait_for("STTY-RESTORED")
+    assert "MARKER-BEFORE" in screen and "shapetrace step ·" not in screen and "▶" not in screen
+
+
+def title(tmux, text):
+    return tmux.wait_for(lambda s: s.splitlines()[0].startswith(f" shapetrace step · {text}"), timeout=20)
+
+
+def test_keys_move_as_documented_and_q_restores_the_screen(tmux):
+    start(tmux)
+    tmux.keys("Enter")
+    title(tmux, "#1 view · 2/17")
+    tmux.keys("Space")
+    title(tmux, "#2 transpose · 3/17")
+    tmux.keys("Right")
+    title(tmux, "#3 linear · 4/17")
+    tmux.keys("b")
+    title(tmux, "#2 transpose · 3/17")
+    tmux.keys("Left")
+    screen = title(tmux, "#1 view · 2/17")
+    assert "▶ 31         x = x.view(B, T, self.heads, self.d_k)" in screen
+    tmux.keys("d")
+    screen = tmux.wait_for("memory diagram · #1 view (d hides it)")
+    assert ("not available in this version" in screen) != HAS_DIAGRAM
+    tmux.keys("d")
+    tmux.wait_for(lambda s: "memory diagram ·" not in s)
+    tmux.keys("q")
+    assert_restored(tmux, 0)
+
+
+def test_ctrl_c_restores_screen_and_terminal(tmux):
+    start(tmux)
+    tmux.keys("Enter", "Enter")
+    title(tmux, "#2 transpose")
+    tmux.keys("C-c")
+    assert_restored(tmux, 130)
+
+
+def test_resize_redraws_at_the_new_size(tmux):
+    start(tmux)
+    tmux.wait_for("Enter/Space/→ next · b/← back · d memory diagram on/off · q quit")
+    tmux.tmux("resize-window", "-x", "60", "-y", "30")
+    screen = tmux.wait_for("⏎ next · b back · d diagram · q quit")
+    assert max(len(line) for line in screen.splitlines()) <= 60
+    tmux.tmux("resize-window", "-x", "100", "-y", "40")
+    tmux.wait_for("Enter/Space/→ next · b/← back · d memory diagram on/off · q quit")
+    tmux.keys("q")
+    assert_restored(tmux, 0)
+
+
+def test_auto_advances_by_itself(tmux):
+    start(tmux, " --auto 0.2")
+    screen = title(tmux, "#3 linear · 4/17")
+    assert "auto 0.2s" in screen
+    tmux.keys("q")
+    assert_restored(tmux, 0)
+
+
+def test_auto_needs_step(cli):
+    result = cli("run", "--auto", "2")
+    assert result.exit_code == 2 and "error: --auto SECONDS only works with --step" in result.output
+
+
+def test_sigterm_restores_screen_and_terminal(tmux):
+    start(tmux)
+    shell = tmux.tmux("list-panes", "-F", "#{pane_pid}").split()[0]
+    child = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True).stdout.split()
+    assert len(child) == 1, child
+    os.kill(int(child[0]), signal.SIGTERM)
+    assert_restored(tmux, 143)
