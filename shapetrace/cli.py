@@ -125,7 +125,7 @@ def run(
     pad_side: str = typer.Option("right", "--pad-side", help="Where padding sits: right or left (left + --causal gives NaN rows)."),
     kv_len: Optional[int] = typer.Option(None, "--kv-len", help="Cross-attention: keys/values from a second sequence of this length (T_k)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Grouped-query attention: key/value heads H_kv (1 = multi-query)."),
-    impl: str = typer.Option("manual", "--impl", help="manual (reference), einops, fused-qkv, torch (nn.MultiheadAttention) or sdpa."),
+    impl: str = typer.Option("manual", "--impl", help="manual (the reference), einops, fused-qkv, sdpa, or torch=nn.MultiheadAttention."),
     preset: Optional[str] = typer.Option(None, "--preset", help=_preset_help()),
     broken: Optional[str] = typer.Option(None, "--break", help="Run a classic bug from the catalogue ('--break list' shows them)."),
     dropout: float = typer.Option(0.0, "--dropout", help="Attention dropout probability p (acts with --train)."),
@@ -134,6 +134,13 @@ def run(
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
+        from .config import AttentionConfig
+        from .session import trace_reference
+
+        from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
+
+        request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
+                                           predict_mode(predict, predict_what), answers, json_out)
         from .cli_variants import run_variants, variant_requested
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,
@@ -141,15 +148,8 @@ def run(
                        safe_softmax=safe_softmax)
         if variant_requested(options):
             base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-            return run_variants(ctx, base, options, json_out, width)
-        from .config import AttentionConfig
-        from .session import trace_reference
-
-        from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
-
+            return run_variants(ctx, base, options, json_out, request)
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers, json_out)
         trace = trace_reference(config)
         if json_out:
             write_json(trace.to_json())

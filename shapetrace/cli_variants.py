@@ -56,8 +56,11 @@ def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
 
 
 def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any], json_out: bool,
-                 width: Optional[int]) -> None:
-    """The body of ``run`` when a variant option is given."""
+                 request) -> None:
+    """The body of ``run`` when a variant option is given: the trace is shown as the classroom
+    options ask (table, --compact, --step, --predict, --export), then the variant's notes,
+    heat map and, for a break, the comparison with the reference."""
+    width = request.view.width
     if options.get("broken") == "list":
         if json_out:
             import dataclasses
@@ -83,10 +86,14 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
         run.notes.insert(0, preset_note)
     if json_out:
         write_json(variant_json(run))
-    else:
-        from .render.variants import print_variant_run
+        if any(d.severity == "error" for d in run.trace.diagnostics):
+            raise typer.Exit(1)
+        return
+    from .cli_classroom import show_classroom
+    from .render.variants import print_variant_extras
 
-        print_variant_run(run, out_console(width))
+    show_classroom(run.trace, request)
+    print_variant_extras(run, out_console(width))
     if any(d.severity == "error" for d in run.trace.diagnostics):
         raise typer.Exit(1)
 

@@ -367,3 +367,13 @@ def test_cli_json_has_trace_and_variant_facts(cli):
     assert data["variant"]["config"]["pad"] == [0, 2]
     assert sorted({(b, q) for b, _h, q in data["variant"]["nan_rows"]}) == [(1, 0), (1, 1)]
     assert [d["kind"] for d in data["diagnostics"]] == ["nan-rows"]
+
+
+def test_variant_runs_honour_the_classroom_options(cli, tmp_path):
+    res = cli("run", "--causal", "--compact", "--explain", "brief", "--width", "80")
+    assert res.exit_code == 0, res.output
+    assert "strides" not in res.output.splitlines()[4]  # --compact drops the strides column
+    assert "scores after masking" in res.output
+    out = tmp_path / "gqa.svg"
+    res = cli("run", "--kv-heads", "2", "--export", str(out))
+    assert res.exit_code == 0 and out.read_text().startswith("<svg")

@@ -17,8 +17,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def print_variant_run(run: "VariantRun", console: Console) -> None:
     """Header, op table, footer, diagnostics, then notes, heat map and the broken-vs-reference block."""
+    console.print(TraceView(run.trace, header=trace_header(run.trace)))
+    print_variant_extras(run, console)
+
+
+def print_variant_extras(run: "VariantRun", console: Console) -> None:
+    """What a variant run adds below the table: the exception, notes, heat map, broken block."""
     trace = run.trace
-    console.print(TraceView(trace, header=trace_header(trace)))
     if trace.exception is not None:
         console.print(Text.assemble(("\nthe forward pass raised: ", "bold red"),
                                     f"{type(trace.exception).__name__}: {str(trace.exception).splitlines()[0]}"))
