@@ -118,6 +118,10 @@ def run(
     predict_what: Optional[str] = typer.Argument(None, hidden=True, metavar="[shape|strides]"),
     answers: Optional[str] = typer.Option(None, "--answers", metavar="FILE",
                                           help="With --predict: read the answers from FILE, one per line."),
+    diagrams: bool = typer.Option(False, "--diagrams",
+                                  help="Draw the memory layout under each view/transpose/contiguous/reshape."),
+    diagram: Optional[int] = typer.Option(None, "--diagram", metavar="N",
+                                          help="Draw the memory layout under record N only."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
     causal: bool = typer.Option(False, "--causal", help="Causal mask [T, T]: no query sees later keys."),
     mask: str = typer.Option("none", "--mask", help="Key mask: none or padding (a [B, T] mask seen as [B, 1, 1, T])."),
@@ -148,13 +152,18 @@ def run(
                        safe_softmax=safe_softmax)
         if variant_requested(options):
             base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-            return run_variants(ctx, base, options, json_out, request)
+            return run_variants(ctx, base, options, json_out, request, (diagrams, diagram))
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
         trace = trace_reference(config)
         if json_out:
             write_json(trace.to_json())
             return
-        show_classroom(trace, request)
+        hook = None
+        if diagrams or diagram is not None:
+            from .render.diagram import run_diagram_hook
+
+            hook = run_diagram_hook(trace, diagram, out_console(width).width)
+        show_classroom(trace, request, after_event=hook)
         if any(d.severity == "error" for d in trace.diagnostics):
             raise typer.Exit(1)
 
@@ -168,4 +177,5 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from . import cli_strides  # noqa: E402,F401
 from . import cli_compare  # noqa: E402,F401

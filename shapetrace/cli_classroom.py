@@ -82,7 +82,7 @@ def predict_mode(predict: bool, what: Optional[str]) -> Optional[str]:
     return (what or "shape") if predict else None
 
 
-def show_classroom(trace: "Trace", request: ClassroomRequest) -> None:
+def show_classroom(trace: "Trace", request: ClassroomRequest, after_event=None) -> None:
     """Show the trace as the request asks (table, step or predict mode), then write any export.
 
     Raises:
@@ -98,7 +98,7 @@ def show_classroom(trace: "Trace", request: ClassroomRequest) -> None:
     else:
         from .render.classroom import print_classroom
 
-        print_classroom(trace, console, request.view)
+        print_classroom(trace, console, request.view, after_event=after_event)
     if request.export:
         write_export(trace, request)
 

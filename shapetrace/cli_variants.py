@@ -56,7 +56,7 @@ def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
 
 
 def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any], json_out: bool,
-                 request) -> None:
+                 request, diagrams: tuple[bool, Optional[int]] = (False, None)) -> None:
     """The body of ``run`` when a variant option is given: the trace is shown as the classroom
     options ask (table, --compact, --step, --predict, --export), then the variant's notes,
     heat map and, for a break, the comparison with the reference."""
@@ -92,7 +92,12 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     from .cli_classroom import show_classroom
     from .render.variants import print_variant_extras
 
-    show_classroom(run.trace, request)
+    hook = None
+    if diagrams[0] or diagrams[1] is not None:
+        from .render.diagram import run_diagram_hook
+
+        hook = run_diagram_hook(run.trace, diagrams[1], out_console(width).width)
+    show_classroom(run.trace, request, after_event=hook)
     print_variant_extras(run, out_console(width))
     if any(d.severity == "error" for d in run.trace.diagnostics):
         raise typer.Exit(1)

@@ -1,6 +1,7 @@
 """Diagnostic rules for masks, NaN rows and failed views (appended to ``diagnose.RULES``).
 
-``mask-wrong-axis`` and ``view-incompatible`` read the recorded events;
+``mask-wrong-axis`` and ``view-incompatible`` read the recorded events (the latter explained by
+issue 3's :mod:`shapetrace.viewfail`);
 ``nan-rows`` reads ``trace.nan_rows``, which the session fills from real values
 (it is ``None``, with ``trace.value_note`` saying why, on the meta device).
 """
@@ -75,16 +76,24 @@ def nan_rows(trace: "Trace") -> list["Diagnostic"]:
 
 
 def view_incompatible(trace: "Trace") -> list["Diagnostic"]:
-    """A view that raised because the strides cannot express the merge."""
+    """A view that raised because the strides cannot express the merge (explained by
+    :func:`shapetrace.viewfail.explain_view_error`, from the input's recorded strides)."""
     from .diagnose import Diagnostic
-    from .view_error import explain_view_error
+    from .viewfail import explain_view_error, target_from_args
 
     out = []
     for e in trace.events:
-        text = explain_view_error(e)
-        if text:
-            out.append(Diagnostic("error", "view-incompatible", e.index, text))
+        if e.op != "view" or not e.error or VIEW_ERROR not in e.error or not e.inputs:
+            continue
+        target = target_from_args(e.args)
+        text = explain_view_error(e.inputs[0], target, trace.namer) if target else ""
+        out.append(Diagnostic("error", "view-incompatible", e.index,
+                              f"view #{e.index} raised: " + (text or "these strides cannot express the new "
+                                                             "shape; call .contiguous() first or use .reshape(...).")))
     return out
+
+
+VIEW_ERROR = "view size is not compatible"
 
 
 VARIANT_RULES = [mask_axis, nan_rows, view_incompatible]

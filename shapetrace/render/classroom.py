@@ -32,10 +32,11 @@ def compact_cells(e: "Event", long_names=None) -> list[Text]:
 class CompactTable:
     """Fewer columns for narrow or zoomed terminals: ``# op shape memory``, then code and annotation."""
 
-    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full"):
+    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full", after_event=None):
         self.events = list(events)
         self.long_names = long_names
         self.explain = explain
+        self.after_event = after_event
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -50,20 +51,24 @@ class CompactTable:
             code.append_text(_code_text(e.code, max(10, width - indent - 1)))
             yield code
             yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+            extra = self.after_event(e) if self.after_event else None
+            if extra is not None:
+                yield extra
 
 
-def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None):
+def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None, after_event=None):
     """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
     cls = CompactTable if options.compact else OpTable
-    return cls(events, long_names, explain=options.explain)
+    return cls(events, long_names, explain=options.explain, after_event=after_event)
 
 
 class ClassroomView:
     """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
 
-    def __init__(self, trace: "Trace", options: ViewOptions = ViewOptions()):
+    def __init__(self, trace: "Trace", options: ViewOptions = ViewOptions(), after_event=None):
         self.trace = trace
         self.options = options
+        self.after_event = after_event
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         header = trace_header(self.trace)
@@ -72,12 +77,13 @@ class ClassroomView:
             for line in header[1:]:
                 yield Text(line, style="dim")
             yield Text("")
-        yield op_table(self.trace.events, self.options, names_for(self.trace, self.options))
+        yield op_table(self.trace.events, self.options, names_for(self.trace, self.options), self.after_event)
         yield footer_text(self.trace, self.trace.events)
         yield from diagnostic_lines(self.trace.diagnostics)
 
 
-def print_classroom(trace: "Trace", console: Console, options: ViewOptions = ViewOptions()) -> None:
+def print_classroom(trace: "Trace", console: Console, options: ViewOptions = ViewOptions(),
+                    after_event=None) -> None:
     """Print a trace the way ``shapetrace run`` shows it with the readability options."""
-    console.print(ClassroomView(trace, options))
+    console.print(ClassroomView(trace, options, after_event))
 

@@ -6,9 +6,9 @@ into a StringIO at a fixed width.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from .highlight import highlight_line
@@ -72,8 +72,10 @@ class TraceView:
     """A Rich renderable for a whole :class:`~shapetrace.tracer.Trace`."""
 
     def __init__(self, trace: "Trace", header: Sequence[str] = (), events: Sequence["Event"] | None = None,
-                 long_names: dict[str, str] | None = None, show_diagnostics: bool = True):
+                 long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
+                 after_event: Callable[["Event"], RenderableType | None] | None = None):
         self.trace = trace
+        self.after_event = after_event
         self.header = list(header)
         self.events = list(trace.events if events is None else events)
         self.long_names = long_names
@@ -86,7 +88,7 @@ class TraceView:
             for line in self.header[1:]:
                 yield Text(line, style="dim")
             yield Text("")
-        yield OpTable(self.events, self.long_names)
+        yield OpTable(self.events, self.long_names, after_event=self.after_event)
         yield footer_text(self.trace, self.events)
         if self.show_diagnostics:
             yield from diagnostic_lines(self.trace.diagnostics)
@@ -123,8 +125,10 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
 class OpTable:
     """One block per op: an aligned line of facts, then the source line and what happens."""
 
-    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full"):
+    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full",
+                 after_event: Callable[["Event"], RenderableType | None] | None = None):
         self.events = list(events)
+        self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
         self.explain = explain
 
@@ -146,6 +150,9 @@ class OpTable:
                 cells = cells[:3] + [Text("")] + cells[4:]
             yield join_cells(cells, widths)
             yield from self._detail(e, indent, width, strides_inline)
+            extra = self.after_event(e) if self.after_event else None
+            if extra is not None:
+                yield extra
 
     def _detail(self, e: "Event", indent: int, width: int, strides_inline: bool) -> Iterable:
         code = Text(" " * indent)

@@ -1,0 +1,192 @@
+"""Layout maths against torch: every drawn block holds exactly the elements its label names."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shapetrace.layout import Elided, Layout, is_contiguous, overlapping, row_major
+
+from conftest import ROOT
+
+
+def _factorisations(n: int) -> list[tuple[int, ...]]:
+    """A few ways to write n as a product (for random views)."""
+    divs = [d for d in range(2, n + 1) if n % d == 0]
+    out = [(n,)]
+    for d in divs:
+        if d < n:
+            out.append((d, n // d))
+            for e in [e for e in range(2, n // d + 1) if (n // d) % e == 0 and e < n // d]:
+                out.append((d, e, n // d // e))
+    return out
+
+
+@st.composite
+def chains(draw):
+    """A contiguous base tensor and a random chain of permutes, transposes, valid views,
+    slices and expands applied to it."""
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=4)))
+    heads = draw(st.sampled_from([None, 2, 3]))
+    base = torch.arange(math.prod(shape), dtype=torch.float32)
+    t = base.view(shape)
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["permute", "transpose", "view", "narrow", "select", "expand"]))
+        if kind == "permute" and t.dim() > 1:
+            t = t.permute(draw(st.permutations(range(t.dim()))))
+        elif kind == "transpose" and t.dim() > 1:
+            a, b = draw(st.integers(0, t.dim() - 1)), draw(st.integers(0, t.dim() - 1))
+            t = t.transpose(a, b)
+        elif kind == "view":
+            target = draw(st.sampled_from(_factorisations(t.numel()))) if t.numel() > 1 else (1,)
+            try:
+                t = t.view(target)
+            except RuntimeError:
+                pass  # not expressible as a view: the chain goes on without it
+        elif kind == "narrow" and t.dim() and t.shape[-1] > 1:
+            d = draw(st.integers(0, t.dim() - 1))
+            if t.shape[d] > 1:
+                start = draw(st.integers(0, t.shape[d] - 1))
+                t = t.narrow(d, start, draw(st.integers(1, t.shape[d] - start)))
+        elif kind == "select" and t.dim() > 1:
+            d = draw(st.integers(0, t.dim() - 1))
+            t = t.select(d, draw(st.integers(0, t.shape[d] - 1)))
+        elif kind == "expand" and 1 in t.shape:
+            d = t.shape.index(1)
+            t = t.expand(*[3 if i == d else -1 for i in range(t.dim())])
+    names = draw(st.sampled_from([None, "letters"]))
+    dims = None if names is None else [("H", "T", "D", "d_k", "B")[i % 5] for i in range(t.dim())]
+    return base, t, heads, dims
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains())
+def test_every_block_label_names_the_elements_at_its_address(case):
+    base, t, heads, dims = case
+    lay = Layout(t.shape, t.stride(), t.storage_offset(), dims, heads=heads)
+    assert lay.contiguous == t.is_contiguous()
+    assert lay.reason() == "" if t.is_contiguous() else lay.reason() != ""
+    assert not lay.irregular
+    covered = 0
+    previous_end = None
+    for block in lay.blocks():
+        stored = base[block.address:block.address + block.length]
+        shown = t[block.selectors()].reshape(-1)
+        assert torch.equal(stored, shown), (block, t.shape, t.stride())
+        for d, i in enumerate(block.index):  # stride-0 axes: every index reads the same memory
+            if i is None:
+                assert t.stride(d) == 0
+                assert torch.equal(t.select(d, t.shape[d] - 1)[tuple(s for k, s in enumerate(
+                    block.selectors()) if k != d)].reshape(-1), stored)
+        if previous_end is not None:
+            assert block.address == previous_end + block.gap_before
+            assert block.gap_before >= 0
+        previous_end = block.address + block.length
+        covered += block.length
+    repeats = math.prod(s for s, d in zip(t.shape, t.stride()) if d == 0 and s > 1)
+    assert covered * repeats == t.numel()
+
+
+@settings(max_examples=150, deadline=None)
+@given(chains())
+def test_walk_steps_match_the_addresses_torch_visits(case):
+    base, t, _heads, dims = case
+    lay = Layout(t.shape, t.stride(), t.storage_offset(), dims)
+    walk = lay.walk()
+    live = [i for i, s in enumerate(t.shape) if s > 1]
+    addresses = t.reshape(-1) if not walk.unit.endswith(")") else t.select(live[-1], 0).reshape(-1)
+    addresses = [int(a) for a in addresses]  # base is arange: a value is its own address
+    deltas = [b - a for a, b in zip(addresses, addresses[1:])]
+    sizes = [s.repeats + 1 for s in walk.steps]  # innermost first
+    expected = []
+    counter = [0] * len(sizes)
+    for _ in range(len(addresses) - 1):
+        k = 0
+        while counter[k] == sizes[k] - 1:
+            counter[k] = 0
+            k += 1
+        counter[k] += 1
+        expected.append(walk.steps[k].delta)
+    assert deltas == expected
+
+
+def test_transposed_heads_walk_and_reason():
+    lay = Layout((2, 8, 6, 64), (3072, 64, 512, 1), 0, ("B", "H", "T", "d_k"))
+    assert lay.walk().text() == "+512 ×5 to the next T, then back −2,496 to the next H, then +64 to the next B"
+    assert lay.reason().startswith("H comes before T in the shape, but H's stride (64) is smaller than T's (512)")
+    assert (lay.n_blocks, lay.block_len, lay.key_name, lay.period()) == (96, 64, "H", 1)
+    assert [lay.block(k).label for k in (0, 1, 8, 95)] == ["0,0,0,:", "0,1,0,:", "0,0,1,:", "1,7,5,:"]
+
+
+def test_d_is_cut_per_head_when_heads_are_known():
+    lay = Layout((2, 6, 512), (3072, 512, 1), 0, ("B", "T", "D"), heads=8)
+    assert (lay.n_blocks, lay.block_len, lay.key_name) == (96, 64, "head of D")
+    b = lay.block(3)
+    assert (b.label, b.address, b.key) == ("0,0,192:256", 192, 3)
+    plain = Layout((2, 6, 512), (3072, 512, 1), 0, ("B", "T", "D"))
+    assert (plain.n_blocks, plain.key_name) == (12, "T")
+
+
+def test_elision_keeps_first_and_last_blocks():
+    lay = Layout((2, 8, 6, 64), (3072, 64, 512, 1), 0, ("B", "H", "T", "d_k"))
+    items = lay.strip(5, 3)
+    assert [type(i).__name__ for i in items] == ["Block"] * 5 + ["Elided"] + ["Block"] * 3
+    assert items[0].number == 0 and items[-1].number == 95
+    assert items[5] == Elided(96 - 8)
+    assert len(lay.strip(60, 40)) == 96  # everything fits: no ellipsis
+
+
+def test_huge_layout_costs_only_the_drawn_blocks():
+    lay = Layout((4096, 4096, 4096), (1, 4096 * 4096, 4096), 0, ("B", "T", "D"))
+    assert (lay.n_blocks, lay.block_len, lay.names[lay.run_dim]) == (4096 ** 2, 4096, "B")
+    items = lay.strip(2, 2)
+    assert items[-1].address == 4096 ** 3 - 4096 and items[-1].label == ":,4095,4095"
+    assert isinstance(items[2], Elided) and items[2].count == 4096 ** 2 - 4
+
+
+def test_gaps_from_narrow_and_stride_zero_from_expand():
+    x = torch.arange(2 * 6 * 8, dtype=torch.float32).view(2, 6, 8)
+    n = x.narrow(2, 2, 4)
+    lay = Layout(n.shape, n.stride(), n.storage_offset(), ("B", "T", "D"))
+    assert lay.gaps() == [4] and lay.block(0).address == 2
+    assert "4 in between belong to something else" in lay.reason()
+    e = torch.zeros(6, 1, 8).expand(6, 3, 8)
+    lay = Layout(e.shape, e.stride(), 0, ("T", "H", "d_k"))
+    assert lay.block(0).label == "0,*,:" and "stride 0" in lay.reason()
+
+
+@pytest.mark.parametrize("shape,stride", [((2, 3), (3, 1)), ((2, 3), (1, 2)), ((4, 1, 3), (3, 99, 1)),
+                                          ((3, 3), (1, 1)), ((2, 2), (0, 1))])
+def test_stride_facts_agree_with_torch(shape, stride):
+    t = torch.empty_strided(shape, stride)
+    assert is_contiguous(shape, stride) == t.is_contiguous()
+    assert row_major(shape) == torch.empty(shape).stride()
+    assert overlapping(shape, stride) == (stride in ((1, 1),))
+
+
+def test_engine_modules_do_not_import_rich_or_torch():
+    code = ("import sys, shapetrace.layout, shapetrace.chain, shapetrace.viewfail; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'})); "
+            "import shapetrace.strides; shapetrace.strides.run_chain('2x3', 'mT'); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["[]", "['torch']"]
+
+
+def test_docstring_examples_of_the_engine_modules():
+    import doctest
+
+    import shapetrace.chain
+    import shapetrace.hidden
+    import shapetrace.layout
+    import shapetrace.viewfail
+
+    for module in (shapetrace.layout, shapetrace.chain, shapetrace.viewfail, shapetrace.hidden):
+        result = doctest.testmod(module)
+        assert result.attempted >= 3 and result.failed == 0, module.__name__
