@@ -377,3 +377,9 @@ def test_variant_runs_honour_the_classroom_options(cli, tmp_path):
     out = tmp_path / "gqa.svg"
     res = cli("run", "--kv-heads", "2", "--export", str(out))
     assert res.exit_code == 0 and out.read_text().startswith("<svg")
+
+
+def test_variant_run_draws_the_stride_zero_layout(cli):
+    res = cli("run", "--kv-heads", "2", "--diagram", "10", "--width", "100")
+    assert res.exit_code == 0, res.output
+    assert "n_rep=4 · stride 0" in res.output and "expand repeats without copying" in res.output
