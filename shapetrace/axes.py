@@ -114,6 +114,8 @@ class Namer:
             d["n_rep"] = d["H"] // d["H_kv"]
         if not self.decompositions:
             self.decompositions = default_decompositions(d)
+        # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
+        self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
         for root, parts in self.decompositions.items():
             self._sub_names[root] = self._leaf_table(parts)
 
@@ -173,6 +175,8 @@ class Namer:
 
     # -- labels ------------------------------------------------------------
     def atom_label(self, atom: Atom) -> str:
+        if atom.whole and atom.root in self.aliases:
+            return self.aliases[atom.root]
         if atom.root.startswith(MIXED_PREFIX) or atom.root == UNKNOWN:
             return atom.root if atom.whole else f"{atom.root}/{atom.root_size // atom.size}"
         if atom.whole:

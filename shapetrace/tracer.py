@@ -30,6 +30,7 @@ TRACKED = frozenset({
     "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk",
     "unbind", "cat", "concat", "concatenate", "stack", "scaled_dot_product_attention", "narrow",
     "select", "__getitem__", "repeat", "repeat_interleave", "multi_head_attention_forward",
+    "dropout",
 })
 #: Ops whose result may share the input's storage.
 VIEW_CAPABLE = frozenset({
