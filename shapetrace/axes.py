@@ -23,6 +23,8 @@ from typing import Iterable, Sequence
 #: Roots that index tokens or sequences: mixing them with anything is a bug.
 TOKEN_ROOTS = frozenset({"B", "T", "S", "T_q", "T_k", "N", "L"})
 UNKNOWN = "?"
+#: Fixed factors of fused projections (3*D = qkv*D); sizes only, never names found by size.
+STACK_FACTORS = {"qkv": 3, "kv": 2}
 MIXED_PREFIX = "!"
 
 
@@ -123,6 +125,8 @@ class Namer:
     def size_of(self, name: str) -> int | None:
         if name in self.dims:
             return self.dims[name]
+        if name in STACK_FACTORS:
+            return STACK_FACTORS[name]
         parts = self.decompositions.get(name)
         if parts and all(self.size_of(p) for p in parts):
             return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
@@ -229,8 +233,8 @@ class Namer:
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
                 return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
-            if len(token_atoms) < len(atoms):
-                return "warning"  # whole tokens flattened together with features
+            if any(a.root != "B" for a in token_atoms) and len(token_atoms) < len(atoms):
+                return "warning"  # whole tokens flattened together with features (B*H is fine)
         if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS):
             return "note"
         return None
@@ -268,8 +272,6 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, tuple[str, ...]]:
         out["2*D_kv"] = ("kv", "D_kv")
     if "H_kv" in dims and "n_rep" in dims:
         out["H"] = ("H_kv", "n_rep")
-    dims.setdefault("qkv", 3)
-    dims.setdefault("kv", 2)
     return out
 
 

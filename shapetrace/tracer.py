@@ -296,7 +296,7 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": 1,
-            "dims": {k: v for k, v in self.dims.items() if k not in ("qkv", "kv")},
+            "dims": dict(self.dims),
             "events": [e.to_dict() for e in self.events],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
         }
