@@ -23,6 +23,8 @@ from typing import Iterable, Sequence
 #: Roots that index tokens or sequences: mixing them with anything is a bug.
 TOKEN_ROOTS = frozenset({"B", "T", "S", "T_q", "T_k", "N", "L"})
 UNKNOWN = "?"
+#: Fixed factors of fused projections (3*D = qkv*D); sizes only, never names found by size.
+STACK_FACTORS = {"qkv": 3, "kv": 2}
 MIXED_PREFIX = "!"
 
 
@@ -114,6 +116,8 @@ class Namer:
             d["n_rep"] = d["H"] // d["H_kv"]
         if not self.decompositions:
             self.decompositions = default_decompositions(d)
+        # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
+        self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
         for root, parts in self.decompositions.items():
             self._sub_names[root] = self._leaf_table(parts)
 
@@ -121,6 +125,8 @@ class Namer:
     def size_of(self, name: str) -> int | None:
         if name in self.dims:
             return self.dims[name]
+        if name in STACK_FACTORS:
+            return STACK_FACTORS[name]
         parts = self.decompositions.get(name)
         if parts and all(self.size_of(p) for p in parts):
             return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
@@ -173,6 +179,8 @@ class Namer:
 
     # -- labels ------------------------------------------------------------
     def atom_label(self, atom: Atom) -> str:
+        if atom.whole and atom.root in self.aliases:
+            return self.aliases[atom.root]
         if atom.root.startswith(MIXED_PREFIX) or atom.root == UNKNOWN:
             return atom.root if atom.whole else f"{atom.root}/{atom.root_size // atom.size}"
         if atom.whole:
@@ -225,8 +233,8 @@ class Namer:
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
                 return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
-            if len(token_atoms) < len(atoms):
-                return "warning"  # whole tokens flattened together with features
+            if any(a.root != "B" for a in token_atoms) and len(token_atoms) < len(atoms):
+                return "warning"  # whole tokens flattened together with features (B*H is fine)
         if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
             return "note"
         return None
@@ -264,8 +272,6 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, tuple[str, ...]]:
         out["2*D_kv"] = ("kv", "D_kv")
     if "H_kv" in dims and "n_rep" in dims:
         out["H"] = ("H_kv", "n_rep")
-    dims.setdefault("qkv", 3)
-    dims.setdefault("kv", 2)
     return out
 
 

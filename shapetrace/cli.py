@@ -91,8 +91,15 @@ def _root(
         raise typer.Exit(0)
 
 
+def _preset_help() -> str:
+    from .presets import help_text
+
+    return help_text()
+
+
 @app.command()
 def run(
+    ctx: typer.Context,
     d_model: int = typer.Option(512, "--d-model", help="Model width D (d_k = D / heads)."),
     heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
     batch: int = typer.Option(2, "--batch", help="Batch size B."),
@@ -121,6 +128,18 @@ def run(
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+    causal: bool = typer.Option(False, "--causal", help="Causal mask [T, T]: no query sees later keys."),
+    mask: str = typer.Option("none", "--mask", help="Key mask: none or padding (a [B, T] mask seen as [B, 1, 1, T])."),
+    pad: Optional[str] = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2 (with --mask padding)."),
+    pad_side: str = typer.Option("right", "--pad-side", help="Where padding sits: right or left (left + --causal gives NaN rows)."),
+    kv_len: Optional[int] = typer.Option(None, "--kv-len", help="Cross-attention: keys/values from a second sequence of this length (T_k)."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Grouped-query attention: key/value heads H_kv (1 = multi-query)."),
+    impl: str = typer.Option("manual", "--impl", help="manual (the reference), einops, fused-qkv, sdpa, or torch=nn.MultiheadAttention."),
+    preset: Optional[str] = typer.Option(None, "--preset", help=_preset_help()),
+    broken: Optional[str] = typer.Option(None, "--break", help="Run a classic bug from the catalogue ('--break list' shows them)."),
+    dropout: float = typer.Option(0.0, "--dropout", help="Attention dropout probability p (acts with --train)."),
+    train: bool = typer.Option(False, "--train", help="Train mode (dropout active)."),
+    safe_softmax: bool = typer.Option(False, "--safe-softmax", help="Zero fully masked rows after softmax instead of NaN."),
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
@@ -130,9 +149,17 @@ def run(
 
         from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
 
-        config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
                                            predict_mode(predict, predict_what), answers, json_out)
+        from .cli_variants import run_variants, variant_requested
+
+        options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,
+                       impl=impl, preset=preset, broken=broken, dropout=dropout, train=train,
+                       safe_softmax=safe_softmax)
+        if variant_requested(options):
+            base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
+            return run_variants(ctx, base, options, json_out, request, (diagrams, diagram))
+        config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
         where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
         trace = trace_reference(config, where, note)
         if json_out:
@@ -159,3 +186,5 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 from . import cli_strides  # noqa: E402,F401
 from . import cli_trace  # noqa: E402,F401
+from . import cli_lessons  # noqa: E402,F401
+from . import cli_compare  # noqa: E402,F401

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .errors import UsageError
+
+#: Ways to compute attention; ``manual`` is the reference the others are checked against.
+IMPLS = ("manual", "einops", "fused-qkv", "torch", "sdpa")
+MASKS = ("none", "padding")
+PAD_SIDES = ("right", "left")
 
 
 @dataclass(frozen=True)
@@ -16,6 +22,17 @@ class AttentionConfig:
     batch: int = 2
     seq_len: int = 6
     seed: int = 0
+    causal: bool = False
+    mask: str = "none"
+    pad: tuple[int, ...] = ()
+    pad_side: str = "right"
+    kv_len: Optional[int] = None
+    kv_heads: Optional[int] = None
+    impl: str = "manual"
+    dropout: float = 0.0
+    train: bool = False
+    safe_softmax: bool = False
+    broken: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "batch", "seq_len"):
@@ -30,19 +47,59 @@ class AttentionConfig:
                 f"({self.d_model} / {self.heads} = {self.d_model / self.heads:g}). "
                 f"Head counts that divide {self.d_model}: {', '.join(map(str, divisors(self.d_model)))}."
             )
+        from .variant_checks import check_variant
+
+        check_variant(self)
 
     @property
     def d_k(self) -> int:
         return self.d_model // self.heads
 
     @property
+    def cross(self) -> bool:
+        """Cross-attention: keys and values come from a second sequence of ``kv_len`` tokens."""
+        return self.kv_len is not None
+
+    @property
+    def grouped(self) -> bool:
+        """Grouped-query (or multi-query) attention: fewer key/value heads than query heads."""
+        return self.kv_heads is not None and self.kv_heads != self.heads
+
+    @property
+    def h_kv(self) -> int:
+        return self.kv_heads if self.kv_heads is not None else self.heads
+
+    @property
+    def q_name(self) -> str:
+        """The name of the query token axis: ``T``, or ``T_q`` in cross-attention."""
+        return "T_q" if self.cross else "T"
+
+    @property
+    def k_name(self) -> str:
+        """The name of the key token axis: ``T``, or ``T_k`` in cross-attention."""
+        return "T_k" if self.cross else "T"
+
+    @property
+    def k_len(self) -> int:
+        return self.kv_len if self.kv_len is not None else self.seq_len
+
+    @property
     def dims(self) -> dict[str, int]:
-        return {"B": self.batch, "T": self.seq_len, "D": self.d_model, "H": self.heads, "d_k": self.d_k}
+        if self.cross:
+            dims = {"B": self.batch, "T_q": self.seq_len, "T_k": self.k_len}
+        else:
+            dims = {"B": self.batch, "T": self.seq_len}
+        dims.update({"D": self.d_model, "H": self.heads, "d_k": self.d_k})
+        if self.grouped:
+            dims["H_kv"] = self.h_kv
+        return dims
 
     @property
     def param_count(self) -> int:
-        """Four D x D projections with biases: 4*D^2 + 4*D."""
-        return 4 * self.d_model * self.d_model + 4 * self.d_model
+        """q and output projections D x D, k and v D x (H_kv*d_k), all with biases
+        (4*D^2 + 4*D without grouped-query attention)."""
+        D, D_kv = self.d_model, self.h_kv * self.d_k
+        return 2 * D * D + 2 * D * D_kv + 2 * D + 2 * D_kv
 
 
 def header_lines(config: AttentionConfig, title: str = "multi-head self-attention") -> list[str]:

@@ -270,3 +270,8 @@ RULES: list[Callable[["Trace"], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
     ambiguous_sizes, opaque_calls,
 ]
+
+
+from .variant_rules import VARIANT_RULES  # noqa: E402  (masks, NaN rows, failed views)
+
+RULES.extend(VARIANT_RULES)

@@ -213,8 +213,12 @@ def _masked_fill(e: "Event") -> str:
     mask = e.inputs[1] if len(e.inputs) > 1 else None
     if mask is None:
         return "fills masked positions"
-    return (f"sets the positions where the mask {list(mask.shape)} is True to {e.args.split(', ')[-1]}; "
-            f"the mask broadcasts against {names(t)}")
+    spread = [n or str(s) for n, s, m in zip(t.dims[len(t.dims) - len(mask.shape):], t.shape[len(t.shape) - len(mask.shape):],
+                                            mask.shape) if m == 1 and s > 1]
+    spread = [n or str(s) for n, s in zip(t.dims, t.shape)][:len(t.shape) - len(mask.shape)] + spread
+    how = f" (repeated along {', '.join(spread)})" if spread else ""
+    return (f"sets the positions where the mask {fmt_shape(mask)} is True to {e.args.split(', ')[-1]}; "
+            f"the mask broadcasts against {names(t)}{how}")
 
 
 def _expand(e: "Event") -> str:
@@ -241,6 +245,13 @@ def _mha(e: "Event") -> str:
             "transposes are not visible to the tracer")
 
 
+def _dropout(e: "Event") -> str:
+    o = e.output
+    same = e.inputs and e.inputs[0].shape == o.shape
+    return (f"attention dropout: zeroes random weights and scales the rest by 1/(1-p) in training "
+            f"(identity in eval); shape {'unchanged ' if same else ''}{names(o)}; new {fmt_bytes(e.alloc_bytes)}")
+
+
 def _generic(e: "Event") -> str:
     o = e.output
     if o is None:
@@ -258,4 +269,5 @@ _HANDLERS: dict[str, Callable[["Event"], str]] = {
     "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "expand": _expand, "expand_as": _expand,
     "split": _split, "chunk": _split, "unbind": _split, "scaled_dot_product_attention": _sdpa,
     "multi_head_attention_forward": _mha,
+    "dropout": _dropout,
 }

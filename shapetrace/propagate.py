@@ -203,4 +203,5 @@ _HANDLERS = {
     "select": _select, "__getitem__": _getitem, "cat": _cat, "stack": _stack, "repeat": _repeat,
     "repeat_interleave": _repeat_interleave, "matmul": _matmul, "bmm": _matmul, "einsum": _einsum,
     "linear": _linear, "scaled_dot_product_attention": _sdpa, "multi_head_attention_forward": _mha,
+    "dropout": _same,
 }

@@ -28,3 +28,97 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | No
         trace.set_names(x, ["B", "T", "D"])
         trace.result = model(x)
     return trace
+
+
+# ---------------------------------------------------------------------------
+# attention variants (issue 4): masks, cross-attention, GQA, implementations, breaks
+# ---------------------------------------------------------------------------
+
+import os  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+#: Estimated bytes above which a run goes to the meta device (override: SHAPETRACE_MAX_BYTES).
+DEFAULT_MAX_BYTES = 256 << 20
+
+
+def estimate_bytes(config: AttentionConfig) -> int:
+    """Float32 bytes a real run needs: weights twice (reference and copy), activations, and the
+    scores, masked scores and weights [B, H, T_q, T_k]."""
+    B, Tq, Tk, D, H = config.batch, config.seq_len, config.k_len, config.d_model, config.heads
+    activations = 6 * B * Tq * D + 4 * B * Tk * D
+    scores = 3 * B * H * Tq * Tk
+    return 4 * (2 * config.param_count + activations + scores)
+
+
+def choose_device(config: AttentionConfig, max_bytes: int | None = None) -> tuple[str, str | None]:
+    """``("cpu", None)`` when the run fits in ``max_bytes``, else ``("meta", why)``."""
+    from .explain import fmt_bytes
+
+    if max_bytes is None:
+        max_bytes = int(os.environ.get("SHAPETRACE_MAX_BYTES", DEFAULT_MAX_BYTES))
+    need = estimate_bytes(config)
+    if need <= max_bytes:
+        return "cpu", None
+    return "meta", (f"this size needs about {fmt_bytes(need)} of memory, more than the {fmt_bytes(max_bytes)} "
+                    "budget, so it runs on the meta device: real shapes and strides, no values. "
+                    "Checks that need values (NaN rows, heat map, outputs) are skipped.")
+
+
+@dataclass
+class VariantRun:
+    """One traced variant run and what was learned from its values."""
+
+    trace: "Trace"
+    config: AttentionConfig
+    device: str
+    notes: list[str] = field(default_factory=list)
+    heat: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+
+
+def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True) -> VariantRun:
+    """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes."""
+    import torch
+
+    from . import findings, variants
+    from .catalogue import apply_forces
+    from .tracer import Trace
+    from .variant_notes import header, notes_for
+
+    config, notes = apply_forces(config)
+    device, meta_note = choose_device(config, max_bytes)
+    ref, inputs = variants.build_reference(config, device)
+    model = _model_for(config, ref, device)
+    trace = Trace(config.dims)
+    trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
+                                                  "below)"] if device == "meta" else [])}
+    try:
+        with torch.no_grad(), trace:
+            trace.set_names(inputs["x"], ["B", config.q_name, "D"])
+            if inputs["memory"] is not None:
+                trace.set_names(inputs["memory"], ["B", config.k_name, "D"])
+            trace.result = model(inputs["x"], inputs["memory"], inputs["pad"])
+    except Exception:  # kept in trace.exception; the table shows the op that raised
+        pass
+    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes)
+    kept = getattr(model, "kept", {})
+    if device == "meta":
+        trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
+    else:
+        trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
+        run.heat = findings.heat_map(kept, inputs["pad"])
+        if config.broken and compare:
+            run.comparison = findings.compare_outputs(model, ref, inputs)
+    run.notes += notes_for(run, model)
+    return run
+
+
+def _model_for(config: AttentionConfig, ref, device: str):
+    from . import variants
+
+    if config.broken:
+        from .broken import build_broken
+
+        return build_broken(config, ref, device)
+    return variants.build_impl(config, config.impl, ref, device)

@@ -31,6 +31,7 @@ TRACKED = frozenset({
     "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk",
     "unbind", "cat", "concat", "concatenate", "stack", "scaled_dot_product_attention", "narrow",
     "select", "__getitem__", "repeat", "repeat_interleave", "multi_head_attention_forward",
+    "dropout",
 })
 #: Ops whose result may share the input's storage.
 VIEW_CAPABLE = frozenset({
@@ -363,7 +364,7 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": 1,
-            "dims": {k: v for k, v in self.dims.items() if k not in ("qkv", "kv")},
+            "dims": dict(self.dims),
             "events": [e.to_dict() for e in self.events],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
         }

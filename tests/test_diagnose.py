@@ -176,3 +176,22 @@ def test_slices_keep_their_names():
         torch.cat([x, x], dim=1)                                  # (B, T=12, D)
     assert [e.output.dims for e in t.events] == [("B", "T", "D")] * 3
     assert [e.output.shape for e in t.events] == [(2, 3, 512), (2, 6, 100), (2, 12, 512)]
+
+
+def test_folding_batch_and_heads_for_bmm_is_clean():
+    """[B, H, T, d_k] -> [B*H, T, d_k] is the standard bmm layout, not a bug."""
+    x = torch.randn(2, 6, 512)
+    with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        shapetrace.name(x, "B T D")
+        q = x.view(2, 6, 8, 64).transpose(1, 2).reshape(16, 6, 64)   # (B*H, T, d_k)
+        torch.bmm(q, q.transpose(1, 2))                               # (B*H, T, T)
+    assert t.events[2].output.dims == ("B*H", "T", "d_k")
+    assert t.diagnostics == []
+
+
+def test_a_size_three_axis_is_not_named_qkv_by_size():
+    x = torch.randn(2, 6, 512)
+    with shapetrace.trace(dims="B=2 T=6 D=512") as t:
+        shapetrace.name(x, "B T D")
+        x[:, None].expand(2, 3, 6, 512)                               # (B, 3, T, D)
+    assert t.events[-1].output.dims == ("B", None, "T", "D")

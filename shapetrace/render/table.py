@@ -190,7 +190,7 @@ def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -
 def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
     s = stats(events)
     text = Text.assemble(
-        (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} views", "green"), " · ",
+        (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
         (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
          f"({fmt_bytes(s['alloc_bytes'])})", "blue"),

@@ -1,0 +1,120 @@
+"""The attention-variant options of ``shapetrace run``: masks, cross-attention, GQA,
+implementations, presets, the broken catalogue, dropout. No torch at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from .cli import out_console, write_json
+from .errors import UsageError
+
+VARIANT_DEFAULTS: dict[str, Any] = {
+    "causal": False, "mask": "none", "pad": None, "pad_side": "right", "kv_len": None, "kv_heads": None,
+    "impl": "manual", "preset": None, "broken": None, "dropout": 0.0, "train": False, "safe_softmax": False,
+}
+
+
+def variant_requested(options: dict[str, Any]) -> bool:
+    """Did the user ask for anything beyond the plain reference?"""
+    return any(options.get(k, v) != v for k, v in VARIANT_DEFAULTS.items())
+
+
+def parse_pad(text: Optional[str]) -> tuple[int, ...]:
+    """``"0,2"`` -> ``(0, 2)``."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(p) for p in text.replace(" ", "").split(","))
+    except ValueError:
+        raise UsageError(f"cannot read --pad {text!r}: give one whole number of padding tokens per "
+                         "sequence, separated by commas (e.g. --pad 0,2)") from None
+
+
+def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any]) -> str | None:
+    """Fill D, H and H_kv from ``--preset`` where the user left the defaults; return a note."""
+    name = options.get("preset")
+    if not name:
+        return None
+    from click.core import ParameterSource
+
+    from .presets import get_preset
+
+    p = get_preset(name)
+    given = {k for k in ("d_model", "heads") if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE}
+    if "d_model" not in given:
+        base["d_model"] = p.d_model
+    if "heads" not in given:
+        base["heads"] = p.heads
+    if options.get("kv_heads") is None and p.kv_heads and not given and not options.get("broken"):
+        options["kv_heads"] = p.kv_heads
+    overridden = f" (your {', '.join('--' + g.replace('_', '-') for g in sorted(given))} kept)" if given else ""
+    return (f"preset {p.describe()}{overridden}; source: {p.source}. This run uses T={base['seq_len']}; "
+            f"pass --seq-len {p.context} for the full context.")
+
+
+def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any], json_out: bool,
+                 request, diagrams: tuple[bool, Optional[int]] = (False, None)) -> None:
+    """The body of ``run`` when a variant option is given: the trace is shown as the classroom
+    options ask (table, --compact, --step, --predict, --export), then the variant's notes,
+    heat map and, for a break, the comparison with the reference."""
+    width = request.view.width
+    if options.get("broken") == "list":
+        if json_out:
+            import dataclasses
+            import json
+
+            from .catalogue import BREAKS
+
+            write_json(json.dumps([dataclasses.asdict(b) for b in BREAKS.values()], indent=2))
+            return
+        from .render.variants import print_catalogue
+
+        print_catalogue(out_console(width))
+        return
+    preset_note = apply_preset(ctx, base, options)
+    from .config import AttentionConfig
+    from .session import trace_variant
+
+    fields = {k: v for k, v in options.items() if k != "preset"}
+    fields["pad"] = parse_pad(fields.get("pad"))
+    config = AttentionConfig(**base, **fields)
+    run = trace_variant(config)
+    if preset_note:
+        run.notes.insert(0, preset_note)
+    if json_out:
+        write_json(variant_json(run))
+        if any(d.severity == "error" for d in run.trace.diagnostics):
+            raise typer.Exit(1)
+        return
+    from .cli_classroom import show_classroom
+    from .render.variants import print_variant_extras
+
+    hook = None
+    if diagrams[0] or diagrams[1] is not None:
+        from .render.diagram import run_diagram_hook
+
+        hook = run_diagram_hook(run.trace, diagrams[1], out_console(width).width)
+    show_classroom(run.trace, request, after_event=hook)
+    print_variant_extras(run, out_console(width))
+    if any(d.severity == "error" for d in run.trace.diagnostics):
+        raise typer.Exit(1)
+
+
+def variant_json(run) -> str:
+    """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows,
+    and for a break the comparison with the reference."""
+    import dataclasses
+    import json
+
+    data = run.trace.to_dict()
+    cmp = dict(run.comparison) if run.comparison else None
+    if cmp and cmp.get("leaks") is not None:
+        cmp["leaks"] = [[list(src), list(dst)] for src, dst in cmp["leaks"]]
+    data["variant"] = {
+        "config": dataclasses.asdict(run.config), "device": run.device, "notes": run.notes,
+        "nan_rows": getattr(run.trace, "nan_rows", None), "comparison": cmp,
+    }
+    return json.dumps(data, indent=2, default=list)

@@ -1,0 +1,219 @@
+"""Load and validate the curriculum in ``lessons/`` (TOML + Markdown; no torch).
+
+Layout::
+
+    lessons/index.toml                    [[lessons]] number, dir, title, summary, exercises
+    lessons/quiz.toml                     question templates for ``shapetrace quiz``
+    lessons/NN_topic/lesson.md            the lesson text
+    lessons/NN_topic/<id>/exercise.toml   metadata: function, inputs, checks, hints, mistakes
+    lessons/NN_topic/<id>/starter.py      a plausible wrong implementation
+    lessons/NN_topic/<id>/solution.py     the reference solution
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import UsageError
+
+#: Verdicts the checker can give (``pass`` is the only success).
+VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",
+            "out-of-memory", "not-a-tensor", "mutated-input", "layout")
+#: Input builders the checker knows (see ``inputs.py``).
+BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
+            "sizes", "params")
+CHECK_KEYS = ("must_be_view", "must_be_contiguous", "max_alloc_bytes")
+
+
+class ContentError(UsageError):
+    """The lesson content itself is malformed (a bug in lessons/, not in the learner's code)."""
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong variant: code that reproduces it and the explanation a learner gets."""
+
+    id: str
+    explain: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: what to implement, how it is checked, hints and known mistakes."""
+
+    id: str
+    title: str
+    function: str
+    task: str
+    inputs: str
+    lesson: int
+    folder: Path
+    starter_verdict: str
+    starter_mistake: str | None
+    hints: tuple[str, ...]
+    mistakes: tuple[Mistake, ...]
+    checks: dict = field(default_factory=dict)
+    returns: str = "tensor"
+    output_names: str = ""
+    movement: bool = False
+
+    @property
+    def starter(self) -> Path:
+        return self.folder / "starter.py"
+
+    @property
+    def solution(self) -> Path:
+        return self.folder / "solution.py"
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "title": self.title, "lesson": self.lesson, "function": self.function,
+                "inputs": self.inputs, "checks": dict(self.checks), "hints": len(self.hints)}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: its number, title, text file and exercise ids (in order)."""
+
+    number: int
+    title: str
+    summary: str
+    folder: Path
+    exercises: tuple[str, ...]
+    topics: tuple[str, ...] = ()
+
+    @property
+    def text_path(self) -> Path:
+        return self.folder / "lesson.md"
+
+    def text(self) -> str:
+        return self.text_path.read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Curriculum:
+    """Every lesson and exercise, in teaching order."""
+
+    root: Path
+    lessons: tuple[Lesson, ...]
+    exercises: tuple[Exercise, ...]
+
+    def lesson(self, number: int) -> Lesson:
+        for lesson in self.lessons:
+            if lesson.number == number:
+                return lesson
+        numbers = ", ".join(str(x.number) for x in self.lessons)
+        raise UsageError(f"there is no lesson {number}; lessons are numbered {numbers}")
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        for ex in self.exercises:
+            if ex.id == exercise_id:
+                return ex
+        import difflib
+
+        close = difflib.get_close_matches(exercise_id, [e.id for e in self.exercises], n=1)
+        tip = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"no exercise called {exercise_id!r}{tip}; `shapetrace exercise list` "
+                         "shows them all")
+
+    def next_after(self, exercise_id: str) -> Exercise | None:
+        ids = [e.id for e in self.exercises]
+        i = ids.index(exercise_id)
+        return self.exercises[i + 1] if i + 1 < len(ids) else None
+
+
+def lessons_root() -> Path:
+    """``$SHAPETRACE_LESSONS`` or the ``lessons/`` folder next to the package."""
+    env = os.environ.get("SHAPETRACE_LESSONS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "lessons"
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ContentError(f"missing lesson file {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContentError(f"{path}: {exc}") from None
+
+
+def _need(data: dict, key: str, kind: type, where: Path):
+    value = data.get(key)
+    if not isinstance(value, kind) or (isinstance(value, (str, list)) and not value):
+        raise ContentError(f"{where}: '{key}' must be a non-empty {kind.__name__}")
+    return value
+
+
+def load_exercise(folder: Path, lesson: int) -> Exercise:
+    """Read and validate one ``exercise.toml``."""
+    path = folder / "exercise.toml"
+    data = _read_toml(path)
+    hints = _need(data, "hints", list, path)
+    if not all(isinstance(h, str) and h.strip() for h in hints):
+        raise ContentError(f"{path}: every hint must be non-empty text")
+    inputs = _need(data, "inputs", str, path)
+    if inputs not in BUILDERS:
+        raise ContentError(f"{path}: unknown inputs {inputs!r} (known: {', '.join(BUILDERS)})")
+    verdict = _need(data, "starter_verdict", str, path)
+    if verdict not in VERDICTS or verdict == "pass":
+        raise ContentError(f"{path}: starter_verdict {verdict!r} must be a failing verdict")
+    checks = data.get("checks", {})
+    unknown = set(checks) - set(CHECK_KEYS)
+    if unknown:
+        raise ContentError(f"{path}: unknown checks {sorted(unknown)}")
+    mistakes = tuple(Mistake(_need(m, "id", str, path), _need(m, "explain", str, path),
+                             _need(m, "code", str, path)) for m in data.get("mistakes", []))
+    starter_mistake = data.get("starter_mistake")
+    if starter_mistake and starter_mistake not in {m.id for m in mistakes}:
+        raise ContentError(f"{path}: starter_mistake {starter_mistake!r} is not among the mistakes")
+    ex = Exercise(
+        id=_need(data, "id", str, path), title=_need(data, "title", str, path),
+        function=_need(data, "function", str, path), task=_need(data, "task", str, path),
+        inputs=inputs, lesson=lesson, folder=folder, starter_verdict=verdict,
+        starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
+        checks=dict(checks), returns=data.get("returns", "tensor"),
+        output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
+    )
+    if ex.id != folder.name:
+        raise ContentError(f"{path}: id {ex.id!r} must match its folder name {folder.name!r}")
+    for f in (ex.starter, ex.solution):
+        if not f.is_file():
+            raise ContentError(f"exercise {ex.id}: missing {f.name}")
+    return ex
+
+
+@lru_cache(maxsize=4)
+def _load(root: Path) -> Curriculum:
+    if not (root / "index.toml").is_file():
+        raise ContentError(f"no lessons found at {root}: set SHAPETRACE_LESSONS to the lessons/ folder "
+                           "of a shapetrace checkout")
+    index = _read_toml(root / "index.toml")
+    lessons, exercises = [], []
+    for entry in index.get("lessons", []):
+        where = root / "index.toml"
+        folder = root / _need(entry, "dir", str, where)
+        number = _need(entry, "number", int, where)
+        ids = tuple(entry.get("exercises", []))
+        lesson = Lesson(number, _need(entry, "title", str, where), entry.get("summary", ""),
+                        folder, ids, tuple(entry.get("topics", [])))
+        if not lesson.text_path.is_file():
+            raise ContentError(f"lesson {number}: missing {lesson.text_path}")
+        lessons.append(lesson)
+        exercises += [load_exercise(folder / ex_id, number) for ex_id in ids]
+    seen = [e.id for e in exercises]
+    dupes = {i for i in seen if seen.count(i) > 1}
+    if dupes:
+        raise ContentError(f"duplicate exercise ids: {sorted(dupes)}")
+    return Curriculum(root, tuple(lessons), tuple(exercises))
+
+
+def load(root: Path | None = None) -> Curriculum:
+    """The curriculum under ``root`` (default :func:`lessons_root`), validated."""
+    return _load(Path(root or lessons_root()).resolve())

@@ -1,0 +1,53 @@
+"""Run a lesson's live example under the tracer (imports torch).
+
+A lesson marks an example with a ```` ```python live ```` fence; the code runs
+with ``torch``, ``F``, ``math``, ``rearrange`` and ``shapetrace`` in scope,
+and its source is registered with ``linecache`` so the table shows each line.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import re
+
+LIVE = re.compile(r"^```python live([^\n]*)\n(.*?)^```\n?", re.S | re.M)
+
+
+def split_live(markdown: str) -> list[tuple[str, str, str]]:
+    """``[("text", md, ""), ("live", code, dims), ...]`` in document order.
+
+    ``dims`` are the named sizes after ``live`` on the fence line
+    (```` ```python live B=2 T=5 D=12 H=3 ````).
+    """
+    parts, pos = [], 0
+    for m in LIVE.finditer(markdown):
+        if m.start() > pos:
+            parts.append(("text", markdown[pos:m.start()], ""))
+        parts.append(("live", m.group(2), m.group(1).strip()))
+        pos = m.end()
+    if pos < len(markdown):
+        parts.append(("text", markdown[pos:], ""))
+    return parts
+
+
+def run_example(code: str, name: str, dims: str = ""):
+    """Execute ``code`` under :func:`shapetrace.trace` and return the trace."""
+    import einops
+    import torch
+    import torch.nn.functional as F
+
+    import shapetrace
+
+    filename = "<" + name.replace("/", " ") + ">"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    namespace = {"torch": torch, "F": F, "math": math, "rearrange": einops.rearrange,
+                 "shapetrace": shapetrace}
+    trace = shapetrace.trace(dims=dims or None)
+    with torch.no_grad():
+        try:
+            with trace:
+                exec(compile(code, filename, "exec"), namespace)
+        except Exception as exc:  # a lesson may show an error on purpose
+            trace.exception = exc
+    return trace

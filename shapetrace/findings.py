@@ -1,0 +1,108 @@
+"""Facts that need values, not just shapes: NaN rows, one head's heat map, and what a broken
+variant changes compared with the reference (max difference, tokens that leaked).
+
+Engine code: returns plain Python data (lists, tuples, dicts), never Rich.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+HEAT_MAX = 16          # rows and columns shown in a heat map
+LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one forward per token) is skipped
+
+
+def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | None, int]]:
+    """(batch, head, query) of every all-NaN row of the weights (head None: rows of the output)."""
+    weights = kept.get("weights")
+    if weights is not None and weights.dim() == 4:
+        dead = torch.isnan(weights).all(dim=-1)                 # (B, H, T_q)
+        return [tuple(i) for i in dead.nonzero().tolist()]
+    if output is not None and output.dim() == 3:
+        dead = torch.isnan(output).all(dim=-1)                  # (B, T_q)
+        return [(b, None, q) for b, q in dead.nonzero().tolist()]
+    return []
+
+
+def heat_map(kept: dict, pad: tuple[int, ...] | None, head: int = 0) -> dict[str, Any] | None:
+    """One head's masked scores and weights as 2-D lists (cropped to HEAT_MAX), for the sequence
+    with the most padding (the first one otherwise)."""
+    weights = kept.get("weights")
+    if weights is None or weights.dim() != 4 or weights.device.type == "meta":
+        return None
+    b = max(range(len(pad)), key=lambda i: pad[i]) if pad else 0
+    scores = kept.get("scores")
+    n_q, n_k = weights.shape[-2], weights.shape[-1]
+    crop = (min(n_q, HEAT_MAX), min(n_k, HEAT_MAX))
+    return {
+        "batch": b, "head": head, "shape": (n_q, n_k), "crop": crop,
+        "scores": _grid(scores[b, head], crop) if scores is not None else None,
+        "weights": _grid(weights[b, head], crop),
+    }
+
+
+def _grid(t: torch.Tensor, crop: tuple[int, int]) -> list[list[float]]:
+    return t[: crop[0], : crop[1]].detach().float().tolist()
+
+
+def dependencies(model, inputs: dict) -> torch.Tensor:
+    """deps[b, t, b2, t2]: does output token (b2, t2) change when input token (b, t) changes?"""
+    x = inputs["x"]
+    B, T, _ = x.shape
+    with torch.no_grad():
+        base = model(x, inputs.get("memory"), inputs.get("pad"))
+        deps = torch.zeros(B, T, B, T, dtype=torch.bool)
+        for b in range(B):
+            for t in range(T):
+                x2 = x.clone()
+                x2[b, t] += 1.0
+                out = model(x2, inputs.get("memory"), inputs.get("pad"))
+                changed = (out - base).abs().nan_to_num(0.0)
+                deps[b, t] = changed.amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
+                deps[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
+    return deps
+
+
+def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
+    """Max |difference| of the broken output from the reference, NaN rows, and leaked tokens."""
+    x = inputs["x"]
+    B, T, _ = x.shape
+    modes = (broken.training, ref.training)
+    broken.eval(), ref.eval()
+    try:
+        with torch.no_grad():
+            want = ref(x, inputs.get("memory"), inputs.get("pad"))
+            try:
+                got = broken(x, inputs.get("memory"), inputs.get("pad"))
+            except Exception as exc:  # the break may raise (view-after-transpose)
+                return {"raised": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+        result: dict[str, Any] = {"raised": None, "shape": tuple(got.shape), "ref_shape": tuple(want.shape)}
+        if got.shape != want.shape:
+            return result
+        diff = (got - want).abs()
+        finite = diff[torch.isfinite(diff)]
+        result["max_diff"] = float(finite.max()) if finite.numel() else math.nan
+        result["nan_rows"] = int(torch.isnan(got).all(-1).sum())
+        result["leaks"] = _leaks(broken, ref, inputs) if B * T <= LEAK_MAX_TOKENS else None
+        return result
+    finally:
+        broken.train(modes[0]), ref.train(modes[1])
+
+
+def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(source token, receiving token) pairs the broken model connects and the reference does not."""
+    extra = dependencies(broken, inputs) & ~dependencies(ref, inputs)
+    return [((b, t), (b2, t2)) for b, t, b2, t2 in extra.nonzero().tolist()]
+
+
+def leak_summary(leaks, limit: int = 6) -> dict[str, Any]:
+    """Counts of leaked (source -> receiver) token pairs: across sequences, from later tokens,
+    and a few examples as ``"b1 t4 -> b1 t0"``."""
+    cross = [p for p in leaks if p[0][0] != p[1][0]]
+    future = [p for p in leaks if p[0][0] == p[1][0] and p[0][1] > p[1][1]]
+    examples = [f"b{s[0]} t{s[1]} -> b{d[0]} t{d[1]}" for s, d in (cross + future + list(leaks))[:limit]]
+    return {"total": len(leaks), "cross_sequence": len(cross), "from_later": len(future),
+            "examples": list(dict.fromkeys(examples))}

@@ -1,0 +1,153 @@
+"""Rich views for exercises: traced tables for a verdict, the verdict itself, lists, hints.
+
+``trace_tables`` runs in the checker's child (it has the traces); everything
+else renders plain verdict data in the parent and never needs torch.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tracer import Event, Trace
+
+VERDICT_STYLE = {"pass": "bold green"}
+
+
+def _plain(renderable, width: int) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False,
+            legacy_windows=False).print(renderable)
+    return buf.getvalue().rstrip("\n")
+
+
+def _code_only(code: str) -> str:
+    return code.split("  #")[0].rstrip()
+
+
+def _event_line(e: "Event") -> str:
+    from ..explain import fmt_shape
+
+    out = fmt_shape(e.output) if e.output else ("raised" if e.error else "")
+    return f"#{e.index} {e.op} -> {out}  `{_code_only(e.code)}`"
+
+
+def trace_tables(mine: "Trace | None", ref: "Trace | None", width: int) -> dict[str, str]:
+    """The learner's and the reference's traced tables as text, and their first difference."""
+    from ..exercises.explain_check import first_difference
+    from .table import OpTable
+
+    if mine is None:
+        return {}
+    out = {"table": _plain(OpTable(mine.events), width) if mine.events else ""}
+    if ref is not None and ref.events:
+        out["reference_table"] = _plain(OpTable(ref.events), width)
+        k = first_difference(mine.events, ref.events)
+        if k is not None:
+            yours = _event_line(mine.events[k]) if k < len(mine.events) else "(no more ops)"
+            theirs = _event_line(ref.events[k]) if k < len(ref.events) else "(no more ops)"
+            out["first_difference"] = f"first difference at #{k}\n  yours:     {yours}\n  reference: {theirs}"
+    return out
+
+
+def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
+    """A renderable for a verdict dictionary (as the checker returns it)."""
+    passed = v["verdict"] == "pass"
+    parts: list[Any] = [Text.assemble(("✓ pass" if passed else f"✗ {v['verdict']}",
+                                       "bold green" if passed else "bold red"), "  ", (v["exercise"], "bold"))]
+    if v.get("case") and not passed:
+        parts[0].append(f"  ({v['case']} sizes: {v['sizes']})", style="dim")
+    parts.append(Text(v["summary"]))
+    details: list[Any] = []
+    if v.get("line"):
+        name = file.rsplit("/", 1)[-1] if file else "your file"
+        details.append(Text.assemble((f"your line ({name}:{v['line']}): ", "dim"),
+                                     (_code_only(v.get("code", "")), "bold")))
+    for line in v.get("explanation", []):
+        if line != v["summary"]:
+            details.append(Text(line))
+    for d in v.get("diagnostics", []):
+        style = {"error": "bold red", "warning": "bold yellow"}.get(d["severity"], "cyan")
+        where = f" at #{d['event']}" if d.get("event") is not None else ""
+        details.append(Text.assemble((f"tracer {d['severity']} {d['kind']}{where}: ", style), d["message"]))
+    if details:
+        parts += [Text("")] + details
+    if show_tables and v.get("table") and not passed:
+        parts += [Text("\nyour function, traced:", style="bold"), Text(v["table"])]
+        if v.get("reference_table"):
+            parts += [Text("the reference, traced:", style="bold"), Text(v["reference_table"])]
+        if v.get("first_difference"):
+            parts.append(Text(v["first_difference"], style="bold yellow"))
+    if v.get("output"):
+        more = v.get("output_total", 0) - len(v["output"])
+        shown = v["output"].rstrip("\n")
+        parts.append(Text("\nyour function printed:", style="dim"))
+        parts.append(Text(shown + (f"\n… ({more:,} more characters not shown)" if more > 0 else "")))
+    return Group(*parts)
+
+
+def print_verdict(v: dict[str, Any], console: Console, file: str = "", show_tables: bool = True) -> None:
+    console.print(verdict_view(v, file, show_tables))
+
+
+def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
+    """One line per exercise: status mark, id, title, lesson."""
+    width = max((len(r["id"]) for r in rows), default=10)
+    title_width = max((len(r["title"]) for r in rows), default=10)
+    text = Text()
+    for r in rows:
+        mark = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan")}.get(
+            r.get("status", ""), (" ", ""))
+        text.append(f" {mark[0]} ", style=mark[1])
+        text.append(f"{r['id']:<{width}}", style="bold")
+        text.append(f"  {r['title']:<{title_width}}  ")
+        text.append(f"lesson {r['lesson']}\n", style="dim")
+    return text
+
+
+def hint_view(exercise_id: str, level: int, total: int, hint: str) -> Panel:
+    return Panel(Text(hint), title=f"hint {level}/{total} · {escape(exercise_id)}", title_align="left",
+                 border_style="cyan")
+
+
+def question_view(number: int, total: int, q) -> Group:
+    """One quiz question: its code and what is asked."""
+    from rich.syntax import Syntax
+
+    return Group(
+        Text.assemble((f"\nquestion {number}/{total}", "bold"), (f"  ·  {q.topic}  ·  {q.id}", "dim")),
+        Syntax(q.code, "python", theme="ansi_dark", background_color="default"),
+        Text.assemble((q.prompt, "bold"), (f"  ({q.how})", "dim")),
+    )
+
+
+def quiz_feedback(q, typed: str, understood: bool, right: bool, show_trace: bool = True) -> Group:
+    """Right or wrong, the right answer, why, and the traced ops that prove it."""
+    from ..exercises.answers import show_answer
+
+    parts: list[Any] = []
+    shown = show_answer(q.ask, q.answer)
+    if right:
+        parts.append(Text.assemble(("✓ right: ", "bold green"), shown))
+    elif not understood:
+        parts.append(Text.assemble(("? could not read ", "bold yellow"), repr(typed), f"; the answer is {shown}"))
+    else:
+        parts.append(Text.assemble(("✗ the answer is ", "bold red"), (shown, "bold"), f" (you said {typed.strip()})"))
+    if q.note:
+        parts.append(Text(q.note, style="italic"))
+    if q.detail.get("error"):
+        parts.append(Text(f"torch says: {q.detail['error']}", style="dim"))
+    if show_trace and not right:
+        from ..exercises.live import run_example
+        from .table import OpTable
+
+        trace = run_example(q.code, f"quiz {q.id}", q.dims)
+        if trace.events:
+            parts.append(OpTable(trace.events))
+    return Group(*parts)

@@ -1,0 +1,98 @@
+"""Rendering of variant runs: the trace, notes, heat map, and a broken run next to the reference."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from .heatmap import HeatMap
+from .table import TraceView, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import VariantRun
+
+
+def print_variant_run(run: "VariantRun", console: Console) -> None:
+    """Header, op table, footer, diagnostics, then notes, heat map and the broken-vs-reference block."""
+    console.print(TraceView(run.trace, header=trace_header(run.trace)))
+    print_variant_extras(run, console)
+
+
+def print_variant_extras(run: "VariantRun", console: Console) -> None:
+    """What a variant run adds below the table: the exception, notes, heat map, broken block."""
+    trace = run.trace
+    if trace.exception is not None:
+        console.print(Text.assemble(("\nthe forward pass raised: ", "bold red"),
+                                    f"{type(trace.exception).__name__}: {str(trace.exception).splitlines()[0]}"))
+    for note in run.notes:
+        console.print(Text.assemble(("\ni ", "cyan"), note))
+    if run.heat is not None:
+        console.print(heat_view(run))
+    if run.config.broken:
+        console.print(broken_block(run))
+
+
+def heat_view(run: "VariantRun") -> HeatMap:
+    """The heat map, labelled with the names the tracer gave the weights' axes (which, in a
+    broken run, may not be batch, head, query and key at all)."""
+    c = run.config
+    soft = [e for e in run.trace.events if e.op == "softmax" and e.output is not None and len(e.output.shape) == 4]
+    if not soft:
+        return HeatMap(run.heat, c.q_name, c.k_name)
+    o = soft[-1].output
+    names = [(n or "?").replace("*", "·") for n in o.dims]
+    lead = ("sequence" if names[0] == "B" else names[0], "head" if names[1] == "H" else names[1])
+    roles = [a.role for a in o.axes[2:]] == ["query", "key"]
+    return HeatMap(run.heat, names[2], names[3], lead, roles)
+
+
+def broken_block(run: "VariantRun") -> Text:
+    """What the bug is, why it is wrong, and what it changes compared with the reference."""
+    from ..catalogue import BREAKS
+    from ..findings import leak_summary
+
+    brk = BREAKS[run.config.broken]
+    text = Text.assemble(("\nthe bug: ", "bold"), brk.summary, ("\nwhy it is wrong: ", "bold"), brk.why)
+    cmp = run.comparison
+    if cmp is None:
+        text.append("\nbroken vs reference: not compared (no values on the meta device)", style="dim")
+        return text
+    text.append("\nbroken vs reference (same weights, same input): ", style="bold")
+    if cmp.get("raised"):
+        return text.append(f"the broken model raises {cmp['raised'].split(':')[0]} (above); the reference runs.")
+    if cmp["shape"] != cmp["ref_shape"]:
+        return text.append(f"output {list(cmp['shape'])} instead of {list(cmp['ref_shape'])}.")
+    diff = cmp["max_diff"]
+    text.append(f"max |difference| {diff:.3g}" if not math.isnan(diff) else "no finite values to compare")
+    if cmp.get("nan_rows"):
+        text.append(f"; {cmp['nan_rows']} output rows are NaN", style="bold red")
+    leaks = cmp.get("leaks")
+    if leaks is None:
+        text.append("; leak test skipped (too many tokens: one forward pass per token)", style="dim")
+    elif not leaks:
+        text.append("; no token reaches an output the reference keeps it away from"
+                    + (" (add --causal to see future tokens leak)" if not run.config.causal else ""))
+    else:
+        s = leak_summary(leaks)
+        text.append(f"\nleaked: {s['total']} (input token -> output token) links the reference does not have",
+                    style="bold red")
+        if s["cross_sequence"]:
+            text.append(f"; {s['cross_sequence']} across sequences of the batch")
+        if s["from_later"]:
+            text.append(f"; {s['from_later']} from later tokens into earlier ones")
+        text.append(f"; e.g. {', '.join(s['examples'])}")
+    return text
+
+
+def print_catalogue(console: Console) -> None:
+    """``--break list``: every classic bug, its mistake and the diagnostic that catches it."""
+    from ..catalogue import BREAKS
+
+    console.print(Text("The catalogue of classic attention bugs (shapetrace run --break NAME):", style="bold"))
+    for b in BREAKS.values():
+        catches = " or ".join(b.kinds)
+        console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
+                                    (f"\n  caught as: {b.severity} {catches}", "dim")))

@@ -1,0 +1,124 @@
+"""The broken catalogue: every classic bug gets its intended diagnostic, at several sizes
+(T = H included), and the reference at the same sizes gets none."""
+
+from __future__ import annotations
+
+import pytest
+
+from shapetrace.catalogue import BREAKS, apply_forces
+from shapetrace.config import AttentionConfig as C
+from shapetrace.session import trace_variant
+
+SIZES = [  # (batch, seq_len, d_model, heads)
+    (2, 6, 512, 8),   # the default
+    (2, 8, 512, 8),   # T = H: shapes alone cannot tell heads from tokens
+    (3, 4, 64, 4),    # T = H again, small
+    (2, 5, 96, 4),    # odd sizes
+]
+
+
+def kinds(run, severity):
+    return {d.kind for d in run.trace.diagnostics if d.severity == severity}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "B{}-T{}-D{}-H{}".format(*s))
+@pytest.mark.parametrize("name", list(BREAKS))
+def test_each_break_gets_its_intended_diagnostic(name, size):
+    B, T, D, H = size
+    brk = BREAKS[name]
+    run = trace_variant(C(batch=B, seq_len=T, d_model=D, heads=H, broken=name), compare=False)
+    if brk.severity == "error":
+        assert kinds(run, "error") & set(brk.kinds), (name, size, run.trace.diagnostics)
+    else:
+        assert kinds(run, "error") == set() and kinds(run, "warning") == set()
+        assert set(brk.kinds) <= kinds(run, "note"), run.trace.diagnostics
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "B{}-T{}-D{}-H{}".format(*s))
+@pytest.mark.parametrize("extra", [{}, {"causal": True}, {"mask": "padding"}], ids=["plain", "causal", "padding"])
+def test_reference_gets_no_diagnostic_at_the_same_sizes(size, extra):
+    B, T, D, H = size
+    run = trace_variant(C(batch=B, seq_len=T, d_model=D, heads=H, **extra))
+    assert [d for d in run.trace.diagnostics if d.severity != "note"] == []
+    assert run.trace.exception is None
+
+
+@pytest.mark.parametrize("name", ["skip-transpose", "softmax-wrong-dim", "no-key-transpose", "batch-as-seq"])
+def test_breaks_also_caught_with_causal_mask(name):
+    run = trace_variant(C(broken=name, causal=True), compare=False)
+    assert kinds(run, "error") & set(BREAKS[name].kinds), run.trace.diagnostics
+
+
+def test_no_key_transpose_runs_with_T_equal_d_k():
+    config, notes = apply_forces(C(broken="no-key-transpose"))
+    assert config.seq_len == config.d_k == 64 and "T = d_k = 64" in notes[0]
+    run = trace_variant(C(broken="no-key-transpose"), compare=False)
+    assert run.trace.exception is None
+    d = next(d for d in run.trace.diagnostics if d.kind == "contracts-different-axes")
+    assert "d_k of the first with T of the second" in d.message
+
+
+def test_view_after_transpose_raises_and_is_explained_with_the_layout():
+    run = trace_variant(C(broken="view-after-transpose"))
+    assert type(run.trace.exception).__name__ == "RuntimeError"
+    bad = run.trace.events[-1]
+    assert bad.op == "view" and bad.error and bad.inputs[0].stride == (3072, 64, 384, 1)
+    d = next(d for d in run.trace.diagnostics if d.kind == "view-incompatible")
+    assert d.event == bad.index
+    assert "has to merge H and d_k" in d.message
+    assert "stride(H) = 384, but size(d_k) × stride(d_k) = 64 × 1 = 64" in d.message
+    assert ".contiguous().view(2, 6, 512)" in d.message and "copies 24 KiB" in d.message
+    assert run.comparison["raised"].startswith("RuntimeError: view size is not compatible")
+
+
+def test_mask_wrong_axis_forces_a_padding_mask_and_is_caught():
+    run = trace_variant(C(broken="mask-wrong-axis"))
+    assert run.config.mask == "padding" and run.config.pad == (0, 2)
+    d = next(d for d in run.trace.diagnostics if d.kind == "mask-wrong-axis")
+    fill = run.trace.events[d.event]
+    assert fill.inputs[1].shape == (2, 1, 6, 1) and fill.inputs[1].dims == ("B", None, "T", None)
+    assert run.comparison["nan_rows"] == 2  # the padded queries of sequence 1 have no key left
+
+
+def test_skip_transpose_with_causal_leaks_later_tokens_into_earlier_ones():
+    from shapetrace.findings import leak_summary
+
+    run = trace_variant(C(broken="skip-transpose", causal=True))
+    s = leak_summary(run.comparison["leaks"])
+    assert s["from_later"] > 0 and s["cross_sequence"] == 0
+    assert run.comparison["max_diff"] > 0.1
+
+
+def test_batch_as_seq_leaks_across_the_batch():
+    from shapetrace.findings import leak_summary
+
+    run = trace_variant(C(broken="batch-as-seq"))
+    assert leak_summary(run.comparison["leaks"])["cross_sequence"] > 0
+
+
+def test_interleaved_heads_differs_but_leaks_nothing():
+    run = trace_variant(C(broken="interleaved-heads", causal=True))
+    assert run.comparison["leaks"] == [] and run.comparison["max_diff"] > 0
+
+
+def test_cli_break_list_and_a_break_run(cli):
+    res = cli("run", "--break", "list", "--width", "100")
+    assert res.exit_code == 0
+    for name in BREAKS:
+        assert name in res.output
+    res = cli("run", "--break", "skip-transpose", "--causal", "--width", "80")
+    assert res.exit_code == 1
+    assert "✗ error mixed-axis" in res.output and "broken vs reference" in res.output
+    assert "from later tokens into earlier ones" in res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    res = cli("run", "--break", "interleaved-heads", "--width", "100")
+    assert res.exit_code == 0 and "i note nonstandard-head-split" in res.output
+
+
+def test_cli_break_list_json(cli):
+    import json
+
+    res = cli("run", "--break", "list", "--json")
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and [b["name"] for b in data] == list(BREAKS)
+    assert all(b["kinds"] and b["summary"] and b["why"] for b in data)

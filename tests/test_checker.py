@@ -1,0 +1,310 @@
+"""The checker survives hostile learner files and names each failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from shapetrace.exercises.checker import Job, check_files
+from shapetrace.exercises.content import load
+from shapetrace.exercises.judge import budget
+
+CURRICULUM = load()
+
+HOSTILE = {
+    "raises": '''
+def split_heads(x, heads):
+    raise ValueError("nope")
+''',
+    "import-error": '''
+import torch
+boom = 1 / 0
+def split_heads(x, heads):
+    return x
+''',
+    "no-function": '''
+def split_head(x, heads):
+    return x
+''',
+    "loops": '''
+def split_heads(x, heads):
+    n = 0
+    while True:
+        n += 1
+''',
+    "allocates": '''
+import torch
+def split_heads(x, heads):
+    big = torch.empty(50 * 2**30 // 4)
+    return big
+''',
+    "prints": '''
+import torch
+def split_heads(x, heads):
+    for _ in range(5):
+        print("x" * 1_000_000)
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)
+''',
+    "wrong-type": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads).transpose(1, 2).tolist()  # (B, H, T, d_k)
+''',
+    "returns-none": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)
+''',
+    "mutates": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    x.mul_(2)
+    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)
+''',
+    "wrong-dtype": '''
+import torch
+def split_heads(x, heads):
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads).transpose(1, 2).double()  # (B, H, T, d_k)
+''',
+    "wrong-shape": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads)  # (B, T, H, d_k)
+''',
+    "hard-coded": '''
+def split_heads(x, heads):
+    return x.view(2, 5, 3, 4).transpose(1, 2)  # (B, H, T, d_k)
+''',
+    "syntax": '''
+def split_heads(x, heads)
+    return x
+''',
+    "exits": '''
+import sys
+def split_heads(x, heads):
+    sys.exit(3)
+''',
+    "copies": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    return x.reshape(B, T, heads, D // heads).transpose(1, 2).contiguous()  # (B, H, T, d_k)
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    jobs = []
+    for name, code in HOSTILE.items():
+        path = tmp / f"{name}.py"
+        path.write_text(code)
+        jobs.append(Job("split-heads", str(path)))
+    ri = tmp / "repeat_interleave.py"
+    ri.write_text("def repeat_kv(kv, n_rep):\n    return kv.repeat_interleave(n_rep, dim=1)  # (B, H, T, d_k)\n")
+    jobs.append(Job("repeat-kv", str(ri)))
+    start = time.monotonic()
+    verdicts = check_files(jobs, CURRICULUM.root, time_limit=2)
+    return dict(zip(list(HOSTILE) + ["repeat-interleave"], verdicts)), time.monotonic() - start
+
+
+def test_raising_function_is_a_crash_with_the_learners_line(hostile):
+    v = hostile[0]["raises"]
+    assert v["verdict"] == "crash"
+    assert v["line"] == 3 and v["code"] == 'raise ValueError("nope")'
+    assert v["explanation"][0] == "with B=2, T=5, H=3, d_k=4: ValueError: nope"
+
+
+def test_error_while_loading_is_a_crash(hostile):
+    v = hostile[0]["import-error"]
+    assert v["verdict"] == "crash" and v["line"] == 3
+    assert v["explanation"][0] == "while loading your file: ZeroDivisionError: division by zero"
+
+
+def test_syntax_error_and_sys_exit_are_crashes(hostile):
+    v = hostile[0]["syntax"]
+    assert v["verdict"] == "crash" and v["line"] == 2 and v["code"] == "def split_heads(x, heads)"
+    assert v["explanation"][0].startswith("while loading your file: SyntaxError")
+    v = hostile[0]["exits"]
+    assert v["verdict"] == "crash" and v["line"] == 4 and "SystemExit: 3" in v["explanation"][0]
+
+
+def test_missing_function_is_named(hostile):
+    v = hostile[0]["no-function"]
+    assert v["verdict"] == "crash"
+    assert "defines no function split_heads()" in v["summary"]
+
+
+def test_endless_loop_times_out_quickly(hostile):
+    v, elapsed = hostile[0]["loops"], hostile[1]
+    assert v["verdict"] == "timeout"
+    assert v["summary"] == "your function ran for more than 2 s and was stopped"
+    assert v["line"] in (4, 5)
+    assert elapsed < 60
+
+
+def test_huge_allocation_is_out_of_memory(hostile):
+    v = hostile[0]["allocates"]
+    assert v["verdict"] == "out-of-memory"
+    assert v["line"] == 4
+
+
+def test_megabytes_of_output_are_truncated(hostile):
+    v = hostile[0]["prints"]
+    assert v["verdict"] == "pass"
+    assert v["output_total"] == 5 * 1_000_001
+    assert 0 < len(v["output"]) <= 4000
+
+
+def test_wrong_type_and_missing_return(hostile):
+    assert hostile[0]["wrong-type"]["verdict"] == "not-a-tensor"
+    assert "a list" in hostile[0]["wrong-type"]["summary"]
+    none = hostile[0]["returns-none"]
+    assert none["verdict"] == "not-a-tensor" and "did you forget `return`?" in none["summary"]
+
+
+def test_in_place_change_of_the_input(hostile):
+    v = hostile[0]["mutates"]
+    assert v["verdict"] == "mutated-input"
+    assert v["summary"] == "your function changed its input (argument 1) in place"
+
+
+def test_dtype_and_shape_compared_exactly(hostile):
+    assert hostile[0]["wrong-dtype"]["verdict"] == "wrong-dtype"
+    assert hostile[0]["wrong-dtype"]["summary"] == "your output's dtype is float64; expected float32"
+    v = hostile[0]["wrong-shape"]
+    assert v["verdict"] == "wrong-shape"
+    assert v["summary"] == ("your output has shape [B=2, T=5, H=3, d_k=4]; expected [B=2, H=3, T=5, d_k=4] "
+                            "(the input case: B=2, T=5, H=3, d_k=4)")
+
+
+def test_second_case_with_coinciding_sizes(hostile):
+    v = hostile[0]["hard-coded"]
+    assert v["verdict"] == "crash" and v["case"] == "equal"
+    assert v["sizes"] == "B=3, T=3, H=3, d_k=3"
+
+
+def test_must_be_view_layout(hostile):
+    v = hostile[0]["copies"]
+    assert v["verdict"] == "layout"
+    assert any("contiguous copied 480 B" in line for line in v["explanation"]), v["explanation"]
+
+
+def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
+    busy = tmp_path / "busy.py"
+    busy.write_text("import torch, signal\n"
+                    "def split_heads(x, heads):\n"
+                    "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                    "    while True:\n"
+                    "        x = x + 1\n")
+    start = time.monotonic()
+    [v] = check_files([Job("split-heads", str(busy))], CURRICULUM.root, time_limit=2)
+    assert v["verdict"] == "timeout", v
+    assert time.monotonic() - start < 60
+
+
+def test_killed_child_becomes_a_verdict_and_later_jobs_still_run(tmp_path):
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os, signal\ndef split_heads(x, heads):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    sol = CURRICULUM.exercise("split-heads").solution
+    a, b = check_files([Job("split-heads", str(killer)), Job("split-heads", str(sol))], CURRICULUM.root,
+                       time_limit=5)
+    assert a["verdict"] == "out-of-memory" and "killed" in a["summary"]
+    assert b["verdict"] == "pass"
+
+
+def test_alloc_budget_admits_repeat_interleave(hostile):
+    v = hostile[0]["repeat-interleave"]
+    assert v["verdict"] == "pass", v
+
+
+def test_budget_expressions():
+    assert budget("out_bytes", {"out_bytes": 480}) == 480
+    assert budget("2 * out_bytes + 16", {"out_bytes": 480}) == 976
+    with pytest.raises(ValueError):
+        budget("__import__('os')", {"out_bytes": 1})
+
+
+def test_check_cli_exit_codes_and_json(tmp_path):
+    env = {"SHAPETRACE_STATE_DIR": str(tmp_path / "state")}
+    ws = tmp_path / "ws"
+    r = run_cli("exercise", "start", "merge-heads", "--workspace", str(ws), env=env)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("exercise", "check", "merge-heads", "--workspace", str(ws), "--json", env=env)
+    assert r.returncode == 1, r.stderr
+    v = json.loads(r.stdout)
+    assert v["verdict"] == "wrong-values" and v["mistake"] == "no-transpose"
+    (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
+    r = run_cli("exercise", "check", "merge-heads", "--workspace", str(ws), "--width", "80", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("✓ pass  merge-heads")
+    assert "next: shapetrace exercise start merge-contiguous" in r.stdout
+
+
+def _reader(proc):
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _read_until(lines, needle, timeout=90.0):
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=deadline - time.monotonic())
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    raise AssertionError(f"{needle!r} not seen in:\n{''.join(seen)}")
+
+
+@pytest.mark.parametrize("mode", ["--poll", "--no-poll"])
+def test_watch_rechecks_on_save_moves_on_and_stops_on_ctrl_c(tmp_path, mode):
+    ws = tmp_path / "ws"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"),
+               COLUMNS="80")
+    args = [sys.executable, "-m", "shapetrace", "exercise", "watch", "merge-heads", "--workspace", str(ws)]
+    if mode == "--poll":
+        args.append("--poll")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = _reader(proc)
+        first = _read_until(lines, "waiting for your next save")
+        assert "✗ wrong-values  merge-heads" in first
+        assert ("polling" if mode == "--poll" else "watchdog") in first
+        (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
+        second = _read_until(lines, "waiting for your next save")
+        assert "✓ pass  merge-heads" in second
+        assert "merge-contiguous" in second and "✗ crash  merge-contiguous" in second
+        assert (ws / "merge_contiguous.py").exists()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        rest = _read_until(lines, "stopped watching", timeout=10)
+        assert "stopped watching" in rest
+        assert "Traceback" not in first + second + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,165 @@
+"""The curriculum is tested like code: every starter is broken the intended way,
+every solution passes, every known mistake is recognised, every lesson renders."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from shapetrace.exercises.checker import Job, check_files
+from shapetrace.exercises.content import VERDICTS, load
+from shapetrace.exercises.live import run_example, split_live
+
+CURRICULUM = load()
+EXERCISES = CURRICULUM.exercises
+RESHAPING = re.compile(r"\.(view|reshape|transpose|permute|expand|unflatten|flatten)\(|rearrange\(")
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Starter, solution and every known mistake of every exercise, checked in one child process."""
+    tmp = tmp_path_factory.mktemp("mistakes")
+    jobs, keys = [], []
+    for ex in EXERCISES:
+        jobs += [Job(ex.id, str(ex.starter)), Job(ex.id, str(ex.solution))]
+        keys += [(ex.id, "starter"), (ex.id, "solution")]
+        for m in ex.mistakes:
+            path = tmp / f"{ex.id}__{m.id}.py"
+            path.write_text(m.code)
+            jobs.append(Job(ex.id, str(path)))
+            keys.append((ex.id, m.id))
+    return dict(zip(keys, check_files(jobs, CURRICULUM.root, time_limit=20)))
+
+
+def test_curriculum_size_and_order():
+    assert len(CURRICULUM.lessons) >= 8
+    assert len(EXERCISES) >= 12
+    assert [lesson.number for lesson in CURRICULUM.lessons] == list(range(1, len(CURRICULUM.lessons) + 1))
+    assert len({e.id for e in EXERCISES}) == len(EXERCISES)
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_exercise_metadata(ex):
+    assert len(ex.hints) >= 2 and all(h.strip() for h in ex.hints)
+    assert ex.task.strip() and ex.title.strip()
+    assert ex.starter_verdict in VERDICTS and ex.starter_verdict != "pass"
+    assert f"def {ex.function}(" in ex.starter.read_text()
+    assert f"def {ex.function}(" in ex.solution.read_text()
+    assert ex.starter.read_text() != ex.solution.read_text()
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_starter_fails_with_intended_verdict(ex, verdicts):
+    v = verdicts[(ex.id, "starter")]
+    assert v["verdict"] == ex.starter_verdict, v
+    assert v.get("mistake") == ex.starter_mistake, v
+    assert v["summary"] and "{" not in v["summary"], v["summary"]
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_solution_passes(ex, verdicts):
+    v = verdicts[(ex.id, "solution")]
+    assert v["verdict"] == "pass", v
+
+
+@pytest.mark.parametrize("ex,m", [(e, m) for e in EXERCISES for m in e.mistakes],
+                         ids=lambda x: getattr(x, "id", ""))
+def test_each_known_mistake_gets_its_own_explanation(ex, m, verdicts):
+    v = verdicts[(ex.id, m.id)]
+    assert v["verdict"] != "pass"
+    assert v["mistake"] == m.id, v
+    assert "{" not in v["summary"], v["summary"]
+
+
+def test_verdicts_cover_the_main_kinds(verdicts):
+    starters = {verdicts[(e.id, "starter")]["verdict"] for e in EXERCISES}
+    assert {"wrong-values", "wrong-shape", "crash", "layout", "mutated-input"} <= starters
+
+
+def test_split_heads_explanation_names_tokens(verdicts):
+    v = verdicts[("split-heads", "starter")]
+    assert v["summary"].startswith("your output's head 0 of batch 0 holds pieces of tokens 0 and 1: "
+                                   "you viewed as [B, H, T, d_k] before moving H ahead of T")
+    assert v["line"] == 13 and "x.view(B, heads, T, d_k)" in v["code"]
+    assert "out[0, 0, 1, 0] holds x[0, 0, 4] (batch 0, token 0, feature 4); the reference has " \
+           "x[0, 1, 0] (batch 0, token 1, feature 0) there" in v["explanation"]
+    assert [d["kind"] for d in v["diagnostics"]] == ["mixed-axis"]
+    assert "first difference at #0" in v["first_difference"]
+
+
+def test_crash_reports_learners_line_and_shapes(verdicts):
+    v = verdicts[("attention-scores", "starter")]
+    assert v["line"] == 11 and v["code"].startswith("return q @ k_t / math.sqrt(d_k)")
+    assert v["explanation"][0].startswith("with B=2, T=5, H=3, d_k=4: RuntimeError: The size of tensor a (3) "
+                                          "must match the size of tensor b (5)")
+    assert any("[B=2, T_k=5, H=3, d_k=4] strides (60, 4, 20, 1)" in line for line in v["explanation"])
+    assert "Traceback" not in " ".join(v["explanation"])
+
+
+def test_layout_verdict_names_the_copy(verdicts):
+    v = verdicts[("heads-to-batch", "starter")]
+    assert any("cat copied 480 B" in line for line in v["explanation"]), v["explanation"]
+
+
+@pytest.mark.parametrize("lesson", CURRICULUM.lessons, ids=lambda x: str(x.number))
+def test_lesson_live_examples_run_and_carry_shape_comments(lesson):
+    blocks = [(code, dims) for kind, code, dims in split_live(lesson.text()) if kind == "live"]
+    assert blocks, "every lesson has at least one live traced example"
+    for n, (code, dims) in enumerate(blocks):
+        trace = run_example(code, f"test {lesson.number} {n}", dims)
+        assert trace.events, code
+        if trace.exception is not None:
+            assert "raises" in code, f"unexpected {trace.exception!r} in\n{code}"
+        for line in code.splitlines():
+            if RESHAPING.search(line):
+                assert "# (" in line or "# raises" in line, f"no shape comment: {line}"
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_reshaping_lines_in_solutions_have_shape_comments(ex):
+    for path in (ex.starter, ex.solution):
+        for line in path.read_text().splitlines():
+            if RESHAPING.search(line) and not line.lstrip().startswith("#"):
+                assert "# (" in line, f"{path}: {line}"
+
+
+@pytest.mark.parametrize("lesson", CURRICULUM.lessons, ids=lambda x: str(x.number))
+def test_lesson_renders_at_80_columns(lesson):
+    from rich.console import Console
+
+    from shapetrace.render.lessons import print_lesson
+
+    buf = io.StringIO()
+    print_lesson(lesson, Console(file=buf, width=80, color_system=None, legacy_windows=False), run=True)
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for kind, code, _ in split_live(lesson.text()):
+        if kind == "live":
+            for line in code.splitlines():
+                assert line.rstrip() in text, f"code line cropped at 80 columns: {line}"
+    assert "Traceback" not in text
+
+
+def test_numbers_in_lesson_text_come_from_torch():
+    import torch
+
+    texts = {lesson.number: lesson.text() for lesson in CURRICULUM.lessons}
+    x = torch.zeros(2, 5, 12)
+    q = x.view(2, 5, 3, 4)
+    assert f"`{tuple(q.stride())}` to `{tuple(q.transpose(1, 2).stride())}`" in texts[1].replace("\n", " ")
+    z = torch.zeros(2, 3, 5, 4).transpose(1, 2)
+    assert f"`{tuple(z.stride())}`" in texts[2]
+    assert f"(here {z.contiguous().nbytes} bytes)" in texts[2]
+    counts = {sum(p.numel() for p in torch.nn.MultiheadAttention(512, h).parameters()) for h in (1, 8, 64)}
+    assert counts == {1_050_624}
+    assert "1,050,624 parameters, whether H is 1, 8 or 64" in texts[8].replace("\n", " ")
+
+
+def test_split_heads_verdict_rendering_golden(verdicts):
+    from conftest import assert_golden, render
+    from shapetrace.render.exercise import verdict_view
+
+    v = verdicts[("split-heads", "starter")]
+    assert_golden("exercise_check_split_heads_80.txt", render(verdict_view(v, "split_heads.py"), width=80))

@@ -1,0 +1,188 @@
+"""Progress survives corruption and kills; start never overwrites; the list commands stay torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from shapetrace.exercises.content import load
+from shapetrace.exercises.progress import Progress, atomic_write, file_hash, learner_file, start_file
+
+CURRICULUM = load()
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def test_roundtrip_and_hash_of_passed_file(state, tmp_path):
+    f = tmp_path / "mine.py"
+    f.write_text("x = 1\n")
+    p = Progress.load()
+    assert p.status("split-heads", f) == "started"
+    p.record_check("split-heads", "wrong-values", f)
+    p.record_check("split-heads", "pass", f)
+    p.save()
+    again = Progress.load()
+    assert again.warnings == []
+    assert again.status("split-heads", f) == "passed"
+    assert again.data["exercises"]["split-heads"]["attempts"] == 2
+    assert again.data["exercises"]["split-heads"]["passed_hash"] == file_hash(f)
+    f.write_text("x = 2\n")
+    assert again.status("split-heads", f) == "edited"
+    assert again.ever_passed("split-heads")
+
+
+def test_corrupt_file_is_set_aside_with_a_warning(state):
+    state.mkdir(parents=True)
+    (state / "progress.json").write_text('{"exercises": {"split-heads": ')
+    p = Progress.load()
+    assert len(p.warnings) == 1
+    assert "could not be read" in p.warnings[0] and "moved it to" in p.warnings[0]
+    aside = [x for x in state.iterdir() if x.name.startswith("progress.json.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_text() == '{"exercises": {"split-heads": '
+    assert p.data["exercises"] == {}
+    p.save()
+    assert Progress.load().warnings == []
+
+
+def test_wrong_structure_is_also_set_aside(state):
+    state.mkdir(parents=True)
+    (state / "progress.json").write_text('[1, 2, 3]')
+    p = Progress.load()
+    assert p.warnings and p.data["exercises"] == {}
+
+
+def test_cli_warns_on_corrupt_progress_and_keeps_going(state, cli):
+    state.mkdir(parents=True)
+    (state / "progress.json").write_bytes(b"\x00\xff garbage")
+    r = cli("exercise", "list", "--json")
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)[0]["id"] == "split-heads"
+
+
+def test_progress_survives_a_killed_writer(state):
+    code = (
+        "import sys\n"
+        "from shapetrace.exercises.progress import Progress\n"
+        "p = Progress.load()\n"
+        "i = 0\n"
+        "while True:\n"
+        "    p.data['exercises'][f'ex{i}'] = {'attempts': i, 'pad': 'x' * 5000}\n"
+        "    p.save()\n"
+        "    if i == 3:\n"
+        "        print('ready', flush=True)\n"
+        "    i += 1\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(state))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.kill()
+    proc.wait()
+    p = Progress.load()
+    assert p.warnings == []
+    assert len(p.data["exercises"]) >= 4
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "a" / "f.json"
+    atomic_write(target, "{}")
+    atomic_write(target, '{"a": 1}')
+    assert target.read_text() == '{"a": 1}'
+    assert sorted(x.name for x in target.parent.iterdir()) == ["f.json"]
+
+
+def test_start_never_overwrites_without_force(state, tmp_path, cli):
+    ws = tmp_path / "ws"
+    r = cli("exercise", "start", "split-heads", "--workspace", str(ws))
+    assert r.exit_code == 0
+    mine = learner_file(ws, "split-heads")
+    assert mine.read_text() == CURRICULUM.exercise("split-heads").starter.read_text()
+    mine.write_text("# my work\n")
+    r = cli("exercise", "start", "split-heads", "--workspace", str(ws))
+    assert r.exit_code == 2
+    assert mine.read_text() == "# my work\n"
+    r = cli("exercise", "start", "split-heads", "--workspace", str(ws), "--force")
+    assert r.exit_code == 0
+    assert mine.read_text() != "# my work\n"
+
+
+def test_default_workspace_is_cwd_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = start_file(CURRICULUM.exercise("merge-heads").starter, None, "merge-heads")
+    assert path == tmp_path / "shapetrace-exercises" / "merge_heads.py"
+
+
+def test_reset_one_and_all(state, tmp_path, cli):
+    f = tmp_path / "f.py"
+    f.write_text("x")
+    p = Progress.load()
+    for ex in ("split-heads", "merge-heads"):
+        p.record_check(ex, "pass", f)
+    p.save()
+    assert cli("exercise", "reset", "split-heads").exit_code == 0
+    assert set(Progress.load().data["exercises"]) == {"merge-heads"}
+    assert cli("exercise", "reset", "--all").exit_code == 0
+    assert Progress.load().data["exercises"] == {}
+    assert cli("exercise", "reset").exit_code == 2
+
+
+def test_hints_advance_and_stop_at_the_last(state, cli):
+    ex = CURRICULUM.exercise("split-heads")
+    outs = [cli("exercise", "hint", "split-heads", "--width", "80").stdout for _ in range(len(ex.hints) + 1)]
+    assert "hint 1/3" in outs[0] and "hint 2/3" in outs[1] and "hint 3/3" in outs[2] and "hint 3/3" in outs[3]
+    assert "view never moves data" in outs[1]
+
+
+def test_solution_requires_a_pass_or_give_up(state, cli):
+    r = cli("exercise", "solution", "split-heads")
+    assert r.exit_code == 2
+    r = cli("exercise", "solution", "split-heads", "--give-up")
+    assert r.exit_code == 0
+    assert r.stdout == CURRICULUM.exercise("split-heads").solution.read_text()
+
+
+def test_lessons_json_and_exercise_list(state, cli):
+    data = json.loads(cli("lessons", "--json").stdout)
+    assert [d["lesson"] for d in data] == list(range(1, len(CURRICULUM.lessons) + 1))
+    assert data[0]["exercises"][0] == {"id": "split-heads", "title": "Split the features into heads",
+                                       "lesson": 1, "status": ""}
+    rows = json.loads(cli("exercise", "list", "--json").stdout)
+    assert [r["id"] for r in rows] == [e.id for e in CURRICULUM.exercises]
+    text = cli("lessons", "--width", "80").stdout
+    assert "1  Splitting D into heads  0/2" in text
+
+
+def test_unknown_ids_are_one_line_errors(state, cli):
+    r = cli("exercise", "hint", "split-head")
+    assert r.exit_code == 2
+    r = cli("lesson", "99")
+    assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("args", [["lessons", "--json"], ["exercise", "list"], ["--help"],
+                                  ["exercise", "--help"], ["lessons"], ["exercise", "hint", "merge-heads"]])
+def test_list_commands_do_not_import_torch(args, tmp_path):
+    code = ("import sys\nfrom shapetrace.cli import app\n"
+            f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.stdout.strip().endswith("NO-TORCH"), r.stdout + r.stderr
+
+
+def test_exercise_engine_modules_do_not_import_rich():
+    modules = ["content", "progress", "checker", "answers", "watch", "judge", "inputs", "calls",
+               "explain_check", "quiz", "live"]
+    code = ("import sys\n" + "".join(f"import shapetrace.exercises.{m}\n" for m in modules)
+            + "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr

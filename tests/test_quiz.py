@@ -1,0 +1,123 @@
+"""The quiz bank: every answer recomputed by torch here, answers read in every accepted form."""
+
+from __future__ import annotations
+
+import math
+
+import einops
+import pytest
+import torch
+import torch.nn.functional as F
+
+from shapetrace.exercises import quiz as qz
+from shapetrace.exercises.answers import check_answer, parse_bool, parse_int, parse_shape, show_answer
+from shapetrace.exercises.content import load
+
+ROOT = load().root
+BANK = qz.bank(ROOT)
+SOLVED = [qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note)) for q in BANK]
+
+
+def test_bank_size_and_topics():
+    assert len(BANK) >= 40
+    assert len({q.id for q in BANK}) == len(BANK)
+    assert {"split", "strides", "merge", "view-reshape", "einops", "cross", "masks", "gqa", "qkv",
+            "params", "validate"} <= set(qz.topics(BANK))
+    asks = {q.ask for q in BANK}
+    assert {"shape", "strides", "contiguous", "raises", "copy-bytes", "is-view", "value"} <= asks
+
+
+def _recompute(q):
+    """An independent evaluation of the question with torch (not via quiz.solve)."""
+    ns = {"torch": torch, "F": F, "math": math, "rearrange": einops.rearrange}
+    *body, last = q.code.splitlines()
+    exec("\n".join(body), ns)
+    if q.ask == "raises":
+        try:
+            exec(last, ns)
+        except RuntimeError:
+            return True
+        return False
+    exec(last, ns)
+    y = ns["y"]
+    if q.ask == "shape":
+        return tuple(y.size())
+    if q.ask == "strides":
+        return tuple(y.stride(d) for d in range(y.dim()))
+    if q.ask == "contiguous":
+        return bool(y.is_contiguous())
+    if q.ask == "is-view":
+        return y.data_ptr() - y.storage_offset() * y.element_size() == ns["x"].data_ptr()
+    if q.ask == "copy-bytes":
+        return 0 if y.is_contiguous() else y.numel() * y.element_size()
+    return int(y.item()) if isinstance(y, torch.Tensor) else int(y)
+
+
+@pytest.mark.parametrize("q", SOLVED, ids=lambda q: q.id)
+def test_every_answer_recomputed_by_torch(q):
+    assert q.answer == _recompute(q)
+    understood, right = check_answer(q.ask, show_answer(q.ask, q.answer), q.answer)
+    assert understood and right
+
+
+def test_known_answers():
+    by_id = {q.id: q.answer for q in SOLVED}
+    assert by_id["split-shape/1"] == (2, 8, 6, 64)
+    assert by_id["split-strides/1"] == (3072, 64, 512, 1)
+    assert by_id["split-contiguous/2"] is True  # T = 1: transposing a size-1 axis keeps it contiguous
+    assert by_id["merge-raises/1"] is True and by_id["merge-raises/2"] is False
+    assert by_id["merge-copy-bytes/1"] == 2 * 6 * 512 * 4
+    assert by_id["mha-params/1"] == 4 * 512 * 512 + 4 * 512
+    assert by_id["mha-params-no-bias/1"] == 4 * 512 * 512
+    assert by_id["nan-rows/1"] == 3 * 4
+    assert by_id["gqa-expand-strides/1"][2] == 0
+    assert by_id["heads-divide/1"] is True and by_id["heads-divide/2"] is False
+
+
+@pytest.mark.parametrize("text", ["[2, 8, 6, 64]", "(2,8,6,64)", "2x8x6x64", "torch.Size([2, 8, 6, 64])",
+                                  " 2 × 8 × 6 × 64 ", "2, 8, 6, 64"])
+def test_shape_forms(text):
+    assert parse_shape(text) == (2, 8, 6, 64)
+
+
+def test_other_forms():
+    assert parse_shape("two by eight") is None
+    assert parse_bool("YES") is True and parse_bool("no") is False and parse_bool("perhaps") is None
+    assert parse_int("24,576") == 24576 and parse_int("24 KiB") == 24576 and parse_int("0") == 0
+    assert parse_int("1.3 KiB") is None and parse_int("lots") is None
+    assert check_answer("shape", "[2, 8, 6]", (2, 8, 6, 64)) == (True, False)
+    assert check_answer("contiguous", "dunno", False) == (False, False)
+
+
+def test_select_by_topic_and_seed():
+    strides = qz.select(BANK, "strides", 100, None)
+    assert strides and all(q.topic == "strides" for q in strides)
+    a = [q.id for q in qz.select(BANK, None, 10, 7)]
+    assert a == [q.id for q in qz.select(BANK, None, 10, 7)]
+    assert len(a) == 10 and a != [q.id for q in BANK[:10]]
+
+
+def test_quiz_cli_with_answers_file(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path / "state"))
+    answers = tmp_path / "answers.txt"
+    answers.write_text("[2, 8, 6, 64]\n4x12x8x10\n(1,4,7,16)\n")
+    r = cli("quiz", "--topic", "split", "--count", "3", "--answers-from", str(answers), "--width", "80")
+    assert r.exit_code == 0, r.stdout
+    assert r.stdout.count("✓ right") == 2
+    assert "✗ the answer is [4, 12, 10, 8] (you said 4x12x8x10)" in r.stdout
+    assert "swaps H and T" in r.stdout  # the traced table explains the wrong one
+    assert r.stdout.rstrip().endswith("score: 2/3")
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+
+
+def test_quiz_cli_piped_stdin_and_early_end(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path / "state"))
+    r = cli("quiz", "--topic", "params", "--count", "5", input="1050624\n")
+    assert r.exit_code == 0
+    assert "✓ right: 1,050,624" in r.stdout
+    assert "score: 1/1 (of 5 questions)" in r.stdout
+
+
+def test_quiz_unknown_topic(cli):
+    r = cli("quiz", "--topic", "nonsense")
+    assert r.exit_code == 2
