@@ -127,10 +127,11 @@ def test_nn_multihead_attention_is_opaque_and_says_so(batch_first):
 
 def test_transformer_encoder_layer():
     t = traced("encoder_layer.py", "B=2,T=6,D=512,H=8")
-    assert [e.op for e in t.events] == ["transpose", "multi_head_attention_forward", "transpose",
-                                        "linear", "linear"]
-    assert facts(t)[3] == ("linear", (2, 6, 1024), (6144, 1024, 1), ("B", "T", None), False)
-    assert facts(t)[4] == ("linear", (2, 6, 512), (3072, 512, 1), ("B", "T", "D"), False)
+    assert [e.op for e in t.events] == ["transpose", "multi_head_attention_forward", "transpose", "dropout",
+                                        "linear", "dropout", "linear", "dropout"]
+    assert facts(t)[4] == ("linear", (2, 6, 1024), (6144, 1024, 1), ("B", "T", None), False)
+    assert facts(t)[6] == ("linear", (2, 6, 512), (3072, 512, 1), ("B", "T", "D"), False)
+    assert facts(t)[7][:4] == ("dropout", (2, 6, 512), (3072, 512, 1), ("B", "T", "D"))
     assert all(e.source.startswith("/") and "torch/nn/modules" not in e.source or "encoder_layer.py" in e.source
                for e in t.events)
     no_false_alarm(t, allowed_notes=("opaque-op",))
@@ -183,3 +184,17 @@ def test_fused_width_seeds_names_after_the_token_prefix():
     assert t.namer.label(t.axes_of(torch.zeros(3, 6, 1536))[2]) == "3*D"
     assert t.namer.label(t.axes_of(torch.zeros(3, 6, 128))[2]) == "D_kv"
     assert t.axes_of(torch.zeros(6, 3, 1536))[0].atoms[0].root == "?"  # order must match B, T
+
+
+def test_mha_per_head_weights_are_named():
+    import torch
+
+    import shapetrace
+
+    mha = torch.nn.MultiheadAttention(512, 8, batch_first=True).eval()
+    x = torch.randn(2, 6, 512)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        mha(x, x, x, average_attn_weights=False)
+    weights = t.events[1].outputs[1]
+    assert (weights.shape, weights.dims) == ((2, 8, 6, 6), ("B", "H", "T", "T"))
+    assert [a.role for a in weights.axes] == [None, None, "query", "key"]
