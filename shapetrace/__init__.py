@@ -13,6 +13,13 @@ The public API is light to import: torch is loaded on first use of
 ('B', 'H', 'T', 'd_k')
 >>> t.events[1].output.stride
 (3072, 64, 512, 1)
+>>> t.diagnostics                 # structured findings, as in --json
+[]
+>>> t.to_json().splitlines()[1]
+'  "version": 1,'
+
+``t.show()`` prints the same table as ``shapetrace run``; in Jupyter, ``t`` on
+the last line of a cell displays it.
 """
 
 from __future__ import annotations
@@ -76,10 +83,22 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
 def name(tensor: Any, names: str | Sequence[str | None]) -> Any:
     """Name the axes of ``tensor`` for the active trace; does nothing outside tracing.
 
+    Args:
+        tensor: any tensor; it is returned unchanged.
+        names: one name per axis, ``"B T D"`` or a list; ``_`` or ``None`` for an unnamed axis.
+
+    Returns:
+        ``tensor`` itself, so ``x = shapetrace.name(torch.randn(2, 8, 64), "B T D")`` works.
+
     >>> import torch, shapetrace
     >>> x = torch.zeros(3, 5)
     >>> shapetrace.name(x, "T D") is x
     True
+    >>> with shapetrace.trace(dims="B=2 T=8 D=64 H=8") as t:   # T = H: sizes alone are ambiguous
+    ...     x = shapetrace.name(torch.zeros(2, 8, 64), "B T D")
+    ...     q = x.view(2, 8, 8, 8).transpose(1, 2)
+    >>> t.events[-1].output.dims
+    ('B', 'H', 'T', 'd_k')
     """
     import sys
 

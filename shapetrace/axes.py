@@ -235,7 +235,7 @@ class Namer:
                 return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
             if any(a.root != "B" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS):
+        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
             return "note"
         return None
 

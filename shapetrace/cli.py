@@ -24,6 +24,9 @@ app = typer.Typer(
 )
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
+DEVICE_HELP = ("cpu (real tensors), meta (shapes and strides without data, any size) or auto "
+               "(meta when real tensors would exceed --max-memory).")
+MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 
 
 def err_console():
@@ -122,6 +125,8 @@ def run(
                                   help="Draw the memory layout under each view/transpose/contiguous/reshape."),
     diagram: Optional[int] = typer.Option(None, "--diagram", metavar="N",
                                           help="Draw the memory layout under record N only."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
     causal: bool = typer.Option(False, "--causal", help="Causal mask [T, T]: no query sees later keys."),
     mask: str = typer.Option("none", "--mask", help="Key mask: none or padding (a [B, T] mask seen as [B, 1, 1, T])."),
@@ -139,6 +144,7 @@ def run(
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
         from .config import AttentionConfig
+        from .devices import parse_memory, pick_device, reference_bytes
         from .session import trace_reference
 
         from .cli_classroom import ClassroomRequest, predict_mode, show_classroom
@@ -154,7 +160,8 @@ def run(
             base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
             return run_variants(ctx, base, options, json_out, request, (diagrams, diagram))
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        trace = trace_reference(config)
+        where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
+        trace = trace_reference(config, where, note)
         if json_out:
             write_json(trace.to_json())
             return
@@ -178,5 +185,6 @@ def main() -> None:
 if __name__ == "__main__":  # pragma: no cover
     main()
 from . import cli_strides  # noqa: E402,F401
+from . import cli_trace  # noqa: E402,F401
 from . import cli_lessons  # noqa: E402,F401
 from . import cli_compare  # noqa: E402,F401

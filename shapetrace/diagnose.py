@@ -246,9 +246,29 @@ def ambiguous_sizes(trace: "Trace") -> list[Diagnostic]:
         "explicitly with shapetrace.name(x, \"B T D\"); names then flow from op to op."))]
 
 
+def opaque_calls(trace: "Trace") -> list[Diagnostic]:
+    """Say what a single opaque call (``nn.MultiheadAttention``) hides from the trace."""
+    out = []
+    for e in trace.events:
+        if e.op != "multi_head_attention_forward" or not e.inputs:
+            continue
+        q = e.inputs[0]
+        weights = e.outputs[1] if len(e.outputs) > 1 else None
+        seen = f"its query {_fmt(q.dims, q.shape)} and output"
+        if weights is not None:
+            seen += f", and attention weights {list(weights.shape)} (averaged over heads unless " \
+                    "average_attn_weights=False)"
+        out.append(Diagnostic("note", "opaque-op", e.index, (
+            f"nn.MultiheadAttention runs as one call (multi_head_attention_forward #{e.index}): shapetrace "
+            f"sees {seen}, not the q/k/v projections, the split into heads, the scores or the softmax "
+            "inside, so it cannot check them. To see every step, write the attention with explicit ops "
+            "(linear, view, transpose, matmul, softmax) or F.scaled_dot_product_attention.")))
+    return out
+
+
 RULES: list[Callable[["Trace"], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
-    ambiguous_sizes,
+    ambiguous_sizes, opaque_calls,
 ]
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def fmt_bytes(n: int) -> str:
     """``24,576`` -> ``24 KiB``; exact below 1 KiB."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             value = n / size
             return f"{value:,.0f} {unit}" if value == int(value) or value >= 100 else f"{value:,.1f} {unit}"

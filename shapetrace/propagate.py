@@ -181,8 +181,22 @@ def _sdpa(inputs, in_axes, shapes, args, kwargs, namer):
 
 def _mha(inputs, in_axes, shapes, args, kwargs, namer):
     first = ax.broadcast_axes(in_axes[:1], shapes[0])
-    rest = [ax.unknown_axes(s) for s in shapes[1:]]
-    return [first] + rest
+    return [first] + [_mha_weights(in_axes, s, namer) for s in shapes[1:]]
+
+
+def _mha_weights(in_axes, shape, namer) -> Axes:
+    """Weights of a seq-first [L, N, E] query: averaged [N, L, S], or per head [N, H, L, S]."""
+    q = in_axes[0]
+    k = in_axes[1] if len(in_axes) > 1 else q
+    if len(q) != 3 or len(k) != 3:
+        return ax.unknown_axes(shape)
+    batch, query, key = q[1], q[0].with_role("query"), k[0].with_role("key")
+    if tuple(shape) == (q[1].size, q[0].size, k[0].size):
+        return (batch, query, key)
+    if len(shape) == 4 and (shape[0], shape[2], shape[3]) == (q[1].size, q[0].size, k[0].size):
+        heads = ax.root_axis("H", shape[1]) if namer.size_of("H") == shape[1] else ax.unknown_axis(shape[1])
+        return (batch, heads, query, key)
+    return ax.unknown_axes(shape)
 
 
 _HANDLERS = {

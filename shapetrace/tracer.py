@@ -21,6 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import axes as ax
+from . import meta as _meta
 from .axes import Axis, Namer
 
 #: Ops that get a row in the table (torch's own function names).
@@ -49,6 +50,10 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 #: Files inside the package whose lines are model code a user should see.
 MODEL_FILES = {"attention.py", "variants.py", "broken.py"}
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+#: Code objects where the user's stack ends (the script runner's exec frame).
+STACK_ROOTS: set = set()
 
 
 @dataclass
@@ -132,9 +137,22 @@ class _Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         if op in TRACKED:
             return self.trace._record(op, func, args, kwargs)
-        result = func(*args, **kwargs)
+        try:
+            result = _call(op, func, args, kwargs)
+        except Exception as exc:
+            self.trace._note_failure(op, args, kwargs, exc)
+            raise
         self.trace._carry_names(args, kwargs, result)
         return result
+
+
+def _call(op: str, func: Callable, args, kwargs):
+    """Run ``func``; on meta tensors, compute ops get their result from :mod:`shapetrace.meta`.
+
+    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
+    """
+    result = _meta.compute(op, func, args, kwargs)
+    return func(*args, **kwargs) if result is _meta.NOT_HANDLED else result
 
 
 def _op_name(func: Callable) -> str | None:
@@ -154,6 +172,20 @@ class Trace:
 
     Use :func:`shapetrace.trace` to make one. ``events`` is a list of
     :class:`Event`; ``diagnostics`` is computed from them on first access.
+    In Jupyter a trace displays itself as the table (``_repr_mimebundle_``).
+
+    >>> import torch, shapetrace
+    >>> x = torch.zeros(2, 6, 512)
+    >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+    ...     heads = x.view(2, 6, 8, 64).transpose(1, 2)
+    ...     merged = heads.contiguous().view(2, 6, 512)
+    >>> t
+    <Trace: 4 ops, 1 error, 0 warnings>
+    >>> e = t.events[3]
+    >>> e.op, e.output.dims, e.view
+    ('view', ('B', '!H*T', '!H*T*d_k'), True)
+    >>> t.diagnostics[0].kind
+    'mixed-axis'
     """
 
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
@@ -170,6 +202,7 @@ class Trace:
         self._mode: _Recorder | None = None
         self._diagnostics = None
         self.seeded_by_size = False
+        self._unrecorded_failure: tuple[BaseException, Event] | None = None
 
     # -- context manager ---------------------------------------------------
     def __enter__(self) -> "Trace":
@@ -184,6 +217,12 @@ class Trace:
         self._mode.__exit__(exc_type, exc, tb)
         self._mode = None
         self.exception = exc
+        failed = self._unrecorded_failure
+        if exc is not None and failed is not None and failed[0] is exc:
+            failed[1].index = len(self.events)
+            self.events.append(failed[1])
+            self._diagnostics = None
+        self._unrecorded_failure = None
 
     # -- names ---------------------------------------------------------------
     def set_names(self, tensor: torch.Tensor, names: Sequence[str | None]) -> None:
@@ -210,11 +249,22 @@ class Trace:
             return None
         names = self.seed_order[:len(shape)]
         if len(names) < len(shape) or tuple(self.dims.get(n) for n in names) != shape:
-            return None
+            names = self._seed_features(shape)
+            if names is None:
+                return None
         axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
         self._store(tensor, axes)
         self.seeded_by_size = True
         return axes
+
+    def _seed_features(self, shape: tuple[int, ...]) -> list[str] | None:
+        """``[B, T, 3*D]`` or ``[B, T, D_kv]``: the token prefix, then a known feature width."""
+        prefix = self.seed_order[:len(shape) - 1]
+        if len(prefix) < len(shape) - 1 or tuple(self.dims.get(n) for n in prefix) != shape[:-1] \
+                or prefix[-1] not in ax.TOKEN_ROOTS:
+            return None
+        root = self.namer.feature_root_for_size(shape[-1])
+        return prefix + [root] if root else None
 
     def _store(self, tensor: torch.Tensor, axes: tuple[Axis, ...]) -> None:
         key = id(tensor)
@@ -240,7 +290,7 @@ class Trace:
         in_axes = [self.axes_of(t) for t in inputs]
         frame_info = _user_frame()
         try:
-            result = func(*args, **kwargs)
+            result = _call(op, func, args, kwargs)
         except Exception as exc:
             self._append(op, frame_info, inputs, in_axes, [], [], args, kwargs, error=exc)
             raise
@@ -253,6 +303,17 @@ class Trace:
             self._store(o, a)
         self._append(op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, result=result)
         return result
+
+    def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
+        """An op without a row of its own (``+``, ``/``, ``where``...) raised: keep it as a failed
+        event, added to the table only if this exception ends the traced block."""
+        inputs = list(_tensors_in(args, kwargs))
+        in_axes = [self.axes_of(t) for t in inputs]
+        source, code, function, stack = _user_frame()
+        event = Event(index=-1, op=op.strip("_") or op, source=source, code=code, function=function,
+                      stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)], outputs=[],
+                      args=_format_args(op, args, kwargs), error=f"{type(exc).__name__}: {exc}")
+        self._unrecorded_failure = (exc, event)
 
     def _append(self, op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs,
                 result=None, error: BaseException | None = None) -> None:
@@ -287,7 +348,14 @@ class Trace:
     # -- results -------------------------------------------------------------
     @property
     def diagnostics(self):
-        """Structured findings (:class:`shapetrace.diagnose.Diagnostic`), errors first."""
+        """Structured findings (:class:`shapetrace.diagnose.Diagnostic`), errors first.
+
+        >>> import torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     s = torch.zeros(2, 8, 6, 6).softmax(dim=-1)
+        >>> t.diagnostics
+        []
+        """
         if self._diagnostics is None:
             from .diagnose import diagnose
             self._diagnostics = diagnose(self)
@@ -302,14 +370,43 @@ class Trace:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it."""
+        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it.
+
+        >>> import json, torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+        >>> data = json.loads(t.to_json())
+        >>> sorted(data), data["events"][0]["output"]["dims"]
+        (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
+        """
         import json
         return json.dumps(self.to_dict(), indent=indent)
 
     def show(self, console=None) -> None:
-        """Print the table (and diagnostics) to ``console`` or a new Rich console."""
+        """Print the table (and diagnostics) to ``console`` or a new Rich console.
+
+        >>> import io, torch, shapetrace
+        >>> from rich.console import Console
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+        >>> console = Console(file=io.StringIO(), width=80, color_system=None)
+        >>> t.show(console)
+        >>> print(console.file.getvalue().splitlines()[2])
+        0  view  [B=2, T=6, H=8, d_k=64]  (3072, 512, 64, 1)  view    ✓
+        """
         from .render.table import print_trace
         print_trace(self, console)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        """Jupyter/IPython display: the table as HTML and text."""
+        from .render.notebook import mimebundle
+        return mimebundle(self)
+
+    def __repr__(self) -> str:
+        errors = sum(d.severity == "error" for d in self.diagnostics)
+        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        return (f"<Trace: {len(self.events)} op{'s' * (len(self.events) != 1)}, "
+                f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
 
     def __rich__(self):
         from .render.table import TraceView
@@ -367,22 +464,28 @@ def _is_internal(filename: str) -> bool:
         hit = (path.startswith(_TORCH_DIR + os.sep) or f"{os.sep}einops{os.sep}" in path
                or (path.startswith(_PKG_DIR + os.sep) and os.path.basename(path) not in MODEL_FILES
                    and f"{os.sep}lessons{os.sep}" not in path)
-               or path.startswith("<frozen"))
+               or path.startswith("<frozen") or _is_stdlib(path))
         _INTERNAL_CACHE[filename] = hit
     return hit
+
+
+def _is_stdlib(path: str) -> bool:
+    """Python's own library (runpy, functools...) is plumbing; site-packages is user code."""
+    return path.startswith(_STDLIB_DIR + os.sep) and not path.startswith(_SITE_DIRS) \
+        and f"{os.sep}site-packages{os.sep}" not in path
 
 
 def _user_frame() -> tuple[str, str, str, tuple[str, ...]]:
     frame = sys._getframe(3)
     while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
+        frame = None if frame.f_code in STACK_ROOTS else frame.f_back
     if frame is None:
         return "?", "", "", ()
     filename, lineno = frame.f_code.co_filename, frame.f_lineno
     code = linecache.getline(filename, lineno).strip()
     stack = []
     f = frame
-    while f is not None:
+    while f is not None and f.f_code not in STACK_ROOTS:
         if not _is_internal(f.f_code.co_filename):
             stack.append(getattr(f.f_code, "co_qualname", f.f_code.co_name))
         f = f.f_back

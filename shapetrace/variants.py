@@ -116,10 +116,11 @@ def build_reference(config, device: str = "cpu") -> tuple[ConfigurableAttention,
     Built directly on ``device`` (``"meta"`` allocates nothing).
     """
     torch.manual_seed(config.seed)
+    make = torch.empty if device == "meta" else torch.randn  # meta randn would load sympy (no values anyway)
     with torch.device(device):
         ref = ConfigurableAttention(config.d_model, config.heads, **model_options(config))
-        x = torch.randn(config.batch, config.seq_len, config.d_model)                # (B, T_q, D)
-        memory = torch.randn(config.batch, config.k_len, config.d_model) if config.cross else None  # (B, T_k, D)
+        x = make(config.batch, config.seq_len, config.d_model)                       # (B, T_q, D)
+        memory = make(config.batch, config.k_len, config.d_model) if config.cross else None  # (B, T_k, D)
     return ref, {"x": x, "memory": memory, "pad": config.pad if config.mask == "padding" else None}
 
 

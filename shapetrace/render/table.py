@@ -98,9 +98,13 @@ class TraceView:
 COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "contig")
 
 
+#: Long torch names shown short in the op column (the code line below shows the full call).
+SHORT_OPS = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
+
+
 def fact_cells(e: "Event", long_names=None) -> list[Text]:
     """The aligned facts of one op: index, op, shape with names, strides, memory, contiguity."""
-    return [Text(str(e.index), style="dim"), Text(e.op, style="bold magenta"),
+    return [Text(str(e.index), style="dim"), Text(SHORT_OPS.get(e.op, e.op), style="bold magenta"),
             shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
             memory_text(e), contiguity_text(e)]
 

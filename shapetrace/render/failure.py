@@ -1,0 +1,65 @@
+"""The failing op of a traced script: operands, torch's own message, and the explanation."""
+
+from __future__ import annotations
+
+import os
+import traceback as tb
+from typing import TYPE_CHECKING, Iterable
+
+from rich.padding import Padding
+from rich.text import Text
+
+from ..failure import explain_failure, operand_lines
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runner import ScriptRun
+    from ..tracer import Event
+
+
+def failure_lines(run: "ScriptRun") -> Iterable[Text]:
+    """What went wrong: the failed op's block, or the script's own exception and where it came from."""
+    exc = run.exception
+    if exc is None:
+        return
+    yield Text("")
+    if run.failed is not None:
+        yield from _failed_op(run.failed, exc)
+        return
+    if isinstance(exc, SystemExit):
+        yield Text.assemble(("✗ the script exited with code ", "bold red"), (str(exc.code), "bold red"))
+        return
+    where = _user_location(exc, run.script)
+    yield Text.assemble(("✗ the script raised ", "bold red"), (f"{type(exc).__name__}: {exc}", "bold"),
+                        (f"  {where}" if where else "", "dim"))
+    yield _indented(Text("(raised outside the tensor ops shapetrace records: the table above shows every "
+                         "recorded op up to that point)", style="dim"), 2)
+
+
+def _failed_op(e: "Event", exc: BaseException) -> Iterable:
+    yield Text.assemble((f"✗ #{e.index} {e.op} raised", "bold red"), (f"  {e.source}", "dim"))
+    yield _indented(Text(e.code.split("  #")[0].rstrip(), style="bold"), 2)
+    for line in operand_lines(e):
+        yield _indented(Text(line), 2)
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    yield _indented(Text.assemble("torch: ", (f"{type(exc).__name__}: {message}", "red")), 2)
+    yield Text("")
+    for line in explain_failure(e).splitlines():
+        stripped = line.lstrip(" ")
+        yield _indented(Text(stripped, style="" if line.startswith("  ") else "italic"),
+                        len(line) - len(stripped))
+
+
+def _indented(text: Text, left: int) -> Padding:
+    """A paragraph whose wrapped lines keep the indent (and a hanging indent for list items)."""
+    return Padding(text, (0, 0, 0, left))
+
+
+def _user_location(exc: BaseException, script: str) -> str:
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frames = [f for f in tb.extract_tb(exc.__traceback__) if not f.filename.endswith("runpy.py")
+              and not os.path.abspath(f.filename).startswith(package)]
+    if not frames:
+        return ""
+    last = frames[-1]
+    name = os.path.relpath(last.filename) if not last.filename.startswith("<") else last.filename
+    return f"{name}:{last.lineno}"

@@ -1,0 +1,205 @@
+"""``shapetrace trace SCRIPT``: cProfile-style execution, filters, --json, failures, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+from shapetrace import parse_dims
+from shapetrace.runner import Filters, _path_matches, run_script
+
+S = "tests/scripts/"
+DIMS = "B=2,T=6,D=512,H=8"
+
+
+@pytest.fixture(autouse=True)
+def _in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_textbook_table(cli):
+    res = cli("trace", S + "textbook.py", "--dims", DIMS, "--width", "100")
+    assert res.exit_code == 0, res.stdout
+    out = res.stdout
+    assert out.startswith("output shape (2, 6, 512)\nshapetrace · textbook.py · B=2 T=6 D=512 H=8\n"
+                          "d_k = D / H = 512 / 8 = 64\n")
+    assert " 2  transpose   [B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)  view         ✗" in out
+    assert "textbook.py:18" in out and "textbook.py:22" in out
+    assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in out
+    assert "✓ no errors or warnings" in out
+
+
+def test_script_gets_argv_and_its_folder_on_sys_path():
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    run = run_script(S + "two_parts.py", ["a", "--b"], parse_dims(DIMS))
+    assert run.exception is None
+    assert (sys.argv, sys.path) == (saved_argv, saved_path)  # restored
+    sources = [e.source for e in run.trace.events]
+    assert sources == ["tests/scripts/two_parts.py:10"] * 3 + ["tests/scripts/mylib/blocks.py:14"] * 2 \
+        + ["tests/scripts/mylib/blocks.py:15"] * 2
+
+
+def test_script_output_keeps_its_args(cli):
+    res = cli("trace", S + "two_parts.py", "--dims", DIMS, "x", "--flag")
+    assert res.stdout.startswith("argv ['x', '--flag'] shape (2, 6, 512)\n")
+
+
+def test_only_keeps_ops_under_one_method(cli):
+    res = cli("trace", S + "two_parts.py", "--dims", DIMS, "--only", "Block.forward", "--width", "100")
+    assert res.exit_code == 0
+    assert "two_parts.py:10" not in res.stdout and "blocks.py:14" in res.stdout
+    assert "(3 more ops hidden by --only/--include/--exclude" in res.stdout
+    run = run_script(S + "two_parts.py", [], parse_dims(DIMS), filters=Filters(only=["Block.forward"]))
+    assert [e.op for e in run.trace.events] == ["view", "transpose", "transpose", "reshape"]
+    assert [e.index for e in run.trace.events] == [0, 1, 2, 3]
+    assert all("Block.forward" in e.stack for e in run.trace.events)
+    assert run.trace.events[0].output.dims == ("B", "T", "H", "d_k")
+
+
+def test_include_and_exclude_by_file():
+    def ops(**kw):
+        run = run_script(S + "two_parts.py", [], parse_dims(DIMS), filters=Filters(**kw))
+        return [(e.op, e.source.rsplit("/", 1)[-1]) for e in run.trace.events]
+
+    lib = [("view", "blocks.py:14"), ("transpose", "blocks.py:14"), ("transpose", "blocks.py:15"),
+           ("reshape", "blocks.py:15")]
+    assert ops(include=["tests/scripts/mylib"]) == lib
+    assert ops(include=["blocks.py"]) == lib
+    assert ops(exclude=["mylib"]) == [("transpose", "two_parts.py:10"), ("contiguous", "two_parts.py:10"),
+                                      ("transpose", "two_parts.py:10")]
+    assert ops(only=["prepare"], exclude=["two_parts.py"]) == []
+
+
+def test_path_matching():
+    assert _path_matches("tests/scripts/mylib/blocks.py", "mylib")
+    assert _path_matches("tests/scripts/mylib/blocks.py", "blocks.py")
+    assert _path_matches("tests/scripts/mylib/blocks.py", "tests/scripts/*/blocks.py")
+    assert not _path_matches("tests/scripts/two_parts.py", "mylib")
+    assert not _path_matches("tests/scripts/mylib/blocks.py", "locks.py")
+
+
+def test_json_is_the_only_thing_on_stdout():
+    res = run_cli("trace", S + "textbook.py", "--dims", DIMS, "--json", cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    ref = json.loads(run_cli("run", "--json", cwd=ROOT).stdout)
+    assert set(data) == set(ref) == {"version", "dims", "events", "diagnostics"}
+    assert set(data["events"][0]) == set(ref["events"][0])
+    assert [e["output"]["dims"] for e in data["events"]][:3] == [e["output"]["dims"] for e in ref["events"]][:3]
+    assert data["events"][0]["source"] == "tests/scripts/textbook.py:18"
+    assert "output shape (2, 6, 512)" in res.stderr and "output shape" not in res.stdout
+
+
+def test_equal_sizes_seeded_by_size_give_the_ambiguity_note(cli):
+    res = cli("trace", S + "textbook.py", "--dims", "B=2,T=8,D=64,H=8", "--width", "100", "2", "8", "64", "8")
+    assert res.exit_code == 0
+    assert "i note ambiguous-sizes: T = H = 8, T = d_k = 8, H = d_k = 8: names found from sizes alone are " \
+        "ambiguous." \
+        in " ".join(res.stdout.split())
+    run = run_script(S + "named.py", [], parse_dims("B=2,T=8,D=64,H=8"))
+    assert [d.kind for d in run.trace.diagnostics] == []
+    assert [e.output.dims for e in run.trace.events] == [
+        ("B", "T", "H", "d_k"), ("B", "H", "T", "d_k"), ("B", "H", "d_k", "T"), ("B", "H", "T", "T")]
+
+
+def test_view_on_non_contiguous_fails_with_explanation(cli):
+    res = cli("trace", S + "bad_view.py", "--dims", DIMS, "--width", "100")
+    assert res.exit_code == 1
+    out = res.stdout
+    assert "1  view" in out and "raised" in out
+    assert "✗ #1 view raised  tests/scripts/bad_view.py:13" in out
+    assert "operand 0: [B=2, T=6, H=8, d_k=64] strides (3072, 64, 384, 1), not contiguous" in out
+    assert "torch: RuntimeError: view size is not compatible with input tensor's size and stride" in out
+    assert "view cannot merge H and d_k into one axis: H steps 384 elements but d_k (64 entries) steps 1" in out
+    assert "1. .contiguous().view(...)" in out and "2. .reshape(...)" in out
+    assert "no errors or warnings" not in out
+
+
+def test_matmul_mismatch_fails_with_explanation(cli):
+    res = cli("trace", S + "bad_matmul.py", "--dims", DIMS, "--width", "120")
+    assert res.exit_code == 1
+    assert "✗ #4 matmul raised  tests/scripts/bad_matmul.py:8" in res.stdout
+    assert "operand 1: [B=2, H=8, T=6, d_k=64] strides (3072, 64, 512, 1), not contiguous" in res.stdout
+    assert "sums over the last axis of the first operand (d_k=64) and the second-to-last axis of the " \
+           "second (T=6)" in res.stdout
+    assert "transpose k first: q @ k.transpose(-2, -1)" in res.stdout
+
+
+def test_failure_with_json_keeps_stdout_json(cli):
+    res = cli("trace", S + "bad_matmul.py", "--dims", DIMS, "--json")
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert data["events"][-1]["op"] == "matmul" and data["events"][-1]["error"].startswith("RuntimeError")
+    assert "#4 matmul at tests/scripts/bad_matmul.py:8 raised RuntimeError" in " ".join(res.stderr.split())
+
+
+def test_plain_python_error_after_some_ops(cli):
+    res = cli("trace", S + "raises.py", "--width", "100")
+    assert res.exit_code == 1
+    assert "2 ops · 2 views" in res.stdout
+    assert "✗ the script raised ValueError: boom: the script gave up  tests/scripts/raises.py:7" in res.stdout
+    assert "(raised outside the tensor ops shapetrace records" in res.stdout
+
+
+def test_failing_elementwise_op_gets_a_row_and_an_explanation(cli):
+    res = cli("trace", S + "bad_broadcast.py", "--dims", DIMS, "--width", "100")
+    assert res.exit_code == 1
+    out = " ".join(res.stdout.split())
+    assert "4 add raised" in out and "✗ #4 add raised tests/scripts/bad_broadcast.py:9" in out
+    assert "operand 0: [B=2, H=8, T=6, T=6] strides (288, 36, 6, 1), contiguous" in out
+    assert "operand 1: [5, 5] strides (5, 1), contiguous" in out
+    assert "torch: RuntimeError: The size of tensor a (6) must match the size of tensor b (5)" in out
+    assert "At axis -1 (from the right) the sizes are T=6 and 5" in out
+
+
+def test_caught_exceptions_in_untracked_ops_leave_no_row():
+    import torch
+
+    import shapetrace
+
+    with shapetrace.trace() as t:
+        try:
+            torch.zeros(2, 3) + torch.zeros(4)
+        except RuntimeError:
+            pass
+        torch.zeros(2, 3).view(3, 2)
+    assert [e.op for e in t.events] == ["view"] and t.events[0].error is None
+
+
+def test_bad_scripts_get_one_clear_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\ndef f(:\n")
+    cases = [(str(broken), 1, f"error: {broken}:2: syntax error: invalid syntax (nothing was traced)"),
+             ("missing.py", 2, "error: no such script: missing.py"),
+             (S + "no_tensor.py", 1, "error: tests/scripts/no_tensor.py ran to the end without a tensor op "
+                                     "that shapetrace records")]
+    for script, code, message in cases:
+        res = run_cli("trace", script, cwd=ROOT, env={"COLUMNS": "250"})
+        assert res.returncode == code, res.stderr
+        assert res.stderr.startswith(message), res.stderr
+        assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_device_meta_on_a_script(cli):
+    res = cli("trace", S + "textbook.py", "--dims", DIMS, "--device", "meta", "--width", "100")
+    assert res.exit_code == 0
+    assert "on the meta device (--device meta)" in res.stdout
+    assert " 2  transpose   [B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)  view         ✗" in res.stdout
+
+
+def test_auto_meta_from_dims(cli):
+    res = cli("trace", S + "textbook.py", "--dims", "B=8,T=32768,D=8192,H=64", "--device", "auto",
+              "--width", "100", "8", "32768", "8192", "64")
+    assert res.exit_code == 0, res.stdout
+    assert "more than --max-memory 1 GiB: running on the meta device" in res.stdout
+    assert "[B=8, H=64, T=32,768, T=32,768]" in res.stdout
+
+
+def test_environment_variables_untouched():
+    before = dict(os.environ)
+    run_script(S + "textbook.py", [], parse_dims(DIMS))
+    assert dict(os.environ) == before
