@@ -158,7 +158,8 @@ def run(
                        safe_softmax=safe_softmax)
         if variant_requested(options):
             base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-            return run_variants(ctx, base, options, json_out, request, (diagrams, diagram))
+            return run_variants(ctx, base, options, json_out, request, (diagrams, diagram),
+                                device, parse_memory(max_memory))
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
         where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
         trace = trace_reference(config, where, note)

@@ -56,7 +56,8 @@ def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
 
 
 def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any], json_out: bool,
-                 request, diagrams: tuple[bool, Optional[int]] = (False, None)) -> None:
+                 request, diagrams: tuple[bool, Optional[int]] = (False, None),
+                 device: str = "auto", max_bytes: Optional[int] = None) -> None:
     """The body of ``run`` when a variant option is given: the trace is shown as the classroom
     options ask (table, --compact, --step, --predict, --export), then the variant's notes,
     heat map and, for a break, the comparison with the reference."""
@@ -81,7 +82,7 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     fields = {k: v for k, v in options.items() if k != "preset"}
     fields["pad"] = parse_pad(fields.get("pad"))
     config = AttentionConfig(**base, **fields)
-    run = trace_variant(config)
+    run = trace_variant(config, max_bytes, device=device)
     if preset_note:
         run.notes.insert(0, preset_note)
     if json_out:

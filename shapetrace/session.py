@@ -34,13 +34,8 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | No
 # attention variants (issue 4): masks, cross-attention, GQA, implementations, breaks
 # ---------------------------------------------------------------------------
 
-import os  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
-
-#: Estimated bytes above which a run goes to the meta device (override: SHAPETRACE_MAX_BYTES).
-DEFAULT_MAX_BYTES = 256 << 20
-
 
 def estimate_bytes(config: AttentionConfig) -> int:
     """Float32 bytes a real run needs: weights twice (reference and copy), activations, and the
@@ -51,18 +46,17 @@ def estimate_bytes(config: AttentionConfig) -> int:
     return 4 * (2 * config.param_count + activations + scores)
 
 
-def choose_device(config: AttentionConfig, max_bytes: int | None = None) -> tuple[str, str | None]:
-    """``("cpu", None)`` when the run fits in ``max_bytes``, else ``("meta", why)``."""
-    from .explain import fmt_bytes
+def choose_device(config: AttentionConfig, max_bytes: int | None = None,
+                  requested: str = "auto") -> tuple[str, str | None]:
+    """``("cpu", None)`` when the run fits in ``max_bytes`` (default: --max-memory's 1 GiB),
+    else ``("meta", why)``; the same rule as ``shapetrace.devices.pick_device``."""
+    from .devices import DEFAULT_MAX_MEMORY, parse_memory, pick_device
 
-    if max_bytes is None:
-        max_bytes = int(os.environ.get("SHAPETRACE_MAX_BYTES", DEFAULT_MAX_BYTES))
-    need = estimate_bytes(config)
-    if need <= max_bytes:
-        return "cpu", None
-    return "meta", (f"this size needs about {fmt_bytes(need)} of memory, more than the {fmt_bytes(max_bytes)} "
-                    "budget, so it runs on the meta device: real shapes and strides, no values. "
-                    "Checks that need values (NaN rows, heat map, outputs) are skipped.")
+    budget = parse_memory(DEFAULT_MAX_MEMORY) if max_bytes is None else max_bytes
+    device, note = pick_device(requested, estimate_bytes(config), budget)
+    if device == "meta":
+        note = f"{note}. Checks that need values (NaN rows, heat map, outputs) are skipped."
+    return device, note
 
 
 @dataclass
@@ -77,7 +71,8 @@ class VariantRun:
     comparison: dict[str, Any] | None = None
 
 
-def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True) -> VariantRun:
+def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
+                  device: str = "auto") -> VariantRun:
     """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes."""
     import torch
 
@@ -87,7 +82,7 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
     from .variant_notes import header, notes_for
 
     config, notes = apply_forces(config)
-    device, meta_note = choose_device(config, max_bytes)
+    device, meta_note = choose_device(config, max_bytes, device)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = Trace(config.dims)

@@ -288,7 +288,9 @@ def test_choose_device_switches_to_meta_beyond_the_budget():
     assert choose_device(C(), 256 << 20) == ("cpu", None)
     big = C(d_model=8192, heads=64, kv_heads=8)
     device, note = choose_device(big, 256 << 20)
-    assert device == "meta" and "meta device" in note and "256 MiB" in note
+    assert device == "meta" and "meta device" in note and "--max-memory 256 MiB" in note
+    assert choose_device(big)[0] == "meta"                      # over the default 1 GiB too
+    assert choose_device(C(), requested="meta")[0] == "meta"     # --device meta
     assert estimate_bytes(big) > 2 * 4 * 8192 * 8192
     assert choose_device(C(), 1000)[0] == "meta"
 
@@ -300,7 +302,7 @@ def test_meta_run_has_shapes_and_skips_value_checks():
     assert run.heat is None and run.trace.nan_rows is None
     kinds = [(d.severity, d.kind) for d in run.trace.diagnostics]
     assert kinds == [("note", "nan-rows-skipped")]
-    assert run.notes[0].startswith("this size needs about")
+    assert run.notes[0].startswith("real tensors would take about 1.6 MiB, more than --max-memory")
 
 
 def test_preset_cli_uses_preset_sizes(cli):
