@@ -25,11 +25,20 @@ def trace(
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
+    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
+    auto: Optional[float] = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
+    export: Optional[str] = typer.Option(None, "--export", metavar="PATH",
+                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+    theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
     with guarded(traceback):
         from . import parse_dims
+        from .cli_classroom import ClassroomRequest
+
+        request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
+                                           json_out)
         from .devices import dims_bytes, parse_memory, pick_device
         from .runner import Filters, run_script, script_header
 
@@ -40,6 +49,20 @@ def trace(
         if traceback and run.exception is not None and not isinstance(run.exception, SystemExit):
             raise run.exception
         run.trace.header = {"lines": script_header(script, sizes, note)}
+        if request.export and run.trace.events:
+            from .cli_classroom import write_export
+
+            write_export(run.trace, request)
+        if step and not json_out and run.trace.events:
+            from .cli_classroom import step_or_table
+
+            step_or_table(run.trace, out_console(width), request)
+            if run.exception is not None:
+                from .render.failure import failure_lines
+
+                out_console(width).print(*failure_lines(run))
+                raise typer.Exit(1)
+            return
         _show(run, json_out, width)
 
 

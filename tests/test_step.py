@@ -15,7 +15,6 @@ from conftest import run_cli
 from tmux_session import ROOT, TmuxSession
 
 STEP = f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --step"
-HAS_DIAGRAM = importlib.util.find_spec("shapetrace.render.diagram") is not None
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +99,8 @@ def test_summary_screen_after_the_last_op(trace):
 def test_diagram_toggle_shows_diagram_or_one_line_note(trace):
     text = "\n".join(screen_of(trace, 2, diagram=True))
     assert "memory diagram · #2 transpose (d hides it)" in text
-    note = "memory diagram: not available in this version (shapetrace.render.diagram is missing)"
-    assert (note in text) != HAS_DIAGRAM
+    assert "96 blocks of 64 floats (one d_k row each)" in text
+    assert "+512 ×5 to the next T" in text
     assert "memory diagram ·" not in "\n".join(screen_of(trace, 2, diagram=False))
 
 
@@ -165,7 +164,7 @@ def test_keys_move_as_documented_and_q_restores_the_screen(tmux):
     assert "▶ 31         x = x.view(B, T, self.heads, self.d_k)" in screen
     tmux.keys("d")
     screen = tmux.wait_for("memory diagram · #1 view (d hides it)")
-    assert ("not available in this version" in screen) != HAS_DIAGRAM
+    assert "axes    B=2 · stride 3,072   T=6 · stride 512   H=8 · stride 64" in screen
     tmux.keys("d")
     tmux.wait_for(lambda s: "memory diagram ·" not in s)
     tmux.keys("q")
@@ -212,3 +211,21 @@ def test_sigterm_restores_screen_and_terminal(tmux):
     assert len(child) == 1, child
     os.kill(int(child[0]), signal.SIGTERM)
     assert_restored(tmux, 143)
+
+
+def test_trace_step_steps_through_a_users_script(tmux, tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.randn(2, 6, 512)                         # (B, T, D)\n"
+        "q = x.view(2, 6, 8, 64).transpose(1, 2)            # (B, H, T, d_k)\n")
+    tmux.type("echo MARKER-BEFORE; SAVED=$(stty -g)")
+    tmux.type(f"PYTHONPATH={ROOT} python -m shapetrace trace {script} --dims B=2,T=6,D=512,H=8 --step; "
+              "echo EXIT=$?; [ \"$(stty -g)\" = \"$SAVED\" ] && echo STTY-RESTORED")
+    screen = tmux.wait_for("shapetrace step · #0 view · 1/2")
+    assert "▶ 3 q = x.view(2, 6, 8, 64).transpose(1, 2)" in screen
+    tmux.keys("Enter")
+    screen = title(tmux, "#1 transpose · 2/2")
+    assert "[B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)" in screen
+    tmux.keys("q")
+    assert_restored(tmux, 0)

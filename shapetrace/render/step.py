@@ -73,12 +73,9 @@ class StepState:
 
 
 def diagram_for(event: "Event", width: int):
-    """The memory diagram from :mod:`shapetrace.render.diagram` (issue 3), or a one-line note without it."""
-    try:
-        from .diagram import event_diagram
-    except ImportError:
-        return Text("memory diagram: not available in this version (shapetrace.render.diagram is missing)",
-                    style="yellow")
+    """The memory diagram of one op (:func:`shapetrace.render.diagram.event_diagram`)."""
+    from .diagram import event_diagram
+
     try:
         return event_diagram(event, width)
     except Exception as exc:  # a diagram bug must not end the lesson
