@@ -80,16 +80,47 @@ def lesson(
     run_examples: bool = typer.Option(True, "--run/--no-run", help="Trace the live examples."),
     workspace: Optional[Path] = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
+    present: bool = typer.Option(False, "--present", help="Show the lesson as screens, one section at a "
+                                                          "time (Enter/b/q), for projecting in class."),
+    auto: Optional[float] = typer.Option(None, "--auto", metavar="SECONDS",
+                                         help="With --present: advance by itself."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Read one lesson: the text, and each live example traced op by op."""
     with guarded(traceback):
+        from .errors import UsageError
+
+        if auto is not None and (not present or not auto > 0):
+            raise UsageError("--auto SECONDS works with --present and needs a number above 0")
         curriculum, progress = _curriculum(), _progress()
         chosen = curriculum.lesson(number)
+        if present:
+            _present(chosen, width, auto)
+            return
         rows = [r for r in _rows(curriculum, progress, workspace) if r["lesson"] == number]
         from .render.lessons import print_lesson
 
         print_lesson(chosen, out_console(width), rows, run=run_examples)
+
+
+def _present(chosen, width: Optional[int], auto: Optional[float]) -> None:
+    """Screens on a terminal; elsewhere one line on stderr and the plain lesson."""
+    from .classroom import ViewOptions
+    from .render.step import step_mode_available
+
+    if not step_mode_available():
+        from .cli import err_console
+        from .render.lessons import print_lesson
+
+        err_console().print("--present needs an interactive terminal; showing the plain lesson instead",
+                            style="yellow", highlight=False)
+        print_lesson(chosen, out_console(width), (), run=True)
+        return
+    from .render.present import present_lesson
+
+    code = present_lesson(chosen, out_console(width), ViewOptions(width=width), auto)
+    if code:
+        raise typer.Exit(code)
 
 
 @exercise_app.command("list")

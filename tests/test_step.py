@@ -229,3 +229,28 @@ def test_trace_step_steps_through_a_users_script(tmux, tmp_path):
     assert "[B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)" in screen
     tmux.keys("q")
     assert_restored(tmux, 0)
+
+
+def test_lesson_present_moves_screen_by_screen_and_restores(tmux):
+    tmux.type("echo MARKER-BEFORE; SAVED=$(stty -g)")
+    tmux.type(f"PYTHONPATH={ROOT} python -m shapetrace lesson 3 --present; "
+              "echo EXIT=$?; [ \"$(stty -g)\" = \"$SAVED\" ] && echo STTY-RESTORED")
+    screen = tmux.wait_for("shapetrace lesson 3 · 1/5")
+    assert "A tensor is a flat block of memory" in screen
+    tmux.keys("Enter")
+    screen = tmux.wait_for("shapetrace lesson 3 · 2/5")
+    assert "0  view  [B·H=6, T=5, d_k=4]  (20, 4, 1)  view    ✓" in screen  # the live example, traced
+    tmux.keys("b")
+    tmux.wait_for("shapetrace lesson 3 · 1/5")
+    tmux.keys("q")
+    screen = tmux.wait_for("STTY-RESTORED")
+    assert "EXIT=0" in screen and "MARKER-BEFORE" in screen and "shapetrace lesson 3 ·" not in screen
+
+
+def test_lesson_present_without_a_terminal_prints_the_lesson():
+    from conftest import run_cli
+
+    proc = run_cli("lesson", "3", "--present")
+    assert proc.returncode == 0
+    assert "--present needs an interactive terminal" in proc.stderr
+    assert "A tensor is a flat block of memory" in proc.stdout

@@ -31,6 +31,28 @@ def split_live(markdown: str) -> list[tuple[str, str, str]]:
     return parts
 
 
+def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
+    """The lesson cut into screens for ``lesson N --present``: a new screen at each ``## `` heading.
+
+    Each screen is a list of :func:`split_live` parts; a live example stays on the screen of
+    the heading above it.
+
+    >>> [len(s) for s in split_screens("# A\\nintro\\n## B\\ntext\\n```python live B=1\\nx = 1\\n```\\n")]
+    [1, 2]
+    """
+    screens: list[list[tuple[str, str, str]]] = [[]]
+    for kind, body, dims in split_live(markdown):
+        if kind == "live":
+            screens[-1].append((kind, body, dims))
+            continue
+        for n, chunk in enumerate(re.split(r"(?m)^(?=## )", body)):
+            if n > 0 and screens[-1]:
+                screens.append([])
+            if chunk.strip():
+                screens[-1].append(("text", chunk, ""))
+    return [screen for screen in screens if screen]
+
+
 def run_example(code: str, name: str, dims: str = ""):
     """Execute ``code`` under :func:`shapetrace.trace` and return the trace."""
     import einops

@@ -26,6 +26,7 @@ from ..classroom import ViewOptions, names_for
 from ..explain import fmt_shape
 from .classroom import op_table
 from .source import CodeWindow, code_window
+from .highlight import highlight_line
 from .table import diagnostic_lines, footer_text, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,11 +166,7 @@ def code_lines(window: CodeWindow) -> Iterator[Text]:
 
 def highlight(line: str) -> Text:
     """One source line with Python colours, comments (the shape notes) kept."""
-    from rich.syntax import Syntax
-
-    text = Syntax(line, "python", theme="ansi_dark", background_color="default").highlight(line)
-    text.rstrip()
-    return text
+    return highlight_line(line)
 
 
 def input_line(e: "Event", long_names=None) -> Text:
@@ -204,6 +201,19 @@ def run_step_mode(trace: "Trace", console: Console, auto: Optional[float] = None
     Returns:
         0 after q, 130 after Ctrl-C, 143 after SIGTERM.
     """
+    state = StepState(len(trace.events) + 1)
+    return run_interactive(StepScreen(trace, state, options, source_files, auto), console, auto)
+
+
+def run_interactive(view, console: Console, auto: Optional[float] = None) -> int:
+    """Show ``view`` full screen and feed it keys until q; shared by step mode and ``--present``.
+
+    ``view`` is a renderable with a ``state`` (``apply(action) -> bool``) and ``options.width``.
+    The terminal is restored on q, Ctrl-C, SIGTERM and errors; a resize redraws.
+
+    Returns:
+        0 after q, 130 after Ctrl-C, 143 after SIGTERM.
+    """
     import termios
     import tty
 
@@ -212,11 +222,10 @@ def run_step_mode(trace: "Trace", console: Console, auto: Optional[float] = None
     wake_r, wake_w = os.pipe()
     old_winch = signal.signal(signal.SIGWINCH, lambda *_: os.write(wake_w, b"r"))
     old_term = signal.signal(signal.SIGTERM, _terminated)
-    state = StepState(len(trace.events) + 1)
     try:
         tty.setcbreak(fd)
         with console.screen(hide_cursor=True) as screen:
-            _loop(screen, console, StepScreen(trace, state, options, source_files, auto), fd, wake_r, auto)
+            _loop(screen, console, view, fd, wake_r, auto)
         return 0
     except KeyboardInterrupt:
         return 130
@@ -246,7 +255,7 @@ def _fit_console(console: Console, width: Optional[int]) -> None:
     console.size = (min(cols, width) if width else cols, rows)
 
 
-def _loop(screen, console: Console, view: StepScreen, fd: int, wake_r: int, auto: Optional[float]) -> None:
+def _loop(screen, console: Console, view, fd: int, wake_r: int, auto: Optional[float]) -> None:
     deadline = time.monotonic() + auto if auto else None
     while True:
         _fit_console(console, view.options.width)
