@@ -243,8 +243,8 @@ def test_lesson_present_moves_screen_by_screen_and_restores(tmux):
     tmux.keys("b")
     tmux.wait_for("shapetrace lesson 3 · 1/5")
     tmux.keys("q")
-    screen = tmux.wait_for("STTY-RESTORED")
-    assert "EXIT=0" in screen and "MARKER-BEFORE" in screen and "shapetrace lesson 3 ·" not in screen
+    assert_restored(tmux, 0)
+    assert "shapetrace lesson 3 ·" not in tmux.screen()
 
 
 def test_lesson_present_without_a_terminal_prints_the_lesson():
