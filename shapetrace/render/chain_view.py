@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.padding import Padding
 from rich.rule import Rule
 from rich.text import Text
 
+
+from .indent import Indent
 from ..explain import fmt_bytes, fmt_shape
 from .diagram import LayoutView, event_diagram, layout_of
 
@@ -67,7 +68,7 @@ class ChainView:
         if step.error:
             yield Text.assemble(("✗ raised ", "bold red"), step.error)
             if step.explanation:
-                yield Padding(Text(step.explanation), (0, 0, 0, 2))
+                yield Indent(Text(step.explanation), 2)
             return
         yield self._facts(step)
         if self.diagrams:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.constrain import Constrain
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+
+from .indent import Indent
 from ..explain import fmt_bytes, fmt_shape
 from ..layout import Block, Elided, Layout
 
@@ -79,7 +80,7 @@ class LayoutView:
         grid.add_column(max_width=width - LABEL_W)
         for name, content in self.sections(width - LABEL_W):
             grid.add_row(name, content)
-        yield Constrain(grid, width)
+        yield Indent(Constrain(grid, width))
 
     def sections(self, width: int) -> list[tuple[str, Text]]:
         """(field name, content) rows for the parts asked for."""
@@ -304,7 +305,7 @@ def diagram_hook(trace: "Trace", only: int | None = None, width: int = 100,
             return None
         if only is None and event.op not in DIAGRAM_OPS and not _has_hidden_copy(event):
             return None
-        return Padding(event_diagram(event, width - indent, heads), (0, 0, 1, indent))
+        return Indent(event_diagram(event, width - indent, heads), indent, bottom=1)
 
     return hook
 

@@ -6,9 +6,10 @@ import os
 import traceback as tb
 from typing import TYPE_CHECKING, Iterable
 
-from rich.padding import Padding
 from rich.text import Text
 
+
+from .indent import Indent
 from ..failure import explain_failure, operand_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,9 +50,9 @@ def _failed_op(e: "Event", exc: BaseException) -> Iterable:
                         len(line) - len(stripped))
 
 
-def _indented(text: Text, left: int) -> Padding:
+def _indented(text: Text, left: int) -> Indent:
     """A paragraph whose wrapped lines keep the indent (and a hanging indent for list items)."""
-    return Padding(text, (0, 0, 0, left))
+    return Indent(text, left)
 
 
 def _user_location(exc: BaseException, script: str) -> str:

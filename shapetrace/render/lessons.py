@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
-from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.text import Text
+from .indent import Indent
+
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..exercises.content import Curriculum, Lesson
@@ -27,7 +28,7 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
                              (f"  {done}/{total}", "green" if done == total and total else "dim"))
         parts.append(head)
         if lesson.get("summary"):
-            parts.append(Padding(Text(lesson["summary"], style="dim"), (0, 0, 0, 4)))
+            parts.append(Indent(Text(lesson["summary"], style="dim"), 4))
         for e in lesson["exercises"]:
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
             parts.append(Text.assemble("    ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from rich.console import Console
-from rich.padding import Padding
 from rich.text import Text
 
+
+from .indent import Indent
 from ..classroom import ViewOptions, names_for
 from ..errors import UsageError
 from ..explain import annotate, fmt_shape
@@ -85,7 +86,7 @@ def _verdict(console: Console, kind: str, verdict: Optional[Verdict], error: str
     reason = error or (verdict.reason if verdict else "")
     console.print(Text.assemble((f"   {head}: ", "bold red" if head != "skipped" else "yellow"),
                                 f"the {kind} {'are' if kind == 'strides' else 'is'} ", (expected, "bold"), f" — {reason}" if reason else ""))
-    console.print(Padding(Text(why, style="italic"), (0, 0, 0, 5)))
+    console.print(Indent(Text(why, style="italic"), 5))
 
 
 def _ask_event(asker: Asker, console: Console, e: "Event", dims, strides: bool, score: Score,
