@@ -217,8 +217,9 @@ class Namer:
             return None
         if len(labels) == 1:
             return labels[0]
-        joined = "*".join(labels)
-        return MIXED_PREFIX + joined if self.mix_kind(axis) == "error" else joined
+        joined = "*".join(lab.lstrip(MIXED_PREFIX) for lab in labels)
+        mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels)
+        return MIXED_PREFIX + joined if mixed else joined
 
     def mix_kind(self, axis: Axis) -> str | None:
         """``"error"`` if the axis regroups pieces of tokens/batch with anything else,

@@ -84,3 +84,10 @@ def test_any_head_count_round_trips(hd, T, B):
     assert [g if s > 1 else None for g, s in zip(got, [B, H, T, dk])] == want
     back = reshape_axes(permute_axes(heads, [0, 2, 1, 3]), [B, T, 512], namer)
     assert labels(namer, back)[-1] == "D"
+
+
+def test_merging_a_mixed_axis_keeps_one_mixed_prefix():
+    bad = reshape_axes(X, [2, 8, 6, 64], N)                          # (B, !T*H, !H, d_k)
+    merged = reshape_axes(permute_axes(bad, [0, 2, 1, 3]), [2, 6, 512], N)
+    assert [N.label(a) for a in merged][-1].count("!") == 1
+    assert N.label(merged[-1]).startswith("!")
