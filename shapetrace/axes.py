@@ -229,7 +229,6 @@ class Namer:
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
             return "error" if _mix_has_tokens(atoms) else "note"
         labels = self._compose([self.atom_label(a) for a in atoms])
-        roots = {a.root for a in atoms}
         token_atoms = [a for a in atoms if a.root in TOKEN_ROOTS]
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):

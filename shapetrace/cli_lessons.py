@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from .cli import TRACEBACK_HELP, app, guarded, out_console, report_error, write_json
+from .cli import TRACEBACK_HELP, app, guarded, out_console, write_json
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
                            no_args_is_help=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .tracer import Event, TensorInfo, Trace
+    from .tracer import Event, Trace
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "note": 2}
 

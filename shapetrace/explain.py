@@ -83,10 +83,13 @@ def brief(e: "Event") -> str:
         return e.op
     i = e.inputs[0] if e.inputs else None
     what = _brief_what(e, i, o)
-    return " · ".join(p for p in (what, _brief_memory(e), "" if o.contiguous else "non-contiguous") if p)
+    return " · ".join(p for p in (what, memory_word(e), "" if o.contiguous else "non-contiguous") if p)
 
 
-def _brief_memory(e: "Event") -> str:
+def memory_word(e: "Event") -> str:
+    """What an op did to memory, in one word and a size: raised, no-op, view, copy N, new N."""
+    if e.error:
+        return "raised"
     if e.noop:
         return "no-op"
     if e.view:
@@ -209,7 +212,7 @@ def _softmax(e: "Event") -> str:
 
 
 def _masked_fill(e: "Event") -> str:
-    t, o = e.inputs[0], e.output
+    t = e.inputs[0]
     mask = e.inputs[1] if len(e.inputs) > 1 else None
     if mask is None:
         return "fills masked positions"

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..classroom import ViewOptions, names_for
 from ..explain import annotate
-from .table import OpTable, TraceView, _code_text, diagnostic_lines, fact_cells, footer_text, indented, join_cells, trace_header
+from .table import OpTable, TraceView, _code_text, fact_cells, indented, join_cells, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..tracer import Event, Trace

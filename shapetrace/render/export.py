@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.terminal_theme import MONOKAI, TerminalTheme
 
 from ..classroom import THEMES, ViewOptions, names_for
 from ..errors import RunError, UsageError
-from ..explain import annotate, fmt_bytes, fmt_shape
+from ..explain import annotate, fmt_shape, memory_word
 from .classroom import ClassroomView
 from .table import SEVERITY_MARK, footer_text, trace_header
 
@@ -114,15 +114,8 @@ def _md_code(code: str) -> str:
 
 def md_memory(e: "Event") -> str:
     """The memory column in words: view, no-op, copy N, new N."""
-    if e.error:
-        return "raised"
-    if e.noop:
-        return "no-op"
-    if e.view:
-        return "view"
-    if e.copy_bytes:
-        return f"**copy {fmt_bytes(e.copy_bytes)}**"
-    return f"new {fmt_bytes(e.alloc_bytes)}" if e.alloc_bytes else ""
+    word = memory_word(e)
+    return f"**{word}**" if e.copy_bytes and not (e.view or e.noop or e.error) else word
 
 
 def md_row(e: "Event", explain: str = "full", long_names=None) -> str:

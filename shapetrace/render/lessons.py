@@ -12,7 +12,7 @@ from .indent import Indent
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..exercises.content import Curriculum, Lesson
+    from ..exercises.content import Lesson
 
 STATUS_MARK = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan"),
                "": (" ", "")}

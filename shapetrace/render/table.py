@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from .highlight import highlight_line
-from ..explain import annotate, fmt_bytes, fmt_shape
+from ..explain import annotate, fmt_bytes, fmt_shape, memory_word
 from ..summary import stats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,17 +41,10 @@ def shape_text(t, long_names=None) -> Text:
 
 
 def memory_text(e: "Event") -> Text:
-    if e.error:
-        return Text("raised", style="bold red")
-    if e.noop:
-        return Text("no-op", style="green")
-    if e.view:
-        return Text("view", style="green")
-    if e.copy_bytes:
-        return Text(f"copy {fmt_bytes(e.copy_bytes)}", style="bold yellow")
-    if e.alloc_bytes:
-        return Text(f"new {fmt_bytes(e.alloc_bytes)}", style="blue")
-    return Text("")
+    word = memory_word(e)
+    style = {"raised": "bold red", "no-op": "green", "view": "green"}.get(
+        word, "bold yellow" if word.startswith("copy") else "blue")
+    return Text(word, style=style)
 
 
 def contiguity_text(e: "Event") -> Text:
