@@ -1,5 +1,6 @@
 """Library code: splits and merges heads (used by tests/test_runner.py through two_parts.py)."""
 
+import torch
 from torch import nn
 
 
