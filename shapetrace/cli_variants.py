@@ -33,17 +33,21 @@ def parse_pad(text: Optional[str]) -> tuple[int, ...]:
                          "sequence, separated by commas (e.g. --pad 0,2)") from None
 
 
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    """Did the user type this option (not its default)? Compared by name: click may be vendored."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def apply_preset(ctx: typer.Context, base: dict[str, Any], options: dict[str, Any]) -> str | None:
     """Fill D, H and H_kv from ``--preset`` where the user left the defaults; return a note."""
     name = options.get("preset")
     if not name:
         return None
-    from click.core import ParameterSource
-
     from .presets import get_preset
 
     p = get_preset(name)
-    given = {k for k in ("d_model", "heads") if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE}
+    given = {k for k in ("d_model", "heads") if _from_command_line(ctx, k)}
     if "d_model" not in given:
         base["d_model"] = p.d_model
     if "heads" not in given:

@@ -83,10 +83,9 @@ def test_jupyter_display_bundle():
     assert "transpose" in bundle["text/html"] and "d_k=64" in bundle["text/html"]
 
 
-def test_ipython_uses_the_bundle():
-    from IPython.core.formatters import DisplayFormatter
-
-    data, _ = DisplayFormatter().format(_sample())
+def test_notebook_display_bundle():
+    """What Jupyter's DisplayFormatter calls: ``_repr_mimebundle_`` gives HTML and plain text."""
+    data = _sample()._repr_mimebundle_()
     assert "text/html" in data and "d_k=64" in data["text/html"]
     assert "1  transpose  [B=2, H=8, T=6, d_k=64]" in data["text/plain"]
 
