@@ -30,7 +30,8 @@ def strides(
 ) -> None:
     """Start from a fresh contiguous tensor of SHAPE, apply CHAIN step by step, and show for each
     step the named shape, strides, view or copy, and where every element lives in memory.
-    Exits 1 when a step fails (the steps before it are still shown)."""
+    Exits 1 when a step fails (the steps before it are still shown) or an error is diagnosed,
+    as ``run`` does."""
     with guarded(traceback):
         from .strides import run_chain
 
@@ -41,7 +42,7 @@ def strides(
             from .render.chain_view import ChainView
 
             out_console(width).print(ChainView(run, diagrams=not no_diagrams, rows=rows))
-        if run.failed:
+        if run.failed or any(d.severity == "error" for d in run.trace.diagnostics):
             raise typer.Exit(1)
 
 

@@ -211,3 +211,11 @@ def test_heads_are_inferred_from_the_first_split_when_not_given():
     assert run.trace.dims["H"] == 8 and run.trace.dims["d_k"] == 64
     assert run.steps[2].info.dims == ("B", "H", "T", "d_k")
     assert [d.severity for d in run.trace.diagnostics] == ["warning"]
+
+
+def test_exit_codes_follow_run_ok_warning_and_error(cli):
+    ok = cli("strides", "2x6x512", "view(2, 6, 8, 64).transpose(1, 2)")
+    warned = cli("strides", "2x6x512", "view(2, 6, 8, 64).transpose(1, 2).contiguous().view(2, 8, 6*64)")
+    trapped = cli("strides", "2x6x8x64", "transpose(1, 2).reshape(2, 6, 512)")
+    assert (ok.exit_code, warned.exit_code, trapped.exit_code) == (0, 0, 1)
+    assert "mixed-axis" in trapped.output
