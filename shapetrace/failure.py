@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tracer import Event, TensorInfo
@@ -23,7 +23,7 @@ def explain_failure(event: "Event") -> str:
     >>> e = Event(3, "view", "a.py:9", "y.view(B, T, D)", "f", [x], [], args="2, 6, 512",
     ...           error="RuntimeError: view size is not compatible with input tensor's size and stride")
     >>> print(explain_failure(e).splitlines()[0])
-    view cannot merge H and T into one axis: H steps 64 elements but T (6 entries) steps 512, so H·T·d_k is not one evenly spaced run of memory (it would need H's step to be 512 × 6 = 3072).
+    view(2, 6, 512) has to merge H, T and d_k (8 × 6 × 64 = 3,072 elements) and cut them into [6, 512].
     """
     if not event.error:
         return ""
@@ -49,66 +49,18 @@ def _label(t: "TensorInfo", i: int) -> str:
     return (name or f"axis {i}").replace("*", "·")
 
 
-def target_shape(event: "Event") -> list[int] | None:
-    """The sizes a failed ``view``/``reshape`` asked for, from its recorded arguments (-1 inferred)."""
-    nums = [int(n) for n in re.findall(r"-?\d+", event.args.split("=")[0])]
-    if not nums or not event.inputs:
-        return None
-    total = math.prod(event.inputs[0].shape)
-    if nums.count(-1) == 1:
-        rest = math.prod(n for n in nums if n != -1)
-        if rest == 0 or total % rest:
-            return None
-        nums[nums.index(-1)] = total // rest
-    return nums if math.prod(nums) == total else None
-
-
-def merge_groups(shape: Sequence[int], out: Sequence[int]) -> list[list[int]]:
-    """Input axes that a reshape to ``out`` must fuse into one output axis (size-1 axes dropped)."""
-    ins = [i for i, s in enumerate(shape) if s != 1]
-    outs = [s for s in out if s != 1]
-    groups, j, acc, group = [], 0, 1, []
-    for i in ins:
-        group.append(i)
-        acc *= shape[i]
-        while j < len(outs) and acc % outs[j] == 0 and acc >= outs[j] and acc != outs[j]:
-            acc //= outs[j]
-            j += 1
-        if j < len(outs) and acc == outs[j]:
-            groups.append(group)
-            group, acc, j = [], 1, j + 1
-    return [g for g in groups if len(g) > 1]
-
-
 def _view(e: "Event") -> str:
+    """A view on memory it cannot express: the strides issue's explanation (both fixes, their cost)."""
+    from .viewfail import explain_view_error, resolve_shape, target_from_args, view_breaks
+
     t = e.inputs[0] if e.inputs else None
     if t is None or "view size is not compatible" not in (e.error or ""):
         return _generic(e)
-    out = target_shape(e)
-    if out is None:
+    asked = target_from_args(e.args.split("=")[0])
+    target = resolve_shape(math.prod(t.shape), asked) if asked else None
+    if target is None or not view_breaks(t, target):
         return _generic(e)
-    for group in merge_groups(t.shape, out):
-        for a, b in zip(group, group[1:]):
-            if t.stride[a] != t.stride[b] * t.shape[b]:
-                return _cannot_merge(e, t, a, b, group)
-    return _generic(e)
-
-
-def _cannot_merge(e: "Event", t: "TensorInfo", a: int, b: int, group: list[int]) -> str:
-    na, nb = _label(t, a), _label(t, b)
-    merged = "·".join(_label(t, i) for i in group)
-    msg = (f"{e.op} cannot merge {na} and {nb} into one axis: {na} steps {t.stride[a]} elements but "
-           f"{nb} ({t.shape[b]} entries) steps {t.stride[b]}, so {merged} is not one evenly spaced run of "
-           f"memory (it would need {na}'s step to be {t.stride[b]} × {t.shape[b]} = {t.stride[b] * t.shape[b]}).")
-    order = sorted(range(len(t.shape)), key=lambda i: -t.stride[i])
-    memory = ", ".join(_label(t, i) for i in order if t.shape[i] > 1)
-    msg += f"\nIn memory the axes run in the order [{memory}]; view can only relabel that order, never change it."
-    msg += "\nTwo fixes, both copying the data once into the order shown:"
-    msg += f"\n  1. .contiguous().{e.op}(...): copy into row-major order, then the {e.op} is free"
-    msg += ("\n  2. .reshape(...): the same copy, made only when needed"
-            f"\nBoth keep the order [{', '.join(_label(t, i) for i in range(len(t.shape)))}]: check it is the "
-            f"one you mean, so that {merged} holds {t.shape[a]} blocks of {t.shape[b]} ({na} blocks of {nb}).")
-    return msg
+    return explain_view_error(t, target)
 
 
 def _matmul(e: "Event") -> str:

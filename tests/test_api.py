@@ -122,7 +122,7 @@ def test_failure_inside_the_block_is_recorded_and_raised():
     assert isinstance(t.exception, RuntimeError)
     from shapetrace.failure import explain_failure
 
-    assert explain_failure(failed).startswith("view cannot merge H and d_k into one axis")
+    assert explain_failure(failed).startswith("view(2, 6, 512) has to merge H and d_k (8 × 64 = 512 elements)")
 
 
 def test_name_outside_tracing_is_a_no_op_and_checks_inside():

@@ -114,8 +114,8 @@ def test_view_on_non_contiguous_fails_with_explanation(cli):
     assert "✗ #1 view raised  tests/scripts/bad_view.py:13" in out
     assert "operand 0: [B=2, T=6, H=8, d_k=64] strides (3072, 64, 384, 1), not contiguous" in out
     assert "torch: RuntimeError: view size is not compatible with input tensor's size and stride" in out
-    assert "view cannot merge H and d_k into one axis: H steps 384 elements but d_k (64 entries) steps 1" in out
-    assert "1. .contiguous().view(...)" in out and "2. .reshape(...)" in out
+    assert "H → d_k: stride(H) = 384, but size(d_k) × stride(d_k) = 64 × 1 = 64" in out
+    assert "fix 1: .contiguous().view(2, 6, 512)" in out and "fix 2: .reshape(2, 6, 512)" in out
     assert "no errors or warnings" not in out
 
 

@@ -117,6 +117,7 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
         line.append_text(cell)
         if i < len(cells) - 1:
             line.append("  ")
+    line.rstrip()  # empty last cells (a failed op) leave no trailing spaces
     return line
 
 
