@@ -19,7 +19,7 @@ app = typer.Typer(
          "strides, views and copies.",
     add_completion=False,
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -29,8 +29,11 @@ def compare(
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
-    """Run every implementation (manual, einops, fused-qkv, torch, sdpa) on the same weights and
-    input: ops, views, copies, bytes, and how far each output is from the reference."""
+    """Every implementation on the same weights and input, side by side.
+
+    Runs manual, einops, fused-qkv, torch and sdpa on the same weights and input: ops, views,
+    copies, bytes, and how far each output is from the reference; --diff A B compares two op by op.
+    """
     with guarded(traceback):
         import json
 

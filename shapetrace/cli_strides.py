@@ -28,10 +28,13 @@ def strides(
     width: Optional[int] = typer.Option(None, "--width", help="Render at this many columns."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
-    """Start from a fresh contiguous tensor of SHAPE, apply CHAIN step by step, and show for each
-    step the named shape, strides, view or copy, and where every element lives in memory.
-    Exits 1 when a step fails (the steps before it are still shown) or an error is diagnosed,
-    as ``run`` does."""
+    """Apply a chain of view/transpose/contiguous to a fresh tensor and draw memory at each step.
+
+    Starts from a contiguous tensor of SHAPE whose values are their own addresses, applies CHAIN
+    step by step, and shows each step's named shape, strides, view or copy, and where every element
+    lives. Exits 1 when a step fails (the steps before it are still shown) or an error is
+    diagnosed, as run does.
+    """
     with guarded(traceback):
         from .strides import run_chain
 
