@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(frozen=True)
-class Break:
+class StrideBreak:
     """Two neighbouring input axes a view must merge whose strides do not chain."""
 
     outer: str
@@ -97,7 +97,7 @@ def view_groups(shape: Sequence[int], target: Sequence[int]) -> list[Group]:
     return groups
 
 
-def view_breaks(info: "TensorInfo", target: Sequence[int]) -> list[Break]:
+def view_breaks(info: "TensorInfo", target: Sequence[int]) -> list[StrideBreak]:
     """The neighbouring axes a view to ``target`` must merge but cannot (empty: the view works)."""
     resolved = resolve_shape(math.prod(info.shape), target)
     if resolved is None:
@@ -107,7 +107,7 @@ def view_breaks(info: "TensorInfo", target: Sequence[int]) -> list[Break]:
     for group in view_groups(info.shape, resolved):
         for a, b in zip(group.inputs, group.inputs[1:]):
             if info.stride[a] != info.shape[b] * info.stride[b]:
-                out.append(Break(names[a], names[b], info.stride[a], info.shape[b], info.stride[b]))
+                out.append(StrideBreak(names[a], names[b], info.stride[a], info.shape[b], info.stride[b]))
     return out
 
 
