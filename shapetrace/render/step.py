@@ -159,14 +159,9 @@ def code_lines(window: CodeWindow) -> Iterator[Text]:
         n, line = row
         current = n == window.current
         text = Text(f"{'▶' if current else ' '} {n:>{digits}} ", style="bold yellow" if current else "dim")
-        text.append_text(Text(line, style="bold reverse") if current else highlight(line))
+        text.append_text(Text(line, style="bold reverse") if current else highlight_line(line))
         text.no_wrap, text.overflow = True, "ellipsis"
         yield text
-
-
-def highlight(line: str) -> Text:
-    """One source line with Python colours, comments (the shape notes) kept."""
-    return highlight_line(line)
 
 
 def input_line(e: "Event", long_names=None) -> Text:
