@@ -34,8 +34,8 @@ def forward_times(config, reps: int) -> tuple[float, float, int]:
     """Median seconds of an untraced and a traced forward, and the number of recorded ops."""
     import torch
 
-    from shapetrace import attention
-    from shapetrace.tracer import Trace
+    from shapetrace.attention import reference as attention
+    from shapetrace.engine.tracer import Trace
 
     model, x = attention.build(config)
     plain, traced, ops = [], [], 0
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--skip-large", action="store_true", help="skip the B=8 T=1024 D=1024 H=16 forward")
     args = parser.parse_args()
-    from shapetrace.config import AttentionConfig
+    from shapetrace.attention.config import AttentionConfig
 
     report_whole_process(args.reps)  # first: a child forked from a big parent inherits its peak RSS
     report_overhead("default B=2 T=6 D=512 H=8", AttentionConfig(), max(args.reps, 200))

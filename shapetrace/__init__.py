@@ -24,41 +24,22 @@ the last line of a cell displays it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["trace", "name", "parse_dims", "Trace", "Event", "TensorInfo", "Diagnostic", "ShapetraceError"]
 __version__ = "0.1.0"
 
-from .errors import ShapetraceError
+from shapetrace.engine.dims import parse_dims
+from shapetrace.errors import ShapetraceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .diagnose import Diagnostic
-    from .tracer import Event, TensorInfo, Trace
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.tracer import Event, TensorInfo, Trace
 
 
-def parse_dims(dims: str | Mapping[str, int] | None) -> dict[str, int]:
-    """Named sizes from ``"B=2 T=6 D=512 H=8"``, ``"B=2,T=6"`` or a mapping.
-
-    >>> parse_dims("B=2,T=6 D=512")
-    {'B': 2, 'T': 6, 'D': 512}
-    """
-    from .errors import UsageError
-
-    if dims is None:
-        return {}
-    if isinstance(dims, Mapping):
-        return {str(k): int(v) for k, v in dims.items()}
-    out: dict[str, int] = {}
-    for item in dims.replace(",", " ").split():
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier() or not value.isdigit() or int(value) < 1:
-            raise UsageError(f"cannot read {item!r} in dims {dims!r}: write NAME=SIZE pairs such as "
-                             f"'B=2,T=6,D=512,H=8' (sizes are whole numbers of at least 1)")
-        out[key] = int(value)
-    return out
-
-
-def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None) -> "Trace":
+def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None) -> Trace:
     """Record every reshaping and attention op run inside a ``with`` block.
 
     Args:
@@ -75,9 +56,51 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    from .tracer import Trace
+    return _trace_class()(parse_dims(dims), seed_order=names)
 
-    return Trace(parse_dims(dims), seed_order=names)
+
+@functools.cache
+def _trace_class() -> type:
+    """The public :class:`Trace`: the engine's recorder plus display (``show()``, Jupyter, Rich).
+
+    Composed here, in the public API, so that the engine never imports the rendering layer:
+    ``shapetrace.engine`` returns plain data, and this subclass adds the three ways of showing it.
+    Built on first use, so ``import shapetrace`` imports neither torch nor Rich.
+    """
+    from shapetrace.engine.tracer import Trace as EngineTrace
+
+    class Trace(EngineTrace):
+        __doc__ = EngineTrace.__doc__
+
+        def show(self, console: Any = None) -> None:
+            """Print the table (and diagnostics) to ``console`` or a new Rich console.
+
+            >>> import io, torch, shapetrace
+            >>> from rich.console import Console
+            >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+            ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+            >>> console = Console(file=io.StringIO(), width=80, color_system=None)
+            >>> t.show(console)
+            >>> print(console.file.getvalue().splitlines()[2])
+            0  view  [B=2, T=6, H=8, d_k=64]  (3072, 512, 64, 1)  view    ✓
+            """
+            from shapetrace.render.table import print_trace
+
+            print_trace(self, console)
+
+        def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+            """Jupyter/IPython display: the table as HTML and text."""
+            from shapetrace.render.notebook import mimebundle
+
+            return mimebundle(self)
+
+        def __rich__(self) -> Any:
+            from shapetrace.render.table import TraceView
+
+            return TraceView(self)
+
+    Trace.__module__ = __name__
+    return Trace
 
 
 def name(tensor: Any, names: str | Sequence[str | None]) -> Any:
@@ -102,21 +125,19 @@ def name(tensor: Any, names: str | Sequence[str | None]) -> Any:
     """
     import sys
 
-    tracer = sys.modules.get("shapetrace.tracer")
-    active = tracer.active_trace() if tracer is not None else None
-    if active is not None:
-        parts = names.split() if isinstance(names, str) else list(names)
-        active.set_names(tensor, [None if p in (None, "_", "?") else p for p in parts])
-    return tensor
+    tracer = sys.modules.get("shapetrace.engine.tracer")   # not loaded: no trace can be active
+    return tracer.name_axes(tensor, names) if tracer is not None else tensor
 
 
 def __getattr__(attr: str) -> Any:
-    if attr in ("Trace", "Event", "TensorInfo"):
-        from . import tracer
+    if attr == "Trace":
+        return _trace_class()
+    if attr in ("Event", "TensorInfo"):
+        from shapetrace.engine import tracer
 
         return getattr(tracer, attr)
     if attr == "Diagnostic":
-        from .diagnose import Diagnostic
+        from shapetrace.engine.diagnostic import Diagnostic
 
         return Diagnostic
     raise AttributeError(f"module 'shapetrace' has no attribute {attr!r}")

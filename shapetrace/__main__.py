@@ -1,3 +1,3 @@
-from .cli import main
+from shapetrace.cli.app import main
 
 main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ os.environ["COLUMNS"] = "100"
 os.environ["SHAPETRACE_TEST"] = "1"
 
 GOLDEN = ROOT / "tests" / "golden"
+#: Set by .ci/run, which installs tmux and chromium: there, a missing tool fails instead of skipping.
+REQUIRE_TOOLS = os.environ.get("SHAPETRACE_REQUIRE_BROWSER") == "1"
 OUTPUT = ROOT / "tests" / "output"
 
 
@@ -43,6 +46,21 @@ def assert_golden(name: str, text: str) -> None:
     assert text == expected, f"{name} differs from golden; re-run with SHAPETRACE_UPDATE_GOLDEN=1 if intended"
 
 
+def require_tool(tool: str) -> str:
+    """The path of ``tool`` (tmux, chromium); skip the test with how to enable it when it is missing.
+
+    With ``SHAPETRACE_REQUIRE_BROWSER=1`` (``.ci/run`` sets it after installing both) a missing tool
+    fails the test instead, so CI can never skip these.
+    """
+    path = shutil.which(tool)
+    if path:
+        return path
+    how = f"{tool} is not installed: apt-get install {tool} to run this test"
+    if REQUIRE_TOOLS:
+        pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
+    pytest.skip(f"{how}, or run .ci/run, which installs it (SHAPETRACE_REQUIRE_BROWSER=1 makes this a failure)")
+
+
 def run_cli(*args: str, input: str | None = None, env: dict | None = None, cwd=None,
             timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``python -m shapetrace ARGS`` in a real subprocess, as a user would."""
@@ -57,7 +75,7 @@ def cli():
     """Invoke the Typer app in-process: ``cli("run", "--json")`` -> click Result."""
     from typer.testing import CliRunner
 
-    from shapetrace.cli import app
+    from shapetrace.cli.app import app
 
     runner = CliRunner()
 

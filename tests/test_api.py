@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, render
 
-ENGINE = ["tracer", "axes", "propagate", "diagnose", "explain", "meta", "devices", "runner", "failure",
-          "session", "config", "summary", "attention"]
+ENGINE = ["engine.tracer", "engine.axes", "engine.propagate", "engine.diagnose", "engine.sentences",
+          "engine.meta", "app.devices", "app.script", "engine.failure", "app.session", "attention.config",
+          "engine.summary", "attention.reference"]
 
 
 def _python(code: str) -> list[str]:
@@ -23,7 +23,8 @@ def _python(code: str) -> list[str]:
     return out.stdout.split()
 
 
-@pytest.mark.parametrize("module", ["shapetrace", "shapetrace.tracer", "shapetrace.failure", "shapetrace.devices"])
+@pytest.mark.parametrize("module", ["shapetrace", "shapetrace.engine.tracer", "shapetrace.engine.failure",
+                                    "shapetrace.engine.dims", "shapetrace.engine.formatting", "shapetrace.app.devices"])
 def test_docstring_examples_run(module):
     import importlib
 
@@ -120,7 +121,7 @@ def test_failure_inside_the_block_is_recorded_and_raised():
     assert failed.error.startswith("RuntimeError: view size is not compatible")
     assert failed.inputs[0].stride == (3072, 64, 384, 1) and failed.outputs == []
     assert isinstance(t.exception, RuntimeError)
-    from shapetrace.failure import explain_failure
+    from shapetrace.engine.failure import explain_failure
 
     assert explain_failure(failed).startswith("view(2, 6, 512) has to merge H and d_k (8 × 64 = 512 elements)")
 

@@ -5,8 +5,18 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapetrace.axes import (Namer, coalesce, matmul_axes, permute_axes, reshape_axes, root_axis,
-                             split_axes, linear_axes, transpose_order, Atom)
+from shapetrace.engine.axes import (
+    Atom,
+    Namer,
+    coalesce,
+    linear_axes,
+    matmul_axes,
+    permute_axes,
+    reshape_axes,
+    root_axis,
+    split_axes,
+    transpose_order,
+)
 
 
 def labels(namer, axes):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from shapetrace.catalogue import BREAKS, apply_forces
-from shapetrace.config import AttentionConfig as C
-from shapetrace.session import trace_variant
+from shapetrace.app.session import trace_variant
+from shapetrace.attention.catalogue import BREAKS, apply_forces
+from shapetrace.attention.config import AttentionConfig as C
 
 SIZES = [  # (batch, seq_len, d_model, heads)
     (2, 6, 512, 8),   # the default
@@ -81,7 +81,7 @@ def test_mask_wrong_axis_forces_a_padding_mask_and_is_caught():
 
 
 def test_skip_transpose_with_causal_leaks_later_tokens_into_earlier_ones():
-    from shapetrace.findings import leak_summary
+    from shapetrace.engine.findings import leak_summary
 
     run = trace_variant(C(broken="skip-transpose", causal=True))
     s = leak_summary(run.comparison["leaks"])
@@ -90,7 +90,7 @@ def test_skip_transpose_with_causal_leaks_later_tokens_into_earlier_ones():
 
 
 def test_batch_as_seq_leaks_across_the_batch():
-    from shapetrace.findings import leak_summary
+    from shapetrace.engine.findings import leak_summary
 
     run = trace_variant(C(broken="batch-as-seq"))
     assert leak_summary(run.comparison["leaks"])["cross_sequence"] > 0

@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from shapetrace.exercises.checker import Job, check_files
 from shapetrace.exercises.content import load
 from shapetrace.exercises.judge import budget

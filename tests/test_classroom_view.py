@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, render
 
 BRIEF = [
@@ -22,14 +21,14 @@ BRIEF = [
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     return trace_reference(AttentionConfig())
 
 
 def test_brief_annotations_for_the_reference_model(trace):
-    from shapetrace.explain import annotate
+    from shapetrace.engine.sentences import annotate
 
     assert [annotate(e, "brief") for e in trace.events] == BRIEF
     for e in trace.events:  # the default stays the full sentence
@@ -39,7 +38,7 @@ def test_brief_annotations_for_the_reference_model(trace):
 
 
 def test_long_name_map_spells_out_merged_and_mixed_axes():
-    from shapetrace.classroom import long_name_map
+    from shapetrace.app.classroom import long_name_map
 
     assert long_name_map(["B", "T", "D", "H", "d_k", "H*d_k", "!T*H", "qkv", None]) == {
         "B": "batch", "T": "seq_len", "D": "d_model", "H": "heads", "d_k": "d_head",
@@ -47,7 +46,7 @@ def test_long_name_map_spells_out_merged_and_mixed_axes():
 
 
 def test_compact_brief_long_names_table(trace):
-    from shapetrace.classroom import ViewOptions
+    from shapetrace.app.classroom import ViewOptions
     from shapetrace.render.classroom import ClassroomView
 
     lines = render(ClassroomView(trace, ViewOptions(compact=True, explain="brief", long_names=True)),
@@ -79,7 +78,7 @@ def test_cli_readability_options(cli):
 
 
 def test_engine_modules_do_not_import_rich_or_torch():
-    code = ("import sys; import shapetrace.predict, shapetrace.classroom, shapetrace.cli_classroom; "
+    code = ("import sys; import shapetrace.app.predict, shapetrace.app.classroom, shapetrace.cli.classroom; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)

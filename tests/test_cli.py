@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
 
 
@@ -69,3 +68,14 @@ def test_no_colour_when_piped_or_no_color():
     assert proc.returncode == 0 and "\x1b[" not in proc.stdout
     proc = run_cli("run")
     assert "\x1b[" not in proc.stdout
+
+
+def test_version_answers_without_a_command():
+    """``--version`` is advertised by --help: it prints the installed version and exits 0."""
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith("shapetrace ") and out.stderr == ""
+    from importlib.metadata import version
+
+    import shapetrace
+
+    assert out.stdout.strip() == f"shapetrace {version('shapetrace')}" == f"shapetrace {shapetrace.__version__}"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from shapetrace.compare import TOLERANCE, compare_impls, diff_events
-from shapetrace.config import AttentionConfig as C
-from shapetrace.summary import stats
+from shapetrace.app.compare import TOLERANCE, compare_impls, diff_events
+from shapetrace.attention.config import AttentionConfig as C
+from shapetrace.engine.summary import stats
 
 
 @pytest.mark.parametrize("kw, skipped", [

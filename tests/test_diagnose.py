@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shapetrace
-from shapetrace.config import AttentionConfig
-from shapetrace.session import trace_reference
+from shapetrace.app.session import trace_reference
+from shapetrace.attention.config import AttentionConfig
 
 
 def split(x, B, T, H, dk):

@@ -5,15 +5,14 @@ from __future__ import annotations
 import io
 
 import pytest
+from conftest import assert_golden, render
 from rich.console import Console
 
-from shapetrace.config import AttentionConfig
+from shapetrace.app.session import trace_reference
+from shapetrace.app.strides import run_chain
+from shapetrace.attention.config import AttentionConfig
 from shapetrace.render.chain_view import ChainView
 from shapetrace.render.diagram import DIAGRAM_OPS, PALETTE, event_diagram, tensor_diagram
-from shapetrace.session import trace_reference
-from shapetrace.strides import run_chain
-
-from conftest import assert_golden, render
 
 
 @pytest.fixture(scope="module")

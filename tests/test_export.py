@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -12,8 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from conftest import OUTPUT, render, run_cli
+from conftest import OUTPUT, render, require_tool, run_cli
 
 EXPECTED_SHAPES = {  # index -> shape with names, as torch and the namer give it for B=2 T=6 D=512 H=8
     0: "[B=2, T=6, D=512]", 1: "[B=2, T=6, H=8, d_k=64]", 2: "[B=2, H=8, T=6, d_k=64]",
@@ -24,8 +22,8 @@ EXPECTED_SHAPES = {  # index -> shape with names, as torch and the namer give it
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     return trace_reference(AttentionConfig())
 
@@ -113,7 +111,7 @@ def test_txt_is_exactly_the_terminal_table(trace, tmp_path):
 
 
 def test_export_respects_readability_options(trace, tmp_path):
-    from shapetrace.classroom import ViewOptions
+    from shapetrace.app.classroom import ViewOptions
 
     opts = ViewOptions(compact=True, explain="brief", long_names=True)
     txt = _export(trace, tmp_path, "c.txt", options=opts)
@@ -144,8 +142,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 def screenshot(html: Path, png: Path) -> bytes:
     """Render an HTML file in real headless chromium (Debian's package) and return the PNG."""
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium is not installed: apt-get install -y chromium (this test must not skip)"
+    chromium = require_tool("chromium")
     png.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import shapetrace
-from shapetrace.failure import explain_failure
+from shapetrace.engine.failure import explain_failure
 
 
 def failed(fn, dims="B=2 T=6 D=512 H=8"):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from shapetrace.hidden import matmul_hidden_copies
-from shapetrace.tracer import Event, TensorInfo
+from shapetrace.engine.hidden import matmul_hidden_copies
+from shapetrace.engine.tracer import Event, TensorInfo
 
 
 class _Clones(TorchDispatchMode):
@@ -65,8 +65,8 @@ def test_predicted_copies_are_the_clones_torch_makes(case):
 
 
 def test_reference_attention_copies_q_k_and_v():
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     trace = trace_reference(AttentionConfig())
     found = {e.index: [(c.operand, c.before.dims, c.after.stride) for c in matmul_hidden_copies(e)]
@@ -74,3 +74,15 @@ def test_reference_attention_copies_q_k_and_v():
     assert found == {10: [(0, ("B", "H", "T", "d_k"), (3072, 384, 64, 1)),
                           (1, ("B", "H", "d_k", "T"), (3072, 384, 6, 1))],
                      12: [(1, ("B", "H", "T", "d_k"), (3072, 384, 64, 1))]}
+
+
+def test_json_carries_the_hidden_copies_the_diagram_draws(cli):
+    """The engine computes the hidden copies, so --json has them too (not only the --diagrams view)."""
+    import json
+
+    data = json.loads(cli("run", "--json").stdout)
+    hidden = {e["index"]: [(c["operand"], c["bytes"], c["after"]["stride"]) for c in e["hidden_copies"]]
+              for e in data["events"] if "hidden_copies" in e}
+    # q @ k_t copies both operands (B and H do not chain in memory); weights @ v copies v only.
+    assert hidden == {10: [(0, 24576, [3072, 384, 64, 1]), (1, 24576, [3072, 384, 6, 1])],
+                      12: [(1, 24576, [3072, 384, 64, 1])]}

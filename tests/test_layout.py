@@ -8,12 +8,11 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shapetrace.layout import Elided, Layout, is_contiguous, overlapping, row_major
-
-from conftest import ROOT
+from shapetrace.engine.layout import Elided, Layout, is_contiguous, overlapping, row_major
 
 
 def _factorisations(n: int) -> list[tuple[int, ...]]:
@@ -171,9 +170,9 @@ def test_stride_facts_agree_with_torch(shape, stride):
 
 
 def test_engine_modules_do_not_import_rich_or_torch():
-    code = ("import sys, shapetrace.layout, shapetrace.chain, shapetrace.viewfail; "
+    code = ("import sys, shapetrace.engine.layout, shapetrace.app.chain, shapetrace.engine.viewfail; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'})); "
-            "import shapetrace.strides; shapetrace.strides.run_chain('2x3', 'mT'); "
+            "import shapetrace.app.strides; shapetrace.app.strides.run_chain('2x3', 'mT'); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'torch'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["[]", "['torch']"]
@@ -182,11 +181,12 @@ def test_engine_modules_do_not_import_rich_or_torch():
 def test_docstring_examples_of_the_engine_modules():
     import doctest
 
-    import shapetrace.chain
-    import shapetrace.hidden
-    import shapetrace.layout
-    import shapetrace.viewfail
+    import shapetrace.app.chain
+    import shapetrace.engine.hidden
+    import shapetrace.engine.layout
+    import shapetrace.engine.viewfail
 
-    for module in (shapetrace.layout, shapetrace.chain, shapetrace.viewfail, shapetrace.hidden):
+    for module in (shapetrace.engine.layout, shapetrace.app.chain, shapetrace.engine.viewfail,
+                   shapetrace.engine.hidden):
         result = doctest.testmod(module)
         assert result.attempted >= 3 and result.failed == 0, module.__name__

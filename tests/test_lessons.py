@@ -129,10 +129,11 @@ def test_reshaping_lines_in_solutions_have_shape_comments(ex):
 def test_lesson_renders_at_80_columns(lesson):
     from rich.console import Console
 
+    from shapetrace.app.lessons import lesson_blocks
     from shapetrace.render.lessons import print_lesson
 
     buf = io.StringIO()
-    print_lesson(lesson, Console(file=buf, width=80, color_system=None, legacy_windows=False), run=True)
+    print_lesson(lesson_blocks(lesson), Console(file=buf, width=80, color_system=None, legacy_windows=False))
     text = buf.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
     for kind, code, _ in split_live(lesson.text()):
@@ -159,6 +160,7 @@ def test_numbers_in_lesson_text_come_from_torch():
 
 def test_split_heads_verdict_rendering_golden(verdicts):
     from conftest import assert_golden, render
+
     from shapetrace.render.exercise import verdict_view
 
     v = verdicts[("split-heads", "starter")]

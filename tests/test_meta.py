@@ -10,16 +10,17 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
-from shapetrace import meta
-from shapetrace.config import AttentionConfig
-from shapetrace.devices import parse_memory, pick_device, reference_bytes
+from shapetrace.app.devices import parse_memory, pick_device
+from shapetrace.app.session import trace_reference
+from shapetrace.attention.config import AttentionConfig
+from shapetrace.attention.memory import reference_bytes
+from shapetrace.engine import meta
+from shapetrace.engine.tracer import Trace, _shares_storage
 from shapetrace.errors import UsageError
-from shapetrace.session import trace_reference
-from shapetrace.tracer import Trace, _shares_storage
 
 
 def _to_meta(t):
@@ -183,8 +184,8 @@ def test_view_detection_on_meta_uses_op_and_base_not_pointers():
 def test_seventy_b_sized_meta_trace_loads_no_compiler_modules():
     code = (
         "import sys, torch\n"
-        "from shapetrace.config import AttentionConfig\n"
-        "from shapetrace.session import trace_reference\n"
+        "from shapetrace.attention.config import AttentionConfig\n"
+        "from shapetrace.app.session import trace_reference\n"
         "t = trace_reference(AttentionConfig(d_model=8192, heads=64, seq_len=32768, batch=8), 'meta')\n"
         "print(len(t.events), t.events[10].output.shape, t.events[10].output.nbytes,"
         " 'torch._dynamo' in sys.modules, 'sympy' in sys.modules)\n")
@@ -215,6 +216,8 @@ def test_pick_device_and_memory_budget():
 def test_run_device_meta_json_matches_cpu(cli):
     cpu = json.loads(cli("run", "--json").stdout)
     on_meta = json.loads(cli("run", "--json", "--device", "meta").stdout)
+    assert on_meta.pop("notes") == ["on the meta device (--device meta): shapes and strides without data"]
+    assert "notes" not in cpu
     assert cpu == on_meta
 
 
@@ -230,7 +233,7 @@ def test_user_scripts_on_meta_load_no_compiler_modules():
     code = (
         "import io, contextlib, sys\n"
         "from shapetrace import parse_dims\n"
-        "from shapetrace.runner import run_script\n"
+        "from shapetrace.app.script import run_script\n"
         "for name in ['textbook', 'gqa', 'einops_style', 'encoder_layer', 'torch_mha', 'misc_styles']:\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        r = run_script(f'tests/scripts/{name}.py', [], parse_dims('B=3,T=6,D=512,H=8,H_kv=2'), 'meta')\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from conftest import run_cli
 from tmux_session import ROOT, TmuxSession
 
@@ -14,8 +13,8 @@ DIMS = {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     return trace_reference(AttentionConfig())
 
@@ -23,8 +22,8 @@ def trace():
 @pytest.fixture(scope="module")
 def square_trace():
     """T = H = 8: a swapped T and H has the right sizes; only names tell."""
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     return trace_reference(AttentionConfig(seq_len=8))
 
@@ -35,13 +34,13 @@ def square_trace():
                                   "B,H,T,d_k", "[B, H, T, d_k]", "B H T d_k", "batch, heads, seq_len, d_head",
                                   "torch.Size([2, 8, 6, 64])", "2, H, 6, d_k", " ( 2 , 8 , 6 , 64 ) "])
 def test_every_usual_spelling_reads_the_same(text):
-    from shapetrace.predict import parse_answer
+    from shapetrace.app.predict import parse_answer
 
     assert parse_answer(text, DIMS).sizes == (2, 8, 6, 64)
 
 
 def test_names_products_and_single_axes():
-    from shapetrace.predict import parse_answer
+    from shapetrace.app.predict import parse_answer
 
     a = parse_answer("B, T, H*d_k", DIMS)
     assert a.sizes == (2, 6, 512) and a.names == ("B", "T", None)
@@ -57,8 +56,8 @@ def test_names_products_and_single_axes():
     ("2,,3", "cannot read '' as an axis"),
 ])
 def test_unreadable_answers_say_why(text, message):
+    from shapetrace.app.predict import parse_answer
     from shapetrace.errors import UsageError
-    from shapetrace.predict import parse_answer
 
     with pytest.raises(UsageError) as err:
         parse_answer(text, DIMS)
@@ -68,7 +67,7 @@ def test_unreadable_answers_say_why(text, message):
 # -- checking against torch's numbers ----------------------------------------------------------
 
 def test_check_shape_and_strides_against_the_trace(trace):
-    from shapetrace.predict import check_shape, check_strides, parse_answer
+    from shapetrace.app.predict import check_shape, check_strides, parse_answer
 
     out = trace.events[2].output  # transpose: [B, H, T, d_k], strides (3072, 64, 512, 1)
     assert out.shape == (2, 8, 6, 64) and out.stride == (3072, 64, 512, 1)
@@ -81,7 +80,7 @@ def test_check_shape_and_strides_against_the_trace(trace):
 
 
 def test_names_catch_a_swap_that_sizes_miss(square_trace):
-    from shapetrace.predict import check_shape, parse_answer
+    from shapetrace.app.predict import check_shape, parse_answer
 
     dims = square_trace.dims
     out = square_trace.events[2].output
@@ -93,7 +92,7 @@ def test_names_catch_a_swap_that_sizes_miss(square_trace):
 
 
 def test_quiz_asks_each_shape_or_layout_change_once(trace):
-    from shapetrace.predict import Quiz
+    from shapetrace.app.predict import Quiz
 
     quiz = Quiz.of(trace)
     assert quiz.asked == [1, 2, 9, 10, 12, 13, 14, 15]

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from shapetrace.exercises.content import load
 from shapetrace.exercises.progress import Progress, atomic_write, file_hash, learner_file, start_file
 
@@ -170,7 +170,7 @@ def test_unknown_ids_are_one_line_errors(state, cli):
 @pytest.mark.parametrize("args", [["lessons", "--json"], ["exercise", "list"], ["--help"],
                                   ["exercise", "--help"], ["lessons"], ["exercise", "hint", "merge-heads"]])
 def test_list_commands_do_not_import_torch(args, tmp_path):
-    code = ("import sys\nfrom shapetrace.cli import app\n"
+    code = ("import sys\nfrom shapetrace.cli.app import app\n"
             f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path))
@@ -179,7 +179,7 @@ def test_list_commands_do_not_import_torch(args, tmp_path):
 
 
 def test_exercise_engine_modules_do_not_import_rich():
-    modules = ["content", "progress", "checker", "answers", "watch", "judge", "inputs", "calls",
+    modules = ["content", "progress", "checker", "answers", "judge", "inputs", "calls",
                "explain_check", "quiz", "live"]
     code = ("import sys\n" + "".join(f"import shapetrace.exercises.{m}\n" for m in modules)
             + "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n")

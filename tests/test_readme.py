@@ -26,9 +26,10 @@ def test_readme_install_line_runs_the_main_job():
 def test_readme_excerpt_lines_come_from_a_real_run():
     """Every table line pasted in the README appears in today's output."""
     from conftest import render
-    from shapetrace.config import AttentionConfig, header_lines
+
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig, header_lines
     from shapetrace.render.table import TraceView
-    from shapetrace.session import trace_reference
 
     live = render(TraceView(trace_reference(AttentionConfig()), header=header_lines(AttentionConfig())), 100)
     live_lines = {line.rstrip() for line in live.splitlines()}

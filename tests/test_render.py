@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import assert_golden, render
-from shapetrace.config import AttentionConfig, header_lines
+
+from shapetrace.app.session import trace_reference
+from shapetrace.attention.config import AttentionConfig, header_lines
 from shapetrace.render.table import TraceView
-from shapetrace.session import trace_reference
 
 
 @pytest.mark.parametrize("width", [80, 100])

@@ -7,10 +7,10 @@ import os
 import sys
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from shapetrace import parse_dims
-from shapetrace.runner import Filters, _path_matches, run_script
+from shapetrace.app.script import Filters, _path_matches, run_script
 
 S = "tests/scripts/"
 DIMS = "B=2,T=6,D=512,H=8"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
-import io
 import sys
 
 import pytest
-
 from conftest import run_cli
 from tmux_session import ROOT, TmuxSession
 
@@ -18,8 +17,8 @@ STEP = f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --step"
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.config import AttentionConfig
-    from shapetrace.session import trace_reference
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
 
     return trace_reference(AttentionConfig())
 
@@ -28,7 +27,7 @@ def screen_of(trace, index, width=100, height=40, diagram=False):
     from rich.console import Console
     from rich.screen import Screen
 
-    from shapetrace.render.step import StepScreen, StepState
+    from shapetrace.tui.step import StepScreen, StepState
 
     state = StepState(len(trace.events) + 1, index, diagram)
     buf = io.StringIO()
@@ -40,14 +39,14 @@ def screen_of(trace, index, width=100, height=40, diagram=False):
 # -- pieces, in-process ---------------------------------------------------------------------
 
 def test_parse_keys_reads_arrows_and_batched_keys():
-    from shapetrace.render.step import parse_keys
+    from shapetrace.tui.step import parse_keys
 
     assert list(parse_keys("\r \x1b[Cb\x1b[Dd\x1bOCq\nx")) == [
         "next", "next", "next", "back", "back", "diagram", "next", "quit", "next"]
 
 
 def test_state_stays_in_range_and_auto_wraps():
-    from shapetrace.render.step import StepState
+    from shapetrace.tui.step import StepState
 
     s = StepState(3)
     assert [s.apply("back"), s.index] == [True, 0]
@@ -62,9 +61,9 @@ def test_state_stays_in_range_and_auto_wraps():
 
 def test_screen_shows_code_with_current_line_and_the_op_row(trace):
     lines = screen_of(trace, 1)
-    assert lines[0] == " shapetrace step · #1 view · 2/17 · attention.py:31"
+    assert lines[0] == " shapetrace step · #1 view · 2/17 · reference.py:31"
     assert lines[1] == "multi-head self-attention · B=2 T=6 D=512 H=8"
-    assert lines[2] == "shapetrace/attention.py"
+    assert lines[2] == "shapetrace/attention/reference.py"
     assert lines[3] == "  29     def split_heads(self, x: torch.Tensor) -> torch.Tensor:"
     assert lines[5] == "▶ 31         x = x.view(B, T, self.heads, self.d_k)              # (B, T, H, d_k)"
     assert lines[7] == "     ⋮" and lines[8].startswith("  40     def forward(")
@@ -79,7 +78,7 @@ def test_screen_shows_code_with_current_line_and_the_op_row(trace):
 def test_small_screen_shrinks_the_code_window_and_keeps_the_op(trace):
     lines = screen_of(trace, 13, width=70, height=16)
     assert len(lines) == 16 and max(map(len, lines)) <= 70
-    assert lines[0] == " shapetrace step · #13 transpose · 14/17 · attention.py:36"
+    assert lines[0] == " shapetrace step · #13 transpose · 14/17 · reference.py:36"
     assert lines[3] == "  35         B, H, T, d_k = x.shape                              # (B…"
     assert lines[4] == "▶ 36         x = x.transpose(1, 2)                               # (B…"
     assert lines[9] == "13  transpose  [B=2, T=6, H=8, d_k=64]    view    ✗"
@@ -219,7 +218,7 @@ def test_trace_step_steps_through_a_users_script(tmux, tmp_path):
         "x = torch.randn(2, 6, 512)                         # (B, T, D)\n"
         "q = x.view(2, 6, 8, 64).transpose(1, 2)            # (B, H, T, d_k)\n")
     tmux.type("echo MARKER-BEFORE; SAVED=$(stty -g)")
-    tmux.type(f"PYTHONPATH={ROOT} python -m shapetrace trace {script} --dims B=2,T=6,D=512,H=8 --step; "
+    tmux.type(f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace trace {script} --dims B=2,T=6,D=512,H=8 --step; "
               "echo EXIT=$?; [ \"$(stty -g)\" = \"$SAVED\" ] && echo STTY-RESTORED")
     screen = tmux.wait_for("shapetrace step · #0 view · 1/2")
     assert "▶ 3 q = x.view(2, 6, 8, 64).transpose(1, 2)" in screen
@@ -232,7 +231,7 @@ def test_trace_step_steps_through_a_users_script(tmux, tmp_path):
 
 def test_lesson_present_moves_screen_by_screen_and_restores(tmux):
     tmux.type("echo MARKER-BEFORE; SAVED=$(stty -g)")
-    tmux.type(f"PYTHONPATH={ROOT} python -m shapetrace lesson 3 --present; "
+    tmux.type(f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace lesson 3 --present; "
               "echo EXIT=$?; [ \"$(stty -g)\" = \"$SAVED\" ] && echo STTY-RESTORED")
     screen = tmux.wait_for("shapetrace lesson 3 · 1/5")
     assert "A tensor is a flat block of memory" in screen

@@ -6,17 +6,16 @@ import json
 
 import pytest
 import torch
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from shapetrace.chain import META_LIMIT, parse_chain, parse_shape
-from shapetrace.errors import UsageError
-from shapetrace.strides import run_chain
-from shapetrace.tracer import TensorInfo
-from shapetrace.viewfail import explain_view_error, resolve_shape, target_from_args, view_breaks
-
-from conftest import run_cli
 from test_layout import _factorisations, chains
+
+from shapetrace.app.chain import META_LIMIT, parse_chain, parse_shape
+from shapetrace.app.strides import run_chain
+from shapetrace.engine.tracer import TensorInfo
+from shapetrace.engine.viewfail import explain_view_error, resolve_shape, target_from_args, view_breaks
+from shapetrace.errors import UsageError
 
 FAILING = ("2x6x8x64", "transpose(1, 2).view(2, 6, 512)")
 TORCH_VIEW_ERROR = "view size is not compatible with input tensor's size and stride"
@@ -200,7 +199,7 @@ def test_strides_help_does_not_import_torch():
 
     from conftest import ROOT
 
-    code = ("from shapetrace.cli import app\ntry:\n    app(['strides', '--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("from shapetrace.cli.app import app\ntry:\n    app(['strides', '--help'])\nexcept SystemExit:\n    pass\n"
             "import sys; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False" and "SHAPE" in out.stdout

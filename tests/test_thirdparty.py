@@ -4,10 +4,10 @@ strides and names, and no false error or warning."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT
+
 from shapetrace import parse_dims
-from shapetrace.runner import run_script
+from shapetrace.app.script import run_script
 
 SCRIPTS = ROOT / "tests" / "scripts"
 HEADS = ("B", "H", "T", "d_k")
@@ -167,7 +167,7 @@ def test_assorted_idioms_named_from_dims_alone():
 
 
 def test_unnamed_tensors_split_without_a_false_head_split_note():
-    from shapetrace.axes import Namer, reshape_axes, unknown_axes
+    from shapetrace.engine.axes import Namer, reshape_axes, unknown_axes
 
     namer = Namer({"B": 2, "T": 6, "D": 512, "H": 8})
     split = reshape_axes(unknown_axes((2, 6, 1536)), (2, 6, 3, 8, 64), namer)
@@ -178,7 +178,7 @@ def test_unnamed_tensors_split_without_a_false_head_split_note():
 def test_fused_width_seeds_names_after_the_token_prefix():
     import torch
 
-    from shapetrace.tracer import Trace
+    from shapetrace.engine.tracer import Trace
 
     t = Trace({"B": 3, "T": 6, "D": 512, "H": 8, "H_kv": 2})
     assert t.namer.label(t.axes_of(torch.zeros(3, 6, 1536))[2]) == "3*D"

@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 import shapetrace
-from shapetrace.attention import build
-from shapetrace.config import AttentionConfig
-from shapetrace.session import trace_reference
-from shapetrace.tracer import TRACKED, Trace, _op_name
+from shapetrace.app.session import trace_reference
+from shapetrace.attention.config import AttentionConfig
+from shapetrace.attention.reference import build
+from shapetrace.engine.tracer import TRACKED, Trace, _op_name
 
 
 class Capture(TorchFunctionMode):
@@ -210,7 +210,7 @@ def test_json_schema_v1():
     assert data["version"] == 1
     assert data["dims"] == {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
     first = data["events"][0]
-    assert first["op"] == "linear" and first["source"] == "shapetrace/attention.py:41"
+    assert first["op"] == "linear" and first["source"] == "shapetrace/attention/reference.py:41"
     assert first["code"].startswith("q = self.split_heads(self.w_q(x))")
     assert first["inputs"] == [{"shape": [2, 6, 512], "stride": [3072, 512, 1], "dims": ["B", "T", "D"],
                                 "contiguous": True, "storage_offset": 0, "dtype": "float32"}]

@@ -9,12 +9,13 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT, render
-from shapetrace.config import AttentionConfig as C
+
+from shapetrace.app.session import choose_device, trace_variant
+from shapetrace.attention import variants
+from shapetrace.attention.config import AttentionConfig as C
+from shapetrace.attention.memory import variant_bytes
 from shapetrace.errors import UsageError
-from shapetrace.session import choose_device, estimate_bytes, trace_variant
-from shapetrace import variants
 
 VALID = [
     (impl, kw)
@@ -82,7 +83,7 @@ def test_each_impl_matches_the_reference(impl, kw):
 
 
 def test_configurable_reference_equals_plain_reference():
-    from shapetrace import attention
+    from shapetrace.attention import reference as attention
 
     plain, x = attention.build(C())
     ref, inp = variants.build_reference(C())
@@ -222,6 +223,7 @@ def test_heat_map_is_cropped_for_long_sequences():
 
 def test_nan_demo_heat_map_golden():
     from conftest import assert_golden
+
     from shapetrace.render.heatmap import HeatMap
 
     run = trace_variant(C(causal=True, mask="padding", pad=(0, 2), pad_side="left"))
@@ -271,7 +273,7 @@ def test_dropout_sits_on_the_weights_and_keeps_shapes():
 # -- presets and the meta device ----------------------------------------------------
 
 def test_presets_document_real_sizes():
-    from shapetrace.presets import PRESETS
+    from shapetrace.attention.presets import PRESETS
 
     expect = {"gpt2": (768, 12, None, 64), "bert-base": (768, 12, None, 64), "bert-large": (1024, 16, None, 64),
               "llama2-7b": (4096, 32, None, 128), "llama3-8b": (4096, 32, 8, 128),
@@ -280,7 +282,7 @@ def test_presets_document_real_sizes():
         p = PRESETS[name]
         assert (p.d_model, p.heads, p.kv_heads) == (D, H, H_kv)
         assert C(d_model=D, heads=H, kv_heads=H_kv).d_k == d_k
-    source = (ROOT / "shapetrace" / "presets.py").read_text()
+    source = (ROOT / "shapetrace" / "attention" / "presets.py").read_text()
     assert source.count("config.json:") >= len(PRESETS)
 
 
@@ -291,7 +293,7 @@ def test_choose_device_switches_to_meta_beyond_the_budget():
     assert device == "meta" and "meta device" in note and "--max-memory 256 MiB" in note
     assert choose_device(big)[0] == "meta"                      # over the default 1 GiB too
     assert choose_device(C(), requested="meta")[0] == "meta"     # --device meta
-    assert estimate_bytes(big) > 2 * 4 * 8192 * 8192
+    assert variant_bytes(big) > 2 * 4 * 8192 * 8192
     assert choose_device(C(), 1000)[0] == "meta"
 
 
@@ -343,8 +345,8 @@ def test_cli_plain_run_is_unchanged_path(cli):
 
 
 def test_engine_modules_do_not_import_rich():
-    code = ("import sys; import shapetrace.session, shapetrace.variants, shapetrace.findings, "
-            "shapetrace.compare, shapetrace.broken, shapetrace.variant_notes, shapetrace.variant_rules; "
+    code = ("import sys; import shapetrace.app.session, shapetrace.attention.variants, shapetrace.engine.findings, "
+            "shapetrace.app.compare, shapetrace.attention.broken, shapetrace.attention.notes, shapetrace.engine.rules; "
             "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -352,8 +354,8 @@ def test_engine_modules_do_not_import_rich():
 
 
 def test_cli_modules_do_not_import_torch():
-    code = ("import sys; import shapetrace.cli, shapetrace.cli_variants, shapetrace.cli_compare, "
-            "shapetrace.catalogue, shapetrace.presets; print('torch' in sys.modules)")
+    code = ("import sys; import shapetrace.cli.app, shapetrace.cli.variants, shapetrace.cli.compare, "
+            "shapetrace.attention.catalogue, shapetrace.attention.presets; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "False", out.stderr

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Union
+
+from conftest import require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL = "env -u COLUMNS -u LINES PS1='$ ' bash --norc --noprofile"
@@ -18,7 +19,7 @@ class TmuxSession:
     """A detached tmux session running a plain bash in the checkout, on a socket of its own."""
 
     def __init__(self, name: str, width: int = 100, height: int = 40):
-        assert shutil.which("tmux"), "tmux is not installed: apt-get install -y tmux (this test must not skip)"
+        require_tool("tmux")
         self.socket = f"st-{name}-{uuid.uuid4().hex[:8]}"
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", str(ROOT), SHELL)
         self.socket_path = self.tmux("display-message", "-p", "#{socket_path}").strip()
@@ -42,7 +43,7 @@ class TmuxSession:
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p")
 
-    def wait_for(self, expect: Union[str, Callable[[str], bool]], timeout: float = 60) -> str:
+    def wait_for(self, expect: str | Callable[[str], bool], timeout: float = 60) -> str:
         """Poll the pane until ``expect`` (a substring or a predicate) holds; fail with the screen."""
         check = (lambda s: expect in s) if isinstance(expect, str) else expect
         deadline = time.monotonic() + timeout

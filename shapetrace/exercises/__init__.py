@@ -2,7 +2,7 @@
 
 Modules that need no tensors (``content``, ``progress``, ``checker``,
 ``answers``) never import torch, so ``shapetrace lessons`` and
-``shapetrace exercise list`` stay fast. ``runner``, ``judge``, ``inputs``
+``shapetrace exercise list`` stay fast. ``judge``, ``inputs``
 and ``quiz`` import torch and run inside the checker's child process or the
 quiz command.
 """

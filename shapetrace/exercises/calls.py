@@ -10,9 +10,10 @@ import io
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -156,7 +157,7 @@ def function_from_code(source: str, name: str) -> Callable:
 def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str, int],
          path: str | None = None, traced: bool = True) -> Outcome:
     """Call ``fn(*args)`` and record everything the checker needs."""
-    from ..tracer import Trace
+    from shapetrace.engine.tracer import Trace
 
     out = CappedText()
     trace = Trace(dims) if traced else None

@@ -1,6 +1,6 @@
 """Run the checker in a separate process and collect verdicts (parent side; no torch).
 
-The child (``runner.py``) gets a memory cap, a time limit per job and a
+The child (:mod:`shapetrace.worker`) gets a memory cap, a time limit per job and a
 bounded stdout; this side adds a hard wall-clock limit and turns a killed
 child into a verdict (timeout, out-of-memory or crash), never a traceback.
 """
@@ -60,7 +60,7 @@ def _run_child(jobs: list[Job], lessons: str, limit: float, memory_mb: int, widt
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.Popen([sys.executable, "-m", "shapetrace.exercises.runner", request],
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace.worker", request],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env, start_new_session=True, cwd=workdir)
     timed_out = False

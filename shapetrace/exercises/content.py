@@ -13,12 +13,13 @@ Layout::
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import UsageError
+import tomllib
+
+from shapetrace.errors import UsageError
 
 #: Verdicts the checker can give (``pass`` is the only success).
 VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from ..explain import fmt_bytes, fmt_shape, why_not_contiguous
-from . import inputs as inp
+from shapetrace.engine.formatting import fmt_bytes, fmt_named, fmt_shape
+from shapetrace.engine.sentences import why_not_contiguous
+from shapetrace.exercises import inputs as inp
 
 #: How an axis name reads in a sentence about one element.
 READ_AS = {"B": "batch", "T": "token", "T_k": "key", "D": "feature", "H": "head",
@@ -34,18 +35,15 @@ def name_shape(shape, inputs: inp.Inputs, names: str = "") -> str:
     shape = [int(s) for s in shape]
     given = names.split()
     if len(given) == len(shape):
-        return "[" + ", ".join(f"{n}={s}" for n, s in zip(given, shape)) + "]"
+        return fmt_named(given, shape)
     sizes = dict(inputs.dims)
     sizes.update(inputs.sizes)
     by_size: dict[int, set[str]] = {}
     for n, s in sizes.items():
         if isinstance(s, int) and not isinstance(s, bool):
             by_size.setdefault(s, set()).add(n)
-    parts = []
-    for s in shape:
-        found = by_size.get(s, set())
-        parts.append(f"{next(iter(found))}={s}" if len(found) == 1 else str(s))
-    return "[" + ", ".join(parts) + "]"
+    unique = [next(iter(by_size[s])) if len(by_size.get(s, ())) == 1 else None for s in shape]
+    return fmt_named(unique, shape)
 
 
 def _source(inputs: inp.Inputs) -> tuple[torch.Tensor, list[str]] | None:

@@ -12,8 +12,9 @@ Two ideas make wrong axis orders visible:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

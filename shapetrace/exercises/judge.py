@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from . import inputs as inp
-from .calls import LoadFailure, Outcome, call, function_from_code, load_function
-from .content import Exercise
-from .explain_check import (crash_lines, diagnostics_of, in_place_line, layout_copies, learner_line_of,
-                            mutation_lines, name_shape, value_facts)
-
+from shapetrace.engine.layout import row_major
+from shapetrace.exercises import inputs as inp
+from shapetrace.exercises.calls import LoadFailure, Outcome, call, function_from_code, load_function
+from shapetrace.exercises.content import Exercise
+from shapetrace.exercises.explain_check import (
+    crash_lines,
+    diagnostics_of,
+    in_place_line,
+    layout_copies,
+    learner_line_of,
+    mutation_lines,
+    name_shape,
+    value_facts,
+)
 
 
 @dataclass
@@ -208,7 +217,7 @@ class Judge:
             problems += layout_copies(got.trace) or ["  a new tensor was built from the input"]
         if checks.get("must_be_contiguous") and not out.is_contiguous():
             problems.append(f"your result is not contiguous: strides {tuple(out.stride())} are not the "
-                            f"row-major {_row_major(out.shape)} this exercise asks for")
+                            f"row-major {row_major(out.shape)} this exercise asks for")
         if checks.get("max_alloc_bytes"):
             names = dict(out_bytes=out.numel() * out.element_size(),
                          in_bytes=first.numel() * first.element_size())
@@ -286,12 +295,6 @@ def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def _row_major(shape) -> tuple[int, ...]:
-    out, acc = [], 1
-    for size in reversed(tuple(shape)):
-        out.append(acc)
-        acc *= size
-    return tuple(reversed(out))
 
 
 def _line(o: Outcome) -> int | None:

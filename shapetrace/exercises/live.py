@@ -54,18 +54,24 @@ def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
 
 
 def run_example(code: str, name: str, dims: str = ""):
-    """Execute ``code`` under :func:`shapetrace.trace` and return the trace."""
+    """Execute ``code`` under the tracer and return the trace.
+
+    The example's namespace has ``shapetrace.name`` (what a learner's own script imports), nothing more.
+    """
+    import types
+
     import einops
     import torch
     import torch.nn.functional as F
 
-    import shapetrace
+    from shapetrace.engine.dims import parse_dims
+    from shapetrace.engine.tracer import Trace, name_axes
 
     filename = "<" + name.replace("/", " ") + ">"
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     namespace = {"torch": torch, "F": F, "math": math, "rearrange": einops.rearrange,
-                 "shapetrace": shapetrace}
-    trace = shapetrace.trace(dims=dims or None)
+                 "shapetrace": types.SimpleNamespace(name=name_axes)}
+    trace = Trace(parse_dims(dims or None))
     with torch.no_grad():
         try:
             with trace:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from shapetrace.errors import UsageError
 
 VERSION = 1
 DEFAULT_WORKSPACE = "shapetrace-exercises"
@@ -64,7 +64,7 @@ class Progress:
         self.warnings = warnings or []
 
     @classmethod
-    def load(cls, directory: Path | None = None) -> "Progress":
+    def load(cls, directory: Path | None = None) -> Progress:
         path = Path(directory or state_dir()) / "progress.json"
         if not path.exists():
             return cls(path)

@@ -8,13 +8,14 @@ construction; the tests recompute each one independently.
 from __future__ import annotations
 
 import random
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
-from .answers import HOW
-from .content import ContentError
+import tomllib
+
+from shapetrace.errors import UsageError
+from shapetrace.exercises.answers import HOW
+from shapetrace.exercises.content import ContentError
 
 ASKS = {
     "shape": "What is y.shape?",

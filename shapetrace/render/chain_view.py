@@ -8,19 +8,18 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.rule import Rule
 from rich.text import Text
 
-
-from .indent import Indent
-from ..explain import fmt_bytes, fmt_shape
-from .diagram import LayoutView, event_diagram, layout_of
+from shapetrace.engine.formatting import fmt_bytes, fmt_shape
+from shapetrace.render.diagram import LayoutView, event_diagram, layout_of
+from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..strides import ChainRun, StepResult
+    from shapetrace.app.strides import ChainRun, StepResult
 
 NOTE_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
 
 
 class ChainView:
-    """A Rich renderable for a :class:`~shapetrace.strides.ChainRun`.
+    """A Rich renderable for a :class:`~shapetrace.app.strides.ChainRun`.
 
     Args:
         run: the steps to draw.
@@ -28,7 +27,7 @@ class ChainView:
         rows: storage-strip rows per diagram (the middle is elided).
     """
 
-    def __init__(self, run: "ChainRun", diagrams: bool = True, rows: int = 4):
+    def __init__(self, run: ChainRun, diagrams: bool = True, rows: int = 4):
         self.run, self.diagrams, self.rows = run, diagrams, rows
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -52,7 +51,7 @@ class ChainView:
                        "device (real shapes and strides, no data)", style="dim")
         else:
             yield Text("every element's value is its own address, so a label is where it lives", style="dim")
-        from ..strides import DEFAULT_NAMES
+        from shapetrace.app.strides import DEFAULT_NAMES
 
         named = fmt_shape(start)
         if run.names == DEFAULT_NAMES.get(len(run.shape)) and not run.names_given:
@@ -61,7 +60,7 @@ class ChainView:
         if run.heads:
             yield Text(f"H = {run.heads} heads from --heads", style="dim")
 
-    def _step(self, step: "StepResult", width: int) -> RenderResult:
+    def _step(self, step: StepResult, width: int) -> RenderResult:
         title = "start" if step.number == 0 else f"step {step.number} · .{step.code}" \
             if not step.code.startswith("[") else f"step {step.number} · x{step.code}"
         yield Rule(Text(title, style="bold"), align="left", style="dim")
@@ -81,7 +80,7 @@ class ChainView:
             severity = note.split(" ", 1)[0]
             yield Text(note, style=NOTE_STYLE.get(severity, "yellow"))
 
-    def _facts(self, step: "StepResult") -> Text:
+    def _facts(self, step: StepResult) -> Text:
         i = step.info
         text = Text(fmt_shape(i), style="bold")
         if any(n and n.startswith("!") for n in i.dims):
@@ -108,8 +107,9 @@ class ChainView:
         views = sum(1 for s in done if s.view)
         copies = [s for s in done if s.copy_bytes]
         n = len(run.steps) - 1
-        line = Text(f"\n{n} {'step' if n == 1 else 'steps'} · {views} {'view' if views == 1 else 'views'} · {len(copies)} "
-                    f"{'copy' if len(copies) == 1 else 'copies'} ({fmt_bytes(sum(s.copy_bytes for s in copies))})")
+        line = Text(f"\n{n} {'step' if n == 1 else 'steps'} · {views} {'view' if views == 1 else 'views'} · "
+                    f"{len(copies)} {'copy' if len(copies) == 1 else 'copies'} "
+                    f"({fmt_bytes(sum(s.copy_bytes for s in copies))})")
         failed = [s for s in run.steps if s.error]
         if failed:
             line.append(f" · failed at step {failed[0].number}", style="bold red")

@@ -1,29 +1,31 @@
 """The trace as shown in class: full or compact table, full or brief annotations, long names.
 
->>> from shapetrace.classroom import ViewOptions
+>>> from shapetrace.app.classroom import ViewOptions
 >>> ViewOptions(compact=True).compact
 True
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from ..classroom import ViewOptions, names_for
-from ..explain import annotate
-from .table import OpTable, TraceView, _code_text, fact_cells, indented, join_cells, trace_header
+from shapetrace.app.classroom import ViewOptions, names_for
+from shapetrace.engine.sentences import annotate
+from shapetrace.render.table import OpTable, TraceView, _code_text, fact_cells, indented, join_cells, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tracer import Event, Trace
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
 
 COMPACT_COLUMNS = ("#", "op", "shape [names]", "memory")
 _COMPACT_KEEP = (0, 1, 2, 4)  # indices into table.fact_cells
 
 
-def compact_cells(e: "Event", long_names=None) -> list[Text]:
+def compact_cells(e: Event, long_names=None) -> list[Text]:
     """The facts of one op without strides and contiguity: index, op, shape with names, memory."""
     cells = fact_cells(e, long_names)
     return [cells[i] for i in _COMPACT_KEEP]
@@ -32,7 +34,7 @@ def compact_cells(e: "Event", long_names=None) -> list[Text]:
 class CompactTable:
     """Fewer columns for narrow or zoomed terminals: ``# op shape memory``, then code and annotation."""
 
-    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full", after_event=None):
+    def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full", after_event=None):
         self.events = list(events)
         self.long_names = long_names
         self.explain = explain
@@ -56,7 +58,7 @@ class CompactTable:
                 yield extra
 
 
-def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None, after_event=None):
+def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None):
     """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
     cls = CompactTable if options.compact else OpTable
     return cls(events, long_names, explain=options.explain, after_event=after_event)
@@ -65,12 +67,12 @@ def op_table(events: Sequence["Event"], options: ViewOptions, long_names=None, a
 class ClassroomView(TraceView):
     """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
 
-    def __init__(self, trace: "Trace", options: ViewOptions = ViewOptions(), after_event=None):
+    def __init__(self, trace: Report, options: ViewOptions = ViewOptions(), after_event=None):
         table = op_table(trace.events, options, names_for(trace, options), after_event)
         super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 
-def print_classroom(trace: "Trace", console: Console, options: ViewOptions = ViewOptions(),
+def print_classroom(trace: Report, console: Console, options: ViewOptions = ViewOptions(),
                     after_event=None) -> None:
     """Print a trace the way ``shapetrace run`` shows it with the readability options."""
     console.print(ClassroomView(trace, options, after_event))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..explain import fmt_bytes, fmt_shape
+from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 
 TAG_STYLE = {"same": "dim", "changed": "yellow", "only-a": "red", "only-b": "green"}
 TAG_MARK = {"same": " ", "changed": "~", "only-a": "-", "only-b": "+"}
@@ -16,7 +16,7 @@ TAG_MARK = {"same": " ", "changed": "~", "only-a": "-", "only-b": "+"}
 
 def impl_table(rows: Sequence, device: str) -> Table:
     """ops, views, copies, bytes copied, computed bytes, max |diff| from the reference."""
-    from ..compare import TOLERANCE
+    from shapetrace.app.compare import TOLERANCE
 
     table = Table(title=None, box=None, header_style="bold", pad_edge=False)
     for col, just in (("impl", "left"), ("ops", "right"), ("views", "right"), ("copies", "right"),
@@ -36,7 +36,7 @@ def impl_table(rows: Sequence, device: str) -> Table:
 
 
 def print_comparison(rows: Sequence, device: str, header: Sequence[str], console: Console) -> None:
-    from ..compare import TOLERANCE
+    from shapetrace.app.compare import TOLERANCE
 
     for i, line in enumerate(header):
         console.print(Text(line, style="bold" if i == 0 else "dim"))

@@ -1,4 +1,4 @@
-"""Memory-stride diagrams: Rich renderables drawn from :class:`shapetrace.layout.Layout`.
+"""Memory-stride diagrams: Rich renderables drawn from :class:`shapetrace.engine.layout.Layout`.
 
 Each block of the storage strip shows a letter (the colour key: ``A`` = head 0,
 ``B`` = head 1, ...) and the logical index living there (``0,3,2,:`` is
@@ -12,20 +12,21 @@ diagram are also available as :class:`LayoutView`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.constrain import Constrain
 from rich.table import Table
 from rich.text import Text
 
-
-from .indent import Indent
-from ..explain import fmt_bytes, fmt_shape
-from ..layout import Block, Elided, Layout
+from shapetrace.engine.formatting import fmt_bytes, fmt_shape
+from shapetrace.engine.layout import Block, Elided, Layout
+from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tracer import Event, TensorInfo, Trace
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event, TensorInfo
 
 #: Okabe–Ito colours (safe for the common forms of colour blindness), with a readable text colour.
 PALETTE = (("#E69F00", "black"), ("#56B4E9", "black"), ("#009E73", "black"), ("#F0E442", "black"),
@@ -48,7 +49,7 @@ def key_style(key: int) -> str:
     return f"{fg} on {bg}"
 
 
-def layout_of(info: "TensorInfo", heads: int | None = None, key: str | None = None) -> Layout:
+def layout_of(info: TensorInfo, heads: int | None = None, key: str | None = None) -> Layout:
     """The :class:`Layout` of a traced tensor."""
     dims = [n.replace("*", "·") if n else None for n in info.dims]
     return Layout(info.shape, info.stride, info.storage_offset, dims, heads=heads, key=key,
@@ -206,7 +207,7 @@ def _row(chunk: Sequence[Block | Elided], cell_w: int, addr_w: int) -> Text:
 # public API
 # ---------------------------------------------------------------------------
 
-def tensor_title(info: "TensorInfo", what: str = "") -> Text:
+def tensor_title(info: TensorInfo, what: str = "") -> Text:
     """``[B=2, H=8, T=6, d_k=64]  strides (3072, 64, 512, 1) · not contiguous``."""
     text = Text(f"{what}  " if what else "", style="bold")
     text.append(fmt_shape(info), style="bold")
@@ -219,12 +220,12 @@ def tensor_title(info: "TensorInfo", what: str = "") -> Text:
     return text
 
 
-def tensor_diagram(info: "TensorInfo", width: int = 100, heads: int | None = None,
+def tensor_diagram(info: TensorInfo, width: int = 100, heads: int | None = None,
                    title: bool = True, rows: int = 4) -> RenderableType:
     """The diagram of one traced tensor: axes, storage strip, walk and why.
 
     Args:
-        info: a :class:`~shapetrace.tracer.TensorInfo` (from an event or ``strides``).
+        info: a :class:`~shapetrace.engine.tracer.TensorInfo` (from an event or ``strides``).
         width: columns available.
         heads: head count, to colour a ``D`` axis per head when there is no ``H`` axis.
         title: start with a line giving the shape, strides and contiguity.
@@ -233,7 +234,7 @@ def tensor_diagram(info: "TensorInfo", width: int = 100, heads: int | None = Non
     return LayoutView(layout_of(info, heads), width, rows, tensor_title(info) if title else None)
 
 
-def event_diagram(event: "Event", width: int = 100, heads: int | None = None, rows: int = 4) -> RenderableType:
+def event_diagram(event: Event, width: int = 100, heads: int | None = None, rows: int = 4) -> RenderableType:
     """The diagram for one traced event: its output, or before/after strips for a copy.
 
     A failed ``view`` shows the input's layout and why the view cannot work.
@@ -261,11 +262,9 @@ def event_diagram(event: "Event", width: int = 100, heads: int | None = None, ro
     )
 
 
-def _matmul_diagram(event: "Event", width: int, heads: int | None) -> RenderableType:
+def _matmul_diagram(event: Event, width: int, heads: int | None) -> RenderableType:
     """The copies torch makes inside a batched matmul: each operand before and after."""
-    from ..hidden import matmul_hidden_copies
-
-    copies = matmul_hidden_copies(event)
+    copies = event.hidden_copies
     if not copies:
         return Text("no hidden copy: both operands are already one batch of matrices in memory", style="green")
     total = sum(c.nbytes for c in copies)
@@ -282,12 +281,12 @@ def _matmul_diagram(event: "Event", width: int, heads: int | None) -> Renderable
     return Group(*parts)
 
 
-def _failed_diagram(event: "Event", width: int, heads: int | None, rows: int) -> RenderableType:
+def _failed_diagram(event: Event, width: int, heads: int | None, rows: int) -> RenderableType:
     if not event.inputs:
         return Text(event.error or "")
     info = event.inputs[0]
     parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, rows, tensor_title(info, "input"))]
-    from ..viewfail import explain_view_error, target_from_args
+    from shapetrace.engine.viewfail import explain_view_error, target_from_args
 
     target = target_from_args(event.args) if event.op == "view" else None
     if target:
@@ -295,12 +294,12 @@ def _failed_diagram(event: "Event", width: int, heads: int | None, rows: int) ->
     return Group(*parts)
 
 
-def diagram_hook(trace: "Trace", only: int | None = None, width: int = 100,
-                 indent: int = 4) -> Callable[["Event"], RenderableType | None]:
+def diagram_hook(trace: Report, only: int | None = None, width: int = 100,
+                 indent: int = 4) -> Callable[[Event], RenderableType | None]:
     """For ``OpTable``: a diagram under each movement op (``--diagrams``) or only record ``only``."""
     heads = trace.dims.get("H") if trace.dims else None
 
-    def hook(event: "Event") -> RenderableType | None:
+    def hook(event: Event) -> RenderableType | None:
         if only is not None and event.index != only:
             return None
         if only is None and event.op not in DIAGRAM_OPS and not _has_hidden_copy(event):
@@ -310,16 +309,14 @@ def diagram_hook(trace: "Trace", only: int | None = None, width: int = 100,
     return hook
 
 
-def _has_hidden_copy(event: "Event") -> bool:
-    from ..hidden import matmul_hidden_copies
-
-    return event.op == "matmul" and bool(matmul_hidden_copies(event))
+def _has_hidden_copy(event: Event) -> bool:
+    return bool(event.hidden_copies)
 
 
-def run_diagram_hook(trace: "Trace", only: int | None, width: int) -> Callable[["Event"], RenderableType | None]:
+def run_diagram_hook(trace: Report, only: int | None, width: int) -> Callable[[Event], RenderableType | None]:
     """The hook for ``shapetrace run --diagrams`` / ``--diagram N`` (N checked against the trace)."""
     if only is not None and not 0 <= only < len(trace.events):
-        from ..errors import UsageError
+        from shapetrace.errors import UsageError
 
         raise UsageError(f"--diagram {only}: this trace has records 0 to {len(trace.events) - 1}")
     return diagram_hook(trace, only, width)

@@ -7,7 +7,8 @@ else renders plain verdict data in the parent and never needs torch.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.markup import escape
@@ -15,9 +16,9 @@ from rich.panel import Panel
 from rich.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tracer import Event, Trace
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
 
-VERDICT_STYLE = {"pass": "bold green"}
 
 
 def _plain(renderable, width: int) -> str:
@@ -31,17 +32,17 @@ def _code_only(code: str) -> str:
     return code.split("  #")[0].rstrip()
 
 
-def _event_line(e: "Event") -> str:
-    from ..explain import fmt_shape
+def _event_line(e: Event) -> str:
+    from shapetrace.engine.formatting import fmt_shape
 
     out = fmt_shape(e.output) if e.output else ("raised" if e.error else "")
     return f"#{e.index} {e.op} -> {out}  `{_code_only(e.code)}`"
 
 
-def trace_tables(mine: "Trace | None", ref: "Trace | None", width: int) -> dict[str, str]:
+def trace_tables(mine: Report | None, ref: Report | None, width: int) -> dict[str, str]:
     """The learner's and the reference's traced tables as text, and their first difference."""
-    from ..exercises.explain_check import first_difference
-    from .table import OpTable
+    from shapetrace.exercises.explain_check import first_difference
+    from shapetrace.render.table import OpTable
 
     if mine is None:
         return {}
@@ -127,9 +128,9 @@ def question_view(number: int, total: int, q) -> Group:
     )
 
 
-def quiz_feedback(q, typed: str, understood: bool, right: bool, show_trace: bool = True) -> Group:
+def quiz_feedback(q, typed: str, understood: bool, right: bool, trace: Any = None) -> Group:
     """Right or wrong, the right answer, why, and the traced ops that prove it."""
-    from ..exercises.answers import show_answer
+    from shapetrace.exercises.answers import show_answer
 
     parts: list[Any] = []
     shown = show_answer(q.ask, q.answer)
@@ -143,11 +144,8 @@ def quiz_feedback(q, typed: str, understood: bool, right: bool, show_trace: bool
         parts.append(Text(q.note, style="italic"))
     if q.detail.get("error"):
         parts.append(Text(f"torch says: {q.detail['error']}", style="dim"))
-    if show_trace and not right:
-        from ..exercises.live import run_example
-        from .table import OpTable
+    if trace is not None and trace.events and not right:
+        from shapetrace.render.table import OpTable
 
-        trace = run_example(q.code, f"quiz {q.id}", q.dims)
-        if trace.events:
-            parts.append(OpTable(trace.events))
+        parts.append(OpTable(trace.events))
     return Group(*parts)

@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.terminal_theme import MONOKAI, TerminalTheme
 
-from ..classroom import THEMES, ViewOptions, names_for
-from ..errors import RunError, UsageError
-from ..explain import annotate, fmt_shape, memory_word
-from .classroom import ClassroomView
-from .table import SEVERITY_MARK, footer_text, trace_header
+from shapetrace.app.classroom import THEMES, ViewOptions, names_for
+from shapetrace.engine.formatting import fmt_shape
+from shapetrace.engine.sentences import annotate, memory_word
+from shapetrace.errors import RunError, UsageError
+from shapetrace.render.classroom import ClassroomView
+from shapetrace.render.table import SEVERITY_MARK, footer_text, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tracer import Event, Trace
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
 
 FORMATS = (".svg", ".html", ".md", ".txt")
 EXPORT_WIDTH = 100
@@ -59,7 +61,7 @@ def recording_console(width: int) -> Console:
                    color_system="truecolor", legacy_windows=False)
 
 
-def render_export(trace: "Trace", fmt: str, options: ViewOptions = ViewOptions(),
+def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
                   theme: str = "light") -> str:
     """The text of an export in format ``fmt`` (one of :data:`FORMATS`)."""
     if fmt == ".md":
@@ -84,7 +86,7 @@ def html_format(title: str) -> str:
     return CONSOLE_HTML_FORMAT.replace('<meta charset="UTF-8">', f'<meta charset="UTF-8">\n<title>{safe}</title>', 1)
 
 
-def export_trace(trace: "Trace", path: str | Path, options: ViewOptions = ViewOptions(),
+def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOptions(),
                  theme: str = "light") -> Path:
     """Write the trace to ``path`` in the format its suffix names; returns the path."""
     path = Path(path)
@@ -112,13 +114,13 @@ def _md_code(code: str) -> str:
     return f"{fence}{pad}{_md_cell(code)}{pad}{fence}"
 
 
-def md_memory(e: "Event") -> str:
+def md_memory(e: Event) -> str:
     """The memory column in words: view, no-op, copy N, new N."""
     word = memory_word(e)
     return f"**{word}**" if e.copy_bytes and not (e.view or e.noop or e.error) else word
 
 
-def md_row(e: "Event", explain: str = "full", long_names=None) -> str:
+def md_row(e: Event, explain: str = "full", long_names=None) -> str:
     """One Markdown table row for an op."""
     o = e.output
     shape = fmt_shape(o, long_names) if o else ""
@@ -130,7 +132,7 @@ def md_row(e: "Event", explain: str = "full", long_names=None) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown(trace: "Trace", options: ViewOptions = ViewOptions()) -> str:
+def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
     """The trace as Markdown: header, one table row per op, footer and diagnostics."""
     long_names = names_for(trace, options)
     header = trace_header(trace)
@@ -145,7 +147,7 @@ def markdown(trace: "Trace", options: ViewOptions = ViewOptions()) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def md_diagnostics(trace: "Trace") -> list[str]:
+def md_diagnostics(trace: Report) -> list[str]:
     """Diagnostics as a Markdown list (or the all-clear line)."""
     if not trace.diagnostics:
         return ["**✓ no errors or warnings**: every axis keeps its meaning from input to output."]

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import os
 import traceback as tb
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-
-from .indent import Indent
-from ..failure import explain_failure, operand_lines
+from shapetrace.engine.failure import explain_failure, operand_lines
+from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import ScriptRun
-    from ..tracer import Event
+    from shapetrace.app.script import ScriptRun
+    from shapetrace.engine.tracer import Event
 
 
-def failure_lines(run: "ScriptRun") -> Iterable[Text]:
+def failure_lines(run: ScriptRun) -> Iterable[Text]:
     """What went wrong: the failed op's block, or the script's own exception and where it came from."""
     exc = run.exception
     if exc is None:
@@ -36,7 +36,7 @@ def failure_lines(run: "ScriptRun") -> Iterable[Text]:
                          "recorded op up to that point)", style="dim"), 2)
 
 
-def _failed_op(e: "Event", exc: BaseException) -> Iterable:
+def _failed_op(e: Event, exc: BaseException) -> Iterable:
     yield Text.assemble((f"✗ #{e.index} {e.op} raised", "bold red"), (f"  {e.source}", "dim"))
     yield _indented(Text(e.code.split("  #")[0].rstrip(), style="bold"), 2)
     for line in operand_lines(e):

@@ -1,6 +1,6 @@
 """One head's attention scores and weights as a small heat map of Rich cells.
 
-The engine (:func:`shapetrace.findings.heat_map`) hands over plain 2-D lists;
+The engine (:func:`shapetrace.engine.findings.heat_map`) hands over plain 2-D lists;
 this module only draws them. Cells carry a shade character as well as a colour,
 so the picture survives without colour (tests, pipes, NO_COLOR).
 """
@@ -8,7 +8,7 @@ so the picture survives without colour (tests, pipes, NO_COLOR).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.syntax import Syntax
 from rich.text import Text
-from .indent import Indent
 
+from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..exercises.content import Lesson
+    from shapetrace.app.lessons import LessonBlock
 
 STATUS_MARK = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan"),
                "": (" ", "")}
@@ -38,14 +39,14 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
     return Group(*parts)
 
 
-def _live_block(code: str, name: str, dims: str, run: bool) -> Iterable[Any]:
-    yield Syntax(code.rstrip("\n"), "python", theme="ansi_dark", background_color="default")
-    if not run:
+def live_block(block: LessonBlock) -> Iterable[Any]:
+    """A live example: its code, then (when it was run) its traced table and findings."""
+    yield Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default")
+    trace = block.trace
+    if trace is None:
         return
-    from ..exercises.live import run_example
-    from .table import OpTable, diagnostic_lines, footer_text
+    from shapetrace.render.table import OpTable, diagnostic_lines, footer_text
 
-    trace = run_example(code, name, dims)
     yield Text("traced:", style="dim")
     if trace.events:
         yield OpTable(trace.events)
@@ -58,17 +59,22 @@ def _live_block(code: str, name: str, dims: str, run: bool) -> Iterable[Any]:
     yield Text("")
 
 
-def print_lesson(lesson: "Lesson", console: Console, exercises: Sequence[dict[str, Any]] = (),
-                 run: bool = True) -> None:
-    """Print a lesson: its Markdown, and under each live example the traced table."""
-    from ..exercises.live import split_live
-
-    for n, (kind, body, dims) in enumerate(split_live(lesson.text())):
-        if kind == "text":
-            console.print(Markdown(body))
+def block_parts(blocks: Sequence[LessonBlock]) -> list[Any]:
+    """The renderables of a run of lesson blocks."""
+    parts: list[Any] = []
+    for block in blocks:
+        if block.kind == "text":
+            parts.append(Markdown(block.body))
         else:
-            for part in _live_block(body, f"lesson {lesson.number} example {n}", dims, run):
-                console.print(part)
+            parts.extend(live_block(block))
+    return parts
+
+
+def print_lesson(blocks: Sequence[LessonBlock], console: Console,
+                 exercises: Sequence[dict[str, Any]] = ()) -> None:
+    """Print a lesson's blocks (Markdown, and under each live example the traced table)."""
+    for part in block_parts(blocks):
+        console.print(part)
     if exercises:
         console.print(Text("\nExercises in this lesson:", style="bold"))
         for e in exercises:

@@ -7,15 +7,16 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .table import TraceView, trace_header
+from shapetrace.render.table import TraceView, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tracer import Trace
+
+    from shapetrace.engine.report import Report
 
 NOTEBOOK_WIDTH = 100
 
 
-def mimebundle(trace: "Trace", width: int = NOTEBOOK_WIDTH) -> dict[str, str]:
+def mimebundle(trace: Report, width: int = NOTEBOOK_WIDTH) -> dict[str, str]:
     """``{"text/plain": ..., "text/html": ...}`` for IPython's display machinery."""
     console = Console(file=io.StringIO(), record=True, width=width, force_terminal=True,
                       color_system="truecolor", force_jupyter=False, legacy_windows=False)

@@ -1,6 +1,6 @@
 """Find and slice the source of traced code for step mode (plain data; no Rich).
 
-Events carry ``source = "path:line"`` as :func:`shapetrace.tracer.display_path`
+Events carry ``source = "path:line"`` as :func:`shapetrace.engine.tracer.display_path`
 shows it (``shapetrace/attention.py`` for the reference model, a path relative to
 the working directory for user files) and the qualified names of the user
 functions on the stack.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 import functools
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,7 +23,7 @@ class CodeWindow:
 
     path: str
     current: int
-    lines: tuple[Optional[tuple[int, str]], ...]
+    lines: tuple[tuple[int, str] | None, ...]
 
 
 def split_source(source: str) -> tuple[str, int]:
@@ -32,7 +32,7 @@ def split_source(source: str) -> tuple[str, int]:
     return (path, int(line)) if line.isdigit() and path else (source, 0)
 
 
-def resolve_path(shown: str, source_files: Optional[Mapping[str, str]] = None) -> Optional[str]:
+def resolve_path(shown: str, source_files: Mapping[str, str] | None = None) -> str | None:
     """The real file behind a displayed source path, or None when it cannot be found."""
     if source_files and shown in source_files:
         return source_files[shown]
@@ -70,7 +70,7 @@ def function_spans(path: str) -> dict[str, tuple[int, int]]:
 
 
 def code_window(source: str, stack: Sequence[str], budget: int,
-                source_files: Optional[Mapping[str, str]] = None) -> Optional[CodeWindow]:
+                source_files: Mapping[str, str] | None = None) -> CodeWindow | None:
     """The functions on the stack (innermost first) that fit in ``budget`` lines, or a window around the line.
 
     Returns None when the file cannot be read.
@@ -89,7 +89,7 @@ def code_window(source: str, stack: Sequence[str], budget: int,
     chosen = _fit_spans(spans, budget)
     if not chosen:
         chosen = [_centred(line, budget, spans[0] if spans else (1, len(lines)))]
-    rows: list[Optional[tuple[int, str]]] = []
+    rows: list[tuple[int, str] | None] = []
     for start, end in sorted(chosen):
         if rows:
             rows.append(None)

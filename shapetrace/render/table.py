@@ -6,20 +6,22 @@ into a StringIO at a fixed width.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
-from .highlight import highlight_line
-from ..explain import annotate, fmt_bytes, fmt_shape, memory_word
-from ..summary import stats
+from shapetrace.engine.formatting import fmt_bytes, fmt_shape
+from shapetrace.engine.sentences import annotate, memory_word
+from shapetrace.engine.summary import stats
+from shapetrace.render.highlight import highlight_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..diagnose import Diagnostic
-    from ..tracer import Event, Trace
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
 
-WIDE = 100
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
 SEVERITY_MARK = {"error": "✗ error", "warning": "! warning", "note": "i note"}
 
@@ -40,21 +42,21 @@ def shape_text(t, long_names=None) -> Text:
     return text
 
 
-def memory_text(e: "Event") -> Text:
+def memory_text(e: Event) -> Text:
     word = memory_word(e)
     style = {"raised": "bold red", "no-op": "green", "view": "green"}.get(
         word, "bold yellow" if word.startswith("copy") else "blue")
     return Text(word, style=style)
 
 
-def contiguity_text(e: "Event") -> Text:
+def contiguity_text(e: Event) -> Text:
     o = e.output
     if o is None:
         return Text("")
     return Text("✓", style="green") if o.contiguous else Text("✗", style="bold yellow")
 
 
-def stride_text(e: "Event") -> Text:
+def stride_text(e: Event) -> Text:
     o = e.output
     if o is None:
         return Text("")
@@ -62,11 +64,11 @@ def stride_text(e: "Event") -> Text:
 
 
 class TraceView:
-    """A Rich renderable for a whole :class:`~shapetrace.tracer.Trace`."""
+    """A Rich renderable for a whole :class:`~shapetrace.engine.report.Report`."""
 
-    def __init__(self, trace: "Trace", header: Sequence[str] = (), events: Sequence["Event"] | None = None,
+    def __init__(self, trace: Report, header: Sequence[str] = (), events: Sequence[Event] | None = None,
                  long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
-                 after_event: Callable[["Event"], RenderableType | None] | None = None,
+                 after_event: Callable[[Event], RenderableType | None] | None = None,
                  table: RenderableType | None = None):
         self.trace = trace
         self.after_event = after_event
@@ -95,7 +97,7 @@ COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "contig")
 SHORT_OPS = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
 
 
-def fact_cells(e: "Event", long_names=None) -> list[Text]:
+def fact_cells(e: Event, long_names=None) -> list[Text]:
     """The aligned facts of one op: index, op, shape with names, strides, memory, contiguity."""
     return [Text(str(e.index), style="dim"), Text(SHORT_OPS.get(e.op, e.op), style="bold magenta"),
             shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
@@ -124,8 +126,8 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
 class OpTable:
     """One block per op: an aligned line of facts, then the source line and what happens."""
 
-    def __init__(self, events: Sequence["Event"], long_names=None, explain: str = "full",
-                 after_event: Callable[["Event"], RenderableType | None] | None = None):
+    def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
+                 after_event: Callable[[Event], RenderableType | None] | None = None):
         self.events = list(events)
         self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
@@ -153,7 +155,7 @@ class OpTable:
             if extra is not None:
                 yield extra
 
-    def _detail(self, e: "Event", indent: int, width: int, strides_inline: bool) -> Iterable:
+    def _detail(self, e: Event, indent: int, width: int, strides_inline: bool) -> Iterable:
         code = Text(" " * indent)
         code.append_text(_code_text(e.code, max(10, width - indent - 1)))
         if e.source:
@@ -177,11 +179,7 @@ def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
 _MEASURE = Console(width=200, color_system=None)
 
 
-def build_table(events: Iterable["Event"], width: int = WIDE, long_names=None) -> OpTable:
-    return OpTable(list(events), long_names)
-
-
-def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
+def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     s = stats(events)
     text = Text.assemble(
         (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
@@ -195,7 +193,7 @@ def footer_text(trace: "Trace", events: Sequence["Event"]) -> Text:
     return text
 
 
-def diagnostic_lines(diagnostics: Sequence["Diagnostic"]) -> Iterable[Text]:
+def diagnostic_lines(diagnostics: Sequence[Diagnostic]) -> Iterable[Text]:
     if not diagnostics:
         yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
                    style="green")
@@ -207,12 +205,12 @@ def diagnostic_lines(diagnostics: Sequence["Diagnostic"]) -> Iterable[Text]:
                             d.message)
 
 
-def print_trace(trace: "Trace", console: Console | None = None, header: Sequence[str] = (),
+def print_trace(trace: Report, console: Console | None = None, header: Sequence[str] = (),
                 **kwargs) -> None:
     """Print a trace's table, footer and diagnostics."""
     console = console or Console()
     console.print(TraceView(trace, header=header or trace_header(trace), **kwargs))
 
 
-def trace_header(trace: "Trace") -> list[str]:
+def trace_header(trace: Report) -> list[str]:
     return list(trace.header.get("lines", [])) if trace.header else []

@@ -8,20 +8,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from .heatmap import HeatMap
-from .table import TraceView, trace_header
+from shapetrace.render.heatmap import HeatMap
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import VariantRun
+    from shapetrace.app.session import VariantRun
 
 
-def print_variant_run(run: "VariantRun", console: Console) -> None:
-    """Header, op table, footer, diagnostics, then notes, heat map and the broken-vs-reference block."""
-    console.print(TraceView(run.trace, header=trace_header(run.trace)))
-    print_variant_extras(run, console)
-
-
-def print_variant_extras(run: "VariantRun", console: Console) -> None:
+def print_variant_extras(run: VariantRun, console: Console) -> None:
     """What a variant run adds below the table: the exception, notes, heat map, broken block."""
     trace = run.trace
     if trace.exception is not None:
@@ -35,7 +28,7 @@ def print_variant_extras(run: "VariantRun", console: Console) -> None:
         console.print(broken_block(run))
 
 
-def heat_view(run: "VariantRun") -> HeatMap:
+def heat_view(run: VariantRun) -> HeatMap:
     """The heat map, labelled with the names the tracer gave the weights' axes (which, in a
     broken run, may not be batch, head, query and key at all)."""
     c = run.config
@@ -49,10 +42,10 @@ def heat_view(run: "VariantRun") -> HeatMap:
     return HeatMap(run.heat, names[2], names[3], lead, roles)
 
 
-def broken_block(run: "VariantRun") -> Text:
+def broken_block(run: VariantRun) -> Text:
     """What the bug is, why it is wrong, and what it changes compared with the reference."""
-    from ..catalogue import BREAKS
-    from ..findings import leak_summary
+    from shapetrace.attention.catalogue import BREAKS
+    from shapetrace.engine.findings import leak_summary
 
     brk = BREAKS[run.config.broken]
     text = Text.assemble(("\nthe bug: ", "bold"), brk.summary, ("\nwhy it is wrong: ", "bold"), brk.why)
@@ -89,7 +82,7 @@ def broken_block(run: "VariantRun") -> Text:
 
 def print_catalogue(console: Console) -> None:
     """``--break list``: every classic bug, its mistake and the diagnostic that catches it."""
-    from ..catalogue import BREAKS
+    from shapetrace.attention.catalogue import BREAKS
 
     console.print(Text("The catalogue of classic attention bugs (shapetrace run --break NAME):", style="bold"))
     for b in BREAKS.values():

@@ -1,0 +1,133 @@
+"""Every implementation on the same weights and input: counts, agreement, op-by-op difference.
+
+Engine code (plain data, no Rich). Each implementation is traced the same way as
+``shapetrace run --impl NAME``; its output is compared with the reference's.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from shapetrace.attention.config import IMPLS, AttentionConfig
+from shapetrace.errors import UsageError
+
+#: Largest |difference| from the reference counted as agreement (float32 rounding).
+TOLERANCE = 1e-4
+
+
+@dataclass
+class ImplRow:
+    """One implementation's trace summary and its distance from the reference output."""
+
+    impl: str
+    ops: int = 0
+    views: int = 0
+    copies: int = 0
+    copy_bytes: int = 0
+    alloc_bytes: int = 0
+    max_diff: float | None = None
+    errors: int = 0
+    skipped: str | None = None
+    trace: Any = field(default=None, repr=False)
+
+    @property
+    def agrees(self) -> bool | None:
+        if self.skipped or self.max_diff is None:
+            return None
+        return self.max_diff <= TOLERANCE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"impl": self.impl, "ops": self.ops, "views": self.views, "copies": self.copies,
+                "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "max_diff": self.max_diff,
+                "agrees": self.agrees, "errors": self.errors, "skipped": self.skipped}
+
+
+def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
+                  max_bytes: int | None = None) -> tuple[list[ImplRow], str]:
+    """Trace each implementation on the reference's weights; returns the rows and the device."""
+    import torch
+
+    from shapetrace.app.session import choose_device
+    from shapetrace.attention import variants
+    from shapetrace.engine.summary import stats
+
+    config = replace(config, train=False, dropout=0.0, broken=None, impl="manual")
+    device, _note = choose_device(config, max_bytes)
+    ref, inputs = variants.build_reference(config, device)
+    with torch.no_grad():
+        want = ref(inputs["x"], inputs["memory"], inputs["pad"])
+    rows = []
+    for impl in impls:
+        try:
+            cfg = replace(config, impl=impl)
+        except UsageError:
+            rows.append(ImplRow(impl, skipped=skip_reason(impl, config)))
+            continue
+        trace, out = _trace_impl(cfg, ref, inputs, device)
+        s = stats(trace.events)
+        row = ImplRow(impl, s["ops"], s["views"], s["copies"], s["copy_bytes"], s["alloc_bytes"], trace=trace)
+        row.errors = sum(1 for d in trace.diagnostics if d.severity == "error")
+        if out is not None and device != "meta":
+            row.max_diff = float((out - want).abs().max())
+        rows.append(row)
+    return rows, device
+
+
+def skip_reason(impl: str, config: AttentionConfig) -> str:
+    """Why ``impl`` cannot run this configuration, in a few words."""
+    if impl == "fused-qkv":
+        return "one input, one D×3D linear: no " + ("--kv-len" if config.cross else "--kv-heads")
+    if impl == "torch":
+        return "nn.MultiheadAttention has no --kv-heads"
+    return "not available for these options"
+
+
+def _trace_impl(cfg: AttentionConfig, ref, inputs, device: str):
+    import torch
+
+    from shapetrace.attention import variants
+    from shapetrace.engine.tracer import Trace
+
+    model = variants.build_impl(cfg, cfg.impl, ref, device)
+    trace = Trace(cfg.dims)
+    trace.nan_rows = None
+    with torch.no_grad(), trace:
+        trace.set_names(inputs["x"], ["B", cfg.q_name, "D"])
+        if inputs["memory"] is not None:
+            trace.set_names(inputs["memory"], ["B", cfg.k_name, "D"])
+        out = model(inputs["x"], inputs["memory"], inputs["pad"])
+    return trace, out
+
+
+def event_key(e) -> tuple:
+    """What makes two ops 'the same' across implementations: op name and output names and shape."""
+    o = e.output
+    return (e.op, tuple(o.dims) if o else (), tuple(o.shape) if o else ())
+
+
+def diff_events(a: Sequence, b: Sequence) -> list[tuple[str, Any, Any]]:
+    """Op-by-op difference: ``("same"|"changed"|"only-a"|"only-b", event_a, event_b)`` rows."""
+    ka, kb = [event_key(e) for e in a], [event_key(e) for e in b]
+    rows: list[tuple[str, Any, Any]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ka, b=kb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            rows += [("same", a[i], b[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        left, right = list(a[i1:i2]), list(b[j1:j2])
+        while left and right and tag == "replace":
+            rows.append(("changed", left.pop(0), right.pop(0)))
+        rows += [("only-a", e, None) for e in left] + [("only-b", None, e) for e in right]
+    return rows
+
+
+def check_impls(names: Sequence[str]) -> list[str]:
+    for n in names:
+        if n not in IMPLS:
+            raise UsageError(f"unknown implementation {n!r}; choose from: {', '.join(IMPLS)}")
+    return list(names)
+
+
+__all__ = ["ImplRow", "compare_impls", "diff_events", "event_key", "check_impls", "TOLERANCE"]

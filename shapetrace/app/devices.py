@@ -1,0 +1,68 @@
+"""Choosing where a traced run puts its tensors: real memory or the meta device.
+
+Meta tensors carry shapes, strides and dtypes but no data, so a 70B-sized
+attention (scores alone 2 TiB) traces in milliseconds. ``pick_device`` decides
+from the user's ``--device`` and ``--max-memory`` and says why in one note.
+Engine module: no Rich; torch is imported only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from shapetrace.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+DEVICES = ("auto", "cpu", "meta")
+DEFAULT_MAX_MEMORY = "1GiB"
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_memory(text: str) -> int:
+    """Bytes from ``"1GiB"``, ``"512MiB"``, ``"2G"`` or ``"1000000"``.
+
+    >>> parse_memory("1GiB"), parse_memory("512 MB")
+    (1073741824, 512000000)
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise UsageError(f"cannot read --max-memory {text!r}: write a size such as 1GiB, 512MiB or 2GB")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def check_device(device: str) -> str:
+    if device not in DEVICES:
+        raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return device
+
+
+def pick_device(requested: str, estimate: int | None, budget: int) -> tuple[str, str | None]:
+    """(device, note): meta when asked, or when ``auto`` and the estimate exceeds the budget."""
+    from shapetrace.engine.formatting import fmt_bytes
+
+    check_device(requested)
+    if requested == "meta":
+        return "meta", "on the meta device (--device meta): shapes and strides without data"
+    if requested == "auto" and estimate is not None and estimate > budget:
+        return "meta", (f"real tensors would take about {fmt_bytes(estimate)}, more than --max-memory "
+                        f"{fmt_bytes(budget)}: running on the meta device (shapes and strides, no data)")
+    ram = physical_memory()
+    if estimate is not None and ram and estimate > ram:
+        raise UsageError(f"real tensors would take about {fmt_bytes(estimate)} but this machine has "
+                         f"{fmt_bytes(ram)}: use --device meta (shapes and strides without data)")
+    return "cpu", None
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM, or None where the OS does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -1,0 +1,193 @@
+"""Run a user's script as ``__main__`` under the tracer (what ``shapetrace trace`` does).
+
+Like ``python -m cProfile script.py``: ``sys.argv`` is the script and its arguments,
+the script's folder is first on ``sys.path``, and the code runs through :mod:`runpy`.
+Returns plain data (a :class:`ScriptRun`); the CLI renders it. No Rich here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import runpy
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from shapetrace.errors import RunError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Event, Trace
+
+
+@dataclass
+class Filters:
+    """Which recorded ops to show: under a function (``only``), in files (``include``/``exclude``)."""
+
+    only: Sequence[str] = ()
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+
+    def keep(self, event: Event) -> bool:
+        if event.source == "?" or not event.source:
+            return False
+        path = event.source.rsplit(":", 1)[0]
+        if self.only and not any(_in_stack(q, event.stack) for q in self.only):
+            return False
+        if self.include and not any(_path_matches(path, p) for p in self.include):
+            return False
+        return not any(_path_matches(path, p) for p in self.exclude)
+
+
+def _in_stack(qualname: str, stack: Sequence[str]) -> bool:
+    return any(s == qualname or s.endswith("." + qualname) for s in stack)
+
+
+def _path_matches(path: str, pattern: str) -> bool:
+    """``attn.py`` matches ``models/attn.py``; a folder matches every file under it."""
+    import fnmatch
+
+    path, pattern = os.path.normpath(path), os.path.normpath(pattern)
+    absolute = os.path.abspath(path)
+    if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(absolute, os.path.abspath(pattern)):
+        return True
+    for candidate in (path, absolute):
+        if (os.sep + pattern.strip(os.sep) + os.sep) in (os.sep + candidate):
+            return True
+        if candidate == pattern or candidate.endswith(os.sep + pattern) \
+                or candidate.startswith(pattern.rstrip(os.sep) + os.sep) \
+                or candidate.startswith(os.path.abspath(pattern) + os.sep):
+            return True
+    return False
+
+
+@dataclass
+class ScriptRun:
+    """The outcome of one traced script: its trace (filtered), and how it ended."""
+
+    script: str
+    trace: Trace
+    exception: BaseException | None = None
+    failed: Event | None = None
+    hidden: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exception is None
+
+
+def check_script(path: str) -> str:
+    """The script's source, or one clear error (missing file, folder, syntax error)."""
+    if not os.path.exists(path):
+        raise UsageError(f"no such script: {path}")
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a folder; give a Python file (shapetrace trace path/to/script.py)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as exc:
+        raise RunError(f"{path}:{exc.lineno}: syntax error: {exc.msg} (nothing was traced)") from None
+    return source
+
+
+@contextlib.contextmanager
+def script_environment(path: str, args: Sequence[str], stdout_to_stderr: bool) -> Iterator[None]:
+    """``sys.argv``, ``sys.path[0]`` and (for ``--json``) stdout as a script run would see them."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    redirect = contextlib.redirect_stdout(sys.stderr) if stdout_to_stderr else contextlib.nullcontext()
+    try:
+        with redirect:
+            yield
+    finally:
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+
+
+def _exec(path: str) -> None:
+    runpy.run_path(path, run_name="__main__")
+
+
+def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None = None,
+               device: str = "cpu", filters: Filters | None = None,
+               stdout_to_stderr: bool = False) -> ScriptRun:
+    """Trace ``path`` run as ``__main__``; exceptions in the script are kept, not raised."""
+    import torch
+
+    from shapetrace.engine import tracer as tr
+
+    check_script(path)
+    tr.STACK_ROOTS.add(_exec.__code__)
+    trace = tr.Trace(dims)
+    exception: BaseException | None = None
+    with script_environment(path, args, stdout_to_stderr):
+        try:
+            with trace, _default_device(device, torch):
+                _exec(path)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                exception = exc
+        except Exception as exc:  # the script's own failure: reported with the table
+            exception = exc
+        finally:
+            sys.stdout.flush()
+    return _finish(path, trace, exception, filters or Filters())
+
+
+@contextlib.contextmanager
+def _default_device(device: str, torch) -> Iterator[None]:
+    if device != "meta":
+        yield
+        return
+    torch.set_default_device("meta")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
+def _finish(path: str, trace: Trace, exception: BaseException | None, filters: Filters) -> ScriptRun:
+    failed_at = next((e.index for e in trace.events if e.error), None) if exception else None
+    kept = [e for e in trace.events if filters.keep(e) or e.index == failed_at]
+    shown = filtered(trace, kept)
+    failed = next((e for e in shown.events if e.error), None)
+    run = ScriptRun(script=path, trace=shown, exception=exception, failed=failed,
+                    hidden=len(trace.events) - len(kept))
+    if not trace.events and exception is None:
+        raise RunError(f"{path} ran to the end without a tensor op that shapetrace records (view, reshape, "
+                       "transpose, matmul, linear, softmax...): nothing to show (is the model called?)")
+    return run
+
+
+def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
+    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow)."""
+    from shapetrace.engine.tracer import Trace
+
+    out = Trace.__new__(Trace)
+    out.__dict__.update(trace.__dict__)
+    out.events = [replace(e, index=i) for i, e in enumerate(events)]
+    out._diagnostics = None
+    return out
+
+
+def script_header(path: str, dims: dict[str, int], note: str | None = None) -> list[str]:
+    """The header lines: script, named sizes and what was derived from them."""
+    from shapetrace.engine.axes import Namer
+
+    sizes = " ".join(f"{k}={v}" for k, v in dims.items())
+    lines = [f"shapetrace · {os.path.basename(path)}" + (f" · {sizes}" if sizes else "")]
+    derived = {k: v for k, v in Namer(dict(dims)).dims.items() if k not in dims and k not in ("qkv", "kv")}
+    if "d_k" in derived and "D" in dims and "H" in dims:
+        lines.append(f"d_k = D / H = {dims['D']} / {dims['H']} = {derived['d_k']}")
+    elif not dims:
+        lines.append("no --dims given: axes show sizes only (name them with --dims B=2,T=6,D=512,H=8 "
+                     "or shapetrace.name(x, \"B T D\"))")
+    if note:
+        lines.append(note)
+    return lines

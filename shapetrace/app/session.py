@@ -1,0 +1,113 @@
+"""Build, trace and describe the reference model for one configuration (engine, no Rich)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.attention.config import AttentionConfig, header_lines
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Trace
+
+
+def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> Trace:
+    """Run the reference model once under the tracer; the input is named [B, T, D] explicitly.
+
+    ``device="meta"`` traces shapes and strides without allocating data; ``note`` says why.
+    """
+    import torch
+
+    from shapetrace.attention.reference import build
+    from shapetrace.engine.tracer import Trace
+
+    model, x = build(config, device)
+    trace = Trace(config.dims)
+    trace.header = {"lines": header_lines(config) + ([note] if note else [])}
+    trace.meta_note = note if device == "meta" else None
+    with torch.no_grad(), trace:
+        trace.set_names(x, ["B", "T", "D"])
+        trace.result = model(x)
+    return trace
+
+
+# ---------------------------------------------------------------------------
+# attention variants (issue 4): masks, cross-attention, GQA, implementations, breaks
+# ---------------------------------------------------------------------------
+
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def choose_device(config: AttentionConfig, max_bytes: int | None = None,
+                  requested: str = "auto") -> tuple[str, str | None]:
+    """``("cpu", None)`` when the run fits in ``max_bytes`` (default: --max-memory's 1 GiB),
+    else ``("meta", why)``; the same rule as ``shapetrace.app.devices.pick_device``."""
+    from shapetrace.app.devices import DEFAULT_MAX_MEMORY, parse_memory, pick_device
+    from shapetrace.attention.memory import variant_bytes
+
+    budget = parse_memory(DEFAULT_MAX_MEMORY) if max_bytes is None else max_bytes
+    device, note = pick_device(requested, variant_bytes(config), budget)
+    if device == "meta":
+        note = f"{note}. Checks that need values (NaN rows, heat map, outputs) are skipped."
+    return device, note
+
+
+@dataclass
+class VariantRun:
+    """One traced variant run and what was learned from its values."""
+
+    trace: Trace
+    config: AttentionConfig
+    device: str
+    notes: list[str] = field(default_factory=list)
+    heat: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+
+
+def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
+                  device: str = "auto") -> VariantRun:
+    """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes."""
+    import torch
+
+    from shapetrace.attention import variants
+    from shapetrace.attention.catalogue import apply_forces
+    from shapetrace.attention.notes import header, notes_for
+    from shapetrace.engine import findings
+    from shapetrace.engine.tracer import Trace
+
+    config, notes = apply_forces(config)
+    device, meta_note = choose_device(config, max_bytes, device)
+    ref, inputs = variants.build_reference(config, device)
+    model = _model_for(config, ref, device)
+    trace = Trace(config.dims)
+    trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
+                                                  "below)"] if device == "meta" else [])}
+    try:
+        with torch.no_grad(), trace:
+            trace.set_names(inputs["x"], ["B", config.q_name, "D"])
+            if inputs["memory"] is not None:
+                trace.set_names(inputs["memory"], ["B", config.k_name, "D"])
+            trace.result = model(inputs["x"], inputs["memory"], inputs["pad"])
+    except Exception:  # kept in trace.exception; the table shows the op that raised
+        pass
+    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes)
+    kept = getattr(model, "kept", {})
+    if device == "meta":
+        trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
+    else:
+        trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
+        run.heat = findings.heat_map(kept, inputs["pad"])
+        if config.broken and compare:
+            run.comparison = findings.compare_outputs(model, ref, inputs)
+    run.notes += notes_for(run.config, run.trace.events, model, run.device)
+    return run
+
+
+def _model_for(config: AttentionConfig, ref, device: str):
+    from shapetrace.attention import variants
+
+    if config.broken:
+        from shapetrace.attention.broken import build_broken
+
+        return build_broken(config, ref, device)
+    return variants.build_impl(config, config.impl, ref, device)

@@ -1,0 +1,87 @@
+"""The catalogue of classic attention bugs (plain data, no torch).
+
+Each entry says what the mistake is, why it is wrong, which diagnostic the
+tracer must raise for it, and any size it needs to run at all. The model code
+of each bug lives in :mod:`shapetrace.attention.broken`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.attention.config import AttentionConfig
+
+
+@dataclass(frozen=True)
+class Break:
+    """One classic mistake."""
+
+    name: str
+    summary: str
+    why: str
+    kinds: tuple[str, ...]
+    severity: str = "error"
+    forces: dict = field(default_factory=dict)
+
+
+BREAKS: dict[str, Break] = {b.name: b for b in [
+    Break("skip-transpose", "q.view(B, H, T, d_k): heads split without a transpose",
+          "view keeps memory order, so each 'head' is a run of d_k features from several tokens "
+          "instead of one slice of every token", ("mixed-axis", "attends-over-wrong-axis")),
+    Break("reshape-not-transpose", "q.reshape(B, H, T, d_k): reshape where a transpose belongs",
+          "reshape keeps the row-major order of the elements just like view (it only copies "
+          "where view would fail), so the heads are never moved ahead of the tokens",
+          ("mixed-axis", "attends-over-wrong-axis")),
+    Break("wrong-transpose", "view(B, T, H, d_k).transpose(0, 1): swaps batch and tokens",
+          "the heads stay behind the tokens, so q @ kᵀ compares heads of one token, not tokens",
+          ("attends-over-wrong-axis", "batch-mismatch")),
+    Break("view-after-transpose", "y.transpose(1, 2).view(B, T, D) without .contiguous()",
+          "after the transpose H and d_k are no longer next to each other in memory, so no "
+          "strides can merge them: torch raises instead of copying", ("view-incompatible",)),
+    Break("merge-without-transpose", "y.reshape(B, T, D) straight from (B, H, T, d_k)",
+          "the heads are still in front of the tokens, so each output 'token' is made of pieces "
+          "of several tokens of one head", ("mixed-axis", "projection-over-tokens")),
+    Break("interleaved-heads", "view(B, T, d_k, H): head h takes every H-th feature",
+          "consistent within the model, so training learns around it; only pretrained weights "
+          "(which assume view(B, T, H, d_k)) give different answers", ("nonstandard-head-split",),
+          severity="note"),
+    Break("softmax-wrong-dim", "softmax(scores, dim=-2): normalised over the queries",
+          "each key's column sums to 1 instead of each query's row, so a query's weights are "
+          "not a distribution over the keys", ("softmax-wrong-axis",)),
+    Break("mask-wrong-axis", "padding mask as [B, 1, T, 1]: hides query rows instead of key columns",
+          "real queries still attend to padding keys, and padded queries get all -inf rows",
+          ("mask-wrong-axis",), forces={"mask": "padding"}),
+    Break("batch-as-seq", "x.view(T, B, D) to go sequence-first, instead of x.transpose(0, 1)",
+          "the view cuts the memory of [B, T, D] into T rows of B 'sequences' made of pieces of "
+          "different sequences: the classic batch_first mistake", ("mixed-axis",)),
+    Break("no-key-transpose", "q @ k instead of q @ k.transpose(-2, -1) (run with T = d_k)",
+          "with T = d_k the shapes line up, so torch sums d_k of the queries against T of the "
+          "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}),
+]}
+
+
+def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
+    """The config a break needs to run (e.g. T = d_k), and a note for each change."""
+    brk = BREAKS.get(config.broken or "")
+    if brk is None:
+        return config, []
+    notes = []
+    if brk.forces.get("seq_len") == "d_k" and config.seq_len != config.d_k:
+        notes.append(f"--break {brk.name} runs with T = d_k = {config.d_k} (instead of {config.seq_len}) "
+                     "so that q @ k has matching inner sizes and runs silently")
+        config = replace(config, seq_len=config.d_k, pad=())
+        if config.mask == "padding":
+            config = replace(config, pad=default_pad(config.batch, config.seq_len))
+    if brk.forces.get("mask") == "padding" and config.mask != "padding":
+        pad = default_pad(config.batch, config.k_len)
+        notes.append(f"--break {brk.name} needs a padding mask: using --mask padding --pad "
+                     f"{','.join(map(str, pad))}")
+        config = replace(config, mask="padding", pad=pad)
+    return config, notes
+
+
+def default_pad(batch: int, length: int) -> tuple[int, ...]:
+    """0, 2, 4... padding tokens (capped to leave one real token): ``(0, 2)`` for two sequences."""
+    return tuple(min(2 * i, length - 1) for i in range(batch))

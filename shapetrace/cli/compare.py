@@ -1,0 +1,68 @@
+"""``shapetrace compare``: every attention implementation on the same weights and input."""
+
+from __future__ import annotations
+
+import typer
+
+from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+
+
+def compare(
+    d_model: int = typer.Option(512, "--d-model", help="Model width D."),
+    heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
+    batch: int = typer.Option(2, "--batch", help="Batch size B."),
+    seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T (queries)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
+    causal: bool = typer.Option(False, "--causal", help="Causal mask."),
+    mask: str = typer.Option("none", "--mask", help="none or padding."),
+    pad: str | None = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2."),
+    kv_len: int | None = typer.Option(None, "--kv-len", help="Cross-attention key/value length."),
+    kv_heads: int | None = typer.Option(None, "--kv-heads", help="Key/value heads (GQA)."),
+    impls: str = typer.Option("manual,einops,fused-qkv,torch,sdpa", "--impls",
+                              help="Comma-separated implementations to run."),
+    diff: tuple[str, str] | None = typer.Option((None, None), "--diff", metavar="A B",
+                                                   help="Show the op-by-op difference between two implementations."),
+    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Every implementation on the same weights and input, side by side.
+
+    Runs manual, einops, fused-qkv, torch and sdpa on the same weights and input: ops, views,
+    copies, bytes, and how far each output is from the reference; --diff A B compares two op by op.
+    """
+    with guarded(traceback):
+        import json
+
+        from shapetrace.app.compare import check_impls, compare_impls, diff_events
+        from shapetrace.attention.config import AttentionConfig
+        from shapetrace.attention.notes import header
+        from shapetrace.cli.variants import parse_pad
+        from shapetrace.errors import UsageError
+
+        names = check_impls([s.strip() for s in impls.split(",") if s.strip()])
+        pair = [d for d in (diff or ()) if d]
+        if pair:
+            check_impls(pair)
+            names += [p for p in pair if p not in names]
+        config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed,
+                                 causal=causal, mask=mask, pad=parse_pad(pad), kv_len=kv_len, kv_heads=kv_heads)
+        rows, device = compare_impls(config, names)
+        by_name = {r.impl: r for r in rows}
+        if pair and any(by_name[p].skipped for p in pair):
+            raise UsageError(f"--diff {' '.join(pair)}: " + "; ".join(
+                f"{p} {by_name[p].skipped}" for p in pair if by_name[p].skipped))
+        if json_out:
+            write_json(json.dumps({"device": device, "rows": [r.to_dict() for r in rows]}, indent=2))
+        else:
+            from shapetrace.render.compare import print_comparison, print_diff
+
+            console = out_console(width)
+            lines = header(config)
+            lines[0] = lines[0].replace(" · impl manual", " · every implementation")
+            print_comparison(rows, device, lines, console)
+            if pair:
+                a, b = by_name[pair[0]].trace.events, by_name[pair[1]].trace.events
+                print_diff(diff_events(a, b), pair[0], pair[1], console)
+        if any(r.agrees is False for r in rows):
+            raise typer.Exit(1)

@@ -1,0 +1,187 @@
+"""``shapetrace exercise ...``: start, check, hint, solution, reset and watch an exercise.
+
+Nothing here imports torch at module level; checking runs the learner's code in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress
+
+exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
+                           no_args_is_help=True)
+
+
+@exercise_app.command("list")
+def exercise_list(
+    json_out: bool = typer.Option(False, "--json", help="Print the exercises as JSON."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Every exercise, in order, with your progress."""
+    with guarded(traceback):
+        rows = exercise_rows(load_curriculum(), load_progress(), workspace)
+        if json_out:
+            write_json(json.dumps(rows, indent=2))
+            return
+        from shapetrace.render.exercise import exercises_table
+
+        out_console(width).print(exercises_table(rows), end="")
+
+
+@exercise_app.command("start")
+def exercise_start(
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    force: bool = typer.Option(False, "--force", help="Replace your existing file with the starter."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Copy the exercise's (broken) starter into your workspace."""
+    with guarded(traceback):
+        from shapetrace.exercises.progress import start_file
+
+        ex = load_curriculum().exercise(exercise_id)
+        target = start_file(ex.starter, workspace, ex.id, force=force)
+        console = out_console()
+        console.print(f"[bold]{ex.title}[/bold] (lesson {ex.lesson})\n{ex.task}")
+        console.print(f"your file: [cyan]{target}[/cyan]\nit is broken on purpose: run "
+                      f"[bold]shapetrace exercise check {ex.id}[/bold] to see how", highlight=False)
+
+
+def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dict:
+    from shapetrace.exercises.checker import check_file
+
+    if not file.is_file():
+        from shapetrace.errors import UsageError
+
+        raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
+                         "(or pass --workspace)")
+    return check_file(ex.id, file, load_curriculum().root, time_limit=time_limit, memory_mb=memory_mb,
+                      width=width)
+
+
+@exercise_app.command("check")
+def exercise_check(
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
+    json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="Seconds your function may run."),
+    memory_mb: int = typer.Option(3072, "--memory-mb", min=512, help="Memory cap of the checker process."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Check your file: exit 0 when it passes, 1 with an explanation when it does not."""
+    with guarded(traceback):
+        from shapetrace.exercises.progress import learner_file
+
+        ex = load_curriculum().exercise(exercise_id)
+        path = file or learner_file(workspace, ex.id)
+        console = out_console(width)
+        verdict = _check(ex, path, time_limit, memory_mb, console.width)
+        progress = load_progress()
+        progress.record_check(ex.id, verdict["verdict"], path)
+        progress.save()
+        if json_out:
+            write_json(json.dumps(verdict, indent=2))
+        else:
+            from shapetrace.render.exercise import print_verdict
+
+            print_verdict(verdict, console, file=str(path))
+            if verdict["verdict"] == "pass":
+                nxt = load_curriculum().next_after(ex.id)
+                tip = f"next: shapetrace exercise start {nxt.id}" if nxt else "that was the last exercise"
+                console.print(f"[dim]{tip}[/dim]")
+        if verdict["verdict"] != "pass":
+            raise typer.Exit(1)
+
+
+@exercise_app.command("hint")
+def exercise_hint(
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """The next hint (each call reveals one more level)."""
+    with guarded(traceback):
+        from shapetrace.errors import UsageError
+        from shapetrace.render.exercise import hint_view
+
+        ex = load_curriculum().exercise(exercise_id)
+        progress = load_progress()
+        if level is not None and level > len(ex.hints):
+            raise UsageError(f"{ex.id} has {len(ex.hints)} hints")
+        shown = level or progress.next_hint(ex.id, len(ex.hints))
+        progress.save()
+        out_console(width).print(hint_view(ex.id, shown, len(ex.hints), ex.hints[shown - 1]))
+
+
+@exercise_app.command("solution")
+def exercise_solution(
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    give_up: bool = typer.Option(False, "--give-up", help="Show it without having passed."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """The reference solution: after you pass, or with --give-up (bare code when piped)."""
+    with guarded(traceback):
+        from shapetrace.errors import UsageError
+
+        ex = load_curriculum().exercise(exercise_id)
+        if not give_up and not load_progress().ever_passed(ex.id):
+            raise UsageError(f"pass {ex.id} first (shapetrace exercise check {ex.id}), or ask for "
+                             "the answer with --give-up")
+        code = ex.solution.read_text(encoding="utf-8")
+        if not sys.stdout.isatty():
+            sys.stdout.write(code)
+            return
+        from rich.syntax import Syntax
+
+        out_console(width).print(Syntax(code, "python", theme="ansi_dark", background_color="default"))
+
+
+@exercise_app.command("reset")
+def exercise_reset(
+    exercise_id: str | None = typer.Argument(None, metavar="[ID]", help="The exercise id."),
+    all_: bool = typer.Option(False, "--all", help="Forget the progress of every exercise."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Forget passes, attempts and hint levels (your files are left alone)."""
+    with guarded(traceback):
+        from shapetrace.errors import UsageError
+
+        if bool(exercise_id) == all_:
+            raise UsageError("give one exercise id, or --all")
+        progress = load_progress()
+        if all_:
+            progress.reset()
+        else:
+            progress.reset(load_curriculum().exercise(exercise_id).id)
+        progress.save()
+        typer.echo(f"progress reset for {'every exercise' if all_ else exercise_id}")
+
+
+@exercise_app.command("watch")
+def exercise_watch(
+    exercise_id: str | None = typer.Argument(None, metavar="[ID]", help="Start here (default: the "
+                                                "first exercise not passed)."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    poll: bool = typer.Option(False, "--poll", help="Poll for changes instead of using watchdog."),
+    time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="Seconds your function may run."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Re-check your file on every save; move on to the next exercise when it passes."""
+    with guarded(traceback):
+        from shapetrace.tui.watch import watch_exercises
+
+        watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
+                        console=out_console(width), progress_loader=load_progress, check_file=_check)

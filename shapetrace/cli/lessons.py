@@ -1,0 +1,189 @@
+"""Commands for self-study: ``lessons``, ``lesson N``, ``exercise ...`` and ``quiz``.
+
+Nothing here imports torch at module level: ``shapetrace lessons`` and
+``shapetrace exercise list`` read TOML and JSON only. Commands that trace or
+check import the engine inside their bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+
+WORKSPACE_HELP = "Folder of your exercise files (default ./shapetrace-exercises)."
+
+
+def load_curriculum():
+    from shapetrace.exercises.content import load
+
+    return load()
+
+
+def load_progress(console=None):
+    from shapetrace.exercises.progress import Progress
+
+    progress = Progress.load()
+    for warning in progress.warnings:
+        report_warning(warning)
+    return progress
+
+
+def report_warning(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True).print(Text.assemble(("warning: ", "bold yellow"), message))
+
+
+def exercise_rows(curriculum, progress, workspace) -> list[dict]:
+    from shapetrace.exercises.progress import learner_file
+
+    return [{"id": e.id, "title": e.title, "lesson": e.lesson,
+             "status": progress.status(e.id, learner_file(workspace, e.id))} for e in curriculum.exercises]
+
+
+
+def lessons(
+    json_out: bool = typer.Option(False, "--json", help="Print the curriculum as JSON."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """The curriculum: every lesson and exercise, with your progress."""
+    with guarded(traceback):
+        curriculum, progress = load_curriculum(), load_progress()
+        rows = exercise_rows(curriculum, progress, workspace)
+        data = [{"lesson": lesson.number, "title": lesson.title, "summary": lesson.summary,
+                 "exercises": [r for r in rows if r["lesson"] == lesson.number]}
+                for lesson in curriculum.lessons]
+        if json_out:
+            write_json(json.dumps(data, indent=2))
+            return
+        from shapetrace.render.lessons import curriculum_view
+
+        out_console(width).print(curriculum_view(data))
+
+
+
+def lesson(
+    number: int = typer.Argument(..., help="The lesson number (see `shapetrace lessons`)."),
+    run_examples: bool = typer.Option(True, "--run/--no-run", help="Trace the live examples."),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    present: bool = typer.Option(False, "--present", help="Show the lesson as screens, one section at a "
+                                                          "time (Enter/b/q), for projecting in class."),
+    auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
+                                         help="With --present: advance by itself."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Read one lesson: the text, and each live example traced op by op."""
+    with guarded(traceback):
+        from shapetrace.errors import UsageError
+
+        if auto is not None and (not present or not auto > 0):
+            raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        curriculum, progress = load_curriculum(), load_progress()
+        chosen = curriculum.lesson(number)
+        if present:
+            _present(chosen, width, auto)
+            return
+        rows = [r for r in exercise_rows(curriculum, progress, workspace) if r["lesson"] == number]
+        from shapetrace.app.lessons import lesson_blocks
+        from shapetrace.render.lessons import print_lesson
+
+        print_lesson(lesson_blocks(chosen, run=run_examples), out_console(width), rows)
+
+
+def _present(chosen, width: int | None, auto: float | None) -> None:
+    """Screens on a terminal; elsewhere one line on stderr and the plain lesson."""
+    from shapetrace.app.classroom import ViewOptions
+    from shapetrace.tui.step import step_mode_available
+
+    if not step_mode_available():
+        from shapetrace.app.lessons import lesson_blocks
+        from shapetrace.cli.common import err_console
+        from shapetrace.render.lessons import print_lesson
+
+        err_console().print("--present needs an interactive terminal; showing the plain lesson instead",
+                            style="yellow", highlight=False)
+        print_lesson(lesson_blocks(chosen), out_console(width))
+        return
+    from shapetrace.tui.present import present_lesson
+
+    code = present_lesson(chosen, out_console(width), ViewOptions(width=width), auto)
+    if code:
+        raise typer.Exit(code)
+
+
+def quiz(
+    topic: str | None = typer.Option(None, "--topic", help="Only questions on this topic (e.g. strides)."),
+    count: int = typer.Option(10, "--count", min=1, help="How many questions."),
+    answers_from: Path | None = typer.Option(None, "--answers-from", help="Read answers from this file, "
+                                                "one per line (for scripts)."),
+    seed: int | None = typer.Option(None, "--seed", help="Shuffle with this seed (default: a random "
+                                       "order at a terminal, file order otherwise)."),
+    list_topics: bool = typer.Option(False, "--topics", help="List the topics and exit."),
+    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Predict shapes, strides, views and copies; each answer is checked against torch."""
+    with guarded(traceback):
+        from shapetrace.errors import UsageError
+        from shapetrace.exercises import quiz as qz
+        from shapetrace.exercises.answers import check_answer
+
+        questions = qz.bank(load_curriculum().root)
+        if list_topics:
+            for name in qz.topics(questions):
+                typer.echo(f"{name}  ({sum(q.topic == name for q in questions)} questions)")
+            return
+        if answers_from is not None:
+            try:
+                answers = iter(answers_from.read_text(encoding="utf-8").splitlines())
+            except OSError as exc:
+                raise UsageError(f"cannot read --answers-from {answers_from}: {exc.strerror}") from None
+        else:
+            answers = None
+        interactive = answers is None and sys.stdin.isatty()
+        if seed is None and interactive:
+            import random
+
+            seed = random.randrange(1 << 30)
+        chosen = [qz.solve(q) for q in qz.select(questions, topic, count, seed)]
+        console = out_console(width)
+        from shapetrace.app.lessons import quiz_trace
+        from shapetrace.render.exercise import question_view, quiz_feedback
+
+        score = asked = 0
+        for n, q in enumerate(chosen, 1):
+            console.print(question_view(n, len(chosen), q))
+            typed = _next_answer(answers, interactive)
+            if typed is None:
+                console.print("[dim](no more answers)[/dim]")
+                break
+            if not interactive:
+                console.print(f"> {typed}", highlight=False)
+            understood, right = check_answer(q.ask, typed, q.answer)
+            asked += 1
+            score += right
+            console.print(quiz_feedback(q, typed, understood, right, trace=None if right else quiz_trace(q)))
+        console.print(f"\n[bold]score: {score}/{asked}[/bold]" + (f" (of {len(chosen)} questions)"
+                                                                   if asked < len(chosen) else ""))
+        if asked:
+            progress = load_progress()
+            progress.record_quiz(score, asked, topic)
+            progress.save()
+
+
+def _next_answer(answers, interactive: bool) -> str | None:
+    if answers is not None:
+        return next(answers, None)
+    try:
+        return input("your answer: " if interactive else "")
+    except EOFError:
+        return None

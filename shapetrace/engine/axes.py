@@ -1,0 +1,643 @@
+"""Named-axis algebra: carry semantic axis names from op to op.
+
+Pure Python (no torch, no Rich). An axis is a sequence of *atoms* in memory
+order (major to minor). An atom is a piece of one *root* axis: the root name
+(``"D"``), the root's full size, where the piece sits inside the root (its
+stride in root elements) and its size. ``D`` split by ``view`` into 8 x 64
+gives the atoms ``(D, stride 64, size 8)`` and ``(D, stride 1, size 64)``,
+which the :class:`Namer` labels ``H`` and ``d_k`` because ``D = H * d_k``.
+
+Names therefore come from propagation, never from sizes alone: when T = H = 8,
+a ``view`` that puts the token axis where the heads should be still labels it
+``T``. Where an output axis cuts across atoms in a way no factorisation can
+express (``[T=6, D=512]`` viewed as ``[8, 6, 64]``), it becomes one opaque
+atom whose root starts with ``!`` and names everything it mixes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from shapetrace.engine.layout import row_major
+
+#: Roots that index tokens or sequences: mixing them with anything is a bug.
+TOKEN_ROOTS = frozenset({"B", "T", "S", "T_q", "T_k", "N", "L"})
+UNKNOWN = "?"
+#: Fixed factors of fused projections (3*D = qkv*D); sizes only, never names found by size.
+STACK_FACTORS = {"qkv": 3, "kv": 2}
+MIXED_PREFIX = "!"
+
+
+@dataclass(frozen=True)
+class Atom:
+    """A piece of one root axis: ``size`` values spaced ``stride`` apart inside it."""
+
+    root: str
+    root_size: int
+    stride: int
+    size: int
+
+    @property
+    def whole(self) -> bool:
+        return self.stride == 1 and self.size == self.root_size
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a tensor: its atoms (major to minor) and an optional role.
+
+    ``role`` is ``"query"`` or ``"key"`` for the two token axes of an
+    attention-score tensor, so softmax can be checked against the key axis.
+    """
+
+    atoms: tuple[Atom, ...] = ()
+    role: str | None = None
+
+    @property
+    def size(self) -> int:
+        return math.prod(a.size for a in self.atoms)
+
+    def with_role(self, role: str | None) -> Axis:
+        return Axis(self.atoms, role)
+
+
+def has_tokens(axis: Axis) -> bool:
+    """Does any piece of this axis index tokens or batch entries?"""
+    return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False
+
+
+def resized(axis: Axis, size: int, namer: Namer) -> Axis:
+    """A shorter (sliced) or longer (concatenated) axis keeps its name at the new size."""
+    label = namer.label(axis)
+    if label is None:
+        return unknown_axis(size)
+    return Axis((Atom(label, size, 1, size),), axis.role)
+
+
+def root_axis(name: str, size: int) -> Axis:
+    """A whole named axis, e.g. ``root_axis("T", 6)``."""
+    if size == 1:
+        return Axis((Atom(name, 1, 1, 1),))
+    return Axis((Atom(name, size, 1, size),))
+
+
+def unknown_axis(size: int) -> Axis:
+    return Axis((Atom(UNKNOWN, size, 1, size),)) if size != 1 else Axis()
+
+
+def unknown_axes(shape: Sequence[int]) -> tuple[Axis, ...]:
+    return tuple(unknown_axis(s) for s in shape)
+
+
+def sizes_of(axes: Sequence[Axis]) -> tuple[int, ...]:
+    return tuple(a.size for a in axes)
+
+
+@dataclass
+class Namer:
+    """Knows the named sizes of one model and turns atoms into labels.
+
+    Args:
+        dims: named sizes, e.g. ``{"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}``.
+            ``d_k`` is derived from ``D`` and ``H`` when missing, ``n_rep``
+            from ``H`` and ``H_kv``.
+    """
+
+    dims: dict[str, int]
+    decompositions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _sub_names: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.dims = dict(self.dims)
+        d = self.dims
+        if "D" in d and "H" in d and "d_k" not in d and d["H"] and d["D"] % d["H"] == 0:
+            d["d_k"] = d["D"] // d["H"]
+        if "H" in d and "H_kv" in d and "n_rep" not in d and d["H_kv"] and d["H"] % d["H_kv"] == 0:
+            d["n_rep"] = d["H"] // d["H_kv"]
+        if not self.decompositions:
+            self.decompositions = default_decompositions(d)
+        # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
+        self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
+        for root, parts in self.decompositions.items():
+            self._sub_names[root] = self._leaf_table(parts)
+
+    # -- sizes -------------------------------------------------------------
+    def size_of(self, name: str) -> int | None:
+        if name in self.dims:
+            return self.dims[name]
+        if name in STACK_FACTORS:
+            return STACK_FACTORS[name]
+        parts = self.decompositions.get(name)
+        if parts and all(self.size_of(p) for p in parts):
+            return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
+        return None
+
+    def _leaf_table(self, parts: tuple[str, ...]) -> dict[tuple[int, int], str]:
+        """(stride, size) -> name for every named piece of a root, recursively."""
+        table: dict[tuple[int, int], str] = {}
+        stride = 1
+        for part in reversed(parts):
+            size = self.size_of(part)
+            if size is None:
+                return {}
+            table[(stride, size)] = part
+            for (sub_stride, sub_size), sub_name in self._sub_table(part).items():
+                table.setdefault((stride * sub_stride, sub_size), sub_name)
+            stride *= size
+        return table
+
+    def _sub_table(self, name: str) -> dict[tuple[int, int], str]:
+        parts = self.decompositions.get(name)
+        return self._leaf_table(parts) if parts else {}
+
+    def feature_root_for_size(self, size: int) -> str | None:
+        """The feature root a projection of this width produces (D, 3*D, D_kv...)."""
+        for name in ("D", "3*D", "D_kv", "2*D_kv"):
+            if self.size_of(name) == size:
+                return name
+        return None
+
+    def name_for_size(self, size: int, prefer: Iterable[str] = ()) -> str | None:
+        """A dims name with exactly this size, if exactly one (or a preferred one) fits."""
+        for name in prefer:
+            if self.size_of(name) == size:
+                return name
+        hits = [n for n, s in self.dims.items() if s == size]
+        return hits[0] if len(hits) == 1 else None
+
+    def coinciding_sizes(self) -> list[tuple[str, str]]:
+        names = [n for n in self.dims if n in TOKEN_ROOTS or n in ("D", "H", "d_k", "H_kv")]
+        return [
+            (a, b)
+            for i, a in enumerate(names)
+            for b in names[i + 1:]
+            if self.dims[a] == self.dims[b] and self.dims[a] > 1
+        ]
+
+    # -- labels ------------------------------------------------------------
+    def atom_label(self, atom: Atom) -> str:
+        if atom.whole and atom.root in self.aliases:
+            return self.aliases[atom.root]
+        if atom.root.startswith(MIXED_PREFIX) or atom.root == UNKNOWN:
+            return atom.root if atom.whole else f"{atom.root}/{atom.root_size // atom.size}"
+        if atom.whole:
+            return atom.root
+        known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
+        if known:
+            return known
+        return f"{atom.root}/{atom.root_size // atom.size}"
+
+    def labels(self, axis: Axis) -> list[str]:
+        labels = [self.atom_label(a) for a in coalesce(axis.atoms)]
+        return self._compose(labels)
+
+    def _compose(self, labels: list[str]) -> list[str]:
+        """Replace runs of labels that spell a known product (H, d_k -> D)."""
+        changed = True
+        while changed and len(labels) > 1:
+            changed = False
+            for root, parts in self.decompositions.items():
+                n = len(parts)
+                for i in range(len(labels) - n + 1):
+                    if tuple(labels[i:i + n]) == parts:
+                        labels = labels[:i] + [root] + labels[i + n:]
+                        changed = True
+                        break
+        return labels
+
+    def label(self, axis: Axis) -> str | None:
+        """The display/JSON name of an axis: a name, a product ``H*d_k``, ``!mix``, or None."""
+        if not axis.atoms:
+            return None
+        labels = self.labels(axis)
+        if any(UNKNOWN in lab for lab in labels):
+            return None
+        if len(labels) == 1:
+            return labels[0]
+        joined = "*".join(lab.lstrip(MIXED_PREFIX) for lab in labels)
+        mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels)
+        return MIXED_PREFIX + joined if mixed else joined
+
+    def mix_kind(self, axis: Axis) -> str | None:
+        """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
+        ``"warning"`` if whole token axes are flattened together with features,
+        ``"note"`` for an unusual split of features only, else None."""
+        atoms = coalesce(axis.atoms)
+        if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
+            return "error" if _mix_has_tokens(atoms) else "note"
+        labels = self._compose([self.atom_label(a) for a in atoms])
+        token_atoms = [a for a in atoms if a.root in TOKEN_ROOTS]
+        if token_atoms and len(atoms) > 1:
+            if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
+                return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
+            if any(a.root != "B" for a in token_atoms) and len(token_atoms) < len(atoms):
+                return "warning"  # whole tokens flattened together with features (B*H is fine)
+        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
+            return "note"
+        return None
+
+    def leaves(self, atom: Atom) -> tuple[Atom, ...]:
+        """A whole atom cut into its known named parts (``D`` -> ``H``, ``d_k``)."""
+        table = self._sub_names.get(atom.root)
+        if not atom.whole or not table:
+            return (atom,)
+        leaf_keys = [k for k in table if not any(  # keep the pieces with no named piece inside
+            o != k and k[0] <= o[0] and o[0] * o[1] <= k[0] * k[1] for o in table)]
+        parts, covered = [], 1
+        for stride, size in sorted(leaf_keys, key=lambda k: -k[0]):
+            parts.append(Atom(atom.root, atom.root_size, stride, size))
+            covered *= size
+        return tuple(parts) if covered == atom.root_size else (atom,)
+
+
+def _mix_has_tokens(atoms: Sequence[Atom]) -> bool:
+    for a in atoms:
+        names = a.root.lstrip(MIXED_PREFIX).split("*") if a.root.startswith(MIXED_PREFIX) else [a.root]
+        if any(n.split("/")[0] in TOKEN_ROOTS for n in names):
+            return True
+    return False
+
+
+def default_decompositions(dims: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    """How named sizes factor: ``D = H*d_k``, ``3*D = qkv*D``, ``H = H_kv*n_rep``..."""
+    out: dict[str, tuple[str, ...]] = {}
+    if "H" in dims and "d_k" in dims:
+        out["D"] = ("H", "d_k")
+        out["3*D"] = ("qkv", "D")
+    if "H_kv" in dims and "d_k" in dims:
+        out["D_kv"] = ("H_kv", "d_k")
+        out["2*D_kv"] = ("kv", "D_kv")
+    if "H_kv" in dims and "n_rep" in dims:
+        out["H"] = ("H_kv", "n_rep")
+    return out
+
+
+def coalesce(atoms: Sequence[Atom]) -> tuple[Atom, ...]:
+    """Merge neighbouring pieces of one root that sit next to each other in it."""
+    out: list[Atom] = []
+    for atom in atoms:
+        if atom.size == 1 and atom.root_size != 1:
+            continue
+        if out:
+            prev = out[-1]
+            if prev.root == atom.root and prev.stride == atom.stride * atom.size:
+                out[-1] = Atom(atom.root, atom.root_size, atom.stride, prev.size * atom.size)
+                continue
+        out.append(atom)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# view / reshape / flatten / unflatten
+# ---------------------------------------------------------------------------
+
+def reshape_axes(axes: Sequence[Axis], out_shape: Sequence[int],
+                 namer: Namer | None = None) -> tuple[Axis, ...]:
+    """Names after ``view``/``reshape`` to ``out_shape`` (sizes must multiply out).
+
+    Groups input and output axes whose sizes multiply to the same product, then
+    re-cuts each group's atoms at the output boundaries.
+
+    >>> t, d = root_axis("T", 6), root_axis("D", 512)
+    >>> [a.size for a in reshape_axes([t, d], [6, 8, 64])]
+    [6, 8, 64]
+    """
+    in_sizes = [a.size for a in axes]
+    out_sizes = list(out_shape)
+    if math.prod(in_sizes) != math.prod(out_sizes):
+        raise ValueError(f"cannot reshape {in_sizes} to {out_sizes}")
+    result: list[Axis | None] = [None] * len(out_sizes)
+    in_idx = [i for i, s in enumerate(in_sizes) if s != 1]
+    out_idx = [j for j, s in enumerate(out_sizes) if s != 1]
+    for gi, gj in _groups([in_sizes[i] for i in in_idx], [out_sizes[j] for j in out_idx]):
+        group_in = [axes[in_idx[i]] for i in gi]
+        new = _recut([a.atoms for a in group_in], [out_sizes[out_idx[j]] for j in gj], namer)
+        for j, atoms in zip(gj, new):
+            role = _carried_role(group_in, atoms)
+            result[out_idx[j]] = Axis(atoms, role)
+    carried_ones = [a for a in axes if a.size == 1 and a.atoms]
+    for j, s in enumerate(out_sizes):
+        if result[j] is None:
+            result[j] = carried_ones.pop(0) if (s == 1 and carried_ones) else Axis()
+    return tuple(result)  # type: ignore[arg-type]
+
+
+def _carried_role(group_in: Sequence[Axis], atoms: tuple[Atom, ...]) -> str | None:
+    for axis in group_in:
+        if axis.atoms == atoms:
+            return axis.role
+    return None
+
+
+def _groups(ins: list[int], outs: list[int]) -> list[tuple[list[int], list[int]]]:
+    groups = []
+    i = j = 0
+    while i < len(ins) and j < len(outs):
+        gi, gj = [i], [j]
+        pi, pj = ins[i], outs[j]
+        while pi != pj:
+            if pi < pj:
+                i += 1
+                gi.append(i)
+                pi *= ins[i]
+            else:
+                j += 1
+                gj.append(j)
+                pj *= outs[j]
+        groups.append((gi, gj))
+        i += 1
+        j += 1
+    return groups
+
+
+def _recut(in_atom_lists: Sequence[tuple[Atom, ...]], out_sizes: list[int],
+           namer: Namer | None) -> list[tuple[Atom, ...]]:
+    atoms = [a for lst in in_atom_lists for a in lst if a.size != 1]
+    atom_strides = row_major([a.size for a in atoms])
+    out_strides = row_major(out_sizes)
+    total = math.prod(out_sizes)
+    bounds = sorted({*atom_strides, *out_strides, total})
+    if all(b2 % b1 == 0 for b1, b2 in zip(bounds, bounds[1:])):
+        return _recut_chain(atoms, atom_strides, out_sizes, out_strides, bounds)
+    if namer is not None:  # name the finest known parts in what gets mixed (T*H, not T*D)
+        atoms = [leaf for a in atoms for leaf in namer.leaves(a)]
+        atom_strides = row_major([a.size for a in atoms])
+    return [_opaque(atoms, atom_strides, s, n, namer) for s, n in zip(out_strides, out_sizes)]
+
+
+def _recut_chain(atoms, atom_strides, out_sizes, out_strides, bounds) -> list[tuple[Atom, ...]]:
+    pieces: list[tuple[int, Atom]] = []  # (group stride, sub-atom), major first
+    for atom, g in zip(atoms, atom_strides):
+        inner = [b for b in bounds if g <= b <= g * atom.size]
+        for lo, hi in reversed(list(zip(inner, inner[1:]))):
+            sub = Atom(atom.root, atom.root_size, atom.stride * (lo // g), hi // lo)
+            pieces.append((lo, sub))
+    pieces.sort(key=lambda p: -p[0])
+    out = []
+    for stride, size in zip(out_strides, out_sizes):
+        out.append(tuple(a for g, a in pieces if stride <= g < stride * size))
+    return out
+
+
+def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) -> tuple[Atom, ...]:
+    """One atom naming every input atom that this output axis walks across."""
+    touched = [(a, g) for a, g in zip(atoms, atom_strides) if _walks_across(stride, size, g, a.size)]
+    if len(touched) == 1 and touched[0][0].size == size and touched[0][1] == stride:
+        return (touched[0][0],)
+    names: list[str] = []
+    for a, _g in touched:
+        label = namer.atom_label(a) if namer else a.root
+        name = label[1:] if label.startswith(MIXED_PREFIX) else label.split("/")[0]
+        for part in name.split("*"):
+            if part not in names:
+                names.append(part)
+    return (Atom(MIXED_PREFIX + "*".join(names), size, 1, size),)
+
+
+def _walks_across(stride: int, size: int, atom_stride: int, atom_size: int) -> bool:
+    """Does stepping ``size`` times by ``stride`` change the digit of this atom?"""
+    if size <= 1 or atom_size <= 1:
+        return False
+    span = atom_stride * atom_size
+    r = stride % span
+    if r == 0:
+        return False
+    if r >= atom_stride:
+        return True
+    return size - 1 >= -(-atom_stride // r)
+
+
+# ---------------------------------------------------------------------------
+# moving, adding and removing axes
+# ---------------------------------------------------------------------------
+
+def permute_axes(axes: Sequence[Axis], order: Sequence[int]) -> tuple[Axis, ...]:
+    return tuple(axes[i] for i in order)
+
+
+def transpose_order(ndim: int, d0: int, d1: int) -> list[int]:
+    order = list(range(ndim))
+    d0, d1 = d0 % ndim, d1 % ndim
+    order[d0], order[d1] = order[d1], order[d0]
+    return order
+
+
+def unsqueeze_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
+    dim = dim % (len(axes) + 1)
+    return tuple(axes[:dim]) + (Axis(),) + tuple(axes[dim:])
+
+
+def squeeze_axes(axes: Sequence[Axis], out_shape: Sequence[int]) -> tuple[Axis, ...]:
+    """Drop size-1 axes so that what is left has ``out_shape``."""
+    kept = list(axes)
+    while len(kept) > len(out_shape):
+        for i, (a, s) in enumerate(zip(kept, list(out_shape) + [None])):
+            if a.size == 1 and s != 1:
+                del kept[i]
+                break
+        else:
+            for i in range(len(kept) - 1, -1, -1):
+                if kept[i].size == 1:
+                    del kept[i]
+                    break
+    return tuple(kept)
+
+
+def expand_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``expand``: new leading axes and size-1 axes grown to ``n`` (stride 0)."""
+    lead = len(out_shape) - len(axes)
+    out = []
+    for j, size in enumerate(out_shape):
+        src = axes[j - lead] if j >= lead else Axis()
+        if src.size == size:
+            out.append(src)
+        else:
+            out.append(_grown_axis(size, namer))
+    return tuple(out)
+
+
+def _grown_axis(size: int, namer: Namer) -> Axis:
+    name = namer.name_for_size(size, prefer=("n_rep",))
+    return root_axis(name, size) if name else unknown_axis(size)
+
+
+def repeat_axes(axes: Sequence[Axis], repeats: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``repeat`` tiles: the copy index is the *major* part of each grown axis."""
+    lead = len(repeats) - len(axes)
+    out = []
+    for j, r in enumerate(repeats):
+        src = axes[j - lead] if j >= lead else Axis()
+        if r == 1:
+            out.append(src)
+        else:
+            out.append(Axis(_grown_axis(r, namer).atoms + src.atoms))
+    return tuple(out)
+
+
+def repeat_interleave_axes(axes: Sequence[Axis], repeats: int, dim: int | None,
+                           namer: Namer) -> tuple[Axis, ...]:
+    """``repeat_interleave``: each element repeated in place, copy index is *minor*."""
+    if dim is None:
+        flat = reshape_axes(axes, [math.prod(sizes_of(axes))], namer)[0]
+        return (Axis(flat.atoms + _grown_axis(repeats, namer).atoms),)
+    dim %= len(axes)
+    grown = Axis(axes[dim].atoms + _grown_axis(repeats, namer).atoms)
+    return tuple(axes[:dim]) + (grown,) + tuple(axes[dim + 1:])
+
+
+def index_axes(axes: Sequence[Axis], spec: Sequence[str]) -> tuple[Axis, ...] | None:
+    """Basic indexing. ``spec`` has one entry per index item: ``"int"`` (drops an
+    axis), ``"slice"`` (keeps it, possibly shorter), ``"full"`` (keeps it),
+    ``"none"`` (new size-1 axis), ``"..."``. Returns None for advanced indexing."""
+    consumed = sum(1 for s in spec if s in ("int", "slice", "full"))
+    out: list[Axis] = []
+    i = 0
+    for item in spec:
+        if item == "...":
+            n = len(axes) - consumed
+            out.extend(axes[i:i + n])
+            i += n
+        elif item == "none":
+            out.append(Axis())
+        elif item == "int":
+            i += 1
+        elif item in ("slice", "full"):
+            out.append(axes[i] if item == "full" else _sliced(axes[i]))
+            i += 1
+        else:
+            return None
+    out.extend(axes[i:])
+    return tuple(out)
+
+
+def _sliced(axis: Axis) -> Axis:
+    """A strict sub-range of an axis keeps its meaning (fewer tokens are still tokens)."""
+    return axis
+
+
+def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
+               namer: Namer | None = None) -> list[tuple[Axis, ...]]:
+    """``split``/``chunk``: equal pieces of a product axis keep the minor factor's name
+    (``3*D`` split in three gives three ``D``); anything else keeps the axis's name."""
+    dim %= len(axes)
+    axis = axes[dim]
+    n = axis.size
+    piece = pieces[0] if pieces else n
+    named = axis
+    if len(set(pieces)) == 1 and piece and n % piece == 0 and n // piece > 1:
+        _major, minor = reshape_axes([axis], [n // piece, piece], namer)
+        named = minor
+    outs = []
+    for size in pieces:
+        new = named if size == named.size else axis
+        outs.append(tuple(axes[:dim]) + (new,) + tuple(axes[dim + 1:]))
+    return outs
+
+
+def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
+    dim %= len(axes)
+    return tuple(axes[:dim]) + tuple(axes[dim + 1:])
+
+
+def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[Axis, ...]:
+    first = list(inputs[0])
+    dim %= len(first)
+    total = sum(inp[dim].size for inp in inputs)
+    labels = {namer.label(inp[dim]) for inp in inputs}
+    if len(labels) == 1 and None not in labels:
+        first[dim] = Axis((Atom(labels.pop(), total, 1, total),))
+    else:
+        first[dim] = unknown_axis(total)
+    return tuple(first)
+
+
+def stack_axes(inputs: Sequence[Sequence[Axis]], dim: int) -> tuple[Axis, ...]:
+    first = list(inputs[0])
+    dim %= len(first) + 1
+    return tuple(first[:dim]) + (unknown_axis(len(inputs)),) + tuple(first[dim:])
+
+
+# ---------------------------------------------------------------------------
+# compute ops
+# ---------------------------------------------------------------------------
+
+def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -> tuple[Axis, ...]:
+    """Elementwise ops: each output axis takes its name from an input that is not broadcast there."""
+    out = []
+    n = len(out_shape)
+    for j, size in enumerate(out_shape):
+        chosen = None
+        for axes in inputs:
+            k = j - (n - len(axes))
+            if 0 <= k < len(axes) and axes[k].size == size and (size == 1 or axes[k].atoms):
+                if axes[k].atoms and (chosen is None or _is_unknown(chosen)):
+                    chosen = axes[k]
+        out.append(chosen if chosen is not None else unknown_axis(size))
+    return tuple(out)
+
+
+def _is_unknown(axis: Axis) -> bool:
+    return any(a.root == UNKNOWN for a in axis.atoms)
+
+
+def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer) -> tuple[Axis, ...]:
+    """``linear`` keeps the leading names and names the new last axis by its width."""
+    root = namer.feature_root_for_size(out_features)
+    last = root_axis(root, namer.size_of(root) or out_features) if root else unknown_axis(out_features)
+    return tuple(axes[:-1]) + (last,)
+
+
+def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],
+                namer: Namer) -> tuple[Axis, ...]:
+    """``a @ b``: batch axes broadcast, ``a``'s rows and ``b``'s columns stay, the inner pair is contracted."""
+    a2 = list(a) if len(a) > 1 else [Axis()] + list(a)
+    b2 = list(b) if len(b) > 1 else list(b) + [Axis()]
+    batch_len = len(out_shape) - (len(a) > 1) - (len(b) > 1)
+    batch = broadcast_axes([a2[:-2], b2[:-2]], out_shape[:batch_len]) if batch_len else ()
+    row, col = a2[-2], b2[-1]
+    if _is_token(row, namer) and _is_token(col, namer):
+        row, col = row.with_role("query"), col.with_role("key")
+    else:
+        row, col = row.with_role(None), col.with_role(None)
+    tail = ([row] if len(a) > 1 else []) + ([col] if len(b) > 1 else [])
+    return tuple(batch) + tuple(tail)
+
+
+def _is_token(axis: Axis, namer: Namer) -> bool:
+    label = namer.label(axis)
+    return label is not None and label in TOKEN_ROOTS
+
+
+def einsum_axes(equation: str, operands: Sequence[Sequence[Axis]], namer: Namer) -> tuple[Axis, ...] | None:
+    """Names for ``einsum``; None for equations with ellipses (left unnamed)."""
+    eq = equation.replace(" ", "")
+    if "..." in eq:
+        return None
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if rhs == "" and "->" not in eq:
+        letters = [c for t in terms for c in t]
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    by_letter: dict[str, tuple[int, Axis]] = {}
+    for k, (term, axes) in enumerate(zip(terms, operands)):
+        for letter, axis in zip(term, axes):
+            if letter not in by_letter or (by_letter[letter][1].size == 1 and axis.size != 1):
+                by_letter[letter] = (k, axis)
+    out = [by_letter[c][1].with_role(None) for c in rhs]
+    if len(rhs) >= 2 and len(operands) == 2:
+        (ka, ra), (kb, cb) = by_letter[rhs[-2]], by_letter[rhs[-1]]
+        if ka == 0 and kb == 1 and _is_token(ra, namer) and _is_token(cb, namer):
+            out[-2], out[-1] = ra.with_role("query"), cb.with_role("key")
+    return tuple(out)
+
+
+def einsum_contracted(equation: str) -> list[str]:
+    eq = equation.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    return [c for c in dict.fromkeys(lhs.replace(",", "")) if c not in rhs and c != "."]
+
+
+def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis]) -> tuple[Axis, ...]:
+    return tuple(a.with_role(None) for a in q[:-1]) + (v[-1],)

@@ -1,0 +1,255 @@
+"""Rules over a trace's events that find the silent attention bugs.
+
+Each rule reads the axis names the tracer propagated and returns
+:class:`Diagnostic` records (plain data). A correct implementation gets none
+at severity ``error`` or ``warning``, whatever its sizes (T = H included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
+from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.rules import VARIANT_RULES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Event, Trace
+
+def diagnose(trace: Trace) -> list[Diagnostic]:
+    """All findings for a trace, errors first, then in event order."""
+    found: list[Diagnostic] = []
+    for rule in RULES:
+        found.extend(rule(trace))
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for d in found:  # one report per kind and source line (q, k and v share a line)
+        key = (d.kind, trace.events[d.event].source if d.event is not None else "")
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return sorted(unique, key=lambda d: (SEVERITY_ORDER[d.severity], d.event if d.event is not None else -1))
+
+
+def _plain(label: str | None) -> str:
+    return (label or "?").lstrip(MIXED_PREFIX).replace("*", " and ")
+
+
+# ---------------------------------------------------------------------------
+# rules
+# ---------------------------------------------------------------------------
+
+def mixed_axes(trace: Trace) -> list[Diagnostic]:
+    """An axis holding pieces of tokens or batch entries mixed with anything else."""
+    out = []
+    namer = trace.namer
+    for e in trace.events:
+        if not e.outputs or not e.inputs:
+            continue
+        before = {lab for t in e.inputs for lab in t.dims}
+        o = e.outputs[0]
+        for i, (axis, label) in enumerate(zip(o.axes, o.dims)):
+            if label in before:
+                continue
+            kind = namer.mix_kind(axis)
+            if kind == "error":
+                out.append(Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label)))
+                break
+            if kind == "warning":
+                out.append(Diagnostic("warning", "tokens-merged-with-features", e.index,
+                                      _merged_message(e, i, label)))
+                break
+    return out
+
+
+def _merged_message(e: Event, i: int, label: str | None) -> str:
+    src, o = e.inputs[0], e.outputs[0]
+    return (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
+            f"flattens {_plain(label)} into one axis, so each of its entries is a (token, feature) pair. "
+            "That is fine as a layout exercise; in attention it usually means the heads were merged "
+            "without moving the tokens back in front: transpose(1, 2) before .contiguous().view(B, T, D).")
+
+
+def projection_over_tokens(trace: Trace) -> list[Diagnostic]:
+    """A linear layer whose feature axis contains tokens mixes different tokens together."""
+    out = []
+    for e in trace.events:
+        if e.op != "linear" or not e.inputs or not e.inputs[0].axes:
+            continue
+        x = e.inputs[0]
+        if has_tokens(x.axes[-1]):
+            out.append(Diagnostic("error", "projection-over-tokens", e.index, (
+                f"linear #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
+                f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
+                "into each output feature. Its input should be [B, T, D]; after attention, move the "
+                "heads back behind the tokens with transpose(1, 2) before merging them.")))
+    return out
+
+
+def _mixed_message(e: Event, i: int, label: str | None) -> str:
+    src, o = e.inputs[0], e.outputs[0]
+    parts = _plain(label)
+    msg = (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
+           f"axis {i} (size {o.shape[i]}) holds pieces of {parts}, so its entries mix ")
+    msg += "batch entries and tokens" if set(parts.split(" and ")) <= TOKEN_ROOTS else "different tokens together"
+    msg += ". The tensor has the right shape but the wrong contents. "
+    src_dims = set(src.dims)
+    if "B" in parts and "T" in parts and not ({"H", "d_k", "D"} & set(parts.split(" and "))):
+        return msg + "To swap the batch and sequence axes, use transpose(0, 1); view/reshape never move data."
+    if "H" in src_dims and "T" in src_dims and src.dims.index("H") < src.dims.index("T"):
+        return msg + ("Merge heads by moving them back behind the tokens first: "
+                      "transpose(1, 2) to [B, T, H, d_k], then .contiguous().view(B, T, D).")
+    return msg + ("Split the features where they are: view(B, T, H, d_k), then transpose(1, 2) "
+                  "to move the heads ahead of the tokens.")
+
+
+def head_split_order(trace: Trace) -> list[Diagnostic]:
+    """Features split into heads in an unusual but consistent order (a note)."""
+    out = []
+    for e in trace.events:
+        if not e.outputs or e.op not in ("view", "reshape", "unflatten", "view_as", "reshape_as"):
+            continue
+        o = e.outputs[0]
+        odd = [lab for axis, lab in zip(o.axes, o.dims) if trace.namer.mix_kind(axis) == "note"]
+        if odd and not any(trace.namer.mix_kind(a) == "error" for a in o.axes):
+            H, dk = trace.dims.get("H"), trace.dims.get("d_k")
+            std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
+            out.append(Diagnostic("note", "nonstandard-head-split", e.index, (
+                f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
+                f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
+                "consistent, so a model trained this way works: the projections learn any fixed "
+                "permutation of features. It does break loading pretrained weights, which assume "
+                "view(B, T, H, d_k).")))
+    return out
+
+
+def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
+    if e.op in ("matmul", "bmm") and len(e.inputs) == 2:
+        a, b = e.inputs
+        la = a.dims[-1] if a.dims else None
+        lb = b.dims[-2] if len(b.dims) > 1 else (b.dims[0] if b.dims else None)
+        return [(la, lb)]
+    if e.op == "einsum" and len(e.inputs) == 2:
+        from shapetrace.engine.axes import einsum_contracted
+        eq = e.params.get("equation", "")
+        lhs = eq.split("->")[0].split(",") if eq else []
+        if len(lhs) != 2:
+            return []
+        pairs = []
+        for c in einsum_contracted(eq):
+            if c in lhs[0] and c in lhs[1]:
+                pairs.append((e.inputs[0].dims[lhs[0].index(c)], e.inputs[1].dims[lhs[1].index(c)]))
+        return pairs
+    return []
+
+
+def contraction(trace: Trace) -> list[Diagnostic]:
+    """A matmul that sums over two different named axes that happen to share a size."""
+    out = []
+    for e in trace.events:
+        for la, lb in _matmul_pairs(e):
+            if la and lb and la != lb and not la.startswith(MIXED_PREFIX) and not lb.startswith(MIXED_PREFIX):
+                a, b = e.inputs
+                out.append(Diagnostic("error", "contracts-different-axes", e.index, (
+                    f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
+                    f"sums over {la} of the first with {lb} of the second: different axes that only "
+                    f"happen to have the same size ({a.shape[-1]}). "
+                    f"If this is q @ k, transpose k first: q @ k.transpose(-2, -1).")))
+                break
+    return out
+
+
+def batch_axes(trace: Trace) -> list[Diagnostic]:
+    """Batched matmul whose batch axes disagree, or that batches over tokens."""
+    out = []
+    for e in trace.events:
+        if e.op not in ("matmul", "bmm") or len(e.inputs) != 2 or not e.outputs:
+            continue
+        a, b, o = e.inputs[0], e.inputs[1], e.outputs[0]
+        nb = len(o.shape) - 2
+        if nb <= 0 or len(a.shape) < 2 or len(b.shape) < 2:
+            continue
+        a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
+        b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
+        a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
+        for la, lb, sa, sb in zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes), reversed(b_sizes)):
+            if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
+                out.append(Diagnostic("error", "batch-mismatch", e.index, (
+                    f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
+                    f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
+                    "slices are multiplied together.")))
+                break
+        tokens = [lab for lab in o.dims[:nb] if lab in TOKEN_ROOTS and lab != "B"]
+        rows_cols = [lab for lab in o.dims[nb:]]
+        if tokens and not any(lab in TOKEN_ROOTS for lab in rows_cols if lab):
+            out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
+                f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
+                f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
+                f"mix tokens, but here each token only sees its own heads. The heads were never moved "
+                "ahead of the tokens: after view(B, T, H, d_k), call transpose(1, 2).")))
+    return out
+
+
+def softmax_axis(trace: Trace) -> list[Diagnostic]:
+    """Softmax over anything but the key axis of attention scores."""
+    out = []
+    for e in trace.events:
+        if e.op != "softmax" or not e.inputs:
+            continue
+        t = e.inputs[0]
+        roles = [a.role for a in t.axes]
+        if "key" not in roles:
+            continue
+        dim = e.params.get("dim")
+        if dim is None:
+            continue
+        dim %= len(t.shape)
+        if roles[dim] != "key":
+            key = roles.index("key")
+            out.append(Diagnostic("error", "softmax-wrong-axis", e.index, (
+                f"softmax #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
+                f"{roles[dim] or 'not a token axis'}) of the scores {fmt_named(t.dims, t.shape)}; each query's "
+                f"weights must sum to 1 over the keys, axis {key - len(t.shape)}. "
+                f"Use softmax(scores, dim=-1).")))
+    return out
+
+
+def ambiguous_sizes(trace: Trace) -> list[Diagnostic]:
+    """Names seeded from sizes alone cannot tell equal-sized axes apart."""
+    if not trace.seeded_by_size:
+        return []
+    clashes = trace.namer.coinciding_sizes()
+    if not clashes:
+        return []
+    pairs = ", ".join(f"{a} = {b} = {trace.dims[a]}" for a, b in clashes)
+    return [Diagnostic("note", "ambiguous-sizes", None, (
+        f"{pairs}: names found from sizes alone are ambiguous. Use distinct sizes, or name the input "
+        "explicitly with shapetrace.name(x, \"B T D\"); names then flow from op to op."))]
+
+
+def opaque_calls(trace: Trace) -> list[Diagnostic]:
+    """Say what a single opaque call (``nn.MultiheadAttention``) hides from the trace."""
+    out = []
+    for e in trace.events:
+        if e.op != "multi_head_attention_forward" or not e.inputs:
+            continue
+        q = e.inputs[0]
+        weights = e.outputs[1] if len(e.outputs) > 1 else None
+        seen = f"its query {fmt_named(q.dims, q.shape)} and output"
+        if weights is not None:
+            seen += f", and attention weights {list(weights.shape)} (averaged over heads unless " \
+                    "average_attn_weights=False)"
+        out.append(Diagnostic("note", "opaque-op", e.index, (
+            f"nn.MultiheadAttention runs as one call (multi_head_attention_forward #{e.index}): shapetrace "
+            f"sees {seen}, not the q/k/v projections, the split into heads, the scores or the softmax "
+            "inside, so it cannot check them. To see every step, write the attention with explicit ops "
+            "(linear, view, transpose, matmul, softmax) or F.scaled_dot_product_attention.")))
+    return out
+
+
+RULES: list[Callable[[Trace], list[Diagnostic]]] = [
+    mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
+    ambiguous_sizes, opaque_calls, *VARIANT_RULES,   # masks, NaN rows, failed views
+]

@@ -1,0 +1,27 @@
+"""Named sizes as the user writes them (``"B=2 T=6 D=512 H=8"``): parsed without importing torch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shapetrace.errors import UsageError
+
+
+def parse_dims(dims: str | Mapping[str, int] | None) -> dict[str, int]:
+    """Named sizes from ``"B=2 T=6 D=512 H=8"``, ``"B=2,T=6"`` or a mapping.
+
+    >>> parse_dims("B=2,T=6 D=512")
+    {'B': 2, 'T': 6, 'D': 512}
+    """
+    if dims is None:
+        return {}
+    if isinstance(dims, Mapping):
+        return {str(k): int(v) for k, v in dims.items()}
+    out: dict[str, int] = {}
+    for item in dims.replace(",", " ").split():
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier() or not value.isdigit() or int(value) < 1:
+            raise UsageError(f"cannot read {item!r} in dims {dims!r}: write NAME=SIZE pairs such as "
+                             f"'B=2,T=6,D=512,H=8' (sizes are whole numbers of at least 1)")
+        out[key] = int(value)
+    return out

@@ -1,0 +1,49 @@
+"""The one spelling of sizes and shapes in every sentence, table and message (plain strings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import TensorInfo
+
+
+def fmt_bytes(n: int) -> str:
+    """``24,576`` -> ``24 KiB``; exact below 1 KiB."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:,.0f} {unit}" if value == int(value) or value >= 100 else f"{value:,.1f} {unit}"
+    return f"{n:,} B"
+
+
+def fmt_shape(t: TensorInfo, long_names: dict[str, str] | None = None) -> str:
+    """``[B=2, H=8, T=6, d_k=64]`` (an unnamed axis shows its size only)."""
+    return fmt_named(t.dims, t.shape, long_names)
+
+
+def fmt_named(dims: Iterable[str | None], shape: Iterable[int], long_names: dict[str, str] | None = None) -> str:
+    """``[B=2, H·d_k=512, 6]`` from names and sizes: the one spelling of a named shape.
+
+    >>> fmt_named(("B", "H*d_k", None), (2, 512, 6))
+    '[B=2, H·d_k=512, 6]'
+    """
+    parts = []
+    for name, size in zip(dims, shape):
+        if name:
+            shown = long_names.get(name, name) if long_names else name
+            shown = shown.replace("*", "·")
+            parts.append(f"{shown}={size:,}" if size >= 10_000 else f"{shown}={size}")
+        else:
+            parts.append(f"{size:,}" if size >= 10_000 else str(size))
+    return "[" + ", ".join(parts) + "]"
+
+
+def fmt_names(dims: Iterable[str | None], shape: Iterable[int]) -> str:
+    """``[B, H·d_k, 6]``: the names alone (a size where an axis has none), for sentences.
+
+    >>> fmt_names(("B", "H*d_k", None), (2, 512, 6))
+    '[B, H·d_k, 6]'
+    """
+    return "[" + ", ".join((n or str(s)).replace("*", "·") for n, s in zip(dims, shape)) + "]"

@@ -1,0 +1,255 @@
+"""One-line plain-English annotations for each recorded op (plain strings, no Rich).
+
+Every number in an annotation comes from the event (torch's own shapes and
+strides); the words only interpret them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_bytes, fmt_names, fmt_shape
+from shapetrace.engine.layout import row_major
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Event, TensorInfo
+
+
+def names(t: TensorInfo) -> str:
+    return fmt_names(t.dims, t.shape)
+
+
+def _strides(t: TensorInfo) -> str:
+    return "(" + ", ".join(str(s) for s in t.stride) + ")"
+
+
+def why_not_contiguous(t: TensorInfo) -> str:
+    """Plain reason a tensor is not contiguous, from its strides."""
+    if t.contiguous:
+        return ""
+    if 0 in t.stride:
+        zero = [t.dims[i] or str(i) for i, s in enumerate(t.stride) if s == 0 and t.shape[i] > 1]
+        if zero:
+            return f"stride 0 on {', '.join(zero)}: one value repeated, no memory behind it"
+    return f"strides {_strides(t)} are not the row-major ({', '.join(map(str, row_major(t.shape)))})"
+
+
+def annotate(e: Event, mode: str = "full") -> str:
+    """The annotation for one event.
+
+    Args:
+        e: the recorded op.
+        mode: ``"full"`` (sentences for beginners, the default) or ``"brief"``
+            (a few symbols for experts, see :func:`brief`).
+    """
+    if mode == "brief":
+        return brief(e)
+    if e.error:
+        return f"raised {e.error.split(':')[0]}"
+    handler = _HANDLERS.get(e.op, _generic)
+    return handler(e)
+
+
+def brief(e: Event) -> str:
+    """A terse annotation for experts: what moved and what it cost, e.g. ``split D → H×d_k · view``."""
+    if e.error:
+        return f"raised {e.error.split(':')[0]}"
+    o = e.output
+    if o is None:
+        return e.op
+    i = e.inputs[0] if e.inputs else None
+    what = _brief_what(e, i, o)
+    return " · ".join(p for p in (what, memory_word(e), "" if o.contiguous else "non-contiguous") if p)
+
+
+def memory_word(e: Event) -> str:
+    """What an op did to memory, in one word and a size: raised, no-op, view, copy N, new N."""
+    if e.error:
+        return "raised"
+    if e.noop:
+        return "no-op"
+    if e.view:
+        return "view"
+    if e.copy_bytes:
+        return f"copy {fmt_bytes(e.copy_bytes)}"
+    return f"new {fmt_bytes(e.alloc_bytes)}" if e.alloc_bytes else ""
+
+
+def _label(name: str | None, size: int) -> str:
+    return (name or str(size)).replace("*", "·")
+
+
+def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
+    if i is None:
+        return f"→ {names(o)}"
+    if e.op in ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"):
+        split = [_label(n, 0) for n in o.dims if n and n not in i.dims]
+        merged = [_label(n, 0) for n in i.dims if n and n not in o.dims]
+        if merged and split:
+            return f"{'×'.join(merged)} → {'×'.join(split)}"
+        return f"{names(i)} → {names(o)}"
+    if e.op in ("transpose", "permute", "movedim", "t", "mT", "T"):
+        swapped = list(dict.fromkeys(_moved(i.dims, o.dims)))
+        return "swap " + "↔".join(_label(n, 0) for n in swapped) if swapped else f"→ {names(o)}"
+    if e.op in ("matmul", "bmm") and len(e.inputs) > 1:
+        return f"sums {_label(i.dims[-1], i.shape[-1])} → {names(o)}"
+    if e.op == "softmax" and e.params.get("dim") is not None:
+        d = e.params["dim"] % len(i.shape)
+        return f"softmax over {_label(i.dims[d], d)}"
+    if e.op == "linear":
+        return f"{_label(i.dims[-1], i.shape[-1])} → {_label(o.dims[-1], o.shape[-1])}"
+    if e.op == "contiguous":
+        return f"re-lay out {names(o)}" if not e.noop else "already contiguous"
+    return f"{names(i)} → {names(o)}"
+
+
+def _moved(src: Sequence[str | None], dst: Sequence[str | None]) -> list[str]:
+    return [d for i, d in enumerate(dst) if i < len(src) and src[i] != d and d]
+
+
+def _linear(e: Event) -> str:
+    i, o = e.inputs[0], e.output
+    w = e.params.get("weight")
+    label = (o.dims[-1] or str(o.shape[-1])).replace("*", "·")
+    return (f"projects each token's {i.shape[-1]} features to {o.shape[-1]} ({label}) with a "
+            f"{w[0]}×{w[1]} weight{' and a bias' if e.params.get('bias') else ''}; new buffer "
+            f"{fmt_bytes(e.alloc_bytes)}" if w
+            else f"linear projection to {label}; new buffer {fmt_bytes(e.alloc_bytes)}")
+
+
+def _reshape(e: Event) -> str:
+    i, o = e.inputs[0], e.output
+    split = [n for n in o.dims if n and n not in i.dims]
+    merged = [n for n in i.dims if n and n not in o.dims]
+    if any(n and n.startswith("!") for n in o.dims):
+        what = "regroups memory across axes: one axis now mixes " + next(
+            n for n in o.dims if n and n.startswith("!"))[1:].replace("*", " and ")
+    elif len(o.shape) > len(i.shape) and merged:
+        what = f"splits {', '.join(merged)} into {' × '.join(split)}"
+    elif len(o.shape) < len(i.shape) and split:
+        what = f"merges {' and '.join(merged)} into {', '.join(split)}"
+    else:
+        what = f"reshapes {names(i)} to {names(o)}"
+    if e.view:
+        return f"{what}: a view, no data moves (same memory, new shape and strides)"
+    return f"{what}: the input's strides cannot express it, so torch copied {fmt_bytes(e.copy_bytes)}"
+
+
+def _transpose(e: Event) -> str:
+    i, o = e.inputs[0], e.output
+    swapped = _moved(i.dims, o.dims)
+    text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"
+    pair = set(swapped)
+    heads_first = "H" in o.dims and "T" in o.dims and o.dims.index("H") < o.dims.index("T")
+    if pair == {"H", "T"} and heads_first:
+        text += ": each head becomes its own batch of [T, d_k] matrices"
+    elif pair == {"H", "T"}:
+        text += ": tokens back in front, ready to merge the heads"
+    elif len(o.dims) >= 2 and o.dims[-1] in ("T", "T_k", "S") and o.dims[-2] in ("d_k",):
+        text += f": the last two axes are now [{o.dims[-2]}, {o.dims[-1]}], ready for q @ kᵀ"
+    text += "; a view"
+    if not o.contiguous:
+        text += f", not contiguous: {why_not_contiguous(o)}"
+    return text
+
+
+def _contiguous(e: Event) -> str:
+    o = e.output
+    if e.noop:
+        return "already contiguous: returns the same tensor, nothing copied"
+    n = math.prod(o.shape)
+    return (f"copies {n:,} elements ({fmt_bytes(e.copy_bytes)}) into a new buffer laid out in "
+            f"{names(o)} order, so a later view can merge axes")
+
+
+def _matmul(e: Event) -> str:
+    a, b, o = e.inputs[0], e.inputs[1], e.output
+    inner = a.dims[-1] or str(a.shape[-1])
+    batch = [n or str(s) for n, s in zip(o.dims[:-2], o.shape[:-2])]
+    roles = [x.role for x in o.axes]
+    if roles[-2:] == ["query", "key"]:
+        return (f"scores: sums over {inner}, giving one [{o.dims[-2]}, {o.dims[-1]}] matrix per "
+                f"({', '.join(batch)}): row = query token, column = key token; new {fmt_bytes(e.alloc_bytes)}")
+    if a.axes and a.axes[-1].role == "key":
+        return (f"weighted sum of the values: each query mixes the {a.shape[-1]} value vectors by its "
+                f"weights (sums over {inner}); new {fmt_bytes(e.alloc_bytes)}")
+    return f"sums over {inner}: {names(a)} @ {names(b)} -> {names(o)}; new {fmt_bytes(e.alloc_bytes)}"
+
+
+def _softmax(e: Event) -> str:
+    t = e.inputs[0]
+    dim = e.params.get("dim")
+    if dim is None:
+        return "softmax"
+    dim %= len(t.shape)
+    axis = t.dims[dim] or str(dim)
+    role = t.axes[dim].role if t.axes else None
+    what = " (the keys)" if role == "key" else " (the queries!)" if role == "query" else ""
+    return f"normalises over {axis}{what}: each row of weights sums to 1; new {fmt_bytes(e.alloc_bytes)}"
+
+
+def _masked_fill(e: Event) -> str:
+    t = e.inputs[0]
+    mask = e.inputs[1] if len(e.inputs) > 1 else None
+    if mask is None:
+        return "fills masked positions"
+    lead = len(t.shape) - len(mask.shape)
+    spread = [n or str(s) for n, s, m in zip(t.dims[lead:], t.shape[lead:], mask.shape) if m == 1 and s > 1]
+    spread = [n or str(s) for n, s in zip(t.dims, t.shape)][:len(t.shape) - len(mask.shape)] + spread
+    how = f" (repeated along {', '.join(spread)})" if spread else ""
+    return (f"sets the positions where the mask {fmt_shape(mask)} is True to {e.args.split(', ')[-1]}; "
+            f"the mask broadcasts against {names(t)}{how}")
+
+
+def _expand(e: Event) -> str:
+    o = e.output
+    zero = [o.dims[i] or str(o.shape[i]) for i, s in enumerate(o.stride) if s == 0 and o.shape[i] > 1]
+    return f"repeats without copying: stride 0 on {', '.join(zero) or 'no axis'}; a view"
+
+
+def _split(e: Event) -> str:
+    o = e.output
+    n = len(e.outputs)
+    how = "views" if e.view else "copies"
+    return f"cuts into {n} pieces of {names(o)}; {how} into the same memory"
+
+
+def _sdpa(e: Event) -> str:
+    o = e.output
+    return (f"fused attention: softmax(q kᵀ / √d_k) v in one call, no scores tensor shown; "
+            f"out {names(o)}")
+
+
+def _mha(e: Event) -> str:
+    return ("nn.MultiheadAttention's whole forward in one opaque call: its internal views and "
+            "transposes are not visible to the tracer")
+
+
+def _dropout(e: Event) -> str:
+    o = e.output
+    same = e.inputs and e.inputs[0].shape == o.shape
+    return (f"attention dropout: zeroes random weights and scales the rest by 1/(1-p) in training "
+            f"(identity in eval); shape {'unchanged ' if same else ''}{names(o)}; new {fmt_bytes(e.alloc_bytes)}")
+
+
+def _generic(e: Event) -> str:
+    o = e.output
+    if o is None:
+        return e.op
+    mem = "a view" if e.view else (f"copies {fmt_bytes(e.copy_bytes)}" if e.copy_bytes else
+                                   f"new {fmt_bytes(e.alloc_bytes)}")
+    return f"{names(e.inputs[0]) if e.inputs else ''} -> {names(o)}; {mem}"
+
+
+_HANDLERS: dict[str, Callable[[Event], str]] = {
+    "linear": _linear, "view": _reshape, "reshape": _reshape, "flatten": _reshape, "unflatten": _reshape,
+    "view_as": _reshape, "reshape_as": _reshape, "transpose": _transpose, "permute": _transpose,
+    "mT": _transpose, "t": _transpose, "T": _transpose, "movedim": _transpose,
+    "contiguous": _contiguous, "matmul": _matmul, "bmm": _matmul, "softmax": _softmax,
+    "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "expand": _expand, "expand_as": _expand,
+    "split": _split, "chunk": _split, "unbind": _split, "scaled_dot_product_attention": _sdpa,
+    "multi_head_attention_forward": _mha,
+    "dropout": _dropout,
+}

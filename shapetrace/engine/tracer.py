@@ -1,0 +1,588 @@
+"""Record the tensor operations of a forward pass as plain data.
+
+``trace()`` installs a :class:`torch.overrides.TorchFunctionMode` that sees each
+Python-level call a user writes (``x.view(...)``, ``q @ k``, ``F.linear``),
+runs it unchanged, and appends an :class:`Event` with the shapes, strides,
+storage offsets, axis names and whether the result shares storage with an input.
+No Rich here: rendering lives in ``shapetrace.render``.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import os
+import sys
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine import meta as _meta
+from shapetrace.engine.axes import Axis, Namer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.report import Report
+
+#: Ops that get a row in the table (torch's own function names).
+TRACKED = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "t", "mT", "T",
+    "movedim", "matmul", "bmm", "einsum", "linear", "softmax", "masked_fill", "masked_fill_",
+    "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk",
+    "unbind", "cat", "concat", "concatenate", "stack", "scaled_dot_product_attention", "narrow",
+    "select", "__getitem__", "repeat", "repeat_interleave", "multi_head_attention_forward",
+    "dropout",
+})
+#: Ops whose result may share the input's storage.
+VIEW_CAPABLE = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "t", "mT", "T",
+    "movedim", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split",
+    "chunk", "unbind", "narrow", "select", "__getitem__", "masked_fill_",
+})
+#: Ops that only move data (a result that is not a view is a copy).
+MOVEMENT = VIEW_CAPABLE | {"cat", "concat", "concatenate", "stack", "repeat", "repeat_interleave"}
+_CHEAP = frozenset({"size", "dim", "numel", "__len__", "element_size", "stride", "storage_offset",
+                    "is_contiguous", "data_ptr", "untyped_storage", "__format__", "__repr__",
+                    "__bool__", "item", "tolist", "__index__", "__int__", "__float__", "is_floating_point"})
+_GETTERS = frozenset({"mT", "T"})
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # shapetrace/
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+#: Files inside the package whose lines are model code a user should see.
+MODEL_FILES = {os.path.join(_PKG_DIR, "attention", name) for name in ("reference.py", "variants.py", "broken.py")}
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+#: Code objects where the user's stack ends (the script runner's exec frame).
+STACK_ROOTS: set = set()
+
+
+@dataclass
+class TensorInfo:
+    """What torch says about one tensor, plus its axis names."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    storage_offset: int
+    dtype: str
+    contiguous: bool
+    dims: tuple[str | None, ...]
+    device: str = "cpu"
+    nbytes: int = 0
+    axes: tuple[Axis, ...] = field(default=(), repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "stride": list(self.stride), "dims": list(self.dims),
+                "contiguous": self.contiguous, "storage_offset": self.storage_offset,
+                "dtype": self.dtype}
+
+
+@dataclass
+class Event:
+    """One recorded call: the op, where the user wrote it, and its operands and results."""
+
+    index: int
+    op: str
+    source: str
+    code: str
+    function: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    args: str = ""
+    view: bool = False
+    noop: bool = False
+    alloc_bytes: int = 0
+    copy_bytes: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    stack: tuple[str, ...] = field(default=(), repr=False)
+    error: str | None = None
+
+    @property
+    def output(self) -> TensorInfo | None:
+        return self.outputs[0] if self.outputs else None
+
+    @property
+    def hidden_copies(self) -> list:
+        """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
+        if self.op != "matmul" or self.error:
+            return []
+        from shapetrace.engine.hidden import matmul_hidden_copies
+
+        return matmul_hidden_copies(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.output
+        d: dict[str, Any] = {
+            "index": self.index, "op": self.op, "source": self.source, "code": self.code,
+            "function": self.function, "args": self.args,
+            "inputs": [t.to_dict() for t in self.inputs],
+            "output": out.to_dict() if out else None,
+            "view": self.view, "noop": self.noop,
+            "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes,
+        }
+        if len(self.outputs) > 1:
+            d["outputs"] = [t.to_dict() for t in self.outputs]
+        if self.params:
+            d["params"] = self.params
+        hidden = self.hidden_copies
+        if hidden:
+            d["hidden_copies"] = [{"operand": c.operand, "before": c.before.to_dict(), "after": c.after.to_dict(),
+                                   "bytes": c.nbytes, "reason": c.reason} for c in hidden]
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+class _Recorder(TorchFunctionMode):
+    """The TorchFunctionMode that feeds a :class:`Trace`."""
+
+    def __init__(self, trace: Trace):
+        super().__init__()
+        self.trace = trace
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        op = _op_name(func)
+        if op is None:
+            return func(*args, **kwargs)
+        if op in TRACKED:
+            return self.trace._record(op, func, args, kwargs)
+        try:
+            result = _call(op, func, args, kwargs)
+        except Exception as exc:
+            self.trace._note_failure(op, args, kwargs, exc)
+            raise
+        self.trace._carry_names(args, kwargs, result)
+        return result
+
+
+def _call(op: str, func: Callable, args, kwargs):
+    """Run ``func``; on meta tensors, compute ops get their result from :mod:`shapetrace.engine.meta`.
+
+    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
+    """
+    result = _meta.compute(op, func, args, kwargs)
+    return func(*args, **kwargs) if result is _meta.NOT_HANDLED else result
+
+
+def _op_name(func: Callable) -> str | None:
+    name = getattr(func, "__name__", None)
+    if name == "__get__":
+        prop = getattr(getattr(func, "__self__", None), "__name__", None)
+        return prop if prop in _GETTERS else None
+    if name in _CHEAP:
+        return None
+    if name in ("concat", "concatenate"):
+        return "cat"
+    return name
+
+
+class Trace:
+    """The record of one traced run: events, axis names and diagnostics.
+
+    Use :func:`shapetrace.trace` to make one. ``events`` is a list of
+    :class:`Event`; ``diagnostics`` is computed from them on first access.
+    In Jupyter a trace displays itself as the table (``_repr_mimebundle_``).
+
+    >>> import torch, shapetrace
+    >>> x = torch.zeros(2, 6, 512)
+    >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+    ...     heads = x.view(2, 6, 8, 64).transpose(1, 2)
+    ...     merged = heads.contiguous().view(2, 6, 512)
+    >>> t
+    <Trace: 4 ops, 1 error, 0 warnings>
+    >>> e = t.events[3]
+    >>> e.op, e.output.dims, e.view
+    ('view', ('B', '!H*T', '!H*T*d_k'), True)
+    >>> t.diagnostics[0].kind
+    'mixed-axis'
+    """
+
+    def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
+        self.namer = Namer(dict(dims or {}))
+        self.dims = self.namer.dims
+        self.seed_order = list(seed_order) if seed_order else [k for k in (dims or {})]
+        self.events: list[Event] = []
+        self.exception: BaseException | None = None
+        self.meta_note: str | None = None
+        self.title: str = "traced forward pass"
+        self.header: dict[str, Any] = {}
+        self.result: Any = None
+        self._names: dict[int, tuple[weakref.ref, tuple[Axis, ...]]] = {}
+        self._mode: _Recorder | None = None
+        self._diagnostics = None
+        self.seeded_by_size = False
+        self._unrecorded_failure: tuple[BaseException, Event] | None = None
+
+    # -- context manager ---------------------------------------------------
+    def __enter__(self) -> Trace:
+        self._mode = _Recorder(self)
+        self._mode.__enter__()
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        _ACTIVE.remove(self)
+        assert self._mode is not None
+        self._mode.__exit__(exc_type, exc, tb)
+        self._mode = None
+        self.exception = exc
+        failed = self._unrecorded_failure
+        if exc is not None and failed is not None and failed[0] is exc:
+            failed[1].index = len(self.events)
+            self.events.append(failed[1])
+            self._diagnostics = None
+        self._unrecorded_failure = None
+
+    # -- names ---------------------------------------------------------------
+    def set_names(self, tensor: torch.Tensor, names: Sequence[str | None]) -> None:
+        """Name the axes of ``tensor`` explicitly (what :func:`shapetrace.name` calls)."""
+        if len(names) != tensor.dim():
+            from shapetrace.errors import UsageError
+            raise UsageError(f"{len(names)} names given for a tensor with {tensor.dim()} axes "
+                             f"(shape {list(tensor.shape)}); give one name per axis")
+        axes = tuple(ax.root_axis(n, s) if n else ax.unknown_axis(s) for n, s in zip(names, tensor.shape))
+        self._store(tensor, axes)
+
+    def axes_of(self, tensor: torch.Tensor) -> tuple[Axis, ...]:
+        entry = self._names.get(id(tensor))
+        if entry is not None and entry[0]() is tensor:
+            return entry[1]
+        seeded = self._seed(tensor)
+        if seeded is not None:
+            return seeded
+        return ax.unknown_axes(tuple(tensor.shape))
+
+    def _seed(self, tensor: torch.Tensor) -> tuple[Axis, ...] | None:
+        shape = tuple(tensor.shape)
+        if len(shape) < 2 or isinstance(tensor, torch.nn.Parameter) or not self.seed_order:
+            return None
+        names = self.seed_order[:len(shape)]
+        if len(names) < len(shape) or tuple(self.dims.get(n) for n in names) != shape:
+            names = self._seed_features(shape)
+            if names is None:
+                return None
+        axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
+        self._store(tensor, axes)
+        self.seeded_by_size = True
+        return axes
+
+    def _seed_features(self, shape: tuple[int, ...]) -> list[str] | None:
+        """``[B, T, 3*D]`` or ``[B, T, D_kv]``: the token prefix, then a known feature width."""
+        prefix = self.seed_order[:len(shape) - 1]
+        if len(prefix) < len(shape) - 1 or tuple(self.dims.get(n) for n in prefix) != shape[:-1] \
+                or prefix[-1] not in ax.TOKEN_ROOTS:
+            return None
+        root = self.namer.feature_root_for_size(shape[-1])
+        return prefix + [root] if root else None
+
+    def _store(self, tensor: torch.Tensor, axes: tuple[Axis, ...]) -> None:
+        key = id(tensor)
+        self._names[key] = (weakref.ref(tensor, lambda _r, k=key: self._names.pop(k, None)), axes)
+
+    def _known(self, tensor: torch.Tensor) -> bool:
+        entry = self._names.get(id(tensor))
+        return entry is not None and entry[0]() is tensor
+
+    def _carry_names(self, args, kwargs, result) -> None:
+        """Untracked ops (``/``, ``+``, ``dropout``...) pass names through by broadcasting."""
+        if not isinstance(result, torch.Tensor):
+            return
+        inputs = [t for t in _tensors_in(args, kwargs)]
+        if not any(self._known(t) for t in inputs):
+            return
+        named = [self.axes_of(t) for t in inputs]
+        self._store(result, ax.broadcast_axes(named, tuple(result.shape)))
+
+    # -- recording -----------------------------------------------------------
+    def _record(self, op: str, func, args, kwargs):
+        inputs = _operands(op, args, kwargs)
+        in_axes = [self.axes_of(t) for t in inputs]
+        frame_info = _user_frame()
+        try:
+            result = _call(op, func, args, kwargs)
+        except Exception as exc:
+            self._append(op, frame_info, inputs, in_axes, [], [], args, kwargs, error=exc)
+            raise
+        outs = _tensor_outputs(result)
+        try:
+            out_axes = self._propagate(op, inputs, in_axes, outs, args, kwargs)
+        except Exception:  # a name we cannot work out is unknown, never wrong
+            out_axes = [ax.unknown_axes(tuple(o.shape)) for o in outs]
+        for o, a in zip(outs, out_axes):
+            self._store(o, a)
+        self._append(op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, result=result)
+        return result
+
+    def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
+        """An op without a row of its own (``+``, ``/``, ``where``...) raised: keep it as a failed
+        event, added to the table only if this exception ends the traced block."""
+        inputs = list(_tensors_in(args, kwargs))
+        in_axes = [self.axes_of(t) for t in inputs]
+        source, code, function, stack = _user_frame()
+        event = Event(index=-1, op=op.strip("_") or op, source=source, code=code, function=function,
+                      stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)], outputs=[],
+                      args=_format_args(op, args, kwargs), error=f"{type(exc).__name__}: {exc}")
+        self._unrecorded_failure = (exc, event)
+
+    def _append(self, op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs,
+                result=None, error: BaseException | None = None) -> None:
+        source, code, function, stack = frame_info
+        event = Event(
+            index=len(self.events), op=op, source=source, code=code, function=function,
+            stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)],
+            outputs=[self._info(t, a) for t, a in zip(outs, out_axes)],
+            args=_format_args(op, args, kwargs), params=_params(op, args, kwargs, inputs),
+        )
+        if error is not None:
+            event.error = f"{type(error).__name__}: {error}"
+        else:
+            _memory_verdict(event, op, inputs, outs, result)
+        self.events.append(event)
+        self._diagnostics = None
+
+    def _info(self, t: torch.Tensor, axes: tuple[Axis, ...]) -> TensorInfo:
+        if len(axes) != t.dim() or ax.sizes_of(axes) != tuple(t.shape):
+            axes = ax.unknown_axes(tuple(t.shape))
+        return TensorInfo(
+            shape=tuple(t.shape), stride=tuple(t.stride()), storage_offset=t.storage_offset(),
+            dtype=str(t.dtype).replace("torch.", ""), contiguous=t.is_contiguous(),
+            dims=tuple(self.namer.label(a) for a in axes), device=t.device.type,
+            nbytes=t.numel() * t.element_size(), axes=axes,
+        )
+
+    def _propagate(self, op, inputs, in_axes, outs, args, kwargs) -> list[tuple[Axis, ...]]:
+        from shapetrace.engine.propagate import propagate
+        return propagate(op, inputs, in_axes, outs, args, kwargs, self.namer)
+
+    # -- results -------------------------------------------------------------
+    @property
+    def diagnostics(self):
+        """Structured findings (:class:`shapetrace.engine.diagnostic.Diagnostic`), errors first.
+
+        >>> import torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     s = torch.zeros(2, 8, 6, 6).softmax(dim=-1)
+        >>> t.diagnostics
+        []
+        """
+        if self._diagnostics is None:
+            from shapetrace.engine.diagnose import diagnose
+            self._diagnostics = diagnose(self)
+        return self._diagnostics
+
+    def report(self) -> Report:
+        """Everything this run found, as one plain :class:`~shapetrace.engine.report.Report`."""
+        from shapetrace.engine.report import Report
+
+        return Report(
+            dims=dict(self.dims), events=list(self.events), diagnostics=list(self.diagnostics),
+            nan_rows=getattr(self, "nan_rows", None), header=dict(self.header),
+            notes=[n for n in (self.meta_note, getattr(self, "value_note", None)) if n],
+            exception=self.exception, title=self.title,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.report().to_dict()
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it.
+
+        >>> import json, torch, shapetrace
+        >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
+        ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+        >>> data = json.loads(t.to_json())
+        >>> sorted(data), data["events"][0]["output"]["dims"]
+        (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
+        """
+        import json
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def __repr__(self) -> str:
+        errors = sum(d.severity == "error" for d in self.diagnostics)
+        warnings = sum(d.severity == "warning" for d in self.diagnostics)
+        return (f"<Trace: {len(self.events)} op{'s' * (len(self.events) != 1)}, "
+                f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+_ACTIVE: list[Trace] = []
+
+
+def active_trace() -> Trace | None:
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def name_axes(tensor: Any, names: str | Sequence[str | None]) -> Any:
+    """Name ``tensor``'s axes in the active trace (nothing happens outside one); return ``tensor``.
+
+    ``names`` is ``"B T D"`` or a list; ``_``, ``?`` or ``None`` leave an axis unnamed.
+    This is what :func:`shapetrace.name` calls.
+    """
+    active = active_trace()
+    if active is not None:
+        parts = names.split() if isinstance(names, str) else list(names)
+        active.set_names(tensor, [None if p in (None, "_", "?") else p for p in parts])
+    return tensor
+
+
+# ---------------------------------------------------------------------------
+# helpers: operands, frames, memory
+# ---------------------------------------------------------------------------
+
+def _tensors_in(args, kwargs) -> Iterator[torch.Tensor]:
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (x for x in a if isinstance(x, torch.Tensor))
+
+
+def _operands(op: str, args, kwargs) -> list[torch.Tensor]:
+    if op == "linear":
+        return [args[0] if args else kwargs["input"]]
+    if op == "multi_head_attention_forward":
+        return [a for a in args[:3] if isinstance(a, torch.Tensor)]
+    return list(_tensors_in(args, kwargs))
+
+
+def _tensor_outputs(result) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [r for r in result if isinstance(r, torch.Tensor)]
+    return []
+
+
+_INTERNAL_CACHE: dict[str, bool] = {}
+
+
+def _is_internal(filename: str) -> bool:
+    hit = _INTERNAL_CACHE.get(filename)
+    if hit is None:
+        path = os.path.abspath(filename) if not filename.startswith("<") else filename
+        hit = (path.startswith(_TORCH_DIR + os.sep) or f"{os.sep}einops{os.sep}" in path
+               or (path.startswith(_PKG_DIR + os.sep) and path not in MODEL_FILES
+                   and f"{os.sep}lessons{os.sep}" not in path)
+               or path.startswith("<frozen") or _is_stdlib(path))
+        _INTERNAL_CACHE[filename] = hit
+    return hit
+
+
+def _is_stdlib(path: str) -> bool:
+    """Python's own library (runpy, functools...) is plumbing; site-packages is user code."""
+    return path.startswith(_STDLIB_DIR + os.sep) and not path.startswith(_SITE_DIRS) \
+        and f"{os.sep}site-packages{os.sep}" not in path
+
+
+def _user_frame() -> tuple[str, str, str, tuple[str, ...]]:
+    frame = sys._getframe(3)
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame = None if frame.f_code in STACK_ROOTS else frame.f_back
+    if frame is None:
+        return "?", "", "", ()
+    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    code = linecache.getline(filename, lineno).strip()
+    stack = []
+    f = frame
+    while f is not None and f.f_code not in STACK_ROOTS:
+        if not _is_internal(f.f_code.co_filename):
+            stack.append(getattr(f.f_code, "co_qualname", f.f_code.co_name))
+        f = f.f_back
+    return f"{display_path(filename)}:{lineno}", code, stack[0] if stack else "", tuple(stack)
+
+
+def display_path(filename: str) -> str:
+    """``shapetrace/attention/reference.py`` for our model code, a path relative to the cwd when under it."""
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_PKG_DIR + os.sep):
+        return "shapetrace/" + os.path.relpath(path, _PKG_DIR).replace(os.sep, "/")
+    cwd = os.getcwd()
+    if path.startswith(cwd + os.sep):
+        return os.path.relpath(path, cwd)
+    return path
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return -1
+
+
+def _shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
+    """Real tensors: same storage pointer. Meta tensors (pointers all 0): the view base."""
+    if out.device.type == "meta":
+        base = out._base if out._is_view() else None
+        if base is None:
+            return any(out is i for i in inputs)
+        return any(base is i or base is i._base or out is i for i in inputs)
+    ptr = _storage_ptr(out)
+    return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
+
+
+def _memory_verdict(event: Event, op: str, inputs, outs, result) -> None:
+    if not outs:
+        return
+    if op in ("contiguous", "masked_fill_") and outs[0] is (inputs[0] if inputs else None):
+        event.view, event.noop = True, True
+        return
+    shares = op in VIEW_CAPABLE and all(_shares_storage(o, inputs) for o in outs)
+    if shares:
+        event.view = True
+        return
+    event.alloc_bytes = sum(o.numel() * o.element_size() for o in outs)
+    if op in MOVEMENT:
+        event.copy_bytes = event.alloc_bytes
+
+
+# ---------------------------------------------------------------------------
+# argument formatting
+# ---------------------------------------------------------------------------
+
+def _format_args(op: str, args, kwargs) -> str:
+    parts = []
+    skip_first = op not in ("cat", "stack", "einsum", "linear")
+    for a in (args[1:] if skip_first else args):
+        parts.append(_short(a))
+    parts += [f"{k}={_short(v)}" for k, v in kwargs.items()]
+    return ", ".join(p for p in parts if p)
+
+
+def _short(a) -> str:
+    if isinstance(a, torch.Tensor):
+        return "tensor[" + ", ".join(map(str, a.shape)) + "]"
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_short(x) for x in a)
+        return f"({inner})" if isinstance(a, tuple) else f"[{inner}]"
+    if isinstance(a, slice):
+        s = "" if a.start is None else str(a.start)
+        e = "" if a.stop is None else str(a.stop)
+        return f"{s}:{e}" + ("" if a.step is None else f":{a.step}")
+    if a is None:
+        return "None"
+    if a is Ellipsis:
+        return "..."
+    if isinstance(a, float) and math.isinf(a):
+        return "-inf" if a < 0 else "inf"
+    return repr(a) if not isinstance(a, (int, float, str, bool)) else str(a) if not isinstance(a, str) else repr(a)
+
+
+def _params(op: str, args, kwargs, inputs) -> dict[str, Any]:
+    if op in ("softmax",):
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        return {"dim": dim}
+    if op == "einsum" and args and isinstance(args[0], str):
+        return {"equation": args[0]}
+    if op == "linear" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+        w = args[1]
+        return {"weight": list(w.shape), "bias": len(args) > 2 and args[2] is not None}
+    return {}

@@ -1,0 +1,169 @@
+"""Predict mode on the console: walk the trace, ask before each op that changes shape or layout.
+
+Answers come from the keyboard (a wrong spelling is asked again) or from a file or
+pipe, one per line (a line that cannot be read counts as wrong, so scripts stay in
+step). An empty line skips the question.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from shapetrace.app.classroom import ViewOptions, names_for
+from shapetrace.app.predict import Quiz, Score, Verdict, check_shape, check_strides, parse_answer, stride_reason
+from shapetrace.engine.formatting import fmt_shape
+from shapetrace.engine.sentences import annotate
+from shapetrace.errors import UsageError
+from shapetrace.render.indent import Indent
+from shapetrace.render.table import fact_cells, footer_text, join_cells, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
+
+
+class _OutOfAnswers(Exception):
+    pass
+
+
+class Asker:
+    """Reads one answer per question from a stream (echoing it) or the keyboard (re-asking on typos)."""
+
+    def __init__(self, console: Console, stream: TextIO, echo: bool, interactive: bool):
+        self.console, self.stream, self.echo, self.interactive = console, stream, echo, interactive
+
+    def ask(self, prompt: str, dims) -> tuple[object | None, str]:
+        """Returns (Answer or None for a skip or an unreadable line, the error message if any)."""
+        while True:
+            line = self._read(prompt)
+            if not line.strip():
+                return None, ""
+            try:
+                return parse_answer(line, dims), ""
+            except UsageError as exc:
+                if not self.interactive:
+                    return None, str(exc)
+                self.console.print(f"  {exc}; try again (empty line skips)", style="yellow", highlight=False)
+
+    def _read(self, prompt: str) -> str:
+        styled = Text.assemble(("  ? ", "bold cyan"), (prompt, "bold"), " › ")
+        if self.interactive:
+            try:
+                return self.console.input(styled)
+            except EOFError:
+                raise _OutOfAnswers from None
+        self.console.print(styled, end="")
+        line = self.stream.readline()
+        if not line:
+            self.console.print()
+            raise _OutOfAnswers
+        if self.echo:
+            self.console.print(line.rstrip("\n"), highlight=False, markup=False)
+        return line
+
+
+def _row(e: Event, long_names) -> Text:
+    cells = fact_cells(e, long_names)
+    return join_cells(cells[:3] + cells[4:5], [2, 11, 28, 0])
+
+
+def _context(console: Console, e: Event, long_names) -> None:
+    i = e.inputs[0]
+    console.print(Text.assemble((f"#{e.index} {e.op}", "bold magenta"), "  ", (e.code.split("  #")[0].strip(), "bold"),
+                                (f"  {e.source.rsplit('/', 1)[-1]}", "dim")))
+    console.print(Text.assemble(("   input ", "dim"), fmt_shape(i, long_names),
+                                ("  strides (" + ", ".join(map(str, i.stride)) + ")", "dim")))
+
+
+def _verdict(console: Console, kind: str, verdict: Verdict | None, error: str, expected: str,
+             why: str) -> None:
+    if verdict is not None and verdict.right:
+        console.print(Text.assemble(("   ✓ right: ", "bold green"), expected))
+        return
+    head = "skipped" if verdict is None and not error else "✗ not quite"
+    reason = error or (verdict.reason if verdict else "")
+    console.print(Text.assemble((f"   {head}: ", "bold red" if head != "skipped" else "yellow"),
+                                f"the {kind} {'are' if kind == 'strides' else 'is'} ", (expected, "bold"),
+                                f" — {reason}" if reason else ""))
+    console.print(Indent(Text(why, style="italic"), 5))
+
+
+def _ask_event(asker: Asker, console: Console, e: Event, dims, strides: bool, score: Score,
+               long_names, explain: str = "full") -> None:
+    _context(console, e, long_names)
+    o = e.output
+    answer, error = asker.ask("output shape", dims)
+    verdict = check_shape(answer, o) if answer else (Verdict(False) if error else None)
+    score.record("shape", verdict)
+    _verdict(console, "shape", verdict, error, fmt_shape(o, long_names), annotate(e, explain))
+    if strides:
+        answer, error = asker.ask("output strides", dims)
+        verdict = check_strides(answer, o) if answer else (Verdict(False) if error else None)
+        score.record("stride", verdict)
+        expected = "(" + ", ".join(map(str, o.stride)) + ")"
+        _verdict(console, "strides", verdict, error, expected, stride_reason(e))
+
+
+def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
+    for i, line in enumerate(trace_header(trace)):
+        console.print(line, style="bold" if i == 0 else "dim", highlight=False)
+    sizes = " ".join(f"{k}={v}" for k, v in trace.dims.items() if k not in ("qkv", "kv"))
+    what = "output shape and strides" if strides else "output shape"
+    console.print(Text.assemble(("\npredict mode: ", "bold cyan"),
+                                f"{len(quiz.asked)} questions on the {what} of each op that changes shape or "
+                                f"layout. Sizes: {sizes}. Write 2x8x6x64, [2, 8, 6, 64] or B,H,T,d_k; "
+                                "an empty line skips.\n"))
+
+
+def run_predict_mode(trace: Report, console: Console, answers: TextIO, strides: bool = False,
+                     echo: bool = False, options: ViewOptions = ViewOptions(),
+                     interactive: bool | None = None) -> Score:
+    """Walk the trace, asking for predictions; prints each verdict and the final score.
+
+    Args:
+        trace: the recorded forward pass.
+        console: where questions and verdicts go.
+        answers: the stream answers are read from (a file, a pipe or the keyboard's stdin).
+        strides: also ask for the strides of each output.
+        echo: print each answer read from a stream (so a transcript shows it).
+        options: readability options (long names).
+        interactive: ask again after a typo; defaults to ``answers.isatty()``.
+
+    Returns:
+        The score.
+    """
+    if interactive is None:
+        interactive = bool(getattr(answers, "isatty", lambda: False)())
+    quiz = Quiz.of(trace)
+    long_names = names_for(trace, options)
+    asker = Asker(console, answers, echo, interactive)
+    score = Score()
+    _intro(console, trace, quiz, strides)
+    remaining = list(quiz.asked)
+    for e in trace.events:
+        if remaining and e.index == remaining[0]:
+            remaining.pop(0)
+            try:
+                _ask_event(asker, console, e, trace.dims, strides, score, long_names, options.explain)
+            except _OutOfAnswers:
+                score.unanswered = len(remaining) + 1
+                console.print("   (no more answers: the rest of the trace is shown without questions)",
+                              style="yellow")
+                remaining = []
+        else:
+            _shown(console, e, quiz, long_names)
+    console.print()
+    console.print(footer_text(trace, trace.events))
+    console.print(Text(score.summary(), style="bold green" if score.right == score.asked else "bold"))
+    return score
+
+
+def _shown(console: Console, e: Event, quiz: Quiz, long_names) -> None:
+    note = f"same as #{quiz.repeats[e.index]}" if e.index in quiz.repeats else ""
+    row = _row(e, long_names)
+    if note:
+        row.append(f"  ({note})", style="dim")
+    console.print(row)

@@ -1,0 +1,58 @@
+"""``shapetrace lesson N --present``: a lesson as a sequence of full screens.
+
+Each ``## `` section is one screen; its live examples are traced the first time
+the screen is shown. Keys and terminal handling are step mode's
+(:func:`shapetrace.tui.step.run_interactive`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.text import Text
+
+from shapetrace.app.classroom import ViewOptions
+from shapetrace.tui.step import StepState, run_interactive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.exercises.content import Lesson
+
+HELP = "Enter/Space/→ next · b/← back · q quit"
+
+
+class PresentScreen:
+    """The current screen of a presented lesson, with a title bar and the key help."""
+
+    def __init__(self, lesson: Lesson, screens: list[list[tuple[str, str, str]]],
+                 options: ViewOptions = ViewOptions()):
+        self.lesson, self.screens, self.options = lesson, screens, options
+        self.state = StepState(len(screens))
+        self._cache: dict[int, list[Any]] = {}
+
+    def parts(self, index: int) -> list[Any]:
+        """The renderables of one screen (live examples traced once, then kept)."""
+        if index not in self._cache:
+            from shapetrace.app.lessons import traced_blocks
+            from shapetrace.render.lessons import block_parts
+
+            blocks = traced_blocks(self.screens[index], f"lesson {self.lesson.number} screen {index}")
+            self._cache[index] = block_parts(blocks)
+        return self._cache[index]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        i, n = self.state.index, len(self.screens)
+        title = Text(f" shapetrace lesson {self.lesson.number} · {i + 1}/{n} · {self.lesson.title} ",
+                     style="bold reverse")
+        title.append(f"  {HELP}" + (" · last screen" if i == n - 1 else ""), style="dim")
+        title.no_wrap, title.overflow = True, "ellipsis"
+        yield title  # keys on top: a screen taller than the terminal is cut at the bottom
+        yield Group(*self.parts(i))
+
+
+def present_lesson(lesson: Lesson, console: Console, options: ViewOptions = ViewOptions(),
+                   auto: float | None = None) -> int:
+    """Present ``lesson`` screen by screen; returns the exit code (0 after q)."""
+    from shapetrace.app.lessons import lesson_screens
+
+    return run_interactive(PresentScreen(lesson, lesson_screens(lesson), options), console, auto)

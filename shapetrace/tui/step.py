@@ -1,0 +1,271 @@
+"""Step mode: one op per screen, the forward pass's code with the current line highlighted.
+
+Keys: Enter / Space / → next, b / ← back, d toggles the memory diagram, q quits.
+The screen is drawn in the terminal's alternate screen and redrawn in place (also
+on a resize); the terminal's settings and main screen come back on q, on Ctrl-C
+and on any error.
+
+:class:`StepScreen` is a plain renderable (testable at any size);
+:func:`run_step_mode` is the interactive loop around it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.text import Text
+
+from shapetrace.app.classroom import ViewOptions, names_for
+from shapetrace.engine.formatting import fmt_shape
+from shapetrace.render.classroom import op_table
+from shapetrace.render.highlight import highlight_line
+from shapetrace.render.source import CodeWindow, code_window
+from shapetrace.render.table import diagnostic_lines, footer_text, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
+
+NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
+KEYS = {"\r": NEXT, "\n": NEXT, " ": NEXT, "\x1b[C": NEXT, "\x1bOC": NEXT, "l": NEXT,
+        "b": BACK, "\x1b[D": BACK, "\x1bOD": BACK, "h": BACK,
+        "d": DIAGRAM, "q": QUIT, "Q": QUIT}
+HELP_WIDE = "Enter/Space/→ next · b/← back · d memory diagram on/off · q quit"
+HELP_NARROW = "⏎ next · b back · d diagram · q quit"
+
+
+def parse_keys(data: str) -> Iterator[str]:
+    """Split raw terminal input into actions; arrow keys arrive as escape sequences."""
+    i = 0
+    while i < len(data):
+        if data[i] == "\x1b" and i + 2 < len(data) and data[i + 1] in "[O":
+            key, i = data[i: i + 3], i + 3
+        else:
+            key, i = data[i], i + 1
+        if key in KEYS:
+            yield KEYS[key]
+
+
+@dataclass
+class StepState:
+    """Where the class is: op ``index`` (``count - 1`` is the summary screen) and the diagram toggle."""
+
+    count: int
+    index: int = 0
+    diagram: bool = False
+
+    def apply(self, action: str, wrap: bool = False) -> bool:
+        """Apply one action; returns False on quit."""
+        if action == QUIT:
+            return False
+        if action == NEXT:
+            self.index = 0 if wrap and self.index == self.count - 1 else min(self.index + 1, self.count - 1)
+        elif action == BACK:
+            self.index = max(self.index - 1, 0)
+        elif action == DIAGRAM:
+            self.diagram = not self.diagram
+        return True
+
+
+def diagram_for(event: Event, width: int):
+    """The memory diagram of one op (:func:`shapetrace.render.diagram.event_diagram`)."""
+    from shapetrace.render.diagram import event_diagram
+
+    try:
+        return event_diagram(event, width)
+    except Exception as exc:  # a diagram bug must not end the lesson
+        return Text(f"memory diagram failed: {type(exc).__name__}: {exc}", style="red")
+
+
+class StepScreen:
+    """One full screen of step mode for op ``state.index`` of ``trace``."""
+
+    def __init__(self, trace: Report, state: StepState, options: ViewOptions = ViewOptions(),
+                 source_files: Mapping[str, str] | None = None, auto: float | None = None,
+                 diagram: Callable = diagram_for):
+        self.trace, self.state, self.options = trace, state, options
+        self.source_files, self.auto, self.diagram = source_files, auto, diagram
+
+    @property
+    def event(self) -> Event | None:
+        events = self.trace.events
+        return events[self.state.index] if self.state.index < len(events) else None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        height = options.height or console.height
+        yield self.title(width)
+        lower = self.op_part(width) if self.event is not None else self.summary_part()
+        lower_height = len(console.render_lines(lower, options.update(height=None), pad=False))
+        budget = height - lower_height - 4
+        if self.event is not None and budget >= 3:
+            yield self.code_part(budget)
+        yield Text("─" * width, style="dim")
+        yield lower
+        yield self.help_line(width)
+
+    def title(self, width: int) -> Text:
+        n = len(self.trace.events)
+        e = self.event
+        where = (f"#{e.index} {e.op} · {e.index + 1}/{n} · {e.source.rsplit('/', 1)[-1]}" if e
+                 else f"summary · {n} ops")
+        head = trace_header(self.trace)
+        text = Text(f" shapetrace step · {where} ", style="bold reverse")
+        if head:
+            text.append("\n" + head[0].removeprefix("shapetrace · "), style="dim")
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+    def code_part(self, budget: int) -> Group:
+        e = self.event
+        window = code_window(e.source, e.stack, budget - 1, self.source_files)
+        if window is None:
+            return Group(Text(f"{e.source}", style="dim"), Text("▶ " + e.code.strip(), style="bold"))
+        return Group(Text(window.path, style="dim"), *code_lines(window))
+
+    def op_part(self, width: int) -> Group:
+        e = self.event
+        long_names = names_for(self.trace, self.options)
+        parts = [input_line(e, long_names), op_table([e], self.options, long_names)]
+        if self.state.diagram:
+            parts += [Text(f"memory diagram · #{e.index} {e.op} (d hides it)", style="bold"),
+                      self.diagram(e, width)]
+        return Group(*parts)
+
+    def summary_part(self) -> Group:
+        return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
+                     *diagnostic_lines(self.trace.diagnostics))
+
+    def help_line(self, width: int) -> Text:
+        keys = HELP_WIDE if width >= len(HELP_WIDE) + 20 else HELP_NARROW
+        if self.auto:
+            keys += f" · auto {self.auto:g}s"
+        return Text(keys, style="dim")
+
+
+def code_lines(window: CodeWindow) -> Iterator[Text]:
+    """Numbered source lines; the current one marked ▶ and highlighted."""
+    digits = len(str(max(n for n, _ in filter(None, window.lines))))
+    for row in window.lines:
+        if row is None:
+            yield Text(" " * (digits + 3) + "⋮", style="dim")
+            continue
+        n, line = row
+        current = n == window.current
+        text = Text(f"{'▶' if current else ' '} {n:>{digits}} ", style="bold yellow" if current else "dim")
+        text.append_text(Text(line, style="bold reverse") if current else highlight_line(line))
+        text.no_wrap, text.overflow = True, "ellipsis"
+        yield text
+
+
+def input_line(e: Event, long_names=None) -> Text:
+    """The first input's shape and strides: what the class starts from."""
+    if not e.inputs:
+        return Text("")
+    i = e.inputs[0]
+    return Text.assemble(("input   ", "dim"), fmt_shape(i, long_names),
+                         ("  strides (" + ", ".join(map(str, i.stride)) + ")", "dim"))
+
+
+def step_mode_available() -> bool:
+    """Step mode needs a real terminal on stdin (keys) and stdout (the screen)."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def run_step_mode(trace: Report, console: Console, auto: float | None = None,
+                  source_files: Mapping[str, str] | None = None,
+                  options: ViewOptions = ViewOptions()) -> int:
+    """Step through any :class:`~shapetrace.engine.report.Report` interactively; returns an exit code.
+
+    Args:
+        trace: the recorded forward pass (reference model or a user's file).
+        console: a Console writing to the terminal.
+        auto: advance every ``auto`` seconds (wrapping round after the summary screen).
+        source_files: displayed source path -> real file, for paths the tool cannot find itself.
+        options: readability options (compact, explain, long names, width).
+
+    Returns:
+        0 after q, 130 after Ctrl-C, 143 after SIGTERM.
+    """
+    state = StepState(len(trace.events) + 1)
+    return run_interactive(StepScreen(trace, state, options, source_files, auto), console, auto)
+
+
+def run_interactive(view, console: Console, auto: float | None = None) -> int:
+    """Show ``view`` full screen and feed it keys until q; shared by step mode and ``--present``.
+
+    ``view`` is a renderable with a ``state`` (``apply(action) -> bool``) and ``options.width``.
+    The terminal is restored on q, Ctrl-C, SIGTERM and errors; a resize redraws.
+
+    Returns:
+        0 after q, 130 after Ctrl-C, 143 after SIGTERM.
+    """
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    wake_r, wake_w = os.pipe()
+    old_winch = signal.signal(signal.SIGWINCH, lambda *_: os.write(wake_w, b"r"))
+    old_term = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        tty.setcbreak(fd)
+        with console.screen(hide_cursor=True) as screen:
+            _loop(screen, console, view, fd, wake_r, auto)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except _Terminated:
+        return 143
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        signal.signal(signal.SIGWINCH, old_winch)
+        signal.signal(signal.SIGTERM, old_term)
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+class _Terminated(Exception):
+    """SIGTERM while stepping: unwind like Ctrl-C so the terminal is restored."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
+
+
+def _fit_console(console: Console, width: int | None) -> None:
+    try:
+        cols, rows = os.get_terminal_size(sys.stdout.fileno())
+    except OSError:
+        return
+    console.size = (min(cols, width) if width else cols, rows)
+
+
+def _loop(screen, console: Console, view, fd: int, wake_r: int, auto: float | None) -> None:
+    deadline = time.monotonic() + auto if auto else None
+    while True:
+        _fit_console(console, view.options.width)
+        screen.update(view)
+        timeout = max(0.0, deadline - time.monotonic()) if deadline else None
+        ready, _, _ = select.select([fd, wake_r], [], [], timeout)
+        if wake_r in ready:
+            os.read(wake_r, 64)  # a resize: redraw at the new size
+        if fd in ready:
+            for action in parse_keys(os.read(fd, 64).decode("utf-8", "replace")):
+                if not view.state.apply(action):
+                    return
+            deadline = time.monotonic() + auto if auto else None
+        elif not ready and deadline is not None:
+            view.state.apply(NEXT, wrap=True)
+            deadline = time.monotonic() + auto

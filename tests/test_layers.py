@@ -1,0 +1,248 @@
+"""The architecture, enforced: layers as folders, every import pointing down, no cycles, Rich in its
+layers, ruff clean (with the Rich ban really checked), and no torch where no tensor is needed."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+PKG = ROOT / "shapetrace"
+
+#: Lowest first. A module may import from its own layer or a lower one, at module level or inside a
+#: function. ``top`` is the public API and the entry points (``__init__``, ``__main__``, ``worker``):
+#: they compose the layers, so they may import any of them.
+LAYERS = ["errors", "engine", "attention", "exercises", "app", "render", "tui", "cli", "top"]
+RICH_LAYERS = {"render", "tui", "cli"}
+
+
+def layer_of(module: str) -> str:
+    """``shapetrace.engine.axes`` -> ``engine``; ``shapetrace`` and its entry points -> ``top``."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("__init__", "__main__", "worker"):
+        return "top"
+    return parts[1]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Line numbers inside ``if TYPE_CHECKING:`` blocks (imports for annotations only)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path) -> list[tuple[str, int, bool]]:
+    """Every ``shapetrace`` module ``path`` imports: (module, line, only for type checking).
+
+    Module-level and function-level imports alike; ``from shapetrace.x import y`` counts ``x.y``
+    when ``y`` is a module, ``x`` otherwise. Relative imports are refused by ruff's isort rules
+    being absolute here, and counted all the same.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = _type_checking_lines(tree)
+    here = module_name(path)
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join(package + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base for a in node.names]
+        for target in targets:
+            if target == "shapetrace" or target.startswith("shapetrace."):
+                found.append((target, node.lineno, node.lineno in typing_only))
+    return found
+
+
+def _is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split("."))
+    return (ROOT / rel).with_suffix(".py").exists() or (ROOT / rel / "__init__.py").exists()
+
+
+def all_modules() -> list[Path]:
+    return sorted(PKG.rglob("*.py"))
+
+
+def test_every_module_sits_in_a_known_layer():
+    strays = [module_name(p) for p in all_modules() if layer_of(module_name(p)) not in LAYERS]
+    assert strays == []
+
+
+def upward_imports() -> list[str]:
+    upward = []
+    for path in all_modules():
+        here = module_name(path)
+        for target, line, _ in imports_of(path):
+            if target == "shapetrace" and layer_of(here) != "top":
+                upward.append(f"{here}:{line} imports the public API (shapetrace)")
+            elif LAYERS.index(layer_of(target)) > LAYERS.index(layer_of(here)):
+                upward.append(f"{here}:{line} ({layer_of(here)}) imports {target} ({layer_of(target)})")
+    return upward
+
+
+def import_cycles() -> list[str]:
+    """Runtime imports only (lazy ones included); ``if TYPE_CHECKING`` imports are annotations."""
+    graph = {module_name(p): {t for t, _, typing_only in imports_of(p) if not typing_only and t != "shapetrace"}
+             for p in all_modules()}
+    cycles: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt in graph and nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def test_every_import_points_down():
+    assert upward_imports() == []
+
+
+def test_engine_imports_nothing_of_shapetrace_but_errors_and_itself():
+    outside = [f"{module_name(p)}:{line} imports {target}"
+               for p in all_modules() if layer_of(module_name(p)) == "engine"
+               for target, line, _ in imports_of(p) if layer_of(target) not in ("engine", "errors")]
+    assert outside == []
+
+
+def test_no_import_cycles():
+    assert import_cycles() == []
+
+
+@pytest.fixture
+def planted():
+    """Write modules into the package for one test, and remove them after."""
+    made: list[Path] = []
+
+    def plant(rel: str, code: str) -> None:
+        path = PKG / rel
+        path.write_text(code)
+        made.append(path)
+
+    yield plant
+    for path in made:
+        path.unlink()
+
+
+def test_a_lazy_upward_import_is_caught(planted):
+    planted("engine/_planted_up.py", "def f():\n    from shapetrace.render.table import OpTable\n    return OpTable\n")
+    assert upward_imports() == ["shapetrace.engine._planted_up:2 (engine) imports shapetrace.render.table (render)"]
+
+
+def test_a_lazy_cycle_is_caught(planted):
+    planted("app/_planted_a.py", "def f():\n    from shapetrace.app import _planted_b\n")
+    planted("app/_planted_b.py", "from shapetrace.app import _planted_a\n")
+    assert import_cycles() == ["shapetrace.app._planted_a -> shapetrace.app._planted_b -> shapetrace.app._planted_a"]
+
+
+def test_rich_is_imported_only_in_render_tui_and_cli():
+    offenders = []
+    for path in all_modules():
+        if layer_of(module_name(path)) in RICH_LAYERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            if any(n == "rich" or n.startswith("rich.") for n in names):
+                offenders.append(module_name(path))
+    assert offenders == []
+
+
+def _ruff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ruff", *args], capture_output=True, text=True, cwd=ROOT,
+                          input=stdin, timeout=120)
+
+
+ruff_missing = pytest.mark.skipif(shutil.which("ruff") is None and
+                                  subprocess.run([sys.executable, "-m", "ruff", "--version"],
+                                                 capture_output=True).returncode != 0,
+                                  reason="ruff is not installed: pip install -e '.[test]' installs it")
+
+
+@ruff_missing
+def test_ruff_is_clean():
+    out = _ruff("check", "--output-format", "concise", ".")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@ruff_missing
+@pytest.mark.parametrize("where, banned", [
+    ("shapetrace/engine/planted.py", True), ("shapetrace/app/planted.py", True),
+    ("shapetrace/exercises/planted.py", True), ("shapetrace/attention/planted.py", True),
+    ("shapetrace/render/planted.py", False), ("shapetrace/tui/planted.py", False),
+    ("shapetrace/cli/planted.py", False),
+])
+def test_ruff_reports_a_planted_rich_import(where, banned):
+    out = _ruff("check", "--output-format", "concise", "--stdin-filename", where, "-",
+                stdin="from rich.text import Text\n\nprint(Text)\n")
+    assert ("TID251" in out.stdout) is banned, out.stdout
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return set(out.stdout.split())
+
+
+def test_engine_attention_and_app_run_without_loading_rich():
+    mods = _modules_after("from shapetrace.app.session import trace_reference\n"
+                          "from shapetrace.attention.config import AttentionConfig\n"
+                          "t = trace_reference(AttentionConfig()); t.to_json(); t.diagnostics; t.report()")
+    assert not any(m == "rich" or m.startswith("rich.") for m in mods)
+    assert not any(m.startswith(("shapetrace.render", "shapetrace.tui", "shapetrace.cli")) for m in mods)
+
+
+def test_help_does_not_import_torch():
+    mods = _modules_after("from shapetrace.cli.app import app\n"
+                          "for args in (['--help'], ['run', '--help'], ['exercise', '--help']):\n"
+                          "    try:\n        app(args)\n    except SystemExit:\n        pass\n")
+    assert "torch" not in mods
+
+
+def test_importing_shapetrace_is_light():
+    mods = _modules_after("import shapetrace")
+    assert "torch" not in mods and "rich" not in mods
+
+
+def test_every_command_module_is_one_hop_from_the_app():
+    """``cli/app.py`` wires every command: each command function lives in the module named after it."""
+    from shapetrace.cli.app import app
+
+    where = {c.name or c.callback.__name__: c.callback.__module__ for c in app.registered_commands}
+    assert where == {
+        "run": "shapetrace.cli.run", "strides": "shapetrace.cli.strides", "trace": "shapetrace.cli.trace",
+        "lessons": "shapetrace.cli.lessons", "lesson": "shapetrace.cli.lessons", "quiz": "shapetrace.cli.lessons",
+        "compare": "shapetrace.cli.compare",
+    }
+    groups = {g.name: g.typer_instance.registered_commands[0].callback.__module__ for g in app.registered_groups}
+    assert groups == {"exercise": "shapetrace.cli.exercise"}
