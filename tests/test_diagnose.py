@@ -167,15 +167,26 @@ def test_flattening_tokens_with_features_is_only_a_warning():
     assert [(d.severity, d.kind) for d in t.diagnostics] == [("warning", "tokens-merged-with-features")]
 
 
-def test_slices_keep_their_names():
+def test_slices_and_joins_never_keep_a_name_of_another_size():
+    """A part of T is ``T[0:3]``, a join is ``T+T``: never the bare name at the wrong size."""
     x = torch.randn(2, 6, 512)
     with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
         shapetrace.name(x, "B T D")
-        x[:, :3]                                                  # (B, T=3, D)
-        x.narrow(2, 0, 100)                                       # (B, T, D=100)
-        torch.cat([x, x], dim=1)                                  # (B, T=12, D)
-    assert [e.output.dims for e in t.events] == [("B", "T", "D")] * 3
-    assert [e.output.shape for e in t.events] == [(2, 3, 512), (2, 6, 100), (2, 12, 512)]
+        x[:, :3]                                                  # (B, T[0:3], D)
+        x.narrow(2, 0, 100)                                       # (B, T, D[0:100])
+        torch.cat([x, x], dim=1)                                  # (B, T+T, D)
+        x[:, :1]                                                  # (B, T[0:1], D)
+        x[:, 2:5]                                                 # (B, T[2:5], D)
+        x.permute(2, 1, 0)                                        # (D, T, B)
+    assert [e.output.dims for e in t.events] == [
+        ("B", "T[0:3]", "D"), ("B", "T", "D[0:100]"), ("B", "T+T", "D"), ("B", "T[0:1]", "D"),
+        ("B", "T[2:5]", "D"), ("D", "T", "B")]
+    with shapetrace.trace(dims="B=2 T=6 D=512") as t2:            # x.T reverses every axis (deprecated above 2-d)
+        shapetrace.name(x, "B T D")
+        _ = x.T                                                   # (D, T, B)  # noqa: B018
+    assert t2.events[0].output.dims == ("D", "T", "B") and t2.events[0].output.shape == (512, 6, 2)
+    assert [e.output.shape for e in t.events] == [(2, 3, 512), (2, 6, 100), (2, 12, 512), (2, 1, 512),
+                                                  (2, 3, 512), (512, 6, 2)]
 
 
 def test_folding_batch_and_heads_for_bmm_is_clean():

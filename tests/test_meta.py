@@ -124,7 +124,7 @@ def test_multihead_attention_module_matches_cpu(batch_first):
             out, w = mha_meta(_to_meta(x), _to_meta(x), _to_meta(x))
     assert (tuple(out.shape), out.stride()) == (tuple(out_cpu.shape), out_cpu.stride())
     assert (tuple(w.shape), w.stride()) == (tuple(w_cpu.shape), w_cpu.stride())
-    assert "multi_head_attention_forward" in [e.op for e in t.events]
+    assert [e.op for e in t.events].count("bmm") == 2   # its inner ops, recorded one by one on meta too
 
 
 layouts = st.integers(min_value=1, max_value=4).flatmap(lambda n: st.tuples(

@@ -14,7 +14,7 @@ from test_layout import _factorisations, chains
 from shapetrace.app.chain import META_LIMIT, parse_chain, parse_shape
 from shapetrace.app.strides import run_chain
 from shapetrace.engine.tracer import TensorInfo
-from shapetrace.engine.viewfail import explain_view_error, resolve_shape, target_from_args, view_breaks
+from shapetrace.engine.viewfail import explain_view_error, resolve_shape, view_breaks
 from shapetrace.errors import UsageError
 
 FAILING = ("2x6x8x64", "transpose(1, 2).view(2, 6, 512)")
@@ -134,7 +134,15 @@ def test_view_breaks_agree_with_torch(case, data):
 
 def test_helpers():
     assert resolve_shape(24, (2, -1, 4)) == (2, 3, 4) and resolve_shape(24, (5, -1)) is None
-    assert target_from_args("2, 6, 512") == (2, 6, 512) and target_from_args("(2, -1)") == (2, -1)
+    import torch
+
+    import shapetrace
+    from shapetrace.engine.viewfail import requested_shape
+
+    with shapetrace.trace() as t:   # the asked-for shape is recorded at call time, -1 included
+        torch.zeros(2, 6, 4).view(2, -1)
+        torch.zeros(2, 6, 4).reshape((4, 12))
+    assert [requested_shape(e) for e in t.events] == [(2, -1), (4, 12)]
     info = TensorInfo((2, 3), (1, 2), 0, "float32", False, ("T", "D"), nbytes=24)
     assert "different number of elements" in explain_view_error(info, (5,))
     assert explain_view_error(info, (3, 2)) != ""

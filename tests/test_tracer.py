@@ -13,7 +13,8 @@ import shapetrace
 from shapetrace.app.session import trace_reference
 from shapetrace.attention.config import AttentionConfig
 from shapetrace.attention.reference import build
-from shapetrace.engine.tracer import TRACKED, Trace, _op_name
+from shapetrace.engine.ops import REGISTRY
+from shapetrace.engine.tracer import Trace, _op_name
 
 
 class Capture(TorchFunctionMode):
@@ -27,7 +28,7 @@ class Capture(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         op = _op_name(func)
-        if op in TRACKED:
+        if op in REGISTRY and REGISTRY[op].row:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
             self.calls.append((op, tensors, outs))

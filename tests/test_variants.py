@@ -206,7 +206,7 @@ def test_sdpa_returns_zeros_not_nan_for_fully_masked_rows():
 
 def test_torch_impl_nan_rows_detected_from_its_weights():
     run = trace_variant(C(impl="torch", causal=True, mask="padding", pad=(0, 2), pad_side="left"))
-    assert [d.kind for d in run.trace.diagnostics] == ["nan-rows", "opaque-op"]  # opaque-op: a note
+    assert [d.kind for d in run.trace.diagnostics] == ["nan-rows"]
     assert sorted({(b, q) for b, _h, q in run.trace.nan_rows}) == [(1, 0), (1, 1)]
     assert torch.isnan(run.trace.result[1, :2]).all() and not torch.isnan(run.trace.result[1, 2:]).any()
 
@@ -240,10 +240,11 @@ def test_sdpa_layout_note_matches_the_events():
 
 # -- torch's MultiheadAttention, sdpa, dropout ----------------------------------------
 
-def test_torch_impl_is_one_opaque_call_and_reports_weights():
+def test_torch_impl_is_opened_up_and_reports_weights():
     run = trace_variant(C(impl="torch"))
-    mha = events(run, "multi_head_attention_forward")
-    assert len(mha) == 1 and mha[0].outputs[1].shape == (2, 8, 6, 6)
+    assert not events(run, "multi_head_attention_forward") and len(events(run, "bmm")) == 2
+    scores = events(run, "bmm")[0]
+    assert (scores.output.shape, scores.output.dims) == ((16, 6, 6), ("B*H", "T", "T"))
     note = next(n for n in run.notes if n.startswith("nn.MultiheadAttention"))
     assert "[2, 8, 6, 6]" in note and "head average [2, 6, 6]" in note and "fast path" in note
 

@@ -103,11 +103,10 @@ def _dropout(c: AttentionConfig, events) -> str | None:
 def _torch_path(c: AttentionConfig, events, model, device: str) -> str | None:
     if c.impl != "torch" or c.broken:
         return None
-    e = _first(events, "multi_head_attention_forward")
-    if e is None:
-        return "nn.MultiheadAttention: no multi_head_attention_forward call was recorded."
-    weights = e.outputs[1] if len(e.outputs) > 1 else None
-    text = (f"nn.MultiheadAttention ran its Python path: one opaque multi_head_attention_forward call (#{e.index}). "
+    per_head = (c.batch, c.heads, c.seq_len, c.k_len)
+    weights = next((e.output for e in reversed(events) if e.output is not None and e.output.shape == per_head), None)
+    text = ("nn.MultiheadAttention ran its Python path, each of its ops recorded above: the packed "
+            "in-projection, the split into B·H heads, the scores, the softmax and the out-projection. "
             "Its fused fast path is never taken here: need_weights=True and an active TorchFunctionMode "
             "(this tracer) both switch it off.")
     if weights is not None:

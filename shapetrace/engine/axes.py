@@ -21,13 +21,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.vocabulary import ROLES, STACK_FACTORS, TOKEN_ROLES
 
-#: Roots that index tokens or sequences: mixing them with anything is a bug.
-TOKEN_ROOTS = frozenset({"B", "T", "S", "T_q", "T_k", "N", "L"})
+#: Canonical names whose axes index tokens or batch entries (see :mod:`.vocabulary`).
+TOKEN_ROOTS = frozenset(n for n, r in ROLES.items() if r in TOKEN_ROLES)
 UNKNOWN = "?"
-#: Fixed factors of fused projections (3*D = qkv*D); sizes only, never names found by size.
-STACK_FACTORS = {"qkv": 3, "kv": 2}
 MIXED_PREFIX = "!"
+#: roots of atoms that count copies (``repeat``): they carry no meaning of their own
+COPIES = "copies"
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,23 @@ def has_tokens(axis: Axis) -> bool:
     return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False
 
 
-def resized(axis: Axis, size: int, namer: Namer) -> Axis:
-    """A shorter (sliced) or longer (concatenated) axis keeps its name at the new size."""
+def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axis:
+    """A strict part of an axis: ``T[0:1]`` (a derived name, never the bare ``T``), or unnamed.
+
+    The slice keeps what its axis indexes (a slice of tokens is tokens), not its declared size.
+    """
+    if size == axis.size:
+        return axis
     label = namer.label(axis)
-    if label is None:
+    if label is None or label.startswith(MIXED_PREFIX):
         return unknown_axis(size)
-    return Axis((Atom(label, size, 1, size),), axis.role)
+    where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
+    return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
+
+
+def base_names(root: str) -> list[str]:
+    """The declared names a root is made of: ``T[0:3]`` -> ``[T]``, ``S+T`` -> ``[S, T]``."""
+    return [part.split("[")[0].split("/")[0] for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
 
 
 def root_axis(name: str, size: int) -> Axis:
@@ -106,7 +118,8 @@ class Namer:
     """
 
     dims: dict[str, int]
-    decompositions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    decompositions: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    declared_roles: dict[str, str] = field(default_factory=dict)
     _sub_names: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,8 +133,38 @@ class Namer:
             self.decompositions = default_decompositions(d)
         # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
         self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
-        for root, parts in self.decompositions.items():
-            self._sub_names[root] = self._leaf_table(parts)
+        for root in self.decompositions:
+            self._sub_names[root] = self._merged_table(root)
+
+    # -- roles ---------------------------------------------------------------
+    def role(self, root: str) -> str | None:
+        """What a root indexes: batch, tokens, features, heads, head_features, copies, stack, or None."""
+        if root == COPIES:
+            return COPIES
+        if root in STACK_FACTORS:
+            return "stack"
+        if root.startswith(MIXED_PREFIX) or root == UNKNOWN:
+            return None
+        known = self.declared_roles.get(root) or ROLES.get(root)
+        if known:
+            return known
+        if root in self.decompositions:
+            return self._joined_role([self.role(p) for p in self.decompositions[root][0]])
+        parts = [n for n in base_names(root) if not n.isdigit()]
+        if parts == [root]:
+            return None   # a name with no declared role
+        return self._joined_role([self.role(n) for n in parts])
+
+    @staticmethod
+    def _joined_role(roles: list[str | None]) -> str | None:
+        """The role of a product: one shared role, or features for heads × head features (D = H·d_k)."""
+        kept = {r for r in roles if r not in ("stack", COPIES)}
+        if kept == {"heads", "head_features"} or kept == {"features", "heads"}:
+            return "features"
+        return kept.pop() if len(kept) == 1 else None
+
+    def is_token_root(self, root: str) -> bool:
+        return self.role(root) in TOKEN_ROLES
 
     # -- sizes -------------------------------------------------------------
     def size_of(self, name: str) -> int | None:
@@ -129,10 +172,22 @@ class Namer:
             return self.dims[name]
         if name in STACK_FACTORS:
             return STACK_FACTORS[name]
-        parts = self.decompositions.get(name)
-        if parts and all(self.size_of(p) for p in parts):
-            return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
+        for parts in self.decompositions.get(name, ()):
+            if all(self.size_of(p) for p in parts):
+                return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
         return None
+
+    def _merged_table(self, root: str) -> dict[tuple[int, int], str]:
+        """Named pieces of ``root`` under every way it can factor; a piece two ways name differently
+        (``H = 3`` against the 3 of ``qkv``) is left unnamed: it cannot be told apart."""
+        merged: dict[tuple[int, int], str] = {}
+        clashes: set[tuple[int, int]] = set()
+        for parts in self.decompositions[root]:
+            for key, name in self._leaf_table(parts).items():
+                if merged.get(key, name) != name:
+                    clashes.add(key)
+                merged.setdefault(key, name)
+        return {k: v for k, v in merged.items() if k not in clashes}
 
     def _leaf_table(self, parts: tuple[str, ...]) -> dict[tuple[int, int], str]:
         """(stride, size) -> name for every named piece of a root, recursively."""
@@ -149,15 +204,15 @@ class Namer:
         return table
 
     def _sub_table(self, name: str) -> dict[tuple[int, int], str]:
-        parts = self.decompositions.get(name)
-        return self._leaf_table(parts) if parts else {}
+        return self._merged_table(name) if name in self.decompositions else {}
 
     def feature_root_for_size(self, size: int) -> str | None:
-        """The feature root a projection of this width produces (D, 3*D, D_kv...)."""
-        for name in ("D", "3*D", "D_kv", "2*D_kv"):
-            if self.size_of(name) == size:
-                return name
-        return None
+        """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
+
+        Only a unique match counts: when two roots have this width, none is chosen."""
+        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k")
+                                  if self.size_of(n) == size))
+        return hits[0] if len(hits) == 1 else None
 
     def name_for_size(self, size: int, prefer: Iterable[str] = ()) -> str | None:
         """A dims name with exactly this size, if exactly one (or a preferred one) fits."""
@@ -168,7 +223,7 @@ class Namer:
         return hits[0] if len(hits) == 1 else None
 
     def coinciding_sizes(self) -> list[tuple[str, str]]:
-        names = [n for n in self.dims if n in TOKEN_ROOTS or n in ("D", "H", "d_k", "H_kv")]
+        names = [n for n in self.dims if self.role(n) is not None and n != "n_rep"]
         return [
             (a, b)
             for i, a in enumerate(names)
@@ -182,6 +237,8 @@ class Namer:
             return self.aliases[atom.root]
         if atom.root.startswith(MIXED_PREFIX) or atom.root == UNKNOWN:
             return atom.root if atom.whole else f"{atom.root}/{atom.root_size // atom.size}"
+        if atom.root == COPIES:
+            return str(atom.size)
         if atom.whole:
             return atom.root
         known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
@@ -198,13 +255,16 @@ class Namer:
         changed = True
         while changed and len(labels) > 1:
             changed = False
-            for root, parts in self.decompositions.items():
-                n = len(parts)
-                for i in range(len(labels) - n + 1):
-                    if tuple(labels[i:i + n]) == parts:
-                        labels = labels[:i] + [root] + labels[i + n:]
+            for root, alternatives in self.decompositions.items():
+                for parts in alternatives:
+                    n = len(parts)
+                    hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts), None)
+                    if hit is not None:
+                        labels = labels[:hit] + [root] + labels[hit + n:]
                         changed = True
                         break
+                if changed:
+                    break
         return labels
 
     def label(self, axis: Axis) -> str | None:
@@ -224,17 +284,17 @@ class Namer:
         """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
         ``"warning"`` if whole token axes are flattened together with features,
         ``"note"`` for an unusual split of features only, else None."""
-        atoms = coalesce(axis.atoms)
+        atoms = tuple(a for a in coalesce(axis.atoms) if a.root != COPIES)
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
-            return "error" if _mix_has_tokens(atoms) else "note"
+            return "error" if _mix_has_tokens(atoms, self) else "note"
         labels = self._compose([self.atom_label(a) for a in atoms])
-        token_atoms = [a for a in atoms if a.root in TOKEN_ROOTS]
+        token_atoms = [a for a in atoms if self.is_token_root(a.root)]
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
                 return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
-            if any(a.root != "B" for a in token_atoms) and len(token_atoms) < len(atoms):
+            if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab for a, lab in zip(atoms, labels) if a.root not in TOKEN_ROOTS and a.root != UNKNOWN):
+        if any("/" in lab for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"
         return None
 
@@ -252,25 +312,37 @@ class Namer:
         return tuple(parts) if covered == atom.root_size else (atom,)
 
 
-def _mix_has_tokens(atoms: Sequence[Atom]) -> bool:
+def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:
     for a in atoms:
-        names = a.root.lstrip(MIXED_PREFIX).split("*") if a.root.startswith(MIXED_PREFIX) else [a.root]
-        if any(n.split("/")[0] in TOKEN_ROOTS for n in names):
-            return True
+        for name in base_names(a.root):
+            name = name.split("/")[0]
+            if namer.is_token_root(name) if namer else name in TOKEN_ROOTS:
+                return True
     return False
 
 
-def default_decompositions(dims: dict[str, int]) -> dict[str, tuple[str, ...]]:
-    """How named sizes factor: ``D = H*d_k``, ``3*D = qkv*D``, ``H = H_kv*n_rep``..."""
-    out: dict[str, tuple[str, ...]] = {}
+def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ...]]]:
+    """How named sizes factor, every way real code lays them out.
+
+    ``D = H·d_k``; a fused q/k/v projection ``3·D`` is ``qkv·D`` (nanoGPT: q, k, v side by side)
+    or ``H·qkv·d_k`` (GPT-NeoX, Bloom: per head); ``2·D`` likewise with ``kv``; heads narrower
+    than the model (T5's ``d_kv``, ``H·d_k ≠ D``) project to ``H*d_k``; ``H = H_kv·n_rep`` for GQA.
+    """
+    out: dict[str, list[tuple[str, ...]]] = {}
     if "H" in dims and "d_k" in dims:
-        out["D"] = ("H", "d_k")
-        out["3*D"] = ("qkv", "D")
+        inner = "D" if dims.get("D") == dims["H"] * dims["d_k"] else "H*d_k"
+        out[inner] = [("H", "d_k")]
+        out["3*d_k"] = [("qkv", "d_k")]
+        out["2*d_k"] = [("kv", "d_k")]
+        out["3*" + inner] = [("qkv", inner), ("H", "3*d_k")]
+        out["2*" + inner] = [("kv", inner), ("H", "2*d_k")]
     if "H_kv" in dims and "d_k" in dims:
-        out["D_kv"] = ("H_kv", "d_k")
-        out["2*D_kv"] = ("kv", "D_kv")
+        out["D_kv"] = [("H_kv", "d_k")]
+        out["2*D_kv"] = [("kv", "D_kv"), ("H_kv", "2*d_k")]
     if "H_kv" in dims and "n_rep" in dims:
-        out["H"] = ("H_kv", "n_rep")
+        out["H"] = [("H_kv", "n_rep")]
+    if "B" in dims and "nW" in dims:
+        out["B*nW"] = [("B", "nW")]
     return out
 
 
@@ -446,93 +518,114 @@ def squeeze_axes(axes: Sequence[Axis], out_shape: Sequence[int]) -> tuple[Axis, 
 
 
 def expand_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
-    """``expand``: new leading axes and size-1 axes grown to ``n`` (stride 0)."""
+    """``expand``: new leading axes and size-1 axes grown to ``n`` (stride 0): broadcast copies.
+
+    A grown axis next to ``H_kv`` whose size is ``n_rep`` is the GQA repeat; others are unnamed.
+    """
     lead = len(out_shape) - len(axes)
     out = []
     for j, size in enumerate(out_shape):
         src = axes[j - lead] if j >= lead else Axis()
         if src.size == size:
             out.append(src)
-        else:
-            out.append(_grown_axis(size, namer))
+            continue
+        before = axes[j - lead - 1] if j - lead - 1 >= 0 else None
+        grown = _grown_axis(size, namer, before)
+        out.append(grown if grown.atoms and grown.atoms[0].root != COPIES else unknown_axis(size))
     return tuple(out)
 
 
-def _grown_axis(size: int, namer: Namer) -> Axis:
-    name = namer.name_for_size(size, prefer=("n_rep",))
-    return root_axis(name, size) if name else unknown_axis(size)
+def _grown_axis(size: int, namer: Namer, src: Axis | None = None) -> Axis:
+    """The new axis of ``expand``/``repeat``: copies, named only where provenance says what they are.
+
+    Repeating key/value heads (``H_kv``) ``n_rep`` times gives the query heads (GQA), so that copy
+    count is ``n_rep``; any other count of copies has no name (a repeat along tokens is not batch).
+    """
+    kv_heads = src is not None and (namer.label(src) == "H_kv" if src.atoms else namer.dims.get("H_kv") == 1)
+    if kv_heads and namer.size_of("n_rep") == size:
+        return root_axis("n_rep", size)
+    return Axis((Atom(COPIES, size, 1, size),)) if size != 1 else Axis()
 
 
 def repeat_axes(axes: Sequence[Axis], repeats: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
-    """``repeat`` tiles: the copy index is the *major* part of each grown axis."""
+    """``repeat`` tiles: the copy index is the *major* part of each grown axis (``2·T``)."""
     lead = len(repeats) - len(axes)
     out = []
     for j, r in enumerate(repeats):
         src = axes[j - lead] if j >= lead else Axis()
-        if r == 1:
-            out.append(src)
-        else:
-            out.append(Axis(_grown_axis(r, namer).atoms + src.atoms))
+        out.append(src if r == 1 else Axis(_grown_axis(r, namer).atoms + src.atoms))
     return tuple(out)
 
 
 def repeat_interleave_axes(axes: Sequence[Axis], repeats: int, dim: int | None,
                            namer: Namer) -> tuple[Axis, ...]:
-    """``repeat_interleave``: each element repeated in place, copy index is *minor*."""
+    """``repeat_interleave``: each element repeated in place, the copy index is *minor* (``T·2``);
+    key/value heads repeated ``n_rep`` times are the query heads ``H`` (GQA)."""
     if dim is None:
         flat = reshape_axes(axes, [math.prod(sizes_of(axes))], namer)[0]
         return (Axis(flat.atoms + _grown_axis(repeats, namer).atoms),)
     dim %= len(axes)
-    grown = Axis(axes[dim].atoms + _grown_axis(repeats, namer).atoms)
+    grown = Axis(axes[dim].atoms + _grown_axis(repeats, namer, axes[dim]).atoms)
     return tuple(axes[:dim]) + (grown,) + tuple(axes[dim + 1:])
 
 
-def index_axes(axes: Sequence[Axis], spec: Sequence[str]) -> tuple[Axis, ...] | None:
-    """Basic indexing. ``spec`` has one entry per index item: ``"int"`` (drops an
-    axis), ``"slice"`` (keeps it, possibly shorter), ``"full"`` (keeps it),
-    ``"none"`` (new size-1 axis), ``"..."``. Returns None for advanced indexing."""
-    consumed = sum(1 for s in spec if s in ("int", "slice", "full"))
+def index_axes(axes: Sequence[Axis], spec: Sequence[str], items: Sequence, out_shape: Sequence[int],
+               namer: Namer) -> tuple[Axis, ...] | None:
+    """Indexing. ``spec`` has one entry per index item: ``"int"`` (drops an axis), ``"slice"``
+    (keeps it: whole, or a derived ``T[0:1]`` name when shorter), ``"full"``, ``"none"`` (a new
+    size-1 axis), ``"..."``, ``"adv"`` (a tensor or list). One advanced index replaces its axis
+    with the index's (unnamed) axes in place; anything more involved returns None (unnamed)."""
+    if spec.count("adv") > 1 or spec.count("...") > 1:
+        return None
+    consumed = sum(1 for s in spec if s in ("int", "slice", "full", "adv"))
     out: list[Axis] = []
     i = 0
-    for item in spec:
-        if item == "...":
+    for item, kind in zip(items, spec):
+        if kind == "...":
             n = len(axes) - consumed
             out.extend(axes[i:i + n])
             i += n
-        elif item == "none":
+        elif kind == "none":
             out.append(Axis())
-        elif item == "int":
+        elif kind == "int":
             i += 1
-        elif item in ("slice", "full"):
-            out.append(axes[i] if item == "full" else _sliced(axes[i]))
+        elif kind == "full":
+            out.append(axes[i])
             i += 1
-        else:
-            return None
+        elif kind == "slice":
+            size = len(range(*item.indices(axes[i].size)))
+            start = item.indices(axes[i].size)[0] if item.step in (None, 1) else None
+            out.append(sliced(axes[i], size, namer, start) if item.step in (None, 1) else unknown_axis(size))
+            i += 1
+        else:  # one advanced index: its own axes take this axis's place
+            index_dims = len(out_shape) - len(out) - (len(axes) - i - 1)
+            out.extend(unknown_axes(out_shape[len(out):len(out) + index_dims]))
+            i += 1
     out.extend(axes[i:])
     return tuple(out)
 
 
-def _sliced(axis: Axis) -> Axis:
-    """A strict sub-range of an axis keeps its meaning (fewer tokens are still tokens)."""
-    return axis
+
 
 
 def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
                namer: Namer | None = None) -> list[tuple[Axis, ...]]:
-    """``split``/``chunk``: equal pieces of a product axis keep the minor factor's name
-    (``3*D`` split in three gives three ``D``); anything else keeps the axis's name."""
+    """``split``/``chunk``: ``k`` equal pieces of a product axis are its minor factor (``3*D`` in
+    three gives three ``D``) when that factor has a name; otherwise each piece is a derived slice
+    (``D[0:64]``), never the whole axis's name."""
     dim %= len(axes)
     axis = axes[dim]
     n = axis.size
-    piece = pieces[0] if pieces else n
-    named = axis
-    if len(set(pieces)) == 1 and piece and n % piece == 0 and n // piece > 1:
-        _major, minor = reshape_axes([axis], [n // piece, piece], namer)
-        named = minor
-    outs = []
+    if len(set(pieces)) == 1 and pieces and n % pieces[0] == 0 and n // pieces[0] > 1 and namer is not None:
+        _major, minor = reshape_axes([axis], [n // pieces[0], pieces[0]], namer)
+        label = namer.label(minor)
+        if label is not None and "/" not in label and not label.startswith(MIXED_PREFIX):
+            return [tuple(axes[:dim]) + (minor,) + tuple(axes[dim + 1:]) for _ in pieces]
+    outs, start = [], 0
     for size in pieces:
-        new = named if size == named.size else axis
-        outs.append(tuple(axes[:dim]) + (new,) + tuple(axes[dim + 1:]))
+        piece = sliced(axis, size, namer, start) if namer is not None else unknown_axis(size)
+        outs.append(tuple(axes[:dim]) + (piece,) + tuple(axes[dim + 1:]))
+        start += size
     return outs
 
 
@@ -542,14 +635,19 @@ def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
 
 
 def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[Axis, ...]:
+    """``cat``: the joined axis is ``S+T`` (every part named) or unnamed; the other axes keep the
+    names the inputs agree on."""
     first = list(inputs[0])
     dim %= len(first)
     total = sum(inp[dim].size for inp in inputs)
-    labels = {namer.label(inp[dim]) for inp in inputs}
-    if len(labels) == 1 and None not in labels:
-        first[dim] = Axis((Atom(labels.pop(), total, 1, total),))
+    labels = [namer.label(inp[dim]) for inp in inputs if inp[dim].size > 0]
+    if labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels):
+        first[dim] = Axis((Atom("+".join(labels), total, 1, total),))
     else:
         first[dim] = unknown_axis(total)
+    for j in range(len(first)):
+        if j != dim and len({namer.label(inp[j]) for inp in inputs}) > 1:
+            first[j] = unknown_axis(first[j].size)
     return tuple(first)
 
 
@@ -582,10 +680,20 @@ def _is_unknown(axis: Axis) -> bool:
     return any(a.root == UNKNOWN for a in axis.atoms)
 
 
-def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer) -> tuple[Axis, ...]:
-    """``linear`` keeps the leading names and names the new last axis by its width."""
+def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
+                structural: bool = True) -> tuple[Axis, ...]:
+    """``linear`` keeps the leading axes and names the new feature axis by what the weight does to
+    the input's features: the same width (``D``), three or two times it (fused ``3*D``/``2*D``),
+    or ``H*d_k`` when heads are narrower than the model. An input whose features are unnamed, or a
+    weight that is not a module's parameter, gives unnamed features."""
+    last_in = axes[-1] if axes else Axis()
+    source = namer.label(last_in) if last_in.atoms else None
+    if not structural or source is None or namer.role(source.lstrip(MIXED_PREFIX)) not in ("features",):
+        return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
-    last = root_axis(root, namer.size_of(root) or out_features) if root else unknown_axis(out_features)
+    if root is None and out_features == last_in.size:
+        root = source
+    last = root_axis(root, out_features) if root else unknown_axis(out_features)
     return tuple(axes[:-1]) + (last,)
 
 
@@ -607,24 +715,23 @@ def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],
 
 def _is_token(axis: Axis, namer: Namer) -> bool:
     label = namer.label(axis)
-    return label is not None and label in TOKEN_ROOTS
+    return label is not None and namer.role(label) == "tokens"
 
 
-def einsum_axes(equation: str, operands: Sequence[Sequence[Axis]], namer: Namer) -> tuple[Axis, ...] | None:
-    """Names for ``einsum``; None for equations with ellipses (left unnamed)."""
-    eq = equation.replace(" ", "")
-    if "..." in eq:
+def einsum_axes(parsed: dict, operands: Sequence[Sequence[Axis]], namer: Namer) -> tuple[Axis, ...] | None:
+    """Names for ``einsum`` from its parsed subscripts (``{"inputs": [...], "output": ...}``)."""
+    terms, rhs = parsed["inputs"], parsed["output"]
+    if len(terms) != len(operands):
         return None
-    lhs, _, rhs = eq.partition("->")
-    terms = lhs.split(",")
-    if rhs == "" and "->" not in eq:
-        letters = [c for t in terms for c in t]
-        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     by_letter: dict[str, tuple[int, Axis]] = {}
     for k, (term, axes) in enumerate(zip(terms, operands)):
+        if len(term) != len(axes):
+            return None
         for letter, axis in zip(term, axes):
             if letter not in by_letter or (by_letter[letter][1].size == 1 and axis.size != 1):
                 by_letter[letter] = (k, axis)
+    if any(c not in by_letter for c in rhs):
+        return None
     out = [by_letter[c][1].with_role(None) for c in rhs]
     if len(rhs) >= 2 and len(operands) == 2:
         (ka, ra), (kb, cb) = by_letter[rhs[-2]], by_letter[rhs[-1]]
@@ -633,11 +740,14 @@ def einsum_axes(equation: str, operands: Sequence[Sequence[Axis]], namer: Namer)
     return tuple(out)
 
 
-def einsum_contracted(equation: str) -> list[str]:
-    eq = equation.replace(" ", "")
-    lhs, _, rhs = eq.partition("->")
-    return [c for c in dict.fromkeys(lhs.replace(",", "")) if c not in rhs and c != "."]
+def einsum_contracted(parsed: dict) -> list[str]:
+    """Letters summed over: in an input, not in the output."""
+    return [c for c in dict.fromkeys("".join(parsed["inputs"])) if c not in parsed["output"]]
 
 
-def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis]) -> tuple[Axis, ...]:
-    return tuple(a.with_role(None) for a in q[:-1]) + (v[-1],)
+def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis], shape: Sequence[int]) -> tuple[Axis, ...]:
+    """``scaled_dot_product_attention``: the queries' axes with the values' features."""
+    out = tuple(a.with_role(None) for a in q[:-1]) + (v[-1],)
+    return out if sizes_of(out) == tuple(shape) else unknown_axes(shape)
+
+

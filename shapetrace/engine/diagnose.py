@@ -131,17 +131,15 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
         la = a.dims[-1] if a.dims else None
         lb = b.dims[-2] if len(b.dims) > 1 else (b.dims[0] if b.dims else None)
         return [(la, lb)]
-    if e.op == "einsum" and len(e.inputs) == 2:
+    parsed = e.params.get("subscripts")
+    if e.op == "einsum" and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
         from shapetrace.engine.axes import einsum_contracted
-        eq = e.params.get("equation", "")
-        lhs = eq.split("->")[0].split(",") if eq else []
-        if len(lhs) != 2:
+
+        lhs = parsed["inputs"]
+        if any(len(term) != len(t.dims) for term, t in zip(lhs, e.inputs)):
             return []
-        pairs = []
-        for c in einsum_contracted(eq):
-            if c in lhs[0] and c in lhs[1]:
-                pairs.append((e.inputs[0].dims[lhs[0].index(c)], e.inputs[1].dims[lhs[1].index(c)]))
-        return pairs
+        return [(e.inputs[0].dims[lhs[0].index(c)], e.inputs[1].dims[lhs[1].index(c)])
+                for c in einsum_contracted(parsed) if c in lhs[0] and c in lhs[1]]
     return []
 
 
@@ -229,27 +227,7 @@ def ambiguous_sizes(trace: Trace) -> list[Diagnostic]:
         "explicitly with shapetrace.name(x, \"B T D\"); names then flow from op to op."))]
 
 
-def opaque_calls(trace: Trace) -> list[Diagnostic]:
-    """Say what a single opaque call (``nn.MultiheadAttention``) hides from the trace."""
-    out = []
-    for e in trace.events:
-        if e.op != "multi_head_attention_forward" or not e.inputs:
-            continue
-        q = e.inputs[0]
-        weights = e.outputs[1] if len(e.outputs) > 1 else None
-        seen = f"its query {fmt_named(q.dims, q.shape)} and output"
-        if weights is not None:
-            seen += f", and attention weights {list(weights.shape)} (averaged over heads unless " \
-                    "average_attn_weights=False)"
-        out.append(Diagnostic("note", "opaque-op", e.index, (
-            f"nn.MultiheadAttention runs as one call (multi_head_attention_forward #{e.index}): shapetrace "
-            f"sees {seen}, not the q/k/v projections, the split into heads, the scores or the softmax "
-            "inside, so it cannot check them. To see every step, write the attention with explicit ops "
-            "(linear, view, transpose, matmul, softmax) or F.scaled_dot_product_attention.")))
-    return out
-
-
 RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
-    ambiguous_sizes, opaque_calls, *VARIANT_RULES,   # masks, NaN rows, failed views
+    ambiguous_sizes, *VARIANT_RULES,   # masks, NaN rows, failed views
 ]

@@ -20,8 +20,11 @@ def parse_dims(dims: str | Mapping[str, int] | None) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in dims.replace(",", " ").split():
         key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier() or not value.isdigit() or int(value) < 1:
+        name, _, role = key.partition(":")
+        if not sep or not name.isidentifier() or (role and not role.isidentifier()) or not value.isdigit() \
+                or int(value) < 1:
             raise UsageError(f"cannot read {item!r} in dims {dims!r}: write NAME=SIZE pairs such as "
-                             f"'B=2,T=6,D=512,H=8' (sizes are whole numbers of at least 1)")
+                             f"'B=2,T=6,D=512,H=8', or NAME:ROLE=SIZE such as 'ctx:tokens=6' "
+                             f"(sizes are whole numbers of at least 1)")
         out[key] = int(value)
     return out

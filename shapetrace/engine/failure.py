@@ -22,7 +22,7 @@ def explain_failure(event: Event) -> str:
 
     >>> from shapetrace.engine.tracer import Event, TensorInfo
     >>> x = TensorInfo((2, 8, 6, 64), (3072, 64, 512, 1), 0, "float32", False, ("B", "H", "T", "d_k"))
-    >>> e = Event(3, "view", "a.py:9", "y.view(B, T, D)", "f", [x], [], args="2, 6, 512",
+    >>> e = Event(3, "view", "a.py:9", "y.view(B, T, D)", "f", [x], [], args="2, 6, 512", params={"shape": [2, 6, 512]},
     ...           error="RuntimeError: view size is not compatible with input tensor's size and stride")
     >>> print(explain_failure(e).splitlines()[0])
     view(2, 6, 512) has to merge H, T and d_k (8 × 6 × 64 = 3,072 elements) and cut them into [6, 512].
@@ -49,12 +49,12 @@ def _label(t: TensorInfo, i: int) -> str:
 
 def _view(e: Event) -> str:
     """A view on memory it cannot express: the strides issue's explanation (both fixes, their cost)."""
-    from shapetrace.engine.viewfail import explain_view_error, resolve_shape, target_from_args, view_breaks
+    from shapetrace.engine.viewfail import explain_view_error, requested_shape, resolve_shape, view_breaks
 
     t = e.inputs[0] if e.inputs else None
     if t is None or "view size is not compatible" not in (e.error or ""):
         return _generic(e)
-    asked = target_from_args(e.args.split("=")[0])
+    asked = requested_shape(e)
     target = resolve_shape(math.prod(t.shape), asked) if asked else None
     if target is None or not view_breaks(t, target):
         return _generic(e)

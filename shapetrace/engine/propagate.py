@@ -1,79 +1,93 @@
-"""Turn one torch call into an axis-name computation from :mod:`shapetrace.engine.axes`.
+"""How axis names flow through each op: the ``names`` functions of the op registry.
 
-The tracer calls :func:`propagate` after torch has run the op, so output shapes
-are torch's own; this module only decides which names the output axes carry.
+Every function takes one :class:`~shapetrace.engine.ops.Call` (the op, its operands, their axes,
+and torch's output shapes) and returns the axes of each output: one tuple, or a list of tuples
+for ops with several outputs. The tracer checks every result against torch's shapes; a function
+that cannot prove a name returns an unnamed axis (:func:`~shapetrace.engine.axes.unknown_axis`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-
-import torch
+from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
-from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.axes import Axis
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.ops import Call
 
 Axes = tuple[Axis, ...]
 
 
-def propagate(op: str, inputs: Sequence[torch.Tensor], in_axes: Sequence[Axes],
-              outs: Sequence[torch.Tensor], args, kwargs, namer: Namer) -> list[Axes]:
-    """Names of each output of ``op`` (one tuple of axes per output tensor)."""
-    handler = _HANDLERS.get(op)
-    shapes = [tuple(o.shape) for o in outs]
-    if handler is None:
-        return [ax.broadcast_axes(in_axes, s) for s in shapes]
-    result = handler(inputs, in_axes, shapes, args, kwargs, namer)
-    result = result if isinstance(result, list) else [result]
-    return [_fit(axes, shape, namer) for axes, shape in zip(result, shapes)]
+def _ints(values) -> list[int]:
+    """``permute(0, 2, 1)``, ``permute((0, 2, 1))`` or ``permute(dims=[...])`` -> ``[0, 2, 1]``."""
+    if len(values) == 1 and hasattr(values[0], "__len__"):
+        values = values[0]
+    return [int(v) for v in values]
 
 
-def _fit(axes: Axes, shape: tuple[int, ...], namer: Namer) -> Axes:
-    """Slices and uneven pieces keep their names at torch's sizes."""
-    if len(axes) != len(shape):
-        return axes
-    return tuple(a if a.size == s else ax.resized(a, s, namer) for a, s in zip(axes, shape))
+def _rest(c: Call, name: str) -> list[int] | None:
+    if len(c.args) > 1:
+        return _ints(c.args[1:])
+    value = c.kwargs.get(name)
+    return _ints([value]) if value is not None else None
 
 
-def _arg(args, kwargs, pos: int, name: str, default=None):
-    if name in kwargs:
-        return kwargs[name]
-    return args[pos] if len(args) > pos else default
+# -- identity and broadcasting ---------------------------------------------------------------
+
+def same(c: Call) -> Axes:
+    """Same shape, same meaning per axis (contiguous, softmax, norms, roll, flip, dropout)."""
+    return tuple(c.in_axes[0])
 
 
-def _reshape(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.reshape_axes(in_axes[0], shapes[0], namer)
+def broadcast(c: Call) -> Axes:
+    return ax.broadcast_axes(c.in_axes, c.shapes[0])
 
 
-def _transpose(inputs, in_axes, shapes, args, kwargs, namer):
-    a = in_axes[0]
-    d0, d1 = _arg(args, kwargs, 1, "dim0"), _arg(args, kwargs, 2, "dim1")
-    return ax.permute_axes(a, ax.transpose_order(len(a), d0, d1))
+def first_broadcast(c: Call) -> Axes:
+    """``masked_fill``: the output is the first operand's shape (the mask only broadcasts into it)."""
+    return ax.broadcast_axes(c.in_axes[:1], c.shapes[0])
 
 
-def _swap_last(inputs, in_axes, shapes, args, kwargs, namer):
-    a = in_axes[0]
-    if len(a) < 2:
-        return tuple(a)
-    return ax.permute_axes(a, ax.transpose_order(len(a), -2, -1))
+# -- the view family -----------------------------------------------------------------------------
+
+def reshape(c: Call) -> Axes:
+    return ax.reshape_axes(c.in_axes[0], c.shapes[0], c.namer)
 
 
-def _t(inputs, in_axes, shapes, args, kwargs, namer):
-    a = in_axes[0]
+def transpose(c: Call) -> Axes:
+    a = c.in_axes[0]
+    d0, d1 = c.arg(1, "dim0"), c.arg(2, "dim1")
+    return ax.permute_axes(a, ax.transpose_order(len(a), int(d0), int(d1)))
+
+
+def swap_last(c: Call) -> Axes:
+    a = c.in_axes[0]
+    return tuple(a) if len(a) < 2 else ax.permute_axes(a, ax.transpose_order(len(a), -2, -1))
+
+
+def t(c: Call) -> Axes:
+    """``t()``: a matrix's two axes swap; 0-d and 1-d tensors are returned as they are."""
+    a = c.in_axes[0]
     return tuple(reversed(a)) if len(a) == 2 else tuple(a)
 
 
-def _permute(inputs, in_axes, shapes, args, kwargs, namer):
-    a = in_axes[0]
-    dims = args[1:] if len(args) > 1 else kwargs.get("dims")
-    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
-        dims = dims[0]
-    return ax.permute_axes(a, [d % len(a) for d in dims])
+def reverse(c: Call) -> Axes:
+    """``x.T`` reverses every axis (for any number of axes)."""
+    return tuple(reversed(c.in_axes[0]))
 
 
-def _movedim(inputs, in_axes, shapes, args, kwargs, namer):
-    a = list(in_axes[0])
-    src, dst = _arg(args, kwargs, 1, "source"), _arg(args, kwargs, 2, "destination")
+def permute(c: Call) -> Axes:
+    a = c.in_axes[0]
+    order = _rest(c, "dims")
+    return ax.permute_axes(a, [d % len(a) for d in order])
+
+
+def movedim(c: Call) -> Axes:
+    a = list(c.in_axes[0])
+    src, dst = c.arg(1, "source"), c.arg(2, "destination")
     src = [src] if isinstance(src, int) else list(src)
     dst = [dst] if isinstance(dst, int) else list(dst)
     n = len(a)
@@ -85,129 +99,164 @@ def _movedim(inputs, in_axes, shapes, args, kwargs, namer):
     return ax.permute_axes(a, [o if o is not None else next(rest) for o in order])
 
 
-def _same(inputs, in_axes, shapes, args, kwargs, namer):
-    return tuple(in_axes[0])
+def expand(c: Call) -> Axes:
+    return ax.expand_axes(c.in_axes[0], c.shapes[0], c.namer)
 
 
-def _expand(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.expand_axes(in_axes[0], shapes[0], namer)
+def unsqueeze(c: Call) -> Axes:
+    return ax.unsqueeze_axes(c.in_axes[0], int(c.arg(1, "dim")))
 
 
-def _unsqueeze(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.unsqueeze_axes(in_axes[0], _arg(args, kwargs, 1, "dim"))
+def squeeze(c: Call) -> Axes:
+    return ax.squeeze_axes(c.in_axes[0], c.shapes[0])
 
 
-def _squeeze(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.squeeze_axes(in_axes[0], shapes[0])
+def narrow(c: Call) -> Axes:
+    a = list(c.in_axes[0])
+    dim = int(c.arg(1, "dim")) % len(a)
+    start = c.params.get("start")
+    a[dim] = ax.sliced(a[dim], c.shapes[0][dim], c.namer, start)
+    return tuple(a)
 
 
-def _split(inputs, in_axes, shapes, args, kwargs, namer):
-    dim = _arg(args, kwargs, 2, "dim", 0)
-    return ax.split_axes(in_axes[0], dim, [s[dim] for s in shapes], namer)
+def select(c: Call) -> Axes:
+    return ax.unbind_axes(c.in_axes[0], int(c.arg(1, "dim")))
 
 
-def _unbind(inputs, in_axes, shapes, args, kwargs, namer):
-    dim = _arg(args, kwargs, 1, "dim", 0)
-    return [ax.unbind_axes(in_axes[0], dim)] * len(shapes)
+def unbind(c: Call) -> list[Axes]:
+    dim = int(c.arg(1, "dim", 0))
+    return [ax.unbind_axes(c.in_axes[0], dim)] * len(c.shapes)
 
 
-def _narrow(inputs, in_axes, shapes, args, kwargs, namer):
-    return tuple(in_axes[0])
+def split(c: Call) -> list[Axes]:
+    dim = int(c.arg(2, "dim", 0))
+    return ax.split_axes(c.in_axes[0], dim, [s[dim % len(s)] for s in c.shapes], c.namer)
 
 
-def _select(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.unbind_axes(in_axes[0], _arg(args, kwargs, 1, "dim"))
-
-
-def _getitem(inputs, in_axes, shapes, args, kwargs, namer):
-    index = args[1]
+def getitem(c: Call) -> Axes:
+    """Basic indexing keeps, drops, slices or adds axes; one advanced index replaces its axis."""
+    index = c.args[1]
     items = index if isinstance(index, tuple) else (index,)
-    spec = []
-    for item in items:
-        if item is None:
-            spec.append("none")
-        elif item is Ellipsis:
-            spec.append("...")
-        elif isinstance(item, bool):
-            spec.append("adv")
-        elif isinstance(item, int):
-            spec.append("int")
-        elif isinstance(item, slice):
-            spec.append("full" if item == slice(None) else "slice")
-        else:
-            spec.append("adv")
-    out = ax.index_axes(in_axes[0], spec)
-    return out if out is not None else ax.unknown_axes(shapes[0])
+    out = ax.index_axes(c.in_axes[0], [_index_kind(i) for i in items], list(items), c.shapes[0], c.namer)
+    return out if out is not None else ax.unknown_axes(c.shapes[0])
 
 
-def _cat(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.cat_axes(in_axes, _arg(args, kwargs, 1, "dim", 0), namer)
+def _index_kind(item) -> str:
+    if item is None:
+        return "none"
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, bool):
+        return "adv"
+    if isinstance(item, int) or (hasattr(item, "__index__") and getattr(item, "ndim", 1) == 0
+                                 and getattr(item, "dtype", None) is not None and not item.dtype.is_floating_point
+                                 and str(item.dtype) != "torch.bool"):
+        return "int"
+    if isinstance(item, slice):
+        return "full" if item == slice(None) else "slice"
+    return "adv"
 
 
-def _stack(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.stack_axes(in_axes, _arg(args, kwargs, 1, "dim", 0))
+# -- copies ----------------------------------------------------------------------------------------
+
+def cat(c: Call) -> Axes:
+    return ax.cat_axes(c.in_axes, int(c.arg(1, "dim", 0)), c.namer)
 
 
-def _repeat(inputs, in_axes, shapes, args, kwargs, namer):
-    reps = args[1:] if len(args) > 1 else kwargs.get("repeats")
-    if len(reps) == 1 and isinstance(reps[0], (list, tuple, torch.Size)):
-        reps = reps[0]
-    return ax.repeat_axes(in_axes[0], list(reps), namer)
+def stack(c: Call) -> Axes:
+    return ax.stack_axes(c.in_axes, int(c.arg(1, "dim", 0)))
 
 
-def _repeat_interleave(inputs, in_axes, shapes, args, kwargs, namer):
-    reps = _arg(args, kwargs, 1, "repeats")
+def repeat(c: Call) -> Axes:
+    return ax.repeat_axes(c.in_axes[0], _rest(c, "repeats"), c.namer)
+
+
+def tile(c: Call) -> Axes:
+    reps = _rest(c, "dims")
+    reps = [1] * (len(c.in_axes[0]) - len(reps)) + reps
+    return ax.repeat_axes(c.in_axes[0], reps, c.namer)
+
+
+def repeat_interleave(c: Call) -> Axes:
+    reps = c.arg(1, "repeats")
     if not isinstance(reps, int):
-        return ax.unknown_axes(shapes[0])
-    return ax.repeat_interleave_axes(in_axes[0], reps, _arg(args, kwargs, 2, "dim"), namer)
+        return ax.unknown_axes(c.shapes[0])
+    return ax.repeat_interleave_axes(c.in_axes[0], reps, c.arg(2, "dim"), c.namer)
 
 
-def _matmul(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.matmul_axes(in_axes[0], in_axes[1], shapes[0], namer)
+def pad(c: Call) -> Axes:
+    """Padded axes change size: they lose their names; the others keep them."""
+    src, shape = c.in_axes[0], c.shapes[0]
+    return tuple(a if a.size == s else ax.unknown_axis(s) for a, s in zip(src, shape))
 
 
-def _einsum(inputs, in_axes, shapes, args, kwargs, namer):
-    out = ax.einsum_axes(args[0], in_axes, namer)
-    return out if out is not None else ax.unknown_axes(shapes[0])
+def gather(c: Call) -> Axes:
+    src, shape = c.in_axes[0], c.shapes[0]
+    dim = int(c.arg(1, "dim")) % max(len(shape), 1)
+    return tuple(ax.unknown_axis(s) if i == dim or a.size != s else a for i, (a, s) in enumerate(zip(src, shape)))
 
 
-def _linear(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.linear_axes(in_axes[0], shapes[0][-1], namer)
+def index_select(c: Call) -> Axes:
+    return gather(c)
 
 
-def _sdpa(inputs, in_axes, shapes, args, kwargs, namer):
-    return ax.sdpa_axes(in_axes[0], in_axes[2])
+# -- compute ---------------------------------------------------------------------------------------
+
+def linear(c: Call) -> Axes:
+    weight = c.arg(1, "weight")
+    return ax.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, _weight_is_module(weight))
 
 
-def _mha(inputs, in_axes, shapes, args, kwargs, namer):
-    first = ax.broadcast_axes(in_axes[:1], shapes[0])
-    return [first] + [_mha_weights(in_axes, s, namer) for s in shapes[1:]]
+def addmm(c: Call) -> Axes:
+    """``addmm(bias, x, W)``: GPT-2's Conv1D, a projection of x's last axis by W of shape [in, out]."""
+    x = c.in_axes[0]
+    return ax.linear_axes(x, c.shapes[0][-1], c.namer, True)
 
 
-def _mha_weights(in_axes, shape, namer) -> Axes:
-    """Weights of a seq-first [L, N, E] query: averaged [N, L, S], or per head [N, H, L, S]."""
-    q = in_axes[0]
-    k = in_axes[1] if len(in_axes) > 1 else q
-    if len(q) != 3 or len(k) != 3:
-        return ax.unknown_axes(shape)
-    batch, query, key = q[1], q[0].with_role("query"), k[0].with_role("key")
-    if tuple(shape) == (q[1].size, q[0].size, k[0].size):
-        return (batch, query, key)
-    if len(shape) == 4 and (shape[0], shape[2], shape[3]) == (q[1].size, q[0].size, k[0].size):
-        heads = ax.root_axis("H", shape[1]) if namer.size_of("H") == shape[1] else ax.unknown_axis(shape[1])
-        return (batch, heads, query, key)
-    return ax.unknown_axes(shape)
+def _weight_is_module(weight) -> bool:
+    """A parameter (nn.Linear's weight) is structure; a computed weight is not."""
+    return getattr(weight, "requires_grad", False) or type(weight).__name__ == "Parameter"
 
 
-_HANDLERS = {
-    "view": _reshape, "view_as": _reshape, "reshape": _reshape, "reshape_as": _reshape,
-    "flatten": _reshape, "unflatten": _reshape,
-    "transpose": _transpose, "mT": _swap_last, "t": _t, "T": _t, "permute": _permute,
-    "movedim": _movedim, "contiguous": _same, "softmax": _same, "masked_fill": _same,
-    "masked_fill_": _same, "expand": _expand, "expand_as": _expand, "unsqueeze": _unsqueeze,
-    "squeeze": _squeeze, "split": _split, "chunk": _split, "unbind": _unbind, "narrow": _narrow,
-    "select": _select, "__getitem__": _getitem, "cat": _cat, "stack": _stack, "repeat": _repeat,
-    "repeat_interleave": _repeat_interleave, "matmul": _matmul, "bmm": _matmul, "einsum": _einsum,
-    "linear": _linear, "scaled_dot_product_attention": _sdpa, "multi_head_attention_forward": _mha,
-    "dropout": _same,
-}
+def matmul(c: Call) -> Axes:
+    return ax.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
+
+
+def baddbmm(c: Call) -> Axes:
+    return ax.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
+
+
+def einsum(c: Call) -> Axes:
+    parsed = c.params.get("subscripts")
+    out = ax.einsum_axes(parsed, c.in_axes, c.namer) if parsed else None
+    return out if out is not None else ax.unknown_axes(c.shapes[0])
+
+
+def sdpa(c: Call) -> Axes:
+    return ax.sdpa_axes(c.in_axes[0], c.in_axes[2] if len(c.in_axes) > 2 else c.in_axes[0], c.shapes[0])
+
+
+def embedding(c: Call) -> Axes:
+    """Token ids ``[B, T]`` become ``[B, T, D]``: one feature vector (of the model's width) per id."""
+    ids = c.in_axes[0]
+    width = c.shapes[0][-1]
+    feature = ax.root_axis("D", width) if c.namer.size_of("D") == width else ax.unknown_axis(width)
+    return tuple(ids) + (feature,)
+
+
+def reduce(c: Call) -> Axes:
+    src = list(c.in_axes[0])
+    dims = c.params.get("dim")
+    if dims is None:
+        return ax.unknown_axes(c.shapes[0]) if c.shapes[0] else ()
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    gone = {d % len(src) for d in dims} if src else set()
+    if c.params.get("keepdim"):
+        return tuple(Axis() if i in gone else a for i, a in enumerate(src))
+    return tuple(a for i, a in enumerate(src) if i not in gone)
+
+
+def fits(axes: Sequence[Axis], shape: Sequence[int]) -> bool:
+    """Do these axes describe a tensor of ``shape`` (the check the tracer makes on every result)?"""
+    return len(axes) == len(shape) and all(a.size == s or (not a.atoms and s == 1) for a, s in zip(axes, shape)) \
+        and math.prod(shape) == math.prod(a.size for a in axes)

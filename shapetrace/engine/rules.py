@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import TOKEN_ROOTS
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 
@@ -18,6 +17,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
 
 ATTENTION_OPS = ("softmax", "scaled_dot_product_attention", "multi_head_attention_forward")
+#: a fill at or below this hides a score from softmax (-1e9, -10000, finfo.min, -inf all do)
+HIDING_FILL = -1e4
+
+
+def hides(value) -> bool:
+    """Does filling a score with ``value`` remove it from the softmax?"""
+    return isinstance(value, (int, float)) and value <= HIDING_FILL
 
 
 def mask_axis(trace: Trace) -> list[Diagnostic]:
@@ -26,17 +32,18 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
 
     out = []
     for e in trace.events:
-        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2 or not e.args.endswith("-inf"):
-            continue  # only masks that hide scores (-inf); zeroing whole rows afterwards is on purpose
+        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2 or not hides(e.params.get("value")):
+            continue  # only masks that hide scores (a large negative); zeroing whole rows afterwards is on purpose
         scores, mask = e.inputs[0], e.inputs[1]
         roles = [a.role for a in scores.axes]
         if "query" not in roles or "key" not in roles:
             continue
         lead = len(scores.shape) - len(mask.shape)
         q, k = roles.index("query") - lead, roles.index("key") - lead
-        q_label = mask.dims[q] if 0 <= q < len(mask.dims) else None
+        q_label = (mask.dims[q] if 0 <= q < len(mask.dims) else None) or scores.dims[q + lead] or "query"
+        q_size = mask.shape[q] if 0 <= q < len(mask.shape) else 1
         k_size = mask.shape[k] if 0 <= k < len(mask.shape) else 1
-        if q_label in TOKEN_ROOTS and mask.shape[q] > 1 and k_size == 1:
+        if q_size > 1 and k_size == 1:
             out.append(Diagnostic("error", "mask-wrong-axis", e.index, (
                 f"masked_fill #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
@@ -50,7 +57,9 @@ def nan_rows(trace: Trace) -> list[Diagnostic]:
 
     rows = getattr(trace, "nan_rows", None)
     note = getattr(trace, "value_note", None)
-    where = next((e.index for e in trace.events if e.op in ATTENTION_OPS), None)
+    where = getattr(trace, "nan_event", None)
+    if where is None:
+        where = next((e.index for e in trace.events if e.op in ATTENTION_OPS), None)
     if rows is None:
         if note:
             return [Diagnostic("note", "nan-rows-skipped", None, note)]
@@ -77,13 +86,13 @@ def nan_rows(trace: Trace) -> list[Diagnostic]:
 def view_incompatible(trace: Trace) -> list[Diagnostic]:
     """A view that raised because the strides cannot express the merge (explained by
     :func:`shapetrace.engine.viewfail.explain_view_error`, from the input's recorded strides)."""
-    from shapetrace.engine.viewfail import explain_view_error, target_from_args
+    from shapetrace.engine.viewfail import explain_view_error, requested_shape
 
     out = []
     for e in trace.events:
         if e.op != "view" or not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
-        target = target_from_args(e.args)
+        target = requested_shape(e)
         text = explain_view_error(e.inputs[0], target, trace.namer) if target else ""
         out.append(Diagnostic("error", "view-incompatible", e.index,
                               f"view #{e.index} raised: " + (text or "these strides cannot express the new "

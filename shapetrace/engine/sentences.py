@@ -199,7 +199,9 @@ def _masked_fill(e: Event) -> str:
     spread = [n or str(s) for n, s, m in zip(t.dims[lead:], t.shape[lead:], mask.shape) if m == 1 and s > 1]
     spread = [n or str(s) for n, s in zip(t.dims, t.shape)][:len(t.shape) - len(mask.shape)] + spread
     how = f" (repeated along {', '.join(spread)})" if spread else ""
-    return (f"sets the positions where the mask {fmt_shape(mask)} is True to {e.args.split(', ')[-1]}; "
+    value = e.params.get("value")
+    shown = "-inf" if value == float("-inf") else f"{value:g}" if isinstance(value, float) else str(value)
+    return (f"sets the positions where the mask {fmt_shape(mask)} is True to {shown}; "
             f"the mask broadcasts against {names(t)}{how}")
 
 

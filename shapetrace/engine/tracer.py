@@ -24,31 +24,13 @@ from torch.overrides import TorchFunctionMode
 from shapetrace.engine import axes as ax
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.ops import CHEAP, GETTERS, REGISTRY, UNKNOWN, Call, OpSpec, operands_of, record_params
+from shapetrace.engine.propagate import fits
+from shapetrace.engine.vocabulary import canonical_dims
+from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
-
-#: Ops that get a row in the table (torch's own function names).
-TRACKED = frozenset({
-    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "t", "mT", "T",
-    "movedim", "matmul", "bmm", "einsum", "linear", "softmax", "masked_fill", "masked_fill_",
-    "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk",
-    "unbind", "cat", "concat", "concatenate", "stack", "scaled_dot_product_attention", "narrow",
-    "select", "__getitem__", "repeat", "repeat_interleave", "multi_head_attention_forward",
-    "dropout",
-})
-#: Ops whose result may share the input's storage.
-VIEW_CAPABLE = frozenset({
-    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous", "t", "mT", "T",
-    "movedim", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "split",
-    "chunk", "unbind", "narrow", "select", "__getitem__", "masked_fill_",
-})
-#: Ops that only move data (a result that is not a view is a copy).
-MOVEMENT = VIEW_CAPABLE | {"cat", "concat", "concatenate", "stack", "repeat", "repeat_interleave"}
-_CHEAP = frozenset({"size", "dim", "numel", "__len__", "element_size", "stride", "storage_offset",
-                    "is_contiguous", "data_ptr", "untyped_storage", "__format__", "__repr__",
-                    "__bool__", "item", "tolist", "__index__", "__int__", "__float__", "is_floating_point"})
-_GETTERS = frozenset({"mT", "T"})
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # shapetrace/
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -137,7 +119,7 @@ class Event:
 
 
 class _Recorder(TorchFunctionMode):
-    """The TorchFunctionMode that feeds a :class:`Trace`."""
+    """The TorchFunctionMode that feeds a :class:`Trace`: every call goes through the op registry."""
 
     def __init__(self, trace: Trace):
         super().__init__()
@@ -148,15 +130,43 @@ class _Recorder(TorchFunctionMode):
         op = _op_name(func)
         if op is None:
             return func(*args, **kwargs)
-        if op in TRACKED:
-            return self.trace._record(op, func, args, kwargs)
+        spec = REGISTRY.get(op, UNKNOWN)
+        if spec.opens:
+            return self._open(func, args, kwargs)
+        if spec.row:
+            return self.trace._record(spec, func, args, kwargs)
         try:
             result = _call(op, func, args, kwargs)
         except Exception as exc:
             self.trace._note_failure(op, args, kwargs, exc)
             raise
-        self.trace._carry_names(args, kwargs, result)
+        self.trace._carry_names(spec, args, kwargs, result)
         return result
+
+    def _open(self, func, args, kwargs):
+        """Run a composite (``F.multi_head_attention_forward``) with this mode active inside it, so
+        each of its inner ops is recorded like any other code.
+
+        The composite's own first line asks torch whether a mode wants the call
+        (``has_torch_function``); that one question is answered "no", so the body runs instead of
+        coming back here, and every op inside it dispatches to this mode as usual.
+        """
+        module = sys.modules[func.__module__]
+        original = module.has_torch_function
+        asked = []
+
+        def first_no(values):
+            if not asked:
+                asked.append(True)
+                return False
+            return original(values)
+
+        module.has_torch_function = first_no
+        try:
+            with self:
+                return func(*args, **kwargs)
+        finally:
+            module.has_torch_function = original
 
 
 def _call(op: str, func: Callable, args, kwargs):
@@ -172,12 +182,23 @@ def _op_name(func: Callable) -> str | None:
     name = getattr(func, "__name__", None)
     if name == "__get__":
         prop = getattr(getattr(func, "__self__", None), "__name__", None)
-        return prop if prop in _GETTERS else None
-    if name in _CHEAP:
+        return prop if prop in GETTERS else None
+    if name is None or name in CHEAP:
         return None
-    if name in ("concat", "concatenate"):
-        return "cat"
     return name
+
+
+def _remove_mode(mode: TorchFunctionMode) -> None:
+    """Take exactly ``mode`` off torch's mode stack, wherever it sits; the modes above it (the traced
+    code's own, left entered) stay, in their order."""
+    above = []
+    while torch._C._len_torch_function_stack() > 0:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for other in reversed(above):
+        torch._C._push_on_torch_function_stack(other)
 
 
 class Trace:
@@ -202,9 +223,16 @@ class Trace:
     """
 
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
-        self.namer = Namer(dict(dims or {}))
+        sizes, declared = canonical_dims(dims or {})
+        self.namer = Namer(sizes, declared_roles=declared)
         self.dims = self.namer.dims
-        self.seed_order = list(seed_order) if seed_order else [k for k in (dims or {})]
+        order = [canonical_dims({n: 1})[0].popitem()[0] for n in seed_order] if seed_order else list(sizes)
+        self.seed_order = order
+        self.name_mismatches = 0   # name functions whose axes disagreed with torch's shape (a bug: tested to be 0)
+        self._sequences: dict[int, str] = {}   # id of each entering token tensor -> T or S
+        self._attention_outputs: list[tuple[int, torch.Tensor]] = []   # checked for NaN rows at exit
+        self.nan_rows: list[tuple[int, int | None, int]] | None = None
+        self.nan_event: int | None = None
         self.events: list[Event] = []
         self.exception: BaseException | None = None
         self.meta_note: str | None = None
@@ -219,16 +247,21 @@ class Trace:
 
     # -- context manager ---------------------------------------------------
     def __enter__(self) -> Trace:
+        if self._mode is not None:
+            raise UsageError("this trace is already recording: a trace can be entered once at a time "
+                             "(start another with shapetrace.trace())")
         self._mode = _Recorder(self)
         self._mode.__enter__()
         _ACTIVE.append(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        _ACTIVE.remove(self)
-        assert self._mode is not None
-        self._mode.__exit__(exc_type, exc, tb)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        if self._mode is not None:
+            _remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
         self._mode = None
+        self._check_values()
         self.exception = exc
         failed = self._unrecorded_failure
         if exc is not None and failed is not None and failed[0] is exc:
@@ -257,27 +290,46 @@ class Trace:
         return ax.unknown_axes(tuple(tensor.shape))
 
     def _seed(self, tensor: torch.Tensor) -> tuple[Axis, ...] | None:
+        """Names for a tensor that enters the traced code (an input, not a parameter, not made here).
+
+        Its shape is matched against the declared sizes: ``[B, T, D]``, ``[B, T]`` (token ids),
+        ``[B, H, T, d_k]``... The first token tensor to enter is ``T``; with ``S`` declared, a
+        second, different one is ``S`` (cross-attention), even when the two lengths are equal.
+        """
         shape = tuple(tensor.shape)
-        if len(shape) < 2 or isinstance(tensor, torch.nn.Parameter) or not self.seed_order:
+        if len(shape) < 2 or isinstance(tensor, torch.nn.Parameter) or not self.dims:
             return None
-        names = self.seed_order[:len(shape)]
-        if len(names) < len(shape) or tuple(self.dims.get(n) for n in names) != shape:
-            names = self._seed_features(shape)
-            if names is None:
-                return None
+        names = self._seed_names(shape, self._sequence_name(tensor, shape))
+        if names is None:
+            return None
         axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
         self._store(tensor, axes)
+        if "T" in names or "S" in names:
+            self._sequences.setdefault(id(tensor), "S" if "S" in names else "T")
         self.seeded_by_size = True
         return axes
 
-    def _seed_features(self, shape: tuple[int, ...]) -> list[str] | None:
-        """``[B, T, 3*D]`` or ``[B, T, D_kv]``: the token prefix, then a known feature width."""
-        prefix = self.seed_order[:len(shape) - 1]
-        if len(prefix) < len(shape) - 1 or tuple(self.dims.get(n) for n in prefix) != shape[:-1] \
-                or prefix[-1] not in ax.TOKEN_ROOTS:
-            return None
-        root = self.namer.feature_root_for_size(shape[-1])
-        return prefix + [root] if root else None
+    def _sequence_name(self, tensor: torch.Tensor, shape: tuple[int, ...]) -> str:
+        """``T`` for the first sequence to enter; ``S`` for a second one when ``S`` is declared."""
+        if id(tensor) in self._sequences:
+            return self._sequences[id(tensor)]
+        if "S" in self.dims and "T" in self._sequences.values():
+            return "S" if self.dims["S"] in shape else "T"
+        if "T" not in self.dims or (self.dims["T"] not in shape and "S" in self.dims):
+            return "S"
+        return "T"
+
+    def _seed_names(self, shape: tuple[int, ...], seq: str) -> list[str] | None:
+        patterns = [self.seed_order[:len(shape)]]
+        leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
+        for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
+            for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
+                patterns.append(lead + tail)
+        for names in patterns:
+            if len(names) == len(shape) and all(self.namer.size_of(n) == s for n, s in zip(names, shape)):
+                if len(set(names)) == len(names):
+                    return names
+        return None
 
     def _store(self, tensor: torch.Tensor, axes: tuple[Axis, ...]) -> None:
         key = id(tensor)
@@ -287,35 +339,64 @@ class Trace:
         entry = self._names.get(id(tensor))
         return entry is not None and entry[0]() is tensor
 
-    def _carry_names(self, args, kwargs, result) -> None:
-        """Untracked ops (``/``, ``+``, ``dropout``...) pass names through by broadcasting."""
-        if not isinstance(result, torch.Tensor):
+    def _carry_names(self, spec: OpSpec, args, kwargs, result) -> None:
+        """Ops without a row: elementwise ones pass names on by broadcasting; unknown ones name nothing.
+
+        Either way a result computed from other tensors is marked as made inside the trace, so it is
+        never seeded by size; a fresh tensor (``torch.randn(B, T, D)``, no tensor in) is an input."""
+        if not any(True for _ in _tensors_in(args, kwargs)):
             return
-        inputs = [t for t in _tensors_in(args, kwargs)]
-        if not any(self._known(t) for t in inputs):
-            return
-        named = [self.axes_of(t) for t in inputs]
-        self._store(result, ax.broadcast_axes(named, tuple(result.shape)))
+        for out in _tensor_outputs(result):
+            if any(out is t for t in _tensors_in(args, kwargs)):
+                continue   # an in-place op returns its own input: its names stay
+            if spec.names is None:
+                self._store(out, ax.unknown_axes(tuple(out.shape)))
+                continue
+            inputs = operands_of(spec, args, kwargs)
+            call = Call(spec.name, args, kwargs, inputs, [self.axes_of(t) for t in inputs], [tuple(out.shape)],
+                        self.namer)
+            self._store(out, self._checked(spec, call, [out])[0])
 
     # -- recording -----------------------------------------------------------
-    def _record(self, op: str, func, args, kwargs):
-        inputs = _operands(op, args, kwargs)
+    def _record(self, spec: OpSpec, func, args, kwargs):
+        inputs = operands_of(spec, args, kwargs)
         in_axes = [self.axes_of(t) for t in inputs]
         frame_info = _user_frame()
+        params = record_params(spec, args, kwargs)
         try:
-            result = _call(op, func, args, kwargs)
+            result = _call(spec.name, func, args, kwargs)
         except Exception as exc:
-            self._append(op, frame_info, inputs, in_axes, [], [], args, kwargs, error=exc)
+            self._append(spec, frame_info, inputs, in_axes, [], [], args, kwargs, params, error=exc)
             raise
         outs = _tensor_outputs(result)
-        try:
-            out_axes = self._propagate(op, inputs, in_axes, outs, args, kwargs)
-        except Exception:  # a name we cannot work out is unknown, never wrong
-            out_axes = [ax.unknown_axes(tuple(o.shape)) for o in outs]
+        call = Call(spec.name, args, kwargs, inputs, in_axes, [tuple(o.shape) for o in outs], self.namer, params)
+        out_axes = self._checked(spec, call, outs)
         for o, a in zip(outs, out_axes):
-            self._store(o, a)
-        self._append(op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, result=result)
+            if not (spec.inplace and any(o is t for t in inputs)):
+                self._store(o, a)
+        if spec.name in VALUE_CHECKED and outs and outs[0].device.type != "meta":
+            self._attention_outputs.append((len(self.events), outs[0]))   # read once, after the run
+        self._append(spec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params, result=result)
         return result
+
+    def _checked(self, spec: OpSpec, call: Call, outs: Sequence[torch.Tensor]) -> list[tuple[Axis, ...]]:
+        """The registry's names for each output, kept only where they fit torch's own shape."""
+        unnamed = [ax.unknown_axes(tuple(o.shape)) for o in outs]
+        if spec.names is None or not outs:
+            return unnamed
+        try:
+            found = spec.names(call)
+        except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
+            found = None   # arguments in a form the name rule does not read: unnamed, never guessed
+        found = found if isinstance(found, list) else [found]
+        checked = []
+        for axes, out, fallback in zip(found + [None] * len(outs), outs, unnamed):
+            if axes is not None and fits(axes, tuple(out.shape)):
+                checked.append(tuple(axes))
+            else:
+                self.name_mismatches += axes is not None
+                checked.append(fallback)
+        return checked
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
         """An op without a row of its own (``+``, ``/``, ``where``...) raised: keep it as a failed
@@ -328,19 +409,19 @@ class Trace:
                       args=_format_args(op, args, kwargs), error=f"{type(exc).__name__}: {exc}")
         self._unrecorded_failure = (exc, event)
 
-    def _append(self, op, frame_info, inputs, in_axes, outs, out_axes, args, kwargs,
+    def _append(self, spec: OpSpec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params,
                 result=None, error: BaseException | None = None) -> None:
         source, code, function, stack = frame_info
         event = Event(
-            index=len(self.events), op=op, source=source, code=code, function=function,
+            index=len(self.events), op=spec.name, source=source, code=code, function=function,
             stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)],
             outputs=[self._info(t, a) for t, a in zip(outs, out_axes)],
-            args=_format_args(op, args, kwargs), params=_params(op, args, kwargs, inputs),
+            args=_format_args(spec.name, args, kwargs), params=params,
         )
         if error is not None:
             event.error = f"{type(error).__name__}: {error}"
         else:
-            _memory_verdict(event, op, inputs, outs, result)
+            _memory_verdict(event, spec, inputs, outs)
         self.events.append(event)
         self._diagnostics = None
 
@@ -354,9 +435,17 @@ class Trace:
             nbytes=t.numel() * t.element_size(), axes=axes,
         )
 
-    def _propagate(self, op, inputs, in_axes, outs, args, kwargs) -> list[tuple[Axis, ...]]:
-        from shapetrace.engine.propagate import propagate
-        return propagate(op, inputs, in_axes, outs, args, kwargs, self.namer)
+    def _check_values(self) -> None:
+        """NaN rows of every traced softmax or SDPA output, computed once after the run (never per op,
+        so a GPU run is not synchronised while it records)."""
+        checked, self._attention_outputs = self._attention_outputs, []
+        for index, out in checked:
+            rows = _nan_rows(out)
+            if rows:
+                self.nan_rows, self.nan_event = rows, index
+                return
+        if checked:
+            self.nan_rows = []
 
     # -- results -------------------------------------------------------------
     @property
@@ -446,12 +535,20 @@ def _tensors_in(args, kwargs) -> Iterator[torch.Tensor]:
             yield from (x for x in a if isinstance(x, torch.Tensor))
 
 
-def _operands(op: str, args, kwargs) -> list[torch.Tensor]:
-    if op == "linear":
-        return [args[0] if args else kwargs["input"]]
-    if op == "multi_head_attention_forward":
-        return [a for a in args[:3] if isinstance(a, torch.Tensor)]
-    return list(_tensors_in(args, kwargs))
+#: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
+VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
+
+
+def _nan_rows(out: torch.Tensor) -> list[tuple[int, int | None, int]]:
+    """(batch, head, query) of each row that is NaN all along the last axis (head None for 3-d)."""
+    if out.dim() < 3 or not out.is_floating_point():
+        return []
+    with torch.no_grad():
+        dead = torch.isnan(out).all(dim=-1)
+        rows = dead.reshape(dead.shape[0], -1, dead.shape[-1]).nonzero().tolist()
+    if out.dim() == 3:
+        return [(b, None, q) for b, _h, q in rows]
+    return [(b, h, q) for b, h, q in rows]
 
 
 def _tensor_outputs(result) -> list[torch.Tensor]:
@@ -529,18 +626,18 @@ def _shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
     return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
 
 
-def _memory_verdict(event: Event, op: str, inputs, outs, result) -> None:
+def _memory_verdict(event: Event, spec: OpSpec, inputs, outs) -> None:
+    """View, copy, new buffer or no-op, from the registry's kind and torch's storage."""
     if not outs:
         return
-    if op in ("contiguous", "masked_fill_") and outs[0] is (inputs[0] if inputs else None):
-        event.view, event.noop = True, True
+    if all(any(o is i for i in inputs) for o in outs):
+        event.view, event.noop = True, True   # contiguous() on a contiguous tensor, eval dropout, in-place fill
         return
-    shares = op in VIEW_CAPABLE and all(_shares_storage(o, inputs) for o in outs)
-    if shares:
+    if spec.memory in ("view", "maybe") and all(_shares_storage(o, inputs) for o in outs):
         event.view = True
         return
     event.alloc_bytes = sum(o.numel() * o.element_size() for o in outs)
-    if op in MOVEMENT:
+    if spec.memory in ("view", "maybe", "copy"):
         event.copy_bytes = event.alloc_bytes
 
 
@@ -574,15 +671,3 @@ def _short(a) -> str:
     if isinstance(a, float) and math.isinf(a):
         return "-inf" if a < 0 else "inf"
     return repr(a) if not isinstance(a, (int, float, str, bool)) else str(a) if not isinstance(a, str) else repr(a)
-
-
-def _params(op: str, args, kwargs, inputs) -> dict[str, Any]:
-    if op in ("softmax",):
-        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-        return {"dim": dim}
-    if op == "einsum" and args and isinstance(args[0], str):
-        return {"equation": args[0]}
-    if op == "linear" and len(args) > 1 and isinstance(args[1], torch.Tensor):
-        w = args[1]
-        return {"weight": list(w.shape), "bias": len(args) > 2 and args[2] is not None}
-    return {}

@@ -67,13 +67,10 @@ def resolve_shape(numel: int, target: Sequence[int]) -> tuple[int, ...] | None:
     return target if math.prod(target) == numel else None
 
 
-def target_from_args(args: str) -> tuple[int, ...] | None:
-    """The sizes of a recorded ``view`` call from its argument text (``"2, 6, 512"`` or ``"(2, 6, 512)"``)."""
-    parts = [p.strip() for p in args.strip().strip("()[]").split(",") if p.strip()]
-    try:
-        return tuple(int(p) for p in parts) if parts else None
-    except ValueError:
-        return None
+def requested_shape(event) -> tuple[int, ...] | None:
+    """The shape a recorded ``view``/``reshape`` asked for (``-1`` kept), from its recorded parameters."""
+    shape = event.params.get("shape")
+    return tuple(shape) if shape else None
 
 
 def view_groups(shape: Sequence[int], target: Sequence[int]) -> list[Group]:

@@ -286,9 +286,9 @@ def _failed_diagram(event: Event, width: int, heads: int | None, rows: int) -> R
         return Text(event.error or "")
     info = event.inputs[0]
     parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, rows, tensor_title(info, "input"))]
-    from shapetrace.engine.viewfail import explain_view_error, target_from_args
+    from shapetrace.engine.viewfail import explain_view_error, requested_shape
 
-    target = target_from_args(event.args) if event.op == "view" else None
+    target = requested_shape(event) if event.op == "view" else None
     if target:
         parts.append(Text(explain_view_error(info, target)))
     return Group(*parts)

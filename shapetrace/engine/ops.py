@@ -1,0 +1,344 @@
+"""The op registry: one entry per torch function or method the tracer knows.
+
+Each :class:`OpSpec` says, for one op, everything the rest of the engine needs to know about it:
+
+* ``names``: how axis names flow from its inputs to its outputs (a function of
+  :mod:`shapetrace.engine.propagate`), or None when no name can be proven;
+* ``memory``: whether its result aliases its input (``"view"``), may alias it (``"maybe"``: reshape,
+  contiguous, indexing), moves the same values into a new buffer (``"copy"``), or computes new
+  values (``"new"``);
+* ``row``: whether it gets a row in the table (elementwise arithmetic passes names on silently);
+* ``params``: the structured parameters recorded at call time (dim, p, training, fill value, the
+  parsed einsum subscripts...), so no later step re-reads argument text;
+* ``words``: what the op does, in a few plain words.
+
+An op the registry does not know gets :data:`UNKNOWN`: no row, and no names for its outputs
+(a name that cannot be proven is not printed). Adding an op means adding one entry here.
+Nothing in this module runs torch ops; it reads arguments only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shapetrace.engine import propagate as pr
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What shapetrace knows about one op."""
+
+    name: str
+    memory: str                       # "view" | "maybe" | "copy" | "new"
+    names: Callable | None = None     # (Call) -> list of axes per output; None: outputs unnamed
+    row: bool = True
+    params: Callable[[tuple, dict], dict] | None = None
+    words: str = ""
+    operands: Callable[[tuple, dict], list] | None = None   # which arguments are the operands
+    inplace: bool = False
+    opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
+
+
+# ---------------------------------------------------------------------------
+# argument readers
+# ---------------------------------------------------------------------------
+
+def arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any = None) -> Any:
+    """Argument ``name`` given by keyword or at position ``pos`` (``args[0]`` is the tensor)."""
+    if name in kwargs:
+        return kwargs[name]
+    return args[pos] if len(args) > pos else default
+
+
+def _number(value: Any) -> Any:
+    """A plain number (a 0-d tensor's value is read only on CPU; never a sync on GPU)."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if hasattr(value, "dim") and value.dim() == 0 and value.device.type == "cpu":
+        return value.item()
+    return None
+
+
+def _shape_params(args: tuple, kwargs: dict) -> dict:
+    """The shape a view/reshape asks for, as whole numbers (``-1`` kept): ``view(B, T, -1)``."""
+    sizes = args[1:] if len(args) > 1 else (kwargs.get("shape") or kwargs.get("size") or ())
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) or (len(sizes) == 1 and hasattr(sizes[0], "__len__")):
+        sizes = sizes[0]
+    shape = [_number(s) for s in sizes]
+    return {"shape": shape} if shape and all(isinstance(s, int) for s in shape) else {}
+
+
+def _dim_params(pos: int = 1) -> Callable[[tuple, dict], dict]:
+    def read(args: tuple, kwargs: dict) -> dict:
+        return {"dim": arg(args, kwargs, pos, "dim")}
+    return read
+
+
+def _reduce_params(args: tuple, kwargs: dict) -> dict:
+    dim = arg(args, kwargs, 1, "dim")
+    return {"dim": list(dim) if isinstance(dim, (list, tuple)) else dim,
+            "keepdim": bool(arg(args, kwargs, 2, "keepdim", False))}
+
+
+def _dropout_params(args: tuple, kwargs: dict) -> dict:
+    return {"p": _number(arg(args, kwargs, 1, "p", 0.5)), "training": bool(arg(args, kwargs, 2, "training", True))}
+
+
+def _fill_params(args: tuple, kwargs: dict) -> dict:
+    return {"value": _number(arg(args, kwargs, 2, "value"))}
+
+
+def _linear_params(args: tuple, kwargs: dict) -> dict:
+    weight = arg(args, kwargs, 1, "weight")
+    bias = arg(args, kwargs, 2, "bias")
+    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
+
+
+def _einsum_params(args: tuple, kwargs: dict) -> dict:
+    equation = args[0] if args and isinstance(args[0], str) else kwargs.get("equation")
+    if not isinstance(equation, str):
+        return {}
+    parsed = parse_einsum(equation)
+    return {"equation": equation, **({"subscripts": parsed} if parsed else {})}
+
+
+def _sdpa_params(args: tuple, kwargs: dict) -> dict:
+    return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),
+            "has_mask": arg(args, kwargs, 3, "attn_mask") is not None,
+            "enable_gqa": bool(kwargs.get("enable_gqa", False))}
+
+
+def _scale_params(args: tuple, kwargs: dict) -> dict:
+    return {"alpha": _number(kwargs.get("alpha", 1)), "beta": _number(kwargs.get("beta", 1))}
+
+
+def _no_params(args: tuple, kwargs: dict) -> dict:
+    return {}
+
+
+def parse_einsum(equation: str) -> dict | None:
+    """``'b h i d, b h j d -> b h i j'`` -> ``{"inputs": ["bhid", "bhjd"], "output": "bhij"}``.
+
+    Spaces are allowed anywhere (the lucidrains style); an implicit output is the letters that
+    appear once, sorted, as torch does. None for ellipses (left unnamed).
+
+    >>> parse_einsum("b h i d, b h j d -> b h i j")
+    {'inputs': ['bhid', 'bhjd'], 'output': 'bhij'}
+    """
+    eq = "".join(equation.split())
+    if "..." in eq:
+        return None
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:
+        letters = "".join(terms)
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not all(t.isalpha() for t in terms) or (rhs and not rhs.isalpha()):
+        return None
+    return {"inputs": terms, "output": rhs}
+
+
+# ---------------------------------------------------------------------------
+# operands: which arguments an op reads
+# ---------------------------------------------------------------------------
+
+def first_operand(args: tuple, kwargs: dict) -> list:
+    first = args[0] if args else kwargs.get("input")
+    return [first] if _is_tensor(first) else []
+
+
+def linear_operands(args: tuple, kwargs: dict) -> list:
+    return first_operand(args, kwargs)
+
+
+def addmm_operands(args: tuple, kwargs: dict) -> list:
+    """``addmm(bias, x, w)`` / ``baddbmm(base, a, b)``: the two matrices are the operands."""
+    pair = [arg(args, kwargs, 1, "mat1", arg(args, kwargs, 1, "batch1")),
+            arg(args, kwargs, 2, "mat2", arg(args, kwargs, 2, "batch2"))]
+    return [t for t in pair if _is_tensor(t)]
+
+
+def all_operands(args: tuple, kwargs: dict) -> list:
+    found = []
+    for value in list(args) + list(kwargs.values()):
+        if _is_tensor(value):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if _is_tensor(v))
+    return found
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "untyped_storage") and hasattr(value, "shape")
+
+
+# ---------------------------------------------------------------------------
+# the registry
+# ---------------------------------------------------------------------------
+
+def _views(names: list[str], fn: Callable, words: str, params: Callable | None = None) -> list[OpSpec]:
+    return [OpSpec(n, "view", fn, params=params, words=words) for n in names]
+
+
+_ENTRIES: list[OpSpec] = [
+    # -- the view family: same storage, new shape and strides ------------------------------
+    *_views(["view"], pr.reshape, "same memory read with a new shape", _shape_params),
+    *_views(["view_as"], pr.reshape, "same memory read with a new shape"),
+    OpSpec("reshape", "maybe", pr.reshape, params=_shape_params,
+           words="a new shape: a view when the strides allow, else a copy"),
+    OpSpec("reshape_as", "maybe", pr.reshape, words="a new shape: a view when the strides allow, else a copy"),
+    OpSpec("flatten", "maybe", pr.reshape, words="merges axes into one"),
+    OpSpec("unflatten", "view", pr.reshape, words="splits one axis into several"),
+    *_views(["transpose", "swapaxes", "swapdims"], pr.transpose, "swaps two axes (strides swap, no data moves)",
+            lambda a, k: {"dims": [arg(a, k, 1, "dim0"), arg(a, k, 2, "dim1")]}),
+    *_views(["permute"], pr.permute, "reorders the axes (strides reorder, no data moves)"),
+    *_views(["movedim", "moveaxis"], pr.movedim, "moves axes to new positions"),
+    *_views(["t"], pr.t, "swaps the two axes of a matrix"),
+    *_views(["T"], pr.reverse, "reverses the order of all axes"),
+    *_views(["mT", "mH", "adjoint"], pr.swap_last, "swaps the last two axes"),
+    *_views(["expand", "expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["unsqueeze"], pr.unsqueeze, "adds an axis of size 1", _dim_params()),
+    *_views(["squeeze"], pr.squeeze, "removes axes of size 1"),
+    *_views(["narrow"], pr.narrow, "keeps a range along one axis",
+            lambda a, k: {"dim": arg(a, k, 1, "dim"), "start": _number(arg(a, k, 2, "start")),
+                          "length": _number(arg(a, k, 3, "length"))}),
+    *_views(["select"], pr.select, "picks one index along an axis, dropping it", _dim_params()),
+    OpSpec("__getitem__", "maybe", pr.getitem, words="indexing"),
+    *_views(["unbind"], pr.unbind, "cuts a tensor into its slices along an axis", _dim_params()),
+    *_views(["split", "chunk", "tensor_split", "split_with_sizes"], pr.split, "cuts an axis into pieces",
+            lambda a, k: {"dim": arg(a, k, 2, "dim", 0)}),
+    *_views(["diagonal"], None, "the diagonal"),
+    # -- copies: the same values in a new buffer -----------------------------------------------
+    OpSpec("contiguous", "maybe", pr.same, words="lays the values out row-major (a copy unless they already are)"),
+    OpSpec("clone", "copy", pr.same, words="copies the values into a new buffer"),
+    OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor"),
+    OpSpec("tile", "copy", pr.tile, words="tiles the tensor"),
+    OpSpec("repeat_interleave", "copy", pr.repeat_interleave, words="repeats each element in place"),
+    OpSpec("cat", "copy", pr.cat, params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
+           words="joins tensors along an axis", operands=all_operands),
+    OpSpec("stack", "copy", pr.stack, params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
+           words="stacks tensors along a new axis", operands=all_operands),
+    OpSpec("roll", "copy", pr.same, words="rotates the values along axes (same names, shifted positions)"),
+    OpSpec("flip", "copy", pr.same, words="reverses the order along axes"),
+    OpSpec("pad", "copy", pr.pad, words="adds padding around axes"),
+    OpSpec("gather", "copy", pr.gather, words="picks values along an axis by index", params=_dim_params()),
+    OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
+           params=_dim_params()),
+    OpSpec("masked_fill", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions"),
+    OpSpec("masked_fill_", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions",
+           inplace=True),
+    OpSpec("where", "new", pr.broadcast, words="picks from two tensors by a condition"),
+    OpSpec("tril", "copy", pr.same, words="keeps the lower triangle"),
+    OpSpec("triu", "copy", pr.same, words="keeps the upper triangle"),
+    # -- compute: new values -------------------------------------------------------------------------
+    OpSpec("linear", "new", pr.linear, params=_linear_params, operands=linear_operands,
+           words="a linear projection of the last axis"),
+    OpSpec("addmm", "new", pr.addmm, params=_scale_params, operands=addmm_operands,
+           words="bias + x @ W (a projection written as a matrix product)"),
+    OpSpec("mm", "new", pr.matmul, words="matrix product"),
+    OpSpec("bmm", "new", pr.matmul, words="batched matrix product"),
+    OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
+           words="base + a @ b, batched"),
+    OpSpec("matmul", "new", pr.matmul, words="matrix product"),
+    OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum"),
+    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params,
+           words="softmax(q @ kᵀ · scale) @ v in one kernel"),
+    OpSpec("softmax", "new", pr.same, params=_dim_params(), words="normalises into weights that sum to 1"),
+    OpSpec("log_softmax", "new", pr.same, params=_dim_params(), words="log of softmax"),
+    OpSpec("layer_norm", "new", pr.same, words="normalises each token's features"),
+    OpSpec("rms_norm", "new", pr.same, words="normalises each token's features"),
+    OpSpec("group_norm", "new", pr.same, words="normalises groups of channels"),
+    OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id",
+           operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
+    OpSpec("dropout", "new", pr.same, params=_dropout_params, words="zeroes values at random"),
+    OpSpec("sum", "new", pr.reduce, params=_reduce_params, words="sums over axes"),
+    OpSpec("mean", "new", pr.reduce, params=_reduce_params, words="averages over axes"),
+    OpSpec("amax", "new", pr.reduce, params=_reduce_params, words="the maximum over axes"),
+    OpSpec("logsumexp", "new", pr.reduce, params=_reduce_params, words="log-sum-exp over axes"),
+    OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False,
+           words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
+]
+
+#: elementwise ops: names broadcast silently, no row of their own
+ELEMENTWISE = (
+    "add", "sub", "mul", "div", "true_divide", "floor_divide", "neg", "pow", "rsqrt", "sqrt", "exp", "log",
+    "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "softplus", "abs", "clamp", "clip",
+    "float", "half", "bfloat16", "to", "type_as", "type", "__add__", "__radd__", "__iadd__", "__sub__",
+    "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__truediv__", "__rtruediv__", "__itruediv__",
+    "__neg__", "__pow__", "__rpow__", "__floordiv__", "__mod__", "__eq__", "__ne__", "__lt__", "__le__",
+    "__gt__", "__ge__", "__and__", "__or__", "__invert__", "__xor__", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_not", "logical_and", "logical_or", "bitwise_not", "add_", "mul_", "div_", "sub_", "masked_scatter",
+    "detach", "requires_grad_", "cpu", "cuda", "double", "long", "int", "bool", "erf", "reciprocal",
+    "square", "lerp", "addcmul", "minimum", "maximum", "isnan", "isinf", "nan_to_num", "sign",
+)
+for _name in ELEMENTWISE:
+    _ENTRIES.append(OpSpec(_name, "new", pr.broadcast, row=False, words="elementwise"))
+
+REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
+#: aliases torch reports under other names
+for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"),
+                        ("__rmatmul__", "matmul"), ("dropout1d", "dropout"),
+                        ("dropout2d", "dropout"), ("F_pad", "pad")):
+    REGISTRY.setdefault(_alias, REGISTRY[_target])
+
+#: anything else: no row, no names (a name that cannot be proven is not printed)
+UNKNOWN = OpSpec("?", "new", None, row=False, words="")
+#: calls that only read metadata: not recorded at all
+CHEAP = frozenset({
+    "size", "dim", "numel", "__len__", "element_size", "stride", "storage_offset", "is_contiguous",
+    "data_ptr", "untyped_storage", "__format__", "__repr__", "__bool__", "item", "tolist", "__index__",
+    "__int__", "__float__", "is_floating_point", "__get__", "__set__", "__hash__", "get_device", "is_complex",
+    "dim_order", "nelement", "ndimension", "__iter__", "__contains__", "__array__", "numpy", "_is_view",
+    "__reduce_ex__", "__deepcopy__", "__setstate__", "has_names", "is_nonzero", "__dlpack__",
+})
+#: property getters the tracer records (``x.T``, ``x.mT``); others are cheap reads
+GETTERS = frozenset({"T", "mT", "mH", "H"})
+
+
+def spec_for(op: str) -> OpSpec:
+    return REGISTRY.get(op, UNKNOWN)
+
+
+def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
+    """The structured parameters of one call (never raises: a parameter it cannot read is left out)."""
+    if spec.params is None:
+        return {}
+    try:
+        return {k: v for k, v in spec.params(args, kwargs).items() if v is not None}
+    except (IndexError, TypeError, ValueError, AttributeError):
+        return {}
+
+
+def operands_of(spec: OpSpec, args: tuple, kwargs: dict) -> list:
+    reader = spec.operands or (all_operands if spec.name in ("where",) else _default_operands)
+    return reader(args, kwargs)
+
+
+def _default_operands(args: tuple, kwargs: dict) -> list:
+    return all_operands(args, kwargs)
+
+
+@dataclass
+class Call:
+    """One call as the name functions see it: the op, its operands and their names, torch's outputs."""
+
+    op: str
+    args: tuple
+    kwargs: dict
+    inputs: list
+    in_axes: list
+    shapes: list[tuple[int, ...]]
+    namer: Any
+    params: dict = field(default_factory=dict)
+
+    def arg(self, pos: int, name: str, default: Any = None) -> Any:
+        return arg(self.args, self.kwargs, pos, name, default)
+
+
+def scale_of(value: Any) -> float | None:
+    """A python number or a CPU scalar tensor as a float (for the scale check)."""
+    number = _number(value)
+    return float(number) if isinstance(number, (int, float)) and math.isfinite(number) else None

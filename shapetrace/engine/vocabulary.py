@@ -1,0 +1,91 @@
+"""The one vocabulary of axis roles: what each canonical name means and how people spell it.
+
+shapetrace names axes with short canonical names (the notation its tables print):
+
+======  ==============================================  =========================================
+name    role                                            spellings accepted in ``--dims``
+======  ==============================================  =========================================
+B       batch                                           batch, batch_size, bs, b
+T       query tokens (the first sequence)               seq, seq_len, seqlen, tokens, n_ctx, T_q
+S       key/value tokens of a second sequence            T_k, src_len, kv_len, context, memory, mem
+D       model width (features of one token)             d_model, dim, hidden, hidden_size, embed_dim, n_embd, C, E
+H       attention heads                                 heads, n_head, n_heads, num_heads, nh
+d_k     features of one head                            head_dim, dim_head, d_head, head_size, hs, d_kv
+H_kv    key/value heads (grouped or multi-query)        kv_heads, n_kv_heads, num_key_value_heads
+nW      windows per image (Swin)                        windows, num_windows
+======  ==============================================  =========================================
+
+Any other name may be given a role explicitly: ``ctx:tokens=6`` names an axis ``ctx`` whose role is
+tokens. Roles are what diagnostics read: a rule asks "is this axis tokens?", never "is it called T?".
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shapetrace.errors import UsageError
+
+#: role of each canonical name
+ROLES = {
+    "B": "batch", "T": "tokens", "S": "tokens", "T_q": "tokens", "T_k": "tokens", "N": "tokens", "L": "tokens",
+    "D": "features", "H": "heads", "d_k": "head_features", "H_kv": "heads", "n_rep": "heads",
+    "D_kv": "features", "nW": "batch",
+}
+#: roles a user may declare with ``name:role=size``
+DECLARABLE = ("batch", "tokens", "features", "heads", "head_features")
+#: the canonical name for each accepted spelling
+SPELLINGS = {
+    **{s: "B" for s in ("batch", "batch_size", "bs", "b")},
+    **{s: "T" for s in ("seq", "seq_len", "seqlen", "tokens", "n_ctx", "T_q", "t")},
+    **{s: "S" for s in ("T_k", "src_len", "kv_len", "context", "memory", "mem", "s")},
+    **{s: "D" for s in ("d_model", "dim", "hidden", "hidden_size", "embed_dim", "n_embd", "C", "E", "d")},
+    **{s: "H" for s in ("heads", "n_head", "n_heads", "num_heads", "nh", "h")},
+    **{s: "d_k" for s in ("head_dim", "dim_head", "d_head", "head_size", "hs", "d_kv", "dk")},
+    **{s: "H_kv" for s in ("kv_heads", "n_kv_heads", "num_key_value_heads", "n_kv_head")},
+    **{s: "nW" for s in ("windows", "num_windows")},
+}
+#: multipliers of fused projections: a width of 3·D is q, k and v side by side
+STACK_FACTORS = {"qkv": 3, "kv": 2}
+#: names whose axes index tokens or batch entries: mixing them with anything else is a bug
+TOKEN_ROLES = frozenset({"batch", "tokens"})
+
+
+def canonical(name: str) -> str:
+    """``seq_len`` -> ``T``; a canonical or unknown name is returned as it is."""
+    return name if name in ROLES else SPELLINGS.get(name, name)
+
+
+def role_of(name: str | None, declared: Mapping[str, str] | None = None) -> str | None:
+    """The role of a canonical or declared name (None for an unknown one)."""
+    if name is None:
+        return None
+    if declared and name in declared:
+        return declared[name]
+    return ROLES.get(name)
+
+
+def canonical_dims(dims: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str]]:
+    """Sizes under canonical names, and the roles of any ``name:role`` keys.
+
+    >>> canonical_dims({"batch": 2, "seq": 6, "d_model": 512, "heads": 8, "ctx:tokens": 4})
+    ({'B': 2, 'T': 6, 'D': 512, 'H': 8, 'ctx': 4}, {'ctx': 'tokens'})
+    """
+    sizes: dict[str, int] = {}
+    declared: dict[str, str] = {}
+    for key, size in dims.items():
+        name, _, role = str(key).partition(":")
+        if role:
+            if role not in DECLARABLE:
+                raise UsageError(f"unknown role {role!r} in {key!r}: use one of {', '.join(DECLARABLE)}")
+            declared[name] = role
+        else:
+            name = canonical(name)
+        if name in sizes and sizes[name] != size:
+            raise UsageError(f"{key}={size} names the same axis as {name}={sizes[name]} with another size")
+        sizes[name] = size
+    return sizes, declared
+
+
+def is_token_name(name: str | None, declared: Mapping[str, str] | None = None) -> bool:
+    return role_of(name, declared) in TOKEN_ROLES
