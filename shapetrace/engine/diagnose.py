@@ -179,9 +179,9 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
                     f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
                     "slices are multiplied together.")))
                 break
-        tokens = [lab for lab in o.dims[:nb] if lab in TOKEN_ROOTS and lab != "B"]
+        tokens = [lab for lab in o.dims[:nb] if lab and trace.namer.role(lab) == "tokens"]
         rows_cols = [lab for lab in o.dims[nb:]]
-        if tokens and not any(lab in TOKEN_ROOTS for lab in rows_cols if lab):
+        if tokens and not any(trace.namer.is_token_root(lab) for lab in rows_cols if lab):
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
                 f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
@@ -227,7 +227,54 @@ def ambiguous_sizes(trace: Trace) -> list[Diagnostic]:
         "explicitly with shapetrace.name(x, \"B T D\"); names then flow from op to op."))]
 
 
+#: the kind of diagnostic for each role the key axis of an attention can wrongly have
+WRONG_KEY_AXIS = {"heads": "attends-over-heads", "batch": "attends-over-batch", "features": "attends-over-features",
+                  "head_features": "attends-over-features"}
+
+
+def attention_key_axis(trace: Trace) -> list[Diagnostic]:
+    """Scores ``q @ kᵀ`` (a product over head features) whose key axis is not tokens: each query
+    attends over heads, batch entries or features instead of over the other tokens."""
+    out = []
+    namer = trace.namer
+    for e in trace.events:
+        pair = _matmul_pairs(e)
+        if not pair or not e.outputs or len(e.outputs[0].shape) < 2:
+            continue
+        contracted = {namer.role(lab) for la, lb in pair for lab in (la, lb) if lab}
+        if not contracted or not contracted <= {"head_features", "features"}:
+            continue   # weights @ v contracts keys (tokens); only the q·k product is checked here
+        o = e.outputs[0]
+        rows, cols = o.dims[-2], o.dims[-1]
+        if any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
+            continue   # a plain token axis used as a batch axis: attends-over-wrong-axis says it
+        kind = WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
+        if kind is None or (rows and namer.is_token_root(rows) and namer.role(cols) != "batch"):
+            continue
+        what = kind.split("-")[-1]
+        out.append(Diagnostic("error", kind, e.index, (
+            f"{e.op} #{e.index} computes scores {fmt_named(o.dims, o.shape)} whose key axis is {cols} ({what}): "
+            f"each query weighs {what} instead of the other tokens, and the tokens sit in the batch axes "
+            f"{fmt_named(o.dims[:-2], o.shape[:-2])}. Split the heads with view(B, T, H, d_k), move them "
+            "ahead of the tokens with transpose(1, 2), and multiply [B, H, T, d_k] @ [B, H, d_k, T].")))
+    return out
+
+
+def query_key_order(trace: Trace) -> list[Diagnostic]:
+    """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
+    out = []
+    for e in trace.events:
+        if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and e.projections[:2] == ("k", "q"):
+            a, b = e.inputs[0], e.inputs[1]
+            out.append(Diagnostic("error", "query-key-swapped", e.index, (
+                f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
+                f"{fmt_named(b.dims, b.shape)}: the scores' rows are key tokens and their columns query tokens, "
+                "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "
+                "key. Put the queries first: scores = q @ k.transpose(-2, -1).")))
+    return out
+
+
 RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
-    ambiguous_sizes, *VARIANT_RULES,   # masks, NaN rows, failed views
+    ambiguous_sizes, query_key_order, attention_key_axis, *VARIANT_RULES,   # masks, NaN rows, failed views
 ]

@@ -284,6 +284,22 @@ for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__"
                         ("dropout2d", "dropout"), ("F_pad", "pad")):
     REGISTRY.setdefault(_alias, REGISTRY[_target])
 
+def _additive_params(args: tuple, kwargs: dict) -> dict:
+    """Does the added tensor hide scores (values at or below -1e4: an additive mask)? Read on CPU only."""
+    tensors = [a for a in args[:2] if _is_tensor(a)]
+    if len(tensors) != 2:
+        return {}
+    mask = min(tensors, key=lambda t: t.numel())
+    if mask.device.type != "cpu" or not mask.is_floating_point() or mask.numel() == 0:
+        return {}
+    return {"hides": bool(mask.min().item() <= -1e4)}
+
+
+#: an addition onto attention scores gets a row of its own: it is where additive masks and biases go in
+SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands=all_operands,
+                   words="adds a mask or bias to the scores")
+ADDITIVE = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_"})
+
 #: anything else: no row, no names (a name that cannot be proven is not printed)
 UNKNOWN = OpSpec("?", "new", None, row=False, words="")
 #: calls that only read metadata: not recorded at all

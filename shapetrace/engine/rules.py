@@ -8,8 +8,10 @@ issue 3's :mod:`shapetrace.engine.viewfail`);
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 
@@ -32,9 +34,13 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
 
     out = []
     for e in trace.events:
-        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2 or not hides(e.params.get("value")):
+        filled = e.op in ("masked_fill", "masked_fill_") and hides(e.params.get("value"))
+        added = e.op == "add" and e.params.get("hides")
+        if not (filled or added) or len(e.inputs) < 2:
             continue  # only masks that hide scores (a large negative); zeroing whole rows afterwards is on purpose
         scores, mask = e.inputs[0], e.inputs[1]
+        if added and "key" not in {a.role for a in scores.axes}:
+            scores, mask = mask, scores
         roles = [a.role for a in scores.axes]
         if "query" not in roles or "key" not in roles:
             continue
@@ -45,7 +51,7 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
         k_size = mask.shape[k] if 0 <= k < len(mask.shape) else 1
         if q_size > 1 and k_size == 1:
             out.append(Diagnostic("error", "mask-wrong-axis", e.index, (
-                f"masked_fill #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
+                f"{e.op} #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
                 "the padding keys. A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :].")))
@@ -103,4 +109,43 @@ def view_incompatible(trace: Trace) -> list[Diagnostic]:
 VIEW_ERROR = "view size is not compatible"
 
 
-VARIANT_RULES = [mask_axis, nan_rows, view_incompatible]
+def scale(trace: Trace) -> list[Diagnostic]:
+    """Scores scaled by 1/√D (the model width) instead of 1/√d_k (one head's width): a warning."""
+    D, d_k = trace.dims.get("D"), trace.dims.get("d_k")
+    if not D or not d_k or D == d_k:
+        return []
+    for s in getattr(trace, "scalings", []):
+        if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3:
+            return [Diagnostic("warning", "scale-not-head-dim", s["event"], (
+                f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
+                f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
+                f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
+                f"√H = {math.sqrt(D / d_k):.3g}. Use scores / math.sqrt(d_k)."))]
+    return []
+
+
+def mask_batch_order(trace: Trace) -> list[Diagnostic]:
+    """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``) against scores batched as B·H."""
+    out = []
+    for e in trace.events:
+        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2:
+            continue
+        scores, mask = e.inputs[0], e.inputs[1]
+        if len(scores.axes) != len(mask.axes):
+            continue
+        for j, (sa, ma) in enumerate(zip(scores.axes, mask.axes)):
+            s_roots, m_roots = [a.root for a in coalesce(sa.atoms)], [a.root for a in coalesce(ma.atoms)]
+            if sa.size != ma.size or len(s_roots) < 2 or len(m_roots) < 2 or "B" not in s_roots or "B" not in m_roots:
+                continue
+            if s_roots.index("B") != m_roots.index("B"):
+                out.append(Diagnostic("error", "mask-wrong-batch-order", e.index, (
+                    f"masked_fill #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
+                    f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
+                    f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
+                    "sequence b's mask lands on another sequence's heads. Tile it in the same order: "
+                    "mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1).")))
+                break
+    return out
+
+
+VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale]

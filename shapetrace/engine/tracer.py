@@ -24,9 +24,20 @@ from torch.overrides import TorchFunctionMode
 from shapetrace.engine import axes as ax
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.axes import Axis, Namer
-from shapetrace.engine.ops import CHEAP, GETTERS, REGISTRY, UNKNOWN, Call, OpSpec, operands_of, record_params
+from shapetrace.engine.ops import (
+    ADDITIVE,
+    CHEAP,
+    GETTERS,
+    REGISTRY,
+    SCORE_ADD,
+    UNKNOWN,
+    Call,
+    OpSpec,
+    operands_of,
+    record_params,
+)
 from shapetrace.engine.propagate import fits
-from shapetrace.engine.vocabulary import canonical_dims
+from shapetrace.engine.vocabulary import FUSED_PARTS, canonical_dims, projection_kind
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,6 +92,8 @@ class Event:
     params: dict[str, Any] = field(default_factory=dict)
     stack: tuple[str, ...] = field(default=(), repr=False)
     error: str | None = None
+    module: str = ""            # the module path it ran in (``h.3.attn``), "" outside any module
+    projections: tuple[str | None, ...] = ()   # q, k or v: which projection each operand came from
 
     @property
     def output(self) -> TensorInfo | None:
@@ -103,7 +116,7 @@ class Event:
             "inputs": [t.to_dict() for t in self.inputs],
             "output": out.to_dict() if out else None,
             "view": self.view, "noop": self.noop,
-            "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes,
+            "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "module": self.module,
         }
         if len(self.outputs) > 1:
             d["outputs"] = [t.to_dict() for t in self.outputs]
@@ -133,6 +146,8 @@ class _Recorder(TorchFunctionMode):
         spec = REGISTRY.get(op, UNKNOWN)
         if spec.opens:
             return self._open(func, args, kwargs)
+        if spec.name in ADDITIVE and self.trace._onto_scores(args):
+            return self.trace._record(SCORE_ADD, func, args, kwargs)
         if spec.row:
             return self.trace._record(spec, func, args, kwargs)
         try:
@@ -141,6 +156,8 @@ class _Recorder(TorchFunctionMode):
             self.trace._note_failure(op, args, kwargs, exc)
             raise
         self.trace._carry_names(spec, args, kwargs, result)
+        if spec.name in SCALING_OPS:
+            self.trace._note_scaling(spec.name, args)
         return result
 
     def _open(self, func, args, kwargs):
@@ -188,6 +205,56 @@ def _op_name(func: Callable) -> str | None:
     return name
 
 
+def _module_hooks(trace: Trace) -> list:
+    """Global module hooks that keep ``trace._modules`` (the path of the running module) current.
+
+    Paths are relative to the outermost module the traced code calls (``h.3.attn``)."""
+    from torch.nn.modules import module as nn_module
+
+    def enter(module, _args):
+        key = id(module)
+        if key not in trace._module_names:
+            prefix = trace._modules[-1] + "." if trace._modules else ""
+            for name, sub in module.named_modules():
+                trace._module_names.setdefault(id(sub), (prefix + name).strip("."))
+        trace._modules.append(trace._module_names.get(key, type(module).__name__))
+        trace._module_types.append(type(module).__name__)
+
+    def leave(_module, _args, _result):
+        if trace._modules:
+            trace._modules.pop()
+            trace._module_types.pop()
+
+    return [nn_module.register_module_forward_pre_hook(enter),
+            nn_module.register_module_forward_hook(leave, always_call=True)]
+
+
+def _fused_index(call: Call, parts: tuple[str, ...], namer) -> str | None:
+    """``proj[0]``/``select(0, 1)`` on a fused axis (``qkv``, size 3): which of q, k, v it picks."""
+    if call.op == "select":
+        dim, index = call.arg(1, "dim"), call.arg(2, "index")
+    else:
+        index = call.args[1]
+        if isinstance(index, tuple):
+            items = index
+            ints = [(d, i) for d, i in enumerate(items) if isinstance(i, int)]
+            plain = all(i is Ellipsis or i == slice(None) or isinstance(i, int) for i in items)
+            if len(ints) != 1 or not plain or sum(i is Ellipsis for i in items) > 1:
+                return None
+            dim, index = ints[0]
+            if any(i is Ellipsis for i in items[:dim]):   # counted from the end: x[..., 0, :]
+                dim = len(call.in_axes[0]) - (len(items) - dim)
+        elif isinstance(index, int):
+            dim = 0
+        else:
+            return None
+    axes = call.in_axes[0]
+    if not isinstance(dim, int) or not isinstance(index, int) or not axes:
+        return None
+    size = axes[dim % len(axes)].size
+    return parts[index % size] if size == len(parts) else None
+
+
 def _remove_mode(mode: TorchFunctionMode) -> None:
     """Take exactly ``mode`` off torch's mode stack, wherever it sits; the modes above it (the traced
     code's own, left entered) stay, in their order."""
@@ -233,6 +300,12 @@ class Trace:
         self._attention_outputs: list[tuple[int, torch.Tensor]] = []   # checked for NaN rows at exit
         self.nan_rows: list[tuple[int, int | None, int]] | None = None
         self.nan_event: int | None = None
+        self.scalings: list[dict[str, Any]] = []   # numbers the scores (or q, k) were multiplied by
+        self._tags: dict[int, tuple[weakref.ref, str]] = {}   # q / k / v / qkv / kv: which projection made it
+        self._modules: list[str] = []          # the module path stack while the traced code runs
+        self._module_types: list[str] = []
+        self._module_names: dict[int, str] = {}
+        self._hooks: list = []
         self.events: list[Event] = []
         self.exception: BaseException | None = None
         self.meta_note: str | None = None
@@ -253,11 +326,15 @@ class Trace:
         self._mode = _Recorder(self)
         self._mode.__enter__()
         _ACTIVE.append(self)
+        self._hooks = _module_hooks(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks, self._modules = [], []
         if self._mode is not None:
             _remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
         self._mode = None
@@ -335,6 +412,68 @@ class Trace:
         key = id(tensor)
         self._names[key] = (weakref.ref(tensor, lambda _r, k=key: self._names.pop(k, None)), axes)
 
+    # -- provenance: which projection a tensor came from ----------------------
+    def tag_of(self, tensor: torch.Tensor) -> str | None:
+        entry = self._tags.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else None
+
+    def _tag(self, tensor: torch.Tensor, tag: str | None) -> None:
+        if tag is not None:
+            key = id(tensor)
+            self._tags[key] = (weakref.ref(tensor, lambda _r, k=key: self._tags.pop(k, None)), tag)
+
+    def _tag_outputs(self, call: Call, outs: Sequence[torch.Tensor], out_axes) -> None:
+        """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
+        into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
+        if not outs:
+            return
+        if call.op in ("linear", "addmm"):
+            self._tag(outs[0], self._projection_here(call))
+            return
+        tags = {t for t in (self.tag_of(i) for i in call.inputs) if t}
+        if len(tags) != 1 or call.op in ("matmul", "bmm", "mm", "baddbmm", "einsum", "scaled_dot_product_attention"):
+            return
+        tag = tags.pop()
+        parts = FUSED_PARTS.get(tag)
+        if parts and len(outs) == len(parts) and call.op in ("split", "chunk", "unbind", "tensor_split"):
+            for out, part in zip(outs, parts):
+                self._tag(out, part)
+            return
+        if parts and call.op in ("__getitem__", "select"):
+            self._tag(outs[0], _fused_index(call, parts, self.namer))
+            return
+        for out in outs:
+            self._tag(out, tag)
+
+    def _projection_here(self, call: Call) -> str | None:
+        """The kind of projection a linear is, from the module it runs in (or torch's packed MHA weight)."""
+        where = self._modules[-1] if self._modules else ""
+        kind = projection_kind(where) if where else None
+        if kind is None and self._module_types and self._module_types[-1] == "MultiheadAttention":
+            weight = call.arg(1, "weight")
+            if getattr(weight, "dim", lambda: 0)() == 2 and weight.shape[0] == 3 * weight.shape[1]:
+                kind = "qkv"
+        return kind
+
+    def _onto_scores(self, args) -> bool:
+        """Is one operand a tensor of attention scores (query and key axes) and the other a tensor?"""
+        tensors = [a for a in args[:2] if isinstance(a, torch.Tensor)]
+        return len(tensors) == 2 and any({"query", "key"} <= {a.role for a in self.axes_of(t)} for t in tensors)
+
+    def _note_scaling(self, op: str, args) -> None:
+        """``scores / s`` or ``q * s`` by a plain number: kept (as the factor applied) for the scale check."""
+        if len(args) != 2:
+            return
+        tensor, number = (args[0], args[1]) if isinstance(args[0], torch.Tensor) else (args[1], args[0])
+        if not isinstance(tensor, torch.Tensor) or isinstance(number, torch.Tensor) or \
+                not isinstance(number, (int, float)) or number == 0:
+            return
+        roles = {a.role for a in self.axes_of(tensor)}
+        on = "scores" if {"query", "key"} <= roles else self.tag_of(tensor)
+        if on in ("scores", "q", "k"):
+            factor = 1 / number if "div" in op else float(number)
+            self.scalings.append({"event": max(len(self.events) - 1, 0), "factor": factor, "on": on})
+
     def _known(self, tensor: torch.Tensor) -> bool:
         entry = self._names.get(id(tensor))
         return entry is not None and entry[0]() is tensor
@@ -374,6 +513,7 @@ class Trace:
         for o, a in zip(outs, out_axes):
             if not (spec.inplace and any(o is t for t in inputs)):
                 self._store(o, a)
+        self._tag_outputs(call, outs, out_axes)
         if spec.name in VALUE_CHECKED and outs and outs[0].device.type != "meta":
             self._attention_outputs.append((len(self.events), outs[0]))   # read once, after the run
         self._append(spec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params, result=result)
@@ -417,6 +557,8 @@ class Trace:
             stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)],
             outputs=[self._info(t, a) for t, a in zip(outs, out_axes)],
             args=_format_args(spec.name, args, kwargs), params=params,
+            module=self._modules[-1] if self._modules else "",
+            projections=tuple(self.tag_of(t) for t in inputs),
         )
         if error is not None:
             event.error = f"{type(error).__name__}: {error}"
@@ -535,6 +677,9 @@ def _tensors_in(args, kwargs) -> Iterator[torch.Tensor]:
             yield from (x for x in a if isinstance(x, torch.Tensor))
 
 
+#: elementwise ops that scale scores by a number (the 1/√d_k of attention)
+SCALING_OPS = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__",
+                         "__rmul__", "__imul__", "mul_"})
 #: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
 VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
 

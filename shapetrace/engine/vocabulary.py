@@ -89,3 +89,34 @@ def canonical_dims(dims: Mapping[str, int]) -> tuple[dict[str, int], dict[str, s
 
 def is_token_name(name: str | None, declared: Mapping[str, str] | None = None) -> bool:
     return role_of(name, declared) in TOKEN_ROLES
+
+
+#: how attention code names the module that projects queries, keys, values, or several at once
+PROJECTION_NAMES = {
+    "q": ("q", "query", "wq", "toq", "qproj", "qlin", "linearq", "queries"),
+    "k": ("k", "key", "wk", "tok", "kproj", "klin", "lineark", "keys"),
+    "v": ("v", "value", "wv", "tov", "vproj", "vlin", "linearv", "values"),
+    "qkv": ("qkv", "cattn", "wqkv", "toqkv", "qkvproj", "querykeyvalue", "inproj", "wpack"),
+    "kv": ("kv", "wkv", "tokv", "kvproj", "keyvalue"),
+}
+#: the pieces a fused projection splits into, in order
+FUSED_PARTS = {"qkv": ("q", "k", "v"), "kv": ("k", "v")}
+
+
+def projection_kind(module_name: str) -> str | None:
+    """``self.q_proj`` -> ``q``; ``c_attn`` -> ``qkv``; ``to_kv`` -> ``kv``; anything else None.
+
+    >>> [projection_kind(n) for n in ("q_proj", "attn.c_attn", "to_kv", "w_o", "mlp.fc1")]
+    ['q', 'qkv', 'kv', None, None]
+    """
+    leaf = module_name.rsplit(".", 1)[-1].lower()
+    squashed = "".join(ch for ch in leaf if ch.isalpha())
+    for drop in ("proj", "linear", "lin", "layer", "dense"):
+        if squashed not in PROJECTION_NAMES["qkv"]:
+            squashed = squashed.replace(drop, "") if squashed.replace(drop, "") else squashed
+    squashed = squashed.removeprefix("w").removeprefix("to") if squashed not in ("wq", "wk", "wv", "wqkv", "wkv") \
+        else squashed
+    for kind, spellings in PROJECTION_NAMES.items():
+        if squashed in spellings or leaf.replace("_", "") in spellings:
+            return kind
+    return None
