@@ -133,7 +133,9 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 exception = exc
-        except Exception as exc:  # the script's own failure: reported with the table
+        except KeyboardInterrupt:
+            raise   # the user's Ctrl-C: the command answers it
+        except BaseException as exc:  # the script's own failure, any class of it: reported with the table
             exception = exc
         finally:
             sys.stdout.flush()

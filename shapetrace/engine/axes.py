@@ -329,13 +329,16 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ..
     than the model (T5's ``d_kv``, ``H·d_k ≠ D``) project to ``H*d_k``; ``H = H_kv·n_rep`` for GQA.
     """
     out: dict[str, list[tuple[str, ...]]] = {}
+    if "D" in dims:
+        out["3*D"] = [("qkv", "D")]
+        out["2*D"] = [("kv", "D")]
     if "H" in dims and "d_k" in dims:
         inner = "D" if dims.get("D") == dims["H"] * dims["d_k"] else "H*d_k"
         out[inner] = [("H", "d_k")]
         out["3*d_k"] = [("qkv", "d_k")]
         out["2*d_k"] = [("kv", "d_k")]
-        out["3*" + inner] = [("qkv", inner), ("H", "3*d_k")]
-        out["2*" + inner] = [("kv", inner), ("H", "2*d_k")]
+        out["3*" + inner] = [*out.get("3*" + inner, [("qkv", inner)]), ("H", "3*d_k")]
+        out["2*" + inner] = [*out.get("2*" + inner, [("kv", inner)]), ("H", "2*d_k")]
     if "H_kv" in dims and "d_k" in dims:
         out["D_kv"] = [("H_kv", "d_k")]
         out["2*D_kv"] = [("kv", "D_kv"), ("H_kv", "2*d_k")]

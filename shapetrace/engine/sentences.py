@@ -113,6 +113,9 @@ def _linear(e: Event) -> str:
     i, o = e.inputs[0], e.output
     w = e.params.get("weight")
     label = (o.dims[-1] or str(o.shape[-1])).replace("*", "·")
+    if any(n and n.startswith("!") for n in i.dims):
+        return (f"projects the last axis ({i.shape[-1]} values) of a tensor whose axes mix tokens (see the "
+                f"error above) to {o.shape[-1]}; new buffer {fmt_bytes(e.alloc_bytes)}")
     return (f"projects each token's {i.shape[-1]} features to {o.shape[-1]} ({label}) with a "
             f"{w[0]}×{w[1]} weight{' and a bias' if e.params.get('bias') else ''}; new buffer "
             f"{fmt_bytes(e.alloc_bytes)}" if w
@@ -137,10 +140,22 @@ def _reshape(e: Event) -> str:
     return f"{what}: the input's strides cannot express it, so torch copied {fmt_bytes(e.copy_bytes)}"
 
 
+def _axis_name(t: TensorInfo, d: int) -> str:
+    """An axis by its name, or by position and size when it has none: ``axis 2 (size 64)``."""
+    name = t.dims[d] if d < len(t.dims) else None
+    return name.replace("*", "·") if name else f"axis {d} (size {t.shape[d]})"
+
+
 def _transpose(e: Event) -> str:
     i, o = e.inputs[0], e.output
-    swapped = _moved(i.dims, o.dims)
-    text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"
+    pair = e.params.get("dims")
+    if e.op in ("transpose", "swapaxes") and pair and all(isinstance(d, int) for d in pair) and i.shape:
+        d0, d1 = (d % len(i.shape) for d in pair)
+        swapped = [o.dims[d0], o.dims[d1]]
+        text = f"swaps {_axis_name(o, d0)} and {_axis_name(o, d1)}"
+    else:
+        swapped = _moved(i.dims, o.dims)
+        text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"
     pair = set(swapped)
     heads_first = "H" in o.dims and "T" in o.dims and o.dims.index("H") < o.dims.index("T")
     if pair == {"H", "T"} and heads_first:
@@ -169,6 +184,9 @@ def _matmul(e: Event) -> str:
     inner = a.dims[-1] or str(a.shape[-1])
     batch = [n or str(s) for n, s in zip(o.dims[:-2], o.shape[:-2])]
     roles = [x.role for x in o.axes]
+    if roles[-2:] == ["query", "key"] and e.projections[:2] == ("k", "q"):
+        return (f"scores with keys and queries swapped: sums over {inner}, row = key token, column = query "
+                f"token (see the error); new {fmt_bytes(e.alloc_bytes)}")
     if roles[-2:] == ["query", "key"]:
         return (f"scores: sums over {inner}, giving one [{o.dims[-2]}, {o.dims[-1]}] matrix per "
                 f"({', '.join(batch)}): row = query token, column = key token; new {fmt_bytes(e.alloc_bytes)}")
@@ -184,10 +202,11 @@ def _softmax(e: Event) -> str:
     if dim is None:
         return "softmax"
     dim %= len(t.shape)
-    axis = t.dims[dim] or str(dim)
+    axis = _axis_name(t, dim)
     role = t.axes[dim].role if t.axes else None
     what = " (the keys)" if role == "key" else " (the queries!)" if role == "query" else ""
-    return f"normalises over {axis}{what}: each row of weights sums to 1; new {fmt_bytes(e.alloc_bytes)}"
+    sums = "each row of weights sums to 1" if dim == len(t.shape) - 1 else f"the weights along {axis} sum to 1"
+    return f"normalises over {axis}{what}: {sums}; new {fmt_bytes(e.alloc_bytes)}"
 
 
 def _masked_fill(e: Event) -> str:
@@ -224,25 +243,35 @@ def _sdpa(e: Event) -> str:
             f"out {names(o)}")
 
 
-def _mha(e: Event) -> str:
-    return ("nn.MultiheadAttention's whole forward in one opaque call: its internal views and "
-            "transposes are not visible to the tracer")
-
-
 def _dropout(e: Event) -> str:
     o = e.output
-    same = e.inputs and e.inputs[0].shape == o.shape
-    return (f"attention dropout: zeroes random weights and scales the rest by 1/(1-p) in training "
-            f"(identity in eval); shape {'unchanged ' if same else ''}{names(o)}; new {fmt_bytes(e.alloc_bytes)}")
+    if e.noop:
+        why = "p = 0" if e.params.get("p") == 0 else "eval mode" if e.params.get("training") is False \
+            else "p = 0 or eval"
+        return f"does nothing here ({why}): returns its input itself, no new buffer"
+    on_weights = e.inputs and {"query", "key"} <= {a.role for a in e.inputs[0].axes}
+    what = "attention dropout: zeroes random attention weights" if on_weights else \
+        "dropout on activations: zeroes random values"
+    p = e.params.get("p")
+    return (f"{what} (p = {p:g}) and scales the rest by 1/(1-p); {names(o)}, new {fmt_bytes(e.alloc_bytes)}"
+            if isinstance(p, (int, float)) else f"{what}; {names(o)}, new {fmt_bytes(e.alloc_bytes)}")
 
 
 def _generic(e: Event) -> str:
+    """Any other op: what the registry says it does, its shapes and what it did to memory."""
+    from shapetrace.engine.ops import spec_for
+
     o = e.output
     if o is None:
         return e.op
-    mem = "a view" if e.view else (f"copies {fmt_bytes(e.copy_bytes)}" if e.copy_bytes else
-                                   f"new {fmt_bytes(e.alloc_bytes)}")
-    return f"{names(e.inputs[0]) if e.inputs else ''} -> {names(o)}; {mem}"
+    if e.noop:
+        mem = "returns its input itself, nothing new"
+    else:
+        mem = "a view" if e.view else (f"copies {fmt_bytes(e.copy_bytes)}" if e.copy_bytes else
+                                       f"new {fmt_bytes(e.alloc_bytes)}")
+    words = spec_for(e.op).words
+    shapes = f"{names(e.inputs[0]) if e.inputs else ''} -> {names(o)}"
+    return f"{words}: {shapes}; {mem}" if words else f"{shapes}; {mem}"
 
 
 _HANDLERS: dict[str, Callable[[Event], str]] = {
@@ -252,6 +281,5 @@ _HANDLERS: dict[str, Callable[[Event], str]] = {
     "contiguous": _contiguous, "matmul": _matmul, "bmm": _matmul, "softmax": _softmax,
     "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "expand": _expand, "expand_as": _expand,
     "split": _split, "chunk": _split, "unbind": _split, "scaled_dot_product_attention": _sdpa,
-    "multi_head_attention_forward": _mha,
-    "dropout": _dropout,
+    "dropout": _dropout, "swapaxes": _transpose, "adjoint": _transpose,
 }

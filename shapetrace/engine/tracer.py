@@ -399,12 +399,13 @@ class Trace:
     def _seed_names(self, shape: tuple[int, ...], seq: str) -> list[str] | None:
         patterns = [self.seed_order[:len(shape)]]
         leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
+        patterns += [["B", seq, seq], ["B", "H", seq, seq]]   # masks and scores: a token axis twice
         for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
             for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
                 patterns.append(lead + tail)
         for names in patterns:
             if len(names) == len(shape) and all(self.namer.size_of(n) == s for n, s in zip(names, shape)):
-                if len(set(names)) == len(names):
+                if len(set(names)) == len(names) or names.count(seq) == 2 and len(set(names)) == len(names) - 1:
                     return names
         return None
 
