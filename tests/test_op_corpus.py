@@ -21,11 +21,11 @@ import itertools
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.overrides import _get_current_function_mode_stack
 from torch.testing._internal.common_methods_invocations import op_db
 
 import shapetrace
-from tests.styles import contradictions
+from tests.styles import Capture, contradictions, event_problems, layout, tensors_in
 
 pytestmark = pytest.mark.filterwarnings("ignore")  # the corpus exercises deprecated and beta ops on purpose
 
@@ -82,52 +82,6 @@ def params(core: bool) -> list:
     return out
 
 
-class Capture(TorchFunctionMode):
-    """Entered inside the trace: the real operands and results of every call the trace is shown."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list[tuple[str, list, list]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls.append((op_name(func), tensors_in((args, kwargs)), tensors_in(out)))
-        return out
-
-
-def op_name(func) -> str:
-    name = getattr(func, "__name__", "?")
-    if name == "__get__":
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return {"concat": "cat", "concatenate": "cat"}.get(name, name)
-
-
-def tensors_in(obj) -> list:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in tensors_in(item)]
-    return []
-
-
-def layout(t: torch.Tensor) -> tuple:
-    try:
-        return tuple(t.shape), tuple(t.stride()), t.storage_offset()
-    except (RuntimeError, NotImplementedError):   # a layout without strides
-        return tuple(t.shape), None, None
-
-
-def storage(t: torch.Tensor) -> tuple[int, int] | None:
-    try:
-        s = t.untyped_storage()
-        return s.data_ptr(), s.nbytes()
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
 def samples(op) -> list:
     """The op's first samples. ``op.sample_inputs`` would wrap them in a tracker that calls ``inspect.stack()``
     for every sample (seconds under pytest's deep stack); the generator it wraps gives the same inputs."""
@@ -138,38 +92,6 @@ def samples(op) -> list:
 def call(op, sample, seed: int):
     torch.manual_seed(seed)
     return op.op(sample.input, *sample.args, **sample.kwargs)
-
-
-def event_problems(t, calls) -> list[str]:
-    """Each event against the torch call it records (matched in order by op name)."""
-    bad, at = [], 0
-    for e in t.events:
-        match = next((j for j in range(at, len(calls)) if calls[j][0].strip("_") == e.op.strip("_")), None)
-        if match is None:
-            bad.append(f"event {e.index} {e.op}: no torch call of that name to match")
-            continue
-        at = match + 1
-        _, inputs, outs = calls[match]
-        if e.error:
-            continue
-        if len(e.outputs) != len(outs):
-            bad.append(f"event {e.index} {e.op}: {len(e.outputs)} outputs recorded, torch returned {len(outs)}")
-            continue
-        for k, (info, real) in enumerate(zip(e.outputs, outs)):
-            shape, stride, offset = layout(real)
-            recorded = (tuple(info.shape), tuple(info.stride) if stride is not None else None,
-                        info.storage_offset if offset is not None else None)
-            if recorded != (shape, stride, offset):
-                bad.append(f"event {e.index} {e.op} output {k}: recorded {recorded}, torch {(shape, stride, offset)}")
-            elif stride is not None and info.contiguous != real.is_contiguous():
-                bad.append(f"event {e.index} {e.op} output {k}: contiguous {info.contiguous}, torch says otherwise")
-        if e.view:
-            ptrs = {p[0] for p in map(storage, inputs) if p}
-            for k, out in enumerate(outs):
-                s = storage(out)
-                if s and s[1] and s[0] not in ptrs:
-                    bad.append(f"event {e.index} {e.op} output {k}: marked a view, but shares no input's storage")
-    return bad
 
 
 def check(op) -> list[str]:
@@ -217,6 +139,15 @@ def check_traced(op, sample, seed: int, dims: dict, plain, plain_exc) -> list[st
         if got != want:
             problems.append(f"traced result {got}, plain result {want}")
     return problems
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The samples are tiny: a second intra-op thread only contends for the shared cores (2.5x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("op", params(core=True))

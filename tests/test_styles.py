@@ -12,7 +12,17 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 import shapetrace
-from tests.styles import STYLE_NAMES, contradictions, events_on_line, load, names_match, tags
+from tests.styles import (
+    STYLE_NAMES,
+    Capture,
+    contradictions,
+    event_problems,
+    events_on_line,
+    load,
+    names_match,
+    tags,
+    tensors_in,
+)
 
 CASES = [pytest.param(name, dims, id=f"{name}-" + "-".join(f"{k}{v}" for k, v in dims.items()))
          for name in STYLE_NAMES for dims in load(name).SIZES]
@@ -117,77 +127,12 @@ def test_no_name_contradicts_its_size(name, dims):
     assert contradictions(t, dims) == []
 
 
-class Capture(TorchFunctionMode):
-    """Entered inside the trace: the real operands and results of every call the trace is shown."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list[tuple[str, list, list]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls.append((op_name(func), tensors_in((args, kwargs)), tensors_in(out)))
-        return out
-
-
-def op_name(func) -> str:
-    name = getattr(func, "__name__", "?")
-    if name == "__get__":
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return {"concat": "cat", "concatenate": "cat"}.get(name, name)
-
-
-def tensors_in(obj) -> list:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in tensors_in(item)]
-    return []
-
-
-def _norm(op: str) -> str:
-    return op.strip("_").lower()
-
-
-def mismatches_with_torch(t, calls) -> list[str]:
-    """Each event against the torch call it records: output shapes, strides, offsets; a view shares storage."""
-    bad, at = [], 0
-    for e in t.events:
-        while at < len(calls) and _norm(calls[at][0]) != _norm(e.op):
-            at += 1
-        if at == len(calls):
-            bad.append(f"event {e.index} {e.op}: no torch call of that name left to match")
-            break
-        _, inputs, outs = calls[at]
-        at += 1
-        if e.error:
-            continue
-        if len(e.outputs) != len(outs):
-            bad.append(f"event {e.index} {e.op}: {len(e.outputs)} outputs recorded, torch returned {len(outs)}")
-            continue
-        for k, (info, real) in enumerate(zip(e.outputs, outs)):
-            truth = (tuple(real.shape), tuple(real.stride()), real.storage_offset())
-            if (tuple(info.shape), tuple(info.stride), info.storage_offset) != truth:
-                bad.append(f"event {e.index} {e.op} output {k}: recorded "
-                           f"{(info.shape, info.stride, info.storage_offset)}, torch {truth}")
-            if info.contiguous != real.is_contiguous():
-                bad.append(f"event {e.index} {e.op} output {k}: contiguous {info.contiguous}")
-        if e.view:
-            ptrs = {i.untyped_storage().data_ptr() for i in inputs}
-            if not all(o.untyped_storage().data_ptr() in ptrs for o in outs):
-                bad.append(f"event {e.index} {e.op}: marked a view, but shares no storage with an input")
-    return bad
-
-
 @pytest.mark.parametrize("name,dims", xfail_cases("torch"))
 def test_records_equal_torch(name, dims):
     cap = Capture()
     t, result = run(name, dims, mode=cap)
     assert t.events and cap.calls
-    assert mismatches_with_torch(t, cap.calls) == []
+    assert event_problems(t, cap.calls) == []
     plain_model, inputs = load(name).build(dict(dims))
     with torch.no_grad(), PassThrough():   # any function mode switches off nn.MultiheadAttention's fast path
         plain = plain_model(*inputs)
@@ -375,4 +320,15 @@ def test_ops_that_change_a_size_drop_the_plain_name(size, op):
         shapetrace.name(x, "B T D")
         SIZE_CHANGES[op](x).contiguous()                                      # contiguous: a row with its names
     assert t.events[-1].op == "contiguous"
+    assert contradictions(t, dims) == []
+
+
+@pytest.mark.parametrize("S", [6, 10])
+def test_self_attention_stays_T_when_S_is_declared(S):
+    """One distinct [B, T, D] input: keys are the queries' own tokens, T, even with S in the dims."""
+    dims = {"B": 2, "T": 6, "S": S, "D": 32, "H": 4}
+    t, _ = run("nanogpt", dims)
+    assert loud(t) == []
+    scores = next(e for e in t.events if e.op == "matmul")
+    assert scores.output.dims == ("B", "H", "T", "T")
     assert contradictions(t, dims) == []

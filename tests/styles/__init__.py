@@ -1,4 +1,5 @@
-"""Correct attention modules written in the styles of public code, and the checks the tests share.
+"""Correct attention modules written in the styles of public code, and the checks the tests share
+(tests/test_styles.py, tests/test_bug_classes.py, tests/test_op_corpus.py).
 
 Each style module exposes:
 
@@ -22,6 +23,9 @@ import inspect
 import re
 from fractions import Fraction
 from types import ModuleType
+
+import torch
+from torch.overrides import TorchFunctionMode
 
 STYLE_NAMES = [
     "nanogpt", "mingpt", "annotated", "lucidrains", "mqa", "linear_attention", "rope", "alibi", "swin",
@@ -143,4 +147,88 @@ def contradictions(trace, dims: dict[str, int]) -> list[str]:
                     if problem:
                         bad.append(f"event {e.index} {e.op} {side} {k} axis {axis} of {info.shape}: {problem}"
                                    f" (names {info.dims}, {e.code!r})")
+    return bad
+
+
+# -- records against torch -------------------------------------------------------------------------
+
+class Capture(TorchFunctionMode):
+    """Entered inside the trace: the real operands and results of every call the trace is shown.
+
+    It assumes one event per call the user makes; a tracer that also records calls made inside a
+    composite function (by entering its mode again) records calls this mode never sees.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, list, list]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.calls.append((op_name(func), tensors_in((args, kwargs)), tensors_in(out)))
+        return out
+
+
+def op_name(func) -> str:
+    name = getattr(func, "__name__", "?")
+    if name == "__get__":
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return {"concat": "cat", "concatenate": "cat"}.get(name, name)
+
+
+def tensors_in(obj) -> list:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in tensors_in(item)]
+    return []
+
+
+def layout(t: torch.Tensor) -> tuple:
+    try:
+        return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+    except (RuntimeError, NotImplementedError):   # a layout without strides
+        return tuple(t.shape), None, None
+
+
+def storage(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        s = t.untyped_storage()
+        return s.data_ptr(), s.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def event_problems(t, calls) -> list[str]:
+    """Each event against the torch call it records (matched in order by op name)."""
+    bad, at = [], 0
+    for e in t.events:
+        match = next((j for j in range(at, len(calls)) if calls[j][0].strip("_") == e.op.strip("_")), None)
+        if match is None:
+            bad.append(f"event {e.index} {e.op}: no torch call of that name to match")
+            continue
+        at = match + 1
+        _, inputs, outs = calls[match]
+        if e.error:
+            continue
+        if len(e.outputs) != len(outs):
+            bad.append(f"event {e.index} {e.op}: {len(e.outputs)} outputs recorded, torch returned {len(outs)}")
+            continue
+        for k, (info, real) in enumerate(zip(e.outputs, outs)):
+            shape, stride, offset = layout(real)
+            recorded = (tuple(info.shape), tuple(info.stride) if stride is not None else None,
+                        info.storage_offset if offset is not None else None)
+            if recorded != (shape, stride, offset):
+                bad.append(f"event {e.index} {e.op} output {k}: recorded {recorded}, torch {(shape, stride, offset)}")
+            elif stride is not None and info.contiguous != real.is_contiguous():
+                bad.append(f"event {e.index} {e.op} output {k}: contiguous {info.contiguous}, torch says otherwise")
+        if e.view:
+            ptrs = {p[0] for p in map(storage, inputs) if p}
+            for k, out in enumerate(outs):
+                s = storage(out)
+                if s and s[1] and s[0] not in ptrs:
+                    bad.append(f"event {e.index} {e.op} output {k}: marked a view, but shares no input's storage")
     return bad
