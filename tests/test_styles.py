@@ -55,8 +55,6 @@ XFAIL: dict[str, dict[tuple[str, int], str]] = {
     "property": {
         **dict.fromkeys([("rope", 0), ("rope", 1), ("rope", 2)],
                         "cat of two halves keeps a label whose size is half the axis"),
-        **dict.fromkeys([("neox", 0), ("neox", 1), ("neox", 2)],
-                        "slices of the 3*d_k axis keep the label 3*D/4 of the whole axis"),
     },
     "torch": {},
 }

@@ -1,4 +1,4 @@
-"""GPT-NeoX-style attention: fused qkv viewed per head as (B, T, H, 3*d_k), sliced into q, k, v,
+"""GPT-NeoX-style attention: fused qkv viewed per head as (B, T, H, 3*d_k), split into q, k, v,
 and a causal mask applied with torch.where and finfo.min."""
 
 import math
@@ -27,9 +27,10 @@ class GPTNeoXAttention(nn.Module):
         H, d = self.num_attention_heads, self.head_size
         qkv = self.query_key_value(hidden_states)                                 # (B, T, 3*D) [fused]
         qkv = qkv.view(B, T, H, 3 * d)                                           # (B, T, H, 3*d_k) [per_head]
-        query = qkv[..., :d].permute(0, 2, 1, 3)                                 # (B, H, T, d_k) [q]
-        key = qkv[..., d:2 * d].permute(0, 2, 1, 3)                              # (B, H, T, d_k) [k]
-        value = qkv[..., 2 * d:].permute(0, 2, 1, 3)                             # (B, H, T, d_k) [v]
+        query, key, value = qkv.split(d, dim=-1)                                 # 3 x (B, T, H, d_k) [split]
+        query = query.permute(0, 2, 1, 3)                                        # (B, H, T, d_k) [q]
+        key = key.permute(0, 2, 1, 3)                                            # (B, H, T, d_k) [k]
+        value = value.permute(0, 2, 1, 3)                                        # (B, H, T, d_k) [v]
         scores = torch.matmul(query, key.transpose(-1, -2)) / self.norm_factor   # (B, H, T, T) [scores]
         causal = torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T)  # (1, 1, T, T)
         mask_value = torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype)
