@@ -1,0 +1,416 @@
+"""Each class of silent attention bug is caught, with its exact kind and severity, at several sizes,
+equal sizes included (T == H, T == d_k, B == H, S == T), and its fix traces clean.
+
+Inputs are named only by ``dims``: every tensor entering the traced code whose shape matches them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from einops import rearrange
+from torch import nn
+
+import shapetrace
+from tests.styles import contradictions, load
+
+ERROR, WARNING = "error", "warning"
+
+
+#: Projections built before the trace (so their initialisation is not traced), taken in order by lin().
+_LINEARS: list[nn.Linear] = []
+
+
+def lin(D_in, D_out):
+    layer = _LINEARS.pop(0)
+    assert (layer.in_features, layer.out_features) == (D_in, D_out)
+    return layer
+
+
+def qkv_heads(x, H):
+    """Three projections of x [B, T, D], split into heads the right way: 3 x (B, H, T, d_k)."""
+    B, T, D = x.shape
+    projections = [lin(D, D) for _ in range(3)]
+    return [p(x).view(B, T, H, D // H).transpose(1, 2) for p in projections]  # (B, H, T, d_k)
+
+
+def finish(scores, v):
+    """Softmax over the last axis, then weights @ v."""
+    return torch.softmax(scores, dim=-1) @ v                                  # (B, H, T, d_k)
+
+
+def merge(y):
+    B, H, T, d = y.shape
+    return y.transpose(1, 2).contiguous().view(B, T, H * d)                   # (B, T, D)
+
+
+# -- the bugs ----------------------------------------------------------------------------------
+
+def view_without_transpose(x, H):
+    B, T, D = x.shape
+    q, k, v = (lin(D, D)(x).view(B, H, T, D // H) for _ in range(3))          # (B, H?, T?, d_k): wrong
+    return finish(q @ k.transpose(-2, -1) / math.sqrt(D // H), v)
+
+
+def fuxictr_heads_as_tokens(x, H):
+    B, T, D = x.shape
+    q, k, v = (lin(D, D)(x).view(B * T, H, D // H) for _ in range(3))         # (B*T, H, d_k): heads as tokens
+    scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(D // H)              # (B*T, H, H)
+    return torch.bmm(torch.softmax(scores, dim=-1), v).view(B, T, D)          # (B, T, D)
+
+
+def padding(B, T):
+    keep = torch.ones(B, T, dtype=torch.bool)
+    keep[-1, T // 2:] = False                                                 # the last sequence is padded
+    return keep
+
+
+def masked_fill_query_axis(value):
+    def bug(x, H):
+        q, k, v = qkv_heads(x, H)
+        B, T = x.shape[:2]
+        keep = padding(B, T)[:, None, :, None]                                # (B, 1, T, 1): the query axis
+        scores = (q @ k.transpose(-2, -1)).masked_fill(~keep, value)          # (B, H, T, T)
+        return finish(scores, v)
+    return bug
+
+
+def masked_fill_key_axis(value):
+    def fixed(x, H):
+        q, k, v = qkv_heads(x, H)
+        B, T = x.shape[:2]
+        keep = padding(B, T)[:, None, None, :]                                # (B, 1, 1, T): the key axis
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~keep, value)
+        return merge(finish(scores, v))
+    return fixed
+
+
+def additive_mask(on_keys: bool, big: float):
+    def fn(x, H):
+        q, k, v = qkv_heads(x, H)
+        B, T = x.shape[:2]
+        additive = (~padding(B, T)).float() * big                             # (B, T): 0 or a large negative
+        additive = additive[:, None, None, :] if on_keys else additive[:, None, :, None]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + additive  # (B, H, T, T)
+        return merge(finish(scores, v))
+    return fn
+
+
+def tiled_mask(interleave: bool):
+    def fn(x, H):
+        B, T, D = x.shape
+        q, k, v = (h.reshape(B * H, T, D // H) for h in qkv_heads(x, H))      # (B*H, T, d_k): b-major
+        key_mask = padding(B, T)[:, None, :]                                  # (B, 1, T)
+        if interleave:
+            key_mask = key_mask.repeat_interleave(H, dim=0)                   # (B*H, 1, T): b-major, right
+        else:
+            key_mask = key_mask.repeat(H, 1, 1)                               # (H*B, 1, T): h-major, wrong
+        scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(D // H)          # (B*H, T, T)
+        scores = scores.masked_fill(~key_mask, float("-inf"))                 # (B*H, T, T)
+        return torch.bmm(torch.softmax(scores, dim=-1), v).view(B, H, T, D // H)  # (B, H, T, d_k)
+    return fn
+
+
+def cross_heads(x, context, H):
+    B, T, D = x.shape
+    S = context.shape[1]
+    q = lin(D, D)(x).view(B, T, H, D // H).transpose(1, 2)                    # (B, H, T, d_k)
+    k = lin(D, D)(context).view(B, S, H, D // H).transpose(1, 2)              # (B, H, S, d_k)
+    v = lin(D, D)(context).view(B, S, H, D // H).transpose(1, 2)              # (B, H, S, d_k)
+    return q, k, v
+
+
+def key_query_swapped(x, context, H):
+    q, k, v = cross_heads(x, context, H)
+    scores = k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])                 # (B, H, S, T): rows are keys
+    weights = torch.softmax(scores, dim=-1)                                   # normalised over queries
+    return weights.transpose(-2, -1) @ v                                      # (B, H, T, d_k)
+
+
+def key_query_swapped_same_length(x, context, H):
+    q, k, v = cross_heads(x, context, H)
+    return finish(k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1]), v)        # runs only because S == T
+
+
+def cross_attention_right(x, context, H):
+    q, k, v = cross_heads(x, context, H)
+    return merge(finish(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), v))
+
+
+def einops_tokens_into_heads(x, H):
+    q, k, v = (rearrange(lin(x.shape[-1], x.shape[-1])(x), "b (h n) d -> b h n d", h=H) for _ in range(3))
+    scores = torch.einsum("b h i d, b h j d -> b h i j", q, k)               # (B, H, T/H, T/H)
+    return torch.einsum("b h i j, b h j d -> b h i d", scores.softmax(dim=-1), v)
+
+
+def softmax_over_features(x, H):
+    B, T, D = x.shape
+    y = lin(D, D)(x).view(B, T, H, D // H).permute(0, 2, 3, 1)                # (B, H, d_k, T)
+    scores = y @ y.transpose(-2, -1)                                          # (B, H, d_k, d_k)
+    return torch.softmax(scores, dim=-1)                                      # over features
+
+
+def scaled(by_model_width: bool):
+    def fn(x, H):
+        q, k, v = qkv_heads(x, H)
+        D = x.shape[-1]
+        scale = math.sqrt(D) if by_model_width else math.sqrt(D // H)
+        return merge(finish(q @ k.transpose(-2, -1) / scale, v))
+    return fn
+
+
+def scaled_by_power(x, H):
+    q, k, v = qkv_heads(x, H)
+    return merge(finish((q @ k.transpose(-2, -1)) * x.shape[-1] ** -0.5, v))  # D ** -0.5, not d_k ** -0.5
+
+
+def skip_transpose(x, H):
+    B, T, D = x.shape
+    q = x.view(B, H, T, D // H)                                               # (B, H?, T?, d_k): wrong
+    return finish(q @ q.transpose(-2, -1), q)
+
+
+def softmax_dim_minus_2(x, H):
+    q, k, v = qkv_heads(x, H)
+    return torch.softmax(q @ k.transpose(-2, -1), dim=-2) @ v                 # normalises over queries
+
+
+def merge_without_transpose(x, H):
+    q, k, v = qkv_heads(x, H)
+    B, T, D = x.shape
+    y = finish(q @ k.transpose(-2, -1), v).reshape(B, T, D)                   # (B, T?, D?): heads and tokens mixed
+    return lin(D, D)(y)                                                       # (B, T, D)
+
+
+# -- running them ----------------------------------------------------------------------------------
+
+def trace(fn, B=2, T=6, D=64, H=8, **extra):
+    torch.manual_seed(0)
+    dims = {"B": B, "T": T, "D": D, "H": H, **extra}
+    x = torch.randn(B, T, D)
+    _LINEARS[:] = [nn.Linear(D, D, bias=False) for _ in range(4)]
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        fn(x, H)
+    assert t.exception is None
+    return t, dims
+
+
+def found(t) -> set[tuple[str, str]]:
+    return {(d.severity, d.kind) for d in t.diagnostics}
+
+
+def loud(t) -> list[tuple[str, str]]:
+    return [(d.severity, d.kind) for d in t.diagnostics if d.severity in (ERROR, WARNING)]
+
+
+def xfail(reason: str):
+    return pytest.mark.xfail(strict=True, reason=f"engine rewrite: {reason}")
+
+
+def sizes(*cases):
+    return [pytest.param(*c[:4], id="B{}-T{}-D{}-H{}".format(*c[:4]), marks=c[4] if len(c) > 4 else ())
+            for c in cases]
+
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (3, 12, 48, 4), (2, 10, 20, 2)))
+def test_view_without_transpose_is_mixed_axis(B, T, D, H):
+    t, _ = trace(view_without_transpose, B, T, D, H)
+    assert (ERROR, "mixed-axis") in found(t)
+
+
+@xfail("no attends-over-heads kind yet (today: attends-over-wrong-axis)")
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 64, 8), (2, 4, 16, 4), (3, 6, 12, 6)))
+def test_view_without_transpose_at_T_equals_H_attends_over_heads(B, T, D, H):
+    """At T == H the shapes are right; memory holds [B, T, H, d_k], so each query attends over heads."""
+    t, _ = trace(view_without_transpose, B, T, D, H)
+    assert (ERROR, "attends-over-heads") in found(t)
+
+
+@xfail("no attends-over-heads kind; a [B*T, H, d_k] bmm is not flagged")
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 64, 8), (2, 4, 16, 4), (2, 6, 32, 4), (4, 3, 12, 4)))
+def test_fuxictr_view_B_times_T_attends_over_heads(B, T, D, H):
+    t, _ = trace(fuxictr_heads_as_tokens, B, T, D, H)
+    assert (ERROR, "attends-over-heads") in found(t)
+
+
+MASK_VALUES = [pytest.param(-1e9, id="-1e9"), pytest.param(-10000.0, id="-10000"),
+               pytest.param(torch.finfo(torch.float32).min, id="finfo.min"), pytest.param(float("-inf"), id="-inf")]
+#: Today only -inf is caught (through the NaN rows it makes).
+FINITE_MISSED = xfail("a query-axis mask filled with a finite large negative is not flagged")
+QUERY_MASK_VALUES = [pytest.param(*p.values, id=p.id, marks=FINITE_MISSED) if p.id != "-inf" else p
+                     for p in MASK_VALUES]
+MASK_SIZES = sizes((2, 6, 64, 8), (2, 4, 16, 4), (4, 8, 64, 8), (2, 5, 10, 2))
+
+
+@pytest.mark.parametrize("value", QUERY_MASK_VALUES)
+@pytest.mark.parametrize("B,T,D,H", MASK_SIZES)
+def test_padding_mask_on_the_query_axis(value, B, T, D, H):
+    t, _ = trace(masked_fill_query_axis(value), B, T, D, H)
+    assert (ERROR, "mask-wrong-axis") in found(t)
+
+
+@pytest.mark.parametrize("value", MASK_VALUES)
+@pytest.mark.parametrize("B,T,D,H", MASK_SIZES)
+def test_padding_mask_on_the_key_axis_is_clean(value, B, T, D, H):
+    t, dims = trace(masked_fill_key_axis(value), B, T, D, H)
+    assert loud(t) == []
+    assert contradictions(t, dims) == []
+
+
+@xfail("additive masks with large negatives are not checked")
+@pytest.mark.parametrize("big", [-1e9, -10000.0])
+@pytest.mark.parametrize("B,T,D,H", MASK_SIZES)
+def test_additive_mask_on_the_query_axis(big, B, T, D, H):
+    t, _ = trace(additive_mask(on_keys=False, big=big), B, T, D, H)
+    assert (ERROR, "mask-wrong-axis") in found(t)
+
+
+@pytest.mark.parametrize("big", [-1e9, -10000.0])
+@pytest.mark.parametrize("B,T,D,H", MASK_SIZES)
+def test_additive_mask_on_the_key_axis_is_clean(big, B, T, D, H):
+    t, _ = trace(additive_mask(on_keys=True, big=big), B, T, D, H)
+    assert loud(t) == []
+
+
+TILE_SIZES = sizes((2, 6, 64, 8), (4, 6, 16, 4), (3, 3, 6, 3), (2, 2, 4, 2))
+
+
+@xfail("no mask-wrong-batch-order kind")
+@pytest.mark.parametrize("B,T,D,H", TILE_SIZES)
+def test_mask_tiled_heads_major_against_batch_major_scores(B, T, D, H):
+    t, _ = trace(tiled_mask(interleave=False), B, T, D, H)
+    assert (ERROR, "mask-wrong-batch-order") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", TILE_SIZES)
+def test_mask_repeat_interleaved_batch_major_is_clean(B, T, D, H):
+    t, _ = trace(tiled_mask(interleave=True), B, T, D, H)
+    assert loud(t) == []
+
+
+def trace_cross(fn, B, T, S, D, H):
+    torch.manual_seed(0)
+    dims = {"B": B, "T": T, "S": S, "D": D, "H": H}
+    x, context = torch.randn(B, T, D), torch.randn(B, S, D)
+    _LINEARS[:] = [nn.Linear(D, D, bias=False) for _ in range(4)]
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        fn(x, context, H)
+    assert t.exception is None
+    return t, dims
+
+
+CROSS_SIZES = [pytest.param(2, 6, 10, 32, 4, id="T6-S10"), pytest.param(2, 4, 8, 16, 4, id="T4-S8-T==H==d_k"),
+               pytest.param(2, 8, 4, 32, 4, id="T8-S4-S==H")]
+SAME_LENGTH = [pytest.param(2, 6, 6, 32, 4, id="S==T"), pytest.param(2, 4, 4, 16, 4, id="S==T==H==d_k"),
+               pytest.param(3, 3, 3, 9, 3, id="B==S==T==H")]
+
+
+@xfail("no query-key-swapped kind; [B, S, D] is not seeded as S")
+@pytest.mark.parametrize("B,T,S,D,H", CROSS_SIZES)
+def test_key_times_query_transposed(B, T, S, D, H):
+    t, _ = trace_cross(key_query_swapped, B, T, S, D, H)
+    assert (ERROR, "query-key-swapped") in found(t)
+
+
+@xfail("no query-key-swapped kind; S is not told from T by provenance")
+@pytest.mark.parametrize("B,T,S,D,H", SAME_LENGTH)
+def test_key_times_query_transposed_when_lengths_are_equal(B, T, S, D, H):
+    t, _ = trace_cross(key_query_swapped_same_length, B, T, S, D, H)
+    assert (ERROR, "query-key-swapped") in found(t)
+
+
+@pytest.mark.parametrize("B,T,S,D,H", CROSS_SIZES + SAME_LENGTH)
+def test_cross_attention_the_right_way_round_is_clean(B, T, S, D, H):
+    t, dims = trace_cross(cross_attention_right, B, T, S, D, H)
+    assert loud(t) == []
+    assert contradictions(t, dims) == []
+
+
+SEQ_FIRST_SIZES = sizes((2, 6, 32, 4), (4, 4, 16, 4), (3, 8, 64, 8), (2, 3, 12, 2))
+
+
+@xfail("no attends-over-batch kind")
+@pytest.mark.parametrize("B,T,D,H", SEQ_FIRST_SIZES)
+def test_seq_first_code_fed_batch_first(B, T, D, H):
+    """fairseq-style code reads [B, T, D] as [T, B, D]: every query attends over the batch."""
+    style = load("seq_first")
+    model, _ = style.build({"B": B, "T": T, "D": D, "H": H})
+    t, _ = trace(lambda x, H: model(x), B, T, D, H)
+    assert (ERROR, "attends-over-batch") in found(t)
+
+
+@xfail("no attends-over-batch kind; nn.MultiheadAttention's layout is not checked")
+@pytest.mark.parametrize("B,T,D,H", SEQ_FIRST_SIZES)
+def test_seq_first_mha_fed_batch_first(B, T, D, H):
+    mha = nn.MultiheadAttention(D, H).eval()                                  # batch_first=False
+    t, _ = trace(lambda x, H: mha(x, x, x), B, T, D, H)
+    assert (ERROR, "attends-over-batch") in found(t)
+
+
+@xfail("rearrange splitting T into (h n) is labelled T/2, T/4 and not flagged; diagnostics raise "
+        "IndexError on einsum subscripts with spaces")
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 16, 4), (2, 16, 16, 4), (2, 4, 8, 2), (3, 12, 24, 3)))
+def test_einops_splitting_tokens_into_heads(B, T, D, H):
+    t, _ = trace(einops_tokens_into_heads, B, T, D, H)
+    assert (ERROR, "mixed-axis") in found(t)
+
+
+@xfail("softmax over d_k after permute(0, 2, 3, 1) is not flagged")
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (2, 8, 64, 8), (2, 4, 16, 4)))
+def test_softmax_over_features_after_permute(B, T, D, H):
+    t, _ = trace(softmax_over_features, B, T, D, H)
+    assert found(t) & {(ERROR, "softmax-wrong-axis"), (ERROR, "attends-over-features")}
+
+
+SCALE_SIZES = sizes((2, 6, 64, 8), (2, 4, 16, 4), (2, 8, 16, 2), (3, 3, 27, 3))
+
+
+@xfail("no scale-not-head-dim kind")
+@pytest.mark.parametrize("B,T,D,H", SCALE_SIZES)
+def test_scaled_by_model_width(B, T, D, H):
+    t, _ = trace(scaled(by_model_width=True), B, T, D, H)
+    assert (WARNING, "scale-not-head-dim") in found(t)
+    assert [d.kind for d in t.diagnostics if d.severity == ERROR] == []
+
+
+@xfail("no scale-not-head-dim kind")
+@pytest.mark.parametrize("B,T,D,H", SCALE_SIZES)
+def test_scaled_by_model_width_as_a_power(B, T, D, H):
+    t, _ = trace(scaled_by_power, B, T, D, H)
+    assert (WARNING, "scale-not-head-dim") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", SCALE_SIZES)
+def test_scaled_by_head_width_is_clean(B, T, D, H):
+    t, dims = trace(scaled(by_model_width=False), B, T, D, H)
+    assert loud(t) == []
+    assert contradictions(t, dims) == []
+
+
+# -- the existing classes, at equal sizes too ----------------------------------------------------
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2)))
+def test_skip_transpose(B, T, D, H):
+    t, _ = trace(skip_transpose, B, T, D, H)
+    assert (ERROR, "mixed-axis") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (2, 8, 64, 8), (2, 4, 16, 4), (4, 4, 8, 2)))
+def test_softmax_over_queries(B, T, D, H):
+    t, _ = trace(softmax_dim_minus_2, B, T, D, H)
+    assert (ERROR, "softmax-wrong-axis") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2)))
+def test_merge_without_transpose(B, T, D, H):
+    t, _ = trace(merge_without_transpose, B, T, D, H)
+    assert (ERROR, "mixed-axis") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 64, 8), (2, 4, 16, 4)))
+def test_merge_without_transpose_at_T_equals_H(B, T, D, H):
+    t, _ = trace(merge_without_transpose, B, T, D, H)
+    assert (WARNING, "tokens-merged-with-features") in found(t)
+    assert (ERROR, "projection-over-tokens") in found(t)
