@@ -51,7 +51,9 @@ def softmax_wrong_dim(x, B, T, H, dk):
 
 
 def batch_as_seq(x, B, T, H, dk):
-    return x.view(T, B, H * dk)                               # (T?, B?, D): wrong
+    x = x.view(T, B, H * dk).transpose(0, 1)                  # (T?, B?, D) then back: wrong
+    q = x.reshape(x.shape[0], x.shape[1], H, dk).transpose(1, 2)
+    return torch.softmax(q @ q.transpose(-2, -1), dim=-1)     # attends over blocks of the batch
 
 
 def no_key_transpose(x, B, T, H, dk):
@@ -78,7 +80,7 @@ BUGS = [
     (wrong_transpose, {("error", "attends-over-wrong-axis")}),
     (merge_without_transpose, {("error", "mixed-axis")}),
     (softmax_wrong_dim, {("error", "softmax-wrong-axis")}),
-    (batch_as_seq, {("error", "mixed-axis")}),
+    (batch_as_seq, {("error", "attends-over-batch")}),
 ]
 
 

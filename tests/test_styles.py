@@ -29,33 +29,14 @@ CASES = [pytest.param(name, dims, id=f"{name}-" + "-".join(f"{k}{v}" for k, v in
 
 #: (style, size index) -> what the rewrite must add; the cases that fail today, found by running them.
 XFAIL: dict[str, dict[tuple[str, int], str]] = {
-    "clean": {
-        **dict.fromkeys([("lucidrains", 0), ("lucidrains", 1), ("lucidrains", 2)],
-                        "diagnostics raise IndexError on einsum subscripts written with spaces"),
-        **dict.fromkeys([("swin", 0), ("swin", 1), ("swin", 2)],
-                        "false mixed-axis on Swin's window partition (window batch B*nW)"),
-        **dict.fromkeys([("bloom", 0), ("bloom", 1)],
-                        "false mixed-axis on Bloom's per-head (B, T, H, 3, d_k) split and [B*H] batches"),
-    },
+    "clean": {},
     "names": {
-        **dict.fromkeys([("lucidrains", 0), ("lucidrains", 1), ("lucidrains", 2)],
-                        "fused to_kv (D -> 2*D) chunks are not named D; einsum with spaces"),
-        **dict.fromkeys([("mqa", 0), ("mqa", 1)], "a D -> 2*d_k key/value projection's split is not named d_k"),
-        **dict.fromkeys([("rope", 0), ("rope", 1), ("rope", 2)],
-                        "rotate_half's cat of two halves is labelled 3*D/24, not d_k"),
-        **dict.fromkeys([("swin", 0), ("swin", 1), ("swin", 2)], "Swin's window batch is not labelled B*nW"),
-        **dict.fromkeys([("bloom", 0), ("bloom", 1), ("bloom", 2)],
-                        "Bloom's (B, T, H, 3, d_k) split, [B*H, T, d_k] batches and baddbmm are not named"),
-        **dict.fromkeys([("neox", 0), ("neox", 1), ("neox", 2)],
-                        "GPT-NeoX's (B, T, H, 3*d_k) split is labelled 3*D/24, 3*D/4"),
-        **dict.fromkeys([("cross_attention", i) for i in range(4)],
-                        "the second [B, S, D] input is not seeded as S"),
-        **dict.fromkeys([("t5", 0), ("t5", 1), ("t5", 2)], "narrow heads with an explicit d_k (H*d_k != D)"),
+        ("swin", 2): "at B = 1 the batch axis has size 1 and leaves no atom in the merged window axis, so "
+                     "the window batch is the blocks of T alone, not B*?",
+        ("bloom", 2): "at H = 3 the per-head (H, 3) split cannot be told from the stacked (3, H) one, so "
+                      "those axes stay unnamed (a name that may be wrong is not printed)",
     },
-    "property": {
-        **dict.fromkeys([("rope", 0), ("rope", 1), ("rope", 2)],
-                        "cat of two halves keeps a label whose size is half the axis"),
-    },
+    "property": {},
     "torch": {},
 }
 
@@ -305,7 +286,7 @@ SIZE_CHANGES = {
 
 SIZE_DIMS = {"T6-D40": {"B": 3, "T": 6, "D": 40, "H": 4}, "T==H==d_k": {"B": 3, "T": 4, "D": 16, "H": 4}}
 #: Today these keep the plain name ("T" on 3 tokens); found by running them.
-KEEPS_PLAIN_NAME = {(size, op) for size in SIZE_DIMS for op in ("slice", "narrow", "cat")} | {("T==H==d_k", "split")}
+KEEPS_PLAIN_NAME: set[tuple[str, str]] = set()   # none left: every size change drops the plain name
 
 
 @pytest.mark.parametrize("size,op", [pytest.param(size, op, id=f"{size}-{op}", marks=[pytest.mark.xfail(

@@ -55,7 +55,7 @@ BREAKS: dict[str, Break] = {b.name: b for b in [
           ("mask-wrong-axis",), forces={"mask": "padding"}),
     Break("batch-as-seq", "x.view(T, B, D) to go sequence-first, instead of x.transpose(0, 1)",
           "the view cuts the memory of [B, T, D] into T rows of B 'sequences' made of pieces of "
-          "different sequences: the classic batch_first mistake", ("mixed-axis",)),
+          "different sequences: the classic batch_first mistake", ("mixed-axis", "attends-over-batch")),
     Break("no-key-transpose", "q @ k instead of q @ k.transpose(-2, -1) (run with T = d_k)",
           "with T = d_k the shapes line up, so torch sums d_k of the queries against T of the "
           "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}),

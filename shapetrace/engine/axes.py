@@ -210,8 +210,12 @@ class Namer:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
 
         Only a unique match counts: when two roots have this width, none is chosen."""
-        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k")
+        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
+                                                                    "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
+        for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
+            if len(hits) > 1 and declared in hits:
+                return declared
         return hits[0] if len(hits) == 1 else None
 
     def name_for_size(self, size: int, prefer: Iterable[str] = ()) -> str | None:
@@ -243,7 +247,7 @@ class Namer:
             return atom.root
         known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
         if known:
-            return known
+            return self.aliases.get(known, known)
         return f"{atom.root}/{atom.root_size // atom.size}"
 
     def labels(self, axis: Axis) -> list[str]:
@@ -277,7 +281,7 @@ class Namer:
         if len(labels) == 1:
             return labels[0]
         joined = "*".join(lab.lstrip(MIXED_PREFIX) for lab in labels)
-        mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels)
+        mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels if lab != "?")
         return MIXED_PREFIX + joined if mixed else joined
 
     def mix_kind(self, axis: Axis) -> str | None:
@@ -289,9 +293,14 @@ class Namer:
             return "error" if _mix_has_tokens(atoms, self) else "note"
         labels = self._compose([self.atom_label(a) for a in atoms])
         token_atoms = [a for a in atoms if self.is_token_root(a.root)]
+        if token_atoms and len(token_atoms) == len(atoms):
+            pieces = any(not a.whole for a in atoms)
+            return "windows" if pieces else None   # B·nW (Swin), chunks of tokens: fine; attention checks the use
         if token_atoms and len(atoms) > 1:
-            if any(not a.whole for a in token_atoms) or any("/" in lab for lab in labels):
-                return "error"  # pieces of tokens, or unnamed slices, regrouped with something else
+            if any(not a.whole for a in token_atoms):
+                return "error"  # pieces of tokens regrouped with something else
+            if any("/" in lab for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
+                return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
         if any("/" in lab for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
@@ -619,6 +628,9 @@ def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
     dim %= len(axes)
     axis = axes[dim]
     n = axis.size
+    fused = _fused_parts(axis, len(pieces), namer) if len(set(pieces)) == 1 else None
+    if fused is not None:
+        return [tuple(axes[:dim]) + (fused,) + tuple(axes[dim + 1:]) for _ in pieces]
     if len(set(pieces)) == 1 and pieces and n % pieces[0] == 0 and n // pieces[0] > 1 and namer is not None:
         _major, minor = reshape_axes([axis], [n // pieces[0], pieces[0]], namer)
         label = namer.label(minor)
@@ -630,6 +642,18 @@ def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
         outs.append(tuple(axes[:dim]) + (piece,) + tuple(axes[dim + 1:]))
         start += size
     return outs
+
+
+def _fused_parts(axis: Axis, count: int, namer: Namer | None) -> Axis | None:
+    """``qkv.chunk(3)`` / ``kv.split(D)``: a whole fused width cut into its stack count gives the inner
+    width (``3*D`` -> ``D``), whatever the head sizes (a per-head layout is split after a view)."""
+    if namer is None or len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return None
+    root = namer.aliases.get(axis.atoms[0].root, axis.atoms[0].root)
+    factor, _, inner = root.partition("*")
+    if factor.isdigit() and int(factor) == count and namer.size_of(inner) == axis.size // count:
+        return root_axis(namer.aliases.get(inner, inner), axis.size // count)
+    return None
 
 
 def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
@@ -644,7 +668,10 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
     dim %= len(first)
     total = sum(inp[dim].size for inp in inputs)
     labels = [namer.label(inp[dim]) for inp in inputs if inp[dim].size > 0]
-    if labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels):
+    whole = _reordered_whole(labels, total, namer)
+    if whole is not None:
+        first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
+    elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels):
         first[dim] = Axis((Atom("+".join(labels), total, 1, total),))
     else:
         first[dim] = unknown_axis(total)
@@ -652,6 +679,26 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
         if j != dim and len({namer.label(inp[j]) for inp in inputs}) > 1:
             first[j] = unknown_axis(first[j].size)
     return tuple(first)
+
+
+def _reordered_whole(labels: list, total: int, namer: Namer) -> str | None:
+    """``["d_k[4:8]", "d_k[0:4]"]`` covering all of ``d_k``: the name of the whole axis, else None."""
+    ranges, bases = [], set()
+    for lab in labels:
+        if not lab or "[" not in lab or not lab.endswith("]"):
+            return None
+        base, _, span = lab[:-1].partition("[")
+        start, _, stop = span.partition(":")
+        if not start.isdigit() or not stop.isdigit():
+            return None
+        bases.add(base)
+        ranges.append((int(start), int(stop)))
+    if len(bases) != 1 or namer.size_of(next(iter(bases))) != total:
+        return None
+    covered = sorted(ranges)
+    if covered[0][0] != 0 or covered[-1][1] != total or any(a[1] != b[0] for a, b in zip(covered, covered[1:])):
+        return None
+    return bases.pop()
 
 
 def stack_axes(inputs: Sequence[Sequence[Axis]], dim: int) -> tuple[Axis, ...]:

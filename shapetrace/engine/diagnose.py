@@ -42,7 +42,8 @@ def _plain(label: str | None) -> str:
 # ---------------------------------------------------------------------------
 
 def mixed_axes(trace: Trace) -> list[Diagnostic]:
-    """An axis holding pieces of tokens or batch entries mixed with anything else."""
+    """An axis holding pieces of tokens or batch entries mixed with anything else (the worst axis of
+    each op is reported: an error before a warning before a note)."""
     out = []
     namer = trace.namer
     for e in trace.events:
@@ -50,18 +51,29 @@ def mixed_axes(trace: Trace) -> list[Diagnostic]:
             continue
         before = {lab for t in e.inputs for lab in t.dims}
         o = e.outputs[0]
-        for i, (axis, label) in enumerate(zip(o.axes, o.dims)):
-            if label in before:
-                continue
-            kind = namer.mix_kind(axis)
-            if kind == "error":
-                out.append(Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label)))
-                break
-            if kind == "warning":
-                out.append(Diagnostic("warning", "tokens-merged-with-features", e.index,
-                                      _merged_message(e, i, label)))
-                break
+        found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
+                 if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
+        if found:
+            _, i, kind, label = min(found)
+            out.append(_mix_diagnostic(e, i, kind, label))
     return out
+
+
+#: which kind of regrouping wins when one op makes several
+MIX_ORDER = {"error": 0, "warning": 1, "windows": 2}
+
+
+def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnostic:
+    if kind == "error":
+        return Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label))
+    if kind == "warning":
+        return Diagnostic("warning", "tokens-merged-with-features", e.index, _merged_message(e, i, label))
+    src, o = e.inputs[0], e.outputs[0]
+    return Diagnostic("note", "tokens-regrouped-with-batch", e.index, (
+        f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
+        f"axis {i} groups blocks of tokens (with batch entries, if any). That is how windowed attention "
+        "(Swin's windows, local chunks) batches its windows; if the code meant to go sequence-first, "
+        "that is transpose(0, 1), not a view."))
 
 
 def _merged_message(e: Event, i: int, label: str | None) -> str:
@@ -143,12 +155,17 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
     return []
 
 
+def _declared(label: str | None, trace: Trace) -> bool:
+    """A plain declared name (``d_k``, ``T``, ``D_kv``): only those can be told to differ for sure."""
+    return bool(label) and (label in trace.dims or label in trace.namer.decompositions)
+
+
 def contraction(trace: Trace) -> list[Diagnostic]:
     """A matmul that sums over two different named axes that happen to share a size."""
     out = []
     for e in trace.events:
         for la, lb in _matmul_pairs(e):
-            if la and lb and la != lb and not la.startswith(MIXED_PREFIX) and not lb.startswith(MIXED_PREFIX):
+            if la != lb and _declared(la, trace) and _declared(lb, trace):
                 a, b = e.inputs
                 out.append(Diagnostic("error", "contracts-different-axes", e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
@@ -181,7 +198,8 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
                 break
         tokens = [lab for lab in o.dims[:nb] if lab and trace.namer.role(lab) == "tokens"]
         rows_cols = [lab for lab in o.dims[nb:]]
-        if tokens and not any(trace.namer.is_token_root(lab) for lab in rows_cols if lab):
+        key_batch = any(trace.namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
+        if tokens and not key_batch and not any(trace.namer.is_token_root(lab) for lab in rows_cols if lab):
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
                 f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
@@ -246,10 +264,11 @@ def attention_key_axis(trace: Trace) -> list[Diagnostic]:
             continue   # weights @ v contracts keys (tokens); only the q·k product is checked here
         o = e.outputs[0]
         rows, cols = o.dims[-2], o.dims[-1]
-        if any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
+        key_roles = {namer.role(a.root) for a in o.axes[-1].atoms} if o.axes else set()
+        kind = "attends-over-batch" if "batch" in key_roles else WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
+        if kind != "attends-over-batch" and any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
             continue   # a plain token axis used as a batch axis: attends-over-wrong-axis says it
-        kind = WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
-        if kind is None or (rows and namer.is_token_root(rows) and namer.role(cols) != "batch"):
+        if kind is None or (kind != "attends-over-batch" and rows and namer.is_token_root(rows)):
             continue
         what = kind.split("-")[-1]
         out.append(Diagnostic("error", kind, e.index, (
@@ -260,11 +279,51 @@ def attention_key_axis(trace: Trace) -> list[Diagnostic]:
     return out
 
 
+def _over_features(e: Event, trace: Trace) -> bool:
+    """Is this product a q·k one (it sums over head features or features)?"""
+    roles = {trace.namer.role(lab) for pair in _matmul_pairs(e) for lab in pair if lab}
+    return bool(roles) and roles <= {"head_features", "features"}
+
+
+def attention_over_features(trace: Trace) -> list[Diagnostic]:
+    """A softmax over a feature axis of a feature-by-feature product (``qᵀ @ q`` after a permute):
+    each weight row mixes features instead of tokens."""
+    out = []
+    for e in trace.events:
+        if e.op != "softmax" or not e.inputs or e.params.get("dim") is None:
+            continue
+        t = e.inputs[0]
+        dim = e.params["dim"] % len(t.shape)
+        roles = [trace.namer.role(lab) if lab else None for lab in t.dims]
+        if roles[dim] in ("head_features", "features") and roles.count(roles[dim]) >= 2:
+            out.append(Diagnostic("error", "attends-over-features", e.index, (
+                f"softmax #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
+                f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
+                "mixes features, not tokens. Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on "
+                "[B, H, T, d_k] tensors.")))
+    return out
+
+
+def pattern_contradictions(trace: Trace) -> list[Diagnostic]:
+    """An einops pattern that calls an axis heads while it holds tokens: the tokens were split, not D."""
+    out = []
+    for index, word in getattr(trace, "pattern_conflicts", []):
+        e = trace.events[index]
+        o = e.outputs[0]
+        out.append(Diagnostic("error", "mixed-axis", e.index, (
+            f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
+            "holds pieces of the tokens: the pattern split T, not the features. Each 'head' is a block of "
+            "tokens and attention never crosses blocks. Split the features: 'b n (h d) -> b h n d'.")))
+    return out
+
+
 def query_key_order(trace: Trace) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
     for e in trace.events:
-        if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and e.projections[:2] == ("k", "q"):
+        rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
+        swapped = e.projections[:2] == ("k", "q") or (tuple(rows_cols) == ("S", "T") and _over_features(e, trace))
+        if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
@@ -276,5 +335,6 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
 
 RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
-    ambiguous_sizes, query_key_order, attention_key_axis, *VARIANT_RULES,   # masks, NaN rows, failed views
+    ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
+    *VARIANT_RULES,   # masks, NaN rows, failed views
 ]

@@ -279,8 +279,10 @@ for _name in ELEMENTWISE:
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
 #: aliases torch reports under other names
-for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"),
-                        ("__rmatmul__", "matmul"), ("dropout1d", "dropout"),
+#: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
+REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product",
+                                 operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)])
+for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"), ("dropout1d", "dropout"),
                         ("dropout2d", "dropout"), ("F_pad", "pad")):
     REGISTRY.setdefault(_alias, REGISTRY[_target])
 

@@ -37,7 +37,7 @@ from shapetrace.engine.ops import (
     record_params,
 )
 from shapetrace.engine.propagate import fits
-from shapetrace.engine.vocabulary import FUSED_PARTS, canonical_dims, projection_kind
+from shapetrace.engine.vocabulary import FUSED_PARTS, canonical, canonical_dims, projection_kind
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,29 +161,32 @@ class _Recorder(TorchFunctionMode):
         return result
 
     def _open(self, func, args, kwargs):
-        """Run a composite (``F.multi_head_attention_forward``) with this mode active inside it, so
-        each of its inner ops is recorded like any other code.
+        return run_opened(self, func, args, kwargs)
 
-        The composite's own first line asks torch whether a mode wants the call
-        (``has_torch_function``); that one question is answered "no", so the body runs instead of
-        coming back here, and every op inside it dispatches to this mode as usual.
-        """
-        module = sys.modules[func.__module__]
-        original = module.has_torch_function
-        asked = []
 
-        def first_no(values):
-            if not asked:
-                asked.append(True)
-                return False
-            return original(values)
+def run_opened(mode: TorchFunctionMode, func, args, kwargs):
+    """Run a composite (``F.multi_head_attention_forward``) with ``mode`` active inside it, so each of
+    its inner ops dispatches to the mode like any other code.
 
-        module.has_torch_function = first_no
-        try:
-            with self:
-                return func(*args, **kwargs)
-        finally:
-            module.has_torch_function = original
+    The composite's own first line asks torch whether a mode wants the call (``has_torch_function``);
+    that one question is answered "no", so the body runs instead of coming back to the mode.
+    """
+    module = sys.modules[func.__module__]
+    original = module.has_torch_function
+    asked = []
+
+    def first_no(values):
+        if not asked:
+            asked.append(True)
+            return False
+        return original(values)
+
+    module.has_torch_function = first_no
+    try:
+        with mode:
+            return func(*args, **kwargs)
+    finally:
+        module.has_torch_function = original
 
 
 def _call(op: str, func: Callable, args, kwargs):
@@ -255,6 +258,36 @@ def _fused_index(call: Call, parts: tuple[str, ...], namer) -> str | None:
     return parts[index % size] if size == len(parts) else None
 
 
+def _einops_pattern() -> tuple[int, list[list[str]] | None] | None:
+    """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
+    ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
+    frame = sys._getframe(3)
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
+            pattern = frame.f_locals.get("pattern")
+            return id(frame), (_einops_groups(pattern) if isinstance(pattern, str) else None)
+        frame = frame.f_back
+    return None
+
+
+def _einops_groups(pattern: str) -> list[list[str]] | None:
+    right = pattern.partition("->")[2]
+    if "..." in right:
+        return None
+    groups, current = [], None
+    for token in right.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            current = []
+        elif token == ")":
+            groups.append(current or [])
+            current = None
+        elif current is not None:
+            current.append(token)
+        else:
+            groups.append([token])
+    return groups
+
+
 def _remove_mode(mode: TorchFunctionMode) -> None:
     """Take exactly ``mode`` off torch's mode stack, wherever it sits; the modes above it (the traced
     code's own, left entered) stay, in their order."""
@@ -300,7 +333,9 @@ class Trace:
         self._attention_outputs: list[tuple[int, torch.Tensor]] = []   # checked for NaN rows at exit
         self.nan_rows: list[tuple[int, int | None, int]] | None = None
         self.nan_event: int | None = None
-        self.scalings: list[dict[str, Any]] = []   # numbers the scores (or q, k) were multiplied by
+        self.scalings: list[dict[str, Any]] = []
+        self.pattern_conflicts: list[tuple[int, str]] = []   # (event, pattern name) an einops name contradicts
+        self._einops_pending: tuple | None = None   # numbers the scores (or q, k) were multiplied by
         self._tags: dict[int, tuple[weakref.ref, str]] = {}   # q / k / v / qkv / kv: which projection made it
         self._modules: list[str] = []          # the module path stack while the traced code runs
         self._module_types: list[str] = []
@@ -338,6 +373,9 @@ class Trace:
         if self._mode is not None:
             _remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
         self._mode = None
+        if self._einops_pending is not None:
+            self._check_pattern(*self._einops_pending[2:])
+            self._einops_pending = None
         self._check_values()
         self.exception = exc
         failed = self._unrecorded_failure
@@ -511,6 +549,7 @@ class Trace:
         outs = _tensor_outputs(result)
         call = Call(spec.name, args, kwargs, inputs, in_axes, [tuple(o.shape) for o in outs], self.namer, params)
         out_axes = self._checked(spec, call, outs)
+        self._follow_einops(inputs, outs)
         for o, a in zip(outs, out_axes):
             if not (spec.inplace and any(o is t for t in inputs)):
                 self._store(o, a)
@@ -577,6 +616,27 @@ class Trace:
             dims=tuple(self.namer.label(a) for a in axes), device=t.device.type,
             nbytes=t.numel() * t.element_size(), axes=axes,
         )
+
+    def _follow_einops(self, inputs, outs) -> None:
+        """The ops of one einops call form a chain (each reads the last one's output); when the chain
+        ends, its last output is the pattern's output, checked against the pattern's names."""
+        call = _einops_pattern() if "einops" in sys.modules else None
+        pending = self._einops_pending
+        chained = pending is not None and call is not None and call[0] == pending[0] and inputs and \
+            id(inputs[0]) == pending[1]
+        if pending is not None and not chained:
+            self._check_pattern(*pending[2:])
+        self._einops_pending = (call[0], id(outs[0]), len(self.events), call[1]) if call and len(outs) == 1 else None
+
+    def _check_pattern(self, index: int, groups: list[list[str]] | None) -> None:
+        """An axis the pattern calls heads (``h``) that holds tokens: ``'b (h n) d -> b h n d'``."""
+        if groups is None or index >= len(self.events) or not self.events[index].outputs:
+            return
+        axes = self.events[index].outputs[0].axes
+        for group, axis in zip(groups, axes) if len(groups) == len(axes) else ():
+            if len(group) == 1 and canonical(group[0]) == "H" and any(
+                    self.namer.is_token_root(a.root) for a in axis.atoms):
+                self.pattern_conflicts.append((index, group[0]))
 
     def _check_values(self) -> None:
         """NaN rows of every traced softmax or SDPA output, computed once after the run (never per op,

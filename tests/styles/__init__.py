@@ -27,6 +27,9 @@ from types import ModuleType
 import torch
 from torch.overrides import TorchFunctionMode
 
+from shapetrace.engine.ops import REGISTRY
+from shapetrace.engine.tracer import run_opened
+
 STYLE_NAMES = [
     "nanogpt", "mingpt", "annotated", "lucidrains", "mqa", "linear_attention", "rope", "alibi", "swin",
     "bloom", "neox", "cross_attention", "seq_first", "t5", "sdpa_gqa", "mha_batch_first", "mha_seq_first",
@@ -165,8 +168,14 @@ class Capture(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = op_name(func)
+        if name in REGISTRY and REGISTRY[name].opens:   # the tracer records its inner ops: see them too
+            return run_opened(self, func, args, kwargs)
         out = func(*args, **kwargs)
-        self.calls.append((op_name(func), tensors_in((args, kwargs)), tensors_in(out)))
+        operands = tensors_in((args, kwargs))
+        if name == "__rmatmul__":
+            operands = operands[::-1]
+        self.calls.append((REGISTRY[name].name if name in REGISTRY else name, operands, tensors_in(out)))
         return out
 
 
@@ -174,7 +183,7 @@ def op_name(func) -> str:
     name = getattr(func, "__name__", "?")
     if name == "__get__":
         name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return {"concat": "cat", "concatenate": "cat"}.get(name, name)
+    return name
 
 
 def tensors_in(obj) -> list:

@@ -38,7 +38,7 @@ class BloomAttention(nn.Module):
         H, d = self.num_heads, self.head_dim
         alibi = build_alibi_tensor(attention_mask, H, hidden_states.dtype)       # (B*H, 1, T)
         fused = self.query_key_value(hidden_states)                              # (B, T, 3*D) [fused]
-        fused = fused.view(B, T, H, 3, d)                                        # (B, T, H, 3, d_k) [per_head]
+        fused = fused.view(B, T, H, 3, d)                                        # (B, T, H, qkv, d_k) [per_head]
         q = fused[..., 0, :].transpose(1, 2).reshape(B * H, T, d)                # (B*H, T, d_k) [q]
         k = fused[..., 1, :].permute(0, 2, 3, 1).reshape(B * H, d, T)            # (B*H, d_k, T) [k]
         v = fused[..., 2, :].transpose(1, 2).reshape(B * H, T, d)                # (B*H, T, d_k) [v]
