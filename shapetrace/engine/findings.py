@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 HEAT_MAX = 16          # rows and columns shown in a heat map
-LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one forward per token) is skipped
+LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one perturbed copy per token) is skipped
 
 
 def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | None, int]]:
@@ -49,21 +49,30 @@ def _grid(t: torch.Tensor, crop: tuple[int, int]) -> list[list[float]]:
 
 
 def dependencies(model, inputs: dict) -> torch.Tensor:
-    """deps[b, t, b2, t2]: does output token (b2, t2) change when input token (b, t) changes?"""
+    """deps[b, t, b2, t2]: does output token (b2, t2) change when input token (b, t) changes?
+
+    One batched pass: every perturbed copy of the input runs at once under ``torch.func.vmap``, which
+    keeps the copies apart (a model that mixes its batch axis still sees only its own batch).
+    Falls back to one forward pass per token when the model cannot run under vmap.
+    """
     x = inputs["x"]
     B, T, _ = x.shape
+    memory, pad = inputs.get("memory"), inputs.get("pad")
+    kept = dict(getattr(model, "kept", {}))
     with torch.no_grad():
-        base = model(x, inputs.get("memory"), inputs.get("pad"))
-        deps = torch.zeros(B, T, B, T, dtype=torch.bool)
-        for b in range(B):
-            for t in range(T):
-                x2 = x.clone()
-                x2[b, t] += 1.0
-                out = model(x2, inputs.get("memory"), inputs.get("pad"))
-                changed = (out - base).abs().nan_to_num(0.0)
-                deps[b, t] = changed.amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
-                deps[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
-    return deps
+        base = model(x, memory, pad)
+        bumps = torch.eye(B * T, dtype=x.dtype, device=x.device).reshape(B * T, B, T, 1)
+        try:
+            outs = torch.func.vmap(lambda xi: model(xi, memory, pad))(x + bumps)   # (B*T, B, T_q, D)
+        except Exception:  # an op without a batching rule: one pass per token
+            outs = torch.stack([model(x + bump, memory, pad) for bump in bumps])
+        finally:
+            if hasattr(model, "kept"):
+                model.kept = kept
+    changed = (outs - base).abs().nan_to_num(0.0)
+    deps = changed.amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
+    deps |= torch.isnan(outs).any(-1) & ~torch.isnan(base).any(-1)
+    return deps.reshape(B, T, *deps.shape[1:])
 
 
 def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
