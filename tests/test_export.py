@@ -80,14 +80,17 @@ def test_markdown_table_rows_match_the_trace(trace, tmp_path):
     md = _export(trace, tmp_path, "t.md")
     lines = md.splitlines()
     assert lines[0] == "### shapetrace · multi-head self-attention · B=2 T=6 D=512 H=8"
-    head = lines.index("| # | op | code | shape [names] | strides | memory | annotation |")
-    assert lines[head + 1] == "|---:|---|---|---|---|---|---|"
+    head = lines.index("| # | op | code | shape [names] | strides | memory | layout | annotation |")
+    assert lines[head + 1] == "|---:|---|---|---|---|---|---|---|"
     rows = [_md_cells(line) for line in lines[head + 2: head + 2 + len(trace.events)]]
-    assert len(rows) == 17 and all(len(r) == 7 for r in rows)
+    assert len(rows) == 17 and all(len(r) == 8 for r in rows)
     for e, row in zip(trace.events, rows):
         assert row[0] == str(e.index) and row[1] == f"`{e.op}`"
-        assert row[4].split(" ✗")[0] == "(" + ", ".join(map(str, e.output.stride)) + ")"
-        assert row[4].endswith("✗") == (not e.output.contiguous)
+        assert row[4] == "(" + ", ".join(map(str, e.output.stride)) + ")"
+        assert row[6] == ("contiguous" if e.output.contiguous else "strided")
+    assert "✗" not in md  # ✗ marks errors only; a correct run has none
+    assert rows[10][7].startswith("`q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]`; ")
+    assert rows[12][7].startswith("`weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]`; ")
     for i, shape in EXPECTED_SHAPES.items():
         assert rows[i][3] == shape
     assert rows[2][2] == "`return x.transpose(1, 2)`"

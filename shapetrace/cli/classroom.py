@@ -37,7 +37,7 @@ class ClassroomRequest:
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
-                answers, json_out: bool = False) -> ClassroomRequest:
+                answers, json_out: bool = False, all_ops: bool = False) -> ClassroomRequest:
         """Validate the options before any tensor is traced (UsageError on bad input)."""
         if json_out and (step or predict or export):
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
@@ -50,7 +50,7 @@ class ClassroomRequest:
 
             export_format(export)
         _check_modes(step, auto, predict, answers)
-        return cls(ViewOptions(width, compact, explain, long_names), export, theme, step, auto,
+        return cls(ViewOptions(width, compact, explain, long_names, fold=not all_ops), export, theme, step, auto,
                    predict, answers)
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from shapetrace.cli.common import DEVICE_HELP, MAX_MEMORY_HELP, TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import (
+    ALL_HELP,
+    DEVICE_HELP,
+    MAX_MEMORY_HELP,
+    TRACEBACK_HELP,
+    guarded,
+    out_console,
+    write_json,
+)
 
 
 def _preset_help() -> str:
@@ -23,6 +31,7 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
     width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
     compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",
                                 metavar="full|brief"),
     long_names: bool = typer.Option(False, "--long-names",
@@ -72,7 +81,7 @@ def run(
         from shapetrace.cli.classroom import ClassroomRequest, predict_mode, show_classroom
 
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers, json_out)
+                                           predict_mode(predict, predict_what), answers, json_out, all_ops)
         from shapetrace.cli.variants import run_variants, variant_requested
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,

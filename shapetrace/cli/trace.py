@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from shapetrace.cli.common import (
+    ALL_HELP,
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
@@ -28,6 +29,7 @@ def trace(
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
     width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
@@ -43,7 +45,7 @@ def trace(
         from shapetrace.engine.dims import parse_dims
 
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
-                                           json_out)
+                                           json_out, all_ops)
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes
@@ -69,10 +71,10 @@ def trace(
                 out_console(width).print(*failure_lines(run))
                 raise typer.Exit(1)
             return
-        _show(run, json_out, width)
+        _show(run, json_out, width, request.view.fold)
 
 
-def _show(run, json_out: bool, width: int | None) -> None:
+def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
         write_json(run.trace.to_json())
@@ -88,7 +90,7 @@ def _show(run, json_out: bool, width: int | None) -> None:
 
     console = out_console(width)
     if run.trace.events:
-        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok)]
+        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
     if run.hidden:

@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.terminal_theme import MONOKAI, TerminalTheme
 
 from shapetrace.app.classroom import THEMES, ViewOptions, names_for
+from shapetrace.app.operands import equation, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
-from shapetrace.render.table import SEVERITY_MARK, footer_text, trace_header
+from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -100,7 +101,7 @@ def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOpt
 
 # -- Markdown -------------------------------------------------------------------------------
 
-MD_COLUMNS = ("#", "op", "code", "shape [names]", "strides", "memory", "annotation")
+MD_COLUMNS = ("#", "op", "code", "shape [names]", "strides", "memory", "layout", "annotation")
 
 
 def _md_cell(text: str) -> str:
@@ -125,10 +126,12 @@ def md_row(e: Event, explain: str = "full", long_names=None) -> str:
     o = e.output
     shape = fmt_shape(o, long_names) if o else ""
     strides = "(" + ", ".join(map(str, o.stride)) + ")" if o else ""
-    if o is not None and not o.contiguous:
-        strides += " ✗"
-    cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e),
-             _md_cell(annotate(e, explain))]
+    layout = LAYOUT_WORDS[o.contiguous] if o else ""
+    note = annotate(e, explain)
+    if is_matmul(e):
+        note = f"`{equation(e)}`; {note}"
+    cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e), layout,
+             _md_cell(note)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -141,7 +144,7 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
     lines += ["", "| " + " | ".join(MD_COLUMNS) + " |",
               "|" + "|".join(["---:"] + ["---"] * (len(MD_COLUMNS) - 1)) + "|"]
     lines += [md_row(e, options.explain, long_names) for e in trace.events]
-    lines += ["", "✗ in strides: not contiguous.", ""]
+    lines += ["", "strided: a view whose strides are not row-major (normal after a transpose; not an error).", ""]
     lines += [f"{line}  " for line in footer_text(trace, trace.events).plain.splitlines()]
     lines += [""] + md_diagnostics(trace)
     return "\n".join(lines).rstrip() + "\n"
