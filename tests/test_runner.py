@@ -196,7 +196,7 @@ def test_auto_meta_from_dims(cli):
               "--width", "100", "8", "32768", "8192", "64")
     assert res.exit_code == 0, res.stdout
     assert "more than --max-memory 1 GiB: running on the meta device" in res.stdout
-    assert "[B=8, H=64, T=32,768, T=32,768]" in res.stdout
+    assert "[B=8, H=64, T=32768, T=32768]" in res.stdout
 
 
 def test_environment_variables_untouched():

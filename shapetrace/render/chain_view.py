@@ -43,7 +43,7 @@ class ChainView:
         n = 1
         for s in run.shape:
             n *= s
-        source = (f"x = torch.arange({n:,}).view({', '.join(map(str, run.shape))})" if run.device == "cpu"
+        source = (f"x = torch.arange({n}).view({', '.join(map(str, run.shape))})" if run.device == "cpu"
                   else f"x = torch.empty({', '.join(map(str, run.shape))}, device='meta')")
         yield Text.assemble(("shapetrace strides · ", "bold"), (source, "bold"))
         if run.device == "meta":
@@ -87,7 +87,7 @@ class ChainView:
             text.stylize("bold red")
         text.append(f"  strides ({', '.join(map(str, i.stride))})", style="dim")
         if i.storage_offset:
-            text.append(f"  offset {i.storage_offset:,}", style="dim")
+            text.append(f"  offset {i.storage_offset}", style="dim")
         if step.number:
             text.append(" · ")
             e = step.event
