@@ -275,7 +275,8 @@ def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
 def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     s = stats(events)
     text = Text.assemble(
-        (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
+        (f"{s['ops']} op{'' if s['ops'] == 1 else 's'}", "bold"),
+        " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
         (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
          f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
