@@ -27,7 +27,7 @@ def test_textbook_table(cli):
     out = res.stdout
     assert out.startswith("output shape (2, 6, 512)\nshapetrace · textbook.py · B=2 T=6 D=512 H=8\n"
                           "d_k = D / H = 512 / 8 = 64\n")
-    assert " 2  transpose   [B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)  view         ✗" in out
+    assert " 2  transpose    [B=2, H=8, T=6, d_k=64]   (3072, 64, 512, 1)  view          strided" in out
     assert "textbook.py:18" in out and "textbook.py:22" in out
     assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in out
     assert "✓ no errors or warnings" in out
@@ -188,7 +188,7 @@ def test_device_meta_on_a_script(cli):
     res = cli("trace", S + "textbook.py", "--dims", DIMS, "--device", "meta", "--width", "100")
     assert res.exit_code == 0
     assert "on the meta device (--device meta)" in res.stdout
-    assert " 2  transpose   [B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)  view         ✗" in res.stdout
+    assert " 2  transpose    [B=2, H=8, T=6, d_k=64]   (3072, 64, 512, 1)  view          strided" in res.stdout
 
 
 def test_auto_meta_from_dims(cli):
@@ -203,3 +203,20 @@ def test_environment_variables_untouched():
     before = dict(os.environ)
     run_script(S + "textbook.py", [], parse_dims(DIMS))
     assert dict(os.environ) == before
+
+
+def test_trace_without_names_says_nothing_was_checked(tmp_path):
+    """No --dims and no shapetrace.name: the all-clear would be a false claim, so the trace says why
+    nothing was checked and how to fix it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "mine.py"
+    script.write_text("import torch\nx = torch.randn(2, 6, 512)\nq = x.view(2, 6, 8, 64).transpose(1, 2)\n")
+    proc = subprocess.run([sys.executable, "-m", "shapetrace", "trace", str(script), "--width", "200"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "every axis keeps its meaning" not in proc.stdout
+    assert proc.stdout.rstrip().endswith(
+        "? nothing was checked: no axis could be named, so the table shows sizes only. Name them with --dims "
+        "(e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")

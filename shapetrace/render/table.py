@@ -95,7 +95,7 @@ class TraceView:
                                     fold=self.fold, diagnostics=self.trace.diagnostics)
         yield footer_text(self.trace, self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics)
+            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events))
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -287,8 +287,22 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     return text
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic]) -> Iterable[Text]:
+#: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.
+NOTHING_NAMED = ("? nothing was checked: no axis could be named, so the table shows sizes only. Name them "
+                 "with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+
+
+def any_named(events: Sequence[Event]) -> bool:
+    """True when at least one axis of one recorded tensor has a name."""
+    return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
+
+
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Text]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked."""
     if not diagnostics:
+        if not named:
+            yield Text("\n" + NOTHING_NAMED, style="yellow")
+            return
         yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
                    style="green")
         return
