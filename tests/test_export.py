@@ -163,7 +163,7 @@ def test_html_renders_in_headless_chromium(trace, theme, background):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     from shapetrace.render.export import export_trace
 
-    html = export_trace(trace, OUTPUT / f"trace-{theme}.html", theme=theme)
+    html = export_trace(trace, OUTPUT / f"trace-{theme}.html", theme=theme, force=True)
     png = screenshot(html, OUTPUT / ("trace.png" if theme == "light" else "trace-dark.png"))
     assert _png_size(png) == (1200, 2000)
     assert _first_pixel(png) == background
@@ -188,3 +188,49 @@ def test_bad_export_options_exit_2_with_one_line(cli, args, message):
     result = cli("run", *args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_export_refuses_an_existing_file_unless_forced(tmp_path):
+    out = tmp_path / "notes.md"
+    out.write_text("my notes\n")
+    proc = run_cli("run", "--export", str(out))
+    assert proc.returncode == 2 and proc.stdout == ""  # refused before anything was traced or printed
+    assert " ".join(proc.stderr.split()) == (f"error: --export {out}: a file with that name exists; "
+                                              "add --force to replace it")
+    assert out.read_text() == "my notes\n"
+    proc = run_cli("run", "--export", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith("### shapetrace")
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]  # no temporary file left behind
+
+
+def test_export_never_writes_through_a_symlink(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    link = tmp_path / "trace.md"
+    link.symlink_to(precious)
+    proc = run_cli("run", "--export", str(link))
+    assert proc.returncode == 2 and "a symbolic link with that name exists" in proc.stderr
+    proc = run_cli("run", "--export", str(link), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert precious.read_text() == "keep me\n"  # the link was replaced, not the file it pointed at
+    assert not link.is_symlink() and link.read_text().startswith("### shapetrace")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing" / "t.md", "the folder {d}/missing does not exist"),
+    (lambda d: d, "that is a folder; give a file name"),
+])
+def test_export_path_problems_are_found_before_tracing(tmp_path, make, message):
+    target = make(tmp_path)
+    if target == tmp_path:
+        target = tmp_path / "dir.md"
+        target.mkdir()
+    proc = run_cli("trace", "nope-never-read.py", "--export", str(target))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert message.format(d=tmp_path) in " ".join(proc.stderr.split())
+
+
+def test_force_needs_export(cli):
+    result = cli("run", "--force")
+    assert result.exit_code == 2 and "--force only works with --export PATH" in result.output

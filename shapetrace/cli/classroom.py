@@ -34,10 +34,11 @@ class ClassroomRequest:
     auto: float | None = None
     predict: str | None = None
     answers: str | None = None
+    force: bool = False
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
-                answers, json_out: bool = False, all_ops: bool = False) -> ClassroomRequest:
+                answers, json_out: bool = False, all_ops: bool = False, force: bool = False) -> ClassroomRequest:
         """Validate the options before any tensor is traced (UsageError on bad input)."""
         if json_out and (step or predict or export):
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
@@ -46,12 +47,14 @@ class ClassroomRequest:
         if width is not None and width < 40:
             raise UsageError(f"--width {width}: use at least 40 columns")
         if export is not None:
-            from shapetrace.render.export import export_format
+            from shapetrace.app.exportpath import check_export_path
 
-            export_format(export)
+            check_export_path(export, force)
+        elif force:
+            raise UsageError("--force only works with --export PATH")
         _check_modes(step, auto, predict, answers)
         return cls(ViewOptions(width, compact, explain, long_names, fold=not all_ops), export, theme, step, auto,
-                   predict, answers)
+                   predict, answers, force)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
@@ -140,6 +143,6 @@ def write_export(trace: Report, request: ClassroomRequest) -> None:
     from shapetrace.cli.common import err_console
     from shapetrace.render.export import export_trace
 
-    path = export_trace(trace, request.export, request.view, request.theme)
+    path = export_trace(trace, request.export, request.view, request.theme, request.force)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
     err_console().print(f"exported to {path}{colours}", style="green", highlight=False)

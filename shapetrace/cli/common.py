@@ -60,7 +60,7 @@ def guarded(traceback: bool = False) -> Iterator[None]:
 def report_error(message: str) -> None:
     from rich.text import Text
 
-    err_console().print(Text.assemble(("error: ", "bold red"), message))
+    err_console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line: the terminal wraps
 
 
 def write_json(text: str) -> None:

@@ -37,6 +37,7 @@ def trace(
     export: str | None = typer.Option(None, "--export", metavar="PATH",
                                          help="Also write the trace to PATH: .svg, .html, .md or .txt."),
     theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
+    force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
@@ -45,7 +46,7 @@ def trace(
         from shapetrace.engine.dims import parse_dims
 
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
-                                           json_out, all_ops)
+                                           json_out, all_ops, force)
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.terminal_theme import MONOKAI, TerminalTheme
 
 from shapetrace.app.classroom import THEMES, ViewOptions, names_for
+from shapetrace.app.exportpath import check_export_path, export_format, write_atomically
 from shapetrace.app.operands import equation, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
@@ -26,7 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Event
 
-FORMATS = (".svg", ".html", ".md", ".txt")
 EXPORT_WIDTH = 100
 
 #: White background, ANSI colours darkened so yellow and cyan stay readable on paper.
@@ -38,16 +38,6 @@ LIGHT_THEME = TerminalTheme(
      (0, 135, 155), (40, 40, 40)],
 )
 TERMINAL_THEMES = {"light": LIGHT_THEME, "dark": MONOKAI}
-
-
-def export_format(path: str | Path) -> str:
-    """The format of an export path from its suffix; a UsageError for anything else."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        shown = suffix or "no suffix"
-        raise UsageError(f"--export {path}: unknown format ({shown}); use a path ending in "
-                         f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
-    return suffix
 
 
 def check_theme(theme: str) -> str:
@@ -88,12 +78,17 @@ def html_format(title: str) -> str:
 
 
 def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOptions(),
-                 theme: str = "light") -> Path:
-    """Write the trace to ``path`` in the format its suffix names; returns the path."""
-    path = Path(path)
+                 theme: str = "light", force: bool = False) -> Path:
+    """Write the trace to ``path`` in the format its suffix names, atomically; returns the path.
+
+    Raises:
+        UsageError: an unknown format or theme, a missing folder, or an existing path without ``force``.
+        RunError: the file system refused the write.
+    """
+    path = check_export_path(path, force)
     text = render_export(trace, export_format(path), options, check_theme(theme))
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomically(path, text, force)
     except OSError as exc:
         raise RunError(f"--export {path}: cannot write the file ({exc.strerror or exc})") from exc
     return path
