@@ -220,3 +220,32 @@ def test_trace_without_names_says_nothing_was_checked(tmp_path):
     assert proc.stdout.rstrip().endswith(
         "? nothing was checked: no axis could be named, so the table shows sizes only. Name them with --dims "
         "(e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+
+
+def test_ctrl_c_during_trace_prints_the_table_so_far(tmp_path):
+    """SIGINT while the script runs: the ops recorded so far, "interrupted at op N", exit 130; and a
+    note that the op run in another thread is not in the table."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import sys, threading, time, torch\n"
+        "x = torch.randn(2, 6, 512)\n"
+        "q = x.view(2, 6, 8, 64)\n"
+        "t = threading.Thread(target=lambda: x.view(2, 6, 8, 64)); t.start(); t.join()\n"
+        "q = q.transpose(1, 2)\n"
+        "print('READY', file=sys.stderr, flush=True)\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script), "--width", "200"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "READY"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = out.splitlines()
+    assert lines[-1] == "interrupted at op 2 (Ctrl-C): the table shows the 2 ops recorded before it"
+    assert " 1  transpose    [2, 8, 6, 64]" in out
+    assert ("i the script started 1 thread: shapetrace records the thread that runs the script, so ops run "
+            "in other threads are not in the table") in out

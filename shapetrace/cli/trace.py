@@ -42,9 +42,11 @@ def trace(
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
     with guarded(traceback):
+        from shapetrace.app.script import check_script
         from shapetrace.cli.classroom import ClassroomRequest
         from shapetrace.engine.dims import parse_dims
 
+        check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
                                            json_out, all_ops, force)
         from shapetrace.app.devices import parse_memory, pick_device
@@ -55,7 +57,7 @@ def trace(
         where, note = pick_device(device, dims_bytes(sizes), parse_memory(max_memory))
         filters = Filters(only=only or (), include=include or (), exclude=exclude or ())
         run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
-        if traceback and run.exception is not None and not isinstance(run.exception, SystemExit):
+        if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
         run.trace.header = {"lines": script_header(script, sizes, note)}
         if request.export and run.trace.events:
@@ -79,6 +81,9 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
         write_json(run.trace.to_json())
+        if run.interrupted:
+            report_error(f"interrupted at op {len(run.trace.events)} (Ctrl-C)")
+            raise typer.Exit(130)
         if run.exception is not None:
             report_error(_one_line(run))
         if run.exception is not None or errors:
@@ -94,12 +99,34 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
         parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
+        if run.interrupted:
+            parts = []
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
-    parts.extend(failure_lines(run))
+    parts.extend(_notes(run))
+    if run.interrupted:
+        parts.append(_interrupted(run))
+    else:
+        parts.extend(failure_lines(run))
     console.print(Group(*parts))
+    if run.interrupted:
+        raise typer.Exit(130)
     if run.exception is not None or errors:
         raise typer.Exit(1)
+
+
+def _notes(run):
+    from rich.text import Text
+
+    return [Text(f"i {note}", style="cyan") for note in run.notes]
+
+
+def _interrupted(run):
+    from rich.text import Text
+
+    n = len(run.trace.events)
+    return Text(f"\ninterrupted at op {n} (Ctrl-C): the table shows the {n} op{'s' if n != 1 else ''} "
+                "recorded before it", style="bold yellow")
 
 
 def _one_line(run) -> str:
