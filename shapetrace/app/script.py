@@ -147,12 +147,46 @@ def script_environment(path: str, args: Sequence[str], stdout_to_stderr: bool) -
         return start(thread, *a, **kw)
 
     threading.Thread.start = counting_start
+    saved_streams = _save_streams()
     try:
         with redirect:
             yield started
     finally:
         threading.Thread.start = start
         sys.argv[:], sys.path[:] = saved_argv, saved_path
+        _restore_streams(*saved_streams)
+
+
+def _save_streams() -> tuple:
+    """A duplicate of file descriptors 1 and 2 and the stream objects, so a script that closes stdout
+    (``sys.stdout.close()``, ``os.close(1)``) still leaves shapetrace a place to print the table."""
+    fds = []
+    for fd in (1, 2):
+        try:
+            fds.append(os.dup(fd))
+        except OSError:
+            fds.append(None)
+    return fds, sys.stdout, sys.stderr
+
+
+def _restore_streams(fds: list, stdout, stderr) -> None:
+    import io
+
+    for fd, saved in zip((1, 2), fds):
+        if saved is None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(saved, fd)  # the script closed the descriptor: put it back
+        for name, original in (("stdout", stdout), ("stderr", stderr)):
+            stream = getattr(sys, name)
+            if (name == "stdout") == (fd == 1) and (stream is not original or original.closed):
+                if original.closed:
+                    original = io.TextIOWrapper(io.FileIO(os.dup(saved), "w"), encoding="utf-8",
+                                                errors="replace", line_buffering=True)
+                setattr(sys, name, original)
+        os.close(saved)
 
 
 def _exec(path: str) -> None:

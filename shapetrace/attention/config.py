@@ -118,7 +118,7 @@ def shown(value: int) -> str:
     """A number as typed, or roughly how long it is when it is too long to print."""
     if value.bit_length() <= 80:
         return str(value)
-    return f"(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
+    return f"{'-' if value < 0 else ''}(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
 
 
 def check_elements(config: AttentionConfig) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -44,8 +43,9 @@ class ClassroomRequest:
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
         _check_choice("--explain", explain, EXPLAIN_MODES)
         _check_choice("--theme", theme, THEMES)
-        if width is not None and width < 40:
-            raise UsageError(f"--width {width}: use at least 40 columns")
+        from shapetrace.cli.common import check_width
+
+        check_width(width)
         if export is not None:
             from shapetrace.app.exportpath import check_export_path
 
@@ -73,8 +73,10 @@ def _check_modes(step: bool, auto: float | None, predict: str | None, answers: s
         _check_choice("--predict", predict, PREDICT_MODES)
     if answers is not None and predict is None:
         raise UsageError("--answers FILE only works with --predict")
-    if answers is not None and answers != "-" and not Path(answers).exists():
-        raise UsageError(f"--answers {answers}: no such file")
+    if answers is not None and answers != "-":
+        from shapetrace.app.textinput import read_answers
+
+        read_answers(answers, "--answers")  # missing, a folder, too large, not UTF-8: answered now
 
 
 def predict_mode(predict: bool, what: str | None) -> str | None:
@@ -130,9 +132,13 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
     from shapetrace.tui.predict import run_predict_mode
 
     if request.answers and request.answers != "-":
-        with open(request.answers, encoding="utf-8") as answers:
-            run_predict_mode(trace, console, answers, strides=request.predict == "strides",
-                             echo=True, options=request.view)
+        import io
+
+        from shapetrace.app.textinput import read_answers
+
+        answers = io.StringIO("".join(line + "\n" for line in read_answers(request.answers, "--answers")))
+        run_predict_mode(trace, console, answers, strides=request.predict == "strides",
+                         echo=True, options=request.view)
     else:
         run_predict_mode(trace, console, sys.stdin, strides=request.predict == "strides",
                          echo=not sys.stdin.isatty(), options=request.view)

@@ -11,6 +11,8 @@ from shapetrace.cli.common import (
     TRACEBACK_HELP,
     guarded,
     out_console,
+    seed_option,
+    width_option,
     write_json,
 )
 
@@ -27,9 +29,9 @@ def run(
     heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
     batch: int = typer.Option(2, "--batch", help="Batch size B."),
     seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T."),
-    seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
+    seed: int = seed_option(0, "Random seed for weights and input (0 to 2**64 - 1)."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
     all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",

@@ -12,6 +12,7 @@ from shapetrace.cli.common import (
     guarded,
     out_console,
     report_error,
+    width_option,
     write_json,
 )
 
@@ -28,7 +29,7 @@ def trace(
     exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),

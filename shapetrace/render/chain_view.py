@@ -47,8 +47,9 @@ class ChainView:
                   else f"x = torch.empty({', '.join(map(str, run.shape))}, device='meta')")
         yield Text.assemble(("shapetrace strides · ", "bold"), (source, "bold"))
         if run.device == "meta":
-            yield Text(f"{n:,} elements is more than fits comfortably in memory: running on torch's meta "
-                       "device (real shapes and strides, no data)", style="dim")
+            what = "the start tensor has" if run.largest <= n else "a step of the chain would hold"
+            yield Text(f"{what} {max(n, run.largest):,} elements, more than fits comfortably in memory: "
+                       "running on torch's meta device (real shapes and strides, no data)", style="dim")
         else:
             yield Text("every element's value is its own address, so a label is where it lives", style="dim")
         from shapetrace.app.strides import DEFAULT_NAMES

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.app.predict import Quiz, Score, Verdict, check_shape, check_strides, parse_answer, stride_reason
+from shapetrace.app.textinput import read_line
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate
 from shapetrace.errors import UsageError
@@ -56,7 +57,7 @@ class Asker:
             except EOFError:
                 raise _OutOfAnswers from None
         self.console.print(styled, end="")
-        line = self.stream.readline()
+        line = read_line(self.stream)
         if not line:
             self.console.print()
             raise _OutOfAnswers
