@@ -116,7 +116,7 @@ MAX_ELEMENTS = 2**62
 
 def shown(value: int) -> str:
     """A number as typed, or roughly how long it is when it is too long to print."""
-    if value.bit_length() <= 80:
+    if value.bit_length() <= 133:  # up to 40 digits: printed as typed
         return str(value)
     return f"{'-' if value < 0 else ''}(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
 
