@@ -56,8 +56,8 @@ class _Collect(HTMLParser):
         self.text.append(data)
 
 
-def test_html_parses_and_light_theme_is_white(trace, tmp_path):
-    page = _export(trace, tmp_path, "t.html", theme="light")
+def test_static_html_parses_and_light_theme_is_white(trace, tmp_path):
+    page = _export(trace, tmp_path, "t.html", theme="light", static=True)
     parser = _Collect()
     parser.feed(page)
     assert {"html", "head", "title", "body", "pre", "code"} <= set(parser.tags)
@@ -66,7 +66,7 @@ def test_html_parses_and_light_theme_is_white(trace, tmp_path):
     for shape in EXPECTED_SHAPES.values():
         assert shape in text
     assert "background-color: #ffffff;" in page
-    dark = _export(trace, tmp_path, "d.html", theme="dark")
+    dark = _export(trace, tmp_path, "d.html", theme="dark", static=True)
     assert "background-color: #0c0c0c;" in dark and "#ffffff;" not in dark.split("body {")[1]
 
 
@@ -226,8 +226,11 @@ def test_export_path_problems_are_found_before_tracing(tmp_path, make, message):
     if target == tmp_path:
         target = tmp_path / "dir.md"
         target.mkdir()
-    proc = run_cli("trace", "nope-never-read.py", "--export", str(target))
+    script = tmp_path / "marks.py"
+    script.write_text(f"import torch\nopen({str(tmp_path / 'ran')!r}, 'w').close()\nx = torch.ones(2, 3).t()\n")
+    proc = run_cli("trace", str(script), "--export", str(target))
     assert proc.returncode == 2 and proc.stdout == ""
+    assert not (tmp_path / "ran").exists()  # refused before the script ran
     assert message.format(d=tmp_path) in " ".join(proc.stderr.split())
 
 

@@ -34,10 +34,12 @@ class ClassroomRequest:
     predict: str | None = None
     answers: str | None = None
     force: bool = False
+    static: bool = False
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
-                answers, json_out: bool = False, all_ops: bool = False, force: bool = False) -> ClassroomRequest:
+                answers, json_out: bool = False, all_ops: bool = False, force: bool = False,
+                static: bool = False) -> ClassroomRequest:
         """Validate the options before any tensor is traced (UsageError on bad input)."""
         if json_out and (step or predict or export):
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
@@ -50,11 +52,11 @@ class ClassroomRequest:
             from shapetrace.app.exportpath import check_export_path
 
             check_export_path(export, force)
-        elif force:
-            raise UsageError("--force only works with --export PATH")
+        elif force or static:
+            raise UsageError(f"{'--force' if force else '--static'} only works with --export PATH")
         _check_modes(step, auto, predict, answers)
         return cls(ViewOptions(width, compact, explain, long_names, fold=not all_ops), export, theme, step, auto,
-                   predict, answers, force)
+                   predict, answers, force, static)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
@@ -149,6 +151,8 @@ def write_export(trace: Report, request: ClassroomRequest) -> None:
     from shapetrace.cli.common import err_console
     from shapetrace.render.export import export_trace
 
-    path = export_trace(trace, request.export, request.view, request.theme, request.force)
+    path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
+    if path.suffix.lower() == ".html" and not request.static:
+        colours += ": open it in a browser; → / Space step through the ops, ← goes back, t switches the theme"
     err_console().print(f"exported to {path}{colours}", style="green", highlight=False)

@@ -39,9 +39,12 @@ def run(
     long_names: bool = typer.Option(False, "--long-names",
                                     help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
     export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
+                                         "step through the ops), .svg (static, for slides), .md or .txt."),
     theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
     force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
+    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
+                                "slides, like .svg) instead of the interactive page."),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
@@ -84,7 +87,8 @@ def run(
         from shapetrace.cli.classroom import ClassroomRequest, predict_mode, show_classroom
 
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers, json_out, all_ops, force)
+                                           predict_mode(predict, predict_what), answers, json_out, all_ops, force,
+                                           static)
         from shapetrace.cli.variants import run_variants, variant_requested
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,

@@ -36,9 +36,12 @@ def trace(
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
+                                         "step through the ops), .svg (static, for slides), .md or .txt."),
     theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
     force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
+    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
+                                "slides, like .svg) instead of the interactive page."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
@@ -49,7 +52,7 @@ def trace(
 
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
-                                           json_out, all_ops, force)
+                                           json_out, all_ops, force, static)
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes

@@ -53,10 +53,18 @@ def recording_console(width: int) -> Console:
 
 
 def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
-                  theme: str = "light") -> str:
-    """The text of an export in format ``fmt`` (one of :data:`FORMATS`)."""
+                  theme: str = "light", static: bool = False) -> str:
+    """The text of an export in format ``fmt`` (one of :data:`FORMATS`).
+
+    ``.html`` is the interactive classroom page (:mod:`shapetrace.render.page`) unless ``static``,
+    which writes the table exactly as printed (like ``.svg``, for slides).
+    """
     if fmt == ".md":
         return markdown(trace, options)
+    if fmt == ".html" and not static:
+        from shapetrace.render.page import interactive_page
+
+        return interactive_page(trace, options, theme)
     console = recording_console(options.width or EXPORT_WIDTH)
     console.print(ClassroomView(trace, options))
     if fmt == ".txt":
@@ -78,7 +86,7 @@ def html_format(title: str) -> str:
 
 
 def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOptions(),
-                 theme: str = "light", force: bool = False) -> Path:
+                 theme: str = "light", force: bool = False, static: bool = False) -> Path:
     """Write the trace to ``path`` in the format its suffix names, atomically; returns the path.
 
     Raises:
@@ -86,7 +94,7 @@ def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOpt
         RunError: the file system refused the write.
     """
     path = check_export_path(path, force)
-    text = render_export(trace, export_format(path), options, check_theme(theme))
+    text = render_export(trace, export_format(path), options, check_theme(theme), static)
     try:
         write_atomically(path, text, force)
     except OSError as exc:
