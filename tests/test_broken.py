@@ -122,3 +122,48 @@ def test_cli_break_list_json(cli):
     data = json.loads(res.output)
     assert res.exit_code == 0 and [b["name"] for b in data] == list(BREAKS)
     assert all(b["kinds"] and b["summary"] and b["why"] for b in data)
+
+
+@pytest.mark.parametrize("options", [{}, {"seq_len": 5, "batch": 3}, {"heads": 4, "d_model": 64}])
+def test_reference_dependencies_shortcut_matches_a_real_run(options):
+    """Unmasked self-attention: the dependencies the leak check assumes for the reference are the ones
+    a batched run of the reference measures."""
+    from shapetrace.attention import variants
+    from shapetrace.attention.config import AttentionConfig
+    from shapetrace.engine.findings import dependencies, reference_dependencies
+
+    ref, inputs = variants.build_reference(AttentionConfig(**options), "cpu")
+    ref.eval()
+    known = reference_dependencies(ref, inputs)
+    assert known is not None and bool((known == dependencies(ref, inputs)).all())
+    causal, inputs = variants.build_reference(AttentionConfig(causal=True, **options), "cpu")
+    assert reference_dependencies(causal, inputs) is None
+
+
+def test_batched_leak_analysis_matches_one_pass_per_token():
+    """The vmap pass gives exactly the dependencies of the old loop (one forward per perturbed token)."""
+    import torch
+
+    from shapetrace.attention import variants
+    from shapetrace.attention.broken import build_broken
+    from shapetrace.attention.catalogue import apply_forces
+    from shapetrace.attention.config import AttentionConfig
+    from shapetrace.engine.findings import dependencies
+
+    for name in ("wrong-transpose", "batch-as-seq", "mask-wrong-axis"):
+        config, _ = apply_forces(AttentionConfig(broken=name, causal=True))
+        ref, inputs = variants.build_reference(config, "cpu")
+        model = build_broken(config, ref, "cpu").eval()
+        x, B, T = inputs["x"], config.batch, config.seq_len
+        with torch.no_grad():
+            base = model(x, inputs["memory"], inputs["pad"])
+            loop = torch.zeros(B, T, B, T, dtype=torch.bool)
+            for b in range(B):
+                for t in range(T):
+                    x2 = x.clone()
+                    x2[b, t] += 1.0
+                    out = model(x2, inputs["memory"], inputs["pad"])
+                    loop[b, t] = (out - base).abs().nan_to_num(0.0).amax(-1) > 1e-4 * (
+                        1 + base.abs().nan_to_num(0.0).amax())
+                    loop[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
+        assert bool((dependencies(model, inputs) == loop).all()), name
