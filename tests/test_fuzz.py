@@ -225,3 +225,12 @@ def test_missing_script_is_answered_in_a_fresh_process_under_0_3_s():
     elapsed = time.monotonic() - start
     assert proc.returncode == 2 and proc.stderr.strip() == "error: no such script: nope.py"
     assert elapsed < max(0.3, baseline * 1.5), (elapsed, baseline)
+
+
+@pytest.mark.parametrize("args", [["run", "--predict"], ["quiz", "--count", "1"]])
+def test_piped_answers_are_read_with_a_bound(args, monkeypatch, tmp_path):
+    """An endless line on stdin (``< /dev/zero``) is refused, not read until memory runs out."""
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path))
+    code, output = invoke(args, stdin="9" * 100_000)
+    assert_clean(code, output, args)
+    assert code == 2 and "an answer line is longer than 4096 characters" in output

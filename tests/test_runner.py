@@ -27,7 +27,8 @@ def test_textbook_table(cli):
     out = res.stdout
     assert out.startswith("output shape (2, 6, 512)\nshapetrace · textbook.py · B=2 T=6 D=512 H=8\n"
                           "d_k = D / H = 512 / 8 = 64\n")
-    assert " 2  transpose    [B=2, H=8, T=6, d_k=64]   (3072, 64, 512, 1)  view          strided" in out
+    assert ("  2  transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        "
+            "view          strided") in out
     assert "textbook.py:18" in out and "textbook.py:22" in out
     assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in out
     assert "✓ no errors or warnings" in out
@@ -188,7 +189,8 @@ def test_device_meta_on_a_script(cli):
     res = cli("trace", S + "textbook.py", "--dims", DIMS, "--device", "meta", "--width", "100")
     assert res.exit_code == 0
     assert "on the meta device (--device meta)" in res.stdout
-    assert " 2  transpose    [B=2, H=8, T=6, d_k=64]   (3072, 64, 512, 1)  view          strided" in res.stdout
+    assert ("  2  transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        "
+            "view          strided") in res.stdout
 
 
 def test_auto_meta_from_dims(cli):

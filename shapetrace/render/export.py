@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.terminal_theme import MONOKAI, TerminalTheme
 
 from shapetrace.app.classroom import THEMES, ViewOptions, names_for
 from shapetrace.app.exportpath import check_export_path, export_format, write_atomically
@@ -22,6 +21,7 @@ from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
 from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header
+from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -29,15 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 EXPORT_WIDTH = 100
 
-#: White background, ANSI colours darkened so yellow and cyan stay readable on paper.
-LIGHT_THEME = TerminalTheme(
-    (255, 255, 255), (30, 30, 30),
-    [(30, 30, 30), (180, 25, 25), (0, 115, 0), (155, 95, 0), (25, 65, 190), (145, 30, 145),
-     (0, 115, 135), (110, 110, 110)],
-    [(85, 85, 85), (205, 40, 40), (20, 140, 20), (175, 110, 0), (45, 95, 220), (170, 50, 170),
-     (0, 135, 155), (40, 40, 40)],
-)
-TERMINAL_THEMES = {"light": LIGHT_THEME, "dark": MONOKAI}
+
 
 
 def check_theme(theme: str) -> str:

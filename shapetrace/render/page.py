@@ -101,7 +101,7 @@ def _files(events) -> dict[str, list[str]]:
 def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
     """The page's data: header, every op, the source files, footer and diagnostics."""
     from shapetrace.app.classroom import names_for
-    from shapetrace.render.export import TERMINAL_THEMES
+    from shapetrace.render.themes import TERMINAL_THEMES
 
     long_names = names_for(trace, options)
     header = trace_header(trace) or ["shapetrace"]

@@ -106,7 +106,7 @@ def header_texts(lines: Sequence[str], width: int) -> list[Text]:
 
 COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "layout")
 #: The narrowest each column gets, so every variant of one width lines up the same way.
-MIN_WIDTHS = (2, 11, 24, 18, 12, 10)
+MIN_WIDTHS = (3, 11, 28, 24, 12, 10)
 #: From this many columns the strides sit in their own column; below, on a line under the code.
 STRIDES_INLINE_WIDTH = 100
 
@@ -122,10 +122,22 @@ def fact_cells(e: Event, long_names=None) -> list[Text]:
             memory_text(e), contiguity_text(e)]
 
 
-def column_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str] = ()) -> list[int]:
-    """Each column as wide as its header, its minimum and its widest cell (``labels``: more index cells)."""
-    widths = [max([len(COLUMNS[i]), MIN_WIDTHS[i]] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
-    widths[0] = max([widths[0]] + [len(x) for x in labels])
+def column_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str] = (), width: int | None = None) -> list[int]:
+    """Each column as wide as its header, its minimum and its widest cell (``labels``: more index cells).
+
+    The minimums keep every variant's columns in the same place; below ``STRIDES_INLINE_WIDTH`` (strides
+    on their own line) they give way where the row would not fit ``width``.
+    """
+    def measure(mins: Sequence[int]) -> list[int]:
+        widths = [max([len(COLUMNS[i]), mins[i]] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
+        widths[0] = max([widths[0]] + [len(x) for x in labels])
+        return widths
+
+    widths = measure(MIN_WIDTHS)
+    if width is not None and width < STRIDES_INLINE_WIDTH:
+        without_strides = sum(widths) - widths[3] + 2 * (len(widths) - 2)
+        if without_strides > width:
+            widths = measure([0] * len(COLUMNS))
     return widths
 
 
@@ -219,9 +231,10 @@ class OpTable:
         if first_input is not None:
             rows.insert(0, input_cells(first_input, self.long_names))
         folds = self._folds()
-        widths = column_widths(rows, [fold_label(f) for f in folds.values()])
+        widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
         indent = widths[0] + 2
-        strides_inline = width >= STRIDES_INLINE_WIDTH
+        # the layout depends on the width alone, unless a row could not fit (5-D shapes in GQA)
+        strides_inline = width >= STRIDES_INLINE_WIDTH and sum(widths) + 2 * (len(widths) - 1) <= width
         if not strides_inline:
             widths[3] = 0
         header = [Text(c, style="bold") for c in COLUMNS]
