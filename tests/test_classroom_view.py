@@ -108,3 +108,13 @@ def test_json_refuses_classroom_modes(cli):
     result = cli("run", "--json", "--step")
     assert result.exit_code == 2
     assert "error: --json prints only the JSON trace: use it without --step, --predict or --export" in result.output
+
+
+def test_compact_table_shows_every_matmul_with_both_operands(trace):
+    from shapetrace.app.classroom import ViewOptions
+    from shapetrace.render.classroom import ClassroomView
+
+    lines = render(ClassroomView(trace, ViewOptions(compact=True)), width=70).splitlines()
+    assert "    q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]" in lines
+    assert "    weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]" in lines
+    assert not any(line.endswith(" q @") for line in lines)  # "q @ kᵀ" is never split by a wrap

@@ -14,6 +14,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
+from shapetrace.app.operands import equation, is_matmul
 from shapetrace.render.table import (
     OpTable,
     TraceView,
@@ -60,6 +61,8 @@ class CompactTable:
             code = Text(" " * indent)
             code.append_text(_code_text(e.code, max(10, width - indent - 1)))
             yield code
+            if is_matmul(e):
+                yield from indented(Text(equation(e), style="bold"), indent, width)
             yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
             extra = self.after_event(e) if self.after_event else None
             if extra is not None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 
 #: Spans kept on one line: tuples ``(3072, 64, 1)``, shapes ``[B, H, T, d_k]``, a number with its unit,
-#: ``a × b`` products, a call ``name(x, "B T D")``.
+#: ``a × b`` products, ``q @ kᵀ``, a call ``name(x, "B T D")``.
 _ATOM = re.compile(r"\(\s*[^\s(),]+(?:,\s*[^\s(),]+){0,12}\)|\[[^\[\]\n]{0,60}\]"
-                   r"|\d[\d,.]*\s(?:B|KiB|MiB|GiB|TiB|elements?)\b|\w+\s[×x]\s\w+|[\w.]+\([^()\n]{0,40}\)")
+                   r"|\d[\d,.]*\s(?:B|KiB|MiB|GiB|TiB|elements?)\b|\w+\s[×x@]\s\w+ᵀ?|[\w.]+\([^()\n]{0,40}\)")
 _GLUE = "\x00"
 
 
