@@ -167,3 +167,23 @@ def test_batched_leak_analysis_matches_one_pass_per_token():
                         1 + base.abs().nan_to_num(0.0).amax())
                     loop[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
         assert bool((dependencies(model, inputs) == loop).all()), name
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_leaks_found_by_group_testing_equal_the_full_comparison(name):
+    """Unmasked runs take the fast road (cross-sequence group testing); it finds exactly the pairs the
+    full dependency comparison (every token of both models) finds."""
+    from shapetrace.attention import variants
+    from shapetrace.attention.broken import build_broken
+    from shapetrace.engine.findings import _leaks, dependencies
+
+    config, _ = apply_forces(C(broken=name, seq_len=4, d_model=64, heads=4, batch=3))
+    ref, inputs = variants.build_reference(config, "cpu")
+    model = build_broken(config, ref, "cpu").eval()
+    ref.eval()
+    try:
+        full = dependencies(model, inputs) & ~dependencies(ref, inputs)
+    except RuntimeError:  # the break raises (view-after-transpose): nothing to compare
+        return
+    expected = [((b, t), (b2, t2)) for b, t, b2, t2 in full.nonzero().tolist()]
+    assert _leaks(model, ref, inputs) == expected
