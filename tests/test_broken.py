@@ -124,7 +124,7 @@ def test_cli_break_list_json(cli):
     assert all(b["kinds"] and b["summary"] and b["why"] for b in data)
 
 
-@pytest.mark.parametrize("options", [{}, {"seq_len": 5, "batch": 3}, {"heads": 4, "d_model": 64}])
+@pytest.mark.parametrize("options", [{"batch": 2}, {"seq_len": 5, "batch": 2}, {"heads": 4, "d_model": 64, "batch": 2}])
 def test_reference_dependencies_shortcut_matches_a_real_run(options):
     """Unmasked self-attention: the dependencies the leak check assumes for the reference are the ones
     a batched run of the reference measures."""
@@ -132,12 +132,13 @@ def test_reference_dependencies_shortcut_matches_a_real_run(options):
     from shapetrace.attention.config import AttentionConfig
     from shapetrace.engine.findings import dependencies, reference_dependencies
 
-    ref, inputs = variants.build_reference(AttentionConfig(**options), "cpu")
-    ref.eval()
-    known = reference_dependencies(ref, inputs)
-    assert known is not None and bool((known == dependencies(ref, inputs)).all())
-    causal, inputs = variants.build_reference(AttentionConfig(causal=True, **options), "cpu")
-    assert reference_dependencies(causal, inputs) is None
+    for causal in (False, True):
+        ref, inputs = variants.build_reference(AttentionConfig(causal=causal, **options), "cpu")
+        ref.eval()
+        known = reference_dependencies(ref, inputs)
+        assert known is not None and bool((known == dependencies(ref, inputs)).all()), causal
+    padded, inputs = variants.build_reference(AttentionConfig(mask="padding", pad=(0, 1), **options), "cpu")
+    assert reference_dependencies(padded, inputs) is None
 
 
 def test_batched_leak_analysis_matches_one_pass_per_token():

@@ -139,13 +139,17 @@ def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
 
 
 def reference_dependencies(ref, inputs: dict) -> torch.Tensor | None:
-    """The reference's dependencies without running it, where they are known: in unmasked
-    self-attention every token reaches every output of its own sequence and nothing else.
-    None (compute them) with a causal or padding mask or a second sequence."""
-    if inputs.get("memory") is not None or inputs.get("pad") is not None or getattr(ref, "causal", True):
+    """The reference's dependencies without running it, where they are known: in self-attention
+    every token reaches every output of its own sequence (with a causal mask: every output at its
+    position or later) and nothing else. None (compute them) with padding or a second sequence."""
+    causal = getattr(ref, "causal", None)
+    if inputs.get("memory") is not None or inputs.get("pad") is not None or causal is None:
         return None
     B, T, _ = inputs["x"].shape
-    return torch.eye(B, dtype=torch.bool)[:, None, :, None].expand(B, T, B, T)
+    same = torch.eye(B, dtype=torch.bool)[:, None, :, None].expand(B, T, B, T)
+    if causal:  # source t reaches receiver t2 when t <= t2
+        same = same & torch.ones(T, T, dtype=torch.bool).triu()[None, :, None, :]
+    return same
 
 
 def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -154,10 +158,11 @@ def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]
     Where the reference's dependencies are known (unmasked self-attention: everything within a
     sequence), only cross-sequence pairs can leak, and those are found by group testing.
     """
-    if reference_dependencies(ref, inputs) is not None:
+    known = reference_dependencies(ref, inputs)
+    if known is not None and not ref.causal:
         extra = cross_sequence_dependencies(broken, inputs)
     else:
-        extra = dependencies(broken, inputs) & ~dependencies(ref, inputs)
+        extra = dependencies(broken, inputs) & ~(known if known is not None else dependencies(ref, inputs))
     return [((b, t), (b2, t2)) for b, t, b2, t2 in extra.nonzero().tolist()]
 
 
