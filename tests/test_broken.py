@@ -122,3 +122,69 @@ def test_cli_break_list_json(cli):
     data = json.loads(res.output)
     assert res.exit_code == 0 and [b["name"] for b in data] == list(BREAKS)
     assert all(b["kinds"] and b["summary"] and b["why"] for b in data)
+
+
+@pytest.mark.parametrize("options", [{"batch": 2}, {"seq_len": 5, "batch": 2}, {"heads": 4, "d_model": 64, "batch": 2}])
+def test_reference_dependencies_shortcut_matches_a_real_run(options):
+    """Unmasked self-attention: the dependencies the leak check assumes for the reference are the ones
+    a batched run of the reference measures."""
+    from shapetrace.attention import variants
+    from shapetrace.attention.config import AttentionConfig
+    from shapetrace.engine.findings import dependencies, reference_dependencies
+
+    for causal in (False, True):
+        ref, inputs = variants.build_reference(AttentionConfig(causal=causal, **options), "cpu")
+        ref.eval()
+        known = reference_dependencies(ref, inputs)
+        assert known is not None and bool((known == dependencies(ref, inputs)).all()), causal
+    padded, inputs = variants.build_reference(AttentionConfig(mask="padding", pad=(0, 1), **options), "cpu")
+    assert reference_dependencies(padded, inputs) is None
+
+
+def test_batched_leak_analysis_matches_one_pass_per_token():
+    """The vmap pass gives exactly the dependencies of the old loop (one forward per perturbed token)."""
+    import torch
+
+    from shapetrace.attention import variants
+    from shapetrace.attention.broken import build_broken
+    from shapetrace.attention.catalogue import apply_forces
+    from shapetrace.attention.config import AttentionConfig
+    from shapetrace.engine.findings import dependencies
+
+    for name in ("wrong-transpose", "batch-as-seq", "mask-wrong-axis"):
+        config, _ = apply_forces(AttentionConfig(broken=name, causal=True))
+        ref, inputs = variants.build_reference(config, "cpu")
+        model = build_broken(config, ref, "cpu").eval()
+        x, B, T = inputs["x"], config.batch, config.seq_len
+        with torch.no_grad():
+            base = model(x, inputs["memory"], inputs["pad"])
+            loop = torch.zeros(B, T, B, T, dtype=torch.bool)
+            for b in range(B):
+                for t in range(T):
+                    x2 = x.clone()
+                    x2[b, t] += 1.0
+                    out = model(x2, inputs["memory"], inputs["pad"])
+                    loop[b, t] = (out - base).abs().nan_to_num(0.0).amax(-1) > 1e-4 * (
+                        1 + base.abs().nan_to_num(0.0).amax())
+                    loop[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
+        assert bool((dependencies(model, inputs) == loop).all()), name
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_leaks_found_by_group_testing_equal_the_full_comparison(name):
+    """Unmasked runs take the fast road (cross-sequence group testing); it finds exactly the pairs the
+    full dependency comparison (every token of both models) finds."""
+    from shapetrace.attention import variants
+    from shapetrace.attention.broken import build_broken
+    from shapetrace.engine.findings import _leaks, dependencies
+
+    config, _ = apply_forces(C(broken=name, seq_len=4, d_model=64, heads=4, batch=3))
+    ref, inputs = variants.build_reference(config, "cpu")
+    model = build_broken(config, ref, "cpu").eval()
+    ref.eval()
+    try:
+        full = dependencies(model, inputs) & ~dependencies(ref, inputs)
+    except RuntimeError:  # the break raises (view-after-transpose): nothing to compare
+        return
+    expected = [((b, t), (b2, t2)) for b, t, b2, t2 in full.nonzero().tolist()]
+    assert _leaks(model, ref, inputs) == expected

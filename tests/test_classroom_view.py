@@ -66,7 +66,25 @@ def test_full_table_unchanged_by_default_options(trace):
     from shapetrace.render.classroom import ClassroomView
     from shapetrace.render.table import TraceView, trace_header
 
-    assert render(ClassroomView(trace)) == render(TraceView(trace, header=trace_header(trace)))
+    assert render(ClassroomView(trace)) == render(TraceView(trace, header=trace_header(trace), fold=True))
+
+
+def test_default_screen_folds_repeats_and_shows_the_input_and_every_matmul(trace):
+    from shapetrace.app.classroom import ViewOptions
+    from shapetrace.render.classroom import ClassroomView
+
+    lines = render(ClassroomView(trace), width=100).splitlines()
+    assert len(lines) <= 60, len(lines)
+    assert lines[6] == (" in  input        [B=2, T=6, D=512]             (3072, 512, 1)            "
+                        "24 KiB        contiguous")
+    assert "4-5  view, transpose  k: the same two ops as q, #1-#2" in lines  # in the index column
+    assert "7-8  view, transpose  v: the same two ops as q, #1-#2" in lines
+    assert "     q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]" in lines
+    assert "     weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]" in lines
+    assert not any("✗" in line for line in lines)  # ✗ is for errors; a transpose is "strided"
+    assert sum(line.endswith("  strided") for line in lines) == 3  # q's transpose, k_t, the merge transpose
+    every = render(ClassroomView(trace, ViewOptions(fold=False)), width=100).splitlines()
+    assert not any("the same two ops" in line for line in every) and len(every) > len(lines)
 
 
 def test_cli_readability_options(cli):
@@ -90,3 +108,13 @@ def test_json_refuses_classroom_modes(cli):
     result = cli("run", "--json", "--step")
     assert result.exit_code == 2
     assert "error: --json prints only the JSON trace: use it without --step, --predict or --export" in result.output
+
+
+def test_compact_table_shows_every_matmul_with_both_operands(trace):
+    from shapetrace.app.classroom import ViewOptions
+    from shapetrace.render.classroom import ClassroomView
+
+    lines = render(ClassroomView(trace, ViewOptions(compact=True)), width=70).splitlines()
+    assert "    q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]" in lines
+    assert "    weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]" in lines
+    assert not any(line.endswith(" q @") for line in lines)  # "q @ kᵀ" is never split by a wrap

@@ -14,7 +14,7 @@ def test_run_prints_header_table_footer(cli):
     out = result.output
     assert "d_k = D / H = 512 / 8 = 64" in out
     assert "4·512² + 4·512 = 1,050,624" in out
-    assert "[B=2, H=8, T=6, d_k=64]  (3072, 64, 512, 1)" in out
+    assert "[B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)" in out
     assert "copies 6,144 elements (24 KiB)" in out
     assert "17 ops · 9 views · 1 copy (24 KiB)" in out
     assert "no errors or warnings" in out
@@ -32,7 +32,11 @@ def test_run_json_is_pure_json_and_matches_trace(cli):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--d-model", "500"], "Head counts that divide 500: 1, 2, 4, 5, 10, 20, 25, 50, 100, 125, 250, 500"),
+    (["--d-model", "500"], "8 does not divide 500: --heads must divide --d-model (d_k = D / H); "
+                           "heads that divide 500 near 8: 5, 10"),
+    (["--d-model", "100000000000000000001", "--heads", "2"],
+     "--d-model 100000000000000000001 is too large: sizes go up to 2**40"),
+    (["--heads", "1000"], "--heads 1000 is more than --d-model 512"),
     (["--heads", "0"], "--heads must be a whole number of at least 1, got 0"),
     (["--batch", "-3"], "--batch must be a whole number of at least 1, got -3"),
     (["--seq-len", "0"], "--seq-len must be a whole number of at least 1"),

@@ -56,8 +56,8 @@ class _Collect(HTMLParser):
         self.text.append(data)
 
 
-def test_html_parses_and_light_theme_is_white(trace, tmp_path):
-    page = _export(trace, tmp_path, "t.html", theme="light")
+def test_static_html_parses_and_light_theme_is_white(trace, tmp_path):
+    page = _export(trace, tmp_path, "t.html", theme="light", static=True)
     parser = _Collect()
     parser.feed(page)
     assert {"html", "head", "title", "body", "pre", "code"} <= set(parser.tags)
@@ -66,7 +66,7 @@ def test_html_parses_and_light_theme_is_white(trace, tmp_path):
     for shape in EXPECTED_SHAPES.values():
         assert shape in text
     assert "background-color: #ffffff;" in page
-    dark = _export(trace, tmp_path, "d.html", theme="dark")
+    dark = _export(trace, tmp_path, "d.html", theme="dark", static=True)
     assert "background-color: #0c0c0c;" in dark and "#ffffff;" not in dark.split("body {")[1]
 
 
@@ -80,14 +80,17 @@ def test_markdown_table_rows_match_the_trace(trace, tmp_path):
     md = _export(trace, tmp_path, "t.md")
     lines = md.splitlines()
     assert lines[0] == "### shapetrace · multi-head self-attention · B=2 T=6 D=512 H=8"
-    head = lines.index("| # | op | code | shape [names] | strides | memory | annotation |")
-    assert lines[head + 1] == "|---:|---|---|---|---|---|---|"
+    head = lines.index("| # | op | code | shape [names] | strides | memory | layout | annotation |")
+    assert lines[head + 1] == "|---:|---|---|---|---|---|---|---|"
     rows = [_md_cells(line) for line in lines[head + 2: head + 2 + len(trace.events)]]
-    assert len(rows) == 17 and all(len(r) == 7 for r in rows)
+    assert len(rows) == 17 and all(len(r) == 8 for r in rows)
     for e, row in zip(trace.events, rows):
         assert row[0] == str(e.index) and row[1] == f"`{e.op}`"
-        assert row[4].split(" ✗")[0] == "(" + ", ".join(map(str, e.output.stride)) + ")"
-        assert row[4].endswith("✗") == (not e.output.contiguous)
+        assert row[4] == "(" + ", ".join(map(str, e.output.stride)) + ")"
+        assert row[6] == ("contiguous" if e.output.contiguous else "strided")
+    assert "✗" not in md  # ✗ marks errors only; a correct run has none
+    assert rows[10][7].startswith("`q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]`; ")
+    assert rows[12][7].startswith("`weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]`; ")
     for i, shape in EXPECTED_SHAPES.items():
         assert rows[i][3] == shape
     assert rows[2][2] == "`return x.transpose(1, 2)`"
@@ -160,7 +163,7 @@ def test_html_renders_in_headless_chromium(trace, theme, background):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     from shapetrace.render.export import export_trace
 
-    html = export_trace(trace, OUTPUT / f"trace-{theme}.html", theme=theme)
+    html = export_trace(trace, OUTPUT / f"trace-{theme}.html", theme=theme, force=True)
     png = screenshot(html, OUTPUT / ("trace.png" if theme == "light" else "trace-dark.png"))
     assert _png_size(png) == (1200, 2000)
     assert _first_pixel(png) == background
@@ -185,3 +188,52 @@ def test_bad_export_options_exit_2_with_one_line(cli, args, message):
     result = cli("run", *args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_export_refuses_an_existing_file_unless_forced(tmp_path):
+    out = tmp_path / "notes.md"
+    out.write_text("my notes\n")
+    proc = run_cli("run", "--export", str(out))
+    assert proc.returncode == 2 and proc.stdout == ""  # refused before anything was traced or printed
+    assert " ".join(proc.stderr.split()) == (f"error: --export {out}: a file with that name exists; "
+                                              "add --force to replace it")
+    assert out.read_text() == "my notes\n"
+    proc = run_cli("run", "--export", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text().startswith("### shapetrace")
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]  # no temporary file left behind
+
+
+def test_export_never_writes_through_a_symlink(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    link = tmp_path / "trace.md"
+    link.symlink_to(precious)
+    proc = run_cli("run", "--export", str(link))
+    assert proc.returncode == 2 and "a symbolic link with that name exists" in proc.stderr
+    proc = run_cli("run", "--export", str(link), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert precious.read_text() == "keep me\n"  # the link was replaced, not the file it pointed at
+    assert not link.is_symlink() and link.read_text().startswith("### shapetrace")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing" / "t.md", "the folder {d}/missing does not exist"),
+    (lambda d: d, "that is a folder; give a file name"),
+])
+def test_export_path_problems_are_found_before_tracing(tmp_path, make, message):
+    target = make(tmp_path)
+    if target == tmp_path:
+        target = tmp_path / "dir.md"
+        target.mkdir()
+    script = tmp_path / "marks.py"
+    script.write_text(f"import torch\nopen({str(tmp_path / 'ran')!r}, 'w').close()\nx = torch.ones(2, 3).t()\n")
+    proc = run_cli("trace", str(script), "--export", str(target))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert not (tmp_path / "ran").exists()  # refused before the script ran
+    assert message.format(d=tmp_path) in " ".join(proc.stderr.split())
+
+
+def test_force_needs_export(cli):
+    result = cli("run", "--force")
+    assert result.exit_code == 2 and "--force only works with --export PATH" in result.output

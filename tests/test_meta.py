@@ -225,7 +225,7 @@ def test_run_auto_meta_for_huge_config_prints_note(cli):
     res = cli("run", "--d-model", "8192", "--heads", "64", "--seq-len", "32768", "--batch", "8", "--width", "100")
     assert res.exit_code == 0
     assert "running on the meta device" in res.stdout
-    assert "[B=8, H=64, T=32,768, T=32,768]" in res.stdout
+    assert "[B=8, H=64, T=32768, T=32768]" in res.stdout
 
 
 def test_user_scripts_on_meta_load_no_compiler_modules():

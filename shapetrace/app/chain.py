@@ -39,6 +39,8 @@ MAX_INT = 2 ** 62
 #: Above this many elements, ``strides`` uses torch's meta device (shapes and strides, no memory).
 META_LIMIT = 1 << 24  # 16,777,216 elements = 64 MiB of float32
 MAX_DIMS = 12
+#: Deepest expression accepted: the evaluator recurses, so the depth is checked first (iteratively).
+MAX_DEPTH = 100
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -85,6 +87,9 @@ def parse_chain(text: str, names: Mapping[str, int] | None = None) -> list[Chain
     except SyntaxError as exc:
         raise UsageError(f"cannot parse chain {text!r}: {exc.msg} (write it like "
                          "'view(2, 6, 8, 64).transpose(1, 2)')") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"the chain is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    _check_depth(tree)
     steps: list[ChainStep] = []
     node = tree.body
     while not (isinstance(node, ast.Name) and node.id == _RECEIVER):
@@ -95,6 +100,18 @@ def parse_chain(text: str, names: Mapping[str, int] | None = None) -> list[Chain
     if not steps:
         raise UsageError("the chain is empty: give at least one method, e.g. 'transpose(0, 1)'")
     return steps[::-1]
+
+
+def _check_depth(tree: ast.AST) -> None:
+    """Refuse an expression nested deeper than MAX_DEPTH, walking with a stack (no recursion);
+    runs of unary signs (``-(-(-6))``) are evaluated in a loop and do not count."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UsageError(f"the chain is nested too deeply (at most {MAX_DEPTH} levels)")
+        step = 0 if isinstance(node, ast.UnaryOp) else 1
+        stack.extend((child, depth + step) for child in ast.iter_child_nodes(node))
 
 
 def _normalise(text: str) -> str:
@@ -190,8 +207,11 @@ def _int(node: ast.AST, names: dict[str, int]) -> int:
         known = f" (known: {', '.join(names)})" if names else ""
         raise UsageError(f"refused name {node.id!r} in an argument: use numbers or axis names{known}")
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _int(node.operand, names)
-        return -value if isinstance(node.op, ast.USub) else value
+        sign = 1
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            sign = -sign if isinstance(node.op, ast.USub) else sign
+            node = node.operand
+        return sign * _int(node, names)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _int(node.left, names), _int(node.right, names)
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:

@@ -28,12 +28,15 @@ class ViewOptions:
         compact: drop the strides and contiguity columns for narrow or zoomed terminals.
         explain: ``"full"`` sentences or ``"brief"`` symbols under each op.
         long_names: spell out axis names (batch, seq_len, d_model, heads, d_head).
+        fold: show a repeated block of ops (k and v split like q) as one line, and the input as a row;
+            ``--all`` turns it off.
     """
 
     width: int | None = None
     compact: bool = False
     explain: str = "full"
     long_names: bool = False
+    fold: bool = True
 
 
 def _long(label: str) -> str:

@@ -48,6 +48,14 @@ class ImplRow:
 def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
                   max_bytes: int | None = None) -> tuple[list[ImplRow], str]:
     """Trace each implementation on the reference's weights; returns the rows and the device."""
+    from shapetrace.app.threads import threads_for
+    from shapetrace.attention.memory import variant_bytes
+
+    with threads_for(variant_bytes(config)):
+        return _compare_impls(config, impls, max_bytes)
+
+
+def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int | None) -> tuple[list[ImplRow], str]:
     import torch
 
     from shapetrace.app.session import choose_device

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DEVICES = ("auto", "cpu", "meta")
 DEFAULT_MAX_MEMORY = "1GiB"
+MAX_MEMORY = 1 << 60
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
           "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -28,11 +29,18 @@ def parse_memory(text: str) -> int:
     >>> parse_memory("1GiB"), parse_memory("512 MB")
     (1073741824, 512000000)
     """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    text = str(text)
+    m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([a-zA-Z]{0,3})\s*", text) if len(text) <= 80 else None
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
-        raise UsageError(f"cannot read --max-memory {text!r}: write a size such as 1GiB, 512MiB or 2GB")
-    return int(float(m.group(1)) * _UNITS[unit])
+        shown = repr(text) if len(text) <= 40 else f"(a {len(text)}-character value)"
+        raise UsageError(f"cannot read --max-memory {shown}: write a size such as 1GiB, 512MiB or 2GB")
+    from fractions import Fraction
+
+    size = int(Fraction(m.group(1)) * _UNITS[unit])
+    if size > MAX_MEMORY:
+        raise UsageError(f"--max-memory {text.strip()} is more than 1 EiB (2**60 bytes): no machine has that")
+    return size
 
 
 def check_device(device: str) -> str:

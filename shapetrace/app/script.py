@@ -77,37 +77,116 @@ class ScriptRun:
     def ok(self) -> bool:
         return self.exception is None
 
+    @property
+    def interrupted(self) -> bool:
+        """True when Ctrl-C stopped the script: the trace holds the ops recorded before it."""
+        return isinstance(self.exception, KeyboardInterrupt)
+
+
+#: The largest script shapetrace reads (``/dev/zero`` must not fill memory).
+MAX_SCRIPT_BYTES = 8 << 20
+
+
+def read_capped(path: str, limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes of a regular file (or stdin-like stream), or one clear UsageError."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a folder; give a file") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise UsageError(f"{what} {path} is larger than {limit >> 20} MiB: not a file shapetrace reads")
+    return data
+
 
 def check_script(path: str) -> str:
-    """The script's source, or one clear error (missing file, folder, syntax error)."""
+    """The script's source, or one clear error (missing file, folder, too large, not UTF-8, NUL bytes,
+    syntax error). Python's own rules: a UTF-8 BOM is fine."""
     if not os.path.exists(path):
         raise UsageError(f"no such script: {path}")
     if os.path.isdir(path):
         raise UsageError(f"{path} is a folder; give a Python file (shapetrace trace path/to/script.py)")
+    data = read_capped(path, MAX_SCRIPT_BYTES, "script")
+    if b"\0" in data:
+        line = data[: data.index(b"\0")].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: a NUL byte: this is not a Python source file")
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+        source = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x}); save it as UTF-8") from None
     try:
-        compile(source, path, "exec")
+        compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        raise RunError(f"{path}:{exc.lineno}: syntax error: {exc.msg} (nothing was traced)") from None
+        raise RunError(f"{path}:{exc.lineno or '?'}: syntax error: {exc.msg} (nothing was traced)") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise RunError(f"{path}: Python cannot compile it ({type(exc).__name__}: {exc}); nothing was traced") from None
     return source
 
 
 @contextlib.contextmanager
-def script_environment(path: str, args: Sequence[str], stdout_to_stderr: bool) -> Iterator[None]:
-    """``sys.argv``, ``sys.path[0]`` and (for ``--json``) stdout as a script run would see them."""
+def script_environment(path: str, args: Sequence[str], stdout_to_stderr: bool) -> Iterator[list[int]]:
+    """``sys.argv``, ``sys.path[0]`` and (for ``--json``) stdout as a script run would see them.
+
+    Yields a one-item list counting the threads the script starts: the tracer records the thread
+    that runs the script, so ops in other threads are missing and the table must say so.
+    """
+    import threading
+
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     redirect = contextlib.redirect_stdout(sys.stderr) if stdout_to_stderr else contextlib.nullcontext()
+    started = [0]
+    start = threading.Thread.start
+
+    def counting_start(thread, *a, **kw):
+        started[0] += 1
+        return start(thread, *a, **kw)
+
+    threading.Thread.start = counting_start
+    saved_streams = _save_streams()
     try:
         with redirect:
-            yield
+            yield started
     finally:
+        threading.Thread.start = start
         sys.argv[:], sys.path[:] = saved_argv, saved_path
+        _restore_streams(*saved_streams)
+
+
+def _save_streams() -> tuple:
+    """A duplicate of file descriptors 1 and 2 and the stream objects, so a script that closes stdout
+    (``sys.stdout.close()``, ``os.close(1)``) still leaves shapetrace a place to print the table."""
+    fds = []
+    for fd in (1, 2):
+        try:
+            fds.append(os.dup(fd))
+        except OSError:
+            fds.append(None)
+    return fds, sys.stdout, sys.stderr
+
+
+def _restore_streams(fds: list, stdout, stderr) -> None:
+    import io
+
+    for fd, saved in zip((1, 2), fds):
+        if saved is None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(saved, fd)  # the script closed the descriptor: put it back
+        for name, original in (("stdout", stdout), ("stderr", stderr)):
+            stream = getattr(sys, name)
+            if (name == "stdout") == (fd == 1) and (stream is not original or original.closed):
+                if original.closed:
+                    original = io.TextIOWrapper(io.FileIO(os.dup(saved), "w"), encoding="utf-8",
+                                                errors="replace", line_buffering=True)
+                setattr(sys, name, original)
+        os.close(saved)
 
 
 def _exec(path: str) -> None:
@@ -126,20 +205,27 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     tr.STACK_ROOTS.add(_exec.__code__)
     trace = tr.Trace(dims)
     exception: BaseException | None = None
-    with script_environment(path, args, stdout_to_stderr):
+    with script_environment(path, args, stdout_to_stderr) as threads:
         try:
             with trace, _default_device(device, torch):
                 _exec(path)
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 exception = exc
-        except KeyboardInterrupt:
-            raise   # the user's Ctrl-C: the command answers it
-        except BaseException as exc:  # the script's own failure, any class of it: reported with the table
+        except BaseException as exc:  # the script's own failure of any class, or Ctrl-C: shown with the table
             exception = exc
         finally:
-            sys.stdout.flush()
-    return _finish(path, trace, exception, filters or Filters())
+            _flush()
+    run = _finish(path, trace, exception, filters or Filters())
+    if threads[0]:
+        run.notes.append(f"the script started {threads[0]} thread{'s' if threads[0] != 1 else ''}: shapetrace "
+                         "records the thread that runs the script, so ops run in other threads are not in the table")
+    return run
+
+
+def _flush() -> None:
+    with contextlib.suppress(OSError, ValueError):  # a script may close stdout
+        sys.stdout.flush()
 
 
 @contextlib.contextmanager

@@ -24,7 +24,10 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | No
     trace = Trace(config.dims)
     trace.header = {"lines": header_lines(config) + ([note] if note else [])}
     trace.meta_note = note if device == "meta" else None
-    with torch.no_grad(), trace:
+    from shapetrace.app.threads import threads_for
+    from shapetrace.attention.memory import reference_bytes
+
+    with threads_for(reference_bytes(config)), torch.no_grad(), trace:
         trace.set_names(x, ["B", "T", "D"])
         trace.result = model(x)
     return trace
@@ -66,7 +69,16 @@ class VariantRun:
 
 def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
                   device: str = "auto") -> VariantRun:
-    """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes."""
+    """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes
+    (small sizes with one torch thread: :mod:`shapetrace.app.threads`)."""
+    from shapetrace.app.threads import threads_for
+    from shapetrace.attention.memory import variant_bytes
+
+    with threads_for(variant_bytes(config)):
+        return _trace_variant(config, max_bytes, compare, device)
+
+
+def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool, device: str) -> VariantRun:
     import torch
 
     from shapetrace.attention import variants

@@ -67,6 +67,7 @@ class ChainRun:
     trace: Trace
     heads: int | None = None
     names_given: bool = False
+    largest: int = 0  # the most elements any step holds (or copies), sized on meta before running
 
     @property
     def head_count(self) -> int | None:
@@ -127,16 +128,20 @@ def named_sizes(shape: Sequence[int], names: Sequence[str | None], heads: int | 
     return dims
 
 
-def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: int | None = None) -> ChainRun:
-    """Parse SHAPE and CHAIN, then apply the chain step by step under the tracer.
+@dataclass(frozen=True)
+class ChainPlan:
+    """SHAPE, names, sizes and steps, parsed and checked without torch (every usage error found here)."""
 
-    A failing step is recorded with torch's message (and, for ``view``, an
-    explanation) and stops the chain; earlier steps are kept.
-    """
-    import torch
+    shape: tuple[int, ...]
+    names: tuple[str | None, ...]
+    sizes: dict[str, int]
+    steps: list[ChainStep]
+    heads: int | None
+    names_given: bool
 
-    from shapetrace.engine.tracer import Trace
 
+def plan_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: int | None = None) -> ChainPlan:
+    """Parse and check SHAPE, --dims, --heads and CHAIN; imports no torch, so it answers fast."""
     shape = parse_shape(shape_text)
     names = parse_names(dims, shape)
     sizes = named_sizes(shape, names, heads)
@@ -146,11 +151,48 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
         if guess is not None:
             sizes = named_sizes(shape, names, guess)
             heads = guess
+    return ChainPlan(shape, names, sizes, steps, heads, dims is not None)
+
+
+def largest_step(shape: Sequence[int], steps: Sequence[ChainStep]) -> int:
+    """The most elements any step's result holds, found on the meta device (no memory), up to the
+    first step that fails. ``expand(2**30)`` is a free view, but ``.contiguous()`` after it would
+    allocate every element: sizing each result catches both before anything real runs."""
+    import torch
+
+    current = torch.empty(tuple(shape), device="meta")
+    largest = current.numel()
+    for step in steps:
+        try:
+            current = _call(step, current)
+        except Exception:  # the real run reports the failure with torch's own message
+            break
+        if isinstance(current, torch.Tensor):
+            largest = max(largest, current.numel())
+    return largest
+
+
+def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: int | None = None,
+              plan: ChainPlan | None = None) -> ChainRun:
+    """Parse SHAPE and CHAIN, then apply the chain step by step under the tracer.
+
+    Every step is sized on the meta device first; when any result would exceed ``META_LIMIT``
+    elements the whole chain runs on meta (real shapes and strides, no data). A failing step is
+    recorded with torch's message (and, for ``view``, an explanation) and stops the chain; earlier
+    steps are kept.
+    """
+    import torch
+
+    from shapetrace.engine.tracer import Trace
+
+    plan = plan or plan_chain(shape_text, chain_text, dims, heads)
+    shape, names, steps = plan.shape, plan.names, plan.steps
     numel = math.prod(shape)
-    device = "meta" if numel > META_LIMIT else "cpu"
+    largest = largest_step(shape, steps)
+    device = "meta" if largest > META_LIMIT else "cpu"
     x = (torch.arange(numel, dtype=torch.float32).view(shape) if device == "cpu"
          else torch.empty(shape, device="meta"))
-    trace = Trace(sizes)
+    trace = Trace(plan.sizes)
     results: list[StepResult] = []
     with torch.no_grad(), trace:
         trace.set_names(x, list(names))
@@ -162,7 +204,16 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
             if result.error:
                 break
     _add_notes(trace, results)
-    return ChainRun(shape, names, device, results, trace, heads, names_given=dims is not None)
+    return ChainRun(shape, names, device, results, trace, plan.heads, names_given=plan.names_given,
+                    largest=largest)
+
+
+def _call(step: ChainStep, tensor):
+    if step.method == "mT":
+        return tensor.mT
+    if step.method == "__getitem__":
+        return tensor[step.args[0]]
+    return getattr(tensor, step.method)(*step.args, **step.kwargs)
 
 
 def infer_heads(steps: Sequence[ChainStep], shape: Sequence[int], names: Sequence[str | None]) -> int | None:
@@ -190,12 +241,7 @@ def _arg_names(sizes: dict[str, int]) -> dict[str, int]:
 def _apply(trace: Trace, step: ChainStep, tensor, number: int):
     before = len(trace.events)
     try:
-        if step.method == "mT":
-            out = tensor.mT
-        elif step.method == "__getitem__":
-            out = tensor[step.args[0]]
-        else:
-            out = getattr(tensor, step.method)(*step.args, **step.kwargs)
+        out = _call(step, tensor)
     except Exception as exc:  # torch's own error, kept word for word
         event = trace.events[-1] if len(trace.events) > before else None
         error = f"{type(exc).__name__}: {exc}"

@@ -34,17 +34,19 @@ class AttentionConfig:
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "batch", "seq_len"):
             value = getattr(self, name)
+            flag = "--" + name.replace("_", "-")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                flag = "--" + name.replace("_", "-")
                 raise UsageError(f"{flag} must be a whole number of at least 1, got {value!r}")
+            if value > MAX_SIZE:
+                raise UsageError(f"{flag} {shown(value)} is too large: sizes go up to 2**40 ({MAX_SIZE})")
+        if self.heads > self.d_model:
+            raise UsageError(f"--heads {self.heads} is more than --d-model {self.d_model}: each head needs "
+                             "at least one feature (d_k = D / H)")
         if self.d_model % self.heads:
-            raise UsageError(
-                f"--d-model {self.d_model} is not divisible by --heads {self.heads}: each head gets "
-                f"d_k = d_model / heads features, which must be a whole number "
-                f"({self.d_model} / {self.heads} = {self.d_model / self.heads:g}). "
-                f"Head counts that divide {self.d_model}: {', '.join(map(str, divisors(self.d_model)))}."
-            )
+            raise UsageError(f"{self.heads} does not divide {self.d_model}: --heads must divide --d-model "
+                             f"(d_k = D / H); {near_divisors(self.d_model, self.heads)}")
         check_variant(self)
+        check_elements(self)
 
     @property
     def d_k(self) -> int:
@@ -105,6 +107,35 @@ def header_lines(config: AttentionConfig, title: str = "multi-head self-attentio
         f"d_k = D / H = {D} / {H} = {config.d_k} · parameters 4·D² + 4·D = "
         f"4·{D}² + 4·{D} = {config.param_count:,} (q, k, v and output projections with biases)",
     ]
+
+
+#: The largest size shapetrace passes to torch: every element count must stay below 2**63.
+MAX_SIZE = 2**40
+MAX_ELEMENTS = 2**62
+
+
+def shown(value: int) -> str:
+    """A number as typed, or roughly how long it is when it is too long to print."""
+    if value.bit_length() <= 133:  # up to 40 digits: printed as typed
+        return str(value)
+    return f"{'-' if value < 0 else ''}(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
+
+
+def check_elements(config: AttentionConfig) -> None:
+    """Every tensor of the forward pass must have fewer than 2**62 elements (torch indexes with int64)."""
+    B, T, D, H = config.batch, max(config.seq_len, config.k_len), config.d_model, config.heads
+    for what, n in (("the input B·T·D", B * T * D), ("a weight D·D", D * D), ("the scores B·H·T·T", B * H * T * T)):
+        if n >= MAX_ELEMENTS:
+            raise UsageError(f"{what} would have {n:.3g} elements, more than torch can index (2**62): "
+                             "use smaller sizes")
+
+
+def near_divisors(n: int, h: int, reach: int = 100_000) -> str:
+    """``heads that divide 512 near 7: 4, 8`` (searched within ``reach`` steps, so it never hangs)."""
+    below = next((d for d in range(min(h, n), max(0, h - reach), -1) if n % d == 0), None)
+    above = next((d for d in range(h + 1, min(n, h + reach) + 1) if n % d == 0), None)
+    near = [str(d) for d in (below, above) if d is not None]
+    return f"heads that divide {n} near {h}: {', '.join(near)}" if near else "try a power of two"
 
 
 def divisors(n: int) -> list[int]:

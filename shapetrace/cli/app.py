@@ -57,8 +57,26 @@ app.command()(lessons.quiz)
 app.command()(compare.compare)
 
 
+#: The longest single argument accepted: longer ones (a 4,500-digit size) get one line, not a panel
+#: that repeats them.
+MAX_ARG_CHARS = 4096
+
+
+def _check_argument_lengths(argv: list[str]) -> None:
+    for arg in argv:
+        if len(arg) > MAX_ARG_CHARS:
+            from shapetrace.cli.common import report_error
+
+            report_error(f"an argument of {len(arg)} characters is too long (at most {MAX_ARG_CHARS}): "
+                         f"{arg[:24]}…")
+            raise SystemExit(2)
+
+
 def main() -> None:
     """Console-script entry point."""
+    import sys
+
     if os.environ.get("NO_COLOR") == "":
         os.environ.pop("NO_COLOR")
+    _check_argument_lengths(sys.argv[1:])
     app()

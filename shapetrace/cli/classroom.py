@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -34,24 +33,30 @@ class ClassroomRequest:
     auto: float | None = None
     predict: str | None = None
     answers: str | None = None
+    force: bool = False
+    static: bool = False
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
-                answers, json_out: bool = False) -> ClassroomRequest:
+                answers, json_out: bool = False, all_ops: bool = False, force: bool = False,
+                static: bool = False) -> ClassroomRequest:
         """Validate the options before any tensor is traced (UsageError on bad input)."""
         if json_out and (step or predict or export):
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
         _check_choice("--explain", explain, EXPLAIN_MODES)
         _check_choice("--theme", theme, THEMES)
-        if width is not None and width < 40:
-            raise UsageError(f"--width {width}: use at least 40 columns")
-        if export is not None:
-            from shapetrace.render.export import export_format
+        from shapetrace.cli.common import check_width
 
-            export_format(export)
+        check_width(width)
+        if export is not None:
+            from shapetrace.app.exportpath import check_export_path
+
+            check_export_path(export, force)
+        elif force or static:
+            raise UsageError(f"{'--force' if force else '--static'} only works with --export PATH")
         _check_modes(step, auto, predict, answers)
-        return cls(ViewOptions(width, compact, explain, long_names), export, theme, step, auto,
-                   predict, answers)
+        return cls(ViewOptions(width, compact, explain, long_names, fold=not all_ops), export, theme, step, auto,
+                   predict, answers, force, static)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
@@ -70,8 +75,10 @@ def _check_modes(step: bool, auto: float | None, predict: str | None, answers: s
         _check_choice("--predict", predict, PREDICT_MODES)
     if answers is not None and predict is None:
         raise UsageError("--answers FILE only works with --predict")
-    if answers is not None and answers != "-" and not Path(answers).exists():
-        raise UsageError(f"--answers {answers}: no such file")
+    if answers is not None and answers != "-":
+        from shapetrace.app.textinput import read_answers
+
+        read_answers(answers, "--answers")  # missing, a folder, too large, not UTF-8: answered now
 
 
 def predict_mode(predict: bool, what: str | None) -> str | None:
@@ -127,9 +134,13 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
     from shapetrace.tui.predict import run_predict_mode
 
     if request.answers and request.answers != "-":
-        with open(request.answers, encoding="utf-8") as answers:
-            run_predict_mode(trace, console, answers, strides=request.predict == "strides",
-                             echo=True, options=request.view)
+        import io
+
+        from shapetrace.app.textinput import read_answers
+
+        answers = io.StringIO("".join(line + "\n" for line in read_answers(request.answers, "--answers")))
+        run_predict_mode(trace, console, answers, strides=request.predict == "strides",
+                         echo=True, options=request.view)
     else:
         run_predict_mode(trace, console, sys.stdin, strides=request.predict == "strides",
                          echo=not sys.stdin.isatty(), options=request.view)
@@ -140,6 +151,8 @@ def write_export(trace: Report, request: ClassroomRequest) -> None:
     from shapetrace.cli.common import err_console
     from shapetrace.render.export import export_trace
 
-    path = export_trace(trace, request.export, request.view, request.theme)
+    path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
+    if path.suffix.lower() == ".html" and not request.static:
+        colours += ": open it in a browser; → / Space step through the ops, ← goes back, t switches the theme"
     err_console().print(f"exported to {path}{colours}", style="green", highlight=False)

@@ -14,7 +14,90 @@ import typer
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
 DEVICE_HELP = ("cpu (real tensors), meta (shapes and strides without data, any size) or auto "
                "(meta when real tensors would exceed --max-memory).")
+ALL_HELP = "Show every op: no folding of a block that repeats an earlier one (k and v split like q)."
 MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
+
+
+#: The columns a table may be rendered at.
+MIN_WIDTH, MAX_WIDTH = 40, 1000
+
+
+def check_width(width: int | None) -> int | None:
+    """``--width`` between 40 and 1000 columns (a UsageError otherwise: nothing is printed at -5)."""
+    from shapetrace.attention.config import shown
+    from shapetrace.errors import UsageError
+
+    if width is not None and not MIN_WIDTH <= width <= MAX_WIDTH:
+        raise UsageError(f"--width {shown(width)}: use {MIN_WIDTH} to {MAX_WIDTH} columns")
+    return width
+
+
+def _usage_callback(check):
+    """A Typer callback that runs ``check`` while the options are parsed, before any command body
+    (so before torch is imported), and answers a bad value with one line and exit 2."""
+    def callback(value):
+        from shapetrace.errors import UsageError
+
+        try:
+            return check(value)
+        except UsageError as exc:
+            report_error(str(exc))
+            raise typer.Exit(2) from None
+    return callback
+
+
+def width_option():
+    """``--width``, checked at parse time (40 to 1000 columns)."""
+    return typer.Option(None, "--width", help=f"Render at this many columns ({MIN_WIDTH} to {MAX_WIDTH}).",
+                        callback=_usage_callback(check_width))
+
+
+def check_seed(seed: int | None) -> int | None:
+    """A seed torch accepts: 0 to 2**64 - 1."""
+    from shapetrace.attention.config import shown
+    from shapetrace.errors import UsageError
+
+    if seed is not None and not 0 <= seed < 2**64:
+        raise UsageError(f"--seed {shown(seed)}: use a whole number from 0 to 2**64 - 1")
+    return seed
+
+
+def seed_option(default: int | None, help: str):
+    """``--seed``, checked at parse time against what torch.manual_seed accepts."""
+    return typer.Option(default, "--seed", help=help, callback=_usage_callback(check_seed))
+
+
+def check_workspace(path):
+    """``--workspace`` must be a folder (or not exist yet: it is created when needed)."""
+    import os
+
+    from shapetrace.errors import UsageError
+
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--workspace {path} is a file; give a folder for your exercise files")
+    return path
+
+
+def workspace_option(help: str):
+    """``--workspace``, checked at parse time."""
+    return typer.Option(None, "--workspace", help=help, callback=_usage_callback(check_workspace))
+
+
+def check_time_limit(seconds: float) -> float:
+    """``--time-limit``: a finite number of seconds from 0.1 to 3600 (nan and inf are refused)."""
+    import math
+
+    from shapetrace.errors import UsageError
+
+    if not (math.isfinite(seconds) and 0.1 <= seconds <= 3600):
+        raise UsageError(f"--time-limit {seconds}: use a number of seconds from 0.1 to 3600")
+    return seconds
+
+
+def time_limit_option():
+    """``--time-limit``, checked at parse time."""
+    return typer.Option(10.0, "--time-limit", help="Seconds your function may run (0.1 to 3600).",
+                        callback=_usage_callback(check_time_limit))
 
 
 def err_console():
@@ -59,7 +142,7 @@ def guarded(traceback: bool = False) -> Iterator[None]:
 def report_error(message: str) -> None:
     from rich.text import Text
 
-    err_console().print(Text.assemble(("error: ", "bold red"), message))
+    err_console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line: the terminal wraps
 
 
 def write_json(text: str) -> None:

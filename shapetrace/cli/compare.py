@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, seed_option, width_option, write_json
 
 
 def compare(
@@ -12,7 +12,7 @@ def compare(
     heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
     batch: int = typer.Option(2, "--batch", help="Batch size B."),
     seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T (queries)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
+    seed: int = seed_option(0, "Random seed for weights and input (0 to 2**64 - 1)."),
     causal: bool = typer.Option(False, "--causal", help="Causal mask."),
     mask: str = typer.Option("none", "--mask", help="none or padding."),
     pad: str | None = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2."),
@@ -23,7 +23,7 @@ def compare(
     diff: tuple[str, str] | None = typer.Option((None, None), "--diff", metavar="A B",
                                                    help="Show the op-by-op difference between two implementations."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every implementation on the same weights and input, side by side.

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import (
+    TRACEBACK_HELP,
+    guarded,
+    out_console,
+    time_limit_option,
+    width_option,
+    workspace_option,
+    write_json,
+)
 from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
@@ -21,8 +29,8 @@ exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solut
 @exercise_app.command("list")
 def exercise_list(
     json_out: bool = typer.Option(False, "--json", help="Print the exercises as JSON."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every exercise, in order, with your progress."""
@@ -39,7 +47,7 @@ def exercise_list(
 @exercise_app.command("start")
 def exercise_start(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
     force: bool = typer.Option(False, "--force", help="Replace your existing file with the starter."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
@@ -70,12 +78,12 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
 @exercise_app.command("check")
 def exercise_check(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
     file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
-    time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="Seconds your function may run."),
-    memory_mb: int = typer.Option(3072, "--memory-mb", min=512, help="Memory cap of the checker process."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    time_limit: float = time_limit_option(),
+    memory_mb: int = typer.Option(3072, "--memory-mb", min=512, max=1 << 20, help="Memory cap of the checker process."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Check your file: exit 0 when it passes, 1 with an explanation when it does not."""
@@ -107,7 +115,7 @@ def exercise_check(
 def exercise_hint(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The next hint (each call reveals one more level)."""
@@ -128,7 +136,7 @@ def exercise_hint(
 def exercise_solution(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     give_up: bool = typer.Option(False, "--give-up", help="Show it without having passed."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The reference solution: after you pass, or with --give-up (bare code when piped)."""
@@ -173,10 +181,10 @@ def exercise_reset(
 def exercise_watch(
     exercise_id: str | None = typer.Argument(None, metavar="[ID]", help="Start here (default: the "
                                                 "first exercise not passed)."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
     poll: bool = typer.Option(False, "--poll", help="Poll for changes instead of using watchdog."),
-    time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="Seconds your function may run."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    time_limit: float = time_limit_option(),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Re-check your file on every save; move on to the next exercise when it passes."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, width_option, workspace_option, write_json
 
 WORKSPACE_HELP = "Folder of your exercise files (default ./shapetrace-exercises)."
 
@@ -50,8 +50,8 @@ def exercise_rows(curriculum, progress, workspace) -> list[dict]:
 
 def lessons(
     json_out: bool = typer.Option(False, "--json", help="Print the curriculum as JSON."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The curriculum: every lesson and exercise, with your progress."""
@@ -73,8 +73,8 @@ def lessons(
 def lesson(
     number: int = typer.Argument(..., help="The lesson number (see `shapetrace lessons`)."),
     run_examples: bool = typer.Option(True, "--run/--no-run", help="Trace the live examples."),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
+    width: int | None = width_option(),
     present: bool = typer.Option(False, "--present", help="Show the lesson as screens, one section at a "
                                                           "time (Enter/b/q), for projecting in class."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
@@ -128,12 +128,11 @@ def quiz(
     seed: int | None = typer.Option(None, "--seed", help="Shuffle with this seed (default: a random "
                                        "order at a terminal, file order otherwise)."),
     list_topics: bool = typer.Option(False, "--topics", help="List the topics and exit."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Predict shapes, strides, views and copies; each answer is checked against torch."""
     with guarded(traceback):
-        from shapetrace.errors import UsageError
         from shapetrace.exercises import quiz as qz
         from shapetrace.exercises.answers import check_answer
 
@@ -143,10 +142,9 @@ def quiz(
                 typer.echo(f"{name}  ({sum(q.topic == name for q in questions)} questions)")
             return
         if answers_from is not None:
-            try:
-                answers = iter(answers_from.read_text(encoding="utf-8").splitlines())
-            except OSError as exc:
-                raise UsageError(f"cannot read --answers-from {answers_from}: {exc.strerror}") from None
+            from shapetrace.app.textinput import read_answers
+
+            answers = iter(read_answers(answers_from, "--answers-from"))
         else:
             answers = None
         interactive = answers is None and sys.stdin.isatty()
@@ -183,7 +181,12 @@ def quiz(
 def _next_answer(answers, interactive: bool) -> str | None:
     if answers is not None:
         return next(answers, None)
+    if not interactive:
+        from shapetrace.app.textinput import read_line
+
+        line = read_line(sys.stdin)
+        return line.rstrip("\n") if line else None
     try:
-        return input("your answer: " if interactive else "")
+        return input("your answer: ")
     except EOFError:
         return None

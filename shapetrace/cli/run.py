@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from shapetrace.cli.common import DEVICE_HELP, MAX_MEMORY_HELP, TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import (
+    ALL_HELP,
+    DEVICE_HELP,
+    MAX_MEMORY_HELP,
+    TRACEBACK_HELP,
+    guarded,
+    out_console,
+    seed_option,
+    width_option,
+    write_json,
+)
 
 
 def _preset_help() -> str:
@@ -19,17 +29,22 @@ def run(
     heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
     batch: int = typer.Option(2, "--batch", help="Batch size B."),
     seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T."),
-    seed: int = typer.Option(0, "--seed", help="Random seed for weights and input."),
+    seed: int = seed_option(0, "Random seed for weights and input (0 to 2**64 - 1)."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",
                                 metavar="full|brief"),
     long_names: bool = typer.Option(False, "--long-names",
                                     help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
     export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
+                                         "step through the ops), .svg (static, for slides), .md or .txt."),
     theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
+    force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
+    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
+                                "slides, like .svg) instead of the interactive page."),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
@@ -72,7 +87,8 @@ def run(
         from shapetrace.cli.classroom import ClassroomRequest, predict_mode, show_classroom
 
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers, json_out)
+                                           predict_mode(predict, predict_what), answers, json_out, all_ops, force,
+                                           static)
         from shapetrace.cli.variants import run_variants, variant_requested
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, write_json
+from shapetrace.cli.common import TRACEBACK_HELP, check_width, guarded, out_console, width_option, write_json
 
 CHAIN_HELP = ("Tensor methods to apply, e.g. \"view(2, 6, 8, 64).transpose(1, 2)\". Allowed: view, reshape, "
               "transpose, permute, contiguous, expand, unsqueeze, squeeze, flatten, unflatten, narrow, select, "
@@ -23,7 +23,7 @@ def strides(
     json_out: bool = typer.Option(False, "--json", help="Print each step as JSON and nothing else."),
     no_diagrams: bool = typer.Option(False, "--no-diagrams", help="Only the facts line of each step."),
     rows: int = typer.Option(4, "--rows", min=3, max=12, help="Storage strip rows per diagram."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Apply a chain of view/transpose/contiguous to a fresh tensor and draw memory at each step.
@@ -34,9 +34,13 @@ def strides(
     diagnosed, as run does.
     """
     with guarded(traceback):
+        check_width(width)
+        from shapetrace.app.strides import plan_chain  # parsed and checked before torch is imported
+
+        plan = plan_chain(shape, chain, dims=dims, heads=heads)
         from shapetrace.app.strides import run_chain
 
-        run = run_chain(shape, chain, dims=dims, heads=heads)
+        run = run_chain(shape, chain, plan=plan)
         if json_out:
             write_json(_json(run))
         else:

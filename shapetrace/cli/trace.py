@@ -5,12 +5,14 @@ from __future__ import annotations
 import typer
 
 from shapetrace.cli.common import (
+    ALL_HELP,
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
     guarded,
     out_console,
     report_error,
+    width_option,
     write_json,
 )
 
@@ -27,23 +29,30 @@ def trace(
     exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
-    width: int | None = typer.Option(None, "--width", help="Render at this many columns."),
+    width: int | None = width_option(),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .svg, .html, .md or .txt."),
+                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
+                                         "step through the ops), .svg (static, for slides), .md or .txt."),
     theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
+    force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
+    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
+                                "slides, like .svg) instead of the interactive page."),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
     with guarded(traceback):
+        from shapetrace.app.script import check_script
         from shapetrace.cli.classroom import ClassroomRequest
         from shapetrace.engine.dims import parse_dims
 
+        check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
-                                           json_out)
+                                           json_out, all_ops, force, static)
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes
@@ -52,7 +61,7 @@ def trace(
         where, note = pick_device(device, dims_bytes(sizes), parse_memory(max_memory))
         filters = Filters(only=only or (), include=include or (), exclude=exclude or ())
         run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
-        if traceback and run.exception is not None and not isinstance(run.exception, SystemExit):
+        if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
         run.trace.header = {"lines": script_header(script, sizes, note)}
         if request.export and run.trace.events:
@@ -69,13 +78,16 @@ def trace(
                 out_console(width).print(*failure_lines(run))
                 raise typer.Exit(1)
             return
-        _show(run, json_out, width)
+        _show(run, json_out, width, request.view.fold)
 
 
-def _show(run, json_out: bool, width: int | None) -> None:
+def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
         write_json(run.trace.to_json())
+        if run.interrupted:
+            report_error(f"interrupted at op {len(run.trace.events)} (Ctrl-C)")
+            raise typer.Exit(130)
         if run.exception is not None:
             report_error(_one_line(run))
         if run.exception is not None or errors:
@@ -88,15 +100,37 @@ def _show(run, json_out: bool, width: int | None) -> None:
 
     console = out_console(width)
     if run.trace.events:
-        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok)]
+        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
+        if run.interrupted:
+            parts = []
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
-    parts.extend(failure_lines(run))
+    parts.extend(_notes(run))
+    if run.interrupted:
+        parts.append(_interrupted(run))
+    else:
+        parts.extend(failure_lines(run))
     console.print(Group(*parts))
+    if run.interrupted:
+        raise typer.Exit(130)
     if run.exception is not None or errors:
         raise typer.Exit(1)
+
+
+def _notes(run):
+    from rich.text import Text
+
+    return [Text(f"i {note}", style="cyan") for note in run.notes]
+
+
+def _interrupted(run):
+    from rich.text import Text
+
+    n = len(run.trace.events)
+    return Text(f"\ninterrupted at op {n} (Ctrl-C): the table shows the {n} op{'s' if n != 1 else ''} "
+                "recorded before it", style="bold yellow")
 
 
 def _one_line(run) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 HEAT_MAX = 16          # rows and columns shown in a heat map
-LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one forward per token) is skipped
+LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one perturbed copy per token) is skipped
 
 
 def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | None, int]]:
@@ -48,22 +48,68 @@ def _grid(t: torch.Tensor, crop: tuple[int, int]) -> list[list[float]]:
     return t[: crop[0], : crop[1]].detach().float().tolist()
 
 
+def changes(model, inputs: dict, bumps: torch.Tensor) -> torch.Tensor:
+    """changed[n, b2, t2]: does output token (b2, t2) change when ``bumps[n]`` (shaped like the
+    input) is added to the input?
+
+    One batched pass: every perturbed copy runs at once under ``torch.func.vmap``, which keeps the
+    copies apart (a model that mixes its batch axis still sees only its own batch). Falls back to one
+    forward pass per copy when the model cannot run under vmap.
+    """
+    x = inputs["x"]
+    memory, pad = inputs.get("memory"), inputs.get("pad")
+    kept = dict(getattr(model, "kept", {}))
+    with torch.no_grad():
+        base = model(x, memory, pad)
+        try:
+            outs = torch.func.vmap(lambda xi: model(xi, memory, pad))(x + bumps)   # (N, B, T_q, D)
+        except Exception:  # an op without a batching rule: one pass per copy
+            outs = torch.stack([model(x + bump, memory, pad) for bump in bumps])
+        finally:
+            if hasattr(model, "kept"):
+                model.kept = kept
+    changed = (outs - base).abs().nan_to_num(0.0).amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
+    return changed | (torch.isnan(outs).any(-1) & ~torch.isnan(base).any(-1))
+
+
+def token_bumps(x: torch.Tensor, tokens: list[tuple[int, int]]) -> torch.Tensor:
+    """One copy per (batch, token): +1 on every feature of that token only."""
+    bumps = torch.zeros(len(tokens), *x.shape[:2], 1, dtype=x.dtype, device=x.device)
+    for n, (b, t) in enumerate(tokens):
+        bumps[n, b, t] = 1.0
+    return bumps
+
+
 def dependencies(model, inputs: dict) -> torch.Tensor:
     """deps[b, t, b2, t2]: does output token (b2, t2) change when input token (b, t) changes?"""
     x = inputs["x"]
     B, T, _ = x.shape
-    with torch.no_grad():
-        base = model(x, inputs.get("memory"), inputs.get("pad"))
-        deps = torch.zeros(B, T, B, T, dtype=torch.bool)
-        for b in range(B):
-            for t in range(T):
-                x2 = x.clone()
-                x2[b, t] += 1.0
-                out = model(x2, inputs.get("memory"), inputs.get("pad"))
-                changed = (out - base).abs().nan_to_num(0.0)
-                deps[b, t] = changed.amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
-                deps[b, t] |= torch.isnan(out).any(-1) & ~torch.isnan(base).any(-1)
-    return deps
+    deps = changes(model, inputs, token_bumps(x, [(b, t) for b in range(B) for t in range(T)]))
+    return deps.reshape(B, T, *deps.shape[1:])
+
+
+def cross_sequence_dependencies(model, inputs: dict) -> torch.Tensor:
+    """deps[b, t, b2, t2] for sources in another sequence than the receiver (False within one).
+
+    Group testing first: one copy per sequence, all of its tokens perturbed at once (B copies). Only
+    a sequence that reaches another one is then tested token by token, so a model that keeps its
+    sequences apart (every correct one, and most bugs) costs B copies instead of B·T.
+    """
+    x = inputs["x"]
+    B, T, _ = x.shape
+    whole = torch.zeros(B, B, T, 1, dtype=x.dtype, device=x.device)
+    for b in range(B):
+        whole[b, b] = 1.0
+    other = ~torch.eye(B, dtype=torch.bool)[:, :, None]                       # source seq != receiver seq
+    per_sequence = changes(model, inputs, whole)                               # (B, B, T_q)
+    reaching = [b for b in range(B) if bool((per_sequence[b] & other[b]).any())]
+    deps = torch.zeros(B, T, B, T, dtype=torch.bool)
+    if reaching:
+        tokens = [(b, t) for b in reaching for t in range(T)]
+        found = changes(model, inputs, token_bumps(x, tokens))
+        for (b, t), row in zip(tokens, found):
+            deps[b, t] = row
+    return deps & other[:, None, :, :].expand(B, T, B, T) if B else deps
 
 
 def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
@@ -92,9 +138,31 @@ def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
         broken.train(modes[0]), ref.train(modes[1])
 
 
+def reference_dependencies(ref, inputs: dict) -> torch.Tensor | None:
+    """The reference's dependencies without running it, where they are known: in self-attention
+    every token reaches every output of its own sequence (with a causal mask: every output at its
+    position or later) and nothing else. None (compute them) with padding or a second sequence."""
+    causal = getattr(ref, "causal", None)
+    if inputs.get("memory") is not None or inputs.get("pad") is not None or causal is None:
+        return None
+    B, T, _ = inputs["x"].shape
+    same = torch.eye(B, dtype=torch.bool)[:, None, :, None].expand(B, T, B, T)
+    if causal:  # source t reaches receiver t2 when t <= t2
+        same = same & torch.ones(T, T, dtype=torch.bool).triu()[None, :, None, :]
+    return same
+
+
 def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """(source token, receiving token) pairs the broken model connects and the reference does not."""
-    extra = dependencies(broken, inputs) & ~dependencies(ref, inputs)
+    """(source token, receiving token) pairs the broken model connects and the reference does not.
+
+    Where the reference's dependencies are known (unmasked self-attention: everything within a
+    sequence), only cross-sequence pairs can leak, and those are found by group testing.
+    """
+    known = reference_dependencies(ref, inputs)
+    if known is not None and not ref.causal:
+        extra = cross_sequence_dependencies(broken, inputs)
+    else:
+        extra = dependencies(broken, inputs) & ~(known if known is not None else dependencies(ref, inputs))
     return [((b, t), (b2, t2)) for b, t, b2, t2 in extra.nonzero().tolist()]
 
 

@@ -26,17 +26,21 @@ def fmt_shape(t: TensorInfo, long_names: dict[str, str] | None = None) -> str:
 def fmt_named(dims: Iterable[str | None], shape: Iterable[int], long_names: dict[str, str] | None = None) -> str:
     """``[B=2, H·d_k=512, 6]`` from names and sizes: the one spelling of a named shape.
 
+    Sizes never get thousands separators: ``[B=8, T=32768, D=8192]`` is three axes, and it reads
+    the way Python writes the shape.
+
     >>> fmt_named(("B", "H*d_k", None), (2, 512, 6))
     '[B=2, H·d_k=512, 6]'
+    >>> fmt_named(("B", "T", "D"), (8, 32768, 8192))
+    '[B=8, T=32768, D=8192]'
     """
     parts = []
     for name, size in zip(dims, shape):
         if name:
             shown = long_names.get(name, name) if long_names else name
-            shown = shown.replace("*", "·")
-            parts.append(f"{shown}={size:,}" if size >= 10_000 else f"{shown}={size}")
+            parts.append(f"{shown.replace('*', '·')}={size}")
         else:
-            parts.append(f"{size:,}" if size >= 10_000 else str(size))
+            parts.append(str(size))
     return "[" + ", ".join(parts) + "]"
 
 

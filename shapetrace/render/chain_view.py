@@ -43,12 +43,13 @@ class ChainView:
         n = 1
         for s in run.shape:
             n *= s
-        source = (f"x = torch.arange({n:,}).view({', '.join(map(str, run.shape))})" if run.device == "cpu"
+        source = (f"x = torch.arange({n}).view({', '.join(map(str, run.shape))})" if run.device == "cpu"
                   else f"x = torch.empty({', '.join(map(str, run.shape))}, device='meta')")
         yield Text.assemble(("shapetrace strides · ", "bold"), (source, "bold"))
         if run.device == "meta":
-            yield Text(f"{n:,} elements is more than fits comfortably in memory: running on torch's meta "
-                       "device (real shapes and strides, no data)", style="dim")
+            what = "the start tensor has" if run.largest <= n else "a step of the chain would hold"
+            yield Text(f"{what} {max(n, run.largest):,} elements, more than fits comfortably in memory: "
+                       "running on torch's meta device (real shapes and strides, no data)", style="dim")
         else:
             yield Text("every element's value is its own address, so a label is where it lives", style="dim")
         from shapetrace.app.strides import DEFAULT_NAMES
@@ -87,7 +88,7 @@ class ChainView:
             text.stylize("bold red")
         text.append(f"  strides ({', '.join(map(str, i.stride))})", style="dim")
         if i.storage_offset:
-            text.append(f"  offset {i.storage_offset:,}", style="dim")
+            text.append(f"  offset {i.storage_offset}", style="dim")
         if step.number:
             text.append(" · ")
             e = step.event

@@ -14,8 +14,17 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
-from shapetrace.engine.sentences import annotate
-from shapetrace.render.table import OpTable, TraceView, _code_text, fact_cells, indented, join_cells, trace_header
+from shapetrace.app.operands import equation, is_matmul
+from shapetrace.render.table import (
+    OpTable,
+    TraceView,
+    _code_text,
+    fact_cells,
+    indented,
+    join_cells,
+    sentence,
+    trace_header,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -52,23 +61,28 @@ class CompactTable:
             code = Text(" " * indent)
             code.append_text(_code_text(e.code, max(10, width - indent - 1)))
             yield code
-            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+            if is_matmul(e):
+                yield from indented(Text(equation(e), style="bold"), indent, width)
+            yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
             extra = self.after_event(e) if self.after_event else None
             if extra is not None:
                 yield extra
 
 
-def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None):
+def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None,
+             diagnostics=()):
     """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
-    cls = CompactTable if options.compact else OpTable
-    return cls(events, long_names, explain=options.explain, after_event=after_event)
+    if options.compact:
+        return CompactTable(events, long_names, explain=options.explain, after_event=after_event)
+    return OpTable(events, long_names, explain=options.explain, after_event=after_event,
+                   fold=options.fold, diagnostics=diagnostics)
 
 
 class ClassroomView(TraceView):
     """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
 
     def __init__(self, trace: Report, options: ViewOptions = ViewOptions(), after_event=None):
-        table = op_table(trace.events, options, names_for(trace, options), after_event)
+        table = op_table(trace.events, options, names_for(trace, options), after_event, trace.diagnostics)
         super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 

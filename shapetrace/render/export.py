@@ -12,41 +12,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.terminal_theme import MONOKAI, TerminalTheme
 
 from shapetrace.app.classroom import THEMES, ViewOptions, names_for
+from shapetrace.app.exportpath import check_export_path, export_format, write_atomically
+from shapetrace.app.operands import equation, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
-from shapetrace.render.table import SEVERITY_MARK, footer_text, trace_header
+from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header
+from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Event
 
-FORMATS = (".svg", ".html", ".md", ".txt")
 EXPORT_WIDTH = 100
 
-#: White background, ANSI colours darkened so yellow and cyan stay readable on paper.
-LIGHT_THEME = TerminalTheme(
-    (255, 255, 255), (30, 30, 30),
-    [(30, 30, 30), (180, 25, 25), (0, 115, 0), (155, 95, 0), (25, 65, 190), (145, 30, 145),
-     (0, 115, 135), (110, 110, 110)],
-    [(85, 85, 85), (205, 40, 40), (20, 140, 20), (175, 110, 0), (45, 95, 220), (170, 50, 170),
-     (0, 135, 155), (40, 40, 40)],
-)
-TERMINAL_THEMES = {"light": LIGHT_THEME, "dark": MONOKAI}
 
-
-def export_format(path: str | Path) -> str:
-    """The format of an export path from its suffix; a UsageError for anything else."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        shown = suffix or "no suffix"
-        raise UsageError(f"--export {path}: unknown format ({shown}); use a path ending in "
-                         f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
-    return suffix
 
 
 def check_theme(theme: str) -> str:
@@ -62,10 +45,18 @@ def recording_console(width: int) -> Console:
 
 
 def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
-                  theme: str = "light") -> str:
-    """The text of an export in format ``fmt`` (one of :data:`FORMATS`)."""
+                  theme: str = "light", static: bool = False) -> str:
+    """The text of an export in format ``fmt`` (one of :data:`FORMATS`).
+
+    ``.html`` is the interactive classroom page (:mod:`shapetrace.render.page`) unless ``static``,
+    which writes the table exactly as printed (like ``.svg``, for slides).
+    """
     if fmt == ".md":
         return markdown(trace, options)
+    if fmt == ".html" and not static:
+        from shapetrace.render.page import interactive_page
+
+        return interactive_page(trace, options, theme)
     console = recording_console(options.width or EXPORT_WIDTH)
     console.print(ClassroomView(trace, options))
     if fmt == ".txt":
@@ -87,12 +78,17 @@ def html_format(title: str) -> str:
 
 
 def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOptions(),
-                 theme: str = "light") -> Path:
-    """Write the trace to ``path`` in the format its suffix names; returns the path."""
-    path = Path(path)
-    text = render_export(trace, export_format(path), options, check_theme(theme))
+                 theme: str = "light", force: bool = False, static: bool = False) -> Path:
+    """Write the trace to ``path`` in the format its suffix names, atomically; returns the path.
+
+    Raises:
+        UsageError: an unknown format or theme, a missing folder, or an existing path without ``force``.
+        RunError: the file system refused the write.
+    """
+    path = check_export_path(path, force)
+    text = render_export(trace, export_format(path), options, check_theme(theme), static)
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomically(path, text, force)
     except OSError as exc:
         raise RunError(f"--export {path}: cannot write the file ({exc.strerror or exc})") from exc
     return path
@@ -100,7 +96,7 @@ def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOpt
 
 # -- Markdown -------------------------------------------------------------------------------
 
-MD_COLUMNS = ("#", "op", "code", "shape [names]", "strides", "memory", "annotation")
+MD_COLUMNS = ("#", "op", "code", "shape [names]", "strides", "memory", "layout", "annotation")
 
 
 def _md_cell(text: str) -> str:
@@ -125,10 +121,12 @@ def md_row(e: Event, explain: str = "full", long_names=None) -> str:
     o = e.output
     shape = fmt_shape(o, long_names) if o else ""
     strides = "(" + ", ".join(map(str, o.stride)) + ")" if o else ""
-    if o is not None and not o.contiguous:
-        strides += " ✗"
-    cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e),
-             _md_cell(annotate(e, explain))]
+    layout = LAYOUT_WORDS[o.contiguous] if o else ""
+    note = annotate(e, explain)
+    if is_matmul(e):
+        note = f"`{equation(e)}`; {note}"
+    cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e), layout,
+             _md_cell(note)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -141,7 +139,7 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
     lines += ["", "| " + " | ".join(MD_COLUMNS) + " |",
               "|" + "|".join(["---:"] + ["---"] * (len(MD_COLUMNS) - 1)) + "|"]
     lines += [md_row(e, options.explain, long_names) for e in trace.events]
-    lines += ["", "✗ in strides: not contiguous.", ""]
+    lines += ["", "strided: a view whose strides are not row-major (normal after a transpose; not an error).", ""]
     lines += [f"{line}  " for line in footer_text(trace, trace.events).plain.splitlines()]
     lines += [""] + md_diagnostics(trace)
     return "\n".join(lines).rstrip() + "\n"

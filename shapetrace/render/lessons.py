@@ -40,19 +40,21 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
 
 
 def live_block(block: LessonBlock) -> Iterable[Any]:
-    """A live example: its code, then (when it was run) its traced table and findings."""
-    yield Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default")
+    """A live example: its code (indented, a blank line either side, so it stands apart from the prose
+    without colour too), then its traced table and any findings, without the run's bookkeeping."""
+    yield Text("")
+    yield Indent(Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default"), 4)
+    yield Text("")
     trace = block.trace
     if trace is None:
         return
-    from shapetrace.render.table import OpTable, diagnostic_lines, footer_text
+    from shapetrace.render.table import OpTable, diagnostic_lines
 
     yield Text("traced:", style="dim")
     if trace.events:
         yield OpTable(trace.events)
-        yield footer_text(trace, trace.events)
     shown = [d for d in trace.diagnostics if d.severity != "note"]
-    if shown or trace.exception is None:
+    if shown:
         yield from diagnostic_lines(shown)
     if trace.exception is not None:
         yield Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red")

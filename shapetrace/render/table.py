@@ -6,16 +6,20 @@ into a StringIO at a fixed width.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
+from shapetrace.app.folding import Fold, fold_events
+from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
+from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -49,11 +53,15 @@ def memory_text(e: Event) -> Text:
     return Text(word, style=style)
 
 
+#: The layout column: a neutral word, never the ✗ that marks errors (a strided view is normal).
+LAYOUT_WORDS = {True: "contiguous", False: "strided"}
+
+
 def contiguity_text(e: Event) -> Text:
     o = e.output
     if o is None:
         return Text("")
-    return Text("✓", style="green") if o.contiguous else Text("✗", style="bold yellow")
+    return Text(LAYOUT_WORDS[o.contiguous], style="green" if o.contiguous else "cyan")
 
 
 def stride_text(e: Event) -> Text:
@@ -69,8 +77,9 @@ class TraceView:
     def __init__(self, trace: Report, header: Sequence[str] = (), events: Sequence[Event] | None = None,
                  long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
                  after_event: Callable[[Event], RenderableType | None] | None = None,
-                 table: RenderableType | None = None):
+                 table: RenderableType | None = None, fold: bool = False):
         self.trace = trace
+        self.fold = fold
         self.after_event = after_event
         self.table = table  # another op table (e.g. the compact one); default OpTable
         self.header = list(header)
@@ -80,17 +89,26 @@ class TraceView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.header:
-            yield Text(self.header[0], style="bold")
-            for line in self.header[1:]:
-                yield Text(line, style="dim")
+            yield from header_texts(self.header, options.max_width)
             yield Text("")
-        yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event)
+        yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event,
+                                    fold=self.fold, diagnostics=self.trace.diagnostics)
         yield footer_text(self.trace, self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics)
+            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events))
 
 
-COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "contig")
+def header_texts(lines: Sequence[str], width: int) -> list[Text]:
+    """The title (bold) and the lines under it (dim), wrapped at their `` · `` separators."""
+    return [Text(part, style="dim" if n else "bold") for n, line in enumerate(lines)
+            for part in wrap_parts(line, width)]
+
+
+COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "layout")
+#: The narrowest each column gets, so every variant of one width lines up the same way.
+MIN_WIDTHS = (3, 11, 28, 24, 12, 10)
+#: From this many columns the strides sit in their own column; below, on a line under the code.
+STRIDES_INLINE_WIDTH = 100
 
 
 #: Long torch names shown short in the op column (the code line below shows the full call).
@@ -104,8 +122,68 @@ def fact_cells(e: Event, long_names=None) -> list[Text]:
             memory_text(e), contiguity_text(e)]
 
 
-def column_widths(rows: Sequence[Sequence[Text]]) -> list[int]:
-    return [max([len(COLUMNS[i])] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
+def column_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str] = (), width: int | None = None) -> list[int]:
+    """Each column as wide as its header, its minimum and its widest cell (``labels``: more index cells).
+
+    The minimums keep every variant's columns in the same place; below ``STRIDES_INLINE_WIDTH`` (strides
+    on their own line) they give way where the row would not fit ``width``.
+    """
+    def measure(mins: Sequence[int]) -> list[int]:
+        widths = [max([len(COLUMNS[i]), mins[i]] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
+        widths[0] = max([widths[0]] + [len(x) for x in labels])
+        return widths
+
+    widths = measure(MIN_WIDTHS)
+    if width is not None and width < STRIDES_INLINE_WIDTH:
+        without_strides = sum(widths) - widths[3] + 2 * (len(widths) - 2)
+        if without_strides > width:
+            widths = measure([0] * len(COLUMNS))
+    return widths
+
+
+_MEMORY_TAIL = re.compile(r";\s*new (?:buffer )?[\d.,]+ (?:B|KiB|MiB|GiB|TiB)$")
+
+
+def sentence(e: Event, explain: str) -> str:
+    """The op's sentence; a closing "new 24 KiB" is dropped, since the memory column says it, and so
+    is a matmul's equation, which has its own line."""
+    text = annotate(e, explain)
+    if explain != "full":
+        return text
+    if is_matmul(e):
+        text = text.replace(": " + equation(e).split(": ")[-1], "")
+    return _MEMORY_TAIL.sub("", text)
+
+
+def input_lines(e: Event, long_names=None) -> list[Text]:
+    """Every input of an op, labelled (``q``, ``k_t`` for a matmul), with shape and strides."""
+    labels = input_labels(e)
+    width = max((len(x) for x in labels), default=0)
+    return [Text.assemble((f"{label:<{width}}  ", "dim"), shape_text(t, long_names),
+                          ("  strides (" + ", ".join(map(str, t.stride)) + ")", "dim"))
+            for label, t in zip(labels, e.inputs)]
+
+
+def input_cells(t, long_names=None) -> list[Text]:
+    """The row for the traced input: what the first op starts from."""
+    return [Text("in", style="dim"), Text("input", style="bold"), shape_text(t, long_names),
+            Text("(" + ", ".join(str(s) for s in t.stride) + ")", style="dim"),
+            Text(fmt_bytes(t.nbytes) if t.nbytes else "", style="dim"),
+            Text(LAYOUT_WORDS[t.contiguous], style="green" if t.contiguous else "cyan")]
+
+
+def fold_label(fold: Fold) -> str:
+    return f"{fold.events[0].index}-{fold.events[-1].index}"
+
+
+def fold_cells(fold: Fold, widths: Sequence[int]) -> Text:
+    """``4-5  view, transpose  k: the same two ops as q, #1-#2``: one line for a repeated block."""
+    line = Text(fold_label(fold).rjust(widths[0]), style="dim")
+    line.append("  ")
+    line.append(", ".join(e.op for e in fold.events), style="magenta")
+    line.append("  ")
+    line.append(fold.sentence, style="italic dim")
+    return line
 
 
 def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
@@ -124,21 +202,39 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
 
 
 class OpTable:
-    """One block per op: an aligned line of facts, then the source line and what happens."""
+    """One block per op: an aligned line of facts, then the source line and what happens.
+
+    With ``fold``, a block of ops that repeats an earlier block exactly (k and v split like q)
+    shows as one line naming the ops it repeats, and the traced input gets its own first row.
+    """
 
     def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
-                 after_event: Callable[[Event], RenderableType | None] | None = None):
+                 after_event: Callable[[Event], RenderableType | None] | None = None,
+                 fold: bool = False, diagnostics: Sequence[Diagnostic] = ()):
         self.events = list(events)
         self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
         self.explain = explain
+        self.fold = fold
+        self.diagnostics = list(diagnostics)
+
+    def _folds(self) -> dict[int, Fold]:
+        if not self.fold or self.after_event is not None:
+            return {}
+        flagged = {d.event for d in self.diagnostics if d.event is not None}
+        return {f.events[0].index: f for f in fold_events(self.events, keep=flagged)}
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         rows = [fact_cells(e, self.long_names) for e in self.events]
-        widths = column_widths(rows)
+        first_input = self.events[0].inputs[0] if self.fold and self.events and self.events[0].inputs else None
+        if first_input is not None:
+            rows.insert(0, input_cells(first_input, self.long_names))
+        folds = self._folds()
+        widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
         indent = widths[0] + 2
-        strides_inline = sum(widths) + 2 * (len(widths) - 1) <= width
+        # the layout depends on the width alone, unless a row could not fit (5-D shapes in GQA)
+        strides_inline = width >= STRIDES_INLINE_WIDTH and sum(widths) + 2 * (len(widths) - 1) <= width
         if not strides_inline:
             widths[3] = 0
         header = [Text(c, style="bold") for c in COLUMNS]
@@ -146,7 +242,17 @@ class OpTable:
             header[3] = Text("")
         yield join_cells(header, widths)
         yield Text("─" * min(width, sum(widths) + 2 * (len(widths) - 1)), style="dim")
+        if first_input is not None:
+            cells = rows.pop(0)
+            yield join_cells(cells if strides_inline else cells[:3] + [Text("")] + cells[4:], widths)
+        skip: set[int] = set()
         for e, cells in zip(self.events, rows):
+            if e.index in skip:
+                continue
+            if e.index in folds:
+                yield fold_cells(folds[e.index], widths)
+                skip.update(x.index for x in folds[e.index].events)
+                continue
             if not strides_inline:
                 cells = cells[:3] + [Text("")] + cells[4:]
             yield join_cells(cells, widths)
@@ -165,24 +271,25 @@ class OpTable:
         yield code
         if not strides_inline:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
+        if is_matmul(e):
+            yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
-            yield from indented(Text(annotate(e, self.explain), style="italic"), indent, width)
+            yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
 
 
 def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
-    """``text`` word-wrapped to ``width``, each line indented, no trailing padding."""
-    for line in text.wrap(_MEASURE, max(20, width - indent)):
-        line.rstrip()
-        yield Text(" " * indent).append_text(line)
-
-
-_MEASURE = Console(width=200, color_system=None)
+    """``text`` word-wrapped to ``width``, each line indented; no wrap splits a number from its unit,
+    a tuple or a shape, and no trailing padding."""
+    style = text.style
+    for line in wrap(text.plain, max(20, width - indent)):
+        yield Text(" " * indent).append(line, style=style)
 
 
 def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     s = stats(events)
     text = Text.assemble(
-        (f"{s['ops']} ops", "bold"), " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
+        (f"{s['ops']} op{'' if s['ops'] == 1 else 's'}", "bold"),
+        " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
         (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
          f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
@@ -193,8 +300,22 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     return text
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic]) -> Iterable[Text]:
+#: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.
+NOTHING_NAMED = ("? nothing was checked: no axis could be named, so the table shows sizes only. Name them "
+                 "with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+
+
+def any_named(events: Sequence[Event]) -> bool:
+    """True when at least one axis of one recorded tensor has a name."""
+    return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
+
+
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Text]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked."""
     if not diagnostics:
+        if not named:
+            yield Text("\n" + NOTHING_NAMED, style="yellow")
+            return
         yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
                    style="green")
         return

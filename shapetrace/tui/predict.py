@@ -14,11 +14,12 @@ from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.app.predict import Quiz, Score, Verdict, check_shape, check_strides, parse_answer, stride_reason
+from shapetrace.app.textinput import read_line
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate
 from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
-from shapetrace.render.table import fact_cells, footer_text, join_cells, trace_header
+from shapetrace.render.table import fact_cells, footer_text, header_texts, input_lines, join_cells, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -56,7 +57,7 @@ class Asker:
             except EOFError:
                 raise _OutOfAnswers from None
         self.console.print(styled, end="")
-        line = self.stream.readline()
+        line = read_line(self.stream)
         if not line:
             self.console.print()
             raise _OutOfAnswers
@@ -71,11 +72,11 @@ def _row(e: Event, long_names) -> Text:
 
 
 def _context(console: Console, e: Event, long_names) -> None:
-    i = e.inputs[0]
+    """The op asked about: its code line and every input (both operands of a matmul, named)."""
     console.print(Text.assemble((f"#{e.index} {e.op}", "bold magenta"), "  ", (e.code.split("  #")[0].strip(), "bold"),
                                 (f"  {e.source.rsplit('/', 1)[-1]}", "dim")))
-    console.print(Text.assemble(("   input ", "dim"), fmt_shape(i, long_names),
-                                ("  strides (" + ", ".join(map(str, i.stride)) + ")", "dim")))
+    for line in input_lines(e, long_names):
+        console.print(Text("   ").append_text(line))
 
 
 def _verdict(console: Console, kind: str, verdict: Verdict | None, error: str, expected: str,
@@ -108,8 +109,8 @@ def _ask_event(asker: Asker, console: Console, e: Event, dims, strides: bool, sc
 
 
 def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
-    for i, line in enumerate(trace_header(trace)):
-        console.print(line, style="bold" if i == 0 else "dim", highlight=False)
+    for line in header_texts(trace_header(trace), console.width):
+        console.print(line, highlight=False)
     sizes = " ".join(f"{k}={v}" for k, v in trace.dims.items() if k not in ("qkv", "kv"))
     what = "output shape and strides" if strides else "output shape"
     console.print(Text.assemble(("\npredict mode: ", "bold cyan"),

@@ -17,18 +17,17 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
-from shapetrace.engine.formatting import fmt_shape
 from shapetrace.render.classroom import op_table
 from shapetrace.render.highlight import highlight_line
 from shapetrace.render.source import CodeWindow, code_window
-from shapetrace.render.table import diagnostic_lines, footer_text, trace_header
+from shapetrace.render.table import any_named, diagnostic_lines, footer_text, input_lines, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -134,7 +133,8 @@ class StepScreen:
     def op_part(self, width: int) -> Group:
         e = self.event
         long_names = names_for(self.trace, self.options)
-        parts = [input_line(e, long_names), op_table([e], self.options, long_names)]
+        one_op = replace(self.options, fold=False)  # no input row, nothing to fold in one op
+        parts = [*input_lines(e, long_names), op_table([e], one_op, long_names)]
         if self.state.diagram:
             parts += [Text(f"memory diagram · #{e.index} {e.op} (d hides it)", style="bold"),
                       self.diagram(e, width)]
@@ -142,7 +142,7 @@ class StepScreen:
 
     def summary_part(self) -> Group:
         return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
-                     *diagnostic_lines(self.trace.diagnostics))
+                     *diagnostic_lines(self.trace.diagnostics, any_named(self.trace.events)))
 
     def help_line(self, width: int) -> Text:
         keys = HELP_WIDE if width >= len(HELP_WIDE) + 20 else HELP_NARROW
@@ -164,15 +164,6 @@ def code_lines(window: CodeWindow) -> Iterator[Text]:
         text.append_text(Text(line, style="bold reverse") if current else highlight_line(line))
         text.no_wrap, text.overflow = True, "ellipsis"
         yield text
-
-
-def input_line(e: Event, long_names=None) -> Text:
-    """The first input's shape and strides: what the class starts from."""
-    if not e.inputs:
-        return Text("")
-    i = e.inputs[0]
-    return Text.assemble(("input   ", "dim"), fmt_shape(i, long_names),
-                         ("  strides (" + ", ".join(map(str, i.stride)) + ")", "dim"))
 
 
 def step_mode_available() -> bool:

@@ -1,0 +1,75 @@
+"""Repeated blocks of ops, found so the table can show them once (plain data, no Rich, no torch).
+
+k and v are split into heads exactly like q: the same two ops on the same source lines with the
+same shapes and strides. The table shows the first block in full and each repeat as one line,
+``k: the same two ops as q, #1-#2``; ``--all`` shows every op.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Event
+
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+_TARGET = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A block of ops that repeats an earlier block op for op."""
+
+    events: tuple[Event, ...]
+    original: tuple[Event, ...]
+    sentence: str
+
+
+def signature(e: Event) -> tuple:
+    """What must match for two ops to be the same step: op, source line, shapes, strides, names, memory."""
+    facts = tuple((t.shape, t.stride, t.dims, t.contiguous) for t in (*e.inputs, *e.outputs))
+    return (e.op, e.source, e.code, e.args, facts, e.view, e.noop, e.copy_bytes, e.alloc_bytes, e.error)
+
+
+def target(e: Event | None) -> str | None:
+    """``q`` for an op written as ``q = ...``."""
+    m = _TARGET.match(e.code) if e is not None else None
+    return m.group(1) if m else None
+
+
+def fold_events(events: Sequence[Event], keep: Collection[int] = (), min_ops: int = 2) -> list[Fold]:
+    """Every maximal repeat of ``min_ops`` or more ops; ops in ``keep`` (diagnosed ones) never fold."""
+    sigs = [signature(e) for e in events]
+    first_seen: dict[tuple, int] = {}
+    folds: list[Fold] = []
+    i = 0
+    while i < len(events):
+        j = first_seen.get(sigs[i])
+        length = 0
+        if j is not None:
+            while (i + length < len(events) and j + length < i and sigs[j + length] == sigs[i + length]
+                   and events[i + length].index not in keep):
+                length += 1
+        if length >= min_ops:
+            folds.append(_fold(events, i, j, length))
+            i += length
+            continue
+        first_seen.setdefault(sigs[i], i)
+        i += 1
+    return folds
+
+
+def _fold(events: Sequence[Event], i: int, j: int, length: int) -> Fold:
+    block, original = tuple(events[i:i + length]), tuple(events[j:j + length])
+    count = _NUMBER_WORDS.get(length, str(length))
+    where = f"#{original[0].index}-#{original[-1].index}"
+    mine = target(events[i - 1]) if i else None
+    theirs = target(events[j - 1]) if j else None
+    if mine and theirs and mine != theirs:
+        sentence = f"{mine}: the same {count} ops as {theirs}, {where}"
+    else:
+        sentence = f"the same {count} ops as {where}"
+    return Fold(block, original, sentence)

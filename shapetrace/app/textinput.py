@@ -1,0 +1,60 @@
+"""Answers typed or piped in, read with a bound: ``/dev/zero`` must not fill memory (no Rich, no torch).
+
+>>> import io
+>>> read_line(io.StringIO("2x6\\nrest"))
+'2x6\\n'
+>>> read_line(io.StringIO("9" * 5000))
+Traceback (most recent call last):
+...
+shapetrace.errors.UsageError: an answer line is longer than 4096 characters
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from shapetrace.errors import UsageError
+
+#: The longest answer line and the largest answers file shapetrace reads.
+MAX_LINE = 4096
+MAX_FILE = 1 << 20
+
+
+def read_line(stream: TextIO) -> str:
+    """One line from ``stream`` (``""`` at the end), at most MAX_LINE characters; a UsageError beyond."""
+    try:
+        line = stream.readline(MAX_LINE + 1)
+    except UnicodeDecodeError:
+        raise UsageError("the answers are not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the answers ({exc.strerror or exc})") from None
+    if len(line) > MAX_LINE:
+        raise UsageError(f"an answer line is longer than {MAX_LINE} characters")
+    return line
+
+
+def read_answers(path: str | os.PathLike, flag: str) -> list[str]:
+    """The lines of an answers file, read with a bound, or one clear UsageError (missing, a folder,
+    too large, not UTF-8)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise UsageError(f"{flag} {path}: no such file")
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path} is a folder; give a file with one answer per line")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE:
+        raise UsageError(f"{flag} {path} is larger than {MAX_FILE >> 20} MiB: not an answers file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{flag} {path}:{line}: not UTF-8 text; save it as UTF-8") from None
+    lines = text.splitlines()
+    if any(len(line) > MAX_LINE for line in lines):
+        raise UsageError(f"{flag} {path}: a line is longer than {MAX_LINE} characters")
+    return lines

@@ -1,0 +1,307 @@
+"""The interactive classroom page: ``--export trace.html``.
+
+One self-contained file (no network, no external script or font): the arrow keys and space step
+through the ops; each step highlights the line of code that ran, and shows the op's row, every
+input (both operands of a matmul, named), its sentence and its memory diagram. Light and dark
+themes (``t`` switches), large type for a projector. The data is computed here, in Python, and
+embedded as JSON; the page's script only shows it (all text goes in with ``textContent``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.operands import equation, input_labels, is_matmul
+from shapetrace.engine.formatting import fmt_shape
+from shapetrace.engine.sentences import annotate, memory_word
+from shapetrace.render.source import read_lines, resolve_path, split_source
+from shapetrace.render.table import SEVERITY_MARK, any_named, footer_text, trace_header
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.terminal_theme import TerminalTheme
+
+    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Event
+
+DIAGRAM_WIDTH = 76
+MAX_FILE_LINES = 3000
+
+
+def _tuple(values) -> str:
+    return "(" + ", ".join(map(str, values)) + ")"
+
+
+def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme) -> str:
+    """The op's memory diagram as a <pre> fragment with inline colours ("" when it has none)."""
+    from shapetrace.render.diagram import event_diagram
+
+    if event.output is None and not event.error:
+        return ""
+    console = Console(record=True, file=io.StringIO(), width=DIAGRAM_WIDTH, force_terminal=True,
+                      color_system="truecolor", legacy_windows=False)
+    try:
+        console.print(event_diagram(event, DIAGRAM_WIDTH, heads))
+    except Exception as exc:  # a diagram bug must not cost the class its page
+        return f"<pre class=\"diagram\">memory diagram failed: {type(exc).__name__}</pre>"
+    return console.export_html(theme=theme, inline_styles=True, code_format="<pre class=\"diagram\">{code}</pre>")
+
+
+def _glued(text: str) -> str:
+    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...)."""
+    out, depth = [], 0
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth = max(0, depth - 1)
+        out.append("\u00a0" if ch == " " and depth > 0 else ch)
+    return "".join(out)
+
+
+def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme]) -> dict[str, Any]:
+    """Everything one step of the page shows about one op."""
+    heads = trace.dims.get("H") if trace.dims else None
+    path, line = split_source(event.source or "")
+    o = event.output
+    notes = [f"{SEVERITY_MARK[d.severity]} {d.kind}: {d.message}" for d in trace.diagnostics
+             if d.event == event.index]
+    return {
+        "index": event.index, "op": event.op, "code": event.code.split("  #")[0].strip(),
+        "file": path, "line": line, "where": f"{path.rsplit('/', 1)[-1]}:{line}" if line else path,
+        "shape": fmt_shape(o, long_names) if o else "", "strides": _tuple(o.stride) if o else "",
+        "memory": memory_word(event), "layout": ("contiguous" if o.contiguous else "strided") if o else "",
+        "equation": _glued(equation(event)) if is_matmul(event) else "",
+        "inputs": [[label, _glued(fmt_shape(t, long_names)), _glued(_tuple(t.stride))]
+                   for label, t in zip(input_labels(event), event.inputs)],
+        "sentence": _glued(annotate(event, "full")), "error": event.error or "", "notes": notes,
+        "diagram": {name: _diagram_html(event, heads, theme) for name, theme in themes.items()},
+    }
+
+
+def _files(events) -> dict[str, list[str]]:
+    """The source lines of every file an op was written in (what the code panel shows)."""
+    out: dict[str, list[str]] = {}
+    for e in events:
+        path, _ = split_source(e.source or "")
+        if path in out or not path:
+            continue
+        real = resolve_path(path)
+        try:
+            out[path] = list(read_lines(real))[:MAX_FILE_LINES] if real else []
+        except (OSError, UnicodeDecodeError):
+            out[path] = []
+    return out
+
+
+def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
+    """The page's data: header, every op, the source files, footer and diagnostics."""
+    from shapetrace.app.classroom import names_for
+    from shapetrace.render.themes import TERMINAL_THEMES
+
+    long_names = names_for(trace, options)
+    header = trace_header(trace) or ["shapetrace"]
+    summary = [f"{SEVERITY_MARK[d.severity]} {d.kind}" + (f" at #{d.event}" if d.event is not None else "")
+               + f": {d.message}" for d in trace.diagnostics]
+    if not summary:
+        summary = (["✓ no errors or warnings: every axis keeps its meaning from input to output"]
+                   if any_named(trace.events) else ["? nothing was checked: no axis could be named"])
+    return {
+        "title": header[0], "header": header[1:],
+        "ops": [_op(e, trace, long_names, TERMINAL_THEMES) for e in trace.events],
+        "files": _files(trace.events),
+        "footer": footer_text(trace, trace.events).plain.splitlines(), "summary": summary,
+    }
+
+
+def interactive_page(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light") -> str:
+    """The whole self-contained HTML page."""
+    from html import escape
+
+    data = json.dumps(page_data(trace, options), ensure_ascii=False)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    title = escape(trace_header(trace)[0] if trace_header(trace) else "shapetrace")
+    return (PAGE.replace("{{TITLE}}", title).replace("{{THEME}}", "dark" if theme == "dark" else "light")
+            .replace("{{CSS}}", CSS).replace("{{SCRIPT}}", SCRIPT).replace("{{DATA}}", data))
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en" data-theme="{{THEME}}">
+<head>
+<meta charset="UTF-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{TITLE}}</title>
+<style>{{CSS}}</style>
+</head>
+<body>
+<header>
+  <h1 id="title"></h1>
+  <div id="header"></div>
+</header>
+<main>
+  <section id="code-panel" aria-label="source code">
+    <div id="file" class="dim"></div>
+    <pre id="code"></pre>
+  </section>
+  <section id="op-panel" aria-live="polite">
+    <div id="position" class="dim"></div>
+    <div id="row-box"><table id="row"><thead><tr><th>#</th><th>op</th><th>shape [names]</th><th>strides</th>
+      <th>memory</th><th>layout</th></tr></thead><tbody><tr id="row-cells"></tr></tbody></table></div>
+    <div id="inputs"></div>
+    <div id="equation"></div>
+    <p id="sentence"></p>
+    <div id="notes"></div>
+    <div id="diagram"></div>
+    <div id="summary"></div>
+  </section>
+</main>
+<nav id="strip" aria-label="every op"></nav>
+<footer class="dim">→ / Space next · ← back · Home / End · t light/dark · click an op to jump</footer>
+<script type="application/json" id="trace-data">{{DATA}}</script>
+<script>{{SCRIPT}}</script>
+</body>
+</html>
+"""
+
+CSS = """
+:root { --bg: #ffffff; --fg: #1e1e1e; --dim: #5a5a5a; --panel: #f3f3f3; --line: #fff0a8; --accent: #0b57d0;
+  --op: #8e24aa; --good: #1b7a1b; --strided: #00707f; --bad: #b3261e; --chip: #e6e6e6; --border: #cfcfcf;
+  color-scheme: light; }
+[data-theme="dark"] { --bg: #0c0c0c; --fg: #e8e8e8; --dim: #a8a8a8; --panel: #1b1b1b; --line: #4a4000;
+  --accent: #8ab4f8; --op: #e39cf0; --good: #7bd88f; --strided: #5fd7e6; --bad: #ff8a80; --chip: #2a2a2a;
+  --border: #3a3a3a; color-scheme: dark; }
+* { box-sizing: border-box; }
+html, body { margin: 0; background: var(--bg); color: var(--fg); }
+body { font: 22px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; padding: 18px 28px 130px; }
+pre, code, #row, #inputs, #equation, #strip, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+h1 { font-size: 28px; margin: 0 0 4px; }
+.dim, #header { color: var(--dim); }
+#header div { font-size: 18px; }
+main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); gap: 20px; margin-top: 14px; }
+#code-panel, #op-panel { background: var(--panel); border: 1px solid var(--border); border-radius: 8px;
+  padding: 12px 16px; min-width: 0; }
+#code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; overflow-x: auto; }
+#code .ln { color: var(--dim); display: inline-block; width: 3.2em; text-align: right; margin-right: 0.8em; }
+#code .cur { background: var(--line); font-weight: 700; display: block; border-radius: 4px; }
+#code .cur .ln::before { content: "▶ "; }
+#row-box { overflow-x: auto; }
+#row { border-collapse: collapse; font-size: clamp(13px, 1.05vw, 21px); margin: 6px 0 10px; }
+#row th { text-align: left; color: var(--dim); font-weight: 600; padding: 2px 14px 2px 0; font-size: 16px; }
+#row td { padding: 2px 14px 2px 0; white-space: nowrap; }
+#row .op { color: var(--op); font-weight: 700; }
+.contiguous { color: var(--good); } .strided { color: var(--strided); } .raised { color: var(--bad); font-weight: 700; }
+#inputs div { font-size: clamp(14px, 1.1vw, 20px); }
+#inputs .label { color: var(--dim); display: inline-block; min-width: 6em; }
+#equation { font-size: clamp(16px, 1.3vw, 24px); font-weight: 700; color: var(--accent); margin: 8px 0; }
+#sentence { font-style: italic; margin: 8px 0; }
+#notes div { color: var(--bad); margin: 4px 0; }
+.diagram { font-size: clamp(11px, 0.95vw, 16px); line-height: 1.25; background: transparent !important; margin: 8px 0 0;
+  overflow-x: auto; }
+#summary div { margin: 4px 0; }
+#strip { position: fixed; left: 0; right: 0; bottom: 28px; display: flex; flex-wrap: wrap; gap: 4px;
+  padding: 6px 28px; background: var(--bg); border-top: 1px solid var(--border); font-size: 15px; }
+#strip button { font: inherit; color: var(--fg); background: var(--chip); border: 1px solid var(--border);
+  border-radius: 5px; padding: 1px 7px; cursor: pointer; }
+#strip button.now { background: var(--accent); color: var(--bg); font-weight: 700; }
+footer { position: fixed; left: 0; right: 0; bottom: 0; padding: 4px 28px; font-size: 15px; background: var(--bg); }
+"""
+
+SCRIPT = r"""
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("trace-data").textContent);
+  var ops = data.ops, last = ops.length;  // step `last` is the summary
+  var step = 0;
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+  function clear(id) { var e = document.getElementById(id); e.replaceChildren(); return e; }
+  document.getElementById("title").textContent = data.title;
+  var header = clear("header");
+  data.header.forEach(function (line) { header.appendChild(el("div", line)); });
+  var strip = clear("strip");
+  ops.forEach(function (op, i) {
+    var b = el("button", op.index + " " + op.op);
+    b.addEventListener("click", function () { show(i); });
+    strip.appendChild(b);
+  });
+  var end = el("button", "end");
+  end.addEventListener("click", function () { show(last); });
+  strip.appendChild(end);
+
+  function showCode(op) {
+    var code = clear("code");
+    document.getElementById("file").textContent = op ? op.file : "";
+    if (!op) return;
+    var lines = data.files[op.file] || [];
+    if (!lines.length) { code.appendChild(el("div", "\u25b6 " + op.code, "cur")); return; }
+    var span = Math.max(3, Math.min(10, Math.floor((window.innerHeight - 300) / 60)));
+    var from = Math.max(1, op.line - span), to = Math.min(lines.length, op.line + span);
+    for (var n = from; n <= to; n++) {
+      var row = el("div", null, n === op.line ? "cur" : "");
+      row.appendChild(el("span", String(n), "ln"));
+      row.appendChild(document.createTextNode(lines[n - 1] || " "));
+      code.appendChild(row);
+    }
+  }
+  function showOp(op) {
+    var cells = clear("row-cells");
+    document.getElementById("row").style.display = op ? "" : "none";
+    if (op) {
+      [[op.index], [op.op, "op"], [op.shape], [op.strides], [op.memory, op.error ? "raised" : ""],
+       [op.layout, op.layout]].forEach(function (c) { cells.appendChild(el("td", c[0], c[1] || "")); });
+    }
+    var inputs = clear("inputs");
+    (op ? op.inputs : []).forEach(function (i) {
+      var row = el("div");
+      row.appendChild(el("span", i[0], "label"));
+      row.appendChild(document.createTextNode(" " + i[1] + "  strides " + i[2]));
+      inputs.appendChild(row);
+    });
+    document.getElementById("equation").textContent = op ? op.equation : "";
+    document.getElementById("sentence").textContent = op ? (op.error ? "raised " + op.error : op.sentence) : "";
+    var notes = clear("notes");
+    (op ? op.notes : []).forEach(function (n) { notes.appendChild(el("div", n)); });
+    var theme = document.documentElement.getAttribute("data-theme");
+    document.getElementById("diagram").innerHTML = op ? op.diagram[theme] : "";  // Rich's escaped HTML
+    var summary = clear("summary");
+    if (!op) {
+      summary.appendChild(el("h2", "end of the forward pass"));
+      data.footer.concat(data.summary).forEach(function (line) { summary.appendChild(el("div", line)); });
+    }
+  }
+  function show(i) {
+    step = Math.max(0, Math.min(last, i));
+    var op = step < last ? ops[step] : null;
+    document.getElementById("position").textContent =
+      op ? "op " + (step + 1) + " of " + last + " · " + op.where : "summary · " + last + " ops";
+    showCode(op);
+    showOp(op);
+    Array.prototype.forEach.call(strip.children, function (b, j) { b.className = j === step ? "now" : ""; });
+    if (history.replaceState) history.replaceState(null, "", "#" + step);
+  }
+  document.addEventListener("keydown", function (ev) {
+    if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    var k = ev.key;
+    if (k === "ArrowRight" || k === "PageDown" || k === "Enter" || (k === " " && !ev.shiftKey)) show(step + 1);
+    else if (k === "ArrowLeft" || k === "PageUp" || k === "Backspace" || (k === " " && ev.shiftKey)) show(step - 1);
+    else if (k === "Home") show(0);
+    else if (k === "End") show(last);
+    else if (k === "t" || k === "T") {
+      var root = document.documentElement;
+      root.setAttribute("data-theme", root.getAttribute("data-theme") === "dark" ? "light" : "dark");
+      show(step);
+    } else return;
+    ev.preventDefault();
+  });
+  var start = parseInt((location.hash || "#0").slice(1), 10);
+  show(isNaN(start) ? 0 : start);
+})();
+"""

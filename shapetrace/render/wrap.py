@@ -1,0 +1,53 @@
+"""Word wrap that never splits a number from its unit, a tuple or a shape, and leaves no word alone.
+
+Plain strings in, plain strings out; the table and the headers style the lines afterwards.
+
+>>> wrap("copies 6,144 elements (24 KiB) into strides (3072, 384, 64, 1)", 32)
+['copies 6,144 elements (24 KiB)', 'into strides (3072, 384, 64, 1)']
+>>> wrap("a new buffer 24 KiB", 16)
+['a new', 'buffer 24 KiB']
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Spans kept on one line: tuples ``(3072, 64, 1)``, shapes ``[B, H, T, d_k]``, a number with its unit,
+#: ``a × b`` products, ``q @ kᵀ``, a call ``name(x, "B T D")``.
+_ATOM = re.compile(r"\(\s*[^\s(),]+(?:,\s*[^\s(),]+){0,12}\)|\[[^\[\]\n]{0,60}\]"
+                   r"|\d[\d,.]*\s(?:B|KiB|MiB|GiB|TiB|elements?)\b|\w+\s[×x@]\s\w+ᵀ?|[\w.]+\([^()\n]{0,40}\)")
+_GLUE = "\x00"
+
+
+def _words(text: str) -> list[str]:
+    glued = _ATOM.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
+    return [w.replace(_GLUE, " ") for w in glued.split()]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Greedy wrap at ``width`` over unbreakable spans; the last line never holds a single short word."""
+    width = max(1, width)
+    lines: list[list[str]] = []
+    for word in _words(text):
+        if lines and len(" ".join(lines[-1] + [word])) <= width:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    if len(lines) >= 2 and len(lines[-1]) == 1 and len(lines[-2]) > 1:
+        moved = [lines[-2][-1], *lines[-1]]
+        if len(" ".join(moved)) <= width:
+            lines[-2:] = [lines[-2][:-1], moved]
+    return [" ".join(words) for words in lines] or [""]
+
+
+def wrap_parts(text: str, width: int, sep: str = " · ") -> list[str]:
+    """A header line wrapped at its `` · `` separators first, then by words."""
+    if len(text) <= width:
+        return [text]
+    out: list[str] = []
+    for part in text.split(sep):
+        if out and len(out[-1] + sep + part) <= width:
+            out[-1] += sep + part
+        else:
+            out.extend(wrap(part, width))
+    return out

@@ -1,0 +1,104 @@
+"""The interactive classroom page (``--export trace.html``) in a real headless Chromium, driven
+by real key presses through playwright (the system chromium, never a downloaded browser)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import OUTPUT, REQUIRE_TOOLS, require_tool, run_cli
+
+NBSP = "\u00a0"
+
+
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        how = "playwright is not installed: pip install -e '.[test]' to run this test"
+        if REQUIRE_TOOLS:
+            pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
+        pytest.skip(how)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("page") / "trace.html"
+    proc = run_cli("run", "--export", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().startswith(f"exported to {out} (light theme): open it in a browser")
+    return out
+
+
+def test_the_page_is_one_self_contained_file(page_file):
+    html = page_file.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "<title>shapetrace · multi-head self-attention" in html
+    for outside in ("http://", "https://", "<link", "src=", "url(", "@import"):
+        assert outside not in html, outside
+    assert "</script" not in html.split('id="trace-data">')[1].split("</script>")[0]  # data cannot close it
+
+
+def _text(page, selector: str) -> str:
+    return (page.text_content(selector) or "").replace(NBSP, " ")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = require_tool("chromium")
+    with _playwright()() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(page_file.as_uri())
+    assert _text(page, "#position") == "op 1 of 17 · reference.py:41"
+    assert _text(page, "#code .cur") == "41        q = self.split_heads(self.w_q(x))                   # (B, H, T, d_k)"
+    assert [_text(page, f"#row-cells td:nth-child({i})") for i in range(1, 7)] == [
+        "0", "linear", "[B=2, T=6, D=512]", "(3072, 512, 1)", "new 24 KiB", "contiguous"]
+    for _ in range(10):
+        page.keyboard.press("ArrowRight")
+    assert _text(page, "#position") == "op 11 of 17 · reference.py:45"
+    assert _text(page, "#code .cur").startswith("45        scores = q @ k_t / math.sqrt(self.d_k)  ")
+    assert _text(page, "#equation") == "q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]"
+    inputs = [re.sub(r"\s+", " ", _text(page, f"#inputs div:nth-child({i})")) for i in (1, 2)]
+    assert inputs == ["q [B=2, H=8, T=6, d_k=64] strides (3072, 64, 512, 1)",
+                      "k_t [B=2, H=8, d_k=64, T=6] strides (3072, 64, 1, 512)"]
+    assert _text(page, "#sentence").startswith("scores: sums over d_k, giving one [T, T] matrix per (B, H)")
+    assert "hidden copies inside matmul" in _text(page, "#diagram")
+    page.screenshot(path=str(OUTPUT / "page-light.png"))
+    page.keyboard.press(" ")
+    assert _text(page, "#position") == "op 12 of 17 · reference.py:46"
+    page.keyboard.press("ArrowLeft")
+    assert _text(page, "#position") == "op 11 of 17 · reference.py:45"
+    page.keyboard.press("t")
+    assert page.get_attribute("html", "data-theme") == "dark"
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(12, 12, 12)"
+    page.keyboard.press(" ")
+    page.keyboard.press(" ")
+    assert _text(page, "#equation") == "weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]"
+    page.screenshot(path=str(OUTPUT / "page-dark.png"))
+    page.keyboard.press("End")
+    assert _text(page, "#position") == "summary · 17 ops"
+    assert "✓ no errors or warnings" in _text(page, "#summary")
+    page.keyboard.press("Home")
+    assert _text(page, "#position") == "op 1 of 17 · reference.py:41"
+    page.click("#strip button:nth-child(3)")
+    assert _text(page, "#row-cells td:nth-child(6)") == "strided"
+    assert all(url.startswith("file:") for url in requests), requests  # nothing from the network
+    page.close()
+
+
+def test_static_html_is_still_there_for_slides(tmp_path):
+    out = tmp_path / "slides.html"
+    proc = run_cli("run", "--export", str(out), "--static")
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "ArrowRight" not in html and "4-5  view, transpose  k: the same two ops as q, #1-#2" in text
