@@ -60,7 +60,7 @@ def describe_source(value: float, inputs: inp.Inputs) -> str:
     if src is None:
         return f"{value:g}"
     tensor, names = src
-    idx = inp.decode(float(value), tuple(tensor.shape))
+    idx = inp.decode(float(value), tensor)
     if idx is None:
         return f"{value:g} (not an element of the input)"
     words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx))
@@ -117,7 +117,7 @@ def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | Non
         coords = []
         for k in range(out.shape[axis]):
             idx[axis] = k
-            decoded = inp.decode(float(out[tuple(idx)].item()), tuple(tensor.shape))
+            decoded = inp.decode(float(out[tuple(idx)].item()), tensor)
             if decoded is None:
                 return None
             coords.append(decoded)
@@ -154,7 +154,7 @@ def _tokens_in(block: torch.Tensor, inputs: inp.Inputs) -> list[int]:
         return []
     found = set()
     for v in block.flatten().tolist():
-        idx = inp.decode(v, tuple(tensor.shape))
+        idx = inp.decode(v, tensor)
         if idx is not None:
             found.add(idx[axis])
     return sorted(found)
