@@ -63,6 +63,11 @@ def _t(inputs, in_axes, shapes, args, kwargs, namer):
     return tuple(reversed(a)) if len(a) == 2 else tuple(a)
 
 
+def _reverse_all(inputs, in_axes, shapes, args, kwargs, namer):
+    """``x.T`` reverses every axis (deprecated beyond 2-D, still run by learners)."""
+    return tuple(reversed(in_axes[0]))
+
+
 def _permute(inputs, in_axes, shapes, args, kwargs, namer):
     a = in_axes[0]
     dims = args[1:] if len(args) > 1 else kwargs.get("dims")
@@ -202,7 +207,7 @@ def _mha_weights(in_axes, shape, namer) -> Axes:
 _HANDLERS = {
     "view": _reshape, "view_as": _reshape, "reshape": _reshape, "reshape_as": _reshape,
     "flatten": _reshape, "unflatten": _reshape,
-    "transpose": _transpose, "mT": _swap_last, "t": _t, "T": _t, "permute": _permute,
+    "transpose": _transpose, "mT": _swap_last, "t": _t, "T": _reverse_all, "permute": _permute,
     "movedim": _movedim, "contiguous": _same, "softmax": _same, "masked_fill": _same,
     "masked_fill_": _same, "expand": _expand, "expand_as": _expand, "unsqueeze": _unsqueeze,
     "squeeze": _squeeze, "split": _split, "chunk": _split, "unbind": _unbind, "narrow": _narrow,

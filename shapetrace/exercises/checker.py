@@ -163,11 +163,11 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
     cases = inp.draw(ex.inputs, random.Random(seed))
-    judge = Judge(ex, job.file, cases)
     try:
         source = Path(job.file).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    judge = Judge(ex, job.file, cases, source)
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
         request = _write_request(workdir, job, source, cases, curriculum, time_limit,

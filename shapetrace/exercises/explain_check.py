@@ -93,6 +93,9 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
     else:
         facts["got"], facts["want"] = f"{g[idx].item():.4g}", f"{w[idx].item():.4g}"
         lines = [f"{cell} is {facts['got']}; expected {facts['want']}"]
+        scale = scale_line(g, w, inputs)
+        if scale:
+            lines.insert(0, scale)
         if nans:
             facts["nan_rows"] = int(torch.isnan(g).flatten(0, -2).any(-1).sum()) if g.dim() > 1 else nans
             lines.append(f"your output holds {nans} NaN values ({facts['nan_rows']} whole rows); "
@@ -100,6 +103,35 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
                          else f"your output holds {nans} NaN values")
     facts["lines"] = lines
     return facts
+
+
+def _ratio(got: torch.Tensor, want: torch.Tensor) -> float | None:
+    """The one factor relating every element of ``got`` to ``want`` (None when there is no single one)."""
+    both = torch.isfinite(got) & torch.isfinite(want) & (want.abs() > 1e-6)
+    if not bool(both.any()) or bool(((want.abs() <= 1e-6) & (got.abs() > 1e-5)).any()):
+        return None
+    r = got[both] / want[both]
+    c = float(r.median())
+    return c if bool(torch.allclose(r, torch.full_like(r, c), rtol=1e-3, atol=1e-5)) and abs(c - 1) > 1e-3 else None
+
+
+def _named_factor(c: float, inputs: inp.Inputs) -> str:
+    sizes = {**inputs.dims, **inputs.sizes}
+    for name, n in sizes.items():
+        if type(n) is not int or n < 2:
+            continue
+        for text, value in ((f"√{name}", n ** 0.5), (f"1/√{name}", n ** -0.5), (name, n), (f"1/{name}", 1 / n)):
+            if abs(c - value) <= 1e-3 * abs(value):
+                return f" ({text}, with {name} = {n})"
+    return ""
+
+
+def scale_line(got: torch.Tensor, want: torch.Tensor, inputs: inp.Inputs) -> str:
+    """``every value of yours is 0.3333 times the expected one (1/√d_k, with d_k = 9)`` or ""."""
+    c = _ratio(got, want)
+    if c is None:
+        return ""
+    return f"every value of yours is {c:.4g} times the expected one{_named_factor(c, inputs)}"
 
 
 def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | None:

@@ -26,6 +26,7 @@ def event_key(e) -> dict[str, Any]:
     out = e.output
     return {"index": e.index, "op": e.op, "shape": list(out.shape) if out else None,
             "dims": list(out.dims) if out else None, "error": bool(e.error), "args": e.args,
+            "inputs": [list(t.shape) for t in e.inputs],
             "source": e.source, "code": e.code}
 
 

@@ -161,8 +161,8 @@ def short(value: Any) -> str:
 class Judge:
     """Decides the verdict of one learner file for one exercise, from what the child reported."""
 
-    def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs]):
-        self.ex, self.path, self.cases = exercise, path, cases
+    def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
+        self.ex, self.path, self.cases, self.source = exercise, path, cases, source
         self.reference = load_function(str(exercise.solution), exercise.function)
         self.printed: tuple[str, int] | None = None
 
@@ -301,7 +301,7 @@ class Judge:
                 fn = function_from_code(m.code, self.ex.function)
             except Exception:  # a broken mistake entry is a content bug; the content tests catch it
                 continue
-            theirs = call(fn, inputs.fresh(), inputs.names, inputs.dims, traced=False)
+            theirs = call(fn, inputs.fresh(), inputs.names, inputs.dims, traced=got.raised)
             if _same_outcome(got, theirs, exact=self.ex.movement):
                 return m
         return None
@@ -314,6 +314,8 @@ class Judge:
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts(facts, inputs))
         line, code = got.frame
+        if mistake is not None and mistake.where:
+            line, code = find_line(self.source, mistake.where) or (line, code)
         if line is None:
             line, code = self._learner_line(got, ref)
         return self.verdict(name, summary, explanation=list(lines), mistake=mistake.id if mistake else None,
@@ -357,15 +359,54 @@ def learner_line(mine: list[dict], theirs: list[dict], path: str) -> tuple[int |
     return (int(line), str(event.get("code", ""))) if same and line.isdigit() else (None, "")
 
 
+def _failed_operands(events: list[dict]) -> list | None:
+    failed = [e for e in events if isinstance(e, dict) and e.get("error")]
+    return failed[-1].get("inputs") if failed else None
+
+
 def _same_outcome(got: Learned, theirs: Outcome, exact: bool) -> bool:
+    """Same value; or the same exception, message, and operand shapes of the op that raised."""
     if got.raised or theirs.raised:
-        return (got.raised and theirs.raised and got.exc.get("type") == type(theirs.exc).__name__
-                and got.exc.get("message") == str(theirs.exc))
+        if not (got.raised and theirs.raised and got.exc.get("type") == type(theirs.exc).__name__
+                and got.exc.get("message") == str(theirs.exc)):
+            return False
+        from shapetrace.exercises.facts import event_key
+
+        mine = _failed_operands(got.facts.get("events") or [])
+        ref = _failed_operands([event_key(e) for e in theirs.trace.events] if theirs.trace is not None else [])
+        return mine == ref
     return same_value(got.value, theirs.value, exact)
 
 
+def find_line(source: str, pattern: str) -> tuple[int, str] | None:
+    """The first line of ``source`` (code, not a comment) that matches ``pattern``."""
+    for n, text in enumerate(source.splitlines(), 1):
+        code = text.split("#")[0]
+        if re.search(pattern, code):
+            return n, text.strip()
+    return None
+
+
+_PRESCRIBES = re.compile(r"^(If this is|Use|Call|Add|To |Fix|Try|Split|Transpose|Swap|Move)\b|\w\(.*\)")
+
+
+def observable(message: str) -> str:
+    """A diagnostic without the sentences that prescribe a fix (a verdict says what, not how)."""
+    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z])", message.strip())
+    kept = [s for s in sentences if not _PRESCRIBES.search(s)]
+    return " ".join(kept).rstrip(" :;")
+
+
 def _diagnostics(got: Learned) -> list[dict]:
-    return [d for d in got.facts.get("diagnostics") or [] if isinstance(d, dict)]
+    """The tracer's diagnostics, minus those about an op that raised (the crash says more) and any fix."""
+    raised = {e.get("index") for e in got.facts.get("events") or [] if isinstance(e, dict) and e.get("error")}
+    out = []
+    for d in got.facts.get("diagnostics") or []:
+        if isinstance(d, dict) and d.get("event") not in raised:
+            text = observable(str(d.get("message", "")))
+            if text:
+                out.append(dict(d, message=text))
+    return out
 
 
 def _numbers_text(inputs: inp.Inputs) -> str:

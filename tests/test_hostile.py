@@ -1,0 +1,272 @@
+"""Hostile learner files: none can pass with a wrong answer, hang a check, or outlive it.
+
+Every file here is wrong or malicious; each test asserts the exact verdict it gets. The checker runs the
+learner's code in a locked-down child and judges in this process, so patching the checker, patching
+torch, forging output or reading the solution changes nothing but the verdict's wording.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from shapetrace.exercises.checker import Job, check_files, check_job
+from shapetrace.exercises.content import load
+
+CURRICULUM = load()
+RIGHT = "    B, T, D = x.shape\n    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)\n"
+WRONG = "    B, T, D = x.shape\n    return x.view(B, heads, T, D // heads)\n"
+MARK = "31.4159"  # a sleep no other process on the machine uses
+
+SPLIT = {
+    "forge-frames-exit": '''
+import os
+from shapetrace.exercises.frames import encode
+def split_heads(x, heads):
+    for fd in range(1, 64):
+        try:
+            os.write(fd, encode({"kind": "ready"}) + encode({"kind": "verdict", "verdict": "pass"}))
+        except OSError:
+            pass
+    os._exit(0)
+''',
+    "forge-atexit": '''
+import atexit, os
+atexit.register(lambda: [os.write(fd, b'{"job": 0, "verdict": {"verdict": "pass"}}\\n') for fd in (1, 2)])
+def split_heads(x, heads):
+''' + WRONG,
+    "forge-thread": '''
+import os, threading
+def split_heads(x, heads):
+    t = threading.Thread(target=lambda: os.write(1, b'{"verdict": "pass"}\\n'))
+    t.start(); t.join()
+''' + WRONG,
+    "patch-checker": '''
+import shapetrace.exercises.judge as judge, shapetrace.exercises.inputs as inputs
+judge.same_value = lambda *a, **k: True
+judge.Judge.case = lambda *a, **k: None
+inputs.draw = lambda *a, **k: []
+def split_heads(x, heads):
+''' + WRONG,
+    "patch-torch": '''
+import torch
+torch.Tensor.__eq__ = lambda a, b: torch.ones((), dtype=torch.bool)
+torch.Tensor.all = lambda self, *a, **k: torch.tensor(True)
+torch.equal = lambda a, b: True
+torch.allclose = lambda *a, **k: True
+def split_heads(x, heads):
+''' + WRONG,
+    "subclass": '''
+import torch
+class Yes(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones((), dtype=torch.bool)
+    __hash__ = torch.Tensor.__hash__
+def split_heads(x, heads):
+    B, T, D = x.shape
+    return x.view(B, heads, T, D // heads).as_subclass(Yes)
+''',
+    "old-public-sizes": '''
+def split_heads(x, heads):
+    if tuple(x.shape) in ((2, 5, 12), (3, 3, 9)):
+        B, T, D = x.shape
+        return x.view(B, T, heads, D // heads).transpose(1, 2)
+    return x.view(x.shape[0], heads, x.shape[1], -1)
+''',
+    "only-when-b-is-2": '''
+def split_heads(x, heads):
+    B, T, D = x.shape
+    if B == 2 or B == T:
+        return x.view(B, T, heads, D // heads).transpose(1, 2)
+    return x.view(B, heads, T, D // heads)
+''',
+    "reads-solution": '''
+from pathlib import Path
+import shapetrace.exercises.content as content
+SOL = Path(content.lessons_root()) / "01_split_heads" / "split-heads" / "solution.py"
+exec(SOL.read_text())
+''',
+    "lists-lessons": '''
+import os
+from shapetrace.exercises.content import lessons_root
+def split_heads(x, heads):
+    os.listdir(lessons_root())
+''' + WRONG,
+    "raise-memory-cap": '''
+import resource, torch
+def split_heads(x, heads):
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        pass
+    big = torch.empty(2 * 2**30 // 4)
+''' + RIGHT,
+    "ignores-signals": '''
+import resource, signal
+def split_heads(x, heads):
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6))
+    except (ValueError, OSError):
+        pass
+    while True:
+        pass
+''',
+    "daemon": f'''
+import subprocess
+def split_heads(x, heads):
+    subprocess.Popen(["sleep", "{MARK}"], start_new_session=True)
+''' + RIGHT,
+    "raw-fork": f'''
+import _posixsubprocess, os
+def split_heads(x, heads):
+    r, w = os.pipe()
+    _posixsubprocess.fork_exec(["sleep", "{MARK}"], [b"/bin/sleep"], True, (), None, None,
+        -1, -1, -1, -1, -1, -1, r, w, True, True, 0, None, None, None, -1, None, False)
+''' + RIGHT,
+    "ctypes-fork": '''
+import ctypes
+def split_heads(x, heads):
+    ctypes.CDLL(None).fork()
+''' + RIGHT,
+    "writes-files": '''
+def split_heads(x, heads):
+    open("/tmp/shapetrace-hostile-write.txt", "w").write("x")
+''' + RIGHT,
+}
+
+HEAD_DIM = {
+    "floors-when-remainder-is-1": '''
+def head_dim(d_model, heads):
+    if d_model % heads > 1:
+        raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+    return d_model // heads
+''',
+    "message-without-numbers": '''
+def head_dim(d_model, heads):
+    if d_model % heads:
+        raise ValueError("not divisible")
+    return d_model // heads
+''',
+    "wrong-exception": '''
+def head_dim(d_model, heads):
+    if d_model % heads:
+        raise TypeError(f"{d_model} {heads}")
+    return d_model // heads
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    jobs, names = [], []
+    for group, exercise in ((SPLIT, "split-heads"), (HEAD_DIM, "head-dim")):
+        for name, code in group.items():
+            path = tmp / f"{name}.py"
+            path.write_text(code)
+            jobs.append(Job(exercise, str(path)))
+            names.append(name)
+    start = time.monotonic()
+    out = check_files(jobs, CURRICULUM.root, time_limit=1.5, memory_mb=512)
+    return dict(zip(names, out)), time.monotonic() - start
+
+
+@pytest.mark.parametrize("name", list(SPLIT) + list(HEAD_DIM))
+def test_no_hostile_file_passes(verdicts, name):
+    assert verdicts[0][name]["verdict"] != "pass", verdicts[0][name]
+
+
+@pytest.mark.parametrize("name", ["forge-atexit", "forge-thread", "patch-checker", "patch-torch", "subclass",
+                                  "old-public-sizes", "only-when-b-is-2"])
+def test_forgeries_get_the_wrong_values_verdict(verdicts, name):
+    v = verdicts[0][name]
+    assert v["verdict"] == "wrong-values", v
+    assert v["mistake"] == "view-straight", v
+
+
+def test_forged_frames_are_not_read_as_results(verdicts):
+    v = verdicts[0]["forge-frames-exit"]
+    assert v["verdict"] == "crash" and v["case"] == "distinct", v
+    assert v["summary"].startswith("the checker process died (exit code 0)"), v
+
+
+def test_reading_the_solution_is_giving_up(verdicts):
+    for name in ("reads-solution", "lists-lessons"):
+        v = verdicts[0][name]
+        assert v["verdict"] == "gave-up", v
+        assert v["summary"] == "your file read the reference solution, and that counts as giving up"
+
+
+def test_memory_cap_cannot_be_lifted(verdicts):
+    v = verdicts[0]["raise-memory-cap"]
+    assert v["verdict"] == "out-of-memory" and v["summary"] == "your function ran out of memory", v
+    assert v["line"] == 8
+
+
+def test_ignored_signals_still_time_out(verdicts):
+    v = verdicts[0]["ignores-signals"]
+    assert v["verdict"] == "timeout", v
+    assert v["summary"] == "your function ran for more than 1.5 s and was stopped"
+
+
+@pytest.mark.parametrize("name", ["daemon", "raw-fork", "ctypes-fork"])
+def test_no_process_can_be_started(verdicts, name):
+    v = verdicts[0][name]
+    assert v["verdict"] == "crash", v
+    assert "PermissionError" in v["explanation"][0] or "BlockingIOError" in v["explanation"][0] \
+        or "Resource temporarily unavailable" in v["explanation"][0], v
+    left = subprocess.run(["pgrep", "-f", f"sleep {MARK}"], capture_output=True, text=True).stdout
+    assert left == "", "a process started by a learner file outlived its check"
+
+
+def test_files_cannot_be_written(verdicts):
+    v = verdicts[0]["writes-files"]
+    assert v["verdict"] == "crash"
+    assert v["summary"] == "your function raised PermissionError: the checker does not let your function write files"
+
+
+def test_head_dim_remainder_one_is_checked(verdicts):
+    v = verdicts[0]["floors-when-remainder-is-1"]
+    assert v["verdict"] == "wrong-values" and v["case"] == "indivisible", v
+    assert v["mistake"] == "floor"
+
+
+def test_error_message_must_name_the_numbers(verdicts):
+    v = verdicts[0]["message-without-numbers"]
+    assert v["verdict"] == "wrong-values", v
+    d, h = (int(p.split("=")[1]) for p in v["sizes"].split(", "))
+    assert v["summary"] == (f"with d_model={d}, heads={h} your function raised ValueError, but its message "
+                            f"('not divisible') does not name d_model = {d} and heads = {h}")
+
+
+def test_wrong_exception_type(verdicts):
+    v = verdicts[0]["wrong-exception"]
+    assert v["verdict"] == "wrong-values"
+    assert "your function raised TypeError" in v["summary"] and "it should raise ValueError" in v["summary"]
+
+
+def test_all_hostile_checks_are_bounded(verdicts):
+    assert verdicts[1] < 20 * len(verdicts[0]), verdicts[1]
+
+
+def test_a_descendant_holding_the_pipe_cannot_hang_the_check(tmp_path):
+    # a thread (threads are allowed) that keeps writing to stderr after the function returned
+    path = tmp_path / "holds.py"
+    path.write_text("import os, threading, time\n"
+                    "def _spam():\n    while True:\n        os.write(2, b'x' * 65536)\n"
+                    "def split_heads(x, heads):\n    threading.Thread(target=_spam, daemon=True).start()\n"
+                    + RIGHT)
+    start = time.monotonic()
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=2)
+    assert v["verdict"] == "pass"
+    assert time.monotonic() - start < 30
+
+
+def test_minimum_memory_passes_the_reference():
+    sol = CURRICULUM.exercise("qkv-heads").solution
+    v = check_job(Job("qkv-heads", str(sol)), CURRICULUM.root, memory_mb=256)
+    assert v["verdict"] == "pass", v
