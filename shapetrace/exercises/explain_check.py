@@ -85,7 +85,8 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
     if movement:
         facts["got"] = describe_source(g[idx].item(), inputs)
         facts["want"] = describe_source(w[idx].item(), inputs)
-        facts["block_tokens"] = and_list(_tokens_in(g[idx[:2]] if g.dim() > 2 else g, inputs))
+        tokens = _tokens_in(g[idx[:2]] if g.dim() > 2 else g, inputs)
+        facts["block_tokens"] = ("token " if len(tokens) == 1 else "tokens ") + and_list(tokens)
         lines = [f"{cell} holds {facts['got']}; the reference has {facts['want']} there"]
         walk = axis_walk_line(g, w, inputs)
         if walk:
