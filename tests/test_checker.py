@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -212,7 +212,8 @@ def test_every_check_draws_new_sizes():
 def test_must_be_view_layout(hostile):
     v = hostile[0]["copies"]
     assert v["verdict"] == "layout"
-    assert any(re.search(r"`.*\.contiguous\(\)` contiguous copied [\d.]+ (B|KiB)", line) for line in v["explanation"]), v
+    copied = r"`.*\.contiguous\(\)` contiguous copied [\d.]+ (B|KiB)"
+    assert any(re.search(copied, line) for line in v["explanation"]), v
 
 
 def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
