@@ -296,29 +296,37 @@ def _read_until(lines, needle, timeout=90.0):
 
 
 @pytest.mark.parametrize("mode", ["--poll", "--no-poll"])
-def test_watch_rechecks_on_save_moves_on_and_stops_on_ctrl_c(tmp_path, mode):
+def test_watch_rechecks_on_save_waits_for_a_key_and_stops_on_ctrl_c(tmp_path, mode):
     ws = tmp_path / "ws"
     env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"),
                COLUMNS="80")
     args = [sys.executable, "-m", "shapetrace", "exercise", "watch", "merge-heads", "--workspace", str(ws)]
     if mode == "--poll":
         args.append("--poll")
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
     try:
         lines = _reader(proc)
         first = _read_until(lines, "waiting for your next save")
-        assert "✗ wrong-values  merge-heads" in first
+        assert first.index("✗ wrong-values  merge-heads") < first.index("done")
+        assert "] 0/16 done" in first
         assert ("polling" if mode == "--poll" else "watchdog") in first
         (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
-        second = _read_until(lines, "waiting for your next save")
-        assert "✓ pass  merge-heads" in second
-        assert "merge-contiguous" in second and "✗ crash  merge-contiguous" in second
+        second = _read_until(lines, "n or Enter: next exercise")
+        assert "✓ pass  merge-heads" in second and "] 1/16 done" in second
+        assert second.count("✓ pass") == 1
+        time.sleep(1.5)
+        assert lines.empty(), "the next exercise must wait for a key"
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        third = _read_until(lines, "waiting for your next save")
+        assert "✗ crash  merge-contiguous" in third
         assert (ws / "merge_contiguous.py").exists()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         rest = _read_until(lines, "stopped watching", timeout=10)
-        assert "stopped watching" in rest
-        assert "Traceback" not in first + second + rest
+        assert "Traceback" not in first + second + third + rest
+        assert "Exception" not in rest
     finally:
         if proc.poll() is None:
             proc.kill()

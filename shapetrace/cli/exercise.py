@@ -188,5 +188,9 @@ def exercise_watch(
     with guarded(traceback):
         from shapetrace.tui.watch import watch_exercises
 
+        def record(ex_id: str, verdict: str, path: Path) -> None:
+            update_progress(lambda p: p.record_check(ex_id, verdict, path))
+
         watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
-                        console=out_console(width), progress_loader=load_progress, check_file=_check)
+                        console=out_console(width), progress_loader=load_progress, check_file=_check,
+                        record=record)

@@ -24,11 +24,11 @@ def load_curriculum():
     return load()
 
 
-def load_progress(console=None):
+def load_progress(console=None, quiet: bool = False):
     from shapetrace.exercises.progress import Progress
 
     progress = Progress.load()
-    for warning in progress.warnings:
+    for warning in [] if quiet else progress.warnings:
         report_warning(warning)
     return progress
 

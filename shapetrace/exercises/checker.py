@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ DEFAULT_MEMORY_MB = 3072
 MIN_MEMORY_MB = 256
 #: Children run at once when checking many files.
 PARALLEL = 2
+#: Judging swaps sys.stdout around lesson code and traces it: one judge at a time in this process.
+_JUDGE_LOCK = threading.Lock()
 
 
 class CheckerError(ShapetraceError):
@@ -162,12 +165,13 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
 
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
-    cases = inp.draw(ex.inputs, random.Random(seed))
     try:
         source = Path(job.file).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
-    judge = Judge(ex, job.file, cases, source)
+    with _JUDGE_LOCK:
+        cases = inp.draw(ex.inputs, random.Random(seed))
+        judge = Judge(ex, job.file, cases, source)
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
         request = _write_request(workdir, job, source, cases, curriculum, time_limit,
@@ -175,7 +179,8 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         run = run_child(request, workdir, time_limit, len(cases))
     if not run.ready and not any(f.header.get("kind") == "peek" for f in run.frames):
         raise _not_started(run, memory_mb)
-    return _decide(judge, run, cases, time_limit).to_dict()
+    with _JUDGE_LOCK:
+        return _decide(judge, run, cases, time_limit).to_dict()
 
 
 def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,

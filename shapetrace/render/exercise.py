@@ -129,3 +129,20 @@ def quiz_feedback(q, typed: str, understood: bool, right: bool, trace: Any = Non
 
         parts.append(OpTable(trace.events))
     return Group(*parts)
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> Text:
+    """``[██████░░░░] 7/16 done``"""
+    filled = round(width * done / total) if total else 0
+    return Text.assemble("[", ("█" * filled, "green"), ("░" * (width - filled), "dim"), f"] {done}/{total} done")
+
+
+def watch_status(ex, file: str, mode: str, done: int, total: int, passed: bool, last: bool) -> Group:
+    """Below the verdict in watch mode: the exercise, the progress bar, where to edit, the keys."""
+    if passed:
+        keys = "q: quit" if last else "n or Enter: next exercise · q: quit"
+    else:
+        keys = f"h: a hint · q: quit · waiting for your next save ({mode})"
+    return Group(Text(""), Text.assemble((ex.id, "bold"), f" · {ex.title} (lesson {ex.lesson})"),
+                 progress_bar(done, total), Text.assemble(("edit ", "dim"), (file, "cyan")),
+                 Text(keys, style="bold" if passed else "dim"))
