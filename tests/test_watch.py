@@ -30,7 +30,8 @@ def _attempts(state, ex_id: str) -> int:
 def test_watch_in_a_terminal(tmux, tmp_path):
     ws, state = tmp_path / "ws", tmp_path / "state"
     tmux.type(f"export PYTHONPATH={shlex.quote(str(ROOT))} SHAPETRACE_STATE_DIR={shlex.quote(str(state))}")
-    tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise watch merge-heads --workspace {shlex.quote(str(ws))}")
+    python, folder = shlex.quote(sys.executable), shlex.quote(str(ws))
+    tmux.type(f"{python} -m shapetrace exercise watch merge-heads --workspace {folder}")
     screen = tmux.wait_for("waiting for your next save", timeout=90)
     top = [line for line in screen.splitlines() if line.strip()][0]
     assert top.startswith("✗ wrong-values  merge-heads"), screen
