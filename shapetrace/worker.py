@@ -98,6 +98,7 @@ def main(argv: list[str]) -> int:
     from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401  (before the lockdown)
     from shapetrace.exercises import calls, facts, frames, judge  # noqa: F401
     from shapetrace.exercises.lockdown import lock_down
+    from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused

@@ -270,3 +270,38 @@ def test_minimum_memory_passes_the_reference():
     sol = CURRICULUM.exercise("qkv-heads").solution
     v = check_job(Job("qkv-heads", str(sol)), CURRICULUM.root, memory_mb=256)
     assert v["verdict"] == "pass", v
+
+
+def test_stderr_floods_are_read_with_a_cap(tmp_path):
+    import resource
+
+    path = tmp_path / "floods.py"
+    path.write_text("import os\ndef split_heads(x, heads):\n    chunk = b'x' * (1 << 20)\n"
+                    "    for _ in range(64):\n        os.write(2, chunk)\n" + RIGHT)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
+    assert v["verdict"] == "pass", v
+    assert time.monotonic() - start < 60
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 64, f"the parent kept the child's stderr: +{grown_mib:.0f} MiB"
+
+
+def test_the_git_history_is_out_of_reach(tmp_path):
+    from conftest import ROOT
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    path = tmp_path / "reads_git.py"
+    path.write_text('''
+import os
+from pathlib import Path
+import shapetrace
+ROOT = Path(shapetrace.__file__).resolve().parents[1]
+DOT = ROOT / ".git"
+GIT = DOT if DOT.is_dir() else Path(DOT.read_text().split(":", 1)[1].strip()).parent.parent
+def split_heads(x, heads):
+    return os.listdir(GIT / "objects")
+''')
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
+    assert v["verdict"] == "gave-up", v

@@ -47,8 +47,25 @@ class Job:
     file: str
 
 
+def _git_dirs(root: Path) -> list[str]:
+    """The repository's git folders (a worktree's ``.git`` file points at one; objects hold the solutions)."""
+    dot = root.parent / ".git"
+    if dot.is_dir():
+        return [str(dot)]
+    try:
+        line = dot.read_text(encoding="utf-8").strip()
+    except OSError:
+        return []
+    if not line.startswith("gitdir:"):
+        return []
+    gitdir = Path(line.split(":", 1)[1].strip())
+    return [str(gitdir), str(gitdir.parent.parent)]
+
+
 def _protected(curriculum) -> list[str]:
-    return [str(ex.solution) for ex in curriculum.exercises] + [str(curriculum.root)]
+    """What the learner's code may not read: every solution, the lessons folder, the git history."""
+    return ([str(ex.solution) for ex in curriculum.exercises] + [str(curriculum.root)]
+            + _git_dirs(Path(curriculum.root).resolve()))
 
 
 def _write_request(workdir: str, job: Job, source: str, cases, curriculum, limit: float, memory_mb: int,
