@@ -305,3 +305,47 @@ def split_heads(x, heads):
 ''')
     v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
     assert v["verdict"] == "gave-up", v
+
+
+def test_reading_stops_when_an_escaped_descendant_holds_the_pipes(tmp_path):
+    """Without the sandbox's process ban (another platform), a setsid grandchild keeping the pipes open
+    still cannot stretch a check: reading stops shortly after the child itself exits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from shapetrace.exercises.sandbox import EXIT_GRACE, _Reader, kill_group
+
+    pid_file = tmp_path / "pid"
+    script = (f"import subprocess; p = subprocess.Popen(['sleep', '{MARK}'], start_new_session=True); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid))")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    start = time.monotonic()
+    try:
+        run = _Reader(proc, limit=30, phases=1).read()
+    finally:
+        kill_group(proc)
+        proc.wait()
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert time.monotonic() - start < 10 + EXIT_GRACE
+    assert run.timed_out_phase is None and not run.ready
+
+
+def test_a_checker_that_cannot_start_is_not_blamed_on_the_learner(tmp_path, monkeypatch, cli):
+    import json
+
+    from shapetrace.exercises import sandbox
+    from shapetrace.exercises.sandbox import ChildRun
+
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(sandbox, "run_child", lambda *a, **k: ChildRun(returncode=1, stderr="ImportError: torch"))
+    sol = CURRICULUM.exercise("split-heads").solution
+    r = cli("exercise", "check", "split-heads", "--file", str(sol))
+    assert r.exit_code == 2
+    assert "the checker itself could not start, so your file was not checked" in r.output
+    assert "this is not your code" in r.output
+    state = tmp_path / "state" / "progress.json"
+    assert not state.exists() or json.loads(state.read_text())["exercises"] == {}

@@ -142,6 +142,15 @@ def test_first_check_of_the_starter_shows_no_line_of_the_solution(ex, verdicts):
 def test_hints_escalate_from_a_question(ex):
     assert "?" in ex.hints[0], ex.hints[0]
     assert len(ex.hints) >= 3
+    assert "(" in ex.hints[-1], "the last hint gives the fix, in code"
+
+
+@pytest.mark.parametrize("ex", [e for e in EXERCISES if e.inputs not in ("sizes", "params")], ids=lambda e: e.id)
+def test_the_reference_trace_comes_with_the_solution(ex):
+    from shapetrace.exercises.reference import reference_trace
+
+    trace, sizes = reference_trace(ex)
+    assert trace.events and "=" in sizes
 
 
 @pytest.mark.parametrize("lesson", CURRICULUM.lessons, ids=lambda x: str(x.number))
