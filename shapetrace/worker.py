@@ -1,4 +1,4 @@
-"""The checker's child process: ``python -m shapetrace.worker REQUEST.pt``.
+"""The checker's child process: ``python -m shapetrace.worker REQUEST.json``.
 
 An entry point, like ``__main__.py`` (so it sits at the top, above every layer). It decides nothing:
 it loads the learner's file, calls the function on the inputs the parent drew, and sends back plain
@@ -91,16 +91,20 @@ def _run_case(fn, args, names, dims, path, limit, width):
 def main(argv: list[str]) -> int:
     import torch
 
-    request = torch.load(argv[1], weights_only=True)
-    meta = json.loads(request["meta"])
+    with open(argv[1], encoding="utf-8") as fh:
+        meta = json.load(fh)
     channel = _private_channel()
     torch.set_num_threads(1)
+    import random
+
     from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401  (before the lockdown)
     from shapetrace.exercises import calls, facts, frames, judge  # noqa: F401
+    from shapetrace.exercises.inputs import draw
     from shapetrace.exercises.lockdown import lock_down
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
+    cases = draw(meta["inputs"], random.Random(int(meta["seed"])))  # the same inputs the parent draws
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused
     path = meta["path"]
     source = meta["source"]
@@ -109,7 +113,7 @@ def main(argv: list[str]) -> int:
     lock_down(int(meta["memory_bytes"]), meta["protected"],
               on_peek=lambda p: channel.send({"kind": "peek", "path": p}))
     channel.send({"kind": "ready"})
-    _check(channel, meta, request["cases"], source)
+    _check(channel, meta, cases, source)
     return 0
 
 
@@ -137,7 +141,7 @@ def _check(channel: Channel, meta: dict, cases: list, source: str) -> None:
     channel.send({"kind": "loaded"})
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        body = _run_case(fn, list(case["args"]), case["names"], case["dims"], path, limit, width)
+        body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
         channel.send({"kind": "case", "case": i}, body)
 
 

@@ -341,7 +341,11 @@ def test_a_checker_that_cannot_start_is_not_blamed_on_the_learner(tmp_path, monk
     from shapetrace.exercises.sandbox import ChildRun
 
     monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(sandbox, "run_child", lambda *a, **k: ChildRun(returncode=1, stderr="ImportError: torch"))
+    def fails_to_start(proc, *args):
+        sandbox.stop_child(proc)
+        return ChildRun(returncode=1, stderr="ImportError: torch")
+
+    monkeypatch.setattr(sandbox, "finish_child", fails_to_start)
     sol = CURRICULUM.exercise("split-heads").solution
     r = cli("exercise", "check", "split-heads", "--file", str(sol))
     assert r.exit_code == 2

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import random
+import secrets
 import signal
 import tempfile
 import threading
@@ -27,6 +28,8 @@ DEFAULT_TIME_LIMIT = 10.0
 #: Memory (MiB) the learner's code may use on top of what the checker itself needs (torch is loaded).
 DEFAULT_MEMORY_MB = 3072
 MIN_MEMORY_MB = 256
+#: The most input cases a check runs (the CPU limit of the child is set from it).
+_PHASES = 6
 #: Children run at once when checking many files.
 PARALLEL = 2
 #: Judging swaps sys.stdout around lesson code and traces it: one judge at a time in this process.
@@ -68,15 +71,15 @@ def _protected(curriculum) -> list[str]:
             + _git_dirs(Path(curriculum.root).resolve()))
 
 
-def _write_request(workdir: str, job: Job, source: str, cases, curriculum, limit: float, memory_mb: int,
-                   width: int, function: str) -> str:
-    import torch
-
-    meta = {"path": job.file, "source": source, "function": function, "time_limit": limit,
-            "memory_bytes": memory_mb << 20, "width": width, "protected": _protected(curriculum)}
-    path = os.path.join(workdir, "request.pt")
-    torch.save({"meta": json.dumps(meta), "cases": [{"args": c.args, "names": c.names, "dims": c.dims}
-                                                    for c in cases]}, path)
+def _write_request(workdir: str, job: Job, source: str, ex, curriculum, seed: int, limit: float,
+                   memory_mb: int, width: int) -> str:
+    """The child's request: where the file is, its text, and the seed both sides draw the inputs from."""
+    meta = {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "seed": seed,
+            "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
+            "protected": _protected(curriculum)}
+    path = os.path.join(workdir, "request.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh)
     os.chmod(path, 0o644)
     return path
 
@@ -174,11 +177,14 @@ def _not_started(run, memory_mb: int) -> CheckerError:
 
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
               memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None) -> dict:
-    """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run."""
-    from shapetrace.exercises import inputs as inp
+    """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run.
+
+    The child starts first; this process draws the same inputs from the same seed (a seed says no more
+    than the inputs themselves, which the learner's function receives anyway) and loads the reference
+    while the child imports torch.
+    """
     from shapetrace.exercises.content import load
-    from shapetrace.exercises.judge import Judge
-    from shapetrace.exercises.sandbox import run_child
+    from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
 
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
@@ -186,18 +192,30 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         source = Path(job.file).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
-    with _JUDGE_LOCK:
-        cases = inp.draw(ex.inputs, random.Random(seed))
-        judge = Judge(ex, job.file, cases, source)
+    seed = secrets.randbits(63) if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
-        request = _write_request(workdir, job, source, cases, curriculum, time_limit,
-                                 max(memory_mb, MIN_MEMORY_MB), width, ex.function)
-        run = run_child(request, workdir, time_limit, len(cases))
+        request = _write_request(workdir, job, source, ex, curriculum, seed, time_limit,
+                                 max(memory_mb, MIN_MEMORY_MB), width)
+        proc = start_child(request, workdir, time_limit, _PHASES)
+        try:
+            with _JUDGE_LOCK:
+                judge = _prepare(ex, job, source, seed)
+        except BaseException:
+            stop_child(proc)
+            raise
+        run = finish_child(proc, time_limit, len(judge.cases))
     if not run.ready and not any(f.header.get("kind") == "peek" for f in run.frames):
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
-        return _decide(judge, run, cases, time_limit).to_dict()
+        return _decide(judge, run, judge.cases, time_limit).to_dict()
+
+
+def _prepare(ex, job: Job, source: str, seed: int):
+    from shapetrace.exercises import inputs as inp
+    from shapetrace.exercises.judge import Judge
+
+    return Judge(ex, job.file, inp.draw(ex.inputs, random.Random(seed)), source)
 
 
 def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,

@@ -136,18 +136,33 @@ class _Reader:
             self.run.stderr = bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace")
 
 
-def run_child(request: str, workdir: str, limit: float, phases: int) -> ChildRun:
-    """Run ``python -m shapetrace.worker request`` under the limits; always reaped and killed."""
+def start_child(request: str, workdir: str, limit: float, phases: int) -> subprocess.Popen:
+    """Start ``python -m shapetrace.worker request`` in its own session, under a CPU hard limit."""
     cpu = int(STARTUP_GRACE + (limit + KILL_GRACE) * (phases + 1)) + 1
-    proc = subprocess.Popen([sys.executable, "-m", "shapetrace.worker", request], stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "shapetrace.worker", request], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=workdir,
                             start_new_session=True, preexec_fn=preexec_limits(cpu))
+
+
+def finish_child(proc: subprocess.Popen, limit: float, phases: int) -> ChildRun:
+    """Read the child to the end (or its deadline), then kill its process group and reap it."""
     try:
         run = _Reader(proc, limit, phases).read()
     finally:
-        kill_group(proc)
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
-        run_code = proc.wait()
-    run.returncode = run_code
+        stop_child(proc)
+    run.returncode = proc.returncode
     return run
+
+
+def stop_child(proc: subprocess.Popen) -> None:
+    """Kill the child's process group, close its pipes and reap it (safe to call twice)."""
+    kill_group(proc)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
+            stream.close()
+    proc.wait()
+
+
+def run_child(request: str, workdir: str, limit: float, phases: int) -> ChildRun:
+    """Start the child and read it to the end; always killed and reaped."""
+    return finish_child(start_child(request, workdir, limit, phases), limit, phases)
