@@ -238,35 +238,6 @@ def layout_copies(trace, allocs: bool = False) -> list[str]:
     return lines
 
 
-def _key(e) -> tuple:
-    o = e.output
-    return (e.op, o.shape if o else None, o.dims if o else None, bool(e.error))
-
-
-def first_difference(mine, ref) -> int | None:
-    """Index of the first traced op where the learner's events and the reference's differ."""
-    for i, (a, b) in enumerate(zip(mine, ref)):
-        if _key(a) != _key(b):
-            return i
-    return None if len(mine) == len(ref) else min(len(mine), len(ref))
-
-
-def learner_line_of(mine, ref, path: str) -> tuple[int | None, str]:
-    """The learner's source line of the first op that differs from the reference (or the last op)."""
-    from pathlib import Path
-
-    if mine is None or not mine.events:
-        return None, ""
-    k = first_difference(mine.events, ref.events if ref is not None else [])
-    event = mine.events[min(k if k is not None else len(mine.events) - 1, len(mine.events) - 1)]
-    file, _, line = event.source.rpartition(":")
-    try:
-        same = Path(file).resolve() == Path(path).resolve()
-    except OSError:
-        same = False
-    return (int(line), event.code) if same and line.isdigit() else (None, "")
-
-
 def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:
     """Where the caller's tensor changed: its layout, or its first changed value."""
     if tuple(before.shape) != tuple(after.shape) or before.stride() != after.stride():

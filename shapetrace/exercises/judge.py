@@ -274,7 +274,7 @@ class Judge:
         at = next(i for i, a in enumerate(inputs.args) if isinstance(a, torch.Tensor))
         first = got.args[at]
         problems = []
-        if checks.get("must_be_view") and _storage(out) != _storage(first):
+        if checks.get("must_be_view") and not _views(out, first, inputs.args[at]):
             problems.append("your result is a copy, but this exercise asks for a view of the input "
                             "(no data moved):")
             problems += list(got.facts.get("copies") or []) or ["  a new tensor was built from the input"]
@@ -426,5 +426,7 @@ class _Facts(dict):
         return "{" + key + "}"
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _views(out: torch.Tensor, arg: torch.Tensor, original: torch.Tensor) -> bool:
+    """``out`` shares the memory of the argument, which is no bigger than the input the parent sent."""
+    same = out.untyped_storage().data_ptr() == arg.untyped_storage().data_ptr()
+    return same and arg.untyped_storage().nbytes() == original.untyped_storage().nbytes()
