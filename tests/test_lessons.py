@@ -99,7 +99,7 @@ def test_crash_reports_learners_line_and_shapes(verdicts):
     v = verdicts[("attention-scores", "starter")]
     s = _sizes(v)
     B, T, H, d_k = s["B"], s["T"], s["H"], s["d_k"]
-    assert v["line"] == 11 and v["code"].startswith("return q @ k_t / math.sqrt(d_k)")
+    assert v["line"] == 10 and v["code"].startswith("k_t = k.transpose(1, 2)"), "the line that went wrong"
     assert v["explanation"][0].startswith(f"with {v['sizes']}: RuntimeError: The size of tensor a ({H}) "
                                           f"must match the size of tensor b ({T})"), v["explanation"]
     assert any(f"[B={B}, T_k={T}, H={H}, d_k={d_k}] strides ({T * H * d_k}, {d_k}, {T * d_k}, 1)" in line
@@ -215,3 +215,12 @@ def test_split_heads_verdict_rendering_golden(verdicts):
 
     v = verdicts[("split-heads", "starter")]
     assert_golden("exercise_check_split_heads_80.txt", render(verdict_view(v, "split_heads.py"), width=80))
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_each_mistake_line_pattern_finds_its_own_line(ex):
+    from shapetrace.exercises.judge import find_line
+
+    for m in ex.mistakes:
+        if m.where:
+            assert find_line(m.code, m.where), (m.id, m.where)

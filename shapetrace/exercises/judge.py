@@ -329,6 +329,8 @@ class Judge:
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts({}, inputs))
         line, code = got.frame
+        if mistake is not None and mistake.where:
+            line, code = find_line(self.source, mistake.where) or (line, code)
         lines = [str(x) for x in got.facts.get("crash_lines") or []]
         return self.verdict("crash", summary, explanation=[f"with {inputs.describe()}: {head}"] + lines,
                             mistake=mistake.id if mistake else None, line=line, code=code,
