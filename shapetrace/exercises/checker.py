@@ -126,9 +126,13 @@ def _dead_verdict(judge, run, inputs, limit: float):
     if run.returncode == -signal.SIGKILL:
         return judge.verdict("out-of-memory", "the checker process was killed, most likely for using too "
                              "much memory", **where)
-    tail = run.stderr.strip().splitlines()[-3:]
-    return judge.verdict("crash", f"the checker process died (exit code {run.returncode}) while running your "
-                         "file", explanation=tail, **where)
+    tail = [line[:300] for line in run.stderr.strip().splitlines()[-3:]]
+    if run.returncode is not None and run.returncode >= 0:
+        during = f"with {inputs.describe()}" if inputs is not None else "while loading your file"
+        return judge.verdict("crash", f"your code ended the checker's process (exit code {run.returncode}) "
+                             f"{during}, before your function returned", explanation=tail, **where)
+    return judge.verdict("crash", f"the checker process died (signal {-(run.returncode or 0)}) while running "
+                         "your file", explanation=tail, **where)
 
 
 def _gave_up(judge, path: str):
