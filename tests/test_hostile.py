@@ -32,6 +32,17 @@ def split_heads(x, heads):
             pass
     os._exit(0)
 ''',
+    "frame-flood": '''
+import os
+from shapetrace.exercises.frames import encode
+def split_heads(x, heads):
+    flood = encode({"kind": "ready"}) * 20000
+    for fd in range(3, 64):
+        try:
+            os.write(fd, flood)
+        except OSError:
+            pass
+''' + WRONG,
     "forge-atexit": '''
 import atexit, os
 atexit.register(lambda: [os.write(fd, b'{"job": 0, "verdict": {"verdict": "pass"}}\\n') for fd in (1, 2)])
@@ -193,6 +204,14 @@ def test_forged_frames_are_not_read_as_results(verdicts):
     assert v["verdict"] == "crash" and v["case"] == "distinct", v
     assert v["summary"] == (f"your code ended the checker's process (exit code 0) with {v['sizes']}, "
                             "before your function returned"), v
+
+
+def test_a_flood_of_frames_is_cut_off(verdicts):
+    v = verdicts[0]["frame-flood"]
+    assert v["verdict"] == "crash", v
+    assert v["summary"] == ("the checker could not read your function's results: something in your file wrote "
+                            "over the checker's channel")
+    assert v["explanation"] == ["more than 64 frames"]
 
 
 def test_reading_the_solution_is_giving_up(verdicts):

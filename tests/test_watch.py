@@ -54,3 +54,13 @@ def test_watch_in_a_terminal(tmux, tmp_path):
     tmux.keys("C-c")
     screen = tmux.wait_for("stopped watching", timeout=30)
     assert "Traceback" not in screen and "Exception" not in screen
+
+
+def test_the_reference_trace_comes_with_the_solution_in_a_terminal(tmux, tmp_path):
+    state = shlex.quote(str(tmp_path / "state"))
+    tmux.type(f"export PYTHONPATH={shlex.quote(str(ROOT))} SHAPETRACE_STATE_DIR={state}")
+    tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise solution split-heads")
+    screen = tmux.wait_for("pass split-heads first", timeout=60)
+    tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise solution split-heads --give-up --width 100")
+    screen = tmux.wait_for(lambda s: "the reference, traced" in s and "solution.py:10" in s, timeout=60)
+    assert "transpose" in screen.split("the reference, traced")[1]

@@ -51,7 +51,7 @@ def vm_size() -> int:
 
 
 def preexec_limits(cpu_seconds: int) -> Callable[[], None]:
-    """The ``preexec_fn`` of the child: a CPU hard limit, no core files, no files written."""
+    """The ``preexec_fn`` of the child: a CPU hard limit and no core files (the rest follows in the child)."""
     def apply() -> None:
         hard_limit(resource.RLIMIT_CPU, max(1, int(cpu_seconds)))
         hard_limit(resource.RLIMIT_CORE, 0)

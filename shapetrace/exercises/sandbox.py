@@ -27,6 +27,8 @@ STARTUP_GRACE = 90.0
 KILL_GRACE = 1.5
 #: Bytes of frames read from the channel; of stderr, the last ``STDERR_KEEP`` are kept.
 CHANNEL_LIMIT = 64 << 20
+#: Frames a check needs: ready, and a start and a result per phase; far more is a flood.
+MAX_FRAMES = 64
 STDERR_KEEP = 4000
 #: After the child exits, how long a descendant may keep a pipe open before reading stops.
 EXIT_GRACE = 0.5
@@ -80,6 +82,8 @@ class _Reader:
         self.err = bytearray()
 
     def _on_frame(self, frame: Frame) -> None:
+        if len(self.run.frames) >= MAX_FRAMES:
+            raise BadFrame(f"more than {MAX_FRAMES} frames")
         self.run.frames.append(frame)
         kind = frame.header.get("kind")
         if kind == "ready":
