@@ -373,3 +373,15 @@ def test_a_checker_that_cannot_start_is_not_blamed_on_the_learner(tmp_path, monk
     assert "this is not your code" in r.output
     state = tmp_path / "state" / "progress.json"
     assert not state.exists() or json.loads(state.read_text())["exercises"] == {}
+
+
+def test_a_check_that_ignores_every_signal_ends_at_its_deadline(tmp_path):
+    from shapetrace.exercises.sandbox import KILL_GRACE
+
+    path = tmp_path / "stubborn.py"
+    path.write_text(SPLIT["ignores-signals"])
+    start = time.monotonic()
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=1)
+    elapsed = time.monotonic() - start
+    assert v["verdict"] == "timeout" and v["case"] == "distinct", v
+    assert elapsed < 1 + KILL_GRACE + 12, f"{elapsed:.1f} s (start-up included)"
