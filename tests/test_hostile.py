@@ -385,3 +385,25 @@ def test_a_check_that_ignores_every_signal_ends_at_its_deadline(tmp_path):
     elapsed = time.monotonic() - start
     assert v["verdict"] == "timeout" and v["case"] == "distinct", v
     assert elapsed < 1 + KILL_GRACE + 12, f"{elapsed:.1f} s (start-up included)"
+
+
+def test_the_guard_cannot_be_disarmed_from_learner_code(tmp_path):
+    path = tmp_path / "disarms.py"
+    path.write_text('''
+import gc, os, os.path
+from pathlib import Path
+import shapetrace.exercises.content as content
+SOL = Path(content.lessons_root()) / "01_split_heads" / ".." / "01_split_heads" / "split-heads" / "solution.py"
+os.path.realpath = lambda p, **k: "/nowhere"
+os.fsdecode = lambda p: "/nowhere"
+try:
+    for obj in gc.get_objects():
+        pass
+except PermissionError:
+    pass
+def split_heads(x, heads):
+    exec(SOL.read_text())
+    return split_heads(x, heads)
+''')
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
+    assert v["verdict"] == "gave-up", v

@@ -8,8 +8,9 @@ Everything here only ever lowers what the process may do, and nothing can be rai
 * a seccomp filter that refuses ``fork``/``vfork``/``clone`` of a process (threads stay allowed) and
   ``ptrace``: a process limit that holds even for root, for whom ``RLIMIT_NPROC`` does not count;
 * an audit hook (it cannot be removed) that refuses writing files, starting programs, loading foreign
-  code with ctypes, and reading the exercises' reference solutions; a read of a solution is reported
-  through ``on_peek`` before it is refused.
+  code with ctypes, handing out the garbage collector's object lists (through which it could be reached),
+  and reading the exercises' reference solutions; a read of a solution is reported through ``on_peek``
+  before it is refused.
 """
 
 from __future__ import annotations
@@ -132,72 +133,95 @@ _SPAWN = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.f
           "pty.spawn", "os.startfile")
 _CHANGE = ("os.remove", "os.rename", "os.rmdir", "os.link", "os.symlink", "os.truncate", "os.chmod",
            "os.chown", "os.mkdir", "os.utime", "shutil.", "os.kill", "os.killpg", "signal.pthread_kill",
-           "os.putenv", "os.unsetenv", "sys.setprofile", "sys.settrace")
+           "os.putenv", "os.unsetenv", "sys.setprofile", "sys.settrace", "gc.get_", "ctypes.",
+           "sys.addaudithook")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def _writes(args: tuple) -> bool:
-    mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return True
-    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+def make_guard(protected: list[str], on_peek: Callable[[str], None]) -> Callable[[str, tuple], None]:
+    """The audit hook: refuses what a learner's function never needs, and reports a peek at a solution.
 
+    Hardened against a learner who patches modules: every function it calls is bound now (``posix.stat``,
+    ``str`` methods), its state is immutable (a frozenset of file identities), a path is judged by the
+    identity of each of its prefixes (so ``..`` and symlinks resolve in the kernel, not in patchable
+    Python), and the garbage collector's object lists, which could reach it, are refused.
+    """
+    import posix
 
-class Guard:
-    """The audit hook: refuses what a learner's function never needs, and reports a peek at a solution."""
-
-    def __init__(self, protected: list[str], on_peek: Callable[[str], None]):
-        self.protected = [os.path.realpath(p) for p in protected]
-        self.on_peek = on_peek
-        self.armed = False
-
-    def _is_protected(self, path) -> bool:
-        if isinstance(path, int):
-            return False
+    stat, getcwd, audit_fspath = posix.stat, posix.getcwd, posix.fspath
+    ids = []
+    for path in protected:
         try:
-            real = os.path.realpath(os.fsdecode(path))
-        except (TypeError, ValueError):
-            return False
-        if real.startswith("/proc/") and real.endswith(("/mem", "/environ")):
-            return True
-        return any(real == p or real.startswith(p + os.sep) for p in self.protected)
+            st = stat(path)
+            ids.append((st.st_dev, st.st_ino))
+        except OSError:
+            pass
+    protected_ids, pid, spawn, change, write_flags = frozenset(ids), posix.getpid(), _SPAWN, _CHANGE, _WRITE_FLAGS
 
-    def __call__(self, event: str, args: tuple) -> None:
-        if not self.armed:
-            return
+    def text_of(path) -> str | None:
+        if type(path) is str:
+            return path
+        if type(path) is bytes:
+            return path.decode("utf-8", "surrogateescape")
+        if type(path) is int:
+            return None
+        try:
+            return text_of(audit_fspath(path))
+        except Exception:
+            return None
+
+    def is_protected(path) -> bool:
+        text = text_of(path)
+        if text is None:
+            return False
+        if not text.startswith("/"):
+            text = getcwd() + "/" + text
+        if text.startswith("/proc/") and text.endswith(("/mem", "/environ")):
+            return True
+        while text:
+            try:
+                st = stat(text)
+                if (st.st_dev, st.st_ino) in protected_ids:
+                    return True
+            except OSError:
+                pass
+            text = text.rpartition("/")[0]
+        return False
+
+    def writes(args: tuple) -> bool:
+        mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
+        if type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode):
+            return True
+        return type(flags) is int and bool(flags & write_flags)
+
+    def guard(event: str, args: tuple) -> None:
         if event == "open":
-            if self._is_protected(args[0]):
-                self.on_peek(os.fsdecode(args[0]))
+            if is_protected(args[0]):
+                on_peek(text_of(args[0]) or "?")
                 raise PermissionError(f"the checker does not let your function read {args[0]}")
-            if _writes(args):
+            if writes(args):
                 raise PermissionError("the checker does not let your function write files")
-        elif event in ("os.listdir", "os.scandir") and args and self._is_protected(args[0] or "."):
-            self.on_peek(os.fsdecode(args[0]))
+        elif event in ("os.listdir", "os.scandir") and args and is_protected(args[0] or "."):
+            on_peek(text_of(args[0]) or ".")
             raise PermissionError("the checker does not let your function list the lessons")
-        elif event.startswith(_SPAWN):
+        elif event.startswith(spawn):
             raise PermissionError("the checker does not let your function start other programs")
-        elif event.startswith("ctypes.") or event.startswith(_CHANGE):
-            if event == "os.kill" and len(args) > 0 and args[0] == os.getpid():
+        elif event.startswith(change):
+            if event == "os.kill" and args and args[0] == pid:
                 return
             raise PermissionError(f"the checker does not let your function use {event}")
 
-
-def install_guard(protected: list[str], on_peek: Callable[[str], None]) -> Guard:
-    import sys
-
-    guard = Guard(protected, on_peek)
-    sys.addaudithook(guard)
     return guard
 
 
-def lock_down(memory_bytes: int, protected: list[str], on_peek: Callable[[str], None]) -> Guard:
-    """Everything above, in order; returns the (armed) audit hook."""
+def lock_down(memory_bytes: int, protected: list[str], on_peek: Callable[[str], None]) -> None:
+    """Everything above, in order; the audit hook goes in last and can never be removed."""
+    import sys
+
     if memory_bytes > 0:
         hard_limit(resource.RLIMIT_AS, vm_size() + memory_bytes)
     hard_limit(resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT)
     hard_limit(resource.RLIMIT_NPROC, 0)
     no_new_processes()
     drop_capabilities()
-    guard = install_guard(protected, on_peek)
-    guard.armed = True
-    return guard
+    sys.addaudithook(make_guard(protected, on_peek))
