@@ -1,88 +1,148 @@
 """The checker's child process: ``python -m shapetrace.worker REQUEST.json``.
 
-An entry point, like ``__main__.py`` (so it sits at the top, above every layer): it composes the
-judge (:mod:`shapetrace.exercises.judge`) with the Rich table renderer for the traced tables of a
-verdict, so that ``exercises/`` itself never imports the rendering layer.
+An entry point, like ``__main__.py`` (so it sits at the top, above every layer). It decides nothing:
+it loads the learner's file, calls the function on the inputs the parent drew, and sends back plain
+data (tensors, numbers, text) as frames on a private channel (see :mod:`shapetrace.exercises.frames`).
+The parent, which never imports the learner's code, loads the tensors with ``weights_only`` and judges.
 
-Caps its own address space (``RLIMIT_AS``) before importing torch, judges each
-job under an alarm-based time limit, and appends one JSON line per job to the
-result file, so the parent still learns which job was running if this process
-is killed.
+Before the learner's file is read, the child locks itself down for good
+(:func:`shapetrace.exercises.lockdown.lock_down`): hard limits, no capabilities, no new processes,
+no file writes, and no reading of the reference solutions (a try is reported as giving up).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import resource
+import linecache
+import os
+import signal
 import sys
 
 
-def _cap_memory(limit: int) -> None:
-    if limit > 0:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-        except (ValueError, OSError):  # some platforms (macOS) refuse an address-space cap
-            pass
+class Channel:
+    """Frames to the parent on a file descriptor the learner's prints never reach."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def send(self, header: dict, body: dict | None = None) -> None:
+        from shapetrace.exercises.frames import encode
+
+        data = b""
+        if body is not None:
+            import torch
+
+            buf = io.BytesIO()
+            torch.save(body, buf)
+            data = buf.getvalue()
+        view = memoryview(encode(header, data))
+        while view:
+            view = view[os.write(self.fd, view):]
 
 
-def _cap_cpu(seconds: float) -> None:
-    """A CPU-time cap from now on: stops a busy C-level loop that the alarm cannot interrupt."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-        except (ValueError, OSError):
-            pass
+def _private_channel() -> Channel:
+    """Keep the real stdout for frames; fd 1 then points at stderr (stray C-level prints land there)."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    return Channel(fd)
 
 
-def _timeout_verdict(exercise: str, limit: float, exc, path: str) -> dict:
-    from shapetrace.exercises.calls import learner_frame
-    from shapetrace.exercises.judge import Verdict
+def _plain(value):
+    """A plain tensor, int, float, bool, str or None that ``torch.load(weights_only=True)`` accepts."""
+    import torch
 
-    frame = learner_frame(exc, path)
-    v = Verdict(exercise, "timeout", f"your function ran for more than {limit:g} s and was stopped",
-                explanation=["an endless loop, or work that grows much faster than the inputs; "
-                             "the checker's inputs are tiny, so a correct answer takes milliseconds"],
-                line=frame[0] if frame else None, code=frame[1] if frame else "")
-    return v.to_dict()
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+    if value is None or type(value) in (int, float, bool, str):
+        return value
+    return None
+
+
+def _describe(value) -> str:
+    from shapetrace.exercises.judge import short
+
+    return short(value)
+
+
+def _run_case(fn, args, names, dims, path, limit, width):
+    from shapetrace.exercises.calls import CheckTimeout, call, start_clock, stop_clock
+    from shapetrace.exercises.facts import learner_facts
+
+    timed_out = False
+    try:
+        start_clock(limit)
+        got = call(fn, args, names, dims, path=path)
+    except CheckTimeout as exc:
+        from shapetrace.exercises.calls import Outcome, learner_frame
+
+        got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
+    finally:
+        stop_clock()
+    from shapetrace.render.exercise import trace_table
+
+    facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
+    facts["table"] = trace_table(got.trace, width)
+    return {"value": _plain(got.value), "args": [_plain(a) for a in args],
+            "facts": json.dumps(facts, default=str)}
 
 
 def main(argv: list[str]) -> int:
-    with open(argv[1], encoding="utf-8") as fh:
-        request = json.load(fh)
-    _cap_memory(int(request.get("memory_bytes", 0)))
     import torch
 
+    with open(argv[1], encoding="utf-8") as fh:
+        meta = json.load(fh)
+    channel = _private_channel()
     torch.set_num_threads(1)
-    from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401  (before the clock starts)
-    from shapetrace.exercises import judge as judge_mod  # noqa: F401  (import before the clock starts)
-    from shapetrace.exercises.calls import CheckTimeout, start_clock, stop_clock
-    from shapetrace.exercises.content import load
-    from shapetrace.render import table as _table  # noqa: F401
-    from shapetrace.render.exercise import trace_tables
+    import random
 
-    curriculum = load(request["lessons"])
-    limit = float(request.get("time_limit", 10))
-    _cap_cpu(limit * len(request["jobs"]) + 5)
-    with open(request["result"], "a", encoding="utf-8") as out:
-        for i, job in enumerate(request["jobs"]):
-            exercise = curriculum.exercise(job["exercise"])
-            try:
-                start_clock(limit)
-                verdict = judge_mod.judge(exercise, job["file"], int(request.get("width", 80)),
-                                          tables=trace_tables).to_dict()
-            except CheckTimeout as exc:
-                verdict = _timeout_verdict(exercise.id, limit, exc, job["file"])
-            finally:
-                stop_clock()
-            out.write(json.dumps({"job": i, "verdict": verdict}, default=str) + "\n")
-            out.flush()
+    from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401  (before the lockdown)
+    from shapetrace.exercises import calls, facts, frames, judge  # noqa: F401
+    from shapetrace.exercises.inputs import draw
+    from shapetrace.exercises.lockdown import lock_down
+    from shapetrace.render import exercise as _exercise  # noqa: F401
+    from shapetrace.render import table as _table  # noqa: F401
+
+    cases = draw(meta["inputs"], random.Random(int(meta["seed"])))  # the same inputs the parent draws
+    (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused
+    path = meta["path"]
+    source = meta["source"]
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    lock_down(int(meta["memory_bytes"]), meta["protected"],
+              on_peek=lambda p: channel.send({"kind": "peek", "path": p}))
+    channel.send({"kind": "ready"})
+    _check(channel, meta, cases, source)
     return 0
+
+
+def _check(channel: Channel, meta: dict, cases: list, source: str) -> None:
+    from shapetrace.exercises.calls import CheckTimeout, LoadFailure, function_from_file, start_clock, stop_clock
+    from shapetrace.exercises.facts import load_facts
+
+    path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
+    channel.send({"kind": "start", "case": -1})
+    try:
+        start_clock(limit)
+        fn = function_from_file(source, path, meta["function"])
+    except LoadFailure as failure:
+        stop_clock()
+        channel.send({"kind": "loaded"}, {"facts": json.dumps(load_facts(failure.outcome, path), default=str)})
+        return
+    except CheckTimeout as exc:
+        stop_clock()
+        from shapetrace.exercises.calls import Outcome, learner_frame
+
+        out = Outcome(exc=exc, frame=learner_frame(exc, path))
+        channel.send({"kind": "loaded"}, {"facts": json.dumps(load_facts(out, path, timed_out=True))})
+        return
+    stop_clock()
+    channel.send({"kind": "loaded"})
+    for i, case in enumerate(cases):
+        channel.send({"kind": "start", "case": i})
+        body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
+        channel.send({"kind": "case", "case": i}, body)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def test_raising_function_is_a_crash_with_the_learners_line(hostile):
     v = hostile[0]["raises"]
     assert v["verdict"] == "crash"
     assert v["line"] == 3 and v["code"] == 'raise ValueError("nope")'
-    assert v["explanation"][0] == "with B=2, T=5, H=3, d_k=4: ValueError: nope"
+    assert v["explanation"][0] == f"with {v['sizes']}: ValueError: nope"
 
 
 def test_error_while_loading_is_a_crash(hostile):
@@ -185,20 +186,34 @@ def test_dtype_and_shape_compared_exactly(hostile):
     assert hostile[0]["wrong-dtype"]["summary"] == "your output's dtype is float64; expected float32"
     v = hostile[0]["wrong-shape"]
     assert v["verdict"] == "wrong-shape"
-    assert v["summary"] == ("your output has shape [B=2, T=5, H=3, d_k=4]; expected [B=2, H=3, T=5, d_k=4] "
-                            "(the input case: B=2, T=5, H=3, d_k=4)")
+    s = dict(p.split("=") for p in v["sizes"].split(", "))
+    assert v["summary"] == (f"your output has shape [B={s['B']}, T={s['T']}, H={s['H']}, d_k={s['d_k']}]; "
+                            f"expected [B={s['B']}, H={s['H']}, T={s['T']}, d_k={s['d_k']}] "
+                            f"(the input case: {v['sizes']})")
 
 
-def test_second_case_with_coinciding_sizes(hostile):
+def test_sizes_are_drawn_at_random_so_hard_coding_fails(hostile):
     v = hostile[0]["hard-coded"]
-    assert v["verdict"] == "crash" and v["case"] == "equal"
-    assert v["sizes"] == "B=3, T=3, H=3, d_k=3"
+    assert v["verdict"] in ("crash", "wrong-values") and v["case"] == "distinct", v
+    assert v["sizes"] != "B=2, T=5, H=3, d_k=4"
+
+
+def test_every_check_draws_new_sizes():
+    from shapetrace.exercises import inputs as inp
+
+    seen = {tuple(c.describe() for c in inp.draw("tokens")) for _ in range(5)}
+    assert len(seen) > 1
+    for case in inp.draw("tokens"):
+        if case.case == "distinct":
+            sizes = list(case.sizes.values()) + [case.dims["D"], 3]
+            assert len(set(sizes)) == len(sizes), case.describe()
 
 
 def test_must_be_view_layout(hostile):
     v = hostile[0]["copies"]
     assert v["verdict"] == "layout"
-    assert any("contiguous copied 480 B" in line for line in v["explanation"]), v["explanation"]
+    copied = r"`.*\.contiguous\(\)` contiguous copied [\d.]+ (B|KiB)"
+    assert any(re.search(copied, line) for line in v["explanation"]), v
 
 
 def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
@@ -281,29 +296,37 @@ def _read_until(lines, needle, timeout=90.0):
 
 
 @pytest.mark.parametrize("mode", ["--poll", "--no-poll"])
-def test_watch_rechecks_on_save_moves_on_and_stops_on_ctrl_c(tmp_path, mode):
+def test_watch_rechecks_on_save_waits_for_a_key_and_stops_on_ctrl_c(tmp_path, mode):
     ws = tmp_path / "ws"
     env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"),
                COLUMNS="80")
     args = [sys.executable, "-m", "shapetrace", "exercise", "watch", "merge-heads", "--workspace", str(ws)]
     if mode == "--poll":
         args.append("--poll")
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
     try:
         lines = _reader(proc)
         first = _read_until(lines, "waiting for your next save")
-        assert "✗ wrong-values  merge-heads" in first
+        assert first.index("✗ wrong-values  merge-heads") < first.index("done")
+        assert "] 0/16 done" in first
         assert ("polling" if mode == "--poll" else "watchdog") in first
         (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
-        second = _read_until(lines, "waiting for your next save")
-        assert "✓ pass  merge-heads" in second
-        assert "merge-contiguous" in second and "✗ crash  merge-contiguous" in second
+        second = _read_until(lines, "n or Enter: next exercise")
+        assert "✓ pass  merge-heads" in second and "] 1/16 done" in second
+        assert second.count("✓ pass") == 1
+        time.sleep(1.5)
+        assert lines.empty(), "the next exercise must wait for a key"
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        third = _read_until(lines, "waiting for your next save")
+        assert "✗ crash  merge-contiguous" in third
         assert (ws / "merge_contiguous.py").exists()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         rest = _read_until(lines, "stopped watching", timeout=10)
-        assert "stopped watching" in rest
-        assert "Traceback" not in first + second + rest
+        assert "Traceback" not in first + second + third + rest
+        assert "Exception" not in rest
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -176,3 +176,34 @@ def test_keyboard_asks_again_after_a_typo(tmux):
     tmux.keys("C-d")
     screen = tmux.wait_for("EXIT=0")
     assert "score 2/2 (shapes 2/2), 6 not asked (answers ran out)" in screen
+
+
+# -- format examples never give an answer away ----------------------------------------------------------
+
+def _intro_text(trace, strides: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.app.predict import Quiz
+    from shapetrace.tui.predict import _intro
+
+    buf = io.StringIO()
+    _intro(Console(file=buf, width=200, color_system=None), trace, Quiz.of(trace), strides)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("strides", [False, True])
+def test_format_example_is_no_answer_of_the_trace(trace, square_trace, strides):
+    import re
+
+    for t in (trace, square_trace):
+        text = _intro_text(t, strides)
+        example = re.search(r"Write sizes like (\S+) or \[([\d, ]+)\]", text)
+        assert example, text
+        sizes = tuple(int(n) for n in example.group(1).split("x"))
+        assert sizes == tuple(int(n) for n in example.group(2).split(", "))
+        answers = {tuple(e.output.shape) for e in t.events if e.output}
+        answers |= {tuple(e.output.stride) for e in t.events if e.output}
+        assert sizes not in answers
+        assert "B,H,T,d_k" not in text and "2x8x6x64" not in text

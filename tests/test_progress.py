@@ -186,3 +186,101 @@ def test_exercise_engine_modules_do_not_import_rich():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+# -- concurrency and corruption ---------------------------------------------------------------------------
+
+def _parallel(cmds: list[list[str]], env: dict) -> list[subprocess.CompletedProcess]:
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for c in cmds]
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=120), *p.communicate()) for p in procs]
+
+
+def test_sixteen_parallel_hints_are_all_counted(state):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(state))
+    hint = [sys.executable, "-m", "shapetrace", "exercise", "hint"]
+    ids = [e.id for e in CURRICULUM.exercises]
+    done = _parallel([hint + [ids[i % 8]] for i in range(16)], env)
+    assert all(r.returncode == 0 for r in done), [r.stderr for r in done]
+    p = Progress.load()
+    assert p.warnings == []
+    assert sum(p.data["exercises"][i]["hints"] for i in ids[:8]) == 16
+
+
+def test_sixteen_parallel_check_records_are_all_counted(state, tmp_path):
+    f = tmp_path / "mine.py"
+    f.write_text("x = 1\n")
+    code = ("import sys\nfrom shapetrace.exercises.progress import Progress\n"
+            "from pathlib import Path\nwith Progress.update() as p:\n"
+            "    p.record_check('split-heads', sys.argv[1], Path(sys.argv[2]))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(state))
+    verdicts = ["wrong-values"] * 15 + ["pass"]
+    done = _parallel([[sys.executable, "-c", code, v, str(f)] for v in verdicts], env)
+    assert all(r.returncode == 0 for r in done), [r.stderr for r in done]
+    e = Progress.load().data["exercises"]["split-heads"]
+    assert e["attempts"] == 16 and e["ever_passed"] is True
+
+
+@pytest.mark.parametrize("entry, key", [({"ever_passed": "no"}, "ever_passed"), ({"attempts": "3"}, "attempts"),
+                                        ({"hints": -1}, "hints"), ({"passed_hash": 7}, "passed_hash")])
+def test_a_bad_field_is_reset_with_a_warning_and_the_rest_kept(state, entry, key):
+    state.mkdir(parents=True)
+    good = {"attempts": 2, "last_verdict": "crash"}
+    (state / "progress.json").write_text(json.dumps({"exercises": {"split-heads": entry, "merge-heads": good}}))
+    p = Progress.load()
+    assert p.warnings == [f"progress of split-heads in {state / 'progress.json'}: {key} = {entry[key]!r} "
+                          "is not valid; reset it"]
+    assert key not in p.data["exercises"]["split-heads"]
+    assert p.data["exercises"]["merge-heads"] == good
+    assert not p.ever_passed("split-heads")
+
+
+def test_an_entry_that_is_not_a_record_is_reset(state):
+    state.mkdir(parents=True)
+    (state / "progress.json").write_text('{"exercises": {"split-heads": [1], "merge-heads": {"attempts": 1}}}')
+    p = Progress.load()
+    assert p.warnings == [f"progress of split-heads in {state / 'progress.json'} was not a record (list); reset it"]
+    assert p.data["exercises"] == {"split-heads": {}, "merge-heads": {"attempts": 1}}
+
+
+def test_set_aside_copies_are_never_overwritten(state):
+    state.mkdir(parents=True)
+    for text in ("{broken one", "{broken two", "{broken three"):
+        (state / "progress.json").write_text(text)
+        Progress.load()
+    kept = sorted(x.read_text() for x in state.iterdir() if x.name.startswith("progress.json.corrupt-"))
+    assert kept == ["{broken one", "{broken three", "{broken two"]
+
+
+def test_state_folder_that_is_a_file_warns_and_keeps_going(tmp_path, monkeypatch):
+    bad = tmp_path / "state"
+    bad.write_text("not a folder")
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(bad))
+    with Progress.update() as p:
+        p.record_check("split-heads", "crash", bad)
+    assert len(p.warnings) == 1 and "cannot be used" in p.warnings[0] and "not kept this time" in p.warnings[0]
+    assert bad.read_text() == "not a folder"
+
+
+def test_unwritable_state_folder_warns_and_keeps_going(state, monkeypatch):
+    import shapetrace.exercises.progress as progress_mod
+
+    def refuse(path, text):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(progress_mod, "atomic_write", refuse)
+    with Progress.update() as p:
+        p.record_check("split-heads", "crash", state)
+    assert p.warnings == [f"progress could not be saved in {state} (Permission denied); this result is not recorded"]
+
+
+def test_check_shows_its_verdict_when_the_state_folder_is_unusable(tmp_path):
+    from conftest import run_cli
+
+    bad = tmp_path / "state"
+    bad.write_text("not a folder")
+    sol = CURRICULUM.exercise("merge-heads").solution
+    r = run_cli("exercise", "check", "merge-heads", "--file", str(sol), "--width", "80",
+                env={"SHAPETRACE_STATE_DIR": str(bad)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("✓ pass  merge-heads")
+    assert "warning: progress folder" in r.stderr and "Traceback" not in r.stderr

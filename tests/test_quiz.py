@@ -121,3 +121,13 @@ def test_quiz_cli_piped_stdin_and_early_end(tmp_path, cli, monkeypatch):
 def test_quiz_unknown_topic(cli):
     r = cli("quiz", "--topic", "nonsense")
     assert r.exit_code == 2
+
+
+def test_format_examples_are_no_answer_of_any_question():
+    from shapetrace.exercises.answers import EXAMPLE_SHAPE, EXAMPLE_STRIDES, HOW
+
+    assert "[5, 1, 7]" in HOW["shape"] and "(7, 7, 1)" in HOW["strides"]
+    for q in BANK:
+        if q.ask in ("shape", "strides"):
+            answer = tuple(q.answer) if q.answer is not None else None
+            assert answer not in (EXAMPLE_SHAPE, EXAMPLE_STRIDES), q.id

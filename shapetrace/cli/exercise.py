@@ -20,7 +20,7 @@ from shapetrace.cli.common import (
     workspace_option,
     write_json,
 )
-from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress
+from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress, update_progress
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
                            no_args_is_help=True)
@@ -82,7 +82,8 @@ def exercise_check(
     file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     time_limit: float = time_limit_option(),
-    memory_mb: int = typer.Option(3072, "--memory-mb", min=512, max=1 << 20, help="Memory cap of the checker process."),
+    memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
+                                  help="Memory your function may use (on top of what the checker needs)."),
     width: int | None = width_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
@@ -94,9 +95,7 @@ def exercise_check(
         path = file or learner_file(workspace, ex.id)
         console = out_console(width)
         verdict = _check(ex, path, time_limit, memory_mb, console.width)
-        progress = load_progress()
-        progress.record_check(ex.id, verdict["verdict"], path)
-        progress.save()
+        update_progress(lambda p: p.record_check(ex.id, verdict["verdict"], path))
         if json_out:
             write_json(json.dumps(verdict, indent=2))
         else:
@@ -124,11 +123,12 @@ def exercise_hint(
         from shapetrace.render.exercise import hint_view
 
         ex = load_curriculum().exercise(exercise_id)
-        progress = load_progress()
         if level is not None and level > len(ex.hints):
             raise UsageError(f"{ex.id} has {len(ex.hints)} hints")
-        shown = level or progress.next_hint(ex.id, len(ex.hints))
-        progress.save()
+        levels = [level] if level else []
+        if not levels:
+            update_progress(lambda p: levels.append(p.next_hint(ex.id, len(ex.hints))))
+        shown = levels[0]
         out_console(width).print(hint_view(ex.id, shown, len(ex.hints), ex.hints[shown - 1]))
 
 
@@ -152,8 +152,17 @@ def exercise_solution(
             sys.stdout.write(code)
             return
         from rich.syntax import Syntax
+        from rich.text import Text
 
-        out_console(width).print(Syntax(code, "python", theme="ansi_dark", background_color="default"))
+        from shapetrace.exercises.reference import reference_trace
+        from shapetrace.render.table import OpTable
+
+        console = out_console(width)
+        console.print(Syntax(code, "python", theme="ansi_dark", background_color="default"))
+        trace, sizes = reference_trace(ex)
+        if trace is not None and trace.events:
+            console.print(Text(f"the reference, traced ({sizes}):", style="bold"))
+            console.print(OpTable(trace.events))
 
 
 @exercise_app.command("reset")
@@ -168,12 +177,8 @@ def exercise_reset(
 
         if bool(exercise_id) == all_:
             raise UsageError("give one exercise id, or --all")
-        progress = load_progress()
-        if all_:
-            progress.reset()
-        else:
-            progress.reset(load_curriculum().exercise(exercise_id).id)
-        progress.save()
+        target = None if all_ else load_curriculum().exercise(exercise_id).id
+        update_progress(lambda p: p.reset(target))
         typer.echo(f"progress reset for {'every exercise' if all_ else exercise_id}")
 
 
@@ -191,5 +196,9 @@ def exercise_watch(
     with guarded(traceback):
         from shapetrace.tui.watch import watch_exercises
 
+        def record(ex_id: str, verdict: str, path: Path) -> None:
+            update_progress(lambda p: p.record_check(ex_id, verdict, path))
+
         watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
-                        console=out_console(width), progress_loader=load_progress, check_file=_check)
+                        console=out_console(width), progress_loader=load_progress, check_file=_check,
+                        record=record)

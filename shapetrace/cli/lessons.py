@@ -24,13 +24,23 @@ def load_curriculum():
     return load()
 
 
-def load_progress(console=None):
+def load_progress(console=None, quiet: bool = False):
     from shapetrace.exercises.progress import Progress
 
     progress = Progress.load()
-    for warning in progress.warnings:
+    for warning in [] if quiet else progress.warnings:
         report_warning(warning)
     return progress
+
+
+def update_progress(change) -> None:
+    """Apply ``change(progress)`` under the progress lock; any problem is a warning, never an error."""
+    from shapetrace.exercises.progress import Progress
+
+    with Progress.update() as progress:
+        change(progress)
+    for warning in progress.warnings:
+        report_warning(warning)
 
 
 def report_warning(message: str) -> None:
@@ -173,9 +183,7 @@ def quiz(
         console.print(f"\n[bold]score: {score}/{asked}[/bold]" + (f" (of {len(chosen)} questions)"
                                                                    if asked < len(chosen) else ""))
         if asked:
-            progress = load_progress()
-            progress.record_quiz(score, asked, topic)
-            progress.save()
+            update_progress(lambda p: p.record_quiz(score, asked, topic))
 
 
 def _next_answer(answers, interactive: bool) -> str | None:

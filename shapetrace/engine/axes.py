@@ -664,10 +664,11 @@ def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
 def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[Axis, ...]:
     """``cat``: the joined axis is ``S+T`` (every part named) or unnamed; the other axes keep the
     names the inputs agree on."""
-    first = list(inputs[0])
-    dim %= len(first)
+    dim %= len(inputs[0])
     total = sum(inp[dim].size for inp in inputs)
-    labels = [namer.label(inp[dim]) for inp in inputs if inp[dim].size > 0]
+    inputs = [inp for inp in inputs if inp[dim].size > 0] or list(inputs)   # an empty cache adds nothing
+    first = list(inputs[0])
+    labels = [namer.label(inp[dim]) for inp in inputs]
     whole = _reordered_whole(labels, total, namer)
     if whole is not None:
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k

@@ -53,8 +53,11 @@ def parse_int(text: str) -> int | None:
 
 PARSERS = {"shape": parse_shape, "strides": parse_shape, "contiguous": parse_bool, "raises": parse_bool,
            "is-view": parse_bool, "copy-bytes": parse_int, "value": parse_int}
-HOW = {"shape": "a shape such as [2, 8, 6, 64], (2,8,6,64) or 2x8x6x64",
-       "strides": "strides such as (3072, 64, 512, 1)", "contiguous": "yes or no",
+#: Format examples: a size of 1 between two odd sizes, which no question's answer is (a test checks the bank).
+EXAMPLE_SHAPE = (5, 1, 7)
+EXAMPLE_STRIDES = (7, 7, 1)
+HOW = {"shape": "a shape written like [5, 1, 7], (5,1,7) or 5x1x7",
+       "strides": "strides written like (7, 7, 1)", "contiguous": "yes or no",
        "raises": "yes or no", "is-view": "yes or no", "copy-bytes": "a number of bytes (0 if none)",
        "value": "a whole number"}
 

@@ -1,15 +1,16 @@
 """Run one function under the tracer, an allocation counter, a capped stdout and a clock.
 
-Imports torch; runs in the checker's child process.
+Imports torch. The child runs the learner's function with it; the parent runs only lesson code
+(the reference and the known mistakes).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import signal
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,15 +122,15 @@ def learner_frame(exc: BaseException, path: str) -> tuple[int, str] | None:
     return found
 
 
-def load_function(path: str, name: str) -> Callable:
-    """Import the file at ``path`` and return its function ``name`` (stdout captured)."""
+def function_from_file(source: str, path: str, name: str) -> Callable:
+    """Run ``source`` as the module of the file at ``path`` and return its function ``name`` (stdout captured)."""
     out = CappedText()
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
+    module = types.ModuleType("learner_" + Path(path).stem.replace("-", "_"))
+    module.__file__ = path
     try:
-        spec = importlib.util.spec_from_file_location("learner_" + Path(path).stem.replace("-", "_"), path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        exec(compile(source, path, "exec"), module.__dict__)
     except CheckTimeout:
         raise
     except (Exception, SystemExit) as exc:
@@ -145,6 +146,11 @@ def load_function(path: str, name: str) -> Callable:
                              "and the arguments of the starter")
         raise LoadFailure(Outcome(exc=exc, output=out.text(), output_total=out.total))
     return fn
+
+
+def load_function(path: str, name: str) -> Callable:
+    """The function ``name`` of the file at ``path`` (the parent loads only lesson files this way)."""
+    return function_from_file(Path(path).read_text(encoding="utf-8"), str(path), name)
 
 
 def function_from_code(source: str, name: str) -> Callable:

@@ -23,7 +23,7 @@ from shapetrace.errors import UsageError
 
 #: Verdicts the checker can give (``pass`` is the only success).
 VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",
-            "out-of-memory", "not-a-tensor", "mutated-input", "layout")
+            "out-of-memory", "not-a-tensor", "mutated-input", "layout", "gave-up")
 #: Input builders the checker knows (see ``inputs.py``).
 BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
             "sizes", "params")
@@ -41,6 +41,7 @@ class Mistake:
     id: str
     explain: str
     code: str
+    where: str = ""  # a regex for the learner's line to point at (the mask line, not the softmax after it)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
     if unknown:
         raise ContentError(f"{path}: unknown checks {sorted(unknown)}")
     mistakes = tuple(Mistake(_need(m, "id", str, path), _need(m, "explain", str, path),
-                             _need(m, "code", str, path)) for m in data.get("mistakes", []))
+                             _need(m, "code", str, path), str(m.get("where", ""))) for m in data.get("mistakes", []))
     starter_mistake = data.get("starter_mistake")
     if starter_mistake and starter_mistake not in {m.id for m in mistakes}:
         raise ContentError(f"{path}: starter_mistake {starter_mistake!r} is not among the mistakes")

@@ -60,7 +60,7 @@ def describe_source(value: float, inputs: inp.Inputs) -> str:
     if src is None:
         return f"{value:g}"
     tensor, names = src
-    idx = inp.decode(float(value), tuple(tensor.shape))
+    idx = inp.decode(float(value), tensor)
     if idx is None:
         return f"{value:g} (not an element of the input)"
     words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx))
@@ -85,7 +85,8 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
     if movement:
         facts["got"] = describe_source(g[idx].item(), inputs)
         facts["want"] = describe_source(w[idx].item(), inputs)
-        facts["block_tokens"] = and_list(_tokens_in(g[idx[:2]] if g.dim() > 2 else g, inputs))
+        tokens = _tokens_in(g[idx[:2]] if g.dim() > 2 else g, inputs)
+        facts["block_tokens"] = ("token " if len(tokens) == 1 else "tokens ") + and_list(tokens)
         lines = [f"{cell} holds {facts['got']}; the reference has {facts['want']} there"]
         walk = axis_walk_line(g, w, inputs)
         if walk:
@@ -93,6 +94,9 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
     else:
         facts["got"], facts["want"] = f"{g[idx].item():.4g}", f"{w[idx].item():.4g}"
         lines = [f"{cell} is {facts['got']}; expected {facts['want']}"]
+        scale = scale_line(g, w, inputs)
+        if scale:
+            lines.insert(0, scale)
         if nans:
             facts["nan_rows"] = int(torch.isnan(g).flatten(0, -2).any(-1).sum()) if g.dim() > 1 else nans
             lines.append(f"your output holds {nans} NaN values ({facts['nan_rows']} whole rows); "
@@ -100,6 +104,35 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
                          else f"your output holds {nans} NaN values")
     facts["lines"] = lines
     return facts
+
+
+def _ratio(got: torch.Tensor, want: torch.Tensor) -> float | None:
+    """The one factor relating every element of ``got`` to ``want`` (None when there is no single one)."""
+    both = torch.isfinite(got) & torch.isfinite(want) & (want.abs() > 1e-6)
+    if not bool(both.any()) or bool(((want.abs() <= 1e-6) & (got.abs() > 1e-5)).any()):
+        return None
+    r = got[both] / want[both]
+    c = float(r.median())
+    return c if bool(torch.allclose(r, torch.full_like(r, c), rtol=1e-3, atol=1e-5)) and abs(c - 1) > 1e-3 else None
+
+
+def _named_factor(c: float, inputs: inp.Inputs) -> str:
+    sizes = {**inputs.dims, **inputs.sizes}
+    for name, n in sizes.items():
+        if type(n) is not int or n < 2:
+            continue
+        for text, value in ((f"√{name}", n ** 0.5), (f"1/√{name}", n ** -0.5), (name, n), (f"1/{name}", 1 / n)):
+            if abs(c - value) <= 1e-3 * abs(value):
+                return f" ({text}, with {name} = {n})"
+    return ""
+
+
+def scale_line(got: torch.Tensor, want: torch.Tensor, inputs: inp.Inputs) -> str:
+    """``every value of yours is 0.3333 times the expected one (1/√d_k, with d_k = 9)`` or ""."""
+    c = _ratio(got, want)
+    if c is None:
+        return ""
+    return f"every value of yours is {c:.4g} times the expected one{_named_factor(c, inputs)}"
 
 
 def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | None:
@@ -117,7 +150,7 @@ def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | Non
         coords = []
         for k in range(out.shape[axis]):
             idx[axis] = k
-            decoded = inp.decode(float(out[tuple(idx)].item()), tuple(tensor.shape))
+            decoded = inp.decode(float(out[tuple(idx)].item()), tensor)
             if decoded is None:
                 return None
             coords.append(decoded)
@@ -154,7 +187,7 @@ def _tokens_in(block: torch.Tensor, inputs: inp.Inputs) -> list[int]:
         return []
     found = set()
     for v in block.flatten().tolist():
-        idx = inp.decode(v, tuple(tensor.shape))
+        idx = inp.decode(v, tensor)
         if idx is not None:
             found.add(idx[axis])
     return sorted(found)
@@ -203,35 +236,6 @@ def layout_copies(trace, allocs: bool = False) -> list[str]:
             where = e.source.rsplit("/", 1)[-1]
             lines.append(f"  {where}: `{e.code.split('  #')[0].rstrip()}` {e.op} {verb} {fmt_bytes(size)}")
     return lines
-
-
-def _key(e) -> tuple:
-    o = e.output
-    return (e.op, o.shape if o else None, o.dims if o else None, bool(e.error))
-
-
-def first_difference(mine, ref) -> int | None:
-    """Index of the first traced op where the learner's events and the reference's differ."""
-    for i, (a, b) in enumerate(zip(mine, ref)):
-        if _key(a) != _key(b):
-            return i
-    return None if len(mine) == len(ref) else min(len(mine), len(ref))
-
-
-def learner_line_of(mine, ref, path: str) -> tuple[int | None, str]:
-    """The learner's source line of the first op that differs from the reference (or the last op)."""
-    from pathlib import Path
-
-    if mine is None or not mine.events:
-        return None, ""
-    k = first_difference(mine.events, ref.events if ref is not None else [])
-    event = mine.events[min(k if k is not None else len(mine.events) - 1, len(mine.events) - 1)]
-    file, _, line = event.source.rpartition(":")
-    try:
-        same = Path(file).resolve() == Path(path).resolve()
-    except OSError:
-        same = False
-    return (int(line), event.code) if same and line.isdigit() else (None, "")
 
 
 def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:

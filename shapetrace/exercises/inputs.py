@@ -1,28 +1,44 @@
-"""Inputs the checker feeds to a learner's function (imports torch; runs in the child).
+"""Inputs the checker feeds to a learner's function, drawn at random for every check (imports torch).
 
-Two ideas make wrong axis orders visible:
+The parent draws them and sends them to the child; the learner never sees fixed, public cases.
 
-* values that encode their own position: data-movement exercises get
-  ``arange`` tensors, so every output element says which input element it
-  came from (``decode``);
-* sizes that are all different (B != T != H != d_k), so a wrong order shows
-  in the shape, plus a second case where they coincide, so a shape check
-  alone cannot pass a wrong order.
+* values that encode their own position: data-movement exercises get shuffled distinct integers,
+  so every output element says which input element it came from (``decode``);
+* sizes that are all different (B != T != H != d_k, none equal to 3), so a wrong order shows in the
+  shape; then sizes that coincide, so a shape check alone cannot pass a wrong order; then odd ones
+  (1s and primes), so an answer tuned to a few sizes fails.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-#: Sizes per case. "distinct": every size different; "equal": sizes coincide.
-CASES: dict[str, dict[str, dict[str, int]]] = {
-    "distinct": {"main": dict(B=2, T=5, H=3, d_k=4, T_k=7, H_kv=6, n_rep=3)},
-    "equal": {"main": dict(B=3, T=3, H=3, d_k=3, T_k=3, H_kv=3, n_rep=3)},
-}
+#: The kinds of case, in the order they run: every size different, sizes that coincide, odd ones (1s, primes).
+KINDS = ("distinct", "distinct", "equal", "odd", "odd")
+_AXES = ("B", "T", "H", "d_k", "T_k", "H_kv", "n_rep")
+
+
+def draw_sizes(kind: str, rng: random.Random) -> dict[str, int]:
+    """One random size set of ``kind``; in ``distinct`` no two sizes (nor D = H * d_k, nor 3) coincide."""
+    if kind == "equal":
+        n = rng.choice((2, 4, 5))
+        return dict.fromkeys(_AXES, n)
+    if kind == "odd":
+        pick = [1, 1, rng.choice((2, 5, 7)), rng.choice((1, 3, 7)), rng.choice((1, 6, 11)), rng.choice((1, 2)), 1]
+        rng.shuffle(pick)
+        return dict(zip(_AXES, pick))
+    while True:
+        values = rng.sample((2, 4, 5, 6, 7, 8, 9), len(_AXES))
+        s = dict(zip(_AXES, values))
+        others = set(values) | {3}
+        if s["H"] * s["d_k"] not in others and s["H_kv"] * s["n_rep"] not in others:
+            return s
 
 
 @dataclass
@@ -43,36 +59,38 @@ class Inputs:
         return [a.clone() if isinstance(a, torch.Tensor) else a for a in self.args]
 
 
-def code(*shape: int) -> torch.Tensor:
-    """``arange`` in ``shape``: each value is its own flat index (exact in float32)."""
-    return torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape)
+def code(*shape: int, g: torch.Generator | None = None) -> torch.Tensor:
+    """Distinct integer values in ``shape``, shuffled: each says which element it is (:func:`decode`)."""
+    n = math.prod(shape)
+    if g is None:
+        return torch.arange(n, dtype=torch.float32).reshape(shape)
+    offset = int(torch.randint(0, 1000, (1,), generator=g))
+    return (torch.randperm(n, generator=g) + offset).to(torch.float32).reshape(shape)
 
 
-def small(*shape: int, seed: int = 0) -> torch.Tensor:
+def small(*shape: int, g: torch.Generator) -> torch.Tensor:
     """Small integer values (-3..3) so sums and products stay exact."""
-    g = torch.Generator().manual_seed(seed)
     return torch.randint(-3, 4, shape, generator=g).to(torch.float32)
 
 
-def _tokens(s):
+def _tokens(s, g):
     D = s["H"] * s["d_k"]
-    return [code(s["B"], s["T"], D), s["H"]], ["B T D", None], dict(B=s["B"], T=s["T"], D=D, H=s["H"])
+    return [code(s["B"], s["T"], D, g=g), s["H"]], ["B T D", None], dict(B=s["B"], T=s["T"], D=D, H=s["H"])
 
 
-def _heads(s):
+def _heads(s, g):
     D = s["H"] * s["d_k"]
-    return ([code(s["B"], s["H"], s["T"], s["d_k"])], ["B H T d_k"],
+    return ([code(s["B"], s["H"], s["T"], s["d_k"], g=g)], ["B H T d_k"],
             dict(B=s["B"], T=s["T"], D=D, H=s["H"]))
 
 
-def _heads_pair(s):
+def _heads_pair(s, g):
     shape = (s["B"], s["H"], s["T"], s["d_k"])
-    return ([small(*shape, seed=4), small(*shape, seed=5)], ["B H T d_k", "B H T_k d_k"],
+    return ([small(*shape, g=g), small(*shape, g=g)], ["B H T d_k", "B H T_k d_k"],
             dict(B=s["B"], T=s["T"], T_k=s["T"], H=s["H"], d_k=s["d_k"]))
 
 
-def _scores(s):
-    g = torch.Generator().manual_seed(1)
+def _scores(s, g):
     scores = torch.randn(s["B"], s["H"], s["T"], s["T"], generator=g)
     return [scores], ["B H T T_k"], dict(B=s["B"], T=s["T"], T_k=s["T"], H=s["H"])
 
@@ -81,67 +99,40 @@ def _keep(B: int, T: int, lengths: list[int]) -> torch.Tensor:
     return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
 
 
-def _padding(s, empty: bool = False):
+def _padding(s, g, empty: bool = False):
     B, T = s["B"], s["T"]
     lengths = [T - i % T if i % 2 == 0 else max(1, T - 2) for i in range(B)]
     if empty:
         lengths[-1] = 0
-    (scores,), _, dims = _scores(s)
+    (scores,), _, dims = _scores(s, g)
     return [scores, _keep(B, T, lengths)], ["B H T T_k", "B T_k"], dims
 
 
-def _cross(s):
+def _cross(s, g):
     D = s["H"] * s["d_k"]
-    q = small(s["B"], s["T"], D, seed=2)
-    k = small(s["B"], s["T_k"], D, seed=3)
+    q = small(s["B"], s["T"], D, g=g)
+    k = small(s["B"], s["T_k"], D, g=g)
     return ([q, k, s["H"]], ["B T D", "B T_k D", None],
             dict(B=s["B"], T=s["T"], T_k=s["T_k"], D=D, H=s["H"]))
 
 
-def _kv_heads(s):
-    x = code(s["B"], s["H_kv"], s["T"], s["d_k"])
+def _kv_heads(s, g):
+    x = code(s["B"], s["H_kv"], s["T"], s["d_k"], g=g)
     return ([x, s["n_rep"]], ["B H_kv T d_k", None],
             dict(B=s["B"], T=s["T"], H=s["H_kv"] * s["n_rep"], H_kv=s["H_kv"], d_k=s["d_k"]))
 
 
-def _qkv(s):
+def _qkv(s, g):
     D = s["H"] * s["d_k"]
-    return ([code(s["B"], s["T"], 3 * D), s["H"]], ["B T 3*D", None],
+    return ([code(s["B"], s["T"], 3 * D, g=g), s["H"]], ["B T 3*D", None],
             dict(B=s["B"], T=s["T"], D=D, H=s["H"]))
 
 
-_SIZE_CALLS = {"distinct": (12, 3), "indivisible": (10, 4), "equal": (9, 9)}
-_PARAM_CALLS = {"distinct": (12, True), "equal": (16, False)}
-
 BUILDERS: dict[str, Callable] = {
     "tokens": _tokens, "heads": _heads, "heads_pair": _heads_pair, "scores": _scores, "padding": _padding,
-    "padding_empty": lambda s: _padding(s, empty=True), "cross": _cross, "kv_heads": _kv_heads,
+    "padding_empty": lambda s, g: _padding(s, g, empty=True), "cross": _cross, "kv_heads": _kv_heads,
     "qkv": _qkv,
 }
-
-
-def cases(kind: str) -> list[str]:
-    """The case names a builder runs, in order."""
-    if kind == "sizes":
-        return list(_SIZE_CALLS)
-    if kind == "params":
-        return list(_PARAM_CALLS)
-    return list(CASES)
-
-
-def build(kind: str, case: str) -> Inputs:
-    """The inputs of one case."""
-    if kind == "sizes":
-        d_model, heads = _SIZE_CALLS[case]
-        return Inputs(case, [d_model, heads], [None, None], {}, dict(d_model=d_model, heads=heads))
-    if kind == "params":
-        d_model, bias = _PARAM_CALLS[case]
-        return Inputs(case, [d_model, bias], [None, None], {}, dict(d_model=d_model, bias=bias))
-    s = CASES[case]["main"]
-    args, names, dims = BUILDERS[kind](s)
-    shown = {k: s[k] for k in _SHOWN.get(kind, ("B", "T", "H", "d_k"))}
-    return Inputs(case, args, names, dims, shown)
-
 
 _SHOWN = {
     "scores": ("B", "H", "T"), "padding": ("B", "H", "T"), "padding_empty": ("B", "H", "T"),
@@ -149,13 +140,42 @@ _SHOWN = {
 }
 
 
-def decode(value: float, shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Which element of an ``arange`` input of ``shape`` holds ``value``."""
-    if value != value or value < 0 or value != int(value):
+def _size_cases(rng: random.Random) -> list[Inputs]:
+    heads = rng.choice((2, 4, 5, 6, 8))
+    d_k = rng.choice([k for k in (3, 7, 9, 16) if k != heads])
+    odd_heads = rng.choice((3, 5, 7))
+    calls = [("distinct", heads * d_k, heads), ("indivisible", heads * d_k + 1, heads),
+             ("indivisible", odd_heads * rng.choice((4, 6)) + rng.randrange(2, odd_heads), odd_heads),
+             ("equal", heads, heads)]
+    return [Inputs(case, [d, h], [None, None], {}, dict(d_model=d, heads=h)) for case, d, h in calls]
+
+
+def _param_cases(rng: random.Random) -> list[Inputs]:
+    a, b = rng.sample((8, 12, 20, 24, 36, 48), 2)
+    return [Inputs(case, [d, bias], [None, None], {}, dict(d_model=d, bias=bias))
+            for case, d, bias in (("distinct", a, True), ("distinct", b, False), ("odd", 1, True))]
+
+
+def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
+    """Fresh random input cases for an exercise's builder, in the order they are checked."""
+    rng = rng or random.Random()
+    if kind == "sizes":
+        return _size_cases(rng)
+    if kind == "params":
+        return _param_cases(rng)
+    out = []
+    for case in KINDS:
+        s = draw_sizes(case, rng)
+        g = torch.Generator().manual_seed(rng.getrandbits(31))
+        args, names, dims = BUILDERS[kind](s, g)
+        shown = {k: s[k] for k in _SHOWN.get(kind, ("B", "T", "H", "d_k"))}
+        out.append(Inputs(case, args, names, dims, shown))
+    return out
+
+
+def decode(value: float, tensor: torch.Tensor) -> tuple[int, ...] | None:
+    """Which element of a :func:`code` input holds ``value`` (None when no element does)."""
+    if value != value:
         return None
-    flat = int(value)
-    idx = []
-    for size in reversed(shape):
-        idx.append(flat % size)
-        flat //= size
-    return tuple(reversed(idx)) if flat == 0 else None
+    hits = (tensor == value).nonzero()
+    return tuple(int(i) for i in hits[0]) if len(hits) == 1 else None

@@ -1,16 +1,18 @@
-"""Judge a learner's function against the reference: the verdict and what exactly is wrong.
+"""Judge a learner's function from plain data: the verdict and what exactly is wrong, observably.
 
-Imports torch; runs in the checker's child process. Order of checks, per input
-case: did it raise (crash / out-of-memory / wrong exception), did it change its
-input, is the result the right type, then exact shape and dtype (never
-broadcast), then which element landed where, then the layout the exercise asks for.
+Runs in the parent, which never imports the learner's code. The child reports what the function did
+(:class:`Learned`: its value, the arguments after the call, and explanatory facts); the parent runs the
+reference and the known mistakes itself, on the same inputs, and compares. Order of checks, per input
+case: did it raise (and was that the right exception, naming the numbers), did it change its input,
+is the result the right type, then exact shape and dtype (never broadcast), then which element landed
+where, then the layout the exercise asks for. A verdict says what is wrong, never how to fix it.
 """
 
 from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,18 +20,9 @@ import torch
 
 from shapetrace.engine.layout import row_major
 from shapetrace.exercises import inputs as inp
-from shapetrace.exercises.calls import LoadFailure, Outcome, call, function_from_code, load_function
+from shapetrace.exercises.calls import Outcome, call, function_from_code, load_function
 from shapetrace.exercises.content import Exercise
-from shapetrace.exercises.explain_check import (
-    crash_lines,
-    diagnostics_of,
-    in_place_line,
-    layout_copies,
-    learner_line_of,
-    mutation_lines,
-    name_shape,
-    value_facts,
-)
+from shapetrace.exercises.explain_check import mutation_lines, name_shape, value_facts
 
 
 @dataclass
@@ -50,8 +43,6 @@ class Verdict:
     output_total: int = 0
     alloc_bytes: int | None = None
     table: str = ""
-    reference_table: str = ""
-    first_difference: str = ""
 
     @property
     def passed(self) -> bool:
@@ -61,9 +52,49 @@ class Verdict:
         return dict(self.__dict__)
 
 
-def is_oom(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
+@dataclass
+class Learned:
+    """What the child reported about one call (or the loading) of the learner's function: plain data."""
+
+    value: Any = None
+    args: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def exc(self) -> dict | None:
+        exc = self.facts.get("exc")
+        return exc if isinstance(exc, dict) else None
+
+    @property
+    def raised(self) -> bool:
+        return self.exc is not None
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.exc and self.exc.get("timed_out"))
+
+    @property
+    def head(self) -> str:
+        e = self.exc or {}
+        return f"{e.get('type', 'Exception')}: {e.get('message', '')}".rstrip(": ") if e else ""
+
+    def is_a(self, name: str) -> bool:
+        return bool(self.exc) and name in (self.exc.get("mro") or [])
+
+    @property
+    def frame(self) -> tuple[int | None, str]:
+        f = self.facts.get("frame")
+        if isinstance(f, list) and len(f) == 2 and isinstance(f[0], int):
+            return f[0], str(f[1])
+        return None, ""
+
+    def common(self) -> dict:
+        return dict(output=str(self.facts.get("output", ""))[:4000], output_total=int(self.facts.get("output_total",
+                    0) or 0), alloc_bytes=self.facts.get("alloc_bytes"))
+
+
+def is_oom_text(text: str) -> bool:
+    return "can't allocate memory" in text or "not enough memory" in text or text.startswith("MemoryError")
 
 
 def same_tensor(a: torch.Tensor, b: torch.Tensor, exact: bool) -> bool:
@@ -76,22 +107,18 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor, exact: bool) -> bool:
 
 def same_value(a: Any, b: Any, exact: bool) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return same_tensor(a, b, exact)
+        return type(a) is torch.Tensor and type(b) is torch.Tensor and same_tensor(a, b, exact)
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return False
     return type(a) is type(b) and a == b
 
 
-def same_outcome(a: Outcome, b: Outcome, exact: bool) -> bool:
-    if a.raised or b.raised:
-        return a.raised and b.raised and type(a.exc) is type(b.exc)
-    return same_value(a.value, b.value, exact)
-
-
 def _mutated(before: list[Any], after: list[Any]) -> int | None:
-    for i, (x, y) in enumerate(zip(before, after)):
+    for i, x in enumerate(before):
         if isinstance(x, torch.Tensor):
-            if x.shape != y.shape or x.stride() != y.stride() or not same_tensor(x, y, exact=True):
+            y = after[i] if i < len(after) else None
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.stride() != y.stride() \
+                    or not same_tensor(x, y, exact=True):
                 return i
     return None
 
@@ -115,106 +142,142 @@ def budget(expr: str, names: dict[str, int]) -> int:
     return int(ev(ast.parse(str(expr), mode="eval")))
 
 
-class Judge:
-    """Checks one learner file for one exercise."""
+def names_numbers(message: str, numbers: list[int]) -> bool:
+    """Whether every number appears in ``message`` as a whole number."""
+    found = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.]*\d)", message)}
+    return all(n in found for n in numbers)
 
-    def __init__(self, exercise: Exercise, path: str, width: int = 80, tables: Callable | None = None):
-        self.ex, self.path, self.width = exercise, path, width
-        self.tables = tables
+
+def short(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        kinds = ", ".join(short(v) if isinstance(v, torch.Tensor) else type(v).__name__ for v in value[:3])
+        return f"a {type(value).__name__} ({kinds})"
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+class Judge:
+    """Decides the verdict of one learner file for one exercise, from what the child reported."""
+
+    def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
+        self.ex, self.path, self.cases, self.source = exercise, path, cases, source
         self.reference = load_function(str(exercise.solution), exercise.function)
         self.printed: tuple[str, int] | None = None
 
     def verdict(self, name: str, summary: str, **kw) -> Verdict:
         return Verdict(self.ex.id, name, summary, **kw)
 
-    def run(self) -> Verdict:
-        try:
-            fn = load_function(self.path, self.ex.function)
-        except LoadFailure as failure:
-            return self._crash(failure.outcome, None, loading=True)
-        for case in inp.cases(self.ex.inputs):
-            found = self._case(fn, inp.build(self.ex.inputs, case))
-            if found is not None:
-                return found
+    # -- whole file -------------------------------------------------------------
+    def loading_failed(self, got: Learned) -> Verdict:
+        line, code = got.frame
+        if got.timed_out:
+            return self.timeout(line, code, got.common(), loading=True)
+        head = got.head
+        return self.verdict("crash", f"your function raised {head.splitlines()[0]}" if head else
+                            "your file could not be loaded", explanation=[f"while loading your file: {head}"],
+                            line=line, code=code, **got.common())
+
+    def timeout(self, line: int | None, code: str, common: dict, limit: float | None = None,
+                loading: bool = False, **kw) -> Verdict:
+        what = "your file" if loading else "your function"
+        seconds = f" for more than {limit:g} s" if limit else " past the time limit"
+        return self.verdict("timeout", f"{what} ran{seconds} and was stopped",
+                            explanation=["an endless loop, or work that grows much faster than the inputs; "
+                                         "the checker's inputs are tiny, so a correct answer takes milliseconds"],
+                            line=line, code=code, **common, **kw)
+
+    def passed(self) -> Verdict:
+        kinds = ", ".join(dict.fromkeys(c.case for c in self.cases))
         text, total = self.printed or ("", 0)
-        return self.verdict("pass", f"{self.ex.id}: correct on every input case "
-                            f"({', '.join(inp.cases(self.ex.inputs))} sizes)", output=text, output_total=total)
+        return self.verdict("pass", f"{self.ex.id}: correct on all {len(self.cases)} random input cases "
+                            f"({kinds} sizes)", output=text, output_total=total)
 
     # -- one case ---------------------------------------------------------------
-    def _case(self, fn, inputs: inp.Inputs) -> Verdict | None:
-        args = inputs.fresh()
-        got = call(fn, args, inputs.names, inputs.dims, path=self.path)
+    def case(self, inputs: inp.Inputs, got: Learned, limit: float | None = None) -> Verdict | None:
+        """The verdict of one case, or None when the learner's function got it right."""
         if self.printed is None:
-            self.printed = (got.output, got.output_total)
+            self.printed = (str(got.facts.get("output", ""))[:4000], int(got.facts.get("output_total", 0) or 0))
+        ctx = dict(case=inputs.case, sizes=inputs.describe(), **got.common())
+        if got.timed_out:
+            line, code = got.frame
+            return self.timeout(line, code, got.common(), limit, case=inputs.case, sizes=inputs.describe())
         ref = call(self.reference, inputs.fresh(), inputs.names, inputs.dims)
-        common = dict(case=inputs.case, sizes=inputs.describe(), output=got.output,
-                      output_total=got.output_total, alloc_bytes=got.alloc_bytes)
-        if got.raised:
-            if ref.raised and isinstance(got.exc, type(ref.exc)):
-                return None
-            if is_oom(got.exc):
-                return self.verdict("out-of-memory", "your function ran out of memory", line=_line(got),
-                                    code=_code(got), explanation=[f"{type(got.exc).__name__}: "
-                                    f"{str(got.exc)[:300]}"], **common)
-            if ref.raised:
-                return self._mismatch("wrong-values", got, ref, inputs, common, [
-                    f"with {inputs.describe()} your function raised {type(got.exc).__name__}: {got.exc}; "
-                    f"it should raise {type(ref.exc).__name__}: {ref.exc}"])
-            return self._crash(got, inputs, common=common, ref=ref)
-        if ref.raised:
-            return self._mismatch("wrong-values", got, ref, inputs, common, [
-                f"with {inputs.describe()} your function returned {_short(got.value)}; it should raise "
-                f"{type(ref.exc).__name__}: {ref.exc}"])
-        changed = _mutated(inputs.args, args)
+        if got.raised or ref.raised:
+            return self._exceptions(got, ref, inputs, ctx)
+        changed = _mutated(inputs.args, got.args)
         if changed is not None:
-            line, code = in_place_line(got.trace, self.path)
+            line, code = (got.facts.get("in_place") or [None, ""])[:2]
             return self.verdict("mutated-input", f"your function changed its input (argument {changed + 1}) "
-                                "in place", explanation=mutation_lines(inputs.args[changed], args[changed]) + [
-                                    "an in-place op (a method ending in _, or an assignment into the tensor) "
-                                    "changed the caller's tensor; work on a new tensor instead "
-                                    "(masked_fill, not masked_fill_)"], line=line, code=code, **common)
-        kind = self._type_problem(got.value)
+                                "in place", explanation=mutation_lines(inputs.args[changed], got.args[changed]),
+                                line=line, code=code, **ctx)
+        kind = self._type_problem(got)
         if kind:
-            return self.verdict("not-a-tensor", kind, **common)
-        return self._compare(got, ref, inputs, common, args)
+            return self.verdict("not-a-tensor", kind, **ctx)
+        return self._compare(got, ref, inputs, ctx)
 
-    def _type_problem(self, value: Any) -> str:
+    def _exceptions(self, got: Learned, ref: Outcome, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
+        if got.raised and ref.raised:
+            want = type(ref.exc).__name__
+            if not got.is_a(want):
+                return self._mismatch("wrong-values", got, inputs, ctx, [
+                    f"with {inputs.describe()} your function raised {got.head}; "
+                    f"it should raise {want}, with a message that names {_numbers_text(inputs)}"])
+            numbers = [a for a in inputs.args if type(a) is int]
+            if not names_numbers(str(got.exc.get("message", "")), numbers):
+                return self._mismatch("wrong-values", got, inputs, ctx, [
+                    f"with {inputs.describe()} your function raised {want}, but its message "
+                    f"({str(got.exc.get('message', ''))!r}) does not name {_numbers_text(inputs)}"])
+            return None
+        if ref.raised:
+            return self._mismatch("wrong-values", got, inputs, ctx, [
+                f"with {inputs.describe()} your function returned {got.facts.get('short', short(got.value))}; "
+                f"it should raise {type(ref.exc).__name__}"])
+        head = got.head
+        if is_oom_text(head):
+            line, code = got.frame
+            return self.verdict("out-of-memory", "your function ran out of memory", line=line, code=code,
+                                explanation=[head[:300]], **ctx)
+        return self._crash(got, inputs, ctx)
+
+    def _type_problem(self, got: Learned) -> str:
+        value, described = got.value, str(got.facts.get("short", ""))
         if self.ex.returns == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-            return "" if ok else f"your function returned {_short(value)}; it must return an int"
-        if not isinstance(value, torch.Tensor):
-            return (f"your function returned {_short(value)}, not a tensor"
-                    + (" (did you forget `return`?)" if value is None else ""))
+            ok = type(value) is int
+            return "" if ok else f"your function returned {described or short(value)}; it must return an int"
+        if type(value) is not torch.Tensor:
+            none = got.facts.get("type") == "NoneType"
+            return (f"your function returned {described or short(value)}, not a tensor"
+                    + (" (did you forget `return`?)" if none else ""))
         return ""
 
-    def _compare(self, got: Outcome, ref: Outcome, inputs: inp.Inputs, common: dict,
-                 args: list) -> Verdict | None:
+    def _compare(self, got: Learned, ref: Outcome, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
         g, r = got.value, ref.value
-        if isinstance(g, torch.Tensor):
+        if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor):
             if tuple(g.shape) != tuple(r.shape):
-                lines = [f"your output has shape {name_shape(g.shape, inputs)}; expected "
-                         f"{name_shape(r.shape, inputs, self.ex.output_names)} "
-                         f"(the input case: {inputs.describe()})"]
-                return self._mismatch("wrong-shape", got, ref, inputs, common, lines)
+                return self._mismatch("wrong-shape", got, inputs, ctx, [
+                    f"your output has shape {name_shape(g.shape, inputs)}; expected "
+                    f"{name_shape(r.shape, inputs, self.ex.output_names)} (the input case: {inputs.describe()})"])
             if g.dtype != r.dtype:
-                return self._mismatch("wrong-dtype", got, ref, inputs, common, [
+                return self._mismatch("wrong-dtype", got, inputs, ctx, [
                     f"your output's dtype is {str(g.dtype)[6:]}; expected {str(r.dtype)[6:]}"])
         if not same_value(g, r, exact=self.ex.movement):
-            return self._mismatch("wrong-values", got, ref, inputs, common, value_facts(
-                g, r, inputs, self.ex.movement)["lines"])
-        return self._layout(got, ref, inputs, common, args)
+            return self._mismatch("wrong-values", got, inputs, ctx,
+                                  value_facts(g, r, inputs, self.ex.movement)["lines"])
+        return self._layout(got, inputs, ctx)
 
-    def _layout(self, got: Outcome, ref: Outcome, inputs: inp.Inputs, common: dict,
-                args: list) -> Verdict | None:
+    def _layout(self, got: Learned, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
         out, checks = got.value, self.ex.checks
         if not isinstance(out, torch.Tensor):
             return None
-        first = next(a for a in args if isinstance(a, torch.Tensor))
+        at = next(i for i, a in enumerate(inputs.args) if isinstance(a, torch.Tensor))
+        first = got.args[at]
         problems = []
-        if checks.get("must_be_view") and _storage(out) != _storage(first):
+        if checks.get("must_be_view") and not _views(out, first, inputs.args[at]):
             problems.append("your result is a copy, but this exercise asks for a view of the input "
                             "(no data moved):")
-            problems += layout_copies(got.trace) or ["  a new tensor was built from the input"]
+            problems += list(got.facts.get("copies") or []) or ["  a new tensor was built from the input"]
         if checks.get("must_be_contiguous") and not out.is_contiguous():
             problems.append(f"your result is not contiguous: strides {tuple(out.stride())} are not the "
                             f"row-major {row_major(out.shape)} this exercise asks for")
@@ -222,61 +285,135 @@ class Judge:
             names = dict(out_bytes=out.numel() * out.element_size(),
                          in_bytes=first.numel() * first.element_size())
             limit = budget(checks["max_alloc_bytes"], names)
-            if got.alloc_bytes > limit:
-                problems.append(f"your function allocated {got.alloc_bytes:,} bytes; at most {limit:,} "
+            spent = int(got.facts.get("alloc_bytes") or 0)
+            if spent > limit:
+                problems.append(f"your function allocated {spent:,} bytes; at most {limit:,} "
                                 f"are allowed ({checks['max_alloc_bytes']} here):")
-                problems += layout_copies(got.trace, allocs=True)
+                problems += list(got.facts.get("allocs") or [])
         if problems:
-            return self._mismatch("layout", got, ref, inputs, common, problems)
+            return self._mismatch("layout", got, inputs, ctx, problems)
         return None
 
     # -- explanations -----------------------------------------------------------
-    def _tables(self, mine, ref) -> dict:
-        return self.tables(mine, ref, self.width) if self.tables is not None else {}
-
-    def _match_mistake(self, got: Outcome, inputs: inp.Inputs):
+    def _match_mistake(self, got: Learned, inputs: inp.Inputs):
         for m in self.ex.mistakes:
             try:
                 fn = function_from_code(m.code, self.ex.function)
             except Exception:  # a broken mistake entry is a content bug; the content tests catch it
                 continue
-            theirs = call(fn, inputs.fresh(), inputs.names, inputs.dims, traced=False)
-            if same_outcome(got, theirs, exact=self.ex.movement):
+            theirs = call(fn, inputs.fresh(), inputs.names, inputs.dims, traced=got.raised)
+            if _same_outcome(got, theirs, exact=self.ex.movement):
                 return m
         return None
 
-    def _mismatch(self, name: str, got: Outcome, ref: Outcome, inputs: inp.Inputs, common: dict,
-                  lines: list[str]) -> Verdict:
+    def _mismatch(self, name: str, got: Learned, inputs: inp.Inputs, ctx: dict, lines: list[str]) -> Verdict:
         mistake = self._match_mistake(got, inputs)
+        ref = call(self.reference, inputs.fresh(), inputs.names, inputs.dims)
         facts = value_facts(got.value, ref.value, inputs, self.ex.movement) if not got.raised else {}
-        explanation = list(lines)
         summary = lines[0] if lines else name
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts(facts, inputs))
-            explanation = explanation
-        tables = self._tables(got.trace, ref.trace)
-        line, code = _line(got), _code(got)
+        line, code = got.frame
+        if mistake is not None and mistake.where:
+            line, code = find_line(self.source, mistake.where) or (line, code)
         if line is None:
-            line, code = learner_line_of(got.trace, ref.trace, self.path)
-        return self.verdict(name, summary, explanation=explanation, mistake=mistake.id if mistake else None,
-                            diagnostics=diagnostics_of(got.trace), line=line, code=code,
-                            **tables, **common)
+            line, code = self._learner_line(got, ref)
+        return self.verdict(name, summary, explanation=list(lines), mistake=mistake.id if mistake else None,
+                            diagnostics=_diagnostics(got), line=line, code=code,
+                            table=str(got.facts.get("table", "")), **ctx)
 
-    def _crash(self, got: Outcome, inputs: inp.Inputs | None, common: dict | None = None,
-               loading: bool = False, ref: Outcome | None = None) -> Verdict:
-        common = common or dict(output=got.output, output_total=got.output_total)
-        exc = got.exc
-        head = f"{type(exc).__name__}: {exc}"
-        where = "while loading your file" if loading else f"with {inputs.describe()}"
-        lines = crash_lines(got.trace)
-        mistake = self._match_mistake(got, inputs) if inputs is not None else None
+    def _crash(self, got: Learned, inputs: inp.Inputs, ctx: dict) -> Verdict:
+        head = got.head
+        mistake = self._match_mistake(got, inputs)
         summary = f"your function raised {head.splitlines()[0]}"
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts({}, inputs))
-        tables = self._tables(got.trace, ref.trace if ref else None) if inputs else {}
-        return self.verdict("crash", summary, explanation=[f"{where}: {head}"] + lines,
-                            mistake=mistake.id if mistake else None, line=_line(got), code=_code(got),
-                            diagnostics=diagnostics_of(got.trace), **tables, **common)
+        line, code = got.frame
+        if mistake is not None and mistake.where:
+            line, code = find_line(self.source, mistake.where) or (line, code)
+        lines = [str(x) for x in got.facts.get("crash_lines") or []]
+        return self.verdict("crash", summary, explanation=[f"with {inputs.describe()}: {head}"] + lines,
+                            mistake=mistake.id if mistake else None, line=line, code=code,
+                            diagnostics=_diagnostics(got), table=str(got.facts.get("table", "")), **ctx)
+
+    def _learner_line(self, got: Learned, ref: Outcome) -> tuple[int | None, str]:
+        from shapetrace.exercises.facts import event_key
+
+        mine = [e for e in got.facts.get("events") or [] if isinstance(e, dict)]
+        theirs = [event_key(e) for e in ref.trace.events] if ref.trace is not None else []
+        return learner_line(mine, theirs, self.path)
+
+
+_COMPARED = ("op", "shape", "dims", "error", "args")
+
+
+def learner_line(mine: list[dict], theirs: list[dict], path: str) -> tuple[int | None, str]:
+    """The learner's line of the first traced op that differs from the reference's (else the last op)."""
+    from pathlib import Path
+
+    if not mine:
+        return None, ""
+    k = next((i for i, (a, b) in enumerate(zip(mine, theirs))
+              if tuple(a.get(f) for f in _COMPARED) != tuple(b.get(f) for f in _COMPARED)), len(mine) - 1)
+    event = mine[min(k, len(mine) - 1)]
+    file, _, line = str(event.get("source", "")).rpartition(":")
+    same = file == path or (file and Path(file).resolve() == Path(path).resolve())
+    return (int(line), str(event.get("code", ""))) if same and line.isdigit() else (None, "")
+
+
+def _failed_operands(events: list[dict]) -> list | None:
+    failed = [e for e in events if isinstance(e, dict) and e.get("error")]
+    return failed[-1].get("inputs") if failed else None
+
+
+def _same_outcome(got: Learned, theirs: Outcome, exact: bool) -> bool:
+    """Same value; or the same exception, message, and operand shapes of the op that raised."""
+    if got.raised or theirs.raised:
+        if not (got.raised and theirs.raised and got.exc.get("type") == type(theirs.exc).__name__
+                and got.exc.get("message") == str(theirs.exc)):
+            return False
+        from shapetrace.exercises.facts import event_key
+
+        mine = _failed_operands(got.facts.get("events") or [])
+        ref = _failed_operands([event_key(e) for e in theirs.trace.events] if theirs.trace is not None else [])
+        return mine == ref
+    return same_value(got.value, theirs.value, exact)
+
+
+def find_line(source: str, pattern: str) -> tuple[int, str] | None:
+    """The first line of ``source`` (code, not a comment) that matches ``pattern``."""
+    for n, text in enumerate(source.splitlines(), 1):
+        code = text.split("#")[0]
+        if re.search(pattern, code):
+            return n, text.strip()
+    return None
+
+
+_PRESCRIBES = re.compile(r"^(If this is|Use|Call|Add|To |Fix|Try|Split|Transpose|Swap|Move)\b|\w\(.*\)")
+
+
+def observable(message: str) -> str:
+    """A diagnostic without the sentences that prescribe a fix (a verdict says what, not how)."""
+    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z])", message.strip())
+    kept = [s for s in sentences if not _PRESCRIBES.search(s)]
+    return " ".join(kept).rstrip(" :;")
+
+
+def _diagnostics(got: Learned) -> list[dict]:
+    """The tracer's diagnostics, minus those about an op that raised (the crash says more) and any fix."""
+    raised = {e.get("index") for e in got.facts.get("events") or [] if isinstance(e, dict) and e.get("error")}
+    out = []
+    for d in got.facts.get("diagnostics") or []:
+        if isinstance(d, dict) and d.get("event") not in raised:
+            text = observable(str(d.get("message", "")))
+            if text:
+                out.append(dict(d, message=text))
+    return out
+
+
+def _numbers_text(inputs: inp.Inputs) -> str:
+    items = [f"{k} = {v}" for k, v in inputs.sizes.items() if type(v) is int]
+    return " and ".join(items)
 
 
 class _Facts(dict):
@@ -291,34 +428,7 @@ class _Facts(dict):
         return "{" + key + "}"
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
-
-
-
-
-def _line(o: Outcome) -> int | None:
-    return o.frame[0] if o.frame else None
-
-
-def _code(o: Outcome) -> str:
-    return o.frame[1] if o.frame else ""
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {list(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        kinds = ", ".join(_short(v) if isinstance(v, torch.Tensor) else type(v).__name__ for v in value[:3])
-        return f"a {type(value).__name__} ({kinds})"
-    text = repr(value)
-    return text if len(text) < 60 else text[:57] + "..."
-
-
-def judge(exercise: Exercise, path: str, width: int = 80, tables: Callable | None = None) -> Verdict:
-    """The verdict for the learner file at ``path``.
-
-    ``tables(learner_trace, reference_trace, width)`` may add rendered trace tables
-    (the runner passes the Rich renderer; the engine itself never imports Rich).
-    """
-    return Judge(exercise, path, width, tables).run()
+def _views(out: torch.Tensor, arg: torch.Tensor, original: torch.Tensor) -> bool:
+    """``out`` shares the memory of the argument, which is no bigger than the input the parent sent."""
+    same = out.untyped_storage().data_ptr() == arg.untyped_storage().data_ptr()
+    return same and arg.untyped_storage().nbytes() == original.untyped_storage().nbytes()

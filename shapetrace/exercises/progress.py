@@ -3,18 +3,24 @@
 Progress lives in ``$SHAPETRACE_STATE_DIR`` or the platform's user state
 directory, in ``progress.json``. Every write goes to a temporary file that
 then replaces the old one (``os.replace``), so a killed process leaves either
-the old file or the new one, never half of one. A file that cannot be read
-is moved aside with a warning; it never stops the learner.
+the old file or the new one, never half of one. Every read-modify-write holds
+a file lock (:meth:`Progress.update`), so concurrent commands never lose an
+update. The file is validated on load: a bad entry is reset with a warning and
+the rest kept; a file that cannot be read at all is moved aside (never over an
+earlier copy). A state folder that cannot be used gives a warning; it never
+stops the learner or hides a verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +61,9 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+LOCK_TIMEOUT = 30.0
+
+
 class Progress:
     """Passed exercises (with the hash of the passing file), attempts, hint levels, quiz scores."""
 
@@ -66,17 +75,50 @@ class Progress:
     @classmethod
     def load(cls, directory: Path | None = None) -> Progress:
         path = Path(directory or state_dir()) / "progress.json"
-        if not path.exists():
-            return cls(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            _validate(data)
-            return cls(path, data)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+            if not path.exists():
+                return cls(path)
+            if not path.is_file():
+                return cls(path, warnings=[f"progress file {path} is not a file; progress is not kept this time"])
+            raw = path.read_bytes()
+        except OSError as exc:
+            return cls(path, warnings=[f"progress file {path} could not be read ({exc.strerror}); "
+                                       "progress is not kept this time"])
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
+                raise ValueError("not a shapetrace progress file")
+        except ValueError as exc:
             return cls(path, warnings=[_set_aside(path, exc)])
+        warnings = _repair(data, path)
+        return cls(path, data, warnings)
+
+    @classmethod
+    @contextlib.contextmanager
+    def update(cls, directory: Path | None = None) -> Iterator[Progress]:
+        """Load, let the caller change, and save, all under the file lock; problems become warnings."""
+        path = Path(directory or state_dir()) / "progress.json"
+        with _locked(path) as lock_warning:
+            progress = cls.load(directory)
+            if lock_warning:
+                progress.warnings.append(lock_warning)
+            yield progress
+            progress.try_save()
 
     def save(self) -> None:
         atomic_write(self.path, json.dumps(self.data, indent=2, sort_keys=True))
+
+    def try_save(self) -> bool:
+        """Save, or add a warning saying why progress could not be kept (the learner carries on)."""
+        if any("is not kept this time" in w for w in self.warnings):
+            return False
+        try:
+            self.save()
+            return True
+        except OSError as exc:
+            self.warnings.append(f"progress could not be saved in {self.path.parent} "
+                                 f"({exc.strerror or exc}); this result is not recorded")
+            return False
 
     # -- exercises ---------------------------------------------------------------
     def entry(self, exercise_id: str) -> dict[str, Any]:
@@ -86,13 +128,15 @@ class Progress:
         e = self.entry(exercise_id)
         e["attempts"] = int(e.get("attempts", 0)) + 1
         e["last_verdict"] = verdict
+        if verdict == "gave-up":
+            e["gave_up"] = True
         if verdict == "pass":
             e["passed_hash"] = file_hash(file)
             e["passed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             e["ever_passed"] = True
 
     def ever_passed(self, exercise_id: str) -> bool:
-        return bool(self.data["exercises"].get(exercise_id, {}).get("ever_passed"))
+        return self.data["exercises"].get(exercise_id, {}).get("ever_passed") is True
 
     def status(self, exercise_id: str, file: Path | None) -> str:
         """``passed`` (this exact file passed), ``edited`` (passed, then changed), ``started`` or ``""``."""
@@ -123,25 +167,81 @@ class Progress:
              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def _validate(data: Any) -> None:
-    if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
-        raise ValueError("not a shapetrace progress file")
-    if not all(isinstance(v, dict) for v in data["exercises"].values()):
-        raise ValueError("malformed exercise entries")
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[str]:
+    """Hold ``progress.json.lock``; yields a warning instead when the folder cannot hold a lock."""
+    from filelock import FileLock, Timeout
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
+        lock.acquire()
+    except Timeout:
+        yield f"progress is locked by another shapetrace command (waited {LOCK_TIMEOUT:g} s); going on without"
+        return
+    except OSError as exc:
+        yield f"progress folder {path.parent} cannot be used ({exc.strerror or exc}); progress is not kept this time"
+        return
+    try:
+        yield ""
+    finally:
+        lock.release()
+
+
+#: Each field an exercise entry may hold, and the check its value must pass.
+_FIELDS = {
+    "attempts": lambda v: type(v) is int and v >= 0,
+    "hints": lambda v: type(v) is int and v >= 0,
+    "last_verdict": lambda v: isinstance(v, str),
+    "passed_hash": lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
+    "passed_at": lambda v: isinstance(v, str),
+    "ever_passed": lambda v: v is True or v is False,
+    "gave_up": lambda v: v is True or v is False,
+}
+
+
+def _repair(data: dict, path: Path) -> list[str]:
+    """Reset what is malformed, keep the rest; one warning per reset."""
+    warnings = []
+    for ex_id, entry in list(data["exercises"].items()):
+        if not isinstance(entry, dict):
+            data["exercises"][ex_id] = {}
+            warnings.append(f"progress of {ex_id} in {path} was not a record ({type(entry).__name__}); reset it")
+            continue
+        for key, ok in _FIELDS.items():
+            if key in entry and not ok(entry[key]):
+                warnings.append(f"progress of {ex_id} in {path}: {key} = {entry[key]!r} is not valid; reset it")
+                del entry[key]
+    if not isinstance(data.get("quiz", []), list) or not all(isinstance(q, dict) for q in data.get("quiz", [])):
+        warnings.append(f"quiz scores in {path} were malformed; reset them")
+        data["quiz"] = []
     data.setdefault("quiz", [])
     data.setdefault("version", VERSION)
+    return warnings
+
+
+def _free_aside(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    return aside
 
 
 def _set_aside(path: Path, exc: BaseException) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    try:
-        os.replace(path, aside)
-        where = f"moved it to {aside}"
-    except OSError as move_exc:
-        where = f"could not move it aside ({move_exc.strerror}); it is left as it is"
+    aside = _free_aside(path)
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:120]
-    return f"progress file {path} could not be read ({reason}); {where} and started fresh"
+    try:
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never over an earlier copy
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(path.read_bytes())
+        os.unlink(path)
+    except OSError as move_exc:
+        return (f"progress file {path} could not be read ({reason}) nor moved aside ({move_exc.strerror}); "
+                "it is left as it is and progress is not kept this time")
+    return f"progress file {path} could not be read ({reason}); moved it to {aside} and started fresh"
 
 
 # -- workspace -----------------------------------------------------------------------

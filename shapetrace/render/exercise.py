@@ -1,7 +1,8 @@
-"""Rich views for exercises: traced tables for a verdict, the verdict itself, lists, hints.
+"""Rich views for exercises: the learner's traced table, the verdict itself, lists, hints.
 
-``trace_tables`` runs in the checker's child (it has the traces); everything
-else renders plain verdict data in the parent and never needs torch.
+``trace_table`` runs in the checker's child (it has the learner's trace); everything
+else renders plain verdict data in the parent and never needs torch. A verdict never
+shows the reference's trace: that comes with the solution, after a pass or ``--give-up``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from rich.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 
 
@@ -32,29 +32,13 @@ def _code_only(code: str) -> str:
     return code.split("  #")[0].rstrip()
 
 
-def _event_line(e: Event) -> str:
-    from shapetrace.engine.formatting import fmt_shape
-
-    out = fmt_shape(e.output) if e.output else ("raised" if e.error else "")
-    return f"#{e.index} {e.op} -> {out}  `{_code_only(e.code)}`"
-
-
-def trace_tables(mine: Report | None, ref: Report | None, width: int) -> dict[str, str]:
-    """The learner's and the reference's traced tables as text, and their first difference."""
-    from shapetrace.exercises.explain_check import first_difference
+def trace_table(trace: Report | None, width: int) -> str:
+    """The traced table of one run as plain text ("" when nothing was traced)."""
     from shapetrace.render.table import OpTable
 
-    if mine is None:
-        return {}
-    out = {"table": _plain(OpTable(mine.events), width) if mine.events else ""}
-    if ref is not None and ref.events:
-        out["reference_table"] = _plain(OpTable(ref.events), width)
-        k = first_difference(mine.events, ref.events)
-        if k is not None:
-            yours = _event_line(mine.events[k]) if k < len(mine.events) else "(no more ops)"
-            theirs = _event_line(ref.events[k]) if k < len(ref.events) else "(no more ops)"
-            out["first_difference"] = f"first difference at #{k}\n  yours:     {yours}\n  reference: {theirs}"
-    return out
+    if trace is None or not trace.events:
+        return ""
+    return _plain(OpTable(trace.events), width)
 
 
 def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
@@ -81,10 +65,6 @@ def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
         parts += [Text("")] + details
     if show_tables and v.get("table") and not passed:
         parts += [Text("\nyour function, traced:", style="bold"), Text(v["table"])]
-        if v.get("reference_table"):
-            parts += [Text("the reference, traced:", style="bold"), Text(v["reference_table"])]
-        if v.get("first_difference"):
-            parts.append(Text(v["first_difference"], style="bold yellow"))
     if v.get("output"):
         more = v.get("output_total", 0) - len(v["output"])
         shown = v["output"].rstrip("\n")
@@ -149,3 +129,20 @@ def quiz_feedback(q, typed: str, understood: bool, right: bool, trace: Any = Non
 
         parts.append(OpTable(trace.events))
     return Group(*parts)
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> Text:
+    """``[██████░░░░] 7/16 done``"""
+    filled = round(width * done / total) if total else 0
+    return Text.assemble("[", ("█" * filled, "green"), ("░" * (width - filled), "dim"), f"] {done}/{total} done")
+
+
+def watch_status(ex, file: str, mode: str, done: int, total: int, passed: bool, last: bool) -> Group:
+    """Below the verdict in watch mode: the exercise, the progress bar, where to edit, the keys."""
+    if passed:
+        keys = "q: quit" if last else "n or Enter: next exercise · q: quit"
+    else:
+        keys = f"h: a hint · q: quit · waiting for your next save ({mode})"
+    return Group(Text(""), Text.assemble((ex.id, "bold"), f" · {ex.title} (lesson {ex.lesson})"),
+                 progress_bar(done, total), Text.assemble(("edit ", "dim"), (file, "cyan")),
+                 Text(keys, style="bold" if passed else "dim"))

@@ -113,10 +113,22 @@ def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
         console.print(line, highlight=False)
     sizes = " ".join(f"{k}={v}" for k, v in trace.dims.items() if k not in ("qkv", "kv"))
     what = "output shape and strides" if strides else "output shape"
+    example = "x".join(map(str, format_example(trace)))
     console.print(Text.assemble(("\npredict mode: ", "bold cyan"),
                                 f"{len(quiz.asked)} questions on the {what} of each op that changes shape or "
-                                f"layout. Sizes: {sizes}. Write 2x8x6x64, [2, 8, 6, 64] or B,H,T,d_k; "
+                                f"layout. Sizes: {sizes}. Write sizes like {example} or "
+                                f"[{example.replace('x', ', ')}], or the axis names separated by commas; "
                                 "an empty line skips.\n"))
+
+
+def format_example(trace: Report) -> tuple[int, ...]:
+    """A made-up shape for the format example that is no op's output shape nor strides in this trace."""
+    taken = {tuple(e.output.shape) for e in trace.events if e.output}
+    taken |= {tuple(e.output.stride) for e in trace.events if e.output}
+    for candidate in ((5, 1, 7), (7, 1, 5), (5, 1, 1, 7), (11, 1, 13), (1, 1, 1, 1, 1)):
+        if candidate not in taken:
+            return candidate
+    return (1,) * (max(len(t) for t in taken) + 1)
 
 
 def run_predict_mode(trace: Report, console: Console, answers: TextIO, strides: bool = False,

@@ -1,18 +1,26 @@
-"""Wait for a learner's file to change: watchdog when importable, polling otherwise (no Rich).
+"""``shapetrace exercise watch``: re-check on every save, one screen per check (rustlings is the model).
 
-Changes are detected by content hash, so an editor that saves the same text
-twice, or touches the file, does not trigger a second check.
+Each check clears the screen and puts the verdict on top, then the exercise, a progress bar and the
+keys. A save is checked once (changes settle, then the content hash must differ from the last check).
+After a pass the next exercise waits for a key (n or Enter), so the pass stays on screen. Nothing
+prints a hint or a fix unless asked (h). Ctrl-C stops cleanly: the checker's child is killed with its
+whole process group, the file watcher is stopped and joined, and nothing the learner wrote is touched.
 """
 
 from __future__ import annotations
 
+import os
+import select
+import sys
 import threading
-from collections.abc import Callable
+import time
 from pathlib import Path
 
 from shapetrace.exercises.progress import file_hash
 
 POLL_SECONDS = 0.5
+#: After a change, how long the file must stay quiet before it is checked (editors write in steps).
+SETTLE_SECONDS = 0.25
 
 
 def _digest(path: Path) -> str | None:
@@ -23,7 +31,7 @@ def _digest(path: Path) -> str | None:
 
 
 class FileWatcher:
-    """``wait()`` blocks until the file's content differs from the last time it returned."""
+    """``changed()`` says whether the file's content differs from the last time it said yes."""
 
     def __init__(self, path: Path, poll: bool = False):
         self.path = Path(path).resolve()
@@ -54,15 +62,27 @@ class FileWatcher:
         observer.start()
         self.observer, self.mode = observer, "watchdog"
 
-    def wait(self, stop: threading.Event | None = None) -> bool:
-        """Block until the content changes (True) or ``stop`` is set (False)."""
-        while not (stop and stop.is_set()):
-            self.poked.wait(POLL_SECONDS if self.observer is None else 1.0)
-            self.poked.clear()
-            now = _digest(self.path)
-            if now is not None and now != self.last:
-                self.last = now
-                return True
+    def wait_poke(self, timeout: float) -> bool:
+        """Block up to ``timeout`` for a file event (polling mode: always wakes, to compare hashes)."""
+        if self.observer is None:
+            time.sleep(min(timeout, POLL_SECONDS))
+            return True
+        got = self.poked.wait(timeout)
+        self.poked.clear()
+        return got
+
+    def changed(self) -> bool:
+        """True once per new content, after the file has been quiet for ``SETTLE_SECONDS``."""
+        if self.observer is not None:
+            while self.poked.wait(SETTLE_SECONDS):
+                self.poked.clear()
+        now = _digest(self.path)
+        if now is not None and now != self.last:
+            if self.observer is None:
+                time.sleep(SETTLE_SECONDS)
+                now = _digest(self.path) or now
+            self.last = now
+            return True
         return False
 
     def close(self) -> None:
@@ -77,32 +97,133 @@ class FileWatcher:
         self.close()
 
 
-def watch_loop(first: str, next_of: Callable[[str], str | None], file_of: Callable[[str], Path],
-               check: Callable[[str, Path], bool], announce: Callable[[str, Path, str], None],
-               poll: bool = False, stop: threading.Event | None = None) -> str | None:
-    """Check ``first`` now and on every change; on a pass move to ``next_of``; return when done.
+class Keys:
+    """Single keys from the terminal (cbreak mode), or lines from a pipe; restored on exit."""
 
-    Returns the id being watched when ``stop`` was set, or None when every exercise passed.
-    """
-    current: str | None = first
-    while current is not None:
-        path = file_of(current)
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdin
+        self.saved = None
+        self.closed = False
+
+    def __enter__(self) -> Keys:
+        try:
+            if self.stream.isatty():
+                import termios
+                import tty
+
+                fd = self.stream.fileno()
+                self.saved = termios.tcgetattr(fd)
+                tty.setcbreak(fd)
+        except (OSError, ValueError, AttributeError):
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            import termios
+
+            termios.tcsetattr(self.stream.fileno(), termios.TCSADRAIN, self.saved)
+
+    def poll(self, timeout: float) -> str | None:
+        """A key ("\\n" for Enter), or None when none came within ``timeout``."""
+        if self.closed:
+            time.sleep(timeout)
+            return None
+        try:
+            ready, _, _ = select.select([self.stream], [], [], timeout)
+        except (OSError, ValueError):
+            self.closed = True
+            return None
+        if not ready:
+            return None
+        if self.saved is not None:
+            return os.read(self.stream.fileno(), 1).decode("utf-8", "replace") or None
+        line = self.stream.readline()
+        if not line:
+            self.closed = True
+            return None
+        return line.strip()[:1].lower() or "\n"
+
+
+class Watch:
+    """The watch session: which exercise, its last verdict, and how the screen shows them."""
+
+    def __init__(self, curriculum, workspace, console, check_file, progress_loader, record, time_limit: float):
+        self.curriculum, self.workspace, self.console = curriculum, workspace, console
+        self.check_file, self.progress_loader, self.record = check_file, progress_loader, record
+        self.time_limit = time_limit
+        self.hint_shown = 0
+
+    def file_of(self, ex_id: str) -> Path:
+        from shapetrace.exercises.progress import learner_file, start_file
+
+        path = learner_file(self.workspace, ex_id)
+        if not path.exists():
+            start_file(self.curriculum.exercise(ex_id).starter, self.workspace, ex_id)
+        return path
+
+    def done_count(self) -> int:
+        from shapetrace.exercises.progress import learner_file
+
+        progress = self.progress_loader(quiet=True)
+        return sum(progress.status(e.id, learner_file(self.workspace, e.id)) == "passed"
+                   for e in self.curriculum.exercises)
+
+    def check(self, ex_id: str, path: Path, mode: str) -> dict | None:
+        from shapetrace.errors import ShapetraceError
+
+        ex = self.curriculum.exercise(ex_id)
+        try:
+            verdict = self.check_file(ex, path, self.time_limit, 3072, self.console.width)
+        except ShapetraceError as exc:  # the checker's own failure: shown, never recorded
+            self.show(ex_id, path, mode, None, str(exc))
+            return None
+        self.record(ex.id, verdict["verdict"], path)
+        self.show(ex_id, path, mode, verdict)
+        return verdict
+
+    def show(self, ex_id: str, path: Path, mode: str, verdict: dict | None, problem: str = "") -> None:
+        from shapetrace.render.exercise import print_verdict, watch_status
+
+        ex = self.curriculum.exercise(ex_id)
+        self.console.clear()
+        if verdict is not None:
+            print_verdict(verdict, self.console, file=str(path))
+        else:
+            self.console.print(f"[bold red]the checker could not run[/bold red]: {problem}", highlight=False)
+        passed = verdict is not None and verdict["verdict"] == "pass"
+        self.console.print(watch_status(ex, str(path), mode, self.done_count(), len(self.curriculum.exercises),
+                                        passed, last=self.curriculum.next_after(ex_id) is None))
+
+    def hint(self, ex_id: str) -> None:
+        from shapetrace.render.exercise import hint_view
+
+        ex = self.curriculum.exercise(ex_id)
+        self.hint_shown = min(len(ex.hints), self.hint_shown + 1)
+        self.console.print(hint_view(ex.id, self.hint_shown, len(ex.hints), ex.hints[self.hint_shown - 1]))
+
+    def run_one(self, ex_id: str, keys: Keys, poll: bool) -> str:
+        """Watch one exercise until it passes and the learner moves on ("next") or quits ("quit")."""
+        path = self.file_of(ex_id)
+        self.hint_shown = 0
         with FileWatcher(path, poll=poll) as watcher:
-            announce(current, path, watcher.mode)
-            passed = check(current, path)
-            while not passed:
-                if not watcher.wait(stop):
-                    return current
-                passed = check(current, path)
-        current = next_of(current)
-    return None
+            verdict = self.check(ex_id, path, watcher.mode)
+            while True:
+                key = keys.poll(0.1)
+                if key == "q":
+                    return "quit"
+                if key == "h":
+                    self.hint(ex_id)
+                elif key in ("n", "\n") and verdict is not None and verdict["verdict"] == "pass":
+                    return "next"
+                if key is None and watcher.wait_poke(0.1) and watcher.changed():
+                    verdict = self.check(ex_id, path, watcher.mode)
 
 
 def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, console, progress_loader,
-                    check_file) -> None:
-    """The watch loop with Rich output (Ctrl-C quits cleanly)."""
-    from shapetrace.exercises.progress import learner_file, start_file
-    from shapetrace.render.exercise import print_verdict
+                    check_file, record) -> None:
+    """The watch loop with Rich output; Ctrl-C and q quit cleanly."""
+    from shapetrace.exercises.progress import learner_file
 
     progress = progress_loader()
     if exercise_id:
@@ -114,36 +235,18 @@ def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, consol
             console.print("[green]every exercise has passed[/green]; `shapetrace exercise reset --all` "
                           "starts over")
             return
-
         first = pending[0]
-
-    def file_of(ex_id: str) -> Path:
-        path = learner_file(workspace, ex_id)
-        if not path.exists():
-            start_file(curriculum.exercise(ex_id).starter, workspace, ex_id)
-        return path
-
-    def announce(ex_id: str, path: Path, mode: str) -> None:
-        ex = curriculum.exercise(ex_id)
-        console.rule(f"[bold]{ex.id}[/bold] · {ex.title}")
-        console.print(f"{ex.task}\nedit [cyan]{path}[/cyan]; checking on every save ({mode}); "
-                      "Ctrl-C to stop", highlight=False)
-
-    def check(ex_id: str, path: Path) -> bool:
-        ex = curriculum.exercise(ex_id)
-        verdict = check_file(ex, path, time_limit, 3072, console.width)
-        p = progress_loader()
-        p.record_check(ex.id, verdict["verdict"], path)
-        p.save()
-        print_verdict(verdict, console, file=str(path))
-        console.print("[dim]waiting for your next save…[/dim]" if verdict["verdict"] != "pass" else "")
-        return verdict["verdict"] == "pass"
-
+    watch = Watch(curriculum, workspace, console, check_file, progress_loader, record, time_limit)
+    current: str | None = first
     try:
-        left = watch_loop(first, lambda i: (n.id if (n := curriculum.next_after(i)) else None),
-                          file_of, check, announce, poll=poll)
+        with Keys() as keys:
+            while current is not None:
+                if watch.run_one(current, keys, poll) == "quit":
+                    console.print("stopped watching; your files and progress are saved")
+                    return
+                nxt = curriculum.next_after(current)
+                current = nxt.id if nxt else None
     except KeyboardInterrupt:
         console.print("\nstopped watching; your files and progress are saved")
         return
-    if left is None:
-        console.print("[bold green]every exercise in the curriculum passes. Well done.[/bold green]")
+    console.print("[bold green]every exercise in the curriculum passes. Well done.[/bold green]")

@@ -1,0 +1,72 @@
+"""The child's channel to the parent: length-prefixed frames (no torch, no Rich).
+
+A frame is ``MAGIC``, a 4-byte header length, a JSON header (``{"kind": ...}``), an 8-byte body length
+and the body (``torch.save`` bytes, loaded by the parent with ``weights_only=True``). Nothing in a frame
+is a verdict: the parent decides from the data.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"STF1"
+MAX_HEADER = 4096
+
+
+@dataclass
+class Frame:
+    header: dict
+    body: bytes
+
+
+class BadFrame(ValueError):
+    """The bytes on the channel are not frames (something other than the checker wrote there)."""
+
+
+def encode(header: dict, body: bytes = b"") -> bytes:
+    head = json.dumps(header).encode()
+    return MAGIC + struct.pack(">I", len(head)) + head + struct.pack(">Q", len(body)) + body
+
+
+class Decoder:
+    """Feed bytes as they arrive; complete frames come out in order."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self.buf += data
+        frames = []
+        while True:
+            frame = self._next()
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def _next(self) -> Frame | None:
+        if len(self.buf) < 8:
+            if not MAGIC.startswith(bytes(self.buf[:4])):
+                raise BadFrame("not a frame")
+            return None
+        if bytes(self.buf[:4]) != MAGIC:
+            raise BadFrame("not a frame")
+        (hlen,) = struct.unpack(">I", self.buf[4:8])
+        if hlen > MAX_HEADER:
+            raise BadFrame("header too long")
+        if len(self.buf) < 8 + hlen + 8:
+            return None
+        try:
+            header = json.loads(bytes(self.buf[8:8 + hlen]))
+        except ValueError:
+            raise BadFrame("header is not JSON") from None
+        if not isinstance(header, dict):
+            raise BadFrame("header is not an object")
+        (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])
+        end = 16 + hlen + blen
+        if len(self.buf) < end:
+            return None
+        body = bytes(self.buf[16 + hlen:end])
+        del self.buf[:end]
+        return Frame(header, body)

@@ -1,0 +1,66 @@
+"""``exercise watch`` in a real terminal (tmux): one screen per check, verdict on top, keys, clean Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+
+import pytest
+from tmux_session import ROOT, TmuxSession
+
+from shapetrace.exercises.content import load
+
+CURRICULUM = load()
+
+
+@pytest.fixture
+def tmux():
+    session = TmuxSession("watch", width=100, height=50)
+    yield session
+    session.kill()
+
+
+def _attempts(state, ex_id: str) -> int:
+    data = json.loads((state / "progress.json").read_text())
+    return data["exercises"].get(ex_id, {}).get("attempts", 0)
+
+
+def test_watch_in_a_terminal(tmux, tmp_path):
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    tmux.type(f"export PYTHONPATH={shlex.quote(str(ROOT))} SHAPETRACE_STATE_DIR={shlex.quote(str(state))}")
+    python, folder = shlex.quote(sys.executable), shlex.quote(str(ws))
+    tmux.type(f"{python} -m shapetrace exercise watch merge-heads --workspace {folder}")
+    screen = tmux.wait_for("waiting for your next save", timeout=90)
+    top = [line for line in screen.splitlines() if line.strip()][0]
+    assert top.startswith("✗ wrong-values  merge-heads"), screen
+    assert "] 0/16 done" in screen and "$ " not in screen, "the screen is cleared before each check"
+    assert "transpose(1, 2)" not in screen and "hint" not in screen.split("h: a hint")[0]
+
+    (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
+    screen = tmux.wait_for("n or Enter: next exercise", timeout=90)
+    assert [line for line in screen.splitlines() if line.strip()][0].startswith("✓ pass  merge-heads")
+    assert "] 1/16 done" in screen and screen.count("✓ pass") == 1
+    time.sleep(1.5)
+    assert "✓ pass  merge-heads" in tmux.screen(), "a pass stays on screen until a key"
+    assert _attempts(state, "merge-heads") == 2, "one check at the start, one per save"
+
+    tmux.keys("n")
+    screen = tmux.wait_for(lambda s: "merge-contiguous" in s and "waiting for your next save" in s, timeout=90)
+    assert [line for line in screen.splitlines() if line.strip()][0].startswith("✗ crash  merge-contiguous")
+    tmux.keys("h")
+    screen = tmux.wait_for("hint 1/3", timeout=10)
+    tmux.keys("C-c")
+    screen = tmux.wait_for("stopped watching", timeout=30)
+    assert "Traceback" not in screen and "Exception" not in screen
+
+
+def test_the_reference_trace_comes_with_the_solution_in_a_terminal(tmux, tmp_path):
+    state = shlex.quote(str(tmp_path / "state"))
+    tmux.type(f"export PYTHONPATH={shlex.quote(str(ROOT))} SHAPETRACE_STATE_DIR={state}")
+    tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise solution split-heads")
+    screen = tmux.wait_for("pass split-heads first", timeout=60)
+    tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise solution split-heads --give-up --width 100")
+    screen = tmux.wait_for(lambda s: "the reference, traced" in s and "solution.py:10" in s, timeout=60)
+    assert "transpose" in screen.split("the reference, traced")[1]
