@@ -80,7 +80,8 @@ def test_bert_encoder():
 
 
 def test_timm_vit_has_no_false_alarm():
-    timm = pytest.importorskip("timm", reason="optional group: pip install timm (with a torchvision built for this torch)")
+    timm = pytest.importorskip("timm", reason="optional group: pip install timm (and a torchvision built for "
+                                                  "this torch)")
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=10).eval()
     dims = {"B": 2, "T": 5, "D": 192, "H": 3}
     t = traced(model, torch.randn(2, 3, 32, 32), dims=dims)
