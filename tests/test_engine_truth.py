@@ -292,3 +292,16 @@ def test_any_exception_class_from_a_traced_script_gets_the_clean_failure(tmp_pat
     assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr
     said = "✗ the script exited with code 3" if "SystemExit" in raised else "✗ the script raised"
     assert said in out.stdout and "[B=2, T=6, H=8, d_k=64]" in out.stdout
+
+
+def test_einops_pattern_names_name_what_provenance_left_unnamed():
+    """A rearrange's output names an unnamed axis where the pattern's name is a declared one of the
+    same size (h -> H); a name it cannot match to a declared size (d, b, n here) stays unnamed."""
+    from einops import rearrange
+
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="H=4 d_k=8") as t:
+        q = rearrange(x, "b n (h d) -> b h n d", h=4)             # (b, H, n, d)
+        q.transpose(-2, -1)                                        # reads the named output
+    assert [e.output.dims for e in t.events] == [(None, None, None, None), (None, "H", None, None),
+                                                  (None, "H", None, None)]

@@ -16,6 +16,7 @@ atom whose root starts with ``!`` and names everything it mixes.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,10 +56,10 @@ class Axis:
 
     atoms: tuple[Atom, ...] = ()
     role: str | None = None
+    size: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def size(self) -> int:
-        return math.prod(a.size for a in self.atoms)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", math.prod(a.size for a in self.atoms))   # read on every op: computed once
 
     def with_role(self, role: str | None) -> Axis:
         return Axis(self.atoms, role)
@@ -95,6 +96,7 @@ def root_axis(name: str, size: int) -> Axis:
     return Axis((Atom(name, size, 1, size),))
 
 
+@functools.lru_cache(maxsize=4096)
 def unknown_axis(size: int) -> Axis:
     return Axis((Atom(UNKNOWN, size, 1, size),)) if size != 1 else Axis()
 
@@ -272,9 +274,16 @@ class Namer:
         return labels
 
     def label(self, axis: Axis) -> str | None:
-        """The display/JSON name of an axis: a name, a product ``H*d_k``, ``!mix``, or None."""
+        """The display/JSON name of an axis: a name, a product ``H*d_k``, ``!mix``, or None (memoised:
+        the same axis is labelled on every op that reads it)."""
         if not axis.atoms:
             return None
+        cache = self.__dict__.setdefault("_label_cache", {})
+        if axis.atoms not in cache:
+            cache[axis.atoms] = self._label(axis)
+        return cache[axis.atoms]
+
+    def _label(self, axis: Axis) -> str | None:
         labels = self.labels(axis)
         if any(UNKNOWN in lab for lab in labels):
             return None

@@ -9,6 +9,7 @@ No Rich here: rendering lives in ``shapetrace.render``.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import math
 import os
@@ -374,8 +375,7 @@ class Trace:
             _remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
         self._mode = None
         if self._einops_pending is not None:
-            self._check_pattern(*self._einops_pending[2:])
-            self._einops_pending = None
+            self._finish_pattern()
         self._check_values()
         self.exception = exc
         failed = self._unrecorded_failure
@@ -538,6 +538,7 @@ class Trace:
     # -- recording -----------------------------------------------------------
     def _record(self, spec: OpSpec, func, args, kwargs):
         inputs = operands_of(spec, args, kwargs)
+        einops_call = self._einops_step(inputs)
         in_axes = [self.axes_of(t) for t in inputs]
         frame_info = _user_frame()
         params = record_params(spec, args, kwargs)
@@ -549,7 +550,6 @@ class Trace:
         outs = _tensor_outputs(result)
         call = Call(spec.name, args, kwargs, inputs, in_axes, [tuple(o.shape) for o in outs], self.namer, params)
         out_axes = self._checked(spec, call, outs)
-        self._follow_einops(inputs, outs)
         for o, a in zip(outs, out_axes):
             if not (spec.inplace and any(o is t for t in inputs)):
                 self._store(o, a)
@@ -557,6 +557,7 @@ class Trace:
         if spec.name in VALUE_CHECKED and outs and outs[0].device.type != "meta":
             self._attention_outputs.append((len(self.events), outs[0]))   # read once, after the run
         self._append(spec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params, result=result)
+        self._einops_after(einops_call, outs)
         return result
 
     def _checked(self, spec: OpSpec, call: Call, outs: Sequence[torch.Tensor]) -> list[tuple[Axis, ...]]:
@@ -617,26 +618,56 @@ class Trace:
             nbytes=t.numel() * t.element_size(), axes=axes,
         )
 
-    def _follow_einops(self, inputs, outs) -> None:
-        """The ops of one einops call form a chain (each reads the last one's output); when the chain
-        ends, its last output is the pattern's output, checked against the pattern's names."""
+    def _einops_step(self, inputs) -> tuple | None:
+        """Before an op: the einops call it belongs to. The ops of one call form a chain (each reads
+        the last one's output); when a chain ends, its last output is the pattern's output, and the
+        pattern's names are applied to it before anything reads it."""
         call = _einops_pattern() if "einops" in sys.modules else None
         pending = self._einops_pending
         chained = pending is not None and call is not None and call[0] == pending[0] and inputs and \
-            id(inputs[0]) == pending[1]
+            inputs[0] is pending[1]()
         if pending is not None and not chained:
-            self._check_pattern(*pending[2:])
-        self._einops_pending = (call[0], id(outs[0]), len(self.events), call[1]) if call and len(outs) == 1 else None
+            self._finish_pattern()
+        return call
 
-    def _check_pattern(self, index: int, groups: list[list[str]] | None) -> None:
-        """An axis the pattern calls heads (``h``) that holds tokens: ``'b (h n) d -> b h n d'``."""
-        if groups is None or index >= len(self.events) or not self.events[index].outputs:
+    def _einops_after(self, call: tuple | None, outs) -> None:
+        if call is not None and len(outs) == 1:
+            self._einops_pending = (call[0], weakref.ref(outs[0]), len(self.events) - 1, call[1])
+
+    def _finish_pattern(self) -> None:
+        """The pattern's output: an axis it calls heads that holds tokens is a contradiction
+        (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes the pattern's name where
+        that name is a declared one of the same size (``h`` -> ``H``)."""
+        _, tensor_ref, index, groups = self._einops_pending
+        self._einops_pending = None
+        event = self.events[index] if index < len(self.events) else None
+        if groups is None or event is None or not event.outputs or len(groups) != len(event.outputs[0].axes):
             return
-        axes = self.events[index].outputs[0].axes
-        for group, axis in zip(groups, axes) if len(groups) == len(axes) else ():
+        info = event.outputs[0]
+        for group, axis in zip(groups, info.axes):
             if len(group) == 1 and canonical(group[0]) == "H" and any(
                     self.namer.is_token_root(a.root) for a in axis.atoms):
                 self.pattern_conflicts.append((index, group[0]))
+        axes = tuple(self._pattern_axis(group, axis) for group, axis in zip(groups, info.axes))
+        if axes != info.axes:
+            event.outputs[0] = self._info_like(info, axes)
+            tensor = tensor_ref()
+            if tensor is not None:
+                self._store(tensor, axes)
+
+    def _pattern_axis(self, group: list[str], axis: Axis) -> Axis:
+        if not axis.atoms or any(a.root != ax.UNKNOWN for a in axis.atoms):
+            return axis
+        names = [canonical(w) for w in group if not w.isdigit()]
+        sizes = [self.namer.size_of(n) for n in names]
+        if not names or None in sizes or math.prod(sizes) != axis.size:
+            return axis
+        return ax.Axis(tuple(ax.Atom(n, s, 1, s) for n, s in zip(names, sizes) if s != 1))
+
+    def _info_like(self, info: TensorInfo, axes: tuple[Axis, ...]) -> TensorInfo:
+        from dataclasses import replace
+
+        return replace(info, dims=tuple(self.namer.label(a) for a in axes), axes=axes)
 
     def _check_values(self) -> None:
         """NaN rows of every traced softmax or SDPA output, computed once after the run (never per op,
@@ -805,10 +836,14 @@ def _user_frame() -> tuple[str, str, str, tuple[str, ...]]:
 
 def display_path(filename: str) -> str:
     """``shapetrace/attention/reference.py`` for our model code, a path relative to the cwd when under it."""
+    return _display_path(filename, os.getcwd())
+
+
+@functools.lru_cache(maxsize=1024)
+def _display_path(filename: str, cwd: str) -> str:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     if path.startswith(_PKG_DIR + os.sep):
         return "shapetrace/" + os.path.relpath(path, _PKG_DIR).replace(os.sep, "/")
-    cwd = os.getcwd()
     if path.startswith(cwd + os.sep):
         return os.path.relpath(path, cwd)
     return path
