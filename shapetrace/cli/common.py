@@ -100,6 +100,26 @@ def time_limit_option():
                         callback=_usage_callback(check_time_limit))
 
 
+def export_option():
+    """``--export PATH``: the formats an export can take."""
+    return typer.Option(None, "--export", metavar="PATH",
+                        help="Also write the trace to PATH: .html (an interactive page: arrow keys step through "
+                        "the ops), .svg (static, for slides), .md or .txt.")
+
+
+def theme_option():
+    return typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export.")
+
+
+def force_option():
+    return typer.Option(False, "--force", help="Let --export replace an existing file.")
+
+
+def static_option():
+    return typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for slides, like "
+                        ".svg) instead of the interactive page.")
+
+
 def err_console():
     from rich.console import Console
 

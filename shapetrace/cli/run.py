@@ -9,9 +9,13 @@ from shapetrace.cli.common import (
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
+    export_option,
+    force_option,
     guarded,
     out_console,
     seed_option,
+    static_option,
+    theme_option,
     width_option,
     write_json,
 )
@@ -38,13 +42,10 @@ def run(
                                 metavar="full|brief"),
     long_names: bool = typer.Option(False, "--long-names",
                                     help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
-    export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
-                                         "step through the ops), .svg (static, for slides), .md or .txt."),
-    theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
-    force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
-    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
-                                "slides, like .svg) instead of the interactive page."),
+    export: str | None = export_option(),
+    theme: str = theme_option(),
+    force: bool = force_option(),
+    static: bool = static_option(),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "

@@ -9,9 +9,13 @@ from shapetrace.cli.common import (
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
+    export_option,
+    force_option,
     guarded,
     out_console,
     report_error,
+    static_option,
+    theme_option,
     width_option,
     write_json,
 )
@@ -35,13 +39,10 @@ def trace(
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
     step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
-    export: str | None = typer.Option(None, "--export", metavar="PATH",
-                                         help="Also write the trace to PATH: .html (an interactive page: arrow keys "
-                                         "step through the ops), .svg (static, for slides), .md or .txt."),
-    theme: str = typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export."),
-    force: bool = typer.Option(False, "--force", help="Let --export replace an existing file."),
-    static: bool = typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for "
-                                "slides, like .svg) instead of the interactive page."),
+    export: str | None = export_option(),
+    theme: str = theme_option(),
+    force: bool = force_option(),
+    static: bool = static_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
