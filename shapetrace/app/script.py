@@ -235,10 +235,10 @@ def _flush() -> None:
 
 @contextlib.contextmanager
 def _default_device(device: str, torch) -> Iterator[None]:
-    if device != "meta":
+    if device not in ("meta", "cuda"):
         yield
         return
-    torch.set_default_device("meta")
+    torch.set_default_device(device)
     try:
         yield
     finally:

@@ -227,7 +227,8 @@ class OpTable:
                  fold: bool = False, diagnostics: Sequence[Diagnostic] = (), layers: bool = False,
                  expand_layer: int | None = None):
         self.events = list(events)
-        self.layers = layers and layered(self.events)
+        self.sections = layered(self.events)  # a whole model: a title line where each layer begins
+        self.layers = layers and self.sections  # fold identical repeated layers
         self.expand_layer = expand_layer
         self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
@@ -251,7 +252,7 @@ class OpTable:
 
     def _groups(self) -> list[list[Event]]:
         """Where k/v repeats are looked for: within each layer, and among the ops outside layers."""
-        if not self.layers:
+        if not self.sections:
             return [self.events]
         groups: list[list[Event]] = [[]]
         for item in split_layers(self.events):
@@ -263,7 +264,7 @@ class OpTable:
 
     def _section(self, e: Event, last: list[str | None]) -> Iterable[Text]:
         """``layers.0``: a title line where a whole model's ops enter another module at the layer level."""
-        if not self.layers:
+        if not self.sections:
             return
         path = layer_path(e.module) or "(top level)"
         if path != last[0]:
