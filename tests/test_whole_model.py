@@ -176,3 +176,13 @@ def test_trace_whole_model_on_cuda_folds_like_cpu(cli):
     events = trace_json(cli, "--device", "cuda")
     assert events[3]["output"]["dims"] == ["B", "T", "H", "d_k"]
     assert len(events) == 86 and sys.platform
+
+
+def test_readme_whole_model_lines_come_from_a_real_run(cli):
+    out = trace(cli).output
+    live = {line.rstrip() for line in out.splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("tests/scripts/tiny_gpt.py --dims B=2,T=6,D=64,H=4` at 100 columns")[1]
+    pasted = [line.rstrip() for line in block.split("```text\n")[1].split("```")[0].splitlines()
+              if line.strip() not in ("…", "")]
+    assert len(pasted) > 20 and [line for line in pasted if line not in live] == []
