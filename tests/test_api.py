@@ -24,7 +24,8 @@ def _python(code: str) -> list[str]:
 
 
 @pytest.mark.parametrize("module", ["shapetrace", "shapetrace.engine.tracer", "shapetrace.engine.failure",
-                                    "shapetrace.engine.dims", "shapetrace.engine.formatting", "shapetrace.app.devices"])
+                                    "shapetrace.engine.dims", "shapetrace.engine.formatting", "shapetrace.app.devices",
+                                    "shapetrace.app.layers"])
 def test_docstring_examples_run(module):
     import importlib
 

@@ -46,16 +46,17 @@ class ImplRow:
 
 
 def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
-                  max_bytes: int | None = None) -> tuple[list[ImplRow], str]:
+                  max_bytes: int | None = None, device: str = "auto") -> tuple[list[ImplRow], str]:
     """Trace each implementation on the reference's weights; returns the rows and the device."""
     from shapetrace.app.threads import threads_for
     from shapetrace.attention.memory import variant_bytes
 
     with threads_for(variant_bytes(config)):
-        return _compare_impls(config, impls, max_bytes)
+        return _compare_impls(config, impls, max_bytes, device)
 
 
-def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int | None) -> tuple[list[ImplRow], str]:
+def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int | None,
+                   requested: str = "auto") -> tuple[list[ImplRow], str]:
     import torch
 
     from shapetrace.app.session import choose_device
@@ -63,7 +64,7 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
     from shapetrace.engine.summary import stats
 
     config = replace(config, train=False, dropout=0.0, broken=None, impl="manual")
-    device, _note = choose_device(config, max_bytes)
+    device, _note = choose_device(config, max_bytes, requested)
     ref, inputs = variants.build_reference(config, device)
     with torch.no_grad():
         want = ref(inputs["x"], inputs["memory"], inputs["pad"])

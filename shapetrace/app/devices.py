@@ -16,7 +16,9 @@ from shapetrace.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-DEVICES = ("auto", "cpu", "meta")
+DEVICES = ("auto", "cpu", "cuda", "meta")
+#: Said when --device cuda is asked for on a machine without a usable GPU.
+NO_CUDA = "--device cuda: CUDA is not available here (torch.cuda.is_available() is False); use cpu or meta"
 DEFAULT_MAX_MEMORY = "1GiB"
 MAX_MEMORY = 1 << 60
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
@@ -46,11 +48,36 @@ def parse_memory(text: str) -> int:
 def check_device(device: str) -> str:
     if device not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "cuda" and not cuda_available():
+        raise UsageError(NO_CUDA)
     return device
 
 
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cuda_fits(estimate: int | None) -> bool:
+    """True when a GPU is usable and ``estimate`` bytes are known to fit in its free memory."""
+    if estimate is None or not cuda_available():
+        return False
+    import torch
+
+    free, _total = torch.cuda.mem_get_info()
+    return estimate <= free
+
+
+def cuda_note() -> str:
+    import torch
+
+    return f"on the GPU (cuda: {torch.cuda.get_device_name()})"
+
+
 def pick_device(requested: str, estimate: int | None, budget: int) -> tuple[str, str | None]:
-    """(device, note): meta when asked, or when ``auto`` and the estimate exceeds the budget."""
+    """(device, note): meta when asked, or when ``auto`` and the estimate exceeds the budget; cuda when
+    asked, or when ``auto``, a GPU is available and the run fits in its free memory."""
     from shapetrace.engine.formatting import fmt_bytes
 
     check_device(requested)
@@ -59,6 +86,8 @@ def pick_device(requested: str, estimate: int | None, budget: int) -> tuple[str,
     if requested == "auto" and estimate is not None and estimate > budget:
         return "meta", (f"real tensors would take about {fmt_bytes(estimate)}, more than --max-memory "
                         f"{fmt_bytes(budget)}: running on the meta device (shapes and strides, no data)")
+    if requested == "cuda" or (requested == "auto" and cuda_fits(estimate)):
+        return "cuda", cuda_note()
     ram = physical_memory()
     if estimate is not None and ram and estimate > ram:
         raise UsageError(f"real tensors would take about {fmt_bytes(estimate)} but this machine has "

@@ -33,7 +33,7 @@ class Filters:
         if event.source == "?" or not event.source:
             return False
         path = event.source.rsplit(":", 1)[0]
-        if self.only and not any(_in_stack(q, event.stack) for q in self.only):
+        if self.only and not any(_in_stack(q, event.stack) or _in_module(q, event.module) for q in self.only):
             return False
         if self.include and not any(_path_matches(path, p) for p in self.include):
             return False
@@ -42,6 +42,11 @@ class Filters:
 
 def _in_stack(qualname: str, stack: Sequence[str]) -> bool:
     return any(s == qualname or s.endswith("." + qualname) for s in stack)
+
+
+def _in_module(path: str, module: str) -> bool:
+    """``h.3.attn`` keeps ops run in that module and in its children (``h.3.attn.c_attn``)."""
+    return bool(module) and (module == path or module.startswith(path + "."))
 
 
 def _path_matches(path: str, pattern: str) -> bool:
@@ -230,10 +235,10 @@ def _flush() -> None:
 
 @contextlib.contextmanager
 def _default_device(device: str, torch) -> Iterator[None]:
-    if device != "meta":
+    if device not in ("meta", "cuda"):
         yield
         return
-    torch.set_default_device("meta")
+    torch.set_default_device(device)
     try:
         yield
     finally:

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import typer
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
-DEVICE_HELP = ("cpu (real tensors), meta (shapes and strides without data, any size) or auto "
-               "(meta when real tensors would exceed --max-memory).")
+DEVICE_HELP = ("cpu (real tensors), cuda (real tensors on the GPU), meta (shapes and strides without data, "
+               "any size) or auto (meta when real tensors would exceed --max-memory, else cuda when a GPU is "
+               "available and the run fits, else cpu).")
 ALL_HELP = "Show every op: no folding of a block that repeats an earlier one (k and v split like q)."
 MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, seed_option, width_option, write_json
+from shapetrace.cli.common import (
+    DEVICE_HELP,
+    TRACEBACK_HELP,
+    guarded,
+    out_console,
+    seed_option,
+    width_option,
+    write_json,
+)
 
 
 def compare(
@@ -24,6 +32,7 @@ def compare(
                                                    help="Show the op-by-op difference between two implementations."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     width: int | None = width_option(),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every implementation on the same weights and input, side by side.
@@ -47,7 +56,7 @@ def compare(
             names += [p for p in pair if p not in names]
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed,
                                  causal=causal, mask=mask, pad=parse_pad(pad), kv_len=kv_len, kv_heads=kv_heads)
-        rows, device = compare_impls(config, names)
+        rows, device = compare_impls(config, names, device=device)
         by_name = {r.impl: r for r in rows}
         if pair and any(by_name[p].skipped for p in pair):
             raise UsageError(f"--diff {' '.join(pair)}: " + "; ".join(

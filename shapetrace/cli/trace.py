@@ -28,7 +28,12 @@ def trace(
     dims: str | None = typer.Option(None, "--dims", help="Named sizes, e.g. B=2,T=6,D=512,H=8 (d_k = D/H "
                                                             "derived; any other names such as H_kv=2 or S=20)."),
     only: list[str] | None = typer.Option(None, "--only", help="Keep ops run under this function or "
-                                                                  "method (e.g. MyAttention.forward)."),
+                                                                  "method (e.g. MyAttention.forward) or in "
+                                                                  "this module path (e.g. h.3.attn)."),
+    layer: int | None = typer.Option(None, "--layer", metavar="N", help="Show layer N in full where "
+                                     "identical layers fold (layers 1-11: the same ops as layer 0)."),
+    summary: bool = typer.Option(False, "--summary", help="Print the per-module summary (ops, views, copies, "
+                                 "computed bytes) under the table, also when the model has no layers."),
     include: list[str] | None = typer.Option(None, "--include", help="Keep ops written in this file or folder."),
     exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
@@ -79,10 +84,11 @@ def trace(
                 out_console(width).print(*failure_lines(run))
                 raise typer.Exit(1)
             return
-        _show(run, json_out, width, request.view.fold)
+        _show(run, json_out, width, request.view.fold, layer, summary or None)
 
 
-def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
+def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int | None = None,
+          summary: bool | None = None) -> None:
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
         write_json(run.trace.to_json())
@@ -101,7 +107,8 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True) -> None:
 
     console = out_console(width)
     if run.trace.events:
-        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold)]
+        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold,
+                           layers=fold, expand_layer=layer, summary=summary)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
         if run.interrupted:

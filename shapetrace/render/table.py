@@ -14,6 +14,7 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from shapetrace.app.folding import Fold, fold_events
+from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, layered, split_layers
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
@@ -77,9 +78,13 @@ class TraceView:
     def __init__(self, trace: Report, header: Sequence[str] = (), events: Sequence[Event] | None = None,
                  long_names: dict[str, str] | None = None, show_diagnostics: bool = True,
                  after_event: Callable[[Event], RenderableType | None] | None = None,
-                 table: RenderableType | None = None, fold: bool = False):
+                 table: RenderableType | None = None, fold: bool = False, layers: bool = True,
+                 expand_layer: int | None = None, summary: bool | None = None):
         self.trace = trace
         self.fold = fold
+        self.layers = layers  # fold identical repeated layers of a whole model (h.1-11 as h.0)
+        self.expand_layer = expand_layer
+        self.summary = summary  # the per-module summary: None shows it for a whole model
         self.after_event = after_event
         self.table = table  # another op table (e.g. the compact one); default OpTable
         self.header = list(header)
@@ -92,8 +97,14 @@ class TraceView:
             yield from header_texts(self.header, options.max_width)
             yield Text("")
         yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event,
-                                    fold=self.fold, diagnostics=self.trace.diagnostics)
+                                    fold=self.fold, diagnostics=self.trace.diagnostics, layers=self.layers,
+                                    expand_layer=self.expand_layer)
         yield footer_text(self.trace, self.events)
+        if self.summary or (self.summary is None and layered(self.events)):
+            from shapetrace.render.modules import ModuleSummary
+
+            yield Text("")
+            yield ModuleSummary(self.events)
         if self.show_diagnostics:
             yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events))
 
@@ -172,14 +183,17 @@ def input_cells(t, long_names=None) -> list[Text]:
             Text(LAYOUT_WORDS[t.contiguous], style="green" if t.contiguous else "cyan")]
 
 
-def fold_label(fold: Fold) -> str:
+def fold_label(fold: Fold | LayerFold) -> str:
     return f"{fold.events[0].index}-{fold.events[-1].index}"
 
 
-def fold_cells(fold: Fold, widths: Sequence[int]) -> Text:
-    """``4-5  view, transpose  k: the same two ops as q, #1-#2``: one line for a repeated block."""
+def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
+    """``4-5  view, transpose  k: the same two ops as q, #1-#2``: one line for a repeated block;
+    ``22-85  layers.1-3: the same 21 ops as layers.0`` for repeated layers."""
     line = Text(fold_label(fold).rjust(widths[0]), style="dim")
     line.append("  ")
+    if isinstance(fold, LayerFold):
+        return line.append(fold.sentence, style="italic cyan")
     line.append(", ".join(e.op for e in fold.events), style="magenta")
     line.append("  ")
     line.append(fold.sentence, style="italic dim")
@@ -210,19 +224,52 @@ class OpTable:
 
     def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
                  after_event: Callable[[Event], RenderableType | None] | None = None,
-                 fold: bool = False, diagnostics: Sequence[Diagnostic] = ()):
+                 fold: bool = False, diagnostics: Sequence[Diagnostic] = (), layers: bool = False,
+                 expand_layer: int | None = None):
         self.events = list(events)
+        self.sections = layered(self.events)  # a whole model: a title line where each layer begins
+        self.layers = layers and self.sections  # fold identical repeated layers
+        self.expand_layer = expand_layer
         self.after_event = after_event  # optional: something to draw under an event's block
         self.long_names = long_names
         self.explain = explain
         self.fold = fold
         self.diagnostics = list(diagnostics)
 
-    def _folds(self) -> dict[int, Fold]:
-        if not self.fold or self.after_event is not None:
+    def _folds(self) -> dict[int, Fold | LayerFold]:
+        if self.after_event is not None:
             return {}
         flagged = {d.event for d in self.diagnostics if d.event is not None}
-        return {f.events[0].index: f for f in fold_events(self.events, keep=flagged)}
+        folds: dict[int, Fold | LayerFold] = {}
+        if self.layers:
+            folds.update((f.events[0].index, f) for f in fold_layers(self.events, self.expand_layer, flagged))
+        if self.fold:
+            folded = {e.index for f in folds.values() for e in f.events}
+            for group in self._groups():
+                shown = [e for e in group if e.index not in folded]
+                folds.update((f.events[0].index, f) for f in fold_events(shown, keep=flagged))
+        return folds
+
+    def _groups(self) -> list[list[Event]]:
+        """Where k/v repeats are looked for: within each layer, and among the ops outside layers."""
+        if not self.sections:
+            return [self.events]
+        groups: list[list[Event]] = [[]]
+        for item in split_layers(self.events):
+            if isinstance(item, Layer):
+                groups += [list(item.events), []]
+            else:
+                groups[-1].append(item)
+        return [g for g in groups if g]
+
+    def _section(self, e: Event, last: list[str | None]) -> Iterable[Text]:
+        """``layers.0``: a title line where a whole model's ops enter another module at the layer level."""
+        if not self.sections:
+            return
+        path = layer_path(e.module) or "(top level)"
+        if path != last[0]:
+            last[0] = path
+            yield Text(path, style="bold cyan")
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -246,9 +293,14 @@ class OpTable:
             cells = rows.pop(0)
             yield join_cells(cells if strides_inline else cells[:3] + [Text("")] + cells[4:], widths)
         skip: set[int] = set()
+        last: list[str | None] = [None]
         for e, cells in zip(self.events, rows):
             if e.index in skip:
                 continue
+            if isinstance(folds.get(e.index), LayerFold):
+                last[0] = None
+            else:
+                yield from self._section(e, last)
             if e.index in folds:
                 yield fold_cells(folds[e.index], widths)
                 skip.update(x.index for x in folds[e.index].events)

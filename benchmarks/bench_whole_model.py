@@ -1,0 +1,151 @@
+"""A whole model, traced: shapetrace against a bare TorchFunctionMode logger, in one process (issue 14).
+
+    cd /work/wt-N && PYTHONPATH=. python benchmarks/bench_whole_model.py [--reps 7] [--device cpu]
+
+The model is tests/scripts/tiny_gpt.py at 12 layers, D 256, 8 heads, 64 tokens (B 1), from token ids.
+Three forwards, interleaved ``--reps`` times after a warm-up: untraced; under a bare logger that records
+each call's output shape, stride and the caller's file:line (the least any tracer must do); and under
+``shapetrace.trace``. Prints the medians, each one's overhead over the untraced forward, the ratio of
+shapetrace's overhead to the bare logger's, and µs per recorded op. Ratios, never absolute times: the
+machine is shared. No per-op synchronisation: on cuda the forward is synchronised once, at its end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+MODEL_FILE = os.path.join(ROOT, "tests", "scripts", "tiny_gpt.py")
+
+
+def load_model(layers: int = 12, d_model: int = 256, heads: int = 8, device: str = "cpu", tokens: int = 64):
+    """The seeded TinyGPT in eval mode and its token ids ``[1, tokens]``."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("tiny_gpt", MODEL_FILE)
+    tiny = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = tiny.TinyGPT(1000, d_model, heads, layers).eval()
+        ids = torch.randint(0, 1000, (1, tokens))                      # (B, T)
+    return model, ids
+
+
+def bare_logger():
+    """A TorchFunctionMode that runs each call and records its output's shape, stride and file:line."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    torch_dir = os.path.dirname(torch.__file__)
+
+    class BareLogger(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.records: list[tuple] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+                frame = frame.f_back
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+            if isinstance(out, torch.Tensor):
+                self.records.append((func, tuple(out.shape), out.stride(), where))
+            return out
+
+    return BareLogger()
+
+
+@dataclass
+class Timings:
+    """Median seconds of each forward over the interleaved runs, and how many ops each recorded."""
+
+    untraced: float
+    bare: float
+    traced: float
+    bare_records: int
+    traced_ops: int
+
+    @property
+    def overhead_ratio(self) -> float:
+        """shapetrace's overhead over the untraced forward, divided by the bare logger's."""
+        return (self.traced - self.untraced) / (self.bare - self.untraced)
+
+    @property
+    def us_per_op(self) -> float:
+        return (self.traced - self.untraced) / self.traced_ops * 1e6
+
+
+def measure(reps: int = 7, device: str = "cpu", layers: int = 12, d_model: int = 256, heads: int = 8,
+            tokens: int = 64) -> Timings:
+    """Interleave untraced, bare-logger and shapetrace forwards ``reps`` times after one warm-up of each."""
+    import torch
+
+    import shapetrace
+
+    torch.set_num_threads(1)  # shared cores: one thread keeps the three series comparable
+    model, ids = load_model(layers, d_model, heads, device, tokens)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times: dict[str, list[float]] = {"untraced": [], "bare": [], "traced": []}
+    counts = {"bare": 0, "traced": 0}
+
+    def run(kind: str) -> None:
+        sync()
+        t0 = time.perf_counter()
+        if kind == "untraced":
+            model(ids)
+        elif kind == "bare":
+            with bare_logger() as log:
+                model(ids)
+            counts["bare"] = len(log.records)
+        else:
+            with shapetrace.trace(dims=f"B=1 T={tokens} D={d_model} H={heads}") as t:
+                model(ids)
+            counts["traced"] = len(t.events)
+        sync()
+        times[kind].append(time.perf_counter() - t0)
+
+    with torch.no_grad():
+        for kind in times:  # warm-up: allocator, kernels, first-use imports
+            run(kind)
+        for series in times.values():
+            series.clear()
+        for _ in range(reps):
+            for kind in ("untraced", "bare", "traced"):
+                run(kind)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return Timings(med["untraced"], med["bare"], med["traced"], counts["bare"], counts["traced"])
+
+
+def report(t: Timings, reps: int, device: str) -> str:
+    ms = 1e3
+    return "\n".join([
+        f"12 layers, D 256, 8 heads, 64 tokens, {device}: medians of {reps} interleaved runs",
+        f"  untraced forward          {t.untraced * ms:8.2f} ms",
+        f"  bare TorchFunctionMode    {t.bare * ms:8.2f} ms  (+{(t.bare - t.untraced) * ms:.2f} ms, "
+        f"{t.bare_records} calls logged)",
+        f"  shapetrace.trace          {t.traced * ms:8.2f} ms  (+{(t.traced - t.untraced) * ms:.2f} ms, "
+        f"{t.traced_ops} ops recorded, {t.us_per_op:.0f} µs per recorded op)",
+        f"  overhead ratio (shapetrace / bare logger): {t.overhead_ratio:.1f}x; "
+        f"traced / untraced: {t.traced / t.untraced:.1f}x",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    args = parser.parse_args()
+    print(report(measure(args.reps, args.device), args.reps, args.device))
+
+
+if __name__ == "__main__":
+    main()

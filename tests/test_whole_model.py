@@ -1,0 +1,187 @@
+"""A whole model written with torch alone (tests/scripts/tiny_gpt.py), traced from token ids [B, T]:
+names on every attention tensor, module paths on every event, identical layers folded exactly,
+--layer, --only PATH, --all, the per-module summary, and --device cuda."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+from conftest import ROOT, render, run_cli
+
+from shapetrace.app.layers import fold_layers, layer_of, module_summary
+
+SCRIPT = str(ROOT / "tests" / "scripts" / "tiny_gpt.py")
+DIMS = "B=2,T=6,D=64,H=4"
+LAYER_OPS = 21  # ops recorded per block: 2 layer_norm, 6 linear, 9 views, 1 copy, 2 matmul, 1 softmax
+
+
+def trace(cli, *args: str, script_args: tuple[str, ...] = ()):
+    result = cli("trace", SCRIPT, "--dims", DIMS, "--width", "100", *args, "--", *script_args)
+    return result
+
+
+def trace_json(cli, *args: str, script_args: tuple[str, ...] = ()) -> list[dict]:
+    result = trace(cli, "--json", *args, script_args=script_args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["events"]
+
+
+def test_every_event_has_its_module_and_attention_is_named(cli):
+    events = trace_json(cli)
+    assert len(events) == 1 + 4 * LAYER_OPS + 1
+    assert all(e["module"] for e in events)
+    assert events[0]["module"] == "wte" and events[-1]["module"] == "ln_f"
+    assert events[0]["output"]["dims"] == ["B", "T", "D"]
+    layer_modules = {e["module"] for e in events[1:-1]}
+    assert layer_modules == {f"layers.{i}.{m}" for i in range(4) for m in
+                             ("ln1", "ln2", "attn", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj",
+                              "mlp.up", "mlp.down")}
+    four_d = Counter(" ".join(e["output"]["dims"]) for e in events if len(e["output"]["shape"]) == 4)
+    # per layer: q, k, v and weights @ v (B, H, T, d_k); 3 splits, the merge's transpose and its copy
+    # (B, T, H, d_k); kᵀ (B, H, d_k, T); scores and weights (B, H, T, T); nothing unnamed
+    assert four_d == {"B H T d_k": 4 * 4, "B T H d_k": 4 * 5, "B H d_k T": 4 * 1, "B H T T": 4 * 2}
+    qkv = [e for e in events if e["op"] == "transpose" and e["code"].startswith(("q =", "k =", "v ="))]
+    assert [e["output"]["dims"] for e in qkv] == [["B", "H", "T", "d_k"]] * 12
+
+
+def test_identical_layers_fold_into_one_line(cli):
+    result = trace(cli)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "22-84  layers.1-3: the same 21 ops as layers.0" in out
+    assert out.count("the same 21 ops") == 1
+    assert "\nlayers.0\n" in out and "\nwte\n" in out and "\nln_f\n" in out
+    assert "86 ops · 36 views · 4 copies (12 KiB) · 46 computed buffers (159 KiB)" in out
+
+
+@pytest.mark.parametrize("script_args,folds,shown", [
+    (("--layers", "5", "--odd-layer", "2"),  # one layer with an extra op (q.contiguous())
+     [" 22-42  layers.1: the same 21 ops as layers.0", "65-106  layers.3-4: the same 21 ops as layers.0"],
+     "layers.2"),
+    (("--layers", "5", "--odd-layer", "2", "--odd-heads", "2"),  # one layer with 2 heads instead of 4
+     [" 22-42  layers.1: the same 21 ops as layers.0", "64-105  layers.3-4: the same 21 ops as layers.0"],
+     "layers.2"),
+])
+def test_a_layer_that_differs_is_not_folded(cli, script_args, folds, shown):
+    out = trace(cli, script_args=script_args).output
+    for line in folds:
+        assert line in out
+    assert out.count("the same 21 ops as") == 2
+    assert f"\n{shown}\n" in out
+
+
+def test_layer_expands_one_layer(cli):
+    out = trace(cli, "--layer", "2").output
+    assert "\n22-42  layers.1: the same 21 ops as layers.0\n" in out
+    assert "\n64-84  layers.3: the same 21 ops as layers.0\n" in out
+    assert "\nlayers.2\n   43  layer_norm" in out
+
+
+def test_all_shows_every_op(cli):
+    out = trace(cli, "--all").output
+    assert "the same" not in out
+    assert "\nlayers.3\n 64  layer_norm" in out and "\n 84  linear" in out
+
+
+def test_only_a_module_path(cli):
+    events = trace_json(cli, "--only", "layers.1.attn")
+    assert len(events) == LAYER_OPS - 4  # no ln1, ln2, mlp.up, mlp.down
+    assert {e["module"] for e in events} == {"layers.1.attn", "layers.1.attn.q_proj", "layers.1.attn.k_proj",
+                                              "layers.1.attn.v_proj", "layers.1.attn.out_proj"}
+    out = trace(cli, "--only", "layers.1.attn").output
+    assert "the same" not in out and "module" not in out.split("ops ·")[-1]
+
+
+def test_per_module_summary(cli):
+    out = trace(cli).output
+    summary = out.split("largest tensor")[1]
+    assert ("module             ops  views     copies  computed\n"
+            "wte                  1      0    0 (0 B)     3 KiB\n"
+            "layers.0-3 (each)   21      9  1 (3 KiB)  38.2 KiB\n"
+            "ln_f                 1      0    0 (0 B)     3 KiB\n") in summary
+    forced = trace(cli, "--only", "layers.1.attn", "--summary").output
+    assert ("module    ops  views     copies  computed\n"
+            "layers.1   17      9  1 (3 KiB)  17.2 KiB\n") in forced
+
+
+def _events(script_args=()):
+    from shapetrace.app.script import run_script
+    from shapetrace.engine.dims import parse_dims
+
+    return run_script(SCRIPT, list(script_args), parse_dims(DIMS)).trace.events
+
+
+def test_fold_layers_is_exact_and_keeps_diagnosed_layers():
+    events = _events()
+    (fold,) = fold_layers(events)
+    assert [layer.number for layer in fold.layers] == [1, 2, 3] and fold.original.path == "layers.0"
+    kept = fold_layers(events, keep={events[50].index})  # an op of layers.2 was diagnosed
+    assert [[lay.number for lay in f.layers] for f in kept] == [[1], [3]]
+    assert [[lay.number for lay in f.layers] for f in fold_layers(events, expand=1)] == [[2, 3]]
+    rows = module_summary(events)
+    assert [(r.path, r.ops, r.each) for r in rows] == [("wte", 1, False), ("layers.0-3", 21, True),
+                                                       ("ln_f", 1, False)]
+    assert layer_of("model.layers.12.mlp") == ("model.layers", 12) and layer_of("") is None
+
+
+def test_python_api_show_folds_the_same_way():
+    import importlib.util
+
+    import shapetrace
+
+    spec = importlib.util.spec_from_file_location("tiny_gpt", SCRIPT)
+    tiny = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny)
+    torch.manual_seed(0)
+    model = tiny.TinyGPT(100, 64, 4, 3).eval()
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        model(torch.randint(0, 100, (2, 6)))
+    out = render(t, width=100)
+    assert "22-63  layers.1-2: the same 21 ops as layers.0" in out
+    assert "layers.0-2 (each)   21" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the refusal cannot happen")
+@pytest.mark.parametrize("command", [["run"], ["compare"], ["trace", SCRIPT]])
+def test_device_cuda_without_a_gpu_is_a_usage_error(command):
+    proc = run_cli(*command, "--device", "cuda")
+    assert proc.returncode == 2
+    assert " ".join(proc.stderr.split()) == ("error: --device cuda: CUDA is not available here "
+                                             "(torch.cuda.is_available() is False); use cpu or meta")
+    assert proc.stdout == ""
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@needs_cuda
+def test_run_and_compare_on_cuda(cli):
+    result = cli("run", "--device", "cuda", "--width", "100")
+    assert result.exit_code == 0, result.output
+    assert "17 ops · 9 views · 1 copy (24 KiB)" in result.output
+    data = json.loads(cli("compare", "--device", "cuda", "--json").stdout)
+    assert data["device"] == "cuda"
+    assert all(r["agrees"] in (True, None) for r in data["rows"])
+
+
+@needs_cuda
+def test_trace_whole_model_on_cuda_folds_like_cpu(cli):
+    out = trace(cli, "--device", "cuda").output
+    assert "on the GPU (cuda: " in out
+    assert "22-84  layers.1-3: the same 21 ops as layers.0" in out
+    events = trace_json(cli, "--device", "cuda")
+    assert events[3]["output"]["dims"] == ["B", "T", "H", "d_k"]
+    assert len(events) == 86
+
+
+def test_readme_whole_model_lines_come_from_a_real_run(cli):
+    out = trace(cli).output
+    live = {line.rstrip() for line in out.splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("tests/scripts/tiny_gpt.py --dims B=2,T=6,D=64,H=4` at 100 columns")[1]
+    pasted = [line.rstrip() for line in block.split("```text\n")[1].split("```")[0].splitlines()
+              if line.strip() not in ("…", "")]
+    assert len(pasted) > 20 and [line for line in pasted if line not in live] == []
