@@ -169,7 +169,9 @@ def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float) -> Non
             got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
         finally:
             stop_clock()
-        channel.send({"kind": "case", "case": i}, {"facts": json.dumps(load_facts(got, path, timed_out), default=str)})
+        facts = load_facts(got, path, timed_out)
+        facts["returned"] = None if got.value is None else type(got.value).__name__
+        channel.send({"kind": "case", "case": i}, {"facts": json.dumps(facts, default=str)})
 
 
 if __name__ == "__main__":

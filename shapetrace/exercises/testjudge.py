@@ -58,10 +58,10 @@ class TestJudge(Judge):
     def decide(self, results: dict[int, Learned], limit: float) -> Verdict:
         """The verdict once every implementation has a result."""
         by_id = {impl.id: results[i] for i, impl in enumerate(self.cases)}
-        for i, impl in enumerate(self.cases):
-            if results[i].timed_out:
-                line, code = results[i].frame
-                return self.timeout(line, code, results[i].common(), limit)
+        for got in by_id.values():
+            if got.timed_out:
+                line, code = got.frame
+                return self.timeout(line, code, got.common(), limit)
         ref = by_id[REFERENCE]
         if ref.raised:
             return self._rejects(ref)
@@ -96,7 +96,13 @@ class TestJudge(Judge):
         for m in missed:
             lines.append(f"{m.id}: your test passes {m.does}: {m.missed}")
             if by_id[m.id].raised:
-                lines.append(f"  (on it your test crashed with {head(by_id[m.id])}, which is not a check)")
+                lines.append(f"  (your test did raise on it, but {head(by_id[m.id])} is a bug in the test, "
+                             "not a check)")
         if caught:
             lines.append(f"caught: {', '.join(m.id for m in caught)}")
+        returned = next((str(by_id[m.id].facts.get("returned")) for m in missed if by_id[m.id].facts.get("returned")),
+                        "")
+        if returned:
+            lines.append(f"your test returned a value ({returned[:40]}) instead of raising: the checker counts a "
+                         "check as failed only when your test raises, and ignores what it returns")
         return self.verdict("misses-mutants", summary, explanation=lines, **ref.common())
