@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
-    cases = draw(meta["inputs"], random.Random(int(meta["seed"])))  # the same inputs the parent draws
+    cases = [] if meta.get("kind") == "test" else draw(meta["inputs"], random.Random(int(meta["seed"])))
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused
     path = meta["path"]
     source = meta["source"]
@@ -139,10 +139,39 @@ def _check(channel: Channel, meta: dict, cases: list, source: str) -> None:
         return
     stop_clock()
     channel.send({"kind": "loaded"})
+    if meta.get("kind") == "test":
+        _run_tests(channel, fn, meta, path, limit)
+        return
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
         body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
         channel.send({"kind": "case", "case": i}, body)
+
+
+def _implementation(code: str, subjects: list[str]) -> list:
+    """The functions one implementation (lesson code the parent sent) defines, in the subjects' order."""
+    namespace: dict = {}
+    exec(compile(code, "<implementation under test>", "exec"), namespace)
+    return [namespace[name] for name in subjects]
+
+
+def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float) -> None:
+    """Call the learner's test once per implementation; report only whether it raised, and what."""
+    from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
+    from shapetrace.exercises.facts import load_facts
+
+    for i, code in enumerate(meta["implementations"]):
+        channel.send({"kind": "start", "case": i})
+        try:
+            start_clock(limit)
+            got, timed_out = call(fn, _implementation(code, meta["subjects"]), [], {}, path=path, traced=False), False
+        except CheckTimeout as exc:
+            got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
+        finally:
+            stop_clock()
+        facts = load_facts(got, path, timed_out)
+        facts["returned"] = None if got.value is None else type(got.value).__name__
+        channel.send({"kind": "case", "case": i}, {"facts": json.dumps(facts, default=str)})
 
 
 if __name__ == "__main__":

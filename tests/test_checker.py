@@ -309,11 +309,11 @@ def test_watch_rechecks_on_save_waits_for_a_key_and_stops_on_ctrl_c(tmp_path, mo
         lines = _reader(proc)
         first = _read_until(lines, "waiting for your next save")
         assert first.index("✗ wrong-values  merge-heads") < first.index("done")
-        assert "] 0/16 done" in first
+        assert f"] 0/{len(CURRICULUM.exercises)} done" in first
         assert ("polling" if mode == "--poll" else "watchdog") in first
         (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
         second = _read_until(lines, "n or Enter: next exercise")
-        assert "✓ pass  merge-heads" in second and "] 1/16 done" in second
+        assert "✓ pass  merge-heads" in second and f"] 1/{len(CURRICULUM.exercises)} done" in second
         assert second.count("✓ pass") == 1
         time.sleep(1.5)
         assert lines.empty(), "the next exercise must wait for a key"
@@ -327,6 +327,27 @@ def test_watch_rechecks_on_save_waits_for_a_key_and_stops_on_ctrl_c(tmp_path, mo
         rest = _read_until(lines, "stopped watching", timeout=10)
         assert "Traceback" not in first + second + third + rest
         assert "Exception" not in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_watch_works_the_same_for_an_exercise_where_the_learner_writes_the_test(tmp_path):
+    ws = tmp_path / "ws"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"), COLUMNS="100")
+    args = [sys.executable, "-m", "shapetrace", "exercise", "watch", "test-round-trip", "--workspace", str(ws),
+            "--poll"]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    try:
+        lines = _reader(proc)
+        first = _read_until(lines, "waiting for your next save")
+        assert "✗ misses-mutants  test-round-trip" in first and "skip-transpose: your test passes" in first
+        (ws / "test_round_trip.py").write_text(CURRICULUM.exercise("test-round-trip").solution.read_text())
+        second = _read_until(lines, "n or Enter: next exercise")
+        assert "✓ pass  test-round-trip" in second and f"] 1/{len(CURRICULUM.exercises)} done" in second
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

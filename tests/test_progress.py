@@ -153,11 +153,15 @@ def test_lessons_json_and_exercise_list(state, cli):
     data = json.loads(cli("lessons", "--json").stdout)
     assert [d["lesson"] for d in data] == list(range(1, len(CURRICULUM.lessons) + 1))
     assert data[0]["exercises"][0] == {"id": "split-heads", "title": "Split the features into heads",
-                                       "lesson": 1, "status": ""}
+                                       "lesson": 1, "kind": "function", "status": ""}
     rows = json.loads(cli("exercise", "list", "--json").stdout)
     assert [r["id"] for r in rows] == [e.id for e in CURRICULUM.exercises]
+    assert {r["id"] for r in rows if r["kind"] == "test"} == {e.id for e in CURRICULUM.exercises if e.kind == "test"}
     text = cli("lessons", "--width", "80").stdout
-    assert "1  Splitting D into heads  0/2" in text
+    assert "1  Splitting D into heads  0/3" in text
+    listed = cli("exercise", "list", "--width", "120").stdout
+    assert any("test-round-trip" in line and "write a test" in line for line in listed.splitlines()), listed
+    assert not any("split-heads " in line and "write a test" in line for line in listed.splitlines()), listed
 
 
 def test_unknown_ids_are_one_line_errors(state, cli):

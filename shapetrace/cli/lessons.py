@@ -53,7 +53,7 @@ def report_warning(message: str) -> None:
 def exercise_rows(curriculum, progress, workspace) -> list[dict]:
     from shapetrace.exercises.progress import learner_file
 
-    return [{"id": e.id, "title": e.title, "lesson": e.lesson,
+    return [{"id": e.id, "title": e.title, "lesson": e.lesson, "kind": e.kind,
              "status": progress.status(e.id, learner_file(workspace, e.id))} for e in curriculum.exercises]
 
 

@@ -72,11 +72,13 @@ def _protected(curriculum) -> list[str]:
 
 
 def _write_request(workdir: str, job: Job, source: str, ex, curriculum, seed: int, limit: float,
-                   memory_mb: int, width: int) -> str:
+                   memory_mb: int, width: int, judge_order: list = ()) -> str:
     """The child's request: where the file is, its text, and the seed both sides draw the inputs from."""
     meta = {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "seed": seed,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
-            "protected": _protected(curriculum)}
+            "protected": _protected(curriculum), "kind": ex.kind}
+    if ex.kind == "test":  # the implementations as code, in the judge's order, with no names attached
+        meta.update(subjects=list(ex.subjects), implementations=[impl.code for impl in judge_order])
     path = os.path.join(workdir, "request.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(meta, fh)
@@ -160,6 +162,9 @@ def _decide(judge, run, cases, limit: float):
         return _dead_verdict(judge, run, None, limit)
     if loaded.raised:
         return judge.loading_failed(loaded)
+    if judge.ex.kind == "test":
+        missing = next((impl for i, impl in enumerate(cases) if i not in results), None)
+        return _dead_verdict(judge, run, missing, limit) if missing else judge.decide(results, limit)
     for i, inputs in enumerate(cases):
         if i not in results:
             return _dead_verdict(judge, run, inputs, limit)
@@ -197,14 +202,15 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
     seed = secrets.randbits(63) if seed is None else seed
+    tests = _prepare_tests(ex, job, source, seed) if ex.kind == "test" else None
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
         request = _write_request(workdir, job, source, ex, curriculum, seed, time_limit,
-                                 max(memory_mb, MIN_MEMORY_MB), width)
-        proc = start_child(request, workdir, time_limit, _PHASES)
+                                 max(memory_mb, MIN_MEMORY_MB), width, tests.cases if tests else [])
+        proc = start_child(request, workdir, time_limit, len(tests.cases) if tests else _PHASES)
         try:
             with _JUDGE_LOCK:
-                judge = _prepare(ex, job, source, seed)
+                judge = tests or _prepare(ex, job, source, seed)
         except BaseException:
             stop_child(proc)
             raise
@@ -220,6 +226,12 @@ def _prepare(ex, job: Job, source: str, seed: int):
     from shapetrace.exercises.judge import Judge
 
     return Judge(ex, job.file, inp.draw(ex.inputs, random.Random(seed)), source)
+
+
+def _prepare_tests(ex, job: Job, source: str, seed: int):
+    from shapetrace.exercises.testjudge import TestJudge
+
+    return TestJudge(ex, job.file, seed, source)
 
 
 def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,

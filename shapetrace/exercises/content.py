@@ -23,7 +23,11 @@ from shapetrace.errors import UsageError
 
 #: Verdicts the checker can give (``pass`` is the only success).
 VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",
-            "out-of-memory", "not-a-tensor", "mutated-input", "layout", "gave-up")
+            "out-of-memory", "not-a-tensor", "mutated-input", "layout", "gave-up",
+            "misses-mutants", "rejects-reference")
+#: Exercise kinds: write a function (checked against the reference), or write a test (run against the
+#: reference, which it must pass, and against broken versions, each of which it must fail).
+KINDS = ("function", "test")
 #: Input builders the checker knows (see ``inputs.py``).
 BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
             "sizes", "params")
@@ -45,6 +49,16 @@ class Mistake:
 
 
 @dataclass(frozen=True)
+class Mutant:
+    """A broken implementation a learner's test must catch: what it does, and why a test misses it."""
+
+    id: str
+    does: str
+    missed: str
+    code: str
+
+
+@dataclass(frozen=True)
 class Exercise:
     """One exercise: what to implement, how it is checked, hints and known mistakes."""
 
@@ -63,6 +77,10 @@ class Exercise:
     returns: str = "tensor"
     output_names: str = ""
     movement: bool = False
+    kind: str = "function"
+    subjects: tuple[str, ...] = ()  # test kind: the implementations the learner's test receives, in order
+    reference_code: str = ""  # test kind: the correct implementations (code defining every subject)
+    mutants: tuple[Mutant, ...] = ()
 
     @property
     def starter(self) -> Path:
@@ -74,7 +92,7 @@ class Exercise:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "lesson": self.lesson, "function": self.function,
-                "inputs": self.inputs, "checks": dict(self.checks), "hints": len(self.hints)}
+                "kind": self.kind, "inputs": self.inputs, "checks": dict(self.checks), "hints": len(self.hints)}
 
 
 @dataclass(frozen=True)
@@ -153,15 +171,34 @@ def _need(data: dict, key: str, kind: type, where: Path):
     return value
 
 
+def _test_fields(data: dict, path: Path) -> dict:
+    """The fields of a ``kind = "test"`` exercise: subjects, reference code and mutants."""
+    subjects = _need(data, "subjects", list, path)
+    if not all(isinstance(x, str) and x.isidentifier() for x in subjects):
+        raise ContentError(f"{path}: every subject must be a function name")
+    mutants = tuple(Mutant(_need(m, "id", str, path), _need(m, "does", str, path).strip(),
+                           _need(m, "missed", str, path).strip(), _need(m, "code", str, path))
+                    for m in _need(data, "mutants", list, path))
+    if len({m.id for m in mutants}) != len(mutants):
+        raise ContentError(f"{path}: duplicate mutant ids")
+    return dict(subjects=tuple(subjects), reference_code=_need(data, "reference", str, path), mutants=mutants)
+
+
 def load_exercise(folder: Path, lesson: int) -> Exercise:
     """Read and validate one ``exercise.toml``."""
     path = folder / "exercise.toml"
     data = _read_toml(path)
+    kind = data.get("kind", "function")
+    if kind not in KINDS:
+        raise ContentError(f"{path}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    extra = _test_fields(data, path) if kind == "test" else {}
+    if kind == "test":
+        data.setdefault("inputs", "none")
     hints = _need(data, "hints", list, path)
     if not all(isinstance(h, str) and h.strip() for h in hints):
         raise ContentError(f"{path}: every hint must be non-empty text")
     inputs = _need(data, "inputs", str, path)
-    if inputs not in BUILDERS:
+    if inputs not in BUILDERS and not (kind == "test" and inputs == "none"):
         raise ContentError(f"{path}: unknown inputs {inputs!r} (known: {', '.join(BUILDERS)})")
     verdict = _need(data, "starter_verdict", str, path)
     if verdict not in VERDICTS or verdict == "pass":
@@ -182,6 +219,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
         starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
         checks=dict(checks), returns=data.get("returns", "tensor"),
         output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
+        kind=kind, **extra,
     )
     if ex.id != folder.name:
         raise ContentError(f"{path}: id {ex.id!r} must match its folder name {folder.name!r}")

@@ -78,7 +78,7 @@ def print_verdict(v: dict[str, Any], console: Console, file: str = "", show_tabl
 
 
 def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
-    """One line per exercise: status mark, id, title, lesson."""
+    """One line per exercise: status mark, id, title, lesson, and what kind of exercise it is."""
     width = max((len(r["id"]) for r in rows), default=10)
     title_width = max((len(r["title"]) for r in rows), default=10)
     text = Text()
@@ -88,7 +88,8 @@ def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
         text.append(f" {mark[0]} ", style=mark[1])
         text.append(f"{r['id']:<{width}}", style="bold")
         text.append(f"  {r['title']:<{title_width}}  ")
-        text.append(f"lesson {r['lesson']}\n", style="dim")
+        text.append(f"lesson {r['lesson']}", style="dim")
+        text.append("  write a test\n" if r.get("kind") == "test" else "\n", style="magenta")
     return text
 
 

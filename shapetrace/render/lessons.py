@@ -32,7 +32,8 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
             parts.append(Indent(Text(lesson["summary"], style="dim"), 4))
         for e in lesson["exercises"]:
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
-            parts.append(Text.assemble("    ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}"))
+            kind = ("  (write a test)", "magenta") if e.get("kind") == "test" else ""
+            parts.append(Text.assemble("    ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}", kind))
     parts.append(Text("\n✓ passed  ~ passed, then edited (check again)  · started", style="dim"))
     parts.append(Text("read a lesson: shapetrace lesson N\nstart an exercise: shapetrace exercise start ID",
                       style="dim"))

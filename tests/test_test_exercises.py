@@ -1,0 +1,182 @@
+"""Exercises where the learner writes the test: it must pass the reference and fail every mutant.
+
+Each learner test runs in the checker's locked-down child against the reference and the broken
+versions (sent as code, in a shuffled order); the parent decides from what came back (raised or not,
+and what). The wording of every verdict is asserted exactly.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from shapetrace.exercises.checker import Job, check_files
+from shapetrace.exercises.content import ContentError, load, load_exercise
+
+CURRICULUM = load()
+TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
+IDS = ["test-split-square", "test-round-trip", "test-causal-mask", "test-repeat-kv"]
+CHECKS_NOTHING = ("your test catches none of the {n} broken versions: it passes every one of them, so it "
+                  "checks nothing that tells a broken implementation from the reference")
+
+#: A test that fails the correct implementation, per exercise: (code, line, the exception's head).
+FAILS_REFERENCE = {
+    "test-split-square": ("x = torch.randn(2, 5, 12)\n"
+                          "assert split_heads(x, 3).shape == (2, 5, 3, 4), 'expected [B, T, H, d_k]'",
+                          "AssertionError: expected [B, T, H, d_k]"),
+    "test-round-trip": ("x = torch.randn(2, 5, 12)\n"
+                        "assert combine_heads(split_heads(x, 3)).shape == (2, 3, 5, 4), 'merge kept the heads'",
+                        "AssertionError: merge kept the heads"),
+    "test-causal-mask": ("w = causal_weights(torch.randn(1, 1, 4, 4))\n"
+                         "assert (w[..., 0, 0] == 0).all(), 'query 0 attends to itself'",
+                         "AssertionError: query 0 attends to itself"),
+    "test-repeat-kv": ("out = repeat_kv(torch.randn(1, 2, 3, 4), 2)\n"
+                       "assert out.shape == (1, 2, 6, 4), f'repeat gave {tuple(out.shape)}'",
+                       "AssertionError: repeat gave (1, 4, 3, 4)"),
+}
+
+
+def _source(ex, body: str) -> str:
+    args = ", ".join(ex.subjects)
+    return f"import torch\n\n\ndef check({args}):\n" + textwrap.indent(body, "    ") + "\n"
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Every learner test of this module, checked in locked-down children (two at a time)."""
+    tmp = tmp_path_factory.mktemp("learner_tests")
+    files = {}
+    for ex in TESTS:
+        files[(ex.id, "solution")] = str(ex.solution)
+        files[(ex.id, "starter")] = str(ex.starter)
+        for name, body in (("nothing", "pass"), ("name-error", "assert torch.equal(x, x)"),
+                           ("fails-reference", FAILS_REFERENCE[ex.id][0])):
+            path = tmp / f"{ex.id}__{name}.py"
+            path.write_text(_source(ex, body))
+            files[(ex.id, name)] = str(path)
+    rt = CURRICULUM.exercise("test-round-trip")
+    for name, body in (("returns-bool", "x = torch.randn(2, 5, 12)\n"
+                                        "return torch.equal(combine_heads(split_heads(x, 3)), x)"),
+                       ("crash-on-mutant", "x = torch.randn(2, 5, 12)\ny = split_heads(x, 3)\n"
+                                           "if y.shape[1] != 3:\n    undefined_name\n"
+                                           "assert torch.equal(combine_heads(y), x)")):
+        path = tmp / f"round-trip__{name}.py"
+        path.write_text(_source(rt, body))
+        files[(rt.id, name)] = str(path)
+    jobs = [Job(key[0], path) for key, path in files.items()]
+    return dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
+
+
+def test_four_test_exercises_across_the_lessons():
+    assert [e.id for e in TESTS] == IDS
+    assert len({e.lesson for e in TESTS}) == 4
+    for ex in TESTS:
+        assert ex.starter_verdict == "misses-mutants" and len(ex.mutants) >= 4
+        assert ex.function == "check" and ex.subjects
+
+
+@pytest.mark.parametrize("ex", TESTS, ids=lambda e: e.id)
+def test_the_solution_passes_the_reference_and_kills_every_mutant(ex, verdicts):
+    v = verdicts[(ex.id, "solution")]
+    assert v["verdict"] == "pass", v
+    ids = ", ".join(m.id for m in ex.mutants)
+    assert v["summary"] == (f"{ex.id}: your test passes the reference and catches all {len(ex.mutants)} "
+                            f"broken versions ({ids})")
+
+
+@pytest.mark.parametrize("ex", TESTS, ids=lambda e: e.id)
+def test_a_test_that_checks_nothing_kills_no_mutant_and_is_told_so(ex, verdicts):
+    v = verdicts[(ex.id, "nothing")]
+    assert v["verdict"] == "misses-mutants"
+    assert v["summary"] == CHECKS_NOTHING.format(n=len(ex.mutants))
+    assert v["explanation"] == [f"{m.id}: your test passes {m.does}: {m.missed}" for m in ex.mutants]
+
+
+@pytest.mark.parametrize("ex", TESTS, ids=lambda e: e.id)
+def test_a_test_that_fails_the_reference_is_told_what_it_raised(ex, verdicts):
+    v = verdicts[(ex.id, "fails-reference")]
+    assert v["verdict"] == "rejects-reference"
+    assert v["summary"] == ("your test fails the reference implementation, which is correct: on the inputs "
+                            f"your test builds, it raised {FAILS_REFERENCE[ex.id][1]}")
+    assert v["line"] == 6 and v["code"].startswith("assert "), v
+
+
+@pytest.mark.parametrize("ex", TESTS, ids=lambda e: e.id)
+def test_a_test_that_crashes_for_an_unrelated_reason_is_a_crash(ex, verdicts):
+    v = verdicts[(ex.id, "name-error")]
+    assert v["verdict"] == "crash"
+    assert v["summary"] == ("your test crashed on the reference implementation with NameError: name 'x' is "
+                            "not defined: that is a bug in the test itself, not a check that failed")
+    assert v["line"] == 5 and v["code"] == "assert torch.equal(x, x)"
+
+
+def test_round_trip_only_misses_the_consistent_wrong_pairs(verdicts):
+    v = verdicts[("test-round-trip", "starter")]
+    assert v["verdict"] == "misses-mutants" and v["mistake"] is None
+    assert v["summary"] == ("your test misses 3 of the 5 broken versions: skip-transpose, interleaved-heads, "
+                            "wrong-transpose")
+    assert v["explanation"][0] == (
+        "skip-transpose: your test passes the split that forgets the transpose (and the merge that forgets it "
+        "too): split and merge are both wrong in the same way, so the round trip hides it; check which "
+        "token's features land in head 0")
+    assert v["explanation"][-1] == "caught: merge-without-transpose, reshape-not-transpose"
+
+
+@pytest.mark.parametrize("ex_id,summary", [
+    ("test-split-square", CHECKS_NOTHING.format(n=4)),
+    ("test-causal-mask", "your test misses 3 of the 4 broken versions: tril-for-triu, off-by-one, no-mask"),
+    ("test-repeat-kv", "your test misses 3 of the 4 broken versions: repeat-tiles, expand-wrong-axis, "
+                       "first-head-only"),
+])
+def test_each_starter_checks_too_little(ex_id, summary, verdicts):
+    v = verdicts[(ex_id, "starter")]
+    assert v["verdict"] == "misses-mutants" and v["summary"] == summary, v
+
+
+def test_a_test_that_returns_false_instead_of_raising_is_told(verdicts):
+    v = verdicts[("test-round-trip", "returns-bool")]
+    assert v["verdict"] == "misses-mutants"
+    assert v["explanation"][-1] == ("your test returned a value (bool) instead of raising: the checker counts "
+                                    "a check as failed only when your test raises, and ignores what it returns")
+
+
+def test_a_crash_on_a_mutant_is_not_a_catch(verdicts):
+    v = verdicts[("test-round-trip", "crash-on-mutant")]
+    assert v["verdict"] == "misses-mutants"
+    assert v["summary"] == ("your test misses 3 of the 5 broken versions: skip-transpose, interleaved-heads, "
+                            "wrong-transpose")
+    assert v["explanation"][2].startswith("wrong-transpose: your test passes")
+    assert v["explanation"][3] == ("  (your test did raise on it, but NameError: name 'undefined_name' is not "
+                                   "defined is a bug in the test, not a check)")
+
+
+def test_the_child_receives_the_implementations_unnamed_and_shuffled():
+    from shapetrace.exercises.testjudge import REFERENCE, TestJudge
+
+    ex = CURRICULUM.exercise("test-round-trip")
+    orders = {tuple(i.id for i in TestJudge(ex, "f.py", seed).cases) for seed in range(20)}
+    assert len(orders) > 5 and any(order[0] != REFERENCE for order in orders)
+    assert all("reference" not in impl.code and "mutant" not in impl.code for impl in TestJudge(ex, "f.py", 0).cases)
+
+
+def test_the_verdict_renders_every_surviving_mutant():
+    from conftest import render
+
+    from shapetrace.render.exercise import verdict_view
+
+    v = {"exercise": "test-round-trip", "verdict": "misses-mutants", "summary": CHECKS_NOTHING.format(n=5),
+         "explanation": ["skip-transpose: your test passes the split that forgets the transpose"]}
+    text = render(verdict_view(v, "test-round-trip.py"), width=80)
+    assert "✗ misses-mutants  test-round-trip" in text and "skip-transpose: your test passes" in text
+    assert "sizes" not in text
+
+
+def test_content_refuses_a_test_exercise_without_mutants(tmp_path):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "exercise.toml").write_text('id = "t"\ntitle = "T"\nkind = "test"\nfunction = "check"\n'
+                                          'subjects = ["f"]\ntask = "x"\nstarter_verdict = "misses-mutants"\n'
+                                          'hints = ["a?", "b("]\nreference = "def f(): pass"\n')
+    with pytest.raises(ContentError, match="'mutants' must be a non-empty list"):
+        load_exercise(folder, 1)
