@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shapetrace.engine.layout import row_major
@@ -218,14 +218,6 @@ class Namer:
         for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
             if len(hits) > 1 and declared in hits:
                 return declared
-        return hits[0] if len(hits) == 1 else None
-
-    def name_for_size(self, size: int, prefer: Iterable[str] = ()) -> str | None:
-        """A dims name with exactly this size, if exactly one (or a preferred one) fits."""
-        for name in prefer:
-            if self.size_of(name) == size:
-                return name
-        hits = [n for n, s in self.dims.items() if s == size]
         return hits[0] if len(hits) == 1 else None
 
     def coinciding_sizes(self) -> list[tuple[str, str]]:

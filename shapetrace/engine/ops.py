@@ -19,7 +19,6 @@ Nothing in this module runs torch ops; it reads arguments only.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,10 +112,6 @@ def _sdpa_params(args: tuple, kwargs: dict) -> dict:
 
 def _scale_params(args: tuple, kwargs: dict) -> dict:
     return {"alpha": _number(kwargs.get("alpha", 1)), "beta": _number(kwargs.get("beta", 1))}
-
-
-def _no_params(args: tuple, kwargs: dict) -> dict:
-    return {}
 
 
 def parse_einsum(equation: str) -> dict | None:
@@ -331,12 +326,7 @@ def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
 
 
 def operands_of(spec: OpSpec, args: tuple, kwargs: dict) -> list:
-    reader = spec.operands or (all_operands if spec.name in ("where",) else _default_operands)
-    return reader(args, kwargs)
-
-
-def _default_operands(args: tuple, kwargs: dict) -> list:
-    return all_operands(args, kwargs)
+    return (spec.operands or all_operands)(args, kwargs)
 
 
 @dataclass
@@ -356,7 +346,3 @@ class Call:
         return arg(self.args, self.kwargs, pos, name, default)
 
 
-def scale_of(value: Any) -> float | None:
-    """A python number or a CPU scalar tensor as a float (for the scale check)."""
-    number = _number(value)
-    return float(number) if isinstance(number, (int, float)) and math.isfinite(number) else None

@@ -513,10 +513,6 @@ class Trace:
             factor = 1 / number if "div" in op else float(number)
             self.scalings.append({"event": max(len(self.events) - 1, 0), "factor": factor, "on": on})
 
-    def _known(self, tensor: torch.Tensor) -> bool:
-        entry = self._names.get(id(tensor))
-        return entry is not None and entry[0]() is tensor
-
     def _carry_names(self, spec: OpSpec, args, kwargs, result) -> None:
         """Ops without a row: elementwise ones pass names on by broadcasting; unknown ones name nothing.
 

@@ -87,10 +87,6 @@ def canonical_dims(dims: Mapping[str, int]) -> tuple[dict[str, int], dict[str, s
     return sizes, declared
 
 
-def is_token_name(name: str | None, declared: Mapping[str, str] | None = None) -> bool:
-    return role_of(name, declared) in TOKEN_ROLES
-
-
 #: how attention code names the module that projects queries, keys, values, or several at once
 PROJECTION_NAMES = {
     "q": ("q", "query", "wq", "toq", "qproj", "qlin", "linearq", "queries"),
