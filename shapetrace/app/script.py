@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from shapetrace.app.textinput import read_capped
 from shapetrace.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,20 +91,6 @@ class ScriptRun:
 
 #: The largest script shapetrace reads (``/dev/zero`` must not fill memory).
 MAX_SCRIPT_BYTES = 8 << 20
-
-
-def read_capped(path: str, limit: int, what: str) -> bytes:
-    """At most ``limit`` bytes of a regular file (or stdin-like stream), or one clear UsageError."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except IsADirectoryError:
-        raise UsageError(f"{what} {path} is a folder; give a file") from None
-    except OSError as exc:
-        raise UsageError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise UsageError(f"{what} {path} is larger than {limit >> 20} MiB: not a file shapetrace reads")
-    return data
 
 
 def check_script(path: str) -> str:

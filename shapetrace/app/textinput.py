@@ -42,13 +42,7 @@ def read_answers(path: str | os.PathLike, flag: str) -> list[str]:
         raise UsageError(f"{flag} {path}: no such file")
     if os.path.isdir(path):
         raise UsageError(f"{flag} {path} is a folder; give a file with one answer per line")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE + 1)
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > MAX_FILE:
-        raise UsageError(f"{flag} {path} is larger than {MAX_FILE >> 20} MiB: not an answers file")
+    data = read_capped(path, MAX_FILE, flag, "not an answers file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -58,3 +52,17 @@ def read_answers(path: str | os.PathLike, flag: str) -> list[str]:
     if any(len(line) > MAX_LINE for line in lines):
         raise UsageError(f"{flag} {path}: a line is longer than {MAX_LINE} characters")
     return lines
+
+
+def read_capped(path: str, limit: int, what: str, not_what: str = "not a file shapetrace reads") -> bytes:
+    """At most ``limit`` bytes of a regular file (or stdin-like stream), or one clear UsageError."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise UsageError(f"{what} {path} is a folder; give a file") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise UsageError(f"{what} {path} is larger than {limit >> 20} MiB: {not_what}")
+    return data
