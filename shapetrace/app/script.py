@@ -192,9 +192,10 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     import torch
 
     from shapetrace.engine import tracer as tr
+    from shapetrace.engine.sites import STACK_ROOTS
 
     check_script(path)
-    tr.STACK_ROOTS.add(_exec.__code__)
+    STACK_ROOTS.add(_exec.__code__)
     trace = tr.Trace(dims)
     exception: BaseException | None = None
     with script_environment(path, args, stdout_to_stderr) as threads:

@@ -196,7 +196,7 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
     results: list[StepResult] = []
     with torch.no_grad(), trace:
         trace.set_names(x, list(names))
-        results.append(StepResult(0, "start", trace._info(x, trace.axes_of(x))))
+        results.append(StepResult(0, "start", trace.info(x)))
         current = x
         for n, step in enumerate(steps, 1):
             result, current = _apply(trace, step, current, n)
@@ -252,7 +252,7 @@ def _apply(trace: Trace, step: ChainStep, tensor, number: int):
             result.explanation = explain_view_error(event.inputs[0], _target(step), trace.namer)
         return result, tensor
     event = trace.events[-1] if len(trace.events) > before else None
-    info = event.outputs[0] if event and event.outputs else trace._info(out, trace.axes_of(out))
+    info = event.outputs[0] if event and event.outputs else trace.info(out)
     return StepResult(number, step.text, info, event), out
 
 

@@ -57,9 +57,14 @@ class Axis:
     atoms: tuple[Atom, ...] = ()
     role: str | None = None
     size: int = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", math.prod(a.size for a in self.atoms))   # read on every op: computed once
+        object.__setattr__(self, "_hash", hash((self.atoms, self.role)))      # axes key the tracer's name memo
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def with_role(self, role: str | None) -> Axis:
         return Axis(self.atoms, role)

@@ -192,20 +192,16 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 # the dispatcher
 # ---------------------------------------------------------------------------
 
-def _tensors(values) -> list[torch.Tensor]:
-    out = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, torch.Tensor))
-    return out
-
-
 def on_meta(args, kwargs) -> bool:
     """True when every tensor argument is on the meta device (and there is one)."""
-    ts = _tensors(list(args) + list(kwargs.values()))
-    return bool(ts) and all(t.device.type == "meta" for t in ts)
+    seen = False
+    for v in (*args, *kwargs.values()) if kwargs else args:
+        for t in (v,) if isinstance(v, torch.Tensor) else v if isinstance(v, (list, tuple)) else ():
+            if isinstance(t, torch.Tensor):
+                if not t.is_meta:
+                    return False
+                seen = True
+    return seen
 
 
 def _empty(shape, strides, dtype) -> torch.Tensor:

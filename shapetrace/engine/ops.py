@@ -158,7 +158,7 @@ def addmm_operands(args: tuple, kwargs: dict) -> list:
 
 def all_operands(args: tuple, kwargs: dict) -> list:
     found = []
-    for value in list(args) + list(kwargs.values()):
+    for value in (*args, *kwargs.values()) if kwargs else args:
         if _is_tensor(value):
             found.append(value)
         elif isinstance(value, (list, tuple)):
@@ -166,8 +166,16 @@ def all_operands(args: tuple, kwargs: dict) -> list:
     return found
 
 
+#: type -> is it a tensor type (torch is not imported here: a tensor is what has storage and a shape)
+_TENSOR_TYPE: dict[type, bool] = {}
+
+
 def _is_tensor(value: Any) -> bool:
-    return hasattr(value, "untyped_storage") and hasattr(value, "shape")
+    kind = type(value)
+    known = _TENSOR_TYPE.get(kind)
+    if known is None:
+        known = _TENSOR_TYPE[kind] = hasattr(kind, "untyped_storage") and hasattr(kind, "shape")
+    return known
 
 
 # ---------------------------------------------------------------------------

@@ -9,14 +9,11 @@ No Rich here: rendering lives in ``shapetrace.render``.
 
 from __future__ import annotations
 
-import functools
-import linecache
 import math
 import os
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 from shapetrace.engine import axes as ax
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo
 from shapetrace.engine.ops import (
     ADDITIVE,
     CHEAP,
@@ -38,98 +36,13 @@ from shapetrace.engine.ops import (
     record_params,
 )
 from shapetrace.engine.propagate import fits
+from shapetrace.engine.sites import forget_cwd, plumbing, remember_cwd, site
 from shapetrace.engine.vocabulary import FUSED_PARTS, canonical, canonical_dims, projection_kind
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # shapetrace/
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-#: Files inside the package whose lines are model code a user should see.
-MODEL_FILES = {os.path.join(_PKG_DIR, "attention", name) for name in ("reference.py", "variants.py", "broken.py")}
-_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
-_SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-#: Code objects where the user's stack ends (the script runner's exec frame).
-STACK_ROOTS: set = set()
-
-
-@dataclass
-class TensorInfo:
-    """What torch says about one tensor, plus its axis names."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    storage_offset: int
-    dtype: str
-    contiguous: bool
-    dims: tuple[str | None, ...]
-    device: str = "cpu"
-    nbytes: int = 0
-    axes: tuple[Axis, ...] = field(default=(), repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "stride": list(self.stride), "dims": list(self.dims),
-                "contiguous": self.contiguous, "storage_offset": self.storage_offset,
-                "dtype": self.dtype}
-
-
-@dataclass
-class Event:
-    """One recorded call: the op, where the user wrote it, and its operands and results."""
-
-    index: int
-    op: str
-    source: str
-    code: str
-    function: str
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
-    args: str = ""
-    view: bool = False
-    noop: bool = False
-    alloc_bytes: int = 0
-    copy_bytes: int = 0
-    params: dict[str, Any] = field(default_factory=dict)
-    stack: tuple[str, ...] = field(default=(), repr=False)
-    error: str | None = None
-    module: str = ""            # the module path it ran in (``h.3.attn``), "" outside any module
-    projections: tuple[str | None, ...] = ()   # q, k or v: which projection each operand came from
-
-    @property
-    def output(self) -> TensorInfo | None:
-        return self.outputs[0] if self.outputs else None
-
-    @property
-    def hidden_copies(self) -> list:
-        """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        if self.op != "matmul" or self.error:
-            return []
-        from shapetrace.engine.hidden import matmul_hidden_copies
-
-        return matmul_hidden_copies(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = self.output
-        d: dict[str, Any] = {
-            "index": self.index, "op": self.op, "source": self.source, "code": self.code,
-            "function": self.function, "args": self.args,
-            "inputs": [t.to_dict() for t in self.inputs],
-            "output": out.to_dict() if out else None,
-            "view": self.view, "noop": self.noop,
-            "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "module": self.module,
-        }
-        if len(self.outputs) > 1:
-            d["outputs"] = [t.to_dict() for t in self.outputs]
-        if self.params:
-            d["params"] = self.params
-        hidden = self.hidden_copies
-        if hidden:
-            d["hidden_copies"] = [{"operand": c.operand, "before": c.before.to_dict(), "after": c.after.to_dict(),
-                                   "bytes": c.nbytes, "reason": c.reason} for c in hidden]
-        if self.error:
-            d["error"] = self.error
-        return d
 
 
 class _Recorder(TorchFunctionMode):
@@ -263,7 +176,7 @@ def _einops_pattern() -> tuple[int, list[list[str]] | None] | None:
     """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
     ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
     frame = sys._getframe(3)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
+    while frame is not None and plumbing(frame.f_code):
         if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
             pattern = frame.f_locals.get("pattern")
             return id(frame), (_einops_groups(pattern) if isinstance(pattern, str) else None)
@@ -329,6 +242,7 @@ class Trace:
         self.dims = self.namer.dims
         order = [canonical_dims({n: 1})[0].popitem()[0] for n in seed_order] if seed_order else list(sizes)
         self.seed_order = order
+        self._name_memo: dict[tuple, tuple] = {}
         self.name_mismatches = 0   # name functions whose axes disagreed with torch's shape (a bug: tested to be 0)
         self._sequences: dict[int, str] = {}   # id of each entering token tensor -> T or S
         self._attention_outputs: list[tuple[int, torch.Tensor]] = []   # checked for NaN rows at exit
@@ -342,7 +256,8 @@ class Trace:
         self._module_types: list[str] = []
         self._module_names: dict[int, str] = {}
         self._hooks: list = []
-        self.events: list[Event] = []
+        self._records: list = []   # an Event, or the raw tuple it is made from on first read (:meth:`_event`)
+        self._made = 0               # records before this index are Events
         self.exception: BaseException | None = None
         self.meta_note: str | None = None
         self.title: str = "traced forward pass"
@@ -360,6 +275,7 @@ class Trace:
             raise UsageError("this trace is already recording: a trace can be entered once at a time "
                              "(start another with shapetrace.trace())")
         self._mode = _Recorder(self)
+        remember_cwd()
         self._mode.__enter__()
         _ACTIVE.append(self)
         self._hooks = _module_hooks(self)
@@ -368,6 +284,7 @@ class Trace:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+            forget_cwd()
         for hook in self._hooks:
             hook.remove()
         self._hooks, self._modules = [], []
@@ -380,10 +297,26 @@ class Trace:
         self.exception = exc
         failed = self._unrecorded_failure
         if exc is not None and failed is not None and failed[0] is exc:
-            failed[1].index = len(self.events)
-            self.events.append(failed[1])
+            self._records.append(failed[1])
             self._diagnostics = None
         self._unrecorded_failure = None
+
+    # -- events ------------------------------------------------------------
+    @property
+    def events(self) -> list[Event]:
+        """Every recorded call, in order. The tracer keeps what torch said at call time; the events
+        are made from it on first read (labels, source text and argument text later still)."""
+        records = self._records
+        for i in range(self._made, len(records)):
+            if type(records[i]) is tuple:
+                records[i] = self._event(i, records[i])
+        self._made = len(records)
+        return records
+
+    @events.setter
+    def events(self, value: list[Event]) -> None:
+        self._records = list(value)
+        self._made = len(self._records)
 
     # -- names ---------------------------------------------------------------
     def set_names(self, tensor: torch.Tensor, names: Sequence[str | None]) -> None:
@@ -461,15 +394,13 @@ class Trace:
             key = id(tensor)
             self._tags[key] = (weakref.ref(tensor, lambda _r, k=key: self._tags.pop(k, None)), tag)
 
-    def _tag_outputs(self, call: Call, outs: Sequence[torch.Tensor], out_axes) -> None:
+    def _tag_outputs(self, call: Call, outs: Sequence[torch.Tensor], input_tags) -> None:
         """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
         into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
-        if not outs:
-            return
-        if call.op in ("linear", "addmm"):
+        if call.op in PROJECTIONS:
             self._tag(outs[0], self._projection_here(call))
             return
-        tags = {t for t in (self.tag_of(i) for i in call.inputs) if t}
+        tags = {t for t in input_tags or () if t}
         if len(tags) != 1 or call.op in ("matmul", "bmm", "mm", "baddbmm", "einsum", "scaled_dot_product_attention"):
             return
         tag = tags.pop()
@@ -511,7 +442,7 @@ class Trace:
         on = "scores" if {"query", "key"} <= roles else self.tag_of(tensor)
         if on in ("scores", "q", "k"):
             factor = 1 / number if "div" in op else float(number)
-            self.scalings.append({"event": max(len(self.events) - 1, 0), "factor": factor, "on": on})
+            self.scalings.append({"event": max(len(self._records) - 1, 0), "factor": factor, "on": on})
 
     def _carry_names(self, spec: OpSpec, args, kwargs, result) -> None:
         """Ops without a row: elementwise ones pass names on by broadcasting; unknown ones name nothing.
@@ -527,52 +458,74 @@ class Trace:
                 self._store(out, ax.unknown_axes(tuple(out.shape)))
                 continue
             inputs = operands_of(spec, args, kwargs)
-            call = Call(spec.name, args, kwargs, inputs, [self.axes_of(t) for t in inputs], [tuple(out.shape)],
-                        self.namer)
-            self._store(out, self._checked(spec, call, [out])[0])
+            in_axes = [self.axes_of(t) for t in inputs]
+            self._store(out, self._names_of(spec, args, kwargs, inputs, in_axes, [tuple(out.shape)], {})[0])
 
     # -- recording -----------------------------------------------------------
     def _record(self, spec: OpSpec, func, args, kwargs):
         inputs = operands_of(spec, args, kwargs)
-        einops_call = self._einops_step(inputs)
+        einops_call = self._einops_step(inputs) if "einops" in sys.modules or self._einops_pending else None
         in_axes = [self.axes_of(t) for t in inputs]
-        frame_info = _user_frame()
+        where = site(2)
         params = record_params(spec, args, kwargs)
+        frozen = freeze_args(args, kwargs)
         try:
             result = _call(spec.name, func, args, kwargs)
         except Exception as exc:
-            self._append(spec, frame_info, inputs, in_axes, [], [], args, kwargs, params, error=exc)
+            tags = tuple(self.tag_of(t) for t in inputs) if self._tags else None
+            self._append(spec, where, inputs, in_axes, [], [], frozen, params, tags, error=exc)
             raise
         outs = _tensor_outputs(result)
-        call = Call(spec.name, args, kwargs, inputs, in_axes, [tuple(o.shape) for o in outs], self.namer, params)
-        out_axes = self._checked(spec, call, outs)
+        shapes = [tuple(o.shape) for o in outs]
+        out_axes = self._names_of(spec, args, kwargs, inputs, in_axes, shapes, params, frozen)
         for o, a in zip(outs, out_axes):
             if not (spec.inplace and any(o is t for t in inputs)):
                 self._store(o, a)
-        self._tag_outputs(call, outs, out_axes)
-        if spec.name in VALUE_CHECKED and outs and outs[0].device.type != "meta":
-            self._attention_outputs.append((len(self.events), outs[0]))   # read once, after the run
-        self._append(spec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params, result=result)
-        self._einops_after(einops_call, outs)
+        tags = tuple(self.tag_of(t) for t in inputs) if self._tags else None
+        if outs and (tags or spec.name in PROJECTIONS):
+            self._tag_outputs(Call(spec.name, args, kwargs, inputs, in_axes, shapes, self.namer, params), outs, tags)
+        if spec.name in VALUE_CHECKED and outs and not outs[0].is_meta:
+            self._attention_outputs.append((len(self._records), outs[0]))   # read once, after the run
+        self._append(spec, where, inputs, in_axes, outs, out_axes, frozen, params, tags)
+        if einops_call is not None:
+            self._einops_after(einops_call, outs)
         return result
 
-    def _checked(self, spec: OpSpec, call: Call, outs: Sequence[torch.Tensor]) -> list[tuple[Axis, ...]]:
+    def _names_of(self, spec: OpSpec, args, kwargs, inputs, in_axes, shapes, params, frozen=None) -> list:
+        """The names of each output, remembered for the rest of the run: a name rule is a function of
+        the op, its operands' axes, its arguments (tensors by shape, dtype and kind: ``frozen``) and
+        torch's output shapes, so the same call in the next layer is answered without running it again."""
+        if spec.names is None or not shapes:
+            return [ax.unknown_axes(s) for s in shapes]
+        try:
+            key = (spec.name, tuple(in_axes), frozen or freeze_args(args, kwargs), tuple(shapes),
+                   freeze(params) if params else None)
+            hit = self._name_memo.get(key)
+        except TypeError:   # an argument that cannot be hashed: computed afresh
+            key = hit = None
+        if hit is not None:
+            self.name_mismatches += hit[1]
+            return hit[0]
+        before = self.name_mismatches
+        found = self._checked(spec, Call(spec.name, args, kwargs, inputs, in_axes, shapes, self.namer, params))
+        if key is not None:
+            self._name_memo[key] = (found, self.name_mismatches - before)
+        return found
+
+    def _checked(self, spec: OpSpec, call: Call) -> list[tuple[Axis, ...]]:
         """The registry's names for each output, kept only where they fit torch's own shape."""
-        unnamed = [ax.unknown_axes(tuple(o.shape)) for o in outs]
-        if spec.names is None or not outs:
-            return unnamed
         try:
             found = spec.names(call)
         except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
             found = None   # arguments in a form the name rule does not read: unnamed, never guessed
         found = found if isinstance(found, list) else [found]
         checked = []
-        for axes, out, fallback in zip(found + [None] * len(outs), outs, unnamed):
-            if axes is not None and fits(axes, tuple(out.shape)):
+        for axes, shape in zip(found + [None] * len(call.shapes), call.shapes):
+            if axes is not None and fits(axes, shape):
                 checked.append(tuple(axes))
             else:
                 self.name_mismatches += axes is not None
-                checked.append(fallback)
+                checked.append(ax.unknown_axes(shape))
         return checked
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
@@ -580,39 +533,40 @@ class Trace:
         event, added to the table only if this exception ends the traced block."""
         inputs = list(_tensors_in(args, kwargs))
         in_axes = [self.axes_of(t) for t in inputs]
-        source, code, function, stack = _user_frame()
-        event = Event(index=-1, op=op.strip("_") or op, source=source, code=code, function=function,
-                      stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)], outputs=[],
-                      args=_format_args(op, args, kwargs), error=f"{type(exc).__name__}: {exc}")
-        self._unrecorded_failure = (exc, event)
+        raw = (op.strip("_") or op, site(2), self._modules[-1] if self._modules else "",
+               [_raw_info(t, a) for t, a in zip(inputs, in_axes)], [], {}, freeze_args(args, kwargs),
+               (None,) * len(inputs), (False, False, 0, 0), f"{type(exc).__name__}: {exc}")
+        self._unrecorded_failure = (exc, raw)
 
-    def _append(self, spec: OpSpec, frame_info, inputs, in_axes, outs, out_axes, args, kwargs, params,
-                result=None, error: BaseException | None = None) -> None:
-        source, code, function, stack = frame_info
-        event = Event(
-            index=len(self.events), op=spec.name, source=source, code=code, function=function,
-            stack=stack, inputs=[self._info(t, a) for t, a in zip(inputs, in_axes)],
-            outputs=[self._info(t, a) for t, a in zip(outs, out_axes)],
-            args=_format_args(spec.name, args, kwargs), params=params,
-            module=self._modules[-1] if self._modules else "",
-            projections=tuple(self.tag_of(t) for t in inputs),
-        )
-        if error is not None:
-            event.error = f"{type(error).__name__}: {error}"
-        else:
-            _memory_verdict(event, spec, inputs, outs)
-        self.events.append(event)
+    def _append(self, spec: OpSpec, where, inputs, in_axes, outs, out_axes, frozen, params, tags=None,
+                error: BaseException | None = None) -> None:
+        """What torch says about this call, read now; the :class:`Event` is made from it on first read."""
+        self._records.append((
+            spec.name, where, self._modules[-1] if self._modules else "",
+            [_raw_info(t, a) for t, a in zip(inputs, in_axes)], [_raw_info(t, a) for t, a in zip(outs, out_axes)],
+            params, frozen, tags or (None,) * len(inputs),
+            (False, False, 0, 0) if error is not None else _memory_verdict(spec, inputs, outs),
+            None if error is None else f"{type(error).__name__}: {error}",
+        ))
         self._diagnostics = None
 
-    def _info(self, t: torch.Tensor, axes: tuple[Axis, ...]) -> TensorInfo:
-        if len(axes) != t.dim() or ax.sizes_of(axes) != tuple(t.shape):
-            axes = ax.unknown_axes(tuple(t.shape))
-        return TensorInfo(
-            shape=tuple(t.shape), stride=tuple(t.stride()), storage_offset=t.storage_offset(),
-            dtype=str(t.dtype).replace("torch.", ""), contiguous=t.is_contiguous(),
-            dims=tuple(self.namer.label(a) for a in axes), device=t.device.type,
-            nbytes=t.numel() * t.element_size(), axes=axes,
-        )
+    def _event(self, index: int, raw: tuple) -> Event:
+        op, where, module, ins, outs, params, frozen, projections, memory, error = raw
+        view, noop, alloc, copied = memory
+        return Event(index, op, None, None, None, [self._tensor_info(r) for r in ins],
+                     [self._tensor_info(r) for r in outs], None, view, noop, alloc, copied, params, None, error,
+                     module, projections, where, (op, *frozen))
+
+    def info(self, tensor: torch.Tensor) -> TensorInfo:
+        """What torch says about ``tensor`` now, with the names this trace gives its axes."""
+        return self._tensor_info(_raw_info(tensor, self.axes_of(tensor)))
+
+    def _tensor_info(self, raw: tuple) -> TensorInfo:
+        shape, stride, offset, dtype, contiguous, device, axes = raw
+        if len(axes) != len(shape) or ax.sizes_of(axes) != shape:
+            axes = ax.unknown_axes(shape)
+        return TensorInfo(shape, stride, offset, _DTYPE_NAMES.get(dtype) or _dtype_name(dtype), contiguous, None,
+                          device.type, math.prod(shape) * dtype.itemsize, axes, self.namer)
 
     def _einops_step(self, inputs) -> tuple | None:
         """Before an op: the einops call it belongs to. The ops of one call form a chain (each reads
@@ -628,7 +582,7 @@ class Trace:
 
     def _einops_after(self, call: tuple | None, outs) -> None:
         if call is not None and len(outs) == 1:
-            self._einops_pending = (call[0], weakref.ref(outs[0]), len(self.events) - 1, call[1])
+            self._einops_pending = (call[0], weakref.ref(outs[0]), len(self._records) - 1, call[1])
 
     def _finish_pattern(self) -> None:
         """The pattern's output: an axis it calls heads that holds tokens is a contradiction
@@ -663,7 +617,7 @@ class Trace:
     def _info_like(self, info: TensorInfo, axes: tuple[Axis, ...]) -> TensorInfo:
         from dataclasses import replace
 
-        return replace(info, dims=tuple(self.namer.label(a) for a in axes), axes=axes)
+        return replace(info, dims=None, axes=axes, namer=self.namer)
 
     def _check_values(self) -> None:
         """NaN rows of every traced softmax or SDPA output, computed once after the run (never per op,
@@ -723,14 +677,15 @@ class Trace:
     def __repr__(self) -> str:
         errors = sum(d.severity == "error" for d in self.diagnostics)
         warnings = sum(d.severity == "warning" for d in self.diagnostics)
-        return (f"<Trace: {len(self.events)} op{'s' * (len(self.events) != 1)}, "
+        n = len(self._records)
+        return (f"<Trace: {n} op{'s' * (n != 1)}, "
                 f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self._records)
 
 
 _ACTIVE: list[Trace] = []
@@ -768,6 +723,8 @@ def _tensors_in(args, kwargs) -> Iterator[torch.Tensor]:
 #: elementwise ops that scale scores by a number (the 1/√d_k of attention)
 SCALING_OPS = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__",
                          "__rmul__", "__imul__", "mul_"})
+#: ops that project features (their output is tagged q, k or v from the module they run in)
+PROJECTIONS = frozenset({"linear", "addmm"})
 #: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
 VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
 
@@ -792,59 +749,6 @@ def _tensor_outputs(result) -> list[torch.Tensor]:
     return []
 
 
-_INTERNAL_CACHE: dict[str, bool] = {}
-
-
-def _is_internal(filename: str) -> bool:
-    hit = _INTERNAL_CACHE.get(filename)
-    if hit is None:
-        path = os.path.abspath(filename) if not filename.startswith("<") else filename
-        hit = (path.startswith(_TORCH_DIR + os.sep) or f"{os.sep}einops{os.sep}" in path
-               or (path.startswith(_PKG_DIR + os.sep) and path not in MODEL_FILES
-                   and f"{os.sep}lessons{os.sep}" not in path)
-               or path.startswith("<frozen") or _is_stdlib(path))
-        _INTERNAL_CACHE[filename] = hit
-    return hit
-
-
-def _is_stdlib(path: str) -> bool:
-    """Python's own library (runpy, functools...) is plumbing; site-packages is user code."""
-    return path.startswith(_STDLIB_DIR + os.sep) and not path.startswith(_SITE_DIRS) \
-        and f"{os.sep}site-packages{os.sep}" not in path
-
-
-def _user_frame() -> tuple[str, str, str, tuple[str, ...]]:
-    frame = sys._getframe(3)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = None if frame.f_code in STACK_ROOTS else frame.f_back
-    if frame is None:
-        return "?", "", "", ()
-    filename, lineno = frame.f_code.co_filename, frame.f_lineno
-    code = linecache.getline(filename, lineno).strip()
-    stack = []
-    f = frame
-    while f is not None and f.f_code not in STACK_ROOTS:
-        if not _is_internal(f.f_code.co_filename):
-            stack.append(getattr(f.f_code, "co_qualname", f.f_code.co_name))
-        f = f.f_back
-    return f"{display_path(filename)}:{lineno}", code, stack[0] if stack else "", tuple(stack)
-
-
-def display_path(filename: str) -> str:
-    """``shapetrace/attention/reference.py`` for our model code, a path relative to the cwd when under it."""
-    return _display_path(filename, os.getcwd())
-
-
-@functools.lru_cache(maxsize=1024)
-def _display_path(filename: str, cwd: str) -> str:
-    path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    if path.startswith(_PKG_DIR + os.sep):
-        return "shapetrace/" + os.path.relpath(path, _PKG_DIR).replace(os.sep, "/")
-    if path.startswith(cwd + os.sep):
-        return os.path.relpath(path, cwd)
-    return path
-
-
 def _storage_ptr(t: torch.Tensor) -> int:
     try:
         return t.untyped_storage().data_ptr()
@@ -863,48 +767,71 @@ def _shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
     return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
 
 
-def _memory_verdict(event: Event, spec: OpSpec, inputs, outs) -> None:
-    """View, copy, new buffer or no-op, from the registry's kind and torch's storage."""
+def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, int, int]:
+    """(view, no-op, bytes allocated, bytes copied), from the registry's kind and torch's storage."""
     if not outs:
-        return
+        return False, False, 0, 0
     if all(any(o is i for i in inputs) for o in outs):
-        event.view, event.noop = True, True   # contiguous() on a contiguous tensor, eval dropout, in-place fill
-        return
+        return True, True, 0, 0   # contiguous() on a contiguous tensor, eval dropout, in-place fill
     if spec.memory in ("view", "maybe") and all(_shares_storage(o, inputs) for o in outs):
-        event.view = True
-        return
-    event.alloc_bytes = sum(o.numel() * o.element_size() for o in outs)
-    if spec.memory in ("view", "maybe", "copy"):
-        event.copy_bytes = event.alloc_bytes
+        return True, False, 0, 0
+    alloc = sum(o.numel() * o.element_size() for o in outs)
+    return False, False, alloc, alloc if spec.memory in ("view", "maybe", "copy") else 0
+
+
+def _raw_info(t: torch.Tensor, axes: tuple[Axis, ...]) -> tuple:
+    """What torch says about ``t`` now (its layout can change later); a :class:`TensorInfo` is made
+    from it when the event is first read."""
+    return tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.is_contiguous(), t.device, axes
 
 
 # ---------------------------------------------------------------------------
-# argument formatting
+# arguments, frozen at call time for the table's text
 # ---------------------------------------------------------------------------
 
-def _format_args(op: str, args, kwargs) -> str:
-    parts = []
-    skip_first = op not in ("cat", "stack", "einsum", "linear")
-    for a in (args[1:] if skip_first else args):
-        parts.append(_short(a))
-    parts += [f"{k}={_short(v)}" for k, v in kwargs.items()]
-    return ", ".join(p for p in parts if p)
+def freeze_args(args, kwargs) -> tuple:
+    """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
+    kind, never its values, and never kept alive. The name memo's key and the table's argument text."""
+    out = []
+    for a in args:   # the common kinds inline: this runs on every recorded call
+        kind = type(a)
+        if kind is int or kind is float or a is None:
+            out.append(a)
+        elif kind is torch.Tensor or kind is _PARAMETER:
+            out.append(ShapeOf((a.shape, a.dtype, a.requires_grad, kind)))
+        else:
+            out.append(freeze(a))
+    return tuple(out), freeze(kwargs) if kwargs else None
 
 
-def _short(a) -> str:
+def freeze(a):
+    kind = type(a)
+    if kind in _PLAIN:
+        return a
     if isinstance(a, torch.Tensor):
-        return "tensor[" + ", ".join(map(str, a.shape)) + "]"
-    if isinstance(a, (list, tuple)):
-        inner = ", ".join(_short(x) for x in a)
-        return f"({inner})" if isinstance(a, tuple) else f"[{inner}]"
-    if isinstance(a, slice):
-        s = "" if a.start is None else str(a.start)
-        e = "" if a.stop is None else str(a.stop)
-        return f"{s}:{e}" + ("" if a.step is None else f":{a.step}")
-    if a is None:
-        return "None"
-    if a is Ellipsis:
-        return "..."
-    if isinstance(a, float) and math.isinf(a):
-        return "-inf" if a < 0 else "inf"
-    return repr(a) if not isinstance(a, (int, float, str, bool)) else str(a) if not isinstance(a, str) else repr(a)
+        return ShapeOf((a.shape, a.dtype, a.requires_grad, kind))
+    if kind is tuple:
+        return tuple(map(freeze, a))
+    if kind is list:
+        return ListOf(map(freeze, a))
+    if isinstance(a, dict):
+        return DictOf((k, freeze(v)) for k, v in a.items())
+    if kind is slice:
+        return SliceOf((freeze(a.start), freeze(a.stop), freeze(a.step)))
+    if isinstance(a, tuple):
+        return tuple(map(freeze, a))
+    return a
+
+
+_PARAMETER = torch.nn.Parameter
+#: types kept as they are (hashable, and read by name rules only as values); bool is an int
+_PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
+                    torch.memory_format, torch.layout})
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name

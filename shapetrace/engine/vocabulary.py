@@ -22,6 +22,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from shapetrace.errors import UsageError
@@ -99,6 +100,7 @@ PROJECTION_NAMES = {
 FUSED_PARTS = {"qkv": ("q", "k", "v"), "kv": ("k", "v")}
 
 
+@functools.lru_cache(maxsize=4096)
 def projection_kind(module_name: str) -> str | None:
     """``self.q_proj`` -> ``q``; ``c_attn`` -> ``qkv``; ``to_kv`` -> ``kv``; anything else None.
 

@@ -1,0 +1,207 @@
+"""The plain data a trace is made of: :class:`TensorInfo` (one tensor) and :class:`Event` (one call).
+
+Both are dataclasses, and the tracer fills them cheaply while the traced code runs: what torch
+says (shapes, strides, offsets, storage) is read at call time, since it can change afterwards;
+what is only *derived* from it is resolved on first read and then kept:
+
+* a tensor's axis labels (``dims``) from its axes and the trace's :class:`~.axes.Namer`;
+* an event's ``source``, ``code``, ``function`` and ``stack`` from the code objects and line
+  number of the call site (:mod:`.sites`);
+* an event's ``args`` text from the arguments, frozen at call time (tensors as their shapes).
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from shapetrace.engine.axes import Axis
+
+
+def _lazy(name: str, resolve: str) -> property:
+    """A dataclass field whose value, when given as None, is computed by ``self.<resolve>()`` on
+    first read (which stores every field it resolves)."""
+    key = "_" + name
+
+    def get(self):
+        value = self.__dict__.get(key)
+        if value is None:
+            getattr(self, resolve)()
+            value = self.__dict__[key]
+        return value
+
+    def set_(self, value):
+        self.__dict__[key] = value
+
+    return property(get, set_)
+
+
+@dataclass
+class TensorInfo:
+    """What torch says about one tensor, plus its axis names."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    storage_offset: int
+    dtype: str
+    contiguous: bool
+    dims: tuple[str | None, ...]
+    device: str = "cpu"
+    nbytes: int = 0
+    axes: tuple[Axis, ...] = field(default=(), repr=False, compare=False)
+    namer: Any = field(default=None, repr=False, compare=False)   # labels ``dims`` when they are left None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "stride": list(self.stride), "dims": list(self.dims),
+                "contiguous": self.contiguous, "storage_offset": self.storage_offset,
+                "dtype": self.dtype}
+
+    def _resolve_dims(self) -> None:
+        namer = self.namer
+        labels = tuple(namer.label(a) for a in self.axes) if namer is not None and self.axes else ()
+        self.dims = labels if len(labels) == len(self.shape) else (None,) * len(self.shape)
+
+
+TensorInfo.dims = _lazy("dims", "_resolve_dims")   # type: ignore[assignment]
+
+
+@dataclass
+class Event:
+    """One recorded call: the op, where the user wrote it, and its operands and results."""
+
+    index: int
+    op: str
+    source: str
+    code: str
+    function: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    args: str = ""
+    view: bool = False
+    noop: bool = False
+    alloc_bytes: int = 0
+    copy_bytes: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    stack: tuple[str, ...] = field(default=(), repr=False)
+    error: str | None = None
+    module: str = ""            # the module path it ran in (``h.3.attn``), "" outside any module
+    projections: tuple[str | None, ...] = ()   # q, k or v: which projection each operand came from
+    site: Any = field(default=None, repr=False, compare=False)        # a :class:`.sites.Site`, resolved lazily
+    raw_args: Any = field(default=None, repr=False, compare=False)    # (op, frozen args, frozen kwargs)
+
+    @property
+    def output(self) -> TensorInfo | None:
+        return self.outputs[0] if self.outputs else None
+
+    @property
+    def hidden_copies(self) -> list:
+        """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
+        if self.op != "matmul" or self.error:
+            return []
+        from shapetrace.engine.hidden import matmul_hidden_copies
+
+        return matmul_hidden_copies(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.output
+        d: dict[str, Any] = {
+            "index": self.index, "op": self.op, "source": self.source, "code": self.code,
+            "function": self.function, "args": self.args,
+            "inputs": [t.to_dict() for t in self.inputs],
+            "output": out.to_dict() if out else None,
+            "view": self.view, "noop": self.noop,
+            "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "module": self.module,
+        }
+        if len(self.outputs) > 1:
+            d["outputs"] = [t.to_dict() for t in self.outputs]
+        if self.params:
+            d["params"] = self.params
+        hidden = self.hidden_copies
+        if hidden:
+            d["hidden_copies"] = [{"operand": c.operand, "before": c.before.to_dict(), "after": c.after.to_dict(),
+                                   "bytes": c.nbytes, "reason": c.reason} for c in hidden]
+        if self.error:
+            d["error"] = self.error
+        return d
+
+    def _resolve_site(self) -> None:
+        from shapetrace.engine.sites import resolve
+
+        self.source, self.code, self.function, self.stack = resolve(self.site)
+
+    def _resolve_args(self) -> None:
+        op, args, kwargs = self.raw_args if self.raw_args is not None else ("", (), None)
+        self.args = format_args(op, args, kwargs)
+
+
+for _name in ("source", "code", "function", "stack"):
+    setattr(Event, _name, _lazy(_name, "_resolve_site"))
+Event.args = _lazy("args", "_resolve_args")   # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------------------
+# argument text: ``view(2, 6, 8, 64)`` -> ``2, 6, 8, 64``
+# ---------------------------------------------------------------------------
+
+class ShapeOf(tuple):
+    """A tensor argument, frozen at call time as ``(shape, dtype, requires_grad, type)``: what a name
+    rule may read of it (a parameter is structure), never its values; the tensor itself is not kept."""
+
+    __slots__ = ()
+
+
+class ListOf(tuple):
+    """A list argument, frozen (hashable) and shown with brackets."""
+
+    __slots__ = ()
+
+
+class DictOf(tuple):
+    """A dict argument, frozen as its ``(key, value)`` pairs."""
+
+    __slots__ = ()
+
+
+class SliceOf(tuple):
+    """A slice, frozen as ``(start, stop, step)`` (slices are hashable only from Python 3.12)."""
+
+    __slots__ = ()
+
+
+def format_args(op: str, args, kwargs) -> str:
+    """The arguments as the table shows them (the first tensor is the row's input, so it is left out)."""
+    parts = []
+    skip_first = op not in ("cat", "stack", "einsum", "linear")
+    for a in (args[1:] if skip_first else args):
+        parts.append(_short(a))
+    parts += [f"{k}={_short(v)}" for k, v in dict(kwargs or ()).items()]
+    return ", ".join(p for p in parts if p)
+
+
+def _short(a) -> str:
+    if isinstance(a, ShapeOf):
+        return "tensor[" + ", ".join(map(str, a[0])) + "]"
+    if isinstance(a, SliceOf):
+        a = slice(*a)
+    if isinstance(a, (list, ListOf)):
+        return "[" + ", ".join(_short(x) for x in a) + "]"
+    if isinstance(a, tuple) and not isinstance(a, DictOf):
+        return "(" + ", ".join(_short(x) for x in a) + ")"
+    if isinstance(a, DictOf):
+        a = dict(a)
+    if isinstance(a, slice):
+        s = "" if a.start is None else str(a.start)
+        e = "" if a.stop is None else str(a.stop)
+        return f"{s}:{e}" + ("" if a.step is None else f":{a.step}")
+    if a is None:
+        return "None"
+    if a is Ellipsis:
+        return "..."
+    if isinstance(a, float) and math.isinf(a):
+        return "-inf" if a < 0 else "inf"
+    if isinstance(a, str):
+        return repr(a)
+    return str(a) if isinstance(a, (int, float, bool)) else repr(a)
