@@ -138,6 +138,47 @@ def test_first_check_of_the_starter_shows_no_line_of_the_solution(ex, verdicts):
     assert "the reference, traced" not in shown and "reference:" not in shown
 
 
+def _starter_fixes(ex) -> dict[str, set[str]]:
+    """The fix of each diagnostic the starter triggers, traced here on inputs drawn as a check draws them."""
+    import random
+
+    from shapetrace.exercises import inputs as inp
+    from shapetrace.exercises.calls import call, load_function
+
+    fn = load_function(str(ex.starter), ex.function)
+    out: dict[str, set[str]] = {}
+    for case in inp.draw(ex.inputs, random.Random(SEED)):
+        got = call(fn, case.fresh(), case.names, case.dims)
+        for d in got.trace.diagnostics if got.trace is not None else []:
+            if d.fix:
+                out.setdefault(d.kind, set()).add(d.fix)
+    return out
+
+
+def test_first_check_of_a_starter_never_shows_the_fix_of_the_diagnostics_it_triggers(verdicts):
+    import json
+
+    from conftest import render
+
+    from shapetrace.render.exercise import verdict_view
+
+    checked = []
+    for ex in (e for e in EXERCISES if e.kind != "test"):
+        v = verdicts[(ex.id, "starter")]
+        shown = " ".join(render(verdict_view(v, "starter.py"), width=200).split())
+        as_json = json.dumps(v, ensure_ascii=False)
+        fixes = _starter_fixes(ex)
+        for d in v["diagnostics"]:
+            assert set(d) == {"severity", "kind", "event", "message"}, d
+            assert d["message"] and " ".join(d["message"].split()) in shown
+            for fix in fixes.get(d["kind"], ()):
+                for sentence in re.split(r"(?<=[.:;])\s+", fix):
+                    assert " ".join(sentence.split()) not in shown, (ex.id, sentence, shown)
+                    assert sentence not in as_json, (ex.id, sentence)
+                checked.append((ex.id, d["kind"]))
+    assert len({ex_id for ex_id, _ in checked}) >= 4, checked   # split-heads, merge-heads, einops-split, masks
+
+
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_hints_escalate_from_a_question(ex):
     assert "?" in ex.hints[0], ex.hints[0]

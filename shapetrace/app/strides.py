@@ -279,5 +279,5 @@ def _add_notes(trace: Trace, results: list[StepResult]) -> None:
             r.notes.append(f"{e.op} copied {fmt_bytes(e.copy_bytes)} without saying so: a view is impossible "
                            "here (the strides do not chain), so view() would have raised instead")
         for d in by_event.get(e.index, []):  # events count from 0, steps from 1
-            message = d.message.replace(f"{e.op} #{e.index}", f"step {r.number} ({e.op})")
+            message = d.text.replace(f"{e.op} #{e.index}", f"step {r.number} ({e.op})")
             r.notes.append(f"{d.severity} {d.kind}: {message}")

@@ -65,23 +65,24 @@ MIX_ORDER = {"error": 0, "warning": 1, "windows": 2}
 
 def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnostic:
     if kind == "error":
-        return Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label))
+        return Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label), _mixed_fix(e, label))
     if kind == "warning":
-        return Diagnostic("warning", "tokens-merged-with-features", e.index, _merged_message(e, i, label))
+        return Diagnostic("warning", "tokens-merged-with-features", e.index, _merged_message(e, i, label), (
+            "In attention it usually means the heads were merged without moving the tokens back in front: "
+            "transpose(1, 2) before .contiguous().view(B, T, D)."))
     src, o = e.inputs[0], e.outputs[0]
     return Diagnostic("note", "tokens-regrouped-with-batch", e.index, (
         f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
         f"axis {i} groups blocks of tokens (with batch entries, if any). That is how windowed attention "
-        "(Swin's windows, local chunks) batches its windows; if the code meant to go sequence-first, "
-        "that is transpose(0, 1), not a view."))
+        "(Swin's windows, local chunks) batches its windows."),
+        "If the code meant to go sequence-first, that is transpose(0, 1), not a view.")
 
 
 def _merged_message(e: Event, i: int, label: str | None) -> str:
     src, o = e.inputs[0], e.outputs[0]
     return (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
             f"flattens {_plain(label)} into one axis, so each of its entries is a (token, feature) pair. "
-            "That is fine as a layout exercise; in attention it usually means the heads were merged "
-            "without moving the tokens back in front: transpose(1, 2) before .contiguous().view(B, T, D).")
+            "That is fine as a layout exercise.")
 
 
 def projection_over_tokens(trace: Trace) -> list[Diagnostic]:
@@ -95,8 +96,9 @@ def projection_over_tokens(trace: Trace) -> list[Diagnostic]:
             out.append(Diagnostic("error", "projection-over-tokens", e.index, (
                 f"linear #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
                 f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
-                "into each output feature. Its input should be [B, T, D]; after attention, move the "
-                "heads back behind the tokens with transpose(1, 2) before merging them.")))
+                "into each output feature."), (
+                "Its input should be [B, T, D]; after attention, move the heads back behind the tokens "
+                "with transpose(1, 2) before merging them.")))
     return out
 
 
@@ -106,15 +108,18 @@ def _mixed_message(e: Event, i: int, label: str | None) -> str:
     msg = (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
            f"axis {i} (size {o.shape[i]}) holds pieces of {parts}, so its entries mix ")
     msg += "batch entries and tokens" if set(parts.split(" and ")) <= TOKEN_ROOTS else "different tokens together"
-    msg += ". The tensor has the right shape but the wrong contents. "
-    src_dims = set(src.dims)
+    return msg + ". The tensor has the right shape but the wrong contents."
+
+
+def _mixed_fix(e: Event, label: str | None) -> str:
+    parts, src_dims = _plain(label), e.inputs[0].dims
     if "B" in parts and "T" in parts and not ({"H", "d_k", "D"} & set(parts.split(" and "))):
-        return msg + "To swap the batch and sequence axes, use transpose(0, 1); view/reshape never move data."
-    if "H" in src_dims and "T" in src_dims and src.dims.index("H") < src.dims.index("T"):
-        return msg + ("Merge heads by moving them back behind the tokens first: "
-                      "transpose(1, 2) to [B, T, H, d_k], then .contiguous().view(B, T, D).")
-    return msg + ("Split the features where they are: view(B, T, H, d_k), then transpose(1, 2) "
-                  "to move the heads ahead of the tokens.")
+        return "To swap the batch and sequence axes, use transpose(0, 1); view/reshape never move data."
+    if "H" in src_dims and "T" in src_dims and src_dims.index("H") < src_dims.index("T"):
+        return ("Merge heads by moving them back behind the tokens first: "
+                "transpose(1, 2) to [B, T, H, d_k], then .contiguous().view(B, T, D).")
+    return ("Split the features where they are: view(B, T, H, d_k), then transpose(1, 2) "
+            "to move the heads ahead of the tokens.")
 
 
 def head_split_order(trace: Trace) -> list[Diagnostic]:
@@ -132,8 +137,8 @@ def head_split_order(trace: Trace) -> list[Diagnostic]:
                 f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
                 f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
                 "consistent, so a model trained this way works: the projections learn any fixed "
-                "permutation of features. It does break loading pretrained weights, which assume "
-                "view(B, T, H, d_k).")))
+                "permutation of features. It does break loading pretrained weights."),
+                "To load them, split as view(B, T, H, d_k)."))
     return out
 
 
@@ -170,8 +175,8 @@ def contraction(trace: Trace) -> list[Diagnostic]:
                 out.append(Diagnostic("error", "contracts-different-axes", e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
                     f"sums over {la} of the first with {lb} of the second: different axes that only "
-                    f"happen to have the same size ({a.shape[-1]}). "
-                    f"If this is q @ k, transpose k first: q @ k.transpose(-2, -1).")))
+                    f"happen to have the same size ({a.shape[-1]})."),
+                    "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."))
                 break
     return out
 
@@ -194,7 +199,9 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
                 out.append(Diagnostic("error", "batch-mismatch", e.index, (
                     f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
                     f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
-                    "slices are multiplied together.")))
+                    "slices are multiplied together."),
+                    "Put the batch axes of both operands in the same order (permute or transpose one of "
+                    "them) before multiplying."))
                 break
         tokens = [lab for lab in o.dims[:nb] if lab and trace.namer.role(lab) == "tokens"]
         rows_cols = [lab for lab in o.dims[nb:]]
@@ -203,8 +210,9 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
                 f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
-                f"mix tokens, but here each token only sees its own heads. The heads were never moved "
-                "ahead of the tokens: after view(B, T, H, d_k), call transpose(1, 2).")))
+                f"mix tokens, but here each token only sees its own heads."),
+                "The heads were never moved ahead of the tokens: after view(B, T, H, d_k), call "
+                "transpose(1, 2)."))
     return out
 
 
@@ -227,8 +235,8 @@ def softmax_axis(trace: Trace) -> list[Diagnostic]:
             out.append(Diagnostic("error", "softmax-wrong-axis", e.index, (
                 f"softmax #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
                 f"{roles[dim] or 'not a token axis'}) of the scores {fmt_named(t.dims, t.shape)}; each query's "
-                f"weights must sum to 1 over the keys, axis {key - len(t.shape)}. "
-                f"Use softmax(scores, dim=-1).")))
+                f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
+                "Use softmax(scores, dim=-1)."))
     return out
 
 
@@ -241,8 +249,9 @@ def ambiguous_sizes(trace: Trace) -> list[Diagnostic]:
         return []
     pairs = ", ".join(f"{a} = {b} = {trace.dims[a]}" for a, b in clashes)
     return [Diagnostic("note", "ambiguous-sizes", None, (
-        f"{pairs}: names found from sizes alone are ambiguous. Use distinct sizes, or name the input "
-        "explicitly with shapetrace.name(x, \"B T D\"); names then flow from op to op."))]
+        f"{pairs}: names found from sizes alone are ambiguous."),
+        "Use distinct sizes, or name the input explicitly with shapetrace.name(x, \"B T D\"); names then "
+        "flow from op to op.")]
 
 
 #: the kind of diagnostic for each role the key axis of an attention can wrongly have
@@ -274,8 +283,9 @@ def attention_key_axis(trace: Trace) -> list[Diagnostic]:
         out.append(Diagnostic("error", kind, e.index, (
             f"{e.op} #{e.index} computes scores {fmt_named(o.dims, o.shape)} whose key axis is {cols} ({what}): "
             f"each query weighs {what} instead of the other tokens, and the tokens sit in the batch axes "
-            f"{fmt_named(o.dims[:-2], o.shape[:-2])}. Split the heads with view(B, T, H, d_k), move them "
-            "ahead of the tokens with transpose(1, 2), and multiply [B, H, T, d_k] @ [B, H, d_k, T].")))
+            f"{fmt_named(o.dims[:-2], o.shape[:-2])}."),
+            "Split the heads with view(B, T, H, d_k), move them ahead of the tokens with transpose(1, 2), "
+            "and multiply [B, H, T, d_k] @ [B, H, d_k, T]."))
     return out
 
 
@@ -299,8 +309,8 @@ def attention_over_features(trace: Trace) -> list[Diagnostic]:
             out.append(Diagnostic("error", "attends-over-features", e.index, (
                 f"softmax #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
                 f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
-                "mixes features, not tokens. Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on "
-                "[B, H, T, d_k] tensors.")))
+                "mixes features, not tokens."),
+                "Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on [B, H, T, d_k] tensors."))
     return out
 
 
@@ -313,7 +323,7 @@ def pattern_contradictions(trace: Trace) -> list[Diagnostic]:
         out.append(Diagnostic("error", "mixed-axis", e.index, (
             f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
             "holds pieces of the tokens: the pattern split T, not the features. Each 'head' is a block of "
-            "tokens and attention never crosses blocks. Split the features: 'b n (h d) -> b h n d'.")))
+            "tokens and attention never crosses blocks."), "Split the features: 'b n (h d) -> b h n d'."))
     return out
 
 
@@ -329,7 +339,7 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
                 f"{fmt_named(b.dims, b.shape)}: the scores' rows are key tokens and their columns query tokens, "
                 "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "
-                "key. Put the queries first: scores = q @ k.transpose(-2, -1).")))
+                "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
 

@@ -9,12 +9,31 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "note": 2}
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One finding: how bad, what kind, at which event, and what to do."""
+    """One finding: how bad, what kind, at which event, what is wrong and how to repair it.
+
+    ``message`` says observably what is wrong (which op, which axis holds what); it never prescribes a
+    fix, so an exercise can show it before the learner has thought. ``fix`` says how to repair it
+    ("" when there is nothing to repair, as for most notes).
+
+    >>> d = Diagnostic("error", "softmax-wrong-axis", 3, "softmax #3 normalises over the queries.",
+    ...                "Use softmax(scores, dim=-1).")
+    >>> d.text
+    'softmax #3 normalises over the queries. Use softmax(scores, dim=-1).'
+    """
 
     severity: str
     kind: str
     event: int | None
     message: str
+    fix: str = ""
+
+    @property
+    def text(self) -> str:
+        """What a user reads: the message, then the fix (on a new line when either spans lines)."""
+        if not self.fix:
+            return self.message
+        return self.message + ("\n" if "\n" in self.message + self.fix else " ") + self.fix
 
     def to_dict(self) -> dict:
-        return {"severity": self.severity, "kind": self.kind, "event": self.event, "message": self.message}
+        return {"severity": self.severity, "kind": self.kind, "event": self.event, "message": self.message,
+                "fix": self.fix}

@@ -54,7 +54,7 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
                 f"{e.op} #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
-                "the padding keys. A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :].")))
+                "the padding keys."), "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."))
     return out
 
 
@@ -83,26 +83,26 @@ def nan_rows(trace: Trace) -> list[Diagnostic]:
     return [Diagnostic("error", "nan-rows", where, (
         f"{what}. Every key of these queries is "
         "masked, so softmax computes exp(-inf) / sum(exp(-inf)) = 0 / 0. The NaN then spreads into "
-        "the output and, in training, into every gradient. Fix: give every query one visible key "
-        "(pad on the right with a causal mask), or zero the fully masked rows after softmax "
-        "(--safe-softmax shows it; F.scaled_dot_product_attention in this torch returns zeros for such rows).")
-    )]
+        "the output and, in training, into every gradient."), (
+        "Fix: give every query one visible key (pad on the right with a causal mask), or zero the fully "
+        "masked rows after softmax (--safe-softmax shows it; F.scaled_dot_product_attention in this torch "
+        "returns zeros for such rows)."))]
 
 
 def view_incompatible(trace: Trace) -> list[Diagnostic]:
     """A view that raised because the strides cannot express the merge (explained by
-    :func:`shapetrace.engine.viewfail.explain_view_error`, from the input's recorded strides)."""
-    from shapetrace.engine.viewfail import explain_view_error, requested_shape
+    :func:`shapetrace.engine.viewfail.view_error_parts`, from the input's recorded strides)."""
+    from shapetrace.engine.viewfail import requested_shape, view_error_parts
 
     out = []
     for e in trace.events:
         if e.op != "view" or not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
         target = requested_shape(e)
-        text = explain_view_error(e.inputs[0], target, trace.namer) if target else ""
+        why, fix = view_error_parts(e.inputs[0], target, trace.namer) if target else ("", "")
         out.append(Diagnostic("error", "view-incompatible", e.index,
-                              f"view #{e.index} raised: " + (text or "these strides cannot express the new "
-                                                             "shape; call .contiguous() first or use .reshape(...).")))
+                              f"view #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
+                              fix or "Call .contiguous() first or use .reshape(...)."))
     return out
 
 
@@ -120,7 +120,7 @@ def scale(trace: Trace) -> list[Diagnostic]:
                 f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
                 f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
                 f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
-                f"√H = {math.sqrt(D / d_k):.3g}. Use scores / math.sqrt(d_k)."))]
+                f"√H = {math.sqrt(D / d_k):.3g}."), "Use scores / math.sqrt(d_k).")]
     return []
 
 
@@ -142,8 +142,8 @@ def mask_batch_order(trace: Trace) -> list[Diagnostic]:
                     f"masked_fill #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
                     f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
                     f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
-                    "sequence b's mask lands on another sequence's heads. Tile it in the same order: "
-                    "mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1).")))
+                    "sequence b's mask lands on another sequence's heads."),
+                    "Tile it in the same order: mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1)."))
                 break
     return out
 

@@ -129,17 +129,27 @@ def explain_view_error(info: TensorInfo, target_shape: Sequence[int], namer: Nam
             checked for silently mixing axes (the ``reshape`` trap).
 
     Returns:
-        several lines of text (no trailing newline); '' if the sizes do not even match.
+        several lines of text (no trailing newline): why, then the fixes; '' if the view works.
+    """
+    return "\n".join(part for part in view_error_parts(info, target_shape, namer) if part)
+
+
+def view_error_parts(info: TensorInfo, target_shape: Sequence[int], namer: Namer | None = None) -> tuple[str, str]:
+    """:func:`explain_view_error` in two parts: why the view fails, and the fixes (with the reshape trap).
+
+    Returns:
+        (why, fixes), each of one or more lines; ('', '') if the view works, and no fixes when the
+        sizes do not even match.
     """
     numel = math.prod(info.shape)
     target = resolve_shape(numel, target_shape)
     shown = ", ".join(str(s) for s in target_shape)
     if target is None:
         return (f"view({shown}) asks for a different number of elements than the {numel:,} the tensor "
-                f"has: the sizes must multiply to {numel:,}")
+                f"has: the sizes must multiply to {numel:,}"), ""
     breaks = view_breaks(info, target)
     if not breaks:
-        return ""
+        return "", ""
     names = _names(info)
     lines = []
     for g in _merged_groups(info, target):
@@ -156,13 +166,13 @@ def explain_view_error(info: TensorInfo, target_shape: Sequence[int], namer: Nam
                  f"{first.inner} are not neighbours in memory (a transpose or permute reordered the axes "
                  "without moving any data).")
     nbytes = info.nbytes or numel * 4
-    lines.append(f"fix 1: .contiguous().view({shown})  copies {fmt_bytes(nbytes)} ({numel:,} elements) into "
-                 "a new buffer in the current axis order, then views it")
-    lines.append(f"fix 2: .reshape({shown})  makes the same {fmt_bytes(nbytes)} copy, silently")
+    fixes = [f"fix 1: .contiguous().view({shown})  copies {fmt_bytes(nbytes)} ({numel:,} elements) into "
+             "a new buffer in the current axis order, then views it",
+             f"fix 2: .reshape({shown})  makes the same {fmt_bytes(nbytes)} copy, silently"]
     trap = reshape_trap(info, target, namer)
     if trap:
-        lines.append(trap)
-    return "\n".join(lines)
+        fixes.append(trap)
+    return "\n".join(lines), "\n".join(fixes)
 
 
 def reshape_trap(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> str:

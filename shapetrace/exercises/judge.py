@@ -389,26 +389,16 @@ def find_line(source: str, pattern: str) -> tuple[int, str] | None:
     return None
 
 
-_PRESCRIBES = re.compile(r"^(If this is|Use|Call|Add|To |Fix|Try|Split|Transpose|Swap|Move)\b|\w\(.*\)")
-
-
-def observable(message: str) -> str:
-    """A diagnostic without the sentences that prescribe a fix (a verdict says what, not how)."""
-    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z])", message.strip())
-    kept = [s for s in sentences if not _PRESCRIBES.search(s)]
-    return " ".join(kept).rstrip(" :;")
+#: what a verdict shows of a tracer diagnostic: what is wrong (its ``message``), never its ``fix``
+VERDICT_DIAGNOSTIC_KEYS = ("severity", "kind", "event", "message")
 
 
 def _diagnostics(got: Learned) -> list[dict]:
-    """The tracer's diagnostics, minus those about an op that raised (the crash says more) and any fix."""
+    """The tracer's diagnostics, minus those about an op that raised (the crash says more), without their fix."""
     raised = {e.get("index") for e in got.facts.get("events") or [] if isinstance(e, dict) and e.get("error")}
-    out = []
-    for d in got.facts.get("diagnostics") or []:
-        if isinstance(d, dict) and d.get("event") not in raised:
-            text = observable(str(d.get("message", "")))
-            if text:
-                out.append(dict(d, message=text))
-    return out
+    return [{k: d.get(k) if k != "message" else str(d[k]) for k in VERDICT_DIAGNOSTIC_KEYS}
+            for d in got.facts.get("diagnostics") or []
+            if isinstance(d, dict) and d.get("event") not in raised and d.get("message")]
 
 
 def _numbers_text(inputs: inp.Inputs) -> str:

@@ -116,4 +116,4 @@ class ChainView:
             line.append(f" · failed at step {failed[0].number}", style="bold red")
         yield line
         for d in run.general_diagnostics:
-            yield Text(f"{d.severity} {d.kind}: {d.message}", style=NOTE_STYLE.get(d.severity, ""))
+            yield Text(f"{d.severity} {d.kind}: {d.text}", style=NOTE_STYLE.get(d.severity, ""))

@@ -152,6 +152,6 @@ def md_diagnostics(trace: Report) -> list[str]:
     out = ["**Diagnostics**", ""]
     for d in trace.diagnostics:
         where = f" at #{d.event}" if d.event is not None else ""
-        out.append(f"- **{SEVERITY_MARK[d.severity]}** `{d.kind}`{where}: {_md_cell(d.message)}")
+        out.append(f"- **{SEVERITY_MARK[d.severity]}** `{d.kind}`{where}: {_md_cell(d.text)}")
     return out
 

@@ -68,7 +68,7 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
     heads = trace.dims.get("H") if trace.dims else None
     path, line = split_source(event.source or "")
     o = event.output
-    notes = [f"{SEVERITY_MARK[d.severity]} {d.kind}: {d.message}" for d in trace.diagnostics
+    notes = [f"{SEVERITY_MARK[d.severity]} {d.kind}: {d.text}" for d in trace.diagnostics
              if d.event == event.index]
     return {
         "index": event.index, "op": event.op, "code": event.code.split("  #")[0].strip(),
@@ -106,7 +106,7 @@ def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, 
     long_names = names_for(trace, options)
     header = trace_header(trace) or ["shapetrace"]
     summary = [f"{SEVERITY_MARK[d.severity]} {d.kind}" + (f" at #{d.event}" if d.event is not None else "")
-               + f": {d.message}" for d in trace.diagnostics]
+               + f": {d.text}" for d in trace.diagnostics]
     if not summary:
         summary = (["✓ no errors or warnings: every axis keeps its meaning from input to output"]
                    if any_named(trace.events) else ["? nothing was checked: no axis could be named"])

@@ -375,7 +375,7 @@ def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> I
     for d in diagnostics:
         where = f" at #{d.event}" if d.event is not None else ""
         yield Text.assemble((f"{SEVERITY_MARK[d.severity]} {d.kind}{where}: ", SEVERITY_STYLE[d.severity]),
-                            d.message)
+                            d.text)
 
 
 def print_trace(trace: Report, console: Console | None = None, header: Sequence[str] = (),
