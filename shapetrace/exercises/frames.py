@@ -25,9 +25,14 @@ class BadFrame(ValueError):
     """The bytes on the channel are not frames (something other than the checker wrote there)."""
 
 
+def head(header: dict, body_len: int) -> bytes:
+    """A frame's bytes up to its body (a large body is then written as it is, without a copy)."""
+    text = json.dumps(header).encode()
+    return MAGIC + struct.pack(">I", len(text)) + text + struct.pack(">Q", body_len)
+
+
 def encode(header: dict, body: bytes = b"") -> bytes:
-    head = json.dumps(header).encode()
-    return MAGIC + struct.pack(">I", len(head)) + head + struct.pack(">Q", len(body)) + body
+    return head(header, len(body)) + body
 
 
 class Decoder:
