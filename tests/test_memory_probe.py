@@ -173,3 +173,30 @@ def test_the_probe_is_twice_the_slack_and_its_output_comes_back_exactly():
     assert pr.received(dict(frame.header, shape=[2, 4, 4]), frame.body) is None
     assert pr.received(dict(frame.header, dtype="object"), frame.body) is None
     assert pr.received(dict(frame.header, raw=False), frame.body) is None
+
+
+def test_every_budgeted_exercise_has_a_probe_whose_plan_matches_its_reference():
+    from shapetrace.exercises.calls import load_function
+
+    budgeted = [e for e in CURRICULUM.exercises if e.checks.get("max_alloc_bytes")]
+    assert {e.id for e in budgeted} == {"repeat-kv", "heads-for-kernel"}
+    for ex in budgeted:
+        planned = pr.plan(ex)
+        probe = pr.prepare(ex, load_function(str(ex.solution), ex.function), seed=3)
+        assert list(probe.expected.shape) == planned["shape"] and probe.allow == planned["allow_bytes"]
+        assert planned["allow_bytes"] == planned["out_bytes"] and planned["in_bytes"] >= 2 * pr.SLACK_BYTES
+
+
+def test_a_budget_without_a_large_input_is_a_content_error(tmp_path):
+    from shapetrace.exercises.content import ContentError, load_exercise
+
+    folder = tmp_path / "scores-copy"
+    folder.mkdir()
+    for name in ("starter.py", "solution.py"):
+        (folder / name).write_text("def f(s):\n    return s\n")
+    (folder / "exercise.toml").write_text(
+        'id = "scores-copy"\ntitle = "T"\nfunction = "f"\ntask = "x"\ninputs = "scores"\n'
+        'output_names = "B H T T_k"\nstarter_verdict = "layout"\nhints = ["a?"]\n'
+        '[checks]\nmax_alloc_bytes = "out_bytes"\n')
+    with pytest.raises(ContentError, match="max_alloc_bytes needs a large input for inputs 'scores'"):
+        load_exercise(folder, 1)

@@ -77,7 +77,7 @@ def _write_request(workdir: str, job: Job, source: str, ex, curriculum, seed: in
     meta = {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "seed": seed,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
             "protected": _protected(curriculum), "kind": ex.kind,
-            "probe": probe.request() if probe is not None else None}
+            "probe": probe}
     if ex.kind == "test":  # the implementations as code, in the judge's order, with no names attached
         meta.update(subjects=list(ex.subjects), implementations=[impl.code for impl in judge_order])
     path = os.path.join(workdir, "request.json")
@@ -225,28 +225,24 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         source = Path(job.file).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    from shapetrace.exercises.probe import plan
+
     seed = secrets.randbits(63) if seed is None else seed
-    judge = None
-    if ex.kind == "test":
-        judge = _prepare_tests(ex, job, source, seed)
-    elif ex.checks.get("max_alloc_bytes"):  # the child's memory cap comes from the probe's output
-        with _JUDGE_LOCK:
-            judge = _prepare(ex, job, source, seed)
-    probe = getattr(judge, "probe", None)
-    order = judge.cases if ex.kind == "test" else []
+    tests = _prepare_tests(ex, job, source, seed) if ex.kind == "test" else None
+    probe = plan(ex) if ex.kind != "test" else None  # the child's memory cap, known without torch
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
         request = _write_request(workdir, job, source, ex, curriculum, seed, time_limit,
-                                 max(memory_mb, MIN_MEMORY_MB), width, order, probe)
-        proc = start_child(request, workdir, time_limit, len(order) if order else _PHASES)
+                                 max(memory_mb, MIN_MEMORY_MB), width, tests.cases if tests else [], probe)
+        proc = start_child(request, workdir, time_limit, len(tests.cases) if tests else _PHASES)
         try:
             with _JUDGE_LOCK:
-                judge = judge or _prepare(ex, job, source, seed)
+                judge = tests or _prepare(ex, job, source, seed)
         except BaseException:
             stop_child(proc)
             raise
         run = finish_child(proc, time_limit, len(judge.cases) + (probe is not None),
-                           probe.out_bytes if probe is not None else 0)
+                           probe["out_bytes"] if probe is not None else 0)
     if not run.ready and not any(f.header.get("kind") == "peek" for f in run.frames):
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:

@@ -246,6 +246,22 @@ def _mutant(data: dict, subjects: list[str], reference, path: Path) -> Mutant:
     return Mutant(mutant_id, does, _need(data, "missed", str, path).strip(), _assemble(reference, pieces, path))
 
 
+def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
+    """``max_alloc_bytes`` is measured on a large input (:mod:`.probe`): the builder needs one."""
+    from shapetrace.exercises.probe import SIZES, budget
+
+    if "max_alloc_bytes" not in checks:
+        return
+    if inputs not in SIZES or not data.get("output_names"):
+        raise ContentError(f"{path}: max_alloc_bytes needs a large input for inputs {inputs!r} (probe.SIZES: "
+                           f"{', '.join(SIZES)}) and output_names")
+    try:
+        budget(checks["max_alloc_bytes"], dict(out_bytes=1, in_bytes=1))
+    except (ValueError, SyntaxError):
+        raise ContentError(f"{path}: max_alloc_bytes {checks['max_alloc_bytes']!r} is not a byte budget "
+                           "(out_bytes, in_bytes, integers, + - * //)") from None
+
+
 def load_exercise(folder: Path, lesson: int) -> Exercise:
     """Read and validate one ``exercise.toml``."""
     path = folder / "exercise.toml"
@@ -269,6 +285,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
     unknown = set(checks) - set(CHECK_KEYS)
     if unknown:
         raise ContentError(f"{path}: unknown checks {sorted(unknown)}")
+    _probe_possible(checks, inputs, data, path)
     mistakes = tuple(Mistake(_need(m, "id", str, path), _need(m, "explain", str, path),
                              _need(m, "code", str, path), str(m.get("where", ""))) for m in data.get("mistakes", []))
     starter_mistake = data.get("starter_mistake")

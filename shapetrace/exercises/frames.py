@@ -40,9 +40,12 @@ class Decoder:
 
     def __init__(self):
         self.buf = bytearray()
+        self.need = 0  # bytes the frame being read needs in all (a large body arrives in many reads)
 
     def feed(self, data: bytes) -> list[Frame]:
         self.buf += data
+        if len(self.buf) < self.need:
+            return []
         frames = []
         while True:
             frame = self._next()
@@ -71,7 +74,9 @@ class Decoder:
         (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])
         end = 16 + hlen + blen
         if len(self.buf) < end:
+            self.need = end
             return None
         body = bytes(self.buf[16 + hlen:end])
         del self.buf[:end]
+        self.need = 0
         return Frame(header, body)

@@ -14,16 +14,22 @@ cap. The in-child allocation count stays only as explanation text.
 
 from __future__ import annotations
 
+import ast
 import math
+import operator
 from dataclasses import dataclass
 
 #: Room above the allowed bytes for the interpreter's own noise (measured: under 1 MiB for a call).
 SLACK_BYTES = 8 << 20
 #: The probe's sizes per input builder: the input is 16 MiB of float32, twice the slack.
 SIZES = {
-    "kv_heads": dict(B=1, T=1024, H=2, d_k=2048, T_k=2, H_kv=2, n_rep=2),
+    "kv_heads": dict(B=1, T=1024, H=4, d_k=2048, T_k=2, H_kv=2, n_rep=2),  # H = H_kv * n_rep
     "tokens": dict(B=1, T=1024, H=8, d_k=512, T_k=2, H_kv=2, n_rep=2),
 }
+#: The axes of the first input each builder makes (its size is ``in_bytes``).
+INPUT_AXES = {"kv_heads": ("B", "H_kv", "T", "d_k"), "tokens": ("B", "T", "D")}
+#: Bytes per element: the builders make float32 inputs, and these exercises move them.
+ITEM_BYTES = 4
 CASE = "large"
 #: Dtypes a probe's output may come back as (named as ``str(dtype)`` without ``torch.``).
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
@@ -43,9 +49,45 @@ def probe_inputs(kind: str, seed: int):
     if sizes is None:
         return None
     g = torch.Generator().manual_seed(seed & 0x7FFFFFFF)
-    args, names, dims = inp.BUILDERS[kind](dict(sizes), g)
+    args, names, dims = inp.BUILDERS[kind](dict(sizes), None)  # values in order: each says where it is
+    offset = int(torch.randint(0, 1000, (1,), generator=g))
+    args = [a.add_(offset) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
     shown = {k: sizes[k] for k in inp.SHOWN.get(kind, ("B", "T", "H", "d_k"))}
     return inp.Inputs(CASE, args, names, dims, shown)
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
+
+
+def budget(expr: str, names: dict[str, int]) -> int:
+    """Evaluate a byte budget such as ``"out_bytes"`` or ``"2 * out_bytes"`` (no Python eval)."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        raise ValueError(f"cannot evaluate {expr!r}")
+    return int(ev(ast.parse(str(expr), mode="eval")))
+
+
+def plan(exercise) -> dict | None:
+    """What the child needs, from the exercise alone (no torch, so the child starts at once): the
+    output's shape and dtype, the bytes allowed and the slack. None for an exercise without a probe.
+    :func:`prepare` checks it against the reference's real output."""
+    expr, sizes = exercise.checks.get("max_alloc_bytes"), SIZES.get(exercise.inputs)
+    if not expr or sizes is None or not exercise.output_names:
+        return None
+    axes = dict(sizes, D=sizes["H"] * sizes["d_k"])
+    shape = [axes[n] for n in exercise.output_names.split()]
+    names = dict(out_bytes=math.prod(shape) * ITEM_BYTES,
+                 in_bytes=math.prod(axes[n] for n in INPUT_AXES[exercise.inputs]) * ITEM_BYTES)
+    return {"allow_bytes": budget(expr, names), "slack_bytes": SLACK_BYTES, "shape": shape, "dtype": "float32",
+            "expr": str(expr), **names}
 
 
 @dataclass
@@ -54,39 +96,35 @@ class Probe:
 
     inputs: object
     expected: object
-    allow: int
-    expr: str
+    plan: dict
 
-    @property
-    def in_bytes(self) -> int:
-        first = next(a for a in self.inputs.args if hasattr(a, "element_size"))
-        return first.numel() * first.element_size()
-
-    @property
-    def out_bytes(self) -> int:
-        return self.expected.numel() * self.expected.element_size()
-
-    def request(self) -> dict:
-        """What the child needs: the cap (allowed + slack), and the output's shape and dtype to send."""
-        return {"allow_bytes": self.allow, "slack_bytes": SLACK_BYTES, "shape": list(self.expected.shape),
-                "dtype": str(self.expected.dtype).removeprefix("torch.")}
+    allow = property(lambda self: int(self.plan["allow_bytes"]))
+    expr = property(lambda self: str(self.plan["expr"]))
+    in_bytes = property(lambda self: int(self.plan["in_bytes"]))
+    out_bytes = property(lambda self: int(self.plan["out_bytes"]))
 
 
 def prepare(exercise, reference, seed: int) -> Probe | None:
-    """The probe of an exercise with ``max_alloc_bytes`` (None otherwise); runs the reference here."""
+    """The probe of an exercise with ``max_alloc_bytes`` (None otherwise); runs the reference here.
+
+    Raises :class:`~shapetrace.exercises.content.ContentError` when the reference's output is not what
+    :func:`plan` told the child (a content bug, never the learner's).
+    """
     import torch
 
-    from shapetrace.exercises.judge import budget
+    from shapetrace.exercises.content import ContentError
 
-    expr = exercise.checks.get("max_alloc_bytes")
-    inputs = probe_inputs(exercise.inputs, seed) if expr else None
-    if inputs is None:
+    planned = plan(exercise)
+    if planned is None:
         return None
+    inputs = probe_inputs(exercise.inputs, seed)
     with torch.no_grad():
         expected = reference(*inputs.fresh())
-    probe = Probe(inputs, expected, 0, str(expr))
-    probe.allow = budget(expr, dict(out_bytes=probe.out_bytes, in_bytes=probe.in_bytes))
-    return probe
+    if list(expected.shape) != planned["shape"] or expected.dtype != torch.float32:
+        raise ContentError(f"exercise {exercise.id}: its reference returns {expected.dtype} "
+                           f"{list(expected.shape)} on the memory probe, not the planned float32 "
+                           f"{planned['shape']} (output_names and probe.SIZES disagree)")
+    return Probe(inputs, expected, planned)
 
 
 def received(header: dict, body: bytes):
@@ -137,7 +175,9 @@ def sender(fd: int):
         raw = shape == expected["shape"] and dtype == expected["dtype"] and out.dim() > 0
         nbytes = out.numel() * out.element_size() if raw else 0
         out_all(head({"kind": "probe", "case": case, "shape": shape, "dtype": dtype, "raw": raw}, nbytes))
-        if raw:
+        if raw and out.is_contiguous():
+            out_all(out.reshape(-1).view(uint8).numpy())
+        elif raw:
             for idx in product(*[range(n) for n in shape[:-1]]):
                 out_all(out[idx].contiguous().view(uint8).numpy())
 
