@@ -5,7 +5,9 @@ Runs in the parent, which never imports the learner's code. The child reports wh
 reference and the known mistakes itself, on the same inputs, and compares. Order of checks, per input
 case: did it raise (and was that the right exception, naming the numbers), did it change its input,
 is the result the right type, then exact shape and dtype (never broadcast), then which element landed
-where, then the layout the exercise asks for. A verdict says what is wrong, never how to fix it.
+where, then the layout the exercise asks for. After every case, a memory budget (``max_alloc_bytes``) is
+judged from the large input of :mod:`.probe`: the kernel capped the child, the parent checks the bytes;
+the child's own allocation count only explains. A verdict says what is wrong, never how to fix it.
 """
 
 from __future__ import annotations

@@ -107,12 +107,12 @@ class Probe:
 def prepare(exercise, reference, seed: int) -> Probe | None:
     """The probe of an exercise with ``max_alloc_bytes`` (None otherwise); runs the reference here.
 
-    Raises :class:`~shapetrace.exercises.content.ContentError` when the reference's output is not what
-    :func:`plan` told the child (a content bug, never the learner's).
+    Raises :class:`~shapetrace.errors.UsageError` when the reference's output is not what :func:`plan`
+    told the child (a content bug, never the learner's).
     """
     import torch
 
-    from shapetrace.exercises.content import ContentError
+    from shapetrace.errors import UsageError
 
     planned = plan(exercise)
     if planned is None:
@@ -121,7 +121,7 @@ def prepare(exercise, reference, seed: int) -> Probe | None:
     with torch.no_grad():
         expected = reference(*inputs.fresh())
     if list(expected.shape) != planned["shape"] or expected.dtype != torch.float32:
-        raise ContentError(f"exercise {exercise.id}: its reference returns {expected.dtype} "
+        raise UsageError(f"exercise {exercise.id}: its reference returns {expected.dtype} "
                            f"{list(expected.shape)} on the memory probe, not the planned float32 "
                            f"{planned['shape']} (output_names and probe.SIZES disagree)")
     return Probe(inputs, expected, planned)
