@@ -105,23 +105,69 @@ def main(argv: list[str]) -> int:
     from shapetrace.render import table as _table  # noqa: F401
 
     cases = [] if meta.get("kind") == "test" else draw(meta["inputs"], random.Random(int(meta["seed"])))
+    probe = _probe(meta, channel)
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused
     path = meta["path"]
     source = meta["source"]
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    lock_down(int(meta["memory_bytes"]), meta["protected"],
-              on_peek=lambda p: channel.send({"kind": "peek", "path": p}))
+    memory = int(meta["memory_bytes"])
+    if probe is not None:  # the kernel's cap decides "no extra copy": what is held now + allowed + slack
+        memory = min(memory, int(meta["probe"]["allow_bytes"]) + int(meta["probe"]["slack_bytes"]))
+    lock_down(memory, meta["protected"], on_peek=lambda p: channel.send({"kind": "peek", "path": p}))
     channel.send({"kind": "ready"})
-    _check(channel, meta, cases, source)
+    _check(channel, meta, cases, source, probe)
     return 0
 
 
-def _check(channel: Channel, meta: dict, cases: list, source: str) -> None:
+def _probe(meta: dict, channel: Channel):
+    """The large input and a raw sender, built before the lockdown (None for an exercise without one)."""
+    if not meta.get("probe"):
+        return None
+    import numpy  # noqa: F401  (the sender hands torch's memory to os.write through numpy)
+
+    from shapetrace.exercises.probe import probe_inputs, sender
+
+    inputs = probe_inputs(meta["inputs"], int(meta["seed"]))
+    return (inputs, *sender(channel.fd), dict(meta["probe"]))
+
+
+def _run_probe(channel: Channel, fn, probe, case: int, path: str, limit: float) -> None:
+    """Call the learner's function once on the large input, under the cap; stream the output back raw."""
+    from shapetrace.exercises.calls import CheckTimeout, Outcome, learner_frame, start_clock, stop_clock
+    from shapetrace.exercises.facts import load_facts
+
+    inputs, send, fail, expected = probe
+    channel.send({"kind": "start", "case": case})
+    got, timed_out = Outcome(), False
+    try:
+        start_clock(limit)
+        import torch
+
+        with torch.no_grad():
+            got.value = fn(*inputs.args)
+    except CheckTimeout as exc:
+        got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
+    except (Exception, SystemExit) as exc:  # out of memory is the usual one: the cap held
+        got = Outcome(exc=exc, frame=learner_frame(exc, path))
+    finally:
+        stop_clock()
+    value = got.value
+    if not got.raised and type(value).__name__ == "Tensor" and hasattr(value, "untyped_storage"):
+        got = None
+        send(case, value, expected)
+        return
+    facts = load_facts(got, path, timed_out)
+    facts["short"] = _describe(value) if not got.raised else ""
+    fail(case, json.dumps(facts, default=str))
+
+
+def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -> None:
     from shapetrace.exercises.calls import CheckTimeout, LoadFailure, function_from_file, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
 
     path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
+    run_probe = _run_probe  # bound before the learner's file runs and could rebind the module's names
     channel.send({"kind": "start", "case": -1})
     try:
         start_clock(limit)
@@ -142,6 +188,9 @@ def _check(channel: Channel, meta: dict, cases: list, source: str) -> None:
     if meta.get("kind") == "test":
         _run_tests(channel, fn, meta, path, limit)
         return
+    if probe is not None:  # first, while the address space is as the cap was measured
+        run_probe(channel, fn, probe, len(cases), path, limit)
+        probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
         body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)

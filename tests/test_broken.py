@@ -118,10 +118,45 @@ def test_cli_break_list_and_a_break_run(cli):
 def test_cli_break_list_json(cli):
     import json
 
+    from shapetrace.attention.catalogue import CATALOGUE
+
     res = cli("run", "--break", "list", "--json")
     data = json.loads(res.output)
-    assert res.exit_code == 0 and [b["name"] for b in data] == list(BREAKS)
-    assert all(b["kinds"] and b["summary"] and b["why"] for b in data)
+    assert res.exit_code == 0 and [b["name"] for b in data] == list(CATALOGUE)
+    assert [b["name"] for b in data if b["model"]] == list(BREAKS)
+    assert all(b["kinds"] and b["summary"] and b["why"] for b in data if b["model"])
+    assert all(b["functions"] and b["summary"] and b["why"] for b in data if not b["model"])
+    tril = next(b for b in data if b["name"] == "tril-for-triu")
+    assert tril["functions"] == [{"function": "causal_weights", "does": "the mask built with tril instead of triu, "
+                                  "which hides the past and lets every query see the future"}]
+
+
+def test_the_catalogue_keeps_whole_model_breaks_and_broken_functions_apart(cli):
+    """Every entry is a --break run, broken functions, or both; function-only entries are refused by
+    --break with a line that says so, and listed in their own section."""
+    from shapetrace.attention.catalogue import CATALOGUE
+    from shapetrace.attention.mutants import FILED
+
+    assert all(b.model or b.functions for b in CATALOGUE.values())
+    assert {f.break_id for f in FILED} <= set(CATALOGUE)
+    assert {n for n, b in CATALOGUE.items() if b.model and b.functions} == {
+        "skip-transpose", "reshape-not-transpose", "merge-without-transpose", "interleaved-heads"}
+    for entry in CATALOGUE.values():
+        for f in entry.functions:
+            assert f.code.startswith(f"def {f.function}(") and "@broken" not in f.code
+            namespace: dict = {}
+            exec(compile(f.code, "<catalogue>", "exec"), namespace)
+            assert callable(namespace[f.function])
+    res = cli("run", "--break", "repeat-tiles")
+    assert res.exit_code == 2
+    assert "--break 'repeat-tiles' is a broken function in the catalogue, not a whole-model break" in res.output
+    res = cli("run", "--break", "list", "--width", "100")
+    functions_only = res.output.split("Broken functions only (not --break runs; the exercises' tests are graded "
+                                      "against them):")[1]
+    assert "tril-for-triu  a causal mask built with tril(-1) instead of triu(1)\n  broken function: " \
+           "causal_weights" in functions_only
+    assert "skip-transpose" not in functions_only
+    assert "broken functions: split_heads, combine_heads" in res.output.split("Broken functions only")[0]
 
 
 @pytest.mark.parametrize("options", [{"batch": 2}, {"seq_len": 5, "batch": 2}, {"heads": 4, "d_model": 64, "batch": 2}])

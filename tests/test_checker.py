@@ -17,7 +17,7 @@ from conftest import ROOT, run_cli
 
 from shapetrace.exercises.checker import Job, check_files
 from shapetrace.exercises.content import load
-from shapetrace.exercises.judge import budget
+from shapetrace.exercises.probe import budget
 
 CURRICULUM = load()
 

@@ -115,11 +115,12 @@ def test_round_trip_only_misses_the_consistent_wrong_pairs(verdicts):
     v = verdicts[("test-round-trip", "starter")]
     assert v["verdict"] == "misses-mutants" and v["mistake"] is None
     assert v["summary"] == ("your test misses 3 of the 5 broken versions: skip-transpose, interleaved-heads, "
-                            "wrong-transpose")
+                            "transpose-h-dk")
     assert v["explanation"][0] == (
-        "skip-transpose: your test passes the split that forgets the transpose (and the merge that forgets it "
-        "too): split and merge are both wrong in the same way, so the round trip hides it; check which "
-        "token's features land in head 0")
+        "skip-transpose: your test passes the split that views [B, T, D] straight as [B, H, T, d_k] and forgets "
+        "the transpose, with the merge that views [B, H, T, d_k] straight back as [B, T, D]: split and merge "
+        "are both wrong in the same way, so the round trip hides it; check which token's features land in "
+        "head 0")
     assert v["explanation"][-1] == "caught: merge-without-transpose, reshape-not-transpose"
 
 
@@ -145,8 +146,8 @@ def test_a_crash_on_a_mutant_is_not_a_catch(verdicts):
     v = verdicts[("test-round-trip", "crash-on-mutant")]
     assert v["verdict"] == "misses-mutants"
     assert v["summary"] == ("your test misses 3 of the 5 broken versions: skip-transpose, interleaved-heads, "
-                            "wrong-transpose")
-    assert v["explanation"][2].startswith("wrong-transpose: your test passes")
+                            "transpose-h-dk")
+    assert v["explanation"][2].startswith("transpose-h-dk: your test passes")
     assert v["explanation"][3] == ("  (your test did raise on it, but NameError: name 'undefined_name' is not "
                                    "defined is a bug in the test, not a check)")
 
@@ -179,4 +180,49 @@ def test_content_refuses_a_test_exercise_without_mutants(tmp_path):
                                           'subjects = ["f"]\ntask = "x"\nstarter_verdict = "misses-mutants"\n'
                                           'hints = ["a?", "b("]\nreference = "def f(): pass"\n')
     with pytest.raises(ContentError, match="'mutants' must be a non-empty list"):
+        load_exercise(folder, 1)
+
+
+def test_every_mutant_comes_from_the_bug_catalogue():
+    """One home: a mutant is a catalogue id; its code is the catalogue's broken functions, with the
+    reference's version of each subject the entry leaves alone, each function at its fixed line."""
+    from shapetrace.attention.catalogue import CATALOGUE
+    from shapetrace.exercises.content import LINES_PER_FUNCTION
+
+    for ex in TESTS:
+        for m in ex.mutants:
+            entry = CATALOGUE[m.id]
+            broken = [entry.function(s) for s in ex.subjects if entry.function(s) is not None]
+            assert broken, (ex.id, m.id)
+            assert all(f.code in m.code for f in broken) and m.does.startswith(broken[0].does)
+            namespace: dict = {}
+            exec(compile(m.code, "<m>", "exec"), namespace)
+            for k, subject in enumerate(ex.subjects):
+                assert namespace[subject].__code__.co_firstlineno == 1 + (k + 1) * LINES_PER_FUNCTION
+        namespace = {}
+        exec(compile(ex.reference_code, "<r>", "exec"), namespace)
+        assert [namespace[s].__code__.co_firstlineno for s in ex.subjects] == [
+            1 + (k + 1) * LINES_PER_FUNCTION for k in range(len(ex.subjects))]
+    rt = {m.id: m.does for m in CURRICULUM.exercise("test-round-trip").mutants}
+    assert rt["merge-without-transpose"] == ("the merge that reshapes [B, H, T, d_k] straight to [B, T, D], "
+                                             "with the correct split_heads")
+
+
+@pytest.mark.parametrize("mutant,message", [
+    ('id = "wrong-transpose"\nmissed = "m"\ncode = "def f(): pass"',
+     "mutant 'wrong-transpose' may only have 'id' and 'missed': what it does and its code come from the bug "
+     "catalogue"),
+    ('id = "no-such-bug"\nmissed = "m"', "mutant 'no-such-bug' is not in the bug catalogue"),
+    ('id = "tril-for-triu"\nmissed = "m"', "mutant 'tril-for-triu' breaks none of split_heads"),
+])
+def test_content_refuses_a_mutant_that_is_not_a_catalogue_entry(tmp_path, mutant, message):
+    import re
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "exercise.toml").write_text(
+        'id = "t"\ntitle = "T"\nkind = "test"\nfunction = "check"\nsubjects = ["split_heads"]\ntask = "x"\n'
+        'starter_verdict = "misses-mutants"\nhints = ["a?"]\n'
+        'reference = "def split_heads(x, heads):\\n    return x"\n[[mutants]]\n' + mutant + "\n")
+    with pytest.raises(ContentError, match=re.escape(message)):
         load_exercise(folder, 1)

@@ -52,9 +52,49 @@ def test_watch_in_a_terminal(tmux, tmp_path):
     assert [line for line in screen.splitlines() if line.strip()][0].startswith("✗ crash  merge-contiguous")
     tmux.keys("h")
     screen = tmux.wait_for("hint 1/3", timeout=10)
+    assert _hints(state, "merge-contiguous") == 1, "a hint shown in watch is kept in progress"
     tmux.keys("C-c")
     screen = tmux.wait_for("stopped watching", timeout=30)
     assert "Traceback" not in screen and "Exception" not in screen
+    tmux.type(f"{python} -m shapetrace exercise hint merge-contiguous")
+    tmux.wait_for("hint 2/3", timeout=60)
+    assert _hints(state, "merge-contiguous") == 2, "`exercise hint` goes on from the level watch reached"
+
+
+def _hints(state, ex_id: str) -> int:
+    data = json.loads((state / "progress.json").read_text())
+    return data["exercises"].get(ex_id, {}).get("hints", 0)
+
+
+def test_the_h_key_takes_the_hint_through_the_same_code_as_exercise_hint(tmp_path, monkeypatch, cli):
+    """Watch's h and `exercise hint` share one path (cli.exercise.take_hint, under the progress lock)."""
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.cli import exercise as cli_exercise
+    from shapetrace.exercises.progress import Progress
+    from shapetrace.tui.watch import Watch
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(state))
+    taken = []
+
+    def spy(ex):
+        taken.append(ex.id)
+        return cli_exercise.take_hint(ex)
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, color_system=None, legacy_windows=False)
+    watch = Watch(CURRICULUM, tmp_path / "ws", console, None, None, None, 1.0, spy)
+    watch.hint("merge-heads")
+    assert taken == ["merge-heads"] and Progress.load(state).entry("merge-heads")["hints"] == 1
+    assert "hint 1/3" in out.getvalue()
+    res = cli("exercise", "hint", "merge-heads", "--width", "100")
+    assert res.exit_code == 0 and "hint 2/3" in res.output
+    watch.hint("merge-heads")
+    watch.hint("merge-heads")
+    assert "hint 3/3" in out.getvalue() and Progress.load(state).entry("merge-heads")["hints"] == 3
 
 
 def test_the_reference_trace_comes_with_the_solution_in_a_terminal(tmux, tmp_path):

@@ -1,13 +1,22 @@
 """The catalogue of classic attention bugs (plain data, no torch).
 
-Each entry says what the mistake is, why it is wrong, which diagnostic the
-tracer must raise for it, and any size it needs to run at all. The model code
-of each bug lives in :mod:`shapetrace.attention.broken`.
+Each entry says what the mistake is and why it is wrong. An entry comes at one or both of two levels,
+and says which:
+
+* a **whole-model break** (``model=True``): ``shapetrace run --break NAME`` runs the reference model
+  with it (model code in :mod:`shapetrace.attention.broken`); the entry names the diagnostic the tracer
+  must raise for it and any size it needs to run at all. :data:`BREAKS` holds these.
+* **broken functions** (``functions``): a broken version of one function each (code in
+  :mod:`shapetrace.attention.mutants`), with what it does. The test-writing exercises take their
+  mutants from here, by id. Entries with only broken functions are not ``--break`` runs.
 """
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -15,18 +24,38 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(frozen=True)
+class BrokenFunction:
+    """A broken version of one function: its name, what it does, and its self-contained source."""
+
+    function: str
+    does: str
+    code: str
+
+
+@dataclass(frozen=True)
 class Break:
-    """One classic mistake."""
+    """One classic mistake, as a whole-model break, as broken functions, or both."""
 
     name: str
     summary: str
     why: str
-    kinds: tuple[str, ...]
+    kinds: tuple[str, ...] = ()
     severity: str = "error"
     forces: dict = field(default_factory=dict)
+    model: bool = True
+    functions: tuple[BrokenFunction, ...] = ()
+
+    def function(self, name: str) -> BrokenFunction | None:
+        """This entry's broken version of the function ``name`` (None when it has none)."""
+        return next((f for f in self.functions if f.function == name), None)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "summary": self.summary, "why": self.why, "kinds": list(self.kinds),
+                "severity": self.severity, "forces": dict(self.forces), "model": self.model,
+                "functions": [{"function": f.function, "does": f.does} for f in self.functions]}
 
 
-BREAKS: dict[str, Break] = {b.name: b for b in [
+_ENTRIES = [
     Break("skip-transpose", "q.view(B, H, T, d_k): heads split without a transpose",
           "view keeps memory order, so each 'head' is a run of d_k features from several tokens "
           "instead of one slice of every token", ("mixed-axis", "attends-over-wrong-axis")),
@@ -59,7 +88,58 @@ BREAKS: dict[str, Break] = {b.name: b for b in [
     Break("no-key-transpose", "q @ k instead of q @ k.transpose(-2, -1) (run with T = d_k)",
           "with T = d_k the shapes line up, so torch sums d_k of the queries against T of the "
           "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}),
-]}
+    # -- broken functions only (the mutants of the test-writing exercises) --
+    Break("transpose-h-dk", "view(B, T, H, d_k).transpose(2, 3): swaps H and d_k instead of T and H",
+          "the heads stay behind the tokens; when T, H and d_k are equal the shape still looks right",
+          model=False),
+    Break("tril-for-triu", "a causal mask built with tril(-1) instead of triu(1)",
+          "it hides the past and shows the future: every query attends to the keys after it", model=False),
+    Break("diagonal-masked", "a causal mask built with triu() instead of triu(1)",
+          "it also hides the diagonal: no token attends to itself, and query 0 has no key left (a NaN row)",
+          model=False),
+    Break("off-by-one", "a causal mask built with triu(2) instead of triu(1)",
+          "query t also sees key t + 1, one token of the future", model=False),
+    Break("no-mask", "attention weights with no causal mask at all",
+          "every query attends to every key, the future included; rows still sum to 1", model=False),
+    Break("repeat-tiles", "kv.repeat(1, n_rep, 1, 1) for grouped-query attention",
+          "repeat tiles the kv heads (0, 1, 0, 1, ...) where each query group needs its own head repeated "
+          "in place (0, 0, 1, 1, ...): repeat_interleave's order", model=False),
+    Break("expand-wrong-axis", "kv[:, None].expand(B, n_rep, H_kv, T, d_k): the new axis before the kv heads",
+          "flattening (n_rep, H_kv) tiles the kv heads just like repeat does", model=False),
+    Break("first-head-only", "kv[:, :1].expand(...): kv head 0 for every query head",
+          "with one kv head it is right; with more, every group reads the first group's keys", model=False),
+    Break("interleave-tokens", "kv.repeat_interleave(n_rep, dim=2): repeats along the tokens",
+          "the right function on the wrong axis: the tokens are repeated, not the heads", model=False),
+]
+
+
+def _source(fn) -> str:
+    """The source of ``fn`` without its decorator (the code says nothing about which bug it is)."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(inspect.getmodule(fn))[0], fn.__code__.co_firstlineno
+    tree = ast.parse("".join(lines))
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+                and min([d.lineno for d in n.decorator_list] + [n.lineno]) == start)
+    return textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno]))
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> dict[str, Break]:
+    from shapetrace.attention.mutants import FILED
+
+    out = {b.name: b for b in _ENTRIES}
+    for filed in FILED:
+        entry = out[filed.break_id]
+        fn = BrokenFunction(filed.fn.__name__, filed.does, _source(filed.fn))
+        out[filed.break_id] = replace(entry, functions=entry.functions + (fn,))
+    return out
+
+
+#: Every entry of the catalogue, whole-model breaks first.
+CATALOGUE: dict[str, Break] = _catalogue()
+#: The whole-model breaks: what ``shapetrace run --break NAME`` runs.
+BREAKS: dict[str, Break] = {name: b for name, b in CATALOGUE.items() if b.model}
 
 
 def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:

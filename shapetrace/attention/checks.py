@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.attention.catalogue import BREAKS, default_pad
+from shapetrace.attention.catalogue import BREAKS, CATALOGUE, default_pad
 from shapetrace.errors import UsageError
 
 #: Ways to compute attention; ``manual`` is the reference the others are checked against.
@@ -103,6 +103,9 @@ def _check_impl(c: AttentionConfig) -> None:
 def _check_broken(c: AttentionConfig) -> None:
     if c.broken is None:
         return
+    if c.broken in CATALOGUE and c.broken not in BREAKS:
+        raise UsageError(f"--break {c.broken!r} is a broken function in the catalogue, not a whole-model "
+                         f"break; --break runs one of {', '.join(BREAKS)} (see: shapetrace run --break list)")
     if c.broken not in BREAKS:
         raise UsageError(f"--break {c.broken!r} is not in the catalogue: {', '.join(BREAKS)} "
                          "(see: shapetrace run --break list)")

@@ -125,11 +125,18 @@ def exercise_hint(
         ex = load_curriculum().exercise(exercise_id)
         if level is not None and level > len(ex.hints):
             raise UsageError(f"{ex.id} has {len(ex.hints)} hints")
-        levels = [level] if level else []
-        if not levels:
-            update_progress(lambda p: levels.append(p.next_hint(ex.id, len(ex.hints))))
-        shown = levels[0]
+        shown = level or take_hint(ex)
         out_console(width).print(hint_view(ex.id, shown, len(ex.hints), ex.hints[shown - 1]))
+
+
+def take_hint(ex) -> int:
+    """Reveal one more hint of ``ex`` and record it, under the progress lock; the level shown (1-based).
+
+    The one code path for ``exercise hint`` and the h key of ``exercise watch``.
+    """
+    levels: list[int] = []
+    update_progress(lambda p: levels.append(p.next_hint(ex.id, len(ex.hints))))
+    return levels[0]
 
 
 @exercise_app.command("solution")
@@ -201,4 +208,4 @@ def exercise_watch(
 
         watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
                         console=out_console(width), progress_loader=load_progress, check_file=_check,
-                        record=record)
+                        record=record, take_hint=take_hint)

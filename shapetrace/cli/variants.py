@@ -68,12 +68,11 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     width = request.view.width
     if options.get("broken") == "list":
         if json_out:
-            import dataclasses
             import json
 
-            from shapetrace.attention.catalogue import BREAKS
+            from shapetrace.attention.catalogue import CATALOGUE
 
-            write_json(json.dumps([dataclasses.asdict(b) for b in BREAKS.values()], indent=2))
+            write_json(json.dumps([b.to_dict() for b in CATALOGUE.values()], indent=2))
             return
         from shapetrace.render.variants import print_catalogue
 

@@ -72,11 +72,12 @@ def _protected(curriculum) -> list[str]:
 
 
 def _write_request(workdir: str, job: Job, source: str, ex, curriculum, seed: int, limit: float,
-                   memory_mb: int, width: int, judge_order: list = ()) -> str:
+                   memory_mb: int, width: int, judge_order: list = (), probe=None) -> str:
     """The child's request: where the file is, its text, and the seed both sides draw the inputs from."""
     meta = {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "seed": seed,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
-            "protected": _protected(curriculum), "kind": ex.kind}
+            "protected": _protected(curriculum), "kind": ex.kind,
+            "probe": probe}
     if ex.kind == "test":  # the implementations as code, in the judge's order, with no names attached
         meta.update(subjects=list(ex.subjects), implementations=[impl.code for impl in judge_order])
     path = os.path.join(workdir, "request.json")
@@ -171,7 +172,30 @@ def _decide(judge, run, cases, limit: float):
         found = judge.case(inputs, results[i], limit)
         if found is not None:
             return found
+    if judge.probe is not None:
+        got = _probed(run.frames, len(cases))
+        if got is None:
+            return _dead_verdict(judge, run, judge.probe.inputs, limit)
+        found = judge.large(got, results[0], limit)
+        if found is not None:
+            return found
     return judge.passed()
+
+
+def _probed(frames, case: int):
+    """What the learner's function did on the large input: its raw output, or the child's facts."""
+    from shapetrace.exercises.judge import Learned
+    from shapetrace.exercises.probe import received
+
+    frame = next((f for f in frames if f.header.get("kind") == "probe" and f.header.get("case") == case), None)
+    if frame is None:
+        return None
+    if frame.header.get("raw") is not True:
+        if frame.header.get("shape") is not None:  # a tensor of another shape or dtype came back
+            return Learned(facts={"shape": frame.header.get("shape"), "dtype": frame.header.get("dtype")})
+        return _learned(frame.body)
+    value = received(frame.header, frame.body)
+    return Learned(value=value, facts={} if value is not None else {"unreadable": True})
 
 
 def _not_started(run, memory_mb: int) -> CheckerError:
@@ -201,12 +225,15 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         source = Path(job.file).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    from shapetrace.exercises.probe import plan
+
     seed = secrets.randbits(63) if seed is None else seed
     tests = _prepare_tests(ex, job, source, seed) if ex.kind == "test" else None
+    probe = plan(ex) if ex.kind != "test" else None  # the child's memory cap, known without torch
     with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
         os.chmod(workdir, 0o755)
         request = _write_request(workdir, job, source, ex, curriculum, seed, time_limit,
-                                 max(memory_mb, MIN_MEMORY_MB), width, tests.cases if tests else [])
+                                 max(memory_mb, MIN_MEMORY_MB), width, tests.cases if tests else [], probe)
         proc = start_child(request, workdir, time_limit, len(tests.cases) if tests else _PHASES)
         try:
             with _JUDGE_LOCK:
@@ -214,7 +241,8 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         except BaseException:
             stop_child(proc)
             raise
-        run = finish_child(proc, time_limit, len(judge.cases))
+        run = finish_child(proc, time_limit, len(judge.cases) + (probe is not None),
+                           probe["out_bytes"] if probe is not None else 0)
     if not run.ready and not any(f.header.get("kind") == "peek" for f in run.frames):
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
@@ -224,8 +252,11 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
 def _prepare(ex, job: Job, source: str, seed: int):
     from shapetrace.exercises import inputs as inp
     from shapetrace.exercises.judge import Judge
+    from shapetrace.exercises.probe import prepare
 
-    return Judge(ex, job.file, inp.draw(ex.inputs, random.Random(seed)), source)
+    judge = Judge(ex, job.file, inp.draw(ex.inputs, random.Random(seed)), source)
+    judge.probe = prepare(ex, judge.reference, seed)
+    return judge
 
 
 def _prepare_tests(ex, job: Job, source: str, seed: int):

@@ -171,17 +171,95 @@ def _need(data: dict, key: str, kind: type, where: Path):
     return value
 
 
+#: An implementation's code puts subject k's function at line ``1 + (k + 1) * LINES_PER_FUNCTION``, so
+#: the line numbers of the functions a learner's test receives say nothing about which implementation it is.
+LINES_PER_FUNCTION = 50
+
+
 def _test_fields(data: dict, path: Path) -> dict:
-    """The fields of a ``kind = "test"`` exercise: subjects, reference code and mutants."""
+    """The fields of a ``kind = "test"`` exercise: subjects, reference code and mutants.
+
+    A mutant is a bug catalogue id (:mod:`shapetrace.attention.catalogue`) and the exercise's own text for
+    why a test misses it; what it does and its code come from the catalogue's broken functions, with the
+    reference's version of every subject the entry does not break.
+    """
     subjects = _need(data, "subjects", list, path)
     if not all(isinstance(x, str) and x.isidentifier() for x in subjects):
         raise ContentError(f"{path}: every subject must be a function name")
-    mutants = tuple(Mutant(_need(m, "id", str, path), _need(m, "does", str, path).strip(),
-                           _need(m, "missed", str, path).strip(), _need(m, "code", str, path))
-                    for m in _need(data, "mutants", list, path))
+    reference = _split_reference(_need(data, "reference", str, path), subjects, path)
+    mutants = tuple(_mutant(m, subjects, reference, path) for m in _need(data, "mutants", list, path))
     if len({m.id for m in mutants}) != len(mutants):
         raise ContentError(f"{path}: duplicate mutant ids")
-    return dict(subjects=tuple(subjects), reference_code=_need(data, "reference", str, path), mutants=mutants)
+    return dict(subjects=tuple(subjects), reference_code=_assemble(reference, [reference[1][s] for s in subjects],
+                                                                   path), mutants=mutants)
+
+
+def _split_reference(code: str, subjects: list[str], path: Path) -> tuple[str, dict[str, str]]:
+    """The reference's imports, and the source of each subject's function."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ContentError(f"{path}: the reference does not parse: {exc}") from None
+    lines = code.splitlines(True)
+    imports = "".join(ast.get_source_segment(code, n) + "\n" for n in tree.body
+                      if isinstance(n, (ast.Import, ast.ImportFrom)))
+    defs = {n.name: textwrap.dedent("".join(lines[n.lineno - 1:n.end_lineno])) for n in tree.body
+            if isinstance(n, ast.FunctionDef)}
+    missing = [s for s in subjects if s not in defs]
+    if missing:
+        raise ContentError(f"{path}: the reference defines no {', '.join(missing)}")
+    return imports, defs
+
+
+def _assemble(reference: tuple[str, dict[str, str]], pieces: list[str], path: Path) -> str:
+    """One implementation's code: the imports, then each subject's function at its fixed line."""
+    out = reference[0]
+    for k, piece in enumerate(pieces):
+        start = (k + 1) * LINES_PER_FUNCTION
+        if out.count("\n") > start or piece.count("\n") >= LINES_PER_FUNCTION:
+            raise ContentError(f"{path}: a function under test is longer than {LINES_PER_FUNCTION} lines")
+        out += "\n" * (start - out.count("\n")) + piece
+    return out
+
+
+def _mutant(data: dict, subjects: list[str], reference, path: Path) -> Mutant:
+    """One ``[[mutants]]`` entry, completed from the bug catalogue."""
+    from shapetrace.attention.catalogue import CATALOGUE
+
+    mutant_id = _need(data, "id", str, path)
+    if set(data) - {"id", "missed"}:
+        raise ContentError(f"{path}: mutant {mutant_id!r} may only have 'id' and 'missed': what it does and its "
+                           "code come from the bug catalogue (shapetrace/attention/mutants.py)")
+    entry = CATALOGUE.get(mutant_id)
+    broken = {s: entry.function(s) for s in subjects if entry is not None and entry.function(s) is not None}
+    if not broken:
+        why = "is not in the bug catalogue" if entry is None else f"breaks none of {', '.join(subjects)}"
+        raise ContentError(f"{path}: mutant {mutant_id!r} {why}")
+    does = ", with ".join(f.does for f in broken.values())
+    correct = [s for s in subjects if s not in broken]
+    if correct:
+        does += f", with the correct {' and '.join(correct)}"
+    pieces = [broken[s].code if s in broken else reference[1][s] for s in subjects]
+    return Mutant(mutant_id, does, _need(data, "missed", str, path).strip(), _assemble(reference, pieces, path))
+
+
+def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
+    """``max_alloc_bytes`` is measured on a large input (:mod:`.probe`): the builder needs one."""
+    from shapetrace.exercises.probe import SIZES, budget
+
+    if "max_alloc_bytes" not in checks:
+        return
+    if inputs not in SIZES or not data.get("output_names"):
+        raise ContentError(f"{path}: max_alloc_bytes needs a large input for inputs {inputs!r} (probe.SIZES: "
+                           f"{', '.join(SIZES)}) and output_names")
+    try:
+        budget(checks["max_alloc_bytes"], dict(out_bytes=1, in_bytes=1))
+    except (ValueError, SyntaxError):
+        raise ContentError(f"{path}: max_alloc_bytes {checks['max_alloc_bytes']!r} is not a byte budget "
+                           "(out_bytes, in_bytes, integers, + - * //)") from None
 
 
 def load_exercise(folder: Path, lesson: int) -> Exercise:
@@ -207,6 +285,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
     unknown = set(checks) - set(CHECK_KEYS)
     if unknown:
         raise ContentError(f"{path}: unknown checks {sorted(unknown)}")
+    _probe_possible(checks, inputs, data, path)
     mistakes = tuple(Mistake(_need(m, "id", str, path), _need(m, "explain", str, path),
                              _need(m, "code", str, path), str(m.get("where", ""))) for m in data.get("mistakes", []))
     starter_mistake = data.get("starter_mistake")

@@ -25,9 +25,14 @@ class BadFrame(ValueError):
     """The bytes on the channel are not frames (something other than the checker wrote there)."""
 
 
+def head(header: dict, body_len: int) -> bytes:
+    """A frame's bytes up to its body (a large body is then written as it is, without a copy)."""
+    text = json.dumps(header).encode()
+    return MAGIC + struct.pack(">I", len(text)) + text + struct.pack(">Q", body_len)
+
+
 def encode(header: dict, body: bytes = b"") -> bytes:
-    head = json.dumps(header).encode()
-    return MAGIC + struct.pack(">I", len(head)) + head + struct.pack(">Q", len(body)) + body
+    return head(header, len(body)) + body
 
 
 class Decoder:
@@ -35,9 +40,12 @@ class Decoder:
 
     def __init__(self):
         self.buf = bytearray()
+        self.need = 0  # bytes the frame being read needs in all (a large body arrives in many reads)
 
     def feed(self, data: bytes) -> list[Frame]:
         self.buf += data
+        if len(self.buf) < self.need:
+            return []
         frames = []
         while True:
             frame = self._next()
@@ -66,7 +74,9 @@ class Decoder:
         (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])
         end = 16 + hlen + blen
         if len(self.buf) < end:
+            self.need = end
             return None
         body = bytes(self.buf[16 + hlen:end])
         del self.buf[:end]
+        self.need = 0
         return Frame(header, body)

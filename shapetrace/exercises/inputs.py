@@ -134,7 +134,7 @@ BUILDERS: dict[str, Callable] = {
     "qkv": _qkv,
 }
 
-_SHOWN = {
+SHOWN = {
     "scores": ("B", "H", "T"), "padding": ("B", "H", "T"), "padding_empty": ("B", "H", "T"),
     "cross": ("B", "T", "T_k", "H", "d_k"), "kv_heads": ("B", "H_kv", "n_rep", "T", "d_k"),
 }
@@ -168,7 +168,7 @@ def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
         s = draw_sizes(case, rng)
         g = torch.Generator().manual_seed(rng.getrandbits(31))
         args, names, dims = BUILDERS[kind](s, g)
-        shown = {k: s[k] for k in _SHOWN.get(kind, ("B", "T", "H", "d_k"))}
+        shown = {k: s[k] for k in SHOWN.get(kind, ("B", "T", "H", "d_k"))}
         out.append(Inputs(case, args, names, dims, shown))
     return out
 

@@ -5,13 +5,13 @@ Runs in the parent, which never imports the learner's code. The child reports wh
 reference and the known mistakes itself, on the same inputs, and compares. Order of checks, per input
 case: did it raise (and was that the right exception, naming the numbers), did it change its input,
 is the result the right type, then exact shape and dtype (never broadcast), then which element landed
-where, then the layout the exercise asks for. A verdict says what is wrong, never how to fix it.
+where, then the layout the exercise asks for. After every case, a memory budget (``max_alloc_bytes``) is
+judged from the large input of :mod:`.probe`: the kernel capped the child, the parent checks the bytes;
+the child's own allocation count only explains. A verdict says what is wrong, never how to fix it.
 """
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +23,7 @@ from shapetrace.exercises import inputs as inp
 from shapetrace.exercises.calls import Outcome, call, function_from_code, load_function
 from shapetrace.exercises.content import Exercise
 from shapetrace.exercises.explain_check import mutation_lines, name_shape, value_facts
+from shapetrace.exercises.probe import SLACK_BYTES, mib
 
 
 @dataclass
@@ -123,25 +124,6 @@ def _mutated(before: list[Any], after: list[Any]) -> int | None:
     return None
 
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
-
-
-def budget(expr: str, names: dict[str, int]) -> int:
-    """Evaluate a byte budget such as ``"out_bytes"`` or ``"2 * out_bytes"`` (no Python eval)."""
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name) and node.id in names:
-            return names[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        raise ValueError(f"cannot evaluate {expr!r}")
-    return int(ev(ast.parse(str(expr), mode="eval")))
-
-
 def names_numbers(message: str, numbers: list[int]) -> bool:
     """Whether every number appears in ``message`` as a whole number."""
     found = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.]*\d)", message)}
@@ -160,6 +142,9 @@ def short(value: Any) -> str:
 
 class Judge:
     """Decides the verdict of one learner file for one exercise, from what the child reported."""
+
+    #: The large-input memory probe (:mod:`.probe`) of an exercise with ``max_alloc_bytes``.
+    probe = None
 
     def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
         self.ex, self.path, self.cases, self.source = exercise, path, cases, source
@@ -191,8 +176,9 @@ class Judge:
     def passed(self) -> Verdict:
         kinds = ", ".join(dict.fromkeys(c.case for c in self.cases))
         text, total = self.printed or ("", 0)
+        memory = f", and fits in {_allowed(self.probe)} on a large input" if self.probe is not None else ""
         return self.verdict("pass", f"{self.ex.id}: correct on all {len(self.cases)} random input cases "
-                            f"({kinds} sizes)", output=text, output_total=total)
+                            f"({kinds} sizes){memory}", output=text, output_total=total)
 
     # -- one case ---------------------------------------------------------------
     def case(self, inputs: inp.Inputs, got: Learned, limit: float | None = None) -> Verdict | None:
@@ -281,18 +267,58 @@ class Judge:
         if checks.get("must_be_contiguous") and not out.is_contiguous():
             problems.append(f"your result is not contiguous: strides {tuple(out.stride())} are not the "
                             f"row-major {row_major(out.shape)} this exercise asks for")
-        if checks.get("max_alloc_bytes"):
-            names = dict(out_bytes=out.numel() * out.element_size(),
-                         in_bytes=first.numel() * first.element_size())
-            limit = budget(checks["max_alloc_bytes"], names)
-            spent = int(got.facts.get("alloc_bytes") or 0)
-            if spent > limit:
-                problems.append(f"your function allocated {spent:,} bytes; at most {limit:,} "
-                                f"are allowed ({checks['max_alloc_bytes']} here):")
-                problems += list(got.facts.get("allocs") or [])
         if problems:
             return self._mismatch("layout", got, inputs, ctx, problems)
         return None
+
+    # -- the large input (memory) ------------------------------------------------
+    def large(self, got: Learned, small: Learned, limit: float | None = None) -> Verdict | None:
+        """The verdict of the memory probe, judged after every small case passed (None: it fitted)."""
+        probe = self.probe
+        ctx = dict(case=probe.inputs.case, sizes=probe.inputs.describe())
+        line, code = got.frame
+        if got.timed_out:
+            return self.timeout(line, code, {}, limit, **ctx)
+        if got.raised and is_oom_text(got.head):
+            return self.verdict("layout", f"your function needs more memory than {_allowed(probe)}: given a "
+                                f"large input ({probe.inputs.describe()}) it ran out of memory, so it makes at "
+                                "least one extra copy", explanation=self._memory_lines(small),
+                                line=line, code=code, **ctx)
+        if got.raised:
+            return self.verdict("crash", f"with a large input ({probe.inputs.describe()}) your function raised "
+                                f"{got.head.splitlines()[0]}", explanation=[got.head[:300]], line=line, code=code,
+                                **ctx)
+        return self._large_value(got, probe, ctx)
+
+    def _large_value(self, got: Learned, probe, ctx: dict) -> Verdict | None:
+        want, value = probe.expected, got.value
+        where = f"with a large input ({probe.inputs.describe()})"
+        if not isinstance(value, torch.Tensor):
+            shape, dtype = got.facts.get("shape"), got.facts.get("dtype")
+            what = (f"a {dtype} tensor of shape {shape}" if shape is not None else
+                    "output the checker could not read back" if got.facts.get("unreadable") else
+                    str(got.facts.get("short") or "no tensor"))
+            return self.verdict("wrong-values", f"{where} your function returned {what}; expected a "
+                                f"{str(want.dtype)[6:]} tensor of shape {list(want.shape)}", **ctx)
+        if not (value.shape == want.shape and torch.equal(value, want)) and \
+                not same_tensor(value, want, exact=self.ex.movement):
+            bad = tuple(int(i) for i in ((value != want) & ~(value.isnan() & want.isnan())).nonzero()[0]) \
+                if value.is_floating_point() else tuple(int(i) for i in (value != want).nonzero()[0])
+            return self.verdict("wrong-values", f"{where} your output differs from the expected one: "
+                                f"out{list(bad)} is {value[bad].item():g}; expected {want[bad].item():g}", **ctx)
+        return None
+
+    def _memory_lines(self, small: Learned) -> list[str]:
+        probe = self.probe
+        lines = [f"the input holds {mib(probe.in_bytes)} and the output {mib(probe.out_bytes)}; this exercise "
+                 f"allows {mib(probe.allow)} ({probe.expr}), and the checker gave your function "
+                 f"{mib(SLACK_BYTES)} more for Python itself: an extra copy of the input or of the output "
+                 "does not fit"]
+        traced = [str(x) for x in small.facts.get("allocs") or []]
+        if traced:
+            lines.append("what your function allocated on a small input (traced):")
+            lines += traced
+        return lines
 
     # -- explanations -----------------------------------------------------------
     def _match_mistake(self, got: Learned, inputs: inp.Inputs):
@@ -399,6 +425,11 @@ def _diagnostics(got: Learned) -> list[dict]:
     return [{k: d.get(k) if k != "message" else str(d[k]) for k in VERDICT_DIAGNOSTIC_KEYS}
             for d in got.facts.get("diagnostics") or []
             if isinstance(d, dict) and d.get("event") not in raised and d.get("message")]
+
+
+def _allowed(probe) -> str:
+    return {"out_bytes": "its output", "in_bytes": "its input"}.get(probe.expr.replace(" ", ""),
+                                                                     f"{probe.expr} bytes")
 
 
 def _numbers_text(inputs: inp.Inputs) -> str:

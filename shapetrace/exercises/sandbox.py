@@ -73,8 +73,9 @@ def kill_group(proc: subprocess.Popen) -> None:
 class _Reader:
     """Reads the channel and stderr until both close, the child is killed, or a deadline passes."""
 
-    def __init__(self, proc: subprocess.Popen, limit: float, phases: int):
+    def __init__(self, proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0):
         self.proc, self.limit, self.run = proc, limit, ChildRun()
+        self.channel_limit = CHANNEL_LIMIT + channel_extra
         self.decoder = Decoder()
         self.channel_bytes = 0
         self.phase, self.deadline = -2, time.monotonic() + STARTUP_GRACE
@@ -95,7 +96,7 @@ class _Reader:
 
     def _channel(self, data: bytes) -> bool:
         self.channel_bytes += len(data)
-        if self.channel_bytes > CHANNEL_LIMIT:
+        if self.channel_bytes > self.channel_limit:
             self.run.killed_for = "channel"
             return False
         try:
@@ -148,10 +149,13 @@ def start_child(request: str, workdir: str, limit: float, phases: int) -> subpro
                             start_new_session=True, preexec_fn=preexec_limits(cpu))
 
 
-def finish_child(proc: subprocess.Popen, limit: float, phases: int) -> ChildRun:
-    """Read the child to the end (or its deadline), then kill its process group and reap it."""
+def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0) -> ChildRun:
+    """Read the child to the end (or its deadline), then kill its process group and reap it.
+
+    ``channel_extra``: bytes the channel may carry on top of the usual cap (a large output sent raw).
+    """
     try:
-        run = _Reader(proc, limit, phases).read()
+        run = _Reader(proc, limit, phases, channel_extra).read()
     finally:
         stop_child(proc)
     run.returncode = proc.returncode

@@ -81,11 +81,26 @@ def broken_block(run: VariantRun) -> Text:
 
 
 def print_catalogue(console: Console) -> None:
-    """``--break list``: every classic bug, its mistake and the diagnostic that catches it."""
-    from shapetrace.attention.catalogue import BREAKS
+    """``--break list``: every classic bug, its mistake and the diagnostic that catches it; then the
+    bugs that exist only as broken functions (the mutants of the test-writing exercises)."""
+    from shapetrace.attention.catalogue import CATALOGUE
 
     console.print(Text("The catalogue of classic attention bugs (shapetrace run --break NAME):", style="bold"))
-    for b in BREAKS.values():
-        catches = " or ".join(b.kinds)
-        console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
-                                    (f"\n  caught as: {b.severity} {catches}", "dim")))
+    for b in CATALOGUE.values():
+        if b.model:
+            catches = " or ".join(b.kinds)
+            console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
+                                        (f"\n  caught as: {b.severity} {catches}", "dim"), _functions_line(b)))
+    console.print(Text("\nBroken functions only (not --break runs; the exercises' tests are graded "
+                       "against them):", style="bold"))
+    for b in CATALOGUE.values():
+        if not b.model:
+            console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
+                                        _functions_line(b)))
+
+
+def _functions_line(b) -> Text:
+    if not b.functions:
+        return Text("")
+    names = ", ".join(dict.fromkeys(f.function for f in b.functions))
+    return Text(f"\n  broken function{'s' if ',' in names else ''}: {names}", style="dim")

@@ -148,11 +148,11 @@ class Keys:
 class Watch:
     """The watch session: which exercise, its last verdict, and how the screen shows them."""
 
-    def __init__(self, curriculum, workspace, console, check_file, progress_loader, record, time_limit: float):
+    def __init__(self, curriculum, workspace, console, check_file, progress_loader, record, time_limit: float,
+                 take_hint):
         self.curriculum, self.workspace, self.console = curriculum, workspace, console
         self.check_file, self.progress_loader, self.record = check_file, progress_loader, record
-        self.time_limit = time_limit
-        self.hint_shown = 0
+        self.time_limit, self.take_hint = time_limit, take_hint
 
     def file_of(self, ex_id: str) -> Path:
         from shapetrace.exercises.progress import learner_file, start_file
@@ -199,13 +199,12 @@ class Watch:
         from shapetrace.render.exercise import hint_view
 
         ex = self.curriculum.exercise(ex_id)
-        self.hint_shown = min(len(ex.hints), self.hint_shown + 1)
-        self.console.print(hint_view(ex.id, self.hint_shown, len(ex.hints), ex.hints[self.hint_shown - 1]))
+        level = self.take_hint(ex)  # recorded in progress exactly as `exercise hint` records it
+        self.console.print(hint_view(ex.id, level, len(ex.hints), ex.hints[level - 1]))
 
     def run_one(self, ex_id: str, keys: Keys, poll: bool) -> str:
         """Watch one exercise until it passes and the learner moves on ("next") or quits ("quit")."""
         path = self.file_of(ex_id)
-        self.hint_shown = 0
         with FileWatcher(path, poll=poll) as watcher:
             verdict = self.check(ex_id, path, watcher.mode)
             while True:
@@ -221,8 +220,12 @@ class Watch:
 
 
 def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, console, progress_loader,
-                    check_file, record) -> None:
-    """The watch loop with Rich output; Ctrl-C and q quit cleanly."""
+                    check_file, record, take_hint) -> None:
+    """The watch loop with Rich output; Ctrl-C and q quit cleanly.
+
+    ``record(ex_id, verdict, path)`` keeps a check and ``take_hint(exercise)`` reveals and keeps one
+    more hint level, both in the learner's progress, through the same code as the CLI commands.
+    """
     from shapetrace.exercises.progress import learner_file
 
     progress = progress_loader()
@@ -236,7 +239,7 @@ def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, consol
                           "starts over")
             return
         first = pending[0]
-    watch = Watch(curriculum, workspace, console, check_file, progress_loader, record, time_limit)
+    watch = Watch(curriculum, workspace, console, check_file, progress_loader, record, time_limit, take_hint)
     current: str | None = first
     try:
         with Keys() as keys:

@@ -1,0 +1,159 @@
+"""Function-level entries of the bug catalogue: one broken version of one function each.
+
+The catalogue (:mod:`shapetrace.attention.catalogue`) lists every classic bug once. Some are whole-model
+breaks (``run --break``, model code in :mod:`shapetrace.attention.broken`); the broken *functions* here
+are what the test-writing exercises grade a learner's test against (each a mutant that the test must
+fail). A function carries the name of the function it replaces, so the code a learner's test receives
+says nothing about which bug it is; ``@broken`` files it under its catalogue id with what it does.
+
+Each function is self-contained (its imports inside): the checker's child runs its source on its own.
+No torch at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Filed:
+    """A broken function as filed: its catalogue id, the function it replaces, and what it does."""
+
+    break_id: str
+    does: str
+    fn: Callable
+
+
+FILED: list[Filed] = []
+
+
+def broken(break_id: str, does: str) -> Callable[[Callable], Callable]:
+    """File the decorated function under the catalogue id ``break_id``."""
+    def file(fn: Callable) -> Callable:
+        FILED.append(Filed(break_id, " ".join(does.split()), fn))
+        return fn
+    return file
+
+
+# -- split_heads(x, heads): [B, T, D] -> [B, H, T, d_k] ------------------------------------------------
+
+@broken("skip-transpose", "the split that views [B, T, D] straight as [B, H, T, d_k] and forgets the transpose")
+def split_heads(x, heads):
+    B, T, D = x.shape                                       # (B, T, D)
+    return x.view(B, heads, T, D // heads)                  # (B, H, T, d_k)? memory is still (B, T, D)
+
+
+@broken("reshape-not-transpose",
+        "the split that reshapes [B, T, H, d_k] to [B, H, T, d_k] instead of transposing it")
+def split_heads(x, heads):
+    B, T, D = x.shape                                       # (B, T, D)
+    x = x.view(B, T, heads, D // heads)                     # (B, T, H, d_k)
+    return x.reshape(B, heads, T, D // heads)               # (B, H, T, d_k)? same order as (B, T, H, d_k)
+
+
+@broken("transpose-h-dk", "the split that swaps H and d_k (axes 2 and 3) instead of T and H")
+def split_heads(x, heads):
+    B, T, D = x.shape                                       # (B, T, D)
+    x = x.view(B, T, heads, D // heads)                     # (B, T, H, d_k)
+    return x.transpose(2, 3)                                # (B, T, d_k, H): should be transpose(1, 2)
+
+
+@broken("interleaved-heads", "the split that cuts D as (d_k, H), so head 0 gets every H-th feature")
+def split_heads(x, heads):
+    B, T, D = x.shape                                       # (B, T, D)
+    x = x.view(B, T, D // heads, heads)                     # (B, T, d_k, H): head h = features h, h+H, ...
+    return x.permute(0, 3, 1, 2)                            # (B, H, T, d_k)
+
+
+# -- combine_heads(y): [B, H, T, d_k] -> [B, T, D] -----------------------------------------------------
+
+@broken("skip-transpose", "the merge that views [B, H, T, d_k] straight back as [B, T, D]")
+def combine_heads(y):
+    B, H, T, d_k = y.shape                                  # (B, H, T, d_k)
+    return y.view(B, T, H * d_k)                            # (B, T, D)? heads still ahead of tokens
+
+
+@broken("merge-without-transpose", "the merge that reshapes [B, H, T, d_k] straight to [B, T, D]")
+def combine_heads(y):
+    B, H, T, d_k = y.shape                                  # (B, H, T, d_k)
+    return y.reshape(B, T, H * d_k)                         # (B, T, D)? heads still ahead of tokens
+
+
+@broken("transpose-h-dk", "the merge that swaps d_k and H back")
+def combine_heads(y):
+    B, T, d_k, H = y.shape                                  # (B, T, d_k, H)
+    return y.transpose(2, 3).reshape(B, T, H * d_k)         # (B, T, D)
+
+
+@broken("interleaved-heads", "the merge that interleaves them back")
+def combine_heads(y):
+    B, H, T, d_k = y.shape                                  # (B, H, T, d_k)
+    return y.permute(0, 2, 3, 1).reshape(B, T, H * d_k)     # (B, T, D), interleaved back
+
+
+# -- causal_weights(scores): softmax over keys 0..t for query t -------------------------------------------
+
+@broken("tril-for-triu",
+        "the mask built with tril instead of triu, which hides the past and lets every query see the future")
+def causal_weights(scores):
+    import torch
+
+    T = scores.shape[-1]
+    past = torch.ones(T, T, dtype=torch.bool).tril(-1)     # (T, T_k): True below the diagonal
+    return torch.softmax(scores.masked_fill(past, float("-inf")), dim=-1)  # (B, H, T, T_k)
+
+
+@broken("diagonal-masked", "the mask that also hides the diagonal, so no token attends to itself and "
+                           "query 0 gets a row of NaN")
+def causal_weights(scores):
+    import torch
+
+    T = scores.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu()     # (T, T_k): the diagonal too
+    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # (B, H, T, T_k)
+
+
+@broken("off-by-one", "the mask that starts one diagonal too late (triu(2)), so query t also sees key t + 1")
+def causal_weights(scores):
+    import torch
+
+    T = scores.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(2)    # (T, T_k): misses key t + 1
+    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # (B, H, T, T_k)
+
+
+@broken("no-mask", "the softmax with no mask at all")
+def causal_weights(scores):
+    import torch
+
+    return torch.softmax(scores, dim=-1)                    # (B, H, T, T_k)
+
+
+# -- repeat_kv(kv, n_rep): [B, H_kv, T, d_k] -> [B, H_kv * n_rep, T, d_k], head h = kv head h // n_rep ------
+
+@broken("repeat-tiles", "repeat(1, n_rep, 1, 1), which tiles the kv heads (0, 1, 0, 1, ...) instead of repeating "
+                        "each in place (0, 0, 1, 1, ...)")
+def repeat_kv(kv, n_rep):
+    return kv.repeat(1, n_rep, 1, 1)                        # (B, n_rep * H_kv, T, d_k): kv heads tiled
+
+
+@broken("expand-wrong-axis", "the expand that puts the new axis before the kv heads, which tiles them too")
+def repeat_kv(kv, n_rep):
+    B, H_kv, T, d_k = kv.shape                              # (B, H_kv, T, d_k)
+    kv = kv[:, None].expand(B, n_rep, H_kv, T, d_k)         # (B, n_rep, H_kv, T, d_k)
+    return kv.reshape(B, H_kv * n_rep, T, d_k)              # (B, H, T, d_k), kv heads tiled
+
+
+@broken("first-head-only", "the version that repeats kv head 0 for every query head")
+def repeat_kv(kv, n_rep):
+    B, H_kv, T, d_k = kv.shape                              # (B, H_kv, T, d_k)
+    return kv[:, :1].expand(B, H_kv * n_rep, T, d_k)        # (B, H, T, d_k), all kv head 0
+
+
+@broken("interleave-tokens", "repeat_interleave along the token axis, which returns [B, H_kv, T * n_rep, d_k]")
+def repeat_kv(kv, n_rep):
+    return kv.repeat_interleave(n_rep, dim=2)               # (B, H_kv, T * n_rep, d_k)
+
+
+del split_heads, combine_heads, causal_weights, repeat_kv  # reachable only through the catalogue
