@@ -20,6 +20,7 @@ from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
+from shapetrace.render.indent import Indent
 from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -392,8 +393,13 @@ def any_named(events: Sequence[Event]) -> bool:
     return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Text]:
-    """The findings, or the all-clear (only when there were names to check), or why nothing was checked."""
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Indent]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked;
+    wrapped without trailing spaces."""
+    return [Indent(text) for text in _diagnostic_texts(diagnostics, named)]
+
+
+def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool) -> Iterable[Text]:
     if not diagnostics:
         if not named:
             yield Text("\n" + NOTHING_NAMED, style="yellow")
