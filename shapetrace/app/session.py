@@ -110,7 +110,7 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
         trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
         run.heat = findings.heat_map(kept, inputs["pad"])
         if config.broken and compare:
-            run.comparison = findings.compare_outputs(model, ref, inputs, leak_probe(config, device))
+            run.comparison = findings.compare_outputs(model, ref, inputs, lambda: leak_probe(config, device))
     run.notes += notes_for(run.config, run.trace.events, model, run.device)
     return run
 

@@ -7,6 +7,7 @@ Engine code: returns plain Python data (lists, tuples, dicts), never Rich.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -117,12 +118,13 @@ def cross_sequence_dependencies(model, inputs: dict) -> torch.Tensor:
     return deps & other[:, None, :, :].expand(B, T, B, T) if B else deps
 
 
-def compare_outputs(broken, ref, inputs: dict, probe: tuple | None = None) -> dict[str, Any]:
+def compare_outputs(broken, ref, inputs: dict, probe: Callable[[], tuple] | None = None) -> dict[str, Any]:
     """Max |difference| of the broken output from the reference, NaN rows, and leaked tokens.
 
-    ``probe``: ``(broken, ref, inputs)`` at a smaller width with the same token-to-token dependencies
-    (see :func:`shapetrace.attention.catalogue.leak_config`), where the leak test runs instead: it
-    perturbs one copy per token, so its cost grows with the width squared.
+    ``probe``: builds ``(broken, ref, inputs)`` at a smaller width with the same token-to-token
+    dependencies (see :func:`shapetrace.attention.catalogue.leak_config`), where the leak test runs
+    instead (it perturbs one copy per token, so its cost grows with the width squared); called only
+    when the leak test runs.
     """
     x = inputs["x"]
     B, T, _ = x.shape
@@ -163,10 +165,10 @@ def reference_dependencies(ref, inputs: dict) -> torch.Tensor | None:
 
 
 def _probed_leaks(broken, ref, inputs, probe) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The leaks measured on ``probe`` when it runs, on the models themselves otherwise."""
+    """The leaks measured on ``probe()`` when it runs, on the models themselves otherwise."""
     if probe is not None:
         try:
-            return _leaks(*probe)
+            return _leaks(*probe())
         except Exception:  # the probe cannot run (it should): measure at full size
             pass
     return _leaks(broken, ref, inputs)
