@@ -67,7 +67,7 @@ def main() -> int:
             ok = (med / base if kind == "ratio" else med) <= limit
             failed |= not ok
             verdict = f"{'≤' if ok else '>'} {limit}{'×' if kind == 'ratio' else ' s'} {'ok' if ok else 'MISSED'}"
-        print(f"{name:50s} {med:9.3f} {med / base:15.2f}  {verdict}")
+        print(f"{name:50s} {med:9.3f} {med / base:15.2f}  {verdict}".rstrip())
     print(f"(medians of {args.repeat} interleaved runs on {os.cpu_count()} cores)")
     return 1 if failed else 0
 
