@@ -80,7 +80,7 @@ def test_jupyter_display_bundle():
     t = _sample()
     bundle = t._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
-    assert "1  transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        view" in bundle["text/plain"]
+    assert "    1 transpose    [B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)      view" in bundle["text/plain"]
     assert bundle["text/html"].startswith("<pre") and bundle["text/html"].rstrip().endswith("</pre>")
     assert "transpose" in bundle["text/html"] and "d_k=64" in bundle["text/html"]
 
@@ -89,12 +89,12 @@ def test_notebook_display_bundle():
     """What Jupyter's DisplayFormatter calls: ``_repr_mimebundle_`` gives HTML and plain text."""
     data = _sample()._repr_mimebundle_()
     assert "text/html" in data and "d_k=64" in data["text/html"]
-    assert "1  transpose    [B=2, H=8, T=6, d_k=64]" in data["text/plain"]
+    assert "    1 transpose    [B=2, H=8, T=6, d_k=64]" in data["text/plain"]
 
 
 def test_rich_renders_a_trace_directly():
     text = render(_sample(), width=80)
-    assert "  0  view         [B=2, T=6, H=8, d_k=64]         view          contiguous" in text
+    assert "    0 view         [B=2, T=6, H=8, d_k=64]              view          contiguous" in text
     assert "no errors or warnings" in text
 
 

@@ -75,12 +75,12 @@ def test_default_screen_folds_repeats_and_shows_the_input_and_every_matmul(trace
 
     lines = render(ClassroomView(trace), width=100).splitlines()
     assert len(lines) <= 60, len(lines)
-    assert lines[6] == (" in  input        [B=2, T=6, D=512]             (3072, 512, 1)            "
+    assert lines[6] == ("   in input        [B=2, T=6, D=512]               (3072, 512, 1)          "
                         "24 KiB        contiguous")
-    assert "4-5  view, transpose  k: the same two ops as q, #1-#2" in lines  # in the index column
-    assert "7-8  view, transpose  v: the same two ops as q, #1-#2" in lines
-    assert "     q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]" in lines
-    assert "     weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]" in lines
+    assert "  4-5 view, transpose  k: the same two ops as q, #1-#2" in lines  # in the index column
+    assert "  7-8 view, transpose  v: the same two ops as q, #1-#2" in lines
+    assert "      q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]" in lines
+    assert "      weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]" in lines
     assert not any("✗" in line for line in lines)  # ✗ is for errors; a transpose is "strided"
     assert sum(line.endswith("  strided") for line in lines) == 3  # q's transpose, k_t, the merge transpose
     every = render(ClassroomView(trace, ViewOptions(fold=False)), width=100).splitlines()

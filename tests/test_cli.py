@@ -14,7 +14,7 @@ def test_run_prints_header_table_footer(cli):
     out = result.output
     assert "d_k = D / H = 512 / 8 = 64" in out
     assert "4·512² + 4·512 = 1,050,624" in out
-    assert "[B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)" in out
+    assert "[B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)" in out
     assert "copies 6,144 elements (24 KiB)" in out
     assert "17 ops · 9 views · 1 copy (24 KiB)" in out
     assert "no errors or warnings" in out

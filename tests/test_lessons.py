@@ -235,6 +235,36 @@ def test_lesson_renders_at_80_columns(lesson):
     assert "Traceback" not in text
 
 
+def test_no_lesson_file_has_trailing_whitespace():
+    """Lesson sources end every line at its last character (so no Markdown hard line break either: the
+    renderer relies on none)."""
+    from pathlib import Path
+
+    files = [p for p in (Path(__file__).resolve().parents[1] / "lessons").rglob("*")
+             if p.is_file() and p.suffix in (".md", ".toml", ".py")]
+    assert len(files) > 30 and any(p.name == "lesson.md" for p in files)
+    trailing = [f"{p}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1)
+                if line != line.rstrip()]
+    assert trailing == []
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("lesson", CURRICULUM.lessons, ids=lambda x: str(x.number))
+def test_rendered_lesson_has_no_trailing_spaces(lesson, width):
+    """Rich pads Markdown prose and wrapped findings to the width; a lesson prints without that padding
+    (copy and paste, diffs, a projector's selection)."""
+    from rich.console import Console
+
+    from shapetrace.app.lessons import lesson_blocks
+    from shapetrace.render.lessons import print_lesson
+
+    buf = io.StringIO()
+    print_lesson(lesson_blocks(lesson), Console(file=buf, width=width, color_system=None, legacy_windows=False))
+    lines = buf.getvalue().splitlines()
+    assert len(lines) > 20
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
 def test_numbers_in_lesson_text_come_from_torch():
     import torch
 

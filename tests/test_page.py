@@ -101,4 +101,4 @@ def test_static_html_is_still_there_for_slides(tmp_path):
     assert proc.returncode == 0, proc.stderr
     html = out.read_text(encoding="utf-8")
     text = re.sub(r"<[^>]+>", "", html)
-    assert "ArrowRight" not in html and "4-5  view, transpose  k: the same two ops as q, #1-#2" in text
+    assert "ArrowRight" not in html and "  4-5 view, transpose  k: the same two ops as q, #1-#2" in text

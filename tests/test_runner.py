@@ -27,7 +27,7 @@ def test_textbook_table(cli):
     out = res.stdout
     assert out.startswith("output shape (2, 6, 512)\nshapetrace · textbook.py · B=2 T=6 D=512 H=8\n"
                           "d_k = D / H = 512 / 8 = 64\n")
-    assert ("  2  transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        "
+    assert ("    2 transpose    [B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)      "
             "view          strided") in out
     assert "textbook.py:18" in out and "textbook.py:22" in out
     assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in out
@@ -111,7 +111,7 @@ def test_view_on_non_contiguous_fails_with_explanation(cli):
     res = cli("trace", S + "bad_view.py", "--dims", DIMS, "--width", "100")
     assert res.exit_code == 1
     out = res.stdout
-    assert "1  view" in out and "raised" in out
+    assert "    1 view" in out and "raised" in out
     assert "✗ #1 view raised  tests/scripts/bad_view.py:13" in out
     assert "operand 0: [B=2, T=6, H=8, d_k=64] strides (3072, 64, 384, 1), not contiguous" in out
     assert "torch: RuntimeError: view size is not compatible with input tensor's size and stride" in out
@@ -189,7 +189,7 @@ def test_device_meta_on_a_script(cli):
     res = cli("trace", S + "textbook.py", "--dims", DIMS, "--device", "meta", "--width", "100")
     assert res.exit_code == 0
     assert "on the meta device (--device meta)" in res.stdout
-    assert ("  2  transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        "
+    assert ("    2 transpose    [B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)      "
             "view          strided") in res.stdout
 
 
@@ -248,6 +248,6 @@ def test_ctrl_c_during_trace_prints_the_table_so_far(tmp_path):
     assert proc.returncode == 130, err
     lines = out.splitlines()
     assert lines[-1] == "interrupted at op 2 (Ctrl-C): the table shows the 2 ops recorded before it"
-    assert " 1  transpose    [2, 8, 6, 64]" in out
+    assert "    1 transpose    [2, 8, 6, 64]" in out
     assert ("i the script started 1 thread: shapetrace records the thread that runs the script, so ops run "
             "in other threads are not in the table") in out

@@ -69,9 +69,9 @@ def test_screen_shows_code_with_current_line_and_the_op_row(trace):
     assert lines[7] == "     ⋮" and lines[8].startswith("  40     def forward(")
     assert lines[17].startswith("  49 ") and set(lines[18]) == {"─"}
     assert lines[19] == "input  [B=2, T=6, D=512]  strides (3072, 512, 1)"
-    assert lines[22] == ("  1  view         [B=2, T=6, H=8, d_k=64]       (3072, 512, 64, 1)        "
+    assert lines[22] == ("    1 view         [B=2, T=6, H=8, d_k=64]         (3072, 512, 64, 1)      "
                          "view          contiguous")
-    assert lines[24] == "     splits D into H × d_k: a view, no data moves (same memory, new shape and strides)"
+    assert lines[24] == "      splits D into H × d_k: a view, no data moves (same memory, new shape and strides)"
     assert lines[25] == "Enter/Space/→ next · b/← back · d memory diagram on/off · q quit"
     assert len(lines) == 40
 
@@ -82,8 +82,8 @@ def test_small_screen_shrinks_the_code_window_and_keeps_the_op(trace):
     assert lines[0] == " shapetrace step · #13 transpose · 14/17 · reference.py:36"
     assert lines[3] == "  35         B, H, T, d_k = x.shape                              # (B…"
     assert lines[4] == "▶ 36         x = x.transpose(1, 2)                               # (B…"
-    assert lines[9] == "13  transpose  [B=2, T=6, H=8, d_k=64]    view    strided"
-    assert lines[11] == "    strides (3072, 64, 384, 1)"
+    assert lines[9] == "   13 transpose    [B=2, T=6, H=8, d_k=64]    view          strided"
+    assert lines[11] == "      strides (3072, 64, 384, 1)"
     assert lines[15] == "⏎ next · b back · d diagram · q quit"
     tiny = screen_of(trace, 13, width=70, height=12)
     assert not any(line.startswith("▶") for line in tiny) and tiny[2].startswith("───")
@@ -225,7 +225,7 @@ def test_trace_step_steps_through_a_users_script(tmux, tmp_path):
     assert "▶ 3 q = x.view(2, 6, 8, 64).transpose(1, 2)" in screen
     tmux.keys("Enter")
     screen = title(tmux, "#1 transpose · 2/2")
-    assert "transpose    [B=2, H=8, T=6, d_k=64]       (3072, 64, 512, 1)        view          strided" in screen
+    assert "transpose    [B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)      view          strided" in screen
     tmux.keys("q")
     assert_restored(tmux, 0)
 
@@ -238,7 +238,7 @@ def test_lesson_present_moves_screen_by_screen_and_restores(tmux):
     assert "A tensor is a flat block of memory" in screen
     tmux.keys("Enter")
     screen = tmux.wait_for("shapetrace lesson 3 · 2/5")
-    assert ("  0  view         [B·H=6, T=5, d_k=4]           (20, 4, 1)                "
+    assert ("    0 view         [B·H=6, T=5, d_k=4]             (20, 4, 1)              "
             "view          contiguous") in screen  # the live example, traced
     tmux.keys("b")
     tmux.wait_for("shapetrace lesson 3 · 1/5")

@@ -51,7 +51,7 @@ def test_identical_layers_fold_into_one_line(cli):
     result = trace(cli)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "22-84  layers.1-3: the same 21 ops as layers.0" in out
+    assert "22-84 layers.1-3: the same 21 ops as layers.0" in out
     assert out.count("the same 21 ops") == 1
     assert "\nlayers.0\n" in out and "\nwte\n" in out and "\nln_f\n" in out
     assert "86 ops · 36 views · 4 copies (12 KiB) · 46 computed buffers (159 KiB)" in out
@@ -59,10 +59,10 @@ def test_identical_layers_fold_into_one_line(cli):
 
 @pytest.mark.parametrize("script_args,folds,shown", [
     (("--layers", "5", "--odd-layer", "2"),  # one layer with an extra op (q.contiguous())
-     [" 22-42  layers.1: the same 21 ops as layers.0", "65-106  layers.3-4: the same 21 ops as layers.0"],
+     [" 22-42 layers.1: the same 21 ops as layers.0", "65-106 layers.3-4: the same 21 ops as layers.0"],
      "layers.2"),
     (("--layers", "5", "--odd-layer", "2", "--odd-heads", "2"),  # one layer with 2 heads instead of 4
-     [" 22-42  layers.1: the same 21 ops as layers.0", "64-105  layers.3-4: the same 21 ops as layers.0"],
+     [" 22-42 layers.1: the same 21 ops as layers.0", "64-105 layers.3-4: the same 21 ops as layers.0"],
      "layers.2"),
 ])
 def test_a_layer_that_differs_is_not_folded(cli, script_args, folds, shown):
@@ -75,15 +75,15 @@ def test_a_layer_that_differs_is_not_folded(cli, script_args, folds, shown):
 
 def test_layer_expands_one_layer(cli):
     out = trace(cli, "--layer", "2").output
-    assert "\n22-42  layers.1: the same 21 ops as layers.0\n" in out
-    assert "\n64-84  layers.3: the same 21 ops as layers.0\n" in out
-    assert "\nlayers.2\n   43  layer_norm" in out
+    assert "\n22-42 layers.1: the same 21 ops as layers.0\n" in out
+    assert "\n64-84 layers.3: the same 21 ops as layers.0\n" in out
+    assert "\nlayers.2\n   43 layer_norm" in out
 
 
 def test_all_shows_every_op(cli):
     out = trace(cli, "--all").output
     assert "the same" not in out
-    assert "\nlayers.3\n 64  layer_norm" in out and "\n 84  linear" in out
+    assert "\nlayers.3\n   64 layer_norm" in out and "\n   84 linear" in out
 
 
 def test_only_a_module_path(cli):
@@ -140,7 +140,7 @@ def test_python_api_show_folds_the_same_way():
     with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
         model(torch.randint(0, 100, (2, 6)))
     out = render(t, width=100)
-    assert "22-63  layers.1-2: the same 21 ops as layers.0" in out
+    assert "22-63 layers.1-2: the same 21 ops as layers.0" in out
     assert "layers.0-2 (each)   21" in out
 
 
@@ -171,7 +171,7 @@ def test_run_and_compare_on_cuda(cli):
 def test_trace_whole_model_on_cuda_folds_like_cpu(cli):
     out = trace(cli, "--device", "cuda").output
     assert "on the GPU (cuda: " in out
-    assert "22-84  layers.1-3: the same 21 ops as layers.0" in out
+    assert "22-84 layers.1-3: the same 21 ops as layers.0" in out
     events = trace_json(cli, "--device", "cuda")
     assert events[3]["output"]["dims"] == ["B", "T", "H", "d_k"]
     assert len(events) == 86

@@ -110,9 +110,25 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
         trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
         run.heat = findings.heat_map(kept, inputs["pad"])
         if config.broken and compare:
-            run.comparison = findings.compare_outputs(model, ref, inputs)
+            run.comparison = findings.compare_outputs(model, ref, inputs, lambda: leak_probe(config, device))
     run.notes += notes_for(run.config, run.trace.events, model, run.device)
     return run
+
+
+def leak_probe(config: AttentionConfig, device: str) -> tuple:
+    """The broken model, its reference and their inputs at :func:`~shapetrace.attention.catalogue.leak_config`'s
+    smaller width, in float64 (tiny dependencies stay far above rounding), for the leak analysis."""
+    import torch
+
+    from shapetrace.attention import variants
+    from shapetrace.attention.broken import build_broken
+    from shapetrace.attention.catalogue import leak_config
+
+    small = leak_config(config)
+    ref, inputs = variants.build_reference(small, device)
+    model = build_broken(small, ref, device)
+    inputs = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    return model.double().eval(), ref.double().eval(), inputs
 
 
 def _model_for(config: AttentionConfig, ref, device: str):

@@ -42,6 +42,9 @@ class Break:
     kinds: tuple[str, ...] = ()
     severity: str = "error"
     forces: dict = field(default_factory=dict)
+    #: The size the leak analysis may shrink without changing which token reaches which (see
+    #: :func:`leak_config`): ``"d_k"``, or ``"heads"`` where the bug ties d_k to T.
+    leak_free: str = "d_k"
     model: bool = True
     functions: tuple[BrokenFunction, ...] = ()
 
@@ -87,7 +90,7 @@ _ENTRIES = [
           "different sequences: the classic batch_first mistake", ("mixed-axis", "attends-over-batch")),
     Break("no-key-transpose", "q @ k instead of q @ k.transpose(-2, -1) (run with T = d_k)",
           "with T = d_k the shapes line up, so torch sums d_k of the queries against T of the "
-          "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}),
+          "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}, leak_free="heads"),
     # -- broken functions only (the mutants of the test-writing exercises) --
     Break("transpose-h-dk", "view(B, T, H, d_k).transpose(2, 3): swaps H and d_k instead of T and H",
           "the heads stay behind the tokens; when T, H and d_k are equal the shape still looks right",
@@ -160,6 +163,29 @@ def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
                      f"{','.join(map(str, pad))}")
         config = replace(config, mask="padding", pad=pad)
     return config, notes
+
+
+#: d_k of the leak analysis: two features per head (one could let a size-1 axis hide a reshape's order).
+LEAK_D_K = 2
+
+
+def leak_config(config: AttentionConfig) -> AttentionConfig:
+    """A smaller config whose token-to-token dependencies are those of ``config``, for the leak analysis
+    (one perturbed copy per token: its cost grows with D²).
+
+    Why the dependencies do not change: they are decided by which token each row of every tensor comes
+    from. Every view, reshape and transpose of the catalogue moves whole blocks of d_k features (d_k is
+    the innermost axis), so dividing out d_k leaves the same index arithmetic on (B, T, H): a view of
+    ``[B, T, H·d_k]`` as ``[B, H, T, d_k]`` puts token t·H + h at (h', t') with h'·T + t' = t·H + h, for
+    any d_k. Linear layers act on each token's features, so their width does not matter either. One
+    bug contracts d_k against T (``q @ k`` with T = d_k): d_k stays, and its heads, each the same
+    computation on its own slice, shrink to one. ``tests/test_leaks.py`` checks every break against
+    the full-size analysis.
+    """
+    brk = BREAKS[config.broken or ""]
+    if brk.leak_free == "heads":
+        return replace(config, heads=1, d_model=config.d_k)
+    return replace(config, d_model=config.heads * min(config.d_k, LEAK_D_K))
 
 
 def default_pad(batch: int, length: int) -> tuple[int, ...]:

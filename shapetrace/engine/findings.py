@@ -7,12 +7,17 @@ Engine code: returns plain Python data (lists, tuples, dicts), never Rich.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 HEAT_MAX = 16          # rows and columns shown in a heat map
 LEAK_MAX_TOKENS = 128  # B * T above this: the leak test (one perturbed copy per token) is skipped
+#: A change counts when it exceeds this times (1 + the largest output): far above the rounding of a
+#: batched pass, far below any real dependency (float64 probes keep even tiny ones well apart).
+CHANGE_TOLERANCE = {torch.float64: 1e-9}
+FLOAT32_TOLERANCE = 1e-4
 
 
 def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | None, int]]:
@@ -68,7 +73,8 @@ def changes(model, inputs: dict, bumps: torch.Tensor) -> torch.Tensor:
         finally:
             if hasattr(model, "kept"):
                 model.kept = kept
-    changed = (outs - base).abs().nan_to_num(0.0).amax(dim=-1) > 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
+    tolerance = CHANGE_TOLERANCE.get(x.dtype, FLOAT32_TOLERANCE)
+    changed = (outs - base).abs().nan_to_num(0.0).amax(dim=-1) > tolerance * (1 + base.abs().nan_to_num(0.0).amax())
     return changed | (torch.isnan(outs).any(-1) & ~torch.isnan(base).any(-1))
 
 
@@ -112,8 +118,14 @@ def cross_sequence_dependencies(model, inputs: dict) -> torch.Tensor:
     return deps & other[:, None, :, :].expand(B, T, B, T) if B else deps
 
 
-def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
-    """Max |difference| of the broken output from the reference, NaN rows, and leaked tokens."""
+def compare_outputs(broken, ref, inputs: dict, probe: Callable[[], tuple] | None = None) -> dict[str, Any]:
+    """Max |difference| of the broken output from the reference, NaN rows, and leaked tokens.
+
+    ``probe``: builds ``(broken, ref, inputs)`` at a smaller width with the same token-to-token
+    dependencies (see :func:`shapetrace.attention.catalogue.leak_config`), where the leak test runs
+    instead (it perturbs one copy per token, so its cost grows with the width squared); called only
+    when the leak test runs.
+    """
     x = inputs["x"]
     B, T, _ = x.shape
     modes = (broken.training, ref.training)
@@ -132,7 +144,7 @@ def compare_outputs(broken, ref, inputs: dict) -> dict[str, Any]:
         finite = diff[torch.isfinite(diff)]
         result["max_diff"] = float(finite.max()) if finite.numel() else math.nan
         result["nan_rows"] = int(torch.isnan(got).all(-1).sum())
-        result["leaks"] = _leaks(broken, ref, inputs) if B * T <= LEAK_MAX_TOKENS else None
+        result["leaks"] = _probed_leaks(broken, ref, inputs, probe) if B * T <= LEAK_MAX_TOKENS else None
         return result
     finally:
         broken.train(modes[0]), ref.train(modes[1])
@@ -150,6 +162,16 @@ def reference_dependencies(ref, inputs: dict) -> torch.Tensor | None:
     if causal:  # source t reaches receiver t2 when t <= t2
         same = same & torch.ones(T, T, dtype=torch.bool).triu()[None, :, None, :]
     return same
+
+
+def _probed_leaks(broken, ref, inputs, probe) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The leaks measured on ``probe()`` when it runs, on the models themselves otherwise."""
+    if probe is not None:
+        try:
+            return _leaks(*probe())
+        except Exception:  # the probe cannot run (it should): measure at full size
+            pass
+    return _leaks(broken, ref, inputs)
 
 
 def _leaks(broken, ref, inputs) -> list[tuple[tuple[int, int], tuple[int, int]]]:

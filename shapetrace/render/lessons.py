@@ -58,7 +58,7 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     if shown:
         yield from diagnostic_lines(shown)
     if trace.exception is not None:
-        yield Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red")
+        yield Indent(Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red"))
     yield Text("")
 
 
@@ -66,8 +66,8 @@ def block_parts(blocks: Sequence[LessonBlock]) -> list[Any]:
     """The renderables of a run of lesson blocks."""
     parts: list[Any] = []
     for block in blocks:
-        if block.kind == "text":
-            parts.append(Markdown(block.body))
+        if block.kind == "text":  # Rich pads prose to the full width: Indent trims each line
+            parts.append(Indent(Markdown(block.body)))
         else:
             parts.extend(live_block(block))
     return parts

@@ -20,6 +20,7 @@ from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
+from shapetrace.render.indent import Indent
 from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,10 +117,64 @@ def header_texts(lines: Sequence[str], width: int) -> list[Text]:
 
 
 COLUMNS = ("#", "op", "shape [names]", "strides", "memory", "layout")
-#: The narrowest each column gets, so every variant of one width lines up the same way.
-MIN_WIDTHS = (3, 11, 28, 24, 12, 10)
+#: Spaces after each column but the last: one after the right-aligned index, two elsewhere.
+GAPS = (1, 2, 2, 2, 2)
 #: From this many columns the strides sit in their own column; below, on a line under the code.
 STRIDES_INLINE_WIDTH = 100
+#: Fixed widths of the index, op, memory and layout columns; the index holds a fold's ``12-14``.
+INDEX_WIDTH, OP_WIDTH, MEMORY_WIDTH, LAYOUT_WIDTH = 5, 11, 12, 10
+#: At STRIDES_INLINE_WIDTH: shape and strides columns, one column short of the edge (a line that fills a
+#: terminal's last column wraps on some); a wider terminal gives the shape up to SHAPE_GROWTH more.
+SHAPE_WIDTH, STRIDES_WIDTH, SHAPE_GROWTH = 30, 22, 10
+
+
+def fixed_widths(width: int) -> list[int]:
+    """The column widths at ``width``, the same for every trace, so that every variant of one width lines
+    up the same way (strides 0: on their own line). A shape too wide for its column takes the strides
+    column too (its strides then go on their own line)."""
+    fixed = INDEX_WIDTH + OP_WIDTH + MEMORY_WIDTH + LAYOUT_WIDTH + sum(GAPS)
+    if width >= STRIDES_INLINE_WIDTH:
+        shape = SHAPE_WIDTH + min(width - STRIDES_INLINE_WIDTH, SHAPE_GROWTH)
+        return [INDEX_WIDTH, OP_WIDTH, shape, STRIDES_WIDTH, MEMORY_WIDTH, LAYOUT_WIDTH]
+    return [INDEX_WIDTH, OP_WIDTH, width - fixed + GAPS[-1], 0, MEMORY_WIDTH, LAYOUT_WIDTH]
+
+
+def fits(rows: Sequence[Sequence[Text]], labels: Sequence[str], widths: Sequence[int]) -> bool:
+    """Every cell fits ``widths`` (a shape may run over the strides column)."""
+    shape_room = widths[2] + (GAPS[2] + widths[3] if widths[3] else 0)
+    limits = [widths[0], widths[1], shape_room, None, widths[4], widths[5]]
+    return (all(len(x) <= widths[0] for x in labels)
+            and all(r[i].cell_len <= limit for r in rows for i, limit in enumerate(limits) if limit is not None))
+
+
+def content_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str], width: int) -> list[int]:
+    """Each column as wide as its header and its widest cell: for traces whose cells do not fit the fixed
+    widths (long names, huge sizes); strides inline only when the row fits ``width``."""
+    widths = [max([len(COLUMNS[i])] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
+    widths[0] = max([widths[0]] + [len(x) for x in labels])
+    if width < STRIDES_INLINE_WIDTH or sum(widths) + sum(GAPS) > width:
+        widths[3] = 0
+    return widths
+
+
+def column_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str] = (), width: int = STRIDES_INLINE_WIDTH
+                  ) -> list[int]:
+    """The fixed widths at ``width`` when every cell fits them, else widths from the content
+    (``labels``: more index cells); a strides width of 0 puts the strides on a line under each op."""
+    widths = fixed_widths(width)
+    return widths if fits(rows, labels, widths) else content_widths(rows, labels, width)
+
+
+def row_cells(cells: Sequence[Text], widths: Sequence[int]) -> tuple[list[Text], list[int], bool]:
+    """One row's cells and widths at ``widths``, and whether its strides go on a line of their own: with no
+    strides column, or when the shape runs over the strides column, or when the strides are too wide."""
+    if not widths[3]:
+        return [*cells[:3], *cells[4:]], [*widths[:3], *widths[4:]], True
+    if cells[2].cell_len > widths[2]:
+        return [*cells[:3], *cells[4:]], [*widths[:2], widths[2] + GAPS[2] + widths[3], *widths[4:]], True
+    if cells[3].cell_len > widths[3]:
+        return [*cells[:3], Text(""), *cells[4:]], list(widths), True
+    return list(cells), list(widths), False
 
 
 #: Long torch names shown short in the op column (the code line below shows the full call).
@@ -131,25 +186,6 @@ def fact_cells(e: Event, long_names=None) -> list[Text]:
     return [Text(str(e.index), style="dim"), Text(SHORT_OPS.get(e.op, e.op), style="bold magenta"),
             shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
             memory_text(e), contiguity_text(e)]
-
-
-def column_widths(rows: Sequence[Sequence[Text]], labels: Sequence[str] = (), width: int | None = None) -> list[int]:
-    """Each column as wide as its header, its minimum and its widest cell (``labels``: more index cells).
-
-    The minimums keep every variant's columns in the same place; below ``STRIDES_INLINE_WIDTH`` (strides
-    on their own line) they give way where the row would not fit ``width``.
-    """
-    def measure(mins: Sequence[int]) -> list[int]:
-        widths = [max([len(COLUMNS[i]), mins[i]] + [r[i].cell_len for r in rows]) for i in range(len(COLUMNS))]
-        widths[0] = max([widths[0]] + [len(x) for x in labels])
-        return widths
-
-    widths = measure(MIN_WIDTHS)
-    if width is not None and width < STRIDES_INLINE_WIDTH:
-        without_strides = sum(widths) - widths[3] + 2 * (len(widths) - 2)
-        if without_strides > width:
-            widths = measure([0] * len(COLUMNS))
-    return widths
 
 
 _MEMORY_TAIL = re.compile(r";\s*new (?:buffer )?[\d.,]+ (?:B|KiB|MiB|GiB|TiB)$")
@@ -191,7 +227,7 @@ def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
     """``4-5  view, transpose  k: the same two ops as q, #1-#2``: one line for a repeated block;
     ``22-85  layers.1-3: the same 21 ops as layers.0`` for repeated layers."""
     line = Text(fold_label(fold).rjust(widths[0]), style="dim")
-    line.append("  ")
+    line.append(" " * GAPS[0])
     if isinstance(fold, LayerFold):
         return line.append(fold.sentence, style="italic cyan")
     line.append(", ".join(e.op for e in fold.events), style="magenta")
@@ -200,7 +236,9 @@ def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
     return line
 
 
-def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
+def join_cells(cells: Sequence[Text], widths: Sequence[int], first_gap: int = 2) -> Text:
+    """The cells padded to ``widths`` (the first right-aligned), ``first_gap`` spaces after the first, two
+    after the others."""
     line = Text()
     for i, (cell, w) in enumerate(zip(cells, widths)):
         cell = cell.copy()
@@ -210,7 +248,7 @@ def join_cells(cells: Sequence[Text], widths: Sequence[int]) -> Text:
             cell.pad_right(w - cell.cell_len)
         line.append_text(cell)
         if i < len(cells) - 1:
-            line.append("  ")
+            line.append(" " * (first_gap if i == 0 else 2))
     line.rstrip()  # empty last cells (a failed op) leave no trailing spaces
     return line
 
@@ -279,19 +317,13 @@ class OpTable:
             rows.insert(0, input_cells(first_input, self.long_names))
         folds = self._folds()
         widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
-        indent = widths[0] + 2
-        # the layout depends on the width alone, unless a row could not fit (5-D shapes in GQA)
-        strides_inline = width >= STRIDES_INLINE_WIDTH and sum(widths) + 2 * (len(widths) - 1) <= width
-        if not strides_inline:
-            widths[3] = 0
-        header = [Text(c, style="bold") for c in COLUMNS]
-        if not strides_inline:
-            header[3] = Text("")
-        yield join_cells(header, widths)
-        yield Text("─" * min(width, sum(widths) + 2 * (len(widths) - 1)), style="dim")
+        indent = widths[0] + GAPS[0]
+        header, header_widths, _ = row_cells([Text(c, style="bold") for c in COLUMNS], widths)
+        yield join_cells(header, header_widths, GAPS[0])
+        yield Text("─" * min(width, sum(header_widths) + sum(GAPS[: len(header_widths) - 1])), style="dim")
         if first_input is not None:
-            cells = rows.pop(0)
-            yield join_cells(cells if strides_inline else cells[:3] + [Text("")] + cells[4:], widths)
+            cells, row_widths, _ = row_cells(rows.pop(0), widths)
+            yield join_cells(cells, row_widths, GAPS[0])
         skip: set[int] = set()
         last: list[str | None] = [None]
         for e, cells in zip(self.events, rows):
@@ -305,15 +337,14 @@ class OpTable:
                 yield fold_cells(folds[e.index], widths)
                 skip.update(x.index for x in folds[e.index].events)
                 continue
-            if not strides_inline:
-                cells = cells[:3] + [Text("")] + cells[4:]
-            yield join_cells(cells, widths)
-            yield from self._detail(e, indent, width, strides_inline)
+            cells, row_widths, strides_below = row_cells(cells, widths)
+            yield join_cells(cells, row_widths, GAPS[0])
+            yield from self._detail(e, indent, width, strides_below)
             extra = self.after_event(e) if self.after_event else None
             if extra is not None:
                 yield extra
 
-    def _detail(self, e: Event, indent: int, width: int, strides_inline: bool) -> Iterable:
+    def _detail(self, e: Event, indent: int, width: int, strides_below: bool) -> Iterable:
         code = Text(" " * indent)
         code.append_text(_code_text(e.code, max(10, width - indent - 1)))
         if e.source:
@@ -321,7 +352,7 @@ class OpTable:
             if code.cell_len + loc.cell_len <= width:
                 code.append_text(loc)
         yield code
-        if not strides_inline:
+        if strides_below and e.output is not None:
             yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
         if is_matmul(e):
             yield from indented(Text(equation(e), style="bold"), indent, width)
@@ -362,8 +393,13 @@ def any_named(events: Sequence[Event]) -> bool:
     return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Text]:
-    """The findings, or the all-clear (only when there were names to check), or why nothing was checked."""
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Indent]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked;
+    wrapped without trailing spaces."""
+    return [Indent(text) for text in _diagnostic_texts(diagnostics, named)]
+
+
+def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool) -> Iterable[Text]:
     if not diagnostics:
         if not named:
             yield Text("\n" + NOTHING_NAMED, style="yellow")
