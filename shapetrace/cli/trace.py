@@ -69,6 +69,10 @@ def trace(
         run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
+        if layer is not None and run.exception is None:
+            from shapetrace.app.layers import check_layer
+
+            check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         run.trace.header = {"lines": script_header(script, sizes, note)}
         if request.export and run.trace.events:
             from shapetrace.cli.classroom import write_export
