@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Event, TensorInfo
 
 
+@functools.lru_cache(maxsize=1 << 16)  # one module path per module, looked up once per op
 def layer_of(module: str) -> tuple[str, int] | None:
     """``("h", 3)`` for ``h.3.attn``; None for a path with no numbered part (``wte``, "").
 

@@ -274,9 +274,12 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
 
 
 def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
-    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow)."""
+    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow); ``trace`` itself
+    when ``events`` are all of its events."""
     from shapetrace.engine.tracer import Trace
 
+    if len(events) == len(trace.events) and all(a is b for a, b in zip(events, trace.events)):
+        return trace  # nothing hidden: the same events, already numbered from 0
     out = Trace.__new__(Trace)
     out.__dict__.update(trace.__dict__)
     out.events = [replace(e, index=i) for i, e in enumerate(events)]

@@ -273,11 +273,14 @@ class OpTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        rows = [fact_cells(e, self.long_names) for e in self.events]
+        folds = self._folds()
+        folded = {x.index for f in folds.values() for x in f.events}
+        # cells only for the ops shown: a folded op repeats a shown one fact for fact (80 layers, 1 drawn)
+        cells_of = {e.index: fact_cells(e, self.long_names) for e in self.events if e.index not in folded}
+        rows = list(cells_of.values())
         first_input = self.events[0].inputs[0] if self.fold and self.events and self.events[0].inputs else None
         if first_input is not None:
             rows.insert(0, input_cells(first_input, self.long_names))
-        folds = self._folds()
         widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
         indent = widths[0] + 2
         # the layout depends on the width alone, unless a row could not fit (5-D shapes in GQA)
@@ -294,7 +297,7 @@ class OpTable:
             yield join_cells(cells if strides_inline else cells[:3] + [Text("")] + cells[4:], widths)
         skip: set[int] = set()
         last: list[str | None] = [None]
-        for e, cells in zip(self.events, rows):
+        for e in self.events:
             if e.index in skip:
                 continue
             if isinstance(folds.get(e.index), LayerFold):
@@ -305,6 +308,7 @@ class OpTable:
                 yield fold_cells(folds[e.index], widths)
                 skip.update(x.index for x in folds[e.index].events)
                 continue
+            cells = cells_of[e.index]
             if not strides_inline:
                 cells = cells[:3] + [Text("")] + cells[4:]
             yield join_cells(cells, widths)
