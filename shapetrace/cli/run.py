@@ -12,6 +12,7 @@ from shapetrace.cli.common import (
     export_option,
     force_option,
     guarded,
+    import_torch,
     out_console,
     seed_option,
     static_option,
@@ -81,6 +82,7 @@ def run(
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
+        import_torch()
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.session import trace_reference
         from shapetrace.attention.config import AttentionConfig

@@ -12,6 +12,7 @@ from shapetrace.cli.common import (
     export_option,
     force_option,
     guarded,
+    import_torch,
     out_console,
     report_error,
     static_option,
@@ -59,6 +60,7 @@ def trace(
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
                                            json_out, all_ops, force, static)
+        import_torch()
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes
