@@ -43,10 +43,6 @@ def compare(
     with guarded(traceback):
         import json
 
-        from shapetrace.cli.common import import_torch
-
-        import_torch()
-
         from shapetrace.app.compare import check_impls, compare_impls, diff_events
         from shapetrace.attention.config import AttentionConfig
         from shapetrace.attention.notes import header

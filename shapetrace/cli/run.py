@@ -82,7 +82,6 @@ def run(
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op."""
     with guarded(traceback):
-        import_torch()
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.session import trace_reference
         from shapetrace.attention.config import AttentionConfig
@@ -102,7 +101,9 @@ def run(
             return run_variants(ctx, base, options, json_out, request, (diagrams, diagram),
                                 device, parse_memory(max_memory))
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
+        memory = parse_memory(max_memory)
+        where, note = pick_device(device, reference_bytes(config), memory)
+        import_torch()  # after every usage check: a bad option is answered without torch
         trace = trace_reference(config, where, note)
         if json_out:
             write_json(trace.to_json())

@@ -60,13 +60,14 @@ def trace(
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
                                            json_out, all_ops, force, static)
-        import_torch()
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, run_script, script_header
         from shapetrace.attention.memory import dims_bytes
 
         sizes = parse_dims(dims)
-        where, note = pick_device(device, dims_bytes(sizes), parse_memory(max_memory))
+        memory = parse_memory(max_memory)
+        where, note = pick_device(device, dims_bytes(sizes), memory)
+        import_torch()  # after every usage check: a bad option is answered without torch
         filters = Filters(only=only or (), include=include or (), exclude=exclude or ())
         run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
