@@ -86,3 +86,33 @@ def test_timm_vit_has_no_false_alarm():
     dims = {"B": 2, "T": 5, "D": 192, "H": 3}
     t = traced(model, torch.randn(2, 3, 32, 32), dims=dims)
     assert loud(t) == [] and contradictions(t, dims) == []
+
+
+def test_llama3_70b_sized_on_meta_from_token_ids():
+    """transformers' LlamaForCausalLM at llama3-70b sizes, built on the meta device (no weights exist),
+    traced from token ids: names in every layer, module paths, the 79 repeated layers folded."""
+    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    from shapetrace.app.layers import fold_layers
+
+    config = transformers.LlamaConfig(hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+                                      num_hidden_layers=80, intermediate_size=28672, vocab_size=128256,
+                                      max_position_embeddings=131072, rope_theta=500000.0)
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config).eval()
+        ids = torch.zeros(1, 16, dtype=torch.long)                   # (B, T)
+    dims = {"B": 1, "T": 16, "D": 8192, "H": 64, "H_kv": 8}
+    t = traced(model, ids, dims=dims)
+    assert loud(t) == [] and contradictions(t, dims) == []
+    (fold,) = fold_layers(t.events)
+    assert fold.sentence == f"model.layers.1-79: the same {len(fold.original.events)} ops as model.layers.0"
+    assert [layer.number for layer in fold.layers] == list(range(1, 80))
+    for n in (0, 79):
+        attn = [e for e in t.events if e.module == f"model.layers.{n}.self_attn"]
+        split = [e.output.dims for e in attn if e.op == "transpose"][:3]   # q, k, v split into heads
+        assert split == [("B", "H", "T", "d_k"), ("B", "H_kv", "T", "d_k"), ("B", "H_kv", "T", "d_k")]
+        heads = {e.output.dims for e in attn if e.op in ("scaled_dot_product_attention", "matmul")}
+        assert ("B", "H", "T", "d_k") in heads
+        assert {m for e in t.events for m in [e.module] if m.startswith(f"model.layers.{n}.self_attn.")} == {
+            f"model.layers.{n}.self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    assert t.events[0].module == "model.embed_tokens" and t.events[0].output.dims == ("B", "T", "D")
+    assert t.events[-1].module == "lm_head" and t.events[-1].output.shape == (1, 16, 128256)

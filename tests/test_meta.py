@@ -84,6 +84,8 @@ CASES = {
     "einsum_transposed": (lambda q, k: torch.einsum("bhtd,bhsd->bhts", q.transpose(1, 2), k.transpose(1, 2)),
                           r(2, 5, 3, 4), r(2, 7, 3, 4)),
     "sdpa_causal": (lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True), r(2, 3, 5, 4)),
+    "sdpa_enable_gqa": (lambda q, k, v: F.scaled_dot_product_attention(  # 6 query heads share 2 kv heads
+        q.transpose(1, 2), k, v, enable_gqa=True), r(2, 5, 6, 4), r(2, 2, 5, 4), r(2, 2, 5, 3)),
     "einsum_scores": (lambda q, k: torch.einsum("bhtd,bhsd->bhts", q, k), r(2, 3, 5, 4), r(2, 3, 7, 4)),
     "einsum_merge": (lambda w, v: torch.einsum("bhts,bhsd->bthd", w, v), r(2, 3, 5, 7), r(2, 3, 7, 4)),
     "einsum_proj": (lambda x, w: torch.einsum("btd,ed->bte", x, w), r(2, 5, 8), r(6, 8)),

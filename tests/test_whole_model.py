@@ -11,7 +11,9 @@ import pytest
 import torch
 from conftest import ROOT, render, run_cli
 
-from shapetrace.app.layers import fold_layers, layer_of, module_summary
+from shapetrace.app.layers import check_layer, fold_layers, layer_of, module_summary, number_ranges
+from shapetrace.engine.tracer import Event, TensorInfo
+from shapetrace.errors import UsageError
 
 SCRIPT = str(ROOT / "tests" / "scripts" / "tiny_gpt.py")
 DIMS = "B=2,T=6,D=64,H=4"
@@ -80,6 +82,45 @@ def test_layer_expands_one_layer(cli):
     assert "\nlayers.2\n   43 layer_norm" in out
 
 
+@pytest.mark.parametrize("args,message", [
+    (("--layer", "4"), "--layer 4: this model has layers 0-3"),
+    (("--layer", "-1"), "--layer -1: this model has layers 0-3"),
+    (("--only", "layers.1", "--layer", "2"),
+     "--layer 2: the ops shown (after --only/--include/--exclude) are in layers 1"),
+    (("--only", "layers.12.attn"), "--only layers.12.attn: no recorded op ran in a module or function of that "
+                                   "name; nearest: layers.2.attn, layers.1.attn, layers.3.attn"),
+    (("--only", "layers.1.atn"), "--only layers.1.atn: no recorded op ran in a module or function of that name; "
+                                 "nearest: layers.1.attn, layers.3.attn, layers.2.attn"),
+    (("--only", "Atention.forward"), "--only Atention.forward: no recorded op ran in a module or function of "
+                                     "that name; nearest: Attention.forward, TinyGPT.forward, Block.forward"),
+    (("--only", "layers.0", "--only", "zzz"), "--only zzz: no recorded op ran in a module or function of that "
+                                              "name; some that exist: wte, layers, ln_f"),
+])
+def test_a_layer_or_module_that_does_not_exist_is_a_usage_error(cli, args, message):
+    result = trace(cli, *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {message}\n"
+    assert result.stdout == "(2, 6, 64)\n"  # the script's own print; no table
+
+
+def test_layer_on_a_model_without_layers_is_a_usage_error(cli):
+    result = cli("trace", str(ROOT / "tests" / "scripts" / "textbook.py"), "--layer", "1")
+    assert result.exit_code == 2
+    assert result.stderr == "error: --layer 1: this model has no numbered layers (no module path like layers.0)\n"
+
+
+def test_layer_names_every_stack_and_gaps():
+    def at(module: str) -> Event:
+        return Event(0, "view", "m.py:1", "x.view(2)", "f", [], [], module=module)
+
+    events = [at("encoder.layer.0.attn"), at("encoder.layer.1"), at("decoder.block.0"), at("decoder.block.2")]
+    with pytest.raises(UsageError) as info:
+        check_layer(events, 5)
+    assert str(info.value) == "--layer 5: this model has layers encoder.layer 0-1 and decoder.block 0, 2"
+    check_layer(events, 2)  # decoder.block.2 exists: no error
+    assert number_ranges([9, 1, 3, 4, 5]) == "1, 3-5, 9"
+
+
 def test_all_shows_every_op(cli):
     out = trace(cli, "--all").output
     assert "the same" not in out
@@ -125,6 +166,81 @@ def test_fold_layers_is_exact_and_keeps_diagnosed_layers():
     assert [(r.path, r.ops, r.each) for r in rows] == [("wte", 1, False), ("layers.0-3", 21, True),
                                                        ("ln_f", 1, False)]
     assert layer_of("model.layers.12.mlp") == ("model.layers", 12) and layer_of("") is None
+
+
+def _tensor(shape, stride, dims, offset=0, dtype="float32"):
+    return TensorInfo(shape, stride, offset, dtype, True, dims, nbytes=4 * int(torch.tensor(shape).prod()))
+
+
+def _synthetic_layer(number: int, ops: int = 12, **change) -> list[Event]:
+    """``ops`` recorded ops of ``layers.N``: views and linears on (B, T, D) = (2, 6, 64); ``change`` alters
+    one fact of op 5 (``stride``, ``module``, ``dtype``, ``offset``, ``code``, ``dims``, ``params``)."""
+    events = []
+    for i in range(ops):
+        shape, stride, dims = (2, 6, 64), (384, 64, 1), ("B", "T", "D")
+        module, code, dtype, offset, params = f"layers.{number}.attn", f"x{i} = f(x)", "float32", 0, {"w": [64, 64]}
+        if i == 5:
+            stride = change.get("stride", stride)
+            module = change.get("module", module).format(n=number)
+            code, dtype = change.get("code", code), change.get("dtype", dtype)
+            offset, dims, params = change.get("offset", offset), change.get("dims", dims), change.get("params", params)
+        out = _tensor(shape, stride, dims, offset, dtype)
+        events.append(Event(0, "view" if i % 2 else "linear", f"model.py:{10 + i}", code, "Attention.forward",
+                            [_tensor(shape, (384, 64, 1), ("B", "T", "D"))], [out], params=params, module=module,
+                            stack=("Attention.forward", "Model.forward")))
+    return events
+
+
+def _numbered(layers: list[list[Event]]) -> list[Event]:
+    from dataclasses import replace
+
+    flat = [e for layer in layers for e in layer]
+    return [replace(e, index=i) for i, e in enumerate(flat)]
+
+
+def _fold_numbers(events) -> list[tuple[list[int], int]]:
+    return [([lay.number for lay in f.layers], f.original.number) for f in fold_layers(events)]
+
+
+@pytest.mark.parametrize("change", [
+    {"stride": (384, 1, 6)}, {"module": "layers.{n}.mlp"}, {"dtype": "bfloat16"}, {"offset": 64},
+    {"code": "x5 = g(x)"}, {"dims": ("B", "T", None)}, {"params": {"w": [64, 32]}},
+])
+def test_a_layer_that_differs_in_one_fact_is_not_folded(change):
+    layers = [_synthetic_layer(n) for n in range(6)]
+    layers[3] = _synthetic_layer(3, **change)
+    assert _fold_numbers(_numbered(layers)) == [([1, 2], 0), ([4, 5], 0)]
+    twins = [_synthetic_layer(n, **change) if n >= 3 else _synthetic_layer(n) for n in range(6)]
+    assert _fold_numbers(_numbered(twins)) == [([1, 2], 0), ([4, 5], 3)]  # 4-5 repeat 3, not 0
+
+
+def test_identical_synthetic_layers_fold_into_one_run():
+    events = _numbered([_synthetic_layer(n) for n in range(80)])
+    (fold,) = fold_layers(events)
+    assert fold.sentence == "layers.1-79: the same 12 ops as layers.0"
+    assert fold.label == "12-959"
+
+
+@pytest.mark.benchmark
+def test_folding_is_linear_in_the_number_of_layers():
+    import time
+
+    def best(n: int) -> float:
+        events = _numbered([_synthetic_layer(i, ops=20) for i in range(n)])
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            folds = fold_layers(events)
+            times.append(time.perf_counter() - start)
+        assert _fold_numbers(events) == [(list(range(1, n)), 0)] and len(folds) == 1
+        return min(times)
+
+    small, large = best(20), best(200)
+    ratio = large / small
+    print(f"fold 20 layers {small * 1e3:.2f} ms, 200 layers {large * 1e3:.2f} ms: {ratio:.1f}x")
+    # linear: 10x the layers measured 10-25x here (the larger events fall out of the CPU caches); comparing
+    # each layer with every earlier one would be ~100x
+    assert ratio < 40, ratio
 
 
 def test_python_api_show_folds_the_same_way():

@@ -8,16 +8,18 @@ fold into one line: ``h.1-11: the same 19 ops as h.0``. A layer that differs in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shapetrace.app.folding import signature
+from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.tracer import Event, TensorInfo
 
 
+@functools.lru_cache(maxsize=1 << 16)  # one module path per module, looked up once per op
 def layer_of(module: str) -> tuple[str, int] | None:
     """``("h", 3)`` for ``h.3.attn``; None for a path with no numbered part (``wte``, "").
 
@@ -65,7 +67,7 @@ class LayerFold:
     layers: tuple[Layer, ...]
     original: Layer
 
-    @property
+    @functools.cached_property
     def events(self) -> tuple[Event, ...]:
         return tuple(e for layer in self.layers for e in layer.events)
 
@@ -93,34 +95,42 @@ def split_layers(events: Sequence[Event]) -> list[Layer | Event]:
     return [Layer(key[0], key[1], tuple(evs)) if key else evs[0] for key, evs in runs]
 
 
+def tensor_facts(t: TensorInfo) -> tuple:
+    """Every recorded fact of one tensor: shape, strides, offset, dtype, layout, names, device, bytes."""
+    return t.shape, t.stride, t.storage_offset, t.dtype, t.contiguous, t.dims, t.device, t.nbytes
+
+
+def event_facts(e: Event) -> tuple:
+    """Every recorded fact of one op but its index and the layer's number in its module path."""
+    return (e.op, e.source, e.code, e.function, e.args, e.view, e.noop, e.alloc_bytes, e.copy_bytes,
+            repr(e.params), e.stack, e.error, inner_path(e.module), e.projections,
+            tuple(tensor_facts(t) for t in e.inputs), tuple(tensor_facts(t) for t in e.outputs))
+
+
 def layer_signature(layer: Layer) -> tuple:
-    """Everything recorded about a layer's ops except their indices and the layer's own number."""
-    return tuple((signature(e), inner_path(e.module), repr(e.params))
-                 for e in layer.events)
+    """A hashable key equal for two layers exactly when every recorded fact of every op matches, in order."""
+    return (layer.stack, tuple(event_facts(e) for e in layer.events))
 
 
 def fold_layers(events: Sequence[Event], expand: int | None = None, keep: Collection[int] = ()) -> list[LayerFold]:
     """Runs of consecutive layers identical to an earlier layer of the same stack.
+
+    Linear in the number of ops: each layer's signature is computed once and looked up in a dict
+    (the first layer with a signature is the original every later identical layer folds into).
 
     Args:
         events: the recorded ops, in order.
         expand: a layer number never folded (``--layer N``).
         keep: event indices never folded (diagnosed ops): a layer holding one is shown.
     """
-    seen: dict[tuple, Layer] = {}
+    keep = frozenset(keep)
+    first: dict[tuple, Layer] = {}
     folds: list[LayerFold] = []
     run: list[Layer] = []
     run_original: Layer | None = None
     for item in split_layers(events):
-        original = None
-        if isinstance(item, Layer):
-            sig = (item.stack, layer_signature(item))
-            original = seen.get(sig)
-            foldable = expand != item.number and not any(e.index in keep for e in item.events)
-            if original is None or not foldable:
-                seen.setdefault(sig, item)
-                original = None
-        if original is not None and original is run_original and run and run[-1].number + 1 == item.number:
+        original = _original(item, first, expand, keep) if isinstance(item, Layer) else None
+        if original is not None and original is run_original and run[-1].number + 1 == item.number:
             run.append(item)
             continue
         if run:
@@ -129,6 +139,60 @@ def fold_layers(events: Sequence[Event], expand: int | None = None, keep: Collec
     if run:
         folds.append(LayerFold(tuple(run), run_original))
     return folds
+
+
+def _original(layer: Layer, first: dict[tuple, Layer], expand: int | None, keep: frozenset[int]) -> Layer | None:
+    """The earlier layer ``layer`` repeats fact for fact, or None (new, expanded or holding a diagnosed op)."""
+    original = first.setdefault(layer_signature(layer), layer)
+    if original is layer or layer.number == expand or any(e.index in keep for e in layer.events):
+        return None
+    return original
+
+
+def layer_numbers(events: Sequence[Event]) -> dict[str, list[int]]:
+    """The layer numbers of each stack, in order of first use: ``{"layers": [0, 1, 2]}``."""
+    numbers: dict[str, dict[int, None]] = {}
+    for e in events:
+        key = layer_of(e.module)
+        if key is not None:
+            numbers.setdefault(key[0], {})[key[1]] = None
+    return {stack: sorted(found) for stack, found in numbers.items()}
+
+
+def number_ranges(numbers: Sequence[int]) -> str:
+    """``0-11`` for 0..11; ``1, 3-5`` where numbers are missing.
+
+    >>> number_ranges([0, 1, 2, 3]), number_ranges([1, 3, 4, 5, 9])
+    ('0-3', '1, 3-5, 9')
+    """
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and spans[-1][1] + 1 == n:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def check_layer(events: Sequence[Event], number: int, filtered: bool = False) -> None:
+    """Raise a :class:`~shapetrace.errors.UsageError` when no shown layer has ``number`` (``--layer N``).
+
+    Args:
+        events: the ops the table shows.
+        number: the layer asked for.
+        filtered: True when --only/--include/--exclude hid some ops (the message says so).
+    """
+    stacks = layer_numbers(events)
+    if any(number in found for found in stacks.values()):
+        return
+    whose = "the ops shown (after --only/--include/--exclude) are in" if filtered else "this model has"
+    if not stacks:
+        raise UsageError(f"--layer {number}: {whose} no numbered layers (no module path like layers.0)")
+    if len(stacks) == 1:
+        (found,) = stacks.values()
+        raise UsageError(f"--layer {number}: {whose} layers {number_ranges(found)}")
+    parts = [f"{stack} {number_ranges(found)}" for stack, found in stacks.items()]
+    raise UsageError(f"--layer {number}: {whose} layers {' and '.join(parts)}")
 
 
 def layered(events: Sequence[Event]) -> bool:

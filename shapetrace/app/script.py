@@ -50,6 +50,32 @@ def _in_module(path: str, module: str) -> bool:
     return bool(module) and (module == path or module.startswith(path + "."))
 
 
+def check_only(events: Sequence[Event], only: Sequence[str]) -> None:
+    """Raise a :class:`UsageError` for an ``--only`` value no recorded op ran under (a typo, a layer that
+    does not exist), naming the nearest module paths and functions."""
+    for query in only:
+        if not any(_in_stack(query, e.stack) or _in_module(query, e.module) for e in events):
+            raise UsageError(f"--only {query}: no recorded op ran in a module or function of that name; "
+                             + _nearest(query, events))
+
+
+def _nearest(query: str, events: Sequence[Event]) -> str:
+    """``nearest: layers.11.attn, layers.1.attn, layers.10.attn`` (module paths, with their parents, and
+    the functions the ops ran under); the first module paths when nothing is close."""
+    import difflib
+
+    paths: dict[str, None] = {}
+    for e in events:
+        parts = e.module.split(".") if e.module else []
+        paths.update((".".join(parts[:i]), None) for i in range(1, len(parts) + 1))
+    functions = {s: None for e in events for s in e.stack if not s.startswith("<")}
+    close = difflib.get_close_matches(query, [*paths, *functions], n=3, cutoff=0.6)
+    if close:
+        return "nearest: " + ", ".join(close)
+    tops = [p for p in paths if "." not in p][:3] or list(functions)[:3]
+    return ("some that exist: " + ", ".join(tops)) if tops else "no op ran inside a module or function"
+
+
 def _path_matches(path: str, pattern: str) -> bool:
     """``attn.py`` matches ``models/attn.py``; a folder matches every file under it."""
     import fnmatch
@@ -234,6 +260,8 @@ def _default_device(device: str, torch) -> Iterator[None]:
 
 
 def _finish(path: str, trace: Trace, exception: BaseException | None, filters: Filters) -> ScriptRun:
+    if exception is None and filters.only:
+        check_only(trace.events, filters.only)
     failed_at = next((e.index for e in trace.events if e.error), None) if exception else None
     kept = [e for e in trace.events if filters.keep(e) or e.index == failed_at]
     shown = filtered(trace, kept)
@@ -247,9 +275,12 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
 
 
 def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
-    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow)."""
+    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow); ``trace`` itself
+    when ``events`` are all of its events."""
     from shapetrace.engine.tracer import Trace
 
+    if len(events) == len(trace.events) and all(a is b for a, b in zip(events, trace.events)):
+        return trace  # nothing hidden: the same events, already numbered from 0
     out = Trace.__new__(Trace)
     out.__dict__.update(trace.__dict__)
     out.events = [replace(e, index=i) for i, e in enumerate(events)]

@@ -76,7 +76,10 @@ def main() -> None:
     """Console-script entry point."""
     import sys
 
+    from shapetrace.cli import common
+
     if os.environ.get("NO_COLOR") == "":
         os.environ.pop("NO_COLOR")
     _check_argument_lengths(sys.argv[1:])
+    common.FREEZE_AFTER_TORCH = True
     app()

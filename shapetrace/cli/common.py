@@ -19,6 +19,30 @@ ALL_HELP = "Show every op: no folding of a block that repeats an earlier one (k 
 MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 
 
+#: True in a real ``shapetrace`` process (set by :func:`shapetrace.cli.app.main`), False under a test runner.
+FREEZE_AFTER_TORCH = False
+
+
+def import_torch() -> None:
+    """Import torch; in a real ``shapetrace`` process, then hand every object alive to ``gc.freeze()``.
+
+    ``import torch`` leaves about 170,000 objects that live until exit. Without the freeze, the next
+    full collection of Python's cyclic garbage collector walks them all: measured 0.1-0.26 s, one
+    collection that fell in the middle of ``shapetrace run`` (about half of its cost over ``import torch``).
+    Frozen objects are never scanned; everything created afterwards (a traced script's objects
+    included) is collected as usual. Only once per process, and not in a test process, where earlier
+    tests' garbage would be frozen too.
+    """
+    global FREEZE_AFTER_TORCH
+    import torch  # noqa: F401
+
+    if FREEZE_AFTER_TORCH:
+        import gc
+
+        FREEZE_AFTER_TORCH = False
+        gc.freeze()
+
+
 #: The columns a table may be rendered at.
 MIN_WIDTH, MAX_WIDTH = 40, 1000
 

@@ -12,6 +12,7 @@ from shapetrace.cli.common import (
     export_option,
     force_option,
     guarded,
+    import_torch,
     out_console,
     seed_option,
     static_option,
@@ -100,7 +101,9 @@ def run(
             return run_variants(ctx, base, options, json_out, request, (diagrams, diagram),
                                 device, parse_memory(max_memory))
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        where, note = pick_device(device, reference_bytes(config), parse_memory(max_memory))
+        memory = parse_memory(max_memory)
+        where, note = pick_device(device, reference_bytes(config), memory)
+        import_torch()  # after every usage check: a bad option is answered without torch
         trace = trace_reference(config, where, note)
         if json_out:
             write_json(trace.to_json())

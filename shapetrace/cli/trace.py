@@ -12,6 +12,7 @@ from shapetrace.cli.common import (
     export_option,
     force_option,
     guarded,
+    import_torch,
     out_console,
     report_error,
     static_option,
@@ -64,11 +65,17 @@ def trace(
         from shapetrace.attention.memory import dims_bytes
 
         sizes = parse_dims(dims)
-        where, note = pick_device(device, dims_bytes(sizes), parse_memory(max_memory))
+        memory = parse_memory(max_memory)
+        where, note = pick_device(device, dims_bytes(sizes), memory)
+        import_torch()  # after every usage check: a bad option is answered without torch
         filters = Filters(only=only or (), include=include or (), exclude=exclude or ())
         run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
+        if layer is not None and run.exception is None:
+            from shapetrace.app.layers import check_layer
+
+            check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         run.trace.header = {"lines": script_header(script, sizes, note)}
         if request.export and run.trace.events:
             from shapetrace.cli.classroom import write_export

@@ -381,15 +381,25 @@ def _sdpa(op: str, args, kwargs) -> torch.Tensor:
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise RuntimeError(f"scaled_dot_product_attention: shapes do not fit: query {list(q.shape)}, "
                            f"key {list(k.shape)}, value {list(v.shape)}")
+    if kwargs.get("enable_gqa"):
+        k, v = _gqa_repeat(q, k), _gqa_repeat(q, v)
     batch = broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]), tuple(v.shape[:-2]))
     shape = batch + (q.shape[-2], v.shape[-1])
-    rest = {key: value for key, value in kwargs.items() if key != "attn_mask"}
+    rest = {key: value for key, value in kwargs.items() if key not in ("attn_mask", "enable_gqa")}
     mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
     tensors = [q, k, v] + ([mask] if isinstance(mask, torch.Tensor) else [])
     minis = miniatures(tensors)
     mini_out = torch.nn.functional.scaled_dot_product_attention(
         *minis[:3], **({"attn_mask": minis[3]} if len(minis) > 3 else {}), **rest)
     return _empty(shape, strides_in_order_of(mini_out, shape), q.dtype)
+
+
+def _gqa_repeat(q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+    """``enable_gqa=True``: k or v with each of its H_kv heads repeated to q's H heads, as torch does."""
+    if q.dim() < 3 or kv.dim() < 3 or q.shape[-3] % kv.shape[-3]:
+        raise RuntimeError(f"scaled_dot_product_attention with enable_gqa: query heads ({q.shape[-3]}) must be "
+                           f"a multiple of key/value heads ({kv.shape[-3]})")
+    return kv.repeat_interleave(q.shape[-3] // kv.shape[-3], dim=-3)
 
 
 def miniatures(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:

@@ -311,11 +311,14 @@ class OpTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        rows = [fact_cells(e, self.long_names) for e in self.events]
+        folds = self._folds()
+        folded = {x.index for f in folds.values() for x in f.events}
+        # cells only for the ops shown: a folded op repeats a shown one fact for fact (80 layers, 1 drawn)
+        cells_of = {e.index: fact_cells(e, self.long_names) for e in self.events if e.index not in folded}
+        rows = list(cells_of.values())
         first_input = self.events[0].inputs[0] if self.fold and self.events and self.events[0].inputs else None
         if first_input is not None:
             rows.insert(0, input_cells(first_input, self.long_names))
-        folds = self._folds()
         widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
         indent = widths[0] + GAPS[0]
         header, header_widths, _ = row_cells([Text(c, style="bold") for c in COLUMNS], widths)
@@ -326,7 +329,7 @@ class OpTable:
             yield join_cells(cells, row_widths, GAPS[0])
         skip: set[int] = set()
         last: list[str | None] = [None]
-        for e, cells in zip(self.events, rows):
+        for e in self.events:
             if e.index in skip:
                 continue
             if isinstance(folds.get(e.index), LayerFold):
@@ -337,7 +340,7 @@ class OpTable:
                 yield fold_cells(folds[e.index], widths)
                 skip.update(x.index for x in folds[e.index].events)
                 continue
-            cells, row_widths, strides_below = row_cells(cells, widths)
+            cells, row_widths, strides_below = row_cells(cells_of[e.index], widths)
             yield join_cells(cells, row_widths, GAPS[0])
             yield from self._detail(e, indent, width, strides_below)
             extra = self.after_event(e) if self.after_event else None
