@@ -81,7 +81,7 @@ def test_seventy_nine_layers_fold_exactly_into_layer_0(events, table):
     (fold,) = fold_layers(events)
     assert [layer.number for layer in fold.layers] == list(range(1, LAYERS))
     assert fold.original.path == "model.layers.0" and len(fold.original.events) == LAYER_OPS
-    assert "\n46-2968  model.layers.1-79: the same 37 ops as model.layers.0\n" in table
+    assert "\n46-2968 model.layers.1-79: the same 37 ops as model.layers.0\n" in table
     assert table.count("the same 37 ops") == 1
     assert "2971 ops · 1525 views · 402 copies (82.5 MiB) · 1044 computed buffers (242 MiB)" in table
     rows = [(r.path, r.ops, r.views, r.copies, r.each) for r in module_summary(events)]
