@@ -757,12 +757,13 @@ def _storage_ptr(t: torch.Tensor) -> int:
 
 
 def _shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
-    """Real tensors: same storage pointer. Meta tensors (pointers all 0): the view base."""
-    if out.device.type == "meta":
-        base = out._base if out._is_view() else None
-        if base is None:
-            return any(out is i for i in inputs)
-        return any(base is i or base is i._base or out is i for i in inputs)
+    """A view of an input (or of that input's base) shares its storage, on any device; otherwise real
+    tensors are compared by storage pointer (meta tensors have none: there the view base decides)."""
+    base = out._base
+    if base is not None and any(base is i or base is i._base for i in inputs):
+        return True
+    if out.is_meta:
+        return any(out is i for i in inputs)
     ptr = _storage_ptr(out)
     return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
 
