@@ -6,6 +6,7 @@ Importing this module must not import torch or Rich: ``shapetrace --help`` stays
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 
@@ -152,9 +153,44 @@ def err_console():
 
 
 def out_console(width: int | None = None):
+    """The console commands print to. Piped or redirected, every line is written without the spaces
+    Rich pads it with (in a terminal they are invisible, and live screens rely on them)."""
     from rich.console import Console
 
-    return Console(width=width) if width else Console()
+    file = None if sys.stdout.isatty() else TrimmedLines(sys.stdout)
+    return Console(width=width, file=file) if width else Console(file=file)
+
+
+class TrimmedLines:
+    """A text stream that drops the spaces at the end of each line it passes on (before the newline,
+    and before any colour codes that close the line)."""
+
+    _TAIL = re.compile(r" +((?:\x1b\[[0-9;]*m)*)\n")
+
+    def __init__(self, stream) -> None:
+        self.stream, self.pending = stream, ""
+
+    def write(self, text: str) -> int:
+        head, newline, self.pending = (self.pending + text).rpartition("\n")
+        if newline:
+            self.stream.write(self._TAIL.sub(r"\1\n", head + newline))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", "utf-8")
 
 
 @contextlib.contextmanager

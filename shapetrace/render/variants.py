@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.text import Text
 
 from shapetrace.render.heatmap import HeatMap
@@ -26,6 +27,9 @@ def print_variant_extras(run: VariantRun, console: Console) -> None:
         console.print(heat_view(run))
     if run.config.broken:
         console.print(broken_block(run))
+        examples = leak_examples(run)
+        if examples is not None:
+            console.print(examples)
 
 
 def heat_view(run: VariantRun) -> HeatMap:
@@ -76,8 +80,20 @@ def broken_block(run: VariantRun) -> Text:
             text.append(f"; {s['cross_sequence']} across sequences of the batch")
         if s["from_later"]:
             text.append(f"; {s['from_later']} from later tokens into earlier ones")
-        text.append(f"; e.g. {', '.join(s['examples'])}")
+        text.append("; for example:")
     return text
+
+
+def leak_examples(run: VariantRun) -> Padding | None:
+    """A few leaked links (``b0 t2 -> b0 t1``) in columns, so that no link is split across lines."""
+    from rich.columns import Columns
+
+    from shapetrace.engine.findings import leak_summary
+
+    leaks = (run.comparison or {}).get("leaks")
+    if not leaks:
+        return None
+    return Padding(Columns(leak_summary(leaks)["examples"], padding=(0, 3)), (0, 0, 0, 2))
 
 
 def print_catalogue(console: Console) -> None:
