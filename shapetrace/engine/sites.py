@@ -56,27 +56,16 @@ def plumbing(code) -> bool:
 def site(depth: int) -> Site | None:
     """The call site ``depth`` frames above the caller, skipping internal frames; None when the
     stack holds no user code."""
-    kinds = _KIND
     frame = sys._getframe(depth + 1)
-    while frame is not None:
-        code = frame.f_code
-        entry = kinds.get(id(code))
-        kind = entry[1] if entry is not None else _kind(code)
-        if kind == USER:
-            break
-        frame = None if kind == ROOT else frame.f_back
+    while frame is not None and _kind(frame.f_code) != USER:
+        frame = None if _kind(frame.f_code) == ROOT else frame.f_back
     if frame is None:
         return None
     lineno = frame.f_lineno
     codes = []
-    while frame is not None:
-        code = frame.f_code
-        entry = kinds.get(id(code))
-        kind = entry[1] if entry is not None else _kind(code)
-        if kind == ROOT:
-            break
+    while frame is not None and (kind := _kind(frame.f_code)) != ROOT:
         if kind == USER:
-            codes.append(code)
+            codes.append(frame.f_code)
         frame = frame.f_back
     return Site(tuple(codes), lineno, _cwd())
 
