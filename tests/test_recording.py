@@ -133,3 +133,15 @@ def test_freeze_keeps_what_name_rules_read_and_shows_lists_and_slices():
     assert frozen[0] == (torch.Size([2, 3]), torch.float32, False, torch.Tensor)
     from shapetrace.engine.events import format_args
     assert format_args("op", frozen, kwargs) == "[1, 2], (3, 0:2), None, dim=-1"
+
+
+def test_a_projection_sentence_names_a_width_only_when_it_has_a_name():
+    from shapetrace.engine.sentences import annotate
+
+    x = torch.randn(1, 4, 32)
+    with shapetrace.trace(dims="B=1 T=4 D=32 H=4") as t:
+        F.linear(x, torch.nn.Parameter(torch.randn(48, 32)))
+        F.linear(x, torch.nn.Parameter(torch.randn(32, 32)))
+    assert [annotate(e) for e in t.events] == [
+        "projects each token's 32 features to 48 with a 48×32 weight; new buffer 768 B",
+        "projects each token's 32 features to 32 (D) with a 32×32 weight; new buffer 512 B"]

@@ -116,7 +116,8 @@ def _linear(e: Event) -> str:
     if any(n and n.startswith("!") for n in i.dims):
         return (f"projects the last axis ({i.shape[-1]} values) of a tensor whose axes mix tokens (see the "
                 f"error above) to {o.shape[-1]}; new buffer {fmt_bytes(e.alloc_bytes)}")
-    return (f"projects each token's {i.shape[-1]} features to {o.shape[-1]} ({label}) with a "
+    named = f" ({o.dims[-1].replace('*', '·')})" if o.dims[-1] else ""   # an unnamed width is just its size
+    return (f"projects each token's {i.shape[-1]} features to {o.shape[-1]}{named} with a "
             f"{w[0]}×{w[1]} weight{' and a bias' if e.params.get('bias') else ''}; new buffer "
             f"{fmt_bytes(e.alloc_bytes)}" if w
             else f"linear projection to {label}; new buffer {fmt_bytes(e.alloc_bytes)}")
