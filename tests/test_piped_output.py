@@ -20,6 +20,7 @@ COMMANDS = [
     ("compare",),
     ("lesson", "1"),
     ("strides", "2,6,512", "view(2, 6, 8, 64).transpose(1, 2).contiguous()"),
+    ("exercise", "list"),
 ]
 
 
@@ -54,3 +55,13 @@ def test_trimmed_lines_keep_colour_codes_and_unfinished_lines():
     stream.write("tail  ")
     stream.flush()
     assert out.getvalue() == "a\x1b[0m\nb     c\n\ntail  "
+
+
+@pytest.mark.parametrize("width", ["60", "80", "100"])
+def test_exercise_list_keeps_each_exercise_kind_on_its_line(width, tmp_path):
+    done = run_cli("exercise", "list", env={"COLUMNS": width, "NO_COLOR": "1", "SHAPETRACE_STATE_DIR": str(tmp_path)})
+    lines = done.stdout.splitlines()
+    tests = [line for line in lines if "write a test" in line]
+    assert [line.split()[0] for line in tests] == ["test-split-square", "test-round-trip", "test-causal-mask",
+                                                  "test-repeat-kv"]
+    assert max(len(line) for line in lines) <= int(width)

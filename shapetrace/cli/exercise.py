@@ -41,7 +41,7 @@ def exercise_list(
             return
         from shapetrace.render.exercise import exercises_table
 
-        out_console(width).print(exercises_table(rows), end="")
+        out_console(width).print(exercises_table(rows))
 
 
 @exercise_app.command("start")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,20 +78,21 @@ def print_verdict(v: dict[str, Any], console: Console, file: str = "", show_tabl
     console.print(verdict_view(v, file, show_tables))
 
 
-def exercises_table(rows: Sequence[dict[str, Any]]) -> Text:
-    """One line per exercise: status mark, id, title, lesson, and what kind of exercise it is."""
-    width = max((len(r["id"]) for r in rows), default=10)
-    title_width = max((len(r["title"]) for r in rows), default=10)
-    text = Text()
+def exercises_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """One row per exercise: status mark, id, title, lesson, and what kind of exercise it is. Only the
+    title wraps (within its column) when the terminal is narrow."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True, style="bold")
+    table.add_column()
+    table.add_column(no_wrap=True, style="dim")
+    table.add_column(no_wrap=True, style="magenta")
+    marks = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan")}
     for r in rows:
-        mark = {"passed": ("✓", "green"), "edited": ("~", "yellow"), "started": ("·", "cyan")}.get(
-            r.get("status", ""), (" ", ""))
-        text.append(f" {mark[0]} ", style=mark[1])
-        text.append(f"{r['id']:<{width}}", style="bold")
-        text.append(f"  {r['title']:<{title_width}}  ")
-        text.append(f"lesson {r['lesson']}", style="dim")
-        text.append("  write a test\n" if r.get("kind") == "test" else "\n", style="magenta")
-    return text
+        mark, style = marks.get(r.get("status", ""), (" ", ""))
+        table.add_row(Text(f" {mark}", style=style), r["id"], r["title"], f"lesson {r['lesson']}",
+                      "write a test" if r.get("kind") == "test" else "")
+    return table
 
 
 def hint_view(exercise_id: str, level: int, total: int, hint: str) -> Panel:
