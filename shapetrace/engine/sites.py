@@ -124,11 +124,6 @@ def _is_stdlib(path: str) -> bool:
         and f"{os.sep}site-packages{os.sep}" not in path
 
 
-def display_path(filename: str) -> str:
-    """``shapetrace/attention/reference.py`` for our model code, a path relative to the cwd when under it."""
-    return _display_path(filename, os.getcwd())
-
-
 @functools.lru_cache(maxsize=1024)
 def _display_path(filename: str, cwd: str) -> str:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename

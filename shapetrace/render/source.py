@@ -1,6 +1,6 @@
 """Find and slice the source of traced code for step mode (plain data; no Rich).
 
-Events carry ``source = "path:line"`` as :func:`shapetrace.engine.sites.display_path`
+Events carry ``source = "path:line"`` as :func:`shapetrace.engine.sites.resolve`
 shows it (``shapetrace/attention.py`` for the reference model, a path relative to
 the working directory for user files) and the qualified names of the user
 functions on the stack.
