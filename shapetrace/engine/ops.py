@@ -39,6 +39,7 @@ class OpSpec:
     operands: Callable[[tuple, dict], list] | None = None   # which arguments are the operands
     inplace: bool = False
     opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
+    params_read_values: bool = False  # its params read tensor values (else: arguments, shapes, dtypes)
 
 
 # ---------------------------------------------------------------------------
@@ -157,9 +158,15 @@ def addmm_operands(args: tuple, kwargs: dict) -> list:
 
 
 def all_operands(args: tuple, kwargs: dict) -> list:
+    """Every tensor argument, and every tensor inside a list or tuple argument (``torch.cat``)."""
     found = []
+    is_tensor_type = _TENSOR_TYPE.get
     for value in (*args, *kwargs.values()) if kwargs else args:
-        if _is_tensor(value):
+        kind = type(value)
+        if kind is int or kind is float or value is None:
+            continue
+        known = is_tensor_type(kind)
+        if known or known is None and _is_tensor(value):
             found.append(value)
         elif isinstance(value, (list, tuple)):
             found.extend(v for v in value if _is_tensor(v))
@@ -301,7 +308,7 @@ def _additive_params(args: tuple, kwargs: dict) -> dict:
 
 
 #: an addition onto attention scores gets a row of its own: it is where additive masks and biases go in
-SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands=all_operands,
+SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands=all_operands, params_read_values=True,
                    words="adds a mask or bias to the scores")
 ADDITIVE = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_"})
 

@@ -34,18 +34,23 @@ class Site(NamedTuple):
     cwd: str
 
 
-#: id(code) -> (code, kind): 0 user code, 1 plumbing, 2 a stack root. The code object is kept, so
-#: its id is never reused while the entry lives; one answer per code object, for the process.
-_KIND: dict[int, tuple] = {}
+#: id(code) -> kind: 0 user code, 1 plumbing, 2 a stack root; one answer per code object, for the
+#: process. ``_KEPT`` holds every code object classified, so no id in ``_KIND`` is ever reused.
+_KIND: dict[int, int] = {}
+_KEPT: list = []
 USER, INTERNAL, ROOT = 0, 1, 2
 
 
 def _kind(code) -> int:
-    entry = _KIND.get(id(code))
-    if entry is None:
-        kind = ROOT if code in STACK_ROOTS else INTERNAL if is_internal(code.co_filename) else USER
-        entry = _KIND[id(code)] = (code, kind)
-    return entry[1]
+    kind = _KIND.get(id(code))
+    return _classify(code) if kind is None else kind
+
+
+def _classify(code) -> int:
+    kind = ROOT if code in STACK_ROOTS else INTERNAL if is_internal(code.co_filename) else USER
+    _KEPT.append(code)
+    _KIND[id(code)] = kind
+    return kind
 
 
 def plumbing(code) -> bool:
@@ -53,21 +58,82 @@ def plumbing(code) -> bool:
     return _kind(code) != USER
 
 
+#: One entry per module call running under a trace, innermost last: ``[frame, above]``, the frame
+#: of the tracer's module wrapper and, once a call site needed it, the user code above that frame
+#: (``(codes, lineno)``). The frames above a running module call cannot change until it returns, so
+#: they are walked once per module call, not once per op.
+ANCHORS: list[list] = []
+
+
+#: ``[frame, above, sites]``: the innermost user frame of the last call site, the user code objects
+#: from it outwards, and the Sites already made for its lines. Consecutive ops of one function share
+#: the frame, so their call sites are read without walking the stack. The frame is held (so it cannot
+#: be mistaken for another) only until the next call site or the end of the trace.
+_LAST: list = [None, None, {}]
+
+
 def site(depth: int) -> Site | None:
     """The call site ``depth`` frames above the caller, skipping internal frames; None when the
-    stack holds no user code."""
+    stack holds no user code. It runs on every recorded call: only the frames between the op and
+    the user's are walked each time; the ones above are walked once per function call (``_LAST``)
+    and once per module call (``ANCHORS``)."""
     frame = sys._getframe(depth + 1)
-    while frame is not None and _kind(frame.f_code) != USER:
-        frame = None if _kind(frame.f_code) == ROOT else frame.f_back
-    if frame is None:
-        return None
-    lineno = frame.f_lineno
-    codes = []
-    while frame is not None and (kind := _kind(frame.f_code)) != ROOT:
+    known = _KIND.get
+    stop = ANCHORS[-1][0] if ANCHORS else None
+    while frame is not None:
+        kind = known(id(frame.f_code))
+        if kind is None:
+            kind = _classify(frame.f_code)
         if kind == USER:
-            codes.append(frame.f_code)
+            break
+        if kind == ROOT or frame is stop:   # no user frame below the module call: its caller's line
+            codes, lineno = _outwards(frame, [], 0)
+            return Site(codes, lineno, _CWD[-1] if _CWD else os.getcwd()) if codes else None
         frame = frame.f_back
-    return Site(tuple(codes), lineno, _cwd())
+    else:
+        return None
+    last = _LAST
+    if last[0] is not frame:
+        last[0], last[1], last[2] = frame, None, {}
+    lineno = frame.f_lineno
+    found = last[2].get(lineno)
+    if found is None:
+        if last[1] is None:
+            last[1] = _outwards(frame.f_back, [frame.f_code], lineno)[0]
+        found = last[2][lineno] = Site(last[1], lineno, _CWD[-1] if _CWD else os.getcwd())
+    return found
+
+
+def _outwards(frame, codes: list, lineno: int, anchor: int | None = None) -> tuple[tuple, int]:
+    """The user code objects from ``frame`` outwards, after ``codes``, and the innermost one's line
+    (``lineno`` if ``codes`` has one). The walk ends at a stack root, or at the frame of module call
+    ``anchor`` (the innermost one by default), whose outer code objects are known (:func:`_above`)."""
+    index = len(ANCHORS) - 1 if anchor is None else anchor
+    stop = ANCHORS[index][0] if index >= 0 else None
+    while frame is not None:
+        if frame is stop:
+            above, line = _above(index)
+            lineno = lineno if codes else line
+            codes.extend(above)
+            break
+        kind = _kind(frame.f_code)
+        if kind == USER:
+            if not codes:
+                lineno = frame.f_lineno
+            codes.append(frame.f_code)
+        elif kind == ROOT:
+            break
+        frame = frame.f_back
+    return tuple(codes), lineno
+
+
+def _above(index: int) -> tuple[tuple, int]:
+    """The user code objects above module call ``index`` (innermost first) and the innermost one's
+    line, walked on first need and kept while that call runs."""
+    anchor = ANCHORS[index]
+    if anchor[1] is None:
+        anchor[1] = _outwards(anchor[0].f_back, [], 0, index - 1)
+    return anchor[1]
 
 
 def resolve(where: Site | None) -> tuple[str, str, str, tuple[str, ...]]:
@@ -106,8 +172,10 @@ def remember_cwd() -> None:
 
 
 def forget_cwd() -> None:
+    """The end of a trace: the working directory it read, and the frame it last held, are let go."""
     if _CWD:
         _CWD.pop()
+    _LAST[:] = [None, None, {}]
 
 
 def is_internal(filename: str) -> bool:
