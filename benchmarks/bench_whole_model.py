@@ -5,8 +5,9 @@
 The model is tests/scripts/tiny_gpt.py at 12 layers, D 256, 8 heads, 64 tokens (B 1), from token ids.
 Three forwards, interleaved ``--reps`` times after a warm-up: untraced; under a bare logger that records
 each call's output shape, stride and the caller's file:line (the least any tracer must do); and under
-``shapetrace.trace``. Prints the medians, each one's overhead over the untraced forward, the ratio of
-shapetrace's overhead to the bare logger's, and µs per recorded op. Ratios, never absolute times: the
+``shapetrace.trace``. Each overhead is the median over the rounds of that round's difference from its own
+untraced forward (shown added to the untraced median); it prints the ratio of shapetrace's overhead to
+the bare logger's, and µs per recorded op. Ratios, never absolute times: the
 machine is shared. No per-op synchronisation: on cuda the forward is synchronised once, at its end.
 """
 
@@ -134,8 +135,13 @@ def measure(reps: int = 7, device: str = "cpu", layers: int = 12, d_model: int =
         for _ in range(reps):
             for kind in ("untraced", "bare", "traced"):
                 run(kind)
+    # Overheads as the median of each round's difference from that round's own untraced forward:
+    # the shared machine's speed drifts between rounds more than within one.
     med = {k: statistics.median(v) for k, v in times.items()}
-    return Timings(med["untraced"], med["bare"], med["traced"], counts["bare"], counts["traced"], med["events"])
+    bare_over = statistics.median(b - u for b, u in zip(times["bare"], times["untraced"]))
+    traced_over = statistics.median(t - u for t, u in zip(times["traced"], times["untraced"]))
+    return Timings(med["untraced"], med["untraced"] + bare_over, med["untraced"] + traced_over,
+                   counts["bare"], counts["traced"], med["events"])
 
 
 def report(t: Timings, reps: int, device: str) -> str:

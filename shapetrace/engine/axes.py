@@ -107,6 +107,12 @@ def unknown_axis(size: int) -> Axis:
 
 
 def unknown_axes(shape: Sequence[int]) -> tuple[Axis, ...]:
+    """Unnamed axes for ``shape``: one tuple object per shape (the tracer's name memo keys axes by id)."""
+    return _unknown_axes(tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _unknown_axes(shape: tuple[int, ...]) -> tuple[Axis, ...]:
     return tuple(unknown_axis(s) for s in shape)
 
 

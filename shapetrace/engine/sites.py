@@ -58,82 +58,53 @@ def plumbing(code) -> bool:
     return _kind(code) != USER
 
 
-#: One entry per module call running under a trace, innermost last: ``[frame, above]``, the frame
-#: of the tracer's module wrapper and, once a call site needed it, the user code above that frame
-#: (``(codes, lineno)``). The frames above a running module call cannot change until it returns, so
-#: they are walked once per module call, not once per op.
-ANCHORS: list[list] = []
+#: For each module call running under a trace (innermost last): the user code objects above it and
+#: the innermost one's line. A walk up the stack that reaches the tracer's module wrapper (a frame of
+#: kind MODULE_CALL) takes the rest from here: the frames above a running module call cannot change
+#: until it returns, so they are walked once per module call, not once per op, and no frame is held.
+OUTER: list[tuple[tuple, int]] = []
+MODULE_CALL = 3
 
 
-#: ``[frame, above, sites]``: the innermost user frame of the last call site, the user code objects
-#: from it outwards, and the Sites already made for its lines. Consecutive ops of one function share
-#: the frame, so their call sites are read without walking the stack. The frame is held (so it cannot
-#: be mistaken for another) only until the next call site or the end of the trace.
-_LAST: list = [None, None, {}]
+def module_wrapper(code) -> None:
+    """Mark ``code`` as the tracer's module wrapper, which pushes onto :data:`OUTER` while it runs."""
+    _KEPT.append(code)
+    _KIND[id(code)] = MODULE_CALL
 
 
 def site(depth: int) -> Site | None:
     """The call site ``depth`` frames above the caller, skipping internal frames; None when the
-    stack holds no user code. It runs on every recorded call: only the frames between the op and
-    the user's are walked each time; the ones above are walked once per function call (``_LAST``)
-    and once per module call (``ANCHORS``)."""
-    frame = sys._getframe(depth + 1)
+    stack holds no user code."""
+    codes, lineno = user_stack(sys._getframe(depth + 1))
+    return Site(codes, lineno, _CWD[-1] if _CWD else os.getcwd()) if codes else None
+
+
+def user_stack(frame) -> tuple[tuple, int]:
+    """The user code objects from ``frame`` outwards (innermost first) and the innermost one's line.
+    It runs on every recorded call: one loop, no call per frame, and it stops at the innermost module
+    call (:data:`OUTER`)."""
     known = _KIND.get
-    stop = ANCHORS[-1][0] if ANCHORS else None
+    codes = []
+    lineno = 0
     while frame is not None:
-        kind = known(id(frame.f_code))
+        code = frame.f_code
+        kind = known(id(code))
         if kind is None:
-            kind = _classify(frame.f_code)
-        if kind == USER:
-            break
-        if kind == ROOT or frame is stop:   # no user frame below the module call: its caller's line
-            codes, lineno = _outwards(frame, [], 0)
-            return Site(codes, lineno, _CWD[-1] if _CWD else os.getcwd()) if codes else None
-        frame = frame.f_back
-    else:
-        return None
-    last = _LAST
-    if last[0] is not frame:
-        last[0], last[1], last[2] = frame, None, {}
-    lineno = frame.f_lineno
-    found = last[2].get(lineno)
-    if found is None:
-        if last[1] is None:
-            last[1] = _outwards(frame.f_back, [frame.f_code], lineno)[0]
-        found = last[2][lineno] = Site(last[1], lineno, _CWD[-1] if _CWD else os.getcwd())
-    return found
-
-
-def _outwards(frame, codes: list, lineno: int, anchor: int | None = None) -> tuple[tuple, int]:
-    """The user code objects from ``frame`` outwards, after ``codes``, and the innermost one's line
-    (``lineno`` if ``codes`` has one). The walk ends at a stack root, or at the frame of module call
-    ``anchor`` (the innermost one by default), whose outer code objects are known (:func:`_above`)."""
-    index = len(ANCHORS) - 1 if anchor is None else anchor
-    stop = ANCHORS[index][0] if index >= 0 else None
-    while frame is not None:
-        if frame is stop:
-            above, line = _above(index)
-            lineno = lineno if codes else line
-            codes.extend(above)
-            break
-        kind = _kind(frame.f_code)
+            kind = _classify(code)
         if kind == USER:
             if not codes:
                 lineno = frame.f_lineno
-            codes.append(frame.f_code)
+            codes.append(code)
+        elif kind == MODULE_CALL and OUTER:
+            above, line = OUTER[-1]
+            if not codes:
+                lineno = line
+            codes.extend(above)
+            break
         elif kind == ROOT:
             break
         frame = frame.f_back
     return tuple(codes), lineno
-
-
-def _above(index: int) -> tuple[tuple, int]:
-    """The user code objects above module call ``index`` (innermost first) and the innermost one's
-    line, walked on first need and kept while that call runs."""
-    anchor = ANCHORS[index]
-    if anchor[1] is None:
-        anchor[1] = _outwards(anchor[0].f_back, [], 0, index - 1)
-    return anchor[1]
 
 
 def resolve(where: Site | None) -> tuple[str, str, str, tuple[str, ...]]:
@@ -172,10 +143,9 @@ def remember_cwd() -> None:
 
 
 def forget_cwd() -> None:
-    """The end of a trace: the working directory it read, and the frame it last held, are let go."""
+    """The end of a trace: the working directory it read is let go."""
     if _CWD:
         _CWD.pop()
-    _LAST[:] = [None, None, {}]
 
 
 def is_internal(filename: str) -> bool:

@@ -38,7 +38,7 @@ from shapetrace.engine.ops import (
     record_params,
 )
 from shapetrace.engine.propagate import fits
-from shapetrace.engine.sites import ANCHORS, forget_cwd, plumbing, remember_cwd, site
+from shapetrace.engine.sites import OUTER, forget_cwd, module_wrapper, plumbing, remember_cwd, site, user_stack
 from shapetrace.engine.vocabulary import FUSED_PARTS, canonical, canonical_dims, projection_kind
 from shapetrace.errors import UsageError
 
@@ -160,8 +160,7 @@ class _ModulePaths:
         from torch.nn import Module
 
         trace, original = self.trace, Module.__call__
-        paths, types, names = trace._modules, trace._module_types, trace._module_names
-        anchors = ANCHORS
+        paths, types, names, outer = trace._modules, trace._module_types, trace._module_names, OUTER
 
         def call_in_path(module, *args, **kwargs):
             path = names.get(id(module))
@@ -169,16 +168,15 @@ class _ModulePaths:
                 path = _name_submodules(module, paths[-1] + "." if paths else "", names)
             paths.append(path)
             types.append(type(module).__name__)
-            anchor = [sys._getframe(), None]   # where call sites stop walking (sites.ANCHORS)
-            anchors.append(anchor)
+            outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             try:
                 return original(module, *args, **kwargs)
             finally:
                 if paths:   # (empty if the trace was left while this module ran)
                     del paths[-1], types[-1]
-                if anchors and anchors[-1] is anchor:
-                    del anchors[-1]
+                del outer[-1]
 
+        module_wrapper(call_in_path.__code__)
         self.original, self.wrapper = original, call_in_path
         Module.__call__ = call_in_path
 
@@ -311,6 +309,7 @@ class Trace:
         order = [canonical_dims({n: 1})[0].popitem()[0] for n in seed_order] if seed_order else list(sizes)
         self.seed_order = order
         self._name_memo: dict[tuple, tuple] = {}
+        self._interned: dict[tuple, tuple] = {}   # each distinct axes tuple, once (the memo keys axes by id)
         self.name_mismatches = 0   # name functions whose axes disagreed with torch's shape (a bug: tested to be 0)
         self._sequences: dict[int, str] = {}   # id of each entering token tensor -> T or S
         self._attention_outputs: list[tuple[int, torch.Tensor]] = []   # checked for NaN rows at exit
@@ -427,6 +426,7 @@ class Trace:
         if names is None:
             return None
         axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
+        axes = self._interned.setdefault(axes, axes)
         self._store(tensor, axes)
         if "T" in names or "S" in names:
             self._sequences.setdefault(id(tensor), "S" if "S" in names else "T")
@@ -472,15 +472,17 @@ class Trace:
             self._tags[id(tensor)] = (weakref.ref(tensor), tag)
 
     def _tags_of(self, inputs) -> tuple | None:
-        """The projection tag of each operand (None while nothing is tagged)."""
+        """The projection tag of each operand (None when no operand has one)."""
         if not self._tags:
             return None
         tags = self._tags
-        found = []
+        found, any_tag = [], False
         for t in inputs:
             entry = tags.get(id(t))
-            found.append(entry[1] if entry is not None and entry[0]() is t else None)
-        return tuple(found)
+            tag = entry[1] if entry is not None and entry[0]() is t else None
+            found.append(tag)
+            any_tag = any_tag or tag is not None
+        return tuple(found) if any_tag else None
 
     def _tag_outputs(self, op: str, args, kwargs, inputs, in_axes, shapes, params, outs: Sequence[torch.Tensor],
                      input_tags) -> None:
@@ -637,6 +639,7 @@ class Trace:
             before = self.name_mismatches
             found = self._checked(spec, Call(spec.name, args, kwargs, inputs, in_axes, shapes, self.namer, params))
             mismatched = self.name_mismatches - before
+        found = [self._interned.setdefault(axes, axes) for axes in found]   # equal axes: one object
         if key is not None:
             self._name_memo[key] = (found, mismatched, params, tuple(in_axes))
         return found, params
@@ -752,9 +755,11 @@ class Trace:
 
     def _check_values(self) -> None:
         """NaN rows of every traced softmax or SDPA output, computed once after the run (never per op,
-        so a GPU run is not synchronised while it records)."""
+        so a GPU run is not synchronised while it records). One sum per output screens them all with
+        a single read (a NaN anywhere makes its sum NaN); only a flagged output is searched row by row."""
         checked, self._attention_outputs = self._attention_outputs, []
-        for index, out in checked:
+        checked = [(i, out) for i, out in checked if out.dim() >= 3 and out.is_floating_point()]
+        for index, out in _screened(checked):
             rows = _nan_rows(out)
             if rows:
                 self.nan_rows, self.nan_event = rows, index
@@ -852,6 +857,19 @@ _COMBINES = frozenset({"matmul", "bmm", "mm", "baddbmm", "einsum", "scaled_dot_p
 PROJECTIONS = frozenset({"linear", "addmm"})
 #: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
 VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
+
+
+def _screened(outputs: list[tuple[int, torch.Tensor]]) -> list[tuple[int, torch.Tensor]]:
+    """The outputs whose sum is NaN (all of them if their sums cannot be stacked in one tensor)."""
+    if not outputs:
+        return []
+    with torch.no_grad():
+        try:
+            sums = torch.stack([out.sum(dtype=torch.float32) for _, out in outputs])
+        except RuntimeError:   # outputs on different devices
+            return outputs
+        flagged = torch.isnan(sums).tolist()
+    return [pair for pair, nan in zip(outputs, flagged) if nan]
 
 
 def _nan_rows(out: torch.Tensor) -> list[tuple[int, int | None, int]]:
