@@ -145,3 +145,124 @@ def test_a_projection_sentence_names_a_width_only_when_it_has_a_name():
     assert [annotate(e) for e in t.events] == [
         "projects each token's 32 features to 48 with a 48×32 weight; new buffer 768 B",
         "projects each token's 32 features to 32 (D) with a 32×32 weight; new buffer 512 B"]
+
+
+# -- call sites through module calls: the frames above a running module are walked once ---------------
+
+def _helper_op(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(0, 1)                                         # (T, B, D)
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        y = self.proj(x)                                             # (B, T, D)
+        return _helper_op(y)
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Inner()
+
+    def forward(self, x):
+        return self.inner(x).contiguous()                            # (T, B, D)
+
+
+def _run_outer(model, x):
+    return model(x)
+
+
+def test_call_sites_in_nested_modules_and_helpers_name_every_user_function():
+    model, x = _Outer(), torch.randn(2, 6, 32)
+    with shapetrace.trace(dims=DIMS) as t:
+        _run_outer(model, x)
+    linear, transpose, contiguous = t.events
+    here = "test_call_sites_in_nested_modules_and_helpers_name_every_user_function"
+    # nn.Linear's own forward is torch's: the site is the line that called the module
+    assert (linear.op, linear.module, linear.function) == ("linear", "inner.proj", "_Inner.forward")
+    assert linear.stack[:4] == ("_Inner.forward", "_Outer.forward", "_run_outer", here)   # then pytest's
+    assert linear.code == "y = self.proj(x)                                             # (B, T, D)"
+    assert (transpose.module, transpose.stack[:5]) == ("inner", ("_helper_op", "_Inner.forward", "_Outer.forward",
+                                                                 "_run_outer", here))
+    assert transpose.code.startswith("return x.transpose(0, 1)")
+    assert (contiguous.module, contiguous.stack[:3]) == ("", ("_Outer.forward", "_run_outer", here))
+
+
+def test_the_same_helper_called_from_two_modules_gets_each_callers_stack():
+    class A(torch.nn.Module):
+        def forward(self, x):
+            return _helper_op(x)
+
+    class B(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = A()
+
+        def forward(self, x):
+            return _helper_op(self.a(x))
+
+    with shapetrace.trace(dims=DIMS) as t:
+        B()(torch.randn(2, 6, 32))
+    first, second = t.events
+    assert first.stack[:3] == ("_helper_op", "test_the_same_helper_called_from_two_modules_gets_each_callers_stack."
+                               "<locals>.A.forward", "test_the_same_helper_called_from_two_modules_gets_each_callers_"
+                               "stack.<locals>.B.forward")
+    assert second.stack[:2] == ("_helper_op", "test_the_same_helper_called_from_two_modules_gets_each_callers_stack."
+                                "<locals>.B.forward")
+    assert (first.module, second.module) == ("a", "")
+
+
+def test_module_calls_keep_no_frame_or_activation_alive():
+    kept = []
+
+    class Makes(torch.nn.Module):
+        def forward(self, x):
+            inside = x * 2
+            kept.append(weakref.ref(inside))
+            return x.view(12, 32)                                    # (B·T, D)
+
+    was_enabled = gc.isenabled()
+    gc.disable()   # freed by reference counting alone: no cycle through a frame
+    try:
+        with shapetrace.trace(dims=DIMS):
+            Makes()(torch.randn(2, 6, 32))
+        assert kept[0]() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_the_collector_sets_objects_aside_only_while_recording():
+    assert gc.get_freeze_count() == 0
+    with shapetrace.trace(dims=DIMS):
+        assert gc.get_freeze_count() > 0       # the objects alive at the start are not walked
+        torch.randn(2, 6, 32).view(12, 32)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()   # a process that froze its own objects keeps them frozen, and the trace adds none
+    try:
+        frozen = gc.get_freeze_count()
+        with shapetrace.trace(dims=DIMS):
+            torch.randn(2, 6, 32).view(12, 32)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_the_first_output_with_a_dead_row_is_found_among_clean_ones():
+    masked = torch.zeros(1, 2, 4, 4)
+    masked[0, 1, 3, :] = float("-inf")                               # query 3 of head 1 sees no key
+    with shapetrace.trace(dims="B=1 T=4 H=2 D=8") as t:
+        torch.zeros(1, 2, 4, 4).softmax(dim=-1)
+        masked.softmax(dim=-1)
+        torch.zeros(1, 2, 4, 4).softmax(dim=-1)
+    assert (t.nan_rows, t.nan_event) == ([(0, 1, 3)], 1)
+
+
+def test_no_nan_anywhere_leaves_an_empty_list():
+    with shapetrace.trace(dims="B=1 T=4 H=2 D=8") as t:
+        torch.zeros(1, 2, 4, 4).softmax(dim=-1)
+    assert t.nan_rows == []

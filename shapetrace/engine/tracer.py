@@ -34,6 +34,7 @@ from shapetrace.engine.ops import (
     Call,
     OpSpec,
     all_operands,
+    arg,
     operands_of,
     record_params,
 )
@@ -489,8 +490,7 @@ class Trace:
         """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
         into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
         if op in PROJECTIONS:
-            call = Call(op, args, kwargs, inputs, in_axes, shapes, self.namer, params)
-            self._tag(outs[0], self._projection_here(call))
+            self._tag(outs[0], self._projection_here(args, kwargs))
             return
         tag = None
         for t in input_tags or ():
@@ -512,12 +512,12 @@ class Trace:
         for out in outs:
             self._tag(out, tag)
 
-    def _projection_here(self, call: Call) -> str | None:
+    def _projection_here(self, args, kwargs) -> str | None:
         """The kind of projection a linear is, from the module it runs in (or torch's packed MHA weight)."""
         where = self._modules[-1] if self._modules else ""
         kind = projection_kind(where) if where else None
         if kind is None and self._module_types and self._module_types[-1] == "MultiheadAttention":
-            weight = call.arg(1, "weight")
+            weight = arg(args, kwargs, 1, "weight")
             if getattr(weight, "dim", lambda: 0)() == 2 and weight.shape[0] == 3 * weight.shape[1]:
                 kind = "qkv"
         return kind
@@ -578,7 +578,10 @@ class Trace:
         params = record_params(spec, args, kwargs) if spec.params is not None and \
             _params_read_values(spec, frozen) else None
         try:
-            result = _call(spec.name, func, args, kwargs, inputs)
+            if inputs and not inputs[0].is_meta:   # (the common case of _call, without the call)
+                result = func(*args, **kwargs)
+            else:
+                result = _call(spec.name, func, args, kwargs, inputs)
         except Exception as exc:
             params = record_params(spec, args, kwargs) if params is None else params
             self._append(spec, where, inputs, in_axes, [], [], frozen, params, self._tags_of(inputs), error=exc)
@@ -667,7 +670,7 @@ class Trace:
         in_axes = [self.axes_of(t) for t in inputs]
         raw = (op.strip("_") or op, site(2), self._modules[-1] if self._modules else "",
                [_raw_info(t, a) for t, a in zip(inputs, in_axes)], [], {}, freeze_args(args, kwargs),
-               (None,) * len(inputs), (False, False, 0, 0), f"{type(exc).__name__}: {exc}")
+               (None,) * len(inputs), _NOTHING, f"{type(exc).__name__}: {exc}")
         self._unrecorded_failure = (exc, raw)
 
     def _append(self, spec: OpSpec, where, inputs, in_axes, outs, out_axes, frozen, params, tags=None,
@@ -685,9 +688,11 @@ class Trace:
 
     def _event(self, index: int, raw: tuple) -> Event:
         op, where, module, ins, outs, params, frozen, projections, memory, error = raw
-        view, noop, alloc, copied = memory
+        view, noop, allocates, copies = memory
+        out_infos = [self._tensor_info(r) for r in outs]
+        alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         return Event(index, op, None, None, None, [self._tensor_info(r) for r in ins],
-                     [self._tensor_info(r) for r in outs], None, view, noop, alloc, copied, params, None, error,
+                     out_infos, None, view, noop, alloc, alloc if copies else 0, params, None, error,
                      module, projections, where, (op, *frozen))
 
     def info(self, tensor: torch.Tensor) -> TensorInfo:
@@ -913,8 +918,9 @@ def _shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
     return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
 
 
-def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, int, int]:
-    """(view, no-op, bytes allocated, bytes copied), from the registry's kind and torch's storage."""
+def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, bool, bool]:
+    """(view, no-op, allocates its outputs, copies values into them), from the registry's kind and
+    torch's storage; the bytes are counted from the outputs' shapes when the event is made."""
     if not outs:
         return _NOTHING
     for o in outs:
@@ -928,15 +934,14 @@ def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, int, int]:
                 break
         else:
             return _VIEW
-    alloc = 0
-    for o in outs:
-        alloc += o.numel() * o.element_size()
-    return False, False, alloc, alloc if spec.memory in _MOVES_VALUES else 0
+    return _COPIES if spec.memory in _MOVES_VALUES else _ALLOCATES
 
 
-_NOTHING = (False, False, 0, 0)
-_NO_OP = (True, True, 0, 0)
-_VIEW = (True, False, 0, 0)
+_NOTHING = (False, False, False, False)
+_NO_OP = (True, True, False, False)
+_VIEW = (True, False, False, False)
+_ALLOCATES = (False, False, True, False)
+_COPIES = (False, False, True, True)
 _MAY_ALIAS = frozenset({"view", "maybe"})
 _MOVES_VALUES = frozenset({"view", "maybe", "copy"})
 

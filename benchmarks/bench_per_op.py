@@ -1,0 +1,97 @@
+"""The cost of recording one op: shapetrace against a bare TorchFunctionMode logger, in one process (issue 14).
+
+    PYTHONPATH=. python benchmarks/bench_per_op.py [--reps 9] [--rounds 200]
+
+One loop body of six calls on tiny tensors (an ``nn.Linear``, a view, two transposes, a matmul and an
+elementwise add), run ``--rounds`` times per measurement: untraced, under a do-nothing mode (what any
+TorchFunctionMode costs), under a bare logger (output shape, stride and caller's file:line) and under
+``shapetrace.trace``. The tensors are tiny, so the compute is small and the per-call overheads show
+with little noise. Prints µs per call (medians of ``--reps`` interleaved measurements, thread CPU time)
+and the ratio of shapetrace's overhead to the bare logger's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+CALLS_PER_ROUND = 6
+
+
+def measure(reps: int = 9, rounds: int = 200) -> dict[str, float]:
+    """µs per call of each kind (medians), measured interleaved ``reps`` times."""
+    import torch
+    from bench_whole_model import bare_logger
+    from torch.overrides import TorchFunctionMode
+
+    import shapetrace
+
+    class DoNothing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    torch.set_num_threads(1)
+    x = torch.randn(2, 6, 64)                                     # (B, T, D)
+    proj = torch.nn.Linear(64, 192)
+
+    def body() -> None:
+        for _ in range(rounds):
+            qkv = proj(x)                                         # (B, T, 3·D)
+            heads = qkv.view(2, 6, 3, 64)                         # (B, T, 3, D)
+            per_head = heads.transpose(1, 2)                      # (B, 3, T, D)
+            scores = per_head @ per_head.transpose(-2, -1)        # (B, 3, T, T)
+            scores + 1.0                                          # (B, 3, T, T)
+
+    def under(kind: str) -> float:
+        t0 = time.thread_time()
+        if kind == "untraced":
+            body()
+        elif kind == "do-nothing mode":
+            with DoNothing():
+                body()
+        elif kind == "bare logger":
+            with bare_logger():
+                body()
+        else:
+            with shapetrace.trace(dims="B=2 T=6 D=64 H=3"):
+                body()
+        return time.thread_time() - t0
+
+    kinds = ("untraced", "do-nothing mode", "bare logger", "shapetrace")
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    with torch.no_grad():
+        for kind in kinds:
+            under(kind)   # warm-up
+        for _ in range(reps):
+            for kind in kinds:
+                times[kind].append(under(kind))
+    return {k: statistics.median(v) / (rounds * CALLS_PER_ROUND) * 1e6 for k, v in times.items()}
+
+
+def report(per_call: dict[str, float], reps: int) -> str:
+    base = per_call["untraced"]
+    lines = [f"µs per call, medians of {reps} interleaved runs (thread CPU time); overhead over untraced:"]
+    for kind, us in per_call.items():
+        lines.append(f"  {kind:16s} {us:6.2f} µs" + ("" if kind == "untraced" else f"  (+{us - base:.2f})"))
+    ratio = (per_call["shapetrace"] - base) / (per_call["bare logger"] - base)
+    lines.append(f"  overhead ratio (shapetrace / bare logger): {ratio:.1f}x")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    print(report(measure(args.reps, args.rounds), args.reps))
+
+
+if __name__ == "__main__":
+    main()
