@@ -978,17 +978,23 @@ def _params_read_values(spec: OpSpec, frozen: tuple) -> bool:
 
 def freeze_args(args, kwargs) -> tuple:
     """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
-    kind, never its values, and never kept alive. The name memo's key and the table's argument text."""
+    kind, never its values, and never kept alive. The name memo's key and the table's argument text.
+    (It runs on every recorded call: plain values and tensors are handled inline.)"""
     out = []
-    for a in args:   # the common kinds inline: this runs on every recorded call
+    for a in args:
         kind = type(a)
-        if kind is int or kind is float or a is None:
+        if kind in _PLAIN:
             out.append(a)
-        elif kind is torch.Tensor or kind is _PARAMETER:
+        elif kind is _TENSOR or kind is _PARAMETER:
             out.append(ShapeOf((a.shape, a.dtype, a.requires_grad, kind)))
         else:
             out.append(freeze(a))
-    return tuple(out), freeze(kwargs) if kwargs else None
+    if not kwargs:
+        return tuple(out), None
+    pairs = []
+    for key, value in kwargs.items():
+        pairs.append((key, value if type(value) in _PLAIN else freeze(value)))
+    return tuple(out), DictOf(pairs)
 
 
 def freeze(a):
