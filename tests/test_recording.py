@@ -252,6 +252,36 @@ def test_the_collector_sets_objects_aside_only_while_recording():
         gc.unfreeze()
 
 
+def test_the_older_generations_wait_only_while_recording_and_young_cycles_are_still_freed():
+    before = gc.get_threshold()
+    with shapetrace.trace(dims=DIMS):
+        young, middle, old = gc.get_threshold()
+        assert (young, middle > 10**8, old > 10**8) == (before[0], True, True)
+
+        class Cycle:
+            pass
+
+        cycle = Cycle()
+        cycle.me = cycle
+        gone = weakref.ref(cycle)
+        del cycle
+        for _ in range(3):
+            [[] for _ in range(before[0] + 1)]   # enough new objects for the young generation's collection
+            torch.randn(2, 6, 32).view(12, 32)
+        assert gone() is None   # a cycle dropped during the run is freed during the run
+    assert gc.get_threshold() == before
+
+
+def test_a_collector_the_traced_code_retuned_keeps_its_setting():
+    before = gc.get_threshold()
+    try:
+        with shapetrace.trace(dims=DIMS):
+            gc.set_threshold(500, 5, 5)
+        assert gc.get_threshold() == (500, 5, 5)
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_the_first_output_with_a_dead_row_is_found_among_clean_ones():
     masked = torch.zeros(1, 2, 4, 4)
     masked[0, 1, 3, :] = float("-inf")                               # query 3 of head 1 sees no key

@@ -34,6 +34,9 @@ class Site(NamedTuple):
     cwd: str
 
 
+_new_site = tuple.__new__
+
+
 #: id(code) -> kind: 0 user code, 1 plumbing, 2 a stack root; one answer per code object, for the
 #: process. ``_KEPT`` holds every code object classified, so no id in ``_KIND`` is ever reused.
 _KIND: dict[int, int] = {}
@@ -76,7 +79,9 @@ def site(depth: int) -> Site | None:
     """The call site ``depth`` frames above the caller, skipping internal frames; None when the
     stack holds no user code."""
     codes, lineno = user_stack(sys._getframe(depth + 1))
-    return Site(codes, lineno, _CWD[-1] if _CWD else os.getcwd()) if codes else None
+    if not codes:
+        return None
+    return _new_site(Site, (codes, lineno, _CWD[-1] if _CWD else os.getcwd()))   # (Site(...) costs more)
 
 
 def user_stack(frame) -> tuple[tuple, int]:

@@ -253,20 +253,38 @@ def _einops_groups(pattern: str) -> list[list[str]] | None:
     return groups
 
 
-def _hold_collector() -> bool:
-    """Set every object alive now aside from Python's cyclic garbage collector until the trace ends
-    (``gc.freeze``); True if this trace did, and must ``gc.unfreeze()`` at its end.
+def _hold_collector() -> tuple[bool, tuple[int, int, int] | None]:
+    """Keep Python's cyclic garbage collector off what recording keeps, until the trace ends. Returns
+    ``(froze, thresholds)``: what :func:`_release_collector` undoes.
 
-    Recording allocates a few objects per op, and each full collection that this sets off walks every
-    object in the process: with torch imported, about 170,000 of them. Measured on the whole-model
-    benchmark: about a tenth of recording's cost (1.3 ms of 14). Objects the traced code creates are
-    collected as usual; the ones set aside go back at the end, and only a collector that nothing
-    else has frozen objects in is touched (a process that froze its own keeps them frozen).
+    Recording keeps a few objects per op, and the collector walks surviving objects again and again:
+    each full collection walks every object in the process (with torch imported, about 170,000), and
+    each middle-generation one every survivor of the young one. So while a trace records, the objects
+    alive at its start are set aside (``gc.freeze``: only where nothing else froze any, so a process
+    that froze its own keeps them frozen), and the middle and old generations wait (their thresholds
+    raised). The young generation is collected as usual, so cycles the traced code drops soon are
+    freed during the run; the rest wait for the collector after the trace. Measured (bench_per_op.py):
+    the two older generations were about a tenth of recording's cost per op (1.1 of 13.5 µs).
     """
-    if not gc.isenabled() or gc.get_freeze_count():
-        return False
-    gc.freeze()
-    return True
+    if not gc.isenabled():
+        return False, None
+    froze = not gc.get_freeze_count()
+    if froze:
+        gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], _WAIT, _WAIT)
+    return froze, thresholds
+
+
+def _release_collector(held: tuple[bool, tuple[int, int, int] | None]) -> None:
+    froze, thresholds = held
+    if froze:
+        gc.unfreeze()
+    if thresholds is not None and gc.get_threshold()[1:] == (_WAIT, _WAIT):   # unless the traced code set its own
+        gc.set_threshold(*thresholds)
+
+
+_WAIT = 1 << 30   # a generation threshold never reached while a trace records
 
 
 def _remove_mode(mode: TorchFunctionMode) -> None:
@@ -324,7 +342,7 @@ class Trace:
         self._module_types: list[str] = []
         self._module_names: dict[int, str] = {}
         self._paths: _ModulePaths | None = None
-        self._froze = False   # this trace set the objects alive at its start aside from the collector
+        self._held = (False, None)   # what this trace changed in the garbage collector (_hold_collector)
         self._records: list = []   # an Event, or the raw tuple it is made from on first read (:meth:`_event`)
         self._made = 0               # records before this index are Events
         self.exception: BaseException | None = None
@@ -344,7 +362,7 @@ class Trace:
             raise UsageError("this trace is already recording: a trace can be entered once at a time "
                              "(start another with shapetrace.trace())")
         self._mode = _Recorder(self)
-        self._froze = _hold_collector()
+        self._held = _hold_collector()
         remember_cwd()
         self._mode.__enter__()
         _ACTIVE.append(self)
@@ -356,9 +374,8 @@ class Trace:
         if self in _ACTIVE:
             _ACTIVE.remove(self)
             forget_cwd()
-        if self._froze:
-            self._froze = False
-            gc.unfreeze()
+        _release_collector(self._held)
+        self._held = (False, None)
         if self._paths is not None:
             self._paths.remove()
         self._paths = None
@@ -675,7 +692,7 @@ class Trace:
         :func:`_raw_info`; the storage verdict: :func:`_memory_verdict`); :meth:`_event` makes the
         :class:`Event` from it on first read."""
         return (op, where, self._modules[-1] if self._modules else "", in_raw, out_raw, params, frozen,
-                tags or (None,) * len(in_raw), memory, None if error is None else f"{type(error).__name__}: {error}")
+                tags, memory, None if error is None else f"{type(error).__name__}: {error}")
 
     def _event(self, index: int, raw: tuple) -> Event:
         op, where, module, ins, outs, params, frozen, projections, memory, error = raw
@@ -684,7 +701,7 @@ class Trace:
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         return Event(index, op, None, None, None, [self._tensor_info(r) for r in ins],
                      out_infos, None, view, noop, alloc, alloc if copies else 0, params, None, error,
-                     module, projections, where, (op, *frozen))
+                     module, projections or (None,) * len(ins), where, (op, *frozen))
 
     def info(self, tensor: torch.Tensor) -> TensorInfo:
         """What torch says about ``tensor`` now, with the names this trace gives its axes."""
@@ -977,7 +994,7 @@ def freeze_args(args, kwargs) -> tuple:
         if kind in _PLAIN:
             out.append(a)
         elif kind is _TENSOR or kind is _PARAMETER:
-            out.append(ShapeOf((a.shape, a.dtype, a.requires_grad, kind)))
+            out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
         else:
             out.append(freeze(a))
     if not kwargs:
@@ -1008,6 +1025,7 @@ def freeze(a):
 
 
 _PARAMETER = torch.nn.Parameter
+_new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
