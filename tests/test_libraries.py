@@ -116,3 +116,62 @@ def test_llama3_70b_sized_on_meta_from_token_ids():
             f"model.layers.{n}.self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
     assert t.events[0].module == "model.embed_tokens" and t.events[0].output.dims == ("B", "T", "D")
     assert t.events[-1].module == "lm_head" and t.events[-1].output.shape == (1, 16, 128256)
+
+
+def test_t5_cross_attention_with_equal_encoder_and_decoder_lengths():
+    """T5 with S = T: correct library code must get no error, and the cross-attention scores must not
+    name the encoder (key) axis as the decoder (query) axis, nor swap them.
+
+    Observed (transformers 5.23): fed embeddings, the encoder enters first and is named T, the decoder S,
+    and the cross-attention ``matmul(query, key.transpose(2, 3))`` (projections ('q', 'k')) gets a
+    ``query-key-swapped`` error with scores (B, H, S, T); fed token ids, both sequences are named T
+    (scores (B, H, T, T)), because ``[B, T]`` is matched before the second sequence is made ``S``."""
+    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    config = transformers.T5Config(d_model=64, num_heads=4, d_kv=16, d_ff=128, num_layers=1, num_decoder_layers=1,
+                                   vocab_size=101, relative_attention_num_buckets=8, decoder_start_token_id=0)
+    config._attn_implementation = "eager"
+    model = transformers.T5Model(config).eval()
+    dims = {"B": 2, "T": 6, "S": 6, "D": 64, "H": 4}
+    for inputs in (dict(inputs_embeds=torch.randn(2, 6, 64), decoder_inputs_embeds=torch.randn(2, 6, 64)),
+                   dict(input_ids=torch.randint(0, 101, (2, 6)), decoder_input_ids=torch.randint(0, 101, (2, 6)))):
+        with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+            model(**inputs)
+        assert loud(t) == [] and contradictions(t, dims) == []
+        (scores,) = [e for e in t.events if e.op == "matmul" and e.module.endswith("EncDecAttention")
+                     and e.projections[:2] == ("q", "k")]
+        assert scores.output.dims[-2:] not in (("S", "T"), ("T", "T"), ("S", "S")), scores.output.dims
+
+
+def test_bloom_with_three_heads_has_no_false_note_and_no_repeated_name():
+    """Bloom's fused view(B, T, H, 3, d_k) with H = 3 (the q/k/v factor): correct library code.
+
+    Observed: event 13 prints [B=2, T=5, 3·D/48=3, 3·D/48=3, d_k=16] (two axes with different strides,
+    one label), H never appears, and 8 ``nonstandard-head-split`` notes say the split 'does break loading
+    pretrained weights'. With H = 4 the same code is named (B, T, H, qkv, d_k) with no note."""
+    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    model = transformers.BloomModel(transformers.BloomConfig(hidden_size=48, n_head=3, n_layer=1,
+                                                             vocab_size=101)).eval()
+    dims = {"B": 2, "T": 5, "D": 48, "H": 3}
+    t = traced(model, torch.randint(0, 101, (2, 5)), dims=dims)
+    assert loud(t) == [] and contradictions(t, dims) == []
+    assert [d.kind for d in t.diagnostics if d.kind == "nonstandard-head-split"] == []
+    repeated = [(e.index, e.op, e.output.dims) for e in t.events for info in e.outputs
+                if len([n for n in info.dims if n]) != len({n for n in info.dims if n})
+                and info.dims.count("T") < 2]   # scores (.., T, T) name one token axis twice on purpose
+    assert repeated == []
+
+
+@pytest.mark.xfail(strict=True, reason="what names a ViT's patch tokens should get (conv patch embedding, "
+                                       "cls token joined) is a design decision; today every axis is unnamed")
+def test_vit_attention_is_named():
+    """transformers' ViTModel: q, k, v and the scores are traced, but every axis is unnamed (no seed:
+    the input is pixels [B, 3, 32, 32] and conv2d is not recorded). Same for timm's ViT and Swin."""
+    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    config = transformers.ViTConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
+                                    intermediate_size=128, image_size=32, patch_size=8)
+    config._attn_implementation = "eager"
+    model = transformers.ViTModel(config).eval()
+    dims = {"B": 2, "T": 17, "D": 64, "H": 4}                  # 16 patches and the class token
+    t = traced(model, torch.randn(2, 3, 32, 32), dims=dims)
+    assert loud(t) == [] and contradictions(t, dims) == []
+    assert ("B", "H", "T", "d_k") in set(heads_named(t))
