@@ -8,12 +8,26 @@ named by provenance, no error or warning, no name that contradicts a declared si
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
 import shapetrace
 
 SIZES = {"B": 2, "T": 6, "D": 64, "H": 4}
+
+
+def optional(module: str, reason: str):
+    """Import an optional library, or skip saying so. Not only ImportError: a torchvision built for
+    another torch makes ``import transformers`` raise RuntimeError ("operator torchvision::nms does
+    not exist"); that is an install to fix, reported as the skip's reason, not a failure of shapetrace."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pytest.skip(reason)
+    except Exception as exc:   # an installed library that cannot be imported
+        pytest.skip(f"{module} is installed but cannot be imported ({type(exc).__name__}: {exc}); {reason}")
 
 
 def loud(trace) -> list[tuple[str, str]]:
@@ -43,7 +57,7 @@ def traced(model, *inputs, dims=SIZES):
 
 
 def test_gpt2_from_token_ids():
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=32, vocab_size=101)
     model = transformers.GPT2Model(config).eval()
     t = traced(model, torch.randint(0, 101, (2, 6)))
@@ -56,7 +70,7 @@ def test_gpt2_from_token_ids():
 
 
 def test_llama_gqa_with_rope():
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                                       num_hidden_layers=2, intermediate_size=128, vocab_size=101,
                                       max_position_embeddings=32)
@@ -70,7 +84,7 @@ def test_llama_gqa_with_rope():
 
 
 def test_bert_encoder():
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     config = transformers.BertConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
                                      intermediate_size=128, vocab_size=101, max_position_embeddings=32)
     model = transformers.BertModel(config).eval()
@@ -80,7 +94,7 @@ def test_bert_encoder():
 
 
 def test_timm_vit_has_no_false_alarm():
-    timm = pytest.importorskip("timm", reason="optional group: pip install timm (and a torchvision built for "
+    timm = optional("timm", reason="optional group: pip install timm (and a torchvision built for "
                                                   "this torch)")
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=10).eval()
     dims = {"B": 2, "T": 5, "D": 192, "H": 3}
@@ -91,7 +105,7 @@ def test_timm_vit_has_no_false_alarm():
 def test_llama3_70b_sized_on_meta_from_token_ids():
     """transformers' LlamaForCausalLM at llama3-70b sizes, built on the meta device (no weights exist),
     traced from token ids: names in every layer, module paths, the 79 repeated layers folded."""
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     from shapetrace.app.layers import fold_layers
 
     config = transformers.LlamaConfig(hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
@@ -126,7 +140,7 @@ def test_t5_cross_attention_with_equal_encoder_and_decoder_lengths():
     and the cross-attention ``matmul(query, key.transpose(2, 3))`` (projections ('q', 'k')) gets a
     ``query-key-swapped`` error with scores (B, H, S, T); fed token ids, both sequences are named T
     (scores (B, H, T, T)), because ``[B, T]`` is matched before the second sequence is made ``S``."""
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     config = transformers.T5Config(d_model=64, num_heads=4, d_kv=16, d_ff=128, num_layers=1, num_decoder_layers=1,
                                    vocab_size=101, relative_attention_num_buckets=8, decoder_start_token_id=0)
     config._attn_implementation = "eager"
@@ -148,7 +162,7 @@ def test_bloom_with_three_heads_has_no_false_note_and_no_repeated_name():
     Observed: event 13 prints [B=2, T=5, 3·D/48=3, 3·D/48=3, d_k=16] (two axes with different strides,
     one label), H never appears, and 8 ``nonstandard-head-split`` notes say the split 'does break loading
     pretrained weights'. With H = 4 the same code is named (B, T, H, qkv, d_k) with no note."""
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     model = transformers.BloomModel(transformers.BloomConfig(hidden_size=48, n_head=3, n_layer=1,
                                                              vocab_size=101)).eval()
     dims = {"B": 2, "T": 5, "D": 48, "H": 3}
@@ -166,7 +180,7 @@ def test_bloom_with_three_heads_has_no_false_note_and_no_repeated_name():
 def test_vit_attention_is_named():
     """transformers' ViTModel: q, k, v and the scores are traced, but every axis is unnamed (no seed:
     the input is pixels [B, 3, 32, 32] and conv2d is not recorded). Same for timm's ViT and Swin."""
-    transformers = pytest.importorskip("transformers", reason="optional group: pip install transformers")
+    transformers = optional("transformers", reason="optional group: pip install transformers")
     config = transformers.ViTConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
                                     intermediate_size=128, image_size=32, patch_size=8)
     config._attn_implementation = "eager"

@@ -153,6 +153,18 @@ def test_bloom_records_B_times_H_batches():
     assert (bmm.output.shape, bmm.output.stride) == ((8, 6, 8), (48, 8, 1))
 
 
+def test_bloom_with_as_many_heads_as_q_k_v_leaves_both_axes_unnamed_and_notes_nothing():
+    """At H = 3 Bloom's per-head (H, 3, d_k) split and the stacked (3, H, d_k) one have the same sizes and
+    strides: neither axis is named (not one label on both), and the split is not called unusual."""
+    dims = {"B": 2, "T": 5, "D": 48, "H": 3}
+    t, _ = run("bloom", dims)
+    per_head = next(e for e in t.events if e.op == "view" and e.output.shape == (2, 5, 3, 3, 16))
+    assert (per_head.output.dims, per_head.output.stride) == (("B", "T", None, None, "d_k"), (720, 144, 48, 16, 1))
+    assert [d.kind for d in t.diagnostics if d.kind == "nonstandard-head-split"] == []
+    labels = [n for e in t.events for o in e.outputs for n in o.dims if n]
+    assert [n for n in labels if "/" in n] == []
+
+
 def test_seq_first_records_the_folded_batch():
     dims = {"B": 2, "T": 6, "D": 32, "H": 4}
     t, _ = run("seq_first", dims)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -120,6 +121,9 @@ def sizes_of(axes: Sequence[Axis]) -> tuple[int, ...]:
     return tuple(a.size for a in axes)
 
 
+_SEQUENCE_WORD = re.compile(r"(?<![A-Za-z0-9_])[ST](?![A-Za-z0-9_])")
+
+
 @dataclass
 class Namer:
     """Knows the named sizes of one model and turns atoms into labels.
@@ -134,6 +138,8 @@ class Namer:
     decompositions: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
     declared_roles: dict[str, str] = field(default_factory=dict)
     _sub_names: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict, repr=False)
+    #: root -> its (stride, size) pieces that two factorings name differently: shown unnamed
+    _clashes: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.dims = dict(self.dims)
@@ -200,6 +206,8 @@ class Namer:
                 if merged.get(key, name) != name:
                     clashes.add(key)
                 merged.setdefault(key, name)
+        if clashes:
+            self._clashes.setdefault(root, set()).update(clashes)
         return {k: v for k, v in merged.items() if k not in clashes}
 
     def _leaf_table(self, parts: tuple[str, ...]) -> dict[tuple[int, int], str]:
@@ -253,11 +261,21 @@ class Namer:
         known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
         if known:
             return self.aliases.get(known, known)
+        if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
+            return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
         return f"{atom.root}/{atom.root_size // atom.size}"
 
     def labels(self, axis: Axis) -> list[str]:
-        labels = [self.atom_label(a) for a in coalesce(axis.atoms)]
-        return self._compose(labels)
+        labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
+        if self.__dict__.get("_sequences_swapped"):
+            labels = [_SEQUENCE_WORD.sub(lambda m: "S" if m.group(0) == "T" else "T", lab) for lab in labels]
+        return labels
+
+    def swap_sequences(self) -> None:
+        """Show the two token axes the other way round: ``T`` for what entered as ``S``, and back.
+        Only for equal lengths, once the run has shown which one queries the other (the tracer decides)."""
+        self._sequences_swapped = True
+        self.__dict__.pop("_label_cache", None)
 
     def _compose(self, labels: list[str]) -> list[str]:
         """Replace runs of labels that spell a known product (H, d_k -> D)."""

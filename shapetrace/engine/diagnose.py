@@ -332,7 +332,9 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
     out = []
     for e in trace.events:
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
-        swapped = e.projections[:2] == ("k", "q") or (tuple(rows_cols) == ("S", "T") and _over_features(e, trace))
+        made_by = tuple(e.projections[:2])
+        swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
+                                             and _over_features(e, trace))   # provenance outranks names
         if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (

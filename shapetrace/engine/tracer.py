@@ -387,12 +387,33 @@ class Trace:
         if self._einops_pending is not None:
             self._finish_pattern()
         self._check_values()
+        self._orient_sequences()
         self.exception = exc
         failed = self._unrecorded_failure
         if exc is not None and failed is not None and failed[0] is exc:
             self._records.append(failed[1])
             self._diagnostics = None
         self._unrecorded_failure = None
+
+    def _orient_sequences(self) -> None:
+        """With ``S`` and ``T`` of one length, the first token tensor to enter is called ``T``. Where the
+        run shows the other one queries it (scores of q and k whose rows are ``S`` and columns ``T``: an
+        encoder that ran before its decoder), the two labels are swapped for display, so the queries'
+        tokens read ``T`` and the source's ``S``, as in torch's ``nn.Transformer``."""
+        if self.dims.get("S") is None or self.dims.get("S") != self.dims.get("T"):
+            return
+        for record in self._records:
+            if type(record) is tuple:
+                op, outs, tags = record[0], [raw[6] for raw in record[4]], record[7]
+            else:
+                op, outs, tags = record.op, [o.axes for o in record.outputs], record.projections
+            if op in _COMBINES and tags and tuple(tags[:2]) == ("q", "k") and outs and len(outs[0]) >= 2:
+                rows, cols = (axis.atoms[0].root if len(axis.atoms) == 1 and axis.atoms[0].whole else None
+                              for axis in outs[0][-2:])
+                if (rows, cols) == ("S", "T"):
+                    self.namer.swap_sequences()
+                if {rows, cols} == {"S", "T"}:
+                    return
 
     # -- events ------------------------------------------------------------
     @property
@@ -462,7 +483,9 @@ class Trace:
         return "T"
 
     def _seed_names(self, shape: tuple[int, ...], seq: str) -> list[str] | None:
-        patterns = [self.seed_order[:len(shape)]]
+        declared = self.seed_order[:len(shape)]   # the declared order, with this tensor's sequence name
+        other = "S" if seq == "T" else "T"
+        patterns = [[seq if n == other and seq not in declared else n for n in declared]]
         leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
         patterns += [["B", seq, seq], ["B", "H", seq, seq]]   # masks and scores: a token axis twice
         for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
