@@ -13,7 +13,9 @@ import torch.nn.functional as F
 
 import shapetrace
 from shapetrace.engine import tracer as tr
+from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.events import Event, TensorInfo
+from shapetrace.engine.infer import Inference
 
 DIMS = "B=2 T=6 D=32 H=4"
 
@@ -34,14 +36,16 @@ def _trace(fn, *args):
 def test_events_are_dataclasses_made_on_first_read_with_the_same_facts():
     x, w = torch.randn(2, 6, 32), torch.nn.Parameter(torch.randn(32, 32))
     t = _trace(_attention, x, w)
-    assert len(t) == 6 and all(type(r) is tuple for r in t._records)   # nothing made while recording
+    assert all(type(r) is OpRecord for r in t.capture.records)   # raw facts while recording
+    assert t._inference.events == []                              # nothing inferred yet
+    assert len(t) == 6
     events = t.events
-    assert all(isinstance(e, Event) for e in events) and t._made == 6
+    assert all(isinstance(e, Event) for e in events) and len(t._inference.events) == 6
     view = events[1]
     assert (view.op, view.args, view.output.dims) == ("view", "2, 6, 4, 8", ("B", "T", "H", "d_k"))
     assert view.output == TensorInfo((2, 6, 4, 8), (192, 32, 8, 1), 0, "float32", True, ("B", "T", "H", "d_k"),
                                      "cpu", 2 * 6 * 32 * 4)
-    assert view.source == "tests/test_recording.py:23" and view.function == "_attention"
+    assert view.source == "tests/test_recording.py:25" and view.function == "_attention"
     assert view.code == "q = F.linear(x, w).view(B, T, 4, D // 4).transpose(1, 2)       # (B, H, T, d_k)"
     assert view.stack[:2] == ("_attention", "_trace")
     assert events[3].args == "-2, -1" and events[4].args == "tensor[2, 4, 8, 6]"
@@ -87,17 +91,19 @@ def _layers(x, weights):
 
 
 def _without_memo(fn, *args):
-    original = tr.Trace._names_of
+    original = Inference._names_of
 
     def fresh(self, *a, **k):
-        self._name_memo.clear()
+        self._memo.clear()
         return original(self, *a, **k)
 
-    tr.Trace._names_of = fresh
+    Inference._names_of = fresh
     try:
-        return _trace(fn, *args)
+        t = _trace(fn, *args)
+        assert t.events is not None   # inference runs on first read: keep the patch until then
+        return t
     finally:
-        tr.Trace._names_of = original
+        Inference._names_of = original
 
 
 def _facts(t):
@@ -110,7 +116,8 @@ def test_the_name_memo_changes_no_name():
     weights = [torch.nn.Parameter(torch.randn(32, 32)) for _ in range(3)]
     remembered, fresh = _trace(_layers, x, weights), _without_memo(_layers, x, weights)
     assert _facts(remembered) == _facts(fresh)
-    assert len(remembered._name_memo) < len(remembered)   # layers 1 and 2 were answered from layer 0
+    assert remembered.events
+    assert len(remembered._inference._memo) < len(remembered)   # layers 1 and 2 were answered from layer 0
     assert remembered.name_mismatches == fresh.name_mismatches == 0
 
 

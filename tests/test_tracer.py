@@ -13,8 +13,9 @@ import shapetrace
 from shapetrace.app.session import trace_reference
 from shapetrace.attention.config import AttentionConfig
 from shapetrace.attention.reference import build
+from shapetrace.engine.capture import _op_name
 from shapetrace.engine.ops import REGISTRY
-from shapetrace.engine.tracer import Trace, _op_name
+from shapetrace.engine.tracer import Trace
 
 
 class Capture(TorchFunctionMode):

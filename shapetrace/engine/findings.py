@@ -32,6 +32,42 @@ def nan_rows(kept: dict, output: torch.Tensor | None) -> list[tuple[int, int | N
     return []
 
 
+def nan_rows_of(outputs: list[tuple[int, torch.Tensor]]) -> tuple[list, int | None] | None:
+    """The NaN rows of the first traced attention output (softmax, SDPA) that has any, and its index
+    in ``outputs``' numbering: ``(rows, index)``; ``([], None)`` when none has; None when none could be
+    checked. One sum per output screens them all with a single read (a NaN anywhere makes its sum NaN); only a flagged
+    output is searched row by row. Run once after the trace (never per op: no GPU sync while it records)."""
+    checked = [(i, out) for i, out in outputs if out.dim() >= 3 and out.is_floating_point()]
+    for index, out in _screened(checked):
+        rows = _rows_all_nan(out)
+        if rows:
+            return rows, index
+    return ([], None) if checked else None
+
+
+def _screened(outputs: list[tuple[int, torch.Tensor]]) -> list[tuple[int, torch.Tensor]]:
+    """The outputs whose sum is NaN (all of them if their sums cannot be stacked in one tensor)."""
+    if not outputs:
+        return []
+    with torch.no_grad():
+        try:
+            sums = torch.stack([out.sum(dtype=torch.float32) for _, out in outputs])
+        except RuntimeError:   # outputs on different devices
+            return outputs
+        flagged = torch.isnan(sums).tolist()
+    return [pair for pair, nan in zip(outputs, flagged) if nan]
+
+
+def _rows_all_nan(out: torch.Tensor) -> list[tuple[int, int | None, int]]:
+    """(batch, head, query) of each row that is NaN all along the last axis (head None for 3-d)."""
+    with torch.no_grad():
+        dead = torch.isnan(out).all(dim=-1)
+        rows = dead.reshape(dead.shape[0], -1, dead.shape[-1]).nonzero().tolist()
+    if out.dim() == 3:
+        return [(b, None, q) for b, _h, q in rows]
+    return [(b, h, q) for b, h, q in rows]
+
+
 def heat_map(kept: dict, pad: tuple[int, ...] | None, head: int = 0) -> dict[str, Any] | None:
     """One head's masked scores and weights as 2-D lists (cropped to HEAT_MAX), for the sequence
     with the most padding (the first one otherwise)."""

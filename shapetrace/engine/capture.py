@@ -1,0 +1,609 @@
+"""Capture: what torch says about each call while the traced code runs, and nothing more.
+
+The :class:`Recorder` (a :class:`torch.overrides.TorchFunctionMode`) runs every call unchanged and
+appends one record: the op, the call site (code objects and line, resolved to text after the run),
+the module path, each tensor operand's and result's *node* (an identity that links a result to the
+later calls that read it) and layout, the other arguments frozen as plain values, and torch's
+storage verdict. Nothing here names an axis, judges a call or words a sentence: that is the work of
+:mod:`.infer`, over the whole recorded graph, after the run. (``shared/probes/capture_floor.py``
+measures why: deciding inside ``__torch_function__`` is where recording's time went.)
+
+Nodes are SSA-like: a result gets a fresh node; a tensor first seen as an operand (an input of the
+traced code, a parameter, a tensor made from no tensor) gets an *entered* node; ``shapetrace.name``
+gives a tensor a fresh node that carries the declared names. An in-place call that changes a
+tensor's shape (``unsqueeze_``, ``transpose_``) gives it a fresh node too, so the graph stays exact.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from shapetrace.engine import meta as _meta
+from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
+from shapetrace.engine.ops import ADDITIVE, CHEAP, GETTERS, REGISTRY, UNKNOWN, OpSpec, all_operands, operands_of
+from shapetrace.engine.ops import record_params as _record_params
+from shapetrace.engine.sites import OUTER, module_wrapper, plumbing, site, user_stack
+
+
+class OpRecord(NamedTuple):
+    """One call with a row of its own (or that may get one: an addition onto scores), as captured."""
+
+    spec: OpSpec
+    site: Any                  # a :class:`.sites.Site`, or None
+    module: str                # the module path it ran in (``h.3.attn``), "" outside any module
+    module_type: str           # that module's class name
+    ins: tuple                 # the operands' nodes
+    in_raw: tuple              # the operands' layouts (:func:`raw_layout`)
+    outs: tuple                # the results' nodes
+    out_raw: tuple             # the results' layouts
+    frozen: tuple              # (args, kwargs) as plain values (:func:`freeze_args`)
+    params: dict | None        # parameters that read tensor values, taken at call time (else None)
+    memory: tuple              # (view, no-op, allocates, copies) from torch's storage
+    error: str | None          # "TypeName: message" when the call raised
+    einops: tuple | None       # (einops call id, output groups) when an einops call made it
+    kept: Any                  # a value kept for the analysis: the smaller operand of an addition
+    device: Any                # the device of its first result (or operand)
+
+
+class PassRecord(NamedTuple):
+    """A call without a row of its own (elementwise arithmetic, an unknown op): how names pass on."""
+
+    spec: OpSpec
+    module: str
+    ins: tuple
+    outs: tuple
+    out_shapes: tuple
+    frozen: tuple
+
+
+class Declared(NamedTuple):
+    """``shapetrace.name(t, ...)``: a fresh node for ``t`` whose axes are declared."""
+
+    node: int
+    axes: tuple
+
+
+#: what a node is: its shape, whether it entered the traced code (an input: names may be seeded from
+#: the declared sizes), whether it is an ``nn.Parameter``
+class NodeFacts(NamedTuple):
+    shape: tuple
+    entered: bool
+    parameter: bool
+
+
+class Capture:
+    """The raw record of one run: records in call order and the facts of every node."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+        self.nodes: list[NodeFacts] = []
+        self._ids: dict[int, tuple] = {}          # id(tensor) -> (weak reference, node)
+        self.modules: list[str] = []              # the module path stack while the traced code runs
+        self.module_types: list[str] = []
+        self.module_names: dict[int, str] = {}
+        self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
+        self.kept_bytes = 0
+        self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def node_of(self, t: torch.Tensor) -> int:
+        """The node ``t`` holds now (an entered node the first time it is seen)."""
+        entry = self._ids.get(id(t))
+        if entry is not None and entry[0]() is t:
+            return entry[1]
+        return self._enter(t)
+
+    def known_node(self, t: torch.Tensor) -> int | None:
+        entry = self._ids.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def _enter(self, t: torch.Tensor) -> int:
+        node = len(self.nodes)
+        self.nodes.append(NodeFacts(tuple(t.shape), True, isinstance(t, torch.nn.Parameter)))
+        self._ids[id(t)] = (weakref.ref(t), node)
+        return node
+
+    def _made(self, t: torch.Tensor, shape) -> int:
+        node = len(self.nodes)
+        self.nodes.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
+        self._ids[id(t)] = (weakref.ref(t), node)
+        return node
+
+    def declare(self, t: torch.Tensor, axes: tuple) -> None:
+        node = self._made(t, t.shape)
+        self.records.append(Declared(node, axes))
+
+    # -- calls -----------------------------------------------------------------------------------
+    def record(self, spec: OpSpec, func, args, kwargs):
+        """Run one call that gets a row and keep what torch says about it. This runs on every such
+        call, so it is one function of plain loops; the rare cases are in helpers."""
+        inputs = operands_of(spec, args, kwargs)
+        einops = _einops_pattern() if _EINOPS in sys.modules else None
+        ids, nodes = self._ids, []
+        in_raw = []
+        for t in inputs:
+            entry = ids.get(id(t))
+            nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
+            in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
+        where = site(2)
+        frozen = freeze_args(args, kwargs)
+        params = _record_params(spec, args, kwargs) if spec.params is not None and \
+            _params_read_values(spec, frozen) else None
+        module = self.modules[-1] if self.modules else ""
+        mtype = self.module_types[-1] if self.module_types else ""
+        try:
+            result = _call(spec.name, func, args, kwargs, inputs)
+        except Exception as exc:
+            self.records.append(_new_tuple(OpRecord, (
+                spec, where, module, mtype, tuple(nodes), tuple(in_raw), (), (), frozen,
+                _record_params(spec, args, kwargs) if params is None else params, _NOTHING,
+                _error_text(exc), einops, None, inputs[0].device if inputs else _CPU)))
+            raise
+        outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
+        out_nodes, out_raw = [], []
+        for o in outs:
+            shape = o.shape
+            node = self._same_or_new(o, shape, inputs, nodes) if spec.inplace else self._made(o, shape)
+            out_nodes.append(node)
+            out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
+        if spec.name in _VALUE_CHECKED and outs and not outs[0].is_meta:
+            self.value_checked.append((len(self.records), outs[0]))   # read once, after the run
+        self.records.append(_new_tuple(OpRecord, (
+            spec, where, module, mtype, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
+            params, _memory_verdict(spec, inputs, outs), None, einops, None,
+            (outs or inputs)[0].device if outs or inputs else _CPU)))
+        return result
+
+    def record_addition(self, spec: OpSpec, func, args, kwargs):
+        """``a + b`` of two tensors: recorded in full, since the analysis may find that it adds a mask
+        or a bias onto attention scores (a row of its own, whose mask values it reads: the smaller
+        operand is kept, on the CPU, within :data:`KEEP_BUDGET` bytes)."""
+        result = self.record(spec, func, args, kwargs)
+        tensors = [a for a in args[:2] if type(a) is _TENSOR or isinstance(a, torch.Tensor)]
+        small = min(tensors, key=lambda t: t.numel())
+        if small.device.type == "cpu" and small.is_floating_point() and not small.is_meta:
+            size = small.numel() * small.element_size()
+            if self.kept_bytes + size <= KEEP_BUDGET:
+                self.kept_bytes += size
+                self.records[-1] = self.records[-1]._replace(kept=small)
+        return result
+
+    def _same_or_new(self, o, shape, inputs, nodes) -> int:
+        """An in-place call's result: the input's node when its shape is unchanged, else a fresh one."""
+        for t, node in zip(inputs, nodes):
+            if o is t:
+                return node if tuple(shape) == self.nodes[node].shape else self._made(o, shape)
+        return self._made(o, shape)
+
+    def carry(self, op: str, spec: OpSpec, func, args, kwargs):
+        """A call without a row: run it, and keep how its results relate to its operands (names pass
+        on by broadcasting; an unknown op's results are made here, never seeded by size)."""
+        try:
+            result = _call(op, func, args, kwargs)
+        except Exception as exc:
+            self._note_failure(op, args, kwargs, exc)
+            raise
+        tensors = all_operands(args, kwargs)
+        if not tensors:
+            return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
+        outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
+        if not outs:
+            return result
+        ids, ins = self._ids, []
+        for t in tensors:
+            entry = ids.get(id(t))
+            ins.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
+        out_nodes, shapes = [], []
+        for o in outs:
+            shape = o.shape
+            for t, node in zip(tensors, ins):
+                if o is t:   # an in-place op returns its own input: its node stays
+                    out_nodes.append(node if tuple(shape) == self.nodes[node].shape else self._made(o, shape))
+                    break
+            else:
+                out_nodes.append(self._made(o, shape))
+            shapes.append(shape)
+        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES else _NO_ARGS
+        self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else "", tuple(ins),
+                                                    tuple(out_nodes), tuple(shapes), frozen)))
+        return result
+
+    def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
+        """An op without a row (``+``, ``where``...) raised: kept as a failed record, shown only if this
+        exception ends the traced block."""
+        tensors = all_operands(args, kwargs)
+        nodes = tuple(self.node_of(t) for t in tensors)
+        raws = tuple((t.shape, t.stride(), t.storage_offset(), t.dtype) for t in tensors)
+        spec = OpSpec(op.strip("_") or op, "new")
+        record = OpRecord(spec, site(3), self.modules[-1] if self.modules else "",
+                          self.module_types[-1] if self.module_types else "", nodes, raws, (), (),
+                          freeze_args(args, kwargs), {}, _NOTHING, _error_text(exc), None, None,
+                          tensors[0].device if tensors else _CPU)
+        self.unrecorded_failure = (exc, record)
+
+
+#: bytes of mask operands kept for the analysis (beyond them, an addition onto scores is not read)
+KEEP_BUDGET = 64 << 20
+_EINOPS = "einops"
+#: ops without a row whose frozen arguments the analysis reads (the numbers scores are scaled by)
+FROZEN_PASSES = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__",
+                           "__rmul__", "__imul__", "mul_"})
+#: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
+_VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
+_NO_ARGS = ((), None)
+_CPU = torch.device("cpu")
+
+
+def _error_text(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:   # an exception whose __str__ raises still gets a line
+        text = "(its message could not be read)"
+    return f"{type(exc).__name__}: {text}"
+
+
+class Recorder(TorchFunctionMode):
+    """The TorchFunctionMode that feeds a :class:`Capture`: every call goes through the op registry."""
+
+    def __init__(self, capture: Capture):
+        super().__init__()
+        self.capture = capture
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            op, spec = _SPECS[func]
+        except (KeyError, TypeError):
+            op, spec = _spec_of(func)
+        if spec is None:
+            return func(*args, **kwargs)
+        if spec.opens:
+            return run_opened(self, func, args, kwargs)
+        if spec.row:
+            return self.capture.record(spec, func, args, kwargs)
+        if spec.name in ADDITIVE and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
+                isinstance(args[1], _TENSOR):
+            return self.capture.record_addition(spec, func, args, kwargs)
+        return self.capture.carry(op, spec, func, args, kwargs)
+
+
+def run_opened(mode: TorchFunctionMode, func, args, kwargs):
+    """Run a composite (``F.multi_head_attention_forward``) with ``mode`` active inside it, so each of
+    its inner ops dispatches to the mode like any other code.
+
+    The composite's own first line asks torch whether a mode wants the call (``has_torch_function``);
+    that one question is answered "no", so the body runs instead of coming back to the mode.
+    """
+    module = sys.modules[func.__module__]
+    original = module.has_torch_function
+    asked = []
+
+    def first_no(values):
+        if not asked:
+            asked.append(True)
+            return False
+        return original(values)
+
+    module.has_torch_function = first_no
+    try:
+        with mode:
+            return func(*args, **kwargs)
+    finally:
+        module.has_torch_function = original
+
+
+def _call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
+    """Run ``func``; on meta tensors, compute ops get their result from :mod:`shapetrace.engine.meta`.
+
+    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
+    """
+    if inputs and not inputs[0].is_meta:   # a real tensor in: torch computes it (no meta rule can apply)
+        return func(*args, **kwargs)
+    result = _meta.compute(op, func, args, kwargs)
+    return func(*args, **kwargs) if result is _meta.NOT_HANDLED else result
+
+
+#: func -> (op name, spec), or (None, None) for calls that are not recorded (metadata reads)
+_SPECS: dict = {}
+
+
+def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
+    """What the registry says of ``func``, remembered per function object (up to a few thousand)."""
+    op = _op_name(func)
+    found = (None, None) if op is None else (op, REGISTRY.get(op, UNKNOWN))
+    try:
+        if len(_SPECS) < 4096:
+            _SPECS[func] = found
+    except TypeError:   # a callable that cannot be hashed: looked up each time
+        pass
+    return found
+
+
+def _op_name(func: Callable) -> str | None:
+    name = getattr(func, "__name__", None)
+    if name == "__get__":
+        prop = getattr(getattr(func, "__self__", None), "__name__", None)
+        return prop if prop in GETTERS else None
+    if name is None or name in CHEAP:
+        return None
+    return name
+
+
+class ModulePaths:
+    """Keeps the capture's module path stack current while the traced code runs.
+
+    It wraps ``nn.Module.__call__`` for the length of the trace rather than registering global module
+    hooks: any global hook sends every module call down torch's slow path (measured on the whole-model
+    benchmark: about 25 µs per module call), while this wrapper costs a few. Paths are relative to the
+    outermost module the traced code calls (``h.3.attn``)."""
+
+    def __init__(self, capture: Capture):
+        self.capture = capture
+        self.original = None
+        self.wrapper = None
+
+    def install(self) -> None:
+        from torch.nn import Module
+
+        capture, original = self.capture, Module.__call__
+        paths, types, names, outer = capture.modules, capture.module_types, capture.module_names, OUTER
+
+        def call_in_path(module, *args, **kwargs):
+            path = names.get(id(module))
+            if path is None:
+                path = _name_submodules(module, paths[-1] + "." if paths else "", names)
+            paths.append(path)
+            types.append(type(module).__name__)
+            outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                if paths:   # (empty if the trace was left while this module ran)
+                    del paths[-1], types[-1]
+                if outer:
+                    del outer[-1]
+
+        module_wrapper(call_in_path.__code__)
+        self.original, self.wrapper = original, call_in_path
+        Module.__call__ = call_in_path
+
+    def remove(self) -> None:
+        from torch.nn import Module
+
+        if self.original is not None and Module.__call__ is self.wrapper:
+            Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
+        self.original = None
+
+
+def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:
+    """Name ``module`` and every module under it (``prefix`` + its path inside ``module``) the first
+    time it runs; the names of modules already named stay. Returns ``module``'s path."""
+    for name, sub in module.named_modules():
+        names.setdefault(id(sub), (prefix + name).strip("."))
+    return names.get(id(module), type(module).__name__)
+
+
+def _einops_pattern() -> tuple[int, list[list[str]] | None] | None:
+    """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
+    ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
+    frame = sys._getframe(3)
+    while frame is not None and plumbing(frame.f_code):
+        if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
+            pattern = frame.f_locals.get("pattern")
+            return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
+        frame = frame.f_back
+    return None
+
+
+def einops_groups(pattern: str) -> list[list[str]] | None:
+    right = pattern.partition("->")[2]
+    if "..." in right:
+        return None
+    groups, current = [], None
+    for token in right.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            current = []
+        elif token == ")":
+            groups.append(current or [])
+            current = None
+        elif current is not None:
+            current.append(token)
+        else:
+            groups.append([token])
+    return groups
+
+
+# ---------------------------------------------------------------------------
+# the collector and torch's mode stack
+# ---------------------------------------------------------------------------
+
+def hold_collector() -> tuple[bool, tuple[int, int, int] | None]:
+    """Keep Python's cyclic garbage collector off what recording keeps, until the trace ends. Returns
+    ``(froze, thresholds)``: what :func:`release_collector` undoes.
+
+    Recording keeps a few objects per op, and the collector walks surviving objects again and again:
+    each full collection walks every object in the process (with torch imported, about 170,000), and
+    each middle-generation one every survivor of the young one. So while a trace records, the objects
+    alive at its start are set aside (``gc.freeze``: only where nothing else froze any, so a process
+    that froze its own keeps them frozen), and the middle and old generations wait (their thresholds
+    raised). The young generation is collected as usual, so cycles the traced code drops soon are
+    freed during the run; the rest wait for the collector after the trace.
+    """
+    if not gc.isenabled():
+        return False, None
+    froze = not gc.get_freeze_count()
+    if froze:
+        gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], _WAIT, _WAIT)
+    return froze, thresholds
+
+
+def release_collector(held: tuple[bool, tuple[int, int, int] | None]) -> None:
+    froze, thresholds = held
+    if froze:
+        gc.unfreeze()
+    if thresholds is not None and gc.get_threshold()[1:] == (_WAIT, _WAIT):   # unless the traced code set its own
+        gc.set_threshold(*thresholds)
+
+
+_WAIT = 1 << 30   # a generation threshold never reached while a trace records
+
+
+def remove_mode(mode: TorchFunctionMode) -> None:
+    """Take exactly ``mode`` off torch's mode stack, wherever it sits; the modes above it (the traced
+    code's own, left entered) stay, in their order."""
+    above = []
+    while torch._C._len_torch_function_stack() > 0:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for other in reversed(above):
+        torch._C._push_on_torch_function_stack(other)
+
+
+# ---------------------------------------------------------------------------
+# layouts and storage
+# ---------------------------------------------------------------------------
+
+def raw_layout(t: torch.Tensor) -> tuple:
+    """What torch says about ``t`` now (its layout can change later)."""
+    return t.shape, t.stride(), t.storage_offset(), t.dtype
+
+
+def _tensor_outputs(result) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [r for r in result if isinstance(r, torch.Tensor)]
+    return []
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return -1
+
+
+def shares_storage(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> bool:
+    """A view of an input (or of that input's base) shares its storage, on any device; otherwise real
+    tensors are compared by storage pointer (meta tensors have none: there the view base decides)."""
+    base = out._base
+    if base is not None:
+        for i in inputs:
+            if base is i or base is i._base:
+                return True
+    if out.is_meta:
+        return any(out is i for i in inputs)
+    ptr = _storage_ptr(out)
+    return ptr not in (0, -1) and any(_storage_ptr(i) == ptr for i in inputs)
+
+
+def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, bool, bool]:
+    """(view, no-op, allocates its outputs, copies values into them), from the registry's kind and
+    torch's storage; the bytes are counted from the outputs' shapes when the event is made."""
+    if not outs:
+        return _NOTHING
+    for o in outs:
+        if not _is_one_of(o, inputs):
+            break
+    else:
+        return _NO_OP   # contiguous() on a contiguous tensor, eval dropout, in-place fill
+    if spec.memory in _MAY_ALIAS:
+        for o in outs:
+            if not shares_storage(o, inputs):
+                break
+        else:
+            return _VIEW
+    return _COPIES if spec.memory in _MOVES_VALUES else _ALLOCATES
+
+
+_NOTHING = (False, False, False, False)
+_NO_OP = (True, True, False, False)
+_VIEW = (True, False, False, False)
+_ALLOCATES = (False, False, True, False)
+_COPIES = (False, False, True, True)
+_MAY_ALIAS = frozenset({"view", "maybe"})
+_MOVES_VALUES = frozenset({"view", "maybe", "copy"})
+
+
+def _is_one_of(tensor, tensors) -> bool:
+    for t in tensors:
+        if tensor is t:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# arguments, frozen at call time
+# ---------------------------------------------------------------------------
+
+def _params_read_values(spec: OpSpec, frozen: tuple) -> bool:
+    """Do this call's structured parameters depend on tensor values, not only on the frozen arguments?
+    (an additive mask's values; a number given as a 0-d tensor)."""
+    if spec.params is None:
+        return False
+    if spec.params_read_values:
+        return True
+    for a in frozen[0]:
+        if type(a) is ShapeOf and not a[0]:
+            return True
+    return frozen[1] is not None and any(type(v) is ShapeOf and not v[0] for _, v in frozen[1])
+
+
+def freeze_args(args, kwargs) -> tuple:
+    """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
+    kind, never its values, and never kept alive. The name memo's key and the table's argument text.
+    (It runs on every recorded call: plain values and tensors are handled inline.)"""
+    out = []
+    for a in args:
+        kind = type(a)
+        if kind in _PLAIN:
+            out.append(a)
+        elif kind is _TENSOR or kind is _PARAMETER:
+            out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+        else:
+            out.append(freeze(a))
+    if not kwargs:
+        return tuple(out), None
+    pairs = []
+    for key, value in kwargs.items():
+        pairs.append((key, value if type(value) in _PLAIN else freeze(value)))
+    return tuple(out), DictOf(pairs)
+
+
+def freeze(a):
+    kind = type(a)
+    if kind in _PLAIN:
+        return a
+    if isinstance(a, torch.Tensor):
+        return ShapeOf((a.shape, a.dtype, a.requires_grad, kind))
+    if kind is tuple:
+        return tuple(map(freeze, a))
+    if kind is list:
+        return ListOf(map(freeze, a))
+    if isinstance(a, dict):
+        return DictOf((k, freeze(v)) for k, v in a.items())
+    if kind is slice:
+        return SliceOf((freeze(a.start), freeze(a.stop), freeze(a.step)))
+    if isinstance(a, tuple):
+        return tuple(map(freeze, a))
+    return a
+
+
+_PARAMETER = torch.nn.Parameter
+_new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
+_TENSOR = torch.Tensor
+#: types kept as they are (hashable, and read by name rules only as values); bool is an int
+_PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
+                    torch.memory_format, torch.layout})
