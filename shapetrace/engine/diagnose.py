@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
+from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.rules import VARIANT_RULES
@@ -227,8 +228,8 @@ def softmax_axis(trace: Trace) -> list[Diagnostic]:
         if "key" not in roles:
             continue
         dim = e.params.get("dim")
-        if dim is None:
-            continue
+        if dim is None or e.params.get("implicit_dim"):
+            continue   # softmax without dim: contracts.softmax_implicit_dim says which axis torch picked
         dim %= len(t.shape)
         if roles[dim] != "key":
             key = roles.index("key")
@@ -349,4 +350,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
+    *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
 ]

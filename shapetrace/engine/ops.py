@@ -20,10 +20,32 @@ Nothing in this module runs torch ops; it reads arguments only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from shapetrace.engine import propagate as pr
+
+
+class Family(Enum):
+    """Ops that diagnostics, diagrams and sentences treat alike: a rule asks for a family, never for
+    op names, so ``torch.mm(q, k)`` is checked like ``q @ k`` and ``swapaxes`` is drawn like ``transpose``."""
+
+    NONE = "none"
+    RESHAPE = "reshape"               # view, reshape, flatten, unflatten, view_as, reshape_as
+    AXIS_ORDER = "axis order"         # transpose, swapaxes, swapdims, permute, movedim, moveaxis, t, mT, T
+    EXPAND = "expand"                 # expand, expand_as, broadcast_to
+    SPLIT = "split"                   # split, chunk, unbind, tensor_split
+    CONTIGUOUS = "contiguous"
+    PRODUCT = "product"               # mm, bmm, matmul, @, __rmatmul__, baddbmm, einsum
+    PROJECTION = "projection"         # linear, addmm
+    FUSED_ATTENTION = "fused attention"   # F.scaled_dot_product_attention
+    MODULE_ATTENTION = "module attention"  # nn.MultiheadAttention's functional form
+    SOFTMAX = "softmax"               # softmax, log_softmax
+    MASK_FILL = "mask fill"           # masked_fill, masked_fill_
+    ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
+    DROPOUT = "dropout"
+    OTHER = "other"
 
 
 @dataclass(frozen=True)
@@ -40,6 +62,7 @@ class OpSpec:
     inplace: bool = False
     opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
     params_read_values: bool = False  # its params read tensor values (else: arguments, shapes, dtypes)
+    family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
 
 
 # ---------------------------------------------------------------------------
@@ -106,9 +129,54 @@ def _einsum_params(args: tuple, kwargs: dict) -> dict:
 
 
 def _sdpa_params(args: tuple, kwargs: dict) -> dict:
+    mask = arg(args, kwargs, 3, "attn_mask")
     return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),
-            "has_mask": arg(args, kwargs, 3, "attn_mask") is not None,
-            "enable_gqa": bool(kwargs.get("enable_gqa", False))}
+            "has_mask": mask is not None, "enable_gqa": bool(kwargs.get("enable_gqa", False)),
+            **(mask_facts(mask) if _is_tensor(mask) else {})}
+
+
+#: a boolean mask is read (for its pattern) only on the CPU and up to this many elements
+MASK_READ_LIMIT = 1 << 16
+
+
+def mask_facts(mask: Any) -> dict:
+    """What a boolean attention mask's values say, read only where that costs no device sync.
+
+    ``mask_read`` says whether the values were read (or why not); when they were,
+    ``mask_blind_rows`` counts the mask's rows (last axis: keys) with no True entry, ``mask_blind_at``
+    is the index of the first, and ``mask_pattern`` is ``"causal"`` for ``ones(L, S).tril(S - L)``
+    (True on the diagonal and below), ``"future"`` for ``ones(L, S).triu(S - L + 1)`` (True strictly
+    above it: nn.MultiheadAttention's causal mask), else absent. Every leading slice must match.
+    """
+    if not str(mask.dtype).endswith("bool") or mask.dim() == 0:
+        return {}
+    if mask.device.type != "cpu":
+        return {"mask_read": f"not read: the mask is on {mask.device.type} (reading it would wait for the device)"}
+    if mask.numel() > MASK_READ_LIMIT:
+        return {"mask_read": f"not read: {mask.numel():,} elements (more than {MASK_READ_LIMIT:,})"}
+    blind = ~mask.any(-1)
+    facts: dict[str, Any] = {"mask_read": "read", "mask_blind_rows": int(blind.sum())}
+    if facts["mask_blind_rows"]:
+        facts["mask_blind_at"] = [int(i) for i in blind.nonzero()[0]]
+    if mask.dim() >= 2 and mask.shape[-2] > 1:
+        n_q, n_k = mask.shape[-2], mask.shape[-1]
+        ones = mask.new_ones((n_q, n_k))
+        for pattern, table in (("causal", ones.tril(n_k - n_q)), ("future", ones.triu(n_k - n_q + 1))):
+            if bool((mask == table).all()):
+                facts["mask_pattern"] = pattern
+    return facts
+
+
+def _softmax_params(args: tuple, kwargs: dict) -> dict:
+    """The axis softmax normalises; without ``dim``, the one torch's legacy rule picks
+    (``_get_softmax_dim``: axis 0 for 0-, 1- and 3-D input, else axis 1), marked ``implicit_dim``."""
+    dim = arg(args, kwargs, 1, "dim")
+    if dim is not None:
+        return {"dim": dim}
+    x = args[0] if args else kwargs.get("input")
+    if not _is_tensor(x):
+        return {}
+    return {"dim": 0 if x.dim() in (0, 1, 3) else 1, "implicit_dim": True}
 
 
 def _scale_params(args: tuple, kwargs: dict) -> dict:
@@ -254,10 +322,10 @@ _ENTRIES: list[OpSpec] = [
            words="base + a @ b, batched"),
     OpSpec("matmul", "new", pr.matmul, words="matrix product"),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum"),
-    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params,
+    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True,
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
-    OpSpec("softmax", "new", pr.same, params=_dim_params(), words="normalises into weights that sum to 1"),
-    OpSpec("log_softmax", "new", pr.same, params=_dim_params(), words="log of softmax"),
+    OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
+    OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
     OpSpec("layer_norm", "new", pr.same, words="normalises each token's features"),
     OpSpec("rms_norm", "new", pr.same, words="normalises each token's features"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels"),
@@ -287,10 +355,30 @@ ELEMENTWISE = (
 for _name in ELEMENTWISE:
     _ENTRIES.append(OpSpec(_name, "new", pr.broadcast, row=False, words="elementwise"))
 
+#: the family of each op (an op not listed is :attr:`Family.OTHER`)
+_FAMILIES: dict[Family, tuple[str, ...]] = {
+    Family.RESHAPE: ("view", "view_as", "reshape", "reshape_as", "flatten", "unflatten"),
+    Family.AXIS_ORDER: ("transpose", "swapaxes", "swapdims", "permute", "movedim", "moveaxis", "t", "T", "mT",
+                        "mH", "adjoint"),
+    Family.EXPAND: ("expand", "expand_as", "broadcast_to"),
+    Family.SPLIT: ("split", "chunk", "unbind", "tensor_split", "split_with_sizes"),
+    Family.CONTIGUOUS: ("contiguous",),
+    Family.PRODUCT: ("mm", "bmm", "matmul", "baddbmm", "einsum"),
+    Family.PROJECTION: ("linear", "addmm"),
+    Family.FUSED_ATTENTION: ("scaled_dot_product_attention",),
+    Family.MODULE_ATTENTION: ("multi_head_attention_forward",),
+    Family.SOFTMAX: ("softmax", "log_softmax"),
+    Family.MASK_FILL: ("masked_fill", "masked_fill_"),
+    Family.ELEMENTWISE: ("where", *ELEMENTWISE),
+    Family.DROPOUT: ("dropout",),
+}
+_FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
+_ENTRIES = [replace(spec, family=_FAMILY_OF.get(spec.name, Family.OTHER)) for spec in _ENTRIES]
+
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
-REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product",
+REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
                                  operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)])
 for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"), ("dropout1d", "dropout"),
                         ("dropout2d", "dropout"), ("F_pad", "pad")):
@@ -309,7 +397,7 @@ def _additive_params(args: tuple, kwargs: dict) -> dict:
 
 #: an addition onto attention scores gets a row of its own: it is where additive masks and biases go in
 SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands=all_operands, params_read_values=True,
-                   words="adds a mask or bias to the scores")
+                   words="adds a mask or bias to the scores", family=Family.ELEMENTWISE)
 ADDITIVE = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_"})
 
 #: anything else: no row, no names (a name that cannot be proven is not printed)
@@ -328,6 +416,16 @@ GETTERS = frozenset({"T", "mT", "mH", "H"})
 
 def spec_for(op: str) -> OpSpec:
     return REGISTRY.get(op, UNKNOWN)
+
+
+def family_of(op: str) -> Family:
+    """The family of a recorded op name (``swapaxes`` -> :attr:`Family.AXIS_ORDER`)."""
+    return REGISTRY.get(op, UNKNOWN).family
+
+
+def ops_of(family: Family) -> frozenset[str]:
+    """Every op name of a family, aliases included (``matmul``, ``__matmul__``, ``mm``...)."""
+    return frozenset(name for name, spec in REGISTRY.items() if spec.family is family)
 
 
 def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:

@@ -1,0 +1,294 @@
+"""The contracts of the attention kernels and of broadcasting, checked from each call's recorded
+operands (part of ``diagnose.RULES``).
+
+``F.scaled_dot_product_attention`` reads its operands by position: ``q [..., L, E]``,
+``k [..., S, E]``, ``v [..., S, Ev]``, a mask broadcast to ``[..., L, S]``; everything before the
+last two axes is batch. Torch checks only that the sizes fit, so a layout, a mask or a flag that
+means something else runs without a word. Each rule here decides from the axis names the engine
+propagated, from the recorded parameters and, for boolean masks, from the values read at call time
+(on the CPU only: :func:`shapetrace.engine.ops.mask_facts`); where those do not prove a bug, it
+says nothing.
+
+Torch's behaviour each rule relies on is checked in tests/test_contracts.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import MIXED_PREFIX, UNKNOWN
+from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.ops import Family, family_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.axes import Namer
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.tracer import Trace
+
+#: the name of the fused kernel in messages
+SDPA = "scaled_dot_product_attention"
+
+
+def _sdpa_calls(trace: Trace) -> list[Event]:
+    return [e for e in trace.events if family_of(e.op) is Family.FUSED_ATTENTION and len(e.inputs) >= 3]
+
+
+def _role(namer: Namer, label: str | None) -> str | None:
+    """The role of a plain (not mixed, not unknown) axis name; None when it has none."""
+    if not label or label.startswith(MIXED_PREFIX) or UNKNOWN in label:
+        return None
+    return namer.role(label)
+
+
+def _shown(t: TensorInfo) -> str:
+    return fmt_named(t.dims, t.shape)
+
+
+# ---------------------------------------------------------------------------
+# SDPA: [B, T, H, d] where [B, H, T, d] is due
+# ---------------------------------------------------------------------------
+
+def sdpa_layout(trace: Trace) -> list[Diagnostic]:
+    """q, k or v handed to SDPA with its heads on axis -2 and its tokens on axis -3: the kernel
+    attends over the heads of each token. Decided from names only (never sizes: T may equal H)."""
+    out = []
+    for e in _sdpa_calls(trace):
+        wrong = [(which, t) for which, t in zip("qkv", e.inputs[:3]) if _heads_before_features(trace.namer, t)]
+        if not wrong:
+            continue
+        which, t = wrong[0]
+        tokens, heads = t.dims[-3], t.dims[-2]
+        names = [w for w, _ in wrong]
+        operands = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        out.append(Diagnostic("error", "sdpa-layout", e.index, (
+            f"{SDPA} #{e.index} reads {operands} as [..., L, E] (tokens on axis -2, all axes before them "
+            f"batch), but {which} is {_shown(t)}: axis -2 holds the heads ({heads}) and the tokens ({tokens}) "
+            f"sit on axis -3, a batch axis to the kernel. Each token attends over its own {t.shape[-2]} heads "
+            "instead of over the other tokens; torch only checks that the sizes fit."), (
+            "Move the heads ahead of the tokens before the call: q, k, v = (x.transpose(1, 2) for x in "
+            "(q, k, v)) gives [B, H, T, d_k]; transpose the output back with .transpose(1, 2) before merging "
+            "the heads.")))
+    return out
+
+
+def _heads_before_features(namer: Namer, t: TensorInfo) -> bool:
+    if len(t.dims) < 3:
+        return False
+    return _role(namer, t.dims[-2]) == "heads" and _role(namer, t.dims[-3]) == "tokens"
+
+
+# ---------------------------------------------------------------------------
+# SDPA: is_causal with L != S
+# ---------------------------------------------------------------------------
+
+def causal_alignment(trace: Trace) -> list[Diagnostic]:
+    """``is_causal=True`` with a different number of queries and keys: torch aligns its causal mask
+    top-left (``ones(L, S).tril()``), so query i sees keys 0..i, however many keys precede it."""
+    out = []
+    for e in _sdpa_calls(trace):
+        q, k = e.inputs[0], e.inputs[1]
+        if not e.params.get("is_causal") or len(q.shape) < 2 or len(k.shape) < 2 or e.error:
+            continue
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        if n_q == n_k:
+            continue
+        seen = ("the one query sees key 0 only" if n_q == 1 else
+                f"query i sees keys 0..i only, so the last query sees {min(n_q, n_k)} of the {n_k} keys")
+        fix = ("At a decode step the one new query may see every cached key: call it without a mask "
+               "(is_causal=False)." if n_q == 1 else
+               f"Pass a mask aligned bottom-right instead: attn_mask=torch.ones({n_q}, {n_k}, "
+               f"dtype=torch.bool).tril(diagonal={n_k - n_q}) (query i then sees keys 0..{n_k - n_q}+i).")
+        out.append(Diagnostic("error", "causal-mask-misaligned", e.index, (
+            f"{SDPA} #{e.index} is called with is_causal=True on {n_q} "
+            f"quer{'y' if n_q == 1 else 'ies'} {_shown(q)} and {n_k} keys {_shown(k)}: torch builds the "
+            f"causal mask as ones({n_q}, {n_k}).tril(), aligned top-left, so {seen}. With a cache, the "
+            "new queries are the last positions and should see every key up to their own."), fix))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# SDPA: a boolean mask with nn.MultiheadAttention's polarity (True = masked)
+# ---------------------------------------------------------------------------
+
+def mask_polarity(trace: Trace) -> list[Diagnostic]:
+    """A boolean SDPA mask whose values prove that it hides what it should show: the strict upper
+    triangle (nn.MultiheadAttention's causal mask, True = masked), or a key mask that leaves a whole
+    sequence with no key. Masks that were not read (on a device, too large) get a note."""
+    out = []
+    for e in _sdpa_calls(trace):
+        read = e.params.get("mask_read")
+        if read is None or e.error:
+            continue
+        if read != "read":
+            out.append(Diagnostic("note", "mask-polarity-unchecked", e.index, (
+                f"the boolean mask of {SDPA} #{e.index} was {read}, so whether True means "
+                "\"attend\" there (SDPA's convention) was not checked.")))
+            continue
+        found = _polarity_problem(e)
+        if found:
+            out.append(Diagnostic("error", "mask-polarity", e.index, found, (
+                "SDPA's boolean attn_mask means True = attend; nn.MultiheadAttention's key_padding_mask "
+                "and attn_mask mean True = masked. Invert a mask built for the latter: attn_mask=~mask "
+                "(a causal one is torch.ones(L, S, dtype=torch.bool).tril()).")))
+    return out
+
+
+def _polarity_problem(e: Event) -> str:
+    mask = e.inputs[3] if len(e.inputs) > 3 else None
+    shape = f" {_shown(mask)}" if mask is not None else ""
+    if e.params.get("mask_pattern") == "future":
+        return (f"{SDPA} #{e.index} gets the boolean mask{shape} True strictly above the diagonal: SDPA "
+                "reads True as \"attend\", so each query attends only to later keys, never to itself or "
+                "the past, and the last query sees no key at all (torch returns zeros for it). That is "
+                "the causal mask in nn.MultiheadAttention's convention, where True means masked.")
+    blind = e.params.get("mask_blind_rows", 0)
+    if blind and mask is not None and (len(mask.shape) < 2 or mask.shape[-2] == 1):
+        at = e.params.get("mask_blind_at") or []
+        where = f" (mask index {tuple(at)})" if at else ""
+        return (f"{SDPA} #{e.index} gets a boolean key mask{shape} with {blind} row"
+                f"{'s' if blind != 1 else ''} of no True entry{where}: SDPA reads True as \"attend\", so "
+                "every query of that sequence attends to no key and its output is zeros. A padding mask "
+                "in nn.MultiheadAttention's convention (True = padding) looks like this: the longest "
+                "sequence has no padding, so its row is all False.")
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# SDPA: grouped-query attention
+# ---------------------------------------------------------------------------
+
+def gqa_heads(trace: Trace) -> list[Diagnostic]:
+    """k/v with fewer heads than q: torch raises unless ``enable_gqa=True`` (and H divides by H_kv);
+    with as many heads as q, ``enable_gqa=True`` has nothing to share (a note)."""
+    out = []
+    for e in _sdpa_calls(trace):
+        q, k = e.inputs[0], e.inputs[1]
+        if len(q.shape) < 3 or len(k.shape) < 3:
+            continue
+        h_q, h_kv = q.shape[-3], k.shape[-3]
+        gqa = bool(e.params.get("enable_gqa"))
+        if e.error and h_q != h_kv and h_kv != 1:
+            out.append(_gqa_failure(e, q, k, gqa))
+        elif not e.error and gqa and h_q == h_kv and h_q > 1:
+            out.append(Diagnostic("note", "gqa-heads-already-repeated", e.index, (
+                f"{SDPA} #{e.index} is called with enable_gqa=True, but k {_shown(k)} already has as many "
+                f"heads ({h_kv}) as q {_shown(q)}: there is nothing to share. If k and v were repeated from "
+                "fewer key/value heads (repeat_interleave, or expand + reshape as Llama's repeat_kv does), "
+                "that copy is what enable_gqa saves."), (
+                "Pass the unrepeated k and v [B, H_kv, S, d_k] with enable_gqa=True.")))
+    return out
+
+
+def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnostic:
+    h_q, h_kv = q.shape[-3], k.shape[-3]
+    if gqa:
+        why = (f"with enable_gqa=True each key/value head serves H / H_kv query heads, so H_kv must divide H; "
+               f"{h_kv} does not divide {h_q}.")
+        fix = f"Give k and v a number of heads that divides {h_q}, or check which axis holds the heads."
+    else:
+        why = (f"without enable_gqa, torch lines up the batch axes of q and k by broadcasting, and axis -3 "
+               f"({h_q} against {h_kv}) is neither equal nor 1.")
+        fix = (f"For grouped-query attention pass enable_gqa=True (each of the {h_kv} key/value heads serves "
+               f"{h_q // h_kv} query heads)" if h_q % h_kv == 0 else
+               "Give k and v as many heads as q, or a number that divides it, with enable_gqa=True")
+        fix += "; repeating k and v with repeat_interleave works too, at the cost of a copy."
+    return Diagnostic("error", "gqa-heads-mismatch", e.index, (
+        f"{SDPA} #{e.index} raised: q {_shown(q)} has {h_q} heads and k {_shown(k)} has {h_kv}; {why}"), fix)
+
+
+# ---------------------------------------------------------------------------
+# softmax without dim
+# ---------------------------------------------------------------------------
+
+def softmax_implicit_dim(trace: Trace) -> list[Diagnostic]:
+    """``F.softmax(x)`` without ``dim``: torch's legacy rule picks axis 0 for 0-, 1- and 3-D input
+    and axis 1 otherwise (``_get_softmax_dim``), never "the last axis"."""
+    out = []
+    for e in trace.events:
+        if family_of(e.op) is not Family.SOFTMAX or not e.params.get("implicit_dim") or not e.inputs:
+            continue
+        t = e.inputs[0]
+        dim = e.params["dim"]
+        roles = [a.role for a in t.axes]
+        picked = (f"{e.op} #{e.index} is called without dim on {_shown(t)} ({len(t.shape)}-D): torch's legacy "
+                  f"rule then normalises over axis {dim}"
+                  f"{f' ({t.dims[dim]})' if dim < len(t.dims) and t.dims[dim] else ''} (axis 0 for 0-, 1- and "
+                  "3-D input, axis 1 otherwise)")
+        if "key" in roles and roles.index("key") != dim:
+            out.append(Diagnostic("error", "softmax-implicit-dim", e.index, (
+                f"{picked}, not over the keys (axis {roles.index('key') - len(roles)}): each query's weights "
+                "do not sum to 1 over the keys."), "Pass the axis: softmax(scores, dim=-1)."))
+        elif "key" not in roles and len(t.shape) > 2:
+            out.append(Diagnostic("note", "softmax-implicit-dim", e.index, (
+                f"{picked}. Which axis holds the keys is not known here, so it was not checked."),
+                "Pass the axis explicitly (dim=-1 for attention scores)."))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# broadcasting: axes lined up must mean the same thing
+# ---------------------------------------------------------------------------
+
+def broadcast_lineup(trace: Trace) -> list[Diagnostic]:
+    """An elementwise op (``+``, ``*``, ``masked_fill``, ``where``) whose broadcast lines up two axes
+    of different roles with the same size: a ``[B, T, T]`` mask on ``[B, H, T, T]`` scores puts B on H.
+    Only names with known, different roles count (never sizes)."""
+    out = []
+    for e in trace.events:
+        if family_of(e.op) not in (Family.ELEMENTWISE, Family.MASK_FILL) or e.error or len(e.inputs) < 2:
+            continue
+        clash = _first_clash(trace.namer, e.inputs)
+        if clash:
+            out.append(_lineup_diagnostic(e, trace.namer, *clash))
+    return out
+
+
+def _first_clash(namer: Namer, inputs: list[TensorInfo]):
+    """``(j, a, b)``: the first axis (from the right, as ``-j``) where operands ``a`` and ``b`` both have
+    more than one entry and names of different roles."""
+    n = max(len(t.shape) for t in inputs)
+    for j in range(1, n + 1):
+        named = [(i, t.dims[-j]) for i, t in enumerate(inputs)
+                 if j <= len(t.shape) and t.shape[-j] > 1 and _role(namer, t.dims[-j])]
+        for (ia, la), (ib, lb) in zip(named, named[1:]):
+            if namer.role(la) != namer.role(lb):
+                return j, ia, ib
+    return None
+
+
+def _lineup_diagnostic(e: Event, namer: Namer, j: int, ia: int, ib: int) -> Diagnostic:
+    a, b = e.inputs[ia], e.inputs[ib]
+    big, small = (a, b) if len(a.shape) >= len(b.shape) else (b, a)
+    la, lb = big.dims[-j], small.dims[-j]
+    text = (f"{e.op} #{e.index} lines up {_shown(small)} with {_shown(big)} from the right: axis {-j} pairs "
+            f"{lb} ({namer.role(lb)}) of the first with {la} ({namer.role(la)}) of the second. Both have "
+            f"{big.shape[-j]} entries, so torch broadcasts without complaint, but entry i of {lb} is applied to "
+            f"entry i of {la}.")
+    where = _insert_point(namer, big, small)
+    fix = (f"Give the smaller operand a size-1 axis where the other has {la}: .unsqueeze({where}) "
+           f"(x[{', '.join([':'] * where + ['None'])}]) makes {_shown_with_one(small, where)}." if where is not None
+           else "Line the axes up by name: insert size-1 axes (unsqueeze) or transpose the smaller operand "
+                "so each axis faces the axis it means.")
+    return Diagnostic("error", "broadcast-mismatch", e.index, text, fix)
+
+
+def _insert_point(namer: Namer, big: TensorInfo, small: TensorInfo) -> int | None:
+    """Where one size-1 axis inserted into ``small`` lines every named axis up with the same name."""
+    if len(small.shape) >= len(big.shape):
+        return None
+    for p in range(len(small.shape) + 1):
+        dims = list(small.dims[:p]) + [None] + list(small.dims[p:])
+        shape = list(small.shape[:p]) + [1] + list(small.shape[p:])
+        lead = len(big.shape) - len(shape)
+        if lead >= 0 and all(s == 1 or (d is not None and d == big.dims[lead + i])
+                             for i, (d, s) in enumerate(zip(dims, shape))):
+            return p
+    return None
+
+
+def _shown_with_one(t: TensorInfo, p: int) -> str:
+    return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
+
+
+CONTRACT_RULES = [sdpa_layout, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim, broadcast_lineup]
