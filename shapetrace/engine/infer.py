@@ -27,7 +27,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo
-from shapetrace.engine.ops import ADDITIVE, SCORE_ADD, Call, OpSpec, arg, record_params
+from shapetrace.engine.ops import ADDITIVE, SCORE_ADD, Call, Family, OpSpec, arg, family_of, record_params
 from shapetrace.engine.propagate import fits
 from shapetrace.engine.vocabulary import FUSED_PARTS, canonical, projection_kind
 
@@ -100,12 +100,20 @@ def thaw_args(frozen: tuple) -> tuple[tuple, dict]:
 # the forward pass
 # ---------------------------------------------------------------------------
 
+#: ops whose operands torch lines up by broadcasting, from the right
+_LINED_UP = frozenset({Family.ELEMENTWISE, Family.MASK_FILL})
+
+
 class Inference:
     """Names and events of one capture, made incrementally: :meth:`advance` reads the records added
     since the last call (a trace's events may be read while it records)."""
 
-    def __init__(self, capture, namer: Namer, dims: dict, seed_order: Sequence[str]):
+    def __init__(self, capture, namer: Namer, dims: dict, seed_order: Sequence[str],
+                 pins: dict[int, tuple[Axis, ...]] | None = None):
         self.capture = capture
+        self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
+        self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
+        #                                                one seed, and of which it is a same-axes copy
         self.namer = namer
         self.dims = dims
         self.seed_order = list(seed_order)
@@ -128,6 +136,10 @@ class Inference:
         found = self.axes.get(node)
         if found is not None:
             return found
+        pinned = self.pins.get(node)
+        if pinned is not None:
+            self.axes[node] = pinned
+            return pinned
         facts = self.capture.nodes[node]
         seeded = self._seed(node, facts) if facts.entered else None
         if seeded is not None:
@@ -146,9 +158,12 @@ class Inference:
         shape = facts.shape
         if len(shape) < 2 or facts.parameter or not self.dims:
             return None
-        names = self._seed_names(shape, self._sequence_name(node, shape))
+        seq = self._sequence_name(node, shape)
+        names = self._seed_names(shape, seq)
         if names is None:
             return None
+        if self._seed_names(shape, seq, skip=names) is not None:
+            self.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
         axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
         axes = self._interned.setdefault(axes, axes)
         self.axes[node] = axes
@@ -167,7 +182,7 @@ class Inference:
             return "S"
         return "T"
 
-    def _seed_names(self, shape: tuple[int, ...], seq: str) -> list[str] | None:
+    def _seed_names(self, shape: tuple[int, ...], seq: str, skip: list[str] | None = None) -> list[str] | None:
         declared = self.seed_order[:len(shape)]   # the declared order, with this tensor's sequence name
         other = "S" if seq == "T" else "T"
         patterns = [[seq if n == other and seq not in declared else n for n in declared]]
@@ -177,6 +192,8 @@ class Inference:
             for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
                 patterns.append(lead + tail)
         for names in patterns:
+            if names == skip:
+                continue
             if len(names) == len(shape) and all(self.namer.size_of(n) == s for n, s in zip(names, shape)):
                 if len(set(names)) == len(names) or names.count(seq) == 2 and len(set(names)) == len(names) - 1:
                     return names
@@ -205,6 +222,56 @@ class Inference:
         if self._pending is not None:
             self._finish_pattern()
 
+    def corrections(self) -> dict[int, tuple[Axis, ...]]:
+        """Names that a later use proves for tensors whose sizes fit more than one seed.
+
+        A fresh ``torch.ones(T, T).triu(1)`` at B = T fits ``[B, T]`` and ``[T, B]``; when it is then
+        broadcast onto scores ``[B, H, T, T]`` from the right (a mask, a bias), torch lines it up with
+        ``[T, T]``, and that is what it is. Only an ambiguous size guess yields to its use: a guess
+        that fits one seed only stays, and a use that contradicts it is a finding of the diagnostics.
+        """
+        found: dict[int, tuple[Axis, ...]] = {}
+        if not self.ambiguous:
+            return found
+        for record in self.capture.records:
+            if type(record) is not OpRecord and type(record) is not PassRecord:
+                continue
+            if family_of(record.spec.name) not in _LINED_UP or len(record.ins) < 2:
+                continue
+            for node in record.ins:
+                root = self.ambiguous.get(node)
+                if root is not None and root not in found:
+                    lined = self._lined_up(node, record.ins)
+                    if lined is not None and len(_without_ones(lined)) == len(self.capture.nodes[root].shape):
+                        found[root] = _without_ones(lined)
+        return found
+
+    def _keep_ambiguity(self, ins, outs, in_axes, out_axes) -> None:
+        """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
+        ``m[None, None]`` that only adds axes of size 1) passes the ambiguity on: a later use of its
+        result decides the guess."""
+        if len(ins) == 1 and ins[0] in self.ambiguous:
+            kept = _without_ones(in_axes[0])
+            for node, axes in zip(outs, out_axes):
+                if _without_ones(axes) == kept:
+                    self.ambiguous.setdefault(node, self.ambiguous[ins[0]])
+
+    def _lined_up(self, node: int, ins) -> tuple[Axis, ...] | None:
+        """The axes ``node`` meets, from the right, in a larger operand of the same broadcast."""
+        mine = self.axes.get(node)
+        if mine is None:
+            return None
+        for other in ins:
+            theirs = self.axes.get(other)
+            if other == node or other in self.ambiguous or theirs is None or len(theirs) < len(mine):
+                continue
+            lined = theirs[len(theirs) - len(mine):]
+            if all(a.size == b.size or a.size == 1 for a, b in zip(mine, lined)) and \
+                    all(_whole_root(b) for a, b in zip(mine, lined) if a.size != 1):
+                pinned = tuple(b if a.size != 1 else a for a, b in zip(mine, lined))
+                return pinned if pinned != mine else None
+        return None
+
     def _op(self, index: int, record: OpRecord) -> None:
         spec = record.spec
         in_axes = [self.axes_of(n) for n in record.ins]
@@ -223,6 +290,8 @@ class Inference:
         for node, axes in zip(record.outs, out_axes):
             if node not in self.axes or not _same_node_as_input(node, record.ins):
                 self.axes[node] = axes
+        if self.ambiguous:
+            self._keep_ambiguity(record.ins, record.outs, in_axes, out_axes)
         tags = self._tags_of(record.ins)
         if record.outs and (tags or spec.name in PROJECTIONS):
             self._tag_outputs(spec, record, in_axes, shapes, params, tags)
@@ -249,6 +318,8 @@ class Inference:
             operands = [a for a, n in zip(in_axes, ins)]
             found, _ = self._names_of(spec, _PassCall(frozen, ins), operands, [shape])
             self.axes[node] = found[0]
+            if self.ambiguous:
+                self._keep_ambiguity(ins, [node], in_axes, found)
         tags = self._tags_of(ins)
         if tags:
             tag = _single(tags)
@@ -443,6 +514,15 @@ class _PassCall:
     def __init__(self, frozen, ins):
         self.frozen = frozen
         self.params = None
+
+
+def _without_ones(axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    return tuple(a for a in axes if a.size != 1)
+
+
+def _whole_root(axis: Axis) -> bool:
+    """A whole named axis (``T``, not a piece of one, a merge, or an unknown)."""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES)
 
 
 def _same_node_as_input(node: int, ins) -> bool:

@@ -141,6 +141,10 @@ class Trace:
         if not self._concluded:
             self._concluded = True
             inference.finish()
+            pins = inference.corrections()
+            if pins:   # a later use decided an ambiguous size guess: infer again with it
+                inference = self._inference = Inference(self.capture, self.namer, self.dims, self.seed_order, pins)
+                inference.finish()
             failed = self._failure
             if self.exception is not None and failed is not None and failed[0] is self.exception:
                 inference.events.append(inference.failed_event(failed[1]))

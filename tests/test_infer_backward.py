@@ -1,0 +1,48 @@
+"""Names a later use decides (issue 21: infer over the whole trace, backward too).
+
+A tensor that enters with sizes fitting more than one seed ([4, 4] at B = T = 4) is decided by how
+torch lines it up in a broadcast; a guess that fits one seed only is evidence, and a broadcast that
+contradicts it stays a finding."""
+
+from __future__ import annotations
+
+import torch
+
+import shapetrace
+
+
+def _scores(B, H, T):
+    return torch.randn(B, H, T, T)                                   # (B, H, T, T)
+
+
+def test_a_causal_mask_at_b_equal_t_is_named_by_the_scores_it_masks():
+    """ALiBi/Bloom style (bigscience-workshop/Megatron-DeepSpeed; transformers' modeling_bloom): a
+    fresh ``ones(T, T).triu(1)`` mask at B = T = 4 fits [B, T] and [T, B]; masked_fill lines it up
+    with the scores' [T, T]."""
+    B, H, T, D = 4, 2, 4, 8
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        q = x.view(B, T, H, D // H).transpose(1, 2)                  # (B, H, T, d_k)
+        scores = q @ q.transpose(-2, -1)                             # (B, H, T, T)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)          # (T, T)
+        scores.masked_fill(future[None, None], float("-inf"))        # (B, H, T, T)
+    triu = next(e for e in t.events if e.op == "triu")
+    fill = next(e for e in t.events if e.op == "masked_fill")
+    assert triu.output.dims == ("T", "T")
+    assert fill.inputs[1].dims == (None, None, "T", "T")
+    assert not [d for d in t.diagnostics if d.severity == "error"]
+
+
+def test_a_guess_that_fits_one_seed_is_not_overruled_by_a_broadcast():
+    """A [B, T, T] mask handed in and added to [B, H, T, T] scores at B = H (the mask without its
+    head axis asked about in hyunwoongko/transformer#32): the sizes fit [B, T, T] only, so the
+    broadcast that lines B up with H is reported, not renamed away."""
+    B, H, T, D = 2, 2, 5, 8
+    x, mask = torch.randn(B, T, D), torch.zeros(B, T, T)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        q = x.view(B, T, H, D // H).transpose(1, 2)                  # (B, H, T, d_k)
+        scores = q @ q.transpose(-2, -1)                             # (B, H, T, T)
+        scores + mask                                                # (B, H, T, T): mask's B meets H
+    add = next(e for e in t.events if e.op == "add")
+    assert add.inputs[1].dims == ("B", "T", "T")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["broadcast-mismatch"]
