@@ -3,7 +3,8 @@ names by role, and say whether a bug was reported where it happens.
 
 A case is a small module or function written in the style of a public project, with a docstring
 that cites the public code or bug report it follows. Lines are tagged with a comment that ends in
-``[tag]``: ``q = ...   # (B, H, T, d_k) [vit-q]``. A case then says
+``[tag]`` (one or more):
+``q = ...   # (B, H, T, d_k) [vit-q]``. A case then says
 
 * ``heads``: for a tag, the names the output of the *last* call recorded on that line must carry
   (``tag@0`` reads the first call instead: the prefill of a function that also runs a decode step);
@@ -44,7 +45,8 @@ _SLICE = r"(?:\[[-\d]*:?[-\d]*(?::[-\d]*)?\])?"
 _TOKEN = rf"(?:{'|'.join(TOKEN_NAMES)}){_SLICE}"
 #: a token axis spelled from token names: ``T``, ``T[-1:]``, ``T[4:5]``, ``T+1``, ``1+N``, ``S+T``
 SEQ_LABEL = re.compile(rf"(?:\d+\+)*{_TOKEN}(?:\+(?:\d+|{_TOKEN}))*")
-_TAG = re.compile(r"\[(?P<tag>[a-z0-9][\w.:-]*)\]\s*$")
+_TAG = re.compile(r"\[([a-z0-9][\w.:-]*)\]")
+_TAGS_AT_END = re.compile(r"(?:\[[a-z0-9][\w.:-]*\]\s*)+$")
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,9 @@ def tag_lines(module: ModuleType) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for number, line in enumerate(Path(inspect.getsourcefile(module)).read_text().splitlines(), start=1):
         _, hash_, comment = line.partition("#")
-        m = _TAG.search(comment) if hash_ else None
-        if m:
-            found.setdefault(m.group("tag"), []).append(number)
+        m = _TAGS_AT_END.search(comment) if hash_ else None
+        for tag in _TAG.findall(m.group(0)) if m else ():
+            found.setdefault(tag, []).append(number)
     return found
 
 
@@ -103,13 +105,17 @@ def events_on_lines(t, module: ModuleType, lines: list[int]) -> list:
 
 
 def tagged_event(t, module: ModuleType, tag: str):
-    """The last event on the tagged line (``tag@0``: the first one)."""
+    """The last event on the tagged line; ``tag@k``: the k-th run of that line (among the events on it
+    whose op is the line's last op: ``q.view(...).transpose(1, 2)`` at the prefill is ``@0``)."""
     name, _, which = tag.partition("@")
     lines = tag_lines(module).get(name)
     assert lines, f"no line tagged [{name}] in {module.__name__}"
     events = events_on_lines(t, module, lines)
     assert events, f"nothing recorded on the line tagged [{name}] ({lines})"
-    return events[int(which)] if which else events[-1]
+    if not which:
+        return events[-1]
+    runs = [e for e in events if e.op == events[-1].op]
+    return runs[int(which)]
 
 
 # -- names by role -----------------------------------------------------------------------------------
