@@ -10,7 +10,9 @@ that cites the public code or bug report it follows. Lines are tagged with a com
   (``tag@0`` reads the first call instead: the prefill of a function that also runs a decode step);
 * ``bug``: the tags of the lines where the bug is; an error must be reported on a call made on one
   of them, and its message must name that call's op. A case with no ``bug`` is correct code and
-  must get no error at all.
+  must get no error at all;
+* ``silent``: tags of lines of correct code on which no diagnostic of any severity may be reported
+  (a note calling standard code "nonstandard" is a false statement too).
 
 Expected names are exact, except where the spelling of a derived name is not settled by the issue:
 
@@ -58,6 +60,7 @@ class Case:
     build: Callable[[], tuple[Callable, tuple]]
     heads: dict[str, tuple[str, ...]] = field(default_factory=dict)
     bug: tuple[str, ...] = ()
+    silent: tuple[str, ...] = ()        # tags of lines of correct code on which nothing may be reported at all
     names_xfail: str | None = None      # why the names are not there yet (issue 21)
     verdict_xfail: str | None = None    # why the verdict is not right yet (issue 21)
 
@@ -226,6 +229,11 @@ def reported_on(d, e) -> bool:
     return bool(re.search(rf"\b{re.escape(e.op)}\b[^#]{{0,40}}#{e.index}\b", d.message))
 
 
+def mentions(d, e) -> bool:
+    """Is diagnostic ``d`` about event ``e`` (by its event field, or ``#index`` in its message)?"""
+    return getattr(d, "event", None) == e.index or bool(re.search(rf"#{e.index}\b", d.message))
+
+
 def bug_reported(t, module: ModuleType, case: Case) -> bool:
     """An error reported on a call made on a line tagged as the bug, naming that call's op."""
     lines = [n for tag in case.bug for n in tag_lines(module).get(tag, [])]
@@ -250,3 +258,6 @@ def check_verdict(module: ModuleType, case: Case) -> None:
         assert bug_reported(t, module, case), f"{case.id}: no error on the lines tagged {case.bug}:\n{describe(t)}"
     else:
         assert errors(t) == [], f"{case.id}: correct code got an error:\n{describe(t)}"
+    quiet = events_on_lines(t, module, [n for tag in case.silent for n in tag_lines(module).get(tag, [])])
+    said = [f"{d.severity} {d.kind}: {d.message}" for d in t.diagnostics for e in quiet if mentions(d, e)]
+    assert said == [], f"{case.id}: diagnostics on correct lines {case.silent}:\n" + "\n".join(said)
