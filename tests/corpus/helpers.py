@@ -61,6 +61,7 @@ class Case:
     heads: dict[str, tuple[str, ...]] = field(default_factory=dict)
     bug: tuple[str, ...] = ()
     silent: tuple[str, ...] = ()        # tags of lines of correct code on which nothing may be reported at all
+    names: tuple[str | None, ...] = ()  # shapetrace.name() for each input, where dims alone cannot say
     names_xfail: str | None = None      # why the names are not there yet (issue 21)
     verdict_xfail: str | None = None    # why the verdict is not right yet (issue 21)
 
@@ -79,6 +80,9 @@ def trace_case(case: Case):
     torch.manual_seed(0)
     forward, inputs = case.build()
     with torch.no_grad(), shapetrace.trace(dims=case.dims) as t:
+        for tensor, names in zip(inputs, case.names):
+            if names:
+                shapetrace.name(tensor, names)
         forward(*inputs)
     return t
 
