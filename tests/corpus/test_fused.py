@@ -37,9 +37,9 @@ class SDPALayout(Projections):
     ([B, M, H, K], facebookresearch/xformers#841), not SDPA's [B, H, T, d]: SDPA then attends over
     heads, per token. The forgotten transpose of reczoo/FuxiCTR#30, at a fused kernel."""
 
-    def __init__(self, dim: int, heads: int, transpose: bool = True):
+    def __init__(self, dim: int, heads: int, transpose: bool = True, is_causal: bool = False):
         super().__init__(dim, heads)
-        self.transpose = transpose
+        self.transpose, self.is_causal = transpose, is_causal
 
     def forward(self, x):
         B, T, D = x.shape
@@ -49,10 +49,10 @@ class SDPALayout(Projections):
         v = self.v_proj(x).view(B, T, H, d)                           # (B, T, H, d_k)
         if self.transpose:
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, d_k) [layout-qkv]
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, d_k) [layout-sdpa]
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.is_causal)  # (B, H, T, d_k) [layout-sdpa]
             y = y.transpose(1, 2).reshape(B, T, D)                    # (B, T, D) [layout-merge]
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, T, H, d_k)?? [bug-layout-sdpa]
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.is_causal)  # (B, T, H, d_k)?? [bug-layout-sdpa]
             y = y.reshape(B, T, D)                                    # (B, T, D)
         return self.o_proj(y)
 
@@ -208,7 +208,7 @@ CASES = [
          verdict_xfail="is_causal=True with one query against T keys (top-left causal mask) is not checked"),
     Case("sdpa-one-query-T-keys-no-causal", DIMS, build(CausalDecodeStep, dim=24, heads=3, is_causal=False),
          heads={"step-q": ("B", "H", "seq", "d_k"), "step-k": PER_HEAD, "step-sdpa": ("B", "H", "seq", "d_k")}),
-    Case("sdpa-is-causal-prefill", DIMS, build(SDPALayout, dim=24, heads=3),
+    Case("sdpa-is-causal-prefill", DIMS, build(SDPALayout, dim=24, heads=3, is_causal=True),
          heads={"layout-sdpa": PER_HEAD}),
     Case("sdpa-bool-mask-mha-causal-polarity", DIMS, build(BoolMaskSDPA, dim=24, heads=3, mask="mha-causal"),
          bug=("bug-mask-polarity",), verdict_xfail=NO_MASK_POLARITY),
