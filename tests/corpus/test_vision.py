@@ -210,7 +210,7 @@ CASES = [
     Case("deit-cls-and-distillation-tokens", VIT_DIMS, build(DeiT),
          heads={"deit-cat": ("B", "seq", "D"), "vit-q": PER_HEAD, "vit-sdpa": PER_HEAD},
          silent=("timm-qkv",),
-         names_xfail=NO_CONV + "; a cat of two learned tokens before them (2+N) is not a token axis"),
+         names_xfail=NO_CONV),
     Case("conv-stem-reshape-without-permute", VIT_DIMS, build(ConvStemNoPermute),
          bug=("bug-stem-no-permute",),
          verdict_xfail="a conv output [B, D, h, w] is unnamed, so reshape(B, -1, C) mixing channels with "
