@@ -33,8 +33,6 @@ XFAIL: dict[str, dict[tuple[str, int], str]] = {
     "names": {
         ("swin", 2): "at B = 1 the batch axis has size 1 and leaves no atom in the merged window axis, so "
                      "the window batch is the blocks of T alone, not B*?",
-        ("bloom", 2): "at H = 3 the per-head (H, 3) split cannot be told from the stacked (3, H) one, so "
-                      "those axes stay unnamed (a name that may be wrong is not printed)",
     },
     "property": {},
     "torch": {},
@@ -153,13 +151,15 @@ def test_bloom_records_B_times_H_batches():
     assert (bmm.output.shape, bmm.output.stride) == ((8, 6, 8), (48, 8, 1))
 
 
-def test_bloom_with_as_many_heads_as_q_k_v_leaves_both_axes_unnamed_and_notes_nothing():
+def test_bloom_with_as_many_heads_as_q_k_v_is_named_by_the_index_that_picks_q():
     """At H = 3 Bloom's per-head (H, 3, d_k) split and the stacked (3, H, d_k) one have the same sizes and
-    strides: neither axis is named (not one label on both), and the split is not called unusual."""
+    strides; ``fused[..., 0, :]`` then takes one of the 3 parts of the inner axis, which proves it is the
+    stack (qkv) and the outer one the heads (issue 21: decided by a later use); the split is not called
+    unusual."""
     dims = {"B": 2, "T": 5, "D": 48, "H": 3}
     t, _ = run("bloom", dims)
     per_head = next(e for e in t.events if e.op == "view" and e.output.shape == (2, 5, 3, 3, 16))
-    assert (per_head.output.dims, per_head.output.stride) == (("B", "T", None, None, "d_k"), (720, 144, 48, 16, 1))
+    assert (per_head.output.dims, per_head.output.stride) == (("B", "T", "H", "qkv", "d_k"), (720, 144, 48, 16, 1))
     assert [d.kind for d in t.diagnostics if d.kind == "nonstandard-head-split"] == []
     labels = [n for e in t.events for o in e.outputs for n in o.dims if n]
     assert [n for n in labels if "/" in n] == []

@@ -227,6 +227,25 @@ class Namer:
     def _sub_table(self, name: str) -> dict[tuple[int, int], str]:
         return self._merged_table(name) if name in self.decompositions else {}
 
+    def clashed(self, atom: Atom) -> bool:
+        """Is this piece named differently by two factorings of its root (``H = 3`` and ``qkv``)?"""
+        return (atom.stride, atom.size) in self._clashes.get(atom.root, ())
+
+    def decide(self, atom: Atom, name: str) -> bool:
+        """A use proved what a clashed piece is (the axis a fused projection is unbound along into
+        its 3 parts is ``qkv``): keep only the factorings of its root that call it ``name``, for the
+        whole trace. False when none does, or the choice leaves nothing (nothing is changed)."""
+        root, key = atom.root, (atom.stride, atom.size)
+        kept = [parts for parts in self.decompositions.get(root, ()) if self._leaf_table(parts).get(key) == name]
+        if not kept or len(kept) == len(self.decompositions[root]):
+            return False
+        self.decompositions[root] = kept
+        self._clashes.pop(root, None)
+        self._sub_names[root] = self._merged_table(root)
+        self.decided = {**getattr(self, "decided", {}), root: name}
+        self.__dict__.pop("_label_cache", None)
+        return True
+
     def feature_root_for_size(self, size: int) -> str | None:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
 
@@ -385,6 +404,8 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ..
         out["H"] = [("H_kv", "n_rep")]
     if "B" in dims and "nW" in dims:
         out["B*nW"] = [("B", "nW")]
+    out.setdefault("N", [])   # a convolution's patch grid, flattened in order, is its tokens
+    out["N"] += [GRID_ROOTS[2], GRID_ROOTS[3]]
     return out
 
 
@@ -698,18 +719,31 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
     total = sum(inp[dim].size for inp in inputs)
     inputs = [inp for inp in inputs if inp[dim].size > 0] or list(inputs)   # an empty cache adds nothing
     first = list(inputs[0])
-    labels = [namer.label(inp[dim]) for inp in inputs]
+    labels = [namer.label(inp[dim]) if inp[dim].atoms or inp[dim].size != 1 else "1" for inp in inputs]
     whole = _reordered_whole(labels, total, namer)
     if whole is not None:
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
-    elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels):
-        first[dim] = Axis((Atom("+".join(labels), total, 1, total),))
+    elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
+            any(not lab.isdigit() for lab in labels):
+        first[dim] = Axis((Atom(_joined_parts(labels), total, 1, total),))
     else:
         first[dim] = unknown_axis(total)
     for j in range(len(first)):
-        if j != dim and len({namer.label(inp[j]) for inp in inputs}) > 1:
-            first[j] = unknown_axis(first[j].size)
+        if j == dim:
+            continue
+        named = {namer.label(inp[j]): inp[j] for inp in inputs if namer.label(inp[j]) is not None}
+        # the parts line up along every other axis: one name among them (a class token's unnamed
+        # batch and features next to the patches' [B, N, D]) names the joined axis; two disagree
+        first[j] = next(iter(named.values())) if len(named) == 1 else unknown_axis(first[j].size)
     return tuple(first)
+
+
+def _joined_parts(labels: list[str]) -> str:
+    """``["1", "1", "N"]`` -> ``2+N``: the counted parts (class and distillation tokens) add up."""
+    counted = sum(int(lab) for lab in labels if lab.isdigit())
+    named = [lab for lab in labels if not lab.isdigit()]
+    return "+".join(([str(counted)] if counted and labels[0].isdigit() else []) + named
+                    + ([str(counted)] if counted and not labels[0].isdigit() else []))
 
 
 def _reordered_whole(labels: list, total: int, namer: Namer) -> str | None:
@@ -776,6 +810,36 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
         root = source
     last = root_axis(root, out_features) if root else unknown_axis(out_features)
     return tuple(axes[:-1]) + (last,)
+
+
+#: the roots a convolution gives its output's positions, by how many it slides over (1-, 2-, 3-D);
+#: flattened in this order they are the tokens ``N`` (:func:`default_decompositions`)
+GRID_ROOTS = {1: ("N",), 2: ("Hp", "Wp"), 3: ("Fp", "Hp", "Wp")}
+
+
+def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
+              structural: bool = True) -> tuple[Axis, ...]:
+    """``conv1d/2d/3d``: ``[B, C_in, *positions]`` becomes ``[B, C_out, *positions']``.
+
+    The batch axis is the input's (or ``B`` where the declared size fits); the channels are named
+    like a projection's features (``D`` when the width is the model's); each output position axis
+    keeps the input's name where the size is unchanged (a same-padded conv over tokens), and is
+    otherwise the patch grid (``Hp``, ``Wp``: a ViT stem), which flattened in order is ``N``. An
+    unbatched input, or a filter that is not a module's parameter, names positions and batch only."""
+    spatial = len(out_shape) - 2
+    roots = GRID_ROOTS.get(spatial)
+    if roots is None or len(axes) != len(out_shape):
+        return unknown_axes(tuple(out_shape))
+    batch = axes[0] if namer.label(axes[0]) is not None else (
+        root_axis("B", out_shape[0]) if namer.size_of("B") in (None, out_shape[0]) else unknown_axis(out_shape[0]))
+    width = out_shape[1]
+    feature = namer.feature_root_for_size(width) if structural else None
+    channels = root_axis(feature, width) if feature else unknown_axis(width)
+    positions = []
+    for src, root, size in zip(axes[2:], roots, out_shape[2:]):
+        keep = src.size == size and namer.label(src) is not None and namer.is_token_root(src.atoms[0].root)
+        positions.append(src if keep else root_axis(root, size))
+    return (batch, channels, *positions)
 
 
 def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],

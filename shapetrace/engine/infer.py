@@ -29,7 +29,7 @@ from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo
 from shapetrace.engine.ops import ADDITIVE, SCORE_ADD, Call, Family, OpSpec, arg, family_of, record_params
 from shapetrace.engine.propagate import fits
-from shapetrace.engine.vocabulary import FUSED_PARTS, canonical, projection_kind
+from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
 COMBINES = frozenset({"matmul", "bmm", "mm", "baddbmm", "einsum", "scaled_dot_product_attention"})
@@ -283,6 +283,8 @@ class Inference:
             spec = SCORE_ADD
             record = record._replace(spec=spec, params=_additive_params(record.kept))
         shapes = [r[0] for r in record.out_raw]
+        if record.error is None and spec.name in _SEPARATES and in_axes:
+            self._decide_stack(spec, record, in_axes[0], len(record.outs))
         if record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
@@ -300,6 +302,23 @@ class Inference:
         self.events.append(self._event(event_index, spec, record, in_axes, out_axes, params, tags))
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _decide_stack(self, spec: OpSpec, record: OpRecord, axes: tuple[Axis, ...], parts: int) -> None:
+        """A fused projection taken apart along one of its pieces, into as many parts as it stacks
+        (``qkv.unbind(0)``, ``fused[..., 0, :]``, ``chunk(3, dim)``): that piece is the stack (``qkv``,
+        ``kv``), so where ``H`` has the same size, the other piece is the heads."""
+        args, kwargs = thaw_args(record.frozen)
+        dim = _separated_axis(spec.name, args, kwargs, len(axes))
+        if dim is None or not -len(axes) <= dim < len(axes):
+            return
+        axis = axes[dim]
+        if len(axis.atoms) != 1 or not self.namer.clashed(axis.atoms[0]):
+            return
+        atom = axis.atoms[0]
+        for stack, factor in STACK_FACTORS.items():
+            if atom.size == factor and (spec.name in _TAKES_ONE or parts == factor):
+                self.namer.decide(atom, stack)
+                return
 
     def _pass(self, record: PassRecord) -> None:
         in_axes = [self.axes_of(n) for n in record.ins]
@@ -514,6 +533,37 @@ class _PassCall:
     def __init__(self, frozen, ins):
         self.frozen = frozen
         self.params = None
+
+
+#: ops that take a tensor apart along one axis (all its parts, or one of them)
+_SEPARATES = frozenset({"unbind", "chunk", "split", "tensor_split", "select", "__getitem__"})
+_TAKES_ONE = frozenset({"select", "__getitem__"})
+
+
+def _separated_axis(op: str, args: tuple, kwargs: dict, ndim: int) -> int | None:
+    """The axis ``op`` takes apart: ``unbind(dim)``, ``chunk(n, dim)``, ``select(dim, i)``, or the one
+    axis an index picks a single entry of (``x[..., 0, :]``, ``x[0]``)."""
+    if op == "unbind":
+        return arg(args, kwargs, 1, "dim", 0)
+    if op in ("chunk", "split", "tensor_split"):
+        return arg(args, kwargs, 2, "dim", 0)
+    if op == "select":
+        return arg(args, kwargs, 1, "dim")
+    item = args[1] if len(args) > 1 else None
+    items = item if isinstance(item, tuple) else (item,)
+    if sum(type(i) is int for i in items) != 1 or any(type(i) not in (int, slice, type(None), type(...))
+                                                       for i in items):
+        return None
+    if ... in items:
+        cut = items.index(...)
+        before, after = items[:cut], items[cut + 1:]
+        if any(type(i) is int for i in after):
+            consumed = [i for i in after if i is not None]
+            return ndim - len(consumed) + [i for i in after if i is not None].index(
+                next(i for i in after if type(i) is int))
+        items = before
+    consumed = [i for i in items if i is not None]
+    return next(k for k, i in enumerate(consumed) if type(i) is int)
 
 
 def _without_ones(axes: tuple[Axis, ...]) -> tuple[Axis, ...]:

@@ -120,6 +120,16 @@ def _linear_params(args: tuple, kwargs: dict) -> dict:
     return {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
 
 
+def _conv_params(args: tuple, kwargs: dict) -> dict:
+    weight = arg(args, kwargs, 1, "weight")
+    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None,
+            "stride": _plain(arg(args, kwargs, 3, "stride", 1))}
+
+
+def _plain(value):
+    return list(value) if isinstance(value, (tuple, list)) else value
+
+
 def _einsum_params(args: tuple, kwargs: dict) -> dict:
     equation = args[0] if args and isinstance(args[0], str) else kwargs.get("equation")
     if not isinstance(equation, str):
@@ -321,6 +331,8 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
            words="base + a @ b, batched"),
     OpSpec("matmul", "new", pr.matmul, words="matrix product"),
+    *(OpSpec(f"conv{n}d", "new", pr.conv, params=_conv_params, operands=first_operand,
+             words="slides a filter over the positions: channels in, channels out") for n in (1, 2, 3)),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum"),
     OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True,
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),

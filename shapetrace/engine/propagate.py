@@ -218,6 +218,11 @@ def _weight_is_module(weight) -> bool:
     return getattr(weight, "requires_grad", False) or type(weight).__name__ == "Parameter"
 
 
+def conv(c: Call) -> Axes:
+    """``F.conv1d/2d/3d(x, weight, ...)``: see :func:`~shapetrace.engine.axes.conv_axes`."""
+    return ax.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")))
+
+
 def matmul(c: Call) -> Axes:
     return ax.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
 

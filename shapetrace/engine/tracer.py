@@ -142,7 +142,9 @@ class Trace:
             self._concluded = True
             inference.finish()
             pins = inference.corrections()
-            if pins:   # a later use decided an ambiguous size guess: infer again with it
+            if pins or getattr(self.namer, "decided", None):
+                # a later use decided an ambiguous size guess, or which factoring a fused width has:
+                # infer again, with what the whole trace showed, so that earlier ops read it too
                 inference = self._inference = Inference(self.capture, self.namer, self.dims, self.seed_order, pins)
                 inference.finish()
             failed = self._failure

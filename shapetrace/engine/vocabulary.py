@@ -32,6 +32,7 @@ ROLES = {
     "B": "batch", "T": "tokens", "S": "tokens", "T_q": "tokens", "T_k": "tokens", "N": "tokens", "L": "tokens",
     "D": "features", "H": "heads", "d_k": "head_features", "H_kv": "heads", "n_rep": "heads",
     "D_kv": "features", "nW": "batch",
+    "Hp": "tokens", "Wp": "tokens", "Fp": "tokens",   # a convolution's grid of patches (rows, columns, frames)
 }
 #: roles a user may declare with ``name:role=size``
 DECLARABLE = ("batch", "tokens", "features", "heads", "head_features")

@@ -220,9 +220,7 @@ CASES = [
          build(BoolMaskSDPA, padded=True, dim=24, heads=3, mask="sdpa-padding"),
          heads={"mask-q": PER_HEAD, "mask-sdpa": PER_HEAD}),
     Case("mha-module-masks-true-means-masked", DIMS, build(TorchMHA, padded=True, dim=24, heads=3),
-         heads={"mha-out": ("B", "T", "D")},
-         names_xfail="the output of nn.MultiheadAttention (out_proj inside the opened call, then transposed back "
-                     "for batch_first) loses D"),
+         heads={"mha-out": ("B", "T", "D")}),
     Case("mha-batch-first-input-without-batch-first", DIMS,
          build(TorchMHA, padded=True, dim=24, heads=3, batch_first=False, masks=False),
          bug=("bug-mha-batch-first",),

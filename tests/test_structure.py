@@ -1,0 +1,80 @@
+"""Names from module structure and joins (issue 21): convolution stems, class tokens, and a fused
+width whose factoring a later use decides. Each case follows public code, cited."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import shapetrace
+
+
+def _dims(t, op, which=0):
+    return [e for e in t.events if e.op == op][which].output.dims
+
+
+def test_a_patch_stem_names_the_grid_and_its_flattened_tokens():
+    """timm's PatchEmbed (vision_transformer.py): ``proj(x).flatten(2).transpose(1, 2)``."""
+    stem = nn.Conv2d(3, 24, kernel_size=4, stride=4)
+    img = torch.randn(2, 3, 16, 12)
+    with shapetrace.trace(dims="B=2 D=24 H=3") as t:
+        x = stem(img)                                    # (B, D, Hp, Wp)
+        x = x.flatten(2).transpose(1, 2)                 # (B, N, D)
+    assert [e.output.shape for e in t.events] == [(2, 24, 4, 3), (2, 24, 12), (2, 12, 24)]
+    assert [e.output.dims for e in t.events] == [("B", "D", "Hp", "Wp"), ("B", "D", "N"), ("B", "N", "D")]
+
+
+def test_class_and_distillation_tokens_join_the_patches():
+    """DeiT (facebookresearch/deit models.py, DistilledVisionTransformer): cls and dist tokens are
+    expanded over the batch and joined in front of the patches: 2+N tokens."""
+    stem = nn.Conv2d(3, 24, 4, 4)
+    cls, dist = nn.Parameter(torch.zeros(1, 1, 24)), nn.Parameter(torch.zeros(1, 1, 24))
+    img = torch.randn(2, 3, 8, 8)
+    with shapetrace.trace(dims="B=2 D=24 H=3") as t:
+        x = stem(img).flatten(2).transpose(1, 2)                                      # (B, N, D)
+        x = torch.cat((cls.expand(2, -1, -1), dist.expand(2, -1, -1), x), dim=1)     # (B, 2+N, D)
+    assert _dims(t, "cat") == ("B", "2+N", "D")
+
+
+def test_channels_flattened_without_a_permute_are_a_mixed_axis():
+    """A channel-first map read as tokens by a reshape without a permute (the bug reported in
+    gupta-abhay/pytorch-vit#7, "flattening ends up mixing data from different channels"): channels
+    mix with positions."""
+    stem = nn.Conv2d(3, 24, 4, 4)
+    img = torch.randn(2, 3, 16, 16)
+    with shapetrace.trace(dims="B=2 D=24 H=3") as t:
+        x = stem(img)                                    # (B, D, Hp, Wp)
+        x.reshape(2, -1, 24)                             # (B, ?, ?): D mixed with the grid
+    assert _dims(t, "reshape")[0] == "B"
+    assert _dims(t, "reshape")[1].startswith("!")
+    assert [d.severity for d in t.diagnostics if d.kind == "mixed-axis"] == ["error"]
+
+
+def test_a_same_padded_conv_over_tokens_keeps_them():
+    """A depthwise causal conv over tokens (Mamba / conformer style: [B, D, T] in, [B, D, T] out)."""
+    conv = nn.Conv1d(32, 32, kernel_size=3, padding=1, groups=32)
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        conv(x.transpose(1, 2))                          # (B, D, T)
+    assert _dims(t, "conv1d") == ("B", "D", "T")
+
+
+def test_a_computed_filter_names_no_channels():
+    img, weight = torch.randn(2, 3, 8, 8), torch.randn(24, 3, 4, 4)
+    with shapetrace.trace(dims="B=2 D=24 H=3") as t:
+        F.conv2d(img, weight, stride=4)                  # (B, ?, Hp, Wp)
+    assert _dims(t, "conv2d") == ("B", None, "Hp", "Wp")
+
+
+def test_timm_fused_qkv_at_three_heads_is_decided_by_unbind():
+    """timm's Attention: ``qkv.reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4).unbind(0)`` at H = 3
+    (vit_tiny: 192 wide, 3 heads): the axis unbound into q, k, v is the stack, the other the heads."""
+    B, N, D, H = 2, 5, 24, 3
+    qkv = nn.Linear(D, 3 * D)
+    x = torch.randn(B, N, D)
+    with shapetrace.trace(dims=f"B={B} T={N} D={D} H={H}") as t:
+        parts = qkv(x).reshape(B, N, 3, H, D // H).permute(2, 0, 3, 1, 4)   # (qkv, B, H, T, d_k)
+        q, k, v = parts.unbind(0)                                           # (B, H, T, d_k) each
+    assert _dims(t, "reshape") == ("B", "T", "qkv", "H", "d_k")
+    assert [o.dims for o in t.events[-1].outputs] == [("B", "H", "T", "d_k")] * 3
