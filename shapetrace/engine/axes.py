@@ -719,7 +719,7 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
     total = sum(inp[dim].size for inp in inputs)
     inputs = [inp for inp in inputs if inp[dim].size > 0] or list(inputs)   # an empty cache adds nothing
     first = list(inputs[0])
-    labels = [namer.label(inp[dim]) if inp[dim].atoms or inp[dim].size != 1 else "1" for inp in inputs]
+    labels = [namer.label(inp[dim]) if inp[dim].size != 1 else "1" for inp in inputs]   # one more: T+1
     whole = _reordered_whole(labels, total, namer)
     if whole is not None:
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
@@ -740,8 +740,9 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
 
 def _joined_parts(labels: list[str]) -> str:
     """``["1", "1", "N"]`` -> ``2+N``: the counted parts (class and distillation tokens) add up."""
-    counted = sum(int(lab) for lab in labels if lab.isdigit())
-    named = [lab for lab in labels if not lab.isdigit()]
+    parts = [part for lab in labels for part in lab.split("+")]   # T+1 and 1 more: T+2
+    counted = sum(int(part) for part in parts if part.isdigit())
+    named = [part for part in parts if not part.isdigit()]
     return "+".join(([str(counted)] if counted and labels[0].isdigit() else []) + named
                     + ([str(counted)] if counted and not labels[0].isdigit() else []))
 

@@ -211,7 +211,7 @@ class Capture:
             else:
                 out_nodes.append(self._made(o, shape))
             shapes.append(shape)
-        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES else _NO_ARGS
+        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES or spec.params is not None else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else "", tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         return result

@@ -348,6 +348,8 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("mean", "new", pr.reduce, params=_reduce_params, words="averages over axes"),
     OpSpec("amax", "new", pr.reduce, params=_reduce_params, words="the maximum over axes"),
     OpSpec("logsumexp", "new", pr.reduce, params=_reduce_params, words="log-sum-exp over axes"),
+    *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis")
+      for name in ("argmax", "argmin")),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False,
            words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
 ]
