@@ -78,3 +78,47 @@ def test_timm_fused_qkv_at_three_heads_is_decided_by_unbind():
         q, k, v = parts.unbind(0)                                           # (B, H, T, d_k) each
     assert _dims(t, "reshape") == ("B", "T", "qkv", "H", "d_k")
     assert [o.dims for o in t.events[-1].outputs] == [("B", "H", "T", "d_k")] * 3
+
+
+def test_in_place_metadata_ops_give_the_tensor_new_names_even_at_equal_sizes():
+    """``q.transpose_(1, 2)`` at T == H: the shape does not change, the layout does (a new node)."""
+    B, T, H, d = 2, 4, 4, 8
+    x = torch.randn(B, T, H * d)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        q = x.view(B, T, H, d)                           # (B, T, H, d_k)
+        q.transpose_(1, 2)                               # (B, H, T, d_k)
+        q.unsqueeze_(0)                                  # (1, B, H, T, d_k)
+    assert [(e.op, e.output.dims, e.output.stride) for e in t.events[1:]] == [
+        ("transpose_", ("B", "H", "T", "d_k"), (128, 8, 32, 1)),
+        ("unsqueeze_", (None, "B", "H", "T", "d_k"), (256, 128, 8, 32, 1))]
+    assert all(e.view for e in t.events)
+
+
+def test_complex_rope_pairs_features_and_comes_back_whole():
+    """Llama's apply_rotary_emb (meta-llama/llama model.py): ``view_as_complex(x.reshape(..., -1, 2))``
+    then ``view_as_real(...).flatten(3)``: the pairs are pieces of the head features, whole again
+    after the round trip; every step is a view."""
+    B, T, H, d = 2, 5, 3, 8
+    x = torch.randn(B, T, H, d)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        xc = torch.view_as_complex(x.reshape(B, T, H, -1, 2))      # (B, T, H, d_k/2)
+        out = torch.view_as_real(xc).flatten(3)                    # (B, T, H, d_k)
+    ops = [e.op for e in t.events]
+    assert ops == ["reshape", "view_as_complex", "view_as_real", "flatten"]
+    assert t.events[1].output.shape == (B, T, H, d // 2) and t.events[1].output.dims[:3] == ("B", "T", "H")
+    assert t.events[2].output.stride == (120, 24, 8, 2, 1)
+    assert t.events[3].output.dims == ("B", "T", "H", "d_k") and out.shape == x.shape
+    assert all(e.view for e in t.events)
+
+
+def test_tiling_windows_split_the_axis_like_a_view_and_overlapping_ones_are_unnamed():
+    """Local attention over blocks (lucidrains/local-attention style): ``x.unfold(1, w, w)`` tiles T;
+    ``unfold(1, w, 1)`` slides (windows overlap) and names no window axis."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        tiles = x.unfold(1, 3, 3)                        # (B, T/3 windows, D, 3 positions)
+        slides = x.unfold(1, 3, 1)                       # (B, 4 windows, D, 3 positions)
+    assert tiles.shape == t.events[0].output.shape == (2, 2, 32, 3)
+    assert t.events[0].output.stride == tiles.stride() == (192, 96, 1, 32)
+    assert t.events[0].output.dims[0] == "B" and t.events[0].output.dims[2] == "D"
+    assert t.events[1].output.dims == ("B", None, "D", None) and t.events[1].output.stride == slides.stride()

@@ -151,7 +151,9 @@ class Capture:
         out_nodes, out_raw = [], []
         for o in outs:
             shape = o.shape
-            node = self._same_or_new(o, shape, inputs, nodes) if spec.inplace else self._made(o, shape)
+            # in place: values change under the same node; new metadata (transpose_) is a new node
+            node = self._same_or_new(o, shape, inputs, nodes) if spec.inplace and spec.memory != "view" \
+                else self._made(o, shape)
             out_nodes.append(node)
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
         if spec.name in _VALUE_CHECKED and outs and not outs[0].is_meta:

@@ -299,6 +299,21 @@ _ENTRIES: list[OpSpec] = [
     *_views(["split", "chunk", "tensor_split", "split_with_sizes"], pr.split, "cuts an axis into pieces",
             lambda a, k: {"dim": arg(a, k, 2, "dim", 0)}),
     *_views(["diagonal"], None, "the diagonal"),
+    *_views(["view_as_complex"], pr.complex_pairs, "reads each pair of reals as one complex number"),
+    *_views(["view_as_real"], pr.real_pairs, "reads each complex number as its pair of reals"),
+    *_views(["unfold"], pr.windows, "windows along an axis (overlapping ones share memory)"),
+    *_views(["as_strided"], None, "any shape and strides over the same memory"),
+    # in place: the tensor itself gets new metadata (the same storage, no data moves)
+    *(OpSpec(n, "view", fn, params=params, inplace=True, words=words) for n, fn, params, words in (
+        ("transpose_", pr.transpose, None, "swaps two axes of this tensor in place"),
+        ("swapaxes_", pr.transpose, None, "swaps two axes of this tensor in place"),
+        ("swapdims_", pr.transpose, None, "swaps two axes of this tensor in place"),
+        ("t_", pr.t, None, "swaps the two axes of this matrix in place"),
+        ("unsqueeze_", pr.unsqueeze, _dim_params(), "adds an axis of size 1 to this tensor in place"),
+        ("squeeze_", pr.squeeze, None, "removes axes of size 1 from this tensor in place"),
+        ("as_strided_", None, None, "gives this tensor any shape and strides in place"),
+        ("resize_", None, None, "gives this tensor a new shape in place (its values may be lost)"),
+        ("set_", None, None, "points this tensor at other memory"))),
     # -- copies: the same values in a new buffer -----------------------------------------------
     OpSpec("contiguous", "maybe", pr.same, words="lays the values out row-major (a copy unless they already are)"),
     OpSpec("clone", "copy", pr.same, words="copies the values into a new buffer"),

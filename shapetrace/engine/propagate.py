@@ -111,6 +111,40 @@ def squeeze(c: Call) -> Axes:
     return ax.squeeze_axes(c.in_axes[0], c.shapes[0])
 
 
+def complex_pairs(c: Call) -> Axes:
+    """``view_as_complex``: ``[..., d_k/2, 2]`` -> ``[..., d_k/2]``: each pair of reals is one number,
+    so the last axis goes and the one before it keeps its names (the pairs of d_k)."""
+    return tuple(c.in_axes[0][:-1])
+
+
+def real_pairs(c: Call) -> Axes:
+    """``view_as_real``: ``[..., d_k/2]`` -> ``[..., d_k/2, 2]``: the two reals of each number are the
+    finer piece of the same root (stride half the pairs'); unnamed where that piece is not whole."""
+    axes = tuple(c.in_axes[0])
+    last = axes[-1] if axes else ax.Axis()
+    if len(last.atoms) == 1 and last.atoms[0].stride % 2 == 0 and ax.UNKNOWN != last.atoms[0].root:
+        a = last.atoms[0]
+        return axes + (ax.Axis((ax.Atom(a.root, a.root_size, a.stride // 2, 2),)),)
+    return axes + (ax.unknown_axis(2),)
+
+
+def windows(c: Call) -> Axes:
+    """``Tensor.unfold(dim, size, step)``: the axis becomes the windows, and a last axis of ``size``
+    the positions in each. Windows that tile the axis (``step == size``) split it like a view
+    (``T`` -> ``T/w`` windows of ``T[w]`` pieces); overlapping ones are left unnamed."""
+    axes = list(c.in_axes[0])
+    dim = int(c.arg(1, "dimension", c.arg(1, "dim", 0))) % len(axes)
+    size, step = int(c.arg(2, "size")), int(c.arg(3, "step"))
+    count = c.shapes[0][dim]
+    src = axes[dim]
+    if step == size and count * size == src.size and len(src.atoms) == 1:
+        a = src.atoms[0]
+        axes[dim] = ax.Axis((ax.Atom(a.root, a.root_size, a.stride * size, count),))
+        return tuple(axes) + (ax.Axis((ax.Atom(a.root, a.root_size, a.stride, size),)),)
+    axes[dim] = ax.unknown_axis(count)
+    return tuple(axes) + (ax.unknown_axis(size),)
+
+
 def narrow(c: Call) -> Axes:
     a = list(c.in_axes[0])
     dim = int(c.arg(1, "dim")) % len(a)
