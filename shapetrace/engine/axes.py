@@ -452,11 +452,31 @@ def reshape_axes(axes: Sequence[Axis], out_shape: Sequence[int],
         for j, atoms in zip(gj, new):
             role = _carried_role(group_in, atoms)
             result[out_idx[j]] = Axis(atoms, role)
-    carried_ones = [a for a in axes if a.size == 1 and a.atoms]
-    for j, s in enumerate(out_sizes):
+    # size-1 axes that carry a name (a decode step's T[5:6], B = 1): kept in order, into an output
+    # axis of size 1, else inside the merged axis that holds their neighbour (view(-1, D) on
+    # [B, T[5:6], D] is [B*T[5:6], D]), from where a later split takes them out again
+    carried_ones = [Axis((atom,)) for a in axes for atom in a.atoms if atom.size == 1 and a.size != 1] + \
+        [a for a in axes if a.size == 1 and a.atoms]
+    slots = [j for j, s in enumerate(out_sizes) if result[j] is None and s == 1]
+    for j in range(len(out_sizes)):
         if result[j] is None:
-            result[j] = carried_ones.pop(0) if (s == 1 and carried_ones) else Axis()
+            result[j] = carried_ones.pop(0) if (j in slots and carried_ones) else Axis()
+    if carried_ones and not slots:
+        _merge_ones(result, axes, carried_ones)
     return tuple(result)  # type: ignore[arg-type]
+
+
+def _merge_ones(result: list, axes: Sequence[Axis], ones: list[Axis]) -> None:
+    """Put named size-1 axes inside the output axis that holds the atoms of the axis before them."""
+    for one in ones:
+        where = list(axes).index(one) if one in axes else -1
+        before = next((a for a in reversed(axes[:where]) if a.size != 1), None) if where > 0 else None
+        if before is None or not before.atoms:
+            continue
+        for j, out in enumerate(result):
+            if out is not None and before.atoms[-1] in out.atoms:
+                result[j] = Axis(out.atoms + one.atoms, out.role)
+                break
 
 
 def _carried_role(group_in: Sequence[Axis], atoms: tuple[Atom, ...]) -> str | None:
@@ -725,7 +745,12 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
     elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
             any(not lab.isdigit() for lab in labels):
-        first[dim] = Axis((Atom(_joined_parts(labels), total, 1, total),))
+        joined = _joined_parts(labels)
+        # the tokens of a sequence declared with this length (a class token and N patches, T = 1+N)
+        declared = next((n for n in ("T", "S") if namer.size_of(n) == total), None)
+        if declared is not None and namer.role(joined) == "tokens":
+            joined = declared
+        first[dim] = Axis((Atom(joined, total, 1, total),))
     else:
         first[dim] = unknown_axis(total)
     for j in range(len(first)):
