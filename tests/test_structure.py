@@ -122,3 +122,32 @@ def test_tiling_windows_split_the_axis_like_a_view_and_overlapping_ones_are_unna
     assert t.events[0].output.stride == tiles.stride() == (192, 96, 1, 32)
     assert t.events[0].output.dims[0] == "B" and t.events[0].output.dims[2] == "D"
     assert t.events[1].output.dims == ("B", None, "D", None) and t.events[1].output.stride == slides.stride()
+
+
+def _legacy_cache_step(transpose_back: bool):
+    """GPT-2's legacy tuple cache (huggingface/transformers#9727 asks about the transpose): the past
+    key is stored [B, H, T, d_k]; joined with the new key laid out [B, H, d_k, 1] it must be
+    transposed back first. T == d_k here, so the join runs either way."""
+    B, H, T, d = 2, 3, 8, 8
+    prompt = torch.randn(B, T, H * d)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        past = prompt.view(B, T, H, d).transpose(1, 2)              # (B, H, T, d_k): the cache
+        new = prompt[:, -1:]                                        # (B, T[7:8], D): the step's token
+        key = new.view(B, 1, H, d).permute(0, 2, 3, 1)              # (B, H, d_k, 1)
+        stored = past.transpose(-2, -1) if transpose_back else past  # (B, H, d_k, T) or (B, H, T, d_k)
+        torch.cat((stored, key), dim=-1)                            # (B, H, d_k, T+1)
+    return t
+
+
+def test_a_join_of_parts_laid_out_differently_is_an_error_naming_both():
+    t = _legacy_cache_step(transpose_back=False)
+    found = [d for d in t.diagnostics if d.kind == "join-mismatch"]
+    assert [(d.severity, d.event) for d in found] == [("error", 5)]
+    assert found[0].message.startswith("cat #5 joins [B=2, H=3, T=8, d_k=8] with [B=2, H=3, d_k=8, T[7:8]=1]: along "
+                                       "axis -2 the first holds T and the second d_k.")
+
+
+def test_the_same_join_with_the_past_key_transposed_back_is_clean():
+    t = _legacy_cache_step(transpose_back=True)
+    assert [d for d in t.diagnostics if d.severity == "error"] == []
+    assert t.events[-1].output.dims == ("B", "H", "d_k", "T+1")

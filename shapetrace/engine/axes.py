@@ -756,10 +756,8 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
     for j in range(len(first)):
         if j == dim:
             continue
-        named = {namer.label(inp[j]): inp[j] for inp in inputs if namer.label(inp[j]) is not None}
-        # the parts line up along every other axis: one name among them (a class token's unnamed
-        # batch and features next to the patches' [B, N, D]) names the joined axis; two disagree
-        first[j] = next(iter(named.values())) if len(named) == 1 else unknown_axis(first[j].size)
+        if len({namer.label(inp[j]) for inp in inputs}) > 1:   # the parts disagree, or one is unnamed
+            first[j] = unknown_axis(first[j].size)
     return tuple(first)
 
 

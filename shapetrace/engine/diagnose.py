@@ -14,6 +14,7 @@ from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.joins import joined_parts_disagree
 from shapetrace.engine.rules import VARIANT_RULES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -351,4 +352,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
+    joined_parts_disagree,
 ]

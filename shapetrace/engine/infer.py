@@ -112,6 +112,7 @@ class Inference:
                  pins: dict[int, tuple[Axis, ...]] | None = None):
         self.capture = capture
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
+        self.from_parameters: set[int] = set()          # nodes computed from module parameters only
         self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
         #                                                one seed, and of which it is a same-axes copy
         self.namer = namer
@@ -289,6 +290,10 @@ class Inference:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
+        if spec.name in _JOINS and out_axes:
+            out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
+        if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
+            self.from_parameters.update(record.outs)
         for node, axes in zip(record.outs, out_axes):
             if node not in self.axes or not _same_node_as_input(node, record.ins):
                 self.axes[node] = axes
@@ -302,6 +307,22 @@ class Inference:
         self.events.append(self._event(event_index, spec, record, in_axes, out_axes, params, tags))
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _joined_with_parameters(self, ins, in_axes, joined: tuple[Axis, ...], params) -> tuple[Axis, ...]:
+        """``cat`` of a part made from parameters only (a class token, expanded over the batch) with a
+        named part (the patches ``[B, N, D]``): the parameter's unnamed axes take the names of the
+        axes they are lined up with. A part computed from inputs that is unnamed names nothing."""
+        dim = params.get("dim", 0) if params else 0
+        out = list(joined)
+        for j, axis in enumerate(joined):
+            if j == dim % len(joined) or self.namer.label(axis) is not None:
+                continue
+            named = {self.namer.label(a[j]): a[j] for a in in_axes if self.namer.label(a[j]) is not None}
+            unnamed_from_parameters = all(n in self.from_parameters or self.capture.nodes[n].parameter
+                                          for n, a in zip(ins, in_axes) if self.namer.label(a[j]) is None)
+            if len(named) == 1 and unnamed_from_parameters:
+                out[j] = next(iter(named.values()))
+        return tuple(out)
 
     def _decide_stack(self, spec: OpSpec, record: OpRecord, axes: tuple[Axis, ...], parts: int) -> None:
         """A fused projection taken apart along one of its pieces, into as many parts as it stacks
@@ -339,6 +360,8 @@ class Inference:
             self.axes[node] = found[0]
             if self.ambiguous:
                 self._keep_ambiguity(ins, [node], in_axes, found)
+        if ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in ins):
+            self.from_parameters.update(n for n in outs if n not in ins)
         tags = self._tags_of(ins)
         if tags:
             tag = _single(tags)
@@ -535,6 +558,8 @@ class _PassCall:
         self.params = None
 
 
+#: ops that join parts along one axis, lining them up along the others
+_JOINS = frozenset({"cat", "concat", "concatenate"})
 #: ops that take a tensor apart along one axis (all its parts, or one of them)
 _SEPARATES = frozenset({"unbind", "chunk", "split", "tensor_split", "select", "__getitem__"})
 _TAKES_ONE = frozenset({"select", "__getitem__"})

@@ -36,6 +36,7 @@ class Family(Enum):
     AXIS_ORDER = "axis order"         # transpose, swapaxes, swapdims, permute, movedim, moveaxis, t, mT, T
     EXPAND = "expand"                 # expand, expand_as, broadcast_to
     SPLIT = "split"                   # split, chunk, unbind, tensor_split
+    JOIN = "join"                     # cat, concat, concatenate (parts lined up along every other axis)
     CONTIGUOUS = "contiguous"
     PRODUCT = "product"               # mm, bmm, matmul, @, __rmatmul__, baddbmm, einsum
     PROJECTION = "projection"         # linear, addmm
@@ -391,6 +392,7 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
                         "mH", "adjoint"),
     Family.EXPAND: ("expand", "expand_as", "broadcast_to"),
     Family.SPLIT: ("split", "chunk", "unbind", "tensor_split", "split_with_sizes"),
+    Family.JOIN: ("cat", "concat", "concatenate"),
     Family.CONTIGUOUS: ("contiguous",),
     Family.PRODUCT: ("mm", "bmm", "matmul", "baddbmm", "einsum"),
     Family.PROJECTION: ("linear", "addmm"),

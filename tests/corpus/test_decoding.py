@@ -273,9 +273,7 @@ CASES = [
                 "gpt2-cat-k": ("B", "H", "d_k", "seq"), "gpt2-cat-v": PER_HEAD,
                 "gpt2-scores": ("B", "H", "seq", "seq"), "gpt2-a": PER_HEAD, "gpt2-merge": ("B", "seq", "D")}),
     Case("gpt2-legacy-cache-key-not-transposed-back", "B=2 T=8 D=24 H=3", decode(GPT2LegacyKeyNotTransposedBack, T=8),
-         bug=("bug-gpt2-cat",),
-         verdict_xfail="cat does not check that the axes it lines up mean the same thing (the past key's T "
-                       "against the new key's d_k)"),
+         bug=("bug-gpt2-cat",)),
     Case("gpt2-legacy-cache-transposed-back-T-equals-d_k", "B=2 T=8 D=24 H=3", decode(GPT2LegacyAttention, T=8),
          heads={"gpt2-q": PER_HEAD, "gpt2-cat-k": ("B", "H", "d_k", "seq"), "gpt2-a": PER_HEAD}),
     Case("static-cache-index-copy", DIMS, decode(StaticCacheAttention, write="index_copy"),
