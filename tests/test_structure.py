@@ -151,3 +151,34 @@ def test_the_same_join_with_the_past_key_transposed_back_is_clean():
     t = _legacy_cache_step(transpose_back=True)
     assert [d for d in t.diagnostics if d.severity == "error"] == []
     assert t.events[-1].output.dims == ("B", "H", "d_k", "T+1")
+
+
+def test_a_static_cache_is_named_by_what_is_written_into_it():
+    """transformers' StaticCache (``k_out[:, :, cache_position] = key_states``, or ``index_copy_``)
+    and Meta's Llama (``self.cache_k[:bsz, start_pos:start_pos + seqlen] = xk``): a buffer made by
+    ``new_zeros`` takes the names of the keys written into it; the axis written in part along the
+    keys' tokens holds positions (L), and reading the filled part back gives a slice of it."""
+    B, T, H, d, MAX = 2, 5, 3, 8, 10
+    x = torch.randn(B, T, H * d)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        k = x.view(B, T, H, d).transpose(1, 2)          # (B, H, T, d_k)
+        by_slice = k.new_zeros(B, H, MAX, d)             # (B, H, L, d_k)
+        by_slice[:, :, 0:T] = k
+        by_index = k.new_zeros(B, H, MAX, d)             # (B, H, L, d_k)
+        by_index.index_copy_(2, torch.arange(T), k)
+        q = k[:, :, -1:]                                 # (B, H, T[4:5], d_k)
+        q @ by_slice[:, :, :T].transpose(-2, -1)         # (B, H, T[4:5], L[0:5])
+        by_index[:, :, :T]                               # (B, H, L[0:5], d_k)
+    reads = [e for e in t.events if e.op == "__getitem__"]
+    assert [r.inputs[0].dims for r in reads[1:]] == [("B", "H", "L", "d_k")] * 2
+    assert [r.output.dims for r in reads[1:]] == [("B", "H", "L[0:5]", "d_k")] * 2
+    scores = next(e for e in t.events if e.op == "matmul")
+    assert scores.output.dims == ("B", "H", "T[4:5]", "L[0:5]")
+
+
+def test_an_unnamed_value_written_into_a_buffer_names_nothing():
+    buf, value = torch.zeros(4, 7), torch.randn(4, 3)
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        buf[:, 0:3] = value
+        buf[:, :3].sum(dim=0)                            # (?, ?)
+    assert all(d is None for e in t.events for o in e.outputs for d in o.dims)

@@ -197,7 +197,7 @@ class Capture:
         if not tensors:
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
-        if not outs:
+        if not outs and not spec.inplace:   # (cache[i] = k returns nothing, and is kept: a write)
             return result
         ids, ins = self._ids, []
         for t in tensors:
@@ -213,7 +213,8 @@ class Capture:
             else:
                 out_nodes.append(self._made(o, shape))
             shapes.append(shape)
-        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES or spec.params is not None else _NO_ARGS
+        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES or spec.params is not None \
+            or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else "", tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         return result

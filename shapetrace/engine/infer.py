@@ -113,6 +113,7 @@ class Inference:
         self.capture = capture
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
         self.from_parameters: set[int] = set()          # nodes computed from module parameters only
+        self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
         self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
         #                                                one seed, and of which it is a same-axes copy
         self.namer = namer
@@ -231,7 +232,7 @@ class Inference:
         ``[T, T]``, and that is what it is. Only an ambiguous size guess yields to its use: a guess
         that fits one seed only stays, and a use that contradicts it is a finding of the diagnostics.
         """
-        found: dict[int, tuple[Axis, ...]] = {}
+        found: dict[int, tuple[Axis, ...]] = {n: a for n, a in self.writes.items() if n not in self.pins}
         if not self.ambiguous:
             return found
         for record in self.capture.records:
@@ -246,6 +247,36 @@ class Inference:
                     if lined is not None and len(_without_ones(lined)) == len(self.capture.nodes[root].shape):
                         found[root] = _without_ones(lined)
         return found
+
+    def _note_write(self, record: PassRecord, in_axes) -> None:
+        """A write into a tensor (``cache[:, :, s:e] = k``, ``cache.index_copy_(2, pos, k)``,
+        ``buf.copy_(x)``): where the target's axes are unnamed, the written values name them. An axis
+        written whole takes the value's name; one written in part along a token axis holds positions
+        (``L``, a capacity of tokens). Kept as pins: the inference runs again with them."""
+        target, value = record.ins[0], record.ins[-1]
+        if target == value:
+            return
+        args, kwargs = thaw_args(record.frozen)
+        mine, theirs = in_axes[0], in_axes[-1]
+        op = record.spec.name
+        if op == "copy_":
+            lined = {p: (v, True) for p, v in zip(range(len(mine) - len(theirs), len(mine)), theirs) if p >= 0}
+        elif op == "index_copy_":
+            dim = arg(args, kwargs, 1, "dim", 0) % len(mine) if len(theirs) == len(mine) else None
+            lined = {p: (v, p != dim) for p, v in enumerate(theirs)} if dim is not None else {}
+        else:
+            lined = _written_axes(args[1] if len(args) > 1 else None, len(mine), len(theirs))
+            lined = {p: (theirs[v], whole) for p, (v, whole) in lined.items()}
+        pinned, changed = list(self.writes.get(target, mine)), False
+        for p, (axis, whole) in lined.items():
+            if self.namer.label(pinned[p]) is not None or self.namer.label(axis) is None:
+                continue
+            if whole and axis.size == pinned[p].size:
+                pinned[p], changed = axis, True
+            elif not whole and self.namer.is_token_root(axis.atoms[0].root):
+                pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
+        if changed:
+            self.writes[target] = tuple(pinned)
 
     def _keep_ambiguity(self, ins, outs, in_axes, out_axes) -> None:
         """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
@@ -343,6 +374,8 @@ class Inference:
 
     def _pass(self, record: PassRecord) -> None:
         in_axes = [self.axes_of(n) for n in record.ins]
+        if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
+            self._note_write(record, in_axes)
         self._pass_names(record.spec, record.ins, record.outs, record.out_shapes, record.frozen, in_axes)
         if record.spec.name in SCALING_OPS:
             self._note_scaling(record, in_axes)
@@ -353,7 +386,7 @@ class Inference:
             if node in ins:
                 continue   # an in-place op kept its input's node: its names stay
             if spec.names is None:
-                self.axes[node] = ax.unknown_axes(tuple(shape))
+                self.axes[node] = self.pins.get(node) or ax.unknown_axes(tuple(shape))
                 continue
             operands = [a for a, n in zip(in_axes, ins)]
             found, _ = self._names_of(spec, _PassCall(frozen, ins), operands, [shape])
@@ -556,6 +589,35 @@ class _PassCall:
     def __init__(self, frozen, ins):
         self.frozen = frozen
         self.params = None
+
+
+#: the name of a buffer's axis that holds token positions written in parts (a static cache's length)
+CAPACITY = "L"
+
+
+def _written_axes(index, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
+    """``target[index] = value``: target axis -> (the value's axis lined up with it, written whole?).
+    Basic indexing only (ints drop an axis, slices keep it, one 1-D tensor index keeps it); the value
+    broadcasts onto the indexed region from the right."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(i is None for i in items):
+        return {}
+    if ... in items:
+        cut = items.index(...)
+        items = items[:cut] + (slice(None),) * (ndim - len(items) + 1) + items[cut + 1:]
+    items = items + (slice(None),) * (ndim - len(items))
+    kept: list[tuple[int, bool]] = []
+    for p, item in enumerate(items[:ndim]):
+        if type(item) is int:
+            continue
+        if type(item) is slice:
+            kept.append((p, item == slice(None)))
+        elif isinstance(item, TensorStub) and len(item.shape) == 1:
+            kept.append((p, False))
+        else:
+            return {}
+    start = len(kept) - value_ndim
+    return {p: (k - start, whole) for k, (p, whole) in enumerate(kept) if k >= start}
 
 
 #: ops that join parts along one axis, lining them up along the others

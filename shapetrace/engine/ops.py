@@ -37,6 +37,7 @@ class Family(Enum):
     EXPAND = "expand"                 # expand, expand_as, broadcast_to
     SPLIT = "split"                   # split, chunk, unbind, tensor_split
     JOIN = "join"                     # cat, concat, concatenate (parts lined up along every other axis)
+    WRITE = "write"                   # cache[..., s:e, :] = k, index_copy_, copy_: values written in place
     CONTIGUOUS = "contiguous"
     PRODUCT = "product"               # mm, bmm, matmul, @, __rmatmul__, baddbmm, einsum
     PROJECTION = "projection"         # linear, addmm
@@ -300,6 +301,10 @@ _ENTRIES: list[OpSpec] = [
     *_views(["split", "chunk", "tensor_split", "split_with_sizes"], pr.split, "cuts an axis into pieces",
             lambda a, k: {"dim": arg(a, k, 2, "dim", 0)}),
     *_views(["diagonal"], None, "the diagonal"),
+    # writes into a tensor (a cache): no row; the names they prove are read after the run
+    OpSpec("__setitem__", "copy", None, row=False, inplace=True, words="writes values into part of this tensor"),
+    OpSpec("index_copy_", "copy", None, row=False, inplace=True, words="writes rows at the given indices"),
+    OpSpec("copy_", "copy", None, row=False, inplace=True, words="copies values into this tensor"),
     *_views(["view_as_complex"], pr.complex_pairs, "reads each pair of reals as one complex number"),
     *_views(["view_as_real"], pr.real_pairs, "reads each complex number as its pair of reals"),
     *_views(["unfold"], pr.windows, "windows along an axis (overlapping ones share memory)"),
@@ -393,6 +398,7 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.EXPAND: ("expand", "expand_as", "broadcast_to"),
     Family.SPLIT: ("split", "chunk", "unbind", "tensor_split", "split_with_sizes"),
     Family.JOIN: ("cat", "concat", "concatenate"),
+    Family.WRITE: ("__setitem__", "index_copy_", "copy_"),
     Family.CONTIGUOUS: ("contiguous",),
     Family.PRODUCT: ("mm", "bmm", "matmul", "baddbmm", "einsum"),
     Family.PROJECTION: ("linear", "addmm"),
