@@ -99,7 +99,9 @@ class Event:
     @property
     def hidden_copies(self) -> list:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        if self.op != "matmul" or self.error:
+        from shapetrace.engine.ops import spec_for
+
+        if not spec_for(self.op).copies_inside or self.error:
             return []
         from shapetrace.engine.hidden import matmul_hidden_copies
 

@@ -35,6 +35,8 @@ class Family(Enum):
     RESHAPE = "reshape"               # view, reshape, flatten, unflatten, view_as, reshape_as
     AXIS_ORDER = "axis order"         # transpose, swapaxes, swapdims, permute, movedim, moveaxis, t, mT, T
     EXPAND = "expand"                 # expand, expand_as, broadcast_to
+    SIZE_ONE_AXIS = "size-1 axis"     # unsqueeze, squeeze
+    SLICE = "slice"                   # narrow, select, __getitem__
     SPLIT = "split"                   # split, chunk, unbind, tensor_split
     CONTIGUOUS = "contiguous"
     PRODUCT = "product"               # mm, bmm, matmul, @, __rmatmul__, baddbmm, einsum
@@ -63,6 +65,8 @@ class OpSpec:
     opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
     params_read_values: bool = False  # its params read tensor values (else: arguments, shapes, dtypes)
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
+    copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
+    contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
 
 
 # ---------------------------------------------------------------------------
@@ -361,6 +365,8 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.AXIS_ORDER: ("transpose", "swapaxes", "swapdims", "permute", "movedim", "moveaxis", "t", "T", "mT",
                         "mH", "adjoint"),
     Family.EXPAND: ("expand", "expand_as", "broadcast_to"),
+    Family.SIZE_ONE_AXIS: ("unsqueeze", "squeeze"),
+    Family.SLICE: ("narrow", "select", "__getitem__"),
     Family.SPLIT: ("split", "chunk", "unbind", "tensor_split", "split_with_sizes"),
     Family.CONTIGUOUS: ("contiguous",),
     Family.PRODUCT: ("mm", "bmm", "matmul", "baddbmm", "einsum"),
@@ -373,12 +379,25 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.DROPOUT: ("dropout",),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
-_ENTRIES = [replace(spec, family=_FAMILY_OF.get(spec.name, Family.OTHER)) for spec in _ENTRIES]
+#: ops that fold batch axes with a reshape and may copy an operand on the way (torch.matmul, ``@``)
+_COPIES_INSIDE = frozenset({"matmul"})
+#: how each product contracts (an einsum by its subscripts, the others last axis · second to last)
+_CONTRACTION = {"einsum": "subscripts"}
+
+
+def _with_facts(spec: OpSpec) -> OpSpec:
+    family = _FAMILY_OF.get(spec.name, Family.OTHER)
+    contraction = _CONTRACTION.get(spec.name, "matrix") if family is Family.PRODUCT else ""
+    return replace(spec, family=family, copies_inside=spec.name in _COPIES_INSIDE, contraction=contraction)
+
+
+_ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
 REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
+                                 copies_inside=True, contraction="matrix",
                                  operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)])
 for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"), ("dropout1d", "dropout"),
                         ("dropout2d", "dropout"), ("F_pad", "pad")):
@@ -421,6 +440,30 @@ def spec_for(op: str) -> OpSpec:
 def family_of(op: str) -> Family:
     """The family of a recorded op name (``swapaxes`` -> :attr:`Family.AXIS_ORDER`)."""
     return REGISTRY.get(op, UNKNOWN).family
+
+
+#: families whose ops re-read the same values with a new shape, order or window (or copy them in a new
+#: order): each gets a memory-layout diagram and a sentence about its strides
+LAYOUT_FAMILIES = frozenset({Family.RESHAPE, Family.AXIS_ORDER, Family.CONTIGUOUS, Family.EXPAND,
+                             Family.SIZE_ONE_AXIS, Family.SLICE})
+#: families that turn scores into attention weights (softmax, or a fused kernel doing it inside)
+ATTENTION_FAMILIES = frozenset({Family.SOFTMAX, Family.FUSED_ATTENTION, Family.MODULE_ATTENTION})
+
+
+def moves_layout(op: str) -> bool:
+    """Does ``op`` only move or re-read values (a view, a transpose, a slice, a contiguous copy)?"""
+    return family_of(op) in LAYOUT_FAMILIES
+
+
+def is_matrix_product(op: str) -> bool:
+    """A product over the first operand's last axis and the second's second to last (``@``, mm, bmm,
+    baddbmm): the product family, less einsum, whose subscripts say what it contracts."""
+    return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
+
+
+def contracts_by_subscripts(op: str) -> bool:
+    """An einsum: what it contracts is in its recorded ``subscripts``."""
+    return REGISTRY.get(op, UNKNOWN).contraction == "subscripts"
 
 
 def ops_of(family: Family) -> frozenset[str]:
