@@ -450,6 +450,47 @@ LAYOUT_FAMILIES = frozenset({Family.RESHAPE, Family.AXIS_ORDER, Family.CONTIGUOU
 ATTENTION_FAMILIES = frozenset({Family.SOFTMAX, Family.FUSED_ATTENTION, Family.MODULE_ATTENTION})
 
 
+#: the layout methods ``shapetrace strides`` replays from a chain's text (``x.view(2, 3).mT[0]``)
+CHAIN_METHODS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "expand", "unsqueeze",
+                           "squeeze", "flatten", "unflatten", "narrow", "select"})
+#: the attributes a chain may read (``x.mT``); indexing is :func:`is_indexing`
+CHAIN_ATTRIBUTES = frozenset({"mT"})
+#: ops whose first operand is the row's input, so the argument text leaves it out (not cat, einsum...)
+_ALL_ARGS_SHOWN = frozenset({"cat", "stack", "einsum", "linear"})
+#: long torch names shown short in the table's op column
+SHORT_NAMES = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
+
+
+#: reshapes that raise, rather than copy, when the strides cannot express the new shape
+_STRIDE_BOUND = frozenset({"view", "view_as"})
+
+
+def fails_on_strides(op: str) -> bool:
+    """``view``/``view_as``: raise when the input's strides cannot express the new shape (reshape copies)."""
+    return op in _STRIDE_BOUND
+
+
+def views_to_a_shape(op: str) -> bool:
+    """``view(sizes)``: never copies, and takes the new shape as numbers (its failure is explained from the
+    input's strides)."""
+    spec = REGISTRY.get(op, UNKNOWN)
+    return spec.memory == "view" and spec.params is _shape_params
+
+
+def is_indexing(op: str) -> bool:
+    """``x[...]``: the subscript call."""
+    return op == "__getitem__"
+
+
+def shows_first_argument(op: str) -> bool:
+    """Does the table's argument text show the first argument (``cat``'s list, ``einsum``'s equation)?"""
+    return op in _ALL_ARGS_SHOWN
+
+
+def short_name(op: str) -> str:
+    return SHORT_NAMES.get(op, op)
+
+
 def moves_layout(op: str) -> bool:
     """Does ``op`` only move or re-read values (a view, a transpose, a slice, a contiguous copy)?"""
     return family_of(op) in LAYOUT_FAMILIES

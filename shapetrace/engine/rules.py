@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, family_of
+from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
@@ -97,7 +97,7 @@ def view_incompatible(trace: Trace) -> list[Diagnostic]:
 
     out = []
     for e in trace.events:
-        if family_of(e.op) is not Family.RESHAPE or not e.error or VIEW_ERROR not in e.error or not e.inputs:
+        if not fails_on_strides(e.op) or not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
         target = requested_shape(e)
         why, fix = view_error_parts(e.inputs[0], target, trace.namer) if target else ("", "")
