@@ -433,6 +433,98 @@ CHEAP = frozenset({
 GETTERS = frozenset({"T", "mT", "mH", "H"})
 
 
+# ---------------------------------------------------------------------------
+# meta shapes: which rule of :mod:`.meta` computes an op's output on the meta device
+# ---------------------------------------------------------------------------
+
+#: each meta rule and its ops (a later rule wins for an op listed twice: masked_fill_ is a masked fill)
+_META_KINDS: dict[str, tuple[str, ...]] = {
+    "binary": ("add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "rsub", "pow",
+               "maximum", "minimum", "remainder", "floor_divide", "atan2", "fmod",
+               "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+               "__rtruediv__", "__div__", "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__"),
+    "inplace": ("add_", "sub_", "mul_", "div_", "__iadd__", "__isub__", "__imul__", "__itruediv__", "masked_fill_",
+                "clamp_", "fill_", "zero_", "relu_", "pow_"),
+    "compare": ("eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"),
+    "bitwise": ("__and__", "__or__", "__xor__", "__invert__", "bitwise_and", "bitwise_or", "bitwise_not"),
+    "float_unary": ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "reciprocal", "log1p",
+                    "expm1", "softplus", "gelu", "silu", "mish", "elu", "selu", "softsign", "logsigmoid",
+                    "hardswish", "hardsigmoid", "tanhshrink"),
+    "same_unary": ("neg", "__neg__", "abs", "__abs__", "relu", "relu6", "leaky_relu", "square", "clamp", "clip",
+                   "clamp_min", "clamp_max", "sign", "floor", "ceil", "round", "trunc", "hardtanh", "nan_to_num",
+                   "__pos__", "positive", "threshold"),
+    "softmax": ("softmax", "log_softmax", "_softmax"),
+    "norm": ("layer_norm", "rms_norm", "group_norm", "normalize", "local_response_norm"),
+    "reduce": ("sum", "mean", "amax", "amin", "std", "var", "prod", "logsumexp", "norm", "argmax", "argmin",
+               "all", "any"),
+    "masked_fill": ("masked_fill", "masked_fill_"),
+    "where": ("where",),
+    "dropout": ("dropout",),
+    "tri": ("tril", "triu"),
+    "matmul": ("matmul", "__matmul__", "__rmatmul__", "bmm", "mm"),
+    "linear": ("linear",),
+    "sdpa": ("scaled_dot_product_attention",),
+    "einsum": ("einsum",),
+    "embedding": ("embedding",),
+    "cat": ("cat", "concat", "concatenate", "stack"),
+    "mha": ("multi_head_attention_forward",),
+    "max_min": ("max", "min"),
+    "factory": ("randn", "rand", "randint"),
+}
+_META_KIND = {op: kind for kind, names in _META_KINDS.items() for op in names}
+#: divisions whose integer operands give a float result (without a rounding mode)
+_TRUE_DIVISION = frozenset({"div", "true_divide", "divide", "__truediv__", "__rtruediv__", "__div__"})
+#: products that need operands of one rank (torch.mm: matrices; torch.bmm: 3-D with one batch size)
+_RANK = {"mm": 2, "bmm": 3}
+#: ops whose result gets a new axis (the others join along an existing one)
+_STACKS = frozenset({"stack"})
+
+
+class ReduceDtype(Enum):
+    """The dtype of a reduction's result."""
+
+    SAME = "same"                      # mean, amax...: the input's
+    INDEX = "index"                    # argmax, argmin: int64
+    BOOL = "bool"                      # all, any
+    INTEGERS_WIDEN = "integers widen"  # sum, prod: integer input gives int64
+
+
+_REDUCE_DTYPE = {"argmax": ReduceDtype.INDEX, "argmin": ReduceDtype.INDEX, "all": ReduceDtype.BOOL,
+                 "any": ReduceDtype.BOOL, "sum": ReduceDtype.INTEGERS_WIDEN, "prod": ReduceDtype.INTEGERS_WIDEN}
+
+
+def meta_kind(op: str) -> str | None:
+    """Which rule of :mod:`.meta` computes ``op`` on meta tensors (None: torch's own kernel)."""
+    return _META_KIND.get(op)
+
+
+def divides_to_float(op: str) -> bool:
+    return op in _TRUE_DIVISION
+
+
+def is_inplace(op: str) -> bool:
+    """Writes into its first operand (``masked_fill_``, ``add_``, ``x += y``)."""
+    return REGISTRY.get(op, UNKNOWN).inplace or _META_KIND.get(op) == "inplace"
+
+
+def required_rank(op: str) -> int | None:
+    return _RANK.get(op)
+
+
+def reversed_operands(op: str) -> bool:
+    """``a.__rmatmul__(b)`` is ``b @ a``."""
+    return op == "__rmatmul__"
+
+
+def stacks(op: str) -> bool:
+    return op in _STACKS
+
+
+def reduce_dtype(op: str) -> ReduceDtype:
+    return _REDUCE_DTYPE.get(op, ReduceDtype.SAME)
+
+
 def spec_for(op: str) -> OpSpec:
     return REGISTRY.get(op, UNKNOWN)
 
