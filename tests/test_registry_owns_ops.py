@@ -24,8 +24,11 @@ OP_NAMES = frozenset(REGISTRY)
 
 #: modules others own in this round (issue 21): their literals are listed by the failing case, for the lead
 NOT_MINE = {
-    "engine/capture.py": "capture.py is being rewritten on another branch (the hot path)",
-    "engine/infer.py": "infer.py's naming passes are the lead's",
+    "engine/capture.py": "being rewritten on another branch (the hot path); FROZEN_PASSES is ops.SCALING, "
+                         "_VALUE_CHECKED is ops_of(SOFTMAX) | ops_of(FUSED_ATTENTION)",
+    "engine/infer.py": "the lead's naming passes; COMBINES is ops_of(PRODUCT) | ops_of(FUSED_ATTENTION), PROJECTIONS "
+                       "ops_of(PROJECTION), SCALING_OPS ops.SCALING, _SPLITS ops_of(SPLIT), _PICKS ops.PICKS, and "
+                       "_fused_index's call.op == 'select' wants a registry predicate",
 }
 
 
