@@ -11,8 +11,9 @@ from rich.console import Console
 from shapetrace.app.session import trace_reference
 from shapetrace.app.strides import run_chain
 from shapetrace.attention.config import AttentionConfig
+from shapetrace.engine.ops import moves_layout
 from shapetrace.render.chain_view import ChainView
-from shapetrace.render.diagram import DIAGRAM_OPS, PALETTE, event_diagram, tensor_diagram
+from shapetrace.render.diagram import PALETTE, event_diagram, tensor_diagram
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_letters_without_colour_and_palette_with_colour(default_trace):
 
 def test_run_diagrams_under_each_movement_row(cli, default_trace):
     result = cli("run", "--diagrams", "--width", "100")
-    expected = sum(1 for e in default_trace.events if e.op in DIAGRAM_OPS)
+    expected = sum(1 for e in default_trace.events if moves_layout(e.op))
     assert expected == 10  # 3 x (view, transpose), k transpose, merge transpose, contiguous, view
     assert result.output.count("\n    memory  ") == expected + 1  # the copy draws before and after
     assert result.output.count("before  [B=2, T=6, H=8, d_k=64]") == 1

@@ -98,16 +98,17 @@ def test_failing_view_keeps_the_steps_before_and_explains():
     assert last.info is None and TORCH_VIEW_ERROR in last.error
     assert "has to merge H, T and d_k (8 × 6 × 64 = 3,072 elements)" in last.explanation
     assert "H → T: stride(H) = 64, but size(T) × stride(T) = 6 × 512 = 3,072" in last.explanation
-    assert "fix 1: .contiguous().view(2, 6, 512)  copies 24 KiB (6,144 elements)" in last.explanation
-    assert "fix 2: .reshape(2, 6, 512)  makes the same 24 KiB copy, silently" in last.explanation
-    assert "careful: both fixes give [B, !H·T, !H·T·d_k]: axis 1 mixes H and T" in last.explanation
+    # applied to this layout, the copying fixes would mix H and T: they are refused (tests/test_verified_fixes.py)
+    assert "fix 1" not in last.explanation and "fix 2" not in last.explanation
+    assert "but they give [B, !H·T, !H·T·d_k]: axis 1 takes pieces of H and T" in last.explanation
+    assert ".transpose(1, 2).reshape(2, 6, 512) gives [B, T, H·d_k]" in last.explanation
 
 
 def test_the_64_and_384_case_and_no_trap_when_reshape_is_right():
     run = run_chain("2x8x6x64", "transpose(1, 2).view(2, 6, 512)", dims="B,H,T,d_k")
     text = run.steps[-1].explanation
     assert "H → d_k: stride(H) = 384, but size(d_k) × stride(d_k) = 64 × 1 = 64" in text
-    assert "careful" not in text  # reshape would give [B, T, D]: right order, only a copy
+    assert "not a fix" not in text and "fix 2: .reshape(2, 6, 512)" in text  # [B, T, D]: right order, a copy
 
 
 def test_reshape_trap_is_taught():
@@ -156,7 +157,7 @@ def test_cli_failing_chain_exits_1_with_partial_steps(cli):
     out = result.output
     assert "step 1 · .transpose(1, 2)" in out and "strides (3072, 64, 512, 1) · view (no copy)" in out
     assert "✗ raised RuntimeError: view size is not compatible" in out
-    assert "fix 1: .contiguous().view(2, 6, 512)" in out
+    assert "not a fix: .contiguous().view(2, 6, 512) and .reshape(2, 6, 512) would run" in out
     assert "2 steps · 1 view · 0 copies (0 B) · failed at step 2" in out
 
 

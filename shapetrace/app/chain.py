@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shapetrace.engine.ops import CHAIN_ATTRIBUTES, CHAIN_METHODS
 from shapetrace.errors import UsageError
 
-#: Tensor methods a chain may call (``mT`` is an attribute, ``[...]`` is indexing).
-METHODS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "expand", "unsqueeze",
-                     "squeeze", "flatten", "unflatten", "narrow", "select"})
-ATTRIBUTES = frozenset({"mT"})
+#: Tensor methods a chain may call (``mT`` is an attribute, ``[...]`` is indexing): the registry's.
+METHODS = CHAIN_METHODS
+ATTRIBUTES = CHAIN_ATTRIBUTES
 ALLOWED_TEXT = ", ".join(sorted(METHODS)) + ", the attribute mT, and indexing x[...] with ints and slices"
 #: Longest chain text and most steps accepted.
 MAX_CHARS, MAX_STEPS = 2000, 64

@@ -17,13 +17,11 @@ import ast
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_names
+from shapetrace.engine.ops import is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Event
 
-#: Ops that multiply two operands; their rows show both operands and the result.
-MATMUL_OPS = frozenset({"matmul", "bmm", "mm", "__matmul__", "__rmatmul__", "baddbmm"})
-_CALLS = frozenset({"matmul", "bmm", "mm"})
 MAX_CODE = 400  # longer lines are not parsed (a name is a nicety, not worth the time)
 
 
@@ -58,7 +56,7 @@ def operand_names(code: str, count: int) -> list[str] | None:
             found.append([node.left, node.right])
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-            if name not in _CALLS:
+            if not is_matrix_product(name):   # torch.matmul(a, b), a.bmm(b)... (two operands, checked below)
                 continue
             args = list(node.args)
             if isinstance(node.func, ast.Attribute) and len(args) == 1 and not _is_torch(node.func.value):
@@ -82,12 +80,12 @@ def _short(text: str, limit: int = 24) -> str:
 
 def is_matmul(e: Event) -> bool:
     """True for an op that multiplies two recorded operands and produced a result."""
-    return e.op in MATMUL_OPS and len(e.inputs) >= 2 and e.output is not None and not e.error
+    return is_matrix_product(e.op) and len(e.inputs) >= 2 and e.output is not None and not e.error
 
 
 def equation(e: Event) -> str:
     """``q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]`` (no names: the shapes alone)."""
-    a, b = e.inputs[-2:] if e.op == "baddbmm" else e.inputs[:2]
+    a, b = e.inputs[-2:]   # baddbmm's base is not an operand
     o = e.output
     shapes = f"{fmt_names(a.dims, a.shape)} @ {fmt_names(b.dims, b.shape)} -> {fmt_names(o.dims, o.shape)}"
     names = operand_names(e.code, 2)
@@ -100,5 +98,5 @@ def input_labels(e: Event) -> list[str]:
         return ["input"]
     if not e.inputs:
         return []
-    names = operand_names(e.code, len(e.inputs)) if e.op in MATMUL_OPS and len(e.inputs) == 2 else None
+    names = operand_names(e.code, len(e.inputs)) if is_matrix_product(e.op) and len(e.inputs) == 2 else None
     return names or [f"input {i + 1}" for i in range(len(e.inputs))]

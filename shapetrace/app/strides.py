@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.chain import META_LIMIT, ChainStep, parse_chain, parse_shape
+from shapetrace.engine.ops import CHAIN_ATTRIBUTES, Family, family_of, is_indexing, views_to_a_shape
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -209,9 +210,9 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
 
 
 def _call(step: ChainStep, tensor):
-    if step.method == "mT":
-        return tensor.mT
-    if step.method == "__getitem__":
+    if step.method in CHAIN_ATTRIBUTES:
+        return getattr(tensor, step.method)
+    if is_indexing(step.method):
         return tensor[step.args[0]]
     return getattr(tensor, step.method)(*step.args, **step.kwargs)
 
@@ -221,7 +222,7 @@ def infer_heads(steps: Sequence[ChainStep], shape: Sequence[int], names: Sequenc
     if not names or names[-1] != "D" or not steps:
         return None
     first = steps[0]
-    if first.method not in ("view", "reshape") or not first.args:
+    if family_of(first.method) is not Family.RESHAPE or not first.args:
         return None
     target = list(first.args[0]) if len(first.args) == 1 and isinstance(first.args[0], (tuple, list)) \
         else list(first.args)
@@ -246,7 +247,7 @@ def _apply(trace: Trace, step: ChainStep, tensor, number: int):
         event = trace.events[-1] if len(trace.events) > before else None
         error = f"{type(exc).__name__}: {exc}"
         result = StepResult(number, step.text, None, event, error=error)
-        if step.method == "view" and event is not None and event.inputs:
+        if views_to_a_shape(step.method) and event is not None and event.inputs:
             from shapetrace.engine.viewfail import explain_view_error
 
             result.explanation = explain_view_error(event.inputs[0], _target(step), trace.namer)
@@ -275,7 +276,7 @@ def _add_notes(trace: Trace, results: list[StepResult]) -> None:
         e = r.event
         if e is None or r.error:
             continue
-        if e.op in ("reshape", "flatten") and e.copy_bytes:
+        if family_of(e.op) is Family.RESHAPE and e.copy_bytes:   # view never copies: reshape, flatten...
             r.notes.append(f"{e.op} copied {fmt_bytes(e.copy_bytes)} without saying so: a view is impossible "
                            "here (the strides do not chain), so view() would have raised instead")
         for d in by_event.get(e.index, []):  # events count from 0, steps from 1

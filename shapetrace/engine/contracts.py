@@ -93,8 +93,7 @@ def causal_alignment(trace: Trace) -> list[Diagnostic]:
         n_q, n_k = q.shape[-2], k.shape[-2]
         if n_q == n_k:
             continue
-        seen = ("the one query sees key 0 only" if n_q == 1 else
-                f"query i sees keys 0..i only, so the last query sees {min(n_q, n_k)} of the {n_k} keys")
+        seen = _causal_seen(n_q, n_k)
         fix = ("At a decode step the one new query may see every cached key: call it without a mask "
                "(is_causal=False)." if n_q == 1 else
                f"Pass a mask aligned bottom-right instead: attn_mask=torch.ones({n_q}, {n_k}, "
@@ -105,6 +104,15 @@ def causal_alignment(trace: Trace) -> list[Diagnostic]:
             f"causal mask as ones({n_q}, {n_k}).tril(), aligned top-left, so {seen}. With a cache, the "
             "new queries are the last positions and should see every key up to their own."), fix))
     return out
+
+
+def _causal_seen(n_q: int, n_k: int) -> str:
+    """What each query sees under torch's top-left causal mask ``ones(n_q, n_k).tril()``."""
+    if n_q == 1:
+        return "the one query sees key 0 only"
+    if n_q < n_k:
+        return f"query i sees keys 0..i only, so the last query sees {n_q} of the {n_k} keys"
+    return (f"queries 0..{n_k - 1} see keys 0..i and queries {n_k}..{n_q - 1} see all {n_k} keys")
 
 
 # ---------------------------------------------------------------------------

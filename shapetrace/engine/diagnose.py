@@ -15,6 +15,7 @@ from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import joined_parts_disagree
+from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
 from shapetrace.engine.rules import VARIANT_RULES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,12 +92,12 @@ def projection_over_tokens(trace: Trace) -> list[Diagnostic]:
     """A linear layer whose feature axis contains tokens mixes different tokens together."""
     out = []
     for e in trace.events:
-        if e.op != "linear" or not e.inputs or not e.inputs[0].axes:
+        if family_of(e.op) is not Family.PROJECTION or not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]):
             out.append(Diagnostic("error", "projection-over-tokens", e.index, (
-                f"linear #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
+                f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
                 f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
                 "into each output feature."), (
                 "Its input should be [B, T, D]; after attention, move the heads back behind the tokens "
@@ -128,7 +129,7 @@ def head_split_order(trace: Trace) -> list[Diagnostic]:
     """Features split into heads in an unusual but consistent order (a note)."""
     out = []
     for e in trace.events:
-        if not e.outputs or e.op not in ("view", "reshape", "unflatten", "view_as", "reshape_as"):
+        if not e.outputs or family_of(e.op) is not Family.RESHAPE:
             continue
         o = e.outputs[0]
         odd = [lab for axis, lab in zip(o.axes, o.dims) if trace.namer.mix_kind(axis) == "note"]
@@ -145,13 +146,13 @@ def head_split_order(trace: Trace) -> list[Diagnostic]:
 
 
 def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
-    if e.op in ("matmul", "bmm") and len(e.inputs) == 2:
+    if is_matrix_product(e.op) and len(e.inputs) == 2:
         a, b = e.inputs
         la = a.dims[-1] if a.dims else None
         lb = b.dims[-2] if len(b.dims) > 1 else (b.dims[0] if b.dims else None)
         return [(la, lb)]
     parsed = e.params.get("subscripts")
-    if e.op == "einsum" and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
+    if contracts_by_subscripts(e.op) and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
         from shapetrace.engine.axes import einsum_contracted
 
         lhs = parsed["inputs"]
@@ -187,7 +188,7 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
     """Batched matmul whose batch axes disagree, or that batches over tokens."""
     out = []
     for e in trace.events:
-        if e.op not in ("matmul", "bmm") or len(e.inputs) != 2 or not e.outputs:
+        if not is_matrix_product(e.op) or len(e.inputs) != 2 or not e.outputs:
             continue
         a, b, o = e.inputs[0], e.inputs[1], e.outputs[0]
         nb = len(o.shape) - 2
@@ -222,7 +223,7 @@ def softmax_axis(trace: Trace) -> list[Diagnostic]:
     """Softmax over anything but the key axis of attention scores."""
     out = []
     for e in trace.events:
-        if e.op != "softmax" or not e.inputs:
+        if family_of(e.op) is not Family.SOFTMAX or not e.inputs:
             continue
         t = e.inputs[0]
         roles = [a.role for a in t.axes]
@@ -235,7 +236,7 @@ def softmax_axis(trace: Trace) -> list[Diagnostic]:
         if roles[dim] != "key":
             key = roles.index("key")
             out.append(Diagnostic("error", "softmax-wrong-axis", e.index, (
-                f"softmax #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
+                f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
                 f"{roles[dim] or 'not a token axis'}) of the scores {fmt_named(t.dims, t.shape)}; each query's "
                 f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
                 "Use softmax(scores, dim=-1)."))
@@ -302,14 +303,14 @@ def attention_over_features(trace: Trace) -> list[Diagnostic]:
     each weight row mixes features instead of tokens."""
     out = []
     for e in trace.events:
-        if e.op != "softmax" or not e.inputs or e.params.get("dim") is None:
+        if family_of(e.op) is not Family.SOFTMAX or not e.inputs or e.params.get("dim") is None:
             continue
         t = e.inputs[0]
         dim = e.params["dim"] % len(t.shape)
         roles = [trace.namer.role(lab) if lab else None for lab in t.dims]
         if roles[dim] in ("head_features", "features") and roles.count(roles[dim]) >= 2:
             out.append(Diagnostic("error", "attends-over-features", e.index, (
-                f"softmax #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
+                f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
                 f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
                 "mixes features, not tokens."),
                 "Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on [B, H, T, d_k] tensors."))
@@ -337,7 +338,7 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
         made_by = tuple(e.projections[:2])
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, trace))   # provenance outranks names
-        if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and swapped:
+        if family_of(e.op) is Family.PRODUCT and swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "

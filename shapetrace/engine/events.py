@@ -99,7 +99,9 @@ class Event:
     @property
     def hidden_copies(self) -> list:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        if self.op != "matmul" or self.error:
+        from shapetrace.engine.ops import spec_for
+
+        if not spec_for(self.op).copies_inside or self.error:
             return []
         from shapetrace.engine.hidden import matmul_hidden_copies
 
@@ -174,7 +176,9 @@ class SliceOf(tuple):
 def format_args(op: str, args, kwargs) -> str:
     """The arguments as the table shows them (the first tensor is the row's input, so it is left out)."""
     parts = []
-    skip_first = op not in ("cat", "stack", "einsum", "linear")
+    from shapetrace.engine.ops import shows_first_argument
+
+    skip_first = not shows_first_argument(op)
     for a in (args[1:] if skip_first else args):
         parts.append(_short(a))
     parts += [f"{k}={_short(v)}" for k, v in dict(kwargs or ()).items()]

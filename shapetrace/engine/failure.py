@@ -29,8 +29,7 @@ def explain_failure(event: Event) -> str:
     """
     if not event.error:
         return ""
-    handler = _HANDLERS.get(event.op, _generic)
-    return handler(event)
+    return _handler(event.op)(event)
 
 
 def operand_lines(event: Event) -> list[str]:
@@ -126,4 +125,12 @@ def _generic(e: Event) -> str:
             "what the op needs.")
 
 
-_HANDLERS = {"view": _view, "view_as": _view, "matmul": _matmul, "bmm": _matmul, "linear": _linear}
+def _handler(op: str):
+    """Which explanation a failed op gets, by what the registry says it is."""
+    from shapetrace.engine.ops import Family, fails_on_strides, family_of, is_matrix_product
+
+    if fails_on_strides(op):
+        return _view
+    if is_matrix_product(op):
+        return _matmul
+    return _linear if family_of(op) is Family.PROJECTION else _generic

@@ -83,7 +83,9 @@ def _reason(t: TensorInfo, shape, stride, target, pair: tuple[int, int]) -> str:
 
 def matmul_hidden_copies(event: Event) -> list[HiddenCopy]:
     """The operands a batched ``matmul``/``@`` clones before ``bmm`` (both operands 3-D or more)."""
-    if event.op != "matmul" or len(event.inputs) != 2 or event.error:
+    from shapetrace.engine.ops import spec_for
+
+    if not spec_for(event.op).copies_inside or len(event.inputs) != 2 or event.error:
         return []
     a, b = event.inputs
     if len(a.shape) < 3 or len(b.shape) < 3:

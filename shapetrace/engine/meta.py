@@ -20,33 +20,18 @@ from typing import Any
 import torch
 
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.ops import (
+    ReduceDtype,
+    divides_to_float,
+    is_inplace,
+    meta_kind,
+    reduce_dtype,
+    required_rank,
+    reversed_operands,
+    stacks,
+)
 
 NOT_HANDLED = object()
-
-BINARY = frozenset({
-    "add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "rsub", "pow",
-    "maximum", "minimum", "remainder", "floor_divide", "atan2", "fmod",
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-    "__rtruediv__", "__div__", "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__",
-})
-INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "__iadd__", "__isub__", "__imul__",
-                     "__itruediv__", "masked_fill_", "clamp_", "fill_", "zero_", "relu_", "pow_"})
-COMPARE = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__",
-                     "__gt__", "__ge__", "logical_and", "logical_or", "logical_xor", "logical_not",
-                     "isnan", "isinf", "isfinite"})
-BITWISE = frozenset({"__and__", "__or__", "__xor__", "__invert__", "bitwise_and", "bitwise_or",
-                     "bitwise_not"})
-FLOAT_UNARY = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf",
-                         "reciprocal", "log1p", "expm1", "softplus", "gelu", "silu", "mish", "elu",
-                         "selu", "softsign", "logsigmoid", "hardswish", "hardsigmoid", "tanhshrink"})
-SAME_UNARY = frozenset({"neg", "__neg__", "abs", "__abs__", "relu", "relu6", "leaky_relu", "square",
-                        "clamp", "clip", "clamp_min", "clamp_max", "sign", "floor", "ceil", "round",
-                        "trunc", "hardtanh", "nan_to_num", "__pos__", "positive", "threshold"})
-SOFTMAX = frozenset({"softmax", "log_softmax", "_softmax"})
-NORMS = frozenset({"layer_norm", "rms_norm", "group_norm", "normalize", "local_response_norm"})
-REDUCE = frozenset({"sum", "mean", "amax", "amin", "std", "var", "prod", "logsumexp", "norm",
-                    "argmax", "argmin", "all", "any"})
-
 
 # ---------------------------------------------------------------------------
 # shape and stride rules (pure Python: torch.broadcast_shapes itself imports sympy)
@@ -227,8 +212,8 @@ def _binary(op: str, args, kwargs) -> torch.Tensor:
     else:
         t, s = (a, b) if isinstance(a, torch.Tensor) else (b, a)
         dtype = torch.result_type(t, s)
-    if op in ("div", "true_divide", "divide", "__truediv__", "__rtruediv__", "__div__") \
-            and kwargs.get("rounding_mode") is None and not (dtype.is_floating_point or dtype.is_complex):
+    if divides_to_float(op) and kwargs.get("rounding_mode") is None \
+            and not (dtype.is_floating_point or dtype.is_complex):
         dtype = torch.get_default_dtype()
     return _like_layout(shape, operands, dtype)
 
@@ -236,9 +221,9 @@ def _binary(op: str, args, kwargs) -> torch.Tensor:
 def _unary(op: str, args, kwargs) -> torch.Tensor:
     x = args[0]
     dtype = x.dtype
-    if op in COMPARE:
+    if meta_kind(op) == "compare":
         return _compare(op, args, kwargs)
-    if op in FLOAT_UNARY and not (dtype.is_floating_point or dtype.is_complex):
+    if meta_kind(op) == "float_unary" and not (dtype.is_floating_point or dtype.is_complex):
         dtype = torch.get_default_dtype()
     return _like_layout(tuple(x.shape), [x], dtype)
 
@@ -265,7 +250,7 @@ def _masked_fill(op: str, args, kwargs) -> torch.Tensor:
     if broadcast_shapes(tuple(x.shape), tuple(mask.shape)) != tuple(x.shape):
         raise RuntimeError(f"The size of tensor a ({tuple(x.shape)}) must match the size of tensor b "
                            f"({tuple(mask.shape)}) for masked_fill")
-    if op == "masked_fill_":
+    if is_inplace(op):
         return x
     return _like_layout(tuple(x.shape), [x, mask], x.dtype)
 
@@ -317,11 +302,13 @@ def _reduce(op: str, args, kwargs) -> Any:
     shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else \
         tuple(s for i, s in enumerate(x.shape) if i not in dims)
     dtype = kwargs.get("dtype") or x.dtype
-    if op in ("argmax", "argmin"):
+    rule = reduce_dtype(op)
+    if rule is ReduceDtype.INDEX:
         dtype = torch.int64
-    elif op in ("all", "any"):
+    elif rule is ReduceDtype.BOOL:
         dtype = torch.bool
-    elif op in ("sum", "prod") and not (dtype.is_floating_point or dtype.is_complex) and "dtype" not in kwargs:
+    elif rule is ReduceDtype.INTEGERS_WIDEN and not (dtype.is_floating_point or dtype.is_complex) \
+            and "dtype" not in kwargs:
         dtype = torch.int64
     return _empty(shape, row_major(shape), dtype)
 
@@ -340,14 +327,15 @@ def _max_min(op: str, args, kwargs) -> Any:
 
 def _matmul(op: str, args, kwargs) -> torch.Tensor:
     a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
-    if op == "__rmatmul__":
+    if reversed_operands(op):
         a, b = b, a
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return NOT_HANDLED
-    if op == "bmm" and (a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]):
+    rank = required_rank(op)
+    if rank == 3 and (a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]):
         raise RuntimeError(f"batch1 and batch2 must be 3D tensors with the same batch size, got "
                            f"{list(a.shape)} and {list(b.shape)}")
-    if op == "mm" and (a.dim() != 2 or b.dim() != 2):
+    if rank == 2 and (a.dim() != 2 or b.dim() != 2):
         raise RuntimeError("self and mat2 must be matrices")
     shape = matmul_shape(tuple(a.shape), tuple(b.shape))
     _check_dtypes(a, b)
@@ -468,11 +456,11 @@ def _embedding(op: str, args, kwargs) -> torch.Tensor:
 def _cat(op: str, args, kwargs) -> Any:
     tensors = list(args[0]) if args else list(kwargs["tensors"])
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    tensors = [t for t in tensors if not (op != "stack" and t.dim() == 1 and t.shape[0] == 0)]
+    tensors = [t for t in tensors if not (not stacks(op) and t.dim() == 1 and t.shape[0] == 0)]
     if not tensors:
         return NOT_HANDLED
     ref = tuple(tensors[0].shape)
-    if op == "stack":
+    if stacks(op):
         for i, t in enumerate(tensors):
             if tuple(t.shape) != ref:
                 raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at "
@@ -537,21 +525,14 @@ def _factory(op: str, args, kwargs) -> Any:
     return torch.empty(tuple(size), dtype=dtype, device="meta")
 
 
-_RULES: dict[str, Callable] = {}
-for _names, _rule in [(BINARY, _binary), (FLOAT_UNARY | SAME_UNARY, _unary), (COMPARE, _compare),
-                      (BITWISE, _compare), (SOFTMAX, _softmax), (NORMS, _norm), (REDUCE, _reduce),
-                      (INPLACE, _inplace)]:
-    for _n in _names:
-        _RULES[_n] = _rule
-_RULES.update({
-    "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "where": _where,
-    "dropout": _dropout, "tril": _tri, "triu": _tri,
-    "matmul": _matmul, "__matmul__": _matmul, "__rmatmul__": _matmul, "bmm": _matmul, "mm": _matmul,
-    "linear": _linear, "scaled_dot_product_attention": _sdpa, "einsum": _einsum,
-    "embedding": _embedding, "cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat,
-    "multi_head_attention_forward": _mha, "max": _max_min, "min": _max_min,
-    "randn": _factory, "rand": _factory, "randint": _factory,
-})
+#: the function of each meta rule the registry names (:func:`shapetrace.engine.ops.meta_kind`)
+_RULES: dict[str, Callable] = {
+    "binary": _binary, "float_unary": _unary, "same_unary": _unary, "compare": _compare, "bitwise": _compare,
+    "softmax": _softmax, "norm": _norm, "reduce": _reduce, "inplace": _inplace, "masked_fill": _masked_fill,
+    "where": _where, "dropout": _dropout, "tri": _tri, "matmul": _matmul, "linear": _linear, "sdpa": _sdpa,
+    "einsum": _einsum, "embedding": _embedding, "cat": _cat, "mha": _mha, "max_min": _max_min,
+    "factory": _factory,
+}
 
 
 def compute(op: str, func: Callable, args, kwargs) -> Any:
@@ -559,14 +540,15 @@ def compute(op: str, func: Callable, args, kwargs) -> Any:
 
     Raises the same kind of error torch would (``RuntimeError`` on mismatched shapes).
     """
-    rule = _RULES.get(op)
+    kind = meta_kind(op)
+    rule = _RULES.get(kind) if kind else None
     if rule is None:
         return NOT_HANDLED
     if rule is _factory:
         return rule(op, args, kwargs)
     if not on_meta(args, kwargs):
         return NOT_HANDLED
-    if rule is _compare and op in BITWISE:
+    if kind == "bitwise":
         return _bitwise(op, args, kwargs)
     if rule in (_unary,) and not isinstance(args[0] if args else None, torch.Tensor):
         return NOT_HANDLED

@@ -35,6 +35,8 @@ class Family(Enum):
     RESHAPE = "reshape"               # view, reshape, flatten, unflatten, view_as, reshape_as
     AXIS_ORDER = "axis order"         # transpose, swapaxes, swapdims, permute, movedim, moveaxis, t, mT, T
     EXPAND = "expand"                 # expand, expand_as, broadcast_to
+    SIZE_ONE_AXIS = "size-1 axis"     # unsqueeze, squeeze
+    SLICE = "slice"                   # narrow, select, __getitem__
     SPLIT = "split"                   # split, chunk, unbind, tensor_split
     JOIN = "join"                     # cat, concat, concatenate (parts lined up along every other axis)
     WRITE = "write"                   # cache[..., s:e, :] = k, index_copy_, copy_: values written in place
@@ -65,6 +67,8 @@ class OpSpec:
     opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
     params_read_values: bool = False  # its params read tensor values (else: arguments, shapes, dtypes)
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
+    copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
+    contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
 
 
 # ---------------------------------------------------------------------------
@@ -186,7 +190,7 @@ def _softmax_params(args: tuple, kwargs: dict) -> dict:
     if dim is not None:
         return {"dim": dim}
     x = args[0] if args else kwargs.get("input")
-    if not _is_tensor(x):
+    if not hasattr(x, "dim"):   # a tensor, or the captured stub of one (its rank is all this reads)
         return {}
     return {"dim": 0 if x.dim() in (0, 1, 3) else 1, "implicit_dim": True}
 
@@ -396,6 +400,8 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.AXIS_ORDER: ("transpose", "swapaxes", "swapdims", "permute", "movedim", "moveaxis", "t", "T", "mT",
                         "mH", "adjoint"),
     Family.EXPAND: ("expand", "expand_as", "broadcast_to"),
+    Family.SIZE_ONE_AXIS: ("unsqueeze", "squeeze"),
+    Family.SLICE: ("narrow", "select", "__getitem__"),
     Family.SPLIT: ("split", "chunk", "unbind", "tensor_split", "split_with_sizes"),
     Family.JOIN: ("cat", "concat", "concatenate"),
     Family.WRITE: ("__setitem__", "index_copy_", "copy_"),
@@ -410,12 +416,25 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.DROPOUT: ("dropout",),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
-_ENTRIES = [replace(spec, family=_FAMILY_OF.get(spec.name, Family.OTHER)) for spec in _ENTRIES]
+#: ops that fold batch axes with a reshape and may copy an operand on the way (torch.matmul, ``@``)
+_COPIES_INSIDE = frozenset({"matmul"})
+#: how each product contracts (an einsum by its subscripts, the others last axis · second to last)
+_CONTRACTION = {"einsum": "subscripts"}
+
+
+def _with_facts(spec: OpSpec) -> OpSpec:
+    family = _FAMILY_OF.get(spec.name, Family.OTHER)
+    contraction = _CONTRACTION.get(spec.name, "matrix") if family is Family.PRODUCT else ""
+    return replace(spec, family=family, copies_inside=spec.name in _COPIES_INSIDE, contraction=contraction)
+
+
+_ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
 REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
+                                 copies_inside=True, contraction="matrix",
                                  operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)])
 for _alias, _target in (("concat", "cat"), ("concatenate", "cat"), ("__matmul__", "matmul"), ("dropout1d", "dropout"),
                         ("dropout2d", "dropout"), ("F_pad", "pad")):
@@ -451,6 +470,98 @@ CHEAP = frozenset({
 GETTERS = frozenset({"T", "mT", "mH", "H"})
 
 
+# ---------------------------------------------------------------------------
+# meta shapes: which rule of :mod:`.meta` computes an op's output on the meta device
+# ---------------------------------------------------------------------------
+
+#: each meta rule and its ops (a later rule wins for an op listed twice: masked_fill_ is a masked fill)
+_META_KINDS: dict[str, tuple[str, ...]] = {
+    "binary": ("add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "rsub", "pow",
+               "maximum", "minimum", "remainder", "floor_divide", "atan2", "fmod",
+               "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+               "__rtruediv__", "__div__", "__pow__", "__rpow__", "__floordiv__", "__rfloordiv__", "__mod__"),
+    "inplace": ("add_", "sub_", "mul_", "div_", "__iadd__", "__isub__", "__imul__", "__itruediv__", "masked_fill_",
+                "clamp_", "fill_", "zero_", "relu_", "pow_"),
+    "compare": ("eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite"),
+    "bitwise": ("__and__", "__or__", "__xor__", "__invert__", "bitwise_and", "bitwise_or", "bitwise_not"),
+    "float_unary": ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "reciprocal", "log1p",
+                    "expm1", "softplus", "gelu", "silu", "mish", "elu", "selu", "softsign", "logsigmoid",
+                    "hardswish", "hardsigmoid", "tanhshrink"),
+    "same_unary": ("neg", "__neg__", "abs", "__abs__", "relu", "relu6", "leaky_relu", "square", "clamp", "clip",
+                   "clamp_min", "clamp_max", "sign", "floor", "ceil", "round", "trunc", "hardtanh", "nan_to_num",
+                   "__pos__", "positive", "threshold"),
+    "softmax": ("softmax", "log_softmax", "_softmax"),
+    "norm": ("layer_norm", "rms_norm", "group_norm", "normalize", "local_response_norm"),
+    "reduce": ("sum", "mean", "amax", "amin", "std", "var", "prod", "logsumexp", "norm", "argmax", "argmin",
+               "all", "any"),
+    "masked_fill": ("masked_fill", "masked_fill_"),
+    "where": ("where",),
+    "dropout": ("dropout",),
+    "tri": ("tril", "triu"),
+    "matmul": ("matmul", "__matmul__", "__rmatmul__", "bmm", "mm"),
+    "linear": ("linear",),
+    "sdpa": ("scaled_dot_product_attention",),
+    "einsum": ("einsum",),
+    "embedding": ("embedding",),
+    "cat": ("cat", "concat", "concatenate", "stack"),
+    "mha": ("multi_head_attention_forward",),
+    "max_min": ("max", "min"),
+    "factory": ("randn", "rand", "randint"),
+}
+_META_KIND = {op: kind for kind, names in _META_KINDS.items() for op in names}
+#: divisions whose integer operands give a float result (without a rounding mode)
+_TRUE_DIVISION = frozenset({"div", "true_divide", "divide", "__truediv__", "__rtruediv__", "__div__"})
+#: products that need operands of one rank (torch.mm: matrices; torch.bmm: 3-D with one batch size)
+_RANK = {"mm": 2, "bmm": 3}
+#: ops whose result gets a new axis (the others join along an existing one)
+_STACKS = frozenset({"stack"})
+
+
+class ReduceDtype(Enum):
+    """The dtype of a reduction's result."""
+
+    SAME = "same"                      # mean, amax...: the input's
+    INDEX = "index"                    # argmax, argmin: int64
+    BOOL = "bool"                      # all, any
+    INTEGERS_WIDEN = "integers widen"  # sum, prod: integer input gives int64
+
+
+_REDUCE_DTYPE = {"argmax": ReduceDtype.INDEX, "argmin": ReduceDtype.INDEX, "all": ReduceDtype.BOOL,
+                 "any": ReduceDtype.BOOL, "sum": ReduceDtype.INTEGERS_WIDEN, "prod": ReduceDtype.INTEGERS_WIDEN}
+
+
+def meta_kind(op: str) -> str | None:
+    """Which rule of :mod:`.meta` computes ``op`` on meta tensors (None: torch's own kernel)."""
+    return _META_KIND.get(op)
+
+
+def divides_to_float(op: str) -> bool:
+    return op in _TRUE_DIVISION
+
+
+def is_inplace(op: str) -> bool:
+    """Writes into its first operand (``masked_fill_``, ``add_``, ``x += y``)."""
+    return REGISTRY.get(op, UNKNOWN).inplace or _META_KIND.get(op) == "inplace"
+
+
+def required_rank(op: str) -> int | None:
+    return _RANK.get(op)
+
+
+def reversed_operands(op: str) -> bool:
+    """``a.__rmatmul__(b)`` is ``b @ a``."""
+    return op == "__rmatmul__"
+
+
+def stacks(op: str) -> bool:
+    return op in _STACKS
+
+
+def reduce_dtype(op: str) -> ReduceDtype:
+    return _REDUCE_DTYPE.get(op, ReduceDtype.SAME)
+
+
 def spec_for(op: str) -> OpSpec:
     return REGISTRY.get(op, UNKNOWN)
 
@@ -458,6 +569,79 @@ def spec_for(op: str) -> OpSpec:
 def family_of(op: str) -> Family:
     """The family of a recorded op name (``swapaxes`` -> :attr:`Family.AXIS_ORDER`)."""
     return REGISTRY.get(op, UNKNOWN).family
+
+
+#: families whose ops re-read the same values with a new shape, order or window (or copy them in a new
+#: order): each gets a memory-layout diagram and a sentence about its strides
+LAYOUT_FAMILIES = frozenset({Family.RESHAPE, Family.AXIS_ORDER, Family.CONTIGUOUS, Family.EXPAND,
+                             Family.SIZE_ONE_AXIS, Family.SLICE})
+#: families that turn scores into attention weights (softmax, or a fused kernel doing it inside)
+ATTENTION_FAMILIES = frozenset({Family.SOFTMAX, Family.FUSED_ATTENTION, Family.MODULE_ATTENTION})
+
+
+#: the layout methods ``shapetrace strides`` replays from a chain's text (``x.view(2, 3).mT[0]``)
+CHAIN_METHODS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "expand", "unsqueeze",
+                           "squeeze", "flatten", "unflatten", "narrow", "select"})
+#: the attributes a chain may read (``x.mT``); indexing is :func:`is_indexing`
+CHAIN_ATTRIBUTES = frozenset({"mT"})
+#: ops whose first operand is the row's input, so the argument text leaves it out (not cat, einsum...)
+_ALL_ARGS_SHOWN = frozenset({"cat", "stack", "einsum", "linear"})
+#: long torch names shown short in the table's op column
+SHORT_NAMES = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
+
+
+#: reshapes that raise, rather than copy, when the strides cannot express the new shape
+_STRIDE_BOUND = frozenset({"view", "view_as"})
+
+
+def fails_on_strides(op: str) -> bool:
+    """``view``/``view_as``: raise when the input's strides cannot express the new shape (reshape copies)."""
+    return op in _STRIDE_BOUND
+
+
+def views_to_a_shape(op: str) -> bool:
+    """``view(sizes)``: never copies, and takes the new shape as numbers (its failure is explained from the
+    input's strides)."""
+    spec = REGISTRY.get(op, UNKNOWN)
+    return spec.memory == "view" and spec.params is _shape_params
+
+
+def is_indexing(op: str) -> bool:
+    """``x[...]``: the subscript call."""
+    return op == "__getitem__"
+
+
+def shows_first_argument(op: str) -> bool:
+    """Does the table's argument text show the first argument (``cat``'s list, ``einsum``'s equation)?"""
+    return op in _ALL_ARGS_SHOWN
+
+
+def short_name(op: str) -> str:
+    return SHORT_NAMES.get(op, op)
+
+
+#: elementwise ops that scale by a number (attention's 1/√d_k): their frozen arguments are read after the run
+#: (for engine/capture.py's FROZEN_PASSES and engine/infer.py's SCALING_OPS, which still spell them out)
+SCALING = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__", "__rmul__",
+                     "__imul__", "mul_"})
+#: ops that pick one index of an axis (``x[0]``, ``select``): of a fused qkv axis, one of q, k, v
+PICKS = frozenset({"__getitem__", "select"})
+
+
+def moves_layout(op: str) -> bool:
+    """Does ``op`` only move or re-read values (a view, a transpose, a slice, a contiguous copy)?"""
+    return family_of(op) in LAYOUT_FAMILIES
+
+
+def is_matrix_product(op: str) -> bool:
+    """A product over the first operand's last axis and the second's second to last (``@``, mm, bmm,
+    baddbmm): the product family, less einsum, whose subscripts say what it contracts."""
+    return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
+
+
+def contracts_by_subscripts(op: str) -> bool:
+    """An einsum: what it contracts is in its recorded ``subscripts``."""
+    return REGISTRY.get(op, UNKNOWN).contraction == "subscripts"
 
 
 def ops_of(family: Family) -> frozenset[str]:

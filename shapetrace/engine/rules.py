@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
 
-ATTENTION_OPS = ("softmax", "scaled_dot_product_attention", "multi_head_attention_forward")
 #: a fill at or below this hides a score from softmax (-1e9, -10000, finfo.min, -inf all do)
 HIDING_FILL = -1e4
 
@@ -34,8 +34,9 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
 
     out = []
     for e in trace.events:
-        filled = e.op in ("masked_fill", "masked_fill_") and hides(e.params.get("value"))
-        added = e.op == "add" and e.params.get("hides")
+        family = family_of(e.op)
+        filled = family is Family.MASK_FILL and hides(e.params.get("value"))
+        added = family is Family.ELEMENTWISE and e.params.get("hides")   # an additive mask (ops.SCORE_ADD)
         if not (filled or added) or len(e.inputs) < 2:
             continue  # only masks that hide scores (a large negative); zeroing whole rows afterwards is on purpose
         scores, mask = e.inputs[0], e.inputs[1]
@@ -65,7 +66,7 @@ def nan_rows(trace: Trace) -> list[Diagnostic]:
     note = getattr(trace, "value_note", None)
     where = getattr(trace, "nan_event", None)
     if where is None:
-        where = next((e.index for e in trace.events if e.op in ATTENTION_OPS), None)
+        where = next((e.index for e in trace.events if family_of(e.op) in ATTENTION_FAMILIES), None)
     if rows is None:
         if note:
             return [Diagnostic("note", "nan-rows-skipped", None, note)]
@@ -96,12 +97,12 @@ def view_incompatible(trace: Trace) -> list[Diagnostic]:
 
     out = []
     for e in trace.events:
-        if e.op != "view" or not e.error or VIEW_ERROR not in e.error or not e.inputs:
+        if not fails_on_strides(e.op) or not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
         target = requested_shape(e)
         why, fix = view_error_parts(e.inputs[0], target, trace.namer) if target else ("", "")
         out.append(Diagnostic("error", "view-incompatible", e.index,
-                              f"view #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
+                              f"{e.op} #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
                               fix or "Call .contiguous() first or use .reshape(...)."))
     return out
 
@@ -128,7 +129,7 @@ def mask_batch_order(trace: Trace) -> list[Diagnostic]:
     """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``) against scores batched as B·H."""
     out = []
     for e in trace.events:
-        if e.op not in ("masked_fill", "masked_fill_") or len(e.inputs) < 2:
+        if family_of(e.op) is not Family.MASK_FILL or len(e.inputs) < 2:
             continue
         scores, mask = e.inputs[0], e.inputs[1]
         if len(scores.axes) != len(mask.axes):
@@ -139,7 +140,7 @@ def mask_batch_order(trace: Trace) -> list[Diagnostic]:
                 continue
             if s_roots.index("B") != m_roots.index("B"):
                 out.append(Diagnostic("error", "mask-wrong-batch-order", e.index, (
-                    f"masked_fill #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
+                    f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
                     f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
                     f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
                     "sequence b's mask lands on another sequence's heads."),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_names, fmt_shape
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.ops import Family, family_of, is_matrix_product, spec_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Event, TensorInfo
@@ -48,7 +49,7 @@ def annotate(e: Event, mode: str = "full") -> str:
         return brief(e)
     if e.error:
         return f"raised {e.error.split(':')[0]}"
-    handler = _HANDLERS.get(e.op, _generic)
+    handler = _HANDLERS.get(family_of(e.op), _generic)
     return handler(e)
 
 
@@ -84,23 +85,24 @@ def _label(name: str | None, size: int) -> str:
 def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
     if i is None:
         return f"→ {names(o)}"
-    if e.op in ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"):
+    family = family_of(e.op)
+    if family is Family.RESHAPE:
         split = [_label(n, 0) for n in o.dims if n and n not in i.dims]
         merged = [_label(n, 0) for n in i.dims if n and n not in o.dims]
         if merged and split:
             return f"{'×'.join(merged)} → {'×'.join(split)}"
         return f"{names(i)} → {names(o)}"
-    if e.op in ("transpose", "permute", "movedim", "t", "mT", "T"):
+    if family is Family.AXIS_ORDER:
         swapped = list(dict.fromkeys(_moved(i.dims, o.dims)))
         return "swap " + "↔".join(_label(n, 0) for n in swapped) if swapped else f"→ {names(o)}"
-    if e.op in ("matmul", "bmm") and len(e.inputs) > 1:
+    if is_matrix_product(e.op) and len(e.inputs) > 1:
         return f"sums {_label(i.dims[-1], i.shape[-1])} → {names(o)}"
-    if e.op == "softmax" and e.params.get("dim") is not None:
+    if family is Family.SOFTMAX and e.params.get("dim") is not None:
         d = e.params["dim"] % len(i.shape)
         return f"softmax over {_label(i.dims[d], d)}"
-    if e.op == "linear":
+    if family is Family.PROJECTION:
         return f"{_label(i.dims[-1], i.shape[-1])} → {_label(o.dims[-1], o.shape[-1])}"
-    if e.op == "contiguous":
+    if family is Family.CONTIGUOUS:
         return f"re-lay out {names(o)}" if not e.noop else "already contiguous"
     return f"{names(i)} → {names(o)}"
 
@@ -150,7 +152,7 @@ def _axis_name(t: TensorInfo, d: int) -> str:
 def _transpose(e: Event) -> str:
     i, o = e.inputs[0], e.output
     pair = e.params.get("dims")
-    if e.op in ("transpose", "swapaxes") and pair and all(isinstance(d, int) for d in pair) and i.shape:
+    if pair and len(pair) == 2 and all(isinstance(d, int) for d in pair) and i.shape:   # transpose, swapaxes
         d0, d1 = (d % len(i.shape) for d in pair)
         swapped = [o.dims[d0], o.dims[d1]]
         text = f"swaps {_axis_name(o, d0)} and {_axis_name(o, d1)}"
@@ -181,6 +183,8 @@ def _contiguous(e: Event) -> str:
 
 
 def _matmul(e: Event) -> str:
+    if len(e.inputs) != 2 or e.output is None or len(e.output.shape) < 2:
+        return _generic(e)   # an einsum of one or three operands, a product to a vector
     a, b, o = e.inputs[0], e.inputs[1], e.output
     inner = a.dims[-1] or str(a.shape[-1])
     batch = [n or str(s) for n, s in zip(o.dims[:-2], o.shape[:-2])]
@@ -206,8 +210,15 @@ def _softmax(e: Event) -> str:
     axis = _axis_name(t, dim)
     role = t.axes[dim].role if t.axes else None
     what = " (the keys)" if role == "key" else " (the queries!)" if role == "query" else ""
-    sums = "each row of weights sums to 1" if dim == len(t.shape) - 1 else f"the weights along {axis} sum to 1"
+    last = dim == len(t.shape) - 1
+    sums = "each row of weights sums to 1" if last else f"the weights along {axis} sum to 1"
+    if _logs(e):   # log_softmax
+        sums = "the logs of weights that sum to 1 " + ("along each row" if last else f"along {axis}")
     return f"normalises over {axis}{what}: {sums}; new {fmt_bytes(e.alloc_bytes)}"
+
+
+def _logs(e: Event) -> bool:
+    return spec_for(e.op).words.startswith("log")
 
 
 def _masked_fill(e: Event) -> str:
@@ -260,8 +271,6 @@ def _dropout(e: Event) -> str:
 
 def _generic(e: Event) -> str:
     """Any other op: what the registry says it does, its shapes and what it did to memory."""
-    from shapetrace.engine.ops import spec_for
-
     o = e.output
     if o is None:
         return e.op
@@ -275,12 +284,8 @@ def _generic(e: Event) -> str:
     return f"{words}: {shapes}; {mem}" if words else f"{shapes}; {mem}"
 
 
-_HANDLERS: dict[str, Callable[[Event], str]] = {
-    "linear": _linear, "view": _reshape, "reshape": _reshape, "flatten": _reshape, "unflatten": _reshape,
-    "view_as": _reshape, "reshape_as": _reshape, "transpose": _transpose, "permute": _transpose,
-    "mT": _transpose, "t": _transpose, "T": _transpose, "movedim": _transpose,
-    "contiguous": _contiguous, "matmul": _matmul, "bmm": _matmul, "softmax": _softmax,
-    "masked_fill": _masked_fill, "masked_fill_": _masked_fill, "expand": _expand, "expand_as": _expand,
-    "split": _split, "chunk": _split, "unbind": _split, "scaled_dot_product_attention": _sdpa,
-    "dropout": _dropout, "swapaxes": _transpose, "adjoint": _transpose,
+_HANDLERS: dict[Family, Callable[[Event], str]] = {
+    Family.PROJECTION: _linear, Family.RESHAPE: _reshape, Family.AXIS_ORDER: _transpose,
+    Family.CONTIGUOUS: _contiguous, Family.PRODUCT: _matmul, Family.SOFTMAX: _softmax, Family.MASK_FILL: _masked_fill,
+    Family.EXPAND: _expand, Family.SPLIT: _split, Family.FUSED_ATTENTION: _sdpa, Family.DROPOUT: _dropout,
 }

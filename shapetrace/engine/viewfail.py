@@ -163,38 +163,160 @@ def view_error_parts(info: TensorInfo, target_shape: Sequence[int], namer: Namer
     lines += [f"  {b.text()}" for b in breaks]
     first = breaks[0]
     lines.append(f"The strides do not chain ({first.outer_stride:,} ≠ {first.needed:,}): {first.outer} and "
-                 f"{first.inner} are not neighbours in memory (a transpose or permute reordered the axes "
-                 "without moving any data).")
+                 f"{first.inner} are not neighbours in memory ({_why_apart(info, first)}).")
+    namer = namer if namer is not None else getattr(info, "namer", None)
+    return "\n".join(lines), "\n".join(verified_fixes(info, target, shown, namer))
+
+
+def _why_apart(info: TensorInfo, b: StrideBreak) -> str:
+    """A reordering (a transpose or permute) or a gap (a slice of a wider tensor: chunk, split, narrow)."""
+    strides = [st for st, n in zip(info.stride, info.shape) if n > 1]
+    if b.outer_stride > b.needed and strides == sorted(strides, reverse=True):
+        return (f"the axes are in memory order, but each step of {b.outer} skips {b.outer_stride - b.needed:,} "
+                "values that are not part of this tensor: it is a slice of a wider one, as chunk, split, narrow "
+                "and indexing make")
+    return "a transpose or permute reordered the axes without moving any data"
+
+
+# ---------------------------------------------------------------------------
+# fixes, each applied to the captured layout before it is offered
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mix:
+    """An axis a reshape would fill with pieces of several input axes."""
+
+    axis: int
+    parts: tuple[str, ...]
+    result: str   # the result's shape, with names where known
+    named: bool   # judged by the input's axis names (else by sizes alone)
+
+
+def verified_fixes(info: TensorInfo, target: Sequence[int], shown: str, namer: Namer | None) -> list[str]:
+    """The copying fixes (``.contiguous().view``, ``.reshape``) when the result they give mixes no axes;
+    otherwise why they would be wrong, and the step that must come first."""
+    numel = math.prod(info.shape)
     nbytes = info.nbytes or numel * 4
-    fixes = [f"fix 1: .contiguous().view({shown})  copies {fmt_bytes(nbytes)} ({numel:,} elements) into "
-             "a new buffer in the current axis order, then views it",
-             f"fix 2: .reshape({shown})  makes the same {fmt_bytes(nbytes)} copy, silently"]
-    trap = reshape_trap(info, target, namer)
-    if trap:
-        fixes.append(trap)
-    return "\n".join(lines), "\n".join(fixes)
+    mix = reshape_mix(info, target, namer)
+    if mix is None:
+        return [f"fix 1: .contiguous().view({shown})  copies {fmt_bytes(nbytes)} ({numel:,} elements) into "
+                "a new buffer in the current axis order, then views it",
+                f"fix 2: .reshape({shown})  makes the same {fmt_bytes(nbytes)} copy, silently"]
+    verdict = ("The shape is right but the contents are in the wrong order" if mix.named else
+               "If each axis should keep one meaning, that is wrong")
+    lines = [f"not a fix: .contiguous().view({shown}) and .reshape({shown}) would run, but they give {mix.result}: "
+             f"axis {mix.axis} takes pieces of {_join(mix.parts)}. {verdict}; no error will tell you."]
+    first = split_then_move(info, target, namer) or move_then_merge(info, target, namer)
+    lines.append(first or "Move the axes into the order you want first (transpose/permute), then merge.")
+    return lines
 
 
-def reshape_trap(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> str:
-    """A warning when ``reshape(target)`` would succeed but mix axes that must stay apart."""
-    if namer is None or not info.axes or len(info.axes) != len(info.shape):
-        return ""
+def reshape_mix(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> Mix | None:
+    """Apply ``reshape(target)`` to ``info``'s layout: the first result axis holding pieces of several
+    input axes (judged by names where the input is named, else by sizes: an axis is clean when it is a
+    piece of one input axis or whole input axes merged)."""
+    named = _named_result(info, target, namer)
+    if named is not None:
+        labels, mixed = named
+        if mixed is None:
+            return None
+        return Mix(mixed, tuple(labels[mixed][1:].split("*")), fmt_names(labels, target), True)
+    names = _names(info)
+    for group in view_groups(info.shape, target):
+        for j in _straddling(info.shape, target, group):
+            return Mix(j, tuple(names[i] for i in group.inputs), fmt_names([None] * len(target), target), False)
+    return None
+
+
+def _named_result(info: TensorInfo, target: Sequence[int], namer: Namer | None):
+    """``(labels, first mixed axis or None)`` after ``reshape(target)`` by names; None when unnamed."""
+    if namer is None or not info.axes or len(info.axes) != len(info.shape) or not any(info.dims):
+        return None
     from shapetrace.engine import axes as ax
 
     try:
         out_axes = ax.reshape_axes(info.axes, target, namer)
     except ValueError:
-        return ""
+        return None
     labels = [namer.label(a) for a in out_axes]
-    mixed = [(j, lab) for j, lab in enumerate(labels) if lab and lab.startswith(ax.MIXED_PREFIX)]
-    if not mixed:
-        return ""
-    j, lab = mixed[0]
-    parts = lab[1:].split("*")
-    result = fmt_names(labels, target)
-    return (f"careful: both fixes give {result}: axis {j} mixes {_join(parts)}. The shape is right but "
-            f"the contents are in the wrong order; no error will tell you. Move the axes into the order "
-            f"you want first (transpose/permute), then merge.")
+    mixed = next((j for j, lab in enumerate(labels) if lab and lab.startswith(ax.MIXED_PREFIX)), None)
+    return labels, mixed
+
+
+def _straddling(shape: Sequence[int], target: Sequence[int], group: Group) -> list[int]:
+    """Output axes of ``group`` that are neither a piece of one input axis nor whole input axes."""
+    bounds, p = [1], 1
+    for i in group.inputs:
+        p *= shape[i]
+        bounds.append(p)
+    out, p = [], 1
+    for j in group.outputs:
+        lo, p = p, p * target[j]
+        piece = any(lo % bounds[k] == 0 and bounds[k + 1] % p == 0 for k in range(len(bounds) - 1))
+        if not piece and not (lo in bounds and p in bounds):
+            out.append(j)
+    return out
+
+
+def _clean(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> bool:
+    return reshape_mix(info, target, namer) is None
+
+
+def split_then_move(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> str:
+    """``.view(P).transpose(i, j)``: split the axes where they are (a view these strides allow), then
+    swap two axes into the order asked for; '' when no single swap does it."""
+    n = len(target)
+    for i, j in _pairs(n):
+        order = list(target)
+        order[i], order[j] = order[j], order[i]
+        if view_breaks(info, order) or not _clean(info, order, namer):
+            continue
+        shown = ", ".join(str(s) for s in order)
+        result = _swapped_names(info, order, i, j, namer)
+        return (f"What must come first: split the axes where they are, then move them: .view({shown})"
+                f".transpose({i}, {j}) gives {result} as a view, no copy.")
+    return ""
+
+
+def move_then_merge(info: TensorInfo, target: Sequence[int], namer: Namer | None) -> str:
+    """``.transpose(i, j).reshape(target)``: bring the axes to merge next to each other first."""
+    for i, j in _pairs(len(info.shape)):
+        moved = _transposed(info, i, j)
+        if not _clean(moved, target, namer):
+            continue
+        shown = ", ".join(str(s) for s in target)
+        named = _named_result(moved, target, namer)
+        result = fmt_names(named[0], target) if named else fmt_names([None] * len(target), target)
+        nbytes = info.nbytes or math.prod(info.shape) * 4
+        return (f"What must come first: move the axes next to each other, then merge: .transpose({i}, {j})"
+                f".reshape({shown}) gives {result} (a {fmt_bytes(nbytes)} copy, in the right order).")
+    return ""
+
+
+def _pairs(n: int) -> list[tuple[int, int]]:
+    """Axis pairs, nearest first: (0, 1), (1, 2), ..., (0, 2), ..."""
+    return [(i, i + gap) for gap in range(1, n) for i in range(n - gap)]
+
+
+def _transposed(info: TensorInfo, i: int, j: int) -> TensorInfo:
+    from dataclasses import replace
+
+    def swap(seq):
+        seq = list(seq)
+        seq[i], seq[j] = seq[j], seq[i]
+        return tuple(seq)
+
+    return replace(info, shape=swap(info.shape), stride=swap(info.stride), dims=swap(info.dims),
+                   axes=swap(info.axes) if len(info.axes) == len(info.shape) else info.axes)
+
+
+def _swapped_names(info: TensorInfo, order: Sequence[int], i: int, j: int, namer: Namer | None) -> str:
+    named = _named_result(info, order, namer)
+    labels = list(named[0]) if named else [None] * len(order)
+    sizes = list(order)
+    labels[i], labels[j] = labels[j], labels[i]
+    sizes[i], sizes[j] = sizes[j], sizes[i]
+    return fmt_names(labels, sizes)
 
 
 def _join(items: Sequence[str]) -> str:

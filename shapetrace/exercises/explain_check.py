@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_named, fmt_shape
+from shapetrace.engine.ops import fails_on_strides, is_matrix_product
 from shapetrace.engine.sentences import why_not_contiguous
 from shapetrace.exercises import inputs as inp
 
@@ -208,11 +209,11 @@ def crash_lines(trace) -> list[str]:
                      + (f" with ({failed.args})" if n == 0 and failed.args and len(failed.inputs) == 1
                         else ""))
     first = failed.inputs[0] if failed.inputs else None
-    if failed.op in ("view", "view_as") and first is not None and not first.contiguous:
+    if fails_on_strides(failed.op) and first is not None and not first.contiguous:
         lines.append("view never copies, and these strides cannot be read as the shape you asked for. "
                      "Two fixes: .contiguous().view(...) copies the data into row-major order first; "
                      ".reshape(...) makes the same copy, silently, only when it has to.")
-    elif failed.op in ("matmul", "bmm") and len(failed.inputs) == 2:
+    elif is_matrix_product(failed.op) and len(failed.inputs) == 2:
         a, b = failed.inputs
         lines.append(f"a @ b needs the last axis of a ({a.shape[-1]}) to equal the second-to-last of b "
                      f"({b.shape[-2] if len(b.shape) > 1 else b.shape[0]}), and the leading (batch) axes "

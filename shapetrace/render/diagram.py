@@ -22,6 +22,7 @@ from rich.text import Text
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.layout import Block, Elided, Layout
+from shapetrace.engine.ops import Family, family_of, moves_layout, spec_for
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,10 +34,6 @@ PALETTE = (("#E69F00", "black"), ("#56B4E9", "black"), ("#009E73", "black"), ("#
            ("#0072B2", "white"), ("#D55E00", "white"), ("#CC79A7", "black"), ("#999999", "black"))
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LABEL_W = 8
-#: Ops that get a diagram with ``shapetrace run --diagrams``.
-DIAGRAM_OPS = frozenset({"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "contiguous",
-                         "flatten", "unflatten", "mT", "t", "T", "movedim", "expand", "expand_as",
-                         "unsqueeze", "squeeze", "narrow", "select", "__getitem__"})
 
 
 def letter(key: int) -> str:
@@ -242,7 +239,7 @@ def event_diagram(event: Event, width: int = 100, heads: int | None = None, rows
     out = event.output
     if event.error:
         return _failed_diagram(event, width, heads, rows)
-    if event.op == "matmul":
+    if spec_for(event.op).copies_inside:
         return _matmul_diagram(event, width, heads)
     if out is None:
         return Text("")
@@ -288,7 +285,7 @@ def _failed_diagram(event: Event, width: int, heads: int | None, rows: int) -> R
     parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, rows, tensor_title(info, "input"))]
     from shapetrace.engine.viewfail import explain_view_error, requested_shape
 
-    target = requested_shape(event) if event.op == "view" else None
+    target = requested_shape(event) if family_of(event.op) is Family.RESHAPE else None
     if target:
         parts.append(Text(explain_view_error(info, target)))
     return Group(*parts)
@@ -302,7 +299,7 @@ def diagram_hook(trace: Report, only: int | None = None, width: int = 100,
     def hook(event: Event) -> RenderableType | None:
         if only is not None and event.index != only:
             return None
-        if only is None and event.op not in DIAGRAM_OPS and not _has_hidden_copy(event):
+        if only is None and not moves_layout(event.op) and not _has_hidden_copy(event):
             return None
         return Indent(event_diagram(event, width - indent, heads), indent, bottom=1)
 

@@ -17,6 +17,7 @@ from shapetrace.app.folding import Fold, fold_events
 from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, layered, split_layers
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
+from shapetrace.engine.ops import short_name
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
@@ -177,13 +178,11 @@ def row_cells(cells: Sequence[Text], widths: Sequence[int]) -> tuple[list[Text],
     return list(cells), list(widths), False
 
 
-#: Long torch names shown short in the op column (the code line below shows the full call).
-SHORT_OPS = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
 
 
 def fact_cells(e: Event, long_names=None) -> list[Text]:
     """The aligned facts of one op: index, op, shape with names, strides, memory, contiguity."""
-    return [Text(str(e.index), style="dim"), Text(SHORT_OPS.get(e.op, e.op), style="bold magenta"),
+    return [Text(str(e.index), style="dim"), Text(short_name(e.op), style="bold magenta"),
             shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
             memory_text(e), contiguity_text(e)]
 

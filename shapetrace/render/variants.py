@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
+from shapetrace.engine.ops import Family, family_of
 from shapetrace.render.heatmap import HeatMap
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,8 @@ def heat_view(run: VariantRun) -> HeatMap:
     """The heat map, labelled with the names the tracer gave the weights' axes (which, in a
     broken run, may not be batch, head, query and key at all)."""
     c = run.config
-    soft = [e for e in run.trace.events if e.op == "softmax" and e.output is not None and len(e.output.shape) == 4]
+    soft = [e for e in run.trace.events
+            if family_of(e.op) is Family.SOFTMAX and e.output is not None and len(e.output.shape) == 4]
     if not soft:
         return HeatMap(run.heat, c.q_name, c.k_name)
     o = soft[-1].output

@@ -1,0 +1,483 @@
+"""The attention kernels' contracts (shapetrace/engine/contracts.py): each rule fires on its bug and
+stays silent on the correct twin, at sizes where axes coincide (T == H, B == T) too; and the torch
+behaviour each rule relies on, computed with torch itself.
+
+Cases follow public code and public reports; each cites its source.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import shapetrace
+
+SDPA = "scaled_dot_product_attention"
+
+#: (B, T, H, d_k): different sizes, T == H, B == T, all equal
+SIZES = [(2, 6, 4, 8), (2, 4, 4, 8), (4, 4, 2, 8), (4, 4, 4, 4)]
+SIZE_IDS = ["distinct", "T==H", "B==T", "B==T==H==d_k"]
+
+
+def dims_of(B, T, H, dk, **more):
+    return {"B": B, "T": T, "H": H, "D": H * dk, **more}
+
+
+def traced(fn, dims, *inputs, names=()):
+    """Trace ``fn(*inputs)`` with the declared sizes; ``names`` declares the inputs' axes."""
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for x, n in zip(inputs, names):
+            if n:
+                shapetrace.name(x, n)
+        fn(*inputs)
+    return t
+
+
+def found(t, kind):
+    return [d for d in t.diagnostics if d.kind == kind]
+
+
+def loud(t):
+    return [(d.kind, d.message) for d in t.diagnostics if d.severity in ("error", "warning")]
+
+
+def index_of(t, op=SDPA, nth=0):
+    return [e.index for e in t.events if e.op == op][nth]
+
+
+# ---------------------------------------------------------------------------
+# torch's behaviour, as the rules rely on it
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("L,S", [(1, 5), (2, 5), (1, 1), (5, 2)])
+def test_torch_is_causal_aligns_top_left(L, S):
+    """is_causal=True is ``ones(L, S).tril()``: with L=1 the query sees key 0 only (pytorch#103082)."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, L, 8), torch.randn(1, 2, S, 8), torch.randn(1, 2, S, 8)
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    top_left = torch.ones(L, S, dtype=torch.bool).tril()
+    assert torch.allclose(causal, F.scaled_dot_product_attention(q, k, v, attn_mask=top_left), atol=1e-6)
+    if L == 1:
+        assert torch.allclose(causal, v[..., :1, :], atol=1e-6)   # key 0 only
+    if L < S:   # the aligned mask (the last query sees every key) gives another result
+        bottom_right = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+        assert not torch.allclose(causal, F.scaled_dot_product_attention(q, k, v, attn_mask=bottom_right))
+
+
+def test_torch_sdpa_bool_mask_true_attends_and_mha_true_masks():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8)
+    only_key_2 = torch.tensor([[False, False, True]])                  # (1, S)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=only_key_2)
+    assert torch.allclose(y, v[..., 2:3, :].expand_as(y), atol=1e-6)          # SDPA: True = attend
+    mha = nn.MultiheadAttention(8, 1, batch_first=True)
+    x = torch.randn(1, 3, 8)
+    _, weights = mha(x, x, x, attn_mask=only_key_2.expand(3, 3))
+    assert weights[0, :, 2].abs().max().item() == 0                            # MHA: True = masked
+    assert torch.allclose(weights[0, :, :2].sum(-1), torch.ones(3))
+
+
+def test_torch_sdpa_all_false_row_gives_zeros():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 1, 3, 8), torch.randn(2, 1, 3, 8), torch.randn(2, 1, 3, 8)
+    mask = torch.tensor([[False, False, False], [True, True, False]])[:, None, None, :]
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert y[0].abs().max().item() == 0
+
+
+@pytest.mark.parametrize("shape,picked", [((3, 3, 3, 3), 1), ((4, 4, 4), 0), ((4, 4), 1), ((5,), 0)])
+def test_torch_softmax_without_dim_uses_the_legacy_rule(shape, picked):
+    """Equal sizes everywhere, so only the axis chosen can tell the results apart."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = F.softmax(x)
+    assert torch.equal(y, F.softmax(x, dim=picked))
+    if len(shape) > 1:
+        assert not torch.equal(y, F.softmax(x, dim=-1)) or picked == len(shape) - 1
+    assert [str(w.message) for w in caught] == [
+        "Implicit dimension choice for softmax has been deprecated. Change the call to include dim=X as an argument."]
+
+
+def test_torch_gqa_needs_enable_gqa_and_a_divisor():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 2, 3, 8), torch.randn(2, 2, 3, 8)
+    grouped = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    repeated = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))
+    assert torch.allclose(grouped, repeated, atol=1e-6)
+    with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+        F.scaled_dot_product_attention(q, k, v)
+    with pytest.raises(RuntimeError, match="must divide the number of heads"):
+        F.scaled_dot_product_attention(q, torch.randn(2, 3, 3, 8), torch.randn(2, 3, 3, 8), enable_gqa=True)
+
+
+def test_torch_broadcast_lines_up_from_the_right():
+    """A [B, T, T] mask on [B, H, T, T] scores with B == H runs, and sequence b's mask lands on head b."""
+    B = H = T = 3
+    scores = torch.zeros(B, H, T, T)
+    mask = torch.zeros(B, T, T, dtype=torch.bool)
+    mask[1] = True                                   # sequence 1 fully masked
+    out = scores.masked_fill(mask, -1.0)
+    assert (out[:, 1] == -1).all() and (out[1, 0] == 0).all()   # every sequence's head 1, not sequence 1
+
+
+# ---------------------------------------------------------------------------
+# sdpa-layout: [B, T, H, d] fed where [B, H, T, d] is due
+# ---------------------------------------------------------------------------
+
+class FlashSelfAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention with its flash path (karpathy/nanoGPT model.py:
+    ``F.scaled_dot_product_attention(q, k, v, ..., is_causal=True)`` on ``(B, nh, T, hs)``)."""
+
+    def __init__(self, n_embd, n_head, transpose=True):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd, self.transpose = n_head, n_embd, transpose
+
+    def forward(self, x):
+        B, T, C = x.size()                                                    # (B, T, D)
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)                    # 3 x (B, T, D)
+        q = q.view(B, T, self.n_head, C // self.n_head)                       # (B, T, H, d_k)
+        k = k.view(B, T, self.n_head, C // self.n_head)                       # (B, T, H, d_k)
+        v = v.view(B, T, self.n_head, C // self.n_head)                       # (B, T, H, d_k)
+        if self.transpose:
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, d_k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)          # (B, H, T, d_k)
+        if self.transpose:
+            y = y.transpose(1, 2)                                             # (B, T, H, d_k)
+        return self.c_proj(y.contiguous().view(B, T, C))                      # (B, T, D)
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_sdpa_layout_fires_on_heads_left_behind_the_tokens(B, T, H, dk):
+    """The bug of NVlabs/FoundationStereo PR #217: ``(B, L, H, E)`` handed to SDPA."""
+    torch.manual_seed(0)
+    t = traced(FlashSelfAttention(H * dk, H, transpose=False), dims_of(B, T, H, dk), torch.randn(B, T, H * dk),
+               names=["B T D"])
+    i = index_of(t)
+    (d,) = found(t, "sdpa-layout")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message == (
+        f"{SDPA} #{i} reads q, k and v as [..., L, E] (tokens on axis -2, all axes before them batch), but q is "
+        f"[B={B}, T={T}, H={H}, d_k={dk}]: axis -2 holds the heads (H) and the tokens (T) sit on axis -3, a batch "
+        f"axis to the kernel. Each token attends over its own {H} heads instead of over the other tokens; torch "
+        "only checks that the sizes fit.")
+    assert d.fix.startswith("Move the heads ahead of the tokens before the call: q, k, v = (x.transpose(1, 2)")
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_sdpa_layout_silent_on_nanogpt_flash(B, T, H, dk):
+    torch.manual_seed(0)
+    t = traced(FlashSelfAttention(H * dk, H), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), names=["B T D"])
+    assert loud(t) == []
+
+
+def test_sdpa_layout_silent_when_names_are_unknown():
+    """No names, no verdict: the shapes of [B, T, H, d] and [B, H, T, d] cannot be told apart at T == H."""
+    q = torch.randn(2, 4, 4, 8)
+    t = traced(lambda q: F.scaled_dot_product_attention(q, q, q), {}, q)
+    assert found(t, "sdpa-layout") == []
+
+
+# ---------------------------------------------------------------------------
+# causal-mask-misaligned: is_causal=True at a decode step
+# ---------------------------------------------------------------------------
+
+def decode_step(q_new, k_cache, v_cache, k_new, v_new, is_causal):
+    """One KV-cache decode step, the cache appended along the sequence (as GPT-2's legacy tuple cache)."""
+    k = torch.cat([k_cache, k_new], dim=2)                                    # (B, H, S+1, d_k)
+    v = torch.cat([v_cache, v_new], dim=2)                                    # (B, H, S+1, d_k)
+    return F.scaled_dot_product_attention(q_new, k, v, is_causal=is_causal)  # (B, H, 1, d_k)
+
+
+def decode_inputs(B, H, S, dk):
+    torch.manual_seed(0)
+    return (torch.randn(B, H, 1, dk), torch.randn(B, H, S, dk), torch.randn(B, H, S, dk),
+            torch.randn(B, H, 1, dk), torch.randn(B, H, 1, dk))
+
+
+@pytest.mark.parametrize("B,S,H,dk", [(2, 5, 4, 8), (2, 3, 4, 8), (4, 3, 4, 4)], ids=["S+1!=H", "S+1==H", "B==S+1==H"])
+def test_causal_alignment_fires_at_a_decode_step(B, S, H, dk):
+    """pytorch/pytorch#103082 and #144858: is_causal with one query and a cache attends key 0 only."""
+    t = traced(lambda *a: decode_step(*a, is_causal=True), {}, *decode_inputs(B, H, S, dk))
+    i = index_of(t)
+    (d,) = found(t, "causal-mask-misaligned")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message == (
+        f"{SDPA} #{i} is called with is_causal=True on 1 query [{B}, {H}, 1, {dk}] and {S + 1} keys "
+        f"[{B}, {H}, {S + 1}, {dk}]: torch builds the causal mask as ones(1, {S + 1}).tril(), aligned top-left, "
+        "so the one query sees key 0 only. With a cache, the new queries are the last positions and should "
+        "see every key up to their own.")
+    assert d.fix == ("At a decode step the one new query may see every cached key: call it without a mask "
+                     "(is_causal=False).")
+
+
+def test_causal_alignment_fires_on_a_chunk_of_queries():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 2, 8), torch.randn(1, 2, 5, 8)
+    t = traced(lambda q, k: F.scaled_dot_product_attention(q, k, k, is_causal=True), {}, q, k)
+    (d,) = found(t, "causal-mask-misaligned")
+    assert "so query i sees keys 0..i only, so the last query sees 2 of the 5 keys" in d.message
+    assert d.fix == ("Pass a mask aligned bottom-right instead: attn_mask=torch.ones(2, 5, dtype=torch.bool)"
+                     ".tril(diagonal=3) (query i then sees keys 0..3+i).")
+
+
+def test_causal_alignment_more_queries_than_keys_words_what_torch_does():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 2, 8)
+    t = traced(lambda q, k: F.scaled_dot_product_attention(q, k, k, is_causal=True), {}, q, k)
+    (d,) = found(t, "causal-mask-misaligned")
+    assert "queries 0..1 see keys 0..i and queries 2..4 see all 2 keys" in d.message
+
+
+@pytest.mark.parametrize("B,S,H,dk", [(2, 5, 4, 8), (4, 3, 4, 4)], ids=["distinct", "equal"])
+def test_causal_alignment_silent_on_decode_without_mask_and_on_prefill(B, S, H, dk):
+    """transformers' sdpa_attention_forward: ``is_causal = query.shape[2] > 1 and attention_mask is None``."""
+    t = traced(lambda *a: decode_step(*a, is_causal=a[0].shape[2] > 1), {}, *decode_inputs(B, H, S, dk))
+    assert found(t, "causal-mask-misaligned") == []
+    torch.manual_seed(0)
+    q = torch.randn(B, H, S, dk)
+    t = traced(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True), {}, q)
+    assert found(t, "causal-mask-misaligned") == []
+
+
+# ---------------------------------------------------------------------------
+# mask-polarity: nn.MultiheadAttention's masks handed to SDPA
+# ---------------------------------------------------------------------------
+
+def sdpa_heads(x, H, mask):
+    B, T, D = x.shape                                                         # (B, T, D)
+    q = x.view(B, T, H, D // H).transpose(1, 2)                               # (B, H, T, d_k)
+    return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)           # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_mask_polarity_fires_on_the_mha_causal_mask(B, T, H, dk):
+    """rasbt/LLMs-from-scratch#1061: ``torch.triu(ones, diagonal=1).bool()`` handed to SDPA."""
+    torch.manual_seed(0)
+    future = torch.triu(torch.ones(T, T), diagonal=1).bool()                 # (T, T), True = masked (MHA)
+    t = traced(lambda x, m: sdpa_heads(x, H, m), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), future,
+               names=["B T D", "T T"])
+    i = index_of(t)
+    (d,) = found(t, "mask-polarity")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message.startswith(f"{SDPA} #{i} gets the boolean mask [T={T}, T={T}] True strictly above the diagonal: "
+                                "SDPA reads True as \"attend\", so each query attends only to later keys")
+    assert d.fix.endswith("Invert a mask built for the latter: attn_mask=~mask (a causal one is "
+                          "torch.ones(L, S, dtype=torch.bool).tril()).")
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_mask_polarity_silent_on_the_inverted_masks(B, T, H, dk):
+    torch.manual_seed(0)
+    future = torch.triu(torch.ones(T, T), diagonal=1).bool()
+    x = torch.randn(B, T, H * dk)
+    t = traced(lambda x, m: sdpa_heads(x, H, m), dims_of(B, T, H, dk), x, ~future, names=["B T D", None])
+    assert found(t, "mask-polarity") == [] and loud(t) == []
+    # a float mask in nn.Transformer's form (-inf above the diagonal) is added, not read as a polarity
+    additive = nn.Transformer.generate_square_subsequent_mask(T)
+    t = traced(lambda x, m: sdpa_heads(x, H, m), dims_of(B, T, H, dk), x, additive, names=["B T D", None])
+    assert found(t, "mask-polarity") == [] and found(t, "mask-polarity-unchecked") == []
+
+
+def test_mask_polarity_fires_on_a_key_padding_mask_in_mha_form():
+    """A key_padding_mask (True = padding, pytorch PR #170415's note) handed to SDPA as attn_mask: the
+    longest sequence has no padding, so its row is all False and it attends to no key."""
+    B, T, H, dk = 2, 4, 4, 8
+    lengths = torch.tensor([4, 2])
+    padding = torch.arange(T)[None, :] >= lengths[:, None]                  # (B, T), True = padding
+    t = traced(lambda x, m: sdpa_heads(x, H, m[:, None, None, :]), dims_of(B, T, H, dk), torch.randn(B, T, H * dk),
+               padding, names=["B T D", "B T"])
+    i = index_of(t)
+    (d,) = found(t, "mask-polarity")
+    assert d.message.startswith(f"{SDPA} #{i} gets a boolean key mask [B=2, 1, 1, T=4] with 1 row of no True entry "
+                                "(mask index (0, 0, 0)): SDPA reads True as \"attend\"")
+    t = traced(lambda x, m: sdpa_heads(x, H, m[:, None, None, :]), dims_of(B, T, H, dk), torch.randn(B, T, H * dk),
+               ~padding, names=["B T D", "B T"])
+    assert found(t, "mask-polarity") == []
+
+
+def test_mask_polarity_unread_mask_gets_a_note():
+    T = 260   # 67,600 elements: more than the values read at call time
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    q = torch.randn(1, 1, T, 4)
+    t = traced(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), {}, q, mask)
+    (d,) = found(t, "mask-polarity-unchecked")
+    assert (d.severity, d.event) == ("note", 0)
+    assert d.message == (f"the boolean mask of {SDPA} #0 was not read: 67,600 elements (more than 65,536), so "
+                         "whether True means \"attend\" there (SDPA's convention) was not checked.")
+
+
+# ---------------------------------------------------------------------------
+# gqa-heads: transformers' Llama sdpa_attention (repeat_kv / enable_gqa)
+# ---------------------------------------------------------------------------
+
+def repeat_kv(x, n_rep):
+    """transformers' integrations/sdpa_attention.py repeat_kv: expand, then reshape."""
+    B, H_kv, S, dk = x.shape                                                  # (B, H_kv, S, d_k)
+    if n_rep == 1:
+        return x
+    x = x[:, :, None, :, :].expand(B, H_kv, n_rep, S, dk)                    # (B, H_kv, n_rep, S, d_k)
+    return x.reshape(B, H_kv * n_rep, S, dk)                                  # (B, H, S, d_k)
+
+
+def llama_sdpa(q, k, v, mode):
+    """transformers' sdpa_attention_forward: repeat_kv unless use_gqa_in_sdpa, then enable_gqa=True."""
+    n_rep = q.shape[1] // k.shape[1]
+    if mode == "repeat_kv":
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+    extra = {"enable_gqa": True} if mode in ("gqa", "repeat_kv+gqa") else {}
+    if mode == "repeat_kv+gqa":
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+    try:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[2] > 1, **extra)
+    except RuntimeError:
+        return None
+
+
+def gqa_inputs(B, H, H_kv, T, dk):
+    torch.manual_seed(0)
+    return torch.randn(B, H, T, dk), torch.randn(B, H_kv, T, dk), torch.randn(B, H_kv, T, dk)
+
+
+GQA_SIZES = [(2, 4, 2, 6, 8), (2, 4, 2, 4, 8), (2, 2, 1, 2, 2)]
+GQA_IDS = ["distinct", "T==H", "B==T==H"]
+
+
+@pytest.mark.parametrize("B,H,H_kv,T,dk", GQA_SIZES, ids=GQA_IDS)
+@pytest.mark.parametrize("mode", ["repeat_kv", "gqa"])
+def test_gqa_silent_on_transformers_paths(B, H, H_kv, T, dk, mode):
+    t = traced(lambda *a: llama_sdpa(*a, mode), {}, *gqa_inputs(B, H, H_kv, T, dk))
+    assert [d.kind for d in t.diagnostics if d.kind.startswith("gqa")] == []
+
+
+@pytest.mark.parametrize("B,H,T,dk", [(2, 4, 6, 8), (2, 4, 4, 8)], ids=["distinct", "T==H"])
+def test_gqa_fires_when_enable_gqa_is_missing(B, H, T, dk):
+    t = traced(lambda *a: llama_sdpa(*a, "none"), {}, *gqa_inputs(B, H, 2, T, dk))
+    (d,) = found(t, "gqa-heads-mismatch")
+    assert (d.severity, d.event) == ("error", 0)
+    assert d.message == (
+        f"{SDPA} #0 raised: q [{B}, {H}, {T}, {dk}] has {H} heads and k [{B}, 2, {T}, {dk}] has 2; without "
+        f"enable_gqa, torch lines up the batch axes of q and k by broadcasting, and axis -3 ({H} against 2) is "
+        "neither equal nor 1.")
+    assert d.fix == ("For grouped-query attention pass enable_gqa=True (each of the 2 key/value heads serves "
+                     f"{H // 2} query heads); repeating k and v with repeat_interleave works too, at the cost of "
+                     "a copy.")
+
+
+def test_gqa_fires_when_kv_heads_do_not_divide():
+    t = traced(lambda *a: llama_sdpa(*a, "gqa"), {}, *gqa_inputs(2, 4, 3, 4, 8))
+    (d,) = found(t, "gqa-heads-mismatch")
+    assert d.message.endswith("with enable_gqa=True each key/value head serves H / H_kv query heads, so H_kv must "
+                              "divide H; 3 does not divide 4.")
+
+
+def test_gqa_note_when_kv_already_repeated():
+    t = traced(lambda *a: llama_sdpa(*a, "repeat_kv+gqa"), {}, *gqa_inputs(2, 4, 2, 6, 8))
+    (d,) = found(t, "gqa-heads-already-repeated")
+    assert d.severity == "note"
+    assert d.message.startswith(f"{SDPA} #{index_of(t)} is called with enable_gqa=True, but k [2, 4, 6, 8] already "
+                                "has as many heads (4) as q [2, 4, 6, 8]: there is nothing to share.")
+    assert loud(t) == []
+
+
+# ---------------------------------------------------------------------------
+# softmax-implicit-dim
+# ---------------------------------------------------------------------------
+
+def scores_of(x, H):
+    B, T, D = x.shape                                                         # (B, T, D)
+    q = x.view(B, T, H, D // H).transpose(1, 2)                               # (B, H, T, d_k)
+    return q @ q.transpose(-2, -1) / math.sqrt(D // H)                        # (B, H, T, T)
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_softmax_implicit_dim_fires_on_4d_scores(B, T, H, dk):
+    """``F.softmax(scores)`` as in the code behind jadore801120/attention-is-all-you-need-pytorch#52 and the
+    "Implicit dimension choice" reports (amdegroot/ssd.pytorch#114): on 4-D scores torch picks axis 1 (H)."""
+    t = traced(lambda x: F.softmax(scores_of(x, H)), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), names=["B T D"])
+    i = index_of(t, "softmax")
+    (d,) = found(t, "softmax-implicit-dim")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message == (
+        f"softmax #{i} is called without dim on [B={B}, H={H}, T={T}, T={T}] (4-D): torch's legacy rule then "
+        "normalises over axis 1 (H) (axis 0 for 0-, 1- and 3-D input, axis 1 otherwise), not over the keys "
+        "(axis -1): each query's weights do not sum to 1 over the keys.")
+    assert d.fix == "Pass the axis: softmax(scores, dim=-1)."
+
+
+def test_softmax_implicit_dim_fires_on_3d_batched_heads():
+    B, T, H, dk = 2, 4, 4, 8
+    fn = lambda x: F.softmax(scores_of(x, H).reshape(B * H, T, T))  # noqa: E731
+    t = traced(fn, dims_of(B, T, H, dk), torch.randn(B, T, H * dk), names=["B T D"])
+    (d,) = found(t, "softmax-implicit-dim")
+    assert "(3-D): torch's legacy rule then normalises over axis 0" in d.message
+    assert d.severity == "error"
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_softmax_implicit_dim_silent_with_dim_and_on_2d(B, T, H, dk):
+    x = torch.randn(B, T, H * dk)
+    t = traced(lambda x: F.softmax(scores_of(x, H), dim=-1), dims_of(B, T, H, dk), x, names=["B T D"])
+    assert found(t, "softmax-implicit-dim") == [] and loud(t) == []
+    # 2-D scores [T, T]: the legacy rule picks axis 1, the keys
+    t = traced(lambda x: F.softmax(scores_of(x, H)[0, 0]), dims_of(B, T, H, dk), x, names=["B T D"])
+    assert found(t, "softmax-implicit-dim") == []
+
+
+def test_softmax_implicit_dim_note_when_keys_unknown():
+    t = traced(lambda x: F.softmax(x), {}, torch.randn(2, 3, 4))
+    (d,) = found(t, "softmax-implicit-dim")
+    assert d.severity == "note"
+    assert d.message == ("softmax #0 is called without dim on [2, 3, 4] (3-D): torch's legacy rule then normalises "
+                         "over axis 0 (axis 0 for 0-, 1- and 3-D input, axis 1 otherwise). Which axis holds the keys "
+                         "is not known here, so it was not checked.")
+
+
+# ---------------------------------------------------------------------------
+# broadcast-mismatch: a [B, T, T] mask on [B, H, T, T] scores
+# ---------------------------------------------------------------------------
+
+def masked_scores(x, mask, H, unsqueeze):
+    s = scores_of(x, H)                                                       # (B, H, T, T)
+    m = mask.unsqueeze(1) if unsqueeze else mask                              # (B, 1, T, T) or (B, T, T)
+    return s.masked_fill(m == 0, float("-inf"))                               # (B, H, T, T)
+
+
+@pytest.mark.parametrize("B,T,H,dk", [(4, 6, 4, 8), (4, 4, 4, 8), (2, 2, 2, 4)], ids=["B==H", "B==T==H", "all 2"])
+def test_broadcast_lineup_fires_on_mask_without_head_axis(B, T, H, dk):
+    """hyunwoongko/transformer#32: a [batch, seq, seq] mask on [batch, head, seq, seq] scores; with B == H it runs."""
+    mask = torch.ones(B, T, T).tril()
+    t = traced(lambda x, m: masked_scores(x, m, H, False), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), mask,
+               names=["B T D", "B T T"])
+    i = index_of(t, "masked_fill")
+    (d,) = found(t, "broadcast-mismatch")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message == (
+        f"masked_fill #{i} lines up [B={B}, T={T}, T={T}] with [B={B}, H={H}, T={T}, T={T}] from the right: axis -3 "
+        f"pairs B (batch) of the first with H (heads) of the second. Both have {B} entries, so torch broadcasts "
+        "without complaint, but entry i of B is applied to entry i of H.")
+    assert d.fix == ("Give the smaller operand a size-1 axis where the other has H: .unsqueeze(1) (x[:, None]) "
+                     f"makes [B={B}, 1, T={T}, T={T}].")
+
+
+@pytest.mark.parametrize("B,T,H,dk", [(4, 6, 4, 8), (4, 4, 4, 8), (2, 2, 2, 4)], ids=["B==H", "B==T==H", "all 2"])
+def test_broadcast_lineup_silent_with_unsqueeze(B, T, H, dk):
+    """harvardnlp/annotated-transformer: ``mask = mask.unsqueeze(1)`` (the same mask for all heads)."""
+    mask = torch.ones(B, T, T).tril()
+    t = traced(lambda x, m: masked_scores(x, m, H, True), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), mask,
+               names=["B T D", "B T T"])
+    assert found(t, "broadcast-mismatch") == [] and loud(t) == []
+
+
+def test_broadcast_lineup_silent_on_unnamed_operands():
+    t = traced(lambda s, m: s.masked_fill(m == 0, 0.0), {}, torch.randn(4, 4, 4, 4), torch.ones(4, 4, 4))
+    assert found(t, "broadcast-mismatch") == []
