@@ -23,13 +23,7 @@ OP_HOLDERS = frozenset({"op", "method", "op_name", "func_name"})
 OP_NAMES = frozenset(REGISTRY)
 
 #: modules others own in this round (issue 21): their literals are listed by the failing case, for the lead
-NOT_MINE = {
-    "engine/capture.py": "being rewritten on another branch (the hot path); FROZEN_PASSES is ops.SCALING, "
-                         "_VALUE_CHECKED is ops_of(SOFTMAX) | ops_of(FUSED_ATTENTION)",
-    "engine/infer.py": "the lead's naming passes; COMBINES is ops_of(PRODUCT) | ops_of(FUSED_ATTENTION), PROJECTIONS "
-                       "ops_of(PROJECTION), SCALING_OPS ops.SCALING, _SPLITS ops_of(SPLIT), _PICKS ops.PICKS, and "
-                       "_fused_index's call.op == 'select' wants a registry predicate",
-}
+NOT_MINE: dict[str, str] = {}
 
 
 def _holds_op(node: ast.AST) -> bool:

@@ -28,7 +28,19 @@ from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
-from shapetrace.engine.ops import ADDITIVE, CHEAP, GETTERS, REGISTRY, UNKNOWN, OpSpec, all_operands, operands_of
+from shapetrace.engine.ops import (
+    ADDITIVE,
+    CHEAP,
+    GETTERS,
+    REGISTRY,
+    SCALING,
+    UNKNOWN,
+    Family,
+    OpSpec,
+    all_operands,
+    operands_of,
+    ops_of,
+)
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import OUTER, module_wrapper, plumbing, site, user_stack
 
@@ -237,10 +249,9 @@ class Capture:
 KEEP_BUDGET = 64 << 20
 _EINOPS = "einops"
 #: ops without a row whose frozen arguments the analysis reads (the numbers scores are scaled by)
-FROZEN_PASSES = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__",
-                           "__rmul__", "__imul__", "mul_"})
+FROZEN_PASSES = SCALING
 #: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
-_VALUE_CHECKED = frozenset({"softmax", "scaled_dot_product_attention"})
+_VALUE_CHECKED = ops_of(Family.SOFTMAX) | ops_of(Family.FUSED_ATTENTION)
 _NO_ARGS = ((), None)
 _CPU = torch.device("cpu")
 

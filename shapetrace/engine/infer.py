@@ -27,19 +27,34 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo
-from shapetrace.engine.ops import ADDITIVE, SCORE_ADD, Call, Family, OpSpec, arg, family_of, record_params
+from shapetrace.engine.ops import (
+    ADDITIVE,
+    PICKS,
+    SCALING,
+    SCORE_ADD,
+    Call,
+    Family,
+    OpSpec,
+    arg,
+    family_of,
+    ops_of,
+    record_params,
+    selects_along_dim,
+    separated_axis,
+    separates,
+    write_kind,
+)
 from shapetrace.engine.propagate import fits
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
-COMBINES = frozenset({"matmul", "bmm", "mm", "baddbmm", "einsum", "scaled_dot_product_attention"})
+COMBINES = ops_of(Family.PRODUCT) | ops_of(Family.FUSED_ATTENTION)
 #: ops that project features (their output is tagged q, k or v from the module they run in)
-PROJECTIONS = frozenset({"linear", "addmm"})
+PROJECTIONS = ops_of(Family.PROJECTION)
 #: elementwise ops that scale scores by a number (the 1/√d_k of attention)
-SCALING_OPS = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__",
-                         "__rmul__", "__imul__", "mul_"})
-_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
-_PICKS = frozenset({"__getitem__", "select"})
+SCALING_OPS = SCALING
+_SPLITS = ops_of(Family.SPLIT)
+_PICKS = PICKS
 
 
 # ---------------------------------------------------------------------------
@@ -258,10 +273,10 @@ class Inference:
             return
         args, kwargs = thaw_args(record.frozen)
         mine, theirs = in_axes[0], in_axes[-1]
-        op = record.spec.name
-        if op == "copy_":
+        kind = write_kind(record.spec.name)
+        if kind == "whole":
             lined = {p: (v, True) for p, v in zip(range(len(mine) - len(theirs), len(mine)), theirs) if p >= 0}
-        elif op == "index_copy_":
+        elif kind == "rows":
             dim = arg(args, kwargs, 1, "dim", 0) % len(mine) if len(theirs) == len(mine) else None
             lined = {p: (v, p != dim) for p, v in enumerate(theirs)} if dim is not None else {}
         else:
@@ -315,13 +330,13 @@ class Inference:
             spec = SCORE_ADD
             record = record._replace(spec=spec, params=_additive_params(record.kept))
         shapes = [r[0] for r in record.out_raw]
-        if record.error is None and spec.name in _SEPARATES and in_axes:
+        if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
         if record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
-        if spec.name in _JOINS and out_axes:
+        if family_of(spec.name) is Family.JOIN and out_axes:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
         if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
             self.from_parameters.update(record.outs)
@@ -360,7 +375,7 @@ class Inference:
         (``qkv.unbind(0)``, ``fused[..., 0, :]``, ``chunk(3, dim)``): that piece is the stack (``qkv``,
         ``kv``), so where ``H`` has the same size, the other piece is the heads."""
         args, kwargs = thaw_args(record.frozen)
-        dim = _separated_axis(spec.name, args, kwargs, len(axes))
+        dim = separated_axis(spec.name, args, kwargs, len(axes))
         if dim is None or not -len(axes) <= dim < len(axes):
             return
         axis = axes[dim]
@@ -368,7 +383,7 @@ class Inference:
             return
         atom = axis.atoms[0]
         for stack, factor in STACK_FACTORS.items():
-            if atom.size == factor and (spec.name in _TAKES_ONE or parts == factor):
+            if atom.size == factor and (spec.name in PICKS or parts == factor):
                 self.namer.decide(atom, stack)
                 return
 
@@ -620,39 +635,6 @@ def _written_axes(index, ndim: int, value_ndim: int) -> dict[int, tuple[int, boo
     return {p: (k - start, whole) for k, (p, whole) in enumerate(kept) if k >= start}
 
 
-#: ops that join parts along one axis, lining them up along the others
-_JOINS = frozenset({"cat", "concat", "concatenate"})
-#: ops that take a tensor apart along one axis (all its parts, or one of them)
-_SEPARATES = frozenset({"unbind", "chunk", "split", "tensor_split", "select", "__getitem__"})
-_TAKES_ONE = frozenset({"select", "__getitem__"})
-
-
-def _separated_axis(op: str, args: tuple, kwargs: dict, ndim: int) -> int | None:
-    """The axis ``op`` takes apart: ``unbind(dim)``, ``chunk(n, dim)``, ``select(dim, i)``, or the one
-    axis an index picks a single entry of (``x[..., 0, :]``, ``x[0]``)."""
-    if op == "unbind":
-        return arg(args, kwargs, 1, "dim", 0)
-    if op in ("chunk", "split", "tensor_split"):
-        return arg(args, kwargs, 2, "dim", 0)
-    if op == "select":
-        return arg(args, kwargs, 1, "dim")
-    item = args[1] if len(args) > 1 else None
-    items = item if isinstance(item, tuple) else (item,)
-    if sum(type(i) is int for i in items) != 1 or any(type(i) not in (int, slice, type(None), type(...))
-                                                       for i in items):
-        return None
-    if ... in items:
-        cut = items.index(...)
-        before, after = items[:cut], items[cut + 1:]
-        if any(type(i) is int for i in after):
-            consumed = [i for i in after if i is not None]
-            return ndim - len(consumed) + [i for i in after if i is not None].index(
-                next(i for i in after if type(i) is int))
-        items = before
-    consumed = [i for i in items if i is not None]
-    return next(k for k, i in enumerate(consumed) if type(i) is int)
-
-
 def _without_ones(axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
     return tuple(a for a in axes if a.size != 1)
 
@@ -691,7 +673,7 @@ def _projection_here(record: OpRecord) -> str | None:
 
 def _fused_index(call: Call, parts: tuple[str, ...]) -> str | None:
     """``proj[0]``/``select(0, 1)`` on a fused axis (``qkv``, size 3): which of q, k, v it picks."""
-    if call.op == "select":
+    if selects_along_dim(call.op):
         dim, index = call.arg(1, "dim"), call.arg(2, "index")
     else:
         index = call.args[1]

@@ -680,3 +680,49 @@ class Call:
         return arg(self.args, self.kwargs, pos, name, default)
 
 
+
+
+def separates(op: str) -> bool:
+    """Does ``op`` take a tensor apart along one axis (all its parts, or one of them)?"""
+    return family_of(op) is Family.SPLIT or op in PICKS
+
+
+def selects_along_dim(op: str) -> bool:
+    """``select(dim, index)``: one entry along an axis given by number (not by an index expression)."""
+    return op == "select"
+
+
+#: how each write lines its values up with the tensor written into
+_WRITE_KINDS = {"copy_": "whole", "index_copy_": "rows", "__setitem__": "index"}
+
+
+def write_kind(op: str) -> str | None:
+    """``"whole"`` (``copy_``: broadcast onto all of it), ``"rows"`` (``index_copy_(dim, ...)``),
+    ``"index"`` (``t[index] = v``), or None for an op that writes nothing."""
+    return _WRITE_KINDS.get(op)
+
+
+def separated_axis(op: str, args: tuple, kwargs: dict, ndim: int) -> int | None:
+    """The axis ``op`` takes apart: ``unbind(dim)``, ``chunk(n, dim)``, ``select(dim, i)``, or the one
+    axis an index picks a single entry of (``x[..., 0, :]``, ``x[0]``)."""
+    if op == "unbind":
+        return arg(args, kwargs, 1, "dim", 0)
+    if op in ("chunk", "split", "tensor_split"):
+        return arg(args, kwargs, 2, "dim", 0)
+    if op == "select":
+        return arg(args, kwargs, 1, "dim")
+    item = args[1] if len(args) > 1 else None
+    items = item if isinstance(item, tuple) else (item,)
+    if sum(type(i) is int for i in items) != 1 or any(type(i) not in (int, slice, type(None), type(...))
+                                                       for i in items):
+        return None
+    if ... in items:
+        cut = items.index(...)
+        before, after = items[:cut], items[cut + 1:]
+        if any(type(i) is int for i in after):
+            consumed = [i for i in after if i is not None]
+            return ndim - len(consumed) + [i for i in after if i is not None].index(
+                next(i for i in after if type(i) is int))
+        items = before
+    consumed = [i for i in items if i is not None]
+    return next(k for k, i in enumerate(consumed) if type(i) is int)
