@@ -352,9 +352,16 @@ class Namer:
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
-            return "note"
+        if any("/" in lab and not self._inside_named(a)
+               for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
+            return "note"   # (pairs within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
+
+    def _inside_named(self, atom: Atom) -> bool:
+        """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
+        return any(stride <= atom.stride and atom.stride * atom.size <= stride * size
+                   and (atom.stride - stride) % stride == 0
+                   for (stride, size) in self._sub_names.get(atom.root, {}))
 
     def leaves(self, atom: Atom) -> tuple[Atom, ...]:
         """A whole atom cut into its known named parts (``D`` -> ``H``, ``d_k``)."""

@@ -138,9 +138,7 @@ CASES = [
     Case("llama-complex-rope", DIMS, llama(2, 5, 24, 3),
          heads={"rope-complex": ("B", "T", "H", "?"), "rope-q": ("B", "T", "H", "d_k"), "llama-q": PER_HEAD,
                 "llama-scores": ("B", "H", "T", "T")},
-         silent=("rope-complex",),
-         verdict_xfail="Meta's (d_k/2, 2) feature pairs get a note calling the split nonstandard, \"it does break "
-                       "loading pretrained weights\""),
+         silent=("rope-complex",)),
     Case("llama-complex-rope-T-eq-H", SQUARE, llama(2, 4, 32, 4),
          heads={"rope-q": ("B", "T", "H", "d_k"), "llama-q": PER_HEAD}),
     Case("llama-complex-rope-after-transpose", SQUARE, llama(2, 4, 32, 4, after_transpose=True),
