@@ -14,6 +14,7 @@ D 256, T 64), one process, one thread, times five forwards interleaved round by 
 
 Each overhead is the median over the rounds of that round's time minus its own untraced forward
 (thread CPU time: waiting for a shared core does not count). Ratios are to the bare logger's overhead;
+then what ``to_dict()`` costs per event, step by step (one more traced forward per round, timed apart);
 the last line of each block is the traced-with-every-fact forward over the untraced one.
 Targets (issue 21): with ≤ 3×, all facts ≤ 5×, and at D 256 traced / untraced ≤ 1.3×.
 """
@@ -163,19 +164,50 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
             counts["diagnostics"] = len(data["diagnostics"])
         return time.thread_time() - start
 
+    def stages() -> list[float]:
+        """The derived facts one at a time, in the order ``to_dict`` needs them (seconds each)."""
+        with shapetrace.trace(dims=dims) as trace:
+            model(x)
+        marks = [time.thread_time()]
+        for step in STAGES.values():
+            step(trace)
+            marks.append(time.thread_time())
+        return [b - a for a, b in zip(marks, marks[1:])]
+
     times: dict[str, list[float]] = {k: [] for k in KINDS}
     with torch.no_grad():
         for kind in KINDS:   # warm-up: allocator, kernels, first-use imports
             run(kind), run(kind)
+        split = []
         for _ in range(rounds):
             for kind in KINDS:
                 times[kind].append(run(kind))
+            split.append(stages())
     untraced = times["untraced"]
     result = {"untraced": statistics.median(untraced)}
     for kind in KINDS[1:]:
         result[kind] = statistics.median(t - u for t, u in zip(times[kind], untraced))
     result.update(counts)
+    result["stages"] = [statistics.median(column) for column in zip(*split)]
     return result
+
+
+def _labels(trace) -> list:
+    return [info.dims for event in trace.events for info in (*event.inputs, *event.outputs)]
+
+
+def _sites_and_args(trace) -> list:
+    return [(event.source, event.args) for event in trace.events]
+
+
+#: what ``to_dict`` derives, step by step: each step reads what the ones before it made
+STAGES = {
+    "events": lambda trace: trace.events,
+    "labels": _labels,
+    "sites+args": _sites_and_args,
+    "diagnostics": lambda trace: trace.diagnostics,
+    "json": lambda trace: trace.to_dict(),
+}
 
 
 def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> str:
@@ -192,6 +224,9 @@ def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: 
         line = (f"  {label:30s}  {over * ms:9.2f} ms  {over / calls * 1e6:7.1f} µs/call  "
                 f"ratio {over / bare:6.2f}x bare")
         lines.append(line + (f"  (target <= {target}x)" if target else ""))
+    events = max(m["events"], 1)
+    lines.append("  to_dict() by step, µs per event: " + ", ".join(
+        f"{name} {seconds / events * 1e6:.1f}" for name, seconds in zip(STAGES, m["stages"])))
     whole = (m["untraced"] + m["all facts"]) / m["untraced"]
     lines.append(f"  traced with every fact / untraced: ratio {whole:.2f}x  (target <= 1.3x at D 256)")
     return "\n".join(lines)

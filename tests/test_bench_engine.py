@@ -36,7 +36,7 @@ def test_one_block_per_size_with_every_figure_as_a_number(output):
     assert len(blocks) == 2
     for block, (d, t, h) in zip(blocks, ((16, 4, 2), (32, 8, 4))):
         lines = block.splitlines()
-        assert len(lines) == 7, block
+        assert len(lines) == 8, block
         header = HEADER.match(lines[0])
         assert header, lines[0]
         assert tuple(map(int, header.groups()[:3])) == (d, t, h)
@@ -53,5 +53,7 @@ def test_one_block_per_size_with_every_figure_as_a_number(output):
         for r in rows:
             ms, per_call = float(r.group(2)), float(r.group(3))
             assert per_call == pytest.approx(ms * 1e3 / calls, abs=5 / calls + 0.05)   # (printed rounded)
+        assert re.fullmatch(rf"  to_dict\(\) by step, µs per event: events {NUMBER}, labels {NUMBER}, "
+                            rf"sites\+args {NUMBER}, diagnostics {NUMBER}, json {NUMBER}", lines[6]), lines[6]
         assert re.fullmatch(rf"  traced with every fact / untraced: ratio {NUMBER}x  \(target <= 1\.3x at D 256\)",
-                            lines[6]), lines[6]
+                            lines[7]), lines[7]
