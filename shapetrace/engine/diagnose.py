@@ -332,11 +332,13 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
     for e in trace.events:
+        if e.op not in _PRODUCTS:
+            continue
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         made_by = tuple(e.projections[:2])
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, trace))   # provenance outranks names
-        if e.op in ("matmul", "bmm", "mm", "baddbmm", "einsum") and swapped:
+        if swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
@@ -345,6 +347,8 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
+
+_PRODUCTS = frozenset({"matmul", "bmm", "mm", "baddbmm", "einsum"})
 
 RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
