@@ -144,13 +144,13 @@ class Event:
 
     def _resolve_args(self) -> None:
         raw = self.raw_args if self.raw_args is not None else ("", (), None)
-        try:   # the same call in the next layer: the same text
-            text = _ARGS_TEXT.get(raw)
-        except TypeError:   # an argument that cannot be hashed
-            raw, text = None, None
+        if not _plain_call(raw):
+            self.args = format_args(*raw)
+            return
+        text = _ARGS_TEXT.get(raw)   # the same call in the next layer: the same text
         if text is None:
-            text = format_args(*(raw or self.raw_args))
-            if raw is not None and len(_ARGS_TEXT) < 8192:
+            text = format_args(*raw)
+            if len(_ARGS_TEXT) < 8192:
                 _ARGS_TEXT[raw] = text
         self.args = text
 
@@ -172,8 +172,24 @@ def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, p
     return event
 
 
-#: (op, frozen args, frozen kwargs) -> their text (frozen arguments hold shapes, never values)
+#: (op, frozen args, frozen kwargs) -> their text, for calls whose arguments are all of types whose equal
+#: values print alike (:func:`_plain_call`: ``1 == 1.0 == True`` and ``[1] == (1,)`` as frozen, not as text)
 _ARGS_TEXT: dict[tuple, str] = {}
+
+
+def _plain_call(raw: tuple) -> bool:
+    """Are the arguments ints (not bools), strings, None or tensors (shown by their shapes) only?"""
+    _, args, kwargs = raw
+    for a in args:
+        kind = type(a)
+        if kind is not int and kind is not ShapeOf and kind is not str and a is not None:
+            return False
+    if kwargs:
+        for _, v in kwargs:
+            kind = type(v)
+            if kind is not int and kind is not ShapeOf and kind is not str and v is not None:
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------------
