@@ -113,7 +113,7 @@ class Capture:
 
     def _made(self, t: torch.Tensor, shape) -> int:
         node = len(self.nodes)
-        self.nodes.append(_new_tuple(NodeFacts, (shape, False, False)))   # (a torch.Size is a tuple)
+        self.nodes.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
         self._ids[id(t)] = (_weakref(t), node)
         return node
 
@@ -159,7 +159,7 @@ class Capture:
                 node = self._same_or_new(o, shape, inputs, nodes)
             else:   # (_made, inlined)
                 node = len(facts)
-                facts.append(_new_tuple(NodeFacts, (shape, False, False)))
+                facts.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
                 ids[id(o)] = (_weakref(o), node)
             out_nodes.append(node)
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
