@@ -243,8 +243,13 @@ class Namer:
         self._clashes.pop(root, None)
         self._sub_names[root] = self._merged_table(root)
         self.decided = {**getattr(self, "decided", {}), root: name}
-        self.__dict__.pop("_label_cache", None)
+        self.forget_labels()
         return True
+
+    def forget_labels(self) -> None:
+        """Drop every remembered label, dims tuple and mixing verdict (the names changed)."""
+        for cache in ("_label_cache", "_dims_cache", "_mix_cache"):
+            self.__dict__.pop(cache, None)
 
     def feature_root_for_size(self, size: int) -> str | None:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
@@ -294,7 +299,7 @@ class Namer:
         """Show the two token axes the other way round: ``T`` for what entered as ``S``, and back.
         Only for equal lengths, once the run has shown which one queries the other (the tracer decides)."""
         self._sequences_swapped = True
-        self.__dict__.pop("_label_cache", None)
+        self.forget_labels()
 
     def _compose(self, labels: list[str]) -> list[str]:
         """Replace runs of labels that spell a known product (H, d_k -> D)."""
@@ -318,10 +323,24 @@ class Namer:
         the same axis is labelled on every op that reads it)."""
         if not axis.atoms:
             return None
-        cache = self.__dict__.setdefault("_label_cache", {})
-        if axis.atoms not in cache:
-            cache[axis.atoms] = self._label(axis)
-        return cache[axis.atoms]
+        cache = self.__dict__.get("_label_cache")
+        if cache is None:
+            cache = self.__dict__["_label_cache"] = {}
+        try:   # keyed by the axis (its hash is kept), not by its atoms (each hashed afresh)
+            return cache[axis]
+        except KeyError:
+            found = cache[axis] = self._label(axis)
+            return found
+
+    def dims_of(self, axes: tuple[Axis, ...]) -> tuple[str | None, ...]:
+        """The labels of every axis of a tensor (memoised per axes: the same layer's tensors repeat)."""
+        cache = self.__dict__.get("_dims_cache")
+        if cache is None:
+            cache = self.__dict__["_dims_cache"] = {}
+        found = cache.get(axes)
+        if found is None:
+            found = cache[axes] = tuple(self.label(a) for a in axes)
+        return found
 
     def _label(self, axis: Axis) -> str | None:
         labels = self.labels(axis)
@@ -336,7 +355,18 @@ class Namer:
     def mix_kind(self, axis: Axis) -> str | None:
         """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
         ``"warning"`` if whole token axes are flattened together with features,
-        ``"note"`` for an unusual split of features only, else None."""
+        ``"note"`` for an unusual split of features only, else None (memoised per axis: it reads
+        only the axis and this namer's fixed sizes and roles)."""
+        cache = self.__dict__.get("_mix_cache")
+        if cache is None:
+            cache = self.__dict__["_mix_cache"] = {}
+        try:
+            return cache[axis]
+        except KeyError:
+            found = cache[axis] = self._mix_kind(axis)
+            return found
+
+    def _mix_kind(self, axis: Axis) -> str | None:
         atoms = tuple(a for a in coalesce(axis.atoms) if a.root != COPIES)
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
             return "error" if _mix_has_tokens(atoms, self) else "note"

@@ -38,11 +38,10 @@ from shapetrace.engine.ops import (
     Family,
     OpSpec,
     all_operands,
-    operands_of,
     ops_of,
 )
 from shapetrace.engine.ops import record_params as _record_params
-from shapetrace.engine.sites import OUTER, module_wrapper, plumbing, site, user_stack
+from shapetrace.engine.sites import _CWD, OUTER, Site, module_wrapper, plumbing, site, user_stack
 
 
 class OpRecord(NamedTuple):
@@ -126,7 +125,7 @@ class Capture:
     def _made(self, t: torch.Tensor, shape) -> int:
         node = len(self.nodes)
         self.nodes.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
-        self._ids[id(t)] = (weakref.ref(t), node)
+        self._ids[id(t)] = (_weakref(t), node)
         return node
 
     def declare(self, t: torch.Tensor, axes: tuple) -> None:
@@ -137,7 +136,7 @@ class Capture:
     def record(self, spec: OpSpec, func, args, kwargs):
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
-        inputs = operands_of(spec, args, kwargs)
+        inputs = (spec.operands or all_operands)(args, kwargs)
         einops = _einops_pattern() if _EINOPS in sys.modules else None
         ids, nodes = self._ids, []
         in_raw = []
@@ -145,14 +144,17 @@ class Capture:
             entry = ids.get(id(t))
             nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
             in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
-        where = site(2)
-        frozen = freeze_args(args, kwargs)
+        codes, lineno = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
+        where = _new_tuple(Site, (codes, lineno, _CWD[-1] if _CWD else os.getcwd())) if codes else None
+        frozen = freeze_args(args, kwargs, inputs, in_raw)
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
             _params_read_values(spec, frozen) else None
-        module = self.modules[-1] if self.modules else ""
-        mtype = self.module_types[-1] if self.module_types else ""
+        modules = self.modules
+        module = modules[-1] if modules else ""
+        mtype = self.module_types[-1] if modules else ""
         try:
-            result = _call(spec.name, func, args, kwargs, inputs)
+            result = func(*args, **kwargs) if inputs and not inputs[0].is_meta else \
+                _call(spec.name, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
         except Exception as exc:
             self.records.append(_new_tuple(OpRecord, (
                 spec, where, module, mtype, tuple(nodes), tuple(in_raw), (), (), frozen,
@@ -161,19 +163,27 @@ class Capture:
             raise
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         out_nodes, out_raw = [], []
+        facts, inplace = self.nodes, spec.inplace
         for o in outs:
             shape = o.shape
-            # in place: values change under the same node; new metadata (transpose_) is a new node
-            node = self._same_or_new(o, shape, inputs, nodes) if spec.inplace and spec.memory != "view" \
-                else self._made(o, shape)
+            if inplace and spec.memory != "view":   # values changed in place: the same node
+                node = self._same_or_new(o, shape, inputs, nodes)
+            else:   # a new node (_made, inlined); new metadata in place (transpose_) is one too
+                node = len(facts)
+                facts.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
+                ids[id(o)] = (_weakref(o), node)
             out_nodes.append(node)
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
-        if spec.name in _VALUE_CHECKED and outs and not outs[0].is_meta:
-            self.value_checked.append((len(self.records), outs[0]))   # read once, after the run
+        if outs:
+            first = outs[0]
+            if spec.name in _VALUE_CHECKED and not first.is_meta:
+                self.value_checked.append((len(self.records), first))   # read once, after the run
+            device = first.device
+        else:
+            device = inputs[0].device if inputs else _CPU
         self.records.append(_new_tuple(OpRecord, (
             spec, where, module, mtype, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
-            params, _memory_verdict(spec, inputs, outs), None, einops, None,
-            (outs or inputs)[0].device if outs or inputs else _CPU)))
+            params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
         return result
 
     def record_addition(self, spec: OpSpec, func, args, kwargs):
@@ -575,17 +585,23 @@ def _params_read_values(spec: OpSpec, frozen: tuple) -> bool:
     return frozen[1] is not None and any(type(v) is ShapeOf and not v[0] for _, v in frozen[1])
 
 
-def freeze_args(args, kwargs) -> tuple:
+def freeze_args(args, kwargs, operands=(), raws=()) -> tuple:
     """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
     kind, never its values, and never kept alive. The name memo's key and the table's argument text.
-    (It runs on every recorded call: plain values and tensors are handled inline.)"""
+    (It runs on every recorded call: plain values and tensors are handled inline; the shape and dtype
+    of a tensor among ``operands`` are taken from its layout in ``raws``, already read.)"""
     out = []
     for a in args:
         kind = type(a)
         if kind in _PLAIN:
             out.append(a)
         elif kind is _TENSOR or kind is _PARAMETER:
-            out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+            for t, raw in zip(operands, raws):
+                if t is a:
+                    out.append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
+                    break
+            else:
+                out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
         else:
             out.append(freeze(a))
     if not kwargs:
@@ -616,6 +632,8 @@ def freeze(a):
 
 
 _PARAMETER = torch.nn.Parameter
+_weakref = weakref.ref
+_getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int

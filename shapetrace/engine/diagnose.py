@@ -334,11 +334,13 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
     for e in trace.events:
+        if family_of(e.op) is not Family.PRODUCT:
+            continue
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         made_by = tuple(e.projections[:2])
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, trace))   # provenance outranks names
-        if family_of(e.op) is Family.PRODUCT and swapped:
+        if swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
@@ -346,6 +348,7 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
                 "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
+
 
 
 RULES: list[Callable[[Trace], list[Diagnostic]]] = [

@@ -61,11 +61,21 @@ class TensorInfo:
 
     def _resolve_dims(self) -> None:
         namer = self.namer
-        labels = tuple(namer.label(a) for a in self.axes) if namer is not None and self.axes else ()
+        labels = namer.dims_of(self.axes) if namer is not None and self.axes else ()
         self.dims = labels if len(labels) == len(self.shape) else (None,) * len(self.shape)
 
 
 TensorInfo.dims = _lazy("dims", "_resolve_dims")   # type: ignore[assignment]
+_new_object = object.__new__
+
+
+def new_info(shape, stride, offset, dtype, contiguous, device, nbytes, axes, namer) -> TensorInfo:
+    """``TensorInfo(...)`` with ``dims`` left to resolve, made without the dataclass ``__init__`` (the
+    inference makes two or three per event)."""
+    info = _new_object(TensorInfo)
+    info.__dict__.update(shape=shape, stride=stride, storage_offset=offset, dtype=dtype, contiguous=contiguous,
+                         _dims=None, device=device, nbytes=nbytes, axes=axes, namer=namer)
+    return info
 
 
 @dataclass
@@ -135,13 +145,53 @@ class Event:
         self.source, self.code, self.function, self.stack = resolve(self.site)
 
     def _resolve_args(self) -> None:
-        op, args, kwargs = self.raw_args if self.raw_args is not None else ("", (), None)
-        self.args = format_args(op, args, kwargs)
+        raw = self.raw_args if self.raw_args is not None else ("", (), None)
+        if not _plain_call(raw):
+            self.args = format_args(*raw)
+            return
+        text = _ARGS_TEXT.get(raw)   # the same call in the next layer: the same text
+        if text is None:
+            text = format_args(*raw)
+            if len(_ARGS_TEXT) < 8192:
+                _ARGS_TEXT[raw] = text
+        self.args = text
 
 
 for _name in ("source", "code", "function", "stack"):
     setattr(Event, _name, _lazy(_name, "_resolve_site"))
 Event.args = _lazy("args", "_resolve_args")   # type: ignore[assignment]
+
+
+def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, params, error, module, projections,
+              site, raw_args) -> Event:
+    """``Event(...)`` with its site and argument text left to resolve, made without the dataclass
+    ``__init__`` (one per recorded call)."""
+    event = _new_object(Event)
+    event.__dict__.update(index=index, op=op, _source=None, _code=None, _function=None, inputs=inputs,
+                          outputs=outputs, _args=None, view=view, noop=noop, alloc_bytes=alloc_bytes,
+                          copy_bytes=copy_bytes, params=params, _stack=None, error=error, module=module,
+                          projections=projections, site=site, raw_args=raw_args)
+    return event
+
+
+#: (op, frozen args, frozen kwargs) -> their text, for calls whose arguments are all of types whose equal
+#: values print alike (:func:`_plain_call`: ``1 == 1.0 == True`` and ``[1] == (1,)`` as frozen, not as text)
+_ARGS_TEXT: dict[tuple, str] = {}
+
+
+def _plain_call(raw: tuple) -> bool:
+    """Are the arguments ints (not bools), strings, None or tensors (shown by their shapes) only?"""
+    _, args, kwargs = raw
+    for a in args:
+        kind = type(a)
+        if kind is not int and kind is not ShapeOf and kind is not str and a is not None:
+            return False
+    if kwargs:
+        for _, v in kwargs:
+            kind = type(v)
+            if kind is not int and kind is not ShapeOf and kind is not str and v is not None:
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo
+from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo, new_event, new_info
 from shapetrace.engine.ops import (
     ADDITIVE,
     PICKS,
@@ -560,18 +560,18 @@ class Inference:
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         frozen_args, frozen_kwargs = record.frozen
         in_infos = [self.info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
-        return Event(index, spec.name, None, None, None, in_infos,
-                     out_infos, None, view, noop, alloc, alloc if copies else 0, params or {}, None, record.error,
-                     record.module, tags or (None,) * len(record.ins), record.site,
-                     (spec.name, frozen_args, frozen_kwargs))
+        return new_event(index, spec.name, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
+                         params or {}, record.error, record.module, tags or (None,) * len(record.ins), record.site,
+                         (spec.name, frozen_args, frozen_kwargs))
 
     def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
-        shape, stride, offset, dtype = raw
-        shape = tuple(shape)
+        layout = _LAYOUTS.get(raw)
+        if layout is None:
+            layout = _layout_facts(raw)
+        shape = layout[0]
         if len(axes) != len(shape):   # (every name was checked against torch's shape when it was made)
             axes = ax.unknown_axes(shape)
-        return TensorInfo(shape, stride, offset, _dtype_name(dtype), _is_contiguous(shape, stride), None,
-                          device, math.prod(shape) * dtype.itemsize, axes, self.namer)
+        return new_info(shape, layout[1], layout[2], layout[3], layout[4], device, layout[5], axes, self.namer)
 
     def failed_event(self, record: OpRecord) -> Event:
         in_axes = [self.axes_of(n) for n in record.ins]
@@ -721,6 +721,21 @@ def _info_like(info: TensorInfo, axes: tuple[Axis, ...], namer) -> TensorInfo:
     from dataclasses import replace
 
     return replace(info, dims=None, axes=axes, namer=namer)
+
+
+#: raw layout -> (shape, stride, offset, dtype name, contiguous, bytes): the same layouts recur layer after layer
+_LAYOUTS: dict[tuple, tuple] = {}
+
+
+def _layout_facts(raw: tuple) -> tuple:
+    shape, stride, offset, dtype = raw
+    shape = tuple(shape)
+    facts = (shape, stride, offset, _dtype_name(dtype), _is_contiguous(shape, stride),
+             math.prod(shape) * dtype.itemsize)
+    if len(_LAYOUTS) >= 8192:
+        _LAYOUTS.clear()
+    _LAYOUTS[raw] = facts
+    return facts
 
 
 def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
