@@ -381,12 +381,22 @@ def test_gqa_fires_when_kv_heads_do_not_divide():
 
 
 def test_gqa_note_when_kv_already_repeated():
-    t = traced(lambda *a: llama_sdpa(*a, "repeat_kv+gqa"), {}, *gqa_inputs(2, 4, 2, 6, 8))
+    """The note needs k's heads proven repeated: H_kv declared below H, k's head axis named H."""
+    dims = {"B": 2, "T": 6, "D": 32, "H": 4, "H_kv": 2}
+    t = traced(lambda *a: llama_sdpa(*a, "repeat_kv+gqa"), dims, *gqa_inputs(2, 4, 2, 6, 8))
     (d,) = found(t, "gqa-heads-already-repeated")
     assert d.severity == "note"
-    assert d.message.startswith(f"{SDPA} #{index_of(t)} is called with enable_gqa=True, but k [2, 4, 6, 8] already "
-                                "has as many heads (4) as q [2, 4, 6, 8]: there is nothing to share.")
+    assert d.message.startswith(f"{SDPA} #{index_of(t)} is called with enable_gqa=True, but k [B=2, H=4, T=6, "
+                                "d_k=8] already has as many heads (4) as q [B=2, H=4, T=6, d_k=8]: there is "
+                                "nothing to share.")
     assert loud(t) == []
+
+
+def test_no_gqa_note_for_a_model_with_as_many_kv_heads_as_heads():
+    """transformers passes enable_gqa=True to SDPA even when num_key_value_heads == num_attention_heads
+    (sdpa_attention.py's use_gqa_in_sdpa): nothing was repeated, so nothing is said."""
+    t = traced(lambda *a: llama_sdpa(*a, "gqa"), {"B": 2, "T": 6, "D": 32, "H": 4}, *gqa_inputs(2, 4, 4, 6, 8))
+    assert found(t, "gqa-heads-already-repeated") == [] and loud(t) == []
 
 
 # ---------------------------------------------------------------------------

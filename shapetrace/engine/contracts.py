@@ -178,7 +178,7 @@ def gqa_heads(trace: Trace) -> list[Diagnostic]:
         gqa = bool(e.params.get("enable_gqa"))
         if e.error and h_q != h_kv and h_kv != 1:
             out.append(_gqa_failure(e, q, k, gqa))
-        elif not e.error and gqa and h_q == h_kv and h_q > 1:
+        elif not e.error and gqa and h_q == h_kv and h_q > 1 and _repeated_heads(trace, k):
             out.append(Diagnostic("note", "gqa-heads-already-repeated", e.index, (
                 f"{SDPA} #{e.index} is called with enable_gqa=True, but k {_shown(k)} already has as many "
                 f"heads ({h_kv}) as q {_shown(q)}: there is nothing to share. If k and v were repeated from "
@@ -186,6 +186,14 @@ def gqa_heads(trace: Trace) -> list[Diagnostic]:
                 "that copy is what enable_gqa saves."), (
                 "Pass the unrepeated k and v [B, H_kv, S, d_k] with enable_gqa=True.")))
     return out
+
+
+def _repeated_heads(trace: Trace, k: TensorInfo) -> bool:
+    """Were k's heads proven repeated from fewer key/value heads (H_kv declared below H, and k's head
+    axis named H, which only a repeat makes of H_kv heads)? A model with as many key/value heads as
+    query heads passes enable_gqa=True harmlessly (transformers does): no note then."""
+    h_kv = trace.dims.get("H_kv")
+    return bool(h_kv) and h_kv < trace.dims.get("H", 0) and len(k.dims) >= 3 and k.dims[-3] == "H"
 
 
 def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnostic:
