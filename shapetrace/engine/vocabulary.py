@@ -24,18 +24,38 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from enum import Enum
 
 from shapetrace.errors import UsageError
 
+
+class Role(str, Enum):
+    """What an axis indexes. Rules ask for a role, never for a name. (A ``str``: it compares equal to
+    its value, so ``--dims ctx:tokens=6`` and JSON read the same words.)"""
+
+    BATCH = "batch"
+    TOKENS = "tokens"
+    FEATURES = "features"
+    HEADS = "heads"
+    HEAD_FEATURES = "head_features"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+_B, _T, _F, _H, _HF = Role.BATCH, Role.TOKENS, Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES
 #: role of each canonical name
 ROLES = {
-    "B": "batch", "T": "tokens", "S": "tokens", "T_q": "tokens", "T_k": "tokens", "N": "tokens", "L": "tokens",
-    "D": "features", "H": "heads", "d_k": "head_features", "H_kv": "heads", "n_rep": "heads",
-    "D_kv": "features", "nW": "batch",
-    "Hp": "tokens", "Wp": "tokens", "Fp": "tokens",   # a convolution's grid of patches (rows, columns, frames)
+    "B": _B, "T": _T, "S": _T, "T_q": _T, "T_k": _T, "N": _T, "L": _T,
+    "D": _F, "H": _H, "d_k": _HF, "H_kv": _H, "n_rep": _H,
+    "D_kv": _F, "nW": _B,
+    "Hp": _T, "Wp": _T, "Fp": _T,   # a convolution's grid of patches (rows, columns, frames)
 }
 #: roles a user may declare with ``name:role=size``
-DECLARABLE = ("batch", "tokens", "features", "heads", "head_features")
+DECLARABLE = tuple(role.value for role in Role)
 #: the canonical name for each accepted spelling
 SPELLINGS = {
     **{s: "B" for s in ("batch", "batch_size", "bs", "b")},
@@ -50,7 +70,7 @@ SPELLINGS = {
 #: multipliers of fused projections: a width of 3·D is q, k and v side by side
 STACK_FACTORS = {"qkv": 3, "kv": 2}
 #: names whose axes index tokens or batch entries: mixing them with anything else is a bug
-TOKEN_ROLES = frozenset({"batch", "tokens"})
+TOKEN_ROLES = frozenset({Role.BATCH, Role.TOKENS})
 
 
 def canonical(name: str) -> str:
