@@ -491,3 +491,21 @@ def test_broadcast_lineup_silent_with_unsqueeze(B, T, H, dk):
 def test_broadcast_lineup_silent_on_unnamed_operands():
     t = traced(lambda s, m: s.masked_fill(m == 0, 0.0), {}, torch.randn(4, 4, 4, 4), torch.ones(4, 4, 4))
     assert found(t, "broadcast-mismatch") == []
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_mha_without_batch_first_on_batch_first_input_attends_over_the_batch(batch_first):
+    """om-ai-lab/OmDet#19: ``nn.MultiheadAttention(d, h)`` (batch_first=False) fed [B, T, D] reads axis 0
+    as the sequence; its fused path hands SDPA [T, H, B, d_k]. The twin has batch_first=True."""
+    mha = torch.nn.MultiheadAttention(24, 3, batch_first=batch_first).eval()
+    x = torch.randn(2, 5, 24)                                                  # (B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        mha(x, x, x, need_weights=False)
+    found = [d for d in t.diagnostics if d.kind == "attends-over-batch"]
+    if batch_first:
+        assert found == [] and loud(t) == []
+        return
+    (d,) = found
+    assert d.severity == "error"
+    assert d.message.startswith(f"{SDPA} #{d.event} reads q as [..., L, E], but q is [T=5, H=3, B=2, d_k=8]: "
+                                "axis -2 holds the batch (B) and the tokens (T) sit in a batch axis.")

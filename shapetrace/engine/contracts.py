@@ -72,6 +72,27 @@ def sdpa_layout(trace: Trace) -> list[Diagnostic]:
     return out
 
 
+def sdpa_over_batch(trace: Trace) -> list[Diagnostic]:
+    """q or k handed to SDPA with the batch on axis -2 (nn.MultiheadAttention with batch_first=False
+    fed [B, T, D]: it reads axis 0 as the sequence): each token attends over the batch entries."""
+    out = []
+    for e in _sdpa_calls(trace):
+        wrong = [(which, t) for which, t in zip("qk", e.inputs[:2])
+                 if len(t.dims) >= 2 and _role(trace.namer, t.dims[-2]) == "batch"]
+        if not wrong:
+            continue
+        which, t = wrong[0]
+        tokens = next((lab for lab in t.dims[:-2] if _role(trace.namer, lab) == "tokens"), None)
+        where = f" and the tokens ({tokens}) sit in a batch axis" if tokens else ""
+        out.append(Diagnostic("error", "attends-over-batch", e.index, (
+            f"{SDPA} #{e.index} reads {which} as [..., L, E], but {which} is {_shown(t)}: axis -2 holds the "
+            f"batch ({t.dims[-2]}){where}. Each query attends over the other sentences of the batch instead "
+            "of over the other tokens of its own; torch only checks that the sizes fit."), (
+            "If this is nn.MultiheadAttention fed [B, T, D], create it with batch_first=True (or pass "
+            "x.transpose(0, 1)); otherwise put the tokens on axis -2 of q, k and v.")))
+    return out
+
+
 def _heads_before_features(namer: Namer, t: TensorInfo) -> bool:
     if len(t.dims) < 3:
         return False
@@ -307,4 +328,4 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
     return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
 
 
-CONTRACT_RULES = [sdpa_layout, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim, broadcast_lineup]
+CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim, broadcast_lineup]

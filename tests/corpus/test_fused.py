@@ -223,9 +223,7 @@ CASES = [
          heads={"mha-out": ("B", "T", "D")}),
     Case("mha-batch-first-input-without-batch-first", DIMS,
          build(TorchMHA, padded=True, dim=24, heads=3, batch_first=False, masks=False),
-         bug=("bug-mha-batch-first",),
-         verdict_xfail="nn.MultiheadAttention's layout (batch_first=False reads [T, B, D]) is not checked "
-                       "against names the input already has"),
+         bug=("bug-mha-batch-first",)),
     Case("sdpa-enable-gqa", GQA, build(GroupedQuery, dim=24, heads=4, kv_heads=2, repeat="enable_gqa"),
          heads={"gqa-q": PER_HEAD, "gqa-kv": ("B", "H_kv", "T", "d_k"), "gqa-sdpa": PER_HEAD}),
     Case("llama-repeat-kv-then-sdpa", GQA, build(GroupedQuery, dim=24, heads=4, kv_heads=2, repeat="repeat_kv"),
