@@ -328,4 +328,5 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
     return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
 
 
-CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim, broadcast_lineup]
+CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim,
+                  broadcast_lineup]
