@@ -36,3 +36,12 @@ def test_an_unnamed_mask_slice_is_said_not_checked():
     assert all_clear_text(t.events) == (
         f"✓ no errors or warnings among the named axes; 1 of {len(t.events)} ops has unnamed axes, which were "
         f"not checked (#{missing[0]} __getitem__)")
+
+
+def test_no_head_split_note_on_axes_with_no_name():
+    """Patches cut from pixels by unfold (gupta-abhay/pytorch-vit#7) have no names; a view of them is
+    not called a nonstandard head split of D: nothing is known of what it spreads."""
+    pixels = torch.randn(2, 3, 16, 16)
+    with shapetrace.trace(dims="B=2 T=16 D=24 H=3") as t:
+        pixels.unfold(2, 4, 4).unfold(3, 4, 4).contiguous().view(2, -1, 48)     # (B, ?, ?)
+    assert [d.kind for d in t.diagnostics if d.kind == "nonstandard-head-split"] == []

@@ -133,6 +133,8 @@ def head_split_order(trace: Trace) -> list[Diagnostic]:
             continue
         o = e.outputs[0]
         odd = [lab for axis, lab in zip(o.axes, o.dims) if trace.namer.mix_kind(axis) == "note"]
+        if None in odd:
+            continue   # a split of axes with no name: nothing is known of what it spreads
         if odd and not any(trace.namer.mix_kind(a) == "error" for a in o.axes):
             H, dk = trace.dims.get("H"), trace.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
