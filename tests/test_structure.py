@@ -132,7 +132,7 @@ def _legacy_cache_step(transpose_back: bool):
     prompt = torch.randn(B, T, H * d)
     with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
         past = prompt.view(B, T, H, d).transpose(1, 2)              # (B, H, T, d_k): the cache
-        new = prompt[:, -1:]                                        # (B, T[7:8], D): the step's token
+        new = prompt[:, -1:]                                        # (B, T[-1:], D): the step's token
         key = new.view(B, 1, H, d).permute(0, 2, 3, 1)              # (B, H, d_k, 1)
         stored = past.transpose(-2, -1) if transpose_back else past  # (B, H, d_k, T) or (B, H, T, d_k)
         torch.cat((stored, key), dim=-1)                            # (B, H, d_k, T+1)
@@ -143,7 +143,7 @@ def test_a_join_of_parts_laid_out_differently_is_an_error_naming_both():
     t = _legacy_cache_step(transpose_back=False)
     found = [d for d in t.diagnostics if d.kind == "join-mismatch"]
     assert [(d.severity, d.event) for d in found] == [("error", 5)]
-    assert found[0].message.startswith("cat #5 joins [B=2, H=3, T=8, d_k=8] with [B=2, H=3, d_k=8, T[7:8]=1]: along "
+    assert found[0].message.startswith("cat #5 joins [B=2, H=3, T=8, d_k=8] with [B=2, H=3, d_k=8, T[-1:]=1]: along "
                                        "axis -2 the first holds T and the second d_k.")
 
 
@@ -166,14 +166,14 @@ def test_a_static_cache_is_named_by_what_is_written_into_it():
         by_slice[:, :, 0:T] = k
         by_index = k.new_zeros(B, H, MAX, d)             # (B, H, L, d_k)
         by_index.index_copy_(2, torch.arange(T), k)
-        q = k[:, :, -1:]                                 # (B, H, T[4:5], d_k)
-        q @ by_slice[:, :, :T].transpose(-2, -1)         # (B, H, T[4:5], L[0:5])
+        q = k[:, :, -1:]                                 # (B, H, T[-1:], d_k)
+        q @ by_slice[:, :, :T].transpose(-2, -1)         # (B, H, T[-1:], L[0:5])
         by_index[:, :, :T]                               # (B, H, L[0:5], d_k)
     reads = [e for e in t.events if e.op == "__getitem__"]
     assert [r.inputs[0].dims for r in reads[1:]] == [("B", "H", "L", "d_k")] * 2
     assert [r.output.dims for r in reads[1:]] == [("B", "H", "L[0:5]", "d_k")] * 2
     scores = next(e for e in t.events if e.op == "matmul")
-    assert scores.output.dims == ("B", "H", "T[4:5]", "L[0:5]")
+    assert scores.output.dims == ("B", "H", "T[-1:]", "L[0:5]")
 
 
 def test_an_unnamed_value_written_into_a_buffer_names_nothing():

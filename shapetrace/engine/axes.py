@@ -86,7 +86,10 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     label = namer.label(axis)
     if label is None or label.startswith(MIXED_PREFIX):
         return unknown_axis(size)
-    where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
+    if isinstance(start, int) and start >= 0 and size == 1 and start + 1 == axis.size:
+        where = "-1:"   # the last one: a decode step's token (T[-1:]), whatever the length so far
+    else:
+        where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
     return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
 
 
@@ -489,9 +492,9 @@ def reshape_axes(axes: Sequence[Axis], out_shape: Sequence[int],
         for j, atoms in zip(gj, new):
             role = _carried_role(group_in, atoms)
             result[out_idx[j]] = Axis(atoms, role)
-    # size-1 axes that carry a name (a decode step's T[5:6], B = 1): kept in order, into an output
+    # size-1 axes that carry a name (a decode step's T[-1:], B = 1): kept in order, into an output
     # axis of size 1, else inside the merged axis that holds their neighbour (view(-1, D) on
-    # [B, T[5:6], D] is [B*T[5:6], D]), from where a later split takes them out again
+    # [B, T[-1:], D] is [B*T[-1:], D]), from where a later split takes them out again
     carried_ones = [Axis((atom,)) for a in axes for atom in a.atoms if atom.size == 1 and a.size != 1] + \
         [a for a in axes if a.size == 1 and a.atoms]
     slots = [j for j, s in enumerate(out_sizes) if result[j] is None and s == 1]
