@@ -73,12 +73,20 @@ _SCOPE_ALL = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
 _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
 
 
+_abi_problem: list[str] = []
+
+
 def landlock_abi() -> int:
+    """The kernel's Landlock ABI (0: none, or the bindings could not ask; the reason is kept)."""
+    import ctypes
+
     try:
         from landlock.plumbing import landlock_abi_version
 
+        ctypes.set_errno(0)  # the bindings read errno even on success: a stale one reads as a failure
         return int(landlock_abi_version())
-    except Exception:
+    except Exception as exc:
+        _abi_problem[:] = [f"{type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}"]
         return 0
 
 
@@ -88,7 +96,8 @@ def landlock(readable: list[str]) -> list[str]:
 
     abi = landlock_abi()
     if abi < 1:
-        return ["Landlock (the kernel has none): files outside the sandbox's mounts are not fenced twice"]
+        why = _abi_problem[0] if _abi_problem else "the kernel has none"
+        return [f"Landlock ({why}): files outside the sandbox's mounts are not fenced twice"]
     from landlock.plumbing import PathBeneathAttr, get_add_rule, get_create_ruleset, get_prctl, get_restrict_self
 
     class Attr(ctypes.Structure):
@@ -97,7 +106,10 @@ def landlock(readable: list[str]) -> list[str]:
     attr = Attr(_FS_BY_ABI.get(abi, (1 << 16) - 1), _NET_ALL if abi >= 4 else 0, _SCOPE_ALL if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     try:
-        fd = get_create_ruleset()(ctypes.byref(attr), size, 0)
+        from landlock.plumbing import RulesetAttr
+
+        ctypes.set_errno(0)  # see landlock_abi
+        fd = get_create_ruleset()(ctypes.cast(ctypes.pointer(attr), ctypes.POINTER(RulesetAttr)), size, 0)
         for path in readable:
             try:
                 target = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -105,10 +117,13 @@ def landlock(readable: list[str]) -> list[str]:
                 continue
             try:
                 rights = _FS_READ if os.path.isdir(path) else _FILE_READ
+                ctypes.set_errno(0)
                 get_add_rule()(fd, 1, ctypes.byref(PathBeneathAttr(rights, target)), 0)
             finally:
                 os.close(target)
+        ctypes.set_errno(0)
         get_prctl()(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        ctypes.set_errno(0)
         get_restrict_self()(fd, 0)
         os.close(fd)
     except Exception as exc:

@@ -144,7 +144,7 @@ def bwrap_argv(learner_file: str | None) -> list[str]:
         argv += ["--setenv", name, value]
     for root in roots:
         argv += ["--ro-bind", root, root]
-    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin")):
+    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
         if os.path.islink(link) and not _inside(link, roots):
             argv += ["--symlink", target, link]
     if os.path.exists("/etc/ld.so.cache"):
@@ -155,7 +155,9 @@ def bwrap_argv(learner_file: str | None) -> list[str]:
                 ["--ro-bind", "/dev/null", path]
     if learner_file:
         argv += ["--ro-bind", learner_file, learner_file]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", "/"]
+    # /tmp: a private tmpfs (ctypes' library lookup needs one while the layers load); Landlock then
+    # closes it with everything else
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/"]
     return argv
 
 

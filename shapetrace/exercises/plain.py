@@ -1,8 +1,9 @@
 """Values as bounded plain data: a JSON description plus raw bytes (no pickle, no zip, no code).
 
 This is the only way values cross between the checker and its child, in both directions. A tensor is
-described by its dtype, shape, stride and storage offset, and carried as the raw bytes of the storage
-span it reaches: the reader rebuilds it with ``torch.frombuffer`` and ``as_strided``, after checking
+described by its dtype, shape, stride and storage offset, and its storage is carried once as raw bytes
+(tensors that share memory share it on arrival): the reader rebuilds it with ``torch.frombuffer`` and
+``as_strided``, after checking
 every number against hard caps (dimensions, elements, bytes, dtypes from a fixed list). Nothing is
 decompressed and nothing is imported or called by name, so a forged description is refused, never run.
 
@@ -11,8 +12,6 @@ at most :data:`MAX_DEPTH` deep. Anything else is described by its type name only
 """
 
 from __future__ import annotations
-
-import math
 
 #: dtypes a tensor may have on the wire, with their element sizes.
 DTYPES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
@@ -23,6 +22,9 @@ MAX_DEPTH = 3
 MAX_TEXT = 4000
 #: The most bytes one message's tensors may carry (the large memory probe has its own, planned, size).
 MAX_TENSOR_BYTES = 8 << 20
+#: Storages in one message, and bytes of its JSON part.
+MAX_STORAGES = 64
+MAX_JSON = 1 << 20
 
 
 class NotPlain(ValueError):
@@ -36,8 +38,35 @@ def _span(shape: list[int], stride: list[int], offset: int) -> int:
     return offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride))
 
 
-def describe(value, out: list[bytes], depth: int = 0) -> dict:
-    """The description of ``value``; tensor bytes are appended to ``out`` (child and parent side)."""
+class Storages:
+    """The storages a message's tensors live in, each sent once: tensors that share memory in the sender
+    share it in the receiver, so "this output is a view of its input" is decided from layouts, not claims."""
+
+    def __init__(self):
+        self.index: dict[int, int] = {}
+        self.chunks: list[bytes] = []
+        self.total = 0
+
+    def add(self, t) -> int | None:
+        """The number of ``t``'s storage in this message (None: over the byte cap)."""
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key in self.index:
+            return self.index[key]
+        nbytes = storage.nbytes()
+        if self.total + nbytes > MAX_TENSOR_BYTES:
+            return None
+        import torch
+
+        raw = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes() if nbytes else b""
+        self.index[key] = len(self.chunks)
+        self.chunks.append(raw)
+        self.total += nbytes
+        return self.index[key]
+
+
+def describe(value, out: Storages, depth: int = 0) -> dict:
+    """The description of ``value``; tensor storages are added to ``out`` (child and parent side)."""
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -55,42 +84,40 @@ def describe(value, out: list[bytes], depth: int = 0) -> dict:
     return {"other": type(value).__name__[:100]}
 
 
-def _describe_tensor(t, out: list[bytes]) -> dict:
+def _describe_tensor(t, out: Storages) -> dict:
     import torch
 
     t = t.detach()
     if type(t) is not torch.Tensor:
         t = t.as_subclass(torch.Tensor)
     dtype = str(t.dtype).removeprefix("torch.")
-    if dtype not in DTYPES or t.device.type != "cpu" or t.is_sparse or t.dim() > MAX_DIMS:
+    if dtype not in DTYPES or t.device.type != "cpu" or t.layout != torch.strided or t.dim() > MAX_DIMS:
         return {"other": f"tensor {dtype}"}
-    shape, stride, offset = list(t.shape), list(t.stride()), int(t.storage_offset())
-    span, size = _span(shape, stride, offset), DTYPES[dtype]
-    if (span - offset) * size > MAX_TENSOR_BYTES:
-        return {"other": f"tensor {dtype} of {(span - offset) * size} bytes"}
-    flat = t.as_strided((span - offset,), (1,), offset) if span > offset else t.new_empty(0)
-    raw = flat.contiguous().view(torch.uint8).numpy().tobytes()
-    out.append(raw)
-    return {"tensor": dtype, "shape": shape, "stride": stride, "offset": 0, "nbytes": len(raw)}
+    where = out.add(t)
+    if where is None:
+        return {"other": f"tensor {dtype} of {t.untyped_storage().nbytes()} bytes"}
+    return {"tensor": dtype, "shape": list(t.shape), "stride": list(t.stride()),
+            "offset": int(t.storage_offset()), "storage": where}
 
 
-def encode(value) -> tuple[dict, bytes]:
-    """``(description, body)`` for ``value``."""
-    chunks: list[bytes] = []
-    desc = describe(value, chunks)
-    return desc, b"".join(chunks)
 
 
-class _Body:
-    def __init__(self, body: bytes, limit: int):
-        self.body, self.at, self.limit = memoryview(body), 0, limit
+class _Received:
+    """The storages of a received message, rebuilt once each from their byte counts and the body."""
 
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.at + n > len(self.body) or self.at + n > self.limit:
-            raise NotPlain("a tensor's bytes are missing or over the cap")
-        raw = bytes(self.body[self.at:self.at + n])
-        self.at += n
-        return raw
+    def __init__(self, sizes, body: bytes, limit: int):
+        if not isinstance(sizes, list) or len(sizes) > MAX_STORAGES:
+            raise NotPlain("not a list of storages")
+        sizes = [_int(n, 0, limit) for n in sizes]
+        if sum(sizes) != len(body) or sum(sizes) > limit:
+            raise NotPlain("the storages' bytes are missing or over the cap")
+        import torch
+
+        self.bases, at = [], 0
+        for n in sizes:
+            raw = bytearray(body[at:at + n])
+            at += n
+            self.bases.append(torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8))
 
 
 def _int(x, low: int = 0, high: int = 1 << 40) -> int:
@@ -99,7 +126,7 @@ def _int(x, low: int = 0, high: int = 1 << 40) -> int:
     return x
 
 
-def _rebuild_tensor(desc: dict, body: _Body):
+def _rebuild_tensor(desc: dict, got: _Received):
     import torch
 
     dtype = desc.get("tensor")
@@ -111,21 +138,14 @@ def _rebuild_tensor(desc: dict, body: _Body):
     shape = [_int(n, 0, 1 << 31) for n in shape]
     stride = [_int(s, 0, 1 << 40) for s in stride]
     offset = _int(desc.get("offset", 0))
-    nbytes = _int(desc.get("nbytes"), 0, body.limit)
-    size = DTYPES[dtype]
-    if math.prod(shape) * size > body.limit or nbytes % size:
-        raise NotPlain("a tensor over the cap")
-    if _span(shape, stride, offset) * size > nbytes:
-        raise NotPlain("a tensor whose layout reaches past its bytes")
-    raw = bytearray(body.take(nbytes))
-    dt = getattr(torch, dtype)
-    flat = torch.frombuffer(raw, dtype=dt) if raw else torch.empty(0, dtype=dt)
+    where = _int(desc.get("storage"), 0, len(got.bases) - 1) if got.bases else None
+    if where is None:
+        raise NotPlain("a tensor without a storage")
+    base, size = got.bases[where], DTYPES[dtype]
+    if base.numel() % size or _span(shape, stride, offset) * size > base.numel():
+        raise NotPlain("a tensor whose layout reaches past its storage")
+    flat = base.view(getattr(torch, dtype))
     return flat.as_strided(shape, stride, offset)
-
-
-def decode(desc, body: bytes, limit: int = MAX_TENSOR_BYTES, depth: int = 0):
-    """The value a description names; :class:`NotPlain` for anything this module would not write."""
-    return _decode(desc, body if isinstance(body, _Body) else _Body(body, limit), depth)
 
 
 class Unsendable:
@@ -138,7 +158,7 @@ class Unsendable:
         return f"<{self.type_name}>"
 
 
-def _decode(desc, body: _Body, depth: int):
+def _decode(desc, body: _Received, depth: int):
     if not isinstance(desc, dict) or len(desc) not in range(1, 6):
         raise NotPlain("not a value description")
     if "tensor" in desc:
@@ -171,17 +191,36 @@ def _decode(desc, body: _Body, depth: int):
     raise NotPlain("not a value description")
 
 
-def pack_frame_body(parts: dict) -> tuple[dict, bytes]:
-    """Several named values in one frame: ``({name: description}, body)``."""
-    chunks: list[bytes] = []
-    descs = {k: describe(v, chunks) for k, v in parts.items()}
-    return descs, b"".join(chunks)
+def pack(values: dict, facts: dict | None = None) -> bytes:
+    """One message: named values (tensors share storages) and JSON facts, as bytes.
+
+    Layout: 4-byte length, a JSON object ``{"values": {name: description}, "storages": [byte counts],
+    "facts": {...}}``, then the storages' bytes in order.
+    """
+    import json
+
+    storages = Storages()
+    descs = {str(k): describe(v, storages) for k, v in values.items()}
+    text = json.dumps({"values": descs, "storages": [len(c) for c in storages.chunks], "facts": facts or {}},
+                      default=str).encode()
+    return len(text).to_bytes(4, "big") + text + b"".join(storages.chunks)
 
 
-def unpack_frame_body(descs, body: bytes, limit: int = MAX_TENSOR_BYTES) -> dict:
-    """The named values of :func:`pack_frame_body`, in the same order."""
-    if not isinstance(descs, dict):
-        raise NotPlain("not a set of values")
-    reader = _Body(body, limit)
-    return {str(k): _decode(d, reader, 0) for k, d in descs.items()}
+def unpack(body: bytes, limit: int = MAX_TENSOR_BYTES) -> tuple[dict, dict]:
+    """``(values, facts)`` of :func:`pack`; :class:`NotPlain` for anything it would not write."""
+    import json
 
+    if len(body) < 4:
+        raise NotPlain("a message without its length")
+    n = int.from_bytes(body[:4], "big")
+    if n > MAX_JSON or 4 + n > len(body):
+        raise NotPlain("a message whose description is over the cap")
+    try:
+        head = json.loads(body[4:4 + n])
+    except (ValueError, RecursionError):
+        raise NotPlain("a description that is not JSON") from None
+    if not isinstance(head, dict) or not isinstance(head.get("values"), dict):
+        raise NotPlain("not a message")
+    got = _Received(head.get("storages"), body[4 + n:], limit)
+    facts = head.get("facts") if isinstance(head.get("facts"), dict) else {}
+    return {str(k): _decode(d, got, 0) for k, d in head["values"].items()}, facts
