@@ -140,7 +140,7 @@ def main() -> int:
 
 
 def _probe(meta: dict, channel: Channel):
-    """The large input and a raw sender, built before the lockdown (None for an exercise without one)."""
+    """The large input and a raw sender, built before the sandbox closes (None for an exercise without one)."""
     if not meta.get("probe"):
         return None
     from shapetrace.exercises.probe import probe_inputs, sender
