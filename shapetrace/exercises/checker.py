@@ -13,9 +13,11 @@ or floods becomes a verdict for the case it was running; a checker that cannot e
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import secrets
 import signal
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -180,11 +182,28 @@ def unverified(verdict: dict, missing: list[str]) -> dict:
                 explanation=[f"missing: {m}" for m in missing] + list(verdict.get("explanation") or []))
 
 
+#: The largest learner file the checker reads (a lesson answer is a few hundred bytes).
+MAX_SOURCE_BYTES = 1 << 20
+
+
 def _read_source(job: Job) -> str:
+    """The learner's file: a regular file, opened without blocking (a FIFO never hangs the checker), capped."""
     try:
-        return Path(job.file).read_text(encoding="utf-8", errors="replace")
+        fd = os.open(job.file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckerError(f"{job.file} is not a regular file")
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise CheckerError(f"{job.file} holds {st.st_size} bytes; the checker reads up to {MAX_SOURCE_BYTES}")
+        data = os.read(fd, MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return data[:MAX_SOURCE_BYTES].decode("utf-8", errors="replace")
 
 
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
