@@ -133,7 +133,11 @@ def main() -> int:
     if probe is not None:  # the kernel's cap decides "no extra copy": what is held now + allowed + slack
         memory = min(memory, int(meta["probe"]["allow_bytes"]) + int(meta["probe"]["slack_bytes"]))
     used = resource.getrusage(resource.RUSAGE_SELF)
-    missing = confine(list(meta["readable"]), memory, int(used.ru_utime + used.ru_stime) + int(meta["cpu_seconds"]))
+    from shapetrace.exercises.confine import LAYERS
+
+    layers = [name for name in LAYERS if name in meta.get("layers", LAYERS)]
+    missing = confine(list(meta["readable"]), memory, int(used.ru_utime + used.ru_stime) + int(meta["cpu_seconds"]),
+                      layers)
     channel.send({"kind": "ready", "missing": missing})
     _check(channel, meta, cases, source, probe)
     return 0

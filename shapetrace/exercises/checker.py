@@ -37,6 +37,10 @@ PARALLEL = 2
 _JUDGE_LOCK = threading.Lock()
 
 
+#: Every layer of the sandbox: bubblewrap, then what the child puts on itself (:data:`.confine.LAYERS`).
+ALL_LAYERS = ("bwrap", "dumpable", "rlimits", "landlock", "seccomp")
+
+
 class CheckerError(ShapetraceError):
     """The checker itself failed (not the learner's code): no verdict, nothing recorded."""
 
@@ -57,10 +61,11 @@ def _probe_seed(seed: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int) -> dict:
+def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int, layers=ALL_LAYERS) -> dict:
     """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
-            "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width}
+            "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
+            "layers": [name for name in layers if name != "bwrap"]}
 
 
 def _case_request(cases: list) -> tuple[list[dict], bytes]:
@@ -207,11 +212,13 @@ def _read_source(job: Job) -> str:
 
 
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
-              memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None) -> dict:
+              memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None,
+              layers: tuple[str, ...] = ALL_LAYERS) -> dict:
     """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run.
 
     The inputs are drawn here and sent as values (the seed never leaves this process); the child
-    starts, and this process loads the reference while the child imports torch.
+    starts, and this process loads the reference while the child imports torch. ``layers``: the tests
+    of each layer turn the others off (a pass is then ``unverified``); the commands never do.
     """
     from shapetrace.exercises.content import load
 
@@ -220,19 +227,19 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     source = _read_source(job)
     seed = secrets.randbits(63) if seed is None else seed
     if ex.kind == "test":
-        return _check_test(ex, job, source, seed, time_limit, max(memory_mb, MIN_MEMORY_MB), width)
+        return _check_test(ex, job, source, seed, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers)
     from shapetrace.exercises import inputs as inp
     from shapetrace.exercises.probe import plan
     from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
 
     cases = inp.draw(ex.inputs, random.Random(seed))
     probe = plan(ex)  # the child's memory cap, known without running the reference
-    meta = _request(job, source, ex, time_limit, max(memory_mb, MIN_MEMORY_MB), width)
+    meta = _request(job, source, ex, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers)
     meta["cases"], body = _case_request(cases)
     if probe is not None:
         probe = dict(probe, seed=_probe_seed(seed))
     meta["probe"] = probe
-    proc = start_child(meta, body, time_limit, len(cases) + 1)
+    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers)
     try:
         with _JUDGE_LOCK:
             judge = _prepare(ex, job, source, cases, probe)
@@ -261,17 +268,18 @@ def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):
 TEST_RUNS = 3
 
 
-def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: int, width: int) -> dict:
+def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: int, width: int,
+                layers=ALL_LAYERS) -> dict:
     """A learner-written test: one fresh child per implementation, none told which one it holds."""
     from shapetrace.exercises.sandbox import run_child
     from shapetrace.exercises.testjudge import TestJudge
 
     judge = TestJudge(ex, job.file, seed, source)
-    meta = _request(job, source, ex, limit, memory_mb, width)
+    meta = _request(job, source, ex, limit, memory_mb, width, layers)
     meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        runs = list(pool.map(lambda impl: run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1),
-                             judge.cases))
+        runs = list(pool.map(lambda impl: run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1,
+                                                     "bwrap" in layers), judge.cases))
     missing = list(dict.fromkeys(m for run in runs for m in run.missing))
     if not all(run.ready for run in runs):
         raise _not_started(next(run for run in runs if not run.ready), memory_mb)

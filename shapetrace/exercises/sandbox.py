@@ -176,13 +176,17 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
     threading.Thread(target=write, daemon=True).start()
 
 
-def start_child(meta: dict, body: bytes, limit: float, phases: int) -> subprocess.Popen:
+def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> subprocess.Popen:
     """Start the child in the sandbox and send it ``meta`` (JSON) and ``body`` (plain values).
 
     ``meta`` gets ``readable`` (the Landlock rules) and ``cpu_seconds``; the layers the parent could not
-    set up are kept on the process as ``proc.missing``.
+    set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
+    alone) starts the child without bubblewrap, and says so in ``missing``.
     """
-    argv, missing = isolation.command(None)
+    if bwrap:
+        argv, missing = isolation.command(None)
+    else:
+        argv, missing = isolation.python_argv(), ["bubblewrap (turned off for this check)"]
     cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
     meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -218,6 +222,6 @@ def stop_child(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_child(meta: dict, body: bytes, limit: float, phases: int) -> ChildRun:
+def run_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> ChildRun:
     """Start the child and read it to the end; always killed and reaped."""
-    return finish_child(start_child(meta, body, limit, phases), limit, phases)
+    return finish_child(start_child(meta, body, limit, phases, bwrap), limit, phases)
