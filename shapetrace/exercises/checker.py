@@ -124,8 +124,11 @@ def _decide(judge, run, cases, limit: float):
         try:
             if kind == "loaded":
                 loaded = _learned(frame.body)
-            elif kind == "case" and isinstance(frame.header.get("case"), int):
-                results[frame.header["case"]] = _learned(frame.body)
+            elif kind == "case" and frame.header.get("case") in range(len(cases)):
+                got = _learned(frame.body)
+                if len(got.args) != len(cases[frame.header["case"]].args):
+                    raise _Unreadable("a result without the arguments the function was called with")
+                results[frame.header["case"]] = got
         except _Unreadable as exc:
             return judge.verdict("crash", "the checker could not read back what your function returned",
                                  explanation=[str(exc)])
