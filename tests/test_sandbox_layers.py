@@ -70,7 +70,8 @@ def attacks(t: Targets) -> dict[str, str]:
         "signal": f"import os, signal\nos.kill({t.me}, signal.SIGWINCH)",
         "fork": "import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)",
         "memory": "import torch\nbig = torch.ones(6 * 2**30 // 4)",
-        "proc-mem": f"fh = open('/proc/{t.me}/mem', 'rb')\nfh.seek(0x400000)\nfh.read(16)",
+        "proc-mem": f"fh = open('/proc/{t.me}/mem', 'rb')\n"
+                    f"fh.seek(int(open('/proc/{t.me}/maps').readline().split('-')[0], 16))\nfh.read(16)",
     }
 
 
