@@ -199,3 +199,61 @@ def test_seccomp_alone_refuses_fork_sockets_and_signals(runs):
 def test_rlimits_alone_cap_memory(runs):
     v = _ran(runs, "memory", RLIMITS)[0]
     assert v["verdict"] == "crash" and "can't allocate memory" in " ".join([v["summary"], *v["explanation"]]), v
+
+
+# -- the child tree dies with the checker ----------------------------------------------------------------
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    loop = tmp_path / "loop.py"
+    loop.write_text("import threading\ndef split_heads(x, heads):\n"
+                    "    threading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()\n"
+                    "    while True:\n        pass\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "exercise", "check", "split-heads", "--file",
+                             str(loop), "--time-limit", "60"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    tree: set[int] = set()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(tree) < 2:  # bubblewrap and the interpreter inside it
+        time.sleep(0.5)
+        tree = {p for p in _descendants(proc.pid) if _alive(p)}
+    assert len(tree) >= 2, "the sandbox never started"
+    time.sleep(3)  # the learner's loop is running now
+    tree |= _descendants(proc.pid)
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+        time.sleep(0.2)
+    assert [p for p in tree if _alive(p)] == [], f"{sig!r}: the sandbox outlived the checker"
