@@ -257,3 +257,20 @@ def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
     while time.monotonic() < deadline and any(_alive(p) for p in tree):
         time.sleep(0.2)
     assert [p for p in tree if _alive(p)] == [], f"{sig!r}: the sandbox outlived the checker"
+
+
+def test_without_bubblewrap_a_pass_is_shown_but_never_recorded(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    sol = CURRICULUM.exercise("head-dim").solution
+    env = {"SHAPETRACE_NO_BWRAP": "1", "SHAPETRACE_STATE_DIR": str(tmp_path / "state")}
+    r = run_cli("exercise", "check", "head-dim", "--file", str(sol), "--json", env=env, timeout=300)
+    assert r.returncode == 1, r.stderr
+    v = json.loads(r.stdout)
+    assert v["verdict"] == "unverified"
+    assert v["summary"].endswith("; not recorded: the sandbox ran without bubblewrap turned off "
+                                 "(SHAPETRACE_NO_BWRAP=1)")
+    entry = json.loads((tmp_path / "state" / "progress.json").read_text())["exercises"]["head-dim"]
+    assert entry["last_verdict"] == "unverified" and "ever_passed" not in entry
