@@ -8,8 +8,12 @@ into which only these are bound, read-only:
 * the folders of ``sys.path`` that hold packages (torch, numpy, rich...), with every path the
   checker protects masked by an empty read-only tmpfs where it falls inside one: the shapetrace
   package itself, the lessons, the progress folder;
-* the learner's own file, alone;
-* a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes), a minimal ``/dev``.
+* a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes), a minimal ``/dev``,
+  and a private ``/tmp`` (a tmpfs that ctypes' library lookup needs while the layers load; Landlock
+  closes it with everything else).
+
+The learner's file is not bound: its text arrives over standard input with the request, so the child
+holds its own copy and has nothing to map back to the learner's real file.
 
 The child sees none of the lessons, solutions, broken versions, package data or progress: its own
 modules (the worker, the tracer) come over its standard input as source text and load from memory,
