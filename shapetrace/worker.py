@@ -1,22 +1,20 @@
-"""The checker's child process: ``python -m shapetrace.worker REQUEST.json``.
+"""The checker's child process: started by :mod:`shapetrace.exercises.sandbox`, never by hand.
 
-An entry point, like ``__main__.py`` (so it sits at the top, above every layer). It decides nothing:
-it loads the learner's file, calls the function on the inputs the parent drew, and sends back plain
-data (tensors, numbers, text) as frames on a private channel (see :mod:`shapetrace.exercises.frames`).
-The parent, which never imports the learner's code, loads the tensors with ``weights_only`` and judges.
-
-Before the learner's file is read, the child locks itself down for good
-(:func:`shapetrace.exercises.lockdown.lock_down`): hard limits, no capabilities, no new processes,
-no file writes, and no reading of the reference solutions (a try is reported as giving up).
+An entry point, like ``__main__.py`` (so it sits at the top, above every layer). It decides nothing.
+It arrives as source text over its standard input (:data:`shapetrace.exercises.isolation.BOOT`),
+inside a bubblewrap sandbox, and reads its request from the same pipe: the learner's source, the
+inputs the parent drew (plain values, :mod:`shapetrace.exercises.plain`: no seed, no pickle), and the
+folders it may read. It imports what it needs, then puts the kernel's layers on itself for good
+(:func:`shapetrace.exercises.confine.confine`: Landlock, seccomp, rlimits), reports which layers did
+not take hold, and only then runs the learner's file. What comes back is plain data on a private
+channel; the parent judges.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import linecache
 import os
-import signal
 import sys
 
 
@@ -24,21 +22,16 @@ class Channel:
     """Frames to the parent on a file descriptor the learner's prints never reach."""
 
     def __init__(self, fd: int):
-        self.fd = fd
-
-    def send(self, header: dict, body: dict | None = None) -> None:
         from shapetrace.exercises.frames import encode
+        from shapetrace.exercises.plain import pack
 
-        data = b""
-        if body is not None:
-            import torch
+        self.fd, self._encode, self._pack, self._write = fd, encode, pack, os.write  # bound before learner code
 
-            buf = io.BytesIO()
-            torch.save(body, buf)
-            data = buf.getvalue()
-        view = memoryview(encode(header, data))
+    def send(self, header: dict, values: dict | None = None, facts: dict | None = None) -> None:
+        data = self._pack(values or {}, facts) if values is not None or facts is not None else b""
+        view = memoryview(self._encode(header, data))
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[self._write(self.fd, view):]
 
 
 def _private_channel() -> Channel:
@@ -48,16 +41,25 @@ def _private_channel() -> Channel:
     return Channel(fd)
 
 
-def _plain(value):
-    """A plain tensor, int, float, bool, str or None that ``torch.load(weights_only=True)`` accepts."""
-    import torch
+def _read_exact(n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit(3)
+        data += chunk
+    return bytes(data)
 
-    if isinstance(value, torch.Tensor):
-        t = value.detach()
-        return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
-    if value is None or type(value) in (int, float, bool, str):
-        return value
-    return None
+
+def read_request() -> tuple[dict, dict]:
+    """The request on standard input: ``(meta, values)``; the pipe is closed afterwards."""
+    from shapetrace.exercises.plain import unpack
+
+    meta = json.loads(_read_exact(int.from_bytes(_read_exact(8), "big")))
+    body = _read_exact(int.from_bytes(_read_exact(8), "big"))
+    os.close(0)
+    values = unpack(body, limit=64 << 20)[0] if body else {}
+    return meta, values
 
 
 def _describe(value) -> str:
@@ -66,11 +68,15 @@ def _describe(value) -> str:
     return short(value)
 
 
+def _storages(args) -> list[int]:
+    return [a.untyped_storage().data_ptr() if hasattr(a, "untyped_storage") else 0 for a in args]
+
+
 def _run_case(fn, args, names, dims, path, limit, width):
     from shapetrace.exercises.calls import CheckTimeout, call, start_clock, stop_clock
     from shapetrace.exercises.facts import learner_facts
 
-    timed_out = False
+    timed_out, before = False, _storages(args)
     try:
         start_clock(limit)
         got = call(fn, args, names, dims, path=path)
@@ -84,51 +90,66 @@ def _run_case(fn, args, names, dims, path, limit, width):
 
     facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
     facts["table"] = trace_table(got.trace, width)
-    return {"value": _plain(got.value), "args": [_plain(a) for a in args],
-            "facts": json.dumps(facts, default=str)}
+    facts["swapped"] = [i for i, (a, b) in enumerate(zip(before, _storages(args))) if a != b]
+    return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str))
 
 
-def main(argv: list[str]) -> int:
-    import torch
+def _preload() -> None:
+    """Import everything the check needs while files may still be read."""
+    import random  # noqa: F401
 
-    with open(argv[1], encoding="utf-8") as fh:
-        meta = json.load(fh)
-    channel = _private_channel()
-    torch.set_num_threads(1)
-    import random
+    import numpy  # noqa: F401  (the probe's sender hands torch's memory to os.write through numpy)
 
-    from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401  (before the lockdown)
-    from shapetrace.exercises import calls, facts, frames, judge  # noqa: F401
-    from shapetrace.exercises.inputs import draw
-    from shapetrace.exercises.lockdown import lock_down
+    from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401
+    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain  # noqa: F401
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
-    cases = [] if meta.get("kind") == "test" else draw(meta["inputs"], random.Random(int(meta["seed"])))
+    confine.preload()
+
+
+def main() -> int:
+    import resource
+
+    meta, values = read_request()
+    channel = _private_channel()
+    import torch
+
+    torch.set_num_threads(1)
+    _preload()
+    from shapetrace.exercises.confine import confine
+    from shapetrace.exercises.inputs import Inputs
+
+    cases = [Inputs(c["case"], list(values[f"case{i}"]), c["names"], c["dims"], c["sizes"])
+             for i, c in enumerate(meta.get("cases") or [])]
     probe = _probe(meta, channel)
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools before threads are refused
-    path = meta["path"]
-    source = meta["source"]
+    path, source = meta["path"], meta["source"]
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    import signal
+
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     memory = int(meta["memory_bytes"])
     if probe is not None:  # the kernel's cap decides "no extra copy": what is held now + allowed + slack
         memory = min(memory, int(meta["probe"]["allow_bytes"]) + int(meta["probe"]["slack_bytes"]))
-    lock_down(memory, meta["protected"], on_peek=lambda p: channel.send({"kind": "peek", "path": p}))
-    channel.send({"kind": "ready"})
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    from shapetrace.exercises.confine import LAYERS
+
+    layers = [name for name in LAYERS if name in meta.get("layers", LAYERS)]
+    missing = confine(list(meta["readable"]), memory, int(used.ru_utime + used.ru_stime) + int(meta["cpu_seconds"]),
+                      layers)
+    channel.send({"kind": "ready", "missing": missing})
     _check(channel, meta, cases, source, probe)
     return 0
 
 
 def _probe(meta: dict, channel: Channel):
-    """The large input and a raw sender, built before the lockdown (None for an exercise without one)."""
+    """The large input and a raw sender, built before the sandbox closes (None for an exercise without one)."""
     if not meta.get("probe"):
         return None
-    import numpy  # noqa: F401  (the sender hands torch's memory to os.write through numpy)
-
     from shapetrace.exercises.probe import probe_inputs, sender
 
-    inputs = probe_inputs(meta["inputs"], int(meta["seed"]))
+    inputs = probe_inputs(meta["inputs"], int(meta["probe"]["seed"]))
     return (inputs, *sender(channel.fd), dict(meta["probe"]))
 
 
@@ -159,69 +180,85 @@ def _run_probe(channel: Channel, fn, probe, case: int, path: str, limit: float) 
         return
     facts = load_facts(got, path, timed_out)
     facts["short"] = _describe(value) if not got.raised else ""
-    fail(case, json.dumps(facts, default=str))
+    fail(case, json.loads(json.dumps(facts, default=str)))
 
 
-def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -> None:
-    from shapetrace.exercises.calls import CheckTimeout, LoadFailure, function_from_file, start_clock, stop_clock
+def _load(channel: Channel, meta: dict, source: str):
+    """The learner's function, or None after reporting why it could not be loaded."""
+    from shapetrace.exercises.calls import (
+        CheckTimeout,
+        LoadFailure,
+        Outcome,
+        function_from_file,
+        learner_frame,
+        start_clock,
+        stop_clock,
+    )
     from shapetrace.exercises.facts import load_facts
 
-    path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
-    run_probe = _run_probe  # bound before the learner's file runs and could rebind the module's names
+    path, limit = meta["path"], float(meta["time_limit"])
     channel.send({"kind": "start", "case": -1})
     try:
         start_clock(limit)
         fn = function_from_file(source, path, meta["function"])
     except LoadFailure as failure:
         stop_clock()
-        channel.send({"kind": "loaded"}, {"facts": json.dumps(load_facts(failure.outcome, path), default=str)})
-        return
+        channel.send({"kind": "loaded"}, facts=json.loads(json.dumps(load_facts(failure.outcome, path), default=str)))
+        return None
     except CheckTimeout as exc:
         stop_clock()
-        from shapetrace.exercises.calls import Outcome, learner_frame
-
         out = Outcome(exc=exc, frame=learner_frame(exc, path))
-        channel.send({"kind": "loaded"}, {"facts": json.dumps(load_facts(out, path, timed_out=True))})
-        return
+        channel.send({"kind": "loaded"}, facts=load_facts(out, path, timed_out=True))
+        return None
     stop_clock()
     channel.send({"kind": "loaded"})
+    return fn
+
+
+def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -> None:
+    path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
+    run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
+    fn = _load(channel, meta, source)
+    if fn is None:
+        return
     if meta.get("kind") == "test":
-        _run_tests(channel, fn, meta, path, limit)
+        run_tests(channel, fn, meta, path, limit)
         return
     if probe is not None:  # first, while the address space is as the cap was measured
         run_probe(channel, fn, probe, len(cases), path, limit)
         probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
-        channel.send({"kind": "case", "case": i}, body)
+        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width)
+        channel.send({"kind": "case", "case": i}, values, facts)
 
 
 def _implementation(code: str, subjects: list[str]) -> list:
-    """The functions one implementation (lesson code the parent sent) defines, in the subjects' order."""
-    namespace: dict = {}
+    """The functions of the one implementation this child holds, under a neutral file name."""
+    namespace: dict = {"__name__": "implementation"}
     exec(compile(code, "<implementation under test>", "exec"), namespace)
     return [namespace[name] for name in subjects]
 
 
 def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float) -> None:
-    """Call the learner's test once per implementation; report only whether it raised, and what."""
+    """Call the learner's test ``runs`` times on the one implementation; report whether it raised, and what."""
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
 
-    for i, code in enumerate(meta["implementations"]):
+    code, subjects = meta["implementation"], meta["subjects"]
+    for i in range(int(meta["runs"])):
         channel.send({"kind": "start", "case": i})
         try:
             start_clock(limit)
-            got, timed_out = call(fn, _implementation(code, meta["subjects"]), [], {}, path=path, traced=False), False
+            got, timed_out = call(fn, _implementation(code, subjects), [], {}, path=path, traced=False), False
         except CheckTimeout as exc:
             got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
         finally:
             stop_clock()
         facts = load_facts(got, path, timed_out)
         facts["returned"] = None if got.value is None else type(got.value).__name__
-        channel.send({"kind": "case", "case": i}, {"facts": json.dumps(facts, default=str)})
+        channel.send({"kind": "case", "case": i}, facts=json.loads(json.dumps(facts, default=str)))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -152,7 +152,8 @@ def test_endless_loop_times_out_quickly(hostile):
     assert v["verdict"] == "timeout"
     assert v["summary"] == "your function ran for more than 2 s and was stopped"
     assert v["line"] in (4, 5)
-    assert elapsed < 60
+    # the whole fixture (16 files, 2 at a time, each starting a sandbox and importing torch, 7 cases each)
+    assert elapsed < 8 * len(hostile[0]), elapsed
 
 
 def test_huge_allocation_is_out_of_memory(hostile):

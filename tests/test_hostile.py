@@ -37,7 +37,7 @@ import os
 from shapetrace.exercises.frames import encode
 def split_heads(x, heads):
     flood = encode({"kind": "ready"}) * 20000
-    for fd in range(3, 64):
+    for fd in range(0, 64):
         try:
             os.write(fd, flood)
         except OSError:
@@ -141,7 +141,9 @@ def split_heads(x, heads):
     "ctypes-fork": '''
 import ctypes
 def split_heads(x, heads):
-    ctypes.CDLL(None).fork()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.fork() < 0:
+        raise BlockingIOError(ctypes.get_errno(), "fork refused")
 ''' + RIGHT,
     "writes-files": '''
 def split_heads(x, heads):
@@ -214,11 +216,15 @@ def test_a_flood_of_frames_is_cut_off(verdicts):
     assert v["explanation"] == ["more than 64 frames"]
 
 
-def test_reading_the_solution_is_giving_up(verdicts):
-    for name in ("reads-solution", "lists-lessons"):
-        v = verdicts[0][name]
-        assert v["verdict"] == "gave-up", v
-        assert v["summary"] == "your file read the reference solution, and that counts as giving up"
+def test_the_solutions_and_lessons_are_not_there(verdicts):
+    """The sandbox's file system holds no lessons: a file that reads a solution or lists the lessons
+    finds nothing (the folder is not mounted, or masked by an empty read-only tmpfs)."""
+    v = verdicts[0]["reads-solution"]
+    assert v["verdict"] == "crash", v
+    assert v["summary"].startswith("your function raised FileNotFoundError: [Errno 2] No such file or directory: "), v
+    v = verdicts[0]["lists-lessons"]
+    assert v["verdict"] == "crash", v
+    assert v["summary"].startswith("your function raised FileNotFoundError"), v
 
 
 def test_memory_cap_cannot_be_lifted(verdicts):
@@ -246,7 +252,8 @@ def test_no_process_can_be_started(verdicts, name):
 def test_files_cannot_be_written(verdicts):
     v = verdicts[0]["writes-files"]
     assert v["verdict"] == "crash"
-    assert v["summary"] == "your function raised PermissionError: the checker does not let your function write files"
+    assert v["summary"] == ("your function raised PermissionError: [Errno 13] Permission denied: "
+                            "'/tmp/shapetrace-hostile-write.txt'"), v
 
 
 def test_head_dim_remainder_one_is_checked(verdicts):
@@ -324,7 +331,7 @@ def split_heads(x, heads):
     return os.listdir(GIT / "objects")
 ''')
     v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
-    assert v["verdict"] == "gave-up", v
+    assert v["verdict"] == "crash" and "FileNotFoundError" in v["summary"], v
 
 
 def test_reading_stops_when_an_escaped_descendant_holds_the_pipes(tmp_path):
@@ -387,7 +394,7 @@ def test_a_check_that_ignores_every_signal_ends_at_its_deadline(tmp_path):
     assert elapsed < 1 + KILL_GRACE + 12, f"{elapsed:.1f} s (start-up included)"
 
 
-def test_the_guard_cannot_be_disarmed_from_learner_code(tmp_path):
+def test_patching_path_functions_does_not_reach_the_solution(tmp_path):
     path = tmp_path / "disarms.py"
     path.write_text('''
 import gc, os, os.path
@@ -406,4 +413,4 @@ def split_heads(x, heads):
     return split_heads(x, heads)
 ''')
     v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
-    assert v["verdict"] == "gave-up", v
+    assert v["verdict"] == "crash" and "FileNotFoundError" in v["summary"], v

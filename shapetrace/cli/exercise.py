@@ -110,6 +110,68 @@ def exercise_check(
             raise typer.Exit(1)
 
 
+@exercise_app.command("grade")
+def exercise_grade(
+    submissions: Path = typer.Argument(..., metavar="SUBMISSIONS",
+                                       help="A folder with one folder per student, each holding exercise files "
+                                            "(split_heads.py, ...)."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Also write the results as CSV to this file ('-': "
+                                        "standard output, instead of the table)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON to this file "
+                                         "('-': standard output, instead of the table)."),
+    workers: int | None = typer.Option(None, "--workers", min=1, max=64,
+                                       help="Files checked at once (default: half the machine's cores)."),
+    time_limit: float = time_limit_option(),
+    memory_mb: int = typer.Option(1024, "--memory-mb", min=256, max=1 << 20,
+                                  help="Memory each student's function may use (on top of what the checker needs)."),
+    width: int | None = width_option(),
+    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
+) -> None:
+    """Grade a class: every student's files, each in the checker's sandbox; a table of student x exercise."""
+    with guarded(traceback):
+        cells = _grade_with_progress(submissions, time_limit, memory_mb, workers)
+        to_stdout = _write_reports(cells, csv_out, json_out)
+        if not to_stdout:
+            from shapetrace.render.grade import grade_table, summary_line
+
+            console = out_console(width)
+            console.print(grade_table(cells))
+            console.print(summary_line(cells), highlight=False)
+
+
+def _grade_with_progress(submissions: Path, time_limit: float, memory_mb: int, workers: int | None) -> list:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from shapetrace.cli.common import err_console
+    from shapetrace.exercises.grade import grade
+
+    with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console(), transient=True) as bar:
+        task = bar.add_task("grade", total=None)
+
+        def done(cell, n: int, total: int) -> None:
+            bar.update(task, completed=n, total=total)
+
+        return grade(submissions, load_curriculum().root, time_limit, memory_mb, workers, on_done=done)
+
+
+def _write_reports(cells: list, csv_out: Path | None, json_out: Path | None) -> bool:
+    """Write --csv/--json; True when one of them went to standard output (then no table is printed)."""
+    from shapetrace.exercises.grade import csv_text
+
+    to_stdout = False
+    for target, text in ((csv_out, lambda: csv_text(cells)),
+                         (json_out, lambda: json.dumps([c.to_dict() for c in cells], indent=2) + "\n")):
+        if target is None:
+            continue
+        if str(target) == "-":
+            sys.stdout.write(text())
+            to_stdout = True
+        else:
+            target.write_text(text(), encoding="utf-8")
+    return to_stdout
+
+
 @exercise_app.command("hint")
 def exercise_hint(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),

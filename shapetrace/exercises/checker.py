@@ -1,22 +1,23 @@
-"""Check a learner's file: draw inputs, run the file in a locked-down child, judge here.
+"""Check a learner's file: draw inputs, run the file in a sandboxed child, judge here.
 
 The parent (this process) never imports the learner's code. It draws fresh random inputs for every
-check, starts :mod:`shapetrace.worker` in its own session (:mod:`.sandbox`), loads what comes back as
-plain data (``torch.load(weights_only=True)``: no code and no tensor subclass survives the trip) and
-decides the verdict with :mod:`.judge`. Nothing the child writes is a verdict. A child that dies, hangs
+check and sends them as values (the seed stays here), starts :mod:`shapetrace.worker` in the kernel
+sandbox (:mod:`.sandbox`, :mod:`.isolation`, :mod:`.confine`), reads back bounded plain data
+(:mod:`.plain`: no pickle, no code, no tensor subclass survives the trip) and decides the verdict with
+:mod:`.judge`. Nothing the child writes is a verdict. A pass from a sandbox that lacked a layer is
+``unverified``: shown, never recorded. A child that dies, hangs
 or floods becomes a verdict for the case it was running; a checker that cannot even start raises
 :class:`CheckerError`, which is never blamed on the learner.
 """
 
 from __future__ import annotations
 
-import io
-import json
+import hashlib
 import os
 import random
 import secrets
 import signal
-import tempfile
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ PARALLEL = 2
 _JUDGE_LOCK = threading.Lock()
 
 
+#: Every layer of the sandbox: bubblewrap, then what the child puts on itself (:data:`.confine.LAYERS`).
+ALL_LAYERS = ("bwrap", "dumpable", "rlimits", "landlock", "seccomp")
+
+
 class CheckerError(ShapetraceError):
     """The checker itself failed (not the learner's code): no verdict, nothing recorded."""
 
@@ -50,69 +55,43 @@ class Job:
     file: str
 
 
-def _git_dirs(root: Path) -> list[str]:
-    """The repository's git folders (a worktree's ``.git`` file points at one; objects hold the solutions)."""
-    dot = root.parent / ".git"
-    if dot.is_dir():
-        return [str(dot)]
-    try:
-        line = dot.read_text(encoding="utf-8").strip()
-    except OSError:
-        return []
-    if not line.startswith("gitdir:"):
-        return []
-    gitdir = Path(line.split(":", 1)[1].strip())
-    return [str(gitdir), str(gitdir.parent.parent)]
+def _probe_seed(seed: int) -> int:
+    """The memory probe's own seed: the probe's input says nothing about the small cases' inputs."""
+    digest = hashlib.sha256(f"probe {seed}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def _protected(curriculum) -> list[str]:
-    """What the learner's code may not read: every solution, the lessons folder, the git history."""
-    return ([str(ex.solution) for ex in curriculum.exercises] + [str(curriculum.root)]
-            + _git_dirs(Path(curriculum.root).resolve()))
-
-
-def _write_request(workdir: str, job: Job, source: str, ex, curriculum, seed: int, limit: float,
-                   memory_mb: int, width: int, judge_order: list = (), probe=None) -> str:
-    """The child's request: where the file is, its text, and the seed both sides draw the inputs from."""
-    meta = {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "seed": seed,
+def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int, layers=ALL_LAYERS) -> dict:
+    """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
+    return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
-            "protected": _protected(curriculum), "kind": ex.kind,
-            "probe": probe}
-    if ex.kind == "test":  # the implementations as code, in the judge's order, with no names attached
-        meta.update(subjects=list(ex.subjects), implementations=[impl.code for impl in judge_order])
-    path = os.path.join(workdir, "request.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh)
-    os.chmod(path, 0o644)
-    return path
+            "layers": [name for name in layers if name != "bwrap"]}
 
 
-def _load_body(body: bytes):
-    import torch
+def _case_request(cases: list) -> tuple[list[dict], bytes]:
+    """The input cases as plain data: their names and sizes in JSON, their values as raw storages."""
+    from shapetrace.exercises.plain import pack
 
-    if not body:
-        return {}
-    try:
-        data = torch.load(io.BytesIO(body), weights_only=True)
-    except Exception as exc:  # a forged or unreadable body is the learner's doing, never a pass
-        raise _Unreadable(str(exc).splitlines()[0][:200]) from None
-    return data if isinstance(data, dict) else {}
+    meta = [{"case": c.case, "names": list(c.names), "dims": dict(c.dims), "sizes": dict(c.sizes)} for c in cases]
+    return meta, pack({f"case{i}": c.fresh() for i, c in enumerate(cases)})
 
 
 class _Unreadable(Exception):
     pass
 
 
-def _learned(body: bytes):
+def _learned(body: bytes, limit: int | None = None):
     from shapetrace.exercises.judge import Learned
+    from shapetrace.exercises.plain import MAX_TENSOR_BYTES, NotPlain, unpack
 
-    data = _load_body(body)
+    if not body:
+        return Learned()
     try:
-        facts = json.loads(data.get("facts", "{}"))
-    except (TypeError, ValueError):
-        facts = {}
-    args = data.get("args") if isinstance(data.get("args"), list) else []
-    return Learned(value=data.get("value"), args=args, facts=facts if isinstance(facts, dict) else {})
+        values, facts = unpack(body, limit or MAX_TENSOR_BYTES)
+    except NotPlain as exc:  # a forged or unreadable body is the learner's doing, never a pass
+        raise _Unreadable(str(exc)[:200]) from None
+    args = values.get("args") if isinstance(values.get("args"), list) else []
+    return Learned(value=values.get("value"), args=args, facts=facts)
 
 
 def _dead_verdict(judge, run, inputs, limit: float):
@@ -138,24 +117,18 @@ def _dead_verdict(judge, run, inputs, limit: float):
                          "your file", explanation=tail, **where)
 
 
-def _gave_up(judge, path: str):
-    return judge.verdict("gave-up", "your file read the reference solution, and that counts as giving up",
-                         explanation=[f"it tried to read {path}; the checker refused and stopped there",
-                                      f"`shapetrace exercise solution {judge.ex.id} --give-up` shows the "
-                                      "solution; write your own function to pass"])
-
-
 def _decide(judge, run, cases, limit: float):
     loaded, results = None, {}
     for frame in run.frames:
         kind = frame.header.get("kind")
-        if kind == "peek":
-            return _gave_up(judge, str(frame.header.get("path", "")))
         try:
             if kind == "loaded":
                 loaded = _learned(frame.body)
-            elif kind == "case" and isinstance(frame.header.get("case"), int):
-                results[frame.header["case"]] = _learned(frame.body)
+            elif kind == "case" and frame.header.get("case") in range(len(cases)):
+                got = _learned(frame.body)
+                if len(got.args) != len(cases[frame.header["case"]].args):
+                    raise _Unreadable("a result without the arguments the function was called with")
+                results[frame.header["case"]] = got
         except _Unreadable as exc:
             return judge.verdict("crash", "the checker could not read back what your function returned",
                                  explanation=[str(exc)])
@@ -208,66 +181,158 @@ def _not_started(run, memory_mb: int) -> CheckerError:
                         f"(--memory-mb {memory_mb} is on top of what the checker needs; this is not your code)")
 
 
+def unverified(verdict: dict, missing: list[str]) -> dict:
+    """A pass from a sandbox that lacked a layer: shown, never recorded (the verdict is ``unverified``)."""
+    if verdict.get("verdict") != "pass" or not missing:
+        return verdict
+    return dict(verdict, verdict="unverified",
+                summary=f"{verdict['summary']}; not recorded: the sandbox ran without {missing[0]}",
+                explanation=[f"missing: {m}" for m in missing] + list(verdict.get("explanation") or []))
+
+
+#: The largest learner file the checker reads (a lesson answer is a few hundred bytes).
+MAX_SOURCE_BYTES = 1 << 20
+
+
+def _read_source(job: Job) -> str:
+    """The learner's file: a regular file, opened without blocking (a FIFO never hangs the checker), capped."""
+    try:
+        fd = os.open(job.file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckerError(f"{job.file} is not a regular file")
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise CheckerError(f"{job.file} holds {st.st_size} bytes; the checker reads up to {MAX_SOURCE_BYTES}")
+        data = os.read(fd, MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return data[:MAX_SOURCE_BYTES].decode("utf-8", errors="replace")
+
+
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
-              memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None) -> dict:
+              memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None,
+              layers: tuple[str, ...] = ALL_LAYERS) -> dict:
     """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run.
 
-    The child starts first; this process draws the same inputs from the same seed (a seed says no more
-    than the inputs themselves, which the learner's function receives anyway) and loads the reference
-    while the child imports torch.
+    The inputs are drawn here and sent as values (the seed never leaves this process); the child
+    starts, and this process loads the reference while the child imports torch. ``layers``: the tests
+    of each layer turn the others off (a pass is then ``unverified``); the commands never do.
     """
     from shapetrace.exercises.content import load
-    from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
 
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
-    try:
-        source = Path(job.file).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise CheckerError(f"cannot read {job.file}: {exc.strerror}") from None
-    from shapetrace.exercises.probe import plan
-
+    source = _read_source(job)
     seed = secrets.randbits(63) if seed is None else seed
-    tests = _prepare_tests(ex, job, source, seed) if ex.kind == "test" else None
-    probe = plan(ex) if ex.kind != "test" else None  # the child's memory cap, known without torch
-    with tempfile.TemporaryDirectory(prefix="shapetrace-check-") as workdir:
-        os.chmod(workdir, 0o755)
-        request = _write_request(workdir, job, source, ex, curriculum, seed, time_limit,
-                                 max(memory_mb, MIN_MEMORY_MB), width, tests.cases if tests else [], probe)
-        proc = start_child(request, workdir, time_limit, len(tests.cases) if tests else _PHASES)
-        try:
-            with _JUDGE_LOCK:
-                judge = tests or _prepare(ex, job, source, seed)
-        except BaseException:
-            stop_child(proc)
-            raise
-        run = finish_child(proc, time_limit, len(judge.cases) + (probe is not None),
-                           probe["out_bytes"] if probe is not None else 0)
-    if not run.ready and not any(f.header.get("kind") == "peek" for f in run.frames):
+    if ex.kind == "test":
+        return _check_test(ex, job, source, seed, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers)
+    from shapetrace.exercises import inputs as inp
+    from shapetrace.exercises.probe import plan
+    from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
+
+    cases = inp.draw(ex.inputs, random.Random(seed))
+    probe = plan(ex)  # the child's memory cap, known without running the reference
+    meta = _request(job, source, ex, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers)
+    meta["cases"], body = _case_request(cases)
+    if probe is not None:
+        probe = dict(probe, seed=_probe_seed(seed))
+    meta["probe"] = probe
+    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers)
+    try:
+        with _JUDGE_LOCK:
+            judge = _prepare(ex, job, source, cases, probe)
+    except BaseException:
+        stop_child(proc)
+        raise
+    run = finish_child(proc, time_limit, len(cases) + (probe is not None),
+                       probe["out_bytes"] if probe is not None else 0)
+    if not run.ready:
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
-        return _decide(judge, run, judge.cases, time_limit).to_dict()
+        return unverified(_decide(judge, run, judge.cases, time_limit).to_dict(), run.missing)
 
 
-def _prepare(ex, job: Job, source: str, seed: int):
-    from shapetrace.exercises import inputs as inp
+def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):
     from shapetrace.exercises.judge import Judge
     from shapetrace.exercises.probe import prepare
 
-    judge = Judge(ex, job.file, inp.draw(ex.inputs, random.Random(seed)), source)
-    judge.probe = prepare(ex, judge.reference, seed)
+    judge = Judge(ex, job.file, cases, source)
+    judge.probe = prepare(ex, judge.reference, probe["seed"]) if probe is not None else None
     return judge
 
 
-def _prepare_tests(ex, job: Job, source: str, seed: int):
+#: How many times a learner's test runs on each implementation, each in its own fresh child: it must
+#: pass the reference and fail each broken version every time.
+TEST_RUNS = 3
+
+
+def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: int, width: int,
+                layers=ALL_LAYERS) -> dict:
+    """A learner-written test: one fresh child per implementation, none told which one it holds."""
+    from shapetrace.exercises.sandbox import run_child
     from shapetrace.exercises.testjudge import TestJudge
 
-    return TestJudge(ex, job.file, seed, source)
+    judge = TestJudge(ex, job.file, seed, source)
+    meta = _request(job, source, ex, limit, memory_mb, width, layers)
+    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        runs = list(pool.map(lambda impl: run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1,
+                                                     "bwrap" in layers), judge.cases))
+    missing = list(dict.fromkeys(m for run in runs for m in run.missing))
+    if not all(run.ready for run in runs):
+        raise _not_started(next(run for run in runs if not run.ready), memory_mb)
+    with _JUDGE_LOCK:
+        return unverified(_decide_test(judge, runs, limit).to_dict(), missing)
+
+
+def _decide_test(judge, runs: list, limit: float):
+    """Each implementation's result is the first run that disagrees with the rest (or the last run)."""
+    results = {}
+    for i, (impl, run) in enumerate(zip(judge.cases, runs)):
+        loaded, got = None, []
+        for frame in run.frames:
+            kind = frame.header.get("kind")
+            try:
+                if kind == "loaded":
+                    loaded = _learned(frame.body)
+                elif kind == "case" and isinstance(frame.header.get("case"), int):
+                    got.append(_learned(frame.body))
+            except _Unreadable as exc:
+                return judge.verdict("crash", "the checker could not read back what your test did",
+                                     explanation=[str(exc)])
+        if loaded is None:
+            return _dead_verdict(judge, run, None, limit)
+        if loaded.raised:
+            return judge.loading_failed(loaded)
+        if len(got) < TEST_RUNS:
+            return _dead_verdict(judge, run, impl, limit)
+        results[i] = _settled(got, impl.id)
+    return judge.decide(results, limit)
+
+
+def _settled(got: list, impl_id: str):
+    """One result from several runs: a timeout first; then for the reference any run that raised, for a
+    broken version any run that did not (a test must give the same answer every time)."""
+    from shapetrace.exercises.testjudge import REFERENCE
+
+    for g in got:
+        if g.timed_out:
+            return g
+    want_raise = impl_id != REFERENCE
+    for g in got:
+        if g.raised != want_raise:
+            return g
+    return got[-1]
 
 
 def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
                 memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None) -> list[dict]:
-    """Verdict dictionaries for ``jobs``, in order; one locked-down child per file, a few at a time."""
+    """Verdict dictionaries for ``jobs``, in order; one sandboxed child per file, a few at a time."""
     def one(job: Job) -> dict:
         return check_job(job, lessons, time_limit, memory_mb, width, seed)
 

@@ -1,8 +1,9 @@
 """The child's channel to the parent: length-prefixed frames (no torch, no Rich).
 
 A frame is ``MAGIC``, a 4-byte header length, a JSON header (``{"kind": ...}``), an 8-byte body length
-and the body (``torch.save`` bytes, loaded by the parent with ``weights_only=True``). Nothing in a frame
-is a verdict: the parent decides from the data.
+and the body (a :mod:`.plain` message: JSON and raw storage bytes, no pickle, nothing compressed).
+Every length is checked against a cap before anything is buffered. Nothing in a frame is a verdict: the
+parent decides from the data.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 
 MAGIC = b"STF1"
 MAX_HEADER = 4096
+#: The largest body the parent buffers (a message's storages and JSON, plus room); the memory probe's
+#: raw output is allowed more, explicitly (``Decoder(max_body=...)``).
+MAX_BODY = 10 << 20
 
 
 @dataclass
@@ -38,7 +42,8 @@ def encode(header: dict, body: bytes = b"") -> bytes:
 class Decoder:
     """Feed bytes as they arrive; complete frames come out in order."""
 
-    def __init__(self):
+    def __init__(self, max_body: int = MAX_BODY):
+        self.max_body = max_body
         self.buf = bytearray()
         self.need = 0  # bytes the frame being read needs in all (a large body arrives in many reads)
 
@@ -72,6 +77,8 @@ class Decoder:
         if not isinstance(header, dict):
             raise BadFrame("header is not an object")
         (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])
+        if blen > self.max_body:
+            raise BadFrame(f"a frame of {blen} bytes (the cap is {self.max_body})")
         end = 16 + hlen + blen
         if len(self.buf) < end:
             self.need = end

@@ -19,8 +19,10 @@ from typing import Any
 
 import torch
 
-#: The kinds of case, in the order they run: every size different, sizes that coincide, odd ones (1s, primes).
-KINDS = ("distinct", "distinct", "equal", "odd", "odd")
+#: The kinds of case, in the order they run: every size different, sizes that coincide, odd ones (1s, primes),
+#: large ones (T and d_k up to 64), and distinct sizes whose tensors are not contiguous (each lives inside
+#: a wider buffer, at an offset), so an answer that assumes strides fails.
+KINDS = ("distinct", "distinct", "equal", "odd", "odd", "large", "strided")
 _AXES = ("B", "T", "H", "d_k", "T_k", "H_kv", "n_rep")
 
 
@@ -29,6 +31,12 @@ def draw_sizes(kind: str, rng: random.Random) -> dict[str, int]:
     if kind == "equal":
         n = rng.choice((2, 4, 5))
         return dict.fromkeys(_AXES, n)
+    if kind == "large":
+        s = dict(B=rng.choice((1, 2)), T=rng.randint(33, 64), H=rng.choice((2, 4, 5)), d_k=rng.randint(17, 64),
+                 T_k=rng.randint(12, 31), H_kv=rng.choice((2, 3)), n_rep=rng.choice((2, 3)))
+        return s
+    if kind == "strided":
+        return draw_sizes("distinct", rng)
     if kind == "odd":
         pick = [1, 1, rng.choice((2, 5, 7)), rng.choice((1, 3, 7)), rng.choice((1, 6, 11)), rng.choice((1, 2)), 1]
         rng.shuffle(pick)
@@ -55,8 +63,24 @@ class Inputs:
         return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
 
     def fresh(self) -> list[Any]:
-        """A deep copy of the arguments (each function gets its own)."""
-        return [a.clone() if isinstance(a, torch.Tensor) else a for a in self.args]
+        """A deep copy of the arguments (each function gets its own), with the same strides and offsets."""
+        return [same_layout_copy(a) if isinstance(a, torch.Tensor) else a for a in self.args]
+
+
+def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` in new memory with the same storage size, offset and strides (``clone`` would make a
+    non-contiguous tensor contiguous)."""
+    return torch.empty(0, dtype=t.dtype).set_(t.untyped_storage().clone(), t.storage_offset(), t.shape, t.stride())
+
+
+def strided(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s values in a tensor that is not contiguous: inside a wider buffer, at an offset."""
+    if t.dim() == 0:
+        return t
+    buf = torch.zeros(*t.shape[:-1], t.shape[-1] + 3, dtype=t.dtype)
+    out = buf[..., 2:2 + t.shape[-1]]
+    out.copy_(t)
+    return out
 
 
 def code(*shape: int, g: torch.Generator | None = None) -> torch.Tensor:
@@ -146,7 +170,7 @@ def _size_cases(rng: random.Random) -> list[Inputs]:
     odd_heads = rng.choice((3, 5, 7))
     calls = [("distinct", heads * d_k, heads), ("indivisible", heads * d_k + 1, heads),
              ("indivisible", odd_heads * rng.choice((4, 6)) + rng.randrange(2, odd_heads), odd_heads),
-             ("equal", heads, heads)]
+             ("equal", heads, heads), ("smaller", rng.randint(1, heads - 1), heads)]
     return [Inputs(case, [d, h], [None, None], {}, dict(d_model=d, heads=h)) for case, d, h in calls]
 
 
@@ -168,6 +192,8 @@ def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
         s = draw_sizes(case, rng)
         g = torch.Generator().manual_seed(rng.getrandbits(31))
         args, names, dims = BUILDERS[kind](s, g)
+        if case == "strided":
+            args = [strided(a) if isinstance(a, torch.Tensor) else a for a in args]
         shown = {k: s[k] for k in SHOWN.get(kind, ("B", "T", "H", "d_k"))}
         out.append(Inputs(case, args, names, dims, shown))
     return out

@@ -193,6 +193,9 @@ class Judge:
         if got.raised or ref.raised:
             return self._exceptions(got, ref, inputs, ctx)
         changed = _mutated(inputs.args, got.args)
+        swapped = got.facts.get("swapped")
+        if changed is None and isinstance(swapped, list) and swapped and type(swapped[0]) is int:
+            changed = swapped[0] if 0 <= swapped[0] < len(inputs.args) else 0  # set_(): new memory, same values
         if changed is not None:
             line, code = (got.facts.get("in_place") or [None, ""])[:2]
             return self.verdict("mutated-input", f"your function changed its input (argument {changed + 1}) "

@@ -161,9 +161,9 @@ def sender(fd: int):
     import torch
 
     from shapetrace.exercises.frames import encode, head
+    from shapetrace.exercises.plain import pack
 
-    write, product, mview, uint8, save, buffer = os.write, itertools.product, memoryview, torch.uint8, \
-        torch.save, __import__("io").BytesIO
+    write, product, mview, uint8 = os.write, itertools.product, memoryview, torch.uint8
 
     def out_all(data) -> None:
         view = mview(data).cast("B")
@@ -181,9 +181,7 @@ def sender(fd: int):
             for idx in product(*[range(n) for n in shape[:-1]]):
                 out_all(out[idx].contiguous().view(uint8).numpy())
 
-    def fail(case: int, facts: str) -> None:
-        buf = buffer()
-        save({"facts": facts}, buf)
-        out_all(encode({"kind": "probe", "case": case, "raw": False}, buf.getvalue()))
+    def fail(case: int, facts: dict) -> None:
+        out_all(encode({"kind": "probe", "case": case, "raw": False}, pack({}, facts)))
 
     return send, fail

@@ -1,25 +1,29 @@
 """Start the checker's child, read its channel and stderr with caps, and kill it on every exit path.
 
-Parent side; no torch. The child (:mod:`shapetrace.worker`) runs in its own session, so it and every
-descendant share one process group that is killed together. Deadlines are measured here, from frames
-as they arrive: one to start (importing torch), one per phase (loading the file, each input case). A
-descendant that keeps a pipe open cannot stretch them: reading stops at the deadline, and when the
-child itself has exited, shortly after.
+Parent side; no torch. The child (:mod:`shapetrace.worker`) runs inside bubblewrap (:mod:`.isolation`)
+in its own session and PID namespace; its modules and its request go over its standard input (no
+request file, no temp folder). It dies with the parent: ``--die-with-parent`` (bubblewrap), and
+``PR_SET_PDEATHSIG`` on the process this one starts. Deadlines are measured here: one to start
+(importing torch), then one overall deadline for the whole check, fixed when the child says it is
+ready, which no frame can move; each phase (loading the file, each input case) also has its own,
+never past the overall one. Frames are capped in size and number before they are buffered.
 """
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
-import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from shapetrace.exercises.frames import BadFrame, Decoder, Frame
-from shapetrace.exercises.lockdown import preexec_limits
+from shapetrace.exercises import isolation
+from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
 
 #: Seconds allowed for the child to start (importing torch on a busy machine).
 STARTUP_GRACE = 90.0
@@ -45,21 +49,13 @@ class ChildRun:
     stderr: str = ""
     stderr_total: int = 0
     bad_channel: str = ""
+    #: Layers of the sandbox that did not take hold, in words (the parent's and the child's own report,
+    #: sent before any learner code ran): a pass is then not recorded.
+    missing: list[str] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
         return any(f.header.get("kind") == "ready" for f in self.frames)
-
-
-def _package_parent() -> str:
-    return str(Path(__file__).resolve().parents[2])
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_parent(), env.get("PYTHONPATH")) if p)
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    return env
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -76,9 +72,11 @@ class _Reader:
     def __init__(self, proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0):
         self.proc, self.limit, self.run = proc, limit, ChildRun()
         self.channel_limit = CHANNEL_LIMIT + channel_extra
-        self.decoder = Decoder()
+        self.decoder = Decoder(MAX_BODY + channel_extra)
         self.channel_bytes = 0
+        self.phases = phases
         self.phase, self.deadline = -2, time.monotonic() + STARTUP_GRACE
+        self.overall = self.deadline  # fixed once, when the child is ready
         self.exited_at: float | None = None
         self.err = bytearray()
 
@@ -86,13 +84,17 @@ class _Reader:
         if len(self.run.frames) >= MAX_FRAMES:
             raise BadFrame(f"more than {MAX_FRAMES} frames")
         self.run.frames.append(frame)
-        kind = frame.header.get("kind")
-        if kind == "ready":
-            self.phase, self.deadline = -1, time.monotonic() + self.limit + KILL_GRACE
+        kind, now = frame.header.get("kind"), time.monotonic()
+        if kind == "ready" and self.phase == -2:
+            missing = frame.header.get("missing")
+            self.run.missing += [str(m)[:200] for m in missing[:16]] if isinstance(missing, list) else \
+                ["the child did not say which layers took hold"]
+            self.overall = now + (self.limit + KILL_GRACE) * (self.phases + 2)
+            self.phase, self.deadline = -1, min(self.overall, now + self.limit + KILL_GRACE)
+        elif self.phase == -2:
+            raise BadFrame("a frame before the child was ready")
         elif kind == "start" and isinstance(frame.header.get("case"), int):
-            self.phase, self.deadline = frame.header["case"], time.monotonic() + self.limit + KILL_GRACE
-        elif kind in ("case", "loaded"):
-            self.deadline = time.monotonic() + self.limit + KILL_GRACE
+            self.phase, self.deadline = frame.header["case"], min(self.overall, now + self.limit + KILL_GRACE)
 
     def _channel(self, data: bytes) -> bool:
         self.channel_bytes += len(data)
@@ -141,12 +143,58 @@ class _Reader:
             self.run.stderr = bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace")
 
 
-def start_child(request: str, workdir: str, limit: float, phases: int) -> subprocess.Popen:
-    """Start ``python -m shapetrace.worker request`` in its own session, under a CPU hard limit."""
-    cpu = int(STARTUP_GRACE + (limit + KILL_GRACE) * (phases + 1)) + 1
-    return subprocess.Popen([sys.executable, "-m", "shapetrace.worker", request], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=workdir,
-                            start_new_session=True, preexec_fn=preexec_limits(cpu))
+_PR_SET_PDEATHSIG = 1
+
+
+def _preexec(cpu_seconds: int):
+    """Runs in the new process before it starts bubblewrap: die with the parent, a CPU cap, no core files."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    setrlimit, cpu, core = resource.setrlimit, resource.RLIMIT_CPU, resource.RLIMIT_CORE
+
+    def apply() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        setrlimit(cpu, (cpu_seconds, cpu_seconds))
+        setrlimit(core, (0, 0))
+    return apply
+
+
+def payload(meta: dict, body: bytes) -> bytes:
+    """What the child reads on its standard input: its modules (read by the boot code), then the request."""
+    modules = json.dumps({"path": isolation.package_paths(), "modules": isolation.module_sources()}).encode()
+    request = json.dumps(meta).encode()
+    return (len(modules).to_bytes(8, "big") + modules + len(request).to_bytes(8, "big") + request
+            + len(body).to_bytes(8, "big") + body)
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    def write() -> None:
+        try:
+            proc.stdin.write(data)
+            proc.stdin.close()
+        except (OSError, ValueError):  # the child died first
+            pass
+    threading.Thread(target=write, daemon=True).start()
+
+
+def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> subprocess.Popen:
+    """Start the child in the sandbox and send it ``meta`` (JSON) and ``body`` (plain values).
+
+    ``meta`` gets ``readable`` (the Landlock rules) and ``cpu_seconds``; the layers the parent could not
+    set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
+    alone) starts the child without bubblewrap, and says so in ``missing``.
+    """
+    if bwrap:
+        argv, missing = isolation.command(None)
+    else:
+        argv, missing = isolation.python_argv(), ["bubblewrap (turned off for this check)"]
+    cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
+    meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=isolation.child_env(), cwd="/", start_new_session=True,
+                            preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60))
+    proc.missing, proc.in_bwrap = missing, not missing
+    _feed(proc, payload(meta, body))
+    return proc
 
 
 def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0) -> ChildRun:
@@ -159,18 +207,21 @@ def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extr
     finally:
         stop_child(proc)
     run.returncode = proc.returncode
+    if getattr(proc, "in_bwrap", False) and run.returncode is not None and run.returncode > 128:
+        run.returncode = 128 - run.returncode  # bubblewrap exits 128 + N when its child died of signal N
+    run.missing = list(getattr(proc, "missing", [])) + run.missing
     return run
 
 
 def stop_child(proc: subprocess.Popen) -> None:
     """Kill the child's process group, close its pipes and reap it (safe to call twice)."""
     kill_group(proc)
-    for stream in (proc.stdout, proc.stderr):
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None and not stream.closed:
             stream.close()
     proc.wait()
 
 
-def run_child(request: str, workdir: str, limit: float, phases: int) -> ChildRun:
+def run_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> ChildRun:
     """Start the child and read it to the end; always killed and reaped."""
-    return finish_child(start_child(request, workdir, limit, phases), limit, phases)
+    return finish_child(start_child(meta, body, limit, phases, bwrap), limit, phases)

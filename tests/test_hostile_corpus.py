@@ -1,0 +1,87 @@
+"""The hostile corpus (tests/hostile/): every learner file gets its asserted verdict in the full sandbox.
+
+Each file's header names its exercise, its verdict (``!pass``: anything but a pass) and a text its verdict
+must hold (searched in the summary, explanation, case and mistake). Afterwards nothing it aimed at has
+changed: the lessons, the package, the state folder and /tmp hold no file a learner made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from shapetrace.exercises.checker import PARALLEL, CheckerError, Job, check_job
+from shapetrace.exercises.content import load
+
+CURRICULUM = load()
+HERE = Path(__file__).parent / "hostile"
+FILES = sorted(HERE.glob("*.py"))
+LEAVINGS = ("/tmp/shapetrace-hostile-fifo", "/tmp/shapetrace-hostile-node", "/tmp/shapetrace-hostile.sock",
+            "/tmp/shapetrace-hostile.db", "/root/shapetrace-hostile.txt", "/tmp/shapetrace-hostile-exec")
+
+
+def header(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines()[:3]:
+        key, _, value = line.lstrip("# ").partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _digest(paths) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def _guarded_files() -> dict[str, str]:
+    package = Path(__import__("shapetrace").__file__).resolve().parent
+    return _digest([*package.rglob("*.py"), *Path(CURRICULUM.root).rglob("*.py")])
+
+
+def _check(path: Path) -> dict:
+    """The verdict; a checker that could not start is this file's failure, not the whole corpus's."""
+    try:
+        return check_job(Job(header(path)["exercise"], str(path)), CURRICULUM.root, time_limit=2, memory_mb=512)
+    except CheckerError as exc:
+        return {"verdict": "checker-error", "summary": str(exc), "explanation": []}
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    before = _guarded_files()
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        out = list(pool.map(_check, FILES))
+    return dict(zip([p.name for p in FILES], out)), time.monotonic() - start, before
+
+
+def test_the_corpus_covers_every_class():
+    assert len(FILES) >= 36
+    assert {header(p)["exercise"] for p in FILES} >= {"split-heads", "test-split-square", "head-dim", "repeat-kv",
+                                                      "causal-mask", "heads-to-batch"}
+
+
+@pytest.mark.parametrize("name", [p.name for p in FILES])
+def test_each_file_gets_its_verdict(verdicts, name):
+    v, want = verdicts[0][name], header(HERE / name)
+    if want["verdict"] == "!pass":
+        assert v["verdict"] not in ("pass", "unverified"), v
+    else:
+        assert v["verdict"] == want["verdict"], v
+    text = " ".join([v["summary"], *v.get("explanation", []), v.get("case") or "", v.get("mistake") or ""])
+    assert want["expect"] in text, v
+
+
+def test_nothing_aimed_at_changed_and_nothing_was_left_behind(verdicts):
+    assert _guarded_files() == verdicts[2]
+    assert [p for p in LEAVINGS if Path(p).exists()] == []
+    left = subprocess.run(["pgrep", "-f", "sleep 31.4159|time.sleep"], capture_output=True, text=True).stdout
+    assert left == ""
+
+
+def test_the_corpus_is_bounded_in_time(verdicts):
+    assert verdicts[1] < 30 * len(FILES), verdicts[1]

@@ -1,0 +1,62 @@
+"""The checker's wire format (:mod:`shapetrace.exercises.plain`, :mod:`shapetrace.exercises.frames`):
+values round-trip with their layouts and shared memory; anything it would not write is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from shapetrace.exercises.frames import BadFrame, Decoder, encode
+from shapetrace.exercises.plain import MAX_TENSOR_BYTES, NotPlain, Unsendable, pack, unpack
+
+
+def test_values_round_trip_with_strides_offsets_and_shared_memory():
+    base = torch.arange(60.0).reshape(3, 4, 5)
+    inner = base[:, 1:, 2:]  # (3, 3, 3), not contiguous, at an offset
+    out = inner.transpose(0, 2)
+    values, facts = unpack(pack({"value": out, "args": [inner, 7, 2.5, "s", None, True]}, {"k": [1]}))
+    got, (arg, *rest) = values["value"], values["args"]
+    assert torch.equal(got, out) and got.stride() == out.stride() and arg.storage_offset() == inner.storage_offset()
+    assert got.untyped_storage().data_ptr() == arg.untyped_storage().data_ptr()  # still a view of the input
+    assert rest == [7, 2.5, "s", None, True] and facts == {"k": [1]}
+
+
+def test_a_copy_does_not_arrive_as_a_view():
+    x = torch.arange(6.0)
+    values, _ = unpack(pack({"value": x.clone(), "args": [x]}))
+    assert values["value"].untyped_storage().data_ptr() != values["args"][0].untyped_storage().data_ptr()
+
+
+def test_other_objects_travel_as_their_type_name_only():
+    values, _ = unpack(pack({"value": object(), "f": len}))
+    assert isinstance(values["value"], Unsendable) and repr(values["f"]) == "<builtin_function_or_method>"
+
+
+def _forged(values: dict, storages: list[int], body: bytes = b"") -> bytes:
+    text = json.dumps({"values": values, "storages": storages, "facts": {}}).encode()
+    return len(text).to_bytes(4, "big") + text + body
+
+
+@pytest.mark.parametrize("desc, storages, body, why", [
+    ({"tensor": "float32", "shape": [4], "stride": [1], "offset": 0, "storage": 0}, [8], b"\0" * 8, "reaches past"),
+    ({"tensor": "float32", "shape": [2], "stride": [-1], "offset": 1, "storage": 0}, [8], b"\0" * 8, "bounded"),
+    ({"tensor": "object", "shape": [1], "stride": [1], "offset": 0, "storage": 0}, [8], b"\0" * 8, "unknown dtype"),
+    ({"tensor": "float32", "shape": [1], "stride": [1], "offset": 0, "storage": 3}, [8], b"\0" * 8, "bounded"),
+    ({"v": 1 << 70}, [], b"", "not a plain number"),
+    ({"f": "1" * 100}, [], b"", "not a float"),
+    ({"list": [{"list": [{"list": [{"list": []}]}]}]}, [], b"", "too deep"),
+    ({"v": 1}, [MAX_TENSOR_BYTES + 1], b"", "bounded"),
+    ({"v": 1}, [4], b"\0" * 3, "missing"),
+])
+def test_forged_descriptions_are_refused(desc, storages, body, why):
+    with pytest.raises(NotPlain, match=why):
+        unpack(_forged({"value": desc}, storages, body))
+
+
+def test_a_frame_over_the_cap_is_refused_from_its_length():
+    frame = encode({"kind": "case"}, b"x" * 100)
+    with pytest.raises(BadFrame, match="a frame of 100 bytes"):
+        Decoder(max_body=99).feed(frame[:40])  # refused before the body arrives
+    assert Decoder(max_body=100).feed(frame)[0].body == b"x" * 100
