@@ -72,6 +72,9 @@ def _usage_callback(check):
     return callback
 
 
+usage_callback = _usage_callback
+
+
 def width_option():
     """``--width``, checked at parse time (40 to 1000 columns)."""
     return typer.Option(None, "--width", help=f"Render at this many columns ({MIN_WIDTH} to {MAX_WIDTH}).",

@@ -107,7 +107,7 @@ class TraceView:
             yield Text("")
             yield ModuleSummary(self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events))
+            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events), how_to_name(self.trace))
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -230,7 +230,8 @@ def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
     line.append(" " * GAPS[0])
     if isinstance(fold, LayerFold):
         return line.append(fold.sentence, style="italic cyan")
-    line.append(", ".join(e.op for e in fold.events), style="magenta")
+    once = fold.events[:len(fold.events) // fold.times]  # a loop's iterations: the ops of one
+    line.append(", ".join(e.op for e in once), style="magenta")
     line.append("  ")
     line.append(fold.sentence, style="italic dim")
     return line
@@ -387,8 +388,15 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
 
 
 #: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.
-NOTHING_NAMED = ("? nothing was checked: no axis could be named, so the table shows sizes only. Name them "
-                 "with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only. "
+#: How to give names from Python (the API): a command's header replaces it with its own ("how_to_name").
+NAME_FROM_PYTHON = ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\") or with "
+                    "shapetrace.name(x, \"B T D\").")
+
+
+def how_to_name(trace: Report) -> str:
+    """The advice under an unnamed table: the command's own (CLI options) or the Python API's."""
+    return (trace.header or {}).get("how_to_name") or NAME_FROM_PYTHON
 
 
 def any_named(events: Sequence[Event]) -> bool:
@@ -396,16 +404,17 @@ def any_named(events: Sequence[Event]) -> bool:
     return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Indent]:
-    """The findings, or the all-clear (only when there were names to check), or why nothing was checked;
-    wrapped without trailing spaces."""
-    return [Indent(text) for text in _diagnostic_texts(diagnostics, named)]
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True,
+                     advice: str = NAME_FROM_PYTHON) -> Iterable[Indent]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked
+    (with ``advice`` on how to name axes); wrapped without trailing spaces."""
+    return [Indent(text) for text in _diagnostic_texts(diagnostics, named, advice)]
 
 
-def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool) -> Iterable[Text]:
+def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str) -> Iterable[Text]:
     if not diagnostics:
         if not named:
-            yield Text("\n" + NOTHING_NAMED, style="yellow")
+            yield Text("\n" + NOTHING_NAMED + advice, style="yellow")
             return
         yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
                    style="green")
