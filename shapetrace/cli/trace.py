@@ -77,7 +77,7 @@ def trace(
                                      "(0.1 to 86400). A live count of ops shows on stderr after 2 s; Ctrl-C "
                                      "also stops it and shows the table so far.",
                                      callback=usage_callback(check_trace_seconds)),
-    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time: Enter next, b back, d diagram, "
+    step: bool = typer.Option(False, "--step", help="One op at a time: Enter next, b back, d diagram, "
                               "g N Enter go to op #N, e next error, q quit."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     export: str | None = export_option(),
