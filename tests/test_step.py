@@ -92,7 +92,7 @@ def test_small_screen_shrinks_the_code_window_and_keeps_the_op(trace):
 def test_summary_screen_after_the_last_op(trace):
     text = "\n".join(screen_of(trace, len(trace.events)))
     assert " shapetrace step · summary · 17 ops" in text
-    assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in text
+    assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)" in text
 
 
 def test_diagram_toggle_shows_diagram_or_one_line_note(trace):
@@ -204,7 +204,7 @@ def test_without_a_terminal_falls_back_to_the_table():
     assert proc.returncode == 0
     assert proc.stderr.strip() == ("step mode needs an interactive terminal (stdin and stdout); "
                                    "showing the plain table instead")
-    assert "17 ops · 9 views · 1 copy (24 KiB)" in proc.stdout
+    assert "17 ops · 9 views · 4 copies (96 KiB)" in proc.stdout
 
 
 # -- the real thing, through tmux ------------------------------------------------------------

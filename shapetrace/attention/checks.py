@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.attention.catalogue import BREAKS, CATALOGUE, default_pad
+from shapetrace.attention.sizes import check_size
 from shapetrace.errors import UsageError
 
 #: Ways to compute attention; ``manual`` is the reference the others are checked against.
@@ -43,8 +44,6 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def _whole(flag: str, value) -> None:
-    from shapetrace.attention.config import check_size
-
     check_size(flag, value)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shapetrace.attention.checks import IMPLS, MASKS, PAD_SIDES, check_variant
+from shapetrace.attention.sizes import MAX_SIZE, check_size, shown
 from shapetrace.errors import UsageError
 
-__all__ = ["AttentionConfig", "IMPLS", "MASKS", "PAD_SIDES", "divisors", "header_lines"]
+__all__ = ["AttentionConfig", "IMPLS", "MASKS", "MAX_SIZE", "PAD_SIDES", "check_size", "divisors",
+           "header_lines", "shown"]
 
 
 @dataclass(frozen=True)
@@ -89,21 +91,6 @@ class AttentionConfig:
         return 2 * D * D + 2 * D * D_kv + 2 * D + 2 * D_kv
 
 
-def check_size(flag: str, value) -> None:
-    """A size is a whole number from 1 to 2**40: one line that names ``flag`` otherwise.
-
-    >>> check_size("--kv-len", 10 ** 400)
-    Traceback (most recent call last):
-    ...
-    shapetrace.errors.UsageError: --kv-len (a number of about 401 digits) is too large: sizes go up to ...
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        got = shown(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
-        raise UsageError(f"{flag} must be a whole number of at least 1, got {got}")
-    if value > MAX_SIZE:
-        raise UsageError(f"{flag} {shown(value)} is too large: sizes go up to 2**40 ({MAX_SIZE})")
-
-
 def check_head_split(d_model: int, heads: int, d_flag: str, h_flag: str, sep: str = " ") -> None:
     """H heads of d_k = D / H features each: H at most D, and a divisor of D (one line otherwise, naming
     the options as the user wrote them: ``--heads``/``--d-model`` for ``run``, ``H=``/``D=`` for ``--dims``)."""
@@ -146,16 +133,7 @@ def header_lines(config: AttentionConfig, title: str = "multi-head self-attentio
     ]
 
 
-#: The largest size shapetrace passes to torch: every element count must stay below 2**63.
-MAX_SIZE = 2**40
 MAX_ELEMENTS = 2**62
-
-
-def shown(value: int) -> str:
-    """A number as typed, or roughly how long it is when it is too long to print."""
-    if value.bit_length() <= 133:  # up to 40 digits: printed as typed
-        return str(value)
-    return f"{'-' if value < 0 else ''}(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
 
 
 def check_elements(config: AttentionConfig) -> None:

@@ -372,15 +372,47 @@ def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
         yield Text(" " * indent).append(line, style=style)
 
 
+def _copies(n: int) -> str:
+    return f"{n} {'copy' if n == 1 else 'copies'}"
+
+
+def hidden_copies(events: Sequence[Event]) -> list[tuple[int, int]]:
+    """``(op number, bytes)`` of every copy torch makes inside an op without the code asking
+    (the operands a batched matmul clones before bmm)."""
+    return [(e.index, c.nbytes) for e in events if not e.error for c in e.hidden_copies]
+
+
+def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
+    """``3 of the 4 copies (72 KiB) are torch's own, not the code's: matmul #10, #12 ...``"""
+    n, size = len(hidden), fmt_bytes(sum(b for _, b in hidden))
+    ops = sorted({i for i, _ in hidden})
+    where = ", ".join(f"#{i}" for i in ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    if n == copies == 1:
+        who = f"the copy ({size}) is"
+    elif n == copies:
+        who = f"all {n} copies ({size}) are"
+    else:
+        who = f"{n} of the {copies} copies ({size}) are"
+    operands = "an operand" if n == 1 else "operands"
+    verb = "clones" if len(ops) == 1 else "clone"
+    return f"{who} torch's own, not the code's: matmul {where} {verb} {operands} that bmm cannot read in place"
+
+
 def footer_text(trace: Report, events: Sequence[Event]) -> Text:
+    """The totals: ops, views, copies (torch's own hidden copies included, and said apart), computed
+    buffers, the largest tensor."""
     s = stats(events)
+    hidden = hidden_copies(events)
+    copies, copy_bytes = s["copies"] + len(hidden), s["copy_bytes"] + sum(b for _, b in hidden)
     text = Text.assemble(
         (f"{s['ops']} op{'' if s['ops'] == 1 else 's'}", "bold"),
         " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
-        (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
+        (f"{_copies(copies)} ({fmt_bytes(copy_bytes)})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
          f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
     )
+    if hidden:
+        text.append("\n" + _hidden_sentence(hidden, copies), style="yellow")
     if s["largest"] is not None:
         e, t = s["largest"]
         text.append(f"\nlargest tensor: #{e} {fmt_shape(t)}, {fmt_bytes(t.nbytes)}", style="dim")
