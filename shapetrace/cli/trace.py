@@ -272,8 +272,10 @@ def _interrupted(run):
 def _one_line(run) -> str:
     if run.failed is not None:
         return f"#{run.failed.index} {run.failed.op} at {run.failed.source} raised {run.failed.error}"
+    from shapetrace.app.script import exception_message
+
     exc = run.exception
-    return f"the script raised {type(exc).__name__}: {exc}"
+    return f"the script raised {type(exc).__name__}: {exception_message(exc)}"
 
 
 def _nothing_shown(run):
