@@ -116,3 +116,54 @@ def test_deeply_nested_progress_is_set_aside(tmp_path):
     assert "nested too deeply to be a progress file" in " ".join(res.stdout.split() + res.stderr.split())
     assert not (tmp_path / "progress.json").exists() or json.loads((tmp_path / "progress.json").read_text())
     assert any(p.name.startswith("progress.json.corrupt-") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["run", "--nope"], "error: no such option: --nope (Possible options: --force) (see shapetrace run --help)"),
+    (["nope"], "error: no such command 'nope' (see shapetrace --help)"),
+    (["trace"], "error: missing argument 'script' (see shapetrace trace --help)"),
+    (["exercise", "check"], "error: missing argument 'ID' (see shapetrace exercise check --help)"),
+    (["run", "foo"], "error: unexpected argument 'foo': this command takes options only (see --help)"),
+    (["run", "strides"], "error: unexpected argument 'strides' (did you mean --predict strides?)"),
+    (["run", "--impl", "einop"], "error: --impl 'einop' is not one of: manual, einops, fused-qkv, torch, sdpa "
+                                 "(did you mean einops?)"),
+])
+def test_typer_errors_are_one_line_like_every_other_error(args, line):
+    res = run_cli(*args)
+    assert one_line(res, 2) == line
+    assert "╭" not in res.stderr and res.stdout == ""
+
+
+def test_bare_shapetrace_says_where_to_start():
+    res = run_cli(env={"COLUMNS": "200"})
+    assert res.returncode == 2
+    assert ("Start here: shapetrace run traces a multi-head attention forward pass op by op; shapetrace lessons "
+            "lists the lessons and exercises; shapetrace trace your_script.py traces your own code.") in " ".join(
+                res.stdout.replace("│", " ").split())
+
+
+def test_strides_says_where_h_came_from_without_heads():
+    res = run_cli("strides", "2x6x512", "view(2,6,8,64)", env={"COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr
+    assert "from --heads" not in res.stdout
+    assert ("H = 8 heads, read from view(2, 6, 8, 64), which splits D in two (an assumption: --heads sets H)"
+            in " ".join(res.stdout.split()))
+    res = run_cli("strides", "2x6x512", "view(2,6,8,64)", "--heads", "8")
+    assert "H = 8 heads from --heads" in res.stdout
+
+
+def test_the_python_api_does_not_tell_users_about_dims_flags():
+    import subprocess
+    import sys
+
+    code = ("import torch, shapetrace\n"
+            "with shapetrace.trace() as t:\n"
+            "    torch.randn(2, 6, 512).view(2, 6, 8, 64)\n"
+            "t.show()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "--dims" not in text
+    assert ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\") or with shapetrace.name(x, \"B T D\")."
+            in text)
