@@ -383,7 +383,8 @@ def hidden_copies(events: Sequence[Event]) -> list[tuple[int, int]]:
 
 
 def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
-    """``3 of the 4 copies (72 KiB) are torch's own, not the code's: matmul #10, #12 ...``"""
+    """``3 of the 4 copies (72 KiB) are torch's, not the code's: matmul #10, #12 clone operands for bmm``
+    (a batched matmul copies an operand whose batch axes do not chain in memory before calling bmm)."""
     n, size = len(hidden), fmt_bytes(sum(b for _, b in hidden))
     ops = sorted({i for i, _ in hidden})
     where = ", ".join(f"#{i}" for i in ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
@@ -395,7 +396,7 @@ def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
         who = f"{n} of the {copies} copies ({size}) are"
     operands = "an operand" if n == 1 else "operands"
     verb = "clones" if len(ops) == 1 else "clone"
-    return f"{who} torch's own, not the code's: matmul {where} {verb} {operands} that bmm cannot read in place"
+    return f"{who} torch's, not the code's: matmul {where} {verb} {operands} for bmm"
 
 
 def footer_text(trace: Report, events: Sequence[Event]) -> Text:
