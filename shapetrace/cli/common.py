@@ -117,6 +117,32 @@ def check_workspace(path):
     return path
 
 
+STATE_DIR_HELP = ("Folder of your progress file progress.json (default: $SHAPETRACE_STATE_DIR, else "
+                  "~/.local/state/shapetrace). One progress for every folder you work in.")
+
+
+def check_state_dir(path):
+    """``--state-dir``: a folder (or one that can be made); it is where progress.json is read and
+    written, for this command (it sets SHAPETRACE_STATE_DIR, which the progress module reads)."""
+    import os
+
+    from shapetrace.app.exportpath import check_name_lengths
+    from shapetrace.errors import UsageError
+
+    if path is None:
+        return path
+    check_name_lengths("--state-dir", path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--state-dir {path} is a file; give a folder for your progress")
+    os.environ["SHAPETRACE_STATE_DIR"] = os.path.abspath(path)
+    return path
+
+
+def state_dir_option():
+    """``--state-dir``, on every command that reads or writes progress."""
+    return typer.Option(None, "--state-dir", help=STATE_DIR_HELP, callback=_usage_callback(check_state_dir))
+
+
 def workspace_option(help: str):
     """``--workspace``, checked at parse time."""
     return typer.Option(None, "--workspace", help=help, callback=_usage_callback(check_workspace))

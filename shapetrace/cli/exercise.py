@@ -15,6 +15,7 @@ from shapetrace.cli.common import (
     TRACEBACK_HELP,
     guarded,
     out_console,
+    state_dir_option,
     time_limit_option,
     width_option,
     workspace_option,
@@ -31,6 +32,7 @@ def exercise_list(
     json_out: bool = typer.Option(False, "--json", help="Print the exercises as JSON."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every exercise, in order, with your progress."""
@@ -49,6 +51,7 @@ def exercise_start(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     force: bool = typer.Option(False, "--force", help="Replace your existing file with the starter."),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Copy the exercise's (broken) starter into your workspace."""
@@ -85,6 +88,7 @@ def exercise_check(
     memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
                                   help="Memory your function may use (on top of what the checker needs)."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Check your file: exit 0 when it passes, 1 with an explanation when it does not."""
@@ -115,6 +119,7 @@ def exercise_hint(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The next hint (each call reveals one more level)."""
@@ -144,6 +149,7 @@ def exercise_solution(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     give_up: bool = typer.Option(False, "--give-up", help="Show it without having passed."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The reference solution: after you pass, or with --give-up (bare code when piped)."""
@@ -176,6 +182,7 @@ def exercise_solution(
 def exercise_reset(
     exercise_id: str | None = typer.Argument(None, metavar="[ID]", help="The exercise id."),
     all_: bool = typer.Option(False, "--all", help="Forget the progress of every exercise."),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Forget passes, attempts and hint levels (your files are left alone)."""
@@ -197,6 +204,7 @@ def exercise_watch(
     poll: bool = typer.Option(False, "--poll", help="Poll for changes instead of using watchdog."),
     time_limit: float = time_limit_option(),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Re-check your file on every save; move on to the next exercise when it passes."""
