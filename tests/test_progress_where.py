@@ -54,3 +54,22 @@ def test_write_a_test_is_never_split_at_80_columns(tmp_path):
 def test_the_readme_documents_progress():
     readme = (ROOT / "README.md").read_text()
     assert "SHAPETRACE_STATE_DIR" in readme and "--state-dir" in readme and "progress.json" in readme
+
+
+def test_check_takes_a_path_and_the_next_step_is_one_that_works(tmp_path):
+    """After a pass, the tip names the next exercise not yet passed; when its file already exists it
+    says check (start would refuse to overwrite it). The exercise can be named by its file's path."""
+    ws, st = tmp_path / "ws", tmp_path / "st"
+    lesson = ROOT / "lessons" / "01_split_heads"
+    for ex in ("split-heads", "attention-scores"):
+        assert run_cli("exercise", "start", ex, "--workspace", str(ws), "--state-dir", str(st)).returncode == 0
+    (ws / "split_heads.py").write_text((lesson / "split-heads" / "solution.py").read_text())
+    res = run_cli("exercise", "check", str(ws / "split_heads.py"), "--workspace", str(ws), "--state-dir", str(st),
+                  env={"COLUMNS": "300"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.rstrip().splitlines()[-1] == (
+        f"next: shapetrace exercise check attention-scores (your file {ws / 'attention_scores.py'} is there already)")
+    (ws / "attention_scores.py").unlink()
+    res = run_cli("exercise", "check", "split-heads", "--workspace", str(ws), "--state-dir", str(st),
+                  env={"COLUMNS": "300"})
+    assert res.stdout.rstrip().splitlines()[-1] == "next: shapetrace exercise start attention-scores"

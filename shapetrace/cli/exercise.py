@@ -78,9 +78,36 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
                       width=width)
 
 
+def _id_and_file(exercise_id: str, file: Path | None) -> tuple[str, Path | None]:
+    """``exercise check path/to/split_heads.py`` means the exercise split-heads, checked in that file."""
+    if file is not None or not (exercise_id.endswith(".py") or "/" in exercise_id):
+        return exercise_id, file
+    path = Path(exercise_id)
+    return path.stem.replace("_", "-"), path
+
+
+def next_tip(done_id: str, workspace) -> str:
+    """What to do next after a pass: the first exercise not passed yet, after this one in the course
+    (then from the start); ``check`` when its file is already in the workspace, ``start`` otherwise."""
+    from shapetrace.exercises.progress import learner_file
+
+    curriculum, progress = load_curriculum(), load_progress(quiet=True)
+    ids = [e.id for e in curriculum.exercises]
+    at = ids.index(done_id)
+    for ex_id in ids[at + 1:] + ids[:at]:
+        target = learner_file(workspace, ex_id)
+        if progress.status(ex_id, target) == "passed":
+            continue
+        if target.exists():
+            return f"next: shapetrace exercise check {ex_id} (your file {target} is there already)"
+        return f"next: shapetrace exercise start {ex_id}"
+    return "every exercise is passed"
+
+
 @exercise_app.command("check")
 def exercise_check(
-    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id (or the path of your file, "
+                                      "e.g. shapetrace-exercises/split_heads.py)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
@@ -95,6 +122,7 @@ def exercise_check(
     with guarded(traceback):
         from shapetrace.exercises.progress import learner_file
 
+        exercise_id, file = _id_and_file(exercise_id, file)
         ex = load_curriculum().exercise(exercise_id)
         path = file or learner_file(workspace, ex.id)
         console = out_console(width)
@@ -107,9 +135,7 @@ def exercise_check(
 
             print_verdict(verdict, console, file=str(path))
             if verdict["verdict"] == "pass":
-                nxt = load_curriculum().next_after(ex.id)
-                tip = f"next: shapetrace exercise start {nxt.id}" if nxt else "that was the last exercise"
-                console.print(f"[dim]{tip}[/dim]")
+                console.print(f"[dim]{next_tip(ex.id, workspace)}[/dim]")
         if verdict["verdict"] != "pass":
             raise typer.Exit(1)
 
