@@ -131,12 +131,16 @@ def test_error_while_loading_is_a_crash(hostile):
     v = hostile[0]["import-error"]
     assert v["verdict"] == "crash" and v["line"] == 3
     assert v["explanation"][0] == "while loading your file: ZeroDivisionError: division by zero"
+    assert v["summary"] == ("your file raised ZeroDivisionError: division by zero while loading, before your "
+                            "function was called")
 
 
 def test_syntax_error_and_sys_exit_are_crashes(hostile):
     v = hostile[0]["syntax"]
     assert v["verdict"] == "crash" and v["line"] == 2 and v["code"] == "def split_heads(x, heads)"
     assert v["explanation"][0].startswith("while loading your file: SyntaxError")
+    assert v["summary"].startswith("your file is not valid Python, so nothing was checked: SyntaxError: ")
+    assert "your function raised" not in v["summary"]
     v = hostile[0]["exits"]
     assert v["verdict"] == "crash" and v["line"] == 4 and "SystemExit: 3" in v["explanation"][0]
 
