@@ -170,3 +170,14 @@ def test_ctrl_c_on_a_busy_endless_script_answers_within_a_second(tmp_path):
     assert proc.returncode == 130, err
     assert out.splitlines()[-1] == "interrupted at op 100 (Ctrl-C): the table shows the 100 ops recorded before it"
     assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
+
+
+def test_readme_max_ops_block_comes_from_a_real_run():
+    res = run_cli("trace", "tests/scripts/forever.py", "--dims", "B=2,T=6,D=512,H=8", "--max-ops", "300",
+                  "--width", "100", cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    live = {line.rstrip() for line in res.stdout.splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("--max-ops 300` at 100\ncolumns:")[1].split("```text\n")[1].split("```")[0]
+    pasted = [line for line in block.splitlines() if line.strip()]
+    assert len(pasted) == 6 and [line for line in pasted if line not in live] == []
