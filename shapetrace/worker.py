@@ -85,7 +85,7 @@ def _run_case(fn, args, names, dims, path, limit, width):
     facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
     facts["table"] = trace_table(got.trace, width)
     return {"value": _plain(got.value), "args": [_plain(a) for a in args],
-            "facts": json.dumps(facts, default=str)}
+            "facts": json.dumps(facts, default=str)}, timed_out
 
 
 def main(argv: list[str]) -> int:
@@ -193,8 +193,10 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -
         probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        body = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
+        body, timed_out = _run_case(fn, case.fresh(), case.names, case.dims, path, limit, width)
         channel.send({"kind": "case", "case": i}, body)
+        if timed_out:  # the verdict is this timeout: more cases would only make the learner wait
+            break
 
 
 def _implementation(code: str, subjects: list[str]) -> list:

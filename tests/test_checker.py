@@ -233,6 +233,17 @@ def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
     assert time.monotonic() - start < 60
 
 
+def test_an_endless_function_is_stopped_after_one_case_not_every_case(tmp_path):
+    """The first case that times out is the verdict: the check no longer waits the limit once per case
+    (57 s for a 10 s limit before, issue 23 item 8). Probe (large input) and one case: two limits."""
+    endless = tmp_path / "endless.py"
+    endless.write_text("def split_heads(x, heads):\n    while True:\n        pass\n")
+    start = time.monotonic()
+    [v] = check_files([Job("split-heads", str(endless))], CURRICULUM.root, time_limit=2)
+    assert v["verdict"] == "timeout" and v["summary"] == "your function ran for more than 2 s and was stopped", v
+    assert time.monotonic() - start < 2 * 2 + 8  # the probe and one case, plus start-up and grace
+
+
 def test_killed_child_becomes_a_verdict_and_later_jobs_still_run(tmp_path):
     killer = tmp_path / "killer.py"
     killer.write_text("import os, signal\ndef split_heads(x, heads):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
