@@ -231,6 +231,8 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -
         channel.send({"kind": "start", "case": i})
         values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width)
         channel.send({"kind": "case", "case": i}, values, facts)
+        if (facts.get("exc") or {}).get("timed_out"):   # the verdict is this timeout: more cases only wait
+            break
 
 
 def _implementation(code: str, subjects: list[str]) -> list:

@@ -131,12 +131,16 @@ def test_error_while_loading_is_a_crash(hostile):
     v = hostile[0]["import-error"]
     assert v["verdict"] == "crash" and v["line"] == 3
     assert v["explanation"][0] == "while loading your file: ZeroDivisionError: division by zero"
+    assert v["summary"] == ("your file raised ZeroDivisionError: division by zero while loading, before your "
+                            "function was called")
 
 
 def test_syntax_error_and_sys_exit_are_crashes(hostile):
     v = hostile[0]["syntax"]
     assert v["verdict"] == "crash" and v["line"] == 2 and v["code"] == "def split_heads(x, heads)"
     assert v["explanation"][0].startswith("while loading your file: SyntaxError")
+    assert v["summary"].startswith("your file is not valid Python, so nothing was checked: SyntaxError: ")
+    assert "your function raised" not in v["summary"]
     v = hostile[0]["exits"]
     assert v["verdict"] == "crash" and v["line"] == 4 and "SystemExit: 3" in v["explanation"][0]
 
@@ -228,6 +232,17 @@ def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
     [v] = check_files([Job("split-heads", str(busy))], CURRICULUM.root, time_limit=2)
     assert v["verdict"] == "timeout", v
     assert time.monotonic() - start < 60
+
+
+def test_an_endless_function_is_stopped_after_one_case_not_every_case(tmp_path):
+    """The first case that times out is the verdict: the check no longer waits the limit once per case
+    (57 s for a 10 s limit before, issue 23 item 8). Probe (large input) and one case: two limits."""
+    endless = tmp_path / "endless.py"
+    endless.write_text("def split_heads(x, heads):\n    while True:\n        pass\n")
+    start = time.monotonic()
+    [v] = check_files([Job("split-heads", str(endless))], CURRICULUM.root, time_limit=2)
+    assert v["verdict"] == "timeout" and v["summary"] == "your function ran for more than 2 s and was stopped", v
+    assert time.monotonic() - start < 2 * 2 + 8  # the probe and one case, plus start-up and grace
 
 
 def test_killed_child_becomes_a_verdict_and_later_jobs_still_run(tmp_path):

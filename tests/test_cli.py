@@ -16,9 +16,33 @@ def test_run_prints_header_table_footer(cli):
     assert "4·512² + 4·512 = 1,050,624" in out
     assert "[B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)" in out
     assert "copies 6,144 elements (24 KiB)" in out
-    assert "17 ops · 9 views · 1 copy (24 KiB)" in out
+    assert "17 ops · 9 views · 4 copies (96 KiB)" in out
     assert "no errors or warnings" in out
     assert "Traceback" not in out
+
+
+def test_totals_count_torchs_hidden_copies_and_say_whose_they_are(cli):
+    """The matmuls clone 3 operands (72 KiB) before bmm: the totals count them with the code's own copy
+    and say they are torch's. Before, the footer said "1 copy (24 KiB)"."""
+    result = cli("run", "--width", "200")
+    lines = result.output.splitlines()
+    at = lines.index("17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)")
+    assert lines[at + 1] == ("3 of the 4 copies (72 KiB) are torch's, not the code's: matmul #10, #12 clone "
+                             "operands for bmm")
+
+
+def test_one_hidden_copy_alone_is_the_copy(tmp_path):
+    script = tmp_path / "one.py"
+    script.write_text("import torch\n"
+                      "a = torch.randn(2, 3, 4, 5).transpose(0, 1)\n"
+                      "b = torch.randn(3, 2, 5, 6)\n"
+                      "c = a @ b\n")
+    res = run_cli("trace", str(script), "--width", "200")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("2 ops · "))
+    assert lines[at] == "2 ops · 1 view · 1 copy (480 B) · 1 computed buffer (576 B)"
+    assert lines[at + 1] == ("the copy (480 B) is torch's, not the code's: matmul #1 clones an operand for bmm")
 
 
 def test_run_json_is_pure_json_and_matches_trace(cli):

@@ -29,7 +29,10 @@ def test_every_impl_agrees_with_the_reference(kw, skipped):
         assert r.max_diff is not None and r.max_diff <= TOLERANCE, r
         assert r.errors == 0
         s = stats(r.trace.events)
-        assert (r.ops, r.views, r.copies, r.copy_bytes) == (s["ops"], s["views"], s["copies"], s["copy_bytes"])
+        hidden = [c.nbytes for e in r.trace.events for c in e.hidden_copies]
+        assert (r.hidden_copies, r.hidden_bytes) == (len(hidden), sum(hidden))
+        assert (r.ops, r.views, r.copies, r.copy_bytes) == (s["ops"], s["views"], s["copies"] + len(hidden),
+                                                            s["copy_bytes"] + sum(hidden))
         assert r.ops == len(r.trace.events)
     manual = rows[0]
     assert manual.max_diff == 0.0
@@ -43,7 +46,9 @@ def test_counts_differ_where_the_code_differs():
     assert torch_ops.count("bmm") == 2 and torch_ops.count("softmax") == 1
     assert "multi_head_attention_forward" not in torch_ops
     assert [e.op for e in rows["fused-qkv"].trace.events].count("split") == 1
-    assert rows["manual"].copy_bytes == 2 * 6 * 512 * 4
+    # the code's .contiguous() (24 KiB) and the three operands matmul clones for bmm (72 KiB)
+    assert rows["manual"].copy_bytes == 4 * 2 * 6 * 512 * 4
+    assert (rows["manual"].hidden_copies, rows["manual"].hidden_bytes) == (3, 3 * 2 * 6 * 512 * 4)
 
 
 def test_diff_accounts_for_every_op():
@@ -81,3 +86,20 @@ def test_cli_compare_bad_impl_is_usage_error(cli):
     assert res.exit_code == 2
     res = cli("compare", "--kv-len", "9", "--diff", "manual", "fused-qkv")
     assert res.exit_code == 2
+
+
+def test_compare_counts_hidden_copies_and_the_readme_table_is_current(cli):
+    """The matmuls' clones are counted (and said to be torch's); the README's table is a real run's."""
+    from conftest import ROOT
+
+    out = cli("compare", "--width", "200").output
+    assert ("copies include torch's own, not the code's (operands a batched matmul clones for bmm): manual 3 "
+            "(72 KiB), einops 3 (72 KiB), fused-qkv 3 (72 KiB)") in out
+    live = {line.split()[0]: line.split()[:6] for line in out.splitlines() if line[:1].isalpha() and "KiB" in line}
+    assert live["manual"] == ["manual", "17", "9", "4", "96", "KiB"]
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("`shapetrace compare` runs every implementation on the same weights and input:")[1]
+    block = block.split("```text\n")[1].split("```")[0]
+    pasted = {line.split()[0]: line.split()[:6] for line in block.splitlines() if line.split()
+              and line.split()[0] in live}
+    assert pasted == live

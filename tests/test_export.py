@@ -41,7 +41,7 @@ def test_svg_is_xml_with_every_op(trace, tmp_path):
     for shape in EXPECTED_SHAPES.values():
         assert shape in text
     assert "(3072, 64, 512, 1)" in text and "copy 24 KiB" in text
-    assert "17 ops · 9 views · 1 copy (24 KiB)" in text
+    assert "17 ops · 9 views · 4 copies (96 KiB)" in text
 
 
 class _Collect(HTMLParser):
@@ -96,7 +96,7 @@ def test_markdown_table_rows_match_the_trace(trace, tmp_path):
     assert rows[2][2] == "`return x.transpose(1, 2)`"
     assert rows[14][5] == "**copy 24 KiB**" and rows[15][5] == "view" and rows[10][5] == "new 2.2 KiB"
     assert lines[head + 2 + 17] == ""
-    assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)  " in lines
+    assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)  " in lines
     assert lines[-1].startswith("**✓ no errors or warnings**")
 
 

@@ -74,8 +74,10 @@ def _cases(d):
          "the scores B·H·T·T would have 1.6e+21 elements, more than torch can index (2**62)"),
         (["run", "--predict", "--answers", str(d / "folder")], 2, "is a folder; give a file with one answer per line"),
         (["run", "--predict", "--answers", str(d / "nonutf8.txt")], 2, "nonutf8.txt:1: not UTF-8 text"),
-        (["run", "--predict", "--answers", "/dev/zero"], 2, "--answers /dev/zero is larger than 1 MiB"),
-        (["quiz", "--answers-from", "/dev/zero"], 2, "--answers-from /dev/zero is larger than 1 MiB"),
+        (["run", "--predict", "--answers", "/dev/zero"], 2,
+         "--answers /dev/zero is a character device, not a regular file"),
+        (["quiz", "--answers-from", "/dev/zero"], 2,
+         "--answers-from /dev/zero is a character device, not a regular file"),
         (["quiz", "--answers-from", str(d / "folder")], 2, "is a folder; give a file with one answer per line"),
         (["exercise", "list", "--workspace", str(d / "afile")], 2, "is a file; give a folder for your exercise files"),
         (["exercise", "check", "split-heads", "--time-limit", "nan"], 2, "--time-limit nan: use a number of seconds"),
@@ -87,7 +89,7 @@ def _cases(d):
         (["strides", "6", "view(" + "-" * 1990 + "6)"], 0, "1 step · 1 view"),  # an even run of signs: view(6)
         (["strides", "6", "view(" + "1+" * 900 + "6)"], 2, "the chain is nested too deeply (at most 100 levels)"),
         (["strides", "1", "expand(1024*1024*1024).contiguous()"], 0, "running on torch's meta device"),
-        (["trace", "/dev/zero"], 2, "script /dev/zero is larger than 8 MiB"),
+        (["trace", "/dev/zero"], 2, "script /dev/zero is a character device, not a regular file: give a file"),
         (["trace", str(d / "nul.py")], 2, "nul.py:2: a NUL byte: this is not a Python source file"),
         (["trace", str(d / "bom.py"), "--dims", "B=2,T=6,D=512,H=8"], 0, "[B=2, T=6, H=8, d_k=64]"),
     ] + [([cmd, *sub, "--width", "-5"], 2, "--width -5: use 40 to 1000 columns") for cmd, *sub in

@@ -58,13 +58,13 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     requests = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(page_file.as_uri())
-    assert _text(page, "#position") == "op 1 of 17 · reference.py:41"
+    assert _text(page, "#position") == "#0 linear · ops #0-#16 · reference.py:41"
     assert _text(page, "#code .cur") == "41        q = self.split_heads(self.w_q(x))                   # (B, H, T, d_k)"
     assert [_text(page, f"#row-cells td:nth-child({i})") for i in range(1, 7)] == [
         "0", "linear", "[B=2, T=6, D=512]", "(3072, 512, 1)", "new 24 KiB", "contiguous"]
     for _ in range(10):
         page.keyboard.press("ArrowRight")
-    assert _text(page, "#position") == "op 11 of 17 · reference.py:45"
+    assert _text(page, "#position") == "#10 matmul · ops #0-#16 · reference.py:45"
     assert _text(page, "#code .cur").startswith("45        scores = q @ k_t / math.sqrt(self.d_k)  ")
     assert _text(page, "#equation") == "q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]"
     inputs = [re.sub(r"\s+", " ", _text(page, f"#inputs div:nth-child({i})")) for i in (1, 2)]
@@ -74,9 +74,9 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     assert "hidden copies inside matmul" in _text(page, "#diagram")
     page.screenshot(path=str(OUTPUT / "page-light.png"))
     page.keyboard.press(" ")
-    assert _text(page, "#position") == "op 12 of 17 · reference.py:46"
+    assert _text(page, "#position") == "#11 softmax · ops #0-#16 · reference.py:46"
     page.keyboard.press("ArrowLeft")
-    assert _text(page, "#position") == "op 11 of 17 · reference.py:45"
+    assert _text(page, "#position") == "#10 matmul · ops #0-#16 · reference.py:45"
     page.keyboard.press("t")
     assert page.get_attribute("html", "data-theme") == "dark"
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(12, 12, 12)"
@@ -88,7 +88,7 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     assert _text(page, "#position") == "summary · 17 ops"
     assert "✓ no errors or warnings" in _text(page, "#summary")
     page.keyboard.press("Home")
-    assert _text(page, "#position") == "op 1 of 17 · reference.py:41"
+    assert _text(page, "#position") == "#0 linear · ops #0-#16 · reference.py:41"
     page.click("#strip button:nth-child(3)")
     assert _text(page, "#row-cells td:nth-child(6)") == "strided"
     assert all(url.startswith("file:") for url in requests), requests  # nothing from the network
@@ -102,3 +102,43 @@ def test_static_html_is_still_there_for_slides(tmp_path):
     html = out.read_text(encoding="utf-8")
     text = re.sub(r"<[^>]+>", "", html)
     assert "ArrowRight" not in html and "  4-5 view, transpose  k: the same two ops as q, #1-#2" in text
+
+
+@pytest.fixture(scope="module")
+def broken_page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("broken") / "broken.html"
+    proc = run_cli("run", "--break", "skip-transpose", "--export", str(out))
+    assert proc.returncode == 1, proc.stderr  # the run found errors
+    return out
+
+
+def test_errors_are_marked_in_the_strip_and_the_title(browser, broken_page):
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(broken_page.as_uri())
+    marked = page.eval_on_selector_all("#strip button.wrong", "bs => bs.map(b => b.textContent)")
+    assert marked == ["#1 view ✗", "#12 view ✗", "#13 linear ✗"]
+    page.click("#strip button:nth-child(2)")
+    assert _text(page, "#position") == "#1 view · ✗ error · ops #0-#13 · broken.py:22"
+    assert _text(page, "#notes").startswith("✗ error mixed-axis: view #1 turns")
+    colour = page.evaluate("getComputedStyle(document.querySelector('#strip button.wrong')).borderTopColor")
+    assert colour == "rgb(179, 38, 30)"  # --bad in the light theme
+    page.close()
+
+
+def test_plus_and_minus_change_the_text_size_and_the_code_line_is_whole(browser, broken_page):
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(broken_page.as_uri())
+    page.click("#strip button:nth-child(2)")
+    cur = page.query_selector("#code .cur")
+    box, panel = cur.bounding_box(), page.query_selector("#code-panel").bounding_box()
+    assert box["x"] + box["width"] <= panel["x"] + panel["width"] + 1  # wrapped inside the panel, not cut
+    assert page.evaluate("document.querySelector('#code').scrollWidth <= document.querySelector('#code').clientWidth")
+    assert "return x.view(B, self.heads, T, self.d_k)" in _text(page, "#code .cur")
+    page.keyboard.press("+")
+    page.keyboard.press("+")
+    assert page.evaluate("document.body.style.zoom") == "1.2"
+    page.keyboard.press("-")
+    assert page.evaluate("document.body.style.zoom") == "1.1"
+    page.keyboard.press("End")
+    assert page.evaluate("getComputedStyle(document.getElementById('code-panel')).display") == "none"
+    page.close()

@@ -30,7 +30,7 @@ def test_textbook_table(cli):
     assert ("    2 transpose    [B=2, H=8, T=6, d_k=64]         (3072, 64, 512, 1)      "
             "view          strided") in out
     assert "textbook.py:18" in out and "textbook.py:22" in out
-    assert "17 ops · 9 views · 1 copy (24 KiB) · 7 computed buffers (124 KiB)" in out
+    assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)" in out
     assert "✓ no errors or warnings" in out
 
 

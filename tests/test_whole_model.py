@@ -56,7 +56,7 @@ def test_identical_layers_fold_into_one_line(cli):
     assert "22-84 layers.1-3: the same 21 ops as layers.0" in out
     assert out.count("the same 21 ops") == 1
     assert "\nlayers.0\n" in out and "\nwte\n" in out and "\nln_f\n" in out
-    assert "86 ops · 36 views · 4 copies (12 KiB) · 46 computed buffers (159 KiB)" in out
+    assert "86 ops · 36 views · 16 copies (48 KiB) · 46 computed buffers (159 KiB)" in out
 
 
 @pytest.mark.parametrize("script_args,folds,shown", [
@@ -139,13 +139,13 @@ def test_only_a_module_path(cli):
 def test_per_module_summary(cli):
     out = trace(cli).output
     summary = out.split("largest tensor")[1]
-    assert ("module             ops  views     copies  computed\n"
-            "wte                  1      0    0 (0 B)     3 KiB\n"
-            "layers.0-3 (each)   21      9  1 (3 KiB)  38.2 KiB\n"
-            "ln_f                 1      0    0 (0 B)     3 KiB\n") in summary
+    assert ("module             ops  views      copies  computed\n"
+            "wte                  1      0     0 (0 B)     3 KiB\n"
+            "layers.0-3 (each)   21      9  4 (12 KiB)  38.2 KiB\n"
+            "ln_f                 1      0     0 (0 B)     3 KiB\n") in summary
     forced = trace(cli, "--only", "layers.1.attn", "--summary").output
-    assert ("module    ops  views     copies  computed\n"
-            "layers.1   17      9  1 (3 KiB)  17.2 KiB\n") in forced
+    assert ("module    ops  views      copies  computed\n"
+            "layers.1   17      9  4 (12 KiB)  17.2 KiB\n") in forced
 
 
 def _events(script_args=()):
@@ -277,7 +277,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_run_and_compare_on_cuda(cli):
     result = cli("run", "--device", "cuda", "--width", "100")
     assert result.exit_code == 0, result.output
-    assert "17 ops · 9 views · 1 copy (24 KiB)" in result.output
+    assert "17 ops · 9 views · 4 copies (96 KiB)" in result.output
     data = json.loads(cli("compare", "--device", "cuda", "--json").stdout)
     assert data["device"] == "cuda"
     assert all(r["agrees"] in (True, None) for r in data["rows"])

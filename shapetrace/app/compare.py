@@ -32,6 +32,8 @@ class ImplRow:
     errors: int = 0
     skipped: str | None = None
     trace: Any = field(default=None, repr=False)
+    hidden_copies: int = 0  #: of ``copies``, the ones torch makes itself inside a batched matmul
+    hidden_bytes: int = 0
 
     @property
     def agrees(self) -> bool | None:
@@ -42,7 +44,8 @@ class ImplRow:
     def to_dict(self) -> dict[str, Any]:
         return {"impl": self.impl, "ops": self.ops, "views": self.views, "copies": self.copies,
                 "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "max_diff": self.max_diff,
-                "agrees": self.agrees, "errors": self.errors, "skipped": self.skipped}
+                "agrees": self.agrees, "errors": self.errors, "skipped": self.skipped,
+                "hidden_copies": self.hidden_copies, "hidden_bytes": self.hidden_bytes}
 
 
 def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
@@ -77,7 +80,9 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
             continue
         trace, out = _trace_impl(cfg, ref, inputs, device)
         s = stats(trace.events)
-        row = ImplRow(impl, s["ops"], s["views"], s["copies"], s["copy_bytes"], s["alloc_bytes"], trace=trace)
+        hidden = [c.nbytes for e in trace.events if not e.error for c in e.hidden_copies]
+        row = ImplRow(impl, s["ops"], s["views"], s["copies"] + len(hidden), s["copy_bytes"] + sum(hidden),
+                      s["alloc_bytes"], trace=trace, hidden_copies=len(hidden), hidden_bytes=sum(hidden))
         row.errors = sum(1 for d in trace.diagnostics if d.severity == "error")
         if out is not None and device != "meta":
             row.max_diff = float((out - want).abs().max())

@@ -26,9 +26,39 @@ def export_format(path: str | Path) -> str:
     return suffix
 
 
+#: Room kept in a name for the temporary file written beside it (``.NAME.xxxxxxxx.tmp``).
+TEMP_ROOM = 14
+
+
+def check_name_lengths(flag: str, path: str | Path, room: int = 0) -> None:
+    """A UsageError when a name in ``path`` is longer than the file system holds (``room`` bytes kept
+    for a temporary name), or the whole path is."""
+    text = os.fspath(path)
+    limit = _name_max(text)
+    for part in Path(text).parts:
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size + room > limit:
+            short = part if len(part) <= 40 else part[:20] + "…" + part[-12:]
+            raise UsageError(f"{flag}: the name {short} is {size} bytes long; names here go up to "
+                             f"{limit - room} bytes")
+    if len(text.encode("utf-8", "surrogateescape")) > 4000:
+        raise UsageError(f"{flag}: the path is {len(text):,} characters long; paths go up to 4,000")
+
+
+def _name_max(path: str) -> int:
+    folder = os.path.dirname(os.path.abspath(path)) or "/"
+    while not os.path.isdir(folder) and folder != os.path.dirname(folder):
+        folder = os.path.dirname(folder)
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
 def check_export_path(path: str | Path, force: bool = False) -> Path:
     """Everything about an export path that can be checked before tracing: its format, its folder,
     and that it would not overwrite a file (or the target of a symbolic link) without ``force``."""
+    check_name_lengths("--export", path, TEMP_ROOM)
     path = Path(path)
     export_format(path)
     folder = path.parent

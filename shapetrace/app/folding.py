@@ -26,6 +26,7 @@ class Fold:
     events: tuple[Event, ...]
     original: tuple[Event, ...]
     sentence: str
+    times: int = 1  #: how many times ``original`` repeats back to back (a loop's iterations)
 
 
 def signature(e: Event) -> tuple:
@@ -53,6 +54,11 @@ def fold_events(events: Sequence[Event], keep: Collection[int] = (), min_ops: in
             while (i + length < len(events) and j + length < i and sigs[j + length] == sigs[i + length]
                    and events[i + length].index not in keep):
                 length += 1
+        if length >= min_ops and j + length == i:  # the block right before repeats: a loop, maybe many times
+            length = _periodic_length(sigs, events, i, i - j, keep)
+            folds.append(_loop_fold(events, i, i - j, length))
+            i += length
+            continue
         if length >= min_ops:
             folds.append(_fold(events, i, j, length))
             i += length
@@ -60,6 +66,25 @@ def fold_events(events: Sequence[Event], keep: Collection[int] = (), min_ops: in
         first_seen.setdefault(sigs[i], i)
         i += 1
     return folds
+
+
+def _periodic_length(sigs: Sequence[tuple], events: Sequence[Event], i: int, period: int,
+                     keep: Collection[int]) -> int:
+    """How many ops from ``i`` on repeat the ``period`` ops before them, in whole periods."""
+    end = i
+    while end < len(events) and sigs[end] == sigs[end - period] and events[end].index not in keep:
+        end += 1
+    return (end - i) // period * period
+
+
+def _loop_fold(events: Sequence[Event], i: int, period: int, length: int) -> Fold:
+    """``the same 3 ops as #0-#2, 49 more times``: a loop's later iterations as one line."""
+    block, original = tuple(events[i:i + length]), tuple(events[i - period:i])
+    times = length // period
+    count = _NUMBER_WORDS.get(period, str(period))
+    where = f"#{original[0].index}-#{original[-1].index}"
+    again = "once more" if times == 1 else f"{times} more times"
+    return Fold(block, original, f"the same {count} ops as {where}, {again}", times)
 
 
 def _fold(events: Sequence[Event], i: int, j: int, length: int) -> Fold:

@@ -215,7 +215,8 @@ class ModuleRow:
 
 
 def module_summary(events: Sequence[Event]) -> list[ModuleRow]:
-    """Ops, views, copies (bytes) and computed bytes per layer-level module path, in order of first use.
+    """Ops, views, copies (bytes; torch's hidden ones inside matmul included, as in the footer) and
+    computed bytes per layer-level module path, in order of first use.
 
     Consecutive layers of one stack with the same counts share one row (``h.1-11``, counts for each).
     """
@@ -227,8 +228,9 @@ def module_summary(events: Sequence[Event]) -> list[ModuleRow]:
     rows = []
     for path, evs in groups.items():
         s = stats(evs)
-        rows.append(ModuleRow(path or "(top level)", s["ops"], s["views"], s["copies"], s["copy_bytes"],
-                              s["alloc_bytes"]))
+        hidden = [c.nbytes for e in evs if not e.error for c in e.hidden_copies]  # torch's own, inside matmul
+        rows.append(ModuleRow(path or "(top level)", s["ops"], s["views"], s["copies"] + len(hidden),
+                              s["copy_bytes"] + sum(hidden), s["alloc_bytes"]))
     return _merge_layers(rows)
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import runpy
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -94,6 +94,23 @@ def _path_matches(path: str, pattern: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Limits:
+    """When a traced script's recording stops by itself: after ``max_ops`` recorded ops or ``seconds``
+    of running (None: no limit). ``progress(ops, seconds)`` is called about every 0.1 s once the script
+    has run for ``progress_after`` seconds (the CLI prints a live count on stderr)."""
+
+    max_ops: int | None = None
+    seconds: float | None = None
+    progress: Callable[[int, float], None] | None = None
+    progress_after: float = 2.0
+    #: Called (from the watcher thread) with why the recording stopped and how many ops it holds when the
+    #: script keeps running ``give_up_after`` seconds after the stop (it catches BaseException): the CLI
+    #: ends the process there, so time and memory stay bounded.
+    on_stuck: Callable[[str, int], None] | None = None
+    give_up_after: float = 3.0
+
+
 @dataclass
 class ScriptRun:
     """The outcome of one traced script: its trace (filtered), and how it ended."""
@@ -104,6 +121,7 @@ class ScriptRun:
     failed: Event | None = None
     hidden: int = 0
     notes: list[str] = field(default_factory=list)
+    stopped: str | None = None  #: why the recording stopped before the script's end (a limit), else None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +131,15 @@ class ScriptRun:
     def interrupted(self) -> bool:
         """True when Ctrl-C stopped the script: the trace holds the ops recorded before it."""
         return isinstance(self.exception, KeyboardInterrupt)
+
+
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or what went wrong getting it: a script's exception may have a ``__str__`` that
+    raises, and that must not become shapetrace's own failure."""
+    try:
+        return str(exc)
+    except BaseException as inner:  # noqa: BLE001 - any class, even a KeyboardInterrupt-like one
+        return f"(its message cannot be shown: str() raised {type(inner).__name__})"
 
 
 #: The largest script shapetrace reads (``/dev/zero`` must not fill memory).
@@ -213,8 +240,11 @@ def _exec(path: str) -> None:
 
 def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None = None,
                device: str = "cpu", filters: Filters | None = None,
-               stdout_to_stderr: bool = False) -> ScriptRun:
-    """Trace ``path`` run as ``__main__``; exceptions in the script are kept, not raised."""
+               stdout_to_stderr: bool = False, limits: Limits | None = None) -> ScriptRun:
+    """Trace ``path`` run as ``__main__``; exceptions in the script are kept, not raised.
+
+    With ``limits``, a watcher thread stops the script (as Ctrl-C would) once it has recorded
+    ``max_ops`` ops or run ``seconds``; the trace keeps the first ``max_ops`` ops."""
     import torch
 
     from shapetrace.engine import tracer as tr
@@ -224,9 +254,10 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     STACK_ROOTS.add(_exec.__code__)
     trace = tr.Trace(dims)
     exception: BaseException | None = None
+    watcher = _Watcher(trace, limits) if limits is not None else None
     with script_environment(path, args, stdout_to_stderr) as threads:
         try:
-            with trace, _default_device(device, torch):
+            with trace, _default_device(device, torch), watcher or contextlib.nullcontext():
                 _exec(path)
         except SystemExit as exc:
             if exc.code not in (None, 0):
@@ -234,12 +265,113 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
         except BaseException as exc:  # the script's own failure of any class, or Ctrl-C: shown with the table
             exception = exc
         finally:
+            if watcher is not None:
+                watcher.__exit__(None, None, None)
             _flush()
-    run = _finish(path, trace, exception, filters or Filters())
+    stopped = watcher.stopped if watcher is not None else None
+    if stopped is not None and (exception is None or isinstance(exception, (RecordingStopped, KeyboardInterrupt))):
+        exception = None  # the limit asked for stopped it: the ops so far are the answer
+        if limits.max_ops is not None and len(trace.events) > limits.max_ops:
+            trace = filtered(trace, trace.events[:limits.max_ops])
+    else:
+        stopped = None
+    run = _finish(path, trace, exception, filters or Filters(), stopped)
     if threads[0]:
         run.notes.append(f"the script started {threads[0]} thread{'s' if threads[0] != 1 else ''}: shapetrace "
                          "records the thread that runs the script, so ops run in other threads are not in the table")
     return run
+
+
+class RecordingStopped(BaseException):
+    """Raised in the script's thread when a limit (``--max-ops``, ``--time-limit``) is reached: a
+    BaseException, so a script's ``except Exception`` does not swallow it."""
+
+
+class _Watcher:
+    """A thread that watches a recording: it reports progress and stops the script at a limit by
+    sending the main thread a signal of its own (SIGUSR1), whose handler raises :class:`RecordingStopped`.
+    That works where SIGINT is ignored (a background job, nohup) and wakes a ``time.sleep``; the signal is
+    sent again every half second, in case the script catches the first one."""
+
+    TICK = 0.05
+    RESEND = 0.5
+
+    def __init__(self, trace: Trace, limits: Limits) -> None:
+        import threading
+
+        self.trace, self.limits = trace, limits
+        self.stopped: str | None = None
+        self._main = threading.get_ident()
+        self._go, self._done = threading.Event(), threading.Event()
+        self._previous, self._installed = None, False
+        # started here, before the script's environment counts the threads it starts
+        self._thread = threading.Thread(target=self._watch, name="shapetrace-watcher", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> _Watcher:
+        import signal
+        import threading
+
+        if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGUSR1, self._raise)
+            self._installed = True
+        self._go.set()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        self._done.set()
+        self._go.set()
+        self._thread.join()
+        if self._installed:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL if self._previous is None else self._previous)
+            self._installed = False
+
+    def _raise(self, signum, frame) -> None:
+        if not self._done.is_set():
+            raise RecordingStopped(self.stopped)
+
+    def _watch(self) -> None:
+        import time
+
+        self._go.wait()
+        self._start = time.monotonic()
+        limits, next_report = self.limits, self.limits.progress_after
+        while not self._done.wait(self.TICK):
+            ops, elapsed = len(self.trace), time.monotonic() - self._start  # records: nothing is made here
+            if limits.progress is not None and elapsed >= next_report:
+                limits.progress(ops, elapsed)
+                next_report = elapsed + 0.1
+            if limits.max_ops is not None and ops >= limits.max_ops:
+                return self._stop(f"--max-ops {limits.max_ops:,}: the recording stopped after "
+                                  f"{limits.max_ops:,} ops")
+            if limits.seconds is not None and elapsed >= limits.seconds:
+                return self._stop(f"--time-limit {limits.seconds:g}: the recording stopped after "
+                                  f"{limits.seconds:g} s ({ops:,} ops)")
+
+    def _stop(self, why: str) -> None:
+        import time
+
+        self.stopped = why
+        since = time.monotonic()
+        while not self._done.is_set():
+            self._signal()
+            self._done.wait(self.RESEND)
+            if (self.limits.on_stuck is not None and not self._done.is_set()
+                    and time.monotonic() - since >= self.limits.give_up_after):
+                self.limits.on_stuck(why, len(self.trace))
+
+    def _signal(self) -> None:
+        import signal
+
+        if not self._installed:  # not the main thread: Python's own interrupt flag (a KeyboardInterrupt)
+            import _thread
+
+            _thread.interrupt_main()
+            return
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_kill(self._main, signal.SIGUSR1)
 
 
 def _flush() -> None:
@@ -259,7 +391,8 @@ def _default_device(device: str, torch) -> Iterator[None]:
         torch.set_default_device(None)
 
 
-def _finish(path: str, trace: Trace, exception: BaseException | None, filters: Filters) -> ScriptRun:
+def _finish(path: str, trace: Trace, exception: BaseException | None, filters: Filters,
+            stopped: str | None = None) -> ScriptRun:
     if exception is None and filters.only:
         check_only(trace.events, filters.only)
     failed_at = next((e.index for e in trace.events if e.error), None) if exception else None
@@ -267,8 +400,8 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
     shown = filtered(trace, kept)
     failed = next((e for e in shown.events if e.error), None)
     run = ScriptRun(script=path, trace=shown, exception=exception, failed=failed,
-                    hidden=len(trace.events) - len(kept))
-    if not trace.events and exception is None:
+                    hidden=len(trace.events) - len(kept), stopped=stopped)
+    if not trace.events and exception is None and stopped is None:
         raise RunError(f"{path} ran to the end without a tensor op that shapetrace records (view, reshape, "
                        "transpose, matmul, linear, softmax...): nothing to show (is the model called?)")
     return run
@@ -286,6 +419,42 @@ def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
     out.events = [replace(e, index=i) for i, e in enumerate(events)]
     out._diagnostics = None
     return out
+
+
+def sizes_not_found(events: Sequence[Event], sizes: dict[str, int]) -> dict[str, int]:
+    """The named sizes (``--dims``) that no recorded tensor has as an axis length: names that cannot
+    have named anything."""
+    seen = {n for e in events for t in (*e.inputs, *e.outputs) for n in t.shape}
+    return {k: v for k, v in sizes.items() if v not in seen}
+
+
+def unused_sizes_note(events: Sequence[Event], sizes: dict[str, int]) -> str | None:
+    """When some axes were named but some ``--dims`` sizes match no axis at all: say which (they name
+    nothing in the table), so a mistyped size is not taken for a checked one. None otherwise."""
+    missing = sizes_not_found(events, sizes) if sizes else {}
+    if not missing or not any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims):
+        return None
+    listed = ", ".join(f"{k}={v}" for k, v in missing.items())
+    verb = "matches" if len(missing) == 1 else "match"
+    return (f"--dims {listed} {verb} no axis of any recorded tensor: the script does not use "
+            f"{'that size' if len(missing) == 1 else 'those sizes'}, so no axis in the table is named from it")
+
+
+def how_to_name(events: Sequence[Event], sizes: dict[str, int]) -> str:
+    """What the table says when no axis has a name: how to give names in a ``shapetrace trace`` run,
+    or why the sizes given with ``--dims`` named nothing."""
+    if not sizes:
+        return ("Name them with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") "
+                "in the script.")
+    missing = sizes_not_found(events, sizes)
+    seen = sorted({n for e in events for t in (*e.inputs, *e.outputs) for n in t.shape})
+    given = " ".join(f"{k}={v}" for k, v in sizes.items())
+    verb = "matches" if len(missing) == 1 else "match"
+    absent = (" (" + ", ".join(f"{k}={v}" for k, v in missing.items()) + f" {verb} no axis)") if missing else ""
+    sizes_seen = ", ".join(map(str, seen[:12])) + (", …" if len(seen) > 12 else "")
+    return (f"The sizes given with --dims ({given}) named no input tensor{absent}; the script's tensors "
+            f"have axes of sizes {sizes_seen}. Give the sizes the script uses, or name a tensor in the script "
+            "with shapetrace.name(x, \"B T D\").")
 
 
 def script_header(path: str, dims: dict[str, int], note: str | None = None) -> list[str]:

@@ -69,6 +69,7 @@ class ChainRun:
     heads: int | None = None
     names_given: bool = False
     largest: int = 0  # the most elements any step holds (or copies), sized on meta before running
+    heads_from: str | None = None  # the step H was read from when --heads was not given
 
     @property
     def head_count(self) -> int | None:
@@ -139,6 +140,7 @@ class ChainPlan:
     steps: list[ChainStep]
     heads: int | None
     names_given: bool
+    heads_from: str | None = None  #: the chain step H was read from (no --heads), or None
 
 
 def plan_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: int | None = None) -> ChainPlan:
@@ -147,12 +149,13 @@ def plan_chain(shape_text: str, chain_text: str, dims: str | None = None, heads:
     names = parse_names(dims, shape)
     sizes = named_sizes(shape, names, heads)
     steps = parse_chain(chain_text, {k: v for k, v in _arg_names(sizes).items()})
+    heads_from = None
     if heads is None and "H" not in sizes:
         guess = infer_heads(steps, shape, names)
         if guess is not None:
             sizes = named_sizes(shape, names, guess)
-            heads = guess
-    return ChainPlan(shape, names, sizes, steps, heads, dims is not None)
+            heads, heads_from = guess, steps[0].text
+    return ChainPlan(shape, names, sizes, steps, heads, dims is not None, heads_from)
 
 
 def largest_step(shape: Sequence[int], steps: Sequence[ChainStep]) -> int:
@@ -206,7 +209,7 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
                 break
     _add_notes(trace, results)
     return ChainRun(shape, names, device, results, trace, plan.heads, names_given=plan.names_given,
-                    largest=largest)
+                    largest=largest, heads_from=plan.heads_from)
 
 
 def _call(step: ChainStep, tensor):

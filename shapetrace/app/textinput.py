@@ -12,6 +12,7 @@ shapetrace.errors.UsageError: an answer line is longer than 4096 characters
 from __future__ import annotations
 
 import os
+import stat
 from typing import TextIO
 
 from shapetrace.errors import UsageError
@@ -54,8 +55,27 @@ def read_answers(path: str | os.PathLike, flag: str) -> list[str]:
     return lines
 
 
+#: What a path is when it is not a regular file (``stat.S_IFMT``), for the one-line refusal.
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular(path: str, what: str) -> None:
+    """A UsageError unless ``path`` is a regular file: a FIFO would block the read forever and a
+    device never ends (``/dev/zero``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: open() says so in its own words
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise UsageError(f"{what} {path} is {kind}, not a regular file: give a file")
+
+
 def read_capped(path: str, limit: int, what: str, not_what: str = "not a file shapetrace reads") -> bytes:
-    """At most ``limit`` bytes of a regular file (or stdin-like stream), or one clear UsageError."""
+    """At most ``limit`` bytes of a regular file, or one clear UsageError (FIFOs and devices refused)."""
+    check_regular(path, what)
     try:
         with open(path, "rb") as f:
             data = f.read(limit + 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.attention.catalogue import BREAKS, CATALOGUE, default_pad
+from shapetrace.attention.sizes import check_size
 from shapetrace.errors import UsageError
 
 #: Ways to compute attention; ``manual`` is the reference the others are checked against.
@@ -35,12 +36,15 @@ def check_variant(c: AttentionConfig) -> None:
 
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise UsageError(f"{flag} {value!r} is not one of: {', '.join(allowed)}")
+        import difflib
+
+        close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"{flag} {value!r} is not one of: {', '.join(allowed)}{hint}")
 
 
 def _whole(flag: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{flag} must be a whole number of at least 1, got {value!r}")
+    check_size(flag, value)
 
 
 def _check_kv_len(c: AttentionConfig) -> None:

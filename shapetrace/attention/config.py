@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shapetrace.attention.checks import IMPLS, MASKS, PAD_SIDES, check_variant
+from shapetrace.attention.sizes import MAX_SIZE, check_size, shown
 from shapetrace.errors import UsageError
 
-__all__ = ["AttentionConfig", "IMPLS", "MASKS", "PAD_SIDES", "divisors", "header_lines"]
+__all__ = ["AttentionConfig", "IMPLS", "MASKS", "MAX_SIZE", "PAD_SIDES", "check_size", "divisors",
+           "header_lines", "shown"]
 
 
 @dataclass(frozen=True)
@@ -33,18 +35,8 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "batch", "seq_len"):
-            value = getattr(self, name)
-            flag = "--" + name.replace("_", "-")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"{flag} must be a whole number of at least 1, got {value!r}")
-            if value > MAX_SIZE:
-                raise UsageError(f"{flag} {shown(value)} is too large: sizes go up to 2**40 ({MAX_SIZE})")
-        if self.heads > self.d_model:
-            raise UsageError(f"--heads {self.heads} is more than --d-model {self.d_model}: each head needs "
-                             "at least one feature (d_k = D / H)")
-        if self.d_model % self.heads:
-            raise UsageError(f"{self.heads} does not divide {self.d_model}: --heads must divide --d-model "
-                             f"(d_k = D / H); {near_divisors(self.d_model, self.heads)}")
+            check_size("--" + name.replace("_", "-"), getattr(self, name))
+        check_head_split(self.d_model, self.heads, "--d-model", "--heads")
         check_variant(self)
         check_elements(self)
 
@@ -99,6 +91,38 @@ class AttentionConfig:
         return 2 * D * D + 2 * D * D_kv + 2 * D + 2 * D_kv
 
 
+def check_head_split(d_model: int, heads: int, d_flag: str, h_flag: str, sep: str = " ") -> None:
+    """H heads of d_k = D / H features each: H at most D, and a divisor of D (one line otherwise, naming
+    the options as the user wrote them: ``--heads``/``--d-model`` for ``run``, ``H=``/``D=`` for ``--dims``)."""
+    if heads > d_model:
+        raise UsageError(f"{h_flag}{sep}{heads} is more than {d_flag}{sep}{d_model}: each head needs "
+                         "at least one feature (d_k = D / H)")
+    if d_model % heads:
+        raise UsageError(f"{heads} does not divide {d_model}: {h_flag} must divide {d_flag} "
+                         f"(d_k = D / H); {near_divisors(d_model, heads)}")
+
+
+def check_named_sizes(sizes: dict[str, int]) -> None:
+    """The checks ``run`` makes on its options, made on named sizes (``trace --dims``): every size within
+    2**40, H divides D, a given d_k is D / H, H_kv divides H."""
+    for name, value in sizes.items():
+        if value > MAX_SIZE:
+            raise UsageError(f"--dims {name.partition(':')[0]}: {shown(value)} is too large: sizes go up to "
+                             f"2**40 ({MAX_SIZE})")
+    D, H = sizes.get("D"), sizes.get("H")
+    if D is not None and H is not None:
+        check_head_split(D, H, "D", "--dims H", sep="=")
+        d_k = sizes.get("d_k")
+        if d_k is not None and d_k != D // H:
+            raise UsageError(f"--dims d_k={d_k} is not D / H = {D} / {H} = {D // H}: leave d_k out "
+                             "(it is derived from D and H) or make the three agree")
+    H_kv = sizes.get("H_kv")
+    if H is not None and H_kv is not None and (H_kv > H or H % H_kv):
+        ok = [d for d in range(1, min(H, 10_000) + 1) if H % d == 0]
+        raise UsageError(f"--dims H_kv={H_kv} must divide H={H}: each key/value head serves H / H_kv query "
+                         f"heads, a whole number. Values that work: {', '.join(map(str, ok[:12]))}")
+
+
 def header_lines(config: AttentionConfig, title: str = "multi-head self-attention") -> list[str]:
     """The run header: config, d_k and the parameter count, each number worked out."""
     D, H = config.d_model, config.heads
@@ -109,16 +133,7 @@ def header_lines(config: AttentionConfig, title: str = "multi-head self-attentio
     ]
 
 
-#: The largest size shapetrace passes to torch: every element count must stay below 2**63.
-MAX_SIZE = 2**40
 MAX_ELEMENTS = 2**62
-
-
-def shown(value: int) -> str:
-    """A number as typed, or roughly how long it is when it is too long to print."""
-    if value.bit_length() <= 133:  # up to 40 digits: printed as typed
-        return str(value)
-    return f"{'-' if value < 0 else ''}(a number of about {int(value.bit_length() * 0.30103) + 1} digits)"
 
 
 def check_elements(config: AttentionConfig) -> None:

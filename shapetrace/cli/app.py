@@ -18,6 +18,9 @@ app = typer.Typer(
     name="shapetrace",
     help="See every view, transpose and matmul of multi-head attention: shapes, named axes, "
          "strides, views and copies.",
+    epilog="Start here: `shapetrace run` traces a multi-head attention forward pass op by op; "
+           "`shapetrace lessons` lists the lessons and exercises; `shapetrace trace your_script.py` "
+           "traces your own code.",
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="markdown",
@@ -82,4 +85,35 @@ def main() -> None:
         os.environ.pop("NO_COLOR")
     _check_argument_lengths(sys.argv[1:])
     common.FREEZE_AFTER_TORCH = True
-    app()
+    sys.exit(_run_app())
+
+
+def _run_app() -> int:
+    """Run the app; Typer's usage errors become the one-line ``error:`` every other error uses
+    (exit 2), not a boxed panel."""
+    from typer._click import exceptions as click_errors
+
+    from shapetrace.cli.common import report_error
+
+    try:
+        code = app(standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help())
+        return 2
+    except click_errors.UsageError as exc:
+        report_error(_usage_line(exc))
+        return 2
+    except click_errors.ClickException as exc:
+        report_error(exc.format_message())
+        return exc.exit_code
+    except click_errors.Abort:
+        return 130
+    return code if isinstance(code, int) else 0
+
+
+def _usage_line(exc) -> str:
+    """``No such option: --nope (Possible options: --force)`` with where to look, in one line."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    path = exc.ctx.command_path.replace("python -m shapetrace", "shapetrace") if exc.ctx else "shapetrace"
+    path = "shapetrace" + path.split("shapetrace", 1)[1] if "shapetrace" in path else path
+    return f"{message[:1].lower()}{message[1:]} (see {path} --help)"

@@ -84,7 +84,9 @@ def _check_modes(step: bool, auto: float | None, predict: str | None, answers: s
 def predict_mode(predict: bool, what: str | None) -> str | None:
     """``--predict`` alone means shape; ``--predict strides`` (a word after the flag) asks for strides too."""
     if what is not None and not predict:
-        raise UsageError(f"unexpected argument {what!r} (did you mean --predict {what}?)")
+        if what in PREDICT_MODES:
+            raise UsageError(f"unexpected argument {what!r} (did you mean --predict {what}?)")
+        raise UsageError(f"unexpected argument {what!r}: this command takes options only (see --help)")
     if what is not None:
         _check_choice("--predict", what, PREDICT_MODES)
     return (what or "shape") if predict else None

@@ -72,6 +72,9 @@ def _usage_callback(check):
     return callback
 
 
+usage_callback = _usage_callback
+
+
 def width_option():
     """``--width``, checked at parse time (40 to 1000 columns)."""
     return typer.Option(None, "--width", help=f"Render at this many columns ({MIN_WIDTH} to {MAX_WIDTH}).",
@@ -94,14 +97,50 @@ def seed_option(default: int | None, help: str):
 
 
 def check_workspace(path):
-    """``--workspace`` must be a folder (or not exist yet: it is created when needed)."""
+    """``--workspace`` must be a folder (or not exist yet: it is created when needed, so the nearest
+    folder that exists must be a folder, not a file like ``/dev/null``); names the system can hold."""
     import os
 
+    from shapetrace.app.exportpath import check_name_lengths
     from shapetrace.errors import UsageError
 
-    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+    if path is None:
+        return path
+    check_name_lengths("--workspace", path)
+    if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"--workspace {path} is a file; give a folder for your exercise files")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"--workspace {path}: {parent} is a file, so no folder can be made under it")
     return path
+
+
+STATE_DIR_HELP = ("Folder of your progress file progress.json (default: $SHAPETRACE_STATE_DIR, else "
+                  "~/.local/state/shapetrace). One progress for every folder you work in.")
+
+
+def check_state_dir(path):
+    """``--state-dir``: a folder (or one that can be made); it is where progress.json is read and
+    written, for this command (it sets SHAPETRACE_STATE_DIR, which the progress module reads)."""
+    import os
+
+    from shapetrace.app.exportpath import check_name_lengths
+    from shapetrace.errors import UsageError
+
+    if path is None:
+        return path
+    check_name_lengths("--state-dir", path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--state-dir {path} is a file; give a folder for your progress")
+    os.environ["SHAPETRACE_STATE_DIR"] = os.path.abspath(path)
+    return path
+
+
+def state_dir_option():
+    """``--state-dir``, on every command that reads or writes progress."""
+    return typer.Option(None, "--state-dir", help=STATE_DIR_HELP, callback=_usage_callback(check_state_dir))
 
 
 def workspace_option(help: str):
@@ -212,12 +251,25 @@ def guarded(traceback: bool = False) -> Iterator[None]:
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except OSError as exc:  # the system refused a file shapetrace reads or writes: say which, in one line
+        if traceback or exc.filename is None:
+            if traceback:
+                raise
+            _internal_error(exc)
+        report_error(f"{exc.filename}: {exc.strerror or exc}")
+        raise typer.Exit(1) from None
     except Exception as exc:  # a bug in shapetrace itself: still one line, and a way to see more
         if traceback:
             raise
-        report_error(f"internal error: {type(exc).__name__}: {exc} (run again with --traceback "
-                     "and report it)")
-        raise typer.Exit(1) from None
+        _internal_error(exc)
+
+
+def _internal_error(exc: BaseException) -> None:
+    from shapetrace.app.script import exception_message
+
+    report_error(f"internal error: {type(exc).__name__}: {exception_message(exc)} (run again with --traceback "
+                 "and report it)")
+    raise typer.Exit(1) from None
 
 
 def report_error(message: str) -> None:

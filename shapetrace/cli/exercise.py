@@ -15,6 +15,7 @@ from shapetrace.cli.common import (
     TRACEBACK_HELP,
     guarded,
     out_console,
+    state_dir_option,
     time_limit_option,
     width_option,
     workspace_option,
@@ -31,6 +32,7 @@ def exercise_list(
     json_out: bool = typer.Option(False, "--json", help="Print the exercises as JSON."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every exercise, in order, with your progress."""
@@ -49,6 +51,7 @@ def exercise_start(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     force: bool = typer.Option(False, "--force", help="Replace your existing file with the starter."),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Copy the exercise's (broken) starter into your workspace."""
@@ -75,9 +78,36 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
                       width=width)
 
 
+def _id_and_file(exercise_id: str, file: Path | None) -> tuple[str, Path | None]:
+    """``exercise check path/to/split_heads.py`` means the exercise split-heads, checked in that file."""
+    if file is not None or not (exercise_id.endswith(".py") or "/" in exercise_id):
+        return exercise_id, file
+    path = Path(exercise_id)
+    return path.stem.replace("_", "-"), path
+
+
+def next_tip(done_id: str, workspace) -> str:
+    """What to do next after a pass: the first exercise not passed yet, after this one in the course
+    (then from the start); ``check`` when its file is already in the workspace, ``start`` otherwise."""
+    from shapetrace.exercises.progress import learner_file
+
+    curriculum, progress = load_curriculum(), load_progress(quiet=True)
+    ids = [e.id for e in curriculum.exercises]
+    at = ids.index(done_id)
+    for ex_id in ids[at + 1:] + ids[:at]:
+        target = learner_file(workspace, ex_id)
+        if progress.status(ex_id, target) == "passed":
+            continue
+        if target.exists():
+            return f"next: shapetrace exercise check {ex_id} (your file {target} is there already)"
+        return f"next: shapetrace exercise start {ex_id}"
+    return "every exercise is passed"
+
+
 @exercise_app.command("check")
 def exercise_check(
-    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
+    exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id (or the path of your file, "
+                                      "e.g. shapetrace-exercises/split_heads.py)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
@@ -85,12 +115,14 @@ def exercise_check(
     memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
                                   help="Memory your function may use (on top of what the checker needs)."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Check your file: exit 0 when it passes, 1 with an explanation when it does not."""
     with guarded(traceback):
         from shapetrace.exercises.progress import learner_file
 
+        exercise_id, file = _id_and_file(exercise_id, file)
         ex = load_curriculum().exercise(exercise_id)
         path = file or learner_file(workspace, ex.id)
         console = out_console(width)
@@ -103,9 +135,7 @@ def exercise_check(
 
             print_verdict(verdict, console, file=str(path))
             if verdict["verdict"] == "pass":
-                nxt = load_curriculum().next_after(ex.id)
-                tip = f"next: shapetrace exercise start {nxt.id}" if nxt else "that was the last exercise"
-                console.print(f"[dim]{tip}[/dim]")
+                console.print(f"[dim]{next_tip(ex.id, workspace)}[/dim]")
         if verdict["verdict"] != "pass":
             raise typer.Exit(1)
 
@@ -177,6 +207,7 @@ def exercise_hint(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The next hint (each call reveals one more level)."""
@@ -206,6 +237,7 @@ def exercise_solution(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
     give_up: bool = typer.Option(False, "--give-up", help="Show it without having passed."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The reference solution: after you pass, or with --give-up (bare code when piped)."""
@@ -238,6 +270,7 @@ def exercise_solution(
 def exercise_reset(
     exercise_id: str | None = typer.Argument(None, metavar="[ID]", help="The exercise id."),
     all_: bool = typer.Option(False, "--all", help="Forget the progress of every exercise."),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Forget passes, attempts and hint levels (your files are left alone)."""
@@ -259,6 +292,7 @@ def exercise_watch(
     poll: bool = typer.Option(False, "--poll", help="Poll for changes instead of using watchdog."),
     time_limit: float = time_limit_option(),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Re-check your file on every save; move on to the next exercise when it passes."""

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import typer
 
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, out_console, width_option, workspace_option, write_json
+from shapetrace.cli.common import (
+    TRACEBACK_HELP,
+    guarded,
+    out_console,
+    state_dir_option,
+    width_option,
+    workspace_option,
+    write_json,
+)
 
 WORKSPACE_HELP = "Folder of your exercise files (default ./shapetrace-exercises)."
 
@@ -31,6 +39,12 @@ def load_progress(console=None, quiet: bool = False):
     for warning in [] if quiet else progress.warnings:
         report_warning(warning)
     return progress
+
+
+def progress_where(path) -> str:
+    """Where the ✓ marks come from: one progress file for every folder, and how to use another."""
+    return (f"progress: {path} (one file for every folder you work in; --state-dir DIR or "
+            "SHAPETRACE_STATE_DIR=DIR keeps it elsewhere)")
 
 
 def update_progress(change) -> None:
@@ -62,6 +76,7 @@ def lessons(
     json_out: bool = typer.Option(False, "--json", help="Print the curriculum as JSON."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """The curriculum: every lesson and exercise, with your progress."""
@@ -74,9 +89,13 @@ def lessons(
         if json_out:
             write_json(json.dumps(data, indent=2))
             return
+        from rich.text import Text
+
         from shapetrace.render.lessons import curriculum_view
 
-        out_console(width).print(curriculum_view(data))
+        console = out_console(width)
+        console.print(curriculum_view(data))
+        console.print(Text(progress_where(progress.path), style="dim"))
 
 
 
@@ -89,6 +108,7 @@ def lesson(
                                                           "time (Enter/b/q), for projecting in class."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
                                          help="With --present: advance by itself."),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Read one lesson: the text, and each live example traced op by op."""
@@ -139,6 +159,7 @@ def quiz(
                                        "order at a terminal, file order otherwise)."),
     list_topics: bool = typer.Option(False, "--topics", help="List the topics and exit."),
     width: int | None = width_option(),
+    state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Predict shapes, strides, views and copies; each answer is checked against torch."""

@@ -47,7 +47,8 @@ def run(
     theme: str = theme_option(),
     force: bool = force_option(),
     static: bool = static_option(),
-    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
+    step: bool = typer.Option(False, "--step", help="One op at a time: Enter next, b back, d diagram, "
+                              "g N Enter go to op #N, e next error, q quit."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
                                  "predicts its output shape; '--predict strides' asks for the strides too."),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from shapetrace.cli.common import (
@@ -17,9 +19,33 @@ from shapetrace.cli.common import (
     report_error,
     static_option,
     theme_option,
+    usage_callback,
     width_option,
     write_json,
 )
+
+#: ``trace``'s default limits: a training loop or an endless script still ends with a table that is
+#: quick to analyse (about 0.3 s for 10,000 ops) and to read (loop iterations fold into one line).
+DEFAULT_MAX_OPS, MAX_OPS_LIMIT, DEFAULT_SECONDS = 10_000, 1_000_000, 60.0
+
+
+def check_max_ops(n: int) -> int:
+    from shapetrace.attention.config import shown
+    from shapetrace.errors import UsageError
+
+    if not 1 <= n <= MAX_OPS_LIMIT:
+        raise UsageError(f"--max-ops {shown(n)}: use a whole number from 1 to {MAX_OPS_LIMIT:,}")
+    return n
+
+
+def check_trace_seconds(seconds: float) -> float:
+    import math
+
+    from shapetrace.errors import UsageError
+
+    if not (math.isfinite(seconds) and 0.1 <= seconds <= 86400):
+        raise UsageError(f"--time-limit {seconds}: use a number of seconds from 0.1 to 86400")
+    return seconds
 
 
 def trace(
@@ -43,7 +69,16 @@ def trace(
     all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
     max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
-    step: bool = typer.Option(False, "--step", help="Step through the ops one at a time (Enter/b/d/q)."),
+    max_ops: int = typer.Option(DEFAULT_MAX_OPS, "--max-ops", metavar="N",
+                                help=f"Stop recording after N ops and show them (1 to {MAX_OPS_LIMIT:,}).",
+                                callback=usage_callback(check_max_ops)),
+    time_limit: float = typer.Option(DEFAULT_SECONDS, "--time-limit", metavar="S",
+                                     help="Stop the script after S seconds and show the ops recorded so far "
+                                     "(0.1 to 86400). A live count of ops shows on stderr after 2 s; Ctrl-C "
+                                     "also stops it and shows the table so far.",
+                                     callback=usage_callback(check_trace_seconds)),
+    step: bool = typer.Option(False, "--step", help="One op at a time: Enter next, b back, d diagram, "
+                              "g N Enter go to op #N, e next error, q quit."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
     export: str | None = export_option(),
     theme: str = theme_option(),
@@ -61,22 +96,36 @@ def trace(
         request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
                                            json_out, all_ops, force, static)
         from shapetrace.app.devices import parse_memory, pick_device
-        from shapetrace.app.script import Filters, run_script, script_header
+        from shapetrace.app.script import Filters, Limits, run_script, script_header
+        from shapetrace.attention.config import check_named_sizes
         from shapetrace.attention.memory import dims_bytes
 
         sizes = parse_dims(dims)
+        check_named_sizes(sizes)
         memory = parse_memory(max_memory)
         where, note = pick_device(device, dims_bytes(sizes), memory)
         import_torch()  # after every usage check: a bad option is answered without torch
+        _import_what_shows_the_table()  # now, not after Ctrl-C: the table so far follows it at once
         filters = Filters(only=only or (), include=include or (), exclude=exclude or ())
-        run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out)
+        limits = Limits(max_ops=max_ops, seconds=time_limit, progress=_LiveCount(max_ops, time_limit),
+                        on_stuck=_end_stuck_script)
+        try:
+            run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out, limits=limits)
+        finally:
+            limits.progress.clear()
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
         if layer is not None and run.exception is None:
             from shapetrace.app.layers import check_layer
 
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
-        run.trace.header = {"lines": script_header(script, sizes, note)}
+        from shapetrace.app.script import how_to_name, unused_sizes_note
+
+        run.trace.header = {"lines": script_header(script, sizes, note),
+                            "how_to_name": how_to_name(run.trace.events, sizes)}
+        unused = unused_sizes_note(run.trace.events, sizes)
+        if unused:
+            run.notes.append(unused)
         if request.export and run.trace.events:
             from shapetrace.cli.classroom import write_export
 
@@ -99,6 +148,9 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
         write_json(run.trace.to_json())
+        for line in (*run.notes, run.stopped):
+            if line:
+                print(line, file=sys.stderr)
         if run.interrupted:
             report_error(f"interrupted at op {len(run.trace.events)} (Ctrl-C)")
             raise typer.Exit(130)
@@ -123,6 +175,8 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
     parts.extend(_notes(run))
+    if run.stopped:
+        parts.append(_stopped(run))
     if run.interrupted:
         parts.append(_interrupted(run))
     else:
@@ -140,6 +194,73 @@ def _notes(run):
     return [Text(f"i {note}", style="cyan") for note in run.notes]
 
 
+def _stopped(run):
+    from rich.text import Text
+
+    n = len(run.trace.events) + run.hidden
+    return Text(f"\n{run.stopped}; the table shows the {n:,} op{'s' if n != 1 else ''} recorded until then "
+                "(the script had not finished; raise the limit to record more)", style="bold yellow")
+
+
+def _import_what_shows_the_table() -> None:
+    import shapetrace.engine.diagnose  # noqa: F401
+    import shapetrace.render.failure  # noqa: F401
+    import shapetrace.render.table  # noqa: F401
+
+
+def _end_stuck_script(why: str, ops: int) -> None:
+    """The script catches the stop and keeps running: end the process (one line, exit 1), as time and
+    memory must stay bounded. Runs in the watcher thread, so it writes to file descriptor 2 itself."""
+    import os
+
+    line = (f"\rerror: {why}, but the script caught the stop and kept running; it was ended after "
+            f"{ops:,} ops, with no table (a bare except: or except BaseException: swallows Ctrl-C too)\x1b[K\n")
+    if not os.isatty(2):
+        line = line.replace("\r", "").replace("\x1b[K", "")
+    try:
+        os.write(2, line.encode())
+    finally:
+        os._exit(1)
+
+
+class _LiveCount:
+    """``recording… 12,345 ops, 3 s (stops at 10,000 ops or 60 s; Ctrl-C shows the table so far)`` on
+    stderr while a script runs long: rewritten in place on a terminal, a line every 5 s otherwise."""
+
+    def __init__(self, max_ops: int, seconds: float) -> None:
+        import sys
+
+        self.max_ops, self.seconds = max_ops, seconds
+        self.tty = sys.stderr.isatty()
+        self.shown = False
+        self.last = -5.0
+
+    def __call__(self, ops: int, elapsed: float) -> None:
+        import sys
+
+        if not self.tty and elapsed - self.last < 5:
+            return
+        self.last = elapsed
+        line = (f"recording… {ops:,} ops, {elapsed:.0f} s (stops at {self.max_ops:,} ops or {self.seconds:g} s; "
+                "Ctrl-C shows the table so far)")
+        try:
+            sys.stderr.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            return
+        self.shown = True
+
+    def clear(self) -> None:
+        import sys
+
+        if self.shown and self.tty:
+            try:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+
 def _interrupted(run):
     from rich.text import Text
 
@@ -151,8 +272,10 @@ def _interrupted(run):
 def _one_line(run) -> str:
     if run.failed is not None:
         return f"#{run.failed.index} {run.failed.op} at {run.failed.source} raised {run.failed.error}"
+    from shapetrace.app.script import exception_message
+
     exc = run.exception
-    return f"the script raised {type(exc).__name__}: {exc}"
+    return f"the script raised {type(exc).__name__}: {exception_message(exc)}"
 
 
 def _nothing_shown(run):

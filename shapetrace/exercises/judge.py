@@ -160,8 +160,14 @@ class Judge:
         if got.timed_out:
             return self.timeout(line, code, got.common(), loading=True)
         head = got.head
-        return self.verdict("crash", f"your function raised {head.splitlines()[0]}" if head else
-                            "your file could not be loaded", explanation=[f"while loading your file: {head}"],
+        first = head.splitlines()[0] if head else ""
+        if first.startswith(("SyntaxError", "IndentationError", "TabError")):
+            summary = f"your file is not valid Python, so nothing was checked: {first}"
+        elif first:
+            summary = f"your file raised {first} while loading, before your function was called"
+        else:
+            summary = "your file could not be loaded"
+        return self.verdict("crash", summary, explanation=[f"while loading your file: {head}"],
                             line=line, code=code, **got.common())
 
     def timeout(self, line: int | None, code: str, common: dict, limit: float | None = None,

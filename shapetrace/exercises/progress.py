@@ -88,6 +88,8 @@ class Progress:
             data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
                 raise ValueError("not a shapetrace progress file")
+        except RecursionError:  # e.g. 100,000 nested brackets: not a progress file either
+            return cls(path, warnings=[_set_aside(path, ValueError("nested too deeply to be a progress file"))])
         except ValueError as exc:
             return cls(path, warnings=[_set_aside(path, exc)])
         warnings = _repair(data, path)

@@ -58,7 +58,10 @@ class ChainView:
         if run.names == DEFAULT_NAMES.get(len(run.shape)) and not run.names_given:
             yield Text(f"axes named {named} by default for {len(run.shape)} axes; set them with --dims",
                        style="dim")
-        if run.heads:
+        if run.heads and run.heads_from:
+            yield Text(f"H = {run.heads} heads, read from {run.heads_from}, which splits D in two (an "
+                       "assumption: --heads sets H)", style="dim")
+        elif run.heads:
             yield Text(f"H = {run.heads} heads from --heads", style="dim")
 
     def _step(self, step: StepResult, width: int) -> RenderResult:

@@ -45,6 +45,11 @@ def print_comparison(rows: Sequence, device: str, header: Sequence[str], console
     for r in rows:
         if r.skipped:
             console.print(Text(f"{r.impl}: skipped ({r.skipped})", style="dim"))
+    hidden = [f"{r.impl} {r.hidden_copies} ({fmt_bytes(r.hidden_bytes)})" for r in rows
+              if not r.skipped and r.hidden_copies]
+    if hidden:
+        console.print(Text("copies include torch's own, not the code's (operands a batched matmul clones for "
+                           "bmm): " + ", ".join(hidden), style="yellow"))
     checked = [r for r in rows if r.agrees is not None]
     if checked and all(r.agrees for r in checked):
         console.print(Text(f"\n✓ all {len(checked)} implementations agree with the reference to within "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from shapetrace.app.script import exception_message
 from shapetrace.engine.failure import explain_failure, operand_lines
 from shapetrace.render.indent import Indent
 
@@ -30,10 +31,15 @@ def failure_lines(run: ScriptRun) -> Iterable[Text]:
         yield Text.assemble(("✗ the script exited with code ", "bold red"), (str(exc.code), "bold red"))
         return
     where = _user_location(exc, run.script)
-    yield Text.assemble(("✗ the script raised ", "bold red"), (f"{type(exc).__name__}: {exc}", "bold"),
+    yield Text.assemble(("✗ the script raised ", "bold red"),
+                        (f"{type(exc).__name__}: {exception_message(exc)}", "bold"),
                         (f"  {where}" if where else "", "dim"))
-    yield _indented(Text("(raised outside the tensor ops shapetrace records: the table above shows every "
-                         "recorded op up to that point)", style="dim"), 2)
+    if run.trace.events:
+        said = ("(raised outside the tensor ops shapetrace records: the table above shows every recorded op up "
+                "to that point)")
+    else:
+        said = "(raised before any tensor op that shapetrace records, so there is no table)"
+    yield _indented(Text(said, style="dim"), 2)
 
 
 def _failed_op(e: Event, exc: BaseException) -> Iterable:
@@ -41,7 +47,8 @@ def _failed_op(e: Event, exc: BaseException) -> Iterable:
     yield _indented(Text(e.code.split("  #")[0].rstrip(), style="bold"), 2)
     for line in operand_lines(e):
         yield _indented(Text(line), 2)
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = exception_message(exc).strip()
+    message = text.splitlines()[0] if text else ""
     yield _indented(Text.assemble("torch: ", (f"{type(exc).__name__}: {message}", "red")), 2)
     yield Text("")
     for line in explain_failure(e).splitlines():

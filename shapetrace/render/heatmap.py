@@ -70,7 +70,9 @@ class HeatMap:
                    f"columns: {cols}{self.k_name}={n_k}{crop}", style="bold")
         panels = []
         if h.get("scores") is not None:
-            panels.append(self._panel("scores after masking", h["scores"]))
+            masked = any(v == -math.inf for row in h["scores"] for v in row)
+            title = "scores after masking" if masked else "scores (no entry masked here)"
+            panels.append(self._panel(title, h["scores"]))
         top = max((v for row in h["weights"] for v in row if math.isfinite(v)), default=1.0)
         panels.append(self._panel("weights = softmax(scores)", h["weights"], 0.0, top or 1.0, True))
         grid = Table.grid(padding=(0, 4))

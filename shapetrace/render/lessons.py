@@ -32,8 +32,9 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
             parts.append(Indent(Text(lesson["summary"], style="dim"), 4))
         for e in lesson["exercises"]:
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
-            kind = ("  (write a test)", "magenta") if e.get("kind") == "test" else ""
-            parts.append(Text.assemble("    ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}", kind))
+            kind = ("  (write a test)", "magenta") if e.get("kind") == "test" else ""  # before the title: never
+            row = Text.assemble((mark, style), " ", (e["id"], "bold cyan"), kind, f"  {e['title']}")  # split
+            parts.append(Indent(row, 4))
     parts.append(Text("\n✓ passed  ~ passed, then edited (check again)  · started", style="dim"))
     parts.append(Text("read a lesson: shapetrace lesson N\nstart an exercise: shapetrace exercise start ID",
                       style="dim"))

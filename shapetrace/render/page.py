@@ -68,8 +68,9 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
     heads = trace.dims.get("H") if trace.dims else None
     path, line = split_source(event.source or "")
     o = event.output
-    notes = [f"{SEVERITY_MARK[d.severity]} {d.kind}: {d.text}" for d in trace.diagnostics
-             if d.event == event.index]
+    mine = [d for d in trace.diagnostics if d.event == event.index]
+    notes = [f"{SEVERITY_MARK[d.severity]} {d.kind}: {d.text}" for d in mine]
+    wrong = bool(event.error) or any(d.severity == "error" for d in mine)
     return {
         "index": event.index, "op": event.op, "code": event.code.split("  #")[0].strip(),
         "file": path, "line": line, "where": f"{path.rsplit('/', 1)[-1]}:{line}" if line else path,
@@ -78,7 +79,7 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
         "equation": _glued(equation(event)) if is_matmul(event) else "",
         "inputs": [[label, _glued(fmt_shape(t, long_names)), _glued(_tuple(t.stride))]
                    for label, t in zip(input_labels(event), event.inputs)],
-        "sentence": _glued(annotate(event, "full")), "error": event.error or "", "notes": notes,
+        "sentence": _glued(annotate(event, "full")), "error": event.error or "", "notes": notes, "wrong": wrong,
         "diagram": {name: _diagram_html(event, heads, theme) for name, theme in themes.items()},
     }
 
@@ -160,7 +161,7 @@ PAGE = """<!DOCTYPE html>
   </section>
 </main>
 <nav id="strip" aria-label="every op"></nav>
-<footer class="dim">→ / Space next · ← back · Home / End · t light/dark · click an op to jump</footer>
+<footer class="dim">→ / Space next · ← back · Home / End · t light/dark · + / - text size · click an op to jump</footer>
 <script type="application/json" id="trace-data">{{DATA}}</script>
 <script>{{SCRIPT}}</script>
 </body>
@@ -184,7 +185,8 @@ h1 { font-size: 28px; margin: 0 0 4px; }
 main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); gap: 20px; margin-top: 14px; }
 #code-panel, #op-panel { background: var(--panel); border: 1px solid var(--border); border-radius: 8px;
   padding: 12px 16px; min-width: 0; }
-#code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; overflow-x: auto; }
+#code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; white-space: pre-wrap;
+  overflow-wrap: anywhere; padding-left: 4em; text-indent: -4em; }
 #code .ln { color: var(--dim); display: inline-block; width: 3.2em; text-align: right; margin-right: 0.8em; }
 #code .cur { background: var(--line); font-weight: 700; display: block; border-radius: 4px; }
 #code .cur .ln::before { content: "▶ "; }
@@ -207,6 +209,8 @@ main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); 
 #strip button { font: inherit; color: var(--fg); background: var(--chip); border: 1px solid var(--border);
   border-radius: 5px; padding: 1px 7px; cursor: pointer; }
 #strip button.now { background: var(--accent); color: var(--bg); font-weight: 700; }
+#strip button.wrong { border: 2px solid var(--bad); color: var(--bad); font-weight: 700; }
+#strip button.now.wrong { background: var(--bad); color: var(--bg); }
 footer { position: fixed; left: 0; right: 0; bottom: 0; padding: 4px 28px; font-size: 15px; background: var(--bg); }
 """
 
@@ -227,8 +231,13 @@ SCRIPT = r"""
   var header = clear("header");
   data.header.forEach(function (line) { header.appendChild(el("div", line)); });
   var strip = clear("strip");
+  var lastIndex = last ? ops[last - 1].index : 0, scale = 1;
+  function stripClass(j) {
+    return (j === step ? "now" : "") + (j < last && ops[j].wrong ? " wrong" : "");
+  }
   ops.forEach(function (op, i) {
-    var b = el("button", op.index + " " + op.op);
+    var b = el("button", "#" + op.index + " " + op.op + (op.wrong ? " ✗" : ""));
+    if (op.wrong) b.title = "this op has an error";
     b.addEventListener("click", function () { show(i); });
     strip.appendChild(b);
   });
@@ -239,6 +248,7 @@ SCRIPT = r"""
   function showCode(op) {
     var code = clear("code");
     document.getElementById("file").textContent = op ? op.file : "";
+    document.getElementById("code-panel").style.display = op ? "" : "none";  // the summary has no code line
     if (!op) return;
     var lines = data.files[op.file] || [];
     if (!lines.length) { code.appendChild(el("div", "\u25b6 " + op.code, "cur")); return; }
@@ -281,10 +291,11 @@ SCRIPT = r"""
     step = Math.max(0, Math.min(last, i));
     var op = step < last ? ops[step] : null;
     document.getElementById("position").textContent =
-      op ? "op " + (step + 1) + " of " + last + " · " + op.where : "summary · " + last + " ops";
+      op ? "#" + op.index + " " + op.op + (op.wrong ? " · ✗ error" : "") + " · ops #0-#" + lastIndex + " · " +
+        op.where : "summary · " + last + " ops";
     showCode(op);
     showOp(op);
-    Array.prototype.forEach.call(strip.children, function (b, j) { b.className = j === step ? "now" : ""; });
+    Array.prototype.forEach.call(strip.children, function (b, j) { b.className = stripClass(j); });
     if (history.replaceState) history.replaceState(null, "", "#" + step);
   }
   document.addEventListener("keydown", function (ev) {
@@ -292,6 +303,8 @@ SCRIPT = r"""
     var k = ev.key;
     if (k === "ArrowRight" || k === "PageDown" || k === "Enter" || (k === " " && !ev.shiftKey)) show(step + 1);
     else if (k === "ArrowLeft" || k === "PageUp" || k === "Backspace" || (k === " " && ev.shiftKey)) show(step - 1);
+    else if (k === "+" || k === "=") { scale = Math.min(2.5, scale + 0.1); document.body.style.zoom = scale; }
+    else if (k === "-" || k === "_") { scale = Math.max(0.6, scale - 0.1); document.body.style.zoom = scale; }
     else if (k === "Home") show(0);
     else if (k === "End") show(last);
     else if (k === "t" || k === "T") {

@@ -108,7 +108,7 @@ class TraceView:
             yield Text("")
             yield ModuleSummary(self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events))
+            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events), how_to_name(self.trace))
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -229,7 +229,8 @@ def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
     line.append(" " * GAPS[0])
     if isinstance(fold, LayerFold):
         return line.append(fold.sentence, style="italic cyan")
-    line.append(", ".join(e.op for e in fold.events), style="magenta")
+    once = fold.events[:len(fold.events) // fold.times]  # a loop's iterations: the ops of one
+    line.append(", ".join(e.op for e in once), style="magenta")
     line.append("  ")
     line.append(fold.sentence, style="italic dim")
     return line
@@ -370,15 +371,48 @@ def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
         yield Text(" " * indent).append(line, style=style)
 
 
+def _copies(n: int) -> str:
+    return f"{n} {'copy' if n == 1 else 'copies'}"
+
+
+def hidden_copies(events: Sequence[Event]) -> list[tuple[int, int]]:
+    """``(op number, bytes)`` of every copy torch makes inside an op without the code asking
+    (the operands a batched matmul clones before bmm)."""
+    return [(e.index, c.nbytes) for e in events if not e.error for c in e.hidden_copies]
+
+
+def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
+    """``3 of the 4 copies (72 KiB) are torch's, not the code's: matmul #10, #12 clone operands for bmm``
+    (a batched matmul copies an operand whose batch axes do not chain in memory before calling bmm)."""
+    n, size = len(hidden), fmt_bytes(sum(b for _, b in hidden))
+    ops = sorted({i for i, _ in hidden})
+    where = ", ".join(f"#{i}" for i in ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    if n == copies == 1:
+        who = f"the copy ({size}) is"
+    elif n == copies:
+        who = f"all {n} copies ({size}) are"
+    else:
+        who = f"{n} of the {copies} copies ({size}) are"
+    operands = "an operand" if n == 1 else "operands"
+    verb = "clones" if len(ops) == 1 else "clone"
+    return f"{who} torch's, not the code's: matmul {where} {verb} {operands} for bmm"
+
+
 def footer_text(trace: Report, events: Sequence[Event]) -> Text:
+    """The totals: ops, views, copies (torch's own hidden copies included, and said apart), computed
+    buffers, the largest tensor."""
     s = stats(events)
+    hidden = hidden_copies(events)
+    copies, copy_bytes = s["copies"] + len(hidden), s["copy_bytes"] + sum(b for _, b in hidden)
     text = Text.assemble(
         (f"{s['ops']} op{'' if s['ops'] == 1 else 's'}", "bold"),
         " · ", (f"{s['views']} view{'' if s['views'] == 1 else 's'}", "green"), " · ",
-        (f"{s['copies']} {'copy' if s['copies'] == 1 else 'copies'} ({fmt_bytes(s['copy_bytes'])})", "yellow"), " · ",
+        (f"{_copies(copies)} ({fmt_bytes(copy_bytes)})", "yellow"), " · ",
         (f"{s['new_buffers']} computed buffer{'' if s['new_buffers'] == 1 else 's'} "
          f"({fmt_bytes(s['alloc_bytes'])})", "blue"),
     )
+    if hidden:
+        text.append("\n" + _hidden_sentence(hidden, copies), style="yellow")
     if s["largest"] is not None:
         e, t = s["largest"]
         text.append(f"\nlargest tensor: #{e} {fmt_shape(t)}, {fmt_bytes(t.nbytes)}", style="dim")
@@ -386,8 +420,15 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
 
 
 #: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.
-NOTHING_NAMED = ("? nothing was checked: no axis could be named, so the table shows sizes only. Name them "
-                 "with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only. "
+#: How to give names from Python (the API): a command's header replaces it with its own ("how_to_name").
+NAME_FROM_PYTHON = ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\") or with "
+                    "shapetrace.name(x, \"B T D\").")
+
+
+def how_to_name(trace: Report) -> str:
+    """The advice under an unnamed table: the command's own (CLI options) or the Python API's."""
+    return (trace.header or {}).get("how_to_name") or NAME_FROM_PYTHON
 
 
 def any_named(events: Sequence[Event]) -> bool:
@@ -395,16 +436,17 @@ def any_named(events: Sequence[Event]) -> bool:
     return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True) -> Iterable[Indent]:
-    """The findings, or the all-clear (only when there were names to check), or why nothing was checked;
-    wrapped without trailing spaces."""
-    return [Indent(text) for text in _diagnostic_texts(diagnostics, named)]
+def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True,
+                     advice: str = NAME_FROM_PYTHON) -> Iterable[Indent]:
+    """The findings, or the all-clear (only when there were names to check), or why nothing was checked
+    (with ``advice`` on how to name axes); wrapped without trailing spaces."""
+    return [Indent(text) for text in _diagnostic_texts(diagnostics, named, advice)]
 
 
-def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool) -> Iterable[Text]:
+def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str) -> Iterable[Text]:
     if not diagnostics:
         if not named:
-            yield Text("\n" + NOTHING_NAMED, style="yellow")
+            yield Text("\n" + NOTHING_NAMED + advice, style="yellow")
             return
         yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
                    style="green")

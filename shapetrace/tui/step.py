@@ -1,6 +1,8 @@
 """Step mode: one op per screen, the forward pass's code with the current line highlighted.
 
-Keys: Enter / Space / → next, b / ← back, d toggles the memory diagram, q quits.
+Keys: Enter / Space / → next, b / ← back, d toggles the memory diagram, g N Enter goes to op #N,
+e goes to the next op with an error, q quits (and Enter on the summary screen).
+An op's own findings (✗ error, ! warning) show on its screen, under its row.
 The screen is drawn in the terminal's alternate screen and redrawn in place (also
 on a resize); the terminal's settings and main screen come back on q, on Ctrl-C
 and on any error.
@@ -27,22 +29,25 @@ from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.render.classroom import op_table
 from shapetrace.render.highlight import highlight_line
 from shapetrace.render.source import CodeWindow, code_window
-from shapetrace.render.table import any_named, diagnostic_lines, footer_text, input_lines, trace_header
+from shapetrace.render.table import any_named, diagnostic_lines, footer_text, how_to_name, input_lines, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Event
 
 NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
+GOTO, NEXT_ERROR, ERASE, CANCEL = "goto", "next-error", "erase", "cancel"
 KEYS = {"\r": NEXT, "\n": NEXT, " ": NEXT, "\x1b[C": NEXT, "\x1bOC": NEXT, "l": NEXT,
         "b": BACK, "\x1b[D": BACK, "\x1bOD": BACK, "h": BACK,
-        "d": DIAGRAM, "q": QUIT, "Q": QUIT}
-HELP_WIDE = "Enter/Space/→ next · b/← back · d memory diagram on/off · q quit"
-HELP_NARROW = "⏎ next · b back · d diagram · q quit"
+        "d": DIAGRAM, "q": QUIT, "Q": QUIT, "g": GOTO, "e": NEXT_ERROR,
+        "\x7f": ERASE, "\b": ERASE, "\x1b": CANCEL}
+HELP_WIDE = "Enter/Space/→ next · b/← back · d diagram on/off · g go to op · e next error · q quit"
+HELP_NARROW = "⏎ next · b back · d diagram · g go to · e error · q quit"
 
 
 def parse_keys(data: str) -> Iterator[str]:
-    """Split raw terminal input into actions; arrow keys arrive as escape sequences."""
+    """Split raw terminal input into actions; arrow keys arrive as escape sequences, digits as
+    themselves (the op number after g)."""
     i = 0
     while i < len(data):
         if data[i] == "\x1b" and i + 2 < len(data) and data[i + 1] in "[O":
@@ -51,27 +56,79 @@ def parse_keys(data: str) -> Iterator[str]:
             key, i = data[i], i + 1
         if key in KEYS:
             yield KEYS[key]
+        elif key.isdigit() and key.isascii():
+            yield key
 
 
 @dataclass
 class StepState:
-    """Where the class is: op ``index`` (``count - 1`` is the summary screen) and the diagram toggle."""
+    """Where the class is: op ``index`` (``count - 1`` is the summary screen) and the diagram toggle.
+
+    ``numbers`` are the op numbers as printed (``#N``) by position and ``errors`` the positions of ops
+    with an error, for ``g`` and ``e``; ``typed`` holds the digits typed after ``g`` (None when not
+    typing); ``message`` is a one-line answer (``no op #99``) shown until the next key.
+    ``exit_at_end``: Enter on the last screen (step mode's summary) quits.
+    """
 
     count: int
     index: int = 0
     diagram: bool = False
+    numbers: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()
+    exit_at_end: bool = False
+    typed: str | None = None
+    message: str = ""
 
     def apply(self, action: str, wrap: bool = False) -> bool:
         """Apply one action; returns False on quit."""
+        self.message = ""
+        if self.typed is not None:
+            return self._typing(action)
         if action == QUIT:
             return False
         if action == NEXT:
+            if self.exit_at_end and not wrap and self.index == self.count - 1:
+                return False
             self.index = 0 if wrap and self.index == self.count - 1 else min(self.index + 1, self.count - 1)
         elif action == BACK:
             self.index = max(self.index - 1, 0)
         elif action == DIAGRAM:
             self.diagram = not self.diagram
+        elif action == GOTO and self.numbers:
+            self.typed = ""
+        elif action == NEXT_ERROR and self.numbers:
+            self._next_error()
         return True
+
+    def _typing(self, action: str) -> bool:
+        if action.isdigit():
+            self.typed = (self.typed + action)[:9]
+        elif action == ERASE:
+            self.typed = self.typed[:-1]
+        elif action == NEXT:
+            typed, self.typed = self.typed, None
+            if typed:
+                self._go_to(int(typed))
+        elif action in (CANCEL, GOTO, QUIT):
+            self.typed = None
+        return True
+
+    def _go_to(self, number: int) -> None:
+        if number in self.numbers:
+            self.index = self.numbers.index(number)
+        else:
+            self.message = f"no op #{number}: the ops are #{self.numbers[0]} to #{self.numbers[-1]}"
+
+    def _next_error(self) -> None:
+        if not self.errors:
+            self.message = "no op has an error in this trace"
+            return
+        later = [i for i in self.errors if i > self.index]
+        if later:
+            self.index = later[0]
+            return
+        self.index = self.errors[0]
+        self.message = f"no error after this op: back to the first, #{self.numbers[self.index]}"
 
 
 def diagram_for(event: Event, width: int):
@@ -114,7 +171,9 @@ class StepScreen:
     def title(self, width: int) -> Text:
         n = len(self.trace.events)
         e = self.event
-        where = (f"#{e.index} {e.op} · {e.index + 1}/{n} · {e.source.rsplit('/', 1)[-1]}" if e
+        last = self.trace.events[-1].index if n else 0
+        mark = " · ✗ error" if e is not None and self.findings(e, "error") else ""
+        where = (f"#{e.index} {e.op}{mark} · ops #0-#{last} · {e.source.rsplit('/', 1)[-1]}" if e
                  else f"summary · {n} ops")
         head = trace_header(self.trace)
         text = Text(f" shapetrace step · {where} ", style="bold reverse")
@@ -134,20 +193,36 @@ class StepScreen:
         e = self.event
         long_names = names_for(self.trace, self.options)
         one_op = replace(self.options, fold=False)  # no input row, nothing to fold in one op
-        parts = [*input_lines(e, long_names), op_table([e], one_op, long_names)]
+        parts = [*input_lines(e, long_names), op_table([e], one_op, long_names), *self.finding_lines(e)]
         if self.state.diagram:
             parts += [Text(f"memory diagram · #{e.index} {e.op} (d hides it)", style="bold"),
                       self.diagram(e, width)]
         return Group(*parts)
 
+    def findings(self, e: Event, severity: str | None = None) -> list:
+        return [d for d in self.trace.diagnostics
+                if d.event == e.index and (severity is None or d.severity == severity)]
+
+    def finding_lines(self, e: Event) -> list:
+        """This op's own findings, as the table's end lists them (``✗ error kind at #N: ...``)."""
+        mine = self.findings(e)
+        return list(diagnostic_lines(mine))[1:] if mine else []
+
     def summary_part(self) -> Group:
         return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
-                     *diagnostic_lines(self.trace.diagnostics, any_named(self.trace.events)))
+                     *diagnostic_lines(self.trace.diagnostics, any_named(self.trace.events),
+                                      how_to_name(self.trace)))
 
     def help_line(self, width: int) -> Text:
-        keys = HELP_WIDE if width >= len(HELP_WIDE) + 20 else HELP_NARROW
+        if self.state.typed is not None:
+            return Text(f"go to op #{self.state.typed}▏ (type the number, Enter goes, Esc cancels)", style="bold")
+        keys = HELP_WIDE if width >= len(HELP_WIDE) + 14 else HELP_NARROW  # room for " · auto 0.2s"
+        if self.event is None:
+            keys = keys.replace("Enter/Space/→ next", "Enter quits").replace("⏎ next", "⏎ quits")
         if self.auto:
             keys += f" · auto {self.auto:g}s"
+        if self.state.message:
+            return Text.assemble((self.state.message, "bold yellow"), " · ", (keys, "dim"))
         return Text(keys, style="dim")
 
 
@@ -189,8 +264,16 @@ def run_step_mode(trace: Report, console: Console, auto: float | None = None,
     Returns:
         0 after q, 130 after Ctrl-C, 143 after SIGTERM.
     """
-    state = StepState(len(trace.events) + 1)
+    state = step_state(trace)
     return run_interactive(StepScreen(trace, state, options, source_files, auto), console, auto)
+
+
+def step_state(trace: Report) -> StepState:
+    """The first screen of ``trace``, with its op numbers and the positions of its errors."""
+    numbers = tuple(e.index for e in trace.events)
+    wrong = {d.event for d in trace.diagnostics if d.severity == "error"}
+    errors = tuple(i for i, n in enumerate(numbers) if n in wrong)
+    return StepState(len(trace.events) + 1, numbers=numbers, errors=errors, exit_at_end=True)
 
 
 def run_interactive(view, console: Console, auto: float | None = None) -> int:
