@@ -16,11 +16,15 @@ def unchecked_ops(events: Sequence[Event]) -> list[int]:
             if any(name is None and size > 1 for info in e.outputs for name, size in zip(info.dims, info.shape))]
 
 
+#: the all-clear, said only when every axis of every op was named
+FULL_ALL_CLEAR = "✓ no errors or warnings: every axis keeps its meaning from input to output"
+
+
 def all_clear_text(events: Sequence[Event], limit: int = 4) -> str:
     """The line said when no rule found anything: the full all-clear only when everything was named."""
     missing = unchecked_ops(events)
     if not missing:
-        return "✓ no errors or warnings: every axis keeps its meaning from input to output"
+        return FULL_ALL_CLEAR
     shown = ", ".join(f"#{i} {events_by_index(events)[i].op}" for i in missing[:limit])
     more = f" and {len(missing) - limit} more" if len(missing) > limit else ""
     verb = "has" if len(missing) == 1 else "have"

@@ -148,7 +148,11 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
 def md_diagnostics(trace: Report) -> list[str]:
     """Diagnostics as a Markdown list (or the all-clear line)."""
     if not trace.diagnostics:
-        return ["**✓ no errors or warnings**: every axis keeps its meaning from input to output."]
+        from shapetrace.engine.coverage import all_clear_text
+
+        text = all_clear_text(trace.events).removeprefix("✓ ")
+        head, _, rest = text.partition(": ") if ": " in text else text.partition("; ")
+        return [f"**✓ {head}**{': ' if ': ' in text else '; '}{rest}."]
     out = ["**Diagnostics**", ""]
     for d in trace.diagnostics:
         where = f" at #{d.event}" if d.event is not None else ""

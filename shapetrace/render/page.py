@@ -102,6 +102,7 @@ def _files(events) -> dict[str, list[str]]:
 def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
     """The page's data: header, every op, the source files, footer and diagnostics."""
     from shapetrace.app.classroom import names_for
+    from shapetrace.engine.coverage import all_clear_text
     from shapetrace.render.themes import TERMINAL_THEMES
 
     long_names = names_for(trace, options)
@@ -109,7 +110,7 @@ def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, 
     summary = [f"{SEVERITY_MARK[d.severity]} {d.kind}" + (f" at #{d.event}" if d.event is not None else "")
                + f": {d.text}" for d in trace.diagnostics]
     if not summary:
-        summary = (["✓ no errors or warnings: every axis keeps its meaning from input to output"]
+        summary = ([all_clear_text(trace.events)]
                    if any_named(trace.events) else ["? nothing was checked: no axis could be named"])
     return {
         "title": header[0], "header": header[1:],

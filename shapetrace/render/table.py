@@ -108,7 +108,8 @@ class TraceView:
             yield Text("")
             yield ModuleSummary(self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events), how_to_name(self.trace))
+            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events), how_to_name(self.trace),
+                                        self.events)
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -437,19 +438,22 @@ def any_named(events: Sequence[Event]) -> bool:
 
 
 def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True,
-                     advice: str = NAME_FROM_PYTHON) -> Iterable[Indent]:
-    """The findings, or the all-clear (only when there were names to check), or why nothing was checked
+                     advice: str = NAME_FROM_PYTHON, events: Sequence[Event] | None = None) -> Iterable[Indent]:
+    """The findings, or the all-clear (only when there were names to check; in full only when every
+    axis of ``events`` was named, else saying which ops were not checked), or why nothing was checked
     (with ``advice`` on how to name axes); wrapped without trailing spaces."""
-    return [Indent(text) for text in _diagnostic_texts(diagnostics, named, advice)]
+    return [Indent(text) for text in _diagnostic_texts(diagnostics, named, advice, events)]
 
 
-def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str) -> Iterable[Text]:
+def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str,
+                      events: Sequence[Event] | None = None) -> Iterable[Text]:
+    from shapetrace.engine.coverage import FULL_ALL_CLEAR, all_clear_text
+
     if not diagnostics:
         if not named:
             yield Text("\n" + NOTHING_NAMED + advice, style="yellow")
             return
-        yield Text("\n✓ no errors or warnings: every axis keeps its meaning from input to output",
-                   style="green")
+        yield Text("\n" + (FULL_ALL_CLEAR if events is None else all_clear_text(events)), style="green")
         return
     yield Text("")
     for d in diagnostics:

@@ -211,7 +211,7 @@ class StepScreen:
     def summary_part(self) -> Group:
         return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
                      *diagnostic_lines(self.trace.diagnostics, any_named(self.trace.events),
-                                      how_to_name(self.trace)))
+                                      how_to_name(self.trace), self.trace.events))
 
     def help_line(self, width: int) -> Text:
         if self.state.typed is not None:
