@@ -280,9 +280,12 @@ class Recorder(TorchFunctionMode):
     def __init__(self, capture: Capture):
         super().__init__()
         self.capture = capture
+        self.closed = False   # its trace ended in another thread: it passes every call through
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.closed:
+            return func(*args, **kwargs)
         try:
             op, spec = _SPECS[func]
         except (KeyError, TypeError):
@@ -480,6 +483,14 @@ def release_collector(held: tuple[bool, tuple[int, int, int] | None]) -> None:
 
 
 _WAIT = 1 << 30   # a generation threshold never reached while a trace records
+
+
+def drop_closed_recorders() -> None:
+    """Take off this thread's mode stack the recorders whose trace was exited in another thread
+    (torch's mode stack is per thread: only its own thread can take a mode off it)."""
+    for mode in list(torch.overrides._get_current_function_mode_stack()):
+        if isinstance(mode, Recorder) and mode.closed:
+            remove_mode(mode)
 
 
 def remove_mode(mode: TorchFunctionMode) -> None:

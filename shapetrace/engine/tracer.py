@@ -9,6 +9,7 @@ No Rich here: rendering lives in ``shapetrace.render``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from shapetrace.engine.capture import (
     Capture,
     ModulePaths,
     Recorder,
+    drop_closed_recorders,
     freeze_args,
     hold_collector,
     raw_layout,
@@ -93,6 +95,8 @@ class Trace:
         if self._mode is not None:
             raise UsageError("this trace is already recording: a trace can be entered once at a time "
                              "(start another with shapetrace.trace())")
+        drop_closed_recorders()
+        self._thread = threading.get_ident()
         self._mode = Recorder(self.capture)
         self._held = hold_collector()
         remember_cwd()
@@ -114,7 +118,10 @@ class Trace:
         self.capture.modules.clear()
         self.capture.module_types.clear()
         if self._mode is not None:
-            remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
+            if threading.get_ident() == self._thread:
+                remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
+            else:   # exited in another thread (a generator closed there): it records nothing more, and
+                self._mode.closed = True   # its own thread takes it off its stack when it next enters one
         self._mode = None
         self.exception = exc
         self._finish(exc)
