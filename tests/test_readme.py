@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import ROOT
 
 
@@ -37,3 +38,18 @@ def test_readme_excerpt_lines_come_from_a_real_run():
     pasted = [line.rstrip() for line in block.split("```")[0].splitlines() if line.strip() not in ("…", "")]
     missing = [line for line in pasted if line not in live_lines]
     assert len(pasted) > 40 and missing == []
+
+
+@pytest.mark.parametrize("script,dims", [("tiny_vit.py", "B=2,D=48,H=3"), ("tiny_decode.py", "B=2,T=6,D=32,H=4")])
+def test_readme_vision_and_decoding_excerpts_come_from_a_real_run(script, dims):
+    """The pixels and decoding excerpts (issue 21): every pasted line is in today's output."""
+    from conftest import run_cli
+
+    result = run_cli("trace", f"tests/scripts/{script}", "--dims", dims, "--width", "100", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    live = {line.rstrip() for line in result.stdout.splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(f"tests/scripts/{script} --dims {dims}` at 100 columns")[1].split("```text\n")[1]
+    pasted = [line.rstrip() for line in block.split("```")[0].splitlines() if line.strip() not in ("…", "")]
+    missing = [line for line in pasted if line not in live]
+    assert len(pasted) > 15 and missing == []
