@@ -221,8 +221,8 @@ def test_the_solutions_and_lessons_are_not_there(verdicts):
     finds nothing (the folder is not mounted, or masked by an empty read-only tmpfs)."""
     v = verdicts[0]["reads-solution"]
     assert v["verdict"] == "crash", v
-    assert v["summary"].startswith("your function raised FileNotFoundError: [Errno 2] No such file or directory: "), v
-    v = verdicts[0]["lists-lessons"]
+    assert v["summary"].startswith("your file raised FileNotFoundError: [Errno 2] No such file or directory: "), v
+    v = verdicts[0]["lists-lessons"]   # (listed when its function is called)
     assert v["verdict"] == "crash", v
     assert v["summary"].startswith("your function raised FileNotFoundError"), v
 

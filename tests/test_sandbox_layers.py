@@ -121,7 +121,8 @@ def _ran(runs, attack, layers):
 
 def _blocked(v: dict, error: str) -> None:
     assert v["verdict"] == "crash", v
-    assert v["summary"].startswith(f"your function raised {error}"), v
+    # (raised by the attack when the file loads, or when its function is called)
+    assert v["summary"].startswith((f"your function raised {error}", f"your file raised {error}")), v
 
 
 # -- the controls: with no layer, every attack gets through (so the tests below can fail) ------------

@@ -180,4 +180,4 @@ def test_readme_max_ops_block_comes_from_a_real_run():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("--max-ops 300` at 100\ncolumns:")[1].split("```text\n")[1].split("```")[0]
     pasted = [line for line in block.splitlines() if line.strip()]
-    assert len(pasted) == 6 and [line for line in pasted if line not in live] == []
+    assert len(pasted) == 7 and [line for line in pasted if line not in live] == []

@@ -104,6 +104,12 @@ class Capture:
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
 
+    @property
+    def rows(self) -> int:
+        """Records of calls with a row of their own, counted without inferring anything (safe to ask
+        from another thread while the code runs; an addition onto scores is decided later, uncounted)."""
+        return sum(1 for r in list(self.records) if type(r) is OpRecord and r.spec.row)
+
     # -- nodes -----------------------------------------------------------------------------------
     def node_of(self, t: torch.Tensor) -> int:
         """The node ``t`` holds now (an entered node the first time it is seen)."""

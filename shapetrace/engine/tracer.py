@@ -278,6 +278,10 @@ class Trace:
         return iter(self.events)
 
     def __len__(self) -> int:
+        """How many ops got a row. While the trace records, the records are counted and nothing is
+        inferred (another thread may ask: a watcher counting ops); after it, the events."""
+        if not self._finished and self._shown is None:
+            return self.capture.rows
         return len(self.events)
 
 
