@@ -68,9 +68,16 @@ def resolve_shape(numel: int, target: Sequence[int]) -> tuple[int, ...] | None:
 
 
 def requested_shape(event) -> tuple[int, ...] | None:
-    """The shape a recorded ``view``/``reshape`` asked for (``-1`` kept), from its recorded parameters."""
+    """The shape a recorded ``view``/``reshape`` asked for (``-1`` kept), from its recorded parameters;
+    for ``view_as(other)``, other's shape (its second operand)."""
     shape = event.params.get("shape")
-    return tuple(shape) if shape else None
+    if shape:
+        return tuple(shape)
+    from shapetrace.engine.ops import takes_shape_of_other
+
+    if takes_shape_of_other(event.op) and len(event.inputs) == 2:
+        return tuple(event.inputs[1].shape)
+    return None
 
 
 def view_groups(shape: Sequence[int], target: Sequence[int]) -> list[Group]:
