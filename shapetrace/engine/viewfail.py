@@ -223,13 +223,13 @@ def reshape_mix(info: TensorInfo, target: Sequence[int], namer: Namer | None) ->
     input axes (judged by names where the input is named, else by sizes: an axis is clean when it is a
     piece of one input axis or whole input axes merged)."""
     named = _named_result(info, target, namer)
-    if named is not None:
+    if named is not None and named[1] is not None:
         labels, mixed = named
-        if mixed is None:
-            return None
         return Mix(mixed, tuple(labels[mixed][1:].split("*")), fmt_names(labels, target), True)
     names = _names(info)
     for group in view_groups(info.shape, target):
+        if named is not None and all(info.dims[i] for i in group.inputs):
+            continue   # named axes: their names said they do not mix
         for j in _straddling(info.shape, target, group):
             return Mix(j, tuple(names[i] for i in group.inputs), fmt_names([None] * len(target), target), False)
     return None
