@@ -89,3 +89,14 @@ def test_a_whole_axes_merge_keeps_both_fixes():
         "axis order, then views it",
         "fix 2: .reshape(2, 6, 512)  makes the same 24 KiB copy, silently"]
     assert lines[-3].endswith("(a transpose or permute reordered the axes without moving any data).")
+
+
+def test_view_as_is_checked_against_the_other_operands_shape():
+    x = torch.randn(2, 8, 6, 64).transpose(1, 2)                             # (B, T, H, d_k), not contiguous
+    with shapetrace.trace(dims={"B": 2, "T": 6, "H": 8, "D": 512}) as t:
+        shapetrace.name(x, "B T H d_k")
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            x.view_as(torch.empty(2, 6, 512))
+    d = view_diagnostic(t)
+    assert d.message.startswith("view_as #0 raised: view(2, 6, 512) has to merge H and d_k")
+    assert d.fix.splitlines()[1] == "fix 2: .reshape(2, 6, 512)  makes the same 24 KiB copy, silently"

@@ -56,8 +56,8 @@ def notes_for(c: AttentionConfig, events: list[Event], model, device: str) -> li
     return notes
 
 
-def _first(events, op: str, after: int = -1) -> Event | None:
-    return next((e for e in events if e.op == op and e.index > after), None)
+def _first(events, family: Family, after: int = -1) -> Event | None:
+    return next((e for e in events if family_of(e.op) is family and e.index > after), None)
 
 
 def _gqa(c: AttentionConfig, events) -> str | None:
@@ -68,7 +68,7 @@ def _gqa(c: AttentionConfig, events) -> str | None:
     text = (f"grouped-query: k and v are projected to D_kv = H_kv·d_k = {c.h_kv}·{c.d_k} = {D_kv} instead of "
             f"D = {D}: the two KV weights are {D}×{D_kv} instead of {D}×{D}, {saved:,} fewer parameters "
             f"({fmt_bytes(4 * saved)} in float32), and a KV cache holds {c.heads // c.h_kv}x fewer values per token.")
-    ex = _first(events, "expand")
+    ex = _first(events, Family.EXPAND)
     if ex is not None and ex.output is not None:
         o = ex.output
         zero = [o.dims[i] or str(i) for i, s in enumerate(o.stride) if s == 0 and o.shape[i] > 1]
@@ -88,7 +88,7 @@ def _gqa(c: AttentionConfig, events) -> str | None:
 def _dropout(c: AttentionConfig, events) -> str | None:
     if not c.dropout:
         return None
-    e = _first(events, "dropout")
+    e = _first(events, Family.DROPOUT)
     if e is None:
         if c.impl in ("sdpa", "torch"):
             return (f"dropout p={c.dropout:g} happens inside the fused {c.impl} call, on the weights, "
@@ -129,7 +129,7 @@ def _averaged_shape(model, c: AttentionConfig, device: str) -> list[int]:
 
 
 def _sdpa(c: AttentionConfig, events) -> str | None:
-    e = _first(events, "scaled_dot_product_attention")
+    e = _first(events, Family.FUSED_ATTENTION)
     if e is None or c.impl != "sdpa":
         return None
     ins = ", ".join(fmt_shape(t) for t in e.inputs)
@@ -140,7 +140,7 @@ def _sdpa(c: AttentionConfig, events) -> str | None:
 
 def _sdpa_layout(e: Event, events) -> str:
     """The merge after sdpa: is .contiguous() a no-op because of the kernel's output layout?"""
-    c = _first(events, "contiguous", e.index)
+    c = _first(events, Family.CONTIGUOUS, e.index)
     if c is None or not c.noop or e.output is None or e.output.contiguous:
         return ""
     return (f" Its output is not contiguous: the kernel wrote it in [B, T, H, d_k] order, so after the "

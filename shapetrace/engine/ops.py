@@ -606,6 +606,14 @@ def views_to_a_shape(op: str) -> bool:
     return spec.memory == "view" and spec.params is _shape_params
 
 
+#: ops that take the shape of their second operand (``x.view_as(other)``)
+_SHAPE_OF_OTHER = frozenset({"view_as", "reshape_as", "expand_as"})
+
+
+def takes_shape_of_other(op: str) -> bool:
+    return op in _SHAPE_OF_OTHER
+
+
 def is_indexing(op: str) -> bool:
     """``x[...]``: the subscript call."""
     return op == "__getitem__"

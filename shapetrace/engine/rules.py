@@ -103,11 +103,15 @@ def view_incompatible(trace: Trace) -> list[Diagnostic]:
         why, fix = view_error_parts(e.inputs[0], target, trace.namer) if target else ("", "")
         out.append(Diagnostic("error", "view-incompatible", e.index,
                               f"{e.op} #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
-                              fix or "Call .contiguous() first or use .reshape(...)."))
+                              fix or UNCHECKED_FIX))
     return out
 
 
 VIEW_ERROR = "view size is not compatible"
+#: the advice when the shape asked for was not recorded, so no copying fix could be applied and checked
+UNCHECKED_FIX = ("The shape asked for was not recorded, so no fix was checked: .contiguous() (or .reshape) copies "
+                 "the values in their current axis order, which is right only if the new shape reads them in that "
+                 "order; otherwise transpose or permute first.")
 
 
 def scale(trace: Trace) -> list[Diagnostic]:

@@ -68,9 +68,16 @@ def resolve_shape(numel: int, target: Sequence[int]) -> tuple[int, ...] | None:
 
 
 def requested_shape(event) -> tuple[int, ...] | None:
-    """The shape a recorded ``view``/``reshape`` asked for (``-1`` kept), from its recorded parameters."""
+    """The shape a recorded ``view``/``reshape`` asked for (``-1`` kept), from its recorded parameters;
+    for ``view_as(other)``, other's shape (its second operand)."""
     shape = event.params.get("shape")
-    return tuple(shape) if shape else None
+    if shape:
+        return tuple(shape)
+    from shapetrace.engine.ops import takes_shape_of_other
+
+    if takes_shape_of_other(event.op) and len(event.inputs) == 2:
+        return tuple(event.inputs[1].shape)
+    return None
 
 
 def view_groups(shape: Sequence[int], target: Sequence[int]) -> list[Group]:
@@ -216,13 +223,13 @@ def reshape_mix(info: TensorInfo, target: Sequence[int], namer: Namer | None) ->
     input axes (judged by names where the input is named, else by sizes: an axis is clean when it is a
     piece of one input axis or whole input axes merged)."""
     named = _named_result(info, target, namer)
-    if named is not None:
+    if named is not None and named[1] is not None:
         labels, mixed = named
-        if mixed is None:
-            return None
         return Mix(mixed, tuple(labels[mixed][1:].split("*")), fmt_names(labels, target), True)
     names = _names(info)
     for group in view_groups(info.shape, target):
+        if named is not None and all(info.dims[i] for i in group.inputs):
+            continue   # named axes: their names said they do not mix
         for j in _straddling(info.shape, target, group):
             return Mix(j, tuple(names[i] for i in group.inputs), fmt_names([None] * len(target), target), False)
     return None
