@@ -143,6 +143,8 @@ class Namer:
     _sub_names: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict, repr=False)
     #: root -> its (stride, size) pieces that two factorings name differently: shown unnamed
     _clashes: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False)
+    #: root -> the name a later use proved for its clashed piece (:meth:`decide`)
+    decided: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.dims = dict(self.dims)
@@ -245,7 +247,7 @@ class Namer:
         self.decompositions[root] = kept
         self._clashes.pop(root, None)
         self._sub_names[root] = self._merged_table(root)
-        self.decided = {**getattr(self, "decided", {}), root: name}
+        self.decided[root] = name
         self.forget_labels()
         return True
 

@@ -25,12 +25,9 @@ def all_clear_text(events: Sequence[Event], limit: int = 4) -> str:
     missing = unchecked_ops(events)
     if not missing:
         return FULL_ALL_CLEAR
-    shown = ", ".join(f"#{i} {events_by_index(events)[i].op}" for i in missing[:limit])
+    op_of = {e.index: e.op for e in events}
+    shown = ", ".join(f"#{i} {op_of[i]}" for i in missing[:limit])
     more = f" and {len(missing) - limit} more" if len(missing) > limit else ""
     verb = "has" if len(missing) == 1 else "have"
     return (f"✓ no errors or warnings among the named axes; {len(missing)} of {len(events)} ops {verb} unnamed "
             f"axes, which were not checked ({shown}{more})")
-
-
-def events_by_index(events: Sequence[Event]) -> dict[int, Event]:
-    return {e.index: e for e in events}

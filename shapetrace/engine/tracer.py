@@ -149,7 +149,7 @@ class Trace:
             self._concluded = True
             inference.finish()
             pins = inference.corrections()
-            if pins or getattr(self.namer, "decided", None):
+            if pins or self.namer.decided:
                 # a later use decided an ambiguous size guess, or which factoring a fused width has:
                 # infer again, with what the whole trace showed, so that earlier ops read it too
                 inference = self._inference = Inference(self.capture, self.namer, self.dims, self.seed_order, pins)
