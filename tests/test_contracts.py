@@ -509,3 +509,53 @@ def test_mha_without_batch_first_on_batch_first_input_attends_over_the_batch(bat
     assert d.severity == "error"
     assert d.message.startswith(f"{SDPA} #{d.event} reads q as [..., L, E], but q is [T=5, H=3, B=2, d_k=8]: "
                                 "axis -2 holds the batch (B) and the tokens (T) sit in a batch axis.")
+
+
+# ---------------------------------------------------------------------------
+# broadcast-mismatch on elementwise arithmetic: a rotary table lined up with the heads
+# ---------------------------------------------------------------------------
+
+def rotate_half(x):
+    """huggingface/transformers ``models/llama/modeling_llama.py``: ``rotate_half``."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)                                       # (B, H, T, d_k)
+
+
+def rotary_scores(x, position_ids, H, unsqueeze_dim):
+    """transformers' ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``: its docstring says 2 is for
+    q laid out [B, T, H, d_k]; passing 2 with [B, H, T, d_k] lines the positions up with the heads."""
+    B, T, D = x.shape
+    q = x.view(B, T, H, D // H).transpose(1, 2)                               # (B, H, T, d_k)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D // H, 2).float() / (D // H)))
+    freqs = position_ids[:, :, None].float() * inv_freq[None, None, :]        # (B, T, d_k/2)
+    emb = torch.cat((freqs, freqs), dim=-1)                                   # (B, T, d_k)
+    cos, sin = emb.cos().unsqueeze(unsqueeze_dim), emb.sin().unsqueeze(unsqueeze_dim)
+    q = q * cos + rotate_half(q) * sin                                        # (B, H, T, d_k)
+    return q @ q.transpose(-2, -1)                                            # (B, H, T, T)
+
+
+@pytest.mark.parametrize("B,T,H,dk", [(2, 4, 4, 8), (3, 4, 4, 4)], ids=["T==H", "T==H==d_k"])
+def test_broadcast_lineup_fires_on_rotary_table_over_heads(B, T, H, dk):
+    """Only T == H runs at all (else torch refuses the broadcast); the mul gets a row of its own there."""
+    x, pos = torch.randn(B, T, H * dk), torch.arange(T).expand(B, T)
+    t = traced(lambda a, p: rotary_scores(a, p, H, 2), dims_of(B, T, H, dk), x, pos)
+    muls = [e for e in t.events if e.op == "mul"]
+    assert [(list(e.inputs[1].shape), e.inputs[1].dims) for e in muls[:1]] == \
+        [([B, T, 1, dk], ("B", "T", None, None))]
+    errors = found(t, "broadcast-mismatch")
+    assert errors and errors[0].event == muls[0].index and errors[0].severity == "error"
+    assert errors[0].message == (
+        f"mul #{muls[0].index} lines up [B={B}, T={T}, 1, {dk}] with [B={B}, H={H}, T={T}, d_k={dk}] from the "
+        f"right: axis -3 pairs T (tokens) of the first with H (heads) of the second. Both have {H} entries, so "
+        "torch broadcasts without complaint, but entry i of T is applied to entry i of H.")
+
+
+@pytest.mark.parametrize("B,T,H,dk", [(2, 4, 4, 8), (2, 6, 4, 8)], ids=["T==H", "distinct"])
+def test_rotary_table_over_tokens_gets_no_row_and_no_finding(B, T, H, dk):
+    """The same code with ``unsqueeze_dim=1`` (the default, for [B, H, T, d_k]): elementwise arithmetic keeps
+    no row of its own, and nothing is reported."""
+    x, pos = torch.randn(B, T, H * dk), torch.arange(T).expand(B, T)
+    t = traced(lambda a, p: rotary_scores(a, p, H, 1), dims_of(B, T, H, dk), x, pos)
+    assert [e.op for e in t.events if e.op in ("mul", "add", "__mul__", "__add__")] == []
+    assert loud(t) == []
+    assert t.events[-1].outputs[0].dims == ("B", "H", "T", "T")

@@ -161,6 +161,25 @@ class Namer:
             self._sub_names[root] = self._merged_table(root)
 
     # -- roles ---------------------------------------------------------------
+    def plain_role(self, label: str | None) -> str | None:
+        """The role of a plain (not mixed, not unknown) axis name; None when it has none."""
+        if not label or label.startswith(MIXED_PREFIX) or UNKNOWN in label:
+            return None
+        return self.role(label)
+
+    def broadcast_clash(self, operands) -> tuple[int, int, int] | None:
+        """``(j, a, b)``: the first axis, from the right (as ``-j``), where operands ``a`` and ``b`` of a
+        broadcast both have more than one entry and names of different roles. ``operands``: each
+        operand's ``(labels, shape)``. Only names with known roles count (never sizes)."""
+        n = max((len(shape) for _, shape in operands), default=0)
+        for j in range(1, n + 1):
+            named = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
+                     if j <= len(shape) and shape[-j] > 1 and self.plain_role(labels[-j])]
+            for (ia, la), (ib, lb) in zip(named, named[1:]):
+                if self.role(la) != self.role(lb):
+                    return j, ia, ib
+        return None
+
     def role(self, root: str) -> str | None:
         """What a root indexes: batch, tokens, features, heads, head_features, copies, stack, or None."""
         if root == COPIES:

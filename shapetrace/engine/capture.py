@@ -305,7 +305,20 @@ class Recorder(TorchFunctionMode):
         if spec.name in ADDITIVE and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
+        if spec.name in BROADCASTING and _broadcasts(args):
+            return self.capture.record(spec, func, args, kwargs)   # the analysis checks how it lines up
         return self.capture.carry(op, spec, func, args, kwargs)
+
+
+#: elementwise ops of two operands or more, which torch lines up by broadcasting
+BROADCASTING = ops_of(Family.ELEMENTWISE)
+
+
+def _broadcasts(args: tuple) -> bool:
+    """Two tensors of different shapes among the first three arguments (``q * cos``, ``where(m, s, f)``):
+    recorded in full, since the analysis reads which axes the broadcast pairs."""
+    tensors = [a for a in args[:3] if isinstance(a, _TENSOR)]
+    return len(tensors) >= 2 and any(t.shape != tensors[0].shape for t in tensors[1:])
 
 
 def run_opened(mode: TorchFunctionMode, func, args, kwargs):

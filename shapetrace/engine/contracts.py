@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import MIXED_PREFIX, UNKNOWN
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import Family, family_of
@@ -32,13 +31,6 @@ SDPA = "scaled_dot_product_attention"
 
 def _sdpa_calls(trace: Trace) -> list[Event]:
     return [e for e in trace.events if family_of(e.op) is Family.FUSED_ATTENTION and len(e.inputs) >= 3]
-
-
-def _role(namer: Namer, label: str | None) -> str | None:
-    """The role of a plain (not mixed, not unknown) axis name; None when it has none."""
-    if not label or label.startswith(MIXED_PREFIX) or UNKNOWN in label:
-        return None
-    return namer.role(label)
 
 
 def _shown(t: TensorInfo) -> str:
@@ -78,11 +70,11 @@ def sdpa_over_batch(trace: Trace) -> list[Diagnostic]:
     out = []
     for e in _sdpa_calls(trace):
         wrong = [(which, t) for which, t in zip("qk", e.inputs[:2])
-                 if len(t.dims) >= 2 and _role(trace.namer, t.dims[-2]) == "batch"]
+                 if len(t.dims) >= 2 and trace.namer.plain_role(t.dims[-2]) == "batch"]
         if not wrong:
             continue
         which, t = wrong[0]
-        tokens = next((lab for lab in t.dims[:-2] if _role(trace.namer, lab) == "tokens"), None)
+        tokens = next((lab for lab in t.dims[:-2] if trace.namer.plain_role(lab) == "tokens"), None)
         where = f" and the tokens ({tokens}) sit in a batch axis" if tokens else ""
         out.append(Diagnostic("error", "attends-over-batch", e.index, (
             f"{SDPA} #{e.index} reads {which} as [..., L, E], but {which} is {_shown(t)}: axis -2 holds the "
@@ -96,7 +88,7 @@ def sdpa_over_batch(trace: Trace) -> list[Diagnostic]:
 def _heads_before_features(namer: Namer, t: TensorInfo) -> bool:
     if len(t.dims) < 3:
         return False
-    return _role(namer, t.dims[-2]) == "heads" and _role(namer, t.dims[-3]) == "tokens"
+    return namer.plain_role(t.dims[-2]) == "heads" and namer.plain_role(t.dims[-3]) == "tokens"
 
 
 # ---------------------------------------------------------------------------
@@ -275,23 +267,10 @@ def broadcast_lineup(trace: Trace) -> list[Diagnostic]:
     for e in trace.events:
         if family_of(e.op) not in (Family.ELEMENTWISE, Family.MASK_FILL) or e.error or len(e.inputs) < 2:
             continue
-        clash = _first_clash(trace.namer, e.inputs)
+        clash = trace.namer.broadcast_clash([(t.dims, t.shape) for t in e.inputs])
         if clash:
             out.append(_lineup_diagnostic(e, trace.namer, *clash))
     return out
-
-
-def _first_clash(namer: Namer, inputs: list[TensorInfo]):
-    """``(j, a, b)``: the first axis (from the right, as ``-j``) where operands ``a`` and ``b`` both have
-    more than one entry and names of different roles."""
-    n = max(len(t.shape) for t in inputs)
-    for j in range(1, n + 1):
-        named = [(i, t.dims[-j]) for i, t in enumerate(inputs)
-                 if j <= len(t.shape) and t.shape[-j] > 1 and _role(namer, t.dims[-j])]
-        for (ia, la), (ib, lb) in zip(named, named[1:]):
-            if namer.role(la) != namer.role(lb):
-                return j, ia, ib
-    return None
 
 
 def _lineup_diagnostic(e: Event, namer: Namer, j: int, ia: int, ib: int) -> Diagnostic:

@@ -322,13 +322,14 @@ class Inference:
     def _op(self, index: int, record: OpRecord) -> None:
         spec = record.spec
         in_axes = [self.axes_of(n) for n in record.ins]
-        if spec.name in ADDITIVE and not spec.row:
-            if not self._onto_scores(in_axes):
+        if not spec.row:
+            if spec.name in ADDITIVE and self._onto_scores(in_axes):
+                spec = SCORE_ADD
+                record = record._replace(spec=spec, params=_additive_params(record.kept))
+            elif not self._clashes(record, in_axes):
                 self._pass_names(spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen,
                                  in_axes)
                 return
-            spec = SCORE_ADD
-            record = record._replace(spec=spec, params=_additive_params(record.kept))
         shapes = [r[0] for r in record.out_raw]
         if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
@@ -498,6 +499,14 @@ class Inference:
             return
         for out in outs:
             self.tags[out] = tag
+
+    def _clashes(self, record: OpRecord, in_axes) -> bool:
+        """Does this broadcast line up two named axes of different roles (a rotary table's T with the
+        heads)? Then it gets a row of its own, where the diagnostics say so."""
+        if record.error is not None or len(in_axes) < 2 or family_of(record.spec.name) not in _LINED_UP:
+            return False
+        shapes = [r[0] for r in record.in_raw]
+        return self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None
 
     def _onto_scores(self, in_axes) -> bool:
         """Is one operand a tensor of attention scores (query and key axes)?"""

@@ -149,7 +149,7 @@ CASES = [
     Case("rotate-half-rope-unsqueeze-heads-T-eq-H", SQUARE, hf(2, 4, 32, 4),
          heads={"rotate-half": PER_HEAD, "half-scores": ("B", "H", "T", "T")}),
     Case("rotate-half-rope-unsqueeze-dim-2-on-bhtd", SQUARE, hf(2, 4, 32, 4, unsqueeze_dim=2),
-         bug=("bug-half-axis",), verdict_xfail=NO_BROADCAST_CHECK),
+         bug=("bug-half-axis",)),
 ]
 
 
