@@ -559,3 +559,63 @@ def test_rotary_table_over_tokens_gets_no_row_and_no_finding(B, T, H, dk):
     assert [e.op for e in t.events if e.op in ("mul", "add", "__mul__", "__add__")] == []
     assert loud(t) == []
     assert t.events[-1].outputs[0].dims == ("B", "H", "T", "T")
+
+
+# ---------------------------------------------------------------------------
+# gqa-head-order: key/value heads tiled with repeat instead of repeated in place
+# ---------------------------------------------------------------------------
+
+def gqa_scores(x, k_proj, H, H_kv, how, fused):
+    """Llama-style GQA (transformers ``repeat_kv``: expand + reshape) against ``k.repeat(1, n_rep, 1, 1)``,
+    the tiling of meta-llama/llama#384-style ports, which pairs query head 1 with key/value head 1."""
+    B, T, D = x.shape
+    d, n_rep = D // H, H // H_kv
+    q = x.view(B, T, H, d).transpose(1, 2)                                    # (B, H, T, d_k)
+    k = k_proj(x).view(B, T, H_kv, d).transpose(1, 2)                         # (B, H_kv, T, d_k)
+    if how == "tile":
+        k = k.repeat(1, n_rep, 1, 1)                                          # (B, n_rep*H_kv, T, d_k)
+    elif how == "interleave":
+        k = k.repeat_interleave(n_rep, dim=1)                                 # (B, H, T, d_k)
+    else:
+        k = k[:, :, None].expand(B, H_kv, n_rep, T, d).reshape(B, H, T, d)    # (B, H, T, d_k)
+    if fused:
+        return F.scaled_dot_product_attention(q, k, k)                        # (B, H, T, d_k)
+    return q @ k.transpose(-2, -1)                                            # (B, H, T, T)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["sdpa", "matmul"])
+@pytest.mark.parametrize("B,T,H,H_kv,dk", [(2, 5, 4, 2, 6), (2, 4, 4, 2, 4), (3, 3, 6, 3, 3)],
+                         ids=["distinct", "T==H", "T==H_kv==d_k"])
+def test_gqa_head_order_fires_on_tiled_kv_heads(fused, B, T, H, H_kv, dk):
+    k_proj = nn.Linear(H * dk, H_kv * dk)
+    t = traced(lambda x: gqa_scores(x, k_proj, H, H_kv, "tile", fused), dims_of(B, T, H, dk, H_kv=H_kv),
+               torch.randn(B, T, H * dk))
+    (d,) = found(t, "gqa-head-order")
+    e = t.events[d.event]
+    assert d.severity == "error" and e.op == (SDPA if fused else "matmul")
+    n_rep = H // H_kv
+    assert d.message.endswith(
+        f"whose {H} heads are the {H_kv} key/value heads tiled {n_rep} times (head j is key/value head j mod "
+        f"{H_kv}). Query head h is meant to read key/value head h // {n_rep}: query head 1 meets key/value head "
+        f"1 instead of 0. The shapes agree, so torch cannot complain.")
+    # what the message says, from torch: tiled head 1 holds kv head 1, repeated head 1 holds kv head 0
+    kv = torch.arange(H_kv).view(1, H_kv, 1, 1).float()
+    assert kv.repeat(1, n_rep, 1, 1)[0, 1, 0, 0] == 1 and kv.repeat_interleave(n_rep, dim=1)[0, 1, 0, 0] == 0
+
+
+@pytest.mark.parametrize("how", ["interleave", "expand"])
+@pytest.mark.parametrize("fused", [True, False], ids=["sdpa", "matmul"])
+def test_gqa_head_order_silent_on_heads_repeated_in_place(how, fused):
+    B, T, H, H_kv, dk = 2, 4, 4, 2, 4
+    k_proj = nn.Linear(H * dk, H_kv * dk)
+    t = traced(lambda x: gqa_scores(x, k_proj, H, H_kv, how, fused), dims_of(B, T, H, dk, H_kv=H_kv),
+               torch.randn(B, T, H * dk))
+    assert found(t, "gqa-head-order") == [] and loud(t) == []
+
+
+def test_gqa_head_order_silent_with_one_kv_head():
+    """Multi-query attention: tiling one head and repeating it are the same tensor."""
+    k_proj = nn.Linear(24, 6)
+    t = traced(lambda x: gqa_scores(x, k_proj, 4, 1, "tile", True), dims_of(2, 5, 4, 6, H_kv=1),
+               torch.randn(2, 5, 24))
+    assert found(t, "gqa-head-order") == []

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import COPIES, Axis, Namer
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.axes import Namer
     from shapetrace.engine.events import Event, TensorInfo
     from shapetrace.engine.tracer import Trace
 
@@ -209,6 +209,43 @@ def _repeated_heads(trace: Trace, k: TensorInfo) -> bool:
     return bool(h_kv) and h_kv < trace.dims.get("H", 0) and len(k.dims) >= 3 and k.dims[-3] == "H"
 
 
+def gqa_head_order(trace: Trace) -> list[Diagnostic]:
+    """k or v with its key/value heads tiled (``k.repeat(1, n_rep, 1, 1)``: head j is key/value head
+    j mod H_kv) meeting queries whose head h reads key/value head h // n_rep (``H`` = H_kv · n_rep, the
+    order repeat_interleave and Llama's repeat_kv make). Read from the axes' pieces, never from sizes:
+    the tiled axis holds copies outside H_kv."""
+    out = []
+    for e in trace.events:
+        if e.error or len(e.inputs) < 2 or family_of(e.op) not in (Family.FUSED_ATTENTION, Family.PRODUCT):
+            continue
+        q = e.inputs[0]
+        if len(q.shape) < 3 or q.dims[-3] != "H" or not trace.dims.get("H_kv"):
+            continue
+        tiled = next((t for t in e.inputs[1:3] if len(t.axes) >= 3 and _tiled_heads(trace.namer, t.axes[-3])), None)
+        if tiled is not None:
+            out.append(_head_order_diagnostic(e, q, tiled, trace.dims["H_kv"]))
+    return out
+
+
+def _tiled_heads(namer: Namer, axis: Axis) -> bool:
+    """An axis made of copies (outer) of the key/value heads (inner), each of more than one entry."""
+    atoms = [a for a in axis.atoms if a.size > 1]
+    return len(atoms) == 2 and atoms[0].root == COPIES and namer.label(Axis((atoms[1],))) == "H_kv"
+
+
+def _head_order_diagnostic(e: Event, q: TensorInfo, k: TensorInfo, h_kv: int) -> Diagnostic:
+    h = q.shape[-3]
+    n_rep = h // h_kv
+    return Diagnostic("error", "gqa-head-order", e.index, (
+        f"{e.op} #{e.index} pairs q {_shown(q)} with {_shown(k)}, whose {h} heads are the {h_kv} key/value heads "
+        f"tiled {n_rep} times (head j is key/value head j mod {h_kv}). Query head h is meant to read key/value "
+        f"head h // {n_rep}: query head 1 meets key/value head {1 % h_kv} instead of {1 // n_rep}. The shapes "
+        "agree, so torch cannot complain."), (
+        "Repeat each key/value head in place: .repeat_interleave(n_rep, dim=1), or "
+        "[:, :, None].expand(B, H_kv, n_rep, T, d_k).reshape(B, H, T, d_k) as Llama's repeat_kv does; with SDPA, "
+        "pass the unrepeated k and v and enable_gqa=True."))
+
+
 def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnostic:
     h_q, h_kv = q.shape[-3], k.shape[-3]
     if gqa:
@@ -307,5 +344,5 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
     return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
 
 
-CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, softmax_implicit_dim,
-                  broadcast_lineup]
+CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, gqa_head_order,
+                  softmax_implicit_dim, broadcast_lineup]

@@ -232,9 +232,7 @@ CASES = [
          build(GroupedQuery, dim=24, heads=4, kv_heads=2, repeat="repeat_interleave"),
          heads={"gqa-k-repeated": PER_HEAD, "gqa-sdpa": PER_HEAD}),
     Case("gqa-kv-heads-tiled-with-repeat", GQA, build(GroupedQuery, dim=24, heads=4, kv_heads=2, repeat="tile"),
-         bug=("bug-gqa-tile",),
-         verdict_xfail="repeat tiles the kv heads (n_rep, H_kv) against the queries' (H_kv, n_rep): the head "
-                       "order is not compared at SDPA"),
+         bug=("bug-gqa-tile",)),
 ]
 
 
