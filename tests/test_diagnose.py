@@ -154,12 +154,20 @@ def merge_without_transpose_then_project(x, B, T, H, dk):
 
 
 def test_merge_without_transpose_is_caught_when_T_equals_H():
-    """At T = H the merge is a clean-looking [B, H, T*d_k]: a warning there, an error at the projection."""
+    """At T = H the merge is a clean-looking [B, H, T*d_k]; the projection over it proves it wrong, so the
+    reshape itself gets the error (naming the projection), and the projection gets its own."""
     kinds, t = run(merge_without_transpose_then_project, T=8, H=8)
-    assert ("warning", "tokens-merged-with-features") in kinds
+    assert ("error", "tokens-merged-with-features") in kinds
+    assert ("warning", "tokens-merged-with-features") not in kinds
     assert ("error", "projection-over-tokens") in kinds
     merged = next(e for e in t.events if e.op == "reshape")
+    project = next(e for e in t.events if e.op == "linear")
     assert merged.output.dims == ("B", "H", "T*d_k")
+    (d,) = [d for d in t.diagnostics if d.kind == "tokens-merged-with-features"]
+    assert d.event == merged.index and d.message.endswith(
+        f"axis 2 flattens T and d_k into one axis, so each of its entries is a (token, feature) pair. linear "
+        f"#{project.index} then projects over that axis, so each output feature mixes tokens: the merge was not a "
+        "layout exercise.")
 
 
 def test_flattening_tokens_with_features_is_only_a_warning():

@@ -26,6 +26,7 @@ def diagnose(trace: Trace) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for rule in RULES:
         found.extend(rule(trace))
+    found = _merges_projected_later(trace, found)
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -86,6 +87,29 @@ def _merged_message(e: Event, i: int, label: str | None) -> str:
     return (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
             f"flattens {_plain(label)} into one axis, so each of its entries is a (token, feature) pair. "
             "That is fine as a layout exercise.")
+
+
+def _merges_projected_later(trace: Trace, found: list[Diagnostic]) -> list[Diagnostic]:
+    """A (token, feature) merge that a later linear layer projects over is not a layout exercise: that
+    use proves the merge wrong, so its warning becomes an error that names the projection (at T == H,
+    ``y.reshape(B, T, D)`` of [B, H, T, d_k] is read as [B, H, T·d_k], and only the linear shows it)."""
+    projected: dict = {}
+    for e in trace.events:
+        if family_of(e.op) is Family.PROJECTION and e.inputs and e.inputs[0].axes:
+            projected.setdefault(e.inputs[0].axes[-1], e)
+    out = []
+    for d in found:
+        e = trace.events[d.event] if d.kind == "tokens-merged-with-features" else None
+        later = [projected[a] for a in (e.outputs[0].axes if e is not None else ()) if a in projected]
+        later = [p for p in later if p.index > e.index]
+        if later:
+            p = later[0]
+            d = Diagnostic("error", d.kind, d.event, d.message.replace(
+                "That is fine as a layout exercise.",
+                f"{p.op} #{p.index} then projects over that axis, so each output feature mixes tokens: the "
+                "merge was not a layout exercise."), d.fix)
+        out.append(d)
+    return out
 
 
 def projection_over_tokens(trace: Trace) -> list[Diagnostic]:

@@ -210,9 +210,7 @@ CASES = [
     Case("merge-heads-reshape-without-permute", DIMS, build(MHA, dim=24, heads=3, merge="reshape"),
          bug=("bug-merge",)),
     Case("merge-heads-reshape-without-permute-T-eq-H", SQUARE, build(MHA, T=4, D=32, dim=32, heads=4, merge="reshape"),
-         bug=("bug-merge",),
-         verdict_xfail="at T == H the reshape is read as [B, H, T*d_k] (a warning on it) and the error lands on "
-                       "the next linear, whose message does not name the reshape that mixed the axes"),
+         bug=("bug-merge",)),
     Case("merge-heads-permute-then-reshape", DIMS, build(MHA, dim=24, heads=3),
          heads={"split": PER_HEAD, "scores": ("B", "H", "T", "T"), "y": PER_HEAD, "merge": ("B", "T", "D")}),
     Case("merge-heads-permute-then-reshape-T-eq-H", SQUARE, build(MHA, T=4, D=32, dim=32, heads=4),
