@@ -218,3 +218,20 @@ def test_a_size_three_axis_is_not_named_qkv_by_size():
         shapetrace.name(x, "B T D")
         x[:, None].expand(2, 3, 6, 512)                               # (B, 3, T, D)
     assert t.events[-1].output.dims == ("B", None, "T", "D")
+
+
+def test_pairs_inside_one_head_are_not_a_head_split():
+    """meta-llama/llama ``apply_rotary_emb``: ``xq.float().reshape(*xq.shape[:-1], -1, 2)`` on a declared
+    [B, T, H, d_k] cuts each head's features into pairs; every pair stays inside its head, so no
+    ``nonstandard-head-split`` note (a split of D itself still gets one)."""
+    xq = torch.randn(1, 4, 2, 8)
+    with shapetrace.trace(dims="B=1 T=4 H=2 d_k=8") as t:
+        shapetrace.name(xq, "B T H d_k")
+        torch.view_as_complex(xq.reshape(1, 4, 2, 4, 2))              # (B, T, H, d_k/2) complex
+    assert [e.output.dims for e in t.events] == [("B", "T", "H", "d_k/2", "d_k/4"), ("B", "T", "H", "d_k/2")]
+    assert t.diagnostics == []
+    x = torch.randn(1, 4, 8)
+    with shapetrace.trace(dims="B=1 T=4 D=8 H=2") as t:
+        shapetrace.name(x, "B T D")
+        x.view(1, 4, 4, 2)                                            # (B, T, D/2, D/4): not H heads of d_k
+    assert [d.kind for d in t.diagnostics] == ["nonstandard-head-split"]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shapetrace.engine.layout import row_major
-from shapetrace.engine.vocabulary import ROLES, STACK_FACTORS, TOKEN_ROLES
+from shapetrace.engine.vocabulary import ROLES, STACK_FACTORS, TOKEN_ROLES, Role
 
 #: Canonical names whose axes index tokens or batch entries (see :mod:`.vocabulary`).
 TOKEN_ROOTS = frozenset(n for n, r in ROLES.items() if r in TOKEN_ROLES)
@@ -406,9 +406,9 @@ class Namer:
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab and not self._inside_named(a)
+        if any("/" in lab and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
-            return "note"   # (pairs within one head's features, RoPE's (d_k/2, 2), are not a head split)
+            return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
 
     def _inside_named(self, atom: Atom) -> bool:
