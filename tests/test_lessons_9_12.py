@@ -442,3 +442,14 @@ def test_lesson_9_present_asks_then_answers_in_a_real_terminal(tmux):
     tmux.wait_for("EXIT=0")
     screen = tmux.wait_for(lambda s: "STTY-RESTORED" in s.splitlines())
     assert "MARKER-BEFORE" in screen and "shapetrace lesson 9 ·" not in screen
+
+
+def test_multihead_attention_key_padding_mask_has_the_other_polarity():
+    """Lesson 12: in nn.MultiheadAttention's key_padding_mask, True marks a key to ignore."""
+    assert "`key_padding_mask` has the other polarity (True marks padding, to be ignored)" in text(12)
+    torch.manual_seed(2)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(1, 5, 8)
+    padding = torch.tensor([[False, False, False, True, True]])
+    _, weights = mha(x, x, x, key_padding_mask=padding, need_weights=True)
+    assert weights.shape == (1, 5, 5) and torch.all(weights[..., 3:] == 0) and torch.all(weights[..., :3] > 0)
