@@ -343,7 +343,7 @@ def test_present_asks_before_it_traces():
     screens = split_screens(CURRICULUM.lesson(9).text())
     kinds = [[kind for kind, _, _ in screen] for screen in screens]
     at = next(i for i, screen in enumerate(screens) if any(kind == "question" for kind, _, _ in screen))
-    assert kinds[at][-1] == "question" and kinds[at + 1][0] == "live"
+    assert kinds[at][-1] == "question" and kinds[at + 1][0] == "answer"
     assert screens[at][-1][1] == screens[at + 1][0][1]                 # the same code, then traced
     question = traced_blocks(screens[at], "test")
     assert question[-1].kind == "question" and question[-1].trace is None
@@ -351,7 +351,9 @@ def test_present_asks_before_it_traces():
     assert "predict: what is the shape of scores? Work it out before the trace is shown." in out
     assert "answer:" not in out and "traced:" not in out
     answer = " ".join(render(traced_blocks(screens[at + 1], "test")).split())
-    assert "answer: scores is [1, 2, 1, 6], named [B=1, H=2, T_new=1, T+2=6]" in answer
+    said = "answer: scores is [1, 2, 1, 6], named [B=1, H=2, T_new=1, T+2=6]"
+    assert said in answer and answer.index(said) < answer.index("q_proj, k_proj") < answer.index("traced:")
+    assert answer.count("answer: scores") == 1
 
 
 # -- every mode ----------------------------------------------------------------------------------
@@ -432,12 +434,16 @@ def test_lesson_9_present_asks_then_answers_in_a_real_terminal(tmux):
     tmux.wait_for(f"shapetrace lesson 9 · 1/{n}")
     for i in range(2, at + 2):
         tmux.keys("Enter")
-        screen = tmux.wait_for(f"shapetrace lesson 9 · {i}/{n}", timeout=120)
-    assert "predict: what is the shape of scores?" in screen and "answer:" not in screen
-    assert "traced:" not in screen
+        tmux.wait_for(f"shapetrace lesson 9 · {i}/{n}", timeout=120)
+    code_end = "scores = q @ k_cache.transpose(-2, -1)"
+    screen = tmux.wait_for(lambda s: "predict: what is the shape of scores?" in s and code_end in s, timeout=60)
+    assert f"shapetrace lesson 9 · {at + 1}/{n}" in screen
+    assert "answer:" not in screen and "traced:" not in screen
     tmux.keys("Enter")
-    screen = tmux.wait_for(f"shapetrace lesson 9 · {at + 2}/{n}", timeout=120)
-    assert "traced:" in screen and "cat          [B=1, H=2, T+1=5, d_k=4]" in screen
+    shown = "cat          [B=1, H=2, T+1=5, d_k=4]"
+    screen = tmux.wait_for(lambda s: f"shapetrace lesson 9 · {at + 2}/{n}" in s and shown in s, timeout=120)
+    assert "traced:" in screen
+    assert "answer: scores is [1, 2, 1, 6], named [B=1, H=2, T_new=1, T+2=6]" in screen   # on top: not cut
     tmux.keys("q")
     tmux.wait_for("EXIT=0")
     screen = tmux.wait_for(lambda s: "STTY-RESTORED" in s.splitlines())

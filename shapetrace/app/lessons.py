@@ -24,7 +24,8 @@ class LessonBlock:
     shown: its code only). ``diagram`` is the op whose memory layout is drawn under it; ``expect`` the
     diagnostic kind (or ``raises``) a bug example is there to show, and ``expect_met`` whether the
     trace showed it; ``answer`` the shape torch gave the ``predict`` variable, ``answer_named`` the
-    same shape with the axis names the trace gave it ("" when no op of the trace produced it).
+    same shape with the axis names the trace gave it ("" when no op of the trace produced it);
+    ``answer_first``: show the answer above the code (``--present``, on the screen after the question).
     """
 
     kind: str
@@ -36,6 +37,7 @@ class LessonBlock:
     answer_named: str = ""
     expect: str | None = None
     expect_met: bool | None = None
+    answer_first: bool = False
 
 
 def example_block(kind: str, body: str, fence: str, name: str, run: bool) -> LessonBlock:
@@ -49,7 +51,8 @@ def example_block(kind: str, body: str, fence: str, name: str, run: bool) -> Les
     result = run_live(body, name, fence)
     return LessonBlock("example", body, result.trace, answer=result.answer,
                        answer_named=named_answer(result.trace, options.predict, result.answer),
-                       expect_met=expectation_met(result.trace, options.expect), **fields)
+                       expect_met=expectation_met(result.trace, options.expect),
+                       answer_first=kind == "answer", **fields)
 
 
 def named_answer(trace: Any, variable: str | None, shape: tuple[int, ...] | None) -> str:

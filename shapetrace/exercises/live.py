@@ -82,7 +82,8 @@ def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
 
     Each screen is a list of :func:`split_live` parts; a live example stays on the screen of
     the heading above it. An example with ``predict=`` is asked first: its screen ends with the
-    code untraced (a ``question`` part), and the next screen shows it traced, with the answer.
+    code untraced (a ``question`` part), and the next screen shows it traced, the answer on top (an
+    ``answer`` part: a screen taller than the terminal is cut at the bottom).
 
     >>> [len(s) for s in split_screens("# A\\nintro\\n## B\\ntext\\n```python live B=1\\nx = 1\\n```\\n")]
     [1, 2]
@@ -91,7 +92,7 @@ def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
     for kind, body, dims in split_live(markdown):
         if kind == "live" and fence_options(dims).predict:
             screens[-1].append(("question", body, dims))
-            screens.append([(kind, body, dims)])
+            screens.append([("answer", body, dims)])
             continue
         if kind == "live":
             screens[-1].append((kind, body, dims))

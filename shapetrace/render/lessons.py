@@ -53,6 +53,8 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     if block.predict:
         yield Text.assemble(("predict: ", "bold magenta"), "what is the shape of ", (block.predict, "bold"),
                             "? Work it out before the trace is shown.")
+    if block.answer_first and block.answer is not None:
+        yield answer_line(block)
     if block.expect:
         yield Text.assemble(("a bug, on purpose: ", "bold red"), expected_words(block.expect))
     yield Text("")
@@ -62,7 +64,7 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     if trace is None:
         return
     yield from traced_parts(block)
-    if block.predict and block.answer is not None:
+    if block.predict and block.answer is not None and not block.answer_first:
         yield answer_line(block)
     if block.expect_met is False:
         yield Text(f"shapetrace did not show the {block.expect} this example is meant to show: please "
