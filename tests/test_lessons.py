@@ -35,7 +35,7 @@ def verdicts(tmp_path_factory):
 
 
 def test_curriculum_size_and_order():
-    assert len(CURRICULUM.lessons) >= 8
+    assert len(CURRICULUM.lessons) == 12
     assert len(EXERCISES) >= 12
     assert [lesson.number for lesson in CURRICULUM.lessons] == list(range(1, len(CURRICULUM.lessons) + 1))
     assert len({e.id for e in EXERCISES}) == len(EXERCISES)

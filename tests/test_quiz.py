@@ -131,3 +131,29 @@ def test_format_examples_are_no_answer_of_any_question():
         if q.ask in ("shape", "strides"):
             answer = tuple(q.answer) if q.answer is not None else None
             assert answer not in (EXAMPLE_SHAPE, EXAMPLE_STRIDES), q.id
+
+
+def test_every_new_lesson_topic_has_at_least_two_templates():
+    """Lessons 9-12: at least two templates per lesson, on the lesson's own topics."""
+    lessons = {lesson.number: lesson for lesson in load().lessons}
+    templates = qz.load_templates(ROOT / "quiz.toml")
+    for number in (9, 10, 11, 12):
+        topics = set(lessons[number].topics)
+        assert topics, number
+        assert len([t for t in templates if t.topic in topics]) >= 2, number
+
+
+def test_known_answers_of_the_new_lessons():
+    by_id = {q.id: q.answer for q in SOLVED}
+    assert by_id["kv-cache-append/1"] == (1, 4, 7, 16)          # T = 6 -> T + 1 = 7
+    assert by_id["kv-cache-step-scores/1"] == (1, 4, 1, 7)      # one query row against every key
+    assert by_id["kv-cache-wrong-axis/1"] is True and by_id["kv-cache-wrong-axis/2"] is False  # T = 1 runs
+    assert by_id["patch-tokens-shape/2"] == (1, 197, 768)       # ViT-B/16 at 224: 14 x 14 patches + 1
+    assert by_id["patch-tokens-strides/1"] == (768, 1, 16)
+    assert by_id["swin-windows-shape/1"] == (8, 4, 8)
+    assert by_id["rotary-table-shape/1"] == (1, 1, 6, 16)
+    assert by_id["rotary-wrong-axis-raises/1"] is True and by_id["rotary-wrong-axis-raises/2"] is False  # H = T
+    assert by_id["rotary-complex-pairs/1"] == (1, 6, 4, 8)
+    assert by_id["sdpa-gqa-shape/2"] == (2, 6, 3, 8)
+    assert by_id["sdpa-scores-bytes/1"] == 1 * 4 * 64 * 64 * 4
+    assert by_id["sdpa-wrong-layout-shape/1"] == (1, 6, 4, 16)

@@ -1,11 +1,12 @@
 """A lesson as plain data: its prose, and each live example with the trace of running it.
 
-The examples are run here (through :func:`shapetrace.exercises.live.run_example`), never in the
+The examples are run here (through :func:`shapetrace.exercises.live.run_live`), never in the
 rendering layer, which only formats the blocks this module returns.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,21 +17,74 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class LessonBlock:
-    """One block of a lesson: Markdown ``text``, or a live ``example`` and its trace (None: not run)."""
+    """One block of a lesson.
+
+    ``kind`` is ``text`` (Markdown ``body``), ``example`` (a live example and its ``trace``; None: not
+    run) or ``question`` (an example whose ``predict`` variable the reader names before the trace is
+    shown: its code only). ``diagram`` is the op whose memory layout is drawn under it; ``expect`` the
+    diagnostic kind (or ``raises``) a bug example is there to show, and ``expect_met`` whether the
+    trace showed it; ``answer`` the shape torch gave the ``predict`` variable, ``answer_named`` the
+    same shape with the axis names the trace gave it ("" when no op of the trace produced it);
+    ``answer_first``: show the answer above the code (``--present``, on the screen after the question).
+    """
 
     kind: str
     body: str
     trace: Any | None = None
+    diagram: int | None = None
+    predict: str | None = None
+    answer: tuple[int, ...] | None = None
+    answer_named: str = ""
+    expect: str | None = None
+    expect_met: bool | None = None
+    answer_first: bool = False
+
+
+def example_block(kind: str, body: str, fence: str, name: str, run: bool) -> LessonBlock:
+    """A live example (traced when ``run``) or its ``question`` (never traced)."""
+    from shapetrace.exercises.live import fence_options, run_live
+
+    options = fence_options(fence)
+    fields = {"diagram": options.diagram, "predict": options.predict, "expect": options.expect}
+    if kind == "question" or not run:
+        return LessonBlock(kind if kind == "question" else "example", body, None, **fields)
+    result = run_live(body, name, fence)
+    return LessonBlock("example", body, result.trace, answer=result.answer,
+                       answer_named=named_answer(result.trace, options.predict, result.answer),
+                       expect_met=expectation_met(result.trace, options.expect),
+                       answer_first=kind == "answer", **fields)
+
+
+def named_answer(trace: Any, variable: str | None, shape: tuple[int, ...] | None) -> str:
+    """The shape of ``variable`` with its axis names: the last op assigned to it that gave that shape."""
+    if not variable or shape is None:
+        return ""
+    from shapetrace.engine.formatting import fmt_shape
+
+    assigned = re.compile(rf"^\s*(?:\w+\s*,\s*)*{re.escape(variable)}\s*(?:,\s*\w+\s*)*=[^=]")
+    for event in reversed(trace.events):
+        if event.output is not None and tuple(event.output.shape) == shape and assigned.match(event.code or ""):
+            return fmt_shape(event.output)
+    return ""
+
+
+def expectation_met(trace: Any, expect: str | None) -> bool | None:
+    """Whether a bug example showed what it is there for (None: it expects nothing)."""
+    if not expect:
+        return None
+    if expect == "raises":
+        return trace.exception is not None
+    return any(d.kind == expect and d.severity != "note" for d in trace.diagnostics)
 
 
 def traced_blocks(items: Iterable[tuple[str, str, str]], name: str, run: bool = True) -> list[LessonBlock]:
-    """``(kind, body, dims)`` items as blocks; each example is traced when ``run``."""
-    from shapetrace.exercises.live import run_example
-
+    """``(kind, body, fence)`` items as blocks; each example is traced when ``run``."""
     blocks = []
-    for n, (kind, body, dims) in enumerate(items):
-        trace = run_example(body, f"{name} example {n}", dims) if kind != "text" and run else None
-        blocks.append(LessonBlock("text" if kind == "text" else "example", body, trace))
+    for n, (kind, body, fence) in enumerate(items):
+        if kind == "text":
+            blocks.append(LessonBlock("text", body))
+        else:
+            blocks.append(example_block(kind, body, fence, f"{name} example {n}", run))
     return blocks
 
 

@@ -15,9 +15,11 @@ import typer
 
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
+    force_option,
     guarded,
     out_console,
     state_dir_option,
+    theme_option,
     width_option,
     workspace_option,
     write_json,
@@ -108,6 +110,11 @@ def lesson(
                                                           "time (Enter/b/q), for projecting in class."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
                                          help="With --present: advance by itself."),
+    export: Path | None = typer.Option(None, "--export", metavar="PATH.html",
+                                       help="Write the lesson as a page instead: prose, code, traced tables, "
+                                            "answers folded until asked for."),
+    theme: str = theme_option(),
+    force: bool = force_option(),
     state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
@@ -117,8 +124,13 @@ def lesson(
 
         if auto is not None and (not present or not auto > 0):
             raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        if export is not None and present:
+            raise UsageError("--export writes a page; --present shows screens: choose one")
         curriculum, progress = load_curriculum(), load_progress()
         chosen = curriculum.lesson(number)
+        if export is not None:
+            _export_lesson(chosen, export, theme, force)
+            return
         if present:
             _present(chosen, width, auto)
             return
@@ -127,6 +139,29 @@ def lesson(
         from shapetrace.render.lessons import print_lesson
 
         print_lesson(lesson_blocks(chosen, run=run_examples), out_console(width), rows)
+
+
+def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:
+    """Write ``lesson N`` as a page (.html only) and say where it went, on stderr."""
+    from shapetrace.app.exportpath import check_export_path, write_atomically
+    from shapetrace.errors import RunError, UsageError
+    from shapetrace.render.export import check_theme
+
+    if path.suffix.lower() != ".html":
+        raise UsageError(f"--export {path}: a lesson exports as a page; use a path ending in .html")
+    check_theme(theme)
+    target = check_export_path(path, force)
+    from shapetrace.app.lessons import lesson_blocks
+    from shapetrace.cli.common import err_console
+    from shapetrace.render.lesson_page import lesson_page
+
+    text = lesson_page(chosen.number, chosen.title, lesson_blocks(chosen), theme)
+    try:
+        write_atomically(target, text, force)
+    except OSError as exc:
+        raise RunError(f"--export {path}: cannot write the file ({exc.strerror or exc})") from exc
+    err_console().print(f"exported lesson {chosen.number} to {target}: open it in a browser", style="green",
+                        highlight=False)
 
 
 def _present(chosen, width: int | None, auto: float | None) -> None:

@@ -3,6 +3,14 @@
 A lesson marks an example with a ```` ```python live ```` fence; the code runs
 with ``torch``, ``F``, ``math``, ``rearrange`` and ``shapetrace`` in scope,
 and its source is registered with ``linecache`` so the table shows each line.
+
+The fence line holds named sizes (``B=2 T=5``) and three options (:func:`fence_options`):
+
+* ``diagram=N``: draw the memory layout under op N of the trace;
+* ``predict=NAME``: ask the reader for the shape of the variable ``NAME`` before the trace is
+  shown; the answer is the shape torch gave it;
+* ``expect=KIND``: the example is a bug on purpose; ``KIND`` is the diagnostic it must raise
+  (``causal-mask-misaligned``) or ``raises`` when torch itself refuses it.
 """
 
 from __future__ import annotations
@@ -10,6 +18,44 @@ from __future__ import annotations
 import linecache
 import math
 import re
+from dataclasses import dataclass
+from typing import Any
+
+OPTIONS = ("diagram", "predict", "expect")
+
+
+@dataclass(frozen=True)
+class FenceOptions:
+    """What the fence line of a live example says: its named sizes and its options."""
+
+    dims: str = ""
+    diagram: int | None = None
+    predict: str | None = None
+    expect: str | None = None
+
+
+def fence_options(fence: str) -> FenceOptions:
+    """The sizes and options of a fence line's tail.
+
+    >>> fence_options("B=1 T=4 diagram=9 predict=scores")
+    FenceOptions(dims='B=1 T=4', diagram=9, predict='scores', expect=None)
+    """
+    dims, options = [], {}
+    for word in fence.split():
+        key, _, value = word.partition("=")
+        if key in OPTIONS:
+            options[key] = int(value) if key == "diagram" else value
+        else:
+            dims.append(word)
+    return FenceOptions(" ".join(dims), **options)
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A traced example, and the shape torch gave the variable the reader was asked to predict."""
+
+    trace: Any
+    answer: tuple[int, ...] | None = None
 
 LIVE = re.compile(r"^```python live([^\n]*)\n(.*?)^```\n?", re.S | re.M)
 
@@ -35,13 +81,19 @@ def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
     """The lesson cut into screens for ``lesson N --present``: a new screen at each ``## `` heading.
 
     Each screen is a list of :func:`split_live` parts; a live example stays on the screen of
-    the heading above it.
+    the heading above it. An example with ``predict=`` is asked first: its screen ends with the
+    code untraced (a ``question`` part), and the next screen shows it traced, the answer on top (an
+    ``answer`` part: a screen taller than the terminal is cut at the bottom).
 
     >>> [len(s) for s in split_screens("# A\\nintro\\n## B\\ntext\\n```python live B=1\\nx = 1\\n```\\n")]
     [1, 2]
     """
     screens: list[list[tuple[str, str, str]]] = [[]]
     for kind, body, dims in split_live(markdown):
+        if kind == "live" and fence_options(dims).predict:
+            screens[-1].append(("question", body, dims))
+            screens.append([("answer", body, dims)])
+            continue
         if kind == "live":
             screens[-1].append((kind, body, dims))
             continue
@@ -54,7 +106,12 @@ def split_screens(markdown: str) -> list[list[tuple[str, str, str]]]:
 
 
 def run_example(code: str, name: str, dims: str = ""):
-    """Execute ``code`` under the tracer and return the trace.
+    """Execute ``code`` under the tracer and return the trace (``dims``: a fence line's tail)."""
+    return run_live(code, name, dims).trace
+
+
+def run_live(code: str, name: str, fence: str = "") -> LiveRun:
+    """Execute ``code`` under the tracer: its trace, and the shape of the ``predict=`` variable.
 
     The example's namespace has ``shapetrace.name`` (what a learner's own script imports), nothing more.
     """
@@ -71,11 +128,13 @@ def run_example(code: str, name: str, dims: str = ""):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     namespace = {"torch": torch, "F": F, "math": math, "rearrange": einops.rearrange,
                  "shapetrace": types.SimpleNamespace(name=name_axes)}
-    trace = Trace(parse_dims(dims or None))
+    options = fence_options(fence)
+    trace = Trace(parse_dims(options.dims or None))
     with torch.no_grad():
         try:
             with trace:
                 exec(compile(code, filename, "exec"), namespace)
         except Exception as exc:  # a lesson may show an error on purpose
             trace.exception = exc
-    return trace
+    value = namespace.get(options.predict) if options.predict else None
+    return LiveRun(trace, tuple(value.shape) if isinstance(value, torch.Tensor) else None)

@@ -15,9 +15,10 @@ class Indent:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         inner = options.update(width=max(1, options.max_width - self.left))
         for line in console.render_lines(self.renderable, inner, pad=False):
-            if self.left:
+            trimmed = rstrip_segments(line)
+            if self.left and trimmed:  # a blank line (inside a code block too) stays empty
                 yield Segment(" " * self.left)
-            yield from rstrip_segments(line)
+            yield from trimmed
             yield Segment.line()
         for _ in range(self.bottom):
             yield Segment.line()

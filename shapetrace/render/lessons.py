@@ -43,24 +43,67 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
 
 def live_block(block: LessonBlock) -> Iterable[Any]:
     """A live example: its code (indented, a blank line either side, so it stands apart from the prose
-    without colour too), then its traced table and any findings, without the run's bookkeeping."""
+    without colour too), then its traced table and any findings, without the run's bookkeeping.
+
+    A ``question`` shows the code and asks for the shape; an example with ``predict`` asks first and
+    answers under its table; a bug example says so above its code, and says it when the trace did not
+    show what it is there for."""
+    if block.predict or block.expect:
+        yield Text("")
+    if block.predict:
+        yield Text.assemble(("predict: ", "bold magenta"), "what is the shape of ", (block.predict, "bold"),
+                            "? Work it out before the trace is shown.")
+    if block.answer_first and block.answer is not None:
+        yield answer_line(block)
+    if block.expect:
+        yield Text.assemble(("a bug, on purpose: ", "bold red"), expected_words(block.expect))
     yield Text("")
     yield Indent(Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default"), 4)
     yield Text("")
     trace = block.trace
     if trace is None:
         return
+    yield from traced_parts(block)
+    if block.predict and block.answer is not None and not block.answer_first:
+        yield answer_line(block)
+    if block.expect_met is False:
+        yield Text(f"shapetrace did not show the {block.expect} this example is meant to show: please "
+                   "report it", style="bold red")
+    yield Text("")
+
+
+def expected_words(expect: str) -> str:
+    """What a bug example is there to show, in words."""
+    if expect == "raises":
+        return "torch refuses it, and the table shows where"
+    return f"watch for the {expect} error under the table"
+
+
+def traced_parts(block: LessonBlock) -> Iterable[Any]:
+    """The table of a traced example (with the memory diagram under op ``diagram``), its findings and
+    its error."""
+    from shapetrace.render.diagram import diagram_hook
     from shapetrace.render.table import OpTable, diagnostic_lines
 
+    trace = block.trace
     yield Text("traced:", style="dim")
     if trace.events:
-        yield OpTable(trace.events)
+        hook = diagram_hook(trace, block.diagram) if block.diagram is not None else None
+        yield OpTable(trace.events, after_event=hook)
     shown = [d for d in trace.diagnostics if d.severity != "note"]
     if shown:
         yield from diagnostic_lines(shown)
     if trace.exception is not None:
         yield Indent(Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red"))
-    yield Text("")
+
+
+def answer_line(block: LessonBlock) -> Text:
+    """``answer: scores is [1, 2, 1, 5], named [B=1, H=2, T_new=1, T+1=5]``."""
+    shape = "[" + ", ".join(map(str, block.answer or ())) + "]"
+    line = Text.assemble(("answer: ", "bold magenta"), (block.predict or "", "bold"), f" is {shape}")
+    if block.answer_named and block.answer_named != shape:
+        line.append(f", named {block.answer_named}")
+    return line
 
 
 def block_parts(blocks: Sequence[LessonBlock]) -> list[Any]:
