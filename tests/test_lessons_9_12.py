@@ -175,13 +175,18 @@ def test_lesson_10_names_patches_class_token_and_windows(blocks):
 
 
 def test_lesson_11_names_the_halves_and_the_table(blocks):
-    rope, wrong = examples(blocks, 11)
+    rope, wrong, square = examples(blocks, 11)
     got = shapes(rope)
     assert got[1:] == ["[1, 1, T=4, d_k=4]", "[1, 1, T=4, d_k=4]", "[B=1, H=2, T=4, d_k[0:2]=2]",
                        "[B=1, H=2, T=4, d_k[2:4]=2]", "[B=1, H=2, T=4, d_k=4]"]
     assert rope.diagram == 3 and rope.trace.events[3].output.stride == (32, 16, 4, 1)
     assert rope.answer == (1, 1, 4, 4) and rope.answer_named == "[1, 1, T=4, d_k=4]"
     assert "must match the size of tensor b" in str(wrong.trace.exception)
+    # at H == T torch runs it; the names show the table's T meeting the heads
+    (error,) = square.trace.diagnostics
+    mul = next(e for e in square.trace.events if e.op == "mul")
+    assert (error.kind, error.event) == ("broadcast-mismatch", mul.index)
+    assert "axis -3 pairs T (tokens) of the first with H (heads) of the second" in error.message
 
 
 def test_lesson_12_names_the_kernel_calls(blocks):
