@@ -20,7 +20,7 @@ import torch
 
 from shapetrace.engine.layout import row_major
 from shapetrace.exercises import inputs as inp
-from shapetrace.exercises.calls import Outcome, call, function_from_code, load_function
+from shapetrace.exercises.calls import Outcome, call, function_from_code
 from shapetrace.exercises.content import Exercise
 from shapetrace.exercises.explain_check import mutation_lines, name_shape, value_facts
 from shapetrace.exercises.probe import SLACK_BYTES, mib
@@ -148,7 +148,7 @@ class Judge:
 
     def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
         self.ex, self.path, self.cases, self.source = exercise, path, cases, source
-        self.reference = load_function(str(exercise.solution), exercise.function)
+        self.reference = exercise.solution_function()
         self.printed: tuple[str, int] | None = None
 
     def verdict(self, name: str, summary: str, **kw) -> Verdict:
