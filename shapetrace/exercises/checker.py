@@ -98,7 +98,8 @@ def _dead_verdict(judge, run, inputs, limit: float):
     """The verdict for the phase the child died in (no frame came back for it)."""
     where = dict(case=inputs.case, sizes=inputs.describe()) if inputs is not None else {}
     if run.killed_for == "deadline" or run.returncode == -signal.SIGXCPU:
-        return judge.timeout(None, "", {}, limit, loading=inputs is None, **where)
+        return judge.timeout(None, "", {}, limit, loading=inputs is None,
+                             stopped_by="deadline" if run.killed_for == "deadline" else "cpu-limit", **where)
     if run.killed_for == "channel":
         return judge.verdict("crash", "your function returned more data than the checker reads "
                              "(a correct answer is a few kilobytes)", **where)

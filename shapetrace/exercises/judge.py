@@ -44,6 +44,9 @@ class Verdict:
     output_total: int = 0
     alloc_bytes: int | None = None
     table: str = ""
+    #: For a timeout, what stopped the code: "alarm" (the child's own timer), "deadline" (the parent killed
+    #: the child at its deadline) or "cpu-limit" (the kernel's CPU-time limit); "" otherwise.
+    stopped_by: str = ""
 
     @property
     def passed(self) -> bool:
@@ -172,6 +175,7 @@ class Judge:
 
     def timeout(self, line: int | None, code: str, common: dict, limit: float | None = None,
                 loading: bool = False, **kw) -> Verdict:
+        kw.setdefault("stopped_by", "alarm")
         what = "your file" if loading else "your function"
         seconds = f" for more than {limit:g} s" if limit else " past the time limit"
         return self.verdict("timeout", f"{what} ran{seconds} and was stopped",
