@@ -85,8 +85,8 @@ CLASS: dict[str, tuple[dict, dict]] = {
             {"split-heads": "fail crash"}),
     "s26": ({"test_split_square.py": (HOSTILE / "fingerprint_co_code.py").read_text()},
             {"test-split-square": "fail rejects-reference"}),
-    "s27": ({"split_heads.py": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00' * 100000)\n"
-                               "    except OSError:\n        pass\n" + SOL}, {"split-heads": "!pass"}),
+    "s27": ({"split_heads.py": "import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'\\x00' * 100000)\n"
+                               "    except OSError:\n        pass\n" + SOL}, {"split-heads": "fail crash"}),
     "s28": ({"split_heads.py": f"open({str(Path.home() / ('graded-' + MARK))!r}, 'w')\n" + SOL},
             {"split-heads": "fail crash"}),
     # refused without being opened
@@ -127,7 +127,8 @@ def _bound(limit: float) -> float:
 def graded(tmp_path_factory):
     root = make_class(tmp_path_factory.mktemp("class30") / "submissions")
     before = dict(files=_guarded(), cpu=resource.getrlimit(resource.RLIMIT_CPU),
-                  nofile=resource.getrlimit(resource.RLIMIT_NOFILE), cwd=os.getcwd(), env=dict(os.environ))
+                  nofile=resource.getrlimit(resource.RLIMIT_NOFILE), cwd=os.getcwd(),
+                  env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
     done = []
     start = time.monotonic()
     cells = grade(root, CURRICULUM.root, time_limit=2, memory_mb=512, workers=2,
@@ -174,7 +175,8 @@ def test_nothing_escaped_and_the_grader_is_as_it_was(graded):
     assert _guarded() == before["files"]
     assert resource.getrlimit(resource.RLIMIT_CPU) == before["cpu"]  # s24 tried to lower it
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before["nofile"]
-    assert os.getcwd() == before["cwd"] and dict(os.environ) == before["env"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    assert os.getcwd() == before["cwd"] and env == before["env"]
     assert not (Path.home() / f"graded-{MARK}").exists()
     left = subprocess.run(["pgrep", "-f", f"sleep {MARK}"], capture_output=True, text=True).stdout
     assert left == "", "a student's process outlived the grading"
