@@ -101,7 +101,7 @@ def _preload() -> None:
     import numpy  # noqa: F401  (the probe's sender hands torch's memory to os.write through numpy)
 
     from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401
-    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain  # noqa: F401
+    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, sealed  # noqa: F401
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
@@ -218,11 +218,12 @@ def _load(channel: Channel, meta: dict, source: str):
 def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -> None:
     path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
+    guard = _guard() if meta.get("kind") == "test" else None  # torch and builtins as they are before it runs
     fn = _load(channel, meta, source)
     if fn is None:
         return
-    if meta.get("kind") == "test":
-        run_tests(channel, fn, meta, path, limit)
+    if guard is not None:
+        run_tests(channel, fn, meta, path, limit, guard)
         return
     if probe is not None:  # first, while the address space is as the cap was measured
         run_probe(channel, fn, probe, len(cases), path, limit)
@@ -235,14 +236,21 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -
             break
 
 
-def _implementation(code: str, subjects: list[str]) -> list:
-    """The functions of the one implementation this child holds, under a neutral file name."""
-    namespace: dict = {"__name__": "implementation"}
-    exec(compile(code, "<implementation under test>", "exec"), namespace)
-    return [namespace[name] for name in subjects]
+def _guard():
+    from shapetrace.exercises.sealed import Guard
+
+    return Guard()
 
 
-def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float) -> None:
+def _implementation(code: str, subjects: list[str], guard) -> list:
+    """The one implementation this child holds, sealed (:mod:`shapetrace.exercises.sealed`): the functions
+    the learner's test receives are the same for every implementation but for what they do."""
+    from shapetrace.exercises.sealed import seal
+
+    return seal(code, subjects, guard)
+
+
+def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard) -> None:
     """Call the learner's test ``runs`` times on the one implementation; report whether it raised, and what."""
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
@@ -252,7 +260,7 @@ def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float) -> Non
         channel.send({"kind": "start", "case": i})
         try:
             start_clock(limit)
-            got, timed_out = call(fn, _implementation(code, subjects), [], {}, path=path, traced=False), False
+            got, timed_out = call(fn, _implementation(code, subjects, guard), [], {}, path=path, traced=False), False
         except CheckTimeout as exc:
             got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
         finally:

@@ -15,9 +15,11 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
+from shapetrace.exercises import sandbox
 from shapetrace.exercises.checker import Job, check_files
 from shapetrace.exercises.content import load
 from shapetrace.exercises.probe import budget
+from shapetrace.exercises.sandbox import finish_child
 
 CURRICULUM = load()
 
@@ -152,12 +154,11 @@ def test_missing_function_is_named(hostile):
 
 
 def test_endless_loop_times_out_quickly(hostile):
-    v, elapsed = hostile[0]["loops"], hostile[1]
+    v = hostile[0]["loops"]
     assert v["verdict"] == "timeout"
     assert v["summary"] == "your function ran for more than 2 s and was stopped"
     assert v["line"] in (4, 5)
-    # the whole fixture (16 files, 2 at a time, each starting a sandbox and importing torch, 7 cases each)
-    assert elapsed < 8 * len(hostile[0]), elapsed
+    assert v["stopped_by"] == "alarm", v  # the child's own timer, not the parent's kill (wall time: benchmarks/)
 
 
 def test_huge_allocation_is_out_of_memory(hostile):
@@ -221,28 +222,38 @@ def test_must_be_view_layout(hostile):
     assert any(re.search(copied, line) for line in v["explanation"]), v
 
 
-def test_busy_c_loop_is_stopped_by_the_cpu_cap(tmp_path):
+def test_a_loop_that_ignores_the_alarm_is_killed_by_the_parent(tmp_path):
+    """The learner turns the child's alarm off: the parent's deadline (or the kernel's CPU limit) kills the
+    child. Asserted from the reason the parent records, never from wall time, which a busy machine
+    stretches (73 s once for a < 60 s bound); benchmarks/bench_checker.py measures the time."""
     busy = tmp_path / "busy.py"
     busy.write_text("import torch, signal\n"
                     "def split_heads(x, heads):\n"
                     "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
                     "    while True:\n"
                     "        x = x + 1\n")
-    start = time.monotonic()
     [v] = check_files([Job("split-heads", str(busy))], CURRICULUM.root, time_limit=2)
-    assert v["verdict"] == "timeout", v
-    assert time.monotonic() - start < 60
+    assert v["verdict"] == "timeout" and v["stopped_by"] in ("deadline", "cpu-limit"), v
+    assert v["summary"] == "your function ran for more than 2 s and was stopped", v
 
 
-def test_an_endless_function_is_stopped_after_one_case_not_every_case(tmp_path):
+def test_an_endless_function_is_stopped_after_one_case_not_every_case(tmp_path, monkeypatch):
     """The first case that times out is the verdict: the check no longer waits the limit once per case
-    (57 s for a 10 s limit before, issue 23 item 8). Probe (large input) and one case: two limits."""
+    (57 s for a 10 s limit before, issue 23 item 8): counted from the frames the child sent, not timed."""
     endless = tmp_path / "endless.py"
     endless.write_text("def split_heads(x, heads):\n    while True:\n        pass\n")
-    start = time.monotonic()
+    runs = []
+
+    def finish(*args, **kw):
+        runs.append(finish_child(*args, **kw))
+        return runs[-1]
+
+    monkeypatch.setattr(sandbox, "finish_child", finish)
     [v] = check_files([Job("split-heads", str(endless))], CURRICULUM.root, time_limit=2)
     assert v["verdict"] == "timeout" and v["summary"] == "your function ran for more than 2 s and was stopped", v
-    assert time.monotonic() - start < 2 * 2 + 8  # the probe and one case, plus start-up and grace
+    assert v["stopped_by"] == "alarm", v
+    started = [f.header["case"] for f in runs[0].frames if f.header.get("kind") == "start"]
+    assert started == [-1, 0], started  # loading, then the first case, which timed out: no other case started
 
 
 def test_killed_child_becomes_a_verdict_and_later_jobs_still_run(tmp_path):

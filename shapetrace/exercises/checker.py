@@ -98,7 +98,8 @@ def _dead_verdict(judge, run, inputs, limit: float):
     """The verdict for the phase the child died in (no frame came back for it)."""
     where = dict(case=inputs.case, sizes=inputs.describe()) if inputs is not None else {}
     if run.killed_for == "deadline" or run.returncode == -signal.SIGXCPU:
-        return judge.timeout(None, "", {}, limit, loading=inputs is None, **where)
+        return judge.timeout(None, "", {}, limit, loading=inputs is None,
+                             stopped_by="deadline" if run.killed_for == "deadline" else "cpu-limit", **where)
     if run.killed_for == "channel":
         return judge.verdict("crash", "your function returned more data than the checker reads "
                              "(a correct answer is a few kilobytes)", **where)
@@ -217,16 +218,19 @@ def _read_source(job: Job) -> str:
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
               memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None,
               layers: tuple[str, ...] = ALL_LAYERS) -> dict:
-    """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run.
+    """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run, and
+    :class:`~shapetrace.exercises.digests.TamperedError` if what it would run differs from its digests.
 
     The inputs are drawn here and sent as values (the seed never leaves this process); the child
     starts, and this process loads the reference while the child imports torch. ``layers``: the tests
     of each layer turn the others off (a pass is then ``unverified``); the commands never do.
     """
     from shapetrace.exercises.content import load
+    from shapetrace.exercises.digests import verify
 
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
+    verify(curriculum.root)  # the solutions, the judge and the broken versions are as recorded, or nothing runs
     source = _read_source(job)
     seed = secrets.randbits(63) if seed is None else seed
     if ex.kind == "test":

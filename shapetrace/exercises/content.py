@@ -90,6 +90,18 @@ class Exercise:
     def solution(self) -> Path:
         return self.folder / "solution.py"
 
+    @property
+    def lessons_root(self) -> Path:
+        """The lessons folder this exercise was loaded from (``lessons/NN_topic/<id>``)."""
+        return self.folder.parent.parent
+
+    def solution_function(self):
+        """The reference solution's function, compiled from the bytes checked against their digest."""
+        from shapetrace.exercises.calls import function_from_file
+        from shapetrace.exercises.digests import verified_text
+
+        return function_from_file(verified_text(self.solution, self.lessons_root), str(self.solution), self.function)
+
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "lesson": self.lesson, "function": self.function,
                 "kind": self.kind, "inputs": self.inputs, "checks": dict(self.checks), "hints": len(self.hints)}
@@ -313,6 +325,9 @@ def _load(root: Path) -> Curriculum:
     if not (root / "index.toml").is_file():
         raise ContentError(f"no lessons found at {root}: set SHAPETRACE_LESSONS to the lessons/ folder "
                            "of a shapetrace checkout")
+    from shapetrace.exercises.digests import recorded
+
+    recorded(root)  # the digests the checker verifies before running any of this (:mod:`.digests`)
     index = _read_toml(root / "index.toml")
     lessons, exercises = [], []
     for entry in index.get("lessons", []):

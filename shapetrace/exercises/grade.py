@@ -103,8 +103,12 @@ def grade_one(student: str, exercise: str, path: Path, check: Callable[[str, Pat
     why = refusal(path)
     if why:
         return Cell(student, exercise, "refused", summary=f"refused: {why}", file=str(path))
+    from shapetrace.exercises.digests import TamperedError
+
     try:
         verdict = check(exercise, path)
+    except TamperedError:  # the checker's own files changed: no cell can be trusted, the grading stops
+        raise
     except Exception as exc:  # the checker could not run this file: the cell says so, the class goes on
         return Cell(student, exercise, "refused", summary=f"not checked: {str(exc).splitlines()[0][:200]}",
                     file=str(path))
@@ -121,6 +125,9 @@ def grade(root: Path, lessons: Path, time_limit: float, memory_mb: int, workers:
           on_done: Callable[[Cell, int, int], None] | None = None) -> list[Cell]:
     """Every cell of the class, students in name order and exercises in curriculum order.
 
+    Raises :class:`~shapetrace.exercises.digests.TamperedError` (and checks nothing more) when the
+    checker's own files change during the grading.
+
     ``on_done(cell, done, total)`` is called once per finished cell (a progress bar). A student with no
     file for an exercise that someone in the class submitted gets a ``missing`` cell.
     """
@@ -134,13 +141,16 @@ def grade(root: Path, lessons: Path, time_limit: float, memory_mb: int, workers:
         return check_job(Job(exercise, str(path.absolute())), lessons, time_limit=time_limit, memory_mb=memory_mb)
 
     cells: dict[tuple[str, str], Cell] = {}
-    with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers or default_workers())
+    try:
         futures = [pool.submit(grade_one, s, e, p, check) for s, e, p in found]
         for future in as_completed(futures):
             cell = future.result()
             cells[cell.student, cell.exercise] = cell
             if on_done is not None:
                 on_done(cell, len(cells), len(futures))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after a refusal, the files not started never start
     used = [e for e in ids if any(k[1] == e for k in cells)]
     return [cells.get((s, e)) or Cell(s, e, "missing") for s in students for e in used]
 

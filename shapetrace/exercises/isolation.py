@@ -84,7 +84,10 @@ def bwrap_binary() -> str | None:
 
 
 def module_sources() -> dict[str, list]:
-    """``{module name: [is package, source, file name]}`` of every module the child may import."""
+    """``{module name: [is package, source, file name]}`` of every module the child may import (each text
+    checked against its recorded digest)."""
+    from shapetrace.exercises.digests import verified_text
+
     out: dict[str, list] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         rel = path.relative_to(PACKAGE_DIR)
@@ -94,7 +97,7 @@ def module_sources() -> dict[str, list]:
         is_pkg = parts[-1] == "__init__"
         if is_pkg:
             parts.pop()
-        out[".".join(parts)] = [is_pkg, path.read_text(encoding="utf-8"), str(path)]
+        out[".".join(parts)] = [is_pkg, verified_text(path), str(path)]
     return out
 
 

@@ -20,7 +20,7 @@ import torch
 
 from shapetrace.engine.layout import row_major
 from shapetrace.exercises import inputs as inp
-from shapetrace.exercises.calls import Outcome, call, function_from_code, load_function
+from shapetrace.exercises.calls import Outcome, call, function_from_code
 from shapetrace.exercises.content import Exercise
 from shapetrace.exercises.explain_check import mutation_lines, name_shape, value_facts
 from shapetrace.exercises.probe import SLACK_BYTES, mib
@@ -44,6 +44,9 @@ class Verdict:
     output_total: int = 0
     alloc_bytes: int | None = None
     table: str = ""
+    #: For a timeout, what stopped the code: "alarm" (the child's own timer), "deadline" (the parent killed
+    #: the child at its deadline) or "cpu-limit" (the kernel's CPU-time limit); "" otherwise.
+    stopped_by: str = ""
 
     @property
     def passed(self) -> bool:
@@ -148,7 +151,7 @@ class Judge:
 
     def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
         self.ex, self.path, self.cases, self.source = exercise, path, cases, source
-        self.reference = load_function(str(exercise.solution), exercise.function)
+        self.reference = exercise.solution_function()
         self.printed: tuple[str, int] | None = None
 
     def verdict(self, name: str, summary: str, **kw) -> Verdict:
@@ -172,6 +175,7 @@ class Judge:
 
     def timeout(self, line: int | None, code: str, common: dict, limit: float | None = None,
                 loading: bool = False, **kw) -> Verdict:
+        kw.setdefault("stopped_by", "alarm")
         what = "your file" if loading else "your function"
         seconds = f" for more than {limit:g} s" if limit else " past the time limit"
         return self.verdict("timeout", f"{what} ran{seconds} and was stopped",

@@ -1,0 +1,62 @@
+"""Wall time of sandboxed checks, as ratios to a correct answer's check measured in the same run.
+
+    python benchmarks/bench_checker.py [--limit 2] [--rounds 3]
+
+Prints, per kind of learner file, the median wall time of one ``check_job`` and its ratio to the
+reference solution's check (a sandbox start, torch's import, every case). The tests assert why a
+check stopped (``stopped_by``), never how long it took: wall time depends on the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from shapetrace.exercises.checker import Job, check_job
+from shapetrace.exercises.content import load
+
+FILES = {
+    "endless loop (the child's alarm)": "def split_heads(x, heads):\n    while True:\n        pass\n",
+    "alarm ignored (the parent's deadline)": "import signal\ndef split_heads(x, heads):\n"
+                                             "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                                             "    while True:\n        x = x + 1\n",
+}
+
+
+def timed(exercise: str, path: Path, lessons: Path, limit: float) -> tuple[float, str]:
+    start = time.perf_counter()
+    v = check_job(Job(exercise, str(path)), lessons, time_limit=limit, memory_mb=512)
+    return time.perf_counter() - start, f"{v['verdict']} ({v.get('stopped_by') or '-'})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    curriculum = load()
+    reference = curriculum.exercise("split-heads").solution
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {"reference solution": reference}
+        for i, (name, text) in enumerate(FILES.items()):
+            paths[name] = Path(tmp) / f"f{i}.py"
+            paths[name].write_text(text)
+        times: dict[str, list[float]] = {name: [] for name in paths}
+        verdicts: dict[str, str] = {}
+        for _ in range(args.rounds):  # interleaved: a load spike hits every kind alike
+            for name, path in paths.items():
+                took, verdicts[name] = timed("split-heads", path, curriculum.root, args.limit)
+                times[name].append(took)
+    base = statistics.median(times["reference solution"])
+    print(f"split-heads, --time-limit {args.limit:g}, medians of {args.rounds} interleaved rounds")
+    for name, values in times.items():
+        med = statistics.median(values)
+        print(f"  {name:<40} {med:7.2f} s  ratio {med / base:5.2f}x reference  "
+              f"{med / args.limit:5.2f}x limit  {verdicts[name]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+# exercise: test-split-square
+# verdict: rejects-reference
+# expect: the implementation under test refuses to run: the file under test started a thread
+# A second thread samples the main thread's frames (sys._current_frames) while split_heads runs on a large
+# input, to catch the real function's frame and read its bytecode.
+# Stopped by: the sealed implementation: it refuses to run while any other Python thread exists (the
+# seccomp layer lets threads through, so this layer must stop it).
+import sys
+import threading
+
+import torch
+
+REF = "def split_heads(x, heads):\n    B, T, D = x.shape\n    return x.view(B, T, heads, D // heads).transpose(1, 2)\n"
+
+
+def check(split_heads):
+    main, seen, stop = threading.get_ident(), [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            frame = sys._current_frames().get(main)
+            while frame is not None:
+                seen.append(frame.f_code)
+                frame = frame.f_back
+
+    spy = threading.Thread(target=watch, daemon=True)
+    spy.start()
+    try:
+        for _ in range(200):
+            split_heads(torch.zeros(4, 64, 256), 8)
+    finally:
+        stop.set()
+        spy.join()
+    ns = {}
+    exec(REF, ns)
+    work = [c for c in seen if "view" in c.co_names]
+    assert work and work[0].co_code == ns["split_heads"].__code__.co_code, "a mutant"

@@ -1,0 +1,118 @@
+"""Digests of the solutions, the judge and the broken versions: a changed file and the checker refuses to run.
+
+Each test works on its own copy of lessons/ (the digests are recorded when a lessons folder is first
+loaded), tampers with it, and sees the refusal: one line, exit 1, nothing checked. One real check
+in the sandbox shows the same copy passes before it is touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shapetrace.exercises import digests
+from shapetrace.exercises.checker import Job, check_job
+from shapetrace.exercises.content import lessons_root, load
+from shapetrace.exercises.digests import TamperedError
+
+MESSAGE = "since the checker recorded its digest; restore it (or reinstall shapetrace) and run the check again"
+
+
+@pytest.fixture
+def lessons(tmp_path) -> Path:
+    """A fresh copy of lessons/, loaded once (its digests recorded) before the test touches it."""
+    root = tmp_path / "lessons"
+    shutil.copytree(lessons_root(), root)
+    load(root)
+    return root.resolve()
+
+
+def _split(lessons: Path) -> Path:
+    return load(lessons).exercise("split-heads").folder
+
+
+def _refusal(lessons: Path, exercise: str = "split-heads") -> str:
+    learner = lessons.parent / "split_heads.py"
+    learner.write_text((_split(lessons) / "solution.py").read_text())
+    with pytest.raises(TamperedError) as caught:
+        check_job(Job(exercise, str(learner)), lessons, time_limit=3, memory_mb=512)
+    return str(caught.value)
+
+
+def test_the_untouched_copy_passes_then_a_changed_solution_is_refused(lessons):
+    learner = lessons.parent / "split_heads.py"
+    solution = _split(lessons) / "solution.py"
+    learner.write_text(solution.read_text())
+    v = check_job(Job("split-heads", str(learner)), lessons, time_limit=5, memory_mb=512)
+    assert v["verdict"] == "pass", v
+    solution.write_text(solution.read_text() + "\nopen('/tmp/owned', 'w')\n")  # code the parent would run
+    assert _refusal(lessons) == f"refusing to check: 01_split_heads/split-heads/solution.py changed {MESSAGE}"
+
+
+def test_a_changed_exercise_toml_is_refused(lessons):
+    toml = _split(lessons) / "exercise.toml"
+    toml.write_text(toml.read_text().replace("title =", "title = 'x'\n#", 1))
+    assert _refusal(lessons) == f"refusing to check: 01_split_heads/split-heads/exercise.toml changed {MESSAGE}"
+
+
+def test_every_exercise_in_the_folder_is_covered_not_a_fixed_list(lessons):
+    """A file in any exercise folder (another lesson's too) counts; so does a new or a removed file."""
+    last = load(lessons).exercises[-1]
+    (last.folder / "solution.py").write_bytes((last.folder / "solution.py").read_bytes() + b"#")
+    rel = last.folder.relative_to(lessons)
+    assert _refusal(lessons) == f"refusing to check: {rel}/solution.py changed {MESSAGE}"
+    (last.folder / "solution.py").write_bytes((last.folder / "solution.py").read_bytes()[:-1])
+    (lessons / "01_split_heads" / "extra.py").write_text("x = 1\n")
+    assert _refusal(lessons) == f"refusing to check: 01_split_heads/extra.py appeared {MESSAGE}"
+    (lessons / "01_split_heads" / "extra.py").unlink()
+    (_split(lessons) / "starter.py").unlink()
+    assert _refusal(lessons) == f"refusing to check: 01_split_heads/split-heads/starter.py is gone {MESSAGE}"
+
+
+def test_a_package_file_that_differs_from_its_digest_is_refused(lessons, monkeypatch):
+    """The judge and the broken versions are the package's files: a recorded digest that no longer matches
+    (here the record is changed, not the installed package) stops the check before anything runs."""
+    mutants = str((digests.PACKAGE_DIR / "attention" / "mutants.py").resolve())
+    package = digests.recorded()
+    monkeypatch.setitem(digests._recorded, str(digests.PACKAGE_DIR), dict(package, **{mutants: "0" * 64}))
+    assert _refusal(lessons) == f"refusing to check: shapetrace/attention/mutants.py changed {MESSAGE}"
+    with pytest.raises(TamperedError, match="shapetrace/attention/mutants.py changed"):
+        digests.verified_text(Path(mutants))
+
+
+def test_what_runs_is_what_was_checked(lessons):
+    """The parent compiles the solution from the bytes it hashed, not from a second read of the file."""
+    ex = load(lessons).exercise("split-heads")
+    assert ex.solution_function().__code__.co_filename == str(ex.solution)
+    ex.solution.write_text("def split_heads(x, heads):\n    return x\n")
+    with pytest.raises(TamperedError, match="split-heads/solution.py changed"):
+        ex.solution_function()
+
+
+def test_the_cli_refuses_in_one_line_with_exit_1(lessons, cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("SHAPETRACE_LESSONS", str(lessons))
+    learner = tmp_path / "mine.py"
+    learner.write_text("def split_heads(x, heads):\n    return x\n")
+    judge_like = _split(lessons) / "solution.py"
+    judge_like.write_text(judge_like.read_text().replace("transpose", "transpose ", 1))
+    r = cli("exercise", "check", "split-heads", "--file", str(learner), "--state-dir", str(tmp_path / "state"))
+    assert r.exit_code == 1, r.output
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "refusing to check: 01_split_heads/split-heads/solution.py changed" in lines[0], \
+        r.output
+
+
+def test_grading_stops_at_a_refusal(lessons):
+    from shapetrace.exercises.grade import grade
+
+    sub = lessons.parent / "class"
+    for student in ("ana", "bo", "cid"):
+        (sub / student).mkdir(parents=True)
+        (sub / student / "split_heads.py").write_text("def split_heads(x, heads):\n    return x\n")
+    (_split(lessons) / "solution.py").write_text("def split_heads(x, heads):\n    return x\n")
+    done = []
+    with pytest.raises(TamperedError, match="split-heads/solution.py changed"):
+        grade(sub, lessons, time_limit=2, memory_mb=512, workers=1, on_done=lambda *a: done.append(a))
+    assert done == []  # no cell was reported: a tampered checker grades nobody

@@ -1,0 +1,136 @@
+"""The implementation a learner's test receives is sealed (:mod:`shapetrace.exercises.sealed`).
+
+The facades of the reference and of every broken version are indistinguishable to introspection (and
+differ in what they return). Each fingerprinting test in tests/hostile/ is run against the
+implementations twice, in a subprocess of its own (some patch torch): compiled plainly, as the child
+did before, it passes (the control: the attack works), and sealed it no longer can. The same files
+go through the full sandbox in tests/test_hostile_corpus.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+
+from shapetrace.exercises.content import load
+from shapetrace.exercises.sealed import Guard, normalise, seal
+
+CURRICULUM = load()
+TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
+ATTACKS = sorted((Path(__file__).parent / "hostile").glob("fingerprint_*.py"))
+
+
+def _looks(fn) -> str:
+    co = fn.__code__
+    try:
+        source = inspect.getsource(fn)
+    except OSError:
+        source = None
+    seen = (co.co_code, co.co_consts, co.co_names, co.co_varnames, co.co_filename, co.co_firstlineno,
+            list(co.co_lines()), co.co_stacksize, co.co_flags, fn.__name__, fn.__qualname__, fn.__module__,
+            fn.__defaults__, fn.__kwdefaults__, fn.__doc__, fn.__closure__, source, sorted(fn.__dict__))
+    return hashlib.sha256(repr(seen).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("exercise", [e.id for e in TESTS])
+def test_every_implementation_looks_the_same_and_behaves_as_itself(exercise):
+    ex = CURRICULUM.exercise(exercise)
+    guard = Guard()
+    impls = [ex.reference_code] + [m.code for m in ex.mutants]
+    looks = {tuple(_looks(f) for f in seal(code, list(ex.subjects), guard)) for code in impls}
+    assert len(looks) == 1
+    plain = set()
+    for code in impls:
+        namespace: dict = {}
+        exec(compile(code, "<implementation under test>", "exec"), namespace)
+        plain.add(tuple(_looks(namespace[s]) for s in ex.subjects))
+    assert len(plain) == len(impls)  # the control: compiled plainly, every one has its own fingerprint
+
+
+def test_the_facade_calls_the_real_code():
+    ex = CURRICULUM.exercise("test-split-square")
+    [right] = seal(ex.reference_code, ["split_heads"], Guard())
+    [skip] = seal(next(m.code for m in ex.mutants if m.id == "skip-transpose"), ["split_heads"], Guard())
+    x = torch.arange(2 * 3 * 8.0).view(2, 3, 8)  # (B, T, D)
+    assert right(x, 4).stride() == (24, 2, 8, 1) and right(x, heads=4).shape == (2, 4, 3, 2)
+    assert skip(x, 4).stride() == (24, 6, 2, 1)
+    with pytest.raises(RuntimeError, match="shape '\\[2, 3, 3, 2\\]' is invalid") as caught:
+        right(torch.zeros(2, 3, 8), 3)
+    frames = []
+    tb = caught.value.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert "split_heads" in frames and frames[-1] == "_enter"  # nothing below the facade's own entry
+
+
+def test_normalised_source_has_no_comments_or_docstrings():
+    code = 'import torch\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # why\n'
+    assert normalise(code) == "import torch\n\ndef f(x):\n    return x + 1\n"
+
+
+def test_arguments_must_be_plain():
+    ex = CURRICULUM.exercise("test-split-square")
+    [split] = seal(ex.reference_code, ["split_heads"], Guard())
+
+    class Spy(torch.Tensor):
+        pass
+
+    with pytest.raises(TypeError, match="not Spy"):
+        split(torch.zeros(2, 3, 8).as_subclass(Spy), 4)
+    tagged = torch.zeros(2, 3, 8)
+    tagged.view = lambda *a: None
+    with pytest.raises(TypeError, match="this one has attributes set"):
+        split(tagged, 4)
+
+
+HARNESS = r'''
+import json, runpy, sys
+from shapetrace.exercises.content import load
+from shapetrace.exercises.sealed import Guard, seal
+ex = load().exercise("test-split-square")
+impls = [("reference", ex.reference_code)] + [(m.id, m.code) for m in ex.mutants]
+guard = Guard()  # before the learner's file runs, as in the child
+check = runpy.run_path(sys.argv[1])["check"]
+out = {}
+for how in ("sealed", "plain"):  # sealed first: nothing plain is alive yet, as in the child
+    raised = []
+    for name, code in impls:
+        if how == "plain":
+            ns = {"__name__": "implementation"}
+            exec(compile(code, "<implementation under test>", "exec"), ns)
+            fns = [ns["split_heads"]]
+        else:
+            fns = seal(code, ["split_heads"], guard)
+        try:
+            check(*fns)
+            raised.append(False)
+        except Exception:
+            raised.append(True)
+    out[how] = raised
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("attack", [p.name for p in ATTACKS])
+def test_each_fingerprinting_attack_worked_before_and_fails_sealed(attack):
+    done = subprocess.run([sys.executable, "-c", HARNESS, str(Path(__file__).parent / "hostile" / attack)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    raised = json.loads(done.stdout.splitlines()[-1])
+    n = len(raised["plain"])
+    assert raised["plain"] == [False] + [True] * (n - 1)  # plain: passes the reference, fails every mutant
+    assert raised["sealed"] in ([True] * n, [False] * n)  # sealed: the same answer for all of them
+    assert raised["sealed"] == [True] * n  # (and every one of these attacks ends up rejecting the reference)
+
+
+def test_there_are_eight_fingerprinting_attacks():
+    assert len(ATTACKS) == 8
