@@ -14,6 +14,7 @@ from shapetrace.errors import UsageError
 VARIANT_DEFAULTS: dict[str, Any] = {
     "causal": False, "mask": "none", "pad": None, "pad_side": "right", "kv_len": None, "kv_heads": None,
     "impl": "manual", "preset": None, "broken": None, "dropout": 0.0, "train": False, "safe_softmax": False,
+    "decode": None, "image": None, "patch": None, "channels": None,
 }
 
 
@@ -78,6 +79,9 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
 
         print_catalogue(out_console(width))
         return
+    if options.get("image") is not None and _from_command_line(ctx, "seq_len"):
+        raise UsageError("--seq-len cannot be combined with --image: the tokens are the image's patches and "
+                         "a class token (1+N, from --image and --patch)")
     preset_note = apply_preset(ctx, base, options)
     from shapetrace.app.session import trace_variant
     from shapetrace.attention.config import AttentionConfig
