@@ -100,8 +100,8 @@ _ENTRIES = [
     # -- the decode run (--decode N): a prefill, then one-token steps with a key/value cache --
     Break("cache-wrong-axis", "torch.cat([cache_k, k], dim=1): the new key joins the cache along the heads",
           "the cache grows along its tokens, [B, H, T, d_k] -> [B, H, T+1, d_k]; joined along H, the cached "
-          "T tokens and the one new token must then line up, so torch refuses at the first step", ("cat-sizes-mismatch",), forces={"decode": 2},
-          shape="decode"),
+          "T tokens and the one new token must then line up, so torch refuses at the first step",
+          ("cat-sizes-mismatch",), forces={"decode": 2}, shape="decode"),
     Break("causal-at-decode", "SDPA with is_causal=True at a one-query decode step",
           "torch aligns its causal mask top-left, ones(1, T+1).tril(): the new query, the last position, "
           "sees key 0 only instead of every cached key", ("causal-mask-misaligned",), forces={"decode": 2},

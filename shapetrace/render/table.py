@@ -15,8 +15,8 @@ from rich.text import Text
 
 from shapetrace.app.folding import Fold, fold_events
 from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, layered, split_layers
-from shapetrace.app.steps import StepFold, fold_steps, split_steps, step_titles
 from shapetrace.app.operands import equation, input_labels, is_matmul
+from shapetrace.app.steps import StepFold, fold_steps, split_steps, step_titles
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.ops import short_name
 from shapetrace.engine.sentences import annotate, memory_word
