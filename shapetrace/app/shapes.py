@@ -120,6 +120,7 @@ def _trace_image(config: AttentionConfig, device: str, notes: list[str], compare
     trace = _new_trace(config, device)
     try:
         with torch.no_grad(), trace:
+            trace.set_names(pixels, ["B", None, None, None])   # C, SIZE, SIZE: no names of their own
             trace.result = model(pixels)
     except Exception:  # kept in trace.exception; the table shows the op that raised
         pass

@@ -125,4 +125,21 @@ def variant_json(run) -> str:
         "config": dataclasses.asdict(run.config), "device": run.device, "notes": run.notes,
         "nan_rows": getattr(run.trace, "nan_rows", None), "comparison": cmp,
     }
+    if run.config.decode:
+        data["variant"]["decode"] = decode_json(run)
+    if run.config.image:
+        c = run.config
+        data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
+                                    "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
     return json.dumps(data, indent=2, default=list)
+
+
+def decode_json(run) -> dict:
+    """Where the prefill and each step begin and end (op indices) and the cache's name after each step."""
+    from shapetrace.app.steps import cache_names, split_steps
+
+    events, starts = run.trace.events, run.trace.header.get("steps", [])
+    prefill, steps = split_steps(events, starts)
+    span = lambda evs: [evs[0].index, evs[-1].index] if evs else None  # noqa: E731
+    return {"prefill": span(prefill), "steps": [span(list(s.events)) for s in steps],
+            "cache": cache_names(events, starts)}

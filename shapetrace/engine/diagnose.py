@@ -14,7 +14,7 @@ from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.joins import joined_parts_disagree
+from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
 from shapetrace.engine.rules import VARIANT_RULES
 
@@ -358,5 +358,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree,
+    joined_parts_disagree, cat_sizes,
 ]

@@ -69,7 +69,9 @@ def broken_block(run: VariantRun) -> Text:
     if cmp.get("nan_rows"):
         text.append(f"; {cmp['nan_rows']} output rows are NaN", style="bold red")
     leaks = cmp.get("leaks")
-    if leaks is None:
+    if leaks is None and cmp.get("leak_note"):
+        text.append(f"; {cmp['leak_note']}", style="dim")
+    elif leaks is None:
         text.append("; leak test skipped (too many tokens: one forward pass per token)", style="dim")
     elif not leaks:
         text.append("; no token reaches an output the reference keeps it away from"
