@@ -167,6 +167,9 @@ def _catalogue() -> dict[str, Break]:
 CATALOGUE: dict[str, Break] = _catalogue()
 #: The whole-model breaks: what ``shapetrace run --break NAME`` runs.
 BREAKS: dict[str, Break] = {name: b for name, b in CATALOGUE.items() if b.model}
+#: The breaks of the plain forward pass (not of a ``--decode`` or ``--image`` run): the ones the leak
+#: analysis (:func:`leak_config`, :func:`shapetrace.engine.findings.compare_outputs`) runs on.
+ATTENTION_BREAKS: dict[str, Break] = {name: b for name, b in BREAKS.items() if b.shape == "attention"}
 
 
 def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
