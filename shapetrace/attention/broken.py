@@ -104,14 +104,14 @@ class NoKeyTranspose(ConfigurableAttention):
 
 class CacheWrongAxis(CachedAttention):
     def append(self, cache: Cache, k: torch.Tensor, v: torch.Tensor) -> Cache:
-        k = torch.cat([cache[0], k], dim=1)                 # (B, H, T+1, d_k)? dim 1 is H, not the tokens
+        k = torch.cat([cache[0], k], dim=1)                 # (B, H, T+1, d_k)? dim 1 is H
         v = torch.cat([cache[1], v], dim=1)                 # (B, H, T+1, d_k)?
         return k, v
 
 
 class CausalAtDecode(SdpaCachedAttention):
     def attend(self, q, k, v, masks) -> torch.Tensor:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, d_k); a step: key 0 only
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # a step: sees key 0 only
 
 
 class PatchesWithoutPermute(PatchEmbedding):

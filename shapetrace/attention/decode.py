@@ -21,12 +21,12 @@ class CachedAttention(ConfigurableAttention):
     """The reference with a key/value cache; ``forward(x, cache)`` returns the output and the cache."""
 
     def append(self, cache: Cache, k: torch.Tensor, v: torch.Tensor) -> Cache:
-        k = torch.cat([cache[0], k], dim=2)                 # (B, H_kv, T+1, d_k): the new key after the cached ones
+        k = torch.cat([cache[0], k], dim=2)                 # (B, H_kv, T+1, d_k): new key last
         v = torch.cat([cache[1], v], dim=2)                 # (B, H_kv, T+1, d_k)
         return k, v
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None) -> tuple[torch.Tensor, Cache]:
-        q = self.split_heads(self.w_q(x))                   # (B, H, T, d_k); (B, H, T[-1:], d_k) at a step
+    def forward(self, x: torch.Tensor, cache: Cache | None = None):
+        q = self.split_heads(self.w_q(x))                   # (B, H, T, d_k); T[-1:] at a step
         k = self.split_kv_heads(self.w_k(x))                # (B, H_kv, T, d_k)
         v = self.split_kv_heads(self.w_v(x))                # (B, H_kv, T, d_k)
         if cache is not None:
@@ -48,7 +48,7 @@ class SdpaCachedAttention(CachedAttention):
     """The cached attention with the fused kernel: causal over the prompt, no mask at a step."""
 
     def attend(self, q, k, v, masks) -> torch.Tensor:
-        prefill = q.shape[-2] == k.shape[-2]                # T queries, T keys; at a step 1 query, T+1 keys
+        prefill = q.shape[-2] == k.shape[-2]                # T and T; at a step 1 and T+1
         return F.scaled_dot_product_attention(q, k, v, is_causal=prefill)  # (B, H, T, d_k)
 
 
