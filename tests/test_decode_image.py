@@ -342,3 +342,19 @@ def test_memory_estimate_grows_with_steps_and_pixels():
 
     assert variant_bytes(C(decode=8)) > variant_bytes(C(decode=1)) > variant_bytes(C())
     assert variant_bytes(C(image=64, patch=8)) > variant_bytes(C(image=32, patch=8))
+
+
+@pytest.mark.parametrize("args", [["--decode", "3", "--d-model", "64"],
+                                  ["--image", "32", "--patch", "8", "--d-model", "64"],
+                                  ["--break", "cache-wrong-axis", "--d-model", "64"]], ids=["decode", "image", "break"])
+def test_readme_excerpts_come_from_a_real_run(cli, args):
+    """Every line pasted in the README's section on --decode and --image is in today's output."""
+    from conftest import ROOT
+
+    result = cli("run", *args, "--width", "100")
+    live = {line.rstrip() for line in result.output.splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(f"`shapetrace run {' '.join(args)}` at 100 columns")[1].split("```text\n")[1]
+    pasted = [line.rstrip() for line in block.split("```")[0].splitlines() if line.strip() not in ("…", "")]
+    missing = [line for line in pasted if line not in live]
+    assert len(pasted) > 10 and missing == []
