@@ -110,11 +110,11 @@ _ENTRIES = [
     Break("patches-without-permute", "conv(x).view(B, -1, D): patches turned into tokens without the transpose",
           "the conv's output is [B, D, Hp, Wp], features first; a view keeps that memory order, so each "
           "'token' is a run of one feature across several patches, not one patch's D features",
-          ("mixed-axis",), forces={"image": 32}, shape="image"),
+          ("mixed-axis",), forces={"image": 32, "patch": 8}, shape="image"),
     Break("cls-token-wrong-axis", "torch.cat([cls, x]): the class token joined without dim=1",
           "cat joins along axis 0, the batch, when no dim is given: [B, 1, D] and [B, N, D] then must agree "
           "on the tokens (1 against N), so torch refuses; the class token belongs in front of the patches",
-          ("cat-sizes-mismatch",), forces={"image": 32}, shape="image"),
+          ("cat-sizes-mismatch",), forces={"image": 32, "patch": 8}, shape="image"),
     # -- broken functions only (the mutants of the test-writing exercises) --
     Break("transpose-h-dk", "view(B, T, H, d_k).transpose(2, 3): swaps H and d_k instead of T and H",
           "the heads stay behind the tokens; when T, H and d_k are equal the shape still looks right",
@@ -190,8 +190,7 @@ def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
                      f"{config.seq_len} tokens, then {steps} one-token steps)")
         config = replace(config, decode=steps)
     if "image" in brk.forces and config.image is None:
-        size = brk.forces["image"]
-        patch = next(p for p in (8, 4, 2, 1) if size % p == 0)
+        size, patch = brk.forces["image"], brk.forces["patch"]
         notes.append(f"--break {brk.name} is a patch-embedding bug: it runs with --image {size} --patch {patch}")
         config = replace(config, image=size, patch=patch)
     if brk.forces.get("mask") == "padding" and config.mask != "padding":
