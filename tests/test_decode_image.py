@@ -257,6 +257,7 @@ def test_patches_without_permute_is_a_mixed_axis_at_the_view():
     view = run.trace.events[d.event]
     assert view.op == "view" and named(view.inputs[0]) == [("B", 2), ("D", 64), ("Hp", 4), ("Wp", 4)]
     assert view.output.shape == (2, 16, 64) and view.output.dims[1:] != ("N", "D")
+    assert d.fix.startswith("Move the features last before reading patches as tokens: x.flatten(2).transpose(1, 2)")
     assert run.comparison["max_diff"] > 0
 
 
