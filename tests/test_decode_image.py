@@ -359,3 +359,18 @@ def test_readme_excerpts_come_from_a_real_run(cli, args):
     pasted = [line.rstrip() for line in block.split("```")[0].splitlines() if line.strip() not in ("…", "")]
     missing = [line for line in pasted if line not in live]
     assert len(pasted) > 10 and missing == []
+
+
+def test_decode_export_step_and_predict_fall_back_or_write(cli, tmp_path):
+    out = tmp_path / "decode.md"
+    res = cli("run", "--decode", "2", "--d-model", "64", "--export", str(out), "--width", "100")
+    assert res.exit_code == 0 and out.is_file()
+    text = out.read_text()
+    assert "T+1=7" in text and "T+2=8" in text and "T[-1:]=1" in text
+    res = cli("run", "--image", "32", "--patch", "8", "--d-model", "64", "--step", "--width", "100")
+    assert res.exit_code == 0 and "1+N=17" in res.output   # no terminal here: the plain table
+    answers = tmp_path / "answers.txt"
+    answers.write_text("[2, 64, 4, 4]\n")
+    res = cli("run", "--image", "32", "--patch", "8", "--d-model", "64", "--predict", "--answers", str(answers),
+              "--width", "100")
+    assert res.exit_code == 0 and "score 1/" in res.output, res.output[-600:]
