@@ -38,7 +38,7 @@ def decode_models(config: AttentionConfig, device: str):
     import torch
 
     from shapetrace.attention import variants
-    from shapetrace.attention.broken import DECODE_BROKEN
+    from shapetrace.attention.broken_shapes import DECODE_BROKEN
     from shapetrace.attention.decode import DECODE_CLASSES
 
     ref, inputs = variants.build_reference(config, device)
@@ -95,7 +95,7 @@ def image_models(config: AttentionConfig, device: str):
     import torch
 
     from shapetrace.attention import variants
-    from shapetrace.attention.broken import IMAGE_BROKEN
+    from shapetrace.attention.broken_shapes import IMAGE_BROKEN
     from shapetrace.attention.vision import ATTENTION_CLASSES, ImageAttention, PatchEmbedding
 
     torch.manual_seed(config.seed)
