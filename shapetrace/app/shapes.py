@@ -21,9 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
 
 
-def trace_shape(config: AttentionConfig, device: str, notes: list[str], compare: bool) -> VariantRun:
-    """Trace a ``--decode`` or ``--image`` run on ``device`` (``cpu`` or ``meta``)."""
-    run = (_trace_decode if config.decode else _trace_image)(config, device, notes, compare)
+def trace_shape(config: AttentionConfig, device: str, notes: list[str], compare: bool,
+                make_run: type[VariantRun]) -> VariantRun:
+    """Trace a ``--decode`` or ``--image`` run on ``device`` (``cpu`` or ``meta``); ``make_run`` is
+    :class:`~shapetrace.app.session.VariantRun` (passed in: the session imports this module)."""
+    trace, forward, model, plain = (_trace_decode if config.decode else _trace_image)(config, device)
+    run = make_run(trace, config, device, notes)
+    _fill_values(run, model.attn if config.image else model)
+    if config.broken and compare and device != "meta":
+        run.comparison = _compare(forward, model, plain)
     run.notes += _shape_notes(run)
     return run
 
@@ -63,10 +69,10 @@ def decode(model, x, steps: int, trace: Trace | None = None, starts: list[int] |
     return x, cache
 
 
-def _trace_decode(config: AttentionConfig, device: str, notes: list[str], compare: bool) -> VariantRun:
+def _trace_decode(config: AttentionConfig, device: str) -> tuple:
+    """``(trace, forward, model, plain)``: the traced run, how to run a model untraced on the same
+    input, the model as configured and the plain one on the same weights."""
     import torch
-
-    from shapetrace.app.session import VariantRun
 
     model, plain, x = decode_models(config, device)
     trace = _new_trace(config, device)
@@ -78,11 +84,7 @@ def _trace_decode(config: AttentionConfig, device: str, notes: list[str], compar
     except Exception:  # kept in trace.exception; the table shows the op that raised
         pass
     trace.header["steps"] = starts
-    run = VariantRun(trace, config, device, notes)
-    _fill_values(run, model)
-    if config.broken and compare and device != "meta":
-        run.comparison = _compare(lambda m: decode(m, x, config.decode)[0], model, plain)
-    return run
+    return trace, lambda m: decode(m, x, config.decode)[0], model, plain
 
 
 # ---------------------------------------------------------------------------
@@ -111,10 +113,9 @@ def image_models(config: AttentionConfig, device: str):
     return model, ImageAttention(embed, attn).eval(), pixels
 
 
-def _trace_image(config: AttentionConfig, device: str, notes: list[str], compare: bool) -> VariantRun:
+def _trace_image(config: AttentionConfig, device: str) -> tuple:
+    """As :func:`_trace_decode`, for an image run."""
     import torch
-
-    from shapetrace.app.session import VariantRun
 
     model, plain, pixels = image_models(config, device)
     trace = _new_trace(config, device)
@@ -124,11 +125,7 @@ def _trace_image(config: AttentionConfig, device: str, notes: list[str], compare
             trace.result = model(pixels)
     except Exception:  # kept in trace.exception; the table shows the op that raised
         pass
-    run = VariantRun(trace, config, device, notes)
-    _fill_values(run, model.attn)
-    if config.broken and compare and device != "meta":
-        run.comparison = _compare(lambda m: m(pixels), model, plain)
-    return run
+    return trace, lambda m: m(pixels), model, plain
 
 
 # ---------------------------------------------------------------------------
