@@ -92,7 +92,8 @@ def run(
     channels: int | None = typer.Option(None, "--channels", metavar="C",
                                         help="With --image: channels of the image (default 3)."),
 ) -> None:
-    """Trace one forward pass of multi-head self-attention and print every op."""
+    """Trace one forward pass of multi-head self-attention and print every op (or a decode with a KV cache,
+    --decode N, or attention over image patches, --image SIZE --patch P)."""
     with guarded(traceback):
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.session import trace_reference
