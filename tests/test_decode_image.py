@@ -374,3 +374,10 @@ def test_decode_export_step_and_predict_fall_back_or_write(cli, tmp_path):
     res = cli("run", "--image", "32", "--patch", "8", "--d-model", "64", "--predict", "--answers", str(answers),
               "--width", "100")
     assert res.exit_code == 0 and "score 1/" in res.output, res.output[-600:]
+
+
+def test_image_train_mode_keeps_dropout_active():
+    run = trace_variant(C(d_model=64, heads=8, image=32, patch=8, dropout=0.5, train=True))
+    drop = events_of(run, "dropout")
+    assert len(drop) == 1 and not drop[0].noop
+    assert named(drop[0].output) == [("B", 2), ("H", 8), ("1+N", 17), ("1+N", 17)]

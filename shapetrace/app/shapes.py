@@ -110,7 +110,7 @@ def image_models(config: AttentionConfig, device: str):
         broken = IMAGE_BROKEN[config.broken](C, D, P) if config.broken else embed
     broken.load_state_dict(embed.state_dict())
     model = ImageAttention(broken, attn).train(config.train)
-    return model, ImageAttention(embed, attn).eval(), pixels
+    return model, ImageAttention(embed, attn).train(config.train), pixels   # one attention, one mode
 
 
 def _trace_image(config: AttentionConfig, device: str) -> tuple:
@@ -157,15 +157,20 @@ def _fill_values(run: VariantRun, attention) -> None:
 
 
 def _compare(forward, broken, plain) -> dict[str, Any]:
-    """The broken model's final output against the plain model's (same weights, same input)."""
+    """The broken model's final output against the plain model's (same weights, same input, eval mode)."""
     import torch
 
-    with torch.no_grad():
-        want = forward(plain)
-        try:
-            got = forward(broken)
-        except Exception as exc:  # the break raises (a cat whose parts do not line up)
-            return {"raised": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+    modes = (broken.training, plain.training)
+    broken.eval(), plain.eval()
+    try:
+        with torch.no_grad():
+            want = forward(plain)
+            try:
+                got = forward(broken)
+            except Exception as exc:  # the break raises (a cat whose parts do not line up)
+                return {"raised": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+    finally:
+        broken.train(modes[0]), plain.train(modes[1])
     result: dict[str, Any] = {"raised": None, "shape": tuple(got.shape), "ref_shape": tuple(want.shape),
                               "leaks": None, "leak_note": "no leak test for decode and image runs"}
     if got.shape == want.shape:
