@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shapetrace.app.session import trace_variant
-from shapetrace.attention.catalogue import BREAKS, apply_forces
+from shapetrace.attention.catalogue import ATTENTION_BREAKS, BREAKS, apply_forces
 from shapetrace.attention.config import AttentionConfig as C
 
 SIZES = [  # (batch, seq_len, d_model, heads)
@@ -205,7 +205,7 @@ def test_batched_leak_analysis_matches_one_pass_per_token():
         assert bool((dependencies(model, inputs) == loop).all()), name
 
 
-@pytest.mark.parametrize("name", sorted(BREAKS))
+@pytest.mark.parametrize("name", sorted(ATTENTION_BREAKS))
 def test_leaks_found_by_group_testing_equal_the_full_comparison(name):
     """Unmasked runs take the fast road (cross-sequence group testing); it finds exactly the pairs the
     full dependency comparison (every token of both models) finds."""

@@ -84,7 +84,8 @@ def test_every_kind_the_engine_can_produce_fires_in_the_corpus(found):
         in_source |= set(re.findall(r'Diagnostic\("(?:error|warning|note)", "([a-z-]+)"', text))
     in_source |= set(diagnose.WRONG_KEY_AXIS.values())
     assert in_source == ALL_KINDS
-    assert {d.kind for d, _, _ in found} == ALL_KINDS
+    # (the corpus fires kinds of other rule modules too: the contracts' and the joins', from the decode breaks)
+    assert {d.kind for d, _, _ in found} & in_source == ALL_KINDS
 
 
 def test_no_message_prescribes_a_fix(found):

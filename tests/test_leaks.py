@@ -11,7 +11,8 @@ import torch
 from shapetrace.app.session import trace_variant
 from shapetrace.attention import variants
 from shapetrace.attention.broken import build_broken
-from shapetrace.attention.catalogue import BREAKS, apply_forces, leak_config
+from shapetrace.attention.catalogue import ATTENTION_BREAKS as BREAKS
+from shapetrace.attention.catalogue import apply_forces, leak_config
 from shapetrace.attention.config import AttentionConfig as C
 
 SIZES = [  # (batch, seq_len, d_model, heads)

@@ -89,6 +89,10 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
 
     config, notes = apply_forces(config)
     device, meta_note = choose_device(config, max_bytes, device)
+    if config.decode or config.image:
+        from shapetrace.app.shapes import trace_shape
+
+        return trace_shape(config, device, ([meta_note] if meta_note else []) + notes, compare, VariantRun)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = Trace(config.dims)

@@ -47,6 +47,11 @@ class Break:
     leak_free: str = "d_k"
     model: bool = True
     functions: tuple[BrokenFunction, ...] = ()
+    #: The forward pass it breaks: ``attention`` (the plain one), ``decode`` (``--decode N``, a KV cache)
+    #: or ``image`` (``--image SIZE --patch P``, patches and a class token); run with that shape.
+    shape: str = "attention"
+    #: The implementation it is written in (``--impl``): the reference, or ``sdpa`` for a fused-kernel bug.
+    impl: str = "manual"
 
     def function(self, name: str) -> BrokenFunction | None:
         """This entry's broken version of the function ``name`` (None when it has none)."""
@@ -55,6 +60,7 @@ class Break:
     def to_dict(self) -> dict:
         return {"name": self.name, "summary": self.summary, "why": self.why, "kinds": list(self.kinds),
                 "severity": self.severity, "forces": dict(self.forces), "model": self.model,
+                "shape": self.shape, "impl": self.impl,
                 "functions": [{"function": f.function, "does": f.does} for f in self.functions]}
 
 
@@ -91,6 +97,24 @@ _ENTRIES = [
     Break("no-key-transpose", "q @ k instead of q @ k.transpose(-2, -1) (run with T = d_k)",
           "with T = d_k the shapes line up, so torch sums d_k of the queries against T of the "
           "keys without complaint", ("contracts-different-axes",), forces={"seq_len": "d_k"}, leak_free="heads"),
+    # -- the decode run (--decode N): a prefill, then one-token steps with a key/value cache --
+    Break("cache-wrong-axis", "torch.cat([cache_k, k], dim=1): the new key joins the cache along the heads",
+          "the cache grows along its tokens, [B, H, T, d_k] -> [B, H, T+1, d_k]; joined along H, the cached "
+          "T tokens and the one new token must then line up, so torch refuses at the first step",
+          ("cat-sizes-mismatch",), forces={"decode": 2}, shape="decode"),
+    Break("causal-at-decode", "SDPA with is_causal=True at a one-query decode step",
+          "torch aligns its causal mask top-left, ones(1, T+1).tril(): the new query, the last position, "
+          "sees key 0 only instead of every cached key", ("causal-mask-misaligned",), forces={"decode": 2},
+          shape="decode", impl="sdpa"),
+    # -- the image run (--image SIZE --patch P): conv patches and a class token --
+    Break("patches-without-permute", "conv(x).view(B, -1, D): patches turned into tokens without the transpose",
+          "the conv's output is [B, D, Hp, Wp], features first; a view keeps that memory order, so each "
+          "'token' is a run of one feature across several patches, not one patch's D features",
+          ("mixed-axis",), forces={"image": 32, "patch": 8}, shape="image"),
+    Break("cls-token-wrong-axis", "torch.cat([cls, x]): the class token joined without dim=1",
+          "cat joins along axis 0, the batch, when no dim is given: [B, 1, D] and [B, N, D] then must agree "
+          "on the tokens (1 against N), so torch refuses; the class token belongs in front of the patches",
+          ("cat-sizes-mismatch",), forces={"image": 32, "patch": 8}, shape="image"),
     # -- broken functions only (the mutants of the test-writing exercises) --
     Break("transpose-h-dk", "view(B, T, H, d_k).transpose(2, 3): swaps H and d_k instead of T and H",
           "the heads stay behind the tokens; when T, H and d_k are equal the shape still looks right",
@@ -143,6 +167,9 @@ def _catalogue() -> dict[str, Break]:
 CATALOGUE: dict[str, Break] = _catalogue()
 #: The whole-model breaks: what ``shapetrace run --break NAME`` runs.
 BREAKS: dict[str, Break] = {name: b for name, b in CATALOGUE.items() if b.model}
+#: The breaks of the plain forward pass (not of a ``--decode`` or ``--image`` run): the ones the leak
+#: analysis (:func:`leak_config`, :func:`shapetrace.engine.findings.compare_outputs`) runs on.
+ATTENTION_BREAKS: dict[str, Break] = {name: b for name, b in BREAKS.items() if b.shape == "attention"}
 
 
 def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
@@ -157,6 +184,15 @@ def apply_forces(config: AttentionConfig) -> tuple[AttentionConfig, list[str]]:
         config = replace(config, seq_len=config.d_k, pad=())
         if config.mask == "padding":
             config = replace(config, pad=default_pad(config.batch, config.seq_len))
+    if "decode" in brk.forces and config.decode is None:
+        steps = brk.forces["decode"]
+        notes.append(f"--break {brk.name} is a decoding bug: it runs with --decode {steps} (a prefill of "
+                     f"{config.seq_len} tokens, then {steps} one-token steps)")
+        config = replace(config, decode=steps)
+    if "image" in brk.forces and config.image is None:
+        size, patch = brk.forces["image"], brk.forces["patch"]
+        notes.append(f"--break {brk.name} is a patch-embedding bug: it runs with --image {size} --patch {patch}")
+        config = replace(config, image=size, patch=patch)
     if brk.forces.get("mask") == "padding" and config.mask != "padding":
         pad = default_pad(config.batch, config.k_len)
         notes.append(f"--break {brk.name} needs a padding mask: using --mask padding --pad "

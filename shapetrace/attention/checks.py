@@ -28,6 +28,8 @@ def check_variant(c: AttentionConfig) -> None:
     _choice("--pad-side", c.pad_side, PAD_SIDES)
     _check_kv_len(c)
     _check_kv_heads(c)
+    _check_decode(c)
+    _check_image(c)
     _check_pad(c)
     _check_dropout(c)
     _check_impl(c)
@@ -45,6 +47,59 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def _whole(flag: str, value) -> None:
     check_size(flag, value)
+
+
+#: The most decode steps ``--decode`` runs: each step is one more block of ops in the table.
+MAX_DECODE = 64
+#: Runs that change the shape of the forward pass, and the implementations each of them has.
+SHAPE_IMPLS = ("manual", "sdpa")
+
+
+def _check_decode(c: AttentionConfig) -> None:
+    if c.decode is None:
+        return
+    if isinstance(c.decode, bool) or not isinstance(c.decode, int) or not 1 <= c.decode <= MAX_DECODE:
+        got = c.decode if isinstance(c.decode, int) and not isinstance(c.decode, bool) else repr(c.decode)
+        raise UsageError(f"--decode must be a whole number of steps from 1 to {MAX_DECODE}, got {got}")
+    clash = _first_given(c, {"--kv-len": c.cross, "--mask padding": c.mask == "padding",
+                             "--dropout": bool(c.dropout), "--train": c.train, "--image": c.image is not None})
+    if clash:
+        raise UsageError(f"--decode cannot be combined with {clash}: decoding is one sequence attending over "
+                         "its own cache, at inference")
+    _shape_impl("--decode", c.impl)
+    object.__setattr__(c, "causal", True)   # a decoder: the prompt is causal, a step needs no mask
+
+
+def _check_image(c: AttentionConfig) -> None:
+    if c.image is None:
+        if c.patch is not None or c.channels is not None:
+            raise UsageError(f"{'--patch' if c.patch is not None else '--channels'} needs --image SIZE")
+        return
+    check_size("--image", c.image)
+    if c.patch is None:
+        raise UsageError(f"--image {c.image} needs --patch P: the side of the square patches it is cut into")
+    check_size("--patch", c.patch)
+    check_size("--channels", c.in_channels)
+    if c.image % c.patch:
+        ok = [d for d in range(1, min(c.image, 10_000) + 1) if c.image % d == 0]
+        raise UsageError(f"--patch {c.patch} does not divide --image {c.image}: a stride-{c.patch} conv would "
+                         f"drop the last {c.image % c.patch} pixels of each row. Patch sizes that work: "
+                         f"{', '.join(map(str, ok[:12]))}")
+    clash = _first_given(c, {"--kv-len": c.cross, "--causal": c.causal, "--mask padding": c.mask == "padding"})
+    if clash:
+        raise UsageError(f"--image cannot be combined with {clash}: every patch attends to every patch of "
+                         "its own image")
+    _shape_impl("--image", c.impl)
+    object.__setattr__(c, "seq_len", 1 + c.grid ** 2)   # a class token and N patches
+
+
+def _first_given(c: AttentionConfig, options: dict[str, bool]) -> str | None:
+    return next((flag for flag, given in options.items() if given), None)
+
+
+def _shape_impl(flag: str, impl: str) -> None:
+    if impl not in SHAPE_IMPLS:
+        raise UsageError(f"{flag} runs with --impl manual or sdpa, not {impl}")
 
 
 def _check_kv_len(c: AttentionConfig) -> None:
@@ -113,6 +168,13 @@ def _check_broken(c: AttentionConfig) -> None:
     if c.broken not in BREAKS:
         raise UsageError(f"--break {c.broken!r} is not in the catalogue: {', '.join(BREAKS)} "
                          "(see: shapetrace run --break list)")
-    if c.impl != "manual" or c.cross or c.grouped:
+    brk = BREAKS[c.broken]
+    if c.impl not in ("manual", brk.impl) or c.cross or c.grouped:
         raise UsageError("--break variants are small changes to the reference (--impl manual) "
                          "self-attention; drop --impl, --kv-len and --kv-heads")
+    shape = "decode" if c.decode is not None else "image" if c.image is not None else "attention"
+    if brk.shape != "attention" and shape not in ("attention", brk.shape):
+        raise UsageError(f"--break {c.broken} is a bug of --{brk.shape} runs, not of --{shape} runs")
+    if brk.shape == "attention" and shape != "attention":
+        raise UsageError(f"--break {c.broken} is a bug of the plain forward pass; drop --{shape} "
+                         f"(see: shapetrace run --break list)")

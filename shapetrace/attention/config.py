@@ -32,6 +32,10 @@ class AttentionConfig:
     train: bool = False
     safe_softmax: bool = False
     broken: str | None = None
+    decode: int | None = None
+    image: int | None = None
+    patch: int | None = None
+    channels: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "batch", "seq_len"):
@@ -43,6 +47,16 @@ class AttentionConfig:
     @property
     def d_k(self) -> int:
         return self.d_model // self.heads
+
+    @property
+    def grid(self) -> int:
+        """Patches along each side of the image (``--image`` / ``--patch``); 0 without an image."""
+        return self.image // self.patch if self.image and self.patch else 0
+
+    @property
+    def in_channels(self) -> int:
+        """The image's channels C (3 unless ``--channels`` says otherwise)."""
+        return self.channels if self.channels is not None else 3
 
     @property
     def cross(self) -> bool:
@@ -76,6 +90,8 @@ class AttentionConfig:
     def dims(self) -> dict[str, int]:
         if self.cross:
             dims = {"B": self.batch, "T_q": self.seq_len, "T_k": self.k_len}
+        elif self.image:
+            dims = {"B": self.batch}   # the 1+N tokens are named by the conv, the flatten and the cat
         else:
             dims = {"B": self.batch, "T": self.seq_len}
         dims.update({"D": self.d_model, "H": self.heads, "d_k": self.d_k})
@@ -138,8 +154,10 @@ MAX_ELEMENTS = 2**62
 
 def check_elements(config: AttentionConfig) -> None:
     """Every tensor of the forward pass must have fewer than 2**62 elements (torch indexes with int64)."""
-    B, T, D, H = config.batch, max(config.seq_len, config.k_len), config.d_model, config.heads
-    for what, n in (("the input B·T·D", B * T * D), ("a weight D·D", D * D), ("the scores B·H·T·T", B * H * T * T)):
+    B, T, D, H = config.batch, max(config.seq_len, config.k_len) + (config.decode or 0), config.d_model, config.heads
+    pixels = config.batch * config.in_channels * (config.image or 0) ** 2
+    for what, n in (("the input B·T·D", B * T * D), ("a weight D·D", D * D), ("the scores B·H·T·T", B * H * T * T),
+                    ("the image B·C·SIZE·SIZE", pixels)):
         if n >= MAX_ELEMENTS:
             raise UsageError(f"{what} would have {n:.3g} elements, more than torch can index (2**62): "
                              "use smaller sizes")

@@ -36,6 +36,11 @@ def variant_bytes(config: AttentionConfig) -> int:
     """Float32 bytes a real run needs: weights twice (reference and copy), activations, and the
     scores, masked scores and weights [B, H, T_q, T_k]."""
     B, Tq, Tk, D, H = config.batch, config.seq_len, config.k_len, config.d_model, config.heads
-    activations = 6 * B * Tq * D + 4 * B * Tk * D
-    scores = 3 * B * H * Tq * Tk
-    return 4 * (2 * config.param_count + activations + scores)
+    steps = config.decode or 0   # each step: one more token's activations, scores over the cache so far
+    activations = 6 * B * (Tq + steps) * D + 4 * B * (Tk + steps) * D
+    scores = 3 * B * H * (Tq * Tk + steps * (Tk + steps))
+    cache = 2 * B * config.h_kv * config.d_k * (Tk + steps) * (steps + 1) if steps else 0   # one copy per step
+    image = 0
+    if config.image:   # the pixels, the conv weight and its [B, D, Hp, Wp] output
+        image = B * config.in_channels * config.image ** 2 + config.in_channels * config.patch ** 2 * D + B * Tq * D
+    return 4 * (2 * config.param_count + activations + scores + cache + image)

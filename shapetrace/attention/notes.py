@@ -21,6 +21,10 @@ def title(c: AttentionConfig) -> str:
     heads = ("multi-query" if c.h_kv == 1 else "grouped-query") if c.grouped else "multi-head"
     words = (["causal"] if c.causal else []) + ([f"padding-masked ({c.pad_side})"] if c.mask == "padding" else [])
     text = " ".join(words + [heads, kind])
+    if c.decode:
+        text = f"{heads} attention, decoding with a KV cache"
+    elif c.image:
+        text = f"{heads} attention over image patches"
     if c.broken:
         return f"BROKEN: {c.broken} · {text}"
     return f"{text} · impl {c.impl}"
@@ -30,8 +34,19 @@ def header(c: AttentionConfig) -> list[str]:
     """The run header: sizes, d_k and the parameter count worked out."""
     D, H = c.d_model, c.heads
     sizes = f"B={c.batch} " + (f"T_q={c.seq_len} T_k={c.k_len}" if c.cross else f"T={c.seq_len}")
+    if c.image:
+        sizes = f"B={c.batch} C={c.in_channels} SIZE={c.image} P={c.patch}"
     sizes += f" D={D} H={H}" + (f" H_kv={c.h_kv}" if c.grouped else "")
+    if c.decode:
+        sizes += f" steps={c.decode}"
     lines = [f"shapetrace · {title(c)} · {sizes}"]
+    if c.image:
+        g = c.grid
+        lines.append(f"patches: SIZE / P = {c.image} / {c.patch} = {g} per side, N = {g}·{g} = {g * g}, "
+                     f"tokens 1+N = {1 + g * g} (a class token in front)")
+    if c.decode:
+        lines.append(f"a causal prefill of T = {c.seq_len} tokens, then {c.decode} decode step"
+                     f"{'s' if c.decode != 1 else ''} of one token each: the cache grows T -> T+{c.decode}")
     if c.grouped:
         D_kv = c.h_kv * c.d_k
         lines.append(f"d_k = D / H = {D} / {H} = {c.d_k} · n_rep = H / H_kv = {H} / {c.h_kv} = {H // c.h_kv} · "

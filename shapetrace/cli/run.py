@@ -80,8 +80,20 @@ def run(
     train: bool = typer.Option(False, "--train", help="Train mode (dropout active)."),
     safe_softmax: bool = typer.Option(False, "--safe-softmax",
                                       help="Zero fully masked rows after softmax instead of NaN."),
+    decode: int | None = typer.Option(None, "--decode", metavar="N",
+                                      help="Decode with a KV cache: a causal prefill of --seq-len tokens, then "
+                                      "N one-token steps (1 to 64); the cache grows T+1, T+2, ..."),
+    image: int | None = typer.Option(None, "--image", metavar="SIZE",
+                                     help="Attention over an image: SIZE x SIZE pixels cut into patches by a "
+                                     "conv, plus a class token (needs --patch)."),
+    patch: int | None = typer.Option(None, "--patch", metavar="P",
+                                     help="With --image: P x P patches, Conv2d(C, D, P, stride=P); P must "
+                                     "divide SIZE (--image 32 --patch 8: 1+16 = 17 tokens)."),
+    channels: int | None = typer.Option(None, "--channels", metavar="C",
+                                        help="With --image: channels of the image (default 3)."),
 ) -> None:
-    """Trace one forward pass of multi-head self-attention and print every op."""
+    """Trace one forward pass of multi-head self-attention and print every op (or a decode with a KV cache,
+    --decode N, or attention over image patches, --image SIZE --patch P)."""
     with guarded(traceback):
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.session import trace_reference
@@ -96,7 +108,7 @@ def run(
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,
                        impl=impl, preset=preset, broken=broken, dropout=dropout, train=train,
-                       safe_softmax=safe_softmax)
+                       safe_softmax=safe_softmax, decode=decode, image=image, patch=patch, channels=channels)
         if variant_requested(options):
             base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
             return run_variants(ctx, base, options, json_out, request, (diagrams, diagram),

@@ -14,6 +14,7 @@ from shapetrace.errors import UsageError
 VARIANT_DEFAULTS: dict[str, Any] = {
     "causal": False, "mask": "none", "pad": None, "pad_side": "right", "kv_len": None, "kv_heads": None,
     "impl": "manual", "preset": None, "broken": None, "dropout": 0.0, "train": False, "safe_softmax": False,
+    "decode": None, "image": None, "patch": None, "channels": None,
 }
 
 
@@ -78,6 +79,9 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
 
         print_catalogue(out_console(width))
         return
+    if options.get("image") is not None and _from_command_line(ctx, "seq_len"):
+        raise UsageError("--seq-len cannot be combined with --image: the tokens are the image's patches and "
+                         "a class token (1+N, from --image and --patch)")
     preset_note = apply_preset(ctx, base, options)
     from shapetrace.app.session import trace_variant
     from shapetrace.attention.config import AttentionConfig
@@ -121,4 +125,21 @@ def variant_json(run) -> str:
         "config": dataclasses.asdict(run.config), "device": run.device, "notes": run.notes,
         "nan_rows": getattr(run.trace, "nan_rows", None), "comparison": cmp,
     }
+    if run.config.decode:
+        data["variant"]["decode"] = decode_json(run)
+    if run.config.image:
+        c = run.config
+        data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
+                                    "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
     return json.dumps(data, indent=2, default=list)
+
+
+def decode_json(run) -> dict:
+    """Where the prefill and each step begin and end (op indices) and the cache's name after each step."""
+    from shapetrace.app.steps import cache_names, split_steps
+
+    events, starts = run.trace.events, run.trace.header.get("steps", [])
+    prefill, steps = split_steps(events, starts)
+    span = lambda evs: [evs[0].index, evs[-1].index] if evs else None  # noqa: E731
+    return {"prefill": span(prefill), "steps": [span(list(s.events)) for s in steps],
+            "cache": cache_names(events, starts)}

@@ -14,7 +14,7 @@ from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.joins import joined_parts_disagree
+from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
 from shapetrace.engine.rules import VARIANT_RULES
 
@@ -142,6 +142,9 @@ def _mixed_fix(e: Event, label: str | None) -> str:
     parts, src_dims = _plain(label), e.inputs[0].dims
     if "B" in parts and "T" in parts and not ({"H", "d_k", "D"} & set(parts.split(" and "))):
         return "To swap the batch and sequence axes, use transpose(0, 1); view/reshape never move data."
+    if "D" in src_dims and {"Hp", "Wp", "N"} & set(src_dims[src_dims.index("D") + 1:]):   # a conv's map
+        return ("Move the features last before reading patches as tokens: x.flatten(2).transpose(1, 2) turns "
+                "[B, D, Hp, Wp] into [B, N, D] (a view; or x.permute(0, 2, 3, 1).reshape(B, -1, D)).")
     if "H" in src_dims and "T" in src_dims and src_dims.index("H") < src_dims.index("T"):
         return ("Merge heads by moving them back behind the tokens first: "
                 "transpose(1, 2) to [B, T, H, d_k], then .contiguous().view(B, T, D).")
@@ -382,5 +385,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree,
+    joined_parts_disagree, cat_sizes,
 ]

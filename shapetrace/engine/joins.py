@@ -51,3 +51,51 @@ def _first_clash(trace: Trace, inputs, dim: int | None):
             if label != named[0][1]:
                 return axis, named[0], (t, label)
     return None
+
+
+def cat_sizes(trace: Trace) -> list[Diagnostic]:
+    """A join that raised because two parts differ in size on an axis it does not join."""
+    out = []
+    for e in trace.events:
+        if family_of(e.op) is not Family.JOIN or not e.error or len(e.inputs) < 2:
+            continue
+        rank = len(e.inputs[0].shape)
+        dim = e.params.get("dim", 0)
+        if rank == 0 or any(len(t.shape) != rank for t in e.inputs) or not isinstance(dim, int):
+            continue
+        dim %= rank
+        found = _size_clash(e.inputs, dim)
+        if found is not None:
+            out.append(_cat_sizes_diagnostic(e, trace, dim, *found))
+    return out
+
+
+def _size_clash(inputs, dim: int):
+    """``(axis, a, b)``: the first axis other than ``dim`` where parts ``a`` and ``b`` differ in size."""
+    for axis in range(len(inputs[0].shape)):
+        if axis != dim:
+            for t in inputs[1:]:
+                if t.shape[axis] != inputs[0].shape[axis]:
+                    return axis, inputs[0], t
+    return None
+
+
+def _axis_text(t, axis: int) -> str:
+    label = t.dims[axis]
+    return f"{label}={t.shape[axis]}" if label else f"size {t.shape[axis]}"
+
+
+def _cat_sizes_diagnostic(e, trace: Trace, dim: int, axis: int, a, b) -> Diagnostic:
+    rank = len(a.shape)
+    joined = next((t.dims[dim] for t in e.inputs if t.dims[dim]), None)
+    along = f"axis {dim}" + (f" ({joined})" if joined else "")
+    roles = {trace.namer.role(t.dims[axis]) for t in (a, b) if t.dims[axis]}
+    text = (f"{e.op} #{e.index} raised: it joins {fmt_named(a.dims, a.shape)} and {fmt_named(b.dims, b.shape)} "
+            f"along {along}, so every other axis must have the same size in each part, but axis {axis} holds "
+            f"{_axis_text(a, axis)} in the first and {_axis_text(b, axis)} in the second.")
+    if "tokens" in roles and joined and trace.namer.role(joined) != "tokens":
+        text += (f" The parts differ in their tokens, and tokens are what a join like this adds up (a cache "
+                 f"growing by one token, a class token in front of the patches); {joined} is not.")
+    fix = (f"Join along the axis that grows: {e.op}([...], dim={axis}) (or dim={axis - rank}), which gives "
+           f"{a.shape[axis]}+{b.shape[axis]} there; check that every other axis means the same in each part.")
+    return Diagnostic("error", "cat-sizes-mismatch", e.index, text, fix)

@@ -19,7 +19,8 @@ import torch
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # shapetrace/
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 #: Files inside the package whose lines are model code a user should see.
-MODEL_FILES = {os.path.join(_PKG_DIR, "attention", name) for name in ("reference.py", "variants.py", "broken.py")}
+MODEL_FILES = {os.path.join(_PKG_DIR, "attention", name) for name in ("reference.py", "variants.py", "broken.py",
+                                                                         "decode.py", "vision.py", "broken_shapes.py")}
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in sys.path if p.endswith(("site-packages", "dist-packages")))
 #: Code objects where the user's stack ends (the script runner's exec frame).

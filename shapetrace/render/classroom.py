@@ -70,19 +70,21 @@ class CompactTable:
 
 
 def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None,
-             diagnostics=()):
-    """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
+             diagnostics=(), steps=()):
+    """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask (``steps``: where each
+    step of a decode run begins)."""
     if options.compact:
         return CompactTable(events, long_names, explain=options.explain, after_event=after_event)
     return OpTable(events, long_names, explain=options.explain, after_event=after_event,
-                   fold=options.fold, diagnostics=diagnostics)
+                   fold=options.fold, diagnostics=diagnostics, steps=steps)
 
 
 class ClassroomView(TraceView):
     """Header, table, footer and diagnostics of a trace, shaped by :class:`ViewOptions`."""
 
     def __init__(self, trace: Report, options: ViewOptions = ViewOptions(), after_event=None):
-        table = op_table(trace.events, options, names_for(trace, options), after_event, trace.diagnostics)
+        table = op_table(trace.events, options, names_for(trace, options), after_event, trace.diagnostics,
+                         trace.header.get("steps", ()))
         super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 

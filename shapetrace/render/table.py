@@ -16,6 +16,7 @@ from rich.text import Text
 from shapetrace.app.folding import Fold, fold_events
 from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, layered, split_layers
 from shapetrace.app.operands import equation, input_labels, is_matmul
+from shapetrace.app.steps import StepFold, fold_steps, split_steps, step_titles
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.ops import short_name
 from shapetrace.engine.sentences import annotate, memory_word
@@ -219,16 +220,17 @@ def input_cells(t, long_names=None) -> list[Text]:
             Text(LAYOUT_WORDS[t.contiguous], style="green" if t.contiguous else "cyan")]
 
 
-def fold_label(fold: Fold | LayerFold) -> str:
+def fold_label(fold: Fold | LayerFold | StepFold) -> str:
     return f"{fold.events[0].index}-{fold.events[-1].index}"
 
 
-def fold_cells(fold: Fold | LayerFold, widths: Sequence[int]) -> Text:
+def fold_cells(fold: Fold | LayerFold | StepFold, widths: Sequence[int]) -> Text:
     """``4-5  view, transpose  k: the same two ops as q, #1-#2``: one line for a repeated block;
-    ``22-85  layers.1-3: the same 21 ops as layers.0`` for repeated layers."""
+    ``22-85  layers.1-3: the same 21 ops as layers.0`` for repeated layers; ``39-76  steps 2-3: the same
+    19 ops as step 1, the cache one token longer each step: T+2, T+3`` for decode steps."""
     line = Text(fold_label(fold).rjust(widths[0]), style="dim")
     line.append(" " * GAPS[0])
-    if isinstance(fold, LayerFold):
+    if isinstance(fold, (LayerFold, StepFold)):
         return line.append(fold.sentence, style="italic cyan")
     once = fold.events[:len(fold.events) // fold.times]  # a loop's iterations: the ops of one
     line.append(", ".join(e.op for e in once), style="magenta")
@@ -264,9 +266,10 @@ class OpTable:
     def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
                  after_event: Callable[[Event], RenderableType | None] | None = None,
                  fold: bool = False, diagnostics: Sequence[Diagnostic] = (), layers: bool = False,
-                 expand_layer: int | None = None):
+                 expand_layer: int | None = None, steps: Sequence[int] = ()):
         self.events = list(events)
-        self.sections = layered(self.events)  # a whole model: a title line where each layer begins
+        self.steps = list(steps)  # a decode run: the op index where each step begins
+        self.sections = layered(self.events) or bool(self.steps)  # a title line where each layer (step) begins
         self.layers = layers and self.sections  # fold identical repeated layers
         self.expand_layer = expand_layer
         self.after_event = after_event  # optional: something to draw under an event's block
@@ -275,11 +278,13 @@ class OpTable:
         self.fold = fold
         self.diagnostics = list(diagnostics)
 
-    def _folds(self) -> dict[int, Fold | LayerFold]:
+    def _folds(self) -> dict[int, Fold | LayerFold | StepFold]:
         if self.after_event is not None:
             return {}
         flagged = {d.event for d in self.diagnostics if d.event is not None}
-        folds: dict[int, Fold | LayerFold] = {}
+        folds: dict[int, Fold | LayerFold | StepFold] = {}
+        if self.steps and self.fold:
+            folds.update((f.events[0].index, f) for f in fold_steps(self.events, self.steps, flagged))
         if self.layers:
             folds.update((f.events[0].index, f) for f in fold_layers(self.events, self.expand_layer, flagged))
         if self.fold:
@@ -291,6 +296,9 @@ class OpTable:
 
     def _groups(self) -> list[list[Event]]:
         """Where k/v repeats are looked for: within each layer, and among the ops outside layers."""
+        if self.steps:
+            prefill, steps = split_steps(self.events, self.steps)
+            return [g for g in [prefill] + [list(step.events) for step in steps] if g]
         if not self.sections:
             return [self.events]
         groups: list[list[Event]] = [[]]
@@ -304,6 +312,11 @@ class OpTable:
     def _section(self, e: Event, last: list[str | None]) -> Iterable[Text]:
         """``layers.0``: a title line where a whole model's ops enter another module at the layer level."""
         if not self.sections:
+            return
+        if self.steps:
+            title = step_titles(self.steps).get(e.index)
+            if title:
+                yield Text(title, style="bold cyan")
             return
         path = layer_path(e.module) or "(top level)"
         if path != last[0]:
@@ -333,7 +346,7 @@ class OpTable:
         for e in self.events:
             if e.index in skip:
                 continue
-            if isinstance(folds.get(e.index), LayerFold):
+            if isinstance(folds.get(e.index), (LayerFold, StepFold)):
                 last[0] = None
             else:
                 yield from self._section(e, last)

@@ -69,7 +69,9 @@ def broken_block(run: VariantRun) -> Text:
     if cmp.get("nan_rows"):
         text.append(f"; {cmp['nan_rows']} output rows are NaN", style="bold red")
     leaks = cmp.get("leaks")
-    if leaks is None:
+    if leaks is None and cmp.get("leak_note"):
+        text.append(f"; {cmp['leak_note']}", style="dim")
+    elif leaks is None:
         text.append("; leak test skipped (too many tokens: one forward pass per token)", style="dim")
     elif not leaks:
         text.append("; no token reaches an output the reference keeps it away from"
@@ -108,13 +110,23 @@ def print_catalogue(console: Console) -> None:
         if b.model:
             catches = " or ".join(b.kinds)
             console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
-                                        (f"\n  caught as: {b.severity} {catches}", "dim"), _functions_line(b)))
+                                        (f"\n  caught as: {b.severity} {catches}", "dim"), _shape_line(b),
+                                        _functions_line(b)))
     console.print(Text("\nBroken functions only (not --break runs; the exercises' tests are graded "
                        "against them):", style="bold"))
     for b in CATALOGUE.values():
         if not b.model:
             console.print(Text.assemble(("\n" + b.name, "bold magenta"), f"  {b.summary}",
                                         _functions_line(b)))
+
+
+def _shape_line(b) -> Text:
+    """``runs with: --decode 2`` for a bug of a decode or image run (added when not given)."""
+    if b.shape == "attention":
+        return Text("")
+    given = " ".join(f"--{k} {v}" for k, v in b.forces.items())
+    kernel = "; written with scaled_dot_product_attention" if b.impl == "sdpa" else ""
+    return Text(f"\n  runs with: {given} (added when not given){kernel}", style="dim")
 
 
 def _functions_line(b) -> Text:
