@@ -46,3 +46,33 @@ def test_a_guess_that_fits_one_seed_is_not_overruled_by_a_broadcast():
     add = next(e for e in t.events if e.op == "add")
     assert add.inputs[1].dims == ("B", "T", "T")
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["broadcast-mismatch"]
+
+
+# -- a declaration speaks for the tensor it was made from ---------------------------------------------
+
+def test_a_mask_declared_after_triu_names_the_triu_row():
+    """``mask = torch.ones(T, T).triu(1)`` then ``shapetrace.name(mask, "T T")`` (shapetrace's own
+    reference, and any user who names a mask): the triu row takes the declared names."""
+    with shapetrace.trace(dims="B=1 T=6 D=32 H=4") as t:
+        mask = torch.ones(6, 6, dtype=torch.bool).triu(1)                 # (T, T)
+        shapetrace.name(mask, "T T")
+    assert [(e.op, e.output.dims) for e in t.events] == [("triu", ("T", "T"))]
+
+
+def test_a_declaration_decides_a_size_guess_at_B_equal_T():
+    """At B = T the fresh [4, 4] fits [B, T] and [T, T]; the later declaration decides it."""
+    with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
+        mask = torch.ones(4, 4, dtype=torch.bool).triu(1)                 # (T, T)
+        shapetrace.name(mask, "T T")
+    assert [(e.op, e.output.dims) for e in t.events] == [("triu", ("T", "T"))]
+
+
+def test_a_declaration_never_overrides_names_already_proven():
+    """x [B, T, D] transposed to [T, B, D], then declared "B T D" (a wrong declaration): the transpose
+    row keeps what it proved; the contradiction is not resolved silently in favour of the declaration."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        y = x.transpose(0, 1)                                             # (T, B, D)
+        shapetrace.name(y, "B T D")
+    assert t.events[0].output.dims == ("T", "B", "D")

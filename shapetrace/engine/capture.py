@@ -76,10 +76,12 @@ class PassRecord(NamedTuple):
 
 
 class Declared(NamedTuple):
-    """``shapetrace.name(t, ...)``: a fresh node for ``t`` whose axes are declared."""
+    """``shapetrace.name(t, ...)``: a fresh node for ``t`` whose axes are declared (``was``: the node
+    ``t`` held before, if any: the declaration speaks for it too)."""
 
     node: int
     axes: tuple
+    was: int | None = None
 
 
 #: what a node is: its shape, whether it entered the traced code (an input: names may be seeded from
@@ -135,8 +137,10 @@ class Capture:
         return node
 
     def declare(self, t: torch.Tensor, axes: tuple) -> None:
+        entry = self._ids.get(id(t))
+        was = entry[1] if entry is not None and entry[0]() is t else None
         node = self._made(t, t.shape)
-        self.records.append(Declared(node, axes))
+        self.records.append(Declared(node, axes, was))
 
     # -- calls -----------------------------------------------------------------------------------
     def record(self, spec: OpSpec, func, args, kwargs):

@@ -129,6 +129,7 @@ class Inference:
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
         self.from_parameters: set[int] = set()          # nodes computed from module parameters only
         self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
+        self.declared: dict[int, tuple[Axis, ...]] = {}  # node -> the axes a later shapetrace.name() gave it
         self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
         #                                                one seed, and of which it is a same-axes copy
         self.namer = namer
@@ -230,6 +231,8 @@ class Inference:
                 self._pass(record)
             else:
                 self.axes[record.node] = record.axes
+                if record.was is not None:
+                    self.declared[record.was] = record.axes
         self._done = len(records)
         return self.events
 
@@ -248,6 +251,7 @@ class Inference:
         that fits one seed only stays, and a use that contradicts it is a finding of the diagnostics.
         """
         found: dict[int, tuple[Axis, ...]] = {n: a for n, a in self.writes.items() if n not in self.pins}
+        found.update(self._declared_later(found))
         if not self.ambiguous:
             return found
         for record in self.capture.records:
@@ -262,6 +266,21 @@ class Inference:
                     if lined is not None and len(_without_ones(lined)) == len(self.capture.nodes[root].shape):
                         found[root] = _without_ones(lined)
         return found
+
+    def _declared_later(self, found: dict) -> dict[int, tuple[Axis, ...]]:
+        """``mask = torch.ones(T, T).triu(1)`` then ``shapetrace.name(mask, "T T")``: the declaration
+        speaks for the tensor before it too, where that had no names (or only a size guess that fit more
+        than one seed). Names computed before are never overridden: a contradiction is a finding."""
+        out: dict[int, tuple[Axis, ...]] = {}
+        for node, axes in self.declared.items():
+            if node in self.pins or node in found or self.capture.nodes[node].shape != tuple(a.size for a in axes):
+                continue
+            root = self.ambiguous.get(node)
+            if root is not None:
+                out.setdefault(root, axes)
+            elif all(self.namer.label(a) is None for a in self.axes.get(node, ())):
+                out[node] = axes
+        return out
 
     def _note_write(self, record: PassRecord, in_axes) -> None:
         """A write into a tensor (``cache[:, :, s:e] = k``, ``cache.index_copy_(2, pos, k)``,
@@ -341,6 +360,8 @@ class Inference:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
         if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
             self.from_parameters.update(record.outs)
+        if self.pins and out_axes:
+            out_axes = [self.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
         for node, axes in zip(record.outs, out_axes):
             if node not in self.axes or not _same_node_as_input(node, record.ins):
                 self.axes[node] = axes
