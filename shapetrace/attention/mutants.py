@@ -256,8 +256,8 @@ def fused_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v)          # (B, H, T, d_k): never moved back
 
 
-@broken("sdpa-view-not-transpose", "the call that views [B, T, H, d_k] as [B, H, T, d_k] instead of transposing "
-                                   "it, and views the output back")
+@broken("sdpa-view-not-transpose", "the call that reshapes [B, T, H, d_k] to [B, H, T, d_k] instead of "
+                                   "transposing it, and reshapes the output back")
 def fused_attention(q, k, v):
     import torch.nn.functional as F
 

@@ -73,7 +73,7 @@ def describe_source(value: float, inputs: inp.Inputs) -> str:
     for label, tensor, names in sources:
         idx = inp.decode(float(value), tensor)
         if idx is not None:
-            words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx))
+            words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx) if not n.isdigit())
             return f"{label}{fmt_index(idx)} ({words})"
     return f"{value:g} (not an element of the input)"
 
