@@ -22,7 +22,8 @@ from shapetrace.exercises.content import load
 
 CURRICULUM = load()
 NEW = {9: ["append-kv", "decode-weights", "test-append-kv"], 10: ["patchify", "add-cls-token", "test-patchify"],
-       11: ["apply-rope", "rope-complex-pairs"], 12: ["sdpa-layout", "sdpa-bool-mask", "test-fused-attention"]}
+       11: ["apply-rope", "rope-complex-pairs", "test-apply-rope"],
+       12: ["sdpa-layout", "sdpa-bool-mask", "test-fused-attention"]}
 
 
 def _fn(code: str, name: str):
@@ -57,8 +58,8 @@ def test_four_new_lessons_with_their_exercises_in_order():
         dirs = {9: "09_kv_cache", 10: "10_images", 11: "11_rotary", 12: "12_fused_kernels"}
         assert lesson.folder.name == dirs[number]
     new = [CURRICULUM.exercise(i) for ids in NEW.values() for i in ids]
-    assert len(new) == 11 and sum(e.kind == "test" for e in new) == 3
-    assert {e.lesson for e in new if e.kind == "test"} == {9, 10, 12}
+    assert len(new) == 12 and sum(e.kind == "test" for e in new) == 4
+    assert {e.lesson for e in new if e.kind == "test"} == {9, 10, 11, 12}
 
 
 # -- the input builders ---------------------------------------------------------------------------------
@@ -190,6 +191,27 @@ def test_fused_attention_mutants_hide_exactly_where_their_texts_say():
         assert not _same(_mutant(bug, "fused_attention"), ref, *solution_sizes), bug
 
 
+def test_rotary_mutants_hide_exactly_where_their_texts_say():
+    ref = _solution("apply-rope")
+    x = torch.randn(2, 3, 1, 4)
+    position_0 = (x, torch.ones(1, 4), torch.zeros(1, 4))              # the starter test's one token
+    for bug in ("rope-table-on-heads", "rope-sign-flipped", "rope-neighbour-pairs", "rope-cos-only"):
+        assert _same(_mutant(bug, "apply_rope"), ref, *position_0), bug
+    two = inp.rope_angles(3, 2, 1)                                      # d_k = 2: one pair, both ways
+    table = torch.cat([two, two], -1)
+    assert _same(_mutant("rope-neighbour-pairs", "apply_rope"), ref, torch.randn(2, 4, 3, 2), table.cos(), table.sin())
+    on_heads = _mutant("rope-table-on-heads", "apply_rope")
+    angles = inp.rope_angles(5, 8, 1)
+    table = torch.cat([angles, angles], -1)
+    with pytest.raises(RuntimeError, match="must match"):
+        on_heads(torch.randn(2, 3, 5, 8), table.cos(), table.sin())     # T = 5, H = 3
+    assert on_heads(torch.randn(2, 1, 5, 8), table.cos(), table.sin()).shape == (2, 5, 5, 8), "H = 1 runs"
+    square = torch.randn(2, 5, 5, 8)                                    # T = H: runs, wrong
+    assert not _same(on_heads, ref, square, table.cos(), table.sin())
+    for bug in ("rope-sign-flipped", "rope-neighbour-pairs", "rope-cos-only"):
+        assert not _same(_mutant(bug, "apply_rope"), ref, torch.randn(2, 3, 5, 8), table.cos(), table.sin()), bug
+
+
 def test_the_starters_silent_cases_are_what_their_explanations_say():
     # apply-rope: with T = H the table on the head axis runs and turns head h by position h's angle
     x, cos, sin = inp.draw("rope", random.Random(0))[2].args                # the equal case: T = H
@@ -241,7 +263,7 @@ def test_sdpa_boolean_masks_mean_attend_and_float_masks_are_added():
 
 def test_every_reshaping_line_of_the_new_broken_functions_carries_a_shape_comment():
     reshaping = re.compile(r"\.(view|reshape|transpose|permute|expand|expand_as|flatten)\(")
-    for name in ("append_kv", "patchify", "fused_attention"):
+    for name in ("append_kv", "patchify", "apply_rope", "fused_attention"):
         for entry in CATALOGUE.values():
             f = entry.function(name)
             for line in f.code.splitlines() if f else []:

@@ -17,7 +17,7 @@ from shapetrace.exercises.content import ContentError, load, load_exercise
 CURRICULUM = load()
 TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
 IDS = ["test-split-square", "test-round-trip", "test-causal-mask", "test-repeat-kv", "test-append-kv", "test-patchify",
-       "test-fused-attention"]
+       "test-apply-rope", "test-fused-attention"]
 CHECKS_NOTHING = ("your test catches none of the {n} broken versions: it passes every one of them, so it "
                   "checks nothing that tells a broken implementation from the reference")
 
@@ -41,6 +41,9 @@ FAILS_REFERENCE = {
     "test-patchify": ("out = patchify(torch.randn(1, 3, 4, 6), 2)\n"
                       "assert out.shape == (1, 12, 6), f'patches are {tuple(out.shape)}'",
                       "AssertionError: patches are (1, 6, 12)"),
+    "test-apply-rope": ("out = apply_rope(torch.ones(1, 1, 1, 2), torch.zeros(1, 2), torch.ones(1, 2))\n"
+                        "assert torch.equal(out, torch.ones(1, 1, 1, 2)), f'turned to {out.flatten().tolist()}'",
+                        "AssertionError: turned to [-1.0, 1.0]"),
     "test-fused-attention": ("q = torch.randn(1, 4, 2, 3)\n"
                              "assert fused_attention(q, q, q).shape == (1, 2, 4, 3), 'expected SDPA layout'",
                              "AssertionError: expected SDPA layout"),
@@ -78,9 +81,9 @@ def verdicts(tmp_path_factory):
     return dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
 
 
-def test_seven_test_exercises_across_the_lessons():
+def test_eight_test_exercises_across_the_lessons():
     assert [e.id for e in TESTS] == IDS
-    assert len({e.lesson for e in TESTS}) == 7
+    assert len({e.lesson for e in TESTS}) == 8
     for ex in TESTS:
         assert ex.starter_verdict == "misses-mutants" and len(ex.mutants) >= 4
         assert ex.function == "check" and ex.subjects
@@ -143,6 +146,7 @@ def test_round_trip_only_misses_the_consistent_wrong_pairs(verdicts):
                        "cache-stale-step, cache-first-head-step"),
     ("test-patchify", "your test misses 4 of the 5 broken versions: patches-without-permute, patches-column-major, "
                       "patch-pixels-transposed, patches-channel-last"),
+    ("test-apply-rope", CHECKS_NOTHING.format(n=4)),
     ("test-fused-attention", "your test misses 4 of the 5 broken versions: sdpa-wrong-layout, "
                              "sdpa-view-not-transpose, sdpa-is-causal, sdpa-wrong-scale"),
 ])

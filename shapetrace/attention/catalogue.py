@@ -140,6 +140,18 @@ _ENTRIES = [
           model=False),
     Break("patches-channel-last", "each patch flattened as (p, p, C) where F.unfold and Conv2d use (C, p, p)",
           "a linear layer loaded from a Conv2d patch embedding then mixes channels and pixels", model=False),
+    Break("rope-table-on-heads", "cos[:, None, :] for x as [B, H, T, d_k]: the rotary table on the head axis",
+          "[T, 1, d_k] is the layout for x as [B, T, H, d_k]; against [B, H, T, d_k] broadcasting puts the "
+          "positions on the heads: most sizes raise, and with T = H it runs and turns head h by position h's "
+          "angle", model=False),
+    Break("rope-sign-flipped", "rotate_half as cat(x2, -x1): every pair turned backwards",
+          "the rotation by -angle; at position 0 (angle 0) it changes nothing, so a test there sees nothing",
+          model=False),
+    Break("rope-neighbour-pairs", "pairs (2i, 2i+1) rotated with a table in rotate_half's (i, i + d_k/2) layout",
+          "the two conventions (Meta's complex pairs, GPT-NeoX's halves) agree only when d_k = 2", model=False),
+    Break("rope-cos-only", "x * cos without the rotate_half(x) * sin term",
+          "each feature is scaled, none is turned; at position 0 cos is 1 and sin 0, so it looks right",
+          model=False),
     Break("sdpa-wrong-layout", "F.scaled_dot_product_attention on [B, T, H, d_k]",
           "SDPA attends over axis -2: given token-major tensors, each token attends over its own heads",
           model=False),

@@ -284,4 +284,39 @@ def fused_attention(q, k, v):
     return out.transpose(1, 2)                              # (B, T, H, d_k)
 
 
-del split_heads, combine_heads, causal_weights, repeat_kv, append_kv, patchify, fused_attention  # catalogue only
+# -- apply_rope(x, cos, sin): x [B, H, T, d_k], tables [T, d_k] in rotate_half's layout -> [B, H, T, d_k] ----------
+
+@broken("rope-table-on-heads", "the rotation whose [T, 1, d_k] table lines up with the heads: it raises when T and "
+                               "H differ and neither is 1, and with T = H turns head h by position h's angle")
+def apply_rope(x, cos, sin):
+    import torch
+
+    cos, sin = cos[:, None, :], sin[:, None, :]             # (T, 1, d_k): T on the head axis of x
+    x1, x2 = x.chunk(2, dim=-1)                             # (B, H, T, d_k/2) each
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin     # (B, H, T, d_k) when T = H or T = 1
+
+
+@broken("rope-sign-flipped", "the rotation whose rotate_half returns (x2, -x1), which turns every pair backwards")
+def apply_rope(x, cos, sin):
+    import torch
+
+    x1, x2 = x.chunk(2, dim=-1)                             # (B, H, T, d_k/2) each
+    return x * cos + torch.cat([x2, -x1], dim=-1) * sin     # (B, H, T, d_k): by -angle
+
+
+@broken("rope-neighbour-pairs", "the rotation that turns neighbouring features (0, 1), (2, 3), ... with a table "
+                                "in rotate_half's layout")
+def apply_rope(x, cos, sin):
+    import torch
+
+    even, odd = x[..., 0::2], x[..., 1::2]                  # (B, H, T, d_k/2) each
+    rotated = torch.stack([-odd, even], dim=-1).flatten(-2)  # (B, H, T, d_k): pairs (2i, 2i+1)
+    return x * cos + rotated * sin                          # (B, H, T, d_k)
+
+
+@broken("rope-cos-only", "the rotation that forgets the sin term and only scales x by cos")
+def apply_rope(x, cos, sin):
+    return x * cos                                          # (B, H, T, d_k): no rotation at all
+
+
+del split_heads, combine_heads, causal_weights, repeat_kv, append_kv, patchify, fused_attention, apply_rope
