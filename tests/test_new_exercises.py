@@ -269,3 +269,16 @@ def test_every_reshaping_line_of_the_new_broken_functions_carries_a_shape_commen
             for line in f.code.splitlines() if f else []:
                 if reshaping.search(line):
                     assert "# (" in line, (entry.name, line)
+
+
+def test_a_size_in_an_input_name_is_not_an_axis_name_and_zero_has_no_sign():
+    from shapetrace.exercises.calls import axis_names, call
+    from shapetrace.exercises.explain_check import value_facts
+
+    assert axis_names("1 1 D") == [None, None, "D"] and axis_names("B T_new d_k") == ["B", "T_new", "d_k"]
+    tokens, cls = torch.randn(2, 3, 4), torch.randn(1, 1, 4)
+    got = call(_solution("add-cls-token"), [tokens, cls], ["B N D", "1 1 D"], dict(B=2, N=3, D=4))
+    assert got.exc is None and got.trace.events[0].inputs[0].dims == (None, None, "D")
+    case = inp.Inputs("distinct", [torch.zeros(1)], ["x"], {}, {})
+    facts = value_facts(torch.tensor([1.0]), torch.tensor([-0.0]), case, movement=False)
+    assert facts["lines"] == ["out[0] is 1; expected 0"]

@@ -103,7 +103,7 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
         if walk:
             lines.append(walk)
     else:
-        facts["got"], facts["want"] = f"{g[idx].item():.4g}", f"{w[idx].item():.4g}"
+        facts["got"], facts["want"] = f"{g[idx].item() + 0.0:.4g}", f"{w[idx].item() + 0.0:.4g}"  # never "-0"
         lines = [f"{cell} is {facts['got']}; expected {facts['want']}"]
         scale = scale_line(g, w, inputs)
         if scale:
