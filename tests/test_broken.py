@@ -140,7 +140,8 @@ def test_the_catalogue_keeps_whole_model_breaks_and_broken_functions_apart(cli):
     assert all(b.model or b.functions for b in CATALOGUE.values())
     assert {f.break_id for f in FILED} <= set(CATALOGUE)
     assert {n for n, b in CATALOGUE.items() if b.model and b.functions} == {
-        "skip-transpose", "reshape-not-transpose", "merge-without-transpose", "interleaved-heads"}
+        "skip-transpose", "reshape-not-transpose", "merge-without-transpose", "interleaved-heads", "cache-wrong-axis",
+        "patches-without-permute"}
     for entry in CATALOGUE.values():
         for f in entry.functions:
             assert f.code.startswith(f"def {f.function}(") and "@broken" not in f.code

@@ -63,5 +63,6 @@ def test_exercise_list_keeps_each_exercise_kind_on_its_line(width, tmp_path):
     lines = done.stdout.splitlines()
     tests = [line for line in lines if "write a test" in line]
     assert [line.split()[0] for line in tests] == ["test-split-square", "test-round-trip", "test-causal-mask",
-                                                  "test-repeat-kv"]
+                                                  "test-repeat-kv", "test-append-kv", "test-patchify",
+                                                  "test-apply-rope", "test-fused-attention"]
     assert max(len(line) for line in lines) <= int(width)

@@ -16,7 +16,8 @@ from shapetrace.exercises.content import ContentError, load, load_exercise
 
 CURRICULUM = load()
 TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
-IDS = ["test-split-square", "test-round-trip", "test-causal-mask", "test-repeat-kv"]
+IDS = ["test-split-square", "test-round-trip", "test-causal-mask", "test-repeat-kv", "test-append-kv", "test-patchify",
+       "test-apply-rope", "test-fused-attention"]
 CHECKS_NOTHING = ("your test catches none of the {n} broken versions: it passes every one of them, so it "
                   "checks nothing that tells a broken implementation from the reference")
 
@@ -34,6 +35,18 @@ FAILS_REFERENCE = {
     "test-repeat-kv": ("out = repeat_kv(torch.randn(1, 2, 3, 4), 2)\n"
                        "assert out.shape == (1, 2, 6, 4), f'repeat gave {tuple(out.shape)}'",
                        "AssertionError: repeat gave (1, 4, 3, 4)"),
+    "test-append-kv": ("out = append_kv(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 1, 4))\n"
+                       "assert out.shape == (1, 2, 3, 4), f'cache is {tuple(out.shape)}'",
+                       "AssertionError: cache is (1, 2, 4, 4)"),
+    "test-patchify": ("out = patchify(torch.randn(1, 3, 4, 6), 2)\n"
+                      "assert out.shape == (1, 12, 6), f'patches are {tuple(out.shape)}'",
+                      "AssertionError: patches are (1, 6, 12)"),
+    "test-apply-rope": ("out = apply_rope(torch.ones(1, 1, 1, 2), torch.zeros(1, 2), torch.ones(1, 2))\n"
+                        "assert torch.equal(out, torch.ones(1, 1, 1, 2)), f'turned to {out.flatten().tolist()}'",
+                        "AssertionError: turned to [-1.0, 1.0]"),
+    "test-fused-attention": ("q = torch.randn(1, 4, 2, 3)\n"
+                             "assert fused_attention(q, q, q).shape == (1, 2, 4, 3), 'expected SDPA layout'",
+                             "AssertionError: expected SDPA layout"),
 }
 
 
@@ -68,9 +81,9 @@ def verdicts(tmp_path_factory):
     return dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
 
 
-def test_four_test_exercises_across_the_lessons():
+def test_eight_test_exercises_across_the_lessons():
     assert [e.id for e in TESTS] == IDS
-    assert len({e.lesson for e in TESTS}) == 4
+    assert len({e.lesson for e in TESTS}) == 8
     for ex in TESTS:
         assert ex.starter_verdict == "misses-mutants" and len(ex.mutants) >= 4
         assert ex.function == "check" and ex.subjects
@@ -129,6 +142,13 @@ def test_round_trip_only_misses_the_consistent_wrong_pairs(verdicts):
     ("test-causal-mask", "your test misses 3 of the 4 broken versions: tril-for-triu, off-by-one, no-mask"),
     ("test-repeat-kv", "your test misses 3 of the 4 broken versions: repeat-tiles, expand-wrong-axis, "
                        "first-head-only"),
+    ("test-append-kv", "your test misses 4 of the 5 broken versions: cache-wrong-axis, cache-new-first, "
+                       "cache-stale-step, cache-first-head-step"),
+    ("test-patchify", "your test misses 4 of the 5 broken versions: patches-without-permute, patches-column-major, "
+                      "patch-pixels-transposed, patches-channel-last"),
+    ("test-apply-rope", CHECKS_NOTHING.format(n=4)),
+    ("test-fused-attention", "your test misses 4 of the 5 broken versions: sdpa-wrong-layout, "
+                             "sdpa-view-not-transpose, sdpa-is-causal, sdpa-wrong-scale"),
 ])
 def test_each_starter_checks_too_little(ex_id, summary, verdicts):
     v = verdicts[(ex_id, "starter")]

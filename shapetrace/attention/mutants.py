@@ -156,4 +156,167 @@ def repeat_kv(kv, n_rep):
     return kv.repeat_interleave(n_rep, dim=2)               # (B, H_kv, T * n_rep, d_k)
 
 
-del split_heads, combine_heads, causal_weights, repeat_kv  # reachable only through the catalogue
+# -- append_kv(cache, step): [B, H_kv, T, d_k] + [B, H_kv, 1, d_k] -> [B, H_kv, T + 1, d_k] -------------------
+
+@broken("cache-wrong-axis", "the append that joins the new step along the head axis (cat dim=1), which only "
+                            "runs when the cache holds one step, and then doubles the heads")
+def append_kv(cache, step):
+    import torch
+
+    return torch.cat([cache, step], dim=1)                  # (B, 2 * H_kv, 1, d_k) when T = 1; else raises
+
+
+@broken("cache-new-first", "the append that puts the new step in front of the old ones")
+def append_kv(cache, step):
+    import torch
+
+    return torch.cat([step, cache], dim=2)                  # (B, H_kv, T + 1, d_k): newest first
+
+
+@broken("cache-drops-oldest", "the append that drops the oldest step to make room, so the cache never grows")
+def append_kv(cache, step):
+    import torch
+
+    return torch.cat([cache[:, :, 1:], step], dim=2)        # (B, H_kv, T, d_k): a sliding window
+
+
+@broken("cache-stale-step", "the append that repeats the cache's last step instead of the new one")
+def append_kv(cache, step):
+    import torch
+
+    return torch.cat([cache, cache[:, :, -1:]], dim=2)      # (B, H_kv, T + 1, d_k): the new step is lost
+
+
+@broken("cache-first-head-step", "the append that gives every kv head kv head 0's new step")
+def append_kv(cache, step):
+    import torch
+
+    step = step[:, :1].expand_as(step)                      # (B, H_kv, 1, d_k): head 0 everywhere
+    return torch.cat([cache, step], dim=2)                  # (B, H_kv, T + 1, d_k)
+
+
+# -- patchify(x, p): [B, C, h * p, w * p] -> [B, h * w, C * p * p], patches row by row, each as (C, p, p) ----------
+
+@broken("patches-without-permute", "the patchify that reshapes the image straight to [B, N, C * p * p], "
+                                   "reading memory in order")
+def patchify(x, p):
+    B, C, H, W = x.shape                                    # (B, C, H_img, W_img)
+    return x.reshape(B, (H // p) * (W // p), C * p * p)     # (B, N, C*p*p)? runs of pixel rows
+
+
+@broken("unfold-without-transpose", "F.unfold alone, which returns [B, C * p * p, N] with the patches on the "
+                                    "last axis")
+def patchify(x, p):
+    import torch.nn.functional as F
+
+    return F.unfold(x, p, stride=p)                         # (B, C*p*p, N)
+
+
+@broken("patches-column-major", "the patchify that numbers the patches down the columns instead of along the rows")
+def patchify(x, p):
+    B, C, H, W = x.shape                                    # (B, C, H_img, W_img)
+    x = x.reshape(B, C, H // p, p, W // p, p)               # (B, C, h, p, w, p)
+    x = x.permute(0, 4, 2, 1, 3, 5)                         # (B, w, h, C, p, p): w before h
+    return x.reshape(B, (H // p) * (W // p), C * p * p)     # (B, N, C*p*p)
+
+
+@broken("patch-pixels-transposed", "the patchify that flattens each patch column by column (C, p_w, p_h)")
+def patchify(x, p):
+    B, C, H, W = x.shape                                    # (B, C, H_img, W_img)
+    x = x.reshape(B, C, H // p, p, W // p, p)               # (B, C, h, p, w, p)
+    x = x.permute(0, 2, 4, 1, 5, 3)                         # (B, h, w, C, p_w, p_h)
+    return x.reshape(B, (H // p) * (W // p), C * p * p)     # (B, N, C*p*p)
+
+
+@broken("patches-channel-last", "the patchify that flattens each patch as (p, p, C), channel last, not the "
+                                "(C, p, p) of F.unfold and of a Conv2d weight")
+def patchify(x, p):
+    B, C, H, W = x.shape                                    # (B, C, H_img, W_img)
+    x = x.reshape(B, C, H // p, p, W // p, p)               # (B, C, h, p, w, p)
+    x = x.permute(0, 2, 4, 3, 5, 1)                         # (B, h, w, p, p, C)
+    return x.reshape(B, (H // p) * (W // p), C * p * p)     # (B, N, C*p*p)
+
+
+# -- fused_attention(q, k, v): [B, T, H, d_k] each -> [B, T, H, d_k], through F.scaled_dot_product_attention -----
+
+@broken("sdpa-wrong-layout", "the call that hands SDPA the [B, T, H, d_k] tensors as they are, so each token "
+                             "attends over its own heads")
+def fused_attention(q, k, v):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v)          # (B, T, H, d_k): attends over H
+
+
+@broken("sdpa-no-transpose-back", "the call that transposes into SDPA's layout but returns its [B, H, T, d_k] "
+                                  "output as it is")
+def fused_attention(q, k, v):
+    import torch.nn.functional as F
+
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, d_k)
+    return F.scaled_dot_product_attention(q, k, v)          # (B, H, T, d_k): never moved back
+
+
+@broken("sdpa-view-not-transpose", "the call that reshapes [B, T, H, d_k] to [B, H, T, d_k] instead of "
+                                   "transposing it, and reshapes the output back")
+def fused_attention(q, k, v):
+    import torch.nn.functional as F
+
+    B, T, H, d_k = q.shape                                  # (B, T, H, d_k)
+    q, k, v = (t.reshape(B, H, T, d_k) for t in (q, k, v))  # (B, H, T, d_k)? memory still (B, T, H, d_k)
+    return F.scaled_dot_product_attention(q, k, v).reshape(B, T, H, d_k)  # (B, T, H, d_k)
+
+
+@broken("sdpa-is-causal", "the call with is_causal=True, which hides every later key from each query")
+def fused_attention(q, k, v):
+    import torch.nn.functional as F
+
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, d_k)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, d_k)
+    return out.transpose(1, 2)                              # (B, T, H, d_k)
+
+
+@broken("sdpa-wrong-scale", "the call with scale=1 / d_k instead of SDPA's default 1 / sqrt(d_k)")
+def fused_attention(q, k, v):
+    import torch.nn.functional as F
+
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))        # (B, H, T, d_k)
+    out = F.scaled_dot_product_attention(q, k, v, scale=1 / q.shape[-1])  # (B, H, T, d_k)
+    return out.transpose(1, 2)                              # (B, T, H, d_k)
+
+
+# -- apply_rope(x, cos, sin): x [B, H, T, d_k], tables [T, d_k] in rotate_half's layout -> [B, H, T, d_k] ----------
+
+@broken("rope-table-on-heads", "the rotation whose [T, 1, d_k] table lines up with the heads: it raises when T and "
+                               "H differ and neither is 1, and with T = H turns head h by position h's angle")
+def apply_rope(x, cos, sin):
+    import torch
+
+    cos, sin = cos[:, None, :], sin[:, None, :]             # (T, 1, d_k): T on the head axis of x
+    x1, x2 = x.chunk(2, dim=-1)                             # (B, H, T, d_k/2) each
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin     # (B, H, T, d_k) when T = H or T = 1
+
+
+@broken("rope-sign-flipped", "the rotation whose rotate_half returns (x2, -x1), which turns every pair backwards")
+def apply_rope(x, cos, sin):
+    import torch
+
+    x1, x2 = x.chunk(2, dim=-1)                             # (B, H, T, d_k/2) each
+    return x * cos + torch.cat([x2, -x1], dim=-1) * sin     # (B, H, T, d_k): by -angle
+
+
+@broken("rope-neighbour-pairs", "the rotation that turns neighbouring features (0, 1), (2, 3), ... with a table "
+                                "in rotate_half's layout")
+def apply_rope(x, cos, sin):
+    import torch
+
+    even, odd = x[..., 0::2], x[..., 1::2]                  # (B, H, T, d_k/2) each
+    rotated = torch.stack([-odd, even], dim=-1).flatten(-2)  # (B, H, T, d_k): pairs (2i, 2i+1)
+    return x * cos + rotated * sin                          # (B, H, T, d_k)
+
+
+@broken("rope-cos-only", "the rotation that forgets the sin term and only scales x by cos")
+def apply_rope(x, cos, sin):
+    return x * cos                                          # (B, H, T, d_k): no rotation at all
+
+
+del split_heads, combine_heads, causal_weights, repeat_kv, append_kv, patchify, fused_attention, apply_rope

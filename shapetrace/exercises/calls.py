@@ -160,6 +160,11 @@ def function_from_code(source: str, name: str) -> Callable:
     return namespace[name]
 
 
+def axis_names(names: str) -> list[str | None]:
+    """The names of a tensor input's axes; a number (``"1 1 D"``: a class token) is a size, not a name."""
+    return [None if word.isdigit() else word for word in names.split()]
+
+
 def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str, int],
          path: str | None = None, traced: bool = True) -> Outcome:
     """Call ``fn(*args)`` and record everything the checker needs."""
@@ -178,7 +183,7 @@ def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str,
                 with trace:
                     for a, n in zip(args, names):
                         if n and isinstance(a, torch.Tensor):
-                            trace.set_names(a, n.split())
+                            trace.set_names(a, axis_names(n))
                     with counter:
                         result.value = fn(*args)
             else:

@@ -30,7 +30,8 @@ VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "time
 KINDS = ("function", "test")
 #: Input builders the checker knows (see ``inputs.py``).
 BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
-            "sizes", "params")
+            "sizes", "params", "kv_cache", "decode", "image", "cls", "rope", "rope_pairs", "token_major",
+            "sdpa_padding")
 CHECK_KEYS = ("must_be_view", "must_be_contiguous", "max_alloc_bytes")
 
 

@@ -17,7 +17,8 @@ from shapetrace.exercises import inputs as inp
 
 #: How an axis name reads in a sentence about one element.
 READ_AS = {"B": "batch", "T": "token", "T_k": "key", "D": "feature", "H": "head",
-           "H_kv": "kv head", "d_k": "feature", "3*D": "column"}
+           "H_kv": "kv head", "d_k": "feature", "3*D": "column", "C": "channel", "H_img": "pixel row",
+           "W_img": "pixel column", "N": "patch", "T_new": "new step"}
 
 
 def fmt_index(idx) -> str:
@@ -55,17 +56,26 @@ def _source(inputs: inp.Inputs) -> tuple[torch.Tensor, list[str]] | None:
     return None
 
 
+def _labelled_sources(inputs: inp.Inputs) -> list[tuple[str, torch.Tensor, list[str]]]:
+    """Every tensor input with its label (``x`` when the builder names none) and its axis names."""
+    tensors = [(a, n) for a, n in zip(inputs.args, inputs.names) if isinstance(a, torch.Tensor)]
+    labels = list(inputs.labels) or ["x"]
+    return [(labels[i], a, n.split() if n else [f"axis {j}" for j in range(a.dim())])
+            for i, (a, n) in enumerate(tensors[:len(labels)])]
+
+
 def describe_source(value: float, inputs: inp.Inputs) -> str:
-    """``x[0, 1, 4] (batch 0, token 1, feature 4)`` for a value of an arange input."""
-    src = _source(inputs)
-    if src is None:
+    """``x[0, 1, 4] (batch 0, token 1, feature 4)`` for a value of an arange input (of any labelled input,
+    e.g. ``step[0, 1, 0, 2] (batch 0, kv head 1, new step 0, feature 2)``)."""
+    sources = _labelled_sources(inputs)
+    if not sources:
         return f"{value:g}"
-    tensor, names = src
-    idx = inp.decode(float(value), tensor)
-    if idx is None:
-        return f"{value:g} (not an element of the input)"
-    words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx))
-    return f"x{fmt_index(idx)} ({words})"
+    for label, tensor, names in sources:
+        idx = inp.decode(float(value), tensor)
+        if idx is not None:
+            words = ", ".join(f"{READ_AS.get(n, n)} {i}" for n, i in zip(names, idx) if not n.isdigit())
+            return f"{label}{fmt_index(idx)} ({words})"
+    return f"{value:g} (not an element of the input)"
 
 
 def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict:
@@ -93,7 +103,7 @@ def value_facts(got: Any, want: Any, inputs: inp.Inputs, movement: bool) -> dict
         if walk:
             lines.append(walk)
     else:
-        facts["got"], facts["want"] = f"{g[idx].item():.4g}", f"{w[idx].item():.4g}"
+        facts["got"], facts["want"] = f"{g[idx].item() + 0.0:.4g}", f"{w[idx].item() + 0.0:.4g}"  # never "-0"
         lines = [f"{cell} is {facts['got']}; expected {facts['want']}"]
         scale = scale_line(g, w, inputs)
         if scale:

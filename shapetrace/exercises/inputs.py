@@ -58,6 +58,7 @@ class Inputs:
     names: list[str | None]
     dims: dict[str, int]
     sizes: dict[str, int] = field(default_factory=dict)
+    labels: tuple[str, ...] = ()  # what explanations call each tensor input (default: the first is ``x``)
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -152,15 +153,109 @@ def _qkv(s, g):
             dict(B=s["B"], T=s["T"], D=D, H=s["H"]))
 
 
+def code_after(first: torch.Tensor, *shape: int, g: torch.Generator | None = None) -> torch.Tensor:
+    """Like :func:`code`, with every value above those of ``first`` (two inputs never share a value)."""
+    return code(*shape, g=g) + float(first.max()) + 1
+
+
+def _kv_cache(s, g):
+    B, H_kv, T, d_k = s["B"], s["H_kv"], s["T"], s["d_k"]
+    cache = code(B, H_kv, T, d_k, g=g)                      # (B, H_kv, T, d_k)
+    step = code_after(cache, B, H_kv, 1, d_k, g=g)          # (B, H_kv, 1, d_k)
+    return [cache, step], ["B H_kv T d_k", "B H_kv T_new d_k"], dict(B=B, T=T, H_kv=H_kv, d_k=d_k)
+
+
+def _decode(s, g):
+    B, H, T, d_k = s["B"], s["H"], s["T"], s["d_k"]
+    q = small(B, H, 1, d_k, g=g)                            # (B, H, 1, d_k): the newest token's query
+    k = small(B, H, T + 1, d_k, g=g)                        # (B, H, T+1, d_k): the cache and the new key
+    return [q, k], ["B H T_q d_k", "B H T_k d_k"], dict(B=B, H=H, T_k=T + 1, d_k=d_k)
+
+
+def image_sizes(s: dict[str, int]) -> dict[str, int]:
+    """An image's sizes from a drawn size set: channels C, patch side p, h x w patches."""
+    return dict(B=s["B"], C=s["H_kv"], p=s["n_rep"], h=s["T"], w=s["T_k"])
+
+
+def _image(s, g):
+    i = image_sizes(s)
+    x = code(i["B"], i["C"], i["h"] * i["p"], i["w"] * i["p"], g=g)  # (B, C, H_img, W_img)
+    return ([x, i["p"]], ["B C H_img W_img", None],
+            dict(B=i["B"], C=i["C"], N=i["h"] * i["w"], H_img=i["h"] * i["p"], W_img=i["w"] * i["p"]))
+
+
+def _cls(s, g):
+    B, N, D = s["B"], s["T"], s["H"] * s["d_k"]
+    tokens = code(B, N, D, g=g)                             # (B, N, D)
+    cls = code_after(tokens, 1, 1, D, g=g)                  # (1, 1, D): one learned vector
+    return [tokens, cls], ["B N D", "1 1 D"], dict(B=B, N=N, D=D)
+
+
+def rope_angles(T: int, d_k: int, start: int) -> torch.Tensor:
+    """The rotary angles [T, d_k / 2] of positions start .. start + T - 1 (base 10000)."""
+    inv_freq = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
+    pos = torch.arange(start, start + T, dtype=torch.float64)                       # (T,)
+    return torch.outer(pos, inv_freq).float()                                        # (T, d_k/2)
+
+
+def _even(n: int) -> int:
+    return n + n % 2
+
+
+def _rope(s, g):
+    B, H, T, d_k = s["B"], s["H"], s["T"], _even(s["d_k"])
+    x = small(B, H, T, d_k, g=g)                            # (B, H, T, d_k)
+    angles = rope_angles(T, d_k, int(torch.randint(0, 50, (1,), generator=g)))
+    table = torch.cat([angles, angles], dim=-1)             # (T, d_k): rotate_half's layout
+    return ([x, table.cos(), table.sin()], ["B H T d_k", "T d_k", "T d_k"], dict(B=B, H=H, T=T, d_k=d_k))
+
+
+def _rope_pairs(s, g):
+    B, H, T, d_k = s["B"], s["H"], s["T"], _even(s["d_k"])
+    x = small(B, H, T, d_k, g=g)                            # (B, H, T, d_k)
+    angles = rope_angles(T, d_k, int(torch.randint(0, 50, (1,), generator=g)))
+    return [x, angles], ["B H T d_k", "T d_half"], dict(B=B, H=H, T=T, d_k=d_k)
+
+
+def _token_major(s, g):
+    shape = (s["B"], s["T"], s["H"], s["d_k"])
+    return ([small(*shape, g=g) for _ in range(3)], ["B T H d_k"] * 3,
+            dict(B=s["B"], T=s["T"], H=s["H"], d_k=s["d_k"]))
+
+
+def _sdpa_padding(s, g):
+    B, H, T, d_k = s["B"], s["H"], s["T"], s["d_k"]
+    lengths = [T - i % T if i % 2 == 0 else max(1, T - 2) for i in range(B)]
+    if B == 1 and T > 1:
+        lengths = [T - 1]
+    q, k, v = (small(B, H, T, d_k, g=g) for _ in range(3))  # (B, H, T, d_k) each
+    pad = ~_keep(B, T, lengths)                             # (B, T): True = padding, as nn.MultiheadAttention
+    return ([q, k, v, pad], ["B H T d_k", "B H T_k d_k", "B H T_k d_k", "B T_k"],
+            dict(B=B, H=H, T=T, d_k=d_k))
+
+
 BUILDERS: dict[str, Callable] = {
     "tokens": _tokens, "heads": _heads, "heads_pair": _heads_pair, "scores": _scores, "padding": _padding,
     "padding_empty": lambda s, g: _padding(s, g, empty=True), "cross": _cross, "kv_heads": _kv_heads,
-    "qkv": _qkv,
+    "qkv": _qkv, "kv_cache": _kv_cache, "decode": _decode, "image": _image, "cls": _cls, "rope": _rope,
+    "rope_pairs": _rope_pairs, "token_major": _token_major, "sdpa_padding": _sdpa_padding,
 }
 
 SHOWN = {
     "scores": ("B", "H", "T"), "padding": ("B", "H", "T"), "padding_empty": ("B", "H", "T"),
     "cross": ("B", "T", "T_k", "H", "d_k"), "kv_heads": ("B", "H_kv", "n_rep", "T", "d_k"),
+    "kv_cache": ("B", "H_kv", "T", "d_k"), "cls": ("B", "T", "H", "d_k"),
+}
+
+#: What explanations call the tensor inputs of builders with more than one input whose values are traced.
+LABELS = {"kv_cache": ("cache", "step"), "cls": ("tokens", "cls")}
+
+#: Builders whose sizes, as the learner reads them, are computed from the drawn ones.
+DERIVED: dict[str, Callable[[dict[str, int]], dict[str, int]]] = {
+    "image": image_sizes,
+    "cls": lambda s: dict(B=s["B"], N=s["T"], D=s["H"] * s["d_k"]),
+    "rope": lambda s: dict(B=s["B"], H=s["H"], T=s["T"], d_k=_even(s["d_k"])),
+    "rope_pairs": lambda s: dict(B=s["B"], H=s["H"], T=s["T"], d_k=_even(s["d_k"])),
 }
 
 
@@ -194,8 +289,8 @@ def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
         args, names, dims = BUILDERS[kind](s, g)
         if case == "strided":
             args = [strided(a) if isinstance(a, torch.Tensor) else a for a in args]
-        shown = {k: s[k] for k in SHOWN.get(kind, ("B", "T", "H", "d_k"))}
-        out.append(Inputs(case, args, names, dims, shown))
+        shown = DERIVED[kind](s) if kind in DERIVED else {k: s[k] for k in SHOWN.get(kind, ("B", "T", "H", "d_k"))}
+        out.append(Inputs(case, args, names, dims, shown, LABELS.get(kind, ())))
     return out
 
 
