@@ -235,3 +235,15 @@ def test_pairs_inside_one_head_are_not_a_head_split():
         shapetrace.name(x, "B T D")
         x.view(1, 4, 4, 2)                                            # (B, T, D/2, D/4): not H heads of d_k
     assert [d.kind for d in t.diagnostics] == ["nonstandard-head-split"]
+
+
+def test_a_reshape_of_pixels_is_not_called_a_head_split():
+    """The patchify mistake (timm's PatchEmbed done by reshape alone): [B, C, H_img, W_img] reshaped to
+    [B, N, C·p·p] mixes channels with pixel rows, but nothing here is a head or a feature of D, so no
+    note about heads is printed (a false statement); the axes are shown as mixed."""
+    x = torch.randn(2, 3, 8, 8)
+    with shapetrace.trace(dims=dict(B=2, C=3, N=16, H_img=8, W_img=8)) as t:
+        shapetrace.name(x, "B C H_img W_img")
+        x.reshape(2, 16, 12)                                          # (B, N?, C*p*p?)
+    assert t.events[0].output.dims == ("B", "!C*H_img*W_img", "!H_img*W_img")
+    assert [d.kind for d in t.diagnostics] == []

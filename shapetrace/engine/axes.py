@@ -393,7 +393,9 @@ class Namer:
     def _mix_kind(self, axis: Axis) -> str | None:
         atoms = tuple(a for a in coalesce(axis.atoms) if a.root != COPIES)
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
-            return "error" if _mix_has_tokens(atoms, self) else "note"
+            if _mix_has_tokens(atoms, self):
+                return "error"
+            return "note" if self._only_features(atoms) else None   # pixels or unknown axes: nothing known
         labels = self._compose([self.atom_label(a) for a in atoms])
         token_atoms = [a for a in atoms if self.is_token_root(a.root)]
         if token_atoms and len(token_atoms) == len(atoms):
@@ -410,6 +412,12 @@ class Namer:
                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
+
+    def _only_features(self, atoms: Sequence[Atom]) -> bool:
+        """Are the pieces mixed here all features, heads or head features (a split of D)?"""
+        names = [name.split("/")[0] for a in atoms for name in base_names(a.root)]
+        return bool(names) and all(self.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
+                                   for n in names)
 
     def _inside_named(self, atom: Atom) -> bool:
         """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
