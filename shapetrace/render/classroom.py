@@ -73,7 +73,8 @@ def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, aft
              diagnostics=()):
     """The full :class:`OpTable` or the :class:`CompactTable`, as the options ask."""
     if options.compact:
-        return CompactTable(events, long_names, explain=options.explain, after_event=after_event)
+        return OpTable(events, long_names, explain=options.explain, after_event=after_event,
+                       fold=options.fold, diagnostics=diagnostics, compact=True)
     return OpTable(events, long_names, explain=options.explain, after_event=after_event,
                    fold=options.fold, diagnostics=diagnostics)
 
