@@ -178,10 +178,12 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
     parts.extend(_notes(run))
+    from shapetrace.render.indent import Hanging
+
     if run.stopped:
-        parts.append(_stopped(run))
+        parts.append(Hanging(_stopped(run)))
     if run.interrupted:
-        parts.append(_interrupted(run))
+        parts.append(Hanging(_interrupted(run)))
     else:
         parts.extend(failure_lines(run))
     console.print(Group(*parts))
