@@ -342,6 +342,7 @@ class OpTable:
             yield from layout.facts(input_row, indent, width, strides=not self.compact and layout.moved > 0)
         skip: set[int] = set()
         last: list[str | None] = [None]
+        previous: Event | None = None
         for e in self.events:
             if e.index in skip:
                 continue
@@ -355,7 +356,9 @@ class OpTable:
                 continue
             cells, row_widths, strides_below = layout.row(cells_of[e.index], widths)
             yield join_cells(cells, row_widths, GAPS[0])
-            yield from self._detail(e, indent, width, strides_below and not self.compact, layout)
+            same_call = previous is not None and _same_call(previous, e)
+            yield from self._detail(e, indent, width, strides_below and not self.compact, layout, same_call)
+            previous = e
             extra = self.after_event(e) if self.after_event else None
             if extra is not None:
                 yield extra
@@ -368,10 +371,14 @@ class OpTable:
         cells = input_cells(t, self.long_names)
         return _compacted(cells) if self.compact else cells
 
-    def _detail(self, e: Event, indent: int, width: int, strides_below: bool, layout: NarrowLayout) -> Iterable:
+    def _detail(self, e: Event, indent: int, width: int, strides_below: bool, layout: NarrowLayout,
+                same_call: bool = False) -> Iterable:
         code = Text(" " * indent)
-        code.append_text(_code_text(e.code, max(10, width - indent - 1)))
-        if e.source:
+        if same_call:  # torch's own ops inside one call (nn.MultiheadAttention): the call is cited once
+            code.append(inside_call_text(e), style="dim")
+        else:
+            code.append_text(_code_text(continued(e.code), max(10, width - indent - 1)))
+        if e.source and not same_call:
             loc = Text(f"  {e.source.rsplit('/', 1)[-1]}", style="dim")
             if code.cell_len + loc.cell_len <= width:
                 code.append_text(loc)
@@ -383,6 +390,26 @@ class OpTable:
             yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
             yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
+
+
+def continued(code: str) -> str:
+    """The first line of a call written over several lines, marked as going on (``self.mha(x, …``)."""
+    code = code.split("  #")[0].rstrip()
+    return code + " …" if code.count("(") > code.count(")") else code
+
+
+def _same_call(before: Event, e: Event) -> bool:
+    """Both ops ran inside one call of the user's code written over several lines (torch's own ops
+    inside ``nn.MultiheadAttention``): same line, and that line does not close its call."""
+    return (bool(e.source) and e.source == before.source and e.code == before.code
+            and continued(e.code).endswith(" …"))
+
+
+def inside_call_text(e: Event) -> str:
+    """``inside the call above (variants.py:95), in module mha``."""
+    where = e.source.rsplit("/", 1)[-1]
+    module = f", in module {e.module}" if e.module else ""
+    return f"inside the call above ({where}){module}"
 
 
 def _compacted(cells: list[Text]) -> list[Text]:
