@@ -48,8 +48,10 @@ def print_comparison(rows: Sequence, device: str, header: Sequence[str], console
     hidden = [f"{r.impl} {r.hidden_copies} ({fmt_bytes(r.hidden_bytes)})" for r in rows
               if not r.skipped and r.hidden_copies]
     if hidden:
-        console.print(Text("copies include torch's own, not the code's (operands a batched matmul clones for "
-                           "bmm): " + ", ".join(hidden), style="yellow"))
+        from shapetrace.render.indent import Hanging
+
+        console.print(Hanging(Text("copies include torch's own, not the code's (operands a batched matmul clones "
+                                   "for bmm): " + ", ".join(hidden), style="yellow")))
     checked = [r for r in rows if r.agrees is not None]
     if checked and all(r.agrees for r in checked):
         console.print(Text(f"\n✓ all {len(checked)} implementations agree with the reference to within "
