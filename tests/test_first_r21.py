@@ -22,3 +22,10 @@ def test_a_line_that_closes_its_call_is_cited_on_every_row(cli):
     out = cli("run", "--width", "100").output
     assert "inside the call above" not in out and " …\n" not in out
     assert out.count("x = x.view(B, T, self.heads, self.d_k)  reference.py:31") == 1
+
+
+def test_a_merged_axis_is_spelled_b_dot_h_in_sentences_as_in_shapes(cli):
+    out = cli("run", "--impl", "torch", "--width", "100").output
+    assert "splits 3·D into qkv × D: a view" in out
+    assert "matrix per (B·H): row = query token" in out
+    assert re.findall(r"\w\*\w", out) == []
