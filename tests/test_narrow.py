@@ -69,3 +69,12 @@ def test_compact_at_50_keeps_new_24_kib_on_one_line(cli):
     out = cli("run", "--compact", "--width", "50").output
     assert "    new 24 KiB" in out.splitlines()
     assert not re.search(r"new 24\s*\n", out)
+
+
+def test_compare_at_60_columns_wraps_its_notes_under_their_first_line(cli):
+    out = cli("compare", "--width", "60").output
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 60
+    agree = lines.index("✓ all 5 implementations agree with the reference to within")
+    assert lines[agree + 1] == "  0.0001 (same weights, same input)"
+    assert not re.search(r"\d\n\s*(B|KiB)\b", out)
