@@ -119,7 +119,7 @@ def test_deeply_nested_progress_is_set_aside(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (["run", "--nope"], "error: no such option: --nope (Possible options: --force) (see shapetrace run --help)"),
+    (["run", "--nope"], "error: no such option: --nope (Possible options: --force, --ops) (see shapetrace run --help)"),
     (["nope"], "error: no such command 'nope' (see shapetrace --help)"),
     (["trace"], "error: missing argument 'script' (see shapetrace trace --help)"),
     (["exercise", "check"], "error: missing argument 'ID' (see shapetrace exercise check --help)"),

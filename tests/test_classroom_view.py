@@ -52,13 +52,14 @@ def test_compact_brief_long_names_table(trace):
     lines = render(ClassroomView(trace, ViewOptions(compact=True, explain="brief", long_names=True)),
                    width=70).splitlines()
     lines = [line.rstrip() for line in lines]
-    head = lines.index(" #  op          shape [names]                             memory")
+    head = lines.index("  # op          shape [names]                             memory")
     assert set(lines[head + 1]) == {"─"}
-    assert lines[head + 2: head + 5] == [
-        " 0  linear      [batch=2, seq_len=6, d_model=512]         new 24 KiB",
-        "    q = self.split_heads(self.w_q(x))",
+    assert lines[head + 2: head + 6] == [
+        " in input       [batch=2, seq_len=6, d_model=512]         24 KiB",
+        "  0 linear      [batch=2, seq_len=6, d_model=512]         new 24 KiB",
+        "    q = self.split_heads(self.w_q(x))  reference.py:41",
         "    D → D · new 24 KiB"]
-    assert " 2  transpose   [batch=2, heads=8, seq_len=6, d_head=64]  view" in lines
+    assert "  2 transpose   [batch=2, heads=8, seq_len=6, d_head=64]  view" in lines
     assert all("(3072" not in line for line in lines) and max(map(len, lines)) <= 70
 
 
@@ -90,7 +91,7 @@ def test_default_screen_folds_repeats_and_shows_the_input_and_every_matmul(trace
 def test_cli_readability_options(cli):
     result = cli("run", "--compact", "--explain", "brief", "--long-names", "--width", "70")
     assert result.exit_code == 0
-    assert " 9  transpose   [batch=2, heads=8, d_head=64, seq_len=6]  view" in result.output
+    assert "  9 transpose   [batch=2, heads=8, d_head=64, seq_len=6]  view" in result.output
     assert "swap d_k↔T · view · non-contiguous" in result.output
     assert cli("run", "--width", "20").exit_code == 2
 

@@ -118,7 +118,7 @@ def test_export_respects_readability_options(trace, tmp_path):
 
     opts = ViewOptions(compact=True, explain="brief", long_names=True)
     txt = _export(trace, tmp_path, "c.txt", options=opts)
-    assert " #  op          shape [names]                             memory" in txt
+    assert "  # op          shape [names]                             memory" in txt
     assert "[batch=2, heads=8, seq_len=6, d_head=64]" in txt and "(3072, 64, 512, 1)" not in txt
     assert "swap H↔T · view · non-contiguous" in txt
     md = _export(trace, tmp_path, "c.md", options=opts)

@@ -186,7 +186,7 @@ def test_the_error_shows_on_the_ops_own_screen(broken):
     assert lines[0] == " shapetrace step · #1 view · ✗ error · ops #0-#13 · broken.py:22"
     text = "\n".join(lines)
     assert ("\n✗ error mixed-axis at #1: view #1 turns [B=2, T=6, D=512] into [B=2, !T·H=8, !H=6, d_k=64]: "
-            "axis 1\n(size 8) holds pieces of T and H") in text
+            "axis 1\n  (size 8) holds pieces of T and H") in text
     assert "mixed-axis at #12" not in text  # another op's finding stays on that op's screen
     assert "✗" not in "\n".join(broken_screen(broken, 0))
 

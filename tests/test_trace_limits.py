@@ -4,6 +4,7 @@ script that runs long or forever is stopped (--max-ops, --time-limit, Ctrl-C) wi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -181,3 +182,38 @@ def test_readme_max_ops_block_comes_from_a_real_run():
     block = readme.split("--max-ops 300` at 100\ncolumns:")[1].split("```text\n")[1].split("```")[0]
     pasted = [line for line in block.splitlines() if line.strip()]
     assert len(pasted) == 7 and [line for line in pasted if line not in live] == []
+
+
+def test_ctrl_c_after_thousands_of_ops_answers_at_once_with_the_last_rows(tmp_path):
+    """Past a few hundred ops, Ctrl-C shows the last 20 rows and the totals of all, skips the checks, and
+    ends the process without the interpreter's teardown: 0.57-0.98 s measured on a 2-core machine with a
+    load of 13, 1.2-1.8 s at 5,000 ops with a load of 10 (2.2 s before; 4.6 s at 10,000 ops unloaded)."""
+    script = tmp_path / "endless.py"
+    script.write_text("import sys, torch\n"
+                      "x = torch.randn(2, 6, 512)\n"
+                      "n = 0\n"
+                      "while True:\n"
+                      "    y = x.view(2, 6, 8, 64).transpose(1, 2)\n"
+                      "    n += 1\n"
+                      "    if n == 2500:\n"
+                      "        print('READY', file=sys.stderr, flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while (line := proc.stderr.readline()) and line.strip() != "READY":
+        pass
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    elapsed = time.monotonic() - sent
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    assert elapsed < min(2.0, max(1.0, 0.3 * load)), elapsed  # 1 s on an idle machine
+    assert proc.returncode == 130, err
+    n = int(re.search(r"interrupted at op ([\d,]+) \(Ctrl-C\)", out).group(1).replace(",", ""))
+    assert n >= 5000
+    rows = re.findall(r"^ *(\d+) (?:view|transpose) ", out, re.M)
+    assert [int(r) for r in rows] == list(range(n - 20, n))
+    assert f"\n{n} ops · {n} views · 0 copies (0 B)" in out
+    assert (f"interrupted at op {n:,} (Ctrl-C): the table shows the last 20 of the {n:,} ops recorded before it "
+            f"(#{n - 20}-#{n - 1}), and the totals of all; the checks were skipped") in " ".join(out.split())

@@ -393,6 +393,6 @@ def test_variant_run_draws_the_stride_zero_layout(cli):
 def test_heat_map_title_does_not_claim_masking_when_nothing_is_masked(cli):
     """--kv-len 20 masks nothing: the panel is not titled "scores after masking" (issue 23, item 7)."""
     res = cli("run", "--kv-len", "20", "--width", "100")
-    assert "scores (no entry masked here)" in res.output
+    assert "scores (no mask in this run)" in res.output
     assert "scores after masking" not in res.output
     assert "scores after masking" in cli("run", "--causal", "--width", "100").output

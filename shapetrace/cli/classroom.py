@@ -35,11 +35,12 @@ class ClassroomRequest:
     answers: str | None = None
     force: bool = False
     static: bool = False
+    ops: tuple[int, int] | None = None  #: --ops FIRST-LAST: export only these ops
 
     @classmethod
     def checked(cls, width, compact, explain, long_names, export, theme, step, auto, predict,
                 answers, json_out: bool = False, all_ops: bool = False, force: bool = False,
-                static: bool = False) -> ClassroomRequest:
+                static: bool = False, ops: str | None = None) -> ClassroomRequest:
         """Validate the options before any tensor is traced (UsageError on bad input)."""
         if json_out and (step or predict or export):
             raise UsageError("--json prints only the JSON trace: use it without --step, --predict or --export")
@@ -55,8 +56,19 @@ class ClassroomRequest:
         elif force or static:
             raise UsageError(f"{'--force' if force else '--static'} only works with --export PATH")
         _check_modes(step, auto, predict, answers)
+        op_range = _checked_op_range(ops, export)
         return cls(ViewOptions(width, compact, explain, long_names, fold=not all_ops), export, theme, step, auto,
-                   predict, answers, force, static)
+                   predict, answers, force, static, op_range)
+
+
+def _checked_op_range(ops: str | None, export: str | None) -> tuple[int, int] | None:
+    if ops is None:
+        return None
+    if export is None:
+        raise UsageError("--ops FIRST-LAST only works with --export PATH (a range of ops for a slide)")
+    from shapetrace.app.oprange import parse_op_range
+
+    return parse_op_range(ops)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
@@ -153,6 +165,10 @@ def write_export(trace: Report, request: ClassroomRequest) -> None:
     from shapetrace.cli.common import err_console
     from shapetrace.render.export import export_trace
 
+    if request.ops is not None:
+        from shapetrace.app.oprange import ops_in_range
+
+        trace = ops_in_range(trace, *request.ops)
     path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
     if path.suffix.lower() == ".html" and not request.static:

@@ -44,6 +44,8 @@ def run(
     long_names: bool = typer.Option(False, "--long-names",
                                     help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
     export: str | None = export_option(),
+    ops: str | None = typer.Option(None, "--ops", metavar="FIRST-LAST",
+                                   help="With --export: only ops #FIRST to #LAST (e.g. 9-12), for a slide."),
     theme: str = theme_option(),
     force: bool = force_option(),
     static: bool = static_option(),
@@ -103,7 +105,7 @@ def run(
 
         request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
                                            predict_mode(predict, predict_what), answers, json_out, all_ops, force,
-                                           static)
+                                           static, ops)
         from shapetrace.cli.variants import run_variants, variant_requested
 
         options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,

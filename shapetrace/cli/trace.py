@@ -165,6 +165,9 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     from shapetrace.render.table import TraceView
 
     console = out_console(width)
+    if run.interrupted and len(run.trace.events) > INTERRUPTED_FULL_TABLE:
+        console.print(Group(*_interrupted_tail(run, console.width)))
+        _exit_at_once(130)
     if run.trace.events:
         parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold,
                            layers=fold, expand_layer=layer, summary=summary)]
@@ -175,15 +178,17 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
     parts.extend(_notes(run))
+    from shapetrace.render.indent import Hanging
+
     if run.stopped:
-        parts.append(_stopped(run))
+        parts.append(Hanging(_stopped(run)))
     if run.interrupted:
-        parts.append(_interrupted(run))
+        parts.append(Hanging(_interrupted(run)))
     else:
         parts.extend(failure_lines(run))
     console.print(Group(*parts))
     if run.interrupted:
-        raise typer.Exit(130)
+        _exit_at_once(130)
     if run.exception is not None or errors:
         raise typer.Exit(1)
 
@@ -259,6 +264,45 @@ class _LiveCount:
                 sys.stderr.flush()
             except (OSError, ValueError):
                 pass
+
+
+#: Up to this many ops, Ctrl-C shows the whole table; beyond, only the last INTERRUPTED_TAIL rows and the
+#: totals, without the checks: folding, checking and formatting 10,000 rows took seconds, and Ctrl-C must
+#: answer at once.
+INTERRUPTED_FULL_TABLE, INTERRUPTED_TAIL = 300, 20
+
+
+def _interrupted_tail(run, width: int) -> list:
+    """Header, the last ops as a table, the totals of every op recorded, and what was left out."""
+    from rich.text import Text
+
+    from shapetrace.render.indent import Hanging
+    from shapetrace.render.table import OpTable, footer_text, header_texts
+
+    events = run.trace.events
+    n, shown = len(events), events[-INTERRUPTED_TAIL:]
+    header = [*header_texts(run.trace.header["lines"], width), Text("")]
+    note = Text(f"\ninterrupted at op {n:,} (Ctrl-C): the table shows the last {len(shown)} of the {n:,} ops "
+                f"recorded before it (#{shown[0].index}-#{shown[-1].index}), and the totals of all; the checks "
+                f"were skipped to answer at once (--max-ops {n} records as many and shows the whole table)",
+                style="bold yellow")
+    return [*header, OpTable(shown), Hanging(footer_text(run.trace, events)), Hanging(note)]
+
+
+def _exit_at_once(code: int) -> None:
+    """After Ctrl-C, once the table is written: end the process without the interpreter's teardown, which
+    took over a second with 10,000 ops recorded (the answer to Ctrl-C is the prompt coming back). In
+    process (a test's CliRunner owns stdout) it raises typer.Exit as usual."""
+    if sys.stdout is not sys.__stdout__:
+        raise typer.Exit(code)
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _interrupted(run):

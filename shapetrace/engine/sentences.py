@@ -7,6 +7,7 @@ strides); the words only interpret them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -46,11 +47,24 @@ def annotate(e: Event, mode: str = "full") -> str:
             (a few symbols for experts, see :func:`brief`).
     """
     if mode == "brief":
-        return brief(e)
+        return merged_spelling(brief(e))
     if e.error:
         return f"raised {e.error.split(':')[0]}"
     handler = _HANDLERS.get(family_of(e.op), _generic)
-    return handler(e)
+    return merged_spelling(handler(e))
+
+
+_MERGED = re.compile(r"(?<=[\w)])\*(?=[\w(])")
+
+
+def merged_spelling(text: str) -> str:
+    """A merged axis spelled as the shapes spell it, ``B·H`` (never ``B*H``); ``H * d_k`` (code, with
+    spaces) is left alone.
+
+    >>> merged_spelling("one [T, T] matrix per (B*H); splits 3*D into qkv × D; view(B, T, H * d_k)")
+    'one [T, T] matrix per (B·H); splits 3·D into qkv × D; view(B, T, H * d_k)'
+    """
+    return _MERGED.sub("·", text)
 
 
 def brief(e: Event) -> str:

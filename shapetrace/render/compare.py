@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
+from shapetrace.render.indent import Hanging
 
 TAG_STYLE = {"same": "dim", "changed": "yellow", "only-a": "red", "only-b": "green"}
 TAG_MARK = {"same": " ", "changed": "~", "only-a": "-", "only-b": "+"}
@@ -48,15 +49,18 @@ def print_comparison(rows: Sequence, device: str, header: Sequence[str], console
     hidden = [f"{r.impl} {r.hidden_copies} ({fmt_bytes(r.hidden_bytes)})" for r in rows
               if not r.skipped and r.hidden_copies]
     if hidden:
-        console.print(Text("copies include torch's own, not the code's (operands a batched matmul clones for "
-                           "bmm): " + ", ".join(hidden), style="yellow"))
+        console.print(Hanging(Text("copies include torch's own, not the code's (operands a batched matmul clones "
+                                   "for bmm): " + ", ".join(hidden), style="yellow")))
     checked = [r for r in rows if r.agrees is not None]
     if checked and all(r.agrees for r in checked):
-        console.print(Text(f"\n✓ all {len(checked)} implementations agree with the reference to within "
-                           f"{TOLERANCE:g} (same weights, same input)", style="green"))
+        console.print(Text(""))
+        console.print(Hanging(Text(f"✓ all {len(checked)} implementations agree with the reference to within "
+                                   f"{TOLERANCE:g} (same weights, same input)", style="green")))
     elif checked:
         bad = ", ".join(r.impl for r in checked if not r.agrees)
-        console.print(Text(f"\n✗ {bad} disagree with the reference by more than {TOLERANCE:g}", style="bold red"))
+        console.print(Text(""))
+        console.print(Hanging(Text(f"✗ {bad} disagree with the reference by more than {TOLERANCE:g}",
+                                   style="bold red")))
 
 
 def print_diff(rows: Sequence, name_a: str, name_b: str, console: Console) -> None:

@@ -57,8 +57,10 @@ def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
         from shapetrace.render.page import interactive_page
 
         return interactive_page(trace, options, theme)
+    from shapetrace.render.themes import readable_segments
+
     console = recording_console(options.width or EXPORT_WIDTH)
-    console.print(ClassroomView(trace, options))
+    console.print(readable_segments(console, ClassroomView(trace, options), theme))
     if fmt == ".txt":
         return console.export_text()
     title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"

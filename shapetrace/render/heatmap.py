@@ -48,13 +48,22 @@ def grid_text(grid: Sequence[Sequence[float]], lo: float | None = None, hi: floa
     return lines
 
 
+def scores_title(masked: bool, masked_run: bool | None) -> str:
+    """The scores panel's title: "after masking" only when an entry is masked; a run with no mask at all
+    (cross-attention with --kv-len alone) says so rather than "no entry masked here"."""
+    if masked:
+        return "scores after masking"
+    return "scores (no mask in this run)" if masked_run is False else "scores (no entry masked here)"
+
+
 class HeatMap:
     """Masked scores and weights of one head, side by side, with a legend."""
 
     def __init__(self, heat: dict, q_name: str = "T", k_name: str = "T",
-                 lead: tuple[str, str] = ("sequence", "head"), roles: bool = True):
+                 lead: tuple[str, str] = ("sequence", "head"), roles: bool = True, masked_run: bool | None = None):
         self.heat, self.q_name, self.k_name = heat, q_name, k_name
         self.lead, self.roles = lead, roles
+        self.masked_run = masked_run  # False: the run applies no mask at all (None: not known)
 
     def _panel(self, title: str, grid, lo=None, hi=None, zero_is_masked: bool = False) -> Group:
         n_k = len(grid[0]) if grid else 0
@@ -71,7 +80,7 @@ class HeatMap:
         panels = []
         if h.get("scores") is not None:
             masked = any(v == -math.inf for row in h["scores"] for v in row)
-            title = "scores after masking" if masked else "scores (no entry masked here)"
+            title = scores_title(masked, self.masked_run)
             panels.append(self._panel(title, h["scores"]))
         top = max((v for row in h["weights"] for v in row if math.isfinite(v)), default=1.0)
         panels.append(self._panel("weights = softmax(scores)", h["weights"], 0.0, top or 1.0, True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
+from rich.text import Text
 
 
 class Indent:
@@ -35,3 +36,40 @@ def rstrip_segments(line: list[Segment]) -> list[Segment]:
             break
         out.pop()
     return out
+
+
+class Hanging:
+    """A text whose long lines wrap with the continuation indented by ``hang`` columns (never at column 0),
+    never splitting a number from its unit, a shape or a tuple (:func:`~shapetrace.render.wrap.wrap`).
+
+    A line that fits keeps its styles; a wrapped one takes the style of its first styled span.
+    """
+
+    def __init__(self, text: Text, hang: int = 2):
+        self.text, self.hang = text, hang
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        for line in self.text.split("\n", allow_blank=True):
+            line.rstrip()
+            if line.cell_len <= width:
+                yield line
+                continue
+            yield from _hanging_lines(line, width, self.hang)
+
+
+def _hanging_lines(line: Text, width: int, hang: int) -> list[Text]:
+    from shapetrace.render.wrap import wrap
+
+    style = line.spans[0].style if line.spans else line.style
+    style = style or line.style
+    lines: list[str] = []
+    for part in line.plain.split(" · "):  # the totals break at their separators first
+        if lines and len(lines[-1]) + 3 + len(part) <= width - (hang if len(lines) > 1 else 0):
+            lines[-1] += " · " + part
+            continue
+        first, *rest = wrap(part, width - (hang if lines else 0))
+        lines.append(first)
+        if rest:
+            lines.extend(wrap(" ".join(rest), max(10, width - hang)))
+    return [Text((" " * hang if n else "") + part, style=style) for n, part in enumerate(lines)]

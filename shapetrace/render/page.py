@@ -36,16 +36,17 @@ def _tuple(values) -> str:
     return "(" + ", ".join(map(str, values)) + ")"
 
 
-def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme) -> str:
+def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme, theme_name: str = "light") -> str:
     """The op's memory diagram as a <pre> fragment with inline colours ("" when it has none)."""
     from shapetrace.render.diagram import event_diagram
+    from shapetrace.render.themes import readable_segments
 
     if event.output is None and not event.error:
         return ""
     console = Console(record=True, file=io.StringIO(), width=DIAGRAM_WIDTH, force_terminal=True,
                       color_system="truecolor", legacy_windows=False)
     try:
-        console.print(event_diagram(event, DIAGRAM_WIDTH, heads))
+        console.print(readable_segments(console, event_diagram(event, DIAGRAM_WIDTH, heads), theme_name))
     except Exception as exc:  # a diagram bug must not cost the class its page
         return f"<pre class=\"diagram\">memory diagram failed: {type(exc).__name__}</pre>"
     return console.export_html(theme=theme, inline_styles=True, code_format="<pre class=\"diagram\">{code}</pre>")
@@ -80,7 +81,7 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
         "inputs": [[label, _glued(fmt_shape(t, long_names)), _glued(_tuple(t.stride))]
                    for label, t in zip(input_labels(event), event.inputs)],
         "sentence": _glued(annotate(event, "full")), "error": event.error or "", "notes": notes, "wrong": wrong,
-        "diagram": {name: _diagram_html(event, heads, theme) for name, theme in themes.items()},
+        "diagram": {name: _diagram_html(event, heads, theme, name) for name, theme in themes.items()},
     }
 
 
@@ -173,7 +174,7 @@ CSS = """
 :root { --bg: #ffffff; --fg: #1e1e1e; --dim: #5a5a5a; --panel: #f3f3f3; --line: #fff0a8; --accent: #0b57d0;
   --op: #8e24aa; --good: #1b7a1b; --strided: #00707f; --bad: #b3261e; --chip: #e6e6e6; --border: #cfcfcf;
   color-scheme: light; }
-[data-theme="dark"] { --bg: #0c0c0c; --fg: #e8e8e8; --dim: #a8a8a8; --panel: #1b1b1b; --line: #4a4000;
+[data-theme="dark"] { --bg: #0c0c0c; --fg: #e8e8e8; --dim: #a8a8a8; --panel: #1b1b1b; --line: #423900;
   --accent: #8ab4f8; --op: #e39cf0; --good: #7bd88f; --strided: #5fd7e6; --bad: #ff8a80; --chip: #2a2a2a;
   --border: #3a3a3a; color-scheme: dark; }
 * { box-sizing: border-box; }
@@ -192,7 +193,7 @@ main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); 
 #code .cur { background: var(--line); font-weight: 700; display: block; border-radius: 4px; }
 #code .cur .ln::before { content: "▶ "; }
 #row-box { overflow-x: auto; }
-#row { border-collapse: collapse; font-size: clamp(13px, 1.05vw, 21px); margin: 6px 0 10px; }
+#row { border-collapse: collapse; font-size: clamp(14px, 1.1vw, 21px); margin: 6px 0 10px; }
 #row th { text-align: left; color: var(--dim); font-weight: 600; padding: 2px 14px 2px 0; font-size: 16px; }
 #row td { padding: 2px 14px 2px 0; white-space: nowrap; }
 #row .op { color: var(--op); font-weight: 700; }
@@ -202,7 +203,7 @@ main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); 
 #equation { font-size: clamp(16px, 1.3vw, 24px); font-weight: 700; color: var(--accent); margin: 8px 0; }
 #sentence { font-style: italic; margin: 8px 0; }
 #notes div { color: var(--bad); margin: 4px 0; }
-.diagram { font-size: clamp(11px, 0.95vw, 16px); line-height: 1.25; background: transparent !important; margin: 8px 0 0;
+.diagram { font-size: clamp(14px, 1.1vw, 20px); line-height: 1.25; background: transparent !important; margin: 8px 0 0;
   overflow-x: auto; }
 #summary div { margin: 4px 0; }
 #strip { position: fixed; left: 0; right: 0; bottom: 28px; display: flex; flex-wrap: wrap; gap: 4px;
@@ -232,7 +233,7 @@ SCRIPT = r"""
   var header = clear("header");
   data.header.forEach(function (line) { header.appendChild(el("div", line)); });
   var strip = clear("strip");
-  var lastIndex = last ? ops[last - 1].index : 0, scale = 1;
+  var firstIndex = last ? ops[0].index : 0, lastIndex = last ? ops[last - 1].index : 0, scale = 1;
   function stripClass(j) {
     return (j === step ? "now" : "") + (j < last && ops[j].wrong ? " wrong" : "");
   }
@@ -292,8 +293,8 @@ SCRIPT = r"""
     step = Math.max(0, Math.min(last, i));
     var op = step < last ? ops[step] : null;
     document.getElementById("position").textContent =
-      op ? "#" + op.index + " " + op.op + (op.wrong ? " · ✗ error" : "") + " · ops #0-#" + lastIndex + " · " +
-        op.where : "summary · " + last + " ops";
+      op ? "#" + op.index + " " + op.op + (op.wrong ? " · ✗ error" : "") + " · ops #" + firstIndex + "-#" +
+        lastIndex + " · " + op.where : "summary · " + last + " ops";
     showCode(op);
     showOp(op);
     Array.prototype.forEach.call(strip.children, function (b, j) { b.className = stripClass(j); });

@@ -22,7 +22,7 @@ from shapetrace.engine.ops import short_name
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
-from shapetrace.render.indent import Indent
+from shapetrace.render.indent import Hanging
 from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +102,7 @@ class TraceView:
         yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event,
                                     fold=self.fold, diagnostics=self.trace.diagnostics, layers=self.layers,
                                     expand_layer=self.expand_layer)
-        yield footer_text(self.trace, self.events)
+        yield Hanging(footer_text(self.trace, self.events))
         if self.summary or (self.summary is None and layered(self.events)):
             from shapetrace.render.modules import ModuleSummary
 
@@ -266,9 +266,10 @@ class OpTable:
     def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
                  after_event: Callable[[Event], RenderableType | None] | None = None,
                  fold: bool = False, diagnostics: Sequence[Diagnostic] = (), layers: bool = False,
-                 expand_layer: int | None = None, steps: Sequence[int] = ()):
+                 expand_layer: int | None = None, steps: Sequence[int] = (), compact: bool = False):
         self.events = list(events)
         self.steps = list(steps)  # a decode run: the op index where each step begins
+        self.compact = compact  # no strides and no layout column (narrow or zoomed terminals)
         self.sections = layered(self.events) or bool(self.steps)  # a title line where each layer (step) begins
         self.layers = layers and self.sections  # fold identical repeated layers
         self.expand_layer = expand_layer
@@ -328,21 +329,33 @@ class OpTable:
         folds = self._folds()
         folded = {x.index for f in folds.values() for x in f.events}
         # cells only for the ops shown: a folded op repeats a shown one fact for fact (80 layers, 1 drawn)
-        cells_of = {e.index: fact_cells(e, self.long_names) for e in self.events if e.index not in folded}
+        cells_of = {e.index: self._cells(e) for e in self.events if e.index not in folded}
         rows = list(cells_of.values())
         first_input = self.events[0].inputs[0] if self.fold and self.events and self.events[0].inputs else None
         if first_input is not None:
-            rows.insert(0, input_cells(first_input, self.long_names))
-        widths = column_widths(rows, [fold_label(f) for f in folds.values()], width)
+            rows.insert(0, self._input_cells(first_input))
+        labels = [fold_label(f) for f in folds.values()]
+        # the compact table: columns as wide as their content, no strides column
+        widths = content_widths(rows, labels, 0) if self.compact else column_widths(rows, labels, width)
+        header_cells = [Text(c, style="bold") for c in COLUMNS]
+        if self.compact:
+            header_cells[5] = Text("")
+        layout = NarrowLayout.fit(rows, header_cells, widths, width)
         indent = widths[0] + GAPS[0]
-        header, header_widths, _ = row_cells([Text(c, style="bold") for c in COLUMNS], widths)
-        yield join_cells(header, header_widths, GAPS[0])
-        yield Text("─" * min(width, sum(header_widths) + sum(GAPS[: len(header_widths) - 1])), style="dim")
+        header, header_widths, _ = layout.row(header_cells, widths)
+        header_line = join_cells(header, header_widths, GAPS[0])
+        yield header_line
+        rule = header_line.cell_len if self.compact else sum(header_widths) + sum(GAPS[: len(header_widths) - 1])
+        yield Text("─" * min(width, rule), style="dim")
         if first_input is not None:
-            cells, row_widths, _ = row_cells(rows.pop(0), widths)
+            input_row = rows.pop(0)
+            cells, row_widths, _ = layout.row(input_row, widths)
             yield join_cells(cells, row_widths, GAPS[0])
+            yield from layout.below(input_row, indent, width)
+            yield from layout.facts(input_row, indent, width, strides=not self.compact and layout.moved > 0)
         skip: set[int] = set()
         last: list[str | None] = [None]
+        previous: Event | None = None
         for e in self.events:
             if e.index in skip:
                 continue
@@ -351,30 +364,167 @@ class OpTable:
             else:
                 yield from self._section(e, last)
             if e.index in folds:
-                yield fold_cells(folds[e.index], widths)
+                yield from fold_lines(folds[e.index], widths, width)
                 skip.update(x.index for x in folds[e.index].events)
                 continue
-            cells, row_widths, strides_below = row_cells(cells_of[e.index], widths)
+            cells, row_widths, strides_below = layout.row(cells_of[e.index], widths)
             yield join_cells(cells, row_widths, GAPS[0])
-            yield from self._detail(e, indent, width, strides_below)
+            same_call = previous is not None and _same_call(previous, e)
+            yield from self._detail(e, indent, width, strides_below and not self.compact, layout, same_call)
+            previous = e
             extra = self.after_event(e) if self.after_event else None
             if extra is not None:
                 yield extra
 
-    def _detail(self, e: Event, indent: int, width: int, strides_below: bool) -> Iterable:
+    def _cells(self, e: Event) -> list[Text]:
+        cells = fact_cells(e, self.long_names)
+        return _compacted(cells) if self.compact else cells
+
+    def _input_cells(self, t) -> list[Text]:
+        cells = input_cells(t, self.long_names)
+        return _compacted(cells) if self.compact else cells
+
+    def _detail(self, e: Event, indent: int, width: int, strides_below: bool, layout: NarrowLayout,
+                same_call: bool = False) -> Iterable:
         code = Text(" " * indent)
-        code.append_text(_code_text(e.code, max(10, width - indent - 1)))
-        if e.source:
+        if same_call:  # torch's own ops inside one call (nn.MultiheadAttention): the call is cited once
+            code.append(inside_call_text(e), style="dim")
+        else:
+            code.append_text(_code_text(continued(e.code), max(10, width - indent - 1)))
+        if e.source and not same_call:
             loc = Text(f"  {e.source.rsplit('/', 1)[-1]}", style="dim")
             if code.cell_len + loc.cell_len <= width:
                 code.append_text(loc)
+        cells = self._cells(e)
+        yield from layout.below(cells, indent, width)
         yield code
-        if strides_below and e.output is not None:
-            yield Text(" " * indent + "strides ", style="dim").append_text(stride_text(e))
+        yield from layout.facts(cells, indent, width, strides=strides_below and e.output is not None)
         if is_matmul(e):
             yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
             yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
+
+
+def continued(code: str) -> str:
+    """The first line of a call written over several lines, marked as going on (``self.mha(x, …``)."""
+    code = code.split("  #")[0].rstrip()
+    return code + " …" if code.count("(") > code.count(")") else code
+
+
+def _same_call(before: Event, e: Event) -> bool:
+    """Both ops ran inside one call of the user's code written over several lines (torch's own ops
+    inside ``nn.MultiheadAttention``): same line, and that line does not close its call."""
+    return (bool(e.source) and e.source == before.source and e.code == before.code
+            and continued(e.code).endswith(" …"))
+
+
+def inside_call_text(e: Event) -> str:
+    """``inside the call above (variants.py:95), in module mha``."""
+    where = e.source.rsplit("/", 1)[-1]
+    module = f", in module {e.module}" if e.module else ""
+    return f"inside the call above ({where}){module}"
+
+
+def _compacted(cells: list[Text]) -> list[Text]:
+    """The compact table's cells: no strides, no layout."""
+    return [*cells[:3], Text(""), cells[4], Text("")]
+
+
+class NarrowLayout:
+    """Which facts of a row stay on its line at a narrow width: layout goes first, then memory, then
+    the shape; each moved fact gets a line of its own under the row, indented, never at column 0.
+
+    ``moved`` counts the moved columns among (layout, memory, shape), in that order.
+    """
+
+    #: Column indices (into the six fact cells) that may move under the row, first to go first.
+    MOVABLE = (5, 4, 2)
+
+    def __init__(self, moved: int = 0):
+        self.moved = moved
+
+    @classmethod
+    def fit(cls, rows: Sequence[Sequence[Text]], header: Sequence[Text], widths: Sequence[int],
+            width: int) -> NarrowLayout:
+        """The fewest moved columns that keep every row within ``width``."""
+        for moved in range(len(cls.MOVABLE) + 1):
+            layout = cls(moved)
+            if all(_line_len(*layout.row(r, widths)[:2]) <= width for r in [*rows, header]):
+                return layout
+        return cls(len(cls.MOVABLE))
+
+    def _gone(self) -> set[int]:
+        return set(self.MOVABLE[: self.moved])
+
+    def row(self, cells: Sequence[Text], widths: Sequence[int]) -> tuple[list[Text], list[int], bool]:
+        """Like :func:`row_cells`, without the moved columns (their cells sized to fit)."""
+        if not self.moved:
+            return row_cells(cells, widths)
+        keep = [i for i in (0, 1, 2, 4, 5) if i not in self._gone()]  # strides: on their own line
+        return [cells[i] for i in keep], [widths[i] for i in keep], True
+
+    def below(self, cells: Sequence[Text], indent: int, width: int) -> Iterable[Text]:
+        """The moved shape, on its own line under the row."""
+        if 2 in self._gone() and cells[2].plain:
+            yield from _indented_cell(cells[2], indent, width)
+
+    def facts(self, cells: Sequence[Text], indent: int, width: int, strides: bool) -> Iterable[Text]:
+        """``new 24 KiB · strides (3072, 512, 1) · contiguous``: the moved memory and layout words beside
+        the strides (when they go under the row), wrapped at the `` · `` only."""
+        parts = [cells[4]] if 4 in self._gone() and cells[4].plain else []
+        if strides and cells[3].plain:
+            parts.append(Text("strides ", style="dim").append_text(cells[3]))
+        if 5 in self._gone() and cells[5].plain:
+            parts.append(cells[5])
+        line = Text(" " * indent)
+        for part in parts:
+            if line.cell_len > indent and line.cell_len + 3 + part.cell_len <= width:
+                line.append(" · ", style="dim").append_text(part)
+                continue
+            if line.cell_len > indent:
+                yield line
+            if indent + part.cell_len > width:
+                yield from _indented_cell(part, indent, width)
+                line = Text(" " * indent)
+            else:
+                line = Text(" " * indent).append_text(part)
+        if line.cell_len > indent:
+            yield line
+
+
+def _indented_cell(text: Text, indent: int, width: int) -> Iterable[Text]:
+    """One cell on its own indented line, word-wrapped (never splitting a shape or a tuple) when too long."""
+    if indent + text.cell_len <= width:
+        yield Text(" " * indent).append_text(text)
+        return
+    style = text.spans[0].style if text.spans else text.style
+    yield from indented(Text(text.plain, style=style), indent, width)
+
+
+def _line_len(cells: Sequence[Text], widths: Sequence[int]) -> int:
+    return join_cells(cells, widths, GAPS[0]).cell_len
+
+
+def fold_lines(fold: Fold | LayerFold, widths: Sequence[int], width: int) -> Iterable[Text]:
+    """The fold's one line, or at a narrow width its label and ops, then its sentence wrapped under them."""
+    line = fold_cells(fold, widths)
+    if line.cell_len <= width:
+        yield line
+        return
+    indent = widths[0] + GAPS[0]
+    head = Text(fold_label(fold).rjust(widths[0]), style="dim")
+    head.append(" " * GAPS[0])
+    if isinstance(fold, LayerFold):
+        yield head.rstrip() or head
+        yield from indented(Text(fold.sentence, style="italic cyan"), indent, width)
+        return
+    once = fold.events[:len(fold.events) // fold.times]
+    ops = wrap(", ".join(e.op for e in once), max(10, width - indent))
+    head.append(ops[0], style="magenta")
+    yield head
+    for more in ops[1:]:
+        yield Text(" " * indent).append(more, style="magenta")
+    yield from indented(Text(fold.sentence, style="italic dim"), indent, width)
 
 
 def indented(text: Text, indent: int, width: int) -> Iterable[Text]:
@@ -451,11 +601,11 @@ def any_named(events: Sequence[Event]) -> bool:
 
 
 def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True,
-                     advice: str = NAME_FROM_PYTHON, events: Sequence[Event] | None = None) -> Iterable[Indent]:
+                     advice: str = NAME_FROM_PYTHON, events: Sequence[Event] | None = None) -> Iterable[Hanging]:
     """The findings, or the all-clear (only when there were names to check; in full only when every
     axis of ``events`` was named, else saying which ops were not checked), or why nothing was checked
     (with ``advice`` on how to name axes); wrapped without trailing spaces."""
-    return [Indent(text) for text in _diagnostic_texts(diagnostics, named, advice, events)]
+    return [Hanging(text) for text in _diagnostic_texts(diagnostics, named, advice, events)]
 
 
 def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str,

@@ -37,15 +37,16 @@ def heat_view(run: VariantRun) -> HeatMap:
     """The heat map, labelled with the names the tracer gave the weights' axes (which, in a
     broken run, may not be batch, head, query and key at all)."""
     c = run.config
+    masked_run = bool(c.causal or c.mask != "none")
     soft = [e for e in run.trace.events
             if family_of(e.op) is Family.SOFTMAX and e.output is not None and len(e.output.shape) == 4]
     if not soft:
-        return HeatMap(run.heat, c.q_name, c.k_name)
+        return HeatMap(run.heat, c.q_name, c.k_name, masked_run=masked_run)
     o = soft[-1].output
     names = [(n or "?").replace("*", "·") for n in o.dims]
     lead = ("sequence" if names[0] == "B" else names[0], "head" if names[1] == "H" else names[1])
     roles = [a.role for a in o.axes[2:]] == ["query", "key"]
-    return HeatMap(run.heat, names[2], names[3], lead, roles)
+    return HeatMap(run.heat, names[2], names[3], lead, roles, masked_run=masked_run)
 
 
 def broken_block(run: VariantRun) -> Text:

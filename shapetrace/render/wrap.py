@@ -19,16 +19,33 @@ _ATOM = re.compile(r"\(\s*[^\s(),]+(?:,\s*[^\s(),]+){0,12}\)|\[[^\[\]\n]{0,60}\]
 _GLUE = "\x00"
 
 
-def _words(text: str) -> list[str]:
+def _words(text: str, width: int | None = None) -> list[str]:
     glued = _ATOM.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
-    return [w.replace(_GLUE, " ") for w in glued.split()]
+    words = [w.replace(_GLUE, " ") for w in glued.split()]
+    if width is None:
+        return words
+    return [piece for w in words for piece in _split_long(w, width)]
+
+
+def _split_long(word: str, width: int) -> list[str]:
+    """A span wider than the whole line (a long shape on a narrow terminal) split after its commas,
+    and only as a last resort inside a word."""
+    if len(word) <= width:
+        return [word]
+    pieces: list[str] = []
+    for part in word.replace(", ", ",\x00").split("\x00"):
+        if pieces and len(pieces[-1] + " " + part) <= width:
+            pieces[-1] += " " + part
+        else:
+            pieces.extend(part[i:i + width] for i in range(0, len(part), width))
+    return pieces
 
 
 def wrap(text: str, width: int) -> list[str]:
     """Greedy wrap at ``width`` over unbreakable spans; the last line never holds a single short word."""
     width = max(1, width)
     lines: list[list[str]] = []
-    for word in _words(text):
+    for word in _words(text, width):
         if lines and len(" ".join(lines[-1] + [word])) <= width:
             lines[-1].append(word)
         else:
