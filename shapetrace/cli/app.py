@@ -106,7 +106,7 @@ def _run_app() -> int:
     except click_errors.ClickException as exc:
         report_error(exc.format_message())
         return exc.exit_code
-    except click_errors.Abort:
+    except getattr(click_errors, "Abort", ()):   # (not in every Typer's vendored click)
         return 130
     return code if isinstance(code, int) else 0
 

@@ -505,7 +505,7 @@ def _line_len(cells: Sequence[Text], widths: Sequence[int]) -> int:
     return join_cells(cells, widths, GAPS[0]).cell_len
 
 
-def fold_lines(fold: Fold | LayerFold, widths: Sequence[int], width: int) -> Iterable[Text]:
+def fold_lines(fold: Fold | LayerFold | StepFold, widths: Sequence[int], width: int) -> Iterable[Text]:
     """The fold's one line, or at a narrow width its label and ops, then its sentence wrapped under them."""
     line = fold_cells(fold, widths)
     if line.cell_len <= width:
@@ -514,7 +514,7 @@ def fold_lines(fold: Fold | LayerFold, widths: Sequence[int], width: int) -> Ite
     indent = widths[0] + GAPS[0]
     head = Text(fold_label(fold).rjust(widths[0]), style="dim")
     head.append(" " * GAPS[0])
-    if isinstance(fold, LayerFold):
+    if isinstance(fold, (LayerFold, StepFold)):
         yield head.rstrip() or head
         yield from indented(Text(fold.sentence, style="italic cyan"), indent, width)
         return
