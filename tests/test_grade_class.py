@@ -64,7 +64,7 @@ CLASS: dict[str, tuple[dict, dict]] = {
     "s15": ({"split_heads.py": "import signal\ndef split_heads(x, heads):\n"
                                "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
                                "    while True:\n        x = x + 1\n"},
-            {"split-heads": "timed out timeout"}),
+            {"split-heads": "!pass"}),   # the parent's deadline or the kernel's CPU limit, whichever first
     "s16": ({"head_dim.py": "while True:\n    pass\n"}, {"head-dim": "timed out timeout"}),
     # crashing
     "s17": ({"split_heads.py": "def split_heads(x, heads)\n    return x\n"}, {"split-heads": "fail crash"}),
@@ -86,7 +86,8 @@ CLASS: dict[str, tuple[dict, dict]] = {
     "s26": ({"test_split_square.py": (HOSTILE / "fingerprint_co_code.py").read_text()},
             {"test-split-square": "fail rejects-reference"}),
     "s27": ({"split_heads.py": "import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'\\x00' * 100000)\n"
-                               "    except OSError:\n        pass\n" + SOL}, {"split-heads": "fail crash"}),
+                               "    except OSError:\n        pass\n" + SOL}, {"split-heads": "!pass"}),
+    # (a crash when the garbage reaches the channel; not checked when it lands before the child is ready)
     "s28": ({"split_heads.py": f"open({str(Path.home() / ('graded-' + MARK))!r}, 'w')\n" + SOL},
             {"split-heads": "fail crash"}),
     # refused without being opened

@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family, family_of, is_convolution
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.session import VariantRun
@@ -203,11 +203,11 @@ def _decode_note(run: VariantRun) -> str | None:
 
 def _image_note(run: VariantRun) -> str | None:
     c = run.config
-    conv = next((e for e in run.trace.events if e.op == "conv2d" and e.output is not None), None)
+    conv = next((e for e in run.trace.events if is_convolution(e.op) and e.output is not None), None)
     if conv is None:
         return None
     g, C, P, D = c.grid, c.in_channels, c.patch, c.d_model
-    return (f"patches: conv2d #{conv.index} (kernel {P}, stride {P}) turns [{c.batch}, {C}, {c.image}, {c.image}] "
+    return (f"patches: {conv.op} #{conv.index} (kernel {P}, stride {P}) turns [{c.batch}, {C}, {c.image}, {c.image}] "
             f"into {fmt_shape(conv.output)}: a grid of {c.image} / {P} = {g} patches each way, N = {g}·{g} = "
             f"{g * g}, each projected from C·P·P = {C}·{P}·{P} = {C * P * P} values to D = {D} features "
             f"({C * P * P * D + D:,} parameters); with the class token in front, 1+N = {1 + g * g} tokens.")

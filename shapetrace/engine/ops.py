@@ -647,6 +647,11 @@ def is_matrix_product(op: str) -> bool:
     return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
 
 
+def is_convolution(op: str) -> bool:
+    """conv1d, conv2d, conv3d: a filter slid over positions (channels in, channels out)."""
+    return REGISTRY.get(op, UNKNOWN).names is pr.conv
+
+
 def contracts_by_subscripts(op: str) -> bool:
     """An einsum: what it contracts is in its recorded ``subscripts``."""
     return REGISTRY.get(op, UNKNOWN).contraction == "subscripts"
