@@ -378,3 +378,41 @@ def test_watch_works_the_same_for_an_exercise_where_the_learner_writes_the_test(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_progress_is_told_each_case_as_the_child_starts_it():
+    """``exercise check`` shows "checking case 3 of 7..." on a terminal: the parent is told each case as
+    the child starts it (from the child's own frames), in order, up to the last."""
+    from shapetrace.exercises.checker import check_job
+
+    ex = CURRICULUM.exercise("split-heads")
+    seen: list[tuple[int, int]] = []
+    verdict = check_job(Job(ex.id, str(ex.solution)), CURRICULUM.root, progress=lambda i, n: seen.append((i, n)))
+    assert verdict["verdict"] == "pass"
+    total = seen[0][1]
+    assert total >= 2 and seen == [(i, total) for i in range(1, total + 1)]
+
+
+def test_the_progress_line_is_for_terminals_only(monkeypatch):
+    from shapetrace.cli import exercise as cli_exercise
+
+    class Terminal:
+        def __init__(self, tty):
+            self.tty, self.text = tty, ""
+
+        def isatty(self):
+            return self.tty
+
+        def write(self, s):
+            self.text += s
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Terminal(False))
+    assert cli_exercise._progress_line("function") is None
+    term = Terminal(True)
+    monkeypatch.setattr(sys, "stderr", term)
+    cli_exercise._progress_line("function")(3, 7)
+    cli_exercise._progress_line("test")(2, 5)
+    assert term.text == ("\r\033[Kchecking case 3 of 7...\r\033[Krunning your test on implementation 2 of 5...")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,6 +44,17 @@ def _long(label: str) -> str:
     mixed = label.startswith("!")
     parts = [LONG_NAMES.get(p, p) for p in label.lstrip("!").split("*")]
     return ("!" if mixed else "") + "*".join(parts)
+
+
+_SHORT_NAME = re.compile(r"(?<![\w])(" + "|".join(sorted(LONG_NAMES, key=len, reverse=True)) + r")(?![\w])")
+
+
+def spell_long(text: str, long_names: dict[str, str] | None) -> str:
+    """A sentence with its axis names spelled out as ``--long-names`` asks (``splits D into H × d_k`` ->
+    ``splits d_model into heads × d_head``); unchanged when ``long_names`` is None."""
+    if not long_names:
+        return text
+    return _SHORT_NAME.sub(lambda m: LONG_NAMES[m.group(1)], text)
 
 
 def long_name_map(labels: Iterable[str | None]) -> dict[str, str]:

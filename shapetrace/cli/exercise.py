@@ -74,8 +74,28 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
 
         raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
                          "(or pass --workspace)")
-    return check_file(ex.id, file, load_curriculum().root, time_limit=time_limit, memory_mb=memory_mb,
-                      width=width)
+    show = _progress_line(ex.kind)
+    try:
+        return check_file(ex.id, file, load_curriculum().root, time_limit=time_limit, memory_mb=memory_mb,
+                          width=width, progress=show)
+    finally:
+        if show is not None:
+            sys.stderr.write("\r\033[K")   # the progress line goes before the verdict is printed
+            sys.stderr.flush()
+
+
+def _progress_line(kind: str):
+    """On a terminal, one line on stderr that says how far the check is: ``checking case 3 of 12...``
+    (for a test you wrote: ``running your test on implementation 2 of 5...``)."""
+    if not sys.stderr.isatty():
+        return None
+    what = "running your test on implementation" if kind == "test" else "checking case"
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\r\033[K{what} {done} of {total}...")
+        sys.stderr.flush()
+
+    return show
 
 
 def _id_and_file(exercise_id: str, file: Path | None) -> tuple[str, Path | None]:

@@ -217,13 +217,14 @@ def _read_source(job: Job) -> str:
 
 def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LIMIT,
               memory_mb: int = DEFAULT_MEMORY_MB, width: int = 80, seed: int | None = None,
-              layers: tuple[str, ...] = ALL_LAYERS) -> dict:
+              layers: tuple[str, ...] = ALL_LAYERS, progress=None) -> dict:
     """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run, and
     :class:`~shapetrace.exercises.digests.TamperedError` if what it would run differs from its digests.
 
     The inputs are drawn here and sent as values (the seed never leaves this process); the child
     starts, and this process loads the reference while the child imports torch. ``layers``: the tests
     of each layer turn the others off (a pass is then ``unverified``); the commands never do.
+    ``progress``: called with (done, total) as the check goes (cases; for a test, implementations).
     """
     from shapetrace.exercises.content import load
     from shapetrace.exercises.digests import verify
@@ -234,7 +235,8 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     source = _read_source(job)
     seed = secrets.randbits(63) if seed is None else seed
     if ex.kind == "test":
-        return _check_test(ex, job, source, seed, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers)
+        return _check_test(ex, job, source, seed, time_limit, max(memory_mb, MIN_MEMORY_MB), width, layers,
+                           progress)
     from shapetrace.exercises import inputs as inp
     from shapetrace.exercises.probe import plan
     from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
@@ -254,7 +256,7 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
         stop_child(proc)
         raise
     run = finish_child(proc, time_limit, len(cases) + (probe is not None),
-                       probe["out_bytes"] if probe is not None else 0)
+                       probe["out_bytes"] if probe is not None else 0, progress)
     if not run.ready:
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
@@ -276,7 +278,7 @@ TEST_RUNS = 3
 
 
 def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: int, width: int,
-                layers=ALL_LAYERS) -> dict:
+                layers=ALL_LAYERS, progress=None) -> dict:
     """A learner-written test: one fresh child per implementation, none told which one it holds."""
     from shapetrace.exercises.sandbox import run_child
     from shapetrace.exercises.testjudge import TestJudge
@@ -284,9 +286,16 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
     judge = TestJudge(ex, job.file, seed, source)
     meta = _request(job, source, ex, limit, memory_mb, width, layers)
     meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
+    done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
+
+    def one(impl):
+        run = run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1, "bwrap" in layers)
+        if progress is not None:
+            progress(next(done), len(judge.cases))
+        return run
+
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        runs = list(pool.map(lambda impl: run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1,
-                                                     "bwrap" in layers), judge.cases))
+        runs = list(pool.map(one, judge.cases))
     missing = list(dict.fromkeys(m for run in runs for m in run.missing))
     if not all(run.ready for run in runs):
         raise _not_started(next(run for run in runs if not run.ready), memory_mb)

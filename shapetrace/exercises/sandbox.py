@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shapetrace.exercises import isolation
@@ -69,8 +70,10 @@ def kill_group(proc: subprocess.Popen) -> None:
 class _Reader:
     """Reads the channel and stderr until both close, the child is killed, or a deadline passes."""
 
-    def __init__(self, proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0):
+    def __init__(self, proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0,
+                 progress: Callable[[int, int], None] | None = None):
         self.proc, self.limit, self.run = proc, limit, ChildRun()
+        self.progress = progress  # told (case, cases) as each case starts
         self.channel_limit = CHANNEL_LIMIT + channel_extra
         self.decoder = Decoder(MAX_BODY + channel_extra)
         self.channel_bytes = 0
@@ -95,6 +98,8 @@ class _Reader:
             raise BadFrame("a frame before the child was ready")
         elif kind == "start" and isinstance(frame.header.get("case"), int):
             self.phase, self.deadline = frame.header["case"], min(self.overall, now + self.limit + KILL_GRACE)
+            if self.progress is not None and 0 <= self.phase < self.phases:
+                self.progress(self.phase + 1, self.phases)
 
     def _channel(self, data: bytes) -> bool:
         self.channel_bytes += len(data)
@@ -197,13 +202,15 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
     return proc
 
 
-def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0) -> ChildRun:
+def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> ChildRun:
     """Read the child to the end (or its deadline), then kill its process group and reap it.
 
-    ``channel_extra``: bytes the channel may carry on top of the usual cap (a large output sent raw).
+    ``channel_extra``: bytes the channel may carry on top of the usual cap (a large output sent raw);
+    ``progress``: called with (case, cases) as the child starts each case (the CLI's progress line).
     """
     try:
-        run = _Reader(proc, limit, phases, channel_extra).read()
+        run = _Reader(proc, limit, phases, channel_extra, progress).read()
     finally:
         stop_child(proc)
     run.returncode = proc.returncode

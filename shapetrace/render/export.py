@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from shapetrace.app.classroom import THEMES, ViewOptions, names_for
+from shapetrace.app.classroom import THEMES, ViewOptions, names_for, spell_long
 from shapetrace.app.exportpath import check_export_path, export_format, write_atomically
 from shapetrace.app.operands import equation, is_matmul
 from shapetrace.engine.formatting import fmt_shape
@@ -124,7 +124,7 @@ def md_row(e: Event, explain: str = "full", long_names=None) -> str:
     shape = fmt_shape(o, long_names) if o else ""
     strides = "(" + ", ".join(map(str, o.stride)) + ")" if o else ""
     layout = LAYOUT_WORDS[o.contiguous] if o else ""
-    note = annotate(e, explain)
+    note = spell_long(annotate(e, explain), long_names)
     if is_matmul(e):
         note = f"`{equation(e)}`; {note}"
     cells = [str(e.index), f"`{e.op}`", _md_code(e.code), _md_cell(shape), strides, md_memory(e), layout,

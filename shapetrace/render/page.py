@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.classroom import ViewOptions, spell_long
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
@@ -80,7 +80,8 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
         "equation": _glued(equation(event)) if is_matmul(event) else "",
         "inputs": [[label, _glued(fmt_shape(t, long_names)), _glued(_tuple(t.stride))]
                    for label, t in zip(input_labels(event), event.inputs)],
-        "sentence": _glued(annotate(event, "full")), "error": event.error or "", "notes": notes, "wrong": wrong,
+        "sentence": _glued(spell_long(annotate(event, "full"), long_names)),
+        "error": event.error or "", "notes": notes, "wrong": wrong,
         "diagram": {name: _diagram_html(event, heads, theme, name) for name, theme in themes.items()},
     }
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
+from shapetrace.app.classroom import spell_long
 from shapetrace.app.folding import Fold, fold_events
 from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, layered, split_layers
 from shapetrace.app.operands import equation, input_labels, is_matmul
@@ -192,15 +193,15 @@ def fact_cells(e: Event, long_names=None) -> list[Text]:
 _MEMORY_TAIL = re.compile(r";\s*new (?:buffer )?[\d.,]+ (?:B|KiB|MiB|GiB|TiB)$")
 
 
-def sentence(e: Event, explain: str) -> str:
+def sentence(e: Event, explain: str, long_names=None) -> str:
     """The op's sentence; a closing "new 24 KiB" is dropped, since the memory column says it, and so
-    is a matmul's equation, which has its own line."""
+    is a matmul's equation, which has its own line. Axis names spelled as ``long_names`` asks."""
     text = annotate(e, explain)
-    if explain != "full":
-        return text
-    if is_matmul(e):
-        text = text.replace(": " + equation(e).split(": ")[-1], "")
-    return _MEMORY_TAIL.sub("", text)
+    if explain == "full":
+        if is_matmul(e):
+            text = text.replace(": " + equation(e).split(": ")[-1], "")
+        text = _MEMORY_TAIL.sub("", text)
+    return spell_long(text, long_names)
 
 
 def input_lines(e: Event, long_names=None) -> list[Text]:
@@ -402,7 +403,7 @@ class OpTable:
         if is_matmul(e):
             yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
-            yield from indented(Text(sentence(e, self.explain), style="italic"), indent, width)
+            yield from indented(Text(sentence(e, self.explain, self.long_names), style="italic"), indent, width)
 
 
 def continued(code: str) -> str:

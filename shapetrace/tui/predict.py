@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from shapetrace.app.classroom import ViewOptions, names_for
+from shapetrace.app.classroom import ViewOptions, names_for, spell_long
 from shapetrace.app.predict import Quiz, Score, Verdict, check_shape, check_strides, parse_answer, stride_reason
 from shapetrace.app.textinput import read_line
 from shapetrace.engine.formatting import fmt_shape
@@ -99,7 +99,7 @@ def _ask_event(asker: Asker, console: Console, e: Event, dims, strides: bool, sc
     answer, error = asker.ask("output shape", dims)
     verdict = check_shape(answer, o) if answer else (Verdict(False) if error else None)
     score.record("shape", verdict)
-    _verdict(console, "shape", verdict, error, fmt_shape(o, long_names), annotate(e, explain))
+    _verdict(console, "shape", verdict, error, fmt_shape(o, long_names), spell_long(annotate(e, explain), long_names))
     if strides:
         answer, error = asker.ask("output strides", dims)
         verdict = check_strides(answer, o) if answer else (Verdict(False) if error else None)
