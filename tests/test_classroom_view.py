@@ -58,7 +58,7 @@ def test_compact_brief_long_names_table(trace):
         " in input       [batch=2, seq_len=6, d_model=512]         24 KiB",
         "  0 linear      [batch=2, seq_len=6, d_model=512]         new 24 KiB",
         "    q = self.split_heads(self.w_q(x))  reference.py:41",
-        "    D → D · new 24 KiB"]
+        "    d_model → d_model · new 24 KiB"]   # --long-names spells the sentences too
     assert "  2 transpose   [batch=2, heads=8, seq_len=6, d_head=64]  view" in lines
     assert all("(3072" not in line for line in lines) and max(map(len, lines)) <= 70
 
@@ -92,7 +92,7 @@ def test_cli_readability_options(cli):
     result = cli("run", "--compact", "--explain", "brief", "--long-names", "--width", "70")
     assert result.exit_code == 0
     assert "  9 transpose   [batch=2, heads=8, d_head=64, seq_len=6]  view" in result.output
-    assert "swap d_k↔T · view · non-contiguous" in result.output
+    assert "swap d_head↔seq_len · view · non-contiguous" in result.output
     assert cli("run", "--width", "20").exit_code == 2
 
 

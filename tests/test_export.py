@@ -120,10 +120,10 @@ def test_export_respects_readability_options(trace, tmp_path):
     txt = _export(trace, tmp_path, "c.txt", options=opts)
     assert "  # op          shape [names]                             memory" in txt
     assert "[batch=2, heads=8, seq_len=6, d_head=64]" in txt and "(3072, 64, 512, 1)" not in txt
-    assert "swap H↔T · view · non-contiguous" in txt
+    assert "swap heads↔seq_len · view · non-contiguous" in txt
     md = _export(trace, tmp_path, "c.md", options=opts)
     assert "| 15 | `view` | `return x.view(B, T, H * d_k)` | [batch=2, seq_len=6, d_model=512] |" in md
-    assert "H×d_k → D · view" in md
+    assert "heads×d_head → d_model · view" in md
 
 
 def _first_pixel(png: bytes) -> tuple[int, int, int]:
