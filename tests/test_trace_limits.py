@@ -147,6 +147,22 @@ def test_a_script_that_catches_the_stop_is_stopped_again(tmp_path):
                                "too)\n")
 
 
+def _interrupted_trace(script, columns: int, settle: float = 0.0):
+    """``shapetrace trace script``, sent SIGINT once the script prints READY on stderr (after ``settle``
+    seconds more): the process, its stdout and stderr, and the seconds from the signal to its end."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS=str(columns))
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while (line := proc.stderr.readline()) and line.strip() != "READY":
+        pass
+    time.sleep(settle)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc, out, err, time.monotonic() - sent
+
+
 def test_ctrl_c_on_a_busy_endless_script_answers_within_a_second(tmp_path):
     """A script busy in pure Python after a few ops: Ctrl-C gives the table of those ops at once."""
     script = tmp_path / "busy.py"
@@ -158,16 +174,8 @@ def test_ctrl_c_on_a_busy_endless_script_answers_within_a_second(tmp_path):
                       "n = 0\n"
                       "while True:\n"
                       "    n += 1\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert proc.stderr.readline().strip() == "READY"
-    time.sleep(0.5)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - sent < 2.0  # 0.6-1.2 s measured with the machine loaded 4x; 1.6-2.5 s before
+    proc, out, err, elapsed = _interrupted_trace(script, columns=200, settle=0.5)
+    assert elapsed < 2.0  # 0.6-1.2 s measured with the machine loaded 4x; 1.6-2.5 s before
     assert proc.returncode == 130, err
     assert out.splitlines()[-1] == "interrupted at op 100 (Ctrl-C): the table shows the 100 ops recorded before it"
     assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
@@ -197,16 +205,7 @@ def test_ctrl_c_after_thousands_of_ops_answers_at_once_with_the_last_rows(tmp_pa
                       "    n += 1\n"
                       "    if n == 2500:\n"
                       "        print('READY', file=sys.stderr, flush=True)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
-    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    while (line := proc.stderr.readline()) and line.strip() != "READY":
-        pass
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    elapsed = time.monotonic() - sent
+    proc, out, err, elapsed = _interrupted_trace(script, columns=100)
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
     assert elapsed < min(2.0, max(1.0, 0.3 * load)), elapsed  # 1 s on an idle machine
     assert proc.returncode == 130, err
