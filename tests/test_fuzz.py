@@ -8,7 +8,6 @@ time and memory so the whole module stays well under a minute.
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 import sys
@@ -175,8 +174,9 @@ def test_hypothesis_over_every_command(files, monkeypatch, tmp_path):
     assert 2 in seen and len(seen) >= 30  # it did reach usage errors, and ran many cases
 
 
-def test_usage_errors_never_import_torch_and_answer_fast(files):
-    """Every usage error is found before torch is imported, in one process for all of them."""
+def test_usage_errors_never_import_torch(files):
+    """Every usage error is found before torch is imported, in one process for all of them (how fast
+    that is: benchmarks/bench_startup.py, as a ratio to ``import torch`` measured in the same run)."""
     cases = [["run", "--heads", "7"], ["run", "--explain", "x"], ["run", "--export", "a.pdf"],
              ["run", "--device", "nope"], ["run", "--max-memory", "x"], ["run", "--break", "nope"],
              ["run", "--predict", "--answers", "missing.txt"], ["run", "--step", "--predict"],
@@ -207,8 +207,6 @@ def test_usage_errors_never_import_torch_and_answer_fast(files):
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
     assert [(args, code, torch) for args, code, torch, _ in results] == [(c, 2, False) for c in cases]
-    slowest = max(seconds for *_, seconds in results)
-    assert slowest < 0.3 or math.isclose(slowest, 0.3), results  # after the first import of the CLI itself
 
 
 def test_a_script_that_closes_stdout_still_gets_its_table(files):
@@ -217,16 +215,14 @@ def test_a_script_that_closes_stdout_still_gets_its_table(files):
     assert "1 op · 1 view" in proc.stdout and "Traceback" not in proc.stderr
 
 
-def test_missing_script_is_answered_in_a_fresh_process_under_0_3_s():
-    """Wall time of ``python -m shapetrace trace nope.py`` minus Python's own start-up."""
-    start = time.monotonic()
-    run_cli("--version")
-    baseline = time.monotonic() - start
-    start = time.monotonic()
-    proc = run_cli("trace", "nope.py")
-    elapsed = time.monotonic() - start
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: no such script: nope.py"
-    assert elapsed < max(0.3, baseline * 1.5), (elapsed, baseline)
+def test_missing_script_is_answered_in_a_fresh_process_without_importing_torch():
+    """``python -m shapetrace trace nope.py`` answers before torch is imported (Python's own import log
+    says which modules a fresh process loaded; the time it takes is in benchmarks/bench_startup.py)."""
+    proc = run_cli("trace", "nope.py", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines[-1] == "error: no such script: nope.py"
+    imported = [line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")]
+    assert "shapetrace.cli.app" in imported and not [m for m in imported if m.split(".")[0] == "torch"]
 
 
 @pytest.mark.parametrize("args", [["run", "--predict"], ["quiz", "--count", "1"]])

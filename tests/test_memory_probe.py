@@ -167,7 +167,7 @@ def test_the_probe_is_twice_the_slack_and_its_output_comes_back_exactly():
         chunks.append(data)
     from shapetrace.exercises.frames import Decoder
 
-    (frame,) = Decoder().feed(b"".join(chunks))
+    (frame,) = list(Decoder().feed(b"".join(chunks)))
     assert frame.header == {"kind": "probe", "case": 3, "shape": [2, 4, 3], "dtype": "float32", "raw": True}
     assert torch.equal(pr.received(frame.header, frame.body), out)
     assert pr.received(dict(frame.header, shape=[2, 4, 4]), frame.body) is None

@@ -58,5 +58,16 @@ def test_forged_descriptions_are_refused(desc, storages, body, why):
 def test_a_frame_over_the_cap_is_refused_from_its_length():
     frame = encode({"kind": "case"}, b"x" * 100)
     with pytest.raises(BadFrame, match="a frame of 100 bytes"):
-        Decoder(max_body=99).feed(frame[:40])  # refused before the body arrives
-    assert Decoder(max_body=100).feed(frame)[0].body == b"x" * 100
+        list(Decoder(max_body=99).feed(frame[:40]))  # refused before the body arrives
+    assert list(Decoder(max_body=100).feed(frame))[0].body == b"x" * 100
+
+
+def test_good_frames_before_a_bad_one_in_the_same_read_still_come_out():
+    """A learner's forged frame can arrive in the same read as the child's own "ready": the parent must
+    still see "ready" (and so call the run a crash of the learner's file, not a checker that never started)."""
+    good, bad = encode({"kind": "ready"}, b""), encode({"kind": "case"}, b"")[:-8] + (1 << 30).to_bytes(8, "big")
+    seen = []
+    with pytest.raises(BadFrame, match="a frame of 1073741824 bytes"):
+        for frame in Decoder(max_body=100).feed(good + bad):
+            seen.append(frame.header)
+    assert seen == [{"kind": "ready"}]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAGIC = b"STF1"
@@ -47,16 +48,14 @@ class Decoder:
         self.buf = bytearray()
         self.need = 0  # bytes the frame being read needs in all (a large body arrives in many reads)
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: bytes) -> Iterator[Frame]:
+        """Each complete frame as it is parsed: the good frames before a bad one in the same read still
+        come out (the bad one raises :class:`BadFrame` when the loop reaches it)."""
         self.buf += data
         if len(self.buf) < self.need:
-            return []
-        frames = []
-        while True:
-            frame = self._next()
-            if frame is None:
-                return frames
-            frames.append(frame)
+            return
+        while (frame := self._next()) is not None:
+            yield frame
 
     def _next(self) -> Frame | None:
         if len(self.buf) < 8:
