@@ -206,8 +206,7 @@ def test_ctrl_c_after_thousands_of_ops_answers_at_once_with_the_last_rows(tmp_pa
                       "    if n == 2500:\n"
                       "        print('READY', file=sys.stderr, flush=True)\n")
     proc, out, err, elapsed = _interrupted_trace(script, columns=100)
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    assert elapsed < min(2.0, max(1.0, 0.3 * load)), elapsed  # 1 s on an idle machine
+    assert elapsed < 2.0, elapsed  # a bound for a hang, not a benchmark (0.6-1.8 s measured, see above)
     assert proc.returncode == 130, err
     n = int(re.search(r"interrupted at op ([\d,]+) \(Ctrl-C\)", out).group(1).replace(",", ""))
     assert n >= 5000
