@@ -224,3 +224,24 @@ def _outcome(fn, args):
     except Exception as exc:  # the same error, word for word
         return type(exc).__name__, str(exc)
     return tuple(out.shape), out.stride(), out.storage_offset(), out.flatten().nan_to_num(nan=-7.0).tolist()
+
+
+def test_salt_keeps_scoping_right():
+    """Parameters (a call by keyword), class attributes, ``import a.b``, ``except ... as``, comprehensions,
+    lambdas, closures and match captures keep working when the locals get random names."""
+    import random
+
+    from shapetrace.exercises.sealed import salted
+
+    code = ("def f(x, y=2, *a, k=3, **kw):\n    class A:\n        z = 1\n    try:\n        r = int(x) + A.z\n"
+            "    except ValueError as e:\n        e = str(e)\n        return e\n    g = lambda y: y + r\n"
+            "    import os.path\n    out = [t * 2 for t in range(x)]\n    match x:\n        case 1:\n"
+            "            pass\n        case q:\n            out.append(q)\n    def h(n):\n        return n + r\n"
+            "    return g(1), h(2), out, y, k, len(a), kw, os.path.sep\n")
+    plain: dict = {}
+    exec(code, plain)
+    for seed in range(5):
+        salty: dict = {}
+        exec(salted(code, random.Random(seed), ["view", "torch.nn.functional"]), salty)
+        assert salty["f"](3, k=5, w=1) == plain["f"](3, k=5, w=1) == (5, 6, [0, 2, 4, 3], 2, 5, 0, {"w": 1}, "/")
+        assert salty["f"]("s") == plain["f"]("s") == "invalid literal for int() with base 10: 's'"  # except

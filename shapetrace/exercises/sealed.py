@@ -117,6 +117,12 @@ def _bound_elsewhere(fn: ast.FunctionDef) -> set[str]:
             keep.update(node.names)
         elif isinstance(node, ast.Import):  # ``import a.b`` binds ``a`` and cannot be renamed as it is
             keep.update(alias.name.split(".")[0] for alias in node.names if alias.asname is None and "." in alias.name)
+        elif isinstance(node, ast.ClassDef):  # a class body's names are its attributes
+            keep.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            keep.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            keep.add(node.rest)
     return keep
 
 
@@ -126,10 +132,13 @@ def _rename_locals(fn: ast.FunctionDef, namer: _Namer) -> None:
     stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
     stored |= {alias.asname or alias.name.split(".")[0] for n in ast.walk(fn)
                if isinstance(n, (ast.Import, ast.ImportFrom)) for alias in n.names if alias.name != "*"}
+    stored |= {n.name for n in ast.walk(fn) if isinstance(n, ast.ExceptHandler) and n.name}
     new = {name: namer() for name in sorted(stored - keep)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and node.id in new:
             node.id = new[node.id]
+        elif isinstance(node, ast.ExceptHandler) and node.name in new:
+            node.name = new[node.name]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 bound = alias.asname or alias.name.split(".")[0]
