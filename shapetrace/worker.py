@@ -242,12 +242,12 @@ def _guard():
     return Guard()
 
 
-def _implementation(code: str, subjects: list[str], guard) -> list:
-    """The one implementation this child holds, sealed (:mod:`shapetrace.exercises.sealed`): the functions
-    the learner's test receives are the same for every implementation but for what they do."""
+def _implementation(code: str, subjects: list[str], guard, decoys: list[str]) -> list:
+    """The one implementation this child holds, sealed and salted afresh (:mod:`shapetrace.exercises.sealed`):
+    the functions the learner's test receives are the same for every implementation but for what they do."""
     from shapetrace.exercises.sealed import seal
 
-    return seal(code, subjects, guard)
+    return seal(code, subjects, guard, decoys)
 
 
 def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard) -> None:
@@ -255,12 +255,13 @@ def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard)
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
 
-    code, subjects = meta["implementation"], meta["subjects"]
+    code, subjects, decoys = meta["implementation"], meta["subjects"], [str(n) for n in meta.get("decoys") or []]
     for i in range(int(meta["runs"])):
         channel.send({"kind": "start", "case": i})
         try:
             start_clock(limit)
-            got, timed_out = call(fn, _implementation(code, subjects, guard), [], {}, path=path, traced=False), False
+            sealed = _implementation(code, subjects, guard, decoys)
+            got, timed_out = call(fn, sealed, [], {}, path=path, traced=False), False
         except CheckTimeout as exc:
             got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
         finally:

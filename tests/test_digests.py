@@ -1,8 +1,11 @@
 """Digests of the solutions, the judge and the broken versions: a changed file and the checker refuses to run.
 
-Each test works on its own copy of lessons/ (the digests are recorded when a lessons folder is first
-loaded), tampers with it, and sees the refusal: one line, exit 1, nothing checked. One real check
-in the sandbox shows the same copy passes before it is touched.
+The digests are recorded in shapetrace/exercises/DIGESTS.json (``python -m shapetrace.exercises.digests
+--write``); one test fails while that file is stale. Each other test works on its own copy of lessons/
+(a faithful copy verifies: lesson files are named relative to their folder), tampers with it, and sees
+the refusal: one line, exit 1, naming the file and the command, nothing checked. One real check in the
+sandbox shows the same copy passes before it is touched, and one shows that recording the digests
+again (what a learner who edits a lesson in a checkout does) lets the edited copy be checked.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from shapetrace.exercises.checker import Job, check_job
 from shapetrace.exercises.content import lessons_root, load
 from shapetrace.exercises.digests import TamperedError
 
-MESSAGE = "since the checker recorded its digest; restore it (or reinstall shapetrace) and run the check again"
+MESSAGE = ("since its digest was recorded (shapetrace/exercises/DIGESTS.json); if you edited it, record the "
+           "digests again with `python -m shapetrace.exercises.digests --write`, else restore it or reinstall "
+           "shapetrace")
 
 
 @pytest.fixture
 def lessons(tmp_path) -> Path:
-    """A fresh copy of lessons/, loaded once (its digests recorded) before the test touches it."""
+    """A fresh copy of lessons/, loaded once before the test touches it."""
     root = tmp_path / "lessons"
     shutil.copytree(lessons_root(), root)
     load(root)
@@ -74,12 +79,12 @@ def test_every_exercise_in_the_folder_is_covered_not_a_fixed_list(lessons):
 def test_a_package_file_that_differs_from_its_digest_is_refused(lessons, monkeypatch):
     """The judge and the broken versions are the package's files: a recorded digest that no longer matches
     (here the record is changed, not the installed package) stops the check before anything runs."""
-    mutants = str((digests.PACKAGE_DIR / "attention" / "mutants.py").resolve())
-    package = digests.recorded()
-    monkeypatch.setitem(digests._recorded, str(digests.PACKAGE_DIR), dict(package, **{mutants: "0" * 64}))
+    recorded = digests.manifest()
+    changed = dict(recorded, package=dict(recorded["package"], **{"shapetrace/attention/mutants.py": "0" * 64}))
+    monkeypatch.setitem(digests._loaded, str(digests.MANIFEST), changed)
     assert _refusal(lessons) == f"refusing to check: shapetrace/attention/mutants.py changed {MESSAGE}"
     with pytest.raises(TamperedError, match="shapetrace/attention/mutants.py changed"):
-        digests.verified_text(Path(mutants))
+        digests.verified_text(digests.PACKAGE_DIR / "attention" / "mutants.py")
 
 
 def test_what_runs_is_what_was_checked(lessons):
@@ -116,3 +121,65 @@ def test_grading_stops_at_a_refusal(lessons):
     with pytest.raises(TamperedError, match="split-heads/solution.py changed"):
         grade(sub, lessons, time_limit=2, memory_mb=512, workers=1, on_done=lambda *a: done.append(a))
     assert done == []  # no cell was reported: a tampered checker grades nobody
+
+
+def test_the_committed_manifest_is_current():
+    """Fails whenever a package file or a lesson file changed and the digests were not recorded again."""
+    stale = digests.stale(digests.PACKAGE_DIR.parent / "lessons")
+    assert stale == [], ("shapetrace/exercises/DIGESTS.json is stale: run `python -m shapetrace.exercises.digests "
+                         "--write` and commit it; stale: " + ", ".join(stale[:10]))
+
+
+def test_the_manifest_ships_as_package_data():
+    import tomllib
+    from conftest import ROOT
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert config["tool"]["setuptools"]["package-data"]["shapetrace.exercises"] == ["DIGESTS.json"]
+    assert digests.MANIFEST == digests.PACKAGE_DIR / "exercises" / "DIGESTS.json" and digests.MANIFEST.is_file()
+
+
+def test_the_manifest_is_read_once_per_process(lessons, monkeypatch, tmp_path):
+    """A manifest changed after the first check of a session changes nothing in that session."""
+    copy = tmp_path / "DIGESTS.json"
+    copy.write_text(digests.MANIFEST.read_text())
+    monkeypatch.setattr(digests, "MANIFEST", copy)
+    monkeypatch.delitem(digests._loaded, str(copy), raising=False)
+    digests.verify(lessons)
+    solution = _split(lessons) / "solution.py"
+    solution.write_text("def split_heads(x, heads):\n    return x\n")
+    copy.write_text(digests.manifest_text(lessons))  # a forged record of the changed solution
+    with pytest.raises(TamperedError, match="split-heads/solution.py changed"):
+        digests.verify(lessons)
+
+
+def test_a_missing_manifest_refuses_every_check(lessons, monkeypatch, tmp_path):
+    monkeypatch.setattr(digests, "MANIFEST", tmp_path / "DIGESTS.json")
+    assert _refusal(lessons) == ("refusing to check: the digests file shapetrace/exercises/DIGESTS.json is missing; "
+                                 "record the digests with `python -m shapetrace.exercises.digests --write`")
+
+
+def test_a_learner_who_edits_a_lesson_records_the_digests_again(lessons, cli, monkeypatch, tmp_path, capsys):
+    """Editing a solution in a checkout: the check refuses in one line naming the file and the command; after
+    the command (here writing a copy of the manifest), the edited lesson is checked."""
+    manifest = tmp_path / "DIGESTS.json"
+    manifest.write_text(digests.MANIFEST.read_text())
+    monkeypatch.setattr(digests, "MANIFEST", manifest)
+    monkeypatch.delitem(digests._loaded, str(manifest), raising=False)
+    monkeypatch.setenv("SHAPETRACE_LESSONS", str(lessons))
+    solution = _split(lessons) / "solution.py"
+    solution.write_text(solution.read_text() + "\n# my note on the transpose\n")
+    learner = tmp_path / "mine.py"
+    learner.write_text(solution.read_text())
+    args = ("exercise", "check", "split-heads", "--file", str(learner), "--state-dir", str(tmp_path / "state"))
+    r = cli(*args)
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 1 and len(lines) == 1, r.output
+    assert f"refusing to check: 01_split_heads/split-heads/solution.py changed {MESSAGE}" in lines[0], r.output
+    assert digests.main(["--check"]) == 1
+    assert "lessons: 01_split_heads/split-heads/solution.py" in capsys.readouterr().out
+    assert digests.main(["--write"]) == 0  # $SHAPETRACE_LESSONS: the folder the learner edits
+    assert digests.main(["--check"]) == 0
+    assert digests.stale(lessons, manifest) == []
+    r = cli(*args)
+    assert r.exit_code == 0 and "pass" in r.output.lower(), r.output

@@ -281,11 +281,13 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
                 layers=ALL_LAYERS, progress=None) -> dict:
     """A learner-written test: one fresh child per implementation, none told which one it holds."""
     from shapetrace.exercises.sandbox import run_child
+    from shapetrace.exercises.sealed import decoy_names
     from shapetrace.exercises.testjudge import TestJudge
 
     judge = TestJudge(ex, job.file, seed, source)
     meta = _request(job, source, ex, limit, memory_mb, width, layers)
-    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
+    # the names every implementation is salted with: the same list whichever one a child holds
+    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS, decoys=decoy_names(impl.code for impl in judge.cases))
     done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
 
     def one(impl):

@@ -1,35 +1,52 @@
-"""Digests of what the checker runs in the parent: the solutions, the judge and the broken versions (no torch).
+"""Digests of what the checker runs in the parent, recorded when the package is built (no torch).
 
-The parent runs lesson code (each ``solution.py``, the reference and known mistakes in ``exercise.toml``)
-and its own modules (the judge, the bug catalogue's broken versions in ``shapetrace/attention/``, the
-child's modules it sends over the pipe). Their SHA-256 digests are recorded once per process, when this
-module is first used (the package) and when a lessons folder is first loaded (every ``*.py`` and
-``*.toml`` under it, whichever exercises it holds), and kept in the parent's memory, which the child
-can neither write nor read (no ptrace, no ``/proc/PID/mem``: :mod:`.confine`). Before every check the
-files are hashed again, and the lesson code the parent is about to run is read from the very bytes that
-were checked; any difference is :class:`TamperedError` (one line, exit 1) and nothing runs: one
-student's file cannot change what the next student's check runs, in a ``grade`` or ``watch`` session.
+The parent runs lesson code (each ``solution.py``, the reference and the known mistakes in
+``exercise.toml``) and its own modules (the judge, the broken versions in ``shapetrace/attention/``,
+the child's modules it sends over the pipe). The SHA-256 of each of them is recorded in
+:data:`MANIFEST` (``shapetrace/exercises/DIGESTS.json``), written by
+``python -m shapetrace.exercises.digests --write`` and committed with the files it covers; a test
+(``tests/test_digests.py``) fails while it is stale. The manifest is read once per process and kept in
+memory. Before every check every file is hashed again and compared with it, and the lesson code the
+parent is about to run is compiled from the very bytes that were checked; any difference is
+:class:`TamperedError` (one line, exit 1, naming the file and the command that records the digests
+again) and nothing runs.
 
-A file written at build time would also cover changes between two processes; the sandbox is what
-stops those (the child sees none of these files and writes nowhere), and a checkout whose lessons are
-edited between two commands must keep working.
+What it covers: every ``*.py`` of the package (keys ``shapetrace/...``) and every ``*.py`` and
+``*.toml`` of the lessons folder (keys relative to it, so a copy of the lessons verifies as well as
+the original). Someone who edits the lessons or the package in a checkout re-records the digests
+with the command; the refusal says so.
+
+Why a committed manifest and not a setuptools build step: in an editable install (``pip install -e .``,
+how this project is used from a checkout) setuptools runs the build's subcommands once, at install
+time, with ``editable_mode`` set, and the files are then edited in place; a digest taken then would be
+stale at the first edit and nothing would say so. A manifest under version control ties the digests to
+the reviewed commit, ships in the wheel as package data, and its staleness is a failing test.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
+import os
+import sys
 import threading
 from pathlib import Path
 
 from shapetrace.errors import ShapetraceError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-#: The lesson files the parent reads code from.
+#: The manifest of recorded digests (package data, committed).
+MANIFEST = Path(__file__).resolve().with_name("DIGESTS.json")
+#: The command that records the digests again.
+WRITE_COMMAND = "python -m shapetrace.exercises.digests --write"
+#: The package files and the lesson files the parent reads code from.
+PACKAGE_PATTERNS = ("*.py",)
 LESSON_PATTERNS = ("*.py", "*.toml")
 
 
 class TamperedError(ShapetraceError):
-    """A file the checker runs changed since it was recorded: the checker refuses to run (exit 1)."""
+    """A file the checker runs differs from its recorded digest: the checker refuses to run (exit 1)."""
 
     exit_code = 1
 
@@ -43,58 +60,147 @@ def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted(p for p in found if p.is_file())
 
 
-def record(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    """``{resolved path: sha256}`` of every file under ``root`` matching ``patterns``."""
-    return {str(p.resolve()): sha256(p.read_bytes()) for p in _files(root, patterns)}
+def record(root: Path, patterns: tuple[str, ...], prefix: str = "") -> dict[str, str]:
+    """``{prefix + path relative to root: sha256}`` of every file under ``root`` matching ``patterns``."""
+    root = Path(root).resolve()
+    return {prefix + p.relative_to(root).as_posix(): sha256(p.read_bytes()) for p in _files(root, patterns)}
+
+
+def package_digests() -> dict[str, str]:
+    """The package's files as they are now (keys ``shapetrace/...``)."""
+    return record(PACKAGE_DIR, PACKAGE_PATTERNS, prefix=PACKAGE_DIR.name + "/")
+
+
+def lesson_digests(lessons: Path) -> dict[str, str]:
+    """A lessons folder's files as they are now (keys relative to the folder)."""
+    return record(lessons, LESSON_PATTERNS)
+
+
+def _refusal(name: str, what: str) -> TamperedError:
+    return TamperedError(f"refusing to check: {name} {what} since its digest was recorded "
+                         f"(shapetrace/exercises/DIGESTS.json); if you edited it, record the digests again with "
+                         f"`{WRITE_COMMAND}`, else restore it or reinstall shapetrace")
 
 
 _lock = threading.Lock()
-#: The recorded digests, by folder: the package's and each lessons folder's, on first use in this process.
-_recorded: dict[str, dict[str, str]] = {}
+#: The manifests read in this process, by path: read once, then kept (a later change of the file is unseen).
+_loaded: dict[str, dict[str, dict[str, str]]] = {}
 
 
-def _folder(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
-    key = str(Path(root).resolve())
+def manifest() -> dict[str, dict[str, str]]:
+    """``{"package": {...}, "lessons": {...}}`` as recorded in :data:`MANIFEST` (read once per process)."""
+    key = str(MANIFEST)
     with _lock:
-        if key not in _recorded:
-            _recorded[key] = record(Path(key), patterns)
-        return _recorded[key]
+        if key not in _loaded:
+            _loaded[key] = _read_manifest(MANIFEST)
+        return _loaded[key]
 
 
-def recorded(lessons: Path | None = None) -> dict[str, str]:
-    """The digests recorded for the package and ``lessons`` (each recorded on first use, then kept)."""
-    package = _folder(PACKAGE_DIR, ("*.py",))
-    return {**package, **_folder(lessons, LESSON_PATTERNS)} if lessons is not None else dict(package)
+def _read_manifest(path: Path) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        sections = {name: dict(data[name]) for name in ("package", "lessons")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        why = "is missing" if isinstance(exc, FileNotFoundError) else "cannot be read"
+        raise TamperedError(f"refusing to check: the digests file shapetrace/exercises/DIGESTS.json {why}; "
+                            f"record the digests with `{WRITE_COMMAND}`") from None
+    if not all(isinstance(k, str) and isinstance(v, str) for s in sections.values() for k, v in s.items()):
+        raise TamperedError(f"refusing to check: shapetrace/exercises/DIGESTS.json is not a digests file; "
+                            f"record the digests with `{WRITE_COMMAND}`")
+    return sections
 
 
-def _short(path: str, lessons: Path | None) -> str:
-    for base in ([Path(lessons).resolve()] if lessons is not None else []) + [PACKAGE_DIR.parent]:
-        try:
-            return str(Path(path).relative_to(base))
-        except ValueError:
-            continue
-    return path
+def _compare(want: dict[str, str], now: dict[str, str], shown: str = "") -> None:
+    for name in sorted(set(want) | set(now)):
+        if want.get(name) != now.get(name):
+            what = "appeared" if name not in want else "is gone" if name not in now else "changed"
+            raise _refusal(shown + name, what)
 
 
 def verify(lessons: Path) -> None:
     """Raise :class:`TamperedError` unless every recorded file is there, unchanged, and no new one appeared."""
-    lessons = Path(lessons).resolve()
-    want = recorded(lessons)
-    now = {**record(PACKAGE_DIR, ("*.py",)), **record(lessons, LESSON_PATTERNS)}
-    for path in sorted(set(want) | set(now)):
-        if want.get(path) != now.get(path):
-            what = "appeared" if path not in want else "is gone" if path not in now else "changed"
-            raise TamperedError(f"refusing to check: {_short(path, lessons)} {what} since the checker recorded "
-                                "its digest; restore it (or reinstall shapetrace) and run the check again")
+    recorded = manifest()
+    _compare(recorded["package"], package_digests())
+    _compare(recorded["lessons"], lesson_digests(Path(lessons)), shown=_lessons_prefix(Path(lessons)))
+
+
+def _lessons_prefix(lessons: Path) -> str:
+    """How a lesson file is named in a refusal: relative to the lessons folder, named ``lessons/`` when it
+    is the checkout's own."""
+    return "lessons/" if Path(lessons).resolve() == PACKAGE_DIR.parent / "lessons" else ""
+
+
+def _key(path: Path, lessons: Path | None) -> tuple[str, str]:
+    """(section, key) of a file the parent reads code from; ("", path) for a file it does not cover."""
+    real = Path(path).resolve()
+    if lessons is not None and real.is_relative_to(Path(lessons).resolve()):
+        return "lessons", real.relative_to(Path(lessons).resolve()).as_posix()
+    if real.is_relative_to(PACKAGE_DIR):
+        return "package", PACKAGE_DIR.name + "/" + real.relative_to(PACKAGE_DIR).as_posix()
+    return "", str(real)
 
 
 def verified_text(path: Path, lessons: Path | None = None) -> str:
     """The text of a recorded file, read once and checked against its digest (what runs is what was checked)."""
-    real = str(Path(path).resolve())
-    want = recorded(lessons).get(real)
-    data = Path(real).read_bytes()
-    if want is None or sha256(data) != want:
-        raise TamperedError(f"refusing to check: {_short(real, lessons)} "
-                            f"{'is not a recorded file' if want is None else 'changed'} since the checker "
-                            "recorded its digest; restore it (or reinstall shapetrace) and run the check again")
+    section, key = _key(Path(path), lessons)
+    want = manifest().get(section, {}).get(key)
+    data = Path(path).resolve().read_bytes()
+    shown = (_lessons_prefix(lessons) if section == "lessons" else "") + key
+    if want is None:
+        raise _refusal(shown, "is not a recorded file, or appeared")
+    if sha256(data) != want:
+        raise _refusal(shown, "changed")
     return data.decode("utf-8")
+
+
+def manifest_text(lessons: Path) -> str:
+    """The manifest for the package and ``lessons`` as they are now: sorted, one file a line (merges cleanly)."""
+    data = {"package": package_digests(), "lessons": lesson_digests(lessons)}
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def stale(lessons: Path, path: Path | None = None) -> list[str]:
+    """The files whose digests in the manifest at ``path`` differ from the files now ('' list when current)."""
+    try:
+        recorded = _read_manifest(path or MANIFEST)
+    except TamperedError as exc:
+        return [str(exc)]
+    now = {"package": package_digests(), "lessons": lesson_digests(lessons)}
+    return [f"{section}: {name}" for section in ("package", "lessons")
+            for name in sorted(set(recorded[section]) | set(now[section]))
+            if recorded[section].get(name) != now[section].get(name)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from shapetrace.exercises.content import lessons_root
+
+    parser = argparse.ArgumentParser(prog="python -m shapetrace.exercises.digests",
+                                     description="Record (--write) or check (--check) the digests of the files "
+                                                 "the exercise checker runs.")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help=f"write {MANIFEST.name} for the files as they are now")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the recorded digests are stale")
+    parser.add_argument("--lessons", type=Path, default=None,
+                        help="the lessons folder (default: $SHAPETRACE_LESSONS or the checkout's lessons/)")
+    args = parser.parse_args(argv)
+    lessons = Path(args.lessons or lessons_root()).resolve()
+    if not (lessons / "index.toml").is_file():
+        print(f"error: no lessons at {lessons} (no index.toml)", file=sys.stderr)
+        return 2
+    if args.check:
+        changed = stale(lessons)
+        for line in changed:
+            print(line)
+        print(f"{len(changed)} stale digests" + (f"; run `{WRITE_COMMAND}`" if changed else ""))
+        return 1 if changed else 0
+    temp = MANIFEST.with_name(MANIFEST.name + ".tmp")
+    temp.write_text(manifest_text(lessons), encoding="utf-8")
+    os.replace(temp, MANIFEST)  # all or nothing: an interrupted write leaves the old manifest
+    with _lock:
+        _loaded.pop(str(MANIFEST), None)
+    print(f"recorded the digests in {MANIFEST} (lessons: {lessons})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

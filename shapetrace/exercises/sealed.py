@@ -20,8 +20,22 @@ source, qualified name) could fail it without checking anything. So:
   file ran, and no other thread may exist; an exception comes back without the frames it passed
   through.
 
-What this cannot stop: code that reads the process's raw memory (``ctypes``) can still find the bytes
-of the real code. Closing that needs the implementation in another process; see the README.
+* the real code is salted afresh every time it is sealed (:func:`salted`, from the operating system's
+  random source): its locals get random names, dead locals holding random constants sit at random
+  places, and each top-level function starts with a branch never taken that names every name any
+  implementation of the exercise uses (``decoys``, sent by the parent), in a random order. So no
+  fingerprint computed beforehand from the package (a function's bytecode, constants, local names, line
+  table, or the names it uses, in order or as a set) matches the real code even when raw memory leads a
+  test to it (``ctypes.cast`` of the address the facade keeps: tests/hostile/fingerprint_ctypes_address.py).
+  Code nested inside a function (a generator expression, a lambda) gets its locals renamed, nothing more.
+
+What this cannot stop: code that reads the process's raw memory (``ctypes``; numpy's
+``__array_interface__`` reads any address without it, and torch itself holds ``ctypes`` as
+``torch.ctypes``, so refusing the import would stop nothing) can still reach the real function and
+study what it does rather than what it looks like: call it under its own torch function mode and list
+the ops, or read its instructions (tests/hostile/remaining/, measured in tests/test_sealed.py). Salt
+hides what the code looks like, not what it does; closing that needs the implementation in a process
+of its own (the learner's test would call it over a pipe); see the README.
 """
 
 from __future__ import annotations
@@ -30,8 +44,11 @@ import ast
 import builtins
 import ctypes
 import gc
+import random
+import secrets
 import signal
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 FILENAME = "<implementation under test>"
@@ -55,6 +72,115 @@ def normalise(code: str) -> str:
                     and isinstance(first.value.value, str):
                 node.body = node.body[1:] or [ast.Pass()]
     return ast.unparse(tree) + "\n"
+
+
+def _top_functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def decoy_names(codes: Iterable[str]) -> list[str]:
+    """Every name (global, attribute, module) the functions of ``codes`` use: what :func:`salted` makes
+    every implementation name, so the names a function uses say nothing about which one it is."""
+    names: set[str] = set()
+    for code in codes:
+        pending = [compile(normalise(code), FILENAME, "exec")]
+        while pending:
+            co = pending.pop()
+            names.update(co.co_names)
+            pending += [c for c in co.co_consts if hasattr(c, "co_names")]
+    return sorted(names)
+
+
+class _Namer:
+    """Fresh random identifiers, never two alike and never one the code already uses."""
+
+    def __init__(self, rng: random.Random, taken: set[str]):
+        self.rng, self.taken = rng, set(taken)
+
+    def __call__(self) -> str:
+        while True:
+            name = f"_{self.rng.getrandbits(40):010x}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+def _bound_elsewhere(fn: ast.FunctionDef) -> set[str]:
+    """Names local renaming must leave alone: every parameter (of the function and of any lambda or
+    function inside it, so a call by keyword still works) and every ``global``/``nonlocal`` name."""
+    keep: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            keep.update(arg.arg for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            keep.update(node.names)
+        elif isinstance(node, ast.Import):  # ``import a.b`` binds ``a`` and cannot be renamed as it is
+            keep.update(alias.name.split(".")[0] for alias in node.names if alias.asname is None and "." in alias.name)
+        elif isinstance(node, ast.ClassDef):  # a class body's names are its attributes
+            keep.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            keep.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            keep.add(node.rest)
+    return keep
+
+
+def _rename_locals(fn: ast.FunctionDef, namer: _Namer) -> None:
+    """Give every local the function assigns (not a parameter) a random name, everywhere in it."""
+    keep = _bound_elsewhere(fn)
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    stored |= {alias.asname or alias.name.split(".")[0] for n in ast.walk(fn)
+               if isinstance(n, (ast.Import, ast.ImportFrom)) for alias in n.names if alias.name != "*"}
+    stored |= {n.name for n in ast.walk(fn) if isinstance(n, ast.ExceptHandler) and n.name}
+    new = {name: namer() for name in sorted(stored - keep)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and node.id in new:
+            node.id = new[node.id]
+        elif isinstance(node, ast.ExceptHandler) and node.name in new:
+            node.name = new[node.name]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                if bound in new and alias.name != "*":
+                    alias.asname = new[bound]
+
+
+def _assign(name: str, value: int) -> ast.Assign:
+    return ast.Assign(targets=[ast.Name(name, ast.Store())], value=ast.Constant(value))
+
+
+def _mention(flag: str, name: str, namer: _Namer) -> ast.stmt:
+    """A statement that puts ``name`` among the function's names (a module path is imported, never run)."""
+    if "." in name:
+        return ast.Import(names=[ast.alias(name=name, asname=namer())])
+    return ast.Expr(ast.Attribute(ast.Name(flag, ast.Load()), name, ast.Load()))
+
+
+def _salt_function(fn: ast.FunctionDef, rng: random.Random, namer: _Namer, decoys: list[str]) -> None:
+    _rename_locals(fn, namer)
+    body = list(fn.body)
+    for _ in range(rng.randint(1, 3)):  # dead locals with random constants, before the last statement
+        body.insert(rng.randint(0, len(body) - 1), _assign(namer(), rng.getrandbits(62) + 1))
+    if decoys:
+        flag = namer()
+        names = list(decoys)
+        rng.shuffle(names)
+        never = ast.If(test=ast.Compare(ast.Name(flag, ast.Load()), [ast.Lt()], [ast.Constant(0)]),
+                       body=[_mention(flag, n, namer) for n in names], orelse=[])
+        body[:0] = [_assign(flag, rng.getrandbits(62) + 1), never]  # first, so the names' order is this one
+    fn.body = body
+
+
+def salted(code: str, rng: random.Random | None = None, decoys: Iterable[str] = ()) -> str:
+    """``code`` normalised, then salted in every top-level function (see the module's docstring): what it
+    does is unchanged; what it looks like is new each time (``rng``: the operating system's by default)."""
+    rng = rng or secrets.SystemRandom()
+    tree = ast.parse(normalise(code))
+    namer = _Namer(rng, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(decoys))
+    for fn in _top_functions(tree):
+        _salt_function(fn, rng, namer, list(decoys))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 class Guard:
@@ -132,10 +258,12 @@ class _Quiet:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
 
 
-def seal(code: str, subjects: list[str], guard: Guard) -> list:
-    """The facades of one implementation's ``subjects``, in order (see the module's docstring)."""
+def seal(code: str, subjects: list[str], guard: Guard, decoys: Iterable[str] = (),
+         rng: random.Random | None = None) -> list:
+    """The facades of one implementation's ``subjects``, in order (see the module's docstring); the real
+    code is :func:`salted` afresh (``rng``: the operating system's random source unless a test gives one)."""
     namespace: dict = {"__name__": "implementation", "__builtins__": builtins}
-    exec(compile(normalise(code), FILENAME, "exec"), namespace)
+    exec(compile(salted(code, rng, decoys), FILENAME, "exec"), namespace)
     addresses = [_hide(namespace[name]) for name in subjects]
     torch = guard.torch
 
