@@ -448,7 +448,10 @@ class ModuleCalls:
 
     def path(self, slot: int) -> str:
         """The module path of ``slot`` ("" outside any module)."""
-        return self._named(slot)[0] if slot >= 0 else ""
+        paths = self.paths
+        if slot < len(paths):   # named already (or -1: outside any module)
+            return paths[slot][0] if slot >= 0 else ""
+        return self._named(slot)[0]
 
     def type_name(self, slot: int) -> str:
         return self._named(slot)[1] if slot >= 0 else ""
@@ -664,25 +667,30 @@ def freeze_args(args, kwargs, operands=(), raws=()) -> tuple:
     (It runs on every recorded call: plain values and tensors are handled inline; the shape and dtype
     of a tensor among ``operands`` are taken from its layout in ``raws``, already read.)"""
     out = []
+    append = out.append
+    n = 0   # operands mostly come in argument order: the next one is tried first
     for a in args:
         kind = type(a)
-        if kind in _PLAIN:
-            out.append(a)
-        elif kind is _TENSOR or kind is _PARAMETER:
+        if kind is _TENSOR or kind is _PARAMETER:
+            if n < len(operands) and operands[n] is a:
+                raw = raws[n]
+                n += 1
+                append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
+                continue
             for t, raw in zip(operands, raws):
                 if t is a:
-                    out.append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
+                    append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
                     break
             else:
-                out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+                append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+        elif kind in _PLAIN:
+            append(a)
         else:
-            out.append(freeze(a))
+            append(freeze(a))
     if not kwargs:
         return tuple(out), None
-    pairs = []
-    for key, value in kwargs.items():
-        pairs.append((key, value if type(value) in _PLAIN else freeze(value)))
-    return tuple(out), DictOf(pairs)
+    return tuple(out), DictOf([(key, value if type(value) in _PLAIN else freeze(value))
+                               for key, value in kwargs.items()])
 
 
 def freeze(a):
