@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.ops import shows_first_argument, spec_for
 
 
 class _Lazy:
@@ -121,8 +122,6 @@ class Event:
     @property
     def hidden_copies(self) -> list:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        from shapetrace.engine.ops import spec_for
-
         if not spec_for(self.op).copies_inside or self.error:
             return []
         from shapetrace.engine.hidden import matmul_hidden_copies
@@ -239,8 +238,6 @@ class SliceOf(tuple):
 def format_args(op: str, args, kwargs) -> str:
     """The arguments as the table shows them (the first tensor is the row's input, so it is left out)."""
     parts = []
-    from shapetrace.engine.ops import shows_first_argument
-
     skip_first = not shows_first_argument(op)
     for a in (args[1:] if skip_first else args):
         parts.append(_short(a))
