@@ -437,7 +437,8 @@ class ModuleCalls:
     While the code runs, a module call costs one lookup: its *slot* (the index of its first call) and
     the slot of the module it first ran in. Paths (``h.3.attn``, relative to the outermost module the
     traced code calls) are made from those after the run, in first-call order: a module's path is the
-    one it had where it first ran, as if every module under it had been named then. The modules are
+    one it had where it first ran, read from the module tree as it stands when first asked (a submodule
+    the traced code adds or removes while it runs is named from the tree after it). The modules are
     held only until they are named (:meth:`settle`), so no id in ``seen`` is reused meanwhile."""
 
     def __init__(self) -> None:
