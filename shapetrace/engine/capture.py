@@ -49,8 +49,7 @@ class OpRecord(NamedTuple):
 
     spec: OpSpec
     site: Any                  # a :class:`.sites.Site`, or None
-    module: str                # the module path it ran in (``h.3.attn``), "" outside any module
-    module_type: str           # that module's class name
+    module: int                # the module call it ran in (a slot of :meth:`Capture.module_path`), -1 outside any
     ins: tuple                 # the operands' nodes
     in_raw: tuple              # the operands' layouts (:func:`raw_layout`)
     outs: tuple                # the results' nodes
@@ -68,7 +67,7 @@ class PassRecord(NamedTuple):
     """A call without a row of its own (elementwise arithmetic, an unknown op): how names pass on."""
 
     spec: OpSpec
-    module: str
+    module: int
     ins: tuple
     outs: tuple
     out_shapes: tuple
@@ -99,9 +98,8 @@ class Capture:
         self.records: list = []
         self.nodes: list[NodeFacts] = []
         self._ids: dict[int, tuple] = {}          # id(tensor) -> (weak reference, node)
-        self.modules: list[str] = []              # the module path stack while the traced code runs
-        self.module_types: list[str] = []
-        self.module_names: dict[int, str] = {}
+        self.modules: list[int] = []              # the module slots running now (innermost last)
+        self.module_calls = ModuleCalls()
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
@@ -160,14 +158,13 @@ class Capture:
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
             _params_read_values(spec, frozen) else None
         modules = self.modules
-        module = modules[-1] if modules else ""
-        mtype = self.module_types[-1] if modules else ""
+        module = modules[-1] if modules else -1
         try:
             result = func(*args, **kwargs) if inputs and not inputs[0].is_meta else \
                 _call(spec.name, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
         except Exception as exc:
             self.records.append(_new_tuple(OpRecord, (
-                spec, where, module, mtype, tuple(nodes), tuple(in_raw), (), (), frozen,
+                spec, where, module, tuple(nodes), tuple(in_raw), (), (), frozen,
                 _record_params(spec, args, kwargs) if params is None else params, _NOTHING,
                 _error_text(exc), einops, None, inputs[0].device if inputs else _CPU)))
             raise
@@ -192,7 +189,7 @@ class Capture:
         else:
             device = inputs[0].device if inputs else _CPU
         self.records.append(_new_tuple(OpRecord, (
-            spec, where, module, mtype, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
+            spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
         return result
 
@@ -247,7 +244,7 @@ class Capture:
             shapes.append(shape)
         frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES or spec.params is not None \
             or spec.inplace else _NO_ARGS
-        self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else "", tuple(ins),
+        self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         return result
 
@@ -258,8 +255,7 @@ class Capture:
         nodes = tuple(self.node_of(t) for t in tensors)
         raws = tuple((t.shape, t.stride(), t.storage_offset(), t.dtype) for t in tensors)
         spec = OpSpec(op.strip("_") or op, "new")
-        record = OpRecord(spec, site(3), self.modules[-1] if self.modules else "",
-                          self.module_types[-1] if self.module_types else "", nodes, raws, (), (),
+        record = OpRecord(spec, site(3), self.modules[-1] if self.modules else -1, nodes, raws, (), (),
                           freeze_args(args, kwargs), {}, _NOTHING, _error_text(exc), None, None,
                           tensors[0].device if tensors else _CPU)
         self.unrecorded_failure = (exc, record)
@@ -404,20 +400,22 @@ class ModulePaths:
         from torch.nn import Module
 
         capture, original = self.capture, Module.__call__
-        paths, types, names, outer = capture.modules, capture.module_types, capture.module_names, OUTER
+        slots, outer = capture.modules, OUTER
+        calls = capture.module_calls
+        seen, first = calls.seen, calls.first
 
         def call_in_path(module, *args, **kwargs):
-            path = names.get(id(module))
-            if path is None:
-                path = _name_submodules(module, paths[-1] + "." if paths else "", names)
-            paths.append(path)
-            types.append(type(module).__name__)
+            slot = seen.get(id(module))
+            if slot is None:   # its first call: named after the run (ModuleCalls), from where it ran first
+                slot = seen[id(module)] = len(first)
+                first.append((module, slots[-1] if slots else -1))
+            slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             try:
                 return original(module, *args, **kwargs)
             finally:
-                if paths:   # (empty if the trace was left while this module ran)
-                    del paths[-1], types[-1]
+                if slots:   # (empty if the trace was left while this module ran)
+                    del slots[-1]
                 if outer:
                     del outer[-1]
 
@@ -431,6 +429,51 @@ class ModulePaths:
         if self.original is not None and Module.__call__ is self.wrapper:
             Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
         self.original = None
+
+
+class ModuleCalls:
+    """The modules the traced code called, in the order of their first call, named when first asked.
+
+    While the code runs, a module call costs one lookup: its *slot* (the index of its first call) and
+    the slot of the module it first ran in. Paths (``h.3.attn``, relative to the outermost module the
+    traced code calls) are made from those after the run, in first-call order: a module's path is the
+    one it had where it first ran, read from the module tree as it stands when first asked (a submodule
+    the traced code adds or removes while it runs is named from the tree after it). The modules are
+    held only until they are named (:meth:`settle`), so no id in ``seen`` is reused meanwhile."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}           # id(module) -> slot
+        self.first: list[tuple] = []            # slot -> (module, the slot it first ran in, or -1)
+        self.paths: list[tuple[str, str]] = []  # slot -> (path, class name), as named so far
+        self._names: dict[int, str] = {}
+
+    def path(self, slot: int) -> str:
+        """The module path of ``slot`` ("" outside any module)."""
+        paths = self.paths
+        if slot < len(paths):   # named already (or -1: outside any module)
+            return paths[slot][0] if slot >= 0 else ""
+        return self._named(slot)[0]
+
+    def type_name(self, slot: int) -> str:
+        return self._named(slot)[1] if slot >= 0 else ""
+
+    def _named(self, slot: int) -> tuple[str, str]:
+        paths = self.paths
+        while len(paths) <= slot:
+            module, parent = self.first[len(paths)]
+            path = self._names.get(id(module))
+            if path is None:
+                prefix = paths[parent][0] + "." if parent >= 0 and paths[parent][0] else ""
+                path = _name_submodules(module, prefix, self._names)
+            paths.append((path, type(module).__name__))
+        return paths[slot]
+
+    def settle(self) -> None:
+        """The run ended: name every module called, then let the modules go."""
+        if self.first:
+            self._named(len(self.first) - 1)
+        self.first = [(None, parent) for _, parent in self.first]
+        self.seen.clear()
 
 
 def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:
@@ -625,25 +668,30 @@ def freeze_args(args, kwargs, operands=(), raws=()) -> tuple:
     (It runs on every recorded call: plain values and tensors are handled inline; the shape and dtype
     of a tensor among ``operands`` are taken from its layout in ``raws``, already read.)"""
     out = []
+    append = out.append
+    n = 0   # operands mostly come in argument order: the next one is tried first
     for a in args:
         kind = type(a)
-        if kind in _PLAIN:
-            out.append(a)
-        elif kind is _TENSOR or kind is _PARAMETER:
+        if kind is _TENSOR or kind is _PARAMETER:
+            if n < len(operands) and operands[n] is a:
+                raw = raws[n]
+                n += 1
+                append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
+                continue
             for t, raw in zip(operands, raws):
                 if t is a:
-                    out.append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
+                    append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
                     break
             else:
-                out.append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+                append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
+        elif kind in _PLAIN:
+            append(a)
         else:
-            out.append(freeze(a))
+            append(freeze(a))
     if not kwargs:
         return tuple(out), None
-    pairs = []
-    for key, value in kwargs.items():
-        pairs.append((key, value if type(value) in _PLAIN else freeze(value)))
-    return tuple(out), DictOf(pairs)
+    return tuple(out), DictOf([(key, value if type(value) in _PLAIN else freeze(value))
+                               for key, value in kwargs.items()])
 
 
 def freeze(a):

@@ -19,24 +19,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.ops import shows_first_argument, spec_for
 
 
-def _lazy(name: str, resolve: str) -> property:
-    """A dataclass field whose value, when given as None, is computed by ``self.<resolve>()`` on
-    first read (which stores every field it resolves)."""
-    key = "_" + name
+class _Lazy:
+    """A dataclass field whose value, when not given (or given as None), is computed by
+    ``self.<resolve>()`` on first read. The resolver sets the field on the instance, and the instance's
+    own value wins over this (non-data) descriptor from then on: a later read is a plain attribute read."""
 
-    def get(self):
-        value = self.__dict__.get(key)
-        if value is None:
-            getattr(self, resolve)()
-            value = self.__dict__[key]
-        return value
+    def __init__(self, name: str, resolve: str):
+        self.name, self.resolve = name, resolve
 
-    def set_(self, value):
-        self.__dict__[key] = value
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        getattr(obj, self.resolve)()
+        return obj.__dict__[self.name]
 
-    return property(get, set_)
+
+def _unset_lazy(obj, names: tuple[str, ...]) -> None:
+    """Fields given as None are left to their resolver."""
+    values = obj.__dict__
+    for name in names:
+        if name in values and values[name] is None:
+            del values[name]
 
 
 @dataclass
@@ -59,13 +65,17 @@ class TensorInfo:
                 "contiguous": self.contiguous, "storage_offset": self.storage_offset,
                 "dtype": self.dtype}
 
+    def __post_init__(self) -> None:
+        _unset_lazy(self, _INFO_LAZY)
+
     def _resolve_dims(self) -> None:
         namer = self.namer
         labels = namer.dims_of(self.axes) if namer is not None and self.axes else ()
-        self.dims = labels if len(labels) == len(self.shape) else (None,) * len(self.shape)
+        self.dims = self.__dict__["_dims"] = labels if len(labels) == len(self.shape) else (None,) * len(self.shape)
 
 
-TensorInfo.dims = _lazy("dims", "_resolve_dims")   # type: ignore[assignment]
+_INFO_LAZY = ("dims",)
+TensorInfo.dims = _Lazy("dims", "_resolve_dims")   # type: ignore[assignment]
 _new_object = object.__new__
 
 
@@ -74,7 +84,7 @@ def new_info(shape, stride, offset, dtype, contiguous, device, nbytes, axes, nam
     inference makes two or three per event)."""
     info = _new_object(TensorInfo)
     info.__dict__.update(shape=shape, stride=stride, storage_offset=offset, dtype=dtype, contiguous=contiguous,
-                         _dims=None, device=device, nbytes=nbytes, axes=axes, namer=namer)
+                         device=device, nbytes=nbytes, axes=axes, namer=namer)
     return info
 
 
@@ -102,6 +112,9 @@ class Event:
     site: Any = field(default=None, repr=False, compare=False)        # a :class:`.sites.Site`, resolved lazily
     raw_args: Any = field(default=None, repr=False, compare=False)    # (op, frozen args, frozen kwargs)
 
+    def __post_init__(self) -> None:
+        _unset_lazy(self, _EVENT_LAZY)
+
     @property
     def output(self) -> TensorInfo | None:
         return self.outputs[0] if self.outputs else None
@@ -109,8 +122,6 @@ class Event:
     @property
     def hidden_copies(self) -> list:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        from shapetrace.engine.ops import spec_for
-
         if not spec_for(self.op).copies_inside or self.error:
             return []
         from shapetrace.engine.hidden import matmul_hidden_copies
@@ -157,9 +168,10 @@ class Event:
         self.args = text
 
 
-for _name in ("source", "code", "function", "stack"):
-    setattr(Event, _name, _lazy(_name, "_resolve_site"))
-Event.args = _lazy("args", "_resolve_args")   # type: ignore[assignment]
+_EVENT_LAZY = ("source", "code", "function", "stack", "args")
+for _name in _EVENT_LAZY[:4]:
+    setattr(Event, _name, _Lazy(_name, "_resolve_site"))
+Event.args = _Lazy("args", "_resolve_args")   # type: ignore[assignment]
 
 
 def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, params, error, module, projections,
@@ -167,9 +179,9 @@ def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, p
     """``Event(...)`` with its site and argument text left to resolve, made without the dataclass
     ``__init__`` (one per recorded call)."""
     event = _new_object(Event)
-    event.__dict__.update(index=index, op=op, _source=None, _code=None, _function=None, inputs=inputs,
-                          outputs=outputs, _args=None, view=view, noop=noop, alloc_bytes=alloc_bytes,
-                          copy_bytes=copy_bytes, params=params, _stack=None, error=error, module=module,
+    event.__dict__.update(index=index, op=op, inputs=inputs,
+                          outputs=outputs, view=view, noop=noop, alloc_bytes=alloc_bytes,
+                          copy_bytes=copy_bytes, params=params, error=error, module=module,
                           projections=projections, site=site, raw_args=raw_args)
     return event
 
@@ -226,8 +238,6 @@ class SliceOf(tuple):
 def format_args(op: str, args, kwargs) -> str:
     """The arguments as the table shows them (the first tensor is the row's input, so it is left out)."""
     parts = []
-    from shapetrace.engine.ops import shows_first_argument
-
     skip_first = not shows_first_argument(op)
     for a in (args[1:] if skip_first else args):
         parts.append(_short(a))

@@ -500,7 +500,7 @@ class Inference:
         into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
         outs, op = record.outs, spec.name
         if op in PROJECTIONS:
-            tag = _projection_here(record)
+            tag = _projection_here(record, self.capture.module_calls)
             if tag is not None:
                 self.tags[outs[0]] = tag
             return
@@ -590,8 +590,9 @@ class Inference:
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         frozen_args, frozen_kwargs = record.frozen
         in_infos = [self.info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
+        module = self.capture.module_calls.path(record.module)
         return new_event(index, spec.name, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
-                         params or {}, record.error, record.module, tags or (None,) * len(record.ins), record.site,
+                         params or {}, record.error, module, tags or (None,) * len(record.ins), record.site,
                          (spec.name, frozen_args, frozen_kwargs))
 
     def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
@@ -689,10 +690,11 @@ def _single(tags) -> str | None:
     return tag
 
 
-def _projection_here(record: OpRecord) -> str | None:
+def _projection_here(record: OpRecord, modules) -> str | None:
     """The kind of projection a linear is, from the module it runs in (or torch's packed MHA weight)."""
-    kind = projection_kind(record.module) if record.module else None
-    if kind is None and record.module_type == "MultiheadAttention":
+    path = modules.path(record.module)
+    kind = projection_kind(path) if path else None
+    if kind is None and modules.type_name(record.module) == "MultiheadAttention":
         args, kwargs = thaw_args(record.frozen)
         weight = arg(args, kwargs, 1, "weight")
         shape = getattr(weight, "shape", ())

@@ -116,7 +116,6 @@ class Trace:
             self._paths.remove()
         self._paths = None
         self.capture.modules.clear()
-        self.capture.module_types.clear()
         if self._mode is not None:
             if threading.get_ident() == self._thread:
                 remove_mode(self._mode)   # exactly this recorder, even if the traced code left its own mode on top
@@ -160,6 +159,7 @@ class Trace:
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             inference.orient_sequences()
+            self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
 
     @property

@@ -1,0 +1,107 @@
+"""Module paths are named after the run (issue 21: a module call costs one lookup while the code runs).
+
+Each check compares with what the module tree says, or with the path the same module gets when the
+run is traced and named the old way (every module under the outermost one named at its first call)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import torch
+from torch import nn
+
+import shapetrace
+
+DIMS = "B=2 T=6 D=32 H=4"
+
+
+class Attn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj, self.k_proj = nn.Linear(32, 32), nn.Linear(32, 32)
+
+    def forward(self, x):
+        q = self.q_proj(x).view(2, 6, 4, 8).transpose(1, 2)               # (B, H, T, d_k)
+        k = self.k_proj(x).view(2, 6, 4, 8).transpose(1, 2)               # (B, H, T, d_k)
+        return q @ k.transpose(-2, -1)                                      # (B, H, T, T)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.attn = nn.LayerNorm(32), Attn()
+
+    def forward(self, x):
+        self.attn(self.norm(x))   # (B, H, T, T): its scores, dropped
+        return x                  # (B, T, D)
+
+
+def _modules(t) -> list[tuple[str, str]]:
+    return [(e.op, e.module) for e in t.events]
+
+
+def test_paths_are_relative_to_the_outermost_module_called():
+    model = nn.Sequential(Block(), Block())
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        model(torch.randn(2, 6, 32))
+    linears = [m for op, m in _modules(t) if op == "linear"]
+    assert linears == ["0.attn.q_proj", "0.attn.k_proj", "1.attn.q_proj", "1.attn.k_proj"]
+    assert [m for op, m in _modules(t) if op == "matmul"] == ["0.attn", "1.attn"]
+    assert [m for op, m in _modules(t) if op == "layer_norm"] == ["0.norm", "1.norm"]
+
+
+def test_a_module_called_alone_first_keeps_the_path_it_had_there():
+    block = Block()
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        block.attn(x)      # its first call: the outermost module of that call
+        block(x)           # then inside its parent: it keeps its first path
+    assert [m for op, m in _modules(t) if op == "linear"] == ["q_proj", "k_proj", "q_proj", "k_proj"]
+    assert [m for op, m in _modules(t) if op == "layer_norm"] == ["norm"]
+
+
+def test_code_outside_any_module_has_the_root_path_and_projections_are_still_tagged():
+    attn = Attn()
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        y = attn(x)
+        y.softmax(-1)
+    assert _modules(t)[-1] == ("softmax", "")
+    matmul = next(e for e in t.events if e.op == "matmul")
+    assert matmul.projections == ("q", "k")
+
+
+def test_modules_are_held_while_unnamed_and_let_go_once_the_trace_is_read():
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        made = Attn()
+        made(x)
+        gone = weakref.ref(made)
+        del made
+    gc.collect()
+    assert gone() is not None            # its path is not named yet: the trace holds it
+    assert [m for op, m in _modules(t) if op == "linear"] == ["q_proj", "k_proj"]
+    gc.collect()
+    assert gone() is None                # named: let go
+
+
+def test_a_module_freed_during_the_run_is_never_confused_with_one_made_after_it():
+    """While the code runs, every module called is held, so no id is reused by a later module: a
+    module made after another one was dropped gets its own path and class."""
+    x = torch.randn(2, 6, 32)
+
+    class Wide(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q_proj = nn.Linear(32, 64)
+
+        def forward(self, x):
+            return self.q_proj(x)
+
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        for _ in range(20):   # a fresh module each time, the previous one dropped
+            Attn()(x)
+            Wide()(x)
+    linears = [(e.module, e.output.shape) for e in t.events if e.op == "linear"]
+    assert linears == [("q_proj", (2, 6, 32)), ("k_proj", (2, 6, 32)), ("q_proj", (2, 6, 64))] * 20
