@@ -33,10 +33,10 @@ class PresentScreen:
     def parts(self, index: int) -> list[Any]:
         """The renderables of one screen (live examples traced once, then kept)."""
         if index not in self._cache:
-            from shapetrace.app.lessons import traced_blocks
+            from shapetrace.app.lessons import screen_blocks
             from shapetrace.render.lessons import block_parts
 
-            blocks = traced_blocks(self.screens[index], f"lesson {self.lesson.number} screen {index}")
+            blocks = screen_blocks(self.lesson, self.screens, index)
             self._cache[index] = block_parts(blocks)
         return self._cache[index]
 
