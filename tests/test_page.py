@@ -65,14 +65,13 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     page.on("request", lambda r: requests.append(r.url))
     page.goto(page_file.as_uri())
     assert _text(page, "#position") == f"#0 linear · ops #0-#16 · reference.py:{Q_LINE}"
-    assert _text(page, "#code .cur") == (f"{Q_LINE}        q = self.split_heads(self.w_q(x))"
-                                         "                   # (B, H, T, d_k)")
+    assert _text(page, "#code .cur") == f"{Q_LINE}q = self.split_heads(self.w_q(x))  # (B, H, T, d_k)"
     assert [_text(page, f"#row-cells td:nth-child({i})") for i in range(1, 7)] == [
         "0", "linear", "[B=2, T=6, D=512]", "(3072, 512, 1)", "new 24 KiB", "contiguous"]
     for _ in range(10):
         page.keyboard.press("ArrowRight")
     assert _text(page, "#position") == f"#10 matmul · ops #0-#16 · reference.py:{SCORES_LINE}"
-    assert _text(page, "#code .cur").startswith(f"{SCORES_LINE}        scores = q @ k_t / math.sqrt(self.d_k)  ")
+    assert _text(page, "#code .cur") == f"{SCORES_LINE}scores = q @ k_t / math.sqrt(self.d_k)  # (B, H, T, T)"
     assert _text(page, "#equation") == "q @ k_t: [B, H, T, d_k] @ [B, H, d_k, T] -> [B, H, T, T]"
     inputs = [re.sub(r"\s+", " ", _text(page, f"#inputs div:nth-child({i})")) for i in (1, 2)]
     assert inputs == ["q [B=2, H=8, T=6, d_k=64] strides (3072, 64, 512, 1)",
@@ -148,4 +147,22 @@ def test_plus_and_minus_change_the_text_size_and_the_code_line_is_whole(browser,
     assert page.evaluate("document.body.style.zoom") == "1.1"
     page.keyboard.press("End")
     assert page.evaluate("getComputedStyle(document.getElementById('code-panel')).display") == "none"
+    summary, main = page.query_selector("#op-panel").bounding_box(), page.query_selector("main").bounding_box()
+    assert summary["width"] == main["width"]  # the summary takes the whole width, not the code's column
+    page.close()
+
+
+def test_a_wrapped_code_line_goes_on_under_its_own_code(browser, page_file):
+    """Each shown line keeps its indent (less the indent all shown lines share) as padding, its shape
+    comment 2 spaces after the code: a wrapped line goes on under its code, never under the numbers."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(page_file.as_uri())
+    rows = dict(page.eval_on_selector_all("#code .src", "ss => ss.map(s => [s.textContent, s.style.paddingLeft])"))
+    assert rows["def forward(self, x: torch.Tensor) -> torch.Tensor:"] == "2ch"   # the 4 shared columns left out
+    assert rows["q = self.split_heads(self.w_q(x))  # (B, H, T, d_k)"] == "6ch"
+    pieces = page.evaluate("() => { const r = document.createRange();"
+                           " r.selectNodeContents(document.querySelector('#code .cur .src'));"
+                           " return Array.from(r.getClientRects()).map(b => b.left); }")
+    numbers = page.query_selector("#code .cur .ln").bounding_box()
+    assert len({round(x) for x in pieces}) > 1 and min(pieces) > numbers["x"] + numbers["width"]
     page.close()

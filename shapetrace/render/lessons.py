@@ -126,7 +126,9 @@ def print_lesson(blocks: Sequence[LessonBlock], console: Console,
         console.print(part)
     if exercises:
         console.print(Text("\nExercises in this lesson:", style="bold"))
-        for e in exercises:
+        wide = max(len(e["id"]) for e in exercises)
+        for e in exercises:  # titles in one column
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
-            console.print(Text.assemble("  ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}"))
+            console.print(Text.assemble("  ", (mark, style), " ", (e["id"].ljust(wide), "bold cyan"),
+                                        f"  {e['title']}"))
         console.print(Text("start one with `shapetrace exercise start ID`", style="dim"))
