@@ -99,28 +99,28 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 HINTS_SEEN = {
     "split-heads": (
-        ["hint 1 of 3, about what your file gives now: wrong-values (view-straight); skipped hint 3, about "
-         "transpose-wrong-axes and wrong-shape, which your file does not show",
+        ["hint 1 of 3, about what your file gives now (wrong-values); hint 3 is skipped: about a fault your file "
+         "does not have",
          "Read the traced table of your function: which tokens do the d_k numbers of head 0, row 1 come from?"],
-        ["hint 3 of 3, about what your file gives now: wrong-shape; skipped hints 1 and 2, about dk-major-split "
-         "and view-straight, which your file does not show (the last hint about it)",
+        ["hint 3 of 3, about what your file gives now (wrong-shape); hints 1 and 2 are skipped: about a fault your "
+         "file does not have",
          "[B, T, H, d_k] has the tokens before the heads: swap axes 1 and 2, and only those, with "
          ".transpose(1, 2), a view, to get [B, H, T, d_k]."]),
     "merge-heads": (
-        ["hint 1 of 3, about what your file gives now: wrong-values (no-transpose); skipped hint 3, about crash, "
-         "which your file does not show",
+        ["hint 1 of 3, about what your file gives now (wrong-values); hint 3 is skipped: about a fault your file "
+         "does not have",
          "Look at your output's token 0: which tokens of the input did its D numbers come from?"],
-        ["hint 3 of 3, about what your file gives now: crash; skipped hints 1 and 2, about dk-major, "
-         "no-transpose and wrong-transpose, which your file does not show (the last hint about it)",
+        ["hint 3 of 3, about what your file gives now (crash); hints 1 and 2 are skipped: about a fault your file "
+         "does not have",
          "After transpose(1, 2) the numbers still sit in memory in [B, H, T, d_k] order, so view cannot glue H "
          "and d_k: lay them out first with .contiguous(), then .view(B, T, H * d_k) (or .reshape, which copies "
          "for you)."]),
     "attention-scores": (
-        ["hint 1 of 3, about what your file gives now: crash (transpose-1-2); skipped hint 3, about no-scale and "
-         "scale-by-dk, which your file does not show",
+        ["hint 1 of 3, about what your file gives now (crash); hint 3 is skipped: about a fault your file does "
+         "not have",
          "Read the crash: which two axes did the matmul try to line up, and what are their sizes?"],
-        ["hint 3 of 3, about what your file gives now: wrong-values (no-scale); skipped hints 1 and 2, about "
-         "crash, k-at-q, transpose-1-2 and wrong-shape, which your file does not show (the last hint about it)",
+        ["hint 3 of 3, about what your file gives now (wrong-values); hints 1 and 2 are skipped: about a fault "
+         "your file does not have",
          "Scale the scores by 1 / math.sqrt(d_k) (the square root, not d_k itself): it keeps their spread near 1 "
          "however large d_k is."]),
 }
@@ -173,7 +173,10 @@ def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_orde
     assert [choose(ex, level, query).number for level in (1, 2, 3)] == [1, 2, 2]
     assert choose(ex, 1, {"verdict": "wrong-values", "mistake": "inverted"}).number == 3
     late = choose(ex, 2, {"verdict": "timeout"})
-    assert late == (late.__class__(2, "hint 2 of 3, in order: no hint is about what your file gives now, timeout"))
+    assert late == late.__class__(2, "hint 2 of 3, in order: no hint is about what your file gives now (timeout)")
+    second = choose(ex, 2, query)
+    assert second.why == ("hint 2 of 3, about what your file gives now (wrong-values); hint 3 is skipped: about a "
+                          "fault your file does not have")
 
 
 def test_every_hints_for_names_a_verdict_or_a_mistake_of_its_exercise():

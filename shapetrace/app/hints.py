@@ -35,12 +35,6 @@ def hints_for(ex) -> tuple[tuple[str, ...], ...]:
     return faults + ((),) * (len(ex.hints) - len(faults))
 
 
-def fault_of(verdict: dict) -> str:
-    """The verdict as a learner reads it: ``wrong-values (view-straight)`` when a known mistake matched."""
-    mistake = verdict.get("mistake")
-    return f"{verdict['verdict']} ({mistake})" if mistake else verdict["verdict"]
-
-
 def about(faults: tuple[str, ...], verdict: dict) -> bool:
     """Is a hint with these faults about this verdict (its name or its matched mistake)?"""
     return not faults or verdict["verdict"] in faults or verdict.get("mistake") in faults
@@ -57,25 +51,21 @@ def choose(ex, level: int, verdict: dict | None, problem: str = "") -> HintChoic
     relevant = [n for n in range(1, total + 1) if about(faults[n - 1], verdict)]
     if not relevant:
         number = min(level, total)
-        return HintChoice(number, f"hint {number} of {total}, in order: no hint is about what your file gives now, "
-                                  f"{fault_of(verdict)}")
+        return HintChoice(number, f"hint {number} of {total}, in order: no hint is about what your file gives now "
+                                  f"({verdict['verdict']})")
     number = relevant[min(level, len(relevant)) - 1]
-    return HintChoice(number, _why(number, total, relevant, faults, verdict))
+    return HintChoice(number, _why(number, total, relevant, verdict))
 
 
-def _why(number: int, total: int, relevant: list[int], faults, verdict: dict) -> str:
-    why = f"hint {number} of {total}, about what your file gives now: {fault_of(verdict)}"
+def _why(number: int, total: int, relevant: list[int], verdict: dict) -> str:
+    """``hint 3 of 3, about what your file gives now (wrong-shape); hints 1 and 2 are skipped: about a
+    fault your file does not have``."""
+    why = f"hint {number} of {total}, about what your file gives now ({verdict['verdict']})"
     skipped = [n for n in range(1, total + 1) if n not in relevant]
     if skipped:
-        topics = sorted({f for n in skipped for f in faults[n - 1]})
-        why += f"; skipped {_numbers(skipped)}, about {_words(topics)}, which your file does not show"
-    if number == relevant[-1]:
-        why += " (the last hint about it)"
+        which = ("hint " if len(skipped) == 1 else "hints ") + _words([str(n) for n in skipped])
+        why += f"; {which} {'is' if len(skipped) == 1 else 'are'} skipped: about a fault your file does not have"
     return why
-
-
-def _numbers(numbers: list[int]) -> str:
-    return ("hint " if len(numbers) == 1 else "hints ") + _words([str(n) for n in numbers])
 
 
 def _words(items: list[str]) -> str:
