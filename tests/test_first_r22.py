@@ -27,7 +27,7 @@ def test_the_page_of_a_causal_run_cites_only_attention(tmp_path):
     proc = run_cli("run", "--causal", "--export", str(out))
     assert proc.returncode == 0, proc.stderr
     html = out.read_text(encoding="utf-8")
-    assert "kept" not in html and "weights = self.softmax(scores)" in html
+    assert "self.kept" not in html and "kept.update" not in html and "weights = self.softmax(scores)" in html
 
 
 def test_watching_sees_the_masked_scores_and_the_weights_and_leaves_the_model_as_it_was():
@@ -209,16 +209,18 @@ def _lesson_text(number: int, width: int = 100) -> list[str]:
 
 def test_lesson_examples_are_numbered_from_1_as_their_rows_cite_them():
     lines = _lesson_text(1)
-    labels = [line for line in lines if re.fullmatch(r"example \d+", line)]
-    assert labels == ["example 1", "example 2", "example 3"]
+    labels = [line for line in lines if re.fullmatch(r"example \d+, traced:", line)]
+    assert labels == ["example 1, traced:", "example 2, traced:", "example 3, traced:"]
     cited = sorted(set(re.findall(r"<lesson 1 example (\d+)>:\d+", "\n".join(lines))))
     assert cited == ["1", "2", "3"]
-    at = lines.index("example 2")
-    assert lines[at + 1] == "    x = torch.randn(2, 5, 12)                         # (B, T, D)"
+    at = lines.index("example 2, traced:")
+    assert lines[at - 4:at] == ["    x = torch.randn(2, 5, 12)                         # (B, T, D)",
+                                '    shapetrace.name(x, "B T D")',
+                                "    bad = x.view(2, 3, 5, 4)                          # (B, ?, ?, d_k): mixed", ""]
     assert "      bad = x.view(2, 3, 5, 4)  <lesson 1 example 2>:3" in lines
 
 
-def _present_screen(lesson_number: int, index: int) -> list[str]:
+def _present_screen(lesson_number: int, index: int, width: int = 100) -> list[str]:
     import io
 
     from rich.console import Console
@@ -231,7 +233,7 @@ def _present_screen(lesson_number: int, index: int) -> list[str]:
     screen = PresentScreen(lesson, lesson_screens(lesson))
     screen.state.index = index
     buf = io.StringIO()
-    Console(file=buf, width=100, color_system=None, legacy_windows=False).print(screen)
+    Console(file=buf, width=width, color_system=None, legacy_windows=False).print(screen)
     return [line.rstrip() for line in buf.getvalue().splitlines()]
 
 
@@ -239,11 +241,15 @@ def test_present_screens_number_from_1_and_cite_examples_as_the_lesson_does():
     question, answer = _present_screen(9, 2), _present_screen(9, 3)
     assert question[0].startswith(" shapetrace lesson 9 · 3/8 · Decoding with a key/value cache")
     assert answer[0].startswith(" shapetrace lesson 9 · 4/8 · ")
-    assert "example 2" in question and "example 2" in answer    # a question and its answer: one example
+    narrow = _present_screen(9, 3, width=80)[0]   # the short keys, so that q quit stays in sight
+    assert narrow == " shapetrace lesson 9 · 4/8   ⏎ next · b back · q quit"
+    assert "example 2, traced:" not in question                   # the question: code only, nothing cited
+    assert "example 2, traced:" in answer                         # its answer: the same example, traced
     whole = "\n".join(_lesson_text(9))
     assert "<lesson 9 example 2>:7" in whole
     assert "      q = q_proj(x).view(1, 1, 2, 4).transpose(1, 2)  <lesson 9 example 2>:7" in answer
     last = _present_screen(9, 6)
-    assert "example 5" in last and "<lesson 9 example 5>:5" in "\n".join(last) and "<lesson 9 example 5>:5" in whole
+    assert "example 5, traced:" in last and "<lesson 9 example 5>:5" in "\n".join(last)
+    assert "<lesson 9 example 5>:5" in whole
     assert "screen" not in "\n".join(re.findall(r"<lesson [^>]*>", whole + "\n".join(answer + last)))
 

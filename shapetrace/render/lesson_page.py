@@ -51,7 +51,7 @@ def block_html(block: LessonBlock, theme: str) -> str:
     """One block: prose as HTML, or a live example with its trace."""
     if block.kind == "text":
         return markdown_html(block.body)
-    parts = [f"<p class=\"example-number\">example {block.number}</p>"] if block.number is not None else []
+    parts = []
     if block.predict:
         parts.append(f"<p class=\"predict\">predict: what is the shape of <code>{escape(block.predict)}</code>? "
                      "Work it out before you open the trace.</p>")

@@ -48,9 +48,8 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     A ``question`` shows the code and asks for the shape; an example with ``predict`` asks first and
     answers under its table; a bug example says so above its code, and says it when the trace did not
     show what it is there for."""
-    yield Text("")
-    if block.number is not None:  # the number its traced rows cite: <lesson 1 example 2>:3
-        yield Text(f"example {block.number}", style="bold")
+    if block.predict or block.expect:
+        yield Text("")
     if block.predict:
         yield Text.assemble(("predict: ", "bold magenta"), "what is the shape of ", (block.predict, "bold"),
                             "? Work it out before the trace is shown.")
@@ -58,8 +57,7 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
         yield answer_line(block)
     if block.expect:
         yield Text.assemble(("a bug, on purpose: ", "bold red"), expected_words(block.expect))
-    if block.number is None or block.predict or block.expect:
-        yield Text("")
+    yield Text("")
     yield Indent(Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default"), 4)
     yield Text("")
     trace = block.trace
@@ -88,7 +86,8 @@ def traced_parts(block: LessonBlock) -> Iterable[Any]:
     from shapetrace.render.table import OpTable, diagnostic_lines
 
     trace = block.trace
-    yield Text("traced:", style="dim")
+    # the example's number, as its rows cite it (<lesson 1 example 2>:3)
+    yield Text("traced:" if block.number is None else f"example {block.number}, traced:", style="dim")
     if trace.events:
         hook = diagram_hook(trace, block.diagram) if block.diagram is not None else None
         yield OpTable(trace.events, after_event=hook)

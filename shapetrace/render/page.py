@@ -274,8 +274,8 @@ SCRIPT = r"""
     return widths.length ? Math.min.apply(null, widths) : 0;
   }
   function sourceLine(text, indent) {
-    // its own indent kept as padding, so a wrapped line goes on under its code (2 more columns in),
-    // and its shape comment moved up to 2 spaces after the code, wrapped as one piece
+    // its own indent becomes padding, so a wrapped line goes on under its code (2 more columns in),
+    // and its shape comment moves up to 2 spaces after the code, wrapped as one piece
     var m = /^( *)(.*?)(?: {2,}(#.*))?$/.exec(text);
     var src = el("span", null, "src");
     src.style.paddingLeft = (m[1].length - indent + 2) + "ch";
