@@ -174,6 +174,9 @@ def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_orde
     assert choose(ex, 1, {"verdict": "wrong-values", "mistake": "inverted"}).number == 3
     late = choose(ex, 2, {"verdict": "timeout"})
     assert late == late.__class__(2, "hint 2 of 3, in order: no hint is about what your file gives now (timeout)")
+    plain = load_curriculum().exercise("causal-mask")   # no hints_for: in order, and no claim about them
+    assert choose(plain, 2, {"verdict": "mutated-input"}) == late.__class__(
+        2, "hint 2 of 3, in order; your file gives mutated-input now")
     second = choose(ex, 2, query)
     assert second.why == ("hint 2 of 3, about what your file gives now (wrong-values); hint 3 is skipped: about a "
                           "fault your file does not have")
