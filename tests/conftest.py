@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,15 +35,49 @@ def render(renderable, width: int = 100) -> str:
     return buf.getvalue()
 
 
+MODEL_DIR = ROOT / "shapetrace" / "attention"
+
+
+def model_line(code: str, file: str = "reference.py", after: str | None = None) -> int:
+    """The number (1-based) of the first line of ``shapetrace/attention/FILE`` whose code, its shape
+    comment left out, starts with ``code`` (below the first line that contains ``after``, when given):
+    tests find a cited line by its text, so a line added above it does not break them.
+
+    >>> model_line("return x.transpose(1, 2)", after="def split_kv_heads") > model_line("return x.transpose(1, 2)")
+    True
+    """
+    lines = (MODEL_DIR / file).read_text(encoding="utf-8").splitlines()
+    start = 0 if after is None else next(i for i, line in enumerate(lines) if after in line)
+    for number, line in enumerate(lines[start:], start + 1):
+        if line.split("  #")[0].strip().startswith(code):
+            return number
+    raise AssertionError(f"no line of {file} starts with {code!r}")
+
+
+#: A cited model line as the table prints it: the code, two spaces, ``reference.py:41``.
+_CITATION = re.compile(r"^(?P<lead>\s*)(?P<code>\S.*?)  (?P<file>(?:reference|broken|variants|decode|vision|"
+                       r"broken_shapes)\.py):(?P<line>\d+)$", re.M)
+
+
+def cited_from_source(text: str) -> str:
+    """``text`` with each model citation's line number found again in the source by the code beside it."""
+    def renumber(m: re.Match) -> str:
+        number = model_line(m["code"].rstrip("…").strip(), m["file"])
+        return f"{m['lead']}{m['code']}  {m['file']}:{number}"
+
+    return _CITATION.sub(renumber, text)
+
+
 def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/NAME; SHAPETRACE_UPDATE_GOLDEN=1 rewrites it."""
+    """Compare with tests/golden/NAME; SHAPETRACE_UPDATE_GOLDEN=1 rewrites it. The line numbers of
+    model citations in the golden text are read from the source (:func:`cited_from_source`)."""
     path = GOLDEN / name
     if os.environ.get("SHAPETRACE_UPDATE_GOLDEN") == "1" or not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         if os.environ.get("SHAPETRACE_UPDATE_GOLDEN") != "1":
             pytest.fail(f"golden file {path} was missing and has been written; check it and re-run")
-    expected = path.read_text()
+    expected = cited_from_source(path.read_text())
     assert text == expected, f"{name} differs from golden; re-run with SHAPETRACE_UPDATE_GOLDEN=1 if intended"
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, render
+from conftest import ROOT, model_line, render
 
 BRIEF = [
     "D → D · new 24 KiB", "D → H×d_k · view", "swap H↔T · view · non-contiguous",
@@ -57,7 +57,7 @@ def test_compact_brief_long_names_table(trace):
     assert lines[head + 2: head + 6] == [
         " in input       [batch=2, seq_len=6, d_model=512]         24 KiB",
         "  0 linear      [batch=2, seq_len=6, d_model=512]         new 24 KiB",
-        "    q = self.split_heads(self.w_q(x))  reference.py:41",
+        f"    q = self.split_heads(self.w_q(x))  reference.py:{model_line('q = self.split_heads(self.w_q(x))')}",
         "    d_model → d_model · new 24 KiB"]   # --long-names spells the sentences too
     assert "  2 transpose   [batch=2, heads=8, seq_len=6, d_head=64]  view" in lines
     assert all("(3072" not in line for line in lines) and max(map(len, lines)) <= 70

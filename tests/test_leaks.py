@@ -38,7 +38,6 @@ def oracle_dependencies(model, inputs) -> torch.Tensor:
     x, memory, pad = inputs["x"], inputs["memory"], inputs["pad"]
     B, T, _ = x.shape
     deps = torch.zeros(B, T, B, T, dtype=torch.bool)
-    kept = dict(model.kept)
     with torch.no_grad():
         base = model(x, memory, pad)
         tolerance = 1e-4 * (1 + base.abs().nan_to_num(0.0).amax())
@@ -48,7 +47,6 @@ def oracle_dependencies(model, inputs) -> torch.Tensor:
             outs = torch.func.vmap(lambda xi: model(xi, memory, pad))(x + bumps)  # (T, B, T, D)
             changed = (outs - base).abs().nan_to_num(0.0).amax(-1) > tolerance
             deps[b] = changed | (torch.isnan(outs).any(-1) & ~torch.isnan(base).any(-1))
-    model.kept = kept
     return deps
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import model_line
 
 WIDTHS = (40, 50, 63, 64, 80, 100)
 #: What may start at column 0 after the header: the table's header and rule, a fold's label (``4-5``),
@@ -47,7 +48,8 @@ def test_at_40_columns_the_layout_and_memory_go_under_the_row_indented(cli):
 def test_at_63_columns_only_the_layout_moves_beside_the_strides(cli):
     lines = cli("run", "--width", "63").output.splitlines()
     row = lines.index("  2 transpose   [B=2, H=8, T=6, d_k=64]  view")
-    assert lines[row + 1:row + 3] == ["    return x.transpose(1, 2)  reference.py:32",
+    cited = model_line("return x.transpose(1, 2)")
+    assert lines[row + 1:row + 3] == [f"    return x.transpose(1, 2)  reference.py:{cited}",
                                       "    strides (3072, 64, 512, 1) · strided"]
 
 

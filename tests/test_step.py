@@ -9,8 +9,16 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_cli
+from conftest import model_line, run_cli
 from tmux_session import ROOT, TmuxSession
+
+#: The model lines step mode cites, found by their text (a line added above them moves them all).
+SPLIT_DEF = model_line("def split_heads")
+SPLIT_VIEW = model_line("x = x.view(B, T, self.heads, self.d_k)")
+FORWARD_DEF = model_line("def forward(")
+OUTPUT_LINE = model_line("return self.w_o(y)")
+MERGE_TRANSPOSE = model_line("x = x.transpose(1, 2)")
+SKIP_LINE = model_line("return x.view(B, self.heads, T, self.d_k)", "broken.py")
 
 STEP = f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --step"
 
@@ -61,13 +69,13 @@ def test_state_stays_in_range_and_auto_wraps():
 
 def test_screen_shows_code_with_current_line_and_the_op_row(trace):
     lines = screen_of(trace, 1)
-    assert lines[0] == " shapetrace step · #1 view · ops #0-#16 · reference.py:31"
+    assert lines[0] == f" shapetrace step · #1 view · ops #0-#16 · reference.py:{SPLIT_VIEW}"
     assert lines[1] == "multi-head self-attention · B=2 T=6 D=512 H=8"
     assert lines[2] == "shapetrace/attention/reference.py"
-    assert lines[3] == "  29     def split_heads(self, x: torch.Tensor) -> torch.Tensor:"
-    assert lines[5] == "▶ 31         x = x.view(B, T, self.heads, self.d_k)              # (B, T, H, d_k)"
-    assert lines[7] == "     ⋮" and lines[8].startswith("  40     def forward(")
-    assert lines[17].startswith("  49 ") and set(lines[18]) == {"─"}
+    assert lines[3] == f" {SPLIT_DEF:>3}     def split_heads(self, x: torch.Tensor) -> torch.Tensor:"
+    assert lines[5] == f"▶{SPLIT_VIEW:>3}         x = x.view(B, T, self.heads, self.d_k)              # (B, T, H, d_k)"
+    assert lines[7] == "     ⋮" and lines[8].startswith(f" {FORWARD_DEF:>3}     def forward(")
+    assert lines[17].startswith(f" {OUTPUT_LINE:>3} ") and set(lines[18]) == {"─"}
     assert lines[19] == "input  [B=2, T=6, D=512]  strides (3072, 512, 1)"
     assert lines[22] == ("    1 view         [B=2, T=6, H=8, d_k=64]         (3072, 512, 64, 1)      "
                          "view          contiguous")
@@ -79,9 +87,9 @@ def test_screen_shows_code_with_current_line_and_the_op_row(trace):
 def test_small_screen_shrinks_the_code_window_and_keeps_the_op(trace):
     lines = screen_of(trace, 13, width=70, height=16)
     assert len(lines) == 16 and max(map(len, lines)) <= 70
-    assert lines[0] == " shapetrace step · #13 transpose · ops #0-#16 · reference.py:36"
-    assert lines[3] == "  35         B, H, T, d_k = x.shape                              # (B…"
-    assert lines[4] == "▶ 36         x = x.transpose(1, 2)                               # (B…"
+    assert lines[0] == f" shapetrace step · #13 transpose · ops #0-#16 · reference.py:{MERGE_TRANSPOSE}"
+    assert lines[3] == f" {MERGE_TRANSPOSE - 1:>3}         B, H, T, d_k = x.shape                              # (B…"
+    assert lines[4] == f"▶{MERGE_TRANSPOSE:>3}         x = x.transpose(1, 2)                               # (B…"
     assert lines[9] == "   13 transpose    [B=2, T=6, H=8, d_k=64]    view          strided"
     assert lines[11] == "      strides (3072, 64, 384, 1)"
     assert lines[15] == "⏎ next · b back · d diagram · g go to · e error · q quit"
@@ -183,7 +191,7 @@ def broken_screen(trace, index, width=100, height=40):
 
 def test_the_error_shows_on_the_ops_own_screen(broken):
     lines = broken_screen(broken, 1)
-    assert lines[0] == " shapetrace step · #1 view · ✗ error · ops #0-#13 · broken.py:22"
+    assert lines[0] == f" shapetrace step · #1 view · ✗ error · ops #0-#13 · broken.py:{SKIP_LINE}"
     text = "\n".join(lines)
     assert ("\n✗ error mixed-axis at #1: view #1 turns [B=2, T=6, D=512] into [B=2, !T·H=8, !H=6, d_k=64]: "
             "axis 1\n  (size 8) holds pieces of T and H") in text

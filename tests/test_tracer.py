@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import model_line
 from torch.overrides import TorchFunctionMode
 
 import shapetrace
@@ -212,7 +213,8 @@ def test_json_schema_v1():
     assert data["version"] == 1
     assert data["dims"] == {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
     first = data["events"][0]
-    assert first["op"] == "linear" and first["source"] == "shapetrace/attention/reference.py:41"
+    cited = model_line("q = self.split_heads(self.w_q(x))")
+    assert first["op"] == "linear" and first["source"] == f"shapetrace/attention/reference.py:{cited}"
     assert first["code"].startswith("q = self.split_heads(self.w_q(x))")
     assert first["inputs"] == [{"shape": [2, 6, 512], "stride": [3072, 512, 1], "dims": ["B", "T", "D"],
                                 "contiguous": True, "storage_offset": 0, "dtype": "float32"}]

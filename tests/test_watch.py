@@ -67,7 +67,8 @@ def _hints(state, ex_id: str) -> int:
 
 
 def test_the_h_key_takes_the_hint_through_the_same_code_as_exercise_hint(tmp_path, monkeypatch, cli):
-    """Watch's h and `exercise hint` share one path (cli.exercise.take_hint, under the progress lock)."""
+    """Watch's h and `exercise hint` share one path (cli.exercise.show_hint, which takes the hint with
+    take_hint, under the progress lock)."""
     import io
 
     from rich.console import Console
@@ -80,9 +81,9 @@ def test_the_h_key_takes_the_hint_through_the_same_code_as_exercise_hint(tmp_pat
     monkeypatch.setenv("SHAPETRACE_STATE_DIR", str(state))
     taken = []
 
-    def spy(ex):
+    def spy(ex, verdict, problem, console):
         taken.append(ex.id)
-        return cli_exercise.take_hint(ex)
+        return cli_exercise.show_hint(ex, verdict, problem, console)
 
     out = io.StringIO()
     console = Console(file=out, width=100, color_system=None, legacy_windows=False)

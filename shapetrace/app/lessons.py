@@ -26,6 +26,8 @@ class LessonBlock:
     trace showed it; ``answer`` the shape torch gave the ``predict`` variable, ``answer_named`` the
     same shape with the axis names the trace gave it ("" when no op of the trace produced it);
     ``answer_first``: show the answer above the code (``--present``, on the screen after the question).
+    ``number``: the example's number in its lesson (1-based, examples only, a question and its answer
+    one example), the number its traced rows cite (``<lesson 1 example 2>:3``) and its label shows.
     """
 
     kind: str
@@ -38,17 +40,19 @@ class LessonBlock:
     expect: str | None = None
     expect_met: bool | None = None
     answer_first: bool = False
+    number: int | None = None
 
 
-def example_block(kind: str, body: str, fence: str, name: str, run: bool) -> LessonBlock:
-    """A live example (traced when ``run``) or its ``question`` (never traced)."""
+def example_block(kind: str, body: str, fence: str, name: str, run: bool, number: int | None = None) -> LessonBlock:
+    """A live example (traced when ``run``) or its ``question`` (never traced); ``name`` is the lesson's
+    (``lesson 1``), ``number`` the example's in it."""
     from shapetrace.exercises.live import fence_options, run_live
 
     options = fence_options(fence)
-    fields = {"diagram": options.diagram, "predict": options.predict, "expect": options.expect}
+    fields = {"diagram": options.diagram, "predict": options.predict, "expect": options.expect, "number": number}
     if kind == "question" or not run:
         return LessonBlock(kind if kind == "question" else "example", body, None, **fields)
-    result = run_live(body, name, fence)
+    result = run_live(body, f"{name} example {number}" if number else name, fence)
     return LessonBlock("example", body, result.trace, answer=result.answer,
                        answer_named=named_answer(result.trace, options.predict, result.answer),
                        expect_met=expectation_met(result.trace, options.expect),
@@ -77,15 +81,27 @@ def expectation_met(trace: Any, expect: str | None) -> bool | None:
     return any(d.kind == expect and d.severity != "note" for d in trace.diagnostics)
 
 
-def traced_blocks(items: Iterable[tuple[str, str, str]], name: str, run: bool = True) -> list[LessonBlock]:
-    """``(kind, body, fence)`` items as blocks; each example is traced when ``run``."""
+def traced_blocks(items: Iterable[tuple[str, str, str]], name: str, run: bool = True,
+                  first: int = 1) -> list[LessonBlock]:
+    """``(kind, body, fence)`` items as blocks; each example is traced when ``run`` and numbered from
+    ``first`` (an ``answer`` repeats the question just before it: its number is the one before)."""
     blocks = []
-    for n, (kind, body, fence) in enumerate(items):
+    number = first
+    for kind, body, fence in items:
         if kind == "text":
             blocks.append(LessonBlock("text", body))
-        else:
-            blocks.append(example_block(kind, body, fence, f"{name} example {n}", run))
+            continue
+        if kind == "answer":
+            blocks.append(example_block(kind, body, fence, name, run, number - 1))
+            continue
+        blocks.append(example_block(kind, body, fence, name, run, number))
+        number += 1
     return blocks
+
+
+def examples_in(items: Iterable[tuple[str, str, str]]) -> int:
+    """How many examples ``items`` hold (a question and its answer count once)."""
+    return sum(kind not in ("text", "answer") for kind, _, _ in items)
 
 
 def lesson_blocks(lesson: Lesson, run: bool = True) -> list[LessonBlock]:
@@ -100,6 +116,13 @@ def lesson_screens(lesson: Lesson) -> list[list[tuple[str, str, str]]]:
     from shapetrace.exercises.live import split_screens
 
     return split_screens(lesson.text())
+
+
+def screen_blocks(lesson: Lesson, screens: list[list[tuple[str, str, str]]], index: int) -> list[LessonBlock]:
+    """Screen ``index`` (0-based) of ``screens``, traced, its examples numbered as ``lesson N`` numbers
+    them: the same example cites the same ``<lesson 1 example 2>`` on a screen and in the whole lesson."""
+    first = 1 + sum(examples_in(screen) for screen in screens[:index])
+    return traced_blocks(screens[index], f"lesson {lesson.number}", first=first)
 
 
 def quiz_trace(question: Any) -> Any:

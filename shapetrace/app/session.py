@@ -79,8 +79,6 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
 
 
 def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool, device: str) -> VariantRun:
-    import torch
-
     from shapetrace.attention import variants
     from shapetrace.attention.catalogue import apply_forces
     from shapetrace.attention.notes import header, notes_for
@@ -98,16 +96,8 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
     trace = Trace(config.dims)
     trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
                                                   "below)"] if device == "meta" else [])}
-    try:
-        with torch.no_grad(), trace:
-            trace.set_names(inputs["x"], ["B", config.q_name, "D"])
-            if inputs["memory"] is not None:
-                trace.set_names(inputs["memory"], ["B", config.k_name, "D"])
-            trace.result = model(inputs["x"], inputs["memory"], inputs["pad"])
-    except Exception:  # kept in trace.exception; the table shows the op that raised
-        pass
+    kept = _traced_forward(trace, model, inputs, config)
     run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes)
-    kept = getattr(model, "kept", {})
     if device == "meta":
         trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
     else:
@@ -117,6 +107,25 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
             run.comparison = findings.compare_outputs(model, ref, inputs, lambda: leak_probe(config, device))
     run.notes += notes_for(run.config, run.trace.events, model, run.device)
     return run
+
+
+def _traced_forward(trace: Trace, model, inputs: dict, config: AttentionConfig) -> dict:
+    """Run ``model`` under ``trace`` (an exception stays in ``trace.exception``); return the scores and
+    weights its attention formed, watched from outside the model."""
+    import torch
+
+    from shapetrace.app.attention_values import watching_attention
+
+    with watching_attention(model) as kept:
+        try:
+            with torch.no_grad(), trace:
+                trace.set_names(inputs["x"], ["B", config.q_name, "D"])
+                if inputs["memory"] is not None:
+                    trace.set_names(inputs["memory"], ["B", config.k_name, "D"])
+                trace.result = model(inputs["x"], inputs["memory"], inputs["pad"])
+        except Exception:  # kept in trace.exception; the table shows the op that raised
+            pass
+    return kept
 
 
 def leak_probe(config: AttentionConfig, device: str) -> tuple:

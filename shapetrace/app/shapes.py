@@ -25,9 +25,9 @@ def trace_shape(config: AttentionConfig, device: str, notes: list[str], compare:
                 make_run: type[VariantRun]) -> VariantRun:
     """Trace a ``--decode`` or ``--image`` run on ``device`` (``cpu`` or ``meta``); ``make_run`` is
     :class:`~shapetrace.app.session.VariantRun` (passed in: the session imports this module)."""
-    trace, forward, model, plain = (_trace_decode if config.decode else _trace_image)(config, device)
+    trace, forward, model, plain, kept = (_trace_decode if config.decode else _trace_image)(config, device)
     run = make_run(trace, config, device, notes)
-    _fill_values(run, model.attn if config.image else model)
+    _fill_values(run, kept)
     if config.broken and compare and device != "meta":
         run.comparison = _compare(forward, model, plain)
     run.notes += _shape_notes(run)
@@ -70,21 +70,25 @@ def decode(model, x, steps: int, trace: Trace | None = None, starts: list[int] |
 
 
 def _trace_decode(config: AttentionConfig, device: str) -> tuple:
-    """``(trace, forward, model, plain)``: the traced run, how to run a model untraced on the same
-    input, the model as configured and the plain one on the same weights."""
+    """``(trace, forward, model, plain, kept)``: the traced run, how to run a model untraced on the
+    same input, the model as configured, the plain one on the same weights, and the scores and weights
+    of the model's last attention call (:mod:`shapetrace.app.attention_values`)."""
     import torch
+
+    from shapetrace.app.attention_values import watching_attention
 
     model, plain, x = decode_models(config, device)
     trace = _new_trace(config, device)
     starts: list[int] = []
-    try:
-        with torch.no_grad(), trace:
-            trace.set_names(x, ["B", "T", "D"])
-            trace.result = decode(model, x, config.decode, trace, starts)[0]
-    except Exception:  # kept in trace.exception; the table shows the op that raised
-        pass
+    with watching_attention(model) as kept:
+        try:
+            with torch.no_grad(), trace:
+                trace.set_names(x, ["B", "T", "D"])
+                trace.result = decode(model, x, config.decode, trace, starts)[0]
+        except Exception:  # kept in trace.exception; the table shows the op that raised
+            pass
     trace.header["steps"] = starts
-    return trace, lambda m: decode(m, x, config.decode)[0], model, plain
+    return trace, lambda m: decode(m, x, config.decode)[0], model, plain, kept
 
 
 # ---------------------------------------------------------------------------
@@ -117,15 +121,18 @@ def _trace_image(config: AttentionConfig, device: str) -> tuple:
     """As :func:`_trace_decode`, for an image run."""
     import torch
 
+    from shapetrace.app.attention_values import watching_attention
+
     model, plain, pixels = image_models(config, device)
     trace = _new_trace(config, device)
-    try:
-        with torch.no_grad(), trace:
-            trace.set_names(pixels, ["B", None, None, None])   # C, SIZE, SIZE: no names of their own
-            trace.result = model(pixels)
-    except Exception:  # kept in trace.exception; the table shows the op that raised
-        pass
-    return trace, lambda m: m(pixels), model, plain
+    with watching_attention(model) as kept:
+        try:
+            with torch.no_grad(), trace:
+                trace.set_names(pixels, ["B", None, None, None])   # C, SIZE, SIZE: no names of their own
+                trace.result = model(pixels)
+        except Exception:  # kept in trace.exception; the table shows the op that raised
+            pass
+    return trace, lambda m: m(pixels), model, plain, kept
 
 
 # ---------------------------------------------------------------------------
@@ -142,7 +149,7 @@ def _new_trace(config: AttentionConfig, device: str) -> Trace:
     return trace
 
 
-def _fill_values(run: VariantRun, attention) -> None:
+def _fill_values(run: VariantRun, kept: dict) -> None:
     """NaN rows from the real values (none on the meta device); the heat map of an image run."""
     from shapetrace.engine import findings
 
@@ -150,7 +157,6 @@ def _fill_values(run: VariantRun, attention) -> None:
     if run.device == "meta":
         trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
         return
-    kept = getattr(attention, "kept", {})
     trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
     if run.config.image and trace.exception is None:
         run.heat = findings.heat_map(kept, None)

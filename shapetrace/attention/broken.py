@@ -95,7 +95,6 @@ class NoKeyTranspose(ConfigurableAttention):
         for mask in masks:
             scores = scores.masked_fill(mask, float("-inf"))  # (B, H, T, T)
         weights = self.softmax(scores)                      # (B, H, T, T)
-        self.kept.update(scores=scores, weights=weights)
         return weights @ v                                  # (B, H, T, d_k)
 
 

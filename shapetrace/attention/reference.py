@@ -104,7 +104,6 @@ class ConfigurableAttention(MultiHeadAttention):
             self.w_v = nn.Linear(d_model, d_kv)             # D -> D_kv
         self.causal, self.p_drop, self.safe = causal, dropout, safe_softmax
         self.pad_side = pad_side
-        self.kept: dict[str, torch.Tensor] = {}
 
     def split_kv_heads(self, x: torch.Tensor) -> torch.Tensor:
         if self.n_rep == 1:
@@ -148,7 +147,6 @@ class ConfigurableAttention(MultiHeadAttention):
         for mask in masks:
             scores = scores.masked_fill(mask, float("-inf"))  # (B, H, T_q, T_k)
         weights = self.softmax(scores)                      # (B, H, T_q, T_k)
-        self.kept.update(scores=scores, weights=weights)
         if self.p_drop:
             weights = F.dropout(weights, self.p_drop, self.training)  # (B, H, T_q, T_k)
         return weights @ v                                  # (B, H, T_q, d_k)

@@ -76,7 +76,6 @@ class TorchAttention(nn.Module):
         super().__init__()
         self.mha = nn.MultiheadAttention(d_model, heads, dropout=dropout, batch_first=True)
         self.causal, self.pad_side, self.average = causal, pad_side, average_weights
-        self.kept: dict[str, torch.Tensor] = {}
 
     def load_reference(self, ref: ConfigurableAttention) -> None:
         with torch.no_grad():
@@ -93,8 +92,7 @@ class TorchAttention(nn.Module):
         if pad is not None:
             keys = padding_mask(pad, T_k, self.pad_side, x.device, key_name)    # (B, T_k), True = padding
         y, weights = self.mha(x, memory, memory, key_padding_mask=keys, attn_mask=attn_mask,
-                              need_weights=True, average_attn_weights=self.average)
-        self.kept["weights"] = weights                                  # (B, H, T_q, T_k) per head
+                              need_weights=True, average_attn_weights=self.average)  # weights (B, H, T_q, T_k)
         return y                                                        # (B, T_q, D)
 
 

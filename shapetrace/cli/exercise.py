@@ -225,28 +225,63 @@ def _write_reports(cells: list, csv_out: Path | None, json_out: Path | None) -> 
 @exercise_app.command("hint")
 def exercise_hint(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id."),
-    level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level."),
+    level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level (your file is not "
+                                     "checked)."),
+    workspace: Path | None = workspace_option(WORKSPACE_HELP),
+    file: Path | None = typer.Option(None, "--file", help="Take the hint for this file instead of the workspace "
+                                     "one."),
+    time_limit: float = time_limit_option(),
     width: int | None = width_option(),
     state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
-    """The next hint (each call reveals one more level)."""
+    """The next hint about what your file gets wrong now (it is checked first; hints about a fault it
+    does not have are skipped, and the hint says so)."""
     with guarded(traceback):
         from shapetrace.errors import UsageError
+        from shapetrace.exercises.progress import learner_file
         from shapetrace.render.exercise import hint_view
 
         ex = load_curriculum().exercise(exercise_id)
         if level is not None and level > len(ex.hints):
             raise UsageError(f"{ex.id} has {len(ex.hints)} hints")
-        shown = level or take_hint(ex)
-        out_console(width).print(hint_view(ex.id, shown, len(ex.hints), ex.hints[shown - 1]))
+        console = out_console(width)
+        if level is not None:
+            console.print(hint_view(ex.id, level, len(ex.hints), ex.hints[level - 1]))
+            return
+        path = file or learner_file(workspace, ex.id)
+        verdict, problem = _verdict_for_hint(ex, path, time_limit, console.width)
+        show_hint(ex, verdict, problem, console)
+
+
+def _verdict_for_hint(ex, path: Path, time_limit: float, width: int) -> tuple[dict | None, str]:
+    """The verdict of ``path`` now, or None and why there is none (no file yet, the check could not run)."""
+    from shapetrace.errors import ShapetraceError
+
+    if not path.is_file():
+        return None, f"you have no file yet ({path}; shapetrace exercise start {ex.id})"
+    try:
+        return _check(ex, path, time_limit, 3072, width), ""
+    except ShapetraceError as exc:
+        return None, f"your file could not be checked ({exc})"
+
+
+def show_hint(ex, verdict: dict | None, problem: str, console) -> None:
+    """Reveal one more hint (recorded in progress) and print the one about ``verdict``'s fault, with
+    why it is the one shown. The one code path for ``exercise hint`` and the h key of ``exercise watch``."""
+    from shapetrace.app.hints import choose
+    from shapetrace.render.exercise import hint_view
+
+    if verdict is not None and verdict["verdict"] == "pass":
+        console.print(f"your file passes {ex.id}: no hint needed (shapetrace exercise hint {ex.id} --level N "
+                      "shows one anyway)", highlight=False, markup=False)
+        return
+    choice = choose(ex, take_hint(ex), verdict, problem)
+    console.print(hint_view(ex.id, choice.number, len(ex.hints), ex.hints[choice.number - 1], why=choice.why))
 
 
 def take_hint(ex) -> int:
-    """Reveal one more hint of ``ex`` and record it, under the progress lock; the level shown (1-based).
-
-    The one code path for ``exercise hint`` and the h key of ``exercise watch``.
-    """
+    """Reveal one more hint of ``ex`` and record it, under the progress lock; the new level (1-based)."""
     levels: list[int] = []
     update_progress(lambda p: levels.append(p.next_hint(ex.id, len(ex.hints))))
     return levels[0]
@@ -324,4 +359,4 @@ def exercise_watch(
 
         watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
                         console=out_console(width), progress_loader=load_progress, check_file=_check,
-                        record=record, take_hint=take_hint)
+                        record=record, show_hint=show_hint)

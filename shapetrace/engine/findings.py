@@ -99,16 +99,12 @@ def changes(model, inputs: dict, bumps: torch.Tensor) -> torch.Tensor:
     """
     x = inputs["x"]
     memory, pad = inputs.get("memory"), inputs.get("pad")
-    kept = dict(getattr(model, "kept", {}))
     with torch.no_grad():
         base = model(x, memory, pad)
         try:
             outs = torch.func.vmap(lambda xi: model(xi, memory, pad))(x + bumps)   # (N, B, T_q, D)
         except Exception:  # an op without a batching rule: one pass per copy
             outs = torch.stack([model(x + bump, memory, pad) for bump in bumps])
-        finally:
-            if hasattr(model, "kept"):
-                model.kept = kept
     tolerance = CHANGE_TOLERANCE.get(x.dtype, FLOAT32_TOLERANCE)
     changed = (outs - base).abs().nan_to_num(0.0).amax(dim=-1) > tolerance * (1 + base.abs().nan_to_num(0.0).amax())
     return changed | (torch.isnan(outs).any(-1) & ~torch.isnan(base).any(-1))

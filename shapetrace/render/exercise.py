@@ -95,9 +95,12 @@ def exercises_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def hint_view(exercise_id: str, level: int, total: int, hint: str) -> Panel:
-    return Panel(Text(hint), title=f"hint {level}/{total} · {escape(exercise_id)}", title_align="left",
-                 border_style="cyan")
+def hint_view(exercise_id: str, level: int, total: int, hint: str, why: str = ""):
+    """The hint in a panel titled ``hint 2/3 · split-heads``; ``why`` (which hint, and which were
+    skipped) on a line of its own above it."""
+    panel = Panel(Text(hint), title=f"hint {level}/{total} · {escape(exercise_id)}", title_align="left",
+                  border_style="cyan")
+    return Group(Text(why, style="dim"), panel) if why else panel
 
 
 def question_view(number: int, total: int, q) -> Group:

@@ -86,7 +86,8 @@ def traced_parts(block: LessonBlock) -> Iterable[Any]:
     from shapetrace.render.table import OpTable, diagnostic_lines
 
     trace = block.trace
-    yield Text("traced:", style="dim")
+    # the example's number, as its rows cite it (<lesson 1 example 2>:3)
+    yield Text("traced:" if block.number is None else f"example {block.number}, traced:", style="dim")
     if trace.events:
         hook = diagram_hook(trace, block.diagram) if block.diagram is not None else None
         yield OpTable(trace.events, after_event=hook)
@@ -124,7 +125,9 @@ def print_lesson(blocks: Sequence[LessonBlock], console: Console,
         console.print(part)
     if exercises:
         console.print(Text("\nExercises in this lesson:", style="bold"))
-        for e in exercises:
+        wide = max(len(e["id"]) for e in exercises)
+        for e in exercises:  # titles in one column
             mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
-            console.print(Text.assemble("  ", (mark, style), " ", (e["id"], "bold cyan"), f"  {e['title']}"))
+            console.print(Text.assemble("  ", (mark, style), " ", (e["id"].ljust(wide), "bold cyan"),
+                                        f"  {e['title']}"))
         console.print(Text("start one with `shapetrace exercise start ID`", style="dim"))

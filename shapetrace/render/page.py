@@ -188,10 +188,12 @@ h1 { font-size: 28px; margin: 0 0 4px; }
 main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); gap: 20px; margin-top: 14px; }
 #code-panel, #op-panel { background: var(--panel); border: 1px solid var(--border); border-radius: 8px;
   padding: 12px 16px; min-width: 0; }
-#code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; white-space: pre-wrap;
-  overflow-wrap: anywhere; padding-left: 4em; text-indent: -4em; }
-#code .ln { color: var(--dim); display: inline-block; width: 3.2em; text-align: right; margin-right: 0.8em; }
-#code .cur { background: var(--line); font-weight: 700; display: block; border-radius: 4px; }
+#code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; }
+#code > div { display: flex; align-items: baseline; }
+#code .ln { color: var(--dim); flex: none; width: 3.2em; text-align: right; margin-right: 0.8em; }
+#code .src { flex: 1; min-width: 0; white-space: pre-wrap; overflow-wrap: anywhere; text-indent: -2ch; }
+#code .shape { display: inline-block; text-indent: 0; }
+#code .cur { background: var(--line); font-weight: 700; border-radius: 4px; }
 #code .cur .ln::before { content: "▶ "; }
 #row-box { overflow-x: auto; }
 #row { border-collapse: collapse; font-size: clamp(14px, 1.1vw, 21px); margin: 6px 0 10px; }
@@ -252,17 +254,37 @@ SCRIPT = r"""
     var code = clear("code");
     document.getElementById("file").textContent = op ? op.file : "";
     document.getElementById("code-panel").style.display = op ? "" : "none";  // the summary has no code line
+    document.getElementById("op-panel").style.gridColumn = op ? "" : "1 / -1";  // and takes the whole width
     if (!op) return;
     var lines = data.files[op.file] || [];
     if (!lines.length) { code.appendChild(el("div", "\u25b6 " + op.code, "cur")); return; }
     var span = Math.max(3, Math.min(10, Math.floor((window.innerHeight - 300) / 60)));
     var from = Math.max(1, op.line - span), to = Math.min(lines.length, op.line + span);
-    for (var n = from; n <= to; n++) {
-      var row = el("div", null, n === op.line ? "cur" : "");
-      row.appendChild(el("span", String(n), "ln"));
-      row.appendChild(document.createTextNode(lines[n - 1] || " "));
+    var shown = lines.slice(from - 1, to), indent = commonIndent(shown);
+    shown.forEach(function (text, k) {
+      var row = el("div", null, from + k === op.line ? "cur" : "");
+      row.appendChild(el("span", String(from + k), "ln"));
+      row.appendChild(sourceLine(text || "", indent));
       code.appendChild(row);
+    });
+  }
+  function commonIndent(lines) {  // the indent every shown line shares: left out, so the code gets the room
+    var widths = lines.filter(function (t) { return t && t.trim(); })
+                      .map(function (t) { return t.length - t.replace(/^ +/, "").length; });
+    return widths.length ? Math.min.apply(null, widths) : 0;
+  }
+  function sourceLine(text, indent) {
+    // its own indent becomes padding, so a wrapped line goes on under its code (2 more columns in),
+    // and its shape comment moves up to 2 spaces after the code, wrapped as one piece
+    var m = /^( *)(.*?)(?: {2,}(#.*))?$/.exec(text);
+    var src = el("span", null, "src");
+    src.style.paddingLeft = (m[1].length - indent + 2) + "ch";
+    src.appendChild(document.createTextNode(m[2] || " "));
+    if (m[3]) {
+      src.appendChild(document.createTextNode("  "));
+      src.appendChild(el("span", m[3], "shape"));
     }
+    return src;
   }
   function showOp(op) {
     var cells = clear("row-cells");

@@ -391,11 +391,7 @@ class OpTable:
         if same_call:  # torch's own ops inside one call (nn.MultiheadAttention): the call is cited once
             code.append(inside_call_text(e), style="dim")
         else:
-            code.append_text(_code_text(continued(e.code), max(10, width - indent - 1)))
-        if e.source and not same_call:
-            loc = Text(f"  {e.source.rsplit('/', 1)[-1]}", style="dim")
-            if code.cell_len + loc.cell_len <= width:
-                code.append_text(loc)
+            code.append_text(_cited_code(e, width - indent))
         cells = self._cells(e)
         yield from layout.below(cells, indent, width)
         yield code
@@ -404,6 +400,23 @@ class OpTable:
             yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
             yield from indented(Text(sentence(e, self.explain, self.long_names), style="italic"), indent, width)
+
+
+#: The least of a code line kept beside its citation; with less room the citation goes, the code stays.
+MIN_CITED_CODE = 20
+
+
+def _cited_code(e: Event, room: int) -> Text:
+    """The op's code line and where it is (``reference.py:41``) in ``room`` columns: a long line is cut
+    (``…``) so that the citation still fits, unless that would leave less than :data:`MIN_CITED_CODE`."""
+    code = continued(e.code)
+    loc = Text(f"  {e.source.rsplit('/', 1)[-1]}", style="dim") if e.source else Text("")
+    fits = room - 1 - loc.cell_len
+    if not e.source or (len(code) > fits and fits < MIN_CITED_CODE):
+        return _code_text(code, max(10, room - 1))
+    line = _code_text(code, fits)
+    line.append_text(loc)
+    return line
 
 
 def continued(code: str) -> str:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.exercises.content import Lesson
 
 HELP = "Enter/Space/→ next · b/← back · q quit"
+HELP_NARROW = "⏎ next · b back · q quit"
 
 
 class PresentScreen:
@@ -33,21 +34,32 @@ class PresentScreen:
     def parts(self, index: int) -> list[Any]:
         """The renderables of one screen (live examples traced once, then kept)."""
         if index not in self._cache:
-            from shapetrace.app.lessons import traced_blocks
+            from shapetrace.app.lessons import screen_blocks
             from shapetrace.render.lessons import block_parts
 
-            blocks = traced_blocks(self.screens[index], f"lesson {self.lesson.number} screen {index}")
+            blocks = screen_blocks(self.lesson, self.screens, index)
             self._cache[index] = block_parts(blocks)
         return self._cache[index]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        i, n = self.state.index, len(self.screens)
-        title = Text(f" shapetrace lesson {self.lesson.number} · {i + 1}/{n} · {self.lesson.title} ",
-                     style="bold reverse")
-        title.append(f"  {HELP}" + (" · last screen" if i == n - 1 else ""), style="dim")
+        title = self.title_bar(options.max_width)
         title.no_wrap, title.overflow = True, "ellipsis"
         yield title  # keys on top: a screen taller than the terminal is cut at the bottom
-        yield Group(*self.parts(i))
+        yield Group(*self.parts(self.state.index))
+
+
+    def title_bar(self, width: int) -> Text:
+        """Where we are and the keys, in ``width`` columns: the short keys, then without the lesson's
+        title, before anything is cut (``q quit`` stays in sight at 80 columns)."""
+        i, n = self.state.index, len(self.screens)
+        where = f" shapetrace lesson {self.lesson.number} · {i + 1}/{n}"
+        last = " · last screen" if i == n - 1 else ""
+        choices = [(f"{where} · {self.lesson.title} ", HELP), (f"{where} · {self.lesson.title} ", HELP_NARROW),
+                   (f"{where} ", HELP_NARROW)]
+        head, keys = next(((h, k) for h, k in choices if len(h) + 2 + len(k + last) <= width), choices[-1])
+        title = Text(head, style="bold reverse")
+        title.append(f"  {keys}{last}", style="dim")
+        return title
 
 
 def present_lesson(lesson: Lesson, console: Console, options: ViewOptions = ViewOptions(),

@@ -149,10 +149,11 @@ class Watch:
     """The watch session: which exercise, its last verdict, and how the screen shows them."""
 
     def __init__(self, curriculum, workspace, console, check_file, progress_loader, record, time_limit: float,
-                 take_hint):
+                 show_hint):
         self.curriculum, self.workspace, self.console = curriculum, workspace, console
         self.check_file, self.progress_loader, self.record = check_file, progress_loader, record
-        self.time_limit, self.take_hint = time_limit, take_hint
+        self.time_limit, self.show_hint = time_limit, show_hint
+        self.verdicts: dict[str, dict] = {}   # the last verdict of each exercise, for its hints
 
     def file_of(self, ex_id: str) -> Path:
         from shapetrace.exercises.progress import learner_file, start_file
@@ -179,6 +180,7 @@ class Watch:
             self.show(ex_id, path, mode, None, str(exc))
             return None
         self.record(ex.id, verdict["verdict"], path)
+        self.verdicts[ex.id] = verdict
         self.show(ex_id, path, mode, verdict)
         return verdict
 
@@ -196,11 +198,10 @@ class Watch:
                                         passed, last=self.curriculum.next_after(ex_id) is None))
 
     def hint(self, ex_id: str) -> None:
-        from shapetrace.render.exercise import hint_view
-
+        """One more hint, about the fault of the last check (recorded exactly as `exercise hint` does)."""
         ex = self.curriculum.exercise(ex_id)
-        level = self.take_hint(ex)  # recorded in progress exactly as `exercise hint` records it
-        self.console.print(hint_view(ex.id, level, len(ex.hints), ex.hints[level - 1]))
+        verdict = self.verdicts.get(ex.id)
+        self.show_hint(ex, verdict, "" if verdict else "your file has not been checked yet", self.console)
 
     def run_one(self, ex_id: str, keys: Keys, poll: bool) -> str:
         """Watch one exercise until it passes and the learner moves on ("next") or quits ("quit")."""
@@ -220,11 +221,12 @@ class Watch:
 
 
 def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, console, progress_loader,
-                    check_file, record, take_hint) -> None:
+                    check_file, record, show_hint) -> None:
     """The watch loop with Rich output; Ctrl-C and q quit cleanly.
 
-    ``record(ex_id, verdict, path)`` keeps a check and ``take_hint(exercise)`` reveals and keeps one
-    more hint level, both in the learner's progress, through the same code as the CLI commands.
+    ``record(ex_id, verdict, path)`` keeps a check and ``show_hint(exercise, verdict, problem, console)``
+    reveals, keeps and prints one more hint about the last verdict's fault, both in the learner's
+    progress, through the same code as the CLI commands.
     """
     from shapetrace.exercises.progress import learner_file
 
@@ -239,7 +241,7 @@ def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, consol
                           "starts over")
             return
         first = pending[0]
-    watch = Watch(curriculum, workspace, console, check_file, progress_loader, record, time_limit, take_hint)
+    watch = Watch(curriculum, workspace, console, check_file, progress_loader, record, time_limit, show_hint)
     current: str | None = first
     try:
         with Keys() as keys:
