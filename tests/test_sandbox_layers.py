@@ -275,3 +275,21 @@ def test_without_bubblewrap_a_pass_is_shown_but_never_recorded(tmp_path):
                                  "(SHAPETRACE_NO_BWRAP=1)")
     entry = json.loads((tmp_path / "state" / "progress.json").read_text())["exercises"]["head-dim"]
     assert entry["last_verdict"] == "unverified" and "ever_passed" not in entry
+
+
+@pytest.mark.skipif(bool(NO_BWRAP), reason=f"bubblewrap cannot start here: {NO_BWRAP}")
+def test_a_package_folder_under_tmp_stays_readable_inside_bubblewrap(monkeypatch):
+    """A venv or a checkout under /tmp (a fresh clone there) is bound into the sandbox after its private
+    /tmp is mounted, so the child still imports from it; anything else under /tmp stays hidden."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as root, tempfile.TemporaryDirectory(dir="/tmp") as other:
+        Path(root, "marker.txt").write_text("visible")
+        Path(other, "secret.txt").write_text("hidden")
+        monkeypatch.setattr(isolation, "package_paths", lambda: [root])
+        argv = isolation.bwrap_argv(None)
+        assert argv.index("/tmp") < argv.index(root)  # the tmpfs first, then the bind on top of it
+        script = f"cat {root}/marker.txt; cat {other}/secret.txt 2>/dev/null || echo ' gone'"
+        proc = subprocess.run([*argv, "/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "visible gone\n", proc.stderr

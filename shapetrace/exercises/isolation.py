@@ -149,6 +149,9 @@ def bwrap_argv(learner_file: str | None) -> list[str]:
             "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
     for name, value in child_env().items():
         argv += ["--setenv", name, value]
+    # /tmp: a private tmpfs (ctypes' library lookup needs one while the layers load; Landlock then closes
+    # it with everything else), mounted before the binds so a venv or a checkout under /tmp stays visible
+    argv += ["--tmpfs", "/tmp"]
     for root in roots:
         argv += ["--ro-bind", root, root]
     for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin"), ("/sbin", "usr/sbin")):
@@ -162,9 +165,7 @@ def bwrap_argv(learner_file: str | None) -> list[str]:
                 ["--ro-bind", "/dev/null", path]
     if learner_file:
         argv += ["--ro-bind", learner_file, learner_file]
-    # /tmp: a private tmpfs (ctypes' library lookup needs one while the layers load); Landlock then
-    # closes it with everything else
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", "/"]
     return argv
 
 
