@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
 from shapetrace.render.indent import Indent
@@ -30,15 +31,25 @@ def curriculum_view(lessons: Sequence[dict[str, Any]]) -> Group:
         parts.append(head)
         if lesson.get("summary"):
             parts.append(Indent(Text(lesson["summary"], style="dim"), 4))
-        for e in lesson["exercises"]:
-            mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
-            kind = ("  (write a test)", "magenta") if e.get("kind") == "test" else ""  # before the title: never
-            row = Text.assemble((mark, style), " ", (e["id"], "bold cyan"), kind, f"  {e['title']}")  # split
-            parts.append(Indent(row, 4))
+        if lesson["exercises"]:
+            parts.append(Indent(_exercise_rows(lesson["exercises"]), 4))
     parts.append(Text("\n✓ passed  ~ passed, then edited (check again)  · started", style="dim"))
     parts.append(Text("read a lesson: shapetrace lesson N\nstart an exercise: shapetrace exercise start ID",
                       style="dim"))
     return Group(*parts)
+
+
+def _exercise_rows(exercises: Sequence[dict[str, Any]]) -> Table:
+    """Mark, id and kind in columns that never wrap; the title wraps within its own column, so a long
+    title goes on under itself, not at the left margin."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for e in exercises:
+        mark, style = STATUS_MARK.get(e["status"], STATUS_MARK[""])
+        kind = ("  (write a test)", "magenta") if e.get("kind") == "test" else ""
+        table.add_row(Text.assemble((mark, style), " ", (e["id"], "bold cyan"), kind), e["title"])
+    return table
 
 
 def live_block(block: LessonBlock) -> Iterable[Any]:
