@@ -76,6 +76,73 @@ def has_tokens(axis: Axis) -> bool:
     return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False
 
 
+Piece = tuple[str, int, int]   # (root, stride in the root, size): one digit of a root's positions
+
+
+def token_pieces(axis: Axis, namer: Namer) -> tuple[Atom, ...] | None:
+    """The atoms of an axis made of tokens or batch entries only (named, not mixed), else None."""
+    atoms = coalesce(axis.atoms)
+    if not atoms or any(a.root == UNKNOWN or a.root == COPIES or a.root.startswith(MIXED_PREFIX)
+                        or not namer.is_token_root(a.root) for a in atoms):
+        return None
+    return atoms
+
+
+def cuts_of(*atom_lists: Sequence[Atom]) -> dict[str, set[int]]:
+    cuts: dict[str, set[int]] = {}
+    for atoms in atom_lists:
+        for a in atoms:
+            cuts.setdefault(a.root, set()).update((a.stride, a.stride * a.size))
+    return cuts
+
+
+def refine(atoms: Sequence[Atom], cuts: dict[str, set[int]]) -> tuple[Piece, ...] | None:
+    """The atoms cut at every boundary in ``cuts`` (major first), so that two axes over the same roots
+    can be compared piece by piece; None where the boundaries do not nest (no common digits)."""
+    out: list[Piece] = []
+    for a in atoms:
+        edges = sorted(b for b in cuts.get(a.root, ()) if a.stride <= b <= a.stride * a.size)
+        if any(hi % lo for lo, hi in zip(edges, edges[1:])):
+            return None
+        out.extend((a.root, lo, hi // lo) for lo, hi in reversed(list(zip(edges, edges[1:]))))
+    return tuple(out)
+
+
+def token_order(a: Axis, b: Axis, namer: Namer) -> tuple[tuple[Piece, ...], tuple[Piece, ...]] | None:
+    """Two axes that hold the same tokens in different orders (row order against window order):
+    both cut into common pieces, or None when they hold the same order, or not the same tokens."""
+    if a is b or a.atoms == b.atoms:
+        return None
+    pa, pb = token_pieces(a, namer), token_pieces(b, namer)
+    if pa is None or pb is None or pa == pb:
+        return None
+    cuts = cuts_of(pa, pb)
+    ra, rb = refine(pa, cuts), refine(pb, cuts)
+    if ra is None or rb is None or ra == rb or sorted(ra) != sorted(rb):
+        return None
+    return ra, rb
+
+
+def order_clash(operands: Sequence[tuple[Sequence[Axis], Sequence[int]]], namer: Namer):
+    """``(j, a, b, pieces of a, pieces of b)``: the first axis, from the right (as ``-j``), where a
+    broadcast lines up operands ``a`` and ``b`` holding the same tokens in different orders; else None.
+    ``operands``: each operand's ``(axes, shape)``."""
+    n = max((len(shape) for _, shape in operands), default=0)
+    for j in range(1, n + 1):
+        lined = [(i, axes[-j]) for i, (axes, shape) in enumerate(operands)
+                 if j <= len(shape) and shape[-j] > 1 and len(axes) == len(shape)]
+        for (ia, a), (ib, b) in zip(lined, lined[1:]):
+            found = token_order(a, b, namer)
+            if found is not None:
+                return j, ia, ib, found[0], found[1]
+    return None
+
+
+def in_root_order(axis: Axis) -> bool:
+    """Does every root of this axis appear whole, in one piece (``N`` = Hp then Wp, not window order)?"""
+    return all(a.whole for a in coalesce(axis.atoms))
+
+
 def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axis:
     """A strict part of an axis: ``T[0:1]`` (a derived name, never the bare ``T``), or unnamed.
 
@@ -93,9 +160,30 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
 
 
+def piece_label(atom: Atom) -> str:
+    """The label of an unnamed piece of a named root, one per piece: position ``i`` of the root
+    is ``(i // stride) % size`` in it. The major piece is ``R/stride`` (which block: ``Hp/2``, the
+    windows along Hp), the minor one ``R%size`` (where in its block: ``Hp%2``), one in between
+    ``R/stride%size``. Two pieces of one size (Hp = 4 cut 2 x 2) never share a label."""
+    if atom.stride * atom.size == atom.root_size:
+        return f"{atom.root}/{atom.stride}"
+    if atom.stride == 1:
+        return f"{atom.root}%{atom.size}"
+    return f"{atom.root}/{atom.stride}%{atom.size}"
+
+
+def is_piece_label(label: str) -> bool:
+    """Is ``label`` an unnamed piece of a root (``D/8``, ``Hp%2``), not a name of its own?"""
+    return "/" in label or "%" in label
+
+
+def _root_of_label(label: str) -> str:
+    return re.split(r"[/%]", label, maxsplit=1)[0]
+
+
 def base_names(root: str) -> list[str]:
     """The declared names a root is made of: ``T[0:3]`` -> ``[T]``, ``S+T`` -> ``[S, T]``."""
-    return [part.split("[")[0].split("/")[0] for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
+    return [_root_of_label(part.split("[")[0]) for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
 
 
 def root_axis(name: str, size: int) -> Axis:
@@ -311,7 +399,7 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
-        return f"{atom.root}/{atom.root_size // atom.size}"
+        return piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:
         labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
@@ -404,18 +492,18 @@ class Namer:
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
-            if any("/" in lab for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
+            if any(is_piece_label(lab) for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
+        if any(is_piece_label(lab) and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
 
     def _only_features(self, atoms: Sequence[Atom]) -> bool:
         """Are the pieces mixed here all features, heads or head features (a split of D)?"""
-        names = [name.split("/")[0] for a in atoms for name in base_names(a.root)]
+        names = [_root_of_label(name) for a in atoms for name in base_names(a.root)]
         return bool(names) and all(self.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
                                    for n in names)
 
@@ -442,7 +530,7 @@ class Namer:
 def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:
     for a in atoms:
         for name in base_names(a.root):
-            name = name.split("/")[0]
+            name = _root_of_label(name)
             if namer.is_token_root(name) if namer else name in TOKEN_ROOTS:
                 return True
     return False
@@ -613,7 +701,7 @@ def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) ->
     names: list[str] = []
     for a, _g in touched:
         label = namer.atom_label(a) if namer else a.root
-        name = label[1:] if label.startswith(MIXED_PREFIX) else label.split("/")[0]
+        name = label[1:] if label.startswith(MIXED_PREFIX) else _root_of_label(label)
         for part in name.split("*"):
             if part not in names:
                 names.append(part)
@@ -774,7 +862,7 @@ def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
     if len(set(pieces)) == 1 and pieces and n % pieces[0] == 0 and n // pieces[0] > 1 and namer is not None:
         _major, minor = reshape_axes([axis], [n // pieces[0], pieces[0]], namer)
         label = namer.label(minor)
-        if label is not None and "/" not in label and not label.startswith(MIXED_PREFIX):
+        if label is not None and not is_piece_label(label) and not label.startswith(MIXED_PREFIX):
             return [tuple(axes[:dim]) + (minor,) + tuple(axes[dim + 1:]) for _ in pieces]
     outs, start = [], 0
     for size in pieces:

@@ -16,6 +16,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
+from shapetrace.engine.order import tokens_in_two_orders
 from shapetrace.engine.rules import VARIANT_RULES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +28,8 @@ def diagnose(trace: Trace) -> list[Diagnostic]:
     for rule in RULES:
         found.extend(rule(trace))
     found = _merges_projected_later(trace, found)
+    mixed = {d.event for d in found if d.kind == "mixed-axis" and d.severity == "error"}
+    found = [d for d in found if not (d.kind == "tokens-regrouped-with-batch" and d.event in mixed)]
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -385,5 +388,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders,
 ]

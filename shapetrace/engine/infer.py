@@ -139,6 +139,7 @@ class Inference:
         self.tags: dict[int, str] = {}                 # node -> q / k / v / qkv / kv
         self.sequences: dict[int, str] = {}            # entered token node -> T or S
         self.events: list[Event] = []
+        self.made_by: dict[int, tuple[int, int]] = {}  # node -> (event, output position) of the row that made it
         self.event_of_record: dict[int, int] = {}
         self.scalings: list[dict[str, Any]] = []
         self.pattern_conflicts: list[tuple[int, str]] = []
@@ -372,7 +373,11 @@ class Inference:
             self._tag_outputs(spec, record, in_axes, shapes, params, tags)
         event_index = len(self.events)
         self.event_of_record[index] = event_index
-        self.events.append(self._event(event_index, spec, record, in_axes, out_axes, params, tags))
+        event = self._event(event_index, spec, record, in_axes, out_axes, params, tags)
+        event.sources = tuple(self.made_by.get(n) for n in record.ins)
+        for position, node in enumerate(record.outs):
+            self.made_by[node] = (event_index, position)
+        self.events.append(event)
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
 
@@ -432,6 +437,7 @@ class Inference:
                 self._keep_ambiguity(ins, [node], in_axes, found)
         if ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in ins):
             self.from_parameters.update(n for n in outs if n not in ins)
+        self._carry_source(ins, outs, shapes)
         tags = self._tags_of(ins)
         if tags:
             tag = _single(tags)
@@ -439,6 +445,16 @@ class Inference:
                 for node in outs:
                     if node not in ins:
                         self.tags[node] = tag
+
+    def _carry_source(self, ins, outs, shapes) -> None:
+        """A call without a row (dropout, ``x * 2``) keeps the layout of its operand of the same shape: its
+        result is traced back through it to the row that made that operand."""
+        for node, shape in zip(outs, shapes):
+            if node in ins:
+                continue
+            same = next((n for n in ins if n in self.made_by and self.capture.nodes[n].shape == tuple(shape)), None)
+            if same is not None:
+                self.made_by[node] = self.made_by[same]
 
     # -- names -------------------------------------------------------------------------------------
     def _names_of(self, spec: OpSpec, record, in_axes, shapes):
@@ -523,11 +539,14 @@ class Inference:
 
     def _clashes(self, record: OpRecord, in_axes) -> bool:
         """Does this broadcast line up two named axes of different roles (a rotary table's T with the
-        heads)? Then it gets a row of its own, where the diagnostics say so."""
+        heads, or tokens in row order with the same tokens in window order)? Then it gets a row of its
+        own, where the diagnostics say so."""
         if record.error is not None or len(in_axes) < 2 or family_of(record.spec.name) not in _LINED_UP:
             return False
         shapes = [r[0] for r in record.in_raw]
-        return self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None
+        if self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None:
+            return True
+        return ax.order_clash(list(zip(in_axes, shapes)), self.namer) is not None
 
     def _onto_scores(self, in_axes) -> bool:
         """Is one operand a tensor of attention scores (query and key axes)?"""
