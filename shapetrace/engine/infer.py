@@ -350,10 +350,14 @@ class Inference:
                 self._pass_names(spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen,
                                  in_axes)
                 return
+        if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+            record = self._written(record, in_axes)
         shapes = [r[0] for r in record.out_raw]
         if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
-        if record.error is None:
+        if record.error is None and family_of(spec.name) is Family.WRITE:
+            out_axes, params = [in_axes[0]], record.params or {}
+        elif record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
@@ -380,6 +384,15 @@ class Inference:
         self.events.append(event)
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _written(self, record: OpRecord, in_axes) -> OpRecord:
+        """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
+        target are noted, and its result is the target itself (``__setitem__`` returns nothing)."""
+        if record.error is None:
+            self._note_write(record, in_axes)
+        if not record.outs and record.error is None:
+            record = record._replace(outs=record.ins[:1], out_raw=record.in_raw[:1])
+        return record
 
     def _joined_with_parameters(self, ins, in_axes, joined: tuple[Axis, ...], params) -> tuple[Axis, ...]:
         """``cat`` of a part made from parameters only (a class token, expanded over the batch) with a

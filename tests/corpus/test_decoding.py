@@ -286,9 +286,13 @@ CASES = [
          heads={"static-keys@0": PER_HEAD, "static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")}),
     Case("static-cache-prefill-written-without-transpose", "B=2 T=3 D=24 H=3",
          decode(StaticCacheAttention, T=3, steps=0, write="slice", transpose=False),
-         bug=("bug-static-write",),
-         verdict_xfail="a slice assignment into a new_zeros buffer is not followed, so the cache's token "
-                       "axis receiving heads (T == H) is not seen"),
+         bug=("bug-static-write",)),
+    # transformers StaticCache.update: ``k_out.index_copy_(2, cache_position, key_states)`` with the keys
+    # already [B, H, T, d_k], at T == H: the write must stay silent, and the keys read back are per head.
+    Case("static-cache-index-copy-transposed-T-equals-H", "B=2 T=3 D=24 H=3",
+         decode(StaticCacheAttention, T=3, steps=0, write="index_copy"),
+         heads={"static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")},
+         silent=("static-write", "static-keys", "static-scores")),
     Case("static-cache-prefill-transposed-T-equals-H", "B=2 T=3 D=24 H=3",
          decode(StaticCacheAttention, T=3, steps=0, write="slice"),
          heads={"static-q": PER_HEAD, "static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")}),
