@@ -178,7 +178,7 @@ def is_piece_label(label: str) -> bool:
 
 
 def _root_of_label(label: str) -> str:
-    return re.split(r"[/%]", label, maxsplit=1)[0]
+    return re.split(r"[/%~]", label, maxsplit=1)[0]
 
 
 def base_names(root: str) -> list[str]:
@@ -1077,3 +1077,99 @@ def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis], shape: Sequence[int]) -> tup
     return out if sizes_of(out) == tuple(shape) else unknown_axes(shape)
 
 
+
+
+# ---------------------------------------------------------------------------
+# as_strided: output axes read off the operand's own layout
+# ---------------------------------------------------------------------------
+
+#: one digit of an operand's memory: (memory stride, size, the piece of a root it walks)
+_Digit = tuple[int, int, Atom]
+
+
+def _digits(axes: Sequence[Axis], strides: Sequence[int]) -> list[_Digit] | None:
+    """The operand's memory as digits, finest first: each axis's atoms, with the memory stride each
+    one steps by. None when two digits overlap (an expanded or overlapping operand)."""
+    out: list[_Digit] = []
+    for axis, stride in zip(axes, strides):
+        inner = 1
+        for atom in reversed(axis.atoms):
+            if atom.size > 1:
+                if stride <= 0:
+                    return None
+                out.append((stride * inner, atom.size, atom))
+            inner *= atom.size
+    out.sort(key=lambda d: d[0])
+    if any(a[0] * a[1] > b[0] for a, b in zip(out, out[1:])):
+        return None
+    return out
+
+
+def _cut_digits(digits: list[_Digit], cuts: set[int]) -> list[_Digit]:
+    """Digits split where an output axis starts or ends inside one (and the pieces nest)."""
+    out: list[_Digit] = []
+    for g, m, atom in digits:
+        edges = [g] + sorted(c for c in cuts if g < c < g * m and c % g == 0 and (g * m) % c == 0) + [g * m]
+        if any(hi % lo for lo, hi in zip(edges, edges[1:])):
+            edges = [g, g * m]
+        for lo, hi in zip(edges, edges[1:]):
+            out.append((lo, hi // lo, Atom(atom.root, atom.root_size, atom.stride * (lo // g), hi // lo)))
+    return out
+
+
+def _run(digits: list[_Digit], stride: int, size: int) -> list[int] | None:
+    """Indices of the digits one output axis ``(stride, size)`` walks exactly, finest first."""
+    start = next((i for i, d in enumerate(digits) if d[0] == stride), None)
+    if start is None:
+        return None
+    run, total = [start], digits[start][1]
+    while total < size:
+        last = digits[run[-1]]
+        nxt = run[-1] + 1
+        if nxt >= len(digits) or digits[nxt][0] != last[0] * last[1]:
+            return None
+        run.append(nxt)
+        total *= digits[nxt][1]
+    return run if total == size else None
+
+
+def strided_axes(axes: Sequence[Axis], strides: Sequence[int], out_shape: Sequence[int],
+                 out_strides: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``as_strided``: each output axis named by the operand's memory digits it walks exactly.
+
+    An output axis that steps by the memory stride of some piece of the operand and covers whole
+    pieces is those pieces (``T`` cut into windows of ``w``: ``T/w``, ``T%w``). One that walks across
+    pieces it does not cover whole (overlapping windows) is unnamed, and so is every axis whose pieces
+    it crosses; where it crosses pieces of two different named axes (heads and tokens: strides written
+    for another layout) it is a mixed axis, named after what it mixes."""
+    digits = _digits(axes, strides)
+    if digits is None or len(out_shape) != len(out_strides):
+        return unknown_axes(tuple(out_shape))
+    cuts = {c for s, n in zip(out_strides, out_shape) if n > 1 for c in (s, s * n)}
+    digits = _cut_digits(digits, cuts)
+    runs = [(_run(digits, s, n) if n > 1 else []) for s, n in zip(out_strides, out_shape)]
+    used = [i for run in runs if run for i in run]
+    if len(used) != len(set(used)):
+        return unknown_axes(tuple(out_shape))
+    loose = [(s, n) for (s, n), run in zip(zip(out_strides, out_shape), runs) if n > 1 and run is None]
+    out = []
+    for (s, n), run in zip(zip(out_strides, out_shape), runs):
+        if n == 1:
+            out.append(Axis())
+        elif run is None:
+            out.append(_strided_mix(digits, s, n, namer))
+        elif any(_walks_across(ls, ln, digits[i][0], digits[i][1]) for ls, ln in loose for i in run):
+            out.append(unknown_axis(n))
+        else:
+            out.append(Axis(tuple(digits[i][2] for i in reversed(run))))
+    return tuple(out)
+
+
+def _strided_mix(digits: list[_Digit], stride: int, size: int, namer: Namer) -> Axis:
+    """An output axis that no run of digits makes: a mixed axis if it crosses pieces of two named
+    roots of different roles, else unnamed (a window sliding along one axis)."""
+    crossed = [d[2] for d in digits if _walks_across(stride, size, d[0], d[1])]
+    names = list(dict.fromkeys(_root_of_label(namer.atom_label(a)) for a in crossed))
+    if len(names) < 2 or any(n == UNKNOWN or n.startswith(MIXED_PREFIX) or namer.role(n) is None for n in names):
+        return unknown_axis(size)
+    return Axis((Atom(MIXED_PREFIX + "*".join(names), size, 1, size),))

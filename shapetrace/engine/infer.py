@@ -44,7 +44,7 @@ from shapetrace.engine.ops import (
     separates,
     write_kind,
 )
-from shapetrace.engine.propagate import fits
+from shapetrace.engine.propagate import fits, strided
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
@@ -476,9 +476,11 @@ class Inference:
         call in the next layer is answered from a memo. Axes are keyed by identity (each memo entry
         keeps its axes alive, so no id is reused)."""
         frozen, params = record.frozen, record.params
+        layouts = getattr(record, "in_raw", None) if spec.names in _READS_LAYOUT else None
         try:
             key = (spec.name, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
-                   None if params is None else _freeze_params(params))
+                   None if params is None else _freeze_params(params),
+                   None if layouts is None else tuple(tuple(r[1]) + (r[2],) for r in layouts))
             hit = self._memo.get(key)
         except TypeError:   # an argument that cannot be hashed: computed afresh
             key = hit = None
@@ -493,7 +495,8 @@ class Inference:
             found, mismatched = [ax.unknown_axes(s) for s in shapes], 0
         else:
             before = self.name_mismatches
-            call = Call(spec.name, args, kwargs, [None] * len(in_axes), list(in_axes), shapes, self.namer, params)
+            inputs = list(layouts) if layouts is not None else [None] * len(in_axes)
+            call = Call(spec.name, args, kwargs, inputs, list(in_axes), shapes, self.namer, params)
             found = self._checked(spec, call)
             mismatched = self.name_mismatches - before
         found = [self._interned.setdefault(axes, axes) for axes in found]   # equal axes: one object
@@ -667,6 +670,9 @@ class _PassCall:
         self.frozen = frozen
         self.params = None
 
+
+#: name rules that read the operands' layouts (strides, offset) as well as their names
+_READS_LAYOUT = frozenset({strided})
 
 #: the name of a buffer's axis that holds token positions written in parts (a static cache's length)
 CAPACITY = "L"

@@ -313,7 +313,7 @@ _ENTRIES: list[OpSpec] = [
     *_views(["view_as_complex"], pr.complex_pairs, "reads each pair of reals as one complex number"),
     *_views(["view_as_real"], pr.real_pairs, "reads each complex number as its pair of reals"),
     *_views(["unfold"], pr.windows, "windows along an axis (overlapping ones share memory)"),
-    *_views(["as_strided"], None, "any shape and strides over the same memory"),
+    *_views(["as_strided"], pr.strided, "any shape and strides over the same memory"),
     # in place: the tensor itself gets new metadata (the same storage, no data moves)
     *(OpSpec(n, "view", fn, params=params, inplace=True, words=words) for n, fn, params, words in (
         ("transpose_", pr.transpose, None, "swaps two axes of this tensor in place"),
