@@ -25,6 +25,7 @@ from typing import Any
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.backward import heads_from_products
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo, new_event, new_info
 from shapetrace.engine.ops import (
@@ -253,6 +254,7 @@ class Inference:
         """
         found: dict[int, tuple[Axis, ...]] = {n: a for n, a in self.writes.items() if n not in self.pins}
         found.update(self._declared_later(found))
+        found.update(heads_from_products(self, found))
         if not self.ambiguous:
             return found
         for record in self.capture.records:
@@ -291,17 +293,8 @@ class Inference:
         target, value = record.ins[0], record.ins[-1]
         if target == value:
             return
-        args, kwargs = thaw_args(record.frozen)
         mine, theirs = in_axes[0], in_axes[-1]
-        kind = write_kind(record.spec.name)
-        if kind == "whole":
-            lined = {p: (v, True) for p, v in zip(range(len(mine) - len(theirs), len(mine)), theirs) if p >= 0}
-        elif kind == "rows":
-            dim = arg(args, kwargs, 1, "dim", 0) % len(mine) if len(theirs) == len(mine) else None
-            lined = {p: (v, p != dim) for p, v in enumerate(theirs)} if dim is not None else {}
-        else:
-            lined = _written_axes(args[1] if len(args) > 1 else None, len(mine), len(theirs))
-            lined = {p: (theirs[v], whole) for p, (v, whole) in lined.items()}
+        lined = {p: (theirs[v], whole) for p, (v, whole) in self.write_lines(record, len(mine), len(theirs)).items()}
         pinned, changed = list(self.writes.get(target, mine)), False
         for p, (axis, whole) in lined.items():
             if self.namer.label(pinned[p]) is not None or self.namer.label(axis) is None:
@@ -311,7 +304,21 @@ class Inference:
             elif not whole and self.namer.is_token_root(axis.atoms[0].root):
                 pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
         if changed:
-            self.writes[target] = tuple(pinned)
+            self.writes[target] = self.axes[target] = tuple(pinned)   # what it holds from here on
+
+    @staticmethod
+    def write_lines(record, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
+        """A write's target axis -> (the value's axis lined up with it, written whole?)."""
+        args, kwargs = thaw_args(record.frozen)
+        kind = write_kind(record.spec.name)
+        if kind == "whole":
+            return {p: (v, True) for v, p in enumerate(range(ndim - value_ndim, ndim)) if p >= 0}
+        if kind == "rows":
+            if value_ndim != ndim:
+                return {}
+            dim = arg(args, kwargs, 1, "dim", 0) % ndim
+            return {p: (p, p != dim) for p in range(ndim)}
+        return _written_axes(args[1] if len(args) > 1 else None, ndim, value_ndim)
 
     def _keep_ambiguity(self, ins, outs, in_axes, out_axes) -> None:
         """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
