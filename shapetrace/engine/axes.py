@@ -111,8 +111,8 @@ def refine(atoms: Sequence[Atom], cuts: dict[str, set[int]]) -> tuple[Piece, ...
 def token_order(a: Axis, b: Axis, namer: Namer) -> tuple[tuple[Piece, ...], tuple[Piece, ...]] | None:
     """Two axes that hold the same tokens in different orders (row order against window order):
     both cut into common pieces, or None when they hold the same order, or not the same tokens."""
-    if a is b or a.atoms == b.atoms:
-        return None
+    if a is b or a.atoms == b.atoms or (len(a.atoms) < 2 and len(b.atoms) < 2):
+        return None   # (two different single pieces never hold the same tokens)
     pa, pb = token_pieces(a, namer), token_pieces(b, namer)
     if pa is None or pb is None or pa == pb:
         return None

@@ -35,7 +35,7 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
     size = namer.dims.get(HEADS)
     if not size or size == 1:
         return {}
-    walker = _Walker(inference, found, ax.root_axis(HEADS, size))
+    walker = None   # made at the first product that needs it: it indexes every record
     for record in inference.capture.records:
         spec = getattr(record, "spec", None)
         if spec is None or not is_matrix_product(spec.name) or len(record.ins) != 2 or not record.outs:
@@ -44,9 +44,10 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
         if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
             continue
         if _heads_axis_unnamed(namer, out, size):
+            walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
             for node in record.ins:
                 walker.back(node, -3)
-    return walker.pins
+    return walker.pins if walker is not None else {}
 
 
 def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
