@@ -222,12 +222,13 @@ CASES = [
          silent=("timm-qkv",)),
     Case("vit-unfold-patches-view-without-permute", VIT_DIMS, build(UnfoldPatches),
          bug=("bug-unfold-view",),
-         verdict_xfail="unfold is not in the registry: the patch grid is unnamed, so a view that mixes "
-                       "channels with patch rows is not seen"),
+         verdict_xfail="pixels enter unnamed and unfold tiles an unnamed axis into unnamed pieces: the patch "
+                       "grid is unnamed, so a view that mixes channels with patch rows is not seen"),
     Case("vit-unfold-patches-permute-then-reshape", VIT_DIMS, build(UnfoldPatches, permute=True),
          heads={"unfold-permute": ("B", "seq", "?"), "vit-q": PER_HEAD, "vit-scores": ("B", "H", "seq", "seq")},
          silent=("timm-qkv",),
-         names_xfail="unfold is not in the registry: the patch grid and the tokens made of it stay unnamed"),
+         names_xfail="pixels enter unnamed and unfold tiles an unnamed axis into unnamed pieces: the patch "
+                     "grid, the tokens made of it and the patch features the embedding reads stay unnamed"),
     Case("timm-attention-fused-qkv-on-tokens", "B=2 T=5 D=24 H=3", timm_on_tokens(fused=False),
          heads={"timm-qkv": ("B", "T", "?", "H", "d_k"), "vit-q": ("B", "H", "T", "d_k"),
                 "vit-scores": ("B", "H", "T", "T"), "vit-merge": ("B", "T", "D")},
