@@ -20,7 +20,7 @@ ALL_KINDS = {
     "nonstandard-head-split", "contracts-different-axes", "batch-mismatch", "attends-over-wrong-axis",
     "softmax-wrong-axis", "ambiguous-sizes", "attends-over-heads", "attends-over-batch", "attends-over-features",
     "query-key-swapped", "mask-wrong-axis", "mask-wrong-batch-order", "nan-rows", "nan-rows-skipped",
-    "view-incompatible", "scale-not-head-dim",
+    "view-incompatible", "scale-not-head-dim", "write-mismatch",
 }
 
 
@@ -33,6 +33,14 @@ def _batch_mismatch(x):
     B, T, D = x.shape
     q = x.view(B, T, 4, D // 4).transpose(1, 2)                 # (B, H, T, d_k)
     return q @ q.transpose(-2, -1).transpose(0, 1)              # (B, H, T, d_k) @ (H, B, d_k, T): B = H = 4
+
+
+def _cache_written_without_transpose(x):
+    B, T, D = x.shape                                            # T == H == 4
+    cache = x.new_zeros(B, 4, 10, D // 4)                        # (B, H, L, d_k)
+    cache[:, :, 0:T] = x.view(B, T, 4, D // 4)                   # (B, T, H, d_k) written as (B, H, T, d_k)
+    q = x.view(B, T, 4, D // 4).transpose(1, 2)                  # (B, H, T, d_k)
+    return q @ cache[:, :, :T].transpose(-2, -1)                 # (B, H, T, L[0:T])
 
 
 def _ambiguous(x):
@@ -75,4 +83,5 @@ def corpus() -> list:
     traces.append(_named(_windows, (2, 6, 16), dict(B=2, T=6, D=16)))
     traces.append(_named(_batch_mismatch, (4, 6, 32), dict(B=4, T=6, D=32, H=4)))
     traces.append(_named(_ambiguous, (2, 8, 64), "B=2 T=8 D=64 H=8", names=""))
+    traces.append(_named(_cache_written_without_transpose, (2, 4, 32), dict(B=2, T=4, D=32, H=4)))
     return traces

@@ -101,3 +101,15 @@ def test_merging_a_mixed_axis_keeps_one_mixed_prefix():
     merged = reshape_axes(permute_axes(bad, [0, 2, 1, 3]), [2, 6, 512], N)
     assert [N.label(a) for a in merged][-1].count("!") == 1
     assert N.label(merged[-1]).startswith("!")
+
+
+def test_each_piece_of_a_split_root_has_its_own_label():
+    """Hp = 4 cut 2 x 2 (Swin's window partition): the windows along Hp and the place in a window are two
+    different pieces of the same size; each gets its own label, the size still spelled in it."""
+    from shapetrace.engine.axes import Atom, Axis, Namer
+
+    namer = Namer({"B": 2, "T": 8, "D": 24, "H": 3})
+    labels = [namer.label(Axis((Atom("Hp", 4, stride, 2),))) for stride in (2, 1)]
+    assert labels == ["Hp/2", "Hp%2"]
+    thirds = [namer.label(Axis((Atom("T", 8, stride, 2),))) for stride in (4, 2, 1)]
+    assert thirds == ["T/4", "T/2%2", "T%2"]

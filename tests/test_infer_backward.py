@@ -76,3 +76,28 @@ def test_a_declaration_never_overrides_names_already_proven():
         y = x.transpose(0, 1)                                             # (T, B, D)
         shapetrace.name(y, "B T D")
     assert t.events[0].output.dims == ("T", "B", "D")
+
+
+# -- heads proven by the attention product ----------------------------------------------------------------
+
+def test_an_unnamed_batch_before_the_queries_is_not_called_heads_without_a_named_batch():
+    """``[?, T, T]`` scores (one head, over an undeclared batch of 2 == H) and ``[?, ?, T, T]`` (nothing
+    in front is a named batch): the size of H alone is not evidence of heads."""
+    with shapetrace.trace(dims="T=5 D=8 H=2") as t:
+        x = shapetrace.name(torch.randn(2, 5, 8), "_ T D")
+        x @ x.transpose(-2, -1)                                      # (?, T, T)
+        y = shapetrace.name(torch.randn(2, 2, 5, 8), "_ _ T D")
+        y @ y.transpose(-2, -1)                                      # (?, ?, T, T)
+    assert [e.output.dims for e in t.events if e.op == "matmul"] == [(None, "T", "T"), (None, None, "T", "T")]
+
+
+def test_heads_of_a_product_are_carried_back_to_the_view_that_split_them():
+    """DeepSeek-V2's MLA shape of things: q projected to H * 6 (not D), split by view(B, T, H, 6); the
+    q·k product's axis before the queries is the heads, and so is the view's third axis."""
+    B, T, D, H = 2, 5, 24, 3
+    proj = torch.nn.Linear(D, H * 6, bias=False)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        q = proj(torch.randn(B, T, D)).view(B, T, H, 6).transpose(1, 2)   # (B, H, T, 6)
+        q @ q.transpose(-2, -1)                                            # (B, H, T, T)
+    assert [e.output.dims for e in t.events[1:]] == [
+        ("B", "T", "H", None), ("B", "H", "T", None), ("B", "H", None, "T"), ("B", "H", "T", "T")]

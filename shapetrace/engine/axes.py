@@ -76,6 +76,73 @@ def has_tokens(axis: Axis) -> bool:
     return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False
 
 
+Piece = tuple[str, int, int]   # (root, stride in the root, size): one digit of a root's positions
+
+
+def token_pieces(axis: Axis, namer: Namer) -> tuple[Atom, ...] | None:
+    """The atoms of an axis made of tokens or batch entries only (named, not mixed), else None."""
+    atoms = coalesce(axis.atoms)
+    if not atoms or any(a.root == UNKNOWN or a.root == COPIES or a.root.startswith(MIXED_PREFIX)
+                        or not namer.is_token_root(a.root) for a in atoms):
+        return None
+    return atoms
+
+
+def cuts_of(*atom_lists: Sequence[Atom]) -> dict[str, set[int]]:
+    cuts: dict[str, set[int]] = {}
+    for atoms in atom_lists:
+        for a in atoms:
+            cuts.setdefault(a.root, set()).update((a.stride, a.stride * a.size))
+    return cuts
+
+
+def refine(atoms: Sequence[Atom], cuts: dict[str, set[int]]) -> tuple[Piece, ...] | None:
+    """The atoms cut at every boundary in ``cuts`` (major first), so that two axes over the same roots
+    can be compared piece by piece; None where the boundaries do not nest (no common digits)."""
+    out: list[Piece] = []
+    for a in atoms:
+        edges = sorted(b for b in cuts.get(a.root, ()) if a.stride <= b <= a.stride * a.size)
+        if any(hi % lo for lo, hi in zip(edges, edges[1:])):
+            return None
+        out.extend((a.root, lo, hi // lo) for lo, hi in reversed(list(zip(edges, edges[1:]))))
+    return tuple(out)
+
+
+def token_order(a: Axis, b: Axis, namer: Namer) -> tuple[tuple[Piece, ...], tuple[Piece, ...]] | None:
+    """Two axes that hold the same tokens in different orders (row order against window order):
+    both cut into common pieces, or None when they hold the same order, or not the same tokens."""
+    if a is b or a.atoms == b.atoms or (len(a.atoms) < 2 and len(b.atoms) < 2):
+        return None   # (two different single pieces never hold the same tokens)
+    pa, pb = token_pieces(a, namer), token_pieces(b, namer)
+    if pa is None or pb is None or pa == pb:
+        return None
+    cuts = cuts_of(pa, pb)
+    ra, rb = refine(pa, cuts), refine(pb, cuts)
+    if ra is None or rb is None or ra == rb or sorted(ra) != sorted(rb):
+        return None
+    return ra, rb
+
+
+def order_clash(operands: Sequence[tuple[Sequence[Axis], Sequence[int]]], namer: Namer):
+    """``(j, a, b, pieces of a, pieces of b)``: the first axis, from the right (as ``-j``), where a
+    broadcast lines up operands ``a`` and ``b`` holding the same tokens in different orders; else None.
+    ``operands``: each operand's ``(axes, shape)``."""
+    n = max((len(shape) for _, shape in operands), default=0)
+    for j in range(1, n + 1):
+        lined = [(i, axes[-j]) for i, (axes, shape) in enumerate(operands)
+                 if j <= len(shape) and shape[-j] > 1 and len(axes) == len(shape)]
+        for (ia, a), (ib, b) in zip(lined, lined[1:]):
+            found = token_order(a, b, namer)
+            if found is not None:
+                return j, ia, ib, found[0], found[1]
+    return None
+
+
+def in_root_order(axis: Axis) -> bool:
+    """Does every root of this axis appear whole, in one piece (``N`` = Hp then Wp, not window order)?"""
+    return all(a.whole for a in coalesce(axis.atoms))
+
+
 def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axis:
     """A strict part of an axis: ``T[0:1]`` (a derived name, never the bare ``T``), or unnamed.
 
@@ -93,9 +160,30 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
 
 
+def piece_label(atom: Atom) -> str:
+    """The label of an unnamed piece of a named root, one per piece: position ``i`` of the root
+    is ``(i // stride) % size`` in it. The major piece is ``R/stride`` (which block: ``Hp/2``, the
+    windows along Hp), the minor one ``R%size`` (where in its block: ``Hp%2``), one in between
+    ``R/stride%size``. Two pieces of one size (Hp = 4 cut 2 x 2) never share a label."""
+    if atom.stride * atom.size == atom.root_size:
+        return f"{atom.root}/{atom.stride}"
+    if atom.stride == 1:
+        return f"{atom.root}%{atom.size}"
+    return f"{atom.root}/{atom.stride}%{atom.size}"
+
+
+def is_piece_label(label: str) -> bool:
+    """Is ``label`` an unnamed piece of a root (``D/8``, ``Hp%2``), not a name of its own?"""
+    return "/" in label or "%" in label
+
+
+def _root_of_label(label: str) -> str:
+    return re.split(r"[/%~]", label, maxsplit=1)[0]
+
+
 def base_names(root: str) -> list[str]:
     """The declared names a root is made of: ``T[0:3]`` -> ``[T]``, ``S+T`` -> ``[S, T]``."""
-    return [part.split("[")[0].split("/")[0] for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
+    return [_root_of_label(part.split("[")[0]) for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
 
 
 def root_axis(name: str, size: int) -> Axis:
@@ -311,7 +399,7 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
-        return f"{atom.root}/{atom.root_size // atom.size}"
+        return piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:
         labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
@@ -404,18 +492,18 @@ class Namer:
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
-            if any("/" in lab for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
+            if any(is_piece_label(lab) for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any("/" in lab and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
+        if any(is_piece_label(lab) and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
 
     def _only_features(self, atoms: Sequence[Atom]) -> bool:
         """Are the pieces mixed here all features, heads or head features (a split of D)?"""
-        names = [name.split("/")[0] for a in atoms for name in base_names(a.root)]
+        names = [_root_of_label(name) for a in atoms for name in base_names(a.root)]
         return bool(names) and all(self.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
                                    for n in names)
 
@@ -442,7 +530,7 @@ class Namer:
 def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:
     for a in atoms:
         for name in base_names(a.root):
-            name = name.split("/")[0]
+            name = _root_of_label(name)
             if namer.is_token_root(name) if namer else name in TOKEN_ROOTS:
                 return True
     return False
@@ -613,7 +701,7 @@ def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) ->
     names: list[str] = []
     for a, _g in touched:
         label = namer.atom_label(a) if namer else a.root
-        name = label[1:] if label.startswith(MIXED_PREFIX) else label.split("/")[0]
+        name = label[1:] if label.startswith(MIXED_PREFIX) else _root_of_label(label)
         for part in name.split("*"):
             if part not in names:
                 names.append(part)
@@ -774,7 +862,7 @@ def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
     if len(set(pieces)) == 1 and pieces and n % pieces[0] == 0 and n // pieces[0] > 1 and namer is not None:
         _major, minor = reshape_axes([axis], [n // pieces[0], pieces[0]], namer)
         label = namer.label(minor)
-        if label is not None and "/" not in label and not label.startswith(MIXED_PREFIX):
+        if label is not None and not is_piece_label(label) and not label.startswith(MIXED_PREFIX):
             return [tuple(axes[:dim]) + (minor,) + tuple(axes[dim + 1:]) for _ in pieces]
     outs, start = [], 0
     for size in pieces:
@@ -989,3 +1077,99 @@ def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis], shape: Sequence[int]) -> tup
     return out if sizes_of(out) == tuple(shape) else unknown_axes(shape)
 
 
+
+
+# ---------------------------------------------------------------------------
+# as_strided: output axes read off the operand's own layout
+# ---------------------------------------------------------------------------
+
+#: one digit of an operand's memory: (memory stride, size, the piece of a root it walks)
+_Digit = tuple[int, int, Atom]
+
+
+def _digits(axes: Sequence[Axis], strides: Sequence[int]) -> list[_Digit] | None:
+    """The operand's memory as digits, finest first: each axis's atoms, with the memory stride each
+    one steps by. None when two digits overlap (an expanded or overlapping operand)."""
+    out: list[_Digit] = []
+    for axis, stride in zip(axes, strides):
+        inner = 1
+        for atom in reversed(axis.atoms):
+            if atom.size > 1:
+                if stride <= 0:
+                    return None
+                out.append((stride * inner, atom.size, atom))
+            inner *= atom.size
+    out.sort(key=lambda d: d[0])
+    if any(a[0] * a[1] > b[0] for a, b in zip(out, out[1:])):
+        return None
+    return out
+
+
+def _cut_digits(digits: list[_Digit], cuts: set[int]) -> list[_Digit]:
+    """Digits split where an output axis starts or ends inside one (and the pieces nest)."""
+    out: list[_Digit] = []
+    for g, m, atom in digits:
+        edges = [g] + sorted(c for c in cuts if g < c < g * m and c % g == 0 and (g * m) % c == 0) + [g * m]
+        if any(hi % lo for lo, hi in zip(edges, edges[1:])):
+            edges = [g, g * m]
+        for lo, hi in zip(edges, edges[1:]):
+            out.append((lo, hi // lo, Atom(atom.root, atom.root_size, atom.stride * (lo // g), hi // lo)))
+    return out
+
+
+def _run(digits: list[_Digit], stride: int, size: int) -> list[int] | None:
+    """Indices of the digits one output axis ``(stride, size)`` walks exactly, finest first."""
+    start = next((i for i, d in enumerate(digits) if d[0] == stride), None)
+    if start is None:
+        return None
+    run, total = [start], digits[start][1]
+    while total < size:
+        last = digits[run[-1]]
+        nxt = run[-1] + 1
+        if nxt >= len(digits) or digits[nxt][0] != last[0] * last[1]:
+            return None
+        run.append(nxt)
+        total *= digits[nxt][1]
+    return run if total == size else None
+
+
+def strided_axes(axes: Sequence[Axis], strides: Sequence[int], out_shape: Sequence[int],
+                 out_strides: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``as_strided``: each output axis named by the operand's memory digits it walks exactly.
+
+    An output axis that steps by the memory stride of some piece of the operand and covers whole
+    pieces is those pieces (``T`` cut into windows of ``w``: ``T/w``, ``T%w``). One that walks across
+    pieces it does not cover whole (overlapping windows) is unnamed, and so is every axis whose pieces
+    it crosses; where it crosses pieces of two different named axes (heads and tokens: strides written
+    for another layout) it is a mixed axis, named after what it mixes."""
+    digits = _digits(axes, strides)
+    if digits is None or len(out_shape) != len(out_strides):
+        return unknown_axes(tuple(out_shape))
+    cuts = {c for s, n in zip(out_strides, out_shape) if n > 1 for c in (s, s * n)}
+    digits = _cut_digits(digits, cuts)
+    runs = [(_run(digits, s, n) if n > 1 else []) for s, n in zip(out_strides, out_shape)]
+    used = [i for run in runs if run for i in run]
+    if len(used) != len(set(used)):
+        return unknown_axes(tuple(out_shape))
+    loose = [(s, n) for (s, n), run in zip(zip(out_strides, out_shape), runs) if n > 1 and run is None]
+    out = []
+    for (s, n), run in zip(zip(out_strides, out_shape), runs):
+        if n == 1:
+            out.append(Axis())
+        elif run is None:
+            out.append(_strided_mix(digits, s, n, namer))
+        elif any(_walks_across(ls, ln, digits[i][0], digits[i][1]) for ls, ln in loose for i in run):
+            out.append(unknown_axis(n))
+        else:
+            out.append(Axis(tuple(digits[i][2] for i in reversed(run))))
+    return tuple(out)
+
+
+def _strided_mix(digits: list[_Digit], stride: int, size: int, namer: Namer) -> Axis:
+    """An output axis that no run of digits makes: a mixed axis if it crosses pieces of two named
+    roots of different roles, else unnamed (a window sliding along one axis)."""
+    crossed = [d[2] for d in digits if _walks_across(stride, size, d[0], d[1])]
+    names = list(dict.fromkeys(_root_of_label(namer.atom_label(a)) for a in crossed))
+    if len(names) < 2 or any(n == UNKNOWN or n.startswith(MIXED_PREFIX) or namer.role(n) is None for n in names):
+        return unknown_axis(size)
+    return Axis((Atom(MIXED_PREFIX + "*".join(names), size, 1, size),))

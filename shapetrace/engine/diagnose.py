@@ -16,7 +16,9 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
+from shapetrace.engine.order import tokens_in_two_orders
 from shapetrace.engine.rules import VARIANT_RULES
+from shapetrace.engine.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Event, Trace
@@ -27,6 +29,8 @@ def diagnose(trace: Trace) -> list[Diagnostic]:
     for rule in RULES:
         found.extend(rule(trace))
     found = _merges_projected_later(trace, found)
+    mixed = {d.event for d in found if d.kind == "mixed-axis" and d.severity == "error"}
+    found = [d for d in found if not (d.kind == "tokens-regrouped-with-batch" and d.event in mixed)]
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -226,8 +230,13 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
         a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
         b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
         a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
-        for la, lb, sa, sb in zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes), reversed(b_sizes)):
+        for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
+                                                 reversed(b_sizes))):
             if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
+                written = _written_wrong(trace, e, k + 3)
+                if written is not None:
+                    out.append(written)
+                    break
                 out.append(Diagnostic("error", "batch-mismatch", e.index, (
                     f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
                     f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
@@ -246,6 +255,29 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
                 "The heads were never moved ahead of the tokens: after view(B, T, H, d_k), call "
                 "transpose(1, 2)."))
     return out
+
+
+def _written_wrong(trace: Trace, e: Event, j: int) -> Diagnostic | None:
+    """A product whose batch axis ``-j`` pairs two names, one of which a write into a cache gave its
+    operand: the write is the fact that is wrong (values laid out otherwise than the cache), so the
+    finding is reported there, naming the product that shows it."""
+    for mine in (0, 1):
+        t, other = e.inputs[mine], e.inputs[1 - mine]
+        w = write_behind(trace, e, mine, t.axes[-j])
+        if w is None:
+            continue
+        wrong, right = t.dims[-j], other.dims[-j]
+        target, value = w.inputs[0], w.inputs[-1]
+        swap = swap_for(value.dims, wrong, right)
+        return Diagnostic("error", "write-mismatch", w.index, (
+            f"{w.op} #{w.index} writes {fmt_named(value.dims, value.shape)} into {fmt_named(target.dims, target.shape)}"
+            f" and so puts {wrong} on the axis where {e.op} #{e.index} later reads {right}: it pairs what it reads "
+            f"back from this buffer, {fmt_named(t.dims, t.shape)}, with {fmt_named(other.dims, other.shape)} along "
+            f"batch axis {-j}. {wrong} and {right} have the same size ({t.shape[-j]}), so neither the write nor "
+            "the product complains."),
+            f"Lay the values out like the buffer before writing them: .{swap} on the value."
+            if swap else "Lay the values out like the buffer before writing them (a transpose of the value).")
+    return None
 
 
 def softmax_axis(trace: Trace) -> list[Diagnostic]:
@@ -385,5 +417,5 @@ RULES: list[Callable[[Trace], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders,
 ]

@@ -109,6 +109,9 @@ class Event:
     error: str | None = None
     module: str = ""            # the module path it ran in (``h.3.attn``), "" outside any module
     projections: tuple[str | None, ...] = ()   # q, k or v: which projection each operand came from
+    #: for each input, ``(event index, output position)`` of the row that made it (None: it entered, or
+    #: was made by a call without a row that changed its shape)
+    sources: tuple[tuple[int, int] | None, ...] = field(default=(), repr=False, compare=False)
     site: Any = field(default=None, repr=False, compare=False)        # a :class:`.sites.Site`, resolved lazily
     raw_args: Any = field(default=None, repr=False, compare=False)    # (op, frozen args, frozen kwargs)
 
@@ -182,7 +185,7 @@ def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, p
     event.__dict__.update(index=index, op=op, inputs=inputs,
                           outputs=outputs, view=view, noop=noop, alloc_bytes=alloc_bytes,
                           copy_bytes=copy_bytes, params=params, error=error, module=module,
-                          projections=projections, site=site, raw_args=raw_args)
+                          projections=projections, site=site, raw_args=raw_args, sources=())
     return event
 
 

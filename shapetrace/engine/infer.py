@@ -25,6 +25,7 @@ from typing import Any
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.backward import heads_from_products
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo, new_event, new_info
 from shapetrace.engine.ops import (
@@ -44,7 +45,7 @@ from shapetrace.engine.ops import (
     separates,
     write_kind,
 )
-from shapetrace.engine.propagate import fits
+from shapetrace.engine.propagate import fits, strided
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
@@ -139,6 +140,7 @@ class Inference:
         self.tags: dict[int, str] = {}                 # node -> q / k / v / qkv / kv
         self.sequences: dict[int, str] = {}            # entered token node -> T or S
         self.events: list[Event] = []
+        self.made_by: dict[int, tuple[int, int]] = {}  # node -> (event, output position) of the row that made it
         self.event_of_record: dict[int, int] = {}
         self.scalings: list[dict[str, Any]] = []
         self.pattern_conflicts: list[tuple[int, str]] = []
@@ -252,6 +254,7 @@ class Inference:
         """
         found: dict[int, tuple[Axis, ...]] = {n: a for n, a in self.writes.items() if n not in self.pins}
         found.update(self._declared_later(found))
+        found.update(heads_from_products(self, found))
         if not self.ambiguous:
             return found
         for record in self.capture.records:
@@ -290,17 +293,8 @@ class Inference:
         target, value = record.ins[0], record.ins[-1]
         if target == value:
             return
-        args, kwargs = thaw_args(record.frozen)
         mine, theirs = in_axes[0], in_axes[-1]
-        kind = write_kind(record.spec.name)
-        if kind == "whole":
-            lined = {p: (v, True) for p, v in zip(range(len(mine) - len(theirs), len(mine)), theirs) if p >= 0}
-        elif kind == "rows":
-            dim = arg(args, kwargs, 1, "dim", 0) % len(mine) if len(theirs) == len(mine) else None
-            lined = {p: (v, p != dim) for p, v in enumerate(theirs)} if dim is not None else {}
-        else:
-            lined = _written_axes(args[1] if len(args) > 1 else None, len(mine), len(theirs))
-            lined = {p: (theirs[v], whole) for p, (v, whole) in lined.items()}
+        lined = {p: (theirs[v], whole) for p, (v, whole) in self.write_lines(record, len(mine), len(theirs)).items()}
         pinned, changed = list(self.writes.get(target, mine)), False
         for p, (axis, whole) in lined.items():
             if self.namer.label(pinned[p]) is not None or self.namer.label(axis) is None:
@@ -310,7 +304,21 @@ class Inference:
             elif not whole and self.namer.is_token_root(axis.atoms[0].root):
                 pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
         if changed:
-            self.writes[target] = tuple(pinned)
+            self.writes[target] = self.axes[target] = tuple(pinned)   # what it holds from here on
+
+    @staticmethod
+    def write_lines(record, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
+        """A write's target axis -> (the value's axis lined up with it, written whole?)."""
+        args, kwargs = thaw_args(record.frozen)
+        kind = write_kind(record.spec.name)
+        if kind == "whole":
+            return {p: (v, True) for v, p in enumerate(range(ndim - value_ndim, ndim)) if p >= 0}
+        if kind == "rows":
+            if value_ndim != ndim:
+                return {}
+            dim = arg(args, kwargs, 1, "dim", 0) % ndim
+            return {p: (p, p != dim) for p in range(ndim)}
+        return _written_axes(args[1] if len(args) > 1 else None, ndim, value_ndim)
 
     def _keep_ambiguity(self, ins, outs, in_axes, out_axes) -> None:
         """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
@@ -349,10 +357,14 @@ class Inference:
                 self._pass_names(spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen,
                                  in_axes)
                 return
+        if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+            record = self._written(record, in_axes)
         shapes = [r[0] for r in record.out_raw]
         if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
-        if record.error is None:
+        if record.error is None and family_of(spec.name) is Family.WRITE:
+            out_axes, params = [in_axes[0]], record.params or {}
+        elif record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
@@ -372,9 +384,22 @@ class Inference:
             self._tag_outputs(spec, record, in_axes, shapes, params, tags)
         event_index = len(self.events)
         self.event_of_record[index] = event_index
-        self.events.append(self._event(event_index, spec, record, in_axes, out_axes, params, tags))
+        event = self._event(event_index, spec, record, in_axes, out_axes, params, tags)
+        event.sources = tuple(self.made_by.get(n) for n in record.ins)
+        for position, node in enumerate(record.outs):
+            self.made_by[node] = (event_index, position)
+        self.events.append(event)
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _written(self, record: OpRecord, in_axes) -> OpRecord:
+        """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
+        target are noted, and its result is the target itself (``__setitem__`` returns nothing)."""
+        if record.error is None:
+            self._note_write(record, in_axes)
+        if not record.outs and record.error is None:
+            record = record._replace(outs=record.ins[:1], out_raw=record.in_raw[:1])
+        return record
 
     def _joined_with_parameters(self, ins, in_axes, joined: tuple[Axis, ...], params) -> tuple[Axis, ...]:
         """``cat`` of a part made from parameters only (a class token, expanded over the batch) with a
@@ -432,6 +457,7 @@ class Inference:
                 self._keep_ambiguity(ins, [node], in_axes, found)
         if ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in ins):
             self.from_parameters.update(n for n in outs if n not in ins)
+        self._carry_source(ins, outs, shapes)
         tags = self._tags_of(ins)
         if tags:
             tag = _single(tags)
@@ -440,6 +466,16 @@ class Inference:
                     if node not in ins:
                         self.tags[node] = tag
 
+    def _carry_source(self, ins, outs, shapes) -> None:
+        """A call without a row (dropout, ``x * 2``) keeps the layout of its operand of the same shape: its
+        result is traced back through it to the row that made that operand."""
+        for node, shape in zip(outs, shapes):
+            if node in ins:
+                continue
+            same = next((n for n in ins if n in self.made_by and self.capture.nodes[n].shape == tuple(shape)), None)
+            if same is not None:
+                self.made_by[node] = self.made_by[same]
+
     # -- names -------------------------------------------------------------------------------------
     def _names_of(self, spec: OpSpec, record, in_axes, shapes):
         """``(names of each output, params)``. A name rule is a function of the op, its operands'
@@ -447,9 +483,11 @@ class Inference:
         call in the next layer is answered from a memo. Axes are keyed by identity (each memo entry
         keeps its axes alive, so no id is reused)."""
         frozen, params = record.frozen, record.params
+        layouts = getattr(record, "in_raw", None) if spec.names in _READS_LAYOUT else None
         try:
             key = (spec.name, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
-                   None if params is None else _freeze_params(params))
+                   None if params is None else _freeze_params(params),
+                   None if layouts is None else tuple(tuple(r[1]) + (r[2],) for r in layouts))
             hit = self._memo.get(key)
         except TypeError:   # an argument that cannot be hashed: computed afresh
             key = hit = None
@@ -464,7 +502,8 @@ class Inference:
             found, mismatched = [ax.unknown_axes(s) for s in shapes], 0
         else:
             before = self.name_mismatches
-            call = Call(spec.name, args, kwargs, [None] * len(in_axes), list(in_axes), shapes, self.namer, params)
+            inputs = list(layouts) if layouts is not None else [None] * len(in_axes)
+            call = Call(spec.name, args, kwargs, inputs, list(in_axes), shapes, self.namer, params)
             found = self._checked(spec, call)
             mismatched = self.name_mismatches - before
         found = [self._interned.setdefault(axes, axes) for axes in found]   # equal axes: one object
@@ -523,11 +562,14 @@ class Inference:
 
     def _clashes(self, record: OpRecord, in_axes) -> bool:
         """Does this broadcast line up two named axes of different roles (a rotary table's T with the
-        heads)? Then it gets a row of its own, where the diagnostics say so."""
+        heads, or tokens in row order with the same tokens in window order)? Then it gets a row of its
+        own, where the diagnostics say so."""
         if record.error is not None or len(in_axes) < 2 or family_of(record.spec.name) not in _LINED_UP:
             return False
         shapes = [r[0] for r in record.in_raw]
-        return self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None
+        if self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None:
+            return True
+        return ax.order_clash(list(zip(in_axes, shapes)), self.namer) is not None
 
     def _onto_scores(self, in_axes) -> bool:
         """Is one operand a tensor of attention scores (query and key axes)?"""
@@ -636,6 +678,9 @@ class _PassCall:
         self.frozen = frozen
         self.params = None
 
+
+#: name rules that read the operands' layouts (strides, offset) as well as their names
+_READS_LAYOUT = frozenset({strided})
 
 #: the name of a buffer's axis that holds token positions written in parts (a static cache's length)
 CAPACITY = "L"

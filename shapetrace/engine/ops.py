@@ -305,14 +305,15 @@ _ENTRIES: list[OpSpec] = [
     *_views(["split", "chunk", "tensor_split", "split_with_sizes"], pr.split, "cuts an axis into pieces",
             lambda a, k: {"dim": arg(a, k, 2, "dim", 0)}),
     *_views(["diagonal"], None, "the diagonal"),
-    # writes into a tensor (a cache): no row; the names they prove are read after the run
-    OpSpec("__setitem__", "copy", None, row=False, inplace=True, words="writes values into part of this tensor"),
-    OpSpec("index_copy_", "copy", None, row=False, inplace=True, words="writes rows at the given indices"),
-    OpSpec("copy_", "copy", None, row=False, inplace=True, words="copies values into this tensor"),
+    # writes into a tensor (a cache): a row each (the table shows where a cache is filled, and a write
+    # that puts tokens where heads belong is reported there); the names they prove are read after the run
+    OpSpec("__setitem__", "copy", None, inplace=True, words="writes values into part of this tensor"),
+    OpSpec("index_copy_", "copy", None, inplace=True, words="writes rows at the given indices"),
+    OpSpec("copy_", "copy", None, inplace=True, words="copies values into this tensor"),
     *_views(["view_as_complex"], pr.complex_pairs, "reads each pair of reals as one complex number"),
     *_views(["view_as_real"], pr.real_pairs, "reads each complex number as its pair of reals"),
     *_views(["unfold"], pr.windows, "windows along an axis (overlapping ones share memory)"),
-    *_views(["as_strided"], None, "any shape and strides over the same memory"),
+    *_views(["as_strided"], pr.strided, "any shape and strides over the same memory"),
     # in place: the tensor itself gets new metadata (the same storage, no data moves)
     *(OpSpec(n, "view", fn, params=params, inplace=True, words=words) for n, fn, params, words in (
         ("transpose_", pr.transpose, None, "swaps two axes of this tensor in place"),

@@ -131,7 +131,10 @@ def real_pairs(c: Call) -> Axes:
 def windows(c: Call) -> Axes:
     """``Tensor.unfold(dim, size, step)``: the axis becomes the windows, and a last axis of ``size``
     the positions in each. Windows that tile the axis (``step == size``) split it like a view
-    (``T`` -> ``T/w`` windows of ``T[w]`` pieces); overlapping ones are left unnamed."""
+    (``T`` -> ``T/w`` windows of ``T%w`` pieces). Windows sliding by one over tokens padded by
+    ``size - 1`` in all (``l+T+r``) are one per token, in order: that axis is ``T``, and the positions
+    in each are ``T~w``, the ``w`` tokens around it (local attention's keys). Other overlapping
+    windows are left unnamed."""
     axes = list(c.in_axes[0])
     dim = int(c.arg(1, "dimension", c.arg(1, "dim", 0))) % len(axes)
     size, step = int(c.arg(2, "size")), int(c.arg(3, "step"))
@@ -141,8 +144,34 @@ def windows(c: Call) -> Axes:
         a = src.atoms[0]
         axes[dim] = ax.Axis((ax.Atom(a.root, a.root_size, a.stride * size, count),))
         return tuple(axes) + (ax.Axis((ax.Atom(a.root, a.root_size, a.stride, size),)),)
+    tokens = _padded_tokens(src, c.namer) if step == 1 else None
+    if tokens is not None and tokens[1] == size - 1 and count == c.namer.size_of(tokens[0]):
+        axes[dim] = ax.root_axis(tokens[0], count)
+        return tuple(axes) + (ax.root_axis(f"{tokens[0]}~{size}", size),)
     axes[dim] = ax.unknown_axis(count)
     return tuple(axes) + (ax.unknown_axis(size),)
+
+
+def _padded_tokens(axis: Axis, namer) -> tuple[str, int] | None:
+    """``(T, l + r)`` for an axis ``l+T+r`` (tokens padded on both sides, :func:`pad`), else None."""
+    if len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return None
+    parts = axis.atoms[0].root.split("+")
+    named = [p for p in parts if not p.isdigit()]
+    if len(named) != 1 or namer.size_of(named[0]) is None or namer.role(named[0]) != "tokens":
+        return None
+    return named[0], sum(int(p) for p in parts if p.isdigit())
+
+
+def strided(c: Call) -> Axes:
+    """``as_strided(size, stride)``: names from the operand's own strides (:func:`~.axes.strided_axes`);
+    a new storage offset, or an operand whose layout was not captured, names nothing."""
+    layout = c.inputs[0] if c.inputs else None
+    offset = c.arg(3, "storage_offset")
+    if layout is None or (offset is not None and offset != layout[2]):
+        return ax.unknown_axes(c.shapes[0])
+    out_strides = [int(s) for s in c.arg(2, "stride")]
+    return ax.strided_axes(c.in_axes[0], tuple(layout[1]), c.shapes[0], out_strides, c.namer)
 
 
 def narrow(c: Call) -> Axes:
@@ -219,9 +248,28 @@ def repeat_interleave(c: Call) -> Axes:
 
 
 def pad(c: Call) -> Axes:
-    """Padded axes change size: they lose their names; the others keep them."""
+    """Padded axes change size: a whole token axis grown on both sides is ``l+T+r`` (the positions
+    around the tokens: a local window's padding); any other loses its name; the others keep theirs."""
     src, shape = c.in_axes[0], c.shapes[0]
-    return tuple(a if a.size == s else ax.unknown_axis(s) for a, s in zip(src, shape))
+    amounts = c.arg(1, "pad")
+    out = []
+    for i, (a, s) in enumerate(zip(src, shape)):
+        if a.size == s:
+            out.append(a)
+            continue
+        j = len(src) - 1 - i   # F.pad's pairs run from the last axis backwards
+        pair = tuple(amounts[2 * j:2 * j + 2]) if isinstance(amounts, (list, tuple)) else ()
+        out.append(_padded_axis(a, pair, s, c.namer))
+    return tuple(out)
+
+
+def _padded_axis(axis: Axis, pair: tuple, size: int, namer) -> Axis:
+    label = namer.label(axis) if len(axis.atoms) == 1 and axis.atoms[0].whole else None
+    if label is None or len(pair) != 2 or not all(isinstance(p, int) and p >= 0 for p in pair) or \
+            namer.role(label) != "tokens" or "+" in label or axis.size + sum(pair) != size:
+        return ax.unknown_axis(size)
+    left, right = pair
+    return ax.root_axis("+".join(([str(left)] if left else []) + [label] + ([str(right)] if right else [])), size)
 
 
 def gather(c: Call) -> Axes:

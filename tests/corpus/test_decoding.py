@@ -208,11 +208,15 @@ class LatentAttention(nn.Module):
     """
 
     def __init__(self, dim: int = 24, heads: int = 3, rank: int = 6, nope: int = 4, rope: int = 2, v_dim: int = 4,
-                 k_pe_view_first: bool = False):
+                 k_pe_view_first: bool = False, q_rank: int | None = None):
         super().__init__()
         self.heads, self.rank, self.nope, self.rope, self.v_dim = heads, rank, nope, rope, v_dim
         self.k_pe_view_first = k_pe_view_first
-        self.q_proj = nn.Linear(dim, heads * (nope + rope), bias=False)
+        if q_rank is None:
+            self.q_proj = nn.Linear(dim, heads * (nope + rope), bias=False)
+        else:   # DeepseekV2Attention with q_lora_rank: q_a_proj, q_a_layernorm, q_b_proj
+            self.q_proj = nn.Sequential(nn.Linear(dim, q_rank, bias=False), nn.RMSNorm(q_rank),
+                                        nn.Linear(q_rank, heads * (nope + rope), bias=False))
         self.kv_a_proj_with_mqa = nn.Linear(dim, rank + rope, bias=False)
         self.kv_a_layernorm = nn.RMSNorm(rank)
         self.kv_b_proj = nn.Linear(rank, heads * (nope + v_dim), bias=False)
@@ -245,7 +249,7 @@ class LatentAttention(nn.Module):
         if T > 1:
             causal = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
             scores = scores.masked_fill(~causal, float("-inf"))
-        y = scores.softmax(dim=-1) @ value_states                     # (B, H, T, v) [mla-y]
+        y = scores.softmax(dim=-1) @ value_states                     # (B, H, T, v) [mla-y] [mla-softmax]
         y = y.transpose(1, 2).reshape(B, T, H * self.v_dim)           # (B, T, H*v) [mla-merge]
         return self.o_proj(y), (compressed_kv, k_pe)
 
@@ -263,9 +267,6 @@ PER_HEAD = ("B", "H", "seq", "d_k")
 NO_SLICE_NAMES = ("at a decode step the id picked from logits[:, -1:] enters unnamed, so B and the step's "
                   "sequence axis (T[-1:]) stay unnamed through q, the cache cat and the attention")
 NO_BUFFER = "a cache preallocated with new_zeros is never named: {op} into it records no provenance"
-NO_MLA = ("latent attention's per-head widths (nope + rope, v) are not D/H, so the heads of q and kv stay "
-          "unnamed, and the query/key states filled by slices into new_empty buffers are unnamed")
-NO_NEW_EMPTY = "query/key states filled by slice assignment into new_empty buffers stay unnamed, and so do the scores"
 
 CASES = [
     Case("gpt2-legacy-tuple-cache-decode", DIMS, decode(GPT2LegacyAttention),
@@ -286,9 +287,13 @@ CASES = [
          heads={"static-keys@0": PER_HEAD, "static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")}),
     Case("static-cache-prefill-written-without-transpose", "B=2 T=3 D=24 H=3",
          decode(StaticCacheAttention, T=3, steps=0, write="slice", transpose=False),
-         bug=("bug-static-write",),
-         verdict_xfail="a slice assignment into a new_zeros buffer is not followed, so the cache's token "
-                       "axis receiving heads (T == H) is not seen"),
+         bug=("bug-static-write",)),
+    # transformers StaticCache.update: ``k_out.index_copy_(2, cache_position, key_states)`` with the keys
+    # already [B, H, T, d_k], at T == H: the write must stay silent, and the keys read back are per head.
+    Case("static-cache-index-copy-transposed-T-equals-H", "B=2 T=3 D=24 H=3",
+         decode(StaticCacheAttention, T=3, steps=0, write="index_copy"),
+         heads={"static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")},
+         silent=("static-write", "static-keys", "static-scores")),
     Case("static-cache-prefill-transposed-T-equals-H", "B=2 T=3 D=24 H=3",
          decode(StaticCacheAttention, T=3, steps=0, write="slice"),
          heads={"static-q": PER_HEAD, "static-keys": PER_HEAD, "static-scores": ("B", "H", "seq", "seq")}),
@@ -298,17 +303,20 @@ CASES = [
     Case("mla-latent-attention-prefill", DIMS, decode(LatentAttention, steps=0),
          heads={"mla-q": ("B", "H", "seq", "?"), "mla-k-pe": ("B", "!seq", "seq", "?"),
                 "mla-kv": ("B", "H", "seq", "?"), "mla-scores": ("B", "H", "seq", "seq"),
-                "mla-y": ("B", "H", "seq", "?"), "mla-merge": ("B", "seq", "?")},
-         names_xfail=NO_MLA),
+                "mla-y": ("B", "H", "seq", "?"), "mla-merge": ("B", "seq", "?")}),
     Case("mla-latent-cache-decode-step", DIMS, decode(LatentAttention),
          heads={"mla-q": ("B", "H", "seq", "?"), "mla-k-pe@0": ("B", "!seq", "seq", "?"),
                 "mla-k-pe": ("B", "!seq", "?", "?"), "mla-cat-latent": ("B", "seq", "?"),
                 "mla-cat-k-pe": ("B", "!seq", "seq", "?"), "mla-kv": ("B", "H", "seq", "?"),
-                "mla-scores": ("B", "H", "seq", "seq")},
-         names_xfail=NO_MLA + "; at the decode step nothing from the picked id is named"),
+                "mla-scores": ("B", "H", "seq", "seq")}),
     Case("mla-k-pe-view-with-size-1-head-axis", DIMS, decode(LatentAttention, steps=0, k_pe_view_first=True),
-         heads={"mla-k-pe": ("B", "!seq", "seq", "?"), "mla-scores": ("B", "H", "seq", "seq")},
-         names_xfail=NO_NEW_EMPTY),
+         heads={"mla-k-pe": ("B", "!seq", "seq", "?"), "mla-scores": ("B", "H", "seq", "seq")}),
+    # huggingface/transformers DeepseekV2Attention with q_lora_rank set: queries through a low-rank
+    # q_a_proj, an RMSNorm and q_b_proj; correct, at T == H: nothing may be reported on the attention
+    Case("mla-low-rank-queries-T-equals-H", "B=2 T=3 D=24 H=3", decode(LatentAttention, T=3, steps=1, q_rank=5),
+         heads={"mla-q": ("B", "H", "seq", "?"), "mla-kv": ("B", "H", "seq", "?"),
+                "mla-scores": ("B", "H", "seq", "seq"), "mla-y": ("B", "H", "seq", "?")},
+         silent=("mla-q", "mla-kv", "mla-scores", "mla-softmax", "mla-merge")),
 ]
 
 

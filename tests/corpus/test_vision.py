@@ -149,7 +149,7 @@ def timm_on_tokens(**kwargs):
 def window_partition(x, ws: int):
     """microsoft/Swin-Transformer ``window_partition``: (B, h, w, C) -> (B*nW, ws, ws, C)."""
     B, h, w, C = x.shape
-    x = x.view(B, h // ws, ws, w // ws, ws, C)                        # (B, h/ws, ws, w/ws, ws, D)
+    x = x.view(B, h // ws, ws, w // ws, ws, C)                        # (B, h/ws, ws, w/ws, ws, D) [swin-split]
     return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, ws, ws, C)  # (B*nW, ws, ws, D) [swin-windows]
 
 
@@ -169,9 +169,9 @@ class SwinBlock(nn.Module):
     window-order bug family of uni-medical/SAM-Med3D#42 (``window_unpartition`` puts axes in the
     wrong order)."""
 
-    def __init__(self, dim: int = 24, heads: int = 3, ws: int = 2, permute: bool = True):
+    def __init__(self, dim: int = 24, heads: int = 3, ws: int = 2, permute: bool = True, shift: int = 0):
         super().__init__()
-        self.ws, self.heads, self.permute = ws, heads, permute
+        self.ws, self.heads, self.permute, self.shift = ws, heads, permute, shift
         self.patch_embed = PatchEmbed(dim)
         self.qkv = nn.Linear(dim, dim * 3)
         self.proj = nn.Linear(dim, dim)
@@ -180,13 +180,18 @@ class SwinBlock(nn.Module):
         x = self.patch_embed(pixels)                                  # (B, N, D)
         B, N, C = x.shape
         h = w = int(N ** 0.5)
-        windows = window_partition(x.view(B, h, w, C), self.ws).view(-1, self.ws * self.ws, C)  # (B*nW, ws*ws, D)
+        grid = x.view(B, h, w, C)                                     # (B, Hp, Wp, D)
+        if self.shift:
+            grid = torch.roll(grid, shifts=(-self.shift, -self.shift), dims=(1, 2))  # (B, Hp, Wp, D)
+        windows = window_partition(grid, self.ws).view(-1, self.ws * self.ws, C)  # (B*nW, ws*ws, D)
         B_, n, _ = windows.shape
         qkv = self.qkv(windows).reshape(B_, n, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]                              # (B*nW, H, ws*ws, d_k) [swin-q]
         attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)              # (B*nW, H, ws*ws, ws*ws)
         y = (attn @ v).transpose(1, 2).reshape(B_, n, C)              # (B*nW, ws*ws, D)
         y = window_reverse(self.proj(y).view(-1, self.ws, self.ws, C), self.ws, h, w, self.permute)
+        if self.shift:
+            y = torch.roll(y, shifts=(self.shift, self.shift), dims=(1, 2))  # (B, Hp, Wp, D) [swin-unshift]
         return x + y.view(B, N, C)                                    # (B, N, D) [swin-out]
 
 
@@ -217,12 +222,13 @@ CASES = [
          silent=("timm-qkv",)),
     Case("vit-unfold-patches-view-without-permute", VIT_DIMS, build(UnfoldPatches),
          bug=("bug-unfold-view",),
-         verdict_xfail="unfold is not in the registry: the patch grid is unnamed, so a view that mixes "
-                       "channels with patch rows is not seen"),
+         verdict_xfail="pixels enter unnamed and unfold tiles an unnamed axis into unnamed pieces: the patch "
+                       "grid is unnamed, so a view that mixes channels with patch rows is not seen"),
     Case("vit-unfold-patches-permute-then-reshape", VIT_DIMS, build(UnfoldPatches, permute=True),
          heads={"unfold-permute": ("B", "seq", "?"), "vit-q": PER_HEAD, "vit-scores": ("B", "H", "seq", "seq")},
          silent=("timm-qkv",),
-         names_xfail="unfold is not in the registry: the patch grid and the tokens made of it stay unnamed"),
+         names_xfail="pixels enter unnamed and unfold tiles an unnamed axis into unnamed pieces: the patch "
+                     "grid, the tokens made of it and the patch features the embedding reads stay unnamed"),
     Case("timm-attention-fused-qkv-on-tokens", "B=2 T=5 D=24 H=3", timm_on_tokens(fused=False),
          heads={"timm-qkv": ("B", "T", "?", "H", "d_k"), "vit-q": ("B", "H", "T", "d_k"),
                 "vit-scores": ("B", "H", "T", "T"), "vit-merge": ("B", "T", "D")},
@@ -233,9 +239,14 @@ CASES = [
          heads={"swin-windows": ("B*?", "?", "?", "D"), "swin-q": ("B*?", "H", "?", "d_k"),
                 "swin-reverse": ("B", "?", "?", "D"), "swin-out": ("B", "seq", "D")}),
     Case("swin-window-reverse-without-permute", VIT_DIMS, build(SwinBlock, permute=False),
-         bug=("bug-swin-reverse",),
-         verdict_xfail="the patch grid from a conv stem is unnamed, so a window_reverse that interleaves "
-                       "rows of different windows is not seen"),
+         bug=("bug-swin-reverse",)),
+    # microsoft/Swin-Transformer SwinTransformerBlock with shift_size > 0: torch.roll before
+    # window_partition and back after window_reverse, then ``shortcut + x.view(B, H * W, C)``. The
+    # residual meets the tokens in row order again: no finding; each piece of the grid its own label.
+    Case("swin-shifted-windows-rolled-back", VIT_DIMS, build(SwinBlock, shift=1),
+         heads={"swin-split": ("B", "Hp/2", "Hp%2", "Wp/2", "Wp%2", "D"), "swin-q": ("B*?", "H", "?", "d_k"),
+                "swin-unshift": ("B", "Hp", "Wp", "D"), "swin-out": ("B", "seq", "D")},
+         silent=("swin-out", "swin-reverse", "swin-unshift")),
 ]
 
 

@@ -1,0 +1,134 @@
+"""Heads an attention product proves, carried back to the tensors it was made from (part of
+:meth:`.infer.Inference.corrections`).
+
+The role signature of attention: scores ``q [..., H, T, E] @ k [..., H, E, S] -> [..., H, T, S]``.
+Where the two token axes of a product are known (its rows are queries and its columns keys), the
+batch is named in front, and the axis just before the queries is unnamed, with the declared number
+of heads, that axis is the heads: each group attends over the tokens on its own. Latent attention
+(DeepSeek-V2's MLA) splits its projections into heads of widths that are not D/H (``nope + rope``,
+``v``), so nothing names them on the way; the product does. The name is then carried back, axis by
+axis, through the ops that made each operand (transposes, splits, slices, the writes that filled a
+``new_empty`` buffer) up to the view that split the projection, and the inference runs again with
+those names pinned.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.ops import Call, Family, family_of, is_matrix_product
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer import Inference
+
+#: families whose name rules move whole axes around (or keep them): a name is carried back through them
+_CARRIED = frozenset({Family.AXIS_ORDER, Family.SPLIT, Family.SLICE, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS,
+                      Family.DROPOUT, Family.ELEMENTWISE, Family.MASK_FILL, Family.SOFTMAX})
+HEADS = "H"
+
+
+def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins (node -> axes) naming the heads of every attention product whose batch axis is unnamed."""
+    namer = inference.namer
+    size = namer.dims.get(HEADS)
+    if not size or size == 1:
+        return {}
+    walker = None   # made at the first product that needs it: it indexes every record
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        if spec is None or not is_matrix_product(spec.name) or len(record.ins) != 2 or not record.outs:
+            continue
+        out = inference.axes.get(record.outs[0])
+        if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
+            continue
+        if _heads_axis_unnamed(namer, out, size):
+            walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+            for node in record.ins:
+                walker.back(node, -3)
+    return walker.pins if walker is not None else {}
+
+
+def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
+    """``[B, ?, T, S]``: the axis just before the queries is unnamed, has H entries, no axis is H yet,
+    and the batch is accounted for by a named batch axis in front (a ``[?, T, S]`` product of a single
+    head over an unnamed batch is not evidence of heads)."""
+    if len(out) < 4 or out[-3].size != size or namer.label(out[-3]) is not None:
+        return False
+    labels = [namer.label(a) for a in out]
+    return HEADS not in labels and any(lab and namer.role(lab) == "batch" for lab in labels[:-3])
+
+
+class _Walker:
+    def __init__(self, inference: Inference, found: dict, axis: Axis):
+        self.inference, self.found, self.axis = inference, found, axis
+        self.pins: dict[int, tuple[Axis, ...]] = {}
+        self.made: dict[int, object] = {}
+        self.writers: dict[int, list] = {}
+        for record in inference.capture.records:
+            spec = getattr(record, "spec", None)
+            if spec is None:
+                continue
+            if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+                self.writers.setdefault(record.ins[0], []).append(record)
+            for node in record.outs:
+                if node not in record.ins:
+                    self.made[node] = record
+        self.seen: set[tuple[int, int]] = set()
+
+    def axes(self, node: int) -> tuple[Axis, ...]:
+        return self.pins.get(node) or self.found.get(node) or self.inference.axes.get(node) or ()
+
+    def back(self, node: int, position: int) -> None:
+        axes = self.axes(node)
+        if not axes or not -len(axes) <= position < len(axes):
+            return
+        p = position % len(axes)
+        if (node, p) in self.seen or len(self.seen) > 4096:
+            return
+        self.seen.add((node, p))
+        if axes[p].size != self.axis.size or self.inference.namer.label(axes[p]) is not None:
+            return
+        self.pins[node] = axes[:p] + (self.axis,) + axes[p + 1:]
+        for write in self.writers.get(node, ()):
+            self._through_write(write, p, len(axes))
+        record = self.made.get(node)
+        if record is not None and family_of(record.spec.name) in _CARRIED:
+            self._through_op(record, node, p)
+
+    def _through_write(self, record, p: int, ndim: int) -> None:
+        value = record.ins[-1]
+        lined = self.inference.write_lines(record, ndim, len(self.axes(value)))
+        if p in lined and lined[p][1]:
+            self.back(value, lined[p][0])
+
+    def _through_op(self, record, node: int, p: int) -> None:
+        """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by
+        markers (unnamed roots of their own), the op's name rule is run on them, and the marker found
+        whole at ``p`` says."""
+        from shapetrace.engine.infer import thaw_args
+
+        ins_axes = [self.axes(n) for n in record.ins]
+        markers = [tuple(ax.root_axis(f"#{k}.{i}", a.size) for i, a in enumerate(axes))
+                   for k, axes in enumerate(ins_axes)]
+        shapes = [tuple(self.inference.capture.nodes[n].shape) for n in record.outs]
+        args, kwargs = thaw_args(record.frozen)
+        spec = record.spec
+        if spec.names is None:
+            return
+        call = Call(spec.name, args, kwargs, [None] * len(markers), markers, shapes, self.inference.namer,
+                    getattr(record, "params", None) or {})
+        try:
+            out = spec.names(call)
+        except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            return
+        outs = out if isinstance(out, list) else [out]
+        k = record.outs.index(node)
+        if k >= len(outs) or outs[k] is None or p >= len(outs[k]):
+            return
+        atoms = outs[k][p].atoms
+        if len(atoms) != 1 or not atoms[0].whole or not atoms[0].root.startswith("#"):
+            return
+        operand, _, i = atoms[0].root[1:].partition(".")
+        self.back(record.ins[int(operand)], int(i))

@@ -1,0 +1,130 @@
+"""Tokens added up in two different orders (part of ``diagnose.RULES``).
+
+A broadcast lines its operands up entry by entry. When two operands hold the same tokens on an axis
+but in different orders (a residual ``x`` ``[B, N, D]`` in row order, Hp then Wp, plus the output of
+a window attention put back without its permute, in window order), torch adds token i of one to a
+different token of the other without a word: both axes have N entries. The names prove it: each
+axis is a sequence of pieces of the patch grid (``Hp/2``, ``Hp%2``...), and the two sequences differ.
+
+The finding lands where the order was lost: walking back from the add through the rows that made
+the operand in window order, the first one whose input could still be put in order by a permute
+and whose output no longer can (a ``view`` that merges ``Hp/2`` with ``Wp/2``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.ops import Family, family_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.tracer import Trace
+
+_LINED_UP = (Family.ELEMENTWISE, Family.MASK_FILL)
+
+
+def tokens_in_two_orders(trace: Trace) -> list[Diagnostic]:
+    out = []
+    namer = trace.namer
+    for e in trace.events:
+        if family_of(e.op) not in _LINED_UP or e.error or len(e.inputs) < 2:
+            continue
+        clash = ax.order_clash([(t.axes, t.shape) for t in e.inputs], namer)
+        if clash is None:
+            continue
+        j, ia, ib, pa, pb = clash
+        if not ax.in_root_order(e.inputs[ia].axes[-j]) and ax.in_root_order(e.inputs[ib].axes[-j]):
+            ia, ib, pa, pb = ib, ia, pb, pa
+        out.append(_diagnostic(trace, e, j, ia, ib, pa))
+    return out
+
+
+def _diagnostic(trace: Trace, e: Event, j: int, ia: int, ib: int, reference: tuple) -> Diagnostic:
+    """The add ``e`` lines up operand ``ib`` (in another order) with ``ia`` (``reference``'s order)."""
+    a, b = e.inputs[ia], e.inputs[ib]
+    where = (f"{e.op} #{e.index} lines up {fmt_named(b.dims, b.shape)} with {fmt_named(a.dims, a.shape)}: "
+             f"axis {-j} holds the same tokens in both, {_shown(a.dims[-j])} in one and {_shown(b.dims[-j])} "
+             "in the other, so each entry meets a different token. Torch sees equal sizes and says nothing.")
+    culprit = _where_order_was_lost(trace, e, ib, reference)
+    if culprit is None:
+        return Diagnostic("error", "mixed-axis", e.index, where, _FIX)
+    made, axis, before, order = culprit
+    src, o = made.inputs[0], made.outputs[0]
+    text = (f"{made.op} #{made.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
+            f"axis {axis} joins {_shown(o.dims[axis])}, pieces of the tokens in an order that no permute of its "
+            "result can undo. " + where)
+    fix = _FIX if order is None else (
+        f"Put the pieces of each axis next to each other before the {made.op}: "
+        f".permute({', '.join(map(str, order))}) on {fmt_named(src.dims, src.shape)} (then .contiguous()), as "
+        "Swin's window_reverse does.")
+    return Diagnostic("error", "mixed-axis", made.index, text, fix)
+
+
+def _shown(label: str | None) -> str:
+    return (label or "?").replace("*", "·")
+
+
+_FIX = "Undo the window partition in reverse order: permute the window axes back next to the grid axes, then view."
+
+
+def _where_order_was_lost(trace: Trace, e: Event, operand: int, reference: tuple):
+    """``(row, axis, its input, a permutation that restores it)`` of the row that lost the order, or None."""
+    source = e.sources[operand] if operand < len(e.sources) else None
+    seen = 0
+    while source is not None and seen < 64:
+        seen += 1
+        made = trace.events[source[0]]
+        out = made.outputs[source[1]] if source[1] < len(made.outputs) else None
+        if out is None or not made.inputs:
+            return None
+        lost = _lost_axis(out, reference, trace.namer)
+        if lost is None:
+            return None
+        before = made.inputs[0]
+        if _lost_axis(before, reference, trace.namer) is None:
+            return made, lost, before, _restoring_order(before, reference, trace.namer)
+        source = made.sources[0] if made.sources else None
+    return None
+
+
+def _run(axis: ax.Axis, reference: tuple, namer) -> int | None:
+    """Where this axis's token pieces sit in ``reference`` if they are a run of it, in order; -1 for an
+    axis with no pieces of it; None if they are out of order."""
+    atoms = ax.token_pieces(axis, namer)
+    roots = {p[0] for p in reference}
+    if atoms is None or not any(a.root in roots for a in atoms):
+        return -1
+    ref_atoms = [ax.Atom(r, 0, s, n) for r, s, n in reference]
+    cuts = ax.cuts_of(atoms, ref_atoms)
+    pieces, reference = ax.refine(atoms, cuts), ax.refine(ref_atoms, cuts)
+    if not pieces or not reference:
+        return None
+    n = len(pieces)
+    for start in range(len(reference) - n + 1):
+        if reference[start:start + n] == pieces:
+            return start
+    return None
+
+
+def _lost_axis(t: TensorInfo, reference: tuple, namer) -> int | None:
+    """The first axis of ``t`` whose token pieces are not a run of ``reference`` in order, or None."""
+    for i, axis in enumerate(t.axes):
+        if t.shape[i] > 1 and _run(axis, reference, namer) is None:
+            return i
+    return None
+
+
+def _restoring_order(t: TensorInfo, reference: tuple, namer) -> list[int] | None:
+    """The permutation of ``t``'s axes that puts its token pieces in ``reference``'s order (the other
+    axes stay where they are)."""
+    starts = {i: _run(axis, reference, namer) for i, axis in enumerate(t.axes)}
+    tokens = [i for i, s in starts.items() if s is not None and s >= 0]
+    if not tokens:
+        return None
+    ordered = iter(sorted(tokens, key=lambda i: starts[i]))
+    order = [next(ordered) if i in tokens else i for i in range(len(t.axes))]
+    return None if order == list(range(len(t.axes))) else order
