@@ -164,7 +164,9 @@ def test_no_hint_for_a_file_that_passes_and_hints_in_order_without_a_file(tmp_pa
                                                     "exercise hint split-heads --level N shows one anyway)\n")
 
 
-def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_order():
+def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_order(tmp_path):
+    from types import SimpleNamespace
+
     from shapetrace.app.hints import choose
     from shapetrace.cli.lessons import load_curriculum
 
@@ -174,7 +176,8 @@ def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_orde
     assert choose(ex, 1, {"verdict": "wrong-values", "mistake": "inverted"}).number == 3
     late = choose(ex, 2, {"verdict": "timeout"})
     assert late == late.__class__(2, "hint 2 of 3, in order: no hint is about what your file gives now (timeout)")
-    plain = load_curriculum().exercise("causal-mask")   # no hints_for: in order, and no claim about them
+    (tmp_path / "exercise.toml").write_text('hints = ["a?", "b", "c()"]\n')   # every lesson has hints_for now
+    plain = SimpleNamespace(folder=tmp_path, hints=("a?", "b", "c()"))  # no hints_for: in order, no claim about them
     assert choose(plain, 2, {"verdict": "mutated-input"}) == late.__class__(
         2, "hint 2 of 3, in order; your file gives mutated-input now")
     second = choose(ex, 2, query)
