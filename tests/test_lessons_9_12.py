@@ -164,7 +164,7 @@ def test_lesson_10_names_patches_class_token_and_windows(blocks):
                   "[B=2, 1+N=5, H=2, d_k=4]", "[B=2, H=2, 1+N=5, d_k=4]"):
         assert named in got, (named, got)
     assert patches.answer == (2, 5, 8) and patches.answer_named == "[B=2, 1+N=5, D=8]"
-    assert shapes(bug)[1] == "[B=2, D/2=4, !D/4·N=8]" and bug.diagram == 1
+    assert shapes(bug)[1] == "[B=2, D/2=4, !D%2·N=8]" and bug.diagram == 1
     assert shapes(windows)[1:] == ["[B=2, nH=2, nW=2, wh=2, ww=2, D=8]", "[B=2, nH=2, nW=2, wh=2, ww=2, D=8]",
                                    "[B·nH·nW=8, wh·ww=4, D=8]", "[B·nH·nW=8, wh·ww=4, H=2, d_k=4]",
                                    "[B·nH·nW=8, H=2, wh·ww=4, d_k=4]"]

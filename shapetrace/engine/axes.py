@@ -488,7 +488,10 @@ class Namer:
         token_atoms = [a for a in atoms if self.is_token_root(a.root)]
         if token_atoms and len(token_atoms) == len(atoms):
             pieces = any(not a.whole for a in atoms)
-            return "windows" if pieces else None   # B·nW (Swin), chunks of tokens: fine; attention checks the use
+            batched = any(self.role(a.root) == Role.BATCH for a in atoms)
+            # B·nW (Swin's windows batched with the batch): a note; pieces of tokens alone (Hp/2 and Hp%2,
+            # chunks of T) are a plain split: nothing to say; attention checks the use either way
+            return "windows" if pieces and batched else None
         if token_atoms and len(atoms) > 1:
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
