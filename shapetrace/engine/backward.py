@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.ops import Call, Family, family_of, is_matrix_product
+from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer import Inference
@@ -107,7 +108,6 @@ class _Walker:
         """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by
         markers (unnamed roots of their own), the op's name rule is run on them, and the marker found
         whole at ``p`` says."""
-        from shapetrace.engine.infer import thaw_args
 
         ins_axes = [self.axes(n) for n in record.ins]
         markers = [tuple(ax.root_axis(f"#{k}.{i}", a.size) for i, a in enumerate(axes))

@@ -27,7 +27,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.backward import heads_from_products
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.events import DictOf, Event, ListOf, ShapeOf, SliceOf, TensorInfo, new_event, new_info
+from shapetrace.engine.events import Event, ShapeOf, TensorInfo, new_event, new_info
 from shapetrace.engine.ops import (
     ADDITIVE,
     PICKS,
@@ -46,6 +46,7 @@ from shapetrace.engine.ops import (
     write_kind,
 )
 from shapetrace.engine.propagate import fits, strided
+from shapetrace.engine.thawed import TensorStub, thaw_args
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
@@ -56,60 +57,6 @@ PROJECTIONS = ops_of(Family.PROJECTION)
 SCALING_OPS = SCALING
 _SPLITS = ops_of(Family.SPLIT)
 _PICKS = PICKS
-
-
-# ---------------------------------------------------------------------------
-# arguments: frozen at call time, read back as plain stand-ins
-# ---------------------------------------------------------------------------
-
-class _Device:
-    type = "frozen"
-
-
-class TensorStub:
-    """A tensor argument as captured: its shape, dtype and kind, never its values. Name rules read
-    these (an index tensor's rank, a weight that is a parameter); a rule that needs more fails and
-    leaves the axis unnamed."""
-
-    __slots__ = ("shape", "dtype", "requires_grad", "kind")
-    device = _Device()
-
-    def __init__(self, frozen: ShapeOf):
-        self.shape, self.dtype, self.requires_grad, self.kind = frozen
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def dim(self) -> int:
-        return len(self.shape)
-
-    def __index__(self) -> int:
-        raise TypeError("a captured tensor has no value")
-
-    @property
-    def is_parameter(self) -> bool:
-        return self.kind.__name__ == "Parameter"
-
-
-def thaw(value):
-    kind = type(value)
-    if kind is ShapeOf:
-        return TensorStub(value)
-    if kind is SliceOf:
-        return slice(*(thaw(v) for v in value))
-    if kind is ListOf:
-        return [thaw(v) for v in value]
-    if kind is DictOf:
-        return {k: thaw(v) for k, v in value}
-    if kind is tuple:
-        return tuple(thaw(v) for v in value)
-    return value
-
-
-def thaw_args(frozen: tuple) -> tuple[tuple, dict]:
-    args, kwargs = frozen
-    return tuple(thaw(a) for a in args), ({k: thaw(v) for k, v in kwargs} if kwargs else {})
 
 
 # ---------------------------------------------------------------------------

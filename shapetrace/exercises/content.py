@@ -12,7 +12,6 @@ Layout::
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import tomllib
 
 from shapetrace.errors import UsageError
+from shapetrace.exercises.where import lessons_root
 
 #: Verdicts the checker can give (``pass`` is the only success).
 VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",
@@ -157,14 +157,6 @@ class Curriculum:
         ids = [e.id for e in self.exercises]
         i = ids.index(exercise_id)
         return self.exercises[i + 1] if i + 1 < len(ids) else None
-
-
-def lessons_root() -> Path:
-    """``$SHAPETRACE_LESSONS`` or the ``lessons/`` folder next to the package."""
-    env = os.environ.get("SHAPETRACE_LESSONS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "lessons"
 
 
 def _read_toml(path: Path) -> dict:

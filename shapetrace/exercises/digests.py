@@ -34,6 +34,7 @@ import threading
 from pathlib import Path
 
 from shapetrace.errors import ShapetraceError
+from shapetrace.exercises.where import lessons_root
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 #: The manifest of recorded digests (package data, committed).
@@ -172,8 +173,6 @@ def stale(lessons: Path, path: Path | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shapetrace.exercises.content import lessons_root
-
     parser = argparse.ArgumentParser(prog="python -m shapetrace.exercises.digests",
                                      description="Record (--write) or check (--check) the digests of the files "
                                                  "the exercise checker runs.")

@@ -117,8 +117,8 @@ def package_paths() -> list[str]:
 
 def protected_paths() -> list[str]:
     """What must stay invisible inside any bound folder: the package, lessons, progress and state."""
-    from shapetrace.exercises.content import lessons_root
     from shapetrace.exercises.progress import state_dir
+    from shapetrace.exercises.where import lessons_root
 
     paths = [PACKAGE_DIR, lessons_root(), state_dir(), PACKAGE_DIR.parent / ".git"]
     return [os.path.realpath(p) for p in paths]
