@@ -5,8 +5,10 @@ run is traced and named the old way (every module under the outermost one named 
 
 from __future__ import annotations
 
-import gc
-import weakref
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -73,17 +75,31 @@ def test_code_outside_any_module_has_the_root_path_and_projections_are_still_tag
 
 
 def test_modules_are_held_while_unnamed_and_let_go_once_the_trace_is_read():
-    x = torch.randn(2, 6, 32)
-    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
-        made = Attn()
-        made(x)
-        gone = weakref.ref(made)
-        del made
-    gc.collect()
-    assert gone() is not None            # its path is not named yet: the trace holds it
-    assert [m for op, m in _modules(t) if op == "linear"] == ["q_proj", "k_proj"]
-    gc.collect()
-    assert gone() is None                # named: let go
+    """In a fresh interpreter: what other tests leave in this one (frozen objects, caches, handlers)
+    must not decide whether a module is let go (it once did, in the full suite only)."""
+    code = (
+        "import gc, json, sys, weakref, torch\n"
+        "sys.path.insert(0, 'tests')\n"
+        "import shapetrace\n"
+        "from test_module_calls import Attn, DIMS, _modules\n"
+        "x = torch.randn(2, 6, 32)\n"
+        "with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:\n"
+        "    made = Attn()\n"
+        "    made(x)\n"
+        "    gone = weakref.ref(made)\n"
+        "    del made\n"
+        "gc.collect()\n"
+        "held = gone() is not None\n"
+        "paths = [m for op, m in _modules(t) if op == 'linear']\n"
+        "gc.collect()\n"
+        "print(json.dumps([held, paths, gone() is None]))\n")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    held, paths, let_go = json.loads(proc.stdout)
+    assert held                          # its path is not named yet: the trace holds it
+    assert paths == ["q_proj", "k_proj"]
+    assert let_go                        # named: let go
 
 
 def test_a_module_freed_during_the_run_is_never_confused_with_one_made_after_it():
