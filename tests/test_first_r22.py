@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
+import tomllib
 import torch
 from conftest import MODEL_DIR, run_cli
 
 from shapetrace.app.attention_values import watching_attention
 from shapetrace.app.session import trace_variant
 from shapetrace.attention.config import AttentionConfig
+from shapetrace.exercises.content import hints_for_of
 
 # -- 1. no instrumentation in the model code -------------------------------------------------------
 
@@ -176,8 +178,9 @@ def test_choose_goes_on_through_the_hints_about_one_fault_and_falls_back_to_orde
     assert choose(ex, 1, {"verdict": "wrong-values", "mistake": "inverted"}).number == 3
     late = choose(ex, 2, {"verdict": "timeout"})
     assert late == late.__class__(2, "hint 2 of 3, in order: no hint is about what your file gives now (timeout)")
-    (tmp_path / "exercise.toml").write_text('hints = ["a?", "b", "c()"]\n')   # every lesson has hints_for now
-    plain = SimpleNamespace(folder=tmp_path, hints=("a?", "b", "c()"))  # no hints_for: in order, no claim about them
+    toml = 'hints = ["a?", "b", "c()"]\n'   # every lesson has hints_for now; this one has none
+    plain = SimpleNamespace(folder=tmp_path, hints=("a?", "b", "c()"),
+                            hints_for=hints_for_of(tomllib.loads(toml), 3))  # no claim about any hint
     assert choose(plain, 2, {"verdict": "mutated-input"}) == late.__class__(
         2, "hint 2 of 3, in order; your file gives mutated-input now")
     second = choose(ex, 2, query)

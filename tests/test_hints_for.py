@@ -15,7 +15,7 @@ import tomllib
 import shapetrace.exercises as exercises_pkg
 from shapetrace.app.hints import choose, hints_for
 from shapetrace.cli.lessons import load_curriculum
-from shapetrace.exercises.content import VERDICTS
+from shapetrace.exercises.content import VERDICTS, hints_for_of
 
 EXERCISES = load_curriculum().exercises
 ABOUT_NOW = "about what your file gives now"
@@ -128,8 +128,9 @@ def test_a_later_hint_does_not_repeat_what_the_starter_already_does():
 
 
 def test_an_exercise_without_hints_for_makes_no_claim(tmp_path):
-    (tmp_path / "exercise.toml").write_text('hints = ["a?", "b", "c()"]\n')
-    plain = SimpleNamespace(folder=tmp_path, hints=("a?", "b", "c()"))
+    toml = 'hints = ["a?", "b", "c()"]\n'
+    plain = SimpleNamespace(folder=tmp_path, hints=("a?", "b", "c()"),
+                            hints_for=hints_for_of(tomllib.loads(toml), 3))   # as the loader reads it
     assert hints_for(plain) == ((), (), ())
     assert choose(plain, 2, {"verdict": "mutated-input"}).why == (
         "hint 2 of 3, in order; your file gives mutated-input now")

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tomllib
-
 
 @dataclass(frozen=True)
 class HintChoice:
@@ -28,11 +26,8 @@ class HintChoice:
 
 
 def hints_for(ex) -> tuple[tuple[str, ...], ...]:
-    """Per hint of ``ex``, the verdicts and mistakes it is about (``()``: any fault)."""
-    with (ex.folder / "exercise.toml").open("rb") as fh:
-        listed = tomllib.load(fh).get("hints_for", [])
-    faults = tuple((entry,) if isinstance(entry, str) else tuple(str(f) for f in entry) for entry in listed)
-    return faults + ((),) * (len(ex.hints) - len(faults))
+    """Per hint of ``ex``, the verdicts and mistakes it is about (``()``: any fault), as the loader read them."""
+    return ex.hints_for
 
 
 def about(faults: tuple[str, ...], verdict: dict) -> bool:

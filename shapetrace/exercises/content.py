@@ -82,6 +82,8 @@ class Exercise:
     subjects: tuple[str, ...] = ()  # test kind: the implementations the learner's test receives, in order
     reference_code: str = ""  # test kind: the correct implementations (code defining every subject)
     mutants: tuple[Mutant, ...] = ()
+    #: per hint, the verdicts and mistake ids it is about (``()``: any fault); see app/hints.py
+    hints_for: tuple[tuple[str, ...], ...] = ()
 
     @property
     def starter(self) -> Path:
@@ -267,6 +269,13 @@ def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
                            "(out_bytes, in_bytes, integers, + - * //)") from None
 
 
+def hints_for_of(data: dict, count: int) -> tuple[tuple[str, ...], ...]:
+    """``hints_for`` as one tuple of faults per hint (a bare string is one fault; missing hints: any fault)."""
+    listed = data.get("hints_for", [])
+    faults = tuple((entry,) if isinstance(entry, str) else tuple(str(f) for f in entry) for entry in listed)
+    return faults + ((),) * (count - len(faults))
+
+
 def load_exercise(folder: Path, lesson: int) -> Exercise:
     """Read and validate one ``exercise.toml``."""
     path = folder / "exercise.toml"
@@ -303,7 +312,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
         starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
         checks=dict(checks), returns=data.get("returns", "tensor"),
         output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
-        kind=kind, **extra,
+        kind=kind, hints_for=hints_for_of(data, len(hints)), **extra,
     )
     if ex.id != folder.name:
         raise ContentError(f"{path}: id {ex.id!r} must match its folder name {folder.name!r}")
