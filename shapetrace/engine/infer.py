@@ -38,6 +38,7 @@ from shapetrace.engine.ops import (
     OpSpec,
     arg,
     family_of,
+    lines_up_by_broadcast,
     ops_of,
     record_params,
     selects_along_dim,
@@ -64,7 +65,6 @@ _PICKS = PICKS
 # ---------------------------------------------------------------------------
 
 #: ops whose operands torch lines up by broadcasting, from the right
-_LINED_UP = frozenset({Family.ELEMENTWISE, Family.MASK_FILL})
 
 
 class Inference:
@@ -207,7 +207,7 @@ class Inference:
         for record in self.capture.records:
             if type(record) is not OpRecord and type(record) is not PassRecord:
                 continue
-            if family_of(record.spec.name) not in _LINED_UP or len(record.ins) < 2:
+            if not lines_up_by_broadcast(record.spec.name) or len(record.ins) < 2:
                 continue
             for node in record.ins:
                 root = self.ambiguous.get(node)
@@ -511,7 +511,7 @@ class Inference:
         """Does this broadcast line up two named axes of different roles (a rotary table's T with the
         heads, or tokens in row order with the same tokens in window order)? Then it gets a row of its
         own, where the diagnostics say so."""
-        if record.error is not None or len(in_axes) < 2 or family_of(record.spec.name) not in _LINED_UP:
+        if record.error is not None or len(in_axes) < 2 or not lines_up_by_broadcast(record.spec.name):
             return False
         shapes = [r[0] for r in record.in_raw]
         if self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None:

@@ -666,6 +666,15 @@ def contracts_by_subscripts(op: str) -> bool:
     return REGISTRY.get(op, UNKNOWN).contraction == "subscripts"
 
 
+#: families whose operands torch lines up by broadcasting (``scores + mask``, ``q * cos``, ``masked_fill``)
+BROADCAST_FAMILIES = frozenset({Family.ELEMENTWISE, Family.MASK_FILL})
+
+
+def lines_up_by_broadcast(op: str) -> bool:
+    """Does ``op`` line its operands up by broadcasting (so lined-up axes must mean the same thing)?"""
+    return REGISTRY.get(op, UNKNOWN).family in BROADCAST_FAMILIES
+
+
 def ops_of(family: Family) -> frozenset[str]:
     """Every op name of a family, aliases included (``matmul``, ``__matmul__``, ``mm``...)."""
     return frozenset(name for name, spec in REGISTRY.items() if spec.family is family)

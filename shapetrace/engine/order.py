@@ -18,20 +18,18 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import lines_up_by_broadcast
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event, TensorInfo
     from shapetrace.engine.tracer import Trace
-
-_LINED_UP = (Family.ELEMENTWISE, Family.MASK_FILL)
 
 
 def tokens_in_two_orders(trace: Trace) -> list[Diagnostic]:
     out = []
     namer = trace.namer
     for e in trace.events:
-        if family_of(e.op) not in _LINED_UP or e.error or len(e.inputs) < 2:
+        if not lines_up_by_broadcast(e.op) or e.error or len(e.inputs) < 2:
             continue
         clash = ax.order_clash([(t.axes, t.shape) for t in e.inputs], namer)
         if clash is None:
