@@ -152,8 +152,8 @@ class Capture:
             entry = ids.get(id(t))
             nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
             in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
-        codes, lineno = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
-        where = _new_tuple(Site, (codes, lineno, _CWD[-1] if _CWD else os.getcwd())) if codes else None
+        codes, offset = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
+        where = _new_tuple(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd())) if codes else None
         frozen = freeze_args(args, kwargs, inputs, in_raw)
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
             _params_read_values(spec, frozen) else None

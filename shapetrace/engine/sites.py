@@ -28,10 +28,12 @@ STACK_ROOTS: set = set()
 
 
 class Site(NamedTuple):
-    """A call site as recorded: the user's code objects (innermost first), the line, the cwd."""
+    """A call site as recorded: the user's code objects (innermost first), where the innermost one
+    was (its bytecode offset, ``f_lasti``: reading ``f_lineno`` would decode the line table on every
+    call; the line is found from the offset when the site is resolved), the cwd."""
 
     codes: tuple
-    lineno: int
+    offset: int
     cwd: str
 
 
@@ -79,19 +81,19 @@ def module_wrapper(code) -> None:
 def site(depth: int) -> Site | None:
     """The call site ``depth`` frames above the caller, skipping internal frames; None when the
     stack holds no user code."""
-    codes, lineno = user_stack(sys._getframe(depth + 1))
+    codes, offset = user_stack(sys._getframe(depth + 1))
     if not codes:
         return None
-    return _new_site(Site, (codes, lineno, _CWD[-1] if _CWD else os.getcwd()))   # (Site(...) costs more)
+    return _new_site(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd()))   # (Site(...) costs more)
 
 
 def user_stack(frame) -> tuple[tuple, int]:
-    """The user code objects from ``frame`` outwards (innermost first) and the innermost one's line.
-    It runs on every recorded call: one loop, no call per frame, and it stops at the innermost module
-    call (:data:`OUTER`)."""
+    """The user code objects from ``frame`` outwards (innermost first) and where the innermost one is
+    (its ``f_lasti``). It runs on every recorded call: one loop, no call per frame, and it stops at
+    the innermost module call (:data:`OUTER`)."""
     known = _KIND.get
     codes = []
-    lineno = 0
+    offset = -1
     while frame is not None:
         code = frame.f_code
         kind = known(id(code))
@@ -99,18 +101,30 @@ def user_stack(frame) -> tuple[tuple, int]:
             kind = _classify(code)
         if kind == USER:
             if not codes:
-                lineno = frame.f_lineno
+                offset = frame.f_lasti
             codes.append(code)
         elif kind == MODULE_CALL and OUTER:
-            above, line = OUTER[-1]
+            above, at = OUTER[-1]
             if not codes:
-                lineno = line
+                offset = at
             codes.extend(above)
             break
         elif kind == ROOT:
             break
         frame = frame.f_back
-    return tuple(codes), lineno
+    return tuple(codes), offset
+
+
+def line_at(code, offset: int) -> int:
+    """The source line of bytecode ``offset`` in ``code`` (what ``f_lineno`` says of a frame whose
+    ``f_lasti`` is ``offset``); the nearest line before it where the offset itself has none."""
+    line = code.co_firstlineno
+    for start, end, at in code.co_lines():
+        if at is not None and start <= offset:
+            line = at
+        if start <= offset < end:
+            break
+    return line
 
 
 def resolve(where: Site | None) -> tuple[str, str, str, tuple[str, ...]]:
@@ -125,13 +139,14 @@ _RESOLVED: dict[tuple, tuple] = {}
 
 
 def _resolve(where: Site) -> tuple[str, str, str, tuple[str, ...]]:
-    key = (tuple(map(id, where.codes)), where.lineno, where.cwd)
+    key = (tuple(map(id, where.codes)), where.offset, where.cwd)
     hit = _RESOLVED.get(key)   # the entry keeps its code objects alive, so no id in its key is reused
     if hit is None:
         first = where.codes[0]
-        text = linecache.getline(first.co_filename, where.lineno).strip()
+        lineno = line_at(first, where.offset)
+        text = linecache.getline(first.co_filename, lineno).strip()
         stack = tuple(getattr(c, "co_qualname", c.co_name) for c in where.codes)
-        hit = _RESOLVED[key] = (where.codes, f"{_display_path(first.co_filename, where.cwd)}:{where.lineno}", text,
+        hit = _RESOLVED[key] = (where.codes, f"{_display_path(first.co_filename, where.cwd)}:{lineno}", text,
                                 stack[0], stack)
     return hit[1:]
 
