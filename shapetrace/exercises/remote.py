@@ -34,6 +34,8 @@ from typing import Any
 from shapetrace.exercises import plain
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, encode
 
+#: Why a call found the implementation's process gone.
+ENDED = "its process ended before it answered (out of memory, or it refused what it was sent)"
 #: How much of an exception's message comes back.
 MESSAGE_LIMIT = 2000
 _PR_SET_PDEATHSIG = 1
@@ -157,7 +159,7 @@ class Client:
         while not self.pending:
             data = os.read(self.reply_fd, 1 << 16)
             if not data:
-                raise Stopped("its process ended before it answered (out of memory, or it refused what it was sent)")
+                raise Stopped(ENDED)
             self.pending.extend(self.decoder.feed(data))
         return self.pending.pop(0)
 
@@ -184,7 +186,8 @@ class Client:
             self._write(encode({"kind": "call", "n": self.sent}, _message(head, enc.storages.chunks)))
             reply = self._reply()
         except (Stopped, BadFrame, OSError, plain.NotPlain) as exc:
-            self.stopped = str(exc)[:200] or type(exc).__name__
+            ended = isinstance(exc, BrokenPipeError)  # it ended before it read the call
+            self.stopped = ENDED if ended else str(exc)[:200] or type(exc).__name__
             raise RuntimeError(f"the implementation under test stopped: {self.stopped}") from None
         return _apply(reply, enc.tensors)
 
