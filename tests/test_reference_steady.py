@@ -52,9 +52,9 @@ def _in_process(ex, seed: int) -> dict:
     meta = checker._request(job, source, ex, 10.0, 512, 80)
     channel = _Collect()
     if ex.kind == "test":
-        from shapetrace.exercises.testjudge import TestJudge
-
         from test_remote import Served  # the implementation's process, as a thread on two pipes
+
+        from shapetrace.exercises.testjudge import TestJudge
 
         judge = TestJudge(ex, job.file, seed, source)
         runs = []
