@@ -56,7 +56,7 @@ def _message(head: dict, chunks: list[bytes]) -> bytes:
 
 
 def _unmessage(body: bytes) -> tuple[dict, list]:
-    """``(head, storages)``: each storage a fresh ``uint8`` tensor holding its bytes."""
+    """``(head, storages)``: each storage a ``uint8`` tensor on its own copy of its bytes."""
     if len(body) < 4:
         raise plain.NotPlain("a message without its length")
     n = int.from_bytes(body[:4], "big")
@@ -69,7 +69,7 @@ def _unmessage(body: bytes) -> tuple[dict, list]:
     if not isinstance(head, dict):
         raise plain.NotPlain("not a message")
     got = plain._Received(head.get("storages"), body[4 + n:], plain.MAX_TENSOR_BYTES)
-    return head, [base.clone() for base in got.bases]
+    return head, got.bases  # (each on a bytearray of its own: ``clone`` of uint8 is ~200x slower here)
 
 
 def _layout(t) -> dict:
@@ -402,7 +402,7 @@ def answer(fns: list[Callable], head: dict, storages: list) -> bytes:
         call = _Call(head, storages, len(fns))
     except plain.NotPlain as exc:
         return _message({"error": "ValueError", "message": f"a call the implementation refuses: {exc}"}, [])
-    before = [s.clone() if hasattr(s, "clone") else None for s in storages]
+    before = [_raw(s) for s in storages]
     layouts = [_where(t) for t in call.tensors]
     try:
         result = fns[call.k](*call.args, **call.kwargs)
@@ -411,15 +411,21 @@ def answer(fns: list[Callable], head: dict, storages: list) -> bytes:
     except Exception as exc:  # the implementation's own error (or a result over the cap): sent back as data
         return _message({"error": type(exc).__name__, "message": str(exc)[:MESSAGE_LIMIT]}, [])
     written = []
-    for j, (now, then) in enumerate(zip(storages, before)):
-        if not now.equal(then):
+    for j, (storage, then) in enumerate(zip(storages, before)):
+        now = _raw(storage)
+        if now != then:
             written.append([j, len(out.fresh.chunks)])
-            out.fresh.chunks.append(bytes(now.numpy().tobytes()))
+            out.fresh.chunks.append(now)
     moved = []
     for i, (t, then) in enumerate(zip(call.tensors, layouts)):
         if _where(t) != then:
             moved.append([i, _moved(t, out)])
     return _message({"result": desc, "written": written, "moved": moved}, out.fresh.chunks)
+
+
+def _raw(base) -> bytes:
+    """The bytes of a ``uint8`` tensor (a copy)."""
+    return base.numpy().tobytes() if base.numel() else b""
 
 
 def _moved(t, out: _Answer) -> dict:
