@@ -242,7 +242,7 @@ def _load(channel: Channel, meta: dict, source: str):
 def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None) -> None:
     path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
-    guard = _guard() if meta.get("kind") == "test" else None  # torch and builtins as they are before it runs
+    guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs
     fn = _load(channel, meta, source)
     if fn is None:
         return

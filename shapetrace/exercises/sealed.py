@@ -59,14 +59,14 @@ class Guard:
     def __init__(self) -> None:
         import torch
 
-        self.torch = torch
+        self.tensor = torch.Tensor  # bound now: the learner's file may rebind torch's names, not these
         self.kinds = (torch.dtype, torch.device, torch.Size)
 
     def plain(self, value: Any, depth: int = 0) -> Any:
         """``value`` if it is plain data, else TypeError."""
         if type(value) in _PLAIN:
             return value
-        if type(value) is self.torch.Tensor:
+        if type(value) is self.tensor:
             if getattr(value, "__dict__", None):
                 raise TypeError("the implementation under test takes plain tensors (this one has attributes set)")
             return value
