@@ -264,3 +264,19 @@ def test_a_forked_server_reports_its_layers_and_its_death():
         "RuntimeError the implementation under test stopped: its process ended before it answered (out of memory, "
         "or it refused what it was sent)",
     ]
+
+
+def test_writes_before_an_exception_stay_and_the_reply_is_capped(served):
+    code = ("def scribble(x):\n    x[0] = 5\n    raise ValueError('wrote, then failed')\n\n"
+            "def both(x):\n    x.add_(1)\n    return x * 2\n")
+    s = served(code, ["scribble", "both"])
+    x = torch.zeros(3)
+    with pytest.raises(ValueError, match="^wrote, then failed$"):
+        s.fns[0](x)
+    assert x.tolist() == [5.0, 0.0, 0.0]  # as the real function leaves it
+    big = torch.zeros(5 << 18)  # 5 MiB written in place, and a new 5 MiB result: over one reply's 8 MiB
+    with pytest.raises(RuntimeError, match="^the implementation's result and its changes to the arguments are over "
+                       "the 8 MiB one call may return$"):
+        s.fns[1](big)
+    small = torch.zeros(2)
+    assert s.fns[1](small).tolist() == [2.0, 2.0] and small.tolist() == [1.0, 1.0]

@@ -265,18 +265,19 @@ class _Rebuilt:
 
 
 def _apply(reply: tuple[dict, list], args: list) -> Any:
-    """What the call returns here: the reply's in-place effects applied to the learner's tensors first."""
+    """What the call returns (or raises) here: the reply's in-place effects applied to the learner's
+    tensors first."""
     import torch
 
     head, fresh = reply
-    if "error" in head:
-        _raise(head)
     rebuilt = _Rebuilt(args, fresh)
     with torch._C.DisableTorchFunction(), torch.no_grad():
-        for j, m in _pairs(head.get("written"), len(fresh)):
+        for j, m in _pairs(head.get("written", []), len(fresh)):
             rebuilt._anchor_on_arg(j).untyped_storage().copy_(fresh[m].untyped_storage())
-        for i, desc in _pairs(head.get("moved"), None):
+        for i, desc in _pairs(head.get("moved", []), None):
             _move(args[plain._int(i, 0, len(args) - 1)], desc, rebuilt)
+        if "error" in head:
+            _raise(head)
         return rebuilt.value(head.get("result"))
 
 
@@ -397,30 +398,50 @@ class _Answer:
 
 
 def answer(fns: list[Callable], head: dict, storages: list) -> bytes:
-    """The reply to one call (a message): what the implementation returned or raised, and what it changed."""
+    """The reply to one call (a message): what the implementation returned or raised, and what it changed
+    in its arguments either way (a function that writes, then raises, leaves its writes)."""
     try:
         call = _Call(head, storages, len(fns))
     except plain.NotPlain as exc:
         return _message({"error": "ValueError", "message": f"a call the implementation refuses: {exc}"}, [])
-    before = [_raw(s) for s in storages]
+    before = [_raw(_flat(s)) for s in call.storages]
     layouts = [_where(t) for t in call.tensors]
+    out = _Answer(call)
     try:
-        result = fns[call.k](*call.args, **call.kwargs)
-        out = _Answer(call)
-        desc = out.value(result)
+        reply = {"result": out.value(fns[call.k](*call.args, **call.kwargs))}
     except Exception as exc:  # the implementation's own error (or a result over the cap): sent back as data
-        return _message({"error": type(exc).__name__, "message": str(exc)[:MESSAGE_LIMIT]}, [])
+        out = _Answer(call)
+        reply = {"error": type(exc).__name__, "message": str(exc)[:MESSAGE_LIMIT]}
+    try:
+        reply.update(_effects(call, out, before, layouts))
+    except ValueError as exc:
+        return _message({"error": "RuntimeError", "message": str(exc)}, [])
+    return _message(reply, out.fresh.chunks)
+
+
+def _effects(call: _Call, out: _Answer, before: list[bytes], layouts: list[tuple]) -> dict:
+    """The argument storages whose bytes changed (their new bytes go with the reply) and the argument
+    tensors whose layout changed; ValueError when the reply would be over the cap."""
     written = []
-    for j, (storage, then) in enumerate(zip(storages, before)):
-        now = _raw(storage)
+    total = sum(len(c) for c in out.fresh.chunks)
+    for j, (storage, then) in enumerate(zip(call.storages, before)):
+        now = _raw(_flat(storage))
         if now != then:
+            total += len(now)
+            if total > plain.MAX_TENSOR_BYTES:
+                raise ValueError(f"the implementation's result and its changes to the arguments are over the "
+                                 f"{plain.MAX_TENSOR_BYTES >> 20} MiB one call may return")
             written.append([j, len(out.fresh.chunks)])
             out.fresh.chunks.append(now)
-    moved = []
-    for i, (t, then) in enumerate(zip(call.tensors, layouts)):
-        if _where(t) != then:
-            moved.append([i, _moved(t, out)])
-    return _message({"result": desc, "written": written, "moved": moved}, out.fresh.chunks)
+    moved = [[i, _moved(t, out)] for i, (t, then) in enumerate(zip(call.tensors, layouts)) if _where(t) != then]
+    return {"written": written, "moved": moved}
+
+
+def _flat(storage):
+    """An untyped storage as a flat ``uint8`` tensor (no copy)."""
+    import torch
+
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
 def _raw(base) -> bytes:
