@@ -15,8 +15,9 @@ two pipes. So what the test's process holds is the same for every implementation
   to study: tests/hostile/ctypes_trace_real_function.py, scan_memory_for_code.py);
 * the server is out of its reach: its own Landlock domain, created after the fork, denies ptrace and
   (ABI 6) signals towards it, seccomp refuses ptrace, ``process_vm_readv`` and ``kill`` of another
-  process, and the server is non-dumpable (tests/hostile/reach_the_server.py); bytes written on its
-  pipe that are not a call end it, and the facade then raises (tests/hostile/forge_server_frames.py).
+  process, and the server is non-dumpable (tests/hostile/reach_the_server.py); a call on its pipe it
+  cannot decode gets an error reply, bytes that are not a frame within the caps end it, and the facade
+  then raises on every call (tests/hostile/forge_server_frames.py).
 
 What comes back is what the real function's result would be here: the same values, dtype, shape,
 strides and offset; a view of an argument is rebuilt on the learner's own tensor (``data_ptr``,
