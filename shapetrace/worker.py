@@ -8,6 +8,10 @@ folders it may read. It imports what it needs, then puts the kernel's layers on 
 (:func:`shapetrace.exercises.confine.confine`: Landlock, seccomp, rlimits), reports which layers did
 not take hold, and only then runs the learner's file. What comes back is plain data on a private
 channel; the parent judges.
+
+For a learner-written test, the request ends with a secret section (the implementation under test)
+that this process never reads: it forks first, and the forked process reads it, confines itself and
+runs the implementation for the test (:mod:`shapetrace.exercises.remote`); this one closes the pipe.
 """
 
 from __future__ import annotations
@@ -52,12 +56,14 @@ def _read_exact(n: int) -> bytes:
 
 
 def read_request() -> tuple[dict, dict]:
-    """The request on standard input: ``(meta, values)``; the pipe is closed afterwards."""
+    """The request on standard input: ``(meta, values)``; the pipe is closed afterwards, except for a
+    learner-written test, whose secret section (the implementation) is left unread for the server."""
     from shapetrace.exercises.plain import unpack
 
     meta = json.loads(_read_exact(int.from_bytes(_read_exact(8), "big")))
     body = _read_exact(int.from_bytes(_read_exact(8), "big"))
-    os.close(0)
+    if meta.get("kind") != "test":
+        os.close(0)
     values = unpack(body, limit=64 << 20)[0] if body else {}
     return meta, values
 
@@ -101,7 +107,7 @@ def _preload() -> None:
     import numpy  # noqa: F401  (the probe's sender hands torch's memory to os.write through numpy)
 
     from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401
-    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, sealed  # noqa: F401
+    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, remote, sealed  # noqa: F401
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
@@ -136,11 +142,29 @@ def main() -> int:
     from shapetrace.exercises.confine import LAYERS
 
     layers = [name for name in LAYERS if name in meta.get("layers", LAYERS)]
-    missing = confine(list(meta["readable"]), memory, int(used.ru_utime + used.ru_stime) + int(meta["cpu_seconds"]),
-                      layers)
+    cpu = int(used.ru_utime + used.ru_stime) + int(meta["cpu_seconds"])
+
+    def confined() -> list[str]:
+        return confine(list(meta["readable"]), memory, cpu, layers)
+
+    server = _start_server(channel, confined) if meta.get("kind") == "test" else None
+    missing = confined()
+    if server is not None:
+        missing += server.hello()
     channel.send({"kind": "ready", "missing": missing})
-    _check(channel, meta, cases, source, probe)
+    _check(channel, meta, cases, source, probe, server)
     return 0
+
+
+def _start_server(channel: Channel, confined):
+    """Fork the process that holds the implementation under test (before any layer or learner code);
+    standard input, where the implementation still waits unread, is closed here at once."""
+    from shapetrace.exercises.remote import read_secret, start
+
+    try:
+        return start(read_secret, confined, close=[channel.fd])
+    finally:
+        os.close(0)
 
 
 def _probe(meta: dict, channel: Channel):
@@ -215,15 +239,15 @@ def _load(channel: Channel, meta: dict, source: str):
     return fn
 
 
-def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None) -> None:
+def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None) -> None:
     path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
-    guard = _guard() if meta.get("kind") == "test" else None  # torch and builtins as they are before it runs
+    guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs
     fn = _load(channel, meta, source)
     if fn is None:
         return
     if guard is not None:
-        run_tests(channel, fn, meta, path, limit, guard)
+        run_tests(channel, fn, meta, path, limit, guard, server)
         return
     if probe is not None:  # first, while the address space is as the cap was measured
         run_probe(channel, fn, probe, len(cases), path, limit)
@@ -242,26 +266,19 @@ def _guard():
     return Guard()
 
 
-def _implementation(code: str, subjects: list[str], guard, decoys: list[str]) -> list:
-    """The one implementation this child holds, sealed and salted afresh (:mod:`shapetrace.exercises.sealed`):
-    the functions the learner's test receives are the same for every implementation but for what they do."""
-    from shapetrace.exercises.sealed import seal
-
-    return seal(code, subjects, guard, decoys)
-
-
-def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard) -> None:
-    """Call the learner's test ``runs`` times on the one implementation; report whether it raised, and what."""
+def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard, server) -> None:
+    """Call the learner's test ``runs`` times on the one implementation (in its own process, ``server``);
+    report whether it raised, and what."""
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
+    from shapetrace.exercises.sealed import facades
 
-    code, subjects, decoys = meta["implementation"], meta["subjects"], [str(n) for n in meta.get("decoys") or []]
+    subjects = [str(s) for s in meta["subjects"]]
     for i in range(int(meta["runs"])):
         channel.send({"kind": "start", "case": i})
         try:
             start_clock(limit)
-            sealed = _implementation(code, subjects, guard, decoys)
-            got, timed_out = call(fn, sealed, [], {}, path=path, traced=False), False
+            got, timed_out = call(fn, facades(server, subjects, guard), [], {}, path=path, traced=False), False
         except CheckTimeout as exc:
             got, timed_out = Outcome(exc=exc, frame=learner_frame(exc, path)), True
         finally:

@@ -29,6 +29,13 @@ def test_a_copy_does_not_arrive_as_a_view():
     assert values["value"].untyped_storage().data_ptr() != values["args"][0].untyped_storage().data_ptr()
 
 
+def test_dtypes_devices_sizes_and_complex_numbers_round_trip():
+    sent = {"d": torch.bfloat16, "dev": torch.device("cpu"), "size": torch.Size([2, 3]), "c": 1.5 - 2j,
+            "nested": [[[[1]]]]}
+    values, _ = unpack(pack(sent))
+    assert values == sent and type(values["size"]) is torch.Size and type(values["dev"]) is torch.device
+
+
 def test_other_objects_travel_as_their_type_name_only():
     values, _ = unpack(pack({"value": object(), "f": len}))
     assert isinstance(values["value"], Unsendable) and repr(values["f"]) == "<builtin_function_or_method>"
@@ -46,7 +53,11 @@ def _forged(values: dict, storages: list[int], body: bytes = b"") -> bytes:
     ({"tensor": "float32", "shape": [1], "stride": [1], "offset": 0, "storage": 3}, [8], b"\0" * 8, "bounded"),
     ({"v": 1 << 70}, [], b"", "not a plain number"),
     ({"f": "1" * 100}, [], b"", "not a float"),
-    ({"list": [{"list": [{"list": [{"list": []}]}]}]}, [], b"", "too deep"),
+    ({"list": [{"list": [{"list": [{"list": [{"list": []}]}]}]}]}, [], b"", "too deep"),
+    ({"dtype": "object"}, [], b"", "unknown name"),
+    ({"device": "cpu; import os"}, [], b"", "not a device"),
+    ({"size": [1 << 50]}, [], b"", "bounded"),
+    ({"c": ["1", "x"]}, [], b"", "not a float"),
     ({"v": 1}, [MAX_TENSOR_BYTES + 1], b"", "bounded"),
     ({"v": 1}, [4], b"\0" * 3, "missing"),
 ])

@@ -4,7 +4,7 @@ Each check draws new random inputs (and, for a test-writing exercise, a new orde
 so a judge with flaky randomness would fail the reference now and then. Two layers of proof:
 
 * every exercise, whatever lessons/ holds: 20 checks of its reference solution through the child's own
-  code (:func:`shapetrace.worker._check`, the sealed implementations included) and the parent's own
+  code (:func:`shapetrace.worker._check`, the implementation served on pipes as in the child) and the parent's own
   decision (:func:`shapetrace.exercises.checker._decide`), with the frames packed and read back as plain
   data, in this process (no sandbox: seconds, not minutes);
 * a representative set, one exercise per kind of check (chosen from lessons/, not listed here; 7 of
@@ -52,14 +52,17 @@ def _in_process(ex, seed: int) -> dict:
     meta = checker._request(job, source, ex, 10.0, 512, 80)
     channel = _Collect()
     if ex.kind == "test":
+        from test_remote import Served  # the implementation's process, as a thread on two pipes
+
         from shapetrace.exercises.testjudge import TestJudge
 
         judge = TestJudge(ex, job.file, seed, source)
         runs = []
         for impl in judge.cases:
-            channel = _Collect()
-            worker._check(channel, dict(meta, subjects=list(ex.subjects), runs=checker.TEST_RUNS,
-                                        implementation=impl.code), [], source)
+            channel, server = _Collect(), Served(impl.code, list(ex.subjects))
+            worker._check(channel, dict(meta, subjects=list(ex.subjects), runs=checker.TEST_RUNS), [], source,
+                          None, server.client)
+            server.close()
             runs.append(ChildRun(frames=channel.frames))
         return checker._decide_test(judge, runs, 10.0).to_dict()
     cases = inputs.draw(ex.inputs, random.Random(seed))

@@ -279,19 +279,23 @@ TEST_RUNS = 3
 
 def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: int, width: int,
                 layers=ALL_LAYERS, progress=None) -> dict:
-    """A learner-written test: one fresh child per implementation, none told which one it holds."""
+    """A learner-written test: one fresh child per implementation, none told which one it holds.
+
+    The request is the same for every implementation; the implementation's code goes in the secret
+    section, which only the child's implementation process reads (:mod:`.remote`), never the test's."""
+    import json
+
     from shapetrace.exercises.sandbox import run_child
-    from shapetrace.exercises.sealed import decoy_names
     from shapetrace.exercises.testjudge import TestJudge
 
     judge = TestJudge(ex, job.file, seed, source)
     meta = _request(job, source, ex, limit, memory_mb, width, layers)
-    # the names every implementation is salted with: the same list whichever one a child holds
-    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS, decoys=decoy_names(impl.code for impl in judge.cases))
+    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
     done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
 
     def one(impl):
-        run = run_child(dict(meta, implementation=impl.code), b"", limit, TEST_RUNS + 1, "bwrap" in layers)
+        secret = json.dumps({"code": impl.code, "subjects": list(ex.subjects)}).encode()
+        run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret)
         if progress is not None:
             progress(next(done), len(judge.cases))
         return run

@@ -7,18 +7,21 @@ described by its dtype, shape, stride and storage offset, and its storage is car
 every number against hard caps (dimensions, elements, bytes, dtypes from a fixed list). Nothing is
 decompressed and nothing is imported or called by name, so a forged description is refused, never run.
 
-Other values: ``None``, bools, ints (64-bit), floats, short strings, and lists/tuples of these nested
-at most :data:`MAX_DEPTH` deep. Anything else is described by its type name only.
+Other values: ``None``, bools, ints (64-bit), floats, complex numbers, short strings, torch dtypes (of
+:data:`DTYPES`), devices and sizes, and lists/tuples of these nested at most :data:`MAX_DEPTH` deep.
+Anything else is described by its type name only.
 """
 
 from __future__ import annotations
+
+import re
 
 #: dtypes a tensor may have on the wire, with their element sizes.
 DTYPES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
           "int8": 1, "uint8": 1, "bool": 1}
 MAX_DIMS = 8
 MAX_ITEMS = 64  # entries of a list or tuple
-MAX_DEPTH = 3
+MAX_DEPTH = 4
 MAX_TEXT = 4000
 #: The most bytes one message's tensors may carry (the large memory probe has its own, planned, size).
 MAX_TENSOR_BYTES = 8 << 20
@@ -73,15 +76,32 @@ def describe(value, out: Storages, depth: int = 0) -> dict:
         return _describe_tensor(value, out)
     if value is None or type(value) is bool:
         return {"v": value}
+    torchish = _describe_torch_value(value, torch)
+    if torchish is not None:
+        return torchish
     if type(value) is int:
         return {"v": value} if -(1 << 63) <= value < (1 << 63) else {"other": "int"}
     if type(value) is float:
         return {"f": repr(value)}
+    if type(value) is complex:
+        return {"c": [repr(value.real), repr(value.imag)]}
     if type(value) is str:
         return {"s": value[:MAX_TEXT]}
     if type(value) in (list, tuple) and depth < MAX_DEPTH:
         return {type(value).__name__: [describe(v, out, depth + 1) for v in value[:MAX_ITEMS]]}
     return {"other": type(value).__name__[:100]}
+
+
+def _describe_torch_value(value, torch) -> dict | None:
+    """A dtype, device or size (None: not one of these)."""
+    if type(value) is torch.dtype:
+        name = str(value).removeprefix("torch.")
+        return {"dtype": name} if name in DTYPES else {"other": f"dtype {name}"}
+    if type(value) is torch.device:
+        return {"device": str(value)[:40]}
+    if type(value) is torch.Size:
+        return {"size": [int(n) for n in value]} if len(value) <= MAX_ITEMS else {"other": "Size"}
+    return None
 
 
 def _describe_tensor(t, out: Storages) -> dict:
@@ -169,13 +189,14 @@ def _decode(desc, body: _Received, depth: int):
             return v
         raise NotPlain("not a plain number")
     if "f" in desc:
-        text = desc["f"]
-        if type(text) is not str or len(text) > 40:
-            raise NotPlain("not a float")
-        try:
-            return float(text)
-        except ValueError:
-            raise NotPlain("not a float") from None
+        return _float(desc["f"])
+    if "c" in desc:
+        parts = desc["c"]
+        if not isinstance(parts, list) or len(parts) != 2:
+            raise NotPlain("not a complex number")
+        return complex(_float(parts[0]), _float(parts[1]))
+    if any(key in desc for key in ("dtype", "device", "size")):
+        return _decode_torch_value(desc)
     if "s" in desc:
         if type(desc["s"]) is not str:
             raise NotPlain("not text")
@@ -189,6 +210,39 @@ def _decode(desc, body: _Received, depth: int):
     if "other" in desc and type(desc["other"]) is str:
         return Unsendable(desc["other"])
     raise NotPlain("not a value description")
+
+
+def _float(text) -> float:
+    if type(text) is not str or len(text) > 40:
+        raise NotPlain("not a float")
+    try:
+        return float(text)
+    except ValueError:
+        raise NotPlain("not a float") from None
+
+
+_DEVICE = re.compile(r"[a-z]{2,10}(:[0-9]{1,3})?")
+
+
+def _decode_torch_value(desc: dict):
+    import torch
+
+    if "dtype" in desc:
+        if desc["dtype"] not in DTYPES:
+            raise NotPlain("a dtype of an unknown name")
+        return getattr(torch, desc["dtype"])
+    if "device" in desc:
+        text = desc["device"]
+        if type(text) is not str or not _DEVICE.fullmatch(text):
+            raise NotPlain("not a device")
+        try:
+            return torch.device(text)
+        except (RuntimeError, ValueError):
+            raise NotPlain("not a device") from None
+    sizes = desc["size"]
+    if not isinstance(sizes, list) or len(sizes) > MAX_ITEMS:
+        raise NotPlain("not a size")
+    return torch.Size([_int(n, -1, 1 << 40) for n in sizes])
 
 
 def pack(values: dict, facts: dict | None = None) -> bytes:

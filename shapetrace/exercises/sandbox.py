@@ -163,12 +163,14 @@ def _preexec(cpu_seconds: int):
     return apply
 
 
-def payload(meta: dict, body: bytes) -> bytes:
-    """What the child reads on its standard input: its modules (read by the boot code), then the request."""
+def payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
+    """What the child reads on its standard input: its modules (read by the boot code), the request, and
+    the secret: for a learner-written test, the implementation under test, read only by the process the
+    child forks to run it (:mod:`.remote`), never by the process that runs the learner's code."""
     modules = json.dumps({"path": isolation.package_paths(), "modules": isolation.module_sources()}).encode()
     request = json.dumps(meta).encode()
     return (len(modules).to_bytes(8, "big") + modules + len(request).to_bytes(8, "big") + request
-            + len(body).to_bytes(8, "big") + body)
+            + len(body).to_bytes(8, "big") + body + len(secret).to_bytes(8, "big") + secret)
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
@@ -181,8 +183,10 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
     threading.Thread(target=write, daemon=True).start()
 
 
-def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> subprocess.Popen:
-    """Start the child in the sandbox and send it ``meta`` (JSON) and ``body`` (plain values).
+def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True,
+                secret: bytes = b"") -> subprocess.Popen:
+    """Start the child in the sandbox and send it ``meta`` (JSON), ``body`` (plain values) and ``secret``
+    (see :func:`payload`).
 
     ``meta`` gets ``readable`` (the Landlock rules) and ``cpu_seconds``; the layers the parent could not
     set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
@@ -198,7 +202,7 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
                             env=isolation.child_env(), cwd="/", start_new_session=True,
                             preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60))
     proc.missing, proc.in_bwrap = missing, not missing
-    _feed(proc, payload(meta, body))
+    _feed(proc, payload(meta, body, secret))
     return proc
 
 
@@ -229,6 +233,7 @@ def stop_child(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True) -> ChildRun:
+def run_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True,
+              secret: bytes = b"") -> ChildRun:
     """Start the child and read it to the end; always killed and reaped."""
-    return finish_child(start_child(meta, body, limit, phases, bwrap), limit, phases)
+    return finish_child(start_child(meta, body, limit, phases, bwrap, secret), limit, phases)

@@ -5,9 +5,9 @@
 # real functions' addresses in a closure cell, and ctypes.cast turns an address back into the object. Then
 # compares its bytecode, constants and names with the reference compiled beforehand the way the checker
 # compiles it (normalised: the learner has the package), so every broken version "fails" unchecked.
-# Stopped by: the salt (shapetrace/exercises/sealed.py, `salted`): every seal compiles the real code afresh,
-# with random local names, dead locals holding random constants at random places, and every implementation's
-# names first in a random order, so nothing computed beforehand matches it, the reference's included.
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): the facade keeps a pipe,
+# not an address; no object and no memory of the test's process holds the real code (before, the salt in
+# sealed.py made what raw memory led to look new every time).
 import ctypes
 
 REF = ("def split_heads(x, heads):\n    B, T, D = x.shape\n"

@@ -3,8 +3,8 @@
 # expect: your test fails the reference implementation
 # Looks past whatever it was handed: walks the function's globals, closure and every object the garbage
 # collector knows for a function compiled from the checker's implementation, then compares its bytecode.
-# Stopped by: the sealed implementation: the real function is held by its reference count alone, off the
-# collector's lists, and nothing the facade refers to leads to it (no closure cell, no global).
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): nothing in the test's
+# process leads to the real function, because it is not there.
 import gc
 
 REF = "def split_heads(x, heads):\n    B, T, D = x.shape\n    return x.view(B, T, heads, D // heads).transpose(1, 2)\n"

@@ -3,8 +3,8 @@
 # expect: your test crashed on the reference implementation
 # Hands the implementation an int whose arithmetic runs the learner's code (D // heads calls heads'
 # __rfloordiv__), which reads the calling frame: the real function's code, compared with the reference.
-# Stopped by: the sealed implementation: it takes only plain values (tensors without attributes, numbers,
-# strings, tuples); anything else is a TypeError before the real code runs.
+# Stopped by: the facade (shapetrace/exercises/sealed.py, Guard.plain): it takes only plain values (tensors
+# without attributes, numbers, strings, tuples); anything else is a TypeError before anything is sent.
 import sys
 
 import torch

@@ -1,10 +1,11 @@
 # exercise: test-split-square
 # verdict: !pass
-# expect: the implementation under test refuses to run: torch or Python's builtins were changed
+# expect: your test fails the reference implementation
 # Replaces Tensor.transpose and Tensor.reshape with spies that read their caller's frame (the real
 # function), then compares that code with the public reference.
-# Stopped by: the sealed implementation: torch's and the builtins' namespaces are recorded before the
-# learner's file runs, and the real code refuses to run once they differ.
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): the spies patch torch in
+# the test's process only; the real code runs elsewhere, so they see nothing of it and the comparison fails
+# the reference like every mutant.
 import sys
 
 import torch

@@ -3,7 +3,8 @@
 # expect: your test fails the reference implementation
 # Catches the real code while it runs: a profile hook records the code object of every Python call made
 # inside split_heads, and the test compares the one that does the work with the public reference.
-# Stopped by: the sealed implementation: profile and trace hooks are off while the real code runs.
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): a hook sees only the
+# test's process, where the real code never runs.
 import sys
 
 import torch

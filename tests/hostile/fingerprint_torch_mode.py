@@ -3,7 +3,8 @@
 # expect: your test fails the reference implementation
 # A TorchFunctionMode sees every torch call the implementation makes and reads its caller's frame: the
 # code object of the real function, compared with the public reference.
-# Stopped by: the sealed implementation: torch function modes and tensor subclasses are off while it runs.
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): a torch function mode sees
+# only the test's process, where the real code never runs.
 import sys
 
 import torch

@@ -3,7 +3,8 @@
 # expect: your test fails the reference implementation
 # Makes the implementation raise (a width the heads do not divide) and walks the traceback into the frame
 # that raised: the real function's code, compared with the public reference.
-# Stopped by: the sealed implementation: an exception comes back without the frames it passed through.
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): an exception comes back as
+# its class name and message, rebuilt in the test's process, with no frame of the real code.
 import torch
 
 REF = "def split_heads(x, heads):\n    B, T, D = x.shape\n    return x.view(B, T, heads, D // heads).transpose(1, 2)\n"

@@ -1,10 +1,12 @@
 # exercise: test-split-square
-# verdict: rejects-reference
-# expect: the implementation under test refuses to run: the file under test started a thread
+# verdict: !pass
+# expect:
 # A second thread samples the main thread's frames (sys._current_frames) while split_heads runs on a large
 # input, to catch the real function's frame and read its bytecode.
-# Stopped by: the sealed implementation: it refuses to run while any other Python thread exists (the
-# seccomp layer lets threads through, so this layer must stop it).
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): the real function's frame
+# is never on any thread of the test's process, so the sampler finds none and the test fails the reference
+# (or, on a loaded machine, its 200 round trips with a thread spinning on the GIL run past the time limit:
+# either way not a pass, hence no expected wording).
 import sys
 import threading
 

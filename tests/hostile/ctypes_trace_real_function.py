@@ -1,12 +1,14 @@
 # exercise: test-split-square
-# verdict: pass
-# expect: your test passes the reference and catches all 4 broken versions
-# WHAT REMAINS (a measurement, not a pass anyone wants): no salt hides what the real code does. This test
-# reaches the real function through raw memory, as fingerprint_ctypes_address.py does (ctypes taken from
-# torch, which holds it: refusing `import ctypes` would stop nothing), calls it directly under its own torch
-# function mode, and compares the ops it runs (names and plain arguments) with the reference's, run the same
-# way: it tells every broken version from the reference without checking a single value.
-# Closing this needs the implementation in a process of its own (tests/test_sealed.py measures it here).
+# verdict: rejects-reference
+# expect: AssertionError: no address behind the facade
+# Reaches for the real function through raw memory, as fingerprint_ctypes_address.py does (ctypes taken from
+# torch, which holds it: refusing `import ctypes` would stop nothing), to call it directly under its own
+# torch function mode and compare the ops it runs (names and plain arguments) with the reference's, run the
+# same way: where the real function is in the test's process it tells every broken version from the
+# reference without checking a single value (it passed, in the full sandbox, while the implementation was
+# sealed and salted in the same process).
+# Stopped by: the implementation's own process (shapetrace/exercises/remote.py): the facade holds a pipe,
+# not an address; the real function is in no object, no memory of the test's process.
 import sys
 
 import torch
