@@ -86,18 +86,18 @@ def _trace_class() -> type:
             """
             from shapetrace.render.table import print_trace
 
-            print_trace(self, console)
+            print_trace(self.report(), console)
 
         def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
             """Jupyter/IPython display: the table as HTML and text."""
             from shapetrace.render.notebook import mimebundle
 
-            return mimebundle(self)
+            return mimebundle(self.report())
 
         def __rich__(self) -> Any:
             from shapetrace.render.table import TraceView
 
-            return TraceView(self)
+            return TraceView(self.report())
 
     Trace.__module__ = __name__
     return Trace

@@ -21,10 +21,11 @@ BRIEF = [
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.app.session import trace_reference
+    """The reference run's report, with the header ``shapetrace run`` shows above its table."""
+    from shapetrace.app.session import run_reference
     from shapetrace.attention.config import AttentionConfig
 
-    return trace_reference(AttentionConfig())
+    return run_reference(AttentionConfig()).report()
 
 
 def test_brief_annotations_for_the_reference_model(trace):

@@ -38,7 +38,7 @@ def named(t):
 def test_decode_names_the_step_token_and_the_growing_cache():
     run = trace_variant(C(d_model=64, heads=8, decode=3))
     assert not_notes(run) == [] and run.trace.exception is None
-    starts = run.trace.header["steps"]
+    starts = run.header["steps"]
     assert len(starts) == 3
     cats = events_of(run, "cat")
     assert [c.output.dims for c in cats] == [("B", "H", f"T+{s}", "d_k") for s in (1, 1, 2, 2, 3, 3)]
@@ -55,7 +55,7 @@ def test_decode_names_the_step_token_and_the_growing_cache():
 
 def test_decode_prefill_is_causal_and_a_step_has_no_mask():
     run = trace_variant(C(d_model=64, heads=8, decode=2))
-    starts = run.trace.header["steps"]
+    starts = run.header["steps"]
     fills = events_of(run, "masked_fill")
     assert len(fills) == 1 and fills[0].index < starts[0]
     assert named(fills[0].output) == [("B", 2), ("H", 8), ("T", 6), ("T", 6)]
@@ -110,7 +110,7 @@ def test_decode_matches_the_full_causal_forward():
 
 def test_decode_steps_fold_after_the_first():
     run = trace_variant(C(d_model=64, heads=8, decode=3))
-    events, starts = run.trace.events, run.trace.header["steps"]
+    events, starts = run.trace.events, run.header["steps"]
     folds = fold_steps(events, starts)
     assert len(folds) == 1
     fold = folds[0]
@@ -231,7 +231,7 @@ def test_cache_wrong_axis_is_explained_by_names():
     assert type(run.trace.exception).__name__ == "RuntimeError"
     d = next(d for d in errors(run) if d.kind == "cat-sizes-mismatch")
     bad = run.trace.events[d.event]
-    assert bad.op == "cat" and bad.error and d.event == run.trace.header["steps"][0] + 9
+    assert bad.op == "cat" and bad.error and d.event == run.header["steps"][0] + 9
     assert ("cat #30 raised: it joins [B=2, H=8, T=6, d_k=8] and [B=2, H=8, T[-1:]=1, d_k=8] along axis 1 (H), "
             "so every other axis must have the same size in each part, but axis 2 holds T=6 in the first and "
             "T[-1:]=1 in the second.") in d.message
@@ -242,7 +242,7 @@ def test_cache_wrong_axis_is_explained_by_names():
 def test_causal_at_decode_is_flagged_at_the_first_step_and_differs_from_the_reference():
     run = trace_variant(C(d_model=64, broken="causal-at-decode", decode=3))
     found = [d for d in errors(run) if d.kind == "causal-mask-misaligned"]
-    starts = run.trace.header["steps"]
+    starts = run.header["steps"]
     assert len(found) == 1 and starts[0] <= found[0].event < starts[1]   # said once, at the first step
     assert run.trace.events[found[0].event].op == "scaled_dot_product_attention"
     assert "the one query sees key 0 only" in found[0].message

@@ -22,10 +22,11 @@ EXPECTED_SHAPES = {  # index -> shape with names, as torch and the namer give it
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.app.session import trace_reference
+    """The reference run's report, with the header ``shapetrace run`` shows above its table."""
+    from shapetrace.app.session import run_reference
     from shapetrace.attention.config import AttentionConfig
 
-    return trace_reference(AttentionConfig())
+    return run_reference(AttentionConfig()).report()
 
 
 def _export(trace, tmp_path, name, **kw):

@@ -25,10 +25,11 @@ STEP = f"PYTHONPATH={ROOT} {sys.executable} -m shapetrace run --step"
 
 @pytest.fixture(scope="module")
 def trace():
-    from shapetrace.app.session import trace_reference
+    """The reference run's report, with the header ``shapetrace run`` shows above its table."""
+    from shapetrace.app.session import run_reference
     from shapetrace.attention.config import AttentionConfig
 
-    return trace_reference(AttentionConfig())
+    return run_reference(AttentionConfig()).report()
 
 
 def screen_of(trace, index, width=100, height=40, diagram=False):
@@ -172,7 +173,7 @@ def broken():
     from shapetrace.app.session import trace_variant
     from shapetrace.attention.config import AttentionConfig
 
-    return trace_variant(AttentionConfig(broken="skip-transpose")).trace
+    return trace_variant(AttentionConfig(broken="skip-transpose")).report()
 
 
 def broken_screen(trace, index, width=100, height=40):

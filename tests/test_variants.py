@@ -171,7 +171,7 @@ def run_view(run):
     from shapetrace.render.heatmap import HeatMap
     from shapetrace.render.table import TraceView
 
-    return Group(TraceView(run.trace, header=run.trace.header["lines"]), HeatMap(run.heat))
+    return Group(TraceView(run.report(), header=run.header["lines"]), HeatMap(run.heat))
 
 
 def test_padding_mask_is_key_mask_broadcast_over_heads_and_queries():

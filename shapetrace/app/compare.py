@@ -107,7 +107,6 @@ def _trace_impl(cfg: AttentionConfig, ref, inputs, device: str):
 
     model = variants.build_impl(cfg, cfg.impl, ref, device)
     trace = Trace(cfg.dims)
-    trace.nan_rows = None
     with torch.no_grad(), trace:
         trace.set_names(inputs["x"], ["B", cfg.q_name, "D"])
         if inputs["memory"] is not None:

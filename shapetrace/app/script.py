@@ -13,12 +13,13 @@ import runpy
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.textinput import read_capped
 from shapetrace.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Event, Trace
 
 
@@ -122,6 +123,12 @@ class ScriptRun:
     hidden: int = 0
     notes: list[str] = field(default_factory=list)
     stopped: str | None = None  #: why the recording stopped before the script's end (a limit), else None
+    #: what the table shows above itself: {"lines": [...], "how_to_name": "..."} (the command fills it)
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def report(self) -> Report:
+        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
+        return self.trace.report(header=self.header)
 
     @property
     def ok(self) -> bool:

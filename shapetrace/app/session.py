@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from shapetrace.attention.config import AttentionConfig, header_lines
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Trace
 
 
-def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> Trace:
+@dataclass
+class ReferenceRun:
+    """The reference model traced once, with what ``run`` prints around its table."""
+
+    trace: Trace
+    header: dict[str, Any] = field(default_factory=dict)   #: {"lines": [...]} above the table
+    notes: list[str] = field(default_factory=list)   #: sentences for the report (why the meta device)
+
+    def report(self) -> Report:
+        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
+        return self.trace.report(header=self.header, notes=self.notes)
+
+
+def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> ReferenceRun:
+    """:func:`trace_reference`, with the header (``note``, why this device, as its last line) and, on the
+    meta device, ``note`` as a note of the report too."""
+    header = {"lines": header_lines(config) + ([note] if note else [])}
+    return ReferenceRun(trace_reference(config, device), header, [note] if note and device == "meta" else [])
+
+
+def trace_reference(config: AttentionConfig, device: str = "cpu") -> Trace:
     """Run the reference model once under the tracer; the input is named [B, T, D] explicitly.
 
-    ``device="meta"`` traces shapes and strides without allocating data; ``note`` says why.
+    ``device="meta"`` traces shapes and strides without allocating data.
     """
     import torch
 
@@ -22,8 +44,6 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | No
 
     model, x = build(config, device)
     trace = Trace(config.dims)
-    trace.header = {"lines": header_lines(config) + ([note] if note else [])}
-    trace.meta_note = note if device == "meta" else None
     from shapetrace.app.threads import threads_for
     from shapetrace.attention.memory import reference_bytes
 
@@ -36,10 +56,6 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", note: str | No
 # ---------------------------------------------------------------------------
 # attention variants (issue 4): masks, cross-attention, GQA, implementations, breaks
 # ---------------------------------------------------------------------------
-
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
 
 def choose_device(config: AttentionConfig, max_bytes: int | None = None,
                   requested: str = "auto") -> tuple[str, str | None]:
@@ -65,6 +81,12 @@ class VariantRun:
     notes: list[str] = field(default_factory=list)
     heat: dict[str, Any] | None = None
     comparison: dict[str, Any] | None = None
+    #: what the table shows above itself: {"lines": [...]}, and for a decode the op where each step begins
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def report(self) -> Report:
+        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
+        return self.trace.report(header=self.header)
 
 
 def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
@@ -79,9 +101,10 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
 
 
 def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool, device: str) -> VariantRun:
+    from shapetrace.app.shapes import NO_VALUES_NOTE, run_header
     from shapetrace.attention import variants
     from shapetrace.attention.catalogue import apply_forces
-    from shapetrace.attention.notes import header, notes_for
+    from shapetrace.attention.notes import notes_for
     from shapetrace.engine import findings
     from shapetrace.engine.tracer import Trace
 
@@ -94,14 +117,13 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = Trace(config.dims)
-    trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
-                                                  "below)"] if device == "meta" else [])}
     kept = _traced_forward(trace, model, inputs, config)
-    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes)
+    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes,
+                     header=run_header(config, device))
     if device == "meta":
-        trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
+        trace.read_values(None, NO_VALUES_NOTE)
     else:
-        trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
+        trace.read_values(findings.nan_rows(kept, trace.result if trace.exception is None else None))
         run.heat = findings.heat_map(kept, inputs["pad"])
         if config.broken and compare:
             run.comparison = findings.compare_outputs(model, ref, inputs, lambda: leak_probe(config, device))

@@ -3,7 +3,7 @@
 
 Each builds its model on the reference's seeded weights, traces it, and returns the same
 :class:`~shapetrace.app.session.VariantRun` as the other variants, with notes worked out from the
-recorded events. A decode run also records where each step begins (``trace.header["steps"]``), so the
+recorded events. A decode run also records where each step begins (``run.header["steps"]``), so the
 table can show the prefill, the first step in full, and the later steps folded.
 """
 
@@ -25,8 +25,9 @@ def trace_shape(config: AttentionConfig, device: str, notes: list[str], compare:
                 make_run: type[VariantRun]) -> VariantRun:
     """Trace a ``--decode`` or ``--image`` run on ``device`` (``cpu`` or ``meta``); ``make_run`` is
     :class:`~shapetrace.app.session.VariantRun` (passed in: the session imports this module)."""
-    trace, forward, model, plain, kept = (_trace_decode if config.decode else _trace_image)(config, device)
-    run = make_run(trace, config, device, notes)
+    header = run_header(config, device)
+    trace, forward, model, plain, kept = (_trace_decode if config.decode else _trace_image)(config, device, header)
+    run = make_run(trace, config, device, notes, header=header)
     _fill_values(run, kept)
     if config.broken and compare and device != "meta":
         run.comparison = _compare(forward, model, plain)
@@ -69,16 +70,17 @@ def decode(model, x, steps: int, trace: Trace | None = None, starts: list[int] |
     return x, cache
 
 
-def _trace_decode(config: AttentionConfig, device: str) -> tuple:
+def _trace_decode(config: AttentionConfig, device: str, header: dict[str, Any]) -> tuple:
     """``(trace, forward, model, plain, kept)``: the traced run, how to run a model untraced on the
     same input, the model as configured, the plain one on the same weights, and the scores and weights
-    of the model's last attention call (:mod:`shapetrace.app.attention_values`)."""
+    of the model's last attention call (:mod:`shapetrace.app.attention_values`). The op where each
+    step begins goes to ``header["steps"]``."""
     import torch
 
     from shapetrace.app.attention_values import watching_attention
 
     model, plain, x = decode_models(config, device)
-    trace = _new_trace(config, device)
+    trace = _new_trace(config)
     starts: list[int] = []
     with watching_attention(model) as kept:
         try:
@@ -87,7 +89,7 @@ def _trace_decode(config: AttentionConfig, device: str) -> tuple:
                 trace.result = decode(model, x, config.decode, trace, starts)[0]
         except Exception:  # kept in trace.exception; the table shows the op that raised
             pass
-    trace.header["steps"] = starts
+    header["steps"] = starts
     return trace, lambda m: decode(m, x, config.decode)[0], model, plain, kept
 
 
@@ -117,14 +119,14 @@ def image_models(config: AttentionConfig, device: str):
     return model, ImageAttention(embed, attn).train(config.train), pixels   # one attention, one mode
 
 
-def _trace_image(config: AttentionConfig, device: str) -> tuple:
-    """As :func:`_trace_decode`, for an image run."""
+def _trace_image(config: AttentionConfig, device: str, header: dict[str, Any]) -> tuple:
+    """As :func:`_trace_decode`, for an image run (it has no steps: ``header`` stays as it is)."""
     import torch
 
     from shapetrace.app.attention_values import watching_attention
 
     model, plain, pixels = image_models(config, device)
-    trace = _new_trace(config, device)
+    trace = _new_trace(config)
     with watching_attention(model) as kept:
         try:
             with torch.no_grad(), trace:
@@ -139,14 +141,22 @@ def _trace_image(config: AttentionConfig, device: str) -> tuple:
 # shared
 # ---------------------------------------------------------------------------
 
-def _new_trace(config: AttentionConfig, device: str) -> Trace:
-    from shapetrace.attention.notes import header
+def _new_trace(config: AttentionConfig) -> Trace:
     from shapetrace.engine.tracer import Trace
 
-    trace = Trace(config.dims)
-    trace.header = {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the "
-                                                "note below)"] if device == "meta" else [])}
-    return trace
+    return Trace(config.dims)
+
+
+def run_header(config: AttentionConfig, device: str) -> dict[str, Any]:
+    """What a variant's table shows above itself: the sizes worked out, and the device when it is meta."""
+    from shapetrace.attention.notes import header
+
+    return {"lines": header(config) + (["device: meta (shapes and strides only, no values: see the note "
+                                        "below)"] if device == "meta" else [])}
+
+
+#: why a meta-device run says nothing of NaN rows (it has no values)
+NO_VALUES_NOTE = "NaN-row check skipped: the meta device has no values"
 
 
 def _fill_values(run: VariantRun, kept: dict) -> None:
@@ -155,9 +165,9 @@ def _fill_values(run: VariantRun, kept: dict) -> None:
 
     trace = run.trace
     if run.device == "meta":
-        trace.nan_rows, trace.value_note = None, "NaN-row check skipped: the meta device has no values"
+        trace.read_values(None, NO_VALUES_NOTE)
         return
-    trace.nan_rows = findings.nan_rows(kept, trace.result if trace.exception is None else None)
+    trace.read_values(findings.nan_rows(kept, trace.result if trace.exception is None else None))
     if run.config.image and trace.exception is None:
         run.heat = findings.heat_map(kept, None)
 

@@ -17,7 +17,6 @@ from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Trace
 
 PREDICT_MODES = ("shape", "strides")
 
@@ -104,15 +103,15 @@ def predict_mode(predict: bool, what: str | None) -> str | None:
     return (what or "shape") if predict else None
 
 
-def show_classroom(trace: Trace, request: ClassroomRequest, after_event=None) -> None:
-    """Show the trace as the request asks (table, step or predict mode), then write any export.
+def show_classroom(report: Report, request: ClassroomRequest, after_event=None) -> None:
+    """Show a run's report (plain data, whatever ran) as the request asks (table, step or predict
+    mode), then write any export.
 
     Raises:
         typer.Exit: with code 1 when the trace has error diagnostics (table and predict modes).
     """
     from shapetrace.cli.common import out_console
 
-    report = trace.report()   # what the renderers format: plain data, whatever ran
     console = out_console(request.view.width)
     if request.step:
         step_or_table(report, console, request)

@@ -98,7 +98,7 @@ def run(
     --decode N, or attention over image patches, --image SIZE --patch P)."""
     with guarded(traceback):
         from shapetrace.app.devices import parse_memory, pick_device
-        from shapetrace.app.session import trace_reference
+        from shapetrace.app.session import run_reference
         from shapetrace.attention.config import AttentionConfig
         from shapetrace.attention.memory import reference_bytes
         from shapetrace.cli.classroom import ClassroomRequest, predict_mode, show_classroom
@@ -119,15 +119,15 @@ def run(
         memory = parse_memory(max_memory)
         where, note = pick_device(device, reference_bytes(config), memory)
         import_torch()  # after every usage check: a bad option is answered without torch
-        trace = trace_reference(config, where, note)
+        report = run_reference(config, where, note).report()
         if json_out:
-            write_json(trace.to_json())
+            write_json(report.to_json())
             return
         hook = None
         if diagrams or diagram is not None:
             from shapetrace.render.diagram import run_diagram_hook
 
-            hook = run_diagram_hook(trace, diagram, out_console(width).width)
-        show_classroom(trace, request, after_event=hook)
-        if any(d.severity == "error" for d in trace.diagnostics):
+            hook = run_diagram_hook(report, diagram, out_console(width).width)
+        show_classroom(report, request, after_event=hook)
+        if any(d.severity == "error" for d in report.diagnostics):
             raise typer.Exit(1)

@@ -121,19 +121,19 @@ def trace(
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         from shapetrace.app.script import how_to_name, unused_sizes_note
 
-        run.trace.header = {"lines": script_header(script, sizes, note),
-                            "how_to_name": how_to_name(run.trace.events, sizes)}
+        run.header = {"lines": script_header(script, sizes, note),
+                      "how_to_name": how_to_name(run.trace.events, sizes)}
         unused = unused_sizes_note(run.trace.events, sizes)
         if unused:
             run.notes.append(unused)
         if request.export and run.trace.events:
             from shapetrace.cli.classroom import write_export
 
-            write_export(run.trace, request)
+            write_export(run.report(), request)
         if step and not json_out and run.trace.events:
             from shapetrace.cli.classroom import step_or_table
 
-            step_or_table(run.trace, out_console(width), request)
+            step_or_table(run.report(), out_console(width), request)
             if run.exception is not None:
                 from shapetrace.render.failure import failure_lines
 
@@ -147,7 +147,7 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
           summary: bool | None = None) -> None:
     errors = any(d.severity == "error" for d in run.trace.diagnostics)
     if json_out:
-        write_json(run.trace.to_json())
+        write_json(run.report().to_json())
         for line in (*run.notes, run.stopped):
             if line:
                 print(line, file=sys.stderr)
@@ -169,7 +169,7 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
         console.print(Group(*_interrupted_tail(run, console.width)))
         _exit_at_once(130)
     if run.trace.events:
-        parts = [TraceView(run.trace, header=run.trace.header["lines"], show_diagnostics=run.ok, fold=fold,
+        parts = [TraceView(run.report(), header=run.header["lines"], show_diagnostics=run.ok, fold=fold,
                            layers=fold, expand_layer=layer, summary=summary)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
@@ -281,7 +281,7 @@ def _interrupted_tail(run, width: int) -> list:
 
     events = run.trace.events
     n, shown = len(events), events[-INTERRUPTED_TAIL:]
-    header = [*header_texts(run.trace.header["lines"], width), Text("")]
+    header = [*header_texts(run.header["lines"], width), Text("")]
     note = Text(f"\ninterrupted at op {n:,} (Ctrl-C): the table shows the last {len(shown)} of the {n:,} ops "
                 f"recorded before it (#{shown[0].index}-#{shown[-1].index}), and the totals of all; the checks "
                 f"were skipped to answer at once (--max-ops {n} records as many and shows the whole table)",

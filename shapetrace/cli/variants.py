@@ -92,9 +92,10 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     run = trace_variant(config, max_bytes, device=device)
     if preset_note:
         run.notes.insert(0, preset_note)
+    report = run.report()
     if json_out:
-        write_json(variant_json(run))
-        if any(d.severity == "error" for d in run.trace.diagnostics):
+        write_json(variant_json(run, report))
+        if any(d.severity == "error" for d in report.diagnostics):
             raise typer.Exit(1)
         return
     from shapetrace.cli.classroom import show_classroom
@@ -104,26 +105,27 @@ def run_variants(ctx: typer.Context, base: dict[str, Any], options: dict[str, An
     if diagrams[0] or diagrams[1] is not None:
         from shapetrace.render.diagram import run_diagram_hook
 
-        hook = run_diagram_hook(run.trace, diagrams[1], out_console(width).width)
-    show_classroom(run.trace, request, after_event=hook)
+        hook = run_diagram_hook(report, diagrams[1], out_console(width).width)
+    show_classroom(report, request, after_event=hook)
     print_variant_extras(run, out_console(width))
-    if any(d.severity == "error" for d in run.trace.diagnostics):
+    if any(d.severity == "error" for d in report.diagnostics):
         raise typer.Exit(1)
 
 
-def variant_json(run) -> str:
+def variant_json(run, report=None) -> str:
     """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows,
-    and for a break the comparison with the reference."""
+    and for a break the comparison with the reference (``report``: ``run.report()``, made once)."""
     import dataclasses
     import json
 
-    data = run.trace.to_dict()
+    report = report if report is not None else run.report()
+    data = report.to_dict()
     cmp = dict(run.comparison) if run.comparison else None
     if cmp and cmp.get("leaks") is not None:
         cmp["leaks"] = [[list(src), list(dst)] for src, dst in cmp["leaks"]]
     data["variant"] = {
         "config": dataclasses.asdict(run.config), "device": run.device, "notes": run.notes,
-        "nan_rows": getattr(run.trace, "nan_rows", None), "comparison": cmp,
+        "nan_rows": report.nan_rows, "comparison": cmp,
     }
     if run.config.decode:
         data["variant"]["decode"] = decode_json(run)
@@ -138,7 +140,7 @@ def decode_json(run) -> dict:
     """Where the prefill and each step begin and end (op indices) and the cache's name after each step."""
     from shapetrace.app.steps import cache_names, split_steps
 
-    events, starts = run.trace.events, run.trace.header.get("steps", [])
+    events, starts = run.trace.events, run.header.get("steps", [])
     prefill, steps = split_steps(events, starts)
     span = lambda evs: [evs[0].index, evs[-1].index] if evs else None  # noqa: E731
     return {"prefill": span(prefill), "steps": [span(list(s.events)) for s in steps],

@@ -22,15 +22,15 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.events import Event, TensorInfo
-    from shapetrace.engine.tracer import Trace
 
 #: the name of the fused kernel in messages
 SDPA = "scaled_dot_product_attention"
 
 
-def _sdpa_calls(trace: Trace) -> list[Event]:
-    return [e for e in trace.events if family_of(e.op) is Family.FUSED_ATTENTION and len(e.inputs) >= 3]
+def _sdpa_calls(analysis: Analysis) -> list[Event]:
+    return [e for e in analysis.events if family_of(e.op) is Family.FUSED_ATTENTION and len(e.inputs) >= 3]
 
 
 def _shown(t: TensorInfo) -> str:
@@ -41,12 +41,12 @@ def _shown(t: TensorInfo) -> str:
 # SDPA: [B, T, H, d] where [B, H, T, d] is due
 # ---------------------------------------------------------------------------
 
-def sdpa_layout(trace: Trace) -> list[Diagnostic]:
+def sdpa_layout(analysis: Analysis) -> list[Diagnostic]:
     """q, k or v handed to SDPA with its heads on axis -2 and its tokens on axis -3: the kernel
     attends over the heads of each token. Decided from names only (never sizes: T may equal H)."""
     out = []
-    for e in _sdpa_calls(trace):
-        wrong = [(which, t) for which, t in zip("qkv", e.inputs[:3]) if _heads_before_features(trace.namer, t)]
+    for e in _sdpa_calls(analysis):
+        wrong = [(which, t) for which, t in zip("qkv", e.inputs[:3]) if _heads_before_features(analysis.namer, t)]
         if not wrong:
             continue
         which, t = wrong[0]
@@ -64,17 +64,17 @@ def sdpa_layout(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def sdpa_over_batch(trace: Trace) -> list[Diagnostic]:
+def sdpa_over_batch(analysis: Analysis) -> list[Diagnostic]:
     """q or k handed to SDPA with the batch on axis -2 (nn.MultiheadAttention with batch_first=False
     fed [B, T, D]: it reads axis 0 as the sequence): each token attends over the batch entries."""
     out = []
-    for e in _sdpa_calls(trace):
+    for e in _sdpa_calls(analysis):
         wrong = [(which, t) for which, t in zip("qk", e.inputs[:2])
-                 if len(t.dims) >= 2 and trace.namer.plain_role(t.dims[-2]) == "batch"]
+                 if len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "batch"]
         if not wrong:
             continue
         which, t = wrong[0]
-        tokens = next((lab for lab in t.dims[:-2] if trace.namer.plain_role(lab) == "tokens"), None)
+        tokens = next((lab for lab in t.dims[:-2] if analysis.namer.plain_role(lab) == "tokens"), None)
         where = f" and the tokens ({tokens}) sit in a batch axis" if tokens else ""
         out.append(Diagnostic("error", "attends-over-batch", e.index, (
             f"{SDPA} #{e.index} reads {which} as [..., L, E], but {which} is {_shown(t)}: axis -2 holds the "
@@ -95,11 +95,11 @@ def _heads_before_features(namer: Namer, t: TensorInfo) -> bool:
 # SDPA: is_causal with L != S
 # ---------------------------------------------------------------------------
 
-def causal_alignment(trace: Trace) -> list[Diagnostic]:
+def causal_alignment(analysis: Analysis) -> list[Diagnostic]:
     """``is_causal=True`` with a different number of queries and keys: torch aligns its causal mask
     top-left (``ones(L, S).tril()``), so query i sees keys 0..i, however many keys precede it."""
     out = []
-    for e in _sdpa_calls(trace):
+    for e in _sdpa_calls(analysis):
         q, k = e.inputs[0], e.inputs[1]
         if not e.params.get("is_causal") or len(q.shape) < 2 or len(k.shape) < 2 or e.error:
             continue
@@ -132,12 +132,12 @@ def _causal_seen(n_q: int, n_k: int) -> str:
 # SDPA: a boolean mask with nn.MultiheadAttention's polarity (True = masked)
 # ---------------------------------------------------------------------------
 
-def mask_polarity(trace: Trace) -> list[Diagnostic]:
+def mask_polarity(analysis: Analysis) -> list[Diagnostic]:
     """A boolean SDPA mask whose values prove that it hides what it should show: the strict upper
     triangle (nn.MultiheadAttention's causal mask, True = masked), or a key mask that leaves a whole
     sequence with no key. Masks that were not read (on a device, too large) get a note."""
     out = []
-    for e in _sdpa_calls(trace):
+    for e in _sdpa_calls(analysis):
         read = e.params.get("mask_read")
         if read is None or e.error:
             continue
@@ -179,11 +179,11 @@ def _polarity_problem(e: Event) -> str:
 # SDPA: grouped-query attention
 # ---------------------------------------------------------------------------
 
-def gqa_heads(trace: Trace) -> list[Diagnostic]:
+def gqa_heads(analysis: Analysis) -> list[Diagnostic]:
     """k/v with fewer heads than q: torch raises unless ``enable_gqa=True`` (and H divides by H_kv);
     with as many heads as q, ``enable_gqa=True`` has nothing to share (a note)."""
     out = []
-    for e in _sdpa_calls(trace):
+    for e in _sdpa_calls(analysis):
         q, k = e.inputs[0], e.inputs[1]
         if len(q.shape) < 3 or len(k.shape) < 3:
             continue
@@ -191,7 +191,7 @@ def gqa_heads(trace: Trace) -> list[Diagnostic]:
         gqa = bool(e.params.get("enable_gqa"))
         if e.error and h_q != h_kv and h_kv != 1:
             out.append(_gqa_failure(e, q, k, gqa))
-        elif not e.error and gqa and h_q == h_kv and h_q > 1 and _repeated_heads(trace, k):
+        elif not e.error and gqa and h_q == h_kv and h_q > 1 and _repeated_heads(analysis, k):
             out.append(Diagnostic("note", "gqa-heads-already-repeated", e.index, (
                 f"{SDPA} #{e.index} is called with enable_gqa=True, but k {_shown(k)} already has as many "
                 f"heads ({h_kv}) as q {_shown(q)}: there is nothing to share. If k and v were repeated from "
@@ -201,29 +201,29 @@ def gqa_heads(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def _repeated_heads(trace: Trace, k: TensorInfo) -> bool:
+def _repeated_heads(analysis: Analysis, k: TensorInfo) -> bool:
     """Were k's heads proven repeated from fewer key/value heads (H_kv declared below H, and k's head
     axis named H, which only a repeat makes of H_kv heads)? A model with as many key/value heads as
     query heads passes enable_gqa=True harmlessly (transformers does): no note then."""
-    h_kv = trace.dims.get("H_kv")
-    return bool(h_kv) and h_kv < trace.dims.get("H", 0) and len(k.dims) >= 3 and k.dims[-3] == "H"
+    h_kv = analysis.dims.get("H_kv")
+    return bool(h_kv) and h_kv < analysis.dims.get("H", 0) and len(k.dims) >= 3 and k.dims[-3] == "H"
 
 
-def gqa_head_order(trace: Trace) -> list[Diagnostic]:
+def gqa_head_order(analysis: Analysis) -> list[Diagnostic]:
     """k or v with its key/value heads tiled (``k.repeat(1, n_rep, 1, 1)``: head j is key/value head
     j mod H_kv) meeting queries whose head h reads key/value head h // n_rep (``H`` = H_kv · n_rep, the
     order repeat_interleave and Llama's repeat_kv make). Read from the axes' pieces, never from sizes:
     the tiled axis holds copies outside H_kv."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if e.error or len(e.inputs) < 2 or family_of(e.op) not in (Family.FUSED_ATTENTION, Family.PRODUCT):
             continue
         q = e.inputs[0]
-        if len(q.shape) < 3 or q.dims[-3] != "H" or not trace.dims.get("H_kv"):
+        if len(q.shape) < 3 or q.dims[-3] != "H" or not analysis.dims.get("H_kv"):
             continue
-        tiled = next((t for t in e.inputs[1:3] if len(t.axes) >= 3 and _tiled_heads(trace.namer, t.axes[-3])), None)
+        tiled = next((t for t in e.inputs[1:3] if len(t.axes) >= 3 and _tiled_heads(analysis.namer, t.axes[-3])), None)
         if tiled is not None:
-            out.append(_head_order_diagnostic(e, q, tiled, trace.dims["H_kv"]))
+            out.append(_head_order_diagnostic(e, q, tiled, analysis.dims["H_kv"]))
     return out
 
 
@@ -267,11 +267,11 @@ def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnosti
 # softmax without dim
 # ---------------------------------------------------------------------------
 
-def softmax_implicit_dim(trace: Trace) -> list[Diagnostic]:
+def softmax_implicit_dim(analysis: Analysis) -> list[Diagnostic]:
     """``F.softmax(x)`` without ``dim``: torch's legacy rule picks axis 0 for 0-, 1- and 3-D input
     and axis 1 otherwise (``_get_softmax_dim``), never "the last axis"."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.SOFTMAX or not e.params.get("implicit_dim") or not e.inputs:
             continue
         t = e.inputs[0]
@@ -296,17 +296,17 @@ def softmax_implicit_dim(trace: Trace) -> list[Diagnostic]:
 # broadcasting: axes lined up must mean the same thing
 # ---------------------------------------------------------------------------
 
-def broadcast_lineup(trace: Trace) -> list[Diagnostic]:
+def broadcast_lineup(analysis: Analysis) -> list[Diagnostic]:
     """An elementwise op (``+``, ``*``, ``masked_fill``, ``where``) whose broadcast lines up two axes
     of different roles with the same size: a ``[B, T, T]`` mask on ``[B, H, T, T]`` scores puts B on H.
     Only names with known, different roles count (never sizes)."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) not in (Family.ELEMENTWISE, Family.MASK_FILL) or e.error or len(e.inputs) < 2:
             continue
-        clash = trace.namer.broadcast_clash([(t.dims, t.shape) for t in e.inputs])
+        clash = analysis.namer.broadcast_clash([(t.dims, t.shape) for t in e.inputs])
         if clash:
-            out.append(_lineup_diagnostic(e, trace.namer, *clash))
+            out.append(_lineup_diagnostic(e, analysis.namer, *clash))
     return out
 
 

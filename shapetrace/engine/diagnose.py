@@ -1,6 +1,7 @@
-"""Rules over a trace's events that find the silent attention bugs.
+"""Rules over a run's inferred events that find the silent attention bugs.
 
-Each rule reads the axis names the tracer propagated and returns
+Each rule takes the :class:`~shapetrace.engine.analysis.Analysis` (plain data: events, the name
+store, the named sizes, the values read after the run), never the recorder, and returns
 :class:`Diagnostic` records (plain data). A correct implementation gets none
 at severity ``error`` or ``warning``, whatever its sizes (T = H included).
 """
@@ -21,20 +22,21 @@ from shapetrace.engine.rules import VARIANT_RULES
 from shapetrace.engine.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, Trace
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.events import Event
 
-def diagnose(trace: Trace) -> list[Diagnostic]:
-    """All findings for a trace, errors first, then in event order."""
+def diagnose(analysis: Analysis) -> list[Diagnostic]:
+    """All findings of an analysis, errors first, then in event order."""
     found: list[Diagnostic] = []
     for rule in RULES:
-        found.extend(rule(trace))
-    found = _merges_projected_later(trace, found)
+        found.extend(rule(analysis))
+    found = _merges_projected_later(analysis, found)
     mixed = {d.event for d in found if d.kind == "mixed-axis" and d.severity == "error"}
     found = [d for d in found if not (d.kind == "tokens-regrouped-with-batch" and d.event in mixed)]
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
-        key = (d.kind, trace.events[d.event].source if d.event is not None else "")
+        key = (d.kind, analysis.events[d.event].source if d.event is not None else "")
         if key not in seen:
             seen.add(key)
             unique.append(d)
@@ -49,12 +51,12 @@ def _plain(label: str | None) -> str:
 # rules
 # ---------------------------------------------------------------------------
 
-def mixed_axes(trace: Trace) -> list[Diagnostic]:
+def mixed_axes(analysis: Analysis) -> list[Diagnostic]:
     """An axis holding pieces of tokens or batch entries mixed with anything else (the worst axis of
     each op is reported: an error before a warning before a note)."""
     out = []
-    namer = trace.namer
-    for e in trace.events:
+    namer = analysis.namer
+    for e in analysis.events:
         if not e.outputs or not e.inputs:
             continue
         before = {lab for t in e.inputs for lab in t.dims}
@@ -93,17 +95,17 @@ def _merged_message(e: Event, i: int, label: str | None) -> str:
             "That is fine as a layout exercise.")
 
 
-def _merges_projected_later(trace: Trace, found: list[Diagnostic]) -> list[Diagnostic]:
+def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
     """A (token, feature) merge that a later linear layer projects over is not a layout exercise: that
     use proves the merge wrong, so its warning becomes an error that names the projection (at T == H,
     ``y.reshape(B, T, D)`` of [B, H, T, d_k] is read as [B, H, T·d_k], and only the linear shows it)."""
     projected: dict = {}
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is Family.PROJECTION and e.inputs and e.inputs[0].axes:
             projected.setdefault(e.inputs[0].axes[-1], e)
     out = []
     for d in found:
-        e = trace.events[d.event] if d.kind == "tokens-merged-with-features" else None
+        e = analysis.events[d.event] if d.kind == "tokens-merged-with-features" else None
         later = [projected[a] for a in (e.outputs[0].axes if e is not None else ()) if a in projected]
         later = [p for p in later if p.index > e.index]
         if later:
@@ -116,10 +118,10 @@ def _merges_projected_later(trace: Trace, found: list[Diagnostic]) -> list[Diagn
     return out
 
 
-def projection_over_tokens(trace: Trace) -> list[Diagnostic]:
+def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """A linear layer whose feature axis contains tokens mixes different tokens together."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.PROJECTION or not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
@@ -156,18 +158,18 @@ def _mixed_fix(e: Event, label: str | None) -> str:
             "to move the heads ahead of the tokens.")
 
 
-def head_split_order(trace: Trace) -> list[Diagnostic]:
+def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     """Features split into heads in an unusual but consistent order (a note)."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if not e.outputs or family_of(e.op) is not Family.RESHAPE:
             continue
         o = e.outputs[0]
-        odd = [lab for axis, lab in zip(o.axes, o.dims) if trace.namer.mix_kind(axis) == "note"]
+        odd = [lab for axis, lab in zip(o.axes, o.dims) if analysis.namer.mix_kind(axis) == "note"]
         if None in odd:
             continue   # a split of axes with no name: nothing is known of what it spreads
-        if odd and not any(trace.namer.mix_kind(a) == "error" for a in o.axes):
-            H, dk = trace.dims.get("H"), trace.dims.get("d_k")
+        if odd and not any(analysis.namer.mix_kind(a) == "error" for a in o.axes):
+            H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
             out.append(Diagnostic("note", "nonstandard-head-split", e.index, (
                 f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
@@ -196,17 +198,17 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
     return []
 
 
-def _declared(label: str | None, trace: Trace) -> bool:
+def _declared(label: str | None, analysis: Analysis) -> bool:
     """A plain declared name (``d_k``, ``T``, ``D_kv``): only those can be told to differ for sure."""
-    return bool(label) and (label in trace.dims or label in trace.namer.decompositions)
+    return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
 
 
-def contraction(trace: Trace) -> list[Diagnostic]:
+def contraction(analysis: Analysis) -> list[Diagnostic]:
     """A matmul that sums over two different named axes that happen to share a size."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         for la, lb in _matmul_pairs(e):
-            if la != lb and _declared(la, trace) and _declared(lb, trace):
+            if la != lb and _declared(la, analysis) and _declared(lb, analysis):
                 a, b = e.inputs
                 out.append(Diagnostic("error", "contracts-different-axes", e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
@@ -217,10 +219,10 @@ def contraction(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def batch_axes(trace: Trace) -> list[Diagnostic]:
+def batch_axes(analysis: Analysis) -> list[Diagnostic]:
     """Batched matmul whose batch axes disagree, or that batches over tokens."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if not is_matrix_product(e.op) or len(e.inputs) != 2 or not e.outputs:
             continue
         a, b, o = e.inputs[0], e.inputs[1], e.outputs[0]
@@ -233,7 +235,7 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
         for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                                  reversed(b_sizes))):
             if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
-                written = _written_wrong(trace, e, k + 3)
+                written = _written_wrong(analysis, e, k + 3)
                 if written is not None:
                     out.append(written)
                     break
@@ -244,10 +246,10 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
                     "Put the batch axes of both operands in the same order (permute or transpose one of "
                     "them) before multiplying."))
                 break
-        tokens = [lab for lab in o.dims[:nb] if lab and trace.namer.role(lab) == "tokens"]
+        tokens = [lab for lab in o.dims[:nb] if lab and analysis.namer.role(lab) == "tokens"]
         rows_cols = [lab for lab in o.dims[nb:]]
-        key_batch = any(trace.namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
-        if tokens and not key_batch and not any(trace.namer.is_token_root(lab) for lab in rows_cols if lab):
+        key_batch = any(analysis.namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
+        if tokens and not key_batch and not any(analysis.namer.is_token_root(lab) for lab in rows_cols if lab):
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
                 f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
@@ -257,13 +259,13 @@ def batch_axes(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def _written_wrong(trace: Trace, e: Event, j: int) -> Diagnostic | None:
+def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
     """A product whose batch axis ``-j`` pairs two names, one of which a write into a cache gave its
     operand: the write is the fact that is wrong (values laid out otherwise than the cache), so the
     finding is reported there, naming the product that shows it."""
     for mine in (0, 1):
         t, other = e.inputs[mine], e.inputs[1 - mine]
-        w = write_behind(trace, e, mine, t.axes[-j])
+        w = write_behind(analysis, e, mine, t.axes[-j])
         if w is None:
             continue
         wrong, right = t.dims[-j], other.dims[-j]
@@ -280,10 +282,10 @@ def _written_wrong(trace: Trace, e: Event, j: int) -> Diagnostic | None:
     return None
 
 
-def softmax_axis(trace: Trace) -> list[Diagnostic]:
+def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
     """Softmax over anything but the key axis of attention scores."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.SOFTMAX or not e.inputs:
             continue
         t = e.inputs[0]
@@ -304,14 +306,14 @@ def softmax_axis(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def ambiguous_sizes(trace: Trace) -> list[Diagnostic]:
+def ambiguous_sizes(analysis: Analysis) -> list[Diagnostic]:
     """Names seeded from sizes alone cannot tell equal-sized axes apart."""
-    if not trace.seeded_by_size:
+    if not analysis.seeded_by_size:
         return []
-    clashes = trace.namer.coinciding_sizes()
+    clashes = analysis.namer.coinciding_sizes()
     if not clashes:
         return []
-    pairs = ", ".join(f"{a} = {b} = {trace.dims[a]}" for a, b in clashes)
+    pairs = ", ".join(f"{a} = {b} = {analysis.dims[a]}" for a, b in clashes)
     return [Diagnostic("note", "ambiguous-sizes", None, (
         f"{pairs}: names found from sizes alone are ambiguous."),
         "Use distinct sizes, or name the input explicitly with shapetrace.name(x, \"B T D\"); names then "
@@ -323,12 +325,12 @@ WRONG_KEY_AXIS = {"heads": "attends-over-heads", "batch": "attends-over-batch", 
                   "head_features": "attends-over-features"}
 
 
-def attention_key_axis(trace: Trace) -> list[Diagnostic]:
+def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
     """Scores ``q @ kᵀ`` (a product over head features) whose key axis is not tokens: each query
     attends over heads, batch entries or features instead of over the other tokens."""
     out = []
-    namer = trace.namer
-    for e in trace.events:
+    namer = analysis.namer
+    for e in analysis.events:
         pair = _matmul_pairs(e)
         if not pair or not e.outputs or len(e.outputs[0].shape) < 2:
             continue
@@ -353,22 +355,22 @@ def attention_key_axis(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def _over_features(e: Event, trace: Trace) -> bool:
+def _over_features(e: Event, analysis: Analysis) -> bool:
     """Is this product a q·k one (it sums over head features or features)?"""
-    roles = {trace.namer.role(lab) for pair in _matmul_pairs(e) for lab in pair if lab}
+    roles = {analysis.namer.role(lab) for pair in _matmul_pairs(e) for lab in pair if lab}
     return bool(roles) and roles <= {"head_features", "features"}
 
 
-def attention_over_features(trace: Trace) -> list[Diagnostic]:
+def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
     """A softmax over a feature axis of a feature-by-feature product (``qᵀ @ q`` after a permute):
     each weight row mixes features instead of tokens."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.SOFTMAX or not e.inputs or e.params.get("dim") is None:
             continue
         t = e.inputs[0]
         dim = e.params["dim"] % len(t.shape)
-        roles = [trace.namer.role(lab) if lab else None for lab in t.dims]
+        roles = [analysis.namer.role(lab) if lab else None for lab in t.dims]
         if roles[dim] in ("head_features", "features") and roles.count(roles[dim]) >= 2:
             out.append(Diagnostic("error", "attends-over-features", e.index, (
                 f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
@@ -378,11 +380,11 @@ def attention_over_features(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def pattern_contradictions(trace: Trace) -> list[Diagnostic]:
+def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
     """An einops pattern that calls an axis heads while it holds tokens: the tokens were split, not D."""
     out = []
-    for index, word in getattr(trace, "pattern_conflicts", []):
-        e = trace.events[index]
+    for index, word in analysis.pattern_conflicts:
+        e = analysis.events[index]
         o = e.outputs[0]
         out.append(Diagnostic("error", "mixed-axis", e.index, (
             f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
@@ -391,16 +393,16 @@ def pattern_contradictions(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def query_key_order(trace: Trace) -> list[Diagnostic]:
+def query_key_order(analysis: Analysis) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.PRODUCT:
             continue
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         made_by = tuple(e.projections[:2])
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
-                                             and _over_features(e, trace))   # provenance outranks names
+                                             and _over_features(e, analysis))   # provenance outranks names
         if swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
@@ -412,7 +414,7 @@ def query_key_order(trace: Trace) -> list[Diagnostic]:
 
 
 
-RULES: list[Callable[[Trace], list[Diagnostic]]] = [
+RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views

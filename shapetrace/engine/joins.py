@@ -13,16 +13,16 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Trace
+    from shapetrace.engine.analysis import Analysis
 
 
-def _plain(label: str | None, trace: Trace) -> bool:
-    return bool(label) and (label in trace.dims or label in trace.namer.decompositions)
+def _plain(label: str | None, analysis: Analysis) -> bool:
+    return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
 
 
-def joined_parts_disagree(trace: Trace) -> list[Diagnostic]:
+def joined_parts_disagree(analysis: Analysis) -> list[Diagnostic]:
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.JOIN or len(e.inputs) < 2 or not e.outputs:
             continue
         rank = len(e.inputs[0].shape)
@@ -30,7 +30,7 @@ def joined_parts_disagree(trace: Trace) -> list[Diagnostic]:
             continue
         dim = e.params.get("dim", 0)
         dim = dim % rank if isinstance(dim, int) else None
-        clash = _first_clash(trace, e.inputs, dim)
+        clash = _first_clash(analysis, e.inputs, dim)
         if clash is None:
             continue
         axis, (a, la), (b, lb) = clash
@@ -42,21 +42,21 @@ def joined_parts_disagree(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def _first_clash(trace: Trace, inputs, dim: int | None):
+def _first_clash(analysis: Analysis, inputs, dim: int | None):
     for axis in range(len(inputs[0].shape)):
         if axis == dim:
             continue
-        named = [(t, t.dims[axis]) for t in inputs if _plain(t.dims[axis], trace)]
+        named = [(t, t.dims[axis]) for t in inputs if _plain(t.dims[axis], analysis)]
         for t, label in named[1:]:
             if label != named[0][1]:
                 return axis, named[0], (t, label)
     return None
 
 
-def cat_sizes(trace: Trace) -> list[Diagnostic]:
+def cat_sizes(analysis: Analysis) -> list[Diagnostic]:
     """A join that raised because two parts differ in size on an axis it does not join."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.JOIN or not e.error or len(e.inputs) < 2:
             continue
         rank = len(e.inputs[0].shape)
@@ -66,7 +66,7 @@ def cat_sizes(trace: Trace) -> list[Diagnostic]:
         dim %= rank
         found = _size_clash(e.inputs, dim)
         if found is not None:
-            out.append(_cat_sizes_diagnostic(e, trace, dim, *found))
+            out.append(_cat_sizes_diagnostic(e, analysis, dim, *found))
     return out
 
 
@@ -85,15 +85,15 @@ def _axis_text(t, axis: int) -> str:
     return f"{label}={t.shape[axis]}" if label else f"size {t.shape[axis]}"
 
 
-def _cat_sizes_diagnostic(e, trace: Trace, dim: int, axis: int, a, b) -> Diagnostic:
+def _cat_sizes_diagnostic(e, analysis: Analysis, dim: int, axis: int, a, b) -> Diagnostic:
     rank = len(a.shape)
     joined = next((t.dims[dim] for t in e.inputs if t.dims[dim]), None)
     along = f"axis {dim}" + (f" ({joined})" if joined else "")
-    roles = {trace.namer.role(t.dims[axis]) for t in (a, b) if t.dims[axis]}
+    roles = {analysis.namer.role(t.dims[axis]) for t in (a, b) if t.dims[axis]}
     text = (f"{e.op} #{e.index} raised: it joins {fmt_named(a.dims, a.shape)} and {fmt_named(b.dims, b.shape)} "
             f"along {along}, so every other axis must have the same size in each part, but axis {axis} holds "
             f"{_axis_text(a, axis)} in the first and {_axis_text(b, axis)} in the second.")
-    if "tokens" in roles and joined and trace.namer.role(joined) != "tokens":
+    if "tokens" in roles and joined and analysis.namer.role(joined) != "tokens":
         text += (f" The parts differ in their tokens, and tokens are what a join like this adds up (a cache "
                  f"growing by one token, a class token in front of the patches); {joined} is not.")
     fix = (f"Join along the axis that grows: {e.op}([...], dim={axis}) (or dim={axis - rank}), which gives "

@@ -21,14 +21,14 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import lines_up_by_broadcast
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.events import Event, TensorInfo
-    from shapetrace.engine.tracer import Trace
 
 
-def tokens_in_two_orders(trace: Trace) -> list[Diagnostic]:
+def tokens_in_two_orders(analysis: Analysis) -> list[Diagnostic]:
     out = []
-    namer = trace.namer
-    for e in trace.events:
+    namer = analysis.namer
+    for e in analysis.events:
         if not lines_up_by_broadcast(e.op) or e.error or len(e.inputs) < 2:
             continue
         clash = ax.order_clash([(t.axes, t.shape) for t in e.inputs], namer)
@@ -37,17 +37,17 @@ def tokens_in_two_orders(trace: Trace) -> list[Diagnostic]:
         j, ia, ib, pa, pb = clash
         if not ax.in_root_order(e.inputs[ia].axes[-j]) and ax.in_root_order(e.inputs[ib].axes[-j]):
             ia, ib, pa, pb = ib, ia, pb, pa
-        out.append(_diagnostic(trace, e, j, ia, ib, pa))
+        out.append(_diagnostic(analysis, e, j, ia, ib, pa))
     return out
 
 
-def _diagnostic(trace: Trace, e: Event, j: int, ia: int, ib: int, reference: tuple) -> Diagnostic:
+def _diagnostic(analysis: Analysis, e: Event, j: int, ia: int, ib: int, reference: tuple) -> Diagnostic:
     """The add ``e`` lines up operand ``ib`` (in another order) with ``ia`` (``reference``'s order)."""
     a, b = e.inputs[ia], e.inputs[ib]
     where = (f"{e.op} #{e.index} lines up {fmt_named(b.dims, b.shape)} with {fmt_named(a.dims, a.shape)}: "
              f"axis {-j} holds the same tokens in both, {_shown(a.dims[-j])} in one and {_shown(b.dims[-j])} "
              "in the other, so each entry meets a different token. Torch sees equal sizes and says nothing.")
-    culprit = _where_order_was_lost(trace, e, ib, reference)
+    culprit = _where_order_was_lost(analysis, e, ib, reference)
     if culprit is None:
         return Diagnostic("error", "mixed-axis", e.index, where, _FIX)
     made, axis, before, order = culprit
@@ -69,22 +69,22 @@ def _shown(label: str | None) -> str:
 _FIX = "Undo the window partition in reverse order: permute the window axes back next to the grid axes, then view."
 
 
-def _where_order_was_lost(trace: Trace, e: Event, operand: int, reference: tuple):
+def _where_order_was_lost(analysis: Analysis, e: Event, operand: int, reference: tuple):
     """``(row, axis, its input, a permutation that restores it)`` of the row that lost the order, or None."""
     source = e.sources[operand] if operand < len(e.sources) else None
     seen = 0
     while source is not None and seen < 64:
         seen += 1
-        made = trace.events[source[0]]
+        made = analysis.events[source[0]]
         out = made.outputs[source[1]] if source[1] < len(made.outputs) else None
         if out is None or not made.inputs:
             return None
-        lost = _lost_axis(out, reference, trace.namer)
+        lost = _lost_axis(out, reference, analysis.namer)
         if lost is None:
             return None
         before = made.inputs[0]
-        if _lost_axis(before, reference, trace.namer) is None:
-            return made, lost, before, _restoring_order(before, reference, trace.namer)
+        if _lost_axis(before, reference, analysis.namer) is None:
+            return made, lost, before, _restoring_order(before, reference, analysis.namer)
         source = made.sources[0] if made.sources else None
     return None
 

@@ -58,3 +58,9 @@ class Report:
         if self.notes:
             out["notes"] = list(self.notes)
         return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as JSON text, as ``--json`` prints it."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent)

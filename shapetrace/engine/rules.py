@@ -2,8 +2,8 @@
 
 ``mask-wrong-axis`` and ``view-incompatible`` read the recorded events (the latter explained by
 issue 3's :mod:`shapetrace.engine.viewfail`);
-``nan-rows`` reads ``trace.nan_rows``, which the session fills from real values
-(it is ``None``, with ``trace.value_note`` saying why, on the meta device).
+``nan-rows`` reads ``analysis.nan_rows``: the rows read from real values after the run (``None``,
+with ``analysis.value_note`` saying why, when none could be read: the meta device).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Trace
+    from shapetrace.engine.analysis import Analysis
 
 #: a fill at or below this hides a score from softmax (-1e9, -10000, finfo.min, -inf all do)
 HIDING_FILL = -1e4
@@ -28,12 +28,12 @@ def hides(value) -> bool:
     return isinstance(value, (int, float)) and value <= HIDING_FILL
 
 
-def mask_axis(trace: Trace) -> list[Diagnostic]:
+def mask_axis(analysis: Analysis) -> list[Diagnostic]:
     """A mask that varies along the queries and is broadcast over the keys (a padding mask put on
     the wrong axis): it hides whole query rows instead of key columns."""
 
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         family = family_of(e.op)
         filled = family is Family.MASK_FILL and hides(e.params.get("value"))
         added = family is Family.ELEMENTWISE and e.params.get("hides")   # an additive mask (ops.SCORE_ADD)
@@ -59,14 +59,14 @@ def mask_axis(trace: Trace) -> list[Diagnostic]:
     return out
 
 
-def nan_rows(trace: Trace) -> list[Diagnostic]:
+def nan_rows(analysis: Analysis) -> list[Diagnostic]:
     """Attention rows that came out NaN: a query with every key masked."""
 
-    rows = getattr(trace, "nan_rows", None)
-    note = getattr(trace, "value_note", None)
-    where = getattr(trace, "nan_event", None)
+    rows = analysis.nan_rows
+    note = analysis.value_note
+    where = analysis.nan_event
     if where is None:
-        where = next((e.index for e in trace.events if family_of(e.op) in ATTENTION_FAMILIES), None)
+        where = next((e.index for e in analysis.events if family_of(e.op) in ATTENTION_FAMILIES), None)
     if rows is None:
         if note:
             return [Diagnostic("note", "nan-rows-skipped", None, note)]
@@ -90,17 +90,17 @@ def nan_rows(trace: Trace) -> list[Diagnostic]:
         "returns zeros for such rows)."))]
 
 
-def view_incompatible(trace: Trace) -> list[Diagnostic]:
+def view_incompatible(analysis: Analysis) -> list[Diagnostic]:
     """A view that raised because the strides cannot express the merge (explained by
     :func:`shapetrace.engine.viewfail.view_error_parts`, from the input's recorded strides)."""
     from shapetrace.engine.viewfail import requested_shape, view_error_parts
 
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if not fails_on_strides(e.op) or not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
         target = requested_shape(e)
-        why, fix = view_error_parts(e.inputs[0], target, trace.namer) if target else ("", "")
+        why, fix = view_error_parts(e.inputs[0], target, analysis.namer) if target else ("", "")
         out.append(Diagnostic("error", "view-incompatible", e.index,
                               f"{e.op} #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
                               fix or UNCHECKED_FIX))
@@ -114,12 +114,12 @@ UNCHECKED_FIX = ("The shape asked for was not recorded, so no fix was checked: .
                  "order; otherwise transpose or permute first.")
 
 
-def scale(trace: Trace) -> list[Diagnostic]:
+def scale(analysis: Analysis) -> list[Diagnostic]:
     """Scores scaled by 1/√D (the model width) instead of 1/√d_k (one head's width): a warning."""
-    D, d_k = trace.dims.get("D"), trace.dims.get("d_k")
+    D, d_k = analysis.dims.get("D"), analysis.dims.get("d_k")
     if not D or not d_k or D == d_k:
         return []
-    for s in getattr(trace, "scalings", []):
+    for s in analysis.scalings:
         if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3:
             return [Diagnostic("warning", "scale-not-head-dim", s["event"], (
                 f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
@@ -129,10 +129,10 @@ def scale(trace: Trace) -> list[Diagnostic]:
     return []
 
 
-def mask_batch_order(trace: Trace) -> list[Diagnostic]:
+def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
     """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``) against scores batched as B·H."""
     out = []
-    for e in trace.events:
+    for e in analysis.events:
         if family_of(e.op) is not Family.MASK_FILL or len(e.inputs) < 2:
             continue
         scores, mask = e.inputs[0], e.inputs[1]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from shapetrace.engine import axes as ax
+from shapetrace.engine.analysis import Analysis, NanRow
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.capture import (
     Capture,
@@ -73,12 +74,10 @@ class Trace:
         self.seed_order = order
         self.capture = Capture()
         self._inference = Inference(self.capture, self.namer, self.dims, order)
-        self.nan_rows: list[tuple[int, int | None, int]] | None = None
+        self._nan_rows: list[NanRow] | None = None   # read after the run (_finish), or given (read_values)
+        self._value_note: str | None = None   # why no values were read, when none were (read_values)
         self._nan_event: int | None = None
         self.exception: BaseException | None = None
-        self.meta_note: str | None = None
-        self.title: str = "traced forward pass"
-        self.header: dict[str, Any] = {}
         self.result: Any = None
         self._mode: Recorder | None = None
         self._paths: ModulePaths | None = None
@@ -133,7 +132,7 @@ class Trace:
         checked, self.capture.value_checked = self.capture.value_checked, []
         found = nan_rows_of(checked)   # (rows, record index), or None
         if found is not None:
-            self.nan_rows, self._nan_record = found
+            self._nan_rows, self._nan_record = found
         self._diagnostics = None
         self._finished = True
 
@@ -161,6 +160,21 @@ class Trace:
             inference.orient_sequences()
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
+
+    @property
+    def nan_rows(self) -> list[NanRow] | None:
+        """``(batch, head, query)`` of each all-NaN attention row (head None for a 3-d output): read
+        from the first traced attention output that has any once the run ends, or given by
+        :meth:`read_values`; None when no values were read."""
+        return self._nan_rows
+
+    def read_values(self, nan_rows: Sequence[NanRow] | None, note: str | None = None) -> None:
+        """Give the trace what was read from the values after the run, in place of its own reading:
+        the all-NaN attention rows, or None with ``note`` saying why they could not be read (the meta
+        device has no values). The diagnostics are worked out again on their next read."""
+        self._nan_rows = None if nan_rows is None else list(nan_rows)
+        self._value_note = note
+        self._diagnostics = None
 
     @property
     def nan_event(self) -> int | None:
@@ -235,20 +249,40 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
-            self._inferred()
             from shapetrace.engine.diagnose import diagnose
-            self._diagnostics = diagnose(self)
+            self._diagnostics = diagnose(self.analysis())
         return self._diagnostics
 
-    def report(self) -> Report:
-        """Everything this run found, as one plain :class:`~shapetrace.engine.report.Report`."""
+    def analysis(self) -> Analysis:
+        """What inference concluded, as the plain data the diagnostic rules read (the rules never
+        see the recorder). Final once the run has ended; while it records, as far as it has come."""
+        inference = self._inferred()
+        return Analysis(
+            events=tuple(self.events), namer=self.namer, dims=dict(self.dims),
+            seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
+            scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
+            nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
+            nan_event=self.nan_event, value_note=self._value_note,
+        )
+
+    def report(self, header: dict[str, Any] | None = None, title: str | None = None,
+               notes: Sequence[str] = ()) -> Report:
+        """Everything this run found, as one plain :class:`~shapetrace.engine.report.Report`.
+
+        Args:
+            header: what the command prints above the table (``{"lines": [...]}``, and the ops where
+                each decode step begins, ``"steps"``); the trace itself has none.
+            title: the report's title (the Report's own default when None).
+            notes: the command's sentences for the report, before the trace's own (why values were
+                not read).
+        """
         from shapetrace.engine.report import Report
 
+        extra = {} if title is None else {"title": title}
         return Report(
             dims=dict(self.dims), events=list(self.events), diagnostics=list(self.diagnostics),
-            nan_rows=getattr(self, "nan_rows", None), header=dict(self.header),
-            notes=[n for n in (self.meta_note, getattr(self, "value_note", None)) if n],
-            exception=self.exception, title=self.title,
+            nan_rows=self.nan_rows, header=dict(header or {}),
+            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception, **extra,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,8 +298,7 @@ class Trace:
         >>> sorted(data), data["events"][0]["output"]["dims"]
         (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
         """
-        import json
-        return json.dumps(self.to_dict(), indent=indent)
+        return self.report().to_json(indent)
 
     def __repr__(self) -> str:
         errors = sum(d.severity == "error" for d in self.diagnostics)

@@ -14,21 +14,21 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.ops import LAYOUT_FAMILIES, Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.axes import Axis
     from shapetrace.engine.events import Event
-    from shapetrace.engine.tracer import Trace
 
 _THROUGH = LAYOUT_FAMILIES | {Family.WRITE}
 
 
-def write_behind(trace: Trace, e: Event, operand: int, axis: Axis) -> Event | None:
+def write_behind(analysis: Analysis, e: Event, operand: int, axis: Axis) -> Event | None:
     """The write that gave ``axis`` (of ``e``'s operand) its name, reached back through the layout ops
     (slices, transposes, views) that read the written tensor; None when the name came another way."""
     source = e.sources[operand] if operand < len(e.sources) else None
     for _ in range(64):
         if source is None:
             return None
-        made = trace.events[source[0]]
+        made = analysis.events[source[0]]
         family = family_of(made.op)
         if family not in _THROUGH or not made.inputs:
             return None

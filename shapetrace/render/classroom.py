@@ -16,6 +16,7 @@ from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.render.table import (
     OpTable,
     TraceView,
+    header_of,
     trace_header,
 )
 
@@ -37,7 +38,7 @@ class ClassroomView(TraceView):
 
     def __init__(self, trace: Report, options: ViewOptions = ViewOptions(), after_event=None):
         table = op_table(trace.events, options, names_for(trace, options), after_event, trace.diagnostics,
-                         trace.header.get("steps", ()))
+                         header_of(trace).get("steps", ()))
         super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 

@@ -606,7 +606,15 @@ NAME_FROM_PYTHON = ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\")
 
 def how_to_name(trace: Report) -> str:
     """The advice under an unnamed table: the command's own (CLI options) or the Python API's."""
-    return (trace.header or {}).get("how_to_name") or NAME_FROM_PYTHON
+    return header_of(trace).get("how_to_name") or NAME_FROM_PYTHON
+
+
+def header_of(trace: Report) -> dict:
+    """What the command put above a report's table (``lines``, ``how_to_name``, a decode's ``steps``);
+    a bare :class:`~shapetrace.engine.tracer.Trace` has none: its command's header is in its report."""
+    from shapetrace.engine.report import Report
+
+    return (trace.header or {}) if isinstance(trace, Report) else {}
 
 
 def any_named(events: Sequence[Event]) -> bool:
@@ -647,4 +655,4 @@ def print_trace(trace: Report, console: Console | None = None, header: Sequence[
 
 
 def trace_header(trace: Report) -> list[str]:
-    return list(trace.header.get("lines", [])) if trace.header else []
+    return list(header_of(trace).get("lines", []))

@@ -1,0 +1,49 @@
+"""What inference concluded about one run, as plain read-only data: everything the diagnostic rules read.
+
+The :class:`~shapetrace.engine.tracer.Trace` records and infers; once its inference is final it hands
+the rules an :class:`Analysis` (:meth:`Trace.analysis`), never itself. A rule that needs a fact adds it
+here, so what the rules depend on stays in one place and an Analysis can be built by hand in a test.
+This module imports neither the recorder (``tracer``) nor the capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.axes import Namer
+    from shapetrace.engine.events import Event
+
+#: (batch, head, query) of an all-NaN attention row; head None for a row of a 3-d output
+NanRow = tuple[int, int | None, int]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The inferred facts of one run that the diagnostic rules read (and nothing else).
+
+    Attributes:
+        events: every op with a row, in order, with its inferred axis names.
+        namer: the name store inference filled (roles, decompositions, size clashes); rules only read it.
+        dims: the named sizes the run was traced with (``{"B": 2, "T": 6, ...}``).
+        seeded_by_size: names were given by sizes alone (no input was named), so equal sizes are ambiguous.
+        name_mismatches: how many declared names disagreed with what the ops showed.
+        scalings: each scaling of scores or queries by a constant: ``{"event", "factor", "on"}``.
+        pattern_conflicts: ``(event index, axis)`` where an einops pattern contradicts a proven name.
+        nan_rows: the all-NaN attention rows read after the run; None when values were not read.
+        nan_event: the index of the event whose output holds them (None: not known).
+        value_note: why values were not read (the meta device has none); None when they were.
+    """
+
+    events: Sequence[Event]
+    namer: Namer
+    dims: dict[str, int]
+    seeded_by_size: bool = False
+    name_mismatches: int = 0
+    scalings: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    pattern_conflicts: Sequence[tuple[int, str]] = field(default_factory=tuple)
+    nan_rows: Sequence[NanRow] | None = None
+    nan_event: int | None = None
+    value_note: str | None = None
