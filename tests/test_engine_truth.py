@@ -225,7 +225,8 @@ def test_sentences_name_both_axes_and_never_claim_a_missing_name():
         x.transpose(1, 2)
         s = torch.randn(2, 6, 6)
         s.softmax(dim=-2)
-    assert annotate(t.events[0]).startswith("swaps axis 1 (size 32) and T; a view")
+    # the unnamed axis is told where it was in the input (axis 2, of size 32), where T was axis 1
+    assert annotate(t.events[0]).startswith("swaps T and axis 2 (size 32); a view")
     assert annotate(t.events[1]) == "normalises over T: the weights along T sum to 1; new 288 B"
 
 

@@ -169,7 +169,10 @@ def _transpose(e: Event) -> str:
     if pair and len(pair) == 2 and all(isinstance(d, int) for d in pair) and i.shape:   # transpose, swapaxes
         d0, d1 = (d % len(i.shape) for d in pair)
         swapped = [o.dims[d0], o.dims[d1]]
-        text = f"swaps {_axis_name(o, d0)} and {_axis_name(o, d1)}"
+        # an unnamed axis is said by where it was and its size there: in the output, position d0 holds
+        # what was at d1, so both are read from the input (``swaps T and axis 2 (size 32)``)
+        told = o if all(swapped) else i
+        text = f"swaps {_axis_name(told, d0)} and {_axis_name(told, d1)}"
     else:
         swapped = _moved(i.dims, o.dims)
         text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"
