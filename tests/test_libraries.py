@@ -249,3 +249,27 @@ def test_gpt2_decoding_three_steps_with_its_cache():
     named, total, missing = per_head(t, SIZES)
     assert total > 0 and named >= 0.95 * total, missing[:5]
     assert loud(t) == [] and contradictions(t, SIZES) == []
+
+
+def test_falcon_projects_with_matmul_and_gemma_caches_onto_an_empty_tensor():
+    """Falcon's FalconLinear projects with ``input @ self.weight.T`` (a product with a parameter, named
+    as a projection); every model's first cache write (transformers' DynamicCache) joins the keys onto
+    an empty 1-d tensor, which once crashed the reading of the trace (Gemma, Falcon)."""
+    transformers = optional("transformers", reason="optional group: pip install transformers")
+    ids = torch.randint(0, 101, (2, 6))
+    falcon = transformers.FalconModel(transformers.FalconConfig(
+        hidden_size=64, num_attention_heads=4, num_hidden_layers=2, vocab_size=101,
+        new_decoder_architecture=False, multi_query=False)).eval()
+    falcon.config._attn_implementation = "eager"
+    _share(falcon, (ids,), SIZES)
+    gemma = transformers.GemmaModel(transformers.GemmaConfig(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_hidden_layers=2,
+        intermediate_size=128, vocab_size=101, max_position_embeddings=32)).eval()
+    _share(gemma, (ids,), {**SIZES, "H_kv": 2})
+    multi_query = transformers.GemmaModel(transformers.GemmaConfig(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=1, head_dim=16, num_hidden_layers=1,
+        intermediate_size=128, vocab_size=101, max_position_embeddings=32)).eval()
+    dims = {**SIZES, "H_kv": 1}
+    t = traced(multi_query, ids, dims=dims)
+    assert [e.op for e in t.events].count("cat") >= 2
+    assert loud(t) == [] and contradictions(t, dims) == []

@@ -366,7 +366,12 @@ class Namer:
     def feature_root_for_size(self, size: int) -> str | None:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
 
-        Only a unique match counts: when two roots have this width, none is chosen."""
+        Only a unique match counts: when two roots have this width, none is chosen. A grouped-query
+        q/k/v projection fused in one (``(H + 2·H_kv)·d_k``: Falcon's new architecture, Phi-3) has no
+        root of its own, so a width equal to it names nothing: at ``H = 2·H_kv`` it equals ``2·D``, whose
+        split into ``(2, H, d_k)`` would name the axis of each group's q, k and v parts ``H``."""
+        if size == self._fused_grouped_qkv_width():
+            return None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -374,6 +379,12 @@ class Namer:
             if len(hits) > 1 and declared in hits:
                 return declared
         return hits[0] if len(hits) == 1 else None
+
+    def _fused_grouped_qkv_width(self) -> int | None:
+        heads, kv_heads, d_k = self.size_of("H"), self.size_of("H_kv"), self.size_of("d_k")
+        if heads is None or kv_heads is None or d_k is None or kv_heads == heads:
+            return None
+        return (heads + 2 * kv_heads) * d_k
 
     def coinciding_sizes(self) -> list[tuple[str, str]]:
         names = [n for n in self.dims if self.role(n) is not None and n != "n_rep"]

@@ -37,6 +37,7 @@ from shapetrace.engine.ops import (
     Family,
     OpSpec,
     arg,
+    by_parameter_matrix,
     family_of,
     lines_up_by_broadcast,
     ops_of,
@@ -304,6 +305,9 @@ class Inference:
                 self._pass_names(spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen,
                                  in_axes)
                 return
+        if spec.contraction == "matrix" and self._by_parameter_matrix(record):
+            spec = by_parameter_matrix(spec)
+            record = record._replace(spec=spec)
         if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
             record = self._written(record, in_axes)
         shapes = [r[0] for r in record.out_raw]
@@ -339,6 +343,16 @@ class Inference:
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
 
+    def _by_parameter_matrix(self, record: OpRecord) -> bool:
+        """Is this product ``x @ W``, with ``W`` a matrix made from module parameters only and ``x``
+        computed from the inputs (a projection written as a product)?"""
+        if len(record.ins) != 2 or len(record.in_raw[1][0]) != 2 or len(record.in_raw[0][0]) < 2:
+            return False
+        x, weight = record.ins
+        made_of_parameters = self.from_parameters.__contains__
+        return (made_of_parameters(weight) or self.capture.nodes[weight].parameter) and \
+            not (made_of_parameters(x) or self.capture.nodes[x].parameter)
+
     def _written(self, record: OpRecord, in_axes) -> OpRecord:
         """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
         target are noted, and its result is the target itself (``__setitem__`` returns nothing)."""
@@ -354,12 +368,15 @@ class Inference:
         axes they are lined up with. A part computed from inputs that is unnamed names nothing."""
         dim = params.get("dim", 0) if params else 0
         out = list(joined)
+        # torch still joins an empty 1-d tensor (``torch.cat([torch.tensor([]), k], dim=-2)``, the first
+        # write into transformers' DynamicCache): it adds nothing, and has no axis to line up
+        parts = [(n, a) for n, a in zip(ins, in_axes) if len(a) == len(joined)]
         for j, axis in enumerate(joined):
             if j == dim % len(joined) or self.namer.label(axis) is not None:
                 continue
-            named = {self.namer.label(a[j]): a[j] for a in in_axes if self.namer.label(a[j]) is not None}
+            named = {self.namer.label(a[j]): a[j] for _, a in parts if self.namer.label(a[j]) is not None}
             unnamed_from_parameters = all(n in self.from_parameters or self.capture.nodes[n].parameter
-                                          for n, a in zip(ins, in_axes) if self.namer.label(a[j]) is None)
+                                          for n, a in parts if self.namer.label(a[j]) is None)
             if len(named) == 1 and unnamed_from_parameters:
                 out[j] = next(iter(named.values()))
         return tuple(out)
@@ -432,7 +449,7 @@ class Inference:
         frozen, params = record.frozen, record.params
         layouts = getattr(record, "in_raw", None) if spec.names in _READS_LAYOUT else None
         try:
-            key = (spec.name, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
+            key = (spec.name, spec.names, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
                    None if params is None else _freeze_params(params),
                    None if layouts is None else tuple(tuple(r[1]) + (r[2],) for r in layouts))
             hit = self._memo.get(key)

@@ -452,6 +452,18 @@ def _additive_params(args: tuple, kwargs: dict) -> dict:
     return {"hides": bool(mask.min().item() <= -1e4)}
 
 
+def by_parameter_matrix(spec: OpSpec) -> OpSpec:
+    """A matrix product whose right operand is a 2-d matrix made from module parameters only (the
+    inference knows which): the same op, named as a projection (:func:`.propagate.parameter_product`)."""
+    found = _BY_PARAMETER_MATRIX.get(spec.name)
+    if found is None:
+        found = _BY_PARAMETER_MATRIX[spec.name] = replace(spec, names=pr.parameter_product)
+    return found
+
+
+_BY_PARAMETER_MATRIX: dict[str, OpSpec] = {}
+
+
 #: an addition onto attention scores gets a row of its own: it is where additive masks and biases go in
 SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands=all_operands, params_read_values=True,
                    words="adds a mask or bias to the scores", family=Family.ELEMENTWISE)

@@ -295,6 +295,13 @@ def addmm(c: Call) -> Axes:
     return ax.linear_axes(x, c.shapes[0][-1], c.namer, True)
 
 
+def parameter_product(c: Call) -> Axes:
+    """``x @ W`` where ``W`` is a 2-d matrix made from module parameters only (``input @ self.weight.T``:
+    Falcon's FalconLinear computes nn.Linear this way): a projection of x's last axis, named as
+    ``linear`` names it."""
+    return ax.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, True)
+
+
 def _weight_is_module(weight) -> bool:
     """A parameter (nn.Linear's weight) is structure; a computed weight is not."""
     return getattr(weight, "requires_grad", False) or type(weight).__name__ == "Parameter"

@@ -1,0 +1,134 @@
+"""Projections and caches written the way transformers writes them, not with ``F.linear``: Falcon's
+``FalconLinear`` (an nn.Linear whose forward is ``input @ self.weight.T``) feeding its fused q/k/v
+split per head, Falcon's grouped-query fused projection (new decoder architecture), and the first
+write into a ``DynamicCache``, a ``torch.cat`` onto an empty 1-d tensor (issue 21, corpus).
+
+Sources: huggingface/transformers ``models/falcon/modeling_falcon.py`` (``FalconLinear``,
+``FalconAttention._split_heads``) and ``cache_utils.py`` (``DynamicLayer.lazy_initialization`` sets
+``self.keys = torch.tensor([])``; ``update`` does ``torch.cat([self.keys, key_states], dim=-2)``).
+Written here from those shapes, not copied.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import shapetrace
+from tests.corpus.helpers import Case, check_names, check_verdict
+
+DIMS = "B=2 T=5 D=24 H=3"            # T != H, d_k = 8
+SQUARE = "B=2 T=4 D=32 H=4"          # T == H, d_k = 8
+
+
+class MatmulLinear(nn.Linear):
+    """nn.Linear computed as a product with the transposed weight (Falcon's FalconLinear)."""
+
+    def forward(self, x):
+        y = x @ self.weight.T                                         # (B, T, out)
+        return y if self.bias is None else y + self.bias
+
+
+class FalconFused(nn.Module):
+    """One fused projection laid out per head (``[H, 3, d_k]``), split by indexing, eager attention."""
+
+    def __init__(self, dim: int, heads: int, cache: bool = False):
+        super().__init__()
+        self.heads, self.head_dim, self.cache = heads, dim // heads, cache
+        self.query_key_value = MatmulLinear(dim, 3 * dim, bias=False)
+        self.dense = MatmulLinear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        H, d = self.heads, self.head_dim
+        fused = self.query_key_value(x).view(B, T, H, 3, d)            # (B, T, H, 3, d_k) [falcon-fused]
+        q, k, v = fused[..., 0, :], fused[..., 1, :], fused[..., 2, :]  # (B, T, H, d_k) each
+        q = q.transpose(1, 2)                                         # (B, H, T, d_k) [falcon-q]
+        k = k.transpose(1, 2)                                         # (B, H, T, d_k)
+        v = v.transpose(1, 2)                                         # (B, H, T, d_k)
+        if self.cache:
+            keys, values = torch.tensor([]), torch.tensor([])         # an empty cache layer
+            keys = torch.cat([keys, k], dim=-2)                       # (B, H, T, d_k) [cache-k]
+            values = torch.cat([values, v], dim=-2)                   # (B, H, T, d_k) [cache-v]
+            k, v = keys, values
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d)               # (B, H, T, T) [falcon-scores]
+        y = scores.softmax(dim=-1) @ v                                # (B, H, T, d_k) [falcon-y]
+        y = y.permute(0, 2, 1, 3).reshape(B, T, D)                    # (B, T, D) [falcon-merge]
+        return self.dense(y)
+
+
+class FalconGrouped(nn.Module):
+    """The grouped-query fused projection: per kv head, its n_rep query heads, then one key and one
+    value head (``view(B, T, H_kv, n_rep + 2, d_k)``), broadcast and flattened back to H heads."""
+
+    def __init__(self, dim: int, heads: int, kv_heads: int, linear: type = MatmulLinear):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.query_key_value = linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.dense = linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        groups, per_group = self.kv_heads, self.heads // self.kv_heads + 2
+        qkv = self.query_key_value(x)                                 # (B, T, (H + 2·H_kv)·d_k)
+        qkv = qkv.view(B, T, groups, per_group, self.head_dim)        # (B, T, H_kv, n_rep+2, d_k)
+        q = qkv[:, :, :, :-2]                                         # (B, T, H_kv, n_rep, d_k)
+        k = torch.broadcast_to(qkv[:, :, :, [-2]], q.shape)           # (B, T, H_kv, n_rep, d_k)
+        v = torch.broadcast_to(qkv[:, :, :, [-1]], q.shape)           # (B, T, H_kv, n_rep, d_k)
+        q, k, v = (t.flatten(2, 3).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_k)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)   # (B, H, T, T)
+        y = scores.softmax(dim=-1) @ v                                # (B, H, T, d_k)
+        return self.dense(y.transpose(1, 2).reshape(B, T, D))         # (B, T, D)
+
+
+def build(model_class, B: int = 2, T: int = 5, D: int = 24, **kwargs):
+    def make():
+        return model_class(**kwargs).eval(), (torch.randn(B, T, D),)
+    return make
+
+
+PER_HEAD = ("B", "H", "T", "d_k")
+FALCON_HEADS = {"falcon-fused": ("B", "T", "H", "qkv", "d_k"), "falcon-q": PER_HEAD,
+                "falcon-scores": ("B", "H", "T", "T"), "falcon-y": PER_HEAD, "falcon-merge": ("B", "T", "D")}
+
+CASES = [
+    Case("falcon-linear-as-matmul-fused-per-head", DIMS, build(FalconFused, dim=24, heads=3),
+         heads=FALCON_HEADS, silent=("falcon-fused", "falcon-q", "falcon-scores")),
+    Case("falcon-linear-as-matmul-fused-per-head-T-eq-H", SQUARE, build(FalconFused, T=4, D=32, dim=32, heads=4),
+         heads=FALCON_HEADS, silent=("falcon-fused", "falcon-q", "falcon-scores")),
+    Case("dynamic-cache-first-write-cats-onto-an-empty-tensor", DIMS, build(FalconFused, dim=24, heads=3, cache=True),
+         heads={**FALCON_HEADS, "cache-k": PER_HEAD, "cache-v": PER_HEAD}, silent=("cache-k", "cache-v")),
+]
+
+
+@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
+def test_names(case):
+    check_names(sys.modules[__name__], case)
+
+
+@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
+def test_verdict(case):
+    check_verdict(sys.modules[__name__], case)
+
+
+@pytest.mark.parametrize("linear", [MatmulLinear, nn.Linear], ids=["falcon-linear", "nn-linear"])
+def test_a_grouped_fused_projection_names_no_axis_heads(linear):
+    """At H = 2·H_kv the grouped width (H + 2·H_kv)·d_k equals 2·D: read as ``kv·D = (2, H, d_k)`` the
+    view would call the axis of each group's n_rep + 2 parts ``H`` (it has H's size, 4). With H_kv
+    declared, nothing on that view is named H, and the correct code gets no error. (Without H_kv the
+    width is read as k and v side by side, ``kv·D``, as most code lays it out.)"""
+    dims = "B=2 T=5 D=32 H=4 H_kv=2"
+    torch.manual_seed(0)
+    model, x = FalconGrouped(32, 4, 2, linear).eval(), torch.randn(2, 5, 32)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(x)
+    views = [e for e in t.events if e.op == "view" and len(e.output.shape) == 5]
+    assert [tuple(e.output.shape) for e in views] == [(2, 5, 2, 4, 8)]
+    assert views[0].output.dims[:2] == ("B", "T")
+    assert not any(name and name.lstrip("!").startswith("H") for name in views[0].output.dims[2:]), \
+        views[0].output.dims
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
