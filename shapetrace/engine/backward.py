@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.ops import Call, Family, family_of, is_matrix_product
+from shapetrace.engine.ops import Call, Family, arg, family_of, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
+from shapetrace.engine.writes import written_axes
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer import Inference
@@ -39,16 +40,34 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
     walker = None   # made at the first product that needs it: it indexes every record
     for record in inference.capture.records:
         spec = getattr(record, "spec", None)
-        if spec is None or not is_matrix_product(spec.name) or len(record.ins) != 2 or not record.outs:
+        if spec is None or not record.outs or len(record.ins) < 2:
             continue
-        out = inference.axes.get(record.outs[0])
-        if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
+        if family_of(spec.name) is Family.FUSED_ATTENTION:
+            out = _fused_attention_queries(inference, record)
+        elif is_matrix_product(spec.name) and len(record.ins) == 2:
+            out = inference.axes.get(record.outs[0])
+            if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
+                continue
+        else:
             continue
-        if _heads_axis_unnamed(namer, out, size):
+        if out and _heads_axis_unnamed(namer, out, size):
             walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
             for node in record.ins:
                 walker.back(node, -3)
     return walker.pins if walker is not None else {}
+
+
+def _fused_attention_queries(inference: Inference, record) -> tuple[Axis, ...] | None:
+    """SDPA's role signature, ``q [..., H, T, E] · k [..., H, S, E] · v [..., H, S, Ev]``: the queries'
+    axes when their token axis is named (the axis before it is then the heads, as for a product)."""
+    q = inference.axes.get(record.ins[0])
+    if not q or len(q) < 4 or not inference.namer.is_token_root(_root(q[-2])):
+        return None
+    return q
+
+
+def _root(axis: Axis) -> str:
+    return axis.atoms[0].root if len(axis.atoms) == 1 else ""
 
 
 def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
@@ -76,6 +95,12 @@ class _Walker:
             for node in record.outs:
                 if node not in record.ins:
                     self.made[node] = record
+        self.slices: dict[int, list] = {}   # a buffer -> the ``buffer[index]`` views something is written into
+        for record in inference.capture.records:
+            spec = getattr(record, "spec", None)
+            if spec is not None and spec.name == "__getitem__" and record.ins and record.outs and \
+                    record.outs[0] in self.writers:
+                self.slices.setdefault(record.ins[0], []).append(record)
         self.seen: set[tuple[int, int]] = set()
 
     def axes(self, node: int) -> tuple[Axis, ...]:
@@ -94,15 +119,39 @@ class _Walker:
         self.pins[node] = axes[:p] + (self.axis,) + axes[p + 1:]
         for write in self.writers.get(node, ()):
             self._through_write(write, p, len(axes))
+        for view in self.slices.get(node, ()):
+            self._through_slice(view, p, len(axes))
         record = self.made.get(node)
-        if record is not None and family_of(record.spec.name) in _CARRIED:
+        if record is not None and family_of(record.spec.name) is Family.JOIN:
+            self._through_join(record, p, len(axes))
+        elif record is not None and family_of(record.spec.name) in _CARRIED:
             self._through_op(record, node, p)
+
+    def _through_join(self, record, p: int, ndim: int) -> None:
+        """``cat(parts, dim)``: an axis other than ``dim`` is the same axis in every part of that rank
+        (``cat((q_pass, q_rot), dim=-1)``: each part's heads are the result's heads)."""
+        args, kwargs = thaw_args(record.frozen)
+        dim = arg(args, kwargs, 1, "dim", 0)
+        if not isinstance(dim, int) or p == dim % ndim:
+            return
+        for part in dict.fromkeys(record.ins):
+            if len(self.axes(part)) == ndim:
+                self.back(part, p)
 
     def _through_write(self, record, p: int, ndim: int) -> None:
         value = record.ins[-1]
         lined = self.inference.write_lines(record, ndim, len(self.axes(value)))
         if p in lined and lined[p][1]:
             self.back(value, lined[p][0])
+
+    def _through_slice(self, record, p: int, ndim: int) -> None:
+        """``buffer[index]`` written into (``key[..., :nope].copy_(k_pass)``): an axis of the buffer the
+        index keeps whole is the same axis of the view, and so of what is written into it."""
+        view = record.outs[0]
+        args, _ = thaw_args(record.frozen)
+        lined = written_axes(args[1] if len(args) > 1 else None, ndim, len(self.axes(view)))
+        if p in lined and lined[p][1]:
+            self.back(view, lined[p][0])
 
     def _through_op(self, record, node: int, p: int) -> None:
         """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by

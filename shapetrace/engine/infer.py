@@ -48,8 +48,9 @@ from shapetrace.engine.ops import (
     write_kind,
 )
 from shapetrace.engine.propagate import fits, strided
-from shapetrace.engine.thawed import TensorStub, thaw_args
+from shapetrace.engine.thawed import thaw_args
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
+from shapetrace.engine.writes import written_axes
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
 COMBINES = ops_of(Family.PRODUCT) | ops_of(Family.FUSED_ATTENTION)
@@ -78,6 +79,7 @@ class Inference:
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
         self.from_parameters: set[int] = set()          # nodes computed from module parameters only
         self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
+        self.sliced_from: dict[int, tuple[int, OpRecord]] = {}   # x[index] -> (x, the record that sliced it)
         self.declared: dict[int, tuple[Axis, ...]] = {}  # node -> the axes a later shapetrace.name() gave it
         self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
         #                                                one seed, and of which it is a same-axes copy
@@ -253,6 +255,26 @@ class Inference:
                 pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
         if changed:
             self.writes[target] = self.axes[target] = tuple(pinned)   # what it holds from here on
+            self._name_sliced_buffer(target, tuple(pinned))
+
+    def _name_sliced_buffer(self, view: int, named: tuple[Axis, ...]) -> None:
+        """A write into a slice of a buffer names the buffer too, on the axes the slice keeps whole:
+        ``key_states[..., :nope].copy_(k_nope)`` fills a ``new_empty`` buffer in parts (transformers'
+        DeepSeek latent attention), and the buffer is what the attention product reads."""
+        found = self.sliced_from.get(view)
+        if found is None:
+            return
+        base, record = found
+        mine = list(self.writes.get(base, self.axes_of(base)))
+        args, _ = thaw_args(record.frozen)
+        changed = False
+        for p, (v, whole) in written_axes(args[1] if len(args) > 1 else None, len(mine), len(named)).items():
+            axis = named[v]
+            if whole and self.namer.label(mine[p]) is None and self.namer.label(axis) is not None and \
+                    axis.size == mine[p].size:
+                mine[p], changed = axis, True
+        if changed:
+            self.writes[base] = self.axes[base] = tuple(mine)
 
     @staticmethod
     def write_lines(record, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
@@ -266,7 +288,7 @@ class Inference:
                 return {}
             dim = arg(args, kwargs, 1, "dim", 0) % ndim
             return {p: (p, p != dim) for p in range(ndim)}
-        return _written_axes(args[1] if len(args) > 1 else None, ndim, value_ndim)
+        return written_axes(args[1] if len(args) > 1 else None, ndim, value_ndim)
 
     def _keep_ambiguity(self, ins, outs, in_axes, out_axes) -> None:
         """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
@@ -333,6 +355,8 @@ class Inference:
         tags = self._tags_of(record.ins)
         if record.outs and (tags or spec.name in PROJECTIONS):
             self._tag_outputs(spec, record, in_axes, shapes, params, tags)
+        if spec.name == "__getitem__" and record.outs and record.ins:
+            self.sliced_from[record.outs[0]] = (record.ins[0], record)
         event_index = len(self.events)
         self.event_of_record[index] = event_index
         event = self._event(event_index, spec, record, in_axes, out_axes, params, tags)
@@ -648,31 +672,6 @@ _READS_LAYOUT = frozenset({strided})
 
 #: the name of a buffer's axis that holds token positions written in parts (a static cache's length)
 CAPACITY = "L"
-
-
-def _written_axes(index, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
-    """``target[index] = value``: target axis -> (the value's axis lined up with it, written whole?).
-    Basic indexing only (ints drop an axis, slices keep it, one 1-D tensor index keeps it); the value
-    broadcasts onto the indexed region from the right."""
-    items = index if isinstance(index, tuple) else (index,)
-    if any(i is None for i in items):
-        return {}
-    if ... in items:
-        cut = items.index(...)
-        items = items[:cut] + (slice(None),) * (ndim - len(items) + 1) + items[cut + 1:]
-    items = items + (slice(None),) * (ndim - len(items))
-    kept: list[tuple[int, bool]] = []
-    for p, item in enumerate(items[:ndim]):
-        if type(item) is int:
-            continue
-        if type(item) is slice:
-            kept.append((p, item == slice(None)))
-        elif isinstance(item, TensorStub) and len(item.shape) == 1:
-            kept.append((p, False))
-        else:
-            return {}
-    start = len(kept) - value_ndim
-    return {p: (k - start, whole) for k, (p, whole) in enumerate(kept) if k >= start}
 
 
 def _without_ones(axes: tuple[Axis, ...]) -> tuple[Axis, ...]:

@@ -1,11 +1,14 @@
 """Projections and caches written the way transformers writes them, not with ``F.linear``: Falcon's
 ``FalconLinear`` (an nn.Linear whose forward is ``input @ self.weight.T``) feeding its fused q/k/v
 split per head, Falcon's grouped-query fused projection (new decoder architecture), and the first
-write into a ``DynamicCache``, a ``torch.cat`` onto an empty 1-d tensor (issue 21, corpus).
+write into a ``DynamicCache``, a ``torch.cat`` onto an empty 1-d tensor, and DeepSeek's latent
+attention as transformers writes it: queries joined from a no-position part and a rotated part, keys
+filled into a ``new_empty`` buffer slice by slice, eager or through SDPA (issue 21, corpus).
 
 Sources: huggingface/transformers ``models/falcon/modeling_falcon.py`` (``FalconLinear``,
 ``FalconAttention._split_heads``) and ``cache_utils.py`` (``DynamicLayer.lazy_initialization`` sets
-``self.keys = torch.tensor([])``; ``update`` does ``torch.cat([self.keys, key_states], dim=-2)``).
+``self.keys = torch.tensor([])``; ``update`` does ``torch.cat([self.keys, key_states], dim=-2)``),
+``models/deepseek_v3/modeling_deepseek_v3.py`` (``DeepseekV3Attention.forward``).
 Written here from those shapes, not copied.
 """
 
@@ -16,6 +19,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
@@ -85,6 +89,48 @@ class FalconGrouped(nn.Module):
         return self.dense(y.transpose(1, 2).reshape(B, T, D))         # (B, T, D)
 
 
+class LatentAttention(nn.Module):
+    """DeepSeek-V3-style MLA: low-rank queries split per head into ``nope`` and ``rope`` parts, keys
+    and values from a compressed latent, one shared rotary key for all heads; the keys are written
+    into a fresh buffer in two slices, the queries joined back with ``cat``."""
+
+    def __init__(self, dim: int, heads: int, fused: bool = False, nope: int = 4, rope: int = 4, v_dim: int = 6,
+                 q_rank: int = 10, kv_rank: int = 7):
+        super().__init__()
+        self.heads, self.nope, self.rope, self.v_dim, self.fused = heads, nope, rope, v_dim, fused
+        self.q_a_proj = nn.Linear(dim, q_rank, bias=False)
+        self.q_b_proj = nn.Linear(q_rank, heads * (nope + rope), bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(dim, kv_rank + rope, bias=False)
+        self.kv_b_proj = nn.Linear(kv_rank, heads * (nope + v_dim), bias=False)
+        self.o_proj = nn.Linear(heads * v_dim, dim, bias=False)
+
+    def rotate(self, x):
+        x1, x2 = x[..., 0::2], x[..., 1::2]                           # (..., rope/2) each
+        return torch.cat([x1 - x2, x2 + x1], dim=-1)                  # (..., rope)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        H, nope, rope = self.heads, self.nope, self.rope
+        q = self.q_b_proj(self.q_a_proj(x)).view(B, T, H, nope + rope).transpose(1, 2)  # (B, H, T, nope+rope) [mla-q]
+        q_pass, q_rot = torch.split(q, [nope, rope], dim=-1)         # (B, H, T, nope), (B, H, T, rope)
+        latent, k_rot = torch.split(self.kv_a_proj_with_mqa(x), [self.kv_b_proj.in_features, rope], dim=-1)
+        k_rot = k_rot.view(B, 1, T, rope)                             # (B, 1, T, rope)
+        kv = self.kv_b_proj(latent).view(B, T, H, nope + self.v_dim).transpose(1, 2)  # (B, H, T, nope+v)
+        k_pass, value = torch.split(kv, [nope, self.v_dim], dim=-1)  # (B, H, T, nope), (B, H, T, v)
+        q_rot, k_rot = self.rotate(q_rot), self.rotate(k_rot)
+        k_rot = k_rot.expand(-1, H, -1, -1)                           # (B, H, T, rope)
+        query = torch.cat((q_pass, q_rot), dim=-1)                    # (B, H, T, nope+rope) [mla-query]
+        key = k_pass.new_empty(B, H, T, nope + rope)                  # (B, H, T, nope+rope)
+        key[..., :nope].copy_(k_pass)                                 # (B, H, T, nope) [mla-key-pass]
+        key[..., nope:].copy_(k_rot)                                  # (B, H, T, rope)
+        if self.fused:
+            y = F.scaled_dot_product_attention(query, key, value)     # (B, H, T, v) [mla-y]
+        else:
+            w = (query @ key.transpose(2, 3) / math.sqrt(nope + rope)).softmax(dim=-1)  # (B, H, T, T) [mla-w]
+            y = w @ value                                             # (B, H, T, v) [mla-y]
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, H * self.v_dim))  # (B, T, D)
+
+
 def build(model_class, B: int = 2, T: int = 5, D: int = 24, **kwargs):
     def make():
         return model_class(**kwargs).eval(), (torch.randn(B, T, D),)
@@ -102,6 +148,15 @@ CASES = [
          heads=FALCON_HEADS, silent=("falcon-fused", "falcon-q", "falcon-scores")),
     Case("dynamic-cache-first-write-cats-onto-an-empty-tensor", DIMS, build(FalconFused, dim=24, heads=3, cache=True),
          heads={**FALCON_HEADS, "cache-k": PER_HEAD, "cache-v": PER_HEAD}, silent=("cache-k", "cache-v")),
+    Case("deepseek-mla-joined-queries-keys-filled-by-slices", DIMS, build(LatentAttention, dim=24, heads=3),
+         heads={"mla-q": ("B", "H", "T", "?"), "mla-query": ("B", "H", "T", "?"), "mla-key-pass": ("B", "H", "T", "?"),
+                "mla-w": ("B", "H", "T", "T"), "mla-y": ("B", "H", "T", "?")},
+         silent=("mla-query", "mla-key-pass", "mla-w")),
+    Case("deepseek-mla-joined-queries-through-sdpa", DIMS, build(LatentAttention, dim=24, heads=3, fused=True),
+         heads={"mla-q": ("B", "H", "T", "?"), "mla-query": ("B", "H", "T", "?"), "mla-y": ("B", "H", "T", "?")},
+         silent=("mla-query", "mla-y")),
+    Case("deepseek-mla-joined-queries-T-eq-H", SQUARE, build(LatentAttention, T=4, D=32, dim=32, heads=4),
+         heads={"mla-q": ("B", "H", "T", "?"), "mla-query": ("B", "H", "T", "?"), "mla-w": ("B", "H", "T", "T")}),
 ]
 
 
