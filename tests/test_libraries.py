@@ -273,3 +273,26 @@ def test_falcon_projects_with_matmul_and_gemma_caches_onto_an_empty_tensor():
     t = traced(multi_query, ids, dims=dims)
     assert [e.op for e in t.events].count("cat") >= 2
     assert loud(t) == [] and contradictions(t, dims) == []
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_deepseek_v3_latent_attention_names_its_heads(impl):
+    """transformers' DeepseekV3Model (multi-head latent attention: low-rank queries and keys/values, the
+    queries joined from a no-position and a rotated part, the keys written into a new buffer slice by
+    slice): every per-head tensor of its attention is [B, H, ...], its queries and keys over tokens."""
+    transformers = optional("transformers", reason="optional group: pip install transformers")
+    config = transformers.DeepseekV3Config(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, intermediate_size=128,
+        moe_intermediate_size=32, vocab_size=101, max_position_embeddings=32, kv_lora_rank=16, q_lora_rank=24,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=8, n_routed_experts=2, num_experts_per_tok=1,
+        first_k_dense_replace=1, n_group=1, topk_group=1)
+    model = transformers.DeepseekV3Model(config).eval()
+    model.config._attn_implementation = impl
+    t = traced(model, torch.randint(0, 101, (2, 6)))
+    heads = [o.dims for e in t.events for o in e.outputs
+             if "self_attn" in e.module and len(o.shape) == 4 and tuple(o.shape[:2]) == (2, 4)]
+    assert len(heads) >= 30
+    assert all(dims[:2] == ("B", "H") for dims in heads), heads
+    over_tokens = [dims for dims in heads if dims[2] is not None and t.namer.role(dims[2]) == "tokens"]
+    assert len(over_tokens) >= 0.9 * len(heads), heads   # the rest: keys transposed, [B, H, E, T]
+    assert loud(t) == [] and contradictions(t, SIZES) == []
