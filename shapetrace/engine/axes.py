@@ -146,18 +146,47 @@ def in_root_order(axis: Axis) -> bool:
 def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axis:
     """A strict part of an axis: ``T[0:1]`` (a derived name, never the bare ``T``), or unnamed.
 
-    The slice keeps what its axis indexes (a slice of tokens is tokens), not its declared size.
+    The slice keeps what its axis indexes (a slice of tokens is tokens), not its declared size. A
+    slice of a sum (``D+2*D_kv``) that starts and ends on its parts' bounds is those parts (``D``).
     """
     if size == axis.size:
         return axis
     label = namer.label(axis)
     if label is None or label.startswith(MIXED_PREFIX):
         return unknown_axis(size)
+    parts = _parts_between(label, start, size, namer) if isinstance(start, int) and "+" in label else None
+    if parts is not None:
+        return root_axis("+".join(parts), size)
     if isinstance(start, int) and start >= 0 and size == 1 and start + 1 == axis.size:
         where = "-1:"   # the last one: a decode step's token (T[-1:]), whatever the length so far
     else:
         where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
     return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
+
+
+#: the width of a grouped-query q/k/v projection fused in one, queries first: ``(H + 2·H_kv)·d_k``
+GROUPED_QKV = "D+2*D_kv"
+
+
+def _parts_between(label: str, start: int, size: int, namer: Namer) -> list[str] | None:
+    """The parts of the sum ``label`` that fill ``[start, start + size)`` exactly, a part ``k*X`` counted
+    as k parts ``X`` (``D+2*D_kv`` at ``[64:80]`` is ``D_kv`` where D = 64, D_kv = 16); None when the
+    bounds fall inside a part or a part's size is unknown."""
+    pieces: list[tuple[str, int]] = []
+    for term in label.split("+"):
+        count, _, name = term.rpartition("*") if "*" in term and term.split("*", 1)[0].isdigit() else ("1", "", term)
+        width = namer.size_of(name)
+        if width is None or not count.isdigit():
+            return None
+        pieces += [(name, width)] * int(count)
+    found, at = [], 0
+    for name, width in pieces:
+        if start <= at and at + width <= start + size:
+            found.append(name)
+        elif at < start + size and start < at + width:
+            return None   # the slice cuts this part
+        at += width
+    return found if found and sum(namer.size_of(n) for n in found) == size else None
 
 
 def piece_label(atom: Atom) -> str:
@@ -367,11 +396,13 @@ class Namer:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
 
         Only a unique match counts: when two roots have this width, none is chosen. A grouped-query
-        q/k/v projection fused in one (``(H + 2·H_kv)·d_k``: Falcon's new architecture, Phi-3) has no
-        root of its own, so a width equal to it names nothing: at ``H = 2·H_kv`` it equals ``2·D``, whose
-        split into ``(2, H, d_k)`` would name the axis of each group's q, k and v parts ``H``."""
+        q/k/v projection fused in one (``(H + 2·H_kv)·d_k``: Phi-3's ``qkv_proj``, GPTBigCode's
+        ``c_attn``, Falcon's new architecture) is the sum ``D+2*D_kv``, never another root of the same
+        width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
+        of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
+        (:func:`sliced`); a view of it names only pieces of it."""
         if size == self._fused_grouped_qkv_width():
-            return None
+            return GROUPED_QKV if self.size_of("D") == self.size_of("H") * self.size_of("d_k") else None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -410,6 +441,8 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
+        if atom.root == GROUPED_QKV:
+            return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
         return piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:

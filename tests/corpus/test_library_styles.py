@@ -27,6 +27,7 @@ from tests.corpus.helpers import Case, check_names, check_verdict
 
 DIMS = "B=2 T=5 D=24 H=3"            # T != H, d_k = 8
 SQUARE = "B=2 T=4 D=32 H=4"          # T == H, d_k = 8
+GQA = "B=2 T=5 D=32 H=4 H_kv=2"      # d_k = 8, (H + 2·H_kv)·d_k = 64 = 2·D
 
 
 class MatmulLinear(nn.Linear):
@@ -131,6 +132,36 @@ class LatentAttention(nn.Module):
         return self.o_proj(y.transpose(1, 2).reshape(B, T, H * self.v_dim))  # (B, T, D)
 
 
+class FusedGroupedSlices(nn.Module):
+    """Phi-3's ``qkv_proj``: one projection of width (H + 2·H_kv)·d_k, queries first, cut by slicing
+    (``split=True``: by ``split`` into the queries and the keys-and-values, GPTBigCode's ``c_attn``)."""
+
+    def __init__(self, dim: int, heads: int, kv_heads: int, split: bool = False):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim, self.split = heads, kv_heads, dim // heads, split
+        self.qkv_proj = nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        H, H_kv, d = self.heads, self.kv_heads, self.head_dim
+        qkv = self.qkv_proj(x)                                        # (B, T, D + 2·D_kv) [gqa-fused]
+        if self.split:
+            q, kv = qkv.split((H * d, 2 * H_kv * d), dim=-1)          # (B, T, D), (B, T, 2·D_kv)
+            k, v = kv.chunk(2, dim=-1)                                # (B, T, D_kv) each
+        else:
+            q = qkv[..., :H * d]                                      # (B, T, D) [gqa-q-part]
+            k = qkv[..., H * d:(H + H_kv) * d]                        # (B, T, D_kv) [gqa-k-part]
+            v = qkv[..., (H + H_kv) * d:]                             # (B, T, D_kv)
+        q = q.view(B, T, H, d).transpose(1, 2)                        # (B, H, T, d_k) [gqa-q]
+        k = k.view(B, T, H_kv, d).transpose(1, 2)                     # (B, H_kv, T, d_k) [gqa-k]
+        v = v.view(B, T, H_kv, d).transpose(1, 2)                     # (B, H_kv, T, d_k)
+        k = k.repeat_interleave(H // H_kv, dim=1)                     # (B, H, T, d_k)
+        v = v.repeat_interleave(H // H_kv, dim=1)                     # (B, H, T, d_k)
+        w = (q @ k.transpose(-2, -1) / math.sqrt(d)).softmax(dim=-1)  # (B, H, T, T) [gqa-w]
+        return self.o_proj((w @ v).transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
 def build(model_class, B: int = 2, T: int = 5, D: int = 24, **kwargs):
     def make():
         return model_class(**kwargs).eval(), (torch.randn(B, T, D),)
@@ -148,6 +179,13 @@ CASES = [
          heads=FALCON_HEADS, silent=("falcon-fused", "falcon-q", "falcon-scores")),
     Case("dynamic-cache-first-write-cats-onto-an-empty-tensor", DIMS, build(FalconFused, dim=24, heads=3, cache=True),
          heads={**FALCON_HEADS, "cache-k": PER_HEAD, "cache-v": PER_HEAD}, silent=("cache-k", "cache-v")),
+    Case("phi3-fused-grouped-qkv-cut-by-slices", GQA, build(FusedGroupedSlices, D=32, dim=32, heads=4, kv_heads=2),
+         heads={"gqa-fused": ("B", "T", "D+2*D_kv"), "gqa-q-part": ("B", "T", "D"), "gqa-k-part": ("B", "T", "D_kv"),
+                "gqa-q": PER_HEAD, "gqa-k": ("B", "H_kv", "T", "d_k"), "gqa-w": ("B", "H", "T", "T")},
+         silent=("gqa-fused", "gqa-q", "gqa-k", "gqa-w")),
+    Case("bigcode-fused-grouped-qkv-split", GQA,
+         build(FusedGroupedSlices, D=32, dim=32, heads=4, kv_heads=2, split=True),
+         heads={"gqa-q": PER_HEAD, "gqa-k": ("B", "H_kv", "T", "d_k"), "gqa-w": ("B", "H", "T", "T")}),
     Case("deepseek-mla-joined-queries-keys-filled-by-slices", DIMS, build(LatentAttention, dim=24, heads=3),
          heads={"mla-q": ("B", "H", "T", "?"), "mla-query": ("B", "H", "T", "?"), "mla-key-pass": ("B", "H", "T", "?"),
                 "mla-w": ("B", "H", "T", "T"), "mla-y": ("B", "H", "T", "?")},
