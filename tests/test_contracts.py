@@ -317,6 +317,54 @@ def test_mask_polarity_unread_mask_gets_a_note():
 
 
 # ---------------------------------------------------------------------------
+# float-mask-as-bias: a multiplicative 0/1 mask handed to SDPA, which adds float masks
+# ---------------------------------------------------------------------------
+
+def test_torch_adds_a_float_mask_to_the_scores():
+    """SDPA adds a float attn_mask to the scaled scores (its documented reference implementation;
+    pytorch/pytorch#163026 and timeseriesAI/tsai#171 meet it as "the scores are not masked"): a 0/1
+    ``tril(ones)`` mask is a bias of one, and every query still attends to later keys."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 8) for _ in range(3))
+    ones = torch.tril(torch.ones(5, 5))
+    added = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8) + ones, dim=-1) @ v
+    assert torch.allclose(F.scaled_dot_product_attention(q, k, v, attn_mask=ones), added, atol=1e-6)
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert not torch.allclose(F.scaled_dot_product_attention(q, k, v, attn_mask=ones), causal, atol=1e-3)
+    assert torch.allclose(F.scaled_dot_product_attention(q, k, v, attn_mask=ones.bool()), causal, atol=1e-6)
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_float_mask_as_bias_fires_on_a_zero_one_mask(B, T, H, dk):
+    """rasbt/LLMs-from-scratch's ``torch.tril(torch.ones(T, T))`` (a mask to multiply the weights by),
+    handed to SDPA as attn_mask."""
+    torch.manual_seed(0)
+    ones = torch.tril(torch.ones(T, T))                                       # (T, T), 1 = keep
+    t = traced(lambda x, m: sdpa_heads(x, H, m), dims_of(B, T, H, dk), torch.randn(B, T, H * dk), ones,
+               names=["B T D", "T T"])
+    i = index_of(t)
+    (d,) = found(t, "float-mask-as-bias")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message == (f"{SDPA} #{i} gets a float attn_mask [T={T}, T={T}] holding only 0s and 1s (1 on the "
+                         "diagonal and below: a causal mask). SDPA adds a float mask to the scores before the "
+                         "softmax, so the 1s raise the scores they mark by one and the 0s change nothing: no key "
+                         "is hidden, and each query still attends to every key.")
+    assert d.fix.startswith("Pass a boolean mask, where True means attend: attn_mask=mask.bool()")
+
+
+@pytest.mark.parametrize("B,T,H,dk", SIZES, ids=SIZE_IDS)
+def test_float_mask_as_bias_silent_on_masks_that_mask(B, T, H, dk):
+    torch.manual_seed(0)
+    x = torch.randn(B, T, H * dk)
+    ones = torch.tril(torch.ones(T, T))
+    slopes = torch.arange(T)[None, :] - torch.arange(T)[:, None]               # an ALiBi-like bias: 0, -1, -2 ...
+    for mask in (ones.bool(), nn.Transformer.generate_square_subsequent_mask(T), -slopes.abs().float(),
+                 torch.zeros(T, T)):
+        t = traced(lambda x, m: sdpa_heads(x, H, m), dims_of(B, T, H, dk), x, mask, names=["B T D", None])
+        assert found(t, "float-mask-as-bias") == [] and loud(t) == [], mask
+
+
+# ---------------------------------------------------------------------------
 # gqa-heads: transformers' Llama sdpa_attention (repeat_kv / enable_gqa)
 # ---------------------------------------------------------------------------
 

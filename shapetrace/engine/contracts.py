@@ -176,6 +176,30 @@ def _polarity_problem(e: Event) -> str:
 
 
 # ---------------------------------------------------------------------------
+# SDPA: a float mask of 0s and 1s, which SDPA adds to the scores
+# ---------------------------------------------------------------------------
+
+def float_mask_as_bias(analysis: Analysis) -> list[Diagnostic]:
+    """A float ``attn_mask`` holding only 0s and 1s: SDPA adds a float mask to the scores, so it hides
+    nothing (a mask written to multiply by, ``torch.tril(torch.ones(T, T))``, handed where it is added)."""
+    out = []
+    for e in _sdpa_calls(analysis):
+        if e.error or not e.params.get("float_mask_binary"):
+            continue
+        mask = e.inputs[3] if len(e.inputs) > 3 else None
+        shape = f" {_shown(mask)}" if mask is not None else ""
+        causal = " (1 on the diagonal and below: a causal mask)" if e.params.get("mask_pattern") == "causal" else ""
+        out.append(Diagnostic("error", "float-mask-as-bias", e.index, (
+            f"{SDPA} #{e.index} gets a float attn_mask{shape} holding only 0s and 1s{causal}. SDPA adds a "
+            "float mask to the scores before the softmax, so the 1s raise the scores they mark by one and "
+            "the 0s change nothing: no key is hidden, and each query still attends to every key."), (
+            "Pass a boolean mask, where True means attend: attn_mask=mask.bool() (for a causal mask, "
+            "is_causal=True does the same); or an additive one, 0 where a key is seen and -inf where it is "
+            "hidden: torch.zeros_like(mask).masked_fill(mask == 0, float('-inf')).")))
+    return out
+
+
+# ---------------------------------------------------------------------------
 # SDPA: grouped-query attention
 # ---------------------------------------------------------------------------
 
@@ -344,5 +368,5 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
     return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
 
 
-CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, gqa_heads, gqa_head_order,
-                  softmax_implicit_dim, broadcast_lineup]
+CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, float_mask_as_bias, gqa_heads,
+                  gqa_head_order, softmax_implicit_dim, broadcast_lineup]

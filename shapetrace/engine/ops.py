@@ -164,7 +164,11 @@ def mask_facts(mask: Any) -> dict:
     (True on the diagonal and below), ``"future"`` for ``ones(L, S).triu(S - L + 1)`` (True strictly
     above it: nn.MultiheadAttention's causal mask), else absent. Every leading slice must match.
     """
-    if not str(mask.dtype).endswith("bool") or mask.dim() == 0:
+    if mask.dim() == 0:
+        return {}
+    if mask.is_floating_point():
+        return _float_mask_facts(mask)
+    if not str(mask.dtype).endswith("bool"):
         return {}
     if mask.device.type != "cpu":
         return {"mask_read": f"not read: the mask is on {mask.device.type} (reading it would wait for the device)"}
@@ -180,6 +184,24 @@ def mask_facts(mask: Any) -> dict:
         for pattern, table in (("causal", ones.tril(n_k - n_q)), ("future", ones.triu(n_k - n_q + 1))):
             if bool((mask == table).all()):
                 facts["mask_pattern"] = pattern
+    return facts
+
+
+def _float_mask_facts(mask: Any) -> dict:
+    """A float mask is added to the scores. ``float_mask_binary`` says it holds only 0s and 1s, both
+    (``torch.tril(torch.ones(T, T))``: a mask written for multiplying, handed where it is added), and
+    ``mask_pattern`` says which triangle the 1s are, as for a boolean mask. Read on the CPU only."""
+    if mask.device.type != "cpu" or mask.numel() > MASK_READ_LIMIT or mask.is_meta:
+        return {}
+    ones, zeros = mask == 1, mask == 0
+    if not bool((ones | zeros).all()) or not bool(ones.any()) or not bool(zeros.any()):
+        return {}
+    facts: dict[str, Any] = {"float_mask_binary": True}
+    if mask.dim() >= 2 and mask.shape[-2] > 1:
+        n_q, n_k = mask.shape[-2], mask.shape[-1]
+        table = ones.new_ones((n_q, n_k))
+        if bool((ones == table.tril(n_k - n_q)).all()):
+            facts["mask_pattern"] = "causal"
     return facts
 
 
