@@ -395,3 +395,43 @@ def test_merge_without_transpose_at_T_equals_H(B, T, D, H):
     t, _ = trace(merge_without_transpose, B, T, D, H)
     assert (ERROR, "tokens-merged-with-features") in found(t)   # a later projection proves the merge wrong
     assert (ERROR, "projection-over-tokens") in found(t)
+
+
+class EinsumScores(nn.Module):
+    """Scores by einsum over q/k/v projections named as Llama names them (the modules say which operand
+    is the queries). ``subscripts`` with the keys' letter first in the output (``bhqd,bhkd->bhkq``) is the
+    einsum form of ``k @ qᵀ`` (the softmax then weighs queries)."""
+
+    def __init__(self, D: int, H: int, subscripts: str):
+        super().__init__()
+        self.H, self.subscripts = H, subscripts
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(D, D) for _ in range(3))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = (p(x).view(B, T, self.H, D // self.H).transpose(1, 2)       # (B, H, T, d_k)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        w = torch.einsum(self.subscripts, q, k).softmax(dim=-1)               # (B, H, T, T)
+        return torch.einsum("bhqk,bhkd->bhqd", w, v)                           # (B, H, T, d_k)
+
+
+EINSUM_SIZES = [pytest.param(2, 5, 24, 3, id="distinct"), pytest.param(2, 4, 32, 4, id="T==H"),
+                pytest.param(4, 4, 16, 4, id="B==T==H==d_k")]
+
+
+@pytest.mark.parametrize("B,T,D,H", EINSUM_SIZES)
+def test_einsum_scores_with_the_keys_on_the_rows(B, T, D, H):
+    torch.manual_seed(0)
+    model = EinsumScores(D, H, "bhqd,bhkd->bhkq").eval()
+    with torch.no_grad(), shapetrace.trace(dims={"B": B, "T": T, "D": D, "H": H}) as t:
+        model(torch.randn(B, T, D))
+    (d,) = [d for d in t.diagnostics if d.kind == "query-key-swapped"]
+    i = [e.index for e in t.events if e.op == "einsum"][0]
+    assert (d.severity, d.event) == (ERROR, i)
+    assert d.message.startswith(f"einsum #{i} ('bhqd,bhkd->bhkq') puts the tokens of the keys [B={B}, H={H}, T={T}, "
+                                f"d_k={D // H}] on the scores' rows and those of the queries")
+    correct = EinsumScores(D, H, "bhqd,bhkd->bhqk").eval()
+    with torch.no_grad(), shapetrace.trace(dims={"B": B, "T": T, "D": D, "H": H}) as t:
+        correct(torch.randn(B, T, D))
+    assert [d.kind for d in t.diagnostics if d.kind == "query-key-swapped"] == []
+    assert loud(t) == []

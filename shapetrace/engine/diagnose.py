@@ -400,10 +400,21 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
         if family_of(e.op) is not Family.PRODUCT:
             continue
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
-        made_by = tuple(e.projections[:2])
+        sources = _rows_and_columns_from(e)
+        if sources is None:
+            continue
+        made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, analysis))   # provenance outranks names
-        if swapped:
+        if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
+            rows, cols = e.inputs[1], e.inputs[0]
+            out.append(Diagnostic("error", "query-key-swapped", e.index, (
+                f"{e.op} #{e.index} ('{_subscripts_text(e)}') puts the tokens of the keys "
+                f"{fmt_named(rows.dims, rows.shape)} on the scores' rows and those of the queries "
+                f"{fmt_named(cols.dims, cols.shape)} on their columns, so a softmax over the last axis weighs "
+                "queries, not keys, and each output row belongs to a key."),
+                "Put the queries' token letter first in the output: the scores are [..., queries, keys]."))
+        elif swapped:
             a, b = e.inputs[0], e.inputs[1]
             out.append(Diagnostic("error", "query-key-swapped", e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
@@ -412,6 +423,28 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
+
+
+def _rows_and_columns_from(e: Event) -> tuple[int, int] | None:
+    """Which operands give a product's last two output axes: ``(0, 1)`` for ``a @ b``; an einsum by
+    its subscripts (``bhqd,bhkd->bhkq`` gives ``(1, 0)``); None when the subscripts do not say."""
+    if not contracts_by_subscripts(e.op):
+        return (0, 1)
+    parsed = e.params.get("subscripts")
+    if not parsed or len(parsed.get("inputs", ())) != 2 or len(parsed.get("output", "")) < 2:
+        return None
+    found = []
+    for letter in parsed["output"][-2:]:
+        owners = [i for i, term in enumerate(parsed["inputs"]) if letter in term]
+        if len(owners) != 1:
+            return None   # a letter in both operands is batch, not a row or a column
+        found.append(owners[0])
+    return (found[0], found[1]) if found[0] != found[1] else None
+
+
+def _subscripts_text(e: Event) -> str:
+    parsed = e.params.get("subscripts") or {}
+    return ",".join(parsed.get("inputs", ())) + "->" + parsed.get("output", "")
 
 
 RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
