@@ -95,6 +95,7 @@ class Inference:
         self.seeded_by_size = False
         self._memo: dict[tuple, tuple] = {}
         self._interned: dict[tuple, tuple] = {}
+        self._infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
         self._done = 0
         self._pending = None   # an einops chain: (call id, output node, event index, groups)
 
@@ -169,6 +170,7 @@ class Inference:
     # -- the pass ----------------------------------------------------------------------------------
     def advance(self) -> list[Event]:
         records = self.capture.records
+        self._infos.clear()   # labels read since the last pass are not shared with the infos of this one
         for index in range(self._done, len(records)):
             record = records[index]
             kind = type(record)
@@ -575,14 +577,25 @@ class Inference:
     def _event(self, index: int, spec: OpSpec, record: OpRecord, in_axes, out_axes, params, tags) -> Event:
         view, noop, allocates, copies = record.memory
         device = record.device.type
-        out_infos = [self.info(raw, axes, device) for raw, axes in zip(record.out_raw, out_axes)]
+        out_infos = [self._shared_info(raw, axes, device) for raw, axes in zip(record.out_raw, out_axes)]
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         frozen_args, frozen_kwargs = record.frozen
-        in_infos = [self.info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
+        in_infos = [self._shared_info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
         module = self.capture.module_calls.path(record.module)
         return new_event(index, spec.name, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
                          params or {}, record.error, module, tags or (None,) * len(record.ins), record.site,
                          (spec.name, frozen_args, frozen_kwargs))
+
+    def _shared_info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
+        """:meth:`info`, one object for each layout and axes of this pass: most tensors are one row's
+        output and the next row's input, and an info's labels are then resolved once. Shared only
+        within one :meth:`advance` (nothing reads a label until it ends), so no info created after a
+        read shares labels resolved before it. Keyed by the axes' identity: the entry keeps them alive."""
+        key = (raw, id(axes), device)
+        hit = self._infos.get(key)
+        if hit is None:
+            hit = self._infos[key] = (self.info(raw, axes, device), axes)
+        return hit[0]
 
     def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
         layout = _LAYOUTS.get(raw)
