@@ -96,6 +96,7 @@ class Inference:
         self._memo: dict[tuple, tuple] = {}
         self._interned: dict[tuple, tuple] = {}
         self._infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
+        self._clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self._done = 0
         self._pending = None   # an einops chain: (call id, output node, event index, groups)
 
@@ -306,18 +307,19 @@ class Inference:
                 self._pass_names(spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen,
                                  in_axes)
                 return
-        if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+        family = family_of(spec.name)
+        if family is Family.WRITE and len(record.ins) >= 2:
             record = self._written(record, in_axes)
         shapes = [r[0] for r in record.out_raw]
         if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
-        if record.error is None and family_of(spec.name) is Family.WRITE:
+        if record.error is None and family is Family.WRITE:
             out_axes, params = [in_axes[0]], record.params or {}
         elif record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
-        if family_of(spec.name) is Family.JOIN and out_axes:
+        if family is Family.JOIN and out_axes:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
         if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
             self.from_parameters.update(record.outs)
@@ -334,7 +336,7 @@ class Inference:
         event_index = len(self.events)
         self.event_of_record[index] = event_index
         event = self._event(event_index, spec, record, in_axes, out_axes, params, tags)
-        event.sources = tuple(self.made_by.get(n) for n in record.ins)
+        event.sources = tuple(map(self.made_by.get, record.ins))
         for position, node in enumerate(record.outs):
             self.made_by[node] = (event_index, position)
         self.events.append(event)
@@ -380,7 +382,8 @@ class Inference:
         atom = axis.atoms[0]
         for stack, factor in STACK_FACTORS.items():
             if atom.size == factor and (spec.name in PICKS or parts == factor):
-                self.namer.decide(atom, stack)
+                if self.namer.decide(atom, stack):
+                    self._clash_memo.clear()   # the labels changed: a broadcast may line up other roles now
                 return
 
     def _pass(self, record: PassRecord) -> None:
@@ -480,8 +483,8 @@ class Inference:
     def _tags_of(self, nodes) -> tuple | None:
         if not self.tags:
             return None
-        found = tuple(self.tags.get(n) for n in nodes)
-        return found if any(t is not None for t in found) else None
+        found = tuple(map(self.tags.get, nodes))
+        return None if found.count(None) == len(found) else found
 
     def _tag_outputs(self, spec: OpSpec, record: OpRecord, in_axes, shapes, params, input_tags) -> None:
         """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
@@ -515,7 +518,16 @@ class Inference:
         own, where the diagnostics say so."""
         if record.error is not None or len(in_axes) < 2 or not lines_up_by_broadcast(record.spec.name):
             return False
-        shapes = [r[0] for r in record.in_raw]
+        shapes = tuple(r[0] for r in record.in_raw)
+        # the same broadcast in the next layer: the same verdict (the axes are keyed by identity, and the
+        # entry keeps them alive; a decided name forgets every verdict, see _decide_stack)
+        key = (tuple(map(id, in_axes)), shapes)
+        hit = self._clash_memo.get(key)
+        if hit is None:
+            hit = self._clash_memo[key] = (self._clash_found(in_axes, shapes), tuple(in_axes))
+        return hit[0]
+
+    def _clash_found(self, in_axes, shapes) -> bool:
         if self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None:
             return True
         return ax.order_clash(list(zip(in_axes, shapes)), self.namer) is not None
