@@ -83,8 +83,9 @@ def new_info(shape, stride, offset, dtype, contiguous, device, nbytes, axes, nam
     """``TensorInfo(...)`` with ``dims`` left to resolve, made without the dataclass ``__init__`` (the
     inference makes two or three per event)."""
     info = _new_object(TensorInfo)
-    info.__dict__.update(shape=shape, stride=stride, storage_offset=offset, dtype=dtype, contiguous=contiguous,
-                         device=device, nbytes=nbytes, axes=axes, namer=namer)
+    info.__dict__.update({"shape": shape, "stride": stride, "storage_offset": offset, "dtype": dtype,
+                          "contiguous": contiguous, "device": device, "nbytes": nbytes, "axes": axes,
+                          "namer": namer})   # (a dict display: no keyword arguments to gather)
     return info
 
 
@@ -182,10 +183,10 @@ def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, p
     """``Event(...)`` with its site and argument text left to resolve, made without the dataclass
     ``__init__`` (one per recorded call)."""
     event = _new_object(Event)
-    event.__dict__.update(index=index, op=op, inputs=inputs,
-                          outputs=outputs, view=view, noop=noop, alloc_bytes=alloc_bytes,
-                          copy_bytes=copy_bytes, params=params, error=error, module=module,
-                          projections=projections, site=site, raw_args=raw_args, sources=())
+    event.__dict__.update({"index": index, "op": op, "inputs": inputs, "outputs": outputs, "view": view,
+                           "noop": noop, "alloc_bytes": alloc_bytes, "copy_bytes": copy_bytes, "params": params,
+                           "error": error, "module": module, "projections": projections, "site": site,
+                           "raw_args": raw_args, "sources": ()})
     return event
 
 

@@ -437,7 +437,7 @@ class Inference:
         frozen, params = record.frozen, record.params
         layouts = getattr(record, "in_raw", None) if spec.names in _READS_LAYOUT else None
         try:
-            key = (spec.name, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
+            key = (spec.name, tuple(map(id, in_axes)), frozen, tuple(shapes),   # (torch.Size == tuple)
                    None if params is None else _freeze_params(params),
                    None if layouts is None else tuple(tuple(r[1]) + (r[2],) for r in layouts))
             hit = self._memo.get(key)
