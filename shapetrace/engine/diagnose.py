@@ -16,7 +16,7 @@ from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
-from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
+from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.order import tokens_in_two_orders
 from shapetrace.engine.rules import VARIANT_RULES
 from shapetrace.engine.writes import swap_for, write_behind
@@ -100,8 +100,8 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
     use proves the merge wrong, so its warning becomes an error that names the projection (at T == H,
     ``y.reshape(B, T, D)`` of [B, H, T, d_k] is read as [B, H, T·d_k], and only the linear shows it)."""
     projected: dict = {}
-    for e in analysis.events:
-        if family_of(e.op) is Family.PROJECTION and e.inputs and e.inputs[0].axes:
+    for e in analysis.events_of(Family.PROJECTION):
+        if e.inputs and e.inputs[0].axes:
             projected.setdefault(e.inputs[0].axes[-1], e)
     out = []
     for d in found:
@@ -121,8 +121,8 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
 def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """A linear layer whose feature axis contains tokens mixes different tokens together."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.PROJECTION or not e.inputs or not e.inputs[0].axes:
+    for e in analysis.events_of(Family.PROJECTION):
+        if not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]):
@@ -161,8 +161,8 @@ def _mixed_fix(e: Event, label: str | None) -> str:
 def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     """Features split into heads in an unusual but consistent order (a note)."""
     out = []
-    for e in analysis.events:
-        if not e.outputs or family_of(e.op) is not Family.RESHAPE:
+    for e in analysis.events_of(Family.RESHAPE):
+        if not e.outputs:
             continue
         o = e.outputs[0]
         odd = [lab for axis, lab in zip(o.axes, o.dims) if analysis.namer.mix_kind(axis) == "note"]
@@ -178,6 +178,11 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 "permutation of features. It does break loading pretrained weights."),
                 "To load them, split as view(B, T, H, d_k)."))
     return out
+
+
+def _multiplies(op: str) -> bool:
+    """Can :func:`_matmul_pairs` find what ``op`` contracts (a matrix product, or einsum)?"""
+    return is_matrix_product(op) or contracts_by_subscripts(op)
 
 
 def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
@@ -206,7 +211,7 @@ def _declared(label: str | None, analysis: Analysis) -> bool:
 def contraction(analysis: Analysis) -> list[Diagnostic]:
     """A matmul that sums over two different named axes that happen to share a size."""
     out = []
-    for e in analysis.events:
+    for e in analysis.events_where(_multiplies):
         for la, lb in _matmul_pairs(e):
             if la != lb and _declared(la, analysis) and _declared(lb, analysis):
                 a, b = e.inputs
@@ -222,8 +227,8 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
 def batch_axes(analysis: Analysis) -> list[Diagnostic]:
     """Batched matmul whose batch axes disagree, or that batches over tokens."""
     out = []
-    for e in analysis.events:
-        if not is_matrix_product(e.op) or len(e.inputs) != 2 or not e.outputs:
+    for e in analysis.events_where(is_matrix_product):
+        if len(e.inputs) != 2 or not e.outputs:
             continue
         a, b, o = e.inputs[0], e.inputs[1], e.outputs[0]
         nb = len(o.shape) - 2
@@ -285,8 +290,8 @@ def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
 def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
     """Softmax over anything but the key axis of attention scores."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.SOFTMAX or not e.inputs:
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs:
             continue
         t = e.inputs[0]
         roles = [a.role for a in t.axes]
@@ -330,7 +335,7 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
     attends over heads, batch entries or features instead of over the other tokens."""
     out = []
     namer = analysis.namer
-    for e in analysis.events:
+    for e in analysis.events_where(_multiplies):
         pair = _matmul_pairs(e)
         if not pair or not e.outputs or len(e.outputs[0].shape) < 2:
             continue
@@ -365,8 +370,8 @@ def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
     """A softmax over a feature axis of a feature-by-feature product (``qᵀ @ q`` after a permute):
     each weight row mixes features instead of tokens."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.SOFTMAX or not e.inputs or e.params.get("dim") is None:
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs or e.params.get("dim") is None:
             continue
         t = e.inputs[0]
         dim = e.params["dim"] % len(t.shape)
@@ -396,9 +401,7 @@ def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
 def query_key_order(analysis: Analysis) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.PRODUCT:
-            continue
+    for e in analysis.events_of(Family.PRODUCT):
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         made_by = tuple(e.projections[:2])
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
