@@ -56,17 +56,29 @@ def mixed_axes(analysis: Analysis) -> list[Diagnostic]:
     each op is reported: an error before a warning before a note)."""
     out = []
     namer = analysis.namer
+    # the same tensors in every layer (inference shares one TensorInfo per layout and names): the same
+    # verdict, keyed by the infos' identity (the analysis keeps them alive)
+    worst: dict[tuple[int, ...], tuple | None] = {}
     for e in analysis.events:
         if not e.outputs or not e.inputs:
             continue
-        before = {lab for t in e.inputs for lab in t.dims}
-        o = e.outputs[0]
-        found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
-                 if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
-        if found:
-            _, i, kind, label = min(found)
+        key = (id(e.outputs[0]), *map(id, e.inputs))
+        if key not in worst:
+            worst[key] = _worst_mix(e, namer)
+        found = worst[key]
+        if found is not None:
+            _, i, kind, label = found
             out.append(_mix_diagnostic(e, i, kind, label))
     return out
+
+
+def _worst_mix(e: Event, namer) -> tuple | None:
+    """``(order, axis, kind, label)`` of the worst regrouping among the output's new labels, or None."""
+    before = {lab for t in e.inputs for lab in t.dims}
+    o = e.outputs[0]
+    found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
+             if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
+    return min(found) if found else None
 
 
 #: which kind of regrouping wins when one op makes several
