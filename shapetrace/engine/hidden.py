@@ -19,6 +19,7 @@ against TorchDispatchMode in tests/test_hidden.py.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -64,6 +65,7 @@ def _expanded(t: TensorInfo, batch: tuple[int, ...]) -> tuple[tuple[int, ...], t
     return tuple(shape) + t.shape[-2:], tuple(stride) + t.stride[-2:]
 
 
+@functools.lru_cache(maxsize=4096)   # a pure function of three tuples: every layer's matmuls ask the same
 def _first_break(shape: tuple[int, ...], stride: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, int] | None:
     for group in view_groups(shape, target):
         for a, b in zip(group.inputs, group.inputs[1:]):
