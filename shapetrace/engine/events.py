@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.hidden import matmul_hidden_copies
 from shapetrace.engine.ops import shows_first_argument, spec_for
 
 
@@ -128,8 +129,6 @@ class Event:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
         if not spec_for(self.op).copies_inside or self.error:
             return []
-        from shapetrace.engine.hidden import matmul_hidden_copies
-
         return matmul_hidden_copies(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,9 +154,7 @@ class Event:
         return d
 
     def _resolve_site(self) -> None:
-        from shapetrace.engine.sites import resolve
-
-        self.source, self.code, self.function, self.stack = resolve(self.site)
+        self.source, self.code, self.function, self.stack = _site_resolver()(self.site)
 
     def _resolve_args(self) -> None:
         raw = self.raw_args if self.raw_args is not None else ("", (), None)
@@ -170,6 +167,19 @@ class Event:
             if len(_ARGS_TEXT) < 8192:
                 _ARGS_TEXT[raw] = text
         self.args = text
+
+
+_SITE_RESOLVER: list = []
+
+
+def _site_resolver():
+    """:func:`.sites.resolve`, imported on first use (``sites`` imports torch; this module does not).
+    Kept here because an import statement in the resolver would cost more than the lookup, per event."""
+    if not _SITE_RESOLVER:
+        from shapetrace.engine.sites import resolve
+
+        _SITE_RESOLVER.append(resolve)
+    return _SITE_RESOLVER[0]
 
 
 _EVENT_LAZY = ("source", "code", "function", "stack", "args")

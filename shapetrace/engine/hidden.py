@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.ops import spec_for
 from shapetrace.engine.viewfail import view_groups
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,8 +86,6 @@ def _reason(t: TensorInfo, shape, stride, target, pair: tuple[int, int]) -> str:
 
 def matmul_hidden_copies(event: Event) -> list[HiddenCopy]:
     """The operands a batched ``matmul``/``@`` clones before ``bmm`` (both operands 3-D or more)."""
-    from shapetrace.engine.ops import spec_for
-
     if not spec_for(event.op).copies_inside or len(event.inputs) != 2 or event.error:
         return []
     a, b = event.inputs

@@ -588,7 +588,7 @@ class Inference:
     # -- events ------------------------------------------------------------------------------------
     def _event(self, index: int, spec: OpSpec, record: OpRecord, in_axes, out_axes, params, tags) -> Event:
         view, noop, allocates, copies = record.memory
-        device = record.device.type
+        device = _device_type(record.device)
         out_infos = [self._shared_info(raw, axes, device) for raw, axes in zip(record.out_raw, out_axes)]
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         frozen_args, frozen_kwargs = record.frozen
@@ -801,6 +801,15 @@ def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
 
 
 _DTYPE_NAMES: dict = {}
+_DEVICE_TYPES: dict = {}
+
+
+def _device_type(device) -> str:
+    """``device.type`` (``"cpu"``), remembered per device: torch builds the string afresh on each read."""
+    name = _DEVICE_TYPES.get(device)
+    if name is None:
+        name = _DEVICE_TYPES[device] = device.type
+    return name
 
 
 def _dtype_name(dtype) -> str:
