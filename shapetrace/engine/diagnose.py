@@ -23,7 +23,7 @@ from shapetrace.engine.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
-    from shapetrace.engine.events import Event
+    from shapetrace.engine.events import Event, TensorInfo
 
 def diagnose(analysis: Analysis) -> list[Diagnostic]:
     """All findings of an analysis, errors first, then in event order."""
@@ -173,14 +173,17 @@ def _mixed_fix(e: Event, label: str | None) -> str:
 def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     """Features split into heads in an unusual but consistent order (a note)."""
     out = []
+    splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
     for e in analysis.events_of(Family.RESHAPE):
         if not e.outputs:
             continue
         o = e.outputs[0]
-        odd = [lab for axis, lab in zip(o.axes, o.dims) if analysis.namer.mix_kind(axis) == "note"]
+        if id(o) not in splits:   # (the same tensors in every layer: judged once; the analysis keeps o alive)
+            splits[id(o)] = _odd_split(o, analysis.namer)
+        odd, mixed = splits[id(o)]
         if None in odd:
             continue   # a split of axes with no name: nothing is known of what it spreads
-        if odd and not any(analysis.namer.mix_kind(a) == "error" for a in o.axes):
+        if odd and not mixed:
             H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
             out.append(Diagnostic("note", "nonstandard-head-split", e.index, (
@@ -190,6 +193,12 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 "permutation of features. It does break loading pretrained weights."),
                 "To load them, split as view(B, T, H, d_k)."))
     return out
+
+
+def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
+    """The labels of the axes that split features unusually, and whether any axis mixes tokens."""
+    odd = [lab for axis, lab in zip(o.axes, o.dims) if namer.mix_kind(axis) == "note"]
+    return odd, any(namer.mix_kind(a) == "error" for a in o.axes)
 
 
 def _multiplies(op: str) -> bool:

@@ -321,7 +321,7 @@ class Inference:
             out_axes, params = [], record.params or {}
         if family is Family.JOIN and out_axes:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
-        if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
+        if record.ins and self._from_parameters_only(record.ins):
             self.from_parameters.update(record.outs)
         if self.pins and out_axes:
             out_axes = [self.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
@@ -342,6 +342,15 @@ class Inference:
         self.events.append(event)
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _from_parameters_only(self, nodes) -> bool:
+        """Are all these nodes parameters, or computed from parameters only? (a loop, not ``all()`` over
+        a generator: asked for every call)"""
+        nodes_facts, computed = self.capture.nodes, self.from_parameters
+        for n in nodes:
+            if n not in computed and not nodes_facts[n].parameter:
+                return False
+        return True
 
     def _written(self, record: OpRecord, in_axes) -> OpRecord:
         """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
@@ -407,7 +416,7 @@ class Inference:
             self.axes[node] = found[0]
             if self.ambiguous:
                 self._keep_ambiguity(ins, [node], in_axes, found)
-        if ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in ins):
+        if ins and self._from_parameters_only(ins):
             self.from_parameters.update(n for n in outs if n not in ins)
         self._carry_source(ins, outs, shapes)
         tags = self._tags_of(ins)
