@@ -248,6 +248,9 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
 def batch_axes(analysis: Analysis) -> list[Diagnostic]:
     """Batched matmul whose batch axes disagree, or that batches over tokens."""
     out = []
+    # the same operands in every layer (inference shares one TensorInfo per layout and names): judged
+    # once, keyed by the infos' identity (the analysis keeps them alive)
+    verdicts: dict[tuple[int, int, int], tuple] = {}
     for e in analysis.events_where(is_matrix_product):
         if len(e.inputs) != 2 or not e.outputs:
             continue
@@ -255,34 +258,52 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
         nb = len(o.shape) - 2
         if nb <= 0 or len(a.shape) < 2 or len(b.shape) < 2:
             continue
-        a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
-        b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
-        a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
-        for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
-                                                 reversed(b_sizes))):
-            if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
-                written = _written_wrong(analysis, e, k + 3)
-                if written is not None:
-                    out.append(written)
-                    break
-                out.append(Diagnostic("error", "batch-mismatch", e.index, (
-                    f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
-                    f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
-                    "slices are multiplied together."),
-                    "Put the batch axes of both operands in the same order (permute or transpose one of "
-                    "them) before multiplying."))
-                break
-        tokens = [lab for lab in o.dims[:nb] if lab and analysis.namer.role(lab) == "tokens"]
-        rows_cols = [lab for lab in o.dims[nb:]]
-        key_batch = any(analysis.namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
-        if tokens and not key_batch and not any(analysis.namer.is_token_root(lab) for lab in rows_cols if lab):
+        key = (id(a), id(b), id(o))
+        if key not in verdicts:
+            verdicts[key] = (_batch_mismatch(a, b, nb), _tokens_as_batch(o, nb, analysis.namer))
+        mismatch, batched = verdicts[key]
+        if mismatch is not None:
+            k, la, lb = mismatch
+            written = _written_wrong(analysis, e, k + 3)
+            out.append(written if written is not None else Diagnostic("error", "batch-mismatch", e.index, (
+                f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
+                f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
+                "slices are multiplied together."),
+                "Put the batch axes of both operands in the same order (permute or transpose one of "
+                "them) before multiplying."))
+        if batched is not None:
+            token, rows_cols = batched
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
-                f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
+                f"{e.op} #{e.index} treats {token} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
                 f"mix tokens, but here each token only sees its own heads."),
                 "The heads were never moved ahead of the tokens: after view(B, T, H, d_k), call "
                 "transpose(1, 2)."))
     return out
+
+
+def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, str] | None:
+    """``(k, a's label, b's label)`` of the first batch axis, from the right, where the operands line up
+    two different names (both of more than one entry); None when they agree."""
+    a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
+    b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
+    a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
+    for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
+                                             reversed(b_sizes))):
+        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
+            return k, la, lb
+    return None
+
+
+def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
+    """``(the token label, the matrices' labels)`` when the product batches over a token axis and its
+    matrices hold no tokens (each token sees only its own heads); else None."""
+    tokens = [lab for lab in o.dims[:nb] if lab and namer.role(lab) == "tokens"]
+    rows_cols = [lab for lab in o.dims[nb:]]
+    key_batch = any(namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
+    if tokens and not key_batch and not any(namer.is_token_root(lab) for lab in rows_cols if lab):
+        return tokens[0], rows_cols
+    return None
 
 
 def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
