@@ -531,7 +531,10 @@ class Inference:
         # the same broadcast in the next layer: the same verdict (the axes are keyed by identity, and the
         # entry keeps them alive; a decided name forgets every verdict, see _decide_stack)
         key = (tuple(map(id, in_axes)), shapes)
-        hit = self._clash_memo.get(key)
+        try:
+            hit = self._clash_memo.get(key)
+        except TypeError:   # a size that cannot be hashed: judged afresh, as the name memo does
+            return self._clash_found(in_axes, shapes)
         if hit is None:
             hit = self._clash_memo[key] = (self._clash_found(in_axes, shapes), tuple(in_axes))
         return hit[0]
