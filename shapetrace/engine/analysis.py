@@ -8,9 +8,12 @@ This module imports neither the recorder (``tracer``) nor the capture.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.axes import Namer
@@ -47,3 +50,24 @@ class Analysis:
     nan_rows: Sequence[NanRow] | None = None
     nan_event: int | None = None
     value_note: str | None = None
+
+    def events_of(self, *families: Family) -> tuple[Event, ...]:
+        """The events whose op is of one of ``families``, in order."""
+        return self._selected(families, lambda op: family_of(op) in families)
+
+    def events_where(self, test: Callable[[str], bool]) -> tuple[Event, ...]:
+        """The events whose op passes ``test`` (a function of the op's name alone), in order."""
+        return self._selected(test, test)
+
+    def _selected(self, key, test: Callable[[str], bool]) -> tuple[Event, ...]:
+        # most rules read one kind of op: each selection is made once per analysis and shared, rather
+        # than every rule testing every event (the test is asked once per distinct op name)
+        found = self._selections.get(key)
+        if found is None:
+            verdicts = {op: bool(test(op)) for op in {e.op for e in self.events}}
+            found = self._selections[key] = tuple(e for e in self.events if verdicts[e.op])
+        return found
+
+    @cached_property
+    def _selections(self) -> dict:
+        return {}

@@ -71,6 +71,7 @@ class Axis:
         return Axis(self.atoms, role)
 
 
+@functools.lru_cache(maxsize=4096)   # read for every projection's input: the same axes in every layer
 def has_tokens(axis: Axis) -> bool:
     """Does any piece of this axis index tokens or batch entries?"""
     return _mix_has_tokens(coalesce(axis.atoms)) if axis.atoms else False

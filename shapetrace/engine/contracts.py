@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import COPIES, Axis, Namer
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -30,7 +30,7 @@ SDPA = "scaled_dot_product_attention"
 
 
 def _sdpa_calls(analysis: Analysis) -> list[Event]:
-    return [e for e in analysis.events if family_of(e.op) is Family.FUSED_ATTENTION and len(e.inputs) >= 3]
+    return [e for e in analysis.events_of(Family.FUSED_ATTENTION) if len(e.inputs) >= 3]
 
 
 def _shown(t: TensorInfo) -> str:
@@ -239,8 +239,8 @@ def gqa_head_order(analysis: Analysis) -> list[Diagnostic]:
     order repeat_interleave and Llama's repeat_kv make). Read from the axes' pieces, never from sizes:
     the tiled axis holds copies outside H_kv."""
     out = []
-    for e in analysis.events:
-        if e.error or len(e.inputs) < 2 or family_of(e.op) not in (Family.FUSED_ATTENTION, Family.PRODUCT):
+    for e in analysis.events_of(Family.FUSED_ATTENTION, Family.PRODUCT):
+        if e.error or len(e.inputs) < 2:
             continue
         q = e.inputs[0]
         if len(q.shape) < 3 or q.dims[-3] != "H" or not analysis.dims.get("H_kv"):
@@ -295,8 +295,8 @@ def softmax_implicit_dim(analysis: Analysis) -> list[Diagnostic]:
     """``F.softmax(x)`` without ``dim``: torch's legacy rule picks axis 0 for 0-, 1- and 3-D input
     and axis 1 otherwise (``_get_softmax_dim``), never "the last axis"."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.SOFTMAX or not e.params.get("implicit_dim") or not e.inputs:
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.params.get("implicit_dim") or not e.inputs:
             continue
         t = e.inputs[0]
         dim = e.params["dim"]
@@ -325,8 +325,8 @@ def broadcast_lineup(analysis: Analysis) -> list[Diagnostic]:
     of different roles with the same size: a ``[B, T, T]`` mask on ``[B, H, T, T]`` scores puts B on H.
     Only names with known, different roles count (never sizes)."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) not in (Family.ELEMENTWISE, Family.MASK_FILL) or e.error or len(e.inputs) < 2:
+    for e in analysis.events_of(Family.ELEMENTWISE, Family.MASK_FILL):
+        if e.error or len(e.inputs) < 2:
             continue
         clash = analysis.namer.broadcast_clash([(t.dims, t.shape) for t in e.inputs])
         if clash:

@@ -16,14 +16,14 @@ from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
-from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of, is_matrix_product
+from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.order import tokens_in_two_orders
 from shapetrace.engine.rules import VARIANT_RULES
 from shapetrace.engine.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
-    from shapetrace.engine.events import Event
+    from shapetrace.engine.events import Event, TensorInfo
 
 def diagnose(analysis: Analysis) -> list[Diagnostic]:
     """All findings of an analysis, errors first, then in event order."""
@@ -56,17 +56,29 @@ def mixed_axes(analysis: Analysis) -> list[Diagnostic]:
     each op is reported: an error before a warning before a note)."""
     out = []
     namer = analysis.namer
+    # the same tensors in every layer (inference shares one TensorInfo per layout and names): the same
+    # verdict, keyed by the infos' identity (the analysis keeps them alive)
+    worst: dict[tuple[int, ...], tuple | None] = {}
     for e in analysis.events:
         if not e.outputs or not e.inputs:
             continue
-        before = {lab for t in e.inputs for lab in t.dims}
-        o = e.outputs[0]
-        found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
-                 if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
-        if found:
-            _, i, kind, label = min(found)
+        key = (id(e.outputs[0]), *map(id, e.inputs))
+        if key not in worst:
+            worst[key] = _worst_mix(e, namer)
+        found = worst[key]
+        if found is not None:
+            _, i, kind, label = found
             out.append(_mix_diagnostic(e, i, kind, label))
     return out
+
+
+def _worst_mix(e: Event, namer) -> tuple | None:
+    """``(order, axis, kind, label)`` of the worst regrouping among the output's new labels, or None."""
+    before = {lab for t in e.inputs for lab in t.dims}
+    o = e.outputs[0]
+    found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
+             if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
+    return min(found) if found else None
 
 
 #: which kind of regrouping wins when one op makes several
@@ -100,8 +112,8 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
     use proves the merge wrong, so its warning becomes an error that names the projection (at T == H,
     ``y.reshape(B, T, D)`` of [B, H, T, d_k] is read as [B, H, T·d_k], and only the linear shows it)."""
     projected: dict = {}
-    for e in analysis.events:
-        if family_of(e.op) is Family.PROJECTION and e.inputs and e.inputs[0].axes:
+    for e in analysis.events_of(Family.PROJECTION):
+        if e.inputs and e.inputs[0].axes:
             projected.setdefault(e.inputs[0].axes[-1], e)
     out = []
     for d in found:
@@ -121,8 +133,8 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
 def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """A linear layer whose feature axis contains tokens mixes different tokens together."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.PROJECTION or not e.inputs or not e.inputs[0].axes:
+    for e in analysis.events_of(Family.PROJECTION):
+        if not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]):
@@ -161,14 +173,17 @@ def _mixed_fix(e: Event, label: str | None) -> str:
 def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     """Features split into heads in an unusual but consistent order (a note)."""
     out = []
-    for e in analysis.events:
-        if not e.outputs or family_of(e.op) is not Family.RESHAPE:
+    splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
+    for e in analysis.events_of(Family.RESHAPE):
+        if not e.outputs:
             continue
         o = e.outputs[0]
-        odd = [lab for axis, lab in zip(o.axes, o.dims) if analysis.namer.mix_kind(axis) == "note"]
+        if id(o) not in splits:   # (the same tensors in every layer: judged once; the analysis keeps o alive)
+            splits[id(o)] = _odd_split(o, analysis.namer)
+        odd, mixed = splits[id(o)]
         if None in odd:
             continue   # a split of axes with no name: nothing is known of what it spreads
-        if odd and not any(analysis.namer.mix_kind(a) == "error" for a in o.axes):
+        if odd and not mixed:
             H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
             out.append(Diagnostic("note", "nonstandard-head-split", e.index, (
@@ -178,6 +193,17 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 "permutation of features. It does break loading pretrained weights."),
                 "To load them, split as view(B, T, H, d_k)."))
     return out
+
+
+def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
+    """The labels of the axes that split features unusually, and whether any axis mixes tokens."""
+    odd = [lab for axis, lab in zip(o.axes, o.dims) if namer.mix_kind(axis) == "note"]
+    return odd, any(namer.mix_kind(a) == "error" for a in o.axes)
+
+
+def _multiplies(op: str) -> bool:
+    """Can :func:`_matmul_pairs` find what ``op`` contracts (a matrix product, or einsum)?"""
+    return is_matrix_product(op) or contracts_by_subscripts(op)
 
 
 def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
@@ -206,7 +232,7 @@ def _declared(label: str | None, analysis: Analysis) -> bool:
 def contraction(analysis: Analysis) -> list[Diagnostic]:
     """A matmul that sums over two different named axes that happen to share a size."""
     out = []
-    for e in analysis.events:
+    for e in analysis.events_where(_multiplies):
         for la, lb in _matmul_pairs(e):
             if la != lb and _declared(la, analysis) and _declared(lb, analysis):
                 a, b = e.inputs
@@ -222,41 +248,62 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
 def batch_axes(analysis: Analysis) -> list[Diagnostic]:
     """Batched matmul whose batch axes disagree, or that batches over tokens."""
     out = []
-    for e in analysis.events:
-        if not is_matrix_product(e.op) or len(e.inputs) != 2 or not e.outputs:
+    # the same operands in every layer (inference shares one TensorInfo per layout and names): judged
+    # once, keyed by the infos' identity (the analysis keeps them alive)
+    verdicts: dict[tuple[int, int, int], tuple] = {}
+    for e in analysis.events_where(is_matrix_product):
+        if len(e.inputs) != 2 or not e.outputs:
             continue
         a, b, o = e.inputs[0], e.inputs[1], e.outputs[0]
         nb = len(o.shape) - 2
         if nb <= 0 or len(a.shape) < 2 or len(b.shape) < 2:
             continue
-        a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
-        b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
-        a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
-        for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
-                                                 reversed(b_sizes))):
-            if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
-                written = _written_wrong(analysis, e, k + 3)
-                if written is not None:
-                    out.append(written)
-                    break
-                out.append(Diagnostic("error", "batch-mismatch", e.index, (
-                    f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
-                    f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
-                    "slices are multiplied together."),
-                    "Put the batch axes of both operands in the same order (permute or transpose one of "
-                    "them) before multiplying."))
-                break
-        tokens = [lab for lab in o.dims[:nb] if lab and analysis.namer.role(lab) == "tokens"]
-        rows_cols = [lab for lab in o.dims[nb:]]
-        key_batch = any(analysis.namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
-        if tokens and not key_batch and not any(analysis.namer.is_token_root(lab) for lab in rows_cols if lab):
+        key = (id(a), id(b), id(o))
+        if key not in verdicts:
+            verdicts[key] = (_batch_mismatch(a, b, nb), _tokens_as_batch(o, nb, analysis.namer))
+        mismatch, batched = verdicts[key]
+        if mismatch is not None:
+            k, la, lb = mismatch
+            written = _written_wrong(analysis, e, k + 3)
+            out.append(written if written is not None else Diagnostic("error", "batch-mismatch", e.index, (
+                f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
+                f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
+                "slices are multiplied together."),
+                "Put the batch axes of both operands in the same order (permute or transpose one of "
+                "them) before multiplying."))
+        if batched is not None:
+            token, rows_cols = batched
             out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
-                f"{e.op} #{e.index} treats {tokens[0]} as a batch axis and multiplies "
+                f"{e.op} #{e.index} treats {token} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
                 f"mix tokens, but here each token only sees its own heads."),
                 "The heads were never moved ahead of the tokens: after view(B, T, H, d_k), call "
                 "transpose(1, 2)."))
     return out
+
+
+def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, str] | None:
+    """``(k, a's label, b's label)`` of the first batch axis, from the right, where the operands line up
+    two different names (both of more than one entry); None when they agree."""
+    a_batch = list(a.dims[:-2])[-nb:] if len(a.dims) > 2 else []
+    b_batch = list(b.dims[:-2])[-nb:] if len(b.dims) > 2 else []
+    a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
+    for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
+                                             reversed(b_sizes))):
+        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
+            return k, la, lb
+    return None
+
+
+def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
+    """``(the token label, the matrices' labels)`` when the product batches over a token axis and its
+    matrices hold no tokens (each token sees only its own heads); else None."""
+    tokens = [lab for lab in o.dims[:nb] if lab and namer.role(lab) == "tokens"]
+    rows_cols = [lab for lab in o.dims[nb:]]
+    key_batch = any(namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
+    if tokens and not key_batch and not any(namer.is_token_root(lab) for lab in rows_cols if lab):
+        return tokens[0], rows_cols
+    return None
 
 
 def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
@@ -285,8 +332,8 @@ def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
 def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
     """Softmax over anything but the key axis of attention scores."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.SOFTMAX or not e.inputs:
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs:
             continue
         t = e.inputs[0]
         roles = [a.role for a in t.axes]
@@ -330,7 +377,7 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
     attends over heads, batch entries or features instead of over the other tokens."""
     out = []
     namer = analysis.namer
-    for e in analysis.events:
+    for e in analysis.events_where(_multiplies):
         pair = _matmul_pairs(e)
         if not pair or not e.outputs or len(e.outputs[0].shape) < 2:
             continue
@@ -365,8 +412,8 @@ def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
     """A softmax over a feature axis of a feature-by-feature product (``qᵀ @ q`` after a permute):
     each weight row mixes features instead of tokens."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.SOFTMAX or not e.inputs or e.params.get("dim") is None:
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs or e.params.get("dim") is None:
             continue
         t = e.inputs[0]
         dim = e.params["dim"] % len(t.shape)
@@ -396,9 +443,7 @@ def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
 def query_key_order(analysis: Analysis) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.PRODUCT:
-            continue
+    for e in analysis.events_of(Family.PRODUCT):
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         sources = _rows_and_columns_from(e)
         if sources is None:

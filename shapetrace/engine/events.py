@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.hidden import matmul_hidden_copies
 from shapetrace.engine.ops import shows_first_argument, spec_for
 
 
@@ -83,8 +84,9 @@ def new_info(shape, stride, offset, dtype, contiguous, device, nbytes, axes, nam
     """``TensorInfo(...)`` with ``dims`` left to resolve, made without the dataclass ``__init__`` (the
     inference makes two or three per event)."""
     info = _new_object(TensorInfo)
-    info.__dict__.update(shape=shape, stride=stride, storage_offset=offset, dtype=dtype, contiguous=contiguous,
-                         device=device, nbytes=nbytes, axes=axes, namer=namer)
+    info.__dict__.update({"shape": shape, "stride": stride, "storage_offset": offset, "dtype": dtype,
+                          "contiguous": contiguous, "device": device, "nbytes": nbytes, "axes": axes,
+                          "namer": namer})   # (a dict display: no keyword arguments to gather)
     return info
 
 
@@ -127,8 +129,6 @@ class Event:
         """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
         if not spec_for(self.op).copies_inside or self.error:
             return []
-        from shapetrace.engine.hidden import matmul_hidden_copies
-
         return matmul_hidden_copies(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,9 +154,7 @@ class Event:
         return d
 
     def _resolve_site(self) -> None:
-        from shapetrace.engine.sites import resolve
-
-        self.source, self.code, self.function, self.stack = resolve(self.site)
+        self.source, self.code, self.function, self.stack = _site_resolver()(self.site)
 
     def _resolve_args(self) -> None:
         raw = self.raw_args if self.raw_args is not None else ("", (), None)
@@ -171,6 +169,19 @@ class Event:
         self.args = text
 
 
+_SITE_RESOLVER: list = []
+
+
+def _site_resolver():
+    """:func:`.sites.resolve`, imported on first use (``sites`` imports torch; this module does not).
+    Kept here because an import statement in the resolver would cost more than the lookup, per event."""
+    if not _SITE_RESOLVER:
+        from shapetrace.engine.sites import resolve
+
+        _SITE_RESOLVER.append(resolve)
+    return _SITE_RESOLVER[0]
+
+
 _EVENT_LAZY = ("source", "code", "function", "stack", "args")
 for _name in _EVENT_LAZY[:4]:
     setattr(Event, _name, _Lazy(_name, "_resolve_site"))
@@ -182,10 +193,10 @@ def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, p
     """``Event(...)`` with its site and argument text left to resolve, made without the dataclass
     ``__init__`` (one per recorded call)."""
     event = _new_object(Event)
-    event.__dict__.update(index=index, op=op, inputs=inputs,
-                          outputs=outputs, view=view, noop=noop, alloc_bytes=alloc_bytes,
-                          copy_bytes=copy_bytes, params=params, error=error, module=module,
-                          projections=projections, site=site, raw_args=raw_args, sources=())
+    event.__dict__.update({"index": index, "op": op, "inputs": inputs, "outputs": outputs, "view": view,
+                           "noop": noop, "alloc_bytes": alloc_bytes, "copy_bytes": copy_bytes, "params": params,
+                           "error": error, "module": module, "projections": projections, "site": site,
+                           "raw_args": raw_args, "sources": ()})
     return event
 
 

@@ -19,11 +19,13 @@ against TorchDispatchMode in tests/test_hidden.py.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.ops import spec_for
 from shapetrace.engine.viewfail import view_groups
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +66,7 @@ def _expanded(t: TensorInfo, batch: tuple[int, ...]) -> tuple[tuple[int, ...], t
     return tuple(shape) + t.shape[-2:], tuple(stride) + t.stride[-2:]
 
 
+@functools.lru_cache(maxsize=4096)   # a pure function of three tuples: every layer's matmuls ask the same
 def _first_break(shape: tuple[int, ...], stride: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, int] | None:
     for group in view_groups(shape, target):
         for a, b in zip(group.inputs, group.inputs[1:]):
@@ -83,8 +86,6 @@ def _reason(t: TensorInfo, shape, stride, target, pair: tuple[int, int]) -> str:
 
 def matmul_hidden_copies(event: Event) -> list[HiddenCopy]:
     """The operands a batched ``matmul``/``@`` clones before ``bmm`` (both operands 3-D or more)."""
-    from shapetrace.engine.ops import spec_for
-
     if not spec_for(event.op).copies_inside or len(event.inputs) != 2 or event.error:
         return []
     a, b = event.inputs

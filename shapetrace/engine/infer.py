@@ -98,6 +98,8 @@ class Inference:
         self.seeded_by_size = False
         self._memo: dict[tuple, tuple] = {}
         self._interned: dict[tuple, tuple] = {}
+        self._infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
+        self._clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self._done = 0
         self._pending = None   # an einops chain: (call id, output node, event index, groups)
 
@@ -172,6 +174,7 @@ class Inference:
     # -- the pass ----------------------------------------------------------------------------------
     def advance(self) -> list[Event]:
         records = self.capture.records
+        self._infos.clear()   # labels read since the last pass are not shared with the infos of this one
         for index in range(self._done, len(records)):
             record = records[index]
             kind = type(record)
@@ -330,20 +333,21 @@ class Inference:
         if spec.contraction == "matrix" and self._by_parameter_matrix(record):
             spec = by_parameter_matrix(spec)
             record = record._replace(spec=spec)
-        if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+        family = family_of(spec.name)
+        if family is Family.WRITE and len(record.ins) >= 2:
             record = self._written(record, in_axes)
         shapes = [r[0] for r in record.out_raw]
         if record.error is None and separates(spec.name) and in_axes:
             self._decide_stack(spec, record, in_axes[0], len(record.outs))
-        if record.error is None and family_of(spec.name) is Family.WRITE:
+        if record.error is None and family is Family.WRITE:
             out_axes, params = [in_axes[0]], record.params or {}
         elif record.error is None:
             out_axes, params = self._names_of(spec, record, in_axes, shapes)
         else:
             out_axes, params = [], record.params or {}
-        if family_of(spec.name) is Family.JOIN and out_axes:
+        if family is Family.JOIN and out_axes:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
-        if record.ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in record.ins):
+        if record.ins and self._from_parameters_only(record.ins):
             self.from_parameters.update(record.outs)
         if self.pins and out_axes:
             out_axes = [self.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
@@ -360,7 +364,7 @@ class Inference:
         event_index = len(self.events)
         self.event_of_record[index] = event_index
         event = self._event(event_index, spec, record, in_axes, out_axes, params, tags)
-        event.sources = tuple(self.made_by.get(n) for n in record.ins)
+        event.sources = tuple(map(self.made_by.get, record.ins))
         for position, node in enumerate(record.outs):
             self.made_by[node] = (event_index, position)
         self.events.append(event)
@@ -373,9 +377,16 @@ class Inference:
         if len(record.ins) != 2 or len(record.in_raw[1][0]) != 2 or len(record.in_raw[0][0]) < 2:
             return False
         x, weight = record.ins
-        made_of_parameters = self.from_parameters.__contains__
-        return (made_of_parameters(weight) or self.capture.nodes[weight].parameter) and \
-            not (made_of_parameters(x) or self.capture.nodes[x].parameter)
+        return self._from_parameters_only((weight,)) and not self._from_parameters_only((x,))
+
+    def _from_parameters_only(self, nodes) -> bool:
+        """Are all these nodes parameters, or computed from parameters only? (a loop, not ``all()`` over
+        a generator: asked for every call)"""
+        nodes_facts, computed = self.capture.nodes, self.from_parameters
+        for n in nodes:
+            if n not in computed and not nodes_facts[n].parameter:
+                return False
+        return True
 
     def _written(self, record: OpRecord, in_axes) -> OpRecord:
         """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
@@ -419,7 +430,8 @@ class Inference:
         atom = axis.atoms[0]
         for stack, factor in STACK_FACTORS.items():
             if atom.size == factor and (spec.name in PICKS or parts == factor):
-                self.namer.decide(atom, stack)
+                if self.namer.decide(atom, stack):
+                    self._clash_memo.clear()   # the labels changed: a broadcast may line up other roles now
                 return
 
     def _pass(self, record: PassRecord) -> None:
@@ -443,7 +455,7 @@ class Inference:
             self.axes[node] = found[0]
             if self.ambiguous:
                 self._keep_ambiguity(ins, [node], in_axes, found)
-        if ins and all(n in self.from_parameters or self.capture.nodes[n].parameter for n in ins):
+        if ins and self._from_parameters_only(ins):
             self.from_parameters.update(n for n in outs if n not in ins)
         self._carry_source(ins, outs, shapes)
         tags = self._tags_of(ins)
@@ -473,7 +485,7 @@ class Inference:
         frozen, params = record.frozen, record.params
         layouts = getattr(record, "in_raw", None) if spec.names in _READS_LAYOUT else None
         try:
-            key = (spec.name, spec.names, tuple(map(id, in_axes)), frozen, tuple(map(tuple, shapes)),
+            key = (spec.name, spec.names, tuple(map(id, in_axes)), frozen, tuple(shapes),   # (torch.Size == tuple)
                    None if params is None else _freeze_params(params),
                    None if layouts is None else tuple(tuple(r[1]) + (r[2],) for r in layouts))
             hit = self._memo.get(key)
@@ -519,8 +531,8 @@ class Inference:
     def _tags_of(self, nodes) -> tuple | None:
         if not self.tags:
             return None
-        found = tuple(self.tags.get(n) for n in nodes)
-        return found if any(t is not None for t in found) else None
+        found = tuple(map(self.tags.get, nodes))
+        return None if found.count(None) == len(found) else found
 
     def _tag_outputs(self, spec: OpSpec, record: OpRecord, in_axes, shapes, params, input_tags) -> None:
         """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
@@ -554,7 +566,19 @@ class Inference:
         own, where the diagnostics say so."""
         if record.error is not None or len(in_axes) < 2 or not lines_up_by_broadcast(record.spec.name):
             return False
-        shapes = [r[0] for r in record.in_raw]
+        shapes = tuple(r[0] for r in record.in_raw)
+        # the same broadcast in the next layer: the same verdict (the axes are keyed by identity, and the
+        # entry keeps them alive; a decided name forgets every verdict, see _decide_stack)
+        key = (tuple(map(id, in_axes)), shapes)
+        try:
+            hit = self._clash_memo.get(key)
+        except TypeError:   # a size that cannot be hashed: judged afresh, as the name memo does
+            return self._clash_found(in_axes, shapes)
+        if hit is None:
+            hit = self._clash_memo[key] = (self._clash_found(in_axes, shapes), tuple(in_axes))
+        return hit[0]
+
+    def _clash_found(self, in_axes, shapes) -> bool:
         if self.namer.broadcast_clash([(self.namer.dims_of(a), s) for a, s in zip(in_axes, shapes)]) is not None:
             return True
         return ax.order_clash(list(zip(in_axes, shapes)), self.namer) is not None
@@ -615,15 +639,26 @@ class Inference:
     # -- events ------------------------------------------------------------------------------------
     def _event(self, index: int, spec: OpSpec, record: OpRecord, in_axes, out_axes, params, tags) -> Event:
         view, noop, allocates, copies = record.memory
-        device = record.device.type
-        out_infos = [self.info(raw, axes, device) for raw, axes in zip(record.out_raw, out_axes)]
+        device = _device_type(record.device)
+        out_infos = [self._shared_info(raw, axes, device) for raw, axes in zip(record.out_raw, out_axes)]
         alloc = sum(o.nbytes for o in out_infos) if allocates else 0   # bytes from the shapes read at call time
         frozen_args, frozen_kwargs = record.frozen
-        in_infos = [self.info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
+        in_infos = [self._shared_info(r, a, device) for r, a in zip(record.in_raw, in_axes)]
         module = self.capture.module_calls.path(record.module)
         return new_event(index, spec.name, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
                          params or {}, record.error, module, tags or (None,) * len(record.ins), record.site,
                          (spec.name, frozen_args, frozen_kwargs))
+
+    def _shared_info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
+        """:meth:`info`, one object for each layout and axes of this pass: most tensors are one row's
+        output and the next row's input, and an info's labels are then resolved once. Shared only
+        within one :meth:`advance` (nothing reads a label until it ends), so no info created after a
+        read shares labels resolved before it. Keyed by the axes' identity: the entry keeps them alive."""
+        key = (raw, id(axes), device)
+        hit = self._infos.get(key)
+        if hit is None:
+            hit = self._infos[key] = (self.info(raw, axes, device), axes)
+        return hit[0]
 
     def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
         layout = _LAYOUTS.get(raw)
@@ -792,6 +827,15 @@ def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
 
 
 _DTYPE_NAMES: dict = {}
+_DEVICE_TYPES: dict = {}
+
+
+def _device_type(device) -> str:
+    """``device.type`` (``"cpu"``), remembered per device: torch builds the string afresh on each read."""
+    name = _DEVICE_TYPES.get(device)
+    if name is None:
+        name = _DEVICE_TYPES[device] = device.type
+    return name
 
 
 def _dtype_name(dtype) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -22,8 +22,8 @@ def _plain(label: str | None, analysis: Analysis) -> bool:
 
 def joined_parts_disagree(analysis: Analysis) -> list[Diagnostic]:
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.JOIN or len(e.inputs) < 2 or not e.outputs:
+    for e in analysis.events_of(Family.JOIN):
+        if len(e.inputs) < 2 or not e.outputs:
             continue
         rank = len(e.inputs[0].shape)
         if rank == 0 or any(len(t.shape) != rank for t in e.inputs):
@@ -56,8 +56,8 @@ def _first_clash(analysis: Analysis, inputs, dim: int | None):
 def cat_sizes(analysis: Analysis) -> list[Diagnostic]:
     """A join that raised because two parts differ in size on an axis it does not join."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.JOIN or not e.error or len(e.inputs) < 2:
+    for e in analysis.events_of(Family.JOIN):
+        if not e.error or len(e.inputs) < 2:
             continue
         rank = len(e.inputs[0].shape)
         dim = e.params.get("dim", 0)

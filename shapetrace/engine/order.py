@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def tokens_in_two_orders(analysis: Analysis) -> list[Diagnostic]:
     out = []
     namer = analysis.namer
-    for e in analysis.events:
-        if not lines_up_by_broadcast(e.op) or e.error or len(e.inputs) < 2:
+    for e in analysis.events_where(lines_up_by_broadcast):
+        if e.error or len(e.inputs) < 2:
             continue
         clash = ax.order_clash([(t.axes, t.shape) for t in e.inputs], namer)
         if clash is None:

@@ -33,7 +33,7 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
     the wrong axis): it hides whole query rows instead of key columns."""
 
     out = []
-    for e in analysis.events:
+    for e in analysis.events_of(Family.MASK_FILL, Family.ELEMENTWISE):
         family = family_of(e.op)
         filled = family is Family.MASK_FILL and hides(e.params.get("value"))
         added = family is Family.ELEMENTWISE and e.params.get("hides")   # an additive mask (ops.SCORE_ADD)
@@ -96,8 +96,8 @@ def view_incompatible(analysis: Analysis) -> list[Diagnostic]:
     from shapetrace.engine.viewfail import requested_shape, view_error_parts
 
     out = []
-    for e in analysis.events:
-        if not fails_on_strides(e.op) or not e.error or VIEW_ERROR not in e.error or not e.inputs:
+    for e in analysis.events_where(fails_on_strides):
+        if not e.error or VIEW_ERROR not in e.error or not e.inputs:
             continue
         target = requested_shape(e)
         why, fix = view_error_parts(e.inputs[0], target, analysis.namer) if target else ("", "")
@@ -132,8 +132,8 @@ def scale(analysis: Analysis) -> list[Diagnostic]:
 def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
     """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``) against scores batched as B·H."""
     out = []
-    for e in analysis.events:
-        if family_of(e.op) is not Family.MASK_FILL or len(e.inputs) < 2:
+    for e in analysis.events_of(Family.MASK_FILL):
+        if len(e.inputs) < 2:
             continue
         scores, mask = e.inputs[0], e.inputs[1]
         if len(scores.axes) != len(mask.axes):
