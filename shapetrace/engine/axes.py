@@ -538,6 +538,8 @@ class Namer:
             # chunks of T) are a plain split: nothing to say; attention checks the use either way
             return "windows" if pieces and batched else None
         if token_atoms and len(atoms) > 1:
+            if merges_neighbours(atoms, self):
+                return None   # neighbouring patches' features side by side: Swin's patch merging
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
             if any(is_piece_label(lab) for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
@@ -573,6 +575,23 @@ class Namer:
             parts.append(Atom(atom.root, atom.root_size, stride, size))
             covered *= size
         return tuple(parts) if covered == atom.root_size else (atom,)
+
+
+#: the roots a convolution gives its output's positions, by how many it slides over (1-, 2-, 3-D);
+#: flattened in this order they are the tokens ``N`` (:func:`default_decompositions`)
+GRID_ROOTS = {1: ("N",), 2: ("Hp", "Wp"), 3: ("Fp", "Hp", "Wp")}
+#: the axes of a 2-d or 3-d patch grid (a convolution's output positions)
+_PLANE_GRID = frozenset(GRID_ROOTS[2] + GRID_ROOTS[3])
+
+
+def merges_neighbours(atoms: Sequence[Atom], namer: Namer) -> bool:
+    """Whole features joined with the innermost pieces of the patch grid (``Wp%2·Hp%2·D``: which patch
+    of each 2×2 block): Swin's patch merging and pixel unshuffle put the features of neighbouring
+    patches side by side, and the blocks (``Hp/2``, ``Wp/2``) stay the grid. Not a mix of tokens."""
+    grid = [a for a in atoms if a.root in _PLANE_GRID]
+    rest = [a for a in atoms if a.root not in _PLANE_GRID]
+    return bool(grid) and bool(rest) and all(not a.whole and a.stride == 1 for a in grid) and \
+        all(a.whole and namer.role(a.root) == Role.FEATURES for a in rest)
 
 
 def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:
@@ -1041,9 +1060,6 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     return tuple(axes[:-1]) + (last,)
 
 
-#: the roots a convolution gives its output's positions, by how many it slides over (1-, 2-, 3-D);
-#: flattened in this order they are the tokens ``N`` (:func:`default_decompositions`)
-GRID_ROOTS = {1: ("N",), 2: ("Hp", "Wp"), 3: ("Fp", "Hp", "Wp")}
 
 
 def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, has_tokens
+from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.formatting import fmt_named
@@ -137,7 +137,7 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         if not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
-        if has_tokens(x.axes[-1]):
+        if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer):
             out.append(Diagnostic("error", "projection-over-tokens", e.index, (
                 f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
                 f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "

@@ -162,12 +162,44 @@ class FusedGroupedSlices(nn.Module):
         return self.o_proj((w @ v).transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
 
+class PatchMerging(nn.Module):
+    """Swin's downsampling between stages: each 2×2 block of patches becomes one patch with the four
+    patches' features side by side, then a linear 4·D -> 2·D. ``style``: ``timm`` (reshape, permute,
+    flatten), ``hf`` (transformers: four strided slices joined by ``cat``), ``no-permute`` (a view
+    straight to [B, Hp/2, Wp/2, 4·D]: rows of two blocks mixed, the bug)."""
+
+    def __init__(self, dim: int, style: str = "timm"):
+        super().__init__()
+        self.style = style
+        self.norm = nn.LayerNorm(4 * dim)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x):
+        B, H, W, C = x.shape                                          # (B, Hp, Wp, D)
+        if self.style == "timm":
+            x = x.reshape(B, H // 2, 2, W // 2, 2, C)                 # (B, Hp/2, 2, Wp/2, 2, D)
+            x = x.permute(0, 1, 3, 4, 2, 5).flatten(3)                # (B, Hp/2, Wp/2, 4·D) [merge]
+        elif self.style == "hf":
+            parts = [x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]]  # 4 x (B, Hp/2, Wp/2, D)
+            x = torch.cat(parts, dim=-1)                              # (B, Hp/2, Wp/2, 4·D)
+        else:
+            x = x.view(B, H // 2, W // 2, 4 * C)                      # (B, Hp/2, Wp/2, 4·D)?? [bug-merge]
+        return self.reduction(self.norm(x))                           # (B, Hp/2, Wp/2, 2·D) [merge-out]
+
+
 def build(model_class, B: int = 2, T: int = 5, D: int = 24, **kwargs):
     def make():
         return model_class(**kwargs).eval(), (torch.randn(B, T, D),)
     return make
 
 
+def build_grid(style: str):
+    def make():
+        return PatchMerging(24, style).eval(), (torch.randn(2, 4, 6, 24),)
+    return make
+
+
+GRID = "B=2 D=24 H=3 Hp=4 Wp=6"      # a 4 x 6 grid of patches
 PER_HEAD = ("B", "H", "T", "d_k")
 FALCON_HEADS = {"falcon-fused": ("B", "T", "H", "qkv", "d_k"), "falcon-q": PER_HEAD,
                 "falcon-scores": ("B", "H", "T", "T"), "falcon-y": PER_HEAD, "falcon-merge": ("B", "T", "D")}
@@ -186,6 +218,11 @@ CASES = [
     Case("bigcode-fused-grouped-qkv-split", GQA,
          build(FusedGroupedSlices, D=32, dim=32, heads=4, kv_heads=2, split=True),
          heads={"gqa-q": PER_HEAD, "gqa-k": ("B", "H_kv", "T", "d_k"), "gqa-w": ("B", "H", "T", "T")}),
+    Case("timm-swin-patch-merging", GRID, build_grid("timm"), names=("B Hp Wp D",),
+         heads={"merge": ("B", "?", "?", "?")}, silent=("merge", "merge-out")),
+    Case("hf-swin-patch-merging-by-slices", GRID, build_grid("hf"), names=("B Hp Wp D",), silent=("merge-out",)),
+    Case("swin-patch-merging-view-without-permute", GRID, build_grid("no-permute"), names=("B Hp Wp D",),
+         bug=("bug-merge",)),
     Case("deepseek-mla-joined-queries-keys-filled-by-slices", DIMS, build(LatentAttention, dim=24, heads=3),
          heads={"mla-q": ("B", "H", "T", "?"), "mla-query": ("B", "H", "T", "?"), "mla-key-pass": ("B", "H", "T", "?"),
                 "mla-w": ("B", "H", "T", "T"), "mla-y": ("B", "H", "T", "?")},
