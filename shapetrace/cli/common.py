@@ -6,11 +6,14 @@ Importing this module must not import torch or Rich: ``shapetrace --help`` stays
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator
 
 import typer
+
+from shapetrace.engine.faults import STRICT
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
 DEVICE_HELP = ("cpu (real tensors), cuda (real tensors on the GPU), meta (shapes and strides without data, "
@@ -240,6 +243,8 @@ def guarded(traceback: bool = False) -> Iterator[None]:
     """
     from shapetrace.errors import ShapetraceError
 
+    if traceback:   # a fault of the inference or of a check raises too, rather than become a note
+        os.environ[STRICT] = "1"
     try:
         yield
     except typer.Exit:

@@ -38,6 +38,8 @@ class Analysis:
         nan_rows: the all-NaN attention rows read after the run; None when values were not read.
         nan_event: the index of the event whose output holds them (None: not known).
         value_note: why values were not read (the meta device has none); None when they were.
+        unnamed_by_failure: ``(event, "TypeName: message")`` for each op whose inference failed (a
+            fault of shapetrace): its results were left unnamed.
     """
 
     events: Sequence[Event]
@@ -50,6 +52,7 @@ class Analysis:
     nan_rows: Sequence[NanRow] | None = None
     nan_event: int | None = None
     value_note: str | None = None
+    unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

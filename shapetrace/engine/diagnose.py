@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
+from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
@@ -27,9 +28,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def diagnose(analysis: Analysis) -> list[Diagnostic]:
     """All findings of an analysis, errors first, then in event order."""
-    found: list[Diagnostic] = []
+    found: list[Diagnostic] = inference_faults(analysis)
     for rule in RULES:
-        found.extend(rule(analysis))
+        try:
+            found.extend(rule(analysis))
+        except Exception as exc:   # a fault of the rule itself: the other rules still speak
+            if faults_raise():
+                raise
+            found.append(check_failed(rule.__name__, exc))
     found = _merges_projected_later(analysis, found)
     mixed = {d.event for d in found if d.kind == "mixed-axis" and d.severity == "error"}
     found = [d for d in found if not (d.kind == "tokens-regrouped-with-batch" and d.event in mixed)]

@@ -28,6 +28,7 @@ from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.backward import heads_from_products
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import Event, ShapeOf, TensorInfo, new_event, new_info
+from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.ops import (
     ADDITIVE,
     PICKS,
@@ -96,6 +97,7 @@ class Inference:
         self.pattern_conflicts: list[tuple[int, str]] = []
         self.name_mismatches = 0
         self.seeded_by_size = False
+        self.unnamed_by_failure: list[tuple[int, str]] = []   # (event, "TypeName: message"): see _op_unnamed
         self._memo: dict[tuple, tuple] = {}
         self._interned: dict[tuple, tuple] = {}
         self._infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
@@ -181,9 +183,15 @@ class Inference:
             if self._pending is not None and not self._chained(record):
                 self._finish_pattern()
             if kind is OpRecord:
-                self._op(index, record)
+                try:
+                    self._op(index, record)
+                except Exception as exc:   # a fault of the inference itself, never of the traced code
+                    self._op_unnamed(index, record, exc)
             elif kind is PassRecord:
-                self._pass(record)
+                try:
+                    self._pass(record)
+                except Exception as exc:
+                    self._unnamed_outputs(record.outs, record.out_shapes, exc)
             else:
                 self.axes[record.node] = record.axes
                 if record.was is not None:
@@ -370,6 +378,30 @@ class Inference:
         self.events.append(event)
         if record.einops is not None and len(record.outs) == 1:
             self._pending = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+    def _op_unnamed(self, index: int, record: OpRecord, exc: Exception) -> None:
+        """The inference failed on one op (a fault of shapetrace): its results are left unnamed, its
+        row still shows, and the run's other ops are inferred as usual; the diagnostics say so
+        (:mod:`.faults`; with ``SHAPETRACE_STRICT=1`` the fault is raised instead)."""
+        self._unnamed_outputs(record.outs, [r[0] for r in record.out_raw], exc)
+        if index in self.event_of_record:
+            return   # the row was made before the fault
+        in_axes = [self.axes_of(n) for n in record.ins]
+        out_axes = [self.axes[n] for n in record.outs]
+        event_index = len(self.events)
+        self.event_of_record[index] = event_index
+        event = self._event(event_index, record.spec, record, in_axes, out_axes, record.params or {}, None)
+        event.sources = tuple(map(self.made_by.get, record.ins))
+        for position, node in enumerate(record.outs):
+            self.made_by[node] = (event_index, position)
+        self.events.append(event)
+        self.unnamed_by_failure.append((event_index, f"{type(exc).__name__}: {exc}"))
+
+    def _unnamed_outputs(self, outs, shapes, exc: Exception) -> None:
+        if faults_raise():
+            raise exc
+        for node, shape in zip(outs, shapes):
+            self.axes[node] = ax.unknown_axes(tuple(shape))
 
     def _by_parameter_matrix(self, record: OpRecord) -> bool:
         """Is this product ``x @ W``, with ``W`` a matrix made from module parameters only and ``x``

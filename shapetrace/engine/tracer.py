@@ -263,6 +263,7 @@ class Trace:
             scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
+            unnamed_by_failure=tuple(inference.unnamed_by_failure),
         )
 
     def report(self, header: dict[str, Any] | None = None, title: str | None = None,
