@@ -365,6 +365,47 @@ def test_float_mask_as_bias_silent_on_masks_that_mask(B, T, H, dk):
 
 
 # ---------------------------------------------------------------------------
+# norm-over-tokens: nn.LayerNorm(D) on a channel-first map whose last axis has D's size
+# ---------------------------------------------------------------------------
+
+class ConvStemNorm(nn.Module):
+    """An audio stem in openai/whisper's style (Conv1d over frames gives [B, D, N]); ``transpose=False``
+    normalises it channel-first, as pytorch/pytorch#71465 (ConvNeXt) and tensorflow/addons#2142 discuss:
+    torch runs it whenever the last axis has D's size."""
+
+    def __init__(self, mels: int, dim: int, transpose: bool):
+        super().__init__()
+        self.conv, self.norm, self.transpose = nn.Conv1d(mels, dim, 3, padding=1), nn.LayerNorm(dim), transpose
+
+    def forward(self, x):
+        y = self.conv(x)                                                        # (B, D, N)
+        return self.norm(y.transpose(1, 2)) if self.transpose else self.norm(y)  # (B, N, D) or (B, D, N)
+
+
+@pytest.mark.parametrize("D", [12, 16])
+def test_norm_over_tokens_fires_on_a_channel_first_map(D):
+    torch.manual_seed(0)
+    model = ConvStemNorm(8, D, transpose=False).eval()
+    t = traced(model, {"B": 2, "D": D, "H": 4}, torch.randn(2, 8, D))        # D frames: N == D
+    (d,) = found(t, "norm-over-tokens")
+    i = index_of(t, "layer_norm")
+    assert (d.severity, d.event) == ("error", i)
+    assert d.message.startswith(f"layer_norm #{i} normalises [B=2, D={D}, N={D}] over its last axis (N), which "
+                                "holds tokens, not features")
+    assert d.fix.startswith("Put the features last first: x.transpose(1, 2)")
+
+
+def test_norm_over_tokens_silent_on_features_last_and_sequence_first():
+    torch.manual_seed(0)
+    t = traced(ConvStemNorm(8, 12, transpose=True).eval(), {"B": 2, "D": 12, "H": 4}, torch.randn(2, 8, 12))
+    assert found(t, "norm-over-tokens") == [] and loud(t) == []
+    norm = nn.LayerNorm(12)   # open_clip#603: a sequence-first [T, B, D] stream normalised over D is right
+    t = traced(lambda x: norm(x.transpose(0, 1)), {"B": 2, "T": 5, "D": 12}, torch.randn(2, 5, 12),
+               names=["B T D"])
+    assert found(t, "norm-over-tokens") == [] and loud(t) == []
+
+
+# ---------------------------------------------------------------------------
 # gqa-heads: transformers' Llama sdpa_attention (repeat_kv / enable_gqa)
 # ---------------------------------------------------------------------------
 

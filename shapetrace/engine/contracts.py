@@ -200,6 +200,34 @@ def float_mask_as_bias(analysis: Analysis) -> list[Diagnostic]:
 
 
 # ---------------------------------------------------------------------------
+# layer_norm / rms_norm over an axis of tokens
+# ---------------------------------------------------------------------------
+
+def norm_over_tokens(analysis: Analysis) -> list[Diagnostic]:
+    """``nn.LayerNorm(D)`` (or RMSNorm) normalises the last axes, which its weight says are features;
+    on a channel-first map (``[B, D, T]`` from a Conv1d, ``[B, C, H, W]``) whose last axis has D's size
+    by chance, torch runs it over the tokens: each feature is normalised across positions."""
+    out = []
+    namer = analysis.namer
+    for e in analysis.events_of(Family.NORMALISE):
+        count = e.params.get("normalised")
+        if e.error or not e.inputs or not isinstance(count, int) or count < 1:
+            continue
+        x = e.inputs[0]
+        over = [label for label in x.dims[-count:] if label and namer.role(label.lstrip("!")) in ("tokens", "batch")]
+        if not over:
+            continue
+        out.append(Diagnostic("error", "norm-over-tokens", e.index, (
+            f"{e.op} #{e.index} normalises {_shown(x)} over its last axis ({over[0]}), which holds "
+            f"{'tokens' if namer.role(over[0].lstrip('!')) == 'tokens' else 'batch entries'}, not features: "
+            "its size matches the norm's width, so torch runs it, but each feature is normalised across "
+            "positions instead of each position across its features."), (
+            "Put the features last first: x.transpose(1, 2) for a [B, D, T] map from a convolution, "
+            "x.permute(0, 2, 3, 1) for [B, C, H, W]; then normalise, and move them back if needed.")))
+    return out
+
+
+# ---------------------------------------------------------------------------
 # SDPA: grouped-query attention
 # ---------------------------------------------------------------------------
 
@@ -369,4 +397,4 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
 
 
 CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, float_mask_as_bias, gqa_heads,
-                  gqa_head_order, softmax_implicit_dim, broadcast_lineup]
+                  gqa_head_order, softmax_implicit_dim, norm_over_tokens, broadcast_lineup]

@@ -46,6 +46,7 @@ class Family(Enum):
     FUSED_ATTENTION = "fused attention"   # F.scaled_dot_product_attention
     MODULE_ATTENTION = "module attention"  # nn.MultiheadAttention's functional form
     SOFTMAX = "softmax"               # softmax, log_softmax
+    NORMALISE = "normalise"           # layer_norm, rms_norm: over the last axes, which must be features
     MASK_FILL = "mask fill"           # masked_fill, masked_fill_
     ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
     DROPOUT = "dropout"
@@ -114,6 +115,14 @@ def _reduce_params(args: tuple, kwargs: dict) -> dict:
 
 def _dropout_params(args: tuple, kwargs: dict) -> dict:
     return {"p": _number(arg(args, kwargs, 1, "p", 0.5)), "training": bool(arg(args, kwargs, 2, "training", True))}
+
+
+def _norm_params(args: tuple, kwargs: dict) -> dict:
+    """How many trailing axes ``layer_norm``/``rms_norm`` normalise over (``normalized_shape``)."""
+    shape = arg(args, kwargs, 1, "normalized_shape")
+    if isinstance(shape, int):
+        return {"normalised": 1}
+    return {"normalised": len(shape)} if isinstance(shape, (tuple, list)) else {}
 
 
 def _fill_params(args: tuple, kwargs: dict) -> dict:
@@ -386,8 +395,8 @@ _ENTRIES: list[OpSpec] = [
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
-    OpSpec("layer_norm", "new", pr.same, words="normalises each token's features"),
-    OpSpec("rms_norm", "new", pr.same, words="normalises each token's features"),
+    OpSpec("layer_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
+    OpSpec("rms_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels"),
     OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id",
            operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
@@ -434,6 +443,7 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.FUSED_ATTENTION: ("scaled_dot_product_attention",),
     Family.MODULE_ATTENTION: ("multi_head_attention_forward",),
     Family.SOFTMAX: ("softmax", "log_softmax"),
+    Family.NORMALISE: ("layer_norm", "rms_norm"),
     Family.MASK_FILL: ("masked_fill", "masked_fill_"),
     Family.ELEMENTWISE: ("where", *ELEMENTWISE),
     Family.DROPOUT: ("dropout",),
