@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.ops import Call, Family, arg, family_of, is_matrix_product
+from shapetrace.engine.ops import Call, Family, arg, family_of, is_basic_indexing, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
 from shapetrace.engine.writes import written_axes
 
@@ -98,7 +98,7 @@ class _Walker:
         self.slices: dict[int, list] = {}   # a buffer -> the ``buffer[index]`` views something is written into
         for record in inference.capture.records:
             spec = getattr(record, "spec", None)
-            if spec is not None and spec.name == "__getitem__" and record.ins and record.outs and \
+            if spec is not None and is_basic_indexing(spec.name) and record.ins and record.outs and \
                     record.outs[0] in self.writers:
                 self.slices.setdefault(record.ins[0], []).append(record)
         self.seen: set[tuple[int, int]] = set()

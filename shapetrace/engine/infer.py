@@ -40,6 +40,7 @@ from shapetrace.engine.ops import (
     arg,
     by_parameter_matrix,
     family_of,
+    is_basic_indexing,
     lines_up_by_broadcast,
     ops_of,
     record_params,
@@ -367,7 +368,7 @@ class Inference:
         tags = self._tags_of(record.ins)
         if record.outs and (tags or spec.name in PROJECTIONS):
             self._tag_outputs(spec, record, in_axes, shapes, params, tags)
-        if spec.name == "__getitem__" and record.outs and record.ins:
+        if is_basic_indexing(spec.name) and record.outs and record.ins:
             self.sliced_from[record.outs[0]] = (record.ins[0], record)
         event_index = len(self.events)
         self.event_of_record[index] = event_index

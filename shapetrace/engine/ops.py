@@ -700,6 +700,11 @@ def is_matrix_product(op: str) -> bool:
     return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
 
 
+def is_basic_indexing(op: str) -> bool:
+    """``x[index]``: which axes it keeps whole is read from the index (:func:`.writes.written_axes`)."""
+    return REGISTRY.get(op, UNKNOWN).names is pr.getitem
+
+
 def is_convolution(op: str) -> bool:
     """conv1d, conv2d, conv3d: a filter slid over positions (channels in, channels out)."""
     return REGISTRY.get(op, UNKNOWN).names is pr.conv
