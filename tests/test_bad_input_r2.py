@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 from conftest import ROOT, run_cli
@@ -36,9 +35,7 @@ def fifo(tmp_path):
     (["run", "--predict", "--answers", "{fifo}"], "--answers"),
 ])
 def test_a_fifo_is_refused_at_once(fifo, args, what):
-    started = time.monotonic()
-    res = run_cli(*[a.format(fifo=fifo) for a in args], timeout=60)
-    assert time.monotonic() - started < 30
+    res = run_cli(*[a.format(fifo=fifo) for a in args], timeout=60)   # (a FIFO read would hang: TimeoutExpired)
     assert one_line(res, 2) == f"error: {what} {fifo} is a FIFO (named pipe), not a regular file: give a file"
 
 

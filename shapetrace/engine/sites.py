@@ -154,12 +154,8 @@ def _resolve(where: Site) -> tuple[str, str, str, tuple[str, ...]]:
 _CWD: list[str] = []
 
 
-def _cwd() -> str:
-    """The working directory, read once per trace (:func:`remember_cwd`), not once per call."""
-    return _CWD[-1] if _CWD else os.getcwd()
-
-
 def remember_cwd() -> None:
+    """The start of a trace: the working directory is read once (:data:`_CWD`), not once per call."""
     _CWD.append(os.getcwd())
 
 

@@ -78,15 +78,6 @@ def canonical(name: str) -> str:
     return name if name in ROLES else SPELLINGS.get(name, name)
 
 
-def role_of(name: str | None, declared: Mapping[str, str] | None = None) -> str | None:
-    """The role of a canonical or declared name (None for an unknown one)."""
-    if name is None:
-        return None
-    if declared and name in declared:
-        return declared[name]
-    return ROLES.get(name)
-
-
 def canonical_dims(dims: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str]]:
     """Sizes under canonical names, and the roles of any ``name:role`` keys.
 

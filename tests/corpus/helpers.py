@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -265,3 +266,18 @@ def check_verdict(module: ModuleType, case: Case) -> None:
     quiet = events_on_lines(t, module, [n for tag in case.silent for n in tag_lines(module).get(tag, [])])
     said = [f"{d.severity} {d.kind}: {d.message}" for d in t.diagnostics for e in quiet if mentions(d, e)]
     assert said == [], f"{case.id}: diagnostics on correct lines {case.silent}:\n" + "\n".join(said)
+
+
+def corpus_tests(module_name: str, cases: list[Case]) -> tuple[Callable, Callable]:
+    """``test_names`` and ``test_verdict`` of one case module, written once: each module binds them
+    (``test_names, test_verdict = corpus_tests(__name__, CASES)``) and pytest collects them there."""
+
+    @pytest.mark.parametrize("case", [c.names_param() for c in cases if c.heads])
+    def test_names(case):
+        check_names(sys.modules[module_name], case)
+
+    @pytest.mark.parametrize("case", [c.verdict_param() for c in cases])
+    def test_verdict(case):
+        check_verdict(sys.modules[module_name], case)
+
+    return test_names, test_verdict

@@ -5,14 +5,11 @@ a correct twin that must get no error (issue 21, corpus)."""
 
 from __future__ import annotations
 
-import sys
-
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.corpus.helpers import Case, check_names, check_verdict
+from tests.corpus.helpers import Case, corpus_tests
 
 DIMS = "B=2 T=5 D=24 H=3"            # T != H, d_k = 8
 SQUARE = "B=2 T=4 D=32 H=4"          # T == H, d_k = 8
@@ -236,11 +233,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
-def test_names(case):
-    check_names(sys.modules[__name__], case)
-
-
-@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
-def test_verdict(case):
-    check_verdict(sys.modules[__name__], case)
+test_names, test_verdict = corpus_tests(__name__, CASES)

@@ -15,7 +15,6 @@ Written here from those shapes, not copied.
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 import torch
@@ -23,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
-from tests.corpus.helpers import Case, check_names, check_verdict
+from tests.corpus.helpers import Case, corpus_tests
 
 DIMS = "B=2 T=5 D=24 H=3"            # T != H, d_k = 8
 SQUARE = "B=2 T=4 D=32 H=4"          # T == H, d_k = 8
@@ -235,14 +234,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
-def test_names(case):
-    check_names(sys.modules[__name__], case)
-
-
-@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
-def test_verdict(case):
-    check_verdict(sys.modules[__name__], case)
+test_names, test_verdict = corpus_tests(__name__, CASES)
 
 
 @pytest.mark.parametrize("linear", [MatmulLinear, nn.Linear], ids=["falcon-linear", "nn-linear"])

@@ -6,14 +6,13 @@ tokens, heads and batch entries; ``F.softmax`` without ``dim``; a [B, T, T] mask
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.corpus.helpers import Case, check_names, check_verdict
+from tests.corpus.helpers import Case, corpus_tests
 
 pytestmark = pytest.mark.filterwarnings("ignore:Implicit dimension choice for softmax")
 
@@ -254,11 +253,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
-def test_names(case):
-    check_names(sys.modules[__name__], case)
-
-
-@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
-def test_verdict(case):
-    check_verdict(sys.modules[__name__], case)
+test_names, test_verdict = corpus_tests(__name__, CASES)

@@ -3,14 +3,11 @@ and channel-first maps flattened with and without the permute they need (issue 2
 
 from __future__ import annotations
 
-import sys
-
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.corpus.helpers import Case, check_names, check_verdict
+from tests.corpus.helpers import Case, corpus_tests
 
 VIT_DIMS = "B=2 N=16 D=24 H=3"      # 16x16 pixels, 4x4 patches: N = 16 tokens, d_k = 8
 PIXELS = (2, 3, 16, 16)
@@ -250,11 +247,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
-def test_names(case):
-    check_names(sys.modules[__name__], case)
-
-
-@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
-def test_verdict(case):
-    check_verdict(sys.modules[__name__], case)
+test_names, test_verdict = corpus_tests(__name__, CASES)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.corpus.helpers import Case, check_names, check_verdict
+from tests.corpus.helpers import Case, corpus_tests
 
 DIMS = "B=2 T=8 D=36 H=3"            # d_k = 12; windows of 2 or 3 tokens
 
@@ -151,11 +148,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", [c.names_param() for c in CASES if c.heads])
-def test_names(case):
-    check_names(sys.modules[__name__], case)
-
-
-@pytest.mark.parametrize("case", [c.verdict_param() for c in CASES])
-def test_verdict(case):
-    check_verdict(sys.modules[__name__], case)
+test_names, test_verdict = corpus_tests(__name__, CASES)

@@ -1,0 +1,242 @@
+"""What the facts issue 21 asks the capture for cost at the least, one step at a time (issue 21).
+
+    PYTHONPATH=. python benchmarks/bench_capture_ladder.py [--rounds 11] [--layers 12]
+
+The same models as ``bench_engine.py`` (12 pre-norm attention blocks at D 32, T 8 and at D 256, T 64),
+one process, one thread, every kind interleaved round by round. Each step adds one fact to the one
+before it, in the cheapest pure-Python form found; none names, judges or words anything:
+
+  bare          a bare TorchFunctionMode logger (op, output shape and stride, caller's file and line)
+  floor         the capture floor: op, first call site outside torch, every operand's and result's
+                layout and storage, the other arguments (``bench_engine.capture_floor``)
+  +user stack   the call site as shapetrace needs it: every user frame (innermost first), not only
+                the first, so that an event can say which function of the user's called it
+  +identity     each tensor's identity (which earlier result a call reads), as ``id(tensor)``
+                beside its storage and layout, linked after the run (shapetrace keeps a weak
+                reference per tensor and links at call time, which costs more)
+  +module path  the module running each call: a stack of module slots kept by a wrapper around
+                ``nn.Module.__call__``, named after the run (shapetrace's wrapper also walks the
+                user's frames above each module call; global module hooks cost more still)
+  shapetrace    ``with shapetrace.trace(...)`` (recording only)
+
+and, timed apart on the last step's rows, the simplest pass a "capture, then infer" engine must make:
+one plain dict per recorded call (op, operand and result shapes and strides, file:line), no name.
+
+Printed: µs per call and the ratio to the bare logger's overhead; the traced forward over the
+untraced one; then what the issue's targets leave for naming, verdicts and words: recording ≤ 3×,
+recording + every fact ≤ 5×, and at D 256 traced with every fact ≤ 1.3× untraced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_engine import SIZES, bare_logger, build_model, capture_floor  # noqa: E402
+
+STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "shapetrace")
+
+
+def recorders():
+    """The ladder's recorders (classes, made here: they need torch)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from shapetrace.engine.sites import user_stack
+
+    tensor = torch.Tensor
+
+    def layout(t):
+        return t.shape, t.stride(), t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype
+
+    class UserStack(TorchFunctionMode):
+        """The floor, with every user frame of the call site."""
+
+        def __init__(self):
+            super().__init__()
+            self.rows: list[tuple] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            ins = tuple(layout(a) if isinstance(a, tensor) else a for a in args)
+            self.rows.append((func, ins, kwargs, layout(out) if isinstance(out, tensor) else out,
+                              user_stack(sys._getframe(1))))
+            return out
+
+    class Identity(UserStack):
+        """... and each tensor's identity, in its cheapest form: ``id(tensor)`` next to its storage and
+        layout (linking a read to the result it reads is then decided after the run: the latest result
+        with that id and that storage and layout; a weak reference per tensor, as shapetrace keeps,
+        would decide it at call time and costs more). ``slots``: the module calls running now."""
+
+        def __init__(self, slots: list | None = None):
+            super().__init__()
+            self.slots = slots
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            ins, others = [], []
+            for a in args:
+                if isinstance(a, tensor):
+                    ins.append((id(a), *layout(a)))
+                else:
+                    others.append(a)
+            result = (id(out), *layout(out)) if isinstance(out, tensor) else None
+            slots = self.slots
+            self.rows.append((func, tuple(ins), tuple(others), kwargs, result, user_stack(sys._getframe(1)),
+                              slots[-1] if slots else -1))
+            return out
+
+    return UserStack, Identity
+
+
+class ModuleSlots:
+    """The module path in its cheapest form: ``nn.Module.__call__`` wrapped to keep a stack of *slots*
+    (the index of each module's first call, and the slot it first ran in); paths are named from them
+    after the run. (A global module hook costs more: every module call then takes torch's slow path.)"""
+
+    def __init__(self):
+        self.running: list[int] = []
+        self.seen: dict[int, int] = {}
+        self.first: list[tuple] = []
+        self.original = None
+
+    def __enter__(self) -> ModuleSlots:
+        from torch.nn import Module
+
+        from shapetrace.engine.sites import module_wrapper
+
+        running, seen, first, original = self.running, self.seen, self.first, Module.__call__
+
+        def call(module, *args, **kwargs):
+            slot = seen.get(id(module))
+            if slot is None:
+                slot = seen[id(module)] = len(first)
+                first.append((module, running[-1] if running else -1))
+            running.append(slot)
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                del running[-1]
+
+        module_wrapper(call.__code__)   # plumbing, not a frame of the user's
+        self.original, Module.__call__ = original, call
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from torch.nn import Module
+
+        Module.__call__ = self.original
+
+
+def plain_rows(rows) -> list[dict]:
+    """The least an analysis makes of the rows: one plain dict per call, nothing named."""
+    from shapetrace.engine.sites import line_at
+
+    where: dict = {}
+    made = []
+    for func, ins, _others, _kwargs, out, (codes, offset), _module in rows:   # (operands, result: id, layout)
+        key = (codes[0], offset) if codes else None
+        source = where.get(key)
+        if source is None and codes:
+            source = where[key] = f"{os.path.basename(codes[0].co_filename)}:{line_at(codes[0], offset)}"
+        made.append({"op": getattr(func, "__name__", "?"),
+                     "inputs": [{"shape": list(i[1]), "stride": list(i[2])} for i in ins],
+                     "output": None if out is None else {"shape": list(out[1]), "stride": list(out[2])},
+                     "source": source})
+    return made
+
+
+def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> dict:
+    """Median overhead (seconds, over the same round's untraced forward) of each step; the untraced
+    forward; the calls the bare logger saw; the plain pass's median seconds per row."""
+    import torch
+
+    import shapetrace
+    user_stack_mode, identity_mode = recorders()
+    model = build_model(layers, d_model, heads)
+    x = torch.randn(1, tokens, d_model)                                          # (B, T, D)
+    counts, last = {}, {}
+
+    def with_module_paths():
+        with ModuleSlots() as slots, identity_mode(slots.running) as mode:
+            model(x)
+        last["rows"] = mode.rows
+
+    def under(make):
+        def go():
+            with make() as mode:
+                model(x)
+            counts["calls"] = len(mode.rows)
+        return go
+
+    def traced():
+        with shapetrace.trace(dims=f"B=1 T={tokens} D={d_model} H={heads}"):
+            model(x)
+
+    kinds = {"untraced": lambda: model(x), "bare": under(bare_logger), "floor": under(capture_floor),
+             "+user stack": under(user_stack_mode), "+identity": under(identity_mode),
+             "+module path": with_module_paths, "shapetrace": traced}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    passes = []
+    with torch.no_grad():
+        for go in kinds.values():   # warm-up
+            go(), go()
+        for _ in range(rounds):
+            for kind, go in kinds.items():
+                start = time.thread_time()
+                go()
+                times[kind].append(time.thread_time() - start)
+            start = time.thread_time()
+            plain_rows(last["rows"])
+            passes.append((time.thread_time() - start) / len(last["rows"]))
+    untraced = times["untraced"]
+    result = {"untraced": statistics.median(untraced), "calls": counts["calls"], "pass": statistics.median(passes)}
+    for kind in STEPS:
+        result[kind] = statistics.median(t - u for t, u in zip(times[kind], untraced))
+    return result
+
+
+def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> str:
+    calls, bare, untraced = m["calls"], m["bare"], m["untraced"]
+    lines = [f"{layers} layers, D {d_model}, T {tokens}, H {heads}: medians of {rounds} interleaved rounds, "
+             f"1 thread, thread CPU time; {calls} calls; untraced forward {untraced * 1e3:.2f} ms"]
+    for kind in STEPS:
+        over = m[kind]
+        lines.append(f"  {kind:14s} {over / calls * 1e6:7.1f} µs/call  ratio {over / bare:5.2f}x bare  "
+                     f"traced / untraced {(untraced + over) / untraced:5.2f}x")
+    least = m["+module path"]
+    per_call = m["pass"] * calls   # the plain pass over as many rows as calls
+    lines.append(f"  plain pass     {m['pass'] * 1e6:7.1f} µs/call  ratio {per_call / bare:5.2f}x bare  "
+                 "(one dict per call, nothing named)")
+    with_pass = least + per_call
+    lines.append(f"  least capture + plain pass: ratio {with_pass / bare:.2f}x bare (target for every fact <= 5x), "
+                 f"traced / untraced {(untraced + with_pass) / untraced:.2f}x (target <= 1.3x at D 256)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--sizes", default=",".join(f"{d}x{t}x{h}" for d, t, h in SIZES),
+                        help="D x T x H of each model, comma-separated (default: %(default)s)")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    for n, size in enumerate(args.sizes.split(",")):
+        d_model, tokens, heads = (int(v) for v in size.split("x"))
+        m = measure(args.layers, d_model, tokens, heads, args.rounds)
+        print(("\n" if n else "") + report(m, args.layers, d_model, tokens, heads, args.rounds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
