@@ -54,7 +54,7 @@ def model_line(code: str, file: str = "reference.py", after: str | None = None) 
     raise AssertionError(f"no line of {file} starts with {code!r}")
 
 
-#: A cited model line as the table prints it: the code, two spaces, ``reference.py:41``.
+#: A cited model line as the table prints it: the code, two spaces, ``reference.py:44``.
 _CITATION = re.compile(r"^(?P<lead>\s*)(?P<code>\S.*?)  (?P<file>(?:reference|broken|variants|decode|vision|"
                        r"broken_shapes)\.py):(?P<line>\d+)$", re.M)
 

@@ -1,6 +1,6 @@
 """A corpus of traces on which every diagnostic kind fires at least once (shared by the wording tests).
 
-Sources: the broken catalogue at two sizes, the bug classes of ``tests/test_bug_classes.py``, a NaN-row
+Sources: the broken catalogue at two sizes, the bug classes of ``tests/engine/test_bug_classes.py``, a NaN-row
 variant, a meta run, and a few small programs for the kinds nothing else triggers.
 """
 
@@ -12,7 +12,8 @@ import shapetrace
 from shapetrace.app.session import trace_variant
 from shapetrace.attention.catalogue import BREAKS
 from shapetrace.attention.config import AttentionConfig as C
-from tests import test_bug_classes as bugs
+from tests.corpus import bug_models as bugs
+from tests.styles import load
 
 #: every kind a rule of the engine can produce (a new kind must join the corpus)
 ALL_KINDS = {
@@ -67,7 +68,7 @@ def _bug_traces():
     out.append(bugs.trace(bugs.merge_without_transpose, 2, 8, 64, 8)[0])        # T = H: merged, over tokens
     out.append(bugs.trace(bugs.view_without_transpose, 2, 8, 64, 8)[0])         # T = H: wrong axis
     out += [bugs.trace_cross(f, 2, 6, 10, 32, 4)[0] for f in (bugs.key_query_swapped,)]
-    style = bugs.load("seq_first")
+    style = load("seq_first")
     model, _ = style.build({"B": 2, "T": 6, "D": 32, "H": 4})
     out.append(bugs.trace(lambda x, H: model(x), 2, 6, 32, 4)[0])
     return out

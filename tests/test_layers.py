@@ -246,3 +246,22 @@ def test_every_command_module_is_one_hop_from_the_app():
     }
     groups = {g.name: g.typer_instance.registered_commands[0].callback.__module__ for g in app.registered_groups}
     assert groups == {"exercise": "shapetrace.cli.exercise"}
+
+
+#: folders of tests/ that hold no tests of a layer: shared cases, traced scripts, attackers' files, goldens
+SHARED_TEST_FOLDERS = {"corpus", "scripts", "hostile", "golden", "styles", "output", "benchmarks", "__pycache__"}
+#: tests of the package as a whole, at the top of tests/
+WHOLE_PACKAGE_TESTS = {"test_api.py", "test_layers.py", "test_readme.py"}
+
+
+def test_the_tests_mirror_the_package():
+    """A layer's tests live in tests/<layer>/ (tests/engine/ tests shapetrace/engine/, and so on); the
+    benchmarks' in tests/benchmarks/; only the whole package's tests stay at the top."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir()} - SHARED_TEST_FOLDERS
+    layers = {p.name for p in (ROOT / "shapetrace").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= layers, f"test folders that name no layer: {sorted(folders - layers)}"
+    assert {"engine", "attention", "exercises", "app", "render", "tui", "cli"} <= folders
+    assert {p.name for p in tests.glob("test_*.py")} == WHOLE_PACKAGE_TESTS
+    for folder in folders | {"benchmarks"}:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder}/ holds no tests"

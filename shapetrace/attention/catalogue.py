@@ -260,7 +260,7 @@ def leak_config(config: AttentionConfig) -> AttentionConfig:
     ``[B, T, H·d_k]`` as ``[B, H, T, d_k]`` puts token t·H + h at (h', t') with h'·T + t' = t·H + h, for
     any d_k. Linear layers act on each token's features, so their width does not matter either. One
     bug contracts d_k against T (``q @ k`` with T = d_k): d_k stays, and its heads, each the same
-    computation on its own slice, shrink to one. ``tests/test_leaks.py`` checks every break against
+    computation on its own slice, shrink to one. ``tests/attention/test_leaks.py`` checks every break against
     the full-size analysis.
     """
     brk = BREAKS[config.broken or ""]

@@ -7,11 +7,14 @@ comment (B = batch, T = tokens, D = d_model, H = heads, d_k = D / H).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from shapetrace.attention.config import AttentionConfig
+from shapetrace.engine.tracer import name_axes
 
 
 class MultiHeadAttention(nn.Module):
@@ -61,16 +64,9 @@ def build(config: AttentionConfig, device: str = "cpu") -> tuple[MultiHeadAttent
 
 # ---------------------------------------------------------------------------
 # The reference with options: masks, cross-attention, grouped-query heads, dropout.
-# (Appended below the plain reference so its line numbers stay the same.)
 # Extra names: T_q / T_k = query / key tokens (both T in self-attention),
 # H_kv = key/value heads, n_rep = H / H_kv, D_kv = H_kv * d_k.
 # ---------------------------------------------------------------------------
-
-from collections.abc import Sequence  # noqa: E402
-
-import torch.nn.functional as F  # noqa: E402
-
-from shapetrace.engine.tracer import name_axes  # noqa: E402
 
 
 def causal_mask(T_q: int, T_k: int, device=None) -> torch.Tensor:

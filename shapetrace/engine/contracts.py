@@ -9,7 +9,7 @@ propagated, from the recorded parameters and, for boolean masks, from the values
 (on the CPU only: :func:`shapetrace.engine.ops.mask_facts`); where those do not prove a bug, it
 says nothing.
 
-Torch's behaviour each rule relies on is checked in tests/test_contracts.py.
+Torch's behaviour each rule relies on is checked in tests/engine/test_contracts.py.
 """
 
 from __future__ import annotations

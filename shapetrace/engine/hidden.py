@@ -7,7 +7,7 @@ torch clones the operand first (``aten.clone`` under ``TorchDispatchMode``). So
 ``q @ k.transpose(-2, -1)`` with ``q, k`` of shape ``[B, H, T, d_k]`` taken
 straight from ``x.view(B, T, H, d_k).transpose(1, 2)`` copies both operands:
 ``B`` and ``H`` do not chain (stride 3,072 vs 8 x 64). The rule is checked
-against TorchDispatchMode in tests/test_hidden.py.
+against TorchDispatchMode in tests/engine/test_hidden.py.
 
 >>> from shapetrace.engine.tracer import Event, TensorInfo
 >>> q = TensorInfo((2, 8, 6, 64), (3072, 64, 512, 1), 0, "float32", False, ("B", "H", "T", "d_k"), nbytes=24576)

@@ -8,7 +8,7 @@ those with torch's own rules (broadcasting, TensorIterator's stride order, matmu
 batching) and returns ``torch.empty_strided(..., device="meta")``, which loads
 nothing. Anything it does not know goes back to torch (correct, just slower).
 
-The rules are tested against real CPU execution at small sizes (tests/test_meta.py).
+The rules are tested against real CPU execution at small sizes (tests/engine/test_meta.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The parent runs lesson code (each ``solution.py``, the reference and the known m
 the child's modules it sends over the pipe). The SHA-256 of each of them is recorded in
 :data:`MANIFEST` (``shapetrace/exercises/DIGESTS.json``), written by
 ``python -m shapetrace.exercises.digests --write`` and committed with the files it covers; a test
-(``tests/test_digests.py``) fails while it is stale. The manifest is read once per process and kept in
+(``tests/exercises/test_digests.py``) fails while it is stale. The manifest is read once per process and kept in
 memory. Before every check every file is hashed again and compared with it, and the lesson code the
 parent is about to run is compiled from the very bytes that were checked; any difference is
 :class:`TamperedError` (one line, exit 1, naming the file and the command that records the digests

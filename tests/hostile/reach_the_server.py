@@ -5,7 +5,7 @@
 # then tries to read its memory (/proc/PID/mem, process_vm_readv), to attach to it (ptrace) and to kill it.
 # Wherever its memory can be read, it looks there for the reference's distinctive line (built from pieces,
 # so this file's text does not hold it) and passes the reference and fails every broken version without
-# checking a value (tests/test_sealed.py runs it with the layers off: it passes).
+# checking a value (tests/exercises/test_sealed.py runs it with the layers off: it passes).
 # Stopped by: the implementation process's own layers (shapetrace/exercises/remote.py): it is non-dumpable
 # and outside this process's Landlock domain (created after the fork), which denies ptrace-like access
 # (/proc/PID/mem, process_vm_readv, ptrace) and, ABI 6, signals; seccomp refuses ptrace, process_vm_readv

@@ -7,7 +7,7 @@
 # not contain it; a second needle, built the same way but found in no implementation, counts the copies
 # this test makes itself. Where the implementation runs in the test's process (as the checker did before),
 # the reference is found and no broken version is: it passes on the reference and fails every mutant
-# without checking a value (tests/test_sealed.py runs that control).
+# without checking a value (tests/exercises/test_sealed.py runs that control).
 # Stopped by: the implementation's own process (shapetrace/exercises/remote.py): the test's process forked
 # before the implementation was read and never holds its code; the search finds only its own needles.
 import torch

@@ -1,4 +1,4 @@
-"""Adds a [T, T] mask built for the wrong length to [B, H, T, T] scores (used by tests/test_runner.py)."""
+"""Adds a [T, T] mask built for the wrong length to [B, H, T, T] scores (used by tests/app/test_runner.py)."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Forgets to transpose k: q @ k multiplies [T, d_k] by [T, d_k] (used by tests/test_runner.py)."""
+"""Forgets to transpose k: q @ k multiplies [T, d_k] by [T, d_k] (used by tests/app/test_runner.py)."""
 
 import torch
 

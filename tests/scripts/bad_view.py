@@ -1,4 +1,4 @@
-"""Merges heads with view on a transposed tensor: torch refuses (used by tests/test_runner.py)."""
+"""Merges heads with view on a transposed tensor: torch refuses (used by tests/app/test_runner.py)."""
 
 import torch
 

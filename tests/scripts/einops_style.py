@@ -1,4 +1,4 @@
-"""Attention written with einops rearrange and torch.einsum (used by tests/test_thirdparty.py)."""
+"""Attention written with einops rearrange and torch.einsum (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from einops import rearrange

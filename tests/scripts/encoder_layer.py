@@ -1,4 +1,4 @@
-"""A whole nn.TransformerEncoderLayer, batch-first (used by tests/test_thirdparty.py)."""
+"""A whole nn.TransformerEncoderLayer, batch-first (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from torch import nn

@@ -1,4 +1,4 @@
-"""A training-style loop that never ends (used by tests/test_trace_limits.py and the README)."""
+"""A training-style loop that never ends (used by tests/cli/test_trace_limits.py and the README)."""
 
 import torch
 

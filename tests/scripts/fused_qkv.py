@@ -1,4 +1,4 @@
-"""nanoGPT-style fused qkv projection, split with split() and view() (used by tests/test_thirdparty.py)."""
+"""nanoGPT-style fused qkv projection, split with split() and view() (used by tests/engine/test_thirdparty.py)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Grouped-query attention, llama-style repeat_kv with expand + reshape (used by tests/test_thirdparty.py)."""
+"""Grouped-query attention, llama-style repeat_kv with expand + reshape (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from torch import nn

@@ -5,7 +5,7 @@ rotary position embeddings (rotate_half), grouped-query attention with q_proj/k_
 and repeat_kv, a SwiGLU MLP (gate_proj, up_proj, down_proj), pre-norm residual blocks. The default
 sizes are llama3-70b's (80 layers, hidden 8192, 64 heads, 8 kv heads, intermediate 28672, vocab
 128256): on meta nothing is allocated, so the whole forward runs with shapes and strides only.
-Used by tests/test_llama_meta.py and benchmarks/bench_llama70b_meta.py.
+Used by tests/app/test_llama_meta.py and benchmarks/bench_llama70b_meta.py.
 """
 
 import argparse

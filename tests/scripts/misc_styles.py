@@ -1,4 +1,4 @@
-"""Assorted head-splitting idioms on tensors named only by --dims (used by tests/test_thirdparty.py)."""
+"""Assorted head-splitting idioms on tensors named only by --dims (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 import torch.nn.functional as F

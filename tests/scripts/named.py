@@ -1,4 +1,4 @@
-"""Names its input explicitly with shapetrace.name, so T = H = 8 is not ambiguous (tests/test_runner.py)."""
+"""Names its input explicitly with shapetrace.name, so T = H = 8 is not ambiguous (tests/app/test_runner.py)."""
 
 import shapetrace
 import torch

@@ -1,3 +1,3 @@
-"""Never touches a tensor (used by tests/test_runner.py)."""
+"""Never touches a tensor (used by tests/app/test_runner.py)."""
 
 print("hello, no tensors here")

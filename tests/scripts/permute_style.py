@@ -1,4 +1,4 @@
-"""Heads split and merged with permute(0, 2, 1, 3) (used by tests/test_thirdparty.py)."""
+"""Heads split and merged with permute(0, 2, 1, 3) (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from torch import nn

@@ -1,4 +1,4 @@
-"""Runs two ops, then raises a plain Python error (used by tests/test_runner.py)."""
+"""Runs two ops, then raises a plain Python error (used by tests/app/test_runner.py)."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""F.scaled_dot_product_attention on heads split by view + transpose (used by tests/test_thirdparty.py)."""
+"""F.scaled_dot_product_attention on heads split by view + transpose (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from torch.nn import functional as F

@@ -1,4 +1,4 @@
-"""A student's own multi-head attention, the textbook way (used by tests/test_runner.py)."""
+"""A student's own multi-head attention, the textbook way (used by tests/app/test_runner.py)."""
 
 import math
 import sys

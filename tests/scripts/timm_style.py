@@ -1,4 +1,4 @@
-"""timm-style: reshape(B, N, 3, H, d_k).permute(2, 0, 3, 1, 4).unbind(0) (used by tests/test_thirdparty.py)."""
+"""timm-style: reshape(B, N, 3, H, d_k).permute(2, 0, 3, 1, 4).unbind(0) (used by tests/engine/test_thirdparty.py)."""
 
 import torch
 from torch import nn

@@ -2,7 +2,7 @@
 
 Pre-norm blocks: x + attn(ln(x)), then x + mlp(ln(x)); separate q/k/v projections split into heads
 with view + transpose. ``--odd-layer N`` gives layer N an extra op (q made contiguous) so it differs;
-``--odd-heads N`` gives layer N a different head count. Used by tests/test_whole_model.py and
+``--odd-heads N`` gives layer N a different head count. Used by tests/app/test_whole_model.py and
 benchmarks/bench_whole_model.py.
 """
 

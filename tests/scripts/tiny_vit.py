@@ -1,5 +1,5 @@
 """A tiny vision transformer traced from pixels (torch only): a conv patch stem, a class token, timm-style
-fused q/k/v taken apart with unbind, three heads. Used by the README and tests/test_structure.py."""
+fused q/k/v taken apart with unbind, three heads. Used by the README and tests/engine/test_structure.py."""
 
 import torch
 from torch import nn

@@ -1,4 +1,4 @@
-"""torch's own nn.MultiheadAttention, seq-first and batch-first (used by tests/test_thirdparty.py)."""
+"""torch's own nn.MultiheadAttention, seq-first and batch-first (used by tests/engine/test_thirdparty.py)."""
 
 import sys
 

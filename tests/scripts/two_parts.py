@@ -1,4 +1,4 @@
-"""Ops in the script itself and in an imported library module (used by tests/test_runner.py)."""
+"""Ops in the script itself and in an imported library module (used by tests/app/test_runner.py)."""
 
 import sys
 

@@ -1,5 +1,5 @@
 """Correct attention modules written in the styles of public code, and the checks the tests share
-(tests/test_styles.py, tests/test_bug_classes.py, tests/test_op_corpus.py).
+(tests/engine/test_styles.py, tests/engine/test_bug_classes.py, tests/engine/test_op_corpus.py).
 
 Each style module exposes:
 

@@ -1,4 +1,4 @@
-"""Library code: splits and merges heads (used by tests/test_runner.py through two_parts.py)."""
+"""Library code: splits and merges heads (used by tests/app/test_runner.py through two_parts.py)."""
 
 import torch
 from torch import nn

@@ -12,10 +12,11 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import ROOT as CHECKOUT
 
 from shapetrace.engine.ops import REGISTRY
 
-ROOT = Path(__file__).resolve().parent.parent / "shapetrace"
+ROOT = CHECKOUT / "shapetrace"
 #: the registry's own module
 OWNER = ROOT / "engine" / "ops.py"
 #: names an expression may have when it holds an op's name

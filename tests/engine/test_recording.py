@@ -45,7 +45,7 @@ def test_events_are_dataclasses_made_on_first_read_with_the_same_facts():
     assert (view.op, view.args, view.output.dims) == ("view", "2, 6, 4, 8", ("B", "T", "H", "d_k"))
     assert view.output == TensorInfo((2, 6, 4, 8), (192, 32, 8, 1), 0, "float32", True, ("B", "T", "H", "d_k"),
                                      "cpu", 2 * 6 * 32 * 4)
-    assert view.source == "tests/test_recording.py:25" and view.function == "_attention"
+    assert view.source == "tests/engine/test_recording.py:25" and view.function == "_attention"
     assert view.code == "q = F.linear(x, w).view(B, T, 4, D // 4).transpose(1, 2)       # (B, H, T, d_k)"
     assert view.stack[:2] == ("_attention", "_trace")
     assert events[3].args == "-2, -1" and events[4].args == "tensor[2, 4, 8, 6]"

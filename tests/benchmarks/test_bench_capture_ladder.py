@@ -66,5 +66,5 @@ def test_the_plain_pass_reads_every_row_it_is_given():
 
 
 def _line_of(text: str) -> int:
-    lines = (ROOT / "tests" / "test_bench_capture_ladder.py").read_text().splitlines()
+    lines = (ROOT / "tests" / "benchmarks" / "test_bench_capture_ladder.py").read_text().splitlines()
     return next(n for n, line in enumerate(lines, 1) if text in line and "_line_of" not in line)

@@ -9,7 +9,7 @@ import torch
 from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_layout import _factorisations, chains
+from layout_chains import chains, factorisations
 
 from shapetrace.app.chain import META_LIMIT, parse_chain, parse_shape
 from shapetrace.app.strides import run_chain
@@ -98,7 +98,7 @@ def test_failing_view_keeps_the_steps_before_and_explains():
     assert last.info is None and TORCH_VIEW_ERROR in last.error
     assert "has to merge H, T and d_k (8 × 6 × 64 = 3,072 elements)" in last.explanation
     assert "H → T: stride(H) = 64, but size(T) × stride(T) = 6 × 512 = 3,072" in last.explanation
-    # applied to this layout, the copying fixes would mix H and T: they are refused (tests/test_verified_fixes.py)
+    # applied to this layout, the copying fixes would mix H and T: refused (tests/engine/test_verified_fixes.py)
     assert "fix 1" not in last.explanation and "fix 2" not in last.explanation
     assert "but they give [B, !H·T, !H·T·d_k]: axis 1 takes pieces of H and T" in last.explanation
     assert ".transpose(1, 2).reshape(2, 6, 512) gives [B, T, H·d_k]" in last.explanation
@@ -122,7 +122,7 @@ def test_reshape_trap_is_taught():
 @given(chains(), st.data())
 def test_view_breaks_agree_with_torch(case, data):
     _base, t, _heads, _dims = case
-    target = data.draw(st.sampled_from(_factorisations(t.numel()) if t.numel() > 1 else [(1,)]))
+    target = data.draw(st.sampled_from(factorisations(t.numel()) if t.numel() > 1 else [(1,)]))
     info = TensorInfo(tuple(t.shape), t.stride(), t.storage_offset(), "float32", t.is_contiguous(),
                       (None,) * t.dim(), nbytes=t.numel() * 4)
     try:

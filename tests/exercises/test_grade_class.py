@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from shapetrace.exercises.content import load
 from shapetrace.exercises.grade import grade
@@ -25,7 +26,7 @@ SOL = SPLIT.solution.read_text()
 HEAD_SOL = CURRICULUM.exercise("head-dim").solution.read_text()
 TEST_SOL = CURRICULUM.exercise("test-split-square").solution.read_text()
 MARK = "31.4159"
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = ROOT / "tests" / "hostile"
 DEF = "import torch\ndef split_heads(x, heads):\n    B, T, D = x.shape\n"
 
 #: student -> {file: text, or a maker(path)}, and the cells (status, verdict) each must get.

@@ -14,7 +14,7 @@ import pytest
 
 from shapetrace.engine import diagnose, rules
 from shapetrace.engine.diagnostic import Diagnostic
-from tests import test_bug_classes as bugs
+from tests.corpus import bug_models as bugs
 from tests.diagnostic_corpus import ALL_KINDS, corpus
 
 ENGINE = Path(diagnose.__file__).parent

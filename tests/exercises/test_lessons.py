@@ -7,6 +7,7 @@ import io
 import re
 
 import pytest
+from conftest import ROOT
 
 from shapetrace.exercises.checker import Job, check_files
 from shapetrace.exercises.content import VERDICTS, load
@@ -238,9 +239,8 @@ def test_lesson_renders_at_80_columns(lesson):
 def test_no_lesson_file_has_trailing_whitespace():
     """Lesson sources end every line at its last character (so no Markdown hard line break either: the
     renderer relies on none)."""
-    from pathlib import Path
 
-    files = [p for p in (Path(__file__).resolve().parents[1] / "lessons").rglob("*")
+    files = [p for p in (ROOT / "lessons").rglob("*")
              if p.is_file() and p.suffix in (".md", ".toml", ".py")]
     assert len(files) > 30 and any(p.name == "lesson.md" for p in files)
     trailing = [f"{p}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
+from conftest import ROOT
 from torch import nn
 
 import shapetrace
@@ -79,7 +79,7 @@ def test_modules_are_held_while_unnamed_and_let_go_once_the_trace_is_read():
     must not decide whether a module is let go (it once did, in the full suite only)."""
     code = (
         "import gc, json, sys, weakref, torch\n"
-        "sys.path.insert(0, 'tests')\n"
+        "sys.path[:0] = ['tests', 'tests/engine']\n"
         "import shapetrace\n"
         "from test_module_calls import Attn, DIMS, _modules\n"
         "x = torch.randn(2, 6, 32)\n"
@@ -93,7 +93,7 @@ def test_modules_are_held_while_unnamed_and_let_go_once_the_trace_is_read():
         "paths = [m for op, m in _modules(t) if op == 'linear']\n"
         "gc.collect()\n"
         "print(json.dumps([held, paths, gone() is None]))\n")
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     held, paths, let_go = json.loads(proc.stdout)

@@ -13,12 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from shapetrace.exercises.checker import PARALLEL, CheckerError, Job, check_job
 from shapetrace.exercises.content import load
 
 CURRICULUM = load()
-HERE = Path(__file__).parent / "hostile"
+HERE = ROOT / "tests" / "hostile"
 FILES = sorted(HERE.glob("*.py"))
 LEAVINGS = ("/tmp/shapetrace-hostile-fifo", "/tmp/shapetrace-hostile-node", "/tmp/shapetrace-hostile.sock",
             "/tmp/shapetrace-hostile.db", "/root/shapetrace-hostile.txt", "/tmp/shapetrace-hostile-exec")

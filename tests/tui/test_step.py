@@ -253,7 +253,7 @@ def test_keys_move_as_documented_and_q_restores_the_screen(tmux):
     title(tmux, "#2 transpose · ops #0-#16")
     tmux.keys("Left")
     screen = title(tmux, "#1 view · ops #0-#16")
-    assert "▶ 31         x = x.view(B, T, self.heads, self.d_k)" in screen
+    assert f"▶ {SPLIT_VIEW}         x = x.view(B, T, self.heads, self.d_k)" in screen
     tmux.keys("d")
     screen = tmux.wait_for("memory diagram · #1 view (d hides it)")
     assert "axes    B=2 · stride 3,072   T=6 · stride 512   H=8 · stride 64" in screen

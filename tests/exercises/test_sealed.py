@@ -5,7 +5,7 @@ real code runs in a process of its own (:mod:`shapetrace.exercises.remote`). Eac
 tests/hostile/ is run against the implementations twice, in a subprocess of its own (some patch torch):
 compiled plainly in the test's process, as the child did before, it passes (the control: the attack
 works), and behind the facades, with the implementation in a forked process, it no longer can. The same
-files go through the full sandbox in tests/test_hostile_corpus.py; the attacks on the implementation's
+files go through the full sandbox in tests/exercises/test_hostile_corpus.py; the attacks on the implementation's
 process run here with its layers one at a time.
 """
 
@@ -28,7 +28,7 @@ from shapetrace.exercises.sealed import Guard, facades, normalise
 
 CURRICULUM = load()
 TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = ROOT / "tests" / "hostile"
 ATTACKS = sorted(HOSTILE.glob("fingerprint_*.py"))
 
 

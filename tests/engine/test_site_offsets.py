@@ -50,7 +50,7 @@ def test_a_call_split_over_lines_is_cited_at_the_line_torch_reports():
     by_op: dict[str, str] = {}
     for e in t.events:
         by_op.setdefault(e.op, e.source)   # the first of each op
-    name = __file__.rsplit("/", 1)[-1]
+    name = "engine/" + __file__.rsplit("/", 1)[-1]
     assert by_op["view"] == f"tests/{name}:{first_line + 2}"
     assert by_op["transpose"] == f"tests/{name}:{first_line + 3}"
     assert by_op["softmax"] == f"tests/{name}:{first_line + 5}"
