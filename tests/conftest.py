@@ -105,6 +105,36 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None, cwd=N
                           input=input, env=full_env, cwd=cwd, timeout=timeout)
 
 
+def cli_in_process(*args: str, input: str | None = None, env: dict | None = None, cwd=None,
+                   timeout: float | None = None) -> subprocess.CompletedProcess:
+    """``shapetrace ARGS`` as :func:`run_cli` runs it, in this process (no interpreter start, no torch
+    import per call): the console script's own steps (the argument-length check, the one-line usage
+    errors of ``_run_app``), ``env`` and ``cwd`` set for the call, stdout and stderr apart. For what a
+    subprocess is not the point of; signals, terminals, hangs and imports keep :func:`run_cli`.
+    (``timeout``: accepted as :func:`run_cli` takes it; in this process the suite's guard applies.)"""
+    from typer.testing import CliRunner
+
+    from shapetrace.cli.app import _check_argument_lengths, _run_app
+
+    env = {"COLUMNS": "100", **(env or {})}
+    runner = CliRunner()
+    argv, here = sys.argv, os.getcwd()
+    with runner.isolation(input=input, env=env) as streams:
+        sys.argv = ["shapetrace", *args]
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            _check_argument_lengths(list(args))
+            code = _run_app()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            sys.argv = argv
+            os.chdir(here)
+        out, err = (s.getvalue().decode() for s in streams[:2])
+    return subprocess.CompletedProcess(["shapetrace", *args], code, out, err)
+
+
 @pytest.fixture
 def cli():
     """Invoke the Typer app in-process: ``cli("run", "--json")`` -> click Result."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import run_cli
+from conftest import cli_in_process
 from tmux_session import ROOT, TmuxSession
 
 DIMS = {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
@@ -121,7 +121,7 @@ SHAPE_SCORE = "score 4/8 (shapes 4/8), 1 skipped"
 def test_answers_file_scores_exactly(tmp_path):
     answers = tmp_path / "answers.txt"
     answers.write_text("\n".join(SHAPE_ANSWERS) + "\n")
-    proc = run_cli("run", "--predict", "--answers", str(answers))
+    proc = cli_in_process("run", "--predict", "--answers", str(answers))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.rstrip().splitlines()[-1] == SHAPE_SCORE
@@ -132,7 +132,7 @@ def test_answers_file_scores_exactly(tmp_path):
 
 
 def test_piped_stdin_scores_exactly():
-    proc = run_cli("run", "--predict", "shape", input="\n".join(SHAPE_ANSWERS) + "\n")
+    proc = cli_in_process("run", "--predict", "shape", input="\n".join(SHAPE_ANSWERS) + "\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().splitlines()[-1] == SHAPE_SCORE
 
@@ -141,7 +141,7 @@ def test_strides_mode_scores_shapes_and_strides_separately():
     answers = ["B,T,H,d_k", "(3072, 512, 64, 1)",        # #1 both right
                "B,H,T,d_k", "(3072, 384, 64, 1)",        # #2 shape right, strides wrong (row-major guess)
                "B,H,d_k,T", "T*D, d_k, 1, D"]            # #9 both right; then the answers run out
-    proc = run_cli("run", "--predict", "strides", input="\n".join(answers) + "\n")
+    proc = cli_in_process("run", "--predict", "strides", input="\n".join(answers) + "\n")
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.rstrip().splitlines()[-1]
     assert last == "score 5/6 (shapes 3/3 · strides 2/3), 5 not asked (answers ran out)"

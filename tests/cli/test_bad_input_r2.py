@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_in_process, run_cli
 
 TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
 LONG = "a" * 300
@@ -49,31 +49,31 @@ def test_a_large_regular_script_is_still_refused_by_size(tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_kv_len_with_400_zeros(command):
-    res = run_cli(command, "--kv-len", HUGE)
+    res = cli_in_process(command, "--kv-len", HUGE)
     assert one_line(res, 2) == ("error: --kv-len (a number of about 401 digits) is too large: sizes go up to "
                                 "2**40 (1099511627776)")
 
 
 def test_an_overlong_export_name_is_a_usage_error(tmp_path):
-    res = run_cli("run", "--export", str(tmp_path / (LONG + ".svg")))
+    res = cli_in_process("run", "--export", str(tmp_path / (LONG + ".svg")))
     assert one_line(res, 2) == ("error: --export: the name aaaaaaaaaaaaaaaaaaaa…aaaaaaaa.svg is 304 bytes long; "
                                 "names here go up to 241 bytes")
     assert os.listdir(tmp_path) == []
 
 
 def test_an_overlong_workspace_name_is_a_usage_error(tmp_path):
-    res = run_cli("exercise", "list", "--workspace", str(tmp_path / LONG))
+    res = cli_in_process("exercise", "list", "--workspace", str(tmp_path / LONG))
     assert one_line(res, 2) == ("error: --workspace: the name aaaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaa is 300 bytes long; "
                                 "names here go up to 255 bytes")
 
 
 def test_a_workspace_under_a_file_is_a_usage_error():
-    res = run_cli("exercise", "start", "split-heads", "--workspace", "/dev/null/x")
+    res = cli_in_process("exercise", "start", "split-heads", "--workspace", "/dev/null/x")
     assert one_line(res, 2) == "error: --workspace /dev/null/x: /dev/null is a file, so no folder can be made under it"
 
 
 def test_a_workspace_the_system_refuses_is_one_line(tmp_path):
-    res = run_cli("exercise", "start", "split-heads", "--workspace", "/proc/self",
+    res = cli_in_process("exercise", "start", "split-heads", "--workspace", "/proc/self",
                   env={"SHAPETRACE_STATE_DIR": str(tmp_path)})
     line = one_line(res, 1)
     assert line.startswith("error: /proc/self/split_heads.py") and line.endswith(": No such file or directory")
@@ -107,7 +107,7 @@ def test_no_table_above_when_the_script_raises_before_any_op(tmp_path):
 
 def test_deeply_nested_progress_is_set_aside(tmp_path):
     (tmp_path / "progress.json").write_text("[" * 100_000 + "]" * 100_000)
-    res = run_cli("exercise", "list", env={"SHAPETRACE_STATE_DIR": str(tmp_path)})
+    res = cli_in_process("exercise", "list", env={"SHAPETRACE_STATE_DIR": str(tmp_path)})
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr
     assert "nested too deeply to be a progress file" in " ".join(res.stdout.split() + res.stderr.split())
@@ -132,7 +132,7 @@ def test_typer_errors_are_one_line_like_every_other_error(args, line):
 
 
 def test_bare_shapetrace_says_where_to_start():
-    res = run_cli(env={"COLUMNS": "200"})
+    res = cli_in_process(env={"COLUMNS": "200"})
     assert res.returncode == 2
     assert ("Start here: shapetrace run traces a multi-head attention forward pass op by op; shapetrace lessons "
             "lists the lessons and exercises; shapetrace trace your_script.py traces your own code.") in " ".join(
@@ -140,12 +140,12 @@ def test_bare_shapetrace_says_where_to_start():
 
 
 def test_strides_says_where_h_came_from_without_heads():
-    res = run_cli("strides", "2x6x512", "view(2,6,8,64)", env={"COLUMNS": "200"})
+    res = cli_in_process("strides", "2x6x512", "view(2,6,8,64)", env={"COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     assert "from --heads" not in res.stdout
     assert ("H = 8 heads, read from view(2, 6, 8, 64), which splits D in two (an assumption: --heads sets H)"
             in " ".join(res.stdout.split()))
-    res = run_cli("strides", "2x6x512", "view(2,6,8,64)", "--heads", "8")
+    res = cli_in_process("strides", "2x6x512", "view(2,6,8,64)", "--heads", "8")
     assert "H = 8 heads from --heads" in res.stdout
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
+from conftest import cli_in_process, run_cli
 
 
 def test_run_prints_header_table_footer(cli):
@@ -66,14 +66,14 @@ def test_run_json_is_pure_json_and_matches_trace(cli):
     (["--seq-len", "0"], "--seq-len must be a whole number of at least 1"),
 ])
 def test_bad_sizes_exit_2_with_one_clear_line(args, needle):
-    proc = run_cli("run", *args)
+    proc = cli_in_process("run", *args)
     assert proc.returncode == 2
     assert needle in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
 def test_non_integer_is_a_usage_error():
-    proc = run_cli("run", "--heads", "eight")
+    proc = cli_in_process("run", "--heads", "eight")
     assert proc.returncode == 2
     assert "'eight' is not a valid int" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -86,21 +86,21 @@ def test_traceback_flag_shows_the_traceback():
 
 
 def test_help_runs_as_a_real_module_and_lists_commands():
-    proc = run_cli("--help")
+    proc = cli_in_process("--help")
     assert proc.returncode == 0
     assert "run" in proc.stdout and "Usage" in proc.stdout
 
 
 def test_no_colour_when_piped_or_no_color():
-    proc = run_cli("run", env={"NO_COLOR": "1"})
+    proc = cli_in_process("run", env={"NO_COLOR": "1"})
     assert proc.returncode == 0 and "\x1b[" not in proc.stdout
-    proc = run_cli("run")
+    proc = cli_in_process("run")
     assert "\x1b[" not in proc.stdout
 
 
 def test_version_answers_without_a_command():
     """``--version`` is advertised by --help: it prints the installed version and exits 0."""
-    out = run_cli("--version")
+    out = cli_in_process("--version")
     assert out.returncode == 0 and out.stdout.startswith("shapetrace ") and out.stderr == ""
     from importlib.metadata import version
 

@@ -8,7 +8,7 @@ import re
 import pytest
 import tomllib
 import torch
-from conftest import MODEL_DIR, run_cli
+from conftest import MODEL_DIR, cli_in_process
 
 from shapetrace.app.attention_values import watching_attention
 from shapetrace.app.session import trace_variant
@@ -26,7 +26,7 @@ def test_the_model_source_holds_no_instrumentation(name):
 
 def test_the_page_of_a_causal_run_cites_only_attention(tmp_path):
     out = tmp_path / "causal.html"
-    proc = run_cli("run", "--causal", "--export", str(out))
+    proc = cli_in_process("run", "--causal", "--export", str(out))
     assert proc.returncode == 0, proc.stderr
     html = out.read_text(encoding="utf-8")
     assert "self.kept" not in html and "kept.update" not in html and "weights = self.softmax(scores)" in html
@@ -138,14 +138,14 @@ def _hint_text(out: str) -> list[str]:
 @pytest.mark.parametrize("ex_id", sorted(HALF_FIXED))
 def test_the_hint_is_about_the_fault_the_file_has_now(ex_id, tmp_path):
     state, ws = ["--state-dir", str(tmp_path / "state")], ["--workspace", str(tmp_path / "ws")]
-    assert run_cli("exercise", "start", ex_id, *ws, *state).returncode == 0
-    starter = run_cli("exercise", "hint", ex_id, *ws, *state, "--width", "200", timeout=300)
+    assert cli_in_process("exercise", "start", ex_id, *ws, *state).returncode == 0
+    starter = cli_in_process("exercise", "hint", ex_id, *ws, *state, "--width", "200", timeout=300)
     assert starter.returncode == 0, starter.stderr
     assert _hint_text(starter.stdout) == HINTS_SEEN[ex_id][0]
     assert f"hint 1/3 · {ex_id}" in starter.stdout
     name, code = HALF_FIXED[ex_id]
     (tmp_path / "ws" / name).write_text(code)
-    half = run_cli("exercise", "hint", ex_id, *ws, *state, "--width", "200", timeout=300)
+    half = cli_in_process("exercise", "hint", ex_id, *ws, *state, "--width", "200", timeout=300)
     assert half.returncode == 0, half.stderr
     assert _hint_text(half.stdout) == HINTS_SEEN[ex_id][1]
     assert f"hint 3/3 · {ex_id}" in half.stdout
@@ -156,12 +156,12 @@ def test_no_hint_for_a_file_that_passes_and_hints_in_order_without_a_file(tmp_pa
 
     ex = load_curriculum().exercise("split-heads")
     state, ws = ["--state-dir", str(tmp_path / "state")], ["--workspace", str(tmp_path / "ws")]
-    none = run_cli("exercise", "hint", "split-heads", *ws, *state, "--width", "200")
+    none = cli_in_process("exercise", "hint", "split-heads", *ws, *state, "--width", "200")
     assert _hint_text(none.stdout)[0] == (f"hint 1 of 3, in order: you have no file yet ({tmp_path / 'ws'}/"
                                           "split_heads.py; shapetrace exercise start split-heads)")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "split_heads.py").write_text(ex.solution.read_text())
-    done = run_cli("exercise", "hint", "split-heads", *ws, *state, "--width", "200", timeout=300)
+    done = cli_in_process("exercise", "hint", "split-heads", *ws, *state, "--width", "200", timeout=300)
     assert done.returncode == 0 and done.stdout == ("your file passes split-heads: no hint needed (shapetrace "
                                                     "exercise hint split-heads --level N shows one anyway)\n")
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_in_process, run_cli
 
 
 def test_lessons_says_where_its_progress_lives(tmp_path):
-    res = run_cli("lessons", "--state-dir", str(tmp_path / "st"), env={"COLUMNS": "200"})
+    res = cli_in_process("lessons", "--state-dir", str(tmp_path / "st"), env={"COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     assert res.stdout.rstrip().splitlines()[-1] == (
         f"progress: {tmp_path / 'st' / 'progress.json'} (one file for every folder you work in; --state-dir DIR "
@@ -19,11 +19,11 @@ def test_lessons_says_where_its_progress_lives(tmp_path):
 
 def test_state_dir_keeps_progress_where_it_says(tmp_path):
     state = tmp_path / "mine"
-    res = run_cli("exercise", "hint", "split-heads", "--state-dir", str(state), env={"SHAPETRACE_STATE_DIR": ""})
+    res = cli_in_process("exercise", "hint", "split-heads", "--state-dir", str(state), env={"SHAPETRACE_STATE_DIR": ""})
     assert res.returncode == 0, res.stderr
     data = json.loads((state / "progress.json").read_text())
     assert data["exercises"]["split-heads"]["hints"] == 1
-    listed = run_cli("exercise", "list", "--state-dir", str(tmp_path / "other"))
+    listed = cli_in_process("exercise", "list", "--state-dir", str(tmp_path / "other"))
     assert listed.returncode == 0 and not (tmp_path / "other" / "progress.json").exists()
 
 
@@ -39,13 +39,13 @@ def test_every_command_that_reads_progress_takes_state_dir(args):
 def test_state_dir_that_is_a_file_is_a_usage_error(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
-    res = run_cli("lessons", "--state-dir", str(f))
+    res = cli_in_process("lessons", "--state-dir", str(f))
     assert res.returncode == 2
     assert res.stderr == f"error: --state-dir {f} is a file; give a folder for your progress\n"
 
 
 def test_write_a_test_is_never_split_at_80_columns(tmp_path):
-    res = run_cli("lessons", "--state-dir", str(tmp_path), env={"COLUMNS": "80"})
+    res = cli_in_process("lessons", "--state-dir", str(tmp_path), env={"COLUMNS": "80"})
     lines = res.stdout.splitlines()
     assert not any(line.rstrip().endswith("(write") for line in lines)
     assert sum("(write a test)" in line for line in lines) == 8
@@ -62,14 +62,15 @@ def test_check_takes_a_path_and_the_next_step_is_one_that_works(tmp_path):
     ws, st = tmp_path / "ws", tmp_path / "st"
     lesson = ROOT / "lessons" / "01_split_heads"
     for ex in ("split-heads", "attention-scores"):
-        assert run_cli("exercise", "start", ex, "--workspace", str(ws), "--state-dir", str(st)).returncode == 0
+        assert cli_in_process("exercise", "start", ex, "--workspace", str(ws), "--state-dir", str(st)).returncode == 0
     (ws / "split_heads.py").write_text((lesson / "split-heads" / "solution.py").read_text())
-    res = run_cli("exercise", "check", str(ws / "split_heads.py"), "--workspace", str(ws), "--state-dir", str(st),
+    res = cli_in_process("exercise", "check", str(ws / "split_heads.py"), "--workspace", str(ws),
+                         "--state-dir", str(st),
                   env={"COLUMNS": "300"})
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.rstrip().splitlines()[-1] == (
         f"next: shapetrace exercise check attention-scores (your file {ws / 'attention_scores.py'} is there already)")
     (ws / "attention_scores.py").unlink()
-    res = run_cli("exercise", "check", "split-heads", "--workspace", str(ws), "--state-dir", str(st),
+    res = cli_in_process("exercise", "check", "split-heads", "--workspace", str(ws), "--state-dir", str(st),
                   env={"COLUMNS": "300"})
     assert res.stdout.rstrip().splitlines()[-1] == "next: shapetrace exercise start attention-scores"

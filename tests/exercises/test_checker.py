@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_in_process
 
 from shapetrace.exercises import sandbox
 from shapetrace.exercises.checker import Job, check_files
@@ -280,14 +280,14 @@ def test_budget_expressions():
 def test_check_cli_exit_codes_and_json(tmp_path):
     env = {"SHAPETRACE_STATE_DIR": str(tmp_path / "state")}
     ws = tmp_path / "ws"
-    r = run_cli("exercise", "start", "merge-heads", "--workspace", str(ws), env=env)
+    r = cli_in_process("exercise", "start", "merge-heads", "--workspace", str(ws), env=env)
     assert r.returncode == 0, r.stderr
-    r = run_cli("exercise", "check", "merge-heads", "--workspace", str(ws), "--json", env=env)
+    r = cli_in_process("exercise", "check", "merge-heads", "--workspace", str(ws), "--json", env=env)
     assert r.returncode == 1, r.stderr
     v = json.loads(r.stdout)
     assert v["verdict"] == "wrong-values" and v["mistake"] == "no-transpose"
     (ws / "merge_heads.py").write_text(CURRICULUM.exercise("merge-heads").solution.read_text())
-    r = run_cli("exercise", "check", "merge-heads", "--workspace", str(ws), "--width", "80", env=env)
+    r = cli_in_process("exercise", "check", "merge-heads", "--workspace", str(ws), "--width", "80", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("✓ pass  merge-heads")
     assert "next: shapetrace exercise start merge-contiguous" in r.stdout

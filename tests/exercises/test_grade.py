@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import cli_in_process, run_cli
 
 from shapetrace.exercises.content import load
 from shapetrace.exercises.grade import Cell, csv_text, find_submissions, grade, refusal
@@ -107,7 +107,7 @@ def test_csv_and_json_reports_through_the_cli(graded, tmp_path):
     (sub / "ben" / "head_dim.py").write_text("def head_dim(d, h):\n    return d // h\n")
     out_json = tmp_path / "grades.json"
     r = run_cli("exercise", "grade", str(sub), "--time-limit", "3", "--csv", "-", "--json", str(out_json),
-                timeout=300)
+                timeout=300)   # (the CSV goes to the real standard output)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "student,exercise,status,verdict,summary,file"
@@ -119,7 +119,7 @@ def test_csv_and_json_reports_through_the_cli(graded, tmp_path):
 
 
 def test_a_folder_without_students_is_a_usage_error(tmp_path):
-    r = run_cli("exercise", "grade", str(tmp_path / "nowhere"))
+    r = cli_in_process("exercise", "grade", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "is not a folder of submissions" in r.stderr, r.stderr
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cli_in_process
 
 from shapetrace.exercises.content import load
 from shapetrace.exercises.progress import Progress, atomic_write, file_hash, learner_file, start_file
@@ -278,12 +278,11 @@ def test_unwritable_state_folder_warns_and_keeps_going(state, monkeypatch):
 
 
 def test_check_shows_its_verdict_when_the_state_folder_is_unusable(tmp_path):
-    from conftest import run_cli
 
     bad = tmp_path / "state"
     bad.write_text("not a folder")
     sol = CURRICULUM.exercise("merge-heads").solution
-    r = run_cli("exercise", "check", "merge-heads", "--file", str(sol), "--width", "80",
+    r = cli_in_process("exercise", "check", "merge-heads", "--file", str(sol), "--width", "80",
                 env={"SHAPETRACE_STATE_DIR": str(bad)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("✓ pass  merge-heads")

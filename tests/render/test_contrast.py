@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import OUTPUT, ROOT, run_cli
+from conftest import OUTPUT, ROOT, cli_in_process
 from test_page import browser  # noqa: F401  (the fixture)
 
 MEASURE = (ROOT / "tests" / "contrast.js").read_text(encoding="utf-8")
@@ -33,7 +33,7 @@ def exports(tmp_path_factory):
     for theme in ("light", "dark"):
         for suffix, extra in ((".html", ()), (".svg", ()), (".static.html", ("--static",))):
             path = out / f"{theme}{suffix}"
-            proc = run_cli("run", "--break", "skip-transpose", "--export", str(path), "--theme", theme, *extra)
+            proc = cli_in_process("run", "--break", "skip-transpose", "--export", str(path), "--theme", theme, *extra)
             assert proc.returncode in (0, 1), proc.stderr
             assert path.exists(), proc.stderr
             paths[theme, suffix] = path
@@ -92,10 +92,10 @@ def test_every_text_of_the_exports_passes_aa(browser, exports, theme, suffix):  
 
 def test_ops_exports_a_range_for_a_slide(tmp_path):
     svg, md = tmp_path / "slide.svg", tmp_path / "slide.md"
-    assert run_cli("run", "--export", str(svg), "--ops", "9-12").returncode == 0
+    assert cli_in_process("run", "--export", str(svg), "--ops", "9-12").returncode == 0
     text = svg.read_text(encoding="utf-8")
     assert "ops&#160;#9-#12&#160;of&#160;#0-#16" in text or "ops #9-#12 of #0-#16" in text
-    assert run_cli("run", "--export", str(md), "--ops", "9-12").returncode == 0
+    assert cli_in_process("run", "--export", str(md), "--ops", "9-12").returncode == 0
     rows = [line.split(" | ")[0] for line in md.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
     assert rows == ["| #", "| 9", "| 10", "| 11", "| 12"]
 
@@ -106,12 +106,12 @@ def test_ops_exports_a_range_for_a_slide(tmp_path):
     ("abc", "error: --ops 'abc': give op numbers as printed, e.g. --ops 9-12 or --ops 10"),
 ])
 def test_a_bad_op_range_is_one_line_and_exit_2(tmp_path, ops, message):
-    proc = run_cli("run", "--export", str(tmp_path / "x.svg"), "--ops", ops)
+    proc = cli_in_process("run", "--export", str(tmp_path / "x.svg"), "--ops", ops)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == message
     assert "Traceback" not in proc.stderr and not (tmp_path / "x.svg").exists()
 
 
 def test_ops_needs_an_export():
-    proc = run_cli("run", "--ops", "3-4")
+    proc = cli_in_process("run", "--ops", "3-4")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: --ops FIRST-LAST only works with --export PATH (a range of ops for a slide)"

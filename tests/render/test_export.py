@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import OUTPUT, render, require_tool, run_cli
+from conftest import OUTPUT, cli_in_process, render, require_tool, run_cli
 
 EXPECTED_SHAPES = {  # index -> shape with names, as torch and the namer give it for B=2 T=6 D=512 H=8
     0: "[B=2, T=6, D=512]", 1: "[B=2, T=6, H=8, d_k=64]", 2: "[B=2, H=8, T=6, d_k=64]",
@@ -173,7 +173,7 @@ def test_html_renders_in_headless_chromium(trace, theme, background):
 
 def test_cli_export_writes_file_and_still_prints_table(tmp_path):
     out = tmp_path / "trace.md"
-    proc = run_cli("run", "--export", str(out), "--theme", "dark")
+    proc = cli_in_process("run", "--export", str(out), "--theme", "dark")
     assert proc.returncode == 0, proc.stderr
     assert "17 ops · 9 views" in proc.stdout
     assert proc.stderr.strip() == f"exported to {out}"
@@ -194,12 +194,12 @@ def test_bad_export_options_exit_2_with_one_line(cli, args, message):
 def test_export_refuses_an_existing_file_unless_forced(tmp_path):
     out = tmp_path / "notes.md"
     out.write_text("my notes\n")
-    proc = run_cli("run", "--export", str(out))
+    proc = cli_in_process("run", "--export", str(out))
     assert proc.returncode == 2 and proc.stdout == ""  # refused before anything was traced or printed
     assert " ".join(proc.stderr.split()) == (f"error: --export {out}: a file with that name exists; "
                                               "add --force to replace it")
     assert out.read_text() == "my notes\n"
-    proc = run_cli("run", "--export", str(out), "--force")
+    proc = cli_in_process("run", "--export", str(out), "--force")
     assert proc.returncode == 0, proc.stderr
     assert out.read_text().startswith("### shapetrace")
     assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]  # no temporary file left behind
@@ -210,9 +210,9 @@ def test_export_never_writes_through_a_symlink(tmp_path):
     precious.write_text("keep me\n")
     link = tmp_path / "trace.md"
     link.symlink_to(precious)
-    proc = run_cli("run", "--export", str(link))
+    proc = cli_in_process("run", "--export", str(link))
     assert proc.returncode == 2 and "a symbolic link with that name exists" in proc.stderr
-    proc = run_cli("run", "--export", str(link), "--force")
+    proc = cli_in_process("run", "--export", str(link), "--force")
     assert proc.returncode == 0, proc.stderr
     assert precious.read_text() == "keep me\n"  # the link was replaced, not the file it pointed at
     assert not link.is_symlink() and link.read_text().startswith("### shapetrace")

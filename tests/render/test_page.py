@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import OUTPUT, REQUIRE_TOOLS, model_line, require_tool, run_cli
+from conftest import OUTPUT, REQUIRE_TOOLS, cli_in_process, model_line, require_tool
 
 #: The model lines the page cites, found by their text (a line added above them moves them all).
 Q_LINE = model_line("q = self.split_heads(self.w_q(x))")
@@ -31,7 +31,7 @@ def _playwright():
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("page") / "trace.html"
-    proc = run_cli("run", "--export", str(out))
+    proc = cli_in_process("run", "--export", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().startswith(f"exported to {out} (light theme): open it in a browser")
     return out
@@ -103,7 +103,7 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
 
 def test_static_html_is_still_there_for_slides(tmp_path):
     out = tmp_path / "slides.html"
-    proc = run_cli("run", "--export", str(out), "--static")
+    proc = cli_in_process("run", "--export", str(out), "--static")
     assert proc.returncode == 0, proc.stderr
     html = out.read_text(encoding="utf-8")
     text = re.sub(r"<[^>]+>", "", html)
@@ -113,7 +113,7 @@ def test_static_html_is_still_there_for_slides(tmp_path):
 @pytest.fixture(scope="module")
 def broken_page(tmp_path_factory):
     out = tmp_path_factory.mktemp("broken") / "broken.html"
-    proc = run_cli("run", "--break", "skip-transpose", "--export", str(out))
+    proc = cli_in_process("run", "--break", "skip-transpose", "--export", str(out))
     assert proc.returncode == 1, proc.stderr  # the run found errors
     return out
 
