@@ -56,21 +56,12 @@ def recorders():
     def layout(t):
         return t.shape, t.stride(), t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype
 
-    class UserStack(TorchFunctionMode):
-        """The floor, with every user frame of the call site."""
+    def whole_stack():
+        """The user's frames of the call site, innermost first (read from inside the mode, as the
+        floor's first-frame reader is)."""
+        return user_stack(sys._getframe(2))
 
-        def __init__(self):
-            super().__init__()
-            self.rows: list[tuple] = []
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            ins = tuple(layout(a) if isinstance(a, tensor) else a for a in args)
-            self.rows.append((func, ins, kwargs, layout(out) if isinstance(out, tensor) else out,
-                              user_stack(sys._getframe(1))))
-            return out
-
-    class Identity(UserStack):
+    class Identity(TorchFunctionMode):
         """... and each tensor's identity, in its cheapest form: ``id(tensor)`` next to its storage and
         layout (linking a read to the result it reads is then decided after the run: the latest result
         with that id and that storage and layout; a weak reference per tensor, as shapetrace keeps,
@@ -78,6 +69,7 @@ def recorders():
 
         def __init__(self, slots: list | None = None):
             super().__init__()
+            self.rows: list[tuple] = []
             self.slots = slots
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -94,7 +86,7 @@ def recorders():
                               slots[-1] if slots else -1))
             return out
 
-    return UserStack, Identity
+    return (lambda: capture_floor(site=whole_stack)), Identity
 
 
 class ModuleSlots:

@@ -91,9 +91,11 @@ def bare_logger():
     return Bare()
 
 
-def capture_floor():
+def capture_floor(site=None):
     """A capture-only recorder: every operand's and result's layout and storage, the other arguments,
-    the call site (code object and ``f_lasti`` of the first frame outside torch). Nothing derived."""
+    the call site (code object and ``f_lasti`` of the first frame outside torch). Nothing derived.
+    ``site``: another way to read the call site, called as the first-frame reader is (no argument,
+    from inside the mode; ``bench_capture_ladder.py`` passes the user's whole stack)."""
     import torch
     from torch import Tensor
     from torch.overrides import TorchFunctionMode
@@ -116,6 +118,8 @@ def capture_floor():
     def layout(t):
         return t.shape, t.stride(), t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype
 
+    where = call_site if site is None else site
+
     class Floor(TorchFunctionMode):
         def __init__(self):
             super().__init__()
@@ -124,7 +128,7 @@ def capture_floor():
         def __torch_function__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             ins = tuple(layout(a) if isinstance(a, Tensor) else a for a in args)
-            self.rows.append((func, ins, kwargs, layout(out) if isinstance(out, Tensor) else out, call_site()))
+            self.rows.append((func, ins, kwargs, layout(out) if isinstance(out, Tensor) else out, where()))
             return out
 
     return Floor()
