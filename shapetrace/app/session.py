@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.devices import budget_or_default, pick_device
+from shapetrace.app.steps import cache_names, split_steps
 from shapetrace.app.threads import threads_for
 from shapetrace.attention.catalogue import apply_forces
 from shapetrace.attention.config import AttentionConfig, header_lines
 from shapetrace.attention.memory import forced_variant_bytes, reference_bytes, variant_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.app.request import RunRequest
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Trace
 
@@ -27,6 +31,22 @@ class ReferenceRun:
     def report(self) -> Report:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header, notes=self.notes)
+
+    def to_json(self, report: Report) -> str:
+        """The trace's JSON (schema v1); ``report``: :meth:`report`, made once."""
+        return report.to_json()
+
+
+def trace_request(request: RunRequest, device: str, note: str | None) -> ReferenceRun | VariantRun:
+    """The run ``request`` asks for, traced on ``device`` (``note``: why there, from
+    :func:`~shapetrace.app.devices.pick_device`): the plain reference, or the variant with ``--preset``'s
+    note first."""
+    if not request.is_variant:
+        return run_reference(request.config, device, note)
+    run = traced_variant(request.config, device, note)
+    if request.preset_note:
+        run.notes.insert(0, request.preset_note)
+    return run
 
 
 def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> ReferenceRun:
@@ -75,6 +95,33 @@ class VariantRun:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header)
 
+    def to_json(self, report: Report) -> str:
+        """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows, and for
+        a break the comparison with the reference (``report``: :meth:`report`, made once)."""
+        data = report.to_dict()
+        data["variant"] = {"config": dataclasses.asdict(self.config), "device": self.device, "notes": self.notes,
+                           "nan_rows": report.nan_rows, "comparison": self._comparison_data()}
+        if self.config.decode:
+            data["variant"]["decode"] = self._decode_data()
+        if self.config.image:
+            c = self.config
+            data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
+                                        "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
+        return json.dumps(data, indent=2, default=list)
+
+    def _comparison_data(self) -> dict[str, Any] | None:
+        cmp = dict(self.comparison) if self.comparison else None
+        if cmp and cmp.get("leaks") is not None:
+            cmp["leaks"] = [[list(src), list(dst)] for src, dst in cmp["leaks"]]
+        return cmp
+
+    def _decode_data(self) -> dict[str, Any]:
+        """Where the prefill and each step begin and end (op indices) and the cache's name after each step."""
+        events, starts = self.trace.events, self.header.get("steps", [])
+        prefill, steps = split_steps(events, starts)
+        span = lambda evs: [evs[0].index, evs[-1].index] if evs else None  # noqa: E731
+        return {"prefill": span(prefill), "steps": [span(list(s.events)) for s in steps],
+                "cache": cache_names(events, starts)}
 
 
 def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
