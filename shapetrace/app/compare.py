@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shapetrace.app.devices import budget_or_default, pick_device
+from shapetrace.app.threads import threads_for
 from shapetrace.attention.config import IMPLS, AttentionConfig
+from shapetrace.attention.memory import variant_bytes
 from shapetrace.errors import UsageError
 
 #: Largest |difference| from the reference counted as agreement (float32 rounding).
@@ -51,9 +54,6 @@ class ImplRow:
 def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
                   max_bytes: int | None = None, device: str = "auto") -> tuple[list[ImplRow], str]:
     """Trace each implementation on the reference's weights; returns the rows and the device."""
-    from shapetrace.app.threads import threads_for
-    from shapetrace.attention.memory import variant_bytes
-
     with threads_for(variant_bytes(config)):
         return _compare_impls(config, impls, max_bytes, device)
 
@@ -62,12 +62,11 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
                    requested: str = "auto") -> tuple[list[ImplRow], str]:
     import torch
 
-    from shapetrace.app.session import choose_device
     from shapetrace.attention import variants
     from shapetrace.engine.summary import stats
 
     config = replace(config, train=False, dropout=0.0, broken=None, impl="manual")
-    device, _note = choose_device(config, max_bytes, requested)
+    device, _note = pick_device(requested, variant_bytes(config), budget_or_default(max_bytes))
     ref, inputs = variants.build_reference(config, device)
     with torch.no_grad():
         want = ref(inputs["x"], inputs["memory"], inputs["pad"])

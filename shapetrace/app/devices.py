@@ -45,6 +45,11 @@ def parse_memory(text: str) -> int:
     return size
 
 
+def budget_or_default(max_bytes: int | None) -> int:
+    """``max_bytes``, or --max-memory's default (1 GiB) when None."""
+    return parse_memory(DEFAULT_MAX_MEMORY) if max_bytes is None else max_bytes
+
+
 def check_device(device: str) -> str:
     if device not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")

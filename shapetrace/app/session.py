@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shapetrace.app.devices import budget_or_default, pick_device
+from shapetrace.app.steps import cache_names, split_steps
+from shapetrace.app.threads import threads_for
+from shapetrace.attention.catalogue import apply_forces
 from shapetrace.attention.config import AttentionConfig, header_lines
+from shapetrace.attention.memory import forced_variant_bytes, reference_bytes, variant_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.app.request import RunRequest
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Trace
 
@@ -23,6 +31,22 @@ class ReferenceRun:
     def report(self) -> Report:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header, notes=self.notes)
+
+    def to_json(self, report: Report) -> str:
+        """The trace's JSON (schema v1); ``report``: :meth:`report`, made once."""
+        return report.to_json()
+
+
+def trace_request(request: RunRequest, device: str, note: str | None) -> ReferenceRun | VariantRun:
+    """The run ``request`` asks for, traced on ``device`` (``note``: why there, from
+    :func:`~shapetrace.app.devices.pick_device`): the plain reference, or the variant with ``--preset``'s
+    note first."""
+    if not request.is_variant:
+        return run_reference(request.config, device, note)
+    run = traced_variant(request.config, device, note)
+    if request.preset_note:
+        run.notes.insert(0, request.preset_note)
+    return run
 
 
 def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> ReferenceRun:
@@ -44,9 +68,6 @@ def trace_reference(config: AttentionConfig, device: str = "cpu") -> Trace:
 
     model, x = build(config, device)
     trace = Trace(config.dims)
-    from shapetrace.app.threads import threads_for
-    from shapetrace.attention.memory import reference_bytes
-
     with threads_for(reference_bytes(config)), torch.no_grad(), trace:
         trace.set_names(x, ["B", "T", "D"])
         trace.result = model(x)
@@ -56,20 +77,6 @@ def trace_reference(config: AttentionConfig, device: str = "cpu") -> Trace:
 # ---------------------------------------------------------------------------
 # attention variants (issue 4): masks, cross-attention, GQA, implementations, breaks
 # ---------------------------------------------------------------------------
-
-def choose_device(config: AttentionConfig, max_bytes: int | None = None,
-                  requested: str = "auto") -> tuple[str, str | None]:
-    """``("cpu", None)`` when the run fits in ``max_bytes`` (default: --max-memory's 1 GiB),
-    else ``("meta", why)``; the same rule as ``shapetrace.app.devices.pick_device``."""
-    from shapetrace.app.devices import DEFAULT_MAX_MEMORY, parse_memory, pick_device
-    from shapetrace.attention.memory import variant_bytes
-
-    budget = parse_memory(DEFAULT_MAX_MEMORY) if max_bytes is None else max_bytes
-    device, note = pick_device(requested, variant_bytes(config), budget)
-    if device == "meta":
-        note = f"{note}. Checks that need values (NaN rows, heat map, outputs) are skipped."
-    return device, note
-
 
 @dataclass
 class VariantRun:
@@ -88,38 +95,70 @@ class VariantRun:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header)
 
+    def to_json(self, report: Report) -> str:
+        """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows, and for
+        a break the comparison with the reference (``report``: :meth:`report`, made once)."""
+        data = report.to_dict()
+        data["variant"] = {"config": dataclasses.asdict(self.config), "device": self.device, "notes": self.notes,
+                           "nan_rows": report.nan_rows, "comparison": self._comparison_data()}
+        if self.config.decode:
+            data["variant"]["decode"] = self._decode_data()
+        if self.config.image:
+            c = self.config
+            data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
+                                        "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
+        return json.dumps(data, indent=2, default=list)
+
+    def _comparison_data(self) -> dict[str, Any] | None:
+        cmp = dict(self.comparison) if self.comparison else None
+        if cmp and cmp.get("leaks") is not None:
+            cmp["leaks"] = [[list(src), list(dst)] for src, dst in cmp["leaks"]]
+        return cmp
+
+    def _decode_data(self) -> dict[str, Any]:
+        """Where the prefill and each step begin and end (op indices) and the cache's name after each step."""
+        events, starts = self.trace.events, self.header.get("steps", [])
+        prefill, steps = split_steps(events, starts)
+        span = lambda evs: [evs[0].index, evs[-1].index] if evs else None  # noqa: E731
+        return {"prefill": span(prefill), "steps": [span(list(s.events)) for s in steps],
+                "cache": cache_names(events, starts)}
+
 
 def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare: bool = True,
                   device: str = "auto") -> VariantRun:
-    """Trace the configured implementation or broken variant; fill NaN rows, heat map and notes
-    (small sizes with one torch thread: :mod:`shapetrace.app.threads`)."""
-    from shapetrace.app.threads import threads_for
-    from shapetrace.attention.memory import variant_bytes
+    """Trace the configured implementation or broken variant on the device
+    :func:`~shapetrace.app.devices.pick_device` chooses for it (``max_bytes``: the budget, by default
+    --max-memory's); see :func:`traced_variant`."""
+    where, note = pick_device(device, forced_variant_bytes(config), budget_or_default(max_bytes))
+    return traced_variant(config, where, note, compare)
 
+
+def traced_variant(config: AttentionConfig, device: str, note: str | None = None,
+                   compare: bool = True) -> VariantRun:
+    """Trace the configured implementation or broken variant on ``device`` (``note``: why there); fill NaN
+    rows, heat map and notes (small sizes with one torch thread: :mod:`shapetrace.app.threads`)."""
     with threads_for(variant_bytes(config)):
-        return _trace_variant(config, max_bytes, compare, device)
+        return _trace_variant(config, device, note, compare)
 
 
-def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool, device: str) -> VariantRun:
+def _trace_variant(config: AttentionConfig, device: str, note: str | None, compare: bool) -> VariantRun:
     from shapetrace.app.shapes import NO_VALUES_NOTE, run_header
     from shapetrace.attention import variants
-    from shapetrace.attention.catalogue import apply_forces
     from shapetrace.attention.notes import notes_for
     from shapetrace.engine import findings
     from shapetrace.engine.tracer import Trace
 
-    config, notes = apply_forces(config)
-    device, meta_note = choose_device(config, max_bytes, device)
+    config, forced = apply_forces(config)
+    notes = ([_skipped_checks(note) if device == "meta" else note] if note else []) + forced
     if config.decode or config.image:
         from shapetrace.app.shapes import trace_shape
 
-        return trace_shape(config, device, ([meta_note] if meta_note else []) + notes, compare, VariantRun)
+        return trace_shape(config, device, notes, compare, VariantRun)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = Trace(config.dims)
     kept = _traced_forward(trace, model, inputs, config)
-    run = VariantRun(trace, config, device, ([meta_note] if meta_note else []) + notes,
-                     header=run_header(config, device))
+    run = VariantRun(trace, config, device, notes, header=run_header(config, device))
     if device == "meta":
         trace.read_values(None, NO_VALUES_NOTE)
     else:
@@ -129,6 +168,11 @@ def _trace_variant(config: AttentionConfig, max_bytes: int | None, compare: bool
             run.comparison = findings.compare_outputs(model, ref, inputs, lambda: leak_probe(config, device))
     run.notes += notes_for(run.config, run.trace.events, model, run.device)
     return run
+
+
+def _skipped_checks(note: str) -> str:
+    """The meta device's note, for a variant: what it cannot check."""
+    return f"{note}. Checks that need values (NaN rows, heat map, outputs) are skipped."
 
 
 def _traced_forward(trace: Trace, model, inputs: dict, config: AttentionConfig) -> dict:

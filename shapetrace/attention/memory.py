@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from shapetrace.attention.catalogue import apply_forces
+
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.attention.config import AttentionConfig
 
@@ -44,3 +46,9 @@ def variant_bytes(config: AttentionConfig) -> int:
     if config.image:   # the pixels, the conv weight and its [B, D, Hp, Wp] output
         image = B * config.in_channels * config.image ** 2 + config.in_channels * config.patch ** 2 * D + B * Tq * D
     return 4 * (2 * config.param_count + activations + scores + cache + image)
+
+
+def forced_variant_bytes(config: AttentionConfig) -> int:
+    """:func:`variant_bytes` of the config a variant runs with: a ``--break`` may force T = d_k, a decode,
+    an image or a padding mask."""
+    return variant_bytes(apply_forces(config)[0])

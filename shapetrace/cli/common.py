@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import typer
 
+from shapetrace.app.classroom import MAX_WIDTH, MIN_WIDTH, ClassroomRequest, check_width
 from shapetrace.engine.faults import STRICT
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
@@ -47,20 +48,6 @@ def import_torch() -> None:
         gc.freeze()
 
 
-#: The columns a table may be rendered at.
-MIN_WIDTH, MAX_WIDTH = 40, 1000
-
-
-def check_width(width: int | None) -> int | None:
-    """``--width`` between 40 and 1000 columns (a UsageError otherwise: nothing is printed at -5)."""
-    from shapetrace.attention.config import shown
-    from shapetrace.errors import UsageError
-
-    if width is not None and not MIN_WIDTH <= width <= MAX_WIDTH:
-        raise UsageError(f"--width {shown(width)}: use {MIN_WIDTH} to {MAX_WIDTH} columns")
-    return width
-
-
 def _usage_callback(check):
     """A Typer callback that runs ``check`` while the options are parsed, before any command body
     (so before torch is imported), and answers a bad value with one line and exit 2."""
@@ -78,10 +65,19 @@ def _usage_callback(check):
 usage_callback = _usage_callback
 
 
-def width_option():
+def _option(default, *names: str, panel: str | None = None, **settings):
+    """A ``typer.Option`` written as a parameter's default (``width: int | None = width_option()``), or,
+    given a help ``panel``, one for ``Annotated`` (``width: Annotated[int | None, width_option(panel="Output")]
+    = None``), whose default follows the ``=`` (typer refuses one inside ``Annotated``)."""
+    if panel is None:
+        return typer.Option(default, *names, **settings)
+    return typer.Option(*names, rich_help_panel=panel, **settings)
+
+
+def width_option(panel: str | None = None):
     """``--width``, checked at parse time (40 to 1000 columns)."""
-    return typer.Option(None, "--width", help=f"Render at this many columns ({MIN_WIDTH} to {MAX_WIDTH}).",
-                        callback=_usage_callback(check_width))
+    return _option(None, "--width", panel=panel, help=f"Render at this many columns ({MIN_WIDTH} to {MAX_WIDTH}).",
+                   callback=_usage_callback(check_width))
 
 
 def check_seed(seed: int | None) -> int | None:
@@ -94,9 +90,9 @@ def check_seed(seed: int | None) -> int | None:
     return seed
 
 
-def seed_option(default: int | None, help: str):
+def seed_option(help: str, default: int | None = None, panel: str | None = None):
     """``--seed``, checked at parse time against what torch.manual_seed accepts."""
-    return typer.Option(default, "--seed", help=help, callback=_usage_callback(check_seed))
+    return _option(default, "--seed", panel=panel, help=help, callback=_usage_callback(check_seed))
 
 
 def check_workspace(path):
@@ -164,24 +160,25 @@ def time_limit_option():
                         callback=_usage_callback(check_time_limit))
 
 
-def export_option():
+def export_option(panel: str | None = None):
     """``--export PATH``: the formats an export can take."""
-    return typer.Option(None, "--export", metavar="PATH",
-                        help="Also write the trace to PATH: .html (an interactive page: arrow keys step through "
-                        "the ops), .svg (static, for slides), .md or .txt.")
+    return _option(ClassroomRequest.export, "--export", panel=panel, metavar="PATH",
+                   help="Also write the trace to PATH: .html (an interactive page: arrow keys step through "
+                   "the ops), .svg (static, for slides), .md or .txt.")
 
 
-def theme_option():
-    return typer.Option("light", "--theme", metavar="light|dark", help="Colours of an --export.")
+def theme_option(panel: str | None = None):
+    return _option(ClassroomRequest.theme, "--theme", panel=panel, metavar="light|dark",
+                   help="Colours of an --export.")
 
 
-def force_option():
-    return typer.Option(False, "--force", help="Let --export replace an existing file.")
+def force_option(panel: str | None = None):
+    return _option(ClassroomRequest.force, "--force", panel=panel, help="Let --export replace an existing file.")
 
 
-def static_option():
-    return typer.Option(False, "--static", help="With --export PATH.html: the table as printed (for slides, like "
-                        ".svg) instead of the interactive page.")
+def static_option(panel: str | None = None):
+    return _option(ClassroomRequest.static, "--static", panel=panel, help="With --export PATH.html: the table as "
+                   "printed (for slides, like .svg) instead of the interactive page.")
 
 
 def err_console():
@@ -280,5 +277,7 @@ def report_error(message: str) -> None:
 
 
 def write_json(text: str) -> None:
+    """Print JSON ``text`` on standard output, with its newline: the one way every command prints JSON
+    (the text itself is built elsewhere: Report.to_json, a run's to_json, json.dumps)."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()

@@ -20,7 +20,7 @@ def compare(
     heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
     batch: int = typer.Option(2, "--batch", help="Batch size B."),
     seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T (queries)."),
-    seed: int = seed_option(0, "Random seed for weights and input (0 to 2**64 - 1)."),
+    seed: int = seed_option("Random seed for weights and input (0 to 2**64 - 1).", 0),
     causal: bool = typer.Option(False, "--causal", help="Causal mask."),
     mask: str = typer.Option("none", "--mask", help="none or padding."),
     pad: str | None = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2."),
@@ -44,9 +44,9 @@ def compare(
         import json
 
         from shapetrace.app.compare import check_impls, compare_impls, diff_events
+        from shapetrace.app.request import parse_pad
         from shapetrace.attention.config import AttentionConfig
         from shapetrace.attention.notes import header
-        from shapetrace.cli.variants import parse_pad
         from shapetrace.errors import UsageError
 
         names = check_impls([s.strip() for s in impls.split(",") if s.strip()])

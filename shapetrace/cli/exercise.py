@@ -210,16 +210,22 @@ def _write_reports(cells: list, csv_out: Path | None, json_out: Path | None) -> 
     from shapetrace.exercises.grade import csv_text
 
     to_stdout = False
-    for target, text in ((csv_out, lambda: csv_text(cells)),
-                         (json_out, lambda: json.dumps([c.to_dict() for c in cells], indent=2) + "\n")):
-        if target is None:
-            continue
-        if str(target) == "-":
-            sys.stdout.write(text())
-            to_stdout = True
-        else:
-            target.write_text(text(), encoding="utf-8")
+    if csv_out is not None:
+        to_stdout |= _write_report(csv_out, csv_text(cells), sys.stdout.write)
+    if json_out is not None:
+        to_stdout |= _write_report(json_out, json.dumps([c.to_dict() for c in cells], indent=2), write_json,
+                                   file_end="\n")
     return to_stdout
+
+
+def _write_report(target: Path, text: str, print_text, file_end: str = "") -> bool:
+    """``text`` into the file ``target`` (with ``file_end``), or, for ``-``, printed by ``print_text`` on
+    standard output (write_json for JSON, as every command prints it); True when printed."""
+    if str(target) == "-":
+        print_text(text)
+        return True
+    target.write_text(text + file_end, encoding="utf-8")
+    return False
 
 
 @exercise_app.command("hint")

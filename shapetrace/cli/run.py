@@ -1,9 +1,19 @@
-"""``shapetrace run``: trace one forward pass of the reference attention (or a variant) and show it."""
+"""``shapetrace run``: trace one forward pass of the reference attention (or a variant) and show it.
+
+One pipeline for every run (:func:`show_run`): the options become one
+:class:`~shapetrace.app.request.RunRequest`, validated before torch is imported; the request is traced,
+the trace becomes a report, and the report is printed as JSON or shown in the classroom view, with a
+variant's notes, heat map and comparison below it. The defaults are the request's.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated
+
 import typer
 
+from shapetrace.app.classroom import ClassroomRequest, ViewOptions
+from shapetrace.app.request import RunRequest
 from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
@@ -21,6 +31,13 @@ from shapetrace.cli.common import (
     write_json,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.app.session import ReferenceRun, VariantRun
+    from shapetrace.engine.report import Report
+
+#: The panels ``run --help`` groups its options in.
+MODEL, VARIANTS, OUTPUT, CLASSROOM, DEVICE = "Model", "Variants", "Output", "Classroom", "Device"
+
 
 def _preset_help() -> str:
     from shapetrace.attention.presets import help_text
@@ -30,104 +47,149 @@ def _preset_help() -> str:
 
 def run(
     ctx: typer.Context,
-    d_model: int = typer.Option(512, "--d-model", help="Model width D (d_k = D / heads)."),
-    heads: int = typer.Option(8, "--heads", help="Number of attention heads H."),
-    batch: int = typer.Option(2, "--batch", help="Batch size B."),
-    seq_len: int = typer.Option(6, "--seq-len", help="Sequence length T."),
-    seed: int = seed_option(0, "Random seed for weights and input (0 to 2**64 - 1)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) and nothing else."),
-    width: int | None = width_option(),
-    compact: bool = typer.Option(False, "--compact", help="Fewer columns (no strides) for narrow or zoomed terminals."),
-    all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
-    explain: str = typer.Option("full", "--explain", help="Annotations: full sentences or brief symbols.",
-                                metavar="full|brief"),
-    long_names: bool = typer.Option(False, "--long-names",
-                                    help="Spell out axes: batch, seq_len, d_model, heads, d_head."),
-    export: str | None = export_option(),
-    ops: str | None = typer.Option(None, "--ops", metavar="FIRST-LAST",
-                                   help="With --export: only ops #FIRST to #LAST (e.g. 9-12), for a slide."),
-    theme: str = theme_option(),
-    force: bool = force_option(),
-    static: bool = static_option(),
-    step: bool = typer.Option(False, "--step", help="One op at a time: Enter next, b back, d diagram, "
-                              "g N Enter go to op #N, e next error, q quit."),
-    auto: float | None = typer.Option(None, "--auto", metavar="SECONDS", help="With --step: advance by itself."),
-    predict: bool = typer.Option(False, "--predict", help="Before each op that changes shape or layout, the class "
-                                 "predicts its output shape; '--predict strides' asks for the strides too."),
-    predict_what: str | None = typer.Argument(None, hidden=True, metavar="[shape|strides]"),
-    answers: str | None = typer.Option(None, "--answers", metavar="FILE",
-                                          help="With --predict: read the answers from FILE, one per line."),
-    diagrams: bool = typer.Option(False, "--diagrams",
-                                  help="Draw the memory layout under each view/transpose/contiguous/reshape."),
-    diagram: int | None = typer.Option(None, "--diagram", metavar="N",
-                                          help="Draw the memory layout under record N only."),
-    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-    max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
-    traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
-    causal: bool = typer.Option(False, "--causal", help="Causal mask [T, T]: no query sees later keys."),
-    mask: str = typer.Option("none", "--mask", help="Key mask: none or padding (a [B, T] mask seen as [B, 1, 1, T])."),
-    pad: str | None = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2 (with --mask padding)."),
-    pad_side: str = typer.Option("right", "--pad-side",
-                                 help="Where padding sits: right or left (left + --causal gives NaN rows)."),
-    kv_len: int | None = typer.Option(None, "--kv-len",
-                                      help="Cross-attention: keys/values from a second sequence of this length (T_k)."),
-    kv_heads: int | None = typer.Option(None, "--kv-heads",
-                                        help="Grouped-query attention: key/value heads H_kv (1 = multi-query)."),
-    impl: str = typer.Option("manual", "--impl",
-                             help="manual (the reference), einops, fused-qkv, sdpa, or torch=nn.MultiheadAttention."),
-    preset: str | None = typer.Option(None, "--preset", help=_preset_help()),
-    broken: str | None = typer.Option(None, "--break",
-                                      help="Run a classic bug from the catalogue ('--break list' shows them)."),
-    dropout: float = typer.Option(0.0, "--dropout", help="Attention dropout probability p (acts with --train)."),
-    train: bool = typer.Option(False, "--train", help="Train mode (dropout active)."),
-    safe_softmax: bool = typer.Option(False, "--safe-softmax",
-                                      help="Zero fully masked rows after softmax instead of NaN."),
-    decode: int | None = typer.Option(None, "--decode", metavar="N",
-                                      help="Decode with a KV cache: a causal prefill of --seq-len tokens, then "
-                                      "N one-token steps (1 to 64); the cache grows T+1, T+2, ..."),
-    image: int | None = typer.Option(None, "--image", metavar="SIZE",
-                                     help="Attention over an image: SIZE x SIZE pixels cut into patches by a "
-                                     "conv, plus a class token (needs --patch)."),
-    patch: int | None = typer.Option(None, "--patch", metavar="P",
-                                     help="With --image: P x P patches, Conv2d(C, D, P, stride=P); P must "
-                                     "divide SIZE (--image 32 --patch 8: 1+16 = 17 tokens)."),
-    channels: int | None = typer.Option(None, "--channels", metavar="C",
-                                        help="With --image: channels of the image (default 3)."),
+    d_model: Annotated[int, typer.Option("--d-model", help="Model width D (d_k = D / heads).",
+                                         rich_help_panel=MODEL)] = RunRequest.d_model,
+    heads: Annotated[int, typer.Option("--heads", help="Number of attention heads H.",
+                                       rich_help_panel=MODEL)] = RunRequest.heads,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size B.", rich_help_panel=MODEL)] = RunRequest.batch,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length T.",
+                                         rich_help_panel=MODEL)] = RunRequest.seq_len,
+    seed: Annotated[int, seed_option("Random seed for weights and input (0 to 2**64 - 1).",
+                                     panel=MODEL)] = RunRequest.seed,
+    preset: Annotated[str | None, typer.Option("--preset", help=_preset_help(),
+                                               rich_help_panel=MODEL)] = RunRequest.preset,
+    causal: Annotated[bool, typer.Option("--causal", help="Causal mask [T, T]: no query sees later keys.",
+                                         rich_help_panel=VARIANTS)] = RunRequest.causal,
+    mask: Annotated[str, typer.Option("--mask", help="Key mask: none or padding (a [B, T] mask seen as "
+                                      "[B, 1, 1, T]).", rich_help_panel=VARIANTS)] = RunRequest.mask,
+    pad: Annotated[str | None, typer.Option("--pad", help="Padding tokens per sequence, e.g. 0,2 (with --mask "
+                                            "padding).", rich_help_panel=VARIANTS)] = RunRequest.pad,
+    pad_side: Annotated[str, typer.Option("--pad-side", help="Where padding sits: right or left (left + --causal "
+                                          "gives NaN rows).", rich_help_panel=VARIANTS)] = RunRequest.pad_side,
+    kv_len: Annotated[int | None, typer.Option("--kv-len", help="Cross-attention: keys/values from a second "
+                                               "sequence of this length (T_k).",
+                                               rich_help_panel=VARIANTS)] = RunRequest.kv_len,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="Grouped-query attention: key/value heads "
+                                                 "H_kv (1 = multi-query).",
+                                                 rich_help_panel=VARIANTS)] = RunRequest.kv_heads,
+    impl: Annotated[str, typer.Option("--impl", help="manual (the reference), einops, fused-qkv, sdpa, or "
+                                      "torch=nn.MultiheadAttention.", rich_help_panel=VARIANTS)] = RunRequest.impl,
+    broken: Annotated[str | None, typer.Option("--break", help="Run a classic bug from the catalogue ('--break "
+                                               "list' shows them).", rich_help_panel=VARIANTS)] = RunRequest.broken,
+    dropout: Annotated[float, typer.Option("--dropout", help="Attention dropout probability p (acts with "
+                                           "--train).", rich_help_panel=VARIANTS)] = RunRequest.dropout,
+    train: Annotated[bool, typer.Option("--train", help="Train mode (dropout active).",
+                                        rich_help_panel=VARIANTS)] = RunRequest.train,
+    safe_softmax: Annotated[bool, typer.Option("--safe-softmax", help="Zero fully masked rows after softmax "
+                                               "instead of NaN.", rich_help_panel=VARIANTS)] = RunRequest.safe_softmax,
+    decode: Annotated[int | None, typer.Option("--decode", metavar="N", help="Decode with a KV cache: a causal "
+                                               "prefill of --seq-len tokens, then N one-token steps (1 to 64); "
+                                               "the cache grows T+1, T+2, ...",
+                                               rich_help_panel=VARIANTS)] = RunRequest.decode,
+    image: Annotated[int | None, typer.Option("--image", metavar="SIZE", help="Attention over an image: SIZE x "
+                                              "SIZE pixels cut into patches by a conv, plus a class token (needs "
+                                              "--patch).", rich_help_panel=VARIANTS)] = RunRequest.image,
+    patch: Annotated[int | None, typer.Option("--patch", metavar="P", help="With --image: P x P patches, "
+                                              "Conv2d(C, D, P, stride=P); P must divide SIZE (--image 32 --patch "
+                                              "8: 1+16 = 17 tokens).", rich_help_panel=VARIANTS)] = RunRequest.patch,
+    channels: Annotated[int | None, typer.Option("--channels", metavar="C", help="With --image: channels of the "
+                                                 "image (default 3).",
+                                                 rich_help_panel=VARIANTS)] = RunRequest.channels,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the trace as JSON (schema v1) and nothing else.",
+                                           rich_help_panel=OUTPUT)] = RunRequest.json_out,
+    width: Annotated[int | None, width_option(panel=OUTPUT)] = ViewOptions.width,
+    compact: Annotated[bool, typer.Option("--compact", help="Fewer columns (no strides) for narrow or zoomed "
+                                          "terminals.", rich_help_panel=OUTPUT)] = ViewOptions.compact,
+    all_ops: Annotated[bool, typer.Option("--all", help=ALL_HELP, rich_help_panel=OUTPUT)] = not ViewOptions.fold,
+    explain: Annotated[str, typer.Option("--explain", help="Annotations: full sentences or brief symbols.",
+                                         metavar="full|brief", rich_help_panel=OUTPUT)] = ViewOptions.explain,
+    long_names: Annotated[bool, typer.Option("--long-names", help="Spell out axes: batch, seq_len, d_model, "
+                                             "heads, d_head.", rich_help_panel=OUTPUT)] = ViewOptions.long_names,
+    diagrams: Annotated[bool, typer.Option("--diagrams", help="Draw the memory layout under each "
+                                           "view/transpose/contiguous/reshape.",
+                                           rich_help_panel=OUTPUT)] = RunRequest.diagrams,
+    diagram: Annotated[int | None, typer.Option("--diagram", metavar="N", help="Draw the memory layout under "
+                                                "record N only.", rich_help_panel=OUTPUT)] = RunRequest.diagram,
+    export: Annotated[str | None, export_option(panel=OUTPUT)] = ClassroomRequest.export,
+    ops: Annotated[str | None, typer.Option("--ops", metavar="FIRST-LAST", help="With --export: only ops #FIRST "
+                                            "to #LAST (e.g. 9-12), for a slide.",
+                                            rich_help_panel=OUTPUT)] = ClassroomRequest.ops,
+    theme: Annotated[str, theme_option(panel=OUTPUT)] = ClassroomRequest.theme,
+    force: Annotated[bool, force_option(panel=OUTPUT)] = ClassroomRequest.force,
+    static: Annotated[bool, static_option(panel=OUTPUT)] = ClassroomRequest.static,
+    step: Annotated[bool, typer.Option("--step", help="One op at a time: Enter next, b back, d diagram, g N Enter "
+                                       "go to op #N, e next error, q quit.",
+                                       rich_help_panel=CLASSROOM)] = ClassroomRequest.step,
+    auto: Annotated[float | None, typer.Option("--auto", metavar="SECONDS", help="With --step: advance by itself.",
+                                               rich_help_panel=CLASSROOM)] = ClassroomRequest.auto,
+    predict: Annotated[bool, typer.Option("--predict", help="Before each op that changes shape or layout, the "
+                                          "class predicts its output shape; '--predict strides' asks for the "
+                                          "strides too.", rich_help_panel=CLASSROOM)] = False,
+    predict_what: Annotated[str | None, typer.Argument(hidden=True, metavar="[shape|strides]")] = None,
+    answers: Annotated[str | None, typer.Option("--answers", metavar="FILE", help="With --predict: read the "
+                                                "answers from FILE, one per line.",
+                                                rich_help_panel=CLASSROOM)] = ClassroomRequest.answers,
+    device: Annotated[str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=DEVICE)] = RunRequest.device,
+    max_memory: Annotated[str, typer.Option("--max-memory", help=MAX_MEMORY_HELP,
+                                            rich_help_panel=DEVICE)] = RunRequest.max_memory,
+    traceback: Annotated[bool, typer.Option("--traceback", help=TRACEBACK_HELP)] = False,
 ) -> None:
     """Trace one forward pass of multi-head self-attention and print every op (or a decode with a KV cache,
     --decode N, or attention over image patches, --image SIZE --patch P)."""
     with guarded(traceback):
-        from shapetrace.app.devices import parse_memory, pick_device
-        from shapetrace.app.session import run_reference
-        from shapetrace.attention.config import AttentionConfig
-        from shapetrace.attention.memory import reference_bytes
-        from shapetrace.cli.classroom import ClassroomRequest, predict_mode, show_classroom
+        # ctx.params holds every option above by its parameter name, the name RunRequest's fields share
+        show_run(RunRequest.from_options(ctx.params, typed=typed_options(ctx)))
 
-        request = ClassroomRequest.checked(width, compact, explain, long_names, export, theme, step, auto,
-                                           predict_mode(predict, predict_what), answers, json_out, all_ops, force,
-                                           static, ops)
-        from shapetrace.cli.variants import run_variants, variant_requested
 
-        options = dict(causal=causal, mask=mask, pad=pad, pad_side=pad_side, kv_len=kv_len, kv_heads=kv_heads,
-                       impl=impl, preset=preset, broken=broken, dropout=dropout, train=train,
-                       safe_softmax=safe_softmax, decode=decode, image=image, patch=patch, channels=channels)
-        if variant_requested(options):
-            base = dict(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-            return run_variants(ctx, base, options, json_out, request, (diagrams, diagram),
-                                device, parse_memory(max_memory))
-        config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed)
-        memory = parse_memory(max_memory)
-        where, note = pick_device(device, reference_bytes(config), memory)
-        import_torch()  # after every usage check: a bad option is answered without torch
-        report = run_reference(config, where, note).report()
-        if json_out:
-            write_json(report.to_json())
-            return
-        hook = None
-        if diagrams or diagram is not None:
-            from shapetrace.render.diagram import run_diagram_hook
+def typed_options(ctx: typer.Context) -> frozenset[str]:
+    """The options the user typed, not left at their defaults. Compared by name: click may be vendored."""
+    sources = {name: ctx.get_parameter_source(name) for name in ctx.params}
+    return frozenset(name for name, source in sources.items()
+                     if source is not None and source.name == "COMMANDLINE")
 
-            hook = run_diagram_hook(report, diagram, out_console(width).width)
-        show_classroom(report, request, after_event=hook)
-        if any(d.severity == "error" for d in report.diagnostics):
-            raise typer.Exit(1)
+
+def show_run(request: RunRequest) -> None:
+    """Trace what ``request`` asks for and show it: JSON, or the classroom view and a variant's extras.
+
+    Raises:
+        typer.Exit: with code 1 when the trace has error diagnostics.
+    """
+    if request.lists_catalogue:
+        from shapetrace.cli.variants import show_catalogue
+
+        show_catalogue(request.json_out, request.classroom.view.width)
+        return
+    from shapetrace.app.devices import pick_device
+    from shapetrace.app.session import trace_request
+
+    device, note = pick_device(request.device, request.estimate, request.budget)
+    import_torch()  # after every usage check: a bad option is answered without torch
+    run = trace_request(request, device, note)
+    report = run.report()
+    if request.json_out:
+        write_json(run.to_json(report))
+    else:
+        show_report(run, report, request)
+    if any(d.severity == "error" for d in report.diagnostics):
+        raise typer.Exit(1)
+
+
+def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequest) -> None:
+    """The classroom view (table, step or predict mode, export; memory diagrams when asked) and, for a
+    variant, its notes, heat map and comparison with the reference."""
+    from shapetrace.cli.classroom import show_classroom
+
+    show_classroom(report, request.classroom, after_event=_diagram_hook(report, request))
+    if request.is_variant:
+        from shapetrace.render.variants import print_variant_extras
+
+        print_variant_extras(run, out_console(request.classroom.view.width))
+
+
+def _diagram_hook(report: Report, request: RunRequest):
+    """What draws the memory diagrams under the table's rows (``--diagrams``, ``--diagram N``), or None."""
+    if not request.diagrams and request.diagram is None:
+        return None
+    from shapetrace.render.diagram import run_diagram_hook
+
+    return run_diagram_hook(report, request.diagram, out_console(request.classroom.view.width).width)

@@ -88,13 +88,13 @@ def trace(
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
     with guarded(traceback):
+        from shapetrace.app.classroom import ClassroomRequest
         from shapetrace.app.script import check_script
-        from shapetrace.cli.classroom import ClassroomRequest
         from shapetrace.engine.dims import parse_dims
 
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
-        request = ClassroomRequest.checked(width, False, "full", False, export, theme, step, auto, None, None,
-                                           json_out, all_ops, force, static)
+        request = ClassroomRequest.checked(width=width, export=export, theme=theme, step=step, auto=auto,
+                                           json_out=json_out, all_ops=all_ops, force=force, static=static)
         from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, Limits, run_script, script_header
         from shapetrace.attention.config import check_named_sizes

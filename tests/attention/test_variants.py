@@ -11,7 +11,8 @@ import pytest
 import torch
 from conftest import ROOT, render
 
-from shapetrace.app.session import choose_device, trace_variant
+from shapetrace.app.devices import budget_or_default, pick_device
+from shapetrace.app.session import trace_variant
 from shapetrace.attention import variants
 from shapetrace.attention.config import AttentionConfig as C
 from shapetrace.attention.memory import variant_bytes
@@ -287,15 +288,15 @@ def test_presets_document_real_sizes():
     assert source.count("config.json:") >= len(PRESETS)
 
 
-def test_choose_device_switches_to_meta_beyond_the_budget():
-    assert choose_device(C(), 256 << 20) == ("cpu", None)
+def test_pick_device_switches_a_variant_to_meta_beyond_the_budget():
+    assert pick_device("auto", variant_bytes(C()), 256 << 20) == ("cpu", None)
     big = C(d_model=8192, heads=64, kv_heads=8)
-    device, note = choose_device(big, 256 << 20)
+    device, note = pick_device("auto", variant_bytes(big), 256 << 20)
     assert device == "meta" and "meta device" in note and "--max-memory 256 MiB" in note
-    assert choose_device(big)[0] == "meta"                      # over the default 1 GiB too
-    assert choose_device(C(), requested="meta")[0] == "meta"     # --device meta
+    assert pick_device("auto", variant_bytes(big), budget_or_default(None))[0] == "meta"   # over the default 1 GiB too
+    assert pick_device("meta", variant_bytes(C()), budget_or_default(None))[0] == "meta"   # --device meta
     assert variant_bytes(big) > 2 * 4 * 8192 * 8192
-    assert choose_device(C(), 1000)[0] == "meta"
+    assert pick_device("auto", variant_bytes(C()), 1000)[0] == "meta"
 
 
 def test_meta_run_has_shapes_and_skips_value_checks():
@@ -306,6 +307,7 @@ def test_meta_run_has_shapes_and_skips_value_checks():
     kinds = [(d.severity, d.kind) for d in run.trace.diagnostics]
     assert kinds == [("note", "nan-rows-skipped")]
     assert run.notes[0].startswith("real tensors would take about 1.6 MiB, more than --max-memory")
+    assert run.notes[0].endswith(". Checks that need values (NaN rows, heat map, outputs) are skipped.")
 
 
 def test_preset_cli_uses_preset_sizes(cli):
