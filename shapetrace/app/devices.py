@@ -9,14 +9,12 @@ Engine module: no Rich; torch is imported only inside the functions that need it
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from shapetrace.errors import UsageError
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
 DEVICES = ("auto", "cpu", "cuda", "meta")
+#: --device when not given: the GPU when one is usable and the run fits, else the CPU (meta beyond the budget)
+DEFAULT_DEVICE = "auto"
 #: Said when --device cuda is asked for on a machine without a usable GPU.
 NO_CUDA = "--device cuda: CUDA is not available here (torch.cuda.is_available() is False); use cpu or meta"
 DEFAULT_MAX_MEMORY = "1GiB"

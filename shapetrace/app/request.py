@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from shapetrace.app.classroom import ClassroomRequest, predict_mode
-from shapetrace.app.devices import DEFAULT_MAX_MEMORY, parse_memory
+from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY, parse_memory
 from shapetrace.attention.config import AttentionConfig
 from shapetrace.attention.memory import forced_variant_bytes, reference_bytes
 from shapetrace.attention.presets import get_preset
@@ -80,7 +80,7 @@ class RunRequest:
     diagram: int | None = None
     classroom: ClassroomRequest = ClassroomRequest()
     # the device
-    device: str = "auto"
+    device: str = DEFAULT_DEVICE
     max_memory: str = DEFAULT_MAX_MEMORY
     #: the options typed on the command line, not left at their defaults (click's parameter source)
     typed: frozenset[str] = frozenset()

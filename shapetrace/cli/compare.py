@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from shapetrace.app.devices import DEFAULT_DEVICE
 from shapetrace.cli.common import (
     DEVICE_HELP,
     TRACEBACK_HELP,
@@ -32,7 +33,7 @@ def compare(
                                                    help="Show the op-by-op difference between two implementations."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     width: int | None = width_option(),
-    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", help=DEVICE_HELP),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
     """Every implementation on the same weights and input, side by side.

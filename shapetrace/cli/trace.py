@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY
 from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
@@ -67,8 +68,9 @@ def trace(
                                                         "nothing else; the script's prints go to stderr."),
     width: int | None = width_option(),
     all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),
-    device: str = typer.Option("auto", "--device", help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
-    max_memory: str = typer.Option("1GiB", "--max-memory", help=MAX_MEMORY_HELP),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device",
+                               help=DEVICE_HELP + " With auto, the estimate comes from --dims."),
+    max_memory: str = typer.Option(DEFAULT_MAX_MEMORY, "--max-memory", help=MAX_MEMORY_HELP),
     max_ops: int = typer.Option(DEFAULT_MAX_OPS, "--max-ops", metavar="N",
                                 help=f"Stop recording after N ops and show them (1 to {MAX_OPS_LIMIT:,}).",
                                 callback=usage_callback(check_max_ops)),
