@@ -6,6 +6,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# Run in the background (`pytest &`, nohup), this process starts with SIGINT ignored, and every child it
+# starts would inherit that: the tests that press Ctrl-C on a child would then wait forever. Python's own
+# handler instead: a child's SIGINT is back to its default at exec, as in a terminal. (Tests that mean a
+# child to ignore SIGINT, a background job's case, say so in its preexec_fn.)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 for var in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE"):
     os.environ.pop(var, None)
 os.environ["COLUMNS"] = "100"
