@@ -29,7 +29,6 @@ recording + every fact ≤ 5×, and at D 256 traced with every fact ≤ 1.3× un
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -39,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_engine import SIZES, bare_logger, build_model, capture_floor  # noqa: E402
+from bench_engine import bare_logger, build_model, capture_floor, run_sizes  # noqa: E402
 
 STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "shapetrace")
 
@@ -215,19 +214,7 @@ def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--sizes", default=",".join(f"{d}x{t}x{h}" for d, t, h in SIZES),
-                        help="D x T x H of each model, comma-separated (default: %(default)s)")
-    args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(1)
-    for n, size in enumerate(args.sizes.split(",")):
-        d_model, tokens, heads = (int(v) for v in size.split("x"))
-        m = measure(args.layers, d_model, tokens, heads, args.rounds)
-        print(("\n" if n else "") + report(m, args.layers, d_model, tokens, heads, args.rounds), flush=True)
+    run_sizes(__doc__.splitlines()[0], measure, report, rounds=11, argv=argv)
 
 
 if __name__ == "__main__":

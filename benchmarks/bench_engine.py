@@ -236,9 +236,11 @@ def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: 
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
+def run_sizes(description: str, measure, report, rounds: int, argv: list[str] | None = None) -> None:
+    """The command line both engine benchmarks share: ``--rounds``, ``--layers``, ``--sizes``; one
+    thread; for each size, ``measure(layers, D, T, H, rounds)`` and its ``report`` block printed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--sizes", default=",".join(f"{d}x{t}x{h}" for d, t, h in SIZES),
                         help="D x T x H of each model, comma-separated (default: %(default)s)")
@@ -250,6 +252,10 @@ def main(argv: list[str] | None = None) -> None:
         d_model, tokens, heads = (int(v) for v in size.split("x"))
         m = measure(args.layers, d_model, tokens, heads, args.rounds)
         print(("\n" if n else "") + report(m, args.layers, d_model, tokens, heads, args.rounds), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_sizes(__doc__.splitlines()[0], measure, report, rounds=15, argv=argv)
 
 
 if __name__ == "__main__":
