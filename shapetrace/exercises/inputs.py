@@ -26,8 +26,9 @@ KINDS = ("distinct", "distinct", "equal", "odd", "odd", "large", "strided")
 _AXES = ("B", "T", "H", "d_k", "T_k", "H_kv", "n_rep")
 
 
-def draw_sizes(kind: str, rng: random.Random) -> dict[str, int]:
-    """One random size set of ``kind``; in ``distinct`` no two sizes (nor D = H * d_k, nor 3) coincide."""
+def draw_sizes(kind: str, rng: random.Random, taken: dict[str, set[int]] | None = None) -> dict[str, int]:
+    """One random size set of ``kind``; in ``distinct`` no two sizes (nor D = H * d_k, nor 3) coincide, and no
+    axis takes a size it holds in ``taken`` (the earlier distinct cases of the same check)."""
     if kind == "equal":
         n = rng.choice((2, 4, 5))
         return dict.fromkeys(_AXES, n)
@@ -36,7 +37,7 @@ def draw_sizes(kind: str, rng: random.Random) -> dict[str, int]:
                  T_k=rng.randint(12, 31), H_kv=rng.choice((2, 3)), n_rep=rng.choice((2, 3)))
         return s
     if kind == "strided":
-        return draw_sizes("distinct", rng)
+        return draw_sizes("distinct", rng, taken)
     if kind == "odd":
         pick = [1, 1, rng.choice((2, 5, 7)), rng.choice((1, 3, 7)), rng.choice((1, 6, 11)), rng.choice((1, 2)), 1]
         rng.shuffle(pick)
@@ -45,7 +46,8 @@ def draw_sizes(kind: str, rng: random.Random) -> dict[str, int]:
         values = rng.sample((2, 4, 5, 6, 7, 8, 9), len(_AXES))
         s = dict(zip(_AXES, values))
         others = set(values) | {3}
-        if s["H"] * s["d_k"] not in others and s["H_kv"] * s["n_rep"] not in others:
+        fresh = all(v not in (taken or {}).get(axis, ()) for axis, v in s.items())
+        if fresh and s["H"] * s["d_k"] not in others and s["H_kv"] * s["n_rep"] not in others:
             return s
 
 
@@ -283,8 +285,12 @@ def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
     if kind == "params":
         return _param_cases(rng)
     out = []
-    for case in KINDS:
-        s = draw_sizes(case, rng)
+    taken: dict[str, set[int]] = {axis: set() for axis in _AXES}  # a file that special-cases one size (B == 2)
+    for case in KINDS:                                              # meets the others in a later distinct case
+        s = draw_sizes(case, rng, taken)
+        if case in ("distinct", "strided"):
+            for axis, v in s.items():
+                taken[axis].add(v)
         g = torch.Generator().manual_seed(rng.getrandbits(31))
         args, names, dims = BUILDERS[kind](s, g)
         if case == "strided":

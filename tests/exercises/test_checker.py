@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
 import signal
 import subprocess
@@ -213,6 +214,20 @@ def test_every_check_draws_new_sizes():
             sizes = list(case.sizes.values()) + [case.dims["D"], 3]
             assert len(set(sizes)) == len(sizes), case.describe()
 
+
+
+@pytest.mark.parametrize("kind", ["tokens", "heads", "qkv"])
+def test_no_two_distinct_cases_share_a_size_on_one_axis(kind):
+    """A file that is right only at one size of one axis (``if B == 2``, as test_hostile's only-when-b-is-2) must
+    meet another size of that axis in a later distinct case, whatever the seed: CI once drew B = 2 in all three."""
+    from shapetrace.exercises import inputs as inp
+
+    for seed in range(400):
+        distinct = [c.sizes for c in inp.draw(kind, random.Random(seed)) if c.case in ("distinct", "strided")]
+        assert len(distinct) == 3
+        for axis in distinct[0]:
+            values = [sizes[axis] for sizes in distinct]
+            assert len(set(values)) == 3, (seed, axis, values)
 
 def test_must_be_view_layout(hostile):
     v = hostile["copies"]
