@@ -45,7 +45,9 @@ def _guarded_files() -> dict[str, str]:
 def _check(path: Path) -> dict:
     """The verdict; a checker that could not start is this file's failure, not the whole corpus's."""
     try:
-        return check_job(Job(header(path)["exercise"], str(path)), CURRICULUM.root, time_limit=2, memory_mb=512)
+        # 5 s: scan_memory_for_code.py reads every writable mapping of a process with torch loaded (0.5 s on a
+        # quiet core), and the corpus runs two checks at a time; 2 s timed it out once on a loaded machine.
+        return check_job(Job(header(path)["exercise"], str(path)), CURRICULUM.root, time_limit=5, memory_mb=512)
     except CheckerError as exc:
         return {"verdict": "checker-error", "summary": str(exc), "explanation": []}
 
