@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["trace", "name", "parse_dims", "Trace", "Event", "TensorInfo", "Diagnostic", "ShapetraceError"]
 __version__ = "0.1.0"
 
+import sys
+
 from shapetrace.engine.dims import parse_dims
 from shapetrace.errors import ShapetraceError
 
@@ -123,7 +125,6 @@ def name(tensor: Any, names: str | Sequence[str | None]) -> Any:
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    import sys
 
     tracer = sys.modules.get("shapetrace.engine.tracer")   # not loaded: no trace can be active
     return tracer.name_axes(tensor, names) if tracer is not None else tensor

@@ -164,6 +164,87 @@ def test_a_lazy_cycle_is_caught(planted):
     assert import_cycles() == ["shapetrace.app._planted_a -> shapetrace.app._planted_b -> shapetrace.app._planted_a"]
 
 
+
+def _wanted(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import statement needs loaded: ``from a import b`` needs ``a``, and ``a.b`` when b is
+    one of shapetrace's modules."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    return [base] + [f"{base}.{a.name}" for a in node.names if _is_module(f"{base}.{a.name}")]
+
+
+def _module_level_imports(tree: ast.Module) -> set[str]:
+    """What a module's own import runs: its imports outside functions (class bodies and top-level if/try
+    included), less those only for type checking."""
+    typing_only = _type_checking_lines(tree)
+    found: set[str] = set()
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or node.lineno in typing_only:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(_wanted(node))
+        else:
+            pending.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
+    return found
+
+
+def loaded_by_import() -> dict[str, set[str]]:
+    """For every module of the package, the modules importing it loads, read from the source: its
+    parents' and its own module-level imports, followed through the package (not into other packages)."""
+    direct = {module_name(p): _module_level_imports(ast.parse(p.read_text(encoding="utf-8"))) for p in all_modules()}
+    memo: dict[str, set[str]] = {}
+
+    def loads(module: str) -> set[str]:
+        if module not in memo:
+            memo[module] = set()  # the import graph is acyclic (test_no_import_cycles)
+            parts = module.split(".")
+            out = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            for parent in (".".join(parts[:i]) for i in range(1, len(parts))):
+                out |= loads(parent)
+            for target in direct.get(module, ()):
+                out.add(target)
+                if target in direct:
+                    out |= loads(target)
+            memo[module] = out
+        return memo[module]
+
+    return {module: loads(module) for module in direct}
+
+
+def needless_lazy_imports() -> list[str]:
+    """Imports inside functions that load nothing the module's own import has not loaded already: they
+    could stand at the top (a lazy import is for a module that would slow the module's import, as torch
+    slows ``--help``)."""
+    loaded = loaded_by_import()
+    found = []
+    for path in all_modules():
+        here = module_name(path)
+        for func in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and all(
+                        any(m == w or m.startswith(w + ".") for m in loaded[here]) for w in _wanted(node)):
+                    found.append(f"{here}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_function_imports_what_its_module_already_loads():
+    assert needless_lazy_imports() == []
+
+
+def test_a_needless_lazy_import_is_caught(planted):
+    planted("app/_planted_lazy.py", "import json\n\nfrom shapetrace.errors import UsageError\n\n\n"
+                                    "def f():\n    import json\n    from shapetrace.errors import RunError\n\n"
+                                    "    return json, RunError, UsageError\n\n\n"
+                                    "def g():\n    import torch\n\n    return torch\n")
+    assert [f for f in needless_lazy_imports() if "_planted" in f] == [
+        "shapetrace.app._planted_lazy:7 import json",
+        "shapetrace.app._planted_lazy:8 from shapetrace.errors import RunError"]
+
 def test_rich_is_imported_only_in_render_tui_and_cli():
     offenders = []
     for path in all_modules():

@@ -8,6 +8,7 @@ Engine module: no Rich; torch is imported only inside the functions that need it
 
 from __future__ import annotations
 
+import os
 import re
 
 from shapetrace.errors import UsageError
@@ -100,7 +101,6 @@ def pick_device(requested: str, estimate: int | None, budget: int) -> tuple[str,
 
 def physical_memory() -> int | None:
     """Bytes of RAM, or None where the OS does not say."""
-    import os
 
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

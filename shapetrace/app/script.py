@@ -7,10 +7,14 @@ Returns plain data (a :class:`ScriptRun`); the CLI renders it. No Rich here.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import fnmatch
+import io
 import os
 import runpy
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -79,7 +83,6 @@ def _nearest(query: str, events: Sequence[Event]) -> str:
 
 def _path_matches(path: str, pattern: str) -> bool:
     """``attn.py`` matches ``models/attn.py``; a folder matches every file under it."""
-    import fnmatch
 
     path, pattern = os.path.normpath(path), os.path.normpath(pattern)
     absolute = os.path.abspath(path)
@@ -222,8 +225,6 @@ def _save_streams() -> tuple:
 
 
 def _restore_streams(fds: list, stdout, stderr) -> None:
-    import io
-
     for fd, saved in zip((1, 2), fds):
         if saved is None:
             continue
@@ -340,8 +341,6 @@ class _Watcher:
             raise RecordingStopped(self.stopped)
 
     def _watch(self) -> None:
-        import time
-
         self._go.wait()
         self._start = time.monotonic()
         limits, next_report = self.limits, self.limits.progress_after
@@ -358,8 +357,6 @@ class _Watcher:
                                   f"{limits.seconds:g} s ({ops:,} ops)")
 
     def _stop(self, why: str) -> None:
-        import time
-
         self.stopped = why
         since = time.monotonic()
         while not self._done.is_set():
@@ -373,8 +370,6 @@ class _Watcher:
         import signal
 
         if not self._installed:  # not the main thread: Python's own interrupt flag (a KeyboardInterrupt)
-            import _thread
-
             _thread.interrupt_main()
             return
         with contextlib.suppress(OSError, ValueError):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shapetrace.app.devices import budget_or_default, pick_device
 from shapetrace.app.steps import cache_names, split_steps
 from shapetrace.app.threads import threads_for
-from shapetrace.attention.catalogue import apply_forces
+from shapetrace.attention.catalogue import apply_forces, leak_config
 from shapetrace.attention.config import AttentionConfig, header_lines
 from shapetrace.attention.memory import forced_variant_bytes, reference_bytes, variant_bytes
 
@@ -201,7 +201,6 @@ def leak_probe(config: AttentionConfig, device: str) -> tuple:
 
     from shapetrace.attention import variants
     from shapetrace.attention.broken import build_broken
-    from shapetrace.attention.catalogue import leak_config
 
     small = leak_config(config)
     ref, inputs = variants.build_reference(small, device)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.chain import META_LIMIT, ChainStep, parse_chain, parse_shape
+from shapetrace.engine.axes import Namer
 from shapetrace.engine.ops import CHAIN_ATTRIBUTES, Family, family_of, is_indexing, views_to_a_shape
 from shapetrace.errors import UsageError
 
@@ -236,8 +237,6 @@ def infer_heads(steps: Sequence[ChainStep], shape: Sequence[int], names: Sequenc
 
 
 def _arg_names(sizes: dict[str, int]) -> dict[str, int]:
-    from shapetrace.engine.axes import Namer
-
     namer = Namer(dict(sizes))
     return {k: v for k, v in namer.dims.items() if k.isidentifier()}
 

@@ -14,10 +14,13 @@ and says which:
 from __future__ import annotations
 
 import ast
+import inspect
 import textwrap
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from shapetrace.attention.mutants import FILED
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.attention.config import AttentionConfig
@@ -187,7 +190,6 @@ _ENTRIES = [
 
 def _source(fn) -> str:
     """The source of ``fn`` without its decorator (the code says nothing about which bug it is)."""
-    import inspect
 
     lines, start = inspect.getsourcelines(inspect.getmodule(fn))[0], fn.__code__.co_firstlineno
     tree = ast.parse("".join(lines))
@@ -198,8 +200,6 @@ def _source(fn) -> str:
 
 @lru_cache(maxsize=1)
 def _catalogue() -> dict[str, Break]:
-    from shapetrace.attention.mutants import FILED
-
     out = {b.name: b for b in _ENTRIES}
     for filed in FILED:
         entry = out[filed.break_id]

@@ -9,10 +9,13 @@ command imports the engine inside its body.
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
+from typer._click import exceptions as click_errors
 
-from shapetrace.cli import compare, exercise, lessons, run, strides, trace
+from shapetrace.cli import common, compare, exercise, lessons, run, strides, trace
+from shapetrace.cli.common import report_error
 
 app = typer.Typer(
     name="shapetrace",
@@ -68,8 +71,6 @@ MAX_ARG_CHARS = 4096
 def _check_argument_lengths(argv: list[str]) -> None:
     for arg in argv:
         if len(arg) > MAX_ARG_CHARS:
-            from shapetrace.cli.common import report_error
-
             report_error(f"an argument of {len(arg)} characters is too long (at most {MAX_ARG_CHARS}): "
                          f"{arg[:24]}…")
             raise SystemExit(2)
@@ -77,9 +78,7 @@ def _check_argument_lengths(argv: list[str]) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    import sys
 
-    from shapetrace.cli import common
 
     if os.environ.get("NO_COLOR") == "":
         os.environ.pop("NO_COLOR")
@@ -91,9 +90,7 @@ def main() -> None:
 def _run_app() -> int:
     """Run the app; Typer's usage errors become the one-line ``error:`` every other error uses
     (exit 2), not a boxed panel."""
-    from typer._click import exceptions as click_errors
 
-    from shapetrace.cli.common import report_error
 
     try:
         code = app(standalone_mode=False)

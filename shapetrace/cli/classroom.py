@@ -6,10 +6,15 @@ finished trace to :func:`show_classroom`. Rich and the renderers are imported on
 
 from __future__ import annotations
 
+import io
 import sys
 from typing import TYPE_CHECKING
 
 import typer
+
+from shapetrace.app.oprange import ops_in_range
+from shapetrace.app.textinput import read_answers
+from shapetrace.cli.common import err_console, out_console
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.classroom import ClassroomRequest
@@ -23,7 +28,6 @@ def show_classroom(report: Report, request: ClassroomRequest, after_event=None) 
     Raises:
         typer.Exit: with code 1 when the trace has error diagnostics (table and predict modes).
     """
-    from shapetrace.cli.common import out_console
 
     console = out_console(request.view.width)
     if request.step:
@@ -44,8 +48,6 @@ def step_or_table(trace: Report, console, request: ClassroomRequest) -> None:
     from shapetrace.tui.step import run_step_mode, step_mode_available
 
     if not step_mode_available():
-        from shapetrace.cli.common import err_console
-
         err_console().print("step mode needs an interactive terminal (stdin and stdout); "
                             "showing the plain table instead", style="yellow", highlight=False)
         print_classroom(trace, console, request.view)
@@ -60,9 +62,6 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
     from shapetrace.tui.predict import run_predict_mode
 
     if request.answers and request.answers != "-":
-        import io
-
-        from shapetrace.app.textinput import read_answers
 
         answers = io.StringIO("".join(line + "\n" for line in read_answers(request.answers, "--answers")))
         run_predict_mode(trace, console, answers, strides=request.predict == "strides",
@@ -74,12 +73,9 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
 
 def write_export(trace: Report, request: ClassroomRequest) -> None:
     """Write the --export file and say where it went (on stderr, so stdout stays the table)."""
-    from shapetrace.cli.common import err_console
     from shapetrace.render.export import export_trace
 
     if request.ops is not None:
-        from shapetrace.app.oprange import ops_in_range
-
         trace = ops_in_range(trace, *request.ops)
     path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""

@@ -6,6 +6,7 @@ Importing this module must not import torch or Rich: ``shapetrace --help`` stays
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import sys
@@ -14,7 +15,10 @@ from collections.abc import Iterator
 import typer
 
 from shapetrace.app.classroom import MAX_WIDTH, MIN_WIDTH, ClassroomRequest, check_width
+from shapetrace.app.exportpath import check_name_lengths
+from shapetrace.attention.config import shown
 from shapetrace.engine.faults import STRICT
+from shapetrace.errors import ShapetraceError, UsageError
 
 TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
 DEVICE_HELP = ("cpu (real tensors), cuda (real tensors on the GPU), meta (shapes and strides without data, "
@@ -52,8 +56,6 @@ def _usage_callback(check):
     """A Typer callback that runs ``check`` while the options are parsed, before any command body
     (so before torch is imported), and answers a bad value with one line and exit 2."""
     def callback(value):
-        from shapetrace.errors import UsageError
-
         try:
             return check(value)
         except UsageError as exc:
@@ -82,8 +84,6 @@ def width_option(panel: str | None = None):
 
 def check_seed(seed: int | None) -> int | None:
     """A seed torch accepts: 0 to 2**64 - 1."""
-    from shapetrace.attention.config import shown
-    from shapetrace.errors import UsageError
 
     if seed is not None and not 0 <= seed < 2**64:
         raise UsageError(f"--seed {shown(seed)}: use a whole number from 0 to 2**64 - 1")
@@ -98,8 +98,6 @@ def seed_option(help: str, default: int | None = None, panel: str | None = None)
 def check_workspace(path):
     """``--workspace`` must be a folder (or not exist yet: it is created when needed, so the nearest
     folder that exists must be a folder, not a file like ``/dev/null``); names the system can hold."""
-    from shapetrace.app.exportpath import check_name_lengths
-    from shapetrace.errors import UsageError
 
     if path is None:
         return path
@@ -121,8 +119,6 @@ STATE_DIR_HELP = ("Folder of your progress file progress.json (default: $SHAPETR
 def check_state_dir(path):
     """``--state-dir``: a folder (or one that can be made); it is where progress.json is read and
     written, for this command (it sets SHAPETRACE_STATE_DIR, which the progress module reads)."""
-    from shapetrace.app.exportpath import check_name_lengths
-    from shapetrace.errors import UsageError
 
     if path is None:
         return path
@@ -145,9 +141,7 @@ def workspace_option(help: str):
 
 def check_time_limit(seconds: float) -> float:
     """``--time-limit``: a finite number of seconds from 0.1 to 3600 (nan and inf are refused)."""
-    import math
 
-    from shapetrace.errors import UsageError
 
     if not (math.isfinite(seconds) and 0.1 <= seconds <= 3600):
         raise UsageError(f"--time-limit {seconds}: use a number of seconds from 0.1 to 3600")
@@ -234,7 +228,6 @@ def guarded(traceback: bool = False) -> Iterator[None]:
 
     Usage errors exit 2, failed runs exit 1; ``--traceback`` re-raises.
     """
-    from shapetrace.errors import ShapetraceError
 
     if traceback:   # a fault of the inference or of a check raises too, rather than become a note
         os.environ[STRICT] = "1"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 from shapetrace.app.devices import DEFAULT_DEVICE
+from shapetrace.app.request import parse_pad
+from shapetrace.attention.config import AttentionConfig
 from shapetrace.cli.common import (
     DEVICE_HELP,
     TRACEBACK_HELP,
@@ -14,6 +18,7 @@ from shapetrace.cli.common import (
     width_option,
     write_json,
 )
+from shapetrace.errors import UsageError
 
 
 def compare(
@@ -42,13 +47,8 @@ def compare(
     copies, bytes, and how far each output is from the reference; --diff A B compares two op by op.
     """
     with guarded(traceback):
-        import json
-
         from shapetrace.app.compare import check_impls, compare_impls, diff_events
-        from shapetrace.app.request import parse_pad
-        from shapetrace.attention.config import AttentionConfig
         from shapetrace.attention.notes import header
-        from shapetrace.errors import UsageError
 
         names = check_impls([s.strip() for s in impls.split(",") if s.strip()])
         pair = [d for d in (diff or ()) if d]

@@ -13,6 +13,7 @@ import typer
 
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
+    err_console,
     guarded,
     out_console,
     state_dir_option,
@@ -22,6 +23,7 @@ from shapetrace.cli.common import (
     write_json,
 )
 from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress, update_progress
+from shapetrace.errors import ShapetraceError, UsageError
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
                            no_args_is_help=True)
@@ -70,8 +72,6 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
     from shapetrace.exercises.checker import check_file
 
     if not file.is_file():
-        from shapetrace.errors import UsageError
-
         raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
                          "(or pass --workspace)")
     show = _progress_line(ex.kind)
@@ -192,7 +192,6 @@ def exercise_grade(
 def _grade_with_progress(submissions: Path, time_limit: float, memory_mb: int, workers: int | None) -> list:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from shapetrace.cli.common import err_console
     from shapetrace.exercises.grade import grade
 
     with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -244,7 +243,6 @@ def exercise_hint(
     """The next hint about what your file gets wrong now (it is checked first; hints about a fault it
     does not have are skipped, and the hint says so)."""
     with guarded(traceback):
-        from shapetrace.errors import UsageError
         from shapetrace.exercises.progress import learner_file
         from shapetrace.render.exercise import hint_view
 
@@ -262,7 +260,6 @@ def exercise_hint(
 
 def _verdict_for_hint(ex, path: Path, time_limit: float, width: int) -> tuple[dict | None, str]:
     """The verdict of ``path`` now, or None and why there is none (no file yet, the check could not run)."""
-    from shapetrace.errors import ShapetraceError
 
     if not path.is_file():
         return None, f"you have no file yet ({path}; shapetrace exercise start {ex.id})"
@@ -303,8 +300,6 @@ def exercise_solution(
 ) -> None:
     """The reference solution: after you pass, or with --give-up (bare code when piped)."""
     with guarded(traceback):
-        from shapetrace.errors import UsageError
-
         ex = load_curriculum().exercise(exercise_id)
         if not give_up and not load_progress().ever_passed(ex.id):
             raise UsageError(f"pass {ex.id} first (shapetrace exercise check {ex.id}), or ask for "
@@ -336,8 +331,6 @@ def exercise_reset(
 ) -> None:
     """Forget passes, attempts and hint levels (your files are left alone)."""
     with guarded(traceback):
-        from shapetrace.errors import UsageError
-
         if bool(exercise_id) == all_:
             raise UsageError("give one exercise id, or --all")
         target = None if all_ else load_curriculum().exercise(exercise_id).id

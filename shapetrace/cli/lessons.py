@@ -8,13 +8,18 @@ check import the engine inside their bodies.
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 
 import typer
 
+from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.exportpath import check_export_path, write_atomically
+from shapetrace.app.textinput import read_answers, read_line
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
+    err_console,
     force_option,
     guarded,
     out_console,
@@ -24,6 +29,7 @@ from shapetrace.cli.common import (
     workspace_option,
     write_json,
 )
+from shapetrace.errors import RunError, UsageError
 
 WORKSPACE_HELP = "Folder of your exercise files (default ./shapetrace-exercises)."
 
@@ -120,8 +126,6 @@ def lesson(
 ) -> None:
     """Read one lesson: the text, and each live example traced op by op."""
     with guarded(traceback):
-        from shapetrace.errors import UsageError
-
         if auto is not None and (not present or not auto > 0):
             raise UsageError("--auto SECONDS works with --present and needs a number above 0")
         if export is not None and present:
@@ -143,8 +147,6 @@ def lesson(
 
 def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:
     """Write ``lesson N`` as a page (.html only) and say where it went, on stderr."""
-    from shapetrace.app.exportpath import check_export_path, write_atomically
-    from shapetrace.errors import RunError, UsageError
     from shapetrace.render.export import check_theme
 
     if path.suffix.lower() != ".html":
@@ -152,7 +154,6 @@ def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:
     check_theme(theme)
     target = check_export_path(path, force)
     from shapetrace.app.lessons import lesson_blocks
-    from shapetrace.cli.common import err_console
     from shapetrace.render.lesson_page import lesson_page
 
     text = lesson_page(chosen.number, chosen.title, lesson_blocks(chosen), theme)
@@ -166,12 +167,10 @@ def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:
 
 def _present(chosen, width: int | None, auto: float | None) -> None:
     """Screens on a terminal; elsewhere one line on stderr and the plain lesson."""
-    from shapetrace.app.classroom import ViewOptions
     from shapetrace.tui.step import step_mode_available
 
     if not step_mode_available():
         from shapetrace.app.lessons import lesson_blocks
-        from shapetrace.cli.common import err_console
         from shapetrace.render.lessons import print_lesson
 
         err_console().print("--present needs an interactive terminal; showing the plain lesson instead",
@@ -208,15 +207,11 @@ def quiz(
                 typer.echo(f"{name}  ({sum(q.topic == name for q in questions)} questions)")
             return
         if answers_from is not None:
-            from shapetrace.app.textinput import read_answers
-
             answers = iter(read_answers(answers_from, "--answers-from"))
         else:
             answers = None
         interactive = answers is None and sys.stdin.isatty()
         if seed is None and interactive:
-            import random
-
             seed = random.randrange(1 << 30)
         chosen = [qz.solve(q) for q in qz.select(questions, topic, count, seed)]
         console = out_console(width)
@@ -246,8 +241,6 @@ def _next_answer(answers, interactive: bool) -> str | None:
     if answers is not None:
         return next(answers, None)
     if not interactive:
-        from shapetrace.app.textinput import read_line
-
         line = read_line(sys.stdin)
         return line.rstrip("\n") if line else None
     try:

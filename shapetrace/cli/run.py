@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shapetrace.app.classroom import ClassroomRequest, ViewOptions
+from shapetrace.app.devices import pick_device
 from shapetrace.app.request import RunRequest
+from shapetrace.attention.presets import help_text
 from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
@@ -40,8 +42,6 @@ MODEL, VARIANTS, OUTPUT, CLASSROOM, DEVICE = "Model", "Variants", "Output", "Cla
 
 
 def _preset_help() -> str:
-    from shapetrace.attention.presets import help_text
-
     return help_text()
 
 
@@ -159,7 +159,6 @@ def show_run(request: RunRequest) -> None:
 
         show_catalogue(request.json_out, request.classroom.view.width)
         return
-    from shapetrace.app.devices import pick_device
     from shapetrace.app.session import trace_request
 
     device, note = pick_device(request.device, request.estimate, request.budget)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 from shapetrace.cli.common import TRACEBACK_HELP, check_width, guarded, out_console, width_option, write_json
@@ -52,6 +54,4 @@ def strides(
 
 
 def _json(run) -> str:
-    import json
-
     return json.dumps(run.to_dict(), indent=2)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 
 import typer
 
-from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY
+from shapetrace.app.classroom import ClassroomRequest
+from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY, parse_memory, pick_device
+from shapetrace.attention.config import check_named_sizes, shown
+from shapetrace.attention.memory import dims_bytes
 from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
@@ -24,6 +29,8 @@ from shapetrace.cli.common import (
     width_option,
     write_json,
 )
+from shapetrace.engine.dims import parse_dims
+from shapetrace.errors import UsageError
 
 #: ``trace``'s default limits: a training loop or an endless script still ends with a table that is
 #: quick to analyse (about 0.3 s for 10,000 ops) and to read (loop iterations fold into one line).
@@ -31,18 +38,12 @@ DEFAULT_MAX_OPS, MAX_OPS_LIMIT, DEFAULT_SECONDS = 10_000, 1_000_000, 60.0
 
 
 def check_max_ops(n: int) -> int:
-    from shapetrace.attention.config import shown
-    from shapetrace.errors import UsageError
-
     if not 1 <= n <= MAX_OPS_LIMIT:
         raise UsageError(f"--max-ops {shown(n)}: use a whole number from 1 to {MAX_OPS_LIMIT:,}")
     return n
 
 
 def check_trace_seconds(seconds: float) -> float:
-    import math
-
-    from shapetrace.errors import UsageError
 
     if not (math.isfinite(seconds) and 0.1 <= seconds <= 86400):
         raise UsageError(f"--time-limit {seconds}: use a number of seconds from 0.1 to 86400")
@@ -90,17 +91,12 @@ def trace(
 ) -> None:
     """Run your own script under the tracer and print every reshaping and attention op it makes."""
     with guarded(traceback):
-        from shapetrace.app.classroom import ClassroomRequest
         from shapetrace.app.script import check_script
-        from shapetrace.engine.dims import parse_dims
 
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width=width, export=export, theme=theme, step=step, auto=auto,
                                            json_out=json_out, all_ops=all_ops, force=force, static=static)
-        from shapetrace.app.devices import parse_memory, pick_device
         from shapetrace.app.script import Filters, Limits, run_script, script_header
-        from shapetrace.attention.config import check_named_sizes
-        from shapetrace.attention.memory import dims_bytes
 
         sizes = parse_dims(dims)
         check_named_sizes(sizes)
@@ -218,7 +214,6 @@ def _import_what_shows_the_table() -> None:
 def _end_stuck_script(why: str, ops: int) -> None:
     """The script catches the stop and keeps running: end the process (one line, exit 1), as time and
     memory must stay bounded. Runs in the watcher thread, so it writes to file descriptor 2 itself."""
-    import os
 
     line = (f"\rerror: {why}, but the script caught the stop and kept running; it was ended after "
             f"{ops:,} ops, with no table (a bare except: or except BaseException: swallows Ctrl-C too)\x1b[K\n")
@@ -291,7 +286,6 @@ def _exit_at_once(code: int) -> None:
     process (a test's CliRunner owns stdout) it raises typer.Exit as usual."""
     if sys.stdout is not sys.__stdout__:
         raise typer.Exit(code)
-    import os
 
     for stream in (sys.stdout, sys.stderr):
         try:

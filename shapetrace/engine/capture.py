@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from torch.nn import Module
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
@@ -397,8 +398,6 @@ class ModulePaths:
         self.wrapper = None
 
     def install(self) -> None:
-        from torch.nn import Module
-
         capture, original = self.capture, Module.__call__
         slots, outer = capture.modules, OUTER
         calls = capture.module_calls
@@ -424,8 +423,6 @@ class ModulePaths:
         Module.__call__ = call_in_path
 
     def remove(self) -> None:
-        from torch.nn import Module
-
         if self.original is not None and Module.__call__ is self.wrapper:
             Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
         self.original = None

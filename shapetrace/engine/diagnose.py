@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
+from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, einsum_contracted, has_tokens, merges_neighbours
 from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -220,8 +220,6 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
         return [(la, lb)]
     parsed = e.params.get("subscripts")
     if contracts_by_subscripts(e.op) and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
-        from shapetrace.engine.axes import einsum_contracted
-
         lhs = parsed["inputs"]
         if any(len(term) != len(t.dims) for term, t in zip(lhs, e.inputs)):
             return []

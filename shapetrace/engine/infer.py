@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from shapetrace.engine import axes as ax
@@ -826,8 +827,6 @@ def _hashable(value):
 
 
 def _info_like(info: TensorInfo, axes: tuple[Axis, ...], namer) -> TensorInfo:
-    from dataclasses import replace
-
     return replace(info, dims=None, axes=axes, namer=namer)
 
 

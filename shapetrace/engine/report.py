@@ -5,6 +5,7 @@ Renderers format a Report and ``--json`` prints its :meth:`Report.to_dict`; neit
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,5 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         """:meth:`to_dict` as JSON text, as ``--json`` prints it."""
-        import json
 
         return json.dumps(self.to_dict(), indent=indent)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_names
@@ -306,8 +306,6 @@ def _pairs(n: int) -> list[tuple[int, int]]:
 
 
 def _transposed(info: TensorInfo, i: int, j: int) -> TensorInfo:
-    from dataclasses import replace
-
     def swap(seq):
         seq = list(seq)
         seq[i], seq[j] = seq[j], seq[i]

@@ -13,6 +13,7 @@ or floods becomes a verdict for the case it was running; a checker that cannot e
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import secrets
@@ -283,7 +284,6 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
 
     The request is the same for every implementation; the implementation's code goes in the secret
     section, which only the child's implementation process reads (:mod:`.remote`), never the test's."""
-    import json
 
     from shapetrace.exercises.sandbox import run_child
     from shapetrace.exercises.testjudge import TestJudge

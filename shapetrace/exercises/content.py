@@ -12,6 +12,7 @@ Layout::
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -203,7 +204,6 @@ def _test_fields(data: dict, path: Path) -> dict:
 
 def _split_reference(code: str, subjects: list[str], path: Path) -> tuple[str, dict[str, str]]:
     """The reference's imports, and the source of each subject's function."""
-    import ast
     import textwrap
 
     try:

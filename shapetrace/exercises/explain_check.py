@@ -6,6 +6,7 @@ or from the tracer's events.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -265,7 +266,6 @@ def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:
 
 def in_place_line(trace, path: str) -> tuple[int | None, str]:
     """The learner's line of the first traced in-place op (a name ending in ``_``)."""
-    from pathlib import Path
 
     if trace is None:
         return None, ""

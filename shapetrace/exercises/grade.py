@@ -10,6 +10,7 @@ not hand to the checker (a symlink, a FIFO or device, a folder, over :data:`MAX_
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Callable
@@ -158,7 +159,6 @@ def grade(root: Path, lessons: Path, time_limit: float, memory_mb: int, workers:
 def csv_text(cells: list[Cell]) -> str:
     """The cells as CSV, one row per student and exercise."""
     import csv
-    import io
 
     buf = io.StringIO()
     fields = ["student", "exercise", "status", "verdict", "summary", "file"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -388,7 +389,6 @@ _COMPARED = ("op", "shape", "dims", "error", "args")
 
 def learner_line(mine: list[dict], theirs: list[dict], path: str) -> tuple[int | None, str]:
     """The learner's line of the first traced op that differs from the reference's (else the last op)."""
-    from pathlib import Path
 
     if not mine:
         return None, ""

@@ -18,8 +18,11 @@ from __future__ import annotations
 import linecache
 import math
 import re
+import types
 from dataclasses import dataclass
 from typing import Any
+
+from shapetrace.engine.dims import parse_dims
 
 OPTIONS = ("diagram", "predict", "expect")
 
@@ -115,13 +118,11 @@ def run_live(code: str, name: str, fence: str = "") -> LiveRun:
 
     The example's namespace has ``shapetrace.name`` (what a learner's own script imports), nothing more.
     """
-    import types
 
     import einops
     import torch
     import torch.nn.functional as F
 
-    from shapetrace.engine.dims import parse_dims
     from shapetrace.engine.tracer import Trace, name_axes
 
     filename = "<" + name.replace("/", " ") + ">"

@@ -14,6 +14,7 @@ Anything else is described by its type name only.
 
 from __future__ import annotations
 
+import json
 import re
 
 #: dtypes a tensor may have on the wire, with their element sizes.
@@ -251,7 +252,6 @@ def pack(values: dict, facts: dict | None = None) -> bytes:
     Layout: 4-byte length, a JSON object ``{"values": {name: description}, "storages": [byte counts],
     "facts": {...}}``, then the storages' bytes in order.
     """
-    import json
 
     storages = Storages()
     descs = {str(k): describe(v, storages) for k, v in values.items()}
@@ -262,7 +262,6 @@ def pack(values: dict, facts: dict | None = None) -> bytes:
 
 def unpack(body: bytes, limit: int = MAX_TENSOR_BYTES) -> tuple[dict, dict]:
     """``(values, facts)`` of :func:`pack`; :class:`NotPlain` for anything it would not write."""
-    import json
 
     if len(body) < 4:
         raise NotPlain("a message without its length")

@@ -15,9 +15,13 @@ cap. The in-child allocation count stays only as explanation text.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import operator
+import os
 from dataclasses import dataclass
+
+from shapetrace.errors import UsageError
 
 #: Room above the allowed bytes for the interpreter's own noise (measured: under 1 MiB for a call).
 SLACK_BYTES = 8 << 20
@@ -112,7 +116,6 @@ def prepare(exercise, reference, seed: int) -> Probe | None:
     """
     import torch
 
-    from shapetrace.errors import UsageError
 
     planned = plan(exercise)
     if planned is None:
@@ -155,8 +158,6 @@ def sender(fd: int):
     another shape or dtype than ``expected`` goes back as its header alone. ``fail`` sends the facts
     of an exception. Everything they use is bound now, before the learner's code can patch modules.
     """
-    import itertools
-    import os
 
     import torch
 

@@ -7,6 +7,7 @@ construction; the tests recompute each one independently.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +154,6 @@ def solve(q: Question) -> Question:
 
 
 def _namespace() -> dict:
-    import math
-
     import einops
     import torch
     import torch.nn.functional as F

@@ -23,6 +23,7 @@ from rich.text import Text
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.layout import Block, Elided, Layout
 from shapetrace.engine.ops import Family, family_of, moves_layout, spec_for
+from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -315,7 +316,5 @@ def _has_hidden_copy(event: Event) -> bool:
 def run_diagram_hook(trace: Report, only: int | None, width: int) -> Callable[[Event], RenderableType | None]:
     """The hook for ``shapetrace run --diagrams`` / ``--diagram N`` (N checked against the trace)."""
     if only is not None and not 0 <= only < len(trace.events):
-        from shapetrace.errors import UsageError
-
         raise UsageError(f"--diagram {only}: this trace has records 0 to {len(trace.events) - 1}")
     return diagram_hook(trace, only, width)

@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import CONSOLE_HTML_FORMAT, Console
 
 from shapetrace.app.classroom import THEMES, ViewOptions, names_for, spell_long
 from shapetrace.app.exportpath import check_export_path, export_format, write_atomically
@@ -21,7 +21,7 @@ from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
 from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header
-from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES  # noqa: F401  (re-exported)
+from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES, readable_segments  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
@@ -57,7 +57,6 @@ def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
         from shapetrace.render.page import interactive_page
 
         return interactive_page(trace, options, theme)
-    from shapetrace.render.themes import readable_segments
 
     console = recording_console(options.width or EXPORT_WIDTH)
     console.print(readable_segments(console, ClassroomView(trace, options), theme))
@@ -73,7 +72,6 @@ def html_format(title: str) -> str:
     """Rich's HTML page with a <title> (braces escaped for str.format)."""
     from html import escape
 
-    from rich.console import CONSOLE_HTML_FORMAT
 
     safe = escape(title).replace("{", "{{").replace("}", "}}")
     return CONSOLE_HTML_FORMAT.replace('<meta charset="UTF-8">', f'<meta charset="UTF-8">\n<title>{safe}</title>', 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.table import Table
@@ -39,7 +40,5 @@ def grade_table(cells: Sequence) -> Table:
 
 
 def summary_line(cells: Sequence) -> str:
-    from collections import Counter
-
     counts = Counter(c.status for c in cells)
     return ", ".join(f"{n} {status}" for status, n in counts.most_common())

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 
 from shapetrace.render.lessons import answer_line, expected_words, traced_parts
@@ -86,6 +87,5 @@ def trace_html(block: LessonBlock, theme: str) -> str:
 
 def markdown_html(text: str) -> str:
     """Lesson prose as HTML (CommonMark and tables; raw HTML escaped)."""
-    from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from shapetrace.app.classroom import ViewOptions, spell_long
+from shapetrace.app.classroom import ViewOptions, names_for, spell_long
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
@@ -103,7 +103,6 @@ def _files(events) -> dict[str, list[str]]:
 
 def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
     """The page's data: header, every op, the source files, footer and diagnostics."""
-    from shapetrace.app.classroom import names_for
     from shapetrace.engine.coverage import all_clear_text
     from shapetrace.render.themes import TERMINAL_THEMES
 

@@ -16,7 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from shapetrace.exercises.progress import file_hash
+from shapetrace.errors import ShapetraceError
+from shapetrace.exercises.progress import file_hash, learner_file, start_file
 
 POLL_SECONDS = 0.5
 #: After a change, how long the file must stay quiet before it is checked (editors write in steps).
@@ -156,23 +157,17 @@ class Watch:
         self.verdicts: dict[str, dict] = {}   # the last verdict of each exercise, for its hints
 
     def file_of(self, ex_id: str) -> Path:
-        from shapetrace.exercises.progress import learner_file, start_file
-
         path = learner_file(self.workspace, ex_id)
         if not path.exists():
             start_file(self.curriculum.exercise(ex_id).starter, self.workspace, ex_id)
         return path
 
     def done_count(self) -> int:
-        from shapetrace.exercises.progress import learner_file
-
         progress = self.progress_loader(quiet=True)
         return sum(progress.status(e.id, learner_file(self.workspace, e.id)) == "passed"
                    for e in self.curriculum.exercises)
 
     def check(self, ex_id: str, path: Path, mode: str) -> dict | None:
-        from shapetrace.errors import ShapetraceError
-
         ex = self.curriculum.exercise(ex_id)
         try:
             verdict = self.check_file(ex, path, self.time_limit, 3072, self.console.width)
@@ -228,7 +223,6 @@ def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, consol
     reveals, keeps and prints one more hint about the last verdict's fault, both in the learner's
     progress, through the same code as the CLI commands.
     """
-    from shapetrace.exercises.progress import learner_file
 
     progress = progress_loader()
     if exercise_id:
