@@ -1,6 +1,7 @@
 """The classes of silent attention bug as small functions, each beside its fix, and how to run them
-under a trace (shared by tests/engine/test_bug_classes.py, tests/engine/test_diagnostic.py and
-tests/diagnostic_corpus.py). Inputs are named only by ``dims``.
+under a trace: the one home of the bug models that tests/engine/test_bug_classes.py (is each class
+caught), tests/engine/test_diagnose.py (what the diagnostics say) and tests/engine/test_diagnostic.py
+draw from. Inputs are named only by ``dims`` unless a test names them (``names=``).
 """
 
 from __future__ import annotations
@@ -164,10 +165,50 @@ def scaled_by_power(x, H):
     return merge(finish((q @ k.transpose(-2, -1)) * x.shape[-1] ** -0.5, v))  # D ** -0.5, not d_k ** -0.5
 
 
+def split(x, H):
+    B, T, D = x.shape
+    return x.view(B, T, H, D // H).transpose(1, 2)                            # (B, H, T, d_k)
+
+
+def attend(q):
+    return finish(q @ q.transpose(-2, -1), q)                                 # (B, H, T, d_k)
+
+
+def correct(x, H):
+    return merge(attend(split(x, H)))                                         # (B, T, D)
+
+
 def skip_transpose(x, H):
     B, T, D = x.shape
-    q = x.view(B, H, T, D // H)                                               # (B, H?, T?, d_k): wrong
-    return finish(q @ q.transpose(-2, -1), q)
+    return attend(x.view(B, H, T, D // H))                                    # (B, H?, T?, d_k): wrong
+
+
+def reshape_not_transpose(x, H):
+    B, T, D = x.shape
+    return attend(x.reshape(B, H, T, D // H))                                 # the same bug, with reshape
+
+
+def wrong_transpose(x, H):
+    B, T, D = x.shape
+    return attend(x.view(B, T, H, D // H).transpose(0, 1))                    # (T, B, H, d_k)
+
+
+def batch_as_seq(x, H):
+    B, T, D = x.shape
+    x = x.view(T, B, D).transpose(0, 1)                                       # (T?, B?, D): wrong
+    q = x.reshape(x.shape[0], x.shape[1], H, D // H).transpose(1, 2)          # (T?, H, B?, d_k)
+    return torch.softmax(q @ q.transpose(-2, -1), dim=-1)                     # attends over blocks of the batch
+
+
+def no_key_transpose(x, H):
+    q = split(x, H)
+    return torch.softmax(q @ q, dim=-1)                                       # runs only when T == d_k
+
+
+def interleaved_heads(x, H):
+    B, T, D = x.shape
+    q = x.view(B, T, D // H, H).permute(0, 3, 1, 2)                           # (B, H', T, d_k'): unusual split
+    return attend(q).transpose(1, 2).reshape(B, T, D // H, H).contiguous().view(B, T, D)  # (B, T, D)
 
 
 def softmax_dim_minus_2(x, H):
@@ -184,12 +225,15 @@ def merge_without_transpose(x, H):
 
 # -- running them ----------------------------------------------------------------------------------
 
-def trace(fn, B=2, T=6, D=64, H=8, **extra):
+def trace(fn, B=2, T=6, D=64, H=8, names: str | None = None, **extra):
+    """``fn`` on x [B, T, D] under a trace with these dims; ``names`` also names x (as ``"B T D"``)."""
     torch.manual_seed(0)
     dims = {"B": B, "T": T, "D": D, "H": H, **extra}
     x = torch.randn(B, T, D)
     _LINEARS[:] = [nn.Linear(D, D, bias=False) for _ in range(4)]
     with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        if names is not None:
+            shapetrace.name(x, names)
         fn(x, H)
     assert t.exception is None
     return t, dims

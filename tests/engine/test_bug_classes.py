@@ -15,6 +15,7 @@ from tests.corpus.bug_models import (
     ERROR,
     WARNING,
     additive_mask,
+    batch_as_seq,
     cross_attention_right,
     einops_tokens_into_heads,
     found,
@@ -25,6 +26,7 @@ from tests.corpus.bug_models import (
     masked_fill_key_axis,
     masked_fill_query_axis,
     merge_without_transpose,
+    reshape_not_transpose,
     scaled,
     scaled_by_power,
     sizes,
@@ -35,6 +37,7 @@ from tests.corpus.bug_models import (
     trace,
     trace_cross,
     view_without_transpose,
+    wrong_transpose,
 )
 from tests.styles import contradictions, load
 
@@ -188,31 +191,56 @@ def test_scaled_by_head_width_is_clean(B, T, D, H):
     assert contradictions(t, dims) == []
 
 
-# -- the existing classes, at equal sizes too ----------------------------------------------------
+# -- the head-split, softmax and merge classes, at equal sizes too ----------------------------------
 
-@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2)))
-def test_skip_transpose(B, T, D, H):
-    t, _ = trace(skip_transpose, B, T, D, H)
-    assert (ERROR, "mixed-axis") in found(t)
-
-
-@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (2, 8, 64, 8), (2, 4, 16, 4), (4, 4, 8, 2)))
-def test_softmax_over_queries(B, T, D, H):
-    t, _ = trace(softmax_dim_minus_2, B, T, D, H)
-    assert (ERROR, "softmax-wrong-axis") in found(t)
-
-
-@pytest.mark.parametrize("B,T,D,H", sizes((2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2)))
-def test_merge_without_transpose(B, T, D, H):
-    t, _ = trace(merge_without_transpose, B, T, D, H)
-    assert (ERROR, "mixed-axis") in found(t)
+#: Each class, what it must raise, and the sizes (B, T, D, H) it must be caught at; x named "B T D" or by
+#: dims alone. The wide D 512 rows came from the former test_diagnose table, the small ones from this file's.
+HEAD_CLASSES = [
+    (skip_transpose, (ERROR, "mixed-axis"), [(2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2), (2, 6, 512, 8),
+                                            (2, 64, 512, 8), (2, 4, 512, 16)]),
+    (reshape_not_transpose, (ERROR, "mixed-axis"), [(2, 6, 512, 8), (2, 64, 512, 8), (2, 4, 512, 16)]),
+    (wrong_transpose, (ERROR, "attends-over-wrong-axis"), [(2, 6, 512, 8), (2, 64, 512, 8), (2, 4, 512, 16)]),
+    (softmax_dim_minus_2, (ERROR, "softmax-wrong-axis"), [(2, 6, 64, 8), (2, 8, 64, 8), (2, 4, 16, 4), (4, 4, 8, 2),
+                                                          (2, 6, 512, 8), (2, 64, 512, 8), (2, 4, 512, 16)]),
+    (merge_without_transpose, (ERROR, "mixed-axis"), [(2, 6, 64, 8), (3, 12, 48, 4), (2, 4, 8, 2), (2, 6, 512, 8),
+                                                      (2, 64, 512, 8), (2, 4, 512, 16)]),
+    (batch_as_seq, (ERROR, "attends-over-batch"), [(2, 6, 512, 8), (2, 64, 512, 8), (2, 4, 512, 16)]),
+]
 
 
-@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 64, 8), (2, 4, 16, 4)))
+@pytest.mark.parametrize("fn, expected, B, T, D, H, names", [
+    pytest.param(fn, expected, *size, names, id=f"{fn.__name__}-B{size[0]}-T{size[1]}-D{size[2]}-H{size[3]}-{how}")
+    for fn, expected, cases in HEAD_CLASSES for size in cases
+    for names, how in ((None, "dims"), ("B T D", "named"))])
+def test_each_head_class_is_caught(fn, expected, B, T, D, H, names):
+    t, _ = trace(fn, B, T, D, H, names=names)
+    assert expected in found(t)
+
+
+@pytest.mark.parametrize("fn", [skip_transpose, reshape_not_transpose])
+def test_skip_transpose_is_caught_when_T_equals_H(fn):
+    """Shapes alone cannot see it at T = H; the names can."""
+    t, _ = trace(fn, 2, 8, 512, 8, names="B T D")
+    assert t.events[0].output.dims == ("B", "T", "H", "d_k")  # what memory really holds
+    assert (ERROR, "attends-over-wrong-axis") in found(t)
+
+
+@pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 64, 8), (2, 4, 16, 4), (2, 8, 512, 8)))
 def test_merge_without_transpose_at_T_equals_H(B, T, D, H):
-    t, _ = trace(merge_without_transpose, B, T, D, H)
-    assert (ERROR, "tokens-merged-with-features") in found(t)   # a later projection proves the merge wrong
+    """At T = H the merge is a clean-looking [B, H, T*d_k]; the projection over it proves it wrong, so the
+    reshape itself gets the error (naming the projection), and the projection gets its own."""
+    t, _ = trace(merge_without_transpose, B, T, D, H, names="B T D")
+    assert (ERROR, "tokens-merged-with-features") in found(t)
+    assert (WARNING, "tokens-merged-with-features") not in found(t)
     assert (ERROR, "projection-over-tokens") in found(t)
+    merged = next(e for e in t.events if e.op == "reshape")
+    project = next(e for e in t.events if e.op == "linear" and e.index > merged.index)  # the output projection
+    assert merged.output.dims == ("B", "H", "T*d_k")
+    (d,) = [d for d in t.diagnostics if d.kind == "tokens-merged-with-features"]
+    assert d.event == merged.index and d.message.endswith(
+        f"axis 2 flattens T and d_k into one axis, so each of its entries is a (token, feature) pair. linear "
+        f"#{project.index} then projects over that axis, so each output feature mixes tokens: the merge was not a "
+        "layout exercise.")
 
 
 class EinsumScores(nn.Module):

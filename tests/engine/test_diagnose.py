@@ -1,8 +1,11 @@
-"""Each diagnostic fires on its bug and stays silent on correct code, whatever the sizes."""
+"""What each diagnostic says (message, fix, severity), and silence on correct code, whatever the sizes.
+
+Whether each class of bug is caught at many sizes is tests/engine/test_bug_classes.py; the models are
+tests/corpus/bug_models.py's.
+"""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,93 +13,13 @@ from hypothesis import strategies as st
 import shapetrace
 from shapetrace.app.session import trace_reference
 from shapetrace.attention.config import AttentionConfig
-
-
-def split(x, B, T, H, dk):
-    return x.view(B, T, H, dk).transpose(1, 2)                # (B, H, T, d_k)
-
-
-def attend(q):
-    scores = q @ q.transpose(-2, -1)                          # (B, H, T, T)
-    return torch.softmax(scores, dim=-1) @ q                  # (B, H, T, d_k)
-
-
-def merge(y, B, T, H, dk):
-    return y.transpose(1, 2).contiguous().view(B, T, H * dk)  # (B, T, D)
-
-
-def correct(x, B, T, H, dk):
-    return merge(attend(split(x, B, T, H, dk)), B, T, H, dk)
-
-
-def skip_transpose(x, B, T, H, dk):
-    return attend(x.view(B, H, T, dk))                        # (B, H?, T?, d_k): wrong
-
-
-def reshape_not_transpose(x, B, T, H, dk):
-    return attend(x.reshape(B, H, T, dk))                     # same bug, with reshape
-
-
-def wrong_transpose(x, B, T, H, dk):
-    return attend(x.view(B, T, H, dk).transpose(0, 1))        # (T, B, H, d_k)
-
-
-def merge_without_transpose(x, B, T, H, dk):
-    return attend(split(x, B, T, H, dk)).reshape(B, T, H * dk)  # heads and tokens mixed
-
-
-def softmax_wrong_dim(x, B, T, H, dk):
-    q = split(x, B, T, H, dk)
-    return torch.softmax(q @ q.transpose(-2, -1), dim=-2) @ q  # normalises over queries
-
-
-def batch_as_seq(x, B, T, H, dk):
-    x = x.view(T, B, H * dk).transpose(0, 1)                  # (T?, B?, D) then back: wrong
-    q = x.reshape(x.shape[0], x.shape[1], H, dk).transpose(1, 2)
-    return torch.softmax(q @ q.transpose(-2, -1), dim=-1)     # attends over blocks of the batch
-
-
-def no_key_transpose(x, B, T, H, dk):
-    q = split(x, B, T, H, dk)
-    return torch.softmax(q @ q, dim=-1)                       # runs only when T == d_k
-
-
-def interleaved_heads(x, B, T, H, dk):
-    q = x.view(B, T, dk, H).permute(0, 3, 1, 2)               # (B, H', T, d_k'): unusual split
-    return attend(q).transpose(1, 2).reshape(B, T, dk, H).contiguous().view(B, T, H * dk)
+from tests.corpus.bug_models import correct, found, interleaved_heads, no_key_transpose, skip_transpose, trace
 
 
 def run(fn, B=2, T=6, H=8, D=512):
-    x = torch.randn(B, T, D)
-    with shapetrace.trace(dims=dict(B=B, T=T, D=D, H=H)) as t:
-        shapetrace.name(x, "B T D")
-        fn(x, B, T, H, D // H)
-    return {(d.severity, d.kind) for d in t.diagnostics}, t
-
-
-BUGS = [
-    (skip_transpose, {("error", "mixed-axis")}),
-    (reshape_not_transpose, {("error", "mixed-axis")}),
-    (wrong_transpose, {("error", "attends-over-wrong-axis")}),
-    (merge_without_transpose, {("error", "mixed-axis")}),
-    (softmax_wrong_dim, {("error", "softmax-wrong-axis")}),
-    (batch_as_seq, {("error", "attends-over-batch")}),
-]
-
-
-@pytest.mark.parametrize("fn,expected", BUGS, ids=lambda v: getattr(v, "__name__", ""))
-@pytest.mark.parametrize("T,H", [(6, 8), (64, 8), (4, 16)])
-def test_bug_is_flagged(fn, expected, T, H):
-    kinds, _ = run(fn, T=T, H=H)
-    assert expected <= kinds
-
-
-@pytest.mark.parametrize("fn", [skip_transpose, reshape_not_transpose])
-def test_skip_transpose_is_caught_when_T_equals_H(fn):
-    """Shapes alone cannot see it at T = H; the names can."""
-    kinds, t = run(fn, T=8, H=8)
-    assert t.events[0].output.dims == ("B", "T", "H", "d_k")  # what memory really holds
-    assert ("error", "attends-over-wrong-axis") in kinds
+    """``fn`` (a model of tests/corpus/bug_models.py) on x [B, T, D] named "B T D"; its (severity, kind)s."""
+    t, _ = trace(fn, B, T, D, H, names="B T D")
+    return found(t), t
 
 
 def test_no_key_transpose_runs_silently_but_is_flagged():
@@ -145,29 +68,6 @@ def test_correct_attention_is_never_flagged(B, T, H, dk):
 def test_reference_model_has_no_error_or_warning(T, H, dk):
     trace = trace_reference(AttentionConfig(d_model=H * dk, heads=H, seq_len=T))
     assert [d for d in trace.diagnostics if d.severity in ("error", "warning")] == []
-
-
-def merge_without_transpose_then_project(x, B, T, H, dk):
-    w = torch.randn(H * dk, H * dk)
-    y = attend(split(x, B, T, H, dk)).reshape(B, T, H * dk)   # (B, T?, D?): heads and tokens mixed
-    return torch.nn.functional.linear(y, w)                     # (B, T, D)
-
-
-def test_merge_without_transpose_is_caught_when_T_equals_H():
-    """At T = H the merge is a clean-looking [B, H, T*d_k]; the projection over it proves it wrong, so the
-    reshape itself gets the error (naming the projection), and the projection gets its own."""
-    kinds, t = run(merge_without_transpose_then_project, T=8, H=8)
-    assert ("error", "tokens-merged-with-features") in kinds
-    assert ("warning", "tokens-merged-with-features") not in kinds
-    assert ("error", "projection-over-tokens") in kinds
-    merged = next(e for e in t.events if e.op == "reshape")
-    project = next(e for e in t.events if e.op == "linear")
-    assert merged.output.dims == ("B", "H", "T*d_k")
-    (d,) = [d for d in t.diagnostics if d.kind == "tokens-merged-with-features"]
-    assert d.event == merged.index and d.message.endswith(
-        f"axis 2 flattens T and d_k into one axis, so each of its entries is a (token, feature) pair. linear "
-        f"#{project.index} then projects over that axis, so each output feature mixes tokens: the merge was not a "
-        "layout exercise.")
 
 
 def test_flattening_tokens_with_features_is_only_a_warning():
