@@ -155,3 +155,29 @@ def cli():
         return runner.invoke(app, list(args), input=input, catch_exceptions=False)
 
     return invoke
+
+
+#: fixed so the golden rendering in test_lessons is stable; a real check draws new inputs every time
+CURRICULUM_SEED = 7
+
+
+@pytest.fixture(scope="session")
+def curriculum_verdicts(tmp_path_factory):
+    """The starter, the solution and every known mistake of every exercise: ``{(exercise id, "starter" |
+    "solution" | mistake id): verdict}``. Several files of tests/exercises/ only read these; each check
+    starts sandboxed children that import torch, so a file checked twice costs seconds."""
+    from shapetrace.exercises.checker import Job, check_files  # the checker, for the tests that use it
+    from shapetrace.exercises.content import load
+
+    curriculum = load()
+    tmp = tmp_path_factory.mktemp("mistakes")
+    jobs, keys = [], []
+    for ex in curriculum.exercises:
+        jobs += [Job(ex.id, str(ex.starter)), Job(ex.id, str(ex.solution))]
+        keys += [(ex.id, "starter"), (ex.id, "solution")]
+        for m in ex.mistakes:
+            path = tmp / f"{ex.id}__{m.id}.py"
+            path.write_text(m.code)
+            jobs.append(Job(ex.id, str(path)))
+            keys.append((ex.id, m.id))
+    return dict(zip(keys, check_files(jobs, curriculum.root, time_limit=20, seed=CURRICULUM_SEED)))

@@ -283,47 +283,74 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
     """A learner-written test: one fresh child per implementation, none told which one it holds.
 
     The request is the same for every implementation; the implementation's code goes in the secret
-    section, which only the child's implementation process reads (:mod:`.remote`), never the test's."""
+    section, which only the child's implementation process reads (:mod:`.remote`), never the test's.
+    The reference's child starts first: a test that does not pass it has its verdict then (it rejects
+    the reference, crashes, or times out on it), and the broken versions not yet started never start."""
 
     from shapetrace.exercises.sandbox import run_child
-    from shapetrace.exercises.testjudge import TestJudge
+    from shapetrace.exercises.testjudge import REFERENCE, TestJudge
 
     judge = TestJudge(ex, job.file, seed, source)
     meta = _request(job, source, ex, limit, memory_mb, width, layers)
     meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
+    reference = next(i for i, impl in enumerate(judge.cases) if impl.id == REFERENCE)
+    order = [reference] + [i for i in range(len(judge.cases)) if i != reference]
+    settled = threading.Event()   # the reference's run decides the verdict alone
     done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
 
-    def one(impl):
-        secret = json.dumps({"code": impl.code, "subjects": list(ex.subjects)}).encode()
+    def one(i: int):
+        if settled.is_set():
+            return None
+        secret = json.dumps({"code": judge.cases[i].code, "subjects": list(ex.subjects)}).encode()
         run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret)
+        if i == reference and not _passed_every_run(run):
+            settled.set()
         if progress is not None:
             progress(next(done), len(judge.cases))
         return run
 
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        runs = list(pool.map(one, judge.cases))
-    missing = list(dict.fromkeys(m for run in runs for m in run.missing))
-    if not all(run.ready for run in runs):
-        raise _not_started(next(run for run in runs if not run.ready), memory_mb)
+        runs = {i: run for i, run in zip(order, pool.map(one, order)) if run is not None}
+    missing = list(dict.fromkeys(m for run in runs.values() for m in run.missing))
+    if not all(run.ready for run in runs.values()):
+        raise _not_started(next(run for run in runs.values() if not run.ready), memory_mb)
     with _JUDGE_LOCK:
         return unverified(_decide_test(judge, runs, limit).to_dict(), missing)
 
 
-def _decide_test(judge, runs: list, limit: float):
-    """Each implementation's result is the first run that disagrees with the rest (or the last run)."""
+def _test_results(run):
+    """What one implementation's child sent: (loaded, [one result per run]); raises _Unreadable."""
+    loaded, got = None, []
+    for frame in run.frames:
+        kind = frame.header.get("kind")
+        if kind == "loaded":
+            loaded = _learned(frame.body)
+        elif kind == "case" and isinstance(frame.header.get("case"), int):
+            got.append(_learned(frame.body))
+    return loaded, got
+
+
+def _passed_every_run(run) -> bool:
+    """Whether the learner's test loaded and passed, every time, on this (the reference's) child."""
+    try:
+        loaded, got = _test_results(run)
+    except _Unreadable:
+        return False
+    return (loaded is not None and not loaded.raised and len(got) >= TEST_RUNS
+            and not any(g.raised or g.timed_out for g in got))
+
+
+def _decide_test(judge, runs: dict, limit: float):
+    """Each implementation's result is the first run that disagrees with the rest (or the last run);
+    ``runs`` holds the children that ran, by implementation (all, unless the reference settled it)."""
     results = {}
-    for i, (impl, run) in enumerate(zip(judge.cases, runs)):
-        loaded, got = None, []
-        for frame in run.frames:
-            kind = frame.header.get("kind")
-            try:
-                if kind == "loaded":
-                    loaded = _learned(frame.body)
-                elif kind == "case" and isinstance(frame.header.get("case"), int):
-                    got.append(_learned(frame.body))
-            except _Unreadable as exc:
-                return judge.verdict("crash", "the checker could not read back what your test did",
-                                     explanation=[str(exc)])
+    for i, run in sorted(runs.items()):
+        impl = judge.cases[i]
+        try:
+            loaded, got = _test_results(run)
+        except _Unreadable as exc:
+            return judge.verdict("crash", "the checker could not read back what your test did",
+                                 explanation=[str(exc)])
         if loaded is None:
             return _dead_verdict(judge, run, None, limit)
         if loaded.raised:

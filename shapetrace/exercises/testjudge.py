@@ -56,15 +56,18 @@ class TestJudge(Judge):
         self.cases = impls
 
     def decide(self, results: dict[int, Learned], limit: float) -> Verdict:
-        """The verdict once every implementation has a result."""
-        by_id = {impl.id: results[i] for i, impl in enumerate(self.cases)}
-        for got in by_id.values():
-            if got.timed_out:
-                line, code = got.frame
-                return self.timeout(line, code, got.common(), limit)
+        """The verdict from each implementation's result. The reference's comes first: a test that times
+        out on it, or raises on it, has that verdict whatever it did elsewhere (and the broken versions
+        need not have run); then a timeout on any broken version; then what the test caught."""
+        by_id = {impl.id: results[i] for i, impl in enumerate(self.cases) if i in results}
         ref = by_id[REFERENCE]
+        if ref.timed_out:
+            return self._timed_out(ref, limit)
         if ref.raised:
             return self._rejects(ref)
+        for got in by_id.values():
+            if got.timed_out:
+                return self._timed_out(got, limit)
         caught = [m for m in self.ex.mutants if by_id[m.id].raised and not unrelated(by_id[m.id])]
         missed = [m for m in self.ex.mutants if m not in caught]
         if not missed:
@@ -72,6 +75,10 @@ class TestJudge(Judge):
                                 f"{len(caught)} broken versions ({', '.join(m.id for m in caught)})",
                                 **ref.common())
         return self._misses(caught, missed, by_id, ref)
+
+    def _timed_out(self, got: Learned, limit: float) -> Verdict:
+        line, code = got.frame
+        return self.timeout(line, code, got.common(), limit)
 
     def _rejects(self, ref: Learned) -> Verdict:
         line, code = ref.frame

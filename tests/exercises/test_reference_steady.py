@@ -57,13 +57,13 @@ def _in_process(ex, seed: int) -> dict:
         from shapetrace.exercises.testjudge import TestJudge
 
         judge = TestJudge(ex, job.file, seed, source)
-        runs = []
-        for impl in judge.cases:
+        runs = {}
+        for i, impl in enumerate(judge.cases):
             channel, server = _Collect(), Served(impl.code, list(ex.subjects))
             worker._check(channel, dict(meta, subjects=list(ex.subjects), runs=checker.TEST_RUNS), [], source,
                           None, server.client)
             server.close()
-            runs.append(ChildRun(frames=channel.frames))
+            runs[i] = ChildRun(frames=channel.frames)
         return checker._decide_test(judge, runs, 10.0).to_dict()
     cases = inputs.draw(ex.inputs, random.Random(seed))
     worker._check(channel, meta, cases, source)

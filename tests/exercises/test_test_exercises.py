@@ -56,13 +56,12 @@ def _source(ex, body: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    """Every learner test of this module, checked in locked-down children (two at a time)."""
+def verdicts(tmp_path_factory, curriculum_verdicts):
+    """Every learner test of this module, checked in locked-down children (two at a time); the solutions'
+    and starters' verdicts are the session's (tests/exercises/conftest.py)."""
     tmp = tmp_path_factory.mktemp("learner_tests")
     files = {}
     for ex in TESTS:
-        files[(ex.id, "solution")] = str(ex.solution)
-        files[(ex.id, "starter")] = str(ex.starter)
         for name, body in (("nothing", "pass"), ("name-error", "assert torch.equal(x, x)"),
                            ("fails-reference", FAILS_REFERENCE[ex.id][0])):
             path = tmp / f"{ex.id}__{name}.py"
@@ -78,7 +77,8 @@ def verdicts(tmp_path_factory):
         path.write_text(_source(rt, body))
         files[(rt.id, name)] = str(path)
     jobs = [Job(key[0], path) for key, path in files.items()]
-    return dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
+    shared = {(ex.id, kind): curriculum_verdicts[(ex.id, kind)] for ex in TESTS for kind in ("solution", "starter")}
+    return shared | dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
 
 
 def test_eight_test_exercises_across_the_lessons():
