@@ -357,6 +357,8 @@ class Inference:
             out_axes, params = [], record.params or {}
         if family is Family.JOIN and out_axes:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
+        if spec.name in PROJECTIONS and out_axes and out_axes[0]:
+            out_axes[0] = self._one_part_unstacked(record, out_axes[0])
         if record.ins and self._from_parameters_only(record.ins):
             self.from_parameters.update(record.outs)
         if self.pins and out_axes:
@@ -560,6 +562,17 @@ class Inference:
                 self.name_mismatches += axes is not None
                 checked.append(ax.unknown_axes(shape))
         return checked
+
+    def _one_part_unstacked(self, record: OpRecord, axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
+        """A projection its module names as q, k or v alone (``wk``, ``k_proj``) holds no q/k/v stack: a
+        width that only sizes read as a stack (``2*d_k`` = kv·d_k, which is two kv heads of d_k in
+        grouped-query code with H_kv undeclared) is left unnamed."""
+        last = axes[-1]
+        if len(last.atoms) != 1 or not _stacked_root(self.namer.aliases.get(last.atoms[0].root, last.atoms[0].root)):
+            return axes
+        if _projection_here(record, self.capture.module_calls) not in ("q", "k", "v"):
+            return axes
+        return (*axes[:-1], ax.unknown_axes((last.size,))[0])
 
     # -- provenance: which projection a tensor came from ------------------------------------------
     def _tags_of(self, nodes) -> tuple | None:
@@ -765,6 +778,12 @@ def _single(tags) -> str | None:
                 return None   # operands of two projections: the result is neither
             tag = t
     return tag
+
+
+def _stacked_root(root: str) -> bool:
+    """``2*d_k``, ``3*D``, ``D+2*D_kv``: a width read as a stack of q, k and v parts."""
+    return any(term.partition("*")[0] in {str(f) for f in STACK_FACTORS.values()} and "*" in term
+               for term in root.split("+"))
 
 
 def _projection_here(record: OpRecord, modules) -> str | None:

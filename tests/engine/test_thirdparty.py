@@ -71,6 +71,21 @@ def test_timm_reshape_permute_unbind():
     no_false_alarm(t)
 
 
+
+def test_grouped_query_attention_without_h_kv_names_no_kv_stack():
+    """meta-llama/llama's ``Attention`` (``self.wk = ColumnParallelLinear(dim, n_kv_heads * head_dim)``): with
+    H_kv undeclared, the key projection's width 2·64 is two kv heads, not a k/v stack; its view
+    ``[B, T, 2, d_k]`` was printed ``[B, T, kv=2, d_k]``. A projection named as keys alone holds no
+    stack, so the width and its pieces stay unnamed (the queries keep every name)."""
+    t = traced("gqa.py", "B=3,T=6,D=512,H=8")
+    f = facts(t)
+    assert f[1] == ("view", (3, 6, 8, 64), (3072, 512, 64, 1), ("B", "T", "H", "d_k"), True)
+    assert f[3] == ("linear", (3, 6, 128), (768, 128, 1), ("B", "T", None), False)
+    assert f[4] == ("view", (3, 6, 2, 64), (768, 128, 64, 1), ("B", "T", None, None), True)
+    assert f[7] == ("view", (3, 6, 2, 64), (768, 128, 64, 1), ("B", "T", None, None), True)
+    assert not [e.index for e in t.events if any(n in ("kv", "qkv") for n in e.output.dims)]
+    no_false_alarm(t)
+
 def test_einops_rearrange_and_einsum():
     t = traced("einops_style.py", "B=2,T=6,D=512,H=8")
     ops = [e.op for e in t.events]
