@@ -7,6 +7,7 @@ and what). The wording of every verdict is asserted exactly.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -180,6 +181,54 @@ def test_the_child_receives_the_implementations_unnamed_and_shuffled():
     assert len(orders) > 5 and any(order[0] != REFERENCE for order in orders)
     assert all("reference" not in impl.code and "mutant" not in impl.code for impl in TestJudge(ex, "f.py", 0).cases)
 
+
+
+def _learned(raised: str | None = None, timed_out: bool = False):
+    from shapetrace.exercises.judge import Learned
+
+    exc = {"type": raised or "CheckTimeout", "message": "m", "mro": [raised or "CheckTimeout"],
+           "timed_out": timed_out} if raised or timed_out else None
+    return Learned(facts={"exc": exc, "frame": [6, "assert False"]} if exc else {})
+
+
+def test_the_reference_outcome_ranks_before_a_broken_versions_timeout():
+    """The reference's child starts first and settles a test that does not pass it; a broken version that
+    timed out beside it (two children run at once) must not change that verdict."""
+    from shapetrace.exercises.testjudge import REFERENCE, TestJudge
+
+    judge = TestJudge(CURRICULUM.exercise("test-split-square"), "f.py", 3)
+    ref = next(i for i, impl in enumerate(judge.cases) if impl.id == REFERENCE)
+    other = next(i for i in range(len(judge.cases)) if i != ref)
+    rejected = judge.decide({ref: _learned("AssertionError"), other: _learned(timed_out=True)}, 2.0)
+    assert rejected.verdict == "rejects-reference"
+    alone = judge.decide({ref: _learned("AssertionError")}, 2.0)
+    assert alone.to_dict() == rejected.to_dict()
+    timed_out = judge.decide({i: _learned(timed_out=i == other) for i in range(len(judge.cases))}, 2.0)
+    assert timed_out.verdict == "timeout"
+    assert judge.decide({ref: _learned(timed_out=True)}, 2.0).verdict == "timeout"
+
+
+def test_a_test_that_rejects_the_reference_starts_no_more_children(verdicts, monkeypatch, tmp_path):
+    """The reference's child goes first; once it says the test fails the reference, the broken versions
+    still waiting never start: at most the one started beside it (two run at once)."""
+    from shapetrace.exercises import sandbox
+
+    started = []
+    real = sandbox.run_child
+
+    def counting(*args, **kwargs):
+        started.append(args[5])   # the secret: which implementation
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run_child", counting)
+    ex = CURRICULUM.exercise("test-round-trip")
+    path = tmp_path / "rejects.py"
+    path.write_text(_source(ex, FAILS_REFERENCE[ex.id][0]))
+    [v] = check_files([Job(ex.id, str(path))], CURRICULUM.root, time_limit=20, seed=5)
+    want = verdicts[(ex.id, "fails-reference")]
+    assert (v["verdict"], v["summary"], v["line"]) == (want["verdict"], want["summary"], want["line"])
+    assert json.loads(started[0])["code"] == ex.reference_code
+    assert len(started) <= 2 < len(ex.mutants) + 1
 
 def test_the_verdict_renders_every_surviving_mutant():
     from conftest import render
