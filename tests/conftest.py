@@ -181,3 +181,60 @@ def curriculum_verdicts(tmp_path_factory):
             jobs.append(Job(ex.id, str(path)))
             keys.append((ex.id, m.id))
     return dict(zip(keys, check_files(jobs, curriculum.root, time_limit=20, seed=CURRICULUM_SEED)))
+
+
+# -- the sandbox marker --------------------------------------------------------------------------------
+
+#: what starts the checker's sandboxed children: its entry points, and the commands that call them
+CHECKER_CALLS = frozenset({"check_job", "check_files", "check_file", "run_child", "grade"})
+CHECKER_COMMANDS = frozenset({"check", "grade", "watch", "hint"})
+
+
+def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
+    """Names and strings ``func`` uses, followed into the functions of its own module it names."""
+    import ast
+    import inspect
+    import textwrap
+
+    names: set[str] = set()
+    strings: set[str] = set()
+    if func in seen or not inspect.isfunction(func):
+        return names, strings
+    seen.add(func)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return names, strings
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    for name in list(names):
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper) and helper.__module__ == module.__name__:
+            more_names, more_strings = _reads_of(helper, module, seen)
+            names |= more_names
+            strings |= more_strings
+    return names, strings
+
+
+def _starts_sandboxes(item) -> bool:
+    """Whether a test, or a fixture it uses, calls the checker (read from their source)."""
+    import sys
+
+    funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+    for func in funcs:
+        module = sys.modules.get(func.__module__)
+        names, strings = _reads_of(func, module, set())
+        if names & CHECKER_CALLS or ("exercise" in strings and strings & CHECKER_COMMANDS):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if hasattr(item, "function") and _starts_sandboxes(item):
+            item.add_marker(pytest.mark.sandbox)

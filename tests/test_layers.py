@@ -346,3 +346,29 @@ def test_the_tests_mirror_the_package():
     assert {p.name for p in tests.glob("test_*.py")} == WHOLE_PACKAGE_TESTS
     for folder in folders | {"benchmarks"}:
         assert list((tests / folder).glob("test_*.py")), f"tests/{folder}/ holds no tests"
+
+
+def _checks_through_a_helper():
+    return _starts_the_checker()
+
+
+def _starts_the_checker():
+    from shapetrace.exercises.checker import check_files
+
+    return check_files
+
+
+def _traces_only():
+    return sorted([3, 1])
+
+
+def test_the_sandbox_marker_reads_helpers_and_command_lines():
+    """tests/conftest.py marks a test ``sandbox`` when its source, or a helper of its module it names,
+    calls the checker, or runs an ``exercise check|grade|watch|hint`` command line."""
+    from conftest import CHECKER_CALLS, CHECKER_COMMANDS, _reads_of
+
+    here = sys.modules[__name__]
+    names, _ = _reads_of(_checks_through_a_helper, here, set())
+    assert "check_files" in names and names & CHECKER_CALLS
+    names, strings = _reads_of(_traces_only, here, set())
+    assert not names & CHECKER_CALLS and not ("exercise" in strings and strings & CHECKER_COMMANDS)
