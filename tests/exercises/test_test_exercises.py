@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 
 import pytest
 
@@ -213,22 +214,30 @@ def test_a_test_that_rejects_the_reference_starts_no_more_children(verdicts, mon
     still waiting never start: at most the one started beside it (two run at once)."""
     from shapetrace.exercises import sandbox
 
-    started = []
+    ex = CURRICULUM.exercise("test-round-trip")
+    started, reference_done = [], threading.Event()
     real = sandbox.run_child
 
     def counting(*args, **kwargs):
         started.append(args[5])   # the secret: which implementation
-        return real(*args, **kwargs)
+        is_reference = json.loads(args[5])["code"] == ex.reference_code
+        if not is_reference:      # the broken version beside it waits: the reference finishes first
+            reference_done.wait(120)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            if is_reference:
+                reference_done.set()
 
     monkeypatch.setattr(sandbox, "run_child", counting)
-    ex = CURRICULUM.exercise("test-round-trip")
     path = tmp_path / "rejects.py"
     path.write_text(_source(ex, FAILS_REFERENCE[ex.id][0]))
     [v] = check_files([Job(ex.id, str(path))], CURRICULUM.root, time_limit=20, seed=5)
     want = verdicts[(ex.id, "fails-reference")]
     assert (v["verdict"], v["summary"], v["line"]) == (want["verdict"], want["summary"], want["line"])
-    assert json.loads(started[0])["code"] == ex.reference_code
+    assert ex.reference_code in [json.loads(secret)["code"] for secret in started]
     assert len(started) <= 2 < len(ex.mutants) + 1
+
 
 def test_the_verdict_renders_every_surviving_mutant():
     from conftest import render
