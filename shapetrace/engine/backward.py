@@ -180,4 +180,6 @@ class _Walker:
         if len(atoms) != 1 or not atoms[0].whole or not atoms[0].root.startswith("#"):
             return
         operand, _, i = atoms[0].root[1:].partition(".")
+        if not (operand.isdigit() and i.isdigit()):
+            return   # a part of the operand's axis (``#0.2[0:8]``, a slice): not the same axis
         self.back(record.ins[int(operand)], int(i))

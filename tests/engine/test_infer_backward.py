@@ -101,3 +101,25 @@ def test_heads_of_a_product_are_carried_back_to_the_view_that_split_them():
         q @ q.transpose(-2, -1)                                            # (B, H, T, T)
     assert [e.output.dims for e in t.events[1:]] == [
         ("B", "T", "H", None), ("B", "H", "T", None), ("B", "H", None, "T"), ("B", "H", "T", "T")]
+
+
+def test_a_slice_of_an_unnamed_fused_axis_carries_no_name_back():
+    """Falcon-7B's multi-query attention (transformers' modeling_falcon, ``_split_heads`` for
+    ``multi_query``): one fused ``query_key_value`` of width (H + 2)·d_k viewed as [B, T, H + 2, d_k], the
+    queries sliced ``[..., :-2, :]``. The backward pass met the slice's placeholder ``#0.2[0:8]`` (a part of
+    the unnamed axis, not the axis) and stopped the whole trace with an internal error; a part carries no
+    name back, so the run is traced, with no fault and no error."""
+    B, T, H, d_k = 3, 5, 8, 8
+    x = torch.randn(B, T, H * d_k)
+    w = torch.randn((H + 2) * d_k, H * d_k)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d_k} H={H}") as t:
+        fused = torch.nn.functional.linear(x, w).view(B, T, H + 2, d_k)      # (B, T, H+2, d_k)
+        q, k = fused[..., :-2, :], fused[..., [-2], :]                       # (B, T, H, d_k), (B, T, 1, d_k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                          # (B, H, T, d_k), (B, 1, T, d_k)
+        (q @ k.expand(-1, H, -1, -1).transpose(-2, -1)).softmax(-1)          # (B, H, T, T)
+    assert t.exception is None
+    assert [e.op for e in t.events] == ["linear", "view", "__getitem__", "__getitem__", "transpose", "transpose",
+                                        "expand", "transpose", "matmul", "softmax"]
+    assert t.events[1].output.dims == ("B", "T", None, None)
+    assert t.events[-1].output.dims == ("B", "H", "T", "T")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
