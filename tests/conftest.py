@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import os
 import re
@@ -9,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -192,10 +195,6 @@ CHECKER_COMMANDS = frozenset({"check", "grade", "watch", "hint"})
 
 def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
     """Names and strings ``func`` uses, followed into the functions of its own module it names."""
-    import ast
-    import inspect
-    import textwrap
-
     names: set[str] = set()
     strings: set[str] = set()
     if func in seen or not inspect.isfunction(func):
@@ -223,8 +222,6 @@ def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
 
 def _starts_sandboxes(item) -> bool:
     """Whether a test, or a fixture it uses, calls the checker (read from their source)."""
-    import sys
-
     funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
     for func in funcs:
         module = sys.modules.get(func.__module__)

@@ -780,10 +780,13 @@ def _single(tags) -> str | None:
     return tag
 
 
+#: the counts a fused width's stack factor is written with (``2*d_k``, ``3*D``)
+_STACK_COUNTS = frozenset(str(f) for f in STACK_FACTORS.values())
+
+
 def _stacked_root(root: str) -> bool:
     """``2*d_k``, ``3*D``, ``D+2*D_kv``: a width read as a stack of q, k and v parts."""
-    return any(term.partition("*")[0] in {str(f) for f in STACK_FACTORS.values()} and "*" in term
-               for term in root.split("+"))
+    return any("*" in term and term.partition("*")[0] in _STACK_COUNTS for term in root.split("+"))
 
 
 def _projection_here(record: OpRecord, modules) -> str | None:
