@@ -156,6 +156,26 @@ def main() -> int:
     return 0
 
 
+def fork_server() -> int:
+    """The fork server (:mod:`shapetrace.exercises.forks`): import what every check needs once, then fork
+    one process per check, each running :func:`main`. Standard output is its control socket."""
+    import socket
+
+    import torch
+
+    torch.set_num_threads(1)
+    _preload()
+    (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)
+    control = socket.socket(fileno=os.dup(1))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)  # the modules' pipe, read to the end by the boot code
+    os.dup2(2, 1)  # stray prints go to stderr, never into the control socket
+    os.close(null)
+    from shapetrace.exercises.forks import serve
+
+    return serve(control, main)
+
+
 def _start_server(channel: Channel, confined):
     """Fork the process that holds the implementation under test (before any layer or learner code);
     standard input, where the implementation still waits unread, is closed here at once."""

@@ -222,14 +222,18 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     """The verdict dictionary for one file; raises :class:`CheckerError` if the checker cannot run, and
     :class:`~shapetrace.exercises.digests.TamperedError` if what it would run differs from its digests.
 
-    The inputs are drawn here and sent as values (the seed never leaves this process); the child
-    starts, and this process loads the reference while the child imports torch. ``layers``: the tests
-    of each layer turn the others off (a pass is then ``unverified``); the commands never do.
+    The inputs are drawn here and sent as values (the seed never leaves this process); the fork server
+    (:mod:`.forks`) starts in the background while this process loads the reference, then the check is
+    forked from it. ``layers``: the tests of each layer turn the others off (a pass is then
+    ``unverified``); the commands never do.
     ``progress``: called with (done, total) as the check goes (cases; for a test, implementations).
     """
     from shapetrace.exercises.content import load
     from shapetrace.exercises.digests import verify
+    from shapetrace.exercises.sandbox import warm_up
 
+    if "bwrap" in layers:
+        warm_up()  # the fork server imports torch while this process loads the reference
     curriculum = load(Path(lessons))
     ex = curriculum.exercise(job.exercise)
     verify(curriculum.root)  # the solutions, the judge and the broken versions are as recorded, or nothing runs
@@ -240,7 +244,7 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
                            progress)
     from shapetrace.exercises import inputs as inp
     from shapetrace.exercises.probe import plan
-    from shapetrace.exercises.sandbox import finish_child, start_child, stop_child
+    from shapetrace.exercises.sandbox import finish_child, start_child
 
     cases = inp.draw(ex.inputs, random.Random(seed))
     probe = plan(ex)  # the child's memory cap, known without running the reference
@@ -249,13 +253,9 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     if probe is not None:
         probe = dict(probe, seed=_probe_seed(seed))
     meta["probe"] = probe
+    with _JUDGE_LOCK:
+        judge = _prepare(ex, job, source, cases, probe)
     proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers)
-    try:
-        with _JUDGE_LOCK:
-            judge = _prepare(ex, job, source, cases, probe)
-    except BaseException:
-        stop_child(proc)
-        raise
     run = finish_child(proc, time_limit, len(cases) + (probe is not None),
                        probe["out_bytes"] if probe is not None else 0, progress)
     if not run.ready:

@@ -90,8 +90,18 @@ def landlock_abi() -> int:
         return 0
 
 
+def own_proc() -> list[str]:
+    """This process's own folder of ``/proc`` (``/proc/self`` resolved), where there is one: the only part
+    of ``/proc`` the sandbox may read (its own maps, status and memory; no other process can be listed)."""
+    try:
+        return [os.path.join("/proc", os.readlink("/proc/self"))]
+    except OSError:
+        return []
+
+
 def landlock(readable: list[str]) -> list[str]:
-    """Read-only access under ``readable`` and nothing else; no TCP; scoped signals and sockets."""
+    """Read-only access under ``readable`` and this process's own ``/proc`` folder, nothing else; no TCP;
+    scoped signals and sockets."""
     import ctypes
 
     abi = landlock_abi()
@@ -110,7 +120,7 @@ def landlock(readable: list[str]) -> list[str]:
 
         ctypes.set_errno(0)  # see landlock_abi
         fd = get_create_ruleset()(ctypes.cast(ctypes.pointer(attr), ctypes.POINTER(RulesetAttr)), size, 0)
-        for path in readable:
+        for path in [*readable, *own_proc()]:
             try:
                 target = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:

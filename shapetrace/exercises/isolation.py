@@ -70,7 +70,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _Finder())
 del _h
 import shapetrace.worker
-sys.exit(shapetrace.worker.main())
+sys.exit(shapetrace.worker.ENTRY())
 """
 
 
@@ -138,14 +138,21 @@ def _inside(path: str, roots: list[str]) -> bool:
 
 def readable(learner_file: str | None) -> list[str]:
     """What the child's Landlock rules let it read (the same inside and outside bubblewrap)."""
-    extra = ["/etc/ld.so.cache", "/proc", "/dev/null", "/dev/urandom"]
+    extra = ["/etc/ld.so.cache", "/dev/null", "/dev/urandom"]  # no /proc: no other process can be listed
     return _roots() + [p for p in extra if os.path.exists(p)] + ([learner_file] if learner_file else [])
+
+
+#: The user and group the checker's children run as inside bubblewrap: not 0, so that each child the fork
+#: server starts may map them into a user namespace of its own (mapping the host's root there would need
+#: CAP_SETFCAP, which the sandbox drops). They map to the checker's own user outside.
+SANDBOX_ID = 1000
 
 
 def bwrap_argv(learner_file: str | None) -> list[str]:
     """bubblewrap's arguments, up to (not including) the command."""
     roots = _roots()
-    argv = [bwrap_binary() or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+    argv = [bwrap_binary() or "bwrap", "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_ID),
+            "--gid", str(SANDBOX_ID), "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
     for name, value in child_env().items():
         argv += ["--setenv", name, value]
@@ -175,8 +182,10 @@ def child_env() -> dict[str, str]:
             "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-def python_argv() -> list[str]:
-    return [os.path.realpath(sys.executable), "-I", "-S", "-c", BOOT]
+def python_argv(entry: str = "main") -> list[str]:
+    """The interpreter with the boot code; ``entry``: the worker's function it runs (``main``: one check;
+    ``fork_server``: the server that forks one process per check, :mod:`.forks`)."""
+    return [os.path.realpath(sys.executable), "-I", "-S", "-c", BOOT.replace("ENTRY", entry)]
 
 
 _status: dict[str, str] = {}
@@ -208,9 +217,9 @@ def _try_bwrap() -> str:
     return ""
 
 
-def command(learner_file: str | None) -> tuple[list[str], list[str]]:
+def command(learner_file: str | None, entry: str = "main") -> tuple[list[str], list[str]]:
     """``(argv, missing)``: the child's command line, and the layers it runs without (in words)."""
     problem = bwrap_problem()
     if problem:
-        return python_argv(), [problem]
-    return bwrap_argv(learner_file) + python_argv(), []
+        return python_argv(entry), [problem]
+    return bwrap_argv(learner_file) + python_argv(entry), []

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shapetrace.exercises import isolation
+from shapetrace.exercises import forks, isolation
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
 
 #: Seconds allowed for the child to start (importing torch on a busy machine).
@@ -59,8 +59,12 @@ class ChildRun:
         return any(f.header.get("kind") == "ready" for f in self.frames)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (it leads its own session)."""
+def kill_group(proc: subprocess.Popen | forks.Forked) -> None:
+    """SIGKILL the child's whole process group (it leads its own session); a forked check: its whole
+    PID namespace, through the fork server."""
+    if isinstance(proc, forks.Forked):
+        proc.kill()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -163,14 +167,52 @@ def _preexec(cpu_seconds: int):
     return apply
 
 
-def payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
-    """What the child reads on its standard input: its modules (read by the boot code), the request, and
-    the secret: for a learner-written test, the implementation under test, read only by the process the
-    child forks to run it (:mod:`.remote`), never by the process that runs the learner's code."""
+def modules_payload() -> bytes:
+    """What the boot code reads first on standard input: the import path and the modules' sources (each
+    checked against its digest)."""
     modules = json.dumps({"path": isolation.package_paths(), "modules": isolation.module_sources()}).encode()
+    return len(modules).to_bytes(8, "big") + modules
+
+
+def request_payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
+    """What the worker reads on standard input: the request, and the secret: for a learner-written test,
+    the implementation under test, read only by the process the child forks to run it (:mod:`.remote`),
+    never by the process that runs the learner's code."""
     request = json.dumps(meta).encode()
-    return (len(modules).to_bytes(8, "big") + modules + len(request).to_bytes(8, "big") + request
-            + len(body).to_bytes(8, "big") + body + len(secret).to_bytes(8, "big") + secret)
+    return (len(request).to_bytes(8, "big") + request + len(body).to_bytes(8, "big") + body
+            + len(secret).to_bytes(8, "big") + secret)
+
+
+def payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
+    """A child started on its own: its modules, then the request (:func:`request_payload`)."""
+    return modules_payload() + request_payload(meta, body, secret)
+
+
+def _server_preexec():
+    """The fork server dies with the thread that started it (one that lasts as long as the checker)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    setrlimit, core = resource.setrlimit, resource.RLIMIT_CORE
+
+    def apply() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        setrlimit(core, (0, 0))
+    return apply
+
+
+def warm_up() -> None:
+    """Start the fork server in the background (the checker loads the reference meanwhile)."""
+    if not forks.running():
+        threading.Thread(target=fork_server, daemon=True, name="shapetrace-warm-up").start()
+
+
+def fork_server() -> forks.Server | None:
+    """The checker's fork server (:mod:`.forks`), started on first use; None where bubblewrap cannot
+    start, where ``SHAPETRACE_NO_FORK_SERVER=1``, or where the server cannot run (each check then starts
+    its own sandbox)."""
+    if isolation.bwrap_problem() or os.environ.get("SHAPETRACE_NO_FORK_SERVER") == "1":
+        return None
+    argv = isolation.bwrap_argv(None) + isolation.python_argv("fork_server")
+    return forks.server(argv, isolation.child_env(), modules_payload(), _server_preexec())
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
@@ -192,12 +234,18 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
     set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
     alone) starts the child without bubblewrap, and says so in ``missing``.
     """
+    cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
+    meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
+    server = fork_server() if bwrap else None
+    if server is not None:
+        child = server.start(int(STARTUP_GRACE) + cpu + 60)
+        child.missing, child.in_bwrap = [], True
+        _feed(child, request_payload(meta, body, secret))
+        return child
     if bwrap:
         argv, missing = isolation.command(None)
     else:
         argv, missing = isolation.python_argv(), ["bubblewrap (turned off for this check)"]
-    cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
-    meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=isolation.child_env(), cwd="/", start_new_session=True,
                             preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60))
@@ -215,6 +263,8 @@ def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extr
     """
     try:
         run = _Reader(proc, limit, phases, channel_extra, progress).read()
+        if not run.killed_for and not run.bad_channel:
+            _await_exit(proc)
     finally:
         stop_child(proc)
     run.returncode = proc.returncode
@@ -222,6 +272,15 @@ def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extr
         run.returncode = 128 - run.returncode  # bubblewrap exits 128 + N when its child died of signal N
     run.missing = list(getattr(proc, "missing", [])) + run.missing
     return run
+
+
+def _await_exit(proc) -> None:
+    """A child whose pipes closed by themselves has exited or is about to: wait ``EXIT_GRACE`` for its
+    status, so the kill that follows does not turn its own exit code into a kill."""
+    try:
+        proc.wait(timeout=EXIT_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def stop_child(proc: subprocess.Popen) -> None:

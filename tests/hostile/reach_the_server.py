@@ -1,7 +1,8 @@
 # exercise: test-split-square
 # verdict: rejects-reference
 # expect: the implementation's process is out of reach: mem PermissionError, process_vm_readv EPERM, ptrace EPERM, kill PermissionError
-# Goes after the process that holds the implementation: finds it in /proc (the one child of this process),
+# Goes after the process that holds the implementation: finds it in /proc (the one child of this process;
+# where /proc cannot be listed, the PID after this one's),
 # then tries to read its memory (/proc/PID/mem, process_vm_readv), to attach to it (ptrace) and to kill it.
 # Wherever its memory can be read, it looks there for the reference's distinctive line (built from pieces,
 # so this file's text does not hold it) and passes the reference and fails every broken version without
@@ -21,13 +22,21 @@ libc = ctypes.CDLL(None, use_errno=True)
 NEEDLE = "".join(["D // he", "ads).tran", "spose(1, 2)"]).encode()
 
 
-def _server() -> int:
-    for name in os.listdir("/proc"):
+def _server() -> tuple[int, int]:
+    """The implementation's process, as its own PID namespace numbers it (the next PID after this one:
+    the first process this one started) and as /proc does (which may be an outer namespace's): the
+    child of this process found in /proc where /proc can be listed, else the next after this one's."""
+    me = int(os.readlink("/proc/self"))  # this process as /proc numbers it
+    try:
+        names = os.listdir("/proc")
+    except PermissionError:
+        return os.getpid() + 1, me + 1
+    for name in names:
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/status") as status:
-                    if f"PPid:\t{os.getpid()}\n" in status.read():
-                        return int(name)
+                    if f"PPid:\t{me}\n" in status.read():
+                        return os.getpid() + 1, int(name)
             except OSError:
                 pass
     raise AssertionError("no process of the implementation found")
@@ -82,8 +91,8 @@ def _kill(pid: int):
 
 
 def check(split_heads):
-    pid = _server()
-    found = _read_mem(pid)
+    pid, in_proc = _server()
+    found = _read_mem(in_proc)
     if found is True:
         return  # the reference's line is in its memory: this is the reference
     if found is False:

@@ -1,0 +1,486 @@
+"""A fork server: one sandboxed process imports torch once; each check is a process forked from it.
+
+Starting the checker's child used to cost an interpreter that imports torch (1.1 s of CPU on a quiet
+core, measured) for every check, and a learner-written test starts one child per implementation. Now
+one process per checker (the *server*) starts inside bubblewrap, exactly as a child did, loads the
+worker and torch, and from then on only forks. The server never runs learner code, never reads a
+request and never holds an implementation: it receives three pipe ends and forks.
+
+Each forked check is as far from its siblings as separate bubblewrap sandboxes are from each other:
+
+* the forked process unshares its own user, PID, network, IPC and UTS namespaces; their init (PID 1)
+  forks the check as PID 2, as bubblewrap's init does (it cannot see, signal or count its siblings,
+  and its PID says nothing about the order the checks started in);
+* it has no network interface at all (a new network namespace), no SysV IPC or abstract sockets
+  shared with a sibling, and no capability left (dropped before any request is read);
+* Landlock then closes ``/proc`` with everything else (:func:`.isolation.readable`), so no sibling can
+  be listed by its outer PID; seccomp refuses ``pidfd_open``, ``kill`` of another process, ``socket``.
+
+The server's side (:func:`serve`) runs inside the sandbox; the checker's side (:class:`Server`,
+:func:`server`) runs in the checker and hands out :class:`Forked`, which behaves like the
+``subprocess.Popen`` of a direct child for :mod:`.sandbox`. Where the server cannot start or cannot
+give a check namespaces of its own, the checker starts one sandbox per check, as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
+_CLONE_NEWUTS, _CLONE_NEWIPC, _CLONE_NEWUSER = 0x04000000, 0x08000000, 0x10000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+#: The namespaces each forked check gets of its own.
+NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+#: How the process between the server and the check exits when it could not set the check up.
+SETUP_FAILED = 125
+#: Seconds the checker waits for the server to say it is ready (importing torch on a busy machine).
+SERVER_GRACE = 90.0
+
+
+# -- inside the sandbox: the server ----------------------------------------------------------------------
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def own_namespaces() -> None:
+    """Put this process in new user, PID, network, IPC and UTS namespaces, keeping its user and group
+    (mapped onto themselves). Raises OSError where the kernel refuses."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc().unshare(NAMESPACES) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def drop_capabilities() -> None:
+    """No capability left in any set (the new user namespace gave this process all of them in it)."""
+    import pyprctl
+
+    for cap in pyprctl.Cap:
+        if pyprctl.capbset_read(cap):
+            pyprctl.capbset_drop(cap)
+    pyprctl.cap_ambient_clear_all()
+    pyprctl.CapState(effective=set(), permitted=set(), inheritable=set()).set_current()
+    if pyprctl.CapState.get_current().permitted:
+        raise OSError("capabilities are still held")
+
+
+def _die_with_parent(parent: int) -> None:
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(SETUP_FAILED)
+
+
+def _exit_status(raw: int) -> int:
+    """A wait status as an exit code: the code, or 128 + N for a process killed by signal N (as
+    bubblewrap reports its command)."""
+    code = os.waitstatus_to_exitcode(raw)
+    return 128 - code if code < 0 else code
+
+
+def _wait_for(pid: int) -> int:
+    """Wait for ``pid`` (reaping any other child on the way, as an init must); its exit status."""
+    while True:
+        got, raw = os.waitpid(-1, 0)
+        if got == pid:
+            return _exit_status(raw)
+
+
+def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: list[int], report: int) -> None:
+    """The forked process: takes the check's pipes as 0, 1, 2, moves into namespaces of its own, forks
+    their init (PID 1), which drops every capability and forks the check (PID 2, as under bubblewrap);
+    tells the server the init's PID (killing it takes the whole namespace), waits, and exits with the
+    check's status. Never returns."""
+    status = SETUP_FAILED
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _die_with_parent(os.getppid())
+        for fd in close:
+            os.close(fd)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))  # until the check sets its own
+        own_namespaces()
+        init = os.fork()
+        if init == 0:
+            os.close(report)
+            _init(check)
+        os.write(report, str(init).encode())
+        os.close(report)
+        status = _wait_for(init)  # holding the pipes: they close once this process has the check's status
+    except BaseException as exc:  # noqa: B036  (the check never started: say why on its stderr)
+        try:
+            os.write(2, f"the fork server could not set the check up: {exc}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(status)
+
+
+def _init(check: Callable[[], int]) -> None:
+    """PID 1 of the check's namespace: no capability left, then the check as PID 2; exits with the
+    check's status (the namespace, the implementation's process included, goes with it)."""
+    _die_with_parent(0)  # its parent lives in the namespace above: getppid() is 0 here
+    drop_capabilities()
+    pid = os.fork()
+    if pid == 0:  # the check
+        _die_with_parent(1)
+        _run_check(check)
+    os._exit(_wait_for(pid))
+
+
+def _run_check(check: Callable[[], int]) -> None:
+    """Run the check and exit as an interpreter would: the code of ``SystemExit``, 1 and a traceback on
+    stderr for anything else (never back into the server's code)."""
+    import traceback
+
+    code = 1
+    try:
+        code = check()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: B036
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code if isinstance(code, int) else 1)
+
+
+class _Children:
+    """The server's forked processes: id -> (middle pid, check pid)."""
+
+    def __init__(self):
+        self.by_id: dict[int, tuple[int, int]] = {}
+
+    def add(self, ident: int, middle: int, check: int) -> None:
+        self.by_id[ident] = (middle, check)
+
+    def kill(self, ident: int) -> None:
+        """SIGKILL the check's init (PID 1 of its namespace: everything in it goes too); its middle
+        process then exits with 137. A check that never started: its middle process."""
+        middle, check = self.by_id.get(ident, (0, 0))
+        if check > 0 or middle > 0:
+            try:
+                os.kill(check or middle, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def reap(self) -> list[tuple[int, int]]:
+        done = []
+        for ident, (middle, _) in list(self.by_id.items()):
+            try:
+                pid, raw = os.waitpid(middle, os.WNOHANG)
+            except ChildProcessError:
+                pid, raw = middle, 0
+            if pid:
+                code = os.waitstatus_to_exitcode(raw)
+                done.append((ident, code if code >= 0 else 128 - code))
+                del self.by_id[ident]
+        return done
+
+
+def _fork_one(request: dict, fds: list[int], check: Callable[[], int], close: list[int]) -> tuple[int, int]:
+    """Fork the middle process for one check; ``(middle pid, init pid)`` (init pid 0: it never started)."""
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.close(r)
+        _middle(fds, int(request["cpu_seconds"]), check, close, w)
+    os.close(w)
+    got = b""
+    while True:
+        chunk = os.read(r, 32)
+        if not chunk:
+            break
+        got += chunk
+    os.close(r)
+    return middle, int(got) if got.isdigit() else 0
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def serve(control: socket.socket, check: Callable[[], int]) -> int:
+    """The server's loop: fork a check for each ``fork`` request (its pipes arrive with it), kill one on
+    ``kill``, report each exit; stop when the checker closes the socket. ``check`` runs in the forked
+    check (``worker.main``)."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    children, close = _Children(), [control.fileno(), wake_r, wake_w]
+    _send(control, {"kind": "hello", "problem": _probe_namespaces()})
+    try:
+        while True:
+            for ident, code in children.reap():
+                _send(control, {"kind": "exit", "id": ident, "code": code})
+            readable, _, _ = select.select([control, wake_r], [], [])
+            if wake_r in readable:
+                os.read(wake_r, 4096)
+            if control not in readable:
+                continue
+            data, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
+            if not data:
+                return 0
+            request = json.loads(data)
+            if request.get("op") == "fork" and len(fds) == 3:
+                middle, pid = _fork_one(request, fds, check, close)
+                children.add(int(request["id"]), middle, pid)
+            elif request.get("op") == "kill":
+                children.kill(int(request["id"]))
+            for fd in fds:
+                os.close(fd)
+    finally:
+        for ident in list(children.by_id):
+            children.kill(ident)
+
+
+def _probe_namespaces() -> str:
+    """'' when a forked process can take namespaces of its own and drop its capabilities, else why not."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        why = b""
+        try:
+            own_namespaces()
+            drop_capabilities()
+        except BaseException as exc:  # noqa: B036
+            why = str(exc).encode()[:200] or b"refused"
+        os.write(w, why)
+        os._exit(0)
+    os.close(w)
+    why = os.read(r, 400)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return why.decode("utf-8", "replace")
+
+
+# -- in the checker: the client ------------------------------------------------------------------------------
+
+class Forked:
+    """One check forked by the server, seen like a ``subprocess.Popen``: ``stdin``, ``stdout``, ``stderr``
+    (the checker's ends of its pipes), ``poll()``, ``wait()``, ``returncode``, and ``kill()``."""
+
+    def __init__(self, server: Server, ident: int, stdin, stdout, stderr):
+        self.server, self.ident = server, ident
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self.exited = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Until the server reports the exit; with no timeout, a check the server never reports on is
+        killed again every few seconds, and counted as killed after a minute."""
+        if timeout is not None:
+            if not self.exited.wait(timeout):
+                raise subprocess.TimeoutExpired("forked check", timeout)
+            return self.returncode
+        for _ in range(12):
+            if self.exited.wait(5):
+                return self.returncode
+            self.kill()
+        self._ended(-signal.SIGKILL)
+        return self.returncode
+
+    def kill(self) -> None:
+        if not self.exited.is_set():
+            self.server.request({"op": "kill", "id": self.ident})
+
+    def _ended(self, code: int) -> None:
+        self.returncode = code
+        self.exited.set()
+
+
+class Server:
+    """The checker's side of one fork server: started by a thread that lives as long as the checker
+    (bubblewrap dies with the thread that started it), spoken to over a socket, read by another thread."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], modules: bytes, key: str,
+                 preexec: Callable[[], None]):
+        self.key, self.problem = key, ""
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.lock, self.next_id = threading.Lock(), 0
+        self.children: dict[int, Forked] = {}
+        self.alive, self.hello = True, threading.Event()
+        self.proc: subprocess.Popen | None = None
+        self.stderr = b""
+        started = threading.Event()
+
+        def keep() -> None:
+            try:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=theirs.fileno(),
+                                             stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True,
+                                             preexec_fn=preexec)
+            except OSError as exc:
+                self.problem = f"the fork server could not start: {exc}"
+                started.set()
+                return
+            finally:
+                theirs.close()
+            started.set()
+            try:
+                self.proc.stdin.write(modules)
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            while chunk := os.read(self.proc.stderr.fileno(), 4096):
+                self.stderr = (self.stderr + chunk)[-2000:]
+            self.proc.wait()
+
+        threading.Thread(target=keep, daemon=True, name="shapetrace-fork-server").start()
+        started.wait()
+        threading.Thread(target=self._read, daemon=True, name="shapetrace-fork-server-reader").start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            if message.get("kind") == "hello":
+                self.problem = str(message.get("problem") or "")
+                self.hello.set()
+            elif message.get("kind") == "exit":
+                with self.lock:
+                    child = self.children.pop(int(message["id"]), None)
+                if child is not None:
+                    child._ended(int(message["code"]))
+        with self.lock:
+            self.alive = False
+            orphans, self.children = list(self.children.values()), {}
+        for child in orphans:
+            child._ended(-signal.SIGKILL)
+        if not self.hello.is_set():
+            tail = self.stderr.decode("utf-8", "replace").strip().splitlines()
+            self.problem = self.problem or ("the fork server stopped before it was ready"
+                                            + (f": {tail[-1][:160]}" if tail else ""))
+        self.hello.set()
+
+    def ready(self, timeout: float = SERVER_GRACE) -> bool:
+        return self.hello.wait(timeout) and self.alive and not self.problem
+
+    def request(self, message: dict, fds: list[int] = ()) -> None:
+        try:
+            socket.send_fds(self.sock, [json.dumps(message).encode()], list(fds))
+        except OSError:
+            pass  # the server is gone: the reader marks every child ended
+
+    def start(self, cpu_seconds: int) -> Forked:
+        """Fork one check; its pipes are made here, their far ends sent to the server and closed here."""
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        with self.lock:
+            self.next_id += 1
+            ident = self.next_id
+            child = Forked(self, ident, open(in_w, "wb", buffering=0), open(out_r, "rb", buffering=0),
+                           open(err_r, "rb", buffering=0))
+            if self.alive:
+                self.children[ident] = child
+        try:
+            if child.ident in self.children:
+                self.request({"op": "fork", "id": ident, "cpu_seconds": cpu_seconds}, [in_r, out_w, err_w])
+            else:
+                child._ended(-signal.SIGKILL)
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        return child
+
+    def stop(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+_servers: dict[str, Server] = {}
+_failed: dict[str, str] = {}
+_servers_lock = threading.Lock()
+
+
+def key_of(argv: list[str], modules: bytes) -> str:
+    """What a server is started from: a different command line or different modules need a new one."""
+    return hashlib.sha256(json.dumps(argv).encode() + modules).hexdigest()
+
+
+def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callable[[], None]) -> Server | None:
+    """The running server for this command line and these modules (started on first use), or None
+    where one cannot run here (the reason is kept: :func:`problem`)."""
+    key = key_of(argv, modules)
+    with _servers_lock:
+        if key in _failed:
+            return None
+        got = _servers.get(key)
+        if got is not None and got.alive:
+            return got
+        for old in _servers.values():
+            old.stop()
+        _servers.clear()
+        got = Server(argv, env, modules, key, preexec)
+        if not got.ready():
+            _failed[key] = got.problem or "the fork server did not answer"
+            got.stop()
+            return None
+        _servers[key] = got
+        return got
+
+
+def running() -> bool:
+    """Whether a server is up (or being started)."""
+    return _servers_lock.locked() or any(s.alive for s in _servers.values())
+
+
+def problem() -> str:
+    """Why the last server could not run ('' if none failed)."""
+    return next(iter(_failed.values()), "")
+
+
+def stop_all() -> None:
+    with _servers_lock:
+        for old in _servers.values():
+            old.stop()
+        _servers.clear()
