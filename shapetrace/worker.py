@@ -1,5 +1,8 @@
 """The checker's child process: started by :mod:`shapetrace.exercises.sandbox`, never by hand.
 
+Two entries: :func:`main`, one check, and :func:`fork_server`, which imports what every check needs once
+and then forks a process per check that runs :func:`main` (:mod:`shapetrace.exercises.forks`).
+
 An entry point, like ``__main__.py`` (so it sits at the top, above every layer). It decides nothing.
 It arrives as source text over its standard input (:data:`shapetrace.exercises.isolation.BOOT`),
 inside a bubblewrap sandbox, and reads its request from the same pipe: the learner's source, the

@@ -8,9 +8,13 @@ into which only these are bound, read-only:
 * the folders of ``sys.path`` that hold packages (torch, numpy, rich...), with every path the
   checker protects masked by an empty read-only tmpfs where it falls inside one: the shapetrace
   package itself, the lessons, the progress folder;
-* a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes), a minimal ``/dev``,
-  and a private ``/tmp`` (a tmpfs that ctypes' library lookup needs while the layers load; Landlock
-  closes it with everything else).
+* a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes; Landlock then closes
+  it but for the process's own folder), a minimal ``/dev``, and a private ``/tmp`` (a tmpfs that
+  ctypes' library lookup needs while the layers load; Landlock closes it with everything else).
+
+One such sandbox holds the checker's fork server (:mod:`.forks`), which forks each check into user,
+PID, network, IPC and UTS namespaces of its own; it runs as user and group ``SANDBOX_ID`` (mapped to
+the checker's own), so that a forked process may map them into its own user namespace.
 
 The learner's file is not bound: its text arrives over standard input with the request, so the child
 holds its own copy and has nothing to map back to the learner's real file.

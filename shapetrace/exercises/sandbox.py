@@ -1,9 +1,12 @@
 """Start the checker's child, read its channel and stderr with caps, and kill it on every exit path.
 
-Parent side; no torch. The child (:mod:`shapetrace.worker`) runs inside bubblewrap (:mod:`.isolation`)
-in its own session and PID namespace; its modules and its request go over its standard input (no
-request file, no temp folder). It dies with the parent: ``--die-with-parent`` (bubblewrap), and
-``PR_SET_PDEATHSIG`` on the process this one starts. Deadlines are measured here: one to start
+Parent side; no torch. The child (:mod:`shapetrace.worker`) is forked by the checker's fork server
+(:mod:`.forks`: one bubblewrap sandbox that imports torch once) into namespaces of its own; where the
+server cannot run, it is started in a bubblewrap sandbox of its own (:mod:`.isolation`). Its request
+goes over its standard input (no request file, no temp folder); a child started on its own reads its
+modules there first. It dies with the parent: ``--die-with-parent`` (bubblewrap), and
+``PR_SET_PDEATHSIG`` on the process this one starts (the server's: on a thread that lives as long as
+the checker). Deadlines are measured here: one to start
 (importing torch), then one overall deadline for the whole check, fixed when the child says it is
 ready, which no frame can move; each phase (loading the file, each input case) also has its own,
 never past the overall one. Frames are capped in size and number before they are buffered.
