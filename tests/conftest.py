@@ -164,16 +164,11 @@ def cli():
 CURRICULUM_SEED = 7
 
 
-@pytest.fixture(scope="session")
-def curriculum_verdicts(tmp_path_factory):
-    """The starter, the solution and every known mistake of every exercise: ``{(exercise id, "starter" |
-    "solution" | mistake id): verdict}``. Several files of tests/exercises/ only read these; each check
-    starts sandboxed children that import torch, so a file checked twice costs seconds."""
+def _check_the_curriculum(tmp: Path) -> dict[tuple[str, str], dict]:
     from shapetrace.exercises.checker import Job, check_files  # the checker, for the tests that use it
     from shapetrace.exercises.content import load
 
     curriculum = load()
-    tmp = tmp_path_factory.mktemp("mistakes")
     jobs, keys = [], []
     for ex in curriculum.exercises:
         jobs += [Job(ex.id, str(ex.starter)), Job(ex.id, str(ex.solution))]
@@ -184,6 +179,58 @@ def curriculum_verdicts(tmp_path_factory):
             jobs.append(Job(ex.id, str(path)))
             keys.append((ex.id, m.id))
     return dict(zip(keys, check_files(jobs, curriculum.root, time_limit=20, seed=CURRICULUM_SEED)))
+
+
+@pytest.fixture(scope="session")
+def curriculum_verdicts(tmp_path_factory):
+    """The starter, the solution and every known mistake of every exercise: ``{(exercise id, "starter" |
+    "solution" | mistake id): verdict}``. Several files of tests/exercises/ only read these; each check
+    starts sandboxed children, so a file checked twice costs time. Checked once per run: the first
+    pytest-xdist worker to need them checks them in the run's shared temp folder, under a lock, and
+    the others read its JSON (pytest-xdist's own recipe for a session fixture that runs once)."""
+    import fcntl
+    import json
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _check_the_curriculum(tmp_path_factory.mktemp("mistakes"))
+    shared = tmp_path_factory.getbasetemp().parent / "curriculum"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "verdicts.json"
+        if done.exists():
+            return {tuple(k.split("\0")): v for k, v in json.loads(done.read_text()).items()}
+        verdicts = _check_the_curriculum(shared)
+        done.write_text(json.dumps({"\0".join(k): v for k, v in verdicts.items()}))
+        return verdicts
+
+
+# -- processes ------------------------------------------------------------------------------------------
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (its children, theirs, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is running (not gone, not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 # -- the sandbox marker --------------------------------------------------------------------------------

@@ -139,18 +139,18 @@ def test_no_import_cycles():
 
 
 @pytest.fixture
-def planted():
-    """Write modules into the package for one test, and remove them after."""
-    made: list[Path] = []
+def planted(tmp_path, monkeypatch):
+    """Write modules into a copy of the package, which the readings above then read (never into the
+    package itself: a check or a test running meanwhile would meet a file that is not in its digests)."""
+    copy = tmp_path / "shapetrace"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", copy)
 
     def plant(rel: str, code: str) -> None:
-        path = PKG / rel
-        path.write_text(code)
-        made.append(path)
+        (copy / rel).write_text(code)
 
-    yield plant
-    for path in made:
-        path.unlink()
+    return plant
 
 
 def test_a_lazy_upward_import_is_caught(planted):

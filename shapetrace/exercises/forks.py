@@ -336,7 +336,7 @@ class Server:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.lock, self.next_id = threading.Lock(), 0
         self.children: dict[int, Forked] = {}
-        self.alive, self.hello = True, threading.Event()
+        self.alive, self.hello, self.drained = True, threading.Event(), threading.Event()
         self.proc: subprocess.Popen | None = None
         self.stderr = b""
         started = threading.Event()
@@ -348,6 +348,7 @@ class Server:
                                              preexec_fn=preexec)
             except OSError as exc:
                 self.problem = f"the fork server could not start: {exc}"
+                self.drained.set()
                 started.set()
                 return
             finally:
@@ -360,6 +361,7 @@ class Server:
                 pass
             while chunk := os.read(self.proc.stderr.fileno(), 4096):
                 self.stderr = (self.stderr + chunk)[-2000:]
+            self.drained.set()
             self.proc.wait()
 
         threading.Thread(target=keep, daemon=True, name="shapetrace-fork-server").start()
@@ -389,6 +391,7 @@ class Server:
         for child in orphans:
             child._ended(-signal.SIGKILL)
         if not self.hello.is_set():
+            self.drained.wait(5)  # the server's last words, read by the thread that started it
             tail = self.stderr.decode("utf-8", "replace").strip().splitlines()
             self.problem = self.problem or ("the fork server stopped before it was ready"
                                             + (f": {tail[-1][:160]}" if tail else ""))

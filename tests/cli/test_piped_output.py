@@ -1,6 +1,7 @@
 """Output piped into a file or another program (issue 13): no line ends in spaces (Rich pads lines to
 the width; the commands' console drops that padding when stdout is not a terminal), and the leaked
-token links of a ``--break`` run are never split across lines."""
+token links of a ``--break`` run are never split across lines. The commands run in this process with
+stdout a pipe-like stream that is not a terminal (:func:`cli_in_process`), as ``| less`` gives them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import re
 
 import pytest
-from conftest import run_cli
+from conftest import cli_in_process
 
 from shapetrace.cli.common import TrimmedLines
 
@@ -27,7 +28,7 @@ COMMANDS = [
 @pytest.mark.parametrize("width", ["80", "100"])
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_no_piped_line_ends_in_spaces(args, width):
-    done = run_cli(*args, env={"COLUMNS": width, "NO_COLOR": "1"})
+    done = cli_in_process(*args, env={"COLUMNS": width, "NO_COLOR": "1"})
     assert done.returncode in (0, 1), done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) > 5
@@ -37,7 +38,7 @@ def test_no_piped_line_ends_in_spaces(args, width):
 
 @pytest.mark.parametrize("width", ["80", "100"])
 def test_leaked_links_stay_on_one_line(width):
-    done = run_cli("run", "--break", "skip-transpose", "--causal", env={"COLUMNS": width, "NO_COLOR": "1"})
+    done = cli_in_process("run", "--break", "skip-transpose", "--causal", env={"COLUMNS": width, "NO_COLOR": "1"})
     text = done.stdout
     assert "leaked: 30 (input token -> output token) links" in text and "for example:" in text
     links = re.findall(r"b\d+ t\d+ -> b\d+ t\d+", text)
@@ -59,7 +60,8 @@ def test_trimmed_lines_keep_colour_codes_and_unfinished_lines():
 
 @pytest.mark.parametrize("width", ["60", "80", "100"])
 def test_exercise_list_keeps_each_exercise_kind_on_its_line(width, tmp_path):
-    done = run_cli("exercise", "list", env={"COLUMNS": width, "NO_COLOR": "1", "SHAPETRACE_STATE_DIR": str(tmp_path)})
+    env = {"COLUMNS": width, "NO_COLOR": "1", "SHAPETRACE_STATE_DIR": str(tmp_path)}
+    done = cli_in_process("exercise", "list", env=env)
     lines = done.stdout.splitlines()
     tests = [line for line in lines if "write a test" in line]
     assert [line.split()[0] for line in tests] == ["test-split-square", "test-round-trip", "test-causal-mask",

@@ -10,7 +10,7 @@ from conftest import ROOT, cli_in_process, run_cli
 
 
 def test_lessons_says_where_its_progress_lives(tmp_path):
-    res = cli_in_process("lessons", "--state-dir", str(tmp_path / "st"), env={"COLUMNS": "200"})
+    res = cli_in_process("lessons", "--state-dir", str(tmp_path / "st"), env={"COLUMNS": "300"})  # any tmp path
     assert res.returncode == 0, res.stderr
     assert res.stdout.rstrip().splitlines()[-1] == (
         f"progress: {tmp_path / 'st' / 'progress.json'} (one file for every folder you work in; --state-dir DIR "

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import alive, descendants
 
 from shapetrace.exercises import forks, isolation, sandbox
 from shapetrace.exercises.checker import Job, check_job
@@ -145,23 +146,14 @@ def test_a_server_that_cannot_start_leaves_each_check_its_own_sandbox(tmp_path, 
 
 
 def _server_tree(server: forks.Server) -> list[str]:
-    """The command names of the server's bubblewrap and everything under it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    names, todo = [], [server.proc.pid]
-    while todo:
-        pid = todo.pop()
+    """The command names of the server's bubblewrap and everything under it that is running."""
+    names = []
+    for pid in {server.proc.pid} | descendants(server.proc.pid):
         try:
-            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+            if alive(pid):
+                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
         except OSError:
             continue
-        todo += children.get(pid, [])
     return sorted(names)
 
 

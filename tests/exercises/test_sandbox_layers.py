@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import alive, descendants
 
 from shapetrace.exercises import confine, isolation
 from shapetrace.exercises.checker import Job, check_job
@@ -204,30 +205,6 @@ def test_rlimits_alone_cap_memory(runs):
 
 # -- the child tree dies with the checker ----------------------------------------------------------------
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
     import subprocess
@@ -245,19 +222,25 @@ def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
                              str(loop), "--time-limit", "60"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     tree: set[int] = set()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(tree) < 2:  # bubblewrap and the interpreter inside it
-        time.sleep(0.5)
-        tree = {p for p in _descendants(proc.pid) if _alive(p)}
+    deadline, started = time.monotonic() + 120, None
+    # bubblewrap (two processes) and the fork server, then the check's middle process, init and the check
+    # itself; a checker whose server cannot run starts bubblewrap and the interpreter only
+    while time.monotonic() < deadline and len(tree) < 6:
+        time.sleep(0.2)
+        tree = {p for p in descendants(proc.pid) if alive(p)}
+        if len(tree) >= 2 and started is None:
+            started = time.monotonic()
+        if started is not None and time.monotonic() > started + 5:
+            break
     assert len(tree) >= 2, "the sandbox never started"
-    time.sleep(3)  # the learner's loop is running now
-    tree |= _descendants(proc.pid)
+    time.sleep(1)  # the learner's loop is running now
+    tree |= descendants(proc.pid)
     proc.send_signal(sig)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in tree):
+    while time.monotonic() < deadline and any(alive(p) for p in tree):
         time.sleep(0.2)
-    assert [p for p in tree if _alive(p)] == [], f"{sig!r}: the sandbox outlived the checker"
+    assert [p for p in tree if alive(p)] == [], f"{sig!r}: the sandbox outlived the checker"
 
 
 def test_without_bubblewrap_a_pass_is_shown_but_never_recorded(tmp_path):

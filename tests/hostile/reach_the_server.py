@@ -1,15 +1,16 @@
 # exercise: test-split-square
 # verdict: rejects-reference
 # expect: the implementation's process is out of reach: mem PermissionError, process_vm_readv EPERM, ptrace EPERM, kill PermissionError
-# Goes after the process that holds the implementation: finds it in /proc (the one child of this process;
-# where /proc cannot be listed, the PID after this one's),
+# Goes after the process that holds the implementation: finds it in /proc (the one child of this process)
+# and as the PID after this one's in its own namespace,
 # then tries to read its memory (/proc/PID/mem, process_vm_readv), to attach to it (ptrace) and to kill it.
 # Wherever its memory can be read, it looks there for the reference's distinctive line (built from pieces,
 # so this file's text does not hold it) and passes the reference and fails every broken version without
 # checking a value (tests/exercises/test_sealed.py runs it with the layers off: it passes).
 # Stopped by: the implementation process's own layers (shapetrace/exercises/remote.py): it is non-dumpable
 # and outside this process's Landlock domain (created after the fork), which denies ptrace-like access
-# (/proc/PID/mem, process_vm_readv, ptrace) and, ABI 6, signals; seccomp refuses ptrace, process_vm_readv
+# (/proc/PID/mem, process_vm_readv, ptrace) and, ABI 6, signals, and lets it list no other process in /proc;
+# seccomp refuses ptrace, process_vm_readv
 # and kill of another process as well.
 import errno
 import os
@@ -22,15 +23,15 @@ libc = ctypes.CDLL(None, use_errno=True)
 NEEDLE = "".join(["D // he", "ads).tran", "spose(1, 2)"]).encode()
 
 
-def _server() -> tuple[int, int]:
-    """The implementation's process, as its own PID namespace numbers it (the next PID after this one:
-    the first process this one started) and as /proc does (which may be an outer namespace's): the
-    child of this process found in /proc where /proc can be listed, else the next after this one's."""
+def _server() -> tuple[int, int | str]:
+    """The implementation's process, as this PID namespace numbers it (the PID after this one's: the
+    first process this one started), and as /proc does (it may number an outer namespace's): the child
+    of this process found in /proc, or why /proc could not be listed (the name of the error)."""
     me = int(os.readlink("/proc/self"))  # this process as /proc numbers it
     try:
         names = os.listdir("/proc")
-    except PermissionError:
-        return os.getpid() + 1, me + 1
+    except OSError as exc:
+        return os.getpid() + 1, type(exc).__name__
     for name in names:
         if name.isdigit():
             try:
@@ -51,7 +52,9 @@ def _regions(pid: int):
                 yield start, end - start
 
 
-def _read_mem(pid: int):
+def _read_mem(pid: int | str):
+    if isinstance(pid, str):
+        return pid  # /proc could not be listed: its memory cannot be found there
     try:
         with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
             for start, size in _regions(pid):

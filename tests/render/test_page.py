@@ -31,7 +31,7 @@ def _playwright():
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("page") / "trace.html"
-    proc = cli_in_process("run", "--export", str(out))
+    proc = cli_in_process("run", "--export", str(out), env={"COLUMNS": "300"})  # the path on one line
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().startswith(f"exported to {out} (light theme): open it in a browser")
     return out
