@@ -159,7 +159,13 @@ def main() -> int:
     return 0
 
 
-def fork_server() -> int:
+def plain_fork_server() -> int:
+    """The fork server outside bubblewrap (bubblewrap turned off or unable to start): its checks take no
+    namespaces of their own, as a child started without bubblewrap took none."""
+    return fork_server(namespaces=False)
+
+
+def fork_server(namespaces: bool = True) -> int:
     """The fork server (:mod:`shapetrace.exercises.forks`): import what every check needs once, then fork
     one process per check, each running :func:`main`. Standard output is its control socket."""
     import socket
@@ -176,7 +182,7 @@ def fork_server() -> int:
     os.close(null)
     from shapetrace.exercises.forks import serve
 
-    return serve(control, main)
+    return serve(control, main, namespaces)
 
 
 def _start_server(channel: Channel, confined):

@@ -107,7 +107,8 @@ def _wait_for(pid: int) -> int:
             return _exit_status(raw)
 
 
-def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: list[int], report: int) -> None:
+def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: list[int], report: int,
+            namespaces: bool = True) -> None:
     """The forked process: takes the check's pipes as 0, 1, 2, moves into namespaces of its own, forks
     their init (PID 1), which drops every capability and forks the check (PID 2, as under bubblewrap);
     tells the server the init's PID (killing it takes the whole namespace), waits, and exits with the
@@ -127,11 +128,12 @@ def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: l
         import resource
 
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))  # until the check sets its own
-        own_namespaces()
+        if namespaces:
+            own_namespaces()
         init = os.fork()
         if init == 0:
             os.close(report)
-            _init(check)
+            _init(check, namespaces)
         os.write(report, str(init).encode())
         os.close(report)
         status = _wait_for(init)  # holding the pipes: they close once this process has the check's status
@@ -144,14 +146,18 @@ def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: l
         os._exit(status)
 
 
-def _init(check: Callable[[], int]) -> None:
-    """PID 1 of the check's namespace: no capability left, then the check as PID 2; exits with the
-    check's status (the namespace, the implementation's process included, goes with it)."""
-    _die_with_parent(0)  # its parent lives in the namespace above: getppid() is 0 here
-    drop_capabilities()
+def _init(check: Callable[[], int], namespaces: bool = True) -> None:
+    """PID 1 of the check's namespace: no capability left (the new user namespace gave it all), then the
+    check as PID 2; exits with the check's status (the namespace, the implementation's process included,
+    goes with it). Without namespaces (a server outside bubblewrap), the same two processes in the
+    checker's own, with what a child started on its own would hold."""
+    _die_with_parent(os.getppid())  # in a namespace of its own, its parent's PID reads 0
+    if namespaces:
+        drop_capabilities()
+    me = os.getpid()
     pid = os.fork()
     if pid == 0:  # the check
-        _die_with_parent(1)
+        _die_with_parent(me)
         _run_check(check)
     os._exit(_wait_for(pid))
 
@@ -210,13 +216,14 @@ class _Children:
         return done
 
 
-def _fork_one(request: dict, fds: list[int], check: Callable[[], int], close: list[int]) -> tuple[int, int]:
+def _fork_one(request: dict, fds: list[int], check: Callable[[], int], close: list[int],
+              namespaces: bool) -> tuple[int, int]:
     """Fork the middle process for one check; ``(middle pid, init pid)`` (init pid 0: it never started)."""
     r, w = os.pipe()
     middle = os.fork()
     if middle == 0:
         os.close(r)
-        _middle(fds, int(request["cpu_seconds"]), check, close, w)
+        _middle(fds, int(request["cpu_seconds"]), check, close, w, namespaces)
     os.close(w)
     got = b""
     while True:
@@ -232,7 +239,7 @@ def _send(sock: socket.socket, message: dict) -> None:
     sock.send(json.dumps(message).encode())
 
 
-def serve(control: socket.socket, check: Callable[[], int]) -> int:
+def serve(control: socket.socket, check: Callable[[], int], namespaces: bool = True) -> int:
     """The server's loop: fork a check for each ``fork`` request (its pipes arrive with it), kill one on
     ``kill``, report each exit; stop when the checker closes the socket. ``check`` runs in the forked
     check (``worker.main``)."""
@@ -241,7 +248,7 @@ def serve(control: socket.socket, check: Callable[[], int]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     children, close = _Children(), [control.fileno(), wake_r, wake_w]
-    _send(control, {"kind": "hello", "problem": _probe_namespaces()})
+    _send(control, {"kind": "hello", "problem": _probe_namespaces() if namespaces else ""})
     try:
         while True:
             for ident, code in children.reap():
@@ -256,7 +263,7 @@ def serve(control: socket.socket, check: Callable[[], int]) -> int:
                 return 0
             request = json.loads(data)
             if request.get("op") == "fork" and len(fds) == 3:
-                middle, pid = _fork_one(request, fds, check, close)
+                middle, pid = _fork_one(request, fds, check, close, namespaces)
                 children.add(int(request["id"]), middle, pid)
             elif request.get("op") == "kill":
                 children.kill(int(request["id"]))

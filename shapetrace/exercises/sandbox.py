@@ -208,13 +208,17 @@ def warm_up() -> None:
         threading.Thread(target=fork_server, daemon=True, name="shapetrace-warm-up").start()
 
 
-def fork_server() -> forks.Server | None:
-    """The checker's fork server (:mod:`.forks`), started on first use; None where bubblewrap cannot
-    start, where ``SHAPETRACE_NO_FORK_SERVER=1``, or where the server cannot run (each check then starts
-    its own sandbox)."""
-    if isolation.bwrap_problem() or os.environ.get("SHAPETRACE_NO_FORK_SERVER") == "1":
+def fork_server(bwrap: bool = True) -> forks.Server | None:
+    """The checker's fork server (:mod:`.forks`), started on first use: inside bubblewrap, each check
+    forked into namespaces of its own; where bubblewrap is turned off (``bwrap=False``) or cannot start,
+    a server outside it whose checks take no namespaces, as a child started on its own took none. None
+    where ``SHAPETRACE_NO_FORK_SERVER=1`` or the server cannot run (each check then starts on its own)."""
+    if os.environ.get("SHAPETRACE_NO_FORK_SERVER") == "1":
         return None
-    argv = isolation.bwrap_argv(None) + isolation.python_argv("fork_server")
+    if bwrap and not isolation.bwrap_problem():
+        argv = isolation.bwrap_argv(None) + isolation.python_argv("fork_server")
+    else:
+        argv = isolation.python_argv("plain_fork_server")
     return forks.server(argv, isolation.child_env(), modules_payload(), _server_preexec())
 
 
@@ -239,20 +243,20 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
     """
     cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
     meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
-    server = fork_server() if bwrap else None
-    if server is not None:
-        child = server.start(int(STARTUP_GRACE) + cpu + 60)
-        child.missing, child.in_bwrap = [], True
-        _feed(child, request_payload(meta, body, secret))
-        return child
     if bwrap:
         argv, missing = isolation.command(None)
     else:
         argv, missing = isolation.python_argv(), ["bubblewrap (turned off for this check)"]
+    server = fork_server(bwrap)
+    if server is not None:
+        child = server.start(int(STARTUP_GRACE) + cpu + 60)
+        child.missing, child.status_128 = missing, True  # the server reports a check killed by N as 128 + N
+        _feed(child, request_payload(meta, body, secret))
+        return child
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=isolation.child_env(), cwd="/", start_new_session=True,
                             preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60))
-    proc.missing, proc.in_bwrap = missing, not missing
+    proc.missing, proc.status_128 = missing, not missing  # bubblewrap reports its command killed by N as 128 + N
     _feed(proc, payload(meta, body, secret))
     return proc
 
@@ -271,7 +275,7 @@ def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extr
     finally:
         stop_child(proc)
     run.returncode = proc.returncode
-    if getattr(proc, "in_bwrap", False) and run.returncode is not None and run.returncode > 128:
+    if getattr(proc, "status_128", False) and run.returncode is not None and run.returncode > 128:
         run.returncode = 128 - run.returncode  # bubblewrap exits 128 + N when its child died of signal N
     run.missing = list(getattr(proc, "missing", [])) + run.missing
     return run
