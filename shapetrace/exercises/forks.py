@@ -19,7 +19,9 @@ Each forked check is as far from its siblings as separate bubblewrap sandboxes a
 The server's side (:func:`serve`) runs inside the sandbox; the checker's side (:class:`Server`,
 :func:`server`) runs in the checker and hands out :class:`Forked`, which behaves like the
 ``subprocess.Popen`` of a direct child for :mod:`.sandbox`. Where the server cannot start or cannot
-give a check namespaces of its own, the checker starts one sandbox per check, as before.
+give a check namespaces of its own, the checker starts one sandbox per check, as before. Where
+bubblewrap is turned off or cannot start, a server outside it (``namespaces=False``) forks checks that
+take no namespaces and keep what a child started on its own held (its passes are ``unverified``).
 """
 
 from __future__ import annotations
