@@ -111,15 +111,16 @@ def _wait_for(pid: int) -> int:
 
 def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: list[int], report: int,
             namespaces: bool = True) -> None:
-    """The forked process: takes the check's pipes as 0, 1, 2, moves into namespaces of its own, forks
-    their init (PID 1), which drops every capability and forks the check (PID 2, as under bubblewrap);
-    tells the server the init's PID (killing it takes the whole namespace), waits, and exits with the
-    check's status. Never returns."""
+    """The forked process: leads a session of its own, takes the check's pipes as 0, 1, 2, moves into
+    namespaces of its own (``namespaces``), forks their init (PID 1), which drops every capability and
+    forks the check (PID 2, as under bubblewrap); tells the server the init's PID (killing it takes the
+    whole namespace), waits, and exits with the check's status. Never returns."""
     status = SETUP_FAILED
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _die_with_parent(os.getppid())
+        os.setsid()
         for fd in close:
             os.close(fd)
         for target, fd in enumerate(fds):
@@ -186,23 +187,25 @@ def _run_check(check: Callable[[], int]) -> None:
 
 
 class _Children:
-    """The server's forked processes: id -> (middle pid, check pid)."""
+    """The server's forked processes: id -> (middle pid, init pid)."""
 
     def __init__(self):
         self.by_id: dict[int, tuple[int, int]] = {}
 
-    def add(self, ident: int, middle: int, check: int) -> None:
-        self.by_id[ident] = (middle, check)
+    def add(self, ident: int, middle: int, init: int) -> None:
+        self.by_id[ident] = (middle, init)
 
     def kill(self, ident: int) -> None:
-        """SIGKILL the check's init (PID 1 of its namespace: everything in it goes too); its middle
-        process then exits with 137. A check that never started: its middle process."""
-        middle, check = self.by_id.get(ident, (0, 0))
-        if check > 0 or middle > 0:
-            try:
-                os.kill(check or middle, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """SIGKILL the check's init (PID 1 of its namespace: everything in it goes too), and the process
+        group the middle process leads (init and the check, outside a namespace); the middle process
+        then exits with 137."""
+        middle, init = self.by_id.get(ident, (0, 0))
+        for kill, pid in ((os.kill, init), (os.killpg, middle)):
+            if pid > 0:
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def reap(self) -> list[tuple[int, int]]:
         done = []

@@ -9,6 +9,7 @@ hold (a control), so the test can fail.
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
@@ -180,3 +181,25 @@ def test_a_killed_server_is_started_again(tmp_path):
     assert v["verdict"] == "pass", v
     second = sandbox.fork_server()
     assert second is not first and second.alive
+
+
+def test_with_bubblewrap_off_checks_come_from_a_server_outside_it_and_take_no_namespaces(tmp_path):
+    """Landlock alone: the check is an ordinary process of the checker's PID namespace (not PID 2), its
+    /proc still closed but for its own folder, and its pass is unverified."""
+    v = _check(tmp_path, WHO_AM_I, layers=("landlock",))
+    seen = ast.literal_eval(v["summary"].removeprefix("your function raised ValueError: "))  # its dict
+    assert seen["pid"] > 2 and seen["ppid"] > 2 and seen["proc"] == "PermissionError", v
+    server = sandbox.fork_server(bwrap=False)
+    assert server is not None and "bwrap" not in Path(server.proc.args[0]).name
+    assert _check(tmp_path, HEAD_DIM, layers=("landlock",))["verdict"] == "unverified"
+
+
+def test_a_check_outside_bubblewrap_stopped_at_its_deadline_leaves_nothing_behind(tmp_path):
+    v = _check(tmp_path, "import time\ndef head_dim(d_model, heads):\n    time.sleep(60)\n", time_limit=1,
+               layers=("landlock", "seccomp"))
+    assert v["verdict"] == "timeout", v
+    server = sandbox.fork_server(bwrap=False)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and [p for p in descendants(server.proc.pid) if alive(p)]:
+        time.sleep(0.1)
+    assert [p for p in descendants(server.proc.pid) if alive(p)] == []
