@@ -210,6 +210,21 @@ def _raise(head: dict) -> None:
     raise exc
 
 
+def _value(desc, depth: int, value: Callable[[Any, int], Any]) -> Any:
+    """A value description that is not a tensor: a list or tuple (each item through ``value``, the
+    side's own decoder, so a tensor inside is rebuilt there), or a plain value; bounded in depth and
+    length."""
+    if not isinstance(desc, dict):
+        raise plain.NotPlain("not a value description")
+    for kind, make in (("list", list), ("tuple", tuple)):
+        if kind in desc:
+            items = desc[kind]
+            if depth >= plain.MAX_DEPTH or not isinstance(items, list) or len(items) > plain.MAX_ITEMS:
+                raise plain.NotPlain("a list too long or too deep")
+            return make(value(d, depth + 1) for d in items)
+    return plain._decode(desc, None, depth)
+
+
 class _Rebuilt:
     """The reply's tensors, rebuilt on the learner's tensors (argument storages) or on new storages."""
 
@@ -251,17 +266,9 @@ class _Rebuilt:
         return anchor.as_strided(shape, stride, offset)
 
     def value(self, desc, depth: int = 0):
-        if not isinstance(desc, dict):
-            raise plain.NotPlain("not a value description")
-        if "tensor" in desc or "same" in desc:
+        if isinstance(desc, dict) and ("tensor" in desc or "same" in desc):
             return self.tensor(desc)
-        for kind, make in (("list", list), ("tuple", tuple)):
-            if kind in desc:
-                items = desc[kind]
-                if depth >= plain.MAX_DEPTH or not isinstance(items, list) or len(items) > plain.MAX_ITEMS:
-                    raise plain.NotPlain("a list too long or too deep")
-                return make(self.value(d, depth + 1) for d in items)
-        return plain._decode(desc, None, depth)
+        return _value(desc, depth, self.value)
 
 
 def _apply(reply: tuple[dict, list], args: list) -> Any:
@@ -336,22 +343,14 @@ class _Call:
             self.kwargs[item[0]] = self.value(item[1])
 
     def value(self, desc, depth: int = 0):
-        if not isinstance(desc, dict):
-            raise plain.NotPlain("not a value description")
-        if "tensor" in desc:
+        if isinstance(desc, dict) and "tensor" in desc:
             j = plain._int(desc.get("storage"), 0, len(self.storages) - 1) if self.storages else None
             if j is None:
                 raise plain.NotPlain("a tensor without a storage")
             t = _on_storage(self.storages[j], desc)
             self.tensors.append(t)
             return t
-        for kind, make in (("list", list), ("tuple", tuple)):
-            if kind in desc:
-                items = desc[kind]
-                if depth >= plain.MAX_DEPTH or not isinstance(items, list) or len(items) > plain.MAX_ITEMS:
-                    raise plain.NotPlain("a list too long or too deep")
-                return make(self.value(d, depth + 1) for d in items)
-        return plain._decode(desc, None, depth)
+        return _value(desc, depth, self.value)
 
 
 def _where(t) -> tuple:
