@@ -104,10 +104,13 @@ def _run_case(fn, args, names, dims, path, limit, width):
 
 
 def _preload() -> None:
-    """Import everything the check needs while files may still be read."""
+    """Import everything the check needs while files may still be read; torch on one thread."""
     import random  # noqa: F401
 
     import numpy  # noqa: F401  (the probe's sender hands torch's memory to os.write through numpy)
+    import torch
+
+    torch.set_num_threads(1)
 
     from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401
     from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, remote, sealed  # noqa: F401
@@ -124,7 +127,6 @@ def main() -> int:
     channel = _private_channel()
     import torch
 
-    torch.set_num_threads(1)
     _preload()
     from shapetrace.exercises.confine import confine
     from shapetrace.exercises.inputs import Inputs
@@ -172,9 +174,8 @@ def fork_server(namespaces: bool = True) -> int:
 
     import torch
 
-    torch.set_num_threads(1)
     _preload()
-    (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)
+    (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools once, for every check
     control = socket.socket(fileno=os.dup(1))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the modules' pipe, read to the end by the boot code

@@ -215,8 +215,7 @@ class _Children:
             except ChildProcessError:
                 pid, raw = middle, 0
             if pid:
-                code = os.waitstatus_to_exitcode(raw)
-                done.append((ident, code if code >= 0 else 128 - code))
+                done.append((ident, _exit_status(raw)))
                 del self.by_id[ident]
         return done
 
@@ -452,6 +451,7 @@ class Server:
                 pass
 
 
+#: One server per command line (inside bubblewrap, outside it), each replaced when the modules change.
 _servers: dict[str, Server] = {}
 _failed: dict[str, str] = {}
 _servers_lock = threading.Lock()
@@ -465,22 +465,22 @@ def key_of(argv: list[str], modules: bytes) -> str:
 def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callable[[], None]) -> Server | None:
     """The running server for this command line and these modules (started on first use), or None
     where one cannot run here (the reason is kept: :func:`problem`)."""
-    key = key_of(argv, modules)
+    slot, key = json.dumps(argv), key_of(argv, modules)
     with _servers_lock:
         if key in _failed:
             return None
-        got = _servers.get(key)
-        if got is not None and got.alive:
+        got = _servers.get(slot)
+        if got is not None and got.alive and got.key == key:
             return got
-        for old in _servers.values():
-            old.stop()
-        _servers.clear()
+        if got is not None:
+            got.stop()  # started from other modules (an edited checkout), or gone
         got = Server(argv, env, modules, key, preexec)
         if not got.ready():
             _failed[key] = got.problem or "the fork server did not answer"
             got.stop()
+            _servers.pop(slot, None)
             return None
-        _servers[key] = got
+        _servers[slot] = got
         return got
 
 
@@ -493,9 +493,3 @@ def problem() -> str:
     """Why the last server could not run ('' if none failed)."""
     return next(iter(_failed.values()), "")
 
-
-def stop_all() -> None:
-    with _servers_lock:
-        for old in _servers.values():
-            old.stop()
-        _servers.clear()

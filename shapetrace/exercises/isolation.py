@@ -188,7 +188,8 @@ def child_env() -> dict[str, str]:
 
 def python_argv(entry: str = "main") -> list[str]:
     """The interpreter with the boot code; ``entry``: the worker's function it runs (``main``: one check;
-    ``fork_server``: the server that forks one process per check, :mod:`.forks`)."""
+    ``fork_server`` and ``plain_fork_server``: the server that forks one process per check, inside
+    bubblewrap or outside it, :mod:`.forks`)."""
     return [os.path.realpath(sys.executable), "-I", "-S", "-c", BOOT.replace("ENTRY", entry)]
 
 
@@ -221,9 +222,9 @@ def _try_bwrap() -> str:
     return ""
 
 
-def command(learner_file: str | None, entry: str = "main") -> tuple[list[str], list[str]]:
+def command(learner_file: str | None) -> tuple[list[str], list[str]]:
     """``(argv, missing)``: the child's command line, and the layers it runs without (in words)."""
     problem = bwrap_problem()
     if problem:
-        return python_argv(entry), [problem]
-    return bwrap_argv(learner_file) + python_argv(entry), []
+        return python_argv(), [problem]
+    return bwrap_argv(learner_file) + python_argv(), []

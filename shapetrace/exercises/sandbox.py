@@ -158,14 +158,16 @@ class _Reader:
 _PR_SET_PDEATHSIG = 1
 
 
-def _preexec(cpu_seconds: int):
-    """Runs in the new process before it starts bubblewrap: die with the parent, a CPU cap, no core files."""
+def _preexec(cpu_seconds: int | None):
+    """Runs in the new process before it starts bubblewrap: die with the parent (the thread that started
+    it), a CPU cap (none for the fork server, which lasts as long as the checker), no core files."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     setrlimit, cpu, core = resource.setrlimit, resource.RLIMIT_CPU, resource.RLIMIT_CORE
 
     def apply() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        setrlimit(cpu, (cpu_seconds, cpu_seconds))
+        if cpu_seconds is not None:
+            setrlimit(cpu, (cpu_seconds, cpu_seconds))
         setrlimit(core, (0, 0))
     return apply
 
@@ -191,17 +193,6 @@ def payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
     return modules_payload() + request_payload(meta, body, secret)
 
 
-def _server_preexec():
-    """The fork server dies with the thread that started it (one that lasts as long as the checker)."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    setrlimit, core = resource.setrlimit, resource.RLIMIT_CORE
-
-    def apply() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        setrlimit(core, (0, 0))
-    return apply
-
-
 def warm_up() -> None:
     """Start the fork server in the background (the checker loads the reference meanwhile)."""
     if not forks.running():
@@ -219,7 +210,7 @@ def fork_server(bwrap: bool = True) -> forks.Server | None:
         argv = isolation.bwrap_argv(None) + isolation.python_argv("fork_server")
     else:
         argv = isolation.python_argv("plain_fork_server")
-    return forks.server(argv, isolation.child_env(), modules_payload(), _server_preexec())
+    return forks.server(argv, isolation.child_env(), modules_payload(), _preexec(None))
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
