@@ -187,6 +187,19 @@ def exercise_grade(
             console = out_console(width)
             console.print(grade_table(cells))
             console.print(summary_line(cells), highlight=False)
+        _fail_if_unchecked(cells)
+
+
+def _fail_if_unchecked(cells: list) -> None:
+    """Exit 1, with one line, when any cell's file was not checked (the grade is then incomplete)."""
+    from shapetrace.exercises.recovery import unchecked
+
+    missed = unchecked(cells)
+    if missed:
+        names = ", ".join(f"{c.student}/{Path(c.file).name}" for c in missed[:5]) + (" ..." if len(missed) > 5 else "")
+        err_console().print(f"{len(missed)} of the class's files were not checked: {names}", highlight=False,
+                            markup=False)
+        raise typer.Exit(1)
 
 
 def _grade_with_progress(submissions: Path, time_limit: float, memory_mb: int, workers: int | None) -> list:
