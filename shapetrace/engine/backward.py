@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.ops import Call, Family, arg, family_of, is_basic_indexing, is_matrix_product
+from shapetrace.engine.rules.writes import written_axes
 from shapetrace.engine.thawed import thaw_args
-from shapetrace.engine.writes import written_axes
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer import Inference

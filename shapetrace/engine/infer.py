@@ -51,9 +51,9 @@ from shapetrace.engine.ops import (
     write_kind,
 )
 from shapetrace.engine.propagate import fits, strided
+from shapetrace.engine.rules.writes import written_axes
 from shapetrace.engine.thawed import thaw_args
 from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, canonical, projection_kind
-from shapetrace.engine.writes import written_axes
 
 #: ops whose result mixes two operands' roles: no projection tag passes through them
 COMBINES = ops_of(Family.PRODUCT) | ops_of(Family.FUSED_ATTENTION)

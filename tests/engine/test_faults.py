@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import shapetrace
-from shapetrace.engine import diagnose as diagnose_module
 from shapetrace.engine.infer import Inference
+from shapetrace.engine.rules import diagnose as diagnose_module
 
 
 def heads_then_join(x):
