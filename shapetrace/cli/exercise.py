@@ -161,11 +161,12 @@ def exercise_check(
             raise typer.Exit(1)
 
 
-@exercise_app.command("grade")
+@exercise_app.command("grade", context_settings={"allow_extra_args": True})
 def exercise_grade(
-    submissions: list[str] = typer.Argument(..., metavar="SUBMISSIONS",
-                                            help="A folder with one folder per student, each holding exercise "
-                                                 "files (split_heads.py, ...)."),
+    ctx: typer.Context,
+    submissions: str = typer.Argument(..., metavar="SUBMISSIONS",
+                                      help="A folder with one folder per student, each holding exercise files "
+                                           "(split_heads.py, ...)."),
     exercises: str | None = typer.Option(None, "--exercises", metavar="ID,ID",
                                          help="The exercises assigned (split-heads,head-dim): one column each, "
                                               "and each score is out of them. Default: every exercise someone "
@@ -195,7 +196,7 @@ def exercise_grade(
     with guarded(traceback):
         from shapetrace.exercises.grade import parse_assigned, survey
 
-        root = _one_folder(submissions, json_out)
+        root = _one_folder([submissions, *ctx.args], json_out)
         reports = _report_targets(csv_out, gradebook, json_file, json_out, force)
         ids = [e.id for e in load_curriculum().exercises]
         assigned = parse_assigned(exercises, ids) if exercises is not None else None
@@ -216,8 +217,9 @@ def _one_folder(submissions: list[str], json_out: bool) -> Path:
     if len(submissions) > 1:
         if json_out:
             named = [x for x in submissions if not Path(x).is_dir()] or submissions[1:]
-            raise UsageError(f"--json prints the grade as JSON on standard output and takes no file name; to write "
-                             f"it to a file use --json-file {named[0]}")
+            where = "--json alone prints it there" if named[0] == "-" else f"to write it to a file use --json-file " \
+                f"{named[0]}"
+            raise UsageError(f"--json prints the grade as JSON on standard output and takes no file name; {where}")
         raise UsageError(f"give one folder of submissions; got {len(submissions)}: {', '.join(submissions)}")
     if not submissions[0].strip():
         raise UsageError("SUBMISSIONS is empty: give the folder of submissions (one folder per student)")

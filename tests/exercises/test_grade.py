@@ -270,6 +270,8 @@ def test_the_report_says_what_was_assigned_and_what_was_not_graded():
     (["{tmp}/subs", "--json", "grades.json"], "--json prints the grade as JSON on standard output and takes no "
                                               "file name; to write it to a file use --json-file grades.json"),
     (["--json", "grades.json", "{tmp}/subs"], "use --json-file grades.json"),
+    (["{tmp}/subs", "--json", "-"], "takes no file name; --json alone prints it there"),
+    (["{tmp}/subs", "{tmp}/empty"], "give one folder of submissions; got 2"),
     (["{tmp}/subs", "--csv", "-", "--json"], "only one of --csv, --json can print on standard output"),
     (["{tmp}/subs", "--json-file", "-"], "--json-file -: to print the JSON on standard output use --json"),
     (["{tmp}/subs", "--csv", "{tmp}/kept.csv"], "kept.csv: a file with that name exists; add --force to replace"),
