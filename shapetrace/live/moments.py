@@ -1,0 +1,63 @@
+"""The questions of a live class: one per predict moment of a trace, split into what may be shown before
+the reveal (the op, its code line, its inputs) and what only the reveal shows (torch's output, the sentence,
+the memory diagram). The moments are the predict mode's (:class:`~shapetrace.app.predict.Quiz`), the
+shown data the classroom page's (:func:`~shapetrace.render.page.page_data`): nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.predict import Quiz
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.report import Report
+
+#: The memory question's two choices: the output shares the input's memory, or lives in new memory.
+MEMORY_CHOICES = {"view": "a view (same memory, nothing copied)", "new": "new memory (a copy or a new result)"}
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One question: ``ask`` is public from the start, ``reveal`` only after the teacher reveals it."""
+
+    number: int  #: 0-based, in the order the class meets them
+    event: Event
+    dims: dict[str, int]
+    ask: dict[str, Any]
+    reveal: dict[str, Any]
+
+    @property
+    def output(self) -> TensorInfo:
+        return self.event.output
+
+    @property
+    def memory(self) -> str:
+        """Torch's answer to the memory question: ``view`` or ``new``."""
+        return "view" if self.event.view else "new"
+
+
+def _sizes(dims: dict[str, Any]) -> dict[str, int]:
+    return {k: v for k, v in (dims or {}).items() if isinstance(v, int) and k not in ("qkv", "kv")}
+
+
+def build_moments(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light") -> list[Moment]:
+    """A moment for each op predict mode asks about, in trace order."""
+    from shapetrace.render.page import page_data
+
+    ops = {op["index"]: op for op in page_data(trace, options)["ops"]}
+    events = {e.index: e for e in trace.events}
+    dims = _sizes(trace.dims)
+    moments = []
+    for number, index in enumerate(Quiz.of(trace).asked):
+        op, event = ops[index], events[index]
+        ask = {"number": number, "index": index, "op": op["op"], "code": op["code"], "where": op["where"],
+               "inputs": op["inputs"]}
+        reveal = {"shape": op["shape"], "strides": op["strides"], "memory": "view" if event.view else "new",
+                  "memory_word": op["memory"], "sentence": op["sentence"], "equation": op["equation"],
+                  "diagram": op["diagram"].get(theme, ""), "notes": op["notes"]}
+        moments.append(Moment(number, event, dims, ask, reveal))
+    return moments
