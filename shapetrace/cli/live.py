@@ -23,7 +23,7 @@ def live(
     host: Annotated[str, typer.Option("--host", help="Address to listen on: 127.0.0.1 (this machine only, the "
                                       "default) or 0.0.0.0 (every network: phones in the room).",
                                       rich_help_panel=SERVER)] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.", rich_help_panel=SERVER)] = 8000,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).", rich_help_panel=SERVER)] = 8000,
     csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", help="Where the answers go (default "
                                             "shapetrace-live-DATE-TIME.csv here); never an existing file.",
                                             rich_help_panel=SERVER)] = None,

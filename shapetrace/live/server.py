@@ -219,15 +219,14 @@ class LiveServer:
         return json.dumps(dict(base, you=self.live.own_state(student)))
 
     async def broadcast(self) -> None:
-        """Every page gets the class's state (each student with their own answer and result)."""
-        projector, base = self._projector_text(), self._student_base()
-        sends = []
-        for conn in list(self.conns):
-            if conn.projector:
-                sends.append(self._send(conn, projector))
-            elif conn.student is not None:
-                sends.append(self._send(conn, self._student_text(conn.student, base)))
-        await asyncio.gather(*sends)
+        """Every page gets the class's state: the projector first (the room is looking at it), then each
+        student with their own answer and result."""
+        conns = list(self.conns)
+        projector = self._projector_text()
+        await asyncio.gather(*(self._send(c, projector) for c in conns if c.projector))
+        base = self._student_base()
+        await asyncio.gather(*(self._send(c, self._student_text(c.student, base))
+                               for c in conns if c.student is not None))
 
     def _schedule_count(self) -> None:
         if not self._count_pending:

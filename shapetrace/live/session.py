@@ -31,8 +31,8 @@ def check_extra() -> None:
 
 
 def check_port(port: int) -> int:
-    if not 0 < port < 65536:
-        raise UsageError(f"--port {port}: use a port from 1 to 65535")
+    if not 0 <= port < 65536:
+        raise UsageError(f"--port {port}: use a port from 1 to 65535 (0: any free port)")
     return port
 
 
@@ -79,6 +79,7 @@ def bind(host: str, port: int) -> socket.socket:
         raise RunError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port or --host)") \
             from None
     sock.set_inheritable(False)
+    sock.listen(2048)  # listening from now: a phone that connects before Uvicorn starts waits in the backlog
     return sock
 
 
@@ -111,5 +112,7 @@ def serve(live: LiveClass, sock: socket.socket, url: str, on_end: Callable[[], o
     from shapetrace.live.server import LiveServer, uvicorn_server
 
     server = LiveServer(live, url, on_end=on_end)
-    sock.listen(2048)
-    uvicorn_server(server.app).run(sockets=[sock])
+    try:
+        uvicorn_server(server.app).run(sockets=[sock])
+    except KeyboardInterrupt:  # Uvicorn closed every socket, then passed the Ctrl-C on: the class ended
+        pass
