@@ -288,22 +288,30 @@ def uvicorn_server(app):
 
 
 class Running:
-    """A class served from a thread on a free port of 127.0.0.1 (tests and benchmarks); it stops itself
-    after ``stop_after`` seconds whatever happens, and on :meth:`stop`."""
+    """A class served from a thread on free ports of 127.0.0.1 (tests and benchmarks); it stops itself
+    after ``stop_after`` seconds whatever happens, and on :meth:`stop`. ``origins`` extra ports serve the
+    same class, each its own origin to a browser (its own localStorage: a page per port behaves as a page
+    on its own device, in one browser context)."""
 
-    def __init__(self, server: LiveServer, stop_after: float = 120.0):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
+    def __init__(self, server: LiveServer, stop_after: float = 120.0, origins: int = 0):
+        self.socks = [self._bound() for _ in range(1 + origins)]
+        self.ports = [sock.getsockname()[1] for sock in self.socks]
+        self.port = self.ports[0]
         self.server = server
         self.uvicorn = uvicorn_server(server.app)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.timer = threading.Timer(stop_after, self.stop)
         self.timer.daemon = True
 
+    @staticmethod
+    def _bound() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        return sock
+
     def _run(self) -> None:
-        asyncio.run(self.uvicorn.serve(sockets=[self.sock]))
+        asyncio.run(self.uvicorn.serve(sockets=self.socks))
 
     def __enter__(self) -> Running:
         self.thread.start()
@@ -322,8 +330,13 @@ class Running:
         self.timer.cancel()
         self.stop()
         self.thread.join(10)
-        self.sock.close()
+        for sock in self.socks:
+            sock.close()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def origin(self, n: int) -> str:
+        """The address of extra origin ``n`` (0-based)."""
+        return f"http://127.0.0.1:{self.ports[1 + n]}"

@@ -8,16 +8,23 @@ import io
 import json
 
 import pytest
+from live_classes import fresh_class, moments
 
 from shapetrace.live.classstate import MAX_NAME, LiveClass, Refused
 from shapetrace.live.session import save_answers
+
+
+@pytest.fixture
+def live_class():
+    return fresh_class()
 
 
 def _joined(live: LiveClass, name: str = "Ada"):
     return live.join(name, live.join_code.lower())  # the code is read case-insensitively
 
 
-def test_the_reference_asks_the_predict_modes_questions(reference_moments):
+def test_the_reference_asks_the_predict_modes_questions():
+    reference_moments = moments("reference")
     assert [(m.ask["index"], m.ask["op"]) for m in reference_moments] == [
         (1, "view"), (2, "transpose"), (9, "transpose"), (10, "matmul"), (12, "matmul"), (13, "transpose"),
         (14, "contiguous"), (15, "view")]
@@ -55,9 +62,9 @@ def test_each_common_wrong_answer_says_what_it_means(live_class, question, typed
     assert not r.right and r.meaning == meaning
 
 
-def test_equal_sizes_hide_swapped_axes_and_the_names_tell(equal_size_moments):
+def test_equal_sizes_hide_swapped_axes_and_the_names_tell():
     # B = T = H = 4: [B, T, H, d_k] has the sizes of torch's [B, H, T, d_k]; only the names are wrong
-    live = LiveClass(equal_size_moments)
+    live = fresh_class("equal-sizes")
     s = _joined(live)
     live.go("next")
     r = live.answer(s.token, 1, "[B, T, H, d_k]")
@@ -102,9 +109,9 @@ def test_names_are_kept_as_text_and_anonymous_by_default(live_class):
     assert live_class.join(None, live_class.join_code).name == "anonymous 3"
 
 
-def test_torch_answer_is_in_no_state_before_the_reveal(live_class, reference_moments):
+def test_torch_answer_is_in_no_state_before_the_reveal(live_class):
     students = [_joined(live_class, f"s{i}") for i in range(3)]
-    for number, moment in enumerate(reference_moments):
+    for number, moment in enumerate(moments("reference")):
         if number:
             live_class.go("next")
         for s in students:

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("websockets", reason="the live extra is not installed: pip install -e '.[live]'")
 
+from live_classes import fresh_class  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
@@ -24,8 +25,8 @@ RECV = 10  # seconds any one message may take
 
 
 @pytest.fixture
-def served(skip_transpose_moments):
-    live = LiveClass(skip_transpose_moments)
+def served():
+    live = fresh_class("skip-transpose")
     with Running(LiveServer(live, "http://127.0.0.1:1/#code"), stop_after=60) as running:
         yield live, running
 
