@@ -23,7 +23,8 @@ def live(
     host: Annotated[str, typer.Option("--host", help="Address to listen on: 127.0.0.1 (this machine only, the "
                                       "default) or 0.0.0.0 (every network: phones in the room).",
                                       rich_help_panel=SERVER)] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).", rich_help_panel=SERVER)] = 8000,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).",
+                                      rich_help_panel=SERVER)] = 8000,
     csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", help="Where the answers go (default "
                                             "shapetrace-live-DATE-TIME.csv here); never an existing file.",
                                             rich_help_panel=SERVER)] = None,
@@ -134,4 +135,5 @@ def _farewell(live, saver) -> None:
         console.print(f"  question {row['number'] + 1} #{live.moments[row['number']].ask['index']} {row['op']}: "
                       f"{right}" + (f", most common wrong answer {row['common_wrong']}" if row["common_wrong"] else ""),
                       highlight=False, markup=False)
-    console.print(f"{len(live.students)} students; answers saved to {saved}", highlight=False)
+    n = len(live.students)
+    console.print(f"{n} student{'' if n == 1 else 's'}; answers saved to {saved}", highlight=False)
