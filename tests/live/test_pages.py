@@ -198,6 +198,11 @@ async def _question(live, projector, projector_frames, students, frames, moment)
     sent = Counter(_read(typed) for typed, _ in answers)
     assert {label.removesuffix("  ✓ torch"): int(n) for label, n in bars} == dict(sent)
     assert [label for label, _ in bars if label.endswith("✓ torch")] == [right + "  ✓ torch"]
+    notes = await projector.locator("#notes li").all_text_contents()
+    assert [_plain(n) for n in notes] == moment.reveal["notes"]
+    if moment.number == 0:  # the catalogue bug names itself at its op: the right shape, the wrong contents
+        assert notes[0].startswith("✗ error mixed-axis: view #1 turns [B=2, T=6, D=512] into [B=2, !T·H=8, !H=6, "
+                                   "d_k=64]")
     for i in (0, 2):  # a right answer and a wrong one (the input's shape), as each student sees it
         page = students[i]
         await page.wait_for_selector("#result:not([hidden])")

@@ -88,9 +88,14 @@
       $("histogram").replaceChildren(...r.histogram.map((b) => bar(b, most)));
       text("memory-counts", "view: " + r.memory_counts.view + " · new memory: " + r.memory_counts["new"]);
       text("sentence", r.sentence);
+      $("notes").replaceChildren(...r.notes.map((note) => {
+        const li = document.createElement("li");
+        li.textContent = note; // the trace's diagnostics at this op (a catalogue bug names itself here)
+        return li;
+      }));
       $("diagram").innerHTML = r.diagram; // rendered by the server from the trace, never from an answer
     } else {
-      $("histogram").replaceChildren(); $("diagram").replaceChildren();
+      $("histogram").replaceChildren(); $("notes").replaceChildren(); $("diagram").replaceChildren();
     }
     $("summary").hidden = !s.ended;
     if (s.ended) {

@@ -113,6 +113,7 @@
       }
       $("verdict").className = you.right ? "right" : "wrong";
       text("sentence", r.sentence);
+      text("notes", r.notes.join(" ")); // the trace's diagnostics: a right shape can still hold the wrong contents
       if (!you.answered) text("status", "");
     }
   }
