@@ -54,6 +54,9 @@ def live(
                                               "--patch).", rich_help_panel=MODEL)] = RunRequest.image,
     patch: Annotated[int | None, typer.Option("--patch", metavar="P", help="With --image: P x P patches.",
                                               rich_help_panel=MODEL)] = RunRequest.patch,
+    lesson: Annotated[int | None, typer.Option("--lesson", metavar="N", help="Ask the predict moments of lesson "
+                                               "N's live examples instead of a run (see shapetrace lessons).",
+                                               rich_help_panel=MODEL)] = None,
     long_names: Annotated[bool, typer.Option("--long-names", help="Spell out axes: batch, seq_len, d_model, "
                                              "heads, d_head.")] = ViewOptions.long_names,
     traceback: Annotated[bool, typer.Option("--traceback", help=TRACEBACK_HELP)] = False,
@@ -66,14 +69,14 @@ In a lecture hall, two commands: `pip install "shapetrace[live]"`, then `shapetr
 code or type the join address and code. On the projector: → or space next, r reveal, ← back, e end.
 Ctrl-C (or e) ends the class and saves every answer to a CSV file (never over an existing file)."""
     with guarded(traceback):
-        _live(ctx, host, port, csv, long_names)
+        _live(ctx, host, port, csv, long_names, lesson)
 
 
 _MODEL_OPTIONS = ("d_model", "heads", "batch", "seq_len", "seed", "preset", "causal", "kv_len", "kv_heads", "impl",
                   "broken", "decode", "image", "patch")
 
 
-def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names: bool) -> None:
+def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names: bool, lesson: int | None) -> None:
     from shapetrace.cli.run import typed_options
     from shapetrace.live.session import bind, check_csv, check_extra, check_port, default_csv
 
@@ -81,28 +84,39 @@ def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names:
     check_port(port)
     path = check_csv(csv) or default_csv()
     typed = typed_options(ctx)
+    model = sorted(typed & set(_MODEL_OPTIONS))
+    if lesson is not None and model:
+        raise UsageError(f"--lesson asks a lesson's own examples: drop --{model[0].replace('_', '-')}")
+    if lesson is not None:
+        from shapetrace.exercises.content import load
+
+        load().lesson(lesson)  # no such lesson: one line, before the port and torch
     request = RunRequest(**{name: ctx.params[name] for name in _MODEL_OPTIONS}, typed=typed).checked()
     if request.lists_catalogue:
         raise UsageError("--break list shows the catalogue: run `shapetrace run --break list`")
     sock = bind(host, port)  # a port in use answers before torch is imported
     try:
-        _serve(request, sock, host, path, long_names)
+        _serve(request, sock, host, path, ViewOptions(long_names=long_names), lesson)
     finally:
         sock.close()
 
 
-def _serve(request: RunRequest, sock, host: str, path, long_names: bool) -> None:
+def _serve(request: RunRequest, sock, host: str, path, options: ViewOptions, lesson: int | None) -> None:
     from shapetrace.app.session import trace_request
     from shapetrace.live.classstate import LiveClass
-    from shapetrace.live.moments import build_moments
+    from shapetrace.live.moments import build_moments, lesson_moments
     from shapetrace.live.session import Saver, join_url, serve
     from shapetrace.render.table import trace_header
 
-    device, note = pick_device(request.device, request.estimate, request.budget)
     import_torch()
-    report = trace_request(request, device, note).report()
-    header = trace_header(report)
-    live = LiveClass(build_moments(report, ViewOptions(long_names=long_names)), header[0] if header else "shapetrace")
+    if lesson is not None:
+        title, moments = lesson_moments(lesson, options)
+    else:
+        device, note = pick_device(request.device, request.estimate, request.budget)
+        report = trace_request(request, device, note).report()
+        header = trace_header(report)
+        title, moments = header[0] if header else "shapetrace", build_moments(report, options)
+    live = LiveClass(moments, title)
     url = join_url(host, sock.getsockname()[1], live.join_code)
     saver = Saver(live, path)
     _announce(live, url, saver)

@@ -44,20 +44,47 @@ def _sizes(dims: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in (dims or {}).items() if isinstance(v, int) and k not in ("qkv", "kv")}
 
 
-def build_moments(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light") -> list[Moment]:
-    """A moment for each op predict mode asks about, in trace order."""
+def build_moments(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light", first: int = 0,
+                  example: str = "") -> list[Moment]:
+    """A moment for each op predict mode asks about, in trace order, numbered from ``first``; ``example``:
+    the code the trace ran (a lesson's example), whose lines up to each op's are shown above it."""
     from shapetrace.render.page import page_data
 
     ops = {op["index"]: op for op in page_data(trace, options)["ops"]}
     events = {e.index: e for e in trace.events}
     dims = _sizes(trace.dims)
     moments = []
-    for number, index in enumerate(Quiz.of(trace).asked):
+    for number, index in enumerate(Quiz.of(trace).asked, first):
         op, event = ops[index], events[index]
         ask = {"number": number, "index": index, "op": op["op"], "code": op["code"], "where": op["where"],
-               "inputs": op["inputs"]}
+               "inputs": op["inputs"], "context": _lines_before(example, op["line"]), "sizes": _sizes_line(dims)}
         reveal = {"shape": op["shape"], "strides": op["strides"], "memory": "view" if event.view else "new",
                   "memory_word": op["memory"], "sentence": op["sentence"], "equation": op["equation"],
                   "diagram": op["diagram"].get(theme, ""), "notes": op["notes"]}
         moments.append(Moment(number, event, dims, ask, reveal))
     return moments
+
+
+def _lines_before(example: str, line: Any) -> str:
+    """The example's lines before line ``line`` (1-based), what a student reads to predict it."""
+    if not example or not isinstance(line, int):
+        return ""
+    return "\n".join(example.splitlines()[: max(0, line - 1)])
+
+
+def _sizes_line(dims: dict[str, int]) -> str:
+    return " ".join(f"{name}={size}" for name, size in dims.items())
+
+
+def lesson_moments(number: int, options: ViewOptions = ViewOptions(), theme: str = "light") -> tuple[str, list[Moment]]:
+    """A lesson's predict moments: those of each live example it traces, in the lesson's order (examples
+    that are there to raise have none); and the lesson's title."""
+    from shapetrace.app.lessons import lesson_blocks
+    from shapetrace.exercises.content import load
+
+    lesson = load().lesson(number)
+    moments: list[Moment] = []
+    for block in lesson_blocks(lesson):
+        if block.kind == "example" and block.trace is not None:
+            moments += build_moments(block.trace, options, theme, len(moments), block.body)
+    return f"lesson {lesson.number}: {lesson.title}", moments

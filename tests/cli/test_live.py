@@ -48,6 +48,13 @@ def test_an_existing_csv_is_never_replaced(tmp_path):
     assert mine.read_text() == "mine"
 
 
+def test_a_lesson_takes_no_model_option_and_must_exist():
+    out = cli_in_process("live", "--lesson", "1", "--heads", "4")
+    assert (out.returncode, out.stderr) == (2, "error: --lesson asks a lesson's own examples: drop --heads\n")
+    out = cli_in_process("live", "--lesson", "99", env={"COLUMNS": "300"})
+    assert out.returncode == 2 and out.stderr.startswith("error: there is no lesson 99; lessons are numbered 1, 2,")
+
+
 def test_a_bad_or_busy_port_is_one_line():
     out = cli_in_process("live", "--port", "70000")
     assert (out.returncode, out.stderr) == (2, "error: --port 70000: use a port from 1 to 65535 (0: any free port)\n")

@@ -17,7 +17,11 @@ RUNS = {
 
 @cache
 def moments(run: str) -> tuple:
-    """The predict moments of one of :data:`RUNS`."""
+    """The predict moments of one of :data:`RUNS`, or of ``lesson N``."""
+    if run.startswith("lesson "):
+        from shapetrace.live.moments import lesson_moments
+
+        return tuple(lesson_moments(int(run.split()[1]))[1])
     from shapetrace.app.request import RunRequest
     from shapetrace.app.session import trace_request
     from shapetrace.live.moments import build_moments

@@ -169,3 +169,24 @@ def test_summary_puts_the_hardest_question_first_and_the_csv_holds_every_answer(
     second = save_answers(live_class, tmp_path / "answers.csv")
     assert (first.name, second.name) == ("answers.csv", "answers-3.csv")
     assert (tmp_path / "answers-2.csv").read_text() == "mine"
+
+
+def test_a_lessons_predict_moments_are_those_of_its_examples():
+    lesson = moments("lesson 1")
+    assert [(m.number, m.ask["where"], m.ask["code"]) for m in lesson] == [
+        (0, "<lesson 1 example 1>:3", "q = x.view(2, 5, 3, 4)"),
+        (1, "<lesson 1 example 1>:4", "q = q.transpose(1, 2)"),
+        (2, "<lesson 1 example 2>:3", "bad = x.view(2, 3, 5, 4)"),
+        (3, "<lesson 1 example 3>:5", "scores = q @ k.transpose(-2, -1)"),
+        (4, "<lesson 1 example 3>:5", "scores = q @ k.transpose(-2, -1)")]
+    assert lesson[1].ask["context"].splitlines()[-1].startswith("q = x.view(2, 5, 3, 4)")
+    assert lesson[1].ask["sizes"] == "B=2 T=5 D=12 H=3 d_k=4"
+    live = fresh_class("lesson 1")
+    s = _joined(live)
+    live.go("next")  # q.transpose(1, 2) on [B=2, T=5, H=3, d_k=4], answered with the lesson's own sizes
+    r = live.answer(s.token, 1, "[B, T, H, d_k]")
+    assert (r.right, r.meaning) == (False, "the input shape unchanged: forgot the transpose")
+    other = live.join("Bo", live.join_code)
+    assert live.answer(other.token, 1, "2x3x5x4").right
+    assert lesson[1].ask["context"] not in ("", None) and lesson[1].reveal["shape"] not in json.dumps(
+        live.public_state())

@@ -71,6 +71,9 @@
     text("join-url", s.join); text("join-code", s.code); text("students", s.students);
     text("op", "#" + m.index + " " + m.op);
     text("code", m.code + "    " + m.where);
+    text("sizes", "sizes: " + m.sizes);
+    text("context", m.context);
+    $("context").hidden = !m.context;
     const list = $("inputs");
     list.replaceChildren();
     for (const [label, shape, strides] of m.inputs) {

@@ -87,6 +87,9 @@
     text("q-number", "Question " + (m.number + 1) + " of " + s.total);
     text("q-op", "#" + m.index + " " + m.op);
     text("q-code", m.code);
+    text("q-sizes", "sizes: " + m.sizes);
+    text("q-context", m.context);
+    $("q-context").hidden = !m.context;
     const list = $("q-inputs");
     list.replaceChildren();
     for (const [label, shape, strides] of m.inputs) {
