@@ -57,6 +57,12 @@ def live(
     lesson: Annotated[int | None, typer.Option("--lesson", metavar="N", help="Ask the predict moments of lesson "
                                                "N's live examples instead of a run (see shapetrace lessons).",
                                                rich_help_panel=MODEL)] = None,
+    quiz: Annotated[bool, typer.Option("--quiz", help="Ask questions of the quiz bank instead (shapes, strides, "
+                                       "views, errors; see shapetrace quiz).", rich_help_panel=MODEL)] = False,
+    topic: Annotated[str | None, typer.Option("--topic", help="With --quiz: only this topic.",
+                                              rich_help_panel=MODEL)] = None,
+    count: Annotated[int, typer.Option("--count", min=1, max=200, help="With --quiz: how many questions.",
+                                       rich_help_panel=MODEL)] = 10,
     long_names: Annotated[bool, typer.Option("--long-names", help="Spell out axes: batch, seq_len, d_model, "
                                              "heads, d_head.")] = ViewOptions.long_names,
     traceback: Annotated[bool, typer.Option("--traceback", help=TRACEBACK_HELP)] = False,
@@ -69,14 +75,15 @@ In a lecture hall, two commands: `pip install "shapetrace[live]"`, then `shapetr
 code or type the join address and code. On the projector: → or space next, r reveal, ← back, e end.
 Ctrl-C (or e) ends the class and saves every answer to a CSV file (never over an existing file)."""
     with guarded(traceback):
-        _live(ctx, host, port, csv, long_names, lesson)
+        _live(ctx, host, port, csv, long_names, lesson, (topic, count) if quiz else None)
 
 
 _MODEL_OPTIONS = ("d_model", "heads", "batch", "seq_len", "seed", "preset", "causal", "kv_len", "kv_heads", "impl",
                   "broken", "decode", "image", "patch")
 
 
-def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names: bool, lesson: int | None) -> None:
+def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names: bool, lesson: int | None,
+          quiz: tuple[str | None, int] | None) -> None:
     from shapetrace.cli.run import typed_options
     from shapetrace.live.session import bind, check_csv, check_extra, check_port, default_csv
 
@@ -87,6 +94,15 @@ def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names:
     model = sorted(typed & set(_MODEL_OPTIONS))
     if lesson is not None and model:
         raise UsageError(f"--lesson asks a lesson's own examples: drop --{model[0].replace('_', '-')}")
+    if quiz is not None and (model or lesson is not None):
+        raise UsageError(f"--quiz asks the quiz bank's questions: drop --{(model or ['lesson'])[0].replace('_', '-')}")
+    if quiz is None and {"topic", "count"} & typed:
+        raise UsageError("--topic and --count work with --quiz")
+    if quiz is not None:
+        from shapetrace.exercises import quiz as bank
+        from shapetrace.exercises.content import load
+
+        bank.select(bank.bank(load().root), quiz[0], quiz[1], None)  # an unknown --topic: one line, now
     if lesson is not None:
         from shapetrace.exercises.content import load
 
@@ -96,20 +112,23 @@ def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names:
         raise UsageError("--break list shows the catalogue: run `shapetrace run --break list`")
     sock = bind(host, port)  # a port in use answers before torch is imported
     try:
-        _serve(request, sock, host, path, ViewOptions(long_names=long_names), lesson)
+        _serve(request, sock, host, path, ViewOptions(long_names=long_names), lesson, quiz)
     finally:
         sock.close()
 
 
-def _serve(request: RunRequest, sock, host: str, path, options: ViewOptions, lesson: int | None) -> None:
+def _serve(request: RunRequest, sock, host: str, path, options: ViewOptions, lesson: int | None,
+           quiz: tuple[str | None, int] | None) -> None:
     from shapetrace.app.session import trace_request
     from shapetrace.live.classstate import LiveClass
-    from shapetrace.live.moments import build_moments, lesson_moments
+    from shapetrace.live.moments import build_moments, lesson_moments, quiz_moments
     from shapetrace.live.session import Saver, join_url, serve
     from shapetrace.render.table import trace_header
 
     import_torch()
-    if lesson is not None:
+    if quiz is not None:
+        title, moments = "shapetrace quiz", quiz_moments(*quiz)
+    elif lesson is not None:
         title, moments = lesson_moments(lesson, options)
     else:
         device, note = pick_device(request.device, request.estimate, request.budget)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from shapetrace.app.predict import Answer, check_shape, parse_answer
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.errors import UsageError
+from shapetrace.exercises.answers import PARSERS, check_answer, show_answer
 from shapetrace.live.mistakes import meaning_of
 from shapetrace.live.moments import MEMORY_CHOICES
 
@@ -132,11 +133,14 @@ class LiveClass:
         if memory is not None and memory not in MEMORY_CHOICES:
             raise Refused(f"the memory answer is one of: {', '.join(MEMORY_CHOICES)}")
         moment = self.moments[number]
-        try:
-            parsed = parse_answer(text, moment.dims)
-        except UsageError as exc:
-            raise Refused(f"cannot read that shape: {exc}") from None
-        response = self._judged(moment, text, parsed, memory)
+        if moment.quiz is not None:
+            response = self._judged_quiz(moment, text)
+        else:
+            try:
+                parsed = parse_answer(text, moment.dims)
+            except UsageError as exc:
+                raise Refused(f"cannot read that shape: {exc}") from None
+            response = self._judged(moment, text, parsed, memory)
         student.answers[number] = response
         self.version += 1
         return response
@@ -156,6 +160,17 @@ class LiveClass:
             shown = fmt_named(parsed.names, parsed.sizes)  # the names are what is wrong: show them
         return Response(text[:MAX_ANSWER], parsed.sizes, shown, verdict.right, verdict.reason, meaning, memory,
                         None if memory is None else memory == moment.memory,
+                        round(self.clock() - self.opened_at.get(moment.number, self.clock()), 2))
+
+    def _judged_quiz(self, moment: Moment, text: str) -> Response:
+        """A quiz question's answer, read and checked as ``shapetrace quiz`` reads and checks it."""
+        q = moment.quiz
+        understood, right = check_answer(q.ask, text, q.answer)
+        if not understood:
+            raise Refused(f"cannot read that answer: the answer is {q.how}")
+        shown = show_answer(q.ask, PARSERS[q.ask](text))
+        reason = "" if right else f"torch gives {moment.torch_answer}"
+        return Response(text, (), shown, right, reason, "", None, None,
                         round(self.clock() - self.opened_at.get(moment.number, self.clock()), 2))
 
     def answered(self, number: int) -> int:
@@ -255,7 +270,7 @@ class LiveClass:
             for number, r in sorted(s.answers.items()):
                 m = self.moments[number]
                 writer.writerow([s.id, _cell(s.name), number + 1, m.ask["op"], _cell(m.ask["code"]), _cell(r.text),
-                                 r.shown, int(r.right), shown_sizes(tuple(m.output.shape)),
+                                 r.shown, int(r.right), m.torch_answer,
                                  r.meaning or r.reason, r.memory or "",
                                  "" if r.memory_right is None else int(r.memory_right), r.seconds])
         return out.getvalue()

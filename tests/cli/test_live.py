@@ -55,6 +55,15 @@ def test_a_lesson_takes_no_model_option_and_must_exist():
     assert out.returncode == 2 and out.stderr.startswith("error: there is no lesson 99; lessons are numbered 1, 2,")
 
 
+def test_the_quiz_takes_no_model_option_and_a_known_topic():
+    out = cli_in_process("live", "--quiz", "--break", "skip-transpose")
+    assert (out.returncode, out.stderr) == (2, "error: --quiz asks the quiz bank's questions: drop --broken\n")
+    out = cli_in_process("live", "--topic", "strides")
+    assert (out.returncode, out.stderr) == (2, "error: --topic and --count work with --quiz\n")
+    out = cli_in_process("live", "--quiz", "--topic", "nope", env={"COLUMNS": "300"})
+    assert out.returncode == 2 and out.stderr.startswith("error: no quiz topic 'nope'; topics: ")
+
+
 def test_a_bad_or_busy_port_is_one_line():
     out = cli_in_process("live", "--port", "70000")
     assert (out.returncode, out.stderr) == (2, "error: --port 70000: use a port from 1 to 65535 (0: any free port)\n")

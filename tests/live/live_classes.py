@@ -18,6 +18,10 @@ RUNS = {
 @cache
 def moments(run: str) -> tuple:
     """The predict moments of one of :data:`RUNS`, or of ``lesson N``."""
+    if run.startswith("quiz "):  # "quiz strides": the first 4 questions of a topic of the quiz bank
+        from shapetrace.live.moments import quiz_moments
+
+        return tuple(quiz_moments(run.split()[1], 4))
     if run.startswith("lesson "):
         from shapetrace.live.moments import lesson_moments
 

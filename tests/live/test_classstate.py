@@ -190,3 +190,29 @@ def test_a_lessons_predict_moments_are_those_of_its_examples():
     assert live.answer(other.token, 1, "2x3x5x4").right
     assert lesson[1].ask["context"] not in ("", None) and lesson[1].reveal["shape"] not in json.dumps(
         live.public_state())
+
+
+def test_quiz_questions_are_read_and_checked_as_the_quiz_does():
+    quiz = moments("quiz strides")
+    assert [(m.ask["prompt"], m.ask["memory_question"]) for m in quiz] == [("What is y.stride()?", False)] * 3 + [
+        ("Is y contiguous?", False)]
+    first = quiz[0]
+    assert first.ask["code"] == "y = x.view(2, 6, 8, 64).transpose(1, 2)"
+    assert first.torch_answer == "(3072, 64, 512, 1)" == first.reveal["shape"]
+    live = fresh_class("quiz strides")
+    a, b = _joined(live), _joined(live, "Bo")
+    assert '"(3072, 64, 512, 1)"' not in json.dumps(live.public_state())
+    with pytest.raises(Refused, match=r"^cannot read that answer: the answer is strides written like \(7, 7, 1\)$"):
+        live.answer(a.token, 0, "yes")
+    assert live.answer(a.token, 0, "[3072, 64, 512, 1]").right
+    wrong = live.answer(b.token, 0, "3072x384x64x1")  # the strides before the transpose
+    assert (wrong.right, wrong.shown, wrong.reason) == (False, "(3072, 384, 64, 1)", "torch gives (3072, 64, 512, 1)")
+    live.go("reveal")
+    assert [(bar["answer"], bar["count"], bar["right"]) for bar in live.public_state()["reveal"]["histogram"]] == [
+        ("(3072, 384, 64, 1)", 1, False), ("(3072, 64, 512, 1)", 1, True)]
+    for _ in range(3):
+        live.go("next")
+    assert live.answer(a.token, 3, "No.").shown == quiz[3].torch_answer == "no"  # y.contiguous(): a yes/no
+    rows = list(csv.DictReader(io.StringIO(live.csv_text())))
+    assert [(r["answer"], r["torch"], r["right"]) for r in rows if r["question"] == "1"] == [
+        ("[3072, 64, 512, 1]", "(3072, 64, 512, 1)", "1"), ("3072x384x64x1", "(3072, 64, 512, 1)", "0")]

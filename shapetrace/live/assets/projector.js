@@ -69,7 +69,7 @@
     text("title", s.title);
     text("position", "question " + (m.number + 1) + " of " + s.total);
     text("join-url", s.join); text("join-code", s.code); text("students", s.students);
-    text("op", "#" + m.index + " " + m.op);
+    text("op", m.index == null ? m.prompt : "#" + m.index + " " + m.op);
     text("code", m.code + "    " + m.where);
     text("sizes", "sizes: " + m.sizes);
     text("context", m.context);
@@ -89,7 +89,8 @@
       text("torch-memory", r.memory_word);
       const most = Math.max(1, ...r.histogram.map((b) => b.count));
       $("histogram").replaceChildren(...r.histogram.map((b) => bar(b, most)));
-      text("memory-counts", "view: " + r.memory_counts.view + " · new memory: " + r.memory_counts["new"]);
+      text("memory-counts", m.memory_question ?
+        "view: " + r.memory_counts.view + " · new memory: " + r.memory_counts["new"] : "");
       text("sentence", r.sentence);
       $("notes").replaceChildren(...r.notes.map((note) => {
         const li = document.createElement("li");

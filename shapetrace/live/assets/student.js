@@ -85,7 +85,10 @@
       for (const r of document.querySelectorAll("input[name=memory]")) r.checked = false;
     }
     text("q-number", "Question " + (m.number + 1) + " of " + s.total);
-    text("q-op", "#" + m.index + " " + m.op);
+    text("q-op", m.index == null ? m.where : "#" + m.index + " " + m.op);
+    text("prompt", m.prompt);
+    text("how", m.how);
+    $("memory").hidden = !m.memory_question;
     text("q-code", m.code);
     text("q-sizes", "sizes: " + m.sizes);
     text("q-context", m.context);
