@@ -212,3 +212,45 @@ async def _question(live, projector, projector_frames, students, frames, moment)
         verdict = await page.text_content("#verdict")
         assert verdict.startswith("✓ right" if _read(answers[i][0]) == right else "✗ not quite"), verdict
         assert _plain(await page.text_content("#torch-shape")) == moment.reveal["shape"]
+
+
+def test_a_quiz_class_in_the_pages(chromium, tmp_path):
+    """Three students answer the quiz bank's stride questions in the pages: no memory question, the
+    question's own prompt and formats, the histogram and each student's result."""
+    live = fresh_class("quiz strides")
+    with Running(LiveServer(live, "http://127.0.0.1:1/#" + live.join_code), stop_after=120, origins=3) as running:
+        asyncio.run(asyncio.wait_for(_quiz_class(chromium, live, running), 110))
+    assert live.answered(0) == 3
+
+
+async def _quiz_class(chromium: str, live: LiveClass, running: Running) -> None:
+    async with _async_playwright()() as p:
+        browser = await p.chromium.launch(executable_path=chromium,
+                                          args=["--no-sandbox", "--disable-gpu", "--renderer-process-limit=1"])
+        try:
+            projector = await _page(await browser.new_context(), f"{running.url}/projector#key={live.teacher_key}",
+                                    [])
+            await projector.wait_for_selector("#controls:not([hidden])")
+            phones = await browser.new_context(viewport={"width": 360, "height": 740})
+            students = [await _page(phones, f"{running.origin(i)}/#{live.join_code}", []) for i in range(3)]
+            for i, page in enumerate(students):
+                await _join(page, f"s{i}")
+            assert await students[0].text_content("#prompt") == "What is y.stride()?"
+            assert await students[0].text_content("#how") == "strides written like (7, 7, 1)"
+            assert await students[0].locator("#memory").is_hidden()
+            for page, typed in zip(students, ["(3072, 64, 512, 1)", "3072x384x64x1", "[3072, 64, 512, 1]"]):
+                await page.evaluate("""(typed) => {
+                  document.getElementById("shape").value = typed;
+                  document.getElementById("answer-form").requestSubmit(document.getElementById("send"));
+                }""", typed)
+                await page.locator("#status", has_text=re.compile("^received: ")).wait_for()
+            await projector.locator("#count", has_text=re.compile("^3$")).wait_for()
+            await projector.keyboard.press("r")
+            await projector.wait_for_selector("#reveal:not([hidden])")
+            assert await projector.text_content("#torch-shape") == "(3072, 64, 512, 1)"
+            bars = await projector.locator("#histogram .label").all_text_contents()
+            assert bars == ["(3072, 64, 512, 1)  ✓ torch", "(3072, 384, 64, 1)"]
+            await students[1].wait_for_selector("#result:not([hidden])")
+            assert await students[1].text_content("#mistake") == "torch gives (3072, 64, 512, 1)"
+        finally:
+            await browser.close()
