@@ -28,6 +28,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.backward import heads_from_products
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.elements import ElementPass
 from shapetrace.engine.events import Event, ShapeOf, TensorInfo, new_event, new_info
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.ops import (
@@ -106,6 +107,7 @@ class Inference:
         self._clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self._done = 0
         self._pending = None   # an einops chain: (call id, output node, event index, groups)
+        self.elements = ElementPass(namer)
 
     # -- nodes -------------------------------------------------------------------------------------
     def axes_of(self, node: int) -> tuple[Axis, ...]:
@@ -359,6 +361,9 @@ class Inference:
             out_axes = [self._joined_with_parameters(record.ins, in_axes, out_axes[0], params)]
         if spec.name in PROJECTIONS and out_axes and out_axes[0]:
             out_axes[0] = self._one_part_unstacked(record, out_axes[0])
+        if record.error is None and out_axes:   # element provenance (:mod:`.elements`)
+            out_axes = self.elements.axes(record, in_axes, out_axes, self.axes_of)
+        self.elements.note(record)
         if record.ins and self._from_parameters_only(record.ins):
             self.from_parameters.update(record.outs)
         if self.pins and out_axes:

@@ -76,15 +76,15 @@ def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tu
     cannot be replayed (it raises, or its operands are too large)."""
     kwargs = kwargs or {}
     shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
-    if not shapes or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
-        return None
+    if not shapes or 0 in (n for s in shapes for n in s) or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
+        return None   # (an empty operand has no elements to follow)
     high = max(1, min((n for s in shapes for n in s), default=1))
     try:
         first = _replay(fn, args, kwargs, shapes, high, seed=1)
         second = _replay(fn, args, kwargs, shapes, high, seed=2) if _placeholders((args, kwargs), Index) else first
     except Exception:
         return None
-    if len(first) != len(second) or any(a.shape != b.shape for a, b in zip(first, second)):
+    if len(first) != len(second) or any(a.shape != b.shape or 0 in a.shape for a, b in zip(first, second)):
         return None
     return [_read(a, b, shapes) for a, b in zip(first, second)]
 

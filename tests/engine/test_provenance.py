@@ -206,3 +206,5 @@ def test_split_gives_one_source_per_piece_and_windows_walk_overlapping():
 def test_a_call_that_raises_or_is_too_large_has_no_sources():
     assert sources(lambda x: x.view(7), [Data((2, 3))]) is None
     assert sources(torch.flip, [Data((1 << 21,)), (0,)]) is None
+    assert sources(torch.flip, [Data((2, 0, 3)), (0,)]) is None        # no elements to follow
+    assert sources(lambda x: x[:, :0], [Data((2, 3))]) is None
