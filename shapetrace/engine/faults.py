@@ -2,7 +2,7 @@
 
 Inference runs over code nobody here wrote: where working out one op's names fails (a bug of
 shapetrace, never of the traced code), that op's results are left unnamed and every other op is
-inferred as usual (:meth:`.infer.Inference._op_unnamed`); where one diagnostic rule fails, the others
+inferred as usual (:func:`.infer.record.op_unnamed`); where one diagnostic rule fails, the others
 still run. Each fault becomes a note here, so the table never claims that something was checked when
 it was not. With ``SHAPETRACE_STRICT=1`` (the CLI's ``--traceback`` sets it; shapetrace's own tests
 set ``SHAPETRACE_TEST=1``, which counts the same) the fault is raised instead, with its traceback.

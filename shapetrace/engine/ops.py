@@ -694,7 +694,7 @@ def short_name(op: str) -> str:
 
 
 #: elementwise ops that scale by a number (attention's 1/√d_k): their frozen arguments are read after the run
-#: (for engine/capture.py's FROZEN_PASSES and engine/infer.py's SCALING_OPS, which still spell them out)
+#: (for engine/capture.py's FROZEN_PASSES and engine/infer/rows.py's SCALING_OPS, which still spell them out)
 SCALING = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__", "__rmul__",
                      "__imul__", "mul_"})
 #: ops that pick one index of an axis (``x[0]``, ``select``): of a fused qkv axis, one of q, k, v

@@ -12,15 +12,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, einsum_contracted, has_tokens, merges_neighbours
-from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
-from shapetrace.engine.order import tokens_in_two_orders
-from shapetrace.engine.rules import VARIANT_RULES
-from shapetrace.engine.writes import swap_for, write_behind
+from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.masks import VARIANT_RULES
+from shapetrace.engine.rules.order import tokens_in_two_orders
+from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis

@@ -1,4 +1,4 @@
-"""engine/elements.py: names from element provenance in traced code written in the styles of public code.
+"""engine/infer/elements.py: names from element provenance in traced code written in the styles of public code.
 
 Each case names an axis that the engine before this pass left unnamed or misnamed (noted per test);
 the sizes include B = T = H = 4, where no size can tell two axes apart."""
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import shapetrace
-from shapetrace.engine.elements import callable_of
+from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import REGISTRY
 
 SIZES = ["B=2 T=8 D=16 H=4", "B=4 T=4 D=16 H=4"]
