@@ -70,6 +70,8 @@ class OpSpec:
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
     contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
+    sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "count"
+    #                                   (arange(n)), "grown" (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
     replay: str = ""                  # moves elements: the function its calls are replayed as to follow
     #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
 
@@ -326,7 +328,11 @@ _ENTRIES: list[OpSpec] = [
     *_views(["t"], pr.t, "swaps the two axes of a matrix"),
     *_views(["T"], pr.reverse, "reverses the order of all axes"),
     *_views(["mT", "mH", "adjoint"], pr.swap_last, "swaps the last two axes"),
-    *_views(["expand", "expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    OpSpec("expand", "view", pr.expand, words="repeats values along size-1 axes with stride 0", sized="grown"),
+    OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
+    *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
+      for name in ("zeros", "ones", "empty", "full", "rand", "randn")),
     *_views(["unsqueeze"], pr.unsqueeze, "adds an axis of size 1", _dim_params()),
     *_views(["squeeze"], pr.squeeze, "removes axes of size 1"),
     *_views(["narrow"], pr.narrow, "keeps a range along one axis",

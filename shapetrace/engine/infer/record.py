@@ -33,6 +33,7 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import SCALING_OPS, add_row, note_scaling
+from shapetrace.engine.infer.sizes import constructed_axes, grown_axes
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     ADDITIVE,
@@ -98,6 +99,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
         out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
+        if record.spec.sized:
+            out_axes = grown_axes(state, record, out_axes)
     state.elements.note(record)
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
@@ -139,6 +142,11 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 
 
 def infer_pass(state: Inference, record: PassRecord) -> None:
+    if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
+        built = constructed_axes(state, record)
+        for node, shape in zip(record.outs, record.out_shapes):
+            state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
+        return
     in_axes = [state.axes_of(n) for n in record.ins]
     if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
         note_write(state, record, in_axes)
