@@ -74,6 +74,9 @@ class OpSpec:
     #                                   (arange(n)), "grown" (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
     replay: str = ""                  # moves elements: the function its calls are replayed as to follow
     #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
+    #: the function this op is, as a dotted path, for an op whose ``__name__`` another op shares
+    #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view)
+    callable: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -420,6 +423,13 @@ _ENTRIES: list[OpSpec] = [
            words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
 ]
 
+#: ops identified by their function, not by its ``__name__`` (which another op of the registry shares)
+BY_CALLABLE: tuple[OpSpec, ...] = (
+    OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
+           words="copies each sliding block of the input into one column (im2col): the blocks' values are "
+                 "copied, overlapping ones more than once"),
+)
+
 #: elementwise ops: names broadcast silently, no row of their own
 ELEMENTWISE = (
     "add", "sub", "mul", "div", "true_divide", "floor_divide", "neg", "pow", "rsqrt", "sqrt", "exp", "log",
@@ -482,6 +492,8 @@ def _with_facts(spec: OpSpec) -> OpSpec:
 _ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
+# (an op known by its function is recorded under its own name, which no function's __name__ is)
+REGISTRY.update({spec.name: _with_facts(spec) for spec in BY_CALLABLE})
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
 REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
