@@ -74,13 +74,13 @@ class ElementPass:
         return _merged(out_axes, found, replace=False)
 
     def _named(self, fn, record, in_axes, shapes, shown) -> list | None:
-        try:
-            key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), _index_word(shown))
+        try:   # the same call in the next layer (same arguments, axes and line): answered from the memo
+            key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), shown.site)
             if key in self._memo:
                 return self._memo[key]
         except TypeError:
             key = None
-        found = _named(fn, record, in_axes, shapes, self.namer, key[-1] if key else _index_word(shown))
+        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown))
         if key is not None:
             self._memo[key] = found
         return found
@@ -143,7 +143,7 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
     return tuple(put(a) for a in args), {k: put(v) for k, v in kwargs.items()}, data
 
 
-def _named(fn, record, in_axes, shapes, namer, index: str) -> list[tuple[Axis | None, ...]] | None:
+def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list[tuple[Axis | None, ...]] | None:
     placed = _placed(record)
     if placed is None:
         return None
@@ -180,7 +180,8 @@ def _split_chain(record, producer) -> tuple[object, Callable] | None:
 
 # -- naming from sources ------------------------------------------------------------------------------
 
-def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index: str) -> tuple[Axis | None, ...]:
+def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer,
+             index: Callable[[], str]) -> tuple[Axis | None, ...]:
     walked = _walked(found, operands, namer)
     out: list[Axis | None] = []
     for j, source in enumerate(found):
@@ -189,7 +190,7 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index
         elif source.kind == SELECTED and len(source.along) == 1:
             k, i = source.along[0]
             label = namer.label(operands[k][0][i])
-            out.append(ax.root_axis(f"{label}[{index}]", shape[j]) if label else None)
+            out.append(ax.root_axis(f"{label}[{index()}]", shape[j]) if label else None)
         else:
             out.append(None)
     return tuple(out)
