@@ -25,8 +25,8 @@ from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, tr
 from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES, readable_segments  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 EXPORT_WIDTH = 100
 

@@ -27,8 +27,8 @@ from shapetrace.render.table import SEVERITY_MARK, any_named, footer_text, trace
 if TYPE_CHECKING:  # pragma: no cover
     from rich.terminal_theme import TerminalTheme
 
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 DIAGRAM_WIDTH = 76
 MAX_FILE_LINES = 3000

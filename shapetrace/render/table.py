@@ -19,7 +19,7 @@ from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, lay
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.app.steps import StepFold, fold_steps, split_steps, step_titles
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
-from shapetrace.engine.ops import short_name
+from shapetrace.engine.ops import Family, family_of, short_name
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
@@ -28,8 +28,8 @@ from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
 SEVERITY_MARK = {"error": "✗ error", "warning": "! warning", "note": "i note"}
@@ -628,8 +628,6 @@ def _counted(counts: dict[str, int], most: int = 5) -> str:
 def left_out_sentence(trace) -> str:
     """What ran without a row (issue 35: nothing is left out silently): elementwise math apart from the
     rest, from the run's record (the whole run's, also under --only)."""
-    from shapetrace.engine.ops import Family, family_of
-
     left_out = getattr(trace, "left_out", None)
     counts = left_out() if callable(left_out) else (left_out or {})
     if not counts:
