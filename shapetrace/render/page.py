@@ -200,7 +200,7 @@ PAGE = """<!DOCTYPE html>
 """
 
 #: The page is one column of boxes that share the window: the header and footer take what they need,
-#: the strip at most STRIP_MAX of the height (it scrolls inside), and the code and op panels the rest
+#: the strip at most 22% of the height, 180 px (it scrolls inside), and the code and op panels the rest
 #: (each scrolls inside). Nothing is fixed over anything else, so no zoom or window size hides a row.
 CSS = """
 :root { --bg: #ffffff; --fg: #1e1e1e; --dim: #5a5a5a; --panel: #f3f3f3; --line: #fff0a8; --accent: #0b57d0;
