@@ -108,6 +108,7 @@ class Capture:
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
+        self.setup: set[int] = set()              # records made while a model was built (setup_frames)
 
     @property
     def rows(self) -> int:
@@ -172,6 +173,8 @@ class Capture:
                 spec, where, module, tuple(nodes), tuple(in_raw), (), (), frozen,
                 _record_params(spec, args, kwargs) if params is None else params, _NOTHING,
                 _error_text(exc), einops, None, inputs[0].device if inputs else _CPU)))
+            if not modules:
+                self._mark_setup()
             raise
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         out_nodes, out_raw = [], []
@@ -196,7 +199,14 @@ class Capture:
         self.records.append(_new_tuple(OpRecord, (
             spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
+        if not modules:   # outside every module call: maybe a model being built, not its forward
+            self._mark_setup()
         return result
+
+    def _mark_setup(self) -> None:
+        """The last record ran while a model was being built (:func:`building_a_model`): setup, not forward."""
+        if building_a_model(_getframe(2)):
+            self.setup.add(len(self.records) - 1)
 
     def record_addition(self, spec: OpSpec, func, args, kwargs):
         """``a + b`` of two tensors: recorded in full, since the analysis may find that it adds a mask
@@ -255,6 +265,8 @@ class Capture:
             or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
+        if not self.modules:
+            self._mark_setup()
         return result
 
     def size_read(self, args, kwargs) -> int:
@@ -379,6 +391,25 @@ def _call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
 
 #: func -> (op name, spec), or (None, None) for calls that are not recorded (metadata reads)
 _SPECS: dict = {}
+
+
+#: Methods that build or transform a model rather than run it: a module's constructor, a deep copy of a
+#: tensor or parameter (``clones()`` of the Annotated Transformer), ``.to()``/``.half()`` (``_apply``) and
+#: loading weights. An op that runs inside one of them, outside any module's forward, is setup.
+_BUILDING = frozenset({"__init__", "__deepcopy__", "_apply", "load_state_dict", "_load_from_state_dict"})
+
+
+def building_a_model(frame) -> bool:
+    """True when ``frame`` (or a caller of it) is one of :data:`_BUILDING` called on a module or a tensor:
+    the op being recorded builds a model (initialises a weight, fills a ``tril`` buffer, deep-copies a
+    layer), so it is not part of the forward pass the table is about."""
+    while frame is not None:
+        if frame.f_code.co_name in _BUILDING:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, (Module, torch.Tensor)):
+                return True
+        frame = frame.f_back
+    return False
 
 
 def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:

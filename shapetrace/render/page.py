@@ -55,15 +55,20 @@ def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme, theme_n
 
 
 def _glued(text: str) -> str:
-    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...)."""
-    out, depth = [], 0
-    for ch in text:
+    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...).
+
+    Only a bracket that is closed glues: a label cut short (``key_states.transpose(2,…``) leaves its
+    ``(`` open, and the rest of the line must still wrap."""
+    inside = [False] * len(text)
+    opened: list[int] = []
+    for i, ch in enumerate(text):
         if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth = max(0, depth - 1)
-        out.append("\u00a0" if ch == " " and depth > 0 else ch)
-    return "".join(out)
+            opened.append(i)
+        elif ch in "])" and opened:
+            start = opened.pop()
+            for k in range(start, i):
+                inside[k] = True
+    return "".join("\u00a0" if ch == " " and inside[i] else ch for i, ch in enumerate(text))
 
 
 class DiagramPool:
@@ -195,7 +200,7 @@ PAGE = """<!DOCTYPE html>
 """
 
 #: The page is one column of boxes that share the window: the header and footer take what they need,
-#: the strip at most STRIP_MAX of the height (it scrolls inside), and the code and op panels the rest
+#: the strip at most 22% of the height, 180 px (it scrolls inside), and the code and op panels the rest
 #: (each scrolls inside). Nothing is fixed over anything else, so no zoom or window size hides a row.
 CSS = """
 :root { --bg: #ffffff; --fg: #1e1e1e; --dim: #5a5a5a; --panel: #f3f3f3; --line: #fff0a8; --accent: #0b57d0;

@@ -80,6 +80,10 @@ def _assert_nothing_covered(page, size, diagram_shows: bool = True):
     assert page.evaluate("[...document.querySelectorAll('#row-cells td')].every(td => {"
                          " const r = td.getBoundingClientRect(), p = document.getElementById('op-panel')"
                          ".getBoundingClientRect(); return r.right <= p.right + 1 && r.left >= p.left - 1; })")
+    # the equation and the sentence wrap inside the panel (a label cut short, "transpose(2,…", once left
+    # a bracket open and glued the rest of the equation into one line that ran off the panel)
+    assert page.evaluate("['equation', 'sentence'].every(id => { const e = document.getElementById(id);"
+                         " return e.scrollWidth <= e.clientWidth + 1; })")
     cur = _box(page, "#code .cur")
     assert code_panel["top"] <= cur["top"] and cur["bottom"] <= code_panel["bottom"] + 1
     diagram = _box(page, "#diagram")
