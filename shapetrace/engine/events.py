@@ -4,7 +4,7 @@ Both are dataclasses, and the tracer fills them cheaply while the traced code ru
 says (shapes, strides, offsets, storage) is read at call time, since it can change afterwards;
 what is only *derived* from it is resolved on first read and then kept:
 
-* a tensor's axis labels (``dims``) from its axes and the trace's :class:`~.axes.Namer`;
+* a tensor's axis labels (``dims``) from its axes and the trace's :class:`~.namer.Namer`;
 * an event's ``source``, ``code``, ``function`` and ``stack`` from the code objects and line
   number of the call site (:mod:`.sites`);
 * an event's ``args`` text from the arguments, frozen at call time (tensors as their shapes).

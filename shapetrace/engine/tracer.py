@@ -17,7 +17,7 @@ import torch
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.analysis import Analysis, NanRow
-from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import (
     Capture,
     ModulePaths,
@@ -34,6 +34,7 @@ from shapetrace.engine.capture import (
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.infer import Inference
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError

@@ -13,8 +13,8 @@ import torch
 
 import shapetrace
 from shapetrace.engine.analysis import Analysis
-from shapetrace.engine.axes import Namer
 from shapetrace.engine.events import Event
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.rules.diagnose import diagnose
 from shapetrace.engine.vocabulary import canonical_dims
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, Axis, Namer
+from shapetrace.engine.axes import COPIES, Axis
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
