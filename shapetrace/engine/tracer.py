@@ -20,20 +20,19 @@ from shapetrace.engine.analysis import Analysis, NanRow
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import (
     Capture,
-    ModulePaths,
     Recorder,
     drop_closed_recorders,
     freeze_args,
-    hold_collector,
     raw_layout,
-    release_collector,
     remove_mode,
     run_opened,
     shares_storage,
 )
+from shapetrace.engine.collector import hold_collector, release_collector
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.infer import Inference
+from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.vocabulary import canonical_dims
