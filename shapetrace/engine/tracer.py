@@ -31,6 +31,7 @@ from shapetrace.engine.capture import (
 from shapetrace.engine.collector import hold_collector, release_collector
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
+from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
@@ -158,6 +159,7 @@ class Trace:
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             inference.orient_sequences()
+            note_hidden_copies(inference.events)   # (after the names are final: its reasons name axes)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
 
