@@ -7,6 +7,7 @@ Pure Python (tensors are read through their attributes only, never by importing 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -232,3 +233,20 @@ def _is_tensor(value: Any) -> bool:
     if known is None:
         known = _TENSOR_TYPE[kind] = hasattr(kind, "untyped_storage") and hasattr(kind, "shape")
     return known
+
+
+@dataclass
+class Call:
+    """One call as the name functions see it: the op, its operands and their names, torch's outputs."""
+
+    op: str
+    args: tuple
+    kwargs: dict
+    inputs: list
+    in_axes: list
+    shapes: list[tuple[int, ...]]
+    namer: Any
+    params: dict = field(default_factory=dict)
+
+    def arg(self, pos: int, name: str, default: Any = None) -> Any:
+        return arg(self.args, self.kwargs, pos, name, default)

@@ -20,9 +20,8 @@ Nothing in this module runs torch ops; it reads arguments only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
 
 from shapetrace.engine import propagate as pr
 from shapetrace.engine.op_args import (
@@ -91,6 +90,10 @@ class OpSpec:
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
     contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
+    sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "count"
+    #                                   (arange(n)), "grown" (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
+    replay: str = ""                  # moves elements: the function its calls are replayed as to follow
+    #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
     #: the function this op is, as a dotted path, for an op whose ``__name__`` another op shares
     #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view)
     callable: str = ""
@@ -128,8 +131,12 @@ _ENTRIES: list[OpSpec] = [
     *_views(["t"], pr.t, "swaps the two axes of a matrix"),
     *_views(["T"], pr.reverse, "reverses the order of all axes"),
     *_views(["mT", "mH", "adjoint"], pr.swap_last, "swaps the last two axes"),
-    *_views(["expand", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
     *_views(["expand_as"], pr.expand, "repeats values along size-1 axes with stride 0", shape_of_other=True),
+    OpSpec("expand", "view", pr.expand, words="repeats values along size-1 axes with stride 0", sized="grown"),
+    OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
+    *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
+      for name in ("zeros", "ones", "empty", "full", "rand", "randn")),
     *_views(["unsqueeze"], pr.unsqueeze, "adds an axis of size 1", _dim_params()),
     *_views(["squeeze"], pr.squeeze, "removes axes of size 1"),
     *_views(["narrow"], pr.narrow, "keeps a range along one axis",
@@ -176,6 +183,7 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("flip", "copy", pr.same, words="reverses the order along axes"),
     OpSpec("pad", "copy", pr.pad, words="adds padding around axes"),
     OpSpec("gather", "copy", pr.gather, words="picks values along an axis by index", params=_dim_params()),
+    OpSpec("take_along_dim", "copy", pr.take_along_dim, words="picks values along an axis by index"),
     OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
            params=_dim_params()),
     OpSpec("masked_fill", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions"),
@@ -263,11 +271,21 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.DROPOUT: ("dropout",),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
+#: ops that move or select elements, and the function each is replayed as on coordinate tensors
+_REPLAYS = {
+    **{name: f"torch.{name}" for name in ("gather", "index_select", "take_along_dim", "cat", "concat",
+                                           "concatenate", "stack", "roll", "flip", "repeat_interleave",
+                                           "tile", "split", "chunk", "unbind", "tensor_split", "as_strided")},
+    **{name: f"Tensor.{name}" for name in ("__getitem__", "repeat", "expand", "unfold", "split_with_sizes")},
+    "pad": "torch.nn.functional.pad",
+}
+
+
 def _with_facts(spec: OpSpec) -> OpSpec:
     """Its family; a product contracts last axis · second to last unless its entry says otherwise."""
     family = _FAMILY_OF.get(spec.name, Family.OTHER)
     contraction = (spec.contraction or "matrix") if family is Family.PRODUCT else ""
-    return replace(spec, family=family, contraction=contraction)
+    return replace(spec, family=family, contraction=contraction, replay=_REPLAYS.get(spec.name, ""))
 
 
 _ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
@@ -535,25 +553,6 @@ def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
 
 def operands_of(spec: OpSpec, args: tuple, kwargs: dict) -> list:
     return (spec.operands or all_operands)(args, kwargs)
-
-
-@dataclass
-class Call:
-    """One call as the name functions see it: the op, its operands and their names, torch's outputs."""
-
-    op: str
-    args: tuple
-    kwargs: dict
-    inputs: list
-    in_axes: list
-    shapes: list[tuple[int, ...]]
-    namer: Any
-    params: dict = field(default_factory=dict)
-
-    def arg(self, pos: int, name: str, default: Any = None) -> Any:
-        return arg(self.args, self.kwargs, pos, name, default)
-
-
 
 
 def separates(op: str) -> bool:

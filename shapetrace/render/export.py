@@ -8,6 +8,7 @@ course notes. ``light`` suits projectors and white paper, ``dark`` a terminal lo
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,17 @@ def recording_console(width: int) -> Console:
                    color_system="truecolor", legacy_windows=False)
 
 
+#: Monospace fonts a classroom machine has (Rich's SVG sets every run's width, so any of them lines up).
+SYSTEM_MONO = '"DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace'
+
+
+def offline_svg(svg: str) -> str:
+    """Rich's SVG without its web font: no ``@font-face`` fetched from a CDN, the system's monospace instead
+    (an offline classroom has no network, and a projector laptop may allow none)."""
+    svg = re.sub(r"@font-face\s*\{[^}]*\}\s*", "", svg)
+    return re.sub(r"font-family:\s*Fira Code,\s*monospace;", f"font-family: {SYSTEM_MONO};", svg)
+
+
 def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
                   theme: str = "light", static: bool = False) -> str:
     """The text of an export in format ``fmt`` (one of :data:`FORMATS`).
@@ -64,7 +76,7 @@ def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
         return console.export_text()
     title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"
     if fmt == ".svg":
-        return console.export_svg(title=title, theme=TERMINAL_THEMES[theme])
+        return offline_svg(console.export_svg(title=title, theme=TERMINAL_THEMES[theme]))
     return console.export_html(theme=TERMINAL_THEMES[theme], code_format=html_format(title))
 
 
