@@ -462,7 +462,7 @@ def how_to_name(events: Sequence[Event], sizes: dict[str, int]) -> str:
 
 def script_header(path: str, dims: dict[str, int], note: str | None = None) -> list[str]:
     """The header lines: script, named sizes and what was derived from them."""
-    from shapetrace.engine.axes import Namer
+    from shapetrace.engine.namer import Namer
 
     sizes = " ".join(f"{k}={v}" for k, v in dims.items())
     lines = [f"shapetrace · {os.path.basename(path)}" + (f" · {sizes}" if sizes else "")]

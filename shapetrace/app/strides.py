@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.chain import META_LIMIT, ChainStep, parse_chain, parse_shape
-from shapetrace.engine.axes import Namer
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import CHAIN_ATTRIBUTES, Family, family_of, is_indexing, views_to_a_shape
 from shapetrace.errors import UsageError
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.axes import Namer
     from shapetrace.engine.events import Event
+    from shapetrace.engine.namer import Namer
 
 #: (batch, head, query) of an all-NaN attention row; head None for a row of a 3-d output
 NanRow = tuple[int, int | None, int]

@@ -17,7 +17,6 @@ tensor's shape (``unsqueeze_``, ``transpose_``) gives it a fresh node too, so th
 from __future__ import annotations
 
 import functools
-import gc
 import importlib
 import os
 import sys
@@ -26,11 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
-from torch.nn import Module
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
+from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
     ADDITIVE,
     BY_CALLABLE,
@@ -45,7 +44,7 @@ from shapetrace.engine.ops import (
     ops_of,
 )
 from shapetrace.engine.ops import record_params as _record_params
-from shapetrace.engine.sites import _CWD, OUTER, Site, module_wrapper, plumbing, site, user_stack
+from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
 from shapetrace.engine.sizes import carries_sizes, size_of
 
 
@@ -151,7 +150,7 @@ class Capture:
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
         inputs = (spec.operands or all_operands)(args, kwargs)
-        einops = _einops_pattern() if _EINOPS in sys.modules else None
+        einops = einops_pattern() if _EINOPS in sys.modules else None
         ids, nodes = self._ids, []
         in_raw = []
         for t in inputs:
@@ -167,7 +166,7 @@ class Capture:
         module = modules[-1] if modules else -1
         try:
             result = func(*args, **kwargs) if inputs and not inputs[0].is_meta else \
-                _call(spec.name, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
+                _meta.call(spec.name, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
         except Exception as exc:
             self.records.append(_new_tuple(OpRecord, (
                 spec, where, module, tuple(nodes), tuple(in_raw), (), (), frozen,
@@ -233,7 +232,7 @@ class Capture:
         """A call without a row: run it, and keep how its results relate to its operands (names pass
         on by broadcasting; an unknown op's results are made here, never seeded by size)."""
         try:
-            result = _call(op, func, args, kwargs)
+            result = _meta.call(op, func, args, kwargs)
         except Exception as exc:
             self._note_failure(op, args, kwargs, exc)
             raise
@@ -378,38 +377,8 @@ def run_opened(mode: TorchFunctionMode, func, args, kwargs):
         module.has_torch_function = original
 
 
-def _call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
-    """Run ``func``; on meta tensors, compute ops get their result from :mod:`shapetrace.engine.meta`.
-
-    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
-    """
-    if inputs and not inputs[0].is_meta:   # a real tensor in: torch computes it (no meta rule can apply)
-        return func(*args, **kwargs)
-    result = _meta.compute(op, func, args, kwargs)
-    return func(*args, **kwargs) if result is _meta.NOT_HANDLED else result
-
-
 #: func -> (op name, spec), or (None, None) for calls that are not recorded (metadata reads)
 _SPECS: dict = {}
-
-
-#: Methods that build or transform a model rather than run it: a module's constructor, a deep copy of a
-#: tensor or parameter (``clones()`` of the Annotated Transformer), ``.to()``/``.half()`` (``_apply``) and
-#: loading weights. An op that runs inside one of them, outside any module's forward, is setup.
-_BUILDING = frozenset({"__init__", "__deepcopy__", "_apply", "load_state_dict", "_load_from_state_dict"})
-
-
-def building_a_model(frame) -> bool:
-    """True when ``frame`` (or a caller of it) is one of :data:`_BUILDING` called on a module or a tensor:
-    the op being recorded builds a model (initialises a weight, fills a ``tril`` buffer, deep-copies a
-    layer), so it is not part of the forward pass the table is about."""
-    while frame is not None:
-        if frame.f_code.co_name in _BUILDING:
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, (Module, torch.Tensor)):
-                return True
-        frame = frame.f_back
-    return False
 
 
 def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
@@ -446,172 +415,9 @@ def _op_name(func: Callable) -> str | None:
     return name
 
 
-class ModulePaths:
-    """Keeps the capture's module path stack current while the traced code runs.
-
-    It wraps ``nn.Module.__call__`` for the length of the trace rather than registering global module
-    hooks: any global hook sends every module call down torch's slow path (measured on the whole-model
-    benchmark: about 25 µs per module call), while this wrapper costs a few. Paths are relative to the
-    outermost module the traced code calls (``h.3.attn``)."""
-
-    def __init__(self, capture: Capture):
-        self.capture = capture
-        self.original = None
-        self.wrapper = None
-
-    def install(self) -> None:
-        capture, original = self.capture, Module.__call__
-        slots, outer = capture.modules, OUTER
-        calls = capture.module_calls
-        seen, first = calls.seen, calls.first
-
-        def call_in_path(module, *args, **kwargs):
-            slot = seen.get(id(module))
-            if slot is None:   # its first call: named after the run (ModuleCalls), from where it ran first
-                slot = seen[id(module)] = len(first)
-                first.append((module, slots[-1] if slots else -1))
-            slots.append(slot)
-            outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
-            try:
-                return original(module, *args, **kwargs)
-            finally:
-                if slots:   # (empty if the trace was left while this module ran)
-                    del slots[-1]
-                if outer:
-                    del outer[-1]
-
-        module_wrapper(call_in_path.__code__)
-        self.original, self.wrapper = original, call_in_path
-        Module.__call__ = call_in_path
-
-    def remove(self) -> None:
-        if self.original is not None and Module.__call__ is self.wrapper:
-            Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
-        self.original = None
-
-
-class ModuleCalls:
-    """The modules the traced code called, in the order of their first call, named when first asked.
-
-    While the code runs, a module call costs one lookup: its *slot* (the index of its first call) and
-    the slot of the module it first ran in. Paths (``h.3.attn``, relative to the outermost module the
-    traced code calls) are made from those after the run, in first-call order: a module's path is the
-    one it had where it first ran, read from the module tree as it stands when first asked (a submodule
-    the traced code adds or removes while it runs is named from the tree after it). The modules are
-    held only until they are named (:meth:`settle`), so no id in ``seen`` is reused meanwhile."""
-
-    def __init__(self) -> None:
-        self.seen: dict[int, int] = {}           # id(module) -> slot
-        self.first: list[tuple] = []            # slot -> (module, the slot it first ran in, or -1)
-        self.paths: list[tuple[str, str]] = []  # slot -> (path, class name), as named so far
-        self._names: dict[int, str] = {}
-
-    def path(self, slot: int) -> str:
-        """The module path of ``slot`` ("" outside any module)."""
-        paths = self.paths
-        if slot < len(paths):   # named already (or -1: outside any module)
-            return paths[slot][0] if slot >= 0 else ""
-        return self._named(slot)[0]
-
-    def type_name(self, slot: int) -> str:
-        return self._named(slot)[1] if slot >= 0 else ""
-
-    def _named(self, slot: int) -> tuple[str, str]:
-        paths = self.paths
-        while len(paths) <= slot:
-            module, parent = self.first[len(paths)]
-            path = self._names.get(id(module))
-            if path is None:
-                prefix = paths[parent][0] + "." if parent >= 0 and paths[parent][0] else ""
-                path = _name_submodules(module, prefix, self._names)
-            paths.append((path, type(module).__name__))
-        return paths[slot]
-
-    def settle(self) -> None:
-        """The run ended: name every module called, then let the modules go."""
-        if self.first:
-            self._named(len(self.first) - 1)
-        self.first = [(None, parent) for _, parent in self.first]
-        self.seen.clear()
-
-
-def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:
-    """Name ``module`` and every module under it (``prefix`` + its path inside ``module``) the first
-    time it runs; the names of modules already named stay. Returns ``module``'s path."""
-    for name, sub in module.named_modules():
-        names.setdefault(id(sub), (prefix + name).strip("."))
-    return names.get(id(module), type(module).__name__)
-
-
-def _einops_pattern() -> tuple[int, list[list[str]] | None] | None:
-    """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
-    ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
-    frame = sys._getframe(3)
-    while frame is not None and plumbing(frame.f_code):
-        if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
-            pattern = frame.f_locals.get("pattern")
-            return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
-        frame = frame.f_back
-    return None
-
-
-def einops_groups(pattern: str) -> list[list[str]] | None:
-    right = pattern.partition("->")[2]
-    if "..." in right:
-        return None
-    groups, current = [], None
-    for token in right.replace("(", " ( ").replace(")", " ) ").split():
-        if token == "(":
-            current = []
-        elif token == ")":
-            groups.append(current or [])
-            current = None
-        elif current is not None:
-            current.append(token)
-        else:
-            groups.append([token])
-    return groups
-
-
 # ---------------------------------------------------------------------------
-# the collector and torch's mode stack
+# torch's mode stack
 # ---------------------------------------------------------------------------
-
-def hold_collector() -> tuple[bool, tuple[int, int, int] | None]:
-    """Keep Python's cyclic garbage collector off what recording keeps, until the trace ends. Returns
-    ``(froze, thresholds)``: what :func:`release_collector` undoes.
-
-    Recording keeps a few objects per op, and the collector walks surviving objects again and again:
-    each full collection walks every object in the process (with torch imported, about 170,000), and
-    each middle-generation one every survivor of the young one. So while a trace records, the objects
-    alive at its start are set aside (``gc.freeze``: only where nothing else froze any, so a process
-    that froze its own keeps them frozen), and the middle and old generations wait (their thresholds
-    raised). The young generation is still collected, less often (:data:`_YOUNG` allocations), so cycles
-    the traced code drops soon are freed during the run; the rest wait for the collector after the trace.
-    """
-    if not gc.isenabled():
-        return False, None
-    froze = not gc.get_freeze_count()
-    if froze:
-        gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], _YOUNG), _WAIT, _WAIT)
-    return froze, thresholds
-
-
-def release_collector(held: tuple[bool, tuple[int, int, int] | None]) -> None:
-    froze, thresholds = held
-    if froze:
-        gc.unfreeze()
-    if thresholds is not None and gc.get_threshold()[1:] == (_WAIT, _WAIT):   # unless the traced code set its own
-        gc.set_threshold(*thresholds)
-
-
-_WAIT = 1 << 30   # a generation threshold never reached while a trace records
-#: the young generation's threshold while a trace records: each record allocates a few tuples, and at
-#: Python's default (700) a young collection ran every ~20 recorded calls (about a tenth of recording)
-_YOUNG = 20_000
-
 
 def drop_closed_recorders() -> None:
     """Take off this thread's mode stack the recorders whose trace was exited in another thread

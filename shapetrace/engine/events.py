@@ -4,7 +4,7 @@ Both are dataclasses, and the tracer fills them cheaply while the traced code ru
 says (shapes, strides, offsets, storage) is read at call time, since it can change afterwards;
 what is only *derived* from it is resolved on first read and then kept:
 
-* a tensor's axis labels (``dims``) from its axes and the trace's :class:`~.axes.Namer`;
+* a tensor's axis labels (``dims``) from its axes and the trace's :class:`~.namer.Namer`;
 * an event's ``source``, ``code``, ``function`` and ``stack`` from the code objects and line
   number of the call site (:mod:`.sites`);
 * an event's ``args`` text from the arguments, frozen at call time (tensors as their shapes).
@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.hidden import matmul_hidden_copies
-from shapetrace.engine.ops import shows_first_argument, spec_for
+from shapetrace.engine.ops import shows_first_argument
 
 
 class _Lazy:
@@ -116,6 +115,9 @@ class Event:
     sources: tuple[tuple[int, int] | None, ...] = field(default=(), repr=False, compare=False)
     site: Any = field(default=None, repr=False, compare=False)        # a :class:`.sites.Site`, resolved lazily
     raw_args: Any = field(default=None, repr=False, compare=False)    # (op, frozen args, frozen kwargs)
+    #: the copies torch makes inside this ``matmul`` without being asked (:class:`.hidden.HiddenCopy`),
+    #: worked out once the trace's inference is final (:func:`.hidden.note_hidden_copies`)
+    hidden_copies: tuple = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)
@@ -123,13 +125,6 @@ class Event:
     @property
     def output(self) -> TensorInfo | None:
         return self.outputs[0] if self.outputs else None
-
-    @property
-    def hidden_copies(self) -> list:
-        """The copies torch makes inside this ``matmul`` without being asked (:mod:`.hidden`)."""
-        if not spec_for(self.op).copies_inside or self.error:
-            return []
-        return matmul_hidden_copies(self)
 
     def to_dict(self) -> dict[str, Any]:
         out = self.output

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -105,3 +106,14 @@ def matmul_hidden_copies(event: Event) -> list[HiddenCopy]:
                             nbytes=math.prod(shape) * size)
             out.append(HiddenCopy(n, t, after, after.nbytes, _reason(t, shape, stride, target, pair)))
     return out
+
+
+def note_hidden_copies(events: Sequence[Event]) -> None:
+    """The pass that stores each event's hidden copies (:attr:`.events.Event.hidden_copies`): run once the
+    names are final (the reason names the operand's axes), so an event carries plain data only.
+
+    Reads: each event's op (its spec's ``copies_inside``), error, inputs' layouts and names.
+    Adds: ``event.hidden_copies`` of the ops that may copy inside (a batched ``matmul``)."""
+    for event in events:
+        if spec_for(event.op).copies_inside and not event.error:
+            event.hidden_copies = tuple(matmul_hidden_copies(event))

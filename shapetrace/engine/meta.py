@@ -560,3 +560,14 @@ def _bitwise(op: str, args, kwargs) -> Any:
     if any(t.dtype != torch.bool for t in operands):
         return NOT_HANDLED
     return _compare(op, args, kwargs)
+
+
+def call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
+    """Run ``func``; on meta tensors, compute ops get their result from :func:`compute`.
+
+    (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
+    """
+    if inputs and not inputs[0].is_meta:   # a real tensor in: torch computes it (no meta rule can apply)
+        return func(*args, **kwargs)
+    result = compute(op, func, args, kwargs)
+    return func(*args, **kwargs) if result is NOT_HANDLED else result

@@ -20,11 +20,31 @@ Nothing in this module runs torch ops; it reads arguments only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
 
 from shapetrace.engine import propagate as pr
+from shapetrace.engine.op_args import (
+    _conv_params,
+    _dim_params,
+    _dropout_params,
+    _einsum_params,
+    _fill_params,
+    _is_tensor,
+    _linear_params,
+    _norm_params,
+    _number,
+    _reduce_params,
+    _scale_params,
+    _sdpa_params,
+    _shape_params,
+    _softmax_params,
+    addmm_operands,
+    all_operands,
+    arg,
+    first_operand,
+    linear_operands,
+)
 
 
 class Family(Enum):
@@ -77,251 +97,31 @@ class OpSpec:
     #: the function this op is, as a dotted path, for an op whose ``__name__`` another op shares
     #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view)
     callable: str = ""
-
-
-# ---------------------------------------------------------------------------
-# argument readers
-# ---------------------------------------------------------------------------
-
-def arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any = None) -> Any:
-    """Argument ``name`` given by keyword or at position ``pos`` (``args[0]`` is the tensor)."""
-    if name in kwargs:
-        return kwargs[name]
-    return args[pos] if len(args) > pos else default
-
-
-def _number(value: Any) -> Any:
-    """A plain number (a 0-d tensor's value is read only on CPU; never a sync on GPU)."""
-    if isinstance(value, (bool, int, float)):
-        return value
-    if hasattr(value, "dim") and value.dim() == 0 and value.device.type == "cpu":
-        return value.item()
-    return None
-
-
-def _shape_params(args: tuple, kwargs: dict) -> dict:
-    """The shape a view/reshape asks for, as whole numbers (``-1`` kept): ``view(B, T, -1)``."""
-    sizes = args[1:] if len(args) > 1 else (kwargs.get("shape") or kwargs.get("size") or ())
-    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) or (len(sizes) == 1 and hasattr(sizes[0], "__len__")):
-        sizes = sizes[0]
-    shape = [_number(s) for s in sizes]
-    return {"shape": shape} if shape and all(isinstance(s, int) for s in shape) else {}
-
-
-def _dim_params(pos: int = 1) -> Callable[[tuple, dict], dict]:
-    def read(args: tuple, kwargs: dict) -> dict:
-        return {"dim": arg(args, kwargs, pos, "dim")}
-    return read
-
-
-def _reduce_params(args: tuple, kwargs: dict) -> dict:
-    dim = arg(args, kwargs, 1, "dim")
-    return {"dim": list(dim) if isinstance(dim, (list, tuple)) else dim,
-            "keepdim": bool(arg(args, kwargs, 2, "keepdim", False))}
-
-
-def _dropout_params(args: tuple, kwargs: dict) -> dict:
-    return {"p": _number(arg(args, kwargs, 1, "p", 0.5)), "training": bool(arg(args, kwargs, 2, "training", True))}
-
-
-def _norm_params(args: tuple, kwargs: dict) -> dict:
-    """How many trailing axes ``layer_norm``/``rms_norm`` normalise over (``normalized_shape``)."""
-    shape = arg(args, kwargs, 1, "normalized_shape")
-    if isinstance(shape, int):
-        return {"normalised": 1}
-    return {"normalised": len(shape)} if isinstance(shape, (tuple, list)) else {}
-
-
-def _fill_params(args: tuple, kwargs: dict) -> dict:
-    return {"value": _number(arg(args, kwargs, 2, "value"))}
-
-
-def _linear_params(args: tuple, kwargs: dict) -> dict:
-    weight = arg(args, kwargs, 1, "weight")
-    bias = arg(args, kwargs, 2, "bias")
-    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
-
-
-def _conv_params(args: tuple, kwargs: dict) -> dict:
-    weight = arg(args, kwargs, 1, "weight")
-    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None,
-            "stride": _plain(arg(args, kwargs, 3, "stride", 1))}
-
-
-def _plain(value):
-    return list(value) if isinstance(value, (tuple, list)) else value
-
-
-def _einsum_params(args: tuple, kwargs: dict) -> dict:
-    equation = args[0] if args and isinstance(args[0], str) else kwargs.get("equation")
-    if not isinstance(equation, str):
-        return {}
-    parsed = parse_einsum(equation)
-    return {"equation": equation, **({"subscripts": parsed} if parsed else {})}
-
-
-def _sdpa_params(args: tuple, kwargs: dict) -> dict:
-    mask = arg(args, kwargs, 3, "attn_mask")
-    return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),
-            "has_mask": mask is not None, "enable_gqa": bool(kwargs.get("enable_gqa", False)),
-            **(mask_facts(mask) if _is_tensor(mask) else {})}
-
-
-#: a boolean mask is read (for its pattern) only on the CPU and up to this many elements
-MASK_READ_LIMIT = 1 << 16
-
-
-def mask_facts(mask: Any) -> dict:
-    """What a boolean attention mask's values say, read only where that costs no device sync.
-
-    ``mask_read`` says whether the values were read (or why not); when they were,
-    ``mask_blind_rows`` counts the mask's rows (last axis: keys) with no True entry, ``mask_blind_at``
-    is the index of the first, and ``mask_pattern`` is ``"causal"`` for ``ones(L, S).tril(S - L)``
-    (True on the diagonal and below), ``"future"`` for ``ones(L, S).triu(S - L + 1)`` (True strictly
-    above it: nn.MultiheadAttention's causal mask), else absent. Every leading slice must match.
-    """
-    if mask.dim() == 0:
-        return {}
-    if mask.is_floating_point():
-        return _float_mask_facts(mask)
-    if not str(mask.dtype).endswith("bool"):
-        return {}
-    if mask.device.type != "cpu":
-        return {"mask_read": f"not read: the mask is on {mask.device.type} (reading it would wait for the device)"}
-    if mask.numel() > MASK_READ_LIMIT:
-        return {"mask_read": f"not read: {mask.numel():,} elements (more than {MASK_READ_LIMIT:,})"}
-    blind = ~mask.any(-1)
-    facts: dict[str, Any] = {"mask_read": "read", "mask_blind_rows": int(blind.sum())}
-    if facts["mask_blind_rows"]:
-        facts["mask_blind_at"] = [int(i) for i in blind.nonzero()[0]]
-    if mask.dim() >= 2 and mask.shape[-2] > 1:
-        n_q, n_k = mask.shape[-2], mask.shape[-1]
-        ones = mask.new_ones((n_q, n_k))
-        for pattern, table in (("causal", ones.tril(n_k - n_q)), ("future", ones.triu(n_k - n_q + 1))):
-            if bool((mask == table).all()):
-                facts["mask_pattern"] = pattern
-    return facts
-
-
-def _float_mask_facts(mask: Any) -> dict:
-    """A float mask is added to the scores. ``float_mask_binary`` says it holds only 0s and 1s, both
-    (``torch.tril(torch.ones(T, T))``: a mask written for multiplying, handed where it is added), and
-    ``mask_pattern`` says which triangle the 1s are, as for a boolean mask. Read on the CPU only."""
-    if mask.device.type != "cpu" or mask.numel() > MASK_READ_LIMIT or mask.is_meta:
-        return {}
-    ones, zeros = mask == 1, mask == 0
-    if not bool((ones | zeros).all()) or not bool(ones.any()) or not bool(zeros.any()):
-        return {}
-    facts: dict[str, Any] = {"float_mask_binary": True}
-    if mask.dim() >= 2 and mask.shape[-2] > 1:
-        n_q, n_k = mask.shape[-2], mask.shape[-1]
-        table = ones.new_ones((n_q, n_k))
-        if bool((ones == table.tril(n_k - n_q)).all()):
-            facts["mask_pattern"] = "causal"
-    return facts
-
-
-def _softmax_params(args: tuple, kwargs: dict) -> dict:
-    """The axis softmax normalises; without ``dim``, the one torch's legacy rule picks
-    (``_get_softmax_dim``: axis 0 for 0-, 1- and 3-D input, else axis 1), marked ``implicit_dim``."""
-    dim = arg(args, kwargs, 1, "dim")
-    if dim is not None:
-        return {"dim": dim}
-    x = args[0] if args else kwargs.get("input")
-    if not hasattr(x, "dim"):   # a tensor, or the captured stub of one (its rank is all this reads)
-        return {}
-    return {"dim": 0 if x.dim() in (0, 1, 3) else 1, "implicit_dim": True}
-
-
-def _scale_params(args: tuple, kwargs: dict) -> dict:
-    return {"alpha": _number(kwargs.get("alpha", 1)), "beta": _number(kwargs.get("beta", 1))}
-
-
-def parse_einsum(equation: str) -> dict | None:
-    """``'b h i d, b h j d -> b h i j'`` -> ``{"inputs": ["bhid", "bhjd"], "output": "bhij"}``.
-
-    Spaces are allowed anywhere (the lucidrains style); an implicit output is the letters that
-    appear once, sorted, as torch does. None for ellipses (left unnamed).
-
-    >>> parse_einsum("b h i d, b h j d -> b h i j")
-    {'inputs': ['bhid', 'bhjd'], 'output': 'bhij'}
-    """
-    eq = "".join(equation.split())
-    if "..." in eq:
-        return None
-    lhs, arrow, rhs = eq.partition("->")
-    terms = lhs.split(",")
-    if not arrow:
-        letters = "".join(terms)
-        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    if not all(t.isalpha() for t in terms) or (rhs and not rhs.isalpha()):
-        return None
-    return {"inputs": terms, "output": rhs}
-
-
-# ---------------------------------------------------------------------------
-# operands: which arguments an op reads
-# ---------------------------------------------------------------------------
-
-def first_operand(args: tuple, kwargs: dict) -> list:
-    first = args[0] if args else kwargs.get("input")
-    return [first] if _is_tensor(first) else []
-
-
-def linear_operands(args: tuple, kwargs: dict) -> list:
-    return first_operand(args, kwargs)
-
-
-def addmm_operands(args: tuple, kwargs: dict) -> list:
-    """``addmm(bias, x, w)`` / ``baddbmm(base, a, b)``: the two matrices are the operands."""
-    pair = [arg(args, kwargs, 1, "mat1", arg(args, kwargs, 1, "batch1")),
-            arg(args, kwargs, 2, "mat2", arg(args, kwargs, 2, "batch2"))]
-    return [t for t in pair if _is_tensor(t)]
-
-
-def all_operands(args: tuple, kwargs: dict) -> list:
-    """Every tensor argument, and every tensor inside a list or tuple argument (``torch.cat``)."""
-    found = []
-    is_tensor_type = _TENSOR_TYPE.get
-    for value in (*args, *kwargs.values()) if kwargs else args:
-        kind = type(value)
-        if kind is int or kind is float or value is None:
-            continue
-        known = is_tensor_type(kind)
-        if known or known is None and _is_tensor(value):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(v for v in value if _is_tensor(v))
-    return found
-
-
-#: type -> is it a tensor type (torch is not imported here: a tensor is what has storage and a shape)
-_TENSOR_TYPE: dict[type, bool] = {}
-
-
-def _is_tensor(value: Any) -> bool:
-    kind = type(value)
-    known = _TENSOR_TYPE.get(kind)
-    if known is None:
-        known = _TENSOR_TYPE[kind] = hasattr(kind, "untyped_storage") and hasattr(kind, "shape")
-    return known
+    rank: int | None = None           # operands of one rank only (torch.mm: matrices; torch.bmm: 3-D)
+    stacks: bool = False              # its result gets a new axis (the others join along an existing one)
+    write: str = ""                   # how a write lines its values up: "whole", "rows" or "index"
+    short: str = ""                   # the table's name for it, where the name is long
+    shows_first: bool = False         # the table's argument text shows its first argument (a list, an equation)
+    stride_bound: bool = False        # raises, rather than copies, when the strides cannot express the shape
+    shape_of_other: bool = False      # takes the shape of its second operand (``x.view_as(other)``)
 
 
 # ---------------------------------------------------------------------------
 # the registry
 # ---------------------------------------------------------------------------
 
-def _views(names: list[str], fn: Callable, words: str, params: Callable | None = None) -> list[OpSpec]:
-    return [OpSpec(n, "view", fn, params=params, words=words) for n in names]
+def _views(names: list[str], fn: Callable, words: str, params: Callable | None = None, **facts) -> list[OpSpec]:
+    return [OpSpec(n, "view", fn, params=params, words=words, **facts) for n in names]
 
 
 _ENTRIES: list[OpSpec] = [
     # -- the view family: same storage, new shape and strides ------------------------------
-    *_views(["view"], pr.reshape, "same memory read with a new shape", _shape_params),
-    *_views(["view_as"], pr.reshape, "same memory read with a new shape"),
+    *_views(["view"], pr.reshape, "same memory read with a new shape", _shape_params, stride_bound=True),
+    *_views(["view_as"], pr.reshape, "same memory read with a new shape", stride_bound=True, shape_of_other=True),
     OpSpec("reshape", "maybe", pr.reshape, params=_shape_params,
            words="a new shape: a view when the strides allow, else a copy"),
-    OpSpec("reshape_as", "maybe", pr.reshape, words="a new shape: a view when the strides allow, else a copy"),
+    OpSpec("reshape_as", "maybe", pr.reshape, words="a new shape: a view when the strides allow, else a copy",
+           shape_of_other=True),
     OpSpec("flatten", "maybe", pr.reshape, words="merges axes into one"),
     OpSpec("unflatten", "view", pr.reshape, words="splits one axis into several"),
     *_views(["transpose", "swapaxes", "swapdims"], pr.transpose, "swaps two axes (strides swap, no data moves)",
@@ -331,7 +131,8 @@ _ENTRIES: list[OpSpec] = [
     *_views(["t"], pr.t, "swaps the two axes of a matrix"),
     *_views(["T"], pr.reverse, "reverses the order of all axes"),
     *_views(["mT", "mH", "adjoint"], pr.swap_last, "swaps the last two axes"),
-    *_views(["expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["expand_as"], pr.expand, "repeats values along size-1 axes with stride 0", shape_of_other=True),
     OpSpec("expand", "view", pr.expand, words="repeats values along size-1 axes with stride 0", sized="grown"),
     OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
@@ -349,9 +150,9 @@ _ENTRIES: list[OpSpec] = [
     *_views(["diagonal"], None, "the diagonal"),
     # writes into a tensor (a cache): a row each (the table shows where a cache is filled, and a write
     # that puts tokens where heads belong is reported there); the names they prove are read after the run
-    OpSpec("__setitem__", "copy", None, inplace=True, words="writes values into part of this tensor"),
-    OpSpec("index_copy_", "copy", None, inplace=True, words="writes rows at the given indices"),
-    OpSpec("copy_", "copy", None, inplace=True, words="copies values into this tensor"),
+    OpSpec("__setitem__", "copy", None, inplace=True, write="index", words="writes values into part of this tensor"),
+    OpSpec("index_copy_", "copy", None, inplace=True, write="rows", words="writes rows at the given indices"),
+    OpSpec("copy_", "copy", None, inplace=True, write="whole", words="copies values into this tensor"),
     *_views(["view_as_complex"], pr.complex_pairs, "reads each pair of reals as one complex number"),
     *_views(["view_as_real"], pr.real_pairs, "reads each complex number as its pair of reals"),
     *_views(["unfold"], pr.windows, "windows along an axis (overlapping ones share memory)"),
@@ -373,9 +174,10 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor"),
     OpSpec("tile", "copy", pr.tile, words="tiles the tensor"),
     OpSpec("repeat_interleave", "copy", pr.repeat_interleave, words="repeats each element in place"),
-    OpSpec("cat", "copy", pr.cat, params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
+    OpSpec("cat", "copy", pr.cat, shows_first=True, params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
            words="joins tensors along an axis", operands=all_operands),
-    OpSpec("stack", "copy", pr.stack, params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
+    OpSpec("stack", "copy", pr.stack, shows_first=True, stacks=True,
+           params=lambda a, k: {"dim": arg(a, k, 1, "dim", 0)},
            words="stacks tensors along a new axis", operands=all_operands),
     OpSpec("roll", "copy", pr.same, words="rotates the values along axes (same names, shifted positions)"),
     OpSpec("flip", "copy", pr.same, words="reverses the order along axes"),
@@ -391,19 +193,20 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("tril", "copy", pr.same, words="keeps the lower triangle"),
     OpSpec("triu", "copy", pr.same, words="keeps the upper triangle"),
     # -- compute: new values -------------------------------------------------------------------------
-    OpSpec("linear", "new", pr.linear, params=_linear_params, operands=linear_operands,
+    OpSpec("linear", "new", pr.linear, shows_first=True, params=_linear_params, operands=linear_operands,
            words="a linear projection of the last axis"),
     OpSpec("addmm", "new", pr.addmm, params=_scale_params, operands=addmm_operands,
            words="bias + x @ W (a projection written as a matrix product)"),
-    OpSpec("mm", "new", pr.matmul, words="matrix product"),
-    OpSpec("bmm", "new", pr.matmul, words="batched matrix product"),
+    OpSpec("mm", "new", pr.matmul, rank=2, words="matrix product"),
+    OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product"),
     OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
            words="base + a @ b, batched"),
-    OpSpec("matmul", "new", pr.matmul, words="matrix product"),
+    OpSpec("matmul", "new", pr.matmul, copies_inside=True, words="matrix product"),
     *(OpSpec(f"conv{n}d", "new", pr.conv, params=_conv_params, operands=first_operand,
              words="slides a filter over the positions: channels in, channels out") for n in (1, 2, 3)),
-    OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum"),
-    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True,
+    OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum",
+           shows_first=True, contraction="subscripts"),
+    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True, short="sdpa",
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
@@ -419,7 +222,7 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("logsumexp", "new", pr.reduce, params=_reduce_params, words="log-sum-exp over axes"),
     *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis")
       for name in ("argmax", "argmin")),
-    OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False,
+    OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
 ]
 
@@ -468,10 +271,6 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.DROPOUT: ("dropout",),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
-#: ops that fold batch axes with a reshape and may copy an operand on the way (torch.matmul, ``@``)
-_COPIES_INSIDE = frozenset({"matmul"})
-#: how each product contracts (an einsum by its subscripts, the others last axis · second to last)
-_CONTRACTION = {"einsum": "subscripts"}
 #: ops that move or select elements, and the function each is replayed as on coordinate tensors
 _REPLAYS = {
     **{name: f"torch.{name}" for name in ("gather", "index_select", "take_along_dim", "cat", "concat",
@@ -483,10 +282,10 @@ _REPLAYS = {
 
 
 def _with_facts(spec: OpSpec) -> OpSpec:
+    """Its family; a product contracts last axis · second to last unless its entry says otherwise."""
     family = _FAMILY_OF.get(spec.name, Family.OTHER)
-    contraction = _CONTRACTION.get(spec.name, "matrix") if family is Family.PRODUCT else ""
-    return replace(spec, family=family, copies_inside=spec.name in _COPIES_INSIDE, contraction=contraction,
-                   replay=_REPLAYS.get(spec.name, ""))
+    contraction = (spec.contraction or "matrix") if family is Family.PRODUCT else ""
+    return replace(spec, family=family, contraction=contraction, replay=_REPLAYS.get(spec.name, ""))
 
 
 _ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
@@ -587,10 +386,6 @@ _META_KINDS: dict[str, tuple[str, ...]] = {
 _META_KIND = {op: kind for kind, names in _META_KINDS.items() for op in names}
 #: divisions whose integer operands give a float result (without a rounding mode)
 _TRUE_DIVISION = frozenset({"div", "true_divide", "divide", "__truediv__", "__rtruediv__", "__div__"})
-#: products that need operands of one rank (torch.mm: matrices; torch.bmm: 3-D with one batch size)
-_RANK = {"mm": 2, "bmm": 3}
-#: ops whose result gets a new axis (the others join along an existing one)
-_STACKS = frozenset({"stack"})
 
 
 class ReduceDtype(Enum):
@@ -621,7 +416,7 @@ def is_inplace(op: str) -> bool:
 
 
 def required_rank(op: str) -> int | None:
-    return _RANK.get(op)
+    return REGISTRY.get(op, UNKNOWN).rank
 
 
 def reversed_operands(op: str) -> bool:
@@ -630,7 +425,7 @@ def reversed_operands(op: str) -> bool:
 
 
 def stacks(op: str) -> bool:
-    return op in _STACKS
+    return REGISTRY.get(op, UNKNOWN).stacks
 
 
 def reduce_dtype(op: str) -> ReduceDtype:
@@ -667,19 +462,10 @@ CHAIN_METHODS = frozenset({"view", "reshape", "transpose", "permute", "contiguou
                            "squeeze", "flatten", "unflatten", "narrow", "select"})
 #: the attributes a chain may read (``x.mT``); indexing is :func:`is_indexing`
 CHAIN_ATTRIBUTES = frozenset({"mT"})
-#: ops whose first operand is the row's input, so the argument text leaves it out (not cat, einsum...)
-_ALL_ARGS_SHOWN = frozenset({"cat", "stack", "einsum", "linear"})
-#: long torch names shown short in the table's op column
-SHORT_NAMES = {"scaled_dot_product_attention": "sdpa", "multi_head_attention_forward": "mha_forward"}
-
-
-#: reshapes that raise, rather than copy, when the strides cannot express the new shape
-_STRIDE_BOUND = frozenset({"view", "view_as"})
-
 
 def fails_on_strides(op: str) -> bool:
     """``view``/``view_as``: raise when the input's strides cannot express the new shape (reshape copies)."""
-    return op in _STRIDE_BOUND
+    return REGISTRY.get(op, UNKNOWN).stride_bound
 
 
 def views_to_a_shape(op: str) -> bool:
@@ -689,12 +475,8 @@ def views_to_a_shape(op: str) -> bool:
     return spec.memory == "view" and spec.params is _shape_params
 
 
-#: ops that take the shape of their second operand (``x.view_as(other)``)
-_SHAPE_OF_OTHER = frozenset({"view_as", "reshape_as", "expand_as"})
-
-
 def takes_shape_of_other(op: str) -> bool:
-    return op in _SHAPE_OF_OTHER
+    return REGISTRY.get(op, UNKNOWN).shape_of_other
 
 
 def is_indexing(op: str) -> bool:
@@ -704,11 +486,11 @@ def is_indexing(op: str) -> bool:
 
 def shows_first_argument(op: str) -> bool:
     """Does the table's argument text show the first argument (``cat``'s list, ``einsum``'s equation)?"""
-    return op in _ALL_ARGS_SHOWN
+    return REGISTRY.get(op, UNKNOWN).shows_first
 
 
 def short_name(op: str) -> str:
-    return SHORT_NAMES.get(op, op)
+    return REGISTRY.get(op, UNKNOWN).short or op
 
 
 #: elementwise ops that scale by a number (attention's 1/√d_k): their frozen arguments are read after the run
@@ -773,25 +555,6 @@ def operands_of(spec: OpSpec, args: tuple, kwargs: dict) -> list:
     return (spec.operands or all_operands)(args, kwargs)
 
 
-@dataclass
-class Call:
-    """One call as the name functions see it: the op, its operands and their names, torch's outputs."""
-
-    op: str
-    args: tuple
-    kwargs: dict
-    inputs: list
-    in_axes: list
-    shapes: list[tuple[int, ...]]
-    namer: Any
-    params: dict = field(default_factory=dict)
-
-    def arg(self, pos: int, name: str, default: Any = None) -> Any:
-        return arg(self.args, self.kwargs, pos, name, default)
-
-
-
-
 def separates(op: str) -> bool:
     """Does ``op`` take a tensor apart along one axis (all its parts, or one of them)?"""
     return family_of(op) is Family.SPLIT or op in PICKS
@@ -802,14 +565,10 @@ def selects_along_dim(op: str) -> bool:
     return op == "select"
 
 
-#: how each write lines its values up with the tensor written into
-_WRITE_KINDS = {"copy_": "whole", "index_copy_": "rows", "__setitem__": "index"}
-
-
 def write_kind(op: str) -> str | None:
     """``"whole"`` (``copy_``: broadcast onto all of it), ``"rows"`` (``index_copy_(dim, ...)``),
     ``"index"`` (``t[index] = v``), or None for an op that writes nothing."""
-    return _WRITE_KINDS.get(op)
+    return REGISTRY.get(op, UNKNOWN).write or None
 
 
 def separated_axis(op: str, args: tuple, kwargs: dict, ndim: int) -> int | None:

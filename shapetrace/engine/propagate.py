@@ -1,6 +1,6 @@
 """How axis names flow through each op: the ``names`` functions of the op registry.
 
-Every function takes one :class:`~shapetrace.engine.ops.Call` (the op, its operands, their axes,
+Every function takes one :class:`~shapetrace.engine.op_args.Call` (the op, its operands, their axes,
 and torch's output shapes) and returns the axes of each output: one tuple, or a list of tuples
 for ops with several outputs. The tracer checks every result against torch's shapes; a function
 that cannot prove a name returns an unnamed axis (:func:`~shapetrace.engine.axes.unknown_axis`).
@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
+from shapetrace.engine import axis_compute, axis_moves, axis_reshape
 from shapetrace.engine.axes import Axis
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.ops import Call
+    from shapetrace.engine.op_args import Call
 
 Axes = tuple[Axis, ...]
 
@@ -43,29 +44,29 @@ def same(c: Call) -> Axes:
 
 
 def broadcast(c: Call) -> Axes:
-    return ax.broadcast_axes(c.in_axes, c.shapes[0])
+    return axis_compute.broadcast_axes(c.in_axes, c.shapes[0])
 
 
 def first_broadcast(c: Call) -> Axes:
     """``masked_fill``: the output is the first operand's shape (the mask only broadcasts into it)."""
-    return ax.broadcast_axes(c.in_axes[:1], c.shapes[0])
+    return axis_compute.broadcast_axes(c.in_axes[:1], c.shapes[0])
 
 
 # -- the view family -----------------------------------------------------------------------------
 
 def reshape(c: Call) -> Axes:
-    return ax.reshape_axes(c.in_axes[0], c.shapes[0], c.namer)
+    return axis_reshape.reshape_axes(c.in_axes[0], c.shapes[0], c.namer)
 
 
 def transpose(c: Call) -> Axes:
     a = c.in_axes[0]
     d0, d1 = c.arg(1, "dim0"), c.arg(2, "dim1")
-    return ax.permute_axes(a, ax.transpose_order(len(a), int(d0), int(d1)))
+    return axis_moves.permute_axes(a, axis_moves.transpose_order(len(a), int(d0), int(d1)))
 
 
 def swap_last(c: Call) -> Axes:
     a = c.in_axes[0]
-    return tuple(a) if len(a) < 2 else ax.permute_axes(a, ax.transpose_order(len(a), -2, -1))
+    return tuple(a) if len(a) < 2 else axis_moves.permute_axes(a, axis_moves.transpose_order(len(a), -2, -1))
 
 
 def t(c: Call) -> Axes:
@@ -82,7 +83,7 @@ def reverse(c: Call) -> Axes:
 def permute(c: Call) -> Axes:
     a = c.in_axes[0]
     order = _rest(c, "dims")
-    return ax.permute_axes(a, [d % len(a) for d in order])
+    return axis_moves.permute_axes(a, [d % len(a) for d in order])
 
 
 def movedim(c: Call) -> Axes:
@@ -96,19 +97,19 @@ def movedim(c: Call) -> Axes:
     for s, d in zip(src, dst):
         order[d] = s
     rest = iter(i for i in range(n) if i not in src)
-    return ax.permute_axes(a, [o if o is not None else next(rest) for o in order])
+    return axis_moves.permute_axes(a, [o if o is not None else next(rest) for o in order])
 
 
 def expand(c: Call) -> Axes:
-    return ax.expand_axes(c.in_axes[0], c.shapes[0], c.namer)
+    return axis_moves.expand_axes(c.in_axes[0], c.shapes[0], c.namer)
 
 
 def unsqueeze(c: Call) -> Axes:
-    return ax.unsqueeze_axes(c.in_axes[0], int(c.arg(1, "dim")))
+    return axis_moves.unsqueeze_axes(c.in_axes[0], int(c.arg(1, "dim")))
 
 
 def squeeze(c: Call) -> Axes:
-    return ax.squeeze_axes(c.in_axes[0], c.shapes[0])
+    return axis_moves.squeeze_axes(c.in_axes[0], c.shapes[0])
 
 
 def complex_pairs(c: Call) -> Axes:
@@ -171,7 +172,7 @@ def strided(c: Call) -> Axes:
     if layout is None or (offset is not None and offset != layout[2]):
         return ax.unknown_axes(c.shapes[0])
     out_strides = [int(s) for s in c.arg(2, "stride")]
-    return ax.strided_axes(c.in_axes[0], tuple(layout[1]), c.shapes[0], out_strides, c.namer)
+    return axis_reshape.strided_axes(c.in_axes[0], tuple(layout[1]), c.shapes[0], out_strides, c.namer)
 
 
 def narrow(c: Call) -> Axes:
@@ -183,17 +184,17 @@ def narrow(c: Call) -> Axes:
 
 
 def select(c: Call) -> Axes:
-    return ax.unbind_axes(c.in_axes[0], int(c.arg(1, "dim")))
+    return axis_moves.unbind_axes(c.in_axes[0], int(c.arg(1, "dim")))
 
 
 def unbind(c: Call) -> list[Axes]:
     dim = int(c.arg(1, "dim", 0))
-    return [ax.unbind_axes(c.in_axes[0], dim)] * len(c.shapes)
+    return [axis_moves.unbind_axes(c.in_axes[0], dim)] * len(c.shapes)
 
 
 def split(c: Call) -> list[Axes]:
     dim = int(c.arg(2, "dim", 0))
-    return ax.split_axes(c.in_axes[0], dim, [s[dim % len(s)] for s in c.shapes], c.namer)
+    return axis_moves.split_axes(c.in_axes[0], dim, [s[dim % len(s)] for s in c.shapes], c.namer)
 
 
 def getitem(c: Call) -> Axes:
@@ -203,7 +204,7 @@ def getitem(c: Call) -> Axes:
     masks = [i for i, item in enumerate(items) if _is_mask(item)]
     if masks:
         return _masked(c.in_axes[0], items, masks, c.shapes[0])
-    out = ax.index_axes(c.in_axes[0], [_index_kind(i) for i in items], list(items), c.shapes[0], c.namer)
+    out = axis_moves.index_axes(c.in_axes[0], [_index_kind(i) for i in items], list(items), c.shapes[0], c.namer)
     return out if out is not None else ax.unknown_axes(c.shapes[0])
 
 
@@ -243,28 +244,28 @@ def _index_kind(item) -> str:
 # -- copies ----------------------------------------------------------------------------------------
 
 def cat(c: Call) -> Axes:
-    return ax.cat_axes(c.in_axes, int(c.arg(1, "dim", 0)), c.namer)
+    return axis_moves.cat_axes(c.in_axes, int(c.arg(1, "dim", 0)), c.namer)
 
 
 def stack(c: Call) -> Axes:
-    return ax.stack_axes(c.in_axes, int(c.arg(1, "dim", 0)))
+    return axis_moves.stack_axes(c.in_axes, int(c.arg(1, "dim", 0)))
 
 
 def repeat(c: Call) -> Axes:
-    return ax.repeat_axes(c.in_axes[0], _rest(c, "repeats"), c.namer)
+    return axis_moves.repeat_axes(c.in_axes[0], _rest(c, "repeats"), c.namer)
 
 
 def tile(c: Call) -> Axes:
     reps = _rest(c, "dims")
     reps = [1] * (len(c.in_axes[0]) - len(reps)) + reps
-    return ax.repeat_axes(c.in_axes[0], reps, c.namer)
+    return axis_moves.repeat_axes(c.in_axes[0], reps, c.namer)
 
 
 def repeat_interleave(c: Call) -> Axes:
     reps = c.arg(1, "repeats")
     if not isinstance(reps, int):
         return ax.unknown_axes(c.shapes[0])
-    return ax.repeat_interleave_axes(c.in_axes[0], reps, c.arg(2, "dim"), c.namer)
+    return axis_moves.repeat_interleave_axes(c.in_axes[0], reps, c.arg(2, "dim"), c.namer)
 
 
 def pad(c: Call) -> Axes:
@@ -316,20 +317,20 @@ def index_select(c: Call) -> Axes:
 
 def linear(c: Call) -> Axes:
     weight = c.arg(1, "weight")
-    return ax.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, _weight_is_module(weight))
+    return axis_compute.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, _weight_is_module(weight))
 
 
 def addmm(c: Call) -> Axes:
     """``addmm(bias, x, W)``: GPT-2's Conv1D, a projection of x's last axis by W of shape [in, out]."""
     x = c.in_axes[0]
-    return ax.linear_axes(x, c.shapes[0][-1], c.namer, True)
+    return axis_compute.linear_axes(x, c.shapes[0][-1], c.namer, True)
 
 
 def parameter_product(c: Call) -> Axes:
     """``x @ W`` where ``W`` is a 2-d matrix made from module parameters only (``input @ self.weight.T``:
     Falcon's FalconLinear computes nn.Linear this way): a projection of x's last axis, named as
     ``linear`` names it."""
-    return ax.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, True)
+    return axis_compute.linear_axes(c.in_axes[0], c.shapes[0][-1], c.namer, True)
 
 
 def _weight_is_module(weight) -> bool:
@@ -339,25 +340,25 @@ def _weight_is_module(weight) -> bool:
 
 def conv(c: Call) -> Axes:
     """``F.conv1d/2d/3d(x, weight, ...)``: see :func:`~shapetrace.engine.axes.conv_axes`."""
-    return ax.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")))
+    return axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")))
 
 
 def matmul(c: Call) -> Axes:
-    return ax.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
+    return axis_compute.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
 
 
 def baddbmm(c: Call) -> Axes:
-    return ax.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
+    return axis_compute.matmul_axes(c.in_axes[0], c.in_axes[1], c.shapes[0], c.namer)
 
 
 def einsum(c: Call) -> Axes:
     parsed = c.params.get("subscripts")
-    out = ax.einsum_axes(parsed, c.in_axes, c.namer) if parsed else None
+    out = axis_compute.einsum_axes(parsed, c.in_axes, c.namer) if parsed else None
     return out if out is not None else ax.unknown_axes(c.shapes[0])
 
 
 def sdpa(c: Call) -> Axes:
-    return ax.sdpa_axes(c.in_axes[0], c.in_axes[2] if len(c.in_axes) > 2 else c.in_axes[0], c.shapes[0])
+    return axis_compute.sdpa_axes(c.in_axes[0], c.in_axes[2] if len(c.in_axes) > 2 else c.in_axes[0], c.shapes[0])
 
 
 def embedding(c: Call) -> Axes:

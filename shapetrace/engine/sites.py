@@ -187,3 +187,33 @@ def _display_path(filename: str, cwd: str) -> str:
     if path.startswith(cwd + os.sep):
         return os.path.relpath(path, cwd)
     return path
+
+
+def einops_pattern() -> tuple[int, list[list[str]] | None] | None:
+    """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
+    ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
+    frame = sys._getframe(3)
+    while frame is not None and plumbing(frame.f_code):
+        if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
+            pattern = frame.f_locals.get("pattern")
+            return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
+        frame = frame.f_back
+    return None
+
+
+def einops_groups(pattern: str) -> list[list[str]] | None:
+    right = pattern.partition("->")[2]
+    if "..." in right:
+        return None
+    groups, current = [], None
+    for token in right.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            current = []
+        elif token == ")":
+            groups.append(current or [])
+            current = None
+        elif current is not None:
+            current.append(token)
+        else:
+            groups.append([token])
+    return groups

@@ -17,25 +17,26 @@ import torch
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.analysis import Analysis, NanRow
-from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import (
     Capture,
-    ModulePaths,
     OpRecord,
     PassRecord,
     Recorder,
     drop_closed_recorders,
     freeze_args,
-    hold_collector,
     raw_layout,
-    release_collector,
     remove_mode,
     run_opened,
     shares_storage,
 )
+from shapetrace.engine.collector import hold_collector, release_collector
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
+from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.infer import Inference
+from shapetrace.engine.modules import ModulePaths
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError
@@ -160,6 +161,7 @@ class Trace:
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             inference.orient_sequences()
+            note_hidden_copies(inference.events)   # (after the names are final: its reasons name axes)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
 

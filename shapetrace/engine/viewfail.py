@@ -19,11 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from shapetrace.engine import axes as ax
+from shapetrace.engine import axis_reshape
 from shapetrace.engine.formatting import fmt_bytes, fmt_names
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.axes import Namer
     from shapetrace.engine.events import TensorInfo
+    from shapetrace.engine.namer import Namer
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def explain_view_error(info: TensorInfo, target_shape: Sequence[int], namer: Nam
     Args:
         info: the input tensor (shape, stride, names) as the tracer recorded it.
         target_shape: the sizes passed to ``view`` (one ``-1`` allowed).
-        namer: the trace's :class:`~shapetrace.engine.axes.Namer`; with it, the fixes are
+        namer: the trace's :class:`~shapetrace.engine.namer.Namer`; with it, the fixes are
             checked for silently mixing axes (the ``reshape`` trap).
 
     Returns:
@@ -239,10 +241,8 @@ def _named_result(info: TensorInfo, target: Sequence[int], namer: Namer | None):
     """``(labels, first mixed axis or None)`` after ``reshape(target)`` by names; None when unnamed."""
     if namer is None or not info.axes or len(info.axes) != len(info.shape) or not any(info.dims):
         return None
-    from shapetrace.engine import axes as ax
-
     try:
-        out_axes = ax.reshape_axes(info.axes, target, namer)
+        out_axes = axis_reshape.reshape_axes(info.axes, target, namer)
     except ValueError:
         return None
     labels = [namer.label(a) for a in out_axes]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from shapetrace.engine.ops import REGISTRY, UNKNOWN, Family, family_of
+
 Shape = Sequence[int]
 Names = Sequence[str | None]
 
@@ -63,6 +65,11 @@ def _matmul_reading(answer: Shape, inputs: Sequence[Shape], names: Sequence[Name
     return ""
 
 
+def _matrix_product(op: str) -> bool:
+    """A product over the last axis of the left and the second to last of the right (matmul, bmm, mm)."""
+    return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
+
+
 def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Sequence[Names],
                right: Shape, right_names: Names) -> str:
     """What a wrong shape ``answer`` says about the mistake behind it ("" when nothing general fits)."""
@@ -70,7 +77,7 @@ def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Seq
     first = tuple(inputs[0]) if inputs else ()
     if answer == right:
         return ""
-    if op in ("matmul", "bmm"):
+    if _matrix_product(op):
         reading = _matmul_reading(answer, inputs, input_names)
         if reading:
             return reading
@@ -86,7 +93,7 @@ def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Seq
         i, j = swap
         return (f"axes {i} and {j} swapped: torch has {_name(right_names, i, right[i])} before "
                 f"{_name(right_names, j, right[j])}")
-    if op in ("view", "reshape") and first and math.prod(answer) != math.prod(first):
+    if family_of(op) is Family.RESHAPE and first and math.prod(answer) != math.prod(first):
         return f"holds {math.prod(answer)} elements, the input {math.prod(first)}: a {op} keeps every element"
     if sorted(answer) == sorted(right):
         return "the right sizes in the wrong order"

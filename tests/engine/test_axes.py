@@ -5,18 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapetrace.engine.axes import (
-    Atom,
-    Namer,
-    coalesce,
-    linear_axes,
-    matmul_axes,
-    permute_axes,
-    reshape_axes,
-    root_axis,
-    split_axes,
-    transpose_order,
-)
+from shapetrace.engine.axes import Atom, coalesce, root_axis
+from shapetrace.engine.axis_compute import linear_axes, matmul_axes
+from shapetrace.engine.axis_moves import permute_axes, split_axes, transpose_order
+from shapetrace.engine.axis_reshape import reshape_axes
+from shapetrace.engine.namer import Namer
 
 
 def labels(namer, axes):
@@ -106,7 +99,8 @@ def test_merging_a_mixed_axis_keeps_one_mixed_prefix():
 def test_each_piece_of_a_split_root_has_its_own_label():
     """Hp = 4 cut 2 x 2 (Swin's window partition): the windows along Hp and the place in a window are two
     different pieces of the same size; each gets its own label, the size still spelled in it."""
-    from shapetrace.engine.axes import Atom, Axis, Namer
+    from shapetrace.engine.axes import Atom, Axis
+    from shapetrace.engine.namer import Namer
 
     namer = Namer({"B": 2, "T": 8, "D": 24, "H": 3})
     labels = [namer.label(Axis((Atom("Hp", 4, stride, 2),))) for stride in (2, 1)]

@@ -13,8 +13,8 @@ import torch
 
 import shapetrace
 from shapetrace.engine.analysis import Analysis
-from shapetrace.engine.axes import Namer
 from shapetrace.engine.events import Event
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.rules.diagnose import diagnose
 from shapetrace.engine.vocabulary import canonical_dims
 
@@ -245,3 +245,35 @@ def test_the_tracer_import_scanner_finds_a_planted_import():
     assert imports_of_data_from_tracer(planted) == ["Event", "TensorInfo"]
     assert [imports_of_data_from_tracer(t) for t in _doctest_trees(
         '"""\n>>> from shapetrace.engine.tracer import TensorInfo\n"""')] == [["TensorInfo"]]
+
+
+# -- (e) sizes the issue sets (issue 33): no file in engine/ over 600 lines, no class over 300 ------------
+
+MAX_FILE_LINES = 600
+MAX_CLASS_LINES = 300
+
+
+def long_files(root: Path) -> list[str]:
+    return [f"{p.relative_to(root)}: {n}" for p in sorted(root.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES]
+
+
+def long_classes(root: Path) -> list[str]:
+    found = []
+    for p in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                found.append(f"{p.relative_to(root)}: {node.name} {node.end_lineno - node.lineno + 1}")
+    return found
+
+
+def test_no_engine_file_over_600_lines_and_no_class_over_300():
+    assert long_files(PACKAGE / "engine") == []
+    assert long_classes(PACKAGE / "engine") == []
+
+
+def test_the_size_scanners_find_a_long_file_and_a_long_class(tmp_path):
+    (tmp_path / "big.py").write_text("x = 1\n" * 601)
+    (tmp_path / "wide.py").write_text("class Wide:\n" + "    a = 1\n" * 300)
+    assert long_files(tmp_path) == ["big.py: 601"]
+    assert long_classes(tmp_path) == ["wide.py: Wide 301"]

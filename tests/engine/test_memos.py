@@ -7,6 +7,8 @@ import torch
 
 import shapetrace
 from shapetrace.engine import axes as ax
+from shapetrace.engine import axis_reshape
+from shapetrace.engine.namer import Namer
 
 
 def _args(fn) -> list[str]:
@@ -24,7 +26,7 @@ def test_equal_frozen_arguments_that_print_differently_keep_their_own_text():
 
 
 def test_labels_follow_a_swap_of_the_sequences_after_they_were_read():
-    namer = ax.Namer({"B": 2, "T": 5, "S": 5})
+    namer = Namer({"B": 2, "T": 5, "S": 5})
     axes = (ax.root_axis("B", 2), ax.root_axis("T", 5), ax.root_axis("S", 5))
     assert namer.dims_of(axes) == ("B", "T", "S")
     namer.swap_sequences()
@@ -33,8 +35,8 @@ def test_labels_follow_a_swap_of_the_sequences_after_they_were_read():
 
 
 def test_the_mixing_verdict_of_an_axis_is_the_same_memoised():
-    namer = ax.Namer({"B": 2, "T": 6, "D": 512, "H": 8})
-    mixed = ax.reshape_axes([ax.root_axis("B", 2), ax.root_axis("T", 6), ax.root_axis("D", 512)], [2, 8, 384],
+    namer = Namer({"B": 2, "T": 6, "D": 512, "H": 8})
+    mixed = axis_reshape.reshape_axes([ax.root_axis("B", 2), ax.root_axis("T", 6), ax.root_axis("D", 512)], [2, 8, 384],
                             namer)
     first = [namer.mix_kind(a) for a in mixed]
     assert first == [namer._mix_kind(a) for a in mixed] == [namer.mix_kind(a) for a in mixed]

@@ -180,7 +180,9 @@ def test_assorted_idioms_named_from_dims_alone():
 
 
 def test_unnamed_tensors_split_without_a_false_head_split_note():
-    from shapetrace.engine.axes import Namer, reshape_axes, unknown_axes
+    from shapetrace.engine.axes import unknown_axes
+    from shapetrace.engine.axis_reshape import reshape_axes
+    from shapetrace.engine.namer import Namer
 
     namer = Namer({"B": 2, "T": 6, "D": 512, "H": 8})
     split = reshape_axes(unknown_axes((2, 6, 1536)), (2, 6, 3, 8, 64), namer)

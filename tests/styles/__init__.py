@@ -18,6 +18,7 @@ that contains ``B`` (Swin's window batch).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -27,7 +28,7 @@ from types import ModuleType
 import torch
 from torch.overrides import TorchFunctionMode
 
-from shapetrace.engine.ops import REGISTRY
+from shapetrace.engine.ops import BY_CALLABLE, REGISTRY
 from shapetrace.engine.tracer import run_opened
 
 STYLE_NAMES = [
@@ -168,7 +169,7 @@ class Capture(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = op_name(func)
+        name = _known_by_callable().get(func) or op_name(func)   # F.unfold is not Tensor.unfold
         if name in REGISTRY and REGISTRY[name].opens:   # the tracer records its inner ops: see them too
             return run_opened(self, func, args, kwargs)
         out = func(*args, **kwargs)
@@ -177,6 +178,16 @@ class Capture(TorchFunctionMode):
             operands = operands[::-1]
         self.calls.append((REGISTRY[name].name if name in REGISTRY else name, operands, tensors_in(out)))
         return out
+
+
+@functools.cache
+def _known_by_callable() -> dict:
+    """The registry's ops known by their function (``torch.nn.functional.unfold``), by function object."""
+    found = {}
+    for spec in BY_CALLABLE:
+        owner, _, attr = spec.callable.rpartition(".")
+        found[getattr(importlib.import_module(owner), attr)] = spec.name
+    return found
 
 
 def op_name(func) -> str:

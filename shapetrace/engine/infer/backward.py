@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.infer.writes import write_lines, written_axes
-from shapetrace.engine.ops import Call, Family, arg, family_of, is_basic_indexing, is_matrix_product
+from shapetrace.engine.op_args import Call
+from shapetrace.engine.ops import (
+    Family,
+    arg,
+    family_of,
+    is_basic_indexing,
+    is_matrix_product,
+)
 from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover

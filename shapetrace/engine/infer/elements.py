@@ -25,7 +25,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from shapetrace.engine import axes as ax
-from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.axis_reshape import strided_axes
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
 from shapetrace.engine.provenance import ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
 from shapetrace.engine.sites import resolve
@@ -203,7 +205,7 @@ def _walked(found, operands, namer: Namer) -> dict[int, Axis]:
         digits = [(j, d) for j, s in enumerate(found) if s.kind in (WALK, ROLLED)
                   for kk, ds in s.walks if kk == k for d in ds]
         moving = [(j, d) for j, d in digits if d.stride != 0]
-        named = ax.strided_axes(axes, _row_major(shape), [d.size for _, d in moving],
+        named = strided_axes(axes, _row_major(shape), [d.size for _, d in moving],
                                 [abs(d.stride) for _, d in moving], namer) if moving else ()
         atoms: dict[int, list | None] = {}
         pieces = iter(named)

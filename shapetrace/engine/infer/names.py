@@ -15,8 +15,8 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.provenance import from_parameters_only, single_tag, tags_of
+from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
-    Call,
     OpSpec,
     lines_up_by_broadcast,
     record_params,

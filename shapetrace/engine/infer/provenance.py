@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
+from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
     PICKS,
-    Call,
     Family,
     OpSpec,
     arg,

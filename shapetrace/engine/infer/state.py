@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shapetrace.engine import axes as ax
-from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.infer import corrections as corrections_pass
@@ -20,6 +20,7 @@ from shapetrace.engine.infer.einops import chained, finish_pattern
 from shapetrace.engine.infer.elements import ElementPass
 from shapetrace.engine.infer.record import infer_op, infer_pass, op_unnamed, unnamed_outputs
 from shapetrace.engine.infer.seeds import seed
+from shapetrace.engine.namer import Namer
 
 
 class Inference:

@@ -6,7 +6,7 @@ operands (part of ``diagnose.RULES``).
 last two axes is batch. Torch checks only that the sizes fit, so a layout, a mask or a flag that
 means something else runs without a word. Each rule here decides from the axis names the engine
 propagated, from the recorded parameters and, for boolean masks, from the values read at call time
-(on the CPU only: :func:`shapetrace.engine.ops.mask_facts`); where those do not prove a bug, it
+(on the CPU only: :func:`shapetrace.engine.op_args.mask_facts`); where those do not prove a bug, it
 says nothing.
 
 Torch's behaviour each rule relies on is checked in tests/engine/test_contracts.py.
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, Axis, Namer
+from shapetrace.engine.axes import COPIES, Axis
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, einsum_contracted, has_tokens, merges_neighbours
+from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
+from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named

@@ -1,0 +1,143 @@
+"""Axis names through compute ops: ``linear``, convolutions, products, ``einsum``, attention kernels.
+Pure Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import (
+    GRID_ROOTS,
+    MIXED_PREFIX,
+    UNKNOWN,
+    Axis,
+    root_axis,
+    sizes_of,
+    unknown_axes,
+    unknown_axis,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.namer import Namer
+
+
+# ---------------------------------------------------------------------------
+# compute ops
+# ---------------------------------------------------------------------------
+
+def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -> tuple[Axis, ...]:
+    """Elementwise ops: each output axis takes its name from an input that is not broadcast there."""
+    out = []
+    n = len(out_shape)
+    for j, size in enumerate(out_shape):
+        chosen = None
+        for axes in inputs:
+            k = j - (n - len(axes))
+            if 0 <= k < len(axes) and axes[k].size == size and (size == 1 or axes[k].atoms):
+                if axes[k].atoms and (chosen is None or _is_unknown(chosen)):
+                    chosen = axes[k]
+        out.append(chosen if chosen is not None else unknown_axis(size))
+    return tuple(out)
+
+
+def _is_unknown(axis: Axis) -> bool:
+    return any(a.root == UNKNOWN for a in axis.atoms)
+
+
+def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
+                structural: bool = True) -> tuple[Axis, ...]:
+    """``linear`` keeps the leading axes and names the new feature axis by what the weight does to
+    the input's features: the same width (``D``), three or two times it (fused ``3*D``/``2*D``),
+    or ``H*d_k`` when heads are narrower than the model. An input whose features are unnamed, or a
+    weight that is not a module's parameter, gives unnamed features."""
+    last_in = axes[-1] if axes else Axis()
+    source = namer.label(last_in) if last_in.atoms else None
+    if not structural or source is None or namer.role(source.lstrip(MIXED_PREFIX)) not in ("features",):
+        return tuple(axes[:-1]) + (unknown_axis(out_features),)
+    root = namer.feature_root_for_size(out_features)
+    if root is None and out_features == last_in.size:
+        root = source
+    last = root_axis(root, out_features) if root else unknown_axis(out_features)
+    return tuple(axes[:-1]) + (last,)
+
+
+
+
+def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
+              structural: bool = True) -> tuple[Axis, ...]:
+    """``conv1d/2d/3d``: ``[B, C_in, *positions]`` becomes ``[B, C_out, *positions']``.
+
+    The batch axis is the input's (or ``B`` where the declared size fits); the channels are named
+    like a projection's features (``D`` when the width is the model's); each output position axis
+    keeps the input's name where the size is unchanged (a same-padded conv over tokens), and is
+    otherwise the patch grid (``Hp``, ``Wp``: a ViT stem), which flattened in order is ``N``. An
+    unbatched input, or a filter that is not a module's parameter, names positions and batch only."""
+    spatial = len(out_shape) - 2
+    roots = GRID_ROOTS.get(spatial)
+    if roots is None or len(axes) != len(out_shape):
+        return unknown_axes(tuple(out_shape))
+    batch = axes[0] if namer.label(axes[0]) is not None else (
+        root_axis("B", out_shape[0]) if namer.size_of("B") in (None, out_shape[0]) else unknown_axis(out_shape[0]))
+    width = out_shape[1]
+    feature = namer.feature_root_for_size(width) if structural else None
+    channels = root_axis(feature, width) if feature else unknown_axis(width)
+    positions = []
+    for src, root, size in zip(axes[2:], roots, out_shape[2:]):
+        keep = src.size == size and namer.label(src) is not None and namer.is_token_root(src.atoms[0].root)
+        positions.append(src if keep else root_axis(root, size))
+    return (batch, channels, *positions)
+
+
+def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],
+                namer: Namer) -> tuple[Axis, ...]:
+    """``a @ b``: batch axes broadcast, ``a``'s rows and ``b``'s columns stay, the inner pair is contracted."""
+    a2 = list(a) if len(a) > 1 else [Axis()] + list(a)
+    b2 = list(b) if len(b) > 1 else list(b) + [Axis()]
+    batch_len = len(out_shape) - (len(a) > 1) - (len(b) > 1)
+    batch = broadcast_axes([a2[:-2], b2[:-2]], out_shape[:batch_len]) if batch_len else ()
+    row, col = a2[-2], b2[-1]
+    if _is_token(row, namer) and _is_token(col, namer):
+        row, col = row.with_role("query"), col.with_role("key")
+    else:
+        row, col = row.with_role(None), col.with_role(None)
+    tail = ([row] if len(a) > 1 else []) + ([col] if len(b) > 1 else [])
+    return tuple(batch) + tuple(tail)
+
+
+def _is_token(axis: Axis, namer: Namer) -> bool:
+    label = namer.label(axis)
+    return label is not None and namer.role(label) == "tokens"
+
+
+def einsum_axes(parsed: dict, operands: Sequence[Sequence[Axis]], namer: Namer) -> tuple[Axis, ...] | None:
+    """Names for ``einsum`` from its parsed subscripts (``{"inputs": [...], "output": ...}``)."""
+    terms, rhs = parsed["inputs"], parsed["output"]
+    if len(terms) != len(operands):
+        return None
+    by_letter: dict[str, tuple[int, Axis]] = {}
+    for k, (term, axes) in enumerate(zip(terms, operands)):
+        if len(term) != len(axes):
+            return None
+        for letter, axis in zip(term, axes):
+            if letter not in by_letter or (by_letter[letter][1].size == 1 and axis.size != 1):
+                by_letter[letter] = (k, axis)
+    if any(c not in by_letter for c in rhs):
+        return None
+    out = [by_letter[c][1].with_role(None) for c in rhs]
+    if len(rhs) >= 2 and len(operands) == 2:
+        (ka, ra), (kb, cb) = by_letter[rhs[-2]], by_letter[rhs[-1]]
+        if ka == 0 and kb == 1 and _is_token(ra, namer) and _is_token(cb, namer):
+            out[-2], out[-1] = ra.with_role("query"), cb.with_role("key")
+    return tuple(out)
+
+
+def einsum_contracted(parsed: dict) -> list[str]:
+    """Letters summed over: in an input, not in the output."""
+    return [c for c in dict.fromkeys("".join(parsed["inputs"])) if c not in parsed["output"]]
+
+
+def sdpa_axes(q: Sequence[Axis], v: Sequence[Axis], shape: Sequence[int]) -> tuple[Axis, ...]:
+    """``scaled_dot_product_attention``: the queries' axes with the values' features."""
+    out = tuple(a.with_role(None) for a in q[:-1]) + (v[-1],)
+    return out if sizes_of(out) == tuple(shape) else unknown_axes(shape)

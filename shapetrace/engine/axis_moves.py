@@ -1,0 +1,258 @@
+"""Axis names through ops that move, add, remove, pick or join axes: permute, squeeze, expand, repeat,
+indexing, split, ``cat``, ``stack``, broadcasting. Pure Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import (
+    COPIES,
+    MIXED_PREFIX,
+    Atom,
+    Axis,
+    is_piece_label,
+    root_axis,
+    sizes_of,
+    sliced,
+    unknown_axes,
+    unknown_axis,
+)
+from shapetrace.engine.axis_reshape import reshape_axes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.namer import Namer
+
+
+# ---------------------------------------------------------------------------
+# moving, adding and removing axes
+# ---------------------------------------------------------------------------
+
+def permute_axes(axes: Sequence[Axis], order: Sequence[int]) -> tuple[Axis, ...]:
+    return tuple(axes[i] for i in order)
+
+
+def transpose_order(ndim: int, d0: int, d1: int) -> list[int]:
+    order = list(range(ndim))
+    d0, d1 = d0 % ndim, d1 % ndim
+    order[d0], order[d1] = order[d1], order[d0]
+    return order
+
+
+def unsqueeze_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
+    dim = dim % (len(axes) + 1)
+    return tuple(axes[:dim]) + (Axis(),) + tuple(axes[dim:])
+
+
+def squeeze_axes(axes: Sequence[Axis], out_shape: Sequence[int]) -> tuple[Axis, ...]:
+    """Drop size-1 axes so that what is left has ``out_shape``."""
+    kept = list(axes)
+    while len(kept) > len(out_shape):
+        for i, (a, s) in enumerate(zip(kept, list(out_shape) + [None])):
+            if a.size == 1 and s != 1:
+                del kept[i]
+                break
+        else:
+            for i in range(len(kept) - 1, -1, -1):
+                if kept[i].size == 1:
+                    del kept[i]
+                    break
+    return tuple(kept)
+
+
+def expand_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``expand``: new leading axes and size-1 axes grown to ``n`` (stride 0): broadcast copies.
+
+    A grown axis next to ``H_kv`` whose size is ``n_rep`` is the GQA repeat; others are unnamed.
+    """
+    lead = len(out_shape) - len(axes)
+    out = []
+    for j, size in enumerate(out_shape):
+        src = axes[j - lead] if j >= lead else Axis()
+        if src.size == size:
+            out.append(src)
+            continue
+        before = axes[j - lead - 1] if j - lead - 1 >= 0 else None
+        grown = _grown_axis(size, namer, before)
+        out.append(grown if grown.atoms and grown.atoms[0].root != COPIES else unknown_axis(size))
+    return tuple(out)
+
+
+def _grown_axis(size: int, namer: Namer, src: Axis | None = None) -> Axis:
+    """The new axis of ``expand``/``repeat``: copies, named only where provenance says what they are.
+
+    Repeating key/value heads (``H_kv``) ``n_rep`` times gives the query heads (GQA), so that copy
+    count is ``n_rep``; any other count of copies has no name (a repeat along tokens is not batch).
+    """
+    kv_heads = src is not None and (namer.label(src) == "H_kv" if src.atoms else namer.dims.get("H_kv") == 1)
+    if kv_heads and namer.size_of("n_rep") == size:
+        return root_axis("n_rep", size)
+    return Axis((Atom(COPIES, size, 1, size),)) if size != 1 else Axis()
+
+
+def repeat_axes(axes: Sequence[Axis], repeats: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
+    """``repeat`` tiles: the copy index is the *major* part of each grown axis (``2·T``)."""
+    lead = len(repeats) - len(axes)
+    out = []
+    for j, r in enumerate(repeats):
+        src = axes[j - lead] if j >= lead else Axis()
+        out.append(src if r == 1 else Axis(_grown_axis(r, namer).atoms + src.atoms))
+    return tuple(out)
+
+
+def repeat_interleave_axes(axes: Sequence[Axis], repeats: int, dim: int | None,
+                           namer: Namer) -> tuple[Axis, ...]:
+    """``repeat_interleave``: each element repeated in place, the copy index is *minor* (``T·2``);
+    key/value heads repeated ``n_rep`` times are the query heads ``H`` (GQA)."""
+    if dim is None:
+        flat = reshape_axes(axes, [math.prod(sizes_of(axes))], namer)[0]
+        return (Axis(flat.atoms + _grown_axis(repeats, namer).atoms),)
+    dim %= len(axes)
+    grown = Axis(axes[dim].atoms + _grown_axis(repeats, namer, axes[dim]).atoms)
+    return tuple(axes[:dim]) + (grown,) + tuple(axes[dim + 1:])
+
+
+def index_axes(axes: Sequence[Axis], spec: Sequence[str], items: Sequence, out_shape: Sequence[int],
+               namer: Namer) -> tuple[Axis, ...] | None:
+    """Indexing. ``spec`` has one entry per index item: ``"int"`` (drops an axis), ``"slice"``
+    (keeps it: whole, or a derived ``T[0:1]`` name when shorter), ``"full"``, ``"none"`` (a new
+    size-1 axis), ``"..."``, ``"adv"`` (a tensor or list). One advanced index replaces its axis
+    with the index's (unnamed) axes in place; anything more involved returns None (unnamed)."""
+    if spec.count("adv") > 1 or spec.count("...") > 1:
+        return None
+    consumed = sum(1 for s in spec if s in ("int", "slice", "full", "adv"))
+    out: list[Axis] = []
+    i = 0
+    for item, kind in zip(items, spec):
+        if kind == "...":
+            n = len(axes) - consumed
+            out.extend(axes[i:i + n])
+            i += n
+        elif kind == "none":
+            out.append(Axis())
+        elif kind == "int":
+            i += 1
+        elif kind == "full":
+            out.append(axes[i])
+            i += 1
+        elif kind == "slice":
+            size = len(range(*item.indices(axes[i].size)))
+            start = item.indices(axes[i].size)[0] if item.step in (None, 1) else None
+            out.append(sliced(axes[i], size, namer, start) if item.step in (None, 1) else unknown_axis(size))
+            i += 1
+        else:  # one advanced index: its own axes take this axis's place
+            index_dims = len(out_shape) - len(out) - (len(axes) - i - 1)
+            out.extend(unknown_axes(out_shape[len(out):len(out) + index_dims]))
+            i += 1
+    out.extend(axes[i:])
+    return tuple(out)
+
+
+
+
+
+def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],
+               namer: Namer | None = None) -> list[tuple[Axis, ...]]:
+    """``split``/``chunk``: ``k`` equal pieces of a product axis are its minor factor (``3*D`` in
+    three gives three ``D``) when that factor has a name; otherwise each piece is a derived slice
+    (``D[0:64]``), never the whole axis's name."""
+    dim %= len(axes)
+    axis = axes[dim]
+    n = axis.size
+    fused = _fused_parts(axis, len(pieces), namer) if len(set(pieces)) == 1 else None
+    if fused is not None:
+        return [tuple(axes[:dim]) + (fused,) + tuple(axes[dim + 1:]) for _ in pieces]
+    if len(set(pieces)) == 1 and pieces and n % pieces[0] == 0 and n // pieces[0] > 1 and namer is not None:
+        _major, minor = reshape_axes([axis], [n // pieces[0], pieces[0]], namer)
+        label = namer.label(minor)
+        if label is not None and not is_piece_label(label) and not label.startswith(MIXED_PREFIX):
+            return [tuple(axes[:dim]) + (minor,) + tuple(axes[dim + 1:]) for _ in pieces]
+    outs, start = [], 0
+    for size in pieces:
+        piece = sliced(axis, size, namer, start) if namer is not None else unknown_axis(size)
+        outs.append(tuple(axes[:dim]) + (piece,) + tuple(axes[dim + 1:]))
+        start += size
+    return outs
+
+
+def _fused_parts(axis: Axis, count: int, namer: Namer | None) -> Axis | None:
+    """``qkv.chunk(3)`` / ``kv.split(D)``: a whole fused width cut into its stack count gives the inner
+    width (``3*D`` -> ``D``), whatever the head sizes (a per-head layout is split after a view)."""
+    if namer is None or len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return None
+    root = namer.aliases.get(axis.atoms[0].root, axis.atoms[0].root)
+    factor, _, inner = root.partition("*")
+    if factor.isdigit() and int(factor) == count and namer.size_of(inner) == axis.size // count:
+        return root_axis(namer.aliases.get(inner, inner), axis.size // count)
+    return None
+
+
+def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
+    dim %= len(axes)
+    return tuple(axes[:dim]) + tuple(axes[dim + 1:])
+
+
+def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[Axis, ...]:
+    """``cat``: the joined axis is ``S+T`` (every part named) or unnamed; the other axes keep the
+    names the inputs agree on."""
+    dim %= len(inputs[0])
+    total = sum(inp[dim].size for inp in inputs)
+    inputs = [inp for inp in inputs if inp[dim].size > 0] or list(inputs)   # an empty cache adds nothing
+    first = list(inputs[0])
+    labels = [namer.label(inp[dim]) if inp[dim].size != 1 else "1" for inp in inputs]   # one more: T+1
+    whole = _reordered_whole(labels, total, namer)
+    if whole is not None:
+        first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
+    elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
+            any(not lab.isdigit() for lab in labels):
+        joined = _joined_parts(labels)
+        # the tokens of a sequence declared with this length (a class token and N patches, T = 1+N)
+        declared = next((n for n in ("T", "S") if namer.size_of(n) == total), None)
+        if declared is not None and namer.role(joined) == "tokens":
+            joined = declared
+        first[dim] = Axis((Atom(joined, total, 1, total),))
+    else:
+        first[dim] = unknown_axis(total)
+    for j in range(len(first)):
+        if j == dim:
+            continue
+        if len({namer.label(inp[j]) for inp in inputs}) > 1:   # the parts disagree, or one is unnamed
+            first[j] = unknown_axis(first[j].size)
+    return tuple(first)
+
+
+def _joined_parts(labels: list[str]) -> str:
+    """``["1", "1", "N"]`` -> ``2+N``: the counted parts (class and distillation tokens) add up."""
+    parts = [part for lab in labels for part in lab.split("+")]   # T+1 and 1 more: T+2
+    counted = sum(int(part) for part in parts if part.isdigit())
+    named = [part for part in parts if not part.isdigit()]
+    return "+".join(([str(counted)] if counted and labels[0].isdigit() else []) + named
+                    + ([str(counted)] if counted and not labels[0].isdigit() else []))
+
+
+def _reordered_whole(labels: list, total: int, namer: Namer) -> str | None:
+    """``["d_k[4:8]", "d_k[0:4]"]`` covering all of ``d_k``: the name of the whole axis, else None."""
+    ranges, bases = [], set()
+    for lab in labels:
+        if not lab or "[" not in lab or not lab.endswith("]"):
+            return None
+        base, _, span = lab[:-1].partition("[")
+        start, _, stop = span.partition(":")
+        if not start.isdigit() or not stop.isdigit():
+            return None
+        bases.add(base)
+        ranges.append((int(start), int(stop)))
+    if len(bases) != 1 or namer.size_of(next(iter(bases))) != total:
+        return None
+    covered = sorted(ranges)
+    if covered[0][0] != 0 or covered[-1][1] != total or any(a[1] != b[0] for a, b in zip(covered, covered[1:])):
+        return None
+    return bases.pop()
+
+
+def stack_axes(inputs: Sequence[Sequence[Axis]], dim: int) -> tuple[Axis, ...]:
+    first = list(inputs[0])
+    dim %= len(first) + 1
+    return tuple(first[:dim]) + (unknown_axis(len(inputs)),) + tuple(first[dim:])

@@ -1,0 +1,134 @@
+"""Module paths while a trace records: which ``nn.Module`` each call ran in, named after the run.
+
+:class:`ModulePaths` wraps ``nn.Module.__call__`` for the length of a trace and keeps the capture's
+stack of module slots current; :class:`ModuleCalls` names those slots (``h.3.attn``) when first asked.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn import Module
+
+from shapetrace.engine.sites import OUTER, module_wrapper, user_stack
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.capture import Capture
+
+
+class ModulePaths:
+    """Keeps the capture's module path stack current while the traced code runs.
+
+    It wraps ``nn.Module.__call__`` for the length of the trace rather than registering global module
+    hooks: any global hook sends every module call down torch's slow path (measured on the whole-model
+    benchmark: about 25 µs per module call), while this wrapper costs a few. Paths are relative to the
+    outermost module the traced code calls (``h.3.attn``)."""
+
+    def __init__(self, capture: Capture):
+        self.capture = capture
+        self.original = None
+        self.wrapper = None
+
+    def install(self) -> None:
+        capture, original = self.capture, Module.__call__
+        slots, outer = capture.modules, OUTER
+        calls = capture.module_calls
+        seen, first = calls.seen, calls.first
+
+        def call_in_path(module, *args, **kwargs):
+            slot = seen.get(id(module))
+            if slot is None:   # its first call: named after the run (ModuleCalls), from where it ran first
+                slot = seen[id(module)] = len(first)
+                first.append((module, slots[-1] if slots else -1))
+            slots.append(slot)
+            outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                if slots:   # (empty if the trace was left while this module ran)
+                    del slots[-1]
+                if outer:
+                    del outer[-1]
+
+        module_wrapper(call_in_path.__code__)
+        self.original, self.wrapper = original, call_in_path
+        Module.__call__ = call_in_path
+
+    def remove(self) -> None:
+        if self.original is not None and Module.__call__ is self.wrapper:
+            Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
+        self.original = None
+
+
+class ModuleCalls:
+    """The modules the traced code called, in the order of their first call, named when first asked.
+
+    While the code runs, a module call costs one lookup: its *slot* (the index of its first call) and
+    the slot of the module it first ran in. Paths (``h.3.attn``, relative to the outermost module the
+    traced code calls) are made from those after the run, in first-call order: a module's path is the
+    one it had where it first ran, read from the module tree as it stands when first asked (a submodule
+    the traced code adds or removes while it runs is named from the tree after it). The modules are
+    held only until they are named (:meth:`settle`), so no id in ``seen`` is reused meanwhile."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}           # id(module) -> slot
+        self.first: list[tuple] = []            # slot -> (module, the slot it first ran in, or -1)
+        self.paths: list[tuple[str, str]] = []  # slot -> (path, class name), as named so far
+        self._names: dict[int, str] = {}
+
+    def path(self, slot: int) -> str:
+        """The module path of ``slot`` ("" outside any module)."""
+        paths = self.paths
+        if slot < len(paths):   # named already (or -1: outside any module)
+            return paths[slot][0] if slot >= 0 else ""
+        return self._named(slot)[0]
+
+    def type_name(self, slot: int) -> str:
+        return self._named(slot)[1] if slot >= 0 else ""
+
+    def _named(self, slot: int) -> tuple[str, str]:
+        paths = self.paths
+        while len(paths) <= slot:
+            module, parent = self.first[len(paths)]
+            path = self._names.get(id(module))
+            if path is None:
+                prefix = paths[parent][0] + "." if parent >= 0 and paths[parent][0] else ""
+                path = _name_submodules(module, prefix, self._names)
+            paths.append((path, type(module).__name__))
+        return paths[slot]
+
+    def settle(self) -> None:
+        """The run ended: name every module called, then let the modules go."""
+        if self.first:
+            self._named(len(self.first) - 1)
+        self.first = [(None, parent) for _, parent in self.first]
+        self.seen.clear()
+
+
+def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:
+    """Name ``module`` and every module under it (``prefix`` + its path inside ``module``) the first
+    time it runs; the names of modules already named stay. Returns ``module``'s path."""
+    for name, sub in module.named_modules():
+        names.setdefault(id(sub), (prefix + name).strip("."))
+    return names.get(id(module), type(module).__name__)
+
+
+#: Methods that build or transform a model rather than run it: a module's constructor, a deep copy of a
+#: tensor or parameter (``clones()`` of the Annotated Transformer), ``.to()``/``.half()`` (``_apply``) and
+#: loading weights. An op that runs inside one of them, outside any module's forward, is setup.
+_BUILDING = frozenset({"__init__", "__deepcopy__", "_apply", "load_state_dict", "_load_from_state_dict"})
+
+
+def building_a_model(frame) -> bool:
+    """True when ``frame`` (or a caller of it) is one of :data:`_BUILDING` called on a module or a tensor:
+    the op being recorded builds a model (initialises a weight, fills a ``tril`` buffer, deep-copies a
+    layer), so it is not part of the forward pass the table is about."""
+    while frame is not None:
+        if frame.f_code.co_name in _BUILDING:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, (Module, torch.Tensor)):
+                return True
+        frame = frame.f_back
+    return False

@@ -1,0 +1,370 @@
+"""The :class:`Namer`: the named sizes of one model, and the labels it gives atoms and axes.
+
+It knows the declared sizes and roles, how a root factors (``D = H·d_k``), which pieces two factorings
+name differently (shown unnamed until a use decides), and turns an :class:`~.axes.Axis` into a label.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from shapetrace.engine.axes import (
+    COPIES,
+    GROUPED_QKV,
+    MIXED_PREFIX,
+    ROLES,
+    TOKEN_ROLES,
+    UNKNOWN,
+    Atom,
+    Axis,
+    Role,
+    _mix_has_tokens,
+    _root_of_label,
+    base_names,
+    coalesce,
+    default_decompositions,
+    is_piece_label,
+    merges_neighbours,
+    piece_label,
+)
+from shapetrace.engine.vocabulary import STACK_FACTORS
+
+_SEQUENCE_WORD = re.compile(r"(?<![A-Za-z0-9_])[ST](?![A-Za-z0-9_])")
+
+
+@dataclass
+class Namer:
+    """Knows the named sizes of one model and turns atoms into labels.
+
+    Args:
+        dims: named sizes, e.g. ``{"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}``.
+            ``d_k`` is derived from ``D`` and ``H`` when missing, ``n_rep``
+            from ``H`` and ``H_kv``.
+    """
+
+    dims: dict[str, int]
+    decompositions: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    declared_roles: dict[str, str] = field(default_factory=dict)
+    _sub_names: dict[str, dict[tuple[int, int], str]] = field(default_factory=dict, repr=False)
+    #: root -> its (stride, size) pieces that two factorings name differently: shown unnamed
+    _clashes: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False)
+    #: root -> the name a later use proved for its clashed piece (:meth:`decide`)
+    decided: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.dims = dict(self.dims)
+        d = self.dims
+        if "D" in d and "H" in d and "d_k" not in d and d["H"] and d["D"] % d["H"] == 0:
+            d["d_k"] = d["D"] // d["H"]
+        if "H" in d and "H_kv" in d and "n_rep" not in d and d["H_kv"] and d["H"] % d["H_kv"] == 0:
+            d["n_rep"] = d["H"] // d["H_kv"]
+        if not self.decompositions:
+            self.decompositions = default_decompositions(d)
+        # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
+        self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
+        for root in self.decompositions:
+            self._sub_names[root] = _merged_table(self, root)
+
+    # -- roles ---------------------------------------------------------------
+    def plain_role(self, label: str | None) -> str | None:
+        """The role of a plain (not mixed, not unknown) axis name; None when it has none."""
+        if not label or label.startswith(MIXED_PREFIX) or UNKNOWN in label:
+            return None
+        return self.role(label)
+
+    def broadcast_clash(self, operands) -> tuple[int, int, int] | None:
+        """``(j, a, b)``: the first axis, from the right (as ``-j``), where operands ``a`` and ``b`` of a
+        broadcast both have more than one entry and names of different roles. ``operands``: each
+        operand's ``(labels, shape)``. Only names with known roles count (never sizes)."""
+        n = max((len(shape) for _, shape in operands), default=0)
+        for j in range(1, n + 1):
+            named = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
+                     if j <= len(shape) and shape[-j] > 1 and self.plain_role(labels[-j])]
+            for (ia, la), (ib, lb) in zip(named, named[1:]):
+                if self.role(la) != self.role(lb):
+                    return j, ia, ib
+        return None
+
+    def role(self, root: str) -> str | None:
+        """What a root indexes: batch, tokens, features, heads, head_features, copies, stack, or None."""
+        if root == COPIES:
+            return COPIES
+        if root in STACK_FACTORS:
+            return "stack"
+        if root.startswith(MIXED_PREFIX) or root == UNKNOWN:
+            return None
+        known = self.declared_roles.get(root) or ROLES.get(root)
+        if known:
+            return known
+        if root in self.decompositions:
+            return _joined_role([self.role(p) for p in self.decompositions[root][0]])
+        parts = [n for n in base_names(root) if not n.isdigit()]
+        if parts == [root]:
+            return None   # a name with no declared role
+        return _joined_role([self.role(n) for n in parts])
+
+    def is_token_root(self, root: str) -> bool:
+        return self.role(root) in TOKEN_ROLES
+
+    # -- sizes -------------------------------------------------------------
+    def size_of(self, name: str) -> int | None:
+        if name in self.dims:
+            return self.dims[name]
+        if name in STACK_FACTORS:
+            return STACK_FACTORS[name]
+        for parts in self.decompositions.get(name, ()):
+            if all(self.size_of(p) for p in parts):
+                return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
+        return None
+
+    def clashed(self, atom: Atom) -> bool:
+        """Is this piece named differently by two factorings of its root (``H = 3`` and ``qkv``)?"""
+        return (atom.stride, atom.size) in self._clashes.get(atom.root, ())
+
+    def decide(self, atom: Atom, name: str) -> bool:
+        """A use proved what a clashed piece is (the axis a fused projection is unbound along into
+        its 3 parts is ``qkv``): keep only the factorings of its root that call it ``name``, for the
+        whole trace. False when none does, or the choice leaves nothing (nothing is changed)."""
+        root, key = atom.root, (atom.stride, atom.size)
+        kept = [parts for parts in self.decompositions.get(root, ()) if _leaf_table(self, parts).get(key) == name]
+        if not kept or len(kept) == len(self.decompositions[root]):
+            return False
+        self.decompositions[root] = kept
+        self._clashes.pop(root, None)
+        self._sub_names[root] = _merged_table(self, root)
+        self.decided[root] = name
+        self.forget_labels()
+        return True
+
+    def forget_labels(self) -> None:
+        """Drop every remembered label, dims tuple and mixing verdict (the names changed)."""
+        for cache in ("_label_cache", "_dims_cache", "_mix_cache"):
+            self.__dict__.pop(cache, None)
+
+    def feature_root_for_size(self, size: int) -> str | None:
+        """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
+
+        Only a unique match counts: when two roots have this width, none is chosen. A grouped-query
+        q/k/v projection fused in one (``(H + 2·H_kv)·d_k``: Phi-3's ``qkv_proj``, GPTBigCode's
+        ``c_attn``, Falcon's new architecture) is the sum ``D+2*D_kv``, never another root of the same
+        width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
+        of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
+        (:func:`sliced`); a view of it names only pieces of it."""
+        if size == self._fused_grouped_qkv_width():
+            return GROUPED_QKV if self.size_of("D") == self.size_of("H") * self.size_of("d_k") else None
+        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
+                                                                    "3*H*d_k", "2*H*d_k", "2*d_k")
+                                  if self.size_of(n) == size))
+        for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
+            if len(hits) > 1 and declared in hits:
+                return declared
+        return hits[0] if len(hits) == 1 else None
+
+    def _fused_grouped_qkv_width(self) -> int | None:
+        heads, kv_heads, d_k = self.size_of("H"), self.size_of("H_kv"), self.size_of("d_k")
+        if heads is None or kv_heads is None or d_k is None or kv_heads == heads:
+            return None
+        return (heads + 2 * kv_heads) * d_k
+
+    def coinciding_sizes(self) -> list[tuple[str, str]]:
+        names = [n for n in self.dims if self.role(n) is not None and n != "n_rep"]
+        return [
+            (a, b)
+            for i, a in enumerate(names)
+            for b in names[i + 1:]
+            if self.dims[a] == self.dims[b] and self.dims[a] > 1
+        ]
+
+    # -- labels ------------------------------------------------------------
+    def atom_label(self, atom: Atom) -> str:
+        if atom.whole and atom.root in self.aliases:
+            return self.aliases[atom.root]
+        if atom.root.startswith(MIXED_PREFIX) or atom.root == UNKNOWN:
+            return atom.root if atom.whole else f"{atom.root}/{atom.root_size // atom.size}"
+        if atom.root == COPIES:
+            return str(atom.size)
+        if atom.whole:
+            return atom.root
+        known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
+        if known:
+            return self.aliases.get(known, known)
+        if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
+            return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
+        if atom.root == GROUPED_QKV:
+            return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
+        return piece_label(atom)
+
+    def labels(self, axis: Axis) -> list[str]:
+        labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
+        if self.__dict__.get("_sequences_swapped"):
+            labels = [_SEQUENCE_WORD.sub(lambda m: "S" if m.group(0) == "T" else "T", lab) for lab in labels]
+        return labels
+
+    def swap_sequences(self) -> None:
+        """Show the two token axes the other way round: ``T`` for what entered as ``S``, and back.
+        Only for equal lengths, once the run has shown which one queries the other (the tracer decides)."""
+        self._sequences_swapped = True
+        self.forget_labels()
+
+    def _compose(self, labels: list[str]) -> list[str]:
+        """Replace runs of labels that spell a known product (H, d_k -> D)."""
+        changed = True
+        while changed and len(labels) > 1:
+            changed = False
+            for root, alternatives in self.decompositions.items():
+                for parts in alternatives:
+                    n = len(parts)
+                    hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts), None)
+                    if hit is not None:
+                        labels = labels[:hit] + [root] + labels[hit + n:]
+                        changed = True
+                        break
+                if changed:
+                    break
+        return labels
+
+    def label(self, axis: Axis) -> str | None:
+        """The display/JSON name of an axis: a name, a product ``H*d_k``, ``!mix``, or None (memoised:
+        the same axis is labelled on every op that reads it)."""
+        if not axis.atoms:
+            return None
+        cache = self.__dict__.get("_label_cache")
+        if cache is None:
+            cache = self.__dict__["_label_cache"] = {}
+        try:   # keyed by the axis (its hash is kept), not by its atoms (each hashed afresh)
+            return cache[axis]
+        except KeyError:
+            found = cache[axis] = self._label(axis)
+            return found
+
+    def dims_of(self, axes: tuple[Axis, ...]) -> tuple[str | None, ...]:
+        """The labels of every axis of a tensor (memoised per axes: the same layer's tensors repeat)."""
+        cache = self.__dict__.get("_dims_cache")
+        if cache is None:
+            cache = self.__dict__["_dims_cache"] = {}
+        found = cache.get(axes)
+        if found is None:
+            found = cache[axes] = tuple(self.label(a) for a in axes)
+        return found
+
+    def _label(self, axis: Axis) -> str | None:
+        labels = self.labels(axis)
+        if any(UNKNOWN in lab for lab in labels):
+            return None
+        if len(labels) == 1:
+            return labels[0]
+        joined = "*".join(lab.lstrip(MIXED_PREFIX) for lab in labels)
+        mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels if lab != "?")
+        return MIXED_PREFIX + joined if mixed else joined
+
+    def mix_kind(self, axis: Axis) -> str | None:
+        """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
+        ``"warning"`` if whole token axes are flattened together with features,
+        ``"note"`` for an unusual split of features only, else None (memoised per axis: it reads
+        only the axis and this namer's fixed sizes and roles)."""
+        cache = self.__dict__.get("_mix_cache")
+        if cache is None:
+            cache = self.__dict__["_mix_cache"] = {}
+        try:
+            return cache[axis]
+        except KeyError:
+            found = cache[axis] = self._mix_kind(axis)
+            return found
+
+    def _mix_kind(self, axis: Axis) -> str | None:
+        atoms = tuple(a for a in coalesce(axis.atoms) if a.root != COPIES)
+        if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
+            if _mix_has_tokens(atoms, self):
+                return "error"
+            return "note" if self._only_features(atoms) else None   # pixels or unknown axes: nothing known
+        labels = self._compose([self.atom_label(a) for a in atoms])
+        token_atoms = [a for a in atoms if self.is_token_root(a.root)]
+        if token_atoms and len(token_atoms) == len(atoms):
+            pieces = any(not a.whole for a in atoms)
+            batched = any(self.role(a.root) == Role.BATCH for a in atoms)
+            # B·nW (Swin's windows batched with the batch): a note; pieces of tokens alone (Hp/2 and Hp%2,
+            # chunks of T) are a plain split: nothing to say; attention checks the use either way
+            return "windows" if pieces and batched else None
+        if token_atoms and len(atoms) > 1:
+            if merges_neighbours(atoms, self):
+                return None   # neighbouring patches' features side by side: Swin's patch merging
+            if any(not a.whole for a in token_atoms):
+                return "error"  # pieces of tokens regrouped with something else
+            if any(is_piece_label(lab) for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
+                return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
+            if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
+                return "warning"  # whole tokens flattened together with features (B*H is fine)
+        if any(is_piece_label(lab) and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
+               for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
+            return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
+        return None
+
+    def _only_features(self, atoms: Sequence[Atom]) -> bool:
+        """Are the pieces mixed here all features, heads or head features (a split of D)?"""
+        names = [_root_of_label(name) for a in atoms for name in base_names(a.root)]
+        return bool(names) and all(self.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
+                                   for n in names)
+
+    def _inside_named(self, atom: Atom) -> bool:
+        """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
+        return any(stride <= atom.stride and atom.stride * atom.size <= stride * size
+                   and (atom.stride - stride) % stride == 0
+                   for (stride, size) in self._sub_names.get(atom.root, {}))
+
+    def leaves(self, atom: Atom) -> tuple[Atom, ...]:
+        """A whole atom cut into its known named parts (``D`` -> ``H``, ``d_k``)."""
+        table = self._sub_names.get(atom.root)
+        if not atom.whole or not table:
+            return (atom,)
+        leaf_keys = [k for k in table if not any(  # keep the pieces with no named piece inside
+            o != k and k[0] <= o[0] and o[0] * o[1] <= k[0] * k[1] for o in table)]
+        parts, covered = [], 1
+        for stride, size in sorted(leaf_keys, key=lambda k: -k[0]):
+            parts.append(Atom(atom.root, atom.root_size, stride, size))
+            covered *= size
+        return tuple(parts) if covered == atom.root_size else (atom,)
+
+
+
+def _joined_role(roles: list[str | None]) -> str | None:
+    """The role of a product: one shared role, or features for heads × head features (D = H·d_k)."""
+    kept = {r for r in roles if r not in ("stack", COPIES)}
+    if kept == {"heads", "head_features"} or kept == {"features", "heads"}:
+        return "features"
+    return kept.pop() if len(kept) == 1 else None
+
+
+# -- the tables of named pieces of each root (stride, size) -> name: built once, when a Namer is made
+def _merged_table(namer: Namer, root: str) -> dict[tuple[int, int], str]:
+    """Named pieces of ``root`` under every way it can factor; a piece two ways name differently
+    (``H = 3`` against the 3 of ``qkv``) is left unnamed: it cannot be told apart."""
+    merged: dict[tuple[int, int], str] = {}
+    clashes: set[tuple[int, int]] = set()
+    for parts in namer.decompositions[root]:
+        for key, name in _leaf_table(namer, parts).items():
+            if merged.get(key, name) != name:
+                clashes.add(key)
+            merged.setdefault(key, name)
+    if clashes:
+        namer._clashes.setdefault(root, set()).update(clashes)
+    return {k: v for k, v in merged.items() if k not in clashes}
+
+def _leaf_table(namer: Namer, parts: tuple[str, ...]) -> dict[tuple[int, int], str]:
+    """(stride, size) -> name for every named piece of a root, recursively."""
+    table: dict[tuple[int, int], str] = {}
+    stride = 1
+    for part in reversed(parts):
+        size = namer.size_of(part)
+        if size is None:
+            return {}
+        table[(stride, size)] = part
+        for (sub_stride, sub_size), sub_name in _sub_table(namer, part).items():
+            table.setdefault((stride * sub_stride, sub_size), sub_name)
+        stride *= size
+    return table
+
+def _sub_table(namer: Namer, name: str) -> dict[tuple[int, int], str]:
+    return _merged_table(namer, name) if name in namer.decompositions else {}

@@ -1,0 +1,252 @@
+"""What an op's arguments say: the readers each :class:`~.ops.OpSpec` names for its params (the
+dims, shapes, scales, masks recorded with a call) and for which arguments are its operands.
+
+Pure Python (tensors are read through their attributes only, never by importing torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any = None) -> Any:
+    """Argument ``name`` given by keyword or at position ``pos`` (``args[0]`` is the tensor)."""
+    if name in kwargs:
+        return kwargs[name]
+    return args[pos] if len(args) > pos else default
+
+
+def _number(value: Any) -> Any:
+    """A plain number (a 0-d tensor's value is read only on CPU; never a sync on GPU)."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if hasattr(value, "dim") and value.dim() == 0 and value.device.type == "cpu":
+        return value.item()
+    return None
+
+
+def _shape_params(args: tuple, kwargs: dict) -> dict:
+    """The shape a view/reshape asks for, as whole numbers (``-1`` kept): ``view(B, T, -1)``."""
+    sizes = args[1:] if len(args) > 1 else (kwargs.get("shape") or kwargs.get("size") or ())
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) or (len(sizes) == 1 and hasattr(sizes[0], "__len__")):
+        sizes = sizes[0]
+    shape = [_number(s) for s in sizes]
+    return {"shape": shape} if shape and all(isinstance(s, int) for s in shape) else {}
+
+
+def _dim_params(pos: int = 1) -> Callable[[tuple, dict], dict]:
+    def read(args: tuple, kwargs: dict) -> dict:
+        return {"dim": arg(args, kwargs, pos, "dim")}
+    return read
+
+
+def _reduce_params(args: tuple, kwargs: dict) -> dict:
+    dim = arg(args, kwargs, 1, "dim")
+    return {"dim": list(dim) if isinstance(dim, (list, tuple)) else dim,
+            "keepdim": bool(arg(args, kwargs, 2, "keepdim", False))}
+
+
+def _dropout_params(args: tuple, kwargs: dict) -> dict:
+    return {"p": _number(arg(args, kwargs, 1, "p", 0.5)), "training": bool(arg(args, kwargs, 2, "training", True))}
+
+
+def _norm_params(args: tuple, kwargs: dict) -> dict:
+    """How many trailing axes ``layer_norm``/``rms_norm`` normalise over (``normalized_shape``)."""
+    shape = arg(args, kwargs, 1, "normalized_shape")
+    if isinstance(shape, int):
+        return {"normalised": 1}
+    return {"normalised": len(shape)} if isinstance(shape, (tuple, list)) else {}
+
+
+def _fill_params(args: tuple, kwargs: dict) -> dict:
+    return {"value": _number(arg(args, kwargs, 2, "value"))}
+
+
+def _linear_params(args: tuple, kwargs: dict) -> dict:
+    weight = arg(args, kwargs, 1, "weight")
+    bias = arg(args, kwargs, 2, "bias")
+    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
+
+
+def _conv_params(args: tuple, kwargs: dict) -> dict:
+    weight = arg(args, kwargs, 1, "weight")
+    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None,
+            "stride": _plain(arg(args, kwargs, 3, "stride", 1))}
+
+
+def _plain(value):
+    return list(value) if isinstance(value, (tuple, list)) else value
+
+
+def _einsum_params(args: tuple, kwargs: dict) -> dict:
+    equation = args[0] if args and isinstance(args[0], str) else kwargs.get("equation")
+    if not isinstance(equation, str):
+        return {}
+    parsed = parse_einsum(equation)
+    return {"equation": equation, **({"subscripts": parsed} if parsed else {})}
+
+
+def _sdpa_params(args: tuple, kwargs: dict) -> dict:
+    mask = arg(args, kwargs, 3, "attn_mask")
+    return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),
+            "has_mask": mask is not None, "enable_gqa": bool(kwargs.get("enable_gqa", False)),
+            **(mask_facts(mask) if _is_tensor(mask) else {})}
+
+
+#: a boolean mask is read (for its pattern) only on the CPU and up to this many elements
+MASK_READ_LIMIT = 1 << 16
+
+
+def mask_facts(mask: Any) -> dict:
+    """What a boolean attention mask's values say, read only where that costs no device sync.
+
+    ``mask_read`` says whether the values were read (or why not); when they were,
+    ``mask_blind_rows`` counts the mask's rows (last axis: keys) with no True entry, ``mask_blind_at``
+    is the index of the first, and ``mask_pattern`` is ``"causal"`` for ``ones(L, S).tril(S - L)``
+    (True on the diagonal and below), ``"future"`` for ``ones(L, S).triu(S - L + 1)`` (True strictly
+    above it: nn.MultiheadAttention's causal mask), else absent. Every leading slice must match.
+    """
+    if mask.dim() == 0:
+        return {}
+    if mask.is_floating_point():
+        return _float_mask_facts(mask)
+    if not str(mask.dtype).endswith("bool"):
+        return {}
+    if mask.device.type != "cpu":
+        return {"mask_read": f"not read: the mask is on {mask.device.type} (reading it would wait for the device)"}
+    if mask.numel() > MASK_READ_LIMIT:
+        return {"mask_read": f"not read: {mask.numel():,} elements (more than {MASK_READ_LIMIT:,})"}
+    blind = ~mask.any(-1)
+    facts: dict[str, Any] = {"mask_read": "read", "mask_blind_rows": int(blind.sum())}
+    if facts["mask_blind_rows"]:
+        facts["mask_blind_at"] = [int(i) for i in blind.nonzero()[0]]
+    if mask.dim() >= 2 and mask.shape[-2] > 1:
+        n_q, n_k = mask.shape[-2], mask.shape[-1]
+        ones = mask.new_ones((n_q, n_k))
+        for pattern, table in (("causal", ones.tril(n_k - n_q)), ("future", ones.triu(n_k - n_q + 1))):
+            if bool((mask == table).all()):
+                facts["mask_pattern"] = pattern
+    return facts
+
+
+def _float_mask_facts(mask: Any) -> dict:
+    """A float mask is added to the scores. ``float_mask_binary`` says it holds only 0s and 1s, both
+    (``torch.tril(torch.ones(T, T))``: a mask written for multiplying, handed where it is added), and
+    ``mask_pattern`` says which triangle the 1s are, as for a boolean mask. Read on the CPU only."""
+    if mask.device.type != "cpu" or mask.numel() > MASK_READ_LIMIT or mask.is_meta:
+        return {}
+    ones, zeros = mask == 1, mask == 0
+    if not bool((ones | zeros).all()) or not bool(ones.any()) or not bool(zeros.any()):
+        return {}
+    facts: dict[str, Any] = {"float_mask_binary": True}
+    if mask.dim() >= 2 and mask.shape[-2] > 1:
+        n_q, n_k = mask.shape[-2], mask.shape[-1]
+        table = ones.new_ones((n_q, n_k))
+        if bool((ones == table.tril(n_k - n_q)).all()):
+            facts["mask_pattern"] = "causal"
+    return facts
+
+
+def _softmax_params(args: tuple, kwargs: dict) -> dict:
+    """The axis softmax normalises; without ``dim``, the one torch's legacy rule picks
+    (``_get_softmax_dim``: axis 0 for 0-, 1- and 3-D input, else axis 1), marked ``implicit_dim``."""
+    dim = arg(args, kwargs, 1, "dim")
+    if dim is not None:
+        return {"dim": dim}
+    x = args[0] if args else kwargs.get("input")
+    if not hasattr(x, "dim"):   # a tensor, or the captured stub of one (its rank is all this reads)
+        return {}
+    return {"dim": 0 if x.dim() in (0, 1, 3) else 1, "implicit_dim": True}
+
+
+def _scale_params(args: tuple, kwargs: dict) -> dict:
+    return {"alpha": _number(kwargs.get("alpha", 1)), "beta": _number(kwargs.get("beta", 1))}
+
+
+def parse_einsum(equation: str) -> dict | None:
+    """``'b h i d, b h j d -> b h i j'`` -> ``{"inputs": ["bhid", "bhjd"], "output": "bhij"}``.
+
+    Spaces are allowed anywhere (the lucidrains style); an implicit output is the letters that
+    appear once, sorted, as torch does. None for ellipses (left unnamed).
+
+    >>> parse_einsum("b h i d, b h j d -> b h i j")
+    {'inputs': ['bhid', 'bhjd'], 'output': 'bhij'}
+    """
+    eq = "".join(equation.split())
+    if "..." in eq:
+        return None
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:
+        letters = "".join(terms)
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not all(t.isalpha() for t in terms) or (rhs and not rhs.isalpha()):
+        return None
+    return {"inputs": terms, "output": rhs}
+
+
+# ---------------------------------------------------------------------------
+# operands: which arguments an op reads
+# ---------------------------------------------------------------------------
+
+def first_operand(args: tuple, kwargs: dict) -> list:
+    first = args[0] if args else kwargs.get("input")
+    return [first] if _is_tensor(first) else []
+
+
+def linear_operands(args: tuple, kwargs: dict) -> list:
+    return first_operand(args, kwargs)
+
+
+def addmm_operands(args: tuple, kwargs: dict) -> list:
+    """``addmm(bias, x, w)`` / ``baddbmm(base, a, b)``: the two matrices are the operands."""
+    pair = [arg(args, kwargs, 1, "mat1", arg(args, kwargs, 1, "batch1")),
+            arg(args, kwargs, 2, "mat2", arg(args, kwargs, 2, "batch2"))]
+    return [t for t in pair if _is_tensor(t)]
+
+
+def all_operands(args: tuple, kwargs: dict) -> list:
+    """Every tensor argument, and every tensor inside a list or tuple argument (``torch.cat``)."""
+    found = []
+    is_tensor_type = _TENSOR_TYPE.get
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)
+        if kind is int or kind is float or value is None:
+            continue
+        known = is_tensor_type(kind)
+        if known or known is None and _is_tensor(value):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if _is_tensor(v))
+    return found
+
+
+#: type -> is it a tensor type (torch is not imported here: a tensor is what has storage and a shape)
+_TENSOR_TYPE: dict[type, bool] = {}
+
+
+def _is_tensor(value: Any) -> bool:
+    kind = type(value)
+    known = _TENSOR_TYPE.get(kind)
+    if known is None:
+        known = _TENSOR_TYPE[kind] = hasattr(kind, "untyped_storage") and hasattr(kind, "shape")
+    return known
+
+
+@dataclass
+class Call:
+    """One call as the name functions see it: the op, its operands and their names, torch's outputs."""
+
+    op: str
+    args: tuple
+    kwargs: dict
+    inputs: list
+    in_axes: list
+    shapes: list[tuple[int, ...]]
+    namer: Any
+    params: dict = field(default_factory=dict)
+
+    def arg(self, pos: int, name: str, default: Any = None) -> Any:
+        return arg(self.args, self.kwargs, pos, name, default)
