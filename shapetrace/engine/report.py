@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
     from shapetrace.engine.hidden import HiddenCopy
     from shapetrace.engine.tracer import Event
+    from shapetrace.engine.verdict import Verdict
 
 SCHEMA_VERSION = 1
 
@@ -30,6 +31,8 @@ class Report:
         notes: why something was not checked or where the run went (plain sentences).
         header: title lines for the table.
         exception: what the traced code raised, if anything.
+        contracts: the dependency contracts measured on the values that held (a broken one is a
+            finding among the diagnostics).
     """
 
     dims: dict[str, int]
@@ -40,6 +43,14 @@ class Report:
     header: dict[str, Any] = field(default_factory=dict)
     exception: BaseException | None = None
     title: str = "traced forward pass"
+    contracts: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict line's data: what was checked and what it adds up to."""
+        from shapetrace.engine.verdict import verdict_of
+
+        return verdict_of(self.events, self.diagnostics, self.contracts)
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:
@@ -47,12 +58,13 @@ class Report:
         return {e.index: copies for e in self.events if (copies := e.hidden_copies)}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON schema (version 1): dims, events (each with its hidden copies), diagnostics."""
+        """The JSON schema (version 1): dims, events (each with its hidden copies), diagnostics, verdict."""
         out: dict[str, Any] = {
             "version": SCHEMA_VERSION,
             "dims": dict(self.dims),
             "events": [e.to_dict() for e in self.events],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "verdict": self.verdict.to_dict(),
         }
         if self.nan_rows:
             out["nan_rows"] = [list(r) for r in self.nan_rows]

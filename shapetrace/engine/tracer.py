@@ -297,7 +297,7 @@ class Trace:
         ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
         >>> data = json.loads(t.to_json())
         >>> sorted(data), data["events"][0]["output"]["dims"]
-        (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
+        (['diagnostics', 'dims', 'events', 'verdict', 'version'], ['B', 'T', 'H', 'd_k'])
         """
         return self.report().to_json(indent)
 
