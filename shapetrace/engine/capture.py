@@ -16,7 +16,9 @@ tensor's shape (``unsqueeze_``, ``transpose_``) gives it a fresh node too, so th
 
 from __future__ import annotations
 
+import functools
 import gc
+import importlib
 import os
 import sys
 import weakref
@@ -31,6 +33,7 @@ from shapetrace.engine import meta as _meta
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
 from shapetrace.engine.ops import (
     ADDITIVE,
+    BY_CALLABLE,
     CHEAP,
     GETTERS,
     REGISTRY,
@@ -363,14 +366,26 @@ _SPECS: dict = {}
 
 
 def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
-    """What the registry says of ``func``, remembered per function object (up to a few thousand)."""
-    op = _op_name(func)
-    found = (None, None) if op is None else (op, REGISTRY.get(op, UNKNOWN))
+    """What the registry says of ``func``, remembered per function object (up to a few thousand): the
+    function itself first (``F.unfold`` is not ``Tensor.unfold``), then its name."""
+    spec = _callable_specs().get(func)
+    op = spec.name if spec is not None else _op_name(func)
+    found = (None, None) if op is None else (op, spec or REGISTRY.get(op, UNKNOWN))
     try:
         if len(_SPECS) < 4096:
             _SPECS[func] = found
     except TypeError:   # a callable that cannot be hashed: looked up each time
         pass
+    return found
+
+
+@functools.cache
+def _callable_specs() -> dict[Callable, OpSpec]:
+    """The registry's ops known by their function (:data:`~.ops.BY_CALLABLE`), by the function object."""
+    found = {}
+    for spec in BY_CALLABLE:
+        owner, _, name = spec.callable.rpartition(".")
+        found[getattr(importlib.import_module(owner), name)] = spec
     return found
 
 

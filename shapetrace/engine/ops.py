@@ -70,6 +70,9 @@ class OpSpec:
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
     contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
+    #: the function this op is, as a dotted path, for an op whose ``__name__`` another op shares
+    #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view)
+    callable: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -411,6 +414,13 @@ _ENTRIES: list[OpSpec] = [
            words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
 ]
 
+#: ops identified by their function, not by its ``__name__`` (which another op of the registry shares)
+BY_CALLABLE: tuple[OpSpec, ...] = (
+    OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
+           words="copies each sliding block of the input into one column (im2col): the blocks' values are "
+                 "copied, overlapping ones more than once"),
+)
+
 #: elementwise ops: names broadcast silently, no row of their own
 ELEMENTWISE = (
     "add", "sub", "mul", "div", "true_divide", "floor_divide", "neg", "pow", "rsqrt", "sqrt", "exp", "log",
@@ -464,6 +474,8 @@ def _with_facts(spec: OpSpec) -> OpSpec:
 _ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
+# (an op known by its function is recorded under its own name, which no function's __name__ is)
+REGISTRY.update({spec.name: _with_facts(spec) for spec in BY_CALLABLE})
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
 REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
@@ -682,7 +694,7 @@ def short_name(op: str) -> str:
 
 
 #: elementwise ops that scale by a number (attention's 1/√d_k): their frozen arguments are read after the run
-#: (for engine/capture.py's FROZEN_PASSES and engine/infer.py's SCALING_OPS, which still spell them out)
+#: (for engine/capture.py's FROZEN_PASSES and engine/infer/rows.py's SCALING_OPS, which still spell them out)
 SCALING = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__", "__rmul__",
                      "__imul__", "mul_"})
 #: ops that pick one index of an axis (``x[0]``, ``select``): of a fused qkv axis, one of q, k, v

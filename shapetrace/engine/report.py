@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
     from shapetrace.engine.hidden import HiddenCopy
-    from shapetrace.engine.tracer import Event
     from shapetrace.engine.verdict import Verdict
 
 SCHEMA_VERSION = 1

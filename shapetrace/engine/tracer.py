@@ -41,7 +41,7 @@ from shapetrace.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
 
-__all__ = ["Event", "TensorInfo", "Trace", "active_trace", "freeze_args", "name_axes", "run_opened"]
+__all__ = ["Trace", "active_trace", "freeze_args", "name_axes", "run_opened"]
 _shares_storage = shares_storage   # (the name tests and older callers use)
 
 
@@ -249,7 +249,7 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
-            from shapetrace.engine.diagnose import diagnose
+            from shapetrace.engine.rules.diagnose import diagnose
             self._diagnostics = diagnose(self.analysis())
         return self._diagnostics
 

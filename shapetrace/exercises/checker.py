@@ -84,12 +84,14 @@ class _Unreadable(Exception):
 def _learned(body: bytes, limit: int | None = None):
     from shapetrace.exercises.judge import Learned
     from shapetrace.exercises.plain import MAX_TENSOR_BYTES, NotPlain, unpack
+    from shapetrace.exercises.untrusted import Unreadable, checked_facts
 
     if not body:
         return Learned()
-    try:
+    try:  # (unpack cleans every string of control characters; the facts must have the child's types)
         values, facts = unpack(body, limit or MAX_TENSOR_BYTES)
-    except NotPlain as exc:  # a forged or unreadable body is the learner's doing, never a pass
+        facts = checked_facts(facts)
+    except (NotPlain, Unreadable) as exc:  # a forged or unreadable body is the learner's doing, never a pass
         raise _Unreadable(str(exc)[:200]) from None
     args = values.get("args") if isinstance(values.get("args"), list) else []
     return Learned(value=values.get("value"), args=args, facts=facts)
@@ -267,8 +269,9 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
 def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):
     from shapetrace.exercises.judge import Judge
     from shapetrace.exercises.probe import prepare
+    from shapetrace.exercises.untrusted import clean
 
-    judge = Judge(ex, job.file, cases, source)
+    judge = Judge(ex, job.file, cases, clean(source))  # (the judge shows lines of it)
     judge.probe = prepare(ex, judge.reference, probe["seed"]) if probe is not None else None
     return judge
 
@@ -289,8 +292,9 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
 
     from shapetrace.exercises.sandbox import run_child
     from shapetrace.exercises.testjudge import REFERENCE, TestJudge
+    from shapetrace.exercises.untrusted import clean
 
-    judge = TestJudge(ex, job.file, seed, source)
+    judge = TestJudge(ex, job.file, seed, clean(source))  # (the judge shows lines of it)
     meta = _request(job, source, ex, limit, memory_mb, width, layers)
     meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
     reference = next(i for i, impl in enumerate(judge.cases) if impl.id == REFERENCE)

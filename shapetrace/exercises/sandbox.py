@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from shapetrace.exercises import forks, isolation
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
+from shapetrace.exercises.untrusted import clean
 
 #: Seconds allowed for the child to start (importing torch on a busy machine).
 STARTUP_GRACE = 90.0
@@ -152,7 +153,7 @@ class _Reader:
             return self.run
         finally:
             sel.close()
-            self.run.stderr = bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace")
+            self.run.stderr = clean(bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace"))
 
 
 _PR_SET_PDEATHSIG = 1

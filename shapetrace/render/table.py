@@ -28,8 +28,8 @@ from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
 SEVERITY_MARK = {"error": "✗ error", "warning": "! warning", "note": "i note"}

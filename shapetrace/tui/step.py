@@ -32,8 +32,8 @@ from shapetrace.render.source import CodeWindow, code_window
 from shapetrace.render.table import diagnostic_lines, footer_text, input_lines, trace_header, verdict_lines
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
 GOTO, NEXT_ERROR, ERASE, CANCEL = "goto", "next-error", "erase", "cancel"

@@ -8,6 +8,7 @@ changed: the lessons, the package, the state folder and /tmp hold no file a lear
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -75,6 +76,30 @@ def test_each_file_gets_its_verdict(verdicts, name):
         assert v["verdict"] == want["verdict"], v
     text = " ".join([v["summary"], *v.get("explanation", []), v.get("case") or "", v.get("mistake") or ""])
     assert want["expect"] in text, v
+
+
+#: What must never reach a terminal, table, CSV or JSON from learner code, written out here independently of
+#: shapetrace.exercises.untrusted: C0 and C1 controls (tab and newline aside), bidi overrides and isolates,
+#: line separators and lone surrogates.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def test_no_verdict_holds_a_control_character(verdicts):
+    """escape_in_*.py put escape sequences in an exception, a type name, stderr and a test's message."""
+    dirty = {name: [s for s in _strings(v) if CONTROLS.search(s)] for name, v in verdicts[0].items()}
+    assert {name: found for name, found in dirty.items() if found} == {}
 
 
 def test_nothing_aimed_at_changed_and_nothing_was_left_behind(verdicts):
