@@ -107,6 +107,10 @@ class Capture:
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
+        #: ``(module, args, kwargs, result)`` of the first outermost module call, kept when asked
+        #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
+        self.keep_top_call = False
+        self.top_call: tuple | None = None
 
     @property
     def rows(self) -> int:
@@ -426,7 +430,10 @@ class ModulePaths:
             slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             try:
-                return original(module, *args, **kwargs)
+                result = original(module, *args, **kwargs)
+                if len(slots) == 1 and capture.keep_top_call and capture.top_call is None:
+                    capture.top_call = (module, args, kwargs, result)
+                return result
             finally:
                 if slots:   # (empty if the trace was left while this module ran)
                     del slots[-1]

@@ -83,6 +83,8 @@ class Trace:
         self._paths: ModulePaths | None = None
         self._held = (False, None)   # what this trace changed in the garbage collector (hold_collector)
         self._diagnostics = None
+        self._dependencies: tuple[list, list[str]] | None = None
+        self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
         self._finished = False
         self._concluded = False
         self._failure = None
@@ -131,6 +133,9 @@ class Trace:
         self.capture.unrecorded_failure = None
         checked, self.capture.value_checked = self.capture.value_checked, []
         found = nan_rows_of(checked)   # (rows, record index), or None
+        if self.capture.keep_top_call:
+            from shapetrace.engine.dependencies import triangular_weights
+            self._triangle = triangular_weights(checked)
         if found is not None:
             self._nan_rows, self._nan_record = found
         self._diagnostics = None
@@ -249,9 +254,37 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
+            from shapetrace.engine.diagnostic import SEVERITY_ORDER
             from shapetrace.engine.rules.diagnose import diagnose
-            self._diagnostics = diagnose(self.analysis())
+            found = diagnose(self.analysis())
+            if self._finished and not any(d.severity == "error" for d in found):
+                found += self._measured()[0]   # a second witness: said only where no rule found the bug
+            self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
+
+    @property
+    def contracts(self) -> list[str]:
+        """The dependency contracts measured on the values that held (none before the run ends)."""
+        return list(self._measured()[1]) if self._finished else []
+
+    def check_dependencies(self) -> None:
+        """Measure, after the run, which output tokens depend on which input tokens, by running the
+        outermost module the traced code calls again on perturbed copies (:mod:`.dependencies`)."""
+        self.capture.keep_top_call = True
+
+    def _measured(self) -> tuple[list, list[str]]:
+        """The dependency contracts, measured once after the run: ``(broken ones as findings, held)``."""
+        if self._dependencies is None:
+            from shapetrace.engine import dependencies
+
+            call, self.capture.top_call = self.capture.top_call, None
+            probe = None
+            if call is not None:
+                events = self.events
+                probe = dependencies.probe_for(call, lambda t: self.namer.dims_of(self.axes_of(t)),
+                                               self.namer.role, events, self.seeded_by_size, self._triangle)
+            self._dependencies = dependencies.measure(probe) if probe is not None else ([], [])
+        return self._dependencies
 
     def analysis(self) -> Analysis:
         """What inference concluded, as the plain data the diagnostic rules read (the rules never
@@ -283,7 +316,8 @@ class Trace:
         return Report(
             dims=dict(self.dims), events=list(self.events), diagnostics=list(self.diagnostics),
             nan_rows=self.nan_rows, header=dict(header or {}),
-            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception, **extra,
+            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception,
+            contracts=list(self._measured()[1]) if self._finished else [], **extra,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def test_textbook_table(cli):
     assert "textbook.py:18" in out and "textbook.py:22" in out
     assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)" in out
     assert out.endswith("\n✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from "
-                        "input\n  to output\n")
+                        "input to\n  output; held on the values: batch entries stay apart, each token depends on "
+                        "itself\n")
 
 
 def test_script_gets_argv_and_its_folder_on_sys_path():
