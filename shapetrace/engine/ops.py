@@ -50,6 +50,8 @@ class Family(Enum):
     MASK_FILL = "mask fill"           # masked_fill, masked_fill_
     ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
     DROPOUT = "dropout"
+    SCAN = "scan"                     # cumsum, cumprod: running sums or products along one axis
+    TRIANGLE = "triangle"             # tril, triu: a causal mask is built with one
     OTHER = "other"
 
 
@@ -215,6 +217,11 @@ def _float_mask_facts(mask: Any) -> dict:
         if bool((ones == table.tril(n_k - n_q)).all()):
             facts["mask_pattern"] = "causal"
     return facts
+
+
+def _scan_params(args: tuple, kwargs: dict) -> dict:
+    """The axis a scan (``cumsum``, ``cumprod``) runs along."""
+    return {"dim": arg(args, kwargs, 1, "dim")}
 
 
 def _softmax_params(args: tuple, kwargs: dict) -> dict:
@@ -398,6 +405,8 @@ _ENTRIES: list[OpSpec] = [
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
+    OpSpec("cumsum", "new", pr.same, params=_scan_params, words="running sums along one axis"),
+    OpSpec("cumprod", "new", pr.same, params=_scan_params, words="running products along one axis"),
     OpSpec("layer_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
     OpSpec("rms_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels"),
@@ -457,6 +466,8 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.MASK_FILL: ("masked_fill", "masked_fill_"),
     Family.ELEMENTWISE: ("where", *ELEMENTWISE),
     Family.DROPOUT: ("dropout",),
+    Family.SCAN: ("cumsum", "cumprod"),
+    Family.TRIANGLE: ("tril", "triu"),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
 #: ops that fold batch axes with a reshape and may copy an operand on the way (torch.matmul, ``@``)
