@@ -24,7 +24,7 @@ from shapetrace.app.folding import fold_events
 from shapetrace.app.layers import Layer, LayerFold, event_facts, fold_layers, layered, split_layers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 Node = Any  # int | dict[str, Any]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from shapetrace.app.exportpath import check_name_lengths, write_atomically
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
     err_console,
@@ -248,8 +249,6 @@ def _report_targets(csv_out: Path | None, gradebook: Path | None, json_file: Pat
 
 
 def _check_target(flag: str, path: Path, force: bool) -> None:
-    from shapetrace.app.exportpath import check_name_lengths
-
     check_name_lengths(flag, path)
     if path.is_dir():
         raise UsageError(f"{flag} {path}: that is a folder; give a file name")
@@ -278,7 +277,6 @@ def _grade_with_progress(root: Path, time_limit: float, memory_mb: int, workers:
 
 def _write_reports(result, targets: dict[str, Path], force: bool) -> bool:
     """Write --csv, --gradebook and --json-file; True when one went to standard output (no table then)."""
-    from shapetrace.app.exportpath import write_atomically
     from shapetrace.exercises.grade import csv_text, gradebook_text
 
     texts = {"--csv": lambda: csv_text(result.cells), "--gradebook": lambda: gradebook_text(result),

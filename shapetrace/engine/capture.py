@@ -46,6 +46,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, OUTER, Site, module_wrapper, plumbing, site, user_stack
+from shapetrace.engine.sizes import carries_sizes, size_of
 
 
 class OpRecord(NamedTuple):
@@ -232,6 +233,10 @@ class Capture:
             raise
         tensors = all_operands(args, kwargs)
         if not tensors:
+            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):
+                self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
+                                                            (self._made(result, result.shape),),
+                                                            (result.shape,), freeze_args(args, kwargs))))
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         if not outs and not spec.inplace:   # (cache[i] = k returns nothing, and is kept: a write)
@@ -255,6 +260,15 @@ class Capture:
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         return result
+
+    def size_read(self, args, kwargs) -> int:
+        """``x.size(dim)``: the size, carrying the node and axis it was read from (:mod:`.sizes`)."""
+        t = args[0]
+        value = t.size(*args[1:], **kwargs)
+        dim = args[1] if len(args) == 2 else kwargs.get("dim")
+        if type(dim) is not int or not -t.dim() <= dim < t.dim():
+            return value
+        return size_of(value, self.node_of(t), dim % t.dim())
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
         """An op without a row (``+``, ``where``...) raised: kept as a failed record, shown only if this
@@ -305,6 +319,8 @@ class Recorder(TorchFunctionMode):
         except (KeyError, TypeError):
             op, spec = _spec_of(func)
         if spec is None:
+            if func is _SIZE and args and (len(args) == 2 or kwargs):
+                return self.capture.size_read(args, kwargs)
             return func(*args, **kwargs)
         if spec.opens:
             return run_opened(self, func, args, kwargs)
@@ -740,6 +756,7 @@ _weakref = weakref.ref
 _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
+_SIZE = torch.Tensor.size
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
                     torch.memory_format, torch.layout})

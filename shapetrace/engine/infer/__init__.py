@@ -7,6 +7,8 @@ runs them over each record in this order (:mod:`.record`):
 
 1. :mod:`.seeds` — names where a tensor enters, from the declared sizes;
 2. :mod:`.names` — names forward through each op's name rule, checked against torch's shape;
+   then :mod:`.elements` — element provenance: a call that moves data (indexing, ``gather``, ``cat``
+   of a split, ``roll``...) replayed on coordinate tensors names what the rule left unnamed;
 3. :mod:`.writes` — names a write proves for its target (a cache, a buffer filled in slices);
 4. :mod:`.provenance` — which projection (q, k, v, a fused qkv) each tensor came from;
 5. :mod:`.rows` — the :class:`~shapetrace.engine.events.Event` of each call with a row;

@@ -3,7 +3,8 @@
 1. :func:`gets_a_row` — a call without a row of its own passes names on (:mod:`.names`) and stops;
    an addition onto scores becomes a score addition, ``x @ W`` of parameters a projection;
 2. :func:`output_names` — the outputs' axes from the op's name rule (:mod:`.names`), a write's
-   target (:mod:`.writes`), a fused stack decided (:mod:`.provenance`), a ``cat`` with parameters;
+   target (:mod:`.writes`), a fused stack decided (:mod:`.provenance`), a ``cat`` with parameters,
+   then element provenance (:mod:`.elements`: a call that moves data, replayed on coordinates);
 3. :func:`store_names` — the axes kept per node, ambiguities passed on, slices remembered;
 4. :func:`.provenance.tag_step` — q, k, v tags carried on;
 5. :func:`.rows.add_row` — the :class:`~shapetrace.engine.events.Event` of the call;
@@ -32,6 +33,7 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import SCALING_OPS, add_row, note_scaling
+from shapetrace.engine.infer.sizes import constructed_axes, grown_axes
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     ADDITIVE,
@@ -95,6 +97,11 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         out_axes = [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)]
     if spec.name in PROJECTIONS and out_axes and out_axes[0]:
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
+    if record.error is None and out_axes:
+        out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
+        if record.spec.sized:
+            out_axes = grown_axes(state, record, out_axes)
+    state.elements.note(record)
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
     return record, out_axes, params
@@ -135,6 +142,11 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 
 
 def infer_pass(state: Inference, record: PassRecord) -> None:
+    if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
+        built = constructed_axes(state, record)
+        for node, shape in zip(record.outs, record.out_shapes):
+            state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
+        return
     in_axes = [state.axes_of(n) for n in record.ins]
     if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
         note_write(state, record, in_axes)

@@ -17,6 +17,7 @@ from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.infer import corrections as corrections_pass
 from shapetrace.engine.infer import rows, sequences
 from shapetrace.engine.infer.einops import chained, finish_pattern
+from shapetrace.engine.infer.elements import ElementPass
 from shapetrace.engine.infer.record import infer_op, infer_pass, op_unnamed, unnamed_outputs
 from shapetrace.engine.infer.seeds import seed
 
@@ -54,6 +55,7 @@ class Inference:
         self.infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
         self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self.pending_pattern = None   # an einops chain: (call id, output node, event index, groups)
+        self.elements = ElementPass(namer)             # element provenance: producers and replays (.elements)
         self._done = 0
 
     def axes_of(self, node: int) -> tuple[Axis, ...]:
