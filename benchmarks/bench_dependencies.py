@@ -1,8 +1,8 @@
 """What the dependency contracts (shapetrace/engine/dependencies.py) cost, against one untraced forward
 measured in the same run.
 
-The check runs the outermost module once more on its input and a bumped copy stacked along the batch
-axis (one forward at twice the batch). Issue 33 allows it at most one
+The check runs the outermost module once more on a batch of two (batch entry 0 and a copy of it with
+its last token moved: one forward at batch 2). Issue 33 allows it at most one
 untraced forward's time at the default sizes (the reference model of ``shapetrace run``: B=2, T=6,
 D=512, H=8). Both are timed REPEAT times, interleaved, and the medians compared.
 

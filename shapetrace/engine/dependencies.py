@@ -1,14 +1,13 @@
 """A second witness from the values: which output tokens depend on which input tokens.
 
 After a traced script has run, the outermost module it called is run once more, in eval mode and
-without gradients, on its input and a bumped copy of it stacked along the batch axis (one forward at
-twice the batch), and the outputs are compared:
+without gradients, on a batch of two: its batch entry 0, and a copy of it whose last token is moved in a
+random direction (one forward at batch 2), and the outputs are compared:
 
-* **batch entries never mix**: the first half's outputs must equal the traced run's own (``x`` alone);
-  an output that changes when other sequences share its batch depends on them ("output token 3 of
-  batch 1 depends on the other batch entries' tokens");
-* **each output token depends on its own input token**: in the second half the last token of every
-  entry is moved in a random direction; its own output must change;
+* **batch entries never mix**: entry 0's output must equal the traced run's own; an output that
+  changes when entry 0 runs beside another sequence depends on its batch-mates ("output token 3 of
+  batch 0 depends on the other batch entries' tokens");
+* **each output token depends on its own input token**: the moved last token's own output must change;
 * **a declared causal mask is honoured**: with a ``tril``/``triu``, ``is_causal=True``, a causal mask's
   values or attention weights that are zero on one side of the diagonal in the trace, that same bump
   may change no earlier output token.
@@ -16,7 +15,7 @@ twice the batch), and the outputs are compared:
 Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T``
 or their roles); where they are not known, nothing is measured (equal sizes never decide an axis).
 Every attribute, buffer (values included) and parameter of every submodule is put back afterwards; a
-model that cannot take twice the batch (a fixed buffer, a mask sized for the first batch) is not
+model that cannot take a batch of two (a fixed buffer, a mask sized for the traced batch) is not
 measured. Plain data out: findings and the names of the contracts that held.
 """
 
@@ -83,11 +82,11 @@ def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
 
 
 def _outputs(probe: Probe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """``(alone, folded, bumped)``: the module's output for ``x`` alone, and for ``x`` and its bumped
-    copy run as one batch twice as large (two halves); None when the model cannot be run so.
-
-    One forward at twice the batch: the output of ``x`` alone is the traced run's own, where every
-    module was in eval mode (else it is run again, in eval mode, beside the folded one)."""
+    """``(alone, folded, bumped)``: batch entry 0's output in the traced batch, and in a batch of two
+    beside a copy of itself whose last token was moved (both outputs); None when the model cannot be
+    run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
+    batch is the traced run's own where every module was in eval mode (else it is run again, in eval
+    mode)."""
     x, out = probe.args[probe.position], probe.output
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
         return None
@@ -106,12 +105,12 @@ def _outputs(probe: Probe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | 
         module.eval()
         with torch.no_grad():
             alone = out if not any(mode for _, mode in training) and isinstance(out, torch.Tensor) else run(x)
-            both = run(torch.cat([x, _bumped(x, probe)], probe.batch))           # (2B, ...) on the batch axis
-        if not isinstance(both, torch.Tensor) or not both.is_floating_point() or \
-                both.shape[probe.out_batch] != 2 * alone.shape[probe.out_batch]:
+            first = x.narrow(probe.batch, 0, 1)                                   # (1, ...) entry 0 alone
+            both = run(torch.cat([first, _bumped(first, probe)], probe.batch))    # (2, ...) entry 0, bumped
+        if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
-        return alone.detach(), folded, bumped
+        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped
     except Exception:   # a batch size it cannot take (a fixed buffer, a mask of the first batch's size)
         return None
     finally:
@@ -172,10 +171,10 @@ def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list
         b, t = mixed[0]
         token = f"output token {t} of batch {b}" if probe.out_tokens is not None else f"the output of batch {b}"
         found.append(Kind.BATCH_ENTRIES_MIX.found(None, (
-            f"measured on the values: {token} depends on the other batch entries' tokens (it changes when the "
-            f"same input runs in a batch twice as large, as do {len(mixed)} output token"
-            f"{'s' if len(mixed) != 1 else ''} in all). Batch entries must never mix: an axis was regrouped or "
-            "reduced across the batch, or a size was read from the batch axis."),
+            f"measured on the values: {token} depends on the other batch entries' tokens (it changes when batch 0 "
+            f"runs beside another sequence instead of its own batch, as do {len(mixed)} output token"
+            f"{'s' if len(mixed) != 1 else ''} of it in all). Batch entries must never mix: an axis was regrouped "
+            "or reduced across the batch, or a size was read from the batch axis."),
             "Find the op that reads across the batch axis (the findings above may name it): a view that regroups "
             "it, a reduction over it, a table sized by x.size(0)."))
         return found, held   # tokens scrambled across the batch: what each token sees says nothing more
