@@ -31,6 +31,7 @@ from shapetrace.engine.capture import (
     run_opened,
     shares_storage,
 )
+from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.infer import Inference
@@ -254,7 +255,6 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
-            from shapetrace.engine.diagnostic import SEVERITY_ORDER
             from shapetrace.engine.rules.diagnose import diagnose
             found = diagnose(self.analysis())
             if self._finished and not any(d.severity == "error" for d in found):
