@@ -262,6 +262,7 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     check_script(path)
     STACK_ROOTS.add(_exec.__code__)
     trace = tr.Trace(dims)
+    trace.check_dependencies()   # the outermost module is run again on perturbed copies after the run
     exception: BaseException | None = None
     watcher = _Watcher(trace, limits) if limits is not None else None
     with script_environment(path, args, stdout_to_stderr) as threads:

@@ -68,6 +68,7 @@ def trace_reference(config: AttentionConfig, device: str = "cpu") -> Trace:
 
     model, x = build(config, device)
     trace = Trace(config.dims)
+    trace.check_dependencies()
     with threads_for(reference_bytes(config)), torch.no_grad(), trace:
         trace.set_names(x, ["B", "T", "D"])
         trace.result = model(x)

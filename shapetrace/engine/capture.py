@@ -108,6 +108,10 @@ class Capture:
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
+        #: ``(module, args, kwargs, result)`` of the first outermost module call, kept when asked
+        #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
+        self.keep_top_call = False
+        self.top_call: tuple | None = None
 
     @property
     def rows(self) -> int:

@@ -122,6 +122,19 @@ class Kind(StrEnum):
         "key/value heads tiled with `repeat(1, n_rep, 1, 1)` meeting queries whose head h reads key/value "
         "head h // n_rep")
 
+    SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
+                            "a running sum or product (`cumsum`, `cumprod`) along the heads or the batch, which "
+                            "carries one head's or sequence's values into the next")
+
+    # -- measured on the values (engine/dependencies.py) ---------------------------------------------
+    BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",
+                         "measured on the values: an output of one batch entry depends on another entry's tokens")
+    TOKEN_IGNORES_ITSELF = ("token-ignores-itself", "error",
+                            "measured on the values: an output token does not change when its own input token does")
+    CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error",
+                         "measured on the values: with a causal mask declared, an output token depends on a later "
+                         "token")
+
     # -- writes, joins and views -------------------------------------------------------------------
     WRITE_MISMATCH = ("write-mismatch", "error",
                       "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, `copy_`) with its axes in another "

@@ -45,7 +45,10 @@ class ModulePaths:
             slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             try:
-                return original(module, *args, **kwargs)
+                result = original(module, *args, **kwargs)
+                if len(slots) == 1 and capture.keep_top_call and capture.top_call is None:
+                    capture.top_call = (module, args, kwargs, result)
+                return result
             finally:
                 if slots:   # (empty if the trace was left while this module ran)
                     del slots[-1]

@@ -149,6 +149,11 @@ def _float_mask_facts(mask: Any) -> dict:
     return facts
 
 
+def _scan_params(args: tuple, kwargs: dict) -> dict:
+    """The axis a scan (``cumsum``, ``cumprod``) runs along."""
+    return {"dim": arg(args, kwargs, 1, "dim")}
+
+
 def _softmax_params(args: tuple, kwargs: dict) -> dict:
     """The axis softmax normalises; without ``dim``, the one torch's legacy rule picks
     (``_get_softmax_dim``: axis 0 for 0-, 1- and 3-D input, else axis 1), marked ``implicit_dim``."""

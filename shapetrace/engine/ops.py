@@ -36,6 +36,7 @@ from shapetrace.engine.op_args import (
     _number,
     _reduce_params,
     _scale_params,
+    _scan_params,
     _sdpa_params,
     _shape_params,
     _softmax_params,
@@ -70,6 +71,8 @@ class Family(Enum):
     MASK_FILL = "mask fill"           # masked_fill, masked_fill_
     ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
     DROPOUT = "dropout"
+    SCAN = "scan"                     # cumsum, cumprod: running sums or products along one axis
+    TRIANGLE = "triangle"             # tril, triu: a causal mask is built with one
     OTHER = "other"
 
 
@@ -210,6 +213,8 @@ _ENTRIES: list[OpSpec] = [
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
+    OpSpec("cumsum", "new", pr.same, params=_scan_params, words="running sums along one axis"),
+    OpSpec("cumprod", "new", pr.same, params=_scan_params, words="running products along one axis"),
     OpSpec("layer_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
     OpSpec("rms_norm", "new", pr.same, params=_norm_params, words="normalises each token's features"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels"),
@@ -269,6 +274,8 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.MASK_FILL: ("masked_fill", "masked_fill_"),
     Family.ELEMENTWISE: ("where", *ELEMENTWISE),
     Family.DROPOUT: ("dropout",),
+    Family.SCAN: ("cumsum", "cumprod"),
+    Family.TRIANGLE: ("tril", "triu"),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
 #: ops that move or select elements, and the function each is replayed as on coordinate tensors
@@ -549,10 +556,6 @@ def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
         return {k: v for k, v in spec.params(args, kwargs).items() if v is not None}
     except (IndexError, TypeError, ValueError, AttributeError):
         return {}
-
-
-def operands_of(spec: OpSpec, args: tuple, kwargs: dict) -> list:
-    return (spec.operands or all_operands)(args, kwargs)
 
 
 def separates(op: str) -> bool:

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
     from shapetrace.engine.diagnostic import Diagnostic
     from shapetrace.engine.events import Event
     from shapetrace.engine.hidden import HiddenCopy
+    from shapetrace.engine.verdict import Verdict
 
 SCHEMA_VERSION = 1
 
@@ -34,6 +37,8 @@ class Report:
             outside any module's forward: shown apart, out of the totals.
         left_out: the calls that ran without a row of their own (elementwise math, casts), by op name,
             with how many times each ran (:meth:`~shapetrace.engine.tracer.Trace.left_out`).
+        contracts: the dependency contracts measured on the values that held (a broken one is a
+            finding among the diagnostics).
     """
 
     dims: dict[str, int]
@@ -46,6 +51,14 @@ class Report:
     title: str = "traced forward pass"
     left_out: dict[str, int] = field(default_factory=dict)   # ops that ran without a row: name -> times
     setup: list[Event] = field(default_factory=list)   # ops that built the model, outside the forward
+    contracts: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict line's data: what was checked and what it adds up to."""
+        from shapetrace.engine.verdict import verdict_of
+
+        return verdict_of(self.events, self.diagnostics, self.contracts)
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:
@@ -53,12 +66,13 @@ class Report:
         return {e.index: copies for e in self.events if (copies := e.hidden_copies)}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON schema (version 1): dims, events (each with its hidden copies), diagnostics."""
+        """The JSON schema (version 1): dims, events (each with its hidden copies), diagnostics, verdict."""
         out: dict[str, Any] = {
             "version": SCHEMA_VERSION,
             "dims": dict(self.dims),
             "events": [e.to_dict() for e in self.events],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "verdict": self.verdict.to_dict(),
         }
         if self.nan_rows:
             out["nan_rows"] = [list(r) for r in self.nan_rows]
@@ -72,3 +86,20 @@ class Report:
         """:meth:`to_dict` as JSON text, as ``--json`` prints it."""
 
         return json.dumps(self.to_dict(), indent=indent)
+
+
+
+def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Sequence[str]) -> Report:
+    """The :class:`Report` of a :class:`~shapetrace.engine.tracer.Trace` (what ``Trace.report`` returns):
+    its forward events apart from the setup ones (the ops that built the model), its findings, and the
+    dependency contracts that held once the run ended."""
+    extra = {} if title is None else {"title": title}
+    setup = trace.setup_indices()
+    events = [e for e in trace.events if e.index not in setup]   # the forward pass: what the table is about
+    return Report(
+        dims=dict(trace.dims), events=events, diagnostics=list(trace.diagnostics),
+        setup=[e for e in trace.events if e.index in setup],
+        nan_rows=trace.nan_rows, header=dict(header or {}),
+        notes=[n for n in (*notes, trace._value_note) if n], exception=trace.exception,
+        left_out=trace.left_out(), contracts=trace.contracts, **extra,
+    )

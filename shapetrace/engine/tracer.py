@@ -31,6 +31,7 @@ from shapetrace.engine.capture import (
     shares_storage,
 )
 from shapetrace.engine.collector import hold_collector, release_collector
+from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
@@ -86,6 +87,8 @@ class Trace:
         self._paths: ModulePaths | None = None
         self._held = (False, None)   # what this trace changed in the garbage collector (hold_collector)
         self._diagnostics = None
+        self._dependencies: tuple[list, list[str]] | None = None
+        self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
         self._finished = False
         self._concluded = False
         self._failure = None
@@ -134,6 +137,9 @@ class Trace:
         self.capture.unrecorded_failure = None
         checked, self.capture.value_checked = self.capture.value_checked, []
         found = nan_rows_of(checked)   # (rows, record index), or None
+        if self.capture.keep_top_call:
+            from shapetrace.engine.dependencies import triangular_weights
+            self._triangle = triangular_weights(checked)
         if found is not None:
             self._nan_rows, self._nan_record = found
         self._diagnostics = None
@@ -203,14 +209,6 @@ class Trace:
         self._diagnostics = None
 
     @property
-    def scalings(self) -> list[dict[str, Any]]:
-        return self._inferred().scalings
-
-    @property
-    def pattern_conflicts(self) -> list[tuple[int, str]]:
-        return self._inferred().pattern_conflicts
-
-    @property
     def seeded_by_size(self) -> bool:
         return self._inferred().seeded_by_size
 
@@ -254,8 +252,29 @@ class Trace:
         """
         if self._diagnostics is None or not self._finished:
             from shapetrace.engine.rules.diagnose import diagnose
-            self._diagnostics = diagnose(self.analysis())
+            found = diagnose(self.analysis())
+            if self._finished and not any(d.severity == "error" for d in found):
+                found += self._measured()[0]   # a second witness: said only where no rule found the bug
+            self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
+
+    @property
+    def contracts(self) -> list[str]:
+        """The dependency contracts measured on the values that held (none before the run ends)."""
+        return list(self._measured()[1]) if self._finished else []
+
+    def check_dependencies(self) -> None:
+        """Measure, after the run, which output tokens depend on which input tokens, by running the
+        outermost module the traced code calls again on perturbed copies (:mod:`.dependencies`)."""
+        self.capture.keep_top_call = True
+
+    def _measured(self) -> tuple[list, list[str]]:
+        """The dependency contracts, measured once after the run: ``(broken ones as findings, held)``."""
+        if self._dependencies is None:
+            from shapetrace.engine import dependencies
+
+            self._dependencies = dependencies.measure_trace(self)
+        return self._dependencies
 
     def analysis(self) -> Analysis:
         """What inference concluded, as the plain data the diagnostic rules read (the rules never
@@ -272,16 +291,8 @@ class Trace:
 
     def left_out(self) -> dict[str, int]:
         """The calls that ran without a row of their own, by op name in order of first use, with how many
-        times each ran: elementwise math whose names simply pass on (``x * 2``, ``gelu``, an addition
-        that is not onto attention scores), casts, reductions to an index, and ``"?"`` for ops the
-        registry does not know. The table leaves them out; this says what it left out."""
-        inference = self._inferred()
-        rows, setup = inference.event_of_record, self.capture.setup
-        counts: dict[str, int] = {}
-        for index, record in enumerate(self.capture.records):
-            if index not in rows and index not in setup and type(record) in (OpRecord, PassRecord):
-                counts[record.spec.name] = counts.get(record.spec.name, 0) + 1
-        return counts
+        times each ran (:func:`calls_without_a_row`): the table leaves them out; this says what it left out."""
+        return calls_without_a_row(self.capture, self._inferred().event_of_record)
 
     def setup_indices(self) -> set[int]:
         """The indices of the events that ran while a model was being built, outside any module's forward
@@ -301,18 +312,9 @@ class Trace:
             notes: the command's sentences for the report, before the trace's own (why values were
                 not read).
         """
-        from shapetrace.engine.report import Report
+        from shapetrace.engine.report import report_of
 
-        extra = {} if title is None else {"title": title}
-        setup = self.setup_indices()
-        events = [e for e in self.events if e.index not in setup]   # the forward pass: what the table is about
-        return Report(
-            dims=dict(self.dims), events=events, diagnostics=list(self.diagnostics),
-            setup=[e for e in self.events if e.index in setup],
-            nan_rows=self.nan_rows, header=dict(header or {}),
-            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception,
-            left_out=self.left_out(), **extra,
-        )
+        return report_of(self, header, title, notes)
 
     def to_dict(self) -> dict[str, Any]:
         return self.report().to_dict()
@@ -325,7 +327,7 @@ class Trace:
         ...     q = torch.zeros(2, 6, 512).view(2, 6, 8, 64)
         >>> data = json.loads(t.to_json())
         >>> sorted(data), data["events"][0]["output"]["dims"]
-        (['diagnostics', 'dims', 'events', 'version'], ['B', 'T', 'H', 'd_k'])
+        (['diagnostics', 'dims', 'events', 'verdict', 'version'], ['B', 'T', 'H', 'd_k'])
         """
         return self.report().to_json(indent)
 
@@ -365,3 +367,15 @@ def name_axes(tensor: Any, names: str | Sequence[str | None]) -> Any:
         parts = names.split() if isinstance(names, str) else list(names)
         active.set_names(tensor, [None if p in (None, "_", "?") else p for p in parts])
     return tensor
+
+
+def calls_without_a_row(capture, rows: dict[int, int]) -> dict[str, int]:
+    """The recorded calls that got no row (not in ``rows``, the record -> event map) and were not setup,
+    by op name in order of first use, with how many times each ran: elementwise math whose names simply
+    pass on (``x * 2``, ``gelu``, an addition that is not onto attention scores), casts, reductions to an
+    index, and ``"?"`` for ops the registry does not know."""
+    counts: dict[str, int] = {}
+    for index, record in enumerate(capture.records):
+        if index not in rows and index not in capture.setup and type(record) in (OpRecord, PassRecord):
+            counts[record.spec.name] = counts.get(record.spec.name, 0) + 1
+    return counts

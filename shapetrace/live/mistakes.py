@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from shapetrace.engine.ops import REGISTRY, UNKNOWN, Family, family_of
+from shapetrace.engine.ops import Family, family_of, is_matrix_product
 
 Shape = Sequence[int]
 Names = Sequence[str | None]
@@ -65,11 +65,6 @@ def _matmul_reading(answer: Shape, inputs: Sequence[Shape], names: Sequence[Name
     return ""
 
 
-def _matrix_product(op: str) -> bool:
-    """A product over the last axis of the left and the second to last of the right (matmul, bmm, mm)."""
-    return REGISTRY.get(op, UNKNOWN).contraction == "matrix"
-
-
 def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Sequence[Names],
                right: Shape, right_names: Names) -> str:
     """What a wrong shape ``answer`` says about the mistake behind it ("" when nothing general fits)."""
@@ -77,7 +72,7 @@ def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Seq
     first = tuple(inputs[0]) if inputs else ()
     if answer == right:
         return ""
-    if _matrix_product(op):
+    if is_matrix_product(op):
         reading = _matmul_reading(answer, inputs, input_names)
         if reading:
             return reading

@@ -21,7 +21,7 @@ from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
-from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header
+from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header, verdict_text
 from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES, readable_segments  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,16 +158,15 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
 
 
 def md_diagnostics(trace: Report) -> list[str]:
-    """Diagnostics as a Markdown list (or the all-clear line)."""
-    if not trace.diagnostics:
-        from shapetrace.engine.coverage import all_clear_text
+    """The errors and warnings as a Markdown list, the one verdict line (bold), then the notes."""
+    found = [d for d in trace.diagnostics if d.severity != "note"]
+    notes = [d for d in trace.diagnostics if d.severity == "note"]
+    out = ["**Diagnostics**", ""] + [_md_finding(d) for d in found] + [""] if found else []
+    out.append(f"**{_md_cell(verdict_text(trace))}**")
+    return out + ([""] + [_md_finding(d) for d in notes] if notes else [])
 
-        text = all_clear_text(trace.events).removeprefix("✓ ")
-        head, _, rest = text.partition(": ") if ": " in text else text.partition("; ")
-        return [f"**✓ {head}**{': ' if ': ' in text else '; '}{rest}."]
-    out = ["**Diagnostics**", ""]
-    for d in trace.diagnostics:
-        where = f" at #{d.event}" if d.event is not None else ""
-        out.append(f"- **{SEVERITY_MARK[d.severity]}** `{d.kind}`{where}: {_md_cell(d.text)}")
-    return out
+
+def _md_finding(d) -> str:
+    where = f" at #{d.event}" if d.event is not None else ""
+    return f"- **{SEVERITY_MARK[d.severity]}** `{d.kind}`{where}: {_md_cell(d.text)}"
 

@@ -22,7 +22,7 @@ from shapetrace.app.strip import repeat_of, strip_nodes
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.render.source import read_lines, resolve_path, split_source
-from shapetrace.render.table import SEVERITY_MARK, any_named, footer_text, trace_header
+from shapetrace.render.table import SEVERITY_MARK, footer_text, trace_header, verdict_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.terminal_theme import TerminalTheme
@@ -125,16 +125,17 @@ def _files(events) -> dict[str, list[str]]:
 
 def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
     """The page's data: header, every op, the source files, footer and diagnostics."""
-    from shapetrace.engine.coverage import all_clear_text
     from shapetrace.render.themes import TERMINAL_THEMES
 
     long_names = names_for(trace, options)
     header = trace_header(trace) or ["shapetrace"]
-    summary = [f"{SEVERITY_MARK[d.severity]} {d.kind}" + (f" at #{d.event}" if d.event is not None else "")
-               + f": {d.text}" for d in trace.diagnostics]
-    if not summary:
-        summary = ([all_clear_text(trace.events)]
-                   if any_named(trace.events) else ["? nothing was checked: no axis could be named"])
+    def said(d):
+        return (f"{SEVERITY_MARK[d.severity]} {d.kind}" + (f" at #{d.event}" if d.event is not None else "")
+                + f": {d.text}")
+
+    # the errors and warnings, the one verdict line, then the notes under it
+    summary = [said(d) for d in trace.diagnostics if d.severity != "note"]
+    summary += [verdict_text(trace), *(said(d) for d in trace.diagnostics if d.severity == "note")]
     events = trace.events
     diagnosed = {d.event for d in trace.diagnostics if d.event is not None}
     shared = repeat_of(events, diagnosed)  # a folded layer's ops, a loop's iterations: their data once

@@ -110,8 +110,7 @@ class TraceView:
             yield Text("")
             yield ModuleSummary(self.events)
         if self.show_diagnostics:
-            yield from diagnostic_lines(self.trace.diagnostics, any_named(self.events), how_to_name(self.trace),
-                                        self.events)
+            yield from verdict_lines(self.trace)   # over every op, shown or not
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -645,11 +644,11 @@ def left_out_sentence(trace) -> str:
     return "not in the table: " + "; ".join(parts)
 
 
-#: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.
-NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only. "
 #: How to give names from Python (the API): a command's header replaces it with its own ("how_to_name").
 NAME_FROM_PYTHON = ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\") or with "
                     "shapetrace.name(x, \"B T D\").")
+#: the style of each verdict mark
+VERDICT_STYLE = {"✓": "green", "?": "yellow", "!": "yellow", "✗": "bold red"}
 
 
 def how_to_name(trace: Report) -> str:
@@ -670,23 +669,41 @@ def any_named(events: Sequence[Event]) -> bool:
     return any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
 
 
-def diagnostic_lines(diagnostics: Sequence[Diagnostic], named: bool = True,
-                     advice: str = NAME_FROM_PYTHON, events: Sequence[Event] | None = None) -> Iterable[Hanging]:
-    """The findings, or the all-clear (only when there were names to check; in full only when every
-    axis of ``events`` was named, else saying which ops were not checked), or why nothing was checked
-    (with ``advice`` on how to name axes); wrapped without trailing spaces."""
-    return [Hanging(text) for text in _diagnostic_texts(diagnostics, named, advice, events)]
+def verdict_of_trace(trace: Report, events: Sequence[Event] | None = None):
+    """The :class:`~shapetrace.engine.verdict.Verdict` of a report or trace (over ``events`` when given)."""
+    from shapetrace.engine.verdict import verdict_of
+
+    return verdict_of(trace.events if events is None else events, trace.diagnostics,
+                      getattr(trace, "contracts", ()))
 
 
-def _diagnostic_texts(diagnostics: Sequence[Diagnostic], named: bool, advice: str,
-                      events: Sequence[Event] | None = None) -> Iterable[Text]:
-    from shapetrace.engine.coverage import FULL_ALL_CLEAR, all_clear_text
+def verdict_text(trace: Report, events: Sequence[Event] | None = None, advice: str | None = None) -> str:
+    """The verdict line, with how to name axes after it when nothing could be checked."""
+    from shapetrace.engine.verdict import NOTHING_NAMED
 
+    line = verdict_of_trace(trace, events).line
+    return line + " " + (how_to_name(trace) if advice is None else advice) if line == NOTHING_NAMED else line
+
+
+def diagnostic_lines(diagnostics: Sequence[Diagnostic]) -> list[Hanging]:
+    """The findings, one each (``✗ error kind at #N: ...``), after a blank line; wrapped without
+    trailing spaces."""
+    return [Hanging(text) for text in _finding_texts(diagnostics)]
+
+
+def verdict_lines(trace: Report, events: Sequence[Event] | None = None, advice: str | None = None) -> list[Hanging]:
+    """The end of a table: its errors and warnings, then the one verdict line, then the notes under it."""
+    found = [d for d in trace.diagnostics if d.severity != "note"]
+    notes = [d for d in trace.diagnostics if d.severity == "note"]
+    mark = verdict_of_trace(trace, events).mark
+    texts = [*_finding_texts(found), Text(("" if found else "\n") + verdict_text(trace, events, advice),
+                                          style=VERDICT_STYLE[mark])]
+    texts += list(_finding_texts(notes))[1:]
+    return [Hanging(text) for text in texts]
+
+
+def _finding_texts(diagnostics: Sequence[Diagnostic]) -> Iterable[Text]:
     if not diagnostics:
-        if not named:
-            yield Text("\n" + NOTHING_NAMED + advice, style="yellow")
-            return
-        yield Text("\n" + (FULL_ALL_CLEAR if events is None else all_clear_text(events)), style="green")
         return
     yield Text("")
     for d in diagnostics:

@@ -29,7 +29,7 @@ from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.render.classroom import op_table
 from shapetrace.render.highlight import highlight_line
 from shapetrace.render.source import CodeWindow, code_window
-from shapetrace.render.table import any_named, diagnostic_lines, footer_text, how_to_name, input_lines, trace_header
+from shapetrace.render.table import diagnostic_lines, footer_text, input_lines, trace_header, verdict_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
@@ -210,8 +210,7 @@ class StepScreen:
 
     def summary_part(self) -> Group:
         return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
-                     *diagnostic_lines(self.trace.diagnostics, any_named(self.trace.events),
-                                      how_to_name(self.trace), self.trace.events))
+                     *verdict_lines(self.trace))
 
     def help_line(self, width: int) -> Text:
         if self.state.typed is not None:

@@ -1,0 +1,286 @@
+"""A second witness from the values: which output tokens depend on which input tokens.
+
+After a traced script has run, the outermost module it called is run once more, in eval mode and
+without gradients, on a batch of two: its batch entry 0, and a copy of it whose last token is moved in a
+random direction (one forward at batch 2), and the outputs are compared:
+
+* **batch entries never mix**: entry 0's output must equal the traced run's own; an output that
+  changes when entry 0 runs beside another sequence depends on its batch-mates ("output token 3 of
+  batch 0 depends on the other batch entries' tokens");
+* **each output token depends on its own input token**: the moved last token's own output must change;
+* **a declared causal mask is honoured**: with a ``tril``/``triu``, ``is_causal=True``, a causal mask's
+  values or attention weights that are zero on one side of the diagonal in the trace, that same bump
+  may change no earlier output token.
+
+Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T``
+or their roles); where they are not known, nothing is measured (equal sizes never decide an axis).
+Every attribute, buffer (values included) and parameter of every submodule is put back afterwards; a
+model that cannot take a batch of two (a fixed buffer, a mask sized for the traced batch) is not
+measured. Plain data out: findings and the names of the contracts that held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family, family_of
+
+#: a change counts when it exceeds this times (1 + the largest output)
+TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
+#: the contracts' names, as the verdict lists those that held
+BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on itself", "the causal mask holds"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What to run again and where its batch and token axes are.
+
+    Attributes:
+        module: the outermost module the traced code called.
+        args, kwargs: its arguments, as called (``args[position]`` is the input perturbed).
+        position: which positional argument is the input.
+        batch, tokens: the input's batch and token axes.
+        out_batch, out_tokens: the output's (out_tokens None: the output has no token axis).
+        causal: the op that declares a causal mask (``"tril #4"``), or None.
+        output: the module's first output in the traced run.
+    """
+
+    module: Any
+    args: tuple
+    kwargs: dict
+    position: int
+    batch: int
+    tokens: int
+    out_batch: int
+    out_tokens: int | None
+    causal: str | None = None
+    output: Any = None
+
+
+def measure(probe: Probe) -> tuple[list[Diagnostic], list[str]]:
+    """The broken contracts as findings, and the names of those that held (nothing when not measured)."""
+    outs = _outputs(probe)
+    if outs is None:
+        return [], []
+    return _judged(*outs, probe)
+
+
+def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``x`` with its last token of every batch entry moved in a random direction (not a constant one:
+    a norm over the features would cancel a uniform shift)."""
+    bumped = x.detach().clone()
+    last = x.shape[probe.tokens] - 1
+    noise = torch.randn(bumped.select(probe.tokens, last).shape, generator=torch.Generator().manual_seed(0),
+                        dtype=x.dtype).to(x.device)
+    bumped.select(probe.tokens, last).add_(noise * (1.0 + x.detach().abs().amax()))
+    return bumped
+
+
+def _outputs(probe: Probe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """``(alone, folded, bumped)``: batch entry 0's output in the traced batch, and in a batch of two
+    beside a copy of itself whose last token was moved (both outputs); None when the model cannot be
+    run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
+    batch is the traced run's own where every module was in eval mode (else it is run again, in eval
+    mode)."""
+    x, out = probe.args[probe.position], probe.output
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
+        return None
+    module = probe.module
+    training = [(m, m.training) for m in module.modules()]
+    saved = _attributes(module)
+    if saved is None:
+        return None
+
+    def run(xi):
+        args = (*probe.args[:probe.position], xi, *probe.args[probe.position + 1:])
+        result = module(*args, **probe.kwargs)
+        return result[0] if isinstance(result, (tuple, list)) else result
+
+    try:
+        module.eval()
+        with torch.no_grad():
+            alone = out if not any(mode for _, mode in training) and isinstance(out, torch.Tensor) else run(x)
+            first = x.narrow(probe.batch, 0, 1)                                   # (1, ...) entry 0 alone
+            both = run(torch.cat([first, _bumped(first, probe)], probe.batch))    # (2, ...) entry 0, bumped
+        if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
+            return None
+        folded, bumped = both.chunk(2, probe.out_batch)
+        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped
+    except Exception:   # a batch size it cannot take (a fixed buffer, a mask of the first batch's size)
+        return None
+    finally:
+        for m, mode in training:
+            m.training = mode
+        _restore(saved)
+
+
+#: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
+BUFFER_LIMIT = 1 << 28
+
+
+def _attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
+    """Every submodule's attributes, buffers (and their values: a cache written in place) and
+    parameters, to put back after the run; None when the buffers are too large to copy."""
+    buffers = [b for b in module.buffers() if isinstance(b, torch.Tensor)]
+    if sum(b.numel() * b.element_size() for b in buffers) > BUFFER_LIMIT:
+        return None
+    with torch.no_grad():
+        return [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters),
+                 {n: b.clone() for n, b in m._buffers.items() if isinstance(b, torch.Tensor)})
+                for m in module.modules()]
+
+
+def _restore(saved) -> None:
+    for m, attributes, buffers, parameters, values in saved:
+        m.__dict__.clear()
+        m.__dict__.update(attributes)
+        m._buffers.clear(), m._buffers.update(buffers)
+        m._parameters.clear(), m._parameters.update(parameters)
+        with torch.no_grad():
+            for name, value in values.items():
+                if buffers[name].shape == value.shape:
+                    buffers[name].copy_(value)
+
+
+def _changed(a: torch.Tensor, b: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """changed[b, t]: does output token (b, t) differ between ``a`` and ``b`` (t: 0 where the output
+    has no token axis)?"""
+    a, b = (_tokens_last(o, probe).double() for o in (a, b))                       # (B, T, rest)
+    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + a.abs().nan_to_num(0.0).amax())
+    diff = (b - a).abs()
+    return (diff.nan_to_num(0.0).amax(-1) > tolerance) | (diff.isnan().any(-1) & ~a.isnan().any(-1))
+
+
+def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``o`` as (B, T, everything else): its batch axis first, its token axis (if any) second."""
+    if probe.out_tokens is None:
+        return o.movedim(probe.out_batch, 0).reshape(o.shape[probe.out_batch], 1, -1)
+    o = o.movedim((probe.out_batch, probe.out_tokens), (0, 1))                     # (B, T, ...)
+    return o.reshape(o.shape[0], o.shape[1], -1)
+
+
+def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
+    found, held = [], []
+    mixed = _changed(alone, folded, probe).nonzero().tolist()                      # (b, t)
+    if mixed:
+        b, t = mixed[0]
+        token = f"output token {t} of batch {b}" if probe.out_tokens is not None else f"the output of batch {b}"
+        found.append(Kind.BATCH_ENTRIES_MIX.found(None, (
+            f"measured on the values: {token} depends on the other batch entries' tokens (it changes when batch 0 "
+            f"runs beside another sequence instead of its own batch, as do {len(mixed)} output token"
+            f"{'s' if len(mixed) != 1 else ''} of it in all). Batch entries must never mix: an axis was regrouped "
+            "or reduced across the batch, or a size was read from the batch axis."),
+            "Find the op that reads across the batch axis (the findings above may name it): a view that regroups "
+            "it, a reduction over it, a table sized by x.size(0)."))
+        return found, held   # tokens scrambled across the batch: what each token sees says nothing more
+    held.append(BATCH)
+    if probe.out_tokens is None:
+        return found, held
+    changed = _changed(folded, bumped, probe)                                      # (B, T)
+    last = changed.shape[1] - 1
+    blind = [b for b in range(changed.shape[0]) if not changed[b, last]]
+    if blind:
+        found.append(Kind.TOKEN_IGNORES_ITSELF.found(None, (
+            f"measured on the values: output token {last} of batch {blind[0]} does not change when its own "
+            "input token changes: each output token must depend on its own input token."),
+            "Check the mask (a key mask that hides each token from itself) and the axis the attention runs over."))
+    else:
+        held.append(OWN_TOKEN)
+    if probe.causal is not None:
+        early = changed[:, :last].nonzero().tolist()                               # (b, t) with t < last
+        if early:
+            b, t = early[0]
+            found.append(Kind.CAUSAL_MASK_LEAKS.found(None, (
+                f"measured on the values: output token {t} of batch {b} depends on input token {last}, a later "
+                f"token, though the code declares a causal mask ({probe.causal}): the mask lets queries see the "
+                "future (reversed, or not applied)."),
+                "A causal mask keeps the diagonal and below: ones(T, T).tril(); masked_fill where it is 0."))
+        else:
+            held.append(CAUSAL)
+    return found, held
+
+
+def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
+              triangle: str | None = None) -> Probe | None:
+    """The probe of a traced run's outermost module call, or None where its input's batch and token
+    axes are not named (``labels_of(tensor)``: the trace's labels; ``role_of(label)``: the label's role;
+    ``events``: the trace's events, where a causal mask is declared; ``by_size``: names were found from
+    sizes alone, so a batch and a token axis of equal size cannot be told apart and nothing is measured).
+    An output whose own batch axis has no name (the bug may have mixed it) but that has the input's
+    shape is read on the input's axes. ``triangle``: the attention weights' zero triangle, if any (a
+    causal mask declared by its values, whichever way round it was applied)."""
+    if top_call is None:
+        return None
+    module, args, kwargs, result = top_call
+    out = result[0] if isinstance(result, (tuple, list)) and result else result
+    for position, x in enumerate(args):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and isinstance(out, torch.Tensor):
+            axes_in, axes_out = _roles(labels_of(x), role_of), _roles(labels_of(out), role_of)
+            if "batch" not in axes_out and out.shape == x.shape:
+                axes_out = axes_in
+            if by_size and "batch" in axes_in and "tokens" in axes_in and \
+                    x.shape[axes_in["batch"]] == x.shape[axes_in["tokens"]]:
+                return None
+            if "batch" in axes_in and "tokens" in axes_in and "batch" in axes_out:
+                return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
+                             axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out)
+            return None
+    return None
+
+
+def _roles(labels, role_of) -> dict[str, int]:
+    """role -> the one axis that has it (a role on two axes is left out)."""
+    found: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        role = role_of(label) if label else None
+        if role in ("batch", "tokens"):
+            found.setdefault(role, []).append(i)
+    return {role: axes[0] for role, axes in found.items() if len(axes) == 1}
+
+
+def _causal(events, triangle: str | None = None) -> str | None:
+    """What declares a causal mask: the first ``tril``/``triu``, ``is_causal=True`` or mask shaped like
+    one (``"tril #4"``), else attention weights with a zero triangle; None when nothing does."""
+    for e in events:
+        if family_of(e.op) is Family.TRIANGLE or e.params.get("is_causal") \
+                or e.params.get("mask_pattern") == "causal":
+            return f"{e.op} #{e.index}"
+    return f"the attention weights are {triangle}" if triangle else None
+
+
+def triangular_weights(outputs) -> str | None:
+    """Which triangle the first square attention weights ``[..., T, T]`` (T > 1) among ``outputs`` (the
+    softmax outputs the capture kept, ``(record, tensor)``) leave at zero: ``"zero above the
+    diagonal"`` (a causal mask), ``"zero below the diagonal"`` (one applied the other way round), or
+    None (no triangle: no mask of that kind was applied)."""
+    for _, w in outputs:
+        if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2 or w.is_meta or not w.is_floating_point():
+            continue
+        with torch.no_grad():
+            if not bool(((w.sum(-1) - 1).abs() < 1e-3).all()):
+                continue   # not weights that sum to 1 over the keys (an SDPA output, a log_softmax)
+            zero = (w == 0).reshape(-1, *w.shape[-2:]).all(0)                      # (T, T)
+        n = w.shape[-1]
+        above, below = torch.ones(n, n, dtype=torch.bool).triu(1), torch.ones(n, n, dtype=torch.bool).tril(-1)
+        if bool(zero[above].all()):
+            return "zero above the diagonal"
+        if bool(zero[below].all()):
+            return "zero below the diagonal"
+        return None
+    return None
+
+
+def measure_trace(trace) -> tuple[list, list[str]]:
+    """``(broken contracts as findings, the contracts that held)`` of a finished trace, measured on the
+    first outermost module call its capture kept (none kept: nothing measured)."""
+    call, trace.capture.top_call = trace.capture.top_call, None
+    if call is None:
+        return [], []
+    probe = probe_for(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
+                      trace.seeded_by_size, trace._triangle)
+    return measure(probe) if probe is not None else ([], [])

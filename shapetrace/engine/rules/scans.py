@@ -1,0 +1,44 @@
+"""What a scan computes along an axis, read against that axis's role (issue 33 item 4).
+
+A running sum or product (``cumsum``, ``cumprod``) carries each entry into every later one along its
+axis: along the tokens that is a prefix (positions from a padding mask, as Bloom builds its ALiBi
+positions with ``attention_mask.cumsum(-1)``); along the heads or the batch it carries one head's or one
+sequence's values into the next, which attention never does. The axis comes from the op's recorded
+``dim`` and its role from the names, so equal sizes decide nothing: an unnamed axis is not judged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+
+#: the roles no scan in attention code runs along
+WRONG_ROLES = {"heads": "heads", "batch": "batch entries"}
+
+
+def scan_axis(analysis: Analysis) -> list[Diagnostic]:
+    """A scan along a named heads or batch axis."""
+    out = []
+    for e in analysis.events_of(Family.SCAN):
+        dim = e.params.get("dim")
+        if not e.inputs or not isinstance(dim, int) or not e.inputs[0].shape:
+            continue
+        t = e.inputs[0]
+        dim %= len(t.shape)
+        label = t.dims[dim]
+        role = analysis.namer.role(label) if label else None
+        if role in WRONG_ROLES and t.shape[dim] > 1:
+            what = WRONG_ROLES[role]
+            out.append(Kind.SCAN_OVER_WRONG_AXIS.found(e.index, (
+                f"{e.op} #{e.index} runs along axis {dim} ({label}, the {what}) of {fmt_named(t.dims, t.shape)}: "
+                f"each of its {t.shape[dim]} {what} accumulates the ones before it, so the {what} are no longer "
+                "apart."),
+                "Run it along the axis meant (the tokens: dim=-1 of a [B, T] mask, or the token axis of the scores)."))
+    return out

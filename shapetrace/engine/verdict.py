@@ -1,0 +1,149 @@
+"""The verdict: one line that says exactly what was checked, and never a check mark it cannot back.
+
+``✓`` only when every op that could carry a layout bug had its axes named (so the rules could read
+what each axis holds), no rule found an error or a warning, no check failed and no name was guessed
+from equal sizes. ``✗`` when a rule found an error, ``!`` when it found warnings only. Otherwise ``?``:
+"checked N of M ops; not checked: …", naming the ops that could hide a bug. Notes never replace the
+verdict; renderers print them under it.
+
+Which ops could carry a layout bug: every op that moves, selects, joins, contracts, reduces or lines up
+elements by broadcasting (a view, a transpose, a gather, a matmul, a softmax, a ``cumsum``, a masked
+fill, an op shapetrace does not know...). Ops that keep every element where it is and compute it from
+itself alone (``contiguous``, dropout) cannot, so they are not counted.
+
+>>> from shapetrace.engine.diagnostic import Diagnostic
+>>> verdict_of([], [Diagnostic("error", "mixed-axis", 0, "m")]).line
+'✗ 1 error: the findings above say where and how to fix it'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from shapetrace.engine.ops import Family, family_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
+
+#: families whose ops keep every element in place and compute it from itself alone: no layout bug
+_CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
+#: notes that mean a check did not happen or a name was not proven: no ✓ with one of them
+_UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
+                   "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous"}
+#: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
+NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."
+#: the all-clear's reason, after the count
+ALL_CLEAR_REASON = "every axis keeps its meaning from input to output"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one run's checks add up to (plain data).
+
+    Attributes:
+        mark: ``✓`` (all checked, nothing found), ``?`` (not all checked), ``!`` (warnings), ``✗`` (errors).
+        checked: how many of the ops that could carry a layout bug had every axis named.
+        total: how many ops could carry a layout bug.
+        unchecked: ``(index, op)`` of each op that could carry one but had an unnamed axis.
+        errors, warnings: how many findings of each severity.
+        unproven: why names or checks are not proven (a failed check, names guessed from sizes).
+        contracts: the dependency contracts measured on the values that held (``"batch entries stay
+            apart"``...); a broken one is an error among the findings.
+        any_named: whether any axis of any recorded tensor has a name at all.
+    """
+
+    mark: str
+    checked: int
+    total: int
+    unchecked: tuple[tuple[int, str], ...] = ()
+    errors: int = 0
+    warnings: int = 0
+    unproven: tuple[str, ...] = ()
+    contracts: tuple[str, ...] = field(default=())
+    any_named: bool = True
+
+    @property
+    def line(self) -> str:
+        """The verdict in one line (renderers wrap it)."""
+        return verdict_line(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mark": self.mark, "line": self.line, "checked": self.checked, "total": self.total,
+                "unchecked": [{"event": i, "op": op} for i, op in self.unchecked],
+                "errors": self.errors, "warnings": self.warnings, "unproven": list(self.unproven),
+                "contracts": list(self.contracts)}
+
+
+def could_carry_a_layout_bug(event: Event) -> bool:
+    """Can this op put an element where another axis's meaning is expected (or read it from there)?"""
+    return bool(event.outputs) and not event.noop and family_of(event.op) not in _CANNOT_CARRY
+
+
+def _named(event: Event) -> bool:
+    """Every axis of more than one entry of every result has a name (what the rules read)."""
+    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape) if size > 1)
+
+
+def unchecked_ops(events: Sequence[Event]) -> list[int]:
+    """The indices of the ops that could carry a layout bug and made a tensor with an unnamed axis."""
+    return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e)]
+
+
+def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
+               contracts: Sequence[str] = ()) -> Verdict:
+    """The verdict of a run from its events, its findings and the dependency contracts that held."""
+    candidates = [e for e in events if could_carry_a_layout_bug(e)]
+    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e))
+    errors = sum(d.severity == "error" for d in diagnostics)
+    warnings = sum(d.severity == "warning" for d in diagnostics)
+    unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
+    if errors:
+        mark = "✗"
+    elif warnings:
+        mark = "!"
+    elif unchecked or unproven or not candidates:
+        mark = "?"
+    else:
+        mark = "✓"
+    named = any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
+    return Verdict(mark, len(candidates) - len(unchecked), len(candidates), unchecked, errors, warnings,
+                   unproven, tuple(contracts), named)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _ops_list(unchecked: Sequence[tuple[int, str]], limit: int = 4) -> str:
+    shown = ", ".join(f"#{i} {op}" for i, op in unchecked[:limit])
+    return shown + (f" and {len(unchecked) - limit} more" if len(unchecked) > limit else "")
+
+
+def _coverage(v: Verdict) -> str:
+    """``checked 9 of 12 ops; not checked (unnamed axes): #3 __getitem__, …``"""
+    text = f"checked {v.checked} of {_plural(v.total, 'op')} that could carry a layout bug"
+    if v.unchecked:
+        text += f"; not checked (unnamed axes): {_ops_list(v.unchecked)}"
+    return text
+
+
+def verdict_line(v: Verdict) -> str:
+    """The one verdict line (see the module's docstring for what each mark means)."""
+    if v.mark == "✗":
+        found = _plural(v.errors, "error") + (f" and {_plural(v.warnings, 'warning')}" if v.warnings else "")
+        them = "it" if v.errors + v.warnings == 1 else "them"
+        return f"✗ {found}: the findings above say where and how to fix {them}"
+    if v.mark == "!":
+        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}"
+    if v.mark == "✓":
+        held = f"; held on the values: {', '.join(v.contracts)}" if v.contracts else ""
+        return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug: {ALL_CLEAR_REASON}{held}"
+    if not v.total:
+        return "? nothing was checked: no op that could carry a layout bug was recorded"
+    if not v.any_named:
+        return NOTHING_NAMED
+    why = "".join(f"; not proven: {reason}" for reason in v.unproven)
+    return f"? {_coverage(v)}{why}; no errors or warnings in what was checked"

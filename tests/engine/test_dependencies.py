@@ -1,0 +1,134 @@
+"""The dependency contracts, measured on the values (issue 33 item 5): batch entries stay apart, each
+token depends on itself, a declared causal mask holds. Each buggy case has a correct twin, at distinct
+sizes and at equal ones (B = T = H = 4, named explicitly: equal sizes never decide a name)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import shapetrace
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+
+
+class CausalSelfAttention(nn.Module):
+    """In the style of nanoGPT's CausalSelfAttention (karpathy/nanoGPT, model.py): a ``tril`` buffer
+    sliced to ``[:, :, :T, :T]`` and filled with -inf where it is 0."""
+
+    def __init__(self, n_embd=32, n_head=4, block_size=8, bug=None):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd, self.bug = n_head, n_embd, bug
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                             .view(1, 1, block_size, block_size))                  # (1, 1, bs, bs)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        B, T, C = x.size()                                                         # (B, T, C)
+        if self.bug == "layernorm-over-batch":
+            # a hand-written LayerNorm (the Annotated Transformer's) with the mean over dim 0
+            x = (x - x.mean(0, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6)   # (B, T, C)
+        else:
+            x = (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6)  # (B, T, C)
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)                         # (B, T, C) each
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))           # (B, nh, T, T)
+        mask = self.bias[:, :, :T, :T]                                             # (1, 1, T, T)
+        if self.bug == "mask-transposed":   # the upper triangle: each query sees the future
+            mask = mask.transpose(-2, -1)                                          # (1, 1, T, T)
+        att = F.softmax(att.masked_fill(mask == 0, float("-inf")), dim=-1)         # (B, nh, T, T)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)                   # (B, T, C)
+        if self.bug == "shifted":   # outputs shifted one token late (a teacher-forcing shift done twice)
+            y = y.roll(1, dims=1)                                                  # (B, T, C)
+        return self.c_proj(y)
+
+
+def _traced(bug, B, T):
+    torch.manual_seed(0)
+    model = CausalSelfAttention(bug=bug)
+    x = torch.randn(B, T, 32)
+    with shapetrace.trace(dims=f"B={B} T={T} D=32 H=4") as t:
+        t.check_dependencies()
+        shapetrace.name(x, "B T D")
+        model(x)
+    return t, model
+
+
+SIZES = [(2, 5), (4, 4)]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_correct_causal_attention_holds_every_contract(B, T):
+    t, model = _traced(None, B, T)
+    report = t.report()
+    assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
+    assert report.contracts == [BATCH, OWN_TOKEN, CAUSAL]
+    assert model.calls == 1   # the measuring run left the model's attributes as they were
+    assert model.training
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_transposed_causal_mask_leaks_the_future(B, T):
+    t, _ = _traced("mask-transposed", B, T)
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["causal-mask-leaks"]
+    assert found[0].message == (
+        f"measured on the values: output token 0 of batch 0 depends on input token {T - 1}, a later token, though "
+        "the code declares a causal mask (the attention weights are zero below the diagonal): the mask lets "
+        "queries see the future (reversed, or not applied).")
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_mean_over_the_batch_mixes_batch_entries(B, T):
+    t, _ = _traced("layernorm-over-batch", B, T)
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["batch-entries-mix"]
+    # entry 0's batch-mate differs from its own batch: the mean over the batch moves every token of it
+    assert found[0].message == (
+        "measured on the values: output token 0 of batch 0 depends on the other batch entries' tokens (it "
+        f"changes when batch 0 runs beside another sequence instead of its own batch, as do {T} output tokens of "
+        "it in all). Batch entries must never mix: an axis was regrouped or reduced across the batch, or a size "
+        "was read from the batch axis.")
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_outputs_shifted_a_token_late_ignore_their_own_token(B, T):
+    t, _ = _traced("shifted", B, T)
+    kinds = [d.kind for d in t.diagnostics if d.severity == "error"]
+    assert kinds == ["token-ignores-itself", "causal-mask-leaks"]
+    assert t.diagnostics[0].message == (
+        f"measured on the values: output token {T - 1} of batch 0 does not change when its own input token "
+        "changes: each output token must depend on its own input token.")
+
+
+def test_nothing_is_measured_without_asking_or_without_names():
+    torch.manual_seed(0)
+    model, x = CausalSelfAttention(bug="mask-transposed"), torch.randn(2, 5, 32)
+    with shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:   # not asked: the Python API never reruns a model
+        shapetrace.name(x, "B T D")
+        model(x)
+    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+    with shapetrace.trace() as t:                          # asked, but no axis is named
+        t.check_dependencies()
+        model(x)
+    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+
+
+def test_equal_sizes_found_from_sizes_alone_are_not_measured():
+    """B = T = 4 named from --dims sizes alone: which axis is the batch is not proven, so nothing is
+    measured (a guess could call a correct model's tokens batch entries)."""
+    torch.manual_seed(0)
+    model, x = CausalSelfAttention(bug="mask-transposed"), torch.randn(4, 4, 32)
+    with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
+        t.check_dependencies()
+        model(x)
+    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
