@@ -16,6 +16,7 @@ from typer._click import exceptions as click_errors
 
 from shapetrace.cli import common, compare, exercise, lessons, run, strides, trace
 from shapetrace.cli.common import report_error
+from shapetrace.cli.terminal import prepare_streams
 
 app = typer.Typer(
     name="shapetrace",
@@ -82,6 +83,7 @@ def main() -> None:
 
     if os.environ.get("NO_COLOR") == "":
         os.environ.pop("NO_COLOR")
+    prepare_streams()
     _check_argument_lengths(sys.argv[1:])
     common.FREEZE_AFTER_TORCH = True
     sys.exit(_run_app())
