@@ -54,7 +54,7 @@ def _root(
     """shapetrace: multi-head attention, op by op."""
 
 
-app.command()(run.run)
+app.command(cls=run.RunCommand)(run.run)
 app.command()(strides.strides)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(trace.trace)
 app.add_typer(exercise.exercise_app, name="exercise")

@@ -222,7 +222,9 @@ def input_cells(t, long_names=None) -> list[Text]:
 
 
 def fold_label(fold: Fold | LayerFold | StepFold) -> str:
-    return f"{fold.events[0].index}-{fold.events[-1].index}"
+    """The op numbers a folded line stands for: ``12-959``, or ``11`` for one op."""
+    first, last = fold.events[0].index, fold.events[-1].index
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def fold_cells(fold: Fold | LayerFold | StepFold, widths: Sequence[int]) -> Text:
@@ -570,7 +572,7 @@ def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
     elif n == copies:
         who = f"all {n} copies ({size}) are"
     else:
-        who = f"{n} of the {copies} copies ({size}) are"
+        who = f"{n} of the {copies} copies ({size}) {'is' if n == 1 else 'are'}"
     operands = "an operand" if n == 1 else "operands"
     verb = "clones" if len(ops) == 1 else "clone"
     return f"{who} torch's, not the code's: matmul {where} {verb} {operands} for bmm"
