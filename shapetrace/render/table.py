@@ -486,12 +486,15 @@ class NarrowLayout:
 
     def facts(self, cells: Sequence[Text], indent: int, width: int, strides: bool) -> Iterable[Text]:
         """``new 24 KiB · strides (3072, 512, 1) · contiguous``: the moved memory and layout words beside
-        the strides (when they go under the row), wrapped at the `` · `` only."""
+        the strides (when they go under the row), wrapped at the `` · `` only; when the three do not fit
+        on one line, the layout word goes beside the memory (``new 24 KiB · contiguous``), never alone."""
         parts = [cells[4]] if 4 in self._gone() and cells[4].plain else []
         if strides and cells[3].plain:
             parts.append(Text("strides ", style="dim").append_text(cells[3]))
         if 5 in self._gone() and cells[5].plain:
             parts.append(cells[5])
+            if len(parts) == 3 and indent + sum(p.cell_len for p in parts) + 6 > width:
+                parts[1:] = [parts[2], parts[1]]  # no layout word alone on a line: it joins the memory word
         line = Text(" " * indent)
         for part in parts:
             if line.cell_len > indent and line.cell_len + 3 + part.cell_len <= width:
