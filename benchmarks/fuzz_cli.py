@@ -41,7 +41,8 @@ def _files(d: Path) -> dict[str, str]:
 
 
 def _value(rng: random.Random, files: dict[str, str]) -> str:
-    pool = HOSTILE + list(files.values()) + ["/dev/zero", "/dev/null", "/nonexistent/x"]
+    pool = HOSTILE + [f for name, f in files.items() if name != "closes.py"] + ["/dev/zero", "/dev/null",
+                                                                                 "/nonexistent/x"]
     return rng.choice(pool) if rng.random() < 0.8 else str(rng.randint(-5, 80))
 
 
@@ -146,6 +147,7 @@ def main() -> int:
             codes[code] = codes.get(code, 0) + 1
             if (why := _bad(code, output, seconds)) is not None:
                 failures.append((why, args, {}, output[-400:]))
+                print(f"FAIL {why}: shapetrace {' '.join(args)}\n    {output[-400:]!r}", flush=True)
             if (i + 1) % 50 == 0:
                 print(f"{i + 1} in-process invocations, {len(failures)} failures", flush=True)
         for i in range(opts.subprocess):
