@@ -38,7 +38,8 @@ from shapetrace.errors import ShapetraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
-    from shapetrace.engine.tracer import Event, TensorInfo, Trace
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.tracer import Trace
 
 
 def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None) -> Trace:
@@ -134,9 +135,9 @@ def __getattr__(attr: str) -> Any:
     if attr == "Trace":
         return _trace_class()
     if attr in ("Event", "TensorInfo"):
-        from shapetrace.engine import tracer
+        from shapetrace.engine import events
 
-        return getattr(tracer, attr)
+        return getattr(events, attr)
     if attr == "Diagnostic":
         from shapetrace.engine.diagnostic import Diagnostic
 

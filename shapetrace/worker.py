@@ -112,7 +112,8 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    from shapetrace.engine import diagnose, propagate, tracer  # noqa: F401
+    from shapetrace.engine import propagate, tracer  # noqa: F401
+    from shapetrace.engine.rules import diagnose  # noqa: F401
     from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, remote, sealed  # noqa: F401
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401

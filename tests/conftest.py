@@ -236,7 +236,7 @@ def alive(pid: int) -> bool:
 # -- the sandbox marker --------------------------------------------------------------------------------
 
 #: what starts the checker's sandboxed children: its entry points, and the commands that call them
-CHECKER_CALLS = frozenset({"check_job", "check_files", "check_file", "run_child", "grade"})
+CHECKER_CALLS = frozenset({"check_job", "check_files", "check_file", "run_child", "grade", "grade_class"})
 CHECKER_COMMANDS = frozenset({"check", "grade", "watch", "hint"})
 
 

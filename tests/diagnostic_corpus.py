@@ -12,11 +12,15 @@ import shapetrace
 from shapetrace.app.session import trace_variant
 from shapetrace.attention.catalogue import BREAKS
 from shapetrace.attention.config import AttentionConfig as C
+from shapetrace.engine.kinds import Kind
 from tests.corpus import bug_models as bugs
 from tests.styles import load
 
-#: every kind a rule of the engine can produce (a new kind must join the corpus)
-ALL_KINDS = {
+#: every kind a rule of the engine can produce: the engine's own list (shapetrace/engine/kinds.py)
+ALL_KINDS = {k.value for k in Kind}
+#: the kinds this corpus fires (the others fire in the tests of their rule modules: test_contracts.py,
+#: test_bug_classes.py, test_faults.py)
+CORPUS_KINDS = {
     "mixed-axis", "tokens-merged-with-features", "tokens-regrouped-with-batch", "projection-over-tokens",
     "nonstandard-head-split", "contracts-different-axes", "batch-mismatch", "attends-over-wrong-axis",
     "softmax-wrong-axis", "ambiguous-sizes", "attends-over-heads", "attends-over-batch", "attends-over-features",

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import ROOT, render
 
-ENGINE = ["engine.tracer", "engine.axes", "engine.propagate", "engine.diagnose", "engine.sentences",
+ENGINE = ["engine.tracer", "engine.axes", "engine.propagate", "engine.rules.diagnose", "engine.sentences",
           "engine.meta", "app.devices", "app.script", "engine.failure", "app.session", "attention.config",
           "engine.summary", "attention.reference"]
 

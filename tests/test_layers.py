@@ -17,7 +17,8 @@ PKG = ROOT / "shapetrace"
 #: Lowest first. A module may import from its own layer or a lower one, at module level or inside a
 #: function. ``top`` is the public API and the entry points (``__init__``, ``__main__``, ``worker``):
 #: they compose the layers, so they may import any of them.
-LAYERS = ["errors", "engine", "attention", "exercises", "app", "render", "tui", "cli", "top"]
+#: ``live`` (the live classroom's server and pages) sits above app and render, below cli.
+LAYERS = ["errors", "engine", "attention", "exercises", "app", "render", "tui", "live", "cli", "top"]
 RICH_LAYERS = {"render", "tui", "cli"}
 
 
@@ -323,7 +324,7 @@ def test_every_command_module_is_one_hop_from_the_app():
     assert where == {
         "run": "shapetrace.cli.run", "strides": "shapetrace.cli.strides", "trace": "shapetrace.cli.trace",
         "lessons": "shapetrace.cli.lessons", "lesson": "shapetrace.cli.lessons", "quiz": "shapetrace.cli.lessons",
-        "compare": "shapetrace.cli.compare",
+        "compare": "shapetrace.cli.compare", "live": "shapetrace.cli.live",
     }
     groups = {g.name: g.typer_instance.registered_commands[0].callback.__module__ for g in app.registered_groups}
     assert groups == {"exercise": "shapetrace.cli.exercise"}
@@ -342,7 +343,7 @@ def test_the_tests_mirror_the_package():
     folders = {p.name for p in tests.iterdir() if p.is_dir()} - SHARED_TEST_FOLDERS
     layers = {p.name for p in (ROOT / "shapetrace").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= layers, f"test folders that name no layer: {sorted(folders - layers)}"
-    assert {"engine", "attention", "exercises", "app", "render", "tui", "cli"} <= folders
+    assert {"engine", "attention", "exercises", "app", "render", "tui", "live", "cli"} <= folders
     assert {p.name for p in tests.glob("test_*.py")} == WHOLE_PACKAGE_TESTS
     for folder in folders | {"benchmarks"}:
         assert list((tests / folder).glob("test_*.py")), f"tests/{folder}/ holds no tests"

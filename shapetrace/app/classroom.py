@@ -17,7 +17,8 @@ from shapetrace.app.textinput import read_answers
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, Trace
+    from shapetrace.engine.events import Event
+    from shapetrace.engine.tracer import Trace
 
 #: Axis names spelled out for beginners (``--long-names``).
 LONG_NAMES = {"B": "batch", "T": "seq_len", "D": "d_model", "H": "heads", "d_k": "d_head"}

@@ -74,7 +74,7 @@ def check_export_path(path: str | Path, force: bool = False) -> Path:
     return path
 
 
-def write_atomically(path: Path, text: str, force: bool = False) -> None:
+def write_atomically(path: Path, text: str, force: bool = False, flag: str = "--export") -> None:
     """Write to a temporary file in the same folder, then move it into place in one step.
 
     Without ``force`` the move refuses an existing name (``os.link`` fails on any existing entry,
@@ -92,7 +92,7 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
         try:
             os.link(tmp, path)
         except FileExistsError:
-            raise UsageError(f"--export {path}: a file with that name exists; add --force to replace it") from None
+            raise UsageError(f"{flag} {path}: a file with that name exists; add --force to replace it") from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)

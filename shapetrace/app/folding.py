@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 _NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
 _TARGET = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]")

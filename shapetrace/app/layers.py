@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, TensorInfo
+    from shapetrace.engine.events import Event, TensorInfo
 
 
 @functools.lru_cache(maxsize=1 << 16)  # one module path per module, looked up once per op

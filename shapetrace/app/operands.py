@@ -20,7 +20,7 @@ from shapetrace.engine.formatting import fmt_names
 from shapetrace.engine.ops import is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 MAX_CODE = 400  # longer lines are not parsed (a name is a nicety, not worth the time)
 

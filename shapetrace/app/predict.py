@@ -23,7 +23,8 @@ from shapetrace.engine.sentences import why_not_contiguous
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, TensorInfo, Trace
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.tracer import Trace
 
 _ALIASES = {long: short for short, long in LONG_NAMES.items()}
 _FACTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^\d+$")

@@ -23,8 +23,9 @@ from shapetrace.app.textinput import read_capped
 from shapetrace.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event, Trace
+    from shapetrace.engine.tracer import Trace
 
 
 @dataclass

@@ -20,7 +20,8 @@ from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
-    from shapetrace.engine.tracer import Event, TensorInfo, Trace
+    from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.tracer import Trace
 
 #: Names given to a fresh tensor when --dims is not given, by number of axes.
 DEFAULT_NAMES = {1: ("D",), 2: ("T", "D"), 3: ("B", "T", "D"), 4: ("B", "T", "H", "d_k")}

@@ -13,7 +13,7 @@ from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.attention.config import AttentionConfig
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 
 def title(c: AttentionConfig) -> str:

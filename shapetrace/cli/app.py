@@ -14,7 +14,7 @@ import sys
 import typer
 from typer._click import exceptions as click_errors
 
-from shapetrace.cli import common, compare, exercise, lessons, run, strides, trace
+from shapetrace.cli import common, compare, exercise, lessons, live, run, strides, trace
 from shapetrace.cli.common import report_error
 from shapetrace.cli.terminal import prepare_streams
 
@@ -62,6 +62,7 @@ app.command()(lessons.lessons)
 app.command()(lessons.lesson)
 app.command()(lessons.quiz)
 app.command()(compare.compare)
+app.command()(live.live)
 
 
 #: The longest single argument accepted: longer ones (a 4,500-digit size) get one line, not a panel

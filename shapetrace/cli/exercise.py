@@ -6,11 +6,13 @@ Nothing here imports torch at module level; checking runs the learner's code in 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import typer
 
+from shapetrace.app.exportpath import check_name_lengths, write_atomically
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
     err_console,
@@ -160,15 +162,29 @@ def exercise_check(
             raise typer.Exit(1)
 
 
-@exercise_app.command("grade")
+@exercise_app.command("grade", context_settings={"allow_extra_args": True})
 def exercise_grade(
-    submissions: Path = typer.Argument(..., metavar="SUBMISSIONS",
-                                       help="A folder with one folder per student, each holding exercise files "
-                                            "(split_heads.py, ...)."),
-    csv_out: Path | None = typer.Option(None, "--csv", help="Also write the results as CSV to this file ('-': "
-                                        "standard output, instead of the table)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON to this file "
-                                         "('-': standard output, instead of the table)."),
+    ctx: typer.Context,
+    submissions: str = typer.Argument(..., metavar="SUBMISSIONS",
+                                      help="A folder with one folder per student, each holding exercise files "
+                                           "(split_heads.py, ...)."),
+    exercises: str | None = typer.Option(None, "--exercises", metavar="ID,ID",
+                                         help="The exercises assigned (split-heads,head-dim): one column each, "
+                                              "and each score is out of them. Default: every exercise someone "
+                                              "handed in."),
+    gradebook: Path | None = typer.Option(None, "--gradebook", metavar="FILE.csv",
+                                          help="Also write a gradebook: one row per student, one column per "
+                                               "exercise, then passed, out_of and score (percent) ('-': standard "
+                                               "output, instead of the table)."),
+    csv_out: Path | None = typer.Option(None, "--csv", metavar="FILE",
+                                        help="Also write every cell as CSV, one row per student and exercise with "
+                                             "the verdict in full ('-': standard output, instead of the table)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the grade as JSON on standard output (instead of "
+                                  "the table); --json-file FILE writes it to a file."),
+    json_file: Path | None = typer.Option(None, "--json-file", metavar="FILE",
+                                          help="Also write the grade as JSON to this file."),
+    force: bool = typer.Option(False, "--force", help="Let --csv, --gradebook and --json-file replace existing "
+                               "files."),
     workers: int | None = typer.Option(None, "--workers", min=1, max=64,
                                        help="Files checked at once (default: half the machine's cores)."),
     time_limit: float = time_limit_option(),
@@ -179,20 +195,87 @@ def exercise_grade(
 ) -> None:
     """Grade a class: every student's files, each in the checker's sandbox; a table of student x exercise."""
     with guarded(traceback):
-        cells = _grade_with_progress(submissions, time_limit, memory_mb, workers)
-        to_stdout = _write_reports(cells, csv_out, json_out)
-        if not to_stdout:
-            from shapetrace.render.grade import grade_table, summary_line
+        from shapetrace.exercises.grade import parse_assigned, survey
 
-            console = out_console(width)
-            console.print(grade_table(cells))
-            console.print(summary_line(cells), highlight=False)
+        root = _one_folder([submissions, *ctx.args], json_out)
+        reports = _report_targets(csv_out, gradebook, json_file, json_out, force)
+        ids = [e.id for e in load_curriculum().exercises]
+        assigned = parse_assigned(exercises, ids) if exercises is not None else None
+        survey(root, ids, assigned)  # an empty or missing folder is a usage error before anything runs
+        result = _grade_with_progress(root, time_limit, memory_mb, workers, assigned)
+        to_stdout = _write_reports(result, reports, force)
+        if json_out:
+            write_json(json.dumps(result.to_json(), indent=2))
+        elif not to_stdout:
+            from shapetrace.render.grade import grade_view
+
+            out_console(width).print(grade_view(result))
+        _fail_if_unchecked(result.cells)
 
 
-def _grade_with_progress(submissions: Path, time_limit: float, memory_mb: int, workers: int | None) -> list:
+def _fail_if_unchecked(cells: list) -> None:
+    """Exit 1, with one line, when any cell's file was not checked (the grade is then incomplete)."""
+    from shapetrace.exercises.recovery import unchecked
+
+    missed = unchecked(cells)
+    if missed:
+        names = ", ".join(f"{c.student}/{Path(c.file).name}" for c in missed[:5]) + (" ..." if len(missed) > 5 else "")
+        err_console().print(f"{len(missed)} of the class's files were not checked: {names}", highlight=False,
+                            markup=False)
+        raise typer.Exit(1)
+
+
+def _one_folder(submissions: list[str], json_out: bool) -> Path:
+    """The one folder of submissions; a usage error for none, an empty name, or more than one (the old
+    ``--json FILE`` spelling left a file name behind: --json is a flag now, as on every command)."""
+    if len(submissions) > 1:
+        if json_out:
+            named = [x for x in submissions if not Path(x).is_dir()] or submissions[1:]
+            where = "--json alone prints it there" if named[0] == "-" else f"to write it to a file use --json-file " \
+                f"{named[0]}"
+            raise UsageError(f"--json prints the grade as JSON on standard output and takes no file name; {where}")
+        raise UsageError(f"give one folder of submissions; got {len(submissions)}: {', '.join(submissions)}")
+    if not submissions[0].strip():
+        raise UsageError("SUBMISSIONS is empty: give the folder of submissions (one folder per student)")
+    return Path(submissions[0])
+
+
+def _report_targets(csv_out: Path | None, gradebook: Path | None, json_file: Path | None, json_out: bool,
+                    force: bool) -> dict[str, Path]:
+    """The reports asked for, by flag, each checked before anything is graded: at most one on standard
+    output, and no existing file replaced without --force."""
+    targets = {flag: path for flag, path in (("--csv", csv_out), ("--gradebook", gradebook),
+                                             ("--json-file", json_file)) if path is not None}
+    on_stdout = [flag for flag, path in targets.items() if str(path) == "-"] + (["--json"] if json_out else [])
+    if len(on_stdout) > 1:
+        raise UsageError(f"only one of {', '.join(on_stdout)} can print on standard output; write the others to "
+                         "files")
+    if "--json-file" in targets and str(targets["--json-file"]) == "-":
+        raise UsageError("--json-file -: to print the JSON on standard output use --json")
+    files = [(flag, path) for flag, path in targets.items() if str(path) != "-"]
+    for flag, path in files:
+        _check_target(flag, path, force)
+    resolved = [p.resolve() for _, p in files]
+    if len(set(resolved)) < len(resolved):
+        raise UsageError(f"{' and '.join(f for f, _ in files)} name the same file; give each its own")
+    return targets
+
+
+def _check_target(flag: str, path: Path, force: bool) -> None:
+    check_name_lengths(flag, path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: that is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {path.parent} does not exist")
+    if os.path.lexists(path) and not force:
+        raise UsageError(f"{flag} {path}: a file with that name exists; add --force to replace it")
+
+
+def _grade_with_progress(root: Path, time_limit: float, memory_mb: int, workers: int | None,
+                         assigned: list[str] | None):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from shapetrace.exercises.grade import grade
+    from shapetrace.exercises.grade import grade_class
 
     with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console(), transient=True) as bar:
@@ -201,30 +284,25 @@ def _grade_with_progress(submissions: Path, time_limit: float, memory_mb: int, w
         def done(cell, n: int, total: int) -> None:
             bar.update(task, completed=n, total=total)
 
-        return grade(submissions, load_curriculum().root, time_limit, memory_mb, workers, on_done=done)
+        return grade_class(root, load_curriculum().root, time_limit, memory_mb, workers, on_done=done,
+                           exercises=assigned)
 
 
-def _write_reports(cells: list, csv_out: Path | None, json_out: Path | None) -> bool:
-    """Write --csv/--json; True when one of them went to standard output (then no table is printed)."""
-    from shapetrace.exercises.grade import csv_text
+def _write_reports(result, targets: dict[str, Path], force: bool) -> bool:
+    """Write --csv, --gradebook and --json-file; True when one went to standard output (no table then)."""
+    from shapetrace.exercises.grade import csv_text, gradebook_text
 
+    texts = {"--csv": lambda: csv_text(result.cells), "--gradebook": lambda: gradebook_text(result),
+             "--json-file": lambda: json.dumps(result.to_json(), indent=2) + "\n"}
     to_stdout = False
-    if csv_out is not None:
-        to_stdout |= _write_report(csv_out, csv_text(cells), sys.stdout.write)
-    if json_out is not None:
-        to_stdout |= _write_report(json_out, json.dumps([c.to_dict() for c in cells], indent=2), write_json,
-                                   file_end="\n")
+    for flag, path in targets.items():
+        if str(path) == "-":
+            sys.stdout.write(texts[flag]())
+            sys.stdout.flush()
+            to_stdout = True
+        else:
+            write_atomically(path, texts[flag](), force=force, flag=flag)
     return to_stdout
-
-
-def _write_report(target: Path, text: str, print_text, file_end: str = "") -> bool:
-    """``text`` into the file ``target`` (with ``file_end``), or, for ``-``, printed by ``print_text`` on
-    standard output (write_json for JSON, as every command prints it); True when printed."""
-    if str(target) == "-":
-        print_text(text)
-        return True
-    target.write_text(text + file_end, encoding="utf-8")
-    return False
 
 
 @exercise_app.command("hint")

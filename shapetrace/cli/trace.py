@@ -206,7 +206,7 @@ def _stopped(run):
 
 
 def _import_what_shows_the_table() -> None:
-    import shapetrace.engine.diagnose  # noqa: F401
+    import shapetrace.engine.rules.diagnose  # noqa: F401
     import shapetrace.render.failure  # noqa: F401
     import shapetrace.render.table  # noqa: F401
 

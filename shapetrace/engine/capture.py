@@ -16,7 +16,9 @@ tensor's shape (``unsqueeze_``, ``transpose_``) gives it a fresh node too, so th
 
 from __future__ import annotations
 
+import functools
 import gc
+import importlib
 import os
 import sys
 import weakref
@@ -31,6 +33,7 @@ from shapetrace.engine import meta as _meta
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
 from shapetrace.engine.ops import (
     ADDITIVE,
+    BY_CALLABLE,
     CHEAP,
     GETTERS,
     REGISTRY,
@@ -43,6 +46,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, OUTER, Site, module_wrapper, plumbing, site, user_stack
+from shapetrace.engine.sizes import carries_sizes, size_of
 
 
 class OpRecord(NamedTuple):
@@ -104,6 +108,7 @@ class Capture:
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
+        self.setup: set[int] = set()              # records made while a model was built (setup_frames)
 
     @property
     def rows(self) -> int:
@@ -168,6 +173,8 @@ class Capture:
                 spec, where, module, tuple(nodes), tuple(in_raw), (), (), frozen,
                 _record_params(spec, args, kwargs) if params is None else params, _NOTHING,
                 _error_text(exc), einops, None, inputs[0].device if inputs else _CPU)))
+            if not modules:
+                self._mark_setup()
             raise
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         out_nodes, out_raw = [], []
@@ -192,7 +199,14 @@ class Capture:
         self.records.append(_new_tuple(OpRecord, (
             spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
+        if not modules:   # outside every module call: maybe a model being built, not its forward
+            self._mark_setup()
         return result
+
+    def _mark_setup(self) -> None:
+        """The last record ran while a model was being built (:func:`building_a_model`): setup, not forward."""
+        if building_a_model(_getframe(2)):
+            self.setup.add(len(self.records) - 1)
 
     def record_addition(self, spec: OpSpec, func, args, kwargs):
         """``a + b`` of two tensors: recorded in full, since the analysis may find that it adds a mask
@@ -225,6 +239,10 @@ class Capture:
             raise
         tensors = all_operands(args, kwargs)
         if not tensors:
+            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):
+                self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
+                                                            (self._made(result, result.shape),),
+                                                            (result.shape,), freeze_args(args, kwargs))))
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         if not outs and not spec.inplace:   # (cache[i] = k returns nothing, and is kept: a write)
@@ -247,7 +265,18 @@ class Capture:
             or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
+        if not self.modules:
+            self._mark_setup()
         return result
+
+    def size_read(self, args, kwargs) -> int:
+        """``x.size(dim)``: the size, carrying the node and axis it was read from (:mod:`.sizes`)."""
+        t = args[0]
+        value = t.size(*args[1:], **kwargs)
+        dim = args[1] if len(args) == 2 else kwargs.get("dim")
+        if type(dim) is not int or not -t.dim() <= dim < t.dim():
+            return value
+        return size_of(value, self.node_of(t), dim % t.dim())
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
         """An op without a row (``+``, ``where``...) raised: kept as a failed record, shown only if this
@@ -298,6 +327,8 @@ class Recorder(TorchFunctionMode):
         except (KeyError, TypeError):
             op, spec = _spec_of(func)
         if spec is None:
+            if func is _SIZE and args and (len(args) == 2 or kwargs):
+                return self.capture.size_read(args, kwargs)
             return func(*args, **kwargs)
         if spec.opens:
             return run_opened(self, func, args, kwargs)
@@ -362,15 +393,46 @@ def _call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
 _SPECS: dict = {}
 
 
+#: Methods that build or transform a model rather than run it: a module's constructor, a deep copy of a
+#: tensor or parameter (``clones()`` of the Annotated Transformer), ``.to()``/``.half()`` (``_apply``) and
+#: loading weights. An op that runs inside one of them, outside any module's forward, is setup.
+_BUILDING = frozenset({"__init__", "__deepcopy__", "_apply", "load_state_dict", "_load_from_state_dict"})
+
+
+def building_a_model(frame) -> bool:
+    """True when ``frame`` (or a caller of it) is one of :data:`_BUILDING` called on a module or a tensor:
+    the op being recorded builds a model (initialises a weight, fills a ``tril`` buffer, deep-copies a
+    layer), so it is not part of the forward pass the table is about."""
+    while frame is not None:
+        if frame.f_code.co_name in _BUILDING:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, (Module, torch.Tensor)):
+                return True
+        frame = frame.f_back
+    return False
+
+
 def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
-    """What the registry says of ``func``, remembered per function object (up to a few thousand)."""
-    op = _op_name(func)
-    found = (None, None) if op is None else (op, REGISTRY.get(op, UNKNOWN))
+    """What the registry says of ``func``, remembered per function object (up to a few thousand): the
+    function itself first (``F.unfold`` is not ``Tensor.unfold``), then its name."""
+    spec = _callable_specs().get(func)
+    op = spec.name if spec is not None else _op_name(func)
+    found = (None, None) if op is None else (op, spec or REGISTRY.get(op, UNKNOWN))
     try:
         if len(_SPECS) < 4096:
             _SPECS[func] = found
     except TypeError:   # a callable that cannot be hashed: looked up each time
         pass
+    return found
+
+
+@functools.cache
+def _callable_specs() -> dict[Callable, OpSpec]:
+    """The registry's ops known by their function (:data:`~.ops.BY_CALLABLE`), by the function object."""
+    found = {}
+    for spec in BY_CALLABLE:
+        owner, _, name = spec.callable.rpartition(".")
+        found[getattr(importlib.import_module(owner), name)] = spec
     return found
 
 
@@ -718,6 +780,7 @@ _weakref = weakref.ref
 _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
+_SIZE = torch.Tensor.size
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
                     torch.memory_format, torch.layout})

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.formatting import fmt_shape
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, TensorInfo
+    from shapetrace.engine.events import Event, TensorInfo
 
 
 def explain_failure(event: Event) -> str:
     """One paragraph: what torch refused and how to fix it.
 
-    >>> from shapetrace.engine.tracer import Event, TensorInfo
+    >>> from shapetrace.engine.events import Event, TensorInfo
     >>> x = TensorInfo((2, 8, 6, 64), (3072, 64, 512, 1), 0, "float32", False, ("B", "H", "T", "d_k"))
     >>> e = Event(3, "view", "a.py:9", "y.view(B, T, D)", "f", [x], [], args="2, 6, 512", params={"shape": [2, 6, 512]},
     ...           error="RuntimeError: view size is not compatible with input tensor's size and stride")

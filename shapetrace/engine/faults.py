@@ -2,7 +2,7 @@
 
 Inference runs over code nobody here wrote: where working out one op's names fails (a bug of
 shapetrace, never of the traced code), that op's results are left unnamed and every other op is
-inferred as usual (:meth:`.infer.Inference._op_unnamed`); where one diagnostic rule fails, the others
+inferred as usual (:func:`.infer.record.op_unnamed`); where one diagnostic rule fails, the others
 still run. Each fault becomes a note here, so the table never claims that something was checked when
 it was not. With ``SHAPETRACE_STRICT=1`` (the CLI's ``--traceback`` sets it; shapetrace's own tests
 set ``SHAPETRACE_TEST=1``, which counts the same) the fault is raised instead, with its traceback.
@@ -14,6 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.kinds import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -30,7 +31,7 @@ def faults_raise() -> bool:
 
 def inference_faults(analysis: Analysis) -> list[Diagnostic]:
     """A note per op whose inference failed: its results are unnamed, so nothing about them was checked."""
-    return [Diagnostic("note", "inference-failed", index, (
+    return [Kind.INFERENCE_FAILED.found(index, (
         f"shapetrace could not work out the names of {analysis.events[index].op} #{index} ({why}); its "
         f"results are left unnamed, so nothing that depends on them was checked. {_REPORT}"),
         "Please report it, with the script and the output of --traceback.")
@@ -39,6 +40,6 @@ def inference_faults(analysis: Analysis) -> list[Diagnostic]:
 
 def check_failed(rule: str, exc: BaseException) -> Diagnostic:
     """A note for a diagnostic rule that failed on this trace (the other rules still ran)."""
-    return Diagnostic("note", "check-failed", None, (
+    return Kind.CHECK_FAILED.found(None, (
         f"one of shapetrace's checks ({rule}) failed on this trace ({type(exc).__name__}: {exc}), so what "
         f"it looks for was not checked. {_REPORT}"), "Please report it, with the output of --traceback.")

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import TensorInfo
+    from shapetrace.engine.events import TensorInfo
 
 
 def fmt_bytes(n: int) -> str:

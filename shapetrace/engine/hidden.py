@@ -9,7 +9,7 @@ straight from ``x.view(B, T, H, d_k).transpose(1, 2)`` copies both operands:
 ``B`` and ``H`` do not chain (stride 3,072 vs 8 x 64). The rule is checked
 against TorchDispatchMode in tests/engine/test_hidden.py.
 
->>> from shapetrace.engine.tracer import Event, TensorInfo
+>>> from shapetrace.engine.events import Event, TensorInfo
 >>> q = TensorInfo((2, 8, 6, 64), (3072, 64, 512, 1), 0, "float32", False, ("B", "H", "T", "d_k"), nbytes=24576)
 >>> k_t = TensorInfo((2, 8, 64, 6), (3072, 64, 1, 512), 0, "float32", False, ("B", "H", "d_k", "T"), nbytes=24576)
 >>> e = Event(0, "matmul", "", "", "", [q, k_t], [])
@@ -29,7 +29,7 @@ from shapetrace.engine.ops import spec_for
 from shapetrace.engine.viewfail import view_groups
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, TensorInfo
+    from shapetrace.engine.events import Event, TensorInfo
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,13 @@ class OpSpec:
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
     contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
+    sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "count"
+    #                                   (arange(n)), "grown" (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
+    replay: str = ""                  # moves elements: the function its calls are replayed as to follow
+    #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
+    #: the function this op is, as a dotted path, for an op whose ``__name__`` another op shares
+    #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view)
+    callable: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +331,11 @@ _ENTRIES: list[OpSpec] = [
     *_views(["t"], pr.t, "swaps the two axes of a matrix"),
     *_views(["T"], pr.reverse, "reverses the order of all axes"),
     *_views(["mT", "mH", "adjoint"], pr.swap_last, "swaps the last two axes"),
-    *_views(["expand", "expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    *_views(["expand_as", "broadcast_to"], pr.expand, "repeats values along size-1 axes with stride 0"),
+    OpSpec("expand", "view", pr.expand, words="repeats values along size-1 axes with stride 0", sized="grown"),
+    OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
+    *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
+      for name in ("zeros", "ones", "empty", "full", "rand", "randn")),
     *_views(["unsqueeze"], pr.unsqueeze, "adds an axis of size 1", _dim_params()),
     *_views(["squeeze"], pr.squeeze, "removes axes of size 1"),
     *_views(["narrow"], pr.narrow, "keeps a range along one axis",
@@ -370,6 +381,7 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("flip", "copy", pr.same, words="reverses the order along axes"),
     OpSpec("pad", "copy", pr.pad, words="adds padding around axes"),
     OpSpec("gather", "copy", pr.gather, words="picks values along an axis by index", params=_dim_params()),
+    OpSpec("take_along_dim", "copy", pr.take_along_dim, words="picks values along an axis by index"),
     OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
            params=_dim_params()),
     OpSpec("masked_fill", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions"),
@@ -410,6 +422,13 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False,
            words="nn.MultiheadAttention (its inner ops are recorded one by one)"),
 ]
+
+#: ops identified by their function, not by its ``__name__`` (which another op of the registry shares)
+BY_CALLABLE: tuple[OpSpec, ...] = (
+    OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
+           words="copies each sliding block of the input into one column (im2col): the blocks' values are "
+                 "copied, overlapping ones more than once"),
+)
 
 #: elementwise ops: names broadcast silently, no row of their own
 ELEMENTWISE = (
@@ -453,17 +472,28 @@ _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in na
 _COPIES_INSIDE = frozenset({"matmul"})
 #: how each product contracts (an einsum by its subscripts, the others last axis · second to last)
 _CONTRACTION = {"einsum": "subscripts"}
+#: ops that move or select elements, and the function each is replayed as on coordinate tensors
+_REPLAYS = {
+    **{name: f"torch.{name}" for name in ("gather", "index_select", "take_along_dim", "cat", "concat",
+                                           "concatenate", "stack", "roll", "flip", "repeat_interleave",
+                                           "tile", "split", "chunk", "unbind", "tensor_split", "as_strided")},
+    **{name: f"Tensor.{name}" for name in ("__getitem__", "repeat", "expand", "unfold", "split_with_sizes")},
+    "pad": "torch.nn.functional.pad",
+}
 
 
 def _with_facts(spec: OpSpec) -> OpSpec:
     family = _FAMILY_OF.get(spec.name, Family.OTHER)
     contraction = _CONTRACTION.get(spec.name, "matrix") if family is Family.PRODUCT else ""
-    return replace(spec, family=family, copies_inside=spec.name in _COPIES_INSIDE, contraction=contraction)
+    return replace(spec, family=family, copies_inside=spec.name in _COPIES_INSIDE, contraction=contraction,
+                   replay=_REPLAYS.get(spec.name, ""))
 
 
 _ENTRIES = [_with_facts(spec) for spec in _ENTRIES]
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _ENTRIES}
+# (an op known by its function is recorded under its own name, which no function's __name__ is)
+REGISTRY.update({spec.name: _with_facts(spec) for spec in BY_CALLABLE})
 #: aliases torch reports under other names
 #: ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
 REGISTRY["__rmatmul__"] = OpSpec("matmul", "new", pr.matmul, words="matrix product", family=Family.PRODUCT,
@@ -682,7 +712,7 @@ def short_name(op: str) -> str:
 
 
 #: elementwise ops that scale by a number (attention's 1/√d_k): their frozen arguments are read after the run
-#: (for engine/capture.py's FROZEN_PASSES and engine/infer.py's SCALING_OPS, which still spell them out)
+#: (for engine/capture.py's FROZEN_PASSES and engine/infer/rows.py's SCALING_OPS, which still spell them out)
 SCALING = frozenset({"div", "true_divide", "__truediv__", "__itruediv__", "div_", "mul", "__mul__", "__rmul__",
                      "__imul__", "mul_"})
 #: ops that pick one index of an axis (``x[0]``, ``select``): of a fused qkv axis, one of q, k, v

@@ -200,8 +200,28 @@ def getitem(c: Call) -> Axes:
     """Basic indexing keeps, drops, slices or adds axes; one advanced index replaces its axis."""
     index = c.args[1]
     items = index if isinstance(index, tuple) else (index,)
+    masks = [i for i, item in enumerate(items) if _is_mask(item)]
+    if masks:
+        return _masked(c.in_axes[0], items, masks, c.shapes[0])
     out = ax.index_axes(c.in_axes[0], [_index_kind(i) for i in items], list(items), c.shapes[0], c.namer)
     return out if out is not None else ax.unknown_axes(c.shapes[0])
+
+
+def _is_mask(item) -> bool:
+    return str(getattr(item, "dtype", "")) in ("torch.bool", "torch.uint8") and getattr(item, "ndim", 0) > 0
+
+
+def _masked(axes, items, masks: list[int], shape) -> Axes:
+    """``x[mask]``, ``x[:, mask]``: a boolean mask over ``k`` axes keeps as many entries as it holds, in
+    one unnamed axis (its count depends on the values, so no size can name it); the axes before it
+    (whole slices only) and after it keep their names."""
+    first = masks[0]
+    if len(masks) > 1 or any(_index_kind(i) != "full" for i in items[:first]) or \
+            any(_index_kind(i) in ("adv", "...") for i in items[first + 1:]):
+        return ax.unknown_axes(shape)
+    k = items[first].ndim
+    out = tuple(axes[:first]) + (ax.unknown_axis(shape[first]),) + tuple(axes[first + k:])
+    return out if len(out) == len(shape) else ax.unknown_axes(shape)
 
 
 def _index_kind(item) -> str:
@@ -276,6 +296,16 @@ def gather(c: Call) -> Axes:
     src, shape = c.in_axes[0], c.shapes[0]
     dim = int(c.arg(1, "dim")) % max(len(shape), 1)
     return tuple(ax.unknown_axis(s) if i == dim or a.size != s else a for i, (a, s) in enumerate(zip(src, shape)))
+
+
+def take_along_dim(c: Call) -> Axes:
+    """``take_along_dim(x, idx, dim)``: a gather along ``dim`` (no ``dim``: of the flattened tensor)."""
+    dim = c.arg(2, "dim")
+    if dim is None or len(c.in_axes[0]) != len(c.shapes[0]):
+        return ax.unknown_axes(c.shapes[0])
+    dim = int(dim) % max(len(c.shapes[0]), 1)
+    return tuple(ax.unknown_axis(s) if i == dim or a.size != s else a
+                 for i, (a, s) in enumerate(zip(c.in_axes[0], c.shapes[0])))
 
 
 def index_select(c: Call) -> Axes:

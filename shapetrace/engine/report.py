@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
     from shapetrace.engine.hidden import HiddenCopy
-    from shapetrace.engine.tracer import Event
 
 SCHEMA_VERSION = 1
 
@@ -30,6 +30,10 @@ class Report:
         notes: why something was not checked or where the run went (plain sentences).
         header: title lines for the table.
         exception: what the traced code raised, if anything.
+        setup: the ops that ran while a model was built (its constructor, a deep copy, ``.to()``),
+            outside any module's forward: shown apart, out of the totals.
+        left_out: the calls that ran without a row of their own (elementwise math, casts), by op name,
+            with how many times each ran (:meth:`~shapetrace.engine.tracer.Trace.left_out`).
     """
 
     dims: dict[str, int]
@@ -40,6 +44,8 @@ class Report:
     header: dict[str, Any] = field(default_factory=dict)
     exception: BaseException | None = None
     title: str = "traced forward pass"
+    left_out: dict[str, int] = field(default_factory=dict)   # ops that ran without a row: name -> times
+    setup: list[Event] = field(default_factory=list)   # ops that built the model, outside the forward
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:
@@ -58,6 +64,8 @@ class Report:
             out["nan_rows"] = [list(r) for r in self.nan_rows]
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.setup:
+            out["setup"] = [e.to_dict() for e in self.setup]
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -16,7 +16,7 @@ from shapetrace.engine.layout import row_major
 from shapetrace.engine.ops import Family, family_of, is_matrix_product, spec_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event, TensorInfo
+    from shapetrace.engine.events import Event, TensorInfo
 
 
 def names(t: TensorInfo) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 
 def stats(events: Sequence[Event]) -> dict[str, Any]:

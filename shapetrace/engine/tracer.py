@@ -21,6 +21,8 @@ from shapetrace.engine.axes import Axis, Namer
 from shapetrace.engine.capture import (
     Capture,
     ModulePaths,
+    OpRecord,
+    PassRecord,
     Recorder,
     drop_closed_recorders,
     freeze_args,
@@ -41,7 +43,7 @@ from shapetrace.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
 
-__all__ = ["Event", "TensorInfo", "Trace", "active_trace", "freeze_args", "name_axes", "run_opened"]
+__all__ = ["Trace", "active_trace", "freeze_args", "name_axes", "run_opened"]
 _shares_storage = shares_storage   # (the name tests and older callers use)
 
 
@@ -249,7 +251,7 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
-            from shapetrace.engine.diagnose import diagnose
+            from shapetrace.engine.rules.diagnose import diagnose
             self._diagnostics = diagnose(self.analysis())
         return self._diagnostics
 
@@ -266,6 +268,26 @@ class Trace:
             unnamed_by_failure=tuple(inference.unnamed_by_failure),
         )
 
+    def left_out(self) -> dict[str, int]:
+        """The calls that ran without a row of their own, by op name in order of first use, with how many
+        times each ran: elementwise math whose names simply pass on (``x * 2``, ``gelu``, an addition
+        that is not onto attention scores), casts, reductions to an index, and ``"?"`` for ops the
+        registry does not know. The table leaves them out; this says what it left out."""
+        inference = self._inferred()
+        rows, setup = inference.event_of_record, self.capture.setup
+        counts: dict[str, int] = {}
+        for index, record in enumerate(self.capture.records):
+            if index not in rows and index not in setup and type(record) in (OpRecord, PassRecord):
+                counts[record.spec.name] = counts.get(record.spec.name, 0) + 1
+        return counts
+
+    def setup_indices(self) -> set[int]:
+        """The indices of the events that ran while a model was being built, outside any module's forward
+        (a weight deep-copied by ``clones()``, a ``tril`` buffer, an initialiser): the capture marks them
+        by the call they ran in (:func:`~shapetrace.engine.capture.building_a_model`)."""
+        rows = self._inferred().event_of_record
+        return {rows[i] for i in self.capture.setup if i in rows}
+
     def report(self, header: dict[str, Any] | None = None, title: str | None = None,
                notes: Sequence[str] = ()) -> Report:
         """Everything this run found, as one plain :class:`~shapetrace.engine.report.Report`.
@@ -280,10 +302,14 @@ class Trace:
         from shapetrace.engine.report import Report
 
         extra = {} if title is None else {"title": title}
+        setup = self.setup_indices()
+        events = [e for e in self.events if e.index not in setup]   # the forward pass: what the table is about
         return Report(
-            dims=dict(self.dims), events=list(self.events), diagnostics=list(self.diagnostics),
+            dims=dict(self.dims), events=events, diagnostics=list(self.diagnostics),
+            setup=[e for e in self.events if e.index in setup],
             nan_rows=self.nan_rows, header=dict(header or {}),
-            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception, **extra,
+            notes=[n for n in (*notes, self._value_note) if n], exception=self.exception,
+            left_out=self.left_out(), **extra,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ stride") says *that* a view is impossible. :func:`explain_view_error` says
 not chain (``stride(a) == size(b) * stride(b)`` fails), what the two fixes cost,
 and, when the axis names are known, whether the fixes would silently mix axes.
 
->>> from shapetrace.engine.tracer import TensorInfo
+>>> from shapetrace.engine.events import TensorInfo
 >>> t = TensorInfo((2, 6, 8, 64), (3072, 64, 384, 1), 0, "float32", False, ("B", "T", "H", "d_k"), nbytes=24576)
 >>> [(b.outer, b.inner) for b in view_breaks(t, (2, 6, 512))]
 [('H', 'd_k')]
@@ -23,7 +23,7 @@ from shapetrace.engine.formatting import fmt_bytes, fmt_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.axes import Namer
-    from shapetrace.engine.tracer import TensorInfo
+    from shapetrace.engine.events import TensorInfo
 
 
 @dataclass(frozen=True)

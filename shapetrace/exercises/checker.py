@@ -84,12 +84,14 @@ class _Unreadable(Exception):
 def _learned(body: bytes, limit: int | None = None):
     from shapetrace.exercises.judge import Learned
     from shapetrace.exercises.plain import MAX_TENSOR_BYTES, NotPlain, unpack
+    from shapetrace.exercises.untrusted import Unreadable, checked_facts
 
     if not body:
         return Learned()
-    try:
+    try:  # (unpack cleans every string of control characters; the facts must have the child's types)
         values, facts = unpack(body, limit or MAX_TENSOR_BYTES)
-    except NotPlain as exc:  # a forged or unreadable body is the learner's doing, never a pass
+        facts = checked_facts(facts)
+    except (NotPlain, Unreadable) as exc:  # a forged or unreadable body is the learner's doing, never a pass
         raise _Unreadable(str(exc)[:200]) from None
     args = values.get("args") if isinstance(values.get("args"), list) else []
     return Learned(value=values.get("value"), args=args, facts=facts)
@@ -267,8 +269,9 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
 def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):
     from shapetrace.exercises.judge import Judge
     from shapetrace.exercises.probe import prepare
+    from shapetrace.exercises.untrusted import clean
 
-    judge = Judge(ex, job.file, cases, source)
+    judge = Judge(ex, job.file, cases, clean(source))  # (the judge shows lines of it)
     judge.probe = prepare(ex, judge.reference, probe["seed"]) if probe is not None else None
     return judge
 
@@ -284,38 +287,50 @@ def _check_test(ex, job: Job, source: str, seed: int, limit: float, memory_mb: i
 
     The request is the same for every implementation; the implementation's code goes in the secret
     section, which only the child's implementation process reads (:mod:`.remote`), never the test's.
-    The reference's child starts first: a test that does not pass it has its verdict then (it rejects
-    the reference, crashes, or times out on it), and the broken versions not yet started never start."""
+    The children start in an order drawn at random for this check alone (:func:`start_order`), every one
+    of them runs, and the verdict is settled only when all have finished: whatever a test can read of
+    the order it ran in (its request id, a PID, what a sibling's run left in the page cache), the order
+    itself says nothing about which implementation it holds."""
+    from shapetrace.exercises.testjudge import TestJudge
+    from shapetrace.exercises.untrusted import clean
 
-    from shapetrace.exercises.sandbox import run_child
-    from shapetrace.exercises.testjudge import REFERENCE, TestJudge
-
-    judge = TestJudge(ex, job.file, seed, source)
-    meta = _request(job, source, ex, limit, memory_mb, width, layers)
-    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
-    reference = next(i for i, impl in enumerate(judge.cases) if impl.id == REFERENCE)
-    order = [reference] + [i for i in range(len(judge.cases)) if i != reference]
-    settled = threading.Event()   # the reference's run decides the verdict alone
-    done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
-
-    def one(i: int):
-        if settled.is_set():
-            return None
-        secret = json.dumps({"code": judge.cases[i].code, "subjects": list(ex.subjects)}).encode()
-        run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret)
-        if i == reference and not _passed_every_run(run):
-            settled.set()
-        if progress is not None:
-            progress(next(done), len(judge.cases))
-        return run
-
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        runs = {i: run for i, run in zip(order, pool.map(one, order)) if run is not None}
+    judge = TestJudge(ex, job.file, seed, clean(source))  # (the judge shows lines of it)
+    runs = run_implementations(judge, ex, job, source, limit, memory_mb, width, layers, progress)
     missing = list(dict.fromkeys(m for run in runs.values() for m in run.missing))
     if not all(run.ready for run in runs.values()):
         raise _not_started(next(run for run in runs.values() if not run.ready), memory_mb)
     with _JUDGE_LOCK:
         return unverified(_decide_test(judge, runs, limit).to_dict(), missing)
+
+
+def start_order(count: int) -> list[int]:
+    """The order the implementations' children start in: drawn from the operating system's randomness
+    for each check (never from the check's seed, which a teacher may fix), the reference in no fixed place."""
+    order = list(range(count))
+    random.SystemRandom().shuffle(order)
+    return order
+
+
+def run_implementations(judge, ex, job: Job, source: str, limit: float, memory_mb: int, width: int,
+                        layers=ALL_LAYERS, progress=None) -> dict:
+    """``{implementation index: ChildRun}``: every implementation's child, started in :func:`start_order`,
+    a few at a time, each one run to its end."""
+    from shapetrace.exercises.sandbox import run_child
+
+    meta = _request(job, source, ex, limit, memory_mb, width, layers)
+    meta.update(subjects=list(ex.subjects), runs=TEST_RUNS)
+    done = iter(range(1, len(judge.cases) + 1))   # (next() on an iterator is atomic in CPython)
+
+    def one(i: int):
+        secret = json.dumps({"code": judge.cases[i].code, "subjects": list(ex.subjects)}).encode()
+        run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret)
+        if progress is not None:
+            progress(next(done), len(judge.cases))
+        return run
+
+    order = start_order(len(judge.cases))
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        return dict(zip(order, pool.map(one, order)))
 
 
 def _test_results(run):
@@ -330,19 +345,9 @@ def _test_results(run):
     return loaded, got
 
 
-def _passed_every_run(run) -> bool:
-    """Whether the learner's test loaded and passed, every time, on this (the reference's) child."""
-    try:
-        loaded, got = _test_results(run)
-    except _Unreadable:
-        return False
-    return (loaded is not None and not loaded.raised and len(got) >= TEST_RUNS
-            and not any(g.raised or g.timed_out for g in got))
-
-
 def _decide_test(judge, runs: dict, limit: float):
     """Each implementation's result is the first run that disagrees with the rest (or the last run);
-    ``runs`` holds the children that ran, by implementation (all, unless the reference settled it)."""
+    ``runs`` holds every implementation's child, by implementation."""
     results = {}
     for i, run in sorted(runs.items()):
         impl = judge.cases[i]

@@ -10,9 +10,12 @@ adds layers that hold even if one of those fails, each from a maintained part:
   scoping (ABI 6): no signals to, and no abstract unix sockets of, processes outside the sandbox.
 * **seccomp** (``pyseccomp``, on libseccomp): no new processes (threads stay allowed), no ptrace,
   no reading other processes' memory, no prlimit or kill of other processes, no sockets, no mknod,
-  no mount or namespace changes, no exec, no io_uring, no bpf, no userfaultfd.
+  no mount or namespace changes, no exec, no io_uring, no bpf, no userfaultfd; and no change of any
+  file's mode, owner, timestamps or extended attributes (Landlock covers none of these: a device node
+  bound in from the host, a shared ``/proc`` or ``/tmp`` could otherwise be marked or broken).
 * **rlimits**, hard and unraisable (no capabilities): address space, CPU seconds, file size 0, no
-  core files, no processes; and the process is made non-dumpable (its /proc files are root's).
+  core files, at most ``MAX_TASKS`` processes and threads; and the process is made non-dumpable (its
+  /proc files are root's).
 
 Every layer says whether it took hold; :func:`confine` returns the ones that did not, in words, and
 the checker refuses to record a pass while any is missing.
@@ -51,13 +54,20 @@ def vm_size() -> int:
     return 0
 
 
+#: Processes and threads the sandbox's user may hold in its own user namespace (the check, its init and
+#: the process between, the implementation's process, the learner's threads): a thread needs room under
+#: this limit once the sandbox runs as a user other than the host's root (root alone is exempt from it),
+#: and a fork bomb stops here even where seccomp is off.
+MAX_TASKS = 64
+
+
 def limits(memory_bytes: int, cpu_seconds: int) -> list[str]:
     missing = []
     if memory_bytes > 0 and not hard_limit(resource.RLIMIT_AS, vm_size() + memory_bytes):
         missing.append("rlimit: address space")
     for which, value, name in ((resource.RLIMIT_CPU, max(1, cpu_seconds), "CPU"),
                                (resource.RLIMIT_FSIZE, 0, "file size"), (resource.RLIMIT_CORE, 0, "core"),
-                               (resource.RLIMIT_NPROC, 0, "processes")):
+                               (resource.RLIMIT_NPROC, MAX_TASKS, "processes")):
         if not hard_limit(which, value):
             missing.append(f"rlimit: {name}")
     return missing
@@ -159,6 +169,14 @@ DENIED = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "
           "init_module", "finit_module", "delete_module", "quotactl", "name_to_handle_at",
           "open_by_handle_at", "move_mount", "open_tree", "fsopen", "fsmount", "fspick", "mount_setattr",
           "landlock_create_ruleset", "personality", "syslog")
+#: A file's mode, owner, timestamps and extended attributes: refused (EPERM) whatever the file.
+METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "chown32",
+            "fchown32", "lchown32", "utime", "utimes", "utimensat", "futimesat", "utimensat_time64",
+            "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr", "lremovexattr", "fremovexattr",
+            "removexattrat")
+#: Numbers (x86-64 and the generic table share them) of the newest of these, for a libseccomp too old to
+#: know their names: fchmodat2 (6.6), setxattrat and removexattrat (6.13).
+_BY_NUMBER = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 
 
 def seccomp_filter() -> list[str]:
@@ -171,11 +189,12 @@ def seccomp_filter() -> list[str]:
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         deny = sc.ERRNO(errno.EPERM)
-        for name in DENIED:
+        for name in DENIED + METADATA:
             try:
                 f.add_rule(deny, name)
-            except Exception:  # a syscall this architecture lacks
-                pass
+            except Exception:  # a syscall this architecture lacks, or one libseccomp cannot name
+                if name in _BY_NUMBER:
+                    f.add_rule(deny, _BY_NUMBER[name])
         f.add_rule(sc.ERRNO(errno.EAGAIN), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags live in memory: libc falls back to clone
         f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0))

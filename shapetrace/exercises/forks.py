@@ -13,6 +13,15 @@ Each forked check is as far from its siblings as separate bubblewrap sandboxes a
   and its PID says nothing about the order the checks started in);
 * it has no network interface at all (a new network namespace), no SysV IPC or abstract sockets
   shared with a sibling, and no capability left (dropped before any request is read);
+* it has a mount namespace of its own (:func:`fresh_mounts`): a fresh ``/proc`` of its own PID
+  namespace (its ``NSpid`` holds its own PID alone), a private, size-capped tmpfs on ``/tmp`` and on
+  ``/dev/shm`` (nothing a sibling stored there, no extended attributes or timestamps it left, and
+  nothing it stores outlives it or grows past the cap), and the device nodes remounted read-only (no
+  timestamp or mode of a device node can change); a check that damages any of them damages its own;
+* nothing in it says when it started: its id is drawn at random, the server's table of the checks it
+  runs is emptied in the forked process, and the checker starts the checks of one learner-written test
+  in an order drawn at random (:mod:`.checker`), so what is left of the server's memory tells nothing
+  about which implementation a check holds;
 * Landlock then closes ``/proc`` with everything else (:func:`.isolation.readable`), so no sibling can
   be listed by its outer PID; seccomp refuses ``pidfd_open``, ``kill`` of another process, ``socket``.
 
@@ -30,6 +39,7 @@ import ctypes
 import hashlib
 import json
 import os
+import secrets
 import select
 import signal
 import socket
@@ -40,9 +50,18 @@ from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWUTS, _CLONE_NEWIPC, _CLONE_NEWUSER = 0x04000000, 0x08000000, 0x10000000
-_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_CLONE_NEWPID, _CLONE_NEWNET, _CLONE_NEWNS = 0x20000000, 0x40000000, 0x00020000
 #: The namespaces each forked check gets of its own.
-NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWNS
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 0x400, 0x800, 0x200000
+#: statvfs flag -> mount flag, for a remount that must keep the flags the kernel locked.
+_KEPT_FLAGS = ((0x1, _MS_RDONLY), (0x2, _MS_NOSUID), (0x4, _MS_NODEV), (0x8, _MS_NOEXEC), (0x400, _MS_NOATIME),
+               (0x800, _MS_NODIRATIME), (0x1000, _MS_RELATIME))
+#: Each check's private /tmp and /dev/shm: bytes, and inodes (a tmpfs counts extended attributes against
+#: its inode space, so the inode cap bounds them too).
+TMP_OPTIONS = "size=16m,nr_inodes=256,mode=1777"
 #: How the process between the server and the check exits when it could not set the check up.
 SETUP_FAILED = 125
 #: Seconds the checker waits for the server to say it is ready (importing torch on a busy machine).
@@ -73,6 +92,54 @@ def own_namespaces() -> None:
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
+    if _libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _read_only_again(path: str) -> None:
+    """Remount the bind mount at ``path`` read-only, keeping every flag it has (the kernel refuses to
+    drop a flag it locked when this mount namespace was made)."""
+    have = os.statvfs(path).f_flag
+    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+    for st, ms in _KEPT_FLAGS:
+        if have & st:
+            flags |= ms
+    _mount(None, path, None, flags)
+
+
+def device_mounts() -> list[str]:
+    """The device nodes bound into ``/dev`` (each its own mount point, as bubblewrap binds them)."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                point = line.split()[4]
+                if point.startswith("/dev/") and os.path.exists(point) and not os.path.isdir(point):
+                    found.append(point)
+    except OSError:
+        pass
+    return found
+
+
+def fresh_mounts() -> None:
+    """In a new mount namespace, as PID 1 of a new PID namespace: nothing propagates in or out, a fresh
+    read-only ``/proc`` of this PID namespace, a private capped tmpfs on ``/tmp`` and ``/dev/shm``, and the
+    device nodes read-only. Raises OSError where the kernel refuses any of it (the check never starts)."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    devices = device_mounts()  # read from the old /proc: the new one lists this namespace's mounts too
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY)
+    for place in ("/tmp", "/dev/shm"):
+        if os.path.isdir(place):
+            _mount("tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, TMP_OPTIONS)
+    for device in devices:
+        _read_only_again(device)
 
 
 def drop_capabilities() -> None:
@@ -110,13 +177,14 @@ def _wait_for(pid: int) -> int:
 
 
 def _middle(fds: list[int], cpu_seconds: int, check: Callable[[], int], close: list[int], report: int,
-            namespaces: bool = True) -> None:
+            namespaces: bool = True, forget: Callable[[], None] = lambda: None) -> None:
     """The forked process: leads a session of its own, takes the check's pipes as 0, 1, 2, moves into
     namespaces of its own (``namespaces``), forks their init (PID 1), which drops every capability and
     forks the check (PID 2, as under bubblewrap); tells the server the init's PID (killing it takes the
     whole namespace), waits, and exits with the check's status. Never returns."""
     status = SETUP_FAILED
     try:
+        forget()  # the server's table of running checks: nothing of it stays in this process's copy
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _die_with_parent(os.getppid())
@@ -156,6 +224,7 @@ def _init(check: Callable[[], int], namespaces: bool = True) -> None:
     checker's own, with what a child started on its own would hold."""
     _die_with_parent(os.getppid())  # in a namespace of its own, its parent's PID reads 0
     if namespaces:
+        fresh_mounts()
         drop_capabilities()
     me = os.getpid()
     pid = os.fork()
@@ -221,13 +290,15 @@ class _Children:
 
 
 def _fork_one(request: dict, fds: list[int], check: Callable[[], int], close: list[int],
-              namespaces: bool) -> tuple[int, int]:
+              namespaces: bool, forget: Callable[[], None]) -> tuple[int, int]:
     """Fork the middle process for one check; ``(middle pid, init pid)`` (init pid 0: it never started)."""
     r, w = os.pipe()
+    cpu_seconds = int(request["cpu_seconds"])
     middle = os.fork()
     if middle == 0:
+        request.clear()
         os.close(r)
-        _middle(fds, int(request["cpu_seconds"]), check, close, w, namespaces)
+        _middle(fds, cpu_seconds, check, close, w, namespaces, forget)
     os.close(w)
     got = b""
     while True:
@@ -267,8 +338,12 @@ def serve(control: socket.socket, check: Callable[[], int], namespaces: bool = T
                 return 0
             request = json.loads(data)
             if request.get("op") == "fork" and len(fds) == 3:
-                middle, pid = _fork_one(request, fds, check, close, namespaces)
-                children.add(int(request["id"]), middle, pid)
+                ident = int(request["id"])
+                middle, pid = _fork_one(request, fds, check, close, namespaces, children.by_id.clear)
+                children.add(ident, middle, pid)
+            elif request.get("op") == "probe":
+                _send(control, {"kind": "probe", "id": int(request["id"]),
+                                "problem": _probe_namespaces() if namespaces else ""})
             elif request.get("op") == "kill":
                 children.kill(int(request["id"]))
             for fd in fds:
@@ -286,14 +361,25 @@ def _probe_namespaces() -> str:
         os.close(r)
         why = b""
         try:
+            _die_with_parent(os.getppid())
             own_namespaces()
-            drop_capabilities()
+            init = os.fork()
+            if init == 0:  # PID 1 of the new namespaces, as a check's init
+                try:
+                    fresh_mounts()
+                    drop_capabilities()
+                except BaseException as exc:  # noqa: B036
+                    os.write(w, str(exc).encode()[:200] or b"refused")
+                os._exit(0)
+            os.waitpid(init, 0)
         except BaseException as exc:  # noqa: B036
             why = str(exc).encode()[:200] or b"refused"
         os.write(w, why)
         os._exit(0)
     os.close(w)
-    why = os.read(r, 400)
+    why = b""
+    while chunk := os.read(r, 400):
+        why += chunk
     os.close(r)
     os.waitpid(pid, 0)
     return why.decode("utf-8", "replace")
@@ -345,7 +431,8 @@ class Server:
                  preexec: Callable[[], None]):
         self.key, self.problem = key, ""
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.lock, self.next_id = threading.Lock(), 0
+        self.lock = threading.Lock()
+        self.probes: dict[int, list] = {}
         self.children: dict[int, Forked] = {}
         self.alive, self.hello, self.drained = True, threading.Event(), threading.Event()
         self.proc: subprocess.Popen | None = None
@@ -391,6 +478,11 @@ class Server:
             if message.get("kind") == "hello":
                 self.problem = str(message.get("problem") or "")
                 self.hello.set()
+            elif message.get("kind") == "probe":
+                waiting = self.probes.get(int(message["id"]))
+                if waiting is not None:
+                    waiting[1] = str(message.get("problem") or "")
+                    waiting[0].set()
             elif message.get("kind") == "exit":
                 with self.lock:
                     child = self.children.pop(int(message["id"]), None)
@@ -401,6 +493,9 @@ class Server:
             orphans, self.children = list(self.children.values()), {}
         for child in orphans:
             child._ended(-signal.SIGKILL)
+        for waiting in list(self.probes.values()):
+            waiting[1] = "the fork server stopped"
+            waiting[0].set()
         if not self.hello.is_set():
             self.drained.wait(5)  # the server's last words, read by the thread that started it
             tail = self.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -410,6 +505,28 @@ class Server:
 
     def ready(self, timeout: float = SERVER_GRACE) -> bool:
         return self.hello.wait(timeout) and self.alive and not self.problem
+
+    def healthy(self, timeout: float = 30.0) -> str:
+        """'' when the server still forks a process that takes its namespaces and fresh mounts (what every
+        check needs before it starts), else why not: a check that damaged what the server holds shows here."""
+        if not self.alive:
+            return "the fork server stopped"
+        ident, waiting = self._new_id(), [threading.Event(), "the fork server did not answer"]
+        self.probes[ident] = waiting
+        try:
+            self.request({"op": "probe", "id": ident})
+            waiting[0].wait(timeout)
+            return waiting[1] if self.alive or waiting[0].is_set() else "the fork server stopped"
+        finally:
+            self.probes.pop(ident, None)
+
+    def _new_id(self) -> int:
+        """A fresh id, drawn at random: it says nothing about how many checks came before."""
+        with self.lock:
+            while True:
+                ident = secrets.randbits(48)
+                if ident not in self.children and ident not in self.probes:
+                    return ident
 
     def request(self, message: dict, fds: list[int] = ()) -> None:
         try:
@@ -422,9 +539,8 @@ class Server:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        ident = self._new_id()
         with self.lock:
-            self.next_id += 1
-            ident = self.next_id
             child = Forked(self, ident, open(in_w, "wb", buffering=0), open(out_r, "rb", buffering=0),
                            open(err_r, "rb", buffering=0))
             if self.alive:
@@ -482,6 +598,20 @@ def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callab
             return None
         _servers[slot] = got
         return got
+
+
+def replace(argv: list[str]) -> None:
+    """Stop the server for this command line (it is started again on next use): one a check damaged."""
+    with _servers_lock:
+        got = _servers.pop(json.dumps(argv), None)
+    if got is not None:
+        got.stop()
+
+
+def current(argv: list[str]) -> Server | None:
+    """The running server for this command line, if one is up (none is started)."""
+    got = _servers.get(json.dumps(argv))
+    return got if got is not None and got.alive else None
 
 
 def running() -> bool:

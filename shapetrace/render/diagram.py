@@ -27,8 +27,8 @@ from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event, TensorInfo
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event, TensorInfo
 
 #: Okabe–Ito colours (safe for the common forms of colour blindness), with a readable text colour.
 #: Text colours are absolute (a theme's "white" is grey on paper) and pass WCAG AA on their block: white on
@@ -225,7 +225,7 @@ def tensor_diagram(info: TensorInfo, width: int = 100, heads: int | None = None,
     """The diagram of one traced tensor: axes, storage strip, walk and why.
 
     Args:
-        info: a :class:`~shapetrace.engine.tracer.TensorInfo` (from an event or ``strides``).
+        info: a :class:`~shapetrace.engine.events.TensorInfo` (from an event or ``strides``).
         width: columns available.
         heads: head count, to colour a ``D`` axis per head when there is no ``H`` axis.
         title: start with a line giving the shape, strides and contiguity.

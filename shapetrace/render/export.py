@@ -8,6 +8,7 @@ course notes. ``light`` suits projectors and white paper, ``dark`` a terminal lo
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +25,8 @@ from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, tr
 from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES, readable_segments  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 EXPORT_WIDTH = 100
 
@@ -42,6 +43,17 @@ def recording_console(width: int) -> Console:
     """A console that records everything printed, in full colour, at a fixed width."""
     return Console(record=True, file=io.StringIO(), width=width, force_terminal=True,
                    color_system="truecolor", legacy_windows=False)
+
+
+#: Monospace fonts a classroom machine has (Rich's SVG sets every run's width, so any of them lines up).
+SYSTEM_MONO = '"DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace'
+
+
+def offline_svg(svg: str) -> str:
+    """Rich's SVG without its web font: no ``@font-face`` fetched from a CDN, the system's monospace instead
+    (an offline classroom has no network, and a projector laptop may allow none)."""
+    svg = re.sub(r"@font-face\s*\{[^}]*\}\s*", "", svg)
+    return re.sub(r"font-family:\s*Fira Code,\s*monospace;", f"font-family: {SYSTEM_MONO};", svg)
 
 
 def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
@@ -64,7 +76,7 @@ def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
         return console.export_text()
     title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"
     if fmt == ".svg":
-        return console.export_svg(title=title, theme=TERMINAL_THEMES[theme])
+        return offline_svg(console.export_svg(title=title, theme=TERMINAL_THEMES[theme]))
     return console.export_html(theme=TERMINAL_THEMES[theme], code_format=html_format(title))
 
 

@@ -15,7 +15,7 @@ from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.script import ScriptRun
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 
 def failure_lines(run: ScriptRun) -> Iterable[Text]:

@@ -86,7 +86,7 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
 def expected_words(expect: str) -> str:
     """What a bug example is there to show, in words."""
     if expect == "raises":
-        return "torch refuses it, and the table shows where"
+        return "torch refuses it: its message is under the table"
     return f"watch for the {expect} error under the table"
 
 

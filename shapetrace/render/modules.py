@@ -12,7 +12,7 @@ from shapetrace.app.layers import ModuleRow, module_summary
 from shapetrace.engine.formatting import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.tracer import Event
+    from shapetrace.engine.events import Event
 
 HEADERS = ("module", "ops", "views", "copies", "computed")
 

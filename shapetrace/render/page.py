@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from shapetrace.app.classroom import ViewOptions, names_for, spell_long
+from shapetrace.app.layers import layered
 from shapetrace.app.operands import equation, input_labels, is_matmul
+from shapetrace.app.strip import repeat_of, strip_nodes
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.render.source import read_lines, resolve_path, split_source
@@ -25,8 +27,8 @@ from shapetrace.render.table import SEVERITY_MARK, any_named, footer_text, trace
 if TYPE_CHECKING:  # pragma: no cover
     from rich.terminal_theme import TerminalTheme
 
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 DIAGRAM_WIDTH = 76
 MAX_FILE_LINES = 3000
@@ -53,18 +55,37 @@ def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme, theme_n
 
 
 def _glued(text: str) -> str:
-    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...)."""
-    out, depth = [], 0
-    for ch in text:
+    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...).
+
+    Only a bracket that is closed glues: a label cut short (``key_states.transpose(2,…``) leaves its
+    ``(`` open, and the rest of the line must still wrap."""
+    inside = [False] * len(text)
+    opened: list[int] = []
+    for i, ch in enumerate(text):
         if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth = max(0, depth - 1)
-        out.append("\u00a0" if ch == " " and depth > 0 else ch)
-    return "".join(out)
+            opened.append(i)
+        elif ch in "])" and opened:
+            start = opened.pop()
+            for k in range(start, i):
+                inside[k] = True
+    return "".join("\u00a0" if ch == " " and inside[i] else ch for i, ch in enumerate(text))
 
 
-def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme]) -> dict[str, Any]:
+class DiagramPool:
+    """Each distinct diagram once: ops refer to it by number (k's and v's split draw what q's did)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._numbers: dict[str, int] = {}
+
+    def add(self, html: str) -> int:
+        if html not in self._numbers:
+            self._numbers[html] = len(self.items)
+            self.items.append(html)
+        return self._numbers[html]
+
+
+def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme], pool: DiagramPool) -> dict[str, Any]:
     """Everything one step of the page shows about one op."""
     heads = trace.dims.get("H") if trace.dims else None
     path, line = split_source(event.source or "")
@@ -82,7 +103,8 @@ def _op(event: Event, trace: Report, long_names, themes: dict[str, TerminalTheme
                    for label, t in zip(input_labels(event), event.inputs)],
         "sentence": _glued(spell_long(annotate(event, "full"), long_names)),
         "error": event.error or "", "notes": notes, "wrong": wrong,
-        "diagram": {name: _diagram_html(event, heads, theme, name) for name, theme in themes.items()},
+        "module": event.module,
+        "diagram": {name: pool.add(_diagram_html(event, heads, theme, name)) for name, theme in themes.items()},
     }
 
 
@@ -113,11 +135,17 @@ def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, 
     if not summary:
         summary = ([all_clear_text(trace.events)]
                    if any_named(trace.events) else ["? nothing was checked: no axis could be named"])
+    events = trace.events
+    diagnosed = {d.event for d in trace.diagnostics if d.event is not None}
+    shared = repeat_of(events, diagnosed)  # a folded layer's ops, a loop's iterations: their data once
+    pool = DiagramPool()
+    ops = [{"index": e.index, "same": shared[i], "module": e.module} if i in shared
+           else _op(e, trace, long_names, TERMINAL_THEMES, pool) for i, e in enumerate(events)]
     return {
-        "title": header[0], "header": header[1:],
-        "ops": [_op(e, trace, long_names, TERMINAL_THEMES) for e in trace.events],
-        "files": _files(trace.events),
-        "footer": footer_text(trace, trace.events).plain.splitlines(), "summary": summary,
+        "title": header[0], "header": header[1:], "ops": ops, "diagrams": pool.items,
+        "strip": strip_nodes(events, diagnosed), "layered": layered(events),
+        "files": _files(events),
+        "footer": footer_text(trace, events).plain.splitlines(), "summary": summary,
     }
 
 
@@ -163,13 +191,17 @@ PAGE = """<!DOCTYPE html>
   </section>
 </main>
 <nav id="strip" aria-label="every op"></nav>
-<footer class="dim">→ / Space next · ← back · Home / End · t light/dark · + / - text size · click an op to jump</footer>
+<footer class="dim">→ / Space next · ← back · Home / End · t light/dark · + / - text size · click an op to jump,
+  a layer to open it</footer>
 <script type="application/json" id="trace-data">{{DATA}}</script>
 <script>{{SCRIPT}}</script>
 </body>
 </html>
 """
 
+#: The page is one column of boxes that share the window: the header and footer take what they need,
+#: the strip at most 22% of the height, 180 px (it scrolls inside), and the code and op panels the rest
+#: (each scrolls inside). Nothing is fixed over anything else, so no zoom or window size hides a row.
 CSS = """
 :root { --bg: #ffffff; --fg: #1e1e1e; --dim: #5a5a5a; --panel: #f3f3f3; --line: #fff0a8; --accent: #0b57d0;
   --op: #8e24aa; --good: #1b7a1b; --strided: #00707f; --bad: #b3261e; --chip: #e6e6e6; --border: #cfcfcf;
@@ -178,15 +210,18 @@ CSS = """
   --accent: #8ab4f8; --op: #e39cf0; --good: #7bd88f; --strided: #5fd7e6; --bad: #ff8a80; --chip: #2a2a2a;
   --border: #3a3a3a; color-scheme: dark; }
 * { box-sizing: border-box; }
-html, body { margin: 0; background: var(--bg); color: var(--fg); }
-body { font: 22px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; padding: 18px 28px 130px; }
+html, body { margin: 0; background: var(--bg); color: var(--fg); height: 100%; }
+body { font: clamp(16px, 1.6vw, 22px)/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  padding: 12px 24px 0; display: flex; flex-direction: column; overflow: hidden; }
 pre, code, #row, #inputs, #equation, #strip, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
-h1 { font-size: 28px; margin: 0 0 4px; }
+header { flex: none; }
+h1 { font-size: clamp(20px, 2vw, 28px); margin: 0 0 2px; }
 .dim, #header { color: var(--dim); }
-#header div { font-size: 18px; }
-main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); gap: 20px; margin-top: 14px; }
+#header div { font-size: clamp(14px, 1.3vw, 18px); }
+main { flex: 1 1 auto; min-height: 0; display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr);
+  grid-template-rows: minmax(0, 1fr); gap: 16px; margin: 10px 0; }
 #code-panel, #op-panel { background: var(--panel); border: 1px solid var(--border); border-radius: 8px;
-  padding: 12px 16px; min-width: 0; }
+  padding: 10px 14px; min-width: 0; min-height: 0; overflow: auto; }
 #code { margin: 6px 0 0; font-size: clamp(14px, 1.25vw, 21px); line-height: 1.5; }
 #code > div { display: flex; align-items: baseline; }
 #code .ln { color: var(--dim); flex: none; width: 3.2em; text-align: right; margin-right: 0.8em; }
@@ -194,11 +229,15 @@ main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); 
 #code .shape { display: inline-block; text-indent: 0; }
 #code .cur { background: var(--line); font-weight: 700; border-radius: 4px; }
 #code .cur .ln::before { content: "▶ "; }
-#row-box { overflow-x: auto; }
-#row { border-collapse: collapse; font-size: clamp(14px, 1.1vw, 21px); margin: 6px 0 10px; }
-#row th { text-align: left; color: var(--dim); font-weight: 600; padding: 2px 14px 2px 0; font-size: 16px; }
-#row td { padding: 2px 14px 2px 0; white-space: nowrap; }
+#row thead { display: none; }
+#row, #row tbody { display: block; }
+#row { font-size: clamp(14px, 1.1vw, 21px); margin: 6px 0 10px; }
+#row-cells { display: flex; flex-wrap: wrap; gap: 2px 18px; }
+#row td { display: block; padding: 0; white-space: nowrap; }
+#row td::before { content: attr(data-label); display: block; color: var(--dim); font-weight: 600; font-size: 14px;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 #row .op { color: var(--op); font-weight: 700; }
+.arrow { white-space: nowrap; }
 .contiguous { color: var(--good); } .strided { color: var(--strided); } .raised { color: var(--bad); font-weight: 700; }
 #inputs div { font-size: clamp(14px, 1.1vw, 20px); }
 #inputs .label { color: var(--dim); display: inline-block; min-width: 6em; }
@@ -208,14 +247,21 @@ main { display: grid; grid-template-columns: minmax(0, 0.8fr) minmax(0, 1.2fr); 
 .diagram { font-size: clamp(14px, 1.1vw, 20px); line-height: 1.25; background: transparent !important; margin: 8px 0 0;
   overflow-x: auto; }
 #summary div { margin: 4px 0; }
-#strip { position: fixed; left: 0; right: 0; bottom: 28px; display: flex; flex-wrap: wrap; gap: 4px;
-  padding: 6px 28px; background: var(--bg); border-top: 1px solid var(--border); font-size: 15px; }
+#strip { flex: none; max-height: min(22vh, 180px); overflow-y: auto; display: flex; flex-wrap: wrap;
+  align-content: flex-start; gap: 4px; margin: 0 -24px; padding: 6px 24px; background: var(--bg);
+  border-top: 1px solid var(--border); font-size: 15px; }
+#strip .open { display: inline-flex; flex-wrap: wrap; gap: 4px; padding-left: 6px;
+  border-left: 3px solid var(--accent); }
 #strip button { font: inherit; color: var(--fg); background: var(--chip); border: 1px solid var(--border);
   border-radius: 5px; padding: 1px 7px; cursor: pointer; }
+#strip button.group { font-weight: 700; }
 #strip button.now { background: var(--accent); color: var(--bg); font-weight: 700; }
 #strip button.wrong { border: 2px solid var(--bad); color: var(--bad); font-weight: 700; }
 #strip button.now.wrong { background: var(--bad); color: var(--bg); }
-footer { position: fixed; left: 0; right: 0; bottom: 0; padding: 4px 28px; font-size: 15px; background: var(--bg); }
+footer { flex: none; padding: 4px 0; font-size: 15px; }
+@media (max-width: 900px), (max-aspect-ratio: 1/1) {
+  main { grid-template-columns: minmax(0, 1fr); grid-template-rows: minmax(0, 0.4fr) minmax(0, 0.6fr); }
+}
 """
 
 SCRIPT = r"""
@@ -223,49 +269,99 @@ SCRIPT = r"""
   "use strict";
   var data = JSON.parse(document.getElementById("trace-data").textContent);
   var ops = data.ops, last = ops.length;  // step `last` is the summary
-  var step = 0;
+  var step = 0, scale = 1, closed = {};
+  function op(i) {  // an op of a folded layer or a loop refers to the earlier op it repeats, fact for fact
+    var o = ops[i];
+    if (o.same === undefined) return o;
+    var full = Object.assign({}, ops[o.same]);
+    full.index = o.index; full.module = o.module;
+    return full;
+  }
   function el(tag, text, cls) {
     var e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
+    if (text !== undefined && text !== null) arrowText(e, text);
     if (cls) e.className = cls;
+    return e;
+  }
+  function arrowText(e, text) {  // "->" never breaks between its two characters
+    String(text).split("->").forEach(function (part, k) {
+      if (k) { var a = document.createElement("span"); a.className = "arrow"; a.textContent = "->"; e.appendChild(a); }
+      if (part) e.appendChild(document.createTextNode(part));
+    });
     return e;
   }
   function clear(id) { var e = document.getElementById(id); e.replaceChildren(); return e; }
   document.getElementById("title").textContent = data.title;
   var header = clear("header");
   data.header.forEach(function (line) { header.appendChild(el("div", line)); });
-  var strip = clear("strip");
-  var firstIndex = last ? ops[0].index : 0, lastIndex = last ? ops[last - 1].index : 0, scale = 1;
-  function stripClass(j) {
-    return (j === step ? "now" : "") + (j < last && ops[j].wrong ? " wrong" : "");
-  }
-  ops.forEach(function (op, i) {
-    var b = el("button", "#" + op.index + " " + op.op + (op.wrong ? " ✗" : ""));
-    if (op.wrong) b.title = "this op has an error";
-    b.addEventListener("click", function () { show(i); });
-    strip.appendChild(b);
-  });
-  var end = el("button", "end");
-  end.addEventListener("click", function () { show(last); });
-  strip.appendChild(end);
+  var firstIndex = last ? ops[0].index : 0, lastIndex = last ? ops[last - 1].index : 0;
+  var wrongBefore = [0];
+  for (var w = 0; w < last; w++) wrongBefore.push(wrongBefore[w] + (op(w).wrong ? 1 : 0));
+  function anyWrong(from, to) { return wrongBefore[to + 1] - wrongBefore[from] > 0; }
 
-  function showCode(op) {
+  function opChip(i) {
+    var o = op(i), b = el("button", "#" + o.index + " " + o.op + (o.wrong ? " ✗" : ""));
+    b.className = (i === step ? "now" : "") + (o.wrong ? " wrong" : "");
+    if (o.wrong) b.title = "this op has an error";
+    b.addEventListener("click", function () { show(i); });
+    return b;
+  }
+  function addNodes(parent, nodes) {  // an int is an op; a group (a layer, a run of layers, a loop) opens
+    nodes.forEach(function (n) {
+      if (typeof n === "number") { parent.appendChild(opChip(n)); return; }
+      var key = n.from + "-" + n.to, here = step >= n.from && step <= n.to, open = here && !closed[key];
+      var bad = anyWrong(n.from, n.to);
+      var chip = el("button", (open ? "▾ " : "▸ ") + n.label + (bad ? " ✗" : ""),
+                    "group" + (here && !open ? " now" : "") + (bad ? " wrong" : ""));
+      chip.title = n.title + (open ? "" : " (click to open)");
+      chip.setAttribute("aria-expanded", open ? "true" : "false");
+      chip.addEventListener("click", function () {
+        if (here) { closed[key] = open; drawStrip(); } else show(n.from);
+      });
+      if (!open) { parent.appendChild(chip); return; }
+      var box = el("span", null, "open");
+      box.appendChild(chip);
+      addNodes(box, n.kids);
+      parent.appendChild(box);
+    });
+  }
+  function drawStrip() {
+    var strip = clear("strip");
+    addNodes(strip, data.strip);
+    var end = el("button", "end", step === last ? "now" : "");
+    end.addEventListener("click", function () { show(last); });
+    strip.appendChild(end);
+    var now = strip.querySelector(".now");
+    if (now) {  // keep the current chip in the strip's own view, without scrolling the page
+      var s = strip.getBoundingClientRect(), b = now.getBoundingClientRect();
+      if (b.top < s.top || b.bottom > s.bottom) strip.scrollTop += b.top - s.top - 6;
+    }
+  }
+
+  function showCode(o) {
     var code = clear("code");
-    document.getElementById("file").textContent = op ? op.file : "";
-    document.getElementById("code-panel").style.display = op ? "" : "none";  // the summary has no code line
-    document.getElementById("op-panel").style.gridColumn = op ? "" : "1 / -1";  // and takes the whole width
-    if (!op) return;
-    var lines = data.files[op.file] || [];
-    if (!lines.length) { code.appendChild(el("div", "\u25b6 " + op.code, "cur")); return; }
+    document.getElementById("file").textContent = o ? o.file : "";
+    document.getElementById("code-panel").style.display = o ? "" : "none";  // the summary has no code line
+    document.getElementById("op-panel").style.gridColumn = o ? "" : "1 / -1";  // and takes the whole width
+    document.getElementById("op-panel").style.gridRow = o ? "" : "1 / -1";
+    if (!o) return;
+    var lines = data.files[o.file] || [];
+    if (!lines.length) { code.appendChild(el("div", "\u25b6 " + o.code, "cur")); return; }
     var span = Math.max(3, Math.min(10, Math.floor((window.innerHeight - 300) / 60)));
-    var from = Math.max(1, op.line - span), to = Math.min(lines.length, op.line + span);
+    var from = Math.max(1, o.line - span), to = Math.min(lines.length, o.line + span);
     var shown = lines.slice(from - 1, to), indent = commonIndent(shown);
     shown.forEach(function (text, k) {
-      var row = el("div", null, from + k === op.line ? "cur" : "");
+      var row = el("div", null, from + k === o.line ? "cur" : "");
       row.appendChild(el("span", String(from + k), "ln"));
       row.appendChild(sourceLine(text || "", indent));
       code.appendChild(row);
     });
+  }
+  function centreCodeLine() {  // the highlighted line in the code panel's own view, whatever the zoom
+    var cur = document.querySelector("#code .cur"), panel = document.getElementById("code-panel");
+    if (!cur) return;
+    var p = panel.getBoundingClientRect(), c = cur.getBoundingClientRect();
+    if (c.top < p.top || c.bottom > p.bottom) panel.scrollTop += c.top - p.top - (p.height - c.height) / 2;
   }
   function commonIndent(lines) {  // the indent every shown line shares: left out, so the code gets the room
     var widths = lines.filter(function (t) { return t && t.trim(); })
@@ -285,50 +381,65 @@ SCRIPT = r"""
     }
     return src;
   }
-  function showOp(op) {
+  var LABELS = ["#", "op", "shape [names]", "strides", "memory", "layout"];
+  function showOp(o) {
     var cells = clear("row-cells");
-    document.getElementById("row").style.display = op ? "" : "none";
-    if (op) {
-      [[op.index], [op.op, "op"], [op.shape], [op.strides], [op.memory, op.error ? "raised" : ""],
-       [op.layout, op.layout]].forEach(function (c) { cells.appendChild(el("td", c[0], c[1] || "")); });
+    document.getElementById("row").style.display = o ? "" : "none";
+    if (o) {
+      [[o.index], [o.op, "op"], [o.shape], [o.strides], [o.memory, o.error ? "raised" : ""],
+       [o.layout, o.layout]].forEach(function (c, k) {
+        var td = el("td", c[0], c[1] || "");
+        td.setAttribute("data-label", LABELS[k]);
+        cells.appendChild(td);
+      });
     }
     var inputs = clear("inputs");
-    (op ? op.inputs : []).forEach(function (i) {
+    (o ? o.inputs : []).forEach(function (i) {
       var row = el("div");
       row.appendChild(el("span", i[0], "label"));
-      row.appendChild(document.createTextNode(" " + i[1] + "  strides " + i[2]));
+      arrowText(row, " " + i[1] + "  strides " + i[2]);
       inputs.appendChild(row);
     });
-    document.getElementById("equation").textContent = op ? op.equation : "";
-    document.getElementById("sentence").textContent = op ? (op.error ? "raised " + op.error : op.sentence) : "";
+    arrowText(clear("equation"), o ? o.equation : "");
+    arrowText(clear("sentence"), o ? (o.error ? "raised " + o.error : o.sentence) : "");
     var notes = clear("notes");
-    (op ? op.notes : []).forEach(function (n) { notes.appendChild(el("div", n)); });
+    (o ? o.notes : []).forEach(function (n) { notes.appendChild(el("div", n)); });
     var theme = document.documentElement.getAttribute("data-theme");
-    document.getElementById("diagram").innerHTML = op ? op.diagram[theme] : "";  // Rich's escaped HTML
+    document.getElementById("diagram").innerHTML = o ? data.diagrams[o.diagram[theme]] : "";  // Rich's escaped HTML
     var summary = clear("summary");
-    if (!op) {
+    if (!o) {
       summary.appendChild(el("h2", "end of the forward pass"));
       data.footer.concat(data.summary).forEach(function (line) { summary.appendChild(el("div", line)); });
     }
   }
   function show(i) {
+    var before = step;
     step = Math.max(0, Math.min(last, i));
-    var op = step < last ? ops[step] : null;
+    if (step !== before) closed = {};
+    var o = step < last ? op(step) : null;
     document.getElementById("position").textContent =
-      op ? "#" + op.index + " " + op.op + (op.wrong ? " · ✗ error" : "") + " · ops #" + firstIndex + "-#" +
-        lastIndex + " · " + op.where : "summary · " + last + " ops";
-    showCode(op);
-    showOp(op);
-    Array.prototype.forEach.call(strip.children, function (b, j) { b.className = stripClass(j); });
+      o ? "#" + o.index + " " + o.op + (o.wrong ? " · ✗ error" : "") + " · ops #" + firstIndex + "-#" +
+        lastIndex + " · " + o.where + (data.layered && o.module ? " · " + o.module : "")
+        : "summary · " + last + " ops";
+    document.getElementById("op-panel").scrollTop = 0;
+    showCode(o);
+    showOp(o);
+    drawStrip();  // the strip's height settles first, then the code panel's view is set
+    centreCodeLine();
     if (history.replaceState) history.replaceState(null, "", "#" + step);
+  }
+  function zoom(by) {  // the panels' text, not the strip's: the strip keeps its bounded height
+    scale = Math.round(Math.max(0.6, Math.min(2.5, scale + by)) * 10) / 10;
+    document.querySelector("main").style.zoom = scale;
+    show(step);
   }
   document.addEventListener("keydown", function (ev) {
     if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
     var k = ev.key;
     if (k === "ArrowRight" || k === "PageDown" || k === "Enter" || (k === " " && !ev.shiftKey)) show(step + 1);
     else if (k === "ArrowLeft" || k === "PageUp" || k === "Backspace" || (k === " " && ev.shiftKey)) show(step - 1);
-    else if (k === "+" || k === "=") { scale = Math.min(2.5, scale + 0.1); document.body.style.zoom = scale; }
-    else if (k === "-" || k === "_") { scale = Math.max(0.6, scale - 0.1); document.body.style.zoom = scale; }
+    else if (k === "+" || k === "=") zoom(0.1);
+    else if (k === "-" || k === "_") zoom(-0.1);
     else if (k === "Home") show(0);
     else if (k === "End") show(last);
     else if (k === "t" || k === "T") {
@@ -338,7 +449,9 @@ SCRIPT = r"""
     } else return;
     ev.preventDefault();
   });
-  var start = parseInt((location.hash || "#0").slice(1), 10);
-  show(isNaN(start) ? 0 : start);
+  window.addEventListener("resize", function () { show(step); });
+  function fromHash() { var i = parseInt((location.hash || "#0").slice(1), 10); show(isNaN(i) ? 0 : i); }
+  window.addEventListener("hashchange", fromHash);  // a link to #N (or an edited address) goes there
+  fromHash();
 })();
 """

@@ -19,7 +19,7 @@ from shapetrace.app.layers import Layer, LayerFold, fold_layers, layer_path, lay
 from shapetrace.app.operands import equation, input_labels, is_matmul
 from shapetrace.app.steps import StepFold, fold_steps, split_steps, step_titles
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
-from shapetrace.engine.ops import short_name
+from shapetrace.engine.ops import Family, family_of, short_name
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.engine.summary import stats
 from shapetrace.render.highlight import highlight_line
@@ -28,8 +28,8 @@ from shapetrace.render.wrap import wrap, wrap_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "cyan"}
 SEVERITY_MARK = {"error": "✗ error", "warning": "! warning", "note": "i note"}
@@ -599,7 +599,55 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     if s["largest"] is not None:
         e, t = s["largest"]
         text.append(f"\nlargest tensor: #{e} {fmt_shape(t)}, {fmt_bytes(t.nbytes)}", style="dim")
+    left = left_out_sentence(trace)
+    if left:
+        text.append("\n" + left, style="dim")
+    setup = setup_sentence(trace)
+    if setup:
+        text.append("\n" + setup, style="dim")
     return text
+
+
+def setup_sentence(trace) -> str:
+    """The ops that built the model (a constructor, a deep copy, ``.to()``), folded into one line and
+    kept out of the totals above: the table is about the forward pass."""
+    setup = getattr(trace, "setup", None)
+    if not setup or not isinstance(setup, list):
+        return ""
+    s = stats(setup)
+    counts: dict[str, int] = {}
+    for e in setup:
+        counts[e.op] = counts.get(e.op, 0) + 1
+    n = len(setup)
+    copied = f", copying {fmt_bytes(s['copy_bytes'])}" if s["copies"] else ""
+    return (f"setup, not counted above: {n} op{'s' if n != 1 else ''} ran while the model was built "
+            f"(#{setup[0].index}-#{setup[-1].index}: {_counted(counts)}{copied})")
+
+
+def _counted(counts: dict[str, int], most: int = 5) -> str:
+    """``3 add, 2 mul and 4 more`` (the first ``most`` names, in order of first use)."""
+    names = [f"{n} {'unknown' if name == '?' else name}" for name, n in counts.items()]
+    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:most])} and {len(names) - most} more"
+
+
+def left_out_sentence(trace) -> str:
+    """What ran without a row (issue 35: nothing is left out silently): elementwise math apart from the
+    rest, from the run's record (the whole run's, also under --only)."""
+    left_out = getattr(trace, "left_out", None)
+    counts = left_out() if callable(left_out) else (left_out or {})
+    if not counts:
+        return ""
+    math = {k: v for k, v in counts.items() if family_of(k) is Family.ELEMENTWISE}
+    other = {k: v for k, v in counts.items() if k not in math}
+    parts = []
+    if math:
+        n = sum(math.values())
+        parts.append(f"{n} elementwise op{'s' if n != 1 else ''} ({_counted(math)}): elementwise math keeps its "
+                     "operands' axes")
+    if other:
+        n = sum(other.values())
+        parts.append(f"{n} other op{'s' if n != 1 else ''} without a row ({_counted(other)})")
+    return "not in the table: " + "; ".join(parts)
 
 
 #: Said instead of the all-clear when no axis has a name: with sizes alone, nothing could be checked.

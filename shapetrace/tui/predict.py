@@ -22,8 +22,8 @@ from shapetrace.render.indent import Indent
 from shapetrace.render.table import fact_cells, footer_text, header_texts, input_lines, join_cells, trace_header
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 
 class _OutOfAnswers(Exception):

@@ -33,8 +33,8 @@ from shapetrace.render.table import any_named, diagnostic_lines, footer_text, ho
 from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
-    from shapetrace.engine.tracer import Event
 
 NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
 GOTO, NEXT_ERROR, ERASE, CANCEL = "goto", "next-error", "erase", "cancel"

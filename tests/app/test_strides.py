@@ -13,7 +13,7 @@ from layout_chains import chains, factorisations
 
 from shapetrace.app.chain import META_LIMIT, parse_chain, parse_shape
 from shapetrace.app.strides import run_chain
-from shapetrace.engine.tracer import TensorInfo
+from shapetrace.engine.events import TensorInfo
 from shapetrace.engine.viewfail import explain_view_error, resolve_shape, view_breaks
 from shapetrace.errors import UsageError
 

@@ -12,7 +12,7 @@ import torch
 from conftest import ROOT, render, run_cli
 
 from shapetrace.app.layers import check_layer, fold_layers, layer_of, module_summary, number_ranges
-from shapetrace.engine.tracer import Event, TensorInfo
+from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.errors import UsageError
 
 SCRIPT = str(ROOT / "tests" / "scripts" / "tiny_gpt.py")

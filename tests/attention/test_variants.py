@@ -349,7 +349,8 @@ def test_cli_plain_run_is_unchanged_path(cli):
 
 def test_engine_modules_do_not_import_rich():
     code = ("import sys; import shapetrace.app.session, shapetrace.attention.variants, shapetrace.engine.findings, "
-            "shapetrace.app.compare, shapetrace.attention.broken, shapetrace.attention.notes, shapetrace.engine.rules; "
+            "shapetrace.app.compare, shapetrace.attention.broken, shapetrace.attention.notes, "
+            "shapetrace.engine.rules.masks; "
             "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})

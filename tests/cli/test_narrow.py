@@ -13,7 +13,7 @@ WIDTHS = (40, 50, 63, 64, 80, 100)
 #: What may start at column 0 after the header: the table's header and rule, a fold's label (``4-5``),
 #: the totals and their sentences, a diagnostic, a variant's notes.
 COLUMN_0 = re.compile(r"(#|─|\d+-\d+ |layers\.|\d+ ops · |\d+ of the \d+ copies|all \d+ copies|the copy |"
-                      r"largest tensor: |✓ |✗ |! |i )")
+                      r"largest tensor: |not in the table: |setup, not counted above: |✓ |✗ |! |i )")
 
 
 def _lines_after_header(out: str) -> list[str]:

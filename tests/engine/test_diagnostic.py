@@ -7,17 +7,19 @@ must carry a fix, and users still read the message, then the fix.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
-from shapetrace.engine import diagnose, rules
 from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.kinds import Kind, readme_table
+from shapetrace.engine.rules import diagnose
 from tests.corpus import bug_models as bugs
-from tests.diagnostic_corpus import ALL_KINDS, corpus
+from tests.diagnostic_corpus import ALL_KINDS, CORPUS_KINDS, corpus
 
-ENGINE = Path(diagnose.__file__).parent
+ENGINE = Path(diagnose.__file__).parents[1]
 
 #: a clause that starts with one of these words tells the reader what to do
 IMPERATIVES = {"use", "call", "write", "replace", "swap", "put", "add", "move", "split", "transpose", "merge",
@@ -77,15 +79,56 @@ def found():
     return out
 
 
-def test_every_kind_the_engine_can_produce_fires_in_the_corpus(found):
-    in_source = set()
-    for module in (diagnose, rules):
-        text = Path(module.__file__).read_text()
-        in_source |= set(re.findall(r'Diagnostic\("(?:error|warning|note)", "([a-z-]+)"', text))
-    in_source |= set(diagnose.WRONG_KEY_AXIS.values())
-    assert in_source == ALL_KINDS
-    # (the corpus fires kinds of other rule modules too: the contracts' and the joins', from the decode breaks)
-    assert {d.kind for d, _, _ in found} & in_source == ALL_KINDS
+def kinds_named_in(tree: ast.AST) -> set[str]:
+    """``Kind.MIXED_AXIS`` and the like, as the kinds' values."""
+    return {Kind[node.attr].value for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "Kind" and node.attr in Kind.__members__}
+
+
+def bare_kinds_in(tree: ast.AST) -> list[str]:
+    """String constants that spell a kind, and ``Diagnostic(...)`` calls (a rule makes a finding with
+    ``Kind.X.found``, so the severity is the kind's own)."""
+    found = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in ALL_KINDS]
+    return found + [f"Diagnostic(...) at line {node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name) and node.func.id == "Diagnostic"]
+
+
+def _rule_trees():
+    paths = [*(ENGINE / "rules").glob("*.py"), ENGINE / "faults.py"]
+    return {p.name: ast.parse(p.read_text(encoding="utf-8")) for p in paths}
+
+
+def test_every_kind_is_made_by_a_rule_and_every_rule_names_its_kind_through_the_enum():
+    named = set().union(*(kinds_named_in(tree) for tree in _rule_trees().values()))
+    assert named == ALL_KINDS == {k.value for k in Kind}
+    assert {name: bare_kinds_in(tree) for name, tree in _rule_trees().items() if bare_kinds_in(tree)} == {}
+
+
+def test_the_bare_kind_scanner_finds_what_it_looks_for():
+    planted = ast.parse('def rule(e):\n    return [Diagnostic("error", "mixed-axis", e, "m")] if e.kind == "nan-rows" '
+                        'else Kind.SCALE_NOT_HEAD_DIM.found(e, "m")\n')
+    assert sorted(bare_kinds_in(planted)) == ["Diagnostic(...) at line 2", "mixed-axis", "nan-rows"]
+    assert kinds_named_in(planted) == {"scale-not-head-dim"}
+
+
+def test_a_kind_has_one_severity_unless_it_declares_another():
+    assert Kind.NAN_ROWS.found(2, "m").severity == "error"
+    assert Kind.SOFTMAX_IMPLICIT_DIM.found(2, "m", severity="note").severity == "note"
+    with pytest.raises(ValueError, match="mixed-axis is never 'note'"):
+        Kind.MIXED_AXIS.found(2, "m", severity="note")
+    assert all(k.severity in ("error", "warning", "note") and k.meaning and "|" not in k.meaning for k in Kind)
+
+
+def test_the_readme_table_of_diagnostics_is_the_enum():
+    readme = (ENGINE.parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("| kind | severity | what it means |")
+    end = readme.index("\n\n", start)
+    assert readme[start:end] == readme_table()
+
+
+def test_every_kind_of_the_corpus_fires_in_it(found):
+    assert CORPUS_KINDS <= ALL_KINDS
+    assert {d.kind for d, _, _ in found} & ALL_KINDS >= CORPUS_KINDS
 
 
 def test_no_message_prescribes_a_fix(found):

@@ -14,12 +14,12 @@ import torch
 import shapetrace
 from shapetrace.engine.analysis import Analysis
 from shapetrace.engine.axes import Namer
-from shapetrace.engine.diagnose import diagnose
 from shapetrace.engine.events import Event
+from shapetrace.engine.rules.diagnose import diagnose
 from shapetrace.engine.vocabulary import canonical_dims
 
 PACKAGE = Path(shapetrace.__file__).parent
-RULE_MODULES = ["diagnose", "contracts", "rules", "writes", "order", "joins"]
+RULE_MODULES = ["rules/diagnose", "rules/contracts", "rules/masks", "rules/writes", "rules/order", "rules/joins"]
 RECORDER_MODULES = {"shapetrace.engine.tracer", "shapetrace.engine.capture"}
 #: what the app once wrote onto the Trace after the run
 PRESENTATION = {"value_note", "nan_rows", "nan_event", "header", "meta_note", "title"}
@@ -208,3 +208,40 @@ def test_a_trace_has_no_presentation_and_takes_values_through_read_values():
     t.read_values([(1, 2, 3)])
     assert t.nan_rows == [(1, 2, 3)] and t.report().notes == []
     assert [(d.kind, d.event) for d in t.diagnostics] == [("nan-rows", None), ("mixed-axis", 3)]
+
+
+# -- (d) the plain data has one home (issue 33, item 7) ----------------------------------------------
+
+def imports_of_data_from_tracer(tree: ast.AST) -> list[str]:
+    """``from shapetrace.engine.tracer import Event`` (or ``TensorInfo``), doctests included: the plain
+    data is imported from :mod:`shapetrace.engine.events`, which never reaches back to the recorder."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "shapetrace.engine.tracer":
+            found += [a.name for a in node.names if a.name in ("Event", "TensorInfo")]
+    return found
+
+
+def _doctest_trees(text: str) -> list[ast.AST]:
+    lines = [line.strip()[4:] for line in text.splitlines() if line.strip().startswith(">>> from ")]
+    return [ast.parse(line) for line in lines]
+
+
+def test_no_module_imports_event_or_tensor_info_from_the_tracer():
+    root = PACKAGE.parent
+    offenders = []
+    for path in [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        for tree in (ast.parse(text), *_doctest_trees(text)):
+            offenders += [f"{path.relative_to(root)}: {name}" for name in imports_of_data_from_tracer(tree)]
+    assert offenders == []
+    import shapetrace.engine.tracer as tracer
+
+    assert "Event" not in tracer.__all__ and "TensorInfo" not in tracer.__all__
+
+
+def test_the_tracer_import_scanner_finds_a_planted_import():
+    planted = ast.parse("if TYPE_CHECKING:\n    from shapetrace.engine.tracer import Event, Trace, TensorInfo\n")
+    assert imports_of_data_from_tracer(planted) == ["Event", "TensorInfo"]
+    assert [imports_of_data_from_tracer(t) for t in _doctest_trees(
+        '"""\n>>> from shapetrace.engine.tracer import TensorInfo\n"""')] == [["TensorInfo"]]

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import shapetrace
-from shapetrace.engine import diagnose as diagnose_module
-from shapetrace.engine.infer import Inference
+from shapetrace.engine.infer import record as record_pass
+from shapetrace.engine.rules import diagnose as diagnose_module
 
 
 def heads_then_join(x):
@@ -42,7 +42,7 @@ def traced():
 
 
 def test_an_op_whose_inference_fails_is_unnamed_and_said(lenient, monkeypatch):
-    monkeypatch.setattr(Inference, "_joined_with_parameters", broken_join)
+    monkeypatch.setattr(record_pass, "joined_with_parameters", broken_join)
     t = traced()
     assert [e.op for e in t.events] == ["view", "transpose", "cat", "transpose"]
     assert [e.output.dims for e in t.events] == [("B", "T", "H", "d_k"), ("B", "H", "T", "d_k"),
@@ -56,7 +56,7 @@ def test_an_op_whose_inference_fails_is_unnamed_and_said(lenient, monkeypatch):
 
 
 def test_a_fault_raises_with_strict(lenient, monkeypatch):
-    monkeypatch.setattr(Inference, "_joined_with_parameters", broken_join)
+    monkeypatch.setattr(record_pass, "joined_with_parameters", broken_join)
     monkeypatch.setenv("SHAPETRACE_STRICT", "1")
     t = traced()
     with pytest.raises(IndexError, match="tuple index out of range"):

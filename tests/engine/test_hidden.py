@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.hidden import matmul_hidden_copies
-from shapetrace.engine.tracer import Event, TensorInfo
 
 
 class _Clones(TorchDispatchMode):

@@ -15,7 +15,8 @@ import shapetrace
 from shapetrace.engine import tracer as tr
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.events import Event, TensorInfo
-from shapetrace.engine.infer import Inference
+from shapetrace.engine.infer import names as names_pass
+from shapetrace.engine.infer import record as record_pass
 
 DIMS = "B=2 T=6 D=32 H=4"
 
@@ -45,7 +46,7 @@ def test_events_are_dataclasses_made_on_first_read_with_the_same_facts():
     assert (view.op, view.args, view.output.dims) == ("view", "2, 6, 4, 8", ("B", "T", "H", "d_k"))
     assert view.output == TensorInfo((2, 6, 4, 8), (192, 32, 8, 1), 0, "float32", True, ("B", "T", "H", "d_k"),
                                      "cpu", 2 * 6 * 32 * 4)
-    assert view.source == "tests/engine/test_recording.py:25" and view.function == "_attention"
+    assert view.source == "tests/engine/test_recording.py:26" and view.function == "_attention"
     assert view.code == "q = F.linear(x, w).view(B, T, 4, D // 4).transpose(1, 2)       # (B, H, T, d_k)"
     assert view.stack[:2] == ("_attention", "_trace")
     assert events[3].args == "-2, -1" and events[4].args == "tensor[2, 4, 8, 6]"
@@ -91,19 +92,20 @@ def _layers(x, weights):
 
 
 def _without_memo(fn, *args):
-    original = Inference._names_of
+    original = names_pass.names_of
 
-    def fresh(self, *a, **k):
-        self._memo.clear()
-        return original(self, *a, **k)
+    def fresh(state, *a, **k):
+        state.name_memo.clear()
+        return original(state, *a, **k)
 
-    Inference._names_of = fresh
+    # the name pass is called from the record's steps and from the calls without a row
+    names_pass.names_of = record_pass.names_of = fresh
     try:
         t = _trace(fn, *args)
         assert t.events is not None   # inference runs on first read: keep the patch until then
         return t
     finally:
-        Inference._names_of = original
+        names_pass.names_of = record_pass.names_of = original
 
 
 def _facts(t):
@@ -117,7 +119,7 @@ def test_the_name_memo_changes_no_name():
     remembered, fresh = _trace(_layers, x, weights), _without_memo(_layers, x, weights)
     assert _facts(remembered) == _facts(fresh)
     assert remembered.events
-    assert len(remembered._inference._memo) < len(remembered)   # layers 1 and 2 were answered from layer 0
+    assert len(remembered._inference.name_memo) < len(remembered)   # layers 1 and 2 were answered from layer 0
     assert remembered.name_mismatches == fresh.name_mismatches == 0
 
 

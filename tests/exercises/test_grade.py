@@ -7,6 +7,8 @@ attackers' are fail, timed out or refused (a grader that hung would trip the sui
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -14,9 +16,24 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_in_process, run_cli
+from rich.console import Console
 
+from shapetrace.errors import UsageError
 from shapetrace.exercises.content import load
-from shapetrace.exercises.grade import Cell, csv_text, find_submissions, grade, refusal
+from shapetrace.exercises.grade import (
+    Cell,
+    ClassGrade,
+    Stray,
+    csv_text,
+    did_you_mean,
+    find_submissions,
+    grade,
+    gradebook_text,
+    parse_assigned,
+    refusal,
+    survey,
+)
+from shapetrace.render.grade import assigned_line, cell_text, grade_view
 
 CURRICULUM = load()
 SPLIT_SOL = CURRICULUM.exercise("split-heads").solution.read_text()
@@ -106,14 +123,14 @@ def test_csv_and_json_reports_through_the_cli(graded, tmp_path):
     (sub / "ben").mkdir()
     (sub / "ben" / "head_dim.py").write_text("def head_dim(d, h):\n    return d // h\n")
     out_json = tmp_path / "grades.json"
-    r = run_cli("exercise", "grade", str(sub), "--time-limit", "3", "--csv", "-", "--json", str(out_json),
+    r = run_cli("exercise", "grade", str(sub), "--time-limit", "3", "--csv", "-", "--json-file", str(out_json),
                 timeout=300)   # (the CSV goes to the real standard output)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "student,exercise,status,verdict,summary,file"
     assert lines[1].startswith('ada,head-dim,pass,pass,"head-dim: correct on all 5 random input cases')
     assert lines[2].startswith("ben,head-dim,fail,wrong-values,")
-    rows = json.loads(out_json.read_text())
+    rows = json.loads(out_json.read_text())["cells"]
     assert [(r["student"], r["status"]) for r in rows] == [("ada", "pass"), ("ben", "fail")]
     assert root.exists()
 
@@ -132,4 +149,171 @@ def test_helpers_refuse_without_opening_and_write_csv(tmp_path):
     students, found = find_submissions(tmp_path / "s", ["split-heads"])
     assert students == ["x"] and [(s, e) for s, e, _ in found] == [("x", "split-heads")]
     text = csv_text([Cell("a", "split-heads", "fail", "crash", "boom\nsecond line", "/f.py")])
-    assert text == "student,exercise,status,verdict,summary,file\na,split-heads,fail,crash,boom,/f.py\n"
+    assert text == 'student,exercise,status,verdict,summary,file\na,split-heads,fail,crash,"boom\nsecond line",/f.py\n'
+    assert list(csv.reader(io.StringIO(text)))[1][4] == "boom\nsecond line"  # the whole summary, one field
+
+
+# -- what a teacher hands in: what was assigned, files not graded, a gradebook, nothing cut or replaced ------
+
+IDS = [e.id for e in CURRICULUM.exercises]
+
+
+def _folder(root: Path, files: dict[str, dict[str, str]]) -> Path:
+    for student, named in files.items():
+        for name, text in named.items():
+            path = root / student / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    return root
+
+
+def test_misnamed_nested_and_unassigned_files_are_listed_with_the_exercise_they_answer(tmp_path):
+    root = _folder(tmp_path / "subs", {
+        "ada": {"SplitHeads.py": "x", "split_heads.py.txt": "x", "week1/split_heads.py": "x", "notes.txt": "x",
+                "split_head.py": "x", "head_dim.py": "x", ".hidden.py": "x", "__pycache__/a.pyc": "x"},
+        "ben": {"split_heads.py": "x", "split-heads.py": "x", "Head-Dim (1).py": "x"},
+    })
+    found = survey(root, IDS, ["split-heads"])
+    assert found.students == ["ada", "ben"]
+    assert [(s, e, p.name) for s, e, p in found.found] == [("ben", "split-heads", "split-heads.py")]
+    assert [(x.file, x.why) for x in found.strays["ada"]] == [
+        ("SplitHeads.py", "did you mean split_heads.py?"),
+        ("head_dim.py", "not assigned (head-dim is not in --exercises)"),
+        ("notes.txt", "not an exercise file"),
+        ("split_head.py", "did you mean split_heads.py?"),
+        ("split_heads.py.txt", "did you mean split_heads.py?"),
+        ("week1/split_heads.py", "did you mean split_heads.py? (the grader reads the top of each student's folder)"),
+    ]
+    assert [(x.file, x.why) for x in found.strays["ben"]] == [
+        ("Head-Dim (1).py", "did you mean head_dim.py? (head-dim is not in --exercises)"),
+        ("split_heads.py", "a second file for split-heads: split-heads.py is graded"),
+    ]
+    everything = survey(root, IDS)   # nothing assigned: every exercise is graded
+    assert [(s, e) for s, e, _ in everything.found] == [("ada", "head-dim"), ("ben", "split-heads")]
+
+
+def test_did_you_mean_reads_words_not_spelling_rules():
+    assert did_you_mean("SplitHeads.py", IDS) == "split-heads"
+    assert did_you_mean("splitHeads.PY", IDS) == "split-heads"
+    assert did_you_mean("TEST_SPLIT_SQUARE.py", IDS) == "test-split-square"
+    assert did_you_mean("repeat_kv (2).py", IDS) == "repeat-kv"
+    assert did_you_mean("causal_mask.ipynb", IDS) == "causal-mask"
+    assert did_you_mean("notes.txt", IDS) is None and did_you_mean(".py", IDS) is None
+
+
+def test_names_from_a_students_folder_are_cleaned_and_kept_apart(tmp_path):
+    root = _folder(tmp_path / "subs", {"ada\x1b[2J": {"split_heads.py": "x", "\x1b]8;;x\x07Split.py": "x"},
+                                       "ada": {"split_heads.py": "x"}})
+    found = survey(root, IDS)
+    assert found.students == ["ada", "ada (2)"]   # (sorted by the raw names: "ada" < "ada\x1b[2J")
+    assert [(x.file, x.why) for x in found.strays["ada (2)"]] == [("Split.py", "not an exercise file")]
+
+
+@pytest.mark.parametrize(("text", "wanted"), [("split-heads,head_dim", ["split-heads", "head-dim"]),
+                                              (" head-dim , head-dim.py ,", ["head-dim"])])
+def test_assigned_exercises_are_ids_in_the_order_given(text, wanted):
+    assert parse_assigned(text, IDS) == wanted
+
+
+def test_an_unknown_or_empty_assignment_is_a_usage_error():
+    with pytest.raises(UsageError, match="no exercise 'split-head'; the exercises are split-heads, "):
+        parse_assigned("split-head", IDS)
+    with pytest.raises(UsageError, match="give the ids"):
+        parse_assigned(" , ", IDS)
+
+
+def test_a_summary_that_ends_in_a_colon_goes_on_with_what_it_announces():
+    cell = Cell("a", "split-heads", "fail", "layout", "your result is a copy, but this exercise asks for a view "
+                "of the input (no data moved):", explanation=[
+                    "your result is a copy, but this exercise asks for a view of the input (no data moved):",
+                    "  f.py:3: `x.contiguous()` contiguous copied 1.3 KiB"])
+    assert cell.detail == ("your result is a copy, but this exercise asks for a view of the input (no data moved): "
+                           "f.py:3: `x.contiguous()` contiguous copied 1.3 KiB")
+    assert cell.to_dict()["summary"] == cell.detail
+    assert cell_text(cell).plain == f"✗ layout: {cell.detail}"
+
+
+def _result() -> ClassGrade:
+    cells = [Cell("ada", "head-dim", "pass", "pass", "head-dim: correct"),
+             Cell("=HYPERLINK(\"http://x\")", "head-dim", "fail", "crash", "-1 raised: @boom")]
+    return ClassGrade(cells, ["head-dim"], True, ["ada", "=HYPERLINK(\"http://x\")"],
+                      {"ada": [Stray("SplitHeads.py", "did you mean split_heads.py?")]})
+
+
+def test_the_gradebook_is_one_row_per_student_and_a_spreadsheet_reads_it_back():
+    rows = list(csv.reader(io.StringIO(gradebook_text(_result()))))
+    assert rows == [["student", "head-dim", "passed", "out_of", "score"],
+                    ["ada", "pass", "1", "1", "100"],
+                    ["'=HYPERLINK(\"http://x\")", "fail (crash)", "0", "1", "0"]]   # never a formula
+    long = list(csv.reader(io.StringIO(csv_text(_result().cells))))
+    assert long[2][:2] == ["'=HYPERLINK(\"http://x\")", "head-dim"] and long[2][4] == "'-1 raised: @boom"
+
+
+def test_the_report_says_what_was_assigned_and_what_was_not_graded():
+    console = Console(file=io.StringIO(), width=100, color_system=None, legacy_windows=False)
+    console.print(grade_view(_result()))
+    text = console.file.getvalue()
+    assert text.startswith("assigned (--exercises): head-dim; each score is out of 1\n")
+    assert "│ ada " in text and "1/1" in text and "0/1" in text
+    assert "found but not graded:\nada: SplitHeads.py — did you mean split_heads.py?\n" in text
+    assert text.endswith("1 pass, 1 fail\n")
+    unassigned = ClassGrade(_result().cells, ["head-dim"], False, ["ada"], {})
+    assert assigned_line(unassigned) == ("assigned: not given (--exercises a,b); each score is out of the 1 "
+                                         "exercises someone handed in: head-dim")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([""], "SUBMISSIONS is empty: give the folder of submissions"),
+    (["{tmp}/nowhere"], "nowhere is not a folder of submissions"),
+    (["{tmp}/empty"], "holds no student folders"),
+    (["{tmp}/blank"], "the student folders are empty"),
+    (["{tmp}/subs", "--json", "grades.json"], "--json prints the grade as JSON on standard output and takes no "
+                                              "file name; to write it to a file use --json-file grades.json"),
+    (["--json", "grades.json", "{tmp}/subs"], "use --json-file grades.json"),
+    (["{tmp}/subs", "--json", "-"], "takes no file name; --json alone prints it there"),
+    (["{tmp}/subs", "{tmp}/empty"], "give one folder of submissions; got 2"),
+    (["{tmp}/subs", "--csv", "-", "--json"], "only one of --csv, --json can print on standard output"),
+    (["{tmp}/subs", "--json-file", "-"], "--json-file -: to print the JSON on standard output use --json"),
+    (["{tmp}/subs", "--csv", "{tmp}/kept.csv"], "kept.csv: a file with that name exists; add --force to replace"),
+    (["{tmp}/subs", "--gradebook", "{tmp}/kept.csv"], "--gradebook {tmp}/kept.csv: a file with that name exists"),
+    (["{tmp}/subs", "--json-file", "{tmp}/kept.csv"], "--json-file {tmp}/kept.csv: a file with that name exists"),
+    (["{tmp}/subs", "--gradebook", "{tmp}/a.csv", "--csv", "{tmp}/a.csv"], "name the same file"),
+    (["{tmp}/subs", "--gradebook", "{tmp}/no/a.csv"], "the folder {tmp}/no does not exist"),
+    (["{tmp}/subs", "--exercises", "nope"], "--exercises: no exercise 'nope'"),
+])
+def test_bad_grade_arguments_are_one_line_usage_errors_before_anything_runs(tmp_path, args, message):
+    _folder(tmp_path / "subs", {"ada": {"split_heads.py": "x"}})
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "blank" / "ada").mkdir(parents=True)
+    (tmp_path / "kept.csv").write_text("the teacher's own file")
+    r = cli_in_process("exercise", "grade", *[a.format(tmp=tmp_path) for a in args])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message.format(tmp=tmp_path) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (tmp_path / "kept.csv").read_text() == "the teacher's own file"
+
+
+def test_a_grade_out_of_what_was_assigned_with_a_gradebook_and_json(tmp_path):
+    """ada did the one exercise assigned: 1/1, not 1 of every exercise the class handed in."""
+    root = _folder(tmp_path / "subs", {
+        "ada": {"head_dim.py": HEAD_SOL},
+        "ben": {"head_dim.py": "def head_dim(d, h):\n    return d // h\n", "split_heads.py": SPLIT_SOL,
+                "week1/head_dim.py": HEAD_SOL},
+    })
+    book = tmp_path / "gradebook.csv"
+    book.write_text("last week's")
+    args = ("exercise", "grade", str(root), "--exercises", "head-dim", "--gradebook", str(book), "--json",
+            "--time-limit", "3")
+    assert cli_in_process(*args).returncode == 2 and book.read_text() == "last week's"
+    r = cli_in_process(*args, "--force")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["assigned"] == ["head-dim"] and report["exercises"] == ["head-dim"]
+    assert [(s["student"], s["passed"], s["out_of"], s["score"], s["cells"]) for s in report["students"]] == [
+        ("ada", 1, 1, 100.0, {"head-dim": "pass"}), ("ben", 0, 1, 0.0, {"head-dim": "fail"})]
+    assert report["students"][1]["not_graded"] == [
+        {"file": "split_heads.py", "why": "not assigned (split-heads is not in --exercises)"},
+        {"file": "week1/head_dim.py", "why": "did you mean head_dim.py? (the grader reads the top of each "
+                                              "student's folder)"}]
+    assert list(csv.reader(book.open())) == [["student", "head-dim", "passed", "out_of", "score"],
+                                             ["ada", "pass", "1", "1", "100"],
+                                             ["ben", "fail (wrong-values)", "0", "1", "0"]]

@@ -1,24 +1,31 @@
 """``exercise grade`` on a class of 30: right, wrong, endless, crashing and hostile students, every cell exact.
 
-Real checks in the real sandbox (no mocks), two at a time. Each student hands in one or two files; the
-table must give each its own verdict, the attackers fail or are refused, and the grader's process,
-its files, the lessons and the machine are as they were. How long grading takes is measured in
-benchmarks/bench_checker.py, never asserted here (a grader that hung would trip the suite's timeout guard).
+Real checks in the real sandbox (no mocks), two at a time. Each student hands in one to three files; the
+table must give each its own verdict, the attackers fail or are refused (among them files of the hostile
+corpus that forge frames, nest a header 2,040 arrays deep and hide escape sequences in what they print and
+raise), and the grader's process, its files, the lessons and the machine are as they were. What was
+assigned is given, so every score is out of the same three exercises; the gradebook CSV reads back with one
+row per student. How long grading takes is measured in benchmarks/bench_checker.py; here only a generous
+bound per file is asserted (a grader that hung would trip it, or the suite's timeout guard).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import os
+import re
 import resource
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
 from shapetrace.exercises.content import load
-from shapetrace.exercises.grade import grade
+from shapetrace.exercises.grade import grade_class, gradebook_text
 
 CURRICULUM = load()
 SPLIT = CURRICULUM.exercise("split-heads")
@@ -33,7 +40,8 @@ DEF = "import torch\ndef split_heads(x, heads):\n    B, T, D = x.shape\n"
 CLASS: dict[str, tuple[dict, dict]] = {
     # honest and right (the reference, and right answers written differently)
     "s01": ({"split_heads.py": SOL, "head_dim.py": HEAD_SOL}, {"split-heads": "pass", "head-dim": "pass"}),
-    "s02": ({"split_heads.py": DEF + "    return x.reshape(B, T, heads, D // heads).permute(0, 2, 1, 3)\n"},
+    "s02": ({"split_heads.py": DEF + "    return x.reshape(B, T, heads, D // heads).permute(0, 2, 1, 3)\n",
+             "HeadDim.py": HEAD_SOL, "week1/test_split_square.py": TEST_SOL},   # not graded: listed
             {"split-heads": "pass"}),
     "s03": ({"split_heads.py": "from einops import rearrange\ndef split_heads(x, heads):\n"
                                "    return rearrange(x, 'b t (h d) -> b h t d', h=heads)\n"}, {"split-heads": "pass"}),
@@ -52,8 +60,9 @@ CLASS: dict[str, tuple[dict, dict]] = {
             {"split-heads": "fail mutated-input"}),
     "s11": ({"split_heads.py": DEF + "    x.view(B, T, heads, D // heads).transpose(1, 2)\n"},
             {"split-heads": "fail not-a-tensor"}),
-    "s12": ({"head_dim.py": "def head_dim(d_model, heads):\n    return d_model // heads\n"},
-            {"head-dim": "fail wrong-values"}),
+    "s12": ({"head_dim.py": "def head_dim(d_model, heads):\n    return d_model // heads\n",
+             "split_heads.py": (HOSTILE / "escape_in_exception.py").read_text()},
+            {"head-dim": "fail wrong-values", "split-heads": "fail crash"}),
     "s13": ({"test_split_square.py": "def check(split_heads):\n    import torch\n"
                                      "    assert split_heads(torch.zeros(2, 3, 12), 4).shape == (2, 4, 3, 3)\n"},
             {"test-split-square": "fail misses-mutants"}),
@@ -64,12 +73,17 @@ CLASS: dict[str, tuple[dict, dict]] = {
                                "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
                                "    while True:\n        x = x + 1\n"},
             {"split-heads": "!pass"}),   # the parent's deadline or the kernel's CPU limit, whichever first
-    "s16": ({"head_dim.py": "while True:\n    pass\n"}, {"head-dim": "timed out timeout"}),
+    "s16": ({"head_dim.py": "while True:\n    pass\n",
+             "split_heads.py": (HOSTILE / "deep_frame_header.py").read_text()},
+            {"head-dim": "timed out timeout", "split-heads": "fail crash"}),
     # crashing
     "s17": ({"split_heads.py": "def split_heads(x, heads)\n    return x\n"}, {"split-heads": "fail crash"}),
     "s18": ({"split_heads.py": "def split_heads(x, heads):\n    raise ValueError('not yet')\n"},
             {"split-heads": "fail crash"}),
-    "s19": ({"head_dim.py": "import os\nos._exit(0)\n"}, {"head-dim": "fail crash"}),
+    "s19": ({"head_dim.py": "import os\nos._exit(0)\n",
+             "split_heads.py": (HOSTILE / "forged_fact_types.py").read_text(),
+             "test_split_square.py": (HOSTILE / "escape_in_test.py").read_text()},
+            {"head-dim": "fail crash", "split-heads": "fail crash", "test-split-square": "fail rejects-reference"}),
     "s20": ({"split_heads.py": "def split_head(x, heads):\n    return x\n"}, {"split-heads": "fail crash"}),
     # hostile
     "s21": ({"split_heads.py": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + SOL},
@@ -102,6 +116,7 @@ def make_class(root: Path) -> Path:
         (root / student).mkdir(parents=True)
         for name, content in files.items():
             path = root / student / name
+            path.parent.mkdir(exist_ok=True)
             content(path) if callable(content) else path.write_text(content)
     return root
 
@@ -119,9 +134,11 @@ def graded(tmp_path_factory):
                   nofile=resource.getrlimit(resource.RLIMIT_NOFILE), cwd=os.getcwd(),
                   env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
     done = []
-    cells = grade(root, CURRICULUM.root, time_limit=2, memory_mb=512, workers=2,
-                  on_done=lambda cell, n, total: done.append((n, total)))
-    return {(c.student, c.exercise): c for c in cells}, done, before
+    started = time.monotonic()
+    result = grade_class(root, CURRICULUM.root, time_limit=2, memory_mb=512, workers=2,
+                         on_done=lambda cell, n, total: done.append((n, total)), exercises=list(EXERCISES))
+    before["seconds"] = time.monotonic() - started
+    return {(c.student, c.exercise): c for c in result.cells}, done, before, result
 
 
 def _want(verdict: str):
@@ -150,16 +167,51 @@ def test_each_student_gets_exactly_their_verdicts(graded, student):
                 assert cell.verdict == verdict, cell
 
 
+def _graded_files() -> int:
+    return sum(1 for files, _ in CLASS.values() for name in files if "/" not in name and name[0].islower())
+
+
 def test_the_table_has_30_students_and_a_progress_step_per_file(graded):
-    cells, done, _ = graded
-    files = sum(len(files_) for files_, _ in CLASS.values())
+    cells, done, _, result = graded
+    files = _graded_files()
     assert sorted({s for s, _ in cells}) == sorted(CLASS) and len(CLASS) == 30
     assert len(done) == files and done[-1] == (files, files)
     assert sum(c.status == "pass" for c in cells.values()) == 8
+    assert result.exercises == list(EXERCISES) and len(result.cells) == 30 * len(EXERCISES)
+
+
+def test_grading_took_a_bounded_time(graded):
+    """Two files at a time, none past its limits: 20 s a file is far above a loaded machine's (a check that
+    hung, or a student whose attack stalled the others, would pass it)."""
+    assert graded[2]["seconds"] < 20 * _graded_files() / 2, graded[2]["seconds"]
+
+
+def test_the_gradebook_has_one_row_per_student_and_reads_back(graded):
+    cells, _, _, result = graded
+    rows = list(csv.reader(io.StringIO(gradebook_text(result))))
+    assert rows[0] == ["student", *EXERCISES, "passed", "out_of", "score"]
+    assert [r[0] for r in rows[1:]] == sorted(CLASS)
+    for student, *marks, passed, out_of, score in rows[1:]:
+        wanted = sum(cells[student, e].status == "pass" for e in EXERCISES)
+        assert (int(passed), int(out_of), float(score)) == (wanted, 3, round(100 * wanted / 3, 1)), student
+        assert [m.split()[0] for m in marks] == [cells[student, e].status.split()[0] for e in EXERCISES]
+
+
+def test_files_not_graded_are_listed_and_attackers_text_is_clean(graded):
+    cells, _, _, result = graded
+    assert [(x.file, x.why) for x in result.strays["s02"]] == [
+        ("HeadDim.py", "did you mean head_dim.py?"),
+        ("week1/test_split_square.py", "did you mean test_split_square.py? (the grader reads the top of each "
+                                       "student's folder)")]
+    controls = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+    dirty = [c for c in result.cells if any(controls.search(t) for t in (c.summary, c.detail, *c.explanation))]
+    assert dirty == []
+    assert "✓ pass" in cells["s12", "split-heads"].summary   # the attacker's text is shown, inert
 
 
 def test_nothing_escaped_and_the_grader_is_as_it_was(graded):
-    before = graded[2]
+    before = dict(graded[2])
+    before.pop("seconds")
     assert _guarded() == before["files"]
     assert resource.getrlimit(resource.RLIMIT_CPU) == before["cpu"]  # s24 tried to lower it
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before["nofile"]

@@ -389,7 +389,7 @@ def test_lesson_9_in_the_terminal_without_colour(width):
     assert "answer: scores is [1, 2, 1, 6], named [B=1, H=2, T_new=1, T+2=6]" in out
     assert out.index("answer: scores is [1, 2, 1, 6], named [B=1, H=2, T_new=1, T+2=6]") > ask
     assert "a bug, on purpose: watch for the causal-mask-misaligned error under the table" in out
-    assert "a bug, on purpose: torch refuses it, and the table shows where" in out
+    assert "a bug, on purpose: torch refuses it: its message is under the table" in out
     assert any(line.lstrip().startswith("memory  ") for line in out)       # diagram=6
     assert "Traceback" not in proc.stdout
 

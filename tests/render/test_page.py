@@ -142,9 +142,9 @@ def test_plus_and_minus_change_the_text_size_and_the_code_line_is_whole(browser,
     assert "return x.view(B, self.heads, T, self.d_k)" in _text(page, "#code .cur")
     page.keyboard.press("+")
     page.keyboard.press("+")
-    assert page.evaluate("document.body.style.zoom") == "1.2"
+    assert page.evaluate("document.querySelector('main').style.zoom") == "1.2"
     page.keyboard.press("-")
-    assert page.evaluate("document.body.style.zoom") == "1.1"
+    assert page.evaluate("document.querySelector('main').style.zoom") == "1.1"
     page.keyboard.press("End")
     assert page.evaluate("getComputedStyle(document.getElementById('code-panel')).display") == "none"
     summary, main = page.query_selector("#op-panel").bounding_box(), page.query_selector("main").bounding_box()

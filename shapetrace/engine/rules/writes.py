@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.ops import LAYOUT_FAMILIES, Family, family_of
-from shapetrace.engine.thawed import TensorStub
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -46,28 +45,3 @@ def swap_for(value_dims, wrong: str, right: str) -> str | None:
         i, j = sorted((value_dims.index(wrong), value_dims.index(right)))
         return f"transpose({i}, {j})"
     return None
-
-
-def written_axes(index, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
-    """``target[index] = value``: target axis -> (the value's axis lined up with it, written whole?).
-    Basic indexing only (ints drop an axis, slices keep it, one 1-D tensor index keeps it); the value
-    broadcasts onto the indexed region from the right."""
-    items = index if isinstance(index, tuple) else (index,)
-    if any(i is None for i in items):
-        return {}
-    if ... in items:
-        cut = items.index(...)
-        items = items[:cut] + (slice(None),) * (ndim - len(items) + 1) + items[cut + 1:]
-    items = items + (slice(None),) * (ndim - len(items))
-    kept: list[tuple[int, bool]] = []
-    for p, item in enumerate(items[:ndim]):
-        if type(item) is int:
-            continue
-        if type(item) is slice:
-            kept.append((p, item == slice(None)))
-        elif isinstance(item, TensorStub) and len(item.shape) == 1:
-            kept.append((p, False))
-        else:
-            return {}
-    start = len(kept) - value_ndim
-    return {p: (k - start, whole) for k, (p, whole) in enumerate(kept) if k >= start}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,7 @@ def joined_parts_disagree(analysis: Analysis) -> list[Diagnostic]:
         if clash is None:
             continue
         axis, (a, la), (b, lb) = clash
-        out.append(Diagnostic("error", "join-mismatch", e.index, (
+        out.append(Kind.JOIN_MISMATCH.found(e.index, (
             f"{e.op} #{e.index} joins {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: along "
             f"axis {axis - rank} the first holds {la} and the second {lb}. They have the same size, so torch "
             f"joins them without complaint, but the result lines {la} of one part up with {lb} of the other."),
@@ -98,4 +99,4 @@ def _cat_sizes_diagnostic(e, analysis: Analysis, dim: int, axis: int, a, b) -> D
                  f"growing by one token, a class token in front of the patches); {joined} is not.")
     fix = (f"Join along the axis that grows: {e.op}([...], dim={axis}) (or dim={axis - rank}), which gives "
            f"{a.shape[axis]}+{b.shape[axis]} there; check that every other axis means the same in each part.")
-    return Diagnostic("error", "cat-sizes-mismatch", e.index, text, fix)
+    return Kind.CAT_SIZES_MISMATCH.found(e.index, text, fix)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,7 +52,7 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
         q_size = mask.shape[q] if 0 <= q < len(mask.shape) else 1
         k_size = mask.shape[k] if 0 <= k < len(mask.shape) else 1
         if q_size > 1 and k_size == 1:
-            out.append(Diagnostic("error", "mask-wrong-axis", e.index, (
+            out.append(Kind.MASK_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
@@ -69,7 +70,7 @@ def nan_rows(analysis: Analysis) -> list[Diagnostic]:
         where = next((e.index for e in analysis.events if family_of(e.op) in ATTENTION_FAMILIES), None)
     if rows is None:
         if note:
-            return [Diagnostic("note", "nan-rows-skipped", None, note)]
+            return [Kind.NAN_ROWS_SKIPPED.found(None, note)]
         return []
     if not rows:
         return []
@@ -81,7 +82,7 @@ def nan_rows(analysis: Analysis) -> list[Diagnostic]:
     what = (f"{len(rows)} rows of the attention weights are NaN ({which}, in {len(heads)} head"
             f"{'s' if len(heads) != 1 else ''})" if None not in heads else
             f"{len(rows)} output rows are NaN ({which})")
-    return [Diagnostic("error", "nan-rows", where, (
+    return [Kind.NAN_ROWS.found(where, (
         f"{what}. Every key of these queries is "
         "masked, so softmax computes exp(-inf) / sum(exp(-inf)) = 0 / 0. The NaN then spreads into "
         "the output and, in training, into every gradient."), (
@@ -101,7 +102,7 @@ def view_incompatible(analysis: Analysis) -> list[Diagnostic]:
             continue
         target = requested_shape(e)
         why, fix = view_error_parts(e.inputs[0], target, analysis.namer) if target else ("", "")
-        out.append(Diagnostic("error", "view-incompatible", e.index,
+        out.append(Kind.VIEW_INCOMPATIBLE.found(e.index,
                               f"{e.op} #{e.index} raised: {why or 'these strides cannot express the new shape.'}",
                               fix or UNCHECKED_FIX))
     return out
@@ -121,7 +122,7 @@ def scale(analysis: Analysis) -> list[Diagnostic]:
         return []
     for s in analysis.scalings:
         if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3:
-            return [Diagnostic("warning", "scale-not-head-dim", s["event"], (
+            return [Kind.SCALE_NOT_HEAD_DIM.found(s["event"], (
                 f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
                 f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
                 f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
@@ -143,7 +144,7 @@ def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
             if sa.size != ma.size or len(s_roots) < 2 or len(m_roots) < 2 or "B" not in s_roots or "B" not in m_roots:
                 continue
             if s_roots.index("B") != m_roots.index("B"):
-                out.append(Diagnostic("error", "mask-wrong-batch-order", e.index, (
+                out.append(Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
                     f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
                     f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
                     f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "

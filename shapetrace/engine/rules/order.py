@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import lines_up_by_broadcast
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +50,7 @@ def _diagnostic(analysis: Analysis, e: Event, j: int, ia: int, ib: int, referenc
              "in the other, so each entry meets a different token. Torch sees equal sizes and says nothing.")
     culprit = _where_order_was_lost(analysis, e, ib, reference)
     if culprit is None:
-        return Diagnostic("error", "mixed-axis", e.index, where, _FIX)
+        return Kind.MIXED_AXIS.found(e.index, where, _FIX)
     made, axis, before, order = culprit
     src, o = made.inputs[0], made.outputs[0]
     text = (f"{made.op} #{made.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
@@ -59,7 +60,7 @@ def _diagnostic(analysis: Analysis, e: Event, j: int, ia: int, ib: int, referenc
         f"Put the pieces of each axis next to each other before the {made.op}: "
         f".permute({', '.join(map(str, order))}) on {fmt_named(src.dims, src.shape)} (then .contiguous()), as "
         "Swin's window_reverse does.")
-    return Diagnostic("error", "mixed-axis", made.index, text, fix)
+    return Kind.MIXED_AXIS.found(made.index, text, fix)
 
 
 def _shown(label: str | None) -> str:

@@ -1,5 +1,5 @@
 """Heads an attention product proves, carried back to the tensors it was made from (part of
-:meth:`.infer.Inference.corrections`).
+:func:`.corrections.corrections`).
 
 The role signature of attention: scores ``q [..., H, T, E] @ k [..., H, E, S] -> [..., H, T, S]``.
 Where the two token axes of a product are known (its rows are queries and its columns keys), the
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.infer.writes import write_lines, written_axes
 from shapetrace.engine.ops import Call, Family, arg, family_of, is_basic_indexing, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
-from shapetrace.engine.writes import written_axes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.infer import Inference
+    from shapetrace.engine.infer.state import Inference
 
 #: families whose name rules move whole axes around (or keep them): a name is carried back through them
 _CARRIED = frozenset({Family.AXIS_ORDER, Family.SPLIT, Family.SLICE, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS,
@@ -140,7 +140,7 @@ class _Walker:
 
     def _through_write(self, record, p: int, ndim: int) -> None:
         value = record.ins[-1]
-        lined = self.inference.write_lines(record, ndim, len(self.axes(value)))
+        lined = write_lines(record, ndim, len(self.axes(value)))
         if p in lined and lined[p][1]:
             self.back(value, lined[p][0])
 

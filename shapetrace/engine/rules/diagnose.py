@@ -12,15 +12,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, einsum_contracted, has_tokens, merges_neighbours
-from shapetrace.engine.contracts import CONTRACT_RULES
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
-from shapetrace.engine.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
-from shapetrace.engine.order import tokens_in_two_orders
-from shapetrace.engine.rules import VARIANT_RULES
-from shapetrace.engine.writes import swap_for, write_behind
+from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.masks import VARIANT_RULES
+from shapetrace.engine.rules.order import tokens_in_two_orders
+from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -37,8 +38,8 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
                 raise
             found.append(check_failed(rule.__name__, exc))
     found = _merges_projected_later(analysis, found)
-    mixed = {d.event for d in found if d.kind == "mixed-axis" and d.severity == "error"}
-    found = [d for d in found if not (d.kind == "tokens-regrouped-with-batch" and d.event in mixed)]
+    mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
+    found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -93,13 +94,13 @@ MIX_ORDER = {"error": 0, "warning": 1, "windows": 2}
 
 def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnostic:
     if kind == "error":
-        return Diagnostic("error", "mixed-axis", e.index, _mixed_message(e, i, label), _mixed_fix(e, label))
+        return Kind.MIXED_AXIS.found(e.index, _mixed_message(e, i, label), _mixed_fix(e, label))
     if kind == "warning":
-        return Diagnostic("warning", "tokens-merged-with-features", e.index, _merged_message(e, i, label), (
+        return Kind.TOKENS_MERGED_WITH_FEATURES.found(e.index, _merged_message(e, i, label), (
             "In attention it usually means the heads were merged without moving the tokens back in front: "
             "transpose(1, 2) before .contiguous().view(B, T, D)."))
     src, o = e.inputs[0], e.outputs[0]
-    return Diagnostic("note", "tokens-regrouped-with-batch", e.index, (
+    return Kind.TOKENS_REGROUPED_WITH_BATCH.found(e.index, (
         f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
         f"axis {i} groups blocks of tokens (with batch entries, if any). That is how windowed attention "
         "(Swin's windows, local chunks) batches its windows."),
@@ -123,15 +124,15 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
             projected.setdefault(e.inputs[0].axes[-1], e)
     out = []
     for d in found:
-        e = analysis.events[d.event] if d.kind == "tokens-merged-with-features" else None
+        e = analysis.events[d.event] if d.kind == Kind.TOKENS_MERGED_WITH_FEATURES else None
         later = [projected[a] for a in (e.outputs[0].axes if e is not None else ()) if a in projected]
         later = [p for p in later if p.index > e.index]
         if later:
             p = later[0]
-            d = Diagnostic("error", d.kind, d.event, d.message.replace(
+            d = Kind.TOKENS_MERGED_WITH_FEATURES.found(d.event, d.message.replace(
                 "That is fine as a layout exercise.",
                 f"{p.op} #{p.index} then projects over that axis, so each output feature mixes tokens: the "
-                "merge was not a layout exercise."), d.fix)
+                "merge was not a layout exercise."), d.fix, severity="error")
         out.append(d)
     return out
 
@@ -144,7 +145,7 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer):
-            out.append(Diagnostic("error", "projection-over-tokens", e.index, (
+            out.append(Kind.PROJECTION_OVER_TOKENS.found(e.index, (
                 f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
                 f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
                 "into each output feature."), (
@@ -192,7 +193,7 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
         if odd and not mixed:
             H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
-            out.append(Diagnostic("note", "nonstandard-head-split", e.index, (
+            out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
                 f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
                 f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
                 "consistent, so a model trained this way works: the projections learn any fixed "
@@ -240,7 +241,7 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
         for la, lb in _matmul_pairs(e):
             if la != lb and _declared(la, analysis) and _declared(lb, analysis):
                 a, b = e.inputs
-                out.append(Diagnostic("error", "contracts-different-axes", e.index, (
+                out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
                     f"sums over {la} of the first with {lb} of the second: different axes that only "
                     f"happen to have the same size ({a.shape[-1]})."),
@@ -269,7 +270,7 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
         if mismatch is not None:
             k, la, lb = mismatch
             written = _written_wrong(analysis, e, k + 3)
-            out.append(written if written is not None else Diagnostic("error", "batch-mismatch", e.index, (
+            out.append(written if written is not None else Kind.BATCH_MISMATCH.found(e.index, (
                 f"{e.op} #{e.index} pairs {fmt_named(a.dims, a.shape)} with {fmt_named(b.dims, b.shape)}: "
                 f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
                 "slices are multiplied together."),
@@ -277,7 +278,7 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
                 "them) before multiplying."))
         if batched is not None:
             token, rows_cols = batched
-            out.append(Diagnostic("error", "attends-over-wrong-axis", e.index, (
+            out.append(Kind.ATTENDS_OVER_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} treats {token} as a batch axis and multiplies "
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
                 f"mix tokens, but here each token only sees its own heads."),
@@ -322,7 +323,7 @@ def _written_wrong(analysis: Analysis, e: Event, j: int) -> Diagnostic | None:
         wrong, right = t.dims[-j], other.dims[-j]
         target, value = w.inputs[0], w.inputs[-1]
         swap = swap_for(value.dims, wrong, right)
-        return Diagnostic("error", "write-mismatch", w.index, (
+        return Kind.WRITE_MISMATCH.found(w.index, (
             f"{w.op} #{w.index} writes {fmt_named(value.dims, value.shape)} into {fmt_named(target.dims, target.shape)}"
             f" and so puts {wrong} on the axis where {e.op} #{e.index} later reads {right}: it pairs what it reads "
             f"back from this buffer, {fmt_named(t.dims, t.shape)}, with {fmt_named(other.dims, other.shape)} along "
@@ -349,7 +350,7 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
         dim %= len(t.shape)
         if roles[dim] != "key":
             key = roles.index("key")
-            out.append(Diagnostic("error", "softmax-wrong-axis", e.index, (
+            out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
                 f"{roles[dim] or 'not a token axis'}) of the scores {fmt_named(t.dims, t.shape)}; each query's "
                 f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
@@ -365,15 +366,15 @@ def ambiguous_sizes(analysis: Analysis) -> list[Diagnostic]:
     if not clashes:
         return []
     pairs = ", ".join(f"{a} = {b} = {analysis.dims[a]}" for a, b in clashes)
-    return [Diagnostic("note", "ambiguous-sizes", None, (
+    return [Kind.AMBIGUOUS_SIZES.found(None, (
         f"{pairs}: names found from sizes alone are ambiguous."),
         "Use distinct sizes, or name the input explicitly with shapetrace.name(x, \"B T D\"); names then "
         "flow from op to op.")]
 
 
 #: the kind of diagnostic for each role the key axis of an attention can wrongly have
-WRONG_KEY_AXIS = {"heads": "attends-over-heads", "batch": "attends-over-batch", "features": "attends-over-features",
-                  "head_features": "attends-over-features"}
+WRONG_KEY_AXIS = {"heads": Kind.ATTENDS_OVER_HEADS, "batch": Kind.ATTENDS_OVER_BATCH,
+                  "features": Kind.ATTENDS_OVER_FEATURES, "head_features": Kind.ATTENDS_OVER_FEATURES}
 
 
 def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
@@ -391,13 +392,14 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
         o = e.outputs[0]
         rows, cols = o.dims[-2], o.dims[-1]
         key_roles = {namer.role(a.root) for a in o.axes[-1].atoms} if o.axes else set()
-        kind = "attends-over-batch" if "batch" in key_roles else WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
-        if kind != "attends-over-batch" and any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
+        by_role = WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
+        kind = Kind.ATTENDS_OVER_BATCH if "batch" in key_roles else by_role
+        if kind != Kind.ATTENDS_OVER_BATCH and any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
             continue   # a plain token axis used as a batch axis: attends-over-wrong-axis says it
-        if kind is None or (kind != "attends-over-batch" and rows and namer.is_token_root(rows)):
+        if kind is None or (kind != Kind.ATTENDS_OVER_BATCH and rows and namer.is_token_root(rows)):
             continue
         what = kind.split("-")[-1]
-        out.append(Diagnostic("error", kind, e.index, (
+        out.append(kind.found(e.index, (
             f"{e.op} #{e.index} computes scores {fmt_named(o.dims, o.shape)} whose key axis is {cols} ({what}): "
             f"each query weighs {what} instead of the other tokens, and the tokens sit in the batch axes "
             f"{fmt_named(o.dims[:-2], o.shape[:-2])}."),
@@ -423,7 +425,7 @@ def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
         dim = e.params["dim"] % len(t.shape)
         roles = [analysis.namer.role(lab) if lab else None for lab in t.dims]
         if roles[dim] in ("head_features", "features") and roles.count(roles[dim]) >= 2:
-            out.append(Diagnostic("error", "attends-over-features", e.index, (
+            out.append(Kind.ATTENDS_OVER_FEATURES.found(e.index, (
                 f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
                 f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
                 "mixes features, not tokens."),
@@ -437,7 +439,7 @@ def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
     for index, word in analysis.pattern_conflicts:
         e = analysis.events[index]
         o = e.outputs[0]
-        out.append(Diagnostic("error", "mixed-axis", e.index, (
+        out.append(Kind.MIXED_AXIS.found(e.index, (
             f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
             "holds pieces of the tokens: the pattern split T, not the features. Each 'head' is a block of "
             "tokens and attention never crosses blocks."), "Split the features: 'b n (h d) -> b h n d'."))
@@ -457,7 +459,7 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                                              and _over_features(e, analysis))   # provenance outranks names
         if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
             rows, cols = e.inputs[1], e.inputs[0]
-            out.append(Diagnostic("error", "query-key-swapped", e.index, (
+            out.append(Kind.QUERY_KEY_SWAPPED.found(e.index, (
                 f"{e.op} #{e.index} ('{_subscripts_text(e)}') puts the tokens of the keys "
                 f"{fmt_named(rows.dims, rows.shape)} on the scores' rows and those of the queries "
                 f"{fmt_named(cols.dims, cols.shape)} on their columns, so a softmax over the last axis weighs "
@@ -465,7 +467,7 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "Put the queries' token letter first in the output: the scores are [..., queries, keys]."))
         elif swapped:
             a, b = e.inputs[0], e.inputs[1]
-            out.append(Diagnostic("error", "query-key-swapped", e.index, (
+            out.append(Kind.QUERY_KEY_SWAPPED.found(e.index, (
                 f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
                 f"{fmt_named(b.dims, b.shape)}: the scores' rows are key tokens and their columns query tokens, "
                 "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "

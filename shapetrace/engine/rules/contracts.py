@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import COPIES, Axis, Namer
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,7 @@ def sdpa_layout(analysis: Analysis) -> list[Diagnostic]:
         tokens, heads = t.dims[-3], t.dims[-2]
         names = [w for w, _ in wrong]
         operands = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        out.append(Diagnostic("error", "sdpa-layout", e.index, (
+        out.append(Kind.SDPA_LAYOUT.found(e.index, (
             f"{SDPA} #{e.index} reads {operands} as [..., L, E] (tokens on axis -2, all axes before them "
             f"batch), but {which} is {_shown(t)}: axis -2 holds the heads ({heads}) and the tokens ({tokens}) "
             f"sit on axis -3, a batch axis to the kernel. Each token attends over its own {t.shape[-2]} heads "
@@ -76,7 +77,7 @@ def sdpa_over_batch(analysis: Analysis) -> list[Diagnostic]:
         which, t = wrong[0]
         tokens = next((lab for lab in t.dims[:-2] if analysis.namer.plain_role(lab) == "tokens"), None)
         where = f" and the tokens ({tokens}) sit in a batch axis" if tokens else ""
-        out.append(Diagnostic("error", "attends-over-batch", e.index, (
+        out.append(Kind.ATTENDS_OVER_BATCH.found(e.index, (
             f"{SDPA} #{e.index} reads {which} as [..., L, E], but {which} is {_shown(t)}: axis -2 holds the "
             f"batch ({t.dims[-2]}){where}. Each query attends over the other sentences of the batch instead "
             "of over the other tokens of its own; torch only checks that the sizes fit."), (
@@ -111,7 +112,7 @@ def causal_alignment(analysis: Analysis) -> list[Diagnostic]:
                "(is_causal=False)." if n_q == 1 else
                f"Pass a mask aligned bottom-right instead: attn_mask=torch.ones({n_q}, {n_k}, "
                f"dtype=torch.bool).tril(diagonal={n_k - n_q}) (query i then sees keys 0..{n_k - n_q}+i).")
-        out.append(Diagnostic("error", "causal-mask-misaligned", e.index, (
+        out.append(Kind.CAUSAL_MASK_MISALIGNED.found(e.index, (
             f"{SDPA} #{e.index} is called with is_causal=True on {n_q} "
             f"quer{'y' if n_q == 1 else 'ies'} {_shown(q)} and {n_k} keys {_shown(k)}: torch builds the "
             f"causal mask as ones({n_q}, {n_k}).tril(), aligned top-left, so {seen}. With a cache, the "
@@ -142,13 +143,13 @@ def mask_polarity(analysis: Analysis) -> list[Diagnostic]:
         if read is None or e.error:
             continue
         if read != "read":
-            out.append(Diagnostic("note", "mask-polarity-unchecked", e.index, (
+            out.append(Kind.MASK_POLARITY_UNCHECKED.found(e.index, (
                 f"the boolean mask of {SDPA} #{e.index} was {read}, so whether True means "
                 "\"attend\" there (SDPA's convention) was not checked.")))
             continue
         found = _polarity_problem(e)
         if found:
-            out.append(Diagnostic("error", "mask-polarity", e.index, found, (
+            out.append(Kind.MASK_POLARITY.found(e.index, found, (
                 "SDPA's boolean attn_mask means True = attend; nn.MultiheadAttention's key_padding_mask "
                 "and attn_mask mean True = masked. Invert a mask built for the latter: attn_mask=~mask "
                 "(a causal one is torch.ones(L, S, dtype=torch.bool).tril()).")))
@@ -189,7 +190,7 @@ def float_mask_as_bias(analysis: Analysis) -> list[Diagnostic]:
         mask = e.inputs[3] if len(e.inputs) > 3 else None
         shape = f" {_shown(mask)}" if mask is not None else ""
         causal = " (1 on the diagonal and below: a causal mask)" if e.params.get("mask_pattern") == "causal" else ""
-        out.append(Diagnostic("error", "float-mask-as-bias", e.index, (
+        out.append(Kind.FLOAT_MASK_AS_BIAS.found(e.index, (
             f"{SDPA} #{e.index} gets a float attn_mask{shape} holding only 0s and 1s{causal}. SDPA adds a "
             "float mask to the scores before the softmax, so the 1s raise the scores they mark by one and "
             "the 0s change nothing: no key is hidden, and each query still attends to every key."), (
@@ -217,7 +218,7 @@ def norm_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         over = [label for label in x.dims[-count:] if label and namer.role(label.lstrip("!")) in ("tokens", "batch")]
         if not over:
             continue
-        out.append(Diagnostic("error", "norm-over-tokens", e.index, (
+        out.append(Kind.NORM_OVER_TOKENS.found(e.index, (
             f"{e.op} #{e.index} normalises {_shown(x)} over its last axis ({over[0]}), which holds "
             f"{'tokens' if namer.role(over[0].lstrip('!')) == 'tokens' else 'batch entries'}, not features: "
             "its size matches the norm's width, so torch runs it, but each feature is normalised across "
@@ -244,7 +245,7 @@ def gqa_heads(analysis: Analysis) -> list[Diagnostic]:
         if e.error and h_q != h_kv and h_kv != 1:
             out.append(_gqa_failure(e, q, k, gqa))
         elif not e.error and gqa and h_q == h_kv and h_q > 1 and _repeated_heads(analysis, k):
-            out.append(Diagnostic("note", "gqa-heads-already-repeated", e.index, (
+            out.append(Kind.GQA_HEADS_ALREADY_REPEATED.found(e.index, (
                 f"{SDPA} #{e.index} is called with enable_gqa=True, but k {_shown(k)} already has as many "
                 f"heads ({h_kv}) as q {_shown(q)}: there is nothing to share. If k and v were repeated from "
                 "fewer key/value heads (repeat_interleave, or expand + reshape as Llama's repeat_kv does), "
@@ -288,7 +289,7 @@ def _tiled_heads(namer: Namer, axis: Axis) -> bool:
 def _head_order_diagnostic(e: Event, q: TensorInfo, k: TensorInfo, h_kv: int) -> Diagnostic:
     h = q.shape[-3]
     n_rep = h // h_kv
-    return Diagnostic("error", "gqa-head-order", e.index, (
+    return Kind.GQA_HEAD_ORDER.found(e.index, (
         f"{e.op} #{e.index} pairs q {_shown(q)} with {_shown(k)}, whose {h} heads are the {h_kv} key/value heads "
         f"tiled {n_rep} times (head j is key/value head j mod {h_kv}). Query head h is meant to read key/value "
         f"head h // {n_rep}: query head 1 meets key/value head {1 % h_kv} instead of {1 // n_rep}. The shapes "
@@ -311,7 +312,7 @@ def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnosti
                f"{h_q // h_kv} query heads)" if h_q % h_kv == 0 else
                "Give k and v as many heads as q, or a number that divides it, with enable_gqa=True")
         fix += "; repeating k and v with repeat_interleave works too, at the cost of a copy."
-    return Diagnostic("error", "gqa-heads-mismatch", e.index, (
+    return Kind.GQA_HEADS_MISMATCH.found(e.index, (
         f"{SDPA} #{e.index} raised: q {_shown(q)} has {h_q} heads and k {_shown(k)} has {h_kv}; {why}"), fix)
 
 
@@ -334,13 +335,13 @@ def softmax_implicit_dim(analysis: Analysis) -> list[Diagnostic]:
                   f"{f' ({t.dims[dim]})' if dim < len(t.dims) and t.dims[dim] else ''} (axis 0 for 0-, 1- and "
                   "3-D input, axis 1 otherwise)")
         if "key" in roles and roles.index("key") != dim:
-            out.append(Diagnostic("error", "softmax-implicit-dim", e.index, (
+            out.append(Kind.SOFTMAX_IMPLICIT_DIM.found(e.index, (
                 f"{picked}, not over the keys (axis {roles.index('key') - len(roles)}): each query's weights "
                 "do not sum to 1 over the keys."), "Pass the axis: softmax(scores, dim=-1)."))
         elif "key" not in roles and len(t.shape) > 2:
-            out.append(Diagnostic("note", "softmax-implicit-dim", e.index, (
+            out.append(Kind.SOFTMAX_IMPLICIT_DIM.found(e.index, (
                 f"{picked}. Which axis holds the keys is not known here, so it was not checked."),
-                "Pass the axis explicitly (dim=-1 for attention scores)."))
+                "Pass the axis explicitly (dim=-1 for attention scores).", severity="note"))
     return out
 
 
@@ -375,7 +376,7 @@ def _lineup_diagnostic(e: Event, namer: Namer, j: int, ia: int, ib: int) -> Diag
            f"(x[{', '.join([':'] * where + ['None'])}]) makes {_shown_with_one(small, where)}." if where is not None
            else "Line the axes up by name: insert size-1 axes (unsqueeze) or transpose the smaller operand "
                 "so each axis faces the axis it means.")
-    return Diagnostic("error", "broadcast-mismatch", e.index, text, fix)
+    return Kind.BROADCAST_MISMATCH.found(e.index, text, fix)
 
 
 def _insert_point(namer: Namer, big: TensorInfo, small: TensorInfo) -> int | None:

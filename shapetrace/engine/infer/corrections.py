@@ -1,0 +1,103 @@
+"""Corrections: names that a later use proves for tensors named too early.
+
+Reads: the whole inference once it has finished (writes, ``shapetrace.name`` declarations made
+later, ambiguous size guesses and the broadcasts that line them up, products that show the heads).
+Adds: nothing to the state; returns ``{node: axes}`` (the pins) that the tracer infers again with,
+so that the ops before the deciding use read them too. Also the one-operand step that passes an
+ambiguity on (:func:`keep_ambiguity`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.infer.backward import heads_from_products
+from shapetrace.engine.ops import (
+    lines_up_by_broadcast,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
+    """Names that a later use proves for tensors whose sizes fit more than one seed.
+
+    A fresh ``torch.ones(T, T).triu(1)`` at B = T fits ``[B, T]`` and ``[T, B]``; when it is then
+    broadcast onto scores ``[B, H, T, T]`` from the right (a mask, a bias), torch lines it up with
+    ``[T, T]``, and that is what it is. Only an ambiguous size guess yields to its use: a guess
+    that fits one seed only stays, and a use that contradicts it is a finding of the diagnostics.
+    """
+    found: dict[int, tuple[Axis, ...]] = {n: a for n, a in state.writes.items() if n not in state.pins}
+    found.update(declared_later(state, found))
+    found.update(heads_from_products(state, found))
+    if not state.ambiguous:
+        return found
+    for record in state.capture.records:
+        if type(record) is not OpRecord and type(record) is not PassRecord:
+            continue
+        if not lines_up_by_broadcast(record.spec.name) or len(record.ins) < 2:
+            continue
+        for node in record.ins:
+            root = state.ambiguous.get(node)
+            if root is not None and root not in found:
+                lined = lined_up(state, node, record.ins)
+                if lined is not None and len(without_ones(lined)) == len(state.capture.nodes[root].shape):
+                    found[root] = without_ones(lined)
+    return found
+
+
+def declared_later(state: Inference, found: dict) -> dict[int, tuple[Axis, ...]]:
+    """``mask = torch.ones(T, T).triu(1)`` then ``shapetrace.name(mask, "T T")``: the declaration
+    speaks for the tensor before it too, where that had no names (or only a size guess that fit more
+    than one seed). Names computed before are never overridden: a contradiction is a finding."""
+    out: dict[int, tuple[Axis, ...]] = {}
+    for node, axes in state.declared.items():
+        if node in state.pins or node in found or state.capture.nodes[node].shape != tuple(a.size for a in axes):
+            continue
+        root = state.ambiguous.get(node)
+        if root is not None:
+            out.setdefault(root, axes)
+        elif all(state.namer.label(a) is None for a in state.axes.get(node, ())):
+            out[node] = axes
+    return out
+
+
+def keep_ambiguity(state: Inference, ins, outs, in_axes, out_axes) -> None:
+    """A one-operand op that keeps an ambiguous guess's axes (``triu``, ``~``, ``.bool()``, or
+    ``m[None, None]`` that only adds axes of size 1) passes the ambiguity on: a later use of its
+    result decides the guess."""
+    if len(ins) == 1 and ins[0] in state.ambiguous:
+        kept = without_ones(in_axes[0])
+        for node, axes in zip(outs, out_axes):
+            if without_ones(axes) == kept:
+                state.ambiguous.setdefault(node, state.ambiguous[ins[0]])
+
+
+def lined_up(state: Inference, node: int, ins) -> tuple[Axis, ...] | None:
+    """The axes ``node`` meets, from the right, in a larger operand of the same broadcast."""
+    mine = state.axes.get(node)
+    if mine is None:
+        return None
+    for other in ins:
+        theirs = state.axes.get(other)
+        if other == node or other in state.ambiguous or theirs is None or len(theirs) < len(mine):
+            continue
+        lined = theirs[len(theirs) - len(mine):]
+        if all(a.size == b.size or a.size == 1 for a, b in zip(mine, lined)) and \
+                all(whole_root(b) for a, b in zip(mine, lined) if a.size != 1):
+            pinned = tuple(b if a.size != 1 else a for a, b in zip(mine, lined))
+            return pinned if pinned != mine else None
+    return None
+
+
+def without_ones(axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    return tuple(a for a in axes if a.size != 1)
+
+
+def whole_root(axis: Axis) -> bool:
+    """A whole named axis (``T``, not a piece of one, a merge, or an unknown)."""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES)

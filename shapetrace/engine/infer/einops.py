@@ -1,0 +1,56 @@
+"""einops: a pattern's names checked and given where provenance left an axis unnamed.
+
+Reads: the finished chain of one ``rearrange`` (its groups) and the event of its last call.
+Adds: ``state.pattern_conflicts`` (an axis the pattern calls heads that holds tokens), and the
+pattern's declared names on that event's output and ``state.axes``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.capture import OpRecord
+from shapetrace.engine.infer.rows import info_like
+from shapetrace.engine.vocabulary import canonical
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def chained(state: Inference, record) -> bool:
+    pending = state.pending_pattern
+    return type(record) is OpRecord and record.einops is not None and record.einops[0] == pending[0] and \
+        bool(record.ins) and record.ins[0] == pending[1]
+
+
+def finish_pattern(state: Inference) -> None:
+    """The pattern's output: an axis it calls heads that holds tokens is a contradiction
+    (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes the pattern's name where
+    that name is a declared one of the same size (``h`` -> ``H``)."""
+    _, node, index, groups = state.pending_pattern
+    state.pending_pattern = None
+    event = state.events[index] if index < len(state.events) else None
+    if groups is None or event is None or not event.outputs or len(groups) != len(event.outputs[0].axes):
+        return
+    info = event.outputs[0]
+    for group, axis in zip(groups, info.axes):
+        if len(group) == 1 and canonical(group[0]) == "H" and any(
+                state.namer.is_token_root(a.root) for a in axis.atoms):
+            state.pattern_conflicts.append((index, group[0]))
+    axes = tuple(pattern_axis(state, group, axis) for group, axis in zip(groups, info.axes))
+    if axes != info.axes:
+        event.outputs[0] = info_like(info, axes, state.namer)
+        state.axes[node] = axes
+
+
+def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:
+    if not axis.atoms or any(a.root != ax.UNKNOWN for a in axis.atoms):
+        return axis
+    names = [canonical(w) for w in group if not w.isdigit()]
+    sizes = [state.namer.size_of(n) for n in names]
+    if not names or None in sizes or math.prod(sizes) != axis.size:
+        return axis
+    return ax.Axis(tuple(ax.Atom(n, s, 1, s) for n, s in zip(names, sizes) if s != 1))

@@ -1,0 +1,287 @@
+"""Names from element provenance: the inference's pass for ops that move or select elements.
+
+For a recorded call that moves data (indexing, ``gather``, ``index_select``, ``take_along_dim``, ``cat``
+and ``stack``, ``roll``, ``flip``, ``repeat``, ``expand``, ``unfold``, ``as_strided``, ``pad``), the call
+is replayed on coordinate tensors (:mod:`.provenance`) and each output axis is named from the operand
+axes it walks:
+
+- a walk over one or more operand axes (in any mixed radix: a fold ``(B·H)``, a split piece, a
+  reversed or rolled axis) is named as :func:`~.axes.strided_axes` names that walk over the operand's
+  own axes, so a product carries every name it folds;
+- an axis selected by an index keeps the name of the axis it selects along and says so
+  (``T[ids_keep]``, the index's name read from the call's line);
+- copies (stride 0), joins, padding and anything unproven stay as the registry's name rule left them.
+
+A ``cat``/``stack`` of every piece of one ``split``/``chunk``/``unbind`` is replayed as the whole chain
+on the split's input (``torch.cat(x.split(d_k, -1), 0)`` is heads folded over batch, ``(H·B)``, not a
+join of batch with itself). Sizes never decide anything here: only coordinates.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+
+import torch
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.ops import Family
+from shapetrace.engine.provenance import ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
+from shapetrace.engine.sites import resolve
+from shapetrace.engine.thawed import TensorStub, thaw_args
+
+
+def callable_of(path: str) -> Callable | None:
+    """The function a registry entry's ``replay`` path names (``torch.cat``, ``Tensor.unfold``)."""
+    if not path:
+        return None
+    head, _, rest = path.partition(".")
+    found: object = torch.Tensor if head == "Tensor" else torch if head == "torch" else None
+    for part in rest.split("."):
+        found = getattr(found, part, None)
+    return found if callable(found) else None
+
+
+class ElementPass:
+    """The pass's state over one inference: which record made each node, and a memo of replays (the same
+    call in the next layer is answered from it)."""
+
+    def __init__(self, namer: Namer):
+        self.namer = namer
+        self.producers: dict[int, object] = {}
+        self._memo: dict[tuple, list | None] = {}
+
+    def note(self, record) -> None:
+        for node in record.outs:
+            self.producers[node] = record
+
+    def axes(self, record, in_axes: Sequence[tuple[Axis, ...]], out_axes: list[tuple[Axis, ...]],
+             axes_of: Callable[[int], tuple[Axis, ...]]) -> list[tuple[Axis, ...]]:
+        """``out_axes`` with every axis that element provenance names exactly: unnamed ones, or, where a
+        whole split-then-join chain is replayed, every axis the chain names (it knows more than the join)."""
+        chain = _split_chain(record, self.producers.get)
+        if chain is not None:
+            split, fn = chain
+            found = self._named(fn, split, [axes_of(split.ins[0])], [r[0] for r in record.out_raw], record)
+            return _merged(out_axes, found, replace=True)
+        if not record.spec.replay or all(self.namer.label(a) is not None for axes in out_axes for a in axes):
+            return out_axes
+        fn = callable_of(record.spec.replay)
+        if fn is None:
+            return out_axes
+        found = self._named(fn, record, list(in_axes), [r[0] for r in record.out_raw], record)
+        return _merged(out_axes, found, replace=False)
+
+    def _named(self, fn, record, in_axes, shapes, shown) -> list | None:
+        try:   # the same call in the next layer (same arguments, axes and line): answered from the memo
+            key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), shown.site)
+            if key in self._memo:
+                return self._memo[key]
+        except TypeError:
+            key = None
+        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown))
+        if key is not None:
+            self._memo[key] = found
+        return found
+
+
+def _merged(out_axes, found, replace: bool):
+    if found is None or len(found) != len(out_axes):
+        return out_axes
+    merged = []
+    for axes, named in zip(out_axes, found):
+        if named is None or len(named) != len(axes):
+            merged.append(axes)
+            continue
+        merged.append(tuple(n if n is not None and n.size == a.size and (replace or _unnamed(a)) else a
+                            for a, n in zip(axes, named)))
+    return merged
+
+
+def _unnamed(axis: Axis) -> bool:
+    return any(a.root == ax.UNKNOWN for a in axis.atoms)
+
+
+# -- replaying a record -------------------------------------------------------------------------------
+
+def _placed(record) -> tuple[tuple, dict, list[int]] | None:
+    """The record's arguments with tensors as placeholders, and which operands are data."""
+    args, kwargs = thaw_args(record.frozen)
+    stubs: list[TensorStub] = []
+
+    def place(value, depth=0):
+        if isinstance(value, TensorStub):
+            stubs.append(value)
+            return value
+        if depth == 0 and isinstance(value, (list, tuple)):
+            return type(value)(place(v, 1) for v in value)
+        return value
+
+    args = tuple(place(a) for a in args)
+    kwargs = {k: place(v) for k, v in kwargs.items()}
+    if len(stubs) != len(record.ins) or any(tuple(s.shape) != tuple(r[0]) for s, r in zip(stubs, record.in_raw)):
+        return None
+    data: list[int] = []
+    swap: dict[int, object] = {}
+    for position, stub in enumerate(stubs):
+        if stub.dtype.is_floating_point or stub.dtype.is_complex:
+            swap[id(stub)] = Data(tuple(stub.shape))
+            data.append(position)
+        elif stub.dtype == torch.bool:
+            return None   # a boolean mask selects by values: how many is not known
+        else:
+            swap[id(stub)] = Index(tuple(stub.shape), stub.dtype)
+
+    def put(value):
+        if isinstance(value, TensorStub):
+            return swap[id(value)]
+        if isinstance(value, (list, tuple)):
+            return type(value)(put(v) for v in value)
+        return value
+
+    return tuple(put(a) for a in args), {k: put(v) for k, v in kwargs.items()}, data
+
+
+def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list[tuple[Axis | None, ...]] | None:
+    placed = _placed(record)
+    if placed is None:
+        return None
+    args, kwargs, data = placed
+    found = sources(fn, args, kwargs)
+    if found is None:
+        return None
+    operands = [(tuple(in_axes[p]), tuple(record.in_raw[p][0])) for p in data]
+    if len(found) != len(shapes):
+        return None
+    return [_axes_of(axis_sources, shape, operands, namer, index) for axis_sources, shape in zip(found, shapes)]
+
+
+def _split_chain(record, producer) -> tuple[object, Callable] | None:
+    """A join of every piece of one split, in order: the split's record and the chain as one function."""
+    if record.spec.family is not Family.JOIN or not record.ins:
+        return None
+    made = [producer(node) for node in record.ins]
+    split = made[0]
+    if split is None or split.spec.family is not Family.SPLIT or any(m is not split for m in made) or \
+            list(record.ins) != list(split.outs):
+        return None
+    cut, join = callable_of(split.spec.replay), callable_of(record.spec.replay)
+    split_args, split_kwargs = thaw_args(split.frozen)
+    join_args, join_kwargs = thaw_args(record.frozen)
+    if cut is None or join is None or any(isinstance(a, TensorStub) for a in (*split_args[1:], *join_args[1:])):
+        return None
+
+    def chain(x):
+        return join(list(cut(x, *split_args[1:], **split_kwargs)), *join_args[1:], **join_kwargs)
+
+    return split._replace(frozen=((split.frozen[0][0],), None), in_raw=split.in_raw[:1], ins=split.ins[:1]), chain
+
+
+# -- naming from sources ------------------------------------------------------------------------------
+
+def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer,
+             index: Callable[[], str]) -> tuple[Axis | None, ...]:
+    walked = _walked(found, operands, namer)
+    out: list[Axis | None] = []
+    for j, source in enumerate(found):
+        if source.kind in (WALK, ROLLED):
+            out.append(walked.get(j))
+        elif source.kind == SELECTED and len(source.along) == 1:
+            k, i = source.along[0]
+            label = namer.label(operands[k][0][i])
+            out.append(ax.root_axis(f"{label}[{index()}]", shape[j]) if label else None)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _walked(found, operands, namer: Namer) -> dict[int, Axis]:
+    """Each walking output axis, named from the operand axes it walks (every operand it walks agreeing)."""
+    per_operand: dict[int, dict[int, Axis | None]] = {}
+    for k, (axes, shape) in enumerate(operands):
+        digits = [(j, d) for j, s in enumerate(found) if s.kind in (WALK, ROLLED)
+                  for kk, ds in s.walks if kk == k for d in ds]
+        moving = [(j, d) for j, d in digits if d.stride != 0]
+        named = ax.strided_axes(axes, _row_major(shape), [d.size for _, d in moving],
+                                [abs(d.stride) for _, d in moving], namer) if moving else ()
+        atoms: dict[int, list | None] = {}
+        pieces = iter(named)
+        for j, d in digits:
+            if d.stride == 0:
+                piece: Axis | None = Axis((ax.Atom(ax.COPIES, d.size, 1, d.size),))
+            else:
+                piece = next(pieces)
+                if not piece.atoms or any(a.root == ax.UNKNOWN or a.root.startswith(ax.MIXED_PREFIX)
+                                          for a in piece.atoms):
+                    piece = None
+            if piece is None or atoms.get(j, []) is None:
+                atoms[j] = None
+            else:
+                atoms[j] = atoms.get(j, []) + list(piece.atoms)
+        per_operand[k] = {j: (Axis(tuple(a)) if a else None) for j, a in atoms.items()}
+    out: dict[int, Axis] = {}
+    for j, source in enumerate(found):
+        if source.kind not in (WALK, ROLLED) or not source.walks:
+            continue
+        named = [per_operand[k].get(j) for k, _ in source.walks]
+        labels = {namer.label(a) if a is not None else None for a in named}
+        if len(labels) == 1 and None not in labels and all(_no_copies(a) for a in named):
+            out[j] = named[0]
+    return out
+
+
+def _no_copies(axis: Axis | None) -> bool:
+    """Copies alone are no name (an expanded axis says nothing of what it spans)."""
+    return axis is not None and any(a.root != ax.COPIES for a in axis.atoms)
+
+
+def _row_major(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _index_word(record) -> str:
+    """The index's name as the call's line writes it (``ids_keep`` in ``torch.gather(x, 1, ids_keep...)``),
+    else ``index``."""
+    try:
+        text = resolve(record.site)[1]
+        tree = ast.parse(text.rstrip(":").strip())
+    except (SyntaxError, ValueError, AttributeError, TypeError):
+        return "index"
+    for node in ast.walk(tree):
+        for candidate in _index_expressions(node, record.spec.name, record.spec.family is Family.SLICE):
+            name = _root_name(candidate)
+            if name:
+                return name
+    return "index"
+
+
+def _index_expressions(node, called: str, indexing: bool) -> list:
+    """The expressions that may be a call's index: a subscript's items, an ``index=`` or later argument."""
+    if isinstance(node, ast.Subscript) and indexing:
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return [i for i in items if not isinstance(i, (ast.Slice, ast.Constant))]
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == called:
+        keyword = [k.value for k in node.keywords if k.arg == "index"]
+        rest = [a for a in node.args if not isinstance(a, ast.Constant)]
+        return keyword + rest[1:] if isinstance(node.func, ast.Name) or _is_torch(node.func) else keyword + rest
+    return []
+
+
+def _is_torch(func) -> bool:
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+
+
+def _root_name(node) -> str | None:
+    while not isinstance(node, ast.Name):
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call) and not _is_torch(node.func):
+            node = node.func
+        else:
+            return None
+    return node.id

@@ -1,0 +1,208 @@
+"""Provenance: which projection (q, k, v, a fused qkv) each tensor came from.
+
+Reads: the module each linear ran in (``q_proj``, ``c_attn``), splits and picks of a fused width,
+and which nodes are made from parameters only. Adds: ``state.tags``, ``state.from_parameters``, a
+fused width's stack decided in the namer, and the names a ``cat`` with a parameter (a class token)
+takes from its named parts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.capture import OpRecord
+from shapetrace.engine.ops import (
+    PICKS,
+    Call,
+    Family,
+    OpSpec,
+    arg,
+    ops_of,
+    selects_along_dim,
+    separated_axis,
+)
+from shapetrace.engine.thawed import thaw_args
+from shapetrace.engine.vocabulary import FUSED_PARTS, STACK_FACTORS, projection_kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+#: ops whose result mixes two operands' roles: no projection tag passes through them
+COMBINES = ops_of(Family.PRODUCT) | ops_of(Family.FUSED_ATTENTION)
+#: ops that project features (their output is tagged q, k or v from the module they run in)
+PROJECTIONS = ops_of(Family.PROJECTION)
+_SPLITS = ops_of(Family.SPLIT)
+_PICKS = PICKS
+#: the counts a fused width's stack factor is written with (``2*d_k``, ``3*D``)
+_STACK_COUNTS = frozenset(str(f) for f in STACK_FACTORS.values())
+
+
+def tag_step(state: Inference, record: OpRecord, in_axes, params) -> tuple | None:
+    """The operands' tags (None when none has one), and the outputs' tags from them or from the
+    projection module the call ran in."""
+    tags = tags_of(state, record.ins)
+    if record.outs and (tags or record.spec.name in PROJECTIONS):
+        tag_outputs(state, record.spec, record, in_axes, [r[0] for r in record.out_raw], params, tags)
+    return tags
+
+
+def tags_of(state: Inference, nodes) -> tuple | None:
+    if not state.tags:
+        return None
+    found = tuple(map(state.tags.get, nodes))
+    return None if found.count(None) == len(found) else found
+
+
+def tag_outputs(state: Inference, spec: OpSpec, record: OpRecord, in_axes, shapes, params, input_tags) -> None:
+    """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
+    into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
+    outs, op = record.outs, spec.name
+    if op in PROJECTIONS:
+        tag = projection_here(record, state.capture.module_calls)
+        if tag is not None:
+            state.tags[outs[0]] = tag
+        return
+    tag = single_tag(input_tags or ())
+    if tag is None or op in COMBINES:
+        return
+    parts = FUSED_PARTS.get(tag)
+    if parts and len(outs) == len(parts) and op in _SPLITS:
+        for out, part in zip(outs, parts):
+            state.tags[out] = part
+        return
+    if parts and op in _PICKS:
+        args, kwargs = thaw_args(record.frozen)
+        picked = _fused_index(Call(op, args, kwargs, [], in_axes, shapes, state.namer, params), parts)
+        if picked is not None:
+            state.tags[outs[0]] = picked
+        return
+    for out in outs:
+        state.tags[out] = tag
+
+
+def one_part_unstacked(state: Inference, record: OpRecord, axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    """A projection its module names as q, k or v alone (``wk``, ``k_proj``) holds no q/k/v stack: a
+    width that only sizes read as a stack (``2*d_k`` = kv·d_k, which is two kv heads of d_k in
+    grouped-query code with H_kv undeclared) is left unnamed."""
+    last = axes[-1]
+    if len(last.atoms) != 1 or not _stacked_root(state.namer.aliases.get(last.atoms[0].root, last.atoms[0].root)):
+        return axes
+    if projection_here(record, state.capture.module_calls) not in ("q", "k", "v"):
+        return axes
+    return (*axes[:-1], ax.unknown_axes((last.size,))[0])
+
+
+def by_parameter_matrix_product(state: Inference, record: OpRecord) -> bool:
+    """Is this product ``x @ W``, with ``W`` a matrix made from module parameters only and ``x``
+    computed from the inputs (a projection written as a product)?"""
+    if len(record.ins) != 2 or len(record.in_raw[1][0]) != 2 or len(record.in_raw[0][0]) < 2:
+        return False
+    x, weight = record.ins
+    return from_parameters_only(state, (weight,)) and not from_parameters_only(state, (x,))
+
+
+def from_parameters_only(state: Inference, nodes) -> bool:
+    """Are all these nodes parameters, or computed from parameters only? (a loop, not ``all()`` over
+    a generator: asked for every call)"""
+    nodes_facts, computed = state.capture.nodes, state.from_parameters
+    for n in nodes:
+        if n not in computed and not nodes_facts[n].parameter:
+            return False
+    return True
+
+
+def joined_with_parameters(state: Inference, ins, in_axes, joined: tuple[Axis, ...], params) -> tuple[Axis, ...]:
+    """``cat`` of a part made from parameters only (a class token, expanded over the batch) with a
+    named part (the patches ``[B, N, D]``): the parameter's unnamed axes take the names of the
+    axes they are lined up with. A part computed from inputs that is unnamed names nothing."""
+    dim = params.get("dim", 0) if params else 0
+    out = list(joined)
+    # torch still joins an empty 1-d tensor (``torch.cat([torch.tensor([]), k], dim=-2)``, the first
+    # write into transformers' DynamicCache): it adds nothing, and has no axis to line up
+    parts = [(n, a) for n, a in zip(ins, in_axes) if len(a) == len(joined)]
+    for j, axis in enumerate(joined):
+        if j == dim % len(joined) or state.namer.label(axis) is not None:
+            continue
+        named = {state.namer.label(a[j]): a[j] for _, a in parts if state.namer.label(a[j]) is not None}
+        unnamed_from_parameters = all(n in state.from_parameters or state.capture.nodes[n].parameter
+                                      for n, a in parts if state.namer.label(a[j]) is None)
+        if len(named) == 1 and unnamed_from_parameters:
+            out[j] = next(iter(named.values()))
+    return tuple(out)
+
+
+def decide_stack(state: Inference, spec: OpSpec, record: OpRecord, axes: tuple[Axis, ...], parts: int) -> None:
+    """A fused projection taken apart along one of its pieces, into as many parts as it stacks
+    (``qkv.unbind(0)``, ``fused[..., 0, :]``, ``chunk(3, dim)``): that piece is the stack (``qkv``,
+    ``kv``), so where ``H`` has the same size, the other piece is the heads."""
+    args, kwargs = thaw_args(record.frozen)
+    dim = separated_axis(spec.name, args, kwargs, len(axes))
+    if dim is None or not -len(axes) <= dim < len(axes):
+        return
+    axis = axes[dim]
+    if len(axis.atoms) != 1 or not state.namer.clashed(axis.atoms[0]):
+        return
+    atom = axis.atoms[0]
+    for stack, factor in STACK_FACTORS.items():
+        if atom.size == factor and (spec.name in PICKS or parts == factor):
+            if state.namer.decide(atom, stack):
+                state.clash_memo.clear()   # the labels changed: a broadcast may line up other roles now
+            return
+
+
+def single_tag(tags) -> str | None:
+    """The one projection tag among ``tags`` (None when there is none, or two different ones)."""
+    tag = None
+    for t in tags:
+        if t is not None and t != tag:
+            if tag is not None:
+                return None   # operands of two projections: the result is neither
+            tag = t
+    return tag
+
+
+def _stacked_root(root: str) -> bool:
+    """``2*d_k``, ``3*D``, ``D+2*D_kv``: a width read as a stack of q, k and v parts."""
+    return any("*" in term and term.partition("*")[0] in _STACK_COUNTS for term in root.split("+"))
+
+
+def projection_here(record: OpRecord, modules) -> str | None:
+    """The kind of projection a linear is, from the module it runs in (or torch's packed MHA weight)."""
+    path = modules.path(record.module)
+    kind = projection_kind(path) if path else None
+    if kind is None and modules.type_name(record.module) == "MultiheadAttention":
+        args, kwargs = thaw_args(record.frozen)
+        weight = arg(args, kwargs, 1, "weight")
+        shape = getattr(weight, "shape", ())
+        if len(shape) == 2 and shape[0] == 3 * shape[1]:
+            kind = "qkv"
+    return kind
+
+
+def _fused_index(call: Call, parts: tuple[str, ...]) -> str | None:
+    """``proj[0]``/``select(0, 1)`` on a fused axis (``qkv``, size 3): which of q, k, v it picks."""
+    if selects_along_dim(call.op):
+        dim, index = call.arg(1, "dim"), call.arg(2, "index")
+    else:
+        index = call.args[1]
+        if isinstance(index, tuple):
+            items = index
+            ints = [(d, i) for d, i in enumerate(items) if isinstance(i, int)]
+            plain = all(i is Ellipsis or i == slice(None) or isinstance(i, int) for i in items)
+            if len(ints) != 1 or not plain or sum(i is Ellipsis for i in items) > 1:
+                return None
+            dim, index = ints[0]
+            if any(i is Ellipsis for i in items[:dim]):   # counted from the end: x[..., 0, :]
+                dim = len(call.in_axes[0]) - (len(items) - dim)
+        elif isinstance(index, int):
+            dim = 0
+        else:
+            return None
+    axes = call.in_axes[0]
+    if not isinstance(dim, int) or not isinstance(index, int) or not axes:
+        return None
+    size = axes[dim % len(axes)].size
+    return parts[index % size] if size == len(parts) else None

@@ -1,0 +1,163 @@
+"""One record, inferred: the steps each captured call goes through, in this order.
+
+1. :func:`gets_a_row` — a call without a row of its own passes names on (:mod:`.names`) and stops;
+   an addition onto scores becomes a score addition, ``x @ W`` of parameters a projection;
+2. :func:`output_names` — the outputs' axes from the op's name rule (:mod:`.names`), a write's
+   target (:mod:`.writes`), a fused stack decided (:mod:`.provenance`), a ``cat`` with parameters,
+   then element provenance (:mod:`.elements`: a call that moves data, replayed on coordinates);
+3. :func:`store_names` — the axes kept per node, ambiguities passed on, slices remembered;
+4. :func:`.provenance.tag_step` — q, k, v tags carried on;
+5. :func:`.rows.add_row` — the :class:`~shapetrace.engine.events.Event` of the call;
+6. an einops chain opened (finished by :mod:`.einops` when the next record is not part of it).
+
+Reads: one :class:`~shapetrace.engine.capture.OpRecord` or ``PassRecord`` and the state the earlier
+records left. Adds: what each step says.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.faults import faults_raise
+from shapetrace.engine.infer.corrections import keep_ambiguity
+from shapetrace.engine.infer.names import clashes, names_of, onto_scores, pass_names
+from shapetrace.engine.infer.provenance import (
+    PROJECTIONS,
+    by_parameter_matrix_product,
+    decide_stack,
+    from_parameters_only,
+    joined_with_parameters,
+    one_part_unstacked,
+    tag_step,
+)
+from shapetrace.engine.infer.rows import SCALING_OPS, add_row, note_scaling
+from shapetrace.engine.infer.sizes import constructed_axes, grown_axes
+from shapetrace.engine.infer.writes import note_write, written
+from shapetrace.engine.ops import (
+    ADDITIVE,
+    SCORE_ADD,
+    Family,
+    by_parameter_matrix,
+    family_of,
+    is_basic_indexing,
+    separates,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def infer_op(state: Inference, index: int, record: OpRecord) -> None:
+    """One call as the steps of this module's docstring, in order."""
+    in_axes = [state.axes_of(n) for n in record.ins]
+    record = gets_a_row(state, record, in_axes)
+    if record is None:
+        return
+    record, out_axes, params = output_names(state, record, in_axes)
+    store_names(state, record, in_axes, out_axes)
+    tags = tag_step(state, record, in_axes, params)
+    event_index = add_row(state, index, record, in_axes, out_axes, params, tags)
+    if record.einops is not None and len(record.outs) == 1:
+        state.pending_pattern = (record.einops[0], record.outs[0], event_index, record.einops[1])
+
+
+def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
+    """The record as it is shown (an addition onto scores, a product by a parameter matrix), or None
+    for a call without a row: its names were passed on, and nothing more is done for it."""
+    spec = record.spec
+    if not spec.row:
+        if spec.name in ADDITIVE and onto_scores(state, in_axes):
+            record = record._replace(spec=SCORE_ADD, params=_additive_params(record.kept))
+        elif not clashes(state, record, in_axes):
+            pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
+            return None
+    if record.spec.contraction == "matrix" and by_parameter_matrix_product(state, record):
+        record = record._replace(spec=by_parameter_matrix(record.spec))
+    return record
+
+
+def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord, list, dict]:
+    """``(record, axes of each output, params)``: a write's result is its target (with the names the
+    write proves noted); other calls' outputs are named by the op's rule, then refined."""
+    spec = record.spec
+    family = family_of(spec.name)
+    if family is Family.WRITE and len(record.ins) >= 2:
+        record = written(state, record, in_axes)
+    if record.error is None and separates(spec.name) and in_axes:
+        decide_stack(state, spec, record, in_axes[0], len(record.outs))
+    if record.error is None and family is Family.WRITE:
+        out_axes, params = [in_axes[0]], record.params or {}
+    elif record.error is None:
+        out_axes, params = names_of(state, spec, record, in_axes, [r[0] for r in record.out_raw])
+    else:
+        out_axes, params = [], record.params or {}
+    if family is Family.JOIN and out_axes:
+        out_axes = [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)]
+    if spec.name in PROJECTIONS and out_axes and out_axes[0]:
+        out_axes[0] = one_part_unstacked(state, record, out_axes[0])
+    if record.error is None and out_axes:
+        out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
+        if record.spec.sized:
+            out_axes = grown_axes(state, record, out_axes)
+    state.elements.note(record)
+    if state.pins and out_axes:
+        out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
+    return record, out_axes, params
+
+
+def store_names(state: Inference, record: OpRecord, in_axes, out_axes) -> None:
+    """Each output's axes kept (an in-place op's node keeps its own), what is made from parameters
+    only, an ambiguous guess passed on, and the slice a basic index took (for writes through it)."""
+    if record.ins and from_parameters_only(state, record.ins):
+        state.from_parameters.update(record.outs)
+    for node, axes in zip(record.outs, out_axes):
+        if node not in state.axes or node not in record.ins:
+            state.axes[node] = axes
+    if state.ambiguous:
+        keep_ambiguity(state, record.ins, record.outs, in_axes, out_axes)
+    if is_basic_indexing(record.spec.name) and record.outs and record.ins:
+        state.sliced_from[record.outs[0]] = (record.ins[0], record)
+
+
+def op_unnamed(state: Inference, index: int, record: OpRecord, exc: Exception) -> None:
+    """The inference failed on one op (a fault of shapetrace): its results are left unnamed, its
+    row still shows, and the run's other ops are inferred as usual; the diagnostics say so
+    (:mod:`.faults`; with ``SHAPETRACE_STRICT=1`` the fault is raised instead)."""
+    unnamed_outputs(state, record.outs, [r[0] for r in record.out_raw], exc)
+    if index in state.event_of_record:
+        return   # the row was made before the fault
+    in_axes = [state.axes_of(n) for n in record.ins]
+    out_axes = [state.axes[n] for n in record.outs]
+    event_index = add_row(state, index, record, in_axes, out_axes, record.params or {}, None)
+    state.unnamed_by_failure.append((event_index, f"{type(exc).__name__}: {exc}"))
+
+
+def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
+    if faults_raise():
+        raise exc
+    for node, shape in zip(outs, shapes):
+        state.axes[node] = ax.unknown_axes(tuple(shape))
+
+
+def infer_pass(state: Inference, record: PassRecord) -> None:
+    if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
+        built = constructed_axes(state, record)
+        for node, shape in zip(record.outs, record.out_shapes):
+            state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
+        return
+    in_axes = [state.axes_of(n) for n in record.ins]
+    if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
+        note_write(state, record, in_axes)
+    pass_names(state, record.spec, record.ins, record.outs, record.out_shapes, record.frozen, in_axes)
+    if record.spec.name in SCALING_OPS:
+        note_scaling(state, record, in_axes)
+
+
+def _additive_params(kept) -> dict:
+    """Does the added tensor hide scores (values at or below -1e4: an additive mask)? Read on CPU only,
+    from the operand kept at call time (none kept: not read)."""
+    if kept is None or kept.numel() == 0:
+        return {}
+    return {"hides": bool(kept.min().item() <= -1e4)}

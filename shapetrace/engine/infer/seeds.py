@@ -1,0 +1,70 @@
+"""Seeds: names for a tensor that enters the traced code, from the declared sizes.
+
+Reads: the capture's node facts (shape, parameter or not), the declared sizes and their order.
+Adds: ``state.axes`` of each entered node, ``state.sequences`` (which token tensor is ``T``, which
+``S``), ``state.ambiguous`` (a shape that fits more than one seed) and ``state.seeded_by_size``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
+    """Names for a tensor that enters the traced code (an input, not a parameter, not made here).
+
+    Its shape is matched against the declared sizes: ``[B, T, D]``, ``[B, T]`` (token ids),
+    ``[B, H, T, d_k]``... The first token tensor to enter is ``T``; with ``S`` declared, a
+    second, different one is ``S`` (cross-attention), even when the two lengths are equal.
+    """
+    shape = facts.shape
+    if len(shape) < 2 or facts.parameter or not state.dims:
+        return None
+    seq = sequence_name(state, node, shape)
+    names = seed_names(state, shape, seq)
+    if names is None:
+        return None
+    if seed_names(state, shape, seq, skip=names) is not None:
+        state.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
+    axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
+    axes = state.interned.setdefault(axes, axes)
+    state.axes[node] = axes
+    if "T" in names or "S" in names:
+        state.sequences.setdefault(node, "S" if "S" in names else "T")
+    state.seeded_by_size = True
+    return axes
+
+
+def sequence_name(state: Inference, node: int, shape: tuple[int, ...]) -> str:
+    """``T`` for the first sequence to enter; ``S`` for a second one when ``S`` is declared."""
+    if node in state.sequences:
+        return state.sequences[node]
+    if "S" in state.dims and "T" in state.sequences.values():
+        return "S" if state.dims["S"] in shape else "T"
+    if "T" not in state.dims or (state.dims["T"] not in shape and "S" in state.dims):
+        return "S"
+    return "T"
+
+
+def seed_names(state: Inference, shape: tuple[int, ...], seq: str, skip: list[str] | None = None) -> list[str] | None:
+    declared = state.seed_order[:len(shape)]   # the declared order, with this tensor's sequence name
+    other = "S" if seq == "T" else "T"
+    patterns = [[seq if n == other and seq not in declared else n for n in declared]]
+    leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
+    patterns += [["B", seq, seq], ["B", "H", seq, seq]]   # masks and scores: a token axis twice
+    for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
+        for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
+            patterns.append(lead + tail)
+    for names in patterns:
+        if names == skip:
+            continue
+        if len(names) == len(shape) and all(state.namer.size_of(n) == s for n, s in zip(names, shape)):
+            if len(set(names)) == len(names) or names.count(seq) == 2 and len(set(names)) == len(names) - 1:
+                return names
+    return None

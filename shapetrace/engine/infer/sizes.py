@@ -1,0 +1,87 @@
+"""Sizes and indices: names that sizes read from axes give to what is built from them.
+
+Reads: a record whose arguments carry :class:`~shapetrace.engine.sizes.SizeOf` values (``x.size(0)``
+read while the trace recorded) and the axes of the nodes they were read from. Adds: the names of
+
+- a tensor made from sizes alone (``torch.arange(x.size(1))`` is ``[T]``; ``torch.zeros(n, m)`` with
+  both read from axes is ``[that axis, that axis]``): its axes are those axes, whatever their sizes;
+- an axis an ``expand`` grows to a size read from an axis (``cls_token.expand(x.size(0), -1, -1)``:
+  one copy per batch entry, ``B``).
+
+A size that was not read from an axis, or arithmetic on one (``n + 1``), names nothing. Equal values
+never stand in for a read: the value carries its source, or it carries none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
+from shapetrace.engine.sizes import SizeOf
+from shapetrace.engine.thawed import thaw_args
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
+    """The axes of a tensor built from sizes (``arange``, ``zeros``...), or None where one of its
+    sizes was not read from an axis."""
+    args, kwargs = thaw_args(record.frozen)
+    shape = tuple(record.out_shapes[0])
+    if record.spec.sized == "count":
+        sizes = _count(args, kwargs)
+    else:
+        sizes = list(args[0]) if args and isinstance(args[0], (tuple, list)) else list(kwargs.get("size", args))
+        if record.spec.name == "full" and not (args and isinstance(args[0], (tuple, list))):
+            sizes = []   # full(size, fill_value): the size is a sequence
+    if len(sizes) != len(shape):
+        return None
+    found = [_read_axis(state, s) for s in sizes]
+    if any(a is None or a.size != n for a, n in zip(found, shape)):
+        return None
+    return tuple(found)
+
+
+def grown_axes(state: Inference, record, out_axes: list) -> list:
+    """``expand``: an axis grown to a size read from an axis (a copy per entry of it) takes its name."""
+    if len(out_axes) != 1:
+        return out_axes
+    args, kwargs = thaw_args(record.frozen)
+    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
+        list(args[1:]) or list(kwargs.get("size", ()))
+    axes = list(out_axes[0])
+    if len(sizes) != len(axes):
+        return out_axes
+    before = tuple(record.in_raw[0][0]) if record.in_raw else ()
+    lead = len(axes) - len(before)
+    for j, size in enumerate(sizes):
+        grown = j < lead or before[j - lead] == 1
+        found = _read_axis(state, size)
+        if grown and found is not None and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
+            axes[j] = found
+    return [tuple(axes)]
+
+
+def _count(args, kwargs) -> list:
+    """``arange(n)``, ``arange(0, n)``, ``arange(0, n, 1)``: n positions along the axis n was read from."""
+    values = list(args) + [kwargs[k] for k in ("start", "end", "step") if k in kwargs]
+    if len(values) == 1:
+        return values
+    if len(values) in (2, 3) and values[0] == 0 and type(values[0]) is int and (len(values) == 2 or values[2] == 1):
+        return [values[1]]
+    return []
+
+
+def _read_axis(state: Inference, size) -> Axis | None:
+    if type(size) is not SizeOf:
+        return None
+    axes = state.axes_of(size.node)
+    if not 0 <= size.axis < len(axes):
+        return None
+    axis = axes[size.axis]
+    return None if _unnamed_or_copies(axis) or axis.size != int(size) else axis
+
+
+def _unnamed_or_copies(axis: Axis) -> bool:
+    return not axis.atoms or all(a.root in (UNKNOWN, COPIES) for a in axis.atoms)

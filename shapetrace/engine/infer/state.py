@@ -1,0 +1,125 @@
+"""The inference's state: what the passes of :mod:`shapetrace.engine.infer` read and add, per capture.
+
+:class:`Inference` holds the facts the passes build (axes per node, tags, writes, events) and runs
+them over the records added since its last call (:meth:`Inference.advance`: a trace's events may be
+read while it records); the passes themselves are functions in their own modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis, Namer
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.events import Event, TensorInfo
+from shapetrace.engine.infer import corrections as corrections_pass
+from shapetrace.engine.infer import rows, sequences
+from shapetrace.engine.infer.einops import chained, finish_pattern
+from shapetrace.engine.infer.elements import ElementPass
+from shapetrace.engine.infer.record import infer_op, infer_pass, op_unnamed, unnamed_outputs
+from shapetrace.engine.infer.seeds import seed
+
+
+class Inference:
+    """Names and events of one capture, made incrementally: :meth:`advance` reads the records added
+    since the last call (a trace's events may be read while it records)."""
+
+    def __init__(self, capture, namer: Namer, dims: dict, seed_order: Sequence[str],
+                 pins: dict[int, tuple[Axis, ...]] | None = None):
+        self.capture = capture
+        self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
+        self.from_parameters: set[int] = set()          # nodes computed from module parameters only
+        self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
+        self.sliced_from: dict[int, tuple[int, OpRecord]] = {}   # x[index] -> (x, the record that sliced it)
+        self.declared: dict[int, tuple[Axis, ...]] = {}  # node -> the axes a later shapetrace.name() gave it
+        self.ambiguous: dict[int, int] = {}            # node -> the entered node whose sizes fit more than
+        #                                                one seed, and of which it is a same-axes copy
+        self.namer = namer
+        self.dims = dims
+        self.seed_order = list(seed_order)
+        self.axes: dict[int, tuple[Axis, ...]] = {}   # node -> axes
+        self.tags: dict[int, str] = {}                 # node -> q / k / v / qkv / kv
+        self.sequences: dict[int, str] = {}            # entered token node -> T or S
+        self.events: list[Event] = []
+        self.made_by: dict[int, tuple[int, int]] = {}  # node -> (event, output position) of the row that made it
+        self.event_of_record: dict[int, int] = {}
+        self.scalings: list[dict[str, Any]] = []
+        self.pattern_conflicts: list[tuple[int, str]] = []
+        self.name_mismatches = 0
+        self.seeded_by_size = False
+        self.unnamed_by_failure: list[tuple[int, str]] = []   # (event, "TypeName: message"): see op_unnamed
+        self.name_memo: dict[tuple, tuple] = {}
+        self.interned: dict[tuple, tuple] = {}
+        self.infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
+        self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
+        self.pending_pattern = None   # an einops chain: (call id, output node, event index, groups)
+        self.elements = ElementPass(namer)             # element provenance: producers and replays (.elements)
+        self._done = 0
+
+    def axes_of(self, node: int) -> tuple[Axis, ...]:
+        """A node's axes: as inferred, pinned by a later use, seeded where it entered, or unknown."""
+        found = self.axes.get(node)
+        if found is not None:
+            return found
+        pinned = self.pins.get(node)
+        if pinned is not None:
+            self.axes[node] = pinned
+            return pinned
+        facts = self.capture.nodes[node]
+        seeded = seed(self, node, facts) if facts.entered else None
+        if seeded is not None:
+            return seeded
+        found = ax.unknown_axes(facts.shape)
+        self.axes[node] = found
+        return found
+
+    def advance(self) -> list[Event]:
+        """Every record added since the last call, through :mod:`.record`'s steps in order."""
+        records = self.capture.records
+        self.infos.clear()   # labels read since the last pass are not shared with the infos of this one
+        for index in range(self._done, len(records)):
+            record = records[index]
+            kind = type(record)
+            if self.pending_pattern is not None and not chained(self, record):
+                finish_pattern(self)
+            if kind is OpRecord:
+                try:
+                    infer_op(self, index, record)
+                except Exception as exc:   # a fault of the inference itself, never of the traced code
+                    op_unnamed(self, index, record, exc)
+            elif kind is PassRecord:
+                try:
+                    infer_pass(self, record)
+                except Exception as exc:
+                    unnamed_outputs(self, record.outs, record.out_shapes, exc)
+            else:
+                self.axes[record.node] = record.axes
+                if record.was is not None:
+                    self.declared[record.was] = record.axes
+        self._done = len(records)
+        return self.events
+
+    def finish(self) -> None:
+        """After the run: the last einops chain ends, failed calls that ended the block join."""
+        self.advance()
+        if self.pending_pattern is not None:
+            finish_pattern(self)
+
+    def corrections(self) -> dict[int, tuple[Axis, ...]]:
+        """The names a later use proves for earlier tensors (:func:`.corrections.corrections`)."""
+        return corrections_pass.corrections(self)
+
+    def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
+        """A :class:`TensorInfo` of a layout read from torch, with these axes (:func:`.rows.info`)."""
+        return rows.info(self, raw, axes, device)
+
+    def failed_event(self, record: OpRecord) -> Event:
+        """The event of the call that raised and ended the traced block."""
+        in_axes = [self.axes_of(n) for n in record.ins]
+        return rows.event_of(self, len(self.events), record.spec, record, in_axes, [], record.params, None)
+
+    def orient_sequences(self) -> None:
+        """``T`` and ``S`` swapped for display where the source entered first (:mod:`.sequences`)."""
+        sequences.orient_sequences(self)

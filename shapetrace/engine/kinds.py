@@ -1,0 +1,159 @@
+"""Every kind of diagnostic the engine emits: its name, its severity and what it means, in one place.
+
+A rule makes a finding with :meth:`Kind.found` (never a bare string), so the severity comes from
+here; the README's table of diagnostics is :func:`readme_table` (a test compares the two), and the
+tests' list of kinds is ``set(Kind)``. A kind is a :class:`str` (``Kind.MIXED_AXIS == "mixed-axis"``),
+and a :class:`~.diagnostic.Diagnostic` keeps the plain string, so JSON and reprs are unchanged.
+
+>>> Kind.MIXED_AXIS.severity, str(Kind.MIXED_AXIS)
+('error', 'mixed-axis')
+>>> Kind.SCALE_NOT_HEAD_DIM.found(3, "the scores are scaled by 1/√D.", "Use scores / math.sqrt(d_k).").kind
+'scale-not-head-dim'
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from shapetrace.engine.diagnostic import Diagnostic
+
+#: the severities, worst first
+SEVERITIES = ("error", "warning", "note")
+
+
+class Kind(StrEnum):
+    """One kind of finding: ``(name, severity, one-line meaning[, another severity it may take])``."""
+
+    severity: str
+    meaning: str
+    also: tuple[str, ...]
+
+    def __new__(cls, value: str, severity: str, meaning: str, also: tuple[str, ...] = ()):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.severity, member.meaning, member.also = severity, meaning, also
+        return member
+
+    def found(self, event: int | None, message: str, fix: str = "", severity: str | None = None) -> Diagnostic:
+        """A :class:`Diagnostic` of this kind, at its own severity (or one it declares in ``also``)."""
+        chosen = severity or self.severity
+        if chosen != self.severity and chosen not in self.also:
+            raise ValueError(f"{self.value} is never {chosen!r} (it is {self.severity!r})")
+        return Diagnostic(chosen, self.value, event, message, fix)
+
+    # -- axes mixed or merged ----------------------------------------------------------------------
+    MIXED_AXIS = ("mixed-axis", "error",
+                  "an axis holds pieces of tokens (or batch entries) regrouped with something else")
+    TOKENS_MERGED_WITH_FEATURES = (
+        "tokens-merged-with-features", "warning",
+        "whole tokens flattened with features (`[B, H, T·d_k]`): fine as a layout exercise, a bug in attention; "
+        "an error when a later `linear` projects over that axis", ("error",))
+    TOKENS_REGROUPED_WITH_BATCH = (
+        "tokens-regrouped-with-batch", "note",
+        "blocks of tokens batched as windows (Swin, local chunks): fine, unless a `view` was meant to go seq-first")
+    NONSTANDARD_HEAD_SPLIT = (
+        "nonstandard-head-split", "note",
+        "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
+    PROJECTION_OVER_TOKENS = (
+        "projection-over-tokens", "error",
+        "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
+    NORM_OVER_TOKENS = (
+        "norm-over-tokens", "error",
+        "`nn.LayerNorm(D)` or RMSNorm on a channel-first map (`[B, D, T]`, `[B, C, H, W]`) whose last axis has "
+        "D's size by chance: each feature is normalised across positions")
+
+    # -- products and scores -----------------------------------------------------------------------
+    ATTENDS_OVER_WRONG_AXIS = (
+        "attends-over-wrong-axis", "error",
+        "a matmul batches over tokens and multiplies heads × heads (the `view` bug when `T == H`, "
+        "or `transpose(0, 1)`)")
+    CONTRACTS_DIFFERENT_AXES = (
+        "contracts-different-axes", "error",
+        "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
+        "when `T == d_k`)")
+    BATCH_MISMATCH = ("batch-mismatch", "error", "a batched matmul lines up unrelated batch axes")
+    ATTENDS_OVER_HEADS = ("attends-over-heads", "error",
+                          "the scores' key axis is heads (`view(B*T, H, d_k)`)")
+    ATTENDS_OVER_BATCH = ("attends-over-batch", "error",
+                          "the scores' key axis is batch entries (seq-first code fed `[B, T, D]`)")
+    ATTENDS_OVER_FEATURES = ("attends-over-features", "error", "the scores' key axis is features")
+    QUERY_KEY_SWAPPED = (
+        "query-key-swapped", "error",
+        "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
+    SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    SOFTMAX_IMPLICIT_DIM = (
+        "softmax-implicit-dim", "error",
+        "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
+        "(a note when which axis holds the keys is not known)", ("note",))
+    SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "scores scaled by `1/√D` instead of `1/√d_k`")
+
+    # -- masks, broadcasts and values --------------------------------------------------------------
+    MASK_WRONG_AXIS = ("mask-wrong-axis", "error",
+                       "a padding mask on the query axis (filled with any large negative, or added)")
+    MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
+                              "a mask tiled `H·B` (`repeat(H, 1, 1)`) against scores batched `B·H`")
+    BROADCAST_MISMATCH = (
+        "broadcast-mismatch", "error",
+        "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "
+        "mask on `[B, H, T, T]` scores, a rotary table `[B, T, 1, d_k]` on `[B, H, T, d_k]` at T == H)")
+    NAN_ROWS = ("nan-rows", "error", "fully masked rows that any traced softmax or SDPA turns into NaN")
+    NAN_ROWS_SKIPPED = ("nan-rows-skipped", "note",
+                        "the values were not read (the meta device has none), so NaN rows were not checked")
+
+    # -- the kernels' contracts --------------------------------------------------------------------
+    SDPA_LAYOUT = ("sdpa-layout", "error",
+                   "`F.scaled_dot_product_attention` fed q, k, v as `[B, T, H, d]` where `[B, H, T, d]` is due")
+    CAUSAL_MASK_MISALIGNED = (
+        "causal-mask-misaligned", "error",
+        "`is_causal=True` with fewer queries than keys (torch aligns the mask top-left)")
+    MASK_POLARITY = ("mask-polarity", "error",
+                     "a boolean mask in nn.MultiheadAttention's polarity (True = masked) given to SDPA")
+    MASK_POLARITY_UNCHECKED = (
+        "mask-polarity-unchecked", "note",
+        "a boolean mask given to SDPA whose values were not read, so its polarity was not checked")
+    FLOAT_MASK_AS_BIAS = ("float-mask-as-bias", "error",
+                          "a float mask of 0s and 1s, which SDPA adds to the scores and so hides nothing")
+    GQA_HEADS_MISMATCH = ("gqa-heads-mismatch", "error", "heads that `enable_gqa` cannot pair")
+    GQA_HEADS_ALREADY_REPEATED = (
+        "gqa-heads-already-repeated", "note",
+        "`enable_gqa=True` with keys that already have as many heads as the queries: nothing is shared")
+    GQA_HEAD_ORDER = (
+        "gqa-head-order", "error",
+        "key/value heads tiled with `repeat(1, n_rep, 1, 1)` meeting queries whose head h reads key/value "
+        "head h // n_rep")
+
+    # -- writes, joins and views -------------------------------------------------------------------
+    WRITE_MISMATCH = ("write-mismatch", "error",
+                      "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, `copy_`) with its axes in another "
+                      "order than it is read")
+    JOIN_MISMATCH = ("join-mismatch", "error",
+                     "a `cat` that lines up different axes of equal size in its parts")
+    CAT_SIZES_MISMATCH = ("cat-sizes-mismatch", "error",
+                          "a `cat` whose parts differ in size along an axis it does not join")
+    VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")
+
+    # -- about the trace itself --------------------------------------------------------------------
+    AMBIGUOUS_SIZES = (
+        "ambiguous-sizes", "note",
+        "names came from sizes alone and two sizes are equal: name the input with `shapetrace.name(x, \"B T D\")`")
+    INFERENCE_FAILED = (
+        "inference-failed", "note",
+        "a fault of shapetrace itself on this code: that op's results are left unnamed (every other op is "
+        "still named and checked); `SHAPETRACE_STRICT=1` raises it instead")
+    CHECK_FAILED = (
+        "check-failed", "note",
+        "a fault of shapetrace itself: one check did not run on this code; `SHAPETRACE_STRICT=1` raises it "
+        "instead")
+
+
+def severity_text(kind: Kind) -> str:
+    """``error``, or ``warning / error`` for a kind that may take another severity."""
+    return " / ".join((kind.severity, *kind.also))
+
+
+def readme_table() -> str:
+    """The README's table of diagnostics, one row per kind, errors first (in this enum's order within)."""
+    rows = sorted(Kind, key=lambda k: SEVERITIES.index(k.severity))
+    lines = ["| kind | severity | what it means |", "|---|---|---|"]
+    lines += [f"| `{k.value}` | {severity_text(k)} | {k.meaning} |" for k in rows]
+    return "\n".join(lines)

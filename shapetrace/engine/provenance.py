@@ -1,0 +1,288 @@
+"""Element provenance: where each element of a data-moving op's result came from.
+
+One generic way for every op that moves or selects elements (indexing, ``gather``, ``cat``, ``split``,
+``roll``, ``flip``, ``repeat``, ``expand``, ``unfold``, ``as_strided``, ``pad``, einops' reshapes and
+permutes, and chains of them): the call is *replayed* with each data operand replaced by a
+coordinate tensor (element ``i`` of operand ``k`` holds ``offset_k + i + 1``; ``0`` is a value the op
+filled in, such as padding), and each output axis is read off the coordinates it holds:
+
+- **walk**: moving along the axis steps through the operand's row-major coordinates by a fixed
+  mixed radix of digits (``(b h)`` is two digits: ``h`` minor, ``b`` major). A digit of stride 0 is a
+  copy (``expand``, ``repeat``); a negative stride walks backwards (``flip``);
+- **rolled**: a walk that starts part way and wraps around (``roll``);
+- **selected**: the source position along some operand axis depends on an index operand's values
+  (``x[ids]``, ``gather``, a block table): replayed twice with different random indices, an operand
+  axis whose coordinates change between the two replays is *indexed*, and an output axis along which
+  an indexed coordinate moves selects along it;
+- **joined**: the axis runs across operands (``cat``); **padded**: it runs into filled-in values;
+- **unknown**: none of these (a sort, a value-dependent result).
+
+Sizes never enter the answer: only the coordinates do, so T = H = B = 4 reads exactly as 2, 3, 5.
+This module names nothing; :mod:`.elements` turns sources into axis names. It is pure: given a
+callable and its arguments with :class:`Data` and :class:`Index` placeholders, it returns plain data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+WALK, ROLLED, SELECTED, JOINED, PADDED, UNKNOWN = "walk", "rolled", "selected", "joined", "padded", "unknown"
+#: elements a replay may hold (a coordinate tensor beyond it is not replayed)
+MAX_ELEMENTS = 1 << 20
+
+
+class Data(NamedTuple):
+    """A data operand: replaced by a coordinate tensor of ``shape``."""
+
+    shape: tuple
+
+
+class Index(NamedTuple):
+    """An index operand: replaced by random indices of ``shape`` and ``dtype`` (valid on any axis)."""
+
+    shape: tuple
+    dtype: Any = torch.int64
+
+
+@dataclass(frozen=True)
+class Digit:
+    """One mixed-radix digit of an output axis: ``size`` steps of ``stride`` in an operand's row-major
+    coordinates (0: copies of one element; negative: backwards)."""
+
+    stride: int
+    size: int
+
+
+@dataclass(frozen=True)
+class AxisSource:
+    """Where one output axis's elements came from.
+
+    ``walks``: for each operand the axis walks, ``(operand, digits major first)``; ``along``: the
+    ``(operand, axis)`` an index selects along; ``shift``: how far a rolled axis is rotated."""
+
+    kind: str
+    walks: tuple[tuple[int, tuple[Digit, ...]], ...] = ()
+    along: tuple[tuple[int, int], ...] = ()
+    shift: int = 0
+
+
+def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tuple[AxisSource, ...]] | None:
+    """Per result tensor of ``fn(*args, **kwargs)``, the source of each of its axes; None when the call
+    cannot be replayed (it raises, or its operands are too large)."""
+    kwargs = kwargs or {}
+    shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
+    if not shapes or 0 in (n for s in shapes for n in s) or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
+        return None   # (an empty operand has no elements to follow)
+    high = max(1, min((n for s in shapes for n in s), default=1))
+    try:
+        first = _replay(fn, args, kwargs, shapes, high, seed=1)
+        second = _replay(fn, args, kwargs, shapes, high, seed=2) if _placeholders((args, kwargs), Index) else first
+    except Exception:
+        return None
+    if len(first) != len(second) or any(a.shape != b.shape or 0 in a.shape for a, b in zip(first, second)):
+        return None
+    return [_read(a, b, shapes) for a, b in zip(first, second)]
+
+
+def coordinates(shapes: Sequence[tuple]) -> list[torch.Tensor]:
+    """One coordinate tensor per operand shape: element ``i`` of operand ``k`` holds ``offset_k + i + 1``."""
+    out, offset = [], 0
+    for shape in shapes:
+        n = math.prod(shape)
+        out.append(torch.arange(offset + 1, offset + n + 1, dtype=torch.float64).reshape(shape))
+        offset += n
+    return out
+
+
+# -- replaying ----------------------------------------------------------------------------------------
+
+def _placeholders(value, kind) -> list:
+    if isinstance(value, kind):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)) and not isinstance(value, (Data, Index)):
+        return [p for v in value for p in _placeholders(v, kind)]
+    if isinstance(value, slice):
+        return _placeholders([value.start, value.stop, value.step], kind)
+    return []
+
+
+def _replay(fn, args, kwargs, shapes, high: int, seed: int) -> list[torch.Tensor]:
+    coords = iter(coordinates(shapes))
+    generator = torch.Generator().manual_seed(seed)
+
+    def fill(value):
+        if isinstance(value, Data):
+            return next(coords)
+        if isinstance(value, Index):
+            return torch.randint(0, high, tuple(value.shape), generator=generator).to(value.dtype)
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, slice):
+            return slice(fill(value.start), fill(value.stop), fill(value.step))
+        if isinstance(value, (list, tuple)) and type(value) not in (torch.Size,):
+            return type(value)(map(fill, value)) if type(value) in (list, tuple) else tuple(map(fill, value))
+        return value
+
+    filled_args, filled_kwargs = fill(list(args)), fill(dict(kwargs))
+    with torch._C.DisableTorchFunction():   # a replay is never recorded, even while a trace records
+        result = fn(*filled_args, **filled_kwargs)
+    return _tensors(result)
+
+
+def _tensors(result) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return [t for r in result for t in _tensors(r)]
+    return []
+
+
+# -- reading the coordinates ------------------------------------------------------------------------------
+
+class _Decoded(NamedTuple):
+    operand: torch.Tensor        # which operand each element came from (-1: filled in)
+    local: torch.Tensor          # its row-major position in that operand
+    axes: list[torch.Tensor]     # per operand, the coordinate along each of its axes (stacked)
+
+
+def _decode(out: torch.Tensor, shapes: Sequence[tuple]) -> _Decoded:
+    values = out.detach().to(torch.float64)
+    whole = (values == values.round()) & (values >= 1)
+    flat = (torch.where(whole, values, torch.zeros_like(values)).long() - 1).contiguous()
+    ends = torch.tensor([math.prod(s) for s in shapes]).cumsum(0)
+    operand = torch.bucketize(flat, ends, right=True)
+    operand = torch.where((flat < 0) | (operand >= len(shapes)), torch.full_like(operand, -1), operand)
+    starts = torch.cat([torch.zeros(1, dtype=torch.long), ends[:-1]])
+    local = flat - starts[operand.clamp(min=0)]
+    return _Decoded(operand, torch.where(operand < 0, torch.zeros_like(local), local),
+                    [_unravel(local, shape) for shape in shapes])
+
+
+def _unravel(local: torch.Tensor, shape: tuple) -> torch.Tensor:
+    """``(len(shape), *local.shape)``: the coordinate along each axis of ``shape``."""
+    out, rest = [], local.clamp(min=0)
+    for size in reversed(shape):
+        out.append(rest % max(size, 1))
+        rest = rest // max(size, 1)
+    return torch.stack(out[::-1]) if out else local.new_zeros((0, *local.shape))
+
+
+def _read(a: torch.Tensor, b: torch.Tensor, shapes: Sequence[tuple]) -> tuple[AxisSource, ...]:
+    da, db = _decode(a, shapes), _decode(b, shapes)
+    if not torch.equal(da.operand, db.operand):
+        return tuple(AxisSource(UNKNOWN) for _ in a.shape)
+    indexed = _indexed(da, db, shapes)
+    flat = _flat_without(da, shapes, indexed)
+    return tuple(_axis(j, da, db, flat, indexed, shapes) for j in range(a.dim()))
+
+
+def _indexed(da: _Decoded, db: _Decoded, shapes) -> set[tuple[int, int]]:
+    """The ``(operand, axis)`` pairs whose coordinates change with the index values."""
+    found = set()
+    for k, shape in enumerate(shapes):
+        mine = da.operand == k
+        for i in range(len(shape)):
+            if not torch.equal(da.axes[k][i][mine], db.axes[k][i][mine]):
+                found.add((k, i))
+    return found
+
+
+def _flat_without(d: _Decoded, shapes, indexed) -> torch.Tensor:
+    """Each element's row-major position in its operand, counting only the axes no index drives."""
+    flat = torch.zeros_like(d.local)
+    for k, shape in enumerate(shapes):
+        mine = d.operand == k
+        part = torch.zeros_like(d.local)
+        for i, stride in enumerate(_row_major(shape)):
+            if (k, i) not in indexed:
+                part += d.axes[k][i] * stride
+        flat = torch.where(mine, part, flat)
+    return flat
+
+
+def _row_major(shape: tuple) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
+
+
+def _varies(t: torch.Tensor, j: int) -> torch.Tensor:
+    """Per line along axis ``j``, does ``t`` change along it? (shape: ``t``'s without axis ``j``)"""
+    return (t != t.narrow(j, 0, 1)).any(dim=j)
+
+
+def _axis(j: int, da: _Decoded, db: _Decoded, flat: torch.Tensor, indexed, shapes) -> AxisSource:
+    n = flat.shape[j]
+    if n == 1:
+        return AxisSource(WALK)
+    filled = da.operand < 0
+    if _varies(filled, j).any():
+        return AxisSource(PADDED)
+    if _varies(da.operand, j).any():
+        return AxisSource(JOINED)
+    along = tuple(pair for pair in sorted(indexed) if any(_selects(d, pair, j) for d in (da, db)))
+    walks, rolled = [], 0
+    lines = flat.movedim(j, 0).reshape(n, -1)
+    owners = da.operand.movedim(j, 0).reshape(n, -1)[0]
+    for k in sorted(set(owners.tolist()) - {-1}):
+        found = _walk(lines[:, owners == k])
+        if found is None:
+            return AxisSource(UNKNOWN)
+        digits, shift = found
+        rolled = rolled or shift
+        walks.append((k, digits))
+    if along and all(d.stride == 0 for _, digits in walks for d in digits):
+        return AxisSource(SELECTED, along=along)
+    return AxisSource(ROLLED if rolled else WALK, tuple(walks), along, rolled)
+
+
+def _selects(d: _Decoded, pair: tuple[int, int], j: int) -> bool:
+    """Does the coordinate along operand axis ``pair`` move along output axis ``j`` (on lines of that operand)?"""
+    k, i = pair
+    owned = d.operand.narrow(j, 0, 1).squeeze(j) == k
+    return bool(_varies(d.axes[k][i], j)[owned].any())
+
+
+def _walk(lines: torch.Tensor) -> tuple[tuple[Digit, ...], int] | None:
+    """Digits (major first) that every column of ``lines`` walks, and the roll that starts them."""
+    steps = lines - lines[:1]
+    if not bool((steps == steps[:, :1]).all()):
+        return None
+    delta = steps[:, 0]
+    best = _digits(delta), 0
+    for shift in dict.fromkeys((int(delta.argmin()), int(delta.argmax()))):
+        turned = delta.roll(-shift)
+        digits = _digits(turned - turned[0]) if shift else None
+        if digits is not None and (best[0] is None or len(digits) < len(best[0])):
+            best = digits, shift   # a rotation by half is also two digits: the fewer digits say it
+    return best if best[0] is not None else None
+
+
+def _digits(delta: torch.Tensor) -> tuple[Digit, ...] | None:
+    """The mixed radix ``delta`` is affine in (``delta[a*P + b] == a*s + delta[b]``), major first."""
+    n, period, out = len(delta), 1, []
+    while period < n:
+        stride = int(delta[period])
+        for count in _divisors_descending(n // period):
+            span = delta[:period * count].view(count, period)
+            expected = torch.arange(count).unsqueeze(1) * stride + delta[:period].unsqueeze(0)
+            if torch.equal(span, expected):
+                break
+        else:
+            return None
+        out.append(Digit(stride, count))
+        period *= count
+    return tuple(reversed(out))
+
+
+def _divisors_descending(n: int) -> list[int]:
+    return [d for d in range(n, 1, -1) if n % d == 0]

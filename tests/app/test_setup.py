@@ -1,0 +1,82 @@
+"""Trace separates building a model from its forward pass (issue 35): an op that runs inside a module's
+constructor, a deep copy (the Annotated Transformer's ``clones()``), ``.to()`` or ``load_state_dict``,
+outside any module's forward, is setup: out of the table and its totals, folded into one line, and the
+``in input`` row is the tensor that enters the forward."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT
+
+SCRIPT = str(ROOT / "tests" / "scripts" / "annotated_clones.py")
+DIMS = {"B": 2, "T": 6, "D": 32, "H": 4}
+
+
+@pytest.fixture(scope="module")
+def report():
+    from shapetrace.app.script import run_script
+
+    run = run_script(SCRIPT, [], DIMS)
+    assert run.ok
+    return run.report()
+
+
+def test_the_copies_made_by_clones_and_the_tril_buffer_are_setup(report):
+    # MultiHeadedAttention: 4 linears deep-copied by clones() (8 tensors: weight and bias); the
+    # attention deep-copied by make_model's c(attn) (8) and by Encoder's clones(layer, 2) (16): 32
+    # clones, and the tril buffer of Encoder's constructor
+    ops = [e.op for e in report.setup]
+    assert ops.count("clone") == 32 and ops.count("tril") == 1 and len(ops) == 33
+    assert [e.index for e in report.setup] == list(range(33))
+
+
+def test_the_forward_starts_at_the_input_and_its_totals_leave_setup_out(report):
+    from shapetrace.engine.summary import stats
+
+    first = report.events[0]
+    assert first.op == "linear" and first.index == 33 and first.module == "layers.0.linears.0"
+    assert first.inputs[0].shape == (2, 6, 32) and first.inputs[0].dims == ("B", "T", "D")
+    s = stats(report.events)
+    # per layer: q, k, v, output linears; three view+transpose; scores; softmax; weights @ v; transpose,
+    # contiguous, view: 17 ops, 2 layers
+    assert s["ops"] == 34 and s["copies"] == 2 and s["copy_bytes"] == 2 * 2 * 6 * 32 * 4
+    assert all(e.module.startswith("layers.") for e in report.events)
+
+
+def test_the_table_says_what_setup_ran_and_what_it_left_out(report):
+    from conftest import render
+
+    from shapetrace.render.table import footer_text
+
+    lines = render(footer_text(report, report.events), width=120).splitlines()
+    assert ("setup, not counted above: 33 ops ran while the model was built (#0-#32: 32 clone, 1 tril, "
+            "copying 66.1 KiB)") in lines
+    assert "not in the table: 4 elementwise ops (2 div, 2 add): elementwise math keeps its operands' axes" in lines
+
+
+def test_a_model_built_inside_the_trace_with_the_python_api_is_setup_too():
+    """nanoGPT's causal mask buffer and a rotary table made in a constructor (as transformers' Llama
+    rotary embedding does with arange) are setup; the same ops in the forward are not."""
+    import torch
+    from torch import nn
+
+    import shapetrace
+
+    class Block(nn.Module):
+        def __init__(self, t: int, d: int):
+            super().__init__()
+            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))  # (1, 1, T, T)
+            self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            mask = torch.tril(torch.ones(x.shape[1], x.shape[1]))  # (T, T): in the forward, so a row
+            return self.proj(x).view(2, 6, 4, 8).transpose(1, 2), mask
+
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        block = Block(6, 32)
+        block(torch.randn(2, 6, 32))
+    report = t.report()
+    assert [e.op for e in report.setup] == ["tril", "view"]
+    assert [e.op for e in report.events] == ["tril", "linear", "view", "transpose"]
+    assert report.events[1].inputs[0].dims == ("B", "T", "D")

@@ -1,0 +1,120 @@
+"""engine/infer/elements.py: names from element provenance in traced code written in the styles of public code.
+
+Each case names an axis that the engine before this pass left unnamed or misnamed (noted per test);
+the sizes include B = T = H = 4, where no size can tell two axes apart."""
+
+import pytest
+import torch
+
+import shapetrace
+from shapetrace.engine.infer.elements import callable_of
+from shapetrace.engine.ops import REGISTRY
+
+SIZES = ["B=2 T=8 D=16 H=4", "B=4 T=4 D=16 H=4"]
+
+
+def dims_of(t, op):
+    return [e.output.dims for e in t.events if e.op == op]
+
+
+def sizes(dims: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (p.split("=") for p in dims.split())}
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_mae_random_masking_keeps_tokens_selected_by_ids_keep(dims):
+    """facebookresearch/mae, models_mae.py ``random_masking``: argsort of noise, keep the first
+    ``len_keep``, ``torch.gather(x, dim=1, index=ids_keep.unsqueeze(-1).repeat(1, 1, D))``.
+    Before: ``[B, None, D]``."""
+    n = sizes(dims)
+    x = torch.randn(n["B"], n["T"], n["D"])                        # (B, T, D)
+    with shapetrace.trace(dims=dims) as t:
+        noise = torch.rand(n["B"], n["T"])                        # (B, T)
+        ids_shuffle = torch.argsort(noise, dim=1)
+        ids_keep = ids_shuffle[:, :n["T"] // 2]                   # (B, T/2)
+        kept = torch.gather(x, dim=1, index=ids_keep.unsqueeze(-1).repeat(1, 1, n["D"]))   # (B, T[ids_keep], D)
+    assert kept.shape == (n["B"], n["T"] // 2, n["D"])
+    assert dims_of(t, "gather") == [("B", "T[ids_keep]", "D")]
+
+
+def test_paged_attention_block_table_gather_selects_blocks():
+    """vLLM-style paged KV cache: ``key_cache[block_tables]`` reads each sequence's blocks,
+    ``[num_blocks, block_size, H, d_k]`` -> ``[B, max_blocks, block_size, H, d_k]``.
+    Before: the two table axes were unnamed."""
+    block_tables = torch.randint(0, 9, (2, 3))                                # (B, max_blocks)
+    with shapetrace.trace(dims="B=2 T=12 D=32 H=4") as t:
+        key_cache = shapetrace.name(torch.randn(9, 4, 4, 8), "blocks L H d_k")   # (blocks, L, H, d_k)
+        keys = key_cache[block_tables]                                        # (B, max_blocks, L, H, d_k)
+    assert keys.shape == (2, 3, 4, 4, 8)
+    assert dims_of(t, "__getitem__") == [("blocks[block_tables]", "blocks[block_tables]", "L", "H", "d_k")]
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_head_major_cat_of_split_folds_heads_over_batch(dims):
+    """Kyubyong/transformer (and its PyTorch ports): ``Q_ = torch.cat(torch.split(Q, d_k, dim=2), dim=0)``,
+    ``(H·N, T, d_k)`` with the heads major. Before: ``B+B+B+B`` (a join of batch with itself)."""
+    n = sizes(dims)
+    d_k = n["D"] // n["H"]
+    q = torch.randn(n["B"], n["T"], n["D"])                                    # (B, T, D)
+    with shapetrace.trace(dims=dims) as t:
+        q_ = torch.cat(torch.split(q, d_k, dim=2), dim=0)                     # (H*B, T, d_k)
+    assert q_.shape == (n["H"] * n["B"], n["T"], d_k)
+    assert dims_of(t, "cat") == [("H*B", "T", "d_k")]
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_take_along_dim_of_topk_tokens(dims):
+    """Token pruning in the style of DynamicViT/EViT: scores per token, ``topk`` indices, and
+    ``torch.take_along_dim(x, idx.unsqueeze(-1), dim=1)`` keeps those tokens.
+    Before: take_along_dim was an unknown op (no row, no names)."""
+    n = sizes(dims)
+    x = torch.randn(n["B"], n["T"], n["D"])                                   # (B, T, D)
+    with shapetrace.trace(dims=dims) as t:
+        keep = x.norm(dim=-1).topk(2, dim=1).indices                          # (B, 2)
+        kept = torch.take_along_dim(x, keep.unsqueeze(-1), dim=1)             # (B, T[keep], D)
+    assert kept.shape == (n["B"], 2, n["D"])
+    assert dims_of(t, "take_along_dim") == [("B", "T[keep]", "D")]
+
+
+def test_index_select_on_the_cache_time_axis_keeps_the_time_name():
+    """A KV cache read back at chosen positions with ``index_select`` on its time axis (as in
+    fairseq's incremental-state reorder, here on time): ``[B, H, T, d_k]`` -> ``[B, H, T[positions], d_k]``.
+    Before: ``[B, H, None, d_k]``."""
+    k = torch.randn(2, 4, 6, 8)                                               # (B, H, T, d_k)
+    positions = torch.tensor([0, 3, 5])
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        picked = k.index_select(2, positions)                                  # (B, H, T[positions], d_k)
+    assert picked.shape == (2, 4, 3, 8)
+    assert dims_of(t, "index_select") == [("B", "H", "T[positions]", "d_k")]
+
+
+def test_a_boolean_mask_selects_by_value_and_stays_unnamed():
+    """``x[mask]`` keeps as many rows as the mask holds: nothing proves which axis that is, even when
+    that count happens to equal T (before: named ``T`` whenever 8 of the 16 entries were kept)."""
+    x = torch.randn(2, 8, 16)                                                  # (B, T, D)
+    mask = torch.zeros(2, 8, dtype=torch.bool)
+    mask[0, :5] = mask[1, :3] = True                                           # 8 kept: the size of T
+    first = mask[0]
+    with shapetrace.trace(dims="B=2 T=8 D=16 H=4") as t:
+        rows = x[mask]                                                         # (kept, D)
+        cols = x[:, first]                                                     # (B, kept, D)
+    assert rows.shape == (8, 16) and cols.shape == (2, 5, 16)
+    assert dims_of(t, "__getitem__") == [(None, "D"), ("B", None, "D")]
+
+
+def test_an_index_over_two_axes_at_once_is_not_named():
+    """``h[torch.arange(B), last]`` (transformers' GPT2ForSequenceClassification pooling) selects along
+    batch and tokens together: one output axis, two sources, no single name proven."""
+    h = torch.randn(4, 4, 16)
+    with shapetrace.trace(dims="B=4 T=4 D=16 H=4") as t:
+        pooled = h[torch.arange(4), torch.tensor([3, 1, 2, 0])]
+    assert dims_of(t, "__getitem__") == [(None, "D")]
+    assert pooled.shape == (4, 16)
+
+
+def test_ops_are_replayed_as_the_callable_the_registry_names():
+    assert callable_of(REGISTRY["unfold"].replay) is torch.Tensor.unfold   # windows, not F.unfold's im2col
+    assert callable_of(REGISTRY["pad"].replay) is torch.nn.functional.pad
+    assert callable_of(REGISTRY["cat"].replay) is torch.cat
+    assert callable_of(REGISTRY["__getitem__"].replay) is torch.Tensor.__getitem__
+    assert REGISTRY["matmul"].replay == "" and callable_of("") is None     # computes: never replayed

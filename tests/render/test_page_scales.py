@@ -1,0 +1,179 @@
+"""The classroom page scales to whole models and small windows (issue 35), measured in headless
+Chromium (the system chromium, never a downloaded browser): the strip of ops folds repeated layers into
+chips, keeps a bounded height of its own and scrolls inside, and never covers the op's row, the
+highlighted code line or the memory diagram, at 1024×768 and 1280×800, in both themes and after zooming.
+A whole 80-layer model exports in a file proportionate to one layer, and the SVG export fetches nothing.
+
+Geometry is asserted, never pixels; the screenshots go to tests/output/ for a person to look at."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import OUTPUT, ROOT, cli_in_process
+from test_page import browser  # noqa: F401  (the fixture)
+
+SIZES = [(1024, 768), (1280, 800)]
+THEMES = ["light", "dark"]
+#: The strip's share of the window at most (its CSS caps it at 22% of the height).
+STRIP_SHARE = 0.25
+
+
+def _export(tmp_path_factory, name: str, *args: str):
+    out = tmp_path_factory.mktemp(name) / f"{name}.html"
+    proc = cli_in_process(*args, "--export", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def gpt_page(tmp_path_factory):
+    """nanoGPT-style pre-norm blocks (tests/scripts/tiny_gpt.py): 86 ops in 4 identical layers."""
+    return _export(tmp_path_factory, "gpt", "trace", str(ROOT / "tests/scripts/tiny_gpt.py"),
+                   "--dims", "B=2,T=6,D=64,H=4")
+
+
+@pytest.fixture(scope="module")
+def llama_page(tmp_path_factory):
+    """The README's 80-layer Llama at llama3-70b sizes on the meta device (tests/scripts/llama_meta.py,
+    written in the style of transformers' modeling_llama): 2,971 ops."""
+    return _export(tmp_path_factory, "llama", "trace", str(ROOT / "tests/scripts/llama_meta.py"),
+                   "--dims", "B=1,T=16,D=8192,H=64,H_kv=8")
+
+
+def _box(page, selector: str) -> dict:
+    box = page.eval_on_selector(selector, "e => { const r = e.getBoundingClientRect();"
+                                          " return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; }")
+    return box
+
+
+def _position_of(page, op_name: str, module_part: str) -> int:
+    """The page position of the first op named ``op_name`` in a module whose path contains ``module_part``."""
+    return page.evaluate("([name, part]) => { const d = JSON.parse(document.getElementById('trace-data').textContent);"
+                         " const full = i => d.ops[i].same === undefined ? d.ops[i] : d.ops[d.ops[i].same];"
+                         " return d.ops.findIndex((o, i) => full(i).op === name && o.module.includes(part)); }",
+                         [op_name, module_part])
+
+
+def _open(browser, path, size, theme, position: int):  # noqa: F811
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.goto(f"{path.as_uri()}#{position}")
+    if page.get_attribute("html", "data-theme") != theme:
+        page.keyboard.press("t")
+    return page
+
+
+def _assert_nothing_covered(page, size, diagram_shows: bool = True):
+    """The strip is bounded; the row, the highlighted code line and the diagram's top are on screen,
+    inside their panels' views, and above the strip (zoomed in, the diagram is reached by scrolling its
+    panel, never hidden under the strip)."""
+    height = size[1]
+    strip, footer = _box(page, "#strip"), _box(page, "footer")
+    assert strip["bottom"] - strip["top"] <= STRIP_SHARE * height + 1
+    assert footer["bottom"] <= height + 1 and strip["bottom"] <= footer["top"] + 1
+    op_panel, code_panel = _box(page, "#op-panel"), _box(page, "#code-panel")
+    assert op_panel["bottom"] <= strip["top"] + 1 and code_panel["bottom"] <= strip["top"] + 1
+    row = _box(page, "#row-cells")
+    assert op_panel["top"] <= row["top"] and row["bottom"] <= op_panel["bottom"]
+    assert row["right"] <= op_panel["right"] + 1  # every column on screen: the cells wrap, none is clipped
+    assert page.evaluate("[...document.querySelectorAll('#row-cells td')].every(td => {"
+                         " const r = td.getBoundingClientRect(), p = document.getElementById('op-panel')"
+                         ".getBoundingClientRect(); return r.right <= p.right + 1 && r.left >= p.left - 1; })")
+    # the equation and the sentence wrap inside the panel (a label cut short, "transpose(2,…", once left
+    # a bracket open and glued the rest of the equation into one line that ran off the panel)
+    assert page.evaluate("['equation', 'sentence'].every(id => { const e = document.getElementById(id);"
+                         " return e.scrollWidth <= e.clientWidth + 1; })")
+    cur = _box(page, "#code .cur")
+    assert code_panel["top"] <= cur["top"] and cur["bottom"] <= code_panel["bottom"] + 1
+    diagram = _box(page, "#diagram")
+    if diagram_shows:
+        assert op_panel["top"] < diagram["top"] < op_panel["bottom"] - 60  # at least its first lines show
+    else:
+        page.eval_on_selector("#op-panel", "p => { p.scrollTop = p.scrollHeight; }")
+        diagram, op_panel = _box(page, "#diagram"), _box(page, "#op-panel")
+        assert diagram["bottom"] <= op_panel["bottom"] + 1 and op_panel["bottom"] <= strip["top"] + 1
+        page.eval_on_selector("#op-panel", "p => { p.scrollTop = 0; }")
+
+
+@pytest.mark.parametrize("theme", THEMES)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt_page, size, theme):  # noqa: F811
+    page = _open(browser, gpt_page, size, theme, 0)
+    position = _position_of(page, "matmul", "layers.0")
+    page.goto(f"{gpt_page.as_uri()}#{position}")
+    if page.get_attribute("html", "data-theme") != theme:
+        page.keyboard.press("t")
+    _assert_nothing_covered(page, size)
+    # layers 1-3 repeat layer 0 fact for fact: one chip for the three, as the table's one line
+    groups = page.eval_on_selector_all("#strip button.group", "bs => bs.map(b => b.textContent)")
+    assert groups == ["▾ layers.0", "▸ layers.1-3"]
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(OUTPUT / f"page-gpt-{size[0]}x{size[1]}-{theme}.png"))
+    page.close()
+
+
+@pytest.mark.parametrize("theme", THEMES)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page, size, theme):  # noqa: F811
+    page = _open(browser, llama_page, size, theme, 0)
+    position = _position_of(page, "matmul", "layers.41.self_attn")
+    page.goto(f"{llama_page.as_uri()}#{position}")
+    if page.get_attribute("html", "data-theme") != theme:
+        page.keyboard.press("t")
+    _assert_nothing_covered(page, size)
+    assert page.text_content("#position").endswith("· model.layers.41.self_attn")
+    labels = page.eval_on_selector_all("#strip button.group", "bs => bs.map(b => b.textContent)")
+    assert labels[:3] == ["▸ model.layers.0", "▾ model.layers.1-79", "▸ model.layers.1"]
+    assert "▾ model.layers.41" in labels and "▸ model.layers.42" in labels
+    assert page.eval_on_selector("#strip", "s => s.querySelectorAll('button').length") < 160  # not 2,971 chips
+    assert page.eval_on_selector("#strip button.now", "b => b.textContent").startswith("#")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(OUTPUT / f"page-llama-{size[0]}x{size[1]}-{theme}.png"))
+    page.close()
+
+
+def test_a_closed_layer_chip_jumps_there_and_opens(browser, llama_page):  # noqa: F811
+    page = _open(browser, llama_page, (1280, 800), "light", 0)
+    page.click("#strip button.group:text-is('▸ model.layers.1-79')")
+    assert page.text_content("#position").startswith("#46 ")
+    assert page.text_content("#position").endswith("· model.layers.1.input_layernorm")
+    page.click("#strip button.group:text-is('▾ model.layers.1-79')")  # an open chip closes
+    assert page.eval_on_selector_all("#strip button.group", "bs => bs.map(b => b.textContent)")[:2] == [
+        "▸ model.layers.0", "▸ model.layers.1-79"]
+    page.close()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_after_zooming_the_code_line_and_row_stay_on_screen(browser, gpt_page, size):  # noqa: F811
+    page = _open(browser, gpt_page, size, "light", 0)
+    page.goto(f"{gpt_page.as_uri()}#{_position_of(page, 'softmax', 'layers.0')}")
+    for _ in range(6):
+        page.keyboard.press("+")
+    assert page.evaluate("document.querySelector('main').style.zoom") == "1.6"
+    _assert_nothing_covered(page, size, diagram_shows=False)
+    # the equation wraps at this size, but never inside its arrow
+    page.keyboard.press("ArrowRight")
+    assert page.eval_on_selector_all("#equation .arrow, #sentence .arrow", "as => as.length") >= 1
+    assert page.eval_on_selector_all("#equation .arrow, #sentence .arrow",
+                                     "as => as.every(a => a.getClientRects().length === 1)")
+    page.screenshot(path=str(OUTPUT / f"page-gpt-zoomed-{size[0]}x{size[1]}.png"))
+    page.close()
+
+
+def test_an_80_layer_export_is_proportionate(llama_page):
+    """83 s and 35 MB before (every op's row and two diagrams, 2,971 times); a folded layer's ops now
+    refer to the op they repeat, and each distinct diagram is kept once."""
+    assert llama_page.stat().st_size < 2_000_000
+    html = llama_page.read_text(encoding="utf-8")
+    for outside in ("http://", "https://", "<link", "src=", "url(", "@import"):
+        assert outside not in html, outside
+
+
+def test_the_svg_export_fetches_no_font(tmp_path):
+    out = tmp_path / "slide.svg"
+    proc = cli_in_process("run", "--export", str(out))
+    assert proc.returncode == 0, proc.stderr
+    svg = out.read_text(encoding="utf-8")
+    assert "@font-face" not in svg and not re.search(r"url\(\s*['\"]?(https?:|//)", svg)  # no web font
+    assert 'font-family: "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace;' in svg
