@@ -16,9 +16,12 @@ import threading
 import time
 from pathlib import Path
 
+from rich.segment import Segments
+from rich.text import Text
+
 from shapetrace.errors import ShapetraceError
 from shapetrace.exercises.progress import file_hash, learner_file, start_file
-from shapetrace.tui.viewport import Scroll
+from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 
 POLL_SECONDS = 0.5
 #: After a change, how long the file must stay quiet before it is checked (editors write in steps).
@@ -193,8 +196,6 @@ class Watch:
     def show(self, ex_id: str, path: Path, mode: str, verdict: dict | None, problem: str = "") -> None:
         """A fresh screen: the verdict on top, the exercise and keys at the bottom; a verdict taller
         than the terminal scrolls between them (Space/↓, ↑) with a marker saying what is below."""
-        from rich.text import Text
-
         from shapetrace.render.exercise import verdict_view, watch_status
 
         ex = self.curriculum.exercise(ex_id)
@@ -210,10 +211,6 @@ class Watch:
         self.redraw()
 
     def redraw(self) -> None:
-        from rich.segment import Segments
-
-        from shapetrace.tui.viewport import body_lines, segments, window
-
         if self.screen is None:
             return
         body, status = self.screen
