@@ -40,6 +40,10 @@ class TmuxSession:
         """Send tmux key names (Enter, Space, Right, Left, C-c) or literal characters."""
         self.tmux("send-keys", *keys)
 
+    def resize(self, width: int, height: int) -> None:
+        """Make the terminal ``width`` × ``height`` (the program sees a SIGWINCH)."""
+        self.tmux("resize-window", "-x", str(width), "-y", str(height))
+
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p")
 

@@ -80,7 +80,8 @@ class LayerFold:
         first, last = self.layers[0], self.layers[-1]
         which = first.path if first is last else f"{first.stack}.{first.number}-{last.number}"
         n = len(self.original.events)
-        return f"{which}: the same {n} op{'s' if n != 1 else ''} as {self.original.path}"
+        ops = "op" if n == 1 else f"{n} ops"
+        return f"{which}: the same {ops} as {self.original.path}"
 
 
 def split_layers(events: Sequence[Event]) -> list[Layer | Event]:

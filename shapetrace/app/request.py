@@ -131,7 +131,16 @@ class RunRequest:
         kept = self.typed_sizes
         overridden = f" (your {', '.join('--' + g.replace('_', '-') for g in kept)} kept)" if kept else ""
         return (f"preset {p.describe()}{overridden}; source: {p.source}. This run uses T={self.seq_len}; "
-                f"pass --seq-len {p.context} for the full context.")
+                f"pass --seq-len {p.context} for the full context.{self._bias_note(p)}")
+
+    def _bias_note(self, p) -> str:
+        """LLaMA's projections have no biases; the model traced here has them: say so, with both counts."""
+        if p.bias:
+            return ""
+        c = self.config
+        biases = 2 * c.d_model + 2 * c.h_kv * c.d_k if c.grouped else 4 * c.d_model
+        return (f" {p.name} has no biases in its attention projections; the model traced here has "
+                f"{biases:,}, so its {c.param_count:,} parameters are {c.param_count - biases:,} in {p.name}.")
 
     @property
     def lists_catalogue(self) -> bool:

@@ -127,6 +127,9 @@ class ScriptRun:
     hidden: int = 0
     notes: list[str] = field(default_factory=list)
     stopped: str | None = None  #: why the recording stopped before the script's end (a limit), else None
+    #: True when a real Ctrl-C (SIGINT) reached the script; a KeyboardInterrupt the script raised itself
+    #: is its own outcome, reported like any other exception
+    ctrl_c: bool = False
     #: what the table shows above itself: {"lines": [...], "how_to_name": "..."} (the command fills it)
     header: dict[str, Any] = field(default_factory=dict)
 
@@ -141,7 +144,7 @@ class ScriptRun:
     @property
     def interrupted(self) -> bool:
         """True when Ctrl-C stopped the script: the trace holds the ops recorded before it."""
-        return isinstance(self.exception, KeyboardInterrupt)
+        return isinstance(self.exception, KeyboardInterrupt) and self.ctrl_c
 
 
 def exception_message(exc: BaseException) -> str:
@@ -247,6 +250,49 @@ def _exec(path: str) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
+class HardExit(BaseException):
+    """The script called ``os._exit(code)`` in its own thread: the process would end on the spot, with
+    no table. The call raises this instead, and the run reports it as the script's outcome."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"os._exit({self.code})"
+
+
+@contextlib.contextmanager
+def _script_endings() -> Iterator[list[bool]]:
+    """While the script runs: a real Ctrl-C is told apart from a ``raise KeyboardInterrupt`` (the yielded
+    flag becomes True), and ``os._exit`` in the script's own thread and process raises :class:`HardExit`.
+    ``os._exit`` anywhere else (a forked child, another thread) still ends that process at once."""
+    import signal
+    import threading
+
+    pid, main, real_exit = os.getpid(), threading.get_ident(), os._exit
+    ctrl_c = [False]
+
+    def on_sigint(signum, frame):
+        ctrl_c[0] = True
+        signal.default_int_handler(signum, frame)
+
+    def hard_exit(code):
+        if os.getpid() == pid and threading.get_ident() == main:
+            raise HardExit(code)
+        real_exit(code)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    os._exit = hard_exit
+    try:
+        yield ctrl_c
+    finally:
+        os._exit = real_exit
+        if in_main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
 def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None = None,
                device: str = "cpu", filters: Filters | None = None,
                stdout_to_stderr: bool = False, limits: Limits | None = None) -> ScriptRun:
@@ -265,11 +311,11 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     trace.check_dependencies()   # the outermost module is run again on perturbed copies after the run
     exception: BaseException | None = None
     watcher = _Watcher(trace, limits) if limits is not None else None
-    with script_environment(path, args, stdout_to_stderr) as threads:
+    with script_environment(path, args, stdout_to_stderr) as threads, _script_endings() as ctrl_c:
         try:
             with trace, _default_device(device, torch), watcher or contextlib.nullcontext():
                 _exec(path)
-        except SystemExit as exc:
+        except (SystemExit, HardExit) as exc:
             if exc.code not in (None, 0):
                 exception = exc
         except BaseException as exc:  # the script's own failure of any class, or Ctrl-C: shown with the table
@@ -286,6 +332,7 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     else:
         stopped = None
     run = _finish(path, trace, exception, filters or Filters(), stopped)
+    run.ctrl_c = ctrl_c[0]
     if threads[0]:
         run.notes.append(f"the script started {threads[0]} thread{'s' if threads[0] != 1 else ''}: shapetrace "
                          "records the thread that runs the script, so ops run in other threads are not in the table")

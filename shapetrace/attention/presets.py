@@ -2,7 +2,8 @@
 
 Only the attention shapes are taken (width D, heads H, key/value heads H_kv,
 context length); the projections here keep biases even where the real model
-has none (LLaMA, Mistral). Each number's source is in the comment beside it:
+has none (LLaMA, Mistral, Falcon: ``bias=False``), and the run's note says so.
+Each number's source is in the comment beside it:
 the model's published config.json on the Hugging Face Hub, or its paper.
 """
 
@@ -21,6 +22,9 @@ class Preset:
     kv_heads: int | None
     context: int
     source: str
+    #: whether the real model's q/k/v/output projections have biases (config.json: attention_bias,
+    #: bias; LLaMA, Mistral and Falcon have none). The model shapetrace builds always has them.
+    bias: bool = True
 
     def describe(self) -> str:
         kv = f", {self.kv_heads} kv-heads" if self.kv_heads else ""
@@ -38,21 +42,21 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("bert-large", 1024, 16, None, 512, "google-bert/bert-large-uncased config.json"),
     # meta-llama/Llama-2-7b-hf config.json: hidden_size 4096, num_attention_heads 32,
     # num_key_value_heads 32, max_position_embeddings 4096
-    Preset("llama2-7b", 4096, 32, None, 4096, "meta-llama/Llama-2-7b-hf config.json"),
+    Preset("llama2-7b", 4096, 32, None, 4096, "meta-llama/Llama-2-7b-hf config.json", bias=False),
     # meta-llama/Llama-2-70b-hf config.json: hidden_size 8192, num_attention_heads 64,
     # num_key_value_heads 8, max_position_embeddings 4096
-    Preset("llama2-70b", 8192, 64, 8, 4096, "meta-llama/Llama-2-70b-hf config.json"),
+    Preset("llama2-70b", 8192, 64, 8, 4096, "meta-llama/Llama-2-70b-hf config.json", bias=False),
     # meta-llama/Meta-Llama-3-8B config.json: hidden_size 4096, num_attention_heads 32,
     # num_key_value_heads 8, max_position_embeddings 8192
-    Preset("llama3-8b", 4096, 32, 8, 8192, "meta-llama/Meta-Llama-3-8B config.json"),
+    Preset("llama3-8b", 4096, 32, 8, 8192, "meta-llama/Meta-Llama-3-8B config.json", bias=False),
     # meta-llama/Meta-Llama-3-70B config.json: hidden_size 8192, num_attention_heads 64,
     # num_key_value_heads 8, max_position_embeddings 8192
-    Preset("llama3-70b", 8192, 64, 8, 8192, "meta-llama/Meta-Llama-3-70B config.json"),
+    Preset("llama3-70b", 8192, 64, 8, 8192, "meta-llama/Meta-Llama-3-70B config.json", bias=False),
     # mistralai/Mistral-7B-v0.1 config.json: hidden_size 4096, num_attention_heads 32,
     # num_key_value_heads 8, max_position_embeddings 32768 (sliding_window 4096)
-    Preset("mistral-7b", 4096, 32, 8, 32768, "mistralai/Mistral-7B-v0.1 config.json"),
+    Preset("mistral-7b", 4096, 32, 8, 32768, "mistralai/Mistral-7B-v0.1 config.json", bias=False),
     # tiiuae/falcon-7b config.json: hidden_size 4544, n_head 71, multi_query true (one kv head)
-    Preset("falcon-7b", 4544, 71, 1, 2048, "tiiuae/falcon-7b config.json"),
+    Preset("falcon-7b", 4544, 71, 1, 2048, "tiiuae/falcon-7b config.json", bias=False),
 ]}
 
 

@@ -16,6 +16,7 @@ from typer._click import exceptions as click_errors
 
 from shapetrace.cli import common, compare, exercise, lessons, live, run, strides, trace
 from shapetrace.cli.common import report_error
+from shapetrace.cli.terminal import prepare_streams
 
 app = typer.Typer(
     name="shapetrace",
@@ -53,7 +54,7 @@ def _root(
     """shapetrace: multi-head attention, op by op."""
 
 
-app.command()(run.run)
+app.command(cls=run.RunCommand)(run.run)
 app.command()(strides.strides)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(trace.trace)
 app.add_typer(exercise.exercise_app, name="exercise")
@@ -83,6 +84,7 @@ def main() -> None:
 
     if os.environ.get("NO_COLOR") == "":
         os.environ.pop("NO_COLOR")
+    prepare_streams()
     _check_argument_lengths(sys.argv[1:])
     common.FREEZE_AFTER_TORCH = True
     sys.exit(_run_app())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from shapetrace.app.classroom import ClassroomRequest, ViewOptions
 from shapetrace.app.devices import pick_device
@@ -192,3 +193,15 @@ def _diagram_hook(report: Report, request: RunRequest):
     from shapetrace.render.diagram import run_diagram_hook
 
     return run_diagram_hook(report, request.diagram, out_console(request.classroom.view.width).width)
+
+
+class RunCommand(TyperCommand):
+    """``run``'s command: its one positional (``--predict strides``'s word) is read after ``--predict`` only,
+    so the usage line does not show it (``Usage: shapetrace run [OPTIONS]``)."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if not getattr(param, "hidden", False):
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces

@@ -163,6 +163,16 @@ def _axis_name(t: TensorInfo, d: int) -> str:
     return name.replace("*", "·") if name else f"axis {d} (size {t.shape[d]})"
 
 
+def _swap_words(a: str, b: str, d0: int, d1: int) -> str:
+    """``swaps T and H``; two axes of one name are told apart by position (``swaps the two T axes, 2
+    and 3``), and an axis swapped with itself moves nothing."""
+    if d0 == d1:
+        return f"swaps {a} with itself: nothing moves"
+    if a == b:
+        return f"swaps the two {a} axes, {min(d0, d1)} and {max(d0, d1)}"
+    return f"swaps {a} and {b}"
+
+
 def _transpose(e: Event) -> str:
     i, o = e.inputs[0], e.output
     pair = e.params.get("dims")
@@ -172,7 +182,7 @@ def _transpose(e: Event) -> str:
         # an unnamed axis is said by where it was and its size there: in the output, position d0 holds
         # what was at d1, so both are read from the input (``swaps T and axis 2 (size 32)``)
         told = o if all(swapped) else i
-        text = f"swaps {_axis_name(told, d0)} and {_axis_name(told, d1)}"
+        text = _swap_words(_axis_name(told, d0), _axis_name(told, d1), d0, d1)
     else:
         swapped = _moved(i.dims, o.dims)
         text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from shapetrace.app.script import exception_message
+from shapetrace.app.script import HardExit, exception_message
 from shapetrace.engine.failure import explain_failure, operand_lines
 from shapetrace.render.indent import Indent
 
@@ -29,6 +29,12 @@ def failure_lines(run: ScriptRun) -> Iterable[Text]:
         return
     if isinstance(exc, SystemExit):
         yield Text.assemble(("✗ the script exited with code ", "bold red"), (str(exc.code), "bold red"))
+        return
+    if isinstance(exc, HardExit):
+        yield Text.assemble(("✗ the script ended the process with ", "bold red"), (str(exc), "bold red"),
+                            (f"  {_user_location(exc, run.script)}".rstrip(), "dim"))
+        yield _indented(Text("(os._exit ends Python on the spot; shapetrace caught the call to show the ops "
+                             "recorded before it)", style="dim"), 2)
         return
     where = _user_location(exc, run.script)
     yield Text.assemble(("✗ the script raised ", "bold red"),

@@ -221,7 +221,9 @@ def input_cells(t, long_names=None) -> list[Text]:
 
 
 def fold_label(fold: Fold | LayerFold | StepFold) -> str:
-    return f"{fold.events[0].index}-{fold.events[-1].index}"
+    """The op numbers a folded line stands for: ``12-959``, or ``11`` for one op."""
+    first, last = fold.events[0].index, fold.events[-1].index
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def fold_cells(fold: Fold | LayerFold | StepFold, widths: Sequence[int]) -> Text:
@@ -483,12 +485,15 @@ class NarrowLayout:
 
     def facts(self, cells: Sequence[Text], indent: int, width: int, strides: bool) -> Iterable[Text]:
         """``new 24 KiB · strides (3072, 512, 1) · contiguous``: the moved memory and layout words beside
-        the strides (when they go under the row), wrapped at the `` · `` only."""
+        the strides (when they go under the row), wrapped at the `` · `` only; when the three do not fit
+        on one line, the layout word goes beside the memory (``new 24 KiB · contiguous``), never alone."""
         parts = [cells[4]] if 4 in self._gone() and cells[4].plain else []
         if strides and cells[3].plain:
             parts.append(Text("strides ", style="dim").append_text(cells[3]))
         if 5 in self._gone() and cells[5].plain:
             parts.append(cells[5])
+            if len(parts) == 3 and indent + sum(p.cell_len for p in parts) + 6 > width:
+                parts[1:] = [parts[2], parts[1]]  # no layout word alone on a line: it joins the memory word
         line = Text(" " * indent)
         for part in parts:
             if line.cell_len > indent and line.cell_len + 3 + part.cell_len <= width:
@@ -569,7 +574,7 @@ def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
     elif n == copies:
         who = f"all {n} copies ({size}) are"
     else:
-        who = f"{n} of the {copies} copies ({size}) are"
+        who = f"{n} of the {copies} copies ({size}) {'is' if n == 1 else 'are'}"
     operands = "an operand" if n == 1 else "operands"
     verb = "clones" if len(ops) == 1 else "clone"
     return f"{who} torch's, not the code's: matmul {where} {verb} {operands} for bmm"

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions
 from shapetrace.tui.step import StepState, run_interactive
+from shapetrace.tui.viewport import body_lines, segments, window
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.exercises.content import Lesson
@@ -42,11 +43,14 @@ class PresentScreen:
         return self._cache[index]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The title bar with the keys, then the screen's text; a screen taller than the terminal
+        scrolls under the title, with a marker line saying what is below and which keys show it."""
         title = self.title_bar(options.max_width)
         title.no_wrap, title.overflow = True, "ellipsis"
-        yield title  # keys on top: a screen taller than the terminal is cut at the bottom
-        yield Group(*self.parts(self.state.index))
-
+        yield title
+        lines = body_lines(console, options, Group(*self.parts(self.state.index)))
+        height = options.height or console.height
+        yield from segments(window(console, options, lines, height - 1, self.state.scroll))
 
     def title_bar(self, width: int) -> Text:
         """Where we are and the keys, in ``width`` columns: the short keys, then without the lesson's

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -30,6 +30,7 @@ from shapetrace.render.classroom import op_table
 from shapetrace.render.highlight import highlight_line
 from shapetrace.render.source import CodeWindow, code_window
 from shapetrace.render.table import diagnostic_lines, footer_text, input_lines, trace_header, verdict_lines
+from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
@@ -37,8 +38,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
 GOTO, NEXT_ERROR, ERASE, CANCEL = "goto", "next-error", "erase", "cancel"
-KEYS = {"\r": NEXT, "\n": NEXT, " ": NEXT, "\x1b[C": NEXT, "\x1bOC": NEXT, "l": NEXT,
+DOWN, UP, PAGE = "down", "up", "page"
+KEYS = {"\r": NEXT, "\n": NEXT, " ": PAGE, "\x1b[C": NEXT, "\x1bOC": NEXT, "l": NEXT,
         "b": BACK, "\x1b[D": BACK, "\x1bOD": BACK, "h": BACK,
+        "\x1b[B": DOWN, "\x1bOB": DOWN, "j": DOWN, "\x1b[A": UP, "\x1bOA": UP, "k": UP,
         "d": DIAGRAM, "q": QUIT, "Q": QUIT, "g": GOTO, "e": NEXT_ERROR,
         "\x7f": ERASE, "\b": ERASE, "\x1b": CANCEL}
 HELP_WIDE = "Enter/Space/→ next · b/← back · d diagram on/off · g go to op · e next error · q quit"
@@ -68,6 +71,9 @@ class StepState:
     with an error, for ``g`` and ``e``; ``typed`` holds the digits typed after ``g`` (None when not
     typing); ``message`` is a one-line answer (``no op #99``) shown until the next key.
     ``exit_at_end``: Enter on the last screen (step mode's summary) quits.
+    ``scroll``: where a screen taller than the terminal is scrolled to: Space pages through what is
+    below, then goes on (read with Space alone, nothing is skipped); ↓ and ↑ scroll; Enter and → go
+    on at once.
     """
 
     count: int
@@ -78,6 +84,7 @@ class StepState:
     exit_at_end: bool = False
     typed: str | None = None
     message: str = ""
+    scroll: Scroll = field(default_factory=Scroll)
 
     def apply(self, action: str, wrap: bool = False) -> bool:
         """Apply one action; returns False on quit."""
@@ -86,6 +93,20 @@ class StepState:
             return self._typing(action)
         if action == QUIT:
             return False
+        if action == UP:
+            self.scroll.up()
+            return True
+        if action in (PAGE, DOWN):
+            if self.scroll.down() or action == DOWN:
+                return True
+            action = NEXT  # Space at a screen's end goes on
+        before = self.index
+        going_on = self._move(action, wrap)
+        if self.index != before:
+            self.scroll.top()
+        return going_on
+
+    def _move(self, action: str, wrap: bool) -> bool:
         if action == NEXT:
             if self.exit_at_end and not wrap and self.index == self.count - 1:
                 return False
@@ -101,6 +122,7 @@ class StepState:
         return True
 
     def _typing(self, action: str) -> bool:
+        action = NEXT if action == PAGE else action
         if action.isdigit():
             self.typed = (self.typed + action)[:9]
         elif action == ERASE:
@@ -108,7 +130,10 @@ class StepState:
         elif action == NEXT:
             typed, self.typed = self.typed, None
             if typed:
+                before = self.index
                 self._go_to(int(typed))
+                if self.index != before:
+                    self.scroll.top()
         elif action in (CANCEL, GOTO, QUIT):
             self.typed = None
         return True
@@ -156,16 +181,21 @@ class StepScreen:
         return events[self.state.index] if self.state.index < len(events) else None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """Title, code, a rule, the op's part (row, findings, then the diagram), the keys. The code gets
+        the rows the op's part leaves; when even the op's part does not fit, the code goes and the op's
+        part scrolls, with a marker saying what is below (the keys stay on the last line)."""
         width = options.max_width
         height = options.height or console.height
-        yield self.title(width)
+        title = self.title(width)
         lower = self.op_part(width) if self.event is not None else self.summary_part()
-        lower_height = len(console.render_lines(lower, options.update(height=None), pad=False))
-        budget = height - lower_height - 4
+        lines = body_lines(console, options, lower)
+        pinned = len(body_lines(console, options, title)) + 2  # the title, the rule and the keys
+        budget = height - len(lines) - pinned
+        yield title
         if self.event is not None and budget >= 3:
             yield self.code_part(budget)
         yield Text("─" * width, style="dim")
-        yield lower
+        yield from segments(window(console, options, lines, height - pinned, self.state.scroll))
         yield self.help_line(width)
 
     def title(self, width: int) -> Text:
@@ -325,20 +355,32 @@ def _fit_console(console: Console, width: int | None) -> None:
     console.size = (min(cols, width) if width else cols, rows)
 
 
+#: After a resize, the screen is drawn once more this many seconds later: a terminal may change its own
+#: grid after it tells the program the new size, and a frame drawn in between is scrolled or cut.
+RESIZE_SETTLE = 0.2
+
+
 def _loop(screen, console: Console, view, fd: int, wake_r: int, auto: float | None) -> None:
     deadline = time.monotonic() + auto if auto else None
+    settle = None  # when to draw again after a resize
     while True:
         _fit_console(console, view.options.width)
         screen.update(view)
-        timeout = max(0.0, deadline - time.monotonic()) if deadline else None
-        ready, _, _ = select.select([fd, wake_r], [], [], timeout)
+        waits = [t - time.monotonic() for t in (deadline, settle) if t is not None]
+        ready, _, _ = select.select([fd, wake_r], [], [], max(0.0, min(waits)) if waits else None)
         if wake_r in ready:
-            os.read(wake_r, 64)  # a resize: redraw at the new size
+            os.read(wake_r, 64)  # a resize: redraw at the new size, now and once it has settled
+            settle = time.monotonic() + RESIZE_SETTLE
+            continue
+        if settle is not None and time.monotonic() >= settle:
+            settle = None
+            if fd not in ready:
+                continue
         if fd in ready:
             for action in parse_keys(os.read(fd, 64).decode("utf-8", "replace")):
                 if not view.state.apply(action):
                     return
             deadline = time.monotonic() + auto if auto else None
-        elif not ready and deadline is not None:
+        elif not ready and deadline is not None and time.monotonic() >= deadline:
             view.state.apply(NEXT, wrap=True)
             deadline = time.monotonic() + auto

@@ -16,8 +16,12 @@ import threading
 import time
 from pathlib import Path
 
+from rich.segment import Segments
+from rich.text import Text
+
 from shapetrace.errors import ShapetraceError
 from shapetrace.exercises.progress import file_hash, learner_file, start_file
+from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 
 POLL_SECONDS = 0.5
 #: After a change, how long the file must stay quiet before it is checked (editors write in steps).
@@ -125,6 +129,14 @@ class Keys:
 
             termios.tcsetattr(self.stream.fileno(), termios.TCSADRAIN, self.saved)
 
+    def _key(self) -> str | None:
+        """One key; an arrow's escape sequence (``\\x1b[B``) as one key."""
+        fd = self.stream.fileno()
+        key = os.read(fd, 1)
+        if key == b"\x1b" and select.select([fd], [], [], 0.02)[0]:
+            key += os.read(fd, 2)
+        return key.decode("utf-8", "replace") or None
+
     def poll(self, timeout: float) -> str | None:
         """A key ("\\n" for Enter), or None when none came within ``timeout``."""
         if self.closed:
@@ -138,7 +150,7 @@ class Keys:
         if not ready:
             return None
         if self.saved is not None:
-            return os.read(self.stream.fileno(), 1).decode("utf-8", "replace") or None
+            return self._key()
         line = self.stream.readline()
         if not line:
             self.closed = True
@@ -155,6 +167,8 @@ class Watch:
         self.check_file, self.progress_loader, self.record = check_file, progress_loader, record
         self.time_limit, self.show_hint = time_limit, show_hint
         self.verdicts: dict[str, dict] = {}   # the last verdict of each exercise, for its hints
+        self.screen = None                    # (verdict renderable, status) on screen now
+        self.scroll = Scroll()
 
     def file_of(self, ex_id: str) -> Path:
         path = learner_file(self.workspace, ex_id)
@@ -180,17 +194,45 @@ class Watch:
         return verdict
 
     def show(self, ex_id: str, path: Path, mode: str, verdict: dict | None, problem: str = "") -> None:
-        from shapetrace.render.exercise import print_verdict, watch_status
+        """A fresh screen: the verdict on top, the exercise and keys at the bottom; a verdict taller
+        than the terminal scrolls between them (Space/↓, ↑) with a marker saying what is below."""
+        from shapetrace.render.exercise import verdict_view, watch_status
 
         ex = self.curriculum.exercise(ex_id)
-        self.console.clear()
         if verdict is not None:
-            print_verdict(verdict, self.console, file=str(path))
+            body = verdict_view(verdict, str(path))
         else:
-            self.console.print(f"[bold red]the checker could not run[/bold red]: {problem}", highlight=False)
+            body = Text.assemble(("the checker could not run", "bold red"), f": {problem}")
         passed = verdict is not None and verdict["verdict"] == "pass"
-        self.console.print(watch_status(ex, str(path), mode, self.done_count(), len(self.curriculum.exercises),
-                                        passed, last=self.curriculum.next_after(ex_id) is None))
+        status = watch_status(ex, str(path), mode, self.done_count(), len(self.curriculum.exercises),
+                              passed, last=self.curriculum.next_after(ex_id) is None)
+        self.screen = (body, status)
+        self.scroll.top()
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.screen is None:
+            return
+        body, status = self.screen
+        console, options = self.console, self.console.options
+        foot = body_lines(console, options, status)
+        rows = console.height - len(foot) - 1 if console.is_terminal else 10**9  # the last row: the cursor
+        lines = window(console, options, body_lines(console, options, body), rows, self.scroll)
+        self.console.clear()
+        self.console.print(Segments(segments(lines)), end="")
+        self.console.print(status)
+
+    def scrolled(self, key: str | None) -> bool:
+        """Space/↓ and ↑ move a verdict taller than the terminal; True when the key was one of them."""
+        if key in (" ", "\x1b[B", "j"):
+            moved = self.scroll.down()
+        elif key in ("\x1b[A", "k"):
+            moved = self.scroll.up()
+        else:
+            return False
+        if moved:
+            self.redraw()
+        return True
 
     def hint(self, ex_id: str) -> None:
         """One more hint, about the fault of the last check (recorded exactly as `exercise hint` does)."""
@@ -207,6 +249,8 @@ class Watch:
                 key = keys.poll(0.1)
                 if key == "q":
                     return "quit"
+                if self.scrolled(key):
+                    continue
                 if key == "h":
                     self.hint(ex_id)
                 elif key in ("n", "\n") and verdict is not None and verdict["verdict"] == "pass":

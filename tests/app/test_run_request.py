@@ -100,7 +100,9 @@ def test_preset_returns_a_new_request_and_keeps_typed_sizes():
     assert "(your --heads kept)" in filled.preset_note
     plain = RunRequest(preset="llama3-8b").checked()
     assert (plain.d_model, plain.heads, plain.kv_heads) == (4096, 32, 8)
-    assert plain.preset_note.endswith("This run uses T=6; pass --seq-len 8192 for the full context.")
+    assert plain.preset_note.endswith("This run uses T=6; pass --seq-len 8192 for the full context. llama3-8b has "
+                                      "no biases in its attention projections; the model traced here has "
+                                      "10,240, so its 41,953,280 parameters are 41,943,040 in llama3-8b.")
     assert plain.config.d_k == 128
 
 

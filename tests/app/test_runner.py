@@ -253,3 +253,48 @@ def test_ctrl_c_during_trace_prints_the_table_so_far(tmp_path):
     assert "    1 transpose    [2, 8, 6, 64]" in out
     assert ("i the script started 1 thread: shapetrace records the thread that runs the script, so ops run "
             "in other threads are not in the table") in out
+
+
+def test_a_keyboard_interrupt_the_script_raises_is_its_own_failure(cli, tmp_path):
+    """Not a Ctrl-C: no "interrupted" line, no exit 130, but the script's exception under the table."""
+    script = tmp_path / "stops.py"
+    script.write_text("import torch\nx = torch.randn(2, 6, 512)  # (B, T, D)\n"
+                      "q = x.view(2, 6, 8, 64)  # (B, T, H, d_k)\nraise KeyboardInterrupt('stop here')\n")
+    run = run_script(str(script))
+    assert isinstance(run.exception, KeyboardInterrupt) and not run.interrupted and not run.ctrl_c
+    result = cli_run(script)
+    assert result.returncode == 1 and "interrupted" not in result.stdout + result.stderr
+    line = _line_with("✗ the script raised", result.stdout)
+    assert line.startswith("✗ the script raised KeyboardInterrupt: stop here  ") and line.endswith("stops.py:4")
+    assert "    0 view         [2, 6, 8, 64]" in result.stdout
+
+
+def test_os_exit_in_the_script_ends_it_with_the_table(tmp_path):
+    script = tmp_path / "quits.py"
+    script.write_text("import os, torch\nx = torch.randn(2, 6, 512)  # (B, T, D)\n"
+                      "q = x.view(2, 6, 8, 64)  # (B, T, H, d_k)\nos._exit(7)\n")
+    result = cli_run(script)
+    assert result.returncode == 1, result.stderr
+    assert "    0 view         [2, 6, 8, 64]" in result.stdout
+    line = _line_with("✗ the script", result.stdout)
+    assert line.startswith("✗ the script ended the process with os._exit(7)  ") and line.endswith("quits.py:4")
+    assert os._exit.__module__ in ("posix", "nt")   # put back after the run
+
+
+def test_os_exit_in_a_forked_child_still_ends_only_the_child(tmp_path):
+    """multiprocessing's children end with os._exit: inside them it must stay the real one."""
+    script = tmp_path / "forks.py"
+    script.write_text("import os, torch\nx = torch.randn(2, 6, 512)\npid = os.fork()\n"
+                      "if pid == 0:\n    os._exit(3)\n_, status = os.waitpid(pid, 0)\n"
+                      "assert os.waitstatus_to_exitcode(status) == 3\nq = x.view(2, 6, 8, 64)\n")
+    result = cli_run(script)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 op · 1 view" in result.stdout
+
+
+def cli_run(script):
+    return run_cli("trace", str(script), "--width", "300")
+
+
+def _line_with(start: str, out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(start))

@@ -41,8 +41,18 @@ def test_at_40_columns_the_layout_and_memory_go_under_the_row_indented(cli):
     lines = out.splitlines()
     row = lines.index("  0 linear      [B=2, T=6, D=512]")
     assert lines[row + 1:row + 4] == ["    q = self.split_heads(self.w_q(x))",
-                                      "    new 24 KiB · strides (3072, 512, 1)",
-                                      "    contiguous"]
+                                      "    new 24 KiB · contiguous",
+                                      "    strides (3072, 512, 1)"]
+
+
+@pytest.mark.parametrize("width", (40, 50))
+@pytest.mark.parametrize("flags", [(), ("--compact",), ("--long-names",)])
+def test_no_layout_word_alone_on_a_line(cli, width, flags):
+    """Issue 35: at 40 and 50 columns ``contiguous`` wrapped onto a line of its own."""
+    lines = cli("run", "--width", str(width), *flags).output.splitlines()
+    alone = [line for line in lines if line.strip() in ("contiguous", "strided")]
+    assert alone == []
+    assert "    view · contiguous" in lines or flags or width == 50
 
 
 def test_at_63_columns_only_the_layout_moves_beside_the_strides(cli):

@@ -50,8 +50,8 @@ def screen_of(trace, index, width=100, height=40, diagram=False):
 def test_parse_keys_reads_arrows_and_batched_keys():
     from shapetrace.tui.step import parse_keys
 
-    assert list(parse_keys("\r \x1b[Cb\x1b[Dd\x1bOCq\nx")) == [
-        "next", "next", "next", "back", "back", "diagram", "next", "quit", "next"]
+    assert list(parse_keys("\r \x1b[Cb\x1b[Dd\x1bOCq\nx\x1b[B\x1b[A")) == [
+        "next", "page", "next", "back", "back", "diagram", "next", "quit", "next", "down", "up"]
 
 
 def test_state_stays_in_range_and_auto_wraps():

@@ -1,0 +1,94 @@
+"""What the terminal around shapetrace may be: any locale, any ``$COLUMNS``.
+
+:func:`prepare_streams` runs once, before any output: standard output and error that cannot encode
+shapetrace's symbols (``PYTHONIOENCODING=ascii``, a Latin-1 locale) write ASCII stand-ins instead
+(``✓`` -> ``ok``, ``→`` -> ``->``, ``T·H`` -> ``T*H``) rather than end the command with a
+``UnicodeEncodeError``; ``$COLUMNS`` and ``$LINES`` are held to the sizes ``--width`` accepts, since
+Rich reads them as the terminal's size.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+import unicodedata
+
+from shapetrace.app.classroom import MAX_WIDTH, MIN_WIDTH
+
+#: The error handler's name, given to ``stream.reconfigure(errors=...)``.
+HANDLER = "shapetrace-ascii"
+#: The most rows a screen is drawn for (``$LINES`` above it is taken as this).
+MAX_LINES = 1000
+
+#: Stand-ins for the symbols shapetrace prints; a middle dot is handled apart (see :func:`_stand_in`).
+ASCII = {
+    "✓": "ok", "✗": "x", "→": "->", "←": "<-", "↓": "v", "↑": "^", "⏎": "Enter", "▶": ">", "▸": ">",
+    "◀": "<", "─": "-", "━": "-", "│": "|", "┃": "|", "⋮": ":", "…": "...", "×": "x", "≠": "!=", "≤": "<=",
+    "≥": ">=", "≈": "~", "▏": "|", "█": "#", "▓": "#", "▒": ":", "░": ".", "•": "*", "—": "--", "–": "-",
+    "‘": "'", "’": "'", "“": '"', "”": '"', "·": "*", "⁻": "^-", "¹": "1", "²": "^2", "³": "^3",
+    "√": "sqrt", "∞": "inf", "ℹ": "i", "⚠": "!", "\u00a0": " ",
+}
+
+
+def _stand_in(text: str, i: int) -> str:
+    """ASCII for ``text[i]``: a spaced middle dot is a separator (``-``), an unspaced one a product
+    (``*``); a letter with an accent loses the accent; anything else becomes ``?``."""
+    ch = text[i]
+    if ch == "·":
+        spaced = (i == 0 or text[i - 1] == " ") and (i + 1 == len(text) or text[i + 1] == " ")
+        return "-" if spaced else "*"
+    if ch in ASCII:
+        return ASCII[ch]
+    plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+    return plain or "?"
+
+
+def _ascii_errors(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(_stand_in(exc.object, i) for i in range(exc.start, exc.end)), exc.end
+
+
+codecs.register_error(HANDLER, _ascii_errors)
+
+
+def can_encode(stream, sample: str = "✓✗→·─▶") -> bool:
+    """Whether ``stream``'s encoding can write shapetrace's symbols."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        sample.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def ascii_fallback(stream) -> None:
+    """Make ``stream`` write ASCII stand-ins for what its encoding cannot hold (no-op when it can)."""
+    if stream is None or can_encode(stream):
+        return
+    try:
+        stream.reconfigure(errors=HANDLER)
+    except (AttributeError, ValueError, OSError):
+        pass
+
+
+def capped_size(value: str | None, low: int, high: int) -> str | None:
+    """``$COLUMNS``/``$LINES`` held to ``low..high`` (a number); anything else is left for Rich to ignore."""
+    if value is None or not value.strip().isdigit() or not value.strip().isascii():
+        return value
+    return str(min(max(int(value), low), high))
+
+
+def prepare_streams() -> None:
+    """ASCII stand-ins on streams that need them; ``$COLUMNS`` and ``$LINES`` capped. A closed
+    standard output or error (``shapetrace lessons >&-``: Python sees None) writes nowhere."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - lives as long as sys
+    for stream in (sys.stdout, sys.stderr):
+        ascii_fallback(stream)
+    for name, low, high in (("COLUMNS", MIN_WIDTH, MAX_WIDTH), ("LINES", 5, MAX_LINES)):
+        value = capped_size(os.environ.get(name), low, high)
+        if value is not None:
+            os.environ[name] = value
