@@ -86,6 +86,8 @@ def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tu
         return None
     if len(first) != len(second) or any(a.shape != b.shape or 0 in a.shape for a, b in zip(first, second)):
         return None
+    if sum(a.numel() for a in first) > MAX_ELEMENTS:
+        return None   # (a view can be far larger than its operands: reading it would allocate it whole)
     return [_read(a, b, shapes) for a, b in zip(first, second)]
 
 

@@ -220,6 +220,16 @@ def test_run_device_meta_json_matches_cpu(cli):
     on_meta = json.loads(cli("run", "--json", "--device", "meta").stdout)
     assert on_meta.pop("notes") == ["on the meta device (--device meta): shapes and strides without data"]
     assert "notes" not in cpu
+    # the dependency contracts are measured on values, which the meta device has none of: the verdict
+    # says what held on the CPU and claims nothing there; everything else is the same
+    cpu_verdict, meta_verdict = cpu.pop("verdict"), on_meta.pop("verdict")
+    assert cpu_verdict["contracts"] == ["batch entries stay apart", "each token depends on itself"]
+    assert meta_verdict["contracts"] == []
+    assert meta_verdict["line"] == "✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning " \
+                                   "from input to output"
+    assert cpu_verdict["line"] == meta_verdict["line"] + "; held on the values: " + ", ".join(cpu_verdict["contracts"])
+    assert {k: v for k, v in cpu_verdict.items() if k not in ("contracts", "line")} == \
+        {k: v for k, v in meta_verdict.items() if k not in ("contracts", "line")}
     assert cpu == on_meta
 
 

@@ -20,6 +20,7 @@ join of batch with itself). Sizes never decide anything here: only coordinates.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -29,7 +30,7 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.axis_reshape import strided_axes
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
-from shapetrace.engine.provenance import ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
+from shapetrace.engine.provenance import MAX_ELEMENTS, ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
 from shapetrace.engine.sites import resolve
 from shapetrace.engine.thawed import TensorStub, thaw_args
 
@@ -146,6 +147,8 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
 
 
 def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list[tuple[Axis | None, ...]] | None:
+    if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
+        return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
     placed = _placed(record)
     if placed is None:
         return None
