@@ -39,6 +39,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import secrets
 import select
 import signal
@@ -56,6 +57,7 @@ NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _C
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 0x400, 0x800, 0x200000
+_MNT_DETACH = 2
 #: statvfs flag -> mount flag, for a remount that must keep the flags the kernel locked.
 _KEPT_FLAGS = ((0x1, _MS_RDONLY), (0x2, _MS_NOSUID), (0x4, _MS_NODEV), (0x8, _MS_NOEXEC), (0x400, _MS_NOATIME),
                (0x800, _MS_NODIRATIME), (0x1000, _MS_RELATIME))
@@ -135,11 +137,60 @@ def fresh_mounts() -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     devices = device_mounts()  # read from the old /proc: the new one lists this namespace's mounts too
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY)
-    for place in ("/tmp", "/dev/shm"):
+    kept = mounts_under("/tmp")   # a venv, a checkout or the file under check bound below /tmp
+    for place in ("/dev/shm", "/tmp"):
         if os.path.isdir(place):
+            held = _hold(kept) if place == "/tmp" else []
             _mount("tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, TMP_OPTIONS)
+            _put_back(kept, held)
     for device in devices:
         _read_only_again(device)
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts_under(place: str) -> list[str]:
+    """The outermost mount points strictly below ``place`` (the binds a fresh tmpfs there would hide)."""
+    with open("/proc/self/mountinfo") as f:
+        points = sorted({_unescape(line.split()[4]) for line in f})
+    below = [p for p in points if p.startswith(place.rstrip("/") + "/")]
+    return [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]
+
+
+def _hold(points: list[str]) -> list[str]:
+    """Bind each of ``points`` (with what is mounted below it) to a holder in the private /dev/shm, so
+    that a tmpfs mounted over their parent does not hide them for good."""
+    held = []
+    for i, point in enumerate(points):
+        holder = f"/dev/shm/.held-{i}"
+        _make_point(holder, point)
+        _mount(point, holder, None, _MS_BIND | _MS_REC)
+        held.append(holder)
+    return held
+
+
+def _put_back(points: list[str], held: list[str]) -> None:
+    """Bind each holder back at its place in the fresh tmpfs (read-only flags it had are locked and kept;
+    a writable one is made read-only) and let the holder go."""
+    for point, holder in zip(points, held):
+        _make_point(point, holder)
+        _mount(holder, point, None, _MS_BIND | _MS_REC)
+        if not os.statvfs(point).f_flag & 0x1:
+            _read_only_again(point)
+        if _libc().umount2(holder.encode(), _MNT_DETACH) == 0:
+            (os.rmdir if os.path.isdir(holder) else os.unlink)(holder)
+
+
+def _make_point(path: str, like: str) -> None:
+    """An empty folder (or file, where ``like`` is a file) at ``path``, its parents made too."""
+    if os.path.isdir(like):
+        os.makedirs(path, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
 
 def drop_capabilities() -> None:
