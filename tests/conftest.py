@@ -282,3 +282,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if hasattr(item, "function") and _starts_sandboxes(item):
             item.add_marker(pytest.mark.sandbox)
+
+
+def playwright_entry(api: str = "sync"):
+    """playwright's ``sync_playwright`` (or ``async_playwright`` for ``api="async"``); the test skips, with
+    how to install it, where playwright is missing (fails where SHAPETRACE_REQUIRE_BROWSER=1 says it must run)."""
+    try:
+        module = __import__(f"playwright.{api}_api", fromlist=[f"{api}_playwright"])
+    except ImportError:
+        how = "playwright is not installed: pip install -e '.[test]' to run this test"
+        if REQUIRE_TOOLS:
+            pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
+        pytest.skip(how)
+    return getattr(module, f"{api}_playwright")

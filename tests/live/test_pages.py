@@ -15,7 +15,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import REQUIRE_TOOLS, require_tool
+from conftest import playwright_entry, require_tool
 
 pytest.importorskip("starlette", reason="the live extra is not installed: pip install -e '.[live]'")
 
@@ -31,15 +31,6 @@ WAIT_MS = 60_000  # a shared machine under load; a page that waits this long has
 HOSTILE_NAME = "<img src=x onerror=\"window.pwned=1\">"
 
 
-def _async_playwright():
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        how = "playwright is not installed: pip install -e '.[test]' to run this test"
-        if REQUIRE_TOOLS:
-            pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
-        pytest.skip(how)
-    return async_playwright
 
 
 def _answers(moment) -> list[tuple[str, str]]:
@@ -107,7 +98,7 @@ def test_thirty_students_and_a_projector_step_through_a_class(chromium, tmp_path
 
 
 async def _class(chromium: str, live: LiveClass, running: Running) -> None:
-    async with _async_playwright()() as p:
+    async with playwright_entry("async")() as p:
         # one renderer process for every page: 31 processes would crawl on two shared cores
         browser = await p.chromium.launch(executable_path=chromium,
                                           args=["--no-sandbox", "--disable-gpu", "--renderer-process-limit=1"])
@@ -224,7 +215,7 @@ def test_a_quiz_class_in_the_pages(chromium, tmp_path):
 
 
 async def _quiz_class(chromium: str, live: LiveClass, running: Running) -> None:
-    async with _async_playwright()() as p:
+    async with playwright_entry("async")() as p:
         browser = await p.chromium.launch(executable_path=chromium,
                                           args=["--no-sandbox", "--disable-gpu", "--renderer-process-limit=1"])
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import OUTPUT, REQUIRE_TOOLS, cli_in_process, model_line, require_tool
+from conftest import OUTPUT, cli_in_process, model_line, playwright_entry, require_tool
 
 #: The model lines the page cites, found by their text (a line added above them moves them all).
 Q_LINE = model_line("q = self.split_heads(self.w_q(x))")
@@ -17,15 +17,6 @@ SKIP_LINE = model_line("return x.view(B, self.heads, T, self.d_k)", "broken.py")
 NBSP = "\u00a0"
 
 
-def _playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        how = "playwright is not installed: pip install -e '.[test]' to run this test"
-        if REQUIRE_TOOLS:
-            pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
-        pytest.skip(how)
-    return sync_playwright
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +43,7 @@ def _text(page, selector: str) -> str:
 @pytest.fixture(scope="module")
 def browser():
     chromium = require_tool("chromium")
-    with _playwright()() as p:
+    with playwright_entry("sync")() as p:
         b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         yield b
         b.close()
