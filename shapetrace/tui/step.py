@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.control import Control
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for
@@ -365,6 +366,9 @@ def _loop(screen, console: Console, view, fd: int, wake_r: int, auto: float | No
     settle = None  # when to draw again after a resize
     while True:
         _fit_console(console, view.options.width)
+        # rich's screen.update writes its frame from wherever the cursor was left (the last row), so
+        # every frame scrolled the whole screen through; from the top-left it overwrites in place
+        console.control(Control.home())
         screen.update(view)
         waits = [t - time.monotonic() for t in (deadline, settle) if t is not None]
         ready, _, _ = select.select([fd, wake_r], [], [], max(0.0, min(waits)) if waits else None)

@@ -59,7 +59,9 @@ def test_a_presented_screen_taller_than_the_terminal_scrolls_with_space(tmux):
     assert lines[-1].startswith("↓ ") and lines[-1] == "↓ 8 more lines (lines 1-22 of 30) · Space/↓ shows them"
     assert "transpose(1, 2) to move the heads ahead of the tokens." not in screen
     tmux.keys("Space")   # the rest of the same screen, not the next one
-    screen = tmux.wait_for("transpose(1, 2) to move the heads ahead of the tokens.", timeout=30)
+    # the whole new frame: its marker is the last line drawn
+    screen = tmux.wait_for(lambda s: "transpose(1, 2) to move the heads ahead of the tokens." in s
+                           and "↑ lines 9-30 of 30" in s, timeout=30)
     assert rows(screen)[0].startswith(" shapetrace lesson 1 · 4/7")
     assert rows(screen)[-1] == "↑ lines 9-30 of 30 · ↑ scrolls back"
     for width, height in SIZES[1:]:
