@@ -96,7 +96,8 @@ ENTRIES: list[OpSpec] = [
            chain="method"),
     OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
-      for name in ("zeros", "ones", "empty", "full")),
+      for name in ("zeros", "ones", "empty")),
+    OpSpec("full", "new", None, row=False, words="a new tensor of a shape", sized="sequence"),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape", meta="factory")
       for name in ("rand", "randn")),
     *_meta_only("factory", "randint", integer_result=True),

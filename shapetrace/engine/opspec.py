@@ -83,8 +83,9 @@ class OpSpec:
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)
     contraction: str = ""             # a product's rule: "matrix" (last axis · second to last), "subscripts"
-    sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "count"
-    #                                   (arange(n)), "grown" (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
+    sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "sequence"
+    #                                   (full((B, T), v): one sequence only), "count" (arange(n)), "grown"
+    #                                   (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
     replay: str = ""                  # moves elements: the function its calls are replayed as to follow
     #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
     #: the one function this op is, as a dotted path, where another function shares its ``__name__``

@@ -265,12 +265,13 @@ def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:
 
 
 def in_place_line(trace, path: str) -> tuple[int | None, str]:
-    """The learner's line of the first traced in-place op (a name ending in ``_``)."""
+    """The learner's line of the first traced in-place op (``transpose_``, ``masked_fill_``, ``copy_``: not a
+    write through an index, ``t[i] = v``)."""
 
     if trace is None:
         return None, ""
     for e in trace.events:
-        if e.op.endswith("_") and not e.op.startswith("__"):
+        if e.spec.inplace and e.spec.write != "index":
             file, _, line = e.source.rpartition(":")
             if line.isdigit() and Path(file).resolve() == Path(path).resolve():
                 return int(line), e.code

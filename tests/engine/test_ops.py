@@ -144,3 +144,30 @@ def test_the_side_table_check_finds_a_table_of_op_names():
     module._FAMILIES = {"x": ("view", "reshape")}
     module.WORDS = ("a", "b")
     assert side_tables(module) == {"ADDITIVE": ["__add__", "add"], "_FAMILIES": ["reshape", "view"]}
+
+
+def test_a_recorded_event_carries_the_spec_of_the_function_it_called():
+    """``torch.split(qkv, D, dim=-1)`` (the transformers GPT-2 style) and ``qkv.split(D, dim=2)`` (nanoGPT's
+    ``self.c_attn(x).split(self.n_embd, dim=2)``) are two functions of one op: both events hold its spec."""
+    qkv = torch.randn(2, 6, 3 * 8)                                         # (B, T, 3·D)
+    with shapetrace.trace() as t:
+        torch.split(qkv, 8, dim=-1)                                        # 3 × (B, T, D)
+        qkv.split(8, dim=2)                                                # 3 × (B, T, D)
+    assert [e.spec for e in t.events] == [REGISTRY["split"], REGISTRY["split"]]
+    assert [e.op for e in t.events] == ["split", "split"]
+    assert [[o.shape for o in e.outputs] for e in t.events] == [[(2, 6, 8)] * 3] * 2
+
+
+def test_torch_embedding_is_not_f_embedding():
+    """``F.embedding(ids, weight)`` calls ``torch.embedding(weight, ids)``: the same ``__name__`` with the
+    operands the other way round (torch/nn/functional.py). Known by name, a direct ``torch.embedding``
+    call got a row whose token ids were the weight matrix; known by its function, it is an op the
+    registry does not know (no row, no names), and ``F.embedding`` keeps its row."""
+    ids = torch.randint(0, 10, (2, 6))                                     # (B, T)
+    weight = torch.randn(10, 16)                                           # (V, D)
+    with shapetrace.trace(dims={"B": 2, "T": 6, "D": 16}) as t:
+        F.embedding(ids, weight)                                           # (B, T, D)
+        torch.embedding(weight, ids)                                       # (B, T, D)
+    assert [(e.op, [i.shape for i in e.inputs], e.output.dims) for e in t.events] == [
+        ("embedding", [(2, 6)], ("B", "T", "D"))]
+    assert spec_of_callable(torch.embedding) is None
