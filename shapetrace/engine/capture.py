@@ -36,7 +36,6 @@ from shapetrace.engine.ops import (
     callable_index,
 )
 from shapetrace.engine.ops import record_params as _record_params
-from shapetrace.engine.opspec import VALUE_CHECKED_FAMILIES
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
 from shapetrace.engine.sizes import carries_sizes, size_of
 
@@ -187,7 +186,7 @@ class Capture:
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
         if outs:
             first = outs[0]
-            if spec.family in _VALUE_CHECKED and not first.is_meta:
+            if (spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION) and not first.is_meta:
                 self.value_checked.append((len(self.records), first))   # read once, after the run
             device = first.device
         else:
@@ -291,7 +290,8 @@ class Capture:
 KEEP_BUDGET = 64 << 20
 _EINOPS = "einops"
 #: families whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
-_VALUE_CHECKED = VALUE_CHECKED_FAMILIES
+#: (:attr:`~.opspec.OpSpec.value_checked`, compared by identity on the hot path)
+_SOFTMAX, _FUSED_ATTENTION = Family.SOFTMAX, Family.FUSED_ATTENTION
 _NO_ARGS = ((), None)
 _CPU = torch.device("cpu")
 

@@ -1,8 +1,8 @@
 """The op registry (shapetrace/engine/ops.py, its table op_table.py, opspec.py) owns every op fact: no other
-module decides what an op is
-by comparing its name with a string literal (``e.op == "view"``, ``e.op in ("matmul", "bmm")``) or keeps
-its own set or table of op names. They ask the registry: ``family_of(op)``, ``is_matrix_product(op)``,
-``moves_layout(op)``... so that an op added to a family is treated alike everywhere (issue 21, item 4).
+module decides what an op is by comparing its name with a string literal (``e.op == "view"``,
+``e.op in ("matmul", "bmm")``) or keeps its own set or table of op names. They ask the op's spec
+(``e.spec.family``, ``e.spec.matrix_product``, ``e.spec.moves_layout``), or the registry by name where the
+input is a name by nature, so that an op added to a family is treated alike everywhere (issue 21, item 4).
 
 Each module is one case, so a failure names the module and every offending line.
 """
