@@ -71,11 +71,18 @@ UNKNOWN = OpSpec("?", "new", None, row=False, words="")
 _OWNERS = ("torch.Tensor", "torch", "torch.nn.functional", "torch.special", "torch.linalg")
 
 
+@functools.cache
+def _owner(path: str):
+    """``torch.Tensor`` (a class) or a module, by its dotted path."""
+    module, _, attr = path.rpartition(".")
+    if module and attr[:1].isupper():
+        return getattr(importlib.import_module(module), attr)
+    return importlib.import_module(path)
+
+
 def _resolve(path: str):
     owner, _, name = path.rpartition(".")
-    module, _, cls = owner.rpartition(".") if owner == "torch.Tensor" else (owner, "", "")
-    found = getattr(importlib.import_module(module), cls) if cls else importlib.import_module(owner)
-    return getattr(found, name, None)
+    return getattr(_owner(owner), name, None)
 
 
 def callables_of(spec: OpSpec) -> list[Callable]:
@@ -83,13 +90,14 @@ def callables_of(spec: OpSpec) -> list[Callable]:
     name or an alias (a property's getter for ``x.T``)."""
     if spec.callable:
         return [_resolve(spec.callable)]
-    found = []
+    found: list[Callable] = []
     for owner in ("torch.Tensor",) if spec.getter else _OWNERS:
+        where = _owner(owner)
         for name in (spec.name, *spec.aliases):
-            f = _resolve(f"{owner}.{name}")
+            f = getattr(where, name, None)
             if spec.getter and f is not None:
                 found.append(f.__get__)
-            elif callable(f) and not isinstance(f, type) and f not in found:
+            elif callable(f) and not isinstance(f, type) and not any(f is g for g in found):
                 found.append(f)
     return found
 
