@@ -171,3 +171,17 @@ def test_torch_embedding_is_not_f_embedding():
     assert [(e.op, [i.shape for i in e.inputs], e.output.dims) for e in t.events] == [
         ("embedding", [(2, 6)], ("B", "T", "D"))]
     assert spec_of_callable(torch.embedding) is None
+
+
+def test_a_number_divided_by_a_tensor_passes_names_on():
+    """``1.0 / t`` calls ``Tensor.__rtruediv__``, which is the function ``Tensor.__rdiv__`` (its ``__name__``):
+    known by name, it was an op the registry did not know, and the names stopped there. Known by its
+    function, it is the elementwise op it is. Style of Llama's rotary table in transformers,
+    ``inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))``."""
+    assert torch.Tensor.__rtruediv__.__name__ == "__rdiv__"
+    x = torch.rand(2, 6, 16) + 1                                           # (B, T, D)
+    with shapetrace.trace(dims={"B": 2, "T": 6, "D": 16}) as t:
+        inv = 1.0 / x                                                      # (B, T, D)
+        inv.transpose(1, 2)                                                # (B, D, T)
+    assert [(e.op, e.output.dims) for e in t.events] == [("transpose", ("B", "D", "T"))]
+    assert spec_of_callable(torch.Tensor.__rtruediv__) is REGISTRY["__rtruediv__"]
