@@ -25,12 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shapetrace.engine.ops import CHAIN_ATTRIBUTES, CHAIN_METHODS
+from shapetrace.engine.ops import specs_where
 from shapetrace.errors import UsageError
 
-#: Tensor methods a chain may call (``mT`` is an attribute, ``[...]`` is indexing): the registry's.
-METHODS = CHAIN_METHODS
-ATTRIBUTES = CHAIN_ATTRIBUTES
+#: Tensor methods a chain may call (``mT`` is an attribute, ``[...]`` is indexing): the registry's
+#: layout ops marked for chains (:attr:`~shapetrace.engine.opspec.OpSpec.chain`).
+METHODS = frozenset(spec.name for spec in specs_where(lambda spec: spec.chain == "method"))
+ATTRIBUTES = frozenset(spec.name for spec in specs_where(lambda spec: spec.chain == "attribute"))
 ALLOWED_TEXT = ", ".join(sorted(METHODS)) + ", the attribute mT, and indexing x[...] with ints and slices"
 #: Longest chain text and most steps accepted.
 MAX_CHARS, MAX_STEPS = 2000, 64

@@ -80,7 +80,7 @@ def _short(text: str, limit: int = 24) -> str:
 
 def is_matmul(e: Event) -> bool:
     """True for an op that multiplies two recorded operands and produced a result."""
-    return is_matrix_product(e.op) and len(e.inputs) >= 2 and e.output is not None and not e.error
+    return is_matrix_product(e.spec) and len(e.inputs) >= 2 and e.output is not None and not e.error
 
 
 def equation(e: Event) -> str:
@@ -98,5 +98,5 @@ def input_labels(e: Event) -> list[str]:
         return ["input"]
     if not e.inputs:
         return []
-    names = operand_names(e.code, len(e.inputs)) if is_matrix_product(e.op) and len(e.inputs) == 2 else None
+    names = operand_names(e.code, len(e.inputs)) if is_matrix_product(e.spec) and len(e.inputs) == 2 else None
     return names or [f"input {i + 1}" for i in range(len(e.inputs))]

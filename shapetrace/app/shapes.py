@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
-from shapetrace.engine.ops import Family, family_of, is_convolution
+from shapetrace.engine.ops import Family, is_convolution
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.session import VariantRun
@@ -205,7 +205,7 @@ def _shape_notes(run: VariantRun) -> list[str]:
 def _decode_note(run: VariantRun) -> str | None:
     """How the cache grew, from the recorded joins."""
     c, events = run.config, run.trace.events
-    joins = [e for e in events if family_of(e.op) is Family.JOIN and e.output is not None and not e.error]
+    joins = [e for e in events if e.spec.family is Family.JOIN and e.output is not None and not e.error]
     if not joins:
         return None
     last = joins[-1].output
@@ -219,7 +219,7 @@ def _decode_note(run: VariantRun) -> str | None:
 
 def _image_note(run: VariantRun) -> str | None:
     c = run.config
-    conv = next((e for e in run.trace.events if is_convolution(e.op) and e.output is not None), None)
+    conv = next((e for e in run.trace.events if is_convolution(e.spec) and e.output is not None), None)
     if conv is None:
         return None
     g, C, P, D = c.grid, c.in_channels, c.patch, c.d_model

@@ -117,12 +117,12 @@ def step_titles(starts: Sequence[int]) -> dict[int, str]:
 
 def cache_names(events: Sequence[Event], starts: Sequence[int]) -> list[str | None]:
     """The token axis of the first join of each step (the key cache after it), as the engine named it."""
-    from shapetrace.engine.ops import Family, family_of
+    from shapetrace.engine.ops import Family
 
     _, steps = split_steps(events, starts)
     out: list[str | None] = []
     for step in steps:
-        join = next((e for e in step.events if family_of(e.op) is Family.JOIN and e.output is not None
+        join = next((e for e in step.events if e.spec.family is Family.JOIN and e.output is not None
                      and not e.error), None)
         out.append(join.output.dims[-2] if join is not None and len(join.output.dims) >= 2 else None)
     return out

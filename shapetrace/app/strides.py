@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shapetrace.app.chain import META_LIMIT, ChainStep, parse_chain, parse_shape
 from shapetrace.engine.namer import Namer
-from shapetrace.engine.ops import CHAIN_ATTRIBUTES, Family, family_of, is_indexing, views_to_a_shape
+from shapetrace.engine.ops import Family, spec_for
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,9 +215,10 @@ def run_chain(shape_text: str, chain_text: str, dims: str | None = None, heads: 
 
 
 def _call(step: ChainStep, tensor):
-    if step.method in CHAIN_ATTRIBUTES:
+    spec = spec_for(step.method)   # (a chain's text names its methods)
+    if spec.chain == "attribute":
         return getattr(tensor, step.method)
-    if is_indexing(step.method):
+    if spec.indexes:
         return tensor[step.args[0]]
     return getattr(tensor, step.method)(*step.args, **step.kwargs)
 
@@ -227,7 +228,7 @@ def infer_heads(steps: Sequence[ChainStep], shape: Sequence[int], names: Sequenc
     if not names or names[-1] != "D" or not steps:
         return None
     first = steps[0]
-    if family_of(first.method) is not Family.RESHAPE or not first.args:
+    if spec_for(first.method).family is not Family.RESHAPE or not first.args:
         return None
     target = list(first.args[0]) if len(first.args) == 1 and isinstance(first.args[0], (tuple, list)) \
         else list(first.args)
@@ -250,7 +251,7 @@ def _apply(trace: Trace, step: ChainStep, tensor, number: int):
         event = trace.events[-1] if len(trace.events) > before else None
         error = f"{type(exc).__name__}: {exc}"
         result = StepResult(number, step.text, None, event, error=error)
-        if views_to_a_shape(step.method) and event is not None and event.inputs:
+        if spec_for(step.method).views_to_a_shape and event is not None and event.inputs:
             from shapetrace.engine.viewfail import explain_view_error
 
             result.explanation = explain_view_error(event.inputs[0], _target(step), trace.namer)
@@ -279,7 +280,7 @@ def _add_notes(trace: Trace, results: list[StepResult]) -> None:
         e = r.event
         if e is None or r.error:
             continue
-        if family_of(e.op) is Family.RESHAPE and e.copy_bytes:   # view never copies: reshape, flatten...
+        if e.spec.family is Family.RESHAPE and e.copy_bytes:   # view never copies: reshape, flatten...
             r.notes.append(f"{e.op} copied {fmt_bytes(e.copy_bytes)} without saying so: a view is impossible "
                            "here (the strides do not chain), so view() would have raised instead")
         for d in by_event.get(e.index, []):  # events count from 0, steps from 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.attention.config import AttentionConfig
@@ -72,7 +72,7 @@ def notes_for(c: AttentionConfig, events: list[Event], model, device: str) -> li
 
 
 def _first(events, family: Family, after: int = -1) -> Event | None:
-    return next((e for e in events if family_of(e.op) is family and e.index > after), None)
+    return next((e for e in events if e.spec.family is family and e.index > after), None)
 
 
 def _gqa(c: AttentionConfig, events) -> str | None:
@@ -89,7 +89,7 @@ def _gqa(c: AttentionConfig, events) -> str | None:
         zero = [o.dims[i] or str(i) for i, s in enumerate(o.stride) if s == 0 and o.shape[i] > 1]
         text += (f" expand #{ex.index} gives {fmt_shape(o)} with strides {tuple(o.stride)}: stride 0 on "
                  f"{', '.join(zero)} means each key/value head is read {c.heads // c.h_kv} times from the same memory.")
-        rs = next((e for e in events if e.index > ex.index and family_of(e.op) is Family.RESHAPE), None)
+        rs = next((e for e in events if e.index > ex.index and e.spec.family is Family.RESHAPE), None)
         if rs is not None:
             if rs.view:
                 text += (f" reshape #{rs.index} to {fmt_shape(rs.output)} is still a view, strides "
@@ -165,7 +165,7 @@ def _sdpa_layout(e: Event, events) -> str:
 def _safe(c: AttentionConfig, events) -> str | None:
     if not c.safe_softmax or c.impl in ("sdpa", "torch"):
         return None
-    fills = [e for e in events if family_of(e.op) is Family.MASK_FILL and e.function.endswith("softmax")]
+    fills = [e for e in events if e.spec.family is Family.MASK_FILL and e.function.endswith("softmax")]
     where = f" (#{fills[0].index})" if fills else ""
     return ("safe softmax: rows whose keys are all masked are set to 0 after softmax" + where +
             " instead of 0/0 = NaN; those queries then output only the bias of the output projection.")

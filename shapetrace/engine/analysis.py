@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family, OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
@@ -56,19 +56,19 @@ class Analysis:
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""
-        return self._selected(families, lambda op: family_of(op) in families)
+        return self._selected(families, lambda spec: spec.family in families)
 
-    def events_where(self, test: Callable[[str], bool]) -> tuple[Event, ...]:
-        """The events whose op passes ``test`` (a function of the op's name alone), in order."""
+    def events_where(self, test: Callable[[OpSpec], bool]) -> tuple[Event, ...]:
+        """The events whose op passes ``test`` (a function of the op's :class:`~.opspec.OpSpec` alone), in order."""
         return self._selected(test, test)
 
-    def _selected(self, key, test: Callable[[str], bool]) -> tuple[Event, ...]:
+    def _selected(self, key, test: Callable[[OpSpec], bool]) -> tuple[Event, ...]:
         # most rules read one kind of op: each selection is made once per analysis and shared, rather
-        # than every rule testing every event (the test is asked once per distinct op name)
+        # than every rule testing every event (the test is asked once per distinct op)
         found = self._selections.get(key)
         if found is None:
-            verdicts = {op: bool(test(op)) for op in {e.op for e in self.events}}
-            found = self._selections[key] = tuple(e for e in self.events if verdicts[e.op])
+            verdicts = {spec: bool(test(spec)) for spec in {e.spec for e in self.events}}
+            found = self._selections[key] = tuple(e for e in self.events if verdicts[e.spec])
         return found
 
     @cached_property

@@ -16,8 +16,6 @@ tensor's shape (``unsqueeze_``, ``transpose_``) gives it a fresh node too, so th
 
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 import sys
 import weakref
@@ -31,17 +29,11 @@ from shapetrace.engine import meta as _meta
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
-    ADDITIVE,
-    BY_CALLABLE,
-    CHEAP,
-    GETTERS,
-    REGISTRY,
-    SCALING,
     UNKNOWN,
     Family,
     OpSpec,
     all_operands,
-    ops_of,
+    callable_index,
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
@@ -170,7 +162,7 @@ class Capture:
         module = modules[-1] if modules else -1
         try:
             result = func(*args, **kwargs) if inputs and not inputs[0].is_meta else \
-                _meta.call(spec.name, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
+                _meta.call(spec, func, args, kwargs, inputs)   # (a real tensor in: torch computes it)
         except Exception as exc:
             self.records.append(_new_tuple(OpRecord, (
                 spec, where, module, tuple(nodes), tuple(in_raw), (), (), frozen,
@@ -194,7 +186,7 @@ class Capture:
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
         if outs:
             first = outs[0]
-            if spec.name in _VALUE_CHECKED and not first.is_meta:
+            if (spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION) and not first.is_meta:
                 self.value_checked.append((len(self.records), first))   # read once, after the run
             device = first.device
         else:
@@ -236,7 +228,7 @@ class Capture:
         """A call without a row: run it, and keep how its results relate to its operands (names pass
         on by broadcasting; an unknown op's results are made here, never seeded by size)."""
         try:
-            result = _meta.call(op, func, args, kwargs)
+            result = _meta.call(spec, func, args, kwargs)
         except Exception as exc:
             self._note_failure(op, args, kwargs, exc)
             raise
@@ -264,7 +256,7 @@ class Capture:
             else:
                 out_nodes.append(self._made(o, shape))
             shapes.append(shape)
-        frozen = freeze_args(args, kwargs) if spec.name in FROZEN_PASSES or spec.params is not None \
+        frozen = freeze_args(args, kwargs) if spec.scaling or spec.params is not None \
             or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
@@ -297,10 +289,9 @@ class Capture:
 #: bytes of mask operands kept for the analysis (beyond them, an addition onto scores is not read)
 KEEP_BUDGET = 64 << 20
 _EINOPS = "einops"
-#: ops without a row whose frozen arguments the analysis reads (the numbers scores are scaled by)
-FROZEN_PASSES = SCALING
-#: ops whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
-_VALUE_CHECKED = ops_of(Family.SOFTMAX) | ops_of(Family.FUSED_ATTENTION)
+#: families whose outputs are attention weights or outputs: an all-NaN row there is a query with no key left
+#: (:attr:`~.opspec.OpSpec.value_checked`, compared by identity on the hot path)
+_SOFTMAX, _FUSED_ATTENTION = Family.SOFTMAX, Family.FUSED_ATTENTION
 _NO_ARGS = ((), None)
 _CPU = torch.device("cpu")
 
@@ -337,16 +328,16 @@ class Recorder(TorchFunctionMode):
             return run_opened(self, func, args, kwargs)
         if spec.row:
             return self.capture.record(spec, func, args, kwargs)
-        if spec.name in ADDITIVE and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
+        if spec.additive and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
-        if spec.name in BROADCASTING and _broadcasts(args):
+        if spec.family is _ELEMENTWISE and _broadcasts(args):
             return self.capture.record(spec, func, args, kwargs)   # the analysis checks how it lines up
         return self.capture.carry(op, spec, func, args, kwargs)
 
 
 #: elementwise ops of two operands or more, which torch lines up by broadcasting
-BROADCASTING = ops_of(Family.ELEMENTWISE)
+_ELEMENTWISE = Family.ELEMENTWISE
 
 
 def _broadcasts(args: tuple) -> bool:
@@ -386,37 +377,29 @@ _SPECS: dict = {}
 
 
 def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
-    """What the registry says of ``func``, remembered per function object (up to a few thousand): the
-    function itself first (``F.unfold`` is not ``Tensor.unfold``), then its name."""
-    spec = _callable_specs().get(func)
-    op = spec.name if spec is not None else _op_name(func)
-    found = (None, None) if op is None else (op, spec or REGISTRY.get(op, UNKNOWN))
+    """What the registry says of ``func`` (the function itself: ``F.unfold`` is not ``Tensor.unfold``),
+    remembered per function object (up to a few thousand). A function the registry does not know is
+    :data:`~.ops.UNKNOWN` under its ``__name__``; reading a property it does not know (``x.shape``,
+    ``x.grad``), or setting one, is not recorded."""
+    try:
+        spec = callable_index().get(func)
+    except TypeError:   # a callable that cannot be hashed: looked up each time
+        spec = None
+    if spec is not None:
+        found = (None, None) if spec.cheap else (spec.name, spec)
+    else:
+        name = getattr(func, "__name__", None)
+        found = (None, None) if name is None or name in _DESCRIPTOR_CALLS else (name, UNKNOWN)
     try:
         if len(_SPECS) < 4096:
             _SPECS[func] = found
-    except TypeError:   # a callable that cannot be hashed: looked up each time
+    except TypeError:
         pass
     return found
 
 
-@functools.cache
-def _callable_specs() -> dict[Callable, OpSpec]:
-    """The registry's ops known by their function (:data:`~.ops.BY_CALLABLE`), by the function object."""
-    found = {}
-    for spec in BY_CALLABLE:
-        owner, _, name = spec.callable.rpartition(".")
-        found[getattr(importlib.import_module(owner), name)] = spec
-    return found
-
-
-def _op_name(func: Callable) -> str | None:
-    name = getattr(func, "__name__", None)
-    if name == "__get__":
-        prop = getattr(getattr(func, "__self__", None), "__name__", None)
-        return prop if prop in GETTERS else None
-    if name is None or name in CHEAP:
-        return None
-    return name
+#: the descriptor protocol: a property read or set (``x.shape``, ``x.data = y``), metadata only
+_DESCRIPTOR_CALLS = ("__get__", "__set__")
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import torch
 
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 
 #: a change counts when it exceeds this times (1 + the largest output)
 TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
@@ -247,7 +247,7 @@ def _causal(events, triangle: str | None = None) -> str | None:
     """What declares a causal mask: the first ``tril``/``triu``, ``is_causal=True`` or mask shaped like
     one (``"tril #4"``), else attention weights with a zero triangle; None when nothing does."""
     for e in events:
-        if family_of(e.op) is Family.TRIANGLE or e.params.get("is_causal") \
+        if e.spec.family is Family.TRIANGLE or e.params.get("is_causal") \
                 or e.params.get("mask_pattern") == "causal":
             return f"{e.op} #{e.index}"
     return f"the attention weights are {triangle}" if triangle else None

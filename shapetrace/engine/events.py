@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.ops import shows_first_argument
+from shapetrace.engine.ops import OpSpec, spec_for
 
 
 class _Lazy:
@@ -118,6 +118,9 @@ class Event:
     #: the copies torch makes inside this ``matmul`` without being asked (:class:`.hidden.HiddenCopy`),
     #: worked out once the trace's inference is final (:func:`.hidden.note_hidden_copies`)
     hidden_copies: tuple = field(default=(), repr=False, compare=False)
+    #: what the registry knows of the op (:class:`~.opspec.OpSpec`): the recorded call's own; for an
+    #: event made from a name (JSON, a test), the spec of that name
+    spec: OpSpec = field(default=None, repr=False, compare=False)   # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)
@@ -148,6 +151,9 @@ class Event:
             d["error"] = self.error
         return d
 
+    def _resolve_spec(self) -> None:
+        self.spec = spec_for(self.op)
+
     def _resolve_site(self) -> None:
         self.source, self.code, self.function, self.stack = _site_resolver()(self.site)
 
@@ -177,20 +183,21 @@ def _site_resolver():
     return _SITE_RESOLVER[0]
 
 
-_EVENT_LAZY = ("source", "code", "function", "stack", "args")
+_EVENT_LAZY = ("source", "code", "function", "stack", "args", "spec")
 for _name in _EVENT_LAZY[:4]:
     setattr(Event, _name, _Lazy(_name, "_resolve_site"))
 Event.args = _Lazy("args", "_resolve_args")   # type: ignore[assignment]
+Event.spec = _Lazy("spec", "_resolve_spec")   # type: ignore[assignment]
 
 
-def new_event(index, op, inputs, outputs, view, noop, alloc_bytes, copy_bytes, params, error, module, projections,
+def new_event(index, spec, inputs, outputs, view, noop, alloc_bytes, copy_bytes, params, error, module, projections,
               site, raw_args) -> Event:
-    """``Event(...)`` with its site and argument text left to resolve, made without the dataclass
-    ``__init__`` (one per recorded call)."""
+    """``Event(...)`` of the op ``spec`` with its site and argument text left to resolve, made without the
+    dataclass ``__init__`` (one per recorded call)."""
     event = _new_object(Event)
-    event.__dict__.update({"index": index, "op": op, "inputs": inputs, "outputs": outputs, "view": view,
-                           "noop": noop, "alloc_bytes": alloc_bytes, "copy_bytes": copy_bytes, "params": params,
-                           "error": error, "module": module, "projections": projections, "site": site,
+    event.__dict__.update({"index": index, "op": spec.name, "spec": spec, "inputs": inputs, "outputs": outputs,
+                           "view": view, "noop": noop, "alloc_bytes": alloc_bytes, "copy_bytes": copy_bytes,
+                           "params": params, "error": error, "module": module, "projections": projections, "site": site,
                            "raw_args": raw_args, "sources": ()})
     return event
 
@@ -244,10 +251,10 @@ class SliceOf(tuple):
     __slots__ = ()
 
 
-def format_args(op: str, args, kwargs) -> str:
+def format_args(op: OpSpec | str, args, kwargs) -> str:
     """The arguments as the table shows them (the first tensor is the row's input, so it is left out)."""
     parts = []
-    skip_first = not shows_first_argument(op)
+    skip_first = not spec_for(op).shows_first
     for a in (args[1:] if skip_first else args):
         parts.append(_short(a))
     parts += [f"{k}={_short(v)}" for k, v in dict(kwargs or ()).items()]

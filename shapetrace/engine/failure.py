@@ -15,6 +15,7 @@ from shapetrace.engine.formatting import fmt_shape
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event, TensorInfo
+    from shapetrace.engine.opspec import OpSpec
 
 
 def explain_failure(event: Event) -> str:
@@ -29,7 +30,7 @@ def explain_failure(event: Event) -> str:
     """
     if not event.error:
         return ""
-    return _handler(event.op)(event)
+    return _handler(event.spec)(event)
 
 
 def operand_lines(event: Event) -> list[str]:
@@ -125,7 +126,7 @@ def _generic(e: Event) -> str:
             "what the op needs.")
 
 
-def _handler(op: str):
+def _handler(op: OpSpec):
     """Which explanation a failed op gets, by what the registry says it is."""
     from shapetrace.engine.ops import Family, fails_on_strides, family_of, is_matrix_product
 

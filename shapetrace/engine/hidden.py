@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.layout import row_major
-from shapetrace.engine.ops import spec_for
 from shapetrace.engine.viewfail import view_groups
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,7 +86,7 @@ def _reason(t: TensorInfo, shape, stride, target, pair: tuple[int, int]) -> str:
 
 def matmul_hidden_copies(event: Event) -> list[HiddenCopy]:
     """The operands a batched ``matmul``/``@`` clones before ``bmm`` (both operands 3-D or more)."""
-    if not spec_for(event.op).copies_inside or len(event.inputs) != 2 or event.error:
+    if not event.spec.copies_inside or len(event.inputs) != 2 or event.error:
         return []
     a, b = event.inputs
     if len(a.shape) < 3 or len(b.shape) < 3:
@@ -115,5 +114,5 @@ def note_hidden_copies(events: Sequence[Event]) -> None:
     Reads: each event's op (its spec's ``copies_inside``), error, inputs' layouts and names.
     Adds: ``event.hidden_copies`` of the ops that may copy inside (a batched ``matmul``)."""
     for event in events:
-        if spec_for(event.op).copies_inside and not event.error:
+        if event.spec.copies_inside and not event.error:
             event.hidden_copies = tuple(matmul_hidden_copies(event))

@@ -20,16 +20,8 @@ from typing import Any
 import torch
 
 from shapetrace.engine.layout import row_major
-from shapetrace.engine.ops import (
-    ReduceDtype,
-    divides_to_float,
-    is_inplace,
-    meta_kind,
-    reduce_dtype,
-    required_rank,
-    reversed_operands,
-    stacks,
-)
+from shapetrace.engine.ops import spec_for
+from shapetrace.engine.opspec import OpSpec, ReduceDtype
 
 NOT_HANDLED = object()
 
@@ -200,7 +192,7 @@ def _like_layout(shape, operands: Sequence[Any], dtype) -> torch.Tensor:
     return _empty(shape, elementwise_strides(shape, layouts), dtype)
 
 
-def _binary(op: str, args, kwargs) -> torch.Tensor:
+def _binary(spec: OpSpec, args, kwargs) -> torch.Tensor:
     a = args[0]
     b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("exponent"))
     operands = [x for x in (a, b) if isinstance(x, torch.Tensor)]
@@ -212,29 +204,29 @@ def _binary(op: str, args, kwargs) -> torch.Tensor:
     else:
         t, s = (a, b) if isinstance(a, torch.Tensor) else (b, a)
         dtype = torch.result_type(t, s)
-    if divides_to_float(op) and kwargs.get("rounding_mode") is None \
+    if spec.true_division and kwargs.get("rounding_mode") is None \
             and not (dtype.is_floating_point or dtype.is_complex):
         dtype = torch.get_default_dtype()
     return _like_layout(shape, operands, dtype)
 
 
-def _unary(op: str, args, kwargs) -> torch.Tensor:
+def _unary(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0]
     dtype = x.dtype
-    if meta_kind(op) == "compare":
-        return _compare(op, args, kwargs)
-    if meta_kind(op) == "float_unary" and not (dtype.is_floating_point or dtype.is_complex):
+    if spec.meta == "compare":
+        return _compare(spec, args, kwargs)
+    if spec.meta == "float_unary" and not (dtype.is_floating_point or dtype.is_complex):
         dtype = torch.get_default_dtype()
     return _like_layout(tuple(x.shape), [x], dtype)
 
 
-def _compare(op: str, args, kwargs) -> torch.Tensor:
+def _compare(spec: OpSpec, args, kwargs) -> torch.Tensor:
     operands = [v for v in list(args) + list(kwargs.values()) if isinstance(v, torch.Tensor)]
     shape = broadcast_shapes(*[tuple(t.shape) for t in operands])
     return _like_layout(shape, operands, torch.bool)
 
 
-def _softmax(op: str, args, kwargs) -> torch.Tensor:
+def _softmax(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0]
     dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
     if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
@@ -244,18 +236,18 @@ def _softmax(op: str, args, kwargs) -> torch.Tensor:
     return _empty(tuple(x.shape), row_major(tuple(x.shape)), dtype or x.dtype)
 
 
-def _masked_fill(op: str, args, kwargs) -> torch.Tensor:
+def _masked_fill(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0]
     mask = args[1] if len(args) > 1 else kwargs["mask"]
     if broadcast_shapes(tuple(x.shape), tuple(mask.shape)) != tuple(x.shape):
         raise RuntimeError(f"The size of tensor a ({tuple(x.shape)}) must match the size of tensor b "
                            f"({tuple(mask.shape)}) for masked_fill")
-    if is_inplace(op):
+    if spec.writes_in_place:
         return x
     return _like_layout(tuple(x.shape), [x, mask], x.dtype)
 
 
-def _where(op: str, args, kwargs) -> Any:
+def _where(spec: OpSpec, args, kwargs) -> Any:
     if len(args) == 1 and not kwargs:
         return NOT_HANDLED
     cond, a, b = (list(args) + [kwargs.get("input"), kwargs.get("other")])[:3]
@@ -272,7 +264,7 @@ def _where(op: str, args, kwargs) -> Any:
     return _like_layout(shape, operands, dtype)
 
 
-def _dropout(op: str, args, kwargs) -> Any:
+def _dropout(spec: OpSpec, args, kwargs) -> Any:
     training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
     if not training:
         return NOT_HANDLED  # returns the input itself: cheap in torch
@@ -280,21 +272,21 @@ def _dropout(op: str, args, kwargs) -> Any:
     return _like_layout(tuple(x.shape), [x], x.dtype)
 
 
-def _norm(op: str, args, kwargs) -> torch.Tensor:
+def _norm(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0]
     return _empty(tuple(x.shape), row_major(tuple(x.shape)), x.dtype)
 
 
-def _tri(op: str, args, kwargs) -> torch.Tensor:
+def _tri(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0]
     return _empty(tuple(x.shape), row_major(tuple(x.shape)), x.dtype)
 
 
-def _reduce(op: str, args, kwargs) -> Any:
+def _reduce(spec: OpSpec, args, kwargs) -> Any:
     x = args[0]
     dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], torch.dtype) else None)
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False)
-    if op == "norm" or isinstance(dim, str):
+    if isinstance(dim, str):
         return NOT_HANDLED
     n = x.dim()
     dims = range(n) if dim is None or dim == [] or dim == () else ([dim] if isinstance(dim, int) else dim)
@@ -302,7 +294,7 @@ def _reduce(op: str, args, kwargs) -> Any:
     shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else \
         tuple(s for i, s in enumerate(x.shape) if i not in dims)
     dtype = kwargs.get("dtype") or x.dtype
-    rule = reduce_dtype(op)
+    rule = spec.reduces_to
     if rule is ReduceDtype.INDEX:
         dtype = torch.int64
     elif rule is ReduceDtype.BOOL:
@@ -313,25 +305,25 @@ def _reduce(op: str, args, kwargs) -> Any:
     return _empty(shape, row_major(shape), dtype)
 
 
-def _max_min(op: str, args, kwargs) -> Any:
+def _max_min(spec: OpSpec, args, kwargs) -> Any:
     """``x.max()``, ``x.max(dim)`` (values and indices) and ``torch.max(a, b)`` (elementwise)."""
     other = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
     if isinstance(other, torch.Tensor):
-        return _binary("maximum" if op == "max" else "minimum", args, kwargs)
+        return _binary(spec, args, kwargs)   # (torch.max(a, b): elementwise, as maximum)
     if other is None:
         return _empty((), (), args[0].dtype)
-    values = _reduce("amax", args, kwargs)
+    values = _reduce(spec, args, kwargs)
     indices = _empty(tuple(values.shape), tuple(values.stride()), torch.int64)
-    return getattr(torch.return_types, op)((values, indices))
+    return getattr(torch.return_types, spec.name)((values, indices))   # (max, min: torch's own type names)
 
 
-def _matmul(op: str, args, kwargs) -> torch.Tensor:
+def _matmul(spec: OpSpec, args, kwargs) -> torch.Tensor:
     a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
-    if reversed_operands(op):
+    if spec.reversed:
         a, b = b, a
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return NOT_HANDLED
-    rank = required_rank(op)
+    rank = spec.rank
     if rank == 3 and (a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]):
         raise RuntimeError(f"batch1 and batch2 must be 3D tensors with the same batch size, got "
                            f"{list(a.shape)} and {list(b.shape)}")
@@ -347,7 +339,7 @@ def _check_dtypes(a: torch.Tensor, b: torch.Tensor) -> None:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
 
 
-def _linear(op: str, args, kwargs) -> torch.Tensor:
+def _linear(spec: OpSpec, args, kwargs) -> torch.Tensor:
     x = args[0] if args else kwargs["input"]
     w = args[1] if len(args) > 1 else kwargs["weight"]
     bias = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -362,7 +354,7 @@ def _linear(op: str, args, kwargs) -> torch.Tensor:
     return _empty(shape, row_major(shape), x.dtype)
 
 
-def _sdpa(op: str, args, kwargs) -> torch.Tensor:
+def _sdpa(spec: OpSpec, args, kwargs) -> torch.Tensor:
     """Shape from q and v; strides from torch's own kernel on a miniature CPU copy (the CPU flash
     kernel returns [B, H, T, d_k] laid out as [B, T, H, d_k] when q is a transposed view)."""
     q, k, v = args[:3]
@@ -412,7 +404,7 @@ def strides_in_order_of(mini: torch.Tensor, shape: Sequence[int]) -> tuple[int, 
     return tuple(strides)
 
 
-def _einsum(op: str, args, kwargs) -> Any:
+def _einsum(spec: OpSpec, args, kwargs) -> Any:
     """Shape from the equation; strides from torch's own einsum on a miniature CPU copy."""
     if not args or not isinstance(args[0], str):
         return NOT_HANDLED
@@ -447,20 +439,20 @@ def _same_order(mini: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return mini.permute(order).contiguous().permute(sorted(range(like.dim()), key=order.__getitem__))
 
 
-def _embedding(op: str, args, kwargs) -> torch.Tensor:
+def _embedding(spec: OpSpec, args, kwargs) -> torch.Tensor:
     idx, w = args[0], args[1]
     shape = tuple(idx.shape) + (w.shape[-1],)
     return _empty(shape, row_major(shape), w.dtype)
 
 
-def _cat(op: str, args, kwargs) -> Any:
+def _cat(spec: OpSpec, args, kwargs) -> Any:
     tensors = list(args[0]) if args else list(kwargs["tensors"])
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    tensors = [t for t in tensors if not (not stacks(op) and t.dim() == 1 and t.shape[0] == 0)]
+    tensors = [t for t in tensors if not (not spec.stacks and t.dim() == 1 and t.shape[0] == 0)]
     if not tensors:
         return NOT_HANDLED
     ref = tuple(tensors[0].shape)
-    if stacks(op):
+    if spec.stacks:
         for i, t in enumerate(tensors):
             if tuple(t.shape) != ref:
                 raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at "
@@ -482,7 +474,7 @@ def _cat(op: str, args, kwargs) -> Any:
     return _empty(shape, row_major(shape), dtype)
 
 
-def _mha(op: str, args, kwargs) -> Any:
+def _mha(spec: OpSpec, args, kwargs) -> Any:
     query, key = args[0], args[1]
     heads = args[4] if len(args) > 4 else kwargs.get("num_heads")
     need_weights = kwargs.get("need_weights", True)
@@ -500,7 +492,7 @@ def _mha(op: str, args, kwargs) -> Any:
     return out, _empty(w_shape, row_major(w_shape), query.dtype)
 
 
-def _inplace(op: str, args, kwargs) -> Any:
+def _inplace(spec: OpSpec, args, kwargs) -> Any:
     x = args[0]
     others = [v for v in list(args[1:]) + list(kwargs.values()) if isinstance(v, torch.Tensor)]
     if others and broadcast_shapes(tuple(x.shape), *[tuple(t.shape) for t in others]) != tuple(x.shape):
@@ -509,23 +501,21 @@ def _inplace(op: str, args, kwargs) -> Any:
     return x
 
 
-def _factory(op: str, args, kwargs) -> Any:
+def _factory(spec: OpSpec, args, kwargs) -> Any:
     """``torch.randn(..., device="meta")`` and friends: torch.empty with the same size and dtype."""
     device = kwargs.get("device")
     if device is None:  # torch.set_default_device("meta") sits below the tracer in the mode stack
         device = torch.get_default_device()
     if torch.device(device).type != "meta" or "generator" in kwargs:
         return NOT_HANDLED
-    if op.endswith("_like"):
-        return NOT_HANDLED
     size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
     if not all(isinstance(s, int) for s in size):
         return NOT_HANDLED
-    dtype = kwargs.get("dtype") or (torch.int64 if op in ("randint", "randperm") else torch.get_default_dtype())
+    dtype = kwargs.get("dtype") or (torch.int64 if spec.integer_result else torch.get_default_dtype())
     return torch.empty(tuple(size), dtype=dtype, device="meta")
 
 
-#: the function of each meta rule the registry names (:func:`shapetrace.engine.ops.meta_kind`)
+#: the function of each meta rule a spec names (:attr:`~.opspec.OpSpec.meta`)
 _RULES: dict[str, Callable] = {
     "binary": _binary, "float_unary": _unary, "same_unary": _unary, "compare": _compare, "bitwise": _compare,
     "softmax": _softmax, "norm": _norm, "reduce": _reduce, "inplace": _inplace, "masked_fill": _masked_fill,
@@ -535,39 +525,42 @@ _RULES: dict[str, Callable] = {
 }
 
 
-def compute(op: str, func: Callable, args, kwargs) -> Any:
-    """The result of ``func(*args, **kwargs)`` on meta tensors, or ``NOT_HANDLED``.
+def compute(spec: OpSpec | str, func: Callable, args, kwargs) -> Any:
+    """The result of ``func(*args, **kwargs)`` on meta tensors, or ``NOT_HANDLED`` (``spec``: the op's
+    spec, or its name).
 
     Raises the same kind of error torch would (``RuntimeError`` on mismatched shapes).
     """
-    kind = meta_kind(op)
+    if type(spec) is not OpSpec:
+        spec = spec_for(spec)
+    kind = spec.meta
     rule = _RULES.get(kind) if kind else None
     if rule is None:
         return NOT_HANDLED
     if rule is _factory:
-        return rule(op, args, kwargs)
+        return rule(spec, args, kwargs)
     if not on_meta(args, kwargs):
         return NOT_HANDLED
     if kind == "bitwise":
-        return _bitwise(op, args, kwargs)
+        return _bitwise(spec, args, kwargs)
     if rule in (_unary,) and not isinstance(args[0] if args else None, torch.Tensor):
         return NOT_HANDLED
-    return rule(op, args, kwargs)
+    return rule(spec, args, kwargs)
 
 
-def _bitwise(op: str, args, kwargs) -> Any:
+def _bitwise(spec: OpSpec, args, kwargs) -> Any:
     operands = [v for v in args if isinstance(v, torch.Tensor)]
     if any(t.dtype != torch.bool for t in operands):
         return NOT_HANDLED
-    return _compare(op, args, kwargs)
+    return _compare(spec, args, kwargs)
 
 
-def call(op: str, func: Callable, args, kwargs, inputs: Sequence = ()):
+def call(spec: OpSpec, func: Callable, args, kwargs, inputs: Sequence = ()):
     """Run ``func``; on meta tensors, compute ops get their result from :func:`compute`.
 
     (torch's own Python meta kernels would import ``torch._dynamo`` on first use.)
     """
     if inputs and not inputs[0].is_meta:   # a real tensor in: torch computes it (no meta rule can apply)
         return func(*args, **kwargs)
-    result = compute(op, func, args, kwargs)
+    result = compute(spec, func, args, kwargs)
     return func(*args, **kwargs) if result is NOT_HANDLED else result

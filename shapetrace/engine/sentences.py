@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_names, fmt_shape
 from shapetrace.engine.layout import row_major
-from shapetrace.engine.ops import Family, family_of, is_matrix_product, spec_for
+from shapetrace.engine.ops import Family, is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event, TensorInfo
@@ -50,7 +50,7 @@ def annotate(e: Event, mode: str = "full") -> str:
         return merged_spelling(brief(e))
     if e.error:
         return f"raised {e.error.split(':')[0]}"
-    handler = _HANDLERS.get(family_of(e.op), _generic)
+    handler = _HANDLERS.get(e.spec.family, _generic)
     return merged_spelling(handler(e))
 
 
@@ -99,7 +99,7 @@ def _label(name: str | None, size: int) -> str:
 def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
     if i is None:
         return f"→ {names(o)}"
-    family = family_of(e.op)
+    family = e.spec.family
     if family is Family.RESHAPE:
         split = [_label(n, 0) for n in o.dims if n and n not in i.dims]
         merged = [_label(n, 0) for n in i.dims if n and n not in o.dims]
@@ -109,7 +109,7 @@ def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
     if family is Family.AXIS_ORDER:
         swapped = list(dict.fromkeys(_moved(i.dims, o.dims)))
         return "swap " + "↔".join(_label(n, 0) for n in swapped) if swapped else f"→ {names(o)}"
-    if is_matrix_product(e.op) and len(e.inputs) > 1:
+    if is_matrix_product(e.spec) and len(e.inputs) > 1:
         return f"sums {_label(i.dims[-1], i.shape[-1])} → {names(o)}"
     if family is Family.SOFTMAX and e.params.get("dim") is not None:
         d = e.params["dim"] % len(i.shape)
@@ -245,7 +245,7 @@ def _softmax(e: Event) -> str:
 
 
 def _logs(e: Event) -> bool:
-    return spec_for(e.op).words.startswith("log")
+    return e.spec.words.startswith("log")
 
 
 def _masked_fill(e: Event) -> str:
@@ -306,7 +306,7 @@ def _generic(e: Event) -> str:
     else:
         mem = "a view" if e.view else (f"copies {fmt_bytes(e.copy_bytes)}" if e.copy_bytes else
                                        f"new {fmt_bytes(e.alloc_bytes)}")
-    words = spec_for(e.op).words
+    words = e.spec.words
     shapes = f"{names(e.inputs[0]) if e.inputs else ''} -> {names(o)}"
     return f"{words}: {shapes}; {mem}" if words else f"{shapes}; {mem}"
 

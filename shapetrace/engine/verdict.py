@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -79,7 +79,7 @@ class Verdict:
 
 def could_carry_a_layout_bug(event: Event) -> bool:
     """Can this op put an element where another axis's meaning is expected (or read it from there)?"""
-    return bool(event.outputs) and not event.noop and family_of(event.op) not in _CANNOT_CARRY
+    return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY
 
 
 def _named(event: Event) -> bool:

@@ -77,7 +77,7 @@ def requested_shape(event) -> tuple[int, ...] | None:
         return tuple(shape)
     from shapetrace.engine.ops import takes_shape_of_other
 
-    if takes_shape_of_other(event.op) and len(event.inputs) == 2:
+    if takes_shape_of_other(event.spec) and len(event.inputs) == 2:
         return tuple(event.inputs[1].shape)
     return None
 

@@ -220,11 +220,11 @@ def crash_lines(trace) -> list[str]:
                      + (f" with ({failed.args})" if n == 0 and failed.args and len(failed.inputs) == 1
                         else ""))
     first = failed.inputs[0] if failed.inputs else None
-    if fails_on_strides(failed.op) and first is not None and not first.contiguous:
+    if fails_on_strides(failed.spec) and first is not None and not first.contiguous:
         lines.append("view never copies, and these strides cannot be read as the shape you asked for. "
                      "Two fixes: .contiguous().view(...) copies the data into row-major order first; "
                      ".reshape(...) makes the same copy, silently, only when it has to.")
-    elif is_matrix_product(failed.op) and len(failed.inputs) == 2:
+    elif is_matrix_product(failed.spec) and len(failed.inputs) == 2:
         a, b = failed.inputs
         lines.append(f"a @ b needs the last axis of a ({a.shape[-1]}) to equal the second-to-last of b "
                      f"({b.shape[-2] if len(b.shape) > 1 else b.shape[0]}), and the leading (batch) axes "
@@ -265,12 +265,13 @@ def mutation_lines(before: torch.Tensor, after: torch.Tensor) -> list[str]:
 
 
 def in_place_line(trace, path: str) -> tuple[int | None, str]:
-    """The learner's line of the first traced in-place op (a name ending in ``_``)."""
+    """The learner's line of the first traced in-place op (``transpose_``, ``masked_fill_``, ``copy_``: not a
+    write through an index, ``t[i] = v``)."""
 
     if trace is None:
         return None, ""
     for e in trace.events:
-        if e.op.endswith("_") and not e.op.startswith("__"):
+        if e.spec.inplace and e.spec.write != "index":
             file, _, line = e.source.rpartition(":")
             if line.isdigit() and Path(file).resolve() == Path(path).resolve():
                 return int(line), e.code

@@ -151,7 +151,7 @@ class LiveClass:
         meaning = ""
         if not verdict.right:
             e = moment.event
-            meaning = meaning_of(parsed.sizes, e.op, [t.shape for t in e.inputs], [t.dims for t in e.inputs],
+            meaning = meaning_of(parsed.sizes, e.spec, [t.shape for t in e.inputs], [t.dims for t in e.inputs],
                                  out.shape, out.dims)
             if not meaning and parsed.sizes == tuple(out.shape):
                 meaning = verdict.reason  # the sizes match, but axis 1 is H, not T: equal sizes can hide ...

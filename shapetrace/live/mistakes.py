@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from shapetrace.engine.ops import Family, family_of, is_matrix_product
+from shapetrace.engine.ops import Family, OpSpec, spec_for
 
 Shape = Sequence[int]
 Names = Sequence[str | None]
@@ -65,14 +65,16 @@ def _matmul_reading(answer: Shape, inputs: Sequence[Shape], names: Sequence[Name
     return ""
 
 
-def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Sequence[Names],
+def meaning_of(answer: Shape, op: OpSpec | str, inputs: Sequence[Shape], input_names: Sequence[Names],
                right: Shape, right_names: Names) -> str:
     """What a wrong shape ``answer`` says about the mistake behind it ("" when nothing general fits)."""
     answer, right = tuple(answer), tuple(right)
     first = tuple(inputs[0]) if inputs else ()
+    spec = spec_for(op)
+    op = spec.name
     if answer == right:
         return ""
-    if is_matrix_product(op):
+    if spec.matrix_product:
         reading = _matmul_reading(answer, inputs, input_names)
         if reading:
             return reading
@@ -88,7 +90,7 @@ def meaning_of(answer: Shape, op: str, inputs: Sequence[Shape], input_names: Seq
         i, j = swap
         return (f"axes {i} and {j} swapped: torch has {_name(right_names, i, right[i])} before "
                 f"{_name(right_names, j, right[j])}")
-    if family_of(op) is Family.RESHAPE and first and math.prod(answer) != math.prod(first):
+    if spec.family is Family.RESHAPE and first and math.prod(answer) != math.prod(first):
         return f"holds {math.prod(answer)} elements, the input {math.prod(first)}: a {op} keeps every element"
     if sorted(answer) == sorted(right):
         return "the right sizes in the wrong order"

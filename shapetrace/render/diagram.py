@@ -22,7 +22,7 @@ from rich.text import Text
 
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.engine.layout import Block, Elided, Layout
-from shapetrace.engine.ops import Family, family_of, moves_layout, spec_for
+from shapetrace.engine.ops import Family, moves_layout
 from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
 
@@ -242,7 +242,7 @@ def event_diagram(event: Event, width: int = 100, heads: int | None = None, rows
     out = event.output
     if event.error:
         return _failed_diagram(event, width, heads, rows)
-    if spec_for(event.op).copies_inside:
+    if event.spec.copies_inside:
         return _matmul_diagram(event, width, heads)
     if out is None:
         return Text("")
@@ -288,7 +288,7 @@ def _failed_diagram(event: Event, width: int, heads: int | None, rows: int) -> R
     parts: list[RenderableType] = [LayoutView(layout_of(info, heads), width, rows, tensor_title(info, "input"))]
     from shapetrace.engine.viewfail import explain_view_error, requested_shape
 
-    target = requested_shape(event) if family_of(event.op) is Family.RESHAPE else None
+    target = requested_shape(event) if event.spec.family is Family.RESHAPE else None
     if target:
         parts.append(Text(explain_view_error(info, target)))
     return Group(*parts)
@@ -302,7 +302,7 @@ def diagram_hook(trace: Report, only: int | None = None, width: int = 100,
     def hook(event: Event) -> RenderableType | None:
         if only is not None and event.index != only:
             return None
-        if only is None and not moves_layout(event.op) and not _has_hidden_copy(event):
+        if only is None and not moves_layout(event.spec) and not _has_hidden_copy(event):
             return None
         return Indent(event_diagram(event, width - indent, heads), indent, bottom=1)
 

@@ -184,7 +184,7 @@ def row_cells(cells: Sequence[Text], widths: Sequence[int]) -> tuple[list[Text],
 
 def fact_cells(e: Event, long_names=None) -> list[Text]:
     """The aligned facts of one op: index, op, shape with names, strides, memory, contiguity."""
-    return [Text(str(e.index), style="dim"), Text(short_name(e.op), style="bold magenta"),
+    return [Text(str(e.index), style="dim"), Text(short_name(e.spec), style="bold magenta"),
             shape_text(e.output, long_names) if e.output else Text(""), stride_text(e),
             memory_text(e), contiguity_text(e)]
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family
 from shapetrace.render.heatmap import HeatMap
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +39,7 @@ def heat_view(run: VariantRun) -> HeatMap:
     c = run.config
     masked_run = bool(c.causal or c.mask != "none")
     soft = [e for e in run.trace.events
-            if family_of(e.op) is Family.SOFTMAX and e.output is not None and len(e.output.shape) == 4]
+            if e.spec.family is Family.SOFTMAX and e.output is not None and len(e.output.shape) == 4]
     if not soft:
         return HeatMap(run.heat, c.q_name, c.k_name, masked_run=masked_run)
     o = soft[-1].output

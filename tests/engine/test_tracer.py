@@ -14,8 +14,7 @@ import shapetrace
 from shapetrace.app.session import trace_reference
 from shapetrace.attention.config import AttentionConfig
 from shapetrace.attention.reference import build
-from shapetrace.engine.capture import _op_name
-from shapetrace.engine.ops import REGISTRY
+from shapetrace.engine.ops import spec_of_callable
 from shapetrace.engine.tracer import Trace
 
 
@@ -29,8 +28,9 @@ class Capture(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        op = _op_name(func)
-        if op in REGISTRY and REGISTRY[op].row:
+        spec = spec_of_callable(func)   # the op the tracer records: found by its function
+        if spec is not None and spec.row:
+            op = spec.name
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
             self.calls.append((op, tensors, outs))

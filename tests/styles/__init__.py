@@ -18,7 +18,6 @@ that contains ``B`` (Swin's window batch).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import re
@@ -28,7 +27,7 @@ from types import ModuleType
 import torch
 from torch.overrides import TorchFunctionMode
 
-from shapetrace.engine.ops import BY_CALLABLE, REGISTRY
+from shapetrace.engine.ops import spec_of_callable
 from shapetrace.engine.tracer import run_opened
 
 STYLE_NAMES = [
@@ -169,25 +168,15 @@ class Capture(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = _known_by_callable().get(func) or op_name(func)   # F.unfold is not Tensor.unfold
-        if name in REGISTRY and REGISTRY[name].opens:   # the tracer records its inner ops: see them too
+        spec = spec_of_callable(func)   # by the function: F.unfold is not Tensor.unfold
+        if spec is not None and spec.opens:   # the tracer records its inner ops: see them too
             return run_opened(self, func, args, kwargs)
         out = func(*args, **kwargs)
         operands = tensors_in((args, kwargs))
-        if name == "__rmatmul__":
+        if spec is not None and spec.reversed:   # a.__rmatmul__(b) is b @ a
             operands = operands[::-1]
-        self.calls.append((REGISTRY[name].name if name in REGISTRY else name, operands, tensors_in(out)))
+        self.calls.append((spec.name if spec is not None else op_name(func), operands, tensors_in(out)))
         return out
-
-
-@functools.cache
-def _known_by_callable() -> dict:
-    """The registry's ops known by their function (``torch.nn.functional.unfold``), by function object."""
-    found = {}
-    for spec in BY_CALLABLE:
-        owner, _, attr = spec.callable.rpartition(".")
-        found[getattr(importlib.import_module(owner), attr)] = spec.name
-    return found
 
 
 def op_name(func) -> str:

@@ -23,7 +23,6 @@ from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
     Family,
     arg,
-    family_of,
     is_basic_indexing,
     is_matrix_product,
 )
@@ -49,9 +48,9 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
         spec = getattr(record, "spec", None)
         if spec is None or not record.outs or len(record.ins) < 2:
             continue
-        if family_of(spec.name) is Family.FUSED_ATTENTION:
+        if spec.family is Family.FUSED_ATTENTION:
             out = _fused_attention_queries(inference, record)
-        elif is_matrix_product(spec.name) and len(record.ins) == 2:
+        elif is_matrix_product(spec) and len(record.ins) == 2:
             out = inference.axes.get(record.outs[0])
             if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
                 continue
@@ -97,7 +96,7 @@ class _Walker:
             spec = getattr(record, "spec", None)
             if spec is None:
                 continue
-            if family_of(spec.name) is Family.WRITE and len(record.ins) >= 2:
+            if spec.family is Family.WRITE and len(record.ins) >= 2:
                 self.writers.setdefault(record.ins[0], []).append(record)
             for node in record.outs:
                 if node not in record.ins:
@@ -105,7 +104,7 @@ class _Walker:
         self.slices: dict[int, list] = {}   # a buffer -> the ``buffer[index]`` views something is written into
         for record in inference.capture.records:
             spec = getattr(record, "spec", None)
-            if spec is not None and is_basic_indexing(spec.name) and record.ins and record.outs and \
+            if spec is not None and is_basic_indexing(spec) and record.ins and record.outs and \
                     record.outs[0] in self.writers:
                 self.slices.setdefault(record.ins[0], []).append(record)
         self.seen: set[tuple[int, int]] = set()
@@ -129,9 +128,9 @@ class _Walker:
         for view in self.slices.get(node, ()):
             self._through_slice(view, p, len(axes))
         record = self.made.get(node)
-        if record is not None and family_of(record.spec.name) is Family.JOIN:
+        if record is not None and record.spec.family is Family.JOIN:
             self._through_join(record, p, len(axes))
-        elif record is not None and family_of(record.spec.name) in _CARRIED:
+        elif record is not None and record.spec.family in _CARRIED:
             self._through_op(record, node, p)
 
     def _through_join(self, record, p: int, ndim: int) -> None:

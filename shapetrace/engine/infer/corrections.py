@@ -39,7 +39,7 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     for record in state.capture.records:
         if type(record) is not OpRecord and type(record) is not PassRecord:
             continue
-        if not lines_up_by_broadcast(record.spec.name) or len(record.ins) < 2:
+        if not lines_up_by_broadcast(record.spec) or len(record.ins) < 2:
             continue
         for node in record.ins:
             root = state.ambiguous.get(node)

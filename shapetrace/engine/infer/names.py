@@ -124,7 +124,7 @@ def clashes(state: Inference, record: OpRecord, in_axes) -> bool:
     """Does this broadcast line up two named axes of different roles (a rotary table's T with the
     heads, or tokens in row order with the same tokens in window order)? Then it gets a row of its
     own, where the diagnostics say so."""
-    if record.error is not None or len(in_axes) < 2 or not lines_up_by_broadcast(record.spec.name):
+    if record.error is not None or len(in_axes) < 2 or not lines_up_by_broadcast(record.spec):
         return False
     shapes = tuple(r[0] for r in record.in_raw)
     # the same broadcast in the next layer: the same verdict (the axes are keyed by identity, and the

@@ -15,12 +15,9 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
-    PICKS,
     Family,
     OpSpec,
     arg,
-    ops_of,
-    selects_along_dim,
     separated_axis,
 )
 from shapetrace.engine.thawed import thaw_args
@@ -30,12 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
 
 
-#: ops whose result mixes two operands' roles: no projection tag passes through them
-COMBINES = ops_of(Family.PRODUCT) | ops_of(Family.FUSED_ATTENTION)
-#: ops that project features (their output is tagged q, k or v from the module they run in)
-PROJECTIONS = ops_of(Family.PROJECTION)
-_SPLITS = ops_of(Family.SPLIT)
-_PICKS = PICKS
 #: the counts a fused width's stack factor is written with (``2*d_k``, ``3*D``)
 _STACK_COUNTS = frozenset(str(f) for f in STACK_FACTORS.values())
 
@@ -44,7 +35,7 @@ def tag_step(state: Inference, record: OpRecord, in_axes, params) -> tuple | Non
     """The operands' tags (None when none has one), and the outputs' tags from them or from the
     projection module the call ran in."""
     tags = tags_of(state, record.ins)
-    if record.outs and (tags or record.spec.name in PROJECTIONS):
+    if record.outs and (tags or record.spec.family is Family.PROJECTION):
         tag_outputs(state, record.spec, record, in_axes, [r[0] for r in record.out_raw], params, tags)
     return tags
 
@@ -59,23 +50,24 @@ def tags_of(state: Inference, nodes) -> tuple | None:
 def tag_outputs(state: Inference, spec: OpSpec, record: OpRecord, in_axes, shapes, params, input_tags) -> None:
     """q, k and v from the projection modules that made them (``q_proj``, ``c_attn`` then a split
     into three, ``proj[0]`` of a packed in-projection), carried through views and elementwise ops."""
-    outs, op = record.outs, spec.name
-    if op in PROJECTIONS:
+    outs = record.outs
+    if spec.family is Family.PROJECTION:   # tagged q, k or v from the module it runs in
         tag = projection_here(record, state.capture.module_calls)
         if tag is not None:
             state.tags[outs[0]] = tag
         return
     tag = single_tag(input_tags or ())
-    if tag is None or op in COMBINES:
+    if tag is None or spec.combines:   # (mixes two operands' roles: no tag passes through)
         return
     parts = FUSED_PARTS.get(tag)
-    if parts and len(outs) == len(parts) and op in _SPLITS:
+    if parts and len(outs) == len(parts) and spec.family is Family.SPLIT:
         for out, part in zip(outs, parts):
             state.tags[out] = part
         return
-    if parts and op in _PICKS:
+    if parts and spec.picks:
         args, kwargs = thaw_args(record.frozen)
-        picked = _fused_index(Call(op, args, kwargs, [], in_axes, shapes, state.namer, params), parts)
+        call = Call(spec.name, args, kwargs, [], in_axes, shapes, state.namer, params)
+        picked = _fused_index(spec, call, parts)
         if picked is not None:
             state.tags[outs[0]] = picked
         return
@@ -139,7 +131,7 @@ def decide_stack(state: Inference, spec: OpSpec, record: OpRecord, axes: tuple[A
     (``qkv.unbind(0)``, ``fused[..., 0, :]``, ``chunk(3, dim)``): that piece is the stack (``qkv``,
     ``kv``), so where ``H`` has the same size, the other piece is the heads."""
     args, kwargs = thaw_args(record.frozen)
-    dim = separated_axis(spec.name, args, kwargs, len(axes))
+    dim = separated_axis(spec, args, kwargs, len(axes))
     if dim is None or not -len(axes) <= dim < len(axes):
         return
     axis = axes[dim]
@@ -147,7 +139,7 @@ def decide_stack(state: Inference, spec: OpSpec, record: OpRecord, axes: tuple[A
         return
     atom = axis.atoms[0]
     for stack, factor in STACK_FACTORS.items():
-        if atom.size == factor and (spec.name in PICKS or parts == factor):
+        if atom.size == factor and (spec.picks or parts == factor):
             if state.namer.decide(atom, stack):
                 state.clash_memo.clear()   # the labels changed: a broadcast may line up other roles now
             return
@@ -182,9 +174,9 @@ def projection_here(record: OpRecord, modules) -> str | None:
     return kind
 
 
-def _fused_index(call: Call, parts: tuple[str, ...]) -> str | None:
+def _fused_index(spec: OpSpec, call: Call, parts: tuple[str, ...]) -> str | None:
     """``proj[0]``/``select(0, 1)`` on a fused axis (``qkv``, size 3): which of q, k, v it picks."""
-    if selects_along_dim(call.op):
+    if spec.selects_along_dim:
         dim, index = call.arg(1, "dim"), call.arg(2, "index")
     else:
         index = call.args[1]

@@ -24,7 +24,6 @@ from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.names import clashes, names_of, onto_scores, pass_names
 from shapetrace.engine.infer.provenance import (
-    PROJECTIONS,
     by_parameter_matrix_product,
     decide_stack,
     from_parameters_only,
@@ -32,17 +31,14 @@ from shapetrace.engine.infer.provenance import (
     one_part_unstacked,
     tag_step,
 )
-from shapetrace.engine.infer.rows import SCALING_OPS, add_row, note_scaling
+from shapetrace.engine.infer.rows import add_row, note_scaling
 from shapetrace.engine.infer.sizes import constructed_axes, grown_axes
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
-    ADDITIVE,
     SCORE_ADD,
     Family,
     by_parameter_matrix,
-    family_of,
     is_basic_indexing,
-    separates,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,7 +64,7 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
     for a call without a row: its names were passed on, and nothing more is done for it."""
     spec = record.spec
     if not spec.row:
-        if spec.name in ADDITIVE and onto_scores(state, in_axes):
+        if spec.additive and onto_scores(state, in_axes):
             record = record._replace(spec=SCORE_ADD, params=_additive_params(record.kept))
         elif not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
@@ -82,10 +78,10 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     """``(record, axes of each output, params)``: a write's result is its target (with the names the
     write proves noted); other calls' outputs are named by the op's rule, then refined."""
     spec = record.spec
-    family = family_of(spec.name)
+    family = spec.family
     if family is Family.WRITE and len(record.ins) >= 2:
         record = written(state, record, in_axes)
-    if record.error is None and separates(spec.name) and in_axes:
+    if record.error is None and spec.separates and in_axes:
         decide_stack(state, spec, record, in_axes[0], len(record.outs))
     if record.error is None and family is Family.WRITE:
         out_axes, params = [in_axes[0]], record.params or {}
@@ -95,7 +91,7 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         out_axes, params = [], record.params or {}
     if family is Family.JOIN and out_axes:
         out_axes = [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)]
-    if spec.name in PROJECTIONS and out_axes and out_axes[0]:
+    if spec.family is Family.PROJECTION and out_axes and out_axes[0]:
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
         out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
@@ -117,7 +113,7 @@ def store_names(state: Inference, record: OpRecord, in_axes, out_axes) -> None:
             state.axes[node] = axes
     if state.ambiguous:
         keep_ambiguity(state, record.ins, record.outs, in_axes, out_axes)
-    if is_basic_indexing(record.spec.name) and record.outs and record.ins:
+    if is_basic_indexing(record.spec) and record.outs and record.ins:
         state.sliced_from[record.outs[0]] = (record.ins[0], record)
 
 
@@ -148,10 +144,10 @@ def infer_pass(state: Inference, record: PassRecord) -> None:
             state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
         return
     in_axes = [state.axes_of(n) for n in record.ins]
-    if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
+    if record.spec.family is Family.WRITE and len(record.ins) >= 2:
         note_write(state, record, in_axes)
     pass_names(state, record.spec, record.ins, record.outs, record.out_shapes, record.frozen, in_axes)
-    if record.spec.name in SCALING_OPS:
+    if record.spec.scaling:
         note_scaling(state, record, in_axes)
 
 

@@ -15,17 +15,10 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import Event, ShapeOf, TensorInfo, new_event, new_info
-from shapetrace.engine.ops import (
-    SCALING,
-    OpSpec,
-)
+from shapetrace.engine.ops import OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
-
-
-#: elementwise ops that scale scores by a number (the 1/√d_k of attention)
-SCALING_OPS = SCALING
 
 
 def add_row(state: Inference, index: int, record: OpRecord, in_axes, out_axes, params, tags) -> int:
@@ -48,9 +41,9 @@ def event_of(state: Inference, index: int, spec: OpSpec, record: OpRecord, in_ax
     frozen_args, frozen_kwargs = record.frozen
     in_infos = [shared_info(state, r, a, device) for r, a in zip(record.in_raw, in_axes)]
     module = state.capture.module_calls.path(record.module)
-    return new_event(index, spec.name, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
+    return new_event(index, spec, in_infos, out_infos, view, noop, alloc, alloc if copies else 0,
                      params or {}, record.error, module, tags or (None,) * len(record.ins), record.site,
-                     (spec.name, frozen_args, frozen_kwargs))
+                     (spec, frozen_args, frozen_kwargs))
 
 
 def shared_info(state: Inference, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
@@ -92,7 +85,7 @@ def note_scaling(state: Inference, record: PassRecord, in_axes) -> None:
     roles = {a.role for a in in_axes[0]}
     on = "scores" if {"query", "key"} <= roles else state.tags.get(record.ins[0])
     if on in ("scores", "q", "k"):
-        factor = 1 / number if "div" in record.spec.name else float(number)
+        factor = 1 / number if record.spec.scaling == "divides" else float(number)
         state.scalings.append({"event": max(len(state.events) - 1, 0), "factor": factor, "on": on})
 
 

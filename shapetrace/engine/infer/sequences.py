@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.infer.provenance import COMBINES
-
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
 
@@ -23,7 +21,7 @@ def orient_sequences(state: Inference) -> None:
         return
     for event in state.events:
         tags, outs = event.projections, [o.axes for o in event.outputs]
-        if event.op in COMBINES and tags and tuple(tags[:2]) == ("q", "k") and outs and len(outs[0]) >= 2:
+        if event.spec.combines and tags and tuple(tags[:2]) == ("q", "k") and outs and len(outs[0]) >= 2:
             rows, cols = (axis.atoms[0].root if len(axis.atoms) == 1 and axis.atoms[0].whole else None
                           for axis in outs[0][-2:])
             if (rows, cols) == ("S", "T"):

@@ -33,7 +33,7 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
         sizes = _count(args, kwargs)
     else:
         sizes = list(args[0]) if args and isinstance(args[0], (tuple, list)) else list(kwargs.get("size", args))
-        if record.spec.name == "full" and not (args and isinstance(args[0], (tuple, list))):
+        if record.spec.sized == "sequence" and not (args and isinstance(args[0], (tuple, list))):
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None

@@ -82,7 +82,7 @@ def name_sliced_buffer(state: Inference, view: int, named: tuple[Axis, ...]) -> 
 def write_lines(record, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
     """A write's target axis -> (the value's axis lined up with it, written whole?)."""
     args, kwargs = thaw_args(record.frozen)
-    kind = write_kind(record.spec.name)
+    kind = write_kind(record.spec)
     if kind == "whole":
         return {p: (v, True) for v, p in enumerate(range(ndim - value_ndim, ndim)) if p >= 0}
     if kind == "rows":

@@ -17,7 +17,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.masks import VARIANT_RULES
@@ -210,19 +210,19 @@ def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
     return odd, any(namer.mix_kind(a) == "error" for a in o.axes)
 
 
-def _multiplies(op: str) -> bool:
+def _multiplies(op: OpSpec) -> bool:
     """Can :func:`_matmul_pairs` find what ``op`` contracts (a matrix product, or einsum)?"""
     return is_matrix_product(op) or contracts_by_subscripts(op)
 
 
 def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
-    if is_matrix_product(e.op) and len(e.inputs) == 2:
+    if is_matrix_product(e.spec) and len(e.inputs) == 2:
         a, b = e.inputs
         la = a.dims[-1] if a.dims else None
         lb = b.dims[-2] if len(b.dims) > 1 else (b.dims[0] if b.dims else None)
         return [(la, lb)]
     parsed = e.params.get("subscripts")
-    if contracts_by_subscripts(e.op) and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
+    if contracts_by_subscripts(e.spec) and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
         lhs = parsed["inputs"]
         if any(len(term) != len(t.dims) for term, t in zip(lhs, e.inputs)):
             return []
@@ -481,7 +481,7 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
 def _rows_and_columns_from(e: Event) -> tuple[int, int] | None:
     """Which operands give a product's last two output axes: ``(0, 1)`` for ``a @ b``; an einsum by
     its subscripts (``bhqd,bhkd->bhkq`` gives ``(1, 0)``); None when the subscripts do not say."""
-    if not contracts_by_subscripts(e.op):
+    if not contracts_by_subscripts(e.spec):
         return (0, 1)
     parsed = e.params.get("subscripts")
     if not parsed or len(parsed.get("inputs", ())) != 2 or len(parsed.get("output", "")) < 2:

@@ -15,7 +15,7 @@ from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides, family_of
+from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -35,7 +35,7 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
 
     out = []
     for e in analysis.events_of(Family.MASK_FILL, Family.ELEMENTWISE):
-        family = family_of(e.op)
+        family = e.spec.family
         filled = family is Family.MASK_FILL and hides(e.params.get("value"))
         added = family is Family.ELEMENTWISE and e.params.get("hides")   # an additive mask (ops.SCORE_ADD)
         if not (filled or added) or len(e.inputs) < 2:
@@ -67,7 +67,7 @@ def nan_rows(analysis: Analysis) -> list[Diagnostic]:
     note = analysis.value_note
     where = analysis.nan_event
     if where is None:
-        where = next((e.index for e in analysis.events if family_of(e.op) in ATTENTION_FAMILIES), None)
+        where = next((e.index for e in analysis.events if e.spec.family in ATTENTION_FAMILIES), None)
     if rows is None:
         if note:
             return [Kind.NAN_ROWS_SKIPPED.found(None, note)]

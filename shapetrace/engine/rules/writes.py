@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.ops import LAYOUT_FAMILIES, Family, family_of
+from shapetrace.engine.ops import LAYOUT_FAMILIES, Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -29,7 +29,7 @@ def write_behind(analysis: Analysis, e: Event, operand: int, axis: Axis) -> Even
         if source is None:
             return None
         made = analysis.events[source[0]]
-        family = family_of(made.op)
+        family = made.spec.family
         if family not in _THROUGH or not made.inputs:
             return None
         if family is Family.WRITE:
