@@ -118,6 +118,9 @@ class Event:
     #: the copies torch makes inside this ``matmul`` without being asked (:class:`.hidden.HiddenCopy`),
     #: worked out once the trace's inference is final (:func:`.hidden.note_hidden_copies`)
     hidden_copies: tuple = field(default=(), repr=False, compare=False)
+    #: for each input, the rows of reductions (``sum``, ``mean``...) whose results entered it through calls
+    #: without a row (``s - s.logsumexp(1, keepdim=True)``), which ``sources`` does not follow
+    joined: tuple[frozenset[int], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)

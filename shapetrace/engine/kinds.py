@@ -125,6 +125,10 @@ class Kind(StrEnum):
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
                             "a running sum or product (`cumsum`, `cumprod`) along the heads or the batch, which "
                             "carries one head's or sequence's values into the next")
+    REDUCTION_OVER_WRONG_AXIS = (
+        "reduction-over-wrong-axis", "error",
+        "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
+        "batch of per-head values, or of attention scores that then weigh the values")
 
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",

@@ -30,6 +30,7 @@ from shapetrace.engine.ops import (
     reversed_operands,
     stacks,
 )
+from shapetrace.engine.reductions import takes_dim_second
 
 NOT_HANDLED = object()
 
@@ -294,7 +295,7 @@ def _reduce(op: str, args, kwargs) -> Any:
     x = args[0]
     dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], torch.dtype) else None)
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False)
-    if op == "norm" or isinstance(dim, str):
+    if takes_dim_second(op) or isinstance(dim, str):
         return NOT_HANDLED
     n = x.dim()
     dims = range(n) if dim is None or dim == [] or dim == () else ([dim] if isinstance(dim, int) else dim)
@@ -317,7 +318,7 @@ def _max_min(op: str, args, kwargs) -> Any:
     """``x.max()``, ``x.max(dim)`` (values and indices) and ``torch.max(a, b)`` (elementwise)."""
     other = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
     if isinstance(other, torch.Tensor):
-        return _binary("maximum" if op == "max" else "minimum", args, kwargs)
+        return _binary(op + "imum", args, kwargs)   # max(a, b) is maximum(a, b); min(a, b) minimum(a, b)
     if other is None:
         return _empty((), (), args[0].dtype)
     values = _reduce("amax", args, kwargs)

@@ -46,6 +46,7 @@ from shapetrace.engine.op_args import (
     first_operand,
     linear_operands,
 )
+from shapetrace.engine.reductions import REDUCED, REDUCTIONS
 
 
 class Family(Enum):
@@ -72,6 +73,7 @@ class Family(Enum):
     ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
     DROPOUT = "dropout"
     SCAN = "scan"                     # cumsum, cumprod: running sums or products along one axis
+    REDUCE = "reduce"                 # sum, mean, max, norm, F.normalize... along axes (.reductions)
     TRIANGLE = "triangle"             # tril, triu: a causal mask is built with one
     OTHER = "other"
 
@@ -221,10 +223,7 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id",
            operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
     OpSpec("dropout", "new", pr.same, params=_dropout_params, words="zeroes values at random"),
-    OpSpec("sum", "new", pr.reduce, params=_reduce_params, words="sums over axes"),
-    OpSpec("mean", "new", pr.reduce, params=_reduce_params, words="averages over axes"),
-    OpSpec("amax", "new", pr.reduce, params=_reduce_params, words="the maximum over axes"),
-    OpSpec("logsumexp", "new", pr.reduce, params=_reduce_params, words="log-sum-exp over axes"),
+    *(OpSpec(name, "new", names, params=params, words=words) for name, words, params, names in REDUCTIONS),
     *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis")
       for name in ("argmax", "argmin")),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
@@ -275,6 +274,7 @@ _FAMILIES: dict[Family, tuple[str, ...]] = {
     Family.ELEMENTWISE: ("where", *ELEMENTWISE),
     Family.DROPOUT: ("dropout",),
     Family.SCAN: ("cumsum", "cumprod"),
+    Family.REDUCE: REDUCED,
     Family.TRIANGLE: ("tril", "triu"),
 }
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.reductions import ALONG, axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -83,8 +84,20 @@ def could_carry_a_layout_bug(event: Event) -> bool:
 
 
 def _named(event: Event) -> bool:
-    """Every axis of more than one entry of every result has a name (what the rules read)."""
-    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape) if size > 1)
+    """Every axis of more than one entry of every result has a name (what the rules read), and so has
+    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked)."""
+    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
+               if size > 1) and _along_named(event)
+
+
+def _along_named(event: Event) -> bool:
+    """Are the axes this op computes along known and named (True for an op that computes along none)?"""
+    how = family_of(event.op).value
+    if how not in ALONG or not event.inputs or event.params.get("elementwise"):
+        return True
+    t = event.inputs[0]
+    along = axes_along(how, event.params, len(t.shape))
+    return along is not None and all(t.dims[i] is not None for i in along if t.shape[i] > 1)
 
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:
