@@ -45,7 +45,7 @@ def _second_dim_params(default: int | None = None) -> Callable[[tuple, dict], di
 def _extreme_params(args: tuple, kwargs: dict) -> dict:
     """``max(x, dim)`` reduces; ``max(a, b)`` of two tensors is elementwise (``maximum``)."""
     other = arg(args, kwargs, 1, "other")
-    if _is_tensor(other):
+    if _is_tensor(other) or hasattr(other, "shape"):   # (a tensor, or the recorded stub of one)
         return {"elementwise": True}
     return _reduce_params(args, kwargs)
 
