@@ -24,12 +24,12 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from shapetrace.engine import propagate as pr
+from shapetrace.engine.directions import fill_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
     _dropout_params,
     _einsum_params,
-    _fill_params,
     _is_tensor,
     _linear_params,
     _norm_params,
@@ -191,9 +191,8 @@ _ENTRIES: list[OpSpec] = [
     OpSpec("take_along_dim", "copy", pr.take_along_dim, words="picks values along an axis by index"),
     OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
            params=_dim_params()),
-    OpSpec("masked_fill", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions"),
-    OpSpec("masked_fill_", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions",
-           inplace=True),
+    *(OpSpec(name, "copy", pr.first_broadcast, params=fill_params, words="fills masked positions",
+             inplace=name.endswith("_"), params_read_values=True) for name in ("masked_fill", "masked_fill_")),
     OpSpec("where", "new", pr.broadcast, words="picks from two tensors by a condition"),
     OpSpec("tril", "copy", pr.same, words="keeps the lower triangle"),
     OpSpec("triu", "copy", pr.same, words="keeps the upper triangle"),

@@ -19,6 +19,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
@@ -516,5 +517,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction,
 ]

@@ -1,0 +1,121 @@
+"""Which way a bias or a mask on the scores points, read from its values at call time (issue 33 item 3).
+
+Scores are ``[..., queries, keys]``; query ``i`` sits at position ``i + S - L`` among ``S`` keys (torch's
+and every KV cache's alignment: the last query is the last key). Two facts are read, on the CPU only and
+up to :data:`READ_LIMIT` elements (never a device sync), with the operand broadcast to the scores' last
+two axes:
+
+* :func:`bias_facts`: along the keys a query may see (``j <= i``: the past and itself, the side both a
+  causal and a bidirectional ALiBi share), is the bias linear in the distance ``i - j``, and which way
+  does it slope? ALiBi (Press et al.) penalises distance: ``-slope · (i - j)``; Bloom's
+  ``build_alibi_tensor`` adds ``slope · j``, the same up to a constant per query, which softmax ignores.
+  ``"far"`` is a bias that grows with distance in every head (the sign reversed), ``"near"`` one that
+  shrinks; a bias that is not linear in distance (a learnt T5 bucket table) gets neither;
+* :func:`hidden_side`: which keys a mask hides, by value (a boolean mask filled with a large negative,
+  or an additive one at or below ``-1e4``), as ``hides_side``: ``"future"`` (strictly after each query: causal),
+  ``"past"`` (strictly before it: the causal mask reversed), or nothing when it is another pattern.
+
+Nothing here imports torch: a tensor is read through its own methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shapetrace.engine.op_args import _is_tensor, _number, arg
+
+#: operands up to this many elements are read (a larger one is not judged)
+READ_LIMIT = 1 << 16
+#: an additive value at or below this hides a key
+HIDES = -1e4
+
+
+def _readable(t: Any) -> bool:
+    return hasattr(t, "dim") and t.dim() >= 1 and t.device.type == "cpu" and 0 < t.numel() <= READ_LIMIT \
+        and not t.is_meta
+
+
+def _as_rows(t: Any, n_q: int, n_k: int):
+    """``t`` broadcast to ``[..., n_q, n_k]`` and flattened to ``[slices, n_q, n_k]``, or None."""
+    try:
+        shape = list(t.shape[:-2]) if t.dim() >= 2 else []
+        return t.detach().broadcast_to((*shape, n_q, n_k)).reshape(-1, n_q, n_k)
+    except RuntimeError:   # (it does not broadcast to the scores' last two axes)
+        return None
+
+
+def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
+    """``{"bias_favours": "far" | "near", "bias_step": step}`` for a bias linear in the distance over the
+    keys each query may see, with the same sign in every slice (head) where it slopes; else ``{}``."""
+    if len(scores_shape) < 2 or not _readable(bias) or not bias.is_floating_point():
+        return {}
+    n_q, n_k = scores_shape[-2], scores_shape[-1]
+    rows = _as_rows(bias, n_q, n_k)
+    if rows is None or n_k < 2:
+        return {}
+    steps = [_slice_step(s, n_q, n_k) for s in rows.double().tolist()]
+    if any(step is None for step in steps):
+        return {}
+    sloped = [s for s in steps if abs(s) > 1e-6]
+    if not sloped or (any(s > 0 for s in sloped) and any(s < 0 for s in sloped)):
+        return {}
+    favours = "far" if sloped[0] > 0 else "near"
+    return {"bias_favours": favours, "bias_step": round(max(sloped, key=abs), 6)}
+
+
+def _slice_step(rows: list[list[float]], n_q: int, n_k: int) -> float | None:
+    """The one step by which this slice's bias changes per token of distance over each query's visible
+    past (None when it is not linear in the distance, or hides keys there)."""
+    found: float | None = None
+    for i, row in enumerate(rows):
+        at = i + n_k - n_q
+        past = [row[j] for j in range(min(at, n_k - 1), -1, -1)]   # distance 0, 1, 2...
+        if any(v <= HIDES for v in past):
+            return None
+        for near, far in zip(past, past[1:]):
+            step = far - near
+            if found is None:
+                found = step
+            elif abs(step - found) > 1e-4 * (1 + abs(found)):
+                return None
+    return found
+
+
+def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
+    """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
+    (or before) each query, in every slice; ``"other"`` for any other pattern; ``{}`` when not read.
+    ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
+    or below ``-1e4`` hide)."""
+    if len(scores_shape) < 2 or not _readable(mask):
+        return {}
+    n_q, n_k = scores_shape[-2], scores_shape[-1]
+    hidden = mask if str(mask.dtype).endswith("bool") else (mask <= HIDES)
+    rows = _as_rows(hidden, n_q, n_k)
+    if rows is None or n_q < 2:
+        return {"hides_side": "other"}
+    offset = n_k - n_q
+    future = [[j > i + offset for j in range(n_k)] for i in range(n_q)]
+    past = [[j < i + offset for j in range(n_k)] for i in range(n_q)]
+    slices = rows.tolist()
+    for side, table in (("future", future), ("past", past)):
+        if all(s == table for s in slices):
+            return {"hides_side": side}
+    return {"hides_side": "other"}
+
+
+def fill_params(args: tuple, kwargs: dict) -> dict:
+    """``masked_fill(mask, value)``: the value, and which side of each query the mask hides."""
+    x, mask = (args[0] if args else kwargs.get("input")), arg(args, kwargs, 1, "mask")
+    found = {"value": _number(arg(args, kwargs, 2, "value"))}
+    if _is_tensor(x) and _is_tensor(mask):
+        found.update(hidden_side(mask, tuple(x.shape)))
+    return found
+
+
+def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
+    """What a tensor added to the scores says (kept at call time: the smaller operand): does it hide
+    keys (an additive mask), which side, and which way its bias slopes with distance."""
+    if kept is None or kept.numel() == 0:
+        return {}
+    return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
+            **hidden_side(kept, scores_shape)}
