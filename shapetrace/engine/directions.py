@@ -81,6 +81,16 @@ def _slice_step(rows: list[list[float]], n_q: int, n_k: int) -> float | None:
     return found
 
 
+def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
+    """SDPA's ``attn_mask``: a boolean one attends where True (so it hides where False); a float one is
+    added to the scores, as a bias and as a mask."""
+    if not _readable(mask):
+        return {}
+    if str(mask.dtype).endswith("bool"):
+        return hidden_side(~mask, scores_shape)
+    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape)} if mask.is_floating_point() else {}
+
+
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
     (or before) each query, in every slice; ``"other"`` for any other pattern; ``{}`` when not read.

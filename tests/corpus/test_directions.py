@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
@@ -118,6 +119,36 @@ def annotated_attention(x, heads: int, reversed_: bool = False):
     return scores.softmax(dim=-1) @ q                                   # (B, h, T, d_k)
 
 
+def sdpa_attention(x, heads: int, mask: str):
+    """Masks handed to ``F.scaled_dot_product_attention`` (True attends; a float mask is added):
+
+    * ``"tril"``: the reference implementation in torch's SDPA docs, ``temp_mask = torch.ones(L, S,
+      dtype=torch.bool).tril(diagonal=0)``; ``"triu"`` is the same with tril and triu swapped;
+    * ``"mpt"``: mosaicml/llm-foundry ``build_alibi_bias``: ``alibi_bias = torch.arange(1 - seq_len, 1)
+      .view(1, 1, 1, seq_len)`` times the slopes (``-slope`` per token before the last), passed as
+      ``attn_mask`` with the causal part added; ``"mpt-reversed"`` flips its sign."""
+    B, T, D = x.shape
+    q = x.view(B, T, heads, D // heads).transpose(1, 2)                 # (B, H, T, d_k)
+    if mask in ("tril", "triu"):
+        ones = torch.ones(T, T, dtype=torch.bool)
+        attn_mask = ones.tril(diagonal=0) if mask == "tril" else ones.triu(diagonal=0)  # (T, T)
+    else:
+        slopes = torch.tensor(get_slopes(heads)).view(1, heads, 1, 1)   # (1, H, 1, 1)
+        alibi_bias = torch.arange(1 - T, 1).view(1, 1, 1, T) * slopes   # (1, H, 1, T)
+        alibi_bias = -alibi_bias if mask == "mpt-reversed" else alibi_bias
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)             # (T, T)
+        attn_mask = alibi_bias.masked_fill(future, float("-inf"))       # (1, H, T, T)
+    return F.scaled_dot_product_attention(q, q, q, attn_mask=attn_mask)  # (B, H, T, d_k) [sdpa]
+
+
+def sdpa(dims: str, mask: str):
+    B, T, D, H = _sizes(dims)
+
+    def make():
+        return (lambda x: sdpa_attention(x, H, mask)), (torch.randn(B, T, D),)
+    return make
+
+
 def _sizes(dims: str) -> tuple[int, int, int, int]:
     sizes = dict(part.split("=") for part in dims.split())
     return tuple(int(sizes[k]) for k in "BTDH")
@@ -161,6 +192,10 @@ for size_id, dims in (("", DIMS), ("-equal-sizes", SQUARE)):
         Case("annotated-subsequent-mask" + size_id, dims, annotated(dims), silent=("annotated-mask",)),
         Case("annotated-subsequent-mask-reversed" + size_id, dims, annotated(dims, reversed_=True),
              bug=("annotated-mask",)),
+        Case("sdpa-docs-tril-mask" + size_id, dims, sdpa(dims, "tril"), silent=("sdpa",)),
+        Case("sdpa-docs-mask-triu" + size_id, dims, sdpa(dims, "triu"), bug=("sdpa",)),
+        Case("sdpa-mpt-alibi" + size_id, dims, sdpa(dims, "mpt"), silent=("sdpa",)),
+        Case("sdpa-mpt-alibi-reversed" + size_id, dims, sdpa(dims, "mpt-reversed"), bug=("sdpa",)),
     ]
 
 test_names, test_verdict = corpus_tests(__name__, CASES)

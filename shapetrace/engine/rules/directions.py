@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.directions import HIDES
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family
+from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -41,7 +41,7 @@ def _onto_scores(e: Event) -> tuple[TensorInfo, TensorInfo] | None:
 
 def _hides(e: Event) -> bool:
     """Does this op hide keys (a masked fill with a large negative, or an additive mask)?"""
-    if e.op.startswith("masked_fill"):
+    if family_of(e.op) is Family.MASK_FILL:
         value = e.params.get("value")
         return isinstance(value, (int, float)) and value <= HIDES
     return bool(e.params.get("hides"))
@@ -56,35 +56,58 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
         if pair is None:
             continue
         scores, other = pair
+        shown, key = fmt_named(scores.dims, scores.shape), scores.dims[-1]
         if e.params.get("bias_favours") == "far":
-            out.append(_far_bias(e, scores, other))
+            out.append(_far_bias(e, shown, key, other))
         if e.params.get("hides_side") == "past" and _hides(e):
-            out.append(_reversed_mask(e, scores, other))
-        if "hides_side" not in e.params and (e.op.startswith("masked_fill") or "hides" not in e.params):
-            out.append(Kind.DIRECTION_UNCHECKED.found(e.index, (
-                f"{e.op} #{e.index} puts {fmt_named(other.dims, other.shape)} onto the scores "
-                f"{fmt_named(scores.dims, scores.shape)}, but its values were not read (on another device, "
-                "too large, or the meta device): which keys it hides or favours was not checked."),
-                "Trace a small copy on the CPU to check it."))
-    return sorted(out, key=lambda d: d.event)
+            out.append(_reversed_mask(e, shown, key, other))
+        if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
+            out.append(_unread(e, shown, other))
+    return sorted(out + _fused(analysis), key=lambda d: d.event)
 
 
-def _far_bias(e: Event, scores: TensorInfo, bias: TensorInfo) -> Diagnostic:
-    step, key = e.params.get("bias_step"), scores.dims[-1] or "the keys"
+def _fused(analysis: Analysis) -> list[Diagnostic]:
+    """The same facts for ``F.scaled_dot_product_attention``'s ``attn_mask``, where the names prove that
+    its q and k hold tokens on their second-to-last axes (the scores' queries and keys)."""
+    out = []
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        if not e.params.get("has_mask") or len(e.inputs) < 4:
+            continue
+        q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
+        if not all(len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "tokens" for t in (q, k)):
+            continue
+        scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
+        if e.params.get("bias_favours") == "far":
+            out.append(_far_bias(e, scores, k.dims[-2], mask))
+        if e.params.get("hides_side") == "past":
+            out.append(_reversed_mask(e, scores, k.dims[-2], mask))
+        if "hides_side" not in e.params:
+            out.append(_unread(e, scores, mask))
+    return out
+
+
+def _unread(e: Event, scores: str, other: TensorInfo) -> Diagnostic:
+    return Kind.DIRECTION_UNCHECKED.found(e.index, (
+        f"{e.op} #{e.index} puts {fmt_named(other.dims, other.shape)} onto the scores {scores}, but its values "
+        "were not read (on another device, too large, or the meta device): which keys it hides or favours was "
+        "not checked."), "Trace a small copy on the CPU to check it.")
+
+
+def _far_bias(e: Event, scores: str, key: str | None, bias: TensorInfo) -> Diagnostic:
+    step, key = e.params.get("bias_step"), key or "the keys"
     return Kind.DISTANCE_BIAS_REVERSED.found(e.index, (
         f"{e.op} #{e.index} adds a bias {fmt_named(bias.dims, bias.shape)} to the scores "
-        f"{fmt_named(scores.dims, scores.shape)} that grows with the distance to each query along the keys "
+        f"{scores} that grows with the distance to each query along the keys "
         f"(axis -1, {key}), linearly and in every head (by up to {step:g} per token): each query favours the "
         "farthest keys, the reverse of ALiBi, which penalises distance."),
         "Reverse its sign: bias = -slope * (i - j) for key j of query i (Press et al.), or slope * j as "
         "Bloom's build_alibi_tensor adds it (the same up to a constant per query).")
 
 
-def _reversed_mask(e: Event, scores: TensorInfo, mask: TensorInfo) -> Diagnostic:
-    key = scores.dims[-1] or "the keys"
+def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    key = key or "the keys"
     return Kind.CAUSAL_MASK_REVERSED.found(e.index, (
-        f"{e.op} #{e.index} hides, along the keys (axis -1, {key}) of the scores "
-        f"{fmt_named(scores.dims, scores.shape)}, "
+        f"{e.op} #{e.index} hides, along the keys (axis -1, {key}) of the scores {scores}, "
         f"exactly the keys before each query ({fmt_named(mask.dims, mask.shape)}) and keeps those after it: a causal "
         "mask reversed, so each token attends to the future and not to the past."),
         "Hide the keys after each query: mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) with "
