@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shapetrace.engine.op_args import _is_tensor, _number, arg
+from shapetrace.engine.op_args import _is_tensor, _number, _sdpa_params, arg
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
@@ -129,3 +129,13 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
         return {}
     return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
             **hidden_side(kept, scores_shape)}
+
+
+def sdpa_params(args: tuple, kwargs: dict) -> dict:
+    """``F.scaled_dot_product_attention``'s parameters, with which way its mask points over the scores
+    ``[..., L, S]``."""
+    found = _sdpa_params(args, kwargs)
+    q, k, mask = arg(args, kwargs, 0, "query"), arg(args, kwargs, 1, "key"), arg(args, kwargs, 3, "attn_mask")
+    if _is_tensor(mask) and _is_tensor(q) and _is_tensor(k) and q.dim() >= 2 and k.dim() >= 2:
+        found.update(attn_mask_facts(mask, (q.shape[-2], k.shape[-2])))
+    return found

@@ -88,17 +88,7 @@ def _sdpa_params(args: tuple, kwargs: dict) -> dict:
     mask = arg(args, kwargs, 3, "attn_mask")
     return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),
             "has_mask": mask is not None, "enable_gqa": bool(kwargs.get("enable_gqa", False)),
-            **(mask_facts(mask) if _is_tensor(mask) else {}), **_sdpa_mask_direction(args, kwargs, mask)}
-
-
-def _sdpa_mask_direction(args: tuple, kwargs: dict, mask: Any) -> dict:
-    """Which way SDPA's mask points over the scores ``[..., L, S]`` (:mod:`.directions`)."""
-    q, k = arg(args, kwargs, 0, "query"), arg(args, kwargs, 1, "key")
-    if not (_is_tensor(mask) and _is_tensor(q) and _is_tensor(k)) or q.dim() < 2 or k.dim() < 2:
-        return {}
-    from shapetrace.engine.directions import attn_mask_facts  # (it reads these readers: imported on use)
-
-    return attn_mask_facts(mask, (q.shape[-2], k.shape[-2]))
+            **(mask_facts(mask) if _is_tensor(mask) else {})}
 
 
 #: a boolean mask is read (for its pattern) only on the CPU and up to this many elements

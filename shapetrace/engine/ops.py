@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.directions import fill_params
+from shapetrace.engine.directions import fill_params, sdpa_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
@@ -37,7 +37,6 @@ from shapetrace.engine.op_args import (
     _reduce_params,
     _scale_params,
     _scan_params,
-    _sdpa_params,
     _shape_params,
     _softmax_params,
     addmm_operands,
@@ -210,7 +209,7 @@ _ENTRIES: list[OpSpec] = [
              words="slides a filter over the positions: channels in, channels out") for n in (1, 2, 3)),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum",
            shows_first=True, contraction="subscripts"),
-    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True, short="sdpa",
+    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=sdpa_params, params_read_values=True, short="sdpa",
            words="softmax(q @ kᵀ · scale) @ v in one kernel"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax"),
