@@ -46,39 +46,29 @@ def _as_rows(t: Any, n_q: int, n_k: int):
 
 def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"bias_favours": "far" | "near", "bias_step": step}`` for a bias linear in the distance over the
-    keys each query may see, with the same sign in every slice (head) where it slopes; else ``{}``."""
+    keys each query may see, with the same sign in every slice (head) where it slopes; else ``{}``.
+    Tensor ops throughout (one call per op, whatever its size), never a loop over the elements."""
     if len(scores_shape) < 2 or not _readable(bias) or not bias.is_floating_point():
         return {}
     n_q, n_k = scores_shape[-2], scores_shape[-1]
     rows = _as_rows(bias, n_q, n_k)
     if rows is None or n_k < 2:
         return {}
-    steps = [_slice_step(s, n_q, n_k) for s in rows.double().tolist()]
-    if any(step is None for step in steps):
+    rows, offset = rows.double(), n_k - n_q
+    seen = rows.new_ones((n_q, n_k)).tril(offset).bool()                 # key j <= query i: the past and itself
+    if bool((rows[:, seen] <= HIDES).any()):
+        return {}   # (it hides keys there: a mask, not a bias over distance)
+    pairs = rows.new_ones((n_q, n_k - 1)).tril(offset - 1).bool()        # keys j and j + 1 both seen
+    if not bool(pairs.any()):
         return {}
-    sloped = [s for s in steps if abs(s) > 1e-6]
-    if not sloped or (any(s > 0 for s in sloped) and any(s < 0 for s in sloped)):
+    steps = (rows[..., :-1] - rows[..., 1:])[:, pairs]                  # change per token farther: [slices, pairs]
+    step = steps[:, :1]
+    if not bool(((steps - step).abs() <= 1e-4 * (1 + step.abs())).all()):
+        return {}   # not linear in the distance (a learnt table)
+    sloped = [v for v in step.flatten().tolist() if abs(v) > 1e-6]
+    if not sloped or (any(v > 0 for v in sloped) and any(v < 0 for v in sloped)):
         return {}
-    favours = "far" if sloped[0] > 0 else "near"
-    return {"bias_favours": favours, "bias_step": round(max(sloped, key=abs), 6)}
-
-
-def _slice_step(rows: list[list[float]], n_q: int, n_k: int) -> float | None:
-    """The one step by which this slice's bias changes per token of distance over each query's visible
-    past (None when it is not linear in the distance, or hides keys there)."""
-    found: float | None = None
-    for i, row in enumerate(rows):
-        at = i + n_k - n_q
-        past = [row[j] for j in range(min(at, n_k - 1), -1, -1)]   # distance 0, 1, 2...
-        if any(v <= HIDES for v in past):
-            return None
-        for near, far in zip(past, past[1:]):
-            step = far - near
-            if found is None:
-                found = step
-            elif abs(step - found) > 1e-4 * (1 + abs(found)):
-                return None
-    return found
+    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6)}
 
 
 def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
@@ -103,12 +93,9 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     rows = _as_rows(hidden, n_q, n_k)
     if rows is None or n_q < 2:
         return {"hides_side": "other"}
-    offset = n_k - n_q
-    future = [[j > i + offset for j in range(n_k)] for i in range(n_q)]
-    past = [[j < i + offset for j in range(n_k)] for i in range(n_q)]
-    slices = rows.tolist()
-    for side, table in (("future", future), ("past", past)):
-        if all(s == table for s in slices):
+    offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
+    for side, table in (("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))):
+        if bool((rows == table).all()):
             return {"hides_side": side}
     return {"hides_side": "other"}
 

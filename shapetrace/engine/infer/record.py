@@ -70,7 +70,7 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
     spec = record.spec
     if not spec.row:
         if spec.name in ADDITIVE and onto_scores(state, in_axes):
-            record = record._replace(spec=SCORE_ADD, params=added_facts(record.kept, record.out_raw[0][0]))
+            record = record._replace(spec=SCORE_ADD, params=added_facts(record.kept, _result_shape(record)))
         elif not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None
@@ -155,3 +155,7 @@ def infer_pass(state: Inference, record: PassRecord) -> None:
     if record.spec.name in SCALING_OPS:
         note_scaling(state, record, in_axes)
 
+
+def _result_shape(record: OpRecord) -> tuple[int, ...]:
+    """The shape of a call's first result (``()`` for a call that raised: it has none)."""
+    return tuple(record.out_raw[0][0]) if record.out_raw else ()
