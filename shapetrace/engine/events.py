@@ -121,6 +121,9 @@ class Event:
     #: what the registry knows of the op (:class:`~.opspec.OpSpec`): the recorded call's own; for an
     #: event made from a name (JSON, a test), the spec of that name
     spec: OpSpec = field(default=None, repr=False, compare=False)   # type: ignore[assignment]
+    #: for each input, the rows of reductions (``sum``, ``mean``...) whose results entered it through calls
+    #: without a row (``s - s.logsumexp(1, keepdim=True)``), which ``sources`` does not follow
+    joined: tuple[frozenset[int], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)

@@ -125,6 +125,21 @@ class Kind(StrEnum):
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
                             "a running sum or product (`cumsum`, `cumprod`) along the heads or the batch, which "
                             "carries one head's or sequence's values into the next")
+    REDUCTION_OVER_WRONG_AXIS = (
+        "reduction-over-wrong-axis", "error",
+        "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
+        "batch of per-head values, or of attention scores that then weigh the values")
+
+    DISTANCE_BIAS_REVERSED = (
+        "distance-bias-reversed", "error",
+        "a position bias on the scores that grows linearly with the distance between query and key in every "
+        "head (ALiBi with its sign reversed): each query favours the farthest keys")
+    CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
+                            "a mask that hides exactly the keys before each query and keeps those after it")
+    DIRECTION_UNCHECKED = (
+        "direction-unchecked", "note",
+        "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
+        "device), so which keys it hides or favours was not checked")
 
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",

@@ -286,7 +286,7 @@ def _reduce(spec: OpSpec, args, kwargs) -> Any:
     x = args[0]
     dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], torch.dtype) else None)
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False)
-    if isinstance(dim, str):
+    if getattr(spec.params, "dim_second", False) or isinstance(dim, str):   # (norm(p, dim): not a dim)
         return NOT_HANDLED
     n = x.dim()
     dims = range(n) if dim is None or dim == [] or dim == () else ([dim] if isinstance(dim, int) else dim)

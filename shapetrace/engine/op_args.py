@@ -60,10 +60,6 @@ def _norm_params(args: tuple, kwargs: dict) -> dict:
     return {"normalised": len(shape)} if isinstance(shape, (tuple, list)) else {}
 
 
-def _fill_params(args: tuple, kwargs: dict) -> dict:
-    return {"value": _number(arg(args, kwargs, 2, "value"))}
-
-
 def _linear_params(args: tuple, kwargs: dict) -> dict:
     weight = arg(args, kwargs, 1, "weight")
     bias = arg(args, kwargs, 2, "bias")

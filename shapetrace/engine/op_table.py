@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
+from shapetrace.engine.directions import fill_params, sdpa_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
     _dropout_params,
     _einsum_params,
-    _fill_params,
     _is_tensor,
     _linear_params,
     _norm_params,
@@ -26,7 +26,6 @@ from shapetrace.engine.op_args import (
     _reduce_params,
     _scale_params,
     _scan_params,
-    _sdpa_params,
     _shape_params,
     _softmax_params,
     addmm_operands,
@@ -36,6 +35,7 @@ from shapetrace.engine.op_args import (
     linear_operands,
 )
 from shapetrace.engine.opspec import Family, OpSpec, ReduceDtype
+from shapetrace.engine.reductions import extreme_params, reduce_each, same_shape, second_dim_params, spread_params
 
 F = Family
 
@@ -60,6 +60,12 @@ def _cheap(*names: str) -> list[OpSpec]:
     """Calls that only read metadata: not recorded at all."""
     return [OpSpec(n, "new", None, row=False, cheap=True) for n in names]
 
+
+
+def _reduction(name: str, words: str, params: Callable = _reduce_params, names: Callable = reduce_each,
+               meta: str = "reduce", **facts) -> OpSpec:
+    """An op that reduces or normalises along axes (family REDUCE; :mod:`.reductions` reads its axes)."""
+    return OpSpec(name, "new", names, params=params, words=words, family=F.REDUCE, meta=meta, **facts)
 
 _SPLIT_DIM = {"params": lambda a, k: {"dim": arg(a, k, 2, "dim", 0)}, "cuts_at": 2}
 _REORDER = "reorders the axes (strides reorder, no data moves)"
@@ -163,10 +169,9 @@ ENTRIES: list[OpSpec] = [
            replay="torch.take_along_dim"),
     OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
            params=_dim_params(), replay="torch.index_select"),
-    OpSpec("masked_fill", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions",
-           family=F.MASK_FILL, meta="masked_fill"),
-    OpSpec("masked_fill_", "copy", pr.first_broadcast, params=_fill_params, words="fills masked positions",
-           inplace=True, family=F.MASK_FILL, meta="masked_fill"),
+    *(OpSpec(name, "copy", pr.first_broadcast, params=fill_params, words="fills masked positions",
+             inplace=name.endswith("_"), params_read_values=True, family=F.MASK_FILL, meta="masked_fill")
+      for name in ("masked_fill", "masked_fill_")),
     OpSpec("where", "new", pr.broadcast, words="picks from two tensors by a condition", family=F.ELEMENTWISE,
            meta="where"),
     OpSpec("tril", "copy", pr.same, words="keeps the lower triangle", family=F.TRIANGLE, meta="tri"),
@@ -193,7 +198,7 @@ ENTRIES: list[OpSpec] = [
              words="slides a filter over the positions: channels in, channels out") for n in (1, 2, 3)),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum",
            shows_first=True, contraction="subscripts", family=F.PRODUCT, meta="einsum"),
-    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=_sdpa_params, params_read_values=True,
+    OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=sdpa_params, params_read_values=True,
            short="sdpa", words="softmax(q @ kᵀ · scale) @ v in one kernel", family=F.FUSED_ATTENTION, meta="sdpa"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1",
            family=F.SOFTMAX, meta="softmax"),
@@ -207,25 +212,34 @@ ENTRIES: list[OpSpec] = [
     OpSpec("rms_norm", "new", pr.same, params=_norm_params, words="normalises each token's features",
            family=F.NORMALISE, meta="norm"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels", meta="norm"),
-    *_meta_only("norm", "normalize", "local_response_norm"),
+    *_meta_only("norm", "local_response_norm"),
     # ``F.embedding(ids, weight)``; ``torch.embedding(weight, ids)`` takes its operands the other way round
     OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id", meta="embedding",
            callable="torch.nn.functional.embedding",
            operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
     OpSpec("dropout", "new", pr.same, params=_dropout_params, words="zeroes values at random", family=F.DROPOUT,
            meta="dropout", aliases=("dropout1d", "dropout2d")),
-    OpSpec("sum", "new", pr.reduce, params=_reduce_params, words="sums over axes", meta="reduce",
-           reduces_to=ReduceDtype.INTEGERS_WIDEN),
-    OpSpec("mean", "new", pr.reduce, params=_reduce_params, words="averages over axes", meta="reduce"),
-    OpSpec("amax", "new", pr.reduce, params=_reduce_params, words="the maximum over axes", meta="reduce"),
-    OpSpec("logsumexp", "new", pr.reduce, params=_reduce_params, words="log-sum-exp over axes", meta="reduce"),
+    _reduction("sum", "sums over axes", reduces_to=ReduceDtype.INTEGERS_WIDEN),
+    _reduction("nansum", "sums over axes (NaNs as zeros)"),
+    _reduction("mean", "averages over axes"),
+    _reduction("nanmean", "averages over axes (NaNs left out)"),
+    _reduction("prod", "multiplies over an axis", reduces_to=ReduceDtype.INTEGERS_WIDEN),
+    _reduction("amax", "the maximum over axes"),
+    _reduction("amin", "the minimum over axes"),
+    _reduction("max", "the maximum over an axis (and where it is)", extreme_params, meta="max_min"),
+    _reduction("min", "the minimum over an axis (and where it is)", extreme_params, meta="max_min"),
+    _reduction("logsumexp", "log-sum-exp over axes"),
+    _reduction("std", "the standard deviation over axes", spread_params),
+    _reduction("var", "the variance over axes", spread_params),
+    # (torch's own meta kernel works out a norm's dtype and shape)
+    _reduction("norm", "the vector norm over axes", second_dim_params(), meta=""),
+    _reduction("linalg_vector_norm", "the vector norm over axes", second_dim_params(), meta="",
+               aliases=("vector_norm",)),
+    _reduction("normalize", "divides each vector along an axis by its norm", second_dim_params(1), same_shape,
+               meta="norm"),
     *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis",
              meta="reduce", reduces_to=ReduceDtype.INDEX) for name in ("argmax", "argmin")),
-    *_meta_only("reduce", "amin", "std", "var"),
-    *_meta_only("reduce", "prod", reduces_to=ReduceDtype.INTEGERS_WIDEN),
     *_meta_only("reduce", "all", "any", reduces_to=ReduceDtype.BOOL),
-    *_meta_only("", "norm"),   # (a reduction whose dtype and shape torch's own kernel works out)
-    *_meta_only("max_min", "max", "min"),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)", family=F.MODULE_ATTENTION,
            meta="mha"),

@@ -39,6 +39,7 @@ class Family(Enum):
     ELEMENTWISE = "elementwise"       # +, *, where...: operands lined up by broadcasting
     DROPOUT = "dropout"
     SCAN = "scan"                     # cumsum, cumprod: running sums or products along one axis
+    REDUCE = "reduce"                 # sum, mean, max, norm, F.normalize... along axes (.reductions)
     TRIANGLE = "triangle"             # tril, triu: a causal mask is built with one
     OTHER = "other"
 

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.ops import Family
+from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.reductions import ALONG, axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -32,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
 #: notes that mean a check did not happen or a name was not proven: no ✓ with one of them
 _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
-                   "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous"}
+                   "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous",
+                   "direction-unchecked": "the values of a mask or bias on the scores were not read"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
 NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."
 #: the all-clear's reason, after the count
@@ -83,8 +85,20 @@ def could_carry_a_layout_bug(event: Event) -> bool:
 
 
 def _named(event: Event) -> bool:
-    """Every axis of more than one entry of every result has a name (what the rules read)."""
-    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape) if size > 1)
+    """Every axis of more than one entry of every result has a name (what the rules read), and so has
+    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked)."""
+    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
+               if size > 1) and _along_named(event)
+
+
+def _along_named(event: Event) -> bool:
+    """Are the axes this op computes along known and named (True for an op that computes along none)?"""
+    how = family_of(event.op).value
+    if how not in ALONG or not event.inputs or event.params.get("elementwise"):
+        return True
+    t = event.inputs[0]
+    along = axes_along(how, event.params, len(t.shape))
+    return along is not None and all(t.dims[i] is not None for i in along if t.shape[i] > 1)
 
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:

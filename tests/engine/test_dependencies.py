@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import shapetrace
-from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN, measure_trace
 
 
 class CausalSelfAttention(nn.Module):
@@ -77,8 +77,11 @@ def test_correct_causal_attention_holds_every_contract(B, T):
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
 def test_a_transposed_causal_mask_leaks_the_future(B, T):
+    """Two witnesses: the mask's values hide exactly the past (rules/directions.py says so, and the
+    measured one is then not repeated among the findings), and the values measured after the run."""
     t, _ = _traced("mask-transposed", B, T)
-    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["causal-mask-reversed"]
+    found, _ = measure_trace(t)
     assert [d.kind for d in found] == ["causal-mask-leaks"]
     assert found[0].message == (
         f"measured on the values: output token 0 of batch 0 depends on input token {T - 1}, a later token, though "

@@ -17,7 +17,9 @@ from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.provenance import from_parameters_only, single_tag, tags_of
 from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
+    Family,
     OpSpec,
+    family_of,
     lines_up_by_broadcast,
     record_params,
 )
@@ -118,6 +120,22 @@ def carry_source(state: Inference, ins, outs, shapes) -> None:
         same = next((n for n in ins if n in state.made_by and state.capture.nodes[n].shape == tuple(shape)), None)
         if same is not None:
             state.made_by[node] = state.made_by[same]
+        joined = reductions_joined(state, ins, same)
+        if joined:
+            state.reduced_into[node] = joined
+
+
+def reductions_joined(state: Inference, ins, same: int | None) -> frozenset[int]:
+    """The reduction rows whose results enter a call without a row by an operand it is not traced back
+    through (``same``): ``s - s.logsumexp(1, keepdim=True)`` is traced back to ``s`` alone, and the
+    reduction along its heads would be lost to the rules that follow what a reduction feeds."""
+    found: set[int] = set()
+    for n in ins:
+        found.update(state.reduced_into.get(n, ()))
+        source = state.made_by.get(n) if n != same else None
+        if source is not None and family_of(state.events[source[0]].op) is Family.REDUCE:
+            found.add(source[0])
+    return frozenset(found)
 
 
 def clashes(state: Inference, record: OpRecord, in_axes) -> bool:

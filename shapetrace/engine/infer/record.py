@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.directions import added_facts
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.names import clashes, names_of, onto_scores, pass_names
@@ -65,7 +66,7 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
     spec = record.spec
     if not spec.row:
         if spec.additive and onto_scores(state, in_axes):
-            record = record._replace(spec=SCORE_ADD, params=_additive_params(record.kept))
+            record = record._replace(spec=SCORE_ADD, params=added_facts(record.kept, _result_shape(record)))
         elif not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None
@@ -151,9 +152,6 @@ def infer_pass(state: Inference, record: PassRecord) -> None:
         note_scaling(state, record, in_axes)
 
 
-def _additive_params(kept) -> dict:
-    """Does the added tensor hide scores (values at or below -1e4: an additive mask)? Read on CPU only,
-    from the operand kept at call time (none kept: not read)."""
-    if kept is None or kept.numel() == 0:
-        return {}
-    return {"hides": bool(kept.min().item() <= -1e4)}
+def _result_shape(record: OpRecord) -> tuple[int, ...]:
+    """The shape of a call's first result (``()`` for a call that raised: it has none)."""
+    return tuple(record.out_raw[0][0]) if record.out_raw else ()

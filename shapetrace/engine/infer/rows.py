@@ -27,6 +27,10 @@ def add_row(state: Inference, index: int, record: OpRecord, in_axes, out_axes, p
     state.event_of_record[index] = event_index
     event = event_of(state, event_index, record.spec, record, in_axes, out_axes, params, tags)
     event.sources = tuple(map(state.made_by.get, record.ins))
+    if state.reduced_into:
+        joined = tuple(state.reduced_into.get(n, frozenset()) for n in record.ins)
+        if any(joined):
+            event.joined = joined
     for position, node in enumerate(record.outs):
         state.made_by[node] = (event_index, position)
     state.events.append(event)

@@ -19,9 +19,11 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
+from shapetrace.engine.rules.reductions import reduction_axis
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
@@ -354,10 +356,20 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
             key = roles.index("key")
             out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
-                f"{roles[dim] or 'not a token axis'}) of the scores {fmt_named(t.dims, t.shape)}; each query's "
+                f"{roles[dim] or _role_words(analysis, t.dims[dim])}) of the scores {fmt_named(t.dims, t.shape)}; "
+                "each query's "
                 f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
                 "Use softmax(scores, dim=-1)."))
     return out
+
+
+#: how a message says the role of an axis softmax must not normalise over
+_ROLE_WORDS = {"heads": "the heads", "batch": "the batch entries", "features": "features",
+               "head_features": "a head's features"}
+
+
+def _role_words(analysis: Analysis, label: str | None) -> str:
+    return _ROLE_WORDS.get(analysis.namer.plain_role(label) or "", "not a token axis")
 
 
 def ambiguous_sizes(analysis: Analysis) -> list[Diagnostic]:
@@ -505,5 +517,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction,
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
+from shapetrace.engine.reductions import axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -27,11 +28,10 @@ def scan_axis(analysis: Analysis) -> list[Diagnostic]:
     """A scan along a named heads or batch axis."""
     out = []
     for e in analysis.events_of(Family.SCAN):
-        dim = e.params.get("dim")
-        if not e.inputs or not isinstance(dim, int) or not e.inputs[0].shape:
+        along = axes_along(Family.SCAN.value, e.params, len(e.inputs[0].shape)) if e.inputs else None
+        if not along:
             continue
-        t = e.inputs[0]
-        dim %= len(t.shape)
+        t, dim = e.inputs[0], along[0]
         label = t.dims[dim]
         role = analysis.namer.role(label) if label else None
         if role in WRONG_ROLES and t.shape[dim] > 1:

@@ -1,0 +1,128 @@
+"""Which way a bias or a mask on the scores points, read from its values at call time (issue 33 item 3).
+
+Scores are ``[..., queries, keys]``; query ``i`` sits at position ``i + S - L`` among ``S`` keys (torch's
+and every KV cache's alignment: the last query is the last key). Two facts are read, on the CPU only and
+up to :data:`READ_LIMIT` elements (never a device sync), with the operand broadcast to the scores' last
+two axes:
+
+* :func:`bias_facts`: along the keys a query may see (``j <= i``: the past and itself, the side both a
+  causal and a bidirectional ALiBi share), is the bias linear in the distance ``i - j``, and which way
+  does it slope? ALiBi (Press et al.) penalises distance: ``-slope · (i - j)``; Bloom's
+  ``build_alibi_tensor`` adds ``slope · j``, the same up to a constant per query, which softmax ignores.
+  ``"far"`` is a bias that grows with distance in every head (the sign reversed), ``"near"`` one that
+  shrinks; a bias that is not linear in distance (a learnt T5 bucket table) gets neither;
+* :func:`hidden_side`: which keys a mask hides, by value (a boolean mask filled with a large negative,
+  or an additive one at or below ``-1e4``), as ``hides_side``: ``"future"`` (strictly after each query: causal),
+  ``"past"`` (strictly before it: the causal mask reversed), or nothing when it is another pattern.
+
+Nothing here imports torch: a tensor is read through its own methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shapetrace.engine.op_args import _is_tensor, _number, _sdpa_params, arg
+
+#: operands up to this many elements are read (a larger one is not judged)
+READ_LIMIT = 1 << 16
+#: an additive value at or below this hides a key
+HIDES = -1e4
+
+
+def _readable(t: Any) -> bool:
+    return hasattr(t, "dim") and t.dim() >= 1 and t.device.type == "cpu" and 0 < t.numel() <= READ_LIMIT \
+        and not t.is_meta
+
+
+def _as_rows(t: Any, n_q: int, n_k: int):
+    """``t`` broadcast to ``[..., n_q, n_k]`` and flattened to ``[slices, n_q, n_k]``, or None."""
+    try:
+        shape = list(t.shape[:-2]) if t.dim() >= 2 else []
+        return t.detach().broadcast_to((*shape, n_q, n_k)).reshape(-1, n_q, n_k)
+    except RuntimeError:   # (it does not broadcast to the scores' last two axes)
+        return None
+
+
+def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
+    """``{"bias_favours": "far" | "near", "bias_step": step}`` for a bias linear in the distance over the
+    keys each query may see, with the same sign in every slice (head) where it slopes; else ``{}``.
+    Tensor ops throughout (one call per op, whatever its size), never a loop over the elements."""
+    if len(scores_shape) < 2 or not _readable(bias) or not bias.is_floating_point():
+        return {}
+    n_q, n_k = scores_shape[-2], scores_shape[-1]
+    rows = _as_rows(bias, n_q, n_k)
+    if rows is None or n_k < 2:
+        return {}
+    rows, offset = rows.double(), n_k - n_q
+    seen = rows.new_ones((n_q, n_k)).tril(offset).bool()                 # key j <= query i: the past and itself
+    if bool((rows[:, seen] <= HIDES).any()):
+        return {}   # (it hides keys there: a mask, not a bias over distance)
+    pairs = rows.new_ones((n_q, n_k - 1)).tril(offset - 1).bool()        # keys j and j + 1 both seen
+    if not bool(pairs.any()):
+        return {}
+    steps = (rows[..., :-1] - rows[..., 1:])[:, pairs]                  # change per token farther: [slices, pairs]
+    step = steps[:, :1]
+    if not bool(((steps - step).abs() <= 1e-4 * (1 + step.abs())).all()):
+        return {}   # not linear in the distance (a learnt table)
+    sloped = [v for v in step.flatten().tolist() if abs(v) > 1e-6]
+    if not sloped or (any(v > 0 for v in sloped) and any(v < 0 for v in sloped)):
+        return {}
+    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6)}
+
+
+def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
+    """SDPA's ``attn_mask``: a boolean one attends where True (so it hides where False); a float one is
+    added to the scores, as a bias and as a mask."""
+    if not _readable(mask):
+        return {}
+    if str(mask.dtype).endswith("bool"):
+        return hidden_side(~mask, scores_shape)
+    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape)} if mask.is_floating_point() else {}
+
+
+def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
+    """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
+    (or before) each query, in every slice; ``"other"`` for any other pattern; ``{}`` when not read.
+    ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
+    or below ``-1e4`` hide)."""
+    if len(scores_shape) < 2 or not _readable(mask):
+        return {}
+    n_q, n_k = scores_shape[-2], scores_shape[-1]
+    hidden = mask if str(mask.dtype).endswith("bool") else (mask <= HIDES)
+    rows = _as_rows(hidden, n_q, n_k)
+    if rows is None or n_q < 2:
+        return {"hides_side": "other"}
+    offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
+    for side, table in (("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))):
+        if bool((rows == table).all()):
+            return {"hides_side": side}
+    return {"hides_side": "other"}
+
+
+def fill_params(args: tuple, kwargs: dict) -> dict:
+    """``masked_fill(mask, value)``: the value, and which side of each query the mask hides."""
+    x, mask = (args[0] if args else kwargs.get("input")), arg(args, kwargs, 1, "mask")
+    found = {"value": _number(arg(args, kwargs, 2, "value"))}
+    if _is_tensor(x) and _is_tensor(mask):
+        found.update(hidden_side(mask, tuple(x.shape)))
+    return found
+
+
+def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
+    """What a tensor added to the scores says (kept at call time: the smaller operand): does it hide
+    keys (an additive mask), which side, and which way its bias slopes with distance."""
+    if kept is None or kept.numel() == 0:
+        return {}
+    return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
+            **hidden_side(kept, scores_shape)}
+
+
+def sdpa_params(args: tuple, kwargs: dict) -> dict:
+    """``F.scaled_dot_product_attention``'s parameters, with which way its mask points over the scores
+    ``[..., L, S]``."""
+    found = _sdpa_params(args, kwargs)
+    q, k, mask = arg(args, kwargs, 0, "query"), arg(args, kwargs, 1, "key"), arg(args, kwargs, 3, "attn_mask")
+    if _is_tensor(mask) and _is_tensor(q) and _is_tensor(k) and q.dim() >= 2 and k.dim() >= 2:
+        found.update(attn_mask_facts(mask, (q.shape[-2], k.shape[-2])))
+    return found

@@ -1,0 +1,114 @@
+"""Which way a mask or a position bias on the scores points, read against the scores' query and key
+axes (issue 33 item 4: a mask, ``score_mod`` or bias whose direction is reversed is a finding).
+
+The values were read when the op ran (:mod:`shapetrace.engine.directions`: on the CPU, up to a bound),
+as if the last two axes of the scores were queries and keys; a rule speaks only where the names prove
+they are (the scores' axes carry the query and key roles), so equal sizes decide nothing:
+
+* a **position bias that grows with distance** (linear in ``i - j`` over the keys each query may see,
+  the same sign in every head): ALiBi with its sign reversed, so each query favours the farthest keys;
+* a **causal mask reversed**: it hides exactly the keys before each query and keeps those after;
+* a mask or bias onto the scores whose values were **not read** (a device, a size over the bound, the
+  meta device): a note, and the verdict does not claim that its direction was checked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.directions import HIDES
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family, family_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event, TensorInfo
+
+
+def _onto_scores(e: Event) -> tuple[TensorInfo, TensorInfo] | None:
+    """``(the scores, the mask or bias)`` of an op whose result's last two axes are the queries and the
+    keys (by their roles), or None."""
+    if not e.outputs or len(e.inputs) < 2 or len(e.outputs[0].axes) < 2:
+        return None
+    if [a.role for a in e.outputs[0].axes[-2:]] != ["query", "key"]:
+        return None
+    scores = next((t for t in e.inputs if [a.role for a in t.axes[-2:]] == ["query", "key"]), e.inputs[0])
+    other = next((t for t in e.inputs if t is not scores), e.inputs[1])
+    return scores, other
+
+
+def _hides(e: Event) -> bool:
+    """Does this op hide keys (a masked fill with a large negative, or an additive mask)?"""
+    if family_of(e.op) is Family.MASK_FILL:
+        value = e.params.get("value")
+        return isinstance(value, (int, float)) and value <= HIDES
+    return bool(e.params.get("hides"))
+
+
+def direction(analysis: Analysis) -> list[Diagnostic]:
+    """A position bias that favours far keys, a causal mask reversed, and masks or biases onto the
+    scores whose direction was not read."""
+    out = []
+    for e in (*analysis.events_of(Family.MASK_FILL), *analysis.events_of(Family.ELEMENTWISE)):
+        pair = _onto_scores(e)
+        if pair is None:
+            continue
+        scores, other = pair
+        shown, key = fmt_named(scores.dims, scores.shape), scores.dims[-1]
+        if e.params.get("bias_favours") == "far":
+            out.append(_far_bias(e, shown, key, other))
+        if e.params.get("hides_side") == "past" and _hides(e):
+            out.append(_reversed_mask(e, shown, key, other))
+        if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
+            out.append(_unread(e, shown, other))
+    return sorted(out + _fused(analysis), key=lambda d: d.event)
+
+
+def _fused(analysis: Analysis) -> list[Diagnostic]:
+    """The same facts for ``F.scaled_dot_product_attention``'s ``attn_mask``, where the names prove that
+    its q and k hold tokens on their second-to-last axes (the scores' queries and keys)."""
+    out = []
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        if not e.params.get("has_mask") or len(e.inputs) < 4:
+            continue
+        q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
+        if not all(len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "tokens" for t in (q, k)):
+            continue
+        scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
+        if e.params.get("bias_favours") == "far":
+            out.append(_far_bias(e, scores, k.dims[-2], mask))
+        if e.params.get("hides_side") == "past":
+            out.append(_reversed_mask(e, scores, k.dims[-2], mask))
+        if "hides_side" not in e.params:
+            out.append(_unread(e, scores, mask))
+    return out
+
+
+def _unread(e: Event, scores: str, other: TensorInfo) -> Diagnostic:
+    return Kind.DIRECTION_UNCHECKED.found(e.index, (
+        f"{e.op} #{e.index} puts {fmt_named(other.dims, other.shape)} onto the scores {scores}, but its values "
+        "were not read (on another device, too large, or the meta device): which keys it hides or favours was "
+        "not checked."), "Trace a small copy on the CPU to check it.")
+
+
+def _far_bias(e: Event, scores: str, key: str | None, bias: TensorInfo) -> Diagnostic:
+    step, key = e.params.get("bias_step"), key or "the keys"
+    return Kind.DISTANCE_BIAS_REVERSED.found(e.index, (
+        f"{e.op} #{e.index} adds a bias {fmt_named(bias.dims, bias.shape)} to the scores "
+        f"{scores} that grows with the distance to each query along the keys "
+        f"(axis -1, {key}), linearly and in every head (by up to {step:g} per token): each query favours the "
+        "farthest keys, the reverse of ALiBi, which penalises distance."),
+        "Reverse its sign: bias = -slope * (i - j) for key j of query i (Press et al.), or slope * j as "
+        "Bloom's build_alibi_tensor adds it (the same up to a constant per query).")
+
+
+def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    key = key or "the keys"
+    return Kind.CAUSAL_MASK_REVERSED.found(e.index, (
+        f"{e.op} #{e.index} hides, along the keys (axis -1, {key}) of the scores {scores}, "
+        f"exactly the keys before each query ({fmt_named(mask.dims, mask.shape)}) and keeps those after it: a causal "
+        "mask reversed, so each token attends to the future and not to the past."),
+        "Hide the keys after each query: mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) with "
+        "masked_fill(mask, float('-inf')), or torch.tril(...) == 0.")

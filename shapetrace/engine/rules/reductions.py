@@ -1,0 +1,133 @@
+"""What a reduction or a normalisation computes along an axis, read against that axis's role (issue 33
+item 4).
+
+A ``sum``, ``mean``, ``max``, ``norm``, ``logsumexp`` or ``F.normalize`` along the heads or the batch
+of what attention computes per head mixes heads (or sequences) that attention keeps apart from the
+head split to the merge. Which axes it runs along comes from its recorded ``dim``
+(:func:`~shapetrace.engine.reductions.axes_along`) and their roles from the names, so equal sizes
+decide nothing and an unnamed axis is not judged (the verdict then says it was not checked). What is
+reduced decides the scope, read from the trace and not from variable names:
+
+* **per-head values** (a tensor with a head-features axis, ``d_k``, that the op keeps): the heads'
+  outputs summed or averaged into one instead of laid side by side, a head-wise ``F.normalize(q)``
+  left at its default ``dim=1``. Per-head outputs already projected to the model width (``[B, H, T,
+  D]``, summed over heads as the output projection does) are not per-head values, and are not judged;
+* **attention scores or weights** (a tensor with a key axis): a finding only where the result then
+  weighs values (a later product whose other operand holds features). ``nn.MultiheadAttention``'s
+  ``average_attn_weights`` (a mean over heads of the weights it returns) and attention rollout (head
+  averages multiplied together for display) weigh no values, so they stay silent.
+
+A reduction of anything else (a loss ``mean()`` over the batch, pooling over tokens after the
+attention, an RMSNorm over features) is outside attention's per-head computation and not judged here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.reductions import axes_along
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event, TensorInfo
+
+#: the roles no reduction inside attention runs along, and how a message says them
+WRONG_ROLES = {"heads": "heads", "batch": "batch entries"}
+#: roles of the axes that hold what a value carries (features of a token, or of one head)
+VALUE_ROLES = frozenset({"features", "head_features"})
+#: ops that weigh one operand by another: where scores or weights meet the values
+WEIGHING = frozenset({Family.PRODUCT, Family.FUSED_ATTENTION})
+
+
+def reduction_axis(analysis: Analysis) -> list[Diagnostic]:
+    """A reduction along a named heads or batch axis of per-head values, or of scores that then weigh
+    the values."""
+    consumers = _consumers(analysis.events)
+    out = []
+    for e in analysis.events_of(Family.REDUCE):
+        if not e.inputs or not e.outputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
+        wrong = [(i, role) for i in along if t.shape[i] > 1 and (role := _role(analysis, t.dims[i])) in WRONG_ROLES]
+        if not wrong:
+            continue
+        i, role = wrong[0]
+        if _holds_values(analysis, t, along):
+            out.append(_values_finding(e, t, i, role))
+        elif any(a.role == "key" for a in t.axes):
+            weighs = _weighs_values(analysis, e, consumers)
+            if weighs is not None:
+                out.append(_scores_finding(e, t, i, role, weighs))
+    return out
+
+
+def _role(analysis: Analysis, label: str | None) -> str | None:
+    return analysis.namer.plain_role(label)
+
+
+def _holds_values(analysis: Analysis, t: TensorInfo, along: tuple[int, ...]) -> bool:
+    """Does ``t`` keep a head-features axis (``d_k``) the op does not reduce: per-head values?"""
+    return any(_role(analysis, label) == "head_features" and size > 1
+               for k, (label, size) in enumerate(zip(t.dims, t.shape)) if k not in along)
+
+
+def _consumers(events) -> dict[int, list[tuple[Event, int]]]:
+    """Event index -> ``(event, operand position)`` of each later row that reads one of its results (a
+    reduction's also where it entered through calls without a row: ``Event.joined``)."""
+    found: dict[int, list[tuple[Event, int]]] = {}
+    for e in events:
+        for position, source in enumerate(e.sources):
+            if source is not None:
+                found.setdefault(source[0], []).append((e, position))
+        for position, reductions in enumerate(e.joined):
+            for index in reductions:
+                found.setdefault(index, []).append((e, position))
+    return found
+
+
+def _weighs_values(analysis: Analysis, start: Event, consumers) -> Event | None:
+    """The first later product that reads what ``start`` made (directly or through other rows) and
+    weighs an operand holding features with it: where reduced scores are used as attention weights."""
+    seen, queue = {start.index}, deque([start.index])
+    while queue:
+        for e, position in consumers.get(queue.popleft(), ()):
+            if family_of(e.op) in WEIGHING and any(_holds_features(analysis, other)
+                                                     for k, other in enumerate(e.inputs) if k != position):
+                return e
+            if e.index not in seen:
+                seen.add(e.index)
+                queue.append(e.index)
+    return None
+
+
+def _holds_features(analysis: Analysis, t: TensorInfo) -> bool:
+    return any(_role(analysis, label) in VALUE_ROLES and size > 1 for label, size in zip(t.dims, t.shape))
+
+
+def _values_finding(e: Event, t: TensorInfo, i: int, role: str) -> Diagnostic:
+    what = WRONG_ROLES[role]
+    if role == "heads":
+        fix = ("Merge the heads side by side instead: y.transpose(1, 2).reshape(B, T, H * d_k), then the output "
+               "projection; normalise each head's vector over its own features (dim=-1).")
+    else:
+        fix = "Reduce or normalise along an axis of one sequence (each head's features: dim=-1)."
+    return Kind.REDUCTION_OVER_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} runs along axis {i} ({t.dims[i]}, the {what}) of the per-head values "
+        f"{fmt_named(t.dims, t.shape)}: each result mixes the {t.shape[i]} {what}' vectors, so the {what} are "
+        "no longer apart."), fix)
+
+
+def _scores_finding(e: Event, t: TensorInfo, i: int, role: str, weighs: Event) -> Diagnostic:
+    what = WRONG_ROLES[role]
+    return Kind.REDUCTION_OVER_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} runs along axis {i} ({t.dims[i]}, the {what}) of the attention scores "
+        f"{fmt_named(t.dims, t.shape)}, and {weighs.op} #{weighs.index} weighs the values with the result: "
+        f"the {t.shape[i]} {what} share one set of weights, so they are no longer apart."),
+        "Keep the scores per head and per sequence until they weigh the values: normalise over the keys "
+        "(dim=-1); average over the heads only for display, after the output is computed.")

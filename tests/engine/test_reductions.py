@@ -1,0 +1,134 @@
+"""engine/reductions.py and engine/rules/reductions.py: which axes an op computes along, read from its
+recorded parameters, and that axis's role against what the op reduces (issue 33 item 4). The corpus
+in tests/corpus/test_reductions.py runs the same rule on code in the styles of public projects."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import shapetrace
+from shapetrace.engine.ops import spec_for
+from shapetrace.engine.reductions import axes_along
+
+SIZES = [(2, 5, 24, 3), (4, 4, 16, 4)]   # distinct, and B = T = H = d_k = 4
+
+
+@pytest.mark.parametrize(("how", "params", "rank", "along"), [
+    ("reduce", {"dim": 1, "keepdim": False}, 4, (1,)),
+    ("reduce", {"dim": -1, "keepdim": True}, 4, (3,)),
+    ("reduce", {"dim": [-1, 1], "keepdim": False}, 4, (1, 3)),
+    ("reduce", {"keepdim": False}, 3, (0, 1, 2)),            # x.mean(): every axis
+    ("reduce", {"dim": 4, "keepdim": False}, 4, None),       # out of range: not read
+    ("reduce", {"elementwise": True}, 4, None),              # torch.max(a, b)
+    ("softmax", {"dim": -2}, 4, (2,)),
+    ("scan", {"dim": 0}, 2, (0,)),
+    ("softmax", {}, 4, None),                                # no dim recorded: not read, never guessed
+    ("normalise", {"normalised": 1}, 3, (2,)),               # layer_norm(x, (D,))
+    ("normalise", {"normalised": 2}, 4, (2, 3)),
+])
+def test_axes_along_reads_the_recorded_dim(how, params, rank, along):
+    assert axes_along(how, params, rank) == along
+
+
+def test_norm_and_normalize_take_their_dim_after_p():
+    """``Tensor.norm(p, dim)`` and ``F.normalize(x, p, dim=1)``: the second argument is p, not a dim."""
+    def dim_second(op):
+        return getattr(spec_for(op).params, "dim_second", False)
+
+    assert (dim_second("norm"), dim_second("normalize"), dim_second("sum")) == (True, True, False)
+
+
+def _per_head(x, H):
+    B, T, D = x.shape
+    return x.view(B, T, H, D // H).transpose(1, 2)                      # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_normalize_records_its_default_dim_and_keeps_the_names(B, T, D, H):
+    """``F.normalize(q)`` runs along torch's default dim=1, recorded as such; its result keeps q's names."""
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        F.normalize(_per_head(x, H))                                    # (B, H, T, d_k)
+    e = t.events[-1]
+    assert (e.op, e.params["dim"], e.outputs[0].dims) == ("normalize", 1, ("B", "H", "T", "d_k"))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["reduction-over-wrong-axis"]
+    assert t.diagnostics[0].message == (
+        f"normalize #2 runs along axis 1 (H, the heads) of the per-head values [B={B}, H={H}, T={T}, d_k={D // H}]: "
+        f"each result mixes the {H} heads' vectors, so the heads are no longer apart.")
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_max_over_a_dim_names_values_and_indices_and_max_of_two_tensors_broadcasts(B, T, D, H):
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        q = _per_head(x, H)                                             # (B, H, T, d_k)
+        q.max(dim=-1)                                                   # (B, H, T) x 2
+        torch.max(q, q * 2)                                             # (B, H, T, d_k)
+    by_dim, elementwise = t.events[2], t.events[3]
+    assert [o.dims for o in by_dim.outputs] == [("B", "H", "T"), ("B", "H", "T")]
+    assert elementwise.outputs[0].dims == ("B", "H", "T", "d_k")
+    assert [d for d in t.diagnostics if d.severity != "note"] == []
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_a_batch_reduction_of_per_head_values_is_a_finding(B, T, D, H):
+    """``k - k.mean(0)``: a statistic over the batch taken inside attention mixes the sequences."""
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        k = _per_head(x, H)                                             # (B, H, T, d_k)
+        k - k.mean(dim=0, keepdim=True)                                 # (B, H, T, d_k)
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [(d.kind, d.event) for d in found] == [("reduction-over-wrong-axis", 2)]
+    assert found[0].message.startswith("mean #2 runs along axis 0 (B, the batch entries) of the per-head values")
+    assert found[0].fix == "Reduce or normalise along an axis of one sequence (each head's features: dim=-1)."
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_heads_projected_to_the_model_width_and_summed_are_silent(B, T, D, H):
+    """The output projection written per head and summed over the heads (``einsum('bhtd,hdm->btm')`` as
+    a product then a sum, as mesh-tensorflow's and T5's per-head ``o`` weights read): each head's output
+    is already in the model's features, so the sum over heads is the merge, not a mix."""
+    x, w_o = torch.randn(B, T, D), torch.randn(H, D // H, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(w_o, "H d_k D")
+        q = _per_head(x, H)                                             # (B, H, T, d_k)
+        y = (q @ q.transpose(-2, -1)).softmax(dim=-1) @ q               # (B, H, T, d_k)
+        (y @ w_o).sum(dim=1)                                            # (B, T, D)
+    assert t.events[-1].inputs[0].dims == ("B", "H", "T", "D")
+    assert [d for d in t.diagnostics if d.severity != "note"] == []
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_a_reduction_along_an_unnamed_axis_is_not_checked(B, T, D, H):
+    """Its result may be all named ([B]) while the axis it ran along was not: the verdict says so."""
+    x, extra = torch.randn(B, T, D), torch.randn(B, 7)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(extra, ["B", None])
+        _per_head(x, H)                                                 # (B, H, T, d_k)
+        extra.sum(dim=-1)                                               # (B,)
+    v = t.report().verdict
+    assert (v.mark, v.unchecked) == ("?", ((2, "sum"),))
+    assert v.line.startswith("? checked 2 of 3 ops that could carry a layout bug; not checked (unnamed axes): #2 sum")
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+@pytest.mark.parametrize(("dim", "words"), [(1, "H, the heads"), (0, "B, the batch entries"), (2, "T, query")])
+def test_softmax_over_heads_batch_or_queries_is_an_error_at_any_sizes(B, T, D, H, dim, words):
+    """The attention normalisation runs over the keys; over the heads, the batch or the queries of the
+    scores it is softmax-wrong-axis, with the axis's role in words."""
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        q = _per_head(x, H)                                             # (B, H, T, d_k)
+        (q @ q.transpose(-2, -1)).softmax(dim=dim)                      # (B, H, T, T)
+    assert [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"] == [("softmax-wrong-axis", 4)]
+    assert t.diagnostics[0].message == (
+        f"softmax #4 normalises over axis {dim} ({words}) of the scores [B={B}, H={H}, T={T}, T={T}]; each "
+        "query's weights must sum to 1 over the keys, axis -1.")
