@@ -34,7 +34,7 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[float, float, list[s
             model(x)
             forward.append(time.perf_counter() - start)
             start = time.perf_counter()
-            _, held = measure(probe)
+            _, held, _ = measure(probe)
             check.append(time.perf_counter() - start)
     return statistics.median(forward), statistics.median(check), held
 
