@@ -21,7 +21,7 @@ measured. Plain data out: findings and the names of the contracts that held.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -350,8 +350,6 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
                       trace.seeded_by_size, trace._triangle)
     if probe is None:
         return [], [], []
-    from dataclasses import replace
-
     from shapetrace.engine import heads
 
     try:

@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 import shapetrace
 from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+from shapetrace.engine.heads import HEADS
 
 
 class CausalSelfAttention(nn.Module):
@@ -70,7 +71,7 @@ def test_correct_causal_attention_holds_every_contract(B, T):
     t, model = _traced(None, B, T)
     report = t.report()
     assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
-    assert report.contracts == [BATCH, OWN_TOKEN, CAUSAL]
+    assert report.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
     assert model.calls == 1   # the measuring run left the model's attributes as they were
     assert model.training
 
