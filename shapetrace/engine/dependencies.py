@@ -346,16 +346,22 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
         return [], [], []
     if any(isinstance(a, torch.Tensor) and a.is_meta for a in call[1]):
         return [], [], [META]
+    probe = probe_of(trace, call)
+    return measure(probe) if probe is not None else ([], [], [])
+
+
+def probe_of(trace, call: tuple) -> Probe | None:
+    """The probe of a finished trace's outermost module call ``call``, with where its heads are split and
+    merged (or why they are not measured); None where its batch and token axes have no names."""
     probe = probe_for(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
                       trace.seeded_by_size, trace._triangle)
     if probe is None:
-        return [], [], []
+        return None
     from shapetrace.engine import heads
 
     try:
         plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, trace.events,
                                 trace._inferred().event_of_record, trace.namer.role)
-        probe = replace(probe, heads=plan)
     except heads.NotMeasured as exc:
-        probe = replace(probe, heads_reason=exc.args[0])
-    return measure(probe)
+        return replace(probe, heads_reason=exc.args[0])
+    return replace(probe, heads=plan)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from shapetrace.engine.capture import OpRecord, _spec_of
+from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.sites import user_stack
@@ -186,10 +186,11 @@ class HeadsMode(TorchFunctionMode):
         self.reference: torch.Tensor | None = None   # the head of each element of the query split's operand
         self.read: list[torch.Tensor] | None = None
         self.batch = 0
+        self._noises: dict[tuple, torch.Tensor] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        spec = _spec_of(func)[1] if self.read is None else None
+        spec = (_SPECS.get(func) or _spec_of(func))[1] if self.read is None else None
         if spec is None or spec not in self.specs:
             return func(*args, **kwargs)
         codes, offset = user_stack(sys._getframe(1))
@@ -210,20 +211,25 @@ class HeadsMode(TorchFunctionMode):
             raise NotMeasured("heads (a split's result is not a floating-point tensor)")
         if self.reference is None and (split.tensor in ("q", "")):
             self.reference = _reference(func, args, kwargs, split.heads_axis)
-        self.batch = result.shape[split.batch_axis]
-        scale = 0.1 * (1.0 + result.detach().abs().amax())   # not large: a saturated softmax would hide it
-        generator = torch.Generator().manual_seed(1)
-        copies = []
-        for j in range(len(self.kinds)):
-            copy = result.detach().clone()
-            for tensor, head in self.kinds[j]:
-                if tensor == split.tensor:
-                    slab = copy.select(split.batch_axis, 0).select(
-                        split.heads_axis - (split.heads_axis > split.batch_axis), head)
-                    noise = torch.randn(slab.shape, generator=generator, dtype=slab.dtype).to(slab.device)
-                    slab.add_(noise * scale)
-            copies.append(copy)
-        return torch.cat([result, *copies], split.batch_axis)
+        n = self.batch = result.shape[split.batch_axis]
+        out = torch.cat([result.detach()] * (len(self.kinds) + 1), split.batch_axis)   # the batch, copied
+        moves = [((j + 1) * n, head) for j, pairs in self.kinds.items() for tensor, head in pairs
+                 if tensor == split.tensor]
+        if moves:
+            grid = out.movedim((split.batch_axis, split.heads_axis), (0, 1))         # (entries, heads, ...)
+            rows, heads = (torch.tensor(c, device=out.device) for c in zip(*moves))
+            grid.index_put_((rows, heads), self._noise(result, (len(moves), *grid.shape[2:])), accumulate=True)
+        return out
+
+    def _noise(self, result: torch.Tensor, shape) -> torch.Tensor:
+        """Random moves, a tenth of the split's largest value (not large: a saturated softmax would hide
+        them), made once per shape and dtype for all splits."""
+        key = (tuple(shape), result.dtype, result.device)
+        if key not in self._noises:
+            scale = 0.1 * (1.0 + float(result.detach().abs().amax()))
+            self._noises[key] = torch.randn(shape, generator=torch.Generator().manual_seed(1),
+                                            dtype=result.dtype).to(result.device) * scale
+        return self._noises[key]
 
     def _merged(self, func, args, kwargs):
         """The merge run on the original batch and on each copy alone (with the call's own arguments,
@@ -232,15 +238,25 @@ class HeadsMode(TorchFunctionMode):
         axis, n = self.plan.merge_batch, self.batch
         if not isinstance(x, torch.Tensor) or not n or x.shape[axis] != n * (len(self.kinds) + 1):
             raise NotMeasured("heads (the merge does not see the copies made at the split)")
-        try:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
+        pieces = self._whole(func, args, kwargs, x.shape[axis])
+        if pieces is None:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
             pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(len(self.kinds) + 1)]
-        except Exception:   # arguments read from the tensor itself (B, H, T, d = x.shape): all at once
-            whole, out_axis = func(*args, **kwargs), self.plan.merge_out_batch
-            if out_axis is None or whole.shape[out_axis] != x.shape[axis]:
-                raise NotMeasured("heads (the merge's result has no named batch axis)") from None
-            pieces = list(whole.split(n, out_axis))
-        self.read = [p.detach().clone() for p in pieces]
+        self.read = [pieces[0].detach().clone(), *(p.detach() for p in pieces[1:])]   # (the model may write the first)
         return pieces[0]
+
+    def _whole(self, func, args, kwargs, entries: int) -> list | None:
+        """The merge run once on every copy (arguments read from the tensor itself: ``B, H, T, d =
+        x.shape``), split back into the original batch and each copy; None where it cannot be."""
+        out_axis = self.plan.merge_out_batch
+        if out_axis is None:
+            return None
+        try:
+            whole = func(*args, **kwargs)
+        except Exception:
+            return None
+        if not isinstance(whole, torch.Tensor) or whole.dim() <= out_axis or whole.shape[out_axis] != entries:
+            return None
+        return list(whole.split(self.batch, out_axis))
 
 
 def _reference(func, args, kwargs, heads_axis: int) -> torch.Tensor | None:
@@ -255,8 +271,8 @@ def _reference(func, args, kwargs, heads_axis: int) -> torch.Tensor | None:
     except Exception:   # (an op that takes no integer tensor)
         return None
     heads = torch.full((x.numel(),), -1, dtype=torch.long, device=x.device)
-    for j in range(out.shape[heads_axis]):
-        heads[out.select(heads_axis, j).reshape(-1)] = j
+    by_head = out.movedim(heads_axis, 0).reshape(out.shape[heads_axis], -1)         # (heads, elements)
+    heads[by_head] = torch.arange(by_head.shape[0], device=x.device)[:, None].expand_as(by_head)
     return heads.reshape(x.shape)
 
 
@@ -269,20 +285,23 @@ def reached(plan_heads_count: int, reference: torch.Tensor | None, read: list[to
     features at one position of the other axes, read with ``reference``, the query split's map), the
     copies it changed in; raises :class:`NotMeasured` when the merge's result is not laid out as the
     split's operand. (Blocks, not single elements: one feature may move too little to see.)"""
-    base, copies = read[0], read[1:]
+    base, copies = read[0], torch.stack(read[1:])
     heads = _output_heads(reference, base.shape, plan_heads_count)
-    tolerance = _TOLERANCE.get(base.dtype, 1e-2) * (1 + base.double().abs().nan_to_num(0.0).amax())
+    tolerance = float(_TOLERANCE.get(base.dtype, 1e-2) * (1 + base.abs().nan_to_num(0.0).amax()))
     width = base.shape[-1] if base.dim() else 1
-    diff = torch.stack([(c.double() - base.double()).abs().nan_to_num(0.0).reshape(-1, width)
-                        for c in copies])                                           # (copies, rows, width)
-    flat = heads.reshape(-1, width)                                                 # (rows, width)
-    sets: list[list[set[int]]] = []
-    for h in range(plan_heads_count):
-        mask = flat == h                                                            # (rows, width)
-        blocks = (diff * mask).amax(-1)[:, mask.any(-1)] > tolerance               # (copies, blocks)
-        moved = blocks[:, blocks.any(0)].T                                          # (changed blocks, copies)
-        sets.append([set(r.nonzero().reshape(-1).tolist()) for r in moved.unique(dim=0)])
-    return sets
+    diff = (copies - base).abs().nan_to_num(0.0).reshape(len(copies), -1, width)   # (copies, rows, width)
+    index = heads.reshape(1, -1, width).clamp(min=0).expand_as(diff)
+    blocks = diff.new_zeros(diff.shape[0], diff.shape[1], plan_heads_count)         # (copies, rows, heads)
+    blocks = blocks.scatter_reduce(2, index, diff, "amax") > tolerance
+    # each block's copies as one row of booleans, read once (a block of head h: (row, h) where h is there)
+    present = torch.zeros(diff.shape[1], plan_heads_count + 1, dtype=torch.bool)
+    present[torch.arange(diff.shape[1])[:, None].expand(-1, width), heads.reshape(-1, width)] = True
+    found: list[set[tuple]] = [set() for _ in range(plan_heads_count)]
+    for row, (here, moved) in enumerate(zip(present[:, :plan_heads_count].tolist(), blocks.permute(1, 2, 0).tolist())):
+        for h in range(plan_heads_count):
+            if here[h] and any(moved[h]):
+                found[h].add(tuple(moved[h]))
+    return [[{j for j, hit in enumerate(s) if hit} for s in signatures] for signatures in found]
 
 
 def _output_heads(reference: torch.Tensor | None, shape, heads: int) -> torch.Tensor:
