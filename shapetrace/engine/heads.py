@@ -297,7 +297,7 @@ def reached(plan_heads_count: int, reference: torch.Tensor | None, read: list[to
     present = torch.zeros(diff.shape[1], plan_heads_count + 1, dtype=torch.bool)
     present[torch.arange(diff.shape[1])[:, None].expand(-1, width), heads.reshape(-1, width)] = True
     found: list[set[tuple]] = [set() for _ in range(plan_heads_count)]
-    for row, (here, moved) in enumerate(zip(present[:, :plan_heads_count].tolist(), blocks.permute(1, 2, 0).tolist())):
+    for here, moved in zip(present[:, :plan_heads_count].tolist(), blocks.permute(1, 2, 0).tolist()):
         for h in range(plan_heads_count):
             if here[h] and any(moved[h]):
                 found[h].add(tuple(moved[h]))
