@@ -115,6 +115,8 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     heads = max(s.heads for s in found)
     if any(heads % s.heads for s in found):
         raise NotMeasured("heads (key/value heads do not divide the query heads)")
+    if len({(s.tensor, s.heads) for s in found}) != len({s.tensor for s in found}):
+        raise NotMeasured("heads (splits of different head counts that cannot be told apart)")
     batch = _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
@@ -394,6 +396,12 @@ def _leak_finding(plan: HeadsPlan, h: int, tensor: str, heads: list[int], own: i
             "k.repeat(1, n_rep, 1, 1).")
     message = (f"measured on the values: head {h} of the output depends on {_heads(heads)} of the {word}{also}: "
                f"heads mix {where}.")
+    if not tensor:   # one call splits q, k and v: which of them mixed cannot be told apart
+        return Kind.HEADS_TALK.found(None, message + (
+            " The queries, keys and values are split in one call, so whether the values mix (a bug) or only the "
+            "attention weights (talking-heads attention does so on purpose) cannot be told apart here."),
+            "If the heads are not meant to talk, keep the heads index apart in every op between the split and "
+            "the merge.")
     if tensor in ("q", "k"):
         return Kind.HEADS_TALK.found(None, message + (
             " Talking-heads attention mixes the attention weights of the heads on purpose; in plain multi-head "

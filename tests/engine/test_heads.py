@@ -220,3 +220,40 @@ def test_the_model_is_put_back_after_the_heads_run():
     before = {n: p.clone() for n, p in model.state_dict().items()}
     assert _traced(model, 2, 5).contracts == [BATCH, OWN_TOKEN, HEADS]
     assert model.training and all(torch.equal(before[n], p) for n, p in model.state_dict().items())
+
+
+class TimmAttention(nn.Module):
+    """timm's vision_transformer.Attention (the manual path): one qkv projection reshaped to (B, N, 3, H,
+    d) and permuted to (3, B, H, N, d), unbind(0), merged with transpose(1, 2).reshape(B, N, C). The bug
+    sums the value product over every head (``einsum('bhqk,bgkd->bhqd')``)."""
+
+    def __init__(self, dim=32, num_heads=4, bug=None):
+        super().__init__()
+        self.num_heads, self.head_dim, self.bug = num_heads, dim // num_heads, bug
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape                                                          # (B, N, C)
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, N, d)
+        q, k, v = qkv.unbind(0)                                                    # (B, H, N, d) each
+        attn = (q * self.head_dim ** -0.5 @ k.transpose(-2, -1)).softmax(dim=-1)   # (B, H, N, N)
+        if self.bug == "einsum":
+            x = torch.einsum("bhqk,bgkd->bhqd", attn, v)                           # (B, H, N, d), heads summed
+        else:
+            x = attn @ v                                                           # (B, H, N, d)
+        return self.proj(x.transpose(1, 2).reshape(B, N, C))                       # (B, N, C)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_one_fused_split_measures_heads_and_says_what_it_cannot_tell(B, T):
+    torch.manual_seed(1)
+    t = _traced(TimmAttention(), B, T)
+    assert _measured(t) == [] and t.contracts == [BATCH, OWN_TOKEN, HEADS]
+    torch.manual_seed(1)
+    found = _measured(_traced(TimmAttention(bug="einsum"), B, T))
+    assert [(d.kind, d.severity) for d in found] == [("heads-talk", "warning")]   # values or weights: not told
+    assert found[0].message.startswith(
+        "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the queries, keys and values "
+        "(output heads 1, 2 and 3 too): heads mix between the split")
+    assert "cannot be told apart here" in found[0].message
