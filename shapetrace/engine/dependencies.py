@@ -360,8 +360,9 @@ def probe_of(trace, call: tuple) -> Probe | None:
     from shapetrace.engine import heads
 
     try:
-        plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, trace.events,
-                                trace._inferred().event_of_record, trace.namer.role)
+        inference = trace._inferred()   # (all the events: ``trace.events`` may be a filtered copy)
+        plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
+                                inference.event_of_record, trace.namer.role)
     except heads.NotMeasured as exc:
         return replace(probe, heads_reason=exc.args[0])
     return replace(probe, heads=plan)
