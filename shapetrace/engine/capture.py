@@ -104,6 +104,7 @@ class Capture:
         #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
         self.keep_top_call = False
         self.top_call: tuple | None = None
+        self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
 
     @property
     def rows(self) -> int:

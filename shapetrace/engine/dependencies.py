@@ -21,7 +21,7 @@ measured. Plain data out: findings and the names of the contracts that held.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -34,6 +34,8 @@ from shapetrace.engine.ops import Family
 TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 #: the contracts' names, as the verdict lists those that held
 BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on itself", "the causal mask holds"
+#: what the verdict says was not measured on the meta device
+META = "the dependency contracts (the meta device has no values)"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Probe:
         out_batch, out_tokens: the output's (out_tokens None: the output has no token axis).
         causal: the op that declares a causal mask (``"tril #4"``), or None.
         output: the module's first output in the traced run.
+        heads, heads_reason: where the heads are split and merged (:mod:`.heads`), or why not measured.
     """
 
     module: Any
@@ -60,14 +63,74 @@ class Probe:
     out_tokens: int | None
     causal: str | None = None
     output: Any = None
+    heads: Any = None            # a :class:`.heads.HeadsPlan`: where heads are split and merged
+    heads_reason: str | None = None   # why the heads are not measured (no plan)
 
 
-def measure(probe: Probe) -> tuple[list[Diagnostic], list[str]]:
-    """The broken contracts as findings, and the names of those that held (nothing when not measured)."""
-    outs = _outputs(probe)
+def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
+    """The broken contracts as findings, the names of those that held (nothing when not measured) and
+    what was not measured (``"heads (no heads axis found)"``)."""
+    heads = _HeadsRun(probe)
+    outs = _outputs(probe, heads)
     if outs is None:
-        return [], []
-    return _judged(*outs, probe)
+        return [], [], []
+    found, held = _judged(*outs, probe)
+    if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
+        if heads.findings:
+            found += heads.findings
+        elif heads.reason is None and heads.plan is not None:
+            held.append(heads.plan.held)
+    return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
+
+
+class _HeadsRun:
+    """The heads contract, measured in the same forward as the token contracts (:mod:`.heads`): the
+    plan, then what the run found or why it was not measured."""
+
+    def __init__(self, probe: Probe):
+        self.plan, self.reason, self.findings = probe.heads, probe.heads_reason, []
+
+    def forward(self, run, x):
+        """``run(x)`` with the heads moved at the splits and read at the merge; the plain run (and the
+        reason) where that cannot be done."""
+        if self.plan is None:
+            return run(x)
+        from shapetrace.engine import heads
+
+        mode = heads.HeadsMode(self.plan)
+        try:
+            with mode:
+                result = run(x)
+            if mode.read is None:
+                raise heads.NotMeasured("heads (the measuring run did not reach the merge)")
+            detected = heads.reached(self.plan.heads, mode.reference, mode.read)
+            if not any(detected):
+                raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
+            separate = self._separate(run, x, mode) if heads.leaks(self.plan, mode.kinds, detected) else None
+            self.findings = heads.findings(self.plan, detected, separate)
+            return result
+        except Exception as exc:   # the model cannot take the copies (a mask sized for the batch...)
+            self.reason = exc.args[0] if isinstance(exc, heads.NotMeasured) else \
+                "heads (the model cannot take a copy of its batch per head)"
+            self.findings = []
+            return run(x)
+
+    def _separate(self, run, x, first):
+        """Which tensor leaked: a second run moving each split's heads alone (only where heads leaked)."""
+        from shapetrace.engine import heads
+
+        kinds, j = {}, 0
+        for tensor in dict.fromkeys(s.tensor for s in self.plan.splits):
+            count = next(s.heads for s in self.plan.splits if s.tensor == tensor)
+            for head in range(count):
+                kinds[j], j = [(tensor, head)], j + 1
+        mode = heads.HeadsMode(self.plan, kinds)
+        with mode:
+            run(x)
+        if mode.read is None:
+            raise heads.NotMeasured("heads (the second measuring run did not reach the merge)")
+        return heads.reached(self.plan.heads, mode.reference if mode.reference is not None else first.reference,
+                             mode.read), kinds
 
 
 def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
@@ -81,7 +144,7 @@ def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
     return bumped
 
 
-def _outputs(probe: Probe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``(alone, folded, bumped)``: batch entry 0's output in the traced batch, and in a batch of two
     beside a copy of itself whose last token was moved (both outputs); None when the model cannot be
     run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
@@ -106,7 +169,7 @@ def _outputs(probe: Probe) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | 
         with torch.no_grad():
             alone = out if not any(mode for _, mode in training) and isinstance(out, torch.Tensor) else run(x)
             first = x.narrow(probe.batch, 0, 1)                                   # (1, ...) entry 0 alone
-            both = run(torch.cat([first, _bumped(first, probe)], probe.batch))    # (2, ...) entry 0, bumped
+            both = heads.forward(run, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
@@ -275,12 +338,31 @@ def triangular_weights(outputs) -> str | None:
     return None
 
 
-def measure_trace(trace) -> tuple[list, list[str]]:
-    """``(broken contracts as findings, the contracts that held)`` of a finished trace, measured on the
-    first outermost module call its capture kept (none kept: nothing measured)."""
+def measure_trace(trace) -> tuple[list, list[str], list[str]]:
+    """``(broken contracts as findings, the contracts that held, what was not measured)`` of a finished
+    trace, measured on the first outermost module call its capture kept (none kept: nothing measured)."""
     call, trace.capture.top_call = trace.capture.top_call, None
     if call is None:
-        return [], []
+        return [], [], []
+    if any(isinstance(a, torch.Tensor) and a.is_meta for a in call[1]):
+        return [], [], [META]
+    probe = probe_of(trace, call)
+    return measure(probe) if probe is not None else ([], [], [])
+
+
+def probe_of(trace, call: tuple) -> Probe | None:
+    """The probe of a finished trace's outermost module call ``call``, with where its heads are split and
+    merged (or why they are not measured); None where its batch and token axes have no names."""
     probe = probe_for(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
                       trace.seeded_by_size, trace._triangle)
-    return measure(probe) if probe is not None else ([], [])
+    if probe is None:
+        return None
+    from shapetrace.engine import heads
+
+    try:
+        inference = trace._inferred()   # (all the events: ``trace.events`` may be a filtered copy)
+        plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
+                                inference.event_of_record, trace.namer.role)
+    except heads.NotMeasured as exc:
+        return replace(probe, heads_reason=exc.args[0])
+    return replace(probe, heads=plan)

@@ -149,6 +149,12 @@ class Kind(StrEnum):
     CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error",
                          "measured on the values: with a causal mask declared, an output token depends on a later "
                          "token")
+    HEADS_MIX = ("heads-mix", "error",
+                 "measured on the values: an output head depends on another head's values, on a key/value head "
+                 "other than the one its query reads, or on different heads at different positions")
+    HEADS_TALK = ("heads-talk", "warning",
+                  "measured on the values: an output head's attention weights depend on other heads' queries or "
+                  "keys (talking-heads attention does this on purpose)")
 
     # -- writes, joins and views -------------------------------------------------------------------
     WRITE_MISMATCH = ("write-mismatch", "error",

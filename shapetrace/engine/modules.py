@@ -44,10 +44,12 @@ class ModulePaths:
                 first.append((module, slots[-1] if slots else -1))
             slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
+            start = len(capture.records)
             try:
                 result = original(module, *args, **kwargs)
                 if len(slots) == 1 and capture.keep_top_call and capture.top_call is None:
                     capture.top_call = (module, args, kwargs, result)
+                    capture.top_span = (start, len(capture.records))
                 return result
             finally:
                 if slots:   # (empty if the trace was left while this module ran)

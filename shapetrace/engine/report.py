@@ -39,6 +39,8 @@ class Report:
             with how many times each ran (:meth:`~shapetrace.engine.tracer.Trace.left_out`).
         contracts: the dependency contracts measured on the values that held (a broken one is a
             finding among the diagnostics).
+        unmeasured: the dependency contracts that were not measured, each with why (``"heads (no heads
+            axis found)"``).
     """
 
     dims: dict[str, int]
@@ -52,13 +54,14 @@ class Report:
     left_out: dict[str, int] = field(default_factory=dict)   # ops that ran without a row: name -> times
     setup: list[Event] = field(default_factory=list)   # ops that built the model, outside the forward
     contracts: list[str] = field(default_factory=list)
+    unmeasured: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:
         """The one verdict line's data: what was checked and what it adds up to."""
         from shapetrace.engine.verdict import verdict_of
 
-        return verdict_of(self.events, self.diagnostics, self.contracts)
+        return verdict_of(self.events, self.diagnostics, self.contracts, self.unmeasured)
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:
@@ -101,5 +104,6 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
         setup=[e for e in trace.events if e.index in setup],
         nan_rows=trace.nan_rows, header=dict(header or {}),
         notes=[n for n in (*notes, trace._value_note) if n], exception=trace.exception,
-        left_out=trace.left_out(), contracts=trace.contracts, **extra,
+        left_out=trace.left_out(), contracts=trace.contracts,
+        unmeasured=trace.unmeasured, **extra,
     )

@@ -263,16 +263,18 @@ class Trace:
         """The dependency contracts measured on the values that held (none before the run ends)."""
         return list(self._measured()[1]) if self._finished else []
 
+    @property
+    def unmeasured(self) -> list[str]:   # the dependency contracts not measured, each with why
+        return list(self._measured()[2]) if self._finished else []
+
     def check_dependencies(self) -> None:
-        """Measure, after the run, which output tokens depend on which input tokens, by running the
-        outermost module the traced code calls again on perturbed copies (:mod:`.dependencies`)."""
+        """After the run, measure what depends on what on perturbed copies (:mod:`.dependencies`)."""
         self.capture.keep_top_call = True
 
-    def _measured(self) -> tuple[list, list[str]]:
-        """The dependency contracts, measured once after the run: ``(broken ones as findings, held)``."""
+    def _measured(self) -> tuple[list, list[str], list[str]]:
+        """``(broken contracts as findings, held, not measured)``, measured once after the run."""
         if self._dependencies is None:
             from shapetrace.engine import dependencies
-
             self._dependencies = dependencies.measure_trace(self)
         return self._dependencies
 

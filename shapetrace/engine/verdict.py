@@ -54,6 +54,7 @@ class Verdict:
         unproven: why names or checks are not proven (a failed check, names guessed from sizes).
         contracts: the dependency contracts measured on the values that held (``"batch entries stay
             apart"``...); a broken one is an error among the findings.
+        unmeasured: the dependency contracts that were not measured, each with why.
         any_named: whether any axis of any recorded tensor has a name at all.
     """
 
@@ -66,6 +67,7 @@ class Verdict:
     unproven: tuple[str, ...] = ()
     contracts: tuple[str, ...] = field(default=())
     any_named: bool = True
+    unmeasured: tuple[str, ...] = ()
 
     @property
     def line(self) -> str:
@@ -76,7 +78,7 @@ class Verdict:
         return {"mark": self.mark, "line": self.line, "checked": self.checked, "total": self.total,
                 "unchecked": [{"event": i, "op": op} for i, op in self.unchecked],
                 "errors": self.errors, "warnings": self.warnings, "unproven": list(self.unproven),
-                "contracts": list(self.contracts)}
+                "contracts": list(self.contracts), "unmeasured": list(self.unmeasured)}
 
 
 def could_carry_a_layout_bug(event: Event) -> bool:
@@ -107,8 +109,9 @@ def unchecked_ops(events: Sequence[Event]) -> list[int]:
 
 
 def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
-               contracts: Sequence[str] = ()) -> Verdict:
-    """The verdict of a run from its events, its findings and the dependency contracts that held."""
+               contracts: Sequence[str] = (), unmeasured: Sequence[str] = ()) -> Verdict:
+    """The verdict of a run from its events, its findings, the dependency contracts that held and those
+    not measured."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
     unchecked = tuple((e.index, e.op) for e in candidates if not _named(e))
     errors = sum(d.severity == "error" for d in diagnostics)
@@ -124,7 +127,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
         mark = "✓"
     named = any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
     return Verdict(mark, len(candidates) - len(unchecked), len(candidates), unchecked, errors, warnings,
-                   unproven, tuple(contracts), named)
+                   unproven, tuple(contracts), named, tuple(unmeasured))
 
 
 def _plural(n: int, word: str) -> str:
@@ -151,13 +154,18 @@ def verdict_line(v: Verdict) -> str:
         them = "it" if v.errors + v.warnings == 1 else "them"
         return f"✗ {found}: the findings above say where and how to fix {them}"
     if v.mark == "!":
-        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}"
+        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_values(v)}"
     if v.mark == "✓":
-        held = f"; held on the values: {', '.join(v.contracts)}" if v.contracts else ""
-        return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug: {ALL_CLEAR_REASON}{held}"
+        return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug: {ALL_CLEAR_REASON}{_values(v)}"
     if not v.total:
         return "? nothing was checked: no op that could carry a layout bug was recorded"
     if not v.any_named:
         return NOTHING_NAMED
     why = "".join(f"; not proven: {reason}" for reason in v.unproven)
-    return f"? {_coverage(v)}{why}; no errors or warnings in what was checked"
+    return f"? {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
+
+
+def _values(v: Verdict) -> str:
+    """``; held on the values: …; not measured: …`` (the dependency contracts), or nothing."""
+    held = f"; held on the values: {', '.join(v.contracts)}" if v.contracts else ""
+    return held + (f"; not measured: {', '.join(v.unmeasured)}" if v.unmeasured else "")

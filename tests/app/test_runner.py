@@ -33,7 +33,7 @@ def test_textbook_table(cli):
     assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)" in out
     assert out.endswith("\n✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from "
                         "input to\n  output; held on the values: batch entries stay apart, each token depends on "
-                        "itself\n")
+                        "itself, heads\n  stay apart\n")
 
 
 def test_script_gets_argv_and_its_folder_on_sys_path():

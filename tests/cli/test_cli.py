@@ -19,7 +19,7 @@ def test_run_prints_header_table_footer(cli):
     assert "17 ops · 9 views · 4 copies (96 KiB)" in out
     assert " ".join(out.split()).endswith(
         "✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from input to output; "
-        "held on the values: batch entries stay apart, each token depends on itself")
+        "held on the values: batch entries stay apart, each token depends on itself, heads stay apart")
     assert "Traceback" not in out
 
 

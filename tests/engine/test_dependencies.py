@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 import shapetrace
 from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN, measure_trace
+from shapetrace.engine.heads import HEADS
 
 
 class CausalSelfAttention(nn.Module):
@@ -70,7 +71,7 @@ def test_correct_causal_attention_holds_every_contract(B, T):
     t, model = _traced(None, B, T)
     report = t.report()
     assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
-    assert report.contracts == [BATCH, OWN_TOKEN, CAUSAL]
+    assert report.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
     assert model.calls == 1   # the measuring run left the model's attributes as they were
     assert model.training
 
@@ -81,7 +82,7 @@ def test_a_transposed_causal_mask_leaks_the_future(B, T):
     measured one is then not repeated among the findings), and the values measured after the run."""
     t, _ = _traced("mask-transposed", B, T)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["causal-mask-reversed"]
-    found, _ = measure_trace(t)
+    found, _, _ = measure_trace(t)
     assert [d.kind for d in found] == ["causal-mask-leaks"]
     assert found[0].message == (
         f"measured on the values: output token 0 of batch 0 depends on input token {T - 1}, a later token, though "

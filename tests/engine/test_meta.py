@@ -223,13 +223,14 @@ def test_run_device_meta_json_matches_cpu(cli):
     # the dependency contracts are measured on values, which the meta device has none of: the verdict
     # says what held on the CPU and claims nothing there; everything else is the same
     cpu_verdict, meta_verdict = cpu.pop("verdict"), on_meta.pop("verdict")
-    assert cpu_verdict["contracts"] == ["batch entries stay apart", "each token depends on itself"]
-    assert meta_verdict["contracts"] == []
-    assert meta_verdict["line"] == "✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning " \
-                                   "from input to output"
-    assert cpu_verdict["line"] == meta_verdict["line"] + "; held on the values: " + ", ".join(cpu_verdict["contracts"])
-    assert {k: v for k, v in cpu_verdict.items() if k not in ("contracts", "line")} == \
-        {k: v for k, v in meta_verdict.items() if k not in ("contracts", "line")}
+    assert cpu_verdict["contracts"] == ["batch entries stay apart", "each token depends on itself", "heads stay apart"]
+    assert meta_verdict["contracts"] == [] and cpu_verdict["unmeasured"] == []
+    assert meta_verdict["unmeasured"] == ["the dependency contracts (the meta device has no values)"]
+    checked = "✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from input to output"
+    assert meta_verdict["line"] == checked + "; not measured: the dependency contracts (the meta device has no values)"
+    assert cpu_verdict["line"] == checked + "; held on the values: " + ", ".join(cpu_verdict["contracts"])
+    assert {k: v for k, v in cpu_verdict.items() if k not in ("contracts", "line", "unmeasured")} == \
+        {k: v for k, v in meta_verdict.items() if k not in ("contracts", "line", "unmeasured")}
     assert cpu == on_meta
 
 

@@ -94,4 +94,5 @@ def test_the_verdict_is_in_the_json():
         _attention(torch.randn(2, 5, 24), 3)
     data = json.loads(t.to_json())
     assert data["verdict"] == {"mark": "✓", "line": t.report().verdict.line, "checked": 5, "total": 5,
-                               "unchecked": [], "errors": 0, "warnings": 0, "unproven": [], "contracts": []}
+                               "unchecked": [], "errors": 0, "warnings": 0, "unproven": [], "contracts": [],
+                               "unmeasured": []}

@@ -100,7 +100,7 @@ def test_markdown_table_rows_match_the_trace(trace, tmp_path):
     assert "17 ops · 9 views · 4 copies (96 KiB) · 7 computed buffers (124 KiB)  " in lines
     assert lines[-1] == ("**✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from "
                          "input to output; held on the values: batch entries stay apart, each token depends on "
-                         "itself**")
+                         "itself, heads stay apart**")
 
 
 def test_markdown_escapes_pipes_in_code():

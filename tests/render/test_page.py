@@ -85,7 +85,7 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     assert _text(page, "#position") == "summary · 17 ops"
     assert _text(page, "#summary").endswith(
         "✓ checked all 16 ops that could carry a layout bug: every axis keeps its meaning from input to output; "
-        "held on the values: batch entries stay apart, each token depends on itself")
+        "held on the values: batch entries stay apart, each token depends on itself, heads stay apart")
     page.keyboard.press("Home")
     assert _text(page, "#position") == f"#0 linear · ops #0-#16 · reference.py:{Q_LINE}"
     page.click("#strip button:nth-child(3)")

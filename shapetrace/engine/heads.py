@@ -1,0 +1,414 @@
+"""Heads stay apart between the split and the merge: a witness from the values (issue 33, item 5).
+
+Multi-head attention splits the queries, keys and values into heads, lets each head attend on its
+own, and merges the heads back. Which heads of the merged output depend on which heads of q, k and v
+is measured on the values, in the same forward as the token contracts (:mod:`.dependencies`):
+
+* :func:`plan_heads` finds, from the trace, the *splits* (the calls whose result has a heads axis
+  and whose operands have none) and the *merge* (the first call after them whose operand has a heads
+  axis and whose result has none), each by its call site and how many times that site ran before;
+* during the measuring run, :class:`HeadsMode` (a TorchFunctionMode) follows the same calls: at
+  each split it appends one copy of the whole batch per query head, head ``j`` of copy ``j``'s first
+  entry moved in a random direction (the key/value split of grouped-query attention moves head
+  ``j // n_rep``, the one query head ``j`` shares); at the merge it merges each copy with the call's
+  own arguments, keeps the copies' results and hands the model the original batch alone, so the rest
+  of the model runs at the traced batch;
+* which head each element of the merged output belongs to is read by running the query split on
+  the element's coordinates (the merge must undo the split); an element of head ``h`` may change only
+  with the copies that moved head ``h`` (or its key/value group).
+
+A violation names the heads that leaked (``head 0 of the output depends on heads 0 and 1 of the
+values``), and needs no axis name beyond the heads axis of the splits. Where heads leak, a second run
+moves the queries, keys and values apart, to say which of them leaked. Plain data out.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
+from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.sites import user_stack
+
+#: the contract's name, as the verdict lists it when it held
+HEADS = "heads stay apart"
+#: the tensors' words, by the projection a split's operand came from
+_WORDS = {"q": "queries", "k": "keys", "v": "values"}
+
+
+class NotMeasured(Exception):
+    """The heads could not be measured on this run (the message says why, for the verdict)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded call, as the measuring run meets it again: the op's spec, its innermost user
+    code object and bytecode offset, and how many calls of that op there ran before it."""
+
+    spec: Any
+    code: Any
+    offset: int
+    occurrence: int
+
+
+@dataclass(frozen=True)
+class Split:
+    """A call that splits a tensor into heads: its result's heads and batch axes, its head count and
+    which tensor it makes (``"q"``, ``"k"``, ``"v"``, or ``""`` when not known: a fused projection)."""
+
+    call: Call
+    heads_axis: int
+    batch_axis: int
+    heads: int
+    tensor: str
+    label: str
+
+
+@dataclass(frozen=True)
+class HeadsPlan:
+    """Where to move heads and where to read them: the splits, the merge (its operand's batch axis),
+    the query heads and the number of merges (attentions) the call made."""
+
+    splits: tuple[Split, ...]
+    merge: Call
+    merge_batch: int
+    heads: int
+    attentions: int
+    merge_label: str
+    merge_out_batch: int | None = None
+
+    @property
+    def held(self) -> str:
+        """The contract's name when it held (the first attention only, when there are more)."""
+        if self.attentions > 1:
+            return f"{HEADS} in the first of {self.attentions} attentions"
+        return HEADS
+
+
+def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, role_of) -> HeadsPlan:
+    """The splits and the merge of the first attention the top call ran (raises :class:`NotMeasured`).
+
+    ``records``: the capture's records; ``span``: those of the top call; ``events``: the trace's events,
+    ``event_of_record`` linking them; ``role_of(label)``: a name's role."""
+    start, end = span
+    rows = [(r, events[event_of_record[r]]) for r in range(start, end) if r in event_of_record]
+    if any(type(records[r]) is OpRecord and records[r].spec.opens for r, _ in rows):
+        raise NotMeasured("heads (inside a fused attention call)")
+    splits, merges = [], []
+    for r, e in rows:
+        ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
+        outs = [_heads_axes(t.dims, role_of) for t in e.outputs]
+        if not ins and len(outs) == 1 and len(outs[0]) == 1 and not merges:
+            splits.append((r, e, outs[0][0]))
+        elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)):
+            merges.append((r, e))
+    if not splits or not merges:
+        raise NotMeasured("heads (no heads axis found)")
+    merge_r, merge_e = merges[0]
+    found = tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits)
+    heads = max(s.heads for s in found)
+    if any(heads % s.heads for s in found):
+        raise NotMeasured("heads (key/value heads do not divide the query heads)")
+    if len({(s.tensor, s.heads) for s in found}) != len({s.tensor for s in found}):
+        raise NotMeasured("heads (splits of different head counts that cannot be told apart)")
+    batch = _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None
+    if batch is None:
+        raise NotMeasured("heads (the merge's batch axis has no name)")
+    out_batch = _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None
+    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, len(merges),
+                     f"#{merge_e.index} {merge_e.op}", out_batch)
+
+
+def _unnamed_heads(e, splits) -> bool:
+    """Does ``e``'s first operand have an unnamed axis of as many entries as a split has heads (heads
+    mixed on purpose lose their name: the values tell whether this is the merge, by its layout)?"""
+    sizes = {s_e.outputs[0].shape[axis] for _, s_e, axis in splits}
+    return any(d is None and n in sizes for d, n in zip(e.inputs[0].dims, e.inputs[0].shape))
+
+
+def _folds(e) -> bool:
+    """Does ``e`` make a result of fewer axes than its first operand (the merge folds the heads away)?"""
+    return bool(e.outputs) and bool(e.inputs) and len(e.outputs[0].shape) < len(e.inputs[0].shape)
+
+
+def _heads_axes(dims, role_of) -> list[int]:
+    return [i for i, d in enumerate(dims) if d and "*" not in d and role_of(d) == "heads"]
+
+
+def _batch_axis(dims, role_of) -> int | None:
+    found = [i for i, d in enumerate(dims) if d and "*" not in d and role_of(d) == "batch"]
+    return found[0] if len(found) == 1 else None
+
+
+def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
+    batch = _batch_axis(e.outputs[0].dims, role_of)
+    if batch is None:
+        raise NotMeasured("heads (a split's batch axis has no name)")
+    tensor = e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
+    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], tensor, f"#{e.index} {e.op}")
+
+
+def _call(records, start: int, r: int) -> Call:
+    """Record ``r`` as a :class:`Call` (its occurrence counted from the top call's first record)."""
+    record = records[r]
+    if type(record) is not OpRecord or not record.spec.row:
+        raise NotMeasured("heads (a split or merge without a row of its own)")
+    key = _key_of(record)
+    occurrence = sum(1 for q in records[start:r] if type(q) is OpRecord and _key_of(q) == key)
+    return Call(record.spec, *key[1:], occurrence)
+
+
+def _key_of(record) -> tuple:
+    site = record.site
+    return (record.spec, site.codes[0] if site is not None and site.codes else None,
+            site.offset if site is not None else -1)
+
+
+class HeadsMode(TorchFunctionMode):
+    """Moves heads at the splits and reads them at the merge, during the measuring run (see the
+    module's docstring). ``entries``: the batch entries at the splits (the traced run's, here);
+    after the run, :attr:`read` holds the merge's result for the original batch and for each copy."""
+
+    def __init__(self, plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]] | None = None):
+        super().__init__()
+        self.plan = plan
+        #: copy j -> the (tensor, head) pairs it moves; by default copy j moves query head j and the
+        #: key/value head that query head j reads
+        self.kinds = kinds if kinds is not None else {
+            j: [(s.tensor, j * s.heads // plan.heads) for s in plan.splits] for j in range(plan.heads)}
+        self.specs = {s.call.spec for s in plan.splits} | {plan.merge.spec}
+        self.targets = {(s.call.code, s.call.offset, s.call.occurrence): s for s in plan.splits}
+        self.seen: dict[tuple, int] = {}
+        self.reference: torch.Tensor | None = None   # the head of each element of the query split's operand
+        self.read: list[torch.Tensor] | None = None
+        self.batch = 0
+        self._noises: dict[tuple, torch.Tensor] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        spec = (_SPECS.get(func) or _spec_of(func))[1] if self.read is None else None
+        if spec is None or spec not in self.specs:
+            return func(*args, **kwargs)
+        codes, offset = user_stack(sys._getframe(1))
+        key = (spec, codes[0] if codes else None, offset)
+        occurrence = self.seen[key] = self.seen.get(key, -1) + 1
+        split = self.targets.get(key[1:] + (occurrence,))
+        if split is not None and split.call.spec is spec:
+            return self._moved(split, func, args, kwargs)
+        merge = self.plan.merge
+        if (spec, key[1], offset, occurrence) == (merge.spec, merge.code, merge.offset, merge.occurrence):
+            return self._merged(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _moved(self, split: Split, func, args, kwargs) -> torch.Tensor:
+        """The split's result, with one copy of the batch per entry of :attr:`kinds` appended."""
+        result = func(*args, **kwargs)
+        if not isinstance(result, torch.Tensor) or not result.is_floating_point():
+            raise NotMeasured("heads (a split's result is not a floating-point tensor)")
+        if self.reference is None and (split.tensor in ("q", "")):
+            self.reference = _reference(func, args, kwargs, split.heads_axis)
+        n = self.batch = result.shape[split.batch_axis]
+        out = torch.cat([result.detach()] * (len(self.kinds) + 1), split.batch_axis)   # the batch, copied
+        moves = [((j + 1) * n, head) for j, pairs in self.kinds.items() for tensor, head in pairs
+                 if tensor == split.tensor]
+        if moves:
+            grid = out.movedim((split.batch_axis, split.heads_axis), (0, 1))         # (entries, heads, ...)
+            rows, heads = (torch.tensor(c, device=out.device) for c in zip(*moves))
+            grid.index_put_((rows, heads), self._noise(result, (len(moves), *grid.shape[2:])), accumulate=True)
+        return out
+
+    def _noise(self, result: torch.Tensor, shape) -> torch.Tensor:
+        """Random moves, a tenth of the split's largest value (not large: a saturated softmax would hide
+        them), made once per shape and dtype for all splits."""
+        key = (tuple(shape), result.dtype, result.device)
+        if key not in self._noises:
+            scale = 0.1 * (1.0 + float(result.detach().abs().amax()))
+            self._noises[key] = torch.randn(shape, generator=torch.Generator().manual_seed(1),
+                                            dtype=result.dtype).to(result.device) * scale
+        return self._noises[key]
+
+    def _merged(self, func, args, kwargs):
+        """The merge run on the original batch and on each copy alone (with the call's own arguments,
+        which may hold the traced batch size); the model gets the original batch's result."""
+        x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        axis, n = self.plan.merge_batch, self.batch
+        if not isinstance(x, torch.Tensor) or not n or x.shape[axis] != n * (len(self.kinds) + 1):
+            raise NotMeasured("heads (the merge does not see the copies made at the split)")
+        pieces = self._whole(func, args, kwargs, x.shape[axis])
+        if pieces is None:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
+            pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(len(self.kinds) + 1)]
+        self.read = [pieces[0].detach().clone(), *(p.detach() for p in pieces[1:])]   # (the model may write the first)
+        return pieces[0]
+
+    def _whole(self, func, args, kwargs, entries: int) -> list | None:
+        """The merge run once on every copy (arguments read from the tensor itself: ``B, H, T, d =
+        x.shape``), split back into the original batch and each copy; None where it cannot be."""
+        out_axis = self.plan.merge_out_batch
+        if out_axis is None:
+            return None
+        try:
+            whole = func(*args, **kwargs)
+        except Exception:
+            return None
+        if not isinstance(whole, torch.Tensor) or whole.dim() <= out_axis or whole.shape[out_axis] != entries:
+            return None
+        return list(whole.split(self.batch, out_axis))
+
+
+def _reference(func, args, kwargs, heads_axis: int) -> torch.Tensor | None:
+    """The head each element of the split's operand goes to: the split run on the operand's
+    coordinates (element i holds i); -1 where an element goes to no head."""
+    x = args[0]
+    if not isinstance(x, torch.Tensor):
+        return None
+    coordinates = torch.arange(x.numel(), device=x.device).reshape(x.shape)
+    try:
+        out = func(coordinates, *args[1:], **kwargs)
+    except Exception:   # (an op that takes no integer tensor)
+        return None
+    heads = torch.full((x.numel(),), -1, dtype=torch.long, device=x.device)
+    by_head = out.movedim(heads_axis, 0).reshape(out.shape[heads_axis], -1)         # (heads, elements)
+    heads[by_head] = torch.arange(by_head.shape[0], device=x.device)[:, None].expand_as(by_head)
+    return heads.reshape(x.shape)
+
+
+#: a change counts when it exceeds this times (1 + the largest value)
+_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
+
+
+def reached(plan_heads_count: int, reference: torch.Tensor | None, read: list[torch.Tensor]) -> list[list[set[int]]]:
+    """``sets[h]``: for each block of output head ``h`` that changed in any copy (a block: the head's
+    features at one position of the other axes, read with ``reference``, the query split's map), the
+    copies it changed in; raises :class:`NotMeasured` when the merge's result is not laid out as the
+    split's operand. (Blocks, not single elements: one feature may move too little to see.)"""
+    base, copies = read[0], torch.stack(read[1:])
+    heads = _output_heads(reference, base.shape, plan_heads_count)
+    tolerance = float(_TOLERANCE.get(base.dtype, 1e-2) * (1 + base.abs().nan_to_num(0.0).amax()))
+    width = base.shape[-1] if base.dim() else 1
+    diff = (copies - base).abs().nan_to_num(0.0).reshape(len(copies), -1, width)   # (copies, rows, width)
+    index = heads.reshape(1, -1, width).clamp(min=0).expand_as(diff)
+    blocks = diff.new_zeros(diff.shape[0], diff.shape[1], plan_heads_count)         # (copies, rows, heads)
+    blocks = blocks.scatter_reduce(2, index, diff, "amax") > tolerance
+    # each block's copies as one row of booleans, read once (a block of head h: (row, h) where h is there)
+    present = torch.zeros(diff.shape[1], plan_heads_count + 1, dtype=torch.bool)
+    present[torch.arange(diff.shape[1])[:, None].expand(-1, width), heads.reshape(-1, width)] = True
+    found: list[set[tuple]] = [set() for _ in range(plan_heads_count)]
+    for here, moved in zip(present[:, :plan_heads_count].tolist(), blocks.permute(1, 2, 0).tolist()):
+        for h in range(plan_heads_count):
+            if here[h] and any(moved[h]):
+                found[h].add(tuple(moved[h]))
+    return [[{j for j, hit in enumerate(s) if hit} for s in signatures] for signatures in found]
+
+
+def _output_heads(reference: torch.Tensor | None, shape, heads: int) -> torch.Tensor:
+    """The head each element of the merged output belongs to: the split's map where the merge's result
+    has the split operand's shape; where the split's operand is wider (a fused q, k, v projection)
+    its first features, when every head is there equally often."""
+    if reference is None:
+        raise NotMeasured("heads (the split cannot be run on coordinates)")
+    if tuple(reference.shape) == tuple(shape):
+        return reference
+    if tuple(reference.shape[:-1]) == tuple(shape[:-1]) and reference.shape[-1] > shape[-1]:
+        cut = reference[..., :shape[-1]]
+        counts = torch.bincount(cut.reshape(-1).clamp(min=0), minlength=heads)
+        if bool((cut >= 0).all()) and counts.numel() == heads and bool((counts == counts[0]).all()):
+            return cut
+    raise NotMeasured("heads (the merge's result is laid out unlike the split's operand)")
+
+
+def regrouped(sets: list[list[set[int]]]) -> str | None:
+    """Where an element of output head ``h`` changes with other copies but not with copy ``h`` (which
+    moves query head ``h``, which every element of a head's output reads), the merge does not undo the
+    split (heads regrouped with another axis): the sentence saying so; else None."""
+    for h, found in enumerate(sets):
+        strays = [s for s in found if h not in s]
+        if strays:
+            union = sorted(set().union(*strays))
+            return (f"head {h} of the output has elements that do not depend on head {h} of the queries but on "
+                    f"{_heads(union)} of the queries, keys and values")
+    return None
+
+
+def _heads(heads: list[int]) -> str:
+    if len(heads) == 1:
+        return f"head {heads[0]}"
+    return f"heads {', '.join(map(str, heads[:-1]))} and {heads[-1]}"
+
+
+def leaks(plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]],
+          sets: list[list[set[int]]]) -> list[tuple[int, str, list[int], int]]:
+    """``(output head, tensor, heads it depends on, the head it should)`` for each output head that
+    depends on a head of ``tensor`` other than its own (its key/value group's, in grouped-query
+    attention), from the copies of a run whose copy ``j`` moved the ``(tensor, head)`` pairs ``kinds[j]``."""
+    counts = {s.tensor: s.heads for s in plan.splits}
+    found = []
+    for h, per_element in enumerate(sets):
+        copies = set().union(*per_element) if per_element else set()
+        for tensor, count in counts.items():
+            own = h * count // plan.heads
+            heads = sorted({head for j in copies for t, head in kinds[j] if t == tensor})
+            if heads and heads != [own]:
+                found.append((h, tensor, heads, own))
+    return found
+
+
+def findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
+    """The findings of the two runs (``separate``: ``(sets, kinds)`` of the run that moved each tensor's
+    heads apart, or None when the first run found nothing); [] when the heads stayed apart."""
+    where = f"between the split ({', '.join(s.label for s in plan.splits)}) and the merge ({plan.merge_label})"
+    sentence = regrouped(detected)
+    if sentence is not None:
+        return [Kind.HEADS_MIX.found(None, (
+            f"measured on the values: {sentence}: the merge does not undo the split ({where}). Heads were merged "
+            "with another axis, as a view or reshape of (B, H, T, d_k) to (B, T, D) without the transpose back "
+            "does."), "Merge as the split's inverse: y.transpose(1, 2).contiguous().view(B, T, D).")]
+    if separate is None:
+        return []
+    sets, kinds = separate
+    first: dict[str, tuple] = {}   # one finding per tensor: its first leaking output head, and how many leak
+    for h, tensor, heads, own in leaks(plan, kinds, sets):
+        found = first.setdefault(tensor, (h, heads, own, []))
+        if found[0] != h:
+            found[3].append(h)
+    return [_leak_finding(plan, h, tensor, heads, own, where, others)
+            for tensor, (h, heads, own, others) in first.items()]
+
+
+def _leak_finding(plan: HeadsPlan, h: int, tensor: str, heads: list[int], own: int, where: str,
+                  others: list[int]) -> Diagnostic:
+    word = _WORDS.get(tensor, "queries, keys and values")
+    also = f" (output {_heads(others)} too)" if others else ""
+    count = next(s.heads for s in plan.splits if s.tensor == tensor)
+    if len(heads) == 1 and count < plan.heads:
+        rep = plan.heads // count
+        return Kind.HEADS_MIX.found(None, (
+            f"measured on the values: head {h} of the output depends on head {heads[0]} of the {word}{also}, but "
+            f"grouped-query attention pairs query head {h} with key/value head {own} (query heads "
+            f"{own * rep}-{own * rep + rep - 1} share it, as repeat_interleave and Llama's repeat_kv lay them "
+            "out): the key/value heads were tiled in the wrong order."),
+            "Repeat each key/value head n_rep times in place: k.repeat_interleave(n_rep, dim=1), not "
+            "k.repeat(1, n_rep, 1, 1).")
+    message = (f"measured on the values: head {h} of the output depends on {_heads(heads)} of the {word}{also}: "
+               f"heads mix {where}.")
+    if not tensor:   # one call splits q, k and v: which of them mixed cannot be told apart
+        return Kind.HEADS_TALK.found(None, message + (
+            " The queries, keys and values are split in one call, so whether the values mix (a bug) or only the "
+            "attention weights (talking-heads attention does so on purpose) cannot be told apart here."),
+            "If the heads are not meant to talk, keep the heads index apart in every op between the split and "
+            "the merge.")
+    if tensor in ("q", "k"):
+        return Kind.HEADS_TALK.found(None, message + (
+            " Talking-heads attention mixes the attention weights of the heads on purpose; in plain multi-head "
+            "attention this is a bug (a sum or an einsum over the heads index of the scores)."),
+            "If the heads are not meant to talk, keep the heads index apart in every op between the split and "
+            "the merge.")
+    return Kind.HEADS_MIX.found(None, message + (
+        " Each head must read only its own values (an einsum summing over the wrong head index, such as "
+        "'bhqk,bgkd->bhqd', does this)."),
+        "Keep one heads index through the product with the values: einsum('bhqk,bhkd->bhqd', weights, v).")
