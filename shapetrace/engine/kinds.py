@@ -153,6 +153,10 @@ class Kind(StrEnum):
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")
 
     # -- about the trace itself --------------------------------------------------------------------
+    DIMS_DISAGREE = (
+        "dims-disagree", "note",
+        "the sizes given (`--dims H=8`) disagree with the code (a view splits D into 4 × 16): said once, under "
+        "the verdict, as a question about the sizes, never as a claim about the model")
     AMBIGUOUS_SIZES = (
         "ambiguous-sizes", "note",
         "names came from sizes alone and two sizes are equal: name the input with `shapetrace.name(x, \"B T D\")`")

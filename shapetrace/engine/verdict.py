@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
 #: notes that mean a check did not happen or a name was not proven: no ✓ with one of them
 _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
-                   "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous"}
+                   "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous",
+                   "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
 NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."
 #: the all-clear's reason, after the count
