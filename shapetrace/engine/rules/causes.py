@@ -10,8 +10,9 @@ layout. Then, in order:
 1. **Explained**: a finding is dropped when one that explains more (``Kind.rank``: a cause over an effect
    over a symptom) was seen at the same op and blames a layout made by the same op (``gqa-head-order``
    explains the ``batch-mismatch`` of the same matmul; which operand was wrong, only it can tell).
-2. **One root cause, one finding**: findings whose blamed layouts all come from one op (or, where the
-   blamed axis came in with the input, findings of one kind blaming the same axis) are one bug. The one
+2. **One root cause, one finding**: findings whose blamed layouts all come from one line of code (or,
+   where the blamed axis came in with the input, findings of one kind in one function blaming the same
+   axis: a transpose that put the tokens among the batch axes shows at both products) are one bug. The one
    that explains most is kept, reported at the op that made the layout, and the other places the bug
    shows are listed under it ("Also seen at #12 matmul, #14 matmul.").
 
@@ -159,7 +160,15 @@ def _root(analysis: Analysis, d: Diagnostic, made: dict[int, frozenset]) -> tupl
     if len(ops) == 1 and ENTERED not in ops:
         op = analysis.events[next(iter(ops))]
         return ("made at", op.source or op.index)
-    return ("kind", d.kind, d.blame)
+    e = analysis.events[d.event]
+    return ("kind", d.kind, e.function, tuple(_blamed_atoms(e, d)))
+
+
+def _blamed_atoms(e: Event, d: Diagnostic):
+    """The atoms of each axis ``d`` blames (what it blames, wherever that axis sits in its operand)."""
+    for operand, axis in d.blame:
+        info = _operand(e, operand)
+        yield info.axes[axis].atoms if info is not None and axis < len(info.axes) else ()
 
 
 def _folded(analysis: Analysis, kept: Sequence[Diagnostic], made: dict[int, frozenset]) -> list[Diagnostic]:
