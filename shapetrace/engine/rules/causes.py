@@ -51,8 +51,9 @@ def one_per_bug(analysis: Analysis, found: Sequence[Diagnostic]) -> list[Diagnos
         return list(found)
     made = {id(d): layouts_made_at(analysis, d) for d in loud}
     kept = [d for d in loud if not _explained(d, loud, made)]
+    folded = _folded(analysis, kept, made)   # {id of a group's first finding: the group's one finding}
     folding = {id(d) for d in loud}
-    return [d for d in found if id(d) not in folding] + _folded(analysis, kept, made)
+    return [folded.get(id(d), d) for d in found if id(d) in folded or id(d) not in folding]
 
 
 def layouts_made_at(analysis: Analysis, d: Diagnostic) -> frozenset[int | None]:
@@ -171,17 +172,18 @@ def _blamed_atoms(e: Event, d: Diagnostic):
         yield info.axes[axis].atoms if info is not None and axis < len(info.axes) else ()
 
 
-def _folded(analysis: Analysis, kept: Sequence[Diagnostic], made: dict[int, frozenset]) -> list[Diagnostic]:
-    """One finding per root cause, at the op that made the layout, naming the other places it shows."""
+def _folded(analysis: Analysis, kept: Sequence[Diagnostic], made: dict[int, frozenset]) -> dict[int, Diagnostic]:
+    """One finding per root cause, at the op that made the layout, naming the other places it shows, keyed
+    by the id of the group's first finding (so it keeps that one's place)."""
     groups: dict[tuple, list[Diagnostic]] = {}
     for d in kept:
         groups.setdefault(_root(analysis, d, made), []).append(d)
-    out = []
+    out = {}
     for key, members in groups.items():
         source = min(next(iter(made[id(d)])) for d in members) if key[0] == "made at" else None
         best = min(members, key=lambda x: (SEVERITY_ORDER[x.severity], -Kind(x.kind).rank,
                                            x.event != source, x.event))
-        out.append(_at_source(analysis, best, source, members))
+        out[id(members[0])] = _at_source(analysis, best, source, members)
     return out
 
 
