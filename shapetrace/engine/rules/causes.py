@@ -84,7 +84,11 @@ def _walk_back(analysis: Analysis, e: Event, operand: int, atoms: tuple[Atom, ..
         source = e.sources[operand] if operand < len(e.sources) else None
         if source is None or source[0] >= len(analysis.events):
             return ENTERED
-        e = analysis.events[source[0]]
+        maker = analysis.events[source[0]]
+        made = maker.outputs[source[1]] if source[1] < len(maker.outputs) else None
+        if made is None or made.axes != e.inputs[operand].axes:
+            return ENTERED   # (a table renumbered after a filter: never name an op that did not make it)
+        e = maker
         inside = [i for i, t in enumerate(e.inputs) if holds(t, atoms)]
         if not inside:
             part = _main_part(e, atoms)
