@@ -48,6 +48,13 @@ def _cache_written_without_transpose(x):
     return q @ cache[:, :, :T].transpose(-2, -1)                 # (B, H, T, L[0:T])
 
 
+def _projection_over_tokens(x):
+    """A linear over the tokens of a channel-first map: the tokens came in as they are, so no earlier finding
+    explains it (after a mixing view, projection-over-tokens folds into that view's mixed-axis)."""
+    torch.manual_seed(0)
+    return torch.nn.Linear(x.shape[1], x.shape[2])(x.transpose(1, 2))   # (B, D, T) projected over T
+
+
 def _ambiguous(x):
     return x.view(2, 8, 8, 8).transpose(1, 2)                   # (B, H, T, d_k), sizes all 8
 
@@ -88,5 +95,6 @@ def corpus() -> list:
     traces.append(_named(_windows, (2, 6, 16), dict(B=2, T=6, D=16)))
     traces.append(_named(_batch_mismatch, (4, 6, 32), dict(B=4, T=6, D=32, H=4)))
     traces.append(_named(_ambiguous, (2, 8, 64), "B=2 T=8 D=64 H=8", names=""))
+    traces.append(_named(_projection_over_tokens, (2, 8, 16), dict(B=2, T=8, D=16)))
     traces.append(_named(_cache_written_without_transpose, (2, 4, 32), dict(B=2, T=4, D=32, H=4)))
     return traces

@@ -479,9 +479,27 @@ def sizes_not_found(events: Sequence[Event], sizes: dict[str, int]) -> dict[str,
     return {k: v for k, v in sizes.items() if v not in seen}
 
 
+def tokens_disagree(events: Sequence[Event], sizes: dict[str, int]) -> str | None:
+    """``--dims T=6, but the input [2, 8, 64] has 8 tokens …``: where the first tensor that enters the
+    traced code is [B, T', D] with B and D as given and T' not the T given (a question, never a name)."""
+    B, T, D = (sizes.get(k) for k in ("B", "T", "D"))
+    first = next((t for e in events for t in e.inputs if len(t.shape) == 3), None)
+    if None in (B, T, D) or first is None:
+        return None
+    b, t, d = first.shape
+    if (b, d) != (B, D) or t == T:
+        return None
+    return (f"--dims T={T}, but the input {list(first.shape)} has {t} tokens (B={B} and D={D} are where --dims "
+            f"puts them): did you mean T={t}?")
+
+
 def unused_sizes_note(events: Sequence[Event], sizes: dict[str, int]) -> str | None:
-    """When some axes were named but some ``--dims`` sizes match no axis at all: say which (they name
-    nothing in the table), so a mistyped size is not taken for a checked one. None otherwise."""
+    """When the input's token count is not the T given (:func:`tokens_disagree`), say so; when some axes
+    were named but some ``--dims`` sizes match no axis at all: say which (they name nothing in the table),
+    so a mistyped size is not taken for a checked one. None otherwise."""
+    disagree = tokens_disagree(events, sizes) if sizes else None
+    if disagree:
+        return disagree
     missing = sizes_not_found(events, sizes) if sizes else {}
     if not missing or not any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims):
         return None

@@ -83,7 +83,7 @@ _ENTRIES = [
           "strides can merge them: torch raises instead of copying", ("view-incompatible",)),
     Break("merge-without-transpose", "y.reshape(B, T, D) straight from (B, H, T, d_k)",
           "the heads are still in front of the tokens, so each output 'token' is made of pieces "
-          "of several tokens of one head", ("mixed-axis", "projection-over-tokens")),
+          "of several tokens of one head", ("mixed-axis", "tokens-merged-with-features")),
     Break("interleaved-heads", "view(B, T, d_k, H): head h takes every H-th feature",
           "consistent within the model, so training learns around it; only pretrained weights "
           "(which assume view(B, T, H, d_k)) give different answers", ("nonstandard-head-split",),

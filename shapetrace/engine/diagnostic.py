@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "note": 2}
 
@@ -26,6 +26,11 @@ class Diagnostic:
     event: int | None
     message: str
     fix: str = ""
+    #: the other ops where the same bug shows (:mod:`.rules.causes` folds their findings into this one)
+    also: tuple[int, ...] = ()
+    #: what the finding blames: ``(operand, axis)`` pairs (operand ``-1`` is the first output, ``i >= 0``
+    #: input ``i``); :mod:`.rules.causes` traces them back to the op that made that layout
+    blame: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -35,5 +40,8 @@ class Diagnostic:
         return self.message + ("\n" if "\n" in self.message + self.fix else " ") + self.fix
 
     def to_dict(self) -> dict:
-        return {"severity": self.severity, "kind": self.kind, "event": self.event, "message": self.message,
-                "fix": self.fix}
+        out = {"severity": self.severity, "kind": self.kind, "event": self.event, "message": self.message,
+               "fix": self.fix}
+        if self.also:
+            out["also_seen_at"] = list(self.also)
+        return out

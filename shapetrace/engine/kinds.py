@@ -34,12 +34,19 @@ class Kind(StrEnum):
         member.severity, member.meaning, member.also = severity, meaning, also
         return member
 
-    def found(self, event: int | None, message: str, fix: str = "", severity: str | None = None) -> Diagnostic:
-        """A :class:`Diagnostic` of this kind, at its own severity (or one it declares in ``also``)."""
+    @property
+    def rank(self) -> int:
+        """How much a finding of this kind explains: :data:`CAUSE`, :data:`EFFECT` or :data:`SYMPTOM`."""
+        return _RANKS.get(self, EFFECT)
+
+    def found(self, event: int | None, message: str, fix: str = "", severity: str | None = None,
+              blame: tuple[tuple[int, int], ...] = (), also: tuple[int, ...] = ()) -> Diagnostic:
+        """A :class:`Diagnostic` of this kind, at its own severity (or one it declares in ``also``);
+        ``blame``: the ``(operand, axis)`` pairs it blames (see :mod:`.rules.causes`)."""
         chosen = severity or self.severity
         if chosen != self.severity and chosen not in self.also:
             raise ValueError(f"{self.value} is never {chosen!r} (it is {self.severity!r})")
-        return Diagnostic(chosen, self.value, event, message, fix)
+        return Diagnostic(chosen, self.value, event, message, fix, also=also, blame=blame)
 
     # -- axes mixed or merged ----------------------------------------------------------------------
     MIXED_AXIS = ("mixed-axis", "error",
@@ -167,6 +174,10 @@ class Kind(StrEnum):
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")
 
     # -- about the trace itself --------------------------------------------------------------------
+    DIMS_DISAGREE = (
+        "dims-disagree", "note",
+        "the sizes given (`--dims H=8`) disagree with the code (a view splits D into 4 × 16): said once, under "
+        "the verdict, as a question about the sizes, never as a claim about the model")
     AMBIGUOUS_SIZES = (
         "ambiguous-sizes", "note",
         "names came from sizes alone and two sizes are equal: name the input with `shapetrace.name(x, \"B T D\")`")
@@ -178,6 +189,21 @@ class Kind(StrEnum):
         "check-failed", "note",
         "a fault of shapetrace itself: one check did not run on this code; `SHAPETRACE_STRICT=1` raises it "
         "instead")
+
+
+#: The ranking of what a kind explains, highest first. A *cause* names the op that made a wrong layout and
+#: the fix there (a view that mixes tokens, a repeat that tiles kv heads, a write laid out otherwise than
+#: its buffer); an *effect* says what a wrong layout breaks where it is used (scores over heads, a
+#: projection over tokens); a *symptom* only says that two operands disagree (which one is wrong, it
+#: cannot tell). Where findings blame the same layout, the one that explains most is kept
+#: (:mod:`.rules.causes`): a symptom never stands beside the cause that explains it.
+CAUSE, EFFECT, SYMPTOM = 2, 1, 0
+_RANKS = {
+    Kind.MIXED_AXIS: CAUSE, Kind.TOKENS_MERGED_WITH_FEATURES: CAUSE, Kind.GQA_HEAD_ORDER: CAUSE,
+    Kind.MASK_WRONG_BATCH_ORDER: CAUSE, Kind.WRITE_MISMATCH: CAUSE, Kind.VIEW_INCOMPATIBLE: CAUSE,
+    Kind.BATCH_MISMATCH: SYMPTOM, Kind.BROADCAST_MISMATCH: SYMPTOM, Kind.JOIN_MISMATCH: SYMPTOM,
+    Kind.BATCH_ENTRIES_MIX: SYMPTOM, Kind.TOKEN_IGNORES_ITSELF: SYMPTOM, Kind.CAUSAL_MASK_LEAKS: SYMPTOM,
+}
 
 
 def severity_text(kind: Kind) -> str:

@@ -34,7 +34,8 @@ _CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
 #: notes that mean a check did not happen or a name was not proven: no ✓ with one of them
 _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
                    "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous",
-                   "direction-unchecked": "the values of a mask or bias on the scores were not read"}
+                   "direction-unchecked": "the values of a mask or bias on the scores were not read",
+                   "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
 NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."
 #: the all-clear's reason, after the count

@@ -680,13 +680,17 @@ def test_gqa_head_order_fires_on_tiled_kv_heads(fused, B, T, H, H_kv, dk):
     t = traced(lambda x: gqa_scores(x, k_proj, H, H_kv, "tile", fused), dims_of(B, T, H, dk, H_kv=H_kv),
                torch.randn(B, T, H * dk))
     (d,) = found(t, "gqa-head-order")
-    e = t.events[d.event]
-    assert d.severity == "error" and e.op == (SDPA if fused else "matmul")
+    (seen,) = d.also   # reported at the repeat that tiled the heads, naming the op that pairs them
+    assert d.severity == "error" and t.events[d.event].op == "repeat"
+    assert t.events[seen].op == (SDPA if fused else "matmul")
     n_rep = H // H_kv
     assert d.message.endswith(
-        f"whose {H} heads are the {H_kv} key/value heads tiled {n_rep} times (head j is key/value head j mod "
-        f"{H_kv}). Query head h is meant to read key/value head h // {n_rep}: query head 1 meets key/value head "
-        f"1 instead of 0. The shapes agree, so torch cannot complain.")
+        f"its {H} heads are the {H_kv} key/value heads tiled {n_rep} times (head j is key/value head j mod "
+        f"{H_kv}). {t.events[seen].op} #{seen} pairs them with q [B={B}, H={H}, T={T}, d_k={dk}], whose head h is "
+        f"meant to read key/value head h // {n_rep}: query head 1 meets key/value head 1 instead of 0. The shapes "
+        f"agree, so torch cannot complain. Also seen at #{seen} {t.events[seen].op}.")
+    # (batch-mismatch on the same op is explained by it)
+    assert [x.kind for x in t.diagnostics if x.severity != "note"] == ["gqa-head-order"]
     # what the message says, from torch: tiled head 1 holds kv head 1, repeated head 1 holds kv head 0
     kv = torch.arange(H_kv).view(1, H_kv, 1, 1).float()
     assert kv.repeat(1, n_rep, 1, 1)[0, 1, 0, 0] == 1 and kv.repeat_interleave(n_rep, dim=1)[0, 1, 0, 0] == 0

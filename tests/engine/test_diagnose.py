@@ -6,6 +6,9 @@ tests/corpus/bug_models.py's.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,3 +150,53 @@ def test_a_reshape_of_pixels_is_not_called_a_head_split():
         x.reshape(2, 16, 12)                                          # (B, N?, C*p*p?)
     assert t.events[0].output.dims == ("B", "!C*H_img*W_img", "!H_img*W_img")
     assert [d.kind for d in t.diagnostics] == []
+
+
+# ---------------------------------------------------------------------------
+# --dims that disagree with the code: a question about the sizes, once, under the verdict
+# ---------------------------------------------------------------------------
+
+def _annotated_four_heads(dims: str, T: int = 8):
+    """tests/scripts/annotated_four_heads.py (the Annotated Transformer, h=4 over d_model=64) traced with
+    the sizes a user gave: its q, k and v are split on one line, by three views."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("annotated_four_heads",
+                                                  Path(__file__).parents[1] / "scripts" / "annotated_four_heads.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(2, T, 64)                                                 # (B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        module.MultiHeadedAttention()(x, x, x)
+    return t
+
+
+@pytest.mark.parametrize("T", [6, 8], ids=["distinct", "T=H"])
+def test_dims_with_the_wrong_heads_are_said_to_disagree_once(T):
+    """Issue 35: --dims H=8 for a 4-head script gave a confident nonstandard-head-split three times."""
+    t = _annotated_four_heads(f"B=2 T={T} D=64 H=8", T)
+    (d,) = [d for d in t.diagnostics if d.kind in ("dims-disagree", "nonstandard-head-split")]
+    view = next(e.index for e in t.events if e.op == "view")
+    assert (d.kind, d.severity, d.event) == ("dims-disagree", "note", view)
+    assert d.message == (f"--dims H=8, but view #{view} splits D=64 into 4 × 16: did you mean H=4? Names that come "
+                         "from H are not proven while the sizes disagree.")
+    assert d.fix == "Give the sizes the code uses: --dims H=4 (d_k = 16 follows)."
+    v = t.report().verdict
+    assert v.mark == "?" and "not proven: the sizes given disagree with the code" in v.line
+    assert [x for x in t.diagnostics if x.severity != "note"] == []
+
+
+@pytest.mark.parametrize("T", [6, 4], ids=["distinct", "T=H"])
+def test_dims_that_fit_the_code_say_nothing_of_the_sizes(T):
+    t = _annotated_four_heads(f"B=2 T={T} D=64 H=4", T)
+    assert [d.kind for d in t.diagnostics] == ([] if T != 4 else ["ambiguous-sizes"])   # (T = H = 4: from sizes)
+    assert t.report().verdict.mark == ("✓" if T != 4 else "?")
+
+
+def test_a_view_d_k_by_h_is_still_the_nonstandard_split_not_a_disagreement():
+    """The interleaved split view(B, T, d_k, H) of the sizes given is consistent code: the note stays."""
+    x = torch.randn(2, 6, 64)
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        shapetrace.name(x, "B T D")
+        x.view(2, 6, 16, 4)                                                   # (B, T, d_k, H)
+    assert [d.kind for d in t.diagnostics] == ["nonstandard-head-split"]

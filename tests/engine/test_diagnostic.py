@@ -149,8 +149,9 @@ def test_users_read_the_message_then_the_fix(found):
     for d, _, _ in found:
         sep = "\n" if "\n" in d.message + d.fix else " "
         assert d.text == (d.message + sep + d.fix if d.fix else d.message)
+        also = {"also_seen_at": list(d.also)} if d.also else {}
         assert d.to_dict() == {"severity": d.severity, "kind": d.kind, "event": d.event,
-                               "message": d.message, "fix": d.fix}
+                               "message": d.message, "fix": d.fix, **also}
 
 
 @pytest.mark.parametrize("message, fix", [
@@ -205,9 +206,12 @@ def test_query_key_swapped_wording():
 def test_attends_over_heads_wording():
     t, _ = bugs.trace(bugs.fuxictr_heads_as_tokens, 2, 6, 64, 8)
     d = _one(t, "attends-over-heads")
-    assert d.message == (f"bmm #{d.event} computes scores [B·T=12, H=8, H=8] whose key axis is H (heads): each "
-                         "query weighs heads instead of the other tokens, and the tokens sit in the batch axes "
-                         "[B·T=12].")
+    # reported at FuxiCTR's view(B * T, H, d_k), which made the layout; the message is the product's
+    bmm = d.also[0]
+    assert (t.events[d.event].op, t.events[bmm].op) == ("view", "bmm")
+    assert d.message == (f"The layout is made by view #{d.event}: bmm #{bmm} computes scores [B·T=12, H=8, H=8] "
+                         "whose key axis is H (heads): each query weighs heads instead of the other tokens, and the "
+                         "tokens sit in the batch axes [B·T=12].")
     assert d.fix == ("Split the heads with view(B, T, H, d_k), move them ahead of the tokens with transpose(1, 2), "
                      "and multiply [B, H, T, d_k] @ [B, H, d_k, T].")
 
@@ -241,9 +245,10 @@ def test_mixed_axis_wording_for_a_split_and_for_a_merge():
                      "heads ahead of the tokens.")
     t, _ = bugs.trace(bugs.merge_without_transpose, 2, 6, 64, 8)
     d = _one(t, "mixed-axis")
+    (linear,) = d.also   # the projection over the mixed axis: the same bug (engine/rules/causes.py)
     assert d.message == (f"reshape #{d.event} turns [B=2, H=8, T=6, d_k=8] into [B=2, !H·T=6, !H·T·d_k=64]: axis 1 "
                          "(size 6) holds pieces of H and T, so its entries mix different tokens together. The tensor "
-                         "has the right shape but the wrong contents.")
+                         f"has the right shape but the wrong contents. Also seen at #{linear} linear.")
     assert d.fix == ("Merge heads by moving them back behind the tokens first: transpose(1, 2) to [B, T, H, d_k], "
                      "then .contiguous().view(B, T, D).")
 

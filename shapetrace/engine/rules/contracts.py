@@ -22,6 +22,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
+from shapetrace.engine.rules.causes import made_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -267,7 +268,8 @@ def gqa_head_order(analysis: Analysis) -> list[Diagnostic]:
     """k or v with its key/value heads tiled (``k.repeat(1, n_rep, 1, 1)``: head j is key/value head
     j mod H_kv) meeting queries whose head h reads key/value head h // n_rep (``H`` = H_kv · n_rep, the
     order repeat_interleave and Llama's repeat_kv make). Read from the axes' pieces, never from sizes:
-    the tiled axis holds copies outside H_kv."""
+    the tiled axis holds copies outside H_kv. Reported at the op that tiled them (the bug is there),
+    naming the product that shows it."""
     out = []
     for e in analysis.events_of(Family.FUSED_ATTENTION, Family.PRODUCT):
         if e.error or len(e.inputs) < 2:
@@ -275,9 +277,10 @@ def gqa_head_order(analysis: Analysis) -> list[Diagnostic]:
         q = e.inputs[0]
         if len(q.shape) < 3 or q.dims[-3] != "H" or not analysis.dims.get("H_kv"):
             continue
-        tiled = next((t for t in e.inputs[1:3] if len(t.axes) >= 3 and _tiled_heads(analysis.namer, t.axes[-3])), None)
+        tiled = next((i for i, t in enumerate(e.inputs[1:3], 1)
+                      if len(t.axes) >= 3 and _tiled_heads(analysis.namer, t.axes[-3])), None)
         if tiled is not None:
-            out.append(_head_order_diagnostic(e, q, tiled, analysis.dims["H_kv"]))
+            out.append(_head_order_diagnostic(analysis, e, tiled, analysis.dims["H_kv"]))
     return out
 
 
@@ -287,17 +290,27 @@ def _tiled_heads(namer: Namer, axis: Axis) -> bool:
     return len(atoms) == 2 and atoms[0].root == COPIES and namer.label(Axis((atoms[1],))) == "H_kv"
 
 
-def _head_order_diagnostic(e: Event, q: TensorInfo, k: TensorInfo, h_kv: int) -> Diagnostic:
+def _head_order_diagnostic(analysis: Analysis, e: Event, tiled: int, h_kv: int) -> Diagnostic:
+    q, k = e.inputs[0], e.inputs[tiled]
     h = q.shape[-3]
     n_rep = h // h_kv
-    return Kind.GQA_HEAD_ORDER.found(e.index, (
-        f"{e.op} #{e.index} pairs q {_shown(q)} with {_shown(k)}, whose {h} heads are the {h_kv} key/value heads "
-        f"tiled {n_rep} times (head j is key/value head j mod {h_kv}). Query head h is meant to read key/value "
-        f"head h // {n_rep}: query head 1 meets key/value head {1 % h_kv} instead of {1 // n_rep}. The shapes "
-        "agree, so torch cannot complain."), (
+    seen = (f"{e.op} #{e.index} pairs them with q {_shown(q)}, whose head h is meant to read key/value head "
+            f"h // {n_rep}: query head 1 meets key/value head {1 % h_kv} instead of {1 // n_rep}. The shapes agree, "
+            "so torch cannot complain.")
+    made = made_at(analysis, e, tiled, len(k.shape) - 3)
+    if made is None:
+        where, what = e.index, f"{e.op} #{e.index} reads {_shown(k)}"
+    else:
+        tiler = analysis.events[made]
+        where, what = made, f"{tiler.op} #{made} makes {_shown(tiler.outputs[0])}"
+    return Kind.GQA_HEAD_ORDER.found(where, (
+        f"{what}: its {h} heads are the {h_kv} key/value heads tiled {n_rep} times (head j is key/value head "
+        f"j mod {h_kv}). {seen}"), (
         "Repeat each key/value head in place: .repeat_interleave(n_rep, dim=1), or "
         "[:, :, None].expand(B, H_kv, n_rep, T, d_k).reshape(B, H, T, d_k) as Llama's repeat_kv does; with SDPA, "
-        "pass the unrepeated k and v and enable_gqa=True."))
+        "pass the unrepeated k and v and enable_gqa=True."),
+        blame=((-1, len(k.shape) - 3),) if made is not None else ((tiled, len(k.shape) - 3),),
+        also=(e.index,) if made is not None else ())
 
 
 def _gqa_failure(e: Event, q: TensorInfo, k: TensorInfo, gqa: bool) -> Diagnostic:

@@ -9,6 +9,7 @@ at severity ``error`` or ``warning``, whatever its sizes (T = H included).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
@@ -18,6 +19,7 @@ from shapetrace.engine.faults import check_failed, faults_raise, inference_fault
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
@@ -44,6 +46,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
     found = _merges_projected_later(analysis, found)
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
+    found = one_per_bug(analysis, found)
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -98,11 +101,11 @@ MIX_ORDER = {"error": 0, "warning": 1, "windows": 2}
 
 def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnostic:
     if kind == "error":
-        return Kind.MIXED_AXIS.found(e.index, _mixed_message(e, i, label), _mixed_fix(e, label))
+        return Kind.MIXED_AXIS.found(e.index, _mixed_message(e, i, label), _mixed_fix(e, label), blame=((-1, i),))
     if kind == "warning":
         return Kind.TOKENS_MERGED_WITH_FEATURES.found(e.index, _merged_message(e, i, label), (
             "In attention it usually means the heads were merged without moving the tokens back in front: "
-            "transpose(1, 2) before .contiguous().view(B, T, D)."))
+            "transpose(1, 2) before .contiguous().view(B, T, D)."), blame=((-1, i),))
     src, o = e.inputs[0], e.outputs[0]
     return Kind.TOKENS_REGROUPED_WITH_BATCH.found(e.index, (
         f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
@@ -133,10 +136,10 @@ def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list
         later = [p for p in later if p.index > e.index]
         if later:
             p = later[0]
-            d = Kind.TOKENS_MERGED_WITH_FEATURES.found(d.event, d.message.replace(
+            d = replace(d, severity="error", message=d.message.replace(
                 "That is fine as a layout exercise.",
                 f"{p.op} #{p.index} then projects over that axis, so each output feature mixes tokens: the "
-                "merge was not a layout exercise."), d.fix, severity="error")
+                "merge was not a layout exercise."))
         out.append(d)
     return out
 
@@ -154,7 +157,7 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
                 f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
                 "into each output feature."), (
                 "Its input should be [B, T, D]; after attention, move the heads back behind the tokens "
-                "with transpose(1, 2) before merging them.")))
+                "with transpose(1, 2) before merging them."), blame=((0, len(x.axes) - 1),)))
     return out
 
 
@@ -182,9 +185,11 @@ def _mixed_fix(e: Event, label: str | None) -> str:
 
 
 def head_split_order(analysis: Analysis) -> list[Diagnostic]:
-    """Features split into heads in an unusual but consistent order (a note)."""
+    """Features split into heads in an unusual but consistent order (a note); or, where the split is
+    neither H × d_k nor d_k × H of the sizes given, the sizes given that disagree with it (a note, once)."""
     out = []
     splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
+    disagreements: set[tuple] = set()
     for e in analysis.events_of(Family.RESHAPE):
         if not e.outputs:
             continue
@@ -194,8 +199,14 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
         odd, mixed = splits[id(o)]
         if None in odd:
             continue   # a split of axes with no name: nothing is known of what it spreads
+        H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
+        split = _feature_split(o) if odd and not mixed and H and dk else None
+        if split is not None and split[1:] != (dk, H):
+            if split not in disagreements:
+                disagreements.add(split)
+                out.append(_dims_disagree(e, split, H))
+            continue
         if odd and not mixed:
-            H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
             out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
                 f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
@@ -204,6 +215,26 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 "permutation of features. It does break loading pretrained weights."),
                 "To load them, split as view(B, T, H, d_k)."))
     return out
+
+
+def _feature_split(o: TensorInfo) -> tuple[str, int, int] | None:
+    """``(root, outer, inner)`` when two neighbouring axes of ``o`` are the two pieces of the features
+    ``D`` (outer first), as ``view(B, T, H, d_k)`` makes them; None otherwise."""
+    for left, right in zip(o.axes, o.axes[1:]):
+        if len(left.atoms) == len(right.atoms) == 1:
+            a, b = left.atoms[0], right.atoms[0]
+            if a.root == b.root == "D" and b.stride == 1 and a.stride == b.size and a.size * b.size == a.root_size:
+                return a.root, a.size, b.size
+    return None
+
+
+def _dims_disagree(e: Event, split: tuple[str, int, int], H: int) -> Diagnostic:
+    """The heads given (``H``) against the ones a split of D makes: a question about the sizes given."""
+    root, outer, inner = split
+    return Kind.DIMS_DISAGREE.found(e.index, (
+        f"--dims H={H}, but {e.op} #{e.index} splits {root}={outer * inner} into {outer} × {inner}: did you mean "
+        f"H={outer}? Names that come from H are not proven while the sizes disagree."),
+        f"Give the sizes the code uses: --dims H={outer} (d_k = {inner} follows).")
 
 
 def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
@@ -238,6 +269,13 @@ def _declared(label: str | None, analysis: Analysis) -> bool:
     return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
 
 
+def _contracted_axes(e: Event) -> tuple[tuple[int, int], ...]:
+    """The ``(operand, axis)`` pairs a matrix product sums over (``a``'s last, ``b``'s second to last)."""
+    if not is_matrix_product(e.op) or len(e.inputs) != 2 or len(e.inputs[1].shape) < 2:
+        return ()
+    return ((0, len(e.inputs[0].shape) - 1), (1, len(e.inputs[1].shape) - 2))
+
+
 def contraction(analysis: Analysis) -> list[Diagnostic]:
     """A matmul that sums over two different named axes that happen to share a size."""
     out = []
@@ -249,7 +287,7 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
                     f"sums over {la} of the first with {lb} of the second: different axes that only "
                     f"happen to have the same size ({a.shape[-1]})."),
-                    "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."))
+                    "If this is q @ k, transpose k first: q @ k.transpose(-2, -1).", blame=_contracted_axes(e)))
                 break
     return out
 
@@ -279,7 +317,7 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
                 f"batch axis {la} of the first lines up with {lb} of the second, so unrelated "
                 "slices are multiplied together."),
                 "Put the batch axes of both operands in the same order (permute or transpose one of "
-                "them) before multiplying."))
+                "them) before multiplying.", blame=((0, len(a.shape) - 3 - k), (1, len(b.shape) - 3 - k))))
         if batched is not None:
             token, rows_cols = batched
             out.append(Kind.ATTENDS_OVER_WRONG_AXIS.found(e.index, (
@@ -287,7 +325,7 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
                 f"{' x '.join(str(x) for x in rows_cols)} matrices: {fmt_named(o.dims, o.shape)}. Attention must "
                 f"mix tokens, but here each token only sees its own heads."),
                 "The heads were never moved ahead of the tokens: after view(B, T, H, d_k), call "
-                "transpose(1, 2)."))
+                "transpose(1, 2).", blame=((-1, o.dims.index(token)),)))
     return out
 
 
@@ -359,7 +397,7 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
                 f"{roles[dim] or _role_words(analysis, t.dims[dim])}) of the scores {fmt_named(t.dims, t.shape)}; "
                 "each query's "
                 f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
-                "Use softmax(scores, dim=-1)."))
+                "Use softmax(scores, dim=-1).", blame=((0, dim),)))
     return out
 
 
@@ -418,7 +456,7 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
             f"each query weighs {what} instead of the other tokens, and the tokens sit in the batch axes "
             f"{fmt_named(o.dims[:-2], o.shape[:-2])}."),
             "Split the heads with view(B, T, H, d_k), move them ahead of the tokens with transpose(1, 2), "
-            "and multiply [B, H, T, d_k] @ [B, H, d_k, T]."))
+            "and multiply [B, H, T, d_k] @ [B, H, d_k, T].", blame=((-1, len(o.shape) - 1),)))
     return out
 
 
@@ -443,7 +481,8 @@ def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
                 f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
                 f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
                 "mixes features, not tokens."),
-                "Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on [B, H, T, d_k] tensors."))
+                "Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on [B, H, T, d_k] tensors.",
+                blame=((0, dim),)))
     return out
 
 

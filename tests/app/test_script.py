@@ -1,0 +1,29 @@
+"""shapetrace/app/script.py: what a traced script's run says about the sizes given with --dims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import cli_in_process
+
+SCRIPT = str(Path(__file__).parents[1] / "scripts" / "annotated_four_heads.py")   # x: (B=2, T=8, D=64)
+
+
+@pytest.mark.parametrize("T", [6, 4], ids=["distinct", "T=H"])
+def test_a_wrong_token_count_is_said_under_the_verdict(T):
+    """Issue 35: a wrong T said nothing of the mismatch (the Annotated Transformer, 8 tokens)."""
+    res = cli_in_process("trace", SCRIPT, "--dims", f"B=2,T={T},D=64,H=4", "--width", "200")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("? "))
+    note = (f"i --dims T={T}, but the input [2, 8, 64] has 8 tokens (B=2 and D=64 are where --dims puts them): "
+            "did you mean T=8?")
+    assert note in lines[verdict + 1:]
+    assert sum(note in line for line in lines) == 1
+
+
+def test_the_right_token_count_says_nothing_of_the_sizes():
+    res = cli_in_process("trace", SCRIPT, "--dims", "B=2,T=8,D=64,H=4", "--width", "200")
+    assert res.returncode == 0, res.stderr
+    assert "did you mean" not in res.stdout and res.stdout.rstrip().splitlines()[-1].startswith("✓ ")
