@@ -397,7 +397,9 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
                 f"{roles[dim] or _role_words(analysis, t.dims[dim])}) of the scores {fmt_named(t.dims, t.shape)}; "
                 "each query's "
                 f"weights must sum to 1 over the keys, axis {key - len(t.shape)}."),
-                "Use softmax(scores, dim=-1).", blame=((0, dim),)))
+                # the scores' layout is blamed only where it is unusual (keys not last); with the keys last,
+                # the bug is this call's dim, here, not the op that made the axis it ran along
+                "Use softmax(scores, dim=-1).", blame=((0, dim),) if key != len(t.shape) - 1 else ()))
     return out
 
 
