@@ -45,7 +45,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
-from shapetrace.engine.sizes import carries_sizes, size_of
+from shapetrace.engine.sizes import SizeReads, carries_sizes
 
 
 class OpRecord(NamedTuple):
@@ -112,6 +112,8 @@ class Capture:
         #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
         self.keep_top_call = False
         self.top_call: tuple | None = None
+        #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
+        self.size_read = SizeReads(self.node_of)
 
     @property
     def rows(self) -> int:
@@ -242,9 +244,9 @@ class Capture:
             raise
         tensors = all_operands(args, kwargs)
         if not tensors:
-            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):
+            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # (entered: seeded
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
-                                                            (self._made(result, result.shape),),
+                                                            (self._enter(result),),   # where no size names it)
                                                             (result.shape,), freeze_args(args, kwargs))))
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
@@ -271,15 +273,6 @@ class Capture:
         if not self.modules:
             self._mark_setup()
         return result
-
-    def size_read(self, args, kwargs) -> int:
-        """``x.size(dim)``: the size, carrying the node and axis it was read from (:mod:`.sizes`)."""
-        t = args[0]
-        value = t.size(*args[1:], **kwargs)
-        dim = args[1] if len(args) == 2 else kwargs.get("dim")
-        if type(dim) is not int or not -t.dim() <= dim < t.dim():
-            return value
-        return size_of(value, self.node_of(t), dim % t.dim())
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
         """An op without a row (``+``, ``where``...) raised: kept as a failed record, shown only if this
@@ -330,9 +323,9 @@ class Recorder(TorchFunctionMode):
         except (KeyError, TypeError):
             op, spec = _spec_of(func)
         if spec is None:
-            if func is _SIZE and args and (len(args) == 2 or kwargs):
-                return self.capture.size_read(args, kwargs)
-            return func(*args, **kwargs)
+            if op is None or not args:
+                return func(*args, **kwargs)
+            return self.capture.size_read(args, kwargs)   # x.size(), x.size(i), x.shape
         if spec.opens:
             return run_opened(self, func, args, kwargs)
         if spec.row:
@@ -391,6 +384,8 @@ def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
     spec = _callable_specs().get(func)
     op = spec.name if spec is not None else _op_name(func)
     found = (None, None) if op is None else (op, spec or REGISTRY.get(op, UNKNOWN))
+    if func is _SIZE or type(func) is type(_SHAPE) and func == _SHAPE:
+        found = ("size", None)   # a size read: not recorded, its sizes carry their axes (:meth:`Capture.size_read`)
     try:
         if len(_SPECS) < 4096:
             _SPECS[func] = found
@@ -591,6 +586,7 @@ _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 _SIZE = torch.Tensor.size
+_SHAPE = torch.Tensor.shape.__get__
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
                     torch.memory_format, torch.layout})

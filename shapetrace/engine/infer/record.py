@@ -144,8 +144,9 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 def infer_pass(state: Inference, record: PassRecord) -> None:
     if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
         built = constructed_axes(state, record)
-        for node, shape in zip(record.outs, record.out_shapes):
-            state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
+        for node in record.outs:   # else named as a tensor that enters the code (:mod:`.seeds`), as before
+            if built is not None:
+                state.axes[node] = built
         return
     in_axes = [state.axes_of(n) for n in record.ins]
     if family_of(record.spec.name) is Family.WRITE and len(record.ins) >= 2:
