@@ -1,6 +1,7 @@
 """engine/sizes.py and engine/infer/sizes.py: sizes read with ``x.size(i)`` carry that axis to what is built
 from them. Each case fails on the engine before (noted per test); correct twins stay silent."""
 
+import math
 import pickle
 
 import pytest
@@ -207,3 +208,57 @@ def test_token_type_ids_built_from_the_whole_shape_of_seq_first_ids():
         words(ids) + token_type(token_type_ids)                 # (T, B, D)
     assert [e.output.dims for e in t.events if e.op == "embedding"] == [("T", "B", "D")] * 2
     assert kinds(t) == []
+
+
+# -- indices: positions followed through relative-position arithmetic into a bias table -----------------
+
+def _relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
+    """HF transformers' ``T5Attention._relative_position_bucket`` (bidirectional), line for line."""
+    num_buckets //= 2
+    relative_buckets = (relative_position > 0).to(torch.long) * num_buckets
+    relative_position = torch.abs(relative_position)
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)).to(torch.long)
+    relative_position_if_large = torch.min(relative_position_if_large,
+                                           torch.full_like(relative_position_if_large, num_buckets - 1))
+    return relative_buckets + torch.where(is_small, relative_position, relative_position_if_large)
+
+
+@pytest.mark.parametrize("sizes,wrong", [((2, 6), False), ((4, 4), False), ((4, 4), True)],
+                         ids=["B=2,T=6", "B=T=4", "B=T=4 seq-first unpacking"])
+def test_a_t5_relative_position_bias_indexed_by_positions_of_the_wrong_axis_is_a_finding(sizes, wrong):
+    """HF T5Attention: ``batch_size, seq_length = hidden_states.shape[:2]``, then ``compute_bias``:
+    ``context_position = arange(query_length)[:, None]``, ``memory_position = arange(key_length)[None, :]``,
+    their difference bucketed (``_relative_position_bucket``), looked up in ``relative_attention_bias``,
+    ``permute([2, 0, 1]).unsqueeze(0)`` and added onto the scores. The positions are followed through the
+    arithmetic, the buckets and the table: the bias is ``[T, T]``. The wrong twin unpacks the shape
+    seq-first (``seq_length, batch_size = ...``): its positions count batch entries, the bias is ``[B, B]``
+    on ``[B, H, T, T]`` scores, which at B = T only names show. Before: the positions carried nothing and
+    neither case said anything."""
+    B_, T_ = sizes
+    H, D = 4, 32
+    x = torch.randn(B_, T_, D)                                  # (B, T, D)
+    q_proj, k_proj = nn.Linear(D, D, bias=False), nn.Linear(D, D, bias=False)
+    relative_attention_bias = nn.Embedding(32, H)
+    with shapetrace.trace(dims=f"B={B_} T={T_} D={D} H={H}") as t:
+        if wrong:
+            seq_length, batch_size = x.shape[:2]                # seq-first unpacking of batch-first input
+        else:
+            batch_size, seq_length = x.shape[:2]
+        q = q_proj(x).view(B_, -1, H, D // H).transpose(1, 2)   # (B, H, T, d_k)
+        k = k_proj(x).view(B_, -1, H, D // H).transpose(1, 2)   # (B, H, T, d_k)
+        scores = torch.matmul(q, k.transpose(3, 2))             # (B, H, T, T)
+        context_position = torch.arange(seq_length, dtype=torch.long)[:, None]   # (T, 1)
+        memory_position = torch.arange(seq_length, dtype=torch.long)[None, :]    # (1, T)
+        relative_position = memory_position - context_position                   # (T, T)
+        values = relative_attention_bias(_relative_position_bucket(relative_position))   # (T, T, H)
+        position_bias = values.permute([2, 0, 1]).unsqueeze(0)  # (1, H, T, T)
+        scores += position_bias                                 # (B, H, T, T)
+        scores.float().softmax(dim=-1)                          # (B, H, T, T)
+    tokens = ("B", "B") if wrong else ("T", "T")
+    assert [e.output.dims for e in t.events if e.op == "embedding"] == [(*tokens, None)]
+    assert [e.output.dims[-2:] for e in t.events if e.op == "unsqueeze"] == [tokens]
+    assert kinds(t) == (["broadcast-mismatch"] if wrong else [])
