@@ -244,9 +244,9 @@ class Capture:
             raise
         tensors = all_operands(args, kwargs)
         if not tensors:
-            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # (entered: seeded
+            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
-                                                            (self._enter(result),),   # where no size names it)
+                                                            (self._enter(result),),   # seeded if no size names it
                                                             (result.shape,), freeze_args(args, kwargs))))
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
