@@ -109,6 +109,18 @@ def test_every_way_of_reading_a_shape_carries_its_axes():
     assert [type(n) for n in x.shape] == [int, int, int]        # outside a trace: torch's own ints
 
 
+def test_a_shape_read_after_an_in_place_reshape_is_read_from_the_new_node():
+    """``x.shape`` is made once per node; ``x.unsqueeze_(0)`` gives ``x`` a new node, so the next read has
+    the new axes (``T`` is axis 2 of it), never the sizes of the node before. Before: plain ints."""
+    x = torch.randn(2, 6)                                       # (B, T)
+    with shapetrace.trace(dims="B=2 T=6 D=8 H=2"):
+        before, again = x.shape, x.shape
+        x.unsqueeze_(0)                                         # (1, B, T)
+        after = x.shape
+    assert again is before and before == (2, 6) and after == (1, 2, 6)
+    assert [n.axis for n in after] == [0, 1, 2] and after[2].node != before[1].node
+
+
 @pytest.mark.parametrize("sizes", [(2, 6), (4, 4)], ids=["B=2,N=6", "B=N=4"])
 def test_a_class_token_expanded_to_x_shape_0_is_named_batch(sizes):
     """timm's VisionTransformer ``_pos_embed``: ``torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x],
