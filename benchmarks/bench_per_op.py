@@ -1,6 +1,6 @@
 """The cost of recording one op: shapetrace against a bare TorchFunctionMode logger, in one process (issue 14).
 
-    PYTHONPATH=. python benchmarks/bench_per_op.py [--reps 9] [--rounds 200]
+    PYTHONPATH=. python benchmarks/bench_per_op.py [--reps 9] [--rounds 200] [--size-reads]
 
 One loop body of six calls on tiny tensors (an ``nn.Linear``, a view, two transposes, a matmul and an
 elementwise add), run ``--rounds`` times per measurement: untraced, under a do-nothing mode (what any
@@ -75,6 +75,49 @@ def measure(reps: int = 9, rounds: int = 200) -> dict[str, float]:
     return {k: statistics.median(v) / (rounds * CALLS_PER_ROUND) * 1e6 for k, v in times.items()}
 
 
+def measure_size_reads(reps: int = 9, rounds: int = 2000) -> dict[str, float]:
+    """µs per size read (``B, T, C = x.shape``, ``x.size()``, ``x.shape[-1]``: what every attention forward
+    does), untraced, under a do-nothing mode and under ``shapetrace.trace``, where each read returns sizes
+    that carry their axis (:mod:`shapetrace.engine.sizes`). Medians of ``reps`` interleaved runs."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    import shapetrace
+
+    class DoNothing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(2, 6, 64)                                     # (B, T, D)
+
+    def body() -> None:
+        for _ in range(rounds):
+            B, T, C = x.shape                                     # noqa: F841
+            x.size()
+            x.shape[-1]
+
+    def under(kind: str) -> float:
+        t0 = time.thread_time()
+        if kind == "untraced":
+            body()
+        elif kind == "do-nothing mode":
+            with DoNothing():
+                body()
+        else:
+            with shapetrace.trace(dims="B=2 T=6 D=64 H=4"):
+                body()
+        return time.thread_time() - t0
+
+    kinds = ("untraced", "do-nothing mode", "shapetrace")
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for kind in kinds:
+        under(kind)   # warm-up
+    for _ in range(reps):
+        for kind in kinds:
+            times[kind].append(under(kind))
+    return {k: statistics.median(v) / (rounds * 3) * 1e6 for k, v in times.items()}
+
+
 def report(per_call: dict[str, float], reps: int) -> str:
     base = per_call["untraced"]
     lines = [f"µs per call, medians of {reps} interleaved runs (thread CPU time); overhead over untraced:"]
@@ -89,8 +132,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--size-reads", action="store_true", help="also time x.shape / x.size() reads")
     args = parser.parse_args()
     print(report(measure(args.reps, args.rounds), args.reps))
+    if args.size_reads:
+        reads = measure_size_reads(args.reps)
+        print("µs per size read (x.shape, x.size(), x.shape[-1]), medians of interleaved runs:")
+        print("\n".join(f"  {kind:16s} {us:6.2f} µs" for kind, us in reads.items()))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
-from shapetrace.engine.sizes import carries_sizes, size_of
+from shapetrace.engine.sizes import SizeReads, carries_sizes
 
 
 class OpRecord(NamedTuple):
@@ -105,6 +105,8 @@ class Capture:
         self.keep_top_call = False
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
+        #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
+        self.size_read = SizeReads(self.node_of)
 
     @property
     def rows(self) -> int:
@@ -235,9 +237,9 @@ class Capture:
             raise
         tensors = all_operands(args, kwargs)
         if not tensors:
-            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):
+            if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
-                                                            (self._made(result, result.shape),),
+                                                            (self._enter(result),),   # seeded if no size names it
                                                             (result.shape,), freeze_args(args, kwargs))))
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
@@ -264,15 +266,6 @@ class Capture:
         if not self.modules:
             self._mark_setup()
         return result
-
-    def size_read(self, args, kwargs) -> int:
-        """``x.size(dim)``: the size, carrying the node and axis it was read from (:mod:`.sizes`)."""
-        t = args[0]
-        value = t.size(*args[1:], **kwargs)
-        dim = args[1] if len(args) == 2 else kwargs.get("dim")
-        if type(dim) is not int or not -t.dim() <= dim < t.dim():
-            return value
-        return size_of(value, self.node_of(t), dim % t.dim())
 
     def _note_failure(self, op: str, args, kwargs, exc: Exception) -> None:
         """An op without a row (``+``, ``where``...) raised: kept as a failed record, shown only if this
@@ -322,9 +315,9 @@ class Recorder(TorchFunctionMode):
         except (KeyError, TypeError):
             op, spec = _spec_of(func)
         if spec is None:
-            if func is _SIZE and args and (len(args) == 2 or kwargs):
-                return self.capture.size_read(args, kwargs)
-            return func(*args, **kwargs)
+            if op is None or not args:
+                return func(*args, **kwargs)
+            return self.capture.size_read(args, kwargs)   # x.size(), x.size(i), x.shape
         if spec.opens:
             return run_opened(self, func, args, kwargs)
         if spec.row:
@@ -391,6 +384,8 @@ def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
     else:
         name = getattr(func, "__name__", None)
         found = (None, None) if name is None or name in _DESCRIPTOR_CALLS else (name, UNKNOWN)
+    if func is _SIZE or type(func) is type(_SHAPE) and func == _SHAPE:
+        found = ("size", None)   # a size read: not recorded, its sizes carry their axes (:meth:`Capture.size_read`)
     try:
         if len(_SPECS) < 4096:
             _SPECS[func] = found
@@ -575,6 +570,7 @@ _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 _SIZE = torch.Tensor.size
+_SHAPE = torch.Tensor.shape.__get__
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
                     torch.memory_format, torch.layout})

@@ -3,12 +3,18 @@
 While a trace records, ``Tensor.size(dim)`` returns a :class:`SizeOf`: an ``int`` in every way that
 also remembers the node and axis it was read from, so a tensor built from it (``torch.arange(n)``,
 ``torch.zeros(n, m)``) or an axis grown to it (``cls_token.expand(x.size(0), -1, -1)``) can be given
-that axis's name. Nothing here compares values: an int that was not read from an axis carries nothing,
-and arithmetic on a :class:`SizeOf` (``n + 1``) gives a plain ``int``. ``x.shape[i]`` and unpacking
-``x.size()`` return torch's own ``torch.Size`` (it cannot be subclassed), so they carry nothing.
+that axis's name. ``x.shape`` and ``x.size()`` (which the trace's mode sees as the ``shape`` getter and
+``Tensor.size`` with no argument) return a ``torch.Size`` whose items are :class:`SizeOf`: torch.Size
+keeps an ``int`` subclass as it is given, and so do its indexing, slicing and ``+``, so
+``x.shape[-1]``, ``B, T, C = x.size()``, ``*_, d = x.shape`` and ``x.size()[:-1] + (H, d)`` carry
+their axes exactly as ``x.size(i)`` does. Nothing here compares values: an int that was not read from
+an axis carries nothing, and arithmetic on a :class:`SizeOf` (``n + 1``, ``C // n_head``) gives a
+plain ``int``.
 """
 
 from __future__ import annotations
+
+import torch
 
 
 class SizeOf(int):
@@ -27,11 +33,39 @@ def size_of(value: int, node: int, axis: int) -> SizeOf:
     return out
 
 
+class SizeReads:
+    """The size reads of one capture, called as ``reads(args, kwargs)`` with a size read's arguments:
+    ``x.size()`` / ``x.shape`` (``args == (x,)``) is a ``torch.Size`` of :class:`SizeOf`, one per axis,
+    made once per node (a node keeps its shape); ``x.size(dim)`` is that axis's :class:`SizeOf`."""
+
+    def __init__(self, node_of):
+        self.node_of = node_of        # tensor -> the node it holds now
+        self.shapes: dict = {}        # node -> its torch.Size of SizeOf
+
+    def __call__(self, args, kwargs):
+        t = args[0]
+        if len(args) == 1 and not kwargs:
+            node = self.node_of(t)
+            shape = self.shapes.get(node)
+            if shape is None or shape != t.shape:   # (a shape swapped under a node: ``x.data = y``)
+                shape = self.shapes[node] = _TORCH_SIZE([size_of(n, node, i) for i, n in enumerate(t.shape)])
+            return shape
+        value = t.size(*args[1:], **kwargs)
+        dim = args[1] if len(args) == 2 else kwargs.get("dim")
+        if type(dim) is not int or not -t.dim() <= dim < t.dim():
+            return value
+        return size_of(value, self.node_of(t), dim % t.dim())
+
+
 def carries_sizes(args, kwargs) -> bool:
-    """Does any argument (or any item of a list or tuple argument) carry where it was read?"""
+    """Does any argument (or any item of a list, tuple or torch.Size argument) carry where it was read?"""
     for value in (*args, *kwargs.values()) if kwargs else args:
         if type(value) is SizeOf:
             return True
-        if type(value) in (tuple, list) and any(type(v) is SizeOf for v in value):
+        if type(value) in _SEQUENCES and any(type(v) is SizeOf for v in value):
             return True
     return False
+
+
+_TORCH_SIZE = torch.Size
+_SEQUENCES = (tuple, list, torch.Size)

@@ -73,8 +73,12 @@ def describe(value, out: Storages, depth: int = 0) -> dict:
     """The description of ``value``; tensor storages are added to ``out`` (child and parent side)."""
     import torch
 
+    from shapetrace.engine.sizes import SizeOf
+
     if isinstance(value, torch.Tensor):
         return _describe_tensor(value, out)
+    if type(value) is SizeOf:   # a size read while traced (``x.shape[-1]``): an int that knows its axis
+        value = int.__int__(value)
     if value is None or type(value) is bool:
         return {"v": value}
     torchish = _describe_torch_value(value, torch)

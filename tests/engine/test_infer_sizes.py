@@ -1,6 +1,7 @@
 """engine/sizes.py and engine/infer/sizes.py: sizes read with ``x.size(i)`` carry that axis to what is built
 from them. Each case fails on the engine before (noted per test); correct twins stay silent."""
 
+import math
 import pickle
 
 import pytest
@@ -75,3 +76,201 @@ def test_sizes_not_read_from_an_axis_name_nothing():
         for made in (a, b, c):
             made.flip(0)
     assert [e.output.dims for e in t.events if e.op == "flip"] == [(None,), (None,), (None, None)]
+
+
+# -- whole shapes: x.shape, x.size() (torch.Size) carry their axes item by item -----------------------
+
+def test_every_way_of_reading_a_shape_carries_its_axes():
+    """``x.shape[i]``, ``x.shape[-1]``, ``B, T, C = x.size()`` (nanoGPT's CausalSelfAttention),
+    ``B, T, C = x.shape``, ``*_, d = x.shape`` and ``x.size()[:-1] + (H, d)`` (HF ViTSelfAttention's
+    ``transpose_for_scores``) carry the node and axis as ``x.size(i)`` does; arithmetic on them
+    (``T * 2``, ``C // n_head``) is a plain int. Before: every one was a plain int (torch.Size)."""
+    x = torch.randn(2, 6, 8)                                    # (B, T, C)
+    with shapetrace.trace(dims="B=2 T=6 D=8 H=2"):
+        reads = {"x.shape[1]": x.shape[1], "x.shape[-1]": x.shape[-1]}
+        B, T, C = x.size()
+        reads.update({"size() B": B, "size() T": T, "size() C": C})
+        B, T, C = x.shape
+        reads.update({"shape B": B, "shape T": T, "shape C": C})
+        *_, d = x.shape
+        reads["*_, d"] = d
+        new_shape = x.size()[:-1] + (2, 4)                      # (B, T, H, d_k)
+        node = x.size(0).node
+        doubled, per_head = T * 2, C // 2
+    assert {k: (type(v), v.node, v.axis, int(v)) for k, v in reads.items()} == {
+        "x.shape[1]": (SizeOf, node, 1, 6), "x.shape[-1]": (SizeOf, node, 2, 8),
+        "size() B": (SizeOf, node, 0, 2), "size() T": (SizeOf, node, 1, 6), "size() C": (SizeOf, node, 2, 8),
+        "shape B": (SizeOf, node, 0, 2), "shape T": (SizeOf, node, 1, 6), "shape C": (SizeOf, node, 2, 8),
+        "*_, d": (SizeOf, node, 2, 8)}
+    assert type(new_shape) is torch.Size and new_shape == (2, 6, 2, 4)
+    assert [(type(n), getattr(n, "axis", None)) for n in new_shape] == [(SizeOf, 0), (SizeOf, 1), (int, None),
+                                                                       (int, None)]
+    assert (type(doubled), doubled, type(per_head), per_head) == (int, 12, int, 4)
+    assert [type(n) for n in x.shape] == [int, int, int]        # outside a trace: torch's own ints
+
+
+def test_a_shape_read_after_an_in_place_reshape_is_read_from_the_new_node():
+    """``x.shape`` is made once per node; ``x.unsqueeze_(0)`` gives ``x`` a new node, so the next read has
+    the new axes (``T`` is axis 2 of it), never the sizes of the node before. Before: plain ints."""
+    x = torch.randn(2, 6)                                       # (B, T)
+    with shapetrace.trace(dims="B=2 T=6 D=8 H=2"):
+        before, again = x.shape, x.shape
+        x.unsqueeze_(0)                                         # (1, B, T)
+        after = x.shape
+    assert again is before and before == (2, 6) and after == (1, 2, 6)
+    assert [n.axis for n in after] == [0, 1, 2] and after[2].node != before[1].node
+
+
+@pytest.mark.parametrize("sizes", [(2, 6), (4, 4)], ids=["B=2,N=6", "B=N=4"])
+def test_a_class_token_expanded_to_x_shape_0_is_named_batch(sizes):
+    """timm's VisionTransformer ``_pos_embed``: ``torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x],
+    dim=1)``. Before: the expand was ``[None, None, None]`` (``x.shape[0]`` carried nothing)."""
+    B, N = sizes
+    x = torch.randn(B, N, 32)                                   # (B, N, D)
+    cls_token = nn.Parameter(torch.zeros(1, 1, 32))             # (1, 1, D)
+    with shapetrace.trace(dims=f"B={B} T={N} D=32 H=4") as t:
+        cls = cls_token.expand(x.shape[0], -1, -1)              # (B, 1, D)
+        torch.cat((cls, x), dim=1)                              # (B, 1+N, D)
+    assert [e.output.dims[0] for e in t.events if e.op == "expand"] == ["B"]
+    assert kinds(t) == []
+
+
+def test_a_class_token_expanded_to_the_token_count_is_a_join_mismatch_at_equal_sizes():
+    """The wrong twin of timm's line at B = N: ``expand(x.shape[1], -1, -1)`` grows the class token to
+    the token count, and ``cat`` joins it along dim 1 with a batch axis: one copy per token stands
+    where batch entries belong. Shapes agree, so torch says nothing. Before: no finding."""
+    x = torch.randn(4, 4, 32)                                   # (B, N, D), B = N
+    cls_token = nn.Parameter(torch.zeros(1, 1, 32))             # (1, 1, D)
+    with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
+        cls = cls_token.expand(x.shape[1], -1, -1)              # (N, 1, D): not (B, 1, D)
+        torch.cat((cls, x), dim=1)                              # (?, 1+N, D)
+    assert [e.output.dims[0] for e in t.events if e.op == "expand"] == ["T"]
+    assert kinds(t) == ["join-mismatch"]
+
+
+@pytest.mark.parametrize("batch", [2, 4], ids=["B=2,N=16", "B=N=4"])
+def test_hf_vit_embeddings_unpack_pixel_values_shape(batch):
+    """HF ViTEmbeddings: ``batch_size, num_channels, height, width = pixel_values.shape`` then
+    ``self.cls_token.expand(batch_size, -1, -1)``. Before: the expand was unnamed."""
+    pixels = torch.randn(batch, 3, 16, 16)                      # (B, C, H_img, W_img)
+    proj = nn.Conv2d(3, 32, 4 if batch == 2 else 8, stride=4 if batch == 2 else 8)
+    cls_token = nn.Parameter(torch.zeros(1, 1, 32))             # (1, 1, D)
+    with shapetrace.trace(dims=f"B={batch} D=32 H=4") as t:
+        shapetrace.name(pixels, "B _ _ _")
+        batch_size, num_channels, height, width = pixels.shape
+        x = proj(pixels).flatten(2).transpose(1, 2)             # (B, N, D)
+        cls = cls_token.expand(batch_size, -1, -1)              # (B, 1, D)
+        torch.cat((cls, x), dim=1)                              # (B, 1+N, D)
+    assert x.shape == (batch, 16 if batch == 2 else 4, 32)
+    assert [e.output.dims[0] for e in t.events if e.op == "expand"] == ["B"]
+    assert kinds(t) == []
+
+
+@pytest.mark.parametrize("read,bug", [(0, True), (1, False)])
+def test_positions_from_x_shape_0_on_batch_first_input_are_a_finding(read, bug):
+    """Positions counted from ``x.shape[0]`` (the seq-first habit of PyTorch's word-language-model
+    PositionalEncoding, ``x.size(0)`` for ``[T, B, D]``) on batch-first input, added through a learned
+    table (GPT-2's ``wpe``) at B = T = 4: the batch entries get positions. Before: silent, since
+    ``x.shape[0]`` carried nothing. The twin ``x.shape[1]`` (lucidrains' ``b, n, _ = x.shape``) stays
+    silent."""
+    x = torch.randn(4, 4, 32)                                   # (B, T, D)
+    wpe = nn.Embedding(16, 32)
+    with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
+        pos = torch.arange(x.shape[read])                       # (B,) — or (T,) in the twin
+        y = x + wpe(pos)                                        # (B, T, D) + (B, D) or (T, D)
+    assert y.shape == (4, 4, 32)
+    assert [e.output.dims for e in t.events if e.op == "embedding"] == [(("B", "T")[read], "D")]
+    assert kinds(t) == (["broadcast-mismatch"] if bug else [])
+
+
+@pytest.mark.parametrize("order,sizes", [("B, T", (4, 4)), ("T, B", (4, 4)), ("B, T", (2, 6))],
+                         ids=["nanoGPT B=T", "seq-first B=T", "nanoGPT B=2,T=6"])
+def test_a_causal_mask_from_unpacked_sizes_lines_up_only_when_unpacked_in_order(order, sizes):
+    """nanoGPT's ``B, T, C = x.size()`` then a ``[T, T]`` causal mask; the wrong twin unpacks in the
+    seq-first order of ``F.multi_head_attention_forward`` (``tgt_len, bsz, embed_dim = query.shape``) on
+    batch-first input, so the mask counts batch entries: ``[B, B]`` put onto ``[B, H, T, T]`` scores, which
+    at B = T no shape check sees. Before: ``[T, T]`` or an ambiguous guess in both, and no finding."""
+    B_, T_ = sizes
+    x = torch.randn(B_, T_, 32)                                 # (B, T, C)
+    with shapetrace.trace(dims=f"B={B_} T={T_} D=32 H=4") as t:
+        if order == "B, T":
+            B, T, C = x.size()
+        else:
+            T, B, C = x.size()                                  # seq-first unpacking: T is the batch size
+        q = x.view(B_, T_, 4, 8).transpose(1, 2)                # (B, H, T, d_k)
+        att = q @ q.transpose(-2, -1)                           # (B, H, T, T)
+        mask = torch.ones(T, T).tril()                          # (T, T), or (B, B)
+        att.masked_fill(mask == 0, float("-inf")).softmax(-1)   # (B, H, T, T)
+    wrong = order == "T, B"
+    assert [e.output.dims for e in t.events if e.op == "tril"] == [("B", "B") if wrong else ("T", "T")]
+    assert kinds(t) == (["broadcast-mismatch"] if wrong else [])
+
+
+def test_token_type_ids_built_from_the_whole_shape_of_seq_first_ids():
+    """HF BertModel: ``input_shape = input_ids.size()`` then ``token_type_ids = torch.zeros(input_shape,
+    dtype=torch.long)``, here on seq-first ids ``[T, B]`` (PyTorch's word_language_model batches) at
+    B = T: the zeros have the ids' axes, so the two embeddings add up silently. Before: the zeros were
+    seeded from sizes as batch-first ``[B, T]`` and the sum was a false ``broadcast-mismatch``."""
+    ids = torch.randint(0, 10, (4, 4))                          # (T, B)
+    words, token_type = nn.Embedding(10, 32), nn.Embedding(2, 32)
+    with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
+        shapetrace.name(ids, "T B")
+        input_shape = ids.size()
+        token_type_ids = torch.zeros(input_shape, dtype=torch.long)   # (T, B)
+        words(ids) + token_type(token_type_ids)                 # (T, B, D)
+    assert [e.output.dims for e in t.events if e.op == "embedding"] == [("T", "B", "D")] * 2
+    assert kinds(t) == []
+
+
+# -- indices: positions followed through relative-position arithmetic into a bias table -----------------
+
+def _relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
+    """HF transformers' ``T5Attention._relative_position_bucket`` (bidirectional), line for line."""
+    num_buckets //= 2
+    relative_buckets = (relative_position > 0).to(torch.long) * num_buckets
+    relative_position = torch.abs(relative_position)
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)).to(torch.long)
+    relative_position_if_large = torch.min(relative_position_if_large,
+                                           torch.full_like(relative_position_if_large, num_buckets - 1))
+    return relative_buckets + torch.where(is_small, relative_position, relative_position_if_large)
+
+
+@pytest.mark.parametrize("sizes,wrong", [((2, 6), False), ((4, 4), False), ((4, 4), True)],
+                         ids=["B=2,T=6", "B=T=4", "B=T=4 seq-first unpacking"])
+def test_a_t5_relative_position_bias_indexed_by_positions_of_the_wrong_axis_is_a_finding(sizes, wrong):
+    """HF T5Attention: ``batch_size, seq_length = hidden_states.shape[:2]``, then ``compute_bias``:
+    ``context_position = arange(query_length)[:, None]``, ``memory_position = arange(key_length)[None, :]``,
+    their difference bucketed (``_relative_position_bucket``), looked up in ``relative_attention_bias``,
+    ``permute([2, 0, 1]).unsqueeze(0)`` and added onto the scores. The positions are followed through the
+    arithmetic, the buckets and the table: the bias is ``[T, T]``. The wrong twin unpacks the shape
+    seq-first (``seq_length, batch_size = ...``): its positions count batch entries, the bias is ``[B, B]``
+    on ``[B, H, T, T]`` scores, which at B = T only names show. Before: the positions carried nothing and
+    neither case said anything."""
+    B_, T_ = sizes
+    H, D = 4, 32
+    x = torch.randn(B_, T_, D)                                  # (B, T, D)
+    q_proj, k_proj = nn.Linear(D, D, bias=False), nn.Linear(D, D, bias=False)
+    relative_attention_bias = nn.Embedding(32, H)
+    with shapetrace.trace(dims=f"B={B_} T={T_} D={D} H={H}") as t:
+        if wrong:
+            seq_length, batch_size = x.shape[:2]                # seq-first unpacking of batch-first input
+        else:
+            batch_size, seq_length = x.shape[:2]
+        q = q_proj(x).view(B_, -1, H, D // H).transpose(1, 2)   # (B, H, T, d_k)
+        k = k_proj(x).view(B_, -1, H, D // H).transpose(1, 2)   # (B, H, T, d_k)
+        scores = torch.matmul(q, k.transpose(3, 2))             # (B, H, T, T)
+        context_position = torch.arange(seq_length, dtype=torch.long)[:, None]   # (T, 1)
+        memory_position = torch.arange(seq_length, dtype=torch.long)[None, :]    # (1, T)
+        relative_position = memory_position - context_position                   # (T, T)
+        values = relative_attention_bias(_relative_position_bucket(relative_position))   # (T, T, H)
+        position_bias = values.permute([2, 0, 1]).unsqueeze(0)  # (1, H, T, T)
+        scores += position_bias                                 # (B, H, T, T)
+        scores.float().softmax(dim=-1)                          # (B, H, T, T)
+    tokens = ("B", "B") if wrong else ("T", "T")
+    assert [e.output.dims for e in t.events if e.op == "embedding"] == [(*tokens, None)]
+    assert [e.output.dims[-2:] for e in t.events if e.op == "unsqueeze"] == [tokens]
+    assert kinds(t) == (["broadcast-mismatch"] if wrong else [])

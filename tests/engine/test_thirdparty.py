@@ -39,7 +39,8 @@ def test_fused_qkv_split_and_view():
     assert f[2] == ("view", (2, 6, 8, 64), (9216, 1536, 64, 1), ("B", "T", "H", "d_k"), True)
     assert f[3] == ("transpose", (2, 8, 6, 64), (9216, 64, 1536, 1), HEADS, True)
     assert f[9] == ("matmul", (2, 8, 6, 6), (288, 36, 6, 1), ("B", "H", "T", "T"), False)
-    assert f[10] == ("tril", (6, 6), (6, 1), (None, None), False)   # a mask made here: no name to prove
+    # a mask made here from T of ``B, T, C = x.size()``: the sizes carry their axis (engine/sizes.py)
+    assert f[10] == ("tril", (6, 6), (6, 1), ("T", "T"), False)
     assert f[11][0] == "masked_fill" and f[12][0] == "softmax"
     assert f[15] == ("contiguous", (2, 6, 8, 64), (3072, 512, 64, 1), ("B", "T", "H", "d_k"), False)
     assert t.events[15].copy_bytes == 2 * 6 * 512 * 4

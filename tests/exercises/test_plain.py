@@ -36,6 +36,20 @@ def test_dtypes_devices_sizes_and_complex_numbers_round_trip():
     assert values == sent and type(values["size"]) is torch.Size and type(values["dev"]) is torch.device
 
 
+def test_sizes_read_while_traced_travel_as_plain_ints():
+    """A learner's function runs under the tracer, where ``x.shape[-1]``, ``tuple(x.shape)`` and ``x.size(1)``
+    are ints that remember their axis (:class:`~shapetrace.engine.sizes.SizeOf`): they arrive as their values.
+    Before: ``x.size(1)`` (and, once shapes carried their axes, ``x.shape[-1]``) arrived as ``<SizeOf>``."""
+    import shapetrace
+
+    x = torch.zeros(2, 3, 4)
+    with shapetrace.trace():
+        sent = {"value": x.shape[-1], "args": [tuple(x.shape), x.size(1), x.shape]}
+    values, _ = unpack(pack(sent))
+    assert values == {"value": 4, "args": [(2, 3, 4), 3, torch.Size([2, 3, 4])]}
+    assert type(values["value"]) is int and [type(n) for n in values["args"][0]] == [int, int, int]
+
+
 def test_other_objects_travel_as_their_type_name_only():
     values, _ = unpack(pack({"value": object(), "f": len}))
     assert isinstance(values["value"], Unsendable) and repr(values["f"]) == "<builtin_function_or_method>"

@@ -141,8 +141,8 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 def infer_pass(state: Inference, record: PassRecord) -> None:
     if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
         built = constructed_axes(state, record)
-        for node, shape in zip(record.outs, record.out_shapes):
-            state.axes[node] = built if built is not None else ax.unknown_axes(tuple(shape))
+        if built is not None:   # else it is seeded as a tensor that enters the code (:mod:`.seeds`)
+            state.axes.update(dict.fromkeys(record.outs, built))
         return
     in_axes = [state.axes_of(n) for n in record.ins]
     if record.spec.family is Family.WRITE and len(record.ins) >= 2:
