@@ -211,7 +211,7 @@ def test_a_reversed_alibi_message_and_verdict(dims):
     B, H, T = (t.dims[k] for k in "BHT")
     step = max(get_slopes(H))
     assert found[0].message == (
-        f"add #{e.index} adds a bias [1, {H}, 1, {T}] to the scores [B={B}, H={H}, T={T}, T={T}] that grows with "
+        f"add #{e.index} adds a bias [1, {H}, 1, T={T}] to the scores [B={B}, H={H}, T={T}, T={T}] that grows with "
         f"the distance to each query along the keys (axis -1, T), linearly and in every head (by up to {step:g} "
         "per token): each query favours the farthest keys, the reverse of ALiBi, which penalises distance.")
     assert t.report().verdict.mark == "✗"
