@@ -7,6 +7,7 @@ check import the engine inside their bodies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
@@ -110,6 +111,8 @@ def lessons(
 def lesson(
     number: int = typer.Argument(..., help="The lesson number (see `shapetrace lessons`)."),
     run_examples: bool = typer.Option(True, "--run/--no-run", help="Trace the live examples."),
+    all_ops: bool = typer.Option(False, "--all", help="Show every op in the examples' tables, also the "
+                                 "elementwise math that keeps its operands' axes (rows marked ·)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     width: int | None = width_option(),
     present: bool = typer.Option(False, "--present", help="Show the lesson as screens, one section at a "
@@ -128,6 +131,8 @@ def lesson(
     with guarded(traceback):
         if auto is not None and (not present or not auto > 0):
             raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        if all_ops and (present or export is not None):
+            raise UsageError("--all works with the printed lesson, not with --present or --export")
         if export is not None and present:
             raise UsageError("--export writes a page; --present shows screens: choose one")
         curriculum, progress = load_curriculum(), load_progress()
@@ -140,9 +145,12 @@ def lesson(
             return
         rows = [r for r in exercise_rows(curriculum, progress, workspace) if r["lesson"] == number]
         from shapetrace.app.lessons import lesson_blocks
+        from shapetrace.engine.unrowed import recording_every_call
         from shapetrace.render.lessons import print_lesson
 
-        print_lesson(lesson_blocks(chosen, run=run_examples), out_console(width), rows)
+        with recording_every_call() if all_ops else contextlib.nullcontext():
+            blocks = lesson_blocks(chosen, run=run_examples)
+        print_lesson(blocks, out_console(width), rows)
 
 
 def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:

@@ -39,6 +39,8 @@ class Report:
             with how many times each ran (:meth:`~shapetrace.engine.tracer.Trace.left_out`).
         contracts: the dependency contracts measured on the values that held (a broken one is a
             finding among the diagnostics).
+        unrowed: the calls without a row, as events numbered as the row each ran before, when the run
+            recorded every call (``--all``: :mod:`~shapetrace.engine.unrowed`); else empty.
     """
 
     dims: dict[str, int]
@@ -52,6 +54,7 @@ class Report:
     left_out: dict[str, int] = field(default_factory=dict)   # ops that ran without a row: name -> times
     setup: list[Event] = field(default_factory=list)   # ops that built the model, outside the forward
     contracts: list[str] = field(default_factory=list)
+    unrowed: list[Event] = field(default_factory=list)   # --all: the calls without a row, as events
 
     @property
     def verdict(self) -> Verdict:
@@ -93,6 +96,8 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
     """The :class:`Report` of a :class:`~shapetrace.engine.tracer.Trace` (what ``Trace.report`` returns):
     its forward events apart from the setup ones (the ops that built the model), its findings, and the
     dependency contracts that held once the run ended."""
+    from shapetrace.engine.unrowed import unrowed_events
+
     extra = {} if title is None else {"title": title}
     setup = trace.setup_indices()
     events = [e for e in trace.events if e.index not in setup]   # the forward pass: what the table is about
@@ -101,5 +106,5 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
         setup=[e for e in trace.events if e.index in setup],
         nan_rows=trace.nan_rows, header=dict(header or {}),
         notes=[n for n in (*notes, trace._value_note) if n], exception=trace.exception,
-        left_out=trace.left_out(), contracts=trace.contracts, **extra,
+        left_out=trace.left_out(), contracts=trace.contracts, unrowed=unrowed_events(trace), **extra,
     )
