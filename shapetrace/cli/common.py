@@ -24,7 +24,8 @@ TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
 DEVICE_HELP = ("cpu (real tensors), cuda (real tensors on the GPU), meta (shapes and strides without data, "
                "any size) or auto (meta when real tensors would exceed --max-memory, else cuda when a GPU is "
                "available and the run fits, else cpu).")
-ALL_HELP = "Show every op: no folding of a block that repeats an earlier one (k and v split like q)."
+ALL_HELP = ("Show every op: no folding of a block that repeats an earlier one (k and v split like q), the setup "
+            "section open, and the elementwise math a table leaves out (rows marked ·).")
 MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 
 
