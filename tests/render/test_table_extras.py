@@ -108,3 +108,14 @@ def test_lesson_all_refuses_present_and_export():
     res = cli_in_process("lesson", "11", "--all", "--present", env=NO_COLOR)
     assert res.returncode == 2
     assert "--all works with the printed lesson, not with --present or --export" in res.stderr
+
+
+def test_the_mark_of_a_row_without_a_number_reads_the_same_in_ascii():
+    """A stream that cannot encode · gets one stand-in for the mark, in the row and in the footer."""
+    from conftest import run_cli
+
+    res = run_cli("run", "--all", "--width", "80", env={"PYTHONIOENCODING": "ascii"})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "    - div          [B=2, H=8, T=6, T=6]                 new 2.2 KiB   contiguous" in lines
+    assert "- rows have no number of their own and are not in the totals: 1 elementwise op" in lines
