@@ -83,6 +83,8 @@ class Report:
             out["notes"] = list(self.notes)
         if self.setup:
             out["setup"] = [e.to_dict() for e in self.setup]
+        if self.unrowed:   # (--all) each numbered as the row it ran before
+            out["unrowed"] = [e.to_dict() for e in self.unrowed]
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

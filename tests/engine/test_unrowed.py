@@ -56,11 +56,15 @@ def test_every_call_keeps_each_rowless_call_as_an_event_before_the_row_it_ran_be
     ]
     assert report.unrowed[0].alloc_bytes == 2 * 2 * 6 * 6 * 4 and not report.unrowed[0].view
     assert report.left_out == {"mul": 1, "gelu": 1}
+    data = report.to_dict()["unrowed"]
+    assert [(d["index"], d["op"], d["output"]["dims"]) for d in data] == \
+        [(4, "mul", ["B", "H", "T", "T"]), (6, "gelu", ["B", "H", "T", "d_k"])]
 
 
 def test_without_every_call_no_event_is_kept():
     report = _traced(False, "B=2 T=6 D=8 H=2", (2, 6, 8))
     assert report.unrowed == [] and report.left_out == {"mul": 1, "gelu": 1}
+    assert "unrowed" not in report.to_dict()
 
 
 @pytest.mark.parametrize("dims, shape", [("B=2 T=6 D=8 H=2", (2, 6, 8)), ("B=4 T=4 D=16 H=4", (4, 4, 16))])
