@@ -275,3 +275,19 @@ def write_json(text: str) -> None:
     (the text itself is built elsewhere: Report.to_json, a run's to_json, json.dumps)."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def stdin_stream():
+    """``sys.stdin``, or an empty stream when the process has none (started with stdin closed,
+    ``<&-``): reading it then ends at once, as at the end of a file."""
+    import io
+
+    return sys.stdin if sys.stdin is not None else io.StringIO("")
+
+
+def stdin_is_terminal() -> bool:
+    """Is stdin a terminal? False when it is closed or missing."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False

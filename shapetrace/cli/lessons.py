@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import sys
 from pathlib import Path
 
 import typer
@@ -25,6 +24,8 @@ from shapetrace.cli.common import (
     guarded,
     out_console,
     state_dir_option,
+    stdin_is_terminal,
+    stdin_stream,
     theme_option,
     width_option,
     workspace_option,
@@ -218,7 +219,7 @@ def quiz(
             answers = iter(read_answers(answers_from, "--answers-from"))
         else:
             answers = None
-        interactive = answers is None and sys.stdin.isatty()
+        interactive = answers is None and stdin_is_terminal()
         if seed is None and interactive:
             seed = random.randrange(1 << 30)
         chosen = [qz.solve(q) for q in qz.select(questions, topic, count, seed)]
@@ -249,7 +250,7 @@ def _next_answer(answers, interactive: bool) -> str | None:
     if answers is not None:
         return next(answers, None)
     if not interactive:
-        line = read_line(sys.stdin)
+        line = read_line(stdin_stream())
         return line.rstrip("\n") if line else None
     try:
         return input("your answer: ")
