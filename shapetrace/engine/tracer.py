@@ -38,7 +38,7 @@ from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
-from shapetrace.engine.unrowed import ending_failure, new_capture
+from shapetrace.engine.unrowed import add_ending_failure, new_capture
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError
 
@@ -164,9 +164,8 @@ class Trace:
             failed = self._failure
             if self.exception is not None and failed is not None and failed[0] is self.exception:
                 inference.events.append(inference.failed_event(failed[1]))
-            elif (last := ending_failure(self.capture, inference.event_of_record, self.exception)) is not None:
-                inference.event_of_record[len(self.capture.records) - 1] = len(inference.events)
-                inference.events.append(inference.failed_event(last))
+            else:   # (a call without a row that raised what ended the block: its row)
+                add_ending_failure(inference, self.capture, self.exception)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             inference.orient_sequences()

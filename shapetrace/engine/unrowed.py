@@ -126,3 +126,11 @@ def ending_failure(capture: Capture, rows: dict[int, int], exception: BaseExcept
     if type(record) is not OpRecord or record.error is None or last in rows:
         return None
     return record if record.error == _error_text(exception) else None
+
+
+def add_ending_failure(inference, capture: Capture, exception: BaseException | None) -> None:
+    """The row of :func:`ending_failure`'s call, if any, appended to the inference's events."""
+    last = ending_failure(capture, inference.event_of_record, exception)
+    if last is not None:
+        inference.event_of_record[len(capture.records) - 1] = len(inference.events)
+        inference.events.append(inference.failed_event(last))
