@@ -27,6 +27,7 @@ LIMIT_S = 60
 HOSTILE = ["", " ", "-", "--", "0", "-1", "1e308", "nan", "inf", "é", "\u200b", "../..", "9" * 40, str(2**64),
            "B=2,T=6", "B=0", "H=7", "x" * 300, "☃", "view(6)", "transpose(0,0)", "1GiB", "-0", "0x10", "1_000"]
 EXERCISES = ["split-heads", "merge-heads", "nope", "", "../x"]
+BAD_PORTS = ["-1", "65536", "70000", "x", "", "1e308", str(2**64)]
 
 
 def _files(d: Path) -> dict[str, str]:
@@ -53,7 +54,7 @@ def _command(rng: random.Random, files: dict[str, str], ws: str) -> list[str]:
                 "--break", "--preset", "--dropout", "--answers", "--export"]
     flags = ["--causal", "--compact", "--all", "--json", "--force", "--train", "--long-names", "--diagrams"]
     kind = rng.choice(["run", "run", "strides", "trace", "trace", "lessons", "lesson", "quiz", "compare",
-                       "exercise", "exercise", "bare"])
+                       "exercise", "exercise", "live", "watch", "bare"])
     if kind == "run":
         args = ["run", "--d-model", "64", "--heads", "4", "--seq-len", "4"]
         for _ in range(rng.randint(0, 2)):
@@ -66,9 +67,17 @@ def _command(rng: random.Random, files: dict[str, str], ws: str) -> list[str]:
         # (closes.py closes sys.stdout: in this process that is the runner's buffer, so it runs as a subprocess)
         script = rng.choice([files["mine.py"], files["ki.py"], files["exit.py"], v()])
         return ["trace", script, *rng.choice([[], ["--dims", v()], ["--only", v()], ["--width", v()],
-                                              ["--max-ops", v()], ["--time-limit", v()], ["--json"]])]
+                                              ["--max-ops", v()], ["--time-limit", v()], ["--json"], ["--all"]])]
     if kind == "lesson":
-        return ["lesson", rng.choice(["1", "3", "12", "0", "99", v()]), *rng.choice([[], ["--width", v()]])]
+        return ["lesson", rng.choice(["1", "3", "12", "0", "99", v()]),
+                *rng.choice([[], ["--width", v()], ["--all"], ["--all", "--present"], ["--no-run"]])]
+    if kind == "live":
+        # a valid `live` is a server that runs until Ctrl-C (tested in tests/live): each call here has one
+        # value live refuses, among hostile others, so it must answer at once with a usage error
+        options = [["--port", rng.choice(BAD_PORTS)], ["--lesson", rng.choice(["0", "99", "-1", "x"])],
+                   ["--count", rng.choice(["0", "201", "-5", "x"])], ["--csv", rng.choice(["/nonexistent/x", "/"])]]
+        extra = [rng.choice(["--host", "--heads", "--seq-len", "--impl", "--break", "--preset"]), v()]
+        return ["live", *rng.choice(options), *(extra if rng.random() < 0.6 else [])]
     if kind in ("lessons", "quiz", "compare"):
         return [kind, *rng.choice([[], ["--width", v()], ["--count", v()], ["--seed", v()], ["--heads", v()]])]
     if kind == "exercise":
@@ -80,6 +89,8 @@ def _command(rng: random.Random, files: dict[str, str], ws: str) -> list[str]:
             return ["exercise", "grade", rng.choice([ws, v()]), *rng.choice([[], ["--exercise", ex]])]
         extra = rng.choice([[], ["--time-limit", v()]]) if sub == "check" else []
         return ["exercise", sub, ex, "--workspace", ws, *extra]
+    if kind == "watch":   # (watch waits for saves until q: only the calls it must refuse at once)
+        return ["exercise", "watch", rng.choice(["nope", "", "../x"]), "--workspace", ws]
     return rng.choice([[], ["--nope"], ["nope"], ["--version"], ["-h"], [v()]])
 
 

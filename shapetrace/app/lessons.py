@@ -41,6 +41,7 @@ class LessonBlock:
     expect_met: bool | None = None
     answer_first: bool = False
     number: int | None = None
+    show_all: str = ""   # how to show the ops its table leaves out (``shapetrace lesson 11 --all shows them``)
 
 
 def example_block(kind: str, body: str, fence: str, name: str, run: bool, number: int | None = None) -> LessonBlock:
@@ -49,7 +50,8 @@ def example_block(kind: str, body: str, fence: str, name: str, run: bool, number
     from shapetrace.exercises.live import fence_options, run_live
 
     options = fence_options(fence)
-    fields = {"diagram": options.diagram, "predict": options.predict, "expect": options.expect, "number": number}
+    fields = {"diagram": options.diagram, "predict": options.predict, "expect": options.expect, "number": number,
+              "show_all": show_all_of(name)}
     if kind == "question" or not run:
         return LessonBlock(kind if kind == "question" else "example", body, None, **fields)
     result = run_live(body, f"{name} example {number}" if number else name, fence)
@@ -57,6 +59,11 @@ def example_block(kind: str, body: str, fence: str, name: str, run: bool, number
                        answer_named=named_answer(result.trace, options.predict, result.answer),
                        expect_met=expectation_met(result.trace, options.expect),
                        answer_first=kind == "answer", **fields)
+
+
+def show_all_of(name: str) -> str:
+    """How a lesson's tables show the ops they leave out: ``shapetrace lesson 11 --all shows them``."""
+    return f"shapetrace {name} --all shows them"
 
 
 def named_answer(trace: Any, variable: str | None, shape: tuple[int, ...] | None) -> str:

@@ -7,14 +7,13 @@ finished trace to :func:`show_classroom`. Rich and the renderers are imported on
 from __future__ import annotations
 
 import io
-import sys
 from typing import TYPE_CHECKING
 
 import typer
 
 from shapetrace.app.oprange import ops_in_range
 from shapetrace.app.textinput import read_answers
-from shapetrace.cli.common import err_console, out_console
+from shapetrace.cli.common import err_console, out_console, stdin_is_terminal, stdin_stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.classroom import ClassroomRequest
@@ -67,8 +66,8 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
         run_predict_mode(trace, console, answers, strides=request.predict == "strides",
                          echo=True, options=request.view)
     else:
-        run_predict_mode(trace, console, sys.stdin, strides=request.predict == "strides",
-                         echo=not sys.stdin.isatty(), options=request.view)
+        run_predict_mode(trace, console, stdin_stream(), strides=request.predict == "strides",
+                         echo=not stdin_is_terminal(), options=request.view)
 
 
 def write_export(trace: Report, request: ClassroomRequest) -> None:

@@ -24,7 +24,8 @@ TRACEBACK_HELP = "Show the full Python traceback on errors (for bug reports)."
 DEVICE_HELP = ("cpu (real tensors), cuda (real tensors on the GPU), meta (shapes and strides without data, "
                "any size) or auto (meta when real tensors would exceed --max-memory, else cuda when a GPU is "
                "available and the run fits, else cpu).")
-ALL_HELP = "Show every op: no folding of a block that repeats an earlier one (k and v split like q)."
+ALL_HELP = ("Show every op: no folding of a block that repeats an earlier one (k and v split like q), the setup "
+            "section open, and the elementwise math a table leaves out (rows marked ·).")
 MAX_MEMORY_HELP = "Memory budget for real tensors with --device auto (e.g. 1GiB, 512MiB)."
 
 
@@ -274,3 +275,19 @@ def write_json(text: str) -> None:
     (the text itself is built elsewhere: Report.to_json, a run's to_json, json.dumps)."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def stdin_stream():
+    """``sys.stdin``, or an empty stream when the process has none (started with stdin closed,
+    ``<&-``): reading it then ends at once, as at the end of a file."""
+    import io
+
+    return sys.stdin if sys.stdin is not None else io.StringIO("")
+
+
+def stdin_is_terminal() -> bool:
+    """Is stdin a terminal? False when it is closed or missing."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False

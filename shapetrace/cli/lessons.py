@@ -7,9 +7,9 @@ check import the engine inside their bodies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
-import sys
 from pathlib import Path
 
 import typer
@@ -24,6 +24,8 @@ from shapetrace.cli.common import (
     guarded,
     out_console,
     state_dir_option,
+    stdin_is_terminal,
+    stdin_stream,
     theme_option,
     width_option,
     workspace_option,
@@ -110,6 +112,8 @@ def lessons(
 def lesson(
     number: int = typer.Argument(..., help="The lesson number (see `shapetrace lessons`)."),
     run_examples: bool = typer.Option(True, "--run/--no-run", help="Trace the live examples."),
+    all_ops: bool = typer.Option(False, "--all", help="Show every op in the examples' tables, also the "
+                                 "elementwise math that keeps its operands' axes (rows marked ·)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
     width: int | None = width_option(),
     present: bool = typer.Option(False, "--present", help="Show the lesson as screens, one section at a "
@@ -128,6 +132,8 @@ def lesson(
     with guarded(traceback):
         if auto is not None and (not present or not auto > 0):
             raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        if all_ops and (present or export is not None):
+            raise UsageError("--all works with the printed lesson, not with --present or --export")
         if export is not None and present:
             raise UsageError("--export writes a page; --present shows screens: choose one")
         curriculum, progress = load_curriculum(), load_progress()
@@ -140,9 +146,12 @@ def lesson(
             return
         rows = [r for r in exercise_rows(curriculum, progress, workspace) if r["lesson"] == number]
         from shapetrace.app.lessons import lesson_blocks
+        from shapetrace.engine.unrowed import recording_every_call
         from shapetrace.render.lessons import print_lesson
 
-        print_lesson(lesson_blocks(chosen, run=run_examples), out_console(width), rows)
+        with recording_every_call() if all_ops else contextlib.nullcontext():
+            blocks = lesson_blocks(chosen, run=run_examples)
+        print_lesson(blocks, out_console(width), rows)
 
 
 def _export_lesson(chosen, path: Path, theme: str, force: bool) -> None:
@@ -210,7 +219,7 @@ def quiz(
             answers = iter(read_answers(answers_from, "--answers-from"))
         else:
             answers = None
-        interactive = answers is None and sys.stdin.isatty()
+        interactive = answers is None and stdin_is_terminal()
         if seed is None and interactive:
             seed = random.randrange(1 << 30)
         chosen = [qz.solve(q) for q in qz.select(questions, topic, count, seed)]
@@ -241,7 +250,7 @@ def _next_answer(answers, interactive: bool) -> str | None:
     if answers is not None:
         return next(answers, None)
     if not interactive:
-        line = read_line(sys.stdin)
+        line = read_line(stdin_stream())
         return line.rstrip("\n") if line else None
     try:
         return input("your answer: ")

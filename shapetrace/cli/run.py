@@ -164,7 +164,7 @@ def show_run(request: RunRequest) -> None:
 
     device, note = pick_device(request.device, request.estimate, request.budget)
     import_torch()  # after every usage check: a bad option is answered without torch
-    run = trace_request(request, device, note)
+    run = trace_request(request, device, note) if request.classroom.view.fold else _every_call(request, device, note)
     report = run.report()
     if request.json_out:
         write_json(run.to_json(report))
@@ -172,6 +172,15 @@ def show_run(request: RunRequest) -> None:
         show_report(run, report, request)
     if any(d.severity == "error" for d in report.diagnostics):
         raise typer.Exit(1)
+
+
+def _every_call(request: RunRequest, device: str, note: str | None):
+    """``--all``: the run traced with every call kept, so that the table shows the ops without a row too."""
+    from shapetrace.app.session import trace_request
+    from shapetrace.engine.unrowed import recording_every_call
+
+    with recording_every_call():
+        return trace_request(request, device, note)
 
 
 def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequest) -> None:

@@ -36,7 +36,7 @@ def _stand_in(text: str, i: int) -> str:
     (``*``); a letter with an accent loses the accent; anything else becomes ``?``."""
     ch = text[i]
     if ch == "·":
-        spaced = (i == 0 or text[i - 1] == " ") and (i + 1 == len(text) or text[i + 1] == " ")
+        spaced = (i == 0 or text[i - 1] in " \n") and (i + 1 == len(text) or text[i + 1] in " \n")
         return "-" if spaced else "*"
     if ch in ASCII:
         return ASCII[ch]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -108,7 +109,8 @@ def trace(
         limits = Limits(max_ops=max_ops, seconds=time_limit, progress=_LiveCount(max_ops, time_limit),
                         on_stuck=_end_stuck_script)
         try:
-            run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out, limits=limits)
+            with _every_call(not request.view.fold):
+                run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out, limits=limits)
         finally:
             limits.progress.clear()
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
@@ -139,6 +141,13 @@ def trace(
                 raise typer.Exit(1)
             return
         _show(run, json_out, width, request.view.fold, layer, summary or None)
+
+
+def _every_call(on: bool):
+    """``--all``: the script traced with every call kept, so that the table shows the ops without a row too."""
+    from shapetrace.engine.unrowed import recording_every_call
+
+    return recording_every_call() if on else contextlib.nullcontext()
 
 
 def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int | None = None,

@@ -195,7 +195,7 @@ class Namer:
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
         if atom.root == GROUPED_QKV:
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
-        return piece_label(atom)
+        return piece_of_named(self, atom) or piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:
         labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
@@ -327,6 +327,23 @@ class Namer:
             covered *= size
         return tuple(parts) if covered == atom.root_size else (atom,)
 
+
+
+def piece_of_named(namer: Namer, atom: Atom) -> str | None:
+    """An unnamed piece that lies within one named piece of its root above the root's last digits,
+    said in that name: where D = H·d_k, ``D/12`` (D = 48, d_k = 6) is ``H/2`` and ``D/6%2`` is ``H%2``.
+    The finest such piece that holds it whole (its digits inside that piece's) is chosen; None when
+    none does. A piece at the root's end (``D%8``) keeps the root's name: nothing is divided out."""
+    best = None
+    for (stride, size), name in namer._sub_names.get(atom.root, {}).items():
+        if stride == 1 or atom.stride % stride or size % (atom.stride // stride * atom.size):
+            continue
+        if best is None or size < best[1]:
+            best = (stride, size, name)
+    if best is None or (best[0], best[1]) == (atom.stride, atom.size):
+        return None
+    stride, size, name = best
+    return piece_label(Atom(namer.aliases.get(name, name), size, atom.stride // stride, atom.size))
 
 
 def _joined_role(roles: list[str | None]) -> str | None:

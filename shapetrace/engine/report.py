@@ -41,6 +41,8 @@ class Report:
             finding among the diagnostics).
         unmeasured: the dependency contracts that were not measured, each with why (``"heads (no heads
             axis found)"``).
+        unrowed: the calls without a row, as events numbered as the row each ran before, when the run
+            recorded every call (``--all``: :mod:`~shapetrace.engine.unrowed`); else empty.
     """
 
     dims: dict[str, int]
@@ -55,6 +57,7 @@ class Report:
     setup: list[Event] = field(default_factory=list)   # ops that built the model, outside the forward
     contracts: list[str] = field(default_factory=list)
     unmeasured: list[str] = field(default_factory=list)
+    unrowed: list[Event] = field(default_factory=list)   # --all: the calls without a row, as events
 
     @property
     def verdict(self) -> Verdict:
@@ -83,6 +86,8 @@ class Report:
             out["notes"] = list(self.notes)
         if self.setup:
             out["setup"] = [e.to_dict() for e in self.setup]
+        if self.unrowed:   # (--all) each numbered as the row it ran before
+            out["unrowed"] = [e.to_dict() for e in self.unrowed]
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -96,6 +101,8 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
     """The :class:`Report` of a :class:`~shapetrace.engine.tracer.Trace` (what ``Trace.report`` returns):
     its forward events apart from the setup ones (the ops that built the model), its findings, and the
     dependency contracts that held once the run ended."""
+    from shapetrace.engine.unrowed import unrowed_events
+
     extra = {} if title is None else {"title": title}
     setup = trace.setup_indices()
     events = [e for e in trace.events if e.index not in setup]   # the forward pass: what the table is about
@@ -104,6 +111,6 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
         setup=[e for e in trace.events if e.index in setup],
         nan_rows=trace.nan_rows, header=dict(header or {}),
         notes=[n for n in (*notes, trace._value_note) if n], exception=trace.exception,
-        left_out=trace.left_out(), contracts=trace.contracts,
+        left_out=trace.left_out(), contracts=trace.contracts, unrowed=unrowed_events(trace),
         unmeasured=trace.unmeasured, **extra,
     )

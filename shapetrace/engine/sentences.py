@@ -121,6 +121,11 @@ def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
     return f"{names(i)} → {names(o)}"
 
 
+def _order(t) -> str:
+    """``[B, D%3, T, D/3]``: a tensor's axes by name (an unnamed one by its size)."""
+    return "[" + ", ".join((name or str(size)).replace("*", "·") for name, size in zip(t.dims, t.shape)) + "]"
+
+
 def _moved(src: Sequence[str | None], dst: Sequence[str | None]) -> list[str]:
     return [d for i, d in enumerate(dst) if i < len(src) and src[i] != d and d]
 
@@ -185,7 +190,11 @@ def _transpose(e: Event) -> str:
         text = _swap_words(_axis_name(told, d0), _axis_name(told, d1), d0, d1)
     else:
         swapped = _moved(i.dims, o.dims)
-        text = f"swaps {' and '.join(dict.fromkeys(swapped))}" if swapped else "reorders axes"
+        moved = list(dict.fromkeys(swapped))
+        if len(moved) == 2:
+            text = f"swaps {moved[0]} and {moved[1]}"
+        else:   # a rotation of three axes or more is no swap: the order before and after
+            text = f"reorders the axes: {_order(i)} -> {_order(o)}" if moved else "reorders axes"
     pair = set(swapped)
     heads_first = "H" in o.dims and "T" in o.dims and o.dims.index("H") < o.dims.index("T")
     if pair == {"H", "T"} and heads_first:

@@ -19,7 +19,6 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.analysis import Analysis, NanRow
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import (
-    Capture,
     OpRecord,
     PassRecord,
     Recorder,
@@ -39,6 +38,7 @@ from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
+from shapetrace.engine.unrowed import add_ending_failure, new_capture
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError
 
@@ -76,7 +76,7 @@ class Trace:
         self.dims = self.namer.dims
         order = [canonical_dims({n: 1})[0].popitem()[0] for n in seed_order] if seed_order else list(sizes)
         self.seed_order = order
-        self.capture = Capture()
+        self.capture = new_capture()   # (every call kept for a row under --all: .unrowed)
         self._inference = Inference(self.capture, self.namer, self.dims, order)
         self._nan_rows: list[NanRow] | None = None   # read after the run (_finish), or given (read_values)
         self._value_note: str | None = None   # why no values were read, when none were (read_values)
@@ -164,6 +164,8 @@ class Trace:
             failed = self._failure
             if self.exception is not None and failed is not None and failed[0] is self.exception:
                 inference.events.append(inference.failed_event(failed[1]))
+            else:   # (a call without a row that raised what ended the block: its row)
+                add_ending_failure(inference, self.capture, self.exception)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             inference.orient_sequences()

@@ -16,6 +16,7 @@ from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.render.table import (
     OpTable,
     TraceView,
+    extras_of,
     header_of,
     trace_header,
 )
@@ -26,11 +27,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def op_table(events: Sequence[Event], options: ViewOptions, long_names=None, after_event=None,
-             diagnostics=(), steps=()):
+             diagnostics=(), steps=(), extras=None):
     """The :class:`OpTable`, full or compact (no strides, no layout column), as the options ask
-    (``steps``: where each step of a decode run begins)."""
+    (``steps``: where each step of a decode run begins; ``extras``: its setup and unnumbered rows,
+    :func:`~shapetrace.render.table.extras_of`)."""
     return OpTable(events, long_names, explain=options.explain, after_event=after_event,
-                   fold=options.fold, diagnostics=diagnostics, steps=steps, compact=options.compact)
+                   fold=options.fold, diagnostics=diagnostics, steps=steps, compact=options.compact,
+                   **(extras or {}))
 
 
 class ClassroomView(TraceView):
@@ -38,7 +41,7 @@ class ClassroomView(TraceView):
 
     def __init__(self, trace: Report, options: ViewOptions = ViewOptions(), after_event=None):
         table = op_table(trace.events, options, names_for(trace, options), after_event, trace.diagnostics,
-                         header_of(trace).get("steps", ()))
+                         header_of(trace).get("steps", ()), extras_of(trace, trace.events))
         super().__init__(trace, header=trace_header(trace), after_event=after_event, table=table)
 
 

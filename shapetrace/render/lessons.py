@@ -91,17 +91,21 @@ def expected_words(expect: str) -> str:
 
 
 def traced_parts(block: LessonBlock) -> Iterable[Any]:
-    """The table of a traced example (with the memory diagram under op ``diagram``), its findings and
-    its error."""
+    """The table of a traced example (with the memory diagram under op ``diagram``), what it leaves out
+    and how to show it (the block's ``show_all``), its findings and its error."""
     from shapetrace.render.diagram import diagram_hook
-    from shapetrace.render.table import OpTable, diagnostic_lines
+    from shapetrace.render.table import OpTable, diagnostic_lines, extras_of, left_out_sentence
 
     trace = block.trace
     # the example's number, as its rows cite it (<lesson 1 example 2>:3)
     yield Text("traced:" if block.number is None else f"example {block.number}, traced:", style="dim")
+    report = trace.report()
     if trace.events:
         hook = diagram_hook(trace, block.diagram) if block.diagram is not None else None
-        yield OpTable(trace.events, after_event=hook)
+        yield OpTable(trace.events, after_event=hook, **extras_of(report, report.events))
+    left = left_out_sentence(report, block.show_all, shown=bool(report.unrowed))
+    if left:
+        yield Indent(Text(left, style="dim"))
     shown = [d for d in trace.diagnostics if d.severity != "note"]
     if shown:
         yield from diagnostic_lines(shown)

@@ -100,10 +100,13 @@ class TraceView:
         if self.header:
             yield from header_texts(self.header, options.max_width)
             yield Text("")
-        yield self.table or OpTable(self.events, self.long_names, after_event=self.after_event,
-                                    fold=self.fold, diagnostics=self.trace.diagnostics, layers=self.layers,
-                                    expand_layer=self.expand_layer)
-        yield Hanging(footer_text(self.trace, self.events))
+        table = self.table or OpTable(self.events, self.long_names, after_event=self.after_event,
+                                      fold=self.fold, diagnostics=self.trace.diagnostics, layers=self.layers,
+                                      expand_layer=self.expand_layer, **extras_of(self.trace, self.events))
+        yield table
+        shows = isinstance(table, OpTable)
+        yield Hanging(footer_text(self.trace, self.events, setup_shown=shows and bool(table.setup),
+                                  unrowed_shown=shows and bool(table.unrowed)))
         if self.summary or (self.summary is None and layered(self.events)):
             from shapetrace.render.modules import ModuleSummary
 
@@ -111,6 +114,15 @@ class TraceView:
             yield ModuleSummary(self.events)
         if self.show_diagnostics:
             yield from verdict_lines(self.trace)   # over every op, shown or not
+
+
+def extras_of(trace: Report, events: Sequence[Event]) -> dict:
+    """An :class:`OpTable`'s ``unrowed`` and ``setup`` rows for a report's table: only when the table
+    shows the whole run (the calls without a row sit among its rows; a filtered table says they are left
+    out)."""
+    if list(events) != list(trace.events):
+        return {}
+    return {"unrowed": getattr(trace, "unrowed", ()), "setup": getattr(trace, "setup", ())}
 
 
 def header_texts(lines: Sequence[str], width: int) -> list[Text]:
@@ -268,8 +280,11 @@ class OpTable:
     def __init__(self, events: Sequence[Event], long_names=None, explain: str = "full",
                  after_event: Callable[[Event], RenderableType | None] | None = None,
                  fold: bool = False, diagnostics: Sequence[Diagnostic] = (), layers: bool = False,
-                 expand_layer: int | None = None, steps: Sequence[int] = (), compact: bool = False):
+                 expand_layer: int | None = None, steps: Sequence[int] = (), compact: bool = False,
+                 unrowed: Sequence[Event] = (), setup: Sequence[Event] = ()):
         self.events = list(events)
+        self.unrowed = list(unrowed)  # --all: the calls without a number of their own, each shown before its row
+        self.setup = list(setup)  # the ops that built the model: a section of their own, folded unless --all
         self.steps = list(steps)  # a decode run: the op index where each step begins
         self.compact = compact  # no strides and no layout column (narrow or zoomed terminals)
         self.sections = layered(self.events) or bool(self.steps)  # a title line where each layer (step) begins
@@ -332,11 +347,14 @@ class OpTable:
         folded = {x.index for f in folds.values() for x in f.events}
         # cells only for the ops shown: a folded op repeats a shown one fact for fact (80 layers, 1 drawn)
         cells_of = {e.index: self._cells(e) for e in self.events if e.index not in folded}
-        rows = list(cells_of.values())
+        extra_cells = {id(x): self._cells(x, UNROWED_MARK) for x in self.unrowed}
+        if not self.fold:
+            extra_cells.update((id(x), self._cells(x)) for x in self.setup)
+        rows = list(cells_of.values()) + list(extra_cells.values())
         first_input = self.events[0].inputs[0] if self.fold and self.events and self.events[0].inputs else None
         if first_input is not None:
             rows.insert(0, self._input_cells(first_input))
-        labels = [fold_label(f) for f in folds.values()]
+        labels = [fold_label(f) for f in folds.values()] + ([setup_label(self.setup)] if self.setup else [])
         # the compact table: columns as wide as their content, no strides column
         widths = content_widths(rows, labels, 0) if self.compact else column_widths(rows, labels, width)
         header_cells = [Text(c, style="bold") for c in COLUMNS]
@@ -349,6 +367,8 @@ class OpTable:
         yield header_line
         rule = header_line.cell_len if self.compact else sum(header_widths) + sum(GAPS[: len(header_widths) - 1])
         yield Text("─" * min(width, rule), style="dim")
+        extra = _Extra(self, extra_cells, widths, width, layout, indent)
+        yield from extra.setup_section()
         if first_input is not None:
             input_row = rows.pop(0)
             cells, row_widths, _ = layout.row(input_row, widths)
@@ -361,6 +381,7 @@ class OpTable:
         for e in self.events:
             if e.index in skip:
                 continue
+            yield from extra.unrowed_before(e.index, last)
             if isinstance(folds.get(e.index), (LayerFold, StepFold)):
                 last[0] = None
             else:
@@ -374,12 +395,15 @@ class OpTable:
             same_call = previous is not None and _same_call(previous, e)
             yield from self._detail(e, indent, width, strides_below and not self.compact, layout, same_call)
             previous = e
-            extra = self.after_event(e) if self.after_event else None
-            if extra is not None:
-                yield extra
+            drawn = self.after_event(e) if self.after_event else None
+            if drawn is not None:
+                yield drawn
+        yield from extra.unrowed_before(None, last)
 
-    def _cells(self, e: Event) -> list[Text]:
+    def _cells(self, e: Event, mark: str | None = None) -> list[Text]:
         cells = fact_cells(e, self.long_names)
+        if mark is not None:
+            cells[0] = Text(mark, style="dim")
         return _compacted(cells) if self.compact else cells
 
     def _input_cells(self, t) -> list[Text]:
@@ -401,6 +425,83 @@ class OpTable:
             yield from indented(Text(equation(e), style="bold"), indent, width)
         if self.explain != "none":
             yield from indented(Text(sentence(e, self.explain, self.long_names), style="italic"), indent, width)
+
+
+#: The index cell of a call without a number of its own (shown with --all)
+UNROWED_MARK = "·"
+#: The title of the setup section when it is shown in full
+SETUP_TITLE = "setup: the ops that built the model (not in the totals)"
+
+
+def setup_label(setup: Sequence[Event]) -> str:
+    """``0-32``: the op numbers of the setup section."""
+    first, last = setup[0].index, setup[-1].index
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+class _Extra:
+    """What an :class:`OpTable` shows besides its numbered rows: the setup section (one folded line, or
+    under ``--all`` a titled section of rows) and the calls without a number of their own (``--all``),
+    each before the row it ran before."""
+
+    def __init__(self, table: OpTable, cells: dict[int, list[Text]], widths, width: int, layout, indent: int):
+        self.table, self.cells, self.widths, self.width = table, cells, widths, width
+        self.layout, self.indent = layout, indent
+        self.pending = list(table.unrowed)
+
+    def setup_section(self) -> Iterable[Text]:
+        setup = self.table.setup
+        if not setup:
+            return
+        if self.table.fold:
+            yield from fold_like_lines(setup_label(setup), "setup", setup_fold_sentence(setup), self.widths,
+                                       self.width)
+            return
+        yield Text(SETUP_TITLE, style="bold cyan")
+        for e in setup:
+            yield from self._block(e)
+        yield Text("forward pass", style="bold cyan")
+
+    def unrowed_before(self, index: int | None, last: list[str | None]) -> Iterable[Text]:
+        """The calls that ran before row ``index`` (None: every one not shown yet), each under the title
+        of its own layer (``last``: the title shown last)."""
+        while self.pending and (index is None or self.pending[0].index <= index):
+            e = self.pending.pop(0)
+            yield from self.table._section(e, last)
+            yield from self._block(e)
+
+    def _block(self, e: Event) -> Iterable:
+        cells = self.cells[id(e)]
+        row, row_widths, strides_below = self.layout.row(cells, self.widths)
+        yield join_cells(row, row_widths, GAPS[0])
+        yield from self.table._detail(e, self.indent, self.width, strides_below and not self.table.compact,
+                                      self.layout)
+
+
+def setup_fold_sentence(setup: Sequence[Event]) -> str:
+    """``33 ops ran while the model was built (32 clone, 1 tril; copying 66.1 KiB), not in the totals;
+    --all shows them``."""
+    counts: dict[str, int] = {}
+    for e in setup:
+        counts[e.op] = counts.get(e.op, 0) + 1
+    s = stats(setup)
+    copied = f"; copying {fmt_bytes(s['copy_bytes'])}" if s["copies"] else ""
+    n = len(setup)
+    return (f"{n} op{'s' if n != 1 else ''} ran while the model was built ({_counted(counts)}{copied}), "
+            "not in the totals; --all shows them")
+
+
+def fold_like_lines(label: str, ops: str, sentence_: str, widths: Sequence[int], width: int) -> Iterable[Text]:
+    """``0-32  setup  33 ops ran while ...``: a folded line, wrapped under its label when too long."""
+    head = Text(label.rjust(widths[0]), style="dim")
+    head.append(" " * GAPS[0])
+    head.append(ops, style="magenta")
+    line = head.copy().append("  ").append(sentence_, style="italic dim")
+    if line.cell_len <= width:
+        yield line
+        return
+    yield head
+    yield from indented(Text(sentence_, style="italic dim"), widths[0] + GAPS[0], width)
 
 
 #: The least of a code line kept beside its citation; with less room the citation goes, the code stays.
@@ -580,9 +681,18 @@ def _hidden_sentence(hidden: Sequence[tuple[int, int]], copies: int) -> str:
     return f"{who} torch's, not the code's: matmul {where} {verb} {operands} for bmm"
 
 
-def footer_text(trace: Report, events: Sequence[Event]) -> Text:
+def footer_text(trace: Report, events: Sequence[Event], *, setup_shown: bool = False, unrowed_shown: bool = False,
+                show_all: str | None = None) -> Text:
     """The totals: ops, views, copies (torch's own hidden copies included, and said apart), computed
-    buffers, the largest tensor."""
+    buffers, the largest tensor; then what the table leaves out and how to show it.
+
+    Args:
+        setup_shown: the table shows the setup section (folded or not): no setup line here.
+        unrowed_shown: the table shows the calls without a row (``·`` rows): the footer says what they
+            are instead of what is left out.
+        show_all: how to show what is left out (default :func:`how_to_show`: the report's header's
+            ``how_to_show``, else ``--all``).
+    """
     s = stats(events)
     hidden = hidden_copies(events)
     copies, copy_bytes = s["copies"] + len(hidden), s["copy_bytes"] + sum(b for _, b in hidden)
@@ -598,10 +708,10 @@ def footer_text(trace: Report, events: Sequence[Event]) -> Text:
     if s["largest"] is not None:
         e, t = s["largest"]
         text.append(f"\nlargest tensor: #{e} {fmt_shape(t)}, {fmt_bytes(t.nbytes)}", style="dim")
-    left = left_out_sentence(trace)
+    left = left_out_sentence(trace, how_to_show(trace) if show_all is None else show_all, shown=unrowed_shown)
     if left:
         text.append("\n" + left, style="dim")
-    setup = setup_sentence(trace)
+    setup = "" if setup_shown else setup_sentence(trace)
     if setup:
         text.append("\n" + setup, style="dim")
     return text
@@ -629,9 +739,19 @@ def _counted(counts: dict[str, int], most: int = 5) -> str:
     return ", ".join(names) if len(names) <= most else f"{', '.join(names[:most])} and {len(names) - most} more"
 
 
-def left_out_sentence(trace) -> str:
-    """What ran without a row (issue 35: nothing is left out silently): elementwise math apart from the
-    rest, from the run's record (the whole run's, also under --only)."""
+#: How a table's left-out ops are shown, unless the report's header says otherwise (``how_to_show``)
+SHOW_ALL = "--all shows them"
+
+
+def how_to_show(trace) -> str:
+    """How to show the ops a table leaves out: the command's own words, else ``--all shows them``."""
+    return header_of(trace).get("how_to_show") or SHOW_ALL
+
+
+def left_out_sentence(trace, show_all: str = SHOW_ALL, shown: bool = False) -> str:
+    """What ran without a row (nothing is left out silently): elementwise math apart from the rest, from
+    the run's record (the whole run's, also under --only), and how to show them (``show_all``); when the
+    table shows them (``shown``: the ``·`` rows), what those rows are."""
     left_out = getattr(trace, "left_out", None)
     counts = left_out() if callable(left_out) else (left_out or {})
     if not counts:
@@ -646,7 +766,9 @@ def left_out_sentence(trace) -> str:
     if other:
         n = sum(other.values())
         parts.append(f"{n} other op{'s' if n != 1 else ''} without a row ({_counted(other)})")
-    return "not in the table: " + "; ".join(parts)
+    if shown:
+        return f"{UNROWED_MARK} rows have no number of their own and are not in the totals: " + "; ".join(parts)
+    return "not in the table: " + "; ".join(parts) + (f"; {show_all}" if show_all else "")
 
 
 #: How to give names from Python (the API): a command's header replaces it with its own ("how_to_name").

@@ -269,7 +269,7 @@ def watch_exercises(curriculum, workspace, exercise_id, poll, time_limit, consol
     """
 
     progress = progress_loader()
-    if exercise_id:
+    if exercise_id is not None:   # ("" is no exercise: refused as check and hint refuse it)
         first = curriculum.exercise(exercise_id).id
     else:
         pending = [e.id for e in curriculum.exercises

@@ -51,7 +51,8 @@ def test_the_table_says_what_setup_ran_and_what_it_left_out(report):
     lines = render(footer_text(report, report.events), width=120).splitlines()
     assert ("setup, not counted above: 33 ops ran while the model was built (#0-#32: 32 clone, 1 tril, "
             "copying 66.1 KiB)") in lines
-    assert "not in the table: 4 elementwise ops (2 div, 2 add): elementwise math keeps its operands' axes" in lines
+    assert ("not in the table: 4 elementwise ops (2 div, 2 add): elementwise math keeps its operands' axes; "
+            "--all shows them") in lines
 
 
 def test_a_model_built_inside_the_trace_with_the_python_api_is_setup_too():

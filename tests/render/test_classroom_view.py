@@ -77,7 +77,8 @@ def test_default_screen_folds_repeats_and_shows_the_input_and_every_matmul(trace
 
     lines = render(ClassroomView(trace), width=100).splitlines()
     # 60, since issue 23 the line that says whose copies they are, since issue 35 the one that says which
-    # ops the table leaves out (the scaling's div), since issue 33 the verdict's third line (heads stay apart)
+    # ops the table leaves out (the scaling's div) and how to show them (its "--all shows them" wraps),
+    # since issue 33 the verdict's third line (heads stay apart)
     assert len(lines) <= 63, len(lines)
     assert lines[6] == ("   in input        [B=2, T=6, D=512]               (3072, 512, 1)          "
                         "24 KiB        contiguous")

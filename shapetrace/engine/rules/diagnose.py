@@ -103,9 +103,8 @@ def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnosti
     if kind == "error":
         return Kind.MIXED_AXIS.found(e.index, _mixed_message(e, i, label), _mixed_fix(e, label), blame=((-1, i),))
     if kind == "warning":
-        return Kind.TOKENS_MERGED_WITH_FEATURES.found(e.index, _merged_message(e, i, label), (
-            "In attention it usually means the heads were merged without moving the tokens back in front: "
-            "transpose(1, 2) before .contiguous().view(B, T, D)."), blame=((-1, i),))
+        return Kind.TOKENS_MERGED_WITH_FEATURES.found(e.index, _merged_message(e, i, label), _merged_fix(e),
+                                                     blame=((-1, i),))
     src, o = e.inputs[0], e.outputs[0]
     return Kind.TOKENS_REGROUPED_WITH_BATCH.found(e.index, (
         f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
@@ -117,8 +116,33 @@ def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnosti
 def _merged_message(e: Event, i: int, label: str | None) -> str:
     src, o = e.inputs[0], e.outputs[0]
     return (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
-            f"flattens {_plain(label)} into one axis, so each of its entries is a (token, feature) pair. "
+            f"flattens {_plain(label)} into one axis, so each of its entries is a {_pair(label)}. "
             "That is fine as a layout exercise.")
+
+
+#: what one entry of each named axis is, for the pair a merged axis holds
+_ENTRY_WORDS = {"B": "batch entry", "T": "token", "H": "head", "d_k": "feature", "D": "feature"}
+
+
+def _pair(label: str | None) -> str:
+    """``(token, head) pair``: what each entry of an axis that flattens these names holds."""
+    words = [_ENTRY_WORDS.get(name, "feature") for name in _plain(label).split(" and ")]
+    return f"({', '.join(words)}) {'pair' if len(words) == 2 else 'tuple'}"
+
+
+def _merged_fix(e: Event) -> str:
+    """Heads already behind the tokens ([B, T, H, d_k]) merge with their features where they are; heads
+    in front of the tokens are moved back first."""
+    src_dims = e.inputs[0].dims
+    if "H" in src_dims and "T" in src_dims and src_dims.index("T") < src_dims.index("H"):
+        return MERGE_IN_PLACE
+    return ("In attention it usually means the heads were merged without moving the tokens back in front: "
+            "transpose(1, 2) before .contiguous().view(B, T, D).")
+
+
+#: the fix for a merge of [B, T, H, d_k] that joins T with H: join H with d_k, the neighbours that make D
+MERGE_IN_PLACE = ("Merge each head with its features, the neighbours that make D: .view(B, T, H * d_k) "
+                  "turns [B, T, H, d_k] into [B, T, D].")
 
 
 def _merges_projected_later(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
@@ -180,6 +204,9 @@ def _mixed_fix(e: Event, label: str | None) -> str:
     if "H" in src_dims and "T" in src_dims and src_dims.index("H") < src_dims.index("T"):
         return ("Merge heads by moving them back behind the tokens first: "
                 "transpose(1, 2) to [B, T, H, d_k], then .contiguous().view(B, T, D).")
+    if e.outputs and len(e.outputs[0].shape) < len(e.inputs[0].shape) and \
+            {"H", "d_k"} <= set(src_dims) and src_dims.index("H") + 1 == src_dims.index("d_k"):
+        return MERGE_IN_PLACE   # a merge of [B, T, H, d_k] that cut across T: merge, do not split
     return ("Split the features where they are: view(B, T, H, d_k), then transpose(1, 2) "
             "to move the heads ahead of the tokens.")
 
@@ -208,8 +235,9 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
             continue
         if odd and not mixed:
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
+            verb = "splits" if not e.inputs or len(o.shape) > len(e.inputs[0].shape) else "lays out"
             out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
-                f"{e.op} #{e.index} splits the features as {fmt_named(o.dims, o.shape)}{std}: each "
+                f"{e.op} #{e.index} {verb} the features as {fmt_named(o.dims, o.shape)}{std}: each "
                 f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
                 "consistent, so a model trained this way works: the projections learn any fixed "
                 "permutation of features. It does break loading pretrained weights."),

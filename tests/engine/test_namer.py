@@ -1,0 +1,50 @@
+"""engine/namer.py: a piece of a root that lies inside one of its named pieces is said in that name
+(where D = H·d_k, the head axis cut in two is ``H/2`` and ``H%2``, never ``D/12`` and ``D/6%2``), so an
+exercise's trace names axes with the exercise's own names, as its verdict does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def _split_heads_without_transpose(x, heads):
+    """The bug FuxiCTR issue #30 reports in three models: ``view(B, H, T, d_k)`` straight from
+    [B, T, D] (the split-heads exercise's first known mistake)."""
+    B, T, D = x.shape
+    return x.view(B, heads, T, D // heads)
+
+
+def _split_heads(x, heads):
+    """The Annotated Transformer's split: view as [B, T, H, d_k], then transpose(1, 2)."""
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, d_k)
+
+
+def _names(fn, B, T, H, d_k):
+    from shapetrace.engine.formatting import fmt_shape
+    from shapetrace.exercises.calls import call
+
+    out = call(fn, [torch.randn(B, T, H * d_k), H], ["B T D", None], dict(B=B, T=T, D=H * d_k, H=H))
+    return [fmt_shape(e.output) for e in out.trace.events]
+
+
+def test_a_split_head_axis_is_named_in_heads_not_in_features():
+    # T = 2 divides H = 8: axis 1 holds T and the top half of each head index, axis 2 its last bit
+    assert _names(_split_heads_without_transpose, 4, 2, 8, 6) == ["[B=4, !T·H/2=8, H%2=2, d_k=6]"]
+
+
+@pytest.mark.parametrize("B, T, H, d_k", [(4, 2, 8, 6), (6, 5, 9, 8), (4, 4, 4, 4)])
+def test_the_correct_split_keeps_its_plain_names(B, T, H, d_k):
+    assert _names(_split_heads, B, T, H, d_k) == [f"[B={B}, T={T}, H={H}, d_k={d_k}]",
+                                                  f"[B={B}, H={H}, T={T}, d_k={d_k}]"]
+
+
+def test_a_piece_at_the_end_of_a_root_keeps_the_roots_name():
+    """Interleaved heads (``view(B, T, d_k, H)``, a layout some ports use): its pieces straddle H and d_k
+    or sit at D's last digits, so they stay pieces of D."""
+    import shapetrace
+
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        torch.randn(2, 6, 64).view(2, 6, 8, 8)
+    assert t.events[0].output.dims == ("B", "T", "D/8", "D%8")
