@@ -130,8 +130,13 @@ def cli_in_process(*args: str, input: str | None = None, env: dict | None = None
     env = {"COLUMNS": "100", **(env or {})}
     runner = CliRunner()
     argv, here = sys.argv, os.getcwd()
+    # click names the program from __main__: under `python -m pytest` its package would make the usage
+    # line read "python -m pytest.shapetrace"; the console script's __main__ has no package
+    main = sys.modules["__main__"]
+    package = main.__dict__.get("__package__")
     with runner.isolation(input=input, env=env) as streams:
         sys.argv = ["shapetrace", *args]
+        main.__package__ = None
         try:
             if cwd is not None:
                 os.chdir(cwd)
@@ -141,6 +146,7 @@ def cli_in_process(*args: str, input: str | None = None, env: dict | None = None
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         finally:
             sys.argv = argv
+            main.__package__ = package
             os.chdir(here)
         out, err = (s.getvalue().decode() for s in streams[:2])
     return subprocess.CompletedProcess(["shapetrace", *args], code, out, err)
