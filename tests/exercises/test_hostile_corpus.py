@@ -90,7 +90,7 @@ def _check_the_corpus(_folder) -> tuple[dict, tuple]:
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
     """Every file's verdict and what the corpus aims at as it was before: checked once per run, whichever
-    worker comes first (``once_per_run``: 68 sandboxed checks, never twice)."""
+    worker comes first (``once_per_run``: one sandboxed check per file, never twice)."""
     return once_per_run(tmp_path_factory, "hostile-corpus", _check_the_corpus)
 
 
