@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import io
+import json
 import os
 import re
 import shutil
@@ -129,8 +130,13 @@ def cli_in_process(*args: str, input: str | None = None, env: dict | None = None
     env = {"COLUMNS": "100", **(env or {})}
     runner = CliRunner()
     argv, here = sys.argv, os.getcwd()
+    # click names the program from __main__: under `python -m pytest` its package would make the usage
+    # line read "python -m pytest.shapetrace"; the console script's __main__ has no package
+    main = sys.modules["__main__"]
+    package = main.__dict__.get("__package__")
     with runner.isolation(input=input, env=env) as streams:
         sys.argv = ["shapetrace", *args]
+        main.__package__ = None
         try:
             if cwd is not None:
                 os.chdir(cwd)
@@ -140,6 +146,7 @@ def cli_in_process(*args: str, input: str | None = None, env: dict | None = None
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         finally:
             sys.argv = argv
+            main.__package__ = package
             os.chdir(here)
         out, err = (s.getvalue().decode() for s in streams[:2])
     return subprocess.CompletedProcess(["shapetrace", *args], code, out, err)
@@ -181,28 +188,37 @@ def _check_the_curriculum(tmp: Path) -> dict[tuple[str, str], dict]:
     return dict(zip(keys, check_files(jobs, curriculum.root, time_limit=20, seed=CURRICULUM_SEED)))
 
 
+def once_per_run(tmp_path_factory, name: str, make, dump=json.dumps, load=json.loads):
+    """``make(folder)`` computed once per run, whatever pytest-xdist worker asks first: with two workers the
+    tests of one module can run on both (work stealing), and a module fixture would then pay its setup
+    twice. The first worker to ask runs ``make`` in the run's shared temp folder, under a lock, and saves
+    ``dump(result)``; the others wait for it and read ``load(saved)`` (pytest-xdist's own recipe for a
+    session fixture that runs once). Without workers, ``make`` runs in a fresh temp folder."""
+    import fcntl
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / name
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "result.json"
+        if done.exists():
+            return load(done.read_text())
+        result = make(shared)
+        done.write_text(dump(result))
+        return result
+
+
 @pytest.fixture(scope="session")
 def curriculum_verdicts(tmp_path_factory):
     """The starter, the solution and every known mistake of every exercise: ``{(exercise id, "starter" |
     "solution" | mistake id): verdict}``. Several files of tests/exercises/ only read these; each check
-    starts sandboxed children, so a file checked twice costs time. Checked once per run: the first
-    pytest-xdist worker to need them checks them in the run's shared temp folder, under a lock, and
-    the others read its JSON (pytest-xdist's own recipe for a session fixture that runs once)."""
-    import fcntl
-    import json
-
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return _check_the_curriculum(tmp_path_factory.mktemp("mistakes"))
-    shared = tmp_path_factory.getbasetemp().parent / "curriculum"
-    shared.mkdir(exist_ok=True)
-    with open(shared / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = shared / "verdicts.json"
-        if done.exists():
-            return {tuple(k.split("\0")): v for k, v in json.loads(done.read_text()).items()}
-        verdicts = _check_the_curriculum(shared)
-        done.write_text(json.dumps({"\0".join(k): v for k, v in verdicts.items()}))
-        return verdicts
+    starts sandboxed children, so a file checked twice costs time: checked once per run
+    (:func:`once_per_run`)."""
+    return once_per_run(tmp_path_factory, "curriculum", _check_the_curriculum,
+                        dump=lambda verdicts: json.dumps({"\0".join(k): v for k, v in verdicts.items()}),
+                        load=lambda text: {tuple(k.split("\0")): v for k, v in json.loads(text).items()})
 
 
 # -- processes ------------------------------------------------------------------------------------------

@@ -87,10 +87,12 @@ def test_an_exception_whose_str_raises(tmp_path):
                       "        raise ValueError('no')\n"
                       "x = torch.randn(2, 6).view(3, 4)\n"
                       "raise Odd()\n")
-    res = run_cli("trace", str(script), "--width", "200")
+    # the console script's own steps in this process (cli_in_process): the script runs in the command's
+    # process either way, and an exception the command let through would end this test too
+    res = cli_in_process("trace", str(script), "--width", "200")
     assert res.returncode == 1 and "internal error" not in res.stdout + res.stderr
     assert "✗ the script raised Odd: (its message cannot be shown: str() raised ValueError)" in res.stdout
-    res = run_cli("trace", str(script), "--json")
+    res = cli_in_process("trace", str(script), "--json")
     assert res.returncode == 1
     assert res.stderr.splitlines()[-1] == ("error: the script raised Odd: (its message cannot be shown: str() "
                                            "raised ValueError)")
@@ -99,7 +101,7 @@ def test_an_exception_whose_str_raises(tmp_path):
 def test_no_table_above_when_the_script_raises_before_any_op(tmp_path):
     script = tmp_path / "early.py"
     script.write_text("import torch\nraise RuntimeError('before anything')\n")
-    res = run_cli("trace", str(script), "--width", "200")
+    res = cli_in_process("trace", str(script), "--width", "200")
     assert res.returncode == 1
     assert "the table above" not in res.stdout
     assert "(raised before any tensor op that shapetrace records, so there is no table)" in res.stdout

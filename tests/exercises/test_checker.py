@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT, cli_in_process
+from conftest import ROOT, cli_in_process, once_per_run
 
 from shapetrace.exercises import sandbox
 from shapetrace.exercises.checker import Job, check_files
@@ -107,9 +107,7 @@ def split_heads(x, heads):
 }
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hostile")
+def _check_the_hostile_files(tmp) -> dict[str, dict]:
     jobs = []
     for name, code in HOSTILE.items():
         path = tmp / f"{name}.py"
@@ -120,6 +118,12 @@ def hostile(tmp_path_factory):
     jobs.append(Job("repeat-kv", str(ri)))
     verdicts = check_files(jobs, CURRICULUM.root, time_limit=2)
     return dict(zip(list(HOSTILE) + ["repeat-interleave"], verdicts))
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """Checked once per run, whichever pytest-xdist worker comes first (``once_per_run``)."""
+    return once_per_run(tmp_path_factory, "checker-hostile", _check_the_hostile_files)
 
 
 def test_raising_function_is_a_crash_with_the_learners_line(hostile):

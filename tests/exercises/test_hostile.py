@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from conftest import once_per_run
 
 from shapetrace.exercises.checker import Job, check_files, check_job
 from shapetrace.exercises.content import load
@@ -173,9 +174,7 @@ def head_dim(d_model, heads):
 }
 
 
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hostile")
+def _check_every_file(tmp) -> dict[str, dict]:
     jobs, names = [], []
     for group, exercise in ((SPLIT, "split-heads"), (HEAD_DIM, "head-dim")):
         for name, code in group.items():
@@ -185,6 +184,12 @@ def verdicts(tmp_path_factory):
             names.append(name)
     out = check_files(jobs, CURRICULUM.root, time_limit=1.5, memory_mb=512)
     return dict(zip(names, out))
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Checked once per run, whichever pytest-xdist worker comes first (``once_per_run``)."""
+    return once_per_run(tmp_path_factory, "hostile-files", _check_every_file)
 
 
 @pytest.mark.parametrize("name", list(SPLIT) + list(HEAD_DIM))

@@ -8,13 +8,14 @@ changed: the lessons, the package, the state folder and /tmp hold no file a lear
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, once_per_run
 
 from shapetrace.exercises.checker import PARALLEL, CheckerError, Job, check_job
 from shapetrace.exercises.content import load
@@ -74,12 +75,23 @@ def _check(path: Path) -> dict:
         return {"verdict": "checker-error", "summary": str(exc), "explanation": []}
 
 
-@pytest.fixture(scope="module")
-def verdicts():
+def _as_json(value):
+    """``value`` as the JSON that carries it from one pytest-xdist worker to the other holds it."""
+    return json.loads(json.dumps(value))
+
+
+def _check_the_corpus(_folder) -> tuple[dict, tuple]:
     before = (_guarded_files(), _host_marks())
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         out = list(pool.map(_check, FILES))
-    return dict(zip([p.name for p in FILES], out)), before
+    return _as_json((dict(zip([p.name for p in FILES], out)), before))
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Every file's verdict and what the corpus aims at as it was before: checked once per run, whichever
+    worker comes first (``once_per_run``: one sandboxed check per file, never twice)."""
+    return once_per_run(tmp_path_factory, "hostile-corpus", _check_the_corpus)
 
 
 def test_the_corpus_covers_every_class():
@@ -125,7 +137,7 @@ def test_no_verdict_holds_a_control_character(verdicts):
 
 def test_nothing_aimed_at_changed_and_nothing_was_left_behind(verdicts):
     assert _guarded_files() == verdicts[1][0]
-    assert _host_marks() == verdicts[1][1]
+    assert _as_json(_host_marks()) == verdicts[1][1]
     assert [p for p in LEAVINGS if Path(p).exists()] == []
     left = subprocess.run(["pgrep", "-f", "sleep 31.4159|time.sleep"], capture_output=True, text=True).stdout
     assert left == ""

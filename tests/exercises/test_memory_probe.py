@@ -7,8 +7,11 @@ reference and honest answers that copy nothing extra must pass, on every seed.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from conftest import once_per_run
 
 from shapetrace.exercises import probe as pr
 from shapetrace.exercises.checker import Job, check_files
@@ -83,15 +86,22 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("probe")
+def _check_every_file(tmp) -> dict[tuple[str, str], dict]:
     jobs = []
     for (exercise, name), code in FILES.items():
         path = tmp / f"{exercise}-{name}.py"
         path.write_text(code)
         jobs.append(Job(exercise, str(path)))
     return dict(zip(FILES, check_files(jobs, CURRICULUM.root, time_limit=5)))
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Checked once per run, whichever pytest-xdist worker comes first (``once_per_run``; the keys are
+    ``(exercise, name)``, joined by a NUL in its JSON)."""
+    return once_per_run(tmp_path_factory, "memory-probe", _check_every_file,
+                        dump=lambda found: json.dumps({"\0".join(k): v for k, v in found.items()}),
+                        load=lambda text: {tuple(k.split("\0")): v for k, v in json.loads(text).items()})
 
 
 REPEAT_SIZES = "B=1, H_kv=2, n_rep=2, T=1024, d_k=2048"
