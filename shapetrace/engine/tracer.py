@@ -336,11 +336,7 @@ class Trace:
         return self.report().to_json(indent)
 
     def __repr__(self) -> str:
-        errors = sum(d.severity == "error" for d in self.diagnostics)
-        warnings = sum(d.severity == "warning" for d in self.diagnostics)
-        n = len(self)
-        return (f"<Trace: {n} op{'s' * (n != 1)}, "
-                f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
+        return _summary(len(self), *(sum(d.severity == s for d in self.diagnostics) for s in ("error", "warning")))
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
@@ -354,6 +350,12 @@ class Trace:
 
 
 _ACTIVE: list[Trace] = []
+
+
+def _summary(n: int, errors: int, warnings: int) -> str:
+    """``<Trace: 3 ops, 1 error, 0 warnings>``"""
+    return (f"<Trace: {n} op{'s' * (n != 1)}, "
+            f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}>")
 
 
 def active_trace() -> Trace | None:

@@ -89,19 +89,17 @@ def test_a_lesson_table_says_what_it_leaves_out_and_all_shows_it():
     """lesson 11's rotate_half example (transformers' Llama apply_rotary_pos_emb): `q * cos + ...` is
     elementwise math, left out of the table and said to be."""
     plain = _lines("lesson", "11")
-    at = plain.index("not in the table: 8 elementwise ops (1 div, 1 __rpow__, 1 cos, 1 sin, 2 mul and 2 more): "
-                     "elementwise")
-    assert plain[at + 1:at + 3] == ["math keeps its operands' axes; 2 other ops without a row (2 unknown); shapetrace "
-                                    "lesson 11 --all", "shows them"]
+    at = plain.index("not in the table: 9 elementwise ops (1 div, 1 __rpow__, 1 __rtruediv__, 1 cos, 1 sin and 3 "
+                     "more):")
+    assert plain[at + 1:at + 3] == ["elementwise math keeps its operands' axes; 1 other op without a row (1 unknown); "
+                                    "shapetrace lesson", "11 --all shows them"]
     # example 2's `q * cos`, which torch refuses, has its row (where the run ended), so it is not left out
     failed = plain.index("    1 mul                                                                  raised")
     assert plain[failed + 1] == "      q_rot = q * cos  <lesson 11 example 2>:6"
     assert not plain[failed + 3].startswith("not in the table")
     every = _lines("lesson", "11", "--all")
-    assert "    · mul          [B=1, H=2, T=4, d_k=4]          (32, 16, 4, 1)          new 128 B     contiguous" \
-        in every
-    assert "    · outer        [4, 2]                          (2, 1)                  new 32 B      contiguous" \
-        in every
+    assert "· mul           [B=1, H=2, T=4, d_k=4]       (32, 16, 4, 1)  new 128 B   contiguous" in every
+    assert "· outer         [4, 2]                       (2, 1)          new 32 B    contiguous" in every
 
 
 def test_lesson_all_refuses_present_and_export():

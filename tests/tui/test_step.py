@@ -356,8 +356,8 @@ def test_e_g_and_enter_on_the_summary_in_a_real_terminal(tmux):
     tmux.keys("e")
     screen = title(tmux, "#1 view · ✗ error · ops #0-#13")
     assert "✗ error mixed-axis at #1: view #1 turns" in screen
-    tmux.keys("e")
-    title(tmux, "#12 view · ✗ error")
+    tmux.keys("e")   # one finding for the one bug (also seen at #12 and #13): e wraps back to it
+    tmux.wait_for("no error after this op: back to the first, #1")
     tmux.keys("g", "2", "Enter")
     title(tmux, "#2 linear · ops #0-#13")
     tmux.keys("g", "9", "9", "Enter")
