@@ -49,29 +49,10 @@ def measure(reps: int = 9, rounds: int = 200) -> dict[str, float]:
             scores = per_head @ per_head.transpose(-2, -1)        # (B, 3, T, T)
             scores + 1.0                                          # (B, 3, T, T)
 
-    def under(kind: str) -> float:
-        t0 = time.thread_time()
-        if kind == "untraced":
-            body()
-        elif kind == "do-nothing mode":
-            with DoNothing():
-                body()
-        elif kind == "bare logger":
-            with bare_logger():
-                body()
-        else:
-            with shapetrace.trace(dims="B=2 T=6 D=64 H=3"):
-                body()
-        return time.thread_time() - t0
-
-    kinds = ("untraced", "do-nothing mode", "bare logger", "shapetrace")
-    times: dict[str, list[float]] = {k: [] for k in kinds}
+    modes = {"untraced": None, "do-nothing mode": DoNothing, "bare logger": bare_logger,
+             "shapetrace": lambda: shapetrace.trace(dims="B=2 T=6 D=64 H=3")}
     with torch.no_grad():
-        for kind in kinds:
-            under(kind)   # warm-up
-        for _ in range(reps):
-            for kind in kinds:
-                times[kind].append(under(kind))
+        times = _interleaved(body, modes, reps)
     return {k: statistics.median(v) / (rounds * CALLS_PER_ROUND) * 1e6 for k, v in times.items()}
 
 
@@ -96,26 +77,30 @@ def measure_size_reads(reps: int = 9, rounds: int = 2000) -> dict[str, float]:
             x.size()
             x.shape[-1]
 
-    def under(kind: str) -> float:
+    times = _interleaved(body, {"untraced": None, "do-nothing mode": DoNothing,
+                                "shapetrace": lambda: shapetrace.trace(dims="B=2 T=6 D=64 H=4")}, reps)
+    return {k: statistics.median(v) / (rounds * 3) * 1e6 for k, v in times.items()}
+
+
+def _interleaved(body, modes: dict, reps: int) -> dict[str, list[float]]:
+    """Thread CPU seconds of ``body`` under each mode (a context manager factory; None: untraced), one
+    warm-up each, then ``reps`` interleaved rounds."""
+    def under(make) -> float:
         t0 = time.thread_time()
-        if kind == "untraced":
+        if make is None:
             body()
-        elif kind == "do-nothing mode":
-            with DoNothing():
-                body()
         else:
-            with shapetrace.trace(dims="B=2 T=6 D=64 H=4"):
+            with make():
                 body()
         return time.thread_time() - t0
 
-    kinds = ("untraced", "do-nothing mode", "shapetrace")
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    for kind in kinds:
-        under(kind)   # warm-up
+    times: dict[str, list[float]] = {k: [] for k in modes}
+    for make in modes.values():
+        under(make)   # warm-up
     for _ in range(reps):
-        for kind in kinds:
-            times[kind].append(under(kind))
-    return {k: statistics.median(v) / (rounds * 3) * 1e6 for k, v in times.items()}
+        for kind, make in modes.items():
+            times[kind].append(under(make))
+    return times
 
 
 def report(per_call: dict[str, float], reps: int) -> str:
