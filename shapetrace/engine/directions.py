@@ -109,6 +109,21 @@ def fill_params(args: tuple, kwargs: dict) -> dict:
     return found
 
 
+def where_params(args: tuple, kwargs: dict) -> dict:
+    """``torch.where(keep, scores, fill)`` (transformers' GPT-2 ``_attn``) or ``torch.where(hide, fill,
+    scores)``: where the fill is a large negative, the keys it lands on are hidden; which side of each
+    query they lie on is read as for ``masked_fill`` (nothing when the condition is not read)."""
+    cond, a, b = arg(args, kwargs, 0, "condition"), arg(args, kwargs, 1, "input"), arg(args, kwargs, 2, "other")
+    if not (_is_tensor(cond) and str(cond.dtype).endswith("bool")):
+        return {}
+    for scores, fill, fill_where_true in ((a, b, False), (b, a, True)):
+        value = _number(fill)
+        if isinstance(value, (int, float)) and value <= HIDES and _is_tensor(scores) and scores.dim() >= 2:
+            side = hidden_side(cond if fill_where_true else ~cond, tuple(scores.shape)) if _readable(cond) else {}
+            return {"value": value, **({"hides": True, **side} if side else {})}
+    return {}
+
+
 def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
     """What a tensor added to the scores says (kept at call time: the smaller operand): does it hide
     keys (an additive mask), which side, and which way its bias slopes with distance."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.directions import fill_params, sdpa_params
+from shapetrace.engine.directions import fill_params, sdpa_params, where_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
@@ -173,7 +173,7 @@ ENTRIES: list[OpSpec] = [
              inplace=name.endswith("_"), params_read_values=True, family=F.MASK_FILL, meta="masked_fill")
       for name in ("masked_fill", "masked_fill_")),
     OpSpec("where", "new", pr.broadcast, words="picks from two tensors by a condition", family=F.ELEMENTWISE,
-           meta="where"),
+           meta="where", params=where_params, params_read_values=True),
     OpSpec("tril", "copy", pr.same, words="keeps the lower triangle", family=F.TRIANGLE, meta="tri"),
     OpSpec("triu", "copy", pr.same, words="keeps the upper triangle", family=F.TRIANGLE, meta="tri"),
     # -- compute: new values -------------------------------------------------------------------------

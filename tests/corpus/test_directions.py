@@ -230,3 +230,50 @@ def test_a_mask_whose_values_were_not_read_leaves_the_verdict_unproven():
     v = t.report().verdict
     assert v.mark == "?"
     assert "not proven: the values of a mask or bias on the scores were not read" in v.line
+
+
+def gpt2_where_scores(x, heads: int, keep: torch.Tensor, fill_where_true: bool = False):
+    """transformers' GPT2Attention._attn: ``torch.where(causal_mask, attn_weights, mask_value)`` with
+    ``mask_value = torch.finfo(dtype).min`` as a 0-d tensor; ``fill_where_true`` writes it the other way
+    round, ``torch.where(hide, mask_value, attn_weights)``."""
+    B, T, D = x.shape
+    q = x.view(B, T, heads, D // heads).transpose(1, 2)                 # (B, H, T, d_k)
+    scores = q @ q.transpose(-1, -2)                                    # (B, H, T, T)
+    fill = torch.full([], torch.finfo(scores.dtype).min, dtype=scores.dtype)
+    if fill_where_true:
+        return torch.where(~keep, fill, scores)                         # (B, H, T, T)
+    return torch.where(keep, scores, fill)                              # (B, H, T, T)
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+@pytest.mark.parametrize("fill_where_true", [False, True])
+@pytest.mark.parametrize("reversed_", [False, True])
+def test_a_torch_where_mask_is_read_for_its_direction(dims, fill_where_true, reversed_):
+    """GPT-2's ``torch.where`` mask was a note saying its values were not read "on another device, too large,
+    or the meta device" (all false, on the CPU at T = 5); now it is read like masked_fill: the tril twin is
+    silent, the triu one (each query keeps only itself and later keys) is causal-mask-reversed."""
+    B, T, D, H = _sizes(dims)
+    x = torch.randn(B, T, D)
+    ones = torch.ones(T, T, dtype=torch.bool)
+    keep = (ones.triu() if reversed_ else ones.tril()).view(1, 1, T, T)  # (1, 1, T, T)
+    with shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        gpt2_where_scores(x, H, keep, fill_where_true)
+    found = [(d.kind, d.severity) for d in t.diagnostics]
+    assert found == ([("causal-mask-reversed", "error")] if reversed_ else [])
+
+
+def test_a_mask_in_a_form_not_read_says_so_truthfully():
+    """A ``torch.where`` whose fill is no large negative (0, which hides nothing) is not read as a mask: the
+    note says why, not "on another device, too large, or the meta device" (none of which was true)."""
+    B, T, D, H = 2, 5, 24, 3
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=DIMS) as t:
+        shapetrace.name(x, "B T D")
+        q = x.view(B, T, H, D // H).transpose(1, 2)                     # (B, H, T, d_k)
+        keep = torch.ones(T, T, dtype=torch.bool).tril()                # (T, T)
+        torch.where(keep, q @ q.transpose(-2, -1), torch.zeros(()))     # (B, H, T, T)
+    note = next(d for d in t.diagnostics if d.kind == "direction-unchecked")
+    assert "(the direction is read for masked_fill, torch.where with a large negative fill, a mask added to " \
+        "the scores and SDPA's attn_mask, not for this op)" in note.message
+    assert note.fix == "Write the mask as one of those forms to have it checked."

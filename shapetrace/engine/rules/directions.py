@@ -14,9 +14,10 @@ they are (the scores' axes carry the query and key roles), so equal sizes decide
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.directions import HIDES
+from shapetrace.engine.directions import HIDES, READ_LIMIT
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of
@@ -87,10 +88,24 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
 
 
 def _unread(e: Event, scores: str, other: TensorInfo) -> Diagnostic:
+    why, fix = _why_unread(other)
     return Kind.DIRECTION_UNCHECKED.found(e.index, (
         f"{e.op} #{e.index} puts {fmt_named(other.dims, other.shape)} onto the scores {scores}, but its values "
-        "were not read (on another device, too large, or the meta device): which keys it hides or favours was "
-        "not checked."), "Trace a small copy on the CPU to check it.")
+        f"were not read ({why}): which keys it hides or favours was not checked."), fix)
+
+
+def _why_unread(other: TensorInfo) -> tuple[str, str]:
+    """Why a mask's values were not read, and what would have them read: the true reason, never a guess."""
+    if other.device == "meta":
+        return "the meta device has no values", "Trace a small copy on the CPU to check it."
+    if other.device != "cpu":
+        return f"it is on {other.device}, and reading it would wait for the device", \
+            "Trace a small copy on the CPU to check it."
+    if math.prod(other.shape) > READ_LIMIT:
+        return f"it has more than {READ_LIMIT:,} elements", "Trace a small copy to check it."
+    return ("the direction is read for masked_fill, torch.where with a large negative fill, a mask added to the "
+            "scores and SDPA's attn_mask, not for this op"), \
+        "Write the mask as one of those forms to have it checked."
 
 
 def _far_bias(e: Event, scores: str, key: str | None, bias: TensorInfo) -> Diagnostic:
