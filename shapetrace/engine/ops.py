@@ -161,60 +161,13 @@ def family_of(op: OpSpec | str) -> Family:
     return spec_for(op).family
 
 
-def meta_kind(op: OpSpec | str) -> str | None:
-    """Which rule of :mod:`.meta` computes ``op`` on meta tensors (None: torch's own kernel)."""
-    return spec_for(op).meta or None
-
-
-def divides_to_float(op: OpSpec | str) -> bool:
-    return spec_for(op).true_division
-
-
-def is_inplace(op: OpSpec | str) -> bool:
-    """Writes into its first operand (``masked_fill_``, ``add_``, ``x += y``)."""
-    return spec_for(op).writes_in_place
-
-
-def required_rank(op: OpSpec | str) -> int | None:
-    return spec_for(op).rank
-
-
-def reversed_operands(op: OpSpec | str) -> bool:
-    """``a.__rmatmul__(b)`` is ``b @ a``."""
-    return spec_for(op).reversed
-
-
-def stacks(op: OpSpec | str) -> bool:
-    return spec_for(op).stacks
-
-
-def reduce_dtype(op: OpSpec | str) -> ReduceDtype:
-    return spec_for(op).reduces_to
-
-
 def fails_on_strides(op: OpSpec | str) -> bool:
     """``view``/``view_as``: raise when the input's strides cannot express the new shape (reshape copies)."""
     return spec_for(op).stride_bound
 
 
-def views_to_a_shape(op: OpSpec | str) -> bool:
-    """``view(sizes)``: never copies, and takes the new shape as numbers (its failure is explained from the
-    input's strides)."""
-    return spec_for(op).views_to_a_shape
-
-
 def takes_shape_of_other(op: OpSpec | str) -> bool:
     return spec_for(op).shape_of_other
-
-
-def is_indexing(op: OpSpec | str) -> bool:
-    """``x[...]``: the subscript call."""
-    return spec_for(op).indexes
-
-
-def shows_first_argument(op: OpSpec | str) -> bool:
-    """Does the table's argument text show the first argument (``cat``'s list, ``einsum``'s equation)?"""
-    return spec_for(op).shows_first
 
 
 def short_name(op: OpSpec | str) -> str:
@@ -251,16 +204,6 @@ def contracts_by_subscripts(op: OpSpec | str) -> bool:
 def lines_up_by_broadcast(op: OpSpec | str) -> bool:
     """Does ``op`` line its operands up by broadcasting (so lined-up axes must mean the same thing)?"""
     return spec_for(op).broadcasts
-
-
-def separates(op: OpSpec | str) -> bool:
-    """Does ``op`` take a tensor apart along one axis (all its parts, or one of them)?"""
-    return spec_for(op).separates
-
-
-def selects_along_dim(op: OpSpec | str) -> bool:
-    """``select(dim, index)``: one entry along an axis given by number (not by an index expression)."""
-    return spec_for(op).selects_along_dim
 
 
 def write_kind(op: OpSpec | str) -> str | None:
