@@ -34,7 +34,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
-from shapetrace.engine.infer import Inference
+from shapetrace.engine.infer import Inference, corrected
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
@@ -155,12 +155,9 @@ class Trace:
         if not self._concluded:
             self._concluded = True
             inference.finish()
-            pins = inference.corrections()
-            if pins or self.namer.decided:
-                # a later use decided an ambiguous size guess, or which factoring a fused width has:
-                # infer again, with what the whole trace showed, so that earlier ops read it too
-                inference = self._inference = Inference(self.capture, self.namer, self.dims, self.seed_order, pins)
-                inference.finish()
+            # a later use decided an ambiguous size guess, a cache's names, heads, or which factoring a
+            # fused width has: the ops before it read that too (what the pins reach is named again)
+            inference = self._inference = corrected(inference)
             failed = self._failure
             if self.exception is not None and failed is not None and failed[0] is self.exception:
                 inference.events.append(inference.failed_event(failed[1]))

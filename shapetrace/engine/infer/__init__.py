@@ -19,6 +19,6 @@ read back from products) and :mod:`.sequences` (which sequence queries the other
 the result to the rules as a frozen :class:`~shapetrace.engine.analysis.Analysis`.
 """
 
-from shapetrace.engine.infer.state import Inference
+from shapetrace.engine.infer.state import Inference, corrected
 
-__all__ = ["Inference"]
+__all__ = ["Inference", "corrected"]

@@ -53,7 +53,13 @@ class ElementPass:
     def __init__(self, namer: Namer):
         self.namer = namer
         self.producers: dict[int, object] = {}
-        self._memo: dict[tuple, list | None] = {}
+        self._memo: dict[tuple, tuple[list | None, tuple]] = {}
+
+    def reused(self) -> ElementPass:
+        """A fresh pass over the same capture that answers from this one's memo of replays."""
+        again = ElementPass(self.namer)
+        again._memo = self._memo
+        return again
 
     def note(self, record) -> None:
         for node in record.outs:
@@ -80,12 +86,12 @@ class ElementPass:
         try:   # the same call in the next layer (same arguments, axes and line): answered from the memo
             key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), shown.site)
             if key in self._memo:
-                return self._memo[key]
+                return self._memo[key][0]
         except TypeError:
             key = None
         found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown))
-        if key is not None:
-            self._memo[key] = found
+        if key is not None:   # (the entry keeps the axes it is keyed by alive: no id is reused)
+            self._memo[key] = (found, tuple(in_axes))
         return found
 
 

@@ -109,10 +109,6 @@ class Inference:
         if self.pending_pattern is not None:
             finish_pattern(self)
 
-    def corrections(self) -> dict[int, tuple[Axis, ...]]:
-        """The names a later use proves for earlier tensors (:func:`.corrections.corrections`)."""
-        return corrections_pass.corrections(self)
-
     def info(self, raw: tuple, axes: tuple[Axis, ...], device: str) -> TensorInfo:
         """A :class:`TensorInfo` of a layout read from torch, with these axes (:func:`.rows.info`)."""
         return rows.info(self, raw, axes, device)
@@ -125,3 +121,21 @@ class Inference:
     def orient_sequences(self) -> None:
         """``T`` and ``S`` swapped for display where the source entered first (:mod:`.sequences`)."""
         sequences.orient_sequences(self)
+
+
+def corrected(inference: Inference) -> Inference:
+    """The finished inference with the names later uses proved for earlier tensors (the pins of
+    :func:`.corrections.corrections`): itself when there are none; else the records walked again with
+    the pins, where every call the pins do not reach is answered from this walk's memos (its name
+    rules, element replays and broadcast verdicts: functions of the operands' axes, which are the same
+    objects up to the first pinned node), so only what the pins change is named afresh. A fused width
+    whose stack a use decided changed the namer's labels: nothing is reused then."""
+    pins = corrections_pass.corrections(inference)
+    if not pins and not inference.namer.decided:
+        return inference
+    again = Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins)
+    if not inference.namer.decided:   # (the labels every memo was made with still hold)
+        again.name_memo, again.interned = inference.name_memo, inference.interned
+        again.clash_memo, again.elements = inference.clash_memo, inference.elements.reused()
+    again.finish()
+    return again
