@@ -7,7 +7,9 @@ first walk's memos, never worked out twice."""
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -101,3 +103,50 @@ def test_a_static_cache_is_named_from_its_write_and_nothing_upstream_is_named_tw
     assert twice <= reached, f"records named twice that no pin reaches: {sorted(twice - reached)}"
     upstream = [i for i in counted["rules"] if i not in reached]
     assert upstream and all(counted["rules"][i] == 1 for i in upstream)
+
+
+class LatentHeads(nn.Module):
+    """DeepSeek-V2's latent attention shape (transformers' ``DeepseekV2Attention``, eager): queries and
+    keys projected to ``H * (nope + rope)`` wide, not ``D``, and viewed per head; nothing names the
+    heads on the way, so the ``q @ k^T`` product does, and the name is carried back to the views."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.width = width
+        self.q_proj = nn.Linear(D, H * width, bias=False)
+        self.k_proj = nn.Linear(D, H * width, bias=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, H, self.width).transpose(1, 2)             # (B, H, T, 6)
+        k = self.k_proj(x).view(b, t, H, self.width).transpose(1, 2)             # (B, H, T, 6)
+        return (q @ k.transpose(-2, -1)).softmax(-1)                             # (B, H, T, T)
+
+
+def test_heads_a_product_proves_are_named_again_only_from_the_views_that_split_them(counted):
+    torch.manual_seed(0)
+    model = LatentHeads(6).eval()
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=5 D={D} H={H}") as t:
+        model(torch.randn(B, 5, D))
+    assert [e.output.dims for e in t.events] == [
+        ("B", "T", None), ("B", "T", "H", None), ("B", "H", "T", None),
+        ("B", "T", None), ("B", "T", "H", None), ("B", "H", "T", None), ("B", "H", None, "T"),
+        ("B", "H", "T", "T"), ("B", "H", "T", "T")]
+    reached = _reached(t.capture, counted["pins"])
+    assert reached == set(range(1, 9)) - {3}   # (the views and all after them; not the projections)
+    assert counted["rules"][0] == 1 and counted["rules"].get(3, 0) <= 1   # (k_proj: q_proj's memo, or once)
+    twice = {i for kind in ("rules", "replays") for i, n in counted[kind].items() if n > 1}
+    assert twice <= reached
+
+
+PASSES = sorted(p.stem for p in (Path(shapetrace.__file__).parent / "engine" / "infer").glob("*.py")
+                if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("module", PASSES)
+def test_every_pass_says_what_it_reads_and_what_it_adds(module):
+    """Issue 33, item 7 (as torchlens declares its post-processing steps): each module of the inference
+    says in its docstring what it reads and what it adds."""
+    path = Path(shapetrace.__file__).parent / "engine" / "infer" / f"{module}.py"
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert "Reads:" in doc and "Adds:" in doc, f"infer/{module}.py: its docstring says no Reads:/Adds:"

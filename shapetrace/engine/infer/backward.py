@@ -9,7 +9,10 @@ of heads, that axis is the heads: each group attends over the tokens on its own.
 ``v``), so nothing names them on the way; the product does. The name is then carried back, axis by
 axis, through the ops that made each operand (transposes, splits, slices, the writes that filled a
 ``new_empty`` buffer) up to the view that split the projection, and the inference runs again with
-those names pinned.
+those names pinned (from that view on: :func:`.state.corrected`).
+
+Reads: the finished inference's axes of every product's result and operands, and the records that made
+them (writes and the slices written through included). Adds: nothing to the state; returns the pins.
 """
 
 from __future__ import annotations

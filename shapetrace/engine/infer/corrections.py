@@ -2,8 +2,8 @@
 
 Reads: the whole inference once it has finished (writes, ``shapetrace.name`` declarations made
 later, ambiguous size guesses and the broadcasts that line them up, products that show the heads).
-Adds: nothing to the state; returns ``{node: axes}`` (the pins) that the tracer infers again with,
-so that the ops before the deciding use read them too. Also the one-operand step that passes an
+Adds: nothing to the state; returns ``{node: axes}`` (the pins) that :func:`.state.corrected` walks
+the records again with, so that the ops before the deciding use read them too. Also the one-operand step that passes an
 ambiguity on (:func:`keep_ambiguity`).
 """
 

@@ -15,6 +15,10 @@ axes it walks:
 A ``cat``/``stack`` of every piece of one ``split``/``chunk``/``unbind`` is replayed as the whole chain
 on the split's input (``torch.cat(x.split(d_k, -1), 0)`` is heads folded over batch, ``(H·B)``, not a
 join of batch with itself). Sizes never decide anything here: only coordinates.
+
+Reads: a record whose op has a replay (or a join of a whole split), its operands' axes and the registry's
+names for its outputs. Adds: the outputs' names it proves (returned to :mod:`.record`); keeps which
+record made each node (``producers``) and a memo of replays.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 :class:`Inference` holds the facts the passes build (axes per node, tags, writes, events) and runs
 them over the records added since its last call (:meth:`Inference.advance`: a trace's events may be
-read while it records); the passes themselves are functions in their own modules.
+read while it records); the passes themselves are functions in their own modules. :func:`corrected`
+applies what later uses proved (the pins of :mod:`.corrections`) to the ops before them.
+
+Reads: the capture's records, the namer. Adds: every field of :class:`Inference` (through the passes).
 """
 
 from __future__ import annotations
