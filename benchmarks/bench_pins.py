@@ -1,0 +1,71 @@
+"""The walk with pins: the inference of a trace whose names a later use proves, per event, in one run.
+
+    PYTHONPATH=. python benchmarks/bench_pins.py [--rounds 11] [CASE ...]
+
+A static cache's buffers are named by the writes into them, a latent attention's heads by the q·k
+product (tests/corpus: ``static-cache-*``, ``mla-*``, ``deepseek-mla-*``); the names are pinned and the
+records walked again (:func:`shapetrace.engine.infer.state.corrected`). Timed, interleaved round by
+round in one process: ``fresh``, the second walk made from nothing (as before), against ``reused``,
+the second walk answering every call the pins do not reach from the first walk's memos. Thread CPU
+time of ``trace.events`` (both walks, the corrections between them), medians, µs per event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+CASES = ("static-cache-index-copy", "static-cache-slice-assignment", "mla-latent-cache-decode-step",
+         "mla-low-rank-queries-T-equals-H", "deepseek-mla-joined-queries-through-sdpa")
+
+
+def fresh(inference):
+    """The second walk as it was: a new inference with the pins, nothing reused."""
+    from shapetrace.engine.infer import corrections, state
+
+    pins = corrections.corrections(inference)
+    if not pins and not inference.namer.decided:
+        return inference
+    again = state.Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins)
+    again.finish()
+    return again
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("cases", nargs="*", default=list(CASES))
+    args = parser.parse_args(argv)
+    import shapetrace.engine.tracer as tracer
+    from shapetrace.engine.infer.state import corrected
+    from tests.corpus import test_decoding, test_library_styles
+    from tests.corpus.helpers import trace_case
+
+    cases = [c for c in test_decoding.CASES + test_library_styles.CASES if c.id in args.cases]
+    walks = {"fresh": fresh, "reused": corrected}
+    times = {(c.id, k): [] for c in cases for k in walks}
+    events = {}
+    for round_ in range(args.rounds):
+        for case in cases:
+            for kind in (list(walks) if round_ % 2 else list(walks)[::-1]):
+                tracer.corrected = walks[kind]
+                trace = trace_case(case)
+                start = time.thread_time()
+                events[case.id] = len(trace.events)
+                times[(case.id, kind)].append(time.thread_time() - start)
+    tracer.corrected = corrected
+    print(f"medians of {args.rounds} interleaved rounds, thread CPU time, µs per event")
+    for case in cases:
+        old, new = (statistics.median(times[(case.id, k)]) * 1e6 / events[case.id] for k in walks)
+        print(f"  {case.id:42s} {events[case.id]:3d} events  fresh {old:7.0f}  reused {new:7.0f}  "
+              f"reused/fresh {new / old:.2f}")
+
+
+if __name__ == "__main__":
+    main()
