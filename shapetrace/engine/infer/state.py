@@ -130,9 +130,9 @@ def corrected(inference: Inference) -> Inference:
     """The finished inference with the names later uses proved for earlier tensors (the pins of
     :func:`.corrections.corrections`): itself when there are none; else the records walked again with
     the pins, where every call the pins do not reach is answered from this walk's memos (its name
-    rules, element replays and broadcast verdicts: functions of the operands' axes, which are the same
-    objects up to the first pinned node), so only what the pins change is named afresh. A fused width
-    whose stack a use decided changed the namer's labels: nothing is reused then."""
+    rules, element replays and broadcast verdicts: functions of the operands' axes, which stay the same
+    objects wherever the pins do not reach), so only what the pins reach is named afresh. A fused
+    width whose stack a use decided changed the namer's labels: nothing is reused then."""
     pins = corrections_pass.corrections(inference)
     if not pins and not inference.namer.decided:
         return inference
