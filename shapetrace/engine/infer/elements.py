@@ -89,6 +89,36 @@ class ElementPass:
         return found
 
 
+    def rolled(self, record, in_axes, out_axes) -> dict[int, int]:
+        """``{output axis: shift}`` for each axis of a same-shape call that keeps every name but starts its
+        positions part way and wraps around (``torch.roll``; Swin's shifted windows): the names are
+        right, the positions are not where they were, and the row says so. The shift is read from the
+        replay, signed the short way round (``-1`` of 6, not ``5``); {} where nothing wrapped or the call
+        cannot be replayed."""
+        fn = callable_of(record.spec.replay)
+        if fn is None or len(record.ins) != 1 or len(out_axes) != 1 or tuple(out_axes[0]) != tuple(in_axes[0]) \
+                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]):
+            return {}
+        key = ("rolled", fn, record.frozen, tuple(record.in_raw[0][0]))
+        try:
+            found = self._memo[key] if key in self._memo else self._memo.setdefault(key, _replayed(fn, record))
+        except TypeError:   # an argument that cannot be hashed: replayed afresh
+            found = _replayed(fn, record)
+        if not found:
+            return {}
+        shape = tuple(record.out_raw[0][0])
+        return {j: _signed(s.shift, shape[j]) for j, s in enumerate(found[0]) if s.kind == ROLLED and s.shift}
+
+
+def _replayed(fn, record) -> list | None:
+    placed = _placed(record)
+    return sources(fn, placed[0], placed[1]) if placed is not None and placed[2] == [0] else None
+
+
+def _signed(shift: int, size: int) -> int:
+    return shift - size if shift > size // 2 else shift
+
+
 def _merged(out_axes, found, replace: bool):
     if found is None or len(found) != len(out_axes):
         return out_axes
