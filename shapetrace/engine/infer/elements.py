@@ -46,6 +46,12 @@ def callable_of(path: str) -> Callable | None:
     return found if callable(found) else None
 
 
+#: elements a same-shape call may have for its replay to be read for a roll: reading the coordinates costs
+#: about a second per 65,536 elements on a loaded CPU, and nothing is named from it (the row only says less
+#: above this: the registry's words)
+ROLL_READ_MAX = 1 << 15
+
+
 class ElementPass:
     """The pass's state over one inference: which record made each node, and a memo of replays (the same
     call in the next layer is answered from it)."""
@@ -93,11 +99,12 @@ class ElementPass:
         """``{output axis: shift}`` for each axis of a same-shape call that keeps every name but starts its
         positions part way and wraps around (``torch.roll``; Swin's shifted windows): the names are
         right, the positions are not where they were, and the row says so. The shift is read from the
-        replay, signed the short way round (``-1`` of 6, not ``5``); {} where nothing wrapped or the call
-        cannot be replayed."""
+        replay, signed the short way round (``-1`` of 6, not ``5``); {} where nothing wrapped, the call
+        cannot be replayed, or it holds more than ``ROLL_READ_MAX`` elements."""
         fn = callable_of(record.spec.replay)
         if fn is None or len(record.ins) != 1 or len(out_axes) != 1 or tuple(out_axes[0]) != tuple(in_axes[0]) \
-                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]):
+                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]) \
+                or math.prod(record.in_raw[0][0]) > ROLL_READ_MAX:
             return {}
         key = ("rolled", fn, record.frozen, tuple(record.in_raw[0][0]))
         try:
