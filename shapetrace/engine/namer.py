@@ -198,7 +198,8 @@ class Namer:
         return piece_of_named(self, atom) or piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:
-        labels = self._compose([self.atom_label(a) for a in coalesce(axis.atoms)])
+        atoms = coalesce(axis.atoms)
+        labels = self._compose([self.atom_label(a) for a in atoms], [a.size for a in atoms])
         if self.__dict__.get("_sequences_swapped"):
             labels = [_SEQUENCE_WORD.sub(lambda m: "S" if m.group(0) == "T" else "T", lab) for lab in labels]
         return labels
@@ -209,17 +210,22 @@ class Namer:
         self._sequences_swapped = True
         self.forget_labels()
 
-    def _compose(self, labels: list[str]) -> list[str]:
-        """Replace runs of labels that spell a known product (H, d_k -> D)."""
+    def _compose(self, labels: list[str], sizes: list[int]) -> list[str]:
+        """Replace runs of labels that spell a known product (H, d_k -> D). A run whose sizes multiply to
+        another size than the product's is not it: a strided conv's grid ``Hp, Wp`` of 4 × 4, flattened,
+        is 16 positions, never the declared ``N = 64`` (PVT's shortened keys). Sizes only ever take a
+        name away here, never give one."""
         changed = True
         while changed and len(labels) > 1:
             changed = False
             for root, alternatives in self.decompositions.items():
                 for parts in alternatives:
                     n = len(parts)
-                    hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts), None)
+                    hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts
+                                and _spells(self, root, sizes[i:i + n])), None)
                     if hit is not None:
                         labels = labels[:hit] + [root] + labels[hit + n:]
+                        sizes = sizes[:hit] + [math.prod(sizes[hit:hit + n])] + sizes[hit + n:]
                         changed = True
                         break
                 if changed:
@@ -280,7 +286,7 @@ class Namer:
             if _mix_has_tokens(atoms, self):
                 return "error"
             return "note" if self._only_features(atoms) else None   # pixels or unknown axes: nothing known
-        labels = self._compose([self.atom_label(a) for a in atoms])
+        labels = self._compose([self.atom_label(a) for a in atoms], [a.size for a in atoms])
         token_atoms = [a for a in atoms if self.is_token_root(a.root)]
         if token_atoms and len(token_atoms) == len(atoms):
             pieces = any(not a.whole for a in atoms)
@@ -327,6 +333,12 @@ class Namer:
             covered *= size
         return tuple(parts) if covered == atom.root_size else (atom,)
 
+
+
+def _spells(namer: Namer, root: str, sizes: list[int]) -> bool:
+    """Can pieces of these sizes be ``root``? (a root of unknown size: yes)"""
+    size = namer.size_of(root)
+    return size is None or size == math.prod(sizes)
 
 
 def piece_of_named(namer: Namer, atom: Atom) -> str | None:

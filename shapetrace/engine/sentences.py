@@ -118,7 +118,14 @@ def _brief_what(e: Event, i: TensorInfo | None, o: TensorInfo) -> str:
         return f"{_label(i.dims[-1], i.shape[-1])} → {_label(o.dims[-1], o.shape[-1])}"
     if family is Family.CONTIGUOUS:
         return f"re-lay out {names(o)}" if not e.noop else "already contiguous"
+    if e.params.get("rolled"):
+        return "roll " + ", ".join(_rolled(o, e.params["rolled"]))
     return f"{names(i)} → {names(o)}"
+
+
+def _rolled(o: TensorInfo, rolled: dict[int, int]) -> list[str]:
+    """``T/6 by -1`` for each axis a roll moved (from element provenance: :mod:`.infer.elements`)."""
+    return [f"{_label(o.dims[j], o.shape[j])} by {shift:+d}" for j, shift in sorted(rolled.items())]
 
 
 def _order(t) -> str:
@@ -316,6 +323,9 @@ def _generic(e: Event) -> str:
         mem = "a view" if e.view else (f"copies {fmt_bytes(e.copy_bytes)}" if e.copy_bytes else
                                        f"new {fmt_bytes(e.alloc_bytes)}")
     words = e.spec.words
+    if e.params.get("rolled"):
+        words = (f"rolls {' and '.join(_rolled(o, e.params['rolled']))} (a cyclic shift: each axis keeps its "
+                 "name, its positions move round)")
     shapes = f"{names(e.inputs[0]) if e.inputs else ''} -> {names(o)}"
     return f"{words}: {shapes}; {mem}" if words else f"{shapes}; {mem}"
 

@@ -118,3 +118,18 @@ def test_ops_are_replayed_as_the_callable_the_registry_names():
     assert callable_of(REGISTRY["cat"].replay) is torch.cat
     assert callable_of(REGISTRY["__getitem__"].replay) is torch.Tensor.__getitem__
     assert REGISTRY["matmul"].replay == "" and callable_of("") is None     # computes: never replayed
+
+
+def test_a_roll_too_large_to_read_keeps_the_registrys_words():
+    """A roll's shift is read from its replay only up to ``ROLL_READ_MAX`` elements (reading costs about a
+    second per 65,536 on a loaded CPU); above it the row says only what the registry says, which is true."""
+    from shapetrace.engine.infer.elements import ROLL_READ_MAX
+    from shapetrace.engine.sentences import annotate
+    small, large = torch.randn(2, 6, 6, 4), torch.randn(1, 64, 64, ROLL_READ_MAX // 4096 + 1)
+    with shapetrace.trace() as t:
+        torch.roll(small, shifts=(-1, -1), dims=(1, 2))
+        torch.roll(large, shifts=(-1, -1), dims=(1, 2))
+    read, unread = t.events
+    assert read.params["rolled"] == {1: -1, 2: -1}
+    assert "rolled" not in unread.params
+    assert annotate(unread).startswith("rotates the values along axes (same names, shifted positions)")

@@ -15,12 +15,13 @@ from shapetrace.engine.verdict import NOTHING_NAMED, unchecked_ops, verdict_of
 from shapetrace.render.table import print_trace
 
 
-def _attention(x, H, mask=None):
+def _attention(x, H, mask=None, literal=False):
     B, T, D = x.shape                                               # (B, T, D)
     q = x.view(B, T, H, D // H).transpose(1, 2)                     # (B, H, T, d_k)
     scores = q @ q.transpose(-2, -1)                                # (B, H, T, T)
+    n = int(T) if literal else T   # a plain number, or the size read from x's token axis
     if mask is not None:
-        scores = scores.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))   # nanoGPT's bias buffer
+        scores = scores.masked_fill(mask[:, :, :n, :n] == 0, float("-inf"))   # nanoGPT's bias buffer
     return scores.softmax(dim=-1)
 
 
@@ -41,11 +42,11 @@ def test_every_axis_named_gets_the_check_mark():
 
 
 def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
-    """nanoGPT's ``self.bias[:, :, :T, :T]`` (a [1, 1, 8, 8] buffer): its slice has no names, so it
-    was not checked and the verdict says so; no check mark."""
+    """A [1, 1, 8, 8] buffer sliced by plain numbers (``self.bias[:, :, :5, :5]``): its slice has no
+    names, so it was not checked and the verdict says so; no check mark."""
     bias = torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)
     with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
-        _attention(torch.randn(2, 5, 24), 3, bias)
+        _attention(torch.randn(2, 5, 24), 3, bias, literal=True)
     ops = {e.index: e.op for e in t.events}
     missing = unchecked_ops(t.events)
     assert [ops[i] for i in missing] == ["__getitem__"]
@@ -53,6 +54,18 @@ def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     assert v.mark == "?"
     assert v.line == (f"? checked 6 of 7 ops that could carry a layout bug; not checked (unnamed axes): "
                       f"#{missing[0]} __getitem__; no errors or warnings in what was checked")
+
+
+def test_a_mask_sliced_by_sizes_read_from_the_tokens_is_named_and_checked():
+    """nanoGPT's ``self.bias[:, :, :T, :T]`` with ``B, T, C = x.size()``: each slice runs from 0 to a
+    size read from the token axis, so its rows and columns are T (issue 33 item 2), and every op is checked."""
+    bias = torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _attention(torch.randn(2, 5, 24), 3, bias)
+    sliced = next(e for e in t.events if e.op == "__getitem__")
+    assert sliced.outputs[0].dims == (None, None, "T", "T")
+    assert t.report().verdict.line == ("✓ checked all 7 ops that could carry a layout bug: every axis keeps its "
+                                       "meaning from input to output")
 
 
 def test_nothing_named_is_never_a_check_mark():

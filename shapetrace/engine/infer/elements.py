@@ -50,6 +50,12 @@ def callable_of(path: str) -> Callable | None:
     return found if callable(found) else None
 
 
+#: elements a same-shape call may have for its replay to be read for a roll: reading the coordinates costs
+#: about a second per 65,536 elements on a loaded CPU, and nothing is named from it (the row only says less
+#: above this: the registry's words)
+ROLL_READ_MAX = 1 << 15
+
+
 class ElementPass:
     """The pass's state over one inference: which record made each node, and a memo of replays (the same
     call in the next layer is answered from it)."""
@@ -97,6 +103,37 @@ class ElementPass:
         if key is not None:   # (the entry keeps the axes it is keyed by alive: no id is reused)
             self._memo[key] = (found, tuple(in_axes))
         return found
+
+
+    def rolled(self, record, in_axes, out_axes) -> dict[int, int]:
+        """``{output axis: shift}`` for each axis of a same-shape call that keeps every name but starts its
+        positions part way and wraps around (``torch.roll``; Swin's shifted windows): the names are
+        right, the positions are not where they were, and the row says so. The shift is read from the
+        replay, signed the short way round (``-1`` of 6, not ``5``); {} where nothing wrapped, the call
+        cannot be replayed, or it holds more than ``ROLL_READ_MAX`` elements."""
+        fn = callable_of(record.spec.replay)
+        if fn is None or len(record.ins) != 1 or len(out_axes) != 1 or tuple(out_axes[0]) != tuple(in_axes[0]) \
+                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]) \
+                or math.prod(record.in_raw[0][0]) > ROLL_READ_MAX:
+            return {}
+        key = ("rolled", fn, record.frozen, tuple(record.in_raw[0][0]))
+        try:
+            found = self._memo[key] if key in self._memo else self._memo.setdefault(key, _replayed(fn, record))
+        except TypeError:   # an argument that cannot be hashed: replayed afresh
+            found = _replayed(fn, record)
+        if not found:
+            return {}
+        shape = tuple(record.out_raw[0][0])
+        return {j: _signed(s.shift, shape[j]) for j, s in enumerate(found[0]) if s.kind == ROLLED and s.shift}
+
+
+def _replayed(fn, record) -> list | None:
+    placed = _placed(record)
+    return sources(fn, placed[0], placed[1]) if placed is not None and placed[2] == [0] else None
+
+
+def _signed(shift: int, size: int) -> int:
+    return shift - size if shift > size // 2 else shift
 
 
 def _merged(out_axes, found, replace: bool):

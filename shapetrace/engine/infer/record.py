@@ -33,7 +33,7 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import add_row, note_scaling
-from shapetrace.engine.infer.sizes import constructed_axes, grown_axes
+from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, sliced_axes
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
@@ -96,8 +96,13 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
         out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
+        rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
+        if rolled:
+            params = {**params, "rolled": rolled}
         if record.spec.sized:
             out_axes = grown_axes(state, record, out_axes)
+        elif is_basic_indexing(record.spec):
+            out_axes = sliced_axes(state, record, out_axes)
     state.elements.note(record)
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]

@@ -6,7 +6,10 @@ read while the trace recorded) and the axes of the nodes they were read from. Ad
 - a tensor made from sizes alone (``torch.arange(x.size(1))`` is ``[T]``; ``torch.zeros(n, m)`` with
   both read from axes is ``[that axis, that axis]``): its axes are those axes, whatever their sizes;
 - an axis an ``expand`` grows to a size read from an axis (``cls_token.expand(x.size(0), -1, -1)``:
-  one copy per batch entry, ``B``).
+  one copy per batch entry, ``B``);
+- an unnamed axis sliced from its start to a size read from an axis (``self.bias[:, :, :T, :T]``,
+  transformers' GPT-2 ``self.bias[:, :, key_length - query_length : key_length, :key_length]`` at a
+  prefill, ``wpe[:x.size(1)]``): positions ``0 … n - 1``, as ``arange(n)`` is, so that axis.
 
 A size that was not read from an axis, or arithmetic on one (``n + 1``), names nothing. Equal values
 never stand in for a read: the value carries its source, or it carries none.
@@ -26,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
     """The axes of a tensor built from sizes (``arange``, ``zeros``...), or None where one of its
-    sizes was not read from an axis."""
+    sizes was not read from an axis. A literal 1 is a size-1 axis, which no name needs (Swin's
+    ``img_mask = torch.zeros((1, H, W, 1))`` with ``H, W`` read from the grid is ``[1, H, W, 1]``)."""
     args, kwargs = thaw_args(record.frozen)
     shape = tuple(record.out_shapes[0])
     if record.spec.sized == "count":
@@ -37,7 +41,7 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [_read_axis(state, s) for s in sizes]
+    found = [Axis() if type(s) is int and s == 1 else _read_axis(state, s) for s in sizes]
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
@@ -61,6 +65,48 @@ def grown_axes(state: Inference, record, out_axes: list) -> list:
         if grown and found is not None and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
             axes[j] = found
     return [tuple(axes)]
+
+
+def sliced_axes(state: Inference, record, out_axes: list) -> list:
+    """``x[..., :n]`` (basic indexing): an unnamed axis cut from position 0 to a size read from an axis
+    takes that axis's name (its first ``n`` positions, as ``arange(n)``). A slice that starts
+    elsewhere (a decode step's ``k - 1 : k``) or steps names nothing."""
+    if len(out_axes) != 1 or len(record.ins) != 1:
+        return out_axes
+    args, _ = thaw_args(record.frozen)
+    items = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:]
+    placed = _placed_slices(items, len(record.in_raw[0][0]))
+    if placed is None:
+        return out_axes
+    axes = list(out_axes[0])
+    for j, item in placed:
+        found = _read_axis(state, item.stop) if _from_start(item) else None
+        if found is not None and j < len(axes) and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
+            axes[j] = found
+    return [tuple(axes)]
+
+
+def _placed_slices(items, rank: int) -> list[tuple[int, slice]] | None:
+    """``(output axis, slice)`` for each slice of a basic index (ints, slices, ``None``, one ``...``);
+    None for any other index (advanced indexing moves axes)."""
+    if any(not (i is None or i is Ellipsis or type(i) is int or isinstance(i, slice)) for i in items) or \
+            sum(i is Ellipsis for i in items) > 1:
+        return None
+    spanned = sum(1 for i in items if i is not None and i is not Ellipsis)
+    placed, out = [], 0
+    for item in items:
+        if item is Ellipsis:
+            out += rank - spanned
+        elif isinstance(item, slice):
+            placed.append((out, item))
+            out += 1
+        elif item is None:
+            out += 1
+    return placed
+
+
+def _from_start(item: slice) -> bool:
+    return item.start in (None, 0) and item.step in (None, 1) and type(item.stop) is SizeOf
 
 
 def _count(args, kwargs) -> list:
