@@ -42,13 +42,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
 
 
-def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None) -> Trace:
+def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None,
+          backward: bool = False) -> Trace:
     """Record every reshaping and attention op run inside a ``with`` block.
 
     Args:
         dims: named sizes (``"B=2 T=6 D=512 H=8"``); the first tensor whose shape is a
             prefix of them (``[B, T, D]``) gets those names, and names flow from there.
         names: the order in which ``dims`` seed a tensor (default: the order given).
+        backward: also trace the backward pass: the block's own ``.backward()``, or else, when it ends,
+            the backward of the sum of the last traced result that requires grad (``t.backward``).
 
     Returns:
         a :class:`Trace`, filled in as the block runs.
@@ -59,7 +62,7 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    return _trace_class()(parse_dims(dims), seed_order=names)
+    return _trace_class()(parse_dims(dims), seed_order=names, backward=backward)
 
 
 @functools.cache
