@@ -16,7 +16,7 @@ The public API is light to import: torch is loaded on first use of
 >>> t.diagnostics                 # structured findings, as in --json
 []
 >>> t.to_json().splitlines()[1]
-'  "version": 1,'
+'  "version": 2,'
 
 ``t.show()`` prints the same table as ``shapetrace run``; in Jupyter, ``t`` on
 the last line of a cell displays it.

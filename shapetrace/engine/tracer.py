@@ -338,7 +338,7 @@ class Trace:
         return self.report().to_dict()
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it.
+        """The trace as JSON (schema version 2), as ``shapetrace run --json`` prints it.
 
         >>> import json, torch, shapetrace
         >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:
