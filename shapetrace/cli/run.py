@@ -16,7 +16,6 @@ from typer.core import TyperCommand
 from shapetrace.app.classroom import ClassroomRequest, ViewOptions
 from shapetrace.app.devices import pick_device
 from shapetrace.app.request import RunRequest
-from shapetrace.errors import UsageError
 from shapetrace.attention.presets import help_text
 from shapetrace.cli.common import (
     ALL_HELP,
@@ -34,6 +33,7 @@ from shapetrace.cli.common import (
     width_option,
     write_json,
 )
+from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.session import ReferenceRun, VariantRun
