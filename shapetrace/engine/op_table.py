@@ -73,10 +73,10 @@ _GROWS = "repeats values along size-1 axes with stride 0"
 _RESHAPES = "a new shape: a view when the strides allow, else a copy"
 _SWAPS = "swaps two axes of this tensor in place"
 # -- the backward's sentences (OpSpec.backward: {out} the incoming grad, {in0} {in1} the operands' grads) --
-_GRAD_RESHAPE = "the incoming grad {out} is reshaped back to {in0}: a view where its strides allow, else a copy"
-_GRAD_ORDER = "the grad of an axis reorder is the same reorder undone: {out} → {in0}, a view (no data moves)"
+_GRAD_RESHAPE = "the incoming grad {out} is reshaped back to {in0}: {how0}"
+_GRAD_ORDER = "the grad of an axis reorder is the same reorder undone: {out} → {in0}, {how0}"
 _GRAD_EXPAND = "the grad of an expand sums over the repeated axes: {out} → {in0}, a new tensor"
-_GRAD_SIZE_ONE = "the size-1 axis is taken back out of the incoming grad: {out} → {in0}, a view"
+_GRAD_SIZE_ONE = "the size-1 axis is taken back out of the incoming grad: {out} → {in0}, {how0}"
 _GRAD_PRODUCT = "dY {out}; dA = dY · Bᵀ {in0}; dB = Aᵀ · dY {in1}"
 
 ENTRIES: list[OpSpec] = [

@@ -61,6 +61,7 @@ def _made(edge, grad, record, incoming, capture, inference, names, fields) -> Gr
         node = record.ins[edge.operand] if edge.operand < len(record.ins) else None
         info = grad_info(f"operand {edge.operand}", grad, dims_of(inference, node, shape), incoming)
         fields.setdefault(f"in{edge.operand}", text_of(info.dims, info.shape))
+        fields.setdefault(f"how{edge.operand}", HOW[info.memory])
         return info
     if edge.leaf is None:
         return grad_info("other", grad, (None,) * len(shape), incoming)
@@ -70,6 +71,11 @@ def _made(edge, grad, record, incoming, capture, inference, names, fields) -> Gr
     if record.spec.family is Family.PROJECTION and len(shape) in (1, 2):
         fields.setdefault("weight" if len(shape) == 2 else "bias", text_of(info.dims, info.shape))
     return info
+
+
+#: what a gradient sent back is, by its memory, in a sentence's ``{how0}``
+HOW = {"same": "the same tensor (nothing is computed)", "view": "a view (no data moves)",
+       "new": "a copy, since the strides do not allow a view"}
 
 
 def _projection_dims(record, shape: tuple[int, ...], inference) -> tuple[str | None, ...]:
