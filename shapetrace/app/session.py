@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.app.backward import grad_mode
+from shapetrace.app.backward import at_double_t, grad_mode, with_doubled
 from shapetrace.app.devices import budget_or_default, pick_device
 from shapetrace.app.steps import cache_names, split_steps
 from shapetrace.app.threads import threads_for
@@ -38,8 +38,6 @@ class ReferenceRun:
         """The trace's JSON; ``report``: :meth:`report`, made once."""
         if self.doubled is None:
             return report.to_json()
-        from shapetrace.app.backward import with_doubled
-
         return json.dumps(with_doubled(report.to_dict(), self.doubled), indent=2)
 
 
@@ -63,8 +61,6 @@ def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None
     run = ReferenceRun(trace_reference(config, device, backward), header,
                        [note] if note and device == "meta" else [])
     if backward:
-        from shapetrace.app.backward import at_double_t
-
         run.doubled = at_double_t(config, lambda c: trace_reference(c, device, backward=True))
     return run
 
@@ -122,8 +118,6 @@ class VariantRun:
             data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
                                         "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
         if self.doubled is not None:
-            from shapetrace.app.backward import with_doubled
-
             data = with_doubled(data, self.doubled)
         return json.dumps(data, indent=2, default=list)
 
@@ -159,8 +153,6 @@ def traced_variant(config: AttentionConfig, device: str, note: str | None = None
     with threads_for(variant_bytes(config)):
         run = _trace_variant(config, device, note, compare, backward)
         if backward:
-            from shapetrace.app.backward import at_double_t
-
             run.doubled = at_double_t(config, lambda c: _trace_variant(c, device, None, False, True).trace)
         return run
 
