@@ -8,6 +8,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch.nn.functional as F
 from torch import nn
 
@@ -289,3 +291,28 @@ def test_the_backward_is_plain_data_for_json():
     assert data["rows"][0]["arrived"][0] == {"of": "output", "shape": [2, 3, 16], "stride": [0, 0, 0],
                                              "dims": ["B", "T", "D"], "dtype": "float32", "nbytes": 384,
                                              "memory": "incoming"}
+
+
+@settings(max_examples=12, deadline=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 5), H=st.integers(1, 4), d_k=st.integers(1, 4))
+def test_over_sizes_every_grad_has_its_forward_tensors_shape_and_names_and_the_saved_total_is_torchs(B, T, H, d_k):
+    # equal sizes (T = H = B) come up as often as any: a name never follows from a size
+    torch.manual_seed(0)
+    model, x = MultiHeadAttention(H * d_k, H), torch.randn(B, T, H * d_k)
+    count, total = _saved_by_torch(lambda: model(x))
+    with shapetrace.trace(f"B={B} T={T} D={H * d_k} H={H}", backward=True) as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    events = t.events
+    for row in t.backward.rows:
+        if row.event is None:
+            continue
+        out = events[row.event].output
+        assert (row.arrived[0].shape, row.arrived[0].dims) == (out.shape, out.dims)
+        for grad in row.made:
+            if grad.of.startswith("operand "):
+                source = events[row.event].inputs[int(grad.of.split()[1])]
+                assert (grad.shape, grad.dims) == (source.shape, source.dims)
+    assert (len(t.backward.saved), t.backward.saved_bytes) == (count, total)
+    assert {p.of: p.shape for p in t.backward.params} == {f"{n}.grad": tuple(p.shape)
+                                                          for n, p in model.named_parameters()}
