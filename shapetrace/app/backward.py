@@ -19,12 +19,12 @@ def grad_mode(backward: bool):
 
 def at_double_t(config, trace_at: Callable[[Any], Any]) -> tuple[int, Any] | None:
     """``(2T, its backward)``: the same model traced at twice the tokens (keys too, in cross-attention),
-    for how what autograd keeps grows with T; None where the run has no backward."""
+    for how what autograd keeps grows with T; None where no backward ran there (a forward that raised)."""
     sizes = {"seq_len": 2 * config.seq_len}
     if config.kv_len is not None:
         sizes["kv_len"] = 2 * config.kv_len
     doubled = trace_at(dataclasses.replace(config, **sizes)).backward
-    return None if doubled is None else (2 * config.seq_len, doubled)
+    return None if doubled is None or not doubled.rows else (2 * config.seq_len, doubled)
 
 
 def with_doubled(data: dict[str, Any], doubled: tuple[int, Any] | None) -> dict[str, Any]:

@@ -14,12 +14,16 @@ def test_the_same_model_at_2t_doubles_the_keys_too_in_cross_attention():
 
     def trace_at(config):
         seen.append((config.seq_len, config.kv_len, config.d_model))
-        return SimpleNamespace(backward="its backward")
+        return SimpleNamespace(backward=ran)
 
-    assert at_double_t(AttentionConfig(seq_len=3, kv_len=5), trace_at) == (6, "its backward")
-    assert at_double_t(AttentionConfig(seq_len=4), trace_at) == (8, "its backward")
+    ran = SimpleNamespace(rows=("a row",))
+    assert at_double_t(AttentionConfig(seq_len=3, kv_len=5), trace_at) == (6, ran)
+    assert at_double_t(AttentionConfig(seq_len=4), trace_at) == (8, ran)
     assert seen == [(6, 10, AttentionConfig().d_model), (8, None, AttentionConfig().d_model)]
     assert at_double_t(AttentionConfig(seq_len=4), lambda c: SimpleNamespace(backward=None)) is None
+    # a forward that raised at 2T (a --break whose view fails) ran no backward: no 2T totals are claimed
+    no_rows = SimpleNamespace(rows=(), saved=("kept before it raised",))
+    assert at_double_t(AttentionConfig(seq_len=4), lambda c: SimpleNamespace(backward=no_rows)) is None
 
 
 def test_at_2t_joins_the_json_backward_object_only():
