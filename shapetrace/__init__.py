@@ -62,18 +62,22 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    return _trace_class()(parse_dims(dims), seed_order=names, backward=backward)
+    return _trace_class(backward)(parse_dims(dims), seed_order=names)
 
 
 @functools.cache
-def _trace_class() -> type:
+def _trace_class(backward: bool = False) -> type:
     """The public :class:`Trace`: the engine's recorder plus display (``show()``, Jupyter, Rich).
 
     Composed here, in the public API, so that the engine never imports the rendering layer:
     ``shapetrace.engine`` returns plain data, and this subclass adds the three ways of showing it.
-    Built on first use, so ``import shapetrace`` imports neither torch nor Rich.
+    Built on first use, so ``import shapetrace`` imports neither torch nor Rich. ``backward``: over
+    the engine's trace that traces the backward too.
     """
-    from shapetrace.engine.tracer import Trace as EngineTrace
+    if backward:
+        from shapetrace.engine.backward.trace import BackwardTrace as EngineTrace
+    else:
+        from shapetrace.engine.tracer import Trace as EngineTrace
 
     class Trace(EngineTrace):
         __doc__ = EngineTrace.__doc__

@@ -10,6 +10,18 @@ from collections.abc import Callable
 from typing import Any
 
 
+def new_trace(dims: dict[str, int], backward: bool):
+    """A trace of the forward, or of the forward and its backward (:class:`~shapetrace.engine.backward.trace.
+    BackwardTrace`)."""
+    if backward:
+        from shapetrace.engine.backward.trace import BackwardTrace
+
+        return BackwardTrace(dims)
+    from shapetrace.engine.tracer import Trace
+
+    return Trace(dims)
+
+
 def grad_mode(backward: bool):
     """``torch.enable_grad()`` for a traced backward, else ``torch.no_grad()`` (a forward keeps no graph)."""
     import torch

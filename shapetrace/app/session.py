@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.app.backward import at_double_t, grad_mode, with_doubled
+from shapetrace.app.backward import at_double_t, grad_mode, new_trace, with_doubled
 from shapetrace.app.devices import budget_or_default, pick_device
 from shapetrace.app.steps import cache_names, split_steps
 from shapetrace.app.threads import threads_for
@@ -72,10 +72,9 @@ def trace_reference(config: AttentionConfig, device: str = "cpu", backward: bool
     the output's sum too (``trace.backward``).
     """
     from shapetrace.attention.reference import build
-    from shapetrace.engine.tracer import Trace
 
     model, x = build(config, device)
-    trace = Trace(config.dims, backward=backward)
+    trace = new_trace(config.dims, backward)
     trace.check_dependencies()
     with threads_for(reference_bytes(config)), grad_mode(backward), trace:
         trace.set_names(x, ["B", "T", "D"])
@@ -163,7 +162,6 @@ def _trace_variant(config: AttentionConfig, device: str, note: str | None, compa
     from shapetrace.attention import variants
     from shapetrace.attention.notes import notes_for
     from shapetrace.engine import findings
-    from shapetrace.engine.tracer import Trace
 
     config, forced = apply_forces(config)
     notes = ([_skipped_checks(note) if device == "meta" else note] if note else []) + forced
@@ -173,7 +171,7 @@ def _trace_variant(config: AttentionConfig, device: str, note: str | None, compa
         return trace_shape(config, device, notes, compare, VariantRun)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
-    trace = Trace(config.dims, backward=backward)
+    trace = new_trace(config.dims, backward)
     kept = _traced_forward(trace, model, inputs, config, backward)
     run = VariantRun(trace, config, device, notes, header=run_header(config, device))
     if device == "meta":

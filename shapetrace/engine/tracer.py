@@ -70,8 +70,9 @@ class Trace:
     'mixed-axis'
     """
 
-    def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None,
-                 backward: bool = False):
+    backward = None   # the backward pass: traced by :class:`~.backward.trace.BackwardTrace` only
+
+    def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
         sizes, declared = canonical_dims(dims or {})
         self.namer = Namer(sizes, declared_roles=declared)
         self.dims = self.namer.dims
@@ -95,10 +96,6 @@ class Trace:
         self._failure = None
         self._nan_record: int | None = None
         self._shown: list[Event] | None = None   # events set in place of the inferred ones
-        self._backward = None   # the backward's session (:mod:`.backward`), only when asked for
-        if backward:
-            from shapetrace.engine.backward.session import BackwardSession
-            self._backward = BackwardSession(self.capture)
 
     # -- context manager ---------------------------------------------------
     def __enter__(self) -> Trace:
@@ -114,8 +111,6 @@ class Trace:
         _ACTIVE.append(self)
         self._paths = ModulePaths(self.capture)
         self._paths.install()
-        if self._backward is not None:
-            self._backward.start()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -134,8 +129,6 @@ class Trace:
             else:   # exited in another thread (a generator closed there): it records nothing more, and
                 self._mode.closed = True   # its own thread takes it off its stack when it next enters one
         self._mode = None
-        if self._backward is not None:
-            self._backward.end(exc)
         self.exception = exc
         self._finish(exc)
 
@@ -218,11 +211,6 @@ class Trace:
         self._inferred()
         self._shown = list(value)
         self._diagnostics = None
-
-    @property
-    def backward(self):
-        """The backward pass (:class:`~.backward.rows.BackwardReport`), or None when not asked for."""
-        return None if self._backward is None else self._backward.report(self._inferred())
 
     @property
     def seeded_by_size(self) -> bool:
