@@ -7,7 +7,7 @@ import string
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.backward.rows import (
-    _WEIGHTS,
+    WEIGHT_FAMILIES,
     BackwardReport,
     BackwardRow,
     GradInfo,
@@ -151,7 +151,7 @@ def _saved_infos(saved, graph, capture, inference) -> tuple[SavedInfo, ...]:
     made_by = _made_by(capture)
     first_on: dict[int, int] = {}
     weight_storages = {p.storage for p in saved.packed if p.node is not None and
-                       made_by.get(p.node) is not None and made_by[p.node].spec.family in _WEIGHTS}
+                       made_by.get(p.node) is not None and made_by[p.node].spec.family in WEIGHT_FAMILIES}
     infos = []
     for p in saved.packed:
         claim = graph.claims[graph.owner[p.saver]] if p.saver in graph.owner else None

@@ -15,7 +15,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.opspec import Family
 
 #: families whose outputs are attention weights (their saved storages are the weights' share)
-_WEIGHTS = frozenset({Family.SOFTMAX})
+WEIGHT_FAMILIES = frozenset({Family.SOFTMAX})
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """One trace's backward: installed when the trace starts, run when it ends, read once after.
 
 :class:`BackwardSession` joins :mod:`.graph` (the nodes each record made, hooked) and :mod:`.saved`
-(every saved tensor). The capture calls :meth:`note` after each call it records; the trace enters the
-session with itself and, when its block ends, calls :meth:`finish` (run the backward of the sum of the
-last result, unless the traced code ran its own) and later :meth:`report`.
+(every saved tensor). :class:`~.trace.BackwardTrace` calls :meth:`start` once its recorder is on (from
+then the capture calls :meth:`note` after each call it records), :meth:`end` once it is off (which runs
+the backward of the sum of the last result, unless the traced code ran its own), and :meth:`report`.
 """
 
 from __future__ import annotations
