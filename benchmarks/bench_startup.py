@@ -34,6 +34,7 @@ COMMANDS = {
     "shapetrace --help": ["--help"],
     "shapetrace run --d-model 512 --heads 8": ["run", "--d-model", "512", "--heads", "8"],
     "shapetrace run --json": ["run", "--json"],
+    "shapetrace run --backward": ["run", "--backward"],
     "shapetrace run --break no-key-transpose": ["run", "--break", "no-key-transpose"],
     "shapetrace run --break no-key-transpose --causal": ["run", "--break", "no-key-transpose", "--causal"],
 }
@@ -42,6 +43,7 @@ TARGETS = {
     "shapetrace --help": (0.35, "seconds"),
     "shapetrace run --d-model 512 --heads 8": (1.10, "ratio"),
     "shapetrace run --json": (1.10, "ratio"),
+    "shapetrace run --backward": (1.5, "ratio"),   # (issue 36: the forward, its backward, and the same at 2T)
     "shapetrace run --break no-key-transpose": (1.5, "ratio"),
     "shapetrace run --break no-key-transpose --causal": (1.5, "ratio"),
 }

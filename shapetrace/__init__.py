@@ -16,7 +16,7 @@ The public API is light to import: torch is loaded on first use of
 >>> t.diagnostics                 # structured findings, as in --json
 []
 >>> t.to_json().splitlines()[1]
-'  "version": 1,'
+'  "version": 2,'
 
 ``t.show()`` prints the same table as ``shapetrace run``; in Jupyter, ``t`` on
 the last line of a cell displays it.
@@ -42,13 +42,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.tracer import Trace
 
 
-def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None) -> Trace:
+def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None,
+          backward: bool = False) -> Trace:
     """Record every reshaping and attention op run inside a ``with`` block.
 
     Args:
         dims: named sizes (``"B=2 T=6 D=512 H=8"``); the first tensor whose shape is a
             prefix of them (``[B, T, D]``) gets those names, and names flow from there.
         names: the order in which ``dims`` seed a tensor (default: the order given).
+        backward: also trace the backward pass: the block's own ``.backward()``, or else, when it ends,
+            the backward of the sum of the last traced result that requires grad (``t.backward``).
 
     Returns:
         a :class:`Trace`, filled in as the block runs.
@@ -59,18 +62,22 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    return _trace_class()(parse_dims(dims), seed_order=names)
+    return _trace_class(backward)(parse_dims(dims), seed_order=names)
 
 
 @functools.cache
-def _trace_class() -> type:
+def _trace_class(backward: bool = False) -> type:
     """The public :class:`Trace`: the engine's recorder plus display (``show()``, Jupyter, Rich).
 
     Composed here, in the public API, so that the engine never imports the rendering layer:
     ``shapetrace.engine`` returns plain data, and this subclass adds the three ways of showing it.
-    Built on first use, so ``import shapetrace`` imports neither torch nor Rich.
+    Built on first use, so ``import shapetrace`` imports neither torch nor Rich. ``backward``: over
+    the engine's trace that traces the backward too.
     """
-    from shapetrace.engine.tracer import Trace as EngineTrace
+    if backward:
+        from shapetrace.engine.backward.trace import BackwardTrace as EngineTrace
+    else:
+        from shapetrace.engine.tracer import Trace as EngineTrace
 
     class Trace(EngineTrace):
         __doc__ = EngineTrace.__doc__

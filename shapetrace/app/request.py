@@ -76,6 +76,7 @@ class RunRequest:
     channels: int | None = MODEL.channels
     # the output
     json_out: bool = False
+    backward: bool = False   #: ``--backward``: the backward pass after the forward, and what autograd keeps
     diagrams: bool = False
     diagram: int | None = None
     classroom: ClassroomRequest = ClassroomRequest()
@@ -102,9 +103,22 @@ class RunRequest:
         if self.image is not None and "seq_len" in self.typed:
             raise UsageError("--seq-len cannot be combined with --image: the tokens are the image's patches and "
                              "a class token (1+N, from --image and --patch)")
+        self._check_backward()
         request = self.with_preset()
         request.config, request.budget  # noqa: B018 - built once, now: a bad size or --max-memory answers here
         return request
+
+    def _check_backward(self) -> None:
+        """``--backward`` traces one forward and its backward: not (yet) a decode, an image, or the step,
+        predict and export views (they show the forward only)."""
+        if not self.backward:
+            return
+        for name, given in (("--decode", self.decode is not None), ("--image", self.image is not None),
+                            ("--step", self.classroom.step), ("--predict", self.classroom.predict is not None),
+                            ("--export", self.classroom.export is not None)):
+            if given:
+                raise UsageError(f"--backward cannot be combined with {name} yet: run it without {name} to see "
+                                 "the backward table after the forward one")
 
     def with_preset(self) -> RunRequest:
         """A new request with ``--preset``'s D and H where the user left the defaults, and its H_kv when

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shapetrace.app.backward import at_double_t, grad_mode, new_trace, with_doubled
 from shapetrace.app.devices import budget_or_default, pick_device
 from shapetrace.app.steps import cache_names, split_steps
 from shapetrace.app.threads import threads_for
@@ -27,14 +28,17 @@ class ReferenceRun:
     trace: Trace
     header: dict[str, Any] = field(default_factory=dict)   #: {"lines": [...]} above the table
     notes: list[str] = field(default_factory=list)   #: sentences for the report (why the meta device)
+    doubled: Any = None   #: with --backward: (2T, the backward of the same model at 2T)
 
     def report(self) -> Report:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header, notes=self.notes)
 
     def to_json(self, report: Report) -> str:
-        """The trace's JSON (schema v1); ``report``: :meth:`report`, made once."""
-        return report.to_json()
+        """The trace's JSON; ``report``: :meth:`report`, made once."""
+        if self.doubled is None:
+            return report.to_json()
+        return json.dumps(with_doubled(report.to_dict(), self.doubled), indent=2)
 
 
 def trace_request(request: RunRequest, device: str, note: str | None) -> ReferenceRun | VariantRun:
@@ -42,34 +46,37 @@ def trace_request(request: RunRequest, device: str, note: str | None) -> Referen
     :func:`~shapetrace.app.devices.pick_device`): the plain reference, or the variant with ``--preset``'s
     note first."""
     if not request.is_variant:
-        return run_reference(request.config, device, note)
-    run = traced_variant(request.config, device, note)
+        return run_reference(request.config, device, note, request.backward)
+    run = traced_variant(request.config, device, note, backward=request.backward)
     if request.preset_note:
         run.notes.insert(0, request.preset_note)
     return run
 
 
-def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None) -> ReferenceRun:
+def run_reference(config: AttentionConfig, device: str = "cpu", note: str | None = None,
+                  backward: bool = False) -> ReferenceRun:
     """:func:`trace_reference`, with the header (``note``, why this device, as its last line) and, on the
     meta device, ``note`` as a note of the report too."""
     header = {"lines": header_lines(config) + ([note] if note else [])}
-    return ReferenceRun(trace_reference(config, device), header, [note] if note and device == "meta" else [])
+    run = ReferenceRun(trace_reference(config, device, backward), header,
+                       [note] if note and device == "meta" else [])
+    if backward:
+        run.doubled = at_double_t(config, lambda c: trace_reference(c, device, backward=True))
+    return run
 
 
-def trace_reference(config: AttentionConfig, device: str = "cpu") -> Trace:
+def trace_reference(config: AttentionConfig, device: str = "cpu", backward: bool = False) -> Trace:
     """Run the reference model once under the tracer; the input is named [B, T, D] explicitly.
 
-    ``device="meta"`` traces shapes and strides without allocating data.
+    ``device="meta"`` traces shapes and strides without allocating data; ``backward``: the backward of
+    the output's sum too (``trace.backward``).
     """
-    import torch
-
     from shapetrace.attention.reference import build
-    from shapetrace.engine.tracer import Trace
 
     model, x = build(config, device)
-    trace = Trace(config.dims)
+    trace = new_trace(config.dims, backward)
     trace.check_dependencies()
-    with threads_for(reference_bytes(config)), torch.no_grad(), trace:
+    with threads_for(reference_bytes(config)), grad_mode(backward), trace:
         trace.set_names(x, ["B", "T", "D"])
         trace.result = model(x)
     return trace
@@ -91,13 +98,14 @@ class VariantRun:
     comparison: dict[str, Any] | None = None
     #: what the table shows above itself: {"lines": [...]}, and for a decode the op where each step begins
     header: dict[str, Any] = field(default_factory=dict)
+    doubled: Any = None   #: with --backward: (2T, the backward of the same model at 2T)
 
     def report(self) -> Report:
         """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
         return self.trace.report(header=self.header)
 
     def to_json(self, report: Report) -> str:
-        """The trace's JSON (schema v1) plus a ``variant`` object: config, device, notes, NaN rows, and for
+        """The trace's JSON plus a ``variant`` object: config, device, notes, NaN rows, and for
         a break the comparison with the reference (``report``: :meth:`report`, made once)."""
         data = report.to_dict()
         data["variant"] = {"config": dataclasses.asdict(self.config), "device": self.device, "notes": self.notes,
@@ -108,6 +116,8 @@ class VariantRun:
             c = self.config
             data["variant"]["image"] = {"size": c.image, "patch": c.patch, "channels": c.in_channels,
                                         "grid": [c.grid, c.grid], "patches": c.grid ** 2, "tokens": 1 + c.grid ** 2}
+        if self.doubled is not None:
+            data = with_doubled(data, self.doubled)
         return json.dumps(data, indent=2, default=list)
 
     def _comparison_data(self) -> dict[str, Any] | None:
@@ -135,19 +145,23 @@ def trace_variant(config: AttentionConfig, max_bytes: int | None = None, compare
 
 
 def traced_variant(config: AttentionConfig, device: str, note: str | None = None,
-                   compare: bool = True) -> VariantRun:
+                   compare: bool = True, backward: bool = False) -> VariantRun:
     """Trace the configured implementation or broken variant on ``device`` (``note``: why there); fill NaN
-    rows, heat map and notes (small sizes with one torch thread: :mod:`shapetrace.app.threads`)."""
+    rows, heat map and notes (small sizes with one torch thread: :mod:`shapetrace.app.threads`);
+    ``backward``: its backward too, and the same at 2T."""
     with threads_for(variant_bytes(config)):
-        return _trace_variant(config, device, note, compare)
+        run = _trace_variant(config, device, note, compare, backward)
+        if backward:
+            run.doubled = at_double_t(config, lambda c: _trace_variant(c, device, None, False, True).trace)
+        return run
 
 
-def _trace_variant(config: AttentionConfig, device: str, note: str | None, compare: bool) -> VariantRun:
+def _trace_variant(config: AttentionConfig, device: str, note: str | None, compare: bool,
+                   backward: bool = False) -> VariantRun:
     from shapetrace.app.shapes import NO_VALUES_NOTE, run_header
     from shapetrace.attention import variants
     from shapetrace.attention.notes import notes_for
     from shapetrace.engine import findings
-    from shapetrace.engine.tracer import Trace
 
     config, forced = apply_forces(config)
     notes = ([_skipped_checks(note) if device == "meta" else note] if note else []) + forced
@@ -157,8 +171,8 @@ def _trace_variant(config: AttentionConfig, device: str, note: str | None, compa
         return trace_shape(config, device, notes, compare, VariantRun)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
-    trace = Trace(config.dims)
-    kept = _traced_forward(trace, model, inputs, config)
+    trace = new_trace(config.dims, backward)
+    kept = _traced_forward(trace, model, inputs, config, backward)
     run = VariantRun(trace, config, device, notes, header=run_header(config, device))
     if device == "meta":
         trace.read_values(None, NO_VALUES_NOTE)
@@ -176,16 +190,14 @@ def _skipped_checks(note: str) -> str:
     return f"{note}. Checks that need values (NaN rows, heat map, outputs) are skipped."
 
 
-def _traced_forward(trace: Trace, model, inputs: dict, config: AttentionConfig) -> dict:
+def _traced_forward(trace: Trace, model, inputs: dict, config: AttentionConfig, backward: bool = False) -> dict:
     """Run ``model`` under ``trace`` (an exception stays in ``trace.exception``); return the scores and
     weights its attention formed, watched from outside the model."""
-    import torch
-
     from shapetrace.app.attention_values import watching_attention
 
     with watching_attention(model) as kept:
         try:
-            with torch.no_grad(), trace:
+            with grad_mode(backward), trace:
                 trace.set_names(inputs["x"], ["B", config.q_name, "D"])
                 if inputs["memory"] is not None:
                     trace.set_names(inputs["memory"], ["B", config.k_name, "D"])

@@ -33,6 +33,7 @@ from shapetrace.cli.common import (
     width_option,
     write_json,
 )
+from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.session import ReferenceRun, VariantRun
@@ -96,8 +97,12 @@ def run(
     channels: Annotated[int | None, typer.Option("--channels", metavar="C", help="With --image: channels of the "
                                                  "image (default 3).",
                                                  rich_help_panel=VARIANTS)] = RunRequest.channels,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the trace as JSON (schema v1) and nothing else.",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the trace as JSON (schema v2) and nothing else.",
                                            rich_help_panel=OUTPUT)] = RunRequest.json_out,
+    backward: Annotated[bool, typer.Option("--backward", help="After the forward, trace the backward of the "
+                                           "output's sum: each op's gradients with the forward's names, and "
+                                           "what autograd keeps (also at 2T).",
+                                           rich_help_panel=OUTPUT)] = RunRequest.backward,
     width: Annotated[int | None, width_option(panel=OUTPUT)] = ViewOptions.width,
     compact: Annotated[bool, typer.Option("--compact", help="Fewer columns (no strides) for narrow or zoomed "
                                           "terminals.", rich_help_panel=OUTPUT)] = ViewOptions.compact,
@@ -163,6 +168,9 @@ def show_run(request: RunRequest) -> None:
     from shapetrace.app.session import trace_request
 
     device, note = pick_device(request.device, request.estimate, request.budget)
+    if request.backward and device == "meta":
+        raise UsageError("--backward needs values, and this run is on the meta device (" + (note or "--device meta")
+                         + "): use a smaller size or --device cpu")
     import_torch()  # after every usage check: a bad option is answered without torch
     run = trace_request(request, device, note) if request.classroom.view.fold else _every_call(request, device, note)
     report = run.report()
@@ -193,6 +201,11 @@ def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequ
         from shapetrace.render.variants import print_variant_extras
 
         print_variant_extras(run, out_console(request.classroom.view.width))
+    if report.backward is not None:
+        from shapetrace.render.backward import print_backward
+
+        t, doubled = run.doubled or (0, None)
+        print_backward(out_console(request.classroom.view.width), report.backward, doubled, t)
 
 
 def _diagram_hook(report: Report, request: RunRequest):

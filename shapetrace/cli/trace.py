@@ -66,7 +66,7 @@ def trace(
                                  "computed bytes) under the table, also when the model has no layers."),
     include: list[str] | None = typer.Option(None, "--include", help="Keep ops written in this file or folder."),
     exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
-    json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v1) on stdout and "
+    json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v2) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
     width: int | None = width_option(),
     all_ops: bool = typer.Option(False, "--all", help=ALL_HELP),

@@ -107,6 +107,7 @@ class Capture:
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
         self.size_read = SizeReads(self.node_of)
+        self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
 
     @property
     def rows(self) -> int:
@@ -197,6 +198,8 @@ class Capture:
         self.records.append(_new_tuple(OpRecord, (
             spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
+        if self.grads is not None:
+            self.grads.note(len(self.records) - 1, outs, inputs)
         if not modules:   # outside every module call: maybe a model being built, not its forward
             self._mark_setup()
         return result
@@ -263,6 +266,8 @@ class Capture:
             or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
+        if self.grads is not None:
+            self.grads.note(len(self.records) - 1, outs, tensors)
         if not self.modules:
             self._mark_setup()
         return result

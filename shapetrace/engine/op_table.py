@@ -72,33 +72,48 @@ _REORDER = "reorders the axes (strides reorder, no data moves)"
 _GROWS = "repeats values along size-1 axes with stride 0"
 _RESHAPES = "a new shape: a view when the strides allow, else a copy"
 _SWAPS = "swaps two axes of this tensor in place"
+# -- the backward's sentences (OpSpec.backward: {out} the incoming grad, {in0} {in1} the operands' grads) --
+_GRAD_RESHAPE = "the incoming grad {out} is reshaped back to {in0}: {how0}"
+_GRAD_ORDER = "the grad of an axis reorder is the same reorder undone: {out} → {in0}, {how0}"
+_GRAD_EXPAND = "the grad of an expand sums over the repeated axes: {out} → {in0}, a new tensor"
+_GRAD_SIZE_ONE = "the size-1 axis is taken back out of the incoming grad: {out} → {in0}, {how0}"
+_GRAD_PRODUCT = "dY {out}; dA = dY · Bᵀ {in0}; dB = Aᵀ · dY {in1}"
 
 ENTRIES: list[OpSpec] = [
     # -- the view family: same storage, new shape and strides ------------------------------
     OpSpec("view", "view", pr.reshape, params=_shape_params, words="same memory read with a new shape",
-           stride_bound=True, family=F.RESHAPE, chain="method"),
+           stride_bound=True, family=F.RESHAPE, backward=_GRAD_RESHAPE, chain="method"),
     OpSpec("view_as", "view", pr.reshape, words="same memory read with a new shape", stride_bound=True,
-           shape_of_other=True, family=F.RESHAPE),
-    OpSpec("reshape", "maybe", pr.reshape, params=_shape_params, words=_RESHAPES, family=F.RESHAPE, chain="method"),
-    OpSpec("reshape_as", "maybe", pr.reshape, words=_RESHAPES, shape_of_other=True, family=F.RESHAPE),
-    OpSpec("flatten", "maybe", pr.reshape, words="merges axes into one", family=F.RESHAPE, chain="method"),
-    OpSpec("unflatten", "view", pr.reshape, words="splits one axis into several", family=F.RESHAPE, chain="method"),
+           shape_of_other=True, family=F.RESHAPE, backward=_GRAD_RESHAPE),
+    OpSpec("reshape", "maybe", pr.reshape, params=_shape_params, words=_RESHAPES, family=F.RESHAPE,
+           backward=_GRAD_RESHAPE, chain="method"),
+    OpSpec("reshape_as", "maybe", pr.reshape, words=_RESHAPES, shape_of_other=True, family=F.RESHAPE,
+           backward=_GRAD_RESHAPE),
+    OpSpec("flatten", "maybe", pr.reshape, words="merges axes into one", family=F.RESHAPE,
+           backward=_GRAD_RESHAPE, chain="method"),
+    OpSpec("unflatten", "view", pr.reshape, words="splits one axis into several", family=F.RESHAPE,
+           backward=_GRAD_RESHAPE, chain="method"),
     *(OpSpec(name, "view", pr.transpose, words="swaps two axes (strides swap, no data moves)", family=F.AXIS_ORDER,
+             backward=_GRAD_ORDER,
              params=lambda a, k: {"dims": [arg(a, k, 1, "dim0"), arg(a, k, 2, "dim1")]}, chain=chain)
       for name, chain in (("transpose", "method"), ("swapaxes", ""), ("swapdims", ""))),
-    OpSpec("permute", "view", pr.permute, words=_REORDER, family=F.AXIS_ORDER, chain="method"),
-    *(OpSpec(n, "view", pr.movedim, words="moves axes to new positions", family=F.AXIS_ORDER)
+    OpSpec("permute", "view", pr.permute, words=_REORDER, family=F.AXIS_ORDER, backward=_GRAD_ORDER, chain="method"),
+    *(OpSpec(n, "view", pr.movedim, words="moves axes to new positions", family=F.AXIS_ORDER, backward=_GRAD_ORDER)
       for n in ("movedim", "moveaxis")),
-    OpSpec("t", "view", pr.t, words="swaps the two axes of a matrix", family=F.AXIS_ORDER),
-    OpSpec("T", "view", pr.reverse, words="reverses the order of all axes", family=F.AXIS_ORDER, getter=True),
-    OpSpec("mT", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER, getter=True,
+    OpSpec("t", "view", pr.t, words="swaps the two axes of a matrix", family=F.AXIS_ORDER, backward=_GRAD_ORDER),
+    OpSpec("T", "view", pr.reverse, words="reverses the order of all axes", family=F.AXIS_ORDER,
+           backward=_GRAD_ORDER, getter=True),
+    OpSpec("mT", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER,
+           backward=_GRAD_ORDER, getter=True,
            chain="attribute"),
-    OpSpec("mH", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER, getter=True),
-    OpSpec("adjoint", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER),
+    OpSpec("mH", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER,
+           backward=_GRAD_ORDER, getter=True),
+    OpSpec("adjoint", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER, backward=_GRAD_ORDER),
     OpSpec("H", "new", None, row=False, getter=True),   # (the conjugate transpose of a matrix: not named)
-    OpSpec("broadcast_to", "view", pr.expand, words=_GROWS, family=F.EXPAND),
-    OpSpec("expand_as", "view", pr.expand, words=_GROWS, shape_of_other=True, family=F.EXPAND),
-    OpSpec("expand", "view", pr.expand, words=_GROWS, sized="grown", family=F.EXPAND, replay="Tensor.expand",
+    OpSpec("broadcast_to", "view", pr.expand, words=_GROWS, family=F.EXPAND, backward=_GRAD_EXPAND),
+    OpSpec("expand_as", "view", pr.expand, words=_GROWS, shape_of_other=True, family=F.EXPAND, backward=_GRAD_EXPAND),
+    OpSpec("expand", "view", pr.expand, words=_GROWS, sized="grown", family=F.EXPAND,
+           backward=_GRAD_EXPAND, replay="Tensor.expand",
            chain="method"),
     OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
@@ -108,8 +123,9 @@ ENTRIES: list[OpSpec] = [
       for name in ("rand", "randn")),
     *_meta_only("factory", "randint", integer_result=True),
     OpSpec("unsqueeze", "view", pr.unsqueeze, params=_dim_params(), words="adds an axis of size 1",
-           family=F.SIZE_ONE_AXIS, chain="method"),
-    OpSpec("squeeze", "view", pr.squeeze, words="removes axes of size 1", family=F.SIZE_ONE_AXIS, chain="method"),
+           family=F.SIZE_ONE_AXIS, backward=_GRAD_SIZE_ONE, chain="method"),
+    OpSpec("squeeze", "view", pr.squeeze, words="removes axes of size 1", family=F.SIZE_ONE_AXIS,
+           backward=_GRAD_SIZE_ONE, chain="method"),
     OpSpec("narrow", "view", pr.narrow, words="keeps a range along one axis", family=F.SLICE, chain="method",
            params=lambda a, k: {"dim": arg(a, k, 1, "dim"), "start": _number(arg(a, k, 2, "start")),
                                 "length": _number(arg(a, k, 3, "length"))}),
@@ -147,9 +163,12 @@ ENTRIES: list[OpSpec] = [
     *_in_place_views(None, "points this tensor at other memory", "set_"),
     # -- copies: the same values in a new buffer -----------------------------------------------
     OpSpec("contiguous", "maybe", pr.same, words="lays the values out row-major (a copy unless they already are)",
-           family=F.CONTIGUOUS, chain="method"),
+           family=F.CONTIGUOUS,
+           backward="the incoming grad {out} passes back unchanged: the grad of a copy is the grad itself (no copy "
+                    "here; a backward that reshapes it after the transpose may copy)", chain="method"),
     OpSpec("clone", "copy", pr.same, words="copies the values into a new buffer"),
-    OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor", replay="Tensor.repeat"),
+    OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor",
+           backward="the grad of a repeat sums the tiles back: {out} → {in0}, a new tensor", replay="Tensor.repeat"),
     OpSpec("tile", "copy", pr.tile, words="tiles the tensor", replay="torch.tile"),
     OpSpec("repeat_interleave", "copy", pr.repeat_interleave, words="repeats each element in place",
            replay="torch.repeat_interleave"),
@@ -178,19 +197,25 @@ ENTRIES: list[OpSpec] = [
     OpSpec("triu", "copy", pr.same, words="keeps the upper triangle", family=F.TRIANGLE, meta="tri"),
     # -- compute: new values -------------------------------------------------------------------------
     OpSpec("linear", "new", pr.linear, shows_first=True, params=_linear_params, operands=linear_operands,
-           words="a linear projection of the last axis", family=F.PROJECTION, meta="linear"),
+           words="a linear projection of the last axis", family=F.PROJECTION,
+           backward="dY {out}; dx = dY · W {in0}; dW = dYᵀ · x, summed over {summed}: {weight}; "
+                    "db = dY summed over {summed}: {bias}", meta="linear"),
     OpSpec("addmm", "new", pr.addmm, params=_scale_params, operands=addmm_operands,
            words="bias + x @ W (a projection written as a matrix product)", family=F.PROJECTION),
-    OpSpec("mm", "new", pr.matmul, rank=2, words="matrix product", family=F.PRODUCT, contraction="matrix",
+    OpSpec("mm", "new", pr.matmul, rank=2, words="matrix product", family=F.PRODUCT,
+           backward=_GRAD_PRODUCT, contraction="matrix",
            meta="matmul"),
-    OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product", family=F.PRODUCT, contraction="matrix",
+    OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product", family=F.PRODUCT,
+           backward=_GRAD_PRODUCT, contraction="matrix",
            meta="matmul"),
     OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
            words="base + a @ b, batched", family=F.PRODUCT, contraction="matrix"),
     OpSpec("matmul", "new", pr.matmul, copies_inside=True, words="matrix product", family=F.PRODUCT,
+           backward=_GRAD_PRODUCT,
            contraction="matrix", meta="matmul", aliases=("__matmul__",)),
     # ``a.__rmatmul__(b)`` is ``b @ a``: the same op with its operands the other way round
-    OpSpec("matmul", "new", pr.matmul, words="matrix product", family=F.PRODUCT, copies_inside=True,
+    OpSpec("matmul", "new", pr.matmul, words="matrix product", family=F.PRODUCT,
+           backward=_GRAD_PRODUCT, copies_inside=True,
            contraction="matrix", meta="matmul", reversed=True, aliases=("__rmatmul__",),
            callable="torch.Tensor.__rmatmul__",
            operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)]),
@@ -201,7 +226,9 @@ ENTRIES: list[OpSpec] = [
     OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=sdpa_params, params_read_values=True,
            short="sdpa", words="softmax(q @ kᵀ · scale) @ v in one kernel", family=F.FUSED_ATTENTION, meta="sdpa"),
     OpSpec("softmax", "new", pr.same, params=_softmax_params, words="normalises into weights that sum to 1",
-           family=F.SOFTMAX, meta="softmax"),
+           family=F.SOFTMAX,
+           backward="dx = y ⊙ (dy − Σ dy ⊙ y along the softmax axis) {in0}: the weights y the forward made "
+                    "are saved for it", meta="softmax"),
     OpSpec("log_softmax", "new", pr.same, params=_softmax_params, words="log of softmax", family=F.SOFTMAX,
            meta="softmax"),
     *_meta_only("softmax", "_softmax"),
@@ -218,6 +245,7 @@ ENTRIES: list[OpSpec] = [
            callable="torch.nn.functional.embedding",
            operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
     OpSpec("dropout", "new", pr.same, params=_dropout_params, words="zeroes values at random", family=F.DROPOUT,
+           backward="the incoming grad {out} is zeroed and scaled where the forward was: {in0}",
            meta="dropout", aliases=("dropout1d", "dropout2d")),
     _reduction("sum", "sums over axes", reduces_to=ReduceDtype.INTEGERS_WIDEN),
     _reduction("nansum", "sums over axes (NaNs as zeros)"),

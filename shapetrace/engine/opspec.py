@@ -118,6 +118,11 @@ class OpSpec:
     integer_result: bool = False      # a factory whose default dtype is int64 (``randint``)
     # -- the ``strides`` command -------------------------------------------------------------------
     chain: str = ""                   # replayed from a chain's text: "method" (``.view(2, 3)``), "attribute"
+    # -- the backward (:mod:`.backward`) ---------------------------------------------------------------
+    #: what its gradient is, in words: ``{out}`` is the incoming grad's shape in names, ``{in0}``, ``{in1}``
+    #: the operands' grads, ``{summed}`` the output's leading axes; parts joined by "; " are left out where
+    #: an operand gets no gradient. "" where the registry has no sentence for it
+    backward: str = ""
 
     # -- derived facts: a rule asks these, never for a name ----------------------------------------
     @property

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.hidden import HiddenCopy
     from shapetrace.engine.verdict import Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: the ``backward`` object (``run --backward``)
 
 
 @dataclass
@@ -43,6 +43,8 @@ class Report:
             axis found)"``).
         unrowed: the calls without a row, as events numbered as the row each ran before, when the run
             recorded every call (``--all``: :mod:`~shapetrace.engine.unrowed`); else empty.
+        backward: the backward pass (:class:`~shapetrace.engine.backward.rows.BackwardReport`) when the
+            trace was asked for it (``trace(backward=True)``, ``run --backward``); else None.
     """
 
     dims: dict[str, int]
@@ -58,6 +60,7 @@ class Report:
     contracts: list[str] = field(default_factory=list)
     unmeasured: list[str] = field(default_factory=list)
     unrowed: list[Event] = field(default_factory=list)   # --all: the calls without a row, as events
+    backward: Any = None
 
     @property
     def verdict(self) -> Verdict:
@@ -72,7 +75,8 @@ class Report:
         return {e.index: copies for e in self.events if (copies := e.hidden_copies)}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON schema (version 1): dims, events (each with its hidden copies), diagnostics, verdict."""
+        """The JSON schema (version 2): dims, events (each with its hidden copies), diagnostics, verdict, and
+        the backward when there is one."""
         out: dict[str, Any] = {
             "version": SCHEMA_VERSION,
             "dims": dict(self.dims),
@@ -88,6 +92,8 @@ class Report:
             out["setup"] = [e.to_dict() for e in self.setup]
         if self.unrowed:   # (--all) each numbered as the row it ran before
             out["unrowed"] = [e.to_dict() for e in self.unrowed]
+        if self.backward is not None:
+            out["backward"] = self.backward.to_dict()
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -112,5 +118,5 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
         nan_rows=trace.nan_rows, header=dict(header or {}),
         notes=[n for n in (*notes, trace._value_note) if n], exception=trace.exception,
         left_out=trace.left_out(), contracts=trace.contracts, unrowed=unrowed_events(trace),
-        unmeasured=trace.unmeasured, **extra,
+        unmeasured=trace.unmeasured, backward=trace.backward, **extra,
     )

@@ -70,6 +70,8 @@ class Trace:
     'mixed-axis'
     """
 
+    backward = None   # the backward pass: traced by :class:`~.backward.trace.BackwardTrace` only
+
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
         sizes, declared = canonical_dims(dims or {})
         self.namer = Namer(sizes, declared_roles=declared)
@@ -321,7 +323,7 @@ class Trace:
         return self.report().to_dict()
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The trace as JSON (schema version 1), as ``shapetrace run --json`` prints it.
+        """The trace as JSON (schema version 2), as ``shapetrace run --json`` prints it.
 
         >>> import json, torch, shapetrace
         >>> with shapetrace.trace(dims="B=2 T=6 D=512 H=8") as t:

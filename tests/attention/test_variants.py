@@ -373,7 +373,7 @@ def test_cli_json_has_trace_and_variant_facts(cli):
     res = cli("run", "--json", "--causal", "--mask", "padding", "--pad", "0,2", "--pad-side", "left")
     assert res.exit_code == 1
     data = json.loads(res.output)
-    assert data["version"] == 1 and data["variant"]["device"] == "cpu"
+    assert data["version"] == 2 and data["variant"]["device"] == "cpu"
     assert data["variant"]["config"]["pad"] == [0, 2]
     assert sorted({(b, q) for b, _h, q in data["variant"]["nan_rows"]}) == [(1, 0), (1, 1)]
     assert [d["kind"] for d in data["diagnostics"]] == ["nan-rows"]

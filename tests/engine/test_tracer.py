@@ -210,7 +210,7 @@ def test_json_schema_v1():
 
     trace = trace_reference(AttentionConfig())
     data = json.loads(trace.to_json())
-    assert data["version"] == 1
+    assert data["version"] == 2
     assert data["dims"] == {"B": 2, "T": 6, "D": 512, "H": 8, "d_k": 64}
     first = data["events"][0]
     cited = model_line("q = self.split_heads(self.w_q(x))")

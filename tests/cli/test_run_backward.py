@@ -1,0 +1,57 @@
+"""``shapetrace run --backward``: the backward table and what autograd keeps after the forward table,
+``--json``'s ``backward`` object (schema 2), and one clear line where it does not apply."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import cli_in_process
+
+SMALL = ("--d-model", "16", "--heads", "2", "--seq-len", "3", "--batch", "2")
+
+
+def test_run_backward_prints_the_backward_after_the_forward_and_the_saved_totals_at_2t():
+    proc = cli_in_process("run", "--backward", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = [line.rstrip() for line in proc.stdout.splitlines()]
+    title = out.index("backward pass (in the order autograd ran it)")
+    assert any(line.startswith("✓") for line in out[:title])   # the forward's verdict comes first
+    assert out[title + 1].startswith(" 0  grad #16 linear") and out[title + 1].endswith("384 B")
+    assert "    → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
+    # the same model at T = 6: the [B, T, ·] tensors ×2, the [B, H, T, T] weights ×4 (2,064 B -> 4,416 B)
+    assert "  at T=6 (2T): 4.3 KiB not parameters (×2.1), attention weights 576 B (×4.0), 13%" in out
+
+
+def test_run_backward_json_has_the_backward_object_and_schema_2():
+    proc = cli_in_process("run", "--backward", "--json", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["version"] == 2
+    backward = data["backward"]
+    assert backward["at_2T"] == {"T": 6, "saved_bytes": 5440, "activation_bytes": 4416, "weights_bytes": 576}
+    assert (backward["saved_bytes"], backward["activation_bytes"], backward["weights_bytes"]) == (3088, 2064, 144)
+    assert backward["rows"][0]["event"] == 16 and backward["rows"][0]["op"] == "linear"
+    w_q = next(p for p in backward["params"] if p["of"] == "w_q.weight.grad")
+    assert (w_q["shape"], w_q["dims"], w_q["stride"]) == ([16, 16], ["D", "D"], [16, 1])
+
+
+def test_run_without_backward_has_no_backward_key():
+    data = json.loads(cli_in_process("run", "--json", *SMALL).stdout)
+    assert data["version"] == 2 and "backward" not in data
+
+
+def test_run_backward_works_on_a_variant_gqa():
+    proc = cli_in_process("run", "--backward", "--json", "--d-model", "16", "--heads", "4", "--kv-heads", "2",
+                          "--seq-len", "3", "--batch", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["backward"]["rows"]
+    expand = next(r for r in rows if r["op"] == "expand")
+    assert expand["arrived"][0]["dims"] == ["B", "H_kv", "n_rep", "T", "d_k"]
+    assert expand["made"][0]["shape"] == [2, 2, 1, 3, 4]
+
+
+def test_run_backward_refuses_what_it_does_not_show_yet_in_one_line():
+    for extra, word in ((("--decode", "2"), "--decode"), (("--step",), "--step"), (("--device", "meta"), "meta")):
+        proc = cli_in_process("run", "--backward", *extra)
+        assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
+        assert word in proc.stderr and "Traceback" not in proc.stderr
