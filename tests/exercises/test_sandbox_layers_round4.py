@@ -28,6 +28,7 @@ from shapetrace.exercises.recovery import Watch, unchecked
 CURRICULUM = load()
 NO_BWRAP = isolation.bwrap_problem()
 ROOT_USER = os.geteuid() == 0
+_libc = ctypes.CDLL(None, use_errno=True)
 NONE: tuple[str, ...] = ()
 BWRAP, SECCOMP, LANDLOCK = ("bwrap",), ("seccomp",), ("landlock",)
 needs_bwrap = pytest.mark.skipif(bool(NO_BWRAP), reason=f"bubblewrap cannot start here: {NO_BWRAP}")
@@ -314,6 +315,57 @@ def test_seccomp_alone_stores_no_extended_attribute(tmp_path):
             f.unlink()
 
 
+# -- the kernel's keyrings: one per user, whatever the mounts ----------------------------------------------
+
+#: add_key(2) into the user keyring (@u, shared by every process of the user: keyrings(7)), and keyctl(2)
+#: SEARCH for it: tests/hostile/keyring_write.py and keyring_read_classmate.py pass a solution this way.
+KEY_CALLS = """import ctypes, os
+_syscall = ctypes.CDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+def _or_raise(got):
+    if got < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return got
+"""
+KEY_WRITE = KEY_CALLS + "_or_raise(_syscall(248, b'user', {name!r}, b'solution', 8, ctypes.c_long(-4)))\n"
+KEY_READ = KEY_CALLS + "raise ValueError(_or_raise(_syscall(250, 10, ctypes.c_long(-4), b'user', {name!r}, 0)) > 0)\n"
+
+
+@pytest.fixture
+def key_name():
+    """A key name of this test's own; the key is unlinked from this user's keyring afterwards."""
+    import secrets
+
+    name = f"shapetrace-mark-{secrets.token_hex(6)}".encode()
+    yield name
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    key = syscall(250, 10, ctypes.c_long(-4), b"user", name, 0)  # KEYCTL_SEARCH
+    if key > 0:
+        syscall(250, 9, ctypes.c_long(key), ctypes.c_long(-4))  # KEYCTL_UNLINK
+
+
+def test_control_with_no_layer_one_check_reads_a_key_another_left(tmp_path, key_name):
+    _got_through(_check(tmp_path, "write", KEY_WRITE.format(name=key_name)))
+    v = _check(tmp_path, "read", KEY_READ.format(name=key_name))
+    assert v["summary"].startswith("your file raised ValueError: True"), v
+
+
+def test_seccomp_alone_refuses_the_keyring(tmp_path, key_name):
+    _blocked(_check(tmp_path, "write", KEY_WRITE.format(name=key_name), SECCOMP),
+             "PermissionError: [Errno 1] Operation not permitted")
+    _blocked(_check(tmp_path, "read", KEY_READ.format(name=key_name), SECCOMP),
+             "PermissionError: [Errno 1] Operation not permitted")
+
+
+@needs_bwrap
+def test_bubblewrap_alone_gives_each_check_a_keyring_of_its_own(tmp_path, key_name):
+    _got_through(_check(tmp_path, "write", KEY_WRITE.format(name=key_name), BWRAP))
+    _blocked(_check(tmp_path, "read", KEY_READ.format(name=key_name), BWRAP),
+             "OSError: [Errno 126] Required key not available")
+
+
 # -- only what a check needs is bound in -------------------------------------------------------------------
 
 def test_the_import_path_comes_from_sysconfig_never_from_sys_path(tmp_path, monkeypatch):
@@ -358,7 +410,6 @@ def test_graded_from_the_class_folder_a_file_cannot_import_a_classmates(tmp_path
 
 # -- a grade outlives a check that damages the sandbox ---------------------------------------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def break_server(server: forks.Server) -> None:
