@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -364,6 +366,76 @@ def test_bubblewrap_alone_gives_each_check_a_keyring_of_its_own(tmp_path, key_na
     _got_through(_check(tmp_path, "write", KEY_WRITE.format(name=key_name), BWRAP))
     _blocked(_check(tmp_path, "read", KEY_READ.format(name=key_name), BWRAP),
              "OSError: [Errno 126] Required key not available")
+
+
+# -- a lock or a watch on a file two checks both read: a line between two students at once ----------------
+
+#: Each waits up to 20 s for a classmate's lock on, or open of, the standard library's os.py (tests/hostile/
+#: flock_classmate.py, inotify_classmate.py); here the test's own process plays the classmate.
+SEE_LOCK = """import fcntl, os, time
+f = open(os.__file__, "rb")
+end = time.monotonic() + 20
+while True:
+    try:
+        fcntl.{call}
+    except BlockingIOError:
+        raise ValueError("a classmate holds the lock")
+    if time.monotonic() > end:
+        raise ValueError("no lock seen")
+    time.sleep(0.05)
+"""
+FLOCK = SEE_LOCK.format(call="flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)")
+LOCKF = SEE_LOCK.format(call="lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)")
+SEE_OPEN = """import ctypes, os, select
+libc = ctypes.CDLL(None, use_errno=True)
+def _or_raise(got):
+    if got < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return got
+fd = _or_raise(libc.{init})
+_or_raise(libc.inotify_add_watch(fd, os.__file__.encode(), 0x20))  # IN_OPEN
+raise ValueError("a classmate opened os.py" if select.select([fd], [], [], 20)[0] else "nothing seen")
+"""
+INOTIFY = SEE_OPEN.format(init="inotify_init1(0)")
+FANOTIFY = SEE_OPEN.format(init="fanotify_init(0, 0)")
+
+
+def _as_the_classmate(act) -> tuple[threading.Event, threading.Thread]:
+    """``act()`` over and over on another thread of this process until the event is set."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            act()
+            time.sleep(0.02)
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def test_control_with_no_layer_a_check_sees_a_classmates_lock_on_a_shared_file(tmp_path):
+    import fcntl
+
+    with open(os.__file__, "rb") as held:  # (read-only: an ordinary user's run may not write os.py)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        v = _check(tmp_path, "flock", FLOCK)
+    assert v["summary"].startswith("your file raised ValueError: a classmate holds the lock"), v
+
+
+def test_control_with_no_layer_a_check_sees_a_classmate_open_a_shared_file(tmp_path):
+    stop, thread = _as_the_classmate(lambda: open(os.__file__, "rb").close())
+    try:
+        v = _check(tmp_path, "inotify", INOTIFY)
+    finally:
+        stop.set()
+        thread.join()
+    assert v["summary"].startswith("your file raised ValueError: a classmate opened os.py"), v
+
+
+@pytest.mark.parametrize("name, attack", [("flock", FLOCK), ("lockf", LOCKF), ("inotify", INOTIFY),
+                                          ("fanotify", FANOTIFY)])
+def test_seccomp_alone_refuses_locks_and_watches_on_files(tmp_path, name, attack):
+    _blocked(_check(tmp_path, name, attack, SECCOMP), "PermissionError: [Errno 1] Operation not permitted")
 
 
 # -- only what a check needs is bound in -------------------------------------------------------------------
