@@ -97,6 +97,29 @@ def test_the_largest_count_torch_holds_still_arrives():
     assert values["value"].shape == (1 << 31, 1 << 31) and values["value"].stride() == (0, 0)
 
 
+@pytest.mark.parametrize("header, why", [
+    # a case numbered 0.0: "0.0 in range(n)" held, then cases[0.0] raised TypeError in the parent (an
+    # internal error), as tests/hostile/float_case_frame.py did
+    ({"kind": "case", "case": 0.0}, "the header: case is a float"),
+    ({"kind": "case", "case": True}, "the header: case is a bool"),
+    ({"kind": ["case"], "case": 0}, "the header: kind is a list"),
+    ({"kind": "probe", "case": 0, "raw": 1}, "the header: raw is a int"),
+    ({"kind": "probe", "case": 0, "shape": [2, "x"], "dtype": "float32"}, "the header's shape holds"),
+    ({"kind": "probe", "case": 0, "dtype": ["float32"]}, "the header: dtype is a list"),
+])
+def test_a_header_whose_fields_have_other_types_than_the_child_writes_is_refused(header, why):
+    with pytest.raises(BadFrame, match=why):
+        list(Decoder().feed(encode(header)))
+
+
+def test_the_headers_the_child_writes_are_read():
+    """The twins: every field with its own type (None is a field the child left out)."""
+    headers = [{"kind": "ready", "missing": []}, {"kind": "case", "case": 2}, {"kind": "call", "n": 7},
+               {"kind": "probe", "case": 0, "raw": True, "shape": [2, 3], "dtype": "float32"},
+               {"kind": "probe", "case": 0, "raw": False, "shape": None}]
+    assert [f.header for f in Decoder().feed(b"".join(encode(h) for h in headers))] == headers
+
+
 def test_a_frame_over_the_cap_is_refused_from_its_length():
     frame = encode({"kind": "case"}, b"x" * 100)
     with pytest.raises(BadFrame, match="a frame of 100 bytes"):
