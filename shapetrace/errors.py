@@ -21,3 +21,10 @@ class RunError(ShapetraceError):
     """The traced code itself failed (the exception is kept as ``__cause__``)."""
 
     exit_code = 1
+
+
+class CheckerError(ShapetraceError):
+    """The exercise checker itself failed or refused to run (not the learner's code): no verdict, nothing
+    recorded (raised by :mod:`shapetrace.exercises`)."""
+
+    exit_code = 2

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shapetrace.errors import ShapetraceError
+from shapetrace.errors import CheckerError
 
 DEFAULT_TIME_LIMIT = 10.0
 #: Memory (MiB) the learner's code may use on top of what the checker itself needs (torch is loaded).
@@ -42,12 +42,6 @@ _JUDGE_LOCK = threading.Lock()
 #: (:func:`.sandbox.plain_user`; inside bubblewrap the sandbox never maps to root); then what the child puts
 #: on itself (:data:`.confine.LAYERS`).
 ALL_LAYERS = ("bwrap", "user", "dumpable", "rlimits", "landlock", "seccomp")
-
-
-class CheckerError(ShapetraceError):
-    """The checker itself failed (not the learner's code): no verdict, nothing recorded."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
