@@ -28,3 +28,8 @@ class CheckerError(ShapetraceError):
     recorded (raised by :mod:`shapetrace.exercises`)."""
 
     exit_code = 2
+
+
+class CheckerRefused(CheckerError):
+    """The checker refuses to run any learner code here (started as root without bubblewrap, where nobody
+    cannot run the interpreter): no file can be checked, so a grading stops at once, in one line."""

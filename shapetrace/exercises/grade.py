@@ -240,12 +240,13 @@ def grade_one(student: str, exercise: str, path: Path, check: Callable[[str, Pat
     why = refusal(path)
     if why:
         return Cell(student, exercise, "refused", summary=f"refused: {why}", file=shown)
+    from shapetrace.errors import CheckerRefused
     from shapetrace.exercises.digests import TamperedError
 
     try:
         verdict = check(exercise, path)
-    except TamperedError:  # the checker's own files changed: no cell can be trusted, the grading stops
-        raise
+    except (TamperedError, CheckerRefused):  # the checker's own files changed, or it runs nothing here: the
+        raise                                # grading stops (no cell could be trusted, or checked)
     except Exception as exc:  # the checker could not run this file: the cell says so, the class goes on
         return Cell(student, exercise, "refused", summary=f"not checked: {clean(str(exc)).splitlines()[0][:200]}",
                     file=shown)

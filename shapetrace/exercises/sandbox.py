@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shapetrace.errors import CheckerError
+from shapetrace.errors import CheckerRefused
 from shapetrace.exercises import forks, isolation
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
 from shapetrace.exercises.untrusted import clean
@@ -239,13 +239,13 @@ def _server_command(bwrap: bool = True, drop: bool = True) -> tuple[list[str], C
 def plain_user(drop: bool = True) -> Callable[[], None] | None:
     """Outside bubblewrap, what a new process does before learner code can run in it: started as root,
     drop to nobody with no groups (``drop``; the tests of single layers turn it off), or raise
-    :class:`~shapetrace.errors.CheckerError` saying what to install where nobody cannot run the interpreter;
+    :class:`~shapetrace.errors.CheckerRefused` saying what to install where nobody cannot run the interpreter;
     None when there is nothing to drop."""
     if not drop or os.geteuid() != 0:
         return None
     problem = isolation.plain_problem()
     if problem:
-        raise CheckerError(problem)
+        raise CheckerRefused(problem)
     return isolation.drop_root
 
 

@@ -196,6 +196,24 @@ def test_outside_bubblewrap_started_as_root_a_check_nobody_cannot_run_is_refused
 
 
 @pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_a_grade_that_would_run_learner_code_as_root_stops_at_once(tmp_path, monkeypatch):
+    """Not a refused cell per student, each cut at 200 characters (what to install was lost): the grading
+    stops with the one line, as when the checker's own files changed."""
+    from shapetrace.errors import CheckerRefused
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("SHAPETRACE_NO_BWRAP", "1")
+    monkeypatch.setattr(isolation, "package_paths", lambda: [str(private)])
+    monkeypatch.setattr(isolation, "_status", {})
+    for student in ("amy", "bob"):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        (tmp_path / "class" / student / "head_dim.py").write_text(HEAD_DIM)
+    with pytest.raises(CheckerRefused, match="install bubblewrap .* or run the checker as an ordinary user$"):
+        grade(tmp_path / "class", CURRICULUM.root, time_limit=5, memory_mb=512, workers=1)
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
 def test_the_refusal_is_one_line_and_exit_2(tmp_path):
     if may_run(isolation.UNPRIVILEGED, sys.executable):
         pytest.skip("nobody may run this interpreter here: the check drops to nobody instead")
