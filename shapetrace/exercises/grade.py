@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shapetrace.errors import UsageError
+from shapetrace.errors import CheckerRefused, UsageError
 from shapetrace.exercises.untrusted import clean
 
 MAX_FILE_BYTES = 256 << 10
@@ -240,7 +240,6 @@ def grade_one(student: str, exercise: str, path: Path, check: Callable[[str, Pat
     why = refusal(path)
     if why:
         return Cell(student, exercise, "refused", summary=f"refused: {why}", file=shown)
-    from shapetrace.errors import CheckerRefused
     from shapetrace.exercises.digests import TamperedError
 
     try:
