@@ -135,8 +135,8 @@ def test_started_as_root_the_sandbox_runs_as_nobody_outside():
 
 WHO = "import os\nraise ValueError(f'uid {os.getresuid()} gid {os.getresgid()} groups {os.getgroups()}')"
 NOBODY = f"uid {(isolation.UNPRIVILEGED,) * 3} gid {(isolation.UNPRIVILEGED,) * 3} groups []"
-#: One process, three checks outside bubblewrap: from the fork server, then each started on its own, then
-#: the user layer alone against the host's /dev/null (chmod to the mode it has: only root gets through).
+#: One process, three checks outside bubblewrap: from the fork server, the user layer alone against the
+#: host's /dev/null (chmod to the mode it has: only root gets through), then a check started on its own.
 PLAIN_AS_ROOT = f"""
 import os, sys
 from pathlib import Path
@@ -147,9 +147,9 @@ def check(name, attack, **kw):
     path.write_text(attack + {HEAD_DIM!r})
     print(name, check_job(Job("head-dim", str(path)), sys.argv[2], time_limit=5, memory_mb=512, **kw)["summary"])
 check("server.py", {WHO!r})
+check("chmod.py", {SAME_MODE!r}, layers=("user",))
 os.environ["SHAPETRACE_NO_FORK_SERVER"] = "1"
 check("own.py", {WHO!r})
-check("chmod.py", {SAME_MODE!r}, layers=("user",))
 """
 
 
