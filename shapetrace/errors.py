@@ -21,3 +21,15 @@ class RunError(ShapetraceError):
     """The traced code itself failed (the exception is kept as ``__cause__``)."""
 
     exit_code = 1
+
+
+class CheckerError(ShapetraceError):
+    """The exercise checker itself failed or refused to run (not the learner's code): no verdict, nothing
+    recorded (raised by :mod:`shapetrace.exercises`)."""
+
+    exit_code = 2
+
+
+class CheckerRefused(CheckerError):
+    """The checker refuses to run any learner code here (started as root without bubblewrap, where nobody
+    cannot run the interpreter): no file can be checked, so a grading stops at once, in one line."""

@@ -249,6 +249,68 @@ def alive(pid: int) -> bool:
         return False
 
 
+# -- another user -----------------------------------------------------------------------------------------
+
+#: In a mount namespace of its own (root's), a folder another user may not cross (``/root``, which holds
+#: pyenv's interpreter on this machine) becomes an empty tmpfs holding just the child folder needed, bound
+#: back; then the command. Nothing outside that namespace changes.
+CROSS = """set -e
+stash=$(mktemp -d)
+mount --bind "$CHILD" "$stash"
+mount -t tmpfs -o mode=755,size=1m shapetrace-cross "$BLOCKED"
+mkdir -p "$CHILD"
+mount --bind "$stash" "$CHILD"
+exec "$@"
+"""
+
+
+def may_run(uid: int, path: str) -> bool:
+    """Whether user ``uid`` (group ``uid``, no other groups) may run ``path``: asked of the kernel."""
+    return subprocess.run(["test", "-x", path], user=uid, group=uid, extra_groups=[]).returncode == 0
+
+
+def in_reach_of(uid: int, argv: list[str]) -> list[str]:
+    """``argv`` (run by root), such that user ``uid`` may run this interpreter from inside it: itself where
+    it already may, else in a mount namespace of its own through :data:`CROSS`; skips the test where that
+    cannot be done."""
+    if may_run(uid, sys.executable):
+        return argv
+    real = Path(os.path.realpath(sys.executable))
+    blocked = next((p for p in reversed(real.parents) if not may_run(uid, str(p))), None)
+    if blocked is None or not shutil.which("unshare"):
+        pytest.skip(f"user {uid} cannot run {sys.executable}")
+    child = blocked / real.relative_to(blocked).parts[0]
+    return ["env", f"BLOCKED={blocked}", f"CHILD={child}", "unshare", "-m", "--propagation", "private", "sh",
+            "-c", CROSS, "cross", *argv]
+
+
+def free_uid(start: int = 61000) -> int:
+    """A user id with no passwd entry and no process (a test's stand-in for an ordinary user: nothing is
+    added to the system, so nothing is left behind)."""
+    import grp
+    import pwd
+
+    used: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                used.add(os.stat(f"/proc/{entry}").st_uid)
+            except OSError:
+                pass
+    for uid in range(start, start + 1000):
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)
+        except KeyError:
+            if uid not in used:
+                return uid
+    pytest.skip("no free user id")
+
+
 # -- the sandbox marker --------------------------------------------------------------------------------
 
 #: what starts the checker's sandboxed children: its entry points, and the commands that call them

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shapetrace.errors import ShapetraceError
+from shapetrace.errors import CheckerError
 
 DEFAULT_TIME_LIMIT = 10.0
 #: Memory (MiB) the learner's code may use on top of what the checker itself needs (torch is loaded).
@@ -38,14 +38,10 @@ PARALLEL = 2
 _JUDGE_LOCK = threading.Lock()
 
 
-#: Every layer of the sandbox: bubblewrap, then what the child puts on itself (:data:`.confine.LAYERS`).
-ALL_LAYERS = ("bwrap", "dumpable", "rlimits", "landlock", "seccomp")
-
-
-class CheckerError(ShapetraceError):
-    """The checker itself failed (not the learner's code): no verdict, nothing recorded."""
-
-    exit_code = 2
+#: Every layer of the sandbox: bubblewrap; outside it, started as root, nobody instead of root
+#: (:func:`.sandbox.plain_user`; inside bubblewrap the sandbox never maps to root); then what the child puts
+#: on itself (:data:`.confine.LAYERS`).
+ALL_LAYERS = ("bwrap", "user", "dumpable", "rlimits", "landlock", "seccomp")
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int
     """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
-            "layers": [name for name in layers if name != "bwrap"]}
+            "layers": [name for name in layers if name not in ("bwrap", "user")]}
 
 
 def _case_request(cases: list) -> tuple[list[dict], bytes]:
@@ -257,7 +253,7 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     meta["probe"] = probe
     with _JUDGE_LOCK:
         judge = _prepare(ex, job, source, cases, probe)
-    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers)
+    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers, drop="user" in layers)
     run = finish_child(proc, time_limit, len(cases) + (probe is not None),
                        probe["out_bytes"] if probe is not None else 0, progress)
     if not run.ready:
@@ -323,7 +319,7 @@ def run_implementations(judge, ex, job: Job, source: str, limit: float, memory_m
 
     def one(i: int):
         secret = json.dumps({"code": judge.cases[i].code, "subjects": list(ex.subjects)}).encode()
-        run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret)
+        run = run_child(meta, b"", limit, TEST_RUNS + 1, "bwrap" in layers, secret, "user" in layers)
         if progress is not None:
             progress(next(done), len(judge.cases))
         return run

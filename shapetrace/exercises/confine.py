@@ -10,9 +10,11 @@ adds layers that hold even if one of those fails, each from a maintained part:
   scoping (ABI 6): no signals to, and no abstract unix sockets of, processes outside the sandbox.
 * **seccomp** (``pyseccomp``, on libseccomp): no new processes (threads stay allowed), no ptrace,
   no reading other processes' memory, no prlimit or kill of other processes, no sockets, no mknod,
-  no mount or namespace changes, no exec, no io_uring, no bpf, no userfaultfd; and no change of any
+  no mount or namespace changes, no exec, no io_uring, no bpf, no userfaultfd; no change of any
   file's mode, owner, timestamps or extended attributes (Landlock covers none of these: a device node
-  bound in from the host, a shared ``/proc`` or ``/tmp`` could otherwise be marked or broken).
+  bound in from the host, a shared ``/proc`` or ``/tmp`` could otherwise be marked or broken); and no
+  lock, lease or watch on a file (flock, fcntl's locks, inotify, fanotify), through which two checks
+  running at once would signal each other on any file both may read.
 * **rlimits**, hard and unraisable (no capabilities): address space, CPU seconds, file size 0, no
   core files, at most ``MAX_TASKS`` processes and threads; and the process is made non-dumpable (its
   /proc files are root's).
@@ -177,6 +179,13 @@ METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lcho
 #: Numbers (x86-64 and the generic table share them) of the newest of these, for a libseccomp too old to
 #: know their names: fchmodat2 (6.6), setxattrat and removexattrat (6.13).
 _BY_NUMBER = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
+#: What one process sees of another's use of a file both may read (a lock it holds, each open and read of
+#: it): two checks running at once, two students of one grade, would talk through any file of the
+#: standard library. Refused (EPERM): flock, inotify and fanotify, and fcntl's record locks, leases and
+#: directory notifications (F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK 37,
+#: F_OFD_SETLKW 38, F_SETLEASE 1024, F_GETLEASE 1025, F_NOTIFY 1026).
+SHARED_FILE_SIGNALS = ("flock", "inotify_init", "inotify_init1", "fanotify_init")
+FCNTL_SIGNALS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 
 
 def seccomp_filter() -> list[str]:
@@ -189,12 +198,14 @@ def seccomp_filter() -> list[str]:
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         deny = sc.ERRNO(errno.EPERM)
-        for name in DENIED + METADATA:
+        for name in DENIED + METADATA + SHARED_FILE_SIGNALS:
             try:
                 f.add_rule(deny, name)
             except Exception:  # a syscall this architecture lacks, or one libseccomp cannot name
                 if name in _BY_NUMBER:
                     f.add_rule(deny, _BY_NUMBER[name])
+        for command in FCNTL_SIGNALS:
+            f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, command))
         f.add_rule(sc.ERRNO(errno.EAGAIN), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags live in memory: libc falls back to clone
         f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0))

@@ -624,15 +624,21 @@ _failed: dict[str, str] = {}
 _servers_lock = threading.Lock()
 
 
-def key_of(argv: list[str], modules: bytes) -> str:
-    """What a server is started from: a different command line or different modules need a new one."""
-    return hashlib.sha256(json.dumps(argv).encode() + modules).hexdigest()
+def key_of(argv: list[str], modules: bytes, owner: str = "") -> str:
+    """What a server is started from: a different command line, owner or modules need a new one."""
+    return hashlib.sha256(json.dumps([owner, argv]).encode() + modules).hexdigest()
 
 
-def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callable[[], None]) -> Server | None:
-    """The running server for this command line and these modules (started on first use), or None
-    where one cannot run here (the reason is kept: :func:`problem`)."""
-    slot, key = json.dumps(argv), key_of(argv, modules)
+def _slot(argv: list[str], owner: str) -> str:
+    return json.dumps([owner, argv])
+
+
+def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callable[[], None],
+           owner: str = "") -> Server | None:
+    """The running server for this command line and these modules, run as ``owner`` ('' : this process's
+    user; its ``preexec`` changes it), started on first use, or None where one cannot run here (the
+    reason is kept: :func:`problem`)."""
+    slot, key = _slot(argv, owner), key_of(argv, modules, owner)
     with _servers_lock:
         if key in _failed:
             return None
@@ -651,17 +657,17 @@ def server(argv: list[str], env: dict[str, str], modules: bytes, preexec: Callab
         return got
 
 
-def replace(argv: list[str]) -> None:
+def replace(argv: list[str], owner: str = "") -> None:
     """Stop the server for this command line (it is started again on next use): one a check damaged."""
     with _servers_lock:
-        got = _servers.pop(json.dumps(argv), None)
+        got = _servers.pop(_slot(argv, owner), None)
     if got is not None:
         got.stop()
 
 
-def current(argv: list[str]) -> Server | None:
+def current(argv: list[str], owner: str = "") -> Server | None:
     """The running server for this command line, if one is up (none is started)."""
-    got = _servers.get(json.dumps(argv))
+    got = _servers.get(_slot(argv, owner))
     return got if got is not None and got.alive else None
 
 

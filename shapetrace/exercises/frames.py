@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shapetrace.exercises.untrusted import Unreadable, loads
+from shapetrace.exercises.untrusted import Unreadable, checked_header, loads
 
 MAGIC = b"STF1"
 MAX_HEADER = 4096
@@ -80,6 +80,10 @@ class Decoder:
             raise BadFrame(f"a header that is {exc}") from None
         if not isinstance(header, dict):
             raise BadFrame("header is not an object")
+        try:  # typed: the fields the checker reads have the child's types
+            checked_header(header)
+        except Unreadable as exc:
+            raise BadFrame(str(exc)) from None
         (blen,) = struct.unpack(">Q", self.buf[8 + hlen:16 + hlen])
         if blen > self.max_body:
             raise BadFrame(f"a frame of {blen} bytes (the cap is {self.max_body})")

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shapetrace.errors import UsageError
+from shapetrace.errors import CheckerRefused, UsageError
 from shapetrace.exercises.untrusted import clean
 
 MAX_FILE_BYTES = 256 << 10
@@ -244,8 +244,8 @@ def grade_one(student: str, exercise: str, path: Path, check: Callable[[str, Pat
 
     try:
         verdict = check(exercise, path)
-    except TamperedError:  # the checker's own files changed: no cell can be trusted, the grading stops
-        raise
+    except (TamperedError, CheckerRefused):  # the checker's own files changed, or it runs nothing here: the
+        raise                                # grading stops (no cell could be trusted, or checked)
     except Exception as exc:  # the checker could not run this file: the cell says so, the class goes on
         return Cell(student, exercise, "refused", summary=f"not checked: {clean(str(exc)).splitlines()[0][:200]}",
                     file=shown)

