@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Trace
 
 
 
@@ -33,13 +33,20 @@ def _code_only(code: str) -> str:
     return code.split("  #")[0].rstrip()
 
 
-def trace_table(trace: Report | None, width: int) -> str:
-    """The traced table of one run as plain text ("" when nothing was traced)."""
-    from shapetrace.render.table import OpTable
+def trace_table(trace: Trace | None, width: int, show_all: bool = False) -> str:
+    """The traced table of one run as plain text ("" when nothing was traced), then what it leaves out
+    and how to show it (``--all``), or, when it shows them (``show_all``: the run recorded every call),
+    what its ``·`` rows are."""
+    from shapetrace.render.table import OpTable, extras_of, left_out_sentence
 
     if trace is None or not trace.events:
         return ""
-    return _plain(OpTable(trace.events), width)
+    report = trace.report()
+    parts: list[Any] = [OpTable(report.events, **extras_of(report, report.events))]
+    left = left_out_sentence(report, shown=bool(report.unrowed))
+    if left:
+        parts.append(Text(left))
+    return _plain(Group(*parts), width)
 
 
 def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
