@@ -9,8 +9,10 @@ words the finding at that call. Two ways an op is inside a library, both read af
 
 * an opened composite (:func:`~.capture.run_opened`: ``nn.MultiheadAttention``) made it: the capture
   keeps the records each one made;
-* the innermost code of its call site is an installed package (``site-packages``, ``dist-packages``:
-  transformers, timm): the user's call is the first code object outwards that is not.
+* it ran in a module's forward and the innermost code of its call site is an installed package's
+  (``site-packages``, ``dist-packages``: transformers, timm): the user's call is the first code object
+  outwards that is not. (Outside any module, installed code on the stack is only what called the user's
+  code, a command line or a test runner: click, typer, pytest; shapetrace's own files are never a library.)
 
 Nothing here imports torch or Rich.
 
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
 
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # shapetrace/
 #: the fix of a finding inside library code: what to check at the user's call, then (installed code is not
 #: known to be right) where the rule's own fix belongs
 _GENERIC_FIX = ("The op is inside {who}, not in your code: check that your call passes what it expects (the order "
@@ -55,7 +58,10 @@ class Inside:
 
 
 def is_installed(filename: str) -> bool:
-    """Is ``filename`` an installed package's (``site-packages``, ``dist-packages``), not the user's?"""
+    """Is ``filename`` an installed package's (``site-packages``, ``dist-packages``), not the user's (nor
+    shapetrace's own model code and lessons, which its sites show as the user's)?"""
+    if filename.startswith(_PKG_DIR) or f"{os.sep}lessons{os.sep}" in filename:
+        return False
     return any(f"{os.sep}{folder}{os.sep}" in filename for folder in ("site-packages", "dist-packages"))
 
 
@@ -87,10 +93,11 @@ def inside_library(events: Sequence[Event], opened: Iterable[tuple[Any, int, int
 
 
 def _installed_site(e: Event) -> Inside | None:
-    """``e``'s place when the innermost code of its site is an installed package's and the user's code
-    called into it (the user's call: the first code object outwards that is not installed)."""
+    """``e``'s place when it ran in a module's forward, the innermost code of its site is an installed
+    package's and the user's code called into it (the user's call: the first code object outwards that is
+    not installed)."""
     codes = getattr(e.site, "codes", None) or ()
-    if not codes or not is_installed(codes[0].co_filename):
+    if not codes or not e.module or not is_installed(codes[0].co_filename):
         return None
     outer = next((i for i, code in enumerate(codes) if not is_installed(code.co_filename)), None)
     if outer is None:

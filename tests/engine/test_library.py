@@ -177,6 +177,19 @@ def test_the_installed_packages_correct_twin_is_silent(tmp_path, monkeypatch):
     assert set(t.analysis().inside) == {e.index for e in t.events if "fakegpt_right" in e.source}
 
 
+def test_installed_code_that_only_called_the_users_code_is_no_library():
+    """Outside any module, installed code on the stack only called the code that made the op: typer runs
+    ``shapetrace strides``, whose chain shapetrace itself evaluates (the old tree said "runs inside typer's
+    Typer.__call__")."""
+    from conftest import cli_in_process
+
+    r = cli_in_process("strides", "2,6,512", "view(2, 6, 8, 64).view(2, 8, 384)", "--heads", "8", "--no-diagrams",
+                       env={"NO_COLOR": "1", "COLUMNS": "100"})
+    text = " ".join(r.stdout.split())
+    assert "error mixed-axis: step 2 (view) turns [B=2, T=6, H=8, d_k=64] into [B=2, !T·H=8, !H·d_k=384]" in text
+    assert "runs inside" not in text
+
+
 def test_is_installed():
     assert is_installed("/venv/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py")
     assert is_installed("/usr/lib/python3/dist-packages/timm/layers/attention.py")
