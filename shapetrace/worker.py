@@ -102,7 +102,7 @@ def _run_case(fn, args, names, dims, path, limit, width, show_all=False):
     from shapetrace.render.exercise import trace_table
 
     facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
-    facts["table"] = trace_table(got.trace, width, show_all)
+    facts["table"] = trace_table(got.trace, width)
     facts["swapped"] = [i for i, (a, b) in enumerate(zip(before, _storages(args))) if a != b]
     return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str))
 

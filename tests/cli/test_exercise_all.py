@@ -87,3 +87,38 @@ def test_watch_all_checks_with_every_call(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stdout + r.stderr
     assert seen["check_file"].keywords == {"show_all": True}
     shutil.rmtree(tmp_path / "state", ignore_errors=True)
+
+
+def quiz_feedback_lines(every_call: bool) -> list[str]:
+    """A wrong answer to the quiz's padding-mask question (lessons/quiz.toml: the mask written
+    ``~keep[:, None, None, :]``, as transformers' ``_prepare_4d_attention_mask`` inverts a keep-mask)."""
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.app.lessons import quiz_trace
+    from shapetrace.cli.lessons import load_curriculum
+    from shapetrace.exercises import quiz as qz
+    from shapetrace.render.exercise import quiz_feedback
+
+    (q,) = [q for q in qz.bank(load_curriculum().root) if q.id == "padding-broadcast-shape/1"]
+    q = qz.solve(q)
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None, legacy_windows=False).print(
+        quiz_feedback(q, "1x1", True, False, trace=quiz_trace(q, every_call=every_call)))
+    return [line.rstrip() for line in buf.getvalue().splitlines()]
+
+
+def test_the_quiz_says_what_its_table_leaves_out_and_all_shows_it():
+    lines = quiz_feedback_lines(False)
+    assert lines[-1] == ("not in the table: 1 elementwise op (1 __invert__): elementwise math keeps its operands' "
+                         "axes; --all shows them")
+    every = quiz_feedback_lines(True)
+    assert every[-1] == ("· rows have no number of their own and are not in the totals: 1 elementwise op "
+                         "(1 __invert__): elementwise math keeps its operands' axes")
+    assert [line.split()[:2] for line in every if line.lstrip().startswith("·")][0] == ["·", "__invert__"]
+
+
+def test_quiz_all_is_an_option():
+    r = cli_in_process("quiz", "--all", "--count", "1", "--seed", "1", input="")
+    assert r.returncode == 0, r.stdout + r.stderr
