@@ -51,7 +51,7 @@ def test_batch_first_mistake_is_one_error_at_the_users_call(need_weights, at, op
     assert line.endswith("test_library.py:" + line.rsplit(":", 1)[1])
     assert found[0].message.startswith(
         f"{op} #{at} runs inside nn.MultiheadAttention, called by your code at {line} "
-        "(mha(x, x, x, need_weights=need_weights)): ")
+        f"(mha(x, x, x, need_weights=need_weights)): it {'computes scores' if op == 'bmm' else 'reads q as'} ")
     assert found[0].message.endswith(" Also seen at #9 view.")
     assert found[0].fix == MHA_FIX
     assert "transpose(1, 2)" not in found[0].text   # torch's own view is not the user's to change
@@ -162,7 +162,7 @@ def test_a_bug_inside_an_installed_package_is_said_at_the_users_function(tmp_pat
     e = t.events[d.event]
     assert "fakegpt_bug" in e.source and e.op == "view"
     assert d.message.startswith(f"view #{d.event} runs inside fakegpt_bug's CausalSelfAttention.forward, called by "
-                                "your code at UserModel.forward in test_library.py: ")
+                                "your code at UserModel.forward in test_library.py: it turns [B=2, T=6, D=32] into ")
     assert d.fix == ("The op is inside fakegpt_bug's CausalSelfAttention.forward, not in your code: check that "
                      "your call passes what it expects (the order of its inputs' axes, their shapes, the options "
                      "you build it with). If it does, the bug is in fakegpt_bug itself; there, the fix is: Split "

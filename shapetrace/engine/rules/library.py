@@ -43,7 +43,9 @@ def _worded(analysis: Analysis, members: Sequence[Diagnostic]) -> Diagnostic:
     inside = analysis.inside[best.event]
     e = analysis.events[best.event]
     others = sorted({i for d in members for i in (d.event, *d.also)} - {best.event})
-    message = f"{e.op} #{e.index} runs inside {inside.what}, called by your code at {inside.caller}: {best.message}"
+    op = f"{e.op} #{e.index}"
+    said = f"it {best.message.removeprefix(op + ' ')}" if best.message.startswith(op + " ") else best.message
+    message = f"{op} runs inside {inside.what}, called by your code at {inside.caller}: {said}"
     unlisted = [i for i in others if i not in best.also]   # (best's message lists its own)
     if unlisted:
         message = f"{message} {seen_at(unlisted, {i: analysis.events[i].op for i in unlisted})}"
