@@ -87,11 +87,18 @@ def _command(rng: random.Random, files: dict[str, str], ws: str) -> list[str]:
             return ["exercise", "list", "--workspace", rng.choice([ws, v()])]
         if sub == "grade":
             return ["exercise", "grade", rng.choice([ws, v()]), *rng.choice([[], ["--exercise", ex]])]
-        extra = rng.choice([[], ["--time-limit", v()]]) if sub == "check" else []
+        extra = rng.choice([[], ["--time-limit", v()], ["--all"]]) if sub == "check" else []
         return ["exercise", sub, ex, "--workspace", ws, *extra]
     if kind == "watch":   # (watch waits for saves until q: only the calls it must refuse at once)
-        return ["exercise", "watch", rng.choice(["nope", "", "../x"]), "--workspace", ws]
-    return rng.choice([[], ["--nope"], ["nope"], ["--version"], ["-h"], [v()]])
+        return ["exercise", "watch", rng.choice(["nope", "", "../x"]), "--workspace", ws, *rng.choice([[], ["--all"]])]
+    return rng.choice([[], ["--nope"], ["nope"], ["--version"], ["-h"], ["--help"], [v()]])
+
+
+def _command_or_help(rng: random.Random, files: dict[str, str], ws: str) -> list[str]:
+    """A drawn command; one in twenty asks for its ``--help`` instead (every subcommand's help too)."""
+    args = _command(rng, files, ws)
+    words = 2 if args[:1] == ["exercise"] else 1   # the subcommand's own words
+    return [*args[:words], "--help"] if args and rng.random() < 0.05 else args
 
 
 def _bad(code: int, output: str, seconds: float) -> str | None:
@@ -150,7 +157,7 @@ def main() -> int:
         os.environ["SHAPETRACE_STATE_DIR"] = str(d / "state")
         os.chdir(d)
         for i in range(opts.in_process):
-            args = _command(rng, files, ws)
+            args = _command_or_help(rng, files, ws)
             start = time.monotonic()
             code, output = in_process(args)
             seconds = time.monotonic() - start
@@ -163,7 +170,7 @@ def main() -> int:
                 print(f"{i + 1} in-process invocations, {len(failures)} failures", flush=True)
         for i in range(opts.subprocess):
             env, redirect = ENVIRONMENTS[i % len(ENVIRONMENTS)]
-            args = _command(rng, files, ws) if i >= len(ENVIRONMENTS) else rng.choice(
+            args = _command_or_help(rng, files, ws) if i >= len(ENVIRONMENTS) else rng.choice(
                 [["lessons"], ["exercise", "list", "--workspace", ws], ["quiz", "--count", "1"], ["lesson", "1"],
                  ["run"], ["lesson", "12"], ["trace", files["mine.py"]], ["trace", files["closes.py"]]])
             code, output, seconds = subprocess_run(args, env, redirect)

@@ -81,14 +81,18 @@ def _storages(args) -> list[int]:
     return [a.untyped_storage().data_ptr() if hasattr(a, "untyped_storage") else 0 for a in args]
 
 
-def _run_case(fn, args, names, dims, path, limit, width):
+def _run_case(fn, args, names, dims, path, limit, width, show_all=False):
+    import contextlib
+
+    from shapetrace.engine.unrowed import recording_every_call
     from shapetrace.exercises.calls import CheckTimeout, call, start_clock, stop_clock
     from shapetrace.exercises.facts import learner_facts
 
     timed_out, before = False, _storages(args)
     try:
         start_clock(limit)
-        got = call(fn, args, names, dims, path=path)
+        with recording_every_call() if show_all else contextlib.nullcontext():   # (--all: every call gets a row)
+            got = call(fn, args, names, dims, path=path)
     except CheckTimeout as exc:
         from shapetrace.exercises.calls import Outcome, learner_frame
 
@@ -112,7 +116,7 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    from shapetrace.engine import propagate, tracer  # noqa: F401
+    from shapetrace.engine import propagate, tracer, unrowed  # noqa: F401
     from shapetrace.engine.rules import diagnose  # noqa: F401
     from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, remote, sealed  # noqa: F401
     from shapetrace.render import exercise as _exercise  # noqa: F401
@@ -272,6 +276,7 @@ def _load(channel: Channel, meta: dict, source: str):
 
 def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None) -> None:
     path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
+    show_all = bool(meta.get("show_all"))
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
     guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs
     fn = _load(channel, meta, source)
@@ -285,7 +290,7 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, s
         probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width)
+        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width, show_all)
         channel.send({"kind": "case", "case": i}, values, facts)
         if (facts.get("exc") or {}).get("timed_out"):   # the verdict is this timeout: more cases only wait
             break

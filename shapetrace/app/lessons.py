@@ -132,8 +132,13 @@ def screen_blocks(lesson: Lesson, screens: list[list[tuple[str, str, str]]], ind
     return traced_blocks(screens[index], f"lesson {lesson.number}", first=first)
 
 
-def quiz_trace(question: Any) -> Any:
-    """The trace of a quiz question's code, shown with the answer when it was wrong."""
+def quiz_trace(question: Any, every_call: bool = False) -> Any:
+    """The trace of a quiz question's code, shown with the answer when it was wrong (``every_call``:
+    ``quiz --all``, the calls without a row of their own kept as rows too)."""
+    import contextlib
+
+    from shapetrace.engine.unrowed import recording_every_call
     from shapetrace.exercises.live import run_example
 
-    return run_example(question.code, f"quiz {question.id}", question.dims)
+    with recording_every_call() if every_call else contextlib.nullcontext():
+        return run_example(question.code, f"quiz {question.id}", question.dims)

@@ -5,6 +5,7 @@ Nothing here imports torch at module level; checking runs the learner's code in 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -70,7 +71,12 @@ def exercise_start(
                       f"[bold]shapetrace exercise check {ex.id}[/bold] to see how", highlight=False)
 
 
-def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dict:
+#: ``--all`` of check and watch: the traced table's calls without a row of their own
+ALL_OPS_HELP = ("Show every op in your function's traced table, also the calls without a row of their own "
+                "(elementwise math, casts).")
+
+
+def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int, show_all: bool = False) -> dict:
     from shapetrace.exercises.checker import check_file
 
     if not file.is_file():
@@ -79,7 +85,7 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int) -> dic
     show = _progress_line(ex.kind)
     try:
         return check_file(ex.id, file, load_curriculum().root, time_limit=time_limit, memory_mb=memory_mb,
-                          width=width, progress=show)
+                          width=width, progress=show, show_all=show_all)
     finally:
         if show is not None:
             sys.stderr.write("\r\033[K")   # the progress line goes before the verdict is printed
@@ -137,6 +143,7 @@ def exercise_check(
     memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
                                   help="Memory your function may use (on top of what the checker needs)."),
     width: int | None = width_option(),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_OPS_HELP),
     state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
@@ -148,7 +155,7 @@ def exercise_check(
         ex = load_curriculum().exercise(exercise_id)
         path = file or learner_file(workspace, ex.id)
         console = out_console(width)
-        verdict = _check(ex, path, time_limit, memory_mb, console.width)
+        verdict = _check(ex, path, time_limit, memory_mb, console.width, all_ops)
         update_progress(lambda p: p.record_check(ex.id, verdict["verdict"], path))
         if json_out:
             write_json(json.dumps(verdict, indent=2))
@@ -424,6 +431,7 @@ def exercise_watch(
     poll: bool = typer.Option(False, "--poll", help="Poll for changes instead of using watchdog."),
     time_limit: float = time_limit_option(),
     width: int | None = width_option(),
+    all_ops: bool = typer.Option(False, "--all", help=ALL_OPS_HELP),
     state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
 ) -> None:
@@ -435,5 +443,6 @@ def exercise_watch(
             update_progress(lambda p: p.record_check(ex_id, verdict, path))
 
         watch_exercises(load_curriculum(), workspace, exercise_id, poll=poll, time_limit=time_limit,
-                        console=out_console(width), progress_loader=load_progress, check_file=_check,
+                        console=out_console(width), progress_loader=load_progress,
+                        check_file=functools.partial(_check, show_all=all_ops),
                         record=record, show_hint=show_hint)

@@ -201,6 +201,8 @@ def quiz(
     seed: int | None = typer.Option(None, "--seed", help="Shuffle with this seed (default: a random "
                                        "order at a terminal, file order otherwise)."),
     list_topics: bool = typer.Option(False, "--topics", help="List the topics and exit."),
+    all_ops: bool = typer.Option(False, "--all", help="Show every op in the traced answers, also the "
+                                 "elementwise math that keeps its operands' axes (rows marked ·)."),
     width: int | None = width_option(),
     state_dir: Path | None = state_dir_option(),
     traceback: bool = typer.Option(False, "--traceback", help=TRACEBACK_HELP),
@@ -239,7 +241,8 @@ def quiz(
             understood, right = check_answer(q.ask, typed, q.answer)
             asked += 1
             score += right
-            console.print(quiz_feedback(q, typed, understood, right, trace=None if right else quiz_trace(q)))
+            console.print(quiz_feedback(q, typed, understood, right,
+                                        trace=None if right else quiz_trace(q, every_call=all_ops)))
         console.print(f"\n[bold]score: {score}/{asked}[/bold]" + (f" (of {len(chosen)} questions)"
                                                                    if asked < len(chosen) else ""))
         if asked:

@@ -8,7 +8,7 @@ This module imports neither the recorder (``tracer``) nor the capture.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,7 @@ from shapetrace.engine.ops import Family, OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
+    from shapetrace.engine.library import Inside
     from shapetrace.engine.namer import Namer
 
 #: (batch, head, query) of an all-NaN attention row; head None for a row of a 3-d output
@@ -40,6 +41,7 @@ class Analysis:
         value_note: why values were not read (the meta device has none); None when they were.
         unnamed_by_failure: ``(event, "TypeName: message")`` for each op whose inference failed (a
             fault of shapetrace): its results were left unnamed.
+        inside: ``{event: Inside}`` for each op that ran inside library code (:mod:`.library`).
     """
 
     events: Sequence[Event]
@@ -53,6 +55,7 @@ class Analysis:
     nan_event: int | None = None
     value_note: str | None = None
     unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
+    inside: Mapping[int, Inside] = field(default_factory=dict)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

@@ -100,6 +100,9 @@ class Capture:
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
+        #: ``(spec, start, end)``: the records an opened composite (:func:`run_opened`) made, [start, end):
+        #: library code's own ops, whose findings are reported at the user's call
+        self.opened: list[tuple[OpSpec, int, int]] = []
         #: ``(module, args, kwargs, result)`` of the first outermost module call, kept when asked
         #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
         self.keep_top_call = False
@@ -324,7 +327,7 @@ class Recorder(TorchFunctionMode):
                 return func(*args, **kwargs)
             return self.capture.size_read(args, kwargs)   # x.size(), x.size(i), x.shape
         if spec.opens:
-            return run_opened(self, func, args, kwargs)
+            return run_opened(self, func, args, kwargs, spec)
         if spec.row:
             return self.capture.record(spec, func, args, kwargs)
         if spec.additive and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
@@ -346,7 +349,7 @@ def _broadcasts(args: tuple) -> bool:
     return len(tensors) >= 2 and any(t.shape != tensors[0].shape for t in tensors[1:])
 
 
-def run_opened(mode: TorchFunctionMode, func, args, kwargs):
+def run_opened(mode: TorchFunctionMode, func, args, kwargs, spec: OpSpec | None = None):
     """Run a composite (``F.multi_head_attention_forward``) with ``mode`` active inside it, so each of
     its inner ops dispatches to the mode like any other code.
 
@@ -364,11 +367,15 @@ def run_opened(mode: TorchFunctionMode, func, args, kwargs):
         return original(values)
 
     module.has_torch_function = first_no
+    capture = getattr(mode, "capture", None)
+    start = len(capture.records) if capture is not None else 0
     try:
         with mode:
             return func(*args, **kwargs)
     finally:
         module.has_torch_function = original
+        if capture is not None and spec is not None:
+            capture.opened.append((spec, start, len(capture.records)))
 
 
 #: func -> (op name, spec), or (None, None) for calls that are not recorded (metadata reads)

@@ -270,7 +270,11 @@ ENTRIES: list[OpSpec] = [
     *_meta_only("reduce", "all", "any", reduces_to=ReduceDtype.BOOL),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)", family=F.MODULE_ATTENTION,
-           meta="mha"),
+           meta="mha", called_as="nn.MultiheadAttention",
+           # torch/nn/modules/activation.py: query, key and value are (L, N, E) unless batch_first=True
+           caller_fix="nn.MultiheadAttention reads query, key and value as [T, B, D] by default and as "
+                      "[B, T, D] when built with batch_first=True: for [B, T, D] inputs build it with "
+                      "nn.MultiheadAttention(..., batch_first=True), or pass x.transpose(0, 1)."),
     # ``F.unfold`` shares ``Tensor.unfold``'s name: known by its function
     OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
            words="copies each sliding block of the input into one column (im2col): the blocks' values are "

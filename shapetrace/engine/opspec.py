@@ -80,6 +80,8 @@ class OpSpec:
     operands: Callable[[tuple, dict], list] | None = None   # which arguments are the operands
     inplace: bool = False
     opens: bool = False               # a composite whose inner ops are recorded (nn.MultiheadAttention)
+    called_as: str = ""               # an opened composite: what the user called ("nn.MultiheadAttention")
+    caller_fix: str = ""              # ... and the fix, at that call, of a finding on one of its inner ops
     params_read_values: bool = False  # its params read tensor values (else: arguments, shapes, dtypes)
     family: Family = Family.OTHER     # which ops rules, diagrams and sentences treat alike
     copies_inside: bool = False       # may copy an operand it cannot fold into one batch (:mod:`.hidden`)

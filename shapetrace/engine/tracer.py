@@ -35,6 +35,7 @@ from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.infer import Inference, corrected
+from shapetrace.engine.library import inside_library
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.sites import forget_cwd, remember_cwd
@@ -290,6 +291,7 @@ class Trace:
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
             unnamed_by_failure=tuple(inference.unnamed_by_failure),
+            inside=inside_library(self.events, self.capture.opened, inference.event_of_record),
         )
 
     def left_out(self) -> dict[str, int]:

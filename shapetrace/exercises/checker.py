@@ -50,6 +50,7 @@ class Job:
 
     exercise: str
     file: str
+    show_all: bool = False   # the traced table shows the calls without a row of their own (``--all``)
 
 
 def _probe_seed(seed: int) -> int:
@@ -61,7 +62,7 @@ def _probe_seed(seed: int) -> int:
 def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int, layers=ALL_LAYERS) -> dict:
     """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
-            "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width,
+            "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width, "show_all": job.show_all,
             "layers": [name for name in layers if name not in ("bwrap", "user")]}
 
 
@@ -389,4 +390,5 @@ def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAUL
 
 def check_file(exercise: str, file: str | Path, lessons: str | Path, **kw) -> dict:
     """The verdict for one file."""
-    return check_job(Job(exercise, str(Path(file).resolve())), lessons, **kw)
+    show_all = bool(kw.pop("show_all", False))
+    return check_job(Job(exercise, str(Path(file).resolve()), show_all), lessons, **kw)

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.report import Report
+    from shapetrace.engine.tracer import Trace
 
 
 
@@ -33,13 +33,26 @@ def _code_only(code: str) -> str:
     return code.split("  #")[0].rstrip()
 
 
-def trace_table(trace: Report | None, width: int) -> str:
-    """The traced table of one run as plain text ("" when nothing was traced)."""
-    from shapetrace.render.table import OpTable
-
+def trace_table(trace: Trace | None, width: int) -> str:
+    """The traced table of one run as plain text ("" when nothing was traced), then what it leaves out
+    and how to show it (``--all``), or, when it shows them (the run recorded every call), what its ``·``
+    rows are."""
     if trace is None or not trace.events:
         return ""
-    return _plain(OpTable(trace.events), width)
+    return _plain(_with_left_out(trace), width)
+
+
+def _with_left_out(trace: Trace) -> Group:
+    """A trace's table, then what it leaves out and that ``--all`` shows it, or, when it shows them (the
+    run recorded every call), what its ``·`` rows are."""
+    from shapetrace.render.table import OpTable, extras_of, left_out_sentence
+
+    report = trace.report()
+    parts: list[Any] = [OpTable(report.events, **extras_of(report, report.events))]
+    left = left_out_sentence(report, shown=bool(report.unrowed))
+    if left:
+        parts.append(Text(left, style="dim"))
+    return Group(*parts)
 
 
 def verdict_view(v: dict[str, Any], file: str = "", show_tables: bool = True):
@@ -131,9 +144,7 @@ def quiz_feedback(q, typed: str, understood: bool, right: bool, trace: Any = Non
     if q.detail.get("error"):
         parts.append(Text(f"torch says: {q.detail['error']}", style="dim"))
     if trace is not None and trace.events and not right:
-        from shapetrace.render.table import OpTable
-
-        parts.append(OpTable(trace.events))
+        parts.append(_with_left_out(trace))
     return Group(*parts)
 
 

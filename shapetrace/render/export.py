@@ -21,7 +21,16 @@ from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
 from shapetrace.render.classroom import ClassroomView
-from shapetrace.render.table import LAYOUT_WORDS, SEVERITY_MARK, footer_text, trace_header, verdict_text
+from shapetrace.render.table import (
+    LAYOUT_WORDS,
+    SETUP_TITLE,
+    SEVERITY_MARK,
+    footer_text,
+    setup_fold_sentence,
+    setup_label,
+    trace_header,
+    verdict_text,
+)
 from shapetrace.render.themes import LIGHT_THEME, TERMINAL_THEMES, readable_segments  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -150,11 +159,26 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
     lines += [f"{_md_cell(h)}  " for h in header[1:]]
     lines += ["", "| " + " | ".join(MD_COLUMNS) + " |",
               "|" + "|".join(["---:"] + ["---"] * (len(MD_COLUMNS) - 1)) + "|"]
+    lines += md_setup_rows(trace, options, long_names)
     lines += [md_row(e, options.explain, long_names) for e in trace.events]
     lines += ["", "strided: a view whose strides are not row-major (normal after a transpose; not an error).", ""]
-    lines += [f"{line}  " for line in footer_text(trace, trace.events).plain.splitlines()]
+    lines += [f"{line}  " for line in footer_text(trace, trace.events, setup_shown=True).plain.splitlines()]
     lines += [""] + md_diagnostics(trace)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def md_setup_rows(trace: Report, options: ViewOptions, long_names=None) -> list[str]:
+    """The ops that built the model, at the top of the table as the terminal shows them: one folded row
+    (``| 0-1 | setup | ... | 2 ops ran while the model was built ... |``), or with ``--all`` a title row
+    and a row each."""
+    setup = list(getattr(trace, "setup", None) or ())
+    if not setup:
+        return []
+    empty = [""] * (len(MD_COLUMNS) - 3)
+    if options.fold:
+        return ["| " + " | ".join([setup_label(setup), "setup", *empty, _md_cell(setup_fold_sentence(setup))]) + " |"]
+    title = "| " + " | ".join(["", "**setup**", *empty, _md_cell(SETUP_TITLE)]) + " |"
+    return [title, *(md_row(e, options.explain, long_names) for e in setup)]
 
 
 def md_diagnostics(trace: Report) -> list[str]:

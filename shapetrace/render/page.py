@@ -22,7 +22,7 @@ from shapetrace.app.strip import repeat_of, strip_nodes
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.render.source import read_lines, resolve_path, split_source
-from shapetrace.render.table import SEVERITY_MARK, footer_text, trace_header, verdict_text
+from shapetrace.render.table import SEVERITY_MARK, footer_text, setup_line, trace_header, verdict_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.terminal_theme import TerminalTheme
@@ -143,10 +143,11 @@ def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, 
     ops = [{"index": e.index, "same": shared[i], "module": e.module} if i in shared
            else _op(e, trace, long_names, TERMINAL_THEMES, pool) for i, e in enumerate(events)]
     return {
-        "title": header[0], "header": header[1:], "ops": ops, "diagrams": pool.items,
+        "title": header[0], "header": [*header[1:], *filter(None, [setup_line(trace)])], "ops": ops,
+        "diagrams": pool.items,
         "strip": strip_nodes(events, diagnosed), "layered": layered(events),
         "files": _files(events),
-        "footer": footer_text(trace, events).plain.splitlines(), "summary": summary,
+        "footer": footer_text(trace, events, setup_shown=True).plain.splitlines(), "summary": summary,
     }
 
 

@@ -478,9 +478,9 @@ class _Extra:
                                       self.layout)
 
 
-def setup_fold_sentence(setup: Sequence[Event]) -> str:
+def setup_fold_sentence(setup: Sequence[Event], show_all: str = "--all shows them") -> str:
     """``33 ops ran while the model was built (32 clone, 1 tril; copying 66.1 KiB), not in the totals;
-    --all shows them``."""
+    --all shows them`` (``show_all``: how to show them where that is not ``--all``)."""
     counts: dict[str, int] = {}
     for e in setup:
         counts[e.op] = counts.get(e.op, 0) + 1
@@ -488,7 +488,7 @@ def setup_fold_sentence(setup: Sequence[Event]) -> str:
     copied = f"; copying {fmt_bytes(s['copy_bytes'])}" if s["copies"] else ""
     n = len(setup)
     return (f"{n} op{'s' if n != 1 else ''} ran while the model was built ({_counted(counts)}{copied}), "
-            "not in the totals; --all shows them")
+            f"not in the totals; {show_all}")
 
 
 def fold_like_lines(label: str, ops: str, sentence_: str, widths: Sequence[int], width: int) -> Iterable[Text]:
@@ -715,6 +715,20 @@ def footer_text(trace: Report, events: Sequence[Event], *, setup_shown: bool = F
     if setup:
         text.append("\n" + setup, style="dim")
     return text
+
+
+#: How a view that is not the table (a step, a question, a page) shows the setup ops: the table does
+SETUP_IN_TABLE = "the table shows them with --all"
+
+
+def setup_line(trace) -> str:
+    """The setup as one line above the first op, as the table folds it, for a view that is not the table
+    (``setup #0-#32: 33 ops ran while the model was built (...), not in the totals; the table shows them
+    with --all``); "" when the model was not built in the trace."""
+    setup = getattr(trace, "setup", None)
+    if not setup or not isinstance(setup, list):
+        return ""
+    return f"setup #{setup_label(setup).replace('-', '-#')}: {setup_fold_sentence(setup, SETUP_IN_TABLE)}"
 
 
 def setup_sentence(trace) -> str:

@@ -19,7 +19,15 @@ from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate
 from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
-from shapetrace.render.table import fact_cells, footer_text, header_texts, input_lines, join_cells, trace_header
+from shapetrace.render.table import (
+    fact_cells,
+    footer_text,
+    header_texts,
+    input_lines,
+    join_cells,
+    setup_line,
+    trace_header,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
@@ -111,6 +119,8 @@ def _ask_event(asker: Asker, console: Console, e: Event, dims, strides: bool, sc
 def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
     for line in header_texts(trace_header(trace), console.width):
         console.print(line, highlight=False)
+    if setup_line(trace):   # above the first op, as the table folds it
+        console.print(Text(setup_line(trace), style="dim"), highlight=False)
     sizes = " ".join(f"{k}={v}" for k, v in trace.dims.items() if k not in ("qkv", "kv"))
     what = "output shape and strides" if strides else "output shape"
     example = "x".join(map(str, format_example(trace)))
@@ -169,7 +179,7 @@ def run_predict_mode(trace: Report, console: Console, answers: TextIO, strides: 
         else:
             _shown(console, e, quiz, long_names)
     console.print()
-    console.print(footer_text(trace, trace.events))
+    console.print(footer_text(trace, trace.events, setup_shown=True))
     console.print(Text(score.summary(), style="bold green" if score.right == score.asked else "bold"))
     return score
 

@@ -30,7 +30,14 @@ from shapetrace.app.classroom import ViewOptions, names_for
 from shapetrace.render.classroom import op_table
 from shapetrace.render.highlight import highlight_line
 from shapetrace.render.source import CodeWindow, code_window
-from shapetrace.render.table import diagnostic_lines, footer_text, input_lines, trace_header, verdict_lines
+from shapetrace.render.table import (
+    diagnostic_lines,
+    footer_text,
+    input_lines,
+    setup_line,
+    trace_header,
+    verdict_lines,
+)
 from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,11 +231,17 @@ class StepScreen:
         e = self.event
         long_names = names_for(self.trace, self.options)
         one_op = replace(self.options, fold=False)  # no input row, nothing to fold in one op
-        parts = [*input_lines(e, long_names), op_table([e], one_op, long_names), *self.finding_lines(e)]
+        parts = [*self.setup_part(e), *input_lines(e, long_names), op_table([e], one_op, long_names),
+                 *self.finding_lines(e)]
         if self.state.diagram:
             parts += [Text(f"memory diagram · #{e.index} {e.op} (d hides it)", style="bold"),
                       self.diagram(e, width)]
         return Group(*parts)
+
+    def setup_part(self, e: Event) -> list:
+        """Above the first op, as the table folds it: the ops that built the model (not in the totals)."""
+        line = setup_line(self.trace) if e is self.trace.events[0] else ""
+        return [Text(line, style="dim")] if line else []
 
     def findings(self, e: Event, severity: str | None = None) -> list:
         return [d for d in self.trace.diagnostics
@@ -240,7 +253,8 @@ class StepScreen:
         return list(diagnostic_lines(mine))[1:] if mine else []
 
     def summary_part(self) -> Group:
-        return Group(Text("end of the forward pass", style="bold"), footer_text(self.trace, self.trace.events),
+        return Group(Text("end of the forward pass", style="bold"),
+                     footer_text(self.trace, self.trace.events, setup_shown=True),
                      *verdict_lines(self.trace))
 
     def help_line(self, width: int) -> Text:

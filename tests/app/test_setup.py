@@ -81,3 +81,70 @@ def test_a_model_built_inside_the_trace_with_the_python_api_is_setup_too():
     assert [e.op for e in report.setup] == ["tril", "view"]
     assert [e.op for e in report.events] == ["tril", "linear", "view", "transpose"]
     assert report.events[1].inputs[0].dims == ("B", "T", "D")
+
+
+# -- every view puts the setup where the table does: one folded line above the first op --------------------
+#: the Annotated Transformer's clones() and Encoder's tril buffer (tests/scripts/annotated_clones.py)
+SETUP_FOLD = ("33 ops ran while the model was built (32 clone, 1 tril; copying 66.1 KiB), not in the totals; "
+              "--all shows them")
+SETUP_LINE = ("setup #0-#32: 33 ops ran while the model was built (32 clone, 1 tril; copying 66.1 KiB), not in "
+              "the totals; the table shows them with --all")
+
+
+def test_the_markdown_export_folds_the_setup_into_its_first_row(report):
+    from shapetrace.app.classroom import ViewOptions
+    from shapetrace.render.export import markdown
+
+    lines = markdown(report).splitlines()
+    top = lines.index("|---:|---|---|---|---|---|---|---|") + 1
+    assert lines[top] == f"| 0-32 | setup |  |  |  |  |  | {SETUP_FOLD} |"
+    assert lines[top + 1].startswith("| 33 | `linear` |")
+    assert not any("not counted above" in line for line in lines)
+    every = markdown(report, ViewOptions(fold=False)).splitlines()
+    top = every.index("|---:|---|---|---|---|---|---|---|") + 1
+    assert every[top] == "|  | **setup** |  |  |  |  |  | setup: the ops that built the model (not in the totals) |"
+    assert [row.split(" | ")[1] for row in every[top + 1:top + 34]] == ["`clone`"] * 32 + ["`tril`"]
+
+
+def test_the_page_says_the_setup_in_its_header_not_its_footer(report):
+    from shapetrace.render.page import page_data
+
+    data = page_data(report)
+    assert data["header"][-1] == SETUP_LINE
+    assert not any("setup" in line for line in data["footer"])
+
+
+def test_step_shows_the_setup_above_the_first_op_and_not_in_its_summary(report):
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.tui.step import StepScreen, StepState
+
+    def printed(renderable) -> list[str]:
+        buf = io.StringIO()
+        Console(file=buf, width=200, color_system=None, legacy_windows=False, force_terminal=False).print(renderable)
+        return buf.getvalue().splitlines()
+
+    screen = StepScreen(report, StepState(len(report.events) + 1, 0, False))
+    first = printed(screen.op_part(200))
+    assert first[0] == SETUP_LINE and first[1] == "input  [B=2, T=6, D=32]  strides (192, 32, 1)"
+    screen = StepScreen(report, StepState(len(report.events) + 1, 1, False))
+    assert SETUP_LINE not in printed(screen.op_part(200))
+    assert not any("setup" in line for line in printed(screen.summary_part()))
+
+
+def test_predict_says_the_setup_before_the_first_question_and_not_at_the_end(report):
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.tui.predict import run_predict_mode
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, color_system=None, legacy_windows=False, force_terminal=False)
+    run_predict_mode(report, console, io.StringIO(""), interactive=False)
+    lines = buf.getvalue().splitlines()
+    at = lines.index(SETUP_LINE)
+    assert any(line.startswith("predict mode: ") for line in lines[at + 1:at + 3])
+    assert not any("not counted above" in line for line in lines)

@@ -596,8 +596,11 @@ def test_mha_without_batch_first_on_batch_first_input_attends_over_the_batch(bat
         return
     (d,) = found
     assert d.severity == "error"
-    assert d.message.startswith(f"{SDPA} #{d.event} reads q as [..., L, E], but q is [T=5, H=3, B=2, d_k=8]: "
-                                "axis -2 holds the batch (B) and the tokens (T) sit in a batch axis.")
+    # torch's own SDPA call: said at the user's call, with the fix there (engine/rules/library.py)
+    assert d.message.startswith(f"{SDPA} #{d.event} runs inside nn.MultiheadAttention, called by your code at ")
+    assert ("): it reads q as [..., L, E], but q is [T=5, H=3, B=2, d_k=8]: axis -2 holds the batch (B) and the "
+            "tokens (T) sit in a batch axis.") in d.message
+    assert "batch_first=True" in d.fix
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import reduction_axis
@@ -46,7 +47,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
     found = _merges_projected_later(analysis, found)
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
-    found = one_per_bug(analysis, found)
+    found = at_the_users_call(analysis, one_per_bug(analysis, found))
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
