@@ -16,7 +16,7 @@ def test_run_backward_prints_the_backward_after_the_forward_and_the_saved_totals
     out = [line.rstrip() for line in proc.stdout.splitlines()]
     title = out.index("backward pass (in the order autograd ran it)")
     assert any(line.startswith("✓") for line in out[:title])   # the forward's verdict comes first
-    assert out[title + 1].startswith(" 0  grad #16 linear") and out[title + 1].endswith("384 B")
+    assert out[title + 1].startswith(" 0  grad #16 linear") and out[title + 1].endswith("(0, 0, 0)       4 B")
     assert "    → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
     # the same model at T = 6: the [B, T, ·] tensors ×2, the [B, H, T, T] weights ×4 (2,064 B -> 4,416 B)
     assert "  at T=6 (2T): 4.3 KiB not parameters (×2.1), attention weights 576 B (×4.0), 13%" in out

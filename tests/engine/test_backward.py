@@ -76,7 +76,24 @@ class GPT(nn.Module):
 
 
 def _layout(g: torch.Tensor) -> tuple:
-    return tuple(g.shape), g.stride(), g.numel() * g.element_size(), str(g.dtype).removeprefix("torch.")
+    """What torch says of a gradient; its bytes are the distinct elements of memory it reaches."""
+    return tuple(g.shape), g.stride(), _reached_bytes(g), str(g.dtype).removeprefix("torch.")
+
+
+def _reached_bytes(g: torch.Tensor) -> int:
+    storage = torch.arange(g.storage_offset() + g.untyped_storage().nbytes() // g.element_size())
+    reached = torch.as_strided(storage, g.shape, g.stride(), g.storage_offset()).unique()
+    return reached.numel() * g.element_size()
+
+
+def test_the_grad_of_the_sum_the_tool_runs_is_one_element_expanded_and_says_its_4_bytes():
+    # the backward of out.sum() hands each output element the same 1: torch expands a scalar (stride 0)
+    torch.manual_seed(0)
+    model = CausalSelfAttention(16, 2, block_size=6)
+    with shapetrace.trace("B=2 T=6 D=16 H=2", backward=True) as t:
+        model(torch.randn(2, 6, 16))
+    first = t.backward.rows[0].arrived[0]
+    assert (first.shape, first.stride, first.nbytes) == ((2, 6, 16), (0, 0, 0), 4)
 
 
 def _traced_with_hooks(model, dims, *inputs, names=()):
@@ -289,7 +306,7 @@ def test_the_backward_is_plain_data_for_json():
     assert sorted(data) == ["activation_bytes", "note", "params", "rows", "saved", "saved_bytes",
                             "weights_bytes"]
     assert data["rows"][0]["arrived"][0] == {"of": "output", "shape": [2, 3, 16], "stride": [0, 0, 0],
-                                             "dims": ["B", "T", "D"], "dtype": "float32", "nbytes": 384,
+                                             "dims": ["B", "T", "D"], "dtype": "float32", "nbytes": 4,
                                              "memory": "incoming"}
 
 

@@ -37,7 +37,7 @@ def _block(text: str, first: str) -> list[str]:
 
 def test_a_linear_block_shows_the_weight_grad_named_and_summed_over_batch_and_tokens(text):
     assert _block(text, " 0  grad #16 linear") == [
-        " 0  grad #16 linear      [B=2, T=3, D=16]        (0, 0, 0)       384 B",
+        " 0  grad #16 linear      [B=2, T=3, D=16]        (0, 0, 0)       4 B",
         "    → operand 0  [B=2, T=3, D=16]  (48, 16, 1)  new 384 B",
         "    → w_o.bias  [D=16]  (1)  new 64 B",
         "    → w_o.weight  [D=16, D=16]  (16, 1)  new 1 KiB",

@@ -127,7 +127,16 @@ def grad_info(of: str, tensor, dims, arrived=(), memory: str = "new") -> GradInf
         if a is not None and storage and a.untyped_storage().data_ptr() == storage:
             memory = "view"
     return GradInfo(of, tuple(tensor.shape), tensor.stride(), tuple(dims),
-                    str(tensor.dtype).removeprefix("torch."), tensor.numel() * tensor.element_size(), memory)
+                    str(tensor.dtype).removeprefix("torch."), spanned_bytes(tensor), memory)
+
+
+def spanned_bytes(tensor) -> int:
+    """The bytes of memory the tensor's elements reach: its size when no axis repeats an element, less
+    where one does (the gradient of a ``sum`` is one ``1`` expanded to the output's shape, stride 0)."""
+    if tensor.numel() == 0:
+        return 0
+    reach = 1 + sum((size - 1) * abs(step) for size, step in zip(tensor.shape, tensor.stride()))
+    return min(reach, tensor.numel()) * tensor.element_size()
 
 
 def text_of(dims: tuple[str | None, ...], shape: tuple[int, ...]) -> str:
