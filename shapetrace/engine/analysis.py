@@ -40,6 +40,8 @@ class Analysis:
         value_note: why values were not read (the meta device has none); None when they were.
         unnamed_by_failure: ``(event, "TypeName: message")`` for each op whose inference failed (a
             fault of shapetrace): its results were left unnamed.
+        rotaries: each rotary embedding found (:class:`~shapetrace.engine.rotary.Rotary`): does its
+            table pair features as its rotation does.
     """
 
     events: Sequence[Event]
@@ -53,6 +55,7 @@ class Analysis:
     nan_event: int | None = None
     value_note: str | None = None
     unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
+    rotaries: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

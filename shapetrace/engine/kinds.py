@@ -148,6 +148,16 @@ class Kind(StrEnum):
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
 
+    ROTARY_PAIRING_MISMATCH = (
+        "rotary-pairing-mismatch", "error",
+        "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
+        "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
+        "each pair is turned by two different angles")
+    ROTARY_PAIRING_UNCHECKED = (
+        "rotary-pairing-unchecked", "note",
+        "a rotary embedding whose table values were not read (another device, too large, the meta device, a "
+        "table of the rotated tensor's shape), so how it pairs features was not checked")
+
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",
                          "measured on the values: an output of one batch entry depends on another entry's tokens")

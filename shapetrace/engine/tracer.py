@@ -37,6 +37,7 @@ from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
+from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.unrowed import add_ending_failure, new_capture
 from shapetrace.engine.vocabulary import canonical_dims
@@ -291,6 +292,7 @@ class Trace:
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
             unnamed_by_failure=tuple(inference.unnamed_by_failure),
+            rotaries=rotaries_of(self.capture, inference.event_of_record),
         )
 
     def left_out(self) -> dict[str, int]:
