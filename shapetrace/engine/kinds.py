@@ -96,7 +96,9 @@ class Kind(StrEnum):
 
     # -- masks, broadcasts and values --------------------------------------------------------------
     MASK_WRONG_AXIS = ("mask-wrong-axis", "error",
-                       "a padding mask on the query axis (filled with any large negative, or added)")
+                       "a padding mask on the query axis (filled with any large negative, or added), or a mask "
+                       "built for another attention: its query or key axis holds another sequence's tokens than "
+                       "the scores' (the source padding mask on the decoder's self-attention at S == T)")
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
                               "a mask tiled `H·B` (`repeat(H, 1, 1)`) against scores batched `B·H`")
     BROADCAST_MISMATCH = (

@@ -57,7 +57,49 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
                 "the padding keys."), "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."))
+        elif not analysis.seeded_by_size:   # (names from sizes alone cannot tell two equal lengths apart)
+            out.extend(_built_for_another(analysis, e, scores, mask, {"query": q, "key": k}, lead))
     return out
+
+
+_PLURAL = {"query": "queries", "key": "keys"}
+
+
+def _own_mask(side: str, queries: str | None, keys: str | None) -> str:
+    """The fix: a mask built from this attention's own tokens (a causal one only for self-attention)."""
+    own = queries if side == "query" else keys
+    masks = f"a padding mask [B, 1, 1, {keys}]" + (f" or a causal mask [{queries}, {keys}]" if queries == keys else
+                                                   f" over the {keys} keys")
+    return f"Give this attention a mask built from its own {_PLURAL[side]}, the {own} tokens: {masks}."
+
+
+def _tokens_of(analysis: Analysis, axis) -> tuple[str, ...] | None:
+    """The token roots an axis is made of, when every piece of it is named and indexes tokens."""
+    roots = tuple(a.root for a in coalesce(axis.atoms))
+    if not roots or any(analysis.namer.plain_role(r) != "tokens" for r in roots):
+        return None
+    return roots
+
+
+def _built_for_another(analysis: Analysis, e, scores, mask, at: dict[str, int], lead: int) -> list[Diagnostic]:
+    """A mask whose query or key axis (not broadcast) holds another sequence's tokens than the scores'
+    (the encoder's padding mask on the decoder's self-attention, the target's causal mask on
+    cross-attention): it lines up only because the two lengths are equal. Names prove it, never sizes."""
+    for side, i in at.items():
+        if not 0 <= i < len(mask.axes) or mask.shape[i] == 1:
+            continue
+        mine, theirs = _tokens_of(analysis, mask.axes[i]), _tokens_of(analysis, scores.axes[i + lead])
+        if mine is None or theirs is None or mine == theirs:
+            continue
+        return [Kind.MASK_WRONG_AXIS.found(e.index, (
+            f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
+            f"{fmt_named(scores.dims, scores.shape)}: the mask's {side} axis ({i - len(mask.shape)}) holds "
+            f"{mask.dims[i]} tokens where the scores' {_PLURAL[side]} are "
+            f"{scores.dims[i + lead]}, so the mask was built for "
+            f"another attention and lines up only because {mask.dims[i]} and {scores.dims[i + lead]} have the "
+            "same length here: it hides the wrong tokens."),
+            _own_mask(side, scores.dims[-2], scores.dims[-1]))]
+    return []
 
 
 def nan_rows(analysis: Analysis) -> list[Diagnostic]:
