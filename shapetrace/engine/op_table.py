@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.columns import feature_params
 from shapetrace.engine.directions import fill_params, sdpa_params, where_params
 from shapetrace.engine.op_args import (
     _conv_params,
@@ -254,9 +253,7 @@ ENTRIES: list[OpSpec] = [
     *_elementwise("binary", "div", "true_divide", "__truediv__", true_division=True, scaling="divides"),
     *_elementwise("binary", "__rtruediv__", true_division=True),
     *_elementwise("inplace", "div_", "__itruediv__", scaling="divides"),
-    # (a product of two tensors reads its smaller operand's equal columns: a rotary table's pairs, .rotary)
-    *_elementwise("binary", "mul", "__mul__", "__rmul__", scaling="multiplies", params=feature_params,
-                  params_read_values=True),
+    *_elementwise("binary", "mul", "__mul__", "__rmul__", scaling="multiplies"),
     *_elementwise("inplace", "mul_", "__imul__", scaling="multiplies"),
     *_elementwise("binary", "sub", "__sub__", "__rsub__", "floor_divide", "pow", "__pow__", "__rpow__",
                   "__floordiv__", "__mod__", "minimum", "maximum"),

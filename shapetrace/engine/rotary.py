@@ -13,8 +13,8 @@ Two facts, both exact, never a guess from sizes:
 * the partner p(i) from **element provenance**: the data moves that make ``rotate(x)`` from ``x``
   (slices, ``cat``, ``stack``, ``unbind``, ``flatten``, ``reshape``; a negation or a cast keeps every
   element where it is) are replayed on a coordinate tensor of x's shape (:func:`.provenance.coordinates`);
-* which **columns of the table are equal**, read from its values when the multiplication ran
-  (:func:`.columns.feature_params`: on the CPU only, up to :data:`~.directions.READ_LIMIT` elements).
+* which **columns of the table are equal**, from a copy of it kept when the multiplication ran
+  (:func:`.columns.kept_table`: on the CPU only, up to :data:`~.directions.READ_LIMIT` elements).
 
 :func:`rotaries` finds every ``a * t1 + b * t2`` whose ``b`` is made from ``a`` by data moves alone, and
 says for each whether its tables pair features as it rotates them (plain data: :class:`Rotary`).
@@ -32,7 +32,7 @@ from weakref import WeakKeyDictionary
 import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.columns import FEATURES, READ_LIMIT
+from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
 from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import Family, callables_of
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
@@ -177,10 +177,10 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
         return None   # (it moves elements across positions, or pairs no features: no rotation)
     read, unread = [], None
     for product, at in tables:
-        params = product.params if type(product) is OpRecord and product.params else {}
-        position, classes = params.get(FEATURES, (None, ()))
+        kept = product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+        classes = feature_classes(kept[1]) if kept[0] == at else None
         table = tuple(shapes[product.ins[at]].shape)
-        if position != at or len(classes) != len(partners):
+        if classes is None or len(classes) != len(partners):
             unread = unread or Rotary(last, UNCHECKED, partners, table, why=_why_unread(product, at, table))
         elif any(classes[i] != classes[p] for i, p in enumerate(partners)):
             return Rotary(last, MISMATCH, partners, table, classes)
@@ -195,7 +195,7 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
 
 
 def _why_unread(product, at: int, shape: tuple) -> str:
-    """Why a table's columns were not read: the true reason, never a guess."""
+    """Why a table's columns were not compared: the true reason, never a guess."""
     if type(product) is not OpRecord:
         return "the table has the shape of what it multiplies, and such a product's values are not kept"
     device = product.device
@@ -205,7 +205,9 @@ def _why_unread(product, at: int, shape: tuple) -> str:
         return f"the table is on {device}, and reading it would wait for the device"
     if math.prod(shape) > READ_LIMIT:
         return f"the table has more than {READ_LIMIT:,} elements"
-    return "the table is not the smaller operand of its product, or not a float tensor"
+    if math.prod(shape) * shape[-1] > COMPARE_LIMIT:
+        return f"comparing its columns would take more than {COMPARE_LIMIT:,} comparisons"
+    return "the table is a learnt parameter, not a float tensor, or over the bytes the trace keeps"
 
 
 def _partners(records: Sequence, shapes: Sequence, chain: list[int], x: int,
@@ -223,24 +225,27 @@ def _partners(records: Sequence, shapes: Sequence, chain: list[int], x: int,
     moved = env.get(rotated)
     if moved is None or tuple(moved.shape) != shape:
         return ()
+    if not bool((moved == moved.round()).all()):
+        return ()   # (its values were computed, not moved)
     came = moved.abs().long() - 1                                           # (..., d): x's flat index
     d = shape[-1]
     rows = torch.arange(came.numel() // d).reshape(*shape[:-1], 1)          # (..., 1): each element's row
     if bool((came < 0).any()) or not bool((came // d == rows).all()):
         return ()   # (a filled-in value, or elements moved across positions, heads or batch entries)
     partners = came.reshape(-1, d) % d                                      # (rows, d)
-    if not bool((partners == partners[:1]).all()):
+    negated = (moved < 0).reshape(-1, d)                                    # (rows, d)
+    if not bool((partners == partners[:1]).all()) or not bool((negated == negated[:1]).all()):
         return ()
-    p = partners[0].tolist()
-    if any(p[p[i]] != i or p[i] == i for i in range(d)):
-        return ()   # (not a pairing of features)
+    p, sign = partners[0].tolist(), negated[0].tolist()
+    if any(p[p[i]] != i or p[i] == i or sign[i] == sign[p[i]] for i in range(d)):
+        return ()   # (not a rotation: each pair is two features, one of them negated)
     return tuple(p)
 
 
 def _replay(record, env: dict) -> bool:
     """Run one data move on the coordinate tensors in ``env``; its results join ``env``."""
-    if type(record) is PassRecord:
-        env[record.outs[0]] = env[record.ins[0]]   # (a negation or a cast: every element stays in place)
+    if type(record) is PassRecord:   # (a negation or a cast: every element stays in place)
+        env[record.outs[0]] = _unary(record, env[record.ins[0]])
         return True
     if any(n not in env for n in record.ins):
         return False
@@ -260,6 +265,21 @@ def _replay(record, env: dict) -> bool:
             env.update(zip(record.outs, outs))
             return True
     return False
+
+
+def _unary(record, x):
+    """A call without a row, replayed on coordinates when it takes its operand alone (``-x``, so the
+    rotation's signs show); else the coordinates as they are (its elements stay in place)."""
+    if record.frozen[0]:
+        return x
+    for fn in callables_of(record.spec):
+        try:
+            result = fn(x)
+        except Exception:   # (a function of the same op that wants more arguments)
+            continue
+        if isinstance(result, torch.Tensor) and result.shape == x.shape:
+            return result
+    return x
 
 
 def _with_operands(record, env: dict) -> tuple[tuple | None, dict]:

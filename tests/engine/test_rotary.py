@@ -128,3 +128,13 @@ def test_a_sum_of_two_products_that_is_no_rotation_is_no_rotary():
         x * torch.rand(5, 8) + y * torch.rand(5, 8)                         # (2, 5, 8)
         x * torch.rand(5, 8) + x.flip(0) * torch.rand(5, 8)                 # (2, 5, 8): moves across batch entries
     assert t.analysis().rotaries == ()
+
+
+def test_a_pairing_without_a_negation_is_no_rotation():
+    # x * a + x.flip(-1) * b pairs feature i with d - 1 - i, but negates neither: no rotary, nothing said
+    x = torch.randn(2, 5, 8)
+    with shapetrace.trace() as t:
+        x * torch.rand(5, 8) + x.flip(-1) * torch.rand(5, 8)                # (2, 5, 8)
+        x * torch.rand(5, 8) + torch.cat((x[..., 4:], x[..., :4]), -1) * torch.rand(5, 8)  # halves swapped, no sign
+    assert t.analysis().rotaries == ()
+    assert not [d for d in t.diagnostics if d.kind.startswith("rotary")]
