@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
@@ -110,6 +111,41 @@ class AdditiveCrossAttention(nn.Module):
         return scores.softmax(dim=-1) @ v                               # (B, H, T, d_k)
 
 
+class SdpaDecoderLayer(nn.Module):
+    """A decoder layer on ``F.scaled_dot_product_attention`` (transformers' ``sdpa_attention_forward``
+    style: a boolean ``attn_mask`` [B, 1, L, S], True where a query may attend). ``swap``: the decoder's
+    self-attention is given the encoder's padding mask (the arguments of a ``forward(tgt, memory,
+    tgt_mask, memory_mask)`` passed in the wrong order)."""
+
+    def __init__(self, swap: bool = False, d_model: int = 32, h: int = 4, vocab: int = 50):
+        super().__init__()
+        self.h, self.swap = h, swap
+        self.embed = nn.Embedding(vocab, d_model)
+        self.self_qkv, self.cross_q, self.cross_kv = (nn.Linear(d_model, n * d_model) for n in (3, 1, 2))
+
+    def heads(self, x):
+        B, L, D = x.shape
+        return x.view(B, L, self.h, D // self.h).transpose(1, 2)        # (B, H, L, d_k)
+
+    def forward(self, src, tgt, pad: int = 0):
+        memory_mask = (src != pad)[:, None, None, :]                    # (B, 1, 1, S)
+        T = tgt.size(1)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()             # (T, T)
+        tgt_mask = causal[None, None] & (tgt != pad)[:, None, None, :]  # (B, 1, T, T)
+        memory, y = self.embed(src), self.embed(tgt)                   # (B, S, D), (B, T, D)
+        q, k, v = (self.heads(t) for t in self.self_qkv(y).chunk(3, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=memory_mask if self.swap else tgt_mask)  # [sdpa-self]
+        y = y.transpose(1, 2).flatten(2)                                # (B, T, D)
+        k, v = (self.heads(t) for t in self.cross_kv(memory).chunk(2, dim=-1))
+        return F.scaled_dot_product_attention(self.heads(self.cross_q(y)), k, v, attn_mask=memory_mask)  # [sdpa-x]
+
+
+def sdpa(B: int, S: int, T: int, swap: bool = False):
+    def make():
+        return SdpaDecoderLayer(swap).eval(), (torch.randint(1, 50, (B, S)), torch.randint(1, 50, (B, T)))
+    return make
+
+
 def annotated(B: int, S: int, T: int, swap: str = ""):
     def make():
         return AnnotatedEncoderDecoder(swap).eval(), (torch.randint(1, 50, (B, S)), torch.randint(1, 50, (B, T)))
@@ -134,6 +170,9 @@ CASES = [
     # fairseq / OpenNMT: the source padding mask added on cross-attention
     Case("additive-padding-on-cross", EQUAL, additive(2, 6, 6), names=NAMES, silent=("pad-add",)),
     Case("additive-padding-on-cross-B-S-T-H-4", SQUARE, additive(4, 4, 4), names=NAMES, silent=("pad-add",)),
+    # SDPA with a boolean attn_mask per attention
+    Case("sdpa-masks", EQUAL, sdpa(2, 6, 6), names=NAMES, silent=("sdpa-self", "sdpa-x")),
+    Case("sdpa-masks-B-S-T-H-4", SQUARE, sdpa(4, 4, 4), names=NAMES, silent=("sdpa-self", "sdpa-x")),
     # -- bugs: a mask built for another attention -----------------------------------------------------------
     # the source padding mask [B, 1, 1, S] on the decoder's self-attention scores [B, H, T, T]
     Case("annotated-source-mask-on-self-attention", EQUAL, annotated(2, 6, 6, "self"), names=NAMES,
@@ -149,6 +188,10 @@ CASES = [
     Case("future-mask-on-cross-attention", EQUAL, additive(2, 6, 6, True), names=NAMES, bug=("future-add",)),
     Case("future-mask-on-cross-attention-B-S-T-H-4", SQUARE, additive(4, 4, 4, True), names=NAMES,
          bug=("future-add",)),
+    # the encoder's padding mask [B, 1, 1, S] as SDPA's attn_mask on the decoder's self-attention [B, H, T, T]
+    Case("sdpa-source-mask-on-self-attention", EQUAL, sdpa(2, 6, 6, True), names=NAMES, bug=("sdpa-self",)),
+    Case("sdpa-source-mask-on-self-attention-B-S-T-H-4", SQUARE, sdpa(4, 4, 4, True), names=NAMES,
+         bug=("sdpa-self",)),
 ]
 
 test_names, test_verdict = corpus_tests(__name__, CASES)

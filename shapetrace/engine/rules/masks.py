@@ -58,7 +58,25 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
                 "the padding keys."), "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."))
         elif not analysis.seeded_by_size:   # (names from sizes alone cannot tell two equal lengths apart)
-            out.extend(_built_for_another(analysis, e, scores, mask, {"query": q, "key": k}, lead))
+            out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
+                                                              "key": (k, scores.axes[k + lead])},
+                                          fmt_named(scores.dims, scores.shape)))
+    return out + ([] if analysis.seeded_by_size else _fused_mask_built_for_another(analysis))
+
+
+def _fused_mask_built_for_another(analysis: Analysis) -> list[Diagnostic]:
+    """SDPA's ``attn_mask`` ``[..., L, S]`` against its queries ``[..., L, E]`` and keys ``[..., S, E]``."""
+    out = []
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        if not e.params.get("has_mask") or len(e.inputs) < 4 or min(len(t.shape) for t in e.inputs[:2]) < 2:
+            continue
+        q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
+        if len(mask.shape) < 2:
+            continue
+        scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
+        n = len(mask.shape)
+        out.extend(_built_for_another(analysis, e, mask, {"query": (n - 2, q.axes[-2]), "key": (n - 1, k.axes[-2])},
+                                      scores))
     return out
 
 
@@ -81,24 +99,24 @@ def _tokens_of(analysis: Analysis, axis) -> tuple[str, ...] | None:
     return roots
 
 
-def _built_for_another(analysis: Analysis, e, scores, mask, at: dict[str, int], lead: int) -> list[Diagnostic]:
+def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str) -> list[Diagnostic]:
     """A mask whose query or key axis (not broadcast) holds another sequence's tokens than the scores'
     (the encoder's padding mask on the decoder's self-attention, the target's causal mask on
-    cross-attention): it lines up only because the two lengths are equal. Names prove it, never sizes."""
-    for side, i in at.items():
+    cross-attention): it lines up only because the two lengths are equal. Names prove it, never sizes.
+    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with."""
+    labels = {side: analysis.namer.label(axis) for side, (_, axis) in at.items()}
+    for side, (i, theirs) in at.items():
         if not 0 <= i < len(mask.axes) or mask.shape[i] == 1:
             continue
-        mine, theirs = _tokens_of(analysis, mask.axes[i]), _tokens_of(analysis, scores.axes[i + lead])
-        if mine is None or theirs is None or mine == theirs:
+        mine = _tokens_of(analysis, mask.axes[i])
+        if mine is None or _tokens_of(analysis, theirs) in (None, mine):
             continue
         return [Kind.MASK_WRONG_AXIS.found(e.index, (
-            f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
-            f"{fmt_named(scores.dims, scores.shape)}: the mask's {side} axis ({i - len(mask.shape)}) holds "
-            f"{mask.dims[i]} tokens where the scores' {_PLURAL[side]} are "
-            f"{scores.dims[i + lead]}, so the mask was built for "
-            f"another attention and lines up only because {mask.dims[i]} and {scores.dims[i + lead]} have the "
-            "same length here: it hides the wrong tokens."),
-            _own_mask(side, scores.dims[-2], scores.dims[-1]))]
+            f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores {scores}: the "
+            f"mask's {side} axis ({i - len(mask.shape)}) holds {mask.dims[i]} tokens where the scores' "
+            f"{_PLURAL[side]} are {labels[side]}, so the mask was built for another attention and lines up only "
+            f"because {mask.dims[i]} and {labels[side]} have the same length here: it hides the wrong tokens."),
+            _own_mask(side, labels["query"], labels["key"]))]
     return []
 
 
