@@ -42,6 +42,8 @@ class Analysis:
         unnamed_by_failure: ``(event, "TypeName: message")`` for each op whose inference failed (a
             fault of shapetrace): its results were left unnamed.
         inside: ``{event: Inside}`` for each op that ran inside library code (:mod:`.library`).
+        rotaries: each rotary embedding found (:class:`~shapetrace.engine.rotary.Rotary`): does its
+            table pair features as its rotation does.
     """
 
     events: Sequence[Event]
@@ -56,6 +58,7 @@ class Analysis:
     value_note: str | None = None
     unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
     inside: Mapping[int, Inside] = field(default_factory=dict)
+    rotaries: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

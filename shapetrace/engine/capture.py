@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
+from shapetrace.engine.columns import kept_table
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
@@ -226,6 +227,17 @@ class Capture:
                 self.records[-1] = self.records[-1]._replace(kept=small)
         return result
 
+    def record_product(self, spec: OpSpec, func, args, kwargs):
+        """``q * cos`` of two tensors that broadcast: recorded in full, with a copy of the smaller operand
+        kept when it may be a rotary table (:func:`.columns.kept_table`), whose columns the analysis
+        compares with the pairs a rotation makes (:mod:`.rotary`)."""
+        result = self.record(spec, func, args, kwargs)
+        kept = kept_table(args, KEEP_BUDGET - self.kept_bytes)
+        if kept is not None:
+            self.kept_bytes += kept[1].numel() * kept[1].element_size()
+            self.records[-1] = self.records[-1]._replace(kept=kept)
+        return result
+
     def _same_or_new(self, o, shape, inputs, nodes) -> int:
         """An in-place call's result: the input's node when its shape is unchanged, else a fresh one."""
         for t, node in zip(inputs, nodes):
@@ -333,13 +345,16 @@ class Recorder(TorchFunctionMode):
         if spec.additive and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
-        if spec.family is _ELEMENTWISE and _broadcasts(args):
-            return self.capture.record(spec, func, args, kwargs)   # the analysis checks how it lines up
+        if spec.family is _ELEMENTWISE and _broadcasts(args):   # the analysis checks how it lines up
+            if spec.scaling == _MULTIPLIES:
+                return self.capture.record_product(spec, func, args, kwargs)
+            return self.capture.record(spec, func, args, kwargs)
         return self.capture.carry(op, spec, func, args, kwargs)
 
 
 #: elementwise ops of two operands or more, which torch lines up by broadcasting
 _ELEMENTWISE = Family.ELEMENTWISE
+_MULTIPLIES = "multiplies"
 
 
 def _broadcasts(args: tuple) -> bool:

@@ -96,7 +96,9 @@ class Kind(StrEnum):
 
     # -- masks, broadcasts and values --------------------------------------------------------------
     MASK_WRONG_AXIS = ("mask-wrong-axis", "error",
-                       "a padding mask on the query axis (filled with any large negative, or added)")
+                       "a padding mask on the query axis (filled with any large negative, or added), or a mask "
+                       "built for another attention: its query or key axis holds another sequence's tokens than "
+                       "the scores' (the source padding mask on the decoder's self-attention at S == T)")
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
                               "a mask tiled `H·B` (`repeat(H, 1, 1)`) against scores batched `B·H`")
     BROADCAST_MISMATCH = (
@@ -147,6 +149,16 @@ class Kind(StrEnum):
         "direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
+
+    ROTARY_PAIRING_MISMATCH = (
+        "rotary-pairing-mismatch", "error",
+        "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
+        "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
+        "each pair is turned by two different angles")
+    ROTARY_PAIRING_UNCHECKED = (
+        "rotary-pairing-unchecked", "note",
+        "a rotary embedding whose table values were not read (another device, too large, the meta device, a "
+        "table of the rotated tensor's shape), so how it pairs features was not checked")
 
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",

@@ -38,6 +38,7 @@ from shapetrace.engine.infer import Inference, corrected
 from shapetrace.engine.library import inside_library
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
+from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.unrowed import add_ending_failure, new_capture
 from shapetrace.engine.vocabulary import canonical_dims
@@ -292,6 +293,7 @@ class Trace:
             nan_event=self.nan_event, value_note=self._value_note,
             unnamed_by_failure=tuple(inference.unnamed_by_failure),
             inside=inside_library(self.events, self.capture.opened, inference.event_of_record),
+            rotaries=rotaries_of(self.capture, inference.event_of_record),
         )
 
     def left_out(self) -> dict[str, int]:

@@ -35,6 +35,7 @@ _CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
 _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
                    "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous",
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
+                   "rotary-pairing-unchecked": "a rotary table's values were not read",
                    "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
 NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."

@@ -27,6 +27,7 @@ from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import reduction_axis
+from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
@@ -587,5 +588,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
 ]

@@ -57,7 +57,67 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
                 "the padding keys."), "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."))
+        elif not analysis.seeded_by_size:   # (names from sizes alone cannot tell two equal lengths apart)
+            out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
+                                                              "key": (k, scores.axes[k + lead])},
+                                          fmt_named(scores.dims, scores.shape)))
+    return out + ([] if analysis.seeded_by_size else _fused_mask_built_for_another(analysis))
+
+
+def _fused_mask_built_for_another(analysis: Analysis) -> list[Diagnostic]:
+    """SDPA's ``attn_mask`` ``[..., L, S]`` against its queries ``[..., L, E]`` and keys ``[..., S, E]``."""
+    out = []
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        if not e.params.get("has_mask") or len(e.inputs) < 4 or min(len(t.shape) for t in e.inputs[:2]) < 2:
+            continue
+        q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
+        if len(mask.shape) < 2:
+            continue
+        scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
+        n = len(mask.shape)
+        out.extend(_built_for_another(analysis, e, mask, {"query": (n - 2, q.axes[-2]), "key": (n - 1, k.axes[-2])},
+                                      scores))
     return out
+
+
+_PLURAL = {"query": "queries", "key": "keys"}
+
+
+def _own_mask(side: str, queries: str | None, keys: str | None) -> str:
+    """The fix: a mask built from this attention's own tokens (a causal one only for self-attention)."""
+    own = queries if side == "query" else keys
+    masks = f"a padding mask [B, 1, 1, {keys}]" + (f" or a causal mask [{queries}, {keys}]" if queries == keys else
+                                                   f" over the {keys} keys")
+    return f"Give this attention a mask built from its own {_PLURAL[side]}, the {own} tokens: {masks}."
+
+
+def _tokens_of(analysis: Analysis, axis) -> tuple[str, ...] | None:
+    """The token roots an axis is made of, when every piece of it is named and indexes tokens."""
+    roots = tuple(a.root for a in coalesce(axis.atoms))
+    if not roots or any(analysis.namer.plain_role(r) != "tokens" for r in roots):
+        return None
+    return roots
+
+
+def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str) -> list[Diagnostic]:
+    """A mask whose query or key axis (not broadcast) holds another sequence's tokens than the scores'
+    (the encoder's padding mask on the decoder's self-attention, the target's causal mask on
+    cross-attention): it lines up only because the two lengths are equal. Names prove it, never sizes.
+    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with."""
+    labels = {side: analysis.namer.label(axis) for side, (_, axis) in at.items()}
+    for side, (i, theirs) in at.items():
+        if not 0 <= i < len(mask.axes) or mask.shape[i] == 1:
+            continue
+        mine = _tokens_of(analysis, mask.axes[i])
+        if mine is None or _tokens_of(analysis, theirs) in (None, mine):
+            continue
+        return [Kind.MASK_WRONG_AXIS.found(e.index, (
+            f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores {scores}: the "
+            f"mask's {side} axis ({i - len(mask.shape)}) holds {mask.dims[i]} tokens where the scores' "
+            f"{_PLURAL[side]} are {labels[side]}, so the mask was built for another attention and lines up only "
+            f"because {mask.dims[i]} and {labels[side]} have the same length here: it hides the wrong tokens."),
+            _own_mask(side, labels["query"], labels["key"]))]
+    return []
 
 
 def nan_rows(analysis: Analysis) -> list[Diagnostic]:

@@ -1,0 +1,303 @@
+"""Rotary position embeddings: does the table pair features the way the rotation does? (issue 33 item 4)
+
+A rotary embedding computes ``x * cos + rotate(x) * sin``, where ``rotate`` moves each feature of x onto
+its partner (negated on one side of each pair): ``rotate_half`` (transformers' Llama, GPT-NeoX) pairs
+feature i with i ± d/2; ``rotate_every_two`` (GPT-J) and lucidrains' interleaved ``rotate_half`` pair 2k
+with 2k + 1. Each pair is turned as one 2-d vector only if the table gives both of its features the same
+angle: columns i and p(i) of cos, and of sin, hold the same values at every position. A table laid out
+the other way (``repeat_interleave(2)`` under ``rotate_half``, ``cat([f, f])`` under
+``rotate_every_two``) turns each feature by another pair's angle, and no rotation comes out.
+
+Two facts, both exact, never a guess from sizes:
+
+* the partner p(i) from **element provenance**: the data moves that make ``rotate(x)`` from ``x``
+  (slices, ``cat``, ``stack``, ``unbind``, ``flatten``, ``reshape``; a negation or a cast keeps every
+  element where it is) are replayed on a coordinate tensor of x's shape (:func:`.provenance.coordinates`);
+* which **columns of the table are equal**, from a copy of it kept when the multiplication ran
+  (:func:`.columns.kept_table`: on the CPU only, up to :data:`~.directions.READ_LIMIT` elements).
+
+:func:`rotaries` finds every ``a * t1 + b * t2`` whose ``b`` is made from ``a`` by data moves alone, and
+says for each whether its tables pair features as it rotates them (plain data: :class:`Rotary`).
+Meta's complex form (``view_as_complex`` then one product) pairs by construction and is never a case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import torch
+
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
+from shapetrace.engine.infer.elements import callable_of
+from shapetrace.engine.ops import Family, callables_of
+from shapetrace.engine.opspec import LAYOUT_FAMILIES
+from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
+from shapetrace.engine.thawed import TensorStub, thaw_args
+
+#: records walked back from a rotated tensor to the tensor it rotates (rotate_half is 4, GPT-J's 5)
+MAX_CHAIN = 16
+#: families whose ops only move or re-read elements (with ``spec.replay`` and ``spec.stacks``)
+_MOVES = LAYOUT_FAMILIES | {Family.SPLIT, Family.JOIN}
+
+PAIRED, MISMATCH, UNCHECKED = "paired", "mismatch", "unchecked"
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """One ``x * cos + rotate(x) * sin`` found in a run, and what its tables say.
+
+    Attributes:
+        event: the row of the rotation's last data move (the ``cat`` of ``rotate_half``, the ``flatten`` of
+            ``rotate_every_two``); None when none of its moves has a row.
+        outcome: :data:`PAIRED`, :data:`MISMATCH` or :data:`UNCHECKED`.
+        partners: p(i) for each feature i of x (empty when the rotation could not be replayed).
+        table: the shape of the table that disagrees (or was not read).
+        equal: the classes of that table's equal columns (empty when not read).
+        why: why the pairing was not checked (empty unless :data:`UNCHECKED`).
+    """
+
+    event: int | None
+    outcome: str
+    partners: tuple[int, ...] = ()
+    table: tuple[int, ...] = ()
+    equal: tuple[int, ...] = ()
+    why: str = ""
+
+
+_MEMO: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def rotaries_of(capture, event_of_record: dict[int, int]) -> tuple[Rotary, ...]:
+    """:func:`rotaries` of a :class:`~.capture.Capture`, found once per inference and number of records
+    (a trace's analysis is asked for more than once)."""
+    memo = _MEMO.get(capture)   # (the rows' map is kept in the memo: compared by identity, never reused)
+    if memo is None or memo[0] != len(capture.records) or memo[1] is not event_of_record:
+        found = rotaries(capture.records, capture.nodes, event_of_record)
+        memo = _MEMO[capture] = (len(capture.records), event_of_record, found)
+    return memo[2]
+
+
+def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int]) -> tuple[Rotary, ...]:
+    """Every rotary embedding among ``records`` (a capture's, in call order), checked; ``shapes``: the
+    capture's node facts (``shapes[node].shape``); ``event_of_record``: the row each record got."""
+    producer: dict[int, int] = {}
+    terms: dict[int, int] = {}     # node -> the multiplication record it is (or a same-shape unary op of it)
+    found: list[Rotary] = []
+    for index, record in enumerate(records):
+        if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
+            continue
+        if record.spec.scaling == "multiplies" and len(record.ins) == 2 and len(record.outs) == 1:
+            terms[record.outs[0]] = index
+        elif _keeps_places(shapes, record) and record.ins[0] in terms:
+            terms[record.outs[0]] = terms[record.ins[0]]
+        elif record.spec.additive and len(record.ins) == 2 and all(n in terms for n in record.ins):
+            rotary = _rotary(records, shapes, producer, [records[terms[n]] for n in record.ins])
+            if rotary is not None:
+                record_at, rotary = rotary
+                rows = [event_of_record[i] for i in record_at if i in event_of_record]
+                found.append(replace(rotary, event=max(rows) if rows else None))
+        for node in record.outs:
+            producer[node] = index
+    return tuple(found)
+
+
+def _keeps_places(shapes: Sequence, record) -> bool:
+    """A call without a row of one tensor whose result has its shape (``-x``, ``x.float()``, ``x * 0.5``):
+    every element stays where it is."""
+    return type(record) is PassRecord and len(record.ins) == 1 and len(record.outs) == 1 \
+        and record.spec.family is Family.ELEMENTWISE and shapes[record.outs[0]].shape == shapes[record.ins[0]].shape
+
+
+def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
+            products: list) -> tuple[set[int], Rotary] | None:
+    """``a * t1 + b * t2`` (either order, either operand order) with ``b`` made from ``a`` by data moves."""
+    for first, second in (products, products[::-1]):
+        for x_at in (0, 1):
+            for r_at in (0, 1):
+                x, rotated = first.ins[x_at], second.ins[r_at]
+                chain = _chain(records, shapes, producer, rotated, x, set())
+                checked = _checked(records, shapes, sorted(chain), x, rotated,
+                                   ((first, 1 - x_at), (second, 1 - r_at))) if chain else None
+                if checked is not None:
+                    return chain, checked
+    return None
+
+
+def _chain(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int, x: int,
+           seen: set) -> set[int] | None:
+    """The records that move ``x``'s elements into ``node`` (empty when ``node`` is ``x``; None when
+    something else enters, or an op that computes rather than moves). ``seen``: the records already
+    walked (a ``stack`` of both pieces of one ``unbind`` reaches it twice)."""
+    if node == x:
+        return set()
+    index = producer.get(node)
+    if index is None or len(seen) >= MAX_CHAIN:
+        return None
+    if index in seen:
+        return {index}
+    record = records[index]
+    if not _moves(shapes, record):
+        return None
+    seen.add(index)
+    found = {index}
+    for n in record.ins:
+        part = _chain(records, shapes, producer, n, x, seen)
+        if part is None:
+            return None
+        found |= part
+    return found
+
+
+def _moves(shapes: Sequence, record) -> bool:
+    spec = record.spec
+    if type(record) is PassRecord:
+        return _keeps_places(shapes, record)
+    return bool(spec.replay) or spec.stacks or spec.family in _MOVES
+
+
+# -- the partner of each feature ----------------------------------------------------------------------
+
+def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables) -> Rotary | None:
+    """The rotation's partners and each table's equal columns compared: a table that gives a feature
+    and its partner different values is a mismatch, whatever the other table says. None: the data moves
+    are no rotation of features."""
+    last = None
+    partners = _partners(records, shapes, chain, x, rotated)
+    if partners is None:
+        big = math.prod(shapes[x].shape) > MAX_ELEMENTS
+        return Rotary(last, UNCHECKED, why=f"the rotated tensor has more than {MAX_ELEMENTS:,} elements, too many to "
+                                           "replay its data moves on coordinates" if big else
+                                           "a data move of the rotation could not be replayed on coordinates")
+    if not partners:
+        return None   # (it moves elements across positions, or pairs no features: no rotation)
+    read, unread = [], None
+    for product, at in tables:
+        kept = product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+        classes = feature_classes(kept[1]) if kept[0] == at else None
+        table = tuple(shapes[product.ins[at]].shape)
+        if classes is None or len(classes) != len(partners):
+            unread = unread or Rotary(last, UNCHECKED, partners, table, why=_why_unread(product, at, table))
+        elif any(classes[i] != classes[p] for i, p in enumerate(partners)):
+            return Rotary(last, MISMATCH, partners, table, classes)
+        else:
+            read.append(classes)
+    if unread is not None:
+        return unread
+    if all(len(set(classes)) == 1 for classes in read):
+        return Rotary(last, UNCHECKED, partners, why="the tables hold the same value on every feature (position 0 "
+                                                     "alone), which says nothing of how they pair features")
+    return Rotary(last, PAIRED, partners)
+
+
+def _why_unread(product, at: int, shape: tuple) -> str:
+    """Why a table's columns were not compared: the true reason, never a guess."""
+    if type(product) is not OpRecord:
+        return "the table has the shape of what it multiplies, and such a product's values are not kept"
+    device = product.device
+    if getattr(device, "type", "cpu") == "meta":
+        return "the meta device has no values"
+    if getattr(device, "type", "cpu") != "cpu":
+        return f"the table is on {device}, and reading it would wait for the device"
+    if math.prod(shape) > READ_LIMIT:
+        return f"the table has more than {READ_LIMIT:,} elements"
+    if math.prod(shape) * shape[-1] > COMPARE_LIMIT:
+        return f"comparing its columns would take more than {COMPARE_LIMIT:,} comparisons"
+    return "the table is a learnt parameter, not a float tensor, or over the bytes the trace keeps"
+
+
+def _partners(records: Sequence, shapes: Sequence, chain: list[int], x: int,
+              rotated: int) -> tuple[int, ...] | None:
+    """p(i) for each feature i: element [..., i] of ``rotated`` came from element [..., p(i)] of ``x``,
+    at the same index on every other axis; ``()`` when the moves are no such pairing; None when they
+    could not be replayed."""
+    shape = tuple(shapes[x].shape)
+    if not shape or math.prod(shape) > MAX_ELEMENTS:
+        return None
+    env: dict[int, Any] = {x: coordinates([shape])[0]}
+    for index in chain:
+        if not _replay(records[index], env):
+            return None
+    moved = env.get(rotated)
+    if moved is None or tuple(moved.shape) != shape:
+        return ()
+    if not bool((moved == moved.round()).all()):
+        return ()   # (its values were computed, not moved)
+    came = moved.abs().long() - 1                                           # (..., d): x's flat index
+    d = shape[-1]
+    rows = torch.arange(came.numel() // d).reshape(*shape[:-1], 1)          # (..., 1): each element's row
+    if bool((came < 0).any()) or not bool((came // d == rows).all()):
+        return ()   # (a filled-in value, or elements moved across positions, heads or batch entries)
+    partners = came.reshape(-1, d) % d                                      # (rows, d)
+    negated = (moved < 0).reshape(-1, d)                                    # (rows, d)
+    if not bool((partners == partners[:1]).all()) or not bool((negated == negated[:1]).all()):
+        return ()
+    p, sign = partners[0].tolist(), negated[0].tolist()
+    if any(p[p[i]] != i or p[i] == i or sign[i] == sign[p[i]] for i in range(d)):
+        return ()   # (not a rotation: each pair is two features, one of them negated)
+    return tuple(p)
+
+
+def _replay(record, env: dict) -> bool:
+    """Run one data move on the coordinate tensors in ``env``; its results join ``env``."""
+    if type(record) is PassRecord:   # (a negation or a cast: every element stays in place)
+        env[record.outs[0]] = _unary(record, env[record.ins[0]])
+        return True
+    if any(n not in env for n in record.ins):
+        return False
+    args, kwargs = _with_operands(record, env)
+    if args is None:
+        return False
+    shapes = [tuple(raw[0]) for raw in record.out_raw]
+    # (the replay's function first; then the op's own, for a method's spelling: ``x.flip(0)``)
+    functions = [callable_of(record.spec.replay)] if record.spec.replay else []
+    for fn in [*functions, *callables_of(record.spec)]:
+        try:
+            result = fn(*args, **kwargs)
+        except Exception:   # (another function of the same op, with another signature)
+            continue
+        outs = [result] if isinstance(result, torch.Tensor) else list(result)
+        if [tuple(o.shape) for o in outs] == shapes:
+            env.update(zip(record.outs, outs))
+            return True
+    return False
+
+
+def _unary(record, x):
+    """A call without a row, replayed on coordinates when it takes its operand alone (``-x``, so the
+    rotation's signs show); else the coordinates as they are (its elements stay in place)."""
+    if record.frozen[0]:
+        return x
+    for fn in callables_of(record.spec):
+        try:
+            result = fn(x)
+        except Exception:   # (a function of the same op that wants more arguments)
+            continue
+        if isinstance(result, torch.Tensor) and result.shape == x.shape:
+            return result
+    return x
+
+
+def _with_operands(record, env: dict) -> tuple[tuple | None, dict]:
+    """The record's arguments with each tensor operand, in order, replaced by its coordinates."""
+    args, kwargs = thaw_args(record.frozen)
+    operands = iter(env[n] for n in record.ins)
+    missing = []
+
+    def put(value, depth=0):
+        if isinstance(value, TensorStub):
+            found = next(operands, None)
+            if found is None:
+                missing.append(value)
+            return found
+        if depth == 0 and isinstance(value, (list, tuple)):
+            return type(value)(put(v, 1) for v in value)
+        return value
+
+    args = tuple(put(a) for a in args)
+    kwargs = {k: put(v) for k, v in kwargs.items()}
+    return (None, {}) if missing or next(operands, None) is not None else (args, kwargs)

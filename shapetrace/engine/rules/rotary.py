@@ -1,0 +1,88 @@
+"""Does each rotary table pair features the way its rotation does? (issue 33 item 4)
+
+Reads ``analysis.rotaries`` (:mod:`shapetrace.engine.rotary`: the rotation's partner of each feature,
+from element provenance, and the table's equal columns, from its values at call time):
+
+* ``rotary-pairing-mismatch`` (error): a table gives a feature and the feature it is rotated with
+  different values, so each pair is turned by two angles and no rotation comes out;
+* ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
+  verdict then does not claim the pairing was checked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.rotary import MISMATCH, UNCHECKED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.rotary import Rotary
+
+#: how a table laid out for each pairing is written, for the fix
+_TABLE_FOR = {"halves": "torch.cat((freqs, freqs), dim=-1)", "interleaved": "freqs.repeat_interleave(2, dim=-1)"}
+
+
+def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
+    """A rotary table whose equal columns are not the rotation's pairs; a rotary left unchecked."""
+    out = []
+    for rotary in analysis.rotaries:
+        where = _where(analysis, rotary)
+        if rotary.outcome == MISMATCH:
+            out.append(_mismatch(rotary, where))
+        elif rotary.outcome == UNCHECKED:
+            out.append(Kind.ROTARY_PAIRING_UNCHECKED.found(rotary.event, (
+                f"the rotary embedding rotated at {where} was not checked for how its table pairs features: "
+                f"{rotary.why}."), "Trace a small copy on the CPU, with the table broadcast over the heads, "
+                                   "to check it."))
+    return out
+
+
+def _where(analysis: Analysis, rotary: Rotary) -> str:
+    if rotary.event is None or rotary.event >= len(analysis.events):
+        return "a call without a row"
+    return f"{analysis.events[rotary.event].op} #{rotary.event}"
+
+
+def pairing(partners: tuple[int, ...]) -> str:
+    """``halves`` (i with i + d/2), ``interleaved`` (2k with 2k + 1), or the pairs listed."""
+    d = len(partners)
+    if all(p == i ^ 1 for i, p in enumerate(partners)):
+        return "interleaved"
+    if all(p == (i + d // 2) % d for i, p in enumerate(partners)):
+        return "halves"
+    return ", ".join(f"{i}↔{p}" for i, p in enumerate(partners) if i < p)
+
+
+def _layout(classes: tuple[int, ...]) -> str:
+    """How a table's equal columns pair its features, in words."""
+    d = len(classes)
+    for name, partner in (("interleaved", lambda i: i ^ 1), ("halves", lambda i: (i + d // 2) % d)):
+        if all(classes[i] == classes[partner(i)] for i in range(d)):
+            return f"its equal columns pair features {_TABLE_WORDS[name]}"
+    return "no two of its columns pair features as the rotation does"
+
+
+_ROTATION_WORDS = {"halves": "by halves (feature i with i + d/2, as rotate_half does)",
+                   "interleaved": "interleaved (feature 2k with 2k + 1, as rotate_every_two does)"}
+_TABLE_WORDS = {"halves": "by halves (i with i + d/2, as torch.cat((freqs, freqs), -1) lays it out)",
+                "interleaved": "interleaved (2k with 2k + 1, as freqs.repeat_interleave(2, -1) lays it out)"}
+
+
+def _mismatch(rotary: Rotary, where: str) -> Diagnostic:
+    rotation = pairing(rotary.partners)
+    said = _ROTATION_WORDS.get(rotation, f"as {rotation}")
+    bad = next(i for i, p in enumerate(rotary.partners) if rotary.equal[i] != rotary.equal[p])
+    other = "interleaved" if rotation == "halves" else "halves"
+    fix = (f"Lay the table out as the rotation pairs features: {_TABLE_FOR[rotation]}, not "
+           f"{_TABLE_FOR[other]}; or rotate the way the table is laid out.") if rotation in _TABLE_FOR else \
+        "Give each feature and the feature it is rotated with the same frequency in the table."
+    table = fmt_named((None,) * len(rotary.table), rotary.table)
+    return Kind.ROTARY_PAIRING_MISMATCH.found(rotary.event, (
+        f"{where} rotates features in pairs {said}, but the table {table} it is multiplied by gives feature "
+        f"{bad} and its partner {rotary.partners[bad]} different values: {_layout(rotary.equal)}. "
+        "Each pair is turned by two different angles, so the embedding is no rotation and q·k no longer "
+        "depends on the relative position alone."), fix)

@@ -1,0 +1,140 @@
+"""shapetrace.engine.rotary and rules/rotary.py: a rotary table pairs features as its rotation does.
+
+The rotation's pairs are read from element provenance (the data moves replayed on coordinates), the
+table's from its values at call time; what cannot be read is said, and the verdict then claims nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import shapetrace
+from shapetrace.engine.rotary import MISMATCH, PAIRED, UNCHECKED
+from shapetrace.engine.verdict import verdict_line
+
+
+def rotate_half(x):
+    """transformers' Llama ``rotate_half``: feature i with i + d/2."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)                                     # (B, H, T, d_k)
+
+
+def rotate_every_two(x):
+    """transformers' GPT-J ``rotate_every_two``: feature 2k with 2k + 1."""
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)                       # (B, H, T, d_k)
+
+
+def freqs(T: int, d: int, device="cpu", start: int = 0):
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device=device).float() / d))       # (d/2,)
+    return torch.outer(torch.arange(start, start + T, device=device).float(), inv)  # (T, d/2)
+
+
+def rope(q, emb, rotate):
+    """``q * cos + rotate(q) * sin`` (transformers' ``apply_rotary_pos_emb``), the table (T, d) broadcast."""
+    return q * emb.cos() + rotate(q) * emb.sin()                            # (B, H, T, d_k)
+
+
+def traced(rotate, table, shape=(2, 3, 5, 8), device="cpu", start: int = 0, expand: bool = False):
+    B, H, T, d = shape
+    q = torch.randn(B, T, H * d, device=device)
+    with torch.no_grad(), shapetrace.trace() as t:
+        shapetrace.name(q, "B T D")
+        x = q.view(B, T, H, d).transpose(1, 2)                              # (B, H, T, d_k)
+        f = freqs(T, d, device, start)                                      # (T, d/2)
+        emb = torch.cat((f, f), -1) if table == "halves" else f.repeat_interleave(2, -1)  # (T, d)
+        if expand:
+            emb = emb.expand(B, H, T, d)                                    # (B, H, T, d): no broadcast
+        rope(x, emb, rotate)
+    return t
+
+
+def outcomes(t):
+    return [(r.outcome, r.partners) for r in t.analysis().rotaries]
+
+
+HALVES = (4, 5, 6, 7, 0, 1, 2, 3)
+PAIRS = (1, 0, 3, 2, 5, 4, 7, 6)
+
+
+def test_the_partners_come_from_the_rotations_data_moves():
+    assert outcomes(traced(rotate_half, "halves")) == [(PAIRED, HALVES)]
+    assert outcomes(traced(rotate_every_two, "interleaved")) == [(PAIRED, PAIRS)]
+
+
+def test_equal_sizes_decide_nothing():
+    # B = T = H = 4 (and d_k = 8): the same partners, the same outcomes
+    assert outcomes(traced(rotate_half, "halves", (4, 4, 4, 8))) == [(PAIRED, HALVES)]
+    assert outcomes(traced(rotate_half, "interleaved", (4, 4, 4, 8))) == [(MISMATCH, HALVES)]
+    assert outcomes(traced(rotate_every_two, "halves", (4, 4, 4, 8))) == [(MISMATCH, PAIRS)]
+
+
+def test_an_interleaved_table_under_rotate_half_is_an_error_on_the_rotation():
+    t = traced(rotate_half, "interleaved")
+    (d,) = [d for d in t.diagnostics if d.kind == "rotary-pairing-mismatch"]
+    cat = next(e for e in t.events if e.op == "cat" and e.index == d.event)
+    assert d.severity == "error" and cat.inputs[0].shape == (2, 3, 5, 4)
+    assert d.message == (
+        f"cat #{cat.index} rotates features in pairs by halves (feature i with i + d/2, as rotate_half does), but "
+        "the table [5, 8] it is multiplied by gives feature 0 and its partner 4 different values: its equal "
+        "columns pair features interleaved (2k with 2k + 1, as freqs.repeat_interleave(2, -1) lays it out). Each "
+        "pair is turned by two different angles, so the embedding is no rotation and q·k no longer depends on the "
+        "relative position alone.")
+    assert d.fix == ("Lay the table out as the rotation pairs features: torch.cat((freqs, freqs), dim=-1), not "
+                     "freqs.repeat_interleave(2, dim=-1); or rotate the way the table is laid out.")
+    assert verdict_line(t.report().verdict).startswith("✗ 1 error")
+
+
+def test_a_halves_table_under_rotate_every_two_is_an_error_on_the_flatten():
+    t = traced(rotate_every_two, "halves")
+    (d,) = [d for d in t.diagnostics if d.kind == "rotary-pairing-mismatch"]
+    assert t.events[d.event].op == "flatten"
+    assert "rotates features in pairs interleaved (feature 2k with 2k + 1, as rotate_every_two does)" in d.message
+    assert "gives feature 0 and its partner 1 different values: its equal columns pair features by halves" in d.message
+
+
+def test_on_the_meta_device_the_pairing_is_not_checked_and_the_verdict_says_so():
+    t = traced(rotate_half, "halves", device="meta")
+    assert [(r.outcome, r.why) for r in t.analysis().rotaries] == [(UNCHECKED, "the meta device has no values")]
+    (d,) = [d for d in t.diagnostics if d.kind == "rotary-pairing-unchecked"]
+    assert d.severity == "note" and d.message.endswith("was not checked for how its table pairs features: the meta "
+                                                       "device has no values.")
+    line = verdict_line(t.report().verdict)
+    assert line.startswith("?") and "not proven: a rotary table's values were not read" in line
+
+
+def test_a_table_of_the_rotated_tensors_shape_is_not_read():
+    # the table expanded to (B, H, T, d) before the product: no broadcast, so no values are kept
+    t = traced(rotate_half, "interleaved", expand=True)
+    assert [(r.outcome, r.why) for r in t.analysis().rotaries] == [
+        (UNCHECKED, "the table has the shape of what it multiplies, and such a product's values are not kept")]
+    assert not [d for d in t.diagnostics if d.severity == "error"]
+
+
+def test_a_table_at_position_0_alone_says_nothing_of_its_pairs():
+    # one token at position 0: cos = 1 and sin = 0 on every feature, whichever way the table is laid out
+    for table in ("halves", "interleaved"):
+        t = traced(rotate_half, table, (2, 3, 1, 8))
+        assert [r.outcome for r in t.analysis().rotaries] == [UNCHECKED]
+    # one token at position 5 (a decode step): read, and the layout shows
+    assert outcomes(traced(rotate_half, "interleaved", (2, 3, 1, 8), start=5)) == [(MISMATCH, HALVES)]
+    assert outcomes(traced(rotate_half, "halves", (2, 3, 1, 8), start=5)) == [(PAIRED, HALVES)]
+
+
+def test_a_sum_of_two_products_that_is_no_rotation_is_no_rotary():
+    # x * a + y * b with y not made from x by moving elements (a gated sum): nothing to check
+    x, y = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    with shapetrace.trace() as t:
+        x * torch.rand(5, 8) + y * torch.rand(5, 8)                         # (2, 5, 8)
+        x * torch.rand(5, 8) + x.flip(0) * torch.rand(5, 8)                 # (2, 5, 8): moves across batch entries
+    assert t.analysis().rotaries == ()
+
+
+def test_a_pairing_without_a_negation_is_no_rotation():
+    # x * a + x.flip(-1) * b pairs feature i with d - 1 - i, but negates neither: no rotary, nothing said
+    x = torch.randn(2, 5, 8)
+    with shapetrace.trace() as t:
+        x * torch.rand(5, 8) + x.flip(-1) * torch.rand(5, 8)                # (2, 5, 8)
+        x * torch.rand(5, 8) + torch.cat((x[..., 4:], x[..., :4]), -1) * torch.rand(5, 8)  # halves swapped, no sign
+    assert t.analysis().rotaries == ()
+    assert not [d for d in t.diagnostics if d.kind.startswith("rotary")]
