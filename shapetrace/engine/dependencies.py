@@ -63,7 +63,7 @@ class Probe:
     out_tokens: int | None
     causal: str | None = None
     output: Any = None
-    heads: Any = None            # a :class:`.heads.HeadsPlan`: where heads are split and merged
+    heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
 
 
@@ -78,36 +78,31 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
-        elif heads.reason is None and heads.plan is not None:
-            held.append(heads.plan.held)
+        elif heads.reason is None and heads.plans:
+            from shapetrace.engine.heads import held as heads_held
+            held.append(heads_held(heads.plans))
     return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
 
 
 class _HeadsRun:
-    """The heads contract, measured in the same forward as the token contracts (:mod:`.heads`): the
-    plan, then what the run found or why it was not measured."""
+    """The heads contract, measured in the same forward as the token contracts (:mod:`.heads`), in
+    every attention the top call ran: the plans, then what the run found or why it was not measured."""
 
     def __init__(self, probe: Probe):
-        self.plan, self.reason, self.findings = probe.heads, probe.heads_reason, []
+        self.plans, self.reason, self.findings = probe.heads or (), probe.heads_reason, []
 
     def forward(self, run, x):
-        """``run(x)`` with the heads moved at the splits and read at the merge; the plain run (and the
-        reason) where that cannot be done."""
-        if self.plan is None:
+        """``run(x)`` with the heads moved at the splits and read at the merge of every attention; the
+        plain run (and the reason) where that cannot be done."""
+        if not self.plans:
             return run(x)
         from shapetrace.engine import heads
 
-        mode = heads.HeadsMode(self.plan)
+        attentions = [heads.Attention(plan) for plan in self.plans]
         try:
-            with mode:
+            with heads.HeadsMode(attentions):
                 result = run(x)
-            if mode.read is None:
-                raise heads.NotMeasured("heads (the measuring run did not reach the merge)")
-            detected = heads.reached(self.plan.heads, mode.reference, mode.read)
-            if not any(detected):
-                raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
-            separate = self._separate(run, x, mode) if heads.leaks(self.plan, mode.kinds, detected) else None
-            self.findings = heads.findings(self.plan, detected, separate)
+            self.findings = [d for a in self._detected(run, x, attentions) for d in a]
             return result
         except Exception as exc:   # the model cannot take the copies (a mask sized for the batch...)
             self.reason = exc.args[0] if isinstance(exc, heads.NotMeasured) else \
@@ -115,22 +110,43 @@ class _HeadsRun:
             self.findings = []
             return run(x)
 
-    def _separate(self, run, x, first):
+    def _detected(self, run, x, attentions) -> list[list]:
+        """Each attention's findings (a second run, moving the queries, keys and values apart, for those
+        whose heads leaked)."""
+        from shapetrace.engine import heads
+
+        detected = []
+        for a in attentions:
+            if a.read is None:
+                raise heads.NotMeasured("heads (the measuring run did not reach the merge)")
+            detected.append(heads.reached(a.plan.heads, a.reference, a.read))
+            if not any(detected[-1]):
+                raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
+        leaking = [a for a, d in zip(attentions, detected) if heads.leaks(a.plan, a.kinds, d)]
+        separate = dict(zip(map(id, leaking), self._separate(run, x, leaking))) if leaking else {}
+        return [heads.findings(a.plan, d, separate.get(id(a))) for a, d in zip(attentions, detected)]
+
+    def _separate(self, run, x, leaking) -> list[tuple]:
         """Which tensor leaked: a second run moving each split's heads alone (only where heads leaked)."""
         from shapetrace.engine import heads
 
-        kinds, j = {}, 0
-        for tensor in dict.fromkeys(s.tensor for s in self.plan.splits):
-            count = next(s.heads for s in self.plan.splits if s.tensor == tensor)
-            for head in range(count):
-                kinds[j], j = [(tensor, head)], j + 1
-        mode = heads.HeadsMode(self.plan, kinds)
-        with mode:
+        attentions = [heads.Attention(a.plan, _one_head_each(a.plan)) for a in leaking]
+        with heads.HeadsMode(attentions):
             run(x)
-        if mode.read is None:
+        if any(a.read is None for a in attentions):
             raise heads.NotMeasured("heads (the second measuring run did not reach the merge)")
-        return heads.reached(self.plan.heads, mode.reference if mode.reference is not None else first.reference,
-                             mode.read), kinds
+        return [(heads.reached(a.plan.heads, a.reference if a.reference is not None else first.reference, a.read),
+                 a.kinds) for a, first in zip(attentions, leaking)]
+
+
+def _one_head_each(plan) -> dict[int, list[tuple[str, int]]]:
+    """Copy j -> the one (tensor, head) it moves: every head of every split's tensor, one per copy."""
+    kinds, j = {}, 0
+    for tensor in dict.fromkeys(s.tensor for s in plan.splits):
+        count = next(s.heads for s in plan.splits if s.tensor == tensor)
+        for head in range(count):
+            kinds[j], j = [(tensor, head)], j + 1
+    return kinds
 
 
 def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
@@ -361,8 +377,8 @@ def probe_of(trace, call: tuple) -> Probe | None:
 
     try:
         inference = trace._inferred()   # (all the events: ``trace.events`` may be a filtered copy)
-        plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
+        plans = heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
                                 inference.event_of_record, trace.namer.role)
     except heads.NotMeasured as exc:
         return replace(probe, heads_reason=exc.args[0])
-    return replace(probe, heads=plan)
+    return replace(probe, heads=plans)

@@ -257,3 +257,38 @@ def test_one_fused_split_measures_heads_and_says_what_it_cannot_tell(B, T):
         "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the queries, keys and values "
         "(output heads 1, 2 and 3 too): heads mix between the split")
     assert "cannot be told apart here" in found[0].message
+
+
+class TwoBlocks(nn.Module):
+    """Two nanoGPT attention blocks in a row, as GPT's ``nn.ModuleList`` of blocks runs them
+    (karpathy/nanoGPT model.py ``for block in self.transformer.h: x = block(x)``); ``bug`` goes into
+    the second block only, so a check of the first attention alone misses it."""
+
+    def __init__(self, bug=None):
+        super().__init__()
+        self.h = nn.ModuleList([NanoGPTAttention(), NanoGPTAttention(bug=bug)])
+
+    def forward(self, x):
+        for block in self.h:
+            x = x + block(x)                                                       # (B, T, C)
+        return x
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_heads_held_in_every_attention_are_said_so(B, T):
+    torch.manual_seed(1)
+    t = _traced(TwoBlocks(), B, T)
+    assert _measured(t) == []
+    assert t.contracts == [BATCH, OWN_TOKEN, "heads stay apart in each of 2 attentions"]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_bug_in_the_second_attention_is_caught(B, T):
+    torch.manual_seed(1)
+    t = _traced(TwoBlocks(bug="einsum"), B, T)
+    found = _measured(t)
+    assert [d.kind for d in found] == ["heads-mix"]
+    assert found[0].message.startswith(
+        "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values (output heads "
+        "1, 2 and 3 too): heads mix between the split (#18 view, #20 view, #22 view) and the merge (#30 view).")
+    assert t.report().verdict.mark == "✗"
