@@ -215,24 +215,31 @@ def _attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
 
 
 def _restore(saved) -> None:
+    """Put back what :func:`_attributes` saved (a dict is rewritten only where the run changed it:
+    rewriting an unchanged one would cost the next forward its attribute caches)."""
     for m, attributes, buffers, parameters, values in saved:
-        m.__dict__.clear()
-        m.__dict__.update(attributes)
-        m._buffers.clear(), m._buffers.update(buffers)
-        m._parameters.clear(), m._parameters.update(parameters)
+        for now, before in ((m.__dict__, attributes), (m._buffers, buffers), (m._parameters, parameters)):
+            if not _same(now, before):
+                now.clear()
+                now.update(before)
         with torch.no_grad():
             for name, value in values.items():
-                if buffers[name].shape == value.shape:
+                if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
                     buffers[name].copy_(value)
+
+
+def _same(now: dict, before: dict) -> bool:
+    """Does ``now`` hold the very objects ``before`` held, under the same keys?"""
+    return len(now) == len(before) and all(now.get(k, _same) is v for k, v in before.items())
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor, probe: Probe) -> torch.Tensor:
     """changed[b, t]: does output token (b, t) differ between ``a`` and ``b`` (t: 0 where the output
-    has no token axis)?"""
-    a, b = (_tokens_last(o, probe).double() for o in (a, b))                       # (B, T, rest)
-    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + a.abs().nan_to_num(0.0).amax())
+    has no token axis)? (Few ops: at small sizes each op's fixed cost is what the check costs.)"""
+    a, b = (_tokens_last(o, probe) for o in (a, b))                                # (B, T, rest)
+    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(a.abs().nan_to_num(0.0).amax()))
     diff = (b - a).abs()
-    return (diff.nan_to_num(0.0).amax(-1) > tolerance) | (diff.isnan().any(-1) & ~a.isnan().any(-1))
+    return (diff > tolerance).any(-1) | (diff.isnan().any(-1) & ~a.isnan().any(-1))
 
 
 def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:

@@ -25,7 +25,7 @@ moves the queries, keys and values apart, to say which of them leaked. Plain dat
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -68,6 +68,7 @@ class Split:
     heads: int
     tensor: str
     label: str
+    index: int = 0   # its event's index
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class HeadsPlan:
     heads: int
     merge_label: str
     merge_out_batch: int | None = None
+    merge_index: int = 0   # its event's index
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The events from the first split to the merge (where a rule's error is this bug's)."""
+        return min(s.index for s in self.splits), self.merge_index
 
 
 def held(plans: tuple[HeadsPlan, ...]) -> str:
@@ -124,7 +131,8 @@ def _plan(records, start: int, splits: list, merge_r: int, merge_e, role_of) -> 
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
     out_batch = _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None
-    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch)
+    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
+                     merge_e.index)
 
 
 def _unnamed_heads(e, splits) -> bool:
@@ -153,7 +161,8 @@ def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
     if batch is None:
         raise NotMeasured("heads (a split's batch axis has no name)")
     tensor = e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
-    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], tensor, f"#{e.index} {e.op}")
+    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], tensor, f"#{e.index} {e.op}",
+                 e.index)
 
 
 def _call(records, start: int, r: int) -> Call:
@@ -389,7 +398,12 @@ def leaks(plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]],
 
 def findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     """The findings of the two runs (``separate``: ``(sets, kinds)`` of the run that moved each tensor's
-    heads apart, or None when the first run found nothing); [] when the heads stayed apart."""
+    heads apart, or None when the first run found nothing), each speaking of the events from the split
+    to the merge; [] when the heads stayed apart."""
+    return [replace(d, span=plan.span) for d in _findings(plan, detected, separate)]
+
+
+def _findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     where = f"between the split ({', '.join(s.label for s in plan.splits)}) and the merge ({plan.merge_label})"
     sentence = regrouped(detected)
     if sentence is not None:

@@ -292,3 +292,33 @@ def test_a_bug_in_the_second_attention_is_caught(B, T):
         "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values (output heads "
         "1, 2 and 3 too): heads mix between the split (#18 view, #20 view, #22 view) and the merge (#30 view).")
     assert t.report().verdict.mark == "✗"
+
+
+def test_the_value_witness_of_a_layout_bug_is_shown_under_the_rules_finding():
+    """FuxiCTR issue #30's merge without the transpose back: the names find it (mixed-axis at the merge)
+    and the values back it; one bug, one finding (rules/causes.py), the witness folded into it."""
+    torch.manual_seed(1)
+    t = _traced(NanoGPTAttention(bug="merge-view"), 2, 5)
+    assert [(d.kind, d.event) for d in t.diagnostics] == [("mixed-axis", 13)]
+    assert t.diagnostics[0].message.endswith(
+        "Also seen at #14 linear. On the values: head 0 of the output has elements that do not depend on head 0 of "
+        "the queries but on heads 1, 2 and 3 of the queries, keys and values: the merge does not undo the split "
+        "(between the split (#2 view, #4 view, #6 view) and the merge (#13 view)).")
+
+
+def test_a_second_bug_the_rules_miss_stays_a_finding_of_its_own():
+    """Two blocks, two bugs: the first block's merge without the transpose back (the rules find it, the
+    values back it) and the second block's einsum over the wrong head index (only the values see it,
+    between that block's split and merge: not folded into the first block's finding)."""
+
+    class Blocks(TwoBlocks):
+        def __init__(self):
+            nn.Module.__init__(self)
+            self.h = nn.ModuleList([NanoGPTAttention(bug="merge-view"), NanoGPTAttention(bug="einsum")])
+
+    torch.manual_seed(1)
+    t = _traced(Blocks(), 2, 5)
+    assert [(d.kind, d.event) for d in t.diagnostics] == [("mixed-axis", 13), ("heads-mix", None)]
+    assert "On the values: head 0 of the output has elements" in t.diagnostics[0].message
+    assert "and the merge (#29 view)" in t.diagnostics[1].message
+    assert t.report().verdict.line == "✗ 2 errors: the findings above say where and how to fix them"
