@@ -114,25 +114,45 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
         elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)):
             attentions.append((splits, r, e))   # the merge closes this attention; a later split opens the next
             splits = []
-    if not attentions:
-        raise NotMeasured("heads (no heads axis found)")
-    return tuple(_plan(records, start, *attention, role_of) for attention in attentions)
+    if not attentions:   # no axis named heads: the splits and merges found from the structure
+        return _from_structure(records, start, rows)
+    return tuple(_plan(records, start, tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits),
+                       merge_r, merge_e, _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None,
+                       _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None)
+                 for splits, merge_r, merge_e in attentions)
 
 
-def _plan(records, start: int, splits: list, merge_r: int, merge_e, role_of) -> HeadsPlan:
-    """One attention's plan: its splits (``(record, event, heads axis)``) and its merge."""
-    found = tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits)
+def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
+    """The plans of the attentions :mod:`.head_structure` finds without names (raises
+    :class:`NotMeasured` where there is none)."""
+    from shapetrace.engine.head_structure import attentions
+
+    found = attentions(rows)
+    if not found:
+        raise NotMeasured("heads (no head split found)")
+    return tuple(_plan(records, start, tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis],
+                                                   _tensor(e), f"#{e.index} {e.op}", e.index)
+                                             for r, e, axis, batch in f.splits), *f.merge) for f in found)
+
+
+def _plan(records, start: int, found: tuple[Split, ...], merge_r: int, merge_e, batch: int | None,
+          out_batch: int | None) -> HeadsPlan:
+    """One attention's plan: its splits and its merge (``batch``, ``out_batch``: the batch axis of the
+    merge's operand and of its result)."""
     heads = max(s.heads for s in found)
     if any(heads % s.heads for s in found):
         raise NotMeasured("heads (key/value heads do not divide the query heads)")
     if len({(s.tensor, s.heads) for s in found}) != len({s.tensor for s in found}):
         raise NotMeasured("heads (splits of different head counts that cannot be told apart)")
-    batch = _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
-    out_batch = _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None
     return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
                      merge_e.index)
+
+
+def _tensor(e) -> str:
+    """Which of q, k, v a split's operand came from ("" where not known: a fused projection)."""
+    return e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
 
 
 def _unnamed_heads(e, splits) -> bool:
@@ -160,8 +180,7 @@ def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
     batch = _batch_axis(e.outputs[0].dims, role_of)
     if batch is None:
         raise NotMeasured("heads (a split's batch axis has no name)")
-    tensor = e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
-    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], tensor, f"#{e.index} {e.op}",
+    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e), f"#{e.index} {e.op}",
                  e.index)
 
 
@@ -259,7 +278,7 @@ class HeadsMode(TorchFunctionMode):
         pieces = _whole(attention, func, args, kwargs, x.shape[axis])
         if pieces is None:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
             pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(copies)]
-        attention.read = [pieces[0].detach().clone(), *(p.detach() for p in pieces[1:])]   # (the model may write it)
+        attention.read = [pieces[0].clone(), *pieces[1:]]   # (under no_grad; the model may write the first)
         self.left -= 1
         return pieces[0]
 

@@ -122,10 +122,10 @@ def test_nothing_is_measured_without_asking_or_without_names():
         shapetrace.name(x, "B T D")
         model(x)
     assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
-    with shapetrace.trace() as t:                          # asked, but no axis is named
+    with shapetrace.trace() as t:   # asked, but no axis is named: the heads alone, found from the structure
         t.check_dependencies()
         model(x)
-    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+    assert t.report().contracts == [HEADS] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
 
 
 def test_equal_sizes_found_from_sizes_alone_are_not_measured():
@@ -136,4 +136,5 @@ def test_equal_sizes_found_from_sizes_alone_are_not_measured():
     with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
         t.check_dependencies()
         model(x)
-    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+    # the token contracts need the batch and token axes; the heads are found from the structure, not sizes
+    assert t.report().contracts == [HEADS] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
