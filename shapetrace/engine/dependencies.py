@@ -180,7 +180,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
-        return alone.narrow(probe.out_batch, 0, 1), folded, bumped
+        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped   # (the traced output may need grad)
     return None
 
 

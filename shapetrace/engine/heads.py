@@ -213,15 +213,15 @@ class Attention:
         self.batch = 0
         self.reference: torch.Tensor | None = None   # the head of each element of the query split's operand
         self.read: list[torch.Tensor] | None = None   # the merge's result: the original batch, then each copy
-        self._moves: dict[str, tuple] = {}
+        self._moves: dict[tuple, tuple | None] = {}
 
     def moves(self, tensor: str, n: int, device) -> tuple | None:
         """``(rows, heads)``: the batch entries (of the copies appended after ``n`` entries) and the heads
         of ``tensor`` they move, as index tensors made once; None where no copy moves ``tensor``."""
-        if tensor not in self._moves:
-            moves = [((j + 1) * n, head) for j, pairs in self.kinds.items() for t, head in pairs if t == tensor]
-            self._moves[tensor] = tuple(torch.tensor(c, device=device) for c in zip(*moves)) if moves else None
-        return self._moves[tensor]
+        moves = tuple(((j + 1) * n, head) for j, pairs in self.kinds.items() for t, head in pairs if t == tensor)
+        if moves not in self._moves:   # (made once for q, k and v where they move the same heads)
+            self._moves[moves] = tuple(torch.tensor(c, device=device) for c in zip(*moves)) if moves else None
+        return self._moves[moves]
 
 
 class HeadsMode(TorchFunctionMode):

@@ -138,3 +138,19 @@ def test_equal_sizes_found_from_sizes_alone_are_not_measured():
         model(x)
     # the token contracts need the batch and token axes; the heads are found from the structure, not sizes
     assert t.report().contracts == [HEADS] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+
+
+def test_the_measuring_run_warns_nothing():
+    """The traced output needs gradients (the model was traced outside no_grad): reading it must not
+    make torch warn in the middle of a user's output."""
+    import warnings
+
+    torch.manual_seed(0)
+    model, x = CausalSelfAttention().eval(), torch.randn(2, 5, 32)   # (eval: the traced output is reused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+            t.check_dependencies()
+            shapetrace.name(x, "B T D")
+            model(x)
+        assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
