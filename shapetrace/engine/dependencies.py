@@ -185,9 +185,10 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
 
 
 def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str]]:
-    """Only the heads contract (no batch or token axis is named: the token contracts cannot be), on the
-    traced input itself: the findings and the contracts that held (nothing where it was not measured)."""
-    position = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+    """Only the heads contract (no batch or token axis is named, or the input holds token ids: the token
+    contracts cannot be), on the traced input itself, unchanged (the heads are moved at the splits): the
+    findings and the contracts that held (nothing where it was not measured)."""
+    position = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), None)   # (token ids too)
     if position is None or args[position].is_meta:
         return [], []
     heads = _HeadsRun(Probe(module, tuple(args), dict(kwargs), position, 0, 0, 0, None, heads=plans))

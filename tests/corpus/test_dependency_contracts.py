@@ -147,3 +147,28 @@ def test_heads_that_mix_are_a_finding_without_names(name, B, T):
     assert t.diagnostics[0].message.startswith(f"measured on the values: {sentence}")
     assert t.contracts == []
     assert t.report().verdict.mark == ("!" if kind == "heads-talk" else "✗")
+
+
+class GPT(nn.Module):
+    """nanoGPT's GPT.forward: token ids through ``wte``, then the blocks (``idx`` is an integer tensor:
+    nothing to move at the input, so only the heads, moved at the splits, are measured)."""
+
+    def __init__(self, bug=False):
+        super().__init__()
+        self.wte, self.blocks = nn.Embedding(50, D), Blocks(bug=bug)
+
+    def forward(self, idx):
+        return self.blocks(self.wte(idx))                                          # (B, T, C)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_model_fed_token_ids_has_its_heads_measured(B, T):
+    for bug, found, held in [(False, [], ["heads stay apart in each of 2 attentions"]), (True, ["heads-mix"], [])]:
+        torch.manual_seed(1)
+        model, idx = GPT(bug=bug), torch.randint(0, 50, (B, T))
+        with shapetrace.trace() as t:
+            t.check_dependencies()
+            model(idx)
+        assert [d.kind for d in t.diagnostics] == found and t.contracts == held
+    assert t.diagnostics[0].message.startswith(
+        "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values")
