@@ -3,8 +3,8 @@
 Multi-head attention splits a feature axis into two or more (``view(B, T, H, d)``: the last axis of D
 entries becomes H and d, whose product is D), reorders the axes, and lets a batched product (``q @ k``,
 an ``einsum``) run over the heads as a batch axis; the merge folds the heads back into the features.
-This module follows each axis of each split's result from op to op by position (a transpose swaps two,
-a permute moves them as its strides say, an ``unbind`` drops one, an elementwise op keeps them, a
+This module follows each axis of each split's result from op to op by position (a transpose or permute
+moves them as its strides say, an ``unbind`` drops one, an elementwise op keeps them, a
 product keeps its batch axes and its two matrix axes), and reads, at the first batched product of each
 attention (the scores: a later one may be the bug), which of its batch axes are the same axis in both
 operands: the one made by the split is the heads axis; the one the split's input already had is the
@@ -126,29 +126,33 @@ def _follow(e, ins, current: _Attention) -> list:
         return [_product(e, ins, current, origins)]
     first = next(i for i in ins if i is not None)
     ids = first[0]
-    if e.op == "transpose" and "dims" in e.params and len(e.outputs) == 1:
-        a, b = (d % len(ids) for d in e.params["dims"])
-        swapped = list(ids)
-        swapped[a], swapped[b] = swapped[b], swapped[a]
-        return [(tuple(swapped), origins)]
-    if e.op == "permute" and len(e.outputs) == 1:
-        moved = _by_strides(e.inputs[0], e.outputs[0], ids)
+    if family is Family.AXIS_ORDER and len(e.outputs) == 1 and len(e.inputs) == 1:   # transpose, permute, ...
+        moved = _swapped(ids, e.params["dims"]) if len(e.params.get("dims") or ()) == 2 else \
+            _by_strides(e.inputs[0], e.outputs[0], ids)
         return [(moved, origins) if moved is not None else None]
-    if e.op == "unbind" and "dim" in e.params:
-        dim = e.params["dim"] % len(ids)
+    if family is Family.SPLIT and "dim" in e.params and all(len(o.shape) == len(ids) - 1 for o in e.outputs):
+        dim = e.params["dim"] % len(ids)                                           # unbind: that axis is gone
         return [(ids[:dim] + ids[dim + 1:], origins)] * len(e.outputs)
     shape = next(t.shape for t, i in zip(e.inputs, ins) if i is not None)
     return [(ids, origins) if tuple(o.shape) == tuple(shape) else None for o in e.outputs]   # elementwise
 
 
+def _swapped(ids: tuple, dims) -> tuple:
+    """The ids after swapping two axes (a transpose's recorded ``dims``)."""
+    a, b = (d % len(ids) for d in dims)
+    out = list(ids)
+    out[a], out[b] = out[b], out[a]
+    return tuple(out)
+
+
 def _by_strides(before, after, ids) -> tuple | None:
-    """A permute's axis ids, read from the strides (each result axis is the operand's axis of the same
-    stride; strides of axes longer than one are distinct in a tensor that has not been broadcast)."""
-    out = []
+    """A permute's axis ids, read from the strides: each result axis longer than one is the operand's
+    axis of the same stride (distinct in a tensor that was not broadcast); one axis of length one goes
+    to the one such axis of the operand (more of them: which is which is unknown, None)."""
+    out, ones = [], [i for i, n in enumerate(before.shape) if n == 1]
     for n, stride in zip(after.shape, after.stride):
-        same = [i for i, (m, s) in enumerate(zip(before.shape, before.stride)) if s == stride and m == n and n > 1]
-        if n == 1:
-            return None
+        same = ones if n == 1 else [i for i, (m, s) in enumerate(zip(before.shape, before.stride))
+                                    if s == stride and m == n]
         if len(same) != 1:
             return None
         out.append(ids[same[0]])
@@ -157,12 +161,11 @@ def _by_strides(before, after, ids) -> tuple | None:
 
 def _product(e, ins, current: _Attention, origins) -> tuple | None:
     """A batched product's result ids, noting which batch axes both operands share."""
-    if len(ins) < 2 or len(e.outputs) != 1:
+    contraction = e.spec.contraction if e.spec is not None else ""
+    if len(ins) != 2 or len(e.outputs) != 1 or contraction not in ("matrix", "subscripts"):
         return None
-    if e.op == "einsum":
+    if contraction == "subscripts":
         return _einsum(e, ins, current, origins)
-    if e.op not in ("matmul", "__matmul__", "bmm"):
-        return None
     a, b = ins[0], ins[1]
     out_rank = len(e.outputs[0].shape)
     if a is None or b is None or len(a[0]) != out_rank or len(b[0]) != out_rank or out_rank < 3:

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 import shapetrace
 
-SIZES = [(2, 5), (4, 4)]
+SIZES = [(2, 5), (4, 4), (1, 5)]   # (B = 1: a batch axis of length one is followed too)
 D, H = 32, 4
 
 
