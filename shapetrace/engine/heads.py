@@ -4,9 +4,13 @@ Multi-head attention splits the queries, keys and values into heads, lets each h
 own, and merges the heads back. Which heads of the merged output depend on which heads of q, k and v
 is measured on the values, in the same forward as the token contracts (:mod:`.dependencies`):
 
-* :func:`plan_heads` finds, from the trace, the *splits* (the calls whose result has a heads axis
-  and whose operands have none) and the *merge* (the first call after them whose operand has a heads
-  axis and whose result has none), each by its call site and how many times that site ran before;
+* :func:`plan_heads` finds, from the trace, for every attention the top call ran, the *splits* (the
+  calls whose result has a heads axis and whose operands have none) and the *merge* (the first call
+  after them whose operand has a heads axis and whose result has none), each by its call site and how
+  many times that site ran before; where no axis is named heads, :mod:`.head_structure` finds them
+  from the structure (a feature axis split in two, the scores' product batching over one of them);
+* every attention's copies travel in the same measuring run (each merge hands the model back its
+  original batch, so the next attention's splits copy it again);
 * during the measuring run, :class:`HeadsMode` (a TorchFunctionMode) follows the same calls: at
   each split it appends one copy of the whole batch per query head, head ``j`` of copy ``j``'s first
   entry moved in a random direction (the key/value split of grouped-query attention moves head
