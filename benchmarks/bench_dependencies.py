@@ -9,6 +9,9 @@ D=512, H=8). The model is traced once (not timed); then the untraced forward and
 REPEAT times, interleaved, and the medians compared. Times are this thread's CPU time (torch runs on
 one thread here), so other processes on shared cores slow both alike instead of whichever was waiting.
 
+Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
+check on the values that runs the model once costs at least.
+
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1]
 """
 
@@ -18,6 +21,7 @@ import argparse
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
@@ -27,8 +31,12 @@ from shapetrace.engine.dependencies import measure, probe_of
 from shapetrace.engine.tracer import Trace
 
 
-def timings(d_model: int, heads: int, repeat: int) -> tuple[float, float, list[str]]:
-    """Median seconds of one untraced forward and of one dependency measurement, and what held."""
+def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], list[str]]:
+    """Median seconds of one untraced forward and of each competitor, and what held.
+
+    The competitors, timed interleaved in one loop (so load slows them alike): the simplest check on
+    the values (one forward of the batch with a token moved, under no_grad, nothing compared: the floor
+    of any check that runs the model once), the token contracts alone, and every contract."""
     config = AttentionConfig(d_model=d_model, heads=heads)
     model, x = build(config)
     trace = Trace(config.dims)
@@ -37,17 +45,20 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[float, float, list[s
         trace.set_names(x, ["B", "T", "D"])
         model(x)
     probe = probe_of(trace, trace.capture.top_call)
-    forward, check, held = [], [], []
+    moved = x.clone()
+    moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
+    runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
+            "token contracts": lambda: measure(replace(probe, heads=())), "every contract": lambda: measure(probe)}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
-        model(x), measure(probe)   # warm both up (first calls load kernels)
+        for run in runs.values():   # warm up (first calls load kernels)
+            run()
         for _ in range(repeat):
-            start = time.thread_time()
-            model(x)
-            forward.append(time.thread_time() - start)
-            start = time.thread_time()
-            _, held, _ = measure(probe)
-            check.append(time.thread_time() - start)
-    return statistics.median(forward), statistics.median(check), held
+            for name, run in runs.items():
+                start = time.thread_time()
+                run()
+                times[name].append(time.thread_time() - start)
+    return {name: statistics.median(t) for name, t in times.items()}, measure(probe)[1]
 
 
 def main() -> None:
@@ -58,11 +69,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on shared cores)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    forward, check, held = timings(args.d_model, args.heads, args.repeat)
-    print(f"untraced forward      {forward * 1e3:8.3f} ms (median of {args.repeat})")
-    print(f"dependency contracts  {check * 1e3:8.3f} ms (median of {args.repeat}; held: {', '.join(held)})")
-    print(f"ratio                 {check / forward:8.2f}x one untraced forward "
-          f"(load average {os.getloadavg()[0]:.1f}, {torch.get_num_threads()} threads)")
+    medians, held = timings(args.d_model, args.heads, args.repeat)
+    forward = medians["untraced forward"]
+    for name, median in medians.items():
+        print(f"{name:28} {median * 1e3:8.3f} ms  {median / forward:5.2f}x")
+    print(f"(medians of {args.repeat}, thread CPU time; held: {', '.join(held)}; load average "
+          f"{os.getloadavg()[0]:.1f}, {torch.get_num_threads()} threads)")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class Probe:
     out_tokens: int | None
     causal: str | None = None
     output: Any = None
-    heads: Any = None            # a :class:`.heads.HeadsPlan`: where heads are split and merged
+    heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
 
 
@@ -78,36 +78,31 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
-        elif heads.reason is None and heads.plan is not None:
-            held.append(heads.plan.held)
+        elif heads.reason is None and heads.plans:
+            from shapetrace.engine.heads import held as heads_held
+            held.append(heads_held(heads.plans))
     return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
 
 
 class _HeadsRun:
-    """The heads contract, measured in the same forward as the token contracts (:mod:`.heads`): the
-    plan, then what the run found or why it was not measured."""
+    """The heads contract, measured in the same forward as the token contracts (:mod:`.heads`), in
+    every attention the top call ran: the plans, then what the run found or why it was not measured."""
 
     def __init__(self, probe: Probe):
-        self.plan, self.reason, self.findings = probe.heads, probe.heads_reason, []
+        self.plans, self.reason, self.findings = probe.heads or (), probe.heads_reason, []
 
     def forward(self, run, x):
-        """``run(x)`` with the heads moved at the splits and read at the merge; the plain run (and the
-        reason) where that cannot be done."""
-        if self.plan is None:
+        """``run(x)`` with the heads moved at the splits and read at the merge of every attention; the
+        plain run (and the reason) where that cannot be done."""
+        if not self.plans:
             return run(x)
         from shapetrace.engine import heads
 
-        mode = heads.HeadsMode(self.plan)
+        attentions = [heads.Attention(plan) for plan in self.plans]
         try:
-            with mode:
+            with heads.HeadsMode(attentions):
                 result = run(x)
-            if mode.read is None:
-                raise heads.NotMeasured("heads (the measuring run did not reach the merge)")
-            detected = heads.reached(self.plan.heads, mode.reference, mode.read)
-            if not any(detected):
-                raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
-            separate = self._separate(run, x, mode) if heads.leaks(self.plan, mode.kinds, detected) else None
-            self.findings = heads.findings(self.plan, detected, separate)
+            self.findings = [d for a in self._detected(run, x, attentions) for d in a]
             return result
         except Exception as exc:   # the model cannot take the copies (a mask sized for the batch...)
             self.reason = exc.args[0] if isinstance(exc, heads.NotMeasured) else \
@@ -115,22 +110,43 @@ class _HeadsRun:
             self.findings = []
             return run(x)
 
-    def _separate(self, run, x, first):
+    def _detected(self, run, x, attentions) -> list[list]:
+        """Each attention's findings (a second run, moving the queries, keys and values apart, for those
+        whose heads leaked)."""
+        from shapetrace.engine import heads
+
+        detected = []
+        for a in attentions:
+            if a.read is None:
+                raise heads.NotMeasured("heads (the measuring run did not reach the merge)")
+            detected.append(heads.reached(a.plan.heads, a.reference, a.read))
+            if not any(detected[-1]):
+                raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
+        leaking = [a for a, d in zip(attentions, detected) if heads.leaks(a.plan, a.kinds, d)]
+        separate = dict(zip(map(id, leaking), self._separate(run, x, leaking))) if leaking else {}
+        return [heads.findings(a.plan, d, separate.get(id(a))) for a, d in zip(attentions, detected)]
+
+    def _separate(self, run, x, leaking) -> list[tuple]:
         """Which tensor leaked: a second run moving each split's heads alone (only where heads leaked)."""
         from shapetrace.engine import heads
 
-        kinds, j = {}, 0
-        for tensor in dict.fromkeys(s.tensor for s in self.plan.splits):
-            count = next(s.heads for s in self.plan.splits if s.tensor == tensor)
-            for head in range(count):
-                kinds[j], j = [(tensor, head)], j + 1
-        mode = heads.HeadsMode(self.plan, kinds)
-        with mode:
+        attentions = [heads.Attention(a.plan, _one_head_each(a.plan)) for a in leaking]
+        with heads.HeadsMode(attentions):
             run(x)
-        if mode.read is None:
+        if any(a.read is None for a in attentions):
             raise heads.NotMeasured("heads (the second measuring run did not reach the merge)")
-        return heads.reached(self.plan.heads, mode.reference if mode.reference is not None else first.reference,
-                             mode.read), kinds
+        return [(heads.reached(a.plan.heads, a.reference if a.reference is not None else first.reference, a.read),
+                 a.kinds) for a, first in zip(attentions, leaking)]
+
+
+def _one_head_each(plan) -> dict[int, list[tuple[str, int]]]:
+    """Copy j -> the one (tensor, head) it moves: every head of every split's tensor, one per copy."""
+    kinds, j = {}, 0
+    for tensor in dict.fromkeys(s.tensor for s in plan.splits):
+        count = next(s.heads for s in plan.splits if s.tensor == tensor)
+        for head in range(count):
+            kinds[j], j = [(tensor, head)], j + 1
+    return kinds
 
 
 def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
@@ -153,33 +169,75 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
     x, out = probe.args[probe.position], probe.output
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
         return None
-    module = probe.module
-    training = [(m, m.training) for m in module.modules()]
-    saved = _attributes(module)
-    if saved is None:
-        return None
-
-    def run(xi):
-        args = (*probe.args[:probe.position], xi, *probe.args[probe.position + 1:])
-        result = module(*args, **probe.kwargs)
-        return result[0] if isinstance(result, (tuple, list)) else result
-
-    try:
-        module.eval()
-        with torch.no_grad():
-            alone = out if not any(mode for _, mode in training) and isinstance(out, torch.Tensor) else run(x)
-            first = x.narrow(probe.batch, 0, 1)                                   # (1, ...) entry 0 alone
-            both = heads.forward(run, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
+    trained = any(m.training for m in probe.module.modules())
+    with _Isolated(probe.module) as run:
+        if not run:
+            return None
+        call = run.calling(probe.args, probe.kwargs, probe.position)
+        alone = out if not trained and isinstance(out, torch.Tensor) else call(x)
+        first = x.narrow(probe.batch, 0, 1)                                       # (1, ...) entry 0 alone
+        both = heads.forward(call, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
-        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped
-    except Exception:   # a batch size it cannot take (a fixed buffer, a mask of the first batch's size)
-        return None
-    finally:
-        for m, mode in training:
-            m.training = mode
-        _restore(saved)
+        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped   # (the traced output may need grad)
+    return None
+
+
+def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str]]:
+    """Only the heads contract (no batch or token axis is named, or the input holds token ids: the token
+    contracts cannot be), on the traced input itself, unchanged (the heads are moved at the splits): the
+    findings and the contracts that held (nothing where it was not measured)."""
+    position = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), None)   # (token ids too)
+    if position is None or args[position].is_meta:
+        return [], []
+    heads = _HeadsRun(Probe(module, tuple(args), dict(kwargs), position, 0, 0, 0, None, heads=plans))
+    with _Isolated(module) as run:
+        if run:
+            heads.forward(run.calling(args, kwargs, position), args[position])
+    if heads.findings:
+        return heads.findings, []
+    if heads.reason is None and run.ran:
+        from shapetrace.engine.heads import held
+        return [], [held(plans)]
+    return [], []
+
+
+class _Isolated:
+    """A measuring run's context: eval mode, no gradients, every attribute, buffer and parameter put
+    back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the
+    context is falsy where the buffers are too large to save."""
+
+    def __init__(self, module):
+        self.module, self.ran = module, False
+
+    def __enter__(self):
+        self.training = [(m, m.training) for m in self.module.modules()]
+        self.saved = _attributes(self.module)
+        if self.saved is not None:
+            self.module.eval()
+            self.grad = torch.no_grad()
+            self.grad.__enter__()
+        return self
+
+    def __bool__(self) -> bool:
+        return self.saved is not None
+
+    def calling(self, args: tuple, kwargs: dict, position: int):
+        """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
+        def run(xi):
+            result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
+            self.ran = True
+            return result[0] if isinstance(result, (tuple, list)) else result
+        return run
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if self.saved is not None:
+            self.grad.__exit__(None, None, None)
+            for m, mode in self.training:
+                m.training = mode
+            _restore(self.saved)
+        return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
 #: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
@@ -199,24 +257,34 @@ def _attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
 
 
 def _restore(saved) -> None:
+    """Put back what :func:`_attributes` saved (a dict is rewritten only where the run changed it:
+    rewriting an unchanged one would cost the next forward its attribute caches)."""
     for m, attributes, buffers, parameters, values in saved:
-        m.__dict__.clear()
-        m.__dict__.update(attributes)
-        m._buffers.clear(), m._buffers.update(buffers)
-        m._parameters.clear(), m._parameters.update(parameters)
+        for now, before in ((m.__dict__, attributes), (m._buffers, buffers), (m._parameters, parameters)):
+            if not _same(now, before):
+                now.clear()
+                now.update(before)
         with torch.no_grad():
             for name, value in values.items():
-                if buffers[name].shape == value.shape:
+                if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
                     buffers[name].copy_(value)
 
 
-def _changed(a: torch.Tensor, b: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """changed[b, t]: does output token (b, t) differ between ``a`` and ``b`` (t: 0 where the output
-    has no token axis)?"""
-    a, b = (_tokens_last(o, probe).double() for o in (a, b))                       # (B, T, rest)
-    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + a.abs().nan_to_num(0.0).amax())
-    diff = (b - a).abs()
-    return (diff.nan_to_num(0.0).amax(-1) > tolerance) | (diff.isnan().any(-1) & ~a.isnan().any(-1))
+def _same(now: dict, before: dict) -> bool:
+    """Does ``now`` hold the very objects ``before`` held, under the same keys?"""
+    return len(now) == len(before) and all(now.get(k, _same) is v for k, v in before.items())
+
+
+def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
+    """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
+    ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token
+    axis). Read in one pass over the three (at small sizes each op's fixed cost is what the check costs)."""
+    outs = torch.stack([_tokens_last(o, probe) for o in (alone, folded, bumped)])   # (3, B, T, rest)
+    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))
+    diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
+    changed = (diff > tolerance).any(-1) | (diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1))   # (2, B, T)
+    mixed, moved = changed.tolist()
+    return mixed, moved
 
 
 def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:
@@ -229,7 +297,8 @@ def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:
 
 def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     found, held = [], []
-    mixed = _changed(alone, folded, probe).nonzero().tolist()                      # (b, t)
+    changes, changed = _changes(alone, folded, bumped, probe)                      # (B, T) each
+    mixed = [(b, t) for b, row in enumerate(changes) for t, hit in enumerate(row) if hit]
     if mixed:
         b, t = mixed[0]
         token = f"output token {t} of batch {b}" if probe.out_tokens is not None else f"the output of batch {b}"
@@ -244,9 +313,8 @@ def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list
     held.append(BATCH)
     if probe.out_tokens is None:
         return found, held
-    changed = _changed(folded, bumped, probe)                                      # (B, T)
-    last = changed.shape[1] - 1
-    blind = [b for b in range(changed.shape[0]) if not changed[b, last]]
+    last = len(changed[0]) - 1
+    blind = [b for b, row in enumerate(changed) if not row[last]]
     if blind:
         found.append(Kind.TOKEN_IGNORES_ITSELF.found(None, (
             f"measured on the values: output token {last} of batch {blind[0]} does not change when its own "
@@ -255,7 +323,7 @@ def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list
     else:
         held.append(OWN_TOKEN)
     if probe.causal is not None:
-        early = changed[:, :last].nonzero().tolist()                               # (b, t) with t < last
+        early = [(b, t) for b, row in enumerate(changed) for t, hit in enumerate(row[:last]) if hit]
         if early:
             b, t = early[0]
             found.append(Kind.CAUSAL_MASK_LEAKS.found(None, (
@@ -347,7 +415,10 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
     if any(isinstance(a, torch.Tensor) and a.is_meta for a in call[1]):
         return [], [], [META]
     probe = probe_of(trace, call)
-    return measure(probe) if probe is not None else ([], [], [])
+    if probe is not None:
+        return measure(probe)
+    plans = plans_of(trace)   # no batch or token axis named: the heads alone, where the structure shows them
+    return (*measure_heads(call[0], call[1], call[2], plans), []) if not isinstance(plans, str) else ([], [], [])
 
 
 def probe_of(trace, call: tuple) -> Probe | None:
@@ -357,12 +428,18 @@ def probe_of(trace, call: tuple) -> Probe | None:
                       trace.seeded_by_size, trace._triangle)
     if probe is None:
         return None
+    plans = plans_of(trace)
+    return replace(probe, heads_reason=plans) if isinstance(plans, str) else replace(probe, heads=plans)
+
+
+def plans_of(trace) -> tuple | str:
+    """Where each attention of a finished trace's top call splits and merges its heads, or why the heads
+    are not measured."""
     from shapetrace.engine import heads
 
     try:
         inference = trace._inferred()   # (all the events: ``trace.events`` may be a filtered copy)
-        plan = heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
+        return heads.plan_heads(trace.capture.records, trace.capture.top_span, inference.events,
                                 inference.event_of_record, trace.namer.role)
     except heads.NotMeasured as exc:
-        return replace(probe, heads_reason=exc.args[0])
-    return replace(probe, heads=plan)
+        return exc.args[0]

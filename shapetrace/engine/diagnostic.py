@@ -31,6 +31,9 @@ class Diagnostic:
     #: what the finding blames: ``(operand, axis)`` pairs (operand ``-1`` is the first output, ``i >= 0``
     #: input ``i``); :mod:`.rules.causes` traces them back to the op that made that layout
     blame: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    #: a finding measured on the values (``event`` None): the events ``(first, last)`` it speaks of
+    #: (None: the whole run); :func:`.rules.causes.with_witnesses` folds it into a rule's error there
+    span: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:

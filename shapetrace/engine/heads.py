@@ -4,9 +4,13 @@ Multi-head attention splits the queries, keys and values into heads, lets each h
 own, and merges the heads back. Which heads of the merged output depend on which heads of q, k and v
 is measured on the values, in the same forward as the token contracts (:mod:`.dependencies`):
 
-* :func:`plan_heads` finds, from the trace, the *splits* (the calls whose result has a heads axis
-  and whose operands have none) and the *merge* (the first call after them whose operand has a heads
-  axis and whose result has none), each by its call site and how many times that site ran before;
+* :func:`plan_heads` finds, from the trace, for every attention the top call ran, the *splits* (the
+  calls whose result has a heads axis and whose operands have none) and the *merge* (the first call
+  after them whose operand has a heads axis and whose result has none), each by its call site and how
+  many times that site ran before; where no axis is named heads, :mod:`.head_structure` finds them
+  from the structure (a feature axis split in two, the scores' product batching over one of them);
+* every attention's copies travel in the same measuring run (each merge hands the model back its
+  original batch, so the next attention's splits copy it again);
 * during the measuring run, :class:`HeadsMode` (a TorchFunctionMode) follows the same calls: at
   each split it appends one copy of the whole batch per query head, head ``j`` of copy ``j``'s first
   entry moved in a random direction (the key/value split of grouped-query attention moves head
@@ -25,7 +29,7 @@ moves the queries, keys and values apart, to say which of them leaked. Plain dat
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -68,31 +72,36 @@ class Split:
     heads: int
     tensor: str
     label: str
+    index: int = 0   # its event's index
 
 
 @dataclass(frozen=True)
 class HeadsPlan:
-    """Where to move heads and where to read them: the splits, the merge (its operand's batch axis),
-    the query heads and the number of merges (attentions) the call made."""
+    """Where to move heads and where to read them in one attention: the splits, the merge (its
+    operand's batch axis) and the query heads."""
 
     splits: tuple[Split, ...]
     merge: Call
     merge_batch: int
     heads: int
-    attentions: int
     merge_label: str
     merge_out_batch: int | None = None
+    merge_index: int = 0   # its event's index
 
     @property
-    def held(self) -> str:
-        """The contract's name when it held (the first attention only, when there are more)."""
-        if self.attentions > 1:
-            return f"{HEADS} in the first of {self.attentions} attentions"
-        return HEADS
+    def span(self) -> tuple[int, int]:
+        """The events from the first split to the merge (where a rule's error is this bug's)."""
+        return min(s.index for s in self.splits), self.merge_index
 
 
-def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, role_of) -> HeadsPlan:
-    """The splits and the merge of the first attention the top call ran (raises :class:`NotMeasured`).
+def held(plans: tuple[HeadsPlan, ...]) -> str:
+    """The contract's name when it held in every attention of ``plans``."""
+    return HEADS if len(plans) == 1 else f"{HEADS} in each of {len(plans)} attentions"
+
+
+def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, role_of) -> tuple[HeadsPlan, ...]:
+    """The splits and the merge of every attention the top call ran, in order (raises
+    :class:`NotMeasured` where one of them cannot be measured).
 
     ``records``: the capture's records; ``span``: those of the top call; ``events``: the trace's events,
     ``event_of_record`` linking them; ``role_of(label)``: a name's role."""
@@ -100,29 +109,54 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     rows = [(r, events[event_of_record[r]]) for r in range(start, end) if r in event_of_record]
     if any(type(records[r]) is OpRecord and records[r].spec.opens for r, _ in rows):
         raise NotMeasured("heads (inside a fused attention call)")
-    splits, merges = [], []
+    attentions, splits = [], []
     for r, e in rows:
         ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
         outs = [_heads_axes(t.dims, role_of) for t in e.outputs]
-        if not ins and len(outs) == 1 and len(outs[0]) == 1 and not merges:
+        if not ins and len(outs) == 1 and len(outs[0]) == 1:
             splits.append((r, e, outs[0][0]))
         elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)):
-            merges.append((r, e))
-    if not splits or not merges:
-        raise NotMeasured("heads (no heads axis found)")
-    merge_r, merge_e = merges[0]
-    found = tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits)
+            attentions.append((splits, r, e))   # the merge closes this attention; a later split opens the next
+            splits = []
+    if not attentions:   # no axis named heads: the splits and merges found from the structure
+        return _from_structure(records, start, rows)
+    return tuple(_plan(records, start, tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits),
+                       merge_r, merge_e, _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None,
+                       _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None)
+                 for splits, merge_r, merge_e in attentions)
+
+
+def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
+    """The plans of the attentions :mod:`.head_structure` finds without names (raises
+    :class:`NotMeasured` where there is none)."""
+    from shapetrace.engine.head_structure import attentions
+
+    found = attentions(rows)
+    if not found:
+        raise NotMeasured("heads (no head split found)")
+    return tuple(_plan(records, start, tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis],
+                                                   _tensor(e), f"#{e.index} {e.op}", e.index)
+                                             for r, e, axis, batch in f.splits), *f.merge) for f in found)
+
+
+def _plan(records, start: int, found: tuple[Split, ...], merge_r: int, merge_e, batch: int | None,
+          out_batch: int | None) -> HeadsPlan:
+    """One attention's plan: its splits and its merge (``batch``, ``out_batch``: the batch axis of the
+    merge's operand and of its result)."""
     heads = max(s.heads for s in found)
     if any(heads % s.heads for s in found):
         raise NotMeasured("heads (key/value heads do not divide the query heads)")
     if len({(s.tensor, s.heads) for s in found}) != len({s.tensor for s in found}):
         raise NotMeasured("heads (splits of different head counts that cannot be told apart)")
-    batch = _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
-    out_batch = _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None
-    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, len(merges),
-                     f"#{merge_e.index} {merge_e.op}", out_batch)
+    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
+                     merge_e.index)
+
+
+def _tensor(e) -> str:
+    """Which of q, k, v a split's operand came from ("" where not known: a fused projection)."""
+    return e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
 
 
 def _unnamed_heads(e, splits) -> bool:
@@ -150,8 +184,8 @@ def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
     batch = _batch_axis(e.outputs[0].dims, role_of)
     if batch is None:
         raise NotMeasured("heads (a split's batch axis has no name)")
-    tensor = e.projections[0] if e.projections and e.projections[0] in _WORDS else ""
-    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], tensor, f"#{e.index} {e.op}")
+    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e), f"#{e.index} {e.op}",
+                 e.index)
 
 
 def _call(records, start: int, r: int) -> Call:
@@ -170,95 +204,122 @@ def _key_of(record) -> tuple:
             site.offset if site is not None else -1)
 
 
-class HeadsMode(TorchFunctionMode):
-    """Moves heads at the splits and reads them at the merge, during the measuring run (see the
-    module's docstring). ``entries``: the batch entries at the splits (the traced run's, here);
-    after the run, :attr:`read` holds the merge's result for the original batch and for each copy."""
+class Attention:
+    """One attention as the measuring run meets it: its plan, which heads each copy moves, and what
+    the run saw (the batch at the splits, the query split's map, the merge's results)."""
 
     def __init__(self, plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]] | None = None):
-        super().__init__()
         self.plan = plan
         #: copy j -> the (tensor, head) pairs it moves; by default copy j moves query head j and the
         #: key/value head that query head j reads
         self.kinds = kinds if kinds is not None else {
             j: [(s.tensor, j * s.heads // plan.heads) for s in plan.splits] for j in range(plan.heads)}
-        self.specs = {s.call.spec for s in plan.splits} | {plan.merge.spec}
-        self.targets = {(s.call.code, s.call.offset, s.call.occurrence): s for s in plan.splits}
-        self.seen: dict[tuple, int] = {}
-        self.reference: torch.Tensor | None = None   # the head of each element of the query split's operand
-        self.read: list[torch.Tensor] | None = None
         self.batch = 0
-        self._noises: dict[tuple, torch.Tensor] = {}
+        self.reference: torch.Tensor | None = None   # the head of each element of the query split's operand
+        self.read: list[torch.Tensor] | None = None   # the merge's result: the original batch, then each copy
+        self._moves: dict[tuple, tuple | None] = {}
+
+    def moves(self, tensor: str, n: int, device) -> tuple | None:
+        """``(rows, heads)``: the batch entries (of the copies appended after ``n`` entries) and the heads
+        of ``tensor`` they move, as index tensors made once; None where no copy moves ``tensor``."""
+        moves = tuple(((j + 1) * n, head) for j, pairs in self.kinds.items() for t, head in pairs if t == tensor)
+        if moves not in self._moves:   # (made once for q, k and v where they move the same heads)
+            self._moves[moves] = tuple(torch.tensor(c, device=device) for c in zip(*moves)) if moves else None
+        return self._moves[moves]
+
+
+class HeadsMode(TorchFunctionMode):
+    """Moves heads at the splits and reads them at the merge of every attention, during the measuring
+    run (see the module's docstring): after the run, each :class:`Attention`'s ``read`` holds its
+    merge's result for the original batch and for each copy."""
+
+    def __init__(self, attentions: list[Attention]):
+        super().__init__()
+        self.attentions = attentions
+        self.specs = {s.call.spec for a in attentions for s in a.plan.splits} | {a.plan.merge.spec for a in attentions}
+        self.targets = {_where(s.call): (a, s) for a in attentions for s in a.plan.splits}
+        self.merges = {_where(a.plan.merge): a for a in attentions}
+        self.seen: dict[tuple, int] = {}
+        self.left = len(attentions)   # merges not reached yet (none left: every call runs untouched)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        spec = (_SPECS.get(func) or _spec_of(func))[1] if self.read is None else None
+        spec = (_SPECS.get(func) or _spec_of(func))[1] if self.left else None
         if spec is None or spec not in self.specs:
             return func(*args, **kwargs)
         codes, offset = user_stack(sys._getframe(1))
         key = (spec, codes[0] if codes else None, offset)
         occurrence = self.seen[key] = self.seen.get(key, -1) + 1
-        split = self.targets.get(key[1:] + (occurrence,))
-        if split is not None and split.call.spec is spec:
-            return self._moved(split, func, args, kwargs)
-        merge = self.plan.merge
-        if (spec, key[1], offset, occurrence) == (merge.spec, merge.code, merge.offset, merge.occurrence):
-            return self._merged(func, args, kwargs)
+        where = (*key, occurrence)
+        if where in self.targets:
+            return self._moved(*self.targets[where], func, args, kwargs)
+        if where in self.merges:
+            return self._merged(self.merges[where], func, args, kwargs)
         return func(*args, **kwargs)
 
-    def _moved(self, split: Split, func, args, kwargs) -> torch.Tensor:
-        """The split's result, with one copy of the batch per entry of :attr:`kinds` appended."""
+    def _moved(self, attention: Attention, split: Split, func, args, kwargs) -> torch.Tensor:
+        """The split's result, with one copy of the batch per entry of the attention's kinds appended."""
         result = func(*args, **kwargs)
         if not isinstance(result, torch.Tensor) or not result.is_floating_point():
             raise NotMeasured("heads (a split's result is not a floating-point tensor)")
-        if self.reference is None and (split.tensor in ("q", "")):
-            self.reference = _reference(func, args, kwargs, split.heads_axis)
-        n = self.batch = result.shape[split.batch_axis]
-        out = torch.cat([result.detach()] * (len(self.kinds) + 1), split.batch_axis)   # the batch, copied
-        moves = [((j + 1) * n, head) for j, pairs in self.kinds.items() for tensor, head in pairs
-                 if tensor == split.tensor]
-        if moves:
+        if attention.reference is None and (split.tensor in ("q", "")):
+            attention.reference = _reference(func, args, kwargs, split.heads_axis)
+        n = attention.batch = result.shape[split.batch_axis]
+        out = torch.cat([result.detach()] * (len(attention.kinds) + 1), split.batch_axis)   # the batch, copied
+        moves = attention.moves(split.tensor, n, out.device)
+        if moves is not None:
             grid = out.movedim((split.batch_axis, split.heads_axis), (0, 1))         # (entries, heads, ...)
-            rows, heads = (torch.tensor(c, device=out.device) for c in zip(*moves))
-            grid.index_put_((rows, heads), self._noise(result, (len(moves), *grid.shape[2:])), accumulate=True)
+            grid.index_put_(moves, _noise(result, (len(moves[0]), *grid.shape[2:])), accumulate=True)
         return out
 
-    def _noise(self, result: torch.Tensor, shape) -> torch.Tensor:
-        """Random moves, a tenth of the split's largest value (not large: a saturated softmax would hide
-        them), made once per shape and dtype for all splits."""
-        key = (tuple(shape), result.dtype, result.device)
-        if key not in self._noises:
-            scale = 0.1 * (1.0 + float(result.detach().abs().amax()))
-            self._noises[key] = torch.randn(shape, generator=torch.Generator().manual_seed(1),
-                                            dtype=result.dtype).to(result.device) * scale
-        return self._noises[key]
-
-    def _merged(self, func, args, kwargs):
+    def _merged(self, attention: Attention, func, args, kwargs):
         """The merge run on the original batch and on each copy alone (with the call's own arguments,
         which may hold the traced batch size); the model gets the original batch's result."""
         x = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        axis, n = self.plan.merge_batch, self.batch
-        if not isinstance(x, torch.Tensor) or not n or x.shape[axis] != n * (len(self.kinds) + 1):
+        axis, n, copies = attention.plan.merge_batch, attention.batch, len(attention.kinds) + 1
+        if not isinstance(x, torch.Tensor) or not n or x.shape[axis] != n * copies:
             raise NotMeasured("heads (the merge does not see the copies made at the split)")
-        pieces = self._whole(func, args, kwargs, x.shape[axis])
+        pieces = _whole(attention, func, args, kwargs, x.shape[axis])
         if pieces is None:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
-            pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(len(self.kinds) + 1)]
-        self.read = [pieces[0].detach().clone(), *(p.detach() for p in pieces[1:])]   # (the model may write the first)
+            pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(copies)]
+        attention.read = [pieces[0].clone(), *pieces[1:]]   # (under no_grad; the model may write the first)
+        self.left -= 1
         return pieces[0]
 
-    def _whole(self, func, args, kwargs, entries: int) -> list | None:
-        """The merge run once on every copy (arguments read from the tensor itself: ``B, H, T, d =
-        x.shape``), split back into the original batch and each copy; None where it cannot be."""
-        out_axis = self.plan.merge_out_batch
-        if out_axis is None:
-            return None
-        try:
-            whole = func(*args, **kwargs)
-        except Exception:
-            return None
-        if not isinstance(whole, torch.Tensor) or whole.dim() <= out_axis or whole.shape[out_axis] != entries:
-            return None
-        return list(whole.split(self.batch, out_axis))
+
+def _where(call: Call) -> tuple:
+    return call.spec, call.code, call.offset, call.occurrence
+
+
+#: unit random moves, made once per shape, dtype and device (a few; scaled per split)
+_UNIT_NOISE: dict[tuple, torch.Tensor] = {}
+
+
+def _noise(result: torch.Tensor, shape) -> torch.Tensor:
+    """Random moves, a tenth of the split's largest value (not large: a saturated softmax would hide
+    them)."""
+    key = (tuple(shape), result.dtype, result.device)
+    unit = _UNIT_NOISE.get(key)
+    if unit is None:
+        unit = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=result.dtype).to(result.device)
+        if len(_UNIT_NOISE) < 16:
+            _UNIT_NOISE[key] = unit
+    return unit * (0.1 * (1.0 + float(result.detach().abs().amax())))
+
+
+def _whole(attention: Attention, func, args, kwargs, entries: int) -> list | None:
+    """The merge run once on every copy (arguments read from the tensor itself: ``B, H, T, d =
+    x.shape``), split back into the original batch and each copy; None where it cannot be."""
+    out_axis = attention.plan.merge_out_batch
+    if out_axis is None:
+        return None
+    try:
+        whole = func(*args, **kwargs)
+    except Exception:
+        return None
+    if not isinstance(whole, torch.Tensor) or whole.dim() <= out_axis or whole.shape[out_axis] != entries:
+        return None
+    return list(whole.split(attention.batch, out_axis))
 
 
 def _reference(func, args, kwargs, heads_axis: int) -> torch.Tensor | None:
@@ -360,7 +421,12 @@ def leaks(plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]],
 
 def findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     """The findings of the two runs (``separate``: ``(sets, kinds)`` of the run that moved each tensor's
-    heads apart, or None when the first run found nothing); [] when the heads stayed apart."""
+    heads apart, or None when the first run found nothing), each speaking of the events from the split
+    to the merge; [] when the heads stayed apart."""
+    return [replace(d, span=plan.span) for d in _findings(plan, detected, separate)]
+
+
+def _findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     where = f"between the split ({', '.join(s.label for s in plan.splits)}) and the merge ({plan.merge_label})"
     sentence = regrouped(detected)
     if sentence is not None:

@@ -254,10 +254,11 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
+            from shapetrace.engine.rules.causes import with_witnesses
             from shapetrace.engine.rules.diagnose import diagnose
             found = diagnose(self.analysis())
-            if self._finished and not any(d.severity == "error" for d in found):
-                found += self._measured()[0]   # a second witness: said only where no rule found the bug
+            if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
+                found = with_witnesses(found, self._measured()[0])
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
 

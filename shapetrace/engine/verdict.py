@@ -161,8 +161,8 @@ def verdict_line(v: Verdict) -> str:
         return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug: {ALL_CLEAR_REASON}{_values(v)}"
     if not v.total:
         return "? nothing was checked: no op that could carry a layout bug was recorded"
-    if not v.any_named:
-        return NOTHING_NAMED
+    if not v.any_named:   # (the heads contract is measured without names: what held is said)
+        return NOTHING_NAMED.removesuffix(".") + _values(v) if v.contracts or v.unmeasured else NOTHING_NAMED
     why = "".join(f"; not proven: {reason}" for reason in v.unproven)
     return f"? {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
 

@@ -823,7 +823,10 @@ def verdict_text(trace: Report, events: Sequence[Event] | None = None, advice: s
     from shapetrace.engine.verdict import NOTHING_NAMED
 
     line = verdict_of_trace(trace, events).line
-    return line + " " + (how_to_name(trace) if advice is None else advice) if line == NOTHING_NAMED else line
+    if not line.startswith(NOTHING_NAMED.removesuffix(".")):
+        return line
+    # (what held on the values, measured without names, comes before the advice)
+    return line + (" " if line.endswith(".") else ". ") + (how_to_name(trace) if advice is None else advice)
 
 
 def diagnostic_lines(diagnostics: Sequence[Diagnostic]) -> list[Hanging]:

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import shapetrace
-from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN, measure_trace
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
 from shapetrace.engine.heads import HEADS
 
 
@@ -78,16 +78,17 @@ def test_correct_causal_attention_holds_every_contract(B, T):
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
 def test_a_transposed_causal_mask_leaks_the_future(B, T):
-    """Two witnesses: the mask's values hide exactly the past (rules/directions.py says so, and the
-    measured one is then not repeated among the findings), and the values measured after the run."""
+    """Two witnesses of one bug, one finding: the mask's values hide exactly the past (rules/directions.py
+    says so), and the values measured after the run back it under the same finding (rules/causes.py)."""
     t, _ = _traced("mask-transposed", B, T)
-    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["causal-mask-reversed"]
-    found, _, _ = measure_trace(t)
-    assert [d.kind for d in found] == ["causal-mask-leaks"]
-    assert found[0].message == (
-        f"measured on the values: output token 0 of batch 0 depends on input token {T - 1}, a later token, though "
-        "the code declares a causal mask (the attention weights are zero below the diagonal): the mask lets "
-        "queries see the future (reversed, or not applied).")
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["causal-mask-reversed"]
+    assert found[0].message.endswith(
+        f"a causal mask reversed, so each token attends to the future and not to the past. On the values: output "
+        f"token 0 of batch 0 depends on input token {T - 1}, a later token, though the code declares a causal mask "
+        "(the attention weights are zero below the diagonal): the mask lets queries see the future (reversed, or "
+        "not applied).")
+    assert [d.kind for d in t._measured()[0]] == ["causal-mask-leaks"]
     assert t.report().verdict.mark == "✗"
 
 
@@ -121,10 +122,10 @@ def test_nothing_is_measured_without_asking_or_without_names():
         shapetrace.name(x, "B T D")
         model(x)
     assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
-    with shapetrace.trace() as t:                          # asked, but no axis is named
+    with shapetrace.trace() as t:   # asked, but no axis is named: the heads alone, found from the structure
         t.check_dependencies()
         model(x)
-    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+    assert t.report().contracts == [HEADS] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
 
 
 def test_equal_sizes_found_from_sizes_alone_are_not_measured():
@@ -135,4 +136,21 @@ def test_equal_sizes_found_from_sizes_alone_are_not_measured():
     with shapetrace.trace(dims="B=4 T=4 D=32 H=4") as t:
         t.check_dependencies()
         model(x)
-    assert t.report().contracts == [] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+    # the token contracts need the batch and token axes; the heads are found from the structure, not sizes
+    assert t.report().contracts == [HEADS] and "causal-mask-leaks" not in {d.kind for d in t.diagnostics}
+
+
+def test_the_measuring_run_warns_nothing():
+    """The traced output needs gradients (the model was traced outside no_grad): reading it must not
+    make torch warn in the middle of a user's output."""
+    import warnings
+
+    torch.manual_seed(0)
+    model, x = CausalSelfAttention().eval(), torch.randn(2, 5, 32)   # (eval: the traced output is reused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+            t.check_dependencies()
+            shapetrace.name(x, "B T D")
+            model(x)
+        assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]

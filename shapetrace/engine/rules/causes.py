@@ -18,6 +18,11 @@ layout. Then, in order:
 
 Notes are never folded: they say something else than the bug.
 
+A finding measured on the values (:mod:`..dependencies`, :mod:`..heads`) is a second witness of a bug a
+rule may have found already: :func:`with_witnesses` folds it into the first error a rule found among the
+events it speaks of, as that error's evidence ("On the values: ..."), and keeps it as a finding of its own
+where no rule's error is there.
+
 >>> from shapetrace.engine.diagnostic import Diagnostic
 >>> seen_at([12, 14], {12: "matmul", 14: "matmul"})
 'Also seen at #12 matmul, #14 matmul.'
@@ -213,3 +218,41 @@ def seen_at(events: Sequence[int], ops: dict[int, str], limit: int = 6) -> str:
     shown = ", ".join(f"#{i} {ops[i]}" for i in events[:limit])
     more = f" and {len(events) - limit} more" if len(events) > limit else ""
     return f"Also seen at {shown}{more}."
+
+
+#: how a finding measured on the values begins (its first sentence, less this, is the evidence)
+MEASURED = "measured on the values: "
+
+
+def with_witnesses(found: Sequence[Diagnostic], measured: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """``found`` (the rules' findings) with each finding ``measured`` on the values folded into the
+    first error found among the events it speaks of (``Diagnostic.span``; None: anywhere in the run),
+    its first sentence appended as evidence; a witness with no such error stays a finding of its own.
+
+    >>> from shapetrace.engine.diagnostic import Diagnostic
+    >>> rule = Diagnostic("error", "mixed-axis", 13, "view #13 mixes heads with tokens.")
+    >>> value = Diagnostic("error", "heads-mix", None, "measured on the values: head 0 leaks. More.", span=(2, 13))
+    >>> [d.message for d in with_witnesses([rule], [value])]
+    ['view #13 mixes heads with tokens. On the values: head 0 leaks.']
+    """
+    out = list(found)
+    for witness in measured:
+        host = next((i for i, d in enumerate(out) if d.severity == "error" and d.event is not None
+                     and _within(d, witness.span)), None)
+        if host is None:
+            out.append(witness)
+        else:
+            out[host] = replace(out[host], message=f"{out[host].message} On the values: {_evidence(witness)}")
+    return out
+
+
+def _within(d: Diagnostic, span: tuple[int, int] | None) -> bool:
+    """Is ``d`` found, or also seen, among the events of ``span`` (None: anywhere)?"""
+    return span is None or any(span[0] <= i <= span[1] for i in (d.event, *d.also))
+
+
+def _evidence(witness: Diagnostic) -> str:
+    """The witness's first sentence, without "measured on the values: "."""
+    text = witness.message.removeprefix(MEASURED)
+    end = text.find(". ")
+    return text if end < 0 else text[:end + 1]
