@@ -43,9 +43,9 @@ def test_readme_excerpt_lines_come_from_a_real_run():
 @pytest.mark.parametrize("script,dims", [("tiny_vit.py", "B=2,D=48,H=3"), ("tiny_decode.py", "B=2,T=6,D=32,H=4")])
 def test_readme_vision_and_decoding_excerpts_come_from_a_real_run(script, dims):
     """The pixels and decoding excerpts (issue 21): every pasted line is in today's output."""
-    from conftest import run_cli
+    from conftest import cli_in_process
 
-    result = run_cli("trace", f"tests/scripts/{script}", "--dims", dims, "--width", "100", cwd=ROOT)
+    result = cli_in_process("trace", f"tests/scripts/{script}", "--dims", dims, "--width", "100", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     live = {line.rstrip() for line in result.stdout.splitlines()}
     readme = (ROOT / "README.md").read_text()

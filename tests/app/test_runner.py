@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_in_process, run_cli
 
 from shapetrace import parse_dims
 from shapetrace.app.script import Filters, _path_matches, run_script
@@ -89,7 +89,7 @@ def test_json_is_the_only_thing_on_stdout():
     res = run_cli("trace", S + "textbook.py", "--dims", DIMS, "--json", cwd=ROOT)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    ref = json.loads(run_cli("run", "--json", cwd=ROOT).stdout)
+    ref = json.loads(cli_in_process("run", "--json", cwd=ROOT).stdout)  # the reference to compare with
     assert set(data) == set(ref) == {"version", "dims", "events", "diagnostics", "verdict"}
     assert set(data["events"][0]) == set(ref["events"][0])
     assert [e["output"]["dims"] for e in data["events"]][:3] == [e["output"]["dims"] for e in ref["events"]][:3]
@@ -181,7 +181,7 @@ def test_bad_scripts_get_one_clear_line(tmp_path):
              (S + "no_tensor.py", 1, "error: tests/scripts/no_tensor.py ran to the end without a tensor op "
                                      "that shapetrace records")]
     for script, code, message in cases:
-        res = run_cli("trace", script, cwd=ROOT, env={"COLUMNS": "250"})
+        res = cli_in_process("trace", script, cwd=ROOT, env={"COLUMNS": "250"})
         assert res.returncode == code, res.stderr
         assert res.stderr.startswith(message), res.stderr
         assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1

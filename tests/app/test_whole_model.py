@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import ROOT, render, run_cli
+from conftest import ROOT, cli_in_process, render
 
 from shapetrace.app.layers import check_layer, fold_layers, layer_of, module_summary, number_ranges
 from shapetrace.engine.events import Event, TensorInfo
@@ -275,7 +275,7 @@ def test_python_api_show_folds_the_same_way():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the refusal cannot happen")
 @pytest.mark.parametrize("command", [["run"], ["compare"], ["trace", SCRIPT]])
 def test_device_cuda_without_a_gpu_is_a_usage_error(command):
-    proc = run_cli(*command, "--device", "cuda")
+    proc = cli_in_process(*command, "--device", "cuda")
     assert proc.returncode == 2
     assert " ".join(proc.stderr.split()) == ("error: --device cuda: CUDA is not available here "
                                              "(torch.cuda.is_available() is False); use cpu or meta")

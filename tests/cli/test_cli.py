@@ -39,7 +39,7 @@ def test_one_hidden_copy_alone_is_the_copy(tmp_path):
                       "a = torch.randn(2, 3, 4, 5).transpose(0, 1)\n"
                       "b = torch.randn(3, 2, 5, 6)\n"
                       "c = a @ b\n")
-    res = run_cli("trace", str(script), "--width", "200")
+    res = cli_in_process("trace", str(script), "--width", "200")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("2 ops · "))

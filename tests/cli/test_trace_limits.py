@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_in_process, run_cli
 
 TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
 
@@ -31,7 +31,7 @@ TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
 ])
 def test_trace_checks_dims_like_run_checks_its_options(dims, message):
     """Before this, ``--dims ...,H=5`` with D=32 was accepted and gave a false nonstandard-head-split."""
-    res = run_cli("trace", TEXTBOOK, "--dims", dims)
+    res = cli_in_process("trace", TEXTBOOK, "--dims", dims)
     assert res.returncode == 2, res.stdout
     assert res.stderr == message + "\n"
     assert res.stdout == ""
@@ -40,7 +40,7 @@ def test_trace_checks_dims_like_run_checks_its_options(dims, message):
 def test_sizes_the_script_does_not_use_are_named_not_told_to_use_dims():
     """--dims given but T=7 is no axis of the script: the answer says which size matched nothing
     and which sizes the script has, not "Name them with --dims"."""
-    res = run_cli("trace", TEXTBOOK, "--dims", "B=2,T=7,D=512,H=8", "--width", "200")
+    res = cli_in_process("trace", TEXTBOOK, "--dims", "B=2,T=7,D=512,H=8", "--width", "200")
     assert res.returncode == 0, res.stderr
     assert "Name them with --dims" not in res.stdout
     # the verdict, then the note under it on the size that disagrees with the input
@@ -54,7 +54,7 @@ def test_sizes_the_script_does_not_use_are_named_not_told_to_use_dims():
 
 
 def test_an_unused_size_beside_used_ones_gets_a_note():
-    res = run_cli("trace", TEXTBOOK, "--dims", "B=2,T=6,D=512,H=8,X=13", "--width", "200")
+    res = cli_in_process("trace", TEXTBOOK, "--dims", "B=2,T=6,D=512,H=8,X=13", "--width", "200")
     assert res.returncode == 0, res.stderr
     assert ("i --dims X=13 matches no axis of any recorded tensor: the script does not use that size, so no "
             "axis in the table is named from it") in " ".join(res.stdout.split())
@@ -69,7 +69,7 @@ def test_an_unused_size_beside_used_ones_gets_a_note():
     (["--time-limit", "0"], "error: --time-limit 0.0: use a number of seconds from 0.1 to 86400"),
 ])
 def test_bad_limits_are_usage_errors(args, message):
-    res = run_cli("trace", TEXTBOOK, *args)
+    res = cli_in_process("trace", TEXTBOOK, *args)
     assert res.returncode == 2, res.stdout
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: ")
     assert "Traceback" not in res.stderr
@@ -78,7 +78,7 @@ def test_bad_limits_are_usage_errors(args, message):
 
 
 def test_help_states_the_default_limits():
-    res = run_cli("trace", "--help", env={"COLUMNS": "200"})
+    res = cli_in_process("trace", "--help", env={"COLUMNS": "200"})
     text = " ".join(res.stdout.split())
     assert "--max-ops" in text and "[default: 10000]" in text
     assert "--time-limit" in text and "[default: 60.0]" in text
@@ -179,8 +179,8 @@ def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path):
 
 
 def test_readme_max_ops_block_comes_from_a_real_run():
-    res = run_cli("trace", "tests/scripts/forever.py", "--dims", "B=2,T=6,D=512,H=8", "--max-ops", "300",
-                  "--width", "100", cwd=ROOT)
+    res = cli_in_process("trace", "tests/scripts/forever.py", "--dims", "B=2,T=6,D=512,H=8", "--max-ops", "300",
+                         "--width", "100", cwd=ROOT)
     assert res.returncode == 0, res.stderr
     live = {line.rstrip() for line in res.stdout.splitlines()}
     readme = (ROOT / "README.md").read_text()
