@@ -228,9 +228,8 @@ class Capture:
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):
-        """``q * cos`` of two tensors that broadcast: recorded in full, with a copy of the smaller operand
-        kept when it may be a rotary table (:func:`.columns.kept_table`), whose columns the analysis
-        compares with the pairs a rotation makes (:mod:`.rotary`)."""
+        """``q * cos`` that broadcasts: recorded, with a copy of a possible rotary table kept for
+        :mod:`.rotary` to compare its columns with a rotation's pairs (:func:`.columns.kept_table`)."""
         result = self.record(spec, func, args, kwargs)
         kept = kept_table(args, KEEP_BUDGET - self.kept_bytes)
         if kept is not None:
@@ -346,7 +345,7 @@ class Recorder(TorchFunctionMode):
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
         if spec.family is _ELEMENTWISE and _broadcasts(args):   # the analysis checks how it lines up
-            if spec.scaling == _MULTIPLIES:
+            if spec.scaling == "multiplies":
                 return self.capture.record_product(spec, func, args, kwargs)
             return self.capture.record(spec, func, args, kwargs)
         return self.capture.carry(op, spec, func, args, kwargs)
@@ -354,7 +353,6 @@ class Recorder(TorchFunctionMode):
 
 #: elementwise ops of two operands or more, which torch lines up by broadcasting
 _ELEMENTWISE = Family.ELEMENTWISE
-_MULTIPLIES = "multiplies"
 
 
 def _broadcasts(args: tuple) -> bool:
@@ -366,11 +364,9 @@ def _broadcasts(args: tuple) -> bool:
 
 def run_opened(mode: TorchFunctionMode, func, args, kwargs, spec: OpSpec | None = None):
     """Run a composite (``F.multi_head_attention_forward``) with ``mode`` active inside it, so each of
-    its inner ops dispatches to the mode like any other code.
-
-    The composite's own first line asks torch whether a mode wants the call (``has_torch_function``);
-    that one question is answered "no", so the body runs instead of coming back to the mode.
-    """
+    its inner ops dispatches to the mode like any other code. The composite's own first line asks
+    torch whether a mode wants the call (``has_torch_function``); that one question is answered "no",
+    so the body runs instead of coming back to the mode."""
     module = sys.modules[func.__module__]
     original = module.has_torch_function
     asked = []
