@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -199,8 +200,7 @@ test_names, test_verdict = corpus_tests(__name__, CASES)
 
 def test_names_from_sizes_alone_decide_nothing():
     """Without ``shapetrace.name``, S == T are told apart by sizes alone: no mask is called foreign (the
-    ambiguity note says why the names are not proven). (main also says ``query-key-swapped`` on this
-    model's cross-attention here, a false alarm of name inference at S == T left to its owners.)"""
+    ambiguity note says why the names are not proven)."""
     case = Case("unnamed", EQUAL, annotated(2, 6, 6, "self"))
     torch.manual_seed(0)
     model, inputs = case.build()
@@ -208,6 +208,18 @@ def test_names_from_sizes_alone_decide_nothing():
         model(*inputs)
     assert [d.kind for d in t.diagnostics if d.kind == "mask-wrong-axis"] == []
     assert "ambiguous-sizes" in [d.kind for d in t.diagnostics]
+
+
+@pytest.mark.parametrize(("dims", "sizes"), [(EQUAL, (2, 6, 6)), (SQUARE, (4, 4, 4))], ids=["S=T", "B=S=T=H=4"])
+def test_the_published_model_at_equal_lengths_named_from_sizes_has_no_error(dims, sizes):
+    """The Annotated Transformer as published, traced with ``--dims`` alone at S == T: which sequence is
+    T was decided by sizes (a guess), so its cross-attention ``query @ key.T`` (the decoder's tokens
+    against the memory's) is never called ``query-key-swapped`` (it was, before: a false error)."""
+    torch.manual_seed(0)
+    model, inputs = Case("published", dims, annotated(*sizes)).build()
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(*inputs)
+    assert [(d.kind, d.severity) for d in t.diagnostics] == [("ambiguous-sizes", "note")]
 
 
 def test_the_finding_names_both_sequences_and_the_mask_to_use():

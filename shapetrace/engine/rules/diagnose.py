@@ -541,7 +541,8 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
             continue
         made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
         swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
-                                             and _over_features(e, analysis))   # provenance outranks names
+                                             and _over_features(e, analysis)
+                                             and not _sequences_told_by_size(e, analysis))   # provenance outranks names
         if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
             rows, cols = e.inputs[1], e.inputs[0]
             out.append(Kind.QUERY_KEY_SWAPPED.found(e.index, (
@@ -559,6 +560,12 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
+
+
+def _sequences_told_by_size(e: Event, analysis: Analysis) -> bool:
+    """S and T of equal length, named from sizes alone: which is which was a guess, so no rule rests on it."""
+    shape = e.outputs[0].shape
+    return analysis.seeded_by_size and shape[-1] == shape[-2]
 
 
 def _rows_and_columns_from(e: Event) -> tuple[int, int] | None:
