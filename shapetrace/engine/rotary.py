@@ -37,7 +37,7 @@ from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import Family, callables_of
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
-from shapetrace.engine.thawed import TensorStub, thaw_args
+from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
 #: records walked back from a rotated tensor to the tensor it rotates (rotate_half is 4, GPT-J's 5)
 MAX_CHAIN = 16
@@ -284,20 +284,14 @@ def _unary(record, x):
 
 def _with_operands(record, env: dict) -> tuple[tuple | None, dict]:
     """The record's arguments with each tensor operand, in order, replaced by its coordinates."""
-    args, kwargs = thaw_args(record.frozen)
     operands = iter(env[n] for n in record.ins)
     missing = []
 
-    def put(value, depth=0):
-        if isinstance(value, TensorStub):
-            found = next(operands, None)
-            if found is None:
-                missing.append(value)
-            return found
-        if depth == 0 and isinstance(value, (list, tuple)):
-            return type(value)(put(v, 1) for v in value)
-        return value
+    def put(stub: TensorStub):
+        found = next(operands, None)
+        if found is None:
+            missing.append(stub)
+        return found
 
-    args = tuple(put(a) for a in args)
-    kwargs = {k: put(v) for k, v in kwargs.items()}
+    args, kwargs = map_operands(*thaw_args(record.frozen), put)
     return (None, {}) if missing or next(operands, None) is not None else (args, kwargs)

@@ -54,3 +54,17 @@ def thaw(value):
 def thaw_args(frozen: tuple) -> tuple[tuple, dict]:
     args, kwargs = frozen
     return tuple(thaw(a) for a in args), ({k: thaw(v) for k, v in kwargs} if kwargs else {})
+
+
+def map_operands(args: tuple, kwargs: dict, put) -> tuple[tuple, dict]:
+    """Thawed arguments with each tensor operand (a :class:`TensorStub`, at the top level or inside a
+    top-level list or tuple, where torch's ops take them) replaced by ``put(stub)``, in order."""
+
+    def walk(value, depth=0):
+        if isinstance(value, TensorStub):
+            return put(value)
+        if depth == 0 and isinstance(value, (list, tuple)):
+            return type(value)(walk(v, 1) for v in value)
+        return value
+
+    return tuple(walk(a) for a in args), {k: walk(v) for k, v in kwargs.items()}

@@ -36,7 +36,7 @@ from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
 from shapetrace.engine.provenance import MAX_ELEMENTS, ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
 from shapetrace.engine.sites import resolve
-from shapetrace.engine.thawed import TensorStub, thaw_args
+from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
 
 def callable_of(path: str) -> Callable | None:
@@ -157,19 +157,13 @@ def _unnamed(axis: Axis) -> bool:
 
 def _placed(record) -> tuple[tuple, dict, list[int]] | None:
     """The record's arguments with tensors as placeholders, and which operands are data."""
-    args, kwargs = thaw_args(record.frozen)
     stubs: list[TensorStub] = []
 
-    def place(value, depth=0):
-        if isinstance(value, TensorStub):
-            stubs.append(value)
-            return value
-        if depth == 0 and isinstance(value, (list, tuple)):
-            return type(value)(place(v, 1) for v in value)
-        return value
+    def keep(stub: TensorStub) -> TensorStub:
+        stubs.append(stub)
+        return stub
 
-    args = tuple(place(a) for a in args)
-    kwargs = {k: place(v) for k, v in kwargs.items()}
+    args, kwargs = map_operands(*thaw_args(record.frozen), keep)
     if len(stubs) != len(record.ins) or any(tuple(s.shape) != tuple(r[0]) for s, r in zip(stubs, record.in_raw)):
         return None
     data: list[int] = []
