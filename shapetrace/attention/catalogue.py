@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from shapetrace.attention.mutants import FILED
@@ -190,12 +191,19 @@ _ENTRIES = [
 
 def _source(fn) -> str:
     """The source of ``fn`` without its decorator (the code says nothing about which bug it is)."""
-
-    lines, start = inspect.getsourcelines(inspect.getmodule(fn))[0], fn.__code__.co_firstlineno
-    tree = ast.parse("".join(lines))
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
-                and min([d.lineno for d in n.decorator_list] + [n.lineno]) == start)
+    lines, functions = _functions_of(inspect.getmodule(fn).__name__)
+    node = functions[fn.__code__.co_firstlineno]
     return textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno]))
+
+
+@cache
+def _functions_of(module: str) -> tuple[list[str], dict[int, ast.FunctionDef]]:
+    """A module's source lines and its top-level functions by their first line (a decorator's, if any):
+    parsed once per module, not once per function."""
+    lines = inspect.getsourcelines(sys.modules[module])[0]
+    tree = ast.parse("".join(lines))
+    return lines, {min([d.lineno for d in n.decorator_list] + [n.lineno]): n
+                   for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
 @lru_cache(maxsize=1)
