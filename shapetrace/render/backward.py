@@ -88,15 +88,17 @@ def saved_lines(b: BackwardReport, doubled: BackwardReport | None, doubled_t: in
     if not b.saved:
         return
     storages = sum(s.shares_with is None for s in b.saved)
-    yield Text(f"autograd keeps {len(b.saved)} tensors for the backward: {fmt_bytes(b.saved_bytes)} in "
-               f"{storages} storages ({fmt_bytes(b.activation_bytes)} of them not parameters)", style="bold")
-    yield Text(f"  attention weights: {fmt_bytes(b.weights_bytes)}, "
-               f"{_share(b.weights_bytes, b.activation_bytes)} of what is not parameters")
+    yield from _hanging(f"autograd keeps {len(b.saved)} tensors for the backward: {fmt_bytes(b.saved_bytes)} in "
+                        f"{storages} storages ({fmt_bytes(b.activation_bytes)} of them not parameters)", 0, width,
+                        "bold")
+    yield from _hanging(f"attention weights: {fmt_bytes(b.weights_bytes)}, "
+                        f"{_share(b.weights_bytes, b.activation_bytes)} of what is not parameters", 2, width)
     if doubled is not None and doubled.saved:
-        yield Text(f"  at T={doubled_t} (2T): {fmt_bytes(doubled.activation_bytes)} not parameters "
-                   f"(×{doubled.activation_bytes / max(b.activation_bytes, 1):.1f}), attention weights "
-                   f"{fmt_bytes(doubled.weights_bytes)} (×{doubled.weights_bytes / max(b.weights_bytes, 1):.1f}), "
-                   f"{_share(doubled.weights_bytes, doubled.activation_bytes)}")
+        yield from _hanging(
+            f"at T={doubled_t} (2T): {fmt_bytes(doubled.activation_bytes)} not parameters "
+            f"(×{doubled.activation_bytes / max(b.activation_bytes, 1):.1f}), attention weights "
+            f"{fmt_bytes(doubled.weights_bytes)} (×{doubled.weights_bytes / max(b.weights_bytes, 1):.1f}), "
+            f"{_share(doubled.weights_bytes, doubled.activation_bytes)}", 2, width)
     for s in b.saved:
         where = f"#{s.event} {s.op}" if s.event is not None else f"({s.op})"
         tail = f"view of saved {s.shares_with}" if s.shares_with is not None else fmt_bytes(s.storage_bytes)
@@ -104,6 +106,15 @@ def saved_lines(b: BackwardReport, doubled: BackwardReport | None, doubled_t: in
             tail += ", a parameter"
         yield Text.assemble(f"  {s.index:>2} ", (where, "magenta"), f"  {s.saver}  ",
                             fmt_named(s.dims, s.shape), "  ", (tail, "dim"))
+
+
+def _hanging(line: str, indent: int, width: int, style: str = ""):
+    """``line`` wrapped to ``width`` at ``indent`` spaces, its continuation lines two spaces further in."""
+    first = wrap(line, max(width - indent, 20))[0]
+    left = line[len(first):].strip()
+    yield Text(" " * indent + first, style=style)
+    for part in wrap(left, max(width - indent - 2, 20)) if left else []:
+        yield Text(" " * (indent + 2) + part, style=style)
 
 
 def _share(part: int, whole: int) -> str:

@@ -66,3 +66,23 @@ def test_what_autograd_keeps_is_summed_by_storage_with_the_weights_share(text):
     assert "   5 #11 softmax  SoftmaxBackward0  [B=2, H=2, T=3, T=3]  144 B" in lines
     assert "   7 #12 matmul  BmmBackward0  [4, 3, 3]  view of saved 5" in lines
     assert "   9 #16 linear  AddmmBackward0  [16, 16]  1 KiB, a parameter" in lines
+
+
+def test_at_80_columns_the_saved_totals_wrap_under_their_own_indent():
+    # run --backward's default sizes read at 80 columns: a summary line too long for the terminal continues
+    # two spaces further in, never from column 0
+    torch.manual_seed(0)
+    model, x = MultiHeadAttention(512, 8), torch.randn(2, 6, 512)
+    with shapetrace.trace("B=2 T=6 D=512 H=8", backward=True) as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    console = Console(file=io.StringIO(), width=80, color_system=None, legacy_windows=False)
+    console.print(BackwardView(t.backward))
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("autograd keeps"))
+    assert lines[start:start + 3] == [
+        "autograd keeps 10 tensors for the backward: 1.1 MiB in 7 storages (122 KiB of",
+        "  them not parameters)",
+        "  attention weights: 2.2 KiB, 2% of what is not parameters",
+    ]
+    assert all(len(line) <= 80 for line in lines)
