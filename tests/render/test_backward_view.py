@@ -15,17 +15,22 @@ from shapetrace.attention.reference import MultiHeadAttention
 from shapetrace.render.backward import BackwardView
 
 
+def _rendered(D: int, H: int, T: int, width: int) -> str:
+    """The reference's backward (B = 2) as BackwardView prints it at ``width`` columns, without colour."""
+    torch.manual_seed(0)
+    model, x = MultiHeadAttention(D, H), torch.randn(2, T, D)
+    with shapetrace.trace(f"B=2 T={T} D={D} H={H}", backward=True) as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
+    console.print(BackwardView(t.backward))
+    return console.file.getvalue()
+
+
 @pytest.fixture(scope="module")
 def text() -> str:
     # the reference (the Annotated Transformer's MultiHeadedAttention, one reshaping step per line) at small sizes
-    torch.manual_seed(0)
-    model, x = MultiHeadAttention(16, 2), torch.randn(2, 3, 16)
-    with shapetrace.trace("B=2 T=3 D=16 H=2", backward=True) as t:
-        shapetrace.name(x, "B T D")
-        model(x)
-    console = Console(file=io.StringIO(), width=100, color_system=None, legacy_windows=False)
-    console.print(BackwardView(t.backward))
-    return console.file.getvalue()
+    return _rendered(16, 2, 3, width=100)
 
 
 def _block(text: str, first: str) -> list[str]:
@@ -71,14 +76,7 @@ def test_what_autograd_keeps_is_summed_by_storage_with_the_weights_share(text):
 def test_at_80_columns_the_saved_totals_wrap_under_their_own_indent():
     # run --backward's default sizes read at 80 columns: a summary line too long for the terminal continues
     # two spaces further in, never from column 0
-    torch.manual_seed(0)
-    model, x = MultiHeadAttention(512, 8), torch.randn(2, 6, 512)
-    with shapetrace.trace("B=2 T=6 D=512 H=8", backward=True) as t:
-        shapetrace.name(x, "B T D")
-        model(x)
-    console = Console(file=io.StringIO(), width=80, color_system=None, legacy_windows=False)
-    console.print(BackwardView(t.backward))
-    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
+    lines = [line.rstrip() for line in _rendered(512, 8, 6, width=80).splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith("autograd keeps"))
     assert lines[start:start + 3] == [
         "autograd keeps 10 tensors for the backward: 1.1 MiB in 7 storages (122 KiB of",
