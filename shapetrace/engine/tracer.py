@@ -34,7 +34,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
-from shapetrace.engine.infer import Inference, corrected
+from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
@@ -158,10 +158,7 @@ class Trace:
             return inference
         if not self._concluded:
             self._concluded = True
-            inference.finish()
-            # a later use decided an ambiguous size guess, a cache's names, heads, or which factoring a
-            # fused width has: the ops before it read that too (what the pins reach is named again)
-            inference = self._inference = corrected(inference)
+            inference = self._inference = concluded(inference)   # (the passes after the run: .infer)
             failed = self._failure
             if self.exception is not None and failed is not None and failed[0] is self.exception:
                 inference.events.append(inference.failed_event(failed[1]))
@@ -169,7 +166,6 @@ class Trace:
                 add_ending_failure(inference, self.capture, self.exception)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
-            inference.orient_sequences()
             note_hidden_copies(inference.events)   # (after the names are final: its reasons name axes)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference

@@ -14,13 +14,15 @@ runs them over each record in this order (:mod:`.record`):
 5. :mod:`.rows` — the :class:`~shapetrace.engine.events.Event` of each call with a row;
 6. :mod:`.einops` — a pattern's names checked and given where provenance left them unnamed.
 
-After the run, once: :mod:`.corrections` (names a later use proves for earlier tensors, the pins,
-with :mod:`.backward`'s heads read back from products); where there are pins, :func:`.state.corrected`
-walks the records again with them, answering every call they do not reach from the first walk's memos
-(only what they reach is named afresh); then :mod:`.sequences` (which sequence queries the other).
+After the run, once, in order (:func:`.state.concluded`, the tracer's one call): the walk finished;
+:mod:`.corrections` (names a later use proves for earlier tensors, the pins, with :mod:`.backward`'s
+heads read back from products); a second walk with the pins only where one changes what a record
+before it read (:func:`.state.corrected`: a write names its target from its own record on, so a static
+cache first read by the write that names it is walked once), answering every call the pins do not
+reach from the first walk's memos; then :mod:`.sequences` (which sequence queries the other).
 The tracer hands the result to the rules as a frozen :class:`~shapetrace.engine.analysis.Analysis`.
 """
 
-from shapetrace.engine.infer.state import Inference, corrected
+from shapetrace.engine.infer.state import Inference, concluded, corrected
 
-__all__ = ["Inference", "corrected"]
+__all__ = ["Inference", "concluded", "corrected"]

@@ -43,7 +43,7 @@ def finish_pattern(state: Inference) -> None:
     axes = tuple(pattern_axis(state, group, axis) for group, axis in zip(groups, info.axes))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
-        state.axes[node] = axes
+        state.rename(node, axes)
 
 
 def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:

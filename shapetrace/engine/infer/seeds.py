@@ -2,7 +2,8 @@
 
 Reads: the capture's node facts (shape, parameter or not), the declared sizes and their order.
 Adds: ``state.axes`` of each entered node, ``state.sequences`` (which token tensor is ``T``, which
-``S``), ``state.ambiguous`` (a shape that fits more than one seed) and ``state.seeded_by_size``.
+``S``), ``state.ambiguous`` (a shape that fits more than one seed), ``state.seeded_by_size`` and
+``state.seeded`` (which nodes were named so).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     if "T" in names or "S" in names:
         state.sequences.setdefault(node, "S" if "S" in names else "T")
     state.seeded_by_size = True
+    state.seeded.add(node)
     return axes
 
 

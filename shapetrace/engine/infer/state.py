@@ -2,10 +2,14 @@
 
 :class:`Inference` holds the facts the passes build (axes per node, tags, writes, events) and runs
 them over the records added since its last call (:meth:`Inference.advance`: a trace's events may be
-read while it records); the passes themselves are functions in their own modules. :func:`corrected`
-applies what later uses proved (the pins of :mod:`.corrections`) to the ops before them.
+read while it records); the passes themselves are functions in their own modules. :func:`concluded`
+runs what comes after the run, once, in order; :func:`corrected` applies what later uses proved (the
+pins of :mod:`.corrections`) to the ops before them, walking again only where a pin changes what a
+record read (:func:`changed_by`).
 
-Reads: the capture's records, the namer. Adds: every field of :class:`Inference` (through the passes).
+Reads: the capture's records, the namer. Adds: every field of :class:`Inference` (through the passes),
+and which record first used each node (``used``), which nodes were renamed after a use (``renamed``)
+and which were seeded (``seeded``): what :func:`changed_by` reads.
 """
 
 from __future__ import annotations
@@ -61,10 +65,16 @@ class Inference:
         self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self.pending_pattern = None   # an einops chain: (call id, output node, event index, groups)
         self.elements = ElementPass(namer)             # element provenance: producers and replays (.elements)
+        self.index = 0                                 # the record being inferred
+        self.used: dict[int, int] = {}                 # node -> the first record that read it or showed it
+        self.renamed: set[int] = set()                 # nodes given other axes after an earlier record used them
+        self.seeded: set[int] = set()                  # entered nodes named from the declared sizes (.seeds)
         self._done = 0
 
     def axes_of(self, node: int) -> tuple[Axis, ...]:
         """A node's axes: as inferred, pinned by a later use, seeded where it entered, or unknown."""
+        if node not in self.used:
+            self.used[node] = self.index
         found = self.axes.get(node)
         if found is not None:
             return found
@@ -87,6 +97,7 @@ class Inference:
         for index in range(self._done, len(records)):
             record = records[index]
             kind = type(record)
+            self.index = index
             if self.pending_pattern is not None and not chained(self, record):
                 finish_pattern(self)
             if kind is OpRecord:
@@ -103,8 +114,15 @@ class Inference:
                 self.axes[record.node] = record.axes
                 if record.was is not None:
                     self.declared[record.was] = record.axes
-        self._done = len(records)
+        self._done = self.index = len(records)
         return self.events
+
+    def rename(self, node: int, axes: tuple[Axis, ...]) -> None:
+        """``node``'s axes replaced (a write proved names for its target, an einops pattern named its
+        result); noted where a record before this one already used the old ones (:func:`changed_by`)."""
+        if self.used.get(node, self.index) < self.index:
+            self.renamed.add(node)
+        self.axes[node] = axes
 
     def finish(self) -> None:
         """After the run: the last einops chain ends, failed calls that ended the block join."""
@@ -126,15 +144,27 @@ class Inference:
         sequences.orient_sequences(self)
 
 
+def concluded(inference: Inference) -> Inference:
+    """After the run, once, in order: the walk finished (:meth:`Inference.finish`), the names later
+    uses proved for earlier tensors applied (:func:`corrected`), and which sequence queries the other
+    (:mod:`.sequences`). The one call the tracer makes when the run has ended."""
+    inference.finish()
+    inference = corrected(inference)
+    inference.orient_sequences()
+    return inference
+
+
 def corrected(inference: Inference) -> Inference:
     """The finished inference with the names later uses proved for earlier tensors (the pins of
-    :func:`.corrections.corrections`): itself when there are none; else the records walked again with
-    the pins, where every call the pins do not reach is answered from this walk's memos (its name
-    rules, element replays and broadcast verdicts: functions of the operands' axes, which stay the same
-    objects wherever the pins do not reach), so only what the pins reach is named afresh. A fused
-    width whose stack a use decided changed the namer's labels: nothing is reused then."""
+    :func:`.corrections.corrections`): itself where no pin changes anything a record used
+    (:func:`changed_by`: a static cache's buffer first read by the write that names it); else the
+    records walked again with the pins, where every call the pins do not reach is answered from this
+    walk's memos (its name rules, element replays and broadcast verdicts: functions of the operands'
+    axes, which stay the same objects wherever the pins do not reach), so only what the pins reach is
+    named afresh. A fused width whose stack a use decided changed the namer's labels: walked again,
+    and nothing is reused then."""
     pins = corrections_pass.corrections(inference)
-    if not pins and not inference.namer.decided:
+    if not inference.namer.decided and not changed_by(inference, pins):
         return inference
     again = Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins)
     if not inference.namer.decided:   # (the labels every memo was made with still hold)
@@ -142,3 +172,19 @@ def corrected(inference: Inference) -> Inference:
         again.clash_memo, again.elements = inference.clash_memo, inference.elements.reused()
     again.finish()
     return again
+
+
+def changed_by(inference: Inference, pins: dict[int, tuple[Axis, ...]]) -> bool:
+    """Would a walk with these pins differ from this one? Only where a pinned node holds other axes
+    than its pin, was given its axes after a record before used the old ones, or was named from the
+    declared sizes (a pinned node is never seeded, and a seed records which sequence entered). A node
+    no record made or read (an input named with ``shapetrace.name`` before any use: its tensor reads
+    as the declared node from then on) changes nothing. Where none changes, every record read what
+    the pins say, and walking again would repeat this walk."""
+    for node, axes in pins.items():
+        if node in inference.renamed or node in inference.seeded:
+            return True
+        held = inference.axes.get(node)
+        if held != axes and (held is not None or node in inference.used):
+            return True
+    return False

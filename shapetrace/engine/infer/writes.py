@@ -28,9 +28,15 @@ CAPACITY = "L"
 
 def written(state: Inference, record: OpRecord, in_axes) -> OpRecord:
     """A write (``cache[:, :, s:e] = k``, ``index_copy_``, ``copy_``): the names it proves for its
-    target are noted, and its result is the target itself (``__setitem__`` returns nothing)."""
+    target are noted, the rest of the record reads the target with them (``in_axes`` is updated in
+    place: its row shows what the write made), and its result is the target itself (``__setitem__``
+    returns nothing)."""
     if record.error is None:
         note_write(state, record, in_axes)
+        target = record.ins[0]
+        for position, node in enumerate(record.ins):
+            if node == target:
+                in_axes[position] = state.axes_of(target)
     if not record.outs and record.error is None:
         record = record._replace(outs=record.ins[:1], out_raw=record.in_raw[:1])
     return record
@@ -40,7 +46,9 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
     """A write into a tensor (``cache[:, :, s:e] = k``, ``cache.index_copy_(2, pos, k)``,
     ``buf.copy_(x)``): where the target's axes are unnamed, the written values name them. An axis
     written whole takes the value's name; one written in part along a token axis holds positions
-    (``L``, a capacity of tokens). Kept as pins: the inference runs again with them."""
+    (``L``, a capacity of tokens). The record of the write reads its target so named from here on
+    (:func:`written`); records before it that used the old names are walked again with them as pins
+    (:func:`.state.corrected`)."""
     target, value = record.ins[0], record.ins[-1]
     if target == value:
         return
@@ -55,7 +63,8 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
         elif not whole and state.namer.is_token_root(axis.atoms[0].root):
             pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
     if changed:
-        state.writes[target] = state.axes[target] = tuple(pinned)   # what it holds from here on
+        state.writes[target] = pinned = tuple(pinned)   # what it holds from here on
+        state.rename(target, pinned)
         name_sliced_buffer(state, target, tuple(pinned))
 
 
@@ -76,7 +85,8 @@ def name_sliced_buffer(state: Inference, view: int, named: tuple[Axis, ...]) -> 
                 axis.size == mine[p].size:
             mine[p], changed = axis, True
     if changed:
-        state.writes[base] = state.axes[base] = tuple(mine)
+        state.writes[base] = mine = tuple(mine)
+        state.rename(base, mine)
 
 
 def write_lines(record, ndim: int, value_ndim: int) -> dict[int, tuple[int, bool]]:
