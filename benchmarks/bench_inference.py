@@ -27,8 +27,9 @@ PINNED = ("static-cache-index-copy", "static-cache-slice-assignment", "mla-laten
           "deepseek-mla-joined-queries-through-sdpa")
 
 
-def worker(root: str, traces: int) -> dict[str, list[float]]:
-    """µs per event of ``traces`` traces of each case, with the code of ``root``."""
+def worker(root: str, traces: int, only: str = "") -> dict[str, list[float]]:
+    """µs per event of ``traces`` traces of each case (those whose name holds ``only``), with the code
+    of ``root``."""
     sys.path[:0] = [root, os.path.join(root, "benchmarks")]
     import torch
     from bench_engine import build_model
@@ -52,6 +53,8 @@ def worker(root: str, traces: int) -> dict[str, list[float]]:
             cases[case.id] = lambda case=case: trace_case(case)
     found = {}
     for name, make in cases.items():
+        if only not in name:
+            continue
         times = []
         for n in range(traces + 2):
             tr = make()
@@ -68,17 +71,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--traces", type=int, default=3, help="traces per case in each worker (median)")
     parser.add_argument("--against", help="another tree to measure in the same rounds")
+    parser.add_argument("--only", default="", help="only the cases whose name holds this text")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.traces)))
+        print(json.dumps(worker(args.worker, args.traces, args.only)))
         return
     trees = {"this": ROOT} | ({"against": os.path.abspath(args.against)} if args.against else {})
     medians: dict[str, dict[str, list[float]]] = {k: {} for k in trees}
     for round_ in range(args.rounds):
         for kind in (list(trees) if round_ % 2 else list(trees)[::-1]):
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", trees[kind],
-                                  "--traces", str(args.traces)], capture_output=True, text=True, check=True,
+                                  "--traces", str(args.traces), "--only", args.only], capture_output=True,
+                                 text=True, check=True,
                                  env={**os.environ, "PYTHONPATH": trees[kind], "OMP_NUM_THREADS": "1"})
             for case, times in json.loads(out.stdout.splitlines()[-1]).items():
                 medians[kind].setdefault(case, []).append(statistics.median(times))
