@@ -219,3 +219,25 @@ def test_a_corpus_case_whose_names_a_later_use_proves_is_walked_once(case_id, co
     assert counted["pins"] or t.namer.decided, "the case has names a later use proves"
     assert counted["walked"] == [len(t.capture.records)]
     assert set(counted["ops"].values()) == {1}
+
+
+@pytest.mark.parametrize("write", ["index_copy", "setitem", "slice"])
+def test_a_decode_loop_over_a_static_cache_is_walked_once(write, counted):
+    """A prefill and four decode steps over one preallocated cache (transformers' ``StaticCache.update``
+    by ``index_copy_`` and by indexed assignment, karpathy/nanochat's ``KVCache.insert_kv`` by slices;
+    tests/corpus/test_decoding.py): the first write names the buffers, which nothing read before it, so
+    the loop is walked once, and every write and every read of the cache says ``L``."""
+    from tests.corpus.test_decoding import DIMS, StaticCacheAttention, decode
+
+    torch.manual_seed(0)
+    forward, inputs = decode(StaticCacheAttention, steps=4, write=write)()
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        forward(*inputs)
+    writes = [e for e in t.events if e.op in ("index_copy_", "__setitem__")]
+    assert len(writes) == 10                                    # k and v, at the prefill and 4 steps
+    assert {(e.inputs[0].dims, e.output.dims) for e in writes} == {(("B", "H", "L", "d_k"),) * 2}
+    reads = [e.output.dims for e in t.events if e.op == "__getitem__" and e.inputs[0].dims == ("B", "H", "L", "d_k")]
+    assert reads == [("B", "H", f"L[0:{end}]", "d_k") for end in range(5, 10) for _ in "kv"]
+    assert counted["walked"] == [len(t.capture.records)]
+    assert set(counted["ops"].values()) == {1}
+    assert not t.diagnostics
