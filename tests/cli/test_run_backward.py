@@ -16,8 +16,10 @@ def test_run_backward_prints_the_backward_after_the_forward_and_the_saved_totals
     out = [line.rstrip() for line in proc.stdout.splitlines()]
     title = out.index("backward pass (in the order autograd ran it)")
     assert any(line.startswith("✓") for line in out[:title])   # the forward's verdict comes first
-    assert out[title + 1].startswith(" 0  grad #16 linear") and out[title + 1].endswith("(0, 0, 0)       4 B")
-    assert "    → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
+    # q's split-heads grads repeat v's fact for fact: one line, as the forward folds k's and v's split into q's
+    assert out[title + 1].startswith("    0  grad #16 linear") and out[title + 1].endswith("(0, 0, 0)       4 B")
+    assert "15-16  grad #2 transpose, #1 view · q: the same two grads as v, rows 9-10" in out
+    assert "       → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
     # the same model at T = 6: the [B, T, ·] tensors ×2, the [B, H, T, T] weights ×4 (2,064 B -> 4,416 B)
     assert "  at T=6 (2T): 4.3 KiB not parameters (×2.1), attention weights 576 B (×4.0), 13%" in out
 
@@ -51,7 +53,7 @@ def test_run_backward_works_on_a_variant_gqa():
 
 
 def test_run_backward_refuses_what_it_does_not_show_yet_in_one_line():
-    for extra, word in ((("--decode", "2"), "--decode"), (("--step",), "--step"), (("--device", "meta"), "meta")):
+    for extra, word in ((("--decode", "2"), "--decode"), (("--predict",), "--predict"), (("--device", "meta"), "meta")):
         proc = cli_in_process("run", "--backward", *extra)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert word in proc.stderr and "Traceback" not in proc.stderr
