@@ -35,6 +35,12 @@ class BackwardSteps:
         """The rows' screens and the summary's."""
         return len(self.items) + 1
 
+    def coming(self) -> str:
+        """What the forward's summary says comes next."""
+        if not self.items:
+            return f"next: what autograd keeps ({self.view.backward.note or 'no backward row'})"
+        return f"next: the backward pass, {len(self.items)} screens in the order autograd ran it"
+
     def event_of(self, k: int) -> Event | None:
         """The forward op screen ``k`` differentiates (its first row's, for a fold); None on the summary."""
         if k >= len(self.items):

@@ -268,8 +268,7 @@ class StepScreen:
         return list(diagnostic_lines(mine))[1:] if mine else []
 
     def summary_part(self) -> Group:
-        after = [Text(f"next: the backward pass, {len(self.backward.items)} screens in the order autograd ran "
-                      "it", style="bold")] if self.backward is not None else []
+        after = [Text(self.backward.coming(), style="bold")] if self.backward is not None else []
         return Group(Text("end of the forward pass", style="bold"),
                      footer_text(self.trace, self.trace.events, setup_shown=True),
                      *verdict_lines(self.trace), *after)

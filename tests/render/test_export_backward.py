@@ -66,3 +66,16 @@ def test_the_exports_without_backward_have_none(tmp_path):
     out = tmp_path / "f.md"
     assert cli_in_process("run", *SMALL, "--export", str(out)).returncode == 0
     assert "Backward pass" not in out.read_text(encoding="utf-8")
+
+
+def test_ops_range_keeps_the_backward_rows_of_the_ops_shown(tmp_path):
+    # a slide of #9-#12 (scores, softmax, weights @ v) gets their grads only: rows 4, 5, 7, 8 (row 6 is the
+    # grad of the division, a call without a row of its own; q's, k's and v's grads are other ops')
+    out = tmp_path / "slide.md"
+    proc = cli_in_process("run", "--backward", *SMALL, "--export", str(out), "--ops", "9-12")
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text(encoding="utf-8").splitlines()
+    title = lines.index("### Backward pass (in the order autograd ran it)")
+    rows = lines[title + 4:lines.index("", title + 4)]
+    assert [row.split(" | ")[:2] for row in rows] == [["| 4", "`#12 matmul`"], ["| 5", "`#11 softmax`"],
+                                                      ["| 7", "`#10 matmul`"], ["| 8", "`#9 transpose`"]]
