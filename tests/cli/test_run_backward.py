@@ -57,3 +57,15 @@ def test_run_backward_refuses_what_it_does_not_show_yet_in_one_line():
         proc = cli_in_process("run", "--backward", *extra)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert word in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_readme_documents_every_key_of_a_backward_row():
+    # the JSON section lists a row's keys: the schema the JSON prints, key for key (the row's module included)
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    documented = re.search(r'`\{"rows": \[\{([^}]*)\}\]', readme).group(1)
+    row = json.loads(cli_in_process("run", "--backward", "--json", *SMALL).stdout)["backward"]["rows"][0]
+    assert [k.strip().strip('"') for k in documented.split(",")] == list(row)
+    assert row["module"] == "w_o"
