@@ -204,7 +204,7 @@ def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequ
     if report.backward is not None and not _stepped(request):
         from shapetrace.render.backward import print_backward
 
-        print_backward(out_console(request.classroom.view.width), report, request.classroom.view.fold, run.doubled)
+        print_backward(out_console(request.classroom.view.width), report, request.classroom.view, run.doubled)
 
 
 def _stepped(request: RunRequest) -> bool:

@@ -9,11 +9,13 @@ the shape with the forward tensor's names, strides, bytes), then one line per gr
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from shapetrace.app.classroom import ViewOptions, names_for, spell_long
 from shapetrace.engine.formatting import fmt_bytes, fmt_named
 from shapetrace.render.table import join_cells
 from shapetrace.render.wrap import wrap
@@ -53,6 +55,16 @@ def made_line(g: GradInfo, indent: int) -> Text:
                          _strides(g), "  ", (word, MEMORY_STYLES.get(g.memory, "")))
 
 
+def made_lines(g: GradInfo, indent: int, width: int) -> list[Text]:
+    """:func:`made_line`, or where it is wider than ``width`` (long names at 80 columns), the same words
+    wrapped under its own indent, never from column 0."""
+    line = made_line(g, indent)
+    if line.cell_len <= width:
+        return [line]
+    parts = wrap(line.plain[indent:], max(width - indent - 2, 20))
+    return [Text(" " * (indent if i == 0 else indent + 2) + part) for i, part in enumerate(parts)]
+
+
 class BackwardView:
     """A renderable of the backward rows and the saved-tensor summary.
 
@@ -67,12 +79,15 @@ class BackwardView:
         self.events, self.fold, self.keep = events, fold, keep
 
     @classmethod
-    def of(cls, report: Report, fold: bool = True, doubled: tuple[int, BackwardReport] | None = None,
-           rows: bool = True) -> BackwardView:
-        """The backward of a traced run, folded as its forward table is (``fold``: not with ``--all``)."""
+    def of(cls, report: Report, options: ViewOptions = ViewOptions(),
+           doubled: tuple[int, BackwardReport] | None = None, rows: bool = True) -> BackwardView:
+        """The backward of a traced run as its forward table is shown: folded (not with ``--all``), with
+        the forward's long axis names (``--long-names``)."""
         t, twice = doubled or (0, None)
         keep = {d.event for d in report.diagnostics if d.event is not None}
-        return cls(report.backward, twice, t, rows, report.events, fold, keep)
+        long_names = names_for(report, options)
+        backward = spelled_long(report.backward, long_names) if long_names else report.backward
+        return cls(backward, twice, t, rows, report.events, options.fold, keep)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -122,7 +137,7 @@ def block_lines(row: BackwardRow, cells: list[Text], widths: list[int], width: i
     indent = widths[0] + 2
     yield join_cells(cells, widths)
     for g in row.made:
-        yield made_line(g, indent)
+        yield from made_lines(g, indent, width)
     if row.sentence:
         for part in wrap(row.sentence, width - indent):
             yield Text(" " * indent + part, style="dim")
@@ -203,8 +218,19 @@ def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "0%"
 
 
-def print_backward(console: Console, report: Report, fold: bool = True,
+def spelled_long(backward: BackwardReport, long_names: dict[str, str]) -> BackwardReport:
+    """The backward with its axis names spelled as ``--long-names`` spells the forward's (``batch``)."""
+    def grad(g):
+        return replace(g, dims=tuple(long_names.get(d, d) if d else d for d in g.dims))
+
+    rows = tuple(replace(r, arrived=tuple(map(grad, r.arrived)), made=tuple(map(grad, r.made)),
+                         sentence=spell_long(r.sentence, long_names)) for r in backward.rows)
+    saved = tuple(replace(s, dims=tuple(long_names.get(d, d) if d else d for d in s.dims)) for s in backward.saved)
+    return replace(backward, rows=rows, params=tuple(map(grad, backward.params)), saved=saved)
+
+
+def print_backward(console: Console, report: Report, options: ViewOptions = ViewOptions(),
                    doubled: tuple[int, BackwardReport] | None = None) -> None:
-    """Print the backward after the forward's table, folded as the forward is (``fold``)."""
+    """Print the backward after the forward's table, as the forward is shown (folded, long names)."""
     console.print()
-    console.print(BackwardView.of(report, fold, doubled))
+    console.print(BackwardView.of(report, options, doubled))

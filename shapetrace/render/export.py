@@ -85,7 +85,7 @@ def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
     console.print(readable_segments(console, ClassroomView(trace, options), theme))
     if getattr(trace, "backward", None) is not None:
         console.print()
-        console.print(readable_segments(console, BackwardView.of(trace, options.fold, doubled), theme))
+        console.print(readable_segments(console, BackwardView.of(trace, options, doubled), theme))
     if fmt == ".txt":
         return console.export_text()
     title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"
@@ -173,7 +173,7 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions(), doubled=None) 
     if getattr(trace, "backward", None) is not None:
         from shapetrace.render.markdown_backward import md_backward
 
-        lines += ["", *md_backward(trace, options.fold, doubled)]
+        lines += ["", *md_backward(trace, options, doubled)]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.app.classroom import ViewOptions
 from shapetrace.engine.formatting import fmt_bytes, fmt_named
 from shapetrace.render.backward import MEMORY_WORDS, BackwardView, fold_ops, grad_label, saved_cells, saved_summary
 
@@ -52,9 +53,9 @@ def md_fold_row(fold: GradFold) -> list[str]:
     return [fold.label, f"`{ops}`" if ops else "", "", "", "", "", f"*{_cell(fold.sentence)}*"]
 
 
-def md_backward(trace: Report, fold: bool = True, doubled=None) -> list[str]:
+def md_backward(trace: Report, options: ViewOptions = ViewOptions(), doubled=None) -> list[str]:
     """The backward section's lines: title, the rows' table, what autograd keeps and its table."""
-    view = BackwardView.of(trace, fold, doubled)
+    view = BackwardView.of(trace, options, doubled)
     b = view.backward
     lines = ["### Backward pass (in the order autograd ran it)", ""]
     if b.note:

@@ -51,7 +51,7 @@ def backward_data(trace: Report, options: ViewOptions = ViewOptions(), doubled=N
     """The page's ``backward``: its rows (folded as the table is), what autograd keeps; None without one."""
     if getattr(trace, "backward", None) is None:
         return None
-    view = BackwardView.of(trace, options.fold, doubled)
+    view = BackwardView.of(trace, options, doubled)
     at = {e.index: i for i, e in enumerate(trace.events)}
     rows = [_fold(item, at) if isinstance(item, GradFold) else _row(item, at) for item in view.items()]
     saved = [[str(s.index), *saved_cells(s)[:1], s.saver, *saved_cells(s)[1:]] for s in view.backward.saved]

@@ -14,6 +14,7 @@ from rich.console import Group
 from rich.text import Text
 
 from shapetrace.app.backward_folding import GradFold
+from shapetrace.app.classroom import ViewOptions
 from shapetrace.render.backward import BackwardView, fold_lines, fold_ops, grad_label, row_lines, saved_lines
 from shapetrace.render.wrap import wrap
 
@@ -26,8 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
 class BackwardSteps:
     """The backward's screens: :attr:`items` (a row or a fold each), then the saved-tensor summary."""
 
-    def __init__(self, report: Report, fold: bool = True, doubled: tuple[int, BackwardReport] | None = None):
-        self.view = BackwardView.of(report, fold, doubled)
+    def __init__(self, report: Report, options: ViewOptions = ViewOptions(),
+                 doubled: tuple[int, BackwardReport] | None = None):
+        self.view = BackwardView.of(report, options, doubled)
         self.items: list[BackwardRow | GradFold] = self.view.items()
         self.events = {e.index: e for e in report.events}
 

@@ -336,7 +336,7 @@ def backward_steps(trace: Report, options: ViewOptions = ViewOptions(), doubled=
         return None
     from shapetrace.tui.backward_steps import BackwardSteps
 
-    return BackwardSteps(trace, options.fold, doubled)
+    return BackwardSteps(trace, options, doubled)
 
 
 def step_state(trace: Report, backward_screens: int = 0) -> StepState:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 import shapetrace
 from shapetrace.app.backward_folding import fold_backward
+from shapetrace.app.classroom import ViewOptions
 from shapetrace.attention.reference import MultiHeadAttention
 from shapetrace.render.backward import BackwardView
 
@@ -114,7 +115,7 @@ def test_a_12_layer_gpt_folds_the_layers_whose_grads_repeat_the_layer_before(gpt
 
 def _text(report, fold: bool, width: int = 100) -> list[str]:
     console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
-    console.print(BackwardView.of(report, fold))
+    console.print(BackwardView.of(report, ViewOptions(fold=fold)))
     return [line.rstrip() for line in console.file.getvalue().splitlines()]
 
 

@@ -69,3 +69,22 @@ def test_the_readme_documents_every_key_of_a_backward_row():
     row = json.loads(cli_in_process("run", "--backward", "--json", *SMALL).stdout)["backward"]["rows"][0]
     assert [k.strip().strip('"') for k in documented.split(",")] == list(row)
     assert row["module"] == "w_o"
+
+
+def test_long_names_spell_the_backward_s_axes_as_the_forward_s_and_wrap_under_their_indent():
+    # --long-names spelled the forward's table only: the backward kept B, T, D under a forward of batch, seq_len
+    proc = cli_in_process("run", "--backward", "--long-names", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = [line.rstrip() for line in proc.stdout.splitlines()]
+    title = out.index("backward pass (in the order autograd ran it)")
+    assert out[title + 7:title + 10] == [
+        "    1  grad #15 view        [batch=2, seq_len=3, d_model=16]          (48, 16, 1)     384 B",
+        "       → operand 0  [batch=2, seq_len=3, heads=2, d_head=8]  (48, 16, 8, 1)  view",
+        "       the incoming grad [batch, seq_len, d_model] is reshaped back to"]
+    assert "   5 #11 softmax  SoftmaxBackward0  [batch=2, heads=2, seq_len=3, seq_len=3]  144 B" in out
+    narrow = cli_in_process("run", "--backward", "--long-names", "--width", "80", *SMALL).stdout.splitlines()
+    start = narrow.index("    2  grad #14 contiguous  [batch=2, seq_len=3, heads=2, d_head=8]   384 B")
+    assert narrow[start + 1:start + 3] == [
+        "       → operand 0 [batch=2, seq_len=3, heads=2, d_head=8] (48, 16, 8, 1) the",
+        "         same tensor"]
+    assert all(len(line) <= 80 for line in narrow)
