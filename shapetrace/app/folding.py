@@ -43,36 +43,54 @@ def target(e: Event | None) -> str | None:
 
 def fold_events(events: Sequence[Event], keep: Collection[int] = (), min_ops: int = 2) -> list[Fold]:
     """Every maximal repeat of ``min_ops`` or more ops; ops in ``keep`` (diagnosed ones) never fold."""
-    sigs = [signature(e) for e in events]
+    kept = [e.index in keep for e in events]
+    repeats = find_repeats([signature(e) for e in events], kept, min_ops)
+    return [_loop_fold(events, r.start, r.period, r.length) if r.period
+            else _fold(events, r.start, r.original, r.length) for r in repeats]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Items ``start`` to ``start + length`` repeat those from ``original`` on, signature for signature;
+    ``period``: the block right before repeats (a loop), ``length // period`` times; 0 otherwise."""
+
+    start: int
+    original: int
+    length: int
+    period: int = 0
+
+
+def find_repeats(sigs: Sequence[tuple], kept: Sequence[bool], min_ops: int = 2) -> list[Repeat]:
+    """Every maximal repeat of ``min_ops`` or more items of an earlier block (by their signatures),
+    left to right; an item ``kept`` never folds. The forward's ops and the backward's rows alike."""
     first_seen: dict[tuple, int] = {}
-    folds: list[Fold] = []
+    found: list[Repeat] = []
     i = 0
-    while i < len(events):
+    while i < len(sigs):
         j = first_seen.get(sigs[i])
         length = 0
         if j is not None:
-            while (i + length < len(events) and j + length < i and sigs[j + length] == sigs[i + length]
-                   and events[i + length].index not in keep):
+            while i + length < len(sigs) and j + length < i and sigs[j + length] == sigs[i + length] \
+                    and not kept[i + length]:
                 length += 1
         if length >= min_ops and j + length == i:  # the block right before repeats: a loop, maybe many times
-            length = _periodic_length(sigs, events, i, i - j, keep)
-            folds.append(_loop_fold(events, i, i - j, length))
+            length = _periodic_length(sigs, kept, i, i - j)
+            found.append(Repeat(i, j, length, i - j))
             i += length
             continue
         if length >= min_ops:
-            folds.append(_fold(events, i, j, length))
+            found.append(Repeat(i, j, length))
             i += length
             continue
         first_seen.setdefault(sigs[i], i)
         i += 1
-    return folds
+    return found
 
 
-def _periodic_length(sigs: Sequence[tuple], events: Sequence[Event], i: int, period: int,
-                     keep: Collection[int]) -> int:
-    """How many ops from ``i`` on repeat the ``period`` ops before them, in whole periods."""
+def _periodic_length(sigs: Sequence[tuple], kept: Sequence[bool], i: int, period: int) -> int:
+    """How many items from ``i`` on repeat the ``period`` items before them, in whole periods."""
     end = i
-    while end < len(events) and sigs[end] == sigs[end - period] and events[end].index not in keep:
+    while end < len(sigs) and sigs[end] == sigs[end - period] and not kept[end]:
         end += 1
     return (end - i) // period * period
 

@@ -9,9 +9,9 @@ fold into one line: ``h.1-11: the same 19 ops as h.0``. A layer that differs in 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shapetrace.errors import UsageError
 
@@ -66,6 +66,7 @@ class LayerFold:
 
     layers: tuple[Layer, ...]
     original: Layer
+    noun: str = "op"   #: what the sentence counts: the forward's ops, the backward's grads
 
     @functools.cached_property
     def events(self) -> tuple[Event, ...]:
@@ -80,7 +81,7 @@ class LayerFold:
         first, last = self.layers[0], self.layers[-1]
         which = first.path if first is last else f"{first.stack}.{first.number}-{last.number}"
         n = len(self.original.events)
-        ops = "op" if n == 1 else f"{n} ops"
+        ops = self.noun if n == 1 else f"{n} {self.noun}s"
         return f"{which}: the same {ops} as {self.original.path}"
 
 
@@ -108,21 +109,26 @@ def event_facts(e: Event) -> tuple:
             tuple(tensor_facts(t) for t in e.inputs), tuple(tensor_facts(t) for t in e.outputs))
 
 
-def layer_signature(layer: Layer) -> tuple:
+def layer_signature(layer: Layer, facts: Callable[[Any], tuple] = event_facts) -> tuple:
     """A hashable key equal for two layers exactly when every recorded fact of every op matches, in order."""
-    return (layer.stack, tuple(event_facts(e) for e in layer.events))
+    return (layer.stack, tuple(facts(e) for e in layer.events))
 
 
-def fold_layers(events: Sequence[Event], expand: int | None = None, keep: Collection[int] = ()) -> list[LayerFold]:
+def fold_layers(events: Sequence[Event], expand: int | None = None, keep: Collection[int] = (),
+                facts: Callable[[Any], tuple] = event_facts, step: int = 1, noun: str = "op") -> list[LayerFold]:
     """Runs of consecutive layers identical to an earlier layer of the same stack.
 
     Linear in the number of ops: each layer's signature is computed once and looked up in a dict
     (the first layer with a signature is the original every later identical layer folds into).
 
     Args:
-        events: the recorded ops, in order.
+        events: the recorded ops, in order (or any items with an ``index`` and a ``module``: the
+            backward's rows, :mod:`~shapetrace.app.backward_folding`).
         expand: a layer number never folded (``--layer N``).
         keep: event indices never folded (diagnosed ops): a layer holding one is shown.
+        facts: what must match, item for item, for two layers to be the same.
+        step: the next layer's number (1: the forward runs h.0, h.1...; -1: the backward runs h.11, h.10...).
+        noun: what the fold's sentence counts (``the same 19 ops as h.0``).
     """
     keep = frozenset(keep)
     first: dict[tuple, Layer] = {}
@@ -130,21 +136,22 @@ def fold_layers(events: Sequence[Event], expand: int | None = None, keep: Collec
     run: list[Layer] = []
     run_original: Layer | None = None
     for item in split_layers(events):
-        original = _original(item, first, expand, keep) if isinstance(item, Layer) else None
-        if original is not None and original is run_original and run[-1].number + 1 == item.number:
+        original = _original(item, first, expand, keep, facts) if isinstance(item, Layer) else None
+        if original is not None and original is run_original and run[-1].number + step == item.number:
             run.append(item)
             continue
         if run:
-            folds.append(LayerFold(tuple(run), run_original))
+            folds.append(LayerFold(tuple(run), run_original, noun))
         run, run_original = ([item], original) if original is not None else ([], None)
     if run:
-        folds.append(LayerFold(tuple(run), run_original))
+        folds.append(LayerFold(tuple(run), run_original, noun))
     return folds
 
 
-def _original(layer: Layer, first: dict[tuple, Layer], expand: int | None, keep: frozenset[int]) -> Layer | None:
+def _original(layer: Layer, first: dict[tuple, Layer], expand: int | None, keep: frozenset[int],
+              facts: Callable[[Any], tuple] = event_facts) -> Layer | None:
     """The earlier layer ``layer`` repeats fact for fact, or None (new, expanded or holding a diagnosed op)."""
-    original = first.setdefault(layer_signature(layer), layer)
+    original = first.setdefault(layer_signature(layer, facts), layer)
     if original is layer or layer.number == expand or any(e.index in keep for e in layer.events):
         return None
     return original

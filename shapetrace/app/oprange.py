@@ -37,8 +37,8 @@ def parse_op_range(text: str) -> tuple[int, int]:
 
 
 def ops_in_range(report: Report, first: int, last: int) -> Report:
-    """The report with only ops ``#first`` to ``#last`` (numbers kept as printed), their findings, and a
-    header line saying which part of the run it is.
+    """The report with only ops ``#first`` to ``#last`` (numbers kept as printed), their findings, their
+    backward rows (with ``run --backward``), and a header line saying which part of the run it is.
 
     Raises:
         UsageError: the range holds no op of this run.
@@ -53,4 +53,12 @@ def ops_in_range(report: Report, first: int, last: int) -> Report:
     lines.append(f"ops #{events[0].index}-#{events[-1].index} of #0-#{total - 1}")
     header["lines"] = lines
     return replace(report, events=events, header=header,
-                   diagnostics=[d for d in report.diagnostics if d.event in shown])
+                   diagnostics=[d for d in report.diagnostics if d.event in shown],
+                   backward=_backward_of(report.backward, shown))
+
+
+def _backward_of(backward, shown: set[int]):
+    """The backward's rows of the ops shown (what autograd keeps stays the whole run's); None stays None."""
+    if backward is None:
+        return None
+    return replace(backward, rows=tuple(r for r in backward.rows if r.event in shown))

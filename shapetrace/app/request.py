@@ -109,13 +109,12 @@ class RunRequest:
         return request
 
     def _check_backward(self) -> None:
-        """``--backward`` traces one forward and its backward: not (yet) a decode, an image, or the step,
-        predict and export views (they show the forward only)."""
+        """``--backward`` traces one forward and its backward: not (yet) a decode, an image, or predict mode
+        (it asks about the forward only); the table, step mode and the exports show it."""
         if not self.backward:
             return
         for name, given in (("--decode", self.decode is not None), ("--image", self.image is not None),
-                            ("--step", self.classroom.step), ("--predict", self.classroom.predict is not None),
-                            ("--export", self.classroom.export is not None)):
+                            ("--predict", self.classroom.predict is not None)):
             if given:
                 raise UsageError(f"--backward cannot be combined with {name} yet: run it without {name} to see "
                                  "the backward table after the forward one")

@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.report import Report
 
 
-def show_classroom(report: Report, request: ClassroomRequest, after_event=None) -> None:
+def show_classroom(report: Report, request: ClassroomRequest, after_event=None, doubled=None) -> None:
     """Show a run's report (plain data, whatever ran) as the request asks (table, step or predict
-    mode), then write any export.
+    mode), then write any export (``doubled``: with a backward, the same model's at 2T, for its summary).
 
     Raises:
         typer.Exit: with code 1 when the trace has error diagnostics (table and predict modes).
@@ -30,7 +30,7 @@ def show_classroom(report: Report, request: ClassroomRequest, after_event=None) 
 
     console = out_console(request.view.width)
     if request.step:
-        step_or_table(report, console, request)
+        step_or_table(report, console, request, doubled)
     elif request.predict:
         predict(report, console, request)
     else:
@@ -38,11 +38,12 @@ def show_classroom(report: Report, request: ClassroomRequest, after_event=None) 
 
         print_classroom(report, console, request.view, after_event=after_event)
     if request.export:
-        write_export(report, request)
+        write_export(report, request, doubled)
 
 
-def step_or_table(trace: Report, console, request: ClassroomRequest) -> None:
-    """Step mode on a terminal; elsewhere one line on stderr and the plain table (exit 0)."""
+def step_or_table(trace: Report, console, request: ClassroomRequest, doubled=None) -> None:
+    """Step mode on a terminal (the backward's screens after the forward's, when it was traced); elsewhere
+    one line on stderr and the plain table (exit 0)."""
     from shapetrace.render.classroom import print_classroom
     from shapetrace.tui.step import run_step_mode, step_mode_available
 
@@ -51,7 +52,7 @@ def step_or_table(trace: Report, console, request: ClassroomRequest) -> None:
                             "showing the plain table instead", style="yellow", highlight=False)
         print_classroom(trace, console, request.view)
         return
-    code = run_step_mode(trace, console, auto=request.auto, options=request.view)
+    code = run_step_mode(trace, console, auto=request.auto, options=request.view, doubled=doubled)
     if code:
         raise typer.Exit(code)
 
@@ -70,13 +71,14 @@ def predict(trace: Report, console, request: ClassroomRequest) -> None:
                          echo=not stdin_is_terminal(), options=request.view)
 
 
-def write_export(trace: Report, request: ClassroomRequest) -> None:
+def write_export(trace: Report, request: ClassroomRequest, doubled=None) -> None:
     """Write the --export file and say where it went (on stderr, so stdout stays the table)."""
     from shapetrace.render.export import export_trace
 
     if request.ops is not None:
         trace = ops_in_range(trace, *request.ops)
-    path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static)
+    path = export_trace(trace, request.export, request.view, request.theme, request.force, request.static,
+                        doubled)
     colours = f" ({request.theme} theme)" if path.suffix.lower() in (".svg", ".html") else ""
     if path.suffix.lower() == ".html" and not request.static:
         colours += ": open it in a browser; → / Space step through the ops, ← goes back, t switches the theme"

@@ -196,16 +196,22 @@ def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequ
     variant, its notes, heat map and comparison with the reference."""
     from shapetrace.cli.classroom import show_classroom
 
-    show_classroom(report, request.classroom, after_event=_diagram_hook(report, request))
+    show_classroom(report, request.classroom, after_event=_diagram_hook(report, request), doubled=run.doubled)
     if request.is_variant:
         from shapetrace.render.variants import print_variant_extras
 
         print_variant_extras(run, out_console(request.classroom.view.width))
-    if report.backward is not None:
+    if report.backward is not None and not _stepped(request):
         from shapetrace.render.backward import print_backward
 
-        t, doubled = run.doubled or (0, None)
-        print_backward(out_console(request.classroom.view.width), report.backward, doubled, t)
+        print_backward(out_console(request.classroom.view.width), report, request.classroom.view, run.doubled)
+
+
+def _stepped(request: RunRequest) -> bool:
+    """Step mode ran (its screens showed the backward after the forward), not its fallback table."""
+    from shapetrace.tui.step import step_mode_available
+
+    return request.classroom.step and step_mode_available()
 
 
 def _diagram_hook(report: Report, request: RunRequest):

@@ -20,6 +20,7 @@ from shapetrace.app.operands import equation, is_matmul
 from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.errors import RunError, UsageError
+from shapetrace.render.backward import BackwardView
 from shapetrace.render.classroom import ClassroomView
 from shapetrace.render.table import (
     LAYOUT_WORDS,
@@ -66,21 +67,25 @@ def offline_svg(svg: str) -> str:
 
 
 def render_export(trace: Report, fmt: str, options: ViewOptions = ViewOptions(),
-                  theme: str = "light", static: bool = False) -> str:
+                  theme: str = "light", static: bool = False, doubled=None) -> str:
     """The text of an export in format ``fmt`` (one of :data:`FORMATS`).
 
     ``.html`` is the interactive classroom page (:mod:`shapetrace.render.page`) unless ``static``,
-    which writes the table exactly as printed (like ``.svg``, for slides).
+    which writes the table exactly as printed (like ``.svg``, for slides). A traced backward follows the
+    forward in every format, folded as the table is (``doubled``: the same model's at 2T, for its summary).
     """
     if fmt == ".md":
-        return markdown(trace, options)
+        return markdown(trace, options, doubled)
     if fmt == ".html" and not static:
         from shapetrace.render.page import interactive_page
 
-        return interactive_page(trace, options, theme)
+        return interactive_page(trace, options, theme, doubled)
 
     console = recording_console(options.width or EXPORT_WIDTH)
     console.print(readable_segments(console, ClassroomView(trace, options), theme))
+    if getattr(trace, "backward", None) is not None:
+        console.print()
+        console.print(readable_segments(console, BackwardView.of(trace, options, doubled), theme))
     if fmt == ".txt":
         return console.export_text()
     title = trace_header(trace)[0] if trace_header(trace) else "shapetrace"
@@ -99,7 +104,7 @@ def html_format(title: str) -> str:
 
 
 def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOptions(),
-                 theme: str = "light", force: bool = False, static: bool = False) -> Path:
+                 theme: str = "light", force: bool = False, static: bool = False, doubled=None) -> Path:
     """Write the trace to ``path`` in the format its suffix names, atomically; returns the path.
 
     Raises:
@@ -107,7 +112,7 @@ def export_trace(trace: Report, path: str | Path, options: ViewOptions = ViewOpt
         RunError: the file system refused the write.
     """
     path = check_export_path(path, force)
-    text = render_export(trace, export_format(path), options, check_theme(theme), static)
+    text = render_export(trace, export_format(path), options, check_theme(theme), static, doubled)
     try:
         write_atomically(path, text, force)
     except OSError as exc:
@@ -151,8 +156,9 @@ def md_row(e: Event, explain: str = "full", long_names=None) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
-    """The trace as Markdown: header, one table row per op, footer and diagnostics."""
+def markdown(trace: Report, options: ViewOptions = ViewOptions(), doubled=None) -> str:
+    """The trace as Markdown: header, one table row per op, footer and diagnostics; then the backward,
+    when it was traced (:func:`~shapetrace.render.markdown_backward.md_backward`)."""
     long_names = names_for(trace, options)
     header = trace_header(trace)
     lines = [f"### {header[0]}", ""] if header else []
@@ -164,6 +170,10 @@ def markdown(trace: Report, options: ViewOptions = ViewOptions()) -> str:
     lines += ["", "strided: a view whose strides are not row-major (normal after a transpose; not an error).", ""]
     lines += [f"{line}  " for line in footer_text(trace, trace.events, setup_shown=True).plain.splitlines()]
     lines += [""] + md_diagnostics(trace)
+    if getattr(trace, "backward", None) is not None:
+        from shapetrace.render.markdown_backward import md_backward
+
+        lines += ["", *md_backward(trace, options, doubled)]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -23,6 +23,7 @@ from shapetrace.engine.formatting import fmt_shape
 from shapetrace.engine.sentences import annotate, memory_word
 from shapetrace.render.source import read_lines, resolve_path, split_source
 from shapetrace.render.table import SEVERITY_MARK, footer_text, setup_line, trace_header, verdict_text
+from shapetrace.render.wrap import glued as _glued
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.terminal_theme import TerminalTheme
@@ -52,23 +53,6 @@ def _diagram_html(event: Event, heads: int | None, theme: TerminalTheme, theme_n
     except Exception as exc:  # a diagram bug must not cost the class its page
         return f"<pre class=\"diagram\">memory diagram failed: {type(exc).__name__}</pre>"
     return console.export_html(theme=theme, inline_styles=True, code_format="<pre class=\"diagram\">{code}</pre>")
-
-
-def _glued(text: str) -> str:
-    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...).
-
-    Only a bracket that is closed glues: a label cut short (``key_states.transpose(2,…``) leaves its
-    ``(`` open, and the rest of the line must still wrap."""
-    inside = [False] * len(text)
-    opened: list[int] = []
-    for i, ch in enumerate(text):
-        if ch in "[(":
-            opened.append(i)
-        elif ch in "])" and opened:
-            start = opened.pop()
-            for k in range(start, i):
-                inside[k] = True
-    return "".join("\u00a0" if ch == " " and inside[i] else ch for i, ch in enumerate(text))
 
 
 class DiagramPool:
@@ -123,8 +107,10 @@ def _files(events) -> dict[str, list[str]]:
     return out
 
 
-def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, Any]:
-    """The page's data: header, every op, the source files, footer and diagnostics."""
+def page_data(trace: Report, options: ViewOptions = ViewOptions(), doubled=None) -> dict[str, Any]:
+    """The page's data: header, every op, the source files, footer and diagnostics; the backward's rows
+    and what autograd keeps when it was traced (:mod:`.page_backward`; ``doubled``: the same at 2T)."""
+    from shapetrace.render.page_backward import backward_data
     from shapetrace.render.themes import TERMINAL_THEMES
 
     long_names = names_for(trace, options)
@@ -148,14 +134,16 @@ def page_data(trace: Report, options: ViewOptions = ViewOptions()) -> dict[str, 
         "strip": strip_nodes(events, diagnosed), "layered": layered(events),
         "files": _files(events),
         "footer": footer_text(trace, events, setup_shown=True).plain.splitlines(), "summary": summary,
+        "backward": backward_data(trace, options, doubled),
     }
 
 
-def interactive_page(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light") -> str:
+def interactive_page(trace: Report, options: ViewOptions = ViewOptions(), theme: str = "light",
+                     doubled=None) -> str:
     """The whole self-contained HTML page."""
     from html import escape
 
-    data = json.dumps(page_data(trace, options), ensure_ascii=False)
+    data = json.dumps(page_data(trace, options, doubled), ensure_ascii=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     title = escape(trace_header(trace)[0] if trace_header(trace) else "shapetrace")
     return (PAGE.replace("{{TITLE}}", title).replace("{{THEME}}", "dark" if theme == "dark" else "light")
@@ -184,12 +172,14 @@ PAGE = """<!DOCTYPE html>
     <div id="position" class="dim"></div>
     <div id="row-box"><table id="row"><thead><tr><th>#</th><th>op</th><th>shape [names]</th><th>strides</th>
       <th>memory</th><th>layout</th></tr></thead><tbody><tr id="row-cells"></tr></tbody></table></div>
+    <div id="grad"></div>
     <div id="inputs"></div>
     <div id="equation"></div>
     <p id="sentence"></p>
     <div id="notes"></div>
     <div id="diagram"></div>
     <div id="summary"></div>
+    <div id="saved"></div>
   </section>
 </main>
 <nav id="strip" aria-label="every op"></nav>
@@ -215,7 +205,8 @@ CSS = """
 html, body { margin: 0; background: var(--bg); color: var(--fg); height: 100%; }
 body { font: clamp(16px, 1.6vw, 22px)/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   padding: 12px 24px 0; display: flex; flex-direction: column; overflow: hidden; }
-pre, code, #row, #inputs, #equation, #strip, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+pre, code, #row, #inputs, #equation, #strip, #grad .cells, #grad .made, .mono {
+  font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
 header { flex: none; }
 h1 { font-size: clamp(20px, 2vw, 28px); margin: 0 0 2px; }
 .dim, #header { color: var(--dim); }
@@ -260,6 +251,22 @@ main { flex: 1 1 auto; min-height: 0; display: grid; grid-template-columns: minm
 #strip button.now { background: var(--accent); color: var(--bg); font-weight: 700; }
 #strip button.wrong { border: 2px solid var(--bad); color: var(--bad); font-weight: 700; }
 #strip button.now.wrong { background: var(--bad); color: var(--bg); }
+#strip button.tied { outline: 3px solid var(--op); outline-offset: 1px; font-weight: 700; }
+#strip .part { color: var(--dim); align-self: center; padding: 0 2px 0 8px; }
+#grad .cells { display: flex; flex-wrap: wrap; gap: 2px 18px; font-size: clamp(14px, 1.1vw, 21px); margin: 6px 0; }
+#grad .cells span { white-space: nowrap; }
+#grad .name { color: var(--op); font-weight: 700; }
+#grad .made { font-size: clamp(14px, 1.1vw, 20px); }
+#grad .made .label { color: var(--dim); display: inline-block; min-width: 6em; }
+#grad .made span { white-space: nowrap; }
+#grad .new { color: var(--accent); } #grad .view, #grad .same { color: var(--good); }
+#grad button.tie { font: inherit; color: var(--fg); background: var(--chip); border: 2px solid var(--op);
+  border-radius: 6px; padding: 2px 8px; cursor: pointer; text-align: left; }
+#grad .sentence { font-style: italic; margin: 8px 0; }
+#grad .fold { font-style: italic; color: var(--strided); margin: 8px 0; }
+#saved div { margin: 2px 0; }
+#saved table { border-collapse: collapse; margin-top: 8px; font-size: clamp(13px, 1vw, 18px); }
+#saved td { padding: 1px 14px 1px 0; white-space: nowrap; }
 footer { flex: none; padding: 4px 0; font-size: 15px; }
 @media (max-width: 900px), (max-aspect-ratio: 1/1) {
   main { grid-template-columns: minmax(0, 1fr); grid-template-rows: minmax(0, 0.4fr) minmax(0, 0.6fr); }
@@ -271,7 +278,9 @@ SCRIPT = r"""
   "use strict";
   var data = JSON.parse(document.getElementById("trace-data").textContent);
   var ops = data.ops, last = ops.length;  // step `last` is the summary
-  var step = 0, scale = 1, closed = {};
+  var grads = data.backward ? data.backward.rows : [];  // then one step per backward row, and what it keeps
+  var end = data.backward ? last + grads.length + 1 : last;
+  var step = 0, scale = 1, closed = {}, tied = -1;  // tied: the forward op the shown grad differentiates
   function op(i) {  // an op of a folded layer or a loop refers to the earlier op it repeats, fact for fact
     var o = ops[i];
     if (o.same === undefined) return o;
@@ -303,7 +312,7 @@ SCRIPT = r"""
 
   function opChip(i) {
     var o = op(i), b = el("button", "#" + o.index + " " + o.op + (o.wrong ? " ✗" : ""));
-    b.className = (i === step ? "now" : "") + (o.wrong ? " wrong" : "");
+    b.className = (i === step ? "now" : "") + (o.wrong ? " wrong" : "") + (i === tied ? " tied" : "");
     if (o.wrong) b.title = "this op has an error";
     b.addEventListener("click", function () { show(i); });
     return b;
@@ -314,7 +323,8 @@ SCRIPT = r"""
       var key = n.from + "-" + n.to, here = step >= n.from && step <= n.to, open = here && !closed[key];
       var bad = anyWrong(n.from, n.to);
       var chip = el("button", (open ? "▾ " : "▸ ") + n.label + (bad ? " ✗" : ""),
-                    "group" + (here && !open ? " now" : "") + (bad ? " wrong" : ""));
+                    "group" + (here && !open ? " now" : "") + (bad ? " wrong" : "") +
+                    (!open && tied >= n.from && tied <= n.to ? " tied" : ""));
       chip.title = n.title + (open ? "" : " (click to open)");
       chip.setAttribute("aria-expanded", open ? "true" : "false");
       chip.addEventListener("click", function () {
@@ -330,9 +340,10 @@ SCRIPT = r"""
   function drawStrip() {
     var strip = clear("strip");
     addNodes(strip, data.strip);
-    var end = el("button", "end", step === last ? "now" : "");
-    end.addEventListener("click", function () { show(last); });
-    strip.appendChild(end);
+    var summary = el("button", "end", step === last ? "now" : "");
+    summary.addEventListener("click", function () { show(last); });
+    strip.appendChild(summary);
+    if (data.backward) gradChips(strip);
     var now = strip.querySelector(".now");
     if (now) {  // keep the current chip in the strip's own view, without scrolling the page
       var s = strip.getBoundingClientRect(), b = now.getBoundingClientRect();
@@ -340,6 +351,56 @@ SCRIPT = r"""
     }
   }
 
+  function gradChips(strip) {  // the backward's rows after the forward's end, then what autograd keeps
+    strip.appendChild(el("span", "backward", "part"));
+    grads.forEach(function (g, k) {
+      var at = last + 1 + k, b = el("button", g.label + " " + g.grad.replace(/^grad /, "∇"), "grad");
+      b.className = "grad" + (at === step ? " now" : "");
+      b.title = g.fold || g.grad;
+      b.addEventListener("click", function () { show(at); });
+      strip.appendChild(b);
+    });
+    var kept = el("button", "kept", step === end ? "now" : "");
+    kept.addEventListener("click", function () { show(end); });
+    strip.appendChild(kept);
+  }
+  function showGrad(g) {  // a backward row: the grad that arrived, each one sent back, the tie to its op
+    var box = clear("grad"), saved = clear("saved");
+    if (!g) return;
+    if (g.at !== null) {
+      var o = op(g.at), tie = el("button", "differentiates #" + o.index + " " + o.op + ": " + o.code, "tie");
+      tie.title = "go to the forward op";
+      tie.addEventListener("click", function () { show(g.at); });
+      box.appendChild(tie);
+    } else box.appendChild(el("div", "differentiates " + g.op + ", a call without a row of its own in the " +
+                              "forward table: no code line is tied to it", "dim"));
+    var cells = el("div", null, "cells");
+    [[g.label, "dim"], [g.grad, "name"]].concat(g.arrived.map(function (c) { return [c, ""]; }))
+      .forEach(function (c) { cells.appendChild(el("span", c[0], c[1])); });
+    box.appendChild(cells);
+    g.made.forEach(function (m) {
+      var row = el("div", null, "made");
+      row.appendChild(el("span", "→ " + m[0], "label"));
+      arrowText(row, " " + m[1] + "  " + m[2] + "  ");
+      row.appendChild(el("span", m[3], m[3].split(" ")[0]));
+      box.appendChild(row);
+    });
+    if (g.sentence) box.appendChild(el("p", g.sentence, "sentence"));
+    if (g.fold) box.appendChild(el("div", g.fold, "fold"));
+  }
+  function showKept() {  // what autograd keeps for the backward
+    var saved = clear("saved");
+    saved.appendChild(el("h2", "end of the backward pass: what autograd kept for it"));
+    if (data.backward.note) saved.appendChild(el("div", data.backward.note));
+    data.backward.summary.forEach(function (line) { saved.appendChild(el("div", line)); });
+    var table = el("table", null, "mono");
+    data.backward.saved.forEach(function (s) {
+      var tr = el("tr");
+      s.forEach(function (cell) { tr.appendChild(el("td", cell)); });
+      table.appendChild(tr);
+    });
+    saved.appendChild(table);
+  }
   function showCode(o) {
     var code = clear("code");
     document.getElementById("file").textContent = o ? o.file : "";
@@ -409,23 +470,30 @@ SCRIPT = r"""
     var theme = document.documentElement.getAttribute("data-theme");
     document.getElementById("diagram").innerHTML = o ? data.diagrams[o.diagram[theme]] : "";  // Rich's escaped HTML
     var summary = clear("summary");
-    if (!o) {
+    if (!o && step === last) {
       summary.appendChild(el("h2", "end of the forward pass"));
       data.footer.concat(data.summary).forEach(function (line) { summary.appendChild(el("div", line)); });
     }
   }
   function show(i) {
     var before = step;
-    step = Math.max(0, Math.min(last, i));
+    step = Math.max(0, Math.min(end, i));
     if (step !== before) closed = {};
-    var o = step < last ? op(step) : null;
+    var g = step > last && step < end ? grads[step - last - 1] : null;
+    tied = g && g.at !== null ? g.at : -1;
+    var o = step < last ? op(step) : null, t = tied >= 0 ? op(tied) : null;
     document.getElementById("position").textContent =
       o ? "#" + o.index + " " + o.op + (o.wrong ? " · ✗ error" : "") + " · ops #" + firstIndex + "-#" +
         lastIndex + " · " + o.where + (data.layered && o.module ? " · " + o.module : "")
+        : g ? "backward " + (step - last) + "/" + grads.length + " · " + g.grad +
+              (t ? " · differentiates #" + t.index + " " + t.op + " · " + t.where : "")
+        : step === end && data.backward ? "backward · what autograd keeps · " + grads.length + " grads"
         : "summary · " + last + " ops";
     document.getElementById("op-panel").scrollTop = 0;
-    showCode(o);
+    showCode(o || t);
     showOp(o);
+    showGrad(g);
+    if (step === end && data.backward) showKept();
     drawStrip();  // the strip's height settles first, then the code panel's view is set
     centreCodeLine();
     if (history.replaceState) history.replaceState(null, "", "#" + step);
@@ -443,7 +511,7 @@ SCRIPT = r"""
     else if (k === "+" || k === "=") zoom(0.1);
     else if (k === "-" || k === "_") zoom(-0.1);
     else if (k === "Home") show(0);
-    else if (k === "End") show(last);
+    else if (k === "End") show(end);
     else if (k === "t" || k === "T") {
       var root = document.documentElement;
       root.setAttribute("data-theme", root.getAttribute("data-theme") === "dark" ? "light" : "dark");

@@ -68,3 +68,20 @@ def wrap_parts(text: str, width: int, sep: str = " · ") -> list[str]:
         else:
             out.extend(wrap(part, width))
     return out
+
+
+def glued(text: str) -> str:
+    """Shapes and tuples kept whole when a line wraps: no break after a comma inside [...] or (...).
+
+    Only a bracket that is closed glues: a label cut short (``key_states.transpose(2,…``) leaves its
+    ``(`` open, and the rest of the line must still wrap."""
+    inside = [False] * len(text)
+    opened: list[int] = []
+    for i, ch in enumerate(text):
+        if ch in "[(":
+            opened.append(i)
+        elif ch in "])" and opened:
+            start = opened.pop()
+            for k in range(start, i):
+                inside[k] = True
+    return "".join("\u00a0" if ch == " " and inside[i] else ch for i, ch in enumerate(text))

@@ -1,7 +1,8 @@
 """Step mode: one op per screen, the forward pass's code with the current line highlighted.
 
 Keys: Enter / Space / → next, b / ← back, d toggles the memory diagram, g N Enter goes to op #N,
-e goes to the next op with an error, q quits (and Enter on the summary screen).
+e goes to the next op with an error, q quits (and Enter on the last screen). With ``run --backward``
+the backward's screens follow the forward's summary (:mod:`.backward_steps`), the same keys.
 An op's own findings (✗ error, ! warning) show on its screen, under its row.
 The screen is drawn in the terminal's alternate screen and redrawn in place (also
 on a resize); the terminal's settings and main screen come back on q, on Ctrl-C
@@ -43,6 +44,7 @@ from shapetrace.tui.viewport import Scroll, body_lines, segments, window
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
+    from shapetrace.tui.backward_steps import BackwardSteps
 
 NEXT, BACK, DIAGRAM, QUIT = "next", "back", "diagram", "quit"
 GOTO, NEXT_ERROR, ERASE, CANCEL = "goto", "next-error", "erase", "cancel"
@@ -179,14 +181,26 @@ class StepScreen:
 
     def __init__(self, trace: Report, state: StepState, options: ViewOptions = ViewOptions(),
                  source_files: Mapping[str, str] | None = None, auto: float | None = None,
-                 diagram: Callable = diagram_for):
+                 diagram: Callable = diagram_for, backward: BackwardSteps | None = None):
         self.trace, self.state, self.options = trace, state, options
         self.source_files, self.auto, self.diagram = source_files, auto, diagram
+        self.backward = backward   #: the backward's screens, after the forward's summary (``run --backward``)
 
     @property
     def event(self) -> Event | None:
         events = self.trace.events
         return events[self.state.index] if self.state.index < len(events) else None
+
+    @property
+    def grad(self) -> int | None:
+        """Which backward screen this is (0 for the first row), or None on the forward's screens."""
+        k = self.state.index - len(self.trace.events) - 1
+        return k if self.backward is not None and k >= 0 else None
+
+    @property
+    def coded(self) -> Event | None:
+        """The forward op whose code line is highlighted: this op's, or the one a backward row differentiates."""
+        return self.backward.event_of(self.grad) if self.grad is not None else self.event
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """Title, code, a rule, the op's part (row, findings, then the diagram), the keys. The code gets
@@ -195,12 +209,13 @@ class StepScreen:
         width = options.max_width
         height = options.height or console.height
         title = self.title(width)
-        lower = self.op_part(width) if self.event is not None else self.summary_part()
+        lower = self.backward.part(self.grad, width) if self.grad is not None else \
+            self.op_part(width) if self.event is not None else self.summary_part()
         lines = body_lines(console, options, lower)
         pinned = len(body_lines(console, options, title)) + 2  # the title, the rule and the keys
         budget = height - len(lines) - pinned
         yield title
-        if self.event is not None and budget >= 3:
+        if self.coded is not None and budget >= 3:
             yield self.code_part(budget)
         yield Text("─" * width, style="dim")
         yield from segments(window(console, options, lines, height - pinned, self.state.scroll))
@@ -212,7 +227,7 @@ class StepScreen:
         last = self.trace.events[-1].index if n else 0
         mark = " · ✗ error" if e is not None and self.findings(e, "error") else ""
         where = (f"#{e.index} {e.op}{mark} · ops #0-#{last} · {e.source.rsplit('/', 1)[-1]}" if e
-                 else f"summary · {n} ops")
+                 else self.backward.where(self.grad) if self.grad is not None else f"summary · {n} ops")
         head = trace_header(self.trace)
         text = Text(f" shapetrace step · {where} ", style="bold reverse")
         if head:
@@ -221,7 +236,7 @@ class StepScreen:
         return text
 
     def code_part(self, budget: int) -> Group:
-        e = self.event
+        e = self.coded
         window = code_window(e.source, e.stack, budget - 1, self.source_files)
         if window is None:
             return Group(Text(f"{e.source}", style="dim"), Text("▶ " + e.code.strip(), style="bold"))
@@ -253,15 +268,16 @@ class StepScreen:
         return list(diagnostic_lines(mine))[1:] if mine else []
 
     def summary_part(self) -> Group:
+        after = [Text(self.backward.coming(), style="bold")] if self.backward is not None else []
         return Group(Text("end of the forward pass", style="bold"),
                      footer_text(self.trace, self.trace.events, setup_shown=True),
-                     *verdict_lines(self.trace))
+                     *verdict_lines(self.trace), *after)
 
     def help_line(self, width: int) -> Text:
         if self.state.typed is not None:
             return Text(f"go to op #{self.state.typed}▏ (type the number, Enter goes, Esc cancels)", style="bold")
         keys = HELP_WIDE if width >= len(HELP_WIDE) + 14 else HELP_NARROW  # room for " · auto 0.2s"
-        if self.event is None:
+        if self.state.index == self.state.count - 1:
             keys = keys.replace("Enter/Space/→ next", "Enter quits").replace("⏎ next", "⏎ quits")
         if self.auto:
             keys += f" · auto {self.auto:g}s"
@@ -295,7 +311,7 @@ def step_mode_available() -> bool:
 
 def run_step_mode(trace: Report, console: Console, auto: float | None = None,
                   source_files: Mapping[str, str] | None = None,
-                  options: ViewOptions = ViewOptions()) -> int:
+                  options: ViewOptions = ViewOptions(), doubled=None) -> int:
     """Step through any :class:`~shapetrace.engine.report.Report` interactively; returns an exit code.
 
     Args:
@@ -304,20 +320,32 @@ def run_step_mode(trace: Report, console: Console, auto: float | None = None,
         auto: advance every ``auto`` seconds (wrapping round after the summary screen).
         source_files: displayed source path -> real file, for paths the tool cannot find itself.
         options: readability options (compact, explain, long names, width).
+        doubled: with a backward, ``(2T, the backward of the same model at 2T)`` for its summary.
 
     Returns:
         0 after q, 130 after Ctrl-C, 143 after SIGTERM.
     """
-    state = step_state(trace)
-    return run_interactive(StepScreen(trace, state, options, source_files, auto), console, auto)
+    backward = backward_steps(trace, options, doubled)
+    state = step_state(trace, len(backward) if backward is not None else 0)
+    return run_interactive(StepScreen(trace, state, options, source_files, auto, backward=backward), console, auto)
 
 
-def step_state(trace: Report) -> StepState:
-    """The first screen of ``trace``, with its op numbers and the positions of its errors."""
+def backward_steps(trace: Report, options: ViewOptions = ViewOptions(), doubled=None) -> BackwardSteps | None:
+    """The backward's screens after the forward's (``run --backward``), folded as the table is; else None."""
+    if getattr(trace, "backward", None) is None:
+        return None
+    from shapetrace.tui.backward_steps import BackwardSteps
+
+    return BackwardSteps(trace, options, doubled)
+
+
+def step_state(trace: Report, backward_screens: int = 0) -> StepState:
+    """The first screen of ``trace``, with its op numbers and the positions of its errors (``backward_screens``
+    more after the forward's summary)."""
     numbers = tuple(e.index for e in trace.events)
     wrong = {d.event for d in trace.diagnostics if d.severity == "error"}
     errors = tuple(i for i, n in enumerate(numbers) if n in wrong)
-    return StepState(len(trace.events) + 1, numbers=numbers, errors=errors, exit_at_end=True)
+    return StepState(len(trace.events) + 1 + backward_screens, numbers=numbers, errors=errors, exit_at_end=True)
 
 
 def run_interactive(view, console: Console, auto: float | None = None) -> int:

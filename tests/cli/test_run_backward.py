@@ -16,8 +16,10 @@ def test_run_backward_prints_the_backward_after_the_forward_and_the_saved_totals
     out = [line.rstrip() for line in proc.stdout.splitlines()]
     title = out.index("backward pass (in the order autograd ran it)")
     assert any(line.startswith("✓") for line in out[:title])   # the forward's verdict comes first
-    assert out[title + 1].startswith(" 0  grad #16 linear") and out[title + 1].endswith("(0, 0, 0)       4 B")
-    assert "    → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
+    # q's split-heads grads repeat v's fact for fact: one line, as the forward folds k's and v's split into q's
+    assert out[title + 1].startswith("    0  grad #16 linear") and out[title + 1].endswith("(0, 0, 0)       4 B")
+    assert "15-16  grad #2 transpose, #1 view · q: the same two grads as v, rows 9-10" in out
+    assert "       → w_q.weight  [D=16, D=16]  (16, 1)  new 1 KiB" in out
     # the same model at T = 6: the [B, T, ·] tensors ×2, the [B, H, T, T] weights ×4 (2,064 B -> 4,416 B)
     assert "  at T=6 (2T): 4.3 KiB not parameters (×2.1), attention weights 576 B (×4.0), 13%" in out
 
@@ -51,7 +53,38 @@ def test_run_backward_works_on_a_variant_gqa():
 
 
 def test_run_backward_refuses_what_it_does_not_show_yet_in_one_line():
-    for extra, word in ((("--decode", "2"), "--decode"), (("--step",), "--step"), (("--device", "meta"), "meta")):
+    for extra, word in ((("--decode", "2"), "--decode"), (("--predict",), "--predict"), (("--device", "meta"), "meta")):
         proc = cli_in_process("run", "--backward", *extra)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert word in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_readme_documents_every_key_of_a_backward_row():
+    # the JSON section lists a row's keys: the schema the JSON prints, key for key (the row's module included)
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    documented = re.search(r'`\{"rows": \[\{([^}]*)\}\]', readme).group(1)
+    row = json.loads(cli_in_process("run", "--backward", "--json", *SMALL).stdout)["backward"]["rows"][0]
+    assert [k.strip().strip('"') for k in documented.split(",")] == list(row)
+    assert row["module"] == "w_o"
+
+
+def test_long_names_spell_the_backward_s_axes_as_the_forward_s_and_wrap_under_their_indent():
+    # --long-names spelled the forward's table only: the backward kept B, T, D under a forward of batch, seq_len
+    proc = cli_in_process("run", "--backward", "--long-names", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = [line.rstrip() for line in proc.stdout.splitlines()]
+    title = out.index("backward pass (in the order autograd ran it)")
+    assert out[title + 7:title + 10] == [
+        "    1  grad #15 view        [batch=2, seq_len=3, d_model=16]          (48, 16, 1)     384 B",
+        "       → operand 0  [batch=2, seq_len=3, heads=2, d_head=8]  (48, 16, 8, 1)  view",
+        "       the incoming grad [batch, seq_len, d_model] is reshaped back to"]
+    assert "   5 #11 softmax  SoftmaxBackward0  [batch=2, heads=2, seq_len=3, seq_len=3]  144 B" in out
+    narrow = cli_in_process("run", "--backward", "--long-names", "--width", "80", *SMALL).stdout.splitlines()
+    start = narrow.index("    2  grad #14 contiguous  [batch=2, seq_len=3, heads=2, d_head=8]   384 B")
+    assert narrow[start + 1:start + 3] == [
+        "       → operand 0 [batch=2, seq_len=3, heads=2, d_head=8] (48, 16, 8, 1) the",
+        "         same tensor"]
+    assert all(len(line) <= 80 for line in narrow)

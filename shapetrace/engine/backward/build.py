@@ -51,7 +51,7 @@ def _row(order: int, claim, steps: list, capture, inference, names) -> BackwardR
                 made.append(_made(edge, grad, record, incoming, capture, inference, names, fields))
     made.sort(key=lambda g: (not g.of.startswith("operand "), g.of if g.of.startswith("operand ") else ""))
     return BackwardRow(order, event, op, tuple(s.name for s in steps), tuple(arrived), tuple(made),
-                       sentence(record.spec, arrived, fields))
+                       sentence(record.spec, arrived, fields), capture.module_calls.path(record.module))
 
 
 def _made(edge, grad, record, incoming, capture, inference, names, fields) -> GradInfo:

@@ -47,11 +47,12 @@ class BackwardRow:
     arrived: tuple[GradInfo, ...]   # the gradient of each of its outputs
     made: tuple[GradInfo, ...]      # the gradients it sends back to its operands
     sentence: str = ""
+    module: str = ""        # the module path the forward call ran in (``h.3.attn``), "" outside any
 
     def to_dict(self) -> dict[str, Any]:
         return {"order": self.order, "event": self.event, "op": self.op, "nodes": list(self.nodes),
                 "arrived": [g.to_dict() for g in self.arrived], "made": [g.to_dict() for g in self.made],
-                "sentence": self.sentence}
+                "sentence": self.sentence, "module": self.module}
 
 
 @dataclass(frozen=True)
