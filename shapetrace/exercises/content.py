@@ -32,7 +32,8 @@ KINDS = ("function", "test")
 #: Input builders the checker knows (see ``inputs.py``).
 BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
             "sizes", "params", "kv_cache", "decode", "image", "cls", "rope", "rope_pairs", "token_major",
-            "sdpa_padding")
+            "sdpa_padding", "head_grads", "linear_grads", "kv_grads",
+            "heads_grad")
 CHECK_KEYS = ("must_be_view", "must_be_contiguous", "max_alloc_bytes")
 
 
@@ -77,6 +78,8 @@ class Exercise:
     mistakes: tuple[Mistake, ...]
     checks: dict = field(default_factory=dict)
     returns: str = "tensor"
+    #: a function that returns several tensors (a backward's ``dq, dk, dv``): their names, in order
+    parts: tuple[str, ...] = ()
     output_names: str = ""
     movement: bool = False
     kind: str = "function"
@@ -269,6 +272,14 @@ def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
                            "(out_bytes, in_bytes, integers, + - * //)") from None
 
 
+def _parts(data: dict, path: Path) -> tuple[str, ...]:
+    """``parts``: the names of the tensors a function returns as a tuple (``()``: it returns one)."""
+    parts = data.get("parts", [])
+    if not isinstance(parts, list) or not all(isinstance(p, str) and p.isidentifier() for p in parts):
+        raise ContentError(f"{path}: parts must be a list of names (the tensors the function returns)")
+    return tuple(parts)
+
+
 def hints_for_of(data: dict, count: int) -> tuple[tuple[str, ...], ...]:
     """``hints_for`` as one tuple of faults per hint (a bare string is one fault; missing hints: any fault)."""
     listed = data.get("hints_for", [])
@@ -310,7 +321,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
         function=_need(data, "function", str, path), task=_need(data, "task", str, path),
         inputs=inputs, lesson=lesson, folder=folder, starter_verdict=verdict,
         starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
-        checks=dict(checks), returns=data.get("returns", "tensor"),
+        checks=dict(checks), returns=data.get("returns", "tensor"), parts=_parts(data, path),
         output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
         kind=kind, hints_for=hints_for_of(data, len(hints)), **extra,
     )
