@@ -88,6 +88,9 @@ class Exercise:
     mutants: tuple[Mutant, ...] = ()
     #: per hint, the verdicts and mistake ids it is about (``()``: any fault); see app/hints.py
     hints_for: tuple[tuple[str, ...], ...] = ()
+    #: a backward written by hand is judged against autograd: this code defines ``function`` with the
+    #: learner's arguments, computing its answer with ``torch.autograd`` ("": judged against the solution)
+    autograd: str = ""
 
     @property
     def starter(self) -> Path:
@@ -96,6 +99,15 @@ class Exercise:
     @property
     def solution(self) -> Path:
         return self.folder / "solution.py"
+
+    def reference_function(self):
+        """What the checker compares the learner's results with: autograd's answer where the exercise gives
+        one (``autograd`` in its exercise.toml, checked against its digest with the file), else the solution."""
+        if not self.autograd:
+            return self.solution_function()
+        from shapetrace.exercises.calls import function_from_code
+
+        return function_from_code(self.autograd, self.function)
 
     @property
     def lessons_root(self) -> Path:
@@ -272,6 +284,20 @@ def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
                            "(out_bytes, in_bytes, integers, + - * //)") from None
 
 
+def _autograd(data: dict, path: Path) -> str:
+    """``autograd``: code that defines the exercise's function with autograd (checked to parse and define it)."""
+    code = data.get("autograd", "")
+    if not code:
+        return ""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ContentError(f"{path}: autograd does not parse: {exc}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == data.get("function") for n in tree.body):
+        raise ContentError(f"{path}: autograd must define {data.get('function')}()")
+    return code
+
+
 def _parts(data: dict, path: Path) -> tuple[str, ...]:
     """``parts``: the names of the tensors a function returns as a tuple (``()``: it returns one)."""
     parts = data.get("parts", [])
@@ -323,7 +349,7 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
         starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
         checks=dict(checks), returns=data.get("returns", "tensor"), parts=_parts(data, path),
         output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
-        kind=kind, hints_for=hints_for_of(data, len(hints)), **extra,
+        kind=kind, hints_for=hints_for_of(data, len(hints)), autograd=_autograd(data, path), **extra,
     )
     if ex.id != folder.name:
         raise ContentError(f"{path}: id {ex.id!r} must match its folder name {folder.name!r}")

@@ -154,7 +154,8 @@ class Judge:
 
     def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
         self.ex, self.path, self.cases, self.source = exercise, path, cases, source
-        self.reference = exercise.solution_function()
+        self.reference = exercise.reference_function()   # autograd itself, for a backward written by hand
+        self.solution = exercise.solution_function()     # whose ops a wrong answer's line is compared with
         self.printed: tuple[str, int] | None = None
 
     def verdict(self, name: str, summary: str, **kw) -> Verdict:
@@ -384,7 +385,9 @@ class Judge:
         if mistake is not None and mistake.where:
             line, code = find_line(self.source, mistake.where) or (line, code)
         if line is None:
-            line, code = self._learner_line(got, ref)
+            shown = ref if self.solution is self.reference else call(self.solution, inputs.fresh(), inputs.names,
+                                                                     inputs.dims)
+            line, code = self._learner_line(got, shown)
         return self.verdict(name, summary, explanation=list(lines), mistake=mistake.id if mistake else None,
                             diagnostics=_diagnostics(got), line=line, code=code,
                             table=str(got.facts.get("table", "")), **ctx)

@@ -243,3 +243,49 @@ def test_the_backward_mutants_come_from_the_catalogue_and_show_only_where_their_
     assert not hides("grad-dv-from-scores", 3, 4, 2)
     assert {m.id for m in CURRICULUM.exercise("test-head-backward").mutants} == {
         "softmax-grad-no-row-term", "softmax-grad-no-scale", "grad-dv-from-scores", "grad-dk-not-transposed"}
+
+
+# -- the checker's reference is autograd itself --------------------------------------------------------------------
+
+@pytest.mark.parametrize("ex_id", IDS[:4])
+def test_the_checker_compares_each_backward_with_autograd_on_the_drawn_cases(ex_id):
+    from shapetrace.exercises.calls import call
+
+    ex = CURRICULUM.exercise(ex_id)
+    assert "torch.autograd.grad(" in ex.autograd
+    reference, solution = ex.reference_function(), ex.solution_function()
+    for case in _cases(ex.inputs, 4):
+        want, mine = call(reference, case.fresh(), case.names, case.dims), call(solution, case.fresh(), case.names,
+                                                                               case.dims)
+        assert want.exc is None and mine.exc is None
+        pairs = zip(want.value, mine.value) if ex.parts else [(want.value, mine.value)]
+        for a, b in pairs:
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_a_wrong_solution_would_not_pass_the_checker(monkeypatch):
+    """The judge trusts autograd, not the solution file: with the solution swapped for the no-row-term bug, that
+    bug still gets its verdict."""
+    from shapetrace.exercises.content import Exercise
+
+    ex = CURRICULUM.exercise("head-backward")
+    wrong = _fn(next(m.code for m in ex.mistakes if m.id == "no-row-term"), "head_backward")
+    monkeypatch.setattr(Exercise, "solution_function", lambda self: wrong)
+    judge, cases = _judge("head-backward")
+    verdict = judge.case(cases[0], Learned(value=wrong(*cases[0].fresh()), args=cases[0].fresh()))
+    assert (verdict.verdict, verdict.mistake) == ("wrong-values", "no-row-term")
+
+
+def test_content_refuses_an_autograd_reference_that_defines_another_function(tmp_path):
+    from shapetrace.exercises.content import ContentError, load_exercise
+
+    folder = tmp_path / "head-backward"
+    folder.mkdir()
+    source = CURRICULUM.exercise("head-backward").folder
+    for name in ("starter.py", "solution.py"):
+        (folder / name).write_text((source / name).read_text())
+    toml = (source / "exercise.toml").read_text().replace("def head_backward(q, k, v, dy):\n    with",
+                                                          "def other(q, k, v, dy):\n    with")
+    (folder / "exercise.toml").write_text(toml)
+    with pytest.raises(ContentError, match="autograd must define head_backward"):
+        load_exercise(folder, 13)
