@@ -102,12 +102,15 @@ class Exercise:
 
     def reference_function(self):
         """What the checker compares the learner's results with: autograd's answer where the exercise gives
-        one (``autograd`` in its exercise.toml, checked against its digest with the file), else the solution."""
+        one (``autograd`` in its exercise.toml), else the solution; compiled, as the solution is, from the
+        very bytes checked against their digest."""
         if not self.autograd:
             return self.solution_function()
         from shapetrace.exercises.calls import function_from_code
+        from shapetrace.exercises.digests import verified_text
 
-        return function_from_code(self.autograd, self.function)
+        text = verified_text(self.folder / "exercise.toml", self.lessons_root)
+        return function_from_code(tomllib.loads(text)["autograd"], self.function)
 
     @property
     def lessons_root(self) -> Path:

@@ -289,3 +289,20 @@ def test_content_refuses_an_autograd_reference_that_defines_another_function(tmp
     (folder / "exercise.toml").write_text(toml)
     with pytest.raises(ContentError, match="autograd must define head_backward"):
         load_exercise(folder, 13)
+
+
+def test_the_autograd_reference_runs_only_from_the_bytes_its_digest_was_recorded_for(tmp_path):
+    """A copy of the lessons verifies as the original does; an edited autograd reference is refused, as an
+    edited solution is (docs/checker.md, digests)."""
+    import shutil
+
+    from shapetrace.exercises.digests import TamperedError
+
+    root = tmp_path / "lessons"
+    shutil.copytree(CURRICULUM.root, root)
+    assert load(root).exercise("head-backward").reference_function() is not None
+    toml = root / "13_backward" / "head-backward" / "exercise.toml"
+    toml.write_text(toml.read_text().replace("return torch.autograd.grad(y, (q, k, v), dy)",
+                                             "return torch.autograd.grad(y, (q, k, v), 2 * dy)"))
+    with pytest.raises(TamperedError, match="head-backward/exercise.toml changed"):
+        load(root).exercise("head-backward").reference_function()
