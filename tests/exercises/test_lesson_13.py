@@ -107,6 +107,7 @@ def test_the_grad_of_the_transpose_is_a_view_with_the_strides_swapped_back(examp
     x.register_hook(grads.append)
     (x.transpose(1, 2) * dy).sum().backward()
     assert grads[0].stride() == sent.stride and not grads[0].is_contiguous()
+    assert x.grad.stride() == (24, 8, 4, 1)   # stored in x's own strides: "the view lasts only inside the backward"
     # the hand-written grad drawn in the next example is that same layout
     (event,) = diagram.trace.events
     assert (event.output.stride, event.output.dims) == (sent.stride, sent.dims)
