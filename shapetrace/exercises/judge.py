@@ -278,9 +278,9 @@ class Judge:
         """A function that returns several tensors (``dq, dk, dv``): the first one that is wrong, by name,
         and which of the others are right."""
         names, wanted = self.ex.parts, self.ex.output_names.split(";")
+        right = [n for n, a, b in zip(names, got.value, ref.value) if same_value(a, b, self.ex.movement)]
+        others = f"; {and_list(right)} {'is' if len(right) == 1 else 'are'} right" if right else ""
         for i, (name, g, r) in enumerate(zip(names, got.value, ref.value)):
-            right = [n for n, a, b in zip(names, got.value, ref.value) if same_value(a, b, self.ex.movement)]
-            others = f"; {and_list(right)} {'is' if len(right) == 1 else 'are'} right" if right else ""
             if tuple(g.shape) != tuple(r.shape):
                 return self._mismatch("wrong-shape", got, inputs, ctx, [
                     f"your {name} has shape {name_shape(g.shape, inputs)}; expected "

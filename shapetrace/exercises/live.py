@@ -14,7 +14,8 @@ The fence line holds named sizes (``B=2 T=5``) and three options (:func:`fence_o
   (``causal-mask-misaligned``) or ``raises`` when torch itself refuses it.
 
 and one flag, ``backward``: the example runs with autograd on and its backward is traced too (its own
-``.backward()`` call; :class:`~shapetrace.engine.backward.trace.BackwardTrace`), shown under its table.
+``.backward()``, or else the backward of the sum of its last result that requires grad:
+:class:`~shapetrace.engine.backward.trace.BackwardTrace`), shown under its table.
 """
 
 from __future__ import annotations
