@@ -140,5 +140,6 @@ def quiz_trace(question: Any, every_call: bool = False) -> Any:
     from shapetrace.engine.unrowed import recording_every_call
     from shapetrace.exercises.live import run_example
 
+    dims = f"{question.dims} backward" if getattr(question, "grad", False) else question.dims
     with recording_every_call() if every_call else contextlib.nullcontext():
-        return run_example(question.code, f"quiz {question.id}", question.dims)
+        return run_example(question.code, f"quiz {question.id}", dims)

@@ -186,6 +186,18 @@ _ENTRIES = [
     Break("sdpa-wrong-scale", "scale=1 / d_k in SDPA instead of its default 1 / sqrt(d_k)",
           "the scores are sqrt(d_k) times too small and the weights too flat; with d_k = 1 nothing changes",
           model=False),
+    # -- lesson 13: backward passes written by hand (broken functions only) --
+    Break("softmax-grad-no-row-term", "a softmax backward dS = P ⊙ dP, without the row term",
+          "each row of P sums to 1, so one score moves every weight of its row: dS = P ⊙ (dP − Σ dP ⊙ P); "
+          "dv and every shape are still right", model=False),
+    Break("softmax-grad-no-scale", "dq and dk without the 1/√d_k the forward divided the scores by",
+          "the chain rule carries the scale into the backward; with d_k = 1 nothing changes", model=False),
+    Break("grad-dv-from-scores", "dv = Sᵀ · dY, the scores before the softmax, instead of Pᵀ · dY",
+          "v was multiplied by the weights P, so its grad is Pᵀ · dY; the shape is the same either way",
+          model=False),
+    Break("grad-dk-not-transposed", "dk = dS · q instead of dSᵀ · q",
+          "S = q · kᵀ, so k's grad is dSᵀ · q, [T_k, d_k]; with as many queries as keys dS · q has that shape "
+          "too, and the wrong values", model=False),
 ]
 
 

@@ -319,4 +319,58 @@ def apply_rope(x, cos, sin):
     return x * cos                                          # (B, H, T, d_k): no rotation at all
 
 
+# -- head_backward(q, k, v, dy): one head's (dq, dk, dv) for y = softmax(q kᵀ / √d_k) v, q [T, d_k], k, v [T_k, d_k] --
+
+@broken("softmax-grad-no-row-term", "the backward whose softmax step is P ⊙ dP, without the row term "
+                                    "− P ⊙ Σ (dP ⊙ P), so dq and dk are wrong and dv is right")
+def head_backward(q, k, v, dy):
+    import math
+
+    import torch
+
+    p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (T, T_k)
+    ds = p * (dy @ v.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (T, T_k): no row term
+    return ds @ k, ds.transpose(-2, -1) @ q, p.transpose(-2, -1) @ dy  # (T, d_k), (T_k, d_k), (T_k, d_k)
+
+
+@broken("softmax-grad-no-scale", "the backward that forgets the 1/√d_k of the scores in dq and dk")
+def head_backward(q, k, v, dy):
+    import math
+
+    import torch
+
+    p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (T, T_k)
+    dp = dy @ v.transpose(-2, -1)                           # (T, T_k)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True))      # (T, T_k): never divided by √d_k
+    return ds @ k, ds.transpose(-2, -1) @ q, p.transpose(-2, -1) @ dy  # (T, d_k), (T_k, d_k), (T_k, d_k)
+
+
+@broken("grad-dv-from-scores", "the backward whose dv is taken through the scores before the softmax, "
+                                "Sᵀ · dY instead of Pᵀ · dY")
+def head_backward(q, k, v, dy):
+    import math
+
+    import torch
+
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])    # (T, T_k)
+    p = torch.softmax(s, dim=-1)                            # (T, T_k)
+    dp = dy @ v.transpose(-2, -1)                           # (T, T_k)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True)) / math.sqrt(q.shape[-1])  # (T, T_k)
+    return ds @ k, ds.transpose(-2, -1) @ q, s.transpose(-2, -1) @ dy  # dv from the scores
+
+
+@broken("grad-dk-not-transposed", "the backward whose dk is dS · q, which runs only when T = T_k, instead of "
+                                  "dSᵀ · q")
+def head_backward(q, k, v, dy):
+    import math
+
+    import torch
+
+    p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (T, T_k)
+    dp = dy @ v.transpose(-2, -1)                           # (T, T_k)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True)) / math.sqrt(q.shape[-1])  # (T, T_k)
+    return ds @ k, ds @ q, p.transpose(-2, -1) @ dy         # (T, d_k), (T, d_k) when T = T_k, (T_k, d_k)
+
+
 del split_heads, combine_heads, causal_weights, repeat_kv, append_kv, patchify, fused_attention, apply_rope
+del head_backward

@@ -32,7 +32,8 @@ KINDS = ("function", "test")
 #: Input builders the checker knows (see ``inputs.py``).
 BUILDERS = ("tokens", "heads", "heads_pair", "scores", "padding", "padding_empty", "cross", "kv_heads", "qkv",
             "sizes", "params", "kv_cache", "decode", "image", "cls", "rope", "rope_pairs", "token_major",
-            "sdpa_padding")
+            "sdpa_padding", "head_grads", "linear_grads", "kv_grads",
+            "heads_grad")
 CHECK_KEYS = ("must_be_view", "must_be_contiguous", "max_alloc_bytes")
 
 
@@ -77,6 +78,8 @@ class Exercise:
     mistakes: tuple[Mistake, ...]
     checks: dict = field(default_factory=dict)
     returns: str = "tensor"
+    #: a function that returns several tensors (a backward's ``dq, dk, dv``): their names, in order
+    parts: tuple[str, ...] = ()
     output_names: str = ""
     movement: bool = False
     kind: str = "function"
@@ -85,6 +88,9 @@ class Exercise:
     mutants: tuple[Mutant, ...] = ()
     #: per hint, the verdicts and mistake ids it is about (``()``: any fault); see app/hints.py
     hints_for: tuple[tuple[str, ...], ...] = ()
+    #: a backward written by hand is judged against autograd: this code defines ``function`` with the
+    #: learner's arguments, computing its answer with ``torch.autograd`` ("": judged against the solution)
+    autograd: str = ""
 
     @property
     def starter(self) -> Path:
@@ -93,6 +99,18 @@ class Exercise:
     @property
     def solution(self) -> Path:
         return self.folder / "solution.py"
+
+    def reference_function(self):
+        """What the checker compares the learner's results with: autograd's answer where the exercise gives
+        one (``autograd`` in its exercise.toml), else the solution; compiled, as the solution is, from the
+        very bytes checked against their digest."""
+        if not self.autograd:
+            return self.solution_function()
+        from shapetrace.exercises.calls import function_from_code
+        from shapetrace.exercises.digests import verified_text
+
+        text = verified_text(self.folder / "exercise.toml", self.lessons_root)
+        return function_from_code(tomllib.loads(text)["autograd"], self.function)
 
     @property
     def lessons_root(self) -> Path:
@@ -269,6 +287,28 @@ def _probe_possible(checks: dict, inputs: str, data: dict, path: Path) -> None:
                            "(out_bytes, in_bytes, integers, + - * //)") from None
 
 
+def _autograd(data: dict, path: Path) -> str:
+    """``autograd``: code that defines the exercise's function with autograd (checked to parse and define it)."""
+    code = data.get("autograd", "")
+    if not code:
+        return ""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ContentError(f"{path}: autograd does not parse: {exc}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == data.get("function") for n in tree.body):
+        raise ContentError(f"{path}: autograd must define {data.get('function')}()")
+    return code
+
+
+def _parts(data: dict, path: Path) -> tuple[str, ...]:
+    """``parts``: the names of the tensors a function returns as a tuple (``()``: it returns one)."""
+    parts = data.get("parts", [])
+    if not isinstance(parts, list) or not all(isinstance(p, str) and p.isidentifier() for p in parts):
+        raise ContentError(f"{path}: parts must be a list of names (the tensors the function returns)")
+    return tuple(parts)
+
+
 def hints_for_of(data: dict, count: int) -> tuple[tuple[str, ...], ...]:
     """``hints_for`` as one tuple of faults per hint (a bare string is one fault; missing hints: any fault)."""
     listed = data.get("hints_for", [])
@@ -310,9 +350,9 @@ def load_exercise(folder: Path, lesson: int) -> Exercise:
         function=_need(data, "function", str, path), task=_need(data, "task", str, path),
         inputs=inputs, lesson=lesson, folder=folder, starter_verdict=verdict,
         starter_mistake=starter_mistake, hints=tuple(h.strip() for h in hints), mistakes=mistakes,
-        checks=dict(checks), returns=data.get("returns", "tensor"),
+        checks=dict(checks), returns=data.get("returns", "tensor"), parts=_parts(data, path),
         output_names=data.get("output_names", ""), movement=bool(data.get("movement", False)),
-        kind=kind, hints_for=hints_for_of(data, len(hints)), **extra,
+        kind=kind, hints_for=hints_for_of(data, len(hints)), autograd=_autograd(data, path), **extra,
     )
     if ex.id != folder.name:
         raise ContentError(f"{path}: id {ex.id!r} must match its folder name {folder.name!r}")

@@ -236,25 +236,59 @@ def _sdpa_padding(s, g):
             dict(B=B, H=H, T=T, d_k=d_k))
 
 
+def normal(*shape: int, g: torch.Generator) -> torch.Tensor:
+    """Values drawn from N(0, 1): a softmax's inputs (small integers would tie its weights)."""
+    return torch.randn(*shape, generator=g)
+
+
+def _head_grads(s, g):
+    T, T_k, d_k = s["T"], s["T_k"], s["d_k"]
+    q, dy = normal(T, d_k, g=g), normal(T, d_k, g=g)        # (T, d_k) each: one head's queries, dY
+    k, v = normal(T_k, d_k, g=g), normal(T_k, d_k, g=g)     # (T_k, d_k) each: its keys and values
+    return [q, k, v, dy], ["T d_k", "T_k d_k", "T_k d_k", "T d_k"], dict(T=T, T_k=T_k, d_k=d_k)
+
+
+def linear_sizes(s: dict[str, int]) -> dict[str, int]:
+    """A linear layer's sizes from a drawn size set: D_in features in, D_out out."""
+    return dict(B=s["B"], T=s["T"], D_in=s["d_k"], D_out=s["H"])
+
+
+def _linear_grads(s, g):
+    B, T, D_in, D_out = linear_sizes(s).values()
+    x, dy = small(B, T, D_in, g=g), small(B, T, D_out, g=g)  # (B, T, D_in), (B, T, D_out)
+    weight = small(D_out, D_in, g=g)                        # (D_out, D_in): nn.Linear's layout
+    return ([x, weight, dy], ["B T D_in", "D_out D_in", "B T D_out"],
+            dict(B=B, T=T, D_in=D_in, D_out=D_out))
+
+
+def _kv_grads(s, g):
+    B, H_kv, n_rep, T, d_k = s["B"], s["H_kv"], s["n_rep"], s["T"], s["d_k"]
+    dy = small(B, H_kv * n_rep, T, d_k, g=g)                # (B, H, T, d_k): the grad of repeat_kv's output
+    return [dy, n_rep], ["B H T d_k", None], dict(B=B, H=H_kv * n_rep, H_kv=H_kv, T=T, d_k=d_k)
+
+
 BUILDERS: dict[str, Callable] = {
     "tokens": _tokens, "heads": _heads, "heads_pair": _heads_pair, "scores": _scores, "padding": _padding,
     "padding_empty": lambda s, g: _padding(s, g, empty=True), "cross": _cross, "kv_heads": _kv_heads,
     "qkv": _qkv, "kv_cache": _kv_cache, "decode": _decode, "image": _image, "cls": _cls, "rope": _rope,
     "rope_pairs": _rope_pairs, "token_major": _token_major, "sdpa_padding": _sdpa_padding,
+    "head_grads": _head_grads, "linear_grads": _linear_grads, "kv_grads": _kv_grads, "heads_grad": _heads,
 }
 
 SHOWN = {
     "scores": ("B", "H", "T"), "padding": ("B", "H", "T"), "padding_empty": ("B", "H", "T"),
     "cross": ("B", "T", "T_k", "H", "d_k"), "kv_heads": ("B", "H_kv", "n_rep", "T", "d_k"),
     "kv_cache": ("B", "H_kv", "T", "d_k"), "cls": ("B", "T", "H", "d_k"),
+    "head_grads": ("T", "T_k", "d_k"), "kv_grads": ("B", "H_kv", "n_rep", "T", "d_k"),
 }
 
 #: What explanations call the tensor inputs of builders with more than one input whose values are traced.
-LABELS = {"kv_cache": ("cache", "step"), "cls": ("tokens", "cls")}
+LABELS = {"kv_cache": ("cache", "step"), "cls": ("tokens", "cls"), "heads_grad": ("dy",)}
 
 #: Builders whose sizes, as the learner reads them, are computed from the drawn ones.
 DERIVED: dict[str, Callable[[dict[str, int]], dict[str, int]]] = {
     "image": image_sizes,
+    "linear_grads": linear_sizes,
     "cls": lambda s: dict(B=s["B"], N=s["T"], D=s["H"] * s["d_k"]),
     "rope": lambda s: dict(B=s["B"], H=s["H"], T=s["T"], d_k=_even(s["d_k"])),
     "rope_pairs": lambda s: dict(B=s["B"], H=s["H"], T=s["T"], d_k=_even(s["d_k"])),

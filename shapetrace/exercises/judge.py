@@ -23,7 +23,7 @@ from shapetrace.engine.layout import row_major
 from shapetrace.exercises import inputs as inp
 from shapetrace.exercises.calls import Outcome, call, function_from_code
 from shapetrace.exercises.content import Exercise
-from shapetrace.exercises.explain_check import mutation_lines, name_shape, value_facts
+from shapetrace.exercises.explain_check import and_list, mutation_lines, name_shape, value_facts
 from shapetrace.exercises.probe import SLACK_BYTES, mib
 
 
@@ -111,6 +111,8 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor, exact: bool) -> bool:
 
 
 def same_value(a: Any, b: Any, exact: bool) -> bool:
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):   # several results (a backward's grads)
+        return len(a) == len(b) and all(same_value(x, y, exact) for x, y in zip(a, b))
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return type(a) is torch.Tensor and type(b) is torch.Tensor and same_tensor(a, b, exact)
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
@@ -152,7 +154,8 @@ class Judge:
 
     def __init__(self, exercise: Exercise, path: str, cases: list[inp.Inputs], source: str = ""):
         self.ex, self.path, self.cases, self.source = exercise, path, cases, source
-        self.reference = exercise.solution_function()
+        self.reference = exercise.reference_function()   # autograd itself, for a backward written by hand
+        self.solution = exercise.solution_function()     # whose ops a wrong answer's line is compared with
         self.printed: tuple[str, int] | None = None
 
     def verdict(self, name: str, summary: str, **kw) -> Verdict:
@@ -246,6 +249,8 @@ class Judge:
         if self.ex.returns == "int":
             ok = type(value) is int
             return "" if ok else f"your function returned {described or short(value)}; it must return an int"
+        if self.ex.parts:
+            return _parts_problem(value, described, self.ex.parts)
         if type(value) is not torch.Tensor:
             none = got.facts.get("type") == "NoneType"
             return (f"your function returned {described or short(value)}, not a tensor"
@@ -253,6 +258,8 @@ class Judge:
         return ""
 
     def _compare(self, got: Learned, ref: Outcome, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
+        if self.ex.parts:
+            return self._compare_parts(got, ref, inputs, ctx)
         g, r = got.value, ref.value
         if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor):
             if tuple(g.shape) != tuple(r.shape):
@@ -266,6 +273,27 @@ class Judge:
             return self._mismatch("wrong-values", got, inputs, ctx,
                                   value_facts(g, r, inputs, self.ex.movement)["lines"])
         return self._layout(got, inputs, ctx)
+
+    def _compare_parts(self, got: Learned, ref: Outcome, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
+        """A function that returns several tensors (``dq, dk, dv``): the first one that is wrong, by name,
+        and which of the others are right."""
+        names, wanted = self.ex.parts, self.ex.output_names.split(";")
+        right = [n for n, a, b in zip(names, got.value, ref.value) if same_value(a, b, self.ex.movement)]
+        others = f"; {and_list(right)} {'is' if len(right) == 1 else 'are'} right" if right else ""
+        for i, (name, g, r) in enumerate(zip(names, got.value, ref.value)):
+            if tuple(g.shape) != tuple(r.shape):
+                return self._mismatch("wrong-shape", got, inputs, ctx, [
+                    f"your {name} has shape {name_shape(g.shape, inputs)}; expected "
+                    f"{name_shape(r.shape, inputs, wanted[i] if i < len(wanted) else '')} "
+                    f"(the input case: {inputs.describe()}){others}"])
+            if g.dtype != r.dtype:
+                return self._mismatch("wrong-dtype", got, inputs, ctx, [
+                    f"your {name}'s dtype is {str(g.dtype)[6:]}; expected {str(r.dtype)[6:]}{others}"])
+            if not same_value(g, r, exact=self.ex.movement):
+                lines = value_facts(g, r, inputs, self.ex.movement)["lines"]
+                lines = [line.replace("out[", f"{name}[", 1) for line in lines]
+                return self._mismatch("wrong-values", got, inputs, ctx, [f"your {name} is wrong{others}"] + lines)
+        return None
 
     def _layout(self, got: Learned, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
         out, checks = got.value, self.ex.checks
@@ -349,7 +377,7 @@ class Judge:
     def _mismatch(self, name: str, got: Learned, inputs: inp.Inputs, ctx: dict, lines: list[str]) -> Verdict:
         mistake = self._match_mistake(got, inputs)
         ref = call(self.reference, inputs.fresh(), inputs.names, inputs.dims)
-        facts = value_facts(got.value, ref.value, inputs, self.ex.movement) if not got.raised else {}
+        facts = self._value_facts(got.value, ref.value, inputs) if not got.raised else {}
         summary = lines[0] if lines else name
         if mistake is not None:
             summary = mistake.explain.strip().format_map(_Facts(facts, inputs))
@@ -357,10 +385,24 @@ class Judge:
         if mistake is not None and mistake.where:
             line, code = find_line(self.source, mistake.where) or (line, code)
         if line is None:
-            line, code = self._learner_line(got, ref)
+            shown = ref if self.solution is self.reference else call(self.solution, inputs.fresh(), inputs.names,
+                                                                     inputs.dims)
+            line, code = self._learner_line(got, shown)
         return self.verdict(name, summary, explanation=list(lines), mistake=mistake.id if mistake else None,
                             diagnostics=_diagnostics(got), line=line, code=code,
                             table=str(got.facts.get("table", "")), **ctx)
+
+    def _value_facts(self, got: Any, want: Any, inputs: inp.Inputs) -> dict:
+        """:func:`value_facts` of the result, or of the first of several that differs (its ``cell`` named
+        after it: ``dk[2, 0]``)."""
+        name = "out"
+        if self.ex.parts and isinstance(got, (tuple, list)) and isinstance(want, (tuple, list)):
+            name, got, want = next(((n, g, w) for n, g, w in zip(self.ex.parts, got, want)
+                                    if not same_value(g, w, self.ex.movement)), (name, got, want))
+        facts = value_facts(got, want, inputs, self.ex.movement)
+        if "cell" in facts:
+            facts["cell"] = name + facts["cell"].removeprefix("out")
+        return facts
 
     def _crash(self, got: Learned, inputs: inp.Inputs, ctx: dict) -> Verdict:
         head = got.head
@@ -438,6 +480,15 @@ def _diagnostics(got: Learned) -> list[dict]:
     return [{k: d.get(k) if k != "message" else str(d[k]) for k in VERDICT_DIAGNOSTIC_KEYS}
             for d in got.facts.get("diagnostics") or []
             if isinstance(d, dict) and d.get("event") not in raised and d.get("message")]
+
+
+def _parts_problem(value: Any, described: str, parts: tuple[str, ...]) -> str:
+    """Why ``value`` is not the tuple of ``len(parts)`` tensors the exercise asks for ("" when it is)."""
+    if isinstance(value, (tuple, list)) and len(value) == len(parts) and \
+            all(type(v) is torch.Tensor for v in value):
+        return ""
+    return (f"your function returned {described or short(value)}; it must return {len(parts)} tensors, "
+            f"{', '.join(parts)}")
 
 
 def _allowed(probe) -> str:

@@ -8,9 +8,14 @@ The fence line holds named sizes (``B=2 T=5``) and three options (:func:`fence_o
 
 * ``diagram=N``: draw the memory layout under op N of the trace;
 * ``predict=NAME``: ask the reader for the shape of the variable ``NAME`` before the trace is
-  shown; the answer is the shape torch gave it;
+  shown; the answer is the shape torch gave it (in a ``backward`` example, read after the backward ran:
+  ``NAME`` may be a dotted path to a grad, ``w_q.weight.grad``);
 * ``expect=KIND``: the example is a bug on purpose; ``KIND`` is the diagnostic it must raise
   (``causal-mask-misaligned``) or ``raises`` when torch itself refuses it.
+
+and one flag, ``backward``: the example runs with autograd on and its backward is traced too (its own
+``.backward()``, or else the backward of the sum of its last result that requires grad:
+:class:`~shapetrace.engine.backward.trace.BackwardTrace`), shown under its table.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from shapetrace.engine.dims import parse_dims
 
 OPTIONS = ("diagram", "predict", "expect")
+FLAGS = ("backward",)
 
 
 @dataclass(frozen=True)
@@ -35,18 +41,23 @@ class FenceOptions:
     diagram: int | None = None
     predict: str | None = None
     expect: str | None = None
+    backward: bool = False
 
 
 def fence_options(fence: str) -> FenceOptions:
     """The sizes and options of a fence line's tail.
 
     >>> fence_options("B=1 T=4 diagram=9 predict=scores")
-    FenceOptions(dims='B=1 T=4', diagram=9, predict='scores', expect=None)
+    FenceOptions(dims='B=1 T=4', diagram=9, predict='scores', expect=None, backward=False)
+    >>> fence_options("B=1 T=4 backward").backward
+    True
     """
     dims, options = [], {}
     for word in fence.split():
         key, _, value = word.partition("=")
-        if key in OPTIONS:
+        if word in FLAGS:
+            options[word] = True
+        elif key in OPTIONS:
             options[key] = int(value) if key == "diagram" else value
         else:
             dims.append(word)
@@ -123,6 +134,7 @@ def run_live(code: str, name: str, fence: str = "") -> LiveRun:
     import torch
     import torch.nn.functional as F
 
+    from shapetrace.engine.backward.trace import BackwardTrace
     from shapetrace.engine.tracer import Trace, name_axes
 
     filename = "<" + name.replace("/", " ") + ">"
@@ -130,12 +142,27 @@ def run_live(code: str, name: str, fence: str = "") -> LiveRun:
     namespace = {"torch": torch, "F": F, "math": math, "rearrange": einops.rearrange,
                  "shapetrace": types.SimpleNamespace(name=name_axes)}
     options = fence_options(fence)
-    trace = Trace(parse_dims(options.dims or None))
-    with torch.no_grad():
+    trace = (BackwardTrace if options.backward else Trace)(parse_dims(options.dims or None))
+    with torch.enable_grad() if options.backward else torch.no_grad():
         try:
             with trace:
                 exec(compile(code, filename, "exec"), namespace)
         except Exception as exc:  # a lesson may show an error on purpose
             trace.exception = exc
-    value = namespace.get(options.predict) if options.predict else None
+    value = dotted(namespace, options.predict) if options.predict else None
     return LiveRun(trace, tuple(value.shape) if isinstance(value, torch.Tensor) else None)
+
+
+def dotted(namespace: dict, path: str) -> Any:
+    """The value ``path`` names in ``namespace``: a variable, or attributes of one (``w_q.weight.grad``);
+    None where nothing has that name. Attributes are read, nothing is evaluated.
+
+    >>> import types
+    >>> dotted({"w": types.SimpleNamespace(grad=3)}, "w.grad"), dotted({}, "x.grad")
+    (3, None)
+    """
+    first, *rest = path.split(".")
+    value = namespace.get(first)
+    for attr in rest:
+        value = getattr(value, attr, None)
+    return value

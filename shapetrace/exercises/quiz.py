@@ -37,6 +37,7 @@ class Template:
     code: str
     sizes: tuple[dict, ...]
     note: str = ""
+    grad: bool = False   # its code runs a backward: solved with autograd on, traced with its backward
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Question:
     note: str = ""
     answer: object = None
     detail: dict = field(default_factory=dict)
+    grad: bool = False   # its code runs a backward (``grad = true`` in its template)
 
     @property
     def prompt(self) -> str:
@@ -72,7 +74,7 @@ def load_templates(path: Path) -> list[Template]:
             raise ContentError(f"{path}: template {t.get('id')!r} asks {t.get('ask')!r}; "
                                f"known: {', '.join(ASKS)}")
         out.append(Template(t["id"], t["topic"], t["ask"], t["code"].strip("\n"),
-                            tuple(t.get("sizes", [{}])), t.get("note", "")))
+                            tuple(t.get("sizes", [{}])), t.get("note", ""), bool(t.get("grad", False))))
     return out
 
 
@@ -91,7 +93,7 @@ def expand(templates: list[Template]) -> list[Question]:
             s = _derived(sizes)
             dims = " ".join(f"{k}={v}" for k, v in s.items() if k in ("B", "T", "D", "H", "d_k", "T_k"))
             questions.append(Question(f"{t.id}/{n + 1}", t.topic, t.ask, align_comments(t.code.format(**s)), dims,
-                                      t.note.format(**s) if t.note else ""))
+                                      t.note.format(**s) if t.note else "", grad=t.grad))
     return questions
 
 
@@ -126,7 +128,7 @@ def solve(q: Question) -> Question:
     namespace = _namespace()
     lines = q.code.splitlines()
     body, last = "\n".join(lines[:-1]), lines[-1]
-    with torch.no_grad():
+    with torch.enable_grad() if q.grad else torch.no_grad():
         exec(compile(body, f"<quiz {q.id}>", "exec"), namespace)
         if q.ask == "raises":
             try:

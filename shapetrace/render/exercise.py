@@ -145,6 +145,10 @@ def quiz_feedback(q, typed: str, understood: bool, right: bool, trace: Any = Non
         parts.append(Text(f"torch says: {q.detail['error']}", style="dim"))
     if trace is not None and trace.events and not right:
         parts.append(_with_left_out(trace))
+        if getattr(trace, "backward", None) is not None and trace.exception is None:   # a grad question: its backward
+            from shapetrace.render.backward import BackwardView
+
+            parts.append(BackwardView(trace.backward))
     return Group(*parts)
 
 

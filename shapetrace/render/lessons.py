@@ -61,11 +61,11 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     show what it is there for."""
     if block.predict or block.expect:
         yield Text("")
-    if block.predict:
-        yield Text.assemble(("predict: ", "bold magenta"), "what is the shape of ", (block.predict, "bold"),
-                            "? Work it out before the trace is shown.")
+    if block.predict:   # (Indent: a question that wraps leaves no trailing space)
+        yield Indent(Text.assemble(("predict: ", "bold magenta"), "what is the shape of ", (block.predict, "bold"),
+                                   "? Work it out before the trace is shown."))
     if block.answer_first and block.answer is not None:
-        yield answer_line(block)
+        yield Indent(answer_line(block))
     if block.expect:
         yield Text.assemble(("a bug, on purpose: ", "bold red"), expected_words(block.expect))
     yield Text("")
@@ -76,7 +76,7 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
         return
     yield from traced_parts(block)
     if block.predict and block.answer is not None and not block.answer_first:
-        yield answer_line(block)
+        yield Indent(answer_line(block))
     if block.expect_met is False:
         yield Text(f"shapetrace did not show the {block.expect} this example is meant to show: please "
                    "report it", style="bold red")
@@ -111,6 +111,11 @@ def traced_parts(block: LessonBlock) -> Iterable[Any]:
         yield from diagnostic_lines(shown)
     if trace.exception is not None:
         yield Indent(Text(f"raised {type(trace.exception).__name__}: {trace.exception}", style="bold red"))
+    if trace.backward is not None and trace.exception is None:   # traced with ``backward``: under its table
+        from shapetrace.render.backward import BackwardView
+
+        yield Text("")
+        yield BackwardView(trace.backward)
 
 
 def answer_line(block: LessonBlock) -> Text:

@@ -66,5 +66,5 @@ def test_exercise_list_keeps_each_exercise_kind_on_its_line(width, tmp_path):
     tests = [line for line in lines if "write a test" in line]
     assert [line.split()[0] for line in tests] == ["test-split-square", "test-round-trip", "test-causal-mask",
                                                   "test-repeat-kv", "test-append-kv", "test-patchify",
-                                                  "test-apply-rope", "test-fused-attention"]
+                                                  "test-apply-rope", "test-fused-attention", "test-head-backward"]
     assert max(len(line) for line in lines) <= int(width)

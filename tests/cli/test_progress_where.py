@@ -48,7 +48,7 @@ def test_write_a_test_is_never_split_at_80_columns(tmp_path):
     res = cli_in_process("lessons", "--state-dir", str(tmp_path), env={"COLUMNS": "80"})
     lines = res.stdout.splitlines()
     assert not any(line.rstrip().endswith("(write") for line in lines)
-    assert sum("(write a test)" in line for line in lines) == 8
+    assert sum("(write a test)" in line for line in lines) == 9
 
 
 def test_the_readme_documents_progress():

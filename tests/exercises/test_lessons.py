@@ -24,7 +24,7 @@ def verdicts(curriculum_verdicts):
 
 
 def test_curriculum_size_and_order():
-    assert len(CURRICULUM.lessons) == 12
+    assert len(CURRICULUM.lessons) == 13
     assert len(EXERCISES) >= 12
     assert [lesson.number for lesson in CURRICULUM.lessons] == list(range(1, len(CURRICULUM.lessons) + 1))
     assert len({e.id for e in EXERCISES}) == len(EXERCISES)

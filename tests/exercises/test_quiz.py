@@ -15,7 +15,7 @@ from shapetrace.exercises.content import load
 
 ROOT = load().root
 BANK = qz.bank(ROOT)
-SOLVED = [qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note)) for q in BANK]
+SOLVED = [qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note, grad=q.grad)) for q in BANK]
 
 
 def test_bank_size_and_topics():
@@ -157,3 +157,45 @@ def test_known_answers_of_the_new_lessons():
     assert by_id["sdpa-gqa-shape/2"] == (2, 6, 3, 8)
     assert by_id["sdpa-scores-bytes/1"] == 1 * 4 * 64 * 64 * 4
     assert by_id["sdpa-wrong-layout-shape/1"] == (1, 6, 4, 16)
+
+
+# -- gradient shapes (lesson 13): answers from autograd, the trace with its backward ---------------------------------
+
+def test_gradient_templates_ask_for_dw_the_grad_of_a_transpose_and_of_an_expand():
+    """The weight grad of nn.Linear is [out, in] (torch/nn/modules/linear.py keeps weight as (out_features,
+    in_features)); the grad of a transpose is a strided view; the grad of Llama's repeat_kv expand sums n_rep."""
+    by_id = {q.id: q for q in SOLVED}
+    assert all(q.grad for q in SOLVED if q.topic == "backward") and len([q for q in SOLVED if q.grad]) == 13
+    assert by_id["grad-linear-weight/1"].answer == (256, 64)               # (F, D), not (D, F)
+    assert by_id["grad-transpose-strides/1"].answer == (3072, 64, 384, 1)  # dy's strides, axes 1 and 2 swapped
+    assert by_id["grad-view-contiguous/1"].answer is True                  # the view's backward copied
+    assert by_id["grad-expand-shape/1"].answer == (2, 2, 6, 64)            # kv's shape, n_rep summed away
+    assert [by_id[f"grad-expand-value/{n}"].answer for n in (1, 2)] == [4, 3]   # n_rep reads, added up
+
+
+def test_a_gradient_question_needs_autograd_on_to_be_solved():
+    q = next(q for q in BANK if q.id == "grad-linear-weight/1")
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note))
+
+
+def test_a_wrong_answer_to_a_gradient_question_shows_the_backward_with_the_names():
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.app.lessons import quiz_trace
+    from shapetrace.render.exercise import quiz_feedback
+
+    q = next(q for q in SOLVED if q.id == "grad-transpose-strides/1")
+    trace = quiz_trace(q)
+    (row,) = trace.backward.rows
+    assert (row.op, row.made[0].dims, row.made[0].stride, row.made[0].memory) == (
+        "transpose", ("B", "T", "H", "d_k"), (3072, 64, 384, 1), "view")
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(quiz_feedback(q, "(3072, 384, 64, 1)", True, False, trace))
+    out = buf.getvalue()
+    assert "✗ the answer is (3072, 64, 384, 1)" in out
+    assert "→ operand 0  [B=2, T=6, H=8, d_k=64]  (3072, 64, 384, 1)  view" in out
+    plain = next(q for q in SOLVED if q.id == "split-strides/1")     # a forward question: no backward shown
+    assert quiz_trace(plain).backward is None

@@ -18,7 +18,7 @@ from shapetrace.exercises.content import ContentError, load, load_exercise
 CURRICULUM = load()
 TESTS = [e for e in CURRICULUM.exercises if e.kind == "test"]
 IDS = ["test-split-square", "test-round-trip", "test-causal-mask", "test-repeat-kv", "test-append-kv", "test-patchify",
-       "test-apply-rope", "test-fused-attention"]
+       "test-apply-rope", "test-fused-attention", "test-head-backward"]
 CHECKS_NOTHING = ("your test catches none of the {n} broken versions: it passes every one of them, so it "
                   "checks nothing that tells a broken implementation from the reference")
 
@@ -48,6 +48,9 @@ FAILS_REFERENCE = {
     "test-fused-attention": ("q = torch.randn(1, 4, 2, 3)\n"
                              "assert fused_attention(q, q, q).shape == (1, 2, 4, 3), 'expected SDPA layout'",
                              "AssertionError: expected SDPA layout"),
+    "test-head-backward": ("dq, dk, dv = head_backward(*(torch.randn(n, 2) for n in (3, 4, 4, 3)))\n"
+                           "assert dk.shape == (3, 2), f'dk is {tuple(dk.shape)}'",
+                           "AssertionError: dk is (4, 2)"),
 }
 
 
@@ -82,9 +85,9 @@ def verdicts(tmp_path_factory, curriculum_verdicts):
     return shared | dict(zip(files, check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)))
 
 
-def test_eight_test_exercises_across_the_lessons():
+def test_nine_test_exercises_across_the_lessons():
     assert [e.id for e in TESTS] == IDS
-    assert len({e.lesson for e in TESTS}) == 8
+    assert len({e.lesson for e in TESTS}) == 9
     for ex in TESTS:
         assert ex.starter_verdict == "misses-mutants" and len(ex.mutants) >= 4
         assert ex.function == "check" and ex.subjects
@@ -150,6 +153,9 @@ def test_round_trip_only_misses_the_consistent_wrong_pairs(verdicts):
     ("test-apply-rope", CHECKS_NOTHING.format(n=4)),
     ("test-fused-attention", "your test misses 4 of the 5 broken versions: sdpa-wrong-layout, "
                              "sdpa-view-not-transpose, sdpa-is-causal, sdpa-wrong-scale"),
+    # the shapes-only starter catches the one mutant that raises at T ≠ T_k (dS · q), and no other
+    ("test-head-backward", "your test misses 3 of the 4 broken versions: softmax-grad-no-row-term, "
+                           "softmax-grad-no-scale, grad-dv-from-scores"),
 ])
 def test_each_starter_checks_too_little(ex_id, summary, verdicts):
     v = verdicts[(ex_id, "starter")]
