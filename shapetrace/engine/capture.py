@@ -203,7 +203,7 @@ class Capture:
             spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
         if self.grads is not None:
-            self.grads.note(len(self.records) - 1, outs, inputs)
+            self.grads.note(len(self.records) - 1, outs, inputs, args, kwargs)
         if not modules:   # outside every module call: maybe a model being built, not its forward
             self._mark_setup()
         return result
@@ -281,7 +281,7 @@ class Capture:
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         if self.grads is not None:
-            self.grads.note(len(self.records) - 1, outs, tensors)
+            self.grads.note(len(self.records) - 1, outs, tensors, args, kwargs)
         if not self.modules:
             self._mark_setup()
         return result

@@ -58,7 +58,10 @@ def is_leaf_node(node: Any) -> bool:
 class GradGraph:
     """The autograd nodes of a traced forward, each claimed by the record that made it, hooked."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_start=None) -> None:
+        self.on_start = on_start   # called once as each backward through these nodes starts (may raise)
+        self.runs = 0              # how many backward passes ran through them
+        self._task: int | None = None
         self.claims: list[Claim] = []
         self.owner: dict[Any, int] = {}          # node -> index in claims
         self.leaves: dict[Any, torch.Tensor] = {}   # AccumulateGrad node -> its leaf tensor
@@ -115,6 +118,7 @@ class GradGraph:
         record = self.claims[self.owner[node]].record
 
         def ran(made, arrived):
+            self._started()
             steps.append(Step(record, node, node.name(), tuple(arrived), tuple(made)))
 
         self._handles.append(node.register_hook(ran))
@@ -126,9 +130,20 @@ class GradGraph:
         steps = self.steps
 
         def arrived(grads):
+            self._started()
             steps.append(Step(None, node, node.name(), tuple(grads), ()))
 
         self._handles.append(node.register_prehook(arrived))
+
+    def _started(self) -> None:
+        """The first hook of each backward (autograd's graph task) counts it and calls :attr:`on_start`,
+        which may raise to stop that backward before any gradient reaches a leaf."""
+        task = torch._C._current_graph_task_id()
+        if task != self._task:
+            self._task = task
+            self.runs += 1
+            if self.on_start is not None:
+                self.on_start()
 
     # -- after it ------------------------------------------------------------------------------
     def run_backward(self, loss: torch.Tensor | None = None) -> None:

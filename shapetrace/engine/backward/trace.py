@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from shapetrace.engine.backward.rows import BackwardReport
 from shapetrace.engine.backward.session import BackwardSession
+from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.tracer import Trace
 
 
@@ -39,6 +40,15 @@ class BackwardTrace(Trace):
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)   # (the recorder is off: the backward's own calls are not recorded)
         self._session.end(exc)
+
+    @property
+    def diagnostics(self):
+        """The forward's findings and the backward's (:mod:`.checks`), errors first."""
+        found = super().diagnostics
+        if not self._finished:
+            return found
+        extra = self._session.findings(self._inferred())
+        return sorted([*found, *extra], key=lambda d: SEVERITY_ORDER[d.severity]) if extra else found
 
     @property
     def backward(self) -> BackwardReport:
