@@ -84,7 +84,7 @@ def test_an_in_place_fill_after_the_softmax_is_refused_before_the_backward_in_to
     assert (f"writes in place into the [B, T, T] tensor that #{softmax} softmax ({line}:") in finding.message
     assert finding.message.endswith(
         "saved for its backward (SoftmaxBackward0 needs it: version 0 when saved, 1 now): the backward fails with "
-        "\"one of the variables needed for gradient computation has been modified by an inplace operation\"")
+        "\"one of the variables needed for gradient computation has been modified by an inplace operation\".")
     assert finding.fix == "Use `masked_fill`, which returns a new tensor, or write into a `.clone()`."
     assert t.report().verdict.mark == "✗"
 
@@ -162,13 +162,13 @@ class KeyCut(nn.Module):
 
 @pytest.mark.parametrize(("how", "message", "fix"), [
     ("detach", "to_k.weight gets no gradient: its path to the loss is cut at a detach ({}:{}): "
-               "`.detach()` returns a tensor outside autograd",
+               "`.detach()` returns a tensor outside autograd.",
      "Drop the `.detach()` (keep it only where no gradient may flow back)."),
     ("no_grad", "to_k.weight gets no gradient: it is used at #{} linear ({}:{}) with gradients "
-                "off (a `torch.no_grad()` block)",
+                "off (a `torch.no_grad()` block).",
      "Run that call with gradients on (keep `torch.no_grad()` for evaluation and weight updates)."),
     ("data", "to_k.weight gets no gradient: #{} linear ({}:{}) reads its memory through a "
-             "tensor outside autograd (`to_k.weight.data` or a `.detach()`), so the backward cannot reach it",
+             "tensor outside autograd (`to_k.weight.data` or a `.detach()`), so the backward cannot reach it.",
      "Use the parameter itself there, not `to_k.weight.data`."),
 ])
 def test_a_parameter_cut_from_the_graph_is_said_with_the_call_that_cut_it(how, message, fix):
@@ -229,7 +229,7 @@ def test_a_transposed_parameter_has_a_gradient_that_is_not_contiguous():
     assert finding.message == (
         "weight.grad [3*D, D] is not contiguous (strides (1, 24)): autograd gives a parameter's gradient the "
         "parameter's own strides, and this parameter is not contiguous; `weight.grad.view(-1)` fails, and code "
-        "that flattens gradients must copy it at every step")
+        "that flattens gradients must copy it at every step.")
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         lin.weight.grad.view(-1)
     assert t.report().verdict.mark == "!"
@@ -261,4 +261,4 @@ def test_a_weight_cast_through_data_keeps_a_gradient_of_the_old_dtype(through_da
     assert [(d.kind, d.severity) for d in found] == [("grad-dtype-mismatch", "warning")] * 3
     assert found[0].message == (
         "to_q.weight.grad is float32 but to_q.weight is float64: the gradient was made before the parameter's dtype "
-        "changed (assigning `.data` changes the parameter only), and each backward adds into it in float32")
+        "changed (assigning `.data` changes the parameter only), and each backward adds into it in float32.")

@@ -118,7 +118,7 @@ def _refused(r: Refusal, at: _Places, inference):
             and not op.startswith("__") else "Write into a `.clone()` of the tensor instead."
     message = (f"{writer} writes in place into the {what} tensor that {saver} saved for its backward "
                f"({r.saver} needs it: version {r.then} when saved, {r.now} now): the backward fails with "
-               f"\"{REFUSED}\"")
+               f"\"{REFUSED}\".")
     return Kind.INPLACE_ON_SAVED.found(at.event(r.writer), message, fix,
                                        also=tuple(e for e in (at.event(r.saver_record),) if e is not None))
 
@@ -135,9 +135,9 @@ def _no_grad(name: str, cut, read: int | None, at: _Places):
         else:
             how = f"its path to the loss is cut at {label}{where}, whose result is outside autograd"
             fix = "Compute that value with ops autograd differentiates."
-        return Kind.PARAMETER_WITHOUT_GRAD.found(at.event(cut.record), f"{name} gets no gradient: {how}", fix)
+        return Kind.PARAMETER_WITHOUT_GRAD.found(at.event(cut.record), f"{name} gets no gradient: {how}.", fix)
     how = (f"{at.label(read)}{at.where(read)} reads its memory through a tensor outside autograd "
-           f"(`{name}.data` or a `.detach()`), so the backward cannot reach it")
+           f"(`{name}.data` or a `.detach()`), so the backward cannot reach it.")
     return Kind.PARAMETER_WITHOUT_GRAD.found(at.event(read), f"{name} gets no gradient: {how}",
                                              f"Use the parameter itself there, not `{name}.data`.")
 
@@ -151,14 +151,14 @@ def _not_contiguous(g: GradFacts):
         why = "autograd gives a parameter's gradient the parameter's own strides, and this parameter is not contiguous"
         fix = "Make the parameter contiguous where it is created (`nn.Parameter(w.contiguous())`)."
     message = (f"{g.name}.grad {what} is not contiguous (strides {g.grad_stride}): {why}; "
-               f"`{g.name}.grad.view(-1)` fails, and code that flattens gradients must copy it at every step")
+               f"`{g.name}.grad.view(-1)` fails, and code that flattens gradients must copy it at every step.")
     return Kind.GRAD_NOT_CONTIGUOUS.found(None, message, fix)
 
 
 def _dtype_mismatch(g: GradFacts):
     message = (f"{g.name}.grad is {g.grad_dtype} but {g.name} is {g.dtype}: the gradient was made before the "
                f"parameter's dtype changed (assigning `.data` changes the parameter only), and each backward "
-               f"adds into it in {g.grad_dtype}")
+               f"adds into it in {g.grad_dtype}.")
     fix = "Change dtypes with `model.to(dtype)` (it converts the gradients too), or clear them first " \
           "(`optimizer.zero_grad()`)."
     return Kind.GRAD_DTYPE_MISMATCH.found(None, message, fix)

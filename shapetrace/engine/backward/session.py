@@ -49,6 +49,8 @@ class BackwardSession:
         """A backward starts: refuse it, as torch would untraced, if a saved tensor it needs was written
         in place since it was saved (under saved-tensor hooks torch does not check this itself)."""
         self._tie()
+        if self.graph.runs == 1:
+            self.saved.until = len(self.capture.records)
         will_run = torch._C._will_engine_execute_node
         stale = [h for h in self.saved.overwritten() if will_run(h.saver)]
         if not stale:
@@ -58,6 +60,7 @@ class BackwardSession:
             self.refusals.append(checks.Refusal(
                 h.node, h.shape, h.saver.name(), None if claim is None else self.graph.claims[claim].record,
                 self.watch.writer_of(h.storage, h.made_at, h.version), h.version, h.tensor._version))
+        self.failure = f"the backward failed: RuntimeError: {checks.refusal_text(stale[0])}"
         raise RuntimeError(checks.refusal_text(stale[0]))
 
     def start(self) -> None:
@@ -65,13 +68,14 @@ class BackwardSession:
         self.capture.grads = self
         self.saved.__enter__()
 
-    def end(self, exc: BaseException | None) -> None:
-        """The trace ends: stop noting; unless the block raised, run the backward (:meth:`finish`)."""
+    def end(self, exc: BaseException | None, loss=None) -> None:
+        """The trace ends: stop noting; unless the block raised, run the backward (:meth:`finish`) of
+        ``loss`` (default: the last result's sum), unless the block ran its own."""
         self.saved.__exit__(None, None, None)
         self.capture.grads = None
         if exc is None:
-            self.finish()
-        else:
+            self.finish(loss)
+        elif self.failure is None:   # (else: the block's own backward was refused, and raised)
             self.failure = "no backward ran: the traced block raised"
 
     def finish(self, loss=None) -> None:

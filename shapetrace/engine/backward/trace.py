@@ -31,6 +31,7 @@ class BackwardTrace(Trace):
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
         super().__init__(dims, seed_order)
         self._session = BackwardSession(self.capture)
+        self.loss = None   # the scalar whose backward runs when the block ran none (default: the last result's sum)
 
     def __enter__(self) -> BackwardTrace:
         entered = super().__enter__()
@@ -39,7 +40,7 @@ class BackwardTrace(Trace):
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)   # (the recorder is off: the backward's own calls are not recorded)
-        self._session.end(exc)
+        self._session.end(exc, self.loss)
 
     @property
     def diagnostics(self):
