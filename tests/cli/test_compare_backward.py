@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import torch
-
 from conftest import cli_in_process
 
 SMALL = ("--d-model", "16", "--heads", "2", "--seq-len", "4", "--batch", "2")
