@@ -262,3 +262,28 @@ def test_a_weight_cast_through_data_keeps_a_gradient_of_the_old_dtype(through_da
     assert found[0].message == (
         "to_q.weight.grad is float32 but to_q.weight is float64: the gradient was made before the parameter's dtype "
         "changed (assigning `.data` changes the parameter only), and each backward adds into it in float32.")
+
+
+# BERT's _init_weights (transformers' BertPreTrainedModel) writes the weights through `.data`
+# (`module.weight.data.normal_(mean=0.0, std=...)`, `module.bias.data.zero_()`): a write while the model is built,
+# never a read in its forward. A parameter the loss does not reach (the pooler, when the loss reads the tokens
+# only) gets no gradient, but no cut is to blame: nothing is said, rather than a false cause.
+class InitThroughData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense, self.pooler = nn.Linear(D, D), nn.Linear(D, D)
+        for module in (self.dense, self.pooler):
+            module.weight.data.normal_(mean=0.0, std=0.02)
+            module.bias.data.zero_()
+
+    def forward(self, x):
+        self.pooler(x[:, 0])              # (B, D): computed, not part of what the backward starts from
+        return self.dense(x)              # (B, T, D)
+
+
+def test_weights_written_through_data_at_init_are_not_blamed_for_a_missing_gradient():
+    with shapetrace.trace(f"B={B} T={T} D={D}", backward=True) as t:
+        model = InitThroughData()
+        model(shapetrace.name(_x(), "B T D"))
+    assert model.pooler.weight.grad is None and model.dense.weight.grad is not None
+    assert _kinds(t) == []

@@ -119,6 +119,8 @@ class BackwardSession:
                     continue
                 cut = self.watch.cut_of(p)
                 read = None if cut is not None else self.watch.reads.get(storage_of(p))
+                if read in self.capture.setup:   # (read while the model was built, not in its forward)
+                    read = None
                 if cut is not None or read is not None:
                     missing.append((name, cut, read))
         return checks.findings(self.refusals, missing, grads, self.capture, inference)

@@ -10,7 +10,7 @@ weight too):
   cut that took it out of the graph;
 * **reads outside autograd** — the first call that read each storage through a floating tensor that
   does not require grad (``w.data``, ``w.detach()``: a parameter's memory, read where autograd cannot
-  see it);
+  see it; a write into it, such as an initialiser's ``w.data.normal_()``, is not a read);
 * **in-place writes** — each call that writes into its first operand (or returns it), with that
   operand's storage and version after the call, so that a saved tensor found overwritten can be tied
   to the call that wrote it.
@@ -57,14 +57,15 @@ class Watch:
         if not tensors:
             return
         first = tensors[0]
-        if self.records[record].spec.writes_in_place or outputs and outputs[0] is first:   # (dropout(inplace=True))
+        writes = self.records[record].spec.writes_in_place or bool(outputs) and outputs[0] is first
+        if writes:   # (an op that returns its operand: dropout(inplace=True), or a no-op, told by the version)
             self.writes.append((record, storage_of(first), first._version))
         feeding = [t for t in tensors if t.requires_grad]
         floats = [o for o in outputs if o.is_floating_point()]
         if feeding and floats and not any(o.requires_grad for o in floats):
             self.cuts.append(Cut(record, tuple(t if t.grad_fn is None else t.grad_fn for t in feeding),
                                  site(1), torch.is_grad_enabled()))
-        for t in tensors:
+        for t in tensors[1:] if writes else tensors:   # (writing into w.data, as an initialiser does, is no read)
             if not t.requires_grad and t.is_floating_point():
                 self.reads.setdefault(storage_of(t), record)
 
