@@ -287,3 +287,19 @@ def test_weights_written_through_data_at_init_are_not_blamed_for_a_missing_gradi
         model(shapetrace.name(_x(), "B T D"))
     assert model.pooler.weight.grad is None and model.dense.weight.grad is not None
     assert _kinds(t) == []
+
+
+def test_a_whole_gpt2_training_step_from_transformers_has_no_backward_finding():
+    # transformers' GPT2LMHeadModel with labels (its own shifted cross-entropy), the step's own loss.backward():
+    # weight tying (lm_head.weight is wte.weight), Conv1D weights, a causal-mask buffer: every parameter gets a
+    # contiguous gradient of its own dtype, and nothing it saved is overwritten
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed (optional)")
+    config = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=16, vocab_size=64,
+                                     attn_implementation="eager")
+    torch.manual_seed(0)
+    model, ids = transformers.GPT2LMHeadModel(config).train(), torch.randint(0, 64, (2, 8))
+    with shapetrace.trace("B=2 T=8 D=32 H=4", backward=True) as t:
+        model(ids, labels=ids).loss.backward()
+    assert t.backward.note == "" and t.backward.runs == 1
+    assert _kinds(t) == []
+    assert all(p.grad is not None and p.grad.is_contiguous() for p in model.parameters())
