@@ -37,6 +37,11 @@ class ImplRow:
     trace: Any = field(default=None, repr=False)
     hidden_copies: int = 0  #: of ``copies``, the ones torch makes itself inside a batched matmul
     hidden_bytes: int = 0
+    #: with ``--backward``: what autograd kept for the backward of the output's sum (not parameters), its
+    #: attention weights' share, and how far the gradient of the input is from the reference's
+    kept_bytes: int | None = None
+    weights_bytes: int | None = None
+    dx_diff: float | None = None
 
     @property
     def agrees(self) -> bool | None:
@@ -48,18 +53,23 @@ class ImplRow:
         return {"impl": self.impl, "ops": self.ops, "views": self.views, "copies": self.copies,
                 "copy_bytes": self.copy_bytes, "alloc_bytes": self.alloc_bytes, "max_diff": self.max_diff,
                 "agrees": self.agrees, "errors": self.errors, "skipped": self.skipped,
-                "hidden_copies": self.hidden_copies, "hidden_bytes": self.hidden_bytes}
+                "hidden_copies": self.hidden_copies, "hidden_bytes": self.hidden_bytes,
+                **({} if self.kept_bytes is None else {"backward": {
+                    "kept_bytes": self.kept_bytes, "weights_bytes": self.weights_bytes, "dx_diff": self.dx_diff,
+                    "dx_agrees": None if self.dx_diff is None else self.dx_diff <= TOLERANCE}})}
 
 
 def compare_impls(config: AttentionConfig, impls: Sequence[str] = IMPLS,
-                  max_bytes: int | None = None, device: str = "auto") -> tuple[list[ImplRow], str]:
-    """Trace each implementation on the reference's weights; returns the rows and the device."""
+                  max_bytes: int | None = None, device: str = "auto",
+                  backward: bool = False) -> tuple[list[ImplRow], str]:
+    """Trace each implementation on the reference's weights; returns the rows and the device. ``backward``:
+    each one's backward of the output's sum too (what autograd keeps, the input's gradient)."""
     with threads_for(variant_bytes(config)):
-        return _compare_impls(config, impls, max_bytes, device)
+        return _compare_impls(config, impls, max_bytes, device, backward)
 
 
 def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int | None,
-                   requested: str = "auto") -> tuple[list[ImplRow], str]:
+                   requested: str = "auto", backward: bool = False) -> tuple[list[ImplRow], str]:
     import torch
 
     from shapetrace.attention import variants
@@ -68,8 +78,12 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
     config = replace(config, train=False, dropout=0.0, broken=None, impl="manual")
     device, _note = pick_device(requested, variant_bytes(config), budget_or_default(max_bytes))
     ref, inputs = variants.build_reference(config, device)
+    if backward and device == "meta":
+        raise UsageError("--backward needs values, and this comparison would run on the meta device: use a "
+                         "smaller size or --device cpu")
     with torch.no_grad():
         want = ref(inputs["x"], inputs["memory"], inputs["pad"])
+    want_dx = _input_grad(ref, inputs) if backward else None
     rows = []
     for impl in impls:
         try:
@@ -77,7 +91,7 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
         except UsageError:
             rows.append(ImplRow(impl, skipped=skip_reason(impl, config)))
             continue
-        trace, out = _trace_impl(cfg, ref, inputs, device)
+        trace, out, dx = _trace_impl(cfg, ref, inputs, device, backward)
         s = stats(trace.events)
         hidden = [c.nbytes for e in trace.events if not e.error for c in e.hidden_copies]
         row = ImplRow(impl, s["ops"], s["views"], s["copies"] + len(hidden), s["copy_bytes"] + sum(hidden),
@@ -85,6 +99,10 @@ def _compare_impls(config: AttentionConfig, impls: Sequence[str], max_bytes: int
         row.errors = sum(1 for d in trace.diagnostics if d.severity == "error")
         if out is not None and device != "meta":
             row.max_diff = float((out - want).abs().max())
+        if backward:
+            kept = trace.backward
+            row.kept_bytes, row.weights_bytes = kept.activation_bytes, kept.weights_bytes
+            row.dx_diff = None if dx is None else float((dx - want_dx).abs().max())
         rows.append(row)
     return rows, device
 
@@ -98,20 +116,33 @@ def skip_reason(impl: str, config: AttentionConfig) -> str:
     return "not available for these options"
 
 
-def _trace_impl(cfg: AttentionConfig, ref, inputs, device: str):
-    import torch
-
+def _trace_impl(cfg: AttentionConfig, ref, inputs, device: str, backward: bool = False):
+    """``(trace, output, the input's gradient or None)``: one implementation traced (and its backward of the
+    output's sum, on a copy of the input that requires grad)."""
+    from shapetrace.app.backward import grad_mode, new_trace
     from shapetrace.attention import variants
-    from shapetrace.engine.tracer import Trace
 
     model = variants.build_impl(cfg, cfg.impl, ref, device)
-    trace = Trace(cfg.dims)
-    with torch.no_grad(), trace:
-        trace.set_names(inputs["x"], ["B", cfg.q_name, "D"])
+    trace = new_trace(cfg.dims, backward)
+    x = inputs["x"].detach().clone().requires_grad_(True) if backward else inputs["x"]
+    with grad_mode(backward), trace:
+        trace.set_names(x, ["B", cfg.q_name, "D"])
         if inputs["memory"] is not None:
             trace.set_names(inputs["memory"], ["B", cfg.k_name, "D"])
-        out = model(inputs["x"], inputs["memory"], inputs["pad"])
-    return trace, out
+        out = model(x, inputs["memory"], inputs["pad"])
+        if backward:
+            trace.loss = out   # (its sum: not the last result, which may be the weights nn.MultiheadAttention returns)
+    return trace, None if out is None else out.detach(), x.grad if backward else None
+
+
+def _input_grad(ref, inputs):
+    """The gradient of the reference's output sum with respect to its input, untraced."""
+    import torch
+
+    x = inputs["x"].detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        ref(x, inputs["memory"], inputs["pad"]).sum().backward()
+    return x.grad
 
 
 def event_key(e) -> tuple:

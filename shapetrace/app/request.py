@@ -109,12 +109,16 @@ class RunRequest:
         return request
 
     def _check_backward(self) -> None:
-        """``--backward`` traces one forward and its backward: not (yet) a decode, an image, or predict mode
-        (it asks about the forward only); the table, step mode and the exports show it."""
+        """``--backward`` traces one forward and its backward: not a decode (inference: no backward runs
+        through a KV cache), nor (yet) predict mode (it asks about the forward only); the table, step mode and
+        the exports show it."""
         if not self.backward:
             return
-        for name, given in (("--decode", self.decode is not None), ("--image", self.image is not None),
-                            ("--predict", self.classroom.predict is not None)):
+        if self.decode is not None:
+            raise UsageError("--backward does not apply to --decode: decoding with a KV cache is inference, its "
+                             "steps run without gradients and no backward runs through the cache; run --backward "
+                             "without --decode to see the backward of the same attention")
+        for name, given in (("--predict", self.classroom.predict is not None),):
             if given:
                 raise UsageError(f"--backward cannot be combined with {name} yet: run it without {name} to see "
                                  "the backward table after the forward one")

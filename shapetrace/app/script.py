@@ -246,8 +246,8 @@ def _restore_streams(fds: list, stdout, stderr) -> None:
         os.close(saved)
 
 
-def _exec(path: str) -> None:
-    runpy.run_path(path, run_name="__main__")
+def _exec(path: str) -> dict:
+    return runpy.run_path(path, run_name="__main__")
 
 
 class HardExit(BaseException):
@@ -295,26 +295,34 @@ def _script_endings() -> Iterator[list[bool]]:
 
 def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None = None,
                device: str = "cpu", filters: Filters | None = None,
-               stdout_to_stderr: bool = False, limits: Limits | None = None) -> ScriptRun:
+               stdout_to_stderr: bool = False, limits: Limits | None = None,
+               backward: bool = False, loss: str | None = None) -> ScriptRun:
     """Trace ``path`` run as ``__main__``; exceptions in the script are kept, not raised.
 
     With ``limits``, a watcher thread stops the script (as Ctrl-C would) once it has recorded
-    ``max_ops`` ops or run ``seconds``; the trace keeps the first ``max_ops`` ops."""
+    ``max_ops`` ops or run ``seconds``; the trace keeps the first ``max_ops`` ops. ``backward``: trace
+    the script's own ``.backward()`` calls too (the first in full), or, when it runs none, the backward
+    of ``loss`` (a scalar the script's top level names) or else of the last result's sum."""
     import torch
 
-    from shapetrace.engine import tracer as tr
     from shapetrace.engine.sites import STACK_ROOTS
 
     check_script(path)
     STACK_ROOTS.add(_exec.__code__)
-    trace = tr.Trace(dims)
+    trace = _new_trace(dims, backward)
     trace.check_dependencies()   # the outermost module is run again on perturbed copies after the run
     exception: BaseException | None = None
+    problem: UsageError | None = None
     watcher = _Watcher(trace, limits) if limits is not None else None
     with script_environment(path, args, stdout_to_stderr) as threads, _script_endings() as ctrl_c:
         try:
             with trace, _default_device(device, torch), watcher or contextlib.nullcontext():
-                _exec(path)
+                namespace = _exec(path)
+                if loss is not None:
+                    try:
+                        trace.loss = loss_of(namespace, loss)
+                    except UsageError as exc:   # (said once the script is over, as a usage error)
+                        problem = exc
         except (SystemExit, HardExit) as exc:
             if exc.code not in (None, 0):
                 exception = exc
@@ -324,6 +332,8 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
             if watcher is not None:
                 watcher.__exit__(None, None, None)
             _flush()
+    if problem is not None:
+        raise problem
     stopped = watcher.stopped if watcher is not None else None
     if stopped is not None and (exception is None or isinstance(exception, (RecordingStopped, KeyboardInterrupt))):
         exception = None  # the limit asked for stopped it: the ops so far are the answer
@@ -337,6 +347,56 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
         run.notes.append(f"the script started {threads[0]} thread{'s' if threads[0] != 1 else ''}: shapetrace "
                          "records the thread that runs the script, so ops run in other threads are not in the table")
     return run
+
+
+def _new_trace(dims: dict[str, int] | None, backward: bool) -> Trace:
+    if backward:
+        from shapetrace.engine.backward.trace import BackwardTrace
+
+        return BackwardTrace(dims)
+    from shapetrace.engine.tracer import Trace
+
+    return Trace(dims)
+
+
+def backward_notes(run: ScriptRun, backward: bool, loss: str | None = None) -> list[str]:
+    """What the table says of the script's backward passes: how many ran and which one it shows, or, without
+    ``--backward``, that they ran and are not shown."""
+    calls = run.trace.capture.backward_calls
+    passes = f"{calls} backward pass{'es' if calls != 1 else ''} (.backward())"
+    if not backward:
+        return [f"the script ran {passes}, not shown: shapetrace trace --backward {run.script} traces them "
+                "(the first in full)"] if calls else []
+    report = run.trace.backward
+    notes = []
+    if loss is not None and calls:
+        notes.append(f"--loss {loss} was not used: the script ran its own backward")
+    if report is not None and report.runs > 1:
+        others = report.runs - 1
+        same = report.alike - 1
+        how = f"{'all ' if others > 1 else ''}{others} other{'s' if others != 1 else ''} ran the same autograd " \
+              "nodes" if same == others else f"{others - same} of the {others} others ran other autograd nodes"
+        notes.append(f"the script ran {report.runs} backward passes; the backward table shows the first ({how})")
+    return notes
+
+
+def loss_of(namespace: dict, name: str):
+    """``--loss NAME``: the scalar tensor the script's top level holds under ``name``, that requires grad.
+
+    Raises:
+        UsageError: when there is none.
+    """
+    import torch
+
+    value = namespace.get(name)
+    if not isinstance(value, torch.Tensor):
+        found = "has no variable" if name not in namespace else f"holds a {type(value).__name__}, not a tensor,"
+        raise UsageError(f"--loss {name}: the script's top level {found} named {name!r} (a loss computed inside a "
+                         "function is not seen: name one the top level keeps, or call .backward() in the script)")
+    if value.numel() != 1 or not value.requires_grad:
+        why = f"has {value.numel()} elements" if value.numel() != 1 else "does not require grad"
+        raise UsageError(f"--loss {name}: {name} {why}; the backward starts from a scalar that requires grad")
+    return value
 
 
 class RecordingStopped(BaseException):
@@ -461,11 +521,9 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
 def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
     """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow); ``trace`` itself
     when ``events`` are all of its events."""
-    from shapetrace.engine.tracer import Trace
-
     if len(events) == len(trace.events) and all(a is b for a, b in zip(events, trace.events)):
         return trace  # nothing hidden: the same events, already numbered from 0
-    out = Trace.__new__(Trace)
+    out = type(trace).__new__(type(trace))   # (a BackwardTrace stays one: its backward and findings too)
     out.__dict__.update(trace.__dict__)
     out.events = [replace(e, index=i) for i, e in enumerate(events)]
     out._diagnostics = None

@@ -151,7 +151,7 @@ def traced_variant(config: AttentionConfig, device: str, note: str | None = None
     ``backward``: its backward too, and the same at 2T."""
     with threads_for(variant_bytes(config)):
         run = _trace_variant(config, device, note, compare, backward)
-        if backward:
+        if backward and not config.image:   # (an image's tokens come from its size: no 2T of it)
             run.doubled = at_double_t(config, lambda c: _trace_variant(c, device, None, False, True).trace)
         return run
 
@@ -168,7 +168,7 @@ def _trace_variant(config: AttentionConfig, device: str, note: str | None, compa
     if config.decode or config.image:
         from shapetrace.app.shapes import trace_shape
 
-        return trace_shape(config, device, notes, compare, VariantRun)
+        return trace_shape(config, device, notes, compare, VariantRun, backward)
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = new_trace(config.dims, backward)

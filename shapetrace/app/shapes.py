@@ -22,11 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def trace_shape(config: AttentionConfig, device: str, notes: list[str], compare: bool,
-                make_run: type[VariantRun]) -> VariantRun:
+                make_run: type[VariantRun], backward: bool = False) -> VariantRun:
     """Trace a ``--decode`` or ``--image`` run on ``device`` (``cpu`` or ``meta``); ``make_run`` is
-    :class:`~shapetrace.app.session.VariantRun` (passed in: the session imports this module)."""
+    :class:`~shapetrace.app.session.VariantRun` (passed in: the session imports this module); ``backward``
+    (an image only: a decode runs without gradients): its backward too."""
     header = run_header(config, device)
-    trace, forward, model, plain, kept = (_trace_decode if config.decode else _trace_image)(config, device, header)
+    trace, forward, model, plain, kept = _trace_decode(config, device, header) if config.decode else \
+        _trace_image(config, device, header, backward)
     run = make_run(trace, config, device, notes, header=header)
     _fill_values(run, kept)
     if config.broken and compare and device != "meta":
@@ -119,17 +121,17 @@ def image_models(config: AttentionConfig, device: str):
     return model, ImageAttention(embed, attn).train(config.train), pixels   # one attention, one mode
 
 
-def _trace_image(config: AttentionConfig, device: str, header: dict[str, Any]) -> tuple:
-    """As :func:`_trace_decode`, for an image run (it has no steps: ``header`` stays as it is)."""
-    import torch
-
+def _trace_image(config: AttentionConfig, device: str, header: dict[str, Any], backward: bool = False) -> tuple:
+    """As :func:`_trace_decode`, for an image run (it has no steps: ``header`` stays as it is); ``backward``:
+    the backward of the output's sum too (the patch embedding's conv weight gets its gradient)."""
     from shapetrace.app.attention_values import watching_attention
+    from shapetrace.app.backward import grad_mode, new_trace
 
     model, plain, pixels = image_models(config, device)
-    trace = _new_trace(config)
+    trace = new_trace(config.dims, backward)
     with watching_attention(model) as kept:
         try:
-            with torch.no_grad(), trace:
+            with grad_mode(backward), trace:
                 trace.set_names(pixels, ["B", None, None, None])   # C, SIZE, SIZE: no names of their own
                 trace.result = model(pixels)
         except Exception:  # kept in trace.exception; the table shows the op that raised

@@ -36,6 +36,8 @@ def compare(
                               help="Comma-separated implementations to run."),
     diff: tuple[str, str] | None = typer.Option((None, None), "--diff", metavar="A B",
                                                    help="Show the op-by-op difference between two implementations."),
+    backward: bool = typer.Option(False, "--backward", help="Also run each one's backward of the output's sum: "
+                                  "what autograd keeps, and the input's gradient against the reference's."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     width: int | None = width_option(),
     device: str = typer.Option(DEFAULT_DEVICE, "--device", help=DEVICE_HELP),
@@ -47,7 +49,7 @@ def compare(
     copies, bytes, and how far each output is from the reference; --diff A B compares two op by op.
     """
     with guarded(traceback):
-        from shapetrace.app.compare import check_impls, compare_impls, diff_events
+        from shapetrace.app.compare import TOLERANCE, check_impls, compare_impls, diff_events
         from shapetrace.attention.notes import header
 
         names = check_impls([s.strip() for s in impls.split(",") if s.strip()])
@@ -57,7 +59,7 @@ def compare(
             names += [p for p in pair if p not in names]
         config = AttentionConfig(d_model=d_model, heads=heads, batch=batch, seq_len=seq_len, seed=seed,
                                  causal=causal, mask=mask, pad=parse_pad(pad), kv_len=kv_len, kv_heads=kv_heads)
-        rows, device = compare_impls(config, names, device=device)
+        rows, device = compare_impls(config, names, device=device, backward=backward)
         by_name = {r.impl: r for r in rows}
         if pair and any(by_name[p].skipped for p in pair):
             raise UsageError(f"--diff {' '.join(pair)}: " + "; ".join(
@@ -74,5 +76,5 @@ def compare(
             if pair:
                 a, b = by_name[pair[0]].trace.events, by_name[pair[1]].trace.events
                 print_diff(diff_events(a, b), pair[0], pair[1], console)
-        if any(r.agrees is False for r in rows):
+        if any(r.agrees is False or r.dx_diff is not None and r.dx_diff > TOLERANCE for r in rows):
             raise typer.Exit(1)

@@ -64,6 +64,12 @@ def trace(
                                      "identical layers fold (layers 1-11: the same ops as layer 0)."),
     summary: bool = typer.Option(False, "--summary", help="Print the per-module summary (ops, views, copies, "
                                  "computed bytes) under the table, also when the model has no layers."),
+    backward: bool = typer.Option(False, "--backward", help="Trace the backward pass too: the script's own "
+                                  ".backward() calls (the first in full, the others counted), else the backward "
+                                  "of --loss or of the last result's sum."),
+    loss: str | None = typer.Option(None, "--loss", metavar="NAME", help="The scalar loss (a variable at the "
+                                    "script's top level) whose backward --backward traces when the script runs "
+                                    "none; implies --backward."),
     include: list[str] | None = typer.Option(None, "--include", help="Keep ops written in this file or folder."),
     exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v2) on stdout and "
@@ -97,6 +103,9 @@ def trace(
         check_script(script)  # a missing, unreadable or broken file is answered before torch is imported
         request = ClassroomRequest.checked(width=width, export=export, theme=theme, step=step, auto=auto,
                                            json_out=json_out, all_ops=all_ops, force=force, static=static)
+        backward = backward or loss is not None
+        if backward:
+            check_backward_options(step=step, export=export, only=only, include=include, exclude=exclude)
         from shapetrace.app.script import Filters, Limits, run_script, script_header
 
         sizes = parse_dims(dims)
@@ -110,7 +119,8 @@ def trace(
                         on_stuck=_end_stuck_script)
         try:
             with _every_call(not request.view.fold):
-                run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out, limits=limits)
+                run = run_script(script, args or [], sizes, where, filters, stdout_to_stderr=json_out, limits=limits,
+                                 backward=backward, loss=loss)
         finally:
             limits.progress.clear()
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
@@ -119,13 +129,14 @@ def trace(
             from shapetrace.app.layers import check_layer
 
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
-        from shapetrace.app.script import how_to_name, unused_sizes_note
+        from shapetrace.app.script import backward_notes, how_to_name, unused_sizes_note
 
         run.header = {"lines": script_header(script, sizes, note),
                       "how_to_name": how_to_name(run.trace.events, sizes)}
         unused = unused_sizes_note(run.trace.events, sizes)
         if unused:
             run.notes.append(unused)
+        run.notes.extend(backward_notes(run, backward, loss))
         if request.export and run.trace.events:
             from shapetrace.cli.classroom import write_export
 
@@ -141,6 +152,16 @@ def trace(
                 raise typer.Exit(1)
             return
         _show(run, json_out, width, request.view.fold, layer, summary or None)
+
+
+def check_backward_options(**given) -> None:
+    """``--backward`` shows the whole trace's backward after its table: not (yet) with the step view, the
+    exports, or a filter (which renumbers the forward's rows the backward's rows point to)."""
+    for name, value in given.items():
+        if value:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"--backward cannot be combined with {flag} yet: run it without {flag} to see the "
+                             "backward table after the forward one")
 
 
 def _every_call(on: bool):
@@ -176,12 +197,16 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
         console.print(Group(*_interrupted_tail(run, console.width)))
         _exit_at_once(130)
     if run.trace.events:
-        parts = [TraceView(run.report(), header=run.header["lines"], show_diagnostics=run.ok, fold=fold,
+        refused = not run.ok and any(d.kind == "inplace-on-saved" for d in run.trace.diagnostics)
+        parts = [TraceView(run.report(), header=run.header["lines"], show_diagnostics=run.ok or refused, fold=fold,
                            layers=fold, expand_layer=layer, summary=summary)]
     else:
         parts = [] if run.exception is not None and not run.hidden else [_nothing_shown(run)]
         if run.interrupted:
             parts = []
+    if run.trace.backward is not None and run.trace.events:
+        from shapetrace.render.backward import BackwardView
+        parts.append(BackwardView(run.trace.backward))
     if run.hidden:
         parts.append(_hidden_note(run.hidden))
     parts.extend(_notes(run))

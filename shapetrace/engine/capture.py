@@ -104,14 +104,14 @@ class Capture:
         #: ``(spec, start, end)``: the records an opened composite (:func:`run_opened`) made, [start, end):
         #: library code's own ops, whose findings are reported at the user's call
         self.opened: list[tuple[OpSpec, int, int]] = []
-        #: ``(module, args, kwargs, result)`` of the first outermost module call, kept when asked
-        #: (``keep_top_call``) for the dependency check after the run (:mod:`.dependencies`)
+        #: the first outermost module call's (module, args, kwargs, result), kept for :mod:`.dependencies`
         self.keep_top_call = False
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
         self.size_read = SizeReads(self.node_of)
         self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
+        self.backward_calls = 0   # the traced code's own ``.backward()`` calls (a script's training steps)
 
     @property
     def rows(self) -> int:
@@ -203,7 +203,7 @@ class Capture:
             spec, where, module, tuple(nodes), tuple(in_raw), tuple(out_nodes), tuple(out_raw), frozen,
             params, _memory_verdict(spec, inputs, outs), None, einops, None, device)))
         if self.grads is not None:
-            self.grads.note(len(self.records) - 1, outs, inputs)
+            self.grads.note(len(self.records) - 1, outs, inputs, args, kwargs)
         if not modules:   # outside every module call: maybe a model being built, not its forward
             self._mark_setup()
         return result
@@ -261,6 +261,7 @@ class Capture:
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         if not outs and not spec.inplace:   # (cache[i] = k returns nothing, and is kept: a write)
+            self.backward_calls += spec.starts_backward
             return result
         ids, ins = self._ids, []
         for t in tensors:
@@ -276,12 +277,11 @@ class Capture:
             else:
                 out_nodes.append(self._made(o, shape))
             shapes.append(shape)
-        frozen = freeze_args(args, kwargs) if spec.scaling or spec.params is not None \
-            or spec.inplace else _NO_ARGS
+        frozen = freeze_args(args, kwargs) if spec.scaling or spec.params is not None or spec.inplace else _NO_ARGS
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         if self.grads is not None:
-            self.grads.note(len(self.records) - 1, outs, tensors)
+            self.grads.note(len(self.records) - 1, outs, tensors, args, kwargs)
         if not self.modules:
             self._mark_setup()
         return result

@@ -185,6 +185,23 @@ class Kind(StrEnum):
                           "a `cat` whose parts differ in size along an axis it does not join")
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")
 
+    # -- the backward pass (engine/backward/checks.py) ---------------------------------------------
+    INPLACE_ON_SAVED = (
+        "inplace-on-saved", "error",
+        "an in-place op (`masked_fill_`, `+=`, `x[...] = `) wrote into a tensor autograd saved for the backward: "
+        "the backward fails with \"modified by an inplace operation\"; said before it runs, with the write")
+    PARAMETER_WITHOUT_GRAD = (
+        "parameter-without-grad", "warning",
+        "a parameter that requires grad gets no gradient from the backward, with the call that took it out of "
+        "autograd's graph (a `.detach()`, a `torch.no_grad()` block, `.data`)")
+    GRAD_NOT_CONTIGUOUS = (
+        "grad-not-contiguous", "warning",
+        "a parameter's gradient is not contiguous (a transposed parameter, or a gradient assigned with other "
+        "strides): `.grad.view(-1)` fails and code that flattens gradients copies it at every step")
+    GRAD_DTYPE_MISMATCH = (
+        "grad-dtype-mismatch", "warning",
+        "a parameter's `.grad` has another dtype than the parameter (its `.data` was cast after a backward)")
+
     # -- about the trace itself --------------------------------------------------------------------
     DIMS_DISAGREE = (
         "dims-disagree", "note",

@@ -125,6 +125,7 @@ class OpSpec:
     #: the operands' grads, ``{summed}`` the output's leading axes; parts joined by "; " are left out where
     #: an operand gets no gradient. "" where the registry has no sentence for it
     backward: str = ""
+    starts_backward: bool = False     # ``loss.backward()``: counted (a script's training steps), never a row
 
     # -- derived facts: a rule asks these, never for a name ----------------------------------------
     @property

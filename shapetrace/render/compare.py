@@ -36,6 +36,25 @@ def impl_table(rows: Sequence, device: str) -> Table:
     return table
 
 
+def backward_table(rows: Sequence) -> Table:
+    """With ``--backward``: what autograd kept for each one's backward and how far its input's gradient is
+    from the reference's."""
+    from shapetrace.app.compare import TOLERANCE
+
+    table = Table(title=None, box=None, header_style="bold", pad_edge=False)
+    for col, just in (("backward", "left"), ("autograd keeps", "right"), ("attention weights", "right"),
+                      ("max |dx diff| vs manual", "right")):
+        table.add_column(col, justify=just)
+    for r in rows:
+        if r.skipped or r.kept_bytes is None:
+            continue
+        ok = r.dx_diff is not None and r.dx_diff <= TOLERANCE
+        dx = Text("no gradient", style="bold red") if r.dx_diff is None else \
+            Text(f"{r.dx_diff:.1e} {'✓' if ok else '✗'}", style="green" if ok else "bold red")
+        table.add_row(Text(r.impl, style="bold magenta"), fmt_bytes(r.kept_bytes), fmt_bytes(r.weights_bytes), dx)
+    return table
+
+
 def print_comparison(rows: Sequence, device: str, header: Sequence[str], console: Console) -> None:
     from shapetrace.app.compare import TOLERANCE
 
@@ -43,6 +62,11 @@ def print_comparison(rows: Sequence, device: str, header: Sequence[str], console
         console.print(Text(line, style="bold" if i == 0 else "dim"))
     console.print(Text(""))
     console.print(impl_table(rows, device))
+    if any(r.kept_bytes is not None for r in rows):
+        console.print(Text(""))
+        console.print(backward_table(rows))
+        console.print(Hanging(Text("autograd keeps: the saved tensors' storages, parameters left out; dx: the "
+                                   "gradient of the output's sum with respect to the input", style="dim")))
     for r in rows:
         if r.skipped:
             console.print(Text(f"{r.impl}: skipped ({r.skipped})", style="dim"))

@@ -88,3 +88,32 @@ def test_long_names_spell_the_backward_s_axes_as_the_forward_s_and_wrap_under_th
         "       → operand 0 [batch=2, seq_len=3, heads=2, d_head=8] (48, 16, 8, 1) the",
         "         same tensor"]
     assert all(len(line) <= 80 for line in narrow)
+
+
+def test_run_backward_on_an_image_reaches_the_patch_embeddings_conv_as_torch_does():
+    # a ViT's patch embedding (timm's PatchEmbed: Conv2d(C, D, P, stride=P), flatten(2).transpose(1, 2)) and a
+    # class token, then attention: training it sends a gradient back to the conv's weight
+    from shapetrace.app.request import RunRequest
+    from shapetrace.app.shapes import image_models
+
+    args = ("--image", "16", "--patch", "8", "--d-model", "16", "--heads", "2")
+    proc = cli_in_process("run", "--backward", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    backward = json.loads(proc.stdout)["backward"]
+    conv = next(r for r in backward["rows"] if r["op"] == "conv2d")
+    assert conv["arrived"][0]["dims"] == ["B", "D", "Hp", "Wp"] and conv["arrived"][0]["shape"] == [2, 16, 2, 2]
+    weight = next(g for g in conv["made"] if g["of"] == "embed.proj.weight")
+    config = RunRequest(image=16, patch=8, d_model=16, heads=2).checked().config
+    model, _, pixels = image_models(config, "cpu")
+    model(pixels).sum().backward()   # the same model, untraced
+    grad = model.embed.proj.weight.grad
+    assert (weight["shape"], weight["stride"]) == (list(grad.shape), list(grad.stride())) == ([16, 3, 8, 8],
+                                                                                            [192, 64, 8, 1])
+    assert "at_2T" not in backward   # an image's tokens come from its size: no 2T run
+
+
+def test_run_backward_says_why_a_decode_has_no_backward():
+    proc = cli_in_process("run", "--backward", "--decode", "2", *SMALL)
+    assert proc.returncode == 2
+    assert "--backward does not apply to --decode: decoding with a KV cache is inference, its steps run without " \
+           "gradients and no backward runs through the cache" in " ".join(proc.stderr.split())

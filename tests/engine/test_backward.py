@@ -303,8 +303,9 @@ def test_the_backward_is_plain_data_for_json():
     with shapetrace.trace("B=2 T=3 D=16 H=2", backward=True) as t:
         model(x)
     data = t.backward.to_dict()
-    assert sorted(data) == ["activation_bytes", "note", "params", "rows", "saved", "saved_bytes",
+    assert sorted(data) == ["activation_bytes", "alike", "note", "params", "rows", "runs", "saved", "saved_bytes",
                             "weights_bytes"]
+    assert (data["runs"], data["alike"]) == (1, 1)
     assert data["rows"][0]["arrived"][0] == {"of": "output", "shape": [2, 3, 16], "stride": [0, 0, 0],
                                              "dims": ["B", "T", "D"], "dtype": "float32", "nbytes": 4,
                                              "memory": "incoming"}

@@ -25,8 +25,10 @@ def build_report(graph, saved, capture, inference, param_names: dict[int, str]) 
         return BackwardReport((), (), _saved_infos(saved, graph, capture, inference),
                               note="no backward ran: no traced result requires grad")
     rows = tuple(_rows(graph, capture, inference, param_names))
+    first = graph.run_ops[0] if graph.run_ops else []
     return BackwardReport(rows, tuple(_params(graph, capture, inference, param_names, rows)),
-                          _saved_infos(saved, graph, capture, inference))
+                          _saved_infos(saved, graph, capture, inference), runs=max(graph.runs, 1),
+                          alike=sum(ops == first for ops in graph.run_ops) or 1)
 
 
 def _rows(graph, capture, inference, names) -> list[BackwardRow]:

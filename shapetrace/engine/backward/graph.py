@@ -58,7 +58,11 @@ def is_leaf_node(node: Any) -> bool:
 class GradGraph:
     """The autograd nodes of a traced forward, each claimed by the record that made it, hooked."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_start=None) -> None:
+        self.on_start = on_start   # called once as each backward through these nodes starts (may raise)
+        self.runs = 0              # how many backward passes ran through them
+        self.run_ops: list[list[str]] = []   # the nodes each backward ran, by name (only the first's are kept)
+        self._task: int | None = None
         self.claims: list[Claim] = []
         self.owner: dict[Any, int] = {}          # node -> index in claims
         self.leaves: dict[Any, torch.Tensor] = {}   # AccumulateGrad node -> its leaf tensor
@@ -115,7 +119,8 @@ class GradGraph:
         record = self.claims[self.owner[node]].record
 
         def ran(made, arrived):
-            steps.append(Step(record, node, node.name(), tuple(arrived), tuple(made)))
+            if self._started(node):
+                steps.append(Step(record, node, node.name(), tuple(arrived), tuple(made)))
 
         self._handles.append(node.register_hook(ran))
 
@@ -126,9 +131,24 @@ class GradGraph:
         steps = self.steps
 
         def arrived(grads):
-            steps.append(Step(None, node, node.name(), tuple(grads), ()))
+            if self._started(node):
+                steps.append(Step(None, node, node.name(), tuple(grads), ()))
 
         self._handles.append(node.register_prehook(arrived))
+
+    def _started(self, node: Any) -> bool:
+        """Each hook of a backward: the first of each (autograd's graph task) counts it and calls
+        :attr:`on_start`, which may raise to stop it before any gradient reaches a leaf. True while the
+        first backward runs: its gradients are kept; a later one's (a training loop's) are only named."""
+        task = torch._C._current_graph_task_id()
+        if task != self._task:
+            self._task = task
+            self.runs += 1
+            self.run_ops.append([])
+            if self.on_start is not None:
+                self.on_start()
+        self.run_ops[-1].append(node.name())
+        return self.runs == 1
 
     # -- after it ------------------------------------------------------------------------------
     def run_backward(self, loss: torch.Tensor | None = None) -> None:
@@ -150,6 +170,7 @@ class GradGraph:
             handle.remove()
         self._handles.clear()
         self.steps = []
+        self.run_ops = []
         self.claims = []
         self.owner = {}
         self.leaves = {}

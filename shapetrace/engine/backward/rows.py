@@ -85,6 +85,8 @@ class BackwardReport:
     params: tuple[GradInfo, ...]     # each parameter's ``.grad`` after the backward (``of``: its name)
     saved: tuple[SavedInfo, ...]
     note: str = ""                   # why there is no backward, when there is none
+    runs: int = 1                    # backward passes the traced code ran (a training loop's steps): the first is shown
+    alike: int = 1                   # how many of them ran the same autograd nodes as the first (itself included)
 
     @property
     def saved_bytes(self) -> int:
@@ -105,7 +107,7 @@ class BackwardReport:
         return {"rows": [r.to_dict() for r in self.rows], "params": [p.to_dict() for p in self.params],
                 "saved": [s.to_dict() for s in self.saved],
                 "saved_bytes": self.saved_bytes, "activation_bytes": self.activation_bytes,
-                "weights_bytes": self.weights_bytes, "note": self.note}
+                "weights_bytes": self.weights_bytes, "note": self.note, "runs": self.runs, "alike": self.alike}
 
 
 def dims_of(inference, node: int | None, shape: tuple[int, ...]) -> tuple[str | None, ...]:

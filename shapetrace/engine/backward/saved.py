@@ -10,6 +10,7 @@ hook, which notes the handle (:meth:`SavedTensors.tie`).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -19,10 +20,14 @@ class Packed:
     """One saved tensor, as autograd saved it (its facts read at save time)."""
 
     __slots__ = ("index", "tensor", "node", "shape", "stride", "offset", "dtype", "nbytes", "storage",
-                 "storage_bytes", "saver", "parameter")
+                 "storage_bytes", "saver", "parameter", "version", "made_at", "output_of",
+                 "__weakref__")
 
-    def __init__(self, index: int, tensor: torch.Tensor, node: int | None):
+    def __init__(self, index: int, tensor: torch.Tensor, node: int | None, made_at: int = -1):
         self.index, self.tensor, self.node = index, tensor, node
+        self.version = tensor._version    # what autograd compares with the tensor's version when unpacking
+        self.made_at = made_at            # the record being made when it was saved (the saver's)
+        self.output_of = (tensor.grad_fn, tensor.output_nr)   # its own node: the saver's, if saved as its output
         self.shape, self.stride, self.offset = tuple(tensor.shape), tensor.stride(), tensor.storage_offset()
         self.dtype = str(tensor.dtype).removeprefix("torch.")
         self.nbytes = tensor.numel() * tensor.element_size()
@@ -36,20 +41,40 @@ class Packed:
 class SavedTensors:
     """The pack and unpack hooks, and every tensor they saw saved."""
 
-    def __init__(self, node_of) -> None:
+    def __init__(self, node_of, clock=lambda: -1) -> None:
         self.node_of = node_of            # tensor -> the capture's node for it, or None
+        self.clock = clock                # () -> the index of the record being made
         self.packed: list[Packed] = []
+        #: the record count when the first backward started: what is saved after it (a training loop's later
+        #: steps) is watched through weak references only, so autograd frees it as it would untraced
+        self.until: int | None = None
+        self._later: list = []
         self._unpacked: list[Packed] = []
         self._context = None
 
     def pack(self, tensor: torch.Tensor) -> Packed:
-        handle = Packed(len(self.packed), tensor, self.node_of(tensor))
-        self.packed.append(handle)
+        handle = Packed(len(self.packed), tensor, self.node_of(tensor), self.clock())
+        if self.until is None:
+            self.packed.append(handle)
+        else:
+            self._later.append(weakref.ref(handle))
         return handle
 
     def unpack(self, handle: Packed) -> torch.Tensor:
+        """Autograd unpacks a saved tensor. With hooks, autograd does not compare versions itself (an
+        in-place write after the save goes unnoticed): the session checks them as each backward starts."""
         self._unpacked.append(handle)
         return handle.tensor
+
+    def overwritten(self) -> list[Packed]:
+        """The saved tensors (still held by autograd) written in place since it saved them, their saver known."""
+        self._later = [ref for ref in self._later if ref() is not None]
+        found = [h for h in (*self.packed, *(ref() for ref in self._later)) if h is not None and
+                 h.tensor is not None and h.saver is not None and h.tensor._version != h.version]
+        for h in found:
+            if h.node is None:
+                h.node = self.node_of(h.tensor)
+        return found
 
     def __enter__(self) -> SavedTensors:
         self._context = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
@@ -87,3 +112,4 @@ class SavedTensors:
         for handle in self.packed:
             handle.tensor = None
             handle.saver = None
+            handle.output_of = (None, 0)

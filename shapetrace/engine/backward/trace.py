@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from shapetrace.engine.backward.rows import BackwardReport
 from shapetrace.engine.backward.session import BackwardSession
+from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.tracer import Trace
 
 
@@ -30,6 +31,7 @@ class BackwardTrace(Trace):
     def __init__(self, dims: dict[str, int] | None = None, seed_order: Sequence[str] | None = None):
         super().__init__(dims, seed_order)
         self._session = BackwardSession(self.capture)
+        self.loss = None   # the scalar whose backward runs when the block ran none (default: the last result's sum)
 
     def __enter__(self) -> BackwardTrace:
         entered = super().__enter__()
@@ -38,7 +40,16 @@ class BackwardTrace(Trace):
 
     def __exit__(self, exc_type, exc, tb) -> None:
         super().__exit__(exc_type, exc, tb)   # (the recorder is off: the backward's own calls are not recorded)
-        self._session.end(exc)
+        self._session.end(exc, self.loss)
+
+    @property
+    def diagnostics(self):
+        """The forward's findings and the backward's (:mod:`.checks`), errors first."""
+        found = super().diagnostics
+        if not self._finished:
+            return found
+        extra = self._session.findings(self._inferred())
+        return sorted([*found, *extra], key=lambda d: SEVERITY_ORDER[d.severity]) if extra else found
 
     @property
     def backward(self) -> BackwardReport:
