@@ -47,8 +47,9 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], li
     probe = probe_of(trace, trace.capture.top_call)
     moved = x.clone()
     moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
+    tokens = replace(probe, heads=(), hooks=())
     runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
-            "token contracts": lambda: measure(replace(probe, heads=())), "every contract": lambda: measure(probe)}
+            "token contracts": lambda: measure(tokens), "every contract": lambda: measure(probe)}
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
         for run in runs.values():   # warm up (first calls load kernels)

@@ -65,11 +65,15 @@ class Probe:
     output: Any = None
     heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
+    hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     """The broken contracts as findings, the names of those that held (nothing when not measured) and
     what was not measured (``"heads (no heads axis found)"``)."""
+    quick = _every_contract_held(probe) if probe.hooks else None
+    if quick is not None:
+        return [], quick, []
     heads = _HeadsRun(probe)
     outs = _outputs(probe, heads)
     if outs is None:
@@ -82,6 +86,21 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
     return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
+
+
+def _every_contract_held(probe: Probe) -> list[str] | None:
+    """The contracts that held, measured in one forward with the heads moved and read at module
+    boundaries (:mod:`.head_hooks`), where every contract held; None (a finding, a guard that failed):
+    measure again the full way, which says what broke and how."""
+    from shapetrace.engine import head_hooks
+    from shapetrace.engine.heads import held as heads_held
+
+    run = head_hooks.Run(probe.module, probe.hooks, probe.batch)
+    outs = _outputs(probe, run)
+    if outs is None or not run.held:
+        return None
+    found, held = _judged(*outs, probe)
+    return None if found or held[:1] != [BATCH] else [*held, heads_held(probe.heads)]
 
 
 class _HeadsRun:
@@ -153,11 +172,24 @@ def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
     """``x`` with its last token of every batch entry moved in a random direction (not a constant one:
     a norm over the features would cancel a uniform shift)."""
     bumped = x.detach().clone()
-    last = x.shape[probe.tokens] - 1
-    noise = torch.randn(bumped.select(probe.tokens, last).shape, generator=torch.Generator().manual_seed(0),
-                        dtype=x.dtype).to(x.device)
-    bumped.select(probe.tokens, last).add_(noise * (1.0 + x.detach().abs().amax()))
+    last = bumped.select(probe.tokens, x.shape[probe.tokens] - 1)
+    scale = 1.0 + float(x.detach().abs().amax())            # (1 + the largest |value|)
+    last.add_(_unit_noise(tuple(last.shape), x.dtype, x.device), alpha=scale)
     return bumped
+
+
+#: the last token's unit move, made once per shape, dtype and device (a few)
+_UNIT_NOISE: dict[tuple, torch.Tensor] = {}
+
+
+def _unit_noise(shape: tuple, dtype, device) -> torch.Tensor:
+    key = (shape, dtype, device)
+    noise = _UNIT_NOISE.get(key)
+    if noise is None:
+        noise = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=dtype).to(device)
+        if len(_UNIT_NOISE) < 16:
+            _UNIT_NOISE[key] = noise
+    return noise
 
 
 def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
@@ -212,10 +244,11 @@ class _Isolated:
         self.module, self.ran = module, False
 
     def __enter__(self):
-        self.training = [(m, m.training) for m in self.module.modules()]
+        self.training = [(m, m.training) for m in self.module.modules() if m.training]
         self.saved = _attributes(self.module)
         if self.saved is not None:
-            self.module.eval()
+            if self.training:   # (in eval mode already: nothing to write)
+                self.module.eval()
             self.grad = torch.no_grad()
             self.grad.__enter__()
         return self
@@ -279,20 +312,26 @@ def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], lis
     """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
     ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token
     axis). Read in one pass over the three (at small sizes each op's fixed cost is what the check costs)."""
-    outs = torch.stack([_tokens_last(o, probe) for o in (alone, folded, bumped)])   # (3, B, T, rest)
+    outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
     tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))
     diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
-    changed = (diff > tolerance).any(-1) | (diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1))   # (2, B, T)
+    changed = (diff > tolerance).any(-1)                                           # (2, B, T)
+    if bool(diff.isnan().any()):   # a token turned NaN changed too (one that was NaN already says nothing)
+        changed |= diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1)
     mixed, moved = changed.tolist()
     return mixed, moved
 
 
-def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """``o`` as (B, T, everything else): its batch axis first, its token axis (if any) second."""
+def _tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``outs`` (outputs stacked on a first axis) as (outputs, B, T, everything else): each one's batch
+    axis first, its token axis (if any) second."""
+    batch = probe.out_batch + 1
     if probe.out_tokens is None:
-        return o.movedim(probe.out_batch, 0).reshape(o.shape[probe.out_batch], 1, -1)
-    o = o.movedim((probe.out_batch, probe.out_tokens), (0, 1))                     # (B, T, ...)
-    return o.reshape(o.shape[0], o.shape[1], -1)
+        return outs.movedim(batch, 1).reshape(outs.shape[0], outs.shape[batch], 1, -1)
+    tokens = probe.out_tokens + 1
+    if (batch, tokens) != (1, 2):
+        outs = outs.movedim((batch, tokens), (1, 2))                               # (outputs, B, T, ...)
+    return outs.reshape(*outs.shape[:3], -1)
 
 
 def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
@@ -429,7 +468,13 @@ def probe_of(trace, call: tuple) -> Probe | None:
     if probe is None:
         return None
     plans = plans_of(trace)
-    return replace(probe, heads_reason=plans) if isinstance(plans, str) else replace(probe, heads=plans)
+    if isinstance(plans, str):
+        return replace(probe, heads_reason=plans)
+    from shapetrace.engine.head_hooks import points
+
+    capture = trace.capture
+    hooks = points(capture.records, capture.nodes, capture.top_span, capture.module_calls.path, plans)
+    return replace(probe, heads=plans, hooks=hooks)
 
 
 def plans_of(trace) -> tuple | str:
