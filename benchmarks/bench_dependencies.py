@@ -2,15 +2,23 @@
 untraced forward measured in the same run.
 
 The check runs the outermost module once more: batch entry 0 beside a copy of it with its last token
-moved (the token contracts), with one copy of the batch per head appended at the head splits and taken
-away again at the merge (the heads contract), all in one forward. Issue 33 allows it at most one
+moved (the token contracts), with one copy of entry 0 per head appended to the outputs of the q, k and v
+projections and taken away again at the output projection's input (the heads contract: module wrappers,
+where the trace proves the split reshapes a projection's output; engine/head_hooks.py), all in one
+forward. Where that is not proven, or something broke, the heads are moved at the splits and read at
+the merge through a TorchFunctionMode (engine/heads.py, "the full way": one copy of the batch per
+head). Issue 33 allows the check at most one
 untraced forward's time at the default sizes (the reference model of ``shapetrace run``: B=2, T=6,
 D=512, H=8). The model is traced once (not timed); then the untraced forward and the check are timed
-REPEAT times, interleaved, and the medians compared. Times are this thread's CPU time (torch runs on
-one thread here), so other processes on shared cores slow both alike instead of whichever was waiting.
+REPEAT times, interleaved, each right after an untimed forward (so each starts from the same state of
+the memory allocator: a forward timed right after a check ran 30-50% slower), and the medians compared.
+Times are this thread's CPU time (torch runs on one thread here), so other processes on shared cores
+slow both alike instead of whichever was waiting.
 
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
-check on the values that runs the model once costs at least.
+check on the values that runs the model once costs at least; and every contract the full way, which
+models whose split reads its batch size elsewhere (nanoGPT's ``view(B, T, nh, hs)``) and any model
+with a finding cost.
 
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1]
 """
@@ -21,7 +29,7 @@ import argparse
 import os
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -36,7 +44,8 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], li
 
     The competitors, timed interleaved in one loop (so load slows them alike): the simplest check on
     the values (one forward of the batch with a token moved, under no_grad, nothing compared: the floor
-    of any check that runs the model once), the token contracts alone, and every contract."""
+    of any check that runs the model once), the token contracts alone, every contract, and every
+    contract the full way."""
     config = AttentionConfig(d_model=d_model, heads=heads)
     model, x = build(config)
     trace = Trace(config.dims)
@@ -47,19 +56,28 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], li
     probe = probe_of(trace, trace.capture.top_call)
     moved = x.clone()
     moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
-    tokens = replace(probe, heads=(), hooks=())
+    tokens, full = _without(probe, "heads", "hooks"), _without(probe, "hooks")
     runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
-            "token contracts": lambda: measure(tokens), "every contract": lambda: measure(probe)}
+            "token contracts": lambda: measure(tokens), "every contract": lambda: measure(probe),
+            "every contract, the full way": lambda: measure(full)}
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
         for run in runs.values():   # warm up (first calls load kernels)
             run()
         for _ in range(repeat):
             for name, run in runs.items():
-                start = time.thread_time()
+                model(x)   # (each row starts where a forward left the allocator: one right after a check
+                start = time.thread_time()   # ran 30-50% slower, paying the pages the check gave back)
                 run()
                 times[name].append(time.thread_time() - start)
     return {name: statistics.median(t) for name, t in times.items()}, measure(probe)[1]
+
+
+def _without(probe, *plans: str):
+    """``probe`` without the named plans (``"hooks"``: the heads moved the full way); a tree whose
+    probe has no such field (main before engine/head_hooks.py) measures the full way already."""
+    names = {f.name for f in fields(probe)}
+    return replace(probe, **{name: () for name in plans if name in names})
 
 
 def main() -> None:

@@ -40,14 +40,15 @@ _TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 @dataclass(frozen=True, eq=False)
 class Producer:
     """A split's operand as the submodule at ``path`` returns it: its traced shape, its batch axis, the
-    head of each feature of its last axis, the tensor it makes (``"q"``...) and that split's head count."""
+    tensor it makes (``"q"``...), that split's head count, and the stride of its heads axis in the last
+    axis (feature ``f`` goes to head ``(f // stride) % heads``: the split is a reshape)."""
 
     path: str
     shape: tuple
     batch: int
-    feature_heads: torch.Tensor   # (features,)
     tensor: str
     heads: int
+    stride: int
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,14 @@ class Consumer:
 
 @dataclass(frozen=True, eq=False)
 class Hooks:
-    """One attention's producers, its consumer, its query heads and the head of each feature of the
-    merge's result (read from the query split: the merge must undo it)."""
+    """One attention's producers, its consumer, its query heads, and how to read the merge's result
+    head by head (with the query split's map: the merge must undo it)."""
 
     producers: tuple[Producer, ...]
     consumer: Consumer
     heads: int
-    reference: torch.Tensor   # (features of the merge's result,)
-    order: torch.Tensor | None = None   # features sorted by head, where they are not already
-    allowed: torch.Tensor | None = None   # (copies, heads): copy j moved the heads output head h reads
+    order: torch.Tensor | None   # the merge's features sorted by head, where they are not already
+    allowed: torch.Tensor        # (copies, heads): copy j moved the heads output head h reads
 
 
 def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPlan, ...]) -> tuple[Hooks, ...]:
@@ -94,13 +94,13 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     query = next((p for p in producers if p.tensor in ("q", "")), None)
     if query is None or tuple(query.shape[:-1]) != tuple(consumer.shape[:-1]) or query.batch != consumer.batch:
         return None
-    reference = _merged_heads(query.feature_heads, consumer.shape[-1], plan.heads)
-    if reference is None:
+    width = consumer.shape[-1]
+    if query.heads != plan.heads or width > query.shape[-1]:
         return None
-    order = torch.sort(reference, stable=True).indices
-    in_place = bool((order == torch.arange(len(order))).all())
-    allowed = _allowed(producers, plan.heads)
-    return Hooks(producers, consumer, plan.heads, reference, None if in_place else order, allowed)
+    order = None if width == query.stride * plan.heads else _order(query, width)   # (side by side already)
+    if order is False:
+        return None
+    return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads))
 
 
 def _producer(records, nodes, span, path_of, split) -> Producer | None:
@@ -121,8 +121,8 @@ def _producer(records, nodes, span, path_of, split) -> Producer | None:
     path = path_of(records[made].module) if records[made].module != record.module else ""
     if not path:
         return None
-    heads = _feature_heads(tuple(after[keep:]), split.heads_axis - keep)
-    return Producer(path, tuple(before), split.batch_axis, heads, split.tensor, split.heads)
+    stride = math.prod(after[split.heads_axis + 1:])
+    return Producer(path, tuple(before), split.batch_axis, split.tensor, split.heads, stride)
 
 
 def _consumer(records, nodes, span, path_of, plan: HeadsPlan) -> Consumer | None:
@@ -136,7 +136,8 @@ def _consumer(records, nodes, span, path_of, plan: HeadsPlan) -> Consumer | None
         return None
     reader = records[readers[0]]
     slot = reader.module
-    if slot == merge.module or any(records[r].module == slot for r in range(plan.merge_record + 1, readers[0])):
+    if slot == merge.module or any(getattr(records[r], "module", None) == slot
+                                   for r in range(plan.merge_record + 1, readers[0])):
         return None   # (the submodule ran an op before it read the merge's result)
     path = path_of(slot) if slot >= 0 else ""
     return Consumer(path, tuple(nodes[result].shape), plan.merge_out_batch) if path else None
@@ -170,25 +171,19 @@ def _readers(records, span, node: int) -> list[int]:
     return [r for r in range(*span) if node in getattr(records[r], "ins", ())]
 
 
-def _feature_heads(shape: tuple, heads_axis: int) -> torch.Tensor:
-    """The head each feature goes to when the last axis is reshaped to ``shape`` (the split replayed on
-    its coordinates)."""
-    coordinates = torch.arange(math.prod(shape)).reshape(shape)
-    by_head = coordinates.movedim(heads_axis, 0).reshape(shape[heads_axis], -1)    # (heads, features of each)
-    heads = torch.empty(math.prod(shape), dtype=torch.long)
-    heads[by_head] = torch.arange(shape[heads_axis])[:, None].expand_as(by_head)
-    return heads
+def _feature_heads(p: Producer, width: int) -> torch.Tensor:
+    """The head each of the first ``width`` features of ``p``'s output goes to."""
+    return torch.arange(width) // p.stride % p.heads                                # (width,)
 
 
-def _merged_heads(query: torch.Tensor, width: int, heads: int) -> torch.Tensor | None:
-    """The head of each feature of the merge's result: the query split's, or its first ``width``
-    features where the split's operand is wider (a fused q, k, v projection), when every head is there
-    equally often."""
-    if len(query) == width:
-        return query
-    cut = query[:width]
-    counts = torch.bincount(cut, minlength=heads)
-    return cut if len(query) > width and counts.numel() == heads and bool((counts == counts[0]).all()) else None
+def _order(query: Producer, width: int) -> torch.Tensor | bool:
+    """The merge's features sorted by head (the split is no ``(..., H, d)`` reshape: ``(..., d, H)``, or
+    a wider fused operand cut); False where the heads are not there equally often."""
+    heads = _feature_heads(query, width)
+    counts = torch.bincount(heads, minlength=query.heads)
+    if not bool((counts == counts[0]).all()):
+        return False
+    return torch.sort(heads, stable=True).indices
 
 
 class Run:
@@ -258,8 +253,8 @@ def _shaped(t, traced: tuple, batch: int, entries: int) -> bool:
         t.shape[batch] == entries and all(n == m for i, (n, m) in enumerate(zip(t.shape, traced)) if i != batch)
 
 
-#: unit random moves of each copy's heads, made once per shape, dtype, device and head map (a few)
-_MOVES: dict[tuple, torch.Tensor] = {}
+#: unit random moves, made once per shape, dtype and device (a few; masked per split)
+_NOISE: dict[tuple, torch.Tensor] = {}
 
 
 def _with_copies(out: torch.Tensor, p: Producer, query_heads: int) -> torch.Tensor:
@@ -268,7 +263,7 @@ def _with_copies(out: torch.Tensor, p: Producer, query_heads: int) -> torch.Tens
     value (not more: a saturated softmax would hide it)."""
     first = _batch_first(out.narrow(p.batch, 0, 1), p.batch)                       # (1, ..., features)
     unit = _unit_moves(p, query_heads, tuple(first.shape[1:]), first.dtype, first.device)   # (copies, ..., features)
-    scale = 0.1 * (1.0 + float(out.abs().amax()))          # (the largest |value|)
+    scale = 0.1 * (1.0 + float(out.abs().amax()))                                  # (the largest |value|)
     copies = torch.add(first, unit, alpha=scale)                                   # (copies, ..., features)
     return torch.cat([out, copies if p.batch == 0 else copies.movedim(0, p.batch)], p.batch)   # (entries + copies, ...)
 
@@ -277,17 +272,32 @@ def _batch_first(t: torch.Tensor, axis: int) -> torch.Tensor:
     return t if axis == 0 else t.movedim(axis, 0)
 
 
+#: each copy's unit move, by shape, dtype, device and the split's layout (a few)
+_MOVES: dict[tuple, torch.Tensor] = {}
+
+
 def _unit_moves(p: Producer, query_heads: int, shape: tuple, dtype, device) -> torch.Tensor:
-    key = (shape, dtype, device, p.heads, query_heads, p.feature_heads.data_ptr())
+    """Copy ``j``'s unit move: random on the features of the head it moves, zero elsewhere."""
+    key = (shape, dtype, device, p.heads, p.stride, query_heads)
     unit = _MOVES.get(key)
     if unit is None:
         moved = torch.arange(query_heads) * p.heads // query_heads                  # (copies,) the head each moves
-        mask = (p.feature_heads[None, :] == moved[:, None]).to(dtype)               # (copies, features)
-        noise = torch.randn((query_heads, *shape), generator=torch.Generator().manual_seed(1), dtype=dtype)
-        unit = (noise * mask.reshape(query_heads, *[1] * (len(shape) - 1), -1)).to(device)
+        mask = (_feature_heads(p, shape[-1])[None, :] == moved[:, None]).to(dtype)  # (copies, features)
+        unit = _noise((query_heads, *shape), dtype, device) * \
+            mask.reshape(query_heads, *[1] * (len(shape) - 1), -1).to(device)       # (copies, ..., features)
         if len(_MOVES) < 16:
             _MOVES[key] = unit
     return unit
+
+
+def _noise(shape: tuple, dtype, device) -> torch.Tensor:
+    key = (shape, dtype, device)
+    noise = _NOISE.get(key)
+    if noise is None:
+        noise = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
+        if len(_NOISE) < 16:
+            _NOISE[key] = noise
+    return noise
 
 
 def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
@@ -312,9 +322,6 @@ def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
 
 def _allowed(producers: tuple[Producer, ...], query_heads: int) -> torch.Tensor:
     """``allowed[j, h]``: copy ``j`` moved, in every split, the head output head ``h`` reads."""
-    copies = torch.arange(query_heads)
-    allowed = torch.ones(query_heads, query_heads, dtype=torch.bool)
-    for p in producers:
-        group = copies * p.heads // query_heads
-        allowed &= group[:, None] == group[None, :]
-    return allowed
+    def reads(j: int, h: int) -> bool:
+        return all(j * p.heads // query_heads == h * p.heads // query_heads for p in producers)
+    return torch.tensor([[reads(j, h) for h in range(query_heads)] for j in range(query_heads)])

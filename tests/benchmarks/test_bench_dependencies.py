@@ -15,7 +15,8 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
                            "--d-model", "64", "--heads", "4"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract")
+    rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract",
+            "every contract, the full way")
     assert len(lines) == len(rows) + 1
     assert lines[0].split() == ["untraced", "forward", lines[0].split()[2], "ms", "1.00x"]
     for row, line in zip(rows, lines):
