@@ -30,7 +30,10 @@ class BertSelfAttention(nn.Module):
     merge permutes back and views ``size()[:-2] + (all_head_size,)``. ``causal`` adds a decoder's mask
     built from the scores' own length (``ones(T, T).tril()``). Bugs: ``merge-view`` merges without the
     permute back (FuxiCTR issue #30, transformer-from-scratch PR #6); ``einsum`` types the heads index
-    twice in the value product; ``mask-reversed`` keeps the upper triangle (each query sees the future)."""
+    twice in the value product; ``mask-reversed`` keeps the upper triangle (each query sees the future);
+    ``norm-over-batch`` normalises over dim 0 first (the Annotated Transformer's LayerNorm with the wrong
+    dim); ``heads-summed`` adds every head's scores (a sum over the heads index); ``rolled`` shifts the
+    outputs one token late."""
 
     def __init__(self, causal=False, bug=None):
         super().__init__()
@@ -43,10 +46,14 @@ class BertSelfAttention(nn.Module):
         return x.view(new_x_shape).permute(0, 2, 1, 3)                             # (B, H, T, d)
 
     def forward(self, hidden_states):
+        if self.bug == "norm-over-batch":
+            hidden_states = hidden_states - hidden_states.mean(0, keepdim=True)    # (B, T, D), across the batch
         q = self.transpose_for_scores(self.query(hidden_states))                   # (B, H, T, d)
         k = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
         v = self.transpose_for_scores(self.value(hidden_states))                   # (B, H, T, d)
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // H)          # (B, H, T, T)
+        if self.bug == "heads-summed":
+            scores = scores + scores.sum(1, keepdim=True)                          # (B, H, T, T), heads talk
         if self.causal:
             T = scores.size(-1)
             keep = torch.ones(T, T).triu() if self.bug == "mask-reversed" else torch.ones(T, T).tril()  # (T, T)
@@ -56,6 +63,8 @@ class BertSelfAttention(nn.Module):
             context = torch.einsum("bhqk,bgkd->bhqd", probs, v)                    # (B, H, T, d), heads summed
         else:
             context = torch.matmul(probs, v)                                       # (B, H, T, d)
+        if self.bug == "rolled":
+            context = context.roll(1, dims=2)                                      # (B, H, T, d), one token late
         if self.bug == "merge-view":   # no permute back: heads and tokens regrouped
             context = context.reshape(context.size(0), -1, D)                      # (B, T, D), scrambled
         else:
@@ -186,6 +195,20 @@ def test_a_bug_found_at_module_boundaries_is_measured_again_the_full_way(model, 
     found = [d for d in t._measured()[0] if d.kind == kind]
     assert found and found[0].message.startswith(words)
     assert [(d.kind, d.message) for d in t._measured()[0]] == _full_way(probe)[0]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("causal", "bug"), [(False, None), (True, None), (False, "einsum"), (False, "merge-view"),
+                                             (True, "mask-reversed"), (False, "norm-over-batch"),
+                                             (False, "heads-summed"), (True, "rolled")])
+def test_the_check_says_exactly_what_the_full_way_says(causal, bug, B, T):
+    """Findings, the contracts that held and what was not measured, word for word, whichever way ran."""
+    torch.manual_seed(1)
+    _, probe = _probed(BertSelfAttention(causal=causal, bug=bug), B, T)
+    assert probe.hooks != ()
+    found, held, unmeasured = dependencies.measure(probe)
+    assert ([(d.kind, d.message) for d in found], held, unmeasured) == _full_way(probe)
+    assert (dependencies._every_contract_held(probe) is None) == (bug is not None)
 
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
