@@ -169,28 +169,31 @@ def _one_head_each(plan) -> dict[int, list[tuple[str, int]]]:
     return kinds
 
 
-def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """``x`` with its last token of every batch entry moved in a random direction (not a constant one:
-    a norm over the features would cancel a uniform shift)."""
-    bumped = x.detach().clone()
-    last = bumped.select(probe.tokens, x.shape[probe.tokens] - 1)
-    scale = 1.0 + float(x.detach().abs().amax())            # (1 + the largest |value|)
-    last.add_(_unit_noise(tuple(last.shape), x.dtype, x.device), alpha=scale)
-    return bumped
+def _pair(first: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``first`` (batch entry 0) beside a copy of itself whose last token is moved in a random direction
+    (not a constant one: a norm over the features would cancel a uniform shift), made in one op."""
+    shape = list(first.shape)
+    shape[probe.batch] = 2
+    scale = 1.0 + float(first.detach().abs().amax())                                # (1 + the largest |value|)
+    moves = _moves(tuple(shape), probe.batch, probe.tokens, first.dtype, first.device)
+    return torch.add(first.detach().expand(shape), moves, alpha=scale)             # (2, ...)
 
 
-#: the last token's unit move, made once per shape, dtype and device (a few)
-_UNIT_NOISE: dict[tuple, torch.Tensor] = {}
+#: the pair's unit moves (zero but on entry 1's last token), made once per layout (a few)
+_MOVES: dict[tuple, torch.Tensor] = {}
 
 
-def _unit_noise(shape: tuple, dtype, device) -> torch.Tensor:
-    key = (shape, dtype, device)
-    noise = _UNIT_NOISE.get(key)
-    if noise is None:
-        noise = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=dtype).to(device)
-        if len(_UNIT_NOISE) < 16:
-            _UNIT_NOISE[key] = noise
-    return noise
+def _moves(shape: tuple, batch: int, tokens: int, dtype, device) -> torch.Tensor:
+    key = (shape, batch, tokens, dtype, device)
+    moves = _MOVES.get(key)
+    if moves is None:
+        moves = torch.zeros(shape, dtype=dtype)
+        last = moves.select(batch, 1).select(tokens - (tokens > batch), shape[tokens] - 1)   # entry 1's last token
+        last.copy_(torch.randn(last.shape, generator=torch.Generator().manual_seed(0), dtype=dtype))
+        moves = moves.to(device)
+        if len(_MOVES) < 16:
+            _MOVES[key] = moves
+    return moves
 
 
 def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
@@ -207,8 +210,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
             return None
         call = run.calling(probe.args, probe.kwargs, probe.position)
         alone = out if not run.training and isinstance(out, torch.Tensor) else call(x)
-        first = x.narrow(probe.batch, 0, 1)                                       # (1, ...) entry 0 alone
-        both = heads.forward(call, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
+        both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)

@@ -22,6 +22,7 @@ finding, any guard that fails, any doubt, and :mod:`.dependencies` measures agai
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -322,6 +323,11 @@ def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
 
 def _allowed(producers: tuple[Producer, ...], query_heads: int) -> torch.Tensor:
     """``allowed[j, h]``: copy ``j`` moved, in every split, the head output head ``h`` reads."""
-    def reads(j: int, h: int) -> bool:
-        return all(j * p.heads // query_heads == h * p.heads // query_heads for p in producers)
-    return torch.tensor([[reads(j, h) for h in range(query_heads)] for j in range(query_heads)])
+    return _allowed_for(query_heads, tuple(p.heads for p in producers))
+
+
+@functools.lru_cache(maxsize=16)
+def _allowed_for(query_heads: int, split_heads: tuple[int, ...]) -> torch.Tensor:
+    groups = [tuple(j * n // query_heads for n in split_heads) for j in range(query_heads)]   # the heads copy j moves
+    ids = torch.tensor([groups.index(g) for g in groups])                          # (copies,)
+    return ids[:, None] == ids[None, :]                                            # (copies, heads)
