@@ -2,26 +2,36 @@
 untraced forward measured in the same run.
 
 The check runs the outermost module once more: batch entry 0 beside a copy of it with its last token
-moved (the token contracts), with one copy of the batch per head appended at the head splits and taken
-away again at the merge (the heads contract), all in one forward. Issue 33 allows it at most one
+moved (the token contracts), with one copy of entry 0 per head appended to the outputs of the q, k and v
+projections and taken away again at the output projection's input (the heads contract: module wrappers,
+where the trace proves the split reshapes a projection's output; engine/head_hooks.py), all in one
+forward. Where that is not proven, or something broke, the heads are moved at the splits and read at
+the merge through a TorchFunctionMode (engine/heads.py, "the full way": one copy of the batch per
+head). Issue 33 allows the check at most one
 untraced forward's time at the default sizes (the reference model of ``shapetrace run``: B=2, T=6,
 D=512, H=8). The model is traced once (not timed); then the untraced forward and the check are timed
-REPEAT times, interleaved, and the medians compared. Times are this thread's CPU time (torch runs on
-one thread here), so other processes on shared cores slow both alike instead of whichever was waiting.
+REPEAT times, interleaved in a shuffled order, each after an untimed forward (a forward timed right
+after a check ran 30-50% slower: it pays for the memory the check gave back; in a fixed order the
+untraced forward always came right after the heaviest row), and the medians compared.
+Times are this thread's CPU time (torch runs on one thread here), so other processes on shared cores
+slow both alike instead of whichever was waiting.
 
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
-check on the values that runs the model once costs at least.
+check on the values that runs the model once costs at least; and every contract the full way, which
+models whose split reads its batch size elsewhere (nanoGPT's ``view(B, T, nh, hs)``) and any model
+with a finding cost.
 
-    python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1]
+    python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1] [--parts]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -36,7 +46,68 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], li
 
     The competitors, timed interleaved in one loop (so load slows them alike): the simplest check on
     the values (one forward of the batch with a token moved, under no_grad, nothing compared: the floor
-    of any check that runs the model once), the token contracts alone, and every contract."""
+    of any check that runs the model once), the token contracts alone, every contract, and every
+    contract the full way."""
+    model, x, trace, probe = _traced(d_model, heads)
+    moved = x.clone()
+    moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
+    tokens, full = _without(probe, "heads", "hooks"), _without(probe, "hooks")
+    runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
+            "token contracts": lambda: measure(tokens), "every contract": lambda: measure(probe),
+            "every contract, the full way": lambda: measure(full)}
+    return _timed(runs, model, x, repeat), measure(probe)[1]
+
+
+def parts(d_model: int, heads: int, repeat: int) -> dict[str, float]:
+    """Median seconds of the parts of every contract (``--parts``; this tree only): the forward, the
+    same with one row per head added in the attention core by a plain ``cat``, the same with the
+    copies made as the check makes them (nothing compared), the isolation alone, the planning, the token
+    contracts and every contract."""
+    from shapetrace.engine import head_hooks
+    from shapetrace.engine.dependencies import _Isolated
+
+    model, x, trace, probe = _traced(d_model, heads)
+    capture, hooks = trace.capture, probe.hooks
+
+    def rows_added():
+        def appended(forward):
+            def run(a):
+                r = forward(a)                                                     # (B, T, D)
+                return torch.cat([r, r[:1].expand(heads, *r.shape[1:])])           # (B + H, T, D)
+            return run
+
+        def cut(forward):
+            return lambda a: forward(a[:x.shape[0]])                               # (B, T, D)
+
+        wrapped = [model.get_submodule(p.path) for h in hooks for p in h.producers]
+        out = model.get_submodule(hooks[0].consumer.path)
+        for sub, wrap in [*[(sub, appended) for sub in wrapped], (out, cut)]:
+            sub.forward = wrap(sub.forward)
+        model(x)
+        for sub in [*wrapped, out]:
+            del sub.__dict__["forward"]
+
+    def copies_made():
+        compare, head_hooks._apart = head_hooks._apart, lambda *_: True
+        try:
+            head_hooks.Run(model, hooks, 0).forward(model, x)
+        finally:
+            head_hooks._apart = compare
+
+    def isolated():
+        with _Isolated(model):
+            pass
+
+    runs = {"forward": lambda: model(x), "one row per head added in the core": rows_added,
+            "the copies made, nothing compared": copies_made, "isolation alone": isolated,
+            "planning (head_hooks.points)": lambda: head_hooks.points(
+                capture.records, capture.nodes, capture.top_span, capture.module_calls.path, probe.heads),
+            "token contracts": lambda: measure(_without(probe, "heads", "hooks")),
+            "every contract": lambda: measure(probe)}
+    return _timed(runs, model, x, repeat)
+
+
+def _traced(d_model: int, heads: int) -> tuple:
     config = AttentionConfig(d_model=d_model, heads=heads)
     model, x = build(config)
     trace = Trace(config.dims)
@@ -44,21 +115,31 @@ def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], li
     with trace:
         trace.set_names(x, ["B", "T", "D"])
         model(x)
-    probe = probe_of(trace, trace.capture.top_call)
-    moved = x.clone()
-    moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
-    runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
-            "token contracts": lambda: measure(replace(probe, heads=())), "every contract": lambda: measure(probe)}
+    return model, x, trace, probe_of(trace, trace.capture.top_call)
+
+
+def _timed(runs: dict, model, x, repeat: int) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
         for run in runs.values():   # warm up (first calls load kernels)
             run()
+        order = random.Random(0)
         for _ in range(repeat):
-            for name, run in runs.items():
+            names = list(runs)
+            order.shuffle(names)   # (whichever runs first after a check pays for the pages it gave back)
+            for name in names:
+                model(x)
                 start = time.thread_time()
-                run()
+                runs[name]()
                 times[name].append(time.thread_time() - start)
-    return {name: statistics.median(t) for name, t in times.items()}, measure(probe)[1]
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _without(probe, *plans: str):
+    """``probe`` without the named plans (``"hooks"``: the heads moved the full way); a tree whose
+    probe has no such field (main before engine/head_hooks.py) measures the full way already."""
+    names = {f.name for f in fields(probe)}
+    return replace(probe, **{name: () for name in plans if name in names})
 
 
 def main() -> None:
@@ -67,8 +148,16 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=512)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on shared cores)")
+    parser.add_argument("--parts", action="store_true", help="what each part of every contract costs")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.parts:
+        medians = parts(args.d_model, args.heads, args.repeat)
+        forward = medians["forward"]
+        for name, median in medians.items():
+            print(f"{name:36} {median * 1e3:8.3f} ms  {median / forward:5.2f}x")
+        print(f"(medians of {args.repeat}, thread CPU time; load average {os.getloadavg()[0]:.1f})")
+        return
     medians, held = timings(args.d_model, args.heads, args.repeat)
     forward = medians["untraced forward"]
     for name, median in medians.items():

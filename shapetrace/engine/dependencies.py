@@ -21,6 +21,7 @@ measured. Plain data out: findings and the names of the contracts that held.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,11 +66,15 @@ class Probe:
     output: Any = None
     heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
+    hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     """The broken contracts as findings, the names of those that held (nothing when not measured) and
     what was not measured (``"heads (no heads axis found)"``)."""
+    quick = _every_contract_held(probe) if probe.hooks else None
+    if quick is not None:
+        return [], quick, []
     heads = _HeadsRun(probe)
     outs = _outputs(probe, heads)
     if outs is None:
@@ -82,6 +87,21 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
     return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
+
+
+def _every_contract_held(probe: Probe) -> list[str] | None:
+    """The contracts that held, measured in one forward with the heads moved and read at module
+    boundaries (:mod:`.head_hooks`), where every contract held; None (a finding, a guard that failed):
+    measure again the full way, which says what broke and how."""
+    from shapetrace.engine import head_hooks
+    from shapetrace.engine.heads import held as heads_held
+
+    run = head_hooks.Run(probe.module, probe.hooks, probe.batch)
+    outs = _outputs(probe, run)
+    if outs is None or not run.held:
+        return None
+    found, held = _judged(*outs, probe)
+    return None if found or held[:1] != [BATCH] else [*held, heads_held(probe.heads)]
 
 
 class _HeadsRun:
@@ -149,15 +169,31 @@ def _one_head_each(plan) -> dict[int, list[tuple[str, int]]]:
     return kinds
 
 
-def _bumped(x: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """``x`` with its last token of every batch entry moved in a random direction (not a constant one:
-    a norm over the features would cancel a uniform shift)."""
-    bumped = x.detach().clone()
-    last = x.shape[probe.tokens] - 1
-    noise = torch.randn(bumped.select(probe.tokens, last).shape, generator=torch.Generator().manual_seed(0),
-                        dtype=x.dtype).to(x.device)
-    bumped.select(probe.tokens, last).add_(noise * (1.0 + x.detach().abs().amax()))
-    return bumped
+def _pair(first: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``first`` (batch entry 0) beside a copy of itself whose last token is moved in a random direction
+    (not a constant one: a norm over the features would cancel a uniform shift), made in one op."""
+    shape = list(first.shape)
+    shape[probe.batch] = 2
+    scale = 1.0 + float(first.detach().abs().amax())                                # (1 + the largest |value|)
+    moves = _moves(tuple(shape), probe.batch, probe.tokens, first.dtype, first.device)
+    return torch.add(first.detach().expand(shape), moves, alpha=scale)             # (2, ...)
+
+
+#: the pair's unit moves (zero but on entry 1's last token), made once per layout (a few)
+_MOVES: dict[tuple, torch.Tensor] = {}
+
+
+def _moves(shape: tuple, batch: int, tokens: int, dtype, device) -> torch.Tensor:
+    key = (shape, batch, tokens, dtype, device)
+    moves = _MOVES.get(key)
+    if moves is None:
+        moves = torch.zeros(shape, dtype=dtype)
+        last = moves.select(batch, 1).select(tokens - (tokens > batch), shape[tokens] - 1)   # entry 1's last token
+        last.copy_(torch.randn(last.shape, generator=torch.Generator().manual_seed(0), dtype=dtype))
+        moves = moves.to(device)
+        if len(_MOVES) < 16:
+            _MOVES[key] = moves
+    return moves
 
 
 def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
@@ -169,14 +205,12 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
     x, out = probe.args[probe.position], probe.output
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
         return None
-    trained = any(m.training for m in probe.module.modules())
     with _Isolated(probe.module) as run:
         if not run:
             return None
         call = run.calling(probe.args, probe.kwargs, probe.position)
-        alone = out if not trained and isinstance(out, torch.Tensor) else call(x)
-        first = x.narrow(probe.batch, 0, 1)                                       # (1, ...) entry 0 alone
-        both = heads.forward(call, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
+        alone = out if not run.training and isinstance(out, torch.Tensor) else call(x)
+        both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
@@ -212,10 +246,12 @@ class _Isolated:
         self.module, self.ran = module, False
 
     def __enter__(self):
-        self.training = [(m, m.training) for m in self.module.modules()]
-        self.saved = _attributes(self.module)
+        modules = list(self.module.modules())
+        self.training = [(m, m.training) for m in modules if m.training]
+        self.saved = _attributes(modules)
         if self.saved is not None:
-            self.module.eval()
+            if self.training:   # (in eval mode already: nothing to write)
+                self.module.eval()
             self.grad = torch.no_grad()
             self.grad.__enter__()
         return self
@@ -244,55 +280,66 @@ class _Isolated:
 BUFFER_LIMIT = 1 << 28
 
 
-def _attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
-    """Every submodule's attributes, buffers (and their values: a cache written in place) and
-    parameters, to put back after the run; None when the buffers are too large to copy."""
-    buffers = [b for b in module.buffers() if isinstance(b, torch.Tensor)]
-    if sum(b.numel() * b.element_size() for b in buffers) > BUFFER_LIMIT:
+def _attributes(modules: list) -> list[tuple[Any, dict, dict, dict, dict]] | None:
+    """Every module's attributes, buffers (and their values: a cache written in place) and parameters,
+    to put back after the run; None when the buffers are too large to copy."""
+    buffers = {id(b): b for m in modules for b in m._buffers.values() if isinstance(b, torch.Tensor)}
+    if sum(b.numel() * b.element_size() for b in buffers.values()) > BUFFER_LIMIT:
         return None
     with torch.no_grad():
         return [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters),
                  {n: b.clone() for n, b in m._buffers.items() if isinstance(b, torch.Tensor)})
-                for m in module.modules()]
+                for m in modules]
 
 
 def _restore(saved) -> None:
     """Put back what :func:`_attributes` saved (a dict is rewritten only where the run changed it:
     rewriting an unchanged one would cost the next forward its attribute caches)."""
-    for m, attributes, buffers, parameters, values in saved:
-        for now, before in ((m.__dict__, attributes), (m._buffers, buffers), (m._parameters, parameters)):
-            if not _same(now, before):
-                now.clear()
-                now.update(before)
-        with torch.no_grad():
+    with torch.no_grad():
+        for m, attributes, buffers, parameters, values in saved:
+            for now, before in ((m.__dict__, attributes), (m._buffers, buffers), (m._parameters, parameters)):
+                if not _same(now, before):
+                    now.clear()
+                    now.update(before)
             for name, value in values.items():
                 if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
                     buffers[name].copy_(value)
 
 
 def _same(now: dict, before: dict) -> bool:
-    """Does ``now`` hold the very objects ``before`` held, under the same keys?"""
-    return len(now) == len(before) and all(now.get(k, _same) is v for k, v in before.items())
+    """Does ``now`` hold the very objects ``before`` held, under the same keys? (Read in their order
+    first, in C: a dict the run left alone keeps its order.)"""
+    if len(now) != len(before):
+        return False
+    if all(map(operator.is_, now, before)) and all(map(operator.is_, now.values(), before.values())):
+        return True
+    return all(now.get(k, _same) is v for k, v in before.items())
 
 
 def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
     """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
     ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token
     axis). Read in one pass over the three (at small sizes each op's fixed cost is what the check costs)."""
-    outs = torch.stack([_tokens_last(o, probe) for o in (alone, folded, bumped)])   # (3, B, T, rest)
+    outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
     tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))
     diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
-    changed = (diff > tolerance).any(-1) | (diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1))   # (2, B, T)
+    changed = (diff > tolerance).any(-1)                                           # (2, B, T)
+    if bool(diff.isnan().any()):   # a token turned NaN changed too (one that was NaN already says nothing)
+        changed |= diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1)
     mixed, moved = changed.tolist()
     return mixed, moved
 
 
-def _tokens_last(o: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """``o`` as (B, T, everything else): its batch axis first, its token axis (if any) second."""
+def _tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """``outs`` (outputs stacked on a first axis) as (outputs, B, T, everything else): each one's batch
+    axis first, its token axis (if any) second."""
+    batch = probe.out_batch + 1
     if probe.out_tokens is None:
-        return o.movedim(probe.out_batch, 0).reshape(o.shape[probe.out_batch], 1, -1)
-    o = o.movedim((probe.out_batch, probe.out_tokens), (0, 1))                     # (B, T, ...)
-    return o.reshape(o.shape[0], o.shape[1], -1)
+        return outs.movedim(batch, 1).reshape(outs.shape[0], outs.shape[batch], 1, -1)
+    tokens = probe.out_tokens + 1
+    if (batch, tokens) != (1, 2):
+        outs = outs.movedim((batch, tokens), (1, 2))                               # (outputs, B, T, ...)
+    return outs.reshape(*outs.shape[:3], -1)
 
 
 def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
@@ -429,7 +476,13 @@ def probe_of(trace, call: tuple) -> Probe | None:
     if probe is None:
         return None
     plans = plans_of(trace)
-    return replace(probe, heads_reason=plans) if isinstance(plans, str) else replace(probe, heads=plans)
+    if isinstance(plans, str):
+        return replace(probe, heads_reason=plans)
+    from shapetrace.engine.head_hooks import points
+
+    capture = trace.capture
+    hooks = points(capture.records, capture.nodes, capture.top_span, capture.module_calls.path, plans)
+    return replace(probe, heads=plans, hooks=hooks)
 
 
 def plans_of(trace) -> tuple | str:

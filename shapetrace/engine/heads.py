@@ -73,6 +73,7 @@ class Split:
     tensor: str
     label: str
     index: int = 0   # its event's index
+    record: int = -1   # its capture record
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class HeadsPlan:
     merge_label: str
     merge_out_batch: int | None = None
     merge_index: int = 0   # its event's index
+    merge_record: int = -1   # its capture record
 
     @property
     def span(self) -> tuple[int, int]:
@@ -135,7 +137,7 @@ def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
     if not found:
         raise NotMeasured("heads (no head split found)")
     return tuple(_plan(records, start, tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis],
-                                                   _tensor(e), f"#{e.index} {e.op}", e.index)
+                                                   _tensor(e), f"#{e.index} {e.op}", e.index, r)
                                              for r, e, axis, batch in f.splits), *f.merge) for f in found)
 
 
@@ -151,7 +153,7 @@ def _plan(records, start: int, found: tuple[Split, ...], merge_r: int, merge_e, 
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
     return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
-                     merge_e.index)
+                     merge_e.index, merge_r)
 
 
 def _tensor(e) -> str:
@@ -185,7 +187,7 @@ def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
     if batch is None:
         raise NotMeasured("heads (a split's batch axis has no name)")
     return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e), f"#{e.index} {e.op}",
-                 e.index)
+                 e.index, r)
 
 
 def _call(records, start: int, r: int) -> Call:

@@ -15,7 +15,8 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
                            "--d-model", "64", "--heads", "4"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract")
+    rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract",
+            "every contract, the full way")
     assert len(lines) == len(rows) + 1
     assert lines[0].split() == ["untraced", "forward", lines[0].split()[2], "ms", "1.00x"]
     for row, line in zip(rows, lines):
@@ -23,3 +24,17 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
     # the reference model is correct: the contracts it can be held to hold (it declares no causal mask)
     assert re.fullmatch(r"\(medians of 3, thread CPU time; held: batch entries stay apart, each token depends on "
                         r"itself, heads stay apart; load average \d+\.\d, 1 threads\)", lines[-1])
+
+
+def test_the_parts_say_what_each_part_of_the_check_costs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dependencies.py"), "--repeat", "3",
+                           "--d-model", "64", "--heads", "4", "--parts"], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = ("forward", "one row per head added in the core", "the copies made, nothing compared", "isolation alone",
+            "planning (head_hooks.points)", "token contracts", "every contract")
+    assert len(lines) == len(rows) + 1
+    for row, line in zip(rows, lines):
+        assert re.fullmatch(re.escape(row) + r" +\d+\.\d{3} ms +\d+\.\d{2}x", line), line
+    assert re.fullmatch(r"\(medians of 3, thread CPU time; load average \d+\.\d\)", lines[-1])

@@ -1,0 +1,240 @@
+"""The heads contract measured at module boundaries (engine/head_hooks.py): where the trace proves that
+each split reshapes a projection's output that reads its batch size from itself, and the merge's result
+goes into an output projection, the measuring forward needs no TorchFunctionMode. It is kept only where
+every contract held; every bug is measured again the full way (engine/heads.py), so each finding and
+its words are the full way's. Each bug has a correct twin, at distinct sizes and at B = T = H = 4."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import shapetrace
+from shapetrace.attention.reference import ConfigurableAttention, MultiHeadAttention
+from shapetrace.engine import dependencies
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+from shapetrace.engine.heads import HEADS
+
+SIZES = [(2, 5), (4, 4)]
+D, H = 32, 4
+
+
+class BertSelfAttention(nn.Module):
+    """transformers' models/bert/modeling_bert.py BertSelfAttention (eager) with BertSelfOutput's dense:
+    ``transpose_for_scores`` views ``x.size()[:-1] + (heads, head_size)`` and permutes (0, 2, 1, 3); the
+    merge permutes back and views ``size()[:-2] + (all_head_size,)``. ``causal`` adds a decoder's mask
+    built from the scores' own length (``ones(T, T).tril()``). Bugs: ``merge-view`` merges without the
+    permute back (FuxiCTR issue #30, transformer-from-scratch PR #6); ``einsum`` types the heads index
+    twice in the value product; ``mask-reversed`` keeps the upper triangle (each query sees the future);
+    ``norm-over-batch`` normalises over dim 0 first (the Annotated Transformer's LayerNorm with the wrong
+    dim); ``heads-summed`` adds every head's scores (a sum over the heads index); ``rolled`` shifts the
+    outputs one token late."""
+
+    def __init__(self, causal=False, bug=None):
+        super().__init__()
+        self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+        self.dense = nn.Linear(D, D)
+        self.causal, self.bug = causal, bug
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (H, D // H)                                  # (B, T, H, d)
+        return x.view(new_x_shape).permute(0, 2, 1, 3)                             # (B, H, T, d)
+
+    def forward(self, hidden_states):
+        if self.bug == "norm-over-batch":
+            hidden_states = hidden_states - hidden_states.mean(0, keepdim=True)    # (B, T, D), across the batch
+        q = self.transpose_for_scores(self.query(hidden_states))                   # (B, H, T, d)
+        k = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
+        v = self.transpose_for_scores(self.value(hidden_states))                   # (B, H, T, d)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // H)          # (B, H, T, T)
+        if self.bug == "heads-summed":
+            scores = scores + scores.sum(1, keepdim=True)                          # (B, H, T, T), heads talk
+        if self.causal:
+            T = scores.size(-1)
+            keep = torch.ones(T, T).triu() if self.bug == "mask-reversed" else torch.ones(T, T).tril()  # (T, T)
+            scores = scores.masked_fill(keep == 0, float("-inf"))                  # (B, H, T, T)
+        probs = F.softmax(scores, dim=-1)                                          # (B, H, T, T)
+        if self.bug == "einsum":
+            context = torch.einsum("bhqk,bgkd->bhqd", probs, v)                    # (B, H, T, d), heads summed
+        else:
+            context = torch.matmul(probs, v)                                       # (B, H, T, d)
+        if self.bug == "rolled":
+            context = context.roll(1, dims=2)                                      # (B, H, T, d), one token late
+        if self.bug == "merge-view":   # no permute back: heads and tokens regrouped
+            context = context.reshape(context.size(0), -1, D)                      # (B, T, D), scrambled
+        else:
+            context = context.permute(0, 2, 1, 3).contiguous()                     # (B, T, H, d)
+            context = context.view(context.size()[:-2] + (D,))                     # (B, T, D)
+        return self.dense(context)                                                 # (B, T, D)
+
+
+class TwoBlocks(nn.Module):
+    """Two BERT attention blocks in a row, as BertEncoder's ``nn.ModuleList`` of layers runs them; ``bug``
+    goes into the second block only, so a check of the first attention alone misses it."""
+
+    def __init__(self, bug=None):
+        super().__init__()
+        self.layer = nn.ModuleList([BertSelfAttention(), BertSelfAttention(bug=bug)])
+
+    def forward(self, x):
+        for layer in self.layer:
+            x = x + layer(x)                                                       # (B, T, D)
+        return x
+
+
+class NanoGPTAttention(nn.Module):
+    """karpathy/nanoGPT model.py CausalSelfAttention without its mask, q, k and v from three Linears:
+    ``view(B, T, nh, hs)`` with B and T read from the block's input, not from the tensor it views."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.c_proj = (nn.Linear(D, D) for _ in range(4))
+
+    def forward(self, x):
+        B, T, C = x.size()                                                         # (B, T, C)
+        q = self.q(x).view(B, T, H, C // H).transpose(1, 2)                        # (B, nh, T, hs)
+        k = self.k(x).view(B, T, H, C // H).transpose(1, 2)                        # (B, nh, T, hs)
+        v = self.v(x).view(B, T, H, C // H).transpose(1, 2)                        # (B, nh, T, hs)
+        att = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1))), dim=-1)  # (B, nh, T, T)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))   # (B, T, C)
+
+
+class SharedProjection(BertSelfAttention):
+    """Keys and values from one projection called twice (weights tied on purpose): one wrapper cannot
+    tell its two calls apart, so the check is made the full way."""
+
+    def forward(self, hidden_states):
+        q = self.transpose_for_scores(self.query(hidden_states))                   # (B, H, T, d)
+        k = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
+        v = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
+        probs = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // H), dim=-1)   # (B, H, T, T)
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()          # (B, T, H, d)
+        return self.dense(context.view(context.size()[:-2] + (D,)))                # (B, T, D)
+
+
+def _probed(model, B, T):
+    """The trace, and its probe taken before the trace measures it (measuring takes the top call)."""
+    torch.manual_seed(0)
+    x = torch.randn(B, T, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        t.check_dependencies()
+        shapetrace.name(x, "B T D")
+        model(x)
+    return t, dependencies.probe_of(t, t.capture.top_call)
+
+
+def _paths(probe):
+    return [([p.path for p in h.producers], h.consumer.path) for h in probe.hooks]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_the_textbook_attention_is_measured_at_its_projections_and_every_contract_holds(B, T):
+    """shapetrace's own reference (split_heads reads ``B, T, D = x.shape`` from the projection's output)."""
+    torch.manual_seed(1)
+    t, probe = _probed(MultiHeadAttention(D, H).eval(), B, T)
+    assert _paths(probe) == [(["w_q", "w_k", "w_v"], "w_o")]
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_the_textbook_attention_with_a_causal_mask_is_measured_at_its_projections(B, T):
+    """The reference with --causal (a ``triu(1)`` mask filled with -inf)."""
+    torch.manual_seed(1)
+    t, probe = _probed(ConfigurableAttention(D, H, causal=True).eval(), B, T)
+    assert _paths(probe) == [(["w_q", "w_k", "w_v"], "w_o")]
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_bert_style_attention_holds_at_module_boundaries(B, T):
+    torch.manual_seed(1)
+    t, probe = _probed(BertSelfAttention(), B, T)
+    assert _paths(probe) == [(["query", "key", "value"], "dense")]
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_every_attention_of_two_blocks_is_measured_in_one_forward(B, T):
+    torch.manual_seed(1)
+    t, probe = _probed(TwoBlocks(), B, T)
+    assert _paths(probe) == [(["layer.0.query", "layer.0.key", "layer.0.value"], "layer.0.dense"),
+                             (["layer.1.query", "layer.1.key", "layer.1.value"], "layer.1.dense")]
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, "heads stay apart in each of 2 attentions"]
+
+
+def _full_way(probe):
+    """What the full way (a TorchFunctionMode at the splits and the merge) measures on the same probe."""
+    found, held, unmeasured = dependencies.measure(replace(probe, hooks=()))
+    return [(d.kind, d.message) for d in found], held, unmeasured
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("model", "kind", "words"), [
+    (lambda: BertSelfAttention(bug="einsum"), "heads-mix",
+     "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values"),
+    (lambda: BertSelfAttention(bug="merge-view"), "heads-mix",
+     "measured on the values: head 0 of the output has elements that do not depend on head 0 of the queries"),
+    (lambda: TwoBlocks(bug="einsum"), "heads-mix",
+     "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values"),
+    (lambda: BertSelfAttention(causal=True, bug="mask-reversed"), "causal-mask-leaks",
+     "measured on the values: output token 0 of batch 0 depends on input token"),
+], ids=["einsum-heads", "merge-without-permute", "second-block", "causal-leak"])
+def test_a_bug_found_at_module_boundaries_is_measured_again_the_full_way(model, kind, words, B, T):
+    torch.manual_seed(1)
+    t, probe = _probed(model(), B, T)
+    assert probe.hooks != ()                                     # the cheap way was planned...
+    assert dependencies._every_contract_held(probe) is None      # ...and refused: something broke
+    found = [d for d in t._measured()[0] if d.kind == kind]
+    assert found and found[0].message.startswith(words)
+    assert [(d.kind, d.message) for d in t._measured()[0]] == _full_way(probe)[0]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("causal", "bug"), [(False, None), (True, None), (False, "einsum"), (False, "merge-view"),
+                                             (True, "mask-reversed"), (False, "norm-over-batch"),
+                                             (False, "heads-summed"), (True, "rolled")])
+def test_the_check_says_exactly_what_the_full_way_says(causal, bug, B, T):
+    """Findings, the contracts that held and what was not measured, word for word, whichever way ran."""
+    torch.manual_seed(1)
+    _, probe = _probed(BertSelfAttention(causal=causal, bug=bug), B, T)
+    assert probe.hooks != ()
+    found, held, unmeasured = dependencies.measure(probe)
+    assert ([(d.kind, d.message) for d in found], held, unmeasured) == _full_way(probe)
+    assert (dependencies._every_contract_held(probe) is None) == (bug is not None)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_the_correct_twin_of_the_causal_leak_holds_at_module_boundaries(B, T):
+    torch.manual_seed(1)
+    t, probe = _probed(BertSelfAttention(causal=True), B, T)
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize("model", [NanoGPTAttention, SharedProjection], ids=["batch-read-elsewhere", "shared"])
+def test_no_module_boundary_is_used_where_the_trace_does_not_prove_it(model, B, T):
+    """nanoGPT reads B from the block's input (copies appended to a projection's output would be folded
+    into another axis by ``view(B, T, nh, hs)``); a projection called twice cannot carry two plans."""
+    torch.manual_seed(1)
+    t, probe = _probed(model(), B, T)
+    assert probe.heads and probe.hooks == ()
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+
+
+def test_the_model_is_put_back_after_the_measuring_forward():
+    torch.manual_seed(1)
+    model = BertSelfAttention().train()
+    before = {n: p.clone() for n, p in model.state_dict().items()}
+    t, probe = _probed(model, 2, 5)
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
+    assert model.training and all(torch.equal(before[n], p) for n, p in model.state_dict().items())
+    assert all("forward" not in m.__dict__ for m in model.modules())   # no wrapper left behind
