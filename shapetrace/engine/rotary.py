@@ -102,7 +102,8 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
                 found.append(replace(rotary, event=max(rows) if rows else None))
         for node in record.outs:
-            producer[node] = index
+            if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
+                producer[node] = index
     return tuple(found)
 
 
@@ -245,6 +246,8 @@ def _partners(records: Sequence, shapes: Sequence, chain: list[int], x: int,
 def _replay(record, env: dict) -> bool:
     """Run one data move on the coordinate tensors in ``env``; its results join ``env``."""
     if type(record) is PassRecord:   # (a negation or a cast: every element stays in place)
+        if record.ins[0] not in env:   # (never on a chain :func:`_chain` found; a guard, not a guess)
+            return False
         env[record.outs[0]] = _unary(record, env[record.ins[0]])
         return True
     if any(n not in env for n in record.ins):

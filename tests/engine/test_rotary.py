@@ -138,3 +138,14 @@ def test_a_pairing_without_a_negation_is_no_rotation():
         x * torch.rand(5, 8) + torch.cat((x[..., 4:], x[..., :4]), -1) * torch.rand(5, 8)  # halves swapped, no sign
     assert t.analysis().rotaries == ()
     assert not [d for d in t.diagnostics if d.kind.startswith("rotary")]
+
+
+def test_a_cast_that_returns_its_operand_keeps_the_rotation_checked():
+    # transformers' DeepSeek-V3 and others cast the rotated half back (`rotate_half(q).to(q.dtype)`, a no-op
+    # `.to` that returns the same tensor). The cast's record was taken for the rotation's producer, its chain
+    # looped on itself and the replay raised KeyError (test_libraries.py's DeepSeek-V3 test, with transformers)
+    def cast_back(x):
+        return rotate_half(x).to(x.dtype)                                    # (B, H, T, d_k): the same tensor
+
+    assert outcomes(traced(cast_back, "halves")) == [(PAIRED, HALVES)]
+    assert outcomes(traced(cast_back, "interleaved"))[0][0] == MISMATCH
