@@ -279,6 +279,9 @@ ENTRIES: list[OpSpec] = [
     OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
            words="copies each sliding block of the input into one column (im2col): the blocks' values are "
                  "copied, overlapping ones more than once"),
+    # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it
+    OpSpec("outer", "new", pr.outer, row=False, operands=all_operands, aliases=("ger",),
+           words="outer product: entry (i, j) is a[i]·b[j]"),
     # -- elementwise: names broadcast silently, no row of their own ------------------------------------
     *_elementwise("binary", "add", "__add__", "__radd__", additive=True),
     *_elementwise("inplace", "add_", "__iadd__", additive=True),

@@ -7,6 +7,8 @@ dependency contracts (issue 33 item 5) must run the call as the traced code ran 
 * A module that keeps a KV cache on ``self`` between calls: the check reruns the first call, so it must
   run on the state that call found, not on the cache the later decode steps left (before: "batch entries
   mix" on a correct decode loop).
+* A padding mask put on the query axis and combined with a causal triangle (``pad & causal``): the
+  combined mask varies along the keys, so only its parts show the bug (before: no finding at all).
 
 Each correct file has a twin with a real bug that the values still catch. Sizes: distinct, T = H = B = 4,
 and S = T for the cross-attention.
@@ -33,10 +35,11 @@ def repeat_kv(hidden, n_rep):
 class Qwen2Attention(nn.Module):
     """huggingface/transformers models/qwen2/modeling_qwen2.py (Qwen2Attention.forward) through
     integrations/sdpa_attention.py: q/k/v with bias, GQA by ``repeat_kv``, a 4-d boolean mask made of the
-    causal triangle and the padding mask passed in. The bug builds the triangle with ``triu`` (the
-    future kept, the past hidden: "causal mask off by one / reversed" reports)."""
+    causal triangle and the padding mask passed in. ``bug="triu"`` builds the triangle with ``triu`` (the
+    future kept, the past hidden: "causal mask off by one / reversed" reports); ``bug="query"`` puts the
+    padding on the query axis (``attention_mask[:, None, :, None]``, hyunwoongko/transformer PR #40)."""
 
-    def __init__(self, bug=False):
+    def __init__(self, bug=None):
         super().__init__()
         self.hd, self.bug = D // H, bug
         self.q_proj, self.k_proj = nn.Linear(D, D), nn.Linear(D, H_KV * self.hd)
@@ -49,8 +52,9 @@ class Qwen2Attention(nn.Module):
         v = self.v_proj(x).view(B, T, -1, self.hd).transpose(1, 2)                 # (B, H_kv, T, d_k)
         k, v = repeat_kv(k, H // H_KV), repeat_kv(v, H // H_KV)                    # (B, H, T, d_k)
         ones = torch.ones(T, T, dtype=torch.bool)
-        causal = ones.triu() if self.bug else ones.tril()                          # (T, T)
-        mask = causal[None, None, :, :] & attention_mask[:, None, None, :].bool()  # (B, 1, T, T)
+        causal = ones.triu() if self.bug == "triu" else ones.tril()                # (T, T)
+        pad = attention_mask[:, None, :, None] if self.bug == "query" else attention_mask[:, None, None, :]
+        mask = causal[None, None, :, :] & pad.bool()                               # (B, 1, T, T)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)             # (B, H, T, d_k)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))                  # (B, T, D)
 
@@ -164,7 +168,7 @@ def test_a_padding_mask_passed_in_is_given_entry_zero_with_the_input(B, T):
 @pytest.mark.parametrize(("B", "T"), SIZES)
 def test_a_reversed_triangle_beside_a_padding_mask_still_leaks(B, T):
     torch.manual_seed(1)
-    model, x, mask = Qwen2Attention(bug=True), torch.randn(B, T, D), _padding(B, T)
+    model, x, mask = Qwen2Attention(bug="triu"), torch.randn(B, T, D), _padding(B, T)
     t = _traced(f"B={B} T={T} D={D} H={H} H_kv={H_KV}", lambda: model(x, mask), [(x, "B T D"), (mask, "B T")])
     assert [kind for kind, _ in _errors(t)] == ["causal-mask-leaks"]
     assert _errors(t)[0][1].startswith(f"measured on the values: output token 0 of batch 0 depends on input token "
@@ -231,3 +235,152 @@ def test_a_prefill_without_its_causal_mask_leaks_in_a_decode_loop(B, T):
                                      "later token, though the code declares a causal mask (scaled_dot_product_"
                                      f"attention #{_errors(t)[0][1].split('#')[1].split()[0]}): the mask lets queries "
                                      "see the future (reversed, or not applied).")
+
+
+class DecoderSelfAttention(nn.Module):
+    """hyunwoongko/transformer (models/model/transformer.py make_trg_mask, models/layers/
+    scale_dot_product_attention.py): the target mask is ``pad & tril`` and the scores are filled with
+    -10000 where it is 0. The bug builds the padding part with ``.unsqueeze(1).unsqueeze(3)`` ([B, 1, T, 1],
+    the query axis), as the repository did until PR #40; the fix ``.unsqueeze(1).unsqueeze(2)``."""
+
+    def __init__(self, bug=False):
+        super().__init__()
+        self.bug, self.hd = bug, D // H
+        self.w_q, self.w_k, self.w_v, self.w_concat = (nn.Linear(D, D) for _ in range(4))
+
+    def split(self, tensor):
+        B, T, _ = tensor.size()
+        return tensor.view(B, T, H, self.hd).transpose(1, 2)                       # (B, H, T, d_k)
+
+    def forward(self, x, trg):
+        B, T, _ = x.size()
+        pad = (trg != 0).unsqueeze(1)                                              # (B, 1, T)
+        pad = pad.unsqueeze(3) if self.bug else pad.unsqueeze(2)                   # (B, 1, T, 1) or (B, 1, 1, T)
+        sub = torch.tril(torch.ones(T, T)).type(torch.bool)                        # (T, T)
+        mask = pad & sub                                                           # (B, 1, T, T)
+        q, k, v = self.split(self.w_q(x)), self.split(self.w_k(x)), self.split(self.w_v(x))
+        score = (q @ k.transpose(2, 3)) / self.hd ** 0.5                           # (B, H, T, T)
+        score = score.masked_fill(mask == 0, -10000)
+        out = score.softmax(dim=-1) @ v                                            # (B, H, T, d_k)
+        return self.w_concat(out.transpose(1, 2).contiguous().view(B, T, D))      # (B, T, D)
+
+
+def _ids(B, T):
+    ids = torch.randint(1, 50, (B, T))
+    ids[1:, T - 2:] = 0   # padding at the end of every entry but the first
+    return ids
+
+
+def _mask_findings(t):
+    return [(d.kind, d.message) for d in t.diagnostics if d.kind == "mask-wrong-axis"]
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize("bug", [False, True])
+def test_a_padding_part_on_the_query_axis_beside_a_triangle_is_found(bug, B, T):
+    """Main said nothing of the bug: the combined mask [B, 1, T, T] varies along the keys (the triangle)."""
+    torch.manual_seed(1)
+    model, x, ids = DecoderSelfAttention(bug=bug), torch.randn(B, T, D), _ids(B, T)
+    t = _traced(f"B={B} T={T} D={D} H={H}", lambda: model(x, ids), [(x, "B T D"), (ids, "B T")])
+    found = _mask_findings(t)
+    if not bug:
+        assert _errors(t) == []
+        return
+    assert [kind for kind, _ in _errors(t)] == ["mask-wrong-axis"]
+    index = next(e.index for e in t.events if e.op == "masked_fill")
+    assert found[0][1] == (
+        f"masked_fill #{index} hides scores [B={B}, H={H}, T={T}, T={T}] with the mask [B={B}, 1, T={T}, T={T}], "
+        f"combined from parts; the part [{B}, 1, {T}, 1] varies along the queries and is broadcast over the keys, "
+        "and no part hides keys alone (a padding mask put on the query axis): it hides whole query rows while "
+        "every query still attends to the padding keys.")
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_an_sdpa_mask_with_its_padding_on_the_query_axis_is_found_without_names(B, T):
+    """SDPA's attn_mask is [..., L, S] by position, so this holds with names from sizes alone too."""
+    torch.manual_seed(1)
+    model, x, mask = Qwen2Attention(bug="query"), torch.randn(B, T, D), _padding(B, T)
+    t = _traced(f"B={B} T={T} D={D} H={H} H_kv={H_KV}", lambda: model(x, mask))
+    assert [kind for kind, _ in _errors(t)] == ["mask-wrong-axis"]
+    assert _errors(t)[0][1].startswith("scaled_dot_product_attention #")
+    assert f"the part [{B}, 1, {T}, 1] varies along the queries and is broadcast over the keys" in _errors(t)[0][1]
+
+
+def test_padding_on_both_axes_is_not_a_finding():
+    """Masking padded queries and padded keys (Kyubyong/transformer's "key and query masking") has a part
+    on the keys alone: correct, silent."""
+    torch.manual_seed(1)
+    B, T = 3, 6
+    ids, x = _ids(B, T), torch.randn(B, T, D)
+
+    def both(x, ids):
+        q = k = x.view(B, T, H, D // H).transpose(1, 2)                            # (B, H, T, d_k)
+        pad = ids != 0                                                             # (B, T)
+        mask = pad[:, None, :, None] & pad[:, None, None, :]                       # (B, 1, T, T)
+        return (q @ k.transpose(-2, -1)).masked_fill(~mask, -1e9).softmax(-1)     # (B, H, T, T)
+
+    t = _traced(f"B={B} T={T} D={D} H={H}", lambda: both(x, ids))
+    assert _mask_findings(t) == []
+
+
+class PhiAttention(nn.Module):
+    """huggingface/transformers models/phi/modeling_phi.py (PhiAttention.forward): partial rotary
+    (``partial_rotary_factor`` 0.5: ``query_rot, query_pass``), the angles made with ``torch.outer(positions,
+    inv_freq)`` as Llama's rotary embedding once did. The bug reads the positions' length from the batch
+    axis (``x.size(0)``, issue 33's "positions built from x.size(0) on batch-first input"): at B = T it runs."""
+
+    def __init__(self, bug=False):
+        super().__init__()
+        self.bug, self.hd = bug, D // H
+        self.rot = self.hd // 2
+        self.q_proj, self.k_proj, self.v_proj, self.dense = (nn.Linear(D, D) for _ in range(4))
+        self.inv_freq = 1.0 / (10000 ** (torch.arange(0, self.rot, 2).float() / self.rot))
+
+    def rotate(self, x, cos, sin):
+        x_rot, x_pass = x[..., : self.rot], x[..., self.rot:]                     # (B, H, T, rot), (B, H, T, rest)
+        x1, x2 = x_rot[..., : self.rot // 2], x_rot[..., self.rot // 2:]
+        x_rot = x_rot * cos + torch.cat((-x2, x1), dim=-1) * sin
+        return torch.cat((x_rot, x_pass), dim=-1)                                  # (B, H, T, d_k)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, H, self.hd).transpose(1, 2)                  # (B, H, T, d_k)
+        k = self.k_proj(x).view(B, T, H, self.hd).transpose(1, 2)                  # (B, H, T, d_k)
+        v = self.v_proj(x).view(B, T, H, self.hd).transpose(1, 2)                  # (B, H, T, d_k)
+        pos = torch.arange(x.size(0) if self.bug else x.size(1), dtype=torch.float32)   # (T,)
+        freqs = torch.outer(pos, self.inv_freq)                                    # (T, rot/2)
+        emb = torch.cat((freqs, freqs), dim=-1)                                    # (T, rot)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]                   # (1, 1, T, rot)
+        q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        w = (q @ k.transpose(2, 3)) / self.hd ** 0.5                               # (B, H, T, T)
+        w = w + torch.full((T, T), float("-inf")).triu(1)
+        out = w.softmax(dim=-1) @ v                                                # (B, H, T, d_k)
+        return self.dense(out.transpose(1, 2).reshape(B, T, -1))                   # (B, T, D)
+
+
+@pytest.mark.parametrize("bug", [False, True])
+@pytest.mark.parametrize("size", [4, 6])
+def test_positions_read_from_the_batch_axis_are_found_through_an_outer_product(bug, size):
+    """``torch.outer`` passed no names (an unknown op), so the table [B, rot/2] was unnamed and the bug
+    silent on main; now the table's first axis is the one its positions were counted from."""
+    torch.manual_seed(1)
+    model, x = PhiAttention(bug=bug), torch.randn(size, size, D)
+    t = _traced(f"B={size} T={size} D={D} H={H}", lambda: model(x), [(x, "B T D")])
+    found = [(d.kind, d.message) for d in t.diagnostics if d.severity == "error"]
+    if not bug:
+        assert found == []
+        return
+    assert {kind for kind, _ in found} == {"broadcast-mismatch"}
+    assert found[0][1].endswith(f"[1, 1, B={size}, 4] with [B={size}, H={H}, T={size}, d_k[0:4]=4] from the right: "
+                                "axis -2 pairs B (batch) of the first with T (tokens) of the second. Both have "
+                                f"{size} entries, so torch broadcasts without complaint, but entry i of B is applied "
+                                "to entry i of T.")
+
+
+def test_an_outer_product_names_each_axis_after_its_operand():
+    x, inv = torch.randn(3, 5, D), torch.randn(4)
+    with shapetrace.trace(dims=f"B=3 T=5 D={D} H={H}") as t:
+        positions = torch.arange(x.shape[1]).float()                               # (T,)
+        table = torch.cat([torch.outer(positions, inv)] * 2, dim=-1)               # (T, 8)
+    assert table.shape == (5, 8)
+    assert [e.output.dims for e in t.events if e.op == "cat"] == [("T", None)]
