@@ -384,3 +384,65 @@ def test_an_outer_product_names_each_axis_after_its_operand():
         table = torch.cat([torch.outer(positions, inv)] * 2, dim=-1)               # (T, 8)
     assert table.shape == (5, 8)
     assert [e.output.dims for e in t.events if e.op == "cat"] == [("T", None)]
+
+
+class StaticCacheAttention(nn.Module):
+    """meta-llama/llama model.py ``Attention.forward``: the cache is a buffer made for ``max_batch_size``
+    sequences of ``max_seq_len`` tokens, laid out (B, L, H, d); each call writes ``cache_k[:bsz, start_pos:
+    start_pos + seqlen] = xk`` and reads ``cache_k[:bsz, : start_pos + seqlen]``; the weights are cast back
+    with ``F.softmax(scores.float(), dim=-1).type_as(xq)``. Main named the batch slots a token capacity
+    (``L``: "batch axis B … lines up with L") and read ``type_as(xq)`` as a broadcast of xq onto the
+    weights ("pairs d_k … with L[0:6]")."""
+
+    def __init__(self, max_batch, max_seq=16):
+        super().__init__()
+        self.hd = D // H
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(D, D, bias=False) for _ in range(4))
+        self.register_buffer("cache_k", torch.zeros(max_batch, max_seq, H, self.hd), persistent=False)
+        self.register_buffer("cache_v", torch.zeros(max_batch, max_seq, H, self.hd), persistent=False)
+
+    def forward(self, x, start_pos, mask):
+        bsz, seqlen, _ = x.shape
+        xq = self.wq(x).view(bsz, seqlen, H, self.hd)                              # (B, T, H, d)
+        xk = self.wk(x).view(bsz, seqlen, H, self.hd)                              # (B, T, H, d)
+        xv = self.wv(x).view(bsz, seqlen, H, self.hd)                              # (B, T, H, d)
+        self.cache_k[:bsz, start_pos: start_pos + seqlen] = xk
+        self.cache_v[:bsz, start_pos: start_pos + seqlen] = xv
+        keys = self.cache_k[:bsz, : start_pos + seqlen]                            # (B, S, H, d)
+        values = self.cache_v[:bsz, : start_pos + seqlen]                          # (B, S, H, d)
+        xq, keys, values = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)   # (B, H, ·, d)
+        scores = torch.matmul(xq, keys.transpose(2, 3)) / (self.hd ** 0.5)         # (B, H, T, S)
+        if mask is not None:
+            scores = scores + mask
+        scores = F.softmax(scores.float(), dim=-1).type_as(xq)
+        output = torch.matmul(scores, values)                                      # (B, H, T, d)
+        return self.wo(output.transpose(1, 2).contiguous().view(bsz, seqlen, -1))  # (B, T, D)
+
+
+@pytest.mark.parametrize("spare", [0, 1])   # max_batch_size = B, or one more
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_static_cache_made_for_more_sequences_keeps_its_batch_axis(B, T, spare):
+    torch.manual_seed(1)
+    model, x = StaticCacheAttention(max_batch=B + spare), torch.randn(B, T, D)
+    mask = torch.full((T, T), float("-inf")).triu(1)                               # (T, T)
+
+    def decode():
+        y = model(x, 0, mask)                                                      # prefill
+        for pos in range(T, T + 3):
+            y = model(y[:, -1:, :], pos, None)                                     # one token at a time
+
+    t = _traced(f"B={B} T={T} D={D} H={H}", decode, [(x, "B T D")])
+    assert [d for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    products = [e for e in t.events if e.op == "matmul"]
+    assert products[0].inputs[1].dims == ("B", "H", "d_k", f"L[0:{T}]")
+    assert products[0].output.dims == ("B", "H", "T", f"L[0:{T}]")
+    assert "the causal mask holds" in t.contracts
+
+
+def test_a_cast_to_anothers_dtype_names_its_result_from_its_input_alone():
+    w, q = torch.randn(2, 4, 6, 6, dtype=torch.float64), torch.randn(2, 4, 6, 16)
+    with shapetrace.trace(dims=f"B=2 T=6 D=64 H={H}") as t:
+        shapetrace.name(w, "B H T T")
+        cast = w.softmax(dim=-1).type_as(q)                                        # (B, H, T, T) float32
+    assert cast.dtype == torch.float32
+    assert t.diagnostics == []
