@@ -29,6 +29,8 @@ import torch
 
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.module_state import attributes as _attributes
+from shapetrace.engine.module_state import restore as _restore
 from shapetrace.engine.ops import Family
 
 #: a change counts when it exceeds this times (1 + the largest output)
@@ -52,6 +54,11 @@ class Probe:
         causal: the op that declares a causal mask (``"tril #4"``), or None.
         output: the module's first output in the traced run.
         heads, heads_reason: where the heads are split and merged (:mod:`.heads`), or why not measured.
+        companions: every other tensor argument that has the batch axis (an attention mask, the memory of
+            a cross-attention), as ``(position or keyword, its batch axis)``: the measuring run gives each
+            its batch entry 0 too, as it gives the input.
+        state: the modules' attributes and buffers as they were when the call began (:func:`.module_state.snapshot`),
+            put back before the measuring run (a cache the call itself, or later calls, filled), or None.
     """
 
     module: Any
@@ -66,7 +73,12 @@ class Probe:
     output: Any = None
     heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
+<<<<<<< HEAD
     hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
+=======
+    companions: tuple = ()       # ((position or keyword, batch axis), ...)
+    state: Any = None            # :func:`snapshot` of the module when the call began
+>>>>>>> engine-audit
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -205,17 +217,41 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
     x, out = probe.args[probe.position], probe.output
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
         return None
+<<<<<<< HEAD
     with _Isolated(probe.module) as run:
         if not run:
             return None
         call = run.calling(probe.args, probe.kwargs, probe.position)
         alone = out if not run.training and isinstance(out, torch.Tensor) else call(x)
         both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
+=======
+    trained = any(m.training for m in probe.module.modules())
+    with _Isolated(probe.module, probe.state) as run:
+        if not run:
+            return None
+        alone = out if not trained and isinstance(out, torch.Tensor) else \
+            run.calling(probe.args, probe.kwargs, probe.position)(x)
+        call = run.calling(*_entry_zero_twice(probe), probe.position)
+        first = x.narrow(probe.batch, 0, 1)                                       # (1, ...) entry 0 alone
+        both = heads.forward(call, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
+>>>>>>> engine-audit
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
         return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped   # (the traced output may need grad)
     return None
+
+
+def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
+    """The call's arguments with every companion (a mask, a cross-attention's memory) cut to its batch
+    entry 0, twice over: the two entries of the measuring batch are both entry 0 of the input, so each
+    must see entry 0's mask and memory (else a difference in those reads as a leak)."""
+    args, kwargs = list(probe.args), dict(probe.kwargs)
+    for key, axis in probe.companions:
+        where = args if isinstance(key, int) else kwargs
+        first = where[key].narrow(axis, 0, 1)                                     # (1, ...) entry 0
+        where[key] = torch.cat([first, first], axis)                              # (2, ...)
+    return tuple(args), kwargs
 
 
 def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str]]:
@@ -242,8 +278,8 @@ class _Isolated:
     back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the
     context is falsy where the buffers are too large to save."""
 
-    def __init__(self, module):
-        self.module, self.ran = module, False
+    def __init__(self, module, state=None):
+        self.module, self.ran, self.state = module, False, state
 
     def __enter__(self):
         modules = list(self.module.modules())
@@ -262,6 +298,9 @@ class _Isolated:
     def calling(self, args: tuple, kwargs: dict, position: int):
         """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
         def run(xi):
+            if self.state is not None:
+                _restore(self.state)   # each measuring run starts from the state the call found
+                self.module.eval()     # (that state's training flags included: measured in eval mode)
             result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
             self.ran = True
             return result[0] if isinstance(result, (tuple, list)) else result
@@ -276,6 +315,7 @@ class _Isolated:
         return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
+<<<<<<< HEAD
 #: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
 BUFFER_LIMIT = 1 << 28
 
@@ -316,6 +356,8 @@ def _same(now: dict, before: dict) -> bool:
     return all(now.get(k, _same) is v for k, v in before.items())
 
 
+=======
+>>>>>>> engine-audit
 def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
     """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
     ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token
@@ -394,7 +436,7 @@ def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool 
     causal mask declared by its values, whichever way round it was applied)."""
     if top_call is None:
         return None
-    module, args, kwargs, result = top_call
+    module, args, kwargs, result, *state = top_call
     out = result[0] if isinstance(result, (tuple, list)) and result else result
     for position, x in enumerate(args):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and isinstance(out, torch.Tensor):
@@ -405,10 +447,32 @@ def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool 
                     x.shape[axes_in["batch"]] == x.shape[axes_in["tokens"]]:
                 return None
             if "batch" in axes_in and "tokens" in axes_in and "batch" in axes_out:
+                companions = _companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of)
+                if companions is None:
+                    return None
                 return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
-                             axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out)
+                             axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out,
+                             companions=companions, state=state[0] if state else None)
             return None
     return None
+
+
+def _companions(args, kwargs, position: int, batch: int, labels_of, role_of) -> tuple | None:
+    """``((position or keyword, batch axis), ...)`` for every tensor argument but the input whose batch
+    axis is named and as long as the input's; None where one has an unnamed axis as long as the batch
+    (which of its axes is the batch cannot be told, and sizes never decide it)."""
+    found = []
+    others = [(i, a) for i, a in enumerate(args) if i != position] + list(kwargs.items())
+    for key, a in others:
+        if not isinstance(a, torch.Tensor) or a.dim() == 0:
+            continue
+        labels = labels_of(a)
+        axis = _roles(labels, role_of).get("batch")
+        if axis is not None and a.shape[axis] == batch:
+            found.append((key, axis))
+        elif axis is None and any(size == batch and not (labels and labels[i]) for i, size in enumerate(a.shape)):
+            return None
+    return tuple(found)
 
 
 def _roles(labels, role_of) -> dict[str, int]:

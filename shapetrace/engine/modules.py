@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn import Module
 
+from shapetrace.engine.module_state import snapshot
 from shapetrace.engine.sites import OUTER, module_wrapper, user_stack
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,10 +46,12 @@ class ModulePaths:
             slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             start = len(capture.records)
+            state = _state_when_called(module) if len(slots) == 1 and capture.keep_top_call \
+                and capture.top_call is None else None
             try:
                 result = original(module, *args, **kwargs)
                 if len(slots) == 1 and capture.keep_top_call and capture.top_call is None:
-                    capture.top_call = (module, args, kwargs, result)
+                    capture.top_call = (module, args, kwargs, result, state)
                     capture.top_span = (start, len(capture.records))
                 return result
             finally:
@@ -65,6 +68,13 @@ class ModulePaths:
         if self.original is not None and Module.__call__ is self.wrapper:
             Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
         self.original = None
+
+
+def _state_when_called(module: Module):
+    """The module's state as the traced code's first top-level call finds it (unrecorded): the dependency
+    check runs that call again on this state, not on what later calls (a decode loop's cache) left."""
+    with torch._C.DisableTorchFunction():   # (copying the buffers is not the traced code's work)
+        return snapshot(module)
 
 
 class ModuleCalls:

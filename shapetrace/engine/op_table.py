@@ -279,6 +279,9 @@ ENTRIES: list[OpSpec] = [
     OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
            words="copies each sliding block of the input into one column (im2col): the blocks' values are "
                  "copied, overlapping ones more than once"),
+    # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it
+    OpSpec("outer", "new", pr.outer, row=False, operands=all_operands, aliases=("ger",),
+           words="outer product: entry (i, j) is a[i]·b[j]"),
     # -- elementwise: names broadcast silently, no row of their own ------------------------------------
     *_elementwise("binary", "add", "__add__", "__radd__", additive=True),
     *_elementwise("inplace", "add_", "__iadd__", additive=True),
@@ -299,8 +302,10 @@ ENTRIES: list[OpSpec] = [
     *_elementwise("compare", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "eq", "ne", "lt", "le", "gt",
                   "ge", "logical_not", "logical_and", "logical_or", "isnan", "isinf"),
     *_elementwise("bitwise", "__and__", "__or__", "__invert__", "__xor__", "bitwise_not"),
-    *_elementwise("", "float", "half", "bfloat16", "to", "type_as", "type", "masked_scatter", "detach",
-                  "requires_grad_", "cpu", "cuda", "double", "long", "int", "bool", "lerp", "addcmul"),
+    # casts: a tensor argument (``x.type_as(q)``, ``x.to(q)``) gives only a dtype or device, never axes to line up
+    *_elementwise("", "float", "half", "bfloat16", "to", "type_as", "type", "detach", "requires_grad_", "cpu", "cuda",
+                  "double", "long", "int", "bool", operands=first_operand),
+    *_elementwise("", "masked_scatter", "lerp", "addcmul"),
     # -- known on the meta device only -------------------------------------------------------------
     *_meta_only("binary", "divide", "__div__", true_division=True),
     *_meta_only("binary", "multiply", "subtract", "rsub", "remainder", "atan2", "fmod", "__rfloordiv__"),

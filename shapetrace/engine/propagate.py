@@ -357,6 +357,13 @@ def einsum(c: Call) -> Axes:
     return out if out is not None else ax.unknown_axes(c.shapes[0])
 
 
+def outer(c: Call) -> Axes:
+    """``torch.outer(a, b)``: entry (i, j) is ``a[i] * b[j]``, so axis 0 is ``a``'s axis and axis 1 is ``b``'s."""
+    if len(c.in_axes) == 2 and all(len(axes) == 1 for axes in c.in_axes):
+        return (c.in_axes[0][0], c.in_axes[1][0])                                  # (len(a), len(b))
+    return ax.unknown_axes(c.shapes[0])
+
+
 def sdpa(c: Call) -> Axes:
     return axis_compute.sdpa_axes(c.in_axes[0], c.in_axes[2] if len(c.in_axes) > 2 else c.in_axes[0], c.shapes[0])
 

@@ -36,6 +36,7 @@ from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
+from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.rotary import rotaries_of
@@ -279,9 +280,9 @@ class Trace:
         return self._dependencies
 
     def analysis(self) -> Analysis:
-        """What inference concluded, as the plain data the diagnostic rules read (the rules never
-        see the recorder). Final once the run has ended; while it records, as far as it has come."""
+        """What inference concluded, as the plain data the rules read (never the recorder): final after the run."""
         inference = self._inferred()
+        rows = inference.event_of_record   # (while it records: as far as it has come)
         return Analysis(
             events=tuple(self.events), namer=self.namer, dims=dict(self.dims),
             seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
@@ -289,8 +290,8 @@ class Trace:
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
             unnamed_by_failure=tuple(inference.unnamed_by_failure),
-            inside=inside_library(self.events, self.capture.opened, inference.event_of_record),
-            rotaries=rotaries_of(self.capture, inference.event_of_record),
+            inside=inside_library(self.events, self.capture.opened, rows),
+            rotaries=rotaries_of(self.capture, rows), mask_parts=mask_parts_of(self.capture, rows),
         )
 
     def left_out(self) -> dict[str, int]:

@@ -46,9 +46,14 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
     """A write into a tensor (``cache[:, :, s:e] = k``, ``cache.index_copy_(2, pos, k)``,
     ``buf.copy_(x)``): where the target's axes are unnamed, the written values name them. An axis
     written whole takes the value's name; one written in part along a token axis holds positions
+<<<<<<< HEAD
     (``L``, a capacity of tokens). The record of the write reads its target so named from here on
     (:func:`written`); records before it that used the old names are walked again with them as pins
     (:func:`.state.corrected`)."""
+=======
+    (``L``, a capacity of tokens); one written in part along the batch (``cache_k[:bsz]``, a cache made
+    for a larger batch) stays unnamed. Kept as pins: the inference runs again with them."""
+>>>>>>> engine-audit
     target, value = record.ins[0], record.ins[-1]
     if target == value:
         return
@@ -60,8 +65,8 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
             continue
         if whole and axis.size == pinned[p].size:
             pinned[p], changed = axis, True
-        elif not whole and state.namer.is_token_root(axis.atoms[0].root):
-            pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True
+        elif not whole and state.namer.role(axis.atoms[0].root) == "tokens":   # (a batch written in part,
+            pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True     # cache[:bsz], holds no tokens)
     if changed:
         state.writes[target] = pinned = tuple(pinned)   # what it holds from here on
         state.rename(target, pinned)

@@ -51,17 +51,37 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
         q_label = (mask.dims[q] if 0 <= q < len(mask.dims) else None) or scores.dims[q + lead] or "query"
         q_size = mask.shape[q] if 0 <= q < len(mask.shape) else 1
         k_size = mask.shape[k] if 0 <= k < len(mask.shape) else 1
+        part = _query_only_part(analysis, e, e.inputs.index(mask), q - len(mask.shape), k - len(mask.shape))
         if q_size > 1 and k_size == 1:
             out.append(Kind.MASK_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} against the scores "
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
-                "the padding keys."), "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."))
+                "the padding keys."), KEY_PADDING_FIX))
+        elif part is not None:
+            out.append(_part_on_the_queries(e, part, mask, fmt_named(scores.dims, scores.shape)))
         elif not analysis.seeded_by_size:   # (names from sizes alone cannot tell two equal lengths apart)
             out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
                                                               "key": (k, scores.axes[k + lead])},
                                           fmt_named(scores.dims, scores.shape)))
-    return out + ([] if analysis.seeded_by_size else _fused_mask_built_for_another(analysis))
+    return out + _fused_mask_on_queries(analysis) + ([] if analysis.seeded_by_size else
+                                                     _fused_mask_built_for_another(analysis))
+
+
+def _fused_mask_on_queries(analysis: Analysis) -> list[Diagnostic]:
+    """SDPA's ``attn_mask`` ``[..., L, S]``, or a part of it, that varies along the queries (L) and is
+    broadcast over the keys (S): its axes are told by position, so no name is needed."""
+    out = []
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        if not e.params.get("has_mask") or len(e.inputs) < 4 or len(e.inputs[3].shape) < 2:
+            continue
+        q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
+        scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
+        whole = mask.shape[-2] > 1 and mask.shape[-1] == 1
+        part = tuple(mask.shape) if whole else _query_only_part(analysis, e, 3, -2, -1)
+        if part is not None:
+            out.append(_part_on_the_queries(e, part, mask, scores))
+    return out
 
 
 def _fused_mask_built_for_another(analysis: Analysis) -> list[Diagnostic]:
@@ -78,6 +98,36 @@ def _fused_mask_built_for_another(analysis: Analysis) -> list[Diagnostic]:
         out.extend(_built_for_another(analysis, e, mask, {"query": (n - 2, q.axes[-2]), "key": (n - 1, k.axes[-2])},
                                       scores))
     return out
+
+
+KEY_PADDING_FIX = "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."
+
+
+def _query_only_part(analysis: Analysis, e, operand: int, q: int, k: int) -> tuple[int, ...] | None:
+    """The shape of a part of a combined mask (:mod:`~shapetrace.engine.mask_parts`) that varies along the
+    queries and is broadcast over the keys, when no other part varies along the keys alone (a padding
+    mask put on the query axis beside a causal triangle); None otherwise. ``q``, ``k``: the query and key
+    axes, counted from the end (the parts are right-aligned, as broadcasting aligns them)."""
+    parts = analysis.mask_parts.get(e.index, {}).get(operand, ())
+
+    def size(shape, axis):
+        return shape[axis] if len(shape) >= -axis else 1
+
+    on_queries = [p for p in parts if size(p, q) > 1 and size(p, k) == 1]
+    on_keys = [p for p in parts if size(p, q) == 1 and size(p, k) > 1]
+    return on_queries[0] if on_queries and not on_keys else None
+
+
+def _part_on_the_queries(e, part: tuple[int, ...], mask, scores: str) -> Diagnostic:
+    """The finding for a mask, or a part of a combined one, that lines up with the queries only."""
+    named = fmt_named(mask.dims, mask.shape)
+    whole = part == tuple(mask.shape)
+    what = (f"the mask {named}, which varies along the queries and is broadcast over the keys" if whole
+            else f"the mask {named}, combined from parts; the part [{', '.join(map(str, part))}] varies along the "
+                 "queries and is broadcast over the keys, and no part hides keys alone")
+    return Kind.MASK_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} hides scores {scores} with {what} (a padding mask put on the query axis): it hides "
+        "whole query rows while every query still attends to the padding keys."), KEY_PADDING_FIX)
 
 
 _PLURAL = {"query": "queries", "key": "keys"}

@@ -1,0 +1,55 @@
+"""What a module holds between calls, copied and put back: its submodules' attributes, buffers and
+buffer values (a cache kept on ``self``, a buffer written in place).
+
+The dependency check (:mod:`.dependencies`) runs the traced code's first top-level call again: on the
+state that call found (copied when it began, :func:`snapshot`), and puts back the state the run left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+#: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
+BUFFER_LIMIT = 1 << 28
+
+
+def snapshot(module):
+    """The attributes, buffers and buffer values of ``module`` and its submodules as they are now (when
+    the traced code's first top-level call begins), to measure that call on the state it found; None
+    where the buffers are too large to copy or live on the meta device (nothing is measured there)."""
+    if any(b.is_meta for b in module.buffers()):
+        return None
+    return attributes(module)
+
+
+def attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
+    """Every submodule's attributes, buffers (and their values: a cache written in place) and
+    parameters, to put back after the run; None when the buffers are too large to copy."""
+    buffers = [b for b in module.buffers() if isinstance(b, torch.Tensor)]
+    if sum(b.numel() * b.element_size() for b in buffers) > BUFFER_LIMIT:
+        return None
+    with torch.no_grad():
+        return [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters),
+                 {n: b.clone() for n, b in m._buffers.items() if isinstance(b, torch.Tensor)})
+                for m in module.modules()]
+
+
+def restore(saved) -> None:
+    """Put back what :func:`attributes` saved (a dict is rewritten only where the run changed it:
+    rewriting an unchanged one would cost the next forward its attribute caches)."""
+    for m, attrs, buffers, parameters, values in saved:
+        for now, before in ((m.__dict__, attrs), (m._buffers, buffers), (m._parameters, parameters)):
+            if not same(now, before):
+                now.clear()
+                now.update(before)
+        with torch.no_grad():
+            for name, value in values.items():
+                if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
+                    buffers[name].copy_(value)
+
+
+def same(now: dict, before: dict) -> bool:
+    """Does ``now`` hold the very objects ``before`` held, under the same keys?"""
+    return len(now) == len(before) and all(now.get(k, same) is v for k, v in before.items())

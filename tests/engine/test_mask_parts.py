@@ -1,0 +1,43 @@
+"""engine/mask_parts.py: the parts elementwise ops combined a mask from, for each call that takes one."""
+
+from __future__ import annotations
+
+import torch
+
+import shapetrace
+
+
+def _parts(fn, *inputs):
+    with shapetrace.trace() as t:
+        fn(*inputs)
+    analysis = t.analysis()
+    return {e.op: analysis.mask_parts.get(e.index) for e in analysis.events if e.index in analysis.mask_parts}
+
+
+def test_a_mask_made_with_or_and_not_is_followed_to_its_parts():
+    scores, pad = torch.randn(2, 3, 5, 5), torch.ones(2, 5, dtype=torch.bool)
+
+    def fill(scores, pad):
+        causal = torch.ones(5, 5, dtype=torch.bool).triu(1)                        # (T, T)
+        return scores.masked_fill(causal | ~pad[:, None, :, None], -1e9)           # (B, H, T, T)
+
+    assert _parts(fill, scores, pad) == {"masked_fill": {1: ((5, 5), (2, 1, 5, 1))}}
+
+
+def test_a_mask_of_one_part_has_no_entry():
+    scores, pad = torch.randn(2, 3, 5, 5), torch.ones(2, 5, dtype=torch.bool)
+
+    def fill(scores, pad):
+        return scores.masked_fill(~pad[:, None, None, :], -1e9)                    # (B, H, T, T)
+
+    assert _parts(fill, scores, pad) == {}
+
+
+def test_an_sdpa_mask_made_with_and_is_followed():
+    q, pad = torch.randn(2, 3, 5, 4), torch.ones(2, 5, dtype=torch.bool)
+
+    def attend(q, pad):
+        mask = torch.ones(5, 5, dtype=torch.bool).tril()[None, None] & pad[:, None, None, :]   # (B, 1, T, T)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    assert _parts(attend, q, pad) == {"scaled_dot_product_attention": {3: ((1, 1, 5, 5), (2, 1, 1, 5))}}
