@@ -53,6 +53,10 @@ class Namer:
     _clashes: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False)
     #: root -> the name a later use proved for its clashed piece (:meth:`decide`)
     decided: dict[str, str] = field(default_factory=dict, repr=False)
+    #: roots whose named pieces a label read (:meth:`relabelled` compares it with the decisions)
+    read: set[str] = field(default_factory=set, repr=False)
+    #: decided roots whose pieces a label read before the decision, or whose size or role it changed
+    relabelled: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.dims = dict(self.dims)
@@ -127,12 +131,18 @@ class Namer:
     def decide(self, atom: Atom, name: str) -> bool:
         """A use proved what a clashed piece is (the axis a fused projection is unbound along into
         its 3 parts is ``qkv``): keep only the factorings of its root that call it ``name``, for the
-        whole trace. False when none does, or the choice leaves nothing (nothing is changed)."""
+        whole trace. False when none does, or the choice leaves nothing (nothing is changed). The root
+        is noted in :attr:`relabelled` where a label already read its pieces (:attr:`read`), or the
+        choice changes its size or role: only then may a label read before the decision differ from
+        one read after it. (:meth:`clashed`, the question that leads here, is no label.)"""
         root, key = atom.root, (atom.stride, atom.size)
         kept = [parts for parts in self.decompositions.get(root, ()) if _leaf_table(self, parts).get(key) == name]
         if not kept or len(kept) == len(self.decompositions[root]):
             return False
+        before = self.size_of(root), self.role(root)
         self.decompositions[root] = kept
+        if root in self.read or (self.size_of(root), self.role(root)) != before:
+            self.relabelled.add(root)   # a label read before now may read otherwise
         self._clashes.pop(root, None)
         self._sub_names[root] = _merged_table(self, root)
         self.decided[root] = name
@@ -188,6 +198,7 @@ class Namer:
             return str(atom.size)
         if atom.whole:
             return atom.root
+        self.read.add(atom.root)
         known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
         if known:
             return self.aliases.get(known, known)
@@ -224,6 +235,7 @@ class Namer:
                     hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts
                                 and _spells(self, root, sizes[i:i + n])), None)
                     if hit is not None:
+                        self.read.add(root)
                         labels = labels[:hit] + [root] + labels[hit + n:]
                         sizes = sizes[:hit] + [math.prod(sizes[hit:hit + n])] + sizes[hit + n:]
                         changed = True
@@ -316,6 +328,7 @@ class Namer:
 
     def _inside_named(self, atom: Atom) -> bool:
         """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
+        self.read.add(atom.root)
         return any(stride <= atom.stride and atom.stride * atom.size <= stride * size
                    and (atom.stride - stride) % stride == 0
                    for (stride, size) in self._sub_names.get(atom.root, {}))
@@ -325,6 +338,7 @@ class Namer:
         table = self._sub_names.get(atom.root)
         if not atom.whole or not table:
             return (atom,)
+        self.read.add(atom.root)
         leaf_keys = [k for k in table if not any(  # keep the pieces with no named piece inside
             o != k and k[0] <= o[0] and o[0] * o[1] <= k[0] * k[1] for o in table)]
         parts, covered = [], 1
