@@ -4,7 +4,8 @@
 
 The ladder's models (``bench_capture_ladder.py``: 12 pre-norm attention blocks at D 32, T 8, H 4 and at
 D 256, T 64, H 8) and the corpus cases whose names a later use proves (``bench_pins.py``: static caches,
-latent attention). Each is traced, and the thread CPU time of its first ``trace.events`` (every pass of
+latent attention; a fused qkv width whose stack a later use decides: timm's ViT, torch's
+``nn.MultiheadAttention``). Each is traced, and the thread CPU time of its first ``trace.events`` (every pass of
 :mod:`shapetrace.engine.infer`, and a second walk where one is needed) is divided by its events. Each
 round runs one worker process per tree (this checkout, and ``--against DIR``: another tree, such as
 ``git archive main | tar -x -C DIR``), interleaved, each taking the median of a few traces after two
@@ -24,7 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ((32, 8, 4), (256, 64, 8))
 PINNED = ("static-cache-index-copy", "static-cache-slice-assignment", "mla-latent-cache-decode-step",
-          "deepseek-mla-joined-queries-through-sdpa")
+          "deepseek-mla-joined-queries-through-sdpa", "vit-patch-stem-fused-sdpa", "mha-average-attn-weights")
 
 
 def worker(root: str, traces: int, only: str = "") -> dict[str, list[float]]:
@@ -35,7 +36,7 @@ def worker(root: str, traces: int, only: str = "") -> dict[str, list[float]]:
     from bench_engine import build_model
 
     import shapetrace
-    from tests.corpus import test_decoding, test_library_styles
+    from tests.corpus import test_decoding, test_library_styles, test_reductions, test_vision
     from tests.corpus.helpers import trace_case
 
     torch.set_num_threads(1)
@@ -48,7 +49,7 @@ def worker(root: str, traces: int, only: str = "") -> dict[str, list[float]]:
                 model(x)
             return tr
         cases[f"ladder D {d} T {t}"] = ladder
-    for case in test_decoding.CASES + test_library_styles.CASES:
+    for case in test_decoding.CASES + test_library_styles.CASES + test_vision.CASES + test_reductions.CASES:
         if case.id in PINNED:
             cases[case.id] = lambda case=case: trace_case(case)
     found = {}

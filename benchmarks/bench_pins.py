@@ -4,7 +4,8 @@
 
 A static cache's buffers are named by the writes into them, a latent attention's heads by the q·k
 product (tests/corpus: ``static-cache-*``, ``mla-*``, ``deepseek-mla-*``); the names are pinned, and the
-records are walked again where a pin changes what a record before it read
+records are walked again where a pin changes what a record before it read, or where a use decided a
+fused width's stack (timm's ViT, ``nn.MultiheadAttention``) after a record read its pieces' labels
 (:func:`shapetrace.engine.infer.state.corrected`). Timed, interleaved round by round in one process:
 ``fresh``, a second walk made from nothing wherever there are pins (as it was), ``reused``, a second
 walk wherever there are pins that answers every call the pins do not reach from the first walk's
@@ -24,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 CASES = ("static-cache-index-copy", "static-cache-slice-assignment", "mla-latent-cache-decode-step",
-         "mla-low-rank-queries-T-equals-H", "deepseek-mla-joined-queries-through-sdpa")
+         "mla-low-rank-queries-T-equals-H", "deepseek-mla-joined-queries-through-sdpa", "vit-patch-stem-fused-sdpa",
+         "mha-average-attn-weights")
 
 
 def fresh(inference):
@@ -61,10 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from shapetrace.engine.infer import state
     from shapetrace.engine.infer.state import corrected
-    from tests.corpus import test_decoding, test_library_styles
+    from tests.corpus import test_decoding, test_library_styles, test_reductions, test_vision
     from tests.corpus.helpers import trace_case
 
-    cases = [c for c in test_decoding.CASES + test_library_styles.CASES if c.id in args.cases]
+    corpus = test_decoding.CASES + test_library_styles.CASES + test_vision.CASES + test_reductions.CASES
+    cases = [c for c in corpus if c.id in args.cases]
     walks = {"fresh": fresh, "reused": reused, "needed": corrected}
     times = {(c.id, k): [] for c in cases for k in walks}
     events = {}

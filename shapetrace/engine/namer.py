@@ -53,6 +53,10 @@ class Namer:
     _clashes: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False)
     #: root -> the name a later use proved for its clashed piece (:meth:`decide`)
     decided: dict[str, str] = field(default_factory=dict, repr=False)
+    #: roots whose named pieces a label read (:meth:`relabelled` compares it with the decisions)
+    read: set[str] = field(default_factory=set, repr=False)
+    #: decided roots whose pieces a label read before the decision, or whose size or role it changed
+    relabelled: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.dims = dict(self.dims)
@@ -127,12 +131,18 @@ class Namer:
     def decide(self, atom: Atom, name: str) -> bool:
         """A use proved what a clashed piece is (the axis a fused projection is unbound along into
         its 3 parts is ``qkv``): keep only the factorings of its root that call it ``name``, for the
-        whole trace. False when none does, or the choice leaves nothing (nothing is changed)."""
+        whole trace. False when none does, or the choice leaves nothing (nothing is changed). The root
+        is noted in :attr:`relabelled` where a label already read its pieces (:attr:`read`), or the
+        choice changes its size or role: only then may a label read before the decision differ from
+        one read after it. (:meth:`clashed`, the question that leads here, is no label.)"""
         root, key = atom.root, (atom.stride, atom.size)
         kept = [parts for parts in self.decompositions.get(root, ()) if _leaf_table(self, parts).get(key) == name]
         if not kept or len(kept) == len(self.decompositions[root]):
             return False
+        before = self.size_of(root), self.role(root)
         self.decompositions[root] = kept
+        if root in self.read or (self.size_of(root), self.role(root)) != before:
+            self.relabelled.add(root)   # a label read before now may read otherwise
         self._clashes.pop(root, None)
         self._sub_names[root] = _merged_table(self, root)
         self.decided[root] = name
@@ -153,7 +163,7 @@ class Namer:
         width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
         (:func:`sliced`); a view of it names only pieces of it."""
-        if size == self._fused_grouped_qkv_width():
+        if size == _fused_grouped_qkv_width(self):
             return GROUPED_QKV if self.size_of("D") == self.size_of("H") * self.size_of("d_k") else None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
@@ -162,12 +172,6 @@ class Namer:
             if len(hits) > 1 and declared in hits:
                 return declared
         return hits[0] if len(hits) == 1 else None
-
-    def _fused_grouped_qkv_width(self) -> int | None:
-        heads, kv_heads, d_k = self.size_of("H"), self.size_of("H_kv"), self.size_of("d_k")
-        if heads is None or kv_heads is None or d_k is None or kv_heads == heads:
-            return None
-        return (heads + 2 * kv_heads) * d_k
 
     def coinciding_sizes(self) -> list[tuple[str, str]]:
         names = [n for n in self.dims if self.role(n) is not None and n != "n_rep"]
@@ -188,6 +192,7 @@ class Namer:
             return str(atom.size)
         if atom.whole:
             return atom.root
+        self.read.add(atom.root)
         known = self._sub_names.get(atom.root, {}).get((atom.stride, atom.size))
         if known:
             return self.aliases.get(known, known)
@@ -224,6 +229,7 @@ class Namer:
                     hit = next((i for i in range(len(labels) - n + 1) if tuple(labels[i:i + n]) == parts
                                 and _spells(self, root, sizes[i:i + n])), None)
                     if hit is not None:
+                        self.read.add(root)
                         labels = labels[:hit] + [root] + labels[hit + n:]
                         sizes = sizes[:hit] + [math.prod(sizes[hit:hit + n])] + sizes[hit + n:]
                         changed = True
@@ -285,7 +291,7 @@ class Namer:
         if any(a.root.startswith(MIXED_PREFIX) for a in atoms):
             if _mix_has_tokens(atoms, self):
                 return "error"
-            return "note" if self._only_features(atoms) else None   # pixels or unknown axes: nothing known
+            return "note" if _only_features(self, atoms) else None   # pixels or unknown axes: nothing known
         labels = self._compose([self.atom_label(a) for a in atoms], [a.size for a in atoms])
         token_atoms = [a for a in atoms if self.is_token_root(a.root)]
         if token_atoms and len(token_atoms) == len(atoms):
@@ -303,28 +309,17 @@ class Namer:
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any(is_piece_label(lab) and not self._inside_named(a) and self.role(a.root) != Role.HEAD_FEATURES
+        if any(is_piece_label(lab) and not _inside_named(self, a) and self.role(a.root) != Role.HEAD_FEATURES
                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
-
-    def _only_features(self, atoms: Sequence[Atom]) -> bool:
-        """Are the pieces mixed here all features, heads or head features (a split of D)?"""
-        names = [_root_of_label(name) for a in atoms for name in base_names(a.root)]
-        return bool(names) and all(self.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
-                                   for n in names)
-
-    def _inside_named(self, atom: Atom) -> bool:
-        """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
-        return any(stride <= atom.stride and atom.stride * atom.size <= stride * size
-                   and (atom.stride - stride) % stride == 0
-                   for (stride, size) in self._sub_names.get(atom.root, {}))
 
     def leaves(self, atom: Atom) -> tuple[Atom, ...]:
         """A whole atom cut into its known named parts (``D`` -> ``H``, ``d_k``)."""
         table = self._sub_names.get(atom.root)
         if not atom.whole or not table:
             return (atom,)
+        self.read.add(atom.root)
         leaf_keys = [k for k in table if not any(  # keep the pieces with no named piece inside
             o != k and k[0] <= o[0] and o[0] * o[1] <= k[0] * k[1] for o in table)]
         parts, covered = [], 1
@@ -333,6 +328,28 @@ class Namer:
             covered *= size
         return tuple(parts) if covered == atom.root_size else (atom,)
 
+
+
+def _fused_grouped_qkv_width(namer: Namer) -> int | None:
+    heads, kv_heads, d_k = namer.size_of("H"), namer.size_of("H_kv"), namer.size_of("d_k")
+    if heads is None or kv_heads is None or d_k is None or kv_heads == heads:
+        return None
+    return (heads + 2 * kv_heads) * d_k
+
+
+def _only_features(namer: Namer, atoms: Sequence[Atom]) -> bool:
+    """Are the pieces mixed here all features, heads or head features (a split of D)?"""
+    names = [_root_of_label(name) for a in atoms for name in base_names(a.root)]
+    return bool(names) and all(namer.role(n) in (Role.FEATURES, Role.HEADS, Role.HEAD_FEATURES, "stack")
+                               for n in names)
+
+
+def _inside_named(namer: Namer, atom: Atom) -> bool:
+    """Does this unnamed piece lie within one named piece of its root (a piece of ``d_k``)?"""
+    namer.read.add(atom.root)
+    return any(stride <= atom.stride and atom.stride * atom.size <= stride * size
+               and (atom.stride - stride) % stride == 0
+               for (stride, size) in namer._sub_names.get(atom.root, {}))
 
 
 def _spells(namer: Namer, root: str, sizes: list[int]) -> bool:

@@ -2,7 +2,8 @@
 name a later use proves (a pin) changes what an earlier record read (:func:`~shapetrace.engine.infer.state.corrected`).
 
 A static cache's buffer first read by the write that names it, or an input named with ``shapetrace.name``
-before any use, is walked once: every record is inferred once. Where a pin does reach records before it
+before any use, or a fused width whose stack a later use decides where no record read its pieces' labels
+before the decision, is walked once: every record is inferred once. Where a pin does reach records before it
 (a buffer read before its write, heads read back from q·kᵀ), the records are walked again, and a call
 upstream of every pin is answered from the first walk's memos, never worked out twice."""
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 import shapetrace
 from shapetrace.engine.infer import corrections, elements, names, state
@@ -187,9 +189,10 @@ def test_every_pass_says_what_it_reads_and_what_it_adds(module):
 
 
 def _corpus_case(case_id: str):
-    from tests.corpus import test_decoding, test_mask_provenance, test_vision
+    import importlib
 
-    return next(c for c in test_decoding.CASES + test_mask_provenance.CASES + test_vision.CASES if c.id == case_id)
+    modules = ("decoding", "fused", "library_styles", "mask_provenance", "moved_elements", "reductions", "vision")
+    return next(c for m in modules for c in importlib.import_module(f"tests.corpus.test_{m}").CASES if c.id == case_id)
 
 
 #: corpus cases whose names a later use proves: each is walked once. The static caches are written in
@@ -201,14 +204,25 @@ ONE_WALK = ("static-cache-index-copy", "static-cache-indexed-assignment", "stati
             "static-cache-prefill-written-without-transpose", "static-cache-index-copy-transposed-T-equals-H",
             "static-cache-prefill-transposed-T-equals-H", "annotated-masks", "annotated-masks-B-S-T-H-4",
             "sdpa-masks-B-S-T-H-4", "future-mask-on-cross-attention-B-S-T-H-4")
+#: corpus cases with a fused width (``3*D``, ``2*D``) whose stack a later use decides (timm's ViT and
+#: Swin ``qkv.unbind(0)``, torch's ``nn.MultiheadAttention``, Falcon's fused qkv, transformers'
+#: DynamicCache; see each case's comment in its module) where no record read a label of the width's
+#: pieces before the decision: each record read the decided labels, and the records are walked once
+DECIDED_UNREAD = ("vit-patch-stem-cls-token", "vit-patch-stem-fused-sdpa", "deit-cls-and-distillation-tokens",
+                  "conv-stem-permute-then-reshape", "timm-attention-fused-qkv-on-tokens",
+                  "swin-window-partition-from-pixels", "swin-window-reverse-without-permute",
+                  "swin-shifted-windows-rolled-back", "swin-shifted-windows", "swinir-mask-from-image-size",
+                  "swinir-mask-windows-by-view", "swin-v2-cosine", "swin-v2-normalize-default-dim",
+                  "mha-average-attn-weights", "mha-module-masks-true-means-masked",
+                  "mha-batch-first-input-without-batch-first", "falcon-linear-as-matmul-fused-per-head",
+                  "dynamic-cache-first-write-cats-onto-an-empty-tensor")
 #: where a later use still reaches records before it, the records are walked again (issue 33, item 7)
 STILL_TWICE = {
     "mla-latent-cache-decode-step": "heads read back from the q·k product reach the views that split them",
-    "vit-patch-stem-fused-sdpa": "a fused qkv width whose stack a later unbind decides changes the namer's labels",
 }
 
 
-@pytest.mark.parametrize("case_id", ONE_WALK + tuple(STILL_TWICE))
+@pytest.mark.parametrize("case_id", ONE_WALK + DECIDED_UNREAD + tuple(STILL_TWICE))
 def test_a_corpus_case_whose_names_a_later_use_proves_is_walked_once(case_id, counted, request):
     if case_id in STILL_TWICE:
         request.applymarker(pytest.mark.xfail(strict=True, reason=STILL_TWICE[case_id]))
@@ -217,6 +231,8 @@ def test_a_corpus_case_whose_names_a_later_use_proves_is_walked_once(case_id, co
     t = trace_case(_corpus_case(case_id))
     assert t.events
     assert counted["pins"] or t.namer.decided, "the case has names a later use proves"
+    if case_id in DECIDED_UNREAD:
+        assert t.namer.decided and not t.namer.relabelled
     assert counted["walked"] == [len(t.capture.records)]
     assert set(counted["ops"].values()) == {1}
 
@@ -241,3 +257,58 @@ def test_a_decode_loop_over_a_static_cache_is_walked_once(write, counted):
     assert counted["walked"] == [len(t.capture.records)]
     assert set(counted["ops"].values()) == {1}
     assert not t.diagnostics
+
+
+class FusedQKV(nn.Module):
+    """timm's ``Attention`` (huggingface/pytorch-image-models, timm/models/vision_transformer.py) at
+    ``H = 3``: ``qkv(x).reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4)``, then ``unbind(0)``. The 3 of
+    the stack and ``H`` have one size: the width's pieces stay unnamed until the unbind decides the stack.
+    ``peek`` reads the rows so far between the permute and the unbind (a trace's rows may be read while
+    it records: ``shapetrace.app.shapes.decode`` reads ``len(trace)`` between steps)."""
+
+    def __init__(self, peek=None):
+        super().__init__()
+        self.qkv, self.peek = nn.Linear(24, 72), peek
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, 3, 8).permute(2, 0, 3, 1, 4)          # (qkv, B, H, T, d_k)
+        if self.peek is not None:
+            self.peek()
+        q, k, v = qkv.unbind(0)                                                  # 3 x (B, H, T, d_k)
+        return F.scaled_dot_product_attention(q, k, v)                           # (B, H, T, d_k)
+
+
+FUSED_ROWS = [("linear", ("B", "T", "3*D")), ("reshape", ("B", "T", "qkv", "H", "d_k")),
+              ("permute", ("qkv", "B", "H", "T", "d_k")), ("unbind", ("B", "H", "T", "d_k")),
+              ("scaled_dot_product_attention", ("B", "H", "T", "d_k"))]
+
+
+def _fused_trace(peek: bool):
+    torch.manual_seed(0)
+    model, seen = FusedQKV(), []
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        if peek:
+            model.peek = lambda: seen.extend(e.output.dims for e in t.events)
+        model(torch.randn(2, 5, 24))
+    return t, seen
+
+
+def test_a_fused_stack_decided_after_no_label_of_it_was_read_is_walked_once(counted):
+    """No record read a label of ``3*D``'s pieces before the unbind decided them: every row reads the
+    decided names (``qkv``, ``H``), as a second walk would, so the records are walked once."""
+    t, _ = _fused_trace(peek=False)
+    assert [(e.op, e.output.dims) for e in t.events] == FUSED_ROWS
+    assert t.namer.decided == {"3*D": "qkv"} and not t.namer.relabelled
+    assert counted["walked"] == [len(t.capture.records)]
+    assert set(counted["ops"].values()) == {1}
+
+
+def test_a_fused_stack_whose_labels_were_read_before_the_decision_is_walked_again(counted):
+    """The rows were read before the unbind: then the 3 of the stack and ``H`` could not be told apart
+    and said nothing. After the run every row says the decided names: the records are walked again."""
+    t, seen = _fused_trace(peek=True)
+    assert seen == [("B", "T", "3*D"), ("B", "T", None, None, "d_k"), (None, "B", None, "T", "d_k")]
+    assert [(e.op, e.output.dims) for e in t.events] == FUSED_ROWS
+    assert t.namer.relabelled == {"3*D"}
+    assert counted["walked"] == [len(t.capture.records)] * 2

@@ -161,13 +161,15 @@ def corrected(inference: Inference) -> Inference:
     records walked again with the pins, where every call the pins do not reach is answered from this
     walk's memos (its name rules, element replays and broadcast verdicts: functions of the operands'
     axes, which stay the same objects wherever the pins do not reach), so only what the pins reach is
-    named afresh. A fused width whose stack a use decided changed the namer's labels: walked again,
-    and nothing is reused then."""
+    named afresh. A fused width whose stack a use decided (:meth:`.Namer.decide`) changes only the
+    labels of its pieces: walked again, and nothing reused, only where a record read them before the
+    decision (``namer.relabelled``); a record after it read the decided labels, as a second walk would."""
     pins = corrections_pass.corrections(inference)
-    if not inference.namer.decided and not changed_by(inference, pins):
+    relabelled = bool(inference.namer.relabelled)
+    if not relabelled and not changed_by(inference, pins):
         return inference
     again = Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins)
-    if not inference.namer.decided:   # (the labels every memo was made with still hold)
+    if not relabelled:   # (the labels every memo was made with still hold)
         again.name_memo, again.interned = inference.name_memo, inference.interned
         again.clash_memo, again.elements = inference.clash_memo, inference.elements.reused()
     again.finish()
