@@ -21,7 +21,6 @@ measured. Plain data out: findings and the names of the contracts that held.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,12 +72,9 @@ class Probe:
     output: Any = None
     heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
-<<<<<<< HEAD
     hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
-=======
     companions: tuple = ()       # ((position or keyword, batch axis), ...)
     state: Any = None            # :func:`snapshot` of the module when the call began
->>>>>>> engine-audit
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -217,24 +213,13 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
     x, out = probe.args[probe.position], probe.output
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
         return None
-<<<<<<< HEAD
-    with _Isolated(probe.module) as run:
-        if not run:
-            return None
-        call = run.calling(probe.args, probe.kwargs, probe.position)
-        alone = out if not run.training and isinstance(out, torch.Tensor) else call(x)
-        both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
-=======
-    trained = any(m.training for m in probe.module.modules())
     with _Isolated(probe.module, probe.state) as run:
         if not run:
             return None
-        alone = out if not trained and isinstance(out, torch.Tensor) else \
+        alone = out if not run.training and isinstance(out, torch.Tensor) else \
             run.calling(probe.args, probe.kwargs, probe.position)(x)
         call = run.calling(*_entry_zero_twice(probe), probe.position)
-        first = x.narrow(probe.batch, 0, 1)                                       # (1, ...) entry 0 alone
-        both = heads.forward(call, torch.cat([first, _bumped(first, probe)], probe.batch))   # (2, ...)
->>>>>>> engine-audit
+        both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return None
         folded, bumped = both.chunk(2, probe.out_batch)
@@ -315,49 +300,6 @@ class _Isolated:
         return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
-<<<<<<< HEAD
-#: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
-BUFFER_LIMIT = 1 << 28
-
-
-def _attributes(modules: list) -> list[tuple[Any, dict, dict, dict, dict]] | None:
-    """Every module's attributes, buffers (and their values: a cache written in place) and parameters,
-    to put back after the run; None when the buffers are too large to copy."""
-    buffers = {id(b): b for m in modules for b in m._buffers.values() if isinstance(b, torch.Tensor)}
-    if sum(b.numel() * b.element_size() for b in buffers.values()) > BUFFER_LIMIT:
-        return None
-    with torch.no_grad():
-        return [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters),
-                 {n: b.clone() for n, b in m._buffers.items() if isinstance(b, torch.Tensor)})
-                for m in modules]
-
-
-def _restore(saved) -> None:
-    """Put back what :func:`_attributes` saved (a dict is rewritten only where the run changed it:
-    rewriting an unchanged one would cost the next forward its attribute caches)."""
-    with torch.no_grad():
-        for m, attributes, buffers, parameters, values in saved:
-            for now, before in ((m.__dict__, attributes), (m._buffers, buffers), (m._parameters, parameters)):
-                if not _same(now, before):
-                    now.clear()
-                    now.update(before)
-            for name, value in values.items():
-                if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
-                    buffers[name].copy_(value)
-
-
-def _same(now: dict, before: dict) -> bool:
-    """Does ``now`` hold the very objects ``before`` held, under the same keys? (Read in their order
-    first, in C: a dict the run left alone keeps its order.)"""
-    if len(now) != len(before):
-        return False
-    if all(map(operator.is_, now, before)) and all(map(operator.is_, now.values(), before.values())):
-        return True
-    return all(now.get(k, _same) is v for k, v in before.items())
-
-
-=======
->>>>>>> engine-audit
 def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
     """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
     ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token

@@ -7,6 +7,7 @@ state that call found (copied when it began, :func:`snapshot`), and puts back th
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -21,19 +22,19 @@ def snapshot(module):
     where the buffers are too large to copy or live on the meta device (nothing is measured there)."""
     if any(b.is_meta for b in module.buffers()):
         return None
-    return attributes(module)
+    return attributes(list(module.modules()))
 
 
-def attributes(module) -> list[tuple[Any, dict, dict, dict, dict]] | None:
-    """Every submodule's attributes, buffers (and their values: a cache written in place) and
+def attributes(modules: list) -> list[tuple[Any, dict, dict, dict, dict]] | None:
+    """Every module's attributes, buffers (and their values: a cache written in place) and
     parameters, to put back after the run; None when the buffers are too large to copy."""
-    buffers = [b for b in module.buffers() if isinstance(b, torch.Tensor)]
-    if sum(b.numel() * b.element_size() for b in buffers) > BUFFER_LIMIT:
+    buffers = {id(b): b for m in modules for b in m._buffers.values() if isinstance(b, torch.Tensor)}
+    if sum(b.numel() * b.element_size() for b in buffers.values()) > BUFFER_LIMIT:
         return None
     with torch.no_grad():
         return [(m, dict(m.__dict__), dict(m._buffers), dict(m._parameters),
                  {n: b.clone() for n, b in m._buffers.items() if isinstance(b, torch.Tensor)})
-                for m in module.modules()]
+                for m in modules]
 
 
 def restore(saved) -> None:
@@ -51,5 +52,10 @@ def restore(saved) -> None:
 
 
 def same(now: dict, before: dict) -> bool:
-    """Does ``now`` hold the very objects ``before`` held, under the same keys?"""
-    return len(now) == len(before) and all(now.get(k, same) is v for k, v in before.items())
+    """Does ``now`` hold the very objects ``before`` held, under the same keys? (Read in their order
+    first, in C: a dict the run left alone keeps its order.)"""
+    if len(now) != len(before):
+        return False
+    if all(map(operator.is_, now, before)) and all(map(operator.is_, now.values(), before.values())):
+        return True
+    return all(now.get(k, same) is v for k, v in before.items())

@@ -46,14 +46,10 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
     """A write into a tensor (``cache[:, :, s:e] = k``, ``cache.index_copy_(2, pos, k)``,
     ``buf.copy_(x)``): where the target's axes are unnamed, the written values name them. An axis
     written whole takes the value's name; one written in part along a token axis holds positions
-<<<<<<< HEAD
-    (``L``, a capacity of tokens). The record of the write reads its target so named from here on
+    (``L``, a capacity of tokens); one written in part along the batch (``cache_k[:bsz]``, a cache made
+    for a larger batch) stays unnamed. The record of the write reads its target so named from here on
     (:func:`written`); records before it that used the old names are walked again with them as pins
     (:func:`.state.corrected`)."""
-=======
-    (``L``, a capacity of tokens); one written in part along the batch (``cache_k[:bsz]``, a cache made
-    for a larger batch) stays unnamed. Kept as pins: the inference runs again with them."""
->>>>>>> engine-audit
     target, value = record.ins[0], record.ins[-1]
     if target == value:
         return
