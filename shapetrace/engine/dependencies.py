@@ -284,12 +284,20 @@ class _Isolated:
         """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
         def run(xi):
             if self.state is not None:
-                _restore(self.state)   # each measuring run starts from the state the call found
-                self.module.eval()     # (that state's training flags included: measured in eval mode)
+                self._found()          # each measuring run starts from the state the call found
             result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
             self.ran = True
             return result[0] if isinstance(result, (tuple, list)) else result
         return run
+
+    def _found(self) -> None:
+        """Put back the state the call found (its training flags included: measured in eval mode),
+        the forwards this check wrapped (:mod:`.head_hooks`, instance attributes) kept in front."""
+        wrapped = [(m, m.__dict__["forward"]) for m in self.module.modules() if "forward" in m.__dict__]
+        _restore(self.state)
+        self.module.eval()
+        for m, forward in wrapped:
+            m.__dict__["forward"] = forward
 
     def __exit__(self, kind, exc, tb) -> bool:
         if self.saved is not None:
