@@ -3,8 +3,8 @@
 pytest-xdist's ``worksteal`` hands each worker an equal, contiguous share of the collected tests (the
 first ``n // workers`` to the first, and so on) and, when one runs dry, moves the back half of the
 longest queue to it. Collected in file order, the few tests that take half a minute or more (the
-checker's, the browser's, the terminal's) start wherever their file falls, often late, and the run
-ends with one core working and the other idle. :func:`plan` puts them at the front of the shares
+checker's, the browser's, the terminal's) start wherever their file falls, often late, and a run can
+end with one core working and the other idle. :func:`plan` puts them at the front of the shares
 instead, spread over the workers longest first (each to the share with the least work so far), and
 fills the shares with the other tests in their own order, so stealing has short tests to balance
 with at the end. Only the order changes: every test runs, with the same fixtures and assertions.
@@ -33,7 +33,8 @@ class Block(NamedTuple):
 
 _X = "tests/exercises/"
 #: The blocks, with each one's seconds of wall in a whole run with a per-test timeline (each test's start
-#: and end on each worker; Nov 2026, this 2-core machine shared, load 6-20: about five times a quiet run's).
+#: and end on each worker; Nov 2026, this 2-core machine shared, load 6-20: 2,254 s where CI's quiet runs
+#: took 457-538 s).
 #: A prefix that names no test fails tests/test_layers.py.
 LONG: tuple[Block, ...] = (
     Block(210, (_X + "test_sandbox_layers_round4.py::test_as_an_ordinary_user",)),  # the suite's files again
@@ -82,7 +83,10 @@ def blocks_of(node_ids: Sequence[str], long=LONG) -> list[tuple[float, list[int]
         members = [i for i, node_id in enumerate(node_ids)
                    if i not in taken and any(_matches(node_id, p) for p in block.prefixes)]
         taken.update(members)
-        blocks += [(block.seconds, [i]) for i in members] if block.apart else [(block.seconds, members)] * bool(members)
+        if block.apart:
+            blocks += [(block.seconds, [i]) for i in members]
+        elif members:
+            blocks.append((block.seconds, members))
     return blocks
 
 
