@@ -34,6 +34,8 @@ os.environ["SHAPETRACE_TEST"] = "1"
 # (test_reference_steady's 20 checks of four exercises: 37.6 CPU-s with torch's default, 15.0 with one).
 # The package makes the same choice for its own small runs (shapetrace/app/threads.py); a value set
 # before the run is kept.
+#: Whether the run came with its own OMP_NUM_THREADS (then it is kept).
+THREADS_SET_BEFORE = "OMP_NUM_THREADS" in os.environ
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")
 

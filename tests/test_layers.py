@@ -469,3 +469,15 @@ def test_every_long_block_names_a_test_that_exists():
             names = {n.name for n in ast.walk(ast.parse((ROOT / file).read_text()))
                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             assert all(part.split("[")[0] in names for part in rest.split("::") if part), prefix
+
+
+def test_the_suites_processes_run_torch_on_one_thread():
+    """tests/conftest.py sets OMP_NUM_THREADS before torch loads (unless the run set it): with torch's
+    default of one thread per core, two workers on two cores spin against each other."""
+    from conftest import THREADS_SET_BEFORE
+
+    if THREADS_SET_BEFORE:
+        pytest.skip("OMP_NUM_THREADS was set before the run")
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "1", done.stderr
