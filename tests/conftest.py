@@ -29,6 +29,15 @@ for var in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE"):
     os.environ.pop(var, None)
 os.environ["COLUMNS"] = "100"
 os.environ["SHAPETRACE_TEST"] = "1"
+# One intra-op thread in every process the suite starts, torch's own pool left to the tests that ask for
+# one: the tensors here are tiny, and two workers with two threads each on two cores wait on each other
+# (test_reference_steady's 20 checks of four exercises: 37.6 CPU-s with torch's default, 15.0 with one).
+# The package makes the same choice for its own small runs (shapetrace/app/threads.py); a value set
+# before the run is kept.
+#: Whether the run came with its own OMP_NUM_THREADS (then it is kept).
+THREADS_SET_BEFORE = "OMP_NUM_THREADS" in os.environ
+for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
 
 GOLDEN = ROOT / "tests" / "golden"
 #: Set by .ci/run, which installs tmux and chromium: there, a missing tool fails instead of skipping.
@@ -354,6 +363,12 @@ def _starts_sandboxes(item) -> bool:
         if names & CHECKER_CALLS or ("exercise" in strings and strings & CHECKER_COMMANDS):
             return True
     return False
+
+
+def pytest_configure(config):
+    import scheduling  # the longest tests first on every worker (tests/scheduling.py)
+
+    config.pluginmanager.register(scheduling, "shapetrace-scheduling")
 
 
 def pytest_collection_modifyitems(config, items):

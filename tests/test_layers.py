@@ -374,3 +374,110 @@ def test_the_sandbox_marker_reads_helpers_and_command_lines():
     assert "check_files" in names and names & CHECKER_CALLS
     names, strings = _reads_of(_traces_only, here, set())
     assert not names & CHECKER_CALLS and not ("exercise" in strings and strings & CHECKER_COMMANDS)
+
+
+# -- the order the suite starts its tests in (tests/scheduling.py) ---------------------------------------
+
+def _xdist_shares(node_ids: list[str], workers: int) -> list[list[str]]:
+    """What pytest-xdist's own worksteal scheduler first sends each of ``workers`` workers."""
+    from types import SimpleNamespace
+
+    from xdist.scheduler.worksteal import WorkStealingScheduling
+
+    class Node:
+        def __init__(self, number):
+            self.gateway, self.shutting_down, self.got = SimpleNamespace(id=f"gw{number}"), False, []
+
+        def send_runtest_some(self, indices):
+            self.got += [node_ids[i] for i in indices]
+
+    scheduler = WorkStealingScheduling(SimpleNamespace(getvalue={"tx": [f"{workers}*popen"]}.get))
+    nodes = [Node(i) for i in range(workers)]
+    for node in nodes:
+        scheduler.add_node(node)
+    for node in nodes:
+        scheduler.add_node_collection(node, node_ids)
+    scheduler.schedule()
+    return [node.got for node in nodes]
+
+
+@pytest.mark.parametrize("count, workers", [(10, 2), (11, 2), (10, 3), (4701, 2), (4701, 4)])
+def test_the_shares_the_plan_assumes_are_the_ones_xdist_sends(count, workers):
+    from scheduling import share_sizes
+
+    ids = [f"t{i}" for i in range(count)]
+    assert [len(share) for share in _xdist_shares(ids, workers)] == share_sizes(count, workers)
+
+
+def test_the_longest_blocks_start_first_on_every_worker():
+    """Three long tests collected at the end of the run: each worker's share starts with its long ones,
+    longest first, each added to the share with the least seconds so far; the rest keep their order."""
+    from scheduling import Block, plan
+
+    ids = [f"tests/a.py::test_{i}" for i in range(8)] + ["tests/b.py::test_x[1]", "tests/b.py::test_x[2]",
+                                                       "tests/c.py::test_y", "tests/d.py::test_z"]
+    long = (Block(30, ("tests/c.py::test_y",)), Block(50, ("tests/b.py::test_x",)), Block(20, ("tests/d.py",)))
+    order = [ids[i] for i in plan(ids, 2, long)]
+    shares = _xdist_shares(order, 2)
+    assert shares == [
+        ["tests/b.py::test_x[1]", "tests/b.py::test_x[2]", "tests/a.py::test_0", "tests/a.py::test_1",
+         "tests/a.py::test_2", "tests/a.py::test_3"],
+        ["tests/c.py::test_y", "tests/d.py::test_z", "tests/a.py::test_4", "tests/a.py::test_5",
+         "tests/a.py::test_6", "tests/a.py::test_7"]]
+
+
+def test_a_block_of_tests_apart_spreads_its_tests_over_the_workers():
+    """Twenty parametrised checks of a few seconds each: one block per test, not one worker for all."""
+    from scheduling import Block, plan
+
+    ids = [f"tests/s.py::test_p[{i}]" for i in range(4)] + [f"tests/a.py::test_{i}" for i in range(4)]
+    order = [ids[i] for i in plan(ids, 2, (Block(5, ("tests/s.py::test_p",), apart=True),))]
+    assert _xdist_shares(order, 2) == [
+        ["tests/s.py::test_p[0]", "tests/s.py::test_p[2]", "tests/a.py::test_0", "tests/a.py::test_1"],
+        ["tests/s.py::test_p[1]", "tests/s.py::test_p[3]", "tests/a.py::test_2", "tests/a.py::test_3"]]
+
+
+def test_files_that_read_one_result_start_together_on_one_worker():
+    """A block of two files (one ``once_per_run`` result): on two workers the second to ask would wait idle."""
+    from scheduling import Block, plan
+
+    ids = ["tests/x.py::test_1", "tests/x.py::test_2", "tests/y.py::test_1", "tests/z.py::test_1",
+           "tests/z.py::test_2", "tests/w.py::test_1", "tests/v.py::test_1", "tests/v.py::test_2"]
+    order = [ids[i] for i in plan(ids, 2, (Block(40, ("tests/x.py", "tests/z.py")), Block(10, ("tests/w.py",))))]
+    assert _xdist_shares(order, 2) == [
+        ["tests/x.py::test_1", "tests/x.py::test_2", "tests/z.py::test_1", "tests/z.py::test_2"],
+        ["tests/w.py::test_1", "tests/y.py::test_1", "tests/v.py::test_1", "tests/v.py::test_2"]]
+
+
+def test_a_selection_too_small_for_a_block_keeps_the_files_order():
+    from scheduling import Block, plan
+
+    ids = ["tests/a.py::test_1", "tests/b.py::test_1", "tests/b.py::test_2", "tests/b.py::test_3"]
+    assert plan(ids, 2, (Block(9, ("tests/b.py",)),)) == [0, 1, 2, 3]
+    assert plan(ids, 1, (Block(9, ("tests/b.py",)),)) == [1, 2, 3, 0]
+
+
+def test_every_long_block_names_a_test_that_exists():
+    """A renamed or deleted test would leave its block silently matching nothing."""
+    from scheduling import LONG
+
+    assert LONG
+    for block in LONG:
+        for prefix in block.prefixes:
+            file, _, rest = prefix.partition("::")
+            assert (ROOT / file).is_file(), prefix
+            names = {n.name for n in ast.walk(ast.parse((ROOT / file).read_text()))
+                     if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            assert all(part.split("[")[0] in names for part in rest.split("::") if part), prefix
+
+
+def test_the_suites_processes_run_torch_on_one_thread():
+    """tests/conftest.py sets OMP_NUM_THREADS before torch loads (unless the run set it): with torch's
+    default of one thread per core, two workers on two cores spin against each other."""
+    from conftest import THREADS_SET_BEFORE
+
+    if THREADS_SET_BEFORE:
+        pytest.skip("OMP_NUM_THREADS was set before the run")
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "1", done.stderr
