@@ -1,4 +1,4 @@
-"""What the facts issue 21 asks the capture for cost at the least, one step at a time (issue 21).
+"""What the facts issue 21 asks the capture for cost at the least, one step at a time (issues 21, 38).
 
     PYTHONPATH=. python benchmarks/bench_capture_ladder.py [--rounds 11] [--layers 12]
 
@@ -17,14 +17,24 @@ before it, in the cheapest pure-Python form found; none names, judges or words a
   +module path  the module running each call: a stack of module slots kept by a wrapper around
                 ``nn.Module.__call__``, named after the run (shapetrace's wrapper also walks the
                 user's frames above each module call; global module hooks cost more still)
-  shapetrace    ``with shapetrace.trace(...)`` (recording only)
+and, in the same rounds, shapetrace itself:
+
+  shapetrace recording  ``with shapetrace.trace(...)`` around the forward: capture only, nothing inferred
+  shapetrace analysis   the same, then ``trace.report()``: every pass of ``engine/infer`` (``trace.events``),
+                        the rules and the verdict, as ``shapetrace.trace`` gives them (no JSON, and no
+                        dependency check: a plain trace does not ask for one)
 
 and, timed apart on the last step's rows, the simplest pass a "capture, then infer" engine must make:
 one plain dict per recorded call (op, operand and result shapes and strides, file:line), no name.
 
 Printed: µs per call and the ratio to the bare logger's overhead; the traced forward over the
-untraced one; then what the issue's targets leave for naming, verdicts and words: recording ≤ 3×,
-recording + every fact ≤ 5×, and at D 256 traced with every fact ≤ 1.3× untraced.
+untraced one; then what issue 21's targets leave for naming, verdicts and words: recording ≤ 3×,
+recording + every fact ≤ 5×, and at D 256 traced with every fact ≤ 1.3× untraced. Then issue 38's
+ratios: shapetrace's recording over the ladder's last step (least capture), both overheads over the same
+round's untraced forward (target ≤ 1.25×); the analysis after the run in µs per event, the inference
+(``trace.events``) apart from the rules and report (target for inference ≤ 12), each timed inside the
+analysis row's own rounds; and the forward traced with every fact over the untraced one (target ≤ 1.5×
+at D 256: the 12-layer D 256, T 64 model).
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_engine import bare_logger, build_model, capture_floor, run_sizes  # noqa: E402
 
-STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "shapetrace")
+STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "shapetrace recording",
+         "shapetrace analysis")
 
 
 def recorders():
@@ -147,7 +158,8 @@ def plain_rows(rows) -> list[dict]:
 
 def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> dict:
     """Median overhead (seconds, over the same round's untraced forward) of each step; the untraced
-    forward; the calls the bare logger saw; the plain pass's median seconds per row."""
+    forward; the calls the bare logger saw; the plain pass's median seconds per row; the events of
+    shapetrace's analysis and the median seconds of its inference and of its rules and report."""
     import torch
 
     import shapetrace
@@ -168,18 +180,32 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
             counts["calls"] = len(mode.rows)
         return go
 
+    dims = f"B=1 T={tokens} D={d_model} H={heads}"
+    stages: dict[str, list[float]] = {"inference": [], "rules": []}
+
     def traced():
-        with shapetrace.trace(dims=f"B=1 T={tokens} D={d_model} H={heads}"):
+        with shapetrace.trace(dims=dims):
             model(x)
+
+    def analysed():
+        with shapetrace.trace(dims=dims) as trace:
+            model(x)
+        start = time.thread_time()
+        counts["events"] = len(trace.events)       # every pass of engine/infer
+        inferred = time.thread_time()
+        trace.report()                             # the rules, the verdict, the contracts
+        stages["inference"].append(inferred - start)
+        stages["rules"].append(time.thread_time() - inferred)
 
     kinds = {"untraced": lambda: model(x), "bare": under(bare_logger), "floor": under(capture_floor),
              "+user stack": under(user_stack_mode), "+identity": under(identity_mode),
-             "+module path": with_module_paths, "shapetrace": traced}
+             "+module path": with_module_paths, "shapetrace recording": traced, "shapetrace analysis": analysed}
     times: dict[str, list[float]] = {k: [] for k in kinds}
     passes = []
     with torch.no_grad():
         for go in kinds.values():   # warm-up
             go(), go()
+        stages["inference"].clear(), stages["rules"].clear()
         for _ in range(rounds):
             for kind, go in kinds.items():
                 start = time.thread_time()
@@ -189,7 +215,8 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
             plain_rows(last["rows"])
             passes.append((time.thread_time() - start) / len(last["rows"]))
     untraced = times["untraced"]
-    result = {"untraced": statistics.median(untraced), "calls": counts["calls"], "pass": statistics.median(passes)}
+    result = {"untraced": statistics.median(untraced), "calls": counts["calls"], "pass": statistics.median(passes),
+              "events": counts["events"], **{stage: statistics.median(t) for stage, t in stages.items()}}
     for kind in STEPS:
         result[kind] = statistics.median(t - u for t, u in zip(times[kind], untraced))
     return result
@@ -201,16 +228,29 @@ def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: 
              f"1 thread, thread CPU time; {calls} calls; untraced forward {untraced * 1e3:.2f} ms"]
     for kind in STEPS:
         over = m[kind]
-        lines.append(f"  {kind:14s} {over / calls * 1e6:7.1f} µs/call  ratio {over / bare:5.2f}x bare  "
+        lines.append(f"  {kind:20s} {over / calls * 1e6:7.1f} µs/call  ratio {over / bare:5.2f}x bare  "
                      f"traced / untraced {(untraced + over) / untraced:5.2f}x")
     least = m["+module path"]
     per_call = m["pass"] * calls   # the plain pass over as many rows as calls
-    lines.append(f"  plain pass     {m['pass'] * 1e6:7.1f} µs/call  ratio {per_call / bare:5.2f}x bare  "
+    lines.append(f"  plain pass           {m['pass'] * 1e6:7.1f} µs/call  ratio {per_call / bare:5.2f}x bare  "
                  "(one dict per call, nothing named)")
     with_pass = least + per_call
     lines.append(f"  least capture + plain pass: ratio {with_pass / bare:.2f}x bare (target for every fact <= 5x), "
                  f"traced / untraced {(untraced + with_pass) / untraced:.2f}x (target <= 1.3x at D 256)")
+    lines.extend(issue_38(m))
     return "\n".join(lines)
+
+
+def issue_38(m: dict) -> list[str]:
+    """The ratios issue 38's "done means" reads: recording over the least capture, the analysis per
+    event, and the forward with every fact over the untraced one."""
+    events, untraced = max(m["events"], 1), m["untraced"]
+    return [f"  shapetrace recording / least capture: ratio {m['shapetrace recording'] / m['+module path']:.2f}x "
+            "(target <= 1.25x)",
+            f"  analysis after the run, {m['events']} events: inference {m['inference'] / events * 1e6:.1f} µs/event "
+            f"(target <= 12), rules and report {m['rules'] / events * 1e6:.1f} µs/event",
+            f"  traced with every fact / untraced: ratio {(untraced + m['shapetrace analysis']) / untraced:.2f}x "
+            "(target <= 1.5x at D 256)"]
 
 
 def main(argv: list[str] | None = None) -> None:
