@@ -44,6 +44,8 @@ class Analysis:
         inside: ``{event: Inside}`` for each op that ran inside library code (:mod:`.library`).
         rotaries: each rotary embedding found (:class:`~shapetrace.engine.rotary.Rotary`): does its
             table pair features as its rotation does.
+        unrolled: each call that lines up tokens rolled with the same tokens not rolled back
+            (:class:`~shapetrace.engine.rolls.Unrolled`).
     """
 
     events: Sequence[Event]
@@ -59,6 +61,7 @@ class Analysis:
     unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
     inside: Mapping[int, Inside] = field(default_factory=dict)
     rotaries: Sequence[Any] = field(default_factory=tuple)
+    unrolled: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

@@ -38,6 +38,7 @@ from shapetrace.engine.infer import Inference, corrected
 from shapetrace.engine.library import inside_library
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
+from shapetrace.engine.rolls import unrolled_of
 from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.unrowed import add_ending_failure, new_capture
@@ -286,15 +287,15 @@ class Trace:
         """What inference concluded, as the plain data the diagnostic rules read (the rules never
         see the recorder). Final once the run has ended; while it records, as far as it has come."""
         inference = self._inferred()
+        rows = inference.event_of_record
         return Analysis(
             events=tuple(self.events), namer=self.namer, dims=dict(self.dims),
             seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
             scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
-            unnamed_by_failure=tuple(inference.unnamed_by_failure),
-            inside=inside_library(self.events, self.capture.opened, inference.event_of_record),
-            rotaries=rotaries_of(self.capture, inference.event_of_record),
+            unnamed_by_failure=tuple(inference.unnamed_by_failure), unrolled=unrolled_of(self, rows),
+            inside=inside_library(self.events, self.capture.opened, rows), rotaries=rotaries_of(self.capture, rows),
         )
 
     def left_out(self) -> dict[str, int]:
