@@ -84,7 +84,8 @@ def test_half_heads_merged_without_their_transpose_is_an_error():
 
 def test_ops_on_parameters_alone_are_not_counted():
     """``torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1))``: no input's data passes through
-    it; a sum over the input's features still counts."""
+    it and it makes one number; a sum over the input's features still counts, and so does a class token
+    expanded from a parameter (it has a layout that meets the patches: tests/scripts/tiny_vit.py)."""
     lam = nn.Parameter(torch.randn(8))
     x = torch.randn(2, 6, 8)
     with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
@@ -94,6 +95,10 @@ def test_ops_on_parameters_alone_are_not_counted():
     assert by_op["sum"].from_parameters is False and t.events[0].from_parameters is True
     verdict = t.report().verdict
     assert (verdict.checked, verdict.total, verdict.mark) == (1, 1, "✓")
+    cls = nn.Parameter(torch.randn(1, 1, 8))
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
+        cls.expand(2, -1, -1)
+    assert t.report().verdict.total == 1
 
 
 # -- MAE: the masking and the unshuffle ------------------------------------------------------------------
