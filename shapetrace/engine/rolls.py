@@ -12,8 +12,9 @@ shifts on. Where an op lines operands up by broadcasting (``shortcut + x``) and 
 one origin with different shifts, and the shifted one went through an attention since (the windows
 attended in the shifted frame), the rolls still in effect are reported: :class:`Unrolled`. A shift mixed
 with its unshifted self at once (``x - torch.roll(x, 1, 1)``, a token shift) is meant, and not reported.
-Nothing here reads sizes to decide: a roll of an axis made of several pieces, or of an unnamed one,
-is followed as a shift of its own that only a roll of that same axis takes off.
+Nothing here reads sizes to decide. A roll of an axis made of several pieces, or of an unnamed one
+(a roll back on windows put together wrongly: another finding's), ends the following of that origin:
+no claim is made about it after that.
 
 Reads: a capture's records (rows and calls without one), its node facts, and the events of the rows
 (a roll's ``params["rolled"]``, its input's axes). Adds: the :class:`Unrolled` meetings, for
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from shapetrace.engine.axes import MIXED_PREFIX, UNKNOWN
 from shapetrace.engine.opspec import ATTENTION_FAMILIES
 
 #: ``{origin node: {(root, stride, size): (shift, roll event)}}``: how a tensor's elements are shifted
@@ -103,6 +105,8 @@ def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:
     out: Shifts = {}
     for origin, pieces in shifts.items():
         moved = dict(pieces)
+        if any(piece_of(axes, axis, event.index)[0] == "row" for axis in rolled):
+            continue   # a roll of an axis made of several pieces: where the origin's tokens are is not followed
         for axis, shift in rolled.items():
             key = piece_of(axes, axis, event.index)
             size = event.inputs[0].shape[axis]
@@ -116,10 +120,10 @@ def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:
 
 
 def piece_of(axes, axis: int, index: int) -> tuple:
-    """The rolled axis as one piece of a root (``("T", 6, 4)``); an axis of several pieces or none is its
-    own key (only a roll at that same row's axis would take it off)."""
+    """The rolled axis as one piece of a root (``("T", 6, 4)``); an axis of several pieces, a mixed one or
+    an unnamed one is ``("row", ...)``: not a piece of the tokens that can be followed."""
     atoms = axes[axis].atoms if 0 <= axis < len(axes) else ()
-    if len(atoms) == 1:
+    if len(atoms) == 1 and atoms[0].root != UNKNOWN and not atoms[0].root.startswith(MIXED_PREFIX):
         a = atoms[0]
         return a.root, a.stride, a.size
     return "row", index, axis

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import shapetrace
-from tests.corpus.vision import crossvit, diff_transformer, dit, mae, maxvit, swin
+from tests.corpus.vision import crossvit, diff_transformer, dit, mae, maxvit, segformer, swin, timm_vit
 
 
 def traced(module, bug: str, dims: str, names: tuple = (), **sizes):
@@ -235,3 +235,17 @@ def test_swin_without_its_roll_back_is_an_error(dims, sizes, said):
 def test_swin_with_its_roll_back_is_silent(dims, sizes):
     t = traced(swin, "", dims, names=("B T D",), **sizes)
     assert errors(t) == []
+
+
+# -- files that the engine already reads right: guards, each with its bug ----------------------------------
+
+@pytest.mark.parametrize("module,bug", [(timm_vit, "pool-over-batch"), (segformer, "dwconv-view")])
+def test_timm_and_segformer_are_read_without_a_false_finding_and_their_bugs_get_no_check_mark(module, bug):
+    """timm's ``VisionTransformer`` (class token, ``qkv.reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4)``,
+    per-head q/k norms, average pool) and transformers' SegFormer layer (keys from a strided conv, a
+    depthwise conv in the Mix-FFN): no error or warning on the published code (SegFormer: ✓); the average
+    pool taken over the batch and the Mix-FFN's map made by a view without its transpose: no ✓."""
+    t = traced(module, "", "B=2 N=16 D=24 H=3")
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+    assert t.report().verdict.mark == ("✓" if module is segformer else "?")
+    assert traced(module, bug, "B=2 N=16 D=24 H=3").report().verdict.mark != "✓"

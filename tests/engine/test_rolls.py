@@ -62,3 +62,15 @@ def test_a_named_input_is_followed_as_the_same_tensor():
         shapetrace.name(x, "B T D")
         x + attend(torch.roll(x, shifts=1, dims=1))
     assert kinds(t).count("roll-not-undone") == 1
+
+
+def test_a_roll_back_on_mixed_axes_makes_no_claim():
+    """Rolled back, but along axes that no longer hold one piece of the tokens each (windows put back
+    together wrongly: the mixed axis is the finding there); where the tokens are is no longer followed,
+    so "nothing shifts them back" is not said."""
+    x = torch.randn(2, 6, 4)
+    with shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        y = attend(torch.roll(x, shifts=1, dims=1))                    # (B, T, D)
+        z = y.transpose(1, 2).reshape(2, 6, 4)                          # (B, ?, ?): tokens and features mixed
+        x + torch.roll(z, shifts=-1, dims=1)
+    assert "roll-not-undone" not in kinds(t)
