@@ -46,6 +46,8 @@ class Analysis:
             table pair features as its rotation does.
         mask_parts: ``{event: {operand: (shape, ...)}}``: the parts elementwise ops combined a mask from
             (:mod:`~shapetrace.engine.mask_parts`), for each operand of a call that takes a mask.
+        unrolled: each call that lines up tokens rolled with the same tokens not rolled back
+            (:class:`~shapetrace.engine.rolls.Unrolled`).
     """
 
     events: Sequence[Event]
@@ -62,6 +64,7 @@ class Analysis:
     inside: Mapping[int, Inside] = field(default_factory=dict)
     rotaries: Sequence[Any] = field(default_factory=tuple)
     mask_parts: Mapping[int, Mapping[int, tuple]] = field(default_factory=dict)
+    unrolled: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

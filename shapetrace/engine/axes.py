@@ -158,39 +158,63 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     label = namer.label(axis)
     if label is None or label.startswith(MIXED_PREFIX):
         return unknown_axis(size)
-    parts = _parts_between(label, start, size, namer) if isinstance(start, int) and "+" in label else None
+    parts = _parts_between(label, start, size, namer, axis.size) if isinstance(start, int) and "+" in label else None
     if parts is not None:
         return root_axis("+".join(parts), size)
     if isinstance(start, int) and start >= 0 and size == 1 and start + 1 == axis.size:
         where = "-1:"   # the last one: a decode step's token (T[-1:]), whatever the length so far
     else:
         where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
-    return Axis((Atom(f"{label}[{where}]", size, 1, size),), axis.role)
+    return Axis((Atom(indexed_label(label, where), size, 1, size),), axis.role)
+
+
+def indexed_label(label: str, where: str) -> str:
+    """``T[0:3]``, ``T[ids_keep]``; a join taken whole, ``(1+T)[0:3]``, never read as ``1 + T[0:3]``."""
+    return f"({label})[{where}]" if len(top_level_terms(label)) > 1 else f"{label}[{where}]"
+
+
+def top_level_terms(label: str) -> list[str]:
+    """The terms of a join's label, split at the ``+`` signs outside brackets and parentheses:
+    ``(1+T)[0:3]+4`` is ``["(1+T)[0:3]", "4"]``."""
+    terms, depth, start = [], 0, 0
+    for i, ch in enumerate(label):
+        depth += (ch in "([") - (ch in ")]")
+        if ch == "+" and depth == 0:
+            terms.append(label[start:i])
+            start = i + 1
+    return [*terms, label[start:]]
 
 
 #: the width of a grouped-query q/k/v projection fused in one, queries first: ``(H + 2·H_kv)·d_k``
 GROUPED_QKV = "D+2*D_kv"
 
 
-def _parts_between(label: str, start: int, size: int, namer: Namer) -> list[str] | None:
+def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) -> list[str] | None:
     """The parts of the sum ``label`` that fill ``[start, start + size)`` exactly, a part ``k*X`` counted
-    as k parts ``X`` (``D+2*D_kv`` at ``[64:80]`` is ``D_kv`` where D = 64, D_kv = 16); None when the
-    bounds fall inside a part or a part's size is unknown."""
-    pieces: list[tuple[str, int]] = []
-    for term in label.split("+"):
+    as k parts ``X`` (``D+2*D_kv`` at ``[64:80]`` is ``D_kv`` where D = 64, D_kv = 16; ``1+N[ids_keep]``
+    of 5 at ``[1:5]`` is ``N[ids_keep]``: one part of unknown size is what the others leave of ``total``);
+    None when the bounds fall inside a part or more than one part's size is unknown."""
+    pieces: list[tuple[str, int | None]] = []
+    for term in top_level_terms(label):
         count, _, name = term.rpartition("*") if "*" in term and term.split("*", 1)[0].isdigit() else ("1", "", term)
-        width = namer.size_of(name)
-        if width is None or not count.isdigit():
+        if not count.isdigit():
             return None
-        pieces += [(name, width)] * int(count)
+        pieces += [(name, int(name) if name.isdigit() else namer.size_of(name))] * int(count)   # 1: a class token
+    unknown = [i for i, (_, width) in enumerate(pieces) if width is None]
+    if len(unknown) > 1:
+        return None
+    if unknown:
+        pieces[unknown[0]] = (pieces[unknown[0]][0], total - sum(w for _, w in pieces if w is not None))
     found, at = [], 0
     for name, width in pieces:
         if start <= at and at + width <= start + size:
-            found.append(name)
+            found.append((name, width))
         elif at < start + size and start < at + width:
             return None   # the slice cuts this part
         at += width
-    return found if found and sum(namer.size_of(n) for n in found) == size else None
+    if not any(not name.isdigit() for name, _ in found) or sum(w for _, w in found) != size:
+        return None   # (a counted part alone, the class token ``(1+N)[0:1]``, keeps the slice's name)
+    return [name for name, _ in found]
 
 
 def piece_label(atom: Atom) -> str:
@@ -215,8 +239,10 @@ def _root_of_label(label: str) -> str:
 
 
 def base_names(root: str) -> list[str]:
-    """The declared names a root is made of: ``T[0:3]`` -> ``[T]``, ``S+T`` -> ``[S, T]``."""
-    return [_root_of_label(part.split("[")[0]) for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
+    """The declared names a root is made of: ``T[0:3]`` -> ``[T]``, ``S+T`` -> ``[S, T]``, ``(1+T)[0:3]``
+    -> ``[1, T]``."""
+    return [_root_of_label(part.split("[")[0].strip("()"))
+            for part in root.lstrip(MIXED_PREFIX).replace("+", "*").split("*")]
 
 
 def root_axis(name: str, size: int) -> Axis:
@@ -299,6 +325,9 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ..
         out["B*nW"] = [("B", "nW")]
     out.setdefault("N", [])   # a convolution's patch grid, flattened in order, is its tokens
     out["N"] += [GRID_ROOTS[2], GRID_ROOTS[3]]
+    hp, wp = GRID_ROOTS[2]
+    if "T" in dims and hp in dims and wp in dims and dims[hp] * dims[wp] == dims["T"]:
+        out["T"] = [(hp, wp)]   # tokens declared as a grid of rows and columns (Swin's L = H·W)
     return out
 
 

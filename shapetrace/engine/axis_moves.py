@@ -17,6 +17,7 @@ from shapetrace.engine.axes import (
     root_axis,
     sizes_of,
     sliced,
+    top_level_terms,
     unknown_axes,
     unknown_axis,
 )
@@ -224,12 +225,15 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
 
 
 def _joined_parts(labels: list[str]) -> str:
-    """``["1", "1", "N"]`` -> ``2+N``: the counted parts (class and distillation tokens) add up."""
-    parts = [part for lab in labels for part in lab.split("+")]   # T+1 and 1 more: T+2
-    counted = sum(int(part) for part in parts if part.isdigit())
-    named = [part for part in parts if not part.isdigit()]
-    return "+".join(([str(counted)] if counted and labels[0].isdigit() else []) + named
-                    + ([str(counted)] if counted and not labels[0].isdigit() else []))
+    """``["1", "1", "N"]`` -> ``2+N``: counted parts next to each other (class and distillation tokens)
+    add up; the order of the parts is kept (``1``, ``N``, ``12`` is ``1+N+12``, never ``13+N``)."""
+    out: list[str] = []
+    for part in (part for lab in labels for part in top_level_terms(lab)):   # T+1 and 1 more: T+2
+        if part.isdigit() and out and out[-1].isdigit():
+            out[-1] = str(int(out[-1]) + int(part))
+        else:
+            out.append(part)
+    return "+".join(out)
 
 
 def _reordered_whole(labels: list, total: int, namer: Namer) -> str | None:

@@ -14,6 +14,7 @@ from shapetrace.engine.axes import (
     Atom,
     Axis,
     _root_of_label,
+    coalesce,
     unknown_axes,
     unknown_axis,
 )
@@ -108,7 +109,9 @@ def _groups(ins: list[int], outs: list[int]) -> list[tuple[list[int], list[int]]
 
 def _recut(in_atom_lists: Sequence[tuple[Atom, ...]], out_sizes: list[int],
            namer: Namer | None) -> list[tuple[Atom, ...]]:
-    atoms = [a for lst in in_atom_lists for a in lst if a.size != 1]
+    # pieces of one root that sit next to each other in memory are read as one (a window grid merged
+    # back, ``(y w2)``, and cut again another way, ``(w2 y)``: MaxViT's grid after its blocks)
+    atoms = list(coalesce([a for lst in in_atom_lists for a in lst if a.size != 1]))
     atom_strides = row_major([a.size for a in atoms])
     out_strides = row_major(out_sizes)
     total = math.prod(out_sizes)

@@ -124,6 +124,8 @@ class Event:
     #: for each input, the rows of reductions (``sum``, ``mean``...) whose results entered it through calls
     #: without a row (``s - s.logsumexp(1, keepdim=True)``), which ``sources`` does not follow
     joined: tuple[frozenset[int], ...] = field(default=(), repr=False, compare=False)
+    #: every operand is a module's ``nn.Parameter`` or computed from parameters only (no input's data)
+    from_parameters: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)

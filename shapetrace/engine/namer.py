@@ -362,10 +362,13 @@ def piece_of_named(namer: Namer, atom: Atom) -> str | None:
     """An unnamed piece that lies within one named piece of its root above the root's last digits,
     said in that name: where D = H·d_k, ``D/12`` (D = 48, d_k = 6) is ``H/2`` and ``D/6%2`` is ``H%2``.
     The finest such piece that holds it whole (its digits inside that piece's) is chosen; None when
-    none does. A piece at the root's end (``D%8``) keeps the root's name: nothing is divided out."""
+    none does. A piece at the root's end (``D%8``) keeps the root's name: nothing is divided out;
+    except in a grid of tokens (N = Hp·Wp), whose last row is a place too: a window's column ``Wp%2``
+    and the windows along it ``Wp/2`` (Swin's windows), never ``N%2`` and ``N/2%3``."""
     best = None
     for (stride, size), name in namer._sub_names.get(atom.root, {}).items():
-        if stride == 1 or atom.stride % stride or size % (atom.stride // stride * atom.size):
+        if (stride == 1 and not namer.is_token_root(name)) or atom.stride % stride or \
+                size % (atom.stride // stride * atom.size):
             continue
         if best is None or size < best[1]:
             best = (stride, size, name)

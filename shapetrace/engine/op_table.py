@@ -167,7 +167,7 @@ ENTRIES: list[OpSpec] = [
            backward="the incoming grad {out} passes back unchanged: the grad of a copy is the grad itself (no copy "
                     "here; a backward that reshapes it after the transpose may copy)", chain="method"),
     OpSpec("clone", "copy", pr.same, words="copies the values into a new buffer"),
-    OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor",
+    OpSpec("repeat", "copy", pr.repeat, words="tiles the tensor", sized="grown",
            backward="the grad of a repeat sums the tiles back: {out} → {in0}, a new tensor", replay="Tensor.repeat"),
     OpSpec("tile", "copy", pr.tile, words="tiles the tensor", replay="torch.tile"),
     OpSpec("repeat_interleave", "copy", pr.repeat_interleave, words="repeats each element in place",

@@ -39,6 +39,7 @@ from shapetrace.engine.library import inside_library
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
+from shapetrace.engine.rolls import unrolled_of
 from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.unrowed import add_ending_failure, new_capture
@@ -289,7 +290,7 @@ class Trace:
             scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
             nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
             nan_event=self.nan_event, value_note=self._value_note,
-            unnamed_by_failure=tuple(inference.unnamed_by_failure),
+            unnamed_by_failure=tuple(inference.unnamed_by_failure), unrolled=unrolled_of(self, rows),
             inside=inside_library(self.events, self.capture.opened, rows),
             rotaries=rotaries_of(self.capture, rows), mask_parts=mask_parts_of(self.capture, rows),
         )

@@ -9,7 +9,8 @@ verdict; renderers print them under it.
 Which ops could carry a layout bug: every op that moves, selects, joins, contracts, reduces or lines up
 elements by broadcasting (a view, a transpose, a gather, a matmul, a softmax, a ``cumsum``, a masked
 fill, an op shapetrace does not know...). Ops that keep every element where it is and compute it from
-itself alone (``contiguous``, dropout) cannot, so they are not counted.
+itself alone (``contiguous``, dropout) cannot, so they are not counted; nor can an op on module
+parameters alone that makes a single number (no input's data passes through it).
 
 >>> from shapetrace.engine.diagnostic import Diagnostic
 >>> verdict_of([], [Diagnostic("error", "mixed-axis", 0, "m")]).line
@@ -18,6 +19,7 @@ itself alone (``contiguous``, dropout) cannot, so they are not counted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -84,8 +86,12 @@ class Verdict:
 
 
 def could_carry_a_layout_bug(event: Event) -> bool:
-    """Can this op put an element where another axis's meaning is expected (or read it from there)?"""
-    return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY
+    """Can this op put an element where another axis's meaning is expected (or read it from there)?
+    Not an op on parameters alone that makes one number (the Differential Transformer's
+    ``torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1)``): no input's data passes through it, and
+    a single number has no layout to meet the data in."""
+    return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY \
+        and not (event.from_parameters and all(math.prod(o.shape) == 1 for o in event.outputs))
 
 
 def _named(event: Event) -> bool:

@@ -236,7 +236,7 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer,
         elif source.kind == SELECTED and len(source.along) == 1:
             k, i = source.along[0]
             label = namer.label(operands[k][0][i])
-            out.append(ax.root_axis(f"{label}[{index()}]", shape[j]) if label else None)
+            out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]) if label else None)
         else:
             out.append(None)
     return tuple(out)

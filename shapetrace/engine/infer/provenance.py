@@ -78,11 +78,17 @@ def tag_outputs(state: Inference, spec: OpSpec, record: OpRecord, in_axes, shape
 def one_part_unstacked(state: Inference, record: OpRecord, axes: tuple[Axis, ...]) -> tuple[Axis, ...]:
     """A projection its module names as q, k or v alone (``wk``, ``k_proj``) holds no q/k/v stack: a
     width that only sizes read as a stack (``2*d_k`` = kv·d_k, which is two kv heads of d_k in
-    grouped-query code with H_kv undeclared) is left unnamed."""
+    grouped-query code with H_kv undeclared) is left unnamed. So is one head's k and v side by side
+    (``2*d_k``, multi-query attention's ``wkv``) where neither the module (a k/v projection) nor
+    ``--dims`` (``H_kv``) says there is one: a narrower width that happens to be 2·d_k (CrossViT's
+    branch projection back to the small width, DiT's final patch projection) is not one."""
     last = axes[-1]
-    if len(last.atoms) != 1 or not _stacked_root(state.namer.aliases.get(last.atoms[0].root, last.atoms[0].root)):
+    root = state.namer.aliases.get(last.atoms[0].root, last.atoms[0].root) if len(last.atoms) == 1 else ""
+    if not _stacked_root(root):
         return axes
-    if projection_here(record, state.capture.module_calls) not in ("q", "k", "v"):
+    kind = projection_here(record, state.capture.module_calls)
+    one_head_kv = root == "2*d_k" and kind not in FUSED_PARTS and "H_kv" not in state.namer.dims
+    if kind not in ("q", "k", "v") and not one_head_kv:
         return axes
     return (*axes[:-1], ax.unknown_axes((last.size,))[0])
 

@@ -1,7 +1,8 @@
 """Rows: the :class:`~shapetrace.engine.events.Event` of each call that gets one.
 
 Reads: the record's layouts (read at call time), its inputs' and outputs' axes, params and tags.
-Adds: ``state.events``, ``state.event_of_record``, ``state.made_by`` (which row made each node), and
+Adds: ``state.events``, ``state.event_of_record``, ``state.made_by`` (which row made each node), whether
+a row's operands are all parameters or made from parameters only (``Event.from_parameters``), and
 the scalings of scores by a number (``state.scalings``) for the scale check.
 """
 
@@ -15,6 +16,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.events import Event, ShapeOf, TensorInfo, new_event, new_info
+from shapetrace.engine.infer.provenance import from_parameters_only
 from shapetrace.engine.ops import OpSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +29,8 @@ def add_row(state: Inference, index: int, record: OpRecord, in_axes, out_axes, p
     state.event_of_record[index] = event_index
     event = event_of(state, event_index, record.spec, record, in_axes, out_axes, params, tags)
     event.sources = tuple(map(state.made_by.get, record.ins))
+    if record.ins and from_parameters_only(state, record.ins):
+        event.from_parameters = True
     if state.reduced_into:
         joined = tuple(state.reduced_into.get(n, frozenset()) for n in record.ins)
         if any(joined):

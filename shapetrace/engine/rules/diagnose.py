@@ -22,11 +22,13 @@ from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_ma
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.directions import direction
+from shapetrace.engine.rules.feature_splits import feature_split, splits_as_given
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import reduction_axis
+from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.writes import swap_for, write_behind
@@ -218,7 +220,8 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     neither H × d_k nor d_k × H of the sizes given, the sizes given that disagree with it (a note, once)."""
     out = []
     splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
-    disagreements: set[tuple] = set()
+    H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
+    disagreements: set[tuple | None] = {None} if splits_as_given(analysis, H, dk) else set()
     for e in analysis.events_of(Family.RESHAPE):
         if not e.outputs:
             continue
@@ -228,10 +231,9 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
         odd, mixed = splits[id(o)]
         if None in odd:
             continue   # a split of axes with no name: nothing is known of what it spreads
-        H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
-        split = _feature_split(o) if odd and not mixed and H and dk else None
+        split = feature_split(o) if odd and not mixed and H and dk else None
         if split is not None and split[1:] != (dk, H):
-            if split not in disagreements:
+            if split not in disagreements and None not in disagreements:
                 disagreements.add(split)
                 out.append(_dims_disagree(e, split, H))
             continue
@@ -245,17 +247,6 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 "permutation of features. It does break loading pretrained weights."),
                 "To load them, split as view(B, T, H, d_k)."))
     return out
-
-
-def _feature_split(o: TensorInfo) -> tuple[str, int, int] | None:
-    """``(root, outer, inner)`` when two neighbouring axes of ``o`` are the two pieces of the features
-    ``D`` (outer first), as ``view(B, T, H, d_k)`` makes them; None otherwise."""
-    for left, right in zip(o.axes, o.axes[1:]):
-        if len(left.atoms) == len(right.atoms) == 1:
-            a, b = left.atoms[0], right.atoms[0]
-            if a.root == b.root == "D" and b.stride == 1 and a.stride == b.size and a.size * b.size == a.root_size:
-                return a.root, a.size, b.size
-    return None
 
 
 def _dims_disagree(e: Event, split: tuple[str, int, int], H: int) -> Diagnostic:
@@ -596,4 +587,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
+    rolls_not_undone,
 ]
