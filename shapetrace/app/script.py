@@ -337,6 +337,8 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     stopped = watcher.stopped if watcher is not None else None
     if stopped is not None and (exception is None or isinstance(exception, (RecordingStopped, KeyboardInterrupt))):
         exception = None  # the limit asked for stopped it: the ops so far are the answer
+        if backward:
+            trace.stopped(f"the recording stopped at {stopped.split(':')[0]}")
         if limits.max_ops is not None and len(trace.events) > limits.max_ops:
             trace = filtered(trace, trace.events[:limits.max_ops])
     else:

@@ -236,8 +236,9 @@ def _matmul(e: Event) -> str:
         return (f"scores with keys and queries swapped: sums over {inner}, row = key token, column = query "
                 f"token (see the error); new {fmt_bytes(e.alloc_bytes)}")
     if roles[-2:] == ["query", "key"]:
-        return (f"scores: sums over {inner}, giving one [{o.dims[-2]}, {o.dims[-1]}] matrix per "
-                f"({', '.join(batch)}): row = query token, column = key token; new {fmt_bytes(e.alloc_bytes)}")
+        per = f" per ({', '.join(batch)})" if batch else ""   # (a 2-D product is one matrix: no batch)
+        return (f"scores: sums over {inner}, giving one [{o.dims[-2]}, {o.dims[-1]}] matrix{per}: "
+                f"row = query token, column = key token; new {fmt_bytes(e.alloc_bytes)}")
     if a.axes and a.axes[-1].role == "key":
         return (f"weighted sum of the values: each query mixes the {a.shape[-1]} value vectors by its "
                 f"weights (sums over {inner}); new {fmt_bytes(e.alloc_bytes)}")

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from shapetrace.app.script import HardExit, exception_message
 from shapetrace.engine.failure import explain_failure, operand_lines
+from shapetrace.engine.ops import spec_for
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,6 +57,8 @@ def _failed_op(e: Event, exc: BaseException) -> Iterable:
     text = exception_message(exc).strip()
     message = text.splitlines()[0] if text else ""
     yield _indented(Text.assemble("torch: ", (f"{type(exc).__name__}: {message}", "red")), 2)
+    if spec_for(e.op).starts_backward:   # (the registry's: a failed call's own spec is a bare one)
+        return   # (the loss is not what torch refused: the backward's findings, with the table, say what was)
     yield Text("")
     for line in explain_failure(e).splitlines():
         stripped = line.lstrip(" ")

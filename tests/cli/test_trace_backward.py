@@ -136,3 +136,25 @@ def test_a_training_loop_that_overwrites_the_weights_fails_as_untraced_and_is_to
     assert ("✗ error inplace-on-saved at #11: #11 masked_fill_ (train.py:21) writes in place into the [B, H, T, T] "
             "tensor that #10 softmax (train.py:20) saved for its backward (SoftmaxBackward0 needs it: version 0 when "
             "saved, 1 now)") in proc.stdout
+
+
+def test_a_refused_backward_gets_its_finding_not_the_generic_line_about_its_operands(tmp_path):
+    # the same in-place fill (yashbonde/dall-e-baby issue #1): the loss, operand 0 of .backward(), is not what torch
+    # refused; the finding says what was, and no line says to compare the loss's shape
+    _script(tmp_path, steps=1, fill="att.masked_fill_(att < 0.05, 0.0)")
+    proc = cli_in_process("trace", "train.py", *DIMS, "--backward", "--width", "300", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "error inplace-on-saved" in proc.stdout
+    assert "torch refused backward" not in proc.stdout and "Compare their shapes" not in proc.stdout
+
+
+# nanoGPT's training loop (train.py) with a pause before its backward, so that --max-ops stops it in the forward
+SLOW = "import time; time.sleep(30); " + TRAIN
+
+
+def test_a_script_stopped_at_max_ops_says_so_in_the_backward_note(tmp_path):
+    proc = cli_in_process("trace", _script(tmp_path, steps=1, backward=SLOW), *DIMS, "--backward",
+                          "--max-ops", "5", "--width", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert "no backward ran: the recording stopped at --max-ops 5" in proc.stdout
+    assert "the traced block raised" not in proc.stdout

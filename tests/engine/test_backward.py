@@ -334,3 +334,62 @@ def test_over_sizes_every_grad_has_its_forward_tensors_shape_and_names_and_the_s
     assert (len(t.backward.saved), t.backward.saved_bytes) == (count, total)
     assert {p.of: p.shape for p in t.backward.params} == {f"{n}.grad": tuple(p.shape)
                                                           for n, p in model.named_parameters()}
+
+
+# Transformer-XL's memory bug, as lesson 13 shows it (kimiyoung/transformer-xl, mem_transformer.py updates its
+# memory under torch.no_grad() for this reason): a key cache kept from step 1, whose graph step 1's backward freed
+def _two_steps_through_a_kept_cache(detach: bool) -> tuple:
+    torch.manual_seed(0)
+    w_k = nn.Linear(4, 4)
+    with pytest.raises(RuntimeError) if not detach else _nothing(), \
+            shapetrace.trace("B=1 T=2 D=4", backward=True) as t:
+        cache = w_k(torch.randn(1, 2, 4))                        # (B, T, D): step 1's keys
+        cache.sum().backward()                                   # step 1 trains
+        if detach:
+            cache = cache.detach()
+        keys = torch.cat([cache, w_k(torch.randn(1, 1, 4))], dim=1)   # (B, T+1, D)
+        keys.sum().backward()                                    # raises without the detach: step 1 is freed
+    return t.backward
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_block_that_raises_after_its_own_backward_keeps_that_backward_and_says_so():
+    b = _two_steps_through_a_kept_cache(detach=False)
+    assert b.note == "the traced block raised after its backward ran: the rows are that backward's"
+    assert [(r.event, r.op) for r in b.rows] == [(1, "sum"), (0, "linear")]
+    assert [(s.event, s.op, s.saver, s.storage_bytes) for s in b.saved] == [(0, "linear", "AddmmBackward0", 32)]
+    # the twin that detaches the cache runs both steps, and says nothing
+    twin = _two_steps_through_a_kept_cache(detach=True)
+    assert (twin.note, twin.runs) == ("", 2)
+
+
+def test_a_block_that_raises_before_any_backward_says_none_ran():
+    w_k = nn.Linear(4, 4)
+    with pytest.raises(ValueError), shapetrace.trace("B=1 T=2 D=4", backward=True) as t:
+        w_k(torch.randn(1, 2, 4))
+        raise ValueError("the script's own error, before its backward")
+    assert (t.backward.rows, t.backward.note) == ((), "no backward ran: the traced block raised")
+
+
+def test_a_two_d_product_of_queries_and_keys_is_one_matrix_with_no_batch_to_be_per():
+    # lesson 13's head-backward by hand (one head, 2-D, as the CS231n-style exercise writes it): dp = dy @ vᵀ is
+    # [T, T_k] like the scores; a 2-D matmul has no batch axes, so no "per ()"
+    from shapetrace.engine.sentences import annotate
+
+    torch.manual_seed(0)
+    k, v, dy = torch.randn(5, 2), torch.randn(5, 2), torch.randn(4, 2)
+    with shapetrace.trace("T=4 T_k=5 d_k=2") as t:
+        shapetrace.name(k, "T_k d_k")
+        shapetrace.name(v, "T_k d_k")
+        shapetrace.name(dy, "T d_k")
+        dp = dy @ v.transpose(-2, -1)                            # (T, T_k) = (T, d_k) @ (d_k, T_k)
+    assert t.events[-1].output.dims == ("T", "T_k") and dp.shape == (4, 5)
+    assert annotate(t.events[-1]) == ("scores: sums over d_k, giving one [T, T_k] matrix: row = query token, "
+                                      "column = key token; new 80 B")

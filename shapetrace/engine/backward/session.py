@@ -29,6 +29,8 @@ class BackwardSession:
         self.param_names: dict[int, str] = {}
         self.parameters: list = []     # (name, parameter) of the modules the traced code called
         self.failure: str | None = None
+        self.raised = False            # the traced block raised (or was stopped) before its end
+        self.stop_reason: str | None = None   # why it stopped, where the caller knows (:meth:`stopped`)
         self.refusals: list[checks.Refusal] = []
         self._tied = 0                 # the claims whose nodes' saved tensors are tied to them
         self._report: BackwardReport | None = None
@@ -70,13 +72,26 @@ class BackwardSession:
 
     def end(self, exc: BaseException | None, loss=None) -> None:
         """The trace ends: stop noting; unless the block raised, run the backward (:meth:`finish`) of
-        ``loss`` (default: the last result's sum), unless the block ran its own."""
+        ``loss`` (default: the last result's sum), unless the block ran its own. A backward the block ran
+        before it raised is kept (and none is run)."""
         self.saved.__exit__(None, None, None)
         self.capture.grads = None
-        if exc is None:
+        self.raised = exc is not None
+        if exc is None or self.graph.steps:
             self.finish(loss)
-        elif self.failure is None:   # (else: the block's own backward was refused, and raised)
-            self.failure = "no backward ran: the traced block raised"
+
+    def stopped(self, reason: str) -> None:
+        """The block was stopped by its caller (``the recording stopped at --max-ops 10``), not by an error."""
+        self.stop_reason = reason
+
+    def _note(self) -> str | None:
+        """What the report says of a backward that failed, or of a block that did not reach its end."""
+        if self.failure is not None or not self.raised:
+            return self.failure
+        why = self.stop_reason or "the traced block raised"
+        if self.graph.ran:
+            return f"{why} after its backward ran: the rows are that backward's"
+        return f"no backward ran: {why}"
 
     def finish(self, loss=None) -> None:
         """After the forward: tie each saved tensor to its node, name the parameters, run the backward."""
@@ -93,9 +108,10 @@ class BackwardSession:
         if self._report is None:
             report = build_report(self.graph, self.saved, self.capture, inference, self.param_names)
             self._findings = self._check(inference, report)
-            if self.failure is not None:
-                report = BackwardReport(report.rows, report.params, report.saved,
-                                        note=self.failure)
+            note = self._note()
+            if note is not None:
+                report = BackwardReport(report.rows, report.params, report.saved, note=note,
+                                        runs=report.runs, alike=report.alike)
             self._report = report
             self.graph.release()
             self.saved.release()

@@ -42,6 +42,11 @@ class BackwardTrace(Trace):
         super().__exit__(exc_type, exc, tb)   # (the recorder is off: the backward's own calls are not recorded)
         self._session.end(exc, self.loss)
 
+    def stopped(self, reason: str) -> None:
+        """The block was stopped on purpose (``the recording stopped at --max-ops 10``): the backward's note
+        says so, not that the block raised."""
+        self._session.stopped(reason)
+
     @property
     def diagnostics(self):
         """The forward's findings and the backward's (:mod:`.checks`), errors first."""
