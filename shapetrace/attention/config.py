@@ -120,18 +120,15 @@ def check_head_split(d_model: int, heads: int, d_flag: str, h_flag: str, sep: st
 
 def check_named_sizes(sizes: dict[str, int]) -> None:
     """The checks ``run`` makes on its options, made on named sizes (``trace --dims``): every size within
-    2**40, H divides D, a given d_k is D / H, H_kv divides H."""
+    2**40, H divides D unless d_k is given (a head width set apart from D / H, as Gemma's head_dim),
+    H_kv divides H."""
     for name, value in sizes.items():
         if value > MAX_SIZE:
             raise UsageError(f"--dims {name.partition(':')[0]}: {shown(value)} is too large: sizes go up to "
                              f"2**40 ({MAX_SIZE})")
     D, H = sizes.get("D"), sizes.get("H")
-    if D is not None and H is not None:
+    if D is not None and H is not None and sizes.get("d_k") is None:
         check_head_split(D, H, "D", "--dims H", sep="=")
-        d_k = sizes.get("d_k")
-        if d_k is not None and d_k != D // H:
-            raise UsageError(f"--dims d_k={d_k} is not D / H = {D} / {H} = {D // H}: leave d_k out "
-                             "(it is derived from D and H) or make the three agree")
     H_kv = sizes.get("H_kv")
     if H is not None and H_kv is not None and (H_kv > H or H % H_kv):
         ok = [d for d in range(1, min(H, 10_000) + 1) if H % d == 0]

@@ -56,7 +56,9 @@ def trace(
     args: list[str] | None = typer.Argument(None, help="Arguments for the script (after -- if they "
                                                           "look like shapetrace options)."),
     dims: str | None = typer.Option(None, "--dims", help="Named sizes, e.g. B=2,T=6,D=512,H=8 (d_k = D/H "
-                                                            "derived; any other names such as H_kv=2 or S=20)."),
+                                                            "derived; give d_k where a head's width is set "
+                                                            "apart, as Gemma's head_dim; any other names such "
+                                                            "as H_kv=2 or S=20)."),
     only: list[str] | None = typer.Option(None, "--only", help="Keep ops run under this function or "
                                                                   "method (e.g. MyAttention.forward) or in "
                                                                   "this module path (e.g. h.3.attn)."),

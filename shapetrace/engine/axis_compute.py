@@ -56,7 +56,7 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     if not structural or source is None or namer.role(source.lstrip(MIXED_PREFIX)) not in ("features",):
         return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
-    if root is None and out_features == last_in.size:
+    if root is None and out_features == last_in.size and not namer.width_clashes(out_features):
         root = source
     last = root_axis(root, out_features) if root else unknown_axis(out_features)
     return tuple(axes[:-1]) + (last,)

@@ -168,10 +168,18 @@ class Namer:
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
+        if self.width_clashes(size):
+            return None
         for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
             if len(hits) > 1 and declared in hits:
                 return declared
         return hits[0] if len(hits) == 1 else None
+
+    def width_clashes(self, size: int) -> bool:
+        """Is ``size`` both the model's width D and the key/value heads' width H_kv·d_k of fewer heads than
+        H? Only where a head's width is set apart from D / H (Gemma's head_dim): then a projection of that
+        width may make either, and neither name is proven."""
+        return self.size_of("D") == self.size_of("D_kv") == size and self.size_of("H_kv") != self.size_of("H")
 
     def coinciding_sizes(self) -> list[tuple[str, str]]:
         names = [n for n in self.dims if self.role(n) is not None and n != "n_rep"]

@@ -20,9 +20,6 @@ TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
     ("B=2,T=4,D=32,H=5",
      "error: 5 does not divide 32: --dims H must divide D (d_k = D / H); heads that divide 32 near 5: 4, 8"),
     ("B=2,T=4,D=4,H=8", "error: --dims H=8 is more than D=4: each head needs at least one feature (d_k = D / H)"),
-    ("B=2,T=6,D=512,H=8,d_k=32",
-     "error: --dims d_k=32 is not D / H = 512 / 8 = 64: leave d_k out (it is derived from D and H) or make "
-     "the three agree"),
     ("H=8,H_kv=3",
      "error: --dims H_kv=3 must divide H=8: each key/value head serves H / H_kv query heads, a whole number. "
      "Values that work: 1, 2, 4, 8"),

@@ -22,7 +22,7 @@ from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_ma
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.directions import direction
-from shapetrace.engine.rules.feature_splits import feature_split, splits_as_given
+from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
@@ -36,6 +36,7 @@ from shapetrace.engine.rules.writes import swap_for, write_behind
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.events import Event, TensorInfo
+
 
 def diagnose(analysis: Analysis) -> list[Diagnostic]:
     """All findings of an analysis, errors first, then in event order."""
@@ -213,55 +214,6 @@ def _mixed_fix(e: Event, label: str | None) -> str:
         return MERGE_IN_PLACE   # a merge of [B, T, H, d_k] that cut across T: merge, do not split
     return ("Split the features where they are: view(B, T, H, d_k), then transpose(1, 2) "
             "to move the heads ahead of the tokens.")
-
-
-def head_split_order(analysis: Analysis) -> list[Diagnostic]:
-    """Features split into heads in an unusual but consistent order (a note); or, where the split is
-    neither H × d_k nor d_k × H of the sizes given, the sizes given that disagree with it (a note, once)."""
-    out = []
-    splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
-    H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
-    disagreements: set[tuple | None] = {None} if splits_as_given(analysis, H, dk) else set()
-    for e in analysis.events_of(Family.RESHAPE):
-        if not e.outputs:
-            continue
-        o = e.outputs[0]
-        if id(o) not in splits:   # (the same tensors in every layer: judged once; the analysis keeps o alive)
-            splits[id(o)] = _odd_split(o, analysis.namer)
-        odd, mixed = splits[id(o)]
-        if None in odd:
-            continue   # a split of axes with no name: nothing is known of what it spreads
-        split = feature_split(o) if odd and not mixed and H and dk else None
-        if split is not None and split[1:] != (dk, H):
-            if split not in disagreements and None not in disagreements:
-                disagreements.add(split)
-                out.append(_dims_disagree(e, split, H))
-            continue
-        if odd and not mixed:
-            std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
-            verb = "splits" if not e.inputs or len(o.shape) > len(e.inputs[0].shape) else "lays out"
-            out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
-                f"{e.op} #{e.index} {verb} the features as {fmt_named(o.dims, o.shape)}{std}: each "
-                f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
-                "consistent, so a model trained this way works: the projections learn any fixed "
-                "permutation of features. It does break loading pretrained weights."),
-                "To load them, split as view(B, T, H, d_k)."))
-    return out
-
-
-def _dims_disagree(e: Event, split: tuple[str, int, int], H: int) -> Diagnostic:
-    """The heads given (``H``) against the ones a split of D makes: a question about the sizes given."""
-    root, outer, inner = split
-    return Kind.DIMS_DISAGREE.found(e.index, (
-        f"--dims H={H}, but {e.op} #{e.index} splits {root}={outer * inner} into {outer} × {inner}: did you mean "
-        f"H={outer}? Names that come from H are not proven while the sizes disagree."),
-        f"Give the sizes the code uses: --dims H={outer} (d_k = {inner} follows).")
-
-
-def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
-    """The labels of the axes that split features unusually, and whether any axis mixes tokens."""
-    odd = [lab for axis, lab in zip(o.axes, o.dims) if namer.mix_kind(axis) == "note"]
-    return odd, any(namer.mix_kind(a) == "error" for a in o.axes)
 
 
 def _multiplies(op: OpSpec) -> bool:

@@ -1,4 +1,4 @@
-"""Where a reshape cuts the features ``D`` in two (part of ``diagnose.head_split_order``): the cut, and
+"""Where a reshape cuts the features ``D`` in two (part of :func:`.head_split.head_split_order`): the cut, and
 whether the code makes the cut the sizes given say (``H`` heads of ``d_k``) anywhere."""
 
 from __future__ import annotations

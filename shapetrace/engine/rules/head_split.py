@@ -1,0 +1,94 @@
+"""The head split rule: features split into heads in an unusual but consistent order (a note), or sizes
+given with ``--dims`` that the split the code makes contradicts (a note, once). A split is judged as
+heads × d_k of the projection's own width, whatever its relation to D (Gemma's config.head_dim)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import coalesce
+from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
+from shapetrace.engine.rules.feature_splits import feature_split, splits_as_given
+
+if TYPE_CHECKING:
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.events import Event, TensorInfo
+
+
+def head_split_order(analysis: Analysis) -> list[Diagnostic]:
+    """Features split into heads in an unusual but consistent order (a note); or, where the split is
+    neither H × d_k nor d_k × H of the sizes given, the sizes given that disagree with it (a note, once)."""
+    out = []
+    splits: dict[int, tuple[list, bool]] = {}   # id of a shared output info -> its odd labels, any error?
+    H, dk = analysis.dims.get("H"), analysis.dims.get("d_k")
+    # (where some reshape makes the cut given, another cut is the code's own finer one: no disagreement)
+    disagreements: set[tuple | None] = {None} if splits_as_given(analysis, H, dk) else set()
+    for e in analysis.events_of(Family.RESHAPE):
+        if not e.outputs:
+            continue
+        o = e.outputs[0]
+        if id(o) not in splits:   # (the same tensors in every layer: judged once; the analysis keeps o alive)
+            splits[id(o)] = _odd_split(o, analysis.namer)
+        odd, mixed = splits[id(o)]
+        if None in odd:
+            continue   # a split of axes with no name: nothing is known of what it spreads
+        heads = {n: analysis.dims[n] for n in ("H", "H_kv") if analysis.dims.get(n)}
+        if odd and not mixed and dk and _cut_at_head_width(o, dk, set(heads.values())):
+            continue   # heads of d_k contiguous features of a projection's width, whatever its relation to D
+        split = feature_split(o) if odd and not mixed and H and dk else None
+        if split is not None and split[1:] != (dk, H):
+            if split not in disagreements and None not in disagreements:
+                disagreements.add(split)
+                out.append(_dims_disagree(e, split, heads, dk))
+            continue
+        if odd and not mixed:
+            std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
+            verb = "splits" if not e.inputs or len(o.shape) > len(e.inputs[0].shape) else "lays out"
+            out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
+                f"{e.op} #{e.index} {verb} the features as {fmt_named(o.dims, o.shape)}{std}: each "
+                f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
+                "consistent, so a model trained this way works: the projections learn any fixed "
+                "permutation of features. It does break loading pretrained weights."),
+                "To load them, split as view(B, T, H, d_k)."))
+    if disagreements - {None}:   # the notes rest on the sizes given, which the code contradicts: not proven
+        out = [d for d in out if d.kind != Kind.NONSTANDARD_HEAD_SPLIT.value]
+    return out
+
+
+def _cut_at_head_width(o: TensorInfo, d_k: int, heads: set[int]) -> bool:
+    """Is every piece of a feature axis in ``o`` cut at the width of a head given: a run of ``d_k``
+    contiguous features (stride 1), or the count of those runs (stride ``d_k``, as many as ``H`` or
+    ``H_kv``)? That is ``view(B, T, -1, head_dim)`` of a projection ``H·head_dim`` wide, whatever its relation
+    to D (Gemma's config.head_dim); ``view(B, T, d_k, H)`` cuts elsewhere."""
+    pieces = [a for axis in o.axes for a in coalesce(axis.atoms) if not a.whole]
+    return bool(pieces) and all(
+        (a.stride == 1 and a.size == d_k) or (a.stride == d_k and a.size * d_k == a.root_size and a.size in heads)
+        for a in pieces)
+
+
+def _dims_disagree(e: Event, split: tuple[str, int, int], heads: dict[str, int], d_k: int) -> Diagnostic:
+    """The heads given (``H``) against the ones a split of D makes: a question about the sizes given; where
+    the split makes as many heads as ``H`` or ``H_kv``, the width of a head (d_k) is what disagrees (a
+    config's head_dim set apart from D / H, as Gemma's)."""
+    root, outer, inner = split
+    H = heads["H"]
+    agreeing = next((name for name, n in heads.items() if n == outer), None)
+    if agreeing:
+        return Kind.DIMS_DISAGREE.found(e.index, (
+            f"--dims d_k={d_k}, but {e.op} #{e.index} splits {root}={outer * inner} into {agreeing}={outer} "
+            f"heads of {inner}: "
+            f"did you mean d_k={inner}? Names that come from d_k are not proven while the sizes disagree."),
+            f"Give the sizes the code uses: --dims d_k={inner}, or leave d_k out where it is D / H.")
+    return Kind.DIMS_DISAGREE.found(e.index, (
+        f"--dims H={H}, but {e.op} #{e.index} splits {root}={outer * inner} into {outer} × {inner}: did you mean "
+        f"H={outer}? Names that come from H are not proven while the sizes disagree."),
+        f"Give the sizes the code uses: --dims H={outer} (d_k = {inner} follows).")
+
+
+def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
+    """The labels of the axes that split features unusually, and whether any axis mixes tokens."""
+    odd = [lab for axis, lab in zip(o.axes, o.dims) if namer.mix_kind(axis) == "note"]
+    return odd, any(namer.mix_kind(a) == "error" for a in o.axes)

@@ -1,0 +1,113 @@
+"""A head width set in the config, not D / H (transformers models/gemma/modeling_gemma.py GemmaAttention:
+``self.head_dim = config.head_dim``; q_proj is Linear(D, H·head_dim), o_proj Linear(H·head_dim, D);
+``hidden_shape = (*input_shape, -1, self.head_dim)``). ``--dims`` takes it as d_k; when the sizes given
+disagree with the split the code makes, one note says so and no note built on those sizes is printed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import ROOT, cli_in_process
+from torch import nn
+
+import shapetrace
+
+D, H = 64, 4
+
+
+class GemmaAttention(nn.Module):
+    """GemmaAttention.forward (eager path) without rotary; ``bug=True`` views as (head_dim, heads): the
+    head width swapped with H, so each "head" takes every H-th feature."""
+
+    def __init__(self, head_dim, kv_heads=H, bug=False, d_model=D):
+        super().__init__()
+        self.head_dim, self.groups, self.bug = head_dim, H // kv_heads, bug
+        self.q_proj = nn.Linear(d_model, H * head_dim, bias=False)
+        self.k_proj = nn.Linear(d_model, kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(d_model, kv_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(H * head_dim, d_model, bias=False)
+
+    def forward(self, x):
+        input_shape = x.shape[:-1]
+        hidden_shape = (*input_shape, self.head_dim, -1) if self.bug else (*input_shape, -1, self.head_dim)
+        q = self.q_proj(x).view(hidden_shape).transpose(1, 2)                      # (B, H, T, d_k)
+        k = self.k_proj(x).view(hidden_shape).transpose(1, 2)                      # (B, H_kv, T, d_k)
+        v = self.v_proj(x).view(hidden_shape).transpose(1, 2)                      # (B, H_kv, T, d_k)
+        k = k.repeat_interleave(self.groups, dim=1)                                # (B, H, T, d_k)
+        v = v.repeat_interleave(self.groups, dim=1)                                # (B, H, T, d_k)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5             # (B, H, T, T)
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)                  # (B, H, T, T)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()                        # (B, T, H, d_k)
+        return self.o_proj(o.reshape(*input_shape, -1))                            # (B, T, D)
+
+
+def _trace(model, B, T, dims, d_model=D):
+    torch.manual_seed(0)
+    x = torch.randn(B, T, d_model)
+    with shapetrace.trace(dims=dims) as t:
+        model(x)
+    return t
+
+
+# (B, T, head_dim): distinct sizes, and head_dim = H = T = B = 4
+SIZES = [(2, 6, 32), (4, 4, 4)]
+
+
+@pytest.mark.parametrize(("B", "T", "hd"), SIZES)
+def test_a_head_width_given_as_d_k_names_the_split_and_says_nothing_false(B, T, hd):
+    t = _trace(GemmaAttention(hd), B, T, f"B={B} T={T} D={D} H={H} d_k={hd}")
+    q = next(e for e in t.events if e.op == "transpose")
+    assert q.outputs[0].dims == ("B", "H", "T", "d_k")
+    assert [d.kind for d in t.diagnostics if d.kind != "ambiguous-sizes"] == []
+    assert t.events[-1].outputs[0].dims == ("B", "T", "D")
+
+
+# (at head_dim = H the two views are one op, so the twin runs at head_dim 8 beside T = H = B = 4)
+@pytest.mark.parametrize(("B", "T", "hd"), [(2, 6, 32), (4, 4, 8)])
+def test_the_head_width_swapped_with_the_heads_is_still_found(B, T, hd):
+    # the bug twin: view(B, T, head_dim, H) (FuxiCTR issue #30's class of layout bug, on Gemma's sizes)
+    t = _trace(GemmaAttention(hd, bug=True), B, T, f"B={B} T={T} D={D} H={H} d_k={hd}")
+    notes = [d for d in t.diagnostics if d.kind == "nonstandard-head-split"]
+    assert [d.event for d in notes] == [1, 4, 7]   # q, k and v's views
+    assert f"rather than H=4 heads of d_k={hd} contiguous features" in notes[0].message
+
+
+def test_grouped_heads_with_a_head_width_apart_from_d_over_h_get_only_the_dims_note():
+    """Gemma with num_key_value_heads = 2 and head_dim 32 at D = 64, H = 4 (so k_proj's width H_kv·32 = 64
+    equals D), traced with --dims that leave head_dim out: main printed the dims note and two
+    nonstandard-head-split notes, false statements about a correct file resting on d_k = 16."""
+    t = _trace(GemmaAttention(32, kv_heads=2), 3, 6, f"B=3 T=6 D={D} H={H} H_kv=2")
+    (d,) = [d for d in t.diagnostics if d.kind in ("dims-disagree", "nonstandard-head-split")]
+    assert d.message == ("--dims d_k=16, but view #4 splits D=64 into H_kv=2 heads of 32: did you mean d_k=32? "
+                         "Names that come from d_k are not proven while the sizes disagree.")
+    assert d.fix == "Give the sizes the code uses: --dims d_k=32, or leave d_k out where it is D / H."
+
+
+# (B, T, D, head_dim): H_kv·head_dim = D at distinct sizes, and at head_dim = H = T = B = 4 (D = 8)
+CLASHING = [(3, 6, 64, 32), (4, 4, 8, 4)]
+
+
+@pytest.mark.parametrize(("B", "T", "d_model", "hd"), CLASHING)
+def test_grouped_heads_given_their_head_width_get_no_note(B, T, d_model, hd):
+    """The same with d_k given: main said "--dims H=4, but view #4 splits D=64 into 2 × 32: did you mean
+    H=2?" and "reshape #23 lays out the features as [B, T, H·D%32]…": both false."""
+    t = _trace(GemmaAttention(hd, kv_heads=2, d_model=d_model), B, T,
+               f"B={B} T={T} D={d_model} H={H} H_kv=2 d_k={hd}", d_model)
+    assert [d.kind for d in t.diagnostics if d.kind != "ambiguous-sizes"] == []
+    assert t.events[1].outputs[0].dims == ("B", "T", "H", "d_k")
+    # k_proj's width H_kv·head_dim = 64 is also D: neither name is proven, so none is printed (main named it
+    # D, split it into "D/32" × "D%32", and the heads' matmul then read as a false batch-mismatch)
+    assert t.events[3].outputs[0].dims == ("B", "T", None)
+    assert t.report().verdict.mark == "?"
+
+
+def test_trace_takes_a_head_width_that_is_not_d_over_h():
+    """--dims d_k=32 at D=512, H=8 was refused (exit 2); now it traces and says the code splits 8 × 64."""
+    res = cli_in_process("trace", str(ROOT / "tests" / "scripts" / "textbook.py"), "--dims",
+                         "B=2,T=6,D=512,H=8,d_k=32", "--width", "300")
+    assert res.returncode == 0, res.stderr
+    assert ("i note dims-disagree at #1: --dims d_k=32, but view #1 splits D=512 into H=8 heads of 64: did you "
+            "mean d_k=64? Names that come from d_k are not proven while the sizes disagree. Give the sizes the "
+            "code uses: --dims d_k=64, or leave d_k out where it is D / H.") in res.stdout
+    assert "nonstandard-head-split" not in res.stdout
