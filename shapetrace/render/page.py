@@ -423,8 +423,12 @@ SCRIPT = r"""
   function centreCodeLine() {  // the highlighted line in the code panel's own view, whatever the zoom
     var cur = document.querySelector("#code .cur"), panel = document.getElementById("code-panel");
     if (!cur) return;
-    var p = panel.getBoundingClientRect(), c = cur.getBoundingClientRect();
-    if (c.top < p.top || c.bottom > p.bottom) panel.scrollTop += c.top - p.top - (p.height - c.height) / 2;
+    for (var tries = 0; tries < 3; tries++) {  // (measured again: zoomed, a box's pixels and scrollTop's differ)
+      var p = panel.getBoundingClientRect(), c = cur.getBoundingClientRect();
+      if (c.top >= p.top && c.bottom <= p.bottom + 1) return;
+      var perPixel = panel.clientHeight && p.height ? panel.clientHeight / p.height : 1;
+      panel.scrollTop += (c.top - p.top - (p.height - c.height) / 2) * perPixel;
+    }
   }
   function commonIndent(lines) {  // the indent every shown line shares: left out, so the code gets the room
     var widths = lines.filter(function (t) { return t && t.trim(); })
