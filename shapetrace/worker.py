@@ -81,7 +81,7 @@ def _storages(args) -> list[int]:
     return [a.untyped_storage().data_ptr() if hasattr(a, "untyped_storage") else 0 for a in args]
 
 
-def _run_case(fn, args, names, dims, path, limit, width, show_all=False):
+def _run_case(fn, args, names, dims, path, limit, width, show_all=False, watch=None):
     import contextlib
 
     from shapetrace.engine.unrowed import recording_every_call
@@ -89,10 +89,11 @@ def _run_case(fn, args, names, dims, path, limit, width, show_all=False):
     from shapetrace.exercises.facts import learner_facts
 
     timed_out, before = False, _storages(args)
+    watcher = watch(path) if watch is not None else None   # (a write-a-backward exercise: did it ask autograd?)
     try:
         start_clock(limit)
         with recording_every_call() if show_all else contextlib.nullcontext():   # (--all: every call gets a row)
-            got = call(fn, args, names, dims, path=path)
+            got = call(fn, args, names, dims, path=path, watch=watcher)
     except CheckTimeout as exc:
         from shapetrace.exercises.calls import Outcome, learner_frame
 
@@ -104,6 +105,7 @@ def _run_case(fn, args, names, dims, path, limit, width, show_all=False):
     facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
     facts["table"] = trace_table(got.trace, width)
     facts["swapped"] = [i for i, (a, b) in enumerate(zip(before, _storages(args))) if a != b]
+    facts["autograd"] = watcher.found if watcher is not None else None
     return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str))
 
 
@@ -118,7 +120,18 @@ def _preload() -> None:
 
     from shapetrace.engine import propagate, tracer, unrowed  # noqa: F401
     from shapetrace.engine.rules import diagnose  # noqa: F401
-    from shapetrace.exercises import calls, confine, explain_check, facts, frames, judge, plain, remote, sealed  # noqa: F401
+    from shapetrace.exercises import (  # noqa: F401
+        autograd_watch,
+        calls,
+        confine,
+        explain_check,
+        facts,
+        frames,
+        judge,
+        plain,
+        remote,
+        sealed,
+    )
     from shapetrace.render import exercise as _exercise  # noqa: F401
     from shapetrace.render import table as _table  # noqa: F401
 
@@ -279,6 +292,7 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, s
     show_all = bool(meta.get("show_all"))
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
     guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs
+    watch = _autograd_watch() if meta.get("watch_autograd") else None   # bound before the file runs, too
     fn = _load(channel, meta, source)
     if fn is None:
         return
@@ -290,10 +304,16 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, s
         probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width, show_all)
+        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width, show_all, watch)
         channel.send({"kind": "case", "case": i}, values, facts)
         if (facts.get("exc") or {}).get("timed_out"):   # the verdict is this timeout: more cases only wait
             break
+
+
+def _autograd_watch():
+    from shapetrace.exercises.autograd_watch import AutogradWatch
+
+    return AutogradWatch
 
 
 def _guard():

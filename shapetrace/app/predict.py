@@ -23,6 +23,7 @@ from shapetrace.engine.sentences import why_not_contiguous
 from shapetrace.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.backward.rows import BackwardReport, BackwardRow, GradInfo
     from shapetrace.engine.events import Event, TensorInfo
     from shapetrace.engine.tracer import Trace
 
@@ -107,10 +108,11 @@ def _plain(label: str | None) -> str | None:
     return label if label and "*" not in label and not label.startswith("!") else None
 
 
-def check_shape(answer: Answer, t: TensorInfo) -> Verdict:
-    """Sizes must match torch's; an axis written as a single name must also be the right axis."""
+def check_shape(answer: Answer, t: TensorInfo | GradInfo, noun: str = "output") -> Verdict:
+    """Sizes must match torch's; an axis written as a single name must also be the right axis (``noun``:
+    what the shape is of, in the reason: ``the grad has 4 axes``)."""
     if len(answer.sizes) != len(t.shape):
-        return Verdict(False, f"the output has {len(t.shape)} axes, the prediction {len(answer.sizes)}")
+        return Verdict(False, f"the {noun} has {len(t.shape)} axes, the prediction {len(answer.sizes)}")
     for i, (got, want) in enumerate(zip(answer.sizes, t.shape)):
         if got != want:
             return Verdict(False, f"axis {i} has size {want}{_called(t.dims[i])}, not {got}")
@@ -184,6 +186,54 @@ class Quiz:
 
 
 @dataclass
+class GradQuiz:
+    """The backward's questions: in each row, the grads it sends back whose named shape differs from the grad
+    that arrived (a linear's dW and db, an expand's sum), and every grad of a row whose forward op changed
+    shape or layout (a view, a transpose, a matmul: asked even where equal sizes hide the change, T = H);
+    not an elementwise op's. Rows that repeat an earlier one's forward line are skipped, as the forward's
+    quiz skips repeats."""
+
+    asked: dict[int, tuple[int, ...]]   # a row's order -> the positions in its ``made`` that are asked
+    repeats: dict[int, int] = field(default_factory=dict)   # a row's order -> the row it repeats
+
+    @classmethod
+    def of(cls, backward: BackwardReport | None, events: Sequence[Event] = (), dedupe: bool = True) -> GradQuiz:
+        by_index = {e.index: e for e in events}
+        asked: dict[int, tuple[int, ...]] = {}
+        repeats: dict[int, int] = {}
+        seen: dict[tuple, int] = {}
+        for row in backward.rows if backward is not None else ():
+            event = by_index.get(row.event)
+            moved = event is not None and changes_layout(event)
+            changed = tuple(i for i, g in enumerate(row.made) if row.arrived and (moved or _named(g) != _named(
+                row.arrived[0])))
+            if not changed:
+                continue
+            key = _grad_key(row, event)
+            if dedupe and key in seen:
+                repeats[row.order] = seen[key]
+            else:
+                seen[key] = row.order
+                asked[row.order] = changed
+        return cls(asked, repeats)
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.asked.values())
+
+
+def _named(g: GradInfo) -> tuple:
+    return g.shape, g.dims
+
+
+def _grad_key(row: BackwardRow, event: Event | None) -> tuple:
+    """What makes two rows the same question: the forward line and op, and every grad's shape (not its
+    strides: the question is the shape; k's grads arrive transposed where q's do not)."""
+    grads = tuple((g.of, g.shape) for g in (*row.arrived, *row.made))
+    return (event.source if event is not None else None, row.op, grads)
+
+
+@dataclass
 class Score:
     """Points per kind of prediction: right, asked and skipped."""
 
@@ -191,6 +241,8 @@ class Score:
     shape_asked: int = 0
     stride_right: int = 0
     stride_asked: int = 0
+    grad_right: int = 0
+    grad_asked: int = 0
     skipped: int = 0
     unanswered: int = 0
 
@@ -204,16 +256,18 @@ class Score:
 
     @property
     def right(self) -> int:
-        return self.shape_right + self.stride_right
+        return self.shape_right + self.stride_right + self.grad_right
 
     @property
     def asked(self) -> int:
-        return self.shape_asked + self.stride_asked
+        return self.shape_asked + self.stride_asked + self.grad_asked
 
     def summary(self) -> str:
         parts = [f"shapes {self.shape_right}/{self.shape_asked}"]
         if self.stride_asked:
             parts.append(f"strides {self.stride_right}/{self.stride_asked}")
+        if self.grad_asked:
+            parts.append(f"grads {self.grad_right}/{self.grad_asked}")
         text = f"score {self.right}/{self.asked} ({' · '.join(parts)})"
         if self.skipped:
             text += f", {self.skipped} skipped"

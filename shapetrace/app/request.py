@@ -110,18 +110,13 @@ class RunRequest:
 
     def _check_backward(self) -> None:
         """``--backward`` traces one forward and its backward: not a decode (inference: no backward runs
-        through a KV cache), nor (yet) predict mode (it asks about the forward only); the table, step mode and
-        the exports show it."""
+        through a KV cache); the table, step mode, predict mode and the exports show it."""
         if not self.backward:
             return
         if self.decode is not None:
             raise UsageError("--backward does not apply to --decode: decoding with a KV cache is inference, its "
                              "steps run without gradients and no backward runs through the cache; run --backward "
                              "without --decode to see the backward of the same attention")
-        for name, given in (("--predict", self.classroom.predict is not None),):
-            if given:
-                raise UsageError(f"--backward cannot be combined with {name} yet: run it without {name} to see "
-                                 "the backward table after the forward one")
 
     def with_preset(self) -> RunRequest:
         """A new request with ``--preset``'s D and H where the user left the defaults, and its H_kv when

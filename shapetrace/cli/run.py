@@ -201,14 +201,15 @@ def show_report(run: ReferenceRun | VariantRun, report: Report, request: RunRequ
         from shapetrace.render.variants import print_variant_extras
 
         print_variant_extras(run, out_console(request.classroom.view.width))
-    if report.backward is not None and not _stepped(request):
+    if report.backward is not None and not _stepped(request) and not request.classroom.predict:
         from shapetrace.render.backward import print_backward
 
         print_backward(out_console(request.classroom.view.width), report, request.classroom.view, run.doubled)
 
 
 def _stepped(request: RunRequest) -> bool:
-    """Step mode ran (its screens showed the backward after the forward), not its fallback table."""
+    """Step mode ran (its screens showed the backward after the forward), not its fallback table. (Predict
+    mode, too, walks the backward after the forward: its questions are on the grads.)"""
     from shapetrace.tui.step import step_mode_available
 
     return request.classroom.step and step_mode_available()

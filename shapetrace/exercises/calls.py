@@ -6,6 +6,7 @@ Imports torch. The child runs the learner's function with it; the parent runs on
 
 from __future__ import annotations
 
+import contextlib
 import io
 import signal
 import sys
@@ -166,8 +167,9 @@ def axis_names(names: str) -> list[str | None]:
 
 
 def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str, int],
-         path: str | None = None, traced: bool = True) -> Outcome:
-    """Call ``fn(*args)`` and record everything the checker needs."""
+         path: str | None = None, traced: bool = True, watch: TorchFunctionMode | None = None) -> Outcome:
+    """Call ``fn(*args)`` and record everything the checker needs; ``watch``, a mode entered last (on top of
+    the stack, so it sees each of the function's calls first), watches them too."""
     from shapetrace.engine.tracer import Trace
 
     out = CappedText()
@@ -184,10 +186,10 @@ def call(fn: Callable, args: list[Any], names: list[str | None], dims: dict[str,
                     for a, n in zip(args, names):
                         if n and isinstance(a, torch.Tensor):
                             trace.set_names(a, axis_names(n))
-                    with counter:
+                    with counter, watch or contextlib.nullcontext():
                         result.value = fn(*args)
             else:
-                with counter:
+                with counter, watch or contextlib.nullcontext():
                     result.value = fn(*args)
     except CheckTimeout:
         raise

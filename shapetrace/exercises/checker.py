@@ -63,7 +63,8 @@ def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int
     """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width, "show_all": job.show_all,
-            "layers": [name for name in layers if name not in ("bwrap", "user")]}
+            "layers": [name for name in layers if name not in ("bwrap", "user")],
+            "watch_autograd": bool(ex.autograd)}  # a backward by hand, judged against autograd: not by autograd
 
 
 def _case_request(cases: list) -> tuple[list[dict], bytes]:

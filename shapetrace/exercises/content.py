@@ -25,7 +25,7 @@ from shapetrace.exercises.where import lessons_root
 #: Verdicts the checker can give (``pass`` is the only success).
 VERDICTS = ("pass", "wrong-shape", "wrong-dtype", "wrong-values", "crash", "timeout",
             "out-of-memory", "not-a-tensor", "mutated-input", "layout", "gave-up",
-            "misses-mutants", "rejects-reference", "unverified")
+            "misses-mutants", "rejects-reference", "unverified", "uses-autograd")
 #: Exercise kinds: write a function (checked against the reference), or write a test (run against the
 #: reference, which it must pass, and against broken versions, each of which it must fail).
 KINDS = ("function", "test")

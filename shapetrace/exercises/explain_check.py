@@ -144,7 +144,7 @@ def scale_line(got: torch.Tensor, want: torch.Tensor, inputs: inp.Inputs) -> str
     c = _ratio(got, want)
     if c is None:
         return ""
-    return f"every value of yours is {c:.4g} times the expected one{_named_factor(c, inputs)}"
+    return f"every value of yours is {c + 0.0:.4g} times the expected one{_named_factor(c, inputs)}"  # never "-0"
 
 
 def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | None:

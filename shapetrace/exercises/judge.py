@@ -24,6 +24,7 @@ from shapetrace.exercises import inputs as inp
 from shapetrace.exercises.calls import Outcome, call, function_from_code
 from shapetrace.exercises.content import Exercise
 from shapetrace.exercises.explain_check import and_list, mutation_lines, name_shape, value_facts
+from shapetrace.exercises.plain import MAX_DIMS, MAX_TENSOR_BYTES, Unsendable
 from shapetrace.exercises.probe import SLACK_BYTES, mib
 
 
@@ -137,10 +138,11 @@ def names_numbers(message: str, numbers: list[int]) -> bool:
 
 
 def short(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
+    """``a tensor of shape [2, 3]``; a tensor is told by its type (a ``__class__`` property can claim one)."""
+    if issubclass(type(value), torch.Tensor):
         return f"a tensor of shape {list(value.shape)}"
     if isinstance(value, (tuple, list)):
-        kinds = ", ".join(short(v) if isinstance(v, torch.Tensor) else type(v).__name__ for v in value[:3])
+        kinds = ", ".join(short(v) if issubclass(type(v), torch.Tensor) else type(v).__name__ for v in value[:3])
         return f"a {type(value).__name__} ({kinds})"
     text = repr(value)
     return text if len(text) < 60 else text[:57] + "..."
@@ -200,6 +202,8 @@ class Judge:
         if self.printed is None:
             self.printed = (str(got.facts.get("output", ""))[:4000], int(got.facts.get("output_total", 0) or 0))
         ctx = dict(case=inputs.case, sizes=inputs.describe(), **got.common())
+        if self.ex.autograd and got.facts.get("autograd"):
+            return self.uses_autograd(got.facts["autograd"], ctx)
         if got.timed_out:
             line, code = got.frame
             return self.timeout(line, code, got.common(), limit, case=inputs.case, sizes=inputs.describe())
@@ -219,6 +223,16 @@ class Judge:
         if kind:
             return self.verdict("not-a-tensor", kind, **ctx)
         return self._compare(got, ref, inputs, ctx)
+
+    def uses_autograd(self, used: list, ctx: dict) -> Verdict:
+        """A backward by hand that asked autograd (:mod:`.autograd_watch` saw it): its grads are autograd's."""
+        line, code, what = used
+        grads = and_list(self.ex.parts) if self.ex.parts else "the grad"
+        return self.verdict("uses-autograd", f"your function uses autograd: it {what}; write {grads} by hand, "
+                            "from the incoming grad", line=line, code=code, explanation=[
+                                "the checker compares your grads with autograd's, so grads autograd computed "
+                                "prove nothing: this exercise is the backward itself, from the forward's "
+                                "tensors and dy (matmuls, transposes, sums)"], **ctx)
 
     def _exceptions(self, got: Learned, ref: Outcome, inputs: inp.Inputs, ctx: dict) -> Verdict | None:
         if got.raised and ref.raised:
@@ -251,6 +265,8 @@ class Judge:
             return "" if ok else f"your function returned {described or short(value)}; it must return an int"
         if self.ex.parts:
             return _parts_problem(value, described, self.ex.parts)
+        if unread_tensor(value):
+            return f"your function returned a {unread_tensor(value)}, which the checker cannot read back: {READS}"
         if type(value) is not torch.Tensor:
             none = got.facts.get("type") == "NoneType"
             return (f"your function returned {described or short(value)}, not a tensor"
@@ -342,8 +358,11 @@ class Judge:
                     str(got.facts.get("short") or "no tensor"))
             return self.verdict("wrong-values", f"{where} your function returned {what}; expected a "
                                 f"{str(want.dtype)[6:]} tensor of shape {list(want.shape)}", **ctx)
-        if not (value.shape == want.shape and torch.equal(value, want)) and \
-                not same_tensor(value, want, exact=self.ex.movement):
+        if value.shape != want.shape or value.dtype != want.dtype:   # (a forged raw frame: never broadcast)
+            return self.verdict("wrong-values", f"{where} your function returned a {str(value.dtype)[6:]} tensor "
+                                f"of shape {list(value.shape)}; expected a {str(want.dtype)[6:]} tensor of shape "
+                                f"{list(want.shape)}", **ctx)
+        if not torch.equal(value, want) and not same_tensor(value, want, exact=self.ex.movement):
             bad = tuple(int(i) for i in ((value != want) & ~(value.isnan() & want.isnan())).nonzero()[0]) \
                 if value.is_floating_point() else tuple(int(i) for i in (value != want).nonzero()[0])
             return self.verdict("wrong-values", f"{where} your output differs from the expected one: "
@@ -482,11 +501,27 @@ def _diagnostics(got: Learned) -> list[dict]:
             if isinstance(d, dict) and d.get("event") not in raised and d.get("message")]
 
 
+#: What comes back from the child as a tensor (:mod:`.plain`), for a verdict about one that did not.
+READS = (f"it reads back strided CPU tensors of float, int or bool dtypes, with up to {MAX_DIMS} axes and "
+         f"{MAX_TENSOR_BYTES >> 20} MiB of memory in all")
+
+
+def unread_tensor(value: Any) -> str:
+    """``float32 tensor on the meta device`` for a tensor the child could not send (:mod:`.plain` said why in
+    its place), else ""."""
+    name = value.type_name if isinstance(value, Unsendable) else ""
+    found = re.fullmatch(r"tensor (\S+)(.*)", name)
+    return f"{found[1]} tensor{found[2]}" if found else ""
+
+
 def _parts_problem(value: Any, described: str, parts: tuple[str, ...]) -> str:
     """Why ``value`` is not the tuple of ``len(parts)`` tensors the exercise asks for ("" when it is)."""
-    if isinstance(value, (tuple, list)) and len(value) == len(parts) and \
-            all(type(v) is torch.Tensor for v in value):
-        return ""
+    if isinstance(value, (tuple, list)) and len(value) == len(parts):
+        if all(type(v) is torch.Tensor for v in value):
+            return ""
+        unread = next(((n, unread_tensor(v)) for n, v in zip(parts, value) if unread_tensor(v)), None)
+        if unread is not None:
+            return f"your {unread[0]} is a {unread[1]}, which the checker cannot read back: {READS}"
     return (f"your function returned {described or short(value)}; it must return {len(parts)} tensors, "
             f"{', '.join(parts)}")
 

@@ -80,7 +80,10 @@ def describe(value, out: Storages, depth: int = 0) -> dict:
     from shapetrace.engine.sizes import SizeOf
 
     if isinstance(value, torch.Tensor):
-        return _describe_tensor(value, out)
+        try:
+            return _describe_tensor(value, out)
+        except Exception:   # a learner's tensor-like whose methods raise (or lie about its class): its type only
+            return {"other": type(value).__name__[:100]}
     if type(value) is SizeOf:   # a size read while traced (``x.shape[-1]``): an int that knows its axis
         value = int.__int__(value)
     if value is None or type(value) is bool:
@@ -120,8 +123,12 @@ def _describe_tensor(t, out: Storages) -> dict:
     if type(t) is not torch.Tensor:
         t = t.as_subclass(torch.Tensor)
     dtype = str(t.dtype).removeprefix("torch.")
-    if dtype not in DTYPES or t.device.type != "cpu" or t.layout != torch.strided or t.dim() > MAX_DIMS:
+    if dtype not in DTYPES:
         return {"other": f"tensor {dtype}"}
+    if t.device.type != "cpu":
+        return {"other": f"tensor {dtype} on the {t.device.type} device"}
+    if t.layout != torch.strided or t.dim() > MAX_DIMS:
+        return {"other": f"tensor {dtype} of {t.dim()} axes, {str(t.layout).removeprefix('torch.')}"}
     where = out.add(t)
     if where is None:
         return {"other": f"tensor {dtype} of {t.untyped_storage().nbytes()} bytes"}

@@ -101,7 +101,7 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
     "exc": (dict,), "frame": _LIST, "output": _STR, "output_total": _INT, "short": _STR, "type": _STR,
     "alloc_bytes": _INT, "events": _LIST, "diagnostics": _LIST, "crash_lines": _LIST, "copies": _LIST,
     "allocs": _LIST, "in_place": _LIST, "table": _STR, "swapped": _LIST, "returned": _STR,
-    "shape": _LIST, "dtype": _STR, "unreadable": (bool,),
+    "shape": _LIST, "dtype": _STR, "unreadable": (bool,), "autograd": _LIST,
 }
 _EXC_TYPES = {"type": _STR, "mro": _LIST, "message": _STR, "timed_out": (bool,)}
 _EVENT_TYPES = {"index": _INT, "op": _STR, "source": _STR, "code": _STR, "error": (bool,), "shape": _LIST,
@@ -158,4 +158,8 @@ def checked_facts(facts: Any) -> dict:
         pair = facts.get(key)
         if pair and not (len(pair) == 2 and type(pair[0]) in (int, type(None)) and type(pair[1]) is str):
             raise Unreadable(f"{key} is not a line and its code")
+    used = facts.get("autograd")
+    if used and not (len(used) == 3 and type(used[0]) in (int, type(None)) and type(used[1]) is str
+                     and type(used[2]) is str):
+        raise Unreadable("autograd is not a line, its code and what it showed")
     return facts

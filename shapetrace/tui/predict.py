@@ -13,11 +13,21 @@ from rich.console import Console
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions, names_for, spell_long
-from shapetrace.app.predict import Quiz, Score, Verdict, check_shape, check_strides, parse_answer, stride_reason
+from shapetrace.app.predict import (
+    GradQuiz,
+    Quiz,
+    Score,
+    Verdict,
+    check_shape,
+    check_strides,
+    parse_answer,
+    stride_reason,
+)
 from shapetrace.app.textinput import read_line
-from shapetrace.engine.formatting import fmt_shape
+from shapetrace.engine.formatting import fmt_named, fmt_shape
 from shapetrace.engine.sentences import annotate
 from shapetrace.errors import UsageError
+from shapetrace.render.backward import arrived_cells, made_line, saved_summary, spelled_long
 from shapetrace.render.indent import Indent
 from shapetrace.render.table import (
     fact_cells,
@@ -30,6 +40,7 @@ from shapetrace.render.table import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.backward.rows import BackwardRow
     from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
 
@@ -79,10 +90,15 @@ def _row(e: Event, long_names) -> Text:
     return join_cells(cells[:3] + cells[4:5], [2, 11, 28, 0])
 
 
-def _context(console: Console, e: Event, long_names) -> None:
-    """The op asked about: its code line and every input (both operands of a matmul, named)."""
+def _context_line(console: Console, e: Event) -> None:
+    """``#10 matmul  scores = q @ k_t / math.sqrt(self.d_k)  attention.py:61``"""
     console.print(Text.assemble((f"#{e.index} {e.op}", "bold magenta"), "  ", (e.code.split("  #")[0].strip(), "bold"),
                                 (f"  {e.source.rsplit('/', 1)[-1]}", "dim")))
+
+
+def _context(console: Console, e: Event, long_names) -> None:
+    """The op asked about: its code line and every input (both operands of a matmul, named)."""
+    _context_line(console, e)
     for line in input_lines(e, long_names):
         console.print(Text("   ").append_text(line))
 
@@ -116,7 +132,7 @@ def _ask_event(asker: Asker, console: Console, e: Event, dims, strides: bool, sc
         _verdict(console, "strides", verdict, error, expected, stride_reason(e))
 
 
-def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
+def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool, grads: GradQuiz | None = None) -> None:
     for line in header_texts(trace_header(trace), console.width):
         console.print(line, highlight=False)
     if setup_line(trace):   # above the first op, as the table folds it
@@ -126,9 +142,16 @@ def _intro(console: Console, trace: Report, quiz: Quiz, strides: bool) -> None:
     example = "x".join(map(str, format_example(trace)))
     console.print(Text.assemble(("\npredict mode: ", "bold cyan"),
                                 f"{len(quiz.asked)} questions on the {what} of each op that changes shape or "
-                                f"layout. Sizes: {sizes}. Write sizes like {example} or "
+                                f"layout{_then_grads(grads)}. Sizes: {sizes}. Write sizes like {example} or "
                                 f"[{example.replace('x', ', ')}], or the axis names separated by commas; "
                                 "an empty line skips.\n"))
+
+
+def _then_grads(grads: GradQuiz | None) -> str:
+    if grads is None or not grads.count:
+        return ""
+    return (f", then {grads.count} on the shape of each grad the backward sends back that differs from the grad "
+            "that arrived")
 
 
 def format_example(trace: Report) -> tuple[int, ...]:
@@ -160,11 +183,11 @@ def run_predict_mode(trace: Report, console: Console, answers: TextIO, strides: 
     """
     if interactive is None:
         interactive = bool(getattr(answers, "isatty", lambda: False)())
-    quiz = Quiz.of(trace)
+    quiz, grads = Quiz.of(trace), GradQuiz.of(trace.backward, trace.events)
     long_names = names_for(trace, options)
     asker = Asker(console, answers, echo, interactive)
     score = Score()
-    _intro(console, trace, quiz, strides)
+    _intro(console, trace, quiz, strides, grads)
     remaining = list(quiz.asked)
     for e in trace.events:
         if remaining and e.index == remaining[0]:
@@ -180,8 +203,67 @@ def run_predict_mode(trace: Report, console: Console, answers: TextIO, strides: 
             _shown(console, e, quiz, long_names)
     console.print()
     console.print(footer_text(trace, trace.events, setup_shown=True))
+    if trace.backward is not None and trace.backward.rows:
+        _walk_backward(asker, console, trace, grads, score, long_names, asking=not score.unanswered)
     console.print(Text(score.summary(), style="bold green" if score.right == score.asked else "bold"))
     return score
+
+
+def _walk_backward(asker: Asker, console: Console, trace: Report, grads: GradQuiz, score: Score,
+                   long_names, asking: bool) -> None:
+    """The backward's rows in the order autograd ran them, asking for the grads :class:`GradQuiz` picked
+    (shown with the forward's long names; answers checked against the forward's own labels). ``asking``
+    False: the answers ran out in the forward, so every grad question counts as not asked."""
+    backward = trace.backward
+    shown = spelled_long(backward, long_names) if long_names else backward
+    console.print(Text("\nthe backward, in the order autograd runs it:", style="bold cyan"))
+    left = grads.count
+    if not asking:
+        score.unanswered += left
+    for row, spelled in zip(backward.rows, shown.rows):
+        if not row.arrived:
+            continue
+        ask = grads.asked.get(row.order, ()) if asking else ()
+        _grad_row(console, spelled, grads.repeats.get(row.order), trace if ask else None)
+        for i in [i for i in range(len(row.made)) if i not in ask] + list(ask):   # (the questions last)
+            text = spelled.made[i]
+            if asking and i in ask:
+                try:
+                    _ask_grad(asker, console, row.made[i], text, spelled.sentence, trace.dims, score)
+                    left -= 1
+                    continue
+                except _OutOfAnswers:
+                    console.print("   (no more answers: the rest of the backward is shown without questions)",
+                                  style="yellow")
+                    score.unanswered += left
+                    asking = False
+            console.print(made_line(text, 5))
+    for line in saved_summary(backward, None, 0):
+        console.print(Text(line, style="dim"), highlight=False)
+
+
+def _grad_row(console: Console, row: BackwardRow, repeats: int | None, trace: Report | None) -> None:
+    """``7  grad #10 matmul  [B=2, H=8, T=6, T=6]  (288, 36, 6, 1)  2.2 KiB`` (its strides left out where the line
+    is too wide), under the forward op's code line when it is asked about (``trace``), or with ``(same as row
+    7)`` for a row that repeats one."""
+    if trace is not None:
+        event = next((e for e in trace.events if e.index == row.event), None)
+        if event is not None:
+            _context_line(console, event)
+    cells = arrived_cells(row)
+    note = f"  (same as row {repeats})" if repeats is not None else ""
+    line = Text("  ").append_text(Text("  ").join(cells)).append(note, style="dim")
+    if line.cell_len > console.width:
+        line = Text("  ").append_text(Text("  ").join(cells[:3] + cells[4:])).append(note, style="dim")
+    console.print(line)
+
+
+def _ask_grad(asker: Asker, console: Console, g, text, sentence: str, dims, score: Score) -> None:
+    """One question: the shape of the grad ``g`` sends back (``text``: the same, spelled for display)."""
+    answer, error = asker.ask(f"grad shape for {g.of}", dims)
+    verdict = check_shape(answer, g, noun="grad") if answer else (Verdict(False) if error else None)
+    score.record("grad", verdict)
+    _verdict(console, f"grad for {text.of}", verdict, error, fmt_named(text.dims, text.shape), sentence)
 
 
 def _shown(console: Console, e: Event, quiz: Quiz, long_names) -> None:

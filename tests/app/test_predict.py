@@ -207,3 +207,79 @@ def test_format_example_is_no_answer_of_the_trace(trace, square_trace, strides):
         answers |= {tuple(e.output.stride) for e in t.events if e.output}
         assert sizes not in answers
         assert "B,H,T,d_k" not in text and "2x8x6x64" not in text
+
+
+# -- the backward (run --backward --predict) ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def backward_trace():
+    """The reference's forward and backward (the output's sum), at the default sizes."""
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
+
+    return trace_reference(AttentionConfig(), backward=True)
+
+
+@pytest.mark.parametrize("seq_len", [6, 8])
+def test_the_backward_quiz_asks_the_grads_of_what_changed_shape_or_layout_whatever_the_sizes(seq_len):
+    """w_o's and each projection's dW and db (their own shapes), and every grad of a view, transpose, contiguous
+    and matmul (ops that changed shape or layout in the forward); not the softmax's or the scale's, nor q's and
+    k's split heads again (v's rows 9-10: the same forward line and shapes, k's grads arriving transposed). The
+    same questions at T = H = 8, where the heads' transpose keeps every size."""
+    from shapetrace.app.predict import GradQuiz
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
+
+    trace = trace_reference(AttentionConfig(seq_len=seq_len), backward=True)
+    quiz = GradQuiz.of(trace.backward, trace.events)
+    assert quiz.asked == {0: (1, 2), 1: (0,), 2: (0,), 3: (0,), 4: (0, 1), 7: (0, 1), 8: (0,), 9: (0,), 10: (0,),
+                          11: (0, 1), 14: (0, 1), 17: (0, 1)}
+    assert quiz.repeats == {12: 9, 13: 10, 15: 9, 16: 10} and quiz.count == 18
+    assert GradQuiz.of(None).count == 0
+
+
+def _predicted(trace, answers: list[str]) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.tui.predict import run_predict_mode
+
+    console = Console(file=io.StringIO(), width=100, color_system=None, legacy_windows=False)
+    run_predict_mode(trace, console, io.StringIO("".join(a + "\n" for a in answers)), echo=True, interactive=False)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]
+
+
+def test_predict_asks_the_backward_after_the_forward_and_scores_the_grads(backward_trace):
+    # the forward's 8 questions skipped; then w_o's db and dW right, the grads of #15 view and #14 contiguous
+    # right, and the grad of #13 transpose given the transpose's own output shape (a grad has its input's shape)
+    out = _predicted(backward_trace, [""] * 8 + ["D", "D, D", "B,T,H,d_k", "B,T,H,d_k", "B,T,H,d_k"])
+    start = out.index("the backward, in the order autograd runs it:")
+    assert out[start + 1:start + 8] == [
+        "#16 linear  return self.w_o(y)  reference.py:52",
+        "  0  grad #16 linear  [B=2, T=6, D=512]  (0, 0, 0)  4 B",
+        "     → operand 0  [B=2, T=6, D=512]  (3072, 512, 1)  new 24 KiB",
+        "  ? grad shape for w_o.bias › D",
+        "   ✓ right: [D=512]",
+        "  ? grad shape for w_o.weight › D, D",
+        "   ✓ right: [D=512, D=512]"]
+    assert "   ✗ not quite: the grad for operand 0 is [B=2, H=8, T=6, d_k=64] — axis 1 has size 8 (H), not 6" in out
+    assert "  12  grad #5 transpose  [B=2, H=8, T=6, d_k=64]  (3072, 384, 1, 6)  24 KiB  (same as row 9)" in out
+    assert "   (no more answers: the rest of the backward is shown without questions)" in out
+    assert "autograd keeps 10 tensors for the backward: 1.1 MiB in 7 storages (122 KiB of them not parameters)" in out
+    assert out[-1] == "score 4/13 (shapes 0/8 · grads 4/5), 8 skipped, 13 not asked (answers ran out)"
+    assert ("layout, then 18 on the shape of each grad the backward sends back that differs from the grad that "
+            "arrived.") in " ".join(out)
+
+
+def test_a_grad_with_swapped_axes_of_equal_sizes_is_named_wrong_at_t_equal_h():
+    """T = H = 8: the grad of the heads' transpose, [B, H, T, d_k], answered as [B, T, H, d_k] has every size
+    right; only the names tell."""
+    from shapetrace.app.session import trace_reference
+    from shapetrace.attention.config import AttentionConfig
+
+    out = _predicted(trace_reference(AttentionConfig(seq_len=8), backward=True), [""] * 12 + ["B,T,H,d_k"])
+    assert ("   ✗ not quite: the grad for operand 0 is [B=2, H=8, T=8, d_k=64] — the sizes match, but axis 1 is H, "
+            "not T: equal sizes can hide swapped axes") in " ".join(out)   # (wrapped at 100 columns)
+    assert "  ? grad shape for operand 0 › B,T,H,d_k" in out
+    assert "#13 transpose  x = x.transpose(1, 2)  reference.py:39" in out

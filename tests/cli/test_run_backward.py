@@ -53,10 +53,26 @@ def test_run_backward_works_on_a_variant_gqa():
 
 
 def test_run_backward_refuses_what_it_does_not_show_yet_in_one_line():
-    for extra, word in ((("--decode", "2"), "--decode"), (("--predict",), "--predict"), (("--device", "meta"), "meta")):
+    for extra, word in ((("--decode", "2"), "--decode"), (("--device", "meta"), "meta")):
         proc = cli_in_process("run", "--backward", *extra)
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         assert word in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_backward_predict_asks_the_grads_after_the_forward_instead_of_the_table(tmp_path):
+    """Before, ``--backward --predict`` was refused (exit 2). Now predict mode walks the backward after the
+    forward; answers from a file: the forward's 8 skipped, then w_o's db right and its dW as one [T, D] per
+    batch row (dW sums over B and T)."""
+    answers = tmp_path / "answers.txt"
+    answers.write_text("\n" * 8 + "D\nT, D\n")
+    proc = cli_in_process("run", "--backward", "--predict", "--answers", str(answers), *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    out = [line.rstrip() for line in proc.stdout.splitlines()]
+    assert "backward pass (in the order autograd ran it)" not in out   # the questions walk it, not the table
+    assert "  ? grad shape for w_o.bias › D" in out and "   ✓ right: [D=16]" in out
+    assert "  ? grad shape for w_o.weight › T, D" in out
+    assert "   ✗ not quite: the grad for w_o.weight is [D=16, D=16] — axis 0 has size 16 (D), not 3" in out
+    assert out[-1] == "score 1/10 (shapes 0/8 · grads 1/2), 8 skipped, 16 not asked (answers ran out)"
 
 
 def test_the_readme_documents_every_key_of_a_backward_row():

@@ -210,3 +210,24 @@ def test_a_budget_without_a_large_input_is_a_content_error(tmp_path):
         '[checks]\nmax_alloc_bytes = "out_bytes"\n')
     with pytest.raises(ContentError, match="max_alloc_bytes needs a large input for inputs 'scores'"):
         load_exercise(folder, 1)
+
+
+@pytest.mark.parametrize("shape", [[3], [7, 1, 1, 1, 1]])
+def test_a_probe_output_of_another_shape_is_the_learners_verdict_never_a_broadcast(shape):
+    """A raw probe frame is the child's word: a forged one of shape [3] raised RuntimeError in the parent (an
+    internal error; tests/hostile/forge_probe_shape.py), and one that broadcasts ([7, 1, 1, 1, 1] against
+    [B, H, T, d_k]) made the parent compare 7 times the expected output. The shape is compared first."""
+    import random
+
+    from shapetrace.exercises import inputs as inp
+    from shapetrace.exercises.calls import load_function
+    from shapetrace.exercises.judge import Judge, Learned
+
+    ex = CURRICULUM.exercise("repeat-kv")
+    judge = Judge(ex, "learner.py", inp.draw(ex.inputs, random.Random(0)))
+    judge.probe = pr.prepare(ex, load_function(str(ex.solution), ex.function), seed=3)
+    want = list(judge.probe.expected.shape)
+    v = judge.large(Learned(value=torch.zeros(shape)), Learned())
+    assert (v.verdict, v.summary) == ("wrong-values", f"with a large input ({judge.probe.inputs.describe()}) your "
+                                      f"function returned a float32 tensor of shape {shape}; expected a float32 "
+                                      f"tensor of shape {want}")

@@ -55,6 +55,53 @@ def test_other_objects_travel_as_their_type_name_only():
     assert isinstance(values["value"], Unsendable) and repr(values["f"]) == "<builtin_function_or_method>"
 
 
+class _ClaimsTensor:
+    """isinstance() says torch.Tensor (a ``__class__`` property), and detach() hands back itself: a learner's
+    object returned as a grad (tests/hostile/grads_class_says_tensor.py). Before, packing it raised in the
+    child, and the verdict said the process ended "before your function returned"."""
+
+    __class__ = property(lambda self: torch.Tensor)
+
+    def detach(self):
+        return self
+
+
+def test_a_tensor_the_child_cannot_send_says_why_and_a_false_tensor_is_its_type_name():
+    from shapetrace.exercises.judge import READS, unread_tensor
+
+    big = torch.zeros(MAX_TENSOR_BYTES // 4 + 1)
+    sent = {"meta": torch.empty(2, 3, device="meta"), "complex": torch.zeros(2, dtype=torch.complex64),
+            "big": big[:4], "nine": torch.zeros([1] * 9), "fake": _ClaimsTensor()}
+    values, _ = unpack(pack(sent))
+    assert {k: repr(v) for k, v in values.items()} == {
+        "meta": "<tensor float32 on the meta device>", "complex": "<tensor complex64>",
+        "big": f"<tensor float32 of {MAX_TENSOR_BYTES + 4} bytes>", "nine": "<tensor float32 of 9 axes, strided>",
+        "fake": "<_ClaimsTensor>"}
+    assert [unread_tensor(v) for v in values.values()] == [
+        "float32 tensor on the meta device", "complex64 tensor", f"float32 tensor of {MAX_TENSOR_BYTES + 4} bytes",
+        "float32 tensor of 9 axes, strided", ""]
+    assert READS == ("it reads back strided CPU tensors of float, int or bool dtypes, with up to 8 axes and 8 MiB "
+                     "of memory in all")
+
+
+def test_a_single_grad_on_the_meta_device_is_told_so_not_called_no_tensor():
+    """transpose-grad returns one tensor: before, "your function returned a tensor of shape [...], not a tensor"."""
+    import random
+
+    from shapetrace.exercises import inputs as inp
+    from shapetrace.exercises.content import load
+    from shapetrace.exercises.judge import Judge, Learned
+
+    ex = load().exercise("transpose-grad")
+    case = inp.draw(ex.inputs, random.Random(0))[0]
+    value = unpack(pack({"v": torch.empty(2, device="meta")}))[0]["v"]
+    v = Judge(ex, "learner.py", [case]).case(case, Learned(value=value, args=case.fresh(),
+                                                           facts={"short": "a tensor of shape [2]"}))
+    assert (v.verdict, v.summary) == ("not-a-tensor", "your function returned a float32 tensor on the meta device, "
+                                      "which the checker cannot read back: it reads back strided CPU tensors of "
+                                      "float, int or bool dtypes, with up to 8 axes and 8 MiB of memory in all")
+
+
 def _forged(values: dict, storages: list[int], body: bytes = b"") -> bytes:
     text = json.dumps({"values": values, "storages": storages, "facts": {}}).encode()
     return len(text).to_bytes(4, "big") + text + body
