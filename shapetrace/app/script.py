@@ -364,8 +364,9 @@ def _new_trace(dims: dict[str, int] | None, backward: bool) -> Trace:
 def backward_notes(run: ScriptRun, backward: bool, loss: str | None = None) -> list[str]:
     """What the table says of the script's backward passes: how many ran and which one it shows, or, without
     ``--backward``, that they ran and are not shown."""
-    calls = run.trace.capture.backward_calls
-    passes = f"{calls} backward pass{'es' if calls != 1 else ''} (.backward())"
+    calls = sum(run.trace.capture.backward_via.values())
+    via = " and ".join(_written(spec.callable) for spec in run.trace.capture.backward_via)
+    passes = f"{calls} backward pass{'es' if calls != 1 else ''} ({via})"
     if not backward:
         return [f"the script ran {passes}, not shown: shapetrace trace --backward {run.script} traces them "
                 "(the first in full)"] if calls else []
@@ -380,6 +381,11 @@ def backward_notes(run: ScriptRun, backward: bool, loss: str | None = None) -> l
               "nodes" if same == others else f"{others - same} of the {others} others ran other autograd nodes"
         notes.append(f"the script ran {report.runs} backward passes; the backward table shows the first ({how})")
     return notes
+
+
+def _written(path: str) -> str:
+    """How code calls a function: ``.backward()`` for ``torch.Tensor.backward``, ``torch.autograd.grad()``."""
+    return path.replace("torch.Tensor.", ".", 1) + "()"
 
 
 def loss_of(namespace: dict, name: str):

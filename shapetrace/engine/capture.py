@@ -111,7 +111,7 @@ class Capture:
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
         self.size_read = SizeReads(self.node_of)
         self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
-        self.backward_calls = 0   # the traced code's own ``.backward()`` calls (a script's training steps)
+        self.backward_via: dict[OpSpec, int] = {}   # the traced code's own backward passes, per way it started them
 
     @property
     def rows(self) -> int:
@@ -252,6 +252,9 @@ class Capture:
         except Exception as exc:
             self._note_failure(op, args, kwargs, exc)
             raise
+        if spec.starts_backward:   # a backward pass (a script's step), not an op: its grads are inputs from here
+            self.backward_via[spec] = self.backward_via.get(spec, 0) + 1
+            return result
         tensors = all_operands(args, kwargs)
         if not tensors:
             if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
@@ -261,7 +264,6 @@ class Capture:
             return result   # a fresh tensor (torch.randn(B, T, D)): an input, seeded where it is used
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         if not outs and not spec.inplace:   # (cache[i] = k returns nothing, and is kept: a write)
-            self.backward_calls += spec.starts_backward
             return result
         ids, ins = self._ids, []
         for t in tensors:
@@ -421,9 +423,7 @@ def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
 _DESCRIPTOR_CALLS = ("__get__", "__set__")
 
 
-# ---------------------------------------------------------------------------
-# torch's mode stack
-# ---------------------------------------------------------------------------
+# -- torch's mode stack ---------------------------------------------------------------------------------
 
 def drop_closed_recorders() -> None:
     """Take off this thread's mode stack the recorders whose trace was exited in another thread
@@ -446,9 +446,7 @@ def remove_mode(mode: TorchFunctionMode) -> None:
         torch._C._push_on_torch_function_stack(other)
 
 
-# ---------------------------------------------------------------------------
-# layouts and storage
-# ---------------------------------------------------------------------------
+# -- layouts and storage --------------------------------------------------------------------------------
 
 def raw_layout(t: torch.Tensor) -> tuple:
     """What torch says about ``t`` now (its layout can change later)."""

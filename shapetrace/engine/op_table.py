@@ -317,8 +317,10 @@ ENTRIES: list[OpSpec] = [
     *_meta_only("same_unary", "relu6", "leaky_relu", "clamp_min", "clamp_max", "floor", "ceil", "round",
                 "trunc", "hardtanh", "threshold"),
     *_meta_only("same_unary", "positive", aliases=("__pos__",)),
-    # -- the traced code's own backward pass: counted, not recorded --------------------------------------
+    # -- the traced code's own backward pass (each way torch starts one): counted, not recorded --------------
     OpSpec("backward", "new", None, row=False, starts_backward=True, callable="torch.Tensor.backward"),
+    OpSpec("autograd.grad", "new", None, row=False, starts_backward=True, callable="torch.autograd.grad"),
+    OpSpec("autograd.backward", "new", None, row=False, starts_backward=True, callable="torch.autograd.backward"),
     # -- calls that only read metadata: not recorded ---------------------------------------------------
     *_cheap("size", "dim", "numel", "__len__", "element_size", "stride", "storage_offset", "is_contiguous",
             "data_ptr", "untyped_storage", "__format__", "__repr__", "__bool__", "item", "tolist", "__index__",

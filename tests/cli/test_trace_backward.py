@@ -75,6 +75,41 @@ def _json_backward(*args: str) -> tuple[dict, str]:
     return json.loads(proc.stdout)["backward"], proc.stderr
 
 
+# a functional step with torch.autograd.grad instead of .backward(), as MAML-style inner loops take their grads
+# (learn2learn's and the "higher" library's examples: grads = torch.autograd.grad(loss, params); each parameter
+# moved by -lr · grad under no_grad)
+AUTOGRAD_GRAD = ("grads = torch.autograd.grad(loss, list(model.parameters()))\n"
+                 "    with torch.no_grad():\n"
+                 "        for p, g in zip(model.parameters(), grads):\n"
+                 "            p -= 1e-3 * g")
+
+
+def test_torch_autograd_grad_calls_are_counted_as_backward_passes_and_named(tmp_path):
+    """Before, only ``.backward()`` was counted: a loop of autograd.grad steps was said to run none."""
+    script = _script(tmp_path, backward=AUTOGRAD_GRAD)
+    proc = cli_in_process("trace", script, *DIMS, "--width", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert (f"i the script ran 3 backward passes (torch.autograd.grad()), not shown: shapetrace trace --backward "
+            f"{script} traces them (the first in full)") in proc.stdout
+    both = _script(tmp_path, steps=2, backward="loss.backward(retain_graph=True); torch.autograd.grad(loss, "
+                                               "model.c_proj.weight)")
+    assert "i the script ran 4 backward passes (.backward() and torch.autograd.grad()), not shown" in \
+        cli_in_process("trace", both, *DIMS, "--width", "300").stdout
+
+
+def test_parameters_whose_grads_autograd_grad_returned_are_not_said_to_get_none(tmp_path):
+    """autograd.grad leaves ``.grad`` empty: its call was recorded as an unknown op whose results are outside
+    autograd, and every parameter was then said to get no gradient, "cut at a ?" (a false warning)."""
+    proc = cli_in_process("trace", _script(tmp_path, backward=AUTOGRAD_GRAD), *DIMS, "--backward", "--width", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert "parameter-without-grad" not in proc.stdout and "cut at a ?" not in proc.stdout
+    assert "i the script ran 3 backward passes; the backward table shows the first (all 2 others ran the same " \
+           "autograd nodes)" in proc.stdout
+    loop, _ = _json_backward(_script(tmp_path, backward=AUTOGRAD_GRAD), "--backward")
+    assert (loop["runs"], loop["alike"]) == (3, 3)
+    assert next(r for r in loop["rows"] if r["op"] == "softmax")["arrived"][0]["dims"] == ["B", "H", "T", "T"]
+
+
 def test_trace_backward_shows_the_first_of_the_loops_backward_passes_and_counts_the_others(tmp_path):
     loop, _ = _json_backward(_script(tmp_path, steps=3), "--backward")
     single, _ = _json_backward(_script(tmp_path, steps=1), "--backward")
