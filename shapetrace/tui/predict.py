@@ -252,10 +252,16 @@ def _grad_row(console: Console, row: BackwardRow, repeats: int | None, trace: Re
             _context_line(console, event)
     cells = arrived_cells(row)
     note = f"  (same as row {repeats})" if repeats is not None else ""
-    line = Text("  ").append_text(Text("  ").join(cells)).append(note, style="dim")
+    line = _cells_line(cells, note)
     if line.cell_len > console.width:
-        line = Text("  ").append_text(Text("  ").join(cells[:3] + cells[4:])).append(note, style="dim")
+        line = _cells_line(cells[:3] + cells[4:], note)
+    if line.cell_len > console.width and note:   # (the note on a line of its own, never cut by the wrap)
+        line = _cells_line(cells[:3] + cells[4:], "\n   " + note)
     console.print(line)
+
+
+def _cells_line(cells: list[Text], note: str) -> Text:
+    return Text("  ").append_text(Text("  ").join(cells)).append(note, style="dim")
 
 
 def _ask_grad(asker: Asker, console: Console, g, text, sentence: str, dims, score: Score) -> None:

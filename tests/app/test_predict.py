@@ -238,14 +238,14 @@ def test_the_backward_quiz_asks_the_grads_of_what_changed_shape_or_layout_whatev
     assert GradQuiz.of(None).count == 0
 
 
-def _predicted(trace, answers: list[str]) -> list[str]:
+def _predicted(trace, answers: list[str], width: int = 100) -> list[str]:
     import io
 
     from rich.console import Console
 
     from shapetrace.tui.predict import run_predict_mode
 
-    console = Console(file=io.StringIO(), width=100, color_system=None, legacy_windows=False)
+    console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
     run_predict_mode(trace, console, io.StringIO("".join(a + "\n" for a in answers)), echo=True, interactive=False)
     return [line.rstrip() for line in console.file.getvalue().splitlines()]
 
@@ -283,3 +283,18 @@ def test_a_grad_with_swapped_axes_of_equal_sizes_is_named_wrong_at_t_equal_h():
             "not T: equal sizes can hide swapped axes") in " ".join(out)   # (wrapped at 100 columns)
     assert "  ? grad shape for operand 0 › B,T,H,d_k" in out
     assert "#13 transpose  x = x.transpose(1, 2)  reference.py:39" in out
+
+
+def test_the_grad_of_repeat_kv_is_asked_and_a_repeated_row_keeps_its_note_whole_at_80_columns():
+    """GQA as transformers' Llama repeats kv heads (x[:, :, None].expand(...).reshape(...)): the grad of the expand
+    is asked (a sum over n_rep); k's repeat rows, the same line as v's, say so on a line of their own where the
+    row fills 80 columns (the note was cut in two by the wrap)."""
+    from shapetrace.app.session import traced_variant
+    from shapetrace.attention.config import AttentionConfig
+
+    config = AttentionConfig(d_model=16, heads=4, kv_heads=2, seq_len=3, batch=2)
+    out = _predicted(traced_variant(config, "cpu", backward=True).report(), [""] * 40, width=80)
+    assert "   skipped: the grad for operand 0 is [B=2, H_kv=2, 1, T=3, d_k=4]" in out
+    at = out.index("  13  grad #10 expand  [B=2, H_kv=2, n_rep=2, T=3, d_k=4]  384 B")
+    assert out[at + 1] == "     (same as row 10)"
+    assert all(len(line) <= 80 for line in out)
