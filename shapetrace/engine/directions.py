@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shapetrace.engine.op_args import _is_tensor, _number, _sdpa_params, arg
+from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
 #: an additive value at or below this hides a key
 HIDES = -1e4
+#: the share of query rows that must be linear in the distance when not all are (:func:`_linear_rows_step`)
+LINEAR_SHARE = 0.75
 
 
 def _readable(t: Any) -> bool:
@@ -63,12 +65,33 @@ def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
         return {}
     steps = (rows[..., :-1] - rows[..., 1:])[:, pairs]                  # change per token farther: [slices, pairs]
     step = steps[:, :1]
+    lines: dict = {}
     if not bool(((steps - step).abs() <= 1e-4 * (1 + step.abs())).all()):
-        return {}   # not linear in the distance (a learnt table)
+        step, lines = _linear_rows_step(rows, pairs)
+        if step is None:
+            return {}   # not linear in the distance (a learnt table)
     sloped = [v for v in step.flatten().tolist() if abs(v) > 1e-6]
     if not sloped or (any(v > 0 for v in sloped) and any(v < 0 for v in sloped)):
         return {}
-    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6)}
+    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6),
+            **lines}
+
+
+def _linear_rows_step(rows: Any, pairs: Any) -> tuple[Any, dict]:
+    """``(steps, {"bias_rows": (linear, judged)})``: the step per token farther of each query row that is
+    linear in the distance over the three keys or more it may see, when at least :data:`LINEAR_SHARE` of
+    those rows are (a padded key, which a later mask hides, breaks the line of its own rows only: Bloom's
+    ``cumsum`` positions are 0 there); ``(None, {})`` otherwise (a learnt table is linear in no row)."""
+    diffs = rows[..., :-1] - rows[..., 1:]                                  # (slices, n_q, n_k - 1)
+    first = diffs[..., :1]                                                  # key 0 to key 1: seen first
+    same = ((diffs - first).abs() <= 1e-4 * (1 + first.abs())) | ~pairs     # (slices, n_q, n_k - 1)
+    judged = pairs.sum(-1) >= 2                                             # (n_q,): three keys seen or more
+    if not bool(judged.any()):
+        return None, {}
+    linear = same.all(-1)[:, judged]                                        # (slices, judged rows)
+    if linear.double().mean().item() < LINEAR_SHARE:
+        return None, {}
+    return first[..., 0][:, judged][linear], {"bias_rows": (int(linear.sum().item()), linear.numel())}
 
 
 def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
@@ -131,6 +154,23 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
         return {}
     return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
             **hidden_side(kept, scores_shape)}
+
+
+def baddbmm_params(args: tuple, kwargs: dict) -> dict:
+    """``base.baddbmm(a, b, beta=β, alpha=α)`` is ``β · base + α · (a @ b)``: the base is added to the
+    product as a bias is added to scores (Bloom's ``alibi.baddbmm(q, k)``), so which way it slopes with
+    distance is read from ``β · base`` over the product's last two axes; nothing when β is 0 (the base is
+    ignored: transformers' GPT-2 passes ``torch.empty`` with ``beta=0``) or not a plain number."""
+    found = _scale_params(args, kwargs)
+    base = args[0] if args else kwargs.get("input")
+    a, b = arg(args, kwargs, 1, "batch1"), arg(args, kwargs, 2, "batch2")
+    beta = found["beta"]
+    if not (_is_tensor(base) and _is_tensor(a) and _is_tensor(b) and a.dim() == 3 and b.dim() == 3) \
+            or not isinstance(beta, (int, float)) or beta == 0 or not _readable(base):
+        return found
+    scores_shape = (a.shape[0], a.shape[1], b.shape[2])
+    facts = bias_facts(base if beta == 1 else base * beta, scores_shape)
+    return {**found, **facts, "base_shape": tuple(base.shape)} if facts else found
 
 
 def sdpa_params(args: tuple, kwargs: dict) -> dict:

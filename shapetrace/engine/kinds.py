@@ -158,6 +158,10 @@ class Kind(StrEnum):
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
+    ROTARY_SAME_ANGLE_EVERY_TOKEN = (
+        "rotary-same-angle-every-token", "error",
+        "a rotary embedding that turns every token of a sequence by the same angles (positions counted along "
+        "the batch or another axis than the tokens): q·k cancels equal rotations, so the scores get no position")
     ROTARY_PAIRING_UNCHECKED = (
         "rotary-pairing-unchecked", "note",
         "a rotary embedding whose table values were not read (another device, too large, the meta device, a "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.directions import fill_params, sdpa_params, where_params
+from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, where_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
@@ -208,7 +208,7 @@ ENTRIES: list[OpSpec] = [
     OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT, contraction="matrix",
            meta="matmul"),
-    OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
+    OpSpec("baddbmm", "new", pr.baddbmm, params=baddbmm_params, params_read_values=True, operands=addmm_operands,
            words="base + a @ b, batched", family=F.PRODUCT, contraction="matrix"),
     OpSpec("matmul", "new", pr.matmul, copies_inside=True, words="matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT,

@@ -59,6 +59,10 @@ class Rotary:
         table: the shape of the table that disagrees (or was not read).
         equal: the classes of that table's equal columns (empty when not read).
         why: why the pairing was not checked (empty unless :data:`UNCHECKED`).
+        varies: the axes of the rotated tensor (all but its features) along which a table's angles
+            change, when both tables were read (:func:`changing_axes`).
+        still: its axes of more than one entry along which neither table changes: every entry there is
+            turned by the same angles (a rotation that q·k cancels, where the axis holds tokens).
     """
 
     event: int | None
@@ -67,6 +71,8 @@ class Rotary:
     table: tuple[int, ...] = ()
     equal: tuple[int, ...] = ()
     why: str = ""
+    varies: tuple[int, ...] = ()
+    still: tuple[int, ...] = ()
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -167,6 +173,43 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
     """The rotation's partners and each table's equal columns compared: a table that gives a feature
     and its partner different values is a mismatch, whatever the other table says. None: the data moves
     are no rotation of features."""
+    found = _paired(records, shapes, chain, x, rotated, tables)
+    read = [kept[1] for kept, at in ((_kept(product), at) for product, at in tables) if kept[0] == at]
+    if found is None or len(read) != len(tables):
+        return found
+    varies = changing_axes(read, tuple(shapes[x].shape))
+    if varies is None:
+        return found
+    still = tuple(j for j, n in enumerate(shapes[x].shape[:-1]) if n > 1 and j not in varies)
+    return replace(found, varies=varies, still=still)
+
+
+def _kept(product) -> tuple:
+    """``(operand position, copy)`` of the table a product kept, or ``(None, None)``."""
+    return product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+
+
+def changing_axes(tables: Sequence, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The axes of a tensor of ``shape`` (all but the last, the features) along which one of ``tables``,
+    broadcast against it from the right, holds different values; None where a table does not line up.
+
+    >>> import torch
+    >>> angles = torch.arange(3.0)[:, None] * torch.ones(4)            # (T, d): angle t at token t
+    >>> changing_axes([angles.cos()], (2, 5, 3, 4)), changing_axes([angles[:1].expand(3, 4)], (2, 5, 3, 4))
+    ((2,), ())
+    """
+    found = set()
+    for table in tables:
+        lead = len(shape) - table.dim()
+        if lead < 0 or any(n not in (1, m) for n, m in zip(table.shape, shape[lead:])):
+            return None
+        for axis in range(table.dim() - 1):
+            if table.shape[axis] > 1 and not bool((table == table.narrow(axis, 0, 1)).all()):
+                found.add(lead + axis)
+    return tuple(sorted(found))
+
+
+def _paired(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables) -> Rotary | None:
     last = None
     partners = _partners(records, shapes, chain, x, rotated)
     if partners is None:
@@ -178,7 +221,7 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
         return None   # (it moves elements across positions, or pairs no features: no rotation)
     read, unread = [], None
     for product, at in tables:
-        kept = product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+        kept = _kept(product)
         classes = feature_classes(kept[1]) if kept[0] == at else None
         table = tuple(shapes[product.ins[at]].shape)
         if classes is None or len(classes) != len(partners):

@@ -5,6 +5,9 @@ from element provenance, and the table's equal columns, from its values at call 
 
 * ``rotary-pairing-mismatch`` (error): a table gives a feature and the feature it is rotated with
   different values, so each pair is turned by two angles and no rotation comes out;
+* ``rotary-same-angle-every-token`` (error): along the axis the names say holds the tokens, neither
+  table changes (positions built from ``x.size(0)`` on batch-first input, or expanded from the batch):
+  every token is turned by the same angles, which q·k cancels, so the scores get no position;
 * ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
   verdict then does not claim the pairing was checked.
 """
@@ -20,6 +23,7 @@ from shapetrace.engine.rotary import MISMATCH, UNCHECKED
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import TensorInfo
     from shapetrace.engine.rotary import Rotary
 
 #: how a table laid out for each pairing is written, for the fix
@@ -31,6 +35,9 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
     out = []
     for rotary in analysis.rotaries:
         where = _where(analysis, rotary)
+        still = _tokens_still(analysis, rotary)
+        if still is not None:
+            out.append(_same_angle(analysis, rotary, where, still))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:
@@ -39,6 +46,39 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
                 f"{rotary.why}."), "Trace a small copy on the CPU, with the table broadcast over the heads, "
                                    "to check it."))
     return out
+
+
+def _rotated(analysis: Analysis, rotary: Rotary) -> TensorInfo | None:
+    """The rotated tensor as its row shows it (the last data move of the rotation makes it, with the
+    shape of the tensor it rotates), or None."""
+    if rotary.event is None or rotary.event >= len(analysis.events) or not analysis.events[rotary.event].outputs:
+        return None
+    return analysis.events[rotary.event].outputs[0]
+
+
+def _tokens_still(analysis: Analysis, rotary: Rotary) -> int | None:
+    """The axis of the rotated tensor that its names say holds the tokens, when neither table changes
+    along it (it has more than one entry); None otherwise (tables not read, or no axis named tokens)."""
+    rotated = _rotated(analysis, rotary)
+    if rotated is None or not rotary.still:
+        return None
+    return next((j for j in rotary.still if j < len(rotated.dims) - 1
+                 and analysis.namer.plain_role(rotated.dims[j]) == "tokens"), None)
+
+
+def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Diagnostic:
+    rotated = _rotated(analysis, rotary)
+    dims, shape = rotated.dims, rotated.shape
+    changes = [f"{dims[j] or f'axis {j}'} ({analysis.namer.plain_role(dims[j]) or 'unnamed'})"
+               for j in rotary.varies if j < len(dims)]
+    told = f"their angles change along {' and '.join(changes)} instead" if changes else \
+        "they hold the same angles everywhere"
+    return Kind.ROTARY_SAME_ANGLE_EVERY_TOKEN.found(rotary.event, (
+        f"the rotary embedding rotated at {where} turns {fmt_named(dims, shape)} by the same angles at every "
+        f"token along {dims[axis]} (axis {axis}): neither its cos nor its sin table changes along it, {told}. "
+        "q·k cancels a rotation both share, so the scores get no position from it."),
+        "Count the positions along the tokens: position_ids = torch.arange(T) with T = x.size(1) on "
+        "batch-first input (offset by the cache length when decoding), not from the batch axis.")
 
 
 def _where(analysis: Analysis, rotary: Rotary) -> str:
