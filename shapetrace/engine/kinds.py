@@ -158,6 +158,10 @@ class Kind(StrEnum):
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
+    INDEX_WRONG_AXIS = (
+        "index-wrong-axis", "error",
+        "a `gather` / `index_select` / `take_along_dim` that picks along one axis with indices that count "
+        "another axis of the same tensor (made by `argsort`, `argmax` or `arange` along it)")
     ROTARY_SAME_ANGLE_EVERY_TOKEN = (
         "rotary-same-angle-every-token", "error",
         "a rotary embedding that turns every token of a sequence by the same angles (positions counted along "
