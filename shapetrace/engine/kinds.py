@@ -166,6 +166,10 @@ class Kind(StrEnum):
         "rotary-same-angle-every-token", "error",
         "a rotary embedding that turns every token of a sequence by the same angles (positions counted along "
         "the batch or another axis than the tokens): q·k cancels equal rotations, so the scores get no position")
+    ROTARY_POSITION_RESTARTS = (
+        "rotary-position-restarts", "error",
+        "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
+        "whose positions start again at 0 each step instead of at the cache's length")
     ROTARY_PAIRING_UNCHECKED = (
         "rotary-pairing-unchecked", "note",
         "a rotary embedding whose table values were not read (another device, too large, the meta device, a "

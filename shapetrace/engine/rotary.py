@@ -63,6 +63,9 @@ class Rotary:
             change, when both tables were read (:func:`changing_axes`).
         still: its axes of more than one entry along which neither table changes: every entry there is
             turned by the same angles (a rotation that q·k cancels, where the axis holds tokens).
+        at_zero: both tables were read and turn every feature by angle 0 (cos 1, sin 0): position 0.
+        appended: ``(row of the join, entries before it, axis)`` where a rotation at position 0 was then
+            joined after other entries along an axis (a key appended to a cache whose position restarted).
     """
 
     event: int | None
@@ -73,6 +76,8 @@ class Rotary:
     why: str = ""
     varies: tuple[int, ...] = ()
     still: tuple[int, ...] = ()
+    at_zero: bool = False
+    appended: tuple[int | None, int, int] | None = None
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -94,9 +99,12 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     producer: dict[int, int] = {}
     terms: dict[int, int] = {}     # node -> the multiplication record it is (or a same-shape unary op of it)
     found: list[Rotary] = []
+    at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
+        if record.spec.family is Family.JOIN and any(n in at_zero for n in record.ins):
+            _appended(found, at_zero, record, shapes, event_of_record.get(index))
         if record.spec.scaling == "multiplies" and len(record.ins) == 2 and len(record.outs) == 1:
             terms[record.outs[0]] = index
         elif _keeps_places(shapes, record) and record.ins[0] in terms:
@@ -107,10 +115,28 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 record_at, rotary = rotary
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
                 found.append(replace(rotary, event=max(rows) if rows else None))
+                if rotary.at_zero:
+                    at_zero[record.outs[0]] = len(found) - 1
         for node in record.outs:
             if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
                 producer[node] = index
     return tuple(found)
+
+
+def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:
+    """A join (``torch.cat([cache, k], dim=2)``) that puts a rotation at position 0 after other entries
+    along its axis: noted on that rotary (:attr:`Rotary.appended`)."""
+    args, kwargs = thaw_args(record.frozen)
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    rank = len(shapes[record.ins[0]].shape)
+    if type(dim) is not int or not -rank <= dim < rank:
+        return
+    dim %= rank
+    before = 0
+    for node in record.ins:
+        if node in at_zero and before > 0 and found[at_zero[node]].appended is None:
+            found[at_zero[node]] = replace(found[at_zero[node]], appended=(event, before, dim))
+        before += shapes[node].shape[dim]
 
 
 def _keeps_places(shapes: Sequence, record) -> bool:
@@ -181,7 +207,8 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
     if varies is None:
         return found
     still = tuple(j for j, n in enumerate(shapes[x].shape[:-1]) if n > 1 and j not in varies)
-    return replace(found, varies=varies, still=still)
+    at_zero = bool((read[0] == 1).all()) and bool((read[1] == 0).all())   # (x * cos + rotate(x) * sin)
+    return replace(found, varies=varies, still=still, at_zero=at_zero)
 
 
 def _kept(product) -> tuple:

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+import shapetrace
 from tests.corpus.helpers import Case, corpus_tests, trace_case
 
 DIMS = "B=2 T=5 D=24 H=3"            # d_k = 8
@@ -144,4 +145,75 @@ def test_positions_from_the_batch_message_names_the_axis_the_angles_change_along
         f"the rotary embedding rotated at cat #{e.index} turns [B={B}, H={H}, T={T}, d_k={d_k}] by the same angles "
         f"at every token along T (axis 2): neither its cos nor its sin table changes along it, their angles "
         "change along B (batch) instead. q·k cancels a rotation both share, so the scores get no position from it.")
+    assert t.report().verdict.mark == "✗"
+
+
+class CachedRotaryAttention(nn.Module):
+    """meta-llama/llama model.py ``Attention.forward(x, start_pos, freqs_cis, mask)``: the rotary table is
+    ``freqs_cis[start_pos : start_pos + seqlen]``, so a decode step's token is turned by its position after
+    the cached ones; the cache grows as transformers' ``DynamicCache.update`` grows it, ``torch.cat([cache,
+    k], dim=-2)``. ``restart=True`` counts each call's positions from 0 (``torch.arange(seqlen)``, the slip
+    transformers' ``prepare_inputs_for_generation`` guards against by slicing ``position_ids`` to the new
+    tokens): every decode step's key is turned by position 0."""
+
+    def __init__(self, dim: int, heads: int, restart: bool = False):
+        super().__init__()
+        self.heads, self.hd, self.restart = heads, dim // heads, restart
+        self.wq, self.wk = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.wv, self.wo = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd)),
+                             persistent=False)
+        self.k_cache = self.v_cache = None
+
+    def rope(self, x, positions):
+        freqs = torch.outer(positions.float(), self.inv_freq)                      # (T, d_k/2)
+        emb = torch.cat((freqs, freqs), dim=-1)                                    # (T, d_k)
+        return x * emb.cos() + rotate_half(x) * emb.sin()                          # (B, H, T, d_k) [rope]
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        start_pos = 0 if self.k_cache is None else self.k_cache.shape[2]
+        positions = torch.arange(T) if self.restart else torch.arange(start_pos, start_pos + T)  # (T,)
+        q = self.wq(x).view(B, T, self.heads, self.hd).transpose(1, 2)             # (B, H, T, d_k)
+        k = self.wk(x).view(B, T, self.heads, self.hd).transpose(1, 2)             # (B, H, T, d_k)
+        v = self.wv(x).view(B, T, self.heads, self.hd).transpose(1, 2)             # (B, H, T, d_k)
+        q, k = self.rope(q, positions), self.rope(k, positions)
+        if self.k_cache is not None:
+            k = torch.cat([self.k_cache, k], dim=-2)                               # (B, H, past+T, d_k) [append]
+            v = torch.cat([self.v_cache, v], dim=-2)                               # (B, H, past+T, d_k)
+        self.k_cache, self.v_cache = k, v
+        w = (q @ k.transpose(-2, -1) / self.hd ** 0.5)                             # (B, H, T, past+T)
+        if T > 1:
+            w = w.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        out = (w.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)            # (B, T, D)
+        return self.wo(out)
+
+
+def _decoded(dims: str, restart: bool):
+    B, T, D, H = _sizes(dims)
+    torch.manual_seed(0)
+    model = CachedRotaryAttention(D, H, restart=restart).eval()
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        y = model(x)                                                               # prefill
+        for _ in range(2):
+            y = model(y[:, -1:, :])                                                # one token a step
+    return t
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+def test_a_decode_step_whose_positions_restart_is_an_error_and_the_offset_twin_is_silent(dims):
+    assert [d.kind for d in _decoded(dims, restart=False).diagnostics if d.severity != "note"] == []
+    t = _decoded(dims, restart=True)
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["rotary-position-restarts"]
+    B, T, H = (t.dims[k] for k in "BTH")
+    d_k = t.dims["D"] // H
+    e = t.events[found[0].event]
+    assert e.op == "cat" and "[append]" in e.code
+    assert found[0].message.endswith(
+        f"turns [B={B}, H={H}, T[-1:]=1, d_k={d_k}] by position 0 (its cos table is 1 and its sin table 0 on every "
+        f"feature), and cat #{e.index} then appends it along T[-1:] (axis 2) after {T} tokens: its position starts "
+        f"again at 0 instead of continuing at {T}, so q·k reads the distances to the cached keys wrong.")
     assert t.report().verdict.mark == "✗"

@@ -8,6 +8,8 @@ from element provenance, and the table's equal columns, from its values at call 
 * ``rotary-same-angle-every-token`` (error): along the axis the names say holds the tokens, neither
   table changes (positions built from ``x.size(0)`` on batch-first input, or expanded from the batch):
   every token is turned by the same angles, which q·k cancels, so the scores get no position;
+* ``rotary-position-restarts`` (error): a rotation at position 0 (both tables read: cos 1, sin 0 on every
+  feature) joined along the tokens after other tokens: a key appended to a cache whose position restarted;
 * ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
   verdict then does not claim the pairing was checked.
 """
@@ -38,6 +40,8 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
         still = _tokens_still(analysis, rotary)
         if still is not None:
             out.append(_same_angle(analysis, rotary, where, still))
+        if _restarts(analysis, rotary):
+            out.append(_restart(analysis, rotary, where))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:
@@ -79,6 +83,29 @@ def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Di
         "q·k cancels a rotation both share, so the scores get no position from it."),
         "Count the positions along the tokens: position_ids = torch.arange(T) with T = x.size(1) on "
         "batch-first input (offset by the cache length when decoding), not from the batch axis.")
+
+
+def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
+    """A rotation at position 0 joined after other entries along an axis its names say holds tokens."""
+    rotated = _rotated(analysis, rotary)
+    if not rotary.at_zero or rotary.appended is None or rotated is None:
+        return False
+    dim = rotary.appended[2]
+    return dim < len(rotated.dims) and analysis.namer.plain_role(rotated.dims[dim]) == "tokens"
+
+
+def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
+    rotated = _rotated(analysis, rotary)
+    join, before, dim = rotary.appended
+    joined = f"{analysis.events[join].op} #{join}" if join is not None and join < len(analysis.events) else \
+        "a call without a row"
+    return Kind.ROTARY_POSITION_RESTARTS.found(join if join is not None else rotary.event, (
+        f"the rotary embedding rotated at {where} turns {fmt_named(rotated.dims, rotated.shape)} by position 0 (its "
+        f"cos table is 1 and its sin table 0 on every feature), and {joined} then appends it along "
+        f"{rotated.dims[dim]} (axis {dim}) after {before} tokens: its position starts again at 0 instead of "
+        f"continuing at {before}, so q·k reads the distances to the cached keys wrong."),
+        "Offset the positions by the cache's length: positions = torch.arange(past, past + T) (meta-llama's "
+        "start_pos, transformers' cache_position).")
 
 
 def _where(analysis: Analysis, rotary: Rotary) -> str:
