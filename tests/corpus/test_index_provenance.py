@@ -73,7 +73,7 @@ def test_batch_sort_indices_picked_along_the_tokens_are_an_error(dims):
     B, T, D = (t.dims[k] for k in "BTD")
     assert (d.kind, e.op) == ("index-wrong-axis", "index_select")
     assert d.message == (
-        f"index_select #{e.index} picks along axis 1 (T (tokens)) of [B={B}, T={T}, D={D}] with indices that count "
+        f"index_select #{e.index} picks along axis 1 (T, tokens) of [B={B}, T={T}, D={D}] with indices that count "
         "B (batch): argsort made them along B. Its batch axis is axis 0 (B), so the pick reorders other values by "
         "positions of B.")
     assert t.report().verdict.mark == "✗"

@@ -26,7 +26,7 @@ def index_axes(analysis: Analysis) -> list[Diagnostic]:
     for pick in analysis.misindexed:
         e = analysis.events[pick.event]
         x = e.inputs[0]
-        picked = f"{pick.picked} ({analysis.namer.plain_role(pick.picked)})" if pick.picked and \
+        picked = f"{pick.picked}, {analysis.namer.plain_role(pick.picked)}" if pick.picked and \
             analysis.namer.plain_role(pick.picked) else (pick.picked or "unnamed")
         role = analysis.namer.plain_role(pick.count.label)
         out.append(Kind.INDEX_WRONG_AXIS.found(e.index, (
