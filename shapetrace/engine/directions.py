@@ -60,6 +60,8 @@ def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
     seen = rows.new_ones((n_q, n_k)).tril(offset).bool()                 # key j <= query i: the past and itself
     if bool((rows[:, seen] <= HIDES).any()):
         return {}   # (it hides keys there: a mask, not a bias over distance)
+    if offset >= 0 and _same_on_seen_keys(rows, seen):
+        return {"bias_ignored": True}
     pairs = rows.new_ones((n_q, n_k - 1)).tril(offset - 1).bool()        # keys j and j + 1 both seen
     if not bool(pairs.any()):
         return {}
@@ -75,6 +77,23 @@ def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
         return {}
     return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6),
             **lines}
+
+
+def _same_on_seen_keys(rows: Any, seen: Any) -> bool:
+    """Is the bias the same on every key each query may see (in every row that sees two keys or more, in
+    every slice), while it changes within a slice elsewhere (along the queries, or on keys after them)?
+    Softmax takes a constant per query away, so such a bias changes nothing: a position bias laid along
+    the queries (``[..., T, 1]``) instead of the keys. Values at or below :data:`HIDES` hide keys and are
+    left out; a bias that is one constant everywhere (T5's zeros) is not one."""
+    judged = seen.sum(-1) >= 2                                              # (n_q,)
+    if not bool(judged.any()):
+        return False
+    same = ((rows - rows[..., :1]).abs() <= 1e-6 * (1 + rows[..., :1].abs())) | ~seen   # key 0: seen by all
+    if not bool(same[:, judged].all()):
+        return False
+    shown = rows.masked_fill(rows <= HIDES, float("nan")).flatten(1)        # (slices, entries)
+    spread = shown.nan_to_num(float("-inf")).amax(1) - shown.nan_to_num(float("inf")).amin(1)
+    return bool((spread > 1e-6).any())
 
 
 def _linear_rows_step(rows: Any, pairs: Any) -> tuple[Any, dict]:

@@ -148,6 +148,10 @@ class Kind(StrEnum):
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
                             "a mask that hides exactly the keys before each query and keeps those after it")
+    BIAS_CONSTANT_ALONG_KEYS = (
+        "bias-constant-along-keys", "warning",
+        "a bias on the scores that is the same on every key each query may see while it changes along the "
+        "queries: softmax takes it away, so it does nothing (a position bias laid along the queries)")
     DIRECTION_UNCHECKED = (
         "direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "

@@ -298,6 +298,42 @@ def test_a_reversed_alibi_given_as_baddbmm_base_message_and_verdict(dims):
     assert t.report().verdict.mark == "✗"
 
 
+def alibi_along_queries(x, heads: int, along_queries: bool):
+    """ofirpress/attention_with_linear_biases (fairseq): ``alibi = slopes.unsqueeze(1).unsqueeze(1) *
+    torch.arange(maxpos).unsqueeze(0).unsqueeze(0)``: one value per key position, ``[H, 1, T]``. With
+    ``along_queries`` the positions are laid along the queries (``arange(T).unsqueeze(1)``, ``[H, T, 1]``):
+    the bias is the same on every key of a query, which softmax takes away."""
+    B, T, D = x.shape
+    q = x.view(B, T, heads, D // heads).transpose(1, 2)                 # (B, H, T, d_k)
+    slopes = torch.tensor(get_slopes(heads))                            # (H,)
+    positions = torch.arange(T).unsqueeze(1) if along_queries else torch.arange(T).unsqueeze(0)  # (T, 1) | (1, T)
+    alibi = slopes.unsqueeze(1).unsqueeze(1) * positions                # (H, T, 1) | (H, 1, T)
+    scores = q @ q.transpose(-2, -1) / math.sqrt(D // heads) + alibi    # (B, H, T, T)
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))  # (B, H, T, T)
+    return scores.softmax(dim=-1) @ q                                   # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+def test_a_bias_laid_along_the_queries_is_a_warning_and_along_the_keys_silent(dims):
+    B, T, D, H = _sizes(dims)
+    found = {}
+    for along_queries in (False, True):
+        x = torch.randn(B, T, D)
+        with shapetrace.trace(dims=dims) as t:
+            shapetrace.name(x, "B T D")
+            alibi_along_queries(x, H, along_queries)
+        found[along_queries] = [d for d in t.diagnostics if d.severity != "note"]
+    assert found[False] == []
+    [d] = found[True]
+    e = t.events[d.event]
+    assert (d.kind, d.severity, e.op) == ("bias-constant-along-keys", "warning", "add")
+    assert d.message == (
+        f"add #{e.index} adds a bias [{H}, T={T}, 1] to the scores [B={B}, H={H}, T={T}, T={T}] that is the same on "
+        "every key each query may see (along axis -1, T) while it changes elsewhere: softmax takes a constant per "
+        "query away, so the bias changes no attention weight.")
+    assert t.report().verdict.mark != "✓"
+
+
 def test_a_mask_whose_values_were_not_read_leaves_the_verdict_unproven():
     """On the meta device a mask has no values: its direction is not checked, so no ✓."""
     B, T, D, H = 2, 5, 24, 3

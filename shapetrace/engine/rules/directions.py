@@ -60,6 +60,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
         shown, key = fmt_named(scores.dims, scores.shape), scores.dims[-1]
         if e.params.get("bias_favours") == "far":
             out.append(_far_bias(e, shown, key, fmt_named(other.dims, other.shape)))
+        if e.params.get("bias_ignored"):
+            out.append(_ignored_bias(e, shown, key, fmt_named(other.dims, other.shape)))
         if e.params.get("hides_side") == "past" and _hides(e):
             out.append(_reversed_mask(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
@@ -72,13 +74,14 @@ def _product_bases(analysis: Analysis) -> list[Diagnostic]:
     read as ``β · base``), where its result's last two axes are the queries and the keys by their roles."""
     out = []
     for e in analysis.events_of(Family.PRODUCT):
-        if e.params.get("bias_favours") != "far" or not e.outputs or len(e.outputs[0].axes) < 2 \
+        far, ignored = e.params.get("bias_favours") == "far", e.params.get("bias_ignored")
+        if not (far or ignored) or not e.outputs or len(e.outputs[0].axes) < 2 \
                 or [a.role for a in e.outputs[0].axes[-2:]] != ["query", "key"]:
             continue
-        scores = e.outputs[0]
-        base = tuple(e.params.get("base_shape", ()))
-        out.append(_far_bias(e, fmt_named(scores.dims, scores.shape), scores.dims[-1],
-                             f"{fmt_named((None,) * len(base), base)} as its base"))
+        scores, base = e.outputs[0], tuple(e.params.get("base_shape", ()))
+        shown, base = fmt_named(scores.dims, scores.shape), f"{fmt_named((None,) * len(base), base)} as its base"
+        out.append(_far_bias(e, shown, scores.dims[-1], base) if far else
+                   _ignored_bias(e, shown, scores.dims[-1], base))
     return out
 
 
@@ -95,6 +98,8 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
         scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
         if e.params.get("bias_favours") == "far":
             out.append(_far_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
+        if e.params.get("bias_ignored"):
+            out.append(_ignored_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
         if e.params.get("hides_side") == "past":
             out.append(_reversed_mask(e, scores, k.dims[-2], mask))
         if "hides_side" not in e.params:
@@ -132,6 +137,16 @@ def _far_bias(e: Event, scores: str, key: str | None, bias: str) -> Diagnostic:
         "favours the farthest keys, the reverse of ALiBi, which penalises distance."),
         "Reverse its sign: bias = -slope * (i - j) for key j of query i (Press et al.), or slope * j as "
         "Bloom's build_alibi_tensor adds it (the same up to a constant per query).")
+
+
+def _ignored_bias(e: Event, scores: str, key: str | None, bias: str) -> Diagnostic:
+    key = key or "the keys"
+    return Kind.BIAS_CONSTANT_ALONG_KEYS.found(e.index, (
+        f"{e.op} #{e.index} adds a bias {bias} to the scores {scores} that is the same on every key each query may "
+        f"see (along axis -1, {key}) while it changes elsewhere: softmax takes a constant per query away, so the "
+        "bias changes no attention weight."),
+        "Lay a position bias out along the keys: [..., 1, T] (a value per key position, ALiBi's slope * j), "
+        "not [..., T, 1].")
 
 
 def _on_rows(e: Event) -> str:
