@@ -48,6 +48,8 @@ class Analysis:
             (:mod:`~shapetrace.engine.mask_parts`), for each operand of a call that takes a mask.
         unrolled: each call that lines up tokens rolled with the same tokens not rolled back
             (:class:`~shapetrace.engine.rolls.Unrolled`).
+        misindexed: each pick by an index tensor along another axis than the one its indices count
+            (:class:`~shapetrace.engine.indices.MisIndexed`).
     """
 
     events: Sequence[Event]
@@ -65,6 +67,7 @@ class Analysis:
     rotaries: Sequence[Any] = field(default_factory=tuple)
     mask_parts: Mapping[int, Mapping[int, tuple]] = field(default_factory=dict)
     unrolled: Sequence[Any] = field(default_factory=tuple)
+    misindexed: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shapetrace.engine.op_args import _is_tensor, _number, _sdpa_params, arg
+from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
 #: an additive value at or below this hides a key
 HIDES = -1e4
+#: the share of query rows that must be linear in the distance when not all are (:func:`_linear_rows_step`)
+LINEAR_SHARE = 0.75
 
 
 def _readable(t: Any) -> bool:
@@ -58,17 +60,57 @@ def bias_facts(bias: Any, scores_shape: tuple[int, ...]) -> dict:
     seen = rows.new_ones((n_q, n_k)).tril(offset).bool()                 # key j <= query i: the past and itself
     if bool((rows[:, seen] <= HIDES).any()):
         return {}   # (it hides keys there: a mask, not a bias over distance)
+    if offset >= 0 and _same_on_seen_keys(rows, seen):
+        return {"bias_ignored": True}
     pairs = rows.new_ones((n_q, n_k - 1)).tril(offset - 1).bool()        # keys j and j + 1 both seen
     if not bool(pairs.any()):
         return {}
     steps = (rows[..., :-1] - rows[..., 1:])[:, pairs]                  # change per token farther: [slices, pairs]
     step = steps[:, :1]
+    lines: dict = {}
     if not bool(((steps - step).abs() <= 1e-4 * (1 + step.abs())).all()):
-        return {}   # not linear in the distance (a learnt table)
+        step, lines = _linear_rows_step(rows, pairs)
+        if step is None:
+            return {}   # not linear in the distance (a learnt table)
     sloped = [v for v in step.flatten().tolist() if abs(v) > 1e-6]
     if not sloped or (any(v > 0 for v in sloped) and any(v < 0 for v in sloped)):
         return {}
-    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6)}
+    return {"bias_favours": "far" if sloped[0] > 0 else "near", "bias_step": round(max(sloped, key=abs), 6),
+            **lines}
+
+
+def _same_on_seen_keys(rows: Any, seen: Any) -> bool:
+    """Is the bias the same on every key each query may see (in every row that sees two keys or more, in
+    every slice), while it changes within a slice elsewhere (along the queries, or on keys after them)?
+    Softmax takes a constant per query away, so such a bias changes nothing: a position bias laid along
+    the queries (``[..., T, 1]``) instead of the keys. Values at or below :data:`HIDES` hide keys and are
+    left out; a bias that is one constant everywhere (T5's zeros) is not one."""
+    judged = seen.sum(-1) >= 2                                              # (n_q,)
+    if not bool(judged.any()):
+        return False
+    same = ((rows - rows[..., :1]).abs() <= 1e-6 * (1 + rows[..., :1].abs())) | ~seen   # key 0: seen by all
+    if not bool(same[:, judged].all()):
+        return False
+    shown = rows.masked_fill(rows <= HIDES, float("nan")).flatten(1)        # (slices, entries)
+    spread = shown.nan_to_num(float("-inf")).amax(1) - shown.nan_to_num(float("inf")).amin(1)
+    return bool((spread > 1e-6).any())
+
+
+def _linear_rows_step(rows: Any, pairs: Any) -> tuple[Any, dict]:
+    """``(steps, {"bias_rows": (linear, judged)})``: the step per token farther of each query row that is
+    linear in the distance over the three keys or more it may see, when at least :data:`LINEAR_SHARE` of
+    those rows are (a padded key, which a later mask hides, breaks the line of its own rows only: Bloom's
+    ``cumsum`` positions are 0 there); ``(None, {})`` otherwise (a learnt table is linear in no row)."""
+    diffs = rows[..., :-1] - rows[..., 1:]                                  # (slices, n_q, n_k - 1)
+    first = diffs[..., :1]                                                  # key 0 to key 1: seen first
+    same = ((diffs - first).abs() <= 1e-4 * (1 + first.abs())) | ~pairs     # (slices, n_q, n_k - 1)
+    judged = pairs.sum(-1) >= 2                                             # (n_q,): three keys seen or more
+    if not bool(judged.any()):
+        return None, {}
+    linear = same.all(-1)[:, judged]                                        # (slices, judged rows)
+    if linear.double().mean().item() < LINEAR_SHARE:
+        return None, {}
+    return first[..., 0][:, judged][linear], {"bias_rows": (int(linear.sum().item()), linear.numel())}
 
 
 def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
@@ -131,6 +173,23 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
         return {}
     return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
             **hidden_side(kept, scores_shape)}
+
+
+def baddbmm_params(args: tuple, kwargs: dict) -> dict:
+    """``base.baddbmm(a, b, beta=β, alpha=α)`` is ``β · base + α · (a @ b)``: the base is added to the
+    product as a bias is added to scores (Bloom's ``alibi.baddbmm(q, k)``), so which way it slopes with
+    distance is read from ``β · base`` over the product's last two axes; nothing when β is 0 (the base is
+    ignored: transformers' GPT-2 passes ``torch.empty`` with ``beta=0``) or not a plain number."""
+    found = _scale_params(args, kwargs)
+    base = args[0] if args else kwargs.get("input")
+    a, b = arg(args, kwargs, 1, "batch1"), arg(args, kwargs, 2, "batch2")
+    beta = found["beta"]
+    if not (_is_tensor(base) and _is_tensor(a) and _is_tensor(b) and a.dim() == 3 and b.dim() == 3) \
+            or not isinstance(beta, (int, float)) or beta == 0 or not _readable(base):
+        return found
+    scores_shape = (a.shape[0], a.shape[1], b.shape[2])
+    facts = bias_facts(base if beta == 1 else base * beta, scores_shape)
+    return {**found, **facts, "base_shape": tuple(base.shape)} if facts else found
 
 
 def sdpa_params(args: tuple, kwargs: dict) -> dict:

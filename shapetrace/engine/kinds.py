@@ -148,6 +148,10 @@ class Kind(StrEnum):
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
                             "a mask that hides exactly the keys before each query and keeps those after it")
+    BIAS_CONSTANT_ALONG_KEYS = (
+        "bias-constant-along-keys", "warning",
+        "a bias on the scores that is the same on every key each query may see while it changes along the "
+        "queries: softmax takes it away, so it does nothing (a position bias laid along the queries)")
     DIRECTION_UNCHECKED = (
         "direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
@@ -158,6 +162,18 @@ class Kind(StrEnum):
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
+    INDEX_WRONG_AXIS = (
+        "index-wrong-axis", "error",
+        "a `gather` / `index_select` / `take_along_dim` that picks along one axis with indices that count "
+        "another axis of the same tensor (made by `argsort`, `argmax` or `arange` along it)")
+    ROTARY_SAME_ANGLE_EVERY_TOKEN = (
+        "rotary-same-angle-every-token", "error",
+        "a rotary embedding that turns every token of a sequence by the same angles (positions counted along "
+        "the batch or another axis than the tokens): q·k cancels equal rotations, so the scores get no position")
+    ROTARY_POSITION_RESTARTS = (
+        "rotary-position-restarts", "error",
+        "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
+        "whose positions start again at 0 each step instead of at the cache's length")
     ROTARY_PAIRING_UNCHECKED = (
         "rotary-pairing-unchecked", "note",
         "a rotary embedding whose table values were not read (another device, too large, the meta device, a "

@@ -32,6 +32,18 @@ from shapetrace.engine.axes import (
 )
 from shapetrace.engine.vocabulary import STACK_FACTORS
 
+
+def narrower_query_heads(namer: Namer, size: int) -> bool:
+    """Is ``size`` the one key/value head's width d_k, with d_k only derived as D / H (not declared), while
+    it is as well the width of H query heads of ``size / H`` features? Gemma-2B has one key/value head and
+    sets ``head_dim`` apart from D / H, so a query projection of H narrower heads has that width too:
+    neither name is proven until ``--dims`` gives d_k. (With more key/value heads, their width H_kv·d_k
+    is still read as D_kv.)"""
+    heads = namer.size_of("H")
+    return bool(namer.derived_head_width and namer.size_of("H_kv") == 1 and namer.size_of("d_k") == size
+                and heads and heads > 1 and size % heads == 0 and size != namer.size_of("D"))
+
+
 _SEQUENCE_WORD = re.compile(r"(?<![A-Za-z0-9_])[ST](?![A-Za-z0-9_])")
 
 
@@ -61,7 +73,8 @@ class Namer:
     def __post_init__(self) -> None:
         self.dims = dict(self.dims)
         d = self.dims
-        if "D" in d and "H" in d and "d_k" not in d and d["H"] and d["D"] % d["H"] == 0:
+        self.derived_head_width = "D" in d and "H" in d and "d_k" not in d and bool(d["H"]) and d["D"] % d["H"] == 0
+        if self.derived_head_width:
             d["d_k"] = d["D"] // d["H"]
         if "H" in d and "H_kv" in d and "n_rep" not in d and d["H_kv"] and d["H"] % d["H_kv"] == 0:
             d["n_rep"] = d["H"] // d["H_kv"]
@@ -168,7 +181,7 @@ class Namer:
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
-        if self.width_clashes(size):
+        if self.width_clashes(size) or narrower_query_heads(self, size):
             return None
         for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
             if len(hits) > 1 and declared in hits:

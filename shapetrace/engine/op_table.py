@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.directions import fill_params, sdpa_params, where_params
+from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, where_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
@@ -183,11 +183,11 @@ ENTRIES: list[OpSpec] = [
     OpSpec("flip", "copy", pr.same, words="reverses the order along axes", replay="torch.flip"),
     OpSpec("pad", "copy", pr.pad, words="adds padding around axes", replay="torch.nn.functional.pad"),
     OpSpec("gather", "copy", pr.gather, words="picks values along an axis by index", params=_dim_params(),
-           replay="torch.gather"),
+           replay="torch.gather", picks_by_index=True),
     OpSpec("take_along_dim", "copy", pr.take_along_dim, words="picks values along an axis by index",
-           replay="torch.take_along_dim"),
+           params=_dim_params(2), replay="torch.take_along_dim", picks_by_index=True),
     OpSpec("index_select", "copy", pr.index_select, words="picks slices along an axis by index",
-           params=_dim_params(), replay="torch.index_select"),
+           params=_dim_params(), replay="torch.index_select", picks_by_index=True),
     *(OpSpec(name, "copy", pr.first_broadcast, params=fill_params, words="fills masked positions",
              inplace=name.endswith("_"), params_read_values=True, family=F.MASK_FILL, meta="masked_fill")
       for name in ("masked_fill", "masked_fill_")),
@@ -208,7 +208,7 @@ ENTRIES: list[OpSpec] = [
     OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT, contraction="matrix",
            meta="matmul"),
-    OpSpec("baddbmm", "new", pr.baddbmm, params=_scale_params, operands=addmm_operands,
+    OpSpec("baddbmm", "new", pr.baddbmm, params=baddbmm_params, params_read_values=True, operands=addmm_operands,
            words="base + a @ b, batched", family=F.PRODUCT, contraction="matrix"),
     OpSpec("matmul", "new", pr.matmul, copies_inside=True, words="matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT,
@@ -266,7 +266,8 @@ ENTRIES: list[OpSpec] = [
     _reduction("normalize", "divides each vector along an axis by its norm", second_dim_params(1), same_shape,
                meta="norm"),
     *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis",
-             meta="reduce", reduces_to=ReduceDtype.INDEX) for name in ("argmax", "argmin")),
+             meta="reduce", reduces_to=ReduceDtype.INDEX, counts="dim") for name in ("argmax", "argmin")),
+    OpSpec("argsort", "new", None, row=False, words="the indices that sort an axis", counts="dim or last"),
     *_meta_only("reduce", "all", "any", reduces_to=ReduceDtype.BOOL),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)", family=F.MODULE_ATTENTION,

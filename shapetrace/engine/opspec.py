@@ -110,6 +110,9 @@ class OpSpec:
     scaling: str = ""                 # scales by a number (attention's 1/√d_k): "divides" or "multiplies"
     # -- what it does with its arguments -------------------------------------------------------------
     picks: bool = False               # picks one index of an axis (``x[0]``, ``select``)
+    picks_by_index: bool = False      # picks along its ``dim`` by an index tensor, its second operand (``gather``)
+    counts: str = ""                  # its values count positions along an axis (:mod:`.indices`): its "dim"
+    #                                   (``argmax``: none, a flat index), or "dim or last" (``argsort``)
     indexes: bool = False             # ``x[index]``: the subscript call (what it picks is in the index)
     cuts_at: int = 0                  # takes a tensor apart along the axis given at this position (0: none)
     reversed: bool = False            # ``a.__rmatmul__(b)`` is ``b @ a``: its operands the other way round

@@ -59,6 +59,13 @@ class Rotary:
         table: the shape of the table that disagrees (or was not read).
         equal: the classes of that table's equal columns (empty when not read).
         why: why the pairing was not checked (empty unless :data:`UNCHECKED`).
+        varies: the axes of the rotated tensor (all but its features) along which a table's angles
+            change, when both tables were read (:func:`changing_axes`).
+        still: its axes of more than one entry along which neither table changes: every entry there is
+            turned by the same angles (a rotation that q·k cancels, where the axis holds tokens).
+        at_zero: both tables were read and turn every feature by angle 0 (cos 1, sin 0): position 0.
+        appended: ``(row of the join, entries before it, axis)`` where a rotation at position 0 was then
+            joined after other entries along an axis (a key appended to a cache whose position restarted).
     """
 
     event: int | None
@@ -67,6 +74,10 @@ class Rotary:
     table: tuple[int, ...] = ()
     equal: tuple[int, ...] = ()
     why: str = ""
+    varies: tuple[int, ...] = ()
+    still: tuple[int, ...] = ()
+    at_zero: bool = False
+    appended: tuple[int | None, int, int] | None = None
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -88,9 +99,12 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     producer: dict[int, int] = {}
     terms: dict[int, int] = {}     # node -> the multiplication record it is (or a same-shape unary op of it)
     found: list[Rotary] = []
+    at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
+        if record.spec.family is Family.JOIN and any(n in at_zero for n in record.ins):
+            _appended(found, at_zero, record, shapes, event_of_record.get(index))
         if record.spec.scaling == "multiplies" and len(record.ins) == 2 and len(record.outs) == 1:
             terms[record.outs[0]] = index
         elif _keeps_places(shapes, record) and record.ins[0] in terms:
@@ -101,10 +115,28 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 record_at, rotary = rotary
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
                 found.append(replace(rotary, event=max(rows) if rows else None))
+                if rotary.at_zero:
+                    at_zero[record.outs[0]] = len(found) - 1
         for node in record.outs:
             if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
                 producer[node] = index
     return tuple(found)
+
+
+def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:
+    """A join (``torch.cat([cache, k], dim=2)``) that puts a rotation at position 0 after other entries
+    along its axis: noted on that rotary (:attr:`Rotary.appended`)."""
+    args, kwargs = thaw_args(record.frozen)
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    rank = len(shapes[record.ins[0]].shape)
+    if type(dim) is not int or not -rank <= dim < rank:
+        return
+    dim %= rank
+    before = 0
+    for node in record.ins:
+        if node in at_zero and before > 0 and found[at_zero[node]].appended is None:
+            found[at_zero[node]] = replace(found[at_zero[node]], appended=(event, before, dim))
+        before += shapes[node].shape[dim]
 
 
 def _keeps_places(shapes: Sequence, record) -> bool:
@@ -167,6 +199,44 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
     """The rotation's partners and each table's equal columns compared: a table that gives a feature
     and its partner different values is a mismatch, whatever the other table says. None: the data moves
     are no rotation of features."""
+    found = _paired(records, shapes, chain, x, rotated, tables)
+    read = [kept[1] for kept, at in ((_kept(product), at) for product, at in tables) if kept[0] == at]
+    if found is None or len(read) != len(tables):
+        return found
+    varies = changing_axes(read, tuple(shapes[x].shape))
+    if varies is None:
+        return found
+    still = tuple(j for j, n in enumerate(shapes[x].shape[:-1]) if n > 1 and j not in varies)
+    at_zero = bool((read[0] == 1).all()) and bool((read[1] == 0).all())   # (x * cos + rotate(x) * sin)
+    return replace(found, varies=varies, still=still, at_zero=at_zero)
+
+
+def _kept(product) -> tuple:
+    """``(operand position, copy)`` of the table a product kept, or ``(None, None)``."""
+    return product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+
+
+def changing_axes(tables: Sequence, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The axes of a tensor of ``shape`` (all but the last, the features) along which one of ``tables``,
+    broadcast against it from the right, holds different values; None where a table does not line up.
+
+    >>> import torch
+    >>> angles = torch.arange(3.0)[:, None] * torch.ones(4)            # (T, d): angle t at token t
+    >>> changing_axes([angles.cos()], (2, 5, 3, 4)), changing_axes([angles[:1].expand(3, 4)], (2, 5, 3, 4))
+    ((2,), ())
+    """
+    found = set()
+    for table in tables:
+        lead = len(shape) - table.dim()
+        if lead < 0 or any(n not in (1, m) for n, m in zip(table.shape, shape[lead:])):
+            return None
+        for axis in range(table.dim() - 1):
+            if table.shape[axis] > 1 and not bool((table == table.narrow(axis, 0, 1)).all()):
+                found.add(lead + axis)
+    return tuple(sorted(found))
+
+
+def _paired(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables) -> Rotary | None:
     last = None
     partners = _partners(records, shapes, chain, x, rotated)
     if partners is None:
@@ -178,7 +248,7 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
         return None   # (it moves elements across positions, or pairs no features: no rotation)
     read, unread = [], None
     for product, at in tables:
-        kept = product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+        kept = _kept(product)
         classes = feature_classes(kept[1]) if kept[0] == at else None
         table = tuple(shapes[product.ins[at]].shape)
         if classes is None or len(classes) != len(partners):

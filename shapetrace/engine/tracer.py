@@ -34,6 +34,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
 from shapetrace.engine.hidden import note_hidden_copies
+from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
 from shapetrace.engine.mask_parts import mask_parts_of
@@ -293,6 +294,8 @@ class Trace:
             unnamed_by_failure=tuple(inference.unnamed_by_failure), unrolled=unrolled_of(self, rows),
             inside=inside_library(self.events, self.capture.opened, rows),
             rotaries=rotaries_of(self.capture, rows), mask_parts=mask_parts_of(self.capture, rows),
+            misindexed=misindexed_of(self.capture.records, node_labels(inference.axes, self.namer),
+                                     self.namer.plain_role, rows, self.events),
         )
 
     def left_out(self) -> dict[str, int]:

@@ -79,6 +79,50 @@ class AlibiAttention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))            # (B, T, C)
 
 
+class BloomBaddbmmAttention(nn.Module):
+    """huggingface/transformers models/bloom/modeling_bloom.py: ``build_alibi_tensor(attention_mask,
+    num_heads)`` gives ``alibi`` as ``(batch_size * num_heads, 1, seq_length)`` from the attention mask's
+    ``cumsum``, and ``BloomAttention.forward`` adds it to the scores inside one call,
+    ``matmul_result = alibi.baddbmm(batch1=query_layer, batch2=key_layer, beta=self.beta,
+    alpha=self.inv_norm_factor)``, before ``masked_fill`` with the causal and padding mask. The last
+    token of sequence 1 is padding (its cumsum position is 0, off the line). ``sign=-1`` reverses the
+    bias (``-slope · j``): each query favours the farthest keys. ``beta=0`` is transformers' GPT-2
+    ``_upcast_and_reordered_attn``: ``torch.baddbmm(torch.empty(...), q, k, beta=0, alpha=scale)``, whose
+    base is never read."""
+
+    def __init__(self, dim: int, heads: int, sign: int = 1, beta: float = 1.0):
+        super().__init__()
+        self.heads, self.hd, self.sign, self.beta = heads, dim // heads, sign, beta
+        self.query_key_value, self.dense = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.register_buffer("slopes", torch.tensor(get_slopes(heads)), persistent=False)
+
+    def build_alibi_tensor(self, attention_mask):
+        batch_size, seq_length = attention_mask.shape
+        arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]  # (B, 1, T)
+        alibi = self.sign * self.slopes[..., None] * arange_tensor                          # (B, H, T)
+        if self.beta == 0:
+            return torch.empty(batch_size * self.heads, seq_length, seq_length)             # (B*H, T, T)
+        return alibi.reshape(batch_size * self.heads, 1, seq_length)                        # (B*H, 1, T)
+
+    def forward(self, x, attention_mask):
+        B, T, _ = x.shape
+        H, hd = self.heads, self.hd
+        alibi = self.build_alibi_tensor(attention_mask)
+        fused = self.query_key_value(x).view(B, T, H, 3, hd)                # (B, T, H, 3, d_k)
+        q, k, v = fused[..., 0, :], fused[..., 1, :], fused[..., 2, :]      # (B, T, H, d_k)
+        q = q.transpose(1, 2).reshape(B * H, T, hd)                         # (B*H, T, d_k)
+        k = k.permute(0, 2, 3, 1).reshape(B * H, hd, T)                     # (B*H, d_k, T)
+        v = v.transpose(1, 2).reshape(B * H, T, hd)                         # (B*H, T, d_k)
+        scores = alibi.baddbmm(batch1=q, batch2=k, beta=self.beta, alpha=1 / math.sqrt(hd))  # (B*H, T, T) [alibi]
+        scores = scores.view(B, H, T, T)                                    # (B, H, T, T)
+        causal = torch.ones(T, T, dtype=torch.bool).triu(1)                 # (T, T)
+        pad = ~attention_mask.bool()[:, None, None, :]                      # (B, 1, 1, T)
+        scores = scores.masked_fill(causal | pad, torch.finfo(scores.dtype).min)  # (B, H, T, T) [mask]
+        probs = F.softmax(scores, dim=-1).view(B * H, T, T)                 # (B*H, T, T)
+        ctx = torch.bmm(probs, v).view(B, H, T, hd).permute(0, 2, 1, 3)     # (B, T, H, d_k)
+        return self.dense(ctx.reshape(B, T, H * hd))                        # (B, T, D)
+
+
 class NanoGPTCausal(nn.Module):
     """karpathy/nanoGPT ``CausalSelfAttention`` (manual path): ``self.bias = torch.tril(torch.ones(n, n))``
     and ``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``. ``reversed_=True`` builds the
@@ -162,6 +206,16 @@ def alibi(dims: str, style: str, sign: int = 1):
     return make
 
 
+def bloom_baddbmm(dims: str, **kwargs):
+    B, T, D, H = _sizes(dims)
+
+    def make():
+        attention_mask = torch.ones(B, T, dtype=torch.long)                # (B, T)
+        attention_mask[1, -1] = 0                                           # sequence 1: its last token pads
+        return BloomBaddbmmAttention(D, H, **kwargs).eval(), (torch.randn(B, T, D), attention_mask)
+    return make
+
+
 def nanogpt(dims: str, **kwargs):
     B, T, D, H = _sizes(dims)
 
@@ -187,6 +241,12 @@ for size_id, dims in (("", DIMS), ("-equal-sizes", SQUARE)):
             Case(f"alibi-{style}-sign-reversed{size_id}", dims, alibi(dims, style, sign=-1), bug=("alibi",)),
         ]
     CASES += [
+        Case("bloom-baddbmm-alibi" + size_id, dims, bloom_baddbmm(dims), silent=("alibi", "mask"),
+             names=("B T D", "B T")),
+        Case("bloom-baddbmm-alibi-sign-reversed" + size_id, dims, bloom_baddbmm(dims, sign=-1), bug=("alibi",),
+             names=("B T D", "B T")),
+        Case("gpt2-baddbmm-empty-base-beta-0" + size_id, dims, bloom_baddbmm(dims, beta=0.0), silent=("alibi",),
+             names=("B T D", "B T")),
         Case("nanogpt-causal" + size_id, dims, nanogpt(dims), silent=("causal",)),
         Case("nanogpt-causal-tril-triu-swapped" + size_id, dims, nanogpt(dims, reversed_=True), bug=("causal",)),
         Case("annotated-subsequent-mask" + size_id, dims, annotated(dims), silent=("annotated-mask",)),
@@ -215,6 +275,63 @@ def test_a_reversed_alibi_message_and_verdict(dims):
         f"the distance to each query along the keys (axis -1, T), linearly and in every head (by up to {step:g} "
         "per token): each query favours the farthest keys, the reverse of ALiBi, which penalises distance.")
     assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+def test_a_reversed_alibi_given_as_baddbmm_base_message_and_verdict(dims):
+    """Bloom's ``alibi.baddbmm(q, k)`` adds the bias inside the product (``β · base + α · q @ k``): main
+    read only the two matrices and ended ``?`` with no finding. The padded key of sequence 1 is off the
+    line in its own rows, which the message counts."""
+    from tests.corpus.helpers import trace_case
+    t = trace_case(Case("x", dims, bloom_baddbmm(dims, sign=-1), names=("B T D", "B T")))
+    found = [d for d in t.diagnostics if d.severity != "note"]
+    assert [d.kind for d in found] == ["distance-bias-reversed"]
+    e = t.events[found[0].event]
+    B, H, T = (t.dims[k] for k in "BHT")
+    step = max(get_slopes(H))
+    judged = B * H * (T - 2)                                            # queries 2 … T - 1 see three keys or more
+    assert found[0].message == (
+        f"baddbmm #{e.index} adds a bias [{B * H}, 1, {T}] as its base to the scores [B·H={B * H}, T={T}, T={T}] "
+        "that grows with the distance to each query along the keys (axis -1, T), linearly and in every head, "
+        f"on {judged - H} of the {judged} query rows that see three keys or more (by up to {step:g} per token): "
+        "each query favours the farthest keys, the reverse of ALiBi, which penalises distance.")
+    assert t.report().verdict.mark == "✗"
+
+
+def alibi_along_queries(x, heads: int, along_queries: bool):
+    """ofirpress/attention_with_linear_biases (fairseq): ``alibi = slopes.unsqueeze(1).unsqueeze(1) *
+    torch.arange(maxpos).unsqueeze(0).unsqueeze(0)``: one value per key position, ``[H, 1, T]``. With
+    ``along_queries`` the positions are laid along the queries (``arange(T).unsqueeze(1)``, ``[H, T, 1]``):
+    the bias is the same on every key of a query, which softmax takes away."""
+    B, T, D = x.shape
+    q = x.view(B, T, heads, D // heads).transpose(1, 2)                 # (B, H, T, d_k)
+    slopes = torch.tensor(get_slopes(heads))                            # (H,)
+    positions = torch.arange(T).unsqueeze(1) if along_queries else torch.arange(T).unsqueeze(0)  # (T, 1) | (1, T)
+    alibi = slopes.unsqueeze(1).unsqueeze(1) * positions                # (H, T, 1) | (H, 1, T)
+    scores = q @ q.transpose(-2, -1) / math.sqrt(D // heads) + alibi    # (B, H, T, T)
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))  # (B, H, T, T)
+    return scores.softmax(dim=-1) @ q                                   # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+def test_a_bias_laid_along_the_queries_is_a_warning_and_along_the_keys_silent(dims):
+    B, T, D, H = _sizes(dims)
+    found = {}
+    for along_queries in (False, True):
+        x = torch.randn(B, T, D)
+        with shapetrace.trace(dims=dims) as t:
+            shapetrace.name(x, "B T D")
+            alibi_along_queries(x, H, along_queries)
+        found[along_queries] = [d for d in t.diagnostics if d.severity != "note"]
+    assert found[False] == []
+    [d] = found[True]
+    e = t.events[d.event]
+    assert (d.kind, d.severity, e.op) == ("bias-constant-along-keys", "warning", "add")
+    assert d.message == (
+        f"add #{e.index} adds a bias [{H}, T={T}, 1] to the scores [B={B}, H={H}, T={T}, T={T}] that is the same on "
+        "every key each query may see (along axis -1, T) while it changes elsewhere: softmax takes a constant per "
+        "query away, so the bias changes no attention weight.")
+    assert t.report().verdict.mark != "✓"
 
 
 def test_a_mask_whose_values_were_not_read_leaves_the_verdict_unproven():

@@ -111,3 +111,19 @@ def test_trace_takes_a_head_width_that_is_not_d_over_h():
             "mean d_k=64? Names that come from d_k are not proven while the sizes disagree. Give the sizes the "
             "code uses: --dims d_k=64, or leave d_k out where it is D / H.") in res.stdout
     assert "nonstandard-head-split" not in res.stdout
+
+
+@pytest.mark.parametrize(("B", "T"), [(2, 6), (4, 4)])
+def test_one_key_value_head_of_a_width_apart_from_d_over_h_is_no_false_error(B, T):
+    """Gemma-2B's layout (transformers GemmaConfig: ``num_key_value_heads=1``, ``head_dim`` set apart from
+    D / H): here H·head_dim = 4·4 = 16 is D / H, which is also the one key/value head's width H_kv·d_k when
+    d_k is only derived as D / H. Main named q's projection ``d_k`` by that size, split it into
+    ``d_k/4, d_k%4`` and ended ``✗ batch-mismatch`` on correct code. Without d_k in ``--dims`` the width
+    is left unnamed; given d_k, it is H·d_k."""
+    t = _trace(GemmaAttention(4, kv_heads=1), B, T, f"B={B} T={T} D={D} H={H} H_kv=1")
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+    assert t.events[0].outputs[0].dims == ("B", "T", None)
+    given = _trace(GemmaAttention(4, kv_heads=1), B, T, f"B={B} T={T} D={D} H={H} H_kv=1 d_k=4")
+    assert [e.outputs[0].dims for e in given.events[:3]] == [("B", "T", "H*d_k"), ("B", "T", "H", "d_k"),
+                                                              ("B", "H", "T", "d_k")]
+    assert [d.kind for d in given.diagnostics if d.severity != "note"] == []

@@ -126,6 +126,30 @@ def test_mae_unshuffle_along_the_features_keeps_the_parts_in_order_and_gets_no_c
     assert not t.report().verdict.line.startswith("✓")
 
 
+@pytest.mark.parametrize("decoder_dim", [36, 16])   # 16: the decoder's width equals the 16 patches
+def test_mae_unshuffle_along_the_features_is_an_error_and_the_right_axis_is_silent(decoder_dim):
+    """The restore indices come from ``ids_restore = torch.argsort(ids_shuffle, dim=1)``, which counts the
+    patches (``noise = torch.rand(N, L)`` with ``L`` read from the tokens axis). Gathered along ``dim=2``
+    (the decoder's features) they reorder features by patch positions: ``index-wrong-axis`` on the gather,
+    whatever the decoder's width (main: ``?`` and no finding). ``dim=1`` (facebookresearch/mae) is silent."""
+    found = {}
+    for bug in ("", "restore-wrong-axis"):
+        torch.manual_seed(0)
+        model = mae.MaskedAutoencoder(decoder_dim=decoder_dim, bug=bug).eval()
+        with torch.no_grad(), shapetrace.trace(dims="B=2 N=16 D=24 H=3") as t:
+            model(torch.randn(2, 3, 16, 16))
+        found[bug] = [d for d in t.diagnostics if d.severity != "note"]
+    assert found[""] == []
+    [d] = found["restore-wrong-axis"]
+    e = t.events[d.event]
+    assert (d.kind, e.op) == ("index-wrong-axis", "gather")
+    assert d.message == (
+        f"gather #{e.index} picks along axis 2 (unnamed) of [B=2, N[ids_keep]+12=16, {decoder_dim}] with indices "
+        "that count N (tokens): argsort made them along N. Its tokens axis is axis 1 (N[ids_keep]+12), so the "
+        "pick reorders other values by positions of N.")
+    assert d.fix == "Pick along the axis the indices count: dim=1 (e.g. torch.gather(x, dim=1, index=...))."
+
+
 # -- projections to a width that only sizes read as one head's k and v -----------------------------------
 
 CROSS_DIMS = "B=2 T=5 S=9 D=36 H=3 C:features=24"

@@ -149,3 +149,32 @@ def test_a_cast_that_returns_its_operand_keeps_the_rotation_checked():
 
     assert outcomes(traced(cast_back, "halves")) == [(PAIRED, HALVES)]
     assert outcomes(traced(cast_back, "interleaved"))[0][0] == MISMATCH
+
+
+def test_the_axes_a_table_changes_along_are_read_from_its_values():
+    """``varies``: the rotated tensor's axes along which the table's angles change (the tokens, axis 2,
+    for a (T, d) table); ``still``: its axes of more than one entry where they do not. A table expanded over
+    the batch and heads, or kept at one token, changes along no axis of more than one entry but the tokens."""
+    [r] = traced(rotate_half, "halves").analysis().rotaries
+    assert (r.varies, r.still, r.at_zero) == ((2,), (0, 1), False)
+    [r] = traced(rotate_half, "halves", (2, 3, 1, 8)).analysis().rotaries   # one token, position 0
+    assert (r.varies, r.still, r.at_zero) == ((), (0, 1), True)
+    [r] = traced(rotate_half, "halves", (2, 3, 1, 8), start=5).analysis().rotaries
+    assert (r.varies, r.at_zero) == ((), False)
+
+
+def test_a_table_of_one_angle_per_sequence_turns_every_token_alike():
+    """Positions read from the batch (``arange(B)`` expanded over the tokens): the table changes along B
+    only, and the names say axis 2 holds the tokens: ``rotary-same-angle-every-token``. At B = T = H = 4."""
+    B, H, T, d = 4, 4, 4, 8
+    q = torch.randn(B, T, H * d)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(q, "B T D")
+        x = q.view(B, T, H, d).transpose(1, 2)                              # (B, H, T, d_k)
+        positions = torch.arange(B)[:, None].expand(B, T)                  # (B, T): counts the batch
+        f = positions[..., None].float() * (1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))  # (B, T, d/2)
+        emb = torch.cat((f, f), -1)[:, None]                                # (B, 1, T, d)
+        rope(x, emb, rotate_half)
+    [r] = t.analysis().rotaries
+    assert (r.varies, r.still) == ((0,), (1, 2))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-same-angle-every-token"]

@@ -23,6 +23,7 @@ from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.head_split import head_split_order
+from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
@@ -539,5 +540,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
-    rolls_not_undone,
+    rolls_not_undone, index_axes,
 ]

@@ -59,12 +59,30 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
         scores, other = pair
         shown, key = fmt_named(scores.dims, scores.shape), scores.dims[-1]
         if e.params.get("bias_favours") == "far":
-            out.append(_far_bias(e, shown, key, other))
+            out.append(_far_bias(e, shown, key, fmt_named(other.dims, other.shape)))
+        if e.params.get("bias_ignored"):
+            out.append(_ignored_bias(e, shown, key, fmt_named(other.dims, other.shape)))
         if e.params.get("hides_side") == "past" and _hides(e):
             out.append(_reversed_mask(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
-    return sorted(out + _fused(analysis), key=lambda d: d.event)
+    return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
+
+
+def _product_bases(analysis: Analysis) -> list[Diagnostic]:
+    """The same fact for a product that adds a base to the scores it computes (``alibi.baddbmm(q, k)``,
+    read as ``β · base``), where its result's last two axes are the queries and the keys by their roles."""
+    out = []
+    for e in analysis.events_of(Family.PRODUCT):
+        far, ignored = e.params.get("bias_favours") == "far", e.params.get("bias_ignored")
+        if not (far or ignored) or not e.outputs or len(e.outputs[0].axes) < 2 \
+                or [a.role for a in e.outputs[0].axes[-2:]] != ["query", "key"]:
+            continue
+        scores, base = e.outputs[0], tuple(e.params.get("base_shape", ()))
+        shown, base = fmt_named(scores.dims, scores.shape), f"{fmt_named((None,) * len(base), base)} as its base"
+        out.append(_far_bias(e, shown, scores.dims[-1], base) if far else
+                   _ignored_bias(e, shown, scores.dims[-1], base))
+    return out
 
 
 def _fused(analysis: Analysis) -> list[Diagnostic]:
@@ -79,7 +97,9 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
             continue
         scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
         if e.params.get("bias_favours") == "far":
-            out.append(_far_bias(e, scores, k.dims[-2], mask))
+            out.append(_far_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
+        if e.params.get("bias_ignored"):
+            out.append(_ignored_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
         if e.params.get("hides_side") == "past":
             out.append(_reversed_mask(e, scores, k.dims[-2], mask))
         if "hides_side" not in e.params:
@@ -108,15 +128,32 @@ def _why_unread(other: TensorInfo) -> tuple[str, str]:
         "Write the mask as one of those forms to have it checked."
 
 
-def _far_bias(e: Event, scores: str, key: str | None, bias: TensorInfo) -> Diagnostic:
+def _far_bias(e: Event, scores: str, key: str | None, bias: str) -> Diagnostic:
     step, key = e.params.get("bias_step"), key or "the keys"
     return Kind.DISTANCE_BIAS_REVERSED.found(e.index, (
-        f"{e.op} #{e.index} adds a bias {fmt_named(bias.dims, bias.shape)} to the scores "
+        f"{e.op} #{e.index} adds a bias {bias} to the scores "
         f"{scores} that grows with the distance to each query along the keys "
-        f"(axis -1, {key}), linearly and in every head (by up to {step:g} per token): each query favours the "
-        "farthest keys, the reverse of ALiBi, which penalises distance."),
+        f"(axis -1, {key}), linearly and in every head{_on_rows(e)} (by up to {step:g} per token): each query "
+        "favours the farthest keys, the reverse of ALiBi, which penalises distance."),
         "Reverse its sign: bias = -slope * (i - j) for key j of query i (Press et al.), or slope * j as "
         "Bloom's build_alibi_tensor adds it (the same up to a constant per query).")
+
+
+def _ignored_bias(e: Event, scores: str, key: str | None, bias: str) -> Diagnostic:
+    key = key or "the keys"
+    return Kind.BIAS_CONSTANT_ALONG_KEYS.found(e.index, (
+        f"{e.op} #{e.index} adds a bias {bias} to the scores {scores} that is the same on every key each query may "
+        f"see (along axis -1, {key}) while it changes elsewhere: softmax takes a constant per query away, so the "
+        "bias changes no attention weight."),
+        "Lay a position bias out along the keys: [..., 1, T] (a value per key position, ALiBi's slope * j), "
+        "not [..., T, 1].")
+
+
+def _on_rows(e: Event) -> str:
+    """Where the bias is linear in only most query rows (the others see a key off the line, a padded one):
+    how many."""
+    rows = e.params.get("bias_rows")
+    return f", on {rows[0]} of the {rows[1]} query rows that see three keys or more" if rows else ""
 
 
 def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:

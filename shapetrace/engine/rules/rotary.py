@@ -5,6 +5,11 @@ from element provenance, and the table's equal columns, from its values at call 
 
 * ``rotary-pairing-mismatch`` (error): a table gives a feature and the feature it is rotated with
   different values, so each pair is turned by two angles and no rotation comes out;
+* ``rotary-same-angle-every-token`` (error): along the axis the names say holds the tokens, neither
+  table changes (positions built from ``x.size(0)`` on batch-first input, or expanded from the batch):
+  every token is turned by the same angles, which q·k cancels, so the scores get no position;
+* ``rotary-position-restarts`` (error): a rotation at position 0 (both tables read: cos 1, sin 0 on every
+  feature) joined along the tokens after other tokens: a key appended to a cache whose position restarted;
 * ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
   verdict then does not claim the pairing was checked.
 """
@@ -20,6 +25,7 @@ from shapetrace.engine.rotary import MISMATCH, UNCHECKED
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import TensorInfo
     from shapetrace.engine.rotary import Rotary
 
 #: how a table laid out for each pairing is written, for the fix
@@ -31,6 +37,11 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
     out = []
     for rotary in analysis.rotaries:
         where = _where(analysis, rotary)
+        still = _tokens_still(analysis, rotary)
+        if still is not None:
+            out.append(_same_angle(analysis, rotary, where, still))
+        if _restarts(analysis, rotary):
+            out.append(_restart(analysis, rotary, where))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:
@@ -39,6 +50,62 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
                 f"{rotary.why}."), "Trace a small copy on the CPU, with the table broadcast over the heads, "
                                    "to check it."))
     return out
+
+
+def _rotated(analysis: Analysis, rotary: Rotary) -> TensorInfo | None:
+    """The rotated tensor as its row shows it (the last data move of the rotation makes it, with the
+    shape of the tensor it rotates), or None."""
+    if rotary.event is None or rotary.event >= len(analysis.events) or not analysis.events[rotary.event].outputs:
+        return None
+    return analysis.events[rotary.event].outputs[0]
+
+
+def _tokens_still(analysis: Analysis, rotary: Rotary) -> int | None:
+    """The axis of the rotated tensor that its names say holds the tokens, when neither table changes
+    along it (it has more than one entry); None otherwise (tables not read, or no axis named tokens)."""
+    rotated = _rotated(analysis, rotary)
+    if rotated is None or not rotary.still:
+        return None
+    return next((j for j in rotary.still if j < len(rotated.dims) - 1
+                 and analysis.namer.plain_role(rotated.dims[j]) == "tokens"), None)
+
+
+def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Diagnostic:
+    rotated = _rotated(analysis, rotary)
+    dims, shape = rotated.dims, rotated.shape
+    changes = [f"{dims[j] or f'axis {j}'} ({analysis.namer.plain_role(dims[j]) or 'unnamed'})"
+               for j in rotary.varies if j < len(dims)]
+    told = f"their angles change along {' and '.join(changes)} instead" if changes else \
+        "they hold the same angles everywhere"
+    return Kind.ROTARY_SAME_ANGLE_EVERY_TOKEN.found(rotary.event, (
+        f"the rotary embedding rotated at {where} turns {fmt_named(dims, shape)} by the same angles at every "
+        f"token along {dims[axis]} (axis {axis}): neither its cos nor its sin table changes along it, {told}. "
+        "q·k cancels a rotation both share, so the scores get no position from it."),
+        "Count the positions along the tokens: position_ids = torch.arange(T) with T = x.size(1) on "
+        "batch-first input (offset by the cache length when decoding), not from the batch axis.")
+
+
+def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
+    """A rotation at position 0 joined after other entries along an axis its names say holds tokens."""
+    rotated = _rotated(analysis, rotary)
+    if not rotary.at_zero or rotary.appended is None or rotated is None:
+        return False
+    dim = rotary.appended[2]
+    return dim < len(rotated.dims) and analysis.namer.plain_role(rotated.dims[dim]) == "tokens"
+
+
+def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
+    rotated = _rotated(analysis, rotary)
+    join, before, dim = rotary.appended
+    joined = f"{analysis.events[join].op} #{join}" if join is not None and join < len(analysis.events) else \
+        "a call without a row"
+    return Kind.ROTARY_POSITION_RESTARTS.found(join if join is not None else rotary.event, (
+        f"the rotary embedding rotated at {where} turns {fmt_named(rotated.dims, rotated.shape)} by position 0 (its "
+        f"cos table is 1 and its sin table 0 on every feature), and {joined} then appends it along "
+        f"{rotated.dims[dim]} (axis {dim}) after {before} tokens: its position starts again at 0 instead of "
+        f"continuing at {before}, so q·k reads the distances to the cached keys wrong."),
+        "Offset the positions by the cache's length: positions = torch.arange(past, past + T) (meta-llama's "
+        "start_pos, transformers' cache_position).")
 
 
 def _where(analysis: Analysis, rotary: Rotary) -> str:

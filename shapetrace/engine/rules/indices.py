@@ -1,0 +1,39 @@
+"""Picks along the wrong axis: indices that count one axis used to pick along another (issue 33 item 3).
+
+Reads ``analysis.misindexed`` (:mod:`shapetrace.engine.indices`: what each index tensor counts, from the
+``argsort``, ``argmax`` or ``arange`` that made it, followed through the ops that only move its values):
+
+* ``index-wrong-axis`` (error): a ``gather`` / ``index_select`` / ``take_along_dim`` picks along an axis
+  of another role than the one its indices count, while another axis of its input has that role (MAE's
+  unshuffle written with ``dim=2``: the features are moved by patch positions).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+
+
+def index_axes(analysis: Analysis) -> list[Diagnostic]:
+    """One finding per pick along another axis than the one its indices count."""
+    out = []
+    for pick in analysis.misindexed:
+        e = analysis.events[pick.event]
+        x = e.inputs[0]
+        picked = f"{pick.picked}, {analysis.namer.plain_role(pick.picked)}" if pick.picked and \
+            analysis.namer.plain_role(pick.picked) else (pick.picked or "unnamed")
+        role = analysis.namer.plain_role(pick.count.label)
+        out.append(Kind.INDEX_WRONG_AXIS.found(e.index, (
+            f"{e.op} #{e.index} picks along axis {pick.dim} ({picked}) of {fmt_named(x.dims, x.shape)} with indices "
+            f"that count {pick.count.label} ({role}): {pick.count.op} made them along {pick.count.label}. Its "
+            f"{role} axis is axis {pick.held} ({pick.held_label}), so the pick reorders other values by "
+            f"positions of {pick.count.label}."),
+            f"Pick along the axis the indices count: dim={pick.held} (e.g. torch.gather(x, dim={pick.held}, "
+            "index=...))."))
+    return out
