@@ -18,10 +18,15 @@ slow both alike instead of whichever was waiting.
 
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
 check on the values that runs the model once costs at least; and every contract the full way, which
-models whose split reads its batch size elsewhere (nanoGPT's ``view(B, T, nh, hs)``) and any model
-with a finding cost.
+models whose structure the trace does not prove (grouped-query keys and values through ``repeat_kv``,
+a projection called twice) and any model with a finding cost.
+
+``--style nanogpt`` and ``--style llama`` time the same rows on attentions whose splits read the batch
+size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, nh, hs)``; Llama's
+``view(*input_shape, -1, head_dim)``): there the copies enter with the input (engine/head_hooks.py).
 
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1] [--parts]
+                                            [--style reference|nanogpt|llama]
 """
 
 from __future__ import annotations

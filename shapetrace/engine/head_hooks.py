@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -88,6 +88,7 @@ class Hooks:
     heads: int
     order: torch.Tensor | None   # the merge's features sorted by head, where they are not already
     allowed: torch.Tensor        # (copies, heads): copy j moved the heads output head h reads
+    avoid: frozenset = frozenset()   # every size the top call's tensors have (where copies enter with the input)
 
     @property
     def grown(self) -> bool:
@@ -117,8 +118,10 @@ def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPla
     paths = [path for h in found for path in h.by_path()] + [h.consumer.path for h in found]
     if len(set(paths)) != len(paths):
         return ()   # (one wrapper per submodule)
-    if any(h.grown for h in found) and len({h.heads for h in found}) != 1:
-        return ()   # (copies that enter with the input: as many for every attention)
+    if any(h.grown for h in found):
+        if len({h.heads for h in found}) != 1:
+            return ()   # (copies that enter with the input: as many for every attention)
+        found = [replace(h, avoid=_sizes(records, nodes, span)) for h in found]
     return tuple(found)
 
 
@@ -140,6 +143,13 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     if order is False:
         return None
     return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads))
+
+
+def _sizes(records, nodes, span) -> frozenset:
+    """Every axis size of every tensor the top call's records read or made."""
+    return frozenset(size for r in range(*span) for node in (*getattr(records[r], "ins", ()),
+                                                             *getattr(records[r], "outs", ()))
+                     for size in nodes[node].shape)
 
 
 def _merge_reads_splits_only(records, span, plan: HeadsPlan, inputs: frozenset | None) -> bool:
@@ -299,7 +309,8 @@ class Run:
     def __init__(self, module, hooks: tuple[Hooks, ...], batch: int, out_batch: int | None = None):
         self.module, self.hooks, self.batch = module, hooks, batch   # (batch: the input's batch axis)
         self.out_batch = batch if out_batch is None else out_batch
-        self.grown = hooks[0].heads if any(h.grown for h in hooks) else 0   # (copies entering with the input)
+        self.grows = any(h.grown for h in hooks)   # (copies entering with the input)
+        self.grown = 0   # (the rows they add: one per head, and more where that many is a size the trace has)
         self.held = False
         self.read: dict[int, torch.Tensor] = {}
         self.entries = 0
@@ -308,6 +319,9 @@ class Run:
         """``run(x)`` with the wrappers in place (and the copies of entry 0 on ``x``'s batch, where they
         enter with the input); raises :class:`NotMeasured` where a guard fails."""
         self.entries = x.shape[self.batch]
+        if self.grows:   # (a measuring batch as long as another axis would let a size read from the batch pass)
+            self.grown = next(n for n in range(self.hooks[0].heads, 1 << 20)
+                              if self.entries + n not in self.hooks[0].avoid)
         installed = []
         try:
             for i, h in enumerate(self.hooks):
@@ -335,14 +349,16 @@ class Run:
             calls.append(1)
             if len(calls) > 1 or not _shaped(out, p.shape, p.batch, rows):
                 raise NotMeasured("heads (a projection ran twice or returned another shape)")
-            return _with_copies(out.narrow(p.batch, 0, self.entries), group, hooks.heads)
+            copied = _with_copies(out.narrow(p.batch, 0, self.entries), group, hooks.heads)
+            extra = self.grown - hooks.heads if self.grown else 0
+            return _with_entry_zero(copied, p.batch, extra) if extra else copied   # (entries + rows, ...)
         return moved
 
     def _consuming(self, i: int, hooks: Hooks):
-        c, copies = hooks.consumer, hooks.heads
+        c = hooks.consumer
 
         def kept(original, x, *args, **kwargs):
-            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + copies):
+            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + (self.grown or hooks.heads)):
                 raise NotMeasured("heads (the merge's result did not carry the copies)")
             self.read[i] = x
             out = original(x.narrow(c.batch, 0, self.entries), *args, **kwargs)
@@ -350,7 +366,7 @@ class Run:
                 return out
             if not _shaped_on(out, c.batch, self.entries):
                 raise NotMeasured("heads (the output projection returned another batch)")
-            return _with_entry_zero(out, c.batch, copies)   # (the rest of the model: entry 0 in the copies' rows)
+            return _with_entry_zero(out, c.batch, self.grown)   # (the rest of the model: entry 0 in the copies' rows)
         return kept
 
 

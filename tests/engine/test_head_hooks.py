@@ -258,8 +258,9 @@ class NanoGPTFused(nn.Module):
 class LlamaAttention(nn.Module):
     """transformers' models/llama/modeling_llama.py LlamaAttention with eager_attention_forward (no
     rotary): ``hidden_shape = (*input_shape, -1, head_dim)``, ``repeat_kv`` for grouped-query heads, an
-    additive causal mask, ``reshape(*input_shape, -1).contiguous()`` into ``o_proj``. Bug: ``merge-view``
-    reshapes without the transpose back (FuxiCTR issue #30)."""
+    additive causal mask, ``reshape(*input_shape, -1).contiguous()`` into ``o_proj``. Bugs: ``merge-view``
+    reshapes without the transpose back (FuxiCTR issue #30); ``positions-from-batch`` counts positions with
+    ``x.size(0)`` on batch-first input (issue 33: it runs where B = T)."""
 
     def __init__(self, kv_heads=H, bug=None):
         super().__init__()
@@ -280,6 +281,9 @@ class LlamaAttention(nn.Module):
         input_shape = hidden_states.shape[:-1]                                     # (B, T)
         hidden_shape = (*input_shape, -1, self.head_dim)                           # (B, T, -1, d)
         q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        if self.bug == "positions-from-batch":   # (their count read from the batch axis: x.size(0))
+            positions = torch.arange(hidden_states.size(0), dtype=torch.float32)   # (B,), meant (T,)
+            q = q + torch.outer(positions, torch.ones(self.head_dim)) / 100        # (B, H, T, d) + (B, d)
         k = self.repeat_kv(self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
         v = self.repeat_kv(self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
         T = q.shape[2]
@@ -357,3 +361,17 @@ def test_the_model_is_put_back_after_the_measuring_forward():
     assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
     assert model.training and all(torch.equal(before[n], p) for n, p in model.state_dict().items())
     assert all("forward" not in m.__dict__ for m in model.modules())   # no wrapper left behind
+
+
+@pytest.mark.parametrize("bug", [None, "positions-from-batch"])
+def test_copies_entering_with_the_input_never_make_the_batch_as_long_as_another_axis(bug):
+    """At B = T = 2 + H, entry 0, its moved copy and one copy per head would make a measuring batch as long
+    as the tokens: positions counted from the batch would line up with them and every contract would
+    hold. The copies' rows are made longer than any size of the trace, so that table breaks the run, as
+    on the full way's batch of two: nothing is said to hold; the correct twin holds every contract."""
+    torch.manual_seed(1)
+    t, probe = _probed(LlamaAttention(bug=bug), 2 + H, 2 + H)
+    assert probe.hooks != () and all(h.grown for h in probe.hooks)
+    held = [BATCH, OWN_TOKEN, CAUSAL, HEADS] if bug is None else []
+    assert t.contracts == held
+    assert _full_way(probe)[1] == held
