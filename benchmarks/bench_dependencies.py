@@ -18,10 +18,15 @@ slow both alike instead of whichever was waiting.
 
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
 check on the values that runs the model once costs at least; and every contract the full way, which
-models whose split reads its batch size elsewhere (nanoGPT's ``view(B, T, nh, hs)``) and any model
-with a finding cost.
+models whose structure the trace does not prove (grouped-query keys and values through ``repeat_kv``,
+a projection called twice) and any model with a finding cost.
+
+``--style nanogpt`` and ``--style llama`` time the same rows on attentions whose splits read the batch
+size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, nh, hs)``; Llama's
+``view(*input_shape, -1, head_dim)``): there the copies enter with the input (engine/head_hooks.py).
 
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1] [--parts]
+                                            [--style reference|nanogpt|llama]
 """
 
 from __future__ import annotations
@@ -41,14 +46,14 @@ from shapetrace.engine.dependencies import measure, probe_of
 from shapetrace.engine.tracer import Trace
 
 
-def timings(d_model: int, heads: int, repeat: int) -> tuple[dict[str, float], list[str]]:
+def timings(d_model: int, heads: int, repeat: int, style: str = "reference") -> tuple[dict[str, float], list[str]]:
     """Median seconds of one untraced forward and of each competitor, and what held.
 
     The competitors, timed interleaved in one loop (so load slows them alike): the simplest check on
     the values (one forward of the batch with a token moved, under no_grad, nothing compared: the floor
     of any check that runs the model once), the token contracts alone, every contract, and every
     contract the full way."""
-    model, x, trace, probe = _traced(d_model, heads)
+    model, x, trace, probe = _traced(d_model, heads, style)
     moved = x.clone()
     moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
     tokens, full = _without(probe, "heads", "hooks"), _without(probe, "hooks")
@@ -107,15 +112,64 @@ def parts(d_model: int, heads: int, repeat: int) -> dict[str, float]:
     return _timed(runs, model, x, repeat)
 
 
-def _traced(d_model: int, heads: int) -> tuple:
+def _traced(d_model: int, heads: int, style: str = "reference") -> tuple:
     config = AttentionConfig(d_model=d_model, heads=heads)
     model, x = build(config)
+    if style != "reference":
+        torch.manual_seed(0)
+        model = STYLES[style](d_model, heads).eval()
     trace = Trace(config.dims)
     trace.check_dependencies()
     with trace:
         trace.set_names(x, ["B", "T", "D"])
         model(x)
     return model, x, trace, probe_of(trace, trace.capture.top_call)
+
+
+class NanoGPT(torch.nn.Module):
+    """karpathy/nanoGPT model.py CausalSelfAttention: ``c_attn(x).split(n_embd, dim=2)``, ``view(B, T,
+    nh, hs)`` with B, T read from the block's input, the flash path (``is_causal=True``)."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.c_attn, self.c_proj = torch.nn.Linear(d_model, 3 * d_model), torch.nn.Linear(d_model, d_model)
+        self.n_head, self.n_embd = heads, d_model
+
+    def forward(self, x):
+        B, T, C = x.size()                                                         # (B, T, C)
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)                         # (B, T, C) each
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, nh, T, hs)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))          # (B, T, C)
+
+
+class Llama(torch.nn.Module):
+    """transformers' LlamaAttention, eager, without rotary: ``view(*input_shape, -1, head_dim)``, an
+    additive causal mask, ``reshape(*input_shape, -1).contiguous()`` into ``o_proj``."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.head_dim = d_model // heads
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+            torch.nn.Linear(d_model, d_model, bias=False) for _ in range(4))
+
+    def forward(self, hidden_states):
+        input_shape = hidden_states.shape[:-1]                                     # (B, T)
+        hidden_shape = (*input_shape, -1, self.head_dim)                           # (B, T, -1, d)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        T = q.shape[2]
+        w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5              # (B, H, T, T)
+        w = torch.softmax(w + torch.full((T, T), float("-inf")).triu(1), dim=-1)   # (B, H, T, T)
+        out = torch.matmul(w, v).transpose(1, 2)                                   # (B, T, H, d)
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous())             # (B, T, D)
+
+
+#: ``--style``: attentions whose splits read the batch size from the block's input
+STYLES = {"nanogpt": NanoGPT, "llama": Llama}
 
 
 def _timed(runs: dict, model, x, repeat: int) -> dict[str, float]:
@@ -149,6 +203,8 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on shared cores)")
     parser.add_argument("--parts", action="store_true", help="what each part of every contract costs")
+    parser.add_argument("--style", default="reference", choices=["reference", *STYLES],
+                        help="the model: shapetrace's reference, or a nanoGPT- or Llama-style attention")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.parts:
@@ -158,11 +214,12 @@ def main() -> None:
             print(f"{name:36} {median * 1e3:8.3f} ms  {median / forward:5.2f}x")
         print(f"(medians of {args.repeat}, thread CPU time; load average {os.getloadavg()[0]:.1f})")
         return
-    medians, held = timings(args.d_model, args.heads, args.repeat)
+    medians, held = timings(args.d_model, args.heads, args.repeat, args.style)
     forward = medians["untraced forward"]
     for name, median in medians.items():
         print(f"{name:28} {median * 1e3:8.3f} ms  {median / forward:5.2f}x")
-    print(f"(medians of {args.repeat}, thread CPU time; held: {', '.join(held)}; load average "
+    style = "" if args.style == "reference" else f"{args.style}; "
+    print(f"({style}medians of {args.repeat}, thread CPU time; held: {', '.join(held)}; load average "
           f"{os.getloadavg()[0]:.1f}, {torch.get_num_threads()} threads)")
 
 

@@ -104,7 +104,9 @@ def _every_contract_held(probe: Probe) -> list[str] | None:
     from shapetrace.engine import head_hooks
     from shapetrace.engine.heads import held as heads_held
 
-    run = head_hooks.Run(probe.module, probe.hooks, probe.batch)
+    if probe.companions and any(h.grown for h in probe.hooks):
+        return None   # (copies that enter with the input would need a mask's or a memory's copies too)
+    run = head_hooks.Run(probe.module, probe.hooks, probe.batch, probe.out_batch)
     outs = _outputs(probe, run)
     if outs is None or not run.held:
         return None
@@ -495,7 +497,9 @@ def probe_of(trace, call: tuple) -> Probe | None:
     from shapetrace.engine.head_hooks import points
 
     capture = trace.capture
-    hooks = points(capture.records, capture.nodes, capture.top_span, capture.module_calls.path, plans)
+    tensors = [a for a in (*call[1], *call[2].values()) if isinstance(a, torch.Tensor)]
+    inputs = frozenset(n for n in map(capture.known_node, tensors) if n is not None)
+    hooks = points(capture.records, capture.nodes, capture.top_span, capture.module_calls.path, plans, inputs)
     return replace(probe, heads=plans, hooks=hooks)
 
 

@@ -11,6 +11,17 @@ three facts about an attention, plain module wrappers do the same work for less:
   appended on the batch axis of the submodule's output travel through the split as entries;
 * the merge's result is the first input of a submodule (``w_o``), read by it alone.
 
+A split's operand may also be one piece of a submodule's output cut along its last axis (nanoGPT's
+``c_attn(x).split(n_embd, dim=2)``): the submodule's wrapper then moves every piece's heads. Where a
+split takes its batch size from elsewhere (nanoGPT's ``view(B, T, nh, hs)`` with ``B`` read from the
+block's input, Llama's ``view(*input_shape, -1, head_dim)``), copies appended to the projection's
+output would be folded into another axis; there the copies enter with the input instead (the
+measuring batch grows by one entry per head, each a copy of entry 0), every producing submodule
+replaces its copies' rows with entry 0's output moved head by head, and each consuming submodule
+puts entry 0 back in those rows after reading them, so each attention's copies start afresh. A batch
+size that does not grow with the input is caught at run time: the shapes the wrappers check, or the
+token contracts read on the measuring entries, differ, and the full way is taken.
+
 Then, in the measuring forward, each producing submodule's output gets one copy of batch entry 0 per
 query head appended, copy ``j`` with the features of head ``j`` (its key/value group's head for keys
 and values) moved in a random direction; the consuming submodule keeps what reached it and hands its
@@ -24,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -40,9 +51,12 @@ _TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 
 @dataclass(frozen=True, eq=False)
 class Producer:
-    """A split's operand as the submodule at ``path`` returns it: its traced shape, its batch axis, the
-    tensor it makes (``"q"``...), that split's head count, and the stride of its heads axis in the last
-    axis (feature ``f`` goes to head ``(f // stride) % heads``: the split is a reshape)."""
+    """A split's operand as the submodule at ``path`` returns it: the submodule's traced output shape,
+    its batch axis, the tensor it makes (``"q"``...), that split's head count, and the stride of its
+    heads axis in the last axis (feature ``f`` of the operand goes to head ``(f // stride) % heads``: the
+    split is a reshape); the operand's ``width`` features start at ``offset`` of the submodule's output
+    (0 but for a piece of a fused projection); ``grown``: the split reads its batch size from elsewhere,
+    so the copies enter with the input."""
 
     path: str
     shape: tuple
@@ -50,6 +64,9 @@ class Producer:
     tensor: str
     heads: int
     stride: int
+    offset: int = 0
+    width: int = 0
+    grown: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,20 +88,41 @@ class Hooks:
     heads: int
     order: torch.Tensor | None   # the merge's features sorted by head, where they are not already
     allowed: torch.Tensor        # (copies, heads): copy j moved the heads output head h reads
+    avoid: frozenset = frozenset()   # every size the top call's tensors have (where copies enter with the input)
+
+    @property
+    def grown(self) -> bool:
+        """Do the copies enter with the input (a split reads its batch size from elsewhere)?"""
+        return any(p.grown for p in self.producers)
+
+    def by_path(self) -> dict[str, tuple[Producer, ...]]:
+        """The producers by submodule: a fused projection makes several splits' operands."""
+        found: dict[str, tuple[Producer, ...]] = {}
+        for p in self.producers:
+            found[p.path] = (*found.get(p.path, ()), p)
+        return found
 
 
-def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPlan, ...]) -> tuple[Hooks, ...]:
+def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPlan, ...],
+           inputs: frozenset | None = None) -> tuple[Hooks, ...]:
     """Where each attention of ``plans`` can be measured at module boundaries; () where any cannot
     (``records``, ``nodes``: the capture's; ``span``: the top call's records; ``path_of(slot)``: a module
-    slot's path under the top module, "" for the top module itself)."""
+    slot's path under the top module, "" for the top module itself; ``inputs``: the top call's tensor
+    arguments' nodes, without which no copies enter with the input)."""
     found = []
     for plan in plans:
         hooks = _hooks(records, nodes, span, path_of, plan)
-        if hooks is None:
+        if hooks is None or hooks.grown and not _merge_reads_splits_only(records, span, plan, inputs):
             return ()
         found.append(hooks)
-    paths = [p.path for h in found for p in h.producers] + [h.consumer.path for h in found]
-    return tuple(found) if len(set(paths)) == len(paths) else ()   # (one wrapper per submodule)
+    paths = [path for h in found for path in h.by_path()] + [h.consumer.path for h in found]
+    if len(set(paths)) != len(paths):
+        return ()   # (one wrapper per submodule)
+    if any(h.grown for h in found):
+        if len({h.heads for h in found}) != 1:
+            return ()   # (copies that enter with the input: as many for every attention)
+        found = [replace(h, avoid=_sizes(records, nodes, span)) for h in found]
+    return tuple(found)
 
 
 def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
@@ -92,6 +130,9 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     consumer = _consumer(records, nodes, span, path_of, plan)
     if consumer is None or any(p is None for p in producers):
         return None
+    for group in {p.path: [q for q in producers if q.path == p.path] for p in producers}.values():
+        if len({(q.shape, q.batch) for q in group}) != 1 or len({q.offset for q in group}) != len(group):
+            return None   # (the pieces of one fused output: one shape, one batch axis, apart)
     query = next((p for p in producers if p.tensor in ("q", "")), None)
     if query is None or tuple(query.shape[:-1]) != tuple(consumer.shape[:-1]) or query.batch != consumer.batch:
         return None
@@ -104,6 +145,44 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads))
 
 
+def _sizes(records, nodes, span) -> frozenset:
+    """Every axis size of every tensor the top call's records read or made."""
+    return frozenset(size for r in range(*span) for node in (*getattr(records[r], "ins", ()),
+                                                             *getattr(records[r], "outs", ()))
+                     for size in nodes[node].shape)
+
+
+def _merge_reads_splits_only(records, span, plan: HeadsPlan, inputs: frozenset | None) -> bool:
+    """Does everything the merge reads that comes from the top call's input come through the splits?
+    (Copies that enter with the input reach every tensor made from it: a key or value that is not
+    split, a mask made from the input, would carry them unmoved, and the heads would not all be moved.)
+    False where the inputs are not known."""
+    if inputs is None:
+        return False
+    made, derived = {}, set(inputs)
+    for r in range(*span):
+        record = records[r]
+        outs, ins = getattr(record, "outs", ()), getattr(record, "ins", ())
+        for node in outs:
+            if node not in ins or node not in made:   # (an in-place op's node: its first maker)
+                made[node] = r
+        if derived.intersection(ins):
+            derived.update(outs)
+    split_outs = {n for s in plan.splits for n in getattr(records[s.record], "outs", ())}
+    merge = records[plan.merge_record]
+    todo, seen = list(merge.ins[:1]), set()
+    while todo:
+        node = todo.pop()
+        if node in seen or node in split_outs:
+            continue
+        seen.add(node)
+        if node in derived and (node in inputs or node not in made):
+            return False
+        if node in made:
+            todo.extend(getattr(records[made[node]], "ins", ()))
+    return True
+
+
 def _producer(records, nodes, span, path_of, split) -> Producer | None:
     """The submodule whose output ``split`` reshapes into heads (None: not proven)."""
     record = records[split.record] if 0 <= split.record < len(records) else None
@@ -114,16 +193,41 @@ def _producer(records, nodes, span, path_of, split) -> Producer | None:
     if not (keep >= 1 and split.batch_axis < keep <= split.heads_axis and tuple(after[:keep]) == tuple(before[:keep])
             and math.prod(after[keep:]) == before[-1]):
         return None
-    if not _batch_read_from(record.frozen, len(after), split.batch_axis, operand):
+    read = _batch_read_from(record.frozen, len(after), split.batch_axis, operand, before[split.batch_axis])
+    if read is None:
         return None
     made = _made_by(records, span, split.record, operand)
     if made is None or _readers(records, span, operand) != [split.record]:
         return None
-    path = path_of(records[made].module) if records[made].module != record.module else ""
+    made, offset, shape = _piece_of(records, nodes, span, made, operand)
+    path = path_of(records[made].module) if made >= 0 and records[made].module != record.module else ""
     if not path:
         return None
     stride = math.prod(after[split.heads_axis + 1:])
-    return Producer(path, tuple(before), split.batch_axis, split.tensor, split.heads, stride)
+    return Producer(path, shape, split.batch_axis, split.tensor, split.heads, stride, offset, before[-1],
+                    read == "grown")
+
+
+def _piece_of(records, nodes, span, made: int, operand: int) -> tuple[int, int, tuple]:
+    """``(record, offset, shape)``: the record whose output holds ``operand``'s features, where they start
+    in it, and its shape. ``operand`` itself (offset 0), or one piece of a cut of another tensor along its
+    last axis that the cut alone reads (``c_attn(x).split(n_embd, dim=2)``); record -1 where the cut
+    is not proven."""
+    record = records[made]
+    if type(record) is not OpRecord or record.spec.family is not Family.SPLIT:
+        return made, 0, tuple(nodes[operand].shape)
+    whole = record.ins[0] if record.ins else None
+    pieces = [tuple(nodes[n].shape) for n in record.outs]
+    if whole is None or _readers(records, span, whole) != [made]:
+        return -1, 0, ()
+    shape = tuple(nodes[whole].shape)
+    if any(p[:-1] != shape[:-1] for p in pieces) or sum(p[-1] for p in pieces) != shape[-1]:
+        return -1, 0, ()   # (not a cut of the last axis into pieces side by side)
+    source = _made_by(records, span, made, whole)
+    if source is None:
+        return -1, 0, ()
+    position = list(record.outs).index(operand)
+    return source, sum(p[-1] for p in pieces[:position]), shape
 
 
 def _consumer(records, nodes, span, path_of, plan: HeadsPlan) -> Consumer | None:
@@ -133,6 +237,9 @@ def _consumer(records, nodes, span, path_of, plan: HeadsPlan) -> Consumer | None
         return None
     result = merge.outs[0]
     readers = _readers(records, span, result)
+    while len(readers) == 1 and _same_values(records[readers[0]]):   # (``.contiguous()`` of a contiguous tensor)
+        result = records[readers[0]].outs[0]
+        readers = _readers(records, span, result)
     if len(readers) != 1:
         return None
     reader = records[readers[0]]
@@ -144,19 +251,26 @@ def _consumer(records, nodes, span, path_of, plan: HeadsPlan) -> Consumer | None
     return Consumer(path, tuple(nodes[result].shape), plan.merge_out_batch) if path else None
 
 
-def _batch_read_from(frozen, rank: int, batch: int, operand: int) -> bool:
-    """Does the split's shape argument take its batch size from its own operand (``B, T, D = x.shape``)
-    or leave it to torch (-1)? A batch size read elsewhere would not grow with the copies."""
+def _same_values(record) -> bool:
+    """Does ``record`` hand on its one operand itself (a no-op: torch returned the very tensor)?"""
+    return type(record) is OpRecord and record.memory[1] and len(record.ins) == 1 and len(record.outs) == 1
+
+
+def _batch_read_from(frozen, rank: int, batch: int, operand: int, traced: int) -> str | None:
+    """Where the split's shape argument takes its batch size: ``"own"`` from its own operand (``B, T,
+    D = x.shape``) or left to torch (-1), so copies appended to the operand travel as entries;
+    ``"grown"`` the traced batch size read elsewhere (``B, T, C = x.size()`` of the block's input), so
+    the copies must enter with the input; None for anything else."""
     args, kwargs = frozen
     shape = args[1:]
     if len(shape) == 1 and isinstance(shape[0], tuple):
         shape = tuple(shape[0])
     if kwargs or len(shape) != rank:
-        return False
+        return None
     size = shape[batch]
-    if type(size) is int:
-        return size == -1
-    return isinstance(size, SizeOf) and size.node == operand and size.axis == batch
+    if size == -1 or isinstance(size, SizeOf) and size.node == operand and size.axis == batch:
+        return "own"
+    return "grown" if isinstance(size, int) and size == traced else None
 
 
 def _made_by(records, span, before: int, node: int) -> int | None:
@@ -192,49 +306,79 @@ class Run:
     it, :attr:`held` says whether the heads stayed apart in every attention (False: measure again the
     full way)."""
 
-    def __init__(self, module, hooks: tuple[Hooks, ...], batch: int):
+    def __init__(self, module, hooks: tuple[Hooks, ...], batch: int, out_batch: int | None = None):
         self.module, self.hooks, self.batch = module, hooks, batch   # (batch: the input's batch axis)
+        self.out_batch = batch if out_batch is None else out_batch
+        self.grows = any(h.grown for h in hooks)   # (copies entering with the input)
+        self.grown = 0   # (the rows they add: one per head, and more where that many is a size the trace has)
         self.held = False
         self.read: dict[int, torch.Tensor] = {}
         self.entries = 0
 
     def forward(self, run, x: torch.Tensor):
-        """``run(x)`` with the wrappers in place; raises :class:`NotMeasured` where a guard fails."""
+        """``run(x)`` with the wrappers in place (and the copies of entry 0 on ``x``'s batch, where they
+        enter with the input); raises :class:`NotMeasured` where a guard fails."""
         self.entries = x.shape[self.batch]
+        if self.grows:   # (a measuring batch as long as another axis would let a size read from the batch pass)
+            self.grown = next(n for n in range(self.hooks[0].heads, 1 << 20)
+                              if self.entries + n not in self.hooks[0].avoid)
         installed = []
         try:
             for i, h in enumerate(self.hooks):
-                for p in h.producers:
-                    installed.append(_wrap(self.module, p.path, self._producing(h, p)))
+                for path, group in h.by_path().items():
+                    installed.append(_wrap(self.module, path, self._producing(h, group)))
                 installed.append(_wrap(self.module, h.consumer.path, self._consuming(i, h)))
-            result = run(x)
+            result = run(_with_entry_zero(x, self.batch, self.grown) if self.grown else x)
         finally:
             for sub in installed:
                 del sub.__dict__["forward"]
         self.held = len(self.read) == len(self.hooks) and all(
             _apart(h, self.read[i], self.entries) for i, h in enumerate(self.hooks))
+        if self.grown and _shaped_on(result, self.out_batch, self.entries + self.grown):
+            return result.narrow(self.out_batch, 0, self.entries)                  # (entries, ...)
         return result
 
-    def _producing(self, hooks: Hooks, p: Producer):
-        calls = []
+    def _producing(self, hooks: Hooks, group: tuple[Producer, ...]):
+        calls, p = [], group[0]
 
         def moved(original, *args, **kwargs):
+            rows = self.entries + self.grown   # (the rows the submodule's output has)
+            if self.grown and args and _shaped_on(args[0], p.batch, rows):   # (the copies' rows are made below)
+                args, rows = (args[0].narrow(p.batch, 0, self.entries), *args[1:]), self.entries
             out = original(*args, **kwargs)
             calls.append(1)
-            if len(calls) > 1 or not _shaped(out, p.shape, p.batch, self.entries):
+            if len(calls) > 1 or not _shaped(out, p.shape, p.batch, rows):
                 raise NotMeasured("heads (a projection ran twice or returned another shape)")
-            return _with_copies(out, p, hooks.heads)
+            copied = _with_copies(out.narrow(p.batch, 0, self.entries), group, hooks.heads)
+            extra = self.grown - hooks.heads if self.grown else 0
+            return _with_entry_zero(copied, p.batch, extra) if extra else copied   # (entries + rows, ...)
         return moved
 
     def _consuming(self, i: int, hooks: Hooks):
-        c, copies = hooks.consumer, hooks.heads
+        c = hooks.consumer
 
         def kept(original, x, *args, **kwargs):
-            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + copies):
+            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + (self.grown or hooks.heads)):
                 raise NotMeasured("heads (the merge's result did not carry the copies)")
             self.read[i] = x
-            return original(x.narrow(c.batch, 0, self.entries), *args, **kwargs)
+            out = original(x.narrow(c.batch, 0, self.entries), *args, **kwargs)
+            if not self.grown:
+                return out
+            if not _shaped_on(out, c.batch, self.entries):
+                raise NotMeasured("heads (the output projection returned another batch)")
+            return _with_entry_zero(out, c.batch, self.grown)   # (the rest of the model: entry 0 in the copies' rows)
         return kept
+
+
+def _with_entry_zero(x: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
+    """``x`` with ``copies`` copies of its entry 0 appended on its batch axis."""
+    shape = list(x.shape)
+    shape[batch] = copies
+    return torch.cat([x, x.narrow(batch, 0, 1).expand(shape)], batch)             # (entries + copies, ...)
+
+
+def _shaped_on(t, batch: int, entries: int) -> bool:
+    return isinstance(t, torch.Tensor) and t.dim() > batch and t.shape[batch] == entries
 
 
 def _wrap(module, path: str, wrapper) -> Any:
@@ -258,34 +402,39 @@ def _shaped(t, traced: tuple, batch: int, entries: int) -> bool:
 _NOISE: dict[tuple, torch.Tensor] = {}
 
 
-def _with_copies(out: torch.Tensor, p: Producer, query_heads: int) -> torch.Tensor:
+def _with_copies(out: torch.Tensor, group: tuple[Producer, ...], query_heads: int) -> torch.Tensor:
     """``out`` with one copy of its entry 0 per query head appended on the batch axis, copy ``j`` with
-    the features of this split's head ``j * heads // query_heads`` moved by a tenth of ``out``'s largest
-    value (not more: a saturated softmax would hide it)."""
-    first = _batch_first(out.narrow(p.batch, 0, 1), p.batch)                       # (1, ..., features)
-    unit = _unit_moves(p, query_heads, tuple(first.shape[1:]), first.dtype, first.device)   # (copies, ..., features)
+    the features of each split's head ``j * heads // query_heads`` moved by a tenth of ``out``'s largest
+    value (not more: a saturated softmax would hide it); ``group``: the splits whose operands are pieces
+    of ``out`` (one, but for a fused projection)."""
+    batch = group[0].batch
+    first = _batch_first(out.narrow(batch, 0, 1), batch)                           # (1, ..., features)
+    unit = _unit_moves(group, query_heads, tuple(first.shape[1:]), first.dtype, first.device)   # (copies, ...)
     scale = 0.1 * (1.0 + float(out.abs().amax()))                                  # (the largest |value|)
     copies = torch.add(first, unit, alpha=scale)                                   # (copies, ..., features)
-    return torch.cat([out, copies if p.batch == 0 else copies.movedim(0, p.batch)], p.batch)   # (entries + copies, ...)
+    return torch.cat([out, copies if batch == 0 else copies.movedim(0, batch)], batch)   # (entries + copies, ...)
 
 
 def _batch_first(t: torch.Tensor, axis: int) -> torch.Tensor:
     return t if axis == 0 else t.movedim(axis, 0)
 
 
-#: each copy's unit move, by shape, dtype, device and the split's layout (a few)
+#: each copy's unit move, by shape, dtype, device and the splits' layouts (a few)
 _MOVES: dict[tuple, torch.Tensor] = {}
 
 
-def _unit_moves(p: Producer, query_heads: int, shape: tuple, dtype, device) -> torch.Tensor:
-    """Copy ``j``'s unit move: random on the features of the head it moves, zero elsewhere."""
-    key = (shape, dtype, device, p.heads, p.stride, query_heads)
+def _unit_moves(group: tuple[Producer, ...], query_heads: int, shape: tuple, dtype, device) -> torch.Tensor:
+    """Copy ``j``'s unit move: random on the features of the heads it moves, zero elsewhere."""
+    key = (shape, dtype, device, query_heads, tuple((p.heads, p.stride, p.offset, p.width) for p in group))
     unit = _MOVES.get(key)
     if unit is None:
-        moved = torch.arange(query_heads) * p.heads // query_heads                  # (copies,) the head each moves
-        mask = (_feature_heads(p, shape[-1])[None, :] == moved[:, None]).to(dtype)  # (copies, features)
+        mask = torch.zeros(query_heads, shape[-1], dtype=torch.bool)                # (copies, features)
+        for p in group:
+            moved = torch.arange(query_heads) * p.heads // query_heads              # (copies,) the head each moves
+            heads = _feature_heads(p, p.width or shape[-1])                         # (width,)
+            mask[:, p.offset:p.offset + len(heads)] |= heads[None, :] == moved[:, None]
         unit = _noise((query_heads, *shape), dtype, device) * \
-            mask.reshape(query_heads, *[1] * (len(shape) - 1), -1).to(device)       # (copies, ..., features)
+            mask.to(dtype).reshape(query_heads, *[1] * (len(shape) - 1), -1).to(device)   # (copies, ..., features)
         if len(_MOVES) < 16:
             _MOVES[key] = unit
     return unit

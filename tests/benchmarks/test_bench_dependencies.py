@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -24,6 +25,18 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
     # the reference model is correct: the contracts it can be held to hold (it declares no causal mask)
     assert re.fullmatch(r"\(medians of 3, thread CPU time; held: batch entries stay apart, each token depends on "
                         r"itself, heads stay apart; load average \d+\.\d, 1 threads\)", lines[-1])
+
+
+@pytest.mark.parametrize("style", ["nanogpt", "llama"])
+def test_the_styles_whose_splits_read_the_batch_elsewhere_hold_every_contract(style):
+    """nanoGPT's and Llama's attentions (``--style``), each with a causal mask: every contract holds."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dependencies.py"), "--repeat", "3",
+                           "--d-model", "64", "--heads", "4", "--style", style], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(rf"\({style}; medians of 3, thread CPU time; held: batch entries stay apart, each token "
+                        r"depends on itself, the causal mask holds, heads stay apart; load average \d+\.\d, 1 "
+                        r"threads\)", done.stdout.splitlines()[-1])
 
 
 def test_the_parts_say_what_each_part_of_the_check_costs():

@@ -220,14 +220,137 @@ def test_the_correct_twin_of_the_causal_leak_holds_at_module_boundaries(B, T):
 
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
-@pytest.mark.parametrize("model", [NanoGPTAttention, SharedProjection], ids=["batch-read-elsewhere", "shared"])
+@pytest.mark.parametrize("model", [SharedProjection, lambda: LlamaAttention(kv_heads=2)], ids=["shared", "gqa"])
 def test_no_module_boundary_is_used_where_the_trace_does_not_prove_it(model, B, T):
-    """nanoGPT reads B from the block's input (copies appended to a projection's output would be folded
-    into another axis by ``view(B, T, nh, hs)``); a projection called twice cannot carry two plans."""
+    """A projection called twice cannot carry two plans; grouped-query keys and values go through
+    ``repeat_kv``, not a split of their own, so copies entering with the input would reach them unmoved."""
     torch.manual_seed(1)
     t, probe = _probed(model(), B, T)
     assert probe.heads and probe.hooks == ()
-    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+
+
+class NanoGPTFused(nn.Module):
+    """karpathy/nanoGPT model.py CausalSelfAttention (its slow path): ``c_attn(x).split(n_embd, dim=2)``,
+    ``view(B, T, nh, hs)`` with B, T read from the block's input, the ``bias`` buffer's triangle applied
+    with ``masked_fill``. Bugs: ``einsum`` sums over the heads in the value product; ``mask-reversed``
+    keeps the upper triangle (each query sees the future)."""
+
+    def __init__(self, bug=None):
+        super().__init__()
+        self.c_attn, self.c_proj, self.bug = nn.Linear(D, 3 * D), nn.Linear(D, D), bug
+        self.register_buffer("bias", torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8))     # (1, 1, T_max, T_max)
+
+    def forward(self, x):
+        B, T, C = x.size()                                                         # (B, T, C)
+        q, k, v = self.c_attn(x).split(C, dim=2)                                   # (B, T, C) each
+        k = k.view(B, T, H, C // H).transpose(1, 2)                                # (B, nh, T, hs)
+        q = q.view(B, T, H, C // H).transpose(1, 2)                                # (B, nh, T, hs)
+        v = v.view(B, T, H, C // H).transpose(1, 2)                                # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))            # (B, nh, T, T)
+        keep = self.bias[:, :, :T, :T]                                             # (1, 1, T, T)
+        if self.bug == "mask-reversed":
+            keep = keep.transpose(-2, -1)                                          # (1, 1, T, T), upper triangle
+        att = F.softmax(att.masked_fill(keep == 0, float("-inf")), dim=-1)         # (B, nh, T, T)
+        y = torch.einsum("bhqk,bgkd->bhqd", att, v) if self.bug == "einsum" else att @ v   # (B, nh, T, hs)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))           # (B, T, C)
+
+
+class LlamaAttention(nn.Module):
+    """transformers' models/llama/modeling_llama.py LlamaAttention with eager_attention_forward (no
+    rotary): ``hidden_shape = (*input_shape, -1, head_dim)``, ``repeat_kv`` for grouped-query heads, an
+    additive causal mask, ``reshape(*input_shape, -1).contiguous()`` into ``o_proj``. Bugs: ``merge-view``
+    reshapes without the transpose back (FuxiCTR issue #30); ``positions-from-batch`` counts positions with
+    ``x.size(0)`` on batch-first input (issue 33: it runs where B = T)."""
+
+    def __init__(self, kv_heads=H, bug=None):
+        super().__init__()
+        self.head_dim, self.kv_heads, self.bug = D // H, kv_heads, bug
+        self.q_proj = nn.Linear(D, H * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(H * self.head_dim, D, bias=False)
+
+    def repeat_kv(self, x):
+        batch, kv_heads, slen, head_dim = x.shape                                  # (B, H_kv, T, d)
+        if kv_heads == H:
+            return x
+        x = x[:, :, None, :, :].expand(batch, kv_heads, H // kv_heads, slen, head_dim)   # (B, H_kv, n_rep, T, d)
+        return x.reshape(batch, H, slen, head_dim)                                 # (B, H, T, d)
+
+    def forward(self, hidden_states):
+        input_shape = hidden_states.shape[:-1]                                     # (B, T)
+        hidden_shape = (*input_shape, -1, self.head_dim)                           # (B, T, -1, d)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        if self.bug == "positions-from-batch":   # (their count read from the batch axis: x.size(0))
+            positions = torch.arange(hidden_states.size(0), dtype=torch.float32)   # (B,), meant (T,)
+            q = q + torch.outer(positions, torch.ones(self.head_dim)) / 100        # (B, H, T, d) + (B, d)
+        k = self.repeat_kv(self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
+        v = self.repeat_kv(self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
+        T = q.shape[2]
+        w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5              # (B, H, T, T)
+        w = F.softmax(w + torch.full((T, T), float("-inf")).triu(1), dim=-1)       # (B, H, T, T)
+        out = torch.matmul(w, v)                                                   # (B, H, T, d)
+        if self.bug != "merge-view":
+            out = out.transpose(1, 2)                                              # (B, T, H, d)
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous())             # (B, T, D)
+
+
+class LlamaLayers(nn.Module):
+    """Two pre-norm Llama decoder layers (attention only, LayerNorm for RMSNorm), as LlamaModel runs its
+    ``layers``; ``bug`` goes into the second layer only."""
+
+    def __init__(self, bug=None):
+        super().__init__()
+        self.norms = nn.ModuleList([nn.LayerNorm(D), nn.LayerNorm(D)])
+        self.layers = nn.ModuleList([LlamaAttention(), LlamaAttention(bug=bug)])
+
+    def forward(self, x):
+        for norm, layer in zip(self.norms, self.layers):
+            x = x + layer(norm(x))                                                 # (B, T, D)
+        return x
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("model", "paths", "held"), [
+    (NanoGPTAttention, [(["q", "k", "v"], "c_proj")], [BATCH, OWN_TOKEN, HEADS]),
+    (NanoGPTFused, [(["c_attn"] * 3, "c_proj")], [BATCH, OWN_TOKEN, CAUSAL, HEADS]),
+    (LlamaAttention, [(["q_proj", "k_proj", "v_proj"], "o_proj")], [BATCH, OWN_TOKEN, CAUSAL, HEADS]),
+    (LlamaLayers, [(["layers.0.q_proj", "layers.0.k_proj", "layers.0.v_proj"], "layers.0.o_proj"),
+                   (["layers.1.q_proj", "layers.1.k_proj", "layers.1.v_proj"], "layers.1.o_proj")],
+     [BATCH, OWN_TOKEN, CAUSAL, "heads stay apart in each of 2 attentions"]),
+], ids=["nanogpt-three-linears", "nanogpt-fused-c-attn", "llama", "llama-two-layers"])
+def test_splits_that_read_the_batch_elsewhere_are_measured_with_copies_entering_with_the_input(model, paths, held,
+                                                                                               B, T):
+    """nanoGPT's ``view(B, T, nh, hs)`` and Llama's ``view(*input_shape, -1, d)`` read B from the block's
+    input: the copies enter with it, and every contract is measured in one forward, as the full way
+    measures it."""
+    torch.manual_seed(1)
+    t, probe = _probed(model().eval(), B, T)
+    assert _paths(probe) == paths
+    assert dependencies._every_contract_held(probe) == held
+    assert t.contracts == held
+    assert _full_way(probe) == ([], held, [])
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("model", "kind", "words"), [
+    (lambda: NanoGPTFused(bug="einsum"), "heads-mix",
+     "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 of the values"),
+    (lambda: NanoGPTFused(bug="mask-reversed"), "causal-mask-leaks",
+     "measured on the values: output token 0 of batch 0 depends on input token"),
+    (lambda: LlamaAttention(bug="merge-view"), "heads-mix",
+     "measured on the values: head 0 of the output has elements that do not depend on head 0 of the queries"),
+    (lambda: LlamaLayers(bug="merge-view"), "causal-mask-leaks",   # (its tokens regrouped with the heads)
+     "measured on the values: output token "),
+], ids=["nanogpt-einsum-heads", "nanogpt-causal-leak", "llama-merge-without-transpose", "llama-second-layer"])
+def test_a_bug_found_with_copies_entering_with_the_input_is_measured_again_the_full_way(model, kind, words, B, T):
+    torch.manual_seed(1)
+    t, probe = _probed(model(), B, T)
+    assert probe.hooks != () and all(h.grown for h in probe.hooks)   # the cheap way was planned...
+    assert dependencies._every_contract_held(probe) is None          # ...and refused: something broke
+    found = [(d.kind, d.message) for d in t._measured()[0]]
+    assert any(k == kind and m.startswith(words) for k, m in found)
+    assert found == _full_way(probe)[0]
 
 
 def test_the_model_is_put_back_after_the_measuring_forward():
@@ -238,3 +361,17 @@ def test_the_model_is_put_back_after_the_measuring_forward():
     assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
     assert model.training and all(torch.equal(before[n], p) for n, p in model.state_dict().items())
     assert all("forward" not in m.__dict__ for m in model.modules())   # no wrapper left behind
+
+
+@pytest.mark.parametrize("bug", [None, "positions-from-batch"])
+def test_copies_entering_with_the_input_never_make_the_batch_as_long_as_another_axis(bug):
+    """At B = T = 2 + H, entry 0, its moved copy and one copy per head would make a measuring batch as long
+    as the tokens: positions counted from the batch would line up with them and every contract would
+    hold. The copies' rows are made longer than any size of the trace, so that table breaks the run, as
+    on the full way's batch of two: nothing is said to hold; the correct twin holds every contract."""
+    torch.manual_seed(1)
+    t, probe = _probed(LlamaAttention(bug=bug), 2 + H, 2 + H)
+    assert probe.hooks != () and all(h.grown for h in probe.hooks)
+    held = [BATCH, OWN_TOKEN, CAUSAL, HEADS] if bug is None else []
+    assert t.contracts == held
+    assert _full_way(probe)[1] == held
