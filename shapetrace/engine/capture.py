@@ -38,7 +38,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
-from shapetrace.engine.sizes import SizeReads, carries_sizes
+from shapetrace.engine.sizes import SizeOf, SizeReads, carries_sizes
 
 
 class OpRecord(NamedTuple):
@@ -58,6 +58,9 @@ class OpRecord(NamedTuple):
     einops: tuple | None       # (einops call id, output groups) when an einops call made it
     kept: Any                  # a value kept for the analysis: the smaller operand of an addition
     device: Any                # the device of its first result (or operand)
+
+
+_KEPT_FIELD = OpRecord._fields.index("kept")
 
 
 class PassRecord(NamedTuple):
@@ -98,6 +101,7 @@ class Capture:
         self.modules: list[int] = []              # the module slots running now (innermost last)
         self.module_calls = ModuleCalls()
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
+        self.values_screened = False   # an attention output was read at its call and had no NaN (_check_values)
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
@@ -153,19 +157,15 @@ class Capture:
     def record(self, spec: OpSpec, func, args, kwargs):
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
-        inputs = (spec.operands or all_operands)(args, kwargs)
+        read = None if kwargs or spec.operands is not None else _read_plain_args(self, args)
+        if read is None:   # keyword arguments, chosen operands, lists or other values: the general way
+            read = self._read_args(spec, args, kwargs)
+        inputs, nodes, in_raw, frozen, zero_d = read
         einops = einops_pattern() if _EINOPS in sys.modules else None
-        ids, nodes = self._ids, []
-        in_raw = []
-        for t in inputs:
-            entry = ids.get(id(t))
-            nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
-            in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
         codes, offset = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
         where = _new_tuple(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd())) if codes else None
-        frozen = freeze_args(args, kwargs, inputs, in_raw)
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
-            _params_read_values(spec, frozen) else None
+            (zero_d or spec.params_read_values) else None
         modules = self.modules
         module = modules[-1] if modules else -1
         try:
@@ -181,7 +181,7 @@ class Capture:
             raise
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         out_nodes, out_raw = [], []
-        facts, inplace = self.nodes, spec.inplace
+        facts, ids, inplace = self.nodes, self._ids, spec.inplace
         for o in outs:
             shape = o.shape
             if inplace and spec.memory != "view":   # values changed in place: the same node
@@ -194,8 +194,8 @@ class Capture:
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
         if outs:
             first = outs[0]
-            if (spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION) and not first.is_meta:
-                self.value_checked.append((len(self.records), first))   # read once, after the run
+            if spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION:
+                self._check_values(first)
             device = first.device
         else:
             device = inputs[0].device if inputs else _CPU
@@ -207,6 +207,34 @@ class Capture:
         if not modules:   # outside every module call: maybe a model being built, not its forward
             self._mark_setup()
         return result
+
+    def _read_args(self, spec: OpSpec, args, kwargs) -> tuple:
+        """``(operands, their nodes, their layouts, the frozen arguments, a 0-d tensor among them)``
+        of any call (:func:`_read_plain_args` reads the common one faster)."""
+        inputs = (spec.operands or all_operands)(args, kwargs)
+        ids, nodes, in_raw = self._ids, [], []
+        for t in inputs:
+            entry = ids.get(id(t))
+            nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
+            in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
+        frozen = freeze_args(args, kwargs, inputs, in_raw)
+        return inputs, nodes, in_raw, frozen, _zero_d_argument(frozen)
+
+    def _check_values(self, out: torch.Tensor) -> None:
+        """An attention output (softmax, SDPA) whose rows may be all NaN (a query with no key left).
+        On the CPU it is screened now, by one sum (a NaN anywhere makes it NaN): only one that fails is
+        kept to be searched row by row after the run, so recording holds no attention weights alive
+        (keeping every one made each later allocation fresh memory: ~750 page faults per forward of
+        the ladder's D 256 model). Elsewhere (no sync while the code runs) and for the dependency
+        check (which reads their zero triangle) every output is kept and read after the run."""
+        if out.is_meta:
+            return
+        if out.device.type == "cpu" and not self.keep_top_call and out.dim() >= 3 and out.is_floating_point():
+            with torch.no_grad():
+                if not out.sum(dtype=torch.float32).isnan().item():
+                    self.values_screened = True
+                    return
+        self.value_checked.append((len(self.records), out))   # read once, after the run
 
     def _mark_setup(self) -> None:
         """The last record ran while a model was being built (:func:`building_a_model`): setup, not forward."""
@@ -224,7 +252,7 @@ class Capture:
             size = small.numel() * small.element_size()
             if self.kept_bytes + size <= KEEP_BUDGET:
                 self.kept_bytes += size
-                self.records[-1] = self.records[-1]._replace(kept=small)
+                self._keep(small)
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):
@@ -234,8 +262,13 @@ class Capture:
         kept = kept_table(args, KEEP_BUDGET - self.kept_bytes)
         if kept is not None:
             self.kept_bytes += kept[1].numel() * kept[1].element_size()
-            self.records[-1] = self.records[-1]._replace(kept=kept)
+            self._keep(kept)
         return result
+
+    def _keep(self, value) -> None:
+        """The last record keeps ``value`` for the analysis (its ``kept`` field, set without ``_replace``)."""
+        last = self.records[-1]
+        self.records[-1] = _new_tuple(OpRecord, (*last[:_KEPT_FIELD], value, *last[_KEPT_FIELD + 1:]))
 
     def _same_or_new(self, o, shape, inputs, nodes) -> int:
         """An in-place call's result: the input's node when its shape is unchanged, else a fresh one."""
@@ -523,13 +556,31 @@ def _is_one_of(tensor, tensors) -> bool:
 # arguments, frozen at call time
 # ---------------------------------------------------------------------------
 
-def _params_read_values(spec: OpSpec, frozen: tuple) -> bool:
-    """Do this call's structured parameters depend on tensor values, not only on the frozen arguments?
-    (an additive mask's values; a number given as a 0-d tensor)."""
-    if spec.params is None:
-        return False
-    if spec.params_read_values:
-        return True
+def _read_plain_args(capture: Capture, args: tuple) -> tuple | None:
+    """:meth:`Capture._read_args` of a call with positional arguments only, each a tensor (an operand)
+    or a plain value, in one loop (it runs on nearly every recorded call); None for any other call."""
+    ids, inputs, nodes, in_raw, frozen = capture._ids, [], [], [], []
+    zero_d = False
+    for a in args:
+        kind = type(a)
+        if kind is _TENSOR or kind is _PARAMETER:
+            entry = ids.get(id(a))
+            nodes.append(entry[1] if entry is not None and entry[0]() is a else capture._enter(a))
+            inputs.append(a)
+            shape, dtype = a.shape, a.dtype
+            in_raw.append((shape, a.stride(), a.storage_offset(), dtype))
+            frozen.append(_new_tuple(ShapeOf, (shape, dtype, a.requires_grad, kind)))
+            zero_d = zero_d or not shape
+        elif kind in _PLAIN or kind is _SIZE_OF:
+            frozen.append(a)
+        else:
+            return None
+    return inputs, nodes, in_raw, (tuple(frozen), None), zero_d
+
+
+def _zero_d_argument(frozen: tuple) -> bool:
+    """Is a 0-d tensor among the frozen arguments (a number given as a tensor: parameters that read
+    values)?"""
     for a in frozen[0]:
         if type(a) is ShapeOf and not a[0]:
             return True
@@ -588,6 +639,7 @@ def freeze(a):
 
 
 _PARAMETER = torch.nn.Parameter
+_SIZE_OF = SizeOf
 _weakref = weakref.ref
 _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
