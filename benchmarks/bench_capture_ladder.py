@@ -268,7 +268,7 @@ def measure_decode(steps: int, rounds: int) -> dict:
     from shapetrace.app.shapes import decode, decode_models
     from shapetrace.attention.config import AttentionConfig
 
-    config = AttentionConfig(decode=steps)
+    config = AttentionConfig(decode=1)   # (the models; the command caps --decode, the loop here runs ``steps``)
     model, _plain, x = decode_models(config, "cpu")
     dims = " ".join(f"{k}={v}" for k, v in config.dims.items())
     counts: dict[str, int] = {}

@@ -26,8 +26,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
+from shapetrace.engine.call_args import freeze_args, read_plain_args, zero_d_argument
 from shapetrace.engine.columns import kept_table
-from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
+from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
     UNKNOWN,
@@ -38,7 +39,7 @@ from shapetrace.engine.ops import (
 )
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
-from shapetrace.engine.sizes import SizeOf, SizeReads, carries_sizes
+from shapetrace.engine.sizes import SizeReads, carries_sizes
 
 
 class OpRecord(NamedTuple):
@@ -113,7 +114,8 @@ class Capture:
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
-        self.size_read = SizeReads(self.node_of)
+        mine = weakref.ref(self)   # (not a bound method: no cycle, so a capture goes with its trace)
+        self.size_read = SizeReads(lambda t: mine().node_of(t))
         self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
         self.backward_calls = 0   # the traced code's own ``.backward()`` calls (a script's training steps)
 
@@ -157,7 +159,7 @@ class Capture:
     def record(self, spec: OpSpec, func, args, kwargs):
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
-        read = None if kwargs or spec.operands is not None else _read_plain_args(self, args)
+        read = None if kwargs or spec.operands is not None else read_plain_args(self, args)
         if read is None:   # keyword arguments, chosen operands, lists or other values: the general way
             read = self._read_args(spec, args, kwargs)
         inputs, nodes, in_raw, frozen, zero_d = read
@@ -210,7 +212,7 @@ class Capture:
 
     def _read_args(self, spec: OpSpec, args, kwargs) -> tuple:
         """``(operands, their nodes, their layouts, the frozen arguments, a 0-d tensor among them)``
-        of any call (:func:`_read_plain_args` reads the common one faster)."""
+        of any call (:func:`.call_args.read_plain_args` reads the common one faster)."""
         inputs = (spec.operands or all_operands)(args, kwargs)
         ids, nodes, in_raw = self._ids, [], []
         for t in inputs:
@@ -218,7 +220,7 @@ class Capture:
             nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
             in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
         frozen = freeze_args(args, kwargs, inputs, in_raw)
-        return inputs, nodes, in_raw, frozen, _zero_d_argument(frozen)
+        return inputs, nodes, in_raw, frozen, zero_d_argument(frozen)
 
     def _check_values(self, out: torch.Tensor) -> None:
         """An attention output (softmax, SDPA) whose rows may be all NaN (a query with no key left).
@@ -243,8 +245,9 @@ class Capture:
 
     def record_addition(self, spec: OpSpec, func, args, kwargs):
         """``a + b`` of two tensors: recorded in full, since the analysis may find that it adds a mask
-        or a bias onto attention scores (a row of its own, whose mask values it reads: the smaller
-        operand is kept, on the CPU, within :data:`KEEP_BUDGET` bytes)."""
+        or a bias onto attention scores (a row of its own, whose mask values it reads: a copy of the
+        smaller operand's values is kept, on the CPU, within :data:`KEEP_BUDGET` bytes; the operand
+        itself is not held: :mod:`.kept_copies`)."""
         result = self.record(spec, func, args, kwargs)
         tensors = [a for a in args[:2] if type(a) is _TENSOR or isinstance(a, torch.Tensor)]
         small = min(tensors, key=lambda t: t.numel())
@@ -252,7 +255,7 @@ class Capture:
             size = small.numel() * small.element_size()
             if self.kept_bytes + size <= KEEP_BUDGET:
                 self.kept_bytes += size
-                self._keep(small)
+                self._keep(KEPT.copy(small))
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):
@@ -280,12 +283,13 @@ class Capture:
     def carry(self, op: str, spec: OpSpec, func, args, kwargs):
         """A call without a row: run it, and keep how its results relate to its operands (names pass
         on by broadcasting; an unknown op's results are made here, never seeded by size)."""
-        try:
-            result = _meta.call(spec, func, args, kwargs)
+        tensors = all_operands(args, kwargs)
+        try:   # (real tensors in: torch computes it; else a meta rule may, as in _meta.call)
+            result = func(*args, **kwargs) if tensors and not _any_meta(tensors) else \
+                _meta.call(spec, func, args, kwargs)
         except Exception as exc:
             self._note_failure(op, args, kwargs, exc)
             raise
-        tensors = all_operands(args, kwargs)
         if not tensors:
             if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
@@ -523,7 +527,10 @@ def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, bool, bool]
     if not outs:
         return _NOTHING
     for o in outs:
-        if not _is_one_of(o, inputs):
+        for t in inputs:
+            if o is t:
+                break
+        else:   # (a result that is none of its operands)
             break
     else:
         return _NO_OP   # contiguous() on a contiguous tensor, eval dropout, in-place fill
@@ -545,107 +552,16 @@ _MAY_ALIAS = frozenset({"view", "maybe"})
 _MOVES_VALUES = frozenset({"view", "maybe", "copy"})
 
 
-def _is_one_of(tensor, tensors) -> bool:
+def _any_meta(tensors) -> bool:
     for t in tensors:
-        if tensor is t:
+        if t.is_meta:
             return True
     return False
 
 
-# ---------------------------------------------------------------------------
-# arguments, frozen at call time
-# ---------------------------------------------------------------------------
-
-def _read_plain_args(capture: Capture, args: tuple) -> tuple | None:
-    """:meth:`Capture._read_args` of a call with positional arguments only, each a tensor (an operand)
-    or a plain value, in one loop (it runs on nearly every recorded call); None for any other call."""
-    ids, inputs, nodes, in_raw, frozen = capture._ids, [], [], [], []
-    zero_d = False
-    for a in args:
-        kind = type(a)
-        if kind is _TENSOR or kind is _PARAMETER:
-            entry = ids.get(id(a))
-            nodes.append(entry[1] if entry is not None and entry[0]() is a else capture._enter(a))
-            inputs.append(a)
-            shape, dtype = a.shape, a.dtype
-            in_raw.append((shape, a.stride(), a.storage_offset(), dtype))
-            frozen.append(_new_tuple(ShapeOf, (shape, dtype, a.requires_grad, kind)))
-            zero_d = zero_d or not shape
-        elif kind in _PLAIN or kind is _SIZE_OF:
-            frozen.append(a)
-        else:
-            return None
-    return inputs, nodes, in_raw, (tuple(frozen), None), zero_d
-
-
-def _zero_d_argument(frozen: tuple) -> bool:
-    """Is a 0-d tensor among the frozen arguments (a number given as a tensor: parameters that read
-    values)?"""
-    for a in frozen[0]:
-        if type(a) is ShapeOf and not a[0]:
-            return True
-    return frozen[1] is not None and any(type(v) is ShapeOf and not v[0] for _, v in frozen[1])
-
-
-def freeze_args(args, kwargs, operands=(), raws=()) -> tuple:
-    """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
-    kind, never its values, and never kept alive. The name memo's key and the table's argument text.
-    (It runs on every recorded call: plain values and tensors are handled inline; the shape and dtype
-    of a tensor among ``operands`` are taken from its layout in ``raws``, already read.)"""
-    out = []
-    append = out.append
-    n = 0   # operands mostly come in argument order: the next one is tried first
-    for a in args:
-        kind = type(a)
-        if kind is _TENSOR or kind is _PARAMETER:
-            if n < len(operands) and operands[n] is a:
-                raw = raws[n]
-                n += 1
-                append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
-                continue
-            for t, raw in zip(operands, raws):
-                if t is a:
-                    append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
-                    break
-            else:
-                append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
-        elif kind in _PLAIN:
-            append(a)
-        else:
-            append(freeze(a))
-    if not kwargs:
-        return tuple(out), None
-    return tuple(out), DictOf([(key, value if type(value) in _PLAIN else freeze(value))
-                               for key, value in kwargs.items()])
-
-
-def freeze(a):
-    kind = type(a)
-    if kind in _PLAIN:
-        return a
-    if isinstance(a, torch.Tensor):
-        return ShapeOf((a.shape, a.dtype, a.requires_grad, kind))
-    if kind is tuple:
-        return tuple(map(freeze, a))
-    if kind is list:
-        return ListOf(map(freeze, a))
-    if isinstance(a, dict):
-        return DictOf((k, freeze(v)) for k, v in a.items())
-    if kind is slice:
-        return SliceOf((freeze(a.start), freeze(a.stop), freeze(a.step)))
-    if isinstance(a, tuple):
-        return tuple(map(freeze, a))
-    return a
-
-
-_PARAMETER = torch.nn.Parameter
-_SIZE_OF = SizeOf
 _weakref = weakref.ref
 _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 _SIZE = torch.Tensor.size
 _SHAPE = torch.Tensor.shape.__get__
-#: types kept as they are (hashable, and read by name rules only as values); bool is an int
-_PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
-                    torch.memory_format, torch.layout})

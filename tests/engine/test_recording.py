@@ -352,3 +352,55 @@ def test_a_row_left_without_keys_is_kept_and_read_after_the_run():
         scores.softmax(dim=-1)
     assert (t.nan_rows, t.nan_event) == ([(0, 0, 2)], 0)
     assert t.capture.value_checked == []                              # let go once read
+
+
+class _Block(torch.nn.Module):
+    """nanoGPT's ``Block.forward`` (model.py): ``x = x + self.attn(self.ln_1(x))``, the residual input let go
+    once the sum is made (a weak reference to it is kept in ``held``)."""
+
+    def __init__(self, held: list):
+        super().__init__()
+        self.ln_1, self.attn, self.held = torch.nn.LayerNorm(32), torch.nn.Linear(32, 32), held
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * 1.0                                                   # (B, T, C), its own tensor
+        self.held.append(weakref.ref(x))
+        x = x + self.attn(self.ln_1(x))                               # (B, T, C)
+        return x + 0.0
+
+
+def test_an_addition_keeps_a_copy_of_its_operand_not_the_operand():
+    """An addition of two tensors keeps the smaller operand's values for the analysis (it may add a mask onto
+    scores): as a copy taken at the call, so the residual stream the block lets go is freed while recording."""
+    held: list = []
+    with shapetrace.trace(dims=DIMS) as t:
+        _Block(held)(torch.randn(2, 6, 32))
+        freed_while_recording = held[0]() is None
+    assert freed_while_recording
+    kept = [r.kept for r in t.capture.records if type(r) is OpRecord and r.spec.name == "add"]
+    assert len(kept) == 1 and kept[0].shape == (2, 6, 32) and not kept[0].requires_grad
+
+
+def test_a_mask_added_onto_scores_is_read_from_the_copy():
+    """The twin: the Annotated Transformer's ``subsequent_mask`` as an additive mask (``-inf`` above the
+    diagonal), made inline and gone after the addition, is still read after the run: it hides the future."""
+    q = torch.randn(2, 4, 6, 8)                                       # (B, H, T, d_k)
+    with shapetrace.trace(dims="B=2 H=4 T=6 d_k=8") as t:
+        shapetrace.name(q, "B H T d_k")
+        att = q @ q.transpose(-2, -1)                                 # (B, H, T, T)
+        att = att + torch.full((6, 6), float("-inf")).triu(1)         # (B, H, T, T)
+        att.softmax(dim=-1)
+    added = next(e for e in t.events if e.op == "add")
+    assert (added.params, added.output.dims) == ({"hides": True, "hides_side": "future"}, ("B", "H", "T", "T"))
+
+
+def test_the_capture_goes_with_its_trace():
+    """No reference cycle holds a capture (its records, the kept copies) once its trace is dropped: it is
+    freed at once, not at the collector's next full pass."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims=DIMS) as t:
+        B, T, D = x.shape
+        (x + x).view(B, T, 4, D // 4)                                 # (B, T, H, d_k)
+    capture = weakref.ref(t.capture)
+    del t
+    assert capture() is None
