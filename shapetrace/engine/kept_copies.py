@@ -20,6 +20,7 @@ import torch
 POOL_BYTES = 16 << 20
 
 _refcount = sys.getrefcount
+_STRIDED, _TENSOR, _PARAMETER = torch.strided, torch.Tensor, torch.nn.Parameter
 
 
 class KeptCopies:
@@ -31,7 +32,9 @@ class KeptCopies:
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A copy of ``t``'s values (contiguous, detached), in a free buffer of its dtype and shape if
-        there is one."""
+        there is one; ``t`` itself when it is not a plain strided tensor (a sparse one, a subclass)."""
+        if t.layout is not _STRIDED or (type(t) is not _TENSOR and type(t) is not _PARAMETER):
+            return t
         key = (t.dtype, t.shape)
         free = self.buffers.get(key)
         if free is not None:

@@ -47,3 +47,9 @@ def test_buffers_beyond_the_pool_are_plain_copies(monkeypatch):
     copies.copy(torch.ones(2))                                        # 8 bytes: pooled
     copies.copy(torch.ones(4))                                        # 16 more: over, not pooled
     assert [tuple(k[1]) for k in copies.buffers] == [(2,)] and copies.pooled == 8
+
+
+def test_a_sparse_operand_is_kept_as_it_is():
+    """A sparse mask (``to_sparse()``) has no contiguous copy: it is kept itself, as before copies."""
+    mask = torch.eye(3).to_sparse()
+    assert KeptCopies().copy(mask) is mask
