@@ -1,6 +1,6 @@
 """What the facts issue 21 asks the capture for cost at the least, one step at a time (issues 21, 38).
 
-    PYTHONPATH=. python benchmarks/bench_capture_ladder.py [--rounds 11] [--layers 12]
+    PYTHONPATH=. python benchmarks/bench_capture_ladder.py [--rounds 11] [--layers 12] [--decode-steps 200]
 
 The same models as ``bench_engine.py`` (12 pre-norm attention blocks at D 32, T 8 and at D 256, T 64),
 one process, one thread, every kind interleaved round by round. Each step adds one fact to the one
@@ -35,6 +35,10 @@ round's untraced forward (target ≤ 1.25×); the analysis after the run in µs 
 (``trace.events``) apart from the rules and report (target for inference ≤ 12), each timed inside the
 analysis row's own rounds; and the forward traced with every fact over the untraced one (target ≤ 1.5×
 at D 256: the 12-layer D 256, T 64 model).
+
+Last, a KV-cache decode loop (``--decode-steps``, 200 by default; 0 leaves it out): the reference's
+cached attention as ``shapetrace run --decode`` runs it, untraced, recorded, and recorded with every fact,
+the same number of interleaved rounds (target: traced <= 2x untraced).
 """
 
 from __future__ import annotations
@@ -253,8 +257,77 @@ def issue_38(m: dict) -> list[str]:
             "(target <= 1.5x at D 256)"]
 
 
+def measure_decode(steps: int, rounds: int) -> dict:
+    """A KV-cache decode loop as ``shapetrace run --decode`` runs it (the reference's cached attention,
+    ``app.shapes.decode``: a prefill over the prompt, then ``steps`` one-token steps), untraced, recorded,
+    and recorded with every fact (``trace.report()``), interleaved round by round: medians of thread
+    CPU time, and the calls the trace recorded."""
+    import torch
+
+    import shapetrace
+    from shapetrace.app.shapes import decode, decode_models
+    from shapetrace.attention.config import AttentionConfig
+
+    config = AttentionConfig(decode=1)   # (the models; the command caps --decode, the loop here runs ``steps``)
+    model, _plain, x = decode_models(config, "cpu")
+    dims = " ".join(f"{k}={v}" for k, v in config.dims.items())
+    counts: dict[str, int] = {}
+
+    def recorded():
+        with shapetrace.trace(dims=dims) as trace:
+            decode(model, x, steps)
+        counts["calls"] = len(trace.capture.records)
+        return trace
+
+    kinds = {"untraced": lambda: decode(model, x, steps), "shapetrace recording": recorded,
+             "shapetrace analysis": lambda: recorded().report()}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    with torch.no_grad():
+        for go in kinds.values():   # warm-up
+            go()
+        for _ in range(rounds):
+            for kind, go in kinds.items():
+                start = time.thread_time()
+                go()
+                times[kind].append(time.thread_time() - start)
+    return {"steps": steps, "rounds": rounds, "prompt": config.seq_len, "d_model": config.d_model,
+            "heads": config.heads, "batch": config.batch, "calls": counts["calls"],
+            **{kind: statistics.median(t) for kind, t in times.items()}}
+
+
+def report_decode(m: dict) -> str:
+    """The decode loop's block: each traced kind's cost per recorded call and its time over the untraced loop's
+    (issue 38: a 200-step decode loop traced in <= 2x its untraced time)."""
+    untraced, calls = m["untraced"], m["calls"]
+    steps = f"{m['steps']} step{'s' * (m['steps'] != 1)}"
+    lines = [f"decode loop: {steps} after a {m['prompt']}-token prompt (D {m['d_model']}, H {m['heads']}, "
+             f"B {m['batch']}): medians of {m['rounds']} interleaved rounds, 1 thread, thread CPU time; {calls} "
+             f"calls recorded; untraced {untraced * 1e3:.2f} ms"]
+    for kind, target in (("shapetrace recording", ""), ("shapetrace analysis", " (target <= 2x)")):
+        lines.append(f"  {kind:20s} {(m[kind] - untraced) / calls * 1e6:7.1f} µs/call  traced / untraced "
+                     f"{m[kind] / untraced:5.2f}x{target}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    run_sizes(__doc__.splitlines()[0], measure, report, rounds=11, argv=argv)
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--decode-steps", type=int, default=200)
+    known, rest = parser.parse_known_args(argv)
+    run_sizes(__doc__.splitlines()[0], measure, report, rounds=11, argv=rest)
+    if known.decode_steps > 0:
+        rounds = parse_rounds(rest, default=11)
+        print("\n" + report_decode(measure_decode(known.decode_steps, rounds)), flush=True)
+
+
+def parse_rounds(argv: list[str], default: int) -> int:
+    """The ``--rounds`` the sizes were measured with (the decode loop takes as many)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--rounds", type=int, default=default)
+    return parser.parse_known_args(argv)[0].rounds
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
+from shapetrace.engine.call_args import freeze_args, read_plain_args, zero_d_argument
 from shapetrace.engine.columns import kept_table
-from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
+from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
     UNKNOWN,
@@ -58,6 +59,9 @@ class OpRecord(NamedTuple):
     einops: tuple | None       # (einops call id, output groups) when an einops call made it
     kept: Any                  # a value kept for the analysis: the smaller operand of an addition
     device: Any                # the device of its first result (or operand)
+
+
+_KEPT_FIELD = OpRecord._fields.index("kept")
 
 
 class PassRecord(NamedTuple):
@@ -98,6 +102,7 @@ class Capture:
         self.modules: list[int] = []              # the module slots running now (innermost last)
         self.module_calls = ModuleCalls()
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
+        self.values_screened = False   # an attention output was read at its call and had no NaN (_check_values)
         self.kept_bytes = 0
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
@@ -109,7 +114,8 @@ class Capture:
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
-        self.size_read = SizeReads(self.node_of)
+        mine = weakref.ref(self)   # (not a bound method: no cycle, so a capture goes with its trace)
+        self.size_read = SizeReads(lambda t: mine().node_of(t))
         self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
         self.backward_via: dict[OpSpec, int] = {}   # the traced code's own backward passes, per way it started them
 
@@ -153,19 +159,15 @@ class Capture:
     def record(self, spec: OpSpec, func, args, kwargs):
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
-        inputs = (spec.operands or all_operands)(args, kwargs)
+        read = None if kwargs or spec.operands is not None else read_plain_args(self, args)
+        if read is None:   # keyword arguments, chosen operands, lists or other values: the general way
+            read = self._read_args(spec, args, kwargs)
+        inputs, nodes, in_raw, frozen, zero_d = read
         einops = einops_pattern() if _EINOPS in sys.modules else None
-        ids, nodes = self._ids, []
-        in_raw = []
-        for t in inputs:
-            entry = ids.get(id(t))
-            nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
-            in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
         codes, offset = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
         where = _new_tuple(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd())) if codes else None
-        frozen = freeze_args(args, kwargs, inputs, in_raw)
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
-            _params_read_values(spec, frozen) else None
+            (zero_d or spec.params_read_values) else None
         modules = self.modules
         module = modules[-1] if modules else -1
         try:
@@ -181,7 +183,7 @@ class Capture:
             raise
         outs = [result] if type(result) is _TENSOR else _tensor_outputs(result)
         out_nodes, out_raw = [], []
-        facts, inplace = self.nodes, spec.inplace
+        facts, ids, inplace = self.nodes, self._ids, spec.inplace
         for o in outs:
             shape = o.shape
             if inplace and spec.memory != "view":   # values changed in place: the same node
@@ -194,8 +196,8 @@ class Capture:
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))
         if outs:
             first = outs[0]
-            if (spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION) and not first.is_meta:
-                self.value_checked.append((len(self.records), first))   # read once, after the run
+            if spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION:
+                self._check_values(first)
             device = first.device
         else:
             device = inputs[0].device if inputs else _CPU
@@ -208,6 +210,34 @@ class Capture:
             self._mark_setup()
         return result
 
+    def _read_args(self, spec: OpSpec, args, kwargs) -> tuple:
+        """``(operands, their nodes, their layouts, the frozen arguments, a 0-d tensor among them)``
+        of any call (:func:`.call_args.read_plain_args` reads the common one faster)."""
+        inputs = (spec.operands or all_operands)(args, kwargs)
+        ids, nodes, in_raw = self._ids, [], []
+        for t in inputs:
+            entry = ids.get(id(t))
+            nodes.append(entry[1] if entry is not None and entry[0]() is t else self._enter(t))
+            in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
+        frozen = freeze_args(args, kwargs, inputs, in_raw)
+        return inputs, nodes, in_raw, frozen, zero_d_argument(frozen)
+
+    def _check_values(self, out: torch.Tensor) -> None:
+        """An attention output (softmax, SDPA) whose rows may be all NaN (a query with no key left).
+        On the CPU it is screened now, by one sum (a NaN anywhere makes it NaN): only one that fails is
+        kept to be searched row by row after the run, so recording holds no attention weights alive
+        (keeping every one made each later allocation fresh memory: ~750 page faults per forward of
+        the ladder's D 256 model). Elsewhere (no sync while the code runs) and for the dependency
+        check (which reads their zero triangle) every output is kept and read after the run."""
+        if out.is_meta:
+            return
+        if out.device.type == "cpu" and not self.keep_top_call and out.dim() >= 3 and out.is_floating_point():
+            with torch.no_grad():
+                if not out.sum(dtype=torch.float32).isnan().item():
+                    self.values_screened = True
+                    return
+        self.value_checked.append((len(self.records), out))   # read once, after the run
+
     def _mark_setup(self) -> None:
         """The last record ran while a model was being built (:func:`building_a_model`): setup, not forward."""
         if building_a_model(_getframe(2)):
@@ -215,8 +245,9 @@ class Capture:
 
     def record_addition(self, spec: OpSpec, func, args, kwargs):
         """``a + b`` of two tensors: recorded in full, since the analysis may find that it adds a mask
-        or a bias onto attention scores (a row of its own, whose mask values it reads: the smaller
-        operand is kept, on the CPU, within :data:`KEEP_BUDGET` bytes)."""
+        or a bias onto attention scores (a row of its own, whose mask values it reads: a copy of the
+        smaller operand's values is kept, on the CPU, within :data:`KEEP_BUDGET` bytes; the operand
+        itself is not held: :mod:`.kept_copies`)."""
         result = self.record(spec, func, args, kwargs)
         tensors = [a for a in args[:2] if type(a) is _TENSOR or isinstance(a, torch.Tensor)]
         small = min(tensors, key=lambda t: t.numel())
@@ -224,7 +255,7 @@ class Capture:
             size = small.numel() * small.element_size()
             if self.kept_bytes + size <= KEEP_BUDGET:
                 self.kept_bytes += size
-                self.records[-1] = self.records[-1]._replace(kept=small)
+                self._keep(KEPT.copy(small))
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):
@@ -234,8 +265,13 @@ class Capture:
         kept = kept_table(args, KEEP_BUDGET - self.kept_bytes)
         if kept is not None:
             self.kept_bytes += kept[1].numel() * kept[1].element_size()
-            self.records[-1] = self.records[-1]._replace(kept=kept)
+            self._keep(kept)
         return result
+
+    def _keep(self, value) -> None:
+        """The last record keeps ``value`` for the analysis (its ``kept`` field, set without ``_replace``)."""
+        last = self.records[-1]
+        self.records[-1] = _new_tuple(OpRecord, (*last[:_KEPT_FIELD], value, *last[_KEPT_FIELD + 1:]))
 
     def _same_or_new(self, o, shape, inputs, nodes) -> int:
         """An in-place call's result: the input's node when its shape is unchanged, else a fresh one."""
@@ -247,15 +283,16 @@ class Capture:
     def carry(self, op: str, spec: OpSpec, func, args, kwargs):
         """A call without a row: run it, and keep how its results relate to its operands (names pass
         on by broadcasting; an unknown op's results are made here, never seeded by size)."""
-        try:
-            result = _meta.call(spec, func, args, kwargs)
+        tensors = all_operands(args, kwargs)
+        try:   # (real tensors in: torch computes it; else a meta rule may, as in _meta.call)
+            result = func(*args, **kwargs) if tensors and not _any_meta(tensors) else \
+                _meta.call(spec, func, args, kwargs)
         except Exception as exc:
             self._note_failure(op, args, kwargs, exc)
             raise
         if spec.starts_backward:   # a backward pass (a script's step), not an op: its grads are inputs from here
             self.backward_via[spec] = self.backward_via.get(spec, 0) + 1
             return result
-        tensors = all_operands(args, kwargs)
         if not tensors:
             if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
@@ -488,7 +525,10 @@ def _memory_verdict(spec: OpSpec, inputs, outs) -> tuple[bool, bool, bool, bool]
     if not outs:
         return _NOTHING
     for o in outs:
-        if not _is_one_of(o, inputs):
+        for t in inputs:
+            if o is t:
+                break
+        else:   # (a result that is none of its operands)
             break
     else:
         return _NO_OP   # contiguous() on a contiguous tensor, eval dropout, in-place fill
@@ -510,88 +550,16 @@ _MAY_ALIAS = frozenset({"view", "maybe"})
 _MOVES_VALUES = frozenset({"view", "maybe", "copy"})
 
 
-def _is_one_of(tensor, tensors) -> bool:
+def _any_meta(tensors) -> bool:
     for t in tensors:
-        if tensor is t:
+        if t.is_meta:
             return True
     return False
 
 
-# ---------------------------------------------------------------------------
-# arguments, frozen at call time
-# ---------------------------------------------------------------------------
-
-def _params_read_values(spec: OpSpec, frozen: tuple) -> bool:
-    """Do this call's structured parameters depend on tensor values, not only on the frozen arguments?
-    (an additive mask's values; a number given as a 0-d tensor)."""
-    if spec.params is None:
-        return False
-    if spec.params_read_values:
-        return True
-    for a in frozen[0]:
-        if type(a) is ShapeOf and not a[0]:
-            return True
-    return frozen[1] is not None and any(type(v) is ShapeOf and not v[0] for _, v in frozen[1])
-
-
-def freeze_args(args, kwargs, operands=(), raws=()) -> tuple:
-    """The call's arguments as hashable values (``(args, kwargs)``): a tensor as its shape, dtype and
-    kind, never its values, and never kept alive. The name memo's key and the table's argument text.
-    (It runs on every recorded call: plain values and tensors are handled inline; the shape and dtype
-    of a tensor among ``operands`` are taken from its layout in ``raws``, already read.)"""
-    out = []
-    append = out.append
-    n = 0   # operands mostly come in argument order: the next one is tried first
-    for a in args:
-        kind = type(a)
-        if kind is _TENSOR or kind is _PARAMETER:
-            if n < len(operands) and operands[n] is a:
-                raw = raws[n]
-                n += 1
-                append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
-                continue
-            for t, raw in zip(operands, raws):
-                if t is a:
-                    append(_new_tuple(ShapeOf, (raw[0], raw[3], a.requires_grad, kind)))
-                    break
-            else:
-                append(_new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind)))
-        elif kind in _PLAIN:
-            append(a)
-        else:
-            append(freeze(a))
-    if not kwargs:
-        return tuple(out), None
-    return tuple(out), DictOf([(key, value if type(value) in _PLAIN else freeze(value))
-                               for key, value in kwargs.items()])
-
-
-def freeze(a):
-    kind = type(a)
-    if kind in _PLAIN:
-        return a
-    if isinstance(a, torch.Tensor):
-        return ShapeOf((a.shape, a.dtype, a.requires_grad, kind))
-    if kind is tuple:
-        return tuple(map(freeze, a))
-    if kind is list:
-        return ListOf(map(freeze, a))
-    if isinstance(a, dict):
-        return DictOf((k, freeze(v)) for k, v in a.items())
-    if kind is slice:
-        return SliceOf((freeze(a.start), freeze(a.stop), freeze(a.step)))
-    if isinstance(a, tuple):
-        return tuple(map(freeze, a))
-    return a
-
-
-_PARAMETER = torch.nn.Parameter
 _weakref = weakref.ref
 _getframe = sys._getframe
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 _TENSOR = torch.Tensor
 _SIZE = torch.Tensor.size
 _SHAPE = torch.Tensor.shape.__get__
-#: types kept as they are (hashable, and read by name rules only as values); bool is an int
-_PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
-                    torch.memory_format, torch.layout})

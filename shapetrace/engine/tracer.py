@@ -138,12 +138,15 @@ class Trace:
         self._finish(exc)
 
     def _finish(self, exc: BaseException | None) -> None:
-        """What must be read when the run ends (the values of the attention outputs, which later code
-        could change); everything else is inferred on first read (:meth:`_inferred`)."""
+        """What must be read when the run ends (the values of the attention outputs the capture kept,
+        which later code could change; those screened at their call had no NaN); everything else is
+        inferred on first read (:meth:`_inferred`)."""
         self._failure = self.capture.unrecorded_failure
         self.capture.unrecorded_failure = None
         checked, self.capture.value_checked = self.capture.value_checked, []
         found = nan_rows_of(checked)   # (rows, record index), or None
+        if found is None and self.capture.values_screened:   # (read at their calls: none had a NaN)
+            found = ([], None)
         if self.capture.keep_top_call:
             from shapetrace.engine.dependencies import triangular_weights
             self._triangle = triangular_weights(checked)

@@ -23,7 +23,7 @@ HEADER = re.compile(r"^2 layers, D (\d+), T (\d+), H (\d+): medians of 2 interle
 @pytest.fixture(scope="module")
 def output() -> str:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_capture_ladder.py"), "--rounds", "2",
-                           "--layers", "2", "--sizes", "16x4x2,32x8x4"],
+                           "--layers", "2", "--sizes", "16x4x2,32x8x4", "--decode-steps", "3"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -32,7 +32,7 @@ def output() -> str:
 @pytest.mark.benchmark
 def test_one_block_per_size_with_every_step_in_order(output):
     blocks = output.strip().split("\n\n")
-    assert len(blocks) == 2
+    assert len(blocks) == 3   # (the last: the decode loop)
     for block, size in zip(blocks, ((16, 4, 2), (32, 8, 4))):
         lines = block.splitlines()
         assert len(lines) == 13, block
@@ -54,7 +54,7 @@ def test_issue_38s_ratios_follow_each_block(output):
     """Issue 38's "done means", read from the rows above them: shapetrace's recording over the ladder's last
     step, the analysis after the run per event (inference apart from the rules), and the forward with every
     fact over the untraced one; the events are those of the trace (2 blocks of the ladder's model: 42)."""
-    for block in output.strip().split("\n\n"):
+    for block in output.strip().split("\n\n")[:2]:
         lines = block.splitlines()
         assert re.fullmatch(rf"  shapetrace recording / least capture: ratio {NUMBER}x \(target <= 1\.25x\)",
                             lines[10]), lines[10]
@@ -65,6 +65,23 @@ def test_issue_38s_ratios_follow_each_block(output):
         assert every_fact, lines[12]
         analysis = STEP.match(lines[7])
         assert every_fact.group(1) == analysis.group(4)   # the same figure as the analysis row's last column
+
+
+@pytest.mark.benchmark
+def test_the_decode_loop_follows_the_sizes(output):
+    """Issue 38's decode loop: the reference's cached attention (D 512, H 8, B 2, a 6-token prompt, as
+    ``shapetrace run --decode`` runs it), its calls recorded, and the recorded and every-fact rows over the
+    untraced loop (3 steps here: 24 calls for the prefill and the first token's input, 20 for each step)."""
+    lines = output.strip().split("\n\n")[2].splitlines()
+    assert len(lines) == 3, lines
+    header = re.fullmatch(r"decode loop: 3 steps after a 6-token prompt \(D 512, H 8, B 2\): medians of 2 interleaved "
+                          rf"rounds, 1 thread, thread CPU time; (\d+) calls recorded; untraced {NUMBER} ms", lines[0])
+    assert header, lines[0]
+    assert int(header.group(1)) == 24 + 3 * 20
+    recorded = re.fullmatch(rf"  shapetrace recording\s+{NUMBER} µs/call  traced / untraced\s+{NUMBER}x", lines[1])
+    assert recorded, lines[1]
+    assert re.fullmatch(rf"  shapetrace analysis\s+{NUMBER} µs/call  traced / untraced\s+{NUMBER}x \(target <= 2x\)",
+                        lines[2]), lines[2]
 
 
 def test_the_plain_pass_reads_every_row_it_is_given():

@@ -305,3 +305,102 @@ def test_no_nan_anywhere_leaves_an_empty_list():
     with shapetrace.trace(dims="B=1 T=4 H=2 D=8") as t:
         torch.zeros(1, 2, 4, 4).softmax(dim=-1)
     assert t.nan_rows == []
+
+
+def _weights_of_one_head_block(x: torch.Tensor, w: torch.Tensor, held: list) -> torch.Tensor:
+    """nanoGPT's ``CausalSelfAttention.forward`` (model.py, the non-flash branch), one projection for q, k
+    and v: the weights go out of scope once ``att @ v`` has run (a weak reference to them is kept in ``held``)."""
+    B, T, C = x.shape
+    q = F.linear(x, w).view(B, T, 4, C // 4).transpose(1, 2)         # (B, nh, T, hs)
+    att = (q @ q.transpose(-2, -1)) * (1.0 / (C // 4) ** 0.5)        # (B, nh, T, T)
+    att = att.masked_fill(torch.ones(T, T).tril() == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)                                      # (B, nh, T, T)
+    held.append(weakref.ref(att))
+    return (att @ q).transpose(1, 2).contiguous().view(B, T, C)      # (B, T, C)
+
+
+def test_attention_weights_without_nan_are_read_at_their_call_not_held_to_the_end():
+    """A softmax output on the CPU is screened for NaN rows when it is made (one sum): a clean one is not
+    kept, so recording holds no attention weights alive (holding each one until the run ended made every
+    later allocation fresh memory); the trace still says the values were read and none was NaN."""
+    x, w, held = torch.randn(2, 6, 32), torch.randn(32, 32), []
+    with shapetrace.trace(dims=DIMS) as t:
+        _weights_of_one_head_block(x, w, held)
+        freed_while_recording = held[0]() is None
+    assert freed_while_recording
+    assert (t.nan_rows, t.nan_event) == ([], None)
+
+
+def test_the_dependency_check_keeps_every_attention_output_to_the_end():
+    """The twin: where the dependency check will read the weights' zero triangle after the run, every
+    softmax output is kept until the run ends (as before), and the causal triangle is read from it."""
+    x, w, held = torch.randn(2, 6, 32), torch.randn(32, 32), []
+    with shapetrace.trace(dims=DIMS) as t:
+        t.check_dependencies()
+        _weights_of_one_head_block(x, w, held)
+        kept_while_recording = held[0]() is not None
+    assert kept_while_recording
+    assert (t.nan_rows, t._triangle) == ([], "zero above the diagonal")
+
+
+def test_a_row_left_without_keys_is_kept_and_read_after_the_run():
+    """Transformers' padding bug (a query row masked whole: softmax over only -inf is NaN): the output that
+    fails the screen at its call is kept, and its rows are read after the run."""
+    scores = torch.randn(1, 2, 4, 4)                                  # (B, H, T, T)
+    scores[0, 0, 2, :] = float("-inf")                                # query 2 of head 0 sees no key
+    with shapetrace.trace(dims="B=1 T=4 H=2 D=8") as t:
+        scores.softmax(dim=-1)
+    assert (t.nan_rows, t.nan_event) == ([(0, 0, 2)], 0)
+    assert t.capture.value_checked == []                              # let go once read
+
+
+class _Block(torch.nn.Module):
+    """nanoGPT's ``Block.forward`` (model.py): ``x = x + self.attn(self.ln_1(x))``, the residual input let go
+    once the sum is made (a weak reference to it is kept in ``held``)."""
+
+    def __init__(self, held: list):
+        super().__init__()
+        self.ln_1, self.attn, self.held = torch.nn.LayerNorm(32), torch.nn.Linear(32, 32), held
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * 1.0                                                   # (B, T, C), its own tensor
+        self.held.append(weakref.ref(x))
+        x = x + self.attn(self.ln_1(x))                               # (B, T, C)
+        return x + 0.0
+
+
+def test_an_addition_keeps_a_copy_of_its_operand_not_the_operand():
+    """An addition of two tensors keeps the smaller operand's values for the analysis (it may add a mask onto
+    scores): as a copy taken at the call, so the residual stream the block lets go is freed while recording."""
+    held: list = []
+    with shapetrace.trace(dims=DIMS) as t:
+        _Block(held)(torch.randn(2, 6, 32))
+        freed_while_recording = held[0]() is None
+    assert freed_while_recording
+    kept = [r.kept for r in t.capture.records if type(r) is OpRecord and r.spec.name == "add"]
+    assert len(kept) == 1 and kept[0].shape == (2, 6, 32) and not kept[0].requires_grad
+
+
+def test_a_mask_added_onto_scores_is_read_from_the_copy():
+    """The twin: the Annotated Transformer's ``subsequent_mask`` as an additive mask (``-inf`` above the
+    diagonal), made inline and gone after the addition, is still read after the run: it hides the future."""
+    q = torch.randn(2, 4, 6, 8)                                       # (B, H, T, d_k)
+    with shapetrace.trace(dims="B=2 H=4 T=6 d_k=8") as t:
+        shapetrace.name(q, "B H T d_k")
+        att = q @ q.transpose(-2, -1)                                 # (B, H, T, T)
+        att = att + torch.full((6, 6), float("-inf")).triu(1)         # (B, H, T, T)
+        att.softmax(dim=-1)
+    added = next(e for e in t.events if e.op == "add")
+    assert (added.params, added.output.dims) == ({"hides": True, "hides_side": "future"}, ("B", "H", "T", "T"))
+
+
+def test_the_capture_goes_with_its_trace():
+    """No reference cycle holds a capture (its records, the kept copies) once its trace is dropped: it is
+    freed at once, not at the collector's next full pass."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims=DIMS) as t:
+        B, T, D = x.shape
+        (x + x).view(B, T, 4, D // 4)                                 # (B, T, H, d_k)
+    capture = weakref.ref(t.capture)
+    del t
+    assert capture() is None
