@@ -388,3 +388,14 @@ def playwright_entry(api: str = "sync"):
             pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
         pytest.skip(how)
     return getattr(module, f"{api}_playwright")
+
+
+@pytest.fixture(scope="session")
+def torch_zygote():
+    """One interpreter per worker that has imported torch, forking a fresh ``python -c`` child per call
+    (tests/zygote.py): for scripts that need a process of their own but not a fresh interpreter."""
+    from zygote import Zygote
+
+    zygote = Zygote(("torch",))
+    yield zygote
+    zygote.close()
