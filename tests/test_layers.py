@@ -516,3 +516,19 @@ def test_a_zygote_child_ends_as_python_c_ends(tmp_path):
     finally:
         zygote.close()
     assert zygote.proc.returncode == 0
+
+
+@pytest.mark.parametrize("args, env", [(["run", "--nope"], {}),
+                                       (["strides", "2x6x8x64", "transpose(1, 2).view(2, 6, 512)"], {"NO_COLOR": "1"}),
+                                       (["lessons"], {"COLUMNS": "60"})])
+def test_cli_forked_returns_what_a_fresh_process_returns(args, env, tmp_path):
+    """tests/conftest.py's ``cli_forked`` (a child of the suite's zygote) against ``run_cli`` (a fresh
+    ``python -m shapetrace``): the same exit status, stdout and stderr, the environment given for the call
+    read by the child, and a ``PYTHON*`` variable, which only a starting interpreter reads, refused."""
+    from conftest import cli_forked, run_cli
+
+    fresh, forked = run_cli(*args, env=env, cwd=tmp_path), cli_forked(*args, env=env, cwd=tmp_path)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.args == fresh.args
+    with pytest.raises(ValueError, match="PYTHON"):
+        cli_forked(*args, env={"PYTHONIOENCODING": "ascii"})

@@ -79,7 +79,10 @@ def serve(main, json=json, os=os, socket=socket, sys=sys, run_child=run_child):
                 os.dup2(fd, number)
                 os.close(fd)
             os.chdir(request["cwd"])
-            sys.argv = ["-c", *request["args"]]
+            if request["env"] is not None:
+                os.environ.clear()
+                os.environ.update(request["env"])
+            sys.argv = [request["argv0"], *request["args"]]
             builtins = main["__builtins__"]
             main.clear()
             main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None, __spec__=None,
@@ -99,11 +102,12 @@ serve(globals())
 class Zygote:
     """One interpreter that has imported ``preload``; :meth:`run` forks a child of it per call."""
 
-    def __init__(self, preload: Sequence[str] = ("torch",)):
+    def __init__(self, preload: Sequence[str] = ("torch",), env: dict | None = None):
         self.preload = tuple(preload)
+        self.env = dict(os.environ if env is None else env)
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen([sys.executable, "-c", SERVER, str(theirs.fileno()), *self.preload],
-                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=self.env)
         theirs.close()
         self.lock = threading.Lock()
 
@@ -118,14 +122,25 @@ class Zygote:
                                f"exit {self.proc.poll()}")
         return json.loads(got)
 
-    def run(self, code: str, *args: str, input: str | None = None, cwd=None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
-        """``python -c CODE ARGS`` with text stdout and stderr captured, as ``subprocess.run`` returns it."""
-        argv = [sys.executable, "-c", code, *args]
+    def run(self, code: str, *args: str, input: str | None = None, cwd=None, env: dict | None = None,
+            timeout: float = 300, argv0: str = "-c", shown: list[str] | None = None) -> subprocess.CompletedProcess:
+        """``python -c CODE ARGS`` with text stdout and stderr captured, as ``subprocess.run`` returns it.
+
+        ``env``: the child's whole environment, set before its code runs (the zygote's own where None);
+        a variable the interpreter reads only as it starts (``PYTHON*``) cannot take a new value in a
+        fork, so one that differs from the zygote's raises ValueError (use ``subprocess`` for it).
+        ``argv0``: the child's ``sys.argv[0]``; ``shown``: the command line the result names."""
+        argv = shown or [sys.executable, "-c", code, *args]
+        if env is not None:
+            started = {k: v for k, v in self.env.items() if k.startswith("PYTHON")}
+            wanted = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+            if started != wanted:
+                raise ValueError(f"a fork cannot start with other PYTHON* variables: {wanted} (zygote: {started})")
         with self.lock:
             pipes = [os.pipe() for _ in range(3)]
             theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
-            request = {"code": code, "args": list(args), "cwd": os.fspath(cwd or os.getcwd())}
+            request = {"code": code, "args": list(args), "cwd": os.fspath(cwd or os.getcwd()), "env": env,
+                       "argv0": argv0}
             try:
                 socket.send_fds(self.sock, [json.dumps(request).encode()], theirs)
             finally:
