@@ -125,6 +125,46 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None, cwd=N
                           input=input, env=full_env, cwd=cwd, timeout=timeout)
 
 
+_zygotes: list = []
+
+
+def shared_zygote():
+    """This process's zygote (tests/zygote.py): one interpreter that imported torch alone (with
+    ``PYTHONPATH`` and ``COLUMNS`` as :func:`run_cli` starts one), forking a child per call; started on
+    first use, stopped when the run ends."""
+    if not _zygotes:
+        import atexit
+
+        from zygote import Zygote
+
+        _zygotes.append(Zygote(("torch",), env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")))
+        atexit.register(_zygotes[0].close)
+    return _zygotes[0]
+
+
+#: ``python -m shapetrace`` as runpy runs it, in a zygote's child.
+_AS_MODULE = "import runpy; runpy.run_module('shapetrace', run_name='__main__', alter_sys=True)"
+
+
+def cli_forked(*args: str, input: str | None = None, env: dict | None = None, cwd=None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m shapetrace ARGS`` as :func:`run_cli` runs it, in a process of its own forked from
+    :func:`shared_zygote` (no interpreter start, no torch import per call): the same environment, folder,
+    stdin, exit status, stdout and stderr, and the process can end itself (``os._exit``, a fork, a hang
+    cut by ``timeout``). For what a process of its own is the point of, but not its start: imports,
+    ``PYTHON*`` variables, signals and terminals keep :func:`run_cli`."""
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    full_env.update(env or {})
+    return shared_zygote().run(_AS_MODULE, *args, input=input, env=full_env, cwd=cwd, timeout=timeout,
+                              argv0="-m", shown=[sys.executable, "-m", "shapetrace", *args])
+
+
+@pytest.fixture(scope="session")
+def torch_zygote():
+    """:func:`shared_zygote`, for tests that run scripts in processes of their own."""
+    return shared_zygote()
+
+
 def cli_in_process(*args: str, input: str | None = None, env: dict | None = None, cwd=None,
                    timeout: float | None = None) -> subprocess.CompletedProcess:
     """``shapetrace ARGS`` as :func:`run_cli` runs it, in this process (no interpreter start, no torch
@@ -388,3 +428,4 @@ def playwright_entry(api: str = "sync"):
             pytest.fail(f"{how} (SHAPETRACE_REQUIRE_BROWSER=1 says it must run)")
         pytest.skip(how)
     return getattr(module, f"{api}_playwright")
+

@@ -43,7 +43,7 @@ LONG: tuple[Block, ...] = (
                     "the_judge",), apart=True),  # 20 exercises, 18-67 s each
     Block(340, (_X + "test_lessons.py", _X + "test_test_exercises.py")),  # one curriculum_verdicts
     Block(186, ("tests/test_layers.py",)),
-    Block(177, (_X + "test_sealed.py",)),
+    Block(28, (_X + "test_sealed.py",)),  # 177 before its 15 scripts forked from the zygote (-n 0: 198 -> 32 s)
     Block(157, ("tests/tui/test_step.py",)),
     Block(42, ("tests/live/test_pages.py",), apart=True),  # a class of 30 in Chromium
     Block(125, (_X + "test_sandbox_layers.py",)),

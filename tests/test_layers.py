@@ -481,3 +481,54 @@ def test_the_suites_processes_run_torch_on_one_thread():
     done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "1", done.stderr
+
+
+#: Scripts whose end a zygote's child must report as ``python -c`` does (tests/zygote.py).
+ENDINGS = ["print('out'); import sys; print('err', file=sys.stderr)",
+           "import sys; sys.exit(3)",
+           "import sys; sys.exit('a message')",
+           "def f():\n    1 / 0\nf()",
+           "raise KeyboardInterrupt",
+           "import atexit; atexit.register(print, 'at exit')",
+           "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('joined'))).start()",
+           "import os, sys; print(sys.argv[1:], os.getcwd(), sys.stdin.read(), sorted(globals()))",
+           "import os; print('lost', end=''); os._exit(4)"]
+
+
+def test_a_zygote_child_ends_as_python_c_ends(tmp_path):
+    """A zygote's child (tests/zygote.py) returns what ``subprocess.run([python, "-c", ...])`` returns:
+    the exit status, stdout and stderr (a traceback without the zygote's own frames), with ``atexit``
+    functions run and threads joined, ``sys.argv``, the folder, stdin and a fresh ``__main__``."""
+    from zygote import Zygote
+
+    zygote = Zygote(("json",))
+    try:
+        for code in ENDINGS:
+            fresh = subprocess.run([sys.executable, "-c", code, "an arg"], capture_output=True, text=True,
+                                   input="typed", cwd=tmp_path, timeout=60)
+            forked = zygote.run(code, "an arg", input="typed", cwd=tmp_path, timeout=60)
+            assert (forked.returncode, forked.stdout, forked.stderr) == (
+                fresh.returncode, fresh.stdout, fresh.stderr), code
+        assert zygote.run("import sys; print('json' in sys.modules)").stdout == "True\n"  # preloaded
+        with pytest.raises(subprocess.TimeoutExpired):
+            zygote.run("import time; time.sleep(30)", timeout=0.5)
+        assert zygote.run("print('next')").stdout == "next\n"  # the killed child's status was read
+    finally:
+        zygote.close()
+    assert zygote.proc.returncode == 0
+
+
+@pytest.mark.parametrize("args, env", [(["run", "--nope"], {}),
+                                       (["strides", "2x6x8x64", "transpose(1, 2).view(2, 6, 512)"], {"NO_COLOR": "1"}),
+                                       (["lessons"], {"COLUMNS": "60"})])
+def test_cli_forked_returns_what_a_fresh_process_returns(args, env, tmp_path):
+    """tests/conftest.py's ``cli_forked`` (a child of the suite's zygote) against ``run_cli`` (a fresh
+    ``python -m shapetrace``): the same exit status, stdout and stderr, the environment given for the call
+    read by the child, and a ``PYTHON*`` variable, which only a starting interpreter reads, refused."""
+    from conftest import cli_forked, run_cli
+
+    fresh, forked = run_cli(*args, env=env, cwd=tmp_path), cli_forked(*args, env=env, cwd=tmp_path)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.args == fresh.args
+    with pytest.raises(ValueError, match="PYTHON"):
+        cli_forked(*args, env={"PYTHONIOENCODING": "ascii"})

@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT, cli_in_process, run_cli
+from conftest import ROOT, cli_forked, cli_in_process
 
 from shapetrace import parse_dims
 from shapetrace.app.script import Filters, _path_matches, run_script
@@ -86,7 +86,7 @@ def test_path_matching():
 
 
 def test_json_is_the_only_thing_on_stdout():
-    res = run_cli("trace", S + "textbook.py", "--dims", DIMS, "--json", cwd=ROOT)
+    res = cli_forked("trace", S + "textbook.py", "--dims", DIMS, "--json", cwd=ROOT)  # stdout: a pipe of its own
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     ref = json.loads(cli_in_process("run", "--json", cwd=ROOT).stdout)  # the reference to compare with
@@ -212,13 +212,9 @@ def test_environment_variables_untouched():
 def test_trace_without_names_says_nothing_was_checked(tmp_path):
     """No --dims and no shapetrace.name: the all-clear would be a false claim, so the trace says why
     nothing was checked and how to fix it."""
-    import subprocess
-    import sys
-
     script = tmp_path / "mine.py"
     script.write_text("import torch\nx = torch.randn(2, 6, 512)\nq = x.view(2, 6, 8, 64).transpose(1, 2)\n")
-    proc = subprocess.run([sys.executable, "-m", "shapetrace", "trace", str(script), "--width", "200"],
-                          capture_output=True, text=True, timeout=120)
+    proc = cli_forked("trace", str(script), "--width", "200")
     assert proc.returncode == 0, proc.stderr
     assert "every axis keeps its meaning" not in proc.stdout
     assert proc.stdout.rstrip().endswith(
@@ -293,7 +289,9 @@ def test_os_exit_in_a_forked_child_still_ends_only_the_child(tmp_path):
 
 
 def cli_run(script):
-    return run_cli("trace", str(script), "--width", "300")
+    """The script may end its process (os._exit, a fork): a process of its own, forked from the
+    suite's zygote (tests/zygote.py), since its start is not what these tests prove."""
+    return cli_forked("trace", str(script), "--width", "300")
 
 
 def _line_with(start: str, out: str) -> str:

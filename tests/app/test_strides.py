@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import cli_forked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from layout_chains import chains, factorisations
@@ -195,7 +195,7 @@ def test_cli_usage_errors_exit_2(cli, args, message):
 
 
 def test_subprocess_no_color_failing_chain():
-    proc = run_cli("strides", *FAILING, env={"NO_COLOR": "1"})
+    proc = cli_forked("strides", *FAILING, env={"NO_COLOR": "1"})
     assert proc.returncode == 1 and proc.stderr == ""
     assert "\x1b[" not in proc.stdout
     assert "│A 0,0,0,:│B 0,1,0,:│" in proc.stdout  # letters carry the key without colour

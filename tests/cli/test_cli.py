@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli_in_process, run_cli
+from conftest import cli_forked, cli_in_process
 
 
 def test_run_prints_header_table_footer(cli):
@@ -82,7 +82,7 @@ def test_non_integer_is_a_usage_error():
 
 
 def test_traceback_flag_shows_the_traceback():
-    proc = run_cli("run", "--d-model", "500", "--traceback")
+    proc = cli_forked("run", "--d-model", "500", "--traceback")
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "UsageError" in proc.stderr
 

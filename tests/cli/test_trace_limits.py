@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, cli_in_process, run_cli
+from conftest import ROOT, cli_forked, cli_in_process
 
 TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
 
@@ -96,7 +96,7 @@ SLEEPY = ("import time, torch\n"
 def test_max_ops_stops_an_endless_script_with_the_first_n_ops(tmp_path):
     script = tmp_path / "endless.py"
     script.write_text(ENDLESS)
-    res = run_cli("trace", str(script), "--max-ops", "300", "--width", "200", timeout=60)   # (a hang fails here)
+    res = cli_forked("trace", str(script), "--max-ops", "300", "--width", "200", timeout=60)   # (a hang fails here)
     assert res.returncode == 0, res.stderr
     assert "300 ops · 300 views" in res.stdout
     assert " ".join(res.stdout.split()).endswith(
@@ -132,7 +132,7 @@ def test_a_script_that_catches_the_stop_is_stopped_again(tmp_path):
                       "        time.sleep(0.01)\n"
                       "    except BaseException:\n"
                       "        pass\n")
-    res = run_cli("trace", str(script), "--max-ops", "50", "--width", "200", timeout=60)   # (a hang fails here)
+    res = cli_forked("trace", str(script), "--max-ops", "50", "--width", "200", timeout=60)   # (a hang fails here)
     # caught every time: the process is ended (bounded time and memory), one line, a failed run
     assert res.returncode == 1
     assert res.stderr.splitlines()[-1].startswith(

@@ -280,13 +280,9 @@ def test_split_heads_verdict_rendering_golden(verdicts):
 def test_lesson_code_stands_apart_from_the_prose_without_colour():
     """Under NO_COLOR (or piped) a code block is indented 4 with a blank line either side, and an
     example ends with its table, not with the run's bookkeeping."""
-    import os
-    import subprocess
-    import sys
+    from conftest import cli_forked  # stdout a pipe of its own; its start is not what this proves
 
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80"}
-    out = subprocess.run([sys.executable, "-m", "shapetrace", "lesson", "3"], capture_output=True, text=True,
-                         env=env, timeout=60).stdout.splitlines()
+    out = cli_forked("lesson", "3", env={"NO_COLOR": "1", "COLUMNS": "80"}, timeout=60).stdout.splitlines()
     first = out.index("    y = torch.randn(2, 3, 5, 4)                       # (B, H, T, d_k)")
     assert out[first - 1] == "" and out[first + 1] == '    shapetrace.name(y, "B H T d_k")'
     assert out[first + 2].startswith("    flat = y.view(2 * 3, 5, 4)") and out[first + 3] == ""

@@ -373,13 +373,9 @@ def test_present_asks_before_it_traces():
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_lesson_9_in_the_terminal_without_colour(width):
-    import os
-    import subprocess
-    import sys
+    from conftest import cli_forked  # stdout a pipe of its own; its start is not what this proves
 
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(width)}
-    proc = subprocess.run([sys.executable, "-m", "shapetrace", "lesson", "9"], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = cli_forked("lesson", "9", env={"NO_COLOR": "1", "COLUMNS": str(width)}, timeout=300)
     assert proc.returncode == 0 and proc.stderr == ""
     out = proc.stdout.splitlines()
     assert max(len(line) for line in out) <= width

@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -121,16 +119,18 @@ print(json.dumps(out))
 '''
 
 
-def _harness(attack: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", HARNESS, str(attack)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
+def _harness(zygote, attack: Path) -> dict:
+    """HARNESS on ``attack`` in a process of its own (some attacks patch torch), forked from a zygote that
+    has imported torch (tests/zygote.py): the same fresh ``__main__``, the same imports done by the script,
+    the same forked implementations; the interpreter start it no longer pays is not what the attacks try."""
+    done = zygote.run(HARNESS, str(attack), timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.mark.parametrize("attack", [p.name for p in ATTACKS])
-def test_each_fingerprinting_attack_worked_before_and_fails_apart(attack):
-    raised = _harness(HOSTILE / attack)
+def test_each_fingerprinting_attack_worked_before_and_fails_apart(torch_zygote, attack):
+    raised = _harness(torch_zygote, HOSTILE / attack)
     n = len(raised["plain"])
     assert raised["plain"] == [False] + [True] * (n - 1)  # plain: passes the reference, fails every mutant
     assert raised["apart"] == [True] * n  # apart: the same answer for all of them, the reference rejected
@@ -143,12 +143,12 @@ def test_there_are_nine_fingerprinting_attacks():
 TRACE = HOSTILE / "ctypes_trace_real_function.py"
 
 
-def test_tracing_the_real_function_worked_in_process_and_fails_apart():
+def test_tracing_the_real_function_worked_in_process_and_fails_apart(torch_zygote):
     """What the salt could not stop (it hid what the code looks like, not what it does): through ctypes the
     test reached the real function and compared the torch ops it runs with the reference's. With the code
     in the test's process it still tells every broken version from the reference; with the implementation
     in its own process there is no function to reach, for any of them."""
-    raised = _harness(TRACE)
+    raised = _harness(torch_zygote, TRACE)
     n = len(raised["plain"])
     assert raised["plain"] == [False] + [True] * (n - 1)
     assert raised["apart"] == [True] * n
@@ -177,15 +177,17 @@ except AssertionError as exc:
 '''
 
 
-def test_scanning_memory_finds_the_code_where_it_is_in_the_process(tmp_path):
+def test_scanning_memory_finds_the_code_where_it_is_in_the_process(tmp_path, torch_zygote):
     """The control of tests/hostile/scan_memory_for_code.py: in a process that holds one implementation's
-    code (and nothing else of the exercise), the scan passes the reference and fails every broken version."""
+    code (and nothing else of the exercise), the scan passes the reference and fails every broken version.
+    Each process is forked from a zygote that imported torch alone and never reads an implementation, so
+    what the scan finds is what that process read (tests/zygote.py)."""
     ex = CURRICULUM.exercise("test-split-square")
     got = []
     for code in [ex.reference_code] + [m.code for m in ex.mutants]:
         (tmp_path / "code.py").write_text(code)
-        done = subprocess.run([sys.executable, "-c", SCAN, str(HOSTILE / "scan_memory_for_code.py"),
-                               str(tmp_path / "code.py")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        done = torch_zygote.run(SCAN, str(HOSTILE / "scan_memory_for_code.py"), str(tmp_path / "code.py"),
+                                timeout=120, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-2000:]
         got.append(done.stdout.strip())
     assert got == ["passed"] + ["raised the reference's code is not in this process"] * len(ex.mutants)

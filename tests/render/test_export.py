@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import OUTPUT, cli_in_process, render, require_tool, run_cli
+from conftest import OUTPUT, cli_forked, cli_in_process, render, require_tool
 
 EXPECTED_SHAPES = {  # index -> shape with names, as torch and the namer give it for B=2 T=6 D=512 H=8
     0: "[B=2, T=6, D=512]", 1: "[B=2, T=6, H=8, d_k=64]", 2: "[B=2, H=8, T=6, d_k=64]",
@@ -231,7 +231,7 @@ def test_export_path_problems_are_found_before_tracing(tmp_path, make, message):
         target.mkdir()
     script = tmp_path / "marks.py"
     script.write_text(f"import torch\nopen({str(tmp_path / 'ran')!r}, 'w').close()\nx = torch.ones(2, 3).t()\n")
-    proc = run_cli("trace", str(script), "--export", str(target))
+    proc = cli_forked("trace", str(script), "--export", str(target))
     assert proc.returncode == 2 and proc.stdout == ""
     assert not (tmp_path / "ran").exists()  # refused before the script ran
     assert message.format(d=tmp_path) in " ".join(proc.stderr.split())

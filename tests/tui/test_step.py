@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import model_line, run_cli
+from conftest import cli_forked, model_line
 from tmux_session import ROOT, TmuxSession
 
 #: The model lines step mode cites, found by their text (a line added above them moves them all).
@@ -209,7 +209,7 @@ def test_summary_says_enter_quits(broken):
 # -- not a terminal --------------------------------------------------------------------------
 
 def test_without_a_terminal_falls_back_to_the_table():
-    proc = run_cli("run", "--step", input="")
+    proc = cli_forked("run", "--step", input="")  # stdin and stdout: pipes
     assert proc.returncode == 0
     assert proc.stderr.strip() == ("step mode needs an interactive terminal (stdin and stdout); "
                                    "showing the plain table instead")
@@ -341,9 +341,7 @@ def test_lesson_present_moves_screen_by_screen_and_restores(tmux):
 
 
 def test_lesson_present_without_a_terminal_prints_the_lesson():
-    from conftest import run_cli
-
-    proc = run_cli("lesson", "3", "--present")
+    proc = cli_forked("lesson", "3", "--present", input="")
     assert proc.returncode == 0
     assert "--present needs an interactive terminal" in proc.stderr
     assert "A tensor is a flat block of memory" in proc.stdout
