@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # ---------------------------------------------------------------------------
 
 def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -> tuple[Axis, ...]:
-    """Elementwise ops: each output axis takes its name from an input that is not broadcast there."""
+    """Elementwise ops: each output axis takes its name from an input that is not broadcast there (and
+    its role, query or key, from any input whose same axis has one: ``position_bias + scores``)."""
     out = []
     n = len(out_shape)
     for j, size in enumerate(out_shape):
@@ -35,10 +36,15 @@ def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -
         for axes in inputs:
             k = j - (n - len(axes))
             if 0 <= k < len(axes) and axes[k].size == size and (size == 1 or axes[k].atoms):
-                if axes[k].atoms and (chosen is None or _is_unknown(chosen)):
+                if axes[k].atoms and (chosen is None or _is_unknown(chosen) or _adds_a_role(chosen, axes[k])):
                     chosen = axes[k]
         out.append(chosen if chosen is not None else unknown_axis(size))
     return tuple(out)
+
+
+def _adds_a_role(chosen: Axis, other: Axis) -> bool:
+    """Is ``other`` the same axis as ``chosen`` with the role ``chosen`` lacks?"""
+    return chosen.role is None and other.role is not None and other.atoms == chosen.atoms
 
 
 def _is_unknown(axis: Axis) -> bool:

@@ -28,6 +28,7 @@ from torch.overrides import TorchFunctionMode
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.call_args import freeze_args, read_plain_args, zero_d_argument
 from shapetrace.engine.columns import kept_table
+from shapetrace.engine.directions import AddedOperands
 from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.ops import (
@@ -250,12 +251,16 @@ class Capture:
         itself is not held: :mod:`.kept_copies`)."""
         result = self.record(spec, func, args, kwargs)
         tensors = [a for a in args[:2] if type(a) is _TENSOR or isinstance(a, torch.Tensor)]
-        small = min(tensors, key=lambda t: t.numel())
-        if small.device.type == "cpu" and small.is_floating_point() and not small.is_meta:
-            size = small.numel() * small.element_size()
+        least = min(t.numel() for t in tensors)
+        # the smaller operand; both when they tie (``scores + bias`` at B = 1), in operand order: which one
+        # is the scores is known only to the analysis (:func:`.directions.added_operand`)
+        smallest = [t for t in tensors if t.numel() == least]
+        if all(t.device.type == "cpu" and t.is_floating_point() and not t.is_meta for t in smallest):
+            size = sum(t.numel() * t.element_size() for t in smallest)
             if self.kept_bytes + size <= KEEP_BUDGET:
                 self.kept_bytes += size
-                self._keep(KEPT.copy(small))
+                copies = [KEPT.copy(t) for t in smallest]
+                self._keep(copies[0] if len(copies) == 1 else AddedOperands(*copies))
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):

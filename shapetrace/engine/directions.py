@@ -20,7 +20,8 @@ Nothing here imports torch: a tensor is read through its own methods.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
 
@@ -164,6 +165,24 @@ def where_params(args: tuple, kwargs: dict) -> dict:
             side = hidden_side(cond if fill_where_true else ~cond, tuple(scores.shape)) if _readable(cond) else {}
             return {"value": value, **({"hides": True, **side} if side else {})}
     return {}
+
+
+class AddedOperands(NamedTuple):
+    """Copies of both operands of an addition whose operands are the same size (``scores + bias`` at
+    B = 1): which one is the scores is known only once the axes are named."""
+
+    first: Any
+    second: Any
+
+
+def added_operand(kept: Any, is_scores: Sequence[bool]) -> Any:
+    """The kept values of the operand added to the scores: the one copy kept, or, where both operands
+    were kept, the one that is not the scores (None when that is not known: neither or both are)."""
+    if not isinstance(kept, AddedOperands):
+        return kept
+    if len(is_scores) != 2 or is_scores[0] == is_scores[1]:
+        return None
+    return kept.second if is_scores[0] else kept.first
 
 
 def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:

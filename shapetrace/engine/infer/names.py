@@ -165,7 +165,12 @@ def clash_found(state: Inference, in_axes, shapes) -> bool:
 
 def onto_scores(state: Inference, in_axes) -> bool:
     """Is one operand a tensor of attention scores (query and key axes)?"""
-    return len(in_axes) == 2 and any({"query", "key"} <= {a.role for a in axes} for axes in in_axes)
+    return len(in_axes) == 2 and any(is_scores(axes) for axes in in_axes)
+
+
+def is_scores(axes) -> bool:
+    """Are these the axes of attention scores (a query axis and a key axis)?"""
+    return {"query", "key"} <= {a.role for a in axes}
 
 
 class _PassCall:

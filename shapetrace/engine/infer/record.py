@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.directions import added_facts
+from shapetrace.engine.directions import added_facts, added_operand
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
-from shapetrace.engine.infer.names import clashes, names_of, onto_scores, pass_names
+from shapetrace.engine.infer.names import clashes, is_scores, names_of, onto_scores, pass_names
 from shapetrace.engine.infer.provenance import (
     by_parameter_matrix_product,
     decide_stack,
@@ -66,7 +66,8 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
     spec = record.spec
     if not spec.row:
         if spec.additive and onto_scores(state, in_axes):
-            record = record._replace(spec=SCORE_ADD, params=added_facts(record.kept, _result_shape(record)))
+            added = added_operand(record.kept, [is_scores(axes) for axes in in_axes])
+            record = record._replace(spec=SCORE_ADD, params=added_facts(added, _result_shape(record)))
         elif not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None
