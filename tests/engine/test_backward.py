@@ -287,6 +287,37 @@ def test_a_backward_the_block_runs_itself_is_the_one_traced_and_none_runs_twice(
     assert [(r.event, r.op) for r in t.backward.rows[:3]] == [(17, "mean"), (None, "pow"), (16, "linear")]
 
 
+def test_a_checkpointed_block_runs_its_own_backward_traced_as_it_does_untraced():
+    """transformers' gradient_checkpointing_enable wraps each block in torch.utils.checkpoint, non-reentrant
+    (modeling_utils.py). Its own ``.backward()`` under trace(backward=True) raised CheckpointError ("Unpack is
+    being triggered for a tensor that was already unpacked once"): tying each saved tensor to its node read the
+    checkpoint's saved tensors once before the backward did. The twin without checkpoint is the test above."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    model, x = MultiHeadAttention(16, 2), torch.randn(2, 3, 16)
+    counted: list[int] = []
+
+    def count(t):
+        counted.append(t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(count, lambda t: t):
+        loss = checkpoint(model, x, use_reentrant=False).pow(2).mean()
+    loss.backward()
+    expected = model.w_q.weight.grad.clone()
+    model.zero_grad()
+    with shapetrace.trace("B=2 T=3 D=16 H=2", backward=True) as t:
+        loss = checkpoint(model, x, use_reentrant=False).pow(2).mean()
+        loss.backward()
+    assert torch.equal(model.w_q.weight.grad, expected) and (t.backward.note, t.backward.runs) == ("", 1)
+    assert [(r.event, r.op) for r in t.backward.rows[:3]] == [(17, "mean"), (None, "pow"), (16, "linear")]
+    assert [r.event for r in t.backward.rows][-1] == 0 and len(t.backward.rows) == 20
+    # what autograd keeps: the checkpoint's input and pow's, as torch's own hooks count them (the block's
+    # inner tensors are recomputed in the backward, not kept)
+    assert [s.storage_bytes for s in t.backward.saved] == counted == [384, 384]
+
+
 def test_no_backward_is_traced_unless_asked_and_none_runs_without_grad():
     model, x = MultiHeadAttention(16, 2), torch.randn(2, 3, 16)
     with shapetrace.trace("B=2 T=3 D=16 H=2") as plain:

@@ -33,6 +33,9 @@ class BackwardSession:
         self.stop_reason: str | None = None   # why it stopped, where the caller knows (:meth:`stopped`)
         self.refusals: list[checks.Refusal] = []
         self._tied = 0                 # the claims whose nodes' saved tensors are tied to them
+        #: records made while other saved-tensor hooks sat above ours (torch.utils.checkpoint's): their nodes'
+        #: saved tensors are never unpacked to tie them (a checkpoint's unpack recomputes, once only)
+        self._foreign: set[int] = set()
         self._report: BackwardReport | None = None
         self._findings: list = []
 
@@ -40,11 +43,15 @@ class BackwardSession:
         """The capture recorded call ``record``: its results ``outputs`` from ``operands`` (of ``args``)."""
         self.graph.note(record, outputs, operands)
         self.watch.note(record, outputs, args, kwargs or {})
+        top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        if top is None or top[0] != self.saved.pack:
+            self._foreign.add(record)
 
     def _tie(self) -> None:
         """Tie each saved tensor to the node that saved it, for the nodes claimed since the last time."""
         claims = self.graph.claims
-        self.saved.tie([node for claim in claims[self._tied:] for node in claim.nodes])
+        self.saved.tie([node for claim in claims[self._tied:] if claim.record not in self._foreign
+                        for node in claim.nodes])
         self._tied = len(claims)
 
     def _before_backward(self) -> None:
