@@ -18,9 +18,12 @@ block's input, Llama's ``view(*input_shape, -1, head_dim)``), copies appended to
 output would be folded into another axis; there the copies enter with the input instead (the
 measuring batch grows by one entry per head, each a copy of entry 0), every producing submodule
 replaces its copies' rows with entry 0's output moved head by head, and each consuming submodule
-puts entry 0 back in those rows after reading them, so each attention's copies start afresh. A batch
-size that does not grow with the input is caught at run time: the shapes the wrappers check, or the
-token contracts read on the measuring entries, differ, and the full way is taken.
+puts entry 0 back in those rows after reading them, so each attention's copies start afresh. The
+measuring batch then gets a length no axis of the trace has (more rows of entry 0 where needed), so a
+size read from the batch axis cannot line up with another axis; and everything the merge reads from
+the input must come through the splits. A batch size that does not grow with the input is caught at
+run time: the shapes the wrappers check, or the token contracts read on the measuring entries, differ,
+and the full way is taken.
 
 Then, in the measuring forward, each producing submodule's output gets one copy of batch entry 0 per
 query head appended, copy ``j`` with the features of head ``j`` (its key/value group's head for keys
@@ -349,8 +352,10 @@ class Run:
             calls.append(1)
             if len(calls) > 1 or not _shaped(out, p.shape, p.batch, rows):
                 raise NotMeasured("heads (a projection ran twice or returned another shape)")
+            if not self.grown:
+                return _with_copies(out, group, hooks.heads)                       # (entries + copies, ...)
             copied = _with_copies(out.narrow(p.batch, 0, self.entries), group, hooks.heads)
-            extra = self.grown - hooks.heads if self.grown else 0
+            extra = self.grown - hooks.heads
             return _with_entry_zero(copied, p.batch, extra) if extra else copied   # (entries + rows, ...)
         return moved
 

@@ -367,8 +367,9 @@ def test_the_model_is_put_back_after_the_measuring_forward():
 def test_copies_entering_with_the_input_never_make_the_batch_as_long_as_another_axis(bug):
     """At B = T = 2 + H, entry 0, its moved copy and one copy per head would make a measuring batch as long
     as the tokens: positions counted from the batch would line up with them and every contract would
-    hold. The copies' rows are made longer than any size of the trace, so that table breaks the run, as
-    on the full way's batch of two: nothing is said to hold; the correct twin holds every contract."""
+    hold. The measuring batch gets a length no axis of the trace has (more rows of entry 0), so that table
+    breaks the run, as on the full way's batch of two: nothing is said to hold; the correct twin holds
+    every contract."""
     torch.manual_seed(1)
     t, probe = _probed(LlamaAttention(bug=bug), 2 + H, 2 + H)
     assert probe.hooks != () and all(h.grown for h in probe.hooks)
