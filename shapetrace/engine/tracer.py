@@ -138,9 +138,8 @@ class Trace:
         self._finish(exc)
 
     def _finish(self, exc: BaseException | None) -> None:
-        """What must be read when the run ends (the values of the attention outputs the capture kept,
-        which later code could change; those screened at their call had no NaN); everything else is
-        inferred on first read (:meth:`_inferred`)."""
+        """What must be read when the run ends (attention outputs the capture kept, which later code could
+        change; those screened at their call had no NaN); the rest is inferred on first read."""
         self._failure = self.capture.unrecorded_failure
         self.capture.unrecorded_failure = None
         checked, self.capture.value_checked = self.capture.value_checked, []

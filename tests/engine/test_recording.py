@@ -378,7 +378,9 @@ def test_an_addition_keeps_a_copy_of_its_operand_not_the_operand():
         freed_while_recording = held[0]() is None
     assert freed_while_recording
     kept = [r.kept for r in t.capture.records if type(r) is OpRecord and r.spec.name == "add"]
-    assert len(kept) == 1 and kept[0].shape == (2, 6, 32) and not kept[0].requires_grad
+    # the operands tie in size (x + the block's output), so both are kept: which one could be scores is
+    # decided by the analysis (tests/corpus/test_added_operands.py)
+    assert len(kept) == 1 and [(c.shape, c.requires_grad) for c in kept[0]] == [((2, 6, 32), False)] * 2
 
 
 def test_a_mask_added_onto_scores_is_read_from_the_copy():
