@@ -217,3 +217,16 @@ def test_a_decode_step_whose_positions_restart_is_an_error_and_the_offset_twin_i
         f"feature), and cat #{e.index} then appends it along T[-1:] (axis 2) after {T} tokens: its position starts "
         f"again at 0 instead of continuing at {T}, so q·k reads the distances to the cached keys wrong.")
     assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("dims", "said"), [(DIMS, ["rotary-same-angle-every-token"]), (SQUARE, [])])
+def test_with_no_input_named_equal_sizes_leave_the_tokens_axis_unproven(dims, said):
+    """Names seeded from sizes alone: at B = 2, T = 5 the tokens axis is still told apart; at B = T = H = 4
+    which axis holds the tokens was a guess, so no finding rests on it (and no ✓ either)."""
+    B, T, D, H = _sizes(dims)
+    torch.manual_seed(0)
+    model = LlamaRotary(D, H, from_batch=True).eval()
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(torch.randn(B, T, D))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == said
+    assert t.report().verdict.mark != "✓"

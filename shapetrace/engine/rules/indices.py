@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import base_names
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 
@@ -20,10 +21,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
 
 
+def told_by_size(analysis: Analysis, *labels: str | None) -> bool:
+    """Were these names found from sizes alone, among sizes that coincide (``B = T = 4`` with no input
+    named)? Then which axis is which was a guess, and no finding rests on it."""
+    if not analysis.seeded_by_size:
+        return False
+    clashing = {name for pair in analysis.namer.coinciding_sizes() for name in pair}
+    return any(set(base_names(label)) & clashing for label in labels if label)
+
+
 def index_axes(analysis: Analysis) -> list[Diagnostic]:
     """One finding per pick along another axis than the one its indices count."""
     out = []
     for pick in analysis.misindexed:
+        if told_by_size(analysis, pick.picked, pick.count.label, pick.held_label):
+            continue
         e = analysis.events[pick.event]
         x = e.inputs[0]
         picked = f"{pick.picked}, {analysis.namer.plain_role(pick.picked)}" if pick.picked and \

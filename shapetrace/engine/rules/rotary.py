@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.rotary import MISMATCH, UNCHECKED
+from shapetrace.engine.rules.indices import told_by_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -66,15 +67,15 @@ def _tokens_still(analysis: Analysis, rotary: Rotary) -> int | None:
     rotated = _rotated(analysis, rotary)
     if rotated is None or not rotary.still:
         return None
-    return next((j for j in rotary.still if j < len(rotated.dims) - 1
+    return next((j for j in rotary.still if j < len(rotated.dims) - 1 and not told_by_size(analysis, rotated.dims[j])
                  and analysis.namer.plain_role(rotated.dims[j]) == "tokens"), None)
 
 
 def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Diagnostic:
     rotated = _rotated(analysis, rotary)
     dims, shape = rotated.dims, rotated.shape
-    changes = [f"{dims[j] or f'axis {j}'} ({analysis.namer.plain_role(dims[j]) or 'unnamed'})"
-               for j in rotary.varies if j < len(dims)]
+    changes = [f"axis {j}" if not dims[j] or told_by_size(analysis, dims[j]) else
+               f"{dims[j]} ({analysis.namer.plain_role(dims[j]) or 'unnamed'})" for j in rotary.varies if j < len(dims)]
     told = f"their angles change along {' and '.join(changes)} instead" if changes else \
         "they hold the same angles everywhere"
     return Kind.ROTARY_SAME_ANGLE_EVERY_TOKEN.found(rotary.event, (
@@ -91,7 +92,8 @@ def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
     if not rotary.at_zero or rotary.appended is None or rotated is None:
         return False
     dim = rotary.appended[2]
-    return dim < len(rotated.dims) and analysis.namer.plain_role(rotated.dims[dim]) == "tokens"
+    return dim < len(rotated.dims) and not told_by_size(analysis, rotated.dims[dim]) \
+        and analysis.namer.plain_role(rotated.dims[dim]) == "tokens"
 
 
 def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
