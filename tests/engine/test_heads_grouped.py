@@ -229,3 +229,25 @@ def test_grouped_query_attention_is_measured_the_full_way_not_at_module_boundari
     assert [[(s.tensor, s.heads) for s in plan.splits] for plan in probes[0].heads] == [[("q", 4), ("k", 2),
                                                                                          ("v", 2)]]
     assert probes[0].hooks == ()
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("model", "found"), [
+    (lambda: LlamaAttention(kv_heads=2), []),
+    (lambda: LlamaAttention(kv_heads=1), []),
+    (lambda: MistralReference(kv_heads=2), []),
+    (lambda: SdpaGroupedQuery(kv_heads=2), []),
+    (lambda: LlamaAttention(bug="repeat"), [_tiled(1, "keys"), _tiled(1, "values")]),
+    (lambda: SdpaGroupedQuery(bug="repeat"), [_tiled(1, "keys"), _tiled(1, "values")]),
+], ids=["llama-gqa", "llama-mqa", "mistral-gqa", "sdpa-gqa", "llama-tiled", "sdpa-tiled"])
+def test_grouped_heads_are_found_from_the_structure_alone_without_any_name(model, found, B, T):
+    """No --dims and no names: the splits, the copies of the key/value heads and the merge are read
+    from the structure, and the contract is measured on the traced input itself."""
+    torch.manual_seed(0)
+    x = torch.randn(B, T, D)
+    with shapetrace.trace() as t:
+        t.check_dependencies()
+        model()(x)
+    assert [d.message for d in _measured(t)] == found
+    assert t.contracts == ([] if found else [HEADS])
+    assert t.unmeasured == []
