@@ -151,12 +151,15 @@ def _tiled(h, tensor):
     (lambda: LlamaAttention(kv_heads=2), [BATCH, OWN_TOKEN, HEADS]),
     (lambda: LlamaAttention(kv_heads=1), [BATCH, OWN_TOKEN, HEADS]),
     (lambda: MistralReference(kv_heads=2), [BATCH, OWN_TOKEN, HEADS]),
+    (lambda: MistralReference(kv_heads=1), [BATCH, OWN_TOKEN, HEADS]),
     (lambda: SdpaGroupedQuery(kv_heads=2), [BATCH, OWN_TOKEN, CAUSAL, HEADS]),
     (lambda: SdpaGroupedQuery(kv_heads=1), [BATCH, OWN_TOKEN, CAUSAL, HEADS]),
-], ids=["llama-gqa", "llama-mqa", "mistral-gqa", "sdpa-gqa", "sdpa-mqa"])
+], ids=["llama-gqa", "llama-mqa", "mistral-gqa", "mistral-mqa", "sdpa-gqa", "sdpa-mqa"])
 def test_grouped_heads_are_measured_without_h_kv_declared_and_stay_apart(model, held, B, T):
     """Only H is declared: the key/value heads axis has no name, and the contract is still measured
-    (was: "not measured: heads (the model cannot take a copy of its batch per head)")."""
+    (was: "not measured: heads (the model cannot take a copy of its batch per head)"). Mistral's one
+    key/value head repeated with repeat_interleave is copies of one element: it pairs with the query
+    heads as a broadcast does (was: a false batch-mismatch, "batch axis H of the first lines up with 4")."""
     t = _traced(model(), B, T)
     assert _measured(t) == []
     assert t.contracts == held
