@@ -33,9 +33,10 @@ class LlamaAttention(nn.Module):
     """transformers' LlamaAttention with eager_attention_forward (no rotary): ``hidden_shape =
     (*input_shape, -1, head_dim)``, repeat_kv, softmax(q kᵀ) v, ``reshape(*input_shape, -1)`` into
     o_proj. Bugs: ``repeat`` tiles the key/value heads with ``k.repeat(1, n_rep, 1, 1)`` (query head h
-    then reads key/value head h mod H_kv: transformers issue #25436 asks which order repeat_kv must
-    give); ``einsum`` types the heads index twice in the value product (every query head reads every
-    head's values)."""
+    then reads key/value head h mod H_kv; repeat_kv's own docstring says it equals
+    ``torch.repeat_interleave(x, dim=1, repeats=n_rep)``, the order the weights were trained with);
+    ``einsum`` types the heads index twice in the value product (every query head reads every head's
+    values)."""
 
     def __init__(self, kv_heads=2, bug=None):
         super().__init__()
