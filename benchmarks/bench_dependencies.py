@@ -26,7 +26,7 @@ size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, n
 ``view(*input_shape, -1, head_dim)``): there the copies enter with the input (engine/head_hooks.py).
 
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1] [--parts]
-                                            [--style reference|nanogpt|llama]
+                                            [--style reference|nanogpt|llama|llama-gqa]
 """
 
 from __future__ import annotations
@@ -168,8 +168,37 @@ class Llama(torch.nn.Module):
         return self.o_proj(out.reshape(*input_shape, -1).contiguous())             # (B, T, D)
 
 
+class LlamaGqa(Llama):
+    """The same with grouped-query heads: k and v projected to a quarter of the heads and widened by
+    transformers' ``repeat_kv`` (an axis of one inserted, expanded, folded into the heads)."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__(d_model, heads)
+        self.kv_heads = max(1, heads // 4)
+        self.k_proj, self.v_proj = (torch.nn.Linear(d_model, self.kv_heads * self.head_dim, bias=False)
+                                    for _ in range(2))
+        self.n_rep = heads // self.kv_heads
+
+    def forward(self, hidden_states):
+        input_shape = hidden_states.shape[:-1]                                     # (B, T)
+        hidden_shape = (*input_shape, -1, self.head_dim)                           # (B, T, -1, d)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)          # (B, H, T, d)
+        k = self.repeat_kv(self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
+        v = self.repeat_kv(self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
+        T = q.shape[2]
+        w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5              # (B, H, T, T)
+        w = torch.softmax(w + torch.full((T, T), float("-inf")).triu(1), dim=-1)   # (B, H, T, T)
+        out = torch.matmul(w, v).transpose(1, 2)                                   # (B, T, H, d)
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous())             # (B, T, D)
+
+    def repeat_kv(self, x):
+        batch, kv_heads, slen, head_dim = x.shape                                  # (B, H_kv, T, d)
+        x = x[:, :, None, :, :].expand(batch, kv_heads, self.n_rep, slen, head_dim)   # (B, H_kv, n_rep, T, d)
+        return x.reshape(batch, kv_heads * self.n_rep, slen, head_dim)             # (B, H, T, d)
+
+
 #: ``--style``: attentions whose splits read the batch size from the block's input
-STYLES = {"nanogpt": NanoGPT, "llama": Llama}
+STYLES = {"nanogpt": NanoGPT, "llama": Llama, "llama-gqa": LlamaGqa}
 
 
 def _timed(runs: dict, model, x, repeat: int) -> dict[str, float]:

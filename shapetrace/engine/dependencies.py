@@ -128,7 +128,8 @@ class _HeadsRun:
             return run(x)
         from shapetrace.engine import heads
 
-        attentions = [heads.Attention(plan) for plan in self.plans]
+        attentions = [heads.Attention(plan, heads.one_head_each(plan) if heads.grouped(plan) else None)
+                      for plan in self.plans]   # (grouped-query heads: each moved apart, in one run)
         try:
             with heads.HeadsMode(attentions):
                 result = run(x)
@@ -152,31 +153,23 @@ class _HeadsRun:
             detected.append(heads.reached(a.plan.heads, a.reference, a.read))
             if not any(detected[-1]):
                 raise heads.NotMeasured("heads (moving them changed nothing at the merge)")
-        leaking = [a for a, d in zip(attentions, detected) if heads.leaks(a.plan, a.kinds, d)]
+        leaking = [a for a, d in zip(attentions, detected)
+                   if not heads.grouped(a.plan) and heads.leaks(a.plan, a.kinds, d)]
         separate = dict(zip(map(id, leaking), self._separate(run, x, leaking))) if leaking else {}
+        separate.update({id(a): (d, a.kinds) for a, d in zip(attentions, detected) if heads.grouped(a.plan)})
         return [heads.findings(a.plan, d, separate.get(id(a))) for a, d in zip(attentions, detected)]
 
     def _separate(self, run, x, leaking) -> list[tuple]:
         """Which tensor leaked: a second run moving each split's heads alone (only where heads leaked)."""
         from shapetrace.engine import heads
 
-        attentions = [heads.Attention(a.plan, _one_head_each(a.plan)) for a in leaking]
+        attentions = [heads.Attention(a.plan, heads.one_head_each(a.plan)) for a in leaking]
         with heads.HeadsMode(attentions):
             run(x)
         if any(a.read is None for a in attentions):
             raise heads.NotMeasured("heads (the second measuring run did not reach the merge)")
         return [(heads.reached(a.plan.heads, a.reference if a.reference is not None else first.reference, a.read),
                  a.kinds) for a, first in zip(attentions, leaking)]
-
-
-def _one_head_each(plan) -> dict[int, list[tuple[str, int]]]:
-    """Copy j -> the one (tensor, head) it moves: every head of every split's tensor, one per copy."""
-    kinds, j = {}, 0
-    for tensor in dict.fromkeys(s.tensor for s in plan.splits):
-        count = next(s.heads for s in plan.splits if s.tensor == tensor)
-        for head in range(count):
-            kinds[j], j = [(tensor, head)], j + 1
-    return kinds
 
 
 def _pair(first: torch.Tensor, probe: Probe) -> torch.Tensor:

@@ -129,6 +129,8 @@ def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPla
 
 
 def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
+    if any(s.heads != plan.heads for s in plan.splits):
+        return None   # (grouped-query heads: a copy that moves a key/value head moves a whole group's reads)
     producers = tuple(_producer(records, nodes, span, path_of, s) for s in plan.splits)
     consumer = _consumer(records, nodes, span, path_of, plan)
     if consumer is None or any(p is None for p in producers):

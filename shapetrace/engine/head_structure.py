@@ -25,6 +25,8 @@ from shapetrace.engine.ops import Family
 
 #: an axis made by a split (``(NEW, j)``: the split's j-th new axis) or one its input had (``(LEAD, i)``)
 NEW, LEAD = "new", "lead"
+#: an axis of one entry an op inserted (``(ONE, event, position)``: ``x[:, :, None]``), a copy axis once expanded
+ONE = "one"
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,15 @@ def _split_at(e) -> int | None:
     if keep < 1 or len(after) < keep + 2 or tuple(after[:keep]) != tuple(before[:keep]):
         return None
     new = after[keep:]
-    if math.prod(new) != before[-1] or sum(1 for n in new if n > 1) < 2:
+    if math.prod(new) != before[-1] or sum(1 for n in new if n > 1) < 2 and not _one_key_value_head(e, new):
         return None
     return keep
+
+
+def _one_key_value_head(e, new: tuple) -> bool:
+    """Is ``e`` multi-query attention's split of a key or value projection into one head (``view(B, T, 1,
+    d)``)? Only there is an axis of one entry taken for a heads axis (a mask's ``view(B, 1, 1, T)`` is not)."""
+    return len(new) == 2 and new[0] == 1 < new[1] and bool(e.projections) and e.projections[0] in ("k", "v")
 
 
 def _heads_and_batch(current: _Attention) -> tuple[tuple, tuple] | None:
@@ -122,7 +130,7 @@ def _follow(e, ins, current: _Attention) -> list:
     """Each result's axis ids and the splits it came from (None: not followed)."""
     origins = frozenset().union(*(i[1] for i in ins if i is not None))
     family = e.spec.family if e.spec is not None else None
-    if family is Family.PRODUCT:
+    if family is Family.PRODUCT or family is Family.FUSED_ATTENTION:
         return [_product(e, ins, current, origins)]
     first = next(i for i in ins if i is not None)
     ids = first[0]
@@ -133,8 +141,60 @@ def _follow(e, ins, current: _Attention) -> list:
     if family is Family.SPLIT and "dim" in e.params and all(len(o.shape) == len(ids) - 1 for o in e.outputs):
         dim = e.params["dim"] % len(ids)                                           # unbind: that axis is gone
         return [(ids[:dim] + ids[dim + 1:], origins)] * len(e.outputs)
+    if len(e.inputs) == 1 and len(e.outputs) == 1 and family is not None:
+        copied = _copied(e, family, ids)
+        if copied is not None:
+            return [(copied, origins)]
     shape = next(t.shape for t, i in zip(e.inputs, ins) if i is not None)
     return [(ids, origins) if tuple(o.shape) == tuple(shape) else None for o in e.outputs]   # elementwise
+
+
+def _copied(e, family, ids: tuple) -> tuple | None:
+    """The axis ids through an op that copies heads (grouped-query attention's ``repeat_kv``: an axis of
+    one inserted, expanded, folded into the heads; ``repeat_interleave``; ``repeat``): each axis keeps its
+    id, so the key/value heads line up with the query heads at the product. In which order the copies
+    are laid out is not read here: the values say which key/value head each query head reads."""
+    before, after = tuple(e.inputs[0].shape), tuple(e.outputs[0].shape)
+    if (family is Family.EXPAND or e.spec.repeats) and len(after) == len(before) and \
+            all(n and m % n == 0 for n, m in zip(before, after)):
+        return ids
+    if family in (Family.SLICE, Family.RESHAPE) and len(after) > len(before):
+        return _inserted(e.index, before, after, ids)
+    if family is Family.RESHAPE and len(after) == len(before) - 1:
+        return _copies_folded(before, after, ids)
+    return None
+
+
+def _inserted(index: int, before: tuple, after: tuple, ids: tuple) -> tuple | None:
+    """The ids after axes of one entry are inserted (``x[:, :, None]``, ``unsqueeze``), each new one a
+    ``ONE`` axis; None where the result is not the operand with such axes. (Where the operand has an
+    axis of one entry itself, multi-query attention's one key/value head, the first of the ones keeps its
+    id: which of them is new cannot be told, and the fold of the copies keeps the id that is not ``ONE``
+    either way.)"""
+    out, j = [], 0
+    for i, n in enumerate(after):
+        if j < len(before) and n == before[j]:
+            out.append(ids[j])
+            j += 1
+        elif n == 1:
+            out.append((ONE, index, i))
+        else:
+            return None
+    return tuple(out) if j == len(before) else None
+
+
+def _copies_folded(before: tuple, after: tuple, ids: tuple) -> tuple | None:
+    """The ids after a reshape folds two neighbouring axes into one, where one of them is an inserted
+    ``ONE`` axis (the copies): the fold keeps the other's id (``(B, H_kv, n_rep, T, d) -> (B, H, T, d)``);
+    None for any other reshape, or where the fold's place is not unique. (With one key/value head,
+    ``(B, 1, H, T, d)`` also reads as ``B`` folded with the 1: only a fold of a ``ONE`` axis counts.)"""
+    places = [k for k in range(len(after)) if before[:k] == after[:k] and before[k + 2:] == after[k + 1:]
+              and before[k] * before[k + 1] == after[k] and [a[0] for a in ids[k:k + 2]].count(ONE) == 1]
+    if len(places) != 1:
+        return None
+    k = places[0]
+    kept = ids[k] if ids[k][0] != ONE else ids[k + 1]
+    return ids[:k] + (kept,) + ids[k + 2:]
 
 
 def _swapped(ids: tuple, dims) -> tuple:
@@ -162,6 +222,8 @@ def _by_strides(before, after, ids) -> tuple | None:
 def _product(e, ins, current: _Attention, origins) -> tuple | None:
     """A batched product's result ids, noting which batch axes both operands share."""
     contraction = e.spec.contraction if e.spec is not None else ""
+    if e.spec is not None and e.spec.family is Family.FUSED_ATTENTION:
+        return _fused(e, ins, current, origins)
     if len(ins) != 2 or len(e.outputs) != 1 or contraction not in ("matrix", "subscripts"):
         return None
     if contraction == "subscripts":
@@ -173,6 +235,20 @@ def _product(e, ins, current: _Attention, origins) -> tuple | None:
     _note(current, [x for x, y in zip(a[0][:-2], b[0][:-2]) if x == y], [x for x, y in zip(a[0][:-2], b[0][:-2])
                                                                           if x != y], origins)
     return (a[0][:-2] + (a[0][-2], b[0][-1]), origins)
+
+
+def _fused(e, ins, current: _Attention, origins) -> tuple | None:
+    """``scaled_dot_product_attention(q, k, v)``: its batch axes are all but the last two of q and k
+    (with ``enable_gqa=True`` k's heads axis has fewer entries: the same axis, grouped); its result's
+    ids are q's."""
+    if len(ins) < 3 or len(e.outputs) != 1 or ins[0] is None or ins[1] is None:
+        return None
+    q, k = ins[0][0], ins[1][0]
+    if len(q) != len(k) or len(q) != len(e.outputs[0].shape) or len(q) < 3:
+        return None
+    _note(current, [x for x, y in zip(q[:-2], k[:-2]) if x == y], [x for x, y in zip(q[:-2], k[:-2]) if x != y],
+          origins)
+    return (q, origins)
 
 
 def _einsum(e, ins, current: _Attention, origins) -> tuple | None:

@@ -9,14 +9,18 @@ is measured on the values, in the same forward as the token contracts (:mod:`.de
   after them whose operand has a heads axis and whose result has none), each by its call site and how
   many times that site ran before; where no axis is named heads, :mod:`.head_structure` finds them
   from the structure (a feature axis split in two, the scores' product batching over one of them);
+  grouped-query attention's key/value splits whose heads axis has no name (``H_kv`` not declared) are
+  found there too, their heads followed through ``repeat_kv`` (or ``enable_gqa``) to the product;
 * every attention's copies travel in the same measuring run (each merge hands the model back its
   original batch, so the next attention's splits copy it again);
 * during the measuring run, :class:`HeadsMode` (a TorchFunctionMode) follows the same calls: at
   each split it appends one copy of the whole batch per query head, head ``j`` of copy ``j``'s first
-  entry moved in a random direction (the key/value split of grouped-query attention moves head
-  ``j // n_rep``, the one query head ``j`` shares); at the merge it merges each copy with the call's
-  own arguments, keeps the copies' results and hands the model the original batch alone, so the rest
-  of the model runs at the traced batch;
+  entry moved in a random direction (in grouped-query attention one copy per head of each of q, k and
+  v, each moving that head alone: query head ``h`` may read only key/value head ``h // n_rep``, as
+  ``repeat_interleave`` and Llama's ``repeat_kv`` lay them out; with one key/value head, multi-query
+  attention, every query head reads it and the query heads must still stay apart); at the merge it
+  merges each copy with the call's own arguments, keeps the copies' results and hands the model the
+  original batch alone, so the rest of the model runs at the traced batch;
 * which head each element of the merged output belongs to is read by running the query split on
   the element's coordinates (the merge must undo the split); an element of head ``h`` may change only
   with the copies that moved head ``h`` (or its key/value group).
@@ -38,6 +42,7 @@ from torch.overrides import TorchFunctionMode
 from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
 from shapetrace.engine.sites import user_stack
 
 #: the contract's name, as the verdict lists it when it held
@@ -115,17 +120,47 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     for r, e in rows:
         ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
         outs = [_heads_axes(t.dims, role_of) for t in e.outputs]
-        if not ins and len(outs) == 1 and len(outs[0]) == 1:
+        if not ins and len(outs) == 1 and len(outs[0]) == 1 and not _copies_heads(e):
             splits.append((r, e, outs[0][0]))
-        elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)):
+        elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)) and not _keys_alone(e):
             attentions.append((splits, r, e))   # the merge closes this attention; a later split opens the next
             splits = []
     if not attentions:   # no axis named heads: the splits and merges found from the structure
         return _from_structure(records, start, rows)
-    return tuple(_plan(records, start, tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits),
+    structure = _Structure(rows)
+    return tuple(_plan(records, start, structure.key_value_splits(
+        records, start, tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits), merge_r),
                        merge_r, merge_e, _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None,
                        _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None)
                  for splits, merge_r, merge_e in attentions)
+
+
+class _Structure:
+    """The attentions :mod:`.head_structure` finds, read once where a named attention needs them."""
+
+    def __init__(self, rows):
+        self.rows, self._found = rows, None
+
+    def key_value_splits(self, records, start: int, named: tuple[Split, ...], merge_r: int) -> tuple[Split, ...]:
+        """``named`` with grouped-query attention's key/value splits added where their heads axis has no
+        name (``H_kv`` not declared: ``view(*input_shape, -1, d)`` of a narrower projection): the structure
+        finds them, their heads carried through ``repeat_kv`` (or ``enable_gqa``) to the product beside
+        the query heads."""
+        tensors = {s.tensor for s in named}
+        missing = {"k", "v"} - tensors
+        if not missing or "" in tensors:
+            return named
+        if self._found is None:
+            from shapetrace.engine.head_structure import attentions
+            self._found = attentions(self.rows)
+        same = next((f for f in self._found if f.merge[0] == merge_r), None)
+        if same is None:
+            return named
+        taken = {s.record for s in named}
+        added = tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e),
+                            f"#{e.index} {e.op}", e.index, r)
+                      for r, e, axis, batch in same.splits if r not in taken and _tensor(e) in missing)
+        return tuple(sorted(named + added, key=lambda s: s.index))
 
 
 def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
@@ -166,6 +201,18 @@ def _unnamed_heads(e, splits) -> bool:
     mixed on purpose lose their name: the values tell whether this is the merge, by its layout)?"""
     sizes = {s_e.outputs[0].shape[axis] for _, s_e, axis in splits}
     return any(d is None and n in sizes for d, n in zip(e.inputs[0].dims, e.inputs[0].shape))
+
+
+def _copies_heads(e) -> bool:
+    """Does ``e`` make heads by copying (``expand``, ``repeat``: multi-query attention's one key/value head
+    as wide as the query heads)? That is no split: the split is the one before it."""
+    return e.spec is not None and (e.spec.family is Family.EXPAND or e.spec.repeats)
+
+
+def _keys_alone(e) -> bool:
+    """Is ``e``'s operand made from the keys or the values alone (``repeat_kv``'s fold of the copies, at
+    n_rep = H as wide as the heads)? The merge's operand is the attention's output, made from both."""
+    return bool(e.projections) and e.projections[0] in ("k", "v")
 
 
 def _folds(e) -> bool:
@@ -385,17 +432,43 @@ def _output_heads(reference: torch.Tensor | None, shape, heads: int) -> torch.Te
     raise NotMeasured("heads (the merge's result is laid out unlike the split's operand)")
 
 
-def regrouped(sets: list[list[set[int]]]) -> str | None:
+def regrouped(sets: list[list[set[int]]], plan: HeadsPlan | None = None, kinds: dict | None = None) -> str | None:
     """Where an element of output head ``h`` changes with other copies but not with copy ``h`` (which
     moves query head ``h``, which every element of a head's output reads), the merge does not undo the
-    split (heads regrouped with another axis): the sentence saying so; else None."""
+    split (heads regrouped with another axis): the sentence saying so; else None. With ``kinds`` (a
+    run whose copies each move one head: grouped-query attention), the copies of ``h`` are those that
+    move a head output head ``h`` reads."""
     for h, found in enumerate(sets):
-        strays = [s for s in found if h not in s]
+        own = {h} if kinds is None or plan is None else _own_copies(plan, kinds, h)
+        strays = [s for s in found if not s & own]
         if strays:
             union = sorted(set().union(*strays))
+            if kinds is not None:
+                union = sorted({head for j in union for _, head in kinds[j]})
             return (f"head {h} of the output has elements that do not depend on head {h} of the queries but on "
                     f"{_heads(union)} of the queries, keys and values")
     return None
+
+
+def _own_copies(plan: HeadsPlan, kinds: dict, h: int) -> set[int]:
+    """The copies that move a head output head ``h`` reads: its query head, its group's key/value head."""
+    counts = {s.tensor: s.heads for s in plan.splits}
+    return {j for j, pairs in kinds.items() for t, head in pairs if head == h * counts[t] // plan.heads}
+
+
+def grouped(plan: HeadsPlan) -> bool:
+    """Is ``plan`` grouped-query (or multi-query) attention: a split of fewer heads than the queries'?"""
+    return any(s.heads != plan.heads for s in plan.splits)
+
+
+def one_head_each(plan: HeadsPlan) -> dict[int, list[tuple[str, int]]]:
+    """Copy j -> the one (tensor, head) it moves: every head of every split's tensor, one per copy."""
+    kinds, j = {}, 0
+    for tensor in dict.fromkeys(s.tensor for s in plan.splits):
+        count = next(s.heads for s in plan.splits if s.tensor == tensor)
+        for head in range(count):
+            kinds[j], j = [(tensor, head)], j + 1
+    return kinds
 
 
 def _heads(heads: list[int]) -> str:
@@ -423,15 +496,16 @@ def leaks(plan: HeadsPlan, kinds: dict[int, list[tuple[str, int]]],
 
 def findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     """The findings of the two runs (``separate``: ``(sets, kinds)`` of the run that moved each tensor's
-    heads apart, or None when the first run found nothing), each speaking of the events from the split
-    to the merge; [] when the heads stayed apart."""
+    heads apart, or None when the first run found nothing; in grouped-query attention the one run moved
+    them apart: ``separate`` is its own), each speaking of the events from the split to the merge; []
+    when the heads stayed apart."""
     return [replace(d, span=plan.span) for d in _findings(plan, detected, separate)]
 
 
 def _findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple | None) -> list[Diagnostic]:
     where = f"between the split ({', '.join(s.label for s in plan.splits)}) and the merge ({plan.merge_label})"
-    sentence = regrouped(detected)
-    if sentence is not None:
+    sentence = regrouped(detected, plan, separate[1]) if grouped(plan) and separate else regrouped(detected)
+    if sentence is not None and not _key_value_heads_alone(plan, separate):
         return [Kind.HEADS_MIX.found(None, (
             f"measured on the values: {sentence}: the merge does not undo the split ({where}). Heads were merged "
             "with another axis, as a view or reshape of (B, H, T, d_k) to (B, T, D) without the transpose back "
@@ -446,6 +520,17 @@ def _findings(plan: HeadsPlan, detected: list[list[set[int]]], separate: tuple |
             found[3].append(h)
     return [_leak_finding(plan, h, tensor, heads, own, where, others)
             for tensor, (h, heads, own, others) in first.items()]
+
+
+def _key_value_heads_alone(plan: HeadsPlan, separate: tuple | None) -> bool:
+    """In grouped-query attention, do only key/value heads leak when each head is moved alone (the
+    query heads stay apart)? Then an output element that did not change with its own copy read the
+    key/value head of another group (under a causal mask the first token reads nothing else): the
+    key/value heads are in the wrong order, not the merge."""
+    if separate is None or all(s.heads == plan.heads for s in plan.splits):
+        return False
+    found = {tensor for _, tensor, _, _ in leaks(plan, separate[1], separate[0])}
+    return bool(found) and not found & {"q", ""}
 
 
 def _leak_finding(plan: HeadsPlan, h: int, tensor: str, heads: list[int], own: int, where: str,

@@ -97,6 +97,7 @@ class OpSpec:
     callable: str = ""
     rank: int | None = None           # operands of one rank only (torch.mm: matrices; torch.bmm: 3-D)
     stacks: bool = False              # its result gets a new axis (the others join along an existing one)
+    repeats: bool = False             # copies each element along its axes, in place or in tiles (``repeat``)
     write: str = ""                   # how a write lines its values up: "whole", "rows" or "index"
     short: str = ""                   # the table's name for it, where the name is long
     shows_first: bool = False         # the table's argument text shows its first argument (a list, an equation)

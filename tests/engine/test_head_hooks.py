@@ -222,8 +222,9 @@ def test_the_correct_twin_of_the_causal_leak_holds_at_module_boundaries(B, T):
 @pytest.mark.parametrize(("B", "T"), SIZES)
 @pytest.mark.parametrize("model", [SharedProjection, lambda: LlamaAttention(kv_heads=2)], ids=["shared", "gqa"])
 def test_no_module_boundary_is_used_where_the_trace_does_not_prove_it(model, B, T):
-    """A projection called twice cannot carry two plans; grouped-query keys and values go through
-    ``repeat_kv``, not a split of their own, so copies entering with the input would reach them unmoved."""
+    """A projection called twice cannot carry two plans; in grouped-query attention a copy that moves a
+    key/value head changes every query head of its group, so one run cannot tell a query head reading
+    its group-mate's query (the full way moves the heads apart)."""
     torch.manual_seed(1)
     t, probe = _probed(model(), B, T)
     assert probe.heads and probe.hooks == ()

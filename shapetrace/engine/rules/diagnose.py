@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
+from shapetrace.engine.axes import COPIES, MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
 from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -311,9 +311,17 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
     a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
     for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                              reversed(b_sizes))):
-        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb:
+        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb and \
+                not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
             return k, la, lb
     return None
+
+
+def _copies_only(t: TensorInfo, j: int) -> bool:
+    """Is axis ``-j`` of ``t`` copies of one element (multi-query attention's one key/value head repeated
+    with ``repeat_interleave``)? It pairs with any axis, as a broadcast does."""
+    axes = t.axes[-j] if len(t.axes) >= j else None
+    return axes is not None and bool(axes.atoms) and all(a.root == COPIES for a in axes.atoms)
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
