@@ -29,14 +29,8 @@ def repeat_kv(hidden_states, n_rep):
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)   # (B, H, T, d)
 
 
-class LlamaAttention(nn.Module):
-    """transformers' LlamaAttention with eager_attention_forward (no rotary): ``hidden_shape =
-    (*input_shape, -1, head_dim)``, repeat_kv, softmax(q kᵀ) v, ``reshape(*input_shape, -1)`` into
-    o_proj. Bugs: ``repeat`` tiles the key/value heads with ``k.repeat(1, n_rep, 1, 1)`` (query head h
-    then reads key/value head h mod H_kv; repeat_kv's own docstring says it equals
-    ``torch.repeat_interleave(x, dim=1, repeats=n_rep)``, the order the weights were trained with);
-    ``einsum`` types the heads index twice in the value product (every query head reads every head's
-    values)."""
+class _GroupedProjections(nn.Module):
+    """transformers' Llama-family projections: H query heads, ``kv_heads`` key/value heads, no biases."""
 
     def __init__(self, kv_heads=2, bug=None):
         super().__init__()
@@ -45,6 +39,16 @@ class LlamaAttention(nn.Module):
         self.k_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(H * self.head_dim, D, bias=False)
+
+
+class LlamaAttention(_GroupedProjections):
+    """transformers' LlamaAttention with eager_attention_forward (no rotary): ``hidden_shape =
+    (*input_shape, -1, head_dim)``, repeat_kv, softmax(q kᵀ) v, ``reshape(*input_shape, -1)`` into
+    o_proj. Bugs: ``repeat`` tiles the key/value heads with ``k.repeat(1, n_rep, 1, 1)`` (query head h
+    then reads key/value head h mod H_kv; repeat_kv's own docstring says it equals
+    ``torch.repeat_interleave(x, dim=1, repeats=n_rep)``, the order the weights were trained with);
+    ``einsum`` types the heads index twice in the value product (every query head reads every head's
+    values)."""
 
     def forward(self, hidden_states):
         input_shape = hidden_states.shape[:-1]                                     # (B, T)
@@ -96,19 +100,11 @@ class MistralReference(nn.Module):
         return self.wo(output.transpose(1, 2).contiguous().view(bsz, seqlen, -1))  # (B, T, D)
 
 
-class SdpaGroupedQuery(nn.Module):
+class SdpaGroupedQuery(_GroupedProjections):
     """torch.nn.functional.scaled_dot_product_attention with ``enable_gqa=True`` (torch >= 2.5: key and
     value keep their H_kv heads, query head h reads key/value head h // (H // H_kv)), causal, as
     transformers' sdpa_attention_forward calls it. Bug ``repeat``: the heads tiled with ``repeat`` before
     a plain SDPA call."""
-
-    def __init__(self, kv_heads=2, bug=None):
-        super().__init__()
-        self.head_dim, self.kv_heads, self.bug = D // H, kv_heads, bug
-        self.q_proj = nn.Linear(D, H * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(D, kv_heads * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(H * self.head_dim, D, bias=False)
 
     def forward(self, hidden_states):
         input_shape = hidden_states.shape[:-1]                                     # (B, T)
