@@ -48,13 +48,21 @@ class TmuxSession:
         return self.tmux("capture-pane", "-p")
 
     def wait_for(self, expect: str | Callable[[str], bool], timeout: float = 60) -> str:
-        """Poll the pane until ``expect`` (a substring or a predicate) holds; fail with the screen."""
+        """Poll the pane until ``expect`` (a substring or a predicate) holds; fail with the screen.
+
+        A program draws a frame in several writes, so the first capture that matches may hold the new
+        title above the old body (CI caught that twice under load): once ``expect`` holds, the pane is
+        captured again 50 ms later and that later capture is returned if it still holds."""
         check = (lambda s: expect in s) if isinstance(expect, str) else expect
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
             if check(screen):
-                return screen
+                time.sleep(0.05)
+                later = self.screen()
+                if check(later):
+                    return later
+                continue
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {expect!r}; screen:\n{screen}")
             time.sleep(0.05)
