@@ -1,43 +1,12 @@
-"""A call's arguments as the capture keeps them: the tensors read as operands (node and layout), the
-rest frozen as plain, hashable values (a tensor as its shape, dtype and kind, never its values, and never
-kept alive). :func:`read_plain_args` reads the common call (positional tensors and plain values) in one
-loop; :func:`freeze_args` freezes any call's arguments.
+"""A call's arguments as the capture keeps them: frozen as plain, hashable values (a tensor as its shape,
+dtype and kind, never its values, and never kept alive).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
-from shapetrace.engine.sizes import SizeOf
-
-if TYPE_CHECKING:  # pragma: no cover
-    from shapetrace.engine.capture import Capture
-
-
-
-def read_plain_args(capture: Capture, args: tuple) -> tuple | None:
-    """:meth:`Capture._read_args` of a call with positional arguments only, each a tensor (an operand)
-    or a plain value, in one loop (it runs on nearly every recorded call); None for any other call."""
-    ids, inputs, nodes, in_raw, frozen = capture._ids, [], [], [], []
-    zero_d = False
-    for a in args:
-        kind = type(a)
-        if kind is _TENSOR or kind is _PARAMETER:
-            entry = ids.get(id(a))
-            nodes.append(entry[1] if entry is not None and entry[0]() is a else capture._enter(a))
-            inputs.append(a)
-            shape, dtype = a.shape, a.dtype
-            in_raw.append((shape, a.stride(), a.storage_offset(), dtype))
-            frozen.append(_new_tuple(ShapeOf, (shape, dtype, a.requires_grad, kind)))
-            zero_d = zero_d or not shape
-        elif kind in _PLAIN or kind is _SIZE_OF:
-            frozen.append(a)
-        else:
-            return None
-    return inputs, nodes, in_raw, (tuple(frozen), None), zero_d
 
 
 def zero_d_argument(frozen: tuple) -> bool:
@@ -101,7 +70,6 @@ def freeze(a):
 
 
 _PARAMETER = torch.nn.Parameter
-_SIZE_OF = SizeOf
 _TENSOR = torch.Tensor
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
 #: types kept as they are (hashable, and read by name rules only as values); bool is an int

@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
-from shapetrace.engine.call_args import freeze_args, read_plain_args, zero_d_argument
+from shapetrace.engine.call_args import freeze_args, zero_d_argument
 from shapetrace.engine.columns import kept_table
 from shapetrace.engine.directions import AddedOperands
 from shapetrace.engine.kept_copies import KEPT
@@ -160,10 +160,7 @@ class Capture:
     def record(self, spec: OpSpec, func, args, kwargs):
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
-        read = None if kwargs or spec.operands is not None else read_plain_args(self, args)
-        if read is None:   # keyword arguments, chosen operands, lists or other values: the general way
-            read = self._read_args(spec, args, kwargs)
-        inputs, nodes, in_raw, frozen, zero_d = read
+        inputs, nodes, in_raw, frozen, zero_d = self._read_args(spec, args, kwargs)
         einops = einops_pattern() if _EINOPS in sys.modules else None
         codes, offset = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
         where = _new_tuple(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd())) if codes else None
@@ -213,7 +210,7 @@ class Capture:
 
     def _read_args(self, spec: OpSpec, args, kwargs) -> tuple:
         """``(operands, their nodes, their layouts, the frozen arguments, a 0-d tensor among them)``
-        of any call (:func:`.call_args.read_plain_args` reads the common one faster)."""
+        of a call."""
         inputs = (spec.operands or all_operands)(args, kwargs)
         ids, nodes, in_raw = self._ids, [], []
         for t in inputs:
