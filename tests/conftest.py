@@ -159,6 +159,20 @@ def cli_forked(*args: str, input: str | None = None, env: dict | None = None, cw
                               argv0="-m", shown=[sys.executable, "-m", "shapetrace", *args])
 
 
+#: ``python SCRIPT`` as the interpreter runs it (the script's folder first on ``sys.path``), in a zygote's child.
+_AS_SCRIPT = ("import os, runpy, sys; sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0])); "
+              "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def script_forked(script, *args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python SCRIPT ARGS`` (a benchmark) in a process of its own forked from :func:`shared_zygote`: its
+    ``__main__``, ``sys.argv``, folder, exit status, stdout and stderr, without an interpreter start and a
+    torch import per call. For scripts whose output is what the test reads, not their start."""
+    script = os.fspath(script)
+    return shared_zygote().run(_AS_SCRIPT, *args, cwd=cwd, timeout=timeout, argv0=script,
+                              shown=[sys.executable, script, *args])
+
+
 @pytest.fixture(scope="session")
 def torch_zygote():
     """:func:`shared_zygote`, for tests that run scripts in processes of their own."""

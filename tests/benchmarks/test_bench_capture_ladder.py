@@ -8,11 +8,10 @@ keep it to a few seconds."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, script_forked
 
 NUMBER = r"(-?\d+\.\d+)"
 STEP = re.compile(rf"^  (\S+(?: \S+)?)\s+{NUMBER} µs/call  ratio\s+{NUMBER}x bare  traced / untraced\s+{NUMBER}x$")
@@ -22,9 +21,8 @@ HEADER = re.compile(r"^2 layers, D (\d+), T (\d+), H (\d+): medians of 2 interle
 
 @pytest.fixture(scope="module")
 def output() -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_capture_ladder.py"), "--rounds", "2",
-                           "--layers", "2", "--sizes", "16x4x2,32x8x4", "--decode-steps", "3"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = script_forked(ROOT / "benchmarks" / "bench_capture_ladder.py", "--rounds", "2",
+                         "--layers", "2", "--sizes", "16x4x2,32x8x4", "--decode-steps", "3", cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -4,16 +4,14 @@ measured in the same run. Its structure and what held are checked, never its num
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, script_forked
 
 
 def test_the_benchmark_prints_both_medians_and_their_ratio():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dependencies.py"), "--repeat", "3",
-                           "--d-model", "64", "--heads", "4"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = script_forked(ROOT / "benchmarks" / "bench_dependencies.py", "--repeat", "3",
+                         "--d-model", "64", "--heads", "4", cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract",
@@ -30,9 +28,8 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
 @pytest.mark.parametrize("style", ["nanogpt", "llama"])
 def test_the_styles_whose_splits_read_the_batch_elsewhere_hold_every_contract(style):
     """nanoGPT's and Llama's attentions (``--style``), each with a causal mask: every contract holds."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dependencies.py"), "--repeat", "3",
-                           "--d-model", "64", "--heads", "4", "--style", style], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = script_forked(ROOT / "benchmarks" / "bench_dependencies.py", "--repeat", "3",
+                         "--d-model", "64", "--heads", "4", "--style", style, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(rf"\({style}; medians of 3, thread CPU time; held: batch entries stay apart, each token "
                         r"depends on itself, the causal mask holds, heads stay apart; load average \d+\.\d, 1 "
@@ -40,9 +37,8 @@ def test_the_styles_whose_splits_read_the_batch_elsewhere_hold_every_contract(st
 
 
 def test_the_parts_say_what_each_part_of_the_check_costs():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dependencies.py"), "--repeat", "3",
-                           "--d-model", "64", "--heads", "4", "--parts"], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
+    done = script_forked(ROOT / "benchmarks" / "bench_dependencies.py", "--repeat", "3",
+                         "--d-model", "64", "--heads", "4", "--parts", cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = ("forward", "one row per head added in the core", "the copies made, nothing compared", "isolation alone",

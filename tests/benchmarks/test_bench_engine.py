@@ -8,11 +8,9 @@ The structure of the output is checked, never its numbers (timings on shared cor
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, script_forked
 
 NUMBER = r"(-?\d+\.\d+)"
 OVERHEAD_LINE = re.compile(rf"^  (.+?)\s+{NUMBER} ms\s+{NUMBER} µs/call\s+ratio\s+{NUMBER}x bare"
@@ -23,9 +21,8 @@ HEADER = re.compile(r"^2 layers, D (\d+), T (\d+), H (\d+): medians of 2 interle
 
 @pytest.fixture(scope="module")
 def output() -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--rounds", "2",
-                           "--layers", "2", "--sizes", "16x4x2,32x8x4"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = script_forked(ROOT / "benchmarks" / "bench_engine.py", "--rounds", "2",
+                         "--layers", "2", "--sizes", "16x4x2,32x8x4", cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
