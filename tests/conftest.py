@@ -443,3 +443,35 @@ def playwright_entry(api: str = "sync"):
         pytest.skip(how)
     return getattr(module, f"{api}_playwright")
 
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """One headless Chromium per worker (the system chromium, never a downloaded browser), started on first
+    use: a launch costs about a CPU-second, and four test files launched their own."""
+    chromium = require_tool("chromium")
+    with playwright_entry("sync")() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def browser(chromium_browser):
+    """The worker's Chromium for one test: each ``new_page`` is a context of its own (its own storage,
+    viewport and theme), and every context the test opened is closed after it, so no test sees another's
+    pages."""
+    yield chromium_browser
+    for context in chromium_browser.contexts:
+        context.close()
+
+
+def run_async(coro, timeout: float):
+    """``asyncio.run(coro)`` bounded by ``timeout`` seconds, on a thread of its own: the worker's Chromium
+    (:func:`chromium_browser`) keeps playwright's sync event loop set as running on this thread, where
+    ``asyncio.run`` would refuse to start."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="run-async") as pool:
+        return pool.submit(asyncio.run, asyncio.wait_for(coro, timeout)).result()

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import playwright_entry, require_tool
+from conftest import playwright_entry, require_tool, run_async
 
 pytest.importorskip("starlette", reason="the live extra is not installed: pip install -e '.[live]'")
 
@@ -87,7 +87,7 @@ def test_thirty_students_and_a_projector_step_through_a_class(chromium, tmp_path
     saver = Saver(live, tmp_path / "answers.csv")
     with Running(LiveServer(live, "http://127.0.0.1:1/#" + live.join_code, on_end=saver), stop_after=300,
                  origins=STUDENTS) as running:
-        asyncio.run(asyncio.wait_for(_class(chromium, live, running), 280))
+        run_async(_class(chromium, live, running), 280)
     rows = list(csv.DictReader(open(saver.saved, encoding="utf-8")))
     assert len(rows) == STUDENTS * len(live.moments)
     for moment in live.moments:
@@ -210,7 +210,7 @@ def test_a_quiz_class_in_the_pages(chromium, tmp_path):
     question's own prompt and formats, the histogram and each student's result."""
     live = fresh_class("quiz strides")
     with Running(LiveServer(live, "http://127.0.0.1:1/#" + live.join_code), stop_after=120, origins=3) as running:
-        asyncio.run(asyncio.wait_for(_quiz_class(chromium, live, running), 110))
+        run_async(_quiz_class(chromium, live, running), 110)
     assert live.answered(0) == 3
 
 

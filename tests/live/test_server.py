@@ -11,6 +11,7 @@ import re
 import urllib.request
 
 import pytest
+from conftest import run_async
 
 pytest.importorskip("websockets", reason="the live extra is not installed: pip install -e '.[live]'")
 
@@ -47,7 +48,7 @@ async def _student(url: str, live: LiveClass, name: str = "Ada"):
 
 
 def _run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 45))
+    return run_async(coro, 45)
 
 
 def test_hostile_input_is_refused_and_the_class_keeps_running(served):

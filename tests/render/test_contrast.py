@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from conftest import OUTPUT, ROOT, cli_in_process
-from test_page import browser  # noqa: F401  (the fixture)
 
 MEASURE = (ROOT / "tests" / "contrast.js").read_text(encoding="utf-8")
 #: The smallest text, in CSS pixels, at a 1280-pixel-wide window (a projector shows the page at this size).
@@ -40,14 +39,14 @@ def exports(tmp_path_factory):
     return paths
 
 
-def _page(browser, path: Path, width: int = 1280, height: int = 900):  # noqa: F811
+def _page(browser, path: Path, width: int = 1280, height: int = 900):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(path.as_uri())
     return page
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_every_text_of_the_classroom_page_passes_aa_on_every_screen(browser, exports, theme):  # noqa: F811
+def test_every_text_of_the_classroom_page_passes_aa_on_every_screen(browser, exports, theme):
     page = _page(browser, exports[theme, ".html"])
     failures, sizes, screens = [], [], 0
     while True:
@@ -67,7 +66,7 @@ def test_every_text_of_the_classroom_page_passes_aa_on_every_screen(browser, exp
     assert min(sizes)[0] >= MIN_PX, min(sizes)
 
 
-def test_the_memory_block_labels_are_measured_over_their_blocks(browser, exports):  # noqa: F811
+def test_the_memory_block_labels_are_measured_over_their_blocks(browser, exports):
     """The diagram's blocks colour their labels' background: a label on the blue block is measured over
     blue, not over the page."""
     page = _page(browser, exports["light", ".html"])
@@ -79,7 +78,7 @@ def test_the_memory_block_labels_are_measured_over_their_blocks(browser, exports
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("suffix", [".svg", ".static.html"])
-def test_every_text_of_the_exports_passes_aa(browser, exports, theme, suffix):  # noqa: F811
+def test_every_text_of_the_exports_passes_aa(browser, exports, theme, suffix):
     # an SVG is scaled to fit the window: measured at its natural size (1238 px wide at 100 columns)
     page = _page(browser, exports[theme, suffix], height=2200 if suffix == ".svg" else 900)
     records = page.evaluate(MEASURE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import OUTPUT, cli_in_process, model_line, playwright_entry, require_tool
+from conftest import OUTPUT, cli_in_process, model_line
 
 #: The model lines the page cites, found by their text (a line added above them moves them all).
 Q_LINE = model_line("q = self.split_heads(self.w_q(x))")
@@ -38,15 +38,6 @@ def test_the_page_is_one_self_contained_file(page_file):
 
 def _text(page, selector: str) -> str:
     return (page.text_content(selector) or "").replace(NBSP, " ")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = require_tool("chromium")
-    with playwright_entry("sync")() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):

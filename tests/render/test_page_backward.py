@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from conftest import OUTPUT, cli_in_process, model_line, playwright_entry, require_tool
+from conftest import OUTPUT, cli_in_process, model_line
 
 VALUES_LINE = model_line("y = weights @ v")
 OUTPUT_LINE = model_line("return self.w_o(y)")
@@ -51,15 +51,6 @@ def test_a_page_without_the_backward_has_none(tmp_path):
     out = tmp_path / "forward.html"
     assert cli_in_process("run", "--export", str(out)).returncode == 0
     assert _data(out)["backward"] is None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium = require_tool("chromium")
-    with playwright_entry("sync")() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def _text(page, selector: str) -> str:

@@ -12,7 +12,6 @@ import re
 
 import pytest
 from conftest import OUTPUT, ROOT, cli_in_process
-from test_page import browser  # noqa: F401  (the fixture)
 
 SIZES = [(1024, 768), (1280, 800)]
 THEMES = ["light", "dark"]
@@ -56,7 +55,7 @@ def _position_of(page, op_name: str, module_part: str) -> int:
                          [op_name, module_part])
 
 
-def _open(browser, path, size, theme, position: int):  # noqa: F811
+def _open(browser, path, size, theme, position: int):
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.goto(f"{path.as_uri()}#{position}")
     if page.get_attribute("html", "data-theme") != theme:
@@ -98,7 +97,7 @@ def _assert_nothing_covered(page, size, diagram_shows: bool = True):
 
 @pytest.mark.parametrize("theme", THEMES)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt_page, size, theme):  # noqa: F811
+def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt_page, size, theme):
     page = _open(browser, gpt_page, size, theme, 0)
     position = _position_of(page, "matmul", "layers.0")
     page.goto(f"{gpt_page.as_uri()}#{position}")
@@ -115,7 +114,7 @@ def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt
 
 @pytest.mark.parametrize("theme", THEMES)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page, size, theme):  # noqa: F811
+def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page, size, theme):
     page = _open(browser, llama_page, size, theme, 0)
     position = _position_of(page, "matmul", "layers.41.self_attn")
     page.goto(f"{llama_page.as_uri()}#{position}")
@@ -133,7 +132,7 @@ def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page
     page.close()
 
 
-def test_a_closed_layer_chip_jumps_there_and_opens(browser, llama_page):  # noqa: F811
+def test_a_closed_layer_chip_jumps_there_and_opens(browser, llama_page):
     page = _open(browser, llama_page, (1280, 800), "light", 0)
     page.click("#strip button.group:text-is('▸ model.layers.1-79')")
     assert page.text_content("#position").startswith("#46 ")
@@ -145,7 +144,7 @@ def test_a_closed_layer_chip_jumps_there_and_opens(browser, llama_page):  # noqa
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_after_zooming_the_code_line_and_row_stay_on_screen(browser, gpt_page, size):  # noqa: F811
+def test_after_zooming_the_code_line_and_row_stay_on_screen(browser, gpt_page, size):
     page = _open(browser, gpt_page, size, "light", 0)
     page.goto(f"{gpt_page.as_uri()}#{_position_of(page, 'softmax', 'layers.0')}")
     for _ in range(6):
