@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, cli_in_process, run_cli
+from conftest import ROOT, cli_forked, cli_in_process
 
 TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
 LONG = "a" * 300
@@ -35,7 +35,7 @@ def fifo(tmp_path):
     (["run", "--predict", "--answers", "{fifo}"], "--answers"),
 ])
 def test_a_fifo_is_refused_at_once(fifo, args, what):
-    res = run_cli(*[a.format(fifo=fifo) for a in args], timeout=60)   # (a FIFO read would hang: TimeoutExpired)
+    res = cli_forked(*[a.format(fifo=fifo) for a in args], timeout=60)   # (a FIFO read would hang: TimeoutExpired)
     assert one_line(res, 2) == f"error: {what} {fifo} is a FIFO (named pipe), not a regular file: give a file"
 
 
@@ -43,7 +43,7 @@ def test_a_large_regular_script_is_still_refused_by_size(tmp_path):
     big = tmp_path / "big.py"
     with open(big, "wb") as f:
         f.truncate(9 << 20)
-    line = one_line(run_cli("trace", str(big)), 2)
+    line = one_line(cli_in_process("trace", str(big)), 2)
     assert line == f"error: script {big} is larger than 8 MiB: not a file shapetrace reads"
 
 
@@ -128,7 +128,7 @@ def test_deeply_nested_progress_is_set_aside(tmp_path):
                                  "(did you mean einops?)"),
 ])
 def test_typer_errors_are_one_line_like_every_other_error(args, line):
-    res = run_cli(*args)
+    res = cli_in_process(*args)  # (the console script's own steps, in this process: no interpreter per case)
     assert one_line(res, 2) == line
     assert "╭" not in res.stderr and res.stdout == ""
 

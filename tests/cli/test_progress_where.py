@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, cli_in_process, run_cli
+from conftest import ROOT, cli_in_process
 
 
 def test_lessons_says_where_its_progress_lives(tmp_path):
@@ -32,7 +32,7 @@ def test_state_dir_keeps_progress_where_it_says(tmp_path):
                                   ["exercise", "hint", "split-heads"], ["exercise", "solution", "split-heads"],
                                   ["exercise", "reset", "split-heads"], ["exercise", "watch", "split-heads"]])
 def test_every_command_that_reads_progress_takes_state_dir(args):
-    res = run_cli(*args, "--help", env={"COLUMNS": "200"})
+    res = cli_in_process(*args, "--help", env={"COLUMNS": "200"})
     assert res.returncode == 0 and "--state-dir" in res.stdout
 
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli_in_process, run_cli
+from conftest import cli_forked, cli_in_process
 from rich.console import Console
 
 from shapetrace.errors import UsageError
@@ -123,8 +123,8 @@ def test_csv_and_json_reports_through_the_cli(graded, tmp_path):
     (sub / "ben").mkdir()
     (sub / "ben" / "head_dim.py").write_text("def head_dim(d, h):\n    return d // h\n")
     out_json = tmp_path / "grades.json"
-    r = run_cli("exercise", "grade", str(sub), "--time-limit", "3", "--csv", "-", "--json-file", str(out_json),
-                timeout=300)   # (the CSV goes to the real standard output)
+    r = cli_forked("exercise", "grade", str(sub), "--time-limit", "3", "--csv", "-", "--json-file", str(out_json),
+                   timeout=300)   # (the CSV goes to the real standard output: a pipe of its own)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "student,exercise,status,verdict,summary,file"

@@ -171,15 +171,30 @@ def test_unknown_ids_are_one_line_errors(state, cli):
     assert r.exit_code == 2
 
 
-@pytest.mark.parametrize("args", [["lessons", "--json"], ["exercise", "list"], ["--help"],
-                                  ["exercise", "--help"], ["lessons"], ["exercise", "hint", "merge-heads"]])
-def test_list_commands_do_not_import_torch(args, tmp_path):
-    code = ("import sys\nfrom shapetrace.cli.app import app\n"
-            f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path))
+LIST_COMMANDS = [["lessons", "--json"], ["exercise", "list"], ["--help"], ["exercise", "--help"], ["lessons"],
+                 ["exercise", "hint", "merge-heads"]]
+
+
+@pytest.fixture(scope="module")
+def torch_after_each_list_command(tmp_path_factory):
+    """One fresh interpreter runs every command of :data:`LIST_COMMANDS` in turn and says after each whether
+    torch is in ``sys.modules`` (one interpreter instead of six: ``sys.modules`` only grows, so every answer
+    "no" proves that no command up to it imported torch, and the first "yes" names the command that did)."""
+    code = ("import json, sys\nfrom shapetrace.cli.app import app\n"
+            f"for args in {LIST_COMMANDS!r}:\n"
+            "    try:\n        app(args)\n    except SystemExit:\n        pass\n"
+            "    print('\\ntorch after:', json.dumps([args, 'torch' in sys.modules]))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path_factory.mktemp("state")))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert r.stdout.strip().endswith("NO-TORCH"), r.stdout + r.stderr
+    assert r.returncode == 0, r.stderr
+    answers = [json.loads(line.split(":", 1)[1]) for line in r.stdout.splitlines() if line.startswith("torch after:")]
+    return {tuple(args): imported for args, imported in answers}, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args", LIST_COMMANDS)
+def test_list_commands_do_not_import_torch(args, torch_after_each_list_command):
+    answers, output = torch_after_each_list_command
+    assert answers.get(tuple(args)) is False, output
 
 
 def test_exercise_engine_modules_do_not_import_rich():

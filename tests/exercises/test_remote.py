@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -253,8 +251,9 @@ for _ in range(2):
 """
 
 
-def test_a_forked_server_reports_its_layers_and_its_death():
-    done = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=120, cwd=ROOT)
+def test_a_forked_server_reports_its_layers_and_its_death(torch_zygote):
+    # a process of its own (its fork and kill are not pytest's), forked from the zygote: its start is not the point
+    done = torch_zygote.run(FORKED, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == [
         "['implementation process: a layer that did not take hold']",

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, descendants, free_uid, in_reach_of, may_run
+from conftest import ROOT, cli_forked, descendants, free_uid, in_reach_of, may_run
 
 from shapetrace.exercises import forks, isolation, sandbox
 from shapetrace.exercises.checker import Job, check_job
@@ -219,8 +219,7 @@ def test_the_refusal_is_one_line_and_exit_2(tmp_path):
         pytest.skip("nobody may run this interpreter here: the check drops to nobody instead")
     (tmp_path / "head_dim.py").write_text(HEAD_DIM)
     env = dict(os.environ, SHAPETRACE_NO_BWRAP="1", PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "s"))
-    done = subprocess.run([sys.executable, "-m", "shapetrace", "exercise", "check", "head-dim", "--file",
-                           str(tmp_path / "head_dim.py")], env=env, capture_output=True, text=True, timeout=300)
+    done = cli_forked("exercise", "check", "head-dim", "--file", str(tmp_path / "head_dim.py"), env=env, timeout=300)
     assert done.returncode == 2, done
     assert done.stdout == "" and done.stderr.startswith("error: refusing to run learner code as root without "
                                                         "bubblewrap (bubblewrap turned off (SHAPETRACE_NO_BWRAP=1))")
