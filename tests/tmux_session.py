@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import select
+import shlex
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +26,33 @@ class TmuxSession:
         self.socket = f"st-{name}-{uuid.uuid4().hex[:8]}"
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-c", str(ROOT), SHELL)
         self.socket_path = self.tmux("display-message", "-p", "#{socket_path}").strip()
+        self._output = self._pipe_output()
+
+    def _pipe_output(self) -> int:
+        """A FIFO that tmux copies the pane's output into (``pipe-pane``): :meth:`wait_for` sleeps until the
+        program writes instead of capturing the pane every 50 ms (each capture is a tmux client, about 3 ms
+        of CPU, while the program it waits for starts on the same cores). Returns its read end; a write end
+        of our own stays open beside it, so the read end never sees an end of file."""
+        folder = Path(tempfile.mkdtemp(prefix="st-tmux-"))
+        fifo = folder / "output"
+        os.mkfifo(fifo)
+        read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._keep = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        self.tmux("pipe-pane", "-O", f"cat > {shlex.quote(str(fifo))}")
+        fifo.unlink()  # (both ends and tmux's cat hold it open)
+        folder.rmdir()
+        return read
+
+    def _until_output(self, seconds: float) -> None:
+        """Wait until the pane's program writes something, or ``seconds`` pass (at most 0.5 s: tmux also
+        changes the pane without output, as when it resizes it); then drop what was written."""
+        ready, _, _ = select.select([self._output], [], [], max(0.0, min(seconds, 0.5)))
+        if ready:
+            try:
+                while os.read(self._output, 1 << 16):
+                    pass
+            except BlockingIOError:
+                pass
 
     def tmux(self, *args: str) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
@@ -48,7 +78,8 @@ class TmuxSession:
         return self.tmux("capture-pane", "-p")
 
     def wait_for(self, expect: str | Callable[[str], bool], timeout: float = 60) -> str:
-        """Poll the pane until ``expect`` (a substring or a predicate) holds; fail with the screen.
+        """Capture the pane until ``expect`` (a substring or a predicate) holds, again each time the program
+        writes (at most every 50 ms; every 0.5 s without output); fail with the screen.
 
         A program draws a frame in several writes, so the first capture that matches may hold the new
         title above the old body (CI caught that twice under load): once ``expect`` holds, the pane is
@@ -56,6 +87,7 @@ class TmuxSession:
         check = (lambda s: expect in s) if isinstance(expect, str) else expect
         deadline = time.monotonic() + timeout
         while True:
+            captured = time.monotonic()
             screen = self.screen()
             if check(screen):
                 time.sleep(0.05)
@@ -65,10 +97,13 @@ class TmuxSession:
                 continue
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {expect!r}; screen:\n{screen}")
-            time.sleep(0.05)
+            self._until_output(deadline - time.monotonic())
+            time.sleep(max(0.0, captured + 0.05 - time.monotonic()))  # (never more often than every 50 ms)
 
     def kill(self) -> None:
         """Stop this session's tmux server and remove its socket file."""
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        for fd in (self._output, self._keep):
+            os.close(fd)
         if self.socket_path:
             Path(self.socket_path).unlink(missing_ok=True)
