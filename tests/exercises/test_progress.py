@@ -197,13 +197,16 @@ def test_list_commands_do_not_import_torch(args, torch_after_each_list_command):
     assert answers.get(tuple(args)) is False, output
 
 
-def test_exercise_engine_modules_do_not_import_rich():
+def test_exercise_engine_modules_do_not_import_rich(torch_zygote):
+    """In a zygote's child: a process with torch imported and nothing else (torch loads no rich), where
+    these modules' own imports are the only ones that could bring rich in."""
     modules = ["content", "progress", "checker", "answers", "judge", "inputs", "calls",
                "explain_check", "quiz", "live"]
-    code = ("import sys\n" + "".join(f"import shapetrace.exercises.{m}\n" for m in modules)
+    code = ("import sys\nassert not any(m.startswith('shapetrace') or m.split('.')[0] == 'rich' for m in sys.modules)\n"
+            + "".join(f"import shapetrace.exercises.{m}\n" for m in modules)
             + "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = torch_zygote.run(code, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
