@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -33,14 +34,12 @@ class TmuxSession:
         program writes instead of capturing the pane every 50 ms (each capture is a tmux client, about 3 ms
         of CPU, while the program it waits for starts on the same cores). Returns its read end; a write end
         of our own stays open beside it, so the read end never sees an end of file."""
-        folder = Path(tempfile.mkdtemp(prefix="st-tmux-"))
-        fifo = folder / "output"
+        self._folder = Path(tempfile.mkdtemp(prefix="st-tmux-"))
+        fifo = self._folder / "output"  # (kept until kill(): tmux's shell opens it when it gets to it)
         os.mkfifo(fifo)
         read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._keep = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        self.tmux("pipe-pane", "-O", f"cat > {shlex.quote(str(fifo))}")
-        fifo.unlink()  # (both ends and tmux's cat hold it open)
-        folder.rmdir()
+        self.tmux("pipe-pane", "-O", f"exec cat > {shlex.quote(str(fifo))}")
         return read
 
     def _until_output(self, seconds: float) -> None:
@@ -105,5 +104,6 @@ class TmuxSession:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
         for fd in (self._output, self._keep):
             os.close(fd)
+        shutil.rmtree(self._folder, ignore_errors=True)
         if self.socket_path:
             Path(self.socket_path).unlink(missing_ok=True)
