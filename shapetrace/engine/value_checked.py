@@ -6,8 +6,9 @@ A rotary table is built from positions and a buffer of frequencies (transformers
 declares names, so the ops that build it have an unnamed axis and the verdict could never be ``✓``.
 Where :mod:`.rotary` read both tables' values and found that they pair features exactly as the
 rotation pairs them (``PAIRED``: the rotation's data moves replayed on coordinates, the tables'
-equal columns compared) and that their angles change along the rotated tensor's axes (a table whose
-angles stay the same along the tokens is an error of :mod:`.rules.rotary`), the tables' layout is
+equal columns compared) and that their angles change along the axes the rotated tensor's names say
+hold tokens and along no other (a table whose angles stay the same along the tokens is an error of
+:mod:`.rules.rotary`; one of a single position, a decode step's, shows nothing), the tables' layout is
 checked where they meet the data: the ops that built them, and the data moves of the rotation,
 are counted as checked, on the values.
 
@@ -22,15 +23,17 @@ checked (:func:`note_value_checked` marks their events).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from shapetrace.engine.hidden import note_hidden_copies
-from shapetrace.engine.rotary import PAIRED, rotaries_of
+from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of
 
 
-def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int]) -> frozenset[int]:
+def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int],
+                        along_tokens: Callable[[Rotary], bool]) -> frozenset[int]:
     """The rows of the ops that only built a rotary table read and found right, or moved the data of
-    its rotation."""
+    its rotation. ``along_tokens(rotary)``: do its angles change along the tokens and along nothing else
+    (the names of the rotated tensor say which axes hold tokens)?"""
     made: dict[int, list[int]] = {}
     for index, record in enumerate(records):
         for node in getattr(record, "outs", ()):
@@ -38,7 +41,7 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
                 made.setdefault(node, []).append(index)
     rows: set[int] = set()
     for rotary in rotaries:
-        if rotary.outcome != PAIRED or not rotary.varies or rotary.rotated is None or rotary.at is None:
+        if rotary.outcome != PAIRED or rotary.rotated is None or rotary.at is None or not along_tokens(rotary):
             continue
         tables, read = _ancestry(records, made, rotary.tables, rotary.at)
         if read & _ancestry(records, made, (rotary.rotated,), rotary.at)[1]:
@@ -76,5 +79,13 @@ def note_final(inference, capture) -> None:
     """The passes over a concluded inference's events, once its names are final: each event's hidden
     copies (:func:`.hidden.note_hidden_copies`) and the ops checked on the values."""
     note_hidden_copies(inference.events)
-    rows = inference.event_of_record
-    note_value_checked(inference.events, rotary_checked_rows(capture.records, rotaries_of(capture, rows), rows))
+    rows, events, namer = inference.event_of_record, inference.events, inference.namer
+
+    def along_tokens(rotary: Rotary) -> bool:   # (the rotated tensor's row: the rotation's last data move)
+        if rotary.event is None or rotary.event >= len(events) or not events[rotary.event].outputs:
+            return False
+        dims = events[rotary.event].outputs[0].dims
+        return bool(rotary.varies) and all(j < len(dims) and namer.plain_role(dims[j]) == "tokens"
+                                           for j in rotary.varies)
+
+    note_value_checked(events, rotary_checked_rows(capture.records, rotaries_of(capture, rows), rows, along_tokens))

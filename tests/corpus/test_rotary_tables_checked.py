@@ -169,3 +169,19 @@ def test_a_table_made_from_the_data_is_not_checked_on_its_values(dims):
     verdict = t.report().verdict
     assert not any(e.checked_on_values for e in t.events)
     assert verdict.mark == "?" and verdict.on_values == 0
+
+
+@pytest.mark.parametrize("from_batch", [False, True])
+def test_a_single_position_earns_nothing_on_the_values(from_batch):
+    """A decode step's one token (transformers' Llama at generation, ``q_len == 1``): the tables cannot
+    show that their angles change along the tokens, and positions counted along the batch
+    (``torch.arange(bsz)``) change along the batch instead, which no rule can call wrong at one token:
+    nothing is counted as checked on the values, so neither earns a ``✓``."""
+    torch.manual_seed(0)
+    model = LlamaRotary(32, 4, from_batch=from_batch).eval()
+    x = torch.randn(3, 1, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=3 T=1 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    verdict = t.report().verdict
+    assert (verdict.mark, verdict.on_values) == ("?", 0)
