@@ -127,7 +127,7 @@ class Event:
     #: every operand is a module's ``nn.Parameter`` or computed from parameters only (no input's data)
     from_parameters: bool = field(default=False, repr=False, compare=False)
     #: its layout is checked by a contract read on the values where no name could check it (the ops that
-    #: build a rotary table whose values pair as its rotation does: :mod:`.value_checked`)
+    #: build a rotary table or a causal mask whose values were read and found right: :mod:`.value_checked`)
     checked_on_values: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -61,7 +61,7 @@ class Verdict:
         unmeasured: the dependency contracts that were not measured, each with why.
         any_named: whether any axis of any recorded tensor has a name at all.
         on_values: how many of the checked ops a contract checked on the values where no name could (the
-            ops that build a rotary table read and found right: :mod:`.value_checked`).
+            ops that build a rotary table or a causal mask read and found right: :mod:`.value_checked`).
     """
 
     mark: str
@@ -184,10 +184,9 @@ def verdict_line(v: Verdict) -> str:
 
 
 def _on_values(v: Verdict) -> str:
-    """`` (6 of them on the values of rotary tables that pair features as their rotation does)`` or nothing."""
-    if not v.on_values:
-        return ""
-    return f" ({v.on_values} of them on the values of rotary tables that pair features as their rotation does)"
+    """`` (6 of them on the values of the rotary tables or causal masks they build)`` or nothing."""
+    return f" ({v.on_values} of them on the values of the rotary tables or causal masks they build)" \
+        if v.on_values else ""
 
 
 def _values(v: Verdict) -> str:

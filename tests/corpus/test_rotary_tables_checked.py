@@ -129,8 +129,8 @@ def _traced(cls, dims: str, **kwargs):
     return t
 
 
-CLEAR = ("✓ checked all {total} ops that could carry a layout bug ({by_values} of them on the values of rotary "
-         "tables that pair features as their rotation does): every axis keeps its meaning from input to output")
+CLEAR = ("✓ checked all {total} ops that could carry a layout bug ({by_values} of them on the values of the rotary "
+         "tables or causal masks they build): every axis keeps its meaning from input to output")
 
 
 @pytest.mark.parametrize(("cls", "dims", "total", "by_values"), [
