@@ -126,6 +126,9 @@ class Event:
     joined: tuple[frozenset[int], ...] = field(default=(), repr=False, compare=False)
     #: every operand is a module's ``nn.Parameter`` or computed from parameters only (no input's data)
     from_parameters: bool = field(default=False, repr=False, compare=False)
+    #: its layout is checked by a contract read on the values where no name could check it (the ops that
+    #: build a rotary table or a causal mask whose values were read and found right: :mod:`.value_checked`)
+    checked_on_values: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _unset_lazy(self, _EVENT_LAZY)

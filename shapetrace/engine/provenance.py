@@ -91,6 +91,36 @@ def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tu
     return [_read(a, b, shapes) for a, b in zip(first, second)]
 
 
+def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[dict[int, tuple[int, int]]] | None:
+    """Per result tensor, ``{output axis: (index operand, its axis)}`` for each output axis along which the
+    picks follow one axis of an index operand (``table[position_ids]``: the result's token axis walks
+    ``position_ids``' own). Replayed once with every index 0, then once per index axis with that index
+    counting along it (modulo the smallest data size): an output axis whose picks change between the two
+    follows that index axis. None when the call cannot be replayed so."""
+    kwargs = kwargs or {}
+    shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
+    indices = _placeholders((args, kwargs), Index)
+    high = min((n for s in shapes for n in s), default=0)
+    if not indices or high < 2 or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
+        return None
+    try:
+        base = _replay(fn, args, kwargs, shapes, high, seed=0, counting=(-1, -1))
+        found: list[dict[int, tuple[int, int]]] = [{} for _ in base]
+        for m, index in enumerate(indices):
+            for a, n in enumerate(index.shape):
+                if n < 2:
+                    continue
+                marked = _replay(fn, args, kwargs, shapes, high, seed=0, counting=(m, a))
+                for k, (x, y) in enumerate(zip(base, marked)):
+                    moved = x != y
+                    for j in range(moved.dim()):
+                        if moved.shape[j] > 1 and bool(_varies(moved, j).any()):
+                            found[k].setdefault(j, (m, a))
+    except Exception:
+        return None
+    return found
+
+
 def coordinates(shapes: Sequence[tuple]) -> list[torch.Tensor]:
     """One coordinate tensor per operand shape: element ``i`` of operand ``k`` holds ``offset_k + i + 1``."""
     out, offset = [], 0
@@ -115,13 +145,19 @@ def _placeholders(value, kind) -> list:
     return []
 
 
-def _replay(fn, args, kwargs, shapes, high: int, seed: int) -> list[torch.Tensor]:
+def _replay(fn, args, kwargs, shapes, high: int, seed: int,
+            counting: tuple[int, int] | None = None) -> list[torch.Tensor]:
+    """``fn`` on coordinate tensors, with random indices below ``high``; or, given ``counting`` ``(m, a)``,
+    index operand ``m`` counting along its axis ``a`` (modulo ``high``) and every other index 0."""
     coords = iter(coordinates(shapes))
     generator = torch.Generator().manual_seed(seed)
+    seen = iter(range(1 << 30))
 
     def fill(value):
         if isinstance(value, Data):
             return next(coords)
+        if isinstance(value, Index) and counting is not None:
+            return _counting(value, counting[1] if next(seen) == counting[0] else -1, high)
         if isinstance(value, Index):
             return torch.randint(0, high, tuple(value.shape), generator=generator).to(value.dtype)
         if isinstance(value, dict):
@@ -136,6 +172,15 @@ def _replay(fn, args, kwargs, shapes, high: int, seed: int) -> list[torch.Tensor
     with torch._C.DisableTorchFunction():   # a replay is never recorded, even while a trace records
         result = fn(*filled_args, **filled_kwargs)
     return _tensors(result)
+
+
+def _counting(index: Index, axis: int, high: int) -> torch.Tensor:
+    """Indices of ``index``'s shape that count along ``axis`` modulo ``high`` (all 0 for ``axis`` -1)."""
+    shape = tuple(index.shape)
+    if axis < 0:
+        return torch.zeros(shape, dtype=index.dtype)
+    steps = (torch.arange(shape[axis]) % high).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+    return steps.expand(shape).to(index.dtype).contiguous()
 
 
 def _tensors(result) -> list[torch.Tensor]:

@@ -66,6 +66,8 @@ class Rotary:
         at_zero: both tables were read and turn every feature by angle 0 (cos 1, sin 0): position 0.
         appended: ``(row of the join, entries before it, axis)`` where a rotation at position 0 was then
             joined after other entries along an axis (a key appended to a cache whose position restarted).
+        tables: the nodes of the cos and sin tables; rotated: the node of x; moves: the records of the data
+            moves that make ``rotate(x)`` from x (what :mod:`.value_checked` reads).
     """
 
     event: int | None
@@ -78,6 +80,10 @@ class Rotary:
     still: tuple[int, ...] = ()
     at_zero: bool = False
     appended: tuple[int | None, int, int] | None = None
+    tables: tuple[int, ...] = ()
+    rotated: int | None = None
+    moves: tuple[int, ...] = ()
+    at: int | None = None
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -114,7 +120,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
             if rotary is not None:
                 record_at, rotary = rotary
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
-                found.append(replace(rotary, event=max(rows) if rows else None))
+                found.append(replace(rotary, event=max(rows) if rows else None, at=index))
                 if rotary.at_zero:
                     at_zero[record.outs[0]] = len(found) - 1
         for node in record.outs:
@@ -157,7 +163,8 @@ def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
                 checked = _checked(records, shapes, sorted(chain), x, rotated,
                                    ((first, 1 - x_at), (second, 1 - r_at))) if chain else None
                 if checked is not None:
-                    return chain, checked
+                    tables = (first.ins[1 - x_at], second.ins[1 - r_at])
+                    return chain, replace(checked, tables=tables, rotated=x, moves=tuple(sorted(chain)))
     return None
 
 

@@ -33,7 +33,6 @@ from shapetrace.engine.collector import hold_collector, release_collector
 from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
-from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
@@ -44,6 +43,7 @@ from shapetrace.engine.rolls import unrolled_of
 from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.sites import forget_cwd, remember_cwd
 from shapetrace.engine.unrowed import add_ending_failure, new_capture
+from shapetrace.engine.value_checked import note_final
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError
 
@@ -171,7 +171,7 @@ class Trace:
                 add_ending_failure(inference, self.capture, self.exception)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
-            note_hidden_copies(inference.events)   # (after the names are final: its reasons name axes)
+            note_final(inference, self.capture)   # (after the names are final: hidden copies, value checks)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
 

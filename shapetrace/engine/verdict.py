@@ -60,6 +60,8 @@ class Verdict:
             apart"``...); a broken one is an error among the findings.
         unmeasured: the dependency contracts that were not measured, each with why.
         any_named: whether any axis of any recorded tensor has a name at all.
+        on_values: how many of the checked ops a contract checked on the values where no name could (the
+            ops that build a rotary table or a causal mask read and found right: :mod:`.value_checked`).
     """
 
     mark: str
@@ -72,6 +74,7 @@ class Verdict:
     contracts: tuple[str, ...] = field(default=())
     any_named: bool = True
     unmeasured: tuple[str, ...] = ()
+    on_values: int = 0
 
     @property
     def line(self) -> str:
@@ -96,7 +99,12 @@ def could_carry_a_layout_bug(event: Event) -> bool:
 
 def _named(event: Event) -> bool:
     """Every axis of more than one entry of every result has a name (what the rules read), and so has
-    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked)."""
+    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked);
+    or a contract read on the values checks its layout (:mod:`.value_checked`: a rotary table's)."""
+    return event.checked_on_values or _axes_named(event)
+
+
+def _axes_named(event: Event) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
                if size > 1) and _along_named(event)
 
@@ -134,8 +142,9 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     else:
         mark = "✓"
     named = any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
+    on_values = sum(e.checked_on_values and not _axes_named(e) for e in candidates)
     return Verdict(mark, len(candidates) - len(unchecked), len(candidates), unchecked, errors, warnings,
-                   unproven, tuple(contracts), named, tuple(unmeasured))
+                   unproven, tuple(contracts), named, tuple(unmeasured), on_values)
 
 
 def _plural(n: int, word: str) -> str:
@@ -149,7 +158,7 @@ def _ops_list(unchecked: Sequence[tuple[int, str]], limit: int = 4) -> str:
 
 def _coverage(v: Verdict) -> str:
     """``checked 9 of 12 ops; not checked (unnamed axes): #3 __getitem__, …``"""
-    text = f"checked {v.checked} of {_plural(v.total, 'op')} that could carry a layout bug"
+    text = f"checked {v.checked} of {_plural(v.total, 'op')} that could carry a layout bug{_on_values(v)}"
     if v.unchecked:
         text += f"; not checked (unnamed axes): {_ops_list(v.unchecked)}"
     return text
@@ -164,13 +173,20 @@ def verdict_line(v: Verdict) -> str:
     if v.mark == "!":
         return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_values(v)}"
     if v.mark == "✓":
-        return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug: {ALL_CLEAR_REASON}{_values(v)}"
+        return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug{_on_values(v)}: " \
+               f"{ALL_CLEAR_REASON}{_values(v)}"
     if not v.total:
         return "? nothing was checked: no op that could carry a layout bug was recorded"
     if not v.any_named:   # (the heads contract is measured without names: what held is said)
         return NOTHING_NAMED.removesuffix(".") + _values(v) if v.contracts or v.unmeasured else NOTHING_NAMED
     why = "".join(f"; not proven: {reason}" for reason in v.unproven)
     return f"? {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
+
+
+def _on_values(v: Verdict) -> str:
+    """`` (6 of them on the values of the rotary tables or causal masks they build)`` or nothing."""
+    return f" ({v.on_values} of them on the values of the rotary tables or causal masks they build)" \
+        if v.on_values else ""
 
 
 def _values(v: Verdict) -> str:

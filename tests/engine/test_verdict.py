@@ -43,8 +43,10 @@ def test_every_axis_named_gets_the_check_mark():
 
 def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     """A [1, 1, 8, 8] buffer sliced by plain numbers (``self.bias[:, :, :5, :5]``): its slice has no
-    names, so it was not checked and the verdict says so; no check mark."""
-    bias = torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)
+    names, so it was not checked and the verdict says so; no check mark. (A sliding window, the last 3
+    keys: its values hide more than the future keys, so they do not check it either.)"""
+    ones = torch.ones(8, 8)
+    bias = (torch.tril(ones) - torch.tril(ones, -3)).view(1, 1, 8, 8)
     with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
         _attention(torch.randn(2, 5, 24), 3, bias, literal=True)
     ops = {e.index: e.op for e in t.events}
@@ -54,6 +56,19 @@ def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     assert v.mark == "?"
     assert v.line == (f"? checked 6 of 7 ops that could carry a layout bug; not checked (unnamed axes): "
                       f"#{missing[0]} __getitem__; no errors or warnings in what was checked")
+
+
+def test_an_unnamed_causal_mask_slice_is_checked_on_its_values():
+    """The same slice of nanoGPT's ``tril`` buffer: the keys it hides, read on the scores, are exactly
+    those after each query, so its effect is read whole and the op that sliced it is checked on the
+    values (:mod:`shapetrace.engine.value_checked`), and the line says so."""
+    bias = torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8)
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _attention(torch.randn(2, 5, 24), 3, bias, literal=True)
+    assert unchecked_ops(t.events) == []
+    assert t.report().verdict.line == ("✓ checked all 7 ops that could carry a layout bug (1 of them on the values of "
+                                       "the rotary tables or causal masks they build): every axis keeps its meaning "
+                                       "from input to output")
 
 
 def test_a_mask_sliced_by_sizes_read_from_the_tokens_is_named_and_checked():

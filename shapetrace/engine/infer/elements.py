@@ -34,7 +34,17 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.axis_reshape import strided_axes
 from shapetrace.engine.namer import Namer
 from shapetrace.engine.ops import Family
-from shapetrace.engine.provenance import MAX_ELEMENTS, ROLLED, SELECTED, WALK, AxisSource, Data, Index, sources
+from shapetrace.engine.provenance import (
+    MAX_ELEMENTS,
+    ROLLED,
+    SELECTED,
+    WALK,
+    AxisSource,
+    Data,
+    Index,
+    index_walks,
+    sources,
+)
 from shapetrace.engine.sites import resolve
 from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
@@ -200,7 +210,29 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list
     operands = [(tuple(in_axes[p]), tuple(record.in_raw[p][0])) for p in data]
     if len(found) != len(shapes):
         return None
-    return [_axes_of(axis_sources, shape, operands, namer, index) for axis_sources, shape in zip(found, shapes)]
+    picks = _Picks(fn, args, kwargs, [tuple(in_axes[p]) for p in range(len(in_axes)) if p not in data], namer)
+    return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j))
+            for k, (axis_sources, shape) in enumerate(zip(found, shapes))]
+
+
+class _Picks:
+    """The index axis each picked output axis follows (:func:`~.provenance.index_walks`), replayed only
+    when a pick along an unnamed axis asks: ``table[position_ids]`` takes ``position_ids``' names."""
+
+    def __init__(self, fn, args, kwargs, index_axes: list[tuple[Axis, ...]], namer: Namer):
+        self.fn, self.args, self.kwargs, self.index_axes, self.namer = fn, args, kwargs, index_axes, namer
+        self.walks: list | None | bool = False
+
+    def axis(self, result: int, j: int) -> Axis | None:
+        if self.walks is False:
+            self.walks = index_walks(self.fn, self.args, self.kwargs)
+        if not self.walks or result >= len(self.walks) or j not in self.walks[result]:
+            return None
+        m, a = self.walks[result][j]
+        if m >= len(self.index_axes) or a >= len(self.index_axes[m]):
+            return None
+        axis = self.index_axes[m][a]
+        return axis if self.namer.label(axis) is not None and _no_copies(axis) else None
 
 
 def _split_chain(record, producer) -> tuple[object, Callable] | None:
@@ -226,8 +258,11 @@ def _split_chain(record, producer) -> tuple[object, Callable] | None:
 
 # -- naming from sources ------------------------------------------------------------------------------
 
-def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer,
-             index: Callable[[], str]) -> tuple[Axis | None, ...]:
+def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index: Callable[[], str],
+             picked: Callable[[int], Axis | None]) -> tuple[Axis | None, ...]:
+    """Each output axis named from its source: a walk by the operand axes it walks; a pick along a named
+    axis keeps that name and says so (``T[ids_keep]``); a pick along an unnamed one (a table of
+    positions) takes the name of the index axis it follows (``picked``), where that has one."""
     walked = _walked(found, operands, namer)
     out: list[Axis | None] = []
     for j, source in enumerate(found):
@@ -236,7 +271,11 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer,
         elif source.kind == SELECTED and len(source.along) == 1:
             k, i = source.along[0]
             label = namer.label(operands[k][0][i])
-            out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]) if label else None)
+            follows = None if label else picked(j)
+            if label:
+                out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))
+            else:
+                out.append(follows if follows is not None and follows.size == shape[j] else None)
         else:
             out.append(None)
     return tuple(out)

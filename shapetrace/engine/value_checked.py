@@ -1,0 +1,151 @@
+"""Ops whose layout a contract read on the values checks, where no name can (issue 33 item 1): the ops
+that build a rotary table, or a causal mask, read and found right.
+
+A rotary table is built from positions and a buffer of frequencies (transformers' Llama
+``inv_freq[None, :, None] @ position_ids``, GPT-NeoX's ``cos_cached[position_ids]``, Phi's
+``torch.cat((freqs, freqs), dim=-1)``): its feature axis counts frequencies, which nothing the input
+declares names, so the ops that build it have an unnamed axis and the verdict could never be ``✓``.
+Where :mod:`.rotary` read both tables' values and found that they pair features exactly as the
+rotation pairs them (``PAIRED``: the rotation's data moves replayed on coordinates, the tables'
+equal columns compared) and that their angles change along the axes the rotated tensor's names say
+hold tokens and along no other (a table whose angles stay the same along the tokens is an error of
+:mod:`.rules.rotary`; one of a single position, a decode step's, shows nothing), the tables' layout is
+checked where they meet the data: the ops that built them, and the data moves of the rotation,
+are counted as checked, on the values.
+
+A causal mask built from literal sizes (transformers' OPT ``_make_causal_mask``: ``torch.full((tgt_len,
+tgt_len), min)``, ``mask.masked_fill_(mask_cond < (mask_cond + 1).view(mask.size(-1), 1), 0)``, then
+``mask[None, None, :, :].expand(bsz, 1, tgt_len, tgt_len)``; Llama's ``torch.full((seqlen, seqlen),
+-inf).triu(1)`` made before the model runs) has axes no input names. Where :mod:`.directions` read the
+keys it hides on the scores whose last two axes the names say are the queries and the keys, and it
+hides exactly the keys after each query in every slice (``hides_side == "future"``), its effect on
+the scores is read whole, whatever its layout: the ops that built it are checked on its values. A
+mask that also hides padding, or any other pattern, earns nothing (nor does a bias: which head a
+slope lands on is not read from the values).
+
+Only ops that no element of the data passed through: the records that made a table or a mask (back
+through every operand, before its use) when none of the nodes they reach is one the rotated tensor
+(or the scores) was made from. A table computed from the data itself gets nothing; nor does an
+unread or mismatched one.
+
+Reads: a capture's records, the rotaries found in it and the row of each record. Adds: the rows so
+checked (:func:`note_value_checked` marks their events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from shapetrace.engine.directions import HIDES
+from shapetrace.engine.hidden import note_hidden_copies
+from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of
+
+
+def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int],
+                        along_tokens: Callable[[Rotary], bool]) -> frozenset[int]:
+    """The rows of the ops that only built a rotary table read and found right, or moved the data of
+    its rotation. ``along_tokens(rotary)``: do its angles change along the tokens and along nothing else
+    (the names of the rotated tensor say which axes hold tokens)?"""
+    made: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        for node in getattr(record, "outs", ()):
+            if isinstance(node, int):
+                made.setdefault(node, []).append(index)
+    rows: set[int] = set()
+    for rotary in rotaries:
+        if rotary.outcome != PAIRED or rotary.rotated is None or rotary.at is None or not along_tokens(rotary):
+            continue
+        tables, read = _ancestry(records, made, rotary.tables, rotary.at)
+        if read & _ancestry(records, made, (rotary.rotated,), rotary.at)[1]:
+            continue   # (a table made from the data, or from what the data was made from: not the table's alone)
+        rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+    return frozenset(rows)
+
+
+def mask_checked_rows(records: Sequence, events: Sequence, event_of_record: Mapping[int, int],
+                      tokens: Callable[[str | None], bool]) -> frozenset[int]:
+    """The rows of the ops that only built a causal mask whose hidden keys were read on the scores and are
+    exactly the future ones. ``tokens(label)``: does a name say its axis holds tokens?"""
+    made: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        for node in getattr(record, "outs", ()):
+            if isinstance(node, int):
+                made.setdefault(node, []).append(index)
+    rows: set[int] = set()
+    for index, row in event_of_record.items():
+        split = _causal_mask_use(records[index], events[row], tokens) if row < len(events) else None
+        if split is None:
+            continue
+        masks, scores = split
+        built, read = _ancestry(records, made, masks, index)
+        if not read & _ancestry(records, made, scores, index)[1]:
+            rows.update(event_of_record[i] for i in built if i in event_of_record)
+    return frozenset(rows)
+
+
+def _causal_mask_use(record, event, tokens) -> tuple[list[int], list[int]] | None:
+    """``(mask nodes, scores nodes)`` of a call that hides exactly the future keys of the scores, read on
+    its values, where the names say which axes are the queries and the keys; None otherwise."""
+    if event.params.get("hides_side") != "future" or len(record.ins) != len(event.inputs) or not event.outputs:
+        return None
+    family, ins = family_of(event.op), list(record.ins)
+    if family is Family.FUSED_ATTENTION:
+        q, k = event.inputs[0], event.inputs[1]
+        named = all(len(t.dims) >= 2 and tokens(t.dims[-2]) for t in (q, k))
+        return (ins[3:], ins[:3]) if named and event.params.get("has_mask") and len(ins) >= 4 else None
+    value = event.params.get("value")
+    hides = isinstance(value, (int, float)) and value <= HIDES if family is Family.MASK_FILL \
+        else bool(event.params.get("hides"))
+    out = event.outputs[0]
+    if not hides or [a.role for a in out.axes[-2:]] != ["query", "key"]:
+        return None
+    scores = [j for j, t in enumerate(event.inputs) if t.shape == out.shape and t.dims == out.dims]
+    if len(scores) != 1:
+        return None
+    return [n for j, n in enumerate(ins) if j != scores[0]], [ins[scores[0]]]
+
+
+def _ancestry(records: Sequence, made: Mapping[int, list[int]], nodes: Iterable[int],
+              before: int) -> tuple[set[int], set[int]]:
+    """Every record before ``before`` that made one of ``nodes`` or what such a record read, and every
+    node reached (``nodes`` and the inputs no record made included)."""
+    found: set[int] = set()
+    stack = [(node, before) for node in nodes]
+    reached = set(nodes)
+    while stack:
+        node, bound = stack.pop()
+        for index in made.get(node, ()):
+            if index < bound and index not in found:
+                found.add(index)
+                ins = [n for n in records[index].ins if isinstance(n, int)]
+                reached.update(ins)
+                stack.extend((n, index) for n in ins)
+    return found, reached
+
+
+def note_value_checked(events: Sequence, rows: frozenset[int]) -> None:
+    """Mark the events of ``rows`` as checked on the values (:attr:`.events.Event.checked_on_values`)."""
+    for event in events:
+        if event.index in rows:
+            event.checked_on_values = True
+
+
+def note_final(inference, capture) -> None:
+    """The passes over a concluded inference's events, once its names are final: each event's hidden
+    copies (:func:`.hidden.note_hidden_copies`) and the ops checked on the values."""
+    note_hidden_copies(inference.events)
+    rows, events, namer = inference.event_of_record, inference.events, inference.namer
+
+    def along_tokens(rotary: Rotary) -> bool:   # (the rotated tensor's row: the rotation's last data move)
+        if rotary.event is None or rotary.event >= len(events) or not events[rotary.event].outputs:
+            return False
+        dims = events[rotary.event].outputs[0].dims
+        return bool(rotary.varies) and all(j < len(dims) and namer.plain_role(dims[j]) == "tokens"
+                                           for j in rotary.varies)
+
+    def tokens(label: str | None) -> bool:
+        return namer.plain_role(label) == "tokens"
+
+    note_value_checked(events, rotary_checked_rows(capture.records, rotaries_of(capture, rows), rows, along_tokens)
+                       | mask_checked_rows(capture.records, events, rows, tokens))
