@@ -99,6 +99,16 @@ class Hooks:
     moves: tuple = ()            # (copies, producers): the head each copy moves in each split, -1 for none
     queries: tuple = ()          # (heads,): the copy that moves query head h
 
+    @functools.cached_property
+    def forbidden(self) -> torch.Tensor:
+        """(copies, 1, heads): copy j moved no head output head h reads (any change there is a leak)."""
+        return ~self.allowed.unsqueeze(1)
+
+    @functools.cached_property
+    def own(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``changed[own]``: (heads, rows), whether output head h changed with the copy that moved query head h."""
+        return torch.tensor(self.queries), torch.arange(self.heads)
+
     @property
     def copies(self) -> int:
         return len(self.moves)
@@ -122,7 +132,7 @@ def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPla
     (``records``, ``nodes``: the capture's; ``span``: the top call's records; ``path_of(slot)``: a module
     slot's path under the top module, "" for the top module itself; ``inputs``: the top call's tensor
     arguments' nodes, without which no copies enter with the input)."""
-    found = []
+    found, span = [], _Span.of(records, span)
     for plan in plans:
         hooks = _hooks(records, nodes, span, path_of, plan)
         if hooks is None or hooks.grown and not _merge_reads_splits_only(records, span, plan, inputs):
@@ -315,7 +325,24 @@ def _made_by(records, span, before: int, node: int) -> int | None:
 
 def _readers(records, span, node: int) -> list[int]:
     """The records of the top call that read ``node``."""
+    if isinstance(span, _Span):
+        return list(span.readers.get(node, ()))
     return [r for r in range(*span) if node in getattr(records[r], "ins", ())]
+
+
+class _Span(tuple):
+    """The top call's records ``(start, end)``, with the records that read each node, read once."""
+
+    readers: dict
+
+    @classmethod
+    def of(cls, records, span: tuple[int, int]) -> _Span:
+        found = cls(span)
+        found.readers = {}
+        for r in range(*span):
+            for node in dict.fromkeys(getattr(records[r], "ins", ())):
+                found.readers.setdefault(node, []).append(r)
+        return found
 
 
 def _feature_heads(p: Producer, width: int) -> torch.Tensor:
@@ -502,9 +529,9 @@ def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
         diff = diff.index_select(-1, hooks.order.to(diff.device))
     blocks = diff.reshape(hooks.copies, -1, heads, diff.shape[-1] // heads)        # (copies, rows, heads, d)
     changed = blocks.amax(-1) > tolerance                                          # (copies, rows, heads)
-    own = changed[torch.tensor(hooks.queries), :, torch.arange(heads)]              # (heads, rows): query copy of h
-    allowed = hooks.allowed.to(changed.device)                                     # (copies, heads)
-    strays = changed & ~allowed.unsqueeze(1)                                       # (copies, rows, heads)
+    copy, head = hooks.own
+    own = changed[copy, :, head]                                                   # (heads, rows): query copy of h
+    strays = changed & hooks.forbidden.to(changed.device)                          # (copies, rows, heads)
     return bool(own.any(1).all()) and not bool(strays.any())
 
 

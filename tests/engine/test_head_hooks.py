@@ -420,3 +420,33 @@ def test_a_grouped_query_bug_at_module_boundaries_is_measured_again_the_full_way
     found = [(d.kind, d.message) for d in t._measured()[0]]
     assert any(k == kind and m.startswith(words) for k, m in found)
     assert found == _full_way(probe)[0]
+
+
+class BertWithDropout(BertSelfAttention):
+    """transformers' BertSelfAttention as it trains: ``attention_probs = self.dropout(attention_probs)``
+    (attention_probs_dropout_prob 0.1), traced in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states):
+        q = self.transpose_for_scores(self.query(hidden_states))                   # (B, H, T, d)
+        k = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
+        v = self.transpose_for_scores(self.value(hidden_states))                   # (B, H, T, d)
+        probs = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // H), dim=-1)   # (B, H, T, T)
+        context = torch.matmul(self.dropout(probs), v).permute(0, 2, 1, 3).contiguous()   # (B, T, H, d)
+        return self.dense(context.view(context.size()[:-2] + (D,)))                # (B, T, D)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_model_traced_in_training_mode_is_measured_in_eval_mode_and_put_back(B, T):
+    """The measuring forward runs with every dropout off (eval mode), whatever the state it starts from
+    puts back (a dropout left on would move every output at random: a false leak), and the model
+    trains again afterwards."""
+    torch.manual_seed(1)
+    model = BertWithDropout().train()
+    t, probe = _probed(model, B, T)
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+    assert all(m.training for m in model.modules())
