@@ -27,8 +27,8 @@ and the full way is taken.
 
 Then, in the measuring forward, each producing submodule's output gets one copy of batch entry 0 per
 query head appended, copy ``j`` with the features of head ``j`` moved in a random direction (in
-grouped-query attention, where a moved key/value head changes its whole group, one copy per head of
-each of q, k and v, each moving that head alone, as the full way's one run does); the consuming
+grouped-query attention, where a moved key/value head changes its whole group, one copy per query
+head, then one per key/value head moving it in both k and v); the consuming
 submodule keeps what reached it and hands its module the original entries only, so the rest of the
 model runs at the measuring batch. Every copy is compared with entry 0 in one vectorised pass. This
 way is used only where every contract held: any finding, any guard that fails, any doubt, and
@@ -87,8 +87,8 @@ class Consumer:
 class Hooks:
     """One attention's producers, its consumer, its query heads, and how to read the merge's result
     head by head (with the query split's map: the merge must undo it); ``moves[j][i]``: the head of
-    producer ``i`` that copy ``j`` moves (-1: none): copy ``j`` moves head ``j`` (its key/value group's)
-    of every split, or, in grouped-query attention, one head of one of q, k and v."""
+    producer ``i`` that copy ``j`` moves (-1: none): copy ``j`` moves head ``j`` of every split, or, in
+    grouped-query attention, one query head, or one key/value head in both k and v."""
 
     producers: tuple[Producer, ...]
     consumer: Consumer
@@ -174,17 +174,20 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
 
 
 def _moves(producers: tuple[Producer, ...], heads: int) -> tuple | None:
-    """``moves[j][i]``: the head of producer ``i`` copy ``j`` moves. With as many heads in every split,
-    copy ``j`` moves head ``j`` of each (one copy per head); in grouped-query attention (fewer key/value
-    heads) a copy moving a key/value head changes its whole group, so each copy moves one head of one of
-    q, k and v (as :func:`.heads.one_head_each`); None where the splits are not one each of q, k and v."""
+    """``moves[j][i]``: the head of producer ``i`` copy ``j`` moves (-1: none). With as many heads in every
+    split, copy ``j`` moves head ``j`` of each (one copy per head). In grouped-query attention (fewer
+    key/value heads) a copy moving a key/value head changes its whole group, so the query heads are moved
+    one per copy, and then key/value head ``g`` of both k and v per copy (both may change group ``g``
+    only: no copy moves a query head and a key/value head together); None where the splits are not one
+    each of q, k and v with as many key/value heads."""
     if all(p.heads == heads for p in producers):
         return tuple(tuple(j * p.heads // heads for p in producers) for j in range(heads))
     tensors = [p.tensor for p in producers]
-    if sorted(tensors) != ["k", "q", "v"]:
+    if sorted(tensors) != ["k", "q", "v"] or len({p.heads for p in producers if p.tensor != "q"}) != 1:
         return None   # (a fused projection's pieces, a split missing: which copy moves what is not known)
-    return tuple(tuple(head if i == k else -1 for i in range(len(producers)))
-                 for k, p in enumerate(producers) for head in range(p.heads))
+    query, groups = tensors.index("q"), next(p.heads for p in producers if p.tensor != "q")
+    return tuple(tuple(h if i == query else -1 for i in range(len(producers))) for h in range(heads)) + \
+        tuple(tuple(-1 if i == query else g for i in range(len(producers))) for g in range(groups))
 
 
 def _sizes(records, nodes, span) -> frozenset:

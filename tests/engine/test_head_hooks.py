@@ -387,14 +387,15 @@ def test_copies_entering_with_the_input_never_make_the_batch_as_long_as_another_
 @pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
 def test_grouped_query_heads_are_measured_at_module_boundaries_one_head_per_copy(kv_heads, B, T):
     """transformers' Llama with H_kv < H (repeat_kv): a copy that moved a key/value head together with a
-    query head would change its whole group, so each copy moves one head of one of q, k and v (H + 2·H_kv
-    copies, as the full way's one run moves them), and every contract is measured in one forward."""
+    query head would change its whole group, so the query heads are moved one per copy and then each
+    key/value head in k and v (H + H_kv copies), and every contract is measured in one forward."""
     torch.manual_seed(1)
     t, probe = _probed(LlamaAttention(kv_heads=kv_heads).eval(), B, T)
     held = [BATCH, OWN_TOKEN, CAUSAL, HEADS]
     assert _paths(probe) == [(["q_proj", "k_proj", "v_proj"], "o_proj")]
-    assert [h.copies for h in probe.hooks] == [H + 2 * kv_heads]
-    assert probe.hooks[0].moves[H] == (-1, 0, -1) and probe.hooks[0].moves[-1] == (-1, -1, kv_heads - 1)
+    assert [h.copies for h in probe.hooks] == [H + kv_heads]
+    assert probe.hooks[0].moves[:H] == tuple((h, -1, -1) for h in range(H))
+    assert probe.hooks[0].moves[H:] == tuple((-1, g, g) for g in range(kv_heads))
     assert dependencies._every_contract_held(probe) == held
     assert t.contracts == held
     assert _full_way(probe) == ([], held, [])
@@ -415,7 +416,7 @@ def test_a_grouped_query_bug_at_module_boundaries_is_measured_again_the_full_way
     broke, word for word as before."""
     torch.manual_seed(1)
     t, probe = _probed(LlamaAttention(kv_heads=2, bug=bug), B, T)
-    assert probe.hooks != () and probe.hooks[0].copies == H + 4        # the cheap way was planned...
+    assert probe.hooks != () and probe.hooks[0].copies == H + 2        # the cheap way was planned...
     assert dependencies._every_contract_held(probe) is None          # ...and refused: something broke
     found = [(d.kind, d.message) for d in t._measured()[0]]
     assert any(k == kind and m.startswith(words) for k, m in found)
