@@ -24,6 +24,8 @@ a projection called twice) and any model with a finding cost.
 ``--style nanogpt`` and ``--style llama`` time the same rows on attentions whose splits read the batch
 size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, nh, hs)``; Llama's
 ``view(*input_shape, -1, head_dim)``): there the copies enter with the input (engine/head_hooks.py).
+``--style llama-gqa``: Llama with H/4 key/value heads through ``repeat_kv`` (at module boundaries each
+copy moves one head of q, k or v: H + 2·H_kv copies).
 
     python benchmarks/bench_dependencies.py [--repeat 21] [--d-model 512] [--heads 8] [--threads 1] [--parts]
                                             [--style reference|nanogpt|llama|llama-gqa]
@@ -51,14 +53,16 @@ def timings(d_model: int, heads: int, repeat: int, style: str = "reference") -> 
 
     The competitors, timed interleaved in one loop (so load slows them alike): the simplest check on
     the values (one forward of the batch with a token moved, under no_grad, nothing compared: the floor
-    of any check that runs the model once), the token contracts alone, every contract, and every
-    contract the full way."""
+    of any check that runs the model once), the token contracts alone, every contract, every contract
+    with its planning (where the heads split and merge, which module boundaries to wrap: what a trace
+    pays once), and every contract the full way."""
     model, x, trace, probe = _traced(d_model, heads, style)
     moved = x.clone()
     moved[-1, -1] += 1.0                                                            # (B, T, D), one token moved
-    tokens, full = _without(probe, "heads", "hooks"), _without(probe, "hooks")
+    tokens, full, call = _without(probe, "heads", "hooks"), _without(probe, "hooks"), trace.capture.top_call
     runs = {"untraced forward": lambda: model(x), "one forward, a token moved": lambda: model(moved),
             "token contracts": lambda: measure(tokens), "every contract": lambda: measure(probe),
+            "every contract, planned too": lambda: measure(probe_of(trace, call)),
             "every contract, the full way": lambda: measure(full)}
     return _timed(runs, model, x, repeat), measure(probe)[1]
 

@@ -262,7 +262,7 @@ class _Isolated:
         self.module, self.ran, self.state = module, False, state
 
     def __enter__(self):
-        modules = list(self.module.modules())
+        self.modules = modules = list(self.module.modules())
         self.training = [(m, m.training) for m in modules if m.training]
         self.saved = _attributes(modules)
         if self.saved is not None:
@@ -288,9 +288,10 @@ class _Isolated:
     def _found(self) -> None:
         """Put back the state the call found (its training flags included: measured in eval mode),
         the forwards this check wrapped (:mod:`.head_hooks`, instance attributes) kept in front."""
-        wrapped = [(m, m.__dict__["forward"]) for m in self.module.modules() if "forward" in m.__dict__]
+        wrapped = [(m, m.__dict__["forward"]) for m in self.modules if "forward" in m.__dict__]
         _restore(self.state)
-        self.module.eval()
+        if any(m.training for m in self.modules) or any(m.training for m, *_ in self.state):
+            self.module.eval()   # (a walk that sets every flag: only where one was put back in training)
         for m, forward in wrapped:
             m.__dict__["forward"] = forward
 

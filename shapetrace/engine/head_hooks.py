@@ -26,12 +26,14 @@ run time: the shapes the wrappers check, or the token contracts read on the meas
 and the full way is taken.
 
 Then, in the measuring forward, each producing submodule's output gets one copy of batch entry 0 per
-query head appended, copy ``j`` with the features of head ``j`` (its key/value group's head for keys
-and values) moved in a random direction; the consuming submodule keeps what reached it and hands its
-module the original entries only, so the rest of the model runs at the measuring batch. Every copy is
-compared with entry 0 in one vectorised pass. This way is used only where every contract held: any
-finding, any guard that fails, any doubt, and :mod:`.dependencies` measures again the full way
-(:mod:`.heads`), so findings and their words come from one place. Plain data out.
+query head appended, copy ``j`` with the features of head ``j`` moved in a random direction (in
+grouped-query attention, where a moved key/value head changes its whole group, one copy per query
+head, then one per key/value head moving it in both k and v); the consuming
+submodule keeps what reached it and hands its module the original entries only, so the rest of the
+model runs at the measuring batch. Every copy is compared with entry 0 in one vectorised pass. This
+way is used only where every contract held: any finding, any guard that fails, any doubt, and
+:mod:`.dependencies` measures again the full way (:mod:`.heads`), so findings and their words come
+from one place. Plain data out.
 """
 
 from __future__ import annotations
@@ -84,7 +86,9 @@ class Consumer:
 @dataclass(frozen=True, eq=False)
 class Hooks:
     """One attention's producers, its consumer, its query heads, and how to read the merge's result
-    head by head (with the query split's map: the merge must undo it)."""
+    head by head (with the query split's map: the merge must undo it); ``moves[j][i]``: the head of
+    producer ``i`` that copy ``j`` moves (-1: none): copy ``j`` moves head ``j`` of every split, or, in
+    grouped-query attention, one query head, or one key/value head in both k and v."""
 
     producers: tuple[Producer, ...]
     consumer: Consumer
@@ -92,6 +96,22 @@ class Hooks:
     order: torch.Tensor | None   # the merge's features sorted by head, where they are not already
     allowed: torch.Tensor        # (copies, heads): copy j moved the heads output head h reads
     avoid: frozenset = frozenset()   # every size the top call's tensors have (where copies enter with the input)
+    moves: tuple = ()            # (copies, producers): the head each copy moves in each split, -1 for none
+    queries: tuple = ()          # (heads,): the copy that moves query head h
+
+    @functools.cached_property
+    def forbidden(self) -> torch.Tensor:
+        """(copies, 1, heads): copy j moved no head output head h reads (any change there is a leak)."""
+        return ~self.allowed.unsqueeze(1)
+
+    @functools.cached_property
+    def own(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``changed[own]``: (heads, rows), whether output head h changed with the copy that moved query head h."""
+        return torch.tensor(self.queries), torch.arange(self.heads)
+
+    @property
+    def copies(self) -> int:
+        return len(self.moves)
 
     @property
     def grown(self) -> bool:
@@ -112,7 +132,7 @@ def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPla
     (``records``, ``nodes``: the capture's; ``span``: the top call's records; ``path_of(slot)``: a module
     slot's path under the top module, "" for the top module itself; ``inputs``: the top call's tensor
     arguments' nodes, without which no copies enter with the input)."""
-    found = []
+    found, span = [], _Span.of(records, span)
     for plan in plans:
         hooks = _hooks(records, nodes, span, path_of, plan)
         if hooks is None or hooks.grown and not _merge_reads_splits_only(records, span, plan, inputs):
@@ -122,15 +142,13 @@ def points(records, nodes, span: tuple[int, int], path_of, plans: tuple[HeadsPla
     if len(set(paths)) != len(paths):
         return ()   # (one wrapper per submodule)
     if any(h.grown for h in found):
-        if len({h.heads for h in found}) != 1:
+        if len({h.copies for h in found}) != 1:
             return ()   # (copies that enter with the input: as many for every attention)
         found = [replace(h, avoid=_sizes(records, nodes, span)) for h in found]
     return tuple(found)
 
 
 def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
-    if any(s.heads != plan.heads for s in plan.splits):
-        return None   # (grouped-query heads: a copy that moves a key/value head moves a whole group's reads)
     producers = tuple(_producer(records, nodes, span, path_of, s) for s in plan.splits)
     consumer = _consumer(records, nodes, span, path_of, plan)
     if consumer is None or any(p is None for p in producers):
@@ -147,7 +165,29 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     order = None if width == query.stride * plan.heads else _order(query, width)   # (side by side already)
     if order is False:
         return None
-    return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads))
+    moves = _moves(producers, plan.heads)
+    if moves is None:
+        return None
+    queries = tuple(next(j for j, m in enumerate(moves) if m[producers.index(query)] == h) for h in range(plan.heads))
+    return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads, moves), moves=moves,
+                 queries=queries)
+
+
+def _moves(producers: tuple[Producer, ...], heads: int) -> tuple | None:
+    """``moves[j][i]``: the head of producer ``i`` copy ``j`` moves (-1: none). With as many heads in every
+    split, copy ``j`` moves head ``j`` of each (one copy per head). In grouped-query attention (fewer
+    key/value heads) a copy moving a key/value head changes its whole group, so the query heads are moved
+    one per copy, and then key/value head ``g`` of both k and v per copy (both may change group ``g``
+    only: no copy moves a query head and a key/value head together); None where the splits are not one
+    each of q, k and v with as many key/value heads."""
+    if all(p.heads == heads for p in producers):
+        return tuple(tuple(j * p.heads // heads for p in producers) for j in range(heads))
+    tensors = [p.tensor for p in producers]
+    if sorted(tensors) != ["k", "q", "v"] or len({p.heads for p in producers if p.tensor != "q"}) != 1:
+        return None   # (a fused projection's pieces, a split missing: which copy moves what is not known)
+    query, groups = tensors.index("q"), next(p.heads for p in producers if p.tensor != "q")
+    return tuple(tuple(h if i == query else -1 for i in range(len(producers))) for h in range(heads)) + \
+        tuple(tuple(-1 if i == query else g for i in range(len(producers))) for g in range(groups))
 
 
 def _sizes(records, nodes, span) -> frozenset:
@@ -288,7 +328,24 @@ def _made_by(records, span, before: int, node: int) -> int | None:
 
 def _readers(records, span, node: int) -> list[int]:
     """The records of the top call that read ``node``."""
+    if isinstance(span, _Span):
+        return list(span.readers.get(node, ()))
     return [r for r in range(*span) if node in getattr(records[r], "ins", ())]
+
+
+class _Span(tuple):
+    """The top call's records ``(start, end)``, with the records that read each node, read once."""
+
+    readers: dict
+
+    @classmethod
+    def of(cls, records, span: tuple[int, int]) -> _Span:
+        found = cls(span)
+        found.readers = {}
+        for r in range(*span):
+            for node in dict.fromkeys(getattr(records[r], "ins", ())):
+                found.readers.setdefault(node, []).append(r)
+        return found
 
 
 def _feature_heads(p: Producer, width: int) -> torch.Tensor:
@@ -325,7 +382,7 @@ class Run:
         enter with the input); raises :class:`NotMeasured` where a guard fails."""
         self.entries = x.shape[self.batch]
         if self.grows:   # (a measuring batch as long as another axis would let a size read from the batch pass)
-            self.grown = next(n for n in range(self.hooks[0].heads, 1 << 20)
+            self.grown = next(n for n in range(self.hooks[0].copies, 1 << 20)
                               if self.entries + n not in self.hooks[0].avoid)
         installed = []
         try:
@@ -345,6 +402,8 @@ class Run:
 
     def _producing(self, hooks: Hooks, group: tuple[Producer, ...]):
         calls, p = [], group[0]
+        at = [hooks.producers.index(q) for q in group]
+        moves = tuple(tuple(m[i] for i in at) for m in hooks.moves)                 # (copies, group)
 
         def moved(original, *args, **kwargs):
             rows = self.entries + self.grown   # (the rows the submodule's output has)
@@ -355,9 +414,9 @@ class Run:
             if len(calls) > 1 or not _shaped(out, p.shape, p.batch, rows):
                 raise NotMeasured("heads (a projection ran twice or returned another shape)")
             if not self.grown:
-                return _with_copies(out, group, hooks.heads)                       # (entries + copies, ...)
-            copied = _with_copies(out.narrow(p.batch, 0, self.entries), group, hooks.heads)
-            extra = self.grown - hooks.heads
+                return _with_copies(out, group, moves)                             # (entries + copies, ...)
+            copied = _with_copies(out.narrow(p.batch, 0, self.entries), group, moves)
+            extra = self.grown - hooks.copies
             return _with_entry_zero(copied, p.batch, extra) if extra else copied   # (entries + rows, ...)
         return moved
 
@@ -365,7 +424,7 @@ class Run:
         c = hooks.consumer
 
         def kept(original, x, *args, **kwargs):
-            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + (self.grown or hooks.heads)):
+            if i in self.read or not _shaped(x, c.shape, c.batch, self.entries + (self.grown or hooks.copies)):
                 raise NotMeasured("heads (the merge's result did not carry the copies)")
             self.read[i] = x
             out = original(x.narrow(c.batch, 0, self.entries), *args, **kwargs)
@@ -409,14 +468,14 @@ def _shaped(t, traced: tuple, batch: int, entries: int) -> bool:
 _NOISE: dict[tuple, torch.Tensor] = {}
 
 
-def _with_copies(out: torch.Tensor, group: tuple[Producer, ...], query_heads: int) -> torch.Tensor:
-    """``out`` with one copy of its entry 0 per query head appended on the batch axis, copy ``j`` with
-    the features of each split's head ``j * heads // query_heads`` moved by a tenth of ``out``'s largest
-    value (not more: a saturated softmax would hide it); ``group``: the splits whose operands are pieces
-    of ``out`` (one, but for a fused projection)."""
+def _with_copies(out: torch.Tensor, group: tuple[Producer, ...], moves: tuple) -> torch.Tensor:
+    """``out`` with one copy of its entry 0 per row of ``moves`` appended on the batch axis, copy ``j``
+    with the features of head ``moves[j][i]`` of each split ``group[i]`` moved by a tenth of ``out``'s
+    largest value (not more: a saturated softmax would hide it); ``group``: the splits whose operands
+    are pieces of ``out`` (one, but for a fused projection)."""
     batch = group[0].batch
     first = _batch_first(out.narrow(batch, 0, 1), batch)                           # (1, ..., features)
-    unit = _unit_moves(group, query_heads, tuple(first.shape[1:]), first.dtype, first.device)   # (copies, ...)
+    unit = _unit_moves(group, moves, tuple(first.shape[1:]), first.dtype, first.device)   # (copies, ...)
     scale = 0.1 * (1.0 + float(out.abs().amax()))                                  # (the largest |value|)
     copies = torch.add(first, unit, alpha=scale)                                   # (copies, ..., features)
     return torch.cat([out, copies if batch == 0 else copies.movedim(0, batch)], batch)   # (entries + copies, ...)
@@ -430,18 +489,19 @@ def _batch_first(t: torch.Tensor, axis: int) -> torch.Tensor:
 _MOVES: dict[tuple, torch.Tensor] = {}
 
 
-def _unit_moves(group: tuple[Producer, ...], query_heads: int, shape: tuple, dtype, device) -> torch.Tensor:
+def _unit_moves(group: tuple[Producer, ...], moves: tuple, shape: tuple, dtype, device) -> torch.Tensor:
     """Copy ``j``'s unit move: random on the features of the heads it moves, zero elsewhere."""
-    key = (shape, dtype, device, query_heads, tuple((p.heads, p.stride, p.offset, p.width) for p in group))
+    key = (shape, dtype, device, moves, tuple((p.heads, p.stride, p.offset, p.width) for p in group))
     unit = _MOVES.get(key)
     if unit is None:
-        mask = torch.zeros(query_heads, shape[-1], dtype=torch.bool)                # (copies, features)
-        for p in group:
-            moved = torch.arange(query_heads) * p.heads // query_heads              # (copies,) the head each moves
+        copies = len(moves)
+        mask = torch.zeros(copies, shape[-1], dtype=torch.bool)                     # (copies, features)
+        for i, p in enumerate(group):
+            moved = torch.tensor([m[i] for m in moves])                             # (copies,) the head each moves
             heads = _feature_heads(p, p.width or shape[-1])                         # (width,)
             mask[:, p.offset:p.offset + len(heads)] |= heads[None, :] == moved[:, None]
-        unit = _noise((query_heads, *shape), dtype, device) * \
-            mask.to(dtype).reshape(query_heads, *[1] * (len(shape) - 1), -1).to(device)   # (copies, ..., features)
+        unit = _noise((copies, *shape), dtype, device) * \
+            mask.to(dtype).reshape(copies, *[1] * (len(shape) - 1), -1).to(device)   # (copies, ..., features)
         if len(_MOVES) < 16:
             _MOVES[key] = unit
     return unit
@@ -458,32 +518,33 @@ def _noise(shape: tuple, dtype, device) -> torch.Tensor:
 
 
 def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
-    """Did the heads stay apart, read from the merge's result (the measuring entries, then one copy per
-    query head)? Every copy ``j`` changed output head ``j``; and a block of output head ``h`` (its
-    features at one position) changed only with copies that moved, in every split, the head ``h``
-    reads, and with copy ``h`` (the same rules :func:`.heads.leaks` and :func:`.heads.regrouped` read
-    one head at a time, here in one vectorised pass)."""
+    """Did the heads stay apart, read from the merge's result (the measuring entries, then the copies)?
+    Every output head ``h`` changed with the copy that moved query head ``h``; and a block of output head
+    ``h`` (its features at one position) changed only with copies that moved, in every split they move,
+    a head ``h`` reads (the same rules :func:`.heads.leaks` and :func:`.heads.regrouped` read one head at
+    a time, here in one vectorised pass)."""
     axis, heads = hooks.consumer.batch, hooks.heads
     base = _batch_first(merged.narrow(axis, 0, 1), axis)                           # (1, ..., features)
-    copies = _batch_first(merged.narrow(axis, entries, heads), axis)               # (copies, ..., features)
+    copies = _batch_first(merged.narrow(axis, entries, hooks.copies), axis)        # (copies, ..., features)
     tolerance = _TOLERANCE.get(base.dtype, 1e-2) * (1 + float(base.abs().nan_to_num(0.0).amax()))
     diff = (copies - base).abs_().nan_to_num_(0.0)                                 # (copies, ..., features)
     if hooks.order is not None:   # (each head's features side by side)
         diff = diff.index_select(-1, hooks.order.to(diff.device))
-    changed = diff.reshape(heads, -1, heads, diff.shape[-1] // heads).amax(-1) > tolerance   # (copies, rows, heads)
-    own = changed.diagonal(dim1=0, dim2=2)                                         # (rows, heads): copy h, head h
-    allowed = hooks.allowed.to(changed.device)                                     # (copies, heads)
-    strays = changed & ~(own.unsqueeze(0) & allowed.unsqueeze(1))                  # (copies, rows, heads)
-    return bool(own.any(0).all()) and not bool(strays.any())
+    blocks = diff.reshape(hooks.copies, -1, heads, diff.shape[-1] // heads)        # (copies, rows, heads, d)
+    changed = blocks.amax(-1) > tolerance                                          # (copies, rows, heads)
+    copy, head = hooks.own
+    own = changed[copy, :, head]                                                   # (heads, rows): query copy of h
+    strays = changed & hooks.forbidden.to(changed.device)                          # (copies, rows, heads)
+    return bool(own.any(1).all()) and not bool(strays.any())
 
 
-def _allowed(producers: tuple[Producer, ...], query_heads: int) -> torch.Tensor:
-    """``allowed[j, h]``: copy ``j`` moved, in every split, the head output head ``h`` reads."""
-    return _allowed_for(query_heads, tuple(p.heads for p in producers))
+def _allowed(producers: tuple[Producer, ...], query_heads: int, moves: tuple) -> torch.Tensor:
+    """``allowed[j, h]``: copy ``j`` moved, in every split it moves, the head output head ``h`` reads."""
+    return _allowed_for(query_heads, tuple(p.heads for p in producers), moves)
 
 
 @functools.lru_cache(maxsize=16)
-def _allowed_for(query_heads: int, split_heads: tuple[int, ...]) -> torch.Tensor:
-    groups = [tuple(j * n // query_heads for n in split_heads) for j in range(query_heads)]   # the heads copy j moves
-    ids = torch.tensor([groups.index(g) for g in groups])                          # (copies,)
-    return ids[:, None] == ids[None, :]                                            # (copies, heads)
+def _allowed_for(query_heads: int, split_heads: tuple[int, ...], moves: tuple) -> torch.Tensor:
+    reads = [tuple(h * n // query_heads for n in split_heads) for h in range(query_heads)]   # the heads h reads
+    return torch.tensor([[all(m < 0 or m == r for m, r in zip(moved, read)) for read in reads]
+                         for moved in moves])                                      # (copies, heads)

@@ -116,6 +116,7 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     rows = [(r, events[event_of_record[r]]) for r in range(start, end) if r in event_of_record]
     if any(type(records[r]) is OpRecord and records[r].spec.opens for r, _ in rows):
         raise NotMeasured("heads (inside a fused attention call)")
+    calls, role_of = _Calls(records, start, end), _remembered(role_of)
     attentions, splits = [], []
     for r, e in rows:
         ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
@@ -126,10 +127,10 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
             attentions.append((splits, r, e))   # the merge closes this attention; a later split opens the next
             splits = []
     if not attentions:   # no axis named heads: the splits and merges found from the structure
-        return _from_structure(records, start, rows)
+        return _from_structure(calls, rows)
     structure = _Structure(rows)
-    return tuple(_plan(records, start, structure.key_value_splits(
-        records, start, tuple(_split(records, start, r, e, axis, role_of) for r, e, axis in splits), merge_r),
+    return tuple(_plan(calls, structure.key_value_splits(
+        calls, tuple(_split(calls, r, e, axis, role_of) for r, e, axis in splits), merge_r),
                        merge_r, merge_e, _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None,
                        _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None)
                  for splits, merge_r, merge_e in attentions)
@@ -141,7 +142,7 @@ class _Structure:
     def __init__(self, rows):
         self.rows, self._found = rows, None
 
-    def key_value_splits(self, records, start: int, named: tuple[Split, ...], merge_r: int) -> tuple[Split, ...]:
+    def key_value_splits(self, calls, named: tuple[Split, ...], merge_r: int) -> tuple[Split, ...]:
         """``named`` with grouped-query attention's key/value splits added where their heads axis has no
         name (``H_kv`` not declared: ``view(*input_shape, -1, d)`` of a narrower projection): the structure
         finds them, their heads carried through ``repeat_kv`` (or ``enable_gqa``) to the product beside
@@ -157,13 +158,13 @@ class _Structure:
         if same is None:
             return named
         taken = {s.record for s in named}
-        added = tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e),
+        added = tuple(Split(calls(r), axis, batch, e.outputs[0].shape[axis], _tensor(e),
                             f"#{e.index} {e.op}", e.index, r)
                       for r, e, axis, batch in same.splits if r not in taken and _tensor(e) in missing)
         return tuple(sorted(named + added, key=lambda s: s.index))
 
 
-def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
+def _from_structure(calls, rows) -> tuple[HeadsPlan, ...]:
     """The plans of the attentions :mod:`.head_structure` finds without names (raises
     :class:`NotMeasured` where there is none)."""
     from shapetrace.engine.head_structure import attentions
@@ -171,12 +172,12 @@ def _from_structure(records, start: int, rows) -> tuple[HeadsPlan, ...]:
     found = attentions(rows)
     if not found:
         raise NotMeasured("heads (no head split found)")
-    return tuple(_plan(records, start, tuple(Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis],
+    return tuple(_plan(calls, tuple(Split(calls(r), axis, batch, e.outputs[0].shape[axis],
                                                    _tensor(e), f"#{e.index} {e.op}", e.index, r)
                                              for r, e, axis, batch in f.splits), *f.merge) for f in found)
 
 
-def _plan(records, start: int, found: tuple[Split, ...], merge_r: int, merge_e, batch: int | None,
+def _plan(calls, found: tuple[Split, ...], merge_r: int, merge_e, batch: int | None,
           out_batch: int | None) -> HeadsPlan:
     """One attention's plan: its splits and its merge (``batch``, ``out_batch``: the batch axis of the
     merge's operand and of its result)."""
@@ -187,7 +188,7 @@ def _plan(records, start: int, found: tuple[Split, ...], merge_r: int, merge_e, 
         raise NotMeasured("heads (splits of different head counts that cannot be told apart)")
     if batch is None:
         raise NotMeasured("heads (the merge's batch axis has no name)")
-    return HeadsPlan(found, _call(records, start, merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
+    return HeadsPlan(found, calls(merge_r), batch, heads, f"#{merge_e.index} {merge_e.op}", out_batch,
                      merge_e.index, merge_r)
 
 
@@ -229,22 +230,39 @@ def _batch_axis(dims, role_of) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _split(records, start: int, r: int, e, axis: int, role_of) -> Split:
+def _split(calls, r: int, e, axis: int, role_of) -> Split:
     batch = _batch_axis(e.outputs[0].dims, role_of)
     if batch is None:
         raise NotMeasured("heads (a split's batch axis has no name)")
-    return Split(_call(records, start, r), axis, batch, e.outputs[0].shape[axis], _tensor(e), f"#{e.index} {e.op}",
+    return Split(calls(r), axis, batch, e.outputs[0].shape[axis], _tensor(e), f"#{e.index} {e.op}",
                  e.index, r)
 
 
-def _call(records, start: int, r: int) -> Call:
-    """Record ``r`` as a :class:`Call` (its occurrence counted from the top call's first record)."""
-    record = records[r]
-    if type(record) is not OpRecord or not record.spec.row:
-        raise NotMeasured("heads (a split or merge without a row of its own)")
-    key = _key_of(record)
-    occurrence = sum(1 for q in records[start:r] if type(q) is OpRecord and _key_of(q) == key)
-    return Call(record.spec, *key[1:], occurrence)
+class _Calls:
+    """The top call's records as :class:`Call` s: ``calls(r)``, record ``r`` with its occurrence counted
+    from the top call's first record (each record's key read once)."""
+
+    def __init__(self, records, start: int, end: int):
+        self.records, self.start = records, start
+        self.keys = [_key_of(q) if type(q) is OpRecord else None for q in records[start:end]]
+
+    def __call__(self, r: int) -> Call:
+        record = self.records[r]
+        if type(record) is not OpRecord or not record.spec.row:
+            raise NotMeasured("heads (a split or merge without a row of its own)")
+        key = self.keys[r - self.start]
+        return Call(record.spec, *key[1:], self.keys[:r - self.start].count(key))
+
+
+def _remembered(role_of):
+    """``role_of`` asked once per label (a plan reads every operand's labels)."""
+    roles: dict = {}
+
+    def role(label):
+        if label not in roles:
+            roles[label] = role_of(label)
+        return roles[label]
+    return role
 
 
 def _key_of(record) -> tuple:

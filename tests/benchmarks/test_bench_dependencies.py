@@ -15,7 +15,7 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = ("untraced forward", "one forward, a token moved", "token contracts", "every contract",
-            "every contract, the full way")
+            "every contract, planned too", "every contract, the full way")
     assert len(lines) == len(rows) + 1
     assert lines[0].split() == ["untraced", "forward", lines[0].split()[2], "ms", "1.00x"]
     for row, line in zip(rows, lines):
@@ -25,9 +25,10 @@ def test_the_benchmark_prints_both_medians_and_their_ratio():
                         r"itself, heads stay apart; load average \d+\.\d, 1 threads\)", lines[-1])
 
 
-@pytest.mark.parametrize("style", ["nanogpt", "llama"])
+@pytest.mark.parametrize("style", ["nanogpt", "llama", "llama-gqa"])
 def test_the_styles_whose_splits_read_the_batch_elsewhere_hold_every_contract(style):
-    """nanoGPT's and Llama's attentions (``--style``), each with a causal mask: every contract holds."""
+    """nanoGPT's and Llama's attentions (``--style``), each with a causal mask, Llama's with grouped-query
+    heads too: every contract holds."""
     done = script_forked(ROOT / "benchmarks" / "bench_dependencies.py", "--repeat", "3",
                          "--d-model", "64", "--heads", "4", "--style", style, cwd=ROOT)
     assert done.returncode == 0, done.stderr

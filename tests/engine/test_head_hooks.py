@@ -220,13 +220,10 @@ def test_the_correct_twin_of_the_causal_leak_holds_at_module_boundaries(B, T):
 
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
-@pytest.mark.parametrize("model", [SharedProjection, lambda: LlamaAttention(kv_heads=2)], ids=["shared", "gqa"])
-def test_no_module_boundary_is_used_where_the_trace_does_not_prove_it(model, B, T):
-    """A projection called twice cannot carry two plans; in grouped-query attention a copy that moves a
-    key/value head changes every query head of its group, so one run cannot tell a query head reading
-    its group-mate's query (the full way moves the heads apart)."""
+def test_no_module_boundary_is_used_where_the_trace_does_not_prove_it(B, T):
+    """A projection called twice cannot carry two plans."""
     torch.manual_seed(1)
-    t, probe = _probed(model(), B, T)
+    t, probe = _probed(SharedProjection(), B, T)
     assert probe.heads and probe.hooks == ()
 
 
@@ -261,7 +258,10 @@ class LlamaAttention(nn.Module):
     rotary): ``hidden_shape = (*input_shape, -1, head_dim)``, ``repeat_kv`` for grouped-query heads, an
     additive causal mask, ``reshape(*input_shape, -1).contiguous()`` into ``o_proj``. Bugs: ``merge-view``
     reshapes without the transpose back (FuxiCTR issue #30); ``positions-from-batch`` counts positions with
-    ``x.size(0)`` on batch-first input (issue 33: it runs where B = T)."""
+    ``x.size(0)`` on batch-first input (issue 33: it runs where B = T); ``repeat`` tiles grouped-query
+    key/value heads with ``repeat(1, n_rep, 1, 1)`` (repeat_kv's own docstring: it equals
+    ``repeat_interleave(x, dim=1, repeats=n_rep)``, not a tiling); ``heads-summed`` adds every head's
+    scores (a sum over the heads index)."""
 
     def __init__(self, kv_heads=H, bug=None):
         super().__init__()
@@ -275,6 +275,8 @@ class LlamaAttention(nn.Module):
         batch, kv_heads, slen, head_dim = x.shape                                  # (B, H_kv, T, d)
         if kv_heads == H:
             return x
+        if self.bug == "repeat":   # (tiled: query head h reads key/value head h mod H_kv)
+            return x.repeat(1, H // kv_heads, 1, 1)                                # (B, H, T, d)
         x = x[:, :, None, :, :].expand(batch, kv_heads, H // kv_heads, slen, head_dim)   # (B, H_kv, n_rep, T, d)
         return x.reshape(batch, H, slen, head_dim)                                 # (B, H, T, d)
 
@@ -289,6 +291,8 @@ class LlamaAttention(nn.Module):
         v = self.repeat_kv(self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2))   # (B, H, T, d)
         T = q.shape[2]
         w = torch.matmul(q, k.transpose(2, 3)) * self.head_dim ** -0.5              # (B, H, T, T)
+        if self.bug == "heads-summed":
+            w = w + w.sum(1, keepdim=True)                                         # (B, H, T, T), heads talk
         w = F.softmax(w + torch.full((T, T), float("-inf")).triu(1), dim=-1)       # (B, H, T, T)
         out = torch.matmul(w, v)                                                   # (B, H, T, d)
         if self.bug != "merge-view":
@@ -377,3 +381,73 @@ def test_copies_entering_with_the_input_never_make_the_batch_as_long_as_another_
     held = [BATCH, OWN_TOKEN, CAUSAL, HEADS] if bug is None else []
     assert t.contracts == held
     assert _full_way(probe)[1] == held
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
+def test_grouped_query_heads_are_measured_at_module_boundaries_one_head_per_copy(kv_heads, B, T):
+    """transformers' Llama with H_kv < H (repeat_kv): a copy that moved a key/value head together with a
+    query head would change its whole group, so the query heads are moved one per copy and then each
+    key/value head in k and v (H + H_kv copies), and every contract is measured in one forward."""
+    torch.manual_seed(1)
+    t, probe = _probed(LlamaAttention(kv_heads=kv_heads).eval(), B, T)
+    held = [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+    assert _paths(probe) == [(["q_proj", "k_proj", "v_proj"], "o_proj")]
+    assert [h.copies for h in probe.hooks] == [H + kv_heads]
+    assert probe.hooks[0].moves[:H] == tuple((h, -1, -1) for h in range(H))
+    assert probe.hooks[0].moves[H:] == tuple((-1, g, g) for g in range(kv_heads))
+    assert dependencies._every_contract_held(probe) == held
+    assert t.contracts == held
+    assert _full_way(probe) == ([], held, [])
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+@pytest.mark.parametrize(("bug", "kind", "words"), [
+    ("repeat", "heads-mix", "measured on the values: head 1 of the output depends on head 1 of the keys (output "
+     "head 2 too), but grouped-query attention pairs query head 1 with key/value head 0"),
+    ("heads-summed", "heads-talk", "measured on the values: head 0 of the output depends on heads 0, 1, 2 and 3 "
+     "of the queries"),
+    ("merge-view", "heads-mix", "measured on the values: head 0 of the output has elements that do not depend "
+     "on head 0 of the queries"),
+], ids=["tiled-key-value-heads", "query-heads-talk", "merge-without-transpose"])
+def test_a_grouped_query_bug_at_module_boundaries_is_measured_again_the_full_way(bug, kind, words, B, T):
+    """The tiled key/value heads (the head-order bug), query heads reading their group-mates' scores, and
+    a merge without the transpose back: the one-head-per-copy run refuses, and the full way says what
+    broke, word for word as before."""
+    torch.manual_seed(1)
+    t, probe = _probed(LlamaAttention(kv_heads=2, bug=bug), B, T)
+    assert probe.hooks != () and probe.hooks[0].copies == H + 2        # the cheap way was planned...
+    assert dependencies._every_contract_held(probe) is None          # ...and refused: something broke
+    found = [(d.kind, d.message) for d in t._measured()[0]]
+    assert any(k == kind and m.startswith(words) for k, m in found)
+    assert found == _full_way(probe)[0]
+
+
+class BertWithDropout(BertSelfAttention):
+    """transformers' BertSelfAttention as it trains: ``attention_probs = self.dropout(attention_probs)``
+    (attention_probs_dropout_prob 0.1), traced in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states):
+        q = self.transpose_for_scores(self.query(hidden_states))                   # (B, H, T, d)
+        k = self.transpose_for_scores(self.key(hidden_states))                     # (B, H, T, d)
+        v = self.transpose_for_scores(self.value(hidden_states))                   # (B, H, T, d)
+        probs = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D // H), dim=-1)   # (B, H, T, T)
+        context = torch.matmul(self.dropout(probs), v).permute(0, 2, 1, 3).contiguous()   # (B, T, H, d)
+        return self.dense(context.view(context.size()[:-2] + (D,)))                # (B, T, D)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_model_traced_in_training_mode_is_measured_in_eval_mode_and_put_back(B, T):
+    """The measuring forward runs with every dropout off (eval mode), whatever the state it starts from
+    puts back (a dropout left on would move every output at random: a false leak), and the model
+    trains again afterwards."""
+    torch.manual_seed(1)
+    model = BertWithDropout().train()
+    t, probe = _probed(model, B, T)
+    assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+    assert all(m.training for m in model.modules())
