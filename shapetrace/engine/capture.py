@@ -108,6 +108,7 @@ class Capture:
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.values_screened = False   # an attention output was read at its call and had no NaN (_check_values)
         self.kept_bytes = 0
+        KEPT.start()   # (a trace starts: the copies' buffers of traces gone are free again)
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
         #: ``(spec, start, end)``: the records an opened composite (:func:`run_opened`) made, [start, end):
