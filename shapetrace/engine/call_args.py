@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from shapetrace.engine.events import DictOf, ListOf, ShapeOf, SliceOf
+from shapetrace.engine.sizes import SizeOf
 
 
 def zero_d_argument(frozen: tuple) -> bool:
@@ -69,9 +70,67 @@ def freeze(a):
     return a
 
 
+class OnePass:
+    """A call's operands and frozen arguments read in one pass over its arguments
+    (:meth:`.capture.Capture._read_in_one_pass`): each operand's node (``node_of``), layout and frozen
+    form are read together, in the order :func:`~.op_args.all_operands` finds them, and every argument
+    is frozen as :func:`freeze_args` freezes it. ``first_only``: only the first argument is an operand
+    (:func:`~.op_args.first_operand`: ``F.linear``'s weight and bias are arguments, not operands)."""
+
+    __slots__ = ("node_of", "first_only", "inputs", "nodes", "in_raw", "zero_d")
+
+    def __init__(self, node_of, first_only: bool = False) -> None:
+        self.node_of, self.first_only = node_of, first_only
+        self.inputs, self.nodes, self.in_raw, self.zero_d = [], [], [], False
+
+    def values(self, values) -> tuple | None:
+        """The frozen form of each of ``values``, or None when one is not a tensor, a plain value or a
+        flat list or tuple of them. A 0-d tensor among them (not inside a list) is noted in ``zero_d``,
+        as :func:`zero_d_argument` finds it."""
+        frozen = []
+        for a in values:
+            kind = type(a)
+            if kind is _TENSOR or kind is _PARAMETER:
+                shown = self.operand(a, kind) if not self.first_only or not self.inputs and not frozen else \
+                    _new_tuple(ShapeOf, (a.shape, a.dtype, a.requires_grad, kind))
+                if not shown[0]:
+                    self.zero_d = True
+                frozen.append(shown)
+            elif kind in _PLAIN:
+                frozen.append(a)
+            elif (kind is list or kind is tuple) and not self.first_only:
+                items = self.items(a)
+                if items is None:
+                    return None
+                frozen.append(ListOf(items) if kind is list else items)
+            else:
+                return None
+        return tuple(frozen)
+
+    def items(self, sequence) -> tuple | None:
+        frozen = []
+        for a in sequence:
+            kind = type(a)
+            if kind is _TENSOR or kind is _PARAMETER:
+                frozen.append(self.operand(a, kind))
+            elif kind in _PLAIN:
+                frozen.append(a)
+            else:
+                return None
+        return tuple(frozen)
+
+    def operand(self, t: torch.Tensor, kind: type) -> ShapeOf:
+        self.nodes.append(self.node_of(t))
+        shape, dtype = t.shape, t.dtype
+        self.in_raw.append((shape, t.stride(), t.storage_offset(), dtype))
+        self.inputs.append(t)
+        return _new_tuple(ShapeOf, (shape, dtype, t.requires_grad, kind))
+
+
 _PARAMETER = torch.nn.Parameter
 _TENSOR = torch.Tensor
 _new_tuple = tuple.__new__   # a tuple subclass made without its Python-level constructor call
-#: types kept as they are (hashable, and read by name rules only as values); bool is an int
+#: types kept as they are (hashable, and read by name rules only as values); bool is an int, and a size
+#: read from an axis (:class:`~.sizes.SizeOf`) is an int that remembers where it was read
 _PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis), torch.dtype, torch.device, torch.Size,
-                    torch.memory_format, torch.layout})
+                            torch.memory_format, torch.layout, SizeOf})

@@ -20,17 +20,20 @@ import os
 import sys
 import weakref
 from collections.abc import Callable, Sequence
+from math import isnan as _isnan
 from typing import Any, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
-from shapetrace.engine.call_args import freeze_args, zero_d_argument
+from shapetrace.engine.call_args import OnePass, freeze_args, zero_d_argument
 from shapetrace.engine.columns import kept_table
 from shapetrace.engine.directions import AddedOperands
+from shapetrace.engine.events import DictOf
 from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
+from shapetrace.engine.op_args import first_operand, linear_operands
 from shapetrace.engine.ops import (
     UNKNOWN,
     Family,
@@ -105,6 +108,7 @@ class Capture:
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.values_screened = False   # an attention output was read at its call and had no NaN (_check_values)
         self.kept_bytes = 0
+        KEPT.start()   # (a trace starts: the copies' buffers of traces gone are free again)
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
         #: ``(spec, start, end)``: the records an opened composite (:func:`run_opened`) made, [start, end):
@@ -210,7 +214,12 @@ class Capture:
 
     def _read_args(self, spec: OpSpec, args, kwargs) -> tuple:
         """``(operands, their nodes, their layouts, the frozen arguments, a 0-d tensor among them)``
-        of a call."""
+        of a call: in one pass over the arguments when the op reads every tensor among them
+        (:meth:`_read_in_one_pass`; ``F.linear``'s, whose operand is its first), else operand by operand."""
+        if spec.operands is None or spec.operands in _FIRST_OPERAND and args and type(args[0]) in _PLAIN_TENSORS:
+            read = self._read_in_one_pass(args, kwargs, spec.operands is not None)
+            if read is not None:
+                return read
         inputs = (spec.operands or all_operands)(args, kwargs)
         ids, nodes, in_raw = self._ids, [], []
         for t in inputs:
@@ -219,6 +228,27 @@ class Capture:
             in_raw.append((t.shape, t.stride(), t.storage_offset(), t.dtype))
         frozen = freeze_args(args, kwargs, inputs, in_raw)
         return inputs, nodes, in_raw, frozen, zero_d_argument(frozen)
+
+    def _read_in_one_pass(self, args: tuple, kwargs, first_only: bool) -> tuple | None:
+        """:meth:`_read_args` of a call whose arguments (and keyword values) are tensors, plain values
+        or flat lists and tuples of them (:class:`~.call_args.OnePass`): every tensor is an operand (or,
+        ``first_only``, the first argument alone), in the order :func:`~.op_args.all_operands` finds them,
+        and each argument is read once, a tensor's node, layout and frozen form together (what
+        :func:`~.call_args.freeze_args` makes of it). None for anything else (a tensor subclass, a
+        nested list, a slice...): the general reading takes the call, and finds the nodes entered here
+        already, in the same order."""
+        read = OnePass(self.node_of, first_only)
+        frozen = read.values(args)
+        if frozen is None:
+            return None
+        if kwargs:
+            values = read.values(kwargs.values())
+            if values is None:
+                return None
+            frozen_kwargs = DictOf(zip(kwargs, values))
+        else:
+            frozen_kwargs = None
+        return read.inputs, read.nodes, read.in_raw, (frozen, frozen_kwargs), read.zero_d
 
     def _check_values(self, out: torch.Tensor) -> None:
         """An attention output (softmax, SDPA) whose rows may be all NaN (a query with no key left).
@@ -231,7 +261,7 @@ class Capture:
             return
         if out.device.type == "cpu" and not self.keep_top_call and out.dim() >= 3 and out.is_floating_point():
             with torch.no_grad():
-                if not out.sum(dtype=torch.float32).isnan().item():
+                if not _isnan(out.sum(dtype=torch.float32).item()):   # (read as a number: one op fewer)
                     self.values_screened = True
                     return
         self.value_checked.append((len(self.records), out))   # read once, after the run
@@ -347,6 +377,9 @@ _EINOPS = "einops"
 #: (:attr:`~.opspec.OpSpec.value_checked`, compared by identity on the hot path)
 _SOFTMAX, _FUSED_ATTENTION = Family.SOFTMAX, Family.FUSED_ATTENTION
 _NO_ARGS = ((), None)
+#: the ops whose one operand is their first argument (read in one pass when it is a plain tensor)
+_FIRST_OPERAND = (first_operand, linear_operands)
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _CPU = torch.device("cpu")
 
 

@@ -24,11 +24,21 @@ _STRIDED, _TENSOR, _PARAMETER = torch.strided, torch.Tensor, torch.nn.Parameter
 
 
 class KeptCopies:
-    """Buffers by ``(dtype, shape)``; one no record holds is lent again (its reference count says so)."""
+    """Buffers by ``(dtype, shape)``; one no record holds is lent again (its reference count says so).
+
+    A buffer becomes free when the trace whose record holds it is gone, so while a trace records, each
+    buffer is looked at once: ``searched`` counts, per key, the buffers found held (or lent) since the
+    last :meth:`start`, and the next copy looks only past them (a trace that makes n copies of one
+    shape looks at n buffers, not n²/2)."""
 
     def __init__(self) -> None:
         self.buffers: dict[tuple, list[torch.Tensor]] = {}
         self.pooled = 0
+        self.searched: dict[tuple, int] = {}
+
+    def start(self) -> None:
+        """A trace starts: the buffers of traces gone since are looked at again."""
+        self.searched.clear()
 
     def copy(self, t: torch.Tensor) -> torch.Tensor:
         """A copy of ``t``'s values (contiguous, detached), in a free buffer of its dtype and shape if
@@ -38,8 +48,10 @@ class KeptCopies:
         key = (t.dtype, t.shape)
         free = self.buffers.get(key)
         if free is not None:
-            for buf in free:
-                if _refcount(buf) <= _FREE:   # (only this list and this loop hold it: its trace is gone)
+            for i in range(self.searched.get(key, 0), len(free)):
+                buf = free[i]
+                if _refcount(buf) <= _FREE:   # (only this list and this name hold it: its trace is gone)
+                    self.searched[key] = i + 1   # (lent now: held)
                     with torch.no_grad():
                         return buf.copy_(t)
         with torch.no_grad():
@@ -47,16 +59,18 @@ class KeptCopies:
         size = buf.numel() * buf.element_size()
         if self.pooled + size <= POOL_BYTES:
             self.pooled += size
-            self.buffers.setdefault(key, []).append(buf)
+            free = self.buffers.setdefault(key, [])
+            free.append(buf)
+        if free is not None:
+            self.searched[key] = len(free)
         return buf
 
 
 def _free_refs() -> int:
     """The reference count :meth:`KeptCopies.copy` sees for a buffer nothing else holds."""
     held = [object()]
-    for item in held:
-        return _refcount(item)
-    raise AssertionError   # pragma: no cover
+    item = held[0]
+    return _refcount(item)
 
 
 _FREE = _free_refs()

@@ -22,7 +22,8 @@ def test_a_buffer_is_lent_again_only_when_nothing_holds_it():
     second = copies.copy(torch.full((2, 3), 2.0))                    # the first is still held: a new buffer
     assert first is not second and torch.equal(first, torch.ones(2, 3))
     address = second.data_ptr()
-    del second
+    del second                                                        # its trace is gone ...
+    copies.start()                                                    # ... and the next one starts
     third = copies.copy(torch.full((2, 3), 3.0))                     # the second's buffer, free again
     assert third.data_ptr() == address and torch.equal(third, torch.full((2, 3), 3.0))
     assert torch.equal(first, torch.ones(2, 3))
@@ -53,3 +54,34 @@ def test_a_sparse_operand_is_kept_as_it_is():
     """A sparse mask (``to_sparse()``) has no contiguous copy: it is kept itself, as before copies."""
     mask = torch.eye(3).to_sparse()
     assert KeptCopies().copy(mask) is mask
+
+
+def test_a_trace_looks_at_each_buffer_once(monkeypatch):
+    """A training loop traced whole adds the same mask shape again and again (an additive mask,
+    ``scores + mask``, as transformers' GPT-2 and Bloom add it): while one trace records, none of its own
+    copies is free, so a copy looks only at buffers it has not looked at since the trace started. Here an
+    earlier trace is still held (its 100 buffers too) and the next makes 100 copies: 100 looks, where
+    looking from the start each time made 100 * 100 + 100 * 99 / 2 = 14,950."""
+    from shapetrace.engine import kept_copies
+
+    looks = []
+    monkeypatch.setattr(kept_copies, "_refcount", lambda buf: looks.append(1) or 99)   # every buffer held
+    copies = KeptCopies()
+    copies.start()
+    earlier = [copies.copy(torch.zeros(1, 1, 4, 4)) for _ in range(100)]   # (B, 1, T, T), still held
+    copies.start()
+    later = [copies.copy(torch.zeros(1, 1, 4, 4)) for _ in range(100)]
+    assert len(looks) == 100 and len(copies.buffers[(torch.float32, torch.Size([1, 1, 4, 4]))]) == 200
+    assert len({k.data_ptr() for k in earlier + later}) == 200
+
+
+def test_a_buffer_freed_by_a_trace_gone_is_lent_to_the_next_trace():
+    copies = KeptCopies()
+    copies.start()
+    held = [copies.copy(torch.ones(3)) for _ in range(3)]
+    address = held[1].data_ptr()
+    del held[1]                                                       # that trace's record is gone
+    copies.start()                                                    # the next trace
+    again = copies.copy(torch.full((3,), 5.0))
+    assert again.data_ptr() == address and torch.equal(again, torch.full((3,), 5.0))
+    assert all(torch.equal(h, torch.ones(3)) for h in held)
