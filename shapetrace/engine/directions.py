@@ -126,7 +126,8 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
 
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
-    (or before) each query, in every slice; ``"other"`` for any other pattern; ``{}`` when not read.
+    (or before) each query, in every slice; ``"future-and-self"`` when it hides each query's own key too
+    (``triu(0)`` for ``triu(1)``); ``"other"`` for any other pattern; ``{}`` when not read.
     ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
     or below ``-1e4`` hide)."""
     if len(scores_shape) < 2 or not _readable(mask):
@@ -134,13 +135,26 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     n_q, n_k = scores_shape[-2], scores_shape[-1]
     hidden = mask if str(mask.dtype).endswith("bool") else (mask <= HIDES)
     rows = _as_rows(hidden, n_q, n_k)
+    blind = _blind_slices(rows)
     if rows is None or n_q < 2:
-        return {"hides_side": "other"}
+        return {"hides_side": "other", **blind}
     offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
-    for side, table in (("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))):
+    for side, table in (("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1)),
+                        ("future-and-self", ones.triu(offset))):
         if bool((rows == table).all()):
             return {"hides_side": side}
-    return {"hides_side": "other"}
+    return {"hides_side": "other", **blind}
+
+
+def _blind_slices(rows: Any) -> dict:
+    """``{"hides_every_key": n}`` when ``n`` slices of the mask (batch entries, or the one slice of a
+    mask without a batch axis) hide every key from every query: nothing is left to attend to (an
+    inverted padding mask: ``mask * min`` for ``(1 - mask) * min``). A fully hidden *row* is left to
+    the NaN check: a left-padded query under a causal mask has one on purpose."""
+    if rows is None or rows.numel() == 0:
+        return {}
+    blind = int(rows.flatten(1).all(1).sum().item())
+    return {"hides_every_key": blind} if blind else {}
 
 
 def fill_params(args: tuple, kwargs: dict) -> dict:

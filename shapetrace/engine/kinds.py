@@ -108,6 +108,9 @@ class Kind(StrEnum):
         "broadcast-mismatch", "error",
         "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "
         "mask on `[B, H, T, T]` scores, a rotary table `[B, T, 1, d_k]` on `[B, H, T, d_k]` at T == H)")
+    MASK_HIDES_EVERY_KEY = ("mask-hides-every-key", "error",
+                            "a mask that hides every key from every query of a batch entry (an inverted padding "
+                            "mask: `mask * min` for `(1 - mask) * min`), so attention there reads nothing it meant to")
     NAN_ROWS = ("nan-rows", "error", "fully masked rows that any traced softmax or SDPA turns into NaN")
     NAN_ROWS_SKIPPED = ("nan-rows-skipped", "note",
                         "the values were not read (the meta device has none), so NaN rows were not checked")
@@ -148,6 +151,9 @@ class Kind(StrEnum):
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
                             "a mask that hides exactly the keys before each query and keeps those after it")
+    CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
+                                "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
+                                "no token sees itself and the first sees nothing")
     BIAS_CONSTANT_ALONG_KEYS = (
         "bias-constant-along-keys", "warning",
         "a bias on the scores that is the same on every key each query may see while it changes along the "

@@ -1,7 +1,8 @@
 """Corrections: names that a later use proves for tensors named too early.
 
 Reads: the whole inference once it has finished (writes, ``shapetrace.name`` declarations made
-later, ambiguous size guesses and the broadcasts that line them up, products that show the heads).
+later, ambiguous size guesses and the broadcasts that line them up, products that show the heads,
+projections named by their width alone that no use proves: :mod:`.widths`).
 Adds: nothing to the state; returns ``{node: axes}`` (the pins) that :func:`.state.corrected` walks
 the records again with, so that the ops before the deciding use read them too. Also the one-operand step that passes an
 ambiguity on (:func:`keep_ambiguity`).
@@ -15,6 +16,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.infer.backward import heads_from_products
+from shapetrace.engine.infer.widths import unproven_widths
 from shapetrace.engine.ops import (
     lines_up_by_broadcast,
 )
@@ -34,6 +36,8 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     found: dict[int, tuple[Axis, ...]] = {n: a for n, a in state.writes.items() if n not in state.pins}
     found.update(declared_later(state, found))
     found.update(heads_from_products(state, found))
+    for node, axes in unproven_widths(state).items():   # a width's name no use proves (.widths)
+        found.setdefault(node, axes)
     if not state.ambiguous:
         return found
     for record in state.capture.records:

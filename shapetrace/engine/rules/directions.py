@@ -64,6 +64,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_ignored_bias(e, shown, key, fmt_named(other.dims, other.shape)))
         if e.params.get("hides_side") == "past" and _hides(e):
             out.append(_reversed_mask(e, shown, key, other))
+        if e.params.get("hides_side") == "future-and-self" and _hides(e):
+            out.append(_mask_hides_itself(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
     return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
@@ -154,6 +156,14 @@ def _on_rows(e: Event) -> str:
     how many."""
     rows = e.params.get("bias_rows")
     return f", on {rows[0]} of the {rows[1]} query rows that see three keys or more" if rows else ""
+
+
+def _mask_hides_itself(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    return Kind.CAUSAL_MASK_HIDES_ITSELF.found(e.index, (
+        f"{e.op} #{e.index} hides, along the keys (axis -1, {key or 'the keys'}) of the scores {scores}, each "
+        f"query's own key as well as those after it ({fmt_named(mask.dims, mask.shape)}): no token attends to "
+        "itself, and the first query has no key left at all."),
+        "Keep the diagonal: torch.triu(..., diagonal=1) hides only the keys after each query.")
 
 
 def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:

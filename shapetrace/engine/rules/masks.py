@@ -264,4 +264,23 @@ def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
-VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale]
+def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
+    """A mask (filled with a large negative, added, or given to ``torch.where``) under which a whole
+    batch entry has no key left to attend to: its polarity is reversed (read on the values)."""
+    out = []
+    for e in analysis.events_of(Family.MASK_FILL, Family.ELEMENTWISE):
+        blind = e.params.get("hides_every_key")
+        hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else \
+            bool(e.params.get("hides")) or hides(e.params.get("value"))
+        if not blind or not hiding or not e.outputs:
+            continue
+        o = e.outputs[0]
+        out.append(Kind.MASK_HIDES_EVERY_KEY.found(e.index, (
+            f"{e.op} #{e.index} hides every key from every query in {blind} slice{'s' * (blind > 1)} of the "
+            f"scores {fmt_named(o.dims, o.shape)} (a batch entry, or the whole mask): softmax there spreads "
+            "over keys that were all meant to be hidden, as if the mask's polarity were reversed."),
+            "Invert it: `(1.0 - mask) * torch.finfo(dtype).min`, or fill where `mask == 0`."))
+    return out
+
+
+VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key]

@@ -1,0 +1,92 @@
+"""Widths: a projection's features named by their width alone keep the name only where a use proves it.
+
+Reads: the finished walk (each record's operands, results and their axes; the namer's verdict on a
+regrouped axis). Adds: nothing to the state; returns pins ``{node: axes}`` for :mod:`.corrections`.
+
+``nn.Linear(D, p·p·c)`` where p·p·c happens to equal D (DiT's ``FinalLayer`` at hidden 16, patches of 2,
+4 channels) has its output named D by its width: nothing else says so. ``unpatchify`` then splits those
+features into (p, p, c) and interleaves each piece with the patch grid; read with the width's name, that
+regroups tokens with a slice of the model's features (``✗ mixed-axis`` on correct code). Equal sizes
+never decide a name, so a width's name that would make such a finding stands only where a use proves
+it: the features meet other features before they are regrouped (a residual addition, a join), or the
+regrouped tensor is read by attention (a product of two operands, a fused attention): the classic
+``q.view(B, H, T, d_k)`` of a projection keeps its finding. Otherwise the features are unnamed, as a
+projection to any other width is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine import axes as ax
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.opspec import Family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+#: ops that read a regrouped tensor as attention does: their use proves its names
+_ATTENTION = (Family.PRODUCT, Family.FUSED_ATTENTION, Family.MODULE_ATTENTION)
+
+
+def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
+    """Pins that unname the features of each projection whose width alone named them and whose
+    regrouping with tokens no use proves."""
+    readers = _readers(state)
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for record in state.capture.records:
+        if type(record) is not OpRecord or record.spec.family is not Family.PROJECTION or not record.outs:
+            continue
+        node = record.outs[0]
+        axes = state.axes.get(node)
+        if not axes or not _whole_feature(state, axes[-1]):
+            continue
+        if _regrouped_unproven(state, readers, node, axes[-1].atoms[0].root):
+            pins[node] = axes[:-1] + (ax.unknown_axis(axes[-1].size),)
+    return pins
+
+
+def _whole_feature(state: Inference, axis: Axis) -> bool:
+    atoms = axis.atoms
+    return len(atoms) == 1 and atoms[0].whole and atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
+        and not state.namer.is_token_root(atoms[0].root)
+
+
+def _readers(state: Inference) -> dict[int, list]:
+    """node -> the records that read it, in order."""
+    found: dict[int, list] = {}
+    for record in state.capture.records:
+        if type(record) is OpRecord or type(record) is PassRecord:
+            for node in dict.fromkeys(record.ins):
+                found.setdefault(node, []).append(record)
+    return found
+
+
+def _regrouped_unproven(state: Inference, readers: dict, start: int, root: str) -> bool:
+    """Does a one-operand path from ``start`` regroup a piece of ``root`` with tokens, with no use
+    before it that meets other features and no attention reading it after?"""
+    regrouped = False
+    stack, seen = [(start, False)], {start}
+    while stack:
+        node, after = stack.pop()
+        for record in readers.get(node, ()):
+            data = [n for n in record.ins if n not in state.from_parameters]
+            if len(data) > 1:
+                if not after or record.spec.family in _ATTENTION:
+                    return False   # met other features before the regrouping, or attention reads it
+                continue
+            if record.spec.family in (Family.FUSED_ATTENTION, Family.MODULE_ATTENTION):
+                return False
+            for out in record.outs:
+                mixed = after or _mixes_root(state, out, root)
+                regrouped = regrouped or mixed
+                if out not in seen:
+                    seen.add(out)
+                    stack.append((out, mixed))
+    return regrouped
+
+
+def _mixes_root(state: Inference, node: int, root: str) -> bool:
+    return any(any(a.root == root for a in axis.atoms) and state.namer.mix_kind(axis) == "error"
+               for axis in state.axes.get(node, ()))

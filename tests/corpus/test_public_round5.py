@@ -1,0 +1,179 @@
+"""A fifth round of files in the styles of public code (tests/corpus/public5, each citing its source),
+traced at distinct sizes and at B = T = H = 4 as a held-out set traces them (issue 33): no ``✓`` on a
+buggy file, no error on a correct one, and the classes this round found, each failing on fd76091:
+
+* a projection's output named by its width alone (DiT's final layer where p·p·c = D) is unnamed
+  unless a use proves it (:mod:`shapetrace.engine.infer.widths`): ``unpatchify`` is not a mix;
+* a mask that leaves a whole batch entry nothing to attend to (BERT's extended mask not inverted);
+* a causal mask that hides each query's own key (CLIP's ``triu(0)`` for ``triu(1)``)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import shapetrace
+from tests.corpus.public5 import (
+    bert_self,
+    clip_text,
+    deepseek_mla,
+    diffusers_attn,
+    mpt_alibi,
+    perceiver,
+    swinv2_cosine,
+    whisper,
+    xformers_ref,
+)
+from tests.corpus.vision import dit
+
+DISTINCT, EQUAL = "B=2 T=6 D=32 H=4", "B=4 T=4 D=32 H=4"
+
+
+def traced(module, bug: str, dims: str):
+    accepted = inspect.signature(module.build).parameters
+    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
+    model, inputs = module.build(bug, **sizes)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(*inputs)
+    return t
+
+
+def errors(t) -> list[str]:
+    return [d.kind for d in t.diagnostics if d.severity == "error"]
+
+
+def line(t) -> str:
+    return t.report().verdict.line
+
+
+# -- DiT: a final projection whose width p·p·c happens to equal D --------------------------------------
+
+def dit_traced(bug: str = ""):
+    # facebookresearch/DiT models.py: FinalLayer's linear(hidden, p*p*c) then unpatchify's
+    # reshape(N, h, w, p, p, c) and einsum('nhwpqc->nchpwq'); here hidden 16 = 2·2·4
+    torch.manual_seed(0)
+    model = dit.DiT(hidden=16, heads=2, patch=2, channels=4, bug=bug).eval()
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=16 D=16 H=2") as t:
+        model(torch.randn(2, 4, 8, 8), torch.tensor([3.0, 500.0]))
+    return t
+
+
+def test_dit_unpatchify_of_a_model_width_projection_is_not_a_mix():
+    """fd76091 named the final projection's output D by its width, split it into H and pieces of D, and
+    ended ``✗ mixed-axis`` ("Wp and D/4%2 ... mix different tokens") on correct code."""
+    t = dit_traced()
+    assert errors(t) == []
+    final = [e for e in t.events if "self.unpatchify(self.final(x))" in e.code and e.op == "linear"][-1]
+    assert final.outputs[0].dims == ("B", "N", None)
+    assert [e.outputs[0].dims for e in t.events[-3:]] == [
+        ("B", "Hp", "Wp", None, None, None), ("B", None, "Hp", None, "Wp", None), ("B", None, None, None)]
+    assert line(t).startswith("? checked 18 of 35 ops that could carry a layout bug; not checked (unnamed axes)")
+
+
+def test_dit_unpatchify_in_the_wrong_order_gets_no_check_mark():
+    # the twin: einsum('nhwpqc->nchwpq') (patch rows not interleaved with the grid's)
+    assert not line(dit_traced("unpatchify-order")).startswith("✓")
+
+
+def test_a_width_name_a_use_proves_is_kept():
+    """The twin of the mechanism: ``q = self.q_proj(x)`` viewed ``(B, H, T, d_k)`` without the transpose
+    at T = 4, H = 16 regroups whole tokens with a slice of D, and attention reads the result: the name
+    stands and so does the finding (the FuxiCTR #30 class)."""
+    lin = torch.nn.Linear(512, 512)
+    x = torch.randn(2, 4, 512)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=4 D=512 H=16") as t:
+        q = lin(x).view(2, 16, 4, 32)                     # bug: (B, H?, T?, d_k)
+        k = lin(x).view(2, 4, 16, 32).transpose(1, 2)     # (B, H, T, d_k)
+        (q @ k.transpose(-2, -1)).softmax(-1)
+    assert "mixed-axis" in errors(t)
+
+
+# -- BERT: the extended mask not inverted ----------------------------------------------------------------
+
+@pytest.mark.parametrize("dims,blind", [(DISTINCT, "1 slice"), (EQUAL, "3 slices")])
+def test_bert_mask_not_inverted_hides_a_whole_sequence(dims, blind):
+    """transformers' get_extended_attention_mask computes ``(1.0 - mask) * finfo.min``; without ``1.0 -``
+    the real tokens are hidden. fd76091: ``✓ checked all 19 ops`` on this bug."""
+    t = traced(bert_self, "mask-not-inverted", dims)
+    assert errors(t) == ["mask-hides-every-key"]
+    d = t.diagnostics[0]
+    assert d.message.startswith(f"add #12 hides every key from every query in {blind} of the scores")
+    assert line(t) == "✗ 1 error: the findings above say where and how to fix it"
+
+
+def test_bert_extended_mask_is_silent():
+    t = traced(bert_self, "", DISTINCT)
+    assert t.diagnostics == []
+    assert line(t).startswith("✓ checked all 19 ops that could carry a layout bug")
+
+
+# -- CLIP: the causal mask off by one ------------------------------------------------------------------
+
+def test_clip_causal_mask_that_hides_the_diagonal_is_an_error():
+    """openai/CLIP builds ``mask.triu_(1)``; ``triu(0)`` hides each token from itself and leaves the first
+    query nothing (finfo.min, not -inf: no NaN to see). fd76091: ``?`` with no finding."""
+    t = traced(clip_text, "mask-diagonal", DISTINCT)
+    assert errors(t) == ["causal-mask-hides-itself"]
+    assert t.diagnostics[0].message.startswith(
+        "add #25 hides, along the keys (axis -1, T) of the scores [B=2, H=4, T=6, T=6], each query's own key")
+    assert line(t) == "✗ 1 error: the findings above say where and how to fix it"
+
+
+def test_a_causal_mask_from_a_left_padded_batch_is_not_hiding_itself():
+    """The twin: transformers' 4-d mask for a left-padded batch under a causal mask hides whole rows of
+    the padded queries (their own key included): a pattern other than ``triu(0)``, and no entry blind."""
+    scores = torch.randn(2, 2, 4, 4)
+    causal = torch.full((4, 4), torch.finfo(torch.float32).min).triu(1)
+    pad = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]])
+    mask = causal[None, None] + (1.0 - pad[:, None, None, :]) * torch.finfo(torch.float32).min
+    with torch.no_grad(), shapetrace.trace(dims="B=2 H=2 T=4") as t:
+        shapetrace.name(scores, "B H T T")
+        (scores + mask.clamp(min=torch.finfo(torch.float32).min)).softmax(-1)
+    assert errors(t) == []
+
+
+# -- every file of the round, at distinct sizes and at B = T = H = 4 ------------------------------------
+
+CORRECT = [(clip_text, DISTINCT), (bert_self, DISTINCT), (mpt_alibi, DISTINCT), (xformers_ref, DISTINCT),
+           (swinv2_cosine, DISTINCT), (diffusers_attn, "B=2 D=32 Hp=3 Wp=4 S=5 H=4 C:features=24"),
+           (perceiver, "B=2 T=7 L=5 D=32 H=4 C:features=24"), (whisper, "B=2 T=6 S=5 D=32 H=4"),
+           (deepseek_mla, DISTINCT)]
+BUGGY = [(clip_text, "mask-diagonal"), (clip_text, "no-transpose"), (bert_self, "mask-on-queries"),
+         (bert_self, "mask-not-inverted"), (mpt_alibi, "alibi-sign"), (mpt_alibi, "alibi-queries"),
+         (xformers_ref, "unfold-order"), (swinv2_cosine, "normalize-tokens"), (swinv2_cosine, "bias-unpermuted"),
+         (diffusers_attn, "no-permute"), (diffusers_attn, "heads-first"), (perceiver, "mask-heads-first"),
+         (perceiver, "softmax-latents"), (whisper, "cross-mask"), (deepseek_mla, "kv-no-transpose")]
+
+
+def _equal(dims: str) -> str:
+    return " ".join(f"{k}=4" if k in ("B", "T", "H") else kv for kv in dims.split() for k in [kv.split("=")[0]])
+
+
+@pytest.mark.parametrize("module,dims", [pytest.param(m, d, id=m.__name__.rsplit(".", 1)[1]) for m, d in CORRECT])
+@pytest.mark.parametrize("equal", [False, True], ids=["distinct", "B=T=H=4"])
+def test_correct_files_have_no_error(module, dims, equal):
+    t = traced(module, "", _equal(dims) if equal else dims)
+    assert errors(t) == []
+
+
+@pytest.mark.parametrize("module,bug", [pytest.param(m, b, id=f"{m.__name__.rsplit('.', 1)[1]}-{b}") for m, b in BUGGY])
+@pytest.mark.parametrize("equal", [False, True], ids=["distinct", "B=T=H=4"])
+def test_buggy_files_get_no_check_mark(module, bug, equal):
+    dims = dict(CORRECT)[module]
+    t = traced(module, bug, _equal(dims) if equal else dims)
+    assert not line(t).startswith("✓"), line(t)
+
+
+@pytest.mark.parametrize("dims", ["B=1 T=6 S=5 D=32 H=4", "B=1 T=4 S=4 D=32 H=4"])
+def test_whisper_positions_counted_by_the_batch_get_no_check_mark(dims):
+    # openai/whisper's decoder slices positional_embedding by x.shape[-1]; x.shape[0] is the batch
+    # (at B = 1 it broadcasts: every token at position 0)
+    assert not line(traced(whisper, "positions-from-batch", dims)).startswith("✓")
+
+
+def test_mpt_alibi_that_rewards_distance_is_an_error():
+    # llm-foundry build_alibi_bias: alibi_bias.abs().mul(-1); .abs() alone favours the farthest keys
+    t = traced(mpt_alibi, "alibi-sign", EQUAL)
+    assert errors(t) == ["distance-bias-reversed"]
