@@ -86,30 +86,32 @@ class ElementPass:
             self.producers[node] = record
 
     def axes(self, record, in_axes: Sequence[tuple[Axis, ...]], out_axes: list[tuple[Axis, ...]],
-             axes_of: Callable[[int], tuple[Axis, ...]]) -> list[tuple[Axis, ...]]:
+             axes_of: Callable[[int], tuple[Axis, ...]],
+             guessed: Callable[[int], bool] = lambda node: False) -> list[tuple[Axis, ...]]:
         """``out_axes`` with every axis that element provenance names exactly: unnamed ones, or, where a
         whole split-then-join chain is replayed, every axis the chain names (it knows more than the join)."""
         chain = _split_chain(record, self.producers.get)
         if chain is not None:
             split, fn = chain
-            found = self._named(fn, split, [axes_of(split.ins[0])], [r[0] for r in record.out_raw], record)
+            found = self._named(fn, split, [axes_of(split.ins[0])], [r[0] for r in record.out_raw], record, guessed)
             return _merged(out_axes, found, replace=True)
         if not record.spec.replay or all(self.namer.label(a) is not None for axes in out_axes for a in axes):
             return out_axes
         fn = callable_of(record.spec.replay)
         if fn is None:
             return out_axes
-        found = self._named(fn, record, list(in_axes), [r[0] for r in record.out_raw], record)
+        found = self._named(fn, record, list(in_axes), [r[0] for r in record.out_raw], record, guessed)
         return _merged(out_axes, found, replace=False)
 
-    def _named(self, fn, record, in_axes, shapes, shown) -> list | None:
+    def _named(self, fn, record, in_axes, shapes, shown, guessed: Callable[[int], bool]) -> list | None:
+        doubted = frozenset(p for p, node in enumerate(record.ins[:len(in_axes)]) if guessed(node))
         try:   # the same call in the next layer (same arguments, axes and line): answered from the memo
-            key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), shown.site)
+            key = (fn, record.frozen, tuple(map(id, in_axes)), tuple(map(tuple, shapes)), shown.site, doubted)
             if key in self._memo:
                 return self._memo[key][0]
         except TypeError:
             key = None
-        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown))
+        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown), doubted)
         if key is not None:   # (the entry keeps the axes it is keyed by alive: no id is reused)
             self._memo[key] = (found, tuple(in_axes))
         return found
@@ -197,7 +199,10 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
     return tuple(put(a) for a in args), {k: put(v) for k, v in kwargs.items()}, data
 
 
-def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list[tuple[Axis | None, ...]] | None:
+def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str],
+           doubted: frozenset[int] = frozenset()) -> list[tuple[Axis | None, ...]] | None:
+    """Each output's axes from where its elements came from; ``doubted``: the operands made from a size
+    guess (:mod:`.guesses`), whose names an index never hands on."""
     if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
     placed = _placed(record)
@@ -210,7 +215,8 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str]) -> list
     operands = [(tuple(in_axes[p]), tuple(record.in_raw[p][0])) for p in data]
     if len(found) != len(shapes):
         return None
-    picks = _Picks(fn, args, kwargs, [tuple(in_axes[p]) for p in range(len(in_axes)) if p not in data], namer)
+    index_axes = [() if p in doubted else tuple(in_axes[p]) for p in range(len(in_axes)) if p not in data]
+    picks = _Picks(fn, args, kwargs, index_axes, namer)   # (a doubted index has no axes to hand on)
     return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j))
             for k, (axis_sources, shape) in enumerate(zip(found, shapes))]
 

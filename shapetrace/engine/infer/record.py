@@ -96,7 +96,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     if spec.family is Family.PROJECTION and out_axes and out_axes[0]:
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
-        out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of)
+        out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of,
+                                        state.guesses.made_from_a_guess)
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}

@@ -1,0 +1,53 @@
+"""Which tensors were made from a size guess: an entered tensor whose shape fits more than one seed
+(``[4, 4]`` at B = T = 4 is ``[B, T]`` or ``[T, B]``, or no such thing: a window's relative-position
+index), or anything computed from one.
+
+The names such a tensor carries may be wrong, so element provenance never hands them on where the
+tensor serves as an index (``table[index]`` takes the index's names only when they are proven:
+:class:`.elements._Picks`). The walk goes back through every record that made a node, in-place writes
+included, and is memoised per node.
+
+Reads: the capture's records up to the one being inferred, ``state.ambiguous``. Adds: nothing.
+"""
+
+from __future__ import annotations
+
+
+class Guesses:
+    """``made_from_a_guess(node)`` over one inference, its makers read incrementally."""
+
+    def __init__(self, state):
+        self.state = state
+        self.makers: dict[int, list[int]] = {}
+        self.read = 0
+        self.memo: dict[int, bool] = {}
+
+    def made_from_a_guess(self, node: int) -> bool:
+        if not self.state.ambiguous:
+            return False
+        self._read_makers()
+        records, stack, seen = self.state.capture.records, [node], {node}
+        while stack:
+            current = stack.pop()
+            known = self.memo.get(current)
+            if current in self.state.ambiguous or known:
+                self.memo[node] = True
+                return True
+            if known is False and current != node:
+                continue   # (its ancestry was walked: no guess in it)
+            for index in self.makers.get(current, ()):
+                for n in records[index].ins:
+                    if isinstance(n, int) and n not in seen:
+                        seen.add(n)
+                        stack.append(n)
+        self.memo[node] = False
+        return False
+
+    def _read_makers(self) -> None:
+        records = self.state.capture.records
+        upto = min(self.state.index + 1, len(records))
+        for index in range(self.read, upto):
+            for node in getattr(records[index], "outs", ()):
+                if isinstance(node, int):
+                    self.makers.setdefault(node, []).append(index)
+        self.read = max(self.read, upto)
