@@ -14,23 +14,23 @@ from __future__ import annotations
 
 
 class Guesses:
-    """``made_from_a_guess(node)`` over one inference, its makers read incrementally."""
+    """``made_from_a_guess(state, node)`` over one inference, its makers read incrementally (the state is
+    passed in, never held: no reference cycle keeps a capture alive after its trace)."""
 
-    def __init__(self, state):
-        self.state = state
+    def __init__(self):
         self.makers: dict[int, list[int]] = {}
         self.read = 0
         self.memo: dict[int, bool] = {}
 
-    def made_from_a_guess(self, node: int) -> bool:
-        if not self.state.ambiguous:
+    def made_from_a_guess(self, state, node: int) -> bool:
+        if not state.ambiguous:
             return False
-        self._read_makers()
-        records, stack, seen = self.state.capture.records, [node], {node}
+        self._read_makers(state)
+        records, stack, seen = state.capture.records, [node], {node}
         while stack:
             current = stack.pop()
             known = self.memo.get(current)
-            if current in self.state.ambiguous or known:
+            if current in state.ambiguous or known:
                 self.memo[node] = True
                 return True
             if known is False and current != node:
@@ -43,9 +43,9 @@ class Guesses:
         self.memo[node] = False
         return False
 
-    def _read_makers(self) -> None:
-        records = self.state.capture.records
-        upto = min(self.state.index + 1, len(records))
+    def _read_makers(self, state) -> None:
+        records = state.capture.records
+        upto = min(state.index + 1, len(records))
         for index in range(self.read, upto):
             for node in getattr(records[index], "outs", ()):
                 if isinstance(node, int):

@@ -97,7 +97,7 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
         out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of,
-                                        state.guesses.made_from_a_guess)
+                                        lambda node: state.guesses.made_from_a_guess(state, node))
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}

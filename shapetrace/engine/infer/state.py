@@ -66,7 +66,7 @@ class Inference:
         self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self.pending_pattern = None   # an einops chain: (call id, output node, event index, groups)
         self.elements = ElementPass(namer)             # element provenance: producers and replays (.elements)
-        self.guesses = Guesses(self)                   # which nodes were made from a size guess (.guesses)
+        self.guesses = Guesses()                       # which nodes were made from a size guess (.guesses)
         self.index = 0                                 # the record being inferred
         self.used: dict[int, int] = {}                 # node -> the first record that read it or showed it
         self.renamed: set[int] = set()                 # nodes given other axes after an earlier record used them
