@@ -45,8 +45,9 @@ class TmuxSession:
     def _until_output(self, seconds: float) -> None:
         """Wait until the pane's program writes something, or ``seconds`` pass (at most 0.5 s: tmux also
         changes the pane without output, as when it resizes it); then drop what was written."""
-        ready, _, _ = select.select([self._output], [], [], max(0.0, min(seconds, 0.5)))
-        if ready:
+        poll = select.poll()  # (not select(): a worker may hold more than 1,024 descriptors by then)
+        poll.register(self._output, select.POLLIN)
+        if poll.poll(max(0.0, min(seconds, 0.5)) * 1000):
             try:
                 while os.read(self._output, 1 << 16):
                     pass
