@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
-from shapetrace.engine.sizes import SizeOf
+from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,12 +110,15 @@ def _from_start(item: slice) -> bool:
 
 
 def _count(args, kwargs) -> list:
-    """``arange(n)``, ``arange(0, n)``, ``arange(0, n, 1)``: n positions along the axis n was read from."""
+    """``arange(n)``, ``arange(0, n)``, ``arange(0, n, 1)``: n positions along the axis n was read from;
+    ``arange(past, past + n)`` (HF's ``cache_position``, a decode step's new tokens after ``past`` cached
+    ones) likewise: n positions, counted from ``past``."""
     values = list(args) + [kwargs[k] for k in ("start", "end", "step") if k in kwargs]
     if len(values) == 1:
         return values
-    if len(values) in (2, 3) and values[0] == 0 and type(values[0]) is int and (len(values) == 2 or values[2] == 1):
-        return [values[1]]
+    if len(values) in (2, 3) and (len(values) == 2 or values[2] == 1):
+        length = other_term(values[1], values[0])   # (of a sum: only a term read from an axis counts)
+        return [] if length is None or type(values[1]) is SizeSum and type(length) is not SizeOf else [length]
     return []
 
 
