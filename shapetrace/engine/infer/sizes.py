@@ -11,7 +11,9 @@ read while the trace recorded) and the axes of the nodes they were read from. Ad
   transformers' GPT-2 ``self.bias[:, :, key_length - query_length : key_length, :key_length]`` at a
   prefill, ``wpe[:x.size(1)]``): positions ``0 … n - 1``, as ``arange(n)`` is, so that axis.
 
-A size that was not read from an axis, or arithmetic on one (``n + 1``), names nothing. Equal values
+A count that starts after a read size counts what it adds to it (``torch.arange(past, past + T)``,
+transformers' ``cache_position``: T positions after ``past`` cached ones, along T's axis). A size that
+was not read from an axis, or other arithmetic on one (``n + 1`` on its own), names nothing. Equal values
 never stand in for a read: the value carries its source, or it carries none.
 """
 
