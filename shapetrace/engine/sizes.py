@@ -9,7 +9,8 @@ keeps an ``int`` subclass as it is given, and so do its indexing, slicing and ``
 ``x.shape[-1]``, ``B, T, C = x.size()``, ``*_, d = x.shape`` and ``x.size()[:-1] + (H, d)`` carry
 their axes exactly as ``x.size(i)`` does. Nothing here compares values: an int that was not read from
 an axis carries nothing, and arithmetic on a :class:`SizeOf` (``n + 1``, ``C // n_head``) gives a
-plain ``int``.
+plain ``int``; except a sum with another int (``past + T``: a cache's length and the new tokens'),
+a :class:`SizeSum` that keeps its two terms, so that ``arange(past, past + T)`` counts T.
 """
 
 from __future__ import annotations
@@ -25,6 +26,46 @@ class SizeOf(int):
 
     def __reduce__(self):   # pickled, copied or sent elsewhere: a plain int
         return int, (int(self),)
+
+    def __add__(self, other):
+        return _sum(self, other) if type(other) in _TERMS else int.__add__(self, other)
+
+    def __radd__(self, other):
+        return _sum(other, self) if type(other) in _TERMS else int.__radd__(self, other)
+
+
+class SizeSum(int):
+    """``a + b`` where ``a`` or ``b`` was read from an axis (``past + T``): both terms, as given. Its own
+    arithmetic gives plain ints; only a count that starts at one term reads the other
+    (:func:`other_term`)."""
+
+    terms: tuple
+
+    def __reduce__(self):
+        return int, (int(self),)
+
+
+def _sum(a, b) -> SizeSum:
+    out = SizeSum(int.__add__(int(a), int(b)))
+    out.terms = (a, b)
+    return out
+
+
+def other_term(total, start):
+    """What ``total`` adds to ``start``: ``T`` for ``past + T`` from ``past`` (the same read, or the
+    same plain int), ``total`` itself from a literal 0; None when ``total`` is no such sum."""
+    if type(start) is int and start == 0 and type(total) is not SizeSum:
+        return total
+    if type(total) is not SizeSum:
+        return None
+    a, b = total.terms
+    return b if _same_read(a, start) else None
+
+
+def _same_read(a, b) -> bool:
+    if type(a) is SizeOf and type(b) is SizeOf:
+        return (a.node, a.axis) == (b.node, b.axis)
+    return type(a) is int and type(b) is int and a == b
 
 
 def size_of(value: int, node: int, axis: int) -> SizeOf:
@@ -60,12 +101,16 @@ class SizeReads:
 def carries_sizes(args, kwargs) -> bool:
     """Does any argument (or any item of a list, tuple or torch.Size argument) carry where it was read?"""
     for value in (*args, *kwargs.values()) if kwargs else args:
-        if type(value) is SizeOf:
+        if type(value) in _CARRIERS:
             return True
-        if type(value) in _SEQUENCES and any(type(v) is SizeOf for v in value):
+        if type(value) in _SEQUENCES and any(type(v) in _CARRIERS for v in value):
             return True
     return False
 
 
 _TORCH_SIZE = torch.Size
 _SEQUENCES = (tuple, list, torch.Size)
+#: the ints a sum with a read size keeps as its terms
+_TERMS = (int, SizeOf)
+#: the ints that carry where they were read
+_CARRIERS = (SizeOf, SizeSum)

@@ -95,6 +95,49 @@ class NeoXCachedTable(nn.Module):
         return self.dense((w @ v).permute(0, 2, 1, 3).reshape(B, T, -1))           # (B, T, D)
 
 
+def rotate_every_two(x):
+    """huggingface/transformers models/gptj/modeling_gptj.py ``rotate_every_two``."""
+    x1, x2 = x[:, :, :, ::2], x[:, :, :, 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)                          # (B, T, H, rot) [rotate]
+
+
+class GPTJRotary(nn.Module):
+    """huggingface/transformers models/gptj/modeling_gptj.py ``GPTJAttention.forward``: ``sincos =
+    embed_positions[position_ids]`` (a ``[max_pos, rot]`` buffer from ``create_sinusoidal_positions``),
+    ``sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)``, ``apply_rotary_pos_emb`` with
+    ``torch.repeat_interleave(sin[:, :, None, :], 2, 3)`` and ``rotate_every_two``, on the first
+    ``rotary_dim`` features in the ``[B, T, H, d_k]`` layout. ``halves=True`` repeats the table as
+    Llama's ``torch.cat((freqs, freqs))`` does, under GPT-J's interleaved rotation: a mismatch."""
+
+    def __init__(self, dim: int, heads: int, halves: bool = False, max_pos: int = 16):
+        super().__init__()
+        self.heads, self.hd, self.halves = heads, dim // heads, halves
+        self.rot = self.hd
+        self.q_proj, self.k_proj = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.v_proj, self.out_proj = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.rot, 2).float() / self.rot))
+        sinusoid = torch.outer(torch.arange(max_pos).float(), inv)                 # (max_pos, rot/2)
+        self.register_buffer("embed_positions", torch.cat((sinusoid.sin(), sinusoid.cos()), dim=1))
+
+    def _repeat(self, t):
+        t = t[:, :, None, :]                                                       # (B, T, 1, rot/2)
+        return torch.cat((t, t), dim=-1) if self.halves else torch.repeat_interleave(t, 2, 3)  # (B, T, 1, rot)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.hd)                         # (B, T, H, d_k)
+        k = self.k_proj(x).view(B, T, self.heads, self.hd)                         # (B, T, H, d_k)
+        v = self.v_proj(x).view(B, T, self.heads, self.hd).permute(0, 2, 1, 3)     # (B, H, T, d_k)
+        position_ids = torch.arange(T).unsqueeze(0).expand(B, -1)                  # (B, T)
+        sincos = self.embed_positions[position_ids]                                # (B, T, rot)
+        sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)              # (B, T, rot/2)
+        sin, cos = self._repeat(sin), self._repeat(cos)                            # (B, T, 1, rot)
+        q = (q * cos + rotate_every_two(q) * sin).permute(0, 2, 1, 3)              # (B, H, T, d_k) [rope]
+        k = (k * cos + rotate_every_two(k) * sin).permute(0, 2, 1, 3)              # (B, H, T, d_k) [rope]
+        w = (q @ k.transpose(-1, -2) / self.hd ** 0.5).softmax(dim=-1)             # (B, H, T, T)
+        return self.out_proj((w @ v).permute(0, 2, 1, 3).reshape(B, T, -1))       # (B, T, D)
+
+
 class TableFromTheData(nn.Module):
     """Not a public style: a "table" computed from the hidden states themselves (``cos``/``sin`` of a
     projection of x) meets q as a rotary table does. Its values pair as ``rotate_half`` pairs, but its
@@ -135,7 +178,8 @@ CLEAR = ("✓ checked all {total} ops that could carry a layout bug ({by_values}
 
 @pytest.mark.parametrize(("cls", "dims", "total", "by_values"), [
     (LlamaRotary, DIMS, 32, 7), (LlamaRotary, SQUARE, 32, 7), (PhiPartialRotary, DIMS, 31, 3),
-    (PhiPartialRotary, SQUARE_WIDE, 31, 3), (NeoXCachedTable, DIMS, 26, 4), (NeoXCachedTable, SQUARE, 26, 4)])
+    (PhiPartialRotary, SQUARE_WIDE, 31, 3), (NeoXCachedTable, DIMS, 26, 4), (NeoXCachedTable, SQUARE, 26, 4),
+    (GPTJRotary, DIMS, 32, 10), (GPTJRotary, SQUARE, 32, 10)])
 def test_a_correct_rotary_table_read_on_its_values_earns_the_check_mark(cls, dims, total, by_values):
     t = _traced(cls, dims)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
@@ -186,3 +230,10 @@ def test_a_single_position_earns_nothing_on_the_values(from_batch):
         model(x)
     verdict = t.report().verdict
     assert (verdict.mark, verdict.on_values) == ("?", 0)
+
+
+@pytest.mark.parametrize("dims", [DIMS, SQUARE])
+def test_gptj_halves_table_under_an_interleaved_rotation_stays_an_error(dims):
+    t = _traced(GPTJRotary, dims, halves=True)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-pairing-mismatch"]
+    assert t.report().verdict.mark == "✗"

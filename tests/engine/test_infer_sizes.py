@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import shapetrace
-from shapetrace.engine.sizes import SizeOf
+from shapetrace.engine.sizes import SizeOf, SizeSum
 
 
 def kinds(t):
@@ -22,7 +22,8 @@ def test_a_size_read_while_tracing_is_an_int_that_remembers_its_axis():
         n = x.size(1)
         whole = x.size()
     assert type(n) is SizeOf and n == 6 and n.axis == 1 and repr(n) == "6"
-    assert type(n + 1) is int and type(whole) is torch.Size
+    assert type(n * 2) is int and type(n - 1) is int and type(whole) is torch.Size
+    assert type(n + 1) is SizeSum and (n + 1).terms == (n, 1) and type(n + 1 + 1) is int   # (past + T keeps both)
     assert pickle.loads(pickle.dumps(n)) == 6 and type(pickle.loads(pickle.dumps(n))) is int
     assert type(x.size(1)) is int   # outside a trace: torch's own int
 

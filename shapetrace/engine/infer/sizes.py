@@ -11,7 +11,9 @@ read while the trace recorded) and the axes of the nodes they were read from. Ad
   transformers' GPT-2 ``self.bias[:, :, key_length - query_length : key_length, :key_length]`` at a
   prefill, ``wpe[:x.size(1)]``): positions ``0 … n - 1``, as ``arange(n)`` is, so that axis.
 
-A size that was not read from an axis, or arithmetic on one (``n + 1``), names nothing. Equal values
+A count that starts after a read size counts what it adds to it (``torch.arange(past, past + T)``,
+transformers' ``cache_position``: T positions after ``past`` cached ones, along T's axis). A size that
+was not read from an axis, or other arithmetic on one (``n + 1`` on its own), names nothing. Equal values
 never stand in for a read: the value carries its source, or it carries none.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
-from shapetrace.engine.sizes import SizeOf
+from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,12 +112,15 @@ def _from_start(item: slice) -> bool:
 
 
 def _count(args, kwargs) -> list:
-    """``arange(n)``, ``arange(0, n)``, ``arange(0, n, 1)``: n positions along the axis n was read from."""
+    """``arange(n)``, ``arange(0, n)``, ``arange(0, n, 1)``: n positions along the axis n was read from;
+    ``arange(past, past + n)`` (HF's ``cache_position``, a decode step's new tokens after ``past`` cached
+    ones) likewise: n positions, counted from ``past``."""
     values = list(args) + [kwargs[k] for k in ("start", "end", "step") if k in kwargs]
     if len(values) == 1:
         return values
-    if len(values) in (2, 3) and values[0] == 0 and type(values[0]) is int and (len(values) == 2 or values[2] == 1):
-        return [values[1]]
+    if len(values) in (2, 3) and (len(values) == 2 or values[2] == 1):
+        length = other_term(values[1], values[0])   # (of a sum: only a term read from an axis counts)
+        return [] if length is None or type(values[1]) is SizeSum and type(length) is not SizeOf else [length]
     return []
 
 
