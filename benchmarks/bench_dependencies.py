@@ -2,8 +2,8 @@
 untraced forward measured in the same run.
 
 The check runs the outermost module once more: batch entry 0 beside a copy of it with its last token
-moved (the token contracts), with one copy of entry 0 per head appended to the outputs of the q, k and v
-projections and taken away again at the output projection's input (the heads contract: module wrappers,
+moved (the token contracts), with copies of entry 0 (one per head; 2·log2 H above 6 heads) appended to
+the outputs of the q, k and v projections and taken away again at the output projection's input (the heads contract: module wrappers,
 where the trace proves the split reshapes a projection's output; engine/head_hooks.py), all in one
 forward. Where that is not proven, or something broke, the heads are moved at the splits and read at
 the merge through a TorchFunctionMode (engine/heads.py, "the full way": one copy of the batch per
