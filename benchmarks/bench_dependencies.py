@@ -2,24 +2,23 @@
 untraced forward measured in the same run.
 
 The check runs the outermost module once more: batch entry 0 beside a copy of it with its last token
-moved (the token contracts), with one copy of entry 0 per head appended to the outputs of the q, k and v
-projections and taken away again at the output projection's input (the heads contract: module wrappers,
-where the trace proves the split reshapes a projection's output; engine/head_hooks.py), all in one
-forward. Where that is not proven, or something broke, the heads are moved at the splits and read at
-the merge through a TorchFunctionMode (engine/heads.py, "the full way": one copy of the batch per
-head). Issue 33 allows the check at most one
-untraced forward's time at the default sizes (the reference model of ``shapetrace run``: B=2, T=6,
-D=512, H=8). The model is traced once (not timed); then the untraced forward and the check are timed
-REPEAT times, interleaved in a shuffled order, each after an untimed forward (a forward timed right
-after a check ran 30-50% slower: it pays for the memory the check gave back; in a fixed order the
-untraced forward always came right after the heaviest row), and the medians compared.
-Times are this thread's CPU time (torch runs on one thread here), so other processes on shared cores
-slow both alike instead of whichever was waiting.
+moved (the token contracts), with copies of entry 0 (one per head; 2·log2 H above 6 heads) appended to
+the outputs of the q, k and v projections and taken away again at the output projection's input (the
+heads contract: module wrappers, where the trace proves the split reshapes a projection's output;
+engine/head_hooks.py), all in one forward. Where that is not proven, or something broke, the heads are
+moved at the splits and read at the merge through a TorchFunctionMode (engine/heads.py, "the full way":
+one copy of the batch per head). Issue 33 allows the check at most one untraced forward's time at the
+default sizes (the reference model of ``shapetrace run``: B=2, T=6, D=512, H=8). The model is traced
+once (not timed); then the untraced forward and the check are timed REPEAT times, interleaved in a
+shuffled order, each after an untimed forward (a forward timed right after a check ran 30-50% slower:
+it pays for the memory the check gave back; in a fixed order the untraced forward always came right
+after the heaviest row), and the medians compared. Times are this thread's CPU time (torch runs on one
+thread here), so other processes on shared cores slow both alike instead of whichever was waiting.
 
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
 check on the values that runs the model once costs at least; and every contract the full way, which
-models whose structure the trace does not prove (grouped-query keys and values through ``repeat_kv``,
-a projection called twice) and any model with a finding cost.
+models whose structure the trace does not prove (a projection called twice, a fused projection with
+grouped-query heads) and any model with a finding cost.
 
 ``--style nanogpt`` and ``--style llama`` time the same rows on attentions whose splits read the batch
 size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, nh, hs)``; Llama's

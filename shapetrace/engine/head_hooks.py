@@ -25,10 +25,11 @@ the input must come through the splits. A batch size that does not grow with the
 run time: the shapes the wrappers check, or the token contracts read on the measuring entries, differ,
 and the full way is taken.
 
-Then, in the measuring forward, each producing submodule's output gets one copy of batch entry 0 per
-query head appended, copy ``j`` with the features of head ``j`` moved in a random direction (in
-grouped-query attention, where a moved key/value head changes its whole group, one copy per query
-head, then one per key/value head moving it in both k and v); the consuming
+Then, in the measuring forward, each producing submodule's output gets copies of batch entry 0
+appended, each with the features of some heads moved in a random direction: one copy per head, or, at
+more than 6 heads, 2·log2 H copies that move the heads with one bit of their index set or clear (in
+grouped-query attention, where a moved key/value head changes its whole group, the query heads' copies,
+then the key/value heads' in both k and v); the consuming
 submodule keeps what reached it and hands its module the original entries only, so the rest of the
 model runs at the measuring batch. Every copy is compared with entry 0 in one vectorised pass. This
 way is used only where every contract held: any finding, any guard that fails, any doubt, and
@@ -86,9 +87,8 @@ class Consumer:
 @dataclass(frozen=True, eq=False)
 class Hooks:
     """One attention's producers, its consumer, its query heads, and how to read the merge's result
-    head by head (with the query split's map: the merge must undo it); ``moves[j][i]``: the head of
-    producer ``i`` that copy ``j`` moves (-1: none): copy ``j`` moves head ``j`` of every split, or, in
-    grouped-query attention, one query head, or one key/value head in both k and v."""
+    head by head (with the query split's map: the merge must undo it); ``moves[j][i]``: the heads of
+    producer ``i`` that copy ``j`` moves (:func:`_moves`)."""
 
     producers: tuple[Producer, ...]
     consumer: Consumer
@@ -96,18 +96,13 @@ class Hooks:
     order: torch.Tensor | None   # the merge's features sorted by head, where they are not already
     allowed: torch.Tensor        # (copies, heads): copy j moved the heads output head h reads
     avoid: frozenset = frozenset()   # every size the top call's tensors have (where copies enter with the input)
-    moves: tuple = ()            # (copies, producers): the head each copy moves in each split, -1 for none
-    queries: tuple = ()          # (heads,): the copy that moves query head h
+    moves: tuple = ()            # (copies, producers): the heads each copy moves in each split
+    queries: torch.Tensor | None = None   # (copies, heads): copy j moved query head h
 
     @functools.cached_property
     def forbidden(self) -> torch.Tensor:
         """(copies, 1, heads): copy j moved no head output head h reads (any change there is a leak)."""
         return ~self.allowed.unsqueeze(1)
-
-    @functools.cached_property
-    def own(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``changed[own]``: (heads, rows), whether output head h changed with the copy that moved query head h."""
-        return torch.tensor(self.queries), torch.arange(self.heads)
 
     @property
     def copies(self) -> int:
@@ -168,26 +163,38 @@ def _hooks(records, nodes, span, path_of, plan: HeadsPlan) -> Hooks | None:
     moves = _moves(producers, plan.heads)
     if moves is None:
         return None
-    queries = tuple(next(j for j, m in enumerate(moves) if m[producers.index(query)] == h) for h in range(plan.heads))
+    at = producers.index(query)
+    queries = torch.tensor([[h in m[at] for h in range(plan.heads)] for m in moves]).unsqueeze(1)   # (copies, 1, heads)
     return Hooks(producers, consumer, plan.heads, order, _allowed(producers, plan.heads, moves), moves=moves,
                  queries=queries)
 
 
 def _moves(producers: tuple[Producer, ...], heads: int) -> tuple | None:
-    """``moves[j][i]``: the head of producer ``i`` copy ``j`` moves (-1: none). With as many heads in every
-    split, copy ``j`` moves head ``j`` of each (one copy per head). In grouped-query attention (fewer
+    """``moves[j][i]``: the heads of producer ``i`` copy ``j`` moves. With as many heads in every split,
+    copy ``j`` moves the same heads of each (:func:`_head_sets`). In grouped-query attention (fewer
     key/value heads) a copy moving a key/value head changes its whole group, so the query heads are moved
-    one per copy, and then key/value head ``g`` of both k and v per copy (both may change group ``g``
-    only: no copy moves a query head and a key/value head together); None where the splits are not one
-    each of q, k and v with as many key/value heads."""
+    by copies of their own, then the key/value heads in both k and v (each may change its group only: no
+    copy moves a query head and a key/value head together); None where the splits are not one each of q,
+    k and v with as many key/value heads."""
     if all(p.heads == heads for p in producers):
-        return tuple(tuple(j * p.heads // heads for p in producers) for j in range(heads))
+        return tuple((s,) * len(producers) for s in _head_sets(heads))
     tensors = [p.tensor for p in producers]
     if sorted(tensors) != ["k", "q", "v"] or len({p.heads for p in producers if p.tensor != "q"}) != 1:
         return None   # (a fused projection's pieces, a split missing: which copy moves what is not known)
     query, groups = tensors.index("q"), next(p.heads for p in producers if p.tensor != "q")
-    return tuple(tuple(h if i == query else -1 for i in range(len(producers))) for h in range(heads)) + \
-        tuple(tuple(-1 if i == query else g for i in range(len(producers))) for g in range(groups))
+    return tuple(tuple(s if i == query else () for i in range(len(producers))) for s in _head_sets(heads)) + \
+        tuple(tuple(() if i == query else s for i in range(len(producers))) for s in _head_sets(groups))
+
+
+def _head_sets(n: int) -> tuple[tuple[int, ...], ...]:
+    """Which of ``n`` heads each copy moves: one head per copy, or, where fewer copies do it, the heads
+    with bit ``b`` of their index set and those with it clear, for each bit (2·log2 n copies: any two
+    heads are told apart by a copy that moves one and not the other, in both directions, so a change
+    in output head h from a copy that did not move h still names a leak)."""
+    bits = max(1, (n - 1).bit_length())
+    if 2 * bits >= n:
+        return tuple((h,) for h in range(n))
+    return tuple(tuple(h for h in range(n) if (h >> b & 1) == bit) for b in range(bits) for bit in (1, 0))
 
 
 def _sizes(records, nodes, span) -> frozenset:
@@ -497,9 +504,9 @@ def _unit_moves(group: tuple[Producer, ...], moves: tuple, shape: tuple, dtype, 
         copies = len(moves)
         mask = torch.zeros(copies, shape[-1], dtype=torch.bool)                     # (copies, features)
         for i, p in enumerate(group):
-            moved = torch.tensor([m[i] for m in moves])                             # (copies,) the head each moves
+            moved = torch.tensor([[h in m[i] for h in range(p.heads)] for m in moves])   # (copies, heads)
             heads = _feature_heads(p, p.width or shape[-1])                         # (width,)
-            mask[:, p.offset:p.offset + len(heads)] |= heads[None, :] == moved[:, None]
+            mask[:, p.offset:p.offset + len(heads)] |= moved[:, heads]
         unit = _noise((copies, *shape), dtype, device) * \
             mask.to(dtype).reshape(copies, *[1] * (len(shape) - 1), -1).to(device)   # (copies, ..., features)
         if len(_MOVES) < 16:
@@ -519,7 +526,7 @@ def _noise(shape: tuple, dtype, device) -> torch.Tensor:
 
 def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
     """Did the heads stay apart, read from the merge's result (the measuring entries, then the copies)?
-    Every output head ``h`` changed with the copy that moved query head ``h``; and a block of output head
+    Every output head ``h`` changed with a copy that moved query head ``h``; and a block of output head
     ``h`` (its features at one position) changed only with copies that moved, in every split they move,
     a head ``h`` reads (the same rules :func:`.heads.leaks` and :func:`.heads.regrouped` read one head at
     a time, here in one vectorised pass)."""
@@ -532,10 +539,9 @@ def _apart(hooks: Hooks, merged: torch.Tensor, entries: int) -> bool:
         diff = diff.index_select(-1, hooks.order.to(diff.device))
     blocks = diff.reshape(hooks.copies, -1, heads, diff.shape[-1] // heads)        # (copies, rows, heads, d)
     changed = blocks.amax(-1) > tolerance                                          # (copies, rows, heads)
-    copy, head = hooks.own
-    own = changed[copy, :, head]                                                   # (heads, rows): query copy of h
+    own = (changed & hooks.queries.to(changed.device)).any(0)                      # (rows, heads): a query copy of h
     strays = changed & hooks.forbidden.to(changed.device)                          # (copies, rows, heads)
-    return bool(own.any(1).all()) and not bool(strays.any())
+    return bool(own.any(0).all()) and not bool(strays.any())
 
 
 def _allowed(producers: tuple[Producer, ...], query_heads: int, moves: tuple) -> torch.Tensor:
@@ -546,5 +552,5 @@ def _allowed(producers: tuple[Producer, ...], query_heads: int, moves: tuple) ->
 @functools.lru_cache(maxsize=16)
 def _allowed_for(query_heads: int, split_heads: tuple[int, ...], moves: tuple) -> torch.Tensor:
     reads = [tuple(h * n // query_heads for n in split_heads) for h in range(query_heads)]   # the heads h reads
-    return torch.tensor([[all(m < 0 or m == r for m, r in zip(moved, read)) for read in reads]
+    return torch.tensor([[all(not m or r in m for m, r in zip(moved, read)) for read in reads]
                          for moved in moves])                                      # (copies, heads)

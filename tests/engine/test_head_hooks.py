@@ -394,8 +394,8 @@ def test_grouped_query_heads_are_measured_at_module_boundaries_one_head_per_copy
     held = [BATCH, OWN_TOKEN, CAUSAL, HEADS]
     assert _paths(probe) == [(["q_proj", "k_proj", "v_proj"], "o_proj")]
     assert [h.copies for h in probe.hooks] == [H + kv_heads]
-    assert probe.hooks[0].moves[:H] == tuple((h, -1, -1) for h in range(H))
-    assert probe.hooks[0].moves[H:] == tuple((-1, g, g) for g in range(kv_heads))
+    assert probe.hooks[0].moves[:H] == tuple(((h,), (), ()) for h in range(H))
+    assert probe.hooks[0].moves[H:] == tuple(((), (g,), (g,)) for g in range(kv_heads))
     assert dependencies._every_contract_held(probe) == held
     assert t.contracts == held
     assert _full_way(probe) == ([], held, [])
@@ -451,3 +451,72 @@ def test_a_model_traced_in_training_mode_is_measured_in_eval_mode_and_put_back(B
     assert dependencies._every_contract_held(probe) == [BATCH, OWN_TOKEN, HEADS]
     assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
     assert all(m.training for m in model.modules())
+
+
+class AnnotatedMultiHeaded(nn.Module):
+    """The Annotated Transformer's MultiHeadedAttention (harvardnlp, h = 8): ``l(x).view(nbatches, -1, h,
+    d_k).transpose(1, 2)`` for q, k and v, ``attention``, ``x.transpose(1, 2).contiguous().view(nbatches,
+    -1, h * d_k)`` into ``linears[-1]``; ``causal`` adds its ``subsequent_mask``. At 8 heads the check's
+    copies move the heads with one bit of their index set or clear (6 copies, not 8). Bugs:
+    ``merge-view`` views without the transpose back (FuxiCTR issue #30); ``einsum`` types the heads index
+    twice in the value product; ``heads-summed`` adds every head's scores; ``neighbour`` lets head h read
+    head h + 1's values (``roll`` over the heads: heads that differ in more than one bit);
+    ``mask-reversed`` keeps the upper triangle."""
+
+    def __init__(self, causal=False, bug=None, h=8, d_model=64):
+        super().__init__()
+        self.h, self.d_k, self.causal, self.bug = h, d_model // h, causal, bug
+        self.linears = nn.ModuleList([nn.Linear(d_model, d_model) for _ in range(4)])
+
+    def forward(self, x):
+        nbatches = x.size(0)
+        query, key, value = [lin(x).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)   # (B, h, T, d_k)
+                             for lin, x in zip(self.linears, (x, x, x))]
+        scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(self.d_k)  # (B, h, T, T)
+        if self.bug == "heads-summed":
+            scores = scores + scores.sum(1, keepdim=True)                          # (B, h, T, T), heads talk
+        if self.causal:
+            T = scores.size(-1)
+            keep = torch.ones(T, T).triu() if self.bug == "mask-reversed" else torch.ones(T, T).tril()   # (T, T)
+            scores = scores.masked_fill(keep == 0, -1e9)                           # (B, h, T, T)
+        p_attn = scores.softmax(dim=-1)                                            # (B, h, T, T)
+        if self.bug == "neighbour":
+            value = value.roll(-1, dims=1)                                         # (B, h, T, d_k), head h + 1's
+        if self.bug == "einsum":
+            out = torch.einsum("bhqk,bgkd->bhqd", p_attn, value)                   # (B, h, T, d_k), heads summed
+        else:
+            out = torch.matmul(p_attn, value)                                      # (B, h, T, d_k)
+        if self.bug == "merge-view":
+            out = out.contiguous().view(nbatches, -1, self.h * self.d_k)           # (B, T, D), scrambled
+        else:
+            out = out.transpose(1, 2).contiguous().view(nbatches, -1, self.h * self.d_k)   # (B, T, D)
+        return self.linears[-1](out)                                               # (B, T, D)
+
+
+def _probed8(model, B, T):
+    torch.manual_seed(0)
+    x = torch.randn(B, T, 64)
+    with shapetrace.trace(dims=f"B={B} T={T} D=64 H=8") as t:
+        t.check_dependencies()
+        shapetrace.name(x, "B T D")
+        model(x)
+    return t, dependencies.probe_of(t, t.capture.top_call)
+
+
+@pytest.mark.parametrize(("B", "T"), [(2, 5), (8, 8)])
+@pytest.mark.parametrize(("causal", "bug"), [(False, None), (True, None), (False, "einsum"), (False, "merge-view"),
+                                             (False, "heads-summed"), (False, "neighbour"),
+                                             (True, "mask-reversed")])
+def test_at_eight_heads_the_copies_move_the_heads_by_the_bits_of_their_index(causal, bug, B, T):
+    """Six copies tell eight heads apart (a copy per bit of the head index, set and clear): every bug is
+    still refused and measured the full way, word for word, and its correct twin holds every contract,
+    at distinct sizes and at B = T = H = 8."""
+    torch.manual_seed(1)
+    t, probe = _probed8(AnnotatedMultiHeaded(causal=causal, bug=bug), B, T)
+    assert [h.moves[0][0] for h in probe.hooks] == [(1, 3, 5, 7)] and probe.hooks[0].copies == 6
+    found, held, unmeasured = dependencies.measure(probe)
+    assert ([(d.kind, d.message) for d in found], held, unmeasured) == _full_way(probe)
+    assert (dependencies._every_contract_held(probe) is None) == (bug is not None)
+    assert bool(found) == (bug is not None)
+    if bug is None:
+        assert held == [BATCH, OWN_TOKEN, *([CAUSAL] if causal else []), HEADS]

@@ -227,8 +227,8 @@ def test_grouped_query_attention_is_measured_at_module_boundaries_one_head_per_c
     assert held == [BATCH, OWN_TOKEN, HEADS]
     assert [[(s.tensor, s.heads) for s in plan.splits] for plan in probes[0].heads] == [[("q", 4), ("k", 2),
                                                                                          ("v", 2)]]
-    assert [h.moves for h in probes[0].hooks] == [((0, -1, -1), (1, -1, -1), (2, -1, -1), (3, -1, -1),
-                                                   (-1, 0, 0), (-1, 1, 1))]
+    assert [h.moves for h in probes[0].hooks] == [(((0,), (), ()), ((1,), (), ()), ((2,), (), ()), ((3,), (), ()),
+                                                   ((), (0,), (0,)), ((), (1,), (1,)))]
 
 
 @pytest.mark.parametrize(("B", "T"), SIZES)
