@@ -230,13 +230,9 @@ class Capture:
         return inputs, nodes, in_raw, frozen, zero_d_argument(frozen)
 
     def _read_in_one_pass(self, args: tuple, kwargs, first_only: bool) -> tuple | None:
-        """:meth:`_read_args` of a call whose arguments (and keyword values) are tensors, plain values
-        or flat lists and tuples of them (:class:`~.call_args.OnePass`): every tensor is an operand (or,
-        ``first_only``, the first argument alone), in the order :func:`~.op_args.all_operands` finds them,
-        and each argument is read once, a tensor's node, layout and frozen form together (what
-        :func:`~.call_args.freeze_args` makes of it). None for anything else (a tensor subclass, a
-        nested list, a slice...): the general reading takes the call, and finds the nodes entered here
-        already, in the same order."""
+        """:meth:`_read_args` in one pass (:class:`~.call_args.OnePass`: every tensor an operand, or the
+        first argument alone), or None for arguments it does not read (a slice, a nested list, a tensor
+        subclass): the general reading then takes the call and finds the nodes entered here, in order."""
         read = OnePass(self.node_of, first_only)
         frozen = read.values(args)
         if frozen is None:

@@ -20,11 +20,13 @@ import torch
 POOL_BYTES = 16 << 20
 
 _refcount = sys.getrefcount
+_inference_mode = torch.is_inference_mode_enabled
 _STRIDED, _TENSOR, _PARAMETER = torch.strided, torch.Tensor, torch.nn.Parameter
 
 
 class KeptCopies:
-    """Buffers by ``(dtype, shape)``; one no record holds is lent again (its reference count says so).
+    """Buffers by ``(dtype, shape, made under inference mode)``; one no record holds is lent again (its
+    reference count says so).
 
     A buffer becomes free when the trace whose record holds it is gone, so while a trace records, each
     buffer is looked at once: ``searched`` counts, per key, the buffers found held (or lent) since the
@@ -45,7 +47,9 @@ class KeptCopies:
         there is one; ``t`` itself when it is not a plain strided tensor (a sparse one, a subclass)."""
         if t.layout is not _STRIDED or (type(t) is not _TENSOR and type(t) is not _PARAMETER):
             return t
-        key = (t.dtype, t.shape)
+        # (a buffer made under torch.inference_mode() is an inference tensor, which torch lets no code
+        # outside that mode write: buffers are lent within the mode they were made in)
+        key = (t.dtype, t.shape, _inference_mode())
         free = self.buffers.get(key)
         if free is not None:
             for i in range(self.searched.get(key, 0), len(free)):

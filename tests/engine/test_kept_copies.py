@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+import shapetrace
 from shapetrace.engine.kept_copies import KeptCopies
 
 
@@ -71,7 +72,7 @@ def test_a_trace_looks_at_each_buffer_once(monkeypatch):
     earlier = [copies.copy(torch.zeros(1, 1, 4, 4)) for _ in range(100)]   # (B, 1, T, T), still held
     copies.start()
     later = [copies.copy(torch.zeros(1, 1, 4, 4)) for _ in range(100)]
-    assert len(looks) == 100 and len(copies.buffers[(torch.float32, torch.Size([1, 1, 4, 4]))]) == 200
+    assert len(looks) == 100 and len(copies.buffers[(torch.float32, torch.Size([1, 1, 4, 4]), False)]) == 200
     assert len({k.data_ptr() for k in earlier + later}) == 200
 
 
@@ -85,3 +86,22 @@ def test_a_buffer_freed_by_a_trace_gone_is_lent_to_the_next_trace():
     again = copies.copy(torch.full((3,), 5.0))
     assert again.data_ptr() == address and torch.equal(again, torch.full((3,), 5.0))
     assert all(torch.equal(h, torch.ones(3)) for h in held)
+
+
+def test_a_trace_under_inference_mode_then_one_outside_it_both_run():
+    """transformers' pipelines run the model under ``torch.inference_mode()`` (``Pipeline.forward``'s
+    ``inference_context``); a notebook then traces a training step. A buffer made under inference mode is
+    an inference tensor, which torch refuses to write outside that mode: lent to the next trace's copy, it
+    made the user's own addition raise ("Inplace update to inference tensor outside InferenceMode")."""
+    x, mask = torch.randn(2, 4, 4), torch.triu(torch.full((4, 4), float("-inf")), 1)   # (B, T, T), (T, T)
+    with torch.inference_mode():
+        with shapetrace.trace(dims="B=2 T=4") as served:
+            (x + mask).softmax(-1)                                   # an additive causal mask
+    del served   # its copies are free again
+    with shapetrace.trace(dims="B=2 T=4") as trained:
+        scores = x + mask
+    assert torch.equal(scores, x + mask) and trained.exception is None
+    with torch.inference_mode():                                     # and back: the first mode's buffer again
+        with shapetrace.trace(dims="B=2 T=4") as served_again:
+            x + mask
+    assert served_again.exception is None
