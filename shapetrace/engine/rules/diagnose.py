@@ -28,7 +28,7 @@ from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
-from shapetrace.engine.rules.reductions import reduction_axis
+from shapetrace.engine.rules.reductions import normalised_over_tokens, reduction_axis
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.scans import scan_axis
@@ -548,5 +548,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
-    rolls_not_undone, index_axes,
+    rolls_not_undone, index_axes, normalised_over_tokens,
 ]
