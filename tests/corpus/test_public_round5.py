@@ -213,3 +213,13 @@ def test_a_triangle_over_more_keys_than_queries_is_not_read_as_hiding_each_query
     t = traced(whisper, "cross-mask", "B=4 T=4 S=5 D=32 H=4")
     assert "causal-mask-hides-itself" not in {d.kind for d in t.diagnostics}
     assert not line(t).startswith("✓")
+
+
+def test_diffusers_heads_read_as_the_batch_say_what_the_projection_mixes():
+    """diffusers' ``batch_to_head_dim`` read as ``(h, b)`` (the ``heads-first`` slip): the features then
+    hold batch entries, not tokens; fd76091 said "which holds tokens"."""
+    t = traced(diffusers_attn, "heads-first", "B=2 D=32 Hp=3 Wp=4 S=5 H=4 C:features=24")
+    found = [d for d in t.diagnostics if d.kind == "projection-over-tokens"]
+    assert len(found) == 1
+    assert ("over its last axis (?), which holds batch entries: the projection mixes different batch entries "
+            "into each output feature.") in found[0].message

@@ -182,9 +182,11 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer):
+            held = "tokens" if any(analysis.namer.role(a.root) == "tokens" for a in x.axes[-1].atoms) \
+                else "batch entries"   # (B·H/2·d_k: heads read as the batch)
             out.append(Kind.PROJECTION_OVER_TOKENS.found(e.index, (
                 f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
-                f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
+                f"({_plain(x.dims[-1])}), which holds {held}: the projection mixes different {held} "
                 "into each output feature."), (
                 "Its input should be [B, T, D]; after attention, move the heads back behind the tokens "
                 "with transpose(1, 2) before merging them."), blame=((0, len(x.axes) - 1),)))
