@@ -126,8 +126,8 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
 
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
-    (or before) each query, in every slice; ``"future-and-self"`` when it hides each query's own key too
-    (``triu(0)`` for ``triu(1)``); ``"other"`` for any other pattern; ``{}`` when not read.
+    (or before) each query, in every slice; ``"future-and-self"`` when, as many queries as keys, it hides
+    each query's own key too (``triu(0)`` for ``triu(1)``); ``"other"`` for any other pattern; ``{}`` when not read.
     ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
     or below ``-1e4`` hide)."""
     if len(scores_shape) < 2 or not _readable(mask):
@@ -139,8 +139,10 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if rows is None or n_q < 2:
         return {"hides_side": "other", **blind}
     offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
-    for side, table in (("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1)),
-                        ("future-and-self", ones.triu(offset))):
+    sides = [("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))]
+    if offset == 0:   # (with more keys than queries, where each query's own key lies depends on the alignment)
+        sides.append(("future-and-self", ones.triu(0)))
+    for side, table in sides:
         if bool((rows == table).all()):
             return {"hides_side": side}
     return {"hides_side": "other", **blind}

@@ -144,6 +144,10 @@ class Kind(StrEnum):
         "reduction-over-wrong-axis", "error",
         "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
         "batch of per-head values, or of attention scores that then weigh the values")
+    NORMALISED_OVER_TOKENS = (
+        "normalised-over-tokens", "warning",
+        "`F.normalize` of per-head vectors (queries, keys) along the tokens: each token's vector is scaled by a "
+        "norm over the whole sequence, so it is no unit vector and depends on the other tokens")
 
     DISTANCE_BIAS_REVERSED = (
         "distance-bias-reversed", "error",

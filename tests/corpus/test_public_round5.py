@@ -5,7 +5,8 @@ buggy file, no error on a correct one, and the classes this round found, each fa
 * a projection's output named by its width alone (DiT's final layer where p·p·c = D) is unnamed
   unless a use proves it (:mod:`shapetrace.engine.infer.widths`): ``unpatchify`` is not a mix;
 * a mask that leaves a whole batch entry nothing to attend to (BERT's extended mask not inverted);
-* a causal mask that hides each query's own key (CLIP's ``triu(0)`` for ``triu(1)``)."""
+* a causal mask that hides each query's own key (CLIP's ``triu(0)`` for ``triu(1)``);
+* ``F.normalize`` of per-head queries along the tokens (Swin v2's cosine attention with ``dim=-2``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import shapetrace
 from tests.corpus.public5 import (
     bert_self,
     clip_text,
+    clip_vision,
     deepseek_mla,
     diffusers_attn,
     mpt_alibi,
@@ -139,12 +141,13 @@ def test_a_causal_mask_from_a_left_padded_batch_is_not_hiding_itself():
 CORRECT = [(clip_text, DISTINCT), (bert_self, DISTINCT), (mpt_alibi, DISTINCT), (xformers_ref, DISTINCT),
            (swinv2_cosine, DISTINCT), (diffusers_attn, "B=2 D=32 Hp=3 Wp=4 S=5 H=4 C:features=24"),
            (perceiver, "B=2 T=7 L=5 D=32 H=4 C:features=24"), (whisper, "B=2 T=6 S=5 D=32 H=4"),
-           (deepseek_mla, DISTINCT)]
+           (deepseek_mla, DISTINCT), (clip_vision, "B=2 D=32 H=4")]
 BUGGY = [(clip_text, "mask-diagonal"), (clip_text, "no-transpose"), (bert_self, "mask-on-queries"),
          (bert_self, "mask-not-inverted"), (mpt_alibi, "alibi-sign"), (mpt_alibi, "alibi-queries"),
          (xformers_ref, "unfold-order"), (swinv2_cosine, "normalize-tokens"), (swinv2_cosine, "bias-unpermuted"),
          (diffusers_attn, "no-permute"), (diffusers_attn, "heads-first"), (perceiver, "mask-heads-first"),
-         (perceiver, "softmax-latents"), (whisper, "cross-mask"), (deepseek_mla, "kv-no-transpose")]
+         (perceiver, "softmax-latents"), (whisper, "cross-mask"), (deepseek_mla, "kv-no-transpose"),
+         (clip_vision, "no-permute")]
 
 
 def _equal(dims: str) -> str:
@@ -177,3 +180,46 @@ def test_mpt_alibi_that_rewards_distance_is_an_error():
     # llm-foundry build_alibi_bias: alibi_bias.abs().mul(-1); .abs() alone favours the farthest keys
     t = traced(mpt_alibi, "alibi-sign", EQUAL)
     assert errors(t) == ["distance-bias-reversed"]
+
+
+# -- Swin v2: cosine attention normalised along the wrong axis -------------------------------------------
+
+def test_swinv2_queries_normalised_over_the_tokens_is_a_warning():
+    """microsoft/Swin-Transformer swin_transformer_v2.py: ``F.normalize(q, dim=-1)``; ``dim=-2`` scales
+    each feature over the window's tokens. fd76091: ``?`` with no finding."""
+    t = traced(swinv2_cosine, "normalize-tokens", DISTINCT)
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("warning", "normalised-over-tokens")]
+    assert t.diagnostics[0].message.startswith(
+        "normalize #7 divides the per-head vectors [B=2, H=4, T=6, d_k=8] by their norm along axis 2 (T, the tokens)")
+    assert line(t) == ("! no errors, 1 warning; checked 16 of 25 ops that could carry a layout bug; not checked "
+                       "(unnamed axes): #0 cat, #11 linear, #12 linear, #13 view and 5 more")
+
+
+def test_swinv2_cosine_attention_is_silent():
+    # the twin: both normalised over their features (dim=-1)
+    assert traced(swinv2_cosine, "", DISTINCT).diagnostics == []
+
+
+def test_clip_vision_transformer_fed_batch_first_attends_over_the_batch():
+    # openai/CLIP model.py permutes NLD -> LND for nn.MultiheadAttention; without it the batch is the sequence
+    t = traced(clip_vision, "no-permute", "B=2 D=32 H=4")
+    assert errors(t) == ["attends-over-batch"]
+
+
+def test_a_triangle_over_more_keys_than_queries_is_not_read_as_hiding_each_query():
+    """openai/whisper's causal ``mask[:n_ctx, :n_ctx]`` cut to the audio's 5 frames for 4 tokens (the
+    ``cross-mask`` slip): where each query's own key lies among more keys depends on the alignment, so
+    ``triu(1)`` there is not called a mask that hides each query from itself."""
+    t = traced(whisper, "cross-mask", "B=4 T=4 S=5 D=32 H=4")
+    assert "causal-mask-hides-itself" not in {d.kind for d in t.diagnostics}
+    assert not line(t).startswith("✓")
+
+
+def test_diffusers_heads_read_as_the_batch_say_what_the_projection_mixes():
+    """diffusers' ``batch_to_head_dim`` read as ``(h, b)`` (the ``heads-first`` slip): the features then
+    hold batch entries, not tokens; fd76091 said "which holds tokens"."""
+    t = traced(diffusers_attn, "heads-first", "B=2 D=32 Hp=3 Wp=4 S=5 H=4 C:features=24")
+    found = [d for d in t.diagnostics if d.kind == "projection-over-tokens"]
+    assert len(found) == 1
+    assert ("over its last axis (?), which holds batch entries: the projection mixes different batch entries "
+            "into each output feature.") in found[0].message

@@ -28,7 +28,7 @@ from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
-from shapetrace.engine.rules.reductions import reduction_axis
+from shapetrace.engine.rules.reductions import normalised_over_tokens, reduction_axis
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.scans import scan_axis
@@ -182,9 +182,11 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
             continue
         x = e.inputs[0]
         if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer):
+            held = "tokens" if any(analysis.namer.role(a.root) == "tokens" for a in x.axes[-1].atoms) \
+                else "batch entries"   # (B·H/2·d_k: heads read as the batch)
             out.append(Kind.PROJECTION_OVER_TOKENS.found(e.index, (
                 f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
-                f"({_plain(x.dims[-1])}), which holds tokens: the projection mixes different tokens "
+                f"({_plain(x.dims[-1])}), which holds {held}: the projection mixes different {held} "
                 "into each output feature."), (
                 "Its input should be [B, T, D]; after attention, move the heads back behind the tokens "
                 "with transpose(1, 2) before merging them."), blame=((0, len(x.axes) - 1),)))
@@ -548,5 +550,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
-    rolls_not_undone, index_axes,
+    rolls_not_undone, index_axes, normalised_over_tokens,
 ]

@@ -67,6 +67,28 @@ def reduction_axis(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
+    """``F.normalize`` of per-head values (a ``d_k`` axis it keeps) along a named token axis: cosine
+    attention (Swin v2, cosine-sim ViTs) normalises each token's vector over its own features."""
+    out = []
+    if analysis.seeded_by_size and analysis.namer.coinciding_sizes():
+        return out   # (names from equal sizes alone: the axis may be the batch's as well)
+    for e in analysis.events_of(Family.REDUCE):
+        if e.spec.name != "normalize" or not e.inputs or not e.outputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
+        tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
+        if tokens and _holds_values(analysis, t, along):
+            i = tokens[0]
+            out.append(Kind.NORMALISED_OVER_TOKENS.found(e.index, (
+                f"{e.op} #{e.index} divides the per-head vectors {fmt_named(t.dims, t.shape)} by their norm along "
+                f"axis {i} ({t.dims[i]}, the tokens): each feature is scaled over the {t.shape[i]} tokens, so no "
+                "token's vector has length 1 and each depends on the other tokens."),
+                "Normalise each token's vector over its own features: F.normalize(x, dim=-1)."))
+    return out
+
+
 def _role(analysis: Analysis, label: str | None) -> str | None:
     return analysis.namer.plain_role(label)
 
