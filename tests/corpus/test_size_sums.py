@@ -3,10 +3,13 @@
 huggingface/transformers models/llama/modeling_llama.py ``LlamaModel.forward`` numbers the new tokens
 ``cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1])``, with
 ``past_seen_tokens = past_key_values.get_seq_length() if past_key_values is not None else 0`` (a
-cache's ``size(-2)``). ``past + T`` used to be a plain int, so those positions, and the rotary table
-built from them, had no name: the prefill's tables were not checked, and a decode step that restarts
-its positions at 0 (``torch.arange(T)``) ended ``?``. A sum now keeps its terms, and ``arange(past, past +
-n)`` counts the axis ``n`` was read from. Each case runs at distinct sizes and at B = T = H = d_k = 4.
+cache's ``size(-2)``). ``past + T`` used to be a plain int, so those positions, and the rotary tables
+built from them, had no name (``[?, ?]``; the prefill's were counted only on their values). A sum now
+keeps its terms, and ``arange(past, past + n)`` counts the axis ``n`` was read from: the tables are
+``[T, ?]`` at the prefill and ``[T[-1:], ?]`` at a decode step. The verdict is unchanged: a decode
+step's one position still earns nothing on the values, and the frequencies keep no name. The twin
+that restarts its positions at 0 stays an error. Each case runs at distinct sizes and at B = T = H =
+d_k = 4.
 """
 
 from __future__ import annotations
@@ -80,8 +83,8 @@ def _tables(t) -> list:
 def test_positions_after_the_cache_count_the_new_tokens(dims):
     """The prefill's ``arange(0, 0 + T)`` is T; a decode step's ``arange(past, past + 1)`` with the 1
     read from the step's input (``y[:, -1:]``) is that token, ``T[-1:]``: the tables built from them
-    carry those names (their frequencies none); the prefill's two, read whole on the values, are
-    checked; a decode step's one position earns nothing on the values (its tables stay unchecked)."""
+    carry those names (their frequencies none); the prefill's two are checked on the values (as
+    before); a decode step's one position earns nothing on the values (its tables stay unchecked)."""
     t = _decoded(dims)
     assert _tables(t) == [("T", None)] * 2 + [("T[-1:]", None)] * 4
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
