@@ -42,7 +42,7 @@ from shapetrace.engine.ops import (
     callable_index,
 )
 from shapetrace.engine.ops import record_params as _record_params
-from shapetrace.engine.sites import _CWD, Site, einops_pattern, site, user_stack
+from shapetrace.engine.sites import _CWD, Site, call_stack, einops_call, site
 from shapetrace.engine.sizes import SizeReads, carries_sizes
 
 
@@ -165,8 +165,8 @@ class Capture:
         """Run one call that gets a row and keep what torch says about it. This runs on every such
         call, so it is one function of plain loops; the rare cases are in helpers."""
         inputs, nodes, in_raw, frozen, zero_d = self._read_args(spec, args, kwargs)
-        einops = einops_pattern() if _EINOPS in sys.modules else None
-        codes, offset = user_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
+        codes, offset, reduce = call_stack(_getframe(2))   # (site(2), inlined: it runs on every call)
+        einops = einops_call(reduce) if reduce is not None and _EINOPS in sys.modules else None
         where = _new_tuple(Site, (codes, offset, _CWD[-1] if _CWD else os.getcwd())) if codes else None
         params = _record_params(spec, args, kwargs) if spec.params is not None and \
             (zero_d or spec.params_read_values) else None

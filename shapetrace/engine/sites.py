@@ -45,6 +45,8 @@ _new_site = tuple.__new__
 _KIND: dict[int, int] = {}
 _KEPT: list = []
 USER, INTERNAL, ROOT = 0, 1, 2
+#: einops' own ``reduce``, which every einops call runs through: plumbing, and where its pattern is read.
+EINOPS_REDUCE = 4
 
 
 def _kind(code) -> int:
@@ -53,10 +55,15 @@ def _kind(code) -> int:
 
 
 def _classify(code) -> int:
-    kind = ROOT if code in STACK_ROOTS else INTERNAL if is_internal(code.co_filename) else USER
+    kind = ROOT if code in STACK_ROOTS else _internal_kind(code) if is_internal(code.co_filename) else USER
     _KEPT.append(code)
     _KIND[id(code)] = kind
     return kind
+
+
+def _internal_kind(code) -> int:
+    return EINOPS_REDUCE if code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in code.co_filename \
+        else INTERNAL
 
 
 def plumbing(code) -> bool:
@@ -89,11 +96,19 @@ def site(depth: int) -> Site | None:
 
 def user_stack(frame) -> tuple[tuple, int]:
     """The user code objects from ``frame`` outwards (innermost first) and where the innermost one is
-    (its ``f_lasti``). It runs on every recorded call: one loop, no call per frame, and it stops at
-    the innermost module call (:data:`OUTER`)."""
+    (its ``f_lasti``); :func:`call_stack` without the einops frame."""
+    codes, offset, _ = call_stack(frame)
+    return codes, offset
+
+
+def call_stack(frame) -> tuple[tuple, int, object]:
+    """:func:`user_stack`, and the frame of einops' ``reduce`` below the user's first frame (the einops
+    call running this op), None outside einops. It runs on every recorded call: one loop, no call per
+    frame, and it stops at the innermost module call (:data:`OUTER`)."""
     known = _KIND.get
     codes = []
     offset = -1
+    einops = None
     while frame is not None:
         code = frame.f_code
         kind = known(id(code))
@@ -111,8 +126,10 @@ def user_stack(frame) -> tuple[tuple, int]:
             break
         elif kind == ROOT:
             break
+        elif kind == EINOPS_REDUCE and einops is None and not codes:
+            einops = frame
         frame = frame.f_back
-    return tuple(codes), offset
+    return tuple(codes), offset, einops
 
 
 def line_at(code, offset: int) -> int:
@@ -189,16 +206,11 @@ def _display_path(filename: str, cwd: str) -> str:
     return path
 
 
-def einops_pattern() -> tuple[int, list[list[str]] | None] | None:
-    """(call id, output groups) of the einops call running the current op (``'b h n d'`` ->
-    ``[[b], [h], [n], [d]]``), read from einops' own ``reduce`` frame; None outside einops."""
-    frame = sys._getframe(3)
-    while frame is not None and plumbing(frame.f_code):
-        if frame.f_code.co_name == "reduce" and f"{os.sep}einops{os.sep}" in frame.f_code.co_filename:
-            pattern = frame.f_locals.get("pattern")
-            return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
-        frame = frame.f_back
-    return None
+def einops_call(frame) -> tuple[int, list[list[str]] | None]:
+    """(call id, output groups) of the einops call whose ``reduce`` frame is ``frame`` (``'b h n d'`` ->
+    ``[[b], [h], [n], [d]]``), as :func:`call_stack` found it."""
+    pattern = frame.f_locals.get("pattern")
+    return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
 
 
 def einops_groups(pattern: str) -> list[list[str]] | None:
