@@ -134,8 +134,11 @@ class ScriptRun:
     header: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> Report:
-        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header."""
-        return self.trace.report(header=self.header)
+        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header, and
+        this run's exception (None where a limit stopped the recording or the script exited with code 0)."""
+        report = self.trace.report(header=self.header)
+        report.exception = self.exception
+        return report
 
     @property
     def ok(self) -> bool:

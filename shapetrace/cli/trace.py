@@ -340,12 +340,12 @@ def _interrupted(run):
 
 
 def _one_line(run) -> str:
-    if run.failed is not None:
-        return f"#{run.failed.index} {run.failed.op} at {run.failed.source} raised {run.failed.error}"
-    from shapetrace.app.script import exception_message
+    """Why the run failed, on one line without control characters (the script's message is its own text)."""
+    from shapetrace.engine.verdict import one_line, raised_text
 
-    exc = run.exception
-    return f"the script raised {type(exc).__name__}: {exception_message(exc)}"
+    if run.failed is not None:
+        return f"#{run.failed.index} {run.failed.op} at {run.failed.source} raised {one_line(run.failed.error or '')}"
+    return f"the script raised {raised_text(run.exception)}"
 
 
 def _nothing_shown(run):

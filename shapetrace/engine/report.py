@@ -67,7 +67,7 @@ class Report:
         """The one verdict line's data: what was checked and what it adds up to."""
         from shapetrace.engine.verdict import verdict_of
 
-        return verdict_of(self.events, self.diagnostics, self.contracts, self.unmeasured)
+        return verdict_of(self.events, self.diagnostics, self.contracts, self.unmeasured, self.exception)
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:

@@ -15,11 +15,19 @@ parameters alone that makes a single number (no input's data passes through it).
 >>> from shapetrace.engine.diagnostic import Diagnostic
 >>> verdict_of([], [Diagnostic("error", "mixed-axis", 0, "m")]).line
 '✗ 1 error: the findings above say where and how to fix it'
+
+A run whose traced code raised is ``✗`` whatever its ops showed: the line says what it raised (its type
+and message on one line, control characters stripped) and how many recorded ops ran before it.
+
+>>> verdict_of([], [], exception=TypeError("bad\\nkey\\x1b[0m")).line
+'✗ the traced code raised TypeError: bad key[0m (before any recorded op)'
 """
 
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -75,6 +83,8 @@ class Verdict:
     any_named: bool = True
     unmeasured: tuple[str, ...] = ()
     on_values: int = 0
+    raised: str | None = None   #: what the traced code raised (``"ValueError: boom"``), None when nothing did
+    ran_before: int = 0   #: how many recorded ops ran before it raised
 
     @property
     def line(self) -> str:
@@ -85,7 +95,7 @@ class Verdict:
         return {"mark": self.mark, "line": self.line, "checked": self.checked, "total": self.total,
                 "unchecked": [{"event": i, "op": op} for i, op in self.unchecked],
                 "errors": self.errors, "warnings": self.warnings, "unproven": list(self.unproven),
-                "contracts": list(self.contracts), "unmeasured": list(self.unmeasured)}
+                "contracts": list(self.contracts), "unmeasured": list(self.unmeasured), "raised": self.raised}
 
 
 def could_carry_a_layout_bug(event: Event) -> bool:
@@ -124,16 +134,40 @@ def unchecked_ops(events: Sequence[Event]) -> list[int]:
     return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e)]
 
 
+#: the longest exception message a verdict line quotes
+MESSAGE_LIMIT = 300
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` on one line: line breaks and tabs become spaces, other control and format characters
+    (an ANSI escape's ESC, a bidi override) are dropped, and it is cut at ``limit`` characters."""
+    kept = "".join(" " if ch in "\n\r\t\v\f" else ch for ch in text
+                   if ch in "\n\r\t\v\f" or unicodedata.category(ch) not in ("Cc", "Cf"))
+    kept = re.sub(" {2,}", " ", kept).strip()
+    return kept if len(kept) <= limit else kept[:limit - 1].rstrip() + "…"
+
+
+def raised_text(exc: BaseException) -> str:
+    """``TypeError: its message`` on one line (:func:`one_line`); the type alone when the message is empty.
+    A ``__str__`` that raises must not become shapetrace's own failure: what it raised is said instead."""
+    try:
+        message = one_line(str(exc))
+    except BaseException as inner:  # noqa: BLE001 - any class, even a KeyboardInterrupt-like one
+        message = f"(its message cannot be shown: str() raised {type(inner).__name__})"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
-               contracts: Sequence[str] = (), unmeasured: Sequence[str] = ()) -> Verdict:
+               contracts: Sequence[str] = (), unmeasured: Sequence[str] = (),
+               exception: BaseException | None = None) -> Verdict:
     """The verdict of a run from its events, its findings, the dependency contracts that held and those
-    not measured."""
+    not measured, and what the traced code raised (``✗``: a run that raised is never all clear)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
     unchecked = tuple((e.index, e.op) for e in candidates if not _named(e))
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    if errors:
+    if errors or exception is not None:
         mark = "✗"
     elif warnings:
         mark = "!"
@@ -143,8 +177,10 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
         mark = "✓"
     named = any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims)
     on_values = sum(e.checked_on_values and not _axes_named(e) for e in candidates)
+    raised = None if exception is None else raised_text(exception)
     return Verdict(mark, len(candidates) - len(unchecked), len(candidates), unchecked, errors, warnings,
-                   unproven, tuple(contracts), named, tuple(unmeasured), on_values)
+                   unproven, tuple(contracts), named, tuple(unmeasured), on_values=on_values, raised=raised,
+                   ran_before=sum(not e.error for e in events))
 
 
 def _plural(n: int, word: str) -> str:
@@ -166,10 +202,10 @@ def _coverage(v: Verdict) -> str:
 
 def verdict_line(v: Verdict) -> str:
     """The one verdict line (see the module's docstring for what each mark means)."""
+    if v.raised is not None:
+        return _raised_line(v)
     if v.mark == "✗":
-        found = _plural(v.errors, "error") + (f" and {_plural(v.warnings, 'warning')}" if v.warnings else "")
-        them = "it" if v.errors + v.warnings == 1 else "them"
-        return f"✗ {found}: the findings above say where and how to fix {them}"
+        return f"✗ {_findings(v)}"
     if v.mark == "!":
         return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_values(v)}"
     if v.mark == "✓":
@@ -187,6 +223,22 @@ def _on_values(v: Verdict) -> str:
     """`` (6 of them on the values of the rotary tables or causal masks they build)`` or nothing."""
     return f" ({v.on_values} of them on the values of the rotary tables or causal masks they build)" \
         if v.on_values else ""
+
+
+def _findings(v: Verdict) -> str:
+    """``1 error and 2 warnings: the findings above say where and how to fix them``"""
+    found = _plural(v.errors, "error") if v.errors else ""
+    if v.warnings:
+        found += (" and " if found else "") + _plural(v.warnings, "warning")
+    them = "it" if v.errors + v.warnings == 1 else "them"
+    return f"{found}: the findings above say where and how to fix {them}"
+
+
+def _raised_line(v: Verdict) -> str:
+    """``✗ the traced code raised ValueError: boom (after 4 recorded ops)`` (and the findings, if any)."""
+    when = f"after {_plural(v.ran_before, 'recorded op')}" if v.ran_before else "before any recorded op"
+    found = f"; {_findings(v)}" if v.errors or v.warnings else ""
+    return f"✗ the traced code raised {v.raised} ({when}){found}"
 
 
 def _values(v: Verdict) -> str:

@@ -12,6 +12,7 @@ from rich.text import Text
 from shapetrace.app.script import HardExit, exception_message
 from shapetrace.engine.failure import explain_failure, operand_lines
 from shapetrace.engine.ops import spec_for
+from shapetrace.engine.verdict import one_line, raised_text
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,8 +39,7 @@ def failure_lines(run: ScriptRun) -> Iterable[Text]:
                              "recorded before it)", style="dim"), 2)
         return
     where = _user_location(exc, run.script)
-    yield Text.assemble(("✗ the script raised ", "bold red"),
-                        (f"{type(exc).__name__}: {exception_message(exc)}", "bold"),
+    yield Text.assemble(("✗ the script raised ", "bold red"), (raised_text(exc), "bold"),
                         (f"  {where}" if where else "", "dim"))
     if run.trace.events:
         said = ("(raised outside the tensor ops shapetrace records: the table above shows every recorded op up "
@@ -55,7 +55,7 @@ def _failed_op(e: Event, exc: BaseException) -> Iterable:
     for line in operand_lines(e):
         yield _indented(Text(line), 2)
     text = exception_message(exc).strip()
-    message = text.splitlines()[0] if text else ""
+    message = one_line(text.splitlines()[0]) if text else ""
     yield _indented(Text.assemble("torch: ", (f"{type(exc).__name__}: {message}", "red")), 2)
     if spec_for(e.op).starts_backward:   # (the registry's: a failed call's own spec is a bare one)
         return   # (the loss is not what torch refused: the backward's findings, with the table, say what was)

@@ -815,7 +815,8 @@ def verdict_of_trace(trace: Report, events: Sequence[Event] | None = None):
     from shapetrace.engine.verdict import verdict_of
 
     return verdict_of(trace.events if events is None else events, trace.diagnostics,
-                      getattr(trace, "contracts", ()), getattr(trace, "unmeasured", ()))
+                      getattr(trace, "contracts", ()), getattr(trace, "unmeasured", ()),
+                      getattr(trace, "exception", None))
 
 
 def verdict_text(trace: Report, events: Sequence[Event] | None = None, advice: str | None = None) -> str:

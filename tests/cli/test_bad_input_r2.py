@@ -165,3 +165,42 @@ def test_the_python_api_does_not_tell_users_about_dims_flags(capsys, monkeypatch
     assert "--dims" not in text
     assert ("Name them with shapetrace.trace(dims=\"B=2 T=6 D=512 H=8\") or with shapetrace.name(x, \"B T D\")."
             in text)
+
+
+_NANOGPT_HEADS = ("import torch\n"
+                  "x = torch.randn(2, 5, 8)\n"
+                  "q = x.view(2, 5, 2, 4).transpose(1, 2)   # (B, H, T, d_k), nanoGPT's CausalSelfAttention\n"
+                  "att = q @ q.transpose(-2, -1)            # (B, H, T, T)\n")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_script_that_raised_is_a_cross_in_the_json_and_one_clean_line(tmp_path, where):
+    # a model built with a wrong keyword (nanoGPT's GPTConfig(n_heads=...)) raises before any op; a loss
+    # on a wrong target raises after them: --json's verdict said "? nothing was checked" and "✓" (after),
+    # and the one-line reason carried the message's ESC and line break to the terminal
+    raise_it = "raise TypeError(\"GPTConfig() got an unexpected keyword argument 'n_heads'\\x1b[2J\\nagain\")\n"
+    body = raise_it + _NANOGPT_HEADS if where == "before" else _NANOGPT_HEADS + raise_it
+    script = tmp_path / "raises.py"
+    script.write_text(body)
+    res = cli_in_process("trace", str(script), "--dims", "B=2,T=5,D=8", "--json")
+    assert res.returncode == 1
+    assert res.stderr.splitlines()[-1] == ("error: the script raised TypeError: GPTConfig() got an unexpected "
+                                           "keyword argument 'n_heads'[2J again")
+    when = "before any recorded op" if where == "before" else "after 4 recorded ops"
+    assert json.loads(res.stdout)["verdict"]["line"] == (
+        "✗ the traced code raised TypeError: GPTConfig() got an unexpected keyword argument 'n_heads'[2J again "
+        f"({when})")
+    res = cli_in_process("trace", str(script), "--dims", "B=2,T=5,D=8", "--width", "200")
+    assert res.returncode == 1 and "\x1b" not in res.stdout
+    assert "✗ the script raised TypeError: GPTConfig() got an unexpected keyword argument 'n_heads'[2J again" \
+        in res.stdout
+
+
+def test_a_script_that_exits_with_code_0_keeps_its_check_mark(tmp_path):
+    # the correct twin: sys.exit(0) at the end (a training script's early stop) is not a failure
+    script = tmp_path / "exits.py"
+    script.write_text(_NANOGPT_HEADS + "import sys\nsys.exit(0)\n")
+    res = cli_in_process("trace", str(script), "--dims", "B=2,T=5,D=8", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["verdict"]["line"] == ("✓ checked all 4 ops that could carry a layout bug: every "
+                                                         "axis keeps its meaning from input to output")

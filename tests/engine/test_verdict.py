@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 import torch
 from rich.console import Console
 
@@ -123,4 +124,59 @@ def test_the_verdict_is_in_the_json():
     data = json.loads(t.to_json())
     assert data["verdict"] == {"mark": "✓", "line": t.report().verdict.line, "checked": 5, "total": 5,
                                "unchecked": [], "errors": 0, "warnings": 0, "unproven": [], "contracts": [],
-                               "unmeasured": []}
+                               "unmeasured": [], "raised": None}
+
+
+# -- a trace whose code raised: ✗, with what it raised and how many recorded ops ran before it --------
+
+def test_code_that_raised_before_any_op_is_a_cross_saying_what_and_it_propagates():
+    # a GPT built with a wrong keyword (nanoGPT's GPTConfig(n_heads=...) for n_head): the model call raises
+    # before any op; the verdict said "? nothing was checked: no op ... was recorded"
+    with pytest.raises(TypeError, match="n_heads"), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        raise TypeError("GPTConfig.__init__() got an unexpected keyword argument 'n_heads'\x1b[31m\n\tsee docs")
+    v = t.report().verdict
+    assert (v.mark, v.ran_before) == ("✗", 0)
+    assert v.line == ("✗ the traced code raised TypeError: GPTConfig.__init__() got an unexpected keyword "
+                      "argument 'n_heads'[31m see docs (before any recorded op)")
+    assert t.report().to_dict()["verdict"]["raised"] == ("TypeError: GPTConfig.__init__() got an unexpected "
+                                                          "keyword argument 'n_heads'[31m see docs")
+
+
+def test_code_that_raised_after_clean_ops_is_never_a_check_mark():
+    # the attention ran and named every axis, then the caller's own code raised (a loss on a wrong target):
+    # every recorded op was clean, and the verdict was ✓ as if the run had ended
+    with pytest.raises(ValueError), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _attention(torch.randn(2, 5, 24), 3)
+        raise ValueError("Expected input batch_size (10) to match target batch_size (2).")
+    assert t.report().verdict.line == ("✗ the traced code raised ValueError: Expected input batch_size (10) to "
+                                       "match target batch_size (2). (after 5 recorded ops)")
+    assert "✗ the traced code raised ValueError" in _printed(t.report())
+
+
+def test_an_op_that_raised_is_not_counted_among_the_ops_before_it():
+    # the Annotated Transformer's scores with a key of the wrong width: the matmul itself raises
+    x = torch.randn(2, 5, 24)
+    with pytest.raises(RuntimeError), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        q = x.view(2, 5, 3, 8).transpose(1, 2)                      # (B, H, T, d_k)
+        q @ x                                                       # (B, H, T, d_k) @ (B, T, D): refused
+    v = t.report().verdict
+    assert (v.mark, v.ran_before, t.events[-1].error is not None) == ("✗", 2, True)
+    assert v.line == ("✗ the traced code raised RuntimeError: The size of tensor a (3) must match the size of "
+                      "tensor b (2) at non-singleton dimension 1 (after 2 recorded ops); 1 error: the findings above "
+                      "say where and how to fix it")
+
+
+def test_a_raise_with_findings_says_both():
+    v = verdict_of([], [Diagnostic("error", "mixed-axis", 0, "m")], exception=KeyboardInterrupt())
+    assert v.line == ("✗ the traced code raised KeyboardInterrupt (before any recorded op); 1 error: the findings "
+                      "above say where and how to fix it")
+
+
+def test_a_long_message_is_cut_and_a_message_that_cannot_be_read_is_said():
+    class Odd(Exception):
+        def __str__(self):
+            raise ValueError("no")
+
+    assert verdict_of([], [], exception=Odd()).raised == "Odd: (its message cannot be shown: str() raised ValueError)"
+    raised = verdict_of([], [], exception=RuntimeError("x" * 400)).raised
+    assert raised == "RuntimeError: " + "x" * 299 + "…"
