@@ -47,11 +47,7 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
     """The rows of the ops that only built a rotary table read and found right, or moved the data of
     its rotation. ``along_tokens(rotary)``: do its angles change along the tokens and along nothing else
     (the names of the rotated tensor say which axes hold tokens)?"""
-    made: dict[int, list[int]] = {}
-    for index, record in enumerate(records):
-        for node in getattr(record, "outs", ()):
-            if isinstance(node, int):
-                made.setdefault(node, []).append(index)
+    made = _makers(records)
     rows: set[int] = set()
     for rotary in rotaries:
         if rotary.outcome != PAIRED or rotary.rotated is None or rotary.at is None or not along_tokens(rotary):
@@ -67,11 +63,7 @@ def mask_checked_rows(records: Sequence, events: Sequence, event_of_record: Mapp
                       tokens: Callable[[str | None], bool]) -> frozenset[int]:
     """The rows of the ops that only built a causal mask whose hidden keys were read on the scores and are
     exactly the future ones. ``tokens(label)``: does a name say its axis holds tokens?"""
-    made: dict[int, list[int]] = {}
-    for index, record in enumerate(records):
-        for node in getattr(record, "outs", ()):
-            if isinstance(node, int):
-                made.setdefault(node, []).append(index)
+    made = _makers(records)
     rows: set[int] = set()
     for index, row in event_of_record.items():
         split = _causal_mask_use(records[index], events[row], tokens) if row < len(events) else None
@@ -104,6 +96,16 @@ def _causal_mask_use(record, event, tokens) -> tuple[list[int], list[int]] | Non
     if len(scores) != 1:
         return None
     return [n for j, n in enumerate(ins) if j != scores[0]], [ins[scores[0]]]
+
+
+def _makers(records: Sequence) -> dict[int, list[int]]:
+    """node -> the records that made it (in-place writes included), in order."""
+    made: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        for node in getattr(record, "outs", ()):
+            if isinstance(node, int):
+                made.setdefault(node, []).append(index)
+    return made
 
 
 def _ancestry(records: Sequence, made: Mapping[int, list[int]], nodes: Iterable[int],

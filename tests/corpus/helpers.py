@@ -281,3 +281,17 @@ def corpus_tests(module_name: str, cases: list[Case]) -> tuple[Callable, Callabl
         check_verdict(sys.modules[module_name], case)
 
     return test_names, test_verdict
+
+
+def traced_named_input(cls, dims: str, **kwargs):
+    """``cls(D, H, **kwargs)`` (seeded, eval) traced on ``x = randn(B, T, D)`` named ``B T D``, with the
+    sizes read from ``dims`` (``"B=2 T=6 D=32 H=4"``)."""
+    sizes = dict(part.split("=") for part in dims.split())
+    B, T, D, H = (int(sizes[k]) for k in "BTDH")
+    torch.manual_seed(0)
+    model = cls(D, H, **kwargs).eval()
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    return t

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-import shapetrace
+from tests.corpus.helpers import traced_named_input
 from tests.corpus.test_rotary_positions import rotate_half
 
 DIMS = "B=2 T=5 D=32 H=4"
@@ -54,15 +54,7 @@ class LlamaCachedTables(nn.Module):
 
 
 def _traced(dims: str, **kwargs):
-    sizes = dict(part.split("=") for part in dims.split())
-    B, T, D, H = (int(sizes[k]) for k in "BTDH")
-    torch.manual_seed(0)
-    model = LlamaCachedTables(D, H, **kwargs).eval()
-    x = torch.randn(B, T, D)
-    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
-        shapetrace.name(x, "B T D")
-        model(x)
-    return t
+    return traced_named_input(LlamaCachedTables, dims, **kwargs)
 
 
 def _picks(t) -> list:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import shapetrace
+from tests.corpus.helpers import traced_named_input
 from tests.corpus.test_rotary_positions import LlamaRotary, rotate_half
 
 DIMS = "B=2 T=5 D=32 H=4"            # d_k = 8
@@ -160,16 +161,7 @@ class TableFromTheData(nn.Module):
         return (w @ v).transpose(1, 2).reshape(B, T, -1)                           # (B, T, D)
 
 
-def _traced(cls, dims: str, **kwargs):
-    sizes = dict(part.split("=") for part in dims.split())
-    B, T, D, H = (int(sizes[k]) for k in "BTDH")
-    torch.manual_seed(0)
-    model = cls(D, H, **kwargs).eval()
-    x = torch.randn(B, T, D)
-    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
-        shapetrace.name(x, "B T D")
-        model(x)
-    return t
+_traced = traced_named_input
 
 
 CLEAR = ("✓ checked all {total} ops that could carry a layout bug ({by_values} of them on the values of the rotary "

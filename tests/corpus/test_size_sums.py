@@ -97,8 +97,8 @@ def test_positions_after_the_cache_count_the_new_tokens(dims):
 
 @pytest.mark.parametrize("dims", [DIMS, SQUARE])
 def test_positions_restarted_at_each_decode_step_are_an_error(dims):
-    t = _decoded(dims, restart=True)
     """The buggy twin (it was an error before too: ``arange(T)`` of a read size had its name)."""
+    t = _decoded(dims, restart=True)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-position-restarts"]
     assert t.report().verdict.mark == "✗"
 
