@@ -150,15 +150,6 @@ class ScriptRun:
         return isinstance(self.exception, KeyboardInterrupt) and self.ctrl_c
 
 
-def exception_message(exc: BaseException) -> str:
-    """``str(exc)``, or what went wrong getting it: a script's exception may have a ``__str__`` that
-    raises, and that must not become shapetrace's own failure."""
-    try:
-        return str(exc)
-    except BaseException as inner:  # noqa: BLE001 - any class, even a KeyboardInterrupt-like one
-        return f"(its message cannot be shown: str() raised {type(inner).__name__})"
-
-
 #: The largest script shapetrace reads (``/dev/zero`` must not fill memory).
 MAX_SCRIPT_BYTES = 8 << 20
 

@@ -257,7 +257,7 @@ def guarded(traceback: bool = False) -> Iterator[None]:
 
 
 def _internal_error(exc: BaseException) -> None:
-    from shapetrace.app.script import exception_message
+    from shapetrace.engine.verdict import exception_message
 
     report_error(f"internal error: {type(exc).__name__}: {exception_message(exc)} (run again with --traceback "
                  "and report it)")

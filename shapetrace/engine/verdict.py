@@ -147,13 +147,18 @@ def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return kept if len(kept) <= limit else kept[:limit - 1].rstrip() + "…"
 
 
-def raised_text(exc: BaseException) -> str:
-    """``TypeError: its message`` on one line (:func:`one_line`); the type alone when the message is empty.
-    A ``__str__`` that raises must not become shapetrace's own failure: what it raised is said instead."""
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or what went wrong getting it: traced code's exception may have a ``__str__`` that
+    raises, and that must not become shapetrace's own failure."""
     try:
-        message = one_line(str(exc))
+        return str(exc)
     except BaseException as inner:  # noqa: BLE001 - any class, even a KeyboardInterrupt-like one
-        message = f"(its message cannot be shown: str() raised {type(inner).__name__})"
+        return f"(its message cannot be shown: str() raised {type(inner).__name__})"
+
+
+def raised_text(exc: BaseException) -> str:
+    """``TypeError: its message`` on one line (:func:`one_line`); the type alone when the message is empty."""
+    message = one_line(exception_message(exc))
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from shapetrace.app.script import HardExit, exception_message
+from shapetrace.app.script import HardExit
 from shapetrace.engine.failure import explain_failure, operand_lines
 from shapetrace.engine.ops import spec_for
-from shapetrace.engine.verdict import one_line, raised_text
+from shapetrace.engine.verdict import exception_message, one_line, raised_text
 from shapetrace.render.indent import Indent
 
 if TYPE_CHECKING:  # pragma: no cover
