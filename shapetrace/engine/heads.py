@@ -32,6 +32,7 @@ moves the queries, keys and values apart, to say which of them leaked. Plain dat
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
@@ -116,7 +117,7 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     rows = [(r, events[event_of_record[r]]) for r in range(start, end) if r in event_of_record]
     if any(type(records[r]) is OpRecord and records[r].spec.opens for r, _ in rows):
         raise NotMeasured("heads (inside a fused attention call)")
-    calls, role_of = _Calls(records, start, end), _remembered(role_of)
+    calls, role_of = _Calls(records, start, end), functools.cache(role_of)   # (asked once per label)
     attentions, splits = [], []
     for r, e in rows:
         ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
@@ -252,17 +253,6 @@ class _Calls:
             raise NotMeasured("heads (a split or merge without a row of its own)")
         key = self.keys[r - self.start]
         return Call(record.spec, *key[1:], self.keys[:r - self.start].count(key))
-
-
-def _remembered(role_of):
-    """``role_of`` asked once per label (a plan reads every operand's labels)."""
-    roles: dict = {}
-
-    def role(label):
-        if label not in roles:
-            roles[label] = role_of(label)
-        return roles[label]
-    return role
 
 
 def _key_of(record) -> tuple:
@@ -545,7 +535,7 @@ def _key_value_heads_alone(plan: HeadsPlan, separate: tuple | None) -> bool:
     query heads stay apart)? Then an output element that did not change with its own copy read the
     key/value head of another group (under a causal mask the first token reads nothing else): the
     key/value heads are in the wrong order, not the merge."""
-    if separate is None or all(s.heads == plan.heads for s in plan.splits):
+    if separate is None or not grouped(plan):
         return False
     found = {tensor for _, tensor, _, _ in leaks(plan, separate[1], separate[0])}
     return bool(found) and not found & {"q", ""}

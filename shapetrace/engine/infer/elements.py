@@ -277,10 +277,10 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index
         elif source.kind == SELECTED and len(source.along) == 1:
             k, i = source.along[0]
             label = namer.label(operands[k][0][i])
-            follows = None if label else picked(j)
             if label:
                 out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))
             else:
+                follows = picked(j)
                 out.append(follows if follows is not None and follows.size == shape[j] else None)
         else:
             out.append(None)
