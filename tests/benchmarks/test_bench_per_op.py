@@ -24,7 +24,9 @@ MAX_OVERHEAD_RATIO = 9
 def test_recording_one_op_costs_a_bounded_multiple_of_a_bare_logger():
     per_call = bench.measure(reps=9, rounds=100)
     base = per_call["untraced"]
-    assert per_call["do-nothing mode"] > base and per_call["bare logger"] > per_call["do-nothing mode"]
+    # (a do-nothing mode costs well under a microsecond a call more than no mode: under load the two
+    # medians swapped, 11.76 against 12.27 µs, so only the logger is held above both)
+    assert per_call["bare logger"] > max(base, per_call["do-nothing mode"])
     ratio = (per_call["shapetrace"] - base) / (per_call["bare logger"] - base)
     assert ratio < MAX_OVERHEAD_RATIO, bench.report(per_call, 9)
     assert bench.report(per_call, 9).splitlines()[-1].startswith("  overhead ratio (shapetrace / bare logger): ")
