@@ -134,10 +134,15 @@ class ScriptRun:
     header: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> Report:
-        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header, and
-        this run's exception (None where a limit stopped the recording or the script exited with code 0)."""
+        """The plain report the renderers and ``--json`` read: the trace's findings, this run's header,
+        this run's exception (None where a limit or Ctrl-C stopped the recording or the script exited with
+        code 0) and what stopped it before its end (the verdict is then ``?`` at best)."""
         report = self.trace.report(header=self.header)
-        report.exception = self.exception
+        report.exception = None if self.interrupted else self.exception
+        if self.interrupted:
+            report.stopped = "Ctrl-C"
+        elif self.stopped:
+            report.stopped = self.stopped.split(":")[0]   # the limit: "--max-ops 50"
         return report
 
     @property

@@ -43,6 +43,8 @@ class Report:
             axis found)"``).
         unrowed: the calls without a row, as events numbered as the row each ran before, when the run
             recorded every call (``--all``: :mod:`~shapetrace.engine.unrowed`); else empty.
+        stopped: what stopped the run before its end (``"Ctrl-C"``, ``"--max-ops 50"``), None when it
+            ran to its end or raised: the verdict is then ``?`` at best.
         backward: the backward pass (:class:`~shapetrace.engine.backward.rows.BackwardReport`) when the
             trace was asked for it (``trace(backward=True)``, ``run --backward``); else None.
     """
@@ -61,13 +63,15 @@ class Report:
     unmeasured: list[str] = field(default_factory=list)
     unrowed: list[Event] = field(default_factory=list)   # --all: the calls without a row, as events
     backward: Any = None
+    stopped: str | None = None
 
     @property
     def verdict(self) -> Verdict:
         """The one verdict line's data: what was checked and what it adds up to."""
         from shapetrace.engine.verdict import verdict_of
 
-        return verdict_of(self.events, self.diagnostics, self.contracts, self.unmeasured, self.exception)
+        return verdict_of(self.events, self.diagnostics, self.contracts, self.unmeasured, self.exception,
+                          self.stopped)
 
     @property
     def hidden_copies(self) -> dict[int, list[HiddenCopy]]:

@@ -21,6 +21,9 @@ and message on one line, control characters stripped) and how many recorded ops 
 
 >>> verdict_of([], [], exception=TypeError("bad\\nkey\\x1b[0m")).line
 '✗ the traced code raised TypeError: bad key[0m (before any recorded op)'
+
+A run stopped before its end (Ctrl-C, ``--max-ops``, ``--seconds``) is never ``✓``: what ran may be all
+clear, but the rest of the code, the output included, was not seen. Its line says what stopped it.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class Verdict:
     on_values: int = 0
     raised: str | None = None   #: what the traced code raised (``"ValueError: boom"``), None when nothing did
     ran_before: int = 0   #: how many recorded ops ran before it raised
+    stopped: str | None = None   #: what stopped the run before its end (``"Ctrl-C"``, ``"--max-ops 50"``)
 
     @property
     def line(self) -> str:
@@ -95,7 +99,8 @@ class Verdict:
         return {"mark": self.mark, "line": self.line, "checked": self.checked, "total": self.total,
                 "unchecked": [{"event": i, "op": op} for i, op in self.unchecked],
                 "errors": self.errors, "warnings": self.warnings, "unproven": list(self.unproven),
-                "contracts": list(self.contracts), "unmeasured": list(self.unmeasured), "raised": self.raised}
+                "contracts": list(self.contracts), "unmeasured": list(self.unmeasured), "raised": self.raised,
+                "stopped": self.stopped}
 
 
 def could_carry_a_layout_bug(event: Event) -> bool:
@@ -164,9 +169,10 @@ def raised_text(exc: BaseException) -> str:
 
 def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
                contracts: Sequence[str] = (), unmeasured: Sequence[str] = (),
-               exception: BaseException | None = None) -> Verdict:
+               exception: BaseException | None = None, stopped: str | None = None) -> Verdict:
     """The verdict of a run from its events, its findings, the dependency contracts that held and those
-    not measured, and what the traced code raised (``✗``: a run that raised is never all clear)."""
+    not measured, what the traced code raised (``✗``: a run that raised is never all clear) and what
+    stopped it before its end (``?`` at best: the rest of the code was not seen)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
     unchecked = tuple((e.index, e.op) for e in candidates if not _named(e))
     errors = sum(d.severity == "error" for d in diagnostics)
@@ -176,7 +182,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
         mark = "✗"
     elif warnings:
         mark = "!"
-    elif unchecked or unproven or not candidates:
+    elif unchecked or unproven or not candidates or stopped:
         mark = "?"
     else:
         mark = "✓"
@@ -185,11 +191,11 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     raised = None if exception is None else raised_text(exception)
     return Verdict(mark, len(candidates) - len(unchecked), len(candidates), unchecked, errors, warnings,
                    unproven, tuple(contracts), named, tuple(unmeasured), on_values=on_values, raised=raised,
-                   ran_before=sum(not e.error for e in events))
+                   ran_before=sum(not e.error for e in events), stopped=stopped)
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _ops_list(unchecked: Sequence[tuple[int, str]], limit: int = 4) -> str:
@@ -199,7 +205,7 @@ def _ops_list(unchecked: Sequence[tuple[int, str]], limit: int = 4) -> str:
 
 def _coverage(v: Verdict) -> str:
     """``checked 9 of 12 ops; not checked (unnamed axes): #3 __getitem__, …``"""
-    text = f"checked {v.checked} of {_plural(v.total, 'op')} that could carry a layout bug{_on_values(v)}"
+    text = f"checked {v.checked:,} of {_plural(v.total, 'op')} that could carry a layout bug{_on_values(v)}"
     if v.unchecked:
         text += f"; not checked (unnamed axes): {_ops_list(v.unchecked)}"
     return text
@@ -213,6 +219,8 @@ def verdict_line(v: Verdict) -> str:
         return f"✗ {_findings(v)}"
     if v.mark == "!":
         return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_values(v)}"
+    if v.stopped is not None:
+        return _stopped_line(v)
     if v.mark == "✓":
         return f"✓ checked all {_plural(v.total, 'op')} that could carry a layout bug{_on_values(v)}: " \
                f"{ALL_CLEAR_REASON}{_values(v)}"
@@ -244,6 +252,15 @@ def _raised_line(v: Verdict) -> str:
     when = f"after {_plural(v.ran_before, 'recorded op')}" if v.ran_before else "before any recorded op"
     found = f"; {_findings(v)}" if v.errors or v.warnings else ""
     return f"✗ the traced code raised {v.raised} ({when}){found}"
+
+
+def _stopped_line(v: Verdict) -> str:
+    """``? stopped by --max-ops 50 after 50 recorded ops, the rest of the code not seen: checked 50 of …``"""
+    head = f"? stopped by {v.stopped} after {_plural(v.ran_before, 'recorded op')}, the rest of the code not seen"
+    if not v.total:
+        return f"{head}: no op that could carry a layout bug ran before it"
+    why = "".join(f"; not proven: {reason}" for reason in v.unproven)
+    return f"{head}: {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
 
 
 def _values(v: Verdict) -> str:

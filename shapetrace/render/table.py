@@ -816,7 +816,7 @@ def verdict_of_trace(trace: Report, events: Sequence[Event] | None = None):
 
     return verdict_of(trace.events if events is None else events, trace.diagnostics,
                       getattr(trace, "contracts", ()), getattr(trace, "unmeasured", ()),
-                      getattr(trace, "exception", None))
+                      getattr(trace, "exception", None), getattr(trace, "stopped", None))
 
 
 def verdict_text(trace: Report, events: Sequence[Event] | None = None, advice: str | None = None) -> str:

@@ -296,3 +296,22 @@ def cli_run(script):
 
 def _line_with(start: str, out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(start))
+
+
+def test_ctrl_c_in_json_is_a_stop_not_the_scripts_exception(tmp_path):
+    """A real Ctrl-C (SIGINT) is not the traced code's own failure: the JSON verdict says what stopped the
+    run and stays ``?`` (the rest of the script was not seen), where it read "✗ the traced code raised
+    KeyboardInterrupt" while the CLI said "interrupted" and exited 130."""
+    script = tmp_path / "stopped.py"
+    script.write_text("import os, signal, time, torch\n"
+                      "x = torch.randn(2, 6, 512)\n"
+                      "q = x.view(2, 6, 8, 64).transpose(1, 2)  # (B, H, T, d_k)\n"
+                      "os.kill(os.getpid(), signal.SIGINT)\n"
+                      "time.sleep(30)\n")
+    res = cli_forked("trace", str(script), "--json", "--dims", DIMS, timeout=60)
+    assert res.returncode == 130, res.stderr
+    assert res.stderr.strip().endswith("error: interrupted at op 2 (Ctrl-C)")
+    verdict = json.loads(res.stdout)["verdict"]
+    assert (verdict["mark"], verdict["raised"], verdict["stopped"]) == ("?", None, "Ctrl-C")
+    assert verdict["line"] == ("? stopped by Ctrl-C after 2 recorded ops, the rest of the code not seen: checked 2 "
+                               "of 2 ops that could carry a layout bug; no errors or warnings in what was checked")

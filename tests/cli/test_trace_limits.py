@@ -3,6 +3,7 @@ script that runs long or forever is stopped (--max-ops, --time-limit, Ctrl-C) wi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -183,7 +184,7 @@ def test_readme_max_ops_block_comes_from_a_real_run():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("--max-ops 300` at 100\ncolumns:")[1].split("```text\n")[1].split("```")[0]
     pasted = [line for line in block.splitlines() if line.strip()]
-    assert len(pasted) == 7 and [line for line in pasted if line not in live] == []
+    assert len(pasted) == 8 and [line for line in pasted if line not in live] == []
 
 
 def test_ctrl_c_after_thousands_of_ops_shows_the_last_rows_and_the_totals(tmp_path):
@@ -207,3 +208,19 @@ def test_ctrl_c_after_thousands_of_ops_shows_the_last_rows_and_the_totals(tmp_pa
     assert f"\n{n} ops · {n} views · 0 copies (0 B)" in out
     assert (f"interrupted at op {n:,} (Ctrl-C): the table shows the last 20 of the {n:,} ops recorded before it "
             f"(#{n - 20}-#{n - 1}), and the totals of all; the checks were skipped") in " ".join(out.split())
+
+
+def test_a_run_a_limit_stopped_is_never_a_check_mark(tmp_path):
+    """Every recorded op of an endless loop is named and clean, but the loop never reached its output:
+    the verdict is ``?`` and says what stopped it (it was ``✓ … every axis keeps its meaning from input
+    to output``), in the table's line and in ``--json``."""
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS)
+    args = ("trace", str(script), "--dims", "B=2,T=6,D=512,H=8", "--max-ops", "40")
+    res = cli_forked(*args, "--width", "200", timeout=60)
+    assert res.returncode == 0, res.stderr
+    line = ("? stopped by --max-ops 40 after 40 recorded ops, the rest of the code not seen: checked 40 of 40 ops "
+            "that could carry a layout bug; no errors or warnings in what was checked")
+    assert line in res.stdout and "✓" not in res.stdout
+    verdict = json.loads(cli_forked(*args, "--json", timeout=60).stdout)["verdict"]
+    assert (verdict["mark"], verdict["stopped"], verdict["line"]) == ("?", "--max-ops 40", line)

@@ -124,7 +124,7 @@ def test_the_verdict_is_in_the_json():
     data = json.loads(t.to_json())
     assert data["verdict"] == {"mark": "✓", "line": t.report().verdict.line, "checked": 5, "total": 5,
                                "unchecked": [], "errors": 0, "warnings": 0, "unproven": [], "contracts": [],
-                               "unmeasured": [], "raised": None}
+                               "unmeasured": [], "raised": None, "stopped": None}
 
 
 # -- a trace whose code raised: ✗, with what it raised and how many recorded ops ran before it --------
@@ -180,3 +180,23 @@ def test_a_long_message_is_cut_and_a_message_that_cannot_be_read_is_said():
     assert verdict_of([], [], exception=Odd()).raised == "Odd: (its message cannot be shown: str() raised ValueError)"
     raised = verdict_of([], [], exception=RuntimeError("x" * 400)).raised
     assert raised == "RuntimeError: " + "x" * 299 + "…"
+
+
+def test_a_run_stopped_before_its_end_is_never_a_check_mark():
+    """What ran was all checked and clean, but a run stopped early (Ctrl-C, a limit) never reached its
+    output: ``?`` with what stopped it; findings still decide ``✗`` and ``!``; nothing ran: said so."""
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _attention(torch.randn(2, 5, 24), 3)
+    v = verdict_of(t.events, [], stopped="--max-ops 5")
+    assert (v.mark, v.stopped, v.to_dict()["stopped"]) == ("?", "--max-ops 5", "--max-ops 5")
+    assert v.line == ("? stopped by --max-ops 5 after 5 recorded ops, the rest of the code not seen: checked 5 of 5 "
+                      "ops that could carry a layout bug; no errors or warnings in what was checked")
+    error = Diagnostic("error", "mixed-axis", 0, "m")
+    assert verdict_of(t.events, [error], stopped="Ctrl-C").line == \
+        "✗ 1 error: the findings above say where and how to fix it"
+    assert verdict_of([], [], stopped="Ctrl-C").line == \
+        "? stopped by Ctrl-C after 0 recorded ops, the rest of the code not seen: no op that could carry a layout " \
+        "bug ran before it"
+    report = t.report()
+    report.stopped = "Ctrl-C"
+    assert report.verdict.mark == "?" and "\n? stopped by Ctrl-C after 5 recorded ops" in _printed(report)
