@@ -31,6 +31,8 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import attributes as _attributes
 from shapetrace.engine.module_state import restore as _restore
 from shapetrace.engine.ops import Family
+from shapetrace.engine.probe_inputs import AtEntry, entry_of, input_of
+from shapetrace.engine.probe_inputs import companions as probe_companions
 
 #: a change counts when it exceeds this times (1 + the largest output)
 TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
@@ -38,6 +40,14 @@ TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on itself", "the causal mask holds"
 #: what the verdict says was not measured on the meta device
 META = "the dependency contracts (the meta device has no values)"
+#: the contracts read on the tokens, as the verdict lists them where they were not measured
+TOKEN_CONTRACTS = f"{BATCH}, {OWN_TOKEN}"
+
+
+def not_measured(reason: str, contracts: str = "the dependency contracts") -> str:
+    """``"the dependency contracts (the model cannot take a batch of two)"``: one entry of what the
+    verdict says was not measured on the values, and why."""
+    return f"{contracts} ({reason})"
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,7 @@ class Probe:
     hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
     companions: tuple = ()       # ((position or keyword, batch axis), ...)
     state: Any = None            # :func:`snapshot` of the module when the call began
+    entry: Any = None            # :class:`.probe_inputs.Entry`: where token ids become floats (the input is ids)
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -85,8 +96,8 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
         return [], quick, []
     heads = _HeadsRun(probe)
     outs = _outputs(probe, heads)
-    if outs is None:
-        return [], [], []
+    if isinstance(outs, str):
+        return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
@@ -94,7 +105,16 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
         elif heads.reason is None and heads.plans:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
-    return found, held, [heads.reason] if heads.reason and held and held[0] == BATCH else []
+    unmeasured = [heads.reason] if heads.reason and held and held[0] == BATCH else []
+    return found, held, unmeasured + _without_tokens(probe, held)
+
+
+def _without_tokens(probe: Probe, held: list[str]) -> list[str]:
+    """What an output without a token axis (a pooled vector) leaves unmeasured, once the batch held."""
+    if probe.out_tokens is not None or held[:1] != [BATCH]:
+        return []
+    contracts = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
+    return [not_measured("the output has no token axis", contracts)]
 
 
 def _every_contract_held(probe: Probe) -> list[str] | None:
@@ -108,7 +128,7 @@ def _every_contract_held(probe: Probe) -> list[str] | None:
         return None   # (copies that enter with the input would need a mask's or a memory's copies too)
     run = head_hooks.Run(probe.module, probe.hooks, probe.batch, probe.out_batch)
     outs = _outputs(probe, run)
-    if outs is None or not run.held:
+    if isinstance(outs, str) or not run.held:
         return None
     found, held = _judged(*outs, probe)
     return None if found or held[:1] != [BATCH] else [*held, heads_held(probe.heads)]
@@ -199,27 +219,43 @@ def _moves(shape: tuple, batch: int, tokens: int, dtype, device) -> torch.Tensor
     return moves
 
 
-def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | str:
     """``(alone, folded, bumped)``: batch entry 0's output in the traced batch, and in a batch of two
-    beside a copy of itself whose last token was moved (both outputs); None when the model cannot be
-    run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
+    beside a copy of itself whose last token was moved (both outputs); why not, where the model cannot
+    be run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
     batch is the traced run's own where every module was in eval mode (else it is run again, in eval
-    mode)."""
+    mode). Token ids (``probe.entry``) are fed as entry 0 twice and moved where they become floats."""
     x, out = probe.args[probe.position], probe.output
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.shape[probe.batch] < 2:
-        return None
+    if not isinstance(x, torch.Tensor) or x.is_meta or not (x.is_floating_point() or probe.entry is not None):
+        return "the input is not a floating-point tensor"
+    if x.shape[probe.batch] < 2:
+        return "a batch of one entry"
     with _Isolated(probe.module, probe.state) as run:
         if not run:
-            return None
+            return "the model's buffers are too large to save and put back"
         alone = out if not run.training and isinstance(out, torch.Tensor) else \
             run.calling(probe.args, probe.kwargs, probe.position)(x)
-        call = run.calling(*_entry_zero_twice(probe), probe.position)
-        both = heads.forward(call, _pair(x.narrow(probe.batch, 0, 1), probe))     # (2, ...) entry 0, moved
+        call, first = run.calling(*_entry_zero_twice(probe), probe.position), x.narrow(probe.batch, 0, 1)
+        if probe.entry is None:
+            both = heads.forward(call, _pair(first, probe))                         # (2, ...) entry 0, moved
+        else:
+            call, entry = _moved_at_entry(call, probe)
+            both = heads.forward(call, torch.cat([first, first], probe.batch))    # (2, ...) entry 0's ids twice
+            if not entry.reached:
+                return f"the measuring run did not reach {probe.entry.label}, where the token ids become floats"
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
-            return None
+            return "the measuring run's output has no batch of two floating-point entries"
         folded, bumped = both.chunk(2, probe.out_batch)
         return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped   # (the traced output may need grad)
-    return None
+    return "the model cannot take a batch of two"
+
+
+def _moved_at_entry(call, probe: Probe):
+    """``call`` run with the entry's result (the token ids made floats) moved as :func:`_pair` moves a
+    floating-point input, twice: as the run and as what says whether its last call did (``reached``)."""
+    at = replace(probe, batch=probe.entry.batch, tokens=probe.entry.tokens)
+    run = AtEntry(call, probe.entry, lambda result: _pair(result.narrow(at.batch, 0, 1), at))
+    return run, run
 
 
 def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
@@ -234,23 +270,24 @@ def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
-def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str]]:
+def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str], list[str]]:
     """Only the heads contract (no batch or token axis is named, or the input holds token ids: the token
     contracts cannot be), on the traced input itself, unchanged (the heads are moved at the splits): the
-    findings and the contracts that held (nothing where it was not measured)."""
+    findings, the contracts that held and why the heads were not measured (nothing where they were)."""
+    from shapetrace.engine.heads import HEADS, held
+
     position = next((i for i, a in enumerate(args) if isinstance(a, torch.Tensor)), None)   # (token ids too)
     if position is None or args[position].is_meta:
-        return [], []
+        return [], [], [not_measured("no tensor to run the model on again", HEADS)]
     heads = _HeadsRun(Probe(module, tuple(args), dict(kwargs), position, 0, 0, 0, None, heads=plans))
     with _Isolated(module) as run:
         if run:
             heads.forward(run.calling(args, kwargs, position), args[position])
     if heads.findings:
-        return heads.findings, []
+        return heads.findings, [], []
     if heads.reason is None and run.ran:
-        from shapetrace.engine.heads import held
-        return [], [held(plans)]
-    return [], []
+        return [], [held(plans)], []
+    return [], [], [heads.reason or not_measured("the model cannot be run again on its own input", HEADS)]
 
 
 class _Isolated:
@@ -372,53 +409,47 @@ def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list
 
 
 def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
-              triangle: str | None = None) -> Probe | None:
+              triangle: str | None = None, entry_of=None) -> Probe | None:
     """The probe of a traced run's outermost module call, or None where its input's batch and token
-    axes are not named (``labels_of(tensor)``: the trace's labels; ``role_of(label)``: the label's role;
-    ``events``: the trace's events, where a causal mask is declared; ``by_size``: names were found from
-    sizes alone, so a batch and a token axis of equal size cannot be told apart and nothing is measured).
-    An output whose own batch axis has no name (the bug may have mixed it) but that has the input's
-    shape is read on the input's axes. ``triangle``: the attention weights' zero triangle, if any (a
-    causal mask declared by its values, whichever way round it was applied)."""
+    axes are not named (:func:`probe_or_reason` says why)."""
+    probe = probe_or_reason(top_call, labels_of, role_of, events, by_size, triangle, entry_of)
+    return probe if isinstance(probe, Probe) else None
+
+
+def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
+                    triangle: str | None = None, entry_of=None) -> Probe | str:
+    """The probe of a traced run's outermost module call, or why the token contracts cannot be measured
+    on it (its input's batch and token axes are not named...). ``labels_of(tensor)``: the trace's labels;
+    ``role_of(label)``: the label's role; ``events``: the trace's events, where a causal mask is
+    declared; ``by_size``: names were found from sizes alone, so a batch and a token axis of equal size
+    cannot be told apart and nothing is measured. An output whose own batch axis has no name (the bug
+    may have mixed it) but that has the input's shape is read on the input's axes. ``triangle``: the
+    attention weights' zero triangle, if any (a causal mask declared by its values, whichever way round
+    it was applied). ``entry_of(ids)``: where an input of token ids becomes floats (:mod:`.probe_inputs`),
+    or why not."""
     if top_call is None:
-        return None
+        return "no module call was kept"
     module, args, kwargs, result, *state = top_call
     out = result[0] if isinstance(result, (tuple, list)) and result else result
-    for position, x in enumerate(args):
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and isinstance(out, torch.Tensor):
-            axes_in, axes_out = _roles(labels_of(x), role_of), _roles(labels_of(out), role_of)
-            if "batch" not in axes_out and out.shape == x.shape:
-                axes_out = axes_in
-            if by_size and "batch" in axes_in and "tokens" in axes_in and \
-                    x.shape[axes_in["batch"]] == x.shape[axes_in["tokens"]]:
-                return None
-            if "batch" in axes_in and "tokens" in axes_in and "batch" in axes_out:
-                companions = _companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of)
-                if companions is None:
-                    return None
-                return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
-                             axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out,
-                             companions=companions, state=state[0] if state else None)
-            return None
-    return None
-
-
-def _companions(args, kwargs, position: int, batch: int, labels_of, role_of) -> tuple | None:
-    """``((position or keyword, batch axis), ...)`` for every tensor argument but the input whose batch
-    axis is named and as long as the input's; None where one has an unnamed axis as long as the batch
-    (which of its axes is the batch cannot be told, and sizes never decide it)."""
-    found = []
-    others = [(i, a) for i, a in enumerate(args) if i != position] + list(kwargs.items())
-    for key, a in others:
-        if not isinstance(a, torch.Tensor) or a.dim() == 0:
-            continue
-        labels = labels_of(a)
-        axis = _roles(labels, role_of).get("batch")
-        if axis is not None and a.shape[axis] == batch:
-            found.append((key, axis))
-        elif axis is None and any(size == batch and not (labels and labels[i]) for i, size in enumerate(a.shape)):
-            return None
-    return tuple(found)
+    position, entry = input_of(args, entry_of)
+    if isinstance(entry, str) or position is None or not isinstance(out, torch.Tensor):
+        return entry if isinstance(entry, str) else "no tensor goes in and comes out of the call"
+    x = args[position]
+    axes_in, axes_out = _roles(labels_of(x), role_of), _roles(labels_of(out), role_of)
+    if "batch" not in axes_out and out.shape == x.shape:
+        axes_out = axes_in
+    if "batch" not in axes_in or "tokens" not in axes_in:
+        return "the input's batch and token axes have no names"
+    if by_size and x.shape[axes_in["batch"]] == x.shape[axes_in["tokens"]]:
+        return "names were found from sizes alone, and the batch and the tokens are as long as each other"
+    if "batch" not in axes_out:
+        return "the output's batch axis has no name"
+    companions = probe_companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of, module)
+    if isinstance(companions, str):
+        return companions
+    return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
+                 axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out,
+                 companions=companions, state=state[0] if state else None, entry=entry)
 
 
 def _roles(labels, role_of) -> dict[str, int]:
@@ -471,20 +502,30 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
         return [], [], []
     if any(isinstance(a, torch.Tensor) and a.is_meta for a in call[1]):
         return [], [], [META]
-    probe = probe_of(trace, call)
-    if probe is not None:
+    probe = probe_or_reason_of(trace, call)
+    if isinstance(probe, Probe):
         return measure(probe)
+    tokens = not_measured(probe, TOKEN_CONTRACTS)
     plans = plans_of(trace)   # no batch or token axis named: the heads alone, where the structure shows them
-    return (*measure_heads(call[0], call[1], call[2], plans), []) if not isinstance(plans, str) else ([], [], [])
+    if isinstance(plans, str):
+        return [], [], [tokens, plans]
+    found, held, why = measure_heads(call[0], call[1], call[2], plans)
+    return found, held, [tokens, *why]
 
 
 def probe_of(trace, call: tuple) -> Probe | None:
     """The probe of a finished trace's outermost module call ``call``, with where its heads are split and
     merged (or why they are not measured); None where its batch and token axes have no names."""
-    probe = probe_for(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
-                      trace.seeded_by_size, trace._triangle)
-    if probe is None:
-        return None
+    probe = probe_or_reason_of(trace, call)
+    return probe if isinstance(probe, Probe) else None
+
+
+def probe_or_reason_of(trace, call: tuple) -> Probe | str:
+    """:func:`probe_of`, or why the token contracts cannot be measured on ``call``."""
+    probe = probe_or_reason(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
+                            trace.seeded_by_size, trace._triangle, lambda ids: _entry_of(trace, ids))
+    if isinstance(probe, str):
+        return probe
     plans = plans_of(trace)
     if isinstance(plans, str):
         return replace(probe, heads_reason=plans)
@@ -495,6 +536,18 @@ def probe_of(trace, call: tuple) -> Probe | None:
     inputs = frozenset(n for n in map(capture.known_node, tensors) if n is not None)
     hooks = points(capture.records, capture.nodes, capture.top_span, capture.module_calls.path, plans, inputs)
     return replace(probe, heads=plans, hooks=hooks)
+
+
+def _entry_of(trace, ids: torch.Tensor):
+    """Where the token ids ``ids`` become floats in the trace's top call (:mod:`.probe_inputs`), or why not."""
+    from shapetrace.engine.indices import node_labels
+
+    node = trace.capture.known_node(ids)
+    if node is None:
+        return "the input is integer token ids the trace did not see"
+    inference = trace._inferred()
+    return entry_of(trace.capture.records, trace.capture.top_span, node, node_labels(inference.axes, trace.namer),
+                    trace.namer.role, inference.event_of_record)
 
 
 def plans_of(trace) -> tuple | str:

@@ -13,7 +13,9 @@ two axes:
   shrinks; a bias that is not linear in distance (a learnt T5 bucket table) gets neither;
 * :func:`hidden_side`: which keys a mask hides, by value (a boolean mask filled with a large negative,
   or an additive one at or below ``-1e4``), as ``hides_side``: ``"future"`` (strictly after each query: causal),
-  ``"past"`` (strictly before it: the causal mask reversed), or nothing when it is another pattern.
+  ``"past"`` (strictly before it: the causal mask reversed), or nothing when it is another pattern; with
+  more or fewer keys than queries, ``causal_from_first_key`` when it hides exactly the keys after each
+  query counted from the first key (query ``i`` beside key ``i``: the corner of a square causal table).
 
 Nothing here imports torch: a tensor is read through its own methods.
 """
@@ -145,6 +147,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     for side, table in sides:
         if bool((rows == table).all()):
             return {"hides_side": side}
+    if offset and bool((rows == ones.triu(1)).all()):   # (query i beside key i: a square triangle's corner)
+        return {"hides_side": "other", "causal_from_first_key": True, **blind}
     return {"hides_side": "other", **blind}
 
 

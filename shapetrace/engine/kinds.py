@@ -158,6 +158,11 @@ class Kind(StrEnum):
     CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
                                 "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
                                 "no token sees itself and the first sees nothing")
+    CAUSAL_MASK_ACROSS_SEQUENCES = (
+        "causal-mask-across-sequences", "error",
+        "a causal mask cut from a square table over one sequence (key i hidden from the queries before i) "
+        "given to scores whose keys are another sequence than its queries (a decoder's mask reused in its "
+        "cross-attention): later keys of the other sequence are hidden from earlier queries")
     BIAS_CONSTANT_ALONG_KEYS = (
         "bias-constant-along-keys", "warning",
         "a bias on the scores that is the same on every key each query may see while it changes along the "

@@ -91,12 +91,13 @@ def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tu
     return [_read(a, b, shapes) for a, b in zip(first, second)]
 
 
-def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[dict[int, tuple[int, int]]] | None:
-    """Per result tensor, ``{output axis: (index operand, its axis)}`` for each output axis along which the
-    picks follow one axis of an index operand (``table[position_ids]``: the result's token axis walks
-    ``position_ids``' own). Replayed once with every index 0, then once per index axis with that index
-    counting along it (modulo the smallest data size): an output axis whose picks change between the two
-    follows that index axis. None when the call cannot be replayed so."""
+def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[dict[int, list]] | None:
+    """Per result tensor, ``{output axis: [(index operand, its axis), ...]}`` for each output axis along
+    which the picks follow axes of index operands (``table[position_ids]``: the result's token axis walks
+    ``position_ids``' own; ``hidden[arange(B), eot]``: the result's first axis walks both indices' own).
+    Replayed once with every index 0, then once per index axis with that index counting along it (modulo
+    the smallest data size): an output axis whose picks change between the two follows that index axis.
+    None when the call cannot be replayed so."""
     kwargs = kwargs or {}
     shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
     indices = _placeholders((args, kwargs), Index)
@@ -105,7 +106,7 @@ def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> lis
         return None
     try:
         base = _replay(fn, args, kwargs, shapes, high, seed=0, counting=(-1, -1))
-        found: list[dict[int, tuple[int, int]]] = [{} for _ in base]
+        found: list[dict[int, list[tuple[int, int]]]] = [{} for _ in base]
         for m, index in enumerate(indices):
             for a, n in enumerate(index.shape):
                 if n < 2:
@@ -115,7 +116,7 @@ def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> lis
                     moved = x != y
                     for j in range(moved.dim()):
                         if moved.shape[j] > 1 and bool(_varies(moved, j).any()):
-                            found[k].setdefault(j, (m, a))
+                            found[k].setdefault(j, []).append((m, a))
     except Exception:
         return None
     return found

@@ -44,8 +44,9 @@ def test_sizes_the_script_does_not_use_are_named_not_told_to_use_dims():
     # the verdict, then the note under it on the size that disagrees with the input
     assert " ".join(res.stdout.split()).endswith(
         "? nothing was checked: no axis could be named, so the table shows sizes only; held on the values: heads "
-        "stay apart. The sizes given with --dims (B=2 T=7 D=512 H=8) named no input tensor (T=7 matches no axis); "
-        "the script's tensors have axes "
+        "stay apart; not measured: batch entries stay apart, each token depends on itself (the input's batch and "
+        "token axes have no names). The sizes given with --dims (B=2 T=7 D=512 H=8) named no input tensor (T=7 "
+        "matches no axis); the script's tensors have axes "
         "of sizes 2, 6, 8, 64, 512. Give the sizes the script uses, or name a tensor in the script with "
         "shapetrace.name(x, \"B T D\"). i --dims T=7, but the input [2, 6, 512] has 6 tokens (B=2 and D=512 are "
         "where --dims puts them): did you mean T=6?")

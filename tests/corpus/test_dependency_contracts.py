@@ -120,7 +120,8 @@ def test_correct_attention_keeps_heads_apart_without_names(name, B, T):
     held = "heads stay apart in each of 2 attentions" if name == "blocks" else "heads stay apart"
     assert t.contracts == [held]
     assert t.report().verdict.line == ("? nothing was checked: no axis could be named, so the table shows sizes "
-                                       f"only; held on the values: {held}")
+                                       f"only; held on the values: {held}; not measured: batch entries stay apart, "
+                                       "each token depends on itself (the input's batch and token axes have no names)")
 
 
 EXPECTED = {

@@ -11,6 +11,7 @@ buggy file, no error on a correct one, and the classes this round found, each fa
 from __future__ import annotations
 
 import inspect
+import math
 
 import pytest
 import torch
@@ -215,6 +216,61 @@ def test_a_triangle_over_more_keys_than_queries_is_not_read_as_hiding_each_query
     assert not line(t).startswith("✓")
 
 
+@pytest.mark.parametrize("dims,q,k", [("B=2 T=6 S=5 D=32 H=4", 6, 5), ("B=4 T=4 S=5 D=32 H=4", 4, 5)])
+def test_whisper_causal_mask_reused_in_the_cross_attention_is_an_error(dims, q, k):
+    """openai/whisper's decoder ``mask`` buffer (``triu_(1)`` over n_text_ctx) given to the
+    cross-attention too and cut ``mask[:n_ctx, :n_audio]`` (the ``cross-mask`` slip): its rows and its
+    columns are one sequence's positions, the cross-attention's keys are audio frames. 742b81f: ``?`` with
+    no finding."""
+    t = traced(whisper, "cross-mask", dims)
+    assert errors(t) == ["causal-mask-across-sequences"]
+    assert [d.message for d in t.diagnostics if d.severity == "error"] == [
+        f"add #52 puts a causal mask [T={q}, N={k}], cut from the corner of the square table [12, 12] (each query "
+        f"i hides the keys after key i), onto the scores [B={dims[2]}, H=4, T={q}, N={k}], whose keys (N) are another "
+        "sequence than its queries (T): a mask built for an attention over one sequence is given to an attention "
+        "across two, so later keys of N are hidden from earlier queries of T for no reason."]
+    assert line(t) == "✗ 1 error: the findings above say where and how to fix it"
+
+
+class _CrossAttention(torch.nn.Module):
+    """The twins: a decoder's cross-attention given its own keys' padding mask (the Annotated
+    Transformer's ``src_mask``, ``[B, 1, 1, S]``), and a decoder's self-attention over a cache whose mask
+    is cut from the square table's last rows (huggingface/transformers ``_make_causal_mask`` with
+    ``past_key_values_length``: query i sits at key ``past + i``)."""
+
+    def __init__(self, D=32, H=4):
+        super().__init__()
+        self.q, self.kv, self.H = torch.nn.Linear(D, D), torch.nn.Linear(D, 2 * D), H
+        self.register_buffer("causal", torch.full((12, 12), float("-inf")).triu(1))   # (L, L)
+
+    def forward(self, x, memory, pad):
+        B, T, D = x.shape
+        S = memory.shape[1]
+        q = self.q(x).view(B, T, self.H, D // self.H).transpose(1, 2)                  # (B, H, T, d)
+        k, v = self.kv(memory).view(B, S, 2, self.H, D // self.H).permute(2, 0, 3, 1, 4)   # (B, H, S, d) each
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D // self.H)                      # (B, H, T, S)
+        if pad is None:   # keys are the cache (S - T past tokens) and x: the causal table's last T rows
+            scores = scores + self.causal[S - T:S, :S]                                 # (T, S)
+        else:
+            scores = scores.masked_fill(pad[:, None, None, :] == 0, float("-inf"))     # (B, 1, 1, S)
+        return (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)               # (B, T, D)
+
+
+@pytest.mark.parametrize("dims", ["B=2 T=4 S=5 D=32 H=4", "B=4 T=4 S=5 D=32 H=4"])
+def test_a_cross_attention_with_its_own_padding_mask_and_a_cache_mask_are_silent(dims):
+    n = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in dims.split()}
+    torch.manual_seed(0)
+    model, x, memory = _CrossAttention(), torch.randn(n["B"], n["T"], 32), torch.randn(n["B"], n["S"], 32)
+    pad = torch.ones(n["B"], n["S"], dtype=torch.long)
+    pad[-1, -1] = 0
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(memory, "B S D")
+        model(x, memory, pad)
+        model(x, torch.cat([torch.randn(n["B"], 1, 32), x], 1), None)   # a cache of one past token
+    assert "causal-mask-across-sequences" not in {d.kind for d in t.diagnostics}
+    assert errors(t) == []
+
+
 def test_diffusers_heads_read_as_the_batch_say_what_the_projection_mixes():
     """diffusers' ``batch_to_head_dim`` read as ``(h, b)`` (the ``heads-first`` slip): the features then
     hold batch entries, not tokens; fd76091 said "which holds tokens"."""
@@ -236,11 +292,15 @@ def _contracts(module, bug: str = "") -> tuple[list[str], list[str]]:
     return t.contracts, t.unmeasured
 
 
-def _contracts_of_script(module) -> tuple[list[str], list[str]]:
+def _trace_of_script(module):
     from shapetrace.app.script import run_script
 
-    run = run_script(module.__file__, dims={"B": 2, "T": 6, "D": 32, "H": 4})   # as `shapetrace trace FILE`
-    return run.trace.contracts, run.trace.unmeasured
+    return run_script(module.__file__, dims={"B": 2, "T": 6, "D": 32, "H": 4}).trace   # as `shapetrace trace FILE`
+
+
+def _contracts_of_script(module) -> tuple[list[str], list[str]]:
+    t = _trace_of_script(module)
+    return t.contracts, t.unmeasured
 
 
 _HELD = ["batch entries stay apart", "each token depends on itself", "the causal mask holds"]
@@ -250,23 +310,47 @@ def test_deepseek_mla_called_with_positions_made_outside_the_trace_has_its_contr
     assert _contracts(deepseek_mla) == (_HELD, ["heads (the model cannot take a copy of its batch per head)"])
 
 
-def test_contracts_not_measured_on_token_ids_or_on_inputs_with_unnamed_batch_sized_axes_are_said_nowhere():
-    # pinned as it is: nothing measured and nothing said. CLIP text's only input is integer token ids, and
-    # the probe (dependencies.probe_for) perturbs a floating-point input only; DeepSeek-V2 run as a script
-    # builds its position_ids inside the trace (arange(T).unsqueeze(0).expand(B, T)): their axes are
-    # unnamed and one is as long as the batch, so _companions cannot tell which is the batch and refuses.
-    # The heads-only fallback (measure_heads) then measured nothing, and measure_trace lists no reason.
-    assert _contracts(clip_text) == ([], [])
-    assert _contracts_of_script(deepseek_mla) == ([], [])
+def test_clip_text_on_token_ids_has_its_batch_contract_measured_where_the_ids_become_floats():
+    """CLIP text's only input is integer token ids: 742b81f measured nothing and said nothing (the probe
+    moved floating-point inputs only). The ids are now moved at ``token_embedding`` (:mod:`.probe_inputs`);
+    the output is pooled at the end-of-text token (``hidden[arange(B), eot]``, now named ``[B, D]``), so
+    the batch contract is read and the token contracts are said not to be."""
+    assert _contracts(clip_text) == ([_HELD[0]], [
+        "heads (the model cannot take a copy of its batch per head)",
+        "each token depends on itself, the causal mask holds (the output has no token axis)"])
 
 
-@pytest.mark.xfail(strict=True, reason="a probe perturbs floating-point inputs only: token ids (CLIP text) would "
-                   "need their values moved among themselves (a batch entry's ids swapped), not noise added")
-def test_clip_text_on_token_ids_has_its_contracts_measured():
-    assert _contracts(clip_text)[0][:2] == _HELD[:2]
-
-
-@pytest.mark.xfail(strict=True, reason="position_ids made inside the trace have unnamed axes as long as the batch: "
-                   "_companions refuses rather than guess which is the batch from sizes")
 def test_deepseek_mla_run_as_a_script_has_its_contracts_measured():
-    assert _contracts_of_script(deepseek_mla)[0] == _HELD
+    """DeepSeek-V2 run as a script builds its position_ids inside the trace (``arange(T).unsqueeze(0)
+    .expand(B, T)``): unnamed, one axis as long as the batch, the same values all along it. 742b81f
+    measured nothing here and the verdict said nothing of it; cut to entry 0 along that axis, every
+    token contract is measured (:func:`shapetrace.engine.probe_inputs.companions`)."""
+    assert _contracts_of_script(deepseek_mla) == (_HELD, ["heads (the model cannot take a copy of its batch per head)"])
+
+
+def _deepseek_with_positions(B: int, T: int, positions):
+    model = deepseek_mla.build("", B=B, T=T)[0]
+    torch.manual_seed(0)
+    x = torch.randn(B, T, 32)
+    t = shapetrace.trace(dims=f"B={B} T={T} D=32 H=4")
+    t.check_dependencies()
+    with torch.no_grad(), t:
+        shapetrace.name(x, "B T D")
+        model(x, positions(B, T))
+    return t
+
+
+def test_positions_whose_batch_axis_cannot_be_told_are_said_not_measured():
+    """The twin, where the cut could not be told right: at B = T = 4 the expanded positions have two
+    unnamed axes as long as the batch (sizes never decide which is the batch)."""
+    t = _deepseek_with_positions(4, 4, lambda B, T: torch.arange(T).unsqueeze(0).expand(B, T))
+    assert t.contracts == []
+    assert t.unmeasured[0] == (
+        "batch entries stay apart, each token depends on itself (position_ids [4, 4] has an unnamed axis as long as "
+        "the batch: which of its axes is the batch cannot be told)")
+    assert f"not measured: {t.unmeasured[0]}" in t.report().verdict.line
+
+
+def test_expanded_positions_at_distinct_sizes_are_cut_to_entry_zero():
+    t = _deepseek_with_positions(2, 6, lambda B, T: torch.arange(T).unsqueeze(0).expand(B, T))
+    assert t.contracts == _HELD

@@ -112,6 +112,35 @@ def test_an_index_over_two_axes_at_once_is_not_named():
     assert pooled.shape == (4, 16)
 
 
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_pick_along_two_axes_takes_the_batch_name_both_indices_give(dims):
+    """transformers' GPT2ForSequenceClassification (v4.20): ``sequence_lengths = torch.ne(input_ids,
+    pad).sum(-1) - 1`` and ``logits[torch.arange(batch_size), sequence_lengths]``; CLIP's text pooling
+    ``hidden[torch.arange(hidden.shape[0]), input_ids.argmax(-1)]``. Both indices run along B, so the
+    picked axis is B's positions. 742b81f: ``[None, D]`` (two sources, no name)."""
+    n = sizes(dims)
+    ids, h = torch.randint(1, 9, (n["B"], n["T"])), torch.randn(n["B"], n["T"], n["D"])
+    with shapetrace.trace(dims=dims) as t:
+        shapetrace.name(ids, "B T")
+        shapetrace.name(h, "B T D")
+        last = torch.ne(ids, 0).sum(-1) - 1                                    # (B,)
+        pooled = h[torch.arange(h.shape[0]), last]                             # (B, D)
+        eot = h[torch.arange(h.shape[0]), ids.argmax(dim=-1)]                  # (B, D)
+    assert pooled.shape == eot.shape == (n["B"], n["D"])
+    assert dims_of(t, "__getitem__") == [("B", "D"), ("B", "D")]
+
+
+def test_a_pick_whose_indices_run_along_different_axes_is_not_named():
+    """The twin: ``h[arange(B), arange(T)]`` at B = T = 4 (a diagonal): one index runs along B, the other
+    along T, and the picked axis is neither alone."""
+    h = torch.randn(4, 4, 16)
+    with shapetrace.trace(dims="B=4 T=4 D=16 H=4") as t:
+        shapetrace.name(h, "B T D")
+        diagonal = h[torch.arange(h.shape[0]), torch.arange(h.shape[1])]       # (4, D)
+    assert diagonal.shape == (4, 16)
+    assert dims_of(t, "__getitem__") == [(None, "D")]
+
+
 def test_ops_are_replayed_as_the_callable_the_registry_names():
     assert callable_of(REGISTRY["unfold"].replay) is torch.Tensor.unfold   # windows, not F.unfold's im2col
     assert callable_of(REGISTRY["pad"].replay) is torch.nn.functional.pad

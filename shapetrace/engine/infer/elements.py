@@ -234,11 +234,11 @@ class _Picks:
             self.walks = index_walks(self.fn, self.args, self.kwargs)
         if not self.walks or result >= len(self.walks) or j not in self.walks[result]:
             return None
-        m, a = self.walks[result][j]
-        if m >= len(self.index_axes) or a >= len(self.index_axes[m]):
-            return None
-        axis = self.index_axes[m][a]
-        return axis if self.namer.label(axis) is not None and _no_copies(axis) else None
+        followed = [self.index_axes[m][a] if m < len(self.index_axes) and a < len(self.index_axes[m]) else None
+                    for m, a in self.walks[result][j]]
+        labels = {self.namer.label(axis) if axis is not None else None for axis in followed}
+        axis = followed[0]   # (every index the picks follow along it must name it alike: ``[arange(B), eot]``)
+        return axis if len(labels) == 1 and None not in labels and _no_copies(axis) else None
 
 
 def _split_chain(record, producer) -> tuple[object, Callable] | None:
@@ -268,23 +268,29 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index
              picked: Callable[[int], Axis | None]) -> tuple[Axis | None, ...]:
     """Each output axis named from its source: a walk by the operand axes it walks; a pick along a named
     axis keeps that name and says so (``T[ids_keep]``); a pick along an unnamed one (a table of
-    positions) takes the name of the index axis it follows (``picked``), where that has one."""
+    positions), or along several at once (``hidden[arange(B), eot]``), takes the name of the index axis
+    it follows (``picked``), where every index it follows names it alike."""
     walked = _walked(found, operands, namer)
     out: list[Axis | None] = []
     for j, source in enumerate(found):
         if source.kind in (WALK, ROLLED):
             out.append(walked.get(j))
-        elif source.kind == SELECTED and len(source.along) == 1:
-            k, i = source.along[0]
-            label = namer.label(operands[k][0][i])
-            if label:
-                out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))
-            else:
-                follows = picked(j)
-                out.append(follows if follows is not None and follows.size == shape[j] else None)
+        elif source.kind == SELECTED and (label := _selected_along(source, operands, namer)):
+            out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))
+        elif source.kind == SELECTED:   # along an unnamed axis, or along several (``hidden[arange(B), eot]``)
+            follows = picked(j)
+            out.append(follows if follows is not None and follows.size == shape[j] else None)
         else:
             out.append(None)
     return tuple(out)
+
+
+def _selected_along(source: AxisSource, operands, namer: Namer) -> str | None:
+    """The name of the one operand axis a pick selects along, where it selects along one named axis."""
+    if len(source.along) != 1:
+        return None
+    k, i = source.along[0]
+    return namer.label(operands[k][0][i])
 
 
 def _walked(found, operands, namer: Namer) -> dict[int, Axis]:

@@ -68,7 +68,62 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_mask_hides_itself(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
+        if e.params.get("causal_from_first_key") and _hides(e):
+            out.extend(_across_sequences(analysis, e, scores, other))
     return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
+
+
+def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: TensorInfo) -> list[Diagnostic]:
+    """A causal mask cut from the corner of a square table (its rows and its columns are positions of
+    one sequence: key ``i`` beside query ``i``) onto scores whose queries and keys are proven to be two
+    different axes (a decoder's causal mask given to its cross-attention, openai/whisper's ``mask``
+    buffer cut ``[:n_ctx, :n_audio]``). Sizes decide nothing: the names of the scores' axes, the
+    table's provenance (:func:`_square_table`) and the hidden keys read on the values do."""
+    queries, keys = scores.axes[-2], scores.axes[-1]
+    q_roots, k_roots = _roots(queries), _roots(keys)
+    if not q_roots or not k_roots or q_roots & k_roots or None in scores.dims[-2:]:
+        return []
+    table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
+    if table is None:
+        return []
+    q, k = scores.dims[-2], scores.dims[-1]
+    return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
+        f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)}, cut from the corner of the "
+        f"square table {list(table)} (each query i hides the keys after key i), onto the scores "
+        f"{fmt_named(scores.dims, scores.shape)}, whose keys ({k}) are another sequence than its queries ({q}): a "
+        f"mask built for an attention over one sequence is given to an attention across two, so later keys of "
+        f"{k} are hidden from earlier queries of {q} for no reason."),
+        f"Give this attention no causal mask (mask=None), or a padding mask over its own keys ({k}): a causal "
+        "mask belongs to the attention whose queries and keys are one sequence.")]
+
+
+def _roots(axis) -> frozenset[str]:
+    """The named axes an axis is made of (``{"T"}``; nothing where a part has no name)."""
+    roots = frozenset(atom.root for atom in getattr(axis, "atoms", ()))
+    return frozenset() if not roots or any(not r or r == "?" for r in roots) else roots
+
+
+#: how many views back from a mask its table is looked for
+_TABLE_DEPTH = 4
+
+
+def _square_table(analysis: Analysis, e: Event, operand: int) -> tuple[int, int] | None:
+    """The square 2-d table ``[L, L]`` the mask operand of ``e`` was cut from, through views only
+    (``mask[:n_ctx, :n_audio]``, ``[None, None]``), at least as large as the mask's last two axes; None
+    where it was made otherwise."""
+    mask = e.inputs[operand]
+    event, position = e, operand
+    for _ in range(_TABLE_DEPTH):
+        source = event.sources[position] if position < len(event.sources) else None
+        if source is None:
+            return None
+        event, position = analysis.events[source[0]], 0
+        if not event.view or not event.inputs:
+            return None
+        shape = tuple(event.inputs[0].shape)
+        if len(shape) == 2 and shape[0] == shape[1] and shape[0] >= max(mask.shape[-2:]):
+            return shape
+    return None
 
 
 def _product_bases(analysis: Analysis) -> list[Diagnostic]:

@@ -1,0 +1,141 @@
+"""The dependency contracts of a model fed token ids (:mod:`shapetrace.engine.probe_inputs`): the ids are
+moved where they become floats, and where that cannot be done the verdict says what was not measured
+and why (issue 33: contracts never silently unmeasured). Each case at distinct sizes and at B = T = 4."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import shapetrace
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+from shapetrace.engine.heads import HEADS
+from shapetrace.engine.probe_inputs import companions
+
+
+class GPT(nn.Module):
+    """karpathy/nanoGPT model.py ``GPT.forward``: ``tok_emb = self.transformer.wte(idx)``, ``pos =
+    torch.arange(0, t)``, ``pos_emb = self.transformer.wpe(pos)``, one causal block (``bias`` buffer,
+    ``masked_fill(... == 0, -inf)``), ``lm_head``. Bugs: ``mask-transposed`` (the upper triangle: the
+    future); ``pad-feature``: a padding flag made floats from the ids alone and added to every feature
+    (``(idx == 0).float()``), a second way in for the ids."""
+
+    def __init__(self, vocab=11, n_embd=32, n_head=4, block_size=8, bug=None):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(block_size, n_embd)
+        self.c_attn, self.c_proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+        self.n_head, self.n_embd, self.bug = n_head, n_embd, bug
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, idx):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long)                                  # (T,)
+        x = self.wte(idx) + self.wpe(pos)                                          # (B, T, C)
+        if self.bug == "pad-feature":
+            x = x + (idx == 0).float()[..., None]                                  # (B, T, 1)
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)                         # (B, T, C) each
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)            # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))           # (B, nh, T, T)
+        mask = self.bias[:, :, :T, :T]                                             # (1, 1, T, T)
+        if self.bug == "mask-transposed":
+            mask = mask.transpose(-2, -1)                                          # (1, 1, T, T)
+        att = F.softmax(att.masked_fill(mask == 0, float("-inf")), dim=-1)         # (B, nh, T, T)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)                   # (B, T, C)
+        return self.lm_head(x + self.c_proj(y))                                    # (B, T, vocab)
+
+
+SIZES = [(2, 6), (4, 4)]
+
+
+def _traced(bug, B, T):
+    torch.manual_seed(0)
+    model, idx = GPT(bug=bug).eval(), torch.randint(1, 11, (B, T))
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D=32 H=4") as t:
+        t.check_dependencies()
+        shapetrace.name(idx, "B T")
+        model(idx)
+    return t
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_model_fed_token_ids_has_its_contracts_measured_at_the_embedding(B, T):
+    """742b81f measured nothing here and said nothing (the probe moved floating-point inputs only)."""
+    t = _traced(None, B, T)
+    assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+    assert t.unmeasured == []
+    assert t.report().verdict.line.endswith(
+        f"held on the values: {BATCH}, {OWN_TOKEN}, {CAUSAL}, {HEADS}")
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_transposed_causal_mask_behind_an_embedding_leaks_the_future_on_the_values(B, T):
+    t = _traced("mask-transposed", B, T)
+    leaks = [d for d in t._measured()[0] if d.kind == "causal-mask-leaks"]
+    assert [d.message.split(", a later token")[0] for d in leaks] == [
+        f"measured on the values: output token 0 of batch 0 depends on input token {T - 1}"]
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_ids_made_floats_twice_are_not_moved_and_the_verdict_says_why(B, T):
+    t = _traced("pad-feature", B, T)
+    assert t.contracts == [HEADS]   # (moved at the splits: no ids to move)
+    reason = ("batch entries stay apart, each token depends on itself (the token ids turn into floats along 2 "
+              "paths (first seen at #0 embedding and #2 __getitem__): which one carries the tokens cannot be told)")
+    assert t.unmeasured[0] == reason
+    assert f"not measured: {reason}" in t.report().verdict.line
+
+
+def test_a_pooled_output_says_the_token_contracts_it_could_not_read():
+    """A classifier pooled at the last token (``[B, D]``: no token axis) holds the batch contract on
+    the values; each token's own and the causal mask are not read there, and the verdict says so."""
+    torch.manual_seed(0)
+    model, idx = GPT().eval(), torch.randint(1, 11, (2, 6))
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        t.check_dependencies()
+        shapetrace.name(idx, "B T")
+        pooled = _Pooled(model)
+        pooled(idx)
+    assert t.contracts == [BATCH, HEADS]
+    assert t.unmeasured == [f"{OWN_TOKEN}, {CAUSAL} (the output has no token axis)"]
+
+
+class _Pooled(nn.Module):
+    # transformers' GPT2ForSequenceClassification (v4.20): ``sequence_lengths = torch.ne(input_ids,
+    # pad_token_id).sum(-1) - 1`` and ``logits[torch.arange(batch_size), sequence_lengths]``
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+
+    def forward(self, input_ids):
+        logits = self.gpt(input_ids)                                               # (B, T, V)
+        sequence_lengths = torch.ne(input_ids, 0).sum(-1) - 1                      # (B,)
+        return logits[torch.arange(input_ids.shape[0]), sequence_lengths]          # (B, V)
+
+
+def _companions(*tensors, batch=2):
+    return companions((torch.zeros(batch, 6, 8), *tensors), {}, 0, batch, lambda t: (None,) * t.dim(),
+                      lambda label: None)
+
+
+def test_a_companion_the_same_all_along_its_one_batch_sized_axis_is_cut_there():
+    # position_ids = torch.arange(T).unsqueeze(0).expand(B, T) (transformers' Llama before 4.38): stride 0
+    expanded = torch.arange(6).unsqueeze(0).expand(2, 6)                       # (B, T)
+    assert _companions(expanded) == ((1, 0),)
+    assert _companions(expanded.contiguous()) == ((1, 0),)                    # (the same values, copied)
+
+
+def test_a_companion_that_differs_along_or_has_two_batch_sized_axes_stops_the_contracts():
+    left_padded = torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])      # (B, T): attention_mask.cumsum(-1) - 1
+    assert _companions(left_padded) == ("argument 2 [2, 6] has an unnamed axis as long as the batch: which of its "
+                                        "axes is the batch cannot be told")
+    square = torch.arange(4).unsqueeze(0).expand(4, 4)                         # (B, T) at B = T = 4
+    assert _companions(square, batch=4).startswith("argument 2 [4, 4] has an unnamed axis")
