@@ -2,7 +2,7 @@
 untraced forward measured in the same run.
 
 The check runs the outermost module once more: batch entry 0 beside a copy of it with its last token
-moved (the token contracts), with copies of entry 0 (one per head; 2·log2 H above 6 heads) appended to
+moved (the token contracts), with copies of entry 0 (one per head; fewer above 4 heads: 5 at H = 8) appended to
 the outputs of the q, k and v projections and taken away again at the output projection's input (the
 heads contract: module wrappers, where the trace proves the split reshapes a projection's output;
 engine/head_hooks.py), all in one forward. Where that is not proven, or something broke, the heads are

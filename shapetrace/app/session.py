@@ -172,8 +172,8 @@ def _trace_variant(config: AttentionConfig, device: str, note: str | None, compa
     ref, inputs = variants.build_reference(config, device)
     model = _model_for(config, ref, device)
     trace = new_trace(config.dims, backward)
-    if config.grouped:   # the same contracts as the plain run, the heads measured on grouped-query heads
-        trace.check_dependencies()
+    if not config.broken:   # the same contracts as the plain run (grouped-query heads, masks, each --impl)
+        trace.check_dependencies(per_entry=(2,))   # (model(x, memory, pad): pad[b], entry b's padding)
     kept = _traced_forward(trace, model, inputs, config, backward)
     run = VariantRun(trace, config, device, notes, header=run_header(config, device))
     if device == "meta":

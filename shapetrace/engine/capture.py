@@ -116,6 +116,7 @@ class Capture:
         self.opened: list[tuple[OpSpec, int, int]] = []
         #: the first outermost module call's (module, args, kwargs, result), kept for :mod:`.dependencies`
         self.keep_top_call = False
+        self.per_entry: tuple = ()   # the top call's arguments declared to hold one number per batch entry
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
         #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)

@@ -21,6 +21,7 @@ measured. Plain data out: findings and the names of the contracts that held.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -64,8 +65,9 @@ class Probe:
         output: the module's first output in the traced run.
         heads, heads_reason: where the heads are split and merged (:mod:`.heads`), or why not measured.
         companions: every other tensor argument that has the batch axis (an attention mask, the memory of
-            a cross-attention), as ``(position or keyword, its batch axis)``: the measuring run gives each
-            its batch entry 0 too, as it gives the input.
+            a cross-attention), as ``(position or keyword, its batch axis)``, and every list declared to
+            hold one number per batch entry (padding lengths), as ``(position or keyword, None)``: the
+            measuring run gives each its batch entry 0 too, as it gives the input.
         state: the modules' attributes and buffers as they were when the call began (:func:`.module_state.snapshot`),
             put back before the measuring run (a cache the call itself, or later calls, filled), or None.
     """
@@ -83,7 +85,7 @@ class Probe:
     heads: tuple = ()            # :class:`.heads.HeadsPlan` s: where each attention splits and merges heads
     heads_reason: str | None = None   # why the heads are not measured (no plan)
     hooks: tuple = ()            # :class:`.head_hooks.Hooks`: the same at module boundaries, where proven
-    companions: tuple = ()       # ((position or keyword, batch axis), ...)
+    companions: tuple = ()       # ((position or keyword, batch axis or None: a per-entry list), ...)
     state: Any = None            # :func:`snapshot` of the module when the call began
     entry: Any = None            # :class:`.probe_inputs.Entry`: where token ids become floats (the input is ids)
 
@@ -197,9 +199,9 @@ def _pair(first: torch.Tensor, probe: Probe) -> torch.Tensor:
     (not a constant one: a norm over the features would cancel a uniform shift), made in one op."""
     shape = list(first.shape)
     shape[probe.batch] = 2
-    scale = 1.0 + float(first.detach().abs().amax())                                # (1 + the largest |value|)
+    scale = 1.0 + float(torch.linalg.vector_norm(first.detach(), float("inf")))   # (1 + the largest |value|)
     moves = _moves(tuple(shape), probe.batch, probe.tokens, first.dtype, first.device)
-    return torch.add(first.detach().expand(shape), moves, alpha=scale)             # (2, ...)
+    return torch.add(first.detach(), moves, alpha=scale)                           # (2, ...), broadcast
 
 
 #: the pair's unit moves (zero but on entry 1's last token), made once per layout (a few)
@@ -219,10 +221,10 @@ def _moves(shape: tuple, batch: int, tokens: int, dtype, device) -> torch.Tensor
     return moves
 
 
-def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | str:
-    """``(alone, folded, bumped)``: batch entry 0's output in the traced batch, and in a batch of two
-    beside a copy of itself whose last token was moved (both outputs); why not, where the model cannot
-    be run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
+def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """``(alone, both)``: batch entry 0's output in the traced batch, and in a batch of two beside a
+    copy of itself whose last token was moved (both outputs, on the batch axis); why not, where the model
+    cannot be run so. One forward at batch 2 (at most the traced forward's cost): entry 0's output in the traced
     batch is the traced run's own where every module was in eval mode (else it is run again, in eval
     mode). Token ids (``probe.entry``) are fed as entry 0 twice and moved where they become floats."""
     x, out = probe.args[probe.position], probe.output
@@ -245,8 +247,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
                 return f"the measuring run did not reach {probe.entry.label}, where the token ids become floats"
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return "the measuring run's output has no batch of two floating-point entries"
-        folded, bumped = both.chunk(2, probe.out_batch)
-        return alone.detach().narrow(probe.out_batch, 0, 1), folded, bumped   # (the traced output may need grad)
+        return alone.detach().narrow(probe.out_batch, 0, 1), both   # (the traced output may need grad)
     return "the model cannot take a batch of two"
 
 
@@ -265,6 +266,9 @@ def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
     args, kwargs = list(probe.args), dict(probe.kwargs)
     for key, axis in probe.companions:
         where = args if isinstance(key, int) else kwargs
+        if axis is None:   # (a list of one number per entry)
+            where[key] = type(where[key])((where[key][0], where[key][0]))
+            continue
         first = where[key].narrow(axis, 0, 1)                                     # (1, ...) entry 0
         where[key] = torch.cat([first, first], axis)                              # (2, ...)
     return tuple(args), kwargs
@@ -341,10 +345,15 @@ class _Isolated:
         return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
-def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
+def _changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
     """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
-    ``folded``; ``moved[b][t]``, between ``folded`` and ``bumped`` (t: 0 where the output has no token
-    axis). Read in one pass over the three (at small sizes each op's fixed cost is what the check costs)."""
+    ``folded`` (``both``'s first entry); ``moved[b][t]``, between ``folded`` and ``bumped`` (its second)
+    (t: 0 where the output has no token axis). Read in one pass over the three (at small sizes each op's
+    fixed cost is what the check costs), in four ops where no value is NaN."""
+    quick = _token_changes(alone, both, probe)
+    if quick is not None:
+        return quick
+    folded, bumped = both.chunk(2, probe.out_batch)
     outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
     tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))
     diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
@@ -353,6 +362,25 @@ def _changes(alone, folded, bumped, probe: Probe) -> tuple[list[list[bool]], lis
         changed |= diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1)
     mixed, moved = changed.tolist()
     return mixed, moved
+
+
+def _token_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]] | None:
+    """:func:`_changes` read on each token's largest change, the tolerance from ``alone``'s largest value
+    (never above the full reading's); None where a value is NaN or the output has no token axis (read
+    the full way: a token that turned NaN changed, one that was NaN already says nothing)."""
+    batch, tokens = probe.out_batch, probe.out_tokens
+    if tokens is None:
+        return None
+    rest = tuple(i for i in range(both.dim()) if i not in (batch, tokens))
+    steps = both.diff(dim=batch, prepend=alone).abs_()                              # folded - alone, bumped - folded
+    largest = steps.amax(dim=rest) if rest else steps                              # (2, T) or (T, 2)
+    rows = (largest if batch < tokens else largest.T).tolist()                     # [[mixed by token], [moved ...]]
+    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * \
+        (1 + float(torch.linalg.vector_norm(alone, float("inf"))))
+    if math.isnan(tolerance) or any(math.isnan(v) for row in rows for v in row):
+        return None
+    mixed, moved = ([v > tolerance for v in row] for row in rows)
+    return [mixed], [moved]
 
 
 def _tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
@@ -367,9 +395,9 @@ def _tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
     return outs.reshape(*outs.shape[:3], -1)
 
 
-def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
+def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     found, held = [], []
-    changes, changed = _changes(alone, folded, bumped, probe)                      # (B, T) each
+    changes, changed = _changes(alone, both, probe)                                # (B, T) each
     mixed = [(b, t) for b, row in enumerate(changes) for t, hit in enumerate(row) if hit]
     if mixed:
         b, t = mixed[0]
@@ -409,15 +437,15 @@ def _judged(alone, folded, bumped, probe: Probe) -> tuple[list[Diagnostic], list
 
 
 def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
-              triangle: str | None = None, entry_of=None) -> Probe | None:
+              triangle: str | None = None, entry_of=None, per_entry: tuple = ()) -> Probe | None:
     """The probe of a traced run's outermost module call, or None where its input's batch and token
     axes are not named (:func:`probe_or_reason` says why)."""
-    probe = probe_or_reason(top_call, labels_of, role_of, events, by_size, triangle, entry_of)
+    probe = probe_or_reason(top_call, labels_of, role_of, events, by_size, triangle, entry_of, per_entry)
     return probe if isinstance(probe, Probe) else None
 
 
 def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
-                    triangle: str | None = None, entry_of=None) -> Probe | str:
+                    triangle: str | None = None, entry_of=None, per_entry: tuple = ()) -> Probe | str:
     """The probe of a traced run's outermost module call, or why the token contracts cannot be measured
     on it (its input's batch and token axes are not named...). ``labels_of(tensor)``: the trace's labels;
     ``role_of(label)``: the label's role; ``events``: the trace's events, where a causal mask is
@@ -426,7 +454,9 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
     may have mixed it) but that has the input's shape is read on the input's axes. ``triangle``: the
     attention weights' zero triangle, if any (a causal mask declared by its values, whichever way round
     it was applied). ``entry_of(ids)``: where an input of token ids becomes floats (:mod:`.probe_inputs`),
-    or why not."""
+    or why not. ``per_entry``: the arguments declared to hold one number per batch entry (any other list
+    of numbers as long as the batch: nothing is measured, since which number goes with which entry
+    cannot be told)."""
     if top_call is None:
         return "no module call was kept"
     module, args, kwargs, result, *state = top_call
@@ -444,7 +474,8 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
         return "names were found from sizes alone, and the batch and the tokens are as long as each other"
     if "batch" not in axes_out:
         return "the output's batch axis has no name"
-    companions = probe_companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of, module)
+    companions = probe_companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of, module,
+                                  per_entry)
     if isinstance(companions, str):
         return companions
     return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
@@ -523,7 +554,8 @@ def probe_of(trace, call: tuple) -> Probe | None:
 def probe_or_reason_of(trace, call: tuple) -> Probe | str:
     """:func:`probe_of`, or why the token contracts cannot be measured on ``call``."""
     probe = probe_or_reason(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
-                            trace.seeded_by_size, trace._triangle, lambda ids: _entry_of(trace, ids))
+                            trace.seeded_by_size, trace._triangle, lambda ids: _entry_of(trace, ids),
+                            trace.capture.per_entry)
     if isinstance(probe, str):
         return probe
     plans = plans_of(trace)

@@ -45,10 +45,11 @@ def restore(saved) -> None:
             if not same(now, before):
                 now.clear()
                 now.update(before)
-        with torch.no_grad():
-            for name, value in values.items():
-                if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
-                    buffers[name].copy_(value)
+        if values:   # (no_grad entered only where there is a value to put back)
+            with torch.no_grad():
+                for name, value in values.items():
+                    if buffers[name].shape == value.shape and not torch.equal(buffers[name], value):
+                        buffers[name].copy_(value)
 
 
 def same(now: dict, before: dict) -> bool:

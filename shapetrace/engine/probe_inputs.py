@@ -169,13 +169,23 @@ class AtEntry:
         return result
 
 
-def companions(args, kwargs, position: int, batch: int, labels_of, role_of, module=None) -> tuple | str:
+def companions(args, kwargs, position: int, batch: int, labels_of, role_of, module=None,
+               per_entry: tuple = ()) -> tuple | str:
     """``((position or keyword, batch axis), ...)`` for every tensor argument but the input that has a
-    batch axis (see the module's docstring); why not, where one has an unnamed axis as long as the batch
-    that cannot be cut (which of its axes is the batch cannot be told, and sizes never decide it)."""
+    batch axis (see the module's docstring), and ``(position or keyword, None)`` for every list of
+    numbers ``per_entry`` declares; why not, where one has an unnamed axis as long as the batch that
+    cannot be cut (which of its axes is the batch cannot be told, and sizes never decide it), or an
+    undeclared list of numbers is as long as the batch (a padding length per entry, as
+    ``model(x, pad=[0, 2])``: which goes with which entry cannot be told)."""
     found = []
     others = [(i, a) for i, a in enumerate(args) if i != position] + list(kwargs.items())
     for key, a in others:
+        if _numbers(a) and len(a) == batch:
+            if key not in per_entry:
+                return f"{argument_name(module, key)} is a list of {len(a)} numbers, as many as the batch's " \
+                       "entries: which goes with which entry cannot be told"
+            found.append((key, None))
+            continue
         if not isinstance(a, torch.Tensor) or a.dim() == 0:
             continue
         labels = labels_of(a)
@@ -189,6 +199,11 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
                        "which of its axes is the batch cannot be told"
             found.append((key, unnamed[0]))
     return tuple(found)
+
+
+def _numbers(a) -> bool:
+    """Is ``a`` a list or tuple of plain numbers?"""
+    return isinstance(a, (list, tuple)) and bool(a) and all(isinstance(n, (int, float)) for n in a)
 
 
 def _same_along(a: torch.Tensor, axis: int) -> bool:

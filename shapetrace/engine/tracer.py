@@ -272,9 +272,10 @@ class Trace:
     def unmeasured(self) -> list[str]:   # the dependency contracts not measured, each with why
         return list(self._measured()[2]) if self._finished else []
 
-    def check_dependencies(self) -> None:
-        """After the run, measure what depends on what on perturbed copies (:mod:`.dependencies`)."""
-        self.capture.keep_top_call = True
+    def check_dependencies(self, per_entry: tuple = ()) -> None:
+        """After the run, measure what depends on what on perturbed copies (:mod:`.dependencies`);
+        ``per_entry``: the top call's arguments (positions or keywords) that hold one number per batch entry."""
+        self.capture.keep_top_call, self.capture.per_entry = True, tuple(per_entry)
 
     def _measured(self) -> tuple[list, list[str], list[str]]:
         """``(broken contracts as findings, held, not measured)``, measured once after the run."""

@@ -1,0 +1,98 @@
+"""The dependency contracts beside a list of one number per batch entry (engine/dependencies.py): the
+measuring run puts batch entry 0 in every row, so a per-entry list must give entry 0's number to every
+row too; a list that is not declared so is not measured (which number goes with which entry cannot be
+told, and its length equal to the batch size decides nothing). At distinct sizes and at B = T = H = 4."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import shapetrace
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
+
+
+class PaddedCausalAttention(nn.Module):
+    """Causal self-attention whose key padding comes as a Python list of pad counts, one per sequence
+    (right padding), turned into a mask as fairseq's ``lengths_to_padding_mask`` does with the lengths
+    ``torch.nn.utils.rnn.pack_padded_sequence`` takes as a list; ``bug="and"``: the two masks joined
+    with ``&`` where ``|`` was meant (the causal mask hides only padded keys: queries see the future)."""
+
+    def __init__(self, d_model=32, heads=4, bug=None):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.heads, self.bug = heads, bug
+
+    def forward(self, x, pad):
+        B, T, C = x.shape                                                          # (B, T, C)
+        q, k, v = self.qkv(x).split(C, dim=2)                                      # (B, T, C) each
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)              # (B, H, T, d)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)              # (B, H, T, d)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)              # (B, H, T, d)
+        padded = torch.tensor([[j >= T - p for j in range(T)] for p in pad])       # (B, T): True on padding
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)                        # (T, T)
+        if self.bug == "and":
+            hidden = padded[:, None, None, :] & future                             # (B, 1, T, T)
+        else:
+            hidden = padded[:, None, None, :] | future                             # (B, 1, T, T)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                    # (B, H, T, T)
+        att = torch.softmax(att.masked_fill(hidden, float("-inf")), dim=-1)        # (B, H, T, T)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)                             # (B, T, C)
+        return self.out(y)
+
+
+#: (B, T, the pad counts): entry 0 padded, its batch-mates not all alike (at B = H or B = T the mask built
+#: from the list has its names from sizes alone: ``?``, and at B = T nothing is measured)
+CASES = [(2, 5, [2, 0]), (3, 6, [2, 0, 1])]
+
+
+def _traced(B, T, pad, bug=None, **asked):
+    torch.manual_seed(0)
+    model, x = PaddedCausalAttention(bug=bug).eval(), torch.randn(B, T, 32)
+    with shapetrace.trace(dims=f"B={B} T={T} D=32 H=4") as t:
+        t.check_dependencies(**asked)
+        shapetrace.name(x, "B T D")
+        model(x, pad)
+    return t
+
+
+@pytest.mark.parametrize(("B", "T", "pad"), [*CASES, (4, 6, [2, 0, 1, 3])])
+def test_a_list_as_long_as_the_batch_is_not_measured_unless_declared(B, T, pad):
+    # Before: the measuring rows (entry 0, entry 0 with its last token moved) took pad[0] and pad[1],
+    # so the moved copy saw keys entry 0 hides, and a correct causal mask read as leaking the future.
+    t = _traced(B, T, pad)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.report().contracts == []
+    assert t.report().verdict.mark == ("?" if B == 4 else "✓")   # (B = H: names from sizes alone)
+
+
+@pytest.mark.parametrize(("B", "T", "pad"), CASES)
+def test_a_declared_per_entry_list_gives_entry_zeros_number_to_every_row(B, T, pad):
+    t = _traced(B, T, pad, per_entry=(1,))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.report().contracts == [BATCH, OWN_TOKEN, CAUSAL]
+    # the mask is built for the traced batch: copies of it, one per head, cannot pass
+    assert t.unmeasured == ["heads (the model cannot take a copy of its batch per head)"]
+
+
+@pytest.mark.parametrize(("B", "T", "pad"), [(2, 5, [0, 2]), (3, 6, [0, 2, 1])])
+def test_a_causal_mask_anded_with_the_padding_beside_a_declared_list_still_leaks(B, T, pad):
+    # (entry 0 unpadded: the measuring run moves its last token, which the "and" lets earlier queries see)
+    t = _traced(B, T, pad, bug="and", per_entry=(1,))
+    assert [d.kind for d in t._measured()[0]] == ["causal-mask-leaks"]
+    assert t._measured()[0][0].message.startswith(
+        "measured on the values: output token 0 of batch 0 depends on input token")
+    assert t.report().verdict.mark == "✗"
+
+
+def test_a_declared_keyword_list_is_found_by_its_name():
+    torch.manual_seed(0)
+    model, x = PaddedCausalAttention().eval(), torch.randn(2, 5, 32)
+    with shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+        t.check_dependencies(per_entry=("pad",))
+        shapetrace.name(x, "B T D")
+        model(x, pad=[2, 0])
+    assert t.report().contracts == [BATCH, OWN_TOKEN, CAUSAL]
