@@ -351,8 +351,11 @@ def _changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[boo
     (t: 0 where the output has no token axis). Read in one pass over the three (at small sizes each op's
     fixed cost is what the check costs), in four ops where no value is NaN."""
     quick = _token_changes(alone, both, probe)
-    if quick is not None:
-        return quick
+    return quick if quick is not None else _all_changes(alone, both, probe)
+
+
+def _all_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
+    """:func:`_changes` read on every value (NaN included)."""
     folded, bumped = both.chunk(2, probe.out_batch)
     outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
     tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))

@@ -188,6 +188,7 @@ def _moves(producers: tuple[Producer, ...], heads: int) -> tuple | None:
         tuple(tuple(() if i == query else s for i in range(len(producers))) for s in _head_sets(groups))
 
 
+@functools.cache
 def _head_sets(n: int) -> tuple[tuple[int, ...], ...]:
     """Which of ``n`` heads each copy moves: one head per copy, or, where fewer copies do it, ``m``
     copies with each head moved by its own half of them (``m`` the fewest with C(m, m/2) >= n: 5 copies

@@ -118,10 +118,11 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     if any(type(records[r]) is OpRecord and records[r].spec.opens for r, _ in rows):
         raise NotMeasured("heads (inside a fused attention call)")
     calls, role_of = _Calls(records, start, end), functools.cache(role_of)   # (asked once per label)
+    heads_axes = functools.cache(lambda dims: _heads_axes(dims, role_of))   # (read once per labelling)
     attentions, splits = [], []
     for r, e in rows:
-        ins = any(_heads_axes(t.dims, role_of) for t in e.inputs)
-        outs = [_heads_axes(t.dims, role_of) for t in e.outputs]
+        ins = any(heads_axes(t.dims) for t in e.inputs)
+        outs = [heads_axes(t.dims) for t in e.outputs]
         if not ins and len(outs) == 1 and len(outs[0]) == 1 and not _copies_heads(e):
             splits.append((r, e, outs[0][0]))
         elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)) and not _keys_alone(e):

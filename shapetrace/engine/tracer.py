@@ -273,8 +273,7 @@ class Trace:
         return list(self._measured()[2]) if self._finished else []
 
     def check_dependencies(self, per_entry: tuple = ()) -> None:
-        """After the run, measure what depends on what on perturbed copies (:mod:`.dependencies`);
-        ``per_entry``: the top call's arguments (positions or keywords) that hold one number per batch entry."""
+        """Measure on perturbed copies after the run (:mod:`.dependencies`); ``per_entry``: see there."""
         self.capture.keep_top_call, self.capture.per_entry = True, tuple(per_entry)
 
     def _measured(self) -> tuple[list, list[str], list[str]]:

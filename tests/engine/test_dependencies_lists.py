@@ -96,3 +96,47 @@ def test_a_declared_keyword_list_is_found_by_its_name():
         shapetrace.name(x, "B T D")
         model(x, pad=[2, 0])
     assert t.report().contracts == [BATCH, OWN_TOKEN, CAUSAL]
+
+
+def _probe(batch: int, tokens: int):
+    from shapetrace.engine.dependencies import Probe
+
+    out = torch.zeros(1)
+    return Probe(None, (), {}, 0, batch, tokens, batch, tokens, output=out)
+
+
+@pytest.mark.parametrize(("batch", "tokens"), [(0, 1), (1, 0), (0, 2)])
+def test_the_quick_reading_of_token_changes_agrees_with_the_reading_of_every_value(batch, tokens):
+    """engine/dependencies.py reads each token's largest change in four ops; the reading of every value
+    it replaces must say the same: (B, T, D), (T, B, D) as fairseq's time-first layout, (B, H, T, d)."""
+    from shapetrace.engine import dependencies
+
+    torch.manual_seed(0)
+    shape = [1, 5, 8] if tokens < 2 else [1, 3, 5, 8]
+    if batch == 1:
+        shape = [5, 1, 8]
+    alone = torch.randn(shape)
+    both = torch.cat([alone, alone], batch).clone()                                # (.., 2 on batch, ..)
+    moves = torch.zeros_like(both)
+    last = [slice(None)] * both.dim()
+    last[batch], last[tokens] = 1, 4                                               # entry 1's last token
+    moves[tuple(last)] = 1.0
+    early = [slice(None)] * both.dim()
+    early[batch], early[tokens] = 0, 1                                             # entry 0's token 1, a whisker
+    moves[tuple(early)] = 1e-6
+    both += moves
+    probe = _probe(batch, tokens)
+    quick = dependencies._token_changes(alone, both, probe)
+    assert quick == dependencies._all_changes(alone, both, probe)
+    assert quick == ([[False] * 5], [[False] * 4 + [True]])
+
+
+def test_a_token_turned_nan_is_read_on_every_value():
+    from shapetrace.engine import dependencies
+
+    alone = torch.randn(1, 5, 8)
+    both = torch.cat([alone, alone]).clone()                                       # (2, T, D)
+    both[1, 2, 0] = float("nan")                                                   # entry 1's token 2 turned NaN
+    probe = _probe(0, 1)
+    assert dependencies._token_changes(alone, both, probe) is None
+    assert dependencies._changes(alone, both, probe) == ([[False] * 5], [[False, False, True, False, False]])
