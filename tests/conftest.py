@@ -435,6 +435,17 @@ def _starts_sandboxes(item) -> bool:
     return any(_calls_the_checker(func) for func in funcs)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: :func:`scheduling.auto_workers` of the cores this process may run on (read before
+    ``pytest_configure``, so here, not in tests/scheduling.py's plugin); pytest-xdist's own
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from scheduling import auto_workers
+
+    return auto_workers(len(os.sched_getaffinity(0)))
+
+
 def pytest_configure(config):
     import scheduling  # the longest tests first on every worker (tests/scheduling.py)
 
