@@ -443,7 +443,8 @@ def pytest_xdist_auto_num_workers(config):
         return None
     from scheduling import auto_workers
 
-    return auto_workers(len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS
+    return auto_workers(cores)
 
 
 def pytest_configure(config):
