@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import io
 import json
@@ -381,17 +382,17 @@ CHECKER_CALLS = frozenset({"check_job", "check_files", "check_file", "run_child"
 CHECKER_COMMANDS = frozenset({"check", "grade", "watch", "hint"})
 
 
-def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
-    """Names and strings ``func`` uses, followed into the functions of its own module it names."""
-    names: set[str] = set()
-    strings: set[str] = set()
-    if func in seen or not inspect.isfunction(func):
-        return names, strings
-    seen.add(func)
+@functools.cache
+def _own_reads(func) -> tuple[frozenset[str], frozenset[str]]:
+    """Names and strings in ``func``'s own source, parsed once per function: a fixture or a parametrised
+    test is asked about for every test that uses it (parsing them again for each of the suite's tests was
+    20 CPU-s of each worker's collection)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     except (OSError, TypeError, SyntaxError):
-        return names, strings
+        return frozenset(), frozenset()
+    names: set[str] = set()
+    strings: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
@@ -399,7 +400,20 @@ def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
             names.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.add(node.value)
-    for name in list(names):
+    return frozenset(names), frozenset(strings)
+
+
+def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
+    """Names and strings ``func`` uses, followed into the functions of its own module it names."""
+    names: set[str] = set()
+    strings: set[str] = set()
+    if func in seen or not inspect.isfunction(func):
+        return names, strings
+    seen.add(func)
+    own_names, own_strings = _own_reads(func)
+    names |= own_names
+    strings |= own_strings
+    for name in own_names:
         helper = getattr(module, name, None)
         if inspect.isfunction(helper) and helper.__module__ == module.__name__:
             more_names, more_strings = _reads_of(helper, module, seen)
@@ -408,15 +422,29 @@ def _reads_of(func, module, seen: set) -> tuple[set[str], set[str]]:
     return names, strings
 
 
+@functools.cache
+def _calls_the_checker(func) -> bool:
+    """Whether ``func``, or a function of its module it names, calls the checker (once per function)."""
+    names, strings = _reads_of(func, sys.modules.get(func.__module__), set())
+    return bool(names & CHECKER_CALLS or ("exercise" in strings and strings & CHECKER_COMMANDS))
+
+
 def _starts_sandboxes(item) -> bool:
     """Whether a test, or a fixture it uses, calls the checker (read from their source)."""
     funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
-    for func in funcs:
-        module = sys.modules.get(func.__module__)
-        names, strings = _reads_of(func, module, set())
-        if names & CHECKER_CALLS or ("exercise" in strings and strings & CHECKER_COMMANDS):
-            return True
-    return False
+    return any(_calls_the_checker(func) for func in funcs)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: :func:`scheduling.auto_workers` of the cores this process may run on (read before
+    ``pytest_configure``, so here, not in tests/scheduling.py's plugin); pytest-xdist's own
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from scheduling import auto_workers
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS
+    return auto_workers(cores)
 
 
 def pytest_configure(config):

@@ -56,6 +56,22 @@ LONG: tuple[Block, ...] = (
 )
 
 
+#: Workers for ``-n auto``: one more than the cores. Many of the suite's tests wait (a sandbox or a CLI
+#: process starting, a tmux screen, Chromium, a time limit running out), and while they wait their worker's
+#: core idles: measured, two workers kept 1.3-1.5 of two cores busy (benchmarks/README.md, "The suite's
+#: time"). pyproject's ``--maxprocesses`` caps the count.
+EXTRA_WORKERS = 1
+
+
+def auto_workers(cores: int) -> int:
+    """How many workers ``-n auto`` starts on ``cores`` cores (before ``--maxprocesses``).
+
+    >>> auto_workers(2)
+    3
+    """
+    return max(cores, 1) + EXTRA_WORKERS
+
+
 def _matches(node_id: str, prefix: str) -> bool:
     """Whether ``prefix`` names this test: itself, its file or class, or every parameter of it."""
     return node_id == prefix or node_id.startswith((prefix + "::", prefix + "["))

@@ -449,6 +449,27 @@ def test_files_that_read_one_result_start_together_on_one_worker():
         ["tests/w.py::test_1", "tests/y.py::test_1", "tests/v.py::test_1", "tests/v.py::test_2"]]
 
 
+def test_auto_starts_one_worker_more_than_the_cores(monkeypatch):
+    """``-n auto`` on two cores starts three workers (a waiting test's core is not left idle), within
+    pyproject's ``--maxprocesses``; pytest-xdist's own ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides."""
+    import os
+    import re
+    import shlex
+
+    import conftest
+
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert conftest.pytest_xdist_auto_num_workers(None) == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert conftest.pytest_xdist_auto_num_workers(None) == 2
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
+    assert conftest.pytest_xdist_auto_num_workers(None) is None  # xdist's own reading of it
+    addopts = shlex.split(re.search(r'^addopts = "(.*)"$', (ROOT / "pyproject.toml").read_text(), re.M)[1])
+    assert "-n" in addopts and addopts[addopts.index("-n") + 1] == "auto"
+    assert "--maxprocesses=3" in addopts
+
+
 def test_a_selection_too_small_for_a_block_keeps_the_files_order():
     from scheduling import Block, plan
 
