@@ -16,7 +16,13 @@ before it, in the cheapest pure-Python form found; none names, judges or words a
                 reference per tensor and links at call time, which costs more)
   +module path  the module running each call: a stack of module slots kept by a wrapper around
                 ``nn.Module.__call__``, named after the run (shapetrace's wrapper also walks the
-                user's frames above each module call; global module hooks cost more still)
+                user's frames above each module call; global module hooks cost more still): the
+                least capture
+  +exact identity  the least capture with each tensor's identity exact (issue 38): linked at the call
+                to the node that made it, through a weak reference per tensor as shapetrace keeps
+                (``id()`` alone is wrong once a freed tensor's id is taken by one the mode never saw)
+  +frozen args  the same, with the call's arguments frozen as shapetrace freezes them (a tensor as its
+                shape, dtype and ``requires_grad``; lists, tuples, slices, dicts as plain values)
 and, in the same rounds, shapetrace itself:
 
   shapetrace recording  ``with shapetrace.trace(...)`` around the forward: capture only, nothing inferred
@@ -30,8 +36,9 @@ one plain dict per recorded call (op, operand and result shapes and strides, fil
 Printed: µs per call and the ratio to the bare logger's overhead; the traced forward over the
 untraced one; then what issue 21's targets leave for naming, verdicts and words: recording ≤ 3×,
 recording + every fact ≤ 5×, and at D 256 traced with every fact ≤ 1.3× untraced. Then issue 38's
-ratios: shapetrace's recording over the ladder's last step (least capture), both overheads over the same
-round's untraced forward (target ≤ 1.25×); the analysis after the run in µs per event, the inference
+ratios: shapetrace's recording over the least capture (``+module path``), both overheads over the same
+round's untraced forward (target ≤ 1.25×), and the two exact rungs over the least capture and shapetrace's
+recording over them; the analysis after the run in µs per event, the inference
 (``trace.events``) apart from the rules and report (target for inference ≤ 12), each timed inside the
 analysis row's own rounds; and the forward traced with every fact over the untraced one (target ≤ 1.5×
 at D 256: the 12-layer D 256, T 64 model).
@@ -43,10 +50,12 @@ the same number of interleaved rounds (target: traced <= 2x untraced).
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import sys
 import time
+import weakref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -54,8 +63,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_engine import bare_logger, build_model, capture_floor, run_sizes  # noqa: E402
 
-STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "shapetrace recording",
-         "shapetrace analysis")
+STEPS = ("bare", "floor", "+user stack", "+identity", "+module path", "+exact identity", "+frozen args",
+         "shapetrace recording", "shapetrace analysis")
 
 
 def recorders():
@@ -63,9 +72,11 @@ def recorders():
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from shapetrace.engine.call_args import _PLAIN as plain
+    from shapetrace.engine.call_args import freeze
     from shapetrace.engine.sites import user_stack
 
-    tensor = torch.Tensor
+    tensor, parameter, ref = torch.Tensor, torch.nn.Parameter, weakref.ref
 
     def layout(t):
         return t.shape, t.stride(), t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype
@@ -100,7 +111,80 @@ def recorders():
                               slots[-1] if slots else -1))
             return out
 
-    return (lambda: capture_floor(site=whole_stack)), Identity
+    class ExactIdentity(TorchFunctionMode):
+        """The least capture with exact identity, in the cheapest form found (shapetrace's own scheme,
+        stripped to identity): each tensor's node, decided at the call. ``ids`` maps ``id(tensor)`` to a
+        weak reference and the node; an entry counts only while its reference still gives this very
+        tensor, so an id taken by a tensor made after the first one died (one the mode never saw) is a
+        new node. A result is a new node; an operand never seen is entered as one. The row is the least
+        capture's, with the node in place of ``id()``."""
+
+        def __init__(self, slots: list | None = None):
+            super().__init__()
+            self.rows: list[tuple] = []
+            self.slots = slots
+            self.ids: dict[int, tuple] = {}
+            self.count = itertools.count()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            ids, count = self.ids, self.count
+            ins, others = [], []
+            for a in args:
+                if isinstance(a, tensor):
+                    entry = ids.get(id(a))
+                    if entry is None or entry[0]() is not a:
+                        entry = ids[id(a)] = (ref(a), next(count))
+                    ins.append((entry[1], *layout(a)))
+                else:
+                    others.append(a)
+            if isinstance(out, tensor):
+                node = next(count)
+                ids[id(out)] = (ref(out), node)
+                result = (node, *layout(out))
+            else:
+                result = None
+            slots = self.slots
+            self.rows.append((func, tuple(ins), tuple(others), kwargs, result, user_stack(sys._getframe(1)),
+                              slots[-1] if slots else -1))
+            return out
+
+    class ExactFrozen(ExactIdentity):
+        """... and the arguments frozen at the call, as shapetrace keeps them (``call_args``): every
+        argument in order, a tensor as its shape, dtype, ``requires_grad`` and type (never kept alive), a
+        plain value as itself, anything else through ``call_args.freeze``; the keyword arguments likewise."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            ids, count = self.ids, self.count
+            ins, frozen = [], []
+            for a in args:
+                kind = type(a)
+                if kind is tensor or kind is parameter:
+                    entry = ids.get(id(a))
+                    if entry is None or entry[0]() is not a:
+                        entry = ids[id(a)] = (ref(a), next(count))
+                    shape, dtype = a.shape, a.dtype
+                    ins.append((entry[1], shape, a.stride(), a.untyped_storage().data_ptr(), a.storage_offset(),
+                                dtype))
+                    frozen.append((shape, dtype, a.requires_grad, kind))
+                elif kind in plain:
+                    frozen.append(a)
+                else:
+                    frozen.append(freeze(a))
+            if isinstance(out, tensor):
+                node = next(count)
+                ids[id(out)] = (ref(out), node)
+                result = (node, *layout(out))
+            else:
+                result = None
+            slots = self.slots
+            self.rows.append((func, tuple(ins), tuple(frozen),
+                              kwargs and tuple((k, v if type(v) in plain else freeze(v)) for k, v in kwargs.items()),
+                              result, user_stack(sys._getframe(1)), slots[-1] if slots else -1))
+            return out
+
+    return (lambda: capture_floor(site=whole_stack)), Identity, ExactIdentity, ExactFrozen
 
 
 class ModuleSlots:
@@ -167,7 +251,7 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
     import torch
 
     import shapetrace
-    user_stack_mode, identity_mode = recorders()
+    user_stack_mode, identity_mode, exact_mode, frozen_mode = recorders()
     model = build_model(layers, d_model, heads)
     x = torch.randn(1, tokens, d_model)                                          # (B, T, D)
     counts, last = {}, {}
@@ -176,6 +260,12 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
         with ModuleSlots() as slots, identity_mode(slots.running) as mode:
             model(x)
         last["rows"] = mode.rows
+
+    def least_with(recorder):
+        def go():
+            with ModuleSlots() as slots, recorder(slots.running):
+                model(x)
+        return go
 
     def under(make):
         def go():
@@ -203,7 +293,8 @@ def measure(layers: int, d_model: int, tokens: int, heads: int, rounds: int) -> 
 
     kinds = {"untraced": lambda: model(x), "bare": under(bare_logger), "floor": under(capture_floor),
              "+user stack": under(user_stack_mode), "+identity": under(identity_mode),
-             "+module path": with_module_paths, "shapetrace recording": traced, "shapetrace analysis": analysed}
+             "+module path": with_module_paths, "+exact identity": least_with(exact_mode),
+             "+frozen args": least_with(frozen_mode), "shapetrace recording": traced, "shapetrace analysis": analysed}
     times: dict[str, list[float]] = {k: [] for k in kinds}
     passes = []
     with torch.no_grad():
@@ -248,9 +339,12 @@ def report(m: dict, layers: int, d_model: int, tokens: int, heads: int, rounds: 
 def issue_38(m: dict) -> list[str]:
     """The ratios issue 38's "done means" reads: recording over the least capture, the analysis per
     event, and the forward with every fact over the untraced one."""
-    events, untraced = max(m["events"], 1), m["untraced"]
-    return [f"  shapetrace recording / least capture: ratio {m['shapetrace recording'] / m['+module path']:.2f}x "
-            "(target <= 1.25x)",
+    events, untraced, least = max(m["events"], 1), m["untraced"], m["+module path"]
+    recording, exact, frozen = m["shapetrace recording"], m["+exact identity"], m["+frozen args"]
+    return [f"  shapetrace recording / least capture: ratio {recording / least:.2f}x (target <= 1.25x)",
+            f"  exact identity / least capture: ratio {exact / least:.2f}x, with frozen arguments "
+            f"{frozen / least:.2f}x; shapetrace recording / exact identity {recording / exact:.2f}x, / with frozen "
+            f"arguments {recording / frozen:.2f}x",
             f"  analysis after the run, {m['events']} events: inference {m['inference'] / events * 1e6:.1f} µs/event "
             f"(target <= 12), rules and report {m['rules'] / events * 1e6:.1f} µs/event",
             f"  traced with every fact / untraced: ratio {(untraced + m['shapetrace analysis']) / untraced:.2f}x "

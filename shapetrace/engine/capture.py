@@ -257,10 +257,11 @@ class Capture:
         if out.is_meta:
             return
         if out.device.type == "cpu" and not self.keep_top_call and out.dim() >= 3 and out.is_floating_point():
-            with torch.no_grad():
-                if not _isnan(out.sum(dtype=torch.float32).item()):   # (read as a number: one op fewer)
-                    self.values_screened = True
-                    return
+            # (read as a number: one op fewer; on a detached view, which records no gradient as a
+            # ``torch.no_grad()`` block would, for a few times less than entering one)
+            if not _isnan(out.detach().sum(dtype=torch.float32).item()):
+                self.values_screened = True
+                return
         self.value_checked.append((len(self.records), out))   # read once, after the run
 
     def _mark_setup(self) -> None:

@@ -56,10 +56,8 @@ class KeptCopies:
                 buf = free[i]
                 if _refcount(buf) <= _FREE:   # (only this list and this name hold it: its trace is gone)
                     self.searched[key] = i + 1   # (lent now: held)
-                    with torch.no_grad():
-                        return buf.copy_(t)
-        with torch.no_grad():
-            buf = t.detach().clone(memory_format=torch.contiguous_format)
+                    return buf.copy_(t.detach())   # (detached: no gradient recorded, as under no_grad)
+        buf = t.detach().clone(memory_format=torch.contiguous_format)
         size = buf.numel() * buf.element_size()
         if self.pooled + size <= POOL_BYTES:
             self.pooled += size

@@ -29,7 +29,7 @@ from shapetrace.engine.capture import (
     run_opened,
     shares_storage,
 )
-from shapetrace.engine.collector import hold_collector, release_collector
+from shapetrace.engine.collector import collector_held, hold_collector, release_collector
 from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
@@ -92,13 +92,11 @@ class Trace:
         self.result: Any = None
         self._mode: Recorder | None = None
         self._paths: ModulePaths | None = None
-        self._held = (False, None)   # what this trace changed in the garbage collector (hold_collector)
-        self._diagnostics = None
+        self._held = None   # the collector thresholds this trace raised, to put back (hold_collector)
+        self._diagnostics = self._failure = None
         self._dependencies: tuple[list, list[str]] | None = None
         self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
-        self._finished = False
-        self._concluded = False
-        self._failure = None
+        self._finished = self._concluded = False
         self._nan_record: int | None = None
         self._shown: list[Event] | None = None   # events set in place of the inferred ones
 
@@ -123,7 +121,7 @@ class Trace:
             _ACTIVE.remove(self)
             forget_cwd()
         release_collector(self._held)
-        self._held = (False, None)
+        self._held = None
         if self._paths is not None:
             self._paths.remove()
         self._paths = None
@@ -154,6 +152,7 @@ class Trace:
         self._diagnostics = None
         self._finished = True
 
+    @collector_held()   # (the analysis's many small objects are not walked again and again)
     def _inferred(self) -> Inference:
         """The inference, advanced over every record so far; after the run, finished once (the last
         einops chain, the failure that ended the block, NaN rows, which sequence queries which)."""
@@ -245,6 +244,7 @@ class Trace:
 
     # -- results -------------------------------------------------------------
     @property
+    @collector_held()
     def diagnostics(self):
         """Structured findings (:class:`shapetrace.engine.diagnostic.Diagnostic`), errors first.
 

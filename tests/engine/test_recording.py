@@ -245,20 +245,54 @@ def test_module_calls_keep_no_frame_or_activation_alive():
             gc.enable()
 
 
-def test_the_collector_sets_objects_aside_only_while_recording():
+def test_a_trace_leaves_what_is_frozen_alone():
     assert gc.get_freeze_count() == 0
     with shapetrace.trace(dims=DIMS):
-        assert gc.get_freeze_count() > 0       # the objects alive at the start are not walked
+        assert gc.get_freeze_count() == 0       # nothing set aside: the old generations wait instead
         torch.randn(2, 6, 32).view(12, 32)
     assert gc.get_freeze_count() == 0
     gc.freeze()   # a process that froze its own objects keeps them frozen, and the trace adds none
     try:
         frozen = gc.get_freeze_count()
-        with shapetrace.trace(dims=DIMS):
+        with shapetrace.trace(dims=DIMS) as t:
             torch.randn(2, 6, 32).view(12, 32)
+        t.report()
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_trace_never_asks_what_is_frozen(monkeypatch):
+    """``gc.get_freeze_count`` walks every frozen object: in a process that froze its objects (the CLI
+    does) it cost ~20 ms of CPU per trace; recording and analysis never ask it, nor freeze."""
+    def walks(*_):
+        raise AssertionError("walked every frozen object")
+
+    monkeypatch.setattr(gc, "get_freeze_count", walks)
+    monkeypatch.setattr(gc, "freeze", walks)
+    monkeypatch.setattr(gc, "unfreeze", walks)
+    t = _trace(_attention, torch.randn(2, 6, 32), torch.nn.Parameter(torch.randn(32, 32)))
+    assert [e.op for e in t.report().events] == ["linear", "view", "transpose", "transpose", "matmul", "softmax"]
+
+
+def test_the_older_generations_wait_while_a_trace_is_analysed_and_only_then(monkeypatch):
+    before = gc.get_threshold()
+    seen = []
+    note_final = tr.note_final
+
+    def noting(inference, capture):   # (a pass after the run: what the collector is told while it runs)
+        seen.append(gc.get_threshold())
+        return note_final(inference, capture)
+
+    monkeypatch.setattr(tr, "note_final", noting)
+    t = _trace(_attention, torch.randn(2, 6, 32), torch.nn.Parameter(torch.randn(32, 32)))
+    assert gc.get_threshold() == before
+    assert len(t.events) == 6
+    young, middle, old = seen[0]
+    assert (young, middle > 10**8, old > 10**8) == (max(before[0], 20_000), True, True)
+    assert gc.get_threshold() == before
+    t.report()
+    assert gc.get_threshold() == before
 
 
 def test_the_older_generations_wait_only_while_recording_and_young_cycles_are_still_freed():
