@@ -87,11 +87,11 @@ class GemmaAttention(nn.Module):
 class Gemma(nn.Module):
     """``generate``'s two steps: the prompt, then the next tokens, over one cache of ``MAX_LEN`` positions."""
 
-    def __init__(self, hidden_size=32, num_heads=4, bug=""):
+    def __init__(self, hidden_size=32, num_heads=4, bug="", head_dim=16):
         super().__init__()
         self.bug = bug
-        self.attn = GemmaAttention(hidden_size, num_heads, num_heads // 2, head_dim=16, bug=bug)
-        self.register_buffer("freqs_cis", precompute_freqs_cis(16, MAX_LEN * 2), persistent=False)
+        self.attn = GemmaAttention(hidden_size, num_heads, num_heads // 2, head_dim=head_dim, bug=bug)
+        self.register_buffer("freqs_cis", precompute_freqs_cis(head_dim, MAX_LEN * 2), persistent=False)
 
     def step(self, h, positions, kv_cache, mask_tensor):
         freqs_cis = self.freqs_cis.index_select(0, positions)  # (T, d_k/2)
@@ -114,10 +114,10 @@ class Gemma(nn.Module):
         return torch.cat([out1, out2], dim=1)  # (B, T, D)
 
 
-def build(bug="", B=2, T=6, D=32, H=4):
+def build(bug="", B=2, T=6, D=32, H=4, head_dim=16):
     """--dims 'B=2 T=6 D=32 H=4' (H_kv = H/2, head_dim 16 ≠ D/H, as Gemma 7B: 256 ≠ 3072/16)."""
     torch.manual_seed(0)
-    return Gemma(D, H, bug).eval(), (torch.randn(B, T, D),)
+    return Gemma(D, H, bug, head_dim).eval(), (torch.randn(B, T, D),)
 
 
 if __name__ == "__main__":
