@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from shapetrace.engine.axes import (
     COPIES,
     GROUPED_QKV,
+    NARROW_GROUPED_QKV,
     MIXED_PREFIX,
     ROLES,
     TOKEN_ROLES,
@@ -171,7 +172,9 @@ class Namer:
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
         (:func:`sliced`); a view of it names only pieces of it."""
         if size == _fused_grouped_qkv_width(self):
-            return GROUPED_QKV if self.size_of("D") == self.size_of("H") * self.size_of("d_k") else None
+            if self.size_of("D") == self.size_of("H") * self.size_of("d_k"):
+                return GROUPED_QKV
+            return None if self.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -213,7 +216,7 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
-        if atom.root == GROUPED_QKV:
+        if atom.root in (GROUPED_QKV, NARROW_GROUPED_QKV):
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
         return piece_of_named(self, atom) or piece_label(atom)
 
