@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from shapetrace.engine.axes import (
     COPIES,
     GROUPED_QKV,
-    NARROW_GROUPED_QKV,
     MIXED_PREFIX,
+    NARROW_GROUPED_QKV,
     ROLES,
     TOKEN_ROLES,
     UNKNOWN,
