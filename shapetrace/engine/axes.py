@@ -187,6 +187,8 @@ def top_level_terms(label: str) -> list[str]:
 
 #: the width of a grouped-query q/k/v projection fused in one, queries first: ``(H + 2·H_kv)·d_k``
 GROUPED_QKV = "D+2*D_kv"
+#: the same where a head's width d_k is declared apart from D / H (Gemma's ``head_dim``): queries H·d_k wide
+NARROW_GROUPED_QKV = "H*d_k+2*D_kv"
 
 
 def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) -> list[str] | None:

@@ -132,10 +132,21 @@ def einsum_axes(parsed: dict, operands: Sequence[Sequence[Axis]], namer: Namer) 
         return None
     out = [by_letter[c][1].with_role(None) for c in rhs]
     if len(rhs) >= 2 and len(operands) == 2:
-        (ka, ra), (kb, cb) = by_letter[rhs[-2]], by_letter[rhs[-1]]
-        if ka == 0 and kb == 1 and _is_token(ra, namer) and _is_token(cb, namer):
-            out[-2], out[-1] = ra.with_role("query"), cb.with_role("key")
+        for i, role in _query_and_key(terms, rhs, by_letter, namer):
+            out[i] = by_letter[rhs[i]][1].with_role(role)
     return tuple(out)
+
+
+def _query_and_key(terms: Sequence[str], rhs: str, by_letter: dict, namer: Namer) -> list[tuple[int, str]]:
+    """The keys: the one token axis of the output that only the second operand has; the queries: the one
+    other token axis the first operand has (``bhid,bhjd->bhij``; Transformer-XL's ``ibnd,jbnd->ijbn``;
+    windows ``bhtd,bhtdw->bhtw``), wherever they sit in the output; nothing when either is not one."""
+    tokens = [i for i, c in enumerate(rhs) if _is_token(by_letter[c][1], namer)]
+    keys = [i for i in tokens if rhs[i] in terms[1] and rhs[i] not in terms[0]]
+    queries = [i for i in tokens if rhs[i] in terms[0] and i not in keys]
+    if len(keys) != 1 or len(queries) != 1:
+        return []
+    return [(queries[0], "query"), (keys[0], "key")]
 
 
 def einsum_contracted(parsed: dict) -> list[str]:

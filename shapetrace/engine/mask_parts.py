@@ -63,9 +63,25 @@ def _parts(records, nodes, producer, node: int, depth: int) -> tuple[tuple[int, 
     followed through."""
     index = producer.get(node)
     record = records[index] if index is not None else None
+    if record is not None and depth and _whole_slice(record, nodes, node):
+        return _parts(records, nodes, producer, record.ins[0], depth - 1)
     if record is None or depth == 0 or record.spec.family is not Family.ELEMENTWISE or getattr(record, "error", None):
         return (tuple(nodes[node].shape),)
     operands = [n for n in record.ins if isinstance(n, int)]
     if len(operands) == 1 and tuple(nodes[operands[0]].shape) != tuple(nodes[node].shape):
         return (tuple(nodes[node].shape),)
     return tuple(part for n in operands for part in _parts(records, nodes, producer, n, depth - 1))
+
+
+def _whole_slice(record, nodes, node: int) -> bool:
+    """Is ``record`` an indexing by plain slices that keeps every axis whole (OLMo's
+    ``attention_bias[:, :, key_len - query_len : key_len, :key_len]`` at the full length)? Each axis stays
+    in its place, so the parts keep theirs."""
+    if not record.spec.indexes or not record.ins or not isinstance(record.ins[0], int):
+        return False
+    args = record.frozen[0] if record.frozen else ()
+    index = args[1] if len(args) > 1 else None
+    index = index if isinstance(index, tuple) else (index,)
+    slices = all(isinstance(i, tuple) and len(i) == 3 and i[2] in (None, 1)
+                 and all(v is None or isinstance(v, int) for v in i) for i in index)
+    return slices and tuple(nodes[record.ins[0]].shape) == tuple(nodes[node].shape)

@@ -15,6 +15,7 @@ from shapetrace.engine.axes import (
     COPIES,
     GROUPED_QKV,
     MIXED_PREFIX,
+    NARROW_GROUPED_QKV,
     ROLES,
     TOKEN_ROLES,
     UNKNOWN,
@@ -30,7 +31,7 @@ from shapetrace.engine.axes import (
     merges_neighbours,
     piece_label,
 )
-from shapetrace.engine.vocabulary import STACK_FACTORS
+from shapetrace.engine.vocabulary import GRID_AXES, STACK_FACTORS
 
 
 def narrower_query_heads(namer: Namer, size: int) -> bool:
@@ -94,16 +95,10 @@ class Namer:
 
     def broadcast_clash(self, operands) -> tuple[int, int, int] | None:
         """``(j, a, b)``: the first axis, from the right (as ``-j``), where operands ``a`` and ``b`` of a
-        broadcast both have more than one entry and names of different roles. ``operands``: each
+        broadcast both have more than one entry and names of different roles, or of two directions of
+        one grid (rows against columns: SAM's decomposed biases). ``operands``: each
         operand's ``(labels, shape)``. Only names with known roles count (never sizes)."""
-        n = max((len(shape) for _, shape in operands), default=0)
-        for j in range(1, n + 1):
-            named = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
-                     if j <= len(shape) and shape[-j] > 1 and self.plain_role(labels[-j])]
-            for (ia, la), (ib, lb) in zip(named, named[1:]):
-                if self.role(la) != self.role(lb):
-                    return j, ia, ib
-        return None
+        return _first_clash(self, operands)
 
     def role(self, root: str) -> str | None:
         """What a root indexes: batch, tokens, features, heads, head_features, copies, stack, or None."""
@@ -177,7 +172,9 @@ class Namer:
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
         (:func:`sliced`); a view of it names only pieces of it."""
         if size == _fused_grouped_qkv_width(self):
-            return GROUPED_QKV if self.size_of("D") == self.size_of("H") * self.size_of("d_k") else None
+            if self.size_of("D") == self.size_of("H") * self.size_of("d_k"):
+                return GROUPED_QKV
+            return None if self.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -219,7 +216,7 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
-        if atom.root == GROUPED_QKV:
+        if atom.root in (GROUPED_QKV, NARROW_GROUPED_QKV):
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
         return piece_of_named(self, atom) or piece_label(atom)
 
@@ -321,6 +318,8 @@ class Namer:
             # B·nW (Swin's windows batched with the batch): a note; pieces of tokens alone (Hp/2 and Hp%2,
             # chunks of T) are a plain split: nothing to say; attention checks the use either way
             return "windows" if pieces and batched else None
+        if _windows_with_heads(self, atoms, token_atoms):
+            return "windows"   # (B·nW)·H: SAM's reshape(B * heads, h * w, -1) of batched windows, as B·H
         if token_atoms and len(atoms) > 1:
             if merges_neighbours(atoms, self):
                 return None   # neighbouring patches' features side by side: Swin's patch merging
@@ -356,6 +355,55 @@ def _fused_grouped_qkv_width(namer: Namer) -> int | None:
     if heads is None or kv_heads is None or d_k is None or kv_heads == heads:
         return None
     return (heads + 2 * kv_heads) * d_k
+
+
+def _first_clash(namer: Namer, operands) -> tuple[int, int, int] | None:
+    n = max((len(shape) for _, shape in operands), default=0)
+    for j in range(1, n + 1):
+        named = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
+                 if j <= len(shape) and shape[-j] > 1 and namer.plain_role(labels[-j])]
+        for (ia, la), (ib, lb) in zip(named, named[1:]):
+            if piece_role(namer, la) != piece_role(namer, lb) or _crosses_grid(la, lb):
+                return j, ia, ib
+    return None
+
+
+def piece_role(namer: Namer, label: str) -> str | None:
+    """The role of ``label``; for unnamed pieces of a root (``D%4``, ``D/4%2``, ``D%4+D%4``: the
+    halves of OLMo's ``rotate_half``) that all lie within one named piece (``d_k``), that piece's role."""
+    terms = label.split("+") if is_piece_label(label) else []
+    inside = {_role_around(namer, t) for t in terms}
+    return inside.pop() if len(inside) == 1 and None not in inside else namer.role(label)
+
+
+def _role_around(namer: Namer, term: str) -> str | None:
+    """The role of the named piece of its root that the piece label ``term`` lies in, or None."""
+    found = re.fullmatch(r"(\w+)(?:/(\d+))?(?:%(\d+))?", term)
+    root_size = namer.size_of(found.group(1)) if found else None
+    if not root_size:
+        return None
+    stride = int(found.group(2) or 1)
+    size = int(found.group(3) or root_size // stride)
+    namer.read.add(found.group(1))
+    return next((namer.role(name) for (s, n), name in namer._sub_names.get(found.group(1), {}).items()
+                 if s <= stride and stride * size <= s * n and stride % s == 0), None)
+
+
+def _crosses_grid(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` (or pieces of them) two different directions of one grid (``Hp%2``, ``Wp%2``)?"""
+    ra, rb = base_names(a), base_names(b)
+    return len(ra) == len(rb) == 1 and ra[0] != rb[0] and ra[0] in GRID_AXES and rb[0] in GRID_AXES
+
+
+def _windows_with_heads(namer: Namer, atoms: Sequence[Atom], token_atoms: Sequence[Atom]) -> bool:
+    """Is the axis batched windows (whole batch entries with pieces of the token axes) folded with the
+    heads (an atom named H, whole or the heads' piece of a fused projection) and nothing else? Each
+    entry is one (batch entry, window, head): the tokens inside each window stay on the other axes,
+    as B·H keeps them."""
+    rest = [a for a in atoms if a not in token_atoms]
+    return (bool(rest) and any(namer.role(a.root) == Role.BATCH and a.whole for a in token_atoms)
+            and any(not a.whole for a in token_atoms)
+            and all(namer.role(namer.atom_label(a) or "?") == Role.HEADS for a in rest))
 
 
 def _only_features(namer: Namer, atoms: Sequence[Atom]) -> bool:

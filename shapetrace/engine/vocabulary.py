@@ -54,6 +54,8 @@ ROLES = {
     "D_kv": _F, "nW": _B,
     "Hp": _T, "Wp": _T, "Fp": _T,   # a convolution's grid of patches (rows, columns, frames)
 }
+#: the axes of one grid of patches: each walks its own direction, so two of them never line up
+GRID_AXES = frozenset({"Hp", "Wp", "Fp"})
 #: roles a user may declare with ``name:role=size``
 DECLARABLE = tuple(role.value for role in Role)
 #: the canonical name for each accepted spelling

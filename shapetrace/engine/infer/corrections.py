@@ -36,7 +36,11 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     found: dict[int, tuple[Axis, ...]] = {n: a for n, a in state.writes.items() if n not in state.pins}
     found.update(declared_later(state, found))
     found.update(heads_from_products(state, found))
-    for node, axes in unproven_widths(state).items():   # a width's name no use proves (.widths)
+    unproven = unproven_widths(state)
+    if unproven:   # a width's name no use proves (.widths): nor the writes that copied its pieces
+        roots = {state.axes[n][-1].atoms[0].root for n in unproven}
+        found = {n: _without(axes, roots) for n, axes in found.items()}
+    for node, axes in unproven.items():
         found.setdefault(node, axes)
     if not state.ambiguous:
         return found
@@ -52,6 +56,12 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
                 if lined is not None and len(without_ones(lined)) == len(state.capture.nodes[root].shape):
                     found[root] = without_ones(lined)
     return found
+
+
+def _without(axes: tuple[Axis, ...], roots: set[str]) -> tuple[Axis, ...]:
+    """``axes`` with every axis holding a piece of one of ``roots`` (``3*D``, ``3*D[48:72]``) unnamed."""
+    return tuple(ax.unknown_axis(a.size) if any(t.root.split("[", 1)[0] in roots for t in a.atoms) else a
+                 for a in axes)
 
 
 def declared_later(state: Inference, found: dict) -> dict[int, tuple[Axis, ...]]:

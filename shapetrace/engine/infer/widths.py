@@ -16,6 +16,7 @@ projection to any other width is.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
@@ -42,9 +43,51 @@ def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
         axes = state.axes.get(node)
         if not axes or not _whole_feature(state, axes[-1]):
             continue
-        if _regrouped_unproven(state, readers, node, axes[-1].atoms[0].root):
+        root = axes[-1].atoms[0].root
+        if _cut_off_its_parts(state, readers, node, root) or _regrouped_unproven(state, readers, node, root) \
+                or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)):
             pins[node] = axes[:-1] + (ax.unknown_axis(axes[-1].size),)
     return pins
+
+
+def _cut_off_its_parts(state: Inference, readers: dict, node: int, root: str) -> bool:
+    """Is a fused width named ``k*X`` by its size alone (``3*D``) cut by a use at a bound that is not
+    one of its k parts'? gemma_pytorch's ``qkv.split([q_size, kv_size, kv_size])`` at head_dim 12,
+    H = 4, H_kv = 2 cuts 96 = 3·32 at 48 and 72: the width is (4 + 2·2)·12, not three of D."""
+    if "+" in root:   # a sum: a slice at its parts' bounds is named by them (axes.sliced); any other is off
+        return any(atom.root.startswith(f"({root})[") for record in readers.get(node, ()) for out in record.outs
+                   for axis in state.axes.get(out, ()) for atom in axis.atoms)
+    count = root.split("*", 1)[0]
+    if not count.isdigit() or int(count) < 2:
+        return False
+    part = state.namer.size_of(root.split("*", 1)[1])
+    cut = re.compile(re.escape(state.namer.label(ax.root_axis(root, int(count) * part)) if part else root)
+                     + r"\[(\d+):(\d+)\]")
+    for record in readers.get(node, ()):
+        for out in record.outs:
+            for axis in state.axes.get(out, ()):
+                for atom in axis.atoms:
+                    bounds = cut.fullmatch(atom.root)
+                    if part and bounds and any(int(b) % part for b in bounds.groups()):
+                        return True
+    return False
+
+
+def _parts_split_into_heads(state: Inference, readers: dict, node: int, root: str) -> bool:
+    """Does a use cut the sum ``root`` at its parts' bounds and view a part as heads (``H`` of ``d_k``)?
+    gemma_pytorch's ``qkv.split([q_size, kv_size, kv_size])`` then ``xq.view(B, -1, H, head_dim)``, with
+    d_k declared apart from D / H: the width (H + 2·H_kv)·d_k is then no size coincidence."""
+    parts = {t.rpartition("*")[2] if t.split("*", 1)[0].isdigit() else t for t in ax.top_level_terms(root)}
+    heads = {"H", "H_kv"} & set(state.namer.dims)
+    for record in readers.get(node, ()):
+        for out in record.outs:
+            if not any(a.atoms and a.atoms[0].root in parts for a in state.axes.get(out, ())):
+                continue
+            for later in readers.get(out, ()):
+                if any(state.namer.label(a) in heads and a.atoms[0].root in parts
+                       for o in later.outs for a in state.axes.get(o, ())):
+                    return True
+    return False
 
 
 def _whole_feature(state: Inference, axis: Axis) -> bool:

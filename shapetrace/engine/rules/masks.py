@@ -19,6 +19,7 @@ from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.events import Event
 
 #: a fill at or below this hides a score from softmax (-1e9, -10000, finfo.min, -inf all do)
 HIDING_FILL = -1e4
@@ -272,7 +273,7 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
         blind = e.params.get("hides_every_key")
         hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else \
             bool(e.params.get("hides")) or hides(e.params.get("value"))
-        if not blind or not hiding or not e.outputs:
+        if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e):
             continue
         o = e.outputs[0]
         out.append(Kind.MASK_HIDES_EVERY_KEY.found(e.index, (
@@ -281,6 +282,18 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
             "over keys that were all meant to be hidden, as if the mask's polarity were reversed."),
             "Invert it: `(1.0 - mask) * torch.finfo(dtype).min`, or fill where `mask == 0`."))
     return out
+
+
+def _keys_elsewhere(analysis: Analysis, e: Event) -> bool:
+    """Does a softmax that reads ``e``'s output normalise over another axis than the last? The mask was
+    read at record time as (queries, keys) on the last two axes; Transformer-XL's ``ijbn`` scores keep
+    the keys on axis 1 (``softmax(dim=1)``), and there the reading says nothing."""
+    rank = len(e.outputs[0].shape)
+    for s in analysis.events_of(Family.SOFTMAX):
+        if s.index > e.index and s.sources and s.sources[0] == (e.index, 0):
+            dim = s.params.get("dim")
+            return isinstance(dim, int) and dim % rank != rank - 1
+    return False
 
 
 VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key]
