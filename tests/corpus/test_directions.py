@@ -270,8 +270,9 @@ def test_a_reversed_alibi_message_and_verdict(dims):
     e = t.events[found[0].event]
     B, H, T = (t.dims[k] for k in "BHT")
     step = max(get_slopes(H))
+    heads = f"H={H}" if H not in (B, T) else H   # the slopes' axis meets the heads (named where sizes differ)
     assert found[0].message == (
-        f"add #{e.index} adds a bias [1, {H}, 1, T={T}] to the scores [B={B}, H={H}, T={T}, T={T}] that grows with "
+        f"add #{e.index} adds a bias [1, {heads}, 1, T={T}] to the scores [B={B}, H={H}, T={T}, T={T}] that grows with "
         f"the distance to each query along the keys (axis -1, T), linearly and in every head (by up to {step:g} "
         "per token): each query favours the farthest keys, the reverse of ALiBi, which penalises distance.")
     assert t.report().verdict.mark == "✗"
@@ -327,9 +328,10 @@ def test_a_bias_laid_along_the_queries_is_a_warning_and_along_the_keys_silent(di
     [d] = found[True]
     e = t.events[d.event]
     assert (d.kind, d.severity, e.op) == ("bias-constant-along-keys", "warning", "add")
+    heads = f"H={H}" if H not in (B, T) else H   # the bias's axis meets the heads (named where sizes differ)
     assert d.message == (
-        f"add #{e.index} adds a bias [{H}, T={T}, 1] to the scores [B={B}, H={H}, T={T}, T={T}] that is the same on "
-        "every key each query may see (along axis -1, T) while it changes elsewhere: softmax takes a constant per "
+        f"add #{e.index} adds a bias [{heads}, T={T}, 1] to the scores [B={B}, H={H}, T={T}, T={T}] that is the same "
+        "on every key each query may see (along axis -1, T) while it changes elsewhere: softmax takes a constant per "
         "query away, so the bias changes no attention weight.")
     assert t.report().verdict.mark != "✓"
 

@@ -201,6 +201,38 @@ def test_swinv2_cosine_attention_is_silent():
     assert traced(swinv2_cosine, "", DISTINCT).diagnostics == []
 
 
+@pytest.mark.parametrize("dims,shape", [(DISTINCT, "[6, 6, 4] into [H=4, 6, 6]"),
+                                        ("B=3 T=4 D=32 H=8", "[4, 4, 8] into [H=8, 4, 4]")])
+def test_swinv2_bias_table_viewed_without_its_permute_is_mixed_axis(dims, shape):
+    """microsoft/Swin-Transformer swin_transformer_v2.py: the continuous position bias ``[N, N, H]``
+    (the MLP's H outputs, rows picked by relative position) ``view``-ed ``[H, N, N]`` without
+    ``permute(2, 0, 1)``. Its axis added along the scores' heads is the heads; the view cuts it across
+    the table's axes. f3b2c69: ``?`` with no finding."""
+    t = traced(swinv2_cosine, "bias-unpermuted", dims)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics if d.kind != "ambiguous-sizes"] == [
+        ("error", "mixed-axis", 18)]
+    assert t.diagnostics[0].message.startswith(f"view #18 turns the table {shape}: axis 0 is added along the heads")
+    assert t.diagnostics[0].fix == ("Move the table's axis of " + shape.split("[H=")[1].split(",")[0] +
+                                    " into place with .permute(2, 0, 1) (then .contiguous()) instead of a view.")
+    assert line(t) == "✗ 1 error: the findings above say where and how to fix it"
+
+
+def test_swinv2_bias_table_is_named_heads_where_it_meets_the_scores():
+    # the twin: permute(2, 0, 1), named from the add back to the table's view (its last axis the heads)
+    t = traced(swinv2_cosine, "", DISTINCT)
+    assert [e.outputs[0].dims for e in t.events[16:20]] == [
+        (None, None, "H"), ("H", None, None), ("H", None, None), (None, "H", None, None)]
+
+
+@pytest.mark.parametrize("bug", ["", "bias-unpermuted"])
+def test_swinv2_bias_table_at_b_t_h_4_is_not_named(bug):
+    # windows of 2 × 2: the table is [4, 4, 4]; which axis is the heads is not proven, so no name, no finding
+    t = traced(swinv2_cosine, bug, EQUAL)
+    assert all(d.kind != "mixed-axis" for d in t.diagnostics)
+    assert all("H" not in e.outputs[0].dims for e in t.events[12:20])
+    assert line(t).startswith("? checked ")
+
+
 def test_clip_vision_transformer_fed_batch_first_attends_over_the_batch():
     # openai/CLIP model.py permutes NLD -> LND for nn.MultiheadAttention; without it the batch is the sequence
     t = traced(clip_vision, "no-permute", "B=2 D=32 H=4")

@@ -212,13 +212,15 @@ DECIDED_UNREAD = ("vit-patch-stem-cls-token", "vit-patch-stem-fused-sdpa", "deit
                   "conv-stem-permute-then-reshape", "timm-attention-fused-qkv-on-tokens",
                   "swin-window-partition-from-pixels", "swin-window-reverse-without-permute",
                   "swin-shifted-windows-rolled-back", "swin-shifted-windows", "swinir-mask-from-image-size",
-                  "swinir-mask-windows-by-view", "swin-v2-cosine", "swin-v2-normalize-default-dim",
+                  "swinir-mask-windows-by-view",
                   "mha-average-attn-weights", "mha-module-masks-true-means-masked",
                   "mha-batch-first-input-without-batch-first", "falcon-linear-as-matmul-fused-per-head",
                   "dynamic-cache-first-write-cats-onto-an-empty-tensor")
 #: where a later use still reaches records before it, the records are walked again (issue 33, item 7)
 STILL_TWICE = {
     "mla-latent-cache-decode-step": "heads read back from the q·k product reach the views that split them",
+    "swin-v2-cosine": "heads read back from the bias's add reach the relative-position table that made it",
+    "swin-v2-normalize-default-dim": "heads read back from the bias's add reach the relative-position table",
 }
 
 

@@ -28,6 +28,7 @@ from shapetrace.engine.ops import (
     arg,
     is_basic_indexing,
     is_matrix_product,
+    lines_up_by_broadcast,
 )
 from shapetrace.engine.thawed import thaw_args
 
@@ -57,6 +58,11 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
             out = inference.axes.get(record.outs[0])
             if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
                 continue
+        elif lines_up_by_broadcast(spec):
+            for node, position in _bias_heads(inference, record, size):
+                walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+                walker.back(node, position)
+            continue
         else:
             continue
         if out and _heads_axis_unnamed(namer, out, size):
@@ -64,6 +70,35 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
             for node in record.ins:
                 walker.back(node, -3)
     return walker.pins if walker is not None else {}
+
+
+def _bias_heads(inference: Inference, record, size: int) -> list[tuple[int, int]]:
+    """``scores [B, H, T, S] + bias [1, H', T', S']``: broadcasting lines the bias up with the scores axis
+    by axis, so an unnamed bias axis with H entries that meets the heads is the heads, the axis the bias
+    is added along (a table made from parameters only, Swin's relative-position bias). Only where no
+    other axis of the scores has H entries: at B = T = H nothing says which of the bias's axes is which
+    once views have re-read it, so nothing is named."""
+    namer = inference.namer
+    ranked = [(node, inference.axes.get(node) or ()) for node in dict.fromkeys(record.ins)]
+    scores = [(node, a) for node, a in ranked if len(a) >= 4 and _is_scores(namer, a)]
+    if len(scores) != 1:
+        return []
+    _, axes = scores[0]
+    h = [i for i, a in enumerate(axes) if namer.label(a) == HEADS]
+    if len(h) != 1 or any(a.size == size for i, a in enumerate(axes) if i != h[0]):
+        return []
+    back = h[0] - len(axes)   # from the right, as torch lines operands up
+    found = []
+    for node, other in ranked:
+        if node == scores[0][0] or len(other) < -back:
+            continue
+        if other[back].size == size and namer.label(other[back]) is None:
+            found.append((node, back))
+    return found
+
+
+def _is_scores(namer, axes: tuple[Axis, ...]) -> bool:
+    return (axes[-2].role, axes[-1].role) == ("query", "key")
 
 
 def _fused_attention_queries(inference: Inference, record) -> tuple[Axis, ...] | None:
