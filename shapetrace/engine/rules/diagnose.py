@@ -31,6 +31,7 @@ from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import normalised_over_tokens, reduction_axis
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
+from shapetrace.engine.rules.row_folds import batched_row_folds
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.writes import swap_for, write_behind
@@ -50,7 +51,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
             if faults_raise():
                 raise
             found.append(check_failed(rule.__name__, exc))
-    found = _merges_projected_later(analysis, found)
+    found = _merges_projected_later(analysis, batched_row_folds(analysis, found))
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
     found = at_the_users_call(analysis, one_per_bug(analysis, found))

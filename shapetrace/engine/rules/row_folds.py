@@ -1,0 +1,81 @@
+"""Tokens folded with heads into the rows of a product against keys of one head: a batch, not a merge.
+
+GPT-BigCode's multi-query attention (huggingface/transformers ``GPTBigCodeAttention._attn``) folds the
+queries ``query.reshape(B, T * H, d_k)`` so that one ``baddbmm`` against the single key head
+``(B, d_k, S)`` scores every (token, head) row at once, and views the scores back ``(B, T, H, S)``; the
+weights are folded again for ``bmm`` with the one value head and the output viewed back ``(B, T, D)``.
+Each row of a matrix product is computed on its own, so rows that pair a token with a head are no
+(token, feature) merge: they are batched. What proves it, from what the fold holds and not from sizes:
+
+* the folded axis holds tokens and heads only (no batch entries, no features);
+* a matrix product reads it as its rows (the first factor's second-to-last axis), and no other
+  operand of that product has a heads axis (the keys have one head, which every row shares);
+* the product's result is viewed back at once into axes none of which merges tokens with anything.
+
+A fold that nothing multiplies, or that multiplies keys with heads, or that is never undone keeps its
+``tokens-merged-with-features`` warning (``view(B, T, H, d_k).reshape(B, T * H, d_k)``: the teaching
+aid of tests/engine/test_diagnose_merges.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import coalesce
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import is_matrix_product
+from shapetrace.engine.vocabulary import Role
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
+
+_MERGES = ("error", "warning")
+
+
+def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
+    """``found`` less the ``tokens-merged-with-features`` warnings on folds of tokens with heads that a
+    product against one key/value head reads as its rows and that are undone right after it."""
+    readers = _readers(analysis.events)
+    return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
+                                     and _batched_rows(analysis, readers, analysis.events[d.event]))]
+
+
+def _readers(events) -> dict[tuple[int, int], list[tuple[Event, int]]]:
+    """``(event, output)`` -> the events that read that result, with the operand position."""
+    out: dict[tuple[int, int], list[tuple[Event, int]]] = {}
+    for e in events:
+        for j, source in enumerate(e.sources):
+            if source is not None:
+                out.setdefault(source, []).append((e, j))
+    return out
+
+
+def _batched_rows(analysis: Analysis, readers: dict, e: Event) -> bool:
+    namer = analysis.namer
+    folded = e.outputs[0]
+    axes = [i for i, a in enumerate(folded.axes) if namer.mix_kind(a) in _MERGES]
+    if len(axes) != 1 or axes[0] != len(folded.axes) - 2 or not _tokens_and_heads(namer, folded.axes[axes[0]]):
+        return False
+    uses = readers.get((e.index, 0), [])
+    return bool(uses) and all(_product_of_one_head(analysis, readers, p, j) for p, j in uses)
+
+
+def _tokens_and_heads(namer, axis) -> bool:
+    roles = {namer.role(namer.atom_label(a)) for a in coalesce(axis.atoms)}   # H: a piece of D named by it
+    return roles == {Role.TOKENS, Role.HEADS}
+
+
+def _product_of_one_head(analysis: Analysis, readers: dict, p: Event, j: int) -> bool:
+    """``p`` reads the fold as its rows, no other operand has heads, and its result is undone at once."""
+    namer = analysis.namer
+    if p.spec is None or not is_matrix_product(p.spec) or j == len(p.inputs) - 1:
+        return False
+    others = [t for k, t in enumerate(p.inputs) if k != j]
+    if any(namer.role(namer.atom_label(atom)) == Role.HEADS for t in others for a in t.axes
+           for atom in coalesce(a.atoms)):
+        return False   # keys with heads of their own (folded too: every row would meet every head)
+    after = readers.get((p.index, 0), [])
+    return bool(after) and all(not any(namer.mix_kind(a) in _MERGES for o in r.outputs for a in o.axes)
+                               for r, _ in after)
