@@ -119,6 +119,31 @@ def _named(event: Event) -> bool:
     return event.checked_on_values or _axes_named(event)
 
 
+def _twins_swapped(event: Event) -> str | None:
+    """Why the names cannot check an op that moves two axes of one name past each other (T5's bias
+    ``permute([2, 1, 0])`` of ``[T, T, H]``: queries and keys trade places, and both read ``T``), or
+    None. Which input axis each output axis is comes from the strides (a view's, exactly); where they
+    cannot tell (equal strides), a move between same-named axes is not ruled out either."""
+    if len(event.inputs) != 1 or len(event.outputs) != 1 or event.spec.memory != "view":
+        return None   # (a copy's strides are its own layout, not where its axes came from)
+    i, o = event.inputs[0], event.outputs[0]
+    if len(i.shape) != len(o.shape) or sorted(i.shape) != sorted(o.shape) or tuple(i.shape) == tuple(o.shape) \
+            and tuple(i.stride) == tuple(o.stride):
+        return None
+    twins = {d for d in o.dims if d is not None and sum(x == d and n > 1 for x, n in zip(o.dims, o.shape)) > 1}
+    for name in twins:
+        sources = []
+        for size, stride, label in zip(o.shape, o.stride, o.dims):
+            if label != name or size == 1:
+                continue
+            found = [b for b, (n, st) in enumerate(zip(i.shape, i.stride)) if n == size and st == stride]
+            sources.append(found[0] if len(found) == 1 else None)
+        if None in sources or sources != sorted(sources):
+            return f"#{event.index} {event.op} moves two axes both named {name} past each other, and names " \
+                   "cannot tell which is which"
+    return None
+
+
 def _axes_named(event: Event) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
                if size > 1) and _along_named(event)
@@ -178,6 +203,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
+    unproven += tuple(_twins_swapped(e) for e in candidates if _twins_swapped(e))
     if errors or exception is not None:
         mark = "✗"
     elif warnings:

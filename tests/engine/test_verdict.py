@@ -200,3 +200,43 @@ def test_a_run_stopped_before_its_end_is_never_a_check_mark():
     report = t.report()
     report.stopped = "Ctrl-C"
     assert report.verdict.mark == "?" and "\n? stopped by Ctrl-C after 5 recorded ops" in _printed(report)
+
+
+class _T5Bias(torch.nn.Module):
+    """huggingface/transformers ``T5Attention.compute_bias``: relative positions ``key - query`` put in
+    buckets, looked up in an ``Embedding(buckets, H)`` and laid out ``permute([2, 0, 1])``; the bug
+    ``permute([2, 1, 0])`` trades queries and keys (the bias of i→j lands on j→i). Written here."""
+
+    def __init__(self, D: int, H: int, order: list[int]):
+        super().__init__()
+        self.H, self.order = H, order
+        self.qk = torch.nn.Linear(D, 2 * D, bias=False)
+        self.bias = torch.nn.Embedding(16, H)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k = self.qk(x).split(D, dim=-1)                                          # (B, T, D) each
+        q = q.view(B, T, self.H, D // self.H).transpose(1, 2)                       # (B, H, T, d_k)
+        k = k.view(B, T, self.H, D // self.H).transpose(1, 2)                       # (B, H, T, d_k)
+        relative = torch.arange(T)[None, :] - torch.arange(T)[:, None]             # (T, T) key - query
+        buckets = relative.clamp(-7, 7) + 8                                         # (T, T)
+        bias = self.bias(buckets).permute(self.order).unsqueeze(0)                  # (1, H, T, T)
+        return (q @ k.transpose(-2, -1) + bias).softmax(dim=-1)                     # (B, H, T, T)
+
+
+@pytest.mark.parametrize("order,mark", [([2, 0, 1], "✓"), ([2, 1, 0], "?")])
+def test_an_op_that_swaps_two_axes_of_one_name_is_not_checked_by_names(order, mark):
+    """The bias's two token axes are both ``T``: names cannot tell the buggy ``permute([2, 1, 0])``
+    (queries and keys traded) from the right one, so that op is not proven and the verdict is ``?``,
+    never ``✓`` (it was ``✓`` once the bias's heads axis got its name); the right one keeps its ``✓``."""
+    torch.manual_seed(0)
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _T5Bias(24, 3, order)(torch.randn(2, 5, 24))
+    v = t.report().verdict
+    assert v.mark == mark
+    permute = next(e.index for e in t.events if e.op == "permute")
+    swapped = f"#{permute} permute moves two axes both named T past each other, and names cannot tell which is which"
+    assert (swapped in v.unproven) == (mark == "?")
+    if mark == "?":
+        assert v.line.startswith(f"? checked {v.total} of {v.total} ops that could carry a layout bug; not proven: "
+                                 f"{swapped}; no errors or warnings in what was checked")
