@@ -295,3 +295,19 @@ def traced_named_input(cls, dims: str, **kwargs):
         shapetrace.name(x, "B T D")
         model(x)
     return t
+
+
+def traced_build(module: ModuleType, bug: str, dims: str):
+    """A public-style corpus module's ``build(bug, **sizes)`` (the sizes it accepts, read from ``dims``,
+    ``"B=2 T=6 D=32 H=4"``) traced under ``no_grad`` with those dims."""
+    accepted = inspect.signature(module.build).parameters
+    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
+    model, inputs = module.build(bug, **sizes)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(*inputs)
+    return t
+
+
+def error_kinds(t) -> list[str]:
+    """The kinds of a trace's errors, in order."""
+    return [d.kind for d in t.diagnostics if d.severity == "error"]

@@ -10,13 +10,14 @@ buggy file, no error on a correct one, and the classes this round found, each fa
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import pytest
 import torch
 
 import shapetrace
+from tests.corpus.helpers import error_kinds as errors
+from tests.corpus.helpers import traced_build as traced
 from tests.corpus.public5 import (
     bert_self,
     clip_text,
@@ -32,19 +33,6 @@ from tests.corpus.public5 import (
 from tests.corpus.vision import dit
 
 DISTINCT, EQUAL = "B=2 T=6 D=32 H=4", "B=4 T=4 D=32 H=4"
-
-
-def traced(module, bug: str, dims: str):
-    accepted = inspect.signature(module.build).parameters
-    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
-    model, inputs = module.build(bug, **sizes)
-    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
-        model(*inputs)
-    return t
-
-
-def errors(t) -> list[str]:
-    return [d.kind for d in t.diagnostics if d.severity == "error"]
 
 
 def line(t) -> str:

@@ -24,6 +24,8 @@ import pytest
 import torch
 
 import shapetrace
+from tests.corpus.helpers import error_kinds as errors
+from tests.corpus.helpers import traced_build as traced
 from tests.corpus.public6 import (
     bigcode_mqa,
     espnet_conformer,
@@ -36,19 +38,6 @@ from tests.corpus.public6 import (
 )
 
 MODULES = (meta_llama, bigcode_mqa, transformer_xl, espnet_conformer, sam_encoder, ldm_cross, olmo, gemma_pytorch)
-
-
-def traced(module, bug: str, dims: str):
-    accepted = inspect.signature(module.build).parameters
-    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
-    model, inputs = module.build(bug, **sizes)
-    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
-        model(*inputs)
-    return t
-
-
-def errors(t) -> list[str]:
-    return [d.kind for d in t.diagnostics if d.severity == "error"]
 
 
 def findings(t) -> tuple[str, ...]:
