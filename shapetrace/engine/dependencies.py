@@ -439,14 +439,6 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     return found, held
 
 
-def probe_for(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
-              triangle: str | None = None, entry_of=None, per_entry: tuple = ()) -> Probe | None:
-    """The probe of a traced run's outermost module call, or None where its input's batch and token
-    axes are not named (:func:`probe_or_reason` says why)."""
-    probe = probe_or_reason(top_call, labels_of, role_of, events, by_size, triangle, entry_of, per_entry)
-    return probe if isinstance(probe, Probe) else None
-
-
 def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size: bool = False,
                     triangle: str | None = None, entry_of=None, per_entry: tuple = ()) -> Probe | str:
     """The probe of a traced run's outermost module call, or why the token contracts cannot be measured

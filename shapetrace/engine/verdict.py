@@ -203,7 +203,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    unproven += tuple(_twins_swapped(e) for e in candidates if _twins_swapped(e))
+    unproven += tuple(why for why in map(_twins_swapped, candidates) if why)
     if errors or exception is not None:
         mark = "✗"
     elif warnings:
