@@ -385,6 +385,10 @@ def check_files(jobs: list[Job], lessons: str | Path, time_limit: float = DEFAUL
     def one(job: Job) -> dict:
         return check_job(job, lessons, time_limit, memory_mb, width, seed)
 
+    from shapetrace.exercises.content import load
+
+    if jobs:   # the curriculum read once, here: CPython 3.11.7's ast.parse is not safe from several threads at once
+        load(Path(lessons))   # ("SystemError: AST constructor recursion depth mismatch"); each job then finds it cached
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         return list(pool.map(one, jobs))
 
