@@ -89,11 +89,13 @@ class Declared(NamedTuple):
 
 
 #: what a node is: its shape, whether it entered the traced code (an input: names may be seeded from
-#: the declared sizes), whether it is an ``nn.Parameter``
+#: the declared sizes), whether it is an ``nn.Parameter``, whether a module running when it entered holds
+#: it (a registered buffer or a tensor attribute: the model's own, not an input the sizes describe)
 class NodeFacts(NamedTuple):
     shape: tuple
     entered: bool
     parameter: bool
+    held: bool = False
 
 
 class Capture:
@@ -145,13 +147,24 @@ class Capture:
 
     def _enter(self, t: torch.Tensor) -> int:
         node = len(self.nodes)
-        self.nodes.append(NodeFacts(tuple(t.shape), True, isinstance(t, torch.nn.Parameter)))
+        parameter = isinstance(t, torch.nn.Parameter)
+        self.nodes.append(NodeFacts(tuple(t.shape), True, parameter, not parameter and self._held(t)))
         self._ids[id(t)] = (weakref.ref(t), node)
         return node
 
+    def _held(self, t: torch.Tensor) -> bool:
+        """Is ``t`` a registered buffer or a tensor attribute of a module running now?"""
+        first = self.module_calls.first
+        for slot in self.modules:
+            module = first[slot][0] if 0 <= slot < len(first) else None
+            if module is not None and any(v is t for held in (module._buffers, module.__dict__)
+                                          for v in held.values()):
+                return True
+        return False
+
     def _made(self, t: torch.Tensor, shape) -> int:
         node = len(self.nodes)
-        self.nodes.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
+        self.nodes.append(_new_tuple(NodeFacts, (tuple(shape), False, False, False)))
         self._ids[id(t)] = (_weakref(t), node)
         return node
 
@@ -193,7 +206,7 @@ class Capture:
                 node = self._same_or_new(o, shape, inputs, nodes)
             else:   # a new node (_made, inlined); new metadata in place (transpose_) is one too
                 node = len(facts)
-                facts.append(_new_tuple(NodeFacts, (tuple(shape), False, False)))
+                facts.append(_new_tuple(NodeFacts, (tuple(shape), False, False, False)))
                 ids[id(o)] = (_weakref(o), node)
             out_nodes.append(node)
             out_raw.append((shape, o.stride(), o.storage_offset(), o.dtype))

@@ -112,6 +112,8 @@ class OpSpec:
     # -- what it does with its arguments -------------------------------------------------------------
     picks: bool = False               # picks one index of an axis (``x[0]``, ``select``)
     picks_by_index: bool = False      # picks along its ``dim`` by an index tensor, its second operand (``gather``)
+    looks_up: bool = False            # one row of a table per entry of its first operand, the index (``embedding``):
+    #                                   its result's leading axes are the index's (a guessed index hands on none)
     counts: str = ""                  # its values count positions along an axis (:mod:`.indices`): its "dim"
     #                                   (``argmax``: none, a flat index), or "dim or last" (``argsort``)
     indexes: bool = False             # ``x[index]``: the subscript call (what it picks is in the index)

@@ -440,3 +440,27 @@ def test_the_capture_goes_with_its_trace():
     capture = weakref.ref(t.capture)
     del t
     assert capture() is None
+
+
+def test_a_tensor_a_running_module_holds_is_recorded_as_held():
+    """A registered buffer (Swin's ``relative_position_index``, T5's buckets) or a tensor attribute
+    (``self.inv_freq = ...`` unregistered, as kv-cache code keeps its tables) entering while its module
+    runs is the model's own; the input the module is called with is not, nor is a parameter. Size
+    guesses on held tensors never cross an index (:mod:`shapetrace.engine.infer.guesses`)."""
+
+    class Held(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("index", torch.zeros(6, 6, dtype=torch.long))
+            self.table, self.weight = torch.ones(6), torch.nn.Parameter(torch.ones(6))
+
+        def forward(self, x):
+            return x + self.index + self.table + self.weight   # (B, T, T)
+
+    x = torch.randn(2, 6, 6)
+    model = Held()
+    t = _trace(model, x)
+    assert t.capture.nodes[t.capture.known_node(x)].held is False
+    assert t.capture.nodes[t.capture.known_node(model.index)].held is True
+    assert t.capture.nodes[t.capture.known_node(model.table)].held is True
+    assert t.capture.nodes[t.capture.known_node(model.weight)].held is False

@@ -88,7 +88,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     if record.error is None and family is Family.WRITE:
         out_axes, params = [in_axes[0]], record.params or {}
     elif record.error is None:
-        out_axes, params = names_of(state, spec, record, in_axes, [r[0] for r in record.out_raw])
+        out_axes, params = names_of(state, spec, record, unguessed_index(state, record, in_axes),
+                                    [r[0] for r in record.out_raw])
     else:
         out_axes, params = [], record.params or {}
     if family is Family.JOIN and out_axes:
@@ -109,6 +110,15 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
     return record, out_axes, params
+
+
+def unguessed_index(state: Inference, record: OpRecord, in_axes):
+    """``in_axes`` with a lookup's index unnamed where it was made from a size guess (:mod:`.guesses`):
+    ``embedding(buckets)`` of a ``[T, T]`` buffer seeded ``[B, T]`` at B = T must not hand that guess
+    on as the table rows' names, as an index pick does not (:class:`.elements._Picks`)."""
+    if not record.spec.looks_up or not in_axes or not state.guesses.made_from_a_guess(state, record.ins[0]):
+        return in_axes
+    return [ax.unknown_axes(tuple(a.size for a in in_axes[0])), *in_axes[1:]]
 
 
 def store_names(state: Inference, record: OpRecord, in_axes, out_axes) -> None:
