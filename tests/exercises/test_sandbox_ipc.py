@@ -1,0 +1,202 @@
+"""What a check may hold outside its own address space: System V IPC objects, POSIX message queues and
+pipes (issue 34, the checker's fifth hostile round).
+
+An address-space cap counts what a process maps, not what the kernel keeps for it elsewhere. A System V
+shared-memory segment, once detached, is counted by no cap and outlives its creator until removed
+(shmget(2), shm_overview(7); the "memory outside the cap" of round 4's extended attributes again); a
+message queue keeps its messages the same way (mq_overview(7)); a pipe keeps what was written to it. As in
+test_sandbox_layers_round4.py each attack runs with one layer alone (``layers=...``) and, as a control,
+without the layer that stops it, where it gets through; nothing is mocked. The hostile files
+tests/hostile/sysv_shm_memory.py, mqueue_classmate.py and pipe_memory.py are the same attacks in the
+full sandbox.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import resource
+import secrets
+from pathlib import Path
+
+import pytest
+
+from shapetrace.exercises import confine, isolation
+from shapetrace.exercises.checker import Job, check_job
+from shapetrace.exercises.content import load
+
+CURRICULUM = load()
+NO_BWRAP = isolation.bwrap_problem()
+needs_bwrap = pytest.mark.skipif(bool(NO_BWRAP), reason=f"bubblewrap cannot start here: {NO_BWRAP}")
+BWRAP, SECCOMP, RLIMITS = ("bwrap",), ("seccomp",), ("rlimits",)
+HEAD_DIM = '''
+def head_dim(d_model, heads):
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+    return d_model // heads
+'''
+_libc = ctypes.CDLL(None, use_errno=True)
+IPC_RMID = 0
+
+
+def _check(folder: Path, name: str, attack: str, layers=(), memory_mb: int = 512) -> dict:
+    path = folder / f"{name}-{'-'.join(layers) or 'none'}.py"
+    path.write_text(attack + "\n" + HEAD_DIM)
+    return check_job(Job("head-dim", str(path)), CURRICULUM.root, time_limit=5, memory_mb=memory_mb, layers=layers)
+
+
+def _raised(v: dict, text: str) -> None:
+    assert v["verdict"] == "crash", v
+    assert v["summary"].startswith(f"your file raised {text}"), v
+
+
+# -- System V shared memory: past the address-space cap, and past the check --------------------------------
+
+#: (braces doubled: each attack below is a format string)
+SHM_CALLS = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+def _or_raise(got, what):
+    if got in (None, -1, ctypes.c_void_p(-1).value):
+        err = ctypes.get_errno()
+        raise OSError(err, f"{{what}}: {{os.strerror(err)}}")
+    return got
+"""
+#: 16 segments of 16 MiB, each attached, filled and detached: 256 MiB kept by the kernel beside a 64 MiB cap.
+SHM_STORE = SHM_CALLS + """stored = 0
+try:
+    for n in range(16):
+        seg = _or_raise(libc.shmget({key} + n, 16 << 20, 0o1600), "shmget")
+        at = _or_raise(libc.shmat(seg, None, 0), "shmat")
+        ctypes.memset(at, 1, 16 << 20)
+        libc.shmdt(at)
+        stored += 16
+except OSError as exc:
+    raise ValueError(f"stored {{stored}} MiB: {{exc}}")
+raise ValueError(f"stored {{stored}} MiB")
+"""
+SHM_WRITE = SHM_CALLS + """seg = _or_raise(libc.shmget({key}, 4096, 0o1600), "shmget")
+at = _or_raise(libc.shmat(seg, None, 0), "shmat")
+ctypes.memmove(at, b"solution", 8)
+"""
+SHM_READ = SHM_CALLS + """seg = _or_raise(libc.shmget({key}, 0, 0), "shmget")
+at = _or_raise(libc.shmat(seg, None, 0o10000), "shmat")  # SHM_RDONLY
+raise ValueError(ctypes.string_at(at, 8))
+"""
+
+
+def _segment(key: int) -> int:
+    """The id of this host's segment under ``key`` (-1: none)."""
+    return _libc.shmget(key, 0, 0)
+
+
+@pytest.fixture
+def shm_key():
+    """Keys of this test's own (``key`` to ``key + 15``); every segment under them is removed afterwards."""
+    key = 0x5EA70000 + secrets.randbelow(1 << 12) * 16
+    yield key
+    for n in range(16):
+        if _segment(key + n) >= 0:
+            _libc.shmctl(_segment(key + n), IPC_RMID, None)
+
+
+def test_control_under_the_memory_cap_alone_shared_memory_holds_four_times_it_and_outlives_the_check(
+        tmp_path, shm_key):
+    v = _check(tmp_path, "store", SHM_STORE.format(key=shm_key), RLIMITS, memory_mb=64)
+    _raised(v, "ValueError: stored 256 MiB while loading")
+    assert all(_segment(shm_key + n) >= 0 for n in range(16))  # still here, the check long gone
+
+
+def test_control_with_no_layer_a_check_reads_the_segment_another_left(tmp_path, shm_key):
+    _check(tmp_path, "write", SHM_WRITE.format(key=shm_key))
+    _raised(_check(tmp_path, "read", SHM_READ.format(key=shm_key)), "ValueError: b'solution'")
+
+
+def test_seccomp_alone_refuses_system_v_shared_memory(tmp_path, shm_key):
+    v = _check(tmp_path, "store", SHM_STORE.format(key=shm_key), SECCOMP, memory_mb=64)
+    _raised(v, "ValueError: stored 0 MiB: [Errno 1] shmget: Operation not permitted")
+    assert _segment(shm_key) < 0
+
+
+@needs_bwrap
+def test_bubblewrap_alone_a_segment_dies_with_its_checks_ipc_namespace(tmp_path, shm_key):
+    _check(tmp_path, "write", SHM_WRITE.format(key=shm_key), BWRAP)
+    assert _segment(shm_key) < 0  # not on the host
+    _raised(_check(tmp_path, "read", SHM_READ.format(key=shm_key), BWRAP),
+            "FileNotFoundError: [Errno 2] shmget: No such file or directory")
+
+
+# -- POSIX message queues -----------------------------------------------------------------------------------
+
+#: Creates a queue and leaves a message in it (mq_open(3): O_CREAT | O_RDWR).
+MQ_SEND = """import ctypes, os
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+q = rt.mq_open({name!r}, 0o100 | 2, 0o600, None)
+if q < 0:
+    err = ctypes.get_errno()
+    raise OSError(err, f"mq_open: {{os.strerror(err)}}")
+rt.mq_send(q, b"solution", 8, 0)
+"""
+
+
+@pytest.fixture
+def queue_name():
+    name = f"/shapetrace-{secrets.token_hex(6)}".encode()
+    yield name
+    ctypes.CDLL("librt.so.1").mq_unlink(name)
+
+
+def _queue_exists(name: bytes) -> bool:
+    rt = ctypes.CDLL("librt.so.1", use_errno=True)
+    q = rt.mq_open(name, 0)
+    if q >= 0:
+        rt.mq_close(q)
+    return q >= 0
+
+
+def test_control_with_no_layer_a_queue_and_its_message_outlive_the_check(tmp_path, queue_name):
+    v = _check(tmp_path, "send", MQ_SEND.format(name=queue_name))
+    assert v["verdict"] == "unverified", v
+    assert _queue_exists(queue_name)
+
+
+def test_seccomp_alone_refuses_message_queues(tmp_path, queue_name):
+    _raised(_check(tmp_path, "send", MQ_SEND.format(name=queue_name), SECCOMP),
+            "PermissionError: [Errno 1] mq_open: Operation not permitted")
+    assert not _queue_exists(queue_name)
+
+
+def test_rlimits_alone_give_message_queues_no_bytes(tmp_path, queue_name):
+    _raised(_check(tmp_path, "send", MQ_SEND.format(name=queue_name), RLIMITS),
+            "OSError: [Errno 24] mq_open: Too many open files")  # (mq_open(3): RLIMIT_MSGQUEUE met)
+    assert not _queue_exists(queue_name)
+
+
+# -- pipes: kernel memory by the open file ------------------------------------------------------------------
+
+#: 1,000 pipes, 4 KiB written into each (a page of kernel memory apiece, in no address space).
+PIPES = """import os
+held = []
+try:
+    for n in range(1000):
+        r, w = os.pipe()
+        os.write(w, b"x" * 4096)
+        held.append((r, w))
+except OSError as exc:
+    raise ValueError(f"{len(held)} pipes: {exc}")
+raise ValueError(f"{len(held)} pipes")
+"""
+
+
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2100, reason="the host's own limit is lower")
+def test_control_with_no_layer_a_check_holds_pipes_by_the_thousand(tmp_path):
+    _raised(_check(tmp_path, "pipes", PIPES), "ValueError: 1000 pipes while loading")
+
+
+def test_rlimits_alone_cap_open_files(tmp_path):
+    v = _check(tmp_path, "pipes", PIPES, RLIMITS)
+    _raised(v, "ValueError: ")
+    held = int(v["summary"].removeprefix("your file raised ValueError: ").split(" pipes")[0])
+    assert 100 <= held < confine.MAX_FILES // 2, v  # what the check already held counts too
+    assert "[Errno 24] Too many open files" in v["summary"], v
