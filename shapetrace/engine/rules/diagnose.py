@@ -496,7 +496,8 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
         if sources is None:
             continue
         made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
-        swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
+        swapped = (made_by == ("k", "q") and _columns_are_tokens(e, analysis)) or (
+            made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, analysis)
                                              and not _sequences_told_by_size(e, analysis))   # provenance outranks names
         if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
@@ -516,6 +517,12 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
+
+
+def _columns_are_tokens(e: Event, analysis: Analysis) -> bool:
+    """Do the product's columns count tokens? ``query_proj`` on DeBERTa's relative-position table gives
+    rows of positions, not of query tokens: ``bmm(keys, pos_queryᵀ)`` is its p2c table, not swapped scores."""
+    return analysis.namer.plain_role(e.outputs[0].dims[-1]) == "tokens"
 
 
 def _sequences_told_by_size(e: Event, analysis: Analysis) -> bool:
