@@ -20,7 +20,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.causes import one_per_bug
-from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.contracts import CONTRACT_RULES, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
@@ -242,11 +242,6 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
     return []
 
 
-def _declared(label: str | None, analysis: Analysis) -> bool:
-    """A plain declared name (``d_k``, ``T``, ``D_kv``): only those can be told to differ for sure."""
-    return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
-
-
 def _contracted_axes(e: Event) -> tuple[tuple[int, int], ...]:
     """The ``(operand, axis)`` pairs a matrix product sums over (``a``'s last, ``b``'s second to last)."""
     if not is_matrix_product(e.op) or len(e.inputs) != 2 or len(e.inputs[1].shape) < 2:
@@ -259,7 +254,7 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
     out = []
     for e in analysis.events_where(_multiplies):
         for la, lb in _matmul_pairs(e):
-            if la != lb and _declared(la, analysis) and _declared(lb, analysis):
+            if told_apart(la, lb, analysis):
                 a, b = e.inputs
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "

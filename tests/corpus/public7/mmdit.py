@@ -20,7 +20,7 @@ from torch import nn
 
 BUGS = ("split-text-first", "values-text-first")
 TWINS = ()
-DIMS = ("B=2 T=12 L=5 D=32 H=4",)
+DIMS = ("B=2 T=12 S=5 D=32 H=4",)
 
 
 class JointAttention(nn.Module):
@@ -47,14 +47,14 @@ class JointAttention(nn.Module):
         enc_query = self.add_q_proj(encoder_hidden_states).view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
         enc_key = self.add_k_proj(encoder_hidden_states).view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
         enc_value = self.add_v_proj(encoder_hidden_states).view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
-        query = torch.cat([query, enc_query], dim=2)  # (B, H, T+L, d_k)
-        key = torch.cat([key, enc_key], dim=2)  # (B, H, T+L, d_k)
+        query = torch.cat([query, enc_query], dim=2)  # (B, H, T+S, d_k)
+        key = torch.cat([key, enc_key], dim=2)  # (B, H, T+S, d_k)
         if self.bug == "values-text-first":
-            value = torch.cat([enc_value, value], dim=2)  # bug: (B, H, L+T, d_k) against keys T+L
+            value = torch.cat([enc_value, value], dim=2)  # bug: (B, H, S+T, d_k) against keys T+S
         else:
-            value = torch.cat([value, enc_value], dim=2)  # (B, H, T+L, d_k)
+            value = torch.cat([value, enc_value], dim=2)  # (B, H, T+S, d_k)
         hidden_states = F.scaled_dot_product_attention(query, key, value, dropout_p=0.0, is_causal=False)
-        hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, self.heads * head_dim)  # (B, T+L, D)
+        hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, self.heads * head_dim)  # (B, T+S, D)
         if self.bug == "split-text-first":
             txt_len = encoder_hidden_states.shape[1]
             encoder_hidden_states, hidden_states = (hidden_states[:, :txt_len], hidden_states[:, txt_len:])  # bug
@@ -62,14 +62,14 @@ class JointAttention(nn.Module):
             hidden_states, encoder_hidden_states = (
                 hidden_states[:, : residual.shape[1]],
                 hidden_states[:, residual.shape[1] :],
-            )  # (B, T, D), (B, L, D)
+            )  # (B, T, D), (B, S, D)
         return self.to_out(hidden_states), self.to_add_out(encoder_hidden_states)
 
 
-def build(bug="", B=2, T=12, L=5, D=32, H=4):  # noqa: N803
-    """--dims 'B=2 T=12 L=5 D=32 H=4': image tokens (B, T, D) and text tokens (B, L, D)."""
+def build(bug="", B=2, T=12, S=5, D=32, H=4):  # noqa: N803
+    """--dims 'B=2 T=12 S=5 D=32 H=4': image tokens (B, T, D) and text tokens (B, S, D)."""
     torch.manual_seed(0)
-    return JointAttention(D, H, bug).eval(), (torch.randn(B, T, D), torch.randn(B, L, D))
+    return JointAttention(D, H, bug).eval(), (torch.randn(B, T, D), torch.randn(B, S, D))
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from torch import nn
 
 BUGS = ("grid-no-permute", "sr-no-permute", "kv-heads-first")
 TWINS = ()
-DIMS = ("B=2 Hp=6 Wp=4 D=32 H=4",)
-#: B = H = 4 and a 4 x 4 grid reduced to 2 x 2 = 4 keys: batch, heads and keys all 4
-EQUAL = {"B=2 Hp=6 Wp=4 D=32 H=4": "B=4 Hp=4 Wp=4 D=32 H=4"}
+DIMS = ("B=2 T=24 Hp=6 Wp=4 D=32 H=4",)
+#: B = H = 4 and a 4 x 4 grid (T = 16) reduced to 2 x 2 = 4 keys: batch, heads and keys all 4
+EQUAL = {"B=2 T=24 Hp=6 Wp=4 D=32 H=4": "B=4 T=16 Hp=4 Wp=4 D=32 H=4"}
 
 
 class Attention(nn.Module):
@@ -62,7 +62,7 @@ class Attention(nn.Module):
 
 
 def build(bug="", B=2, Hp=6, Wp=4, D=32, H=4):  # noqa: N803
-    """--dims 'B=2 Hp=6 Wp=4 D=32 H=4': patch tokens (B, Hp·Wp, D) and the grid's sides."""
+    """--dims 'B=2 T=24 Hp=6 Wp=4 D=32 H=4': patch tokens (B, T = Hp·Wp, D) and the grid's sides."""
     torch.manual_seed(0)
     model = Attention(D, H, 2, bug).eval()
     return (lambda x: model(x, Hp, Wp)), (torch.randn(B, Hp * Wp, D),)
