@@ -1,12 +1,12 @@
 """A seventh round of files in the styles of public code (tests/corpus/public7, each citing its source),
 traced at distinct sizes and at B = T = H = 4 as a held-out set traces them (issue 33).
 
-First sight on 34f2dbd (20 correct runs: 8 files and CaiT's twin at two or four sizes; 38 buggy runs that
-do not raise): correct 3 ``✓``, 11 ``?``, 6 false ``✗`` (DeBERTa and the Set Transformer at both sizes,
-fairseq at B = T = H = 4 twice); buggy 25 ``✗`` (11 only for a false reason: DeBERTa's 4, the Set
-Transformer's 3, PVT's 2 from a false grid name, fairseq's 2 at B = T = H = 4), 10 ``?``, 3 ``✓`` (RetNet's
-transposed decay, both MMDiT bugs). Now: correct 3 ``✓``, 15 ``?``, 2 false ``✗`` (fairseq at B = T = H =
-4, pinned below); buggy 20 ``✗``, 18 ``?``, no ``✓``. The classes fixed this round, each failing on
+First sight on 34f2dbd (24 correct runs: 9 files and 2 twins at two or four sizes; 44 buggy runs that do
+not raise): correct 3 ``✓``, 13 ``?``, 8 false ``✗`` (DeBERTa and the Set Transformer at both sizes,
+sequence-first fairseq and ChatGLM2 at B = T = H = 4); buggy 31 ``✗`` (11 only for a false reason:
+DeBERTa's 4, the Set Transformer's 3, PVT's 2 from a false grid name, fairseq's 2 at B = T = H = 4), 10 ``?``,
+3 ``✓`` (RetNet's transposed decay, both MMDiT bugs). Now: correct 3 ``✓``, 17 ``?``, 4 false ``✗``
+(sequence-first code at B = T = H = 4, pinned below); buggy 26 ``✗``, 18 ``?``, no ``✓``. The classes fixed this round, each failing on
 34f2dbd:
 
 * a product whose operand was made by ``query_proj`` is called "the queries" only where its rows are
@@ -43,9 +43,19 @@ import torch
 
 import shapetrace
 from tests.corpus.helpers import traced_build as traced
-from tests.corpus.public7 import cait, deberta_v2, fairseq_mha, linformer, mmdit, pvt, retnet, set_transformer
+from tests.corpus.public7 import (
+    cait,
+    chatglm2,
+    deberta_v2,
+    fairseq_mha,
+    linformer,
+    mmdit,
+    pvt,
+    retnet,
+    set_transformer,
+)
 
-MODULES = (fairseq_mha, deberta_v2, pvt, linformer, cait, mmdit, retnet, set_transformer)
+MODULES = (fairseq_mha, deberta_v2, pvt, linformer, cait, mmdit, retnet, set_transformer, chatglm2)
 
 
 def findings(t) -> tuple[str, ...]:
@@ -233,8 +243,9 @@ def test_a_matmul_over_two_orders_of_one_join_is_a_contraction_of_different_axes
 _WITH_FOLDS = ("tokens-merged-with-features",) * 4
 #: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
 #: errors and warnings ("raises": the bug raises at those sizes). Still wrong, pinned as they are:
-#: * fairseq at B = T = H = 4: its sequence-first input [T, B, D] fits [B, T, D] and nothing in the code
-#:   settles which, so names guessed from sizes give a false ``attends-over-batch`` (also on the bugs);
+#: * fairseq and ChatGLM2 at B = T = H = 4: a sequence-first input [T, B, D] fits [B, T, D] too, the seed
+#:   takes batch-first and nothing in the code settles which, so names guessed from sizes give a false
+#:   ``attends-over-batch`` (also beside the true findings on the bugs);
 #: * ``?`` on bugs: fairseq's scores viewed heads-first at B = H, DeBERTa's untransposed p2c and mirrored
 #:   c2p index, PVT's reduced grid without its permute and its kv width cut heads-first (the strided
 #:   conv's grid has no name), Linformer's projection without the transpose back and its softmax over the
@@ -273,6 +284,12 @@ EXPECTED = {
     (retnet, ""): [("✓", ()), ("?", ())],
     (retnet, "decay-future"): [("✗", ("causal-mask-reversed",))] * 2,
     (retnet, "norm-over-heads"): [("✗", ("reduction-over-wrong-axis",))] * 2,
+    (chatglm2, ""): [("?", ()), ("✗", ("attends-over-batch",))],
+    (chatglm2, "rope-no-positions"): [("?", ()), ("✗", ("attends-over-batch",))],
+    (chatglm2, "merge-no-permute"): [("✗", ("mixed-axis",)), ("✗", ("attends-over-batch", "projection-over-tokens"))],
+    (chatglm2, "rope-batch-first"): [("✗", ("broadcast-mismatch",) * 2),
+                                     ("✗", ("broadcast-mismatch", "broadcast-mismatch", "attends-over-batch"))],
+    (chatglm2, "groups-tiled"): [("✗", ("gqa-head-order",)), ("✗", ("gqa-head-order", "attends-over-batch"))],
     (set_transformer, ""): [("?", ()), ("?", ())],
     (set_transformer, "merge-split-by-heads"): [("raises", ()), ("?", ())],
     (set_transformer, "softmax-seeds"): [("?", ()), ("?", ())],
