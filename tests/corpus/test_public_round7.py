@@ -6,8 +6,8 @@ not raise): correct 3 ``✓``, 13 ``?``, 8 false ``✗`` (DeBERTa and the Set Tr
 sequence-first fairseq and ChatGLM2 at B = T = H = 4); buggy 31 ``✗`` (11 only for a false reason:
 DeBERTa's 4, the Set Transformer's 3, PVT's 2 from a false grid name, fairseq's 2 at B = T = H = 4), 10 ``?``,
 3 ``✓`` (RetNet's transposed decay, both MMDiT bugs). Now: correct 3 ``✓``, 17 ``?``, 4 false ``✗``
-(sequence-first code at B = T = H = 4, pinned below); buggy 26 ``✗``, 18 ``?``, no ``✓``. The classes fixed this round, each failing on
-34f2dbd:
+(sequence-first code at B = T = H = 4, pinned below); buggy 26 ``✗``, 18 ``?``, no ``✓``. The classes
+fixed this round, each failing on 34f2dbd:
 
 * a product whose operand was made by ``query_proj`` is called "the queries" only where its rows are
   tokens: DeBERTa's position-to-content ``bmm(key_layer, pos_query_layer.transpose(-1, -2))`` multiplies
