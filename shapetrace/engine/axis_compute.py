@@ -77,7 +77,8 @@ def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
     The batch axis is the input's (or ``B`` where the declared size fits); the channels are named
     like a projection's features (``D`` when the width is the model's); each output position axis
     keeps the input's name where the size is unchanged (a same-padded conv over tokens), and is
-    otherwise the patch grid (``Hp``, ``Wp``: a ViT stem), which flattened in order is ``N``. An
+    otherwise the patch grid (``Hp``, ``Wp``: a ViT stem; unnamed where those are declared with another
+    size), which flattened in order is ``N``. An
     unbatched input, or a filter that is not a module's parameter, names positions and batch only."""
     spatial = len(out_shape) - 2
     roots = GRID_ROOTS.get(spatial)
@@ -91,7 +92,8 @@ def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
     positions = []
     for src, root, size in zip(axes[2:], roots, out_shape[2:]):
         keep = src.size == size and namer.label(src) is not None and namer.is_token_root(src.atoms[0].root)
-        positions.append(src if keep else root_axis(root, size))
+        grid = namer.size_of(root) in (None, size)   # PVT's strided reduction of a declared Hp is not Hp
+        positions.append(src if keep else root_axis(root, size) if grid else unknown_axis(size))
     return (batch, channels, *positions)
 
 

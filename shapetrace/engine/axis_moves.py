@@ -207,7 +207,7 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
     if whole is not None:
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
     elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
-            any(not lab.isdigit() for lab in labels):
+            any(not lab.isdigit() for lab in labels) and not _copies_of_batch(labels, namer):
         joined = _joined_parts(labels)
         # the tokens of a sequence declared with this length (a class token and N patches, T = 1+N)
         declared = next((n for n in ("T", "S") if namer.size_of(n) == total), None)
@@ -222,6 +222,14 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[
         if len({namer.label(inp[j]) for inp in inputs}) > 1:   # the parts disagree, or one is unnamed
             first[j] = unknown_axis(first[j].size)
     return tuple(first)
+
+
+def _copies_of_batch(labels: list[str], namer: Namer) -> bool:
+    """Are these ``k`` parts each all of one batch axis (the Set Transformer's heads stacked on the batch,
+    ``cat(Q.split(d, 2), 0)`` of features with no name)? Their join is ``k`` blocks of ``B``, block-major,
+    as ``H*B`` is; but what the blocks are is not known, and ``B+B+…`` would read as another batch than
+    ``H*B`` and as a mix once cut by ``B``: the joined axis gets no name."""
+    return len(labels) > 1 and len(set(labels)) == 1 and namer.role(labels[0]) == "batch"
 
 
 def _joined_parts(labels: list[str]) -> str:

@@ -214,6 +214,26 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
             **hidden_side(kept, scores_shape)}
 
 
+def weighs_scores(in_axes) -> bool:
+    """Is one of two multiplied operands the scores and the other a table that changes along both their
+    query and key axes (``[H, T, S]`` against ``[B, H, T, S]``, not a number or a per-head scale)?"""
+    roles = [{"query", "key"} <= {a.role for a in axes} for axes in in_axes]
+    if len(in_axes) != 2 or roles.count(True) != 1:
+        return False
+    table = in_axes[roles.index(False)]
+    return len(table) >= 2 and all(a.size > 1 for a in table[-2:])
+
+
+def multiplied_facts(kept: Any, in_axes, scores_shape: tuple[int, ...]) -> dict:
+    """What a table multiplied onto the scores says (its copy kept at call time, :func:`.columns.kept_table`):
+    its zeros drop keys from each query's weighted sum, so which side they lie on is read as a mask's is;
+    ``{}`` when its values were not kept (the direction rule then says they were not read)."""
+    if kept is None or not 0 <= kept[0] < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[kept[0]]}:
+        return {}
+    dropped = kept[1] == 0
+    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape)}
+
+
 def baddbmm_params(args: tuple, kwargs: dict) -> dict:
     """``base.baddbmm(a, b, beta=β, alpha=α)`` is ``β · base + α · (a @ b)``: the base is added to the
     product as a bias is added to scores (Bloom's ``alibi.baddbmm(q, k)``), so which way it slopes with

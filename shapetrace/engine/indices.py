@@ -94,6 +94,8 @@ def _made_count(record, ins: list, outs: list, counts: dict, borrowed: dict, lab
     known = [counts.get(n) for n in ins]
     if not known or any(c is None for c in known) or len(set(known)) != 1:
         return None
+    if spec.family is Family.ELEMENTWISE and len(known) > 1:
+        return None   # positions combined with positions: ``q_ids[:, None] - k_ids[None, :]`` is a distance
     if spec.family in _KEEPS_VALUES or spec.sized == "grown":
         return known[0]
     return None

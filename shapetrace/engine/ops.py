@@ -140,6 +140,12 @@ SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands
                    words="adds a mask or bias to the scores", family=Family.ELEMENTWISE, meta="binary", additive=True)
 
 
+#: a product of attention scores by a table over their queries and keys gets a row of its own: it is where
+#: multiplicative masks and decays go in (RetNet's ``qk_mat * mask``, zeros where a key is not retained)
+SCORE_MUL = OpSpec("mul", "new", pr.broadcast, operands=all_operands, words="weighs the scores by a table",
+                   family=Family.ELEMENTWISE, meta="binary", scaling="multiplies")
+
+
 @functools.cache
 def by_parameter_matrix(spec: OpSpec) -> OpSpec:
     """A matrix product whose right operand is a 2-d matrix made from module parameters only (the

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shapetrace.engine.axes import top_level_terms
 from shapetrace.engine.ops import Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 
@@ -144,6 +145,23 @@ def _twins_swapped(event: Event) -> str | None:
     return None
 
 
+_CUT_OF_A_JOIN = re.compile(r"\((?P<join>.+)\)\[[^\]]*\]")
+
+
+def _cut_across_parts(event: Event) -> str | None:
+    """Why the names cannot check a slice that cuts a join of two sequences off its parts' bounds (SD3's joint
+    output ``T+S`` split at the text's length: ``(T+S)[5:17]`` holds image and text tokens), or None. A cut
+    on the parts' bounds is those parts (``T``, ``S``: :func:`.axes.sliced`) and stays checked."""
+    if event.spec.family not in (Family.SLICE, Family.SPLIT):
+        return None
+    for label in (d for o in event.outputs for d in o.dims if d):
+        m = _CUT_OF_A_JOIN.fullmatch(label)
+        if m and sum(not term.isdigit() for term in top_level_terms(m.group("join"))) > 1:
+            return f"#{event.index} {event.op} cuts {m.group('join')} off the bounds of its parts ({label}), " \
+                   "and names cannot tell which tokens of which sequence it holds"
+    return None
+
+
 def _axes_named(event: Event) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
                if size > 1) and _along_named(event)
@@ -203,7 +221,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    unproven += tuple(why for why in map(_twins_swapped, candidates) if why)
+    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts) for why in map(check, candidates) if why)
     if errors or exception is not None:
         mark = "✗"
     elif warnings:

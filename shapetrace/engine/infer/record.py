@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.directions import added_facts, added_operand
+from shapetrace.engine.directions import added_facts, added_operand, multiplied_facts, weighs_scores
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.names import clashes, is_scores, names_of, onto_scores, pass_names
@@ -37,6 +37,7 @@ from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, sliced_a
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
+    SCORE_MUL,
     Family,
     by_parameter_matrix,
     is_basic_indexing,
@@ -68,6 +69,9 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
         if spec.additive and onto_scores(state, in_axes):
             added = added_operand(record.kept, [is_scores(axes) for axes in in_axes])
             record = record._replace(spec=SCORE_ADD, params=added_facts(added, _result_shape(record)))
+        elif spec.scaling == "multiplies" and weighs_scores(in_axes):
+            weighed = multiplied_facts(record.kept, in_axes, _result_shape(record))
+            record = record._replace(spec=SCORE_MUL, params=weighed)
         elif not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, Axis
+from shapetrace.engine.axes import COPIES, Axis, top_level_terms
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -64,6 +64,37 @@ def sdpa_layout(analysis: Analysis) -> list[Diagnostic]:
             "Move the heads ahead of the tokens before the call: q, k, v = (x.transpose(1, 2) for x in "
             "(q, k, v)) gives [B, H, T, d_k]; transpose the output back with .transpose(1, 2) before merging "
             "the heads.")))
+    return out
+
+
+def told_apart(la: str | None, lb: str | None, analysis: Analysis) -> bool:
+    """Are these two names provably two different axes? Two declared names (``d_k``, ``T``, ``D_kv``), or
+    two joins of the same declared parts in another order (``T+S`` against ``S+T``: the same tokens in
+    other places); anything derived (a slice, a product, a join beside a plain name) is not told apart."""
+    def plain(label: str | None) -> bool:
+        return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
+    if la == lb or not la or not lb:
+        return False
+    if plain(la) and plain(lb):
+        return True
+    ta, tb = top_level_terms(la), top_level_terms(lb)
+    return len(ta) > 1 and sorted(ta) == sorted(tb) and all(t.isdigit() or plain(t) for t in ta)
+
+
+def sdpa_keys_values_apart(analysis: Analysis) -> list[Diagnostic]:
+    """``F.scaled_dot_product_attention`` weighs value row ``j`` by key ``j``: the tokens axis of ``k`` and of
+    ``v`` must be one axis (SD3's joint attention with the keys joined ``T+S`` and the values ``S+T``)."""
+    out = []
+    for e in _sdpa_calls(analysis):
+        k, v = e.inputs[1], e.inputs[2]
+        lk, lv = (k.dims[-2] if len(k.dims) > 1 else None), (v.dims[-2] if len(v.dims) > 1 else None)
+        if told_apart(lk, lv, analysis):
+            out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
+                f"{SDPA} #{e.index} weighs the values {_shown(v)} by the keys {_shown(k)}: value row j goes with "
+                f"key j, but the keys' axis -2 is {lk} and the values' is {lv}, other tokens in the same "
+                "places, so each key is paired with another token's value."),
+                "Build the keys and the values the same way: join both in one order (torch.cat([x, y], dim=2) "
+                "for both)."))
     return out
 
 
@@ -411,5 +442,6 @@ def _shown_with_one(t: TensorInfo, p: int) -> str:
     return fmt_named(list(t.dims[:p]) + [None] + list(t.dims[p:]), list(t.shape[:p]) + [1] + list(t.shape[p:]))
 
 
-CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, causal_alignment, mask_polarity, float_mask_as_bias, gqa_heads,
-                  gqa_head_order, softmax_implicit_dim, norm_over_tokens, broadcast_lineup]
+CONTRACT_RULES = [sdpa_layout, sdpa_over_batch, sdpa_keys_values_apart, causal_alignment, mask_polarity,
+                  float_mask_as_bias, gqa_heads, gqa_head_order, softmax_implicit_dim, norm_over_tokens,
+                  broadcast_lineup]

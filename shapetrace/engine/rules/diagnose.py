@@ -20,7 +20,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.causes import one_per_bug
-from shapetrace.engine.rules.contracts import CONTRACT_RULES
+from shapetrace.engine.rules.contracts import CONTRACT_RULES, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
@@ -242,11 +242,6 @@ def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
     return []
 
 
-def _declared(label: str | None, analysis: Analysis) -> bool:
-    """A plain declared name (``d_k``, ``T``, ``D_kv``): only those can be told to differ for sure."""
-    return bool(label) and (label in analysis.dims or label in analysis.namer.decompositions)
-
-
 def _contracted_axes(e: Event) -> tuple[tuple[int, int], ...]:
     """The ``(operand, axis)`` pairs a matrix product sums over (``a``'s last, ``b``'s second to last)."""
     if not is_matrix_product(e.op) or len(e.inputs) != 2 or len(e.inputs[1].shape) < 2:
@@ -259,7 +254,7 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
     out = []
     for e in analysis.events_where(_multiplies):
         for la, lb in _matmul_pairs(e):
-            if la != lb and _declared(la, analysis) and _declared(lb, analysis):
+            if told_apart(la, lb, analysis):
                 a, b = e.inputs
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
@@ -496,7 +491,8 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
         if sources is None:
             continue
         made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
-        swapped = made_by == ("k", "q") or (made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
+        swapped = (made_by == ("k", "q") and _columns_are_tokens(e, analysis)) or (
+            made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, analysis)
                                              and not _sequences_told_by_size(e, analysis))   # provenance outranks names
         if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
@@ -516,6 +512,12 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
 
+
+
+def _columns_are_tokens(e: Event, analysis: Analysis) -> bool:
+    """Do the product's columns count tokens? ``query_proj`` on DeBERTa's relative-position table gives
+    rows of positions, not of query tokens: ``bmm(keys, pos_queryᵀ)`` is its p2c table, not swapped scores."""
+    return analysis.namer.plain_role(e.outputs[0].dims[-1]) == "tokens"
 
 
 def _sequences_told_by_size(e: Event, analysis: Analysis) -> bool:
