@@ -334,10 +334,12 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ..
 
 
 def coalesce(atoms: Sequence[Atom]) -> tuple[Atom, ...]:
-    """Merge neighbouring pieces of one root that sit next to each other in it."""
+    """Merge neighbouring pieces of one root that sit next to each other in it. A piece of one entry is
+    left out (a whole axis of one too, beside longer pieces: ``T·B`` at B = 1 holds the tokens alone)."""
     out: list[Atom] = []
+    longer = any(atom.size > 1 for atom in atoms)
     for atom in atoms:
-        if atom.size == 1 and atom.root_size != 1:
+        if atom.size == 1 and (atom.root_size != 1 or longer):
             continue
         if out:
             prev = out[-1]

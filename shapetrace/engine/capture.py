@@ -88,9 +88,8 @@ class Declared(NamedTuple):
     was: int | None = None
 
 
-#: what a node is: its shape, whether it entered the traced code (an input: names may be seeded from
-#: the declared sizes), whether it is an ``nn.Parameter``, whether a module running when it entered holds
-#: it (a registered buffer or a tensor attribute: the model's own, not an input the sizes describe)
+#: what a node is: its shape, whether it entered the traced code (an input: names may be seeded from the
+#: declared sizes), whether it is an ``nn.Parameter``, whether a running module holds it (``ModuleCalls.holds``)
 class NodeFacts(NamedTuple):
     shape: tuple
     entered: bool
@@ -147,20 +146,10 @@ class Capture:
 
     def _enter(self, t: torch.Tensor) -> int:
         node = len(self.nodes)
-        parameter = isinstance(t, torch.nn.Parameter)
-        self.nodes.append(NodeFacts(tuple(t.shape), True, parameter, not parameter and self._held(t)))
+        held = not isinstance(t, torch.nn.Parameter) and self.module_calls.holds(self.modules, t)
+        self.nodes.append(NodeFacts(tuple(t.shape), True, isinstance(t, torch.nn.Parameter), held))
         self._ids[id(t)] = (weakref.ref(t), node)
         return node
-
-    def _held(self, t: torch.Tensor) -> bool:
-        """Is ``t`` a registered buffer or a tensor attribute of a module running now?"""
-        first = self.module_calls.first
-        for slot in self.modules:
-            module = first[slot][0] if 0 <= slot < len(first) else None
-            if module is not None and any(v is t for held in (module._buffers, module.__dict__)
-                                          for v in held.values()):
-                return True
-        return False
 
     def _made(self, t: torch.Tensor, shape) -> int:
         node = len(self.nodes)

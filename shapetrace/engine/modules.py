@@ -114,6 +114,16 @@ class ModuleCalls:
             paths.append((path, type(module).__name__))
         return paths[slot]
 
+    def holds(self, slots: list[int], t) -> bool:
+        """Is ``t`` a registered buffer or a tensor attribute of a module running now (``slots``)? The
+        model's own tensor (Swin's index, T5's buckets, a rotary table), not an input the sizes describe."""
+        first = self.first
+        for slot in slots:
+            module = first[slot][0] if 0 <= slot < len(first) else None
+            if module is not None and any(v is t for held in (module._buffers, module.__dict__) for v in held.values()):
+                return True
+        return False
+
     def settle(self) -> None:
         """The run ended: name every module called, then let the modules go."""
         if self.first:

@@ -67,6 +67,16 @@ def test_coalesce_joins_adjacent_pieces_of_one_root():
     assert coalesce(parts) == (Atom("D", 512, 1, 512),)
 
 
+def test_coalesce_leaves_out_an_axis_of_one_folded_beside_longer_pieces():
+    """``view(T, B * H, d_k)`` at B = 1 folds a whole batch axis of one entry into the heads: ``B·H`` holds
+    the heads alone, ``T·B`` the tokens alone. An axis of one entry by itself keeps its atom."""
+    batch, tokens = Atom("B", 1, 1, 1), Atom("T", 6, 1, 6)
+    assert coalesce((tokens, batch)) == (tokens,)
+    assert coalesce((batch, Atom("H", 4, 1, 4))) == (Atom("H", 4, 1, 4),)
+    assert coalesce((batch,)) == (batch,)
+    assert coalesce((batch, Atom("X", 1, 1, 1))) == (batch, Atom("X", 1, 1, 1))
+
+
 def test_one_head_keeps_the_whole_feature_axis_named_D():
     namer = Namer({"B": 2, "T": 6, "D": 512, "H": 1})
     heads = reshape_axes(X, [2, 6, 1, 512], namer)

@@ -426,7 +426,7 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
             continue   # weights @ v contracts keys (tokens); only the q·k product is checked here
         o = e.outputs[0]
         rows, cols = o.dims[-2], o.dims[-1]
-        key_roles = {namer.role(a.root) for a in o.axes[-1].atoms} if o.axes else set()
+        key_roles = {namer.role(a.root) for a in coalesce(o.axes[-1].atoms)} if o.axes else set()
         by_role = WRONG_KEY_AXIS.get(namer.role(cols) if cols else None)
         kind = Kind.ATTENDS_OVER_BATCH if "batch" in key_roles else by_role
         if kind != Kind.ATTENDS_OVER_BATCH and any(lab and namer.role(lab) == "tokens" for lab in o.dims[:-2]):
