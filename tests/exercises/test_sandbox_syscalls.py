@@ -1,5 +1,7 @@
-"""What a check may hold outside its own address space: System V IPC objects, POSIX message queues and
-pipes (issue 34, the checker's fifth hostile round).
+"""System calls a check never needs, each a way past another layer (issue 34, the checker's fifth hostile
+round): what it may hold outside its own address space (System V IPC objects, POSIX message queues and
+pipes), what it may change of another process without a signal (its I/O class, its CPUs), and kernel
+interfaces a tensor function never uses (io_uring, userfaultfd, perf events, bpf, another's descriptors).
 
 An address-space cap counts what a process maps, not what the kernel keeps for it elsewhere. A System V
 shared-memory segment, once detached, is counted by no cap and outlives its creator until removed
@@ -200,3 +202,66 @@ def test_rlimits_alone_cap_open_files(tmp_path):
     held = int(v["summary"].removeprefix("your file raised ValueError: ").split(" pipes")[0])
     assert 100 <= held < confine.MAX_FILES // 2, v  # what the check already held counts too
     assert "[Errno 24] Too many open files" in v["summary"], v
+
+
+# -- another process's I/O class and CPUs (as setpriority, refused already, its nice value) ------------------
+
+#: ioprio_set(2) on the parent (IOPRIO_WHO_PROCESS, class idle), then sched_setaffinity(2) on it: what a
+#: process may do to any other of its user, here the process the check was forked from.
+RESCHEDULE = """import ctypes, os
+sc = ctypes.CDLL(None, use_errno=True).syscall
+sc.restype = ctypes.c_long
+parent = os.getppid()
+io = sc(251, 1, parent, 3 << 13), ctypes.get_errno()
+try:
+    os.sched_setaffinity(parent, os.sched_getaffinity(parent))
+    cpus = "set"
+except OSError as exc:
+    cpus = exc.strerror
+raise ValueError(f"ioprio_set {io}, class now {sc(252, 1, parent) >> 13}; affinity {cpus}")
+"""
+
+
+def test_control_with_no_layer_a_check_idles_its_parents_io_and_sets_its_cpus(tmp_path):
+    _raised(_check(tmp_path, "reschedule", RESCHEDULE), "ValueError: ioprio_set (0, 0), class now 3; affinity set")
+
+
+def test_seccomp_alone_refuses_to_change_another_process_scheduling(tmp_path):
+    _raised(_check(tmp_path, "reschedule", RESCHEDULE, SECCOMP),
+            "ValueError: ioprio_set (-1, 1), class now 0; affinity Operation not permitted")
+
+
+# -- kernel interfaces a tensor function never needs: each refused by seccomp, each a way past another layer --
+
+#: The raw call and what it reaches: io_uring does file and socket work in kernel threads that no seccomp filter
+#: of the caller sees; userfaultfd stalls the kernel on a page fault at will (the heart of many kernel exploits);
+#: perf_event_open and bpf load and read kernel state; pidfd_getfd takes a descriptor out of another process
+#: (here the one the check was forked from: its pipes, its files).
+KERNEL_CALLS = {
+    "io_uring_setup": "sc(425, 4, ctypes.create_string_buffer(120))",
+    "userfaultfd": "sc(323, 1)",  # UFFD_USER_MODE_ONLY: what an unprivileged caller may ask for
+    # a software cpu-clock counter of user space only (flags at byte 40: exclude_kernel, exclude_hv)
+    "perf_event_open": "sc(298, ctypes.create_string_buffer(struct.pack('IIQQQQQ', 1, 128, 0, 0, 0, 0, 0x60)"
+                       " + bytes(80)), 0, -1, -1, 0)",
+    "bpf": "sc(321, 0, ctypes.create_string_buffer(struct.pack('IIII', 2, 4, 4, 1) + bytes(112)), 128)",  # an array map
+    "pidfd_getfd": "sc(438, sc(434, os.getppid(), 0), 0, 0)",
+}
+KERNEL_CALL = """import ctypes, os, struct
+sc = ctypes.CDLL(None, use_errno=True).syscall
+sc.restype = ctypes.c_long
+got = {call}
+raise ValueError(f"{{got if got < 0 else 'a descriptor'}} errno {{ctypes.get_errno() if got < 0 else 0}}")
+"""
+
+
+@pytest.mark.parametrize("name", sorted(KERNEL_CALLS))
+def test_control_with_no_layer_each_kernel_interface_answers(tmp_path, name):
+    v = _check(tmp_path, name, KERNEL_CALL.format(call=KERNEL_CALLS[name]))
+    if "a descriptor" not in v["summary"]:
+        pytest.skip(f"this host refuses {name} without any layer: {v['summary'][:120]}")
+    _raised(v, "ValueError: a descriptor errno 0")
+
+
+@pytest.mark.parametrize("name", sorted(KERNEL_CALLS))
+def test_seccomp_alone_refuses_each_kernel_interface(tmp_path, name):
+    _raised(_check(tmp_path, name, KERNEL_CALL.format(call=KERNEL_CALLS[name]), SECCOMP), "ValueError: -1 errno 1")
