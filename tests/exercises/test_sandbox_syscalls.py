@@ -175,6 +175,25 @@ def test_rlimits_alone_give_message_queues_no_bytes(tmp_path, queue_name):
     assert not _queue_exists(queue_name)
 
 
+# -- memfd: a file in memory, with no name and on no disk ----------------------------------------------------
+
+#: 256 MiB written into a memfd (memfd_create(2)): page cache that no address space counts while unmapped.
+MEMFD = """import os
+fd = os.memfd_create("held")
+os.write(fd, b"x" * (256 << 20))
+raise ValueError(os.fstat(fd).st_size >> 20)
+"""
+
+
+def test_control_with_no_layer_a_memfd_holds_256_mib(tmp_path):
+    _raised(_check(tmp_path, "memfd", MEMFD), "ValueError: 256 while loading")
+
+
+def test_rlimits_alone_give_a_memfd_no_byte(tmp_path):
+    """RLIMIT_FSIZE 0 holds for every file a check writes, one in memory too (tests/hostile/memfd_memory.py)."""
+    _raised(_check(tmp_path, "memfd", MEMFD, RLIMITS), "OSError: [Errno 27] File too large while loading")
+
+
 # -- pipes: kernel memory by the open file ------------------------------------------------------------------
 
 #: 1,000 pipes, 4 KiB written into each (a page of kernel memory apiece, in no address space).
