@@ -1,7 +1,8 @@
 """System calls a check never needs, each a way past another layer (issue 34, the checker's fifth hostile
 round): what it may hold outside its own address space (System V IPC objects, POSIX message queues and
-pipes), what it may change of another process without a signal (its I/O class, its CPUs), and kernel
-interfaces a tensor function never uses (io_uring, userfaultfd, perf events, bpf, another's descriptors).
+pipes), what it may do to another process without ``kill`` (its I/O class, its CPUs, a SIGIO the kernel
+sends), and kernel interfaces a tensor function never uses (io_uring, userfaultfd, perf events, bpf,
+another's descriptors).
 
 An address-space cap counts what a process maps, not what the kernel keeps for it elsewhere. A System V
 shared-memory segment, once detached, is counted by no cap and outlives its creator until removed
@@ -18,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import resource
 import secrets
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +32,7 @@ from shapetrace.exercises.content import load
 CURRICULUM = load()
 NO_BWRAP = isolation.bwrap_problem()
 needs_bwrap = pytest.mark.skipif(bool(NO_BWRAP), reason=f"bubblewrap cannot start here: {NO_BWRAP}")
-BWRAP, SECCOMP, RLIMITS = ("bwrap",), ("seccomp",), ("rlimits",)
+BWRAP, SECCOMP, RLIMITS, LANDLOCK = ("bwrap",), ("seccomp",), ("rlimits",), ("landlock",)
 HEAD_DIM = '''
 def head_dim(d_model, heads):
     if d_model % heads:
@@ -248,6 +251,59 @@ def test_control_with_no_layer_a_check_idles_its_parents_io_and_sets_its_cpus(tm
 def test_seccomp_alone_refuses_to_change_another_process_scheduling(tmp_path):
     _raised(_check(tmp_path, "reschedule", RESCHEDULE, SECCOMP),
             "ValueError: ioprio_set (-1, 1), class now 0; affinity Operation not permitted")
+
+
+# -- a signal the kernel sends for the check: SIGIO to the owner of a file in O_ASYNC mode ------------------
+
+#: The owner of the pipe's read end is a process outside; the write makes it readable: the kernel sends that
+#: process SIGIO, whose default action ends it (fcntl(2), F_SETOWN). No kill(2) is called.
+SIGIO = """import fcntl, os
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, {pid})
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)
+os.write(w, b"x")
+"""
+
+
+@pytest.fixture
+def bystander():
+    """A process of this test's user, outside every check: what SIGIO would end."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _ended_by(proc: subprocess.Popen) -> int | None:
+    for _ in range(20):
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    return proc.poll()
+
+
+def test_control_with_no_layer_a_check_ends_a_process_outside_through_sigio(tmp_path, bystander):
+    assert _check(tmp_path, "sigio", SIGIO.format(pid=bystander.pid))["verdict"] == "unverified"
+    assert _ended_by(bystander) == -29  # SIGIO
+
+
+def test_seccomp_alone_refuses_an_owner_for_sigio(tmp_path, bystander):
+    _raised(_check(tmp_path, "sigio", SIGIO.format(pid=bystander.pid), SECCOMP),
+            "PermissionError: [Errno 1] Operation not permitted")
+    assert _ended_by(bystander) is None
+
+
+@needs_bwrap
+def test_bubblewrap_alone_the_process_outside_has_no_pid_inside(tmp_path, bystander):
+    _raised(_check(tmp_path, "sigio", SIGIO.format(pid=bystander.pid), BWRAP),
+            "ProcessLookupError: [Errno 3] No such process")
+    assert _ended_by(bystander) is None
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 6, reason="Landlock scopes signals from ABI 6")
+def test_landlock_alone_drops_sigio_to_a_process_outside_its_domain(tmp_path, bystander):
+    assert _check(tmp_path, "sigio", SIGIO.format(pid=bystander.pid), LANDLOCK)["verdict"] == "unverified"
+    assert _ended_by(bystander) is None  # (the call succeeds; the kernel never sends the signal)
 
 
 # -- kernel interfaces a tensor function never needs: each refused by seccomp, each a way past another layer --
