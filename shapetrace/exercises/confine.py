@@ -14,8 +14,10 @@ adds layers that hold even if one of those fails, each from a maintained part:
   file's mode, owner, timestamps or extended attributes (Landlock covers none of these: a device node
   bound in from the host, a shared ``/proc`` or ``/tmp`` could otherwise be marked or broken); and no
   lock, lease or watch on a file (flock, fcntl's locks, inotify, fanotify), through which two checks
-  running at once would signal each other on any file both may read; and no System V IPC or POSIX
-  message queue (memory that outlives the process and that no address-space cap counts).
+  running at once would signal each other on any file both may read; no System V IPC or POSIX
+  message queue (memory that outlives the process and that no address-space cap counts); no
+  change of another process's I/O class, CPUs or pages; and no owner for a file's SIGIO (a signal the
+  kernel would send for it, past the rule on ``kill``).
 * **rlimits**, hard and unraisable (no capabilities): address space, CPU seconds, file size 0, no
   core files, at most ``MAX_TASKS`` processes and threads and ``MAX_FILES`` open files, no bytes of
   POSIX message queues; and the process is made non-dumpable (its
@@ -195,6 +197,16 @@ _BY_NUMBER = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
 #: F_OFD_SETLKW 38, F_SETLEASE 1024, F_GETLEASE 1025, F_NOTIFY 1026).
 SHARED_FILE_SIGNALS = ("flock", "inotify_init", "inotify_init1", "fanotify_init")
 FCNTL_SIGNALS = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+#: A signal the kernel sends for a check: the owner of a file in O_ASYNC mode gets SIGIO (by default, death)
+#: when it is ready. fcntl's F_SETOWN 8, F_SETSIG 10, F_SETOWN_EX 15 and ioctl's FIOSETOWN and SIOCSPGRP name
+#: that owner, any process of the user: without a PID namespace a check killed one outside with a pipe it
+#: wrote to, past the filter's rule on ``kill`` (tests/hostile/sigio_kill.py). Refused (EPERM).
+FCNTL_OWNER = (8, 10, 15)
+IOCTL_OWNER = (0x8901, 0x8902)
+#: What one process may change of another of its user (its CPUs, its NUMA pages), as ``setpriority`` (refused
+#: above) its nice value and ``ioprio_set`` its I/O class: allowed on itself (pid 0) only. Without a PID
+#: namespace of its own, a check set its parent's I/O class to idle (tests/exercises/test_sandbox_syscalls.py).
+OTHER_PROCESS_SCHEDULING = ("sched_setaffinity", "migrate_pages", "move_pages")
 #: System V shared memory, message queues and semaphores, and POSIX message queues: objects of the IPC
 #: namespace, not of the process. A segment outlives its creator until removed and is counted by no
 #: address-space cap once detached (one check with a 512 MiB cap held 384 MiB of them in a second, more
@@ -222,11 +234,16 @@ def seccomp_filter() -> list[str]:
             except Exception:  # a syscall this architecture lacks, or one libseccomp cannot name
                 if name in _BY_NUMBER:
                     f.add_rule(deny, _BY_NUMBER[name])
-        for command in FCNTL_SIGNALS:
+        for command in FCNTL_SIGNALS + FCNTL_OWNER:
             f.add_rule(deny, "fcntl", sc.Arg(1, sc.EQ, command))
+        for command in IOCTL_OWNER:
+            f.add_rule(deny, "ioctl", sc.Arg(1, sc.EQ, command))
         f.add_rule(sc.ERRNO(errno.EAGAIN), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags live in memory: libc falls back to clone
         f.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0))
+        f.add_rule(deny, "ioprio_set")  # (its "who" 0 can mean every process of the user: refused whole)
+        for name in OTHER_PROCESS_SCHEDULING:
+            f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
         f.add_rule(deny, "kill", sc.Arg(0, sc.NE, me))
         f.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
         f.load()

@@ -317,3 +317,24 @@ def test_a_grade_out_of_what_was_assigned_with_a_gradebook_and_json(tmp_path):
     assert list(csv.reader(book.open())) == [["student", "head-dim", "passed", "out_of", "score"],
                                              ["ada", "pass", "1", "1", "100"],
                                              ["ben", "fail (wrong-values)", "0", "1", "0"]]
+
+
+def test_a_folder_of_thousands_of_files_is_counted_not_read_file_by_file(tmp_path, monkeypatch):
+    """A student who hands in a data folder with the answer (or a hostile one, 10**6 empty files): only the
+    files listed are matched against the exercises; 100,000 of them took a minute of CPU on main."""
+    import shapetrace.exercises.grade as grading
+
+    root = _folder(tmp_path / "subs", {"ada": {"split_heads.py": "x", "SplitHeads.py": "x"}})
+    for n in range(3000):
+        (root / "ada" / "data" / f"batch_{n:04}.pt").parent.mkdir(exist_ok=True)
+        (root / "ada" / "data" / f"batch_{n:04}.pt").touch()
+    asked = []
+    real = grading.did_you_mean
+    monkeypatch.setattr(grading, "did_you_mean", lambda name, ids: asked.append(name) or real(name, ids))
+    found = survey(root, IDS, ["split-heads"])
+    assert [(x.file, x.why) for x in found.strays["ada"]][:2] == [
+        ("SplitHeads.py", "did you mean split_heads.py?"),
+        ("data/batch_0000.pt", "not an exercise file")]
+    assert len(found.strays["ada"]) == grading.MAX_STRAYS + 1
+    assert found.strays["ada"][-1] == Stray("…", f"and {3001 - grading.MAX_STRAYS} more files")
+    assert len(asked) <= 2 * grading.MAX_STRAYS, len(asked)  # (assigned, then every exercise) per file listed

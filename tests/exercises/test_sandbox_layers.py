@@ -8,7 +8,10 @@ where this kernel lacks the mechanism.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
+import platform
 import signal
 import socket
 import threading
@@ -71,6 +74,13 @@ def attacks(t: Targets) -> dict[str, str]:
         "signal": f"import os, signal\nos.kill({t.me}, signal.SIGWINCH)",
         "fork": "import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)",
         "memory": "import torch\nbig = torch.ones(6 * 2**30 // 4)",
+        # fork(2) by its i386 number through `int 0x80`: a filter that reads x86-64 numbers alone misses it
+        # (the classic seccomp bypass; seccomp(2), "the architecture"): tests/hostile/int80_fork.py
+        "i386-fork": "import ctypes, mmap, os\n"
+                     "code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+                     "code.write(bytes([0xB8, 2, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 2; int 0x80; ret\n"
+                     "pid = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(code)))()\n"
+                     "if pid == 0:\n    os._exit(0)\nassert pid > 0, pid",
         "proc-mem": f"fh = open('/proc/{t.me}/mem', 'rb')\n"
                     f"fh.seek(int(open('/proc/{t.me}/maps').readline().split('-')[0], 16))\nfh.read(16)",
     }
@@ -82,7 +92,7 @@ RUNS = [("read", NONE), ("read", BWRAP), ("read", LANDLOCK),
         ("fifo", BWRAP), ("fifo", LANDLOCK),
         ("connect", NONE), ("connect", BWRAP), ("connect", LANDLOCK), ("connect", SECCOMP),
         ("signal", NONE), ("signal", BWRAP), ("signal", LANDLOCK), ("signal", SECCOMP),
-        ("fork", NONE), ("fork", SECCOMP),
+        ("fork", NONE), ("fork", SECCOMP), ("i386-fork", NONE), ("i386-fork", SECCOMP),
         ("memory", RLIMITS),
         ("proc-mem", NONE), ("proc-mem", BWRAP), ("proc-mem", LANDLOCK)]
 
@@ -194,6 +204,25 @@ def test_seccomp_alone_refuses_fork_sockets_and_signals(runs):
     v, connections, signals, _ = _ran(runs, "signal", SECCOMP)
     _blocked(v, "PermissionError")
     assert connections == 1 and signals == 1
+
+
+def _has_i386_abi() -> bool:
+    """Whether this kernel runs i386 system calls from a 64-bit process (IA32 emulation)."""
+    code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    code.write(bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (i386 getpid); int 0x80; ret
+    return ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(code)))() == os.getpid()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not _has_i386_abi(), reason="no i386 system calls here")
+def test_control_without_layers_a_fork_through_the_i386_abi_gets_through(runs):
+    assert _ran(runs, "i386-fork", NONE)[0]["verdict"] == "unverified"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the i386 ABI is an x86-64 kernel's")
+def test_seccomp_alone_kills_a_system_call_through_another_abi(runs):
+    """libseccomp's filter checks the architecture first: a call through `int 0x80` is killed (SIGSYS)."""
+    v = _ran(runs, "i386-fork", SECCOMP)[0]
+    assert (v["verdict"], v["summary"]) == ("crash", "the checker process died (signal 31) while running your file")
 
 
 # -- rlimits: the address space ----------------------------------------------------------------------

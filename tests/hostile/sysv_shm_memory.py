@@ -4,7 +4,7 @@
 # Round 5 (issue 34): System V shared memory, attached, filled and detached segment by segment, is counted by
 # no address-space cap and outlives the check until removed (shmget(2)): 24 segments of 64 MiB are 1.5 GiB
 # beside a 512 MiB cap (on main it stored them, 384 MiB a second, then passed). seccomp refuses shmget;
-# bubblewrap alone gives each check an IPC namespace that dies with it (tests/exercises/test_sandbox_ipc.py).
+# bubblewrap alone gives each check an IPC namespace that dies with it (tests/exercises/test_sandbox_syscalls.py).
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
