@@ -244,6 +244,10 @@ class Kind(StrEnum):
     AMBIGUOUS_SIZES = (
         "ambiguous-sizes", "note",
         "names came from sizes alone and two sizes are equal: name the input with `shapetrace.name(x, \"B T D\")`")
+    ORDER_OF_EQUAL_SIZES = (
+        "order-of-equal-sizes", "note",
+        "an input fits more than one order of equal sizes (`[T, B, D]` read `[B, T, D]` at B = T) and a finding "
+        "of one reading is not found in another: the names rest on that order, so it is not reported")
     INFERENCE_FAILED = (
         "inference-failed", "note",
         "a fault of shapetrace itself on this code: that op's results are left unnamed (every other op is "

@@ -33,17 +33,12 @@ from shapetrace.engine.collector import collector_held, hold_collector, release_
 from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
-from shapetrace.engine.indices import misindexed_of, node_labels
-from shapetrace.engine.infer import Inference, concluded
-from shapetrace.engine.library import inside_library
-from shapetrace.engine.mask_parts import mask_parts_of
+from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
-from shapetrace.engine.rolls import unrolled_of
-from shapetrace.engine.rotary import rotaries_of
+from shapetrace.engine.settle import analysis_of, settled
 from shapetrace.engine.sites import forget_cwd, remember_cwd
-from shapetrace.engine.unrowed import add_ending_failure, new_capture
-from shapetrace.engine.value_checked import note_final
+from shapetrace.engine.unrowed import new_capture
 from shapetrace.engine.vocabulary import canonical_dims
 from shapetrace.errors import UsageError
 
@@ -162,15 +157,9 @@ class Trace:
             return inference
         if not self._concluded:
             self._concluded = True
-            inference = self._inference = concluded(inference)   # (the passes after the run: .infer)
-            failed = self._failure
-            if self.exception is not None and failed is not None and failed[0] is self.exception:
-                inference.events.append(inference.failed_event(failed[1]))
-            else:   # (a call without a row that raised what ended the block: its row)
-                add_ending_failure(inference, self.capture, self.exception)
+            inference = self._inference = settled(self, inference)   # (the passes after the run: .infer)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
-            note_final(inference, self.capture)   # (after the names are final: hidden copies, value checks)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
 
@@ -255,9 +244,10 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
+            from shapetrace.engine.readings import in_every_reading
             from shapetrace.engine.rules.causes import with_witnesses
             from shapetrace.engine.rules.diagnose import diagnose
-            found = diagnose(self.analysis())
+            found = in_every_reading(self, diagnose(self.analysis()))   # (names resting on equal sizes)
             if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
                 found = with_witnesses(found, self._measured()[0])
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
@@ -285,20 +275,7 @@ class Trace:
 
     def analysis(self) -> Analysis:
         """What inference concluded, as the plain data the rules read (never the recorder): final after the run."""
-        inference = self._inferred()
-        rows = inference.event_of_record   # (while it records: as far as it has come)
-        return Analysis(
-            events=tuple(self.events), namer=self.namer, dims=dict(self.dims),
-            seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
-            scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
-            nan_rows=None if self._nan_rows is None else tuple(self._nan_rows),
-            nan_event=self.nan_event, value_note=self._value_note,
-            unnamed_by_failure=tuple(inference.unnamed_by_failure), unrolled=unrolled_of(self, rows),
-            inside=inside_library(self.events, self.capture.opened, rows),
-            rotaries=rotaries_of(self.capture, rows), mask_parts=mask_parts_of(self.capture, rows),
-            misindexed=misindexed_of(self.capture.records, node_labels(inference.axes, self.namer),
-                                     self.namer.plain_role, rows, self.events),
-        )
+        return analysis_of(self, self._inferred(), tuple(self.events), self.nan_event)
 
     def left_out(self) -> dict[str, int]:
         """The calls that ran without a row of their own, by op name in order of first use, with how many
@@ -357,6 +334,7 @@ class Trace:
 
 
 _ACTIVE: list[Trace] = []
+
 
 
 def _summary(n: int, errors: int, warnings: int) -> str:

@@ -48,6 +48,8 @@ _CANNOT_CARRY = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.NONE})
 #: notes that mean a check did not happen or a name was not proven: no ✓ with one of them
 _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the names of an op could not be worked out",
                    "ambiguous-sizes": "names were found from sizes alone, and equal sizes are ambiguous",
+                   "order-of-equal-sizes": "a finding rests on the order of equal sizes (one reading of the "
+                                           "input finds it, another does not)",
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
                    "rotary-pairing-unchecked": "a rotary table's values were not read",
                    "dims-disagree": "the sizes given disagree with the code"}

@@ -311,3 +311,15 @@ def traced_build(module: ModuleType, bug: str, dims: str):
 def error_kinds(t) -> list[str]:
     """The kinds of a trace's errors, in order."""
     return [d.kind for d in t.diagnostics if d.severity == "error"]
+
+
+ORDER_CAVEAT = " Its names rest on reading the input "
+
+
+def without_order_caveat(message: str, equal: bool) -> str:
+    """A finding's message without the sentence shapetrace/engine/readings.py adds where the input fits two
+    orders of equal sizes (``equal``: B = T named by dims alone) and the other order finds another error
+    (worded exactly in tests/engine/test_readings.py); the sentence is there exactly when ``equal``."""
+    head, caveat, _ = message.partition(ORDER_CAVEAT)
+    assert bool(caveat) == equal, message
+    return head

@@ -214,9 +214,12 @@ for size_id, dims in (("", DIMS), ("-equal-sizes", SQUARE)):
              silent=("rollout-mean", "rollout", "pool")),
         Case("mha-average-attn-weights" + size_id, dims, mha_weights(dims)),
     ]
-# the seq-first sum runs only when the batch and the tokens have one size
+# the seq-first sum runs only when the batch and the tokens have one size: a sum over axis 0 of a [4, 4, 16]
+# input is over the batch read [B, T, D] and over the keys read [T, B, D] (fast-transformers' own sum is over
+# the keys), and nothing in the code settles which, so no error (shapetrace/engine/readings.py: the finding
+# is left out, named in the order-of-equal-sizes note, and the verdict is ?)
 CASES.append(Case("fast-transformers-sum-over-batch-equal-sizes", SQUARE,
-                  module(LinearAttention, SQUARE, sum_dim=0), bug=("ksum",)))
+                  module(LinearAttention, SQUARE, sum_dim=0)))
 
 test_names, test_verdict = corpus_tests(__name__, CASES)
 
@@ -224,14 +227,14 @@ test_names, test_verdict = corpus_tests(__name__, CASES)
 @pytest.mark.parametrize("dims", [DIMS, SQUARE])
 def test_the_message_names_the_op_the_axis_and_its_role(dims):
     """The finding on nanoGPT with the weights averaged over heads, word for word."""
-    from tests.corpus.helpers import trace_case
+    from tests.corpus.helpers import trace_case, without_order_caveat
     t = trace_case(Case("x", dims, module(NanoGPTAttention, dims, reduce="mean-weights")))
     found = [d for d in t.diagnostics if d.kind == "reduction-over-wrong-axis"]
     assert len(found) == 1
     e = t.events[found[0].event]
     B, H, T = (t.dims[k] for k in "BHT")
     later = next(x for x in t.events if x.index > e.index and x.op == "matmul")
-    assert found[0].message == (
+    assert without_order_caveat(found[0].message, B == T) == (
         f"mean #{e.index} runs along axis 1 (H, the heads) of the attention scores [B={B}, H={H}, T={T}, T={T}], "
         f"and matmul #{later.index} weighs the values with the result: the {H} heads share one set of weights, "
         "so they are no longer apart.")

@@ -16,6 +16,7 @@ from tests.corpus.bug_models import (
     WARNING,
     additive_mask,
     batch_as_seq,
+    caught,
     cross_attention_right,
     einops_tokens_into_heads,
     found,
@@ -150,14 +151,15 @@ def test_seq_first_code_fed_batch_first(B, T, D, H):
     style = load("seq_first")
     model, _ = style.build({"B": B, "T": T, "D": D, "H": H})
     t, _ = trace(lambda x, H: model(x), B, T, D, H)
-    assert (ERROR, "attends-over-batch") in found(t)
+    # at B = T the input [B, T, D] is [T, B, D] too, and read so this code is right: nothing to report
+    assert caught(t, (ERROR, "attends-over-batch"), B == T)
 
 
 @pytest.mark.parametrize("B,T,D,H", SEQ_FIRST_SIZES)
 def test_seq_first_mha_fed_batch_first(B, T, D, H):
     mha = nn.MultiheadAttention(D, H).eval()                                  # batch_first=False
     t, _ = trace(lambda x, H: mha(x, x, x), B, T, D, H)
-    assert (ERROR, "attends-over-batch") in found(t)
+    assert caught(t, (ERROR, "attends-over-batch"), B == T)
 
 
 @pytest.mark.parametrize("B,T,D,H", sizes((2, 8, 16, 4), (2, 16, 16, 4), (2, 4, 8, 2), (3, 12, 24, 3)))

@@ -57,10 +57,15 @@ def test_batch_first_mistake_is_one_error_at_the_users_call(need_weights, at, op
     assert "transpose(1, 2)" not in found[0].text   # torch's own view is not the user's to change
 
 
-def test_batch_first_mistake_at_equal_sizes_is_one_error():
-    """T = H = B = 4: the library's finding folds the same way."""
+def test_batch_first_mistake_at_equal_sizes_is_not_reported():
+    """T = H = B = 4: a [4, 4, 16] input is [T, B, D] as well, what ``batch_first=False`` expects, and nothing in
+    the code settles which, so the batch-first reading's finding is left out, named in the order note
+    (shapetrace/engine/readings.py); main said ``attends-over-batch`` here, a guess from equal sizes."""
     t = traced_mha((4, 4, 16), batch_first=False, need_weights=True, dims="B=4 T=4 D=16 H=4")
-    assert [(d.kind, d.event, d.also, d.fix) for d in loud(t)] == [("attends-over-batch", 16, (9,), MHA_FIX)]
+    assert loud(t) == []
+    (note,) = [d.message for d in t.diagnostics if d.kind == "order-of-equal-sizes"]
+    assert note.startswith("Not reported: attends-over-batch at #16 bmm. It is found where the "
+                           "input [4, 4, 16] is read [B, T, D], not where it is read [T, B, D]")
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

@@ -278,13 +278,14 @@ def test_a_trace_never_asks_what_is_frozen(monkeypatch):
 def test_the_older_generations_wait_while_a_trace_is_analysed_and_only_then(monkeypatch):
     before = gc.get_threshold()
     seen = []
-    note_final = tr.note_final
+    settle = shapetrace.engine.settle   # (the passes after the run, imported by the tracer)
+    note_final = settle.note_final
 
     def noting(inference, capture):   # (a pass after the run: what the collector is told while it runs)
         seen.append(gc.get_threshold())
         return note_final(inference, capture)
 
-    monkeypatch.setattr(tr, "note_final", noting)
+    monkeypatch.setattr(settle, "note_final", noting)   # (the passes after the run: engine/settle.py)
     t = _trace(_attention, torch.randn(2, 6, 32), torch.nn.Parameter(torch.randn(32, 32)))
     assert gc.get_threshold() == before
     assert len(t.events) == 6

@@ -3,7 +3,9 @@
 Reads: the capture's node facts (shape, parameter or not), the declared sizes and their order.
 Adds: ``state.axes`` of each entered node, ``state.sequences`` (which token tensor is ``T``, which
 ``S``), ``state.ambiguous`` (a shape that fits more than one seed), ``state.seeded_by_size`` and
-``state.seeded`` (which nodes were named so).
+``state.seeded`` (which nodes were named so). Where ``state.readings`` pins another fitting seed for an
+entered node (:mod:`shapetrace.engine.readings`: a finding checked under every reading of equal sizes),
+that seed names it instead of the first that fits.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     if len(shape) < 2 or facts.parameter or not state.dims:
         return None
     seq = sequence_name(state, node, shape)
-    names = seed_names(state, shape, seq)
-    if names is None:
+    fitting = fitting_seeds(state, shape, seq)
+    if not fitting:
         return None
-    if seed_names(state, shape, seq, skip=names) is not None:
+    names = fitting[0]
+    if len(fitting) > 1:
         state.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
+        chosen = state.readings.get(node)
+        names = list(chosen) if chosen is not None and list(chosen) in fitting else names
     axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
     axes = state.interned.setdefault(axes, axes)
     state.axes[node] = axes
@@ -54,7 +59,18 @@ def sequence_name(state: Inference, node: int, shape: tuple[int, ...]) -> str:
     return "T"
 
 
-def seed_names(state: Inference, shape: tuple[int, ...], seq: str, skip: list[str] | None = None) -> list[str] | None:
+def fitting_seeds(state: Inference, shape: tuple[int, ...], seq: str) -> list[list[str]]:
+    """Every seed that fits ``shape``, the first-preferred first (``[B, T, D]`` before ``[T, B, D]``)."""
+    found: list[list[str]] = []
+    names = seed_names(state, shape, seq)
+    while names is not None:
+        found.append(names)
+        names = seed_names(state, shape, seq, skip=found)
+    return found
+
+
+def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
+               skip: list[list[str]] | None = None) -> list[str] | None:
     declared = state.seed_order[:len(shape)]   # the declared order, with this tensor's sequence name
     other = "S" if seq == "T" else "T"
     patterns = [[seq if n == other and seq not in declared else n for n in declared]]
@@ -64,7 +80,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str, skip: list[st
         for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
             patterns.append(lead + tail)
     for names in patterns:
-        if names == skip:
+        if skip and names in skip:
             continue
         if len(names) == len(shape) and all(state.namer.size_of(n) == s for n, s in zip(names, shape)):
             if len(set(names)) == len(names) or names.count(seq) == 2 and len(set(names)) == len(names) - 1:

@@ -36,9 +36,11 @@ class Inference:
     since the last call (a trace's events may be read while it records)."""
 
     def __init__(self, capture, namer: Namer, dims: dict, seed_order: Sequence[str],
-                 pins: dict[int, tuple[Axis, ...]] | None = None):
+                 pins: dict[int, tuple[Axis, ...]] | None = None,
+                 readings: dict[int, tuple[str, ...]] | None = None):
         self.capture = capture
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
+        self.readings = readings or {}                 # entered node -> the fitting seed it is read with
         self.from_parameters: set[int] = set()          # nodes computed from module parameters only
         self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
         self.sliced_from: dict[int, tuple[int, OpRecord]] = {}   # x[index] -> (x, the record that sliced it)
@@ -170,7 +172,8 @@ def corrected(inference: Inference) -> Inference:
     relabelled = bool(inference.namer.relabelled)
     if not relabelled and not changed_by(inference, pins):
         return inference
-    again = Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins)
+    again = Inference(inference.capture, inference.namer, inference.dims, inference.seed_order, pins,
+                      inference.readings)
     if not relabelled:   # (the labels every memo was made with still hold)
         again.name_memo, again.interned = inference.name_memo, inference.interned
         again.clash_memo, again.elements = inference.clash_memo, inference.elements.reused()

@@ -1,0 +1,55 @@
+"""A trace's inference after its run, and the plain data the rules read from it: what both a trace
+(:mod:`.tracer`) and its other readings of equal sizes (:mod:`.readings`) conclude the same way.
+
+Reads: the trace's capture, what its run left (the failure that ended it, NaN rows, the value note).
+Adds: nothing; returns the concluded :class:`~.infer.Inference` and its :class:`~.analysis.Analysis`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.analysis import Analysis
+from shapetrace.engine.events import Event
+from shapetrace.engine.indices import misindexed_of, node_labels
+from shapetrace.engine.infer import Inference, concluded
+from shapetrace.engine.library import inside_library
+from shapetrace.engine.mask_parts import mask_parts_of
+from shapetrace.engine.rolls import unrolled_meetings
+from shapetrace.engine.rotary import rotaries_of
+from shapetrace.engine.unrowed import add_ending_failure
+from shapetrace.engine.value_checked import note_final
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.tracer import Trace
+
+
+
+def settled(trace: Trace, inference: Inference) -> Inference:
+    """A trace's inference after its run, once, in order: :func:`.infer.concluded`, the row of the call
+    that ended the block (if any), then what reads the final names (hidden copies, value checks)."""
+    inference = concluded(inference)
+    failed = trace._failure
+    if trace.exception is not None and failed is not None and failed[0] is trace.exception:
+        inference.events.append(inference.failed_event(failed[1]))
+    else:   # (a call without a row that raised what ended the block: its row)
+        add_ending_failure(inference, trace.capture, trace.exception)
+    note_final(inference, trace.capture)   # (after the names are final: hidden copies, value checks)
+    return inference
+
+
+def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], nan_event: int | None) -> Analysis:
+    """What ``inference`` (of ``trace``'s capture) concluded, as the plain data the rules read."""
+    rows, namer, capture = inference.event_of_record, inference.namer, trace.capture   # (while it records: so far)
+    return Analysis(
+        events=events, namer=namer, dims=dict(namer.dims),
+        seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
+        scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
+        nan_rows=None if trace._nan_rows is None else tuple(trace._nan_rows),
+        nan_event=nan_event, value_note=trace._value_note,
+        unnamed_by_failure=tuple(inference.unnamed_by_failure),
+        unrolled=unrolled_meetings(capture.records, capture.nodes, rows, events),
+        inside=inside_library(events, capture.opened, rows),
+        rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
+        misindexed=misindexed_of(capture.records, node_labels(inference.axes, namer), namer.plain_role, rows, events),
+    )
