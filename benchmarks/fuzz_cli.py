@@ -248,7 +248,7 @@ def verdict(code: int, out: str, err: str, seconds: float) -> str | None:
     if code not in (0, 1, 2):
         return f"exit {code}"
     usage = [line for line in err.splitlines() if line.startswith("error:")]
-    said = [line for line in err.strip().splitlines() if not line.startswith(PROGRESS)]
+    said = [line for line in err.strip().splitlines() if not line.startswith(PROGRESS + ("bash: warning: setlocale",))]
     if code == 2 and usage and len(said) > 1:
         return "usage error over one line"
     if usage and "--help)" in usage[0] and code != 2:
