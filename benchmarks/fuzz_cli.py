@@ -265,7 +265,7 @@ PROCESS_ENVS = [({"PYTHONIOENCODING": "ascii"}, ""), ({"PYTHONIOENCODING": "lati
                 ({"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0"}, ""), ({"LC_ALL": "tr_TR.UTF-8"}, ""),
                 ({"LANG": "C.UTF-8", "LC_ALL": "POSIX"}, ""), ({"TERM": "dumb", "COLUMNS": "20"}, ""),
                 ({}, ">&-"), ({}, "2>&-"), ({}, "<&-"), ({}, "| head -1"), ({"FORCE_COLOR": "1"}, "| head -1"),
-                ({"PYTHONIOENCODING": "ascii"}, ">&-")]
+                ({"PYTHONIOENCODING": "ascii"}, ">&-"), ({}, "| true"), ({"NO_COLOR": "1"}, "| head -c 1")]
 
 
 class Runner:
