@@ -16,7 +16,7 @@ from typer._click import exceptions as click_errors
 
 from shapetrace.cli import common, compare, exercise, lessons, live, run, strides, trace
 from shapetrace.cli.common import report_error
-from shapetrace.cli.terminal import prepare_streams
+from shapetrace.cli.terminal import prepare_streams, reader_gone
 
 app = typer.Typer(
     name="shapetrace",
@@ -40,9 +40,13 @@ def _print_version(value: bool) -> None:
     from importlib.metadata import version as installed_version
 
     try:
-        typer.echo(f"shapetrace {installed_version('shapetrace')}")
+        line = f"shapetrace {installed_version('shapetrace')}"
     except PackageNotFoundError:  # run from a checkout that was never installed
-        typer.echo("shapetrace (not installed: pip install -e .)")
+        line = "shapetrace (not installed: pip install -e .)"
+    try:
+        typer.echo(line)
+    except BrokenPipeError:   # (Typer would end a broken pipe with exit 1, as a failed run)
+        reader_gone()
     raise typer.Exit(0)
 
 
@@ -108,6 +112,9 @@ def _run_app() -> int:
         return exc.exit_code
     except getattr(click_errors, "Abort", ()):   # (not in every Typer's vendored click)
         return 130
+    except BrokenPipeError:   # (outside a command's guard: --version piped into `head -c 1`)
+        reader_gone()
+        return 0
     return code if isinstance(code, int) else 0
 
 

@@ -243,6 +243,11 @@ def guarded(traceback: bool = False) -> Iterator[None]:
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except BrokenPipeError:   # the reader of our output went away (`| head -1`): it has what it wanted
+        from shapetrace.cli.terminal import reader_gone
+
+        reader_gone()
+        raise typer.Exit(0) from None
     except OSError as exc:  # the system refused a file shapetrace reads or writes: say which, in one line
         if traceback or exc.filename is None:
             if traceback:
@@ -267,7 +272,16 @@ def _internal_error(exc: BaseException) -> None:
 def report_error(message: str) -> None:
     from rich.text import Text
 
-    err_console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line: the terminal wraps
+    err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)  # the terminal wraps
+
+
+def one_line(message: str) -> str:
+    """``message`` with its control characters written as escapes (a value given with a newline or an
+    escape sequence, ``--export $'a\\nb'``, is shown as typed, on the error's one line)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def write_json(text: str) -> None:

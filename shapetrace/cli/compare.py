@@ -54,6 +54,8 @@ def compare(
 
         names = check_impls([s.strip() for s in impls.split(",") if s.strip()])
         pair = [d for d in (diff or ()) if d]
+        if len(pair) == 1 or not pair and any(d is not None for d in diff or ()):   # (--diff sdpa '')
+            raise UsageError(f"--diff needs two implementations, e.g. --diff manual {pair[0] if pair else 'sdpa'}")
         if pair:
             check_impls(pair)
             names += [p for p in pair if p not in names]

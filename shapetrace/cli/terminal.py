@@ -4,7 +4,9 @@
 shapetrace's symbols (``PYTHONIOENCODING=ascii``, a Latin-1 locale) write ASCII stand-ins instead
 (``✓`` -> ``ok``, ``→`` -> ``->``, ``T·H`` -> ``T*H``) rather than end the command with a
 ``UnicodeEncodeError``; ``$COLUMNS`` and ``$LINES`` are held to the sizes ``--width`` accepts, since
-Rich reads them as the terminal's size.
+Rich reads them as the terminal's size. A reader that goes away early (``shapetrace run | head -1``)
+ends the command quietly with exit 0, as when the output fitted in the pipe before it closed: what is
+left is written to the null device (see :func:`reader_gone`).
 """
 
 from __future__ import annotations
@@ -80,14 +82,38 @@ def capped_size(value: str | None, low: int, high: int) -> str | None:
     return str(min(max(int(value), low), high))
 
 
+def reader_gone() -> None:
+    """The reader of standard output or error closed its end: send the rest of both to the null device,
+    so that nothing later (Rich's next print, the interpreter's last flush) meets the closed pipe again.
+    (Python's own advice on SIGPIPE: https://docs.python.org/3/library/signal.html#note-on-sigpipe.)"""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (AttributeError, OSError, ValueError):   # (not a stream on a file descriptor)
+            pass
+    os.close(devnull)
+
+
+def _console_reader_gone(console) -> None:
+    """Rich's hook for a broken pipe (its own ends the process with exit 1, as a failed run)."""
+    console.quiet = True
+    reader_gone()
+    raise SystemExit(0)
+
+
 def prepare_streams() -> None:
-    """ASCII stand-ins on streams that need them; ``$COLUMNS`` and ``$LINES`` capped. A closed
-    standard output or error (``shapetrace lessons >&-``: Python sees None) writes nowhere."""
+    """ASCII stand-ins on streams that need them; ``$COLUMNS`` and ``$LINES`` capped; a reader that
+    closes the pipe early ends the command with exit 0. A closed standard output or error
+    (``shapetrace lessons >&-``: Python sees None) writes nowhere."""
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - lives as long as sys
     for stream in (sys.stdout, sys.stderr):
         ascii_fallback(stream)
+    from rich.console import Console
+
+    Console.on_broken_pipe = _console_reader_gone   # (typer's help console too)
     for name, low, high in (("COLUMNS", MIN_WIDTH, MAX_WIDTH), ("LINES", 5, MAX_LINES)):
         value = capped_size(os.environ.get(name), low, high)
         if value is not None:

@@ -32,7 +32,7 @@ def why_not_contiguous(t: TensorInfo) -> str:
     if t.contiguous:
         return ""
     if 0 in t.stride:
-        zero = [t.dims[i] or str(i) for i, s in enumerate(t.stride) if s == 0 and t.shape[i] > 1]
+        zero = _repeated_axes(t)
         if zero:
             return f"stride 0 on {', '.join(zero)}: one value repeated, no memory behind it"
     return f"strides {_strides(t)} are not the row-major ({', '.join(map(str, row_major(t.shape)))})"
@@ -281,9 +281,14 @@ def _masked_fill(e: Event) -> str:
 
 
 def _expand(e: Event) -> str:
-    o = e.output
-    zero = [o.dims[i] or str(o.shape[i]) for i, s in enumerate(o.stride) if s == 0 and o.shape[i] > 1]
+    zero = _repeated_axes(e.output)
     return f"repeats without copying: stride 0 on {', '.join(zero) or 'no axis'}; a view"
+
+
+def _repeated_axes(t: TensorInfo) -> list[str]:
+    """The axes a stride of 0 repeats, by name, else as ``axis 2 (size 2)`` (a bare number read as a
+    size here and as an index elsewhere)."""
+    return [t.dims[i] or f"axis {i} (size {t.shape[i]})" for i, s in enumerate(t.stride) if s == 0 and t.shape[i] > 1]
 
 
 def _split(e: Event) -> str:

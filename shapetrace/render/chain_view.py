@@ -11,6 +11,7 @@ from rich.text import Text
 from shapetrace.engine.formatting import fmt_bytes, fmt_shape
 from shapetrace.render.diagram import LayoutView, event_diagram, layout_of
 from shapetrace.render.indent import Indent
+from shapetrace.render.phrases import Phrases
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.app.strides import ChainRun, StepResult
@@ -84,26 +85,23 @@ class ChainView:
             severity = note.split(" ", 1)[0]
             yield Text(note, style=NOTE_STYLE.get(severity, "yellow"))
 
-    def _facts(self, step: StepResult) -> Text:
+    def _facts(self, step: StepResult) -> Phrases:
         i = step.info
-        text = Text(fmt_shape(i), style="bold")
-        if any(n and n.startswith("!") for n in i.dims):
-            text.stylize("bold red")
-        text.append(f"  strides ({', '.join(map(str, i.stride))})", style="dim")
+        shape = Text(fmt_shape(i), style="bold red" if any(n and n.startswith("!") for n in i.dims) else "bold")
+        pieces = [("", shape), ("  ", Text(f"strides ({', '.join(map(str, i.stride))})", style="dim"))]
         if i.storage_offset:
-            text.append(f"  offset {i.storage_offset}", style="dim")
+            pieces.append(("  ", Text(f"offset {i.storage_offset}", style="dim")))
         if step.number:
-            text.append(" · ")
             e = step.event
             if e is not None and e.noop:
-                text.append("no-op (same tensor)", style="green")
+                pieces.append((" · ", Text("no-op (same tensor)", style="green")))
             elif step.view:
-                text.append("view (no copy)", style="green")
+                pieces.append((" · ", Text("view (no copy)", style="green")))
             else:
-                text.append(f"copy {fmt_bytes(step.copy_bytes)}", style="bold yellow")
-        text.append(" · ")
-        text.append("contiguous" if i.contiguous else "not contiguous", style="green" if i.contiguous else "yellow")
-        return text
+                pieces.append((" · ", Text(f"copy {fmt_bytes(step.copy_bytes)}", style="bold yellow")))
+        pieces.append((" · ", Text("contiguous" if i.contiguous else "not contiguous",
+                                   style="green" if i.contiguous else "yellow")))
+        return Phrases(pieces)
 
     def _footer(self) -> RenderResult:
         run = self.run

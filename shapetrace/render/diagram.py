@@ -25,6 +25,7 @@ from shapetrace.engine.layout import Block, Elided, Layout
 from shapetrace.engine.ops import Family, moves_layout
 from shapetrace.errors import UsageError
 from shapetrace.render.indent import Indent
+from shapetrace.render.phrases import Phrases
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event, TensorInfo
@@ -67,7 +68,7 @@ class LayoutView:
         parts: which sections to draw (``axes``, ``memory``, ``walk``, ``why``).
     """
 
-    def __init__(self, layout: Layout, width: int = 100, rows: int = 4, title: Text | None = None,
+    def __init__(self, layout: Layout, width: int = 100, rows: int = 4, title: Text | Phrases | None = None,
                  parts: Sequence[str] = ("axes", "memory", "walk", "why"), label: str = "memory"):
         self.layout, self.width, self.rows, self.title, self.parts = layout, width, rows, title, tuple(parts)
         self.label = label
@@ -83,9 +84,9 @@ class LayoutView:
             grid.add_row(name, content)
         yield Indent(Constrain(grid, width))
 
-    def sections(self, width: int) -> list[tuple[str, Text]]:
+    def sections(self, width: int) -> list[tuple[str, Text | Phrases]]:
         """(field name, content) rows for the parts asked for."""
-        rows: list[tuple[str, Text]] = []
+        rows: list[tuple[str, Text | Phrases]] = []
         if "axes" in self.parts:
             rows.append(("axes", self._axes_line()))
         if "memory" in self.parts:
@@ -104,14 +105,10 @@ class LayoutView:
         return rows
 
     # -- sections ----------------------------------------------------------
-    def _axes_line(self) -> Text:
-        line = Text()
-        for n, a in enumerate(self.layout.axes):
-            if n:
-                line.append("   ")
-            line.append(f"{a.name}={a.size:,}", style="bold")
-            line.append(f" · stride {a.stride:,}", style="dim")
-        return line
+    def _axes_line(self) -> Phrases:
+        """``B=2 · stride 3,072   T=6 · stride 512``: an axis never apart from its stride."""
+        return Phrases([("   " if n else "", Text(f"{a.name}={a.size:,}", style="bold").append(
+            f" · stride {a.stride:,}", style="dim")) for n, a in enumerate(self.layout.axes)])
 
     def _memory(self, width: int) -> list[tuple[str, Text]]:
         lay = self.layout
@@ -207,17 +204,16 @@ def _row(chunk: Sequence[Block | Elided], cell_w: int, addr_w: int) -> Text:
 # public API
 # ---------------------------------------------------------------------------
 
-def tensor_title(info: TensorInfo, what: str = "") -> Text:
-    """``[B=2, H=8, T=6, d_k=64]  strides (3072, 64, 512, 1) · not contiguous``."""
-    text = Text(f"{what}  " if what else "", style="bold")
-    text.append(fmt_shape(info), style="bold")
-    text.append(f"  strides ({', '.join(str(s) for s in info.stride)})", style="dim")
+def tensor_title(info: TensorInfo, what: str = "") -> Phrases:
+    """``[B=2, H=8, T=6, d_k=64]  strides (3072, 64, 512, 1) · not contiguous``, wrapped between its
+    phrases on a narrow screen."""
+    pieces = [("", Text(f"{what}  " if what else "", style="bold").append(fmt_shape(info)))]
+    pieces.append(("  ", Text(f"strides ({', '.join(str(s) for s in info.stride)})", style="dim")))
     if info.storage_offset:
-        text.append(f"  offset {info.storage_offset:,}", style="dim")
-    text.append(" · ")
-    text.append("contiguous" if info.contiguous else "not contiguous",
-                style="green" if info.contiguous else "yellow")
-    return text
+        pieces.append(("  ", Text(f"offset {info.storage_offset:,}", style="dim")))
+    pieces.append((" · ", Text("contiguous" if info.contiguous else "not contiguous",
+                               style="green" if info.contiguous else "yellow")))
+    return Phrases(pieces)
 
 
 def tensor_diagram(info: TensorInfo, width: int = 100, heads: int | None = None,

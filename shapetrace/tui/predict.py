@@ -106,13 +106,13 @@ def _context(console: Console, e: Event, long_names) -> None:
 def _verdict(console: Console, kind: str, verdict: Verdict | None, error: str, expected: str,
              why: str) -> None:
     if verdict is not None and verdict.right:
-        console.print(Text.assemble(("   ✓ right: ", "bold green"), expected))
+        console.print(Indent(Text.assemble(("✓ right: ", "bold green"), expected), 3))
         return
     head = "skipped" if verdict is None and not error else "✗ not quite"
     reason = error or (verdict.reason if verdict else "")
-    console.print(Text.assemble((f"   {head}: ", "bold red" if head != "skipped" else "yellow"),
-                                f"the {kind} {'are' if kind == 'strides' else 'is'} ", (expected, "bold"),
-                                f" — {reason}" if reason else ""))
+    console.print(Indent(Text.assemble((f"{head}: ", "bold red" if head != "skipped" else "yellow"),
+                                       f"the {kind} {'are' if kind == 'strides' else 'is'} ", (expected, "bold"),
+                                       f" — {reason}" if reason else ""), 3))   # (a wrapped line keeps the indent)
     console.print(Indent(Text(why, style="italic"), 5))
 
 

@@ -9,6 +9,7 @@ whole process group, the file watcher is stopped and joined, and nothing the lea
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import sys
@@ -16,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from rich.console import Console, Group
 from rich.segment import Segments
 from rich.text import Text
 
@@ -167,7 +169,7 @@ class Watch:
         self.check_file, self.progress_loader, self.record = check_file, progress_loader, record
         self.time_limit, self.show_hint = time_limit, show_hint
         self.verdicts: dict[str, dict] = {}   # the last verdict of each exercise, for its hints
-        self.screen = None                    # (verdict renderable, status) on screen now
+        self.screen = None                    # (verdict, status) on screen now, or (verdict, status, with hint)
         self.scroll = Scroll()
 
     def file_of(self, ex_id: str) -> Path:
@@ -213,14 +215,14 @@ class Watch:
     def redraw(self) -> None:
         if self.screen is None:
             return
-        body, status = self.screen
+        body, foot_view = self.screen[0], self.screen[-1]   # (body, status) or (body, status, status + hint)
         console, options = self.console, self.console.options
-        foot = body_lines(console, options, status)
+        foot = body_lines(console, options, foot_view)
         rows = console.height - len(foot) - 1 if console.is_terminal else 10**9  # the last row: the cursor
         lines = window(console, options, body_lines(console, options, body), rows, self.scroll)
         self.console.clear()
         self.console.print(Segments(segments(lines)), end="")
-        self.console.print(status)
+        self.console.print(foot_view)
 
     def scrolled(self, key: str | None) -> bool:
         """Space/↓ and ↑ move a verdict taller than the terminal; True when the key was one of them."""
@@ -235,10 +237,22 @@ class Watch:
         return True
 
     def hint(self, ex_id: str) -> None:
-        """One more hint, about the fault of the last check (recorded exactly as `exercise hint` does)."""
+        """One more hint, about the fault of the last check (recorded exactly as `exercise hint` does).
+        On a watch screen it joins the foot, under the keys, and the verdict above gives up rows for it
+        (printed below the screen, it scrolled the verdict off the top of an 80×24 terminal)."""
         ex = self.curriculum.exercise(ex_id)
         verdict = self.verdicts.get(ex.id)
-        self.show_hint(ex, verdict, "" if verdict else "your file has not been checked yet", self.console)
+        problem = "" if verdict else "your file has not been checked yet"
+        if self.screen is None:
+            self.show_hint(ex, verdict, problem, self.console)
+            return
+        out = io.StringIO()
+        self.show_hint(ex, verdict, problem, Console(file=out, width=self.console.width, legacy_windows=False,
+                                                     color_system=self.console.color_system,
+                                                     force_terminal=self.console.is_terminal))
+        body, status = self.screen[:2]
+        self.screen = (body, status, Group(status, Text.from_ansi(out.getvalue().rstrip("\n"))))
+        self.redraw()
 
     def run_one(self, ex_id: str, keys: Keys, poll: bool) -> str:
         """Watch one exercise until it passes and the learner moves on ("next") or quits ("quit")."""

@@ -279,8 +279,8 @@ def test_a_grad_with_swapped_axes_of_equal_sizes_is_named_wrong_at_t_equal_h():
     from shapetrace.attention.config import AttentionConfig
 
     out = _predicted(trace_reference(AttentionConfig(seq_len=8), backward=True), [""] * 12 + ["B,T,H,d_k"])
-    assert ("   ✗ not quite: the grad for operand 0 is [B=2, H=8, T=8, d_k=64] — the sizes match, but axis 1 is H, "
-            "not T: equal sizes can hide swapped axes") in " ".join(out)   # (wrapped at 100 columns)
+    assert ("✗ not quite: the grad for operand 0 is [B=2, H=8, T=8, d_k=64] — the sizes match, but axis 1 is H, "
+            "not T: equal sizes can hide swapped axes") in " ".join(" ".join(out).split())   # (wrapped at 100 columns)
     assert "  ? grad shape for operand 0 › B,T,H,d_k" in out
     assert "#13 transpose  x = x.transpose(1, 2)  reference.py:39" in out
 
@@ -298,3 +298,22 @@ def test_the_grad_of_repeat_kv_is_asked_and_a_repeated_row_keeps_its_note_whole_
     at = out.index("  13  grad #10 expand  [B=2, H_kv=2, n_rep=2, T=3, d_k=4]  384 B")
     assert out[at + 1] == "     (same as row 10)"
     assert all(len(line) <= 80 for line in out)
+
+
+def test_a_wrong_answer_wraps_under_its_own_indent_at_80_columns():
+    """``run --predict`` at 80 columns (issue 35 round 3, first contact in tmux): the verdict on a wrong
+    shape wrapped its last words to column 0 (``the prediction 3`` under ``   ✗ not quite: …``)."""
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.app.predict import Verdict
+    from shapetrace.tui.predict import _verdict
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None, legacy_windows=False)
+    _verdict(console, "shape", Verdict(False, "the output has 4 axes, the prediction 3"), "",
+             "[B=2, T=6, H=8, d_k=64]", "splits D into H × d_k")
+    assert [line.rstrip() for line in out.getvalue().splitlines()[:2]] == [
+        "   ✗ not quite: the shape is [B=2, T=6, H=8, d_k=64] — the output has 4 axes,",
+        "   the prediction 3"]

@@ -13,7 +13,7 @@ import resource
 import sys
 
 import pytest
-from conftest import ROOT, cli_forked, run_cli
+from conftest import ROOT, cli_forked, cli_in_process, run_cli
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -89,6 +89,9 @@ def _cases(d):
         (["trace", "/dev/zero"], 2, "script /dev/zero is a character device, not a regular file: give a file"),
         (["trace", str(d / "nul.py")], 2, "nul.py:2: a NUL byte: this is not a Python source file"),
         (["trace", str(d / "bom.py"), "--dims", "B=2,T=6,D=512,H=8"], 0, "[B=2, T=6, H=8, d_k=64]"),
+        # issue 35 round 3's fuzz: an empty second name ran every implementation, then an IndexError
+        (["compare", "--diff", "sdpa", ""], 2, "--diff needs two implementations, e.g. --diff manual sdpa"),
+        (["compare", "--diff", "", ""], 2, "--diff needs two implementations, e.g. --diff manual sdpa"),
     ] + [([cmd, *sub, "--width", "-5"], 2, "--width -5: use 40 to 1000 columns") for cmd, *sub in
          (["run"], ["strides", "6", "view(6)"], ["trace", str(d / "mine.py")], ["lessons"], ["lesson", "1"],
           ["quiz"], ["compare"], ["exercise", "list"], ["exercise", "hint", "split-heads"])]
@@ -200,6 +203,18 @@ def test_usage_errors_never_import_torch(files):
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
     assert [tuple(r) for r in results] == [(c, 2, False) for c in cases]
+
+
+@pytest.mark.parametrize("args, line", [
+    (["trace", "mine.py", "--export", "a\nb"],
+     "error: --export a\\nb: unknown format (no suffix); use a path ending in .svg, .html, .md or .txt\n"),
+    (["trace", "no\x1b[2J\nsuch.py"], "error: no such script: no\\x1b[2J\\nsuch.py\n"),
+])
+def test_a_usage_error_is_one_line_whatever_the_value(args, line, files):
+    """A value with a newline or an escape sequence is shown as escapes on the error's one line (issue 35
+    round 3's fuzz: ``--export $'a\\nb'`` gave an error on two lines; a raw ESC would colour the terminal)."""
+    proc = cli_in_process(*args, cwd=files)
+    assert (proc.returncode, proc.stderr) == (2, line), proc.stderr
 
 
 def test_a_script_that_closes_stdout_still_gets_its_table(files):

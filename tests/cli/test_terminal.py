@@ -64,3 +64,23 @@ def test_a_closed_stdout_is_no_internal_error():
     proc = subprocess.run(f"{sys.executable} -m shapetrace lessons >&-", shell=True, capture_output=True,
                           text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["lessons", "--json"], ["lessons"]])
+def test_a_reader_that_closes_the_pipe_first_ends_the_command_quietly(args, tmp_path):
+    """``shapetrace lessons --json | head -c 10`` (issue 35 round 3's fuzz): a reader gone before the output
+    ended gave ``internal error: BrokenPipeError`` (JSON), or exit 1 without a word (Rich's and Typer's own
+    ending, as a failed run); now exit 0 and nothing more, as when the output fitted in the pipe. The
+    read end is closed before the command starts, so its first write meets the closed pipe."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "shapetrace", *args], stdout=write, stderr=subprocess.PIPE,
+                              text=True, cwd=tmp_path, timeout=120,
+                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                   "SHAPETRACE_STATE_DIR": str(tmp_path)})
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, "")

@@ -108,7 +108,7 @@ def test_axis_order_ops_share_the_transpose_sentence_and_diagram(axis_order_trac
     assert diagram_hook(t, None, 80)(e) is not None   # drawn under ``run --diagrams``
     drawn = render(event_diagram(e, 76, H))
     assert drawn == render(event_diagram(reference, 76, H))
-    assert drawn.startswith("axes    B=2 · stride 256   H=4 · stride 8   T=8 · stride 32   d_k=8 · stride")
+    assert drawn.startswith("axes    B=2 · stride 256   H=4 · stride 8\n        T=8 · stride 32   d_k=8 · stride 1\n")
 
 
 def test_families_in_the_registry():

@@ -185,3 +185,18 @@ def test_a_number_divided_by_a_tensor_passes_names_on():
         inv.transpose(1, 2)                                                # (B, D, T)
     assert [(e.op, e.output.dims) for e in t.events] == [("transpose", ("B", "D", "T"))]
     assert spec_of_callable(torch.Tensor.__rtruediv__) is REGISTRY["__rtruediv__"]
+
+
+def test_an_unnamed_axis_repeated_by_expand_is_said_as_an_axis_with_its_size():
+    """GQA's key heads repeated by ``expand`` (transformers' ``repeat_kv``: ``hidden[:, :, None].expand(
+    B, H_kv, n_rep, T, d_k)``), traced without names as the quiz does: the sentence said ``stride 0 on
+    2``, a size that reads as an axis index (issue 35: "stride 0 on 2"); an axis 0 of size 3 likewise."""
+    x = torch.randn(1, 4, 5, 16)                                          # (B, H_kv, T, d_k)
+    with shapetrace.trace() as t:
+        x[:, :, None].expand(1, 4, 2, 5, 16)                              # (B, H_kv, n_rep, T, d_k)
+    expand = t.events[-1]
+    assert annotate(expand) == "repeats without copying: stride 0 on axis 2 (size 2); a view"
+    with shapetrace.trace() as named:
+        cls = shapetrace.name(torch.randn(1, 1, 8), "_ _ D")              # timm's cls_token (1, 1, D)
+        cls.expand(3, -1, -1)                                            # (B, 1, D)
+    assert annotate(named.events[-1]).startswith("repeats without copying: stride 0 on axis 0 (size 3)")

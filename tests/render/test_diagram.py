@@ -99,3 +99,26 @@ def test_matmul_hidden_copy_diagram(default_trace, cli):
     assert len(text.splitlines()) <= 30
     out = cli("run", "--diagrams", "--width", "100").output
     assert out.count("hidden copy inside matmul: 24 KiB") == 1 and out.count("hidden copies inside matmul") == 1
+
+
+def test_hidden_copy_titles_wrap_between_phrases_at_76_columns(default_trace):
+    """``run --diagrams`` at 80 columns draws the hidden copies 4 columns in: the operand's title wrapped
+    word by word left ``contiguous`` alone under ``· not`` (issue 35 round 3, first contact at 80)."""
+    text = render(event_diagram(default_trace.events[10], 76, heads=8), 76)
+    assert "operand 1  [B=2, H=8, T=6, d_k=64]\nstrides (3072, 64, 512, 1) · not contiguous\n" in text
+    assert "operand 2  [B=2, H=8, d_k=64, T=6]\nstrides (3072, 64, 1, 512) · not contiguous\n" in text
+
+
+@pytest.mark.parametrize("width", [40, 50])
+def test_strides_at_narrow_widths_keep_each_fact_whole(width):
+    """``shapetrace strides`` at 40 and 50 columns (issue 35: single layout words on their own lines):
+    a strides tuple, ``not contiguous`` and an axis with its stride are never cut."""
+    run = run_chain("2x6x512", "view(2, 6, 8, 64).transpose(1, 2)", heads=8)
+    lines = render(ChainView(run), width).splitlines()
+    assert max(len(line) for line in lines) <= width
+    facts = ["[B=2, H=8, T=6, d_k=64]", "strides (3072, 64, 512, 1)", "view (no copy) · not contiguous"]
+    step2 = lines.index(next(line for line in lines if line.startswith("step 2")))
+    assert lines[step2 + 1:step2 + 4] == facts
+    assert not [line for line in lines if line.strip() in ("contiguous", "not", "1)", "·")]
+    assert lines[step2 + 4].startswith("axes    B=2 · stride 3,072")
+    assert "H=8 · stride 64" in lines[step2 + 4 + (width == 40)]

@@ -106,3 +106,31 @@ def test_the_reference_trace_comes_with_the_solution_in_a_terminal(tmux, tmp_pat
     tmux.type(f"{shlex.quote(sys.executable)} -m shapetrace exercise solution split-heads --give-up --width 100")
     screen = tmux.wait_for(lambda s: "the reference, traced" in s and "solution.py:10" in s, timeout=60)
     assert "transpose" in screen.split("the reference, traced")[1]
+
+
+def test_a_hint_joins_the_foot_and_the_verdict_stays_on_top_at_80x24(tmp_path):
+    """``h`` on an 80×24 watch screen (issue 35 round 3, first contact): the hint was printed under the
+    screen, so the terminal scrolled the verdict's first lines off the top; now it joins the foot and
+    the verdict gives up rows for it (the marker says how many are below). In-process, at that size."""
+    import io
+
+    from rich.console import Console
+
+    from shapetrace.tui.watch import Watch
+
+    def hint(ex, verdict, problem, console):
+        console.print("hint 1/3 · split-heads\n" + "\n".join(f"hint line {i}" for i in range(5)))
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=24, color_system=None, force_terminal=True, legacy_windows=False)
+    watch = Watch(CURRICULUM, tmp_path / "ws", console, None, lambda quiet=False: None, None, 1.0, hint)
+    watch.done_count = lambda: 0
+    problem = "first line of the verdict; " + " ".join(f"word{i}" for i in range(400))
+    watch.show("split-heads", tmp_path / "ws" / "split_heads.py", "poll", None, problem)
+    watch.hint("split-heads")
+    frame = out.getvalue().rsplit("\x1b[2J", 1)[-1].split("\x1b[H", 1)[-1]   # after the last clear
+    lines = frame.rstrip("\n").split("\n")
+    assert len(lines) <= 24, len(lines)
+    assert lines[0].startswith("the checker could not run: first line of the verdict;")
+    assert lines[-6:] == ["hint 1/3 · split-heads"] + [f"hint line {i}" for i in range(5)]
+    assert any(line.startswith("↓ ") and "Space/↓ shows them" in line for line in lines)
