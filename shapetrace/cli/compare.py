@@ -56,6 +56,9 @@ def compare(
         pair = [d for d in (diff or ()) if d]
         if len(pair) == 1 or not pair and any(d is not None for d in diff or ()):   # (--diff sdpa '')
             raise UsageError(f"--diff needs two implementations, e.g. --diff manual {pair[0] if pair else 'sdpa'}")
+        if len(pair) == 2 and pair[0] == pair[1]:   # (an implementation against itself differs nowhere)
+            other = "manual" if pair[0] != "manual" else "sdpa"
+            raise UsageError(f"--diff needs two different implementations, e.g. --diff {other} {pair[0]}")
         if pair:
             check_impls(pair)
             names += [p for p in pair if p not in names]

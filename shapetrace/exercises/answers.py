@@ -58,7 +58,7 @@ EXAMPLE_SHAPE = (5, 1, 7)
 EXAMPLE_STRIDES = (7, 7, 1)
 HOW = {"shape": "a shape written like [5, 1, 7], (5,1,7) or 5x1x7",
        "strides": "strides written like (7, 7, 1)", "contiguous": "yes or no",
-       "raises": "yes or no", "is-view": "yes or no", "copy-bytes": "a number of bytes (0 if none)",
+       "raises": "yes or no", "is-view": "yes or no", "copy-bytes": "a whole number of bytes",
        "value": "a whole number"}
 
 

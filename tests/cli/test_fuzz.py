@@ -92,6 +92,11 @@ def _cases(d):
         # issue 35 round 3's fuzz: an empty second name ran every implementation, then an IndexError
         (["compare", "--diff", "sdpa", ""], 2, "--diff needs two implementations, e.g. --diff manual sdpa"),
         (["compare", "--diff", "", ""], 2, "--diff needs two implementations, e.g. --diff manual sdpa"),
+        # (an implementation against itself: nothing to show, said as a usage error before any run)
+        (["compare", "--diff", "sdpa", "sdpa"], 2,
+         "--diff needs two different implementations, e.g. --diff manual sdpa"),
+        (["compare", "--diff", "manual", "manual"], 2,
+         "--diff needs two different implementations, e.g. --diff sdpa manual"),
     ] + [([cmd, *sub, "--width", "-5"], 2, "--width -5: use 40 to 1000 columns") for cmd, *sub in
          (["run"], ["strides", "6", "view(6)"], ["trace", str(d / "mine.py")], ["lessons"], ["lesson", "1"],
           ["quiz"], ["compare"], ["exercise", "list"], ["exercise", "hint", "split-heads"])]
