@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import shapetrace
+from tests.corpus import test_decoding
 from tests.corpus.helpers import traced_build
 from tests.corpus.public6 import sam_encoder
 from tests.styles import mha_batch_first, mha_seq_first
@@ -174,3 +175,48 @@ def test_sam_bugs_keep_their_error_at_a_batch_of_one(bug, kind):
     # the twins: the decomposed bias laid the wrong way, window_unpartition without its permute
     t = traced_build(sam_encoder, bug, "B=1 Hp=10 Wp=14 D=32 H=4")
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == [kind]
+
+
+def _first_entry(inputs: tuple) -> tuple:
+    """The builders make a batch of two: keep entry 0 of each input that has a batch of two."""
+    return tuple(x[:1] if isinstance(x, torch.Tensor) and x.dim() and x.shape[0] == 2 else x for x in inputs)
+
+
+VISION_FILES = [  # the sizes and names tests/corpus/test_vision_files.py traces them with, B = 1
+    ("maxvit", "B=1 D=24 H=3", ("B D Hp Wp",)),      # google-research/maxvit (block and grid attention)
+    ("mae", "B=1 N=16 D=24 H=3", ()),                # facebookresearch/mae models_mae.py
+    ("crossvit", "B=1 T=5 S=9 D=36 H=3 C:features=24", ("B T C", "B S D")),  # IBM/CrossViT
+    ("dit", "B=1 T=16 D=24 H=3", ()),                # facebookresearch/DiT models.py
+    ("swin", "B=1 T=24 D=36 H=3", ()),               # microsoft/Swin-Transformer swin_transformer.py
+    ("segformer", "B=1 N=16 D=24 H=3", ()),          # transformers SegformerLayer
+    ("timm_vit", "B=1 N=16 D=24 H=3", ()),           # timm vision_transformer.py
+]
+
+
+@pytest.mark.parametrize("path,dims,names", VISION_FILES, ids=[p for p, _, _ in VISION_FILES])
+def test_correct_vision_files_on_one_image(path, dims, names):
+    module = importlib.import_module(f"tests.corpus.vision.{path}")
+    torch.manual_seed(0)
+    model, inputs = module.build("")
+    inputs = _first_entry(inputs)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        for x, name in zip(inputs, names):
+            shapetrace.name(x, name)
+        model(*inputs)
+    assert _findings(t) == []
+
+
+DECODE_CASES = [c for c in test_decoding.CASES if not c.bug]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES, ids=[c.id for c in DECODE_CASES])
+def test_correct_decode_steps_for_one_prompt(case):
+    """tests/corpus/test_decoding.py's correct caches (GPT-2's legacy tuple, transformers' StaticCache and
+    DynamicCache, DeepSeek-V2's latent cache; each cites its source) on one prompt: the prefill, then
+    one-token steps at B = 1, T = 1."""
+    torch.manual_seed(0)
+    forward, inputs = case.build()
+    inputs = _first_entry(inputs)
+    with torch.no_grad(), shapetrace.trace(dims=case.dims.replace("B=2", "B=1")) as t:
+        forward(*inputs)
+    assert _findings(t) == []
