@@ -220,3 +220,31 @@ def test_correct_decode_steps_for_one_prompt(case):
     with torch.no_grad(), shapetrace.trace(dims=case.dims.replace("B=2", "B=1")) as t:
         forward(*inputs)
     assert _findings(t) == []
+
+
+class PositionsFoldedWithHeads(sam_encoder.Attention):
+    """segment-anything ``Attention.forward`` with the wrong permute: ``permute(2, 1, 3, 0, 4)`` (3, N,
+    heads, B·nW, d_k) for ``permute(2, 0, 3, 1, 4)``, so ``reshape(3, B * heads, H * W, -1)`` folds the
+    places inside each window with the heads and spreads the windows over the token axis."""
+
+    def forward(self, x):
+        B, H, W, _ = x.shape
+        qkv = self.qkv(x).reshape(B, H * W, 3, self.num_heads, -1).permute(2, 1, 3, 0, 4)  # (3, N, heads, B, d_k)
+        q, k, v = qkv.reshape(3, B * self.num_heads, H * W, -1).unbind(0)  # (N·heads·?, ?, d_k): wrong
+        attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
+        x = (attn @ v).view(B, self.num_heads, H, W, -1).permute(0, 2, 3, 1, 4).reshape(B, H, W, -1)
+        return self.proj(x)
+
+
+@pytest.mark.parametrize("dims,fold", [("B=1 Hp=12 Wp=8 D=32 H=2", "!Hp%2*Wp%2*H*Hp/2"),
+                                       ("B=3 Hp=12 Wp=8 D=32 H=2", "!Hp%2*Wp%2*H*B*Hp/2")])
+def test_places_inside_windows_folded_with_heads_are_a_mix(dims, fold):
+    # the twin of SAM's fold: only which window (Hp/2, Wp/2) may sit beside the heads, never a place in one
+    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split())}
+    torch.manual_seed(0)
+    block = sam_encoder.Block(sizes["D"], sizes["H"]).eval()
+    block.attn = PositionsFoldedWithHeads(sizes["D"], sizes["H"]).eval()
+    t = _traced(block, torch.randn(sizes["B"], sizes["Hp"], sizes["Wp"], sizes["D"]), dims)
+    reshape = next(e for e in t.events if e.op == "reshape" and "B * self.num_heads" in e.code)
+    assert reshape.outputs[0].dims == ("qkv", fold, "Wp/2", "d_k")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"][0] == "mixed-axis"
