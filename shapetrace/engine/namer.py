@@ -396,14 +396,21 @@ def _crosses_grid(a: str, b: str) -> bool:
 
 
 def _windows_with_heads(namer: Namer, atoms: Sequence[Atom], token_atoms: Sequence[Atom]) -> bool:
-    """Is the axis batched windows (whole batch entries with pieces of the token axes) folded with the
-    heads (an atom named H, whole or the heads' piece of a fused projection) and nothing else? Each
-    entry is one (batch entry, window, head): the tokens inside each window stay on the other axes,
-    as B·H keeps them."""
+    """Is the axis windows (the major pieces of token axes: which window, ``Hp/2``), with or without
+    whole batch entries, folded with the heads (an atom named H, whole or the heads' piece of a fused
+    projection) and nothing else? Each entry is one (batch entry, window, head): the tokens inside each
+    window stay on the other axes, as B·H keeps them. The batch is not asked for: at B = 1 its axis of
+    one entry is left out of every fold and says nothing either way (SAM's encoder on one image)."""
     rest = [a for a in atoms if a not in token_atoms]
-    return (bool(rest) and any(namer.role(a.root) == Role.BATCH and a.whole for a in token_atoms)
-            and any(not a.whole for a in token_atoms)
+    pieces = [a for a in token_atoms if not a.whole]
+    return (bool(rest) and bool(pieces) and all(_window_index(a) for a in pieces)
+            and all(a in pieces or (namer.role(a.root) == Role.BATCH and a.whole) for a in token_atoms)
             and all(namer.role(namer.atom_label(a) or "?") == Role.HEADS for a in rest))
+
+
+def _window_index(atom: Atom) -> bool:
+    """Is the piece which block of its root (``Hp/2``: the major digits), not a place inside one?"""
+    return atom.stride > 1 and atom.stride * atom.size == atom.root_size
 
 
 def _only_features(namer: Namer, atoms: Sequence[Atom]) -> bool:

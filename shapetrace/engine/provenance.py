@@ -78,12 +78,10 @@ def sources(fn: Callable, args: Sequence, kwargs: dict | None = None) -> list[tu
     shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
     if not shapes or 0 in (n for s in shapes for n in s) or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (an empty operand has no elements to follow)
-    high = max(1, min((n for s in shapes for n in s), default=1))
-    try:
-        first = _replay(fn, args, kwargs, shapes, high, seed=1)
-        second = _replay(fn, args, kwargs, shapes, high, seed=2) if _placeholders((args, kwargs), Index) else first
-    except Exception:
+    replayed = _replayed_twice(fn, args, kwargs, shapes)
+    if replayed is None:
         return None
+    first, second = replayed
     if len(first) != len(second) or any(a.shape != b.shape or 0 in a.shape for a, b in zip(first, second)):
         return None
     if sum(a.numel() for a in first) > MAX_ELEMENTS:
@@ -101,7 +99,7 @@ def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> lis
     kwargs = kwargs or {}
     shapes = [tuple(d.shape) for d in _placeholders((args, kwargs), Data)]
     indices = _placeholders((args, kwargs), Index)
-    high = min((n for s in shapes for n in s), default=0)
+    high = _least_size(shapes)
     if not indices or high < 2 or sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None
     try:
@@ -130,6 +128,27 @@ def coordinates(shapes: Sequence[tuple]) -> list[torch.Tensor]:
         out.append(torch.arange(offset + 1, offset + n + 1, dtype=torch.float64).reshape(shape))
         offset += n
     return out
+
+
+def _least_size(shapes: Sequence[tuple]) -> int:
+    """The bound of the random indices: the least size over 1 of any operand's axes (every index below it
+    is valid along each axis it could pick along). An axis of one entry (a batch of one) is left out: it
+    would make every index 0, and two replays could not tell a pick from a copy."""
+    return min((n for s in shapes for n in s if n > 1), default=1)
+
+
+def _replayed_twice(fn, args, kwargs, shapes) -> tuple[list, list] | None:
+    """Two replays with different random indices (one where there are none), bounded by
+    :func:`_least_size`; where that raises (the pick runs along an axis of one entry), bounded by the
+    least size of all, as every index must be then. None when both raise."""
+    for high in dict.fromkeys((_least_size(shapes), max(1, min((n for s in shapes for n in s), default=1)))):
+        try:
+            first = _replay(fn, args, kwargs, shapes, high, seed=1)
+            indexed = bool(_placeholders((args, kwargs), Index))
+            return first, (_replay(fn, args, kwargs, shapes, high, seed=2) if indexed else first)
+        except Exception:
+            continue
+    return None
 
 
 # -- replaying ----------------------------------------------------------------------------------------
