@@ -323,3 +323,45 @@ def without_order_caveat(message: str, equal: bool) -> str:
     head, caveat, _ = message.partition(ORDER_CAVEAT)
     assert bool(caveat) == equal, message
     return head
+
+
+# -- a round of public-style files (tests/corpus/publicN): each module's build(bug, **sizes), DIMS, BUGS -----------
+
+
+def findings(t) -> tuple[str, ...]:
+    """The kinds of a trace's errors and warnings, in order."""
+    return tuple(d.kind for d in t.diagnostics if d.severity in ("error", "warning"))
+
+
+def verdict_line(t) -> str:
+    return t.report().verdict.line
+
+
+def equal_sizes(dims: str) -> str:
+    """``dims`` with B, T and H all 4 (``"B=2 T=6 D=32 H=4"`` -> ``"B=4 T=4 D=32 H=4"``)."""
+    return " ".join(f"{k}=4" if k in ("B", "T", "H") else kv for kv in dims.split() for k in [kv.split("=")[0]])
+
+
+def module_name(module: ModuleType) -> str:
+    return module.__name__.rsplit(".", 1)[1]
+
+
+def round_sizes(module: ModuleType) -> list[str]:
+    """Each of a round module's DIMS, then the same at B = T = H = 4 (or the module's own equal-size reading
+    of it, ``EQUAL[dims]``, where setting B, T and H to 4 alone would not make its sizes equal)."""
+    return [d for dims in module.DIMS for d in (dims, getattr(module, "EQUAL", {}).get(dims, equal_sizes(dims)))]
+
+
+def round_outcome(module: ModuleType, bug: str, dims: str) -> tuple[str, tuple[str, ...]]:
+    """``("raises", ())`` where the model raises untraced, else the traced verdict's first letter and the
+    kinds of its errors and warnings."""
+    accepted = inspect.signature(module.build).parameters
+    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
+    model, inputs = module.build(bug, **sizes)
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    except RuntimeError:
+        return "raises", ()
+    t = traced_build(module, bug, dims)
+    return verdict_line(t)[0], findings(t)

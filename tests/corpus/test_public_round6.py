@@ -18,14 +18,18 @@ buggy file, no error on a correct one, and the classes this round found, each fa
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 
 import shapetrace
+from tests.corpus.helpers import equal_sizes as equal
 from tests.corpus.helpers import error_kinds as errors
+from tests.corpus.helpers import findings
+from tests.corpus.helpers import module_name as name
+from tests.corpus.helpers import round_outcome as _outcome
+from tests.corpus.helpers import round_sizes as _sizes
 from tests.corpus.helpers import traced_build as traced
+from tests.corpus.helpers import verdict_line as line
 from tests.corpus.public6 import (
     bigcode_mqa,
     espnet_conformer,
@@ -38,22 +42,6 @@ from tests.corpus.public6 import (
 )
 
 MODULES = (meta_llama, bigcode_mqa, transformer_xl, espnet_conformer, sam_encoder, ldm_cross, olmo, gemma_pytorch)
-
-
-def findings(t) -> tuple[str, ...]:
-    return tuple(d.kind for d in t.diagnostics if d.severity in ("error", "warning"))
-
-
-def line(t) -> str:
-    return t.report().verdict.line
-
-
-def equal(dims: str) -> str:
-    return " ".join(f"{k}=4" if k in ("B", "T", "H") else kv for kv in dims.split() for k in [kv.split("=")[0]])
-
-
-def name(module) -> str:
-    return module.__name__.rsplit(".", 1)[1]
 
 
 # -- SAM: windows batched, folded with the heads, and a decomposed bias laid the wrong way ---------------
@@ -213,23 +201,6 @@ EXPECTED = {
     (gemma_pytorch, "repeat-tiled"): [("?", ()), ("?", ())],
     (gemma_pytorch, "mask-rows-from-zero"): [("?", ()), ("?", ())],
 }
-
-
-def _sizes(module) -> list[str]:
-    return [d for dims in module.DIMS for d in (dims, equal(dims))]
-
-
-def _outcome(module, bug: str, dims: str) -> tuple[str, tuple[str, ...]]:
-    accepted = inspect.signature(module.build).parameters
-    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
-    model, inputs = module.build(bug, **sizes)
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    except RuntimeError:
-        return "raises", ()
-    t = traced(module, bug, dims)
-    return line(t)[0], findings(t)
 
 
 CASES = [pytest.param(m, b, d, want, id=f"{name(m)}-{b or 'correct'}-{d.replace(' ', ',')}")

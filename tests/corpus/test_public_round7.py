@@ -37,13 +37,16 @@ fixed this round, each failing on 34f2dbd:
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 
 import shapetrace
+from tests.corpus.helpers import findings
+from tests.corpus.helpers import module_name as name
+from tests.corpus.helpers import round_outcome as _outcome
+from tests.corpus.helpers import round_sizes as _sizes
 from tests.corpus.helpers import traced_build as traced
+from tests.corpus.helpers import verdict_line as line
 from tests.corpus.public7 import (
     cait,
     chatglm2,
@@ -57,26 +60,6 @@ from tests.corpus.public7 import (
 )
 
 MODULES = (fairseq_mha, deberta_v2, pvt, linformer, cait, mmdit, retnet, set_transformer, chatglm2)
-
-
-def findings(t) -> tuple[str, ...]:
-    return tuple(d.kind for d in t.diagnostics if d.severity in ("error", "warning"))
-
-
-def line(t) -> str:
-    return t.report().verdict.line
-
-
-def equal(dims: str) -> str:
-    return " ".join(f"{k}=4" if k in ("B", "T", "H") else kv for kv in dims.split() for k in [kv.split("=")[0]])
-
-
-def name(module) -> str:
-    return module.__name__.rsplit(".", 1)[1]
-
-
-def _sizes(module) -> list[str]:
-    return [d for dims in module.DIMS for d in (dims, getattr(module, "EQUAL", {}).get(dims, equal(dims)))]
 
 
 # -- DeBERTa-v2: relative positions gathered, a position table projected by query_proj -------------------
@@ -289,19 +272,6 @@ EXPECTED = {
     (set_transformer, "merge-split-by-heads"): [("raises", ()), ("?", ())],
     (set_transformer, "softmax-seeds"): [("?", ()), ("?", ())],
 }
-
-
-def _outcome(module, bug: str, dims: str) -> tuple[str, tuple[str, ...]]:
-    accepted = inspect.signature(module.build).parameters
-    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
-    model, inputs = module.build(bug, **sizes)
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    except RuntimeError:
-        return "raises", ()
-    t = traced(module, bug, dims)
-    return line(t)[0], findings(t)
 
 
 CASES = [pytest.param(m, b, d, want, id=f"{name(m)}-{b or 'correct'}-{d.replace(' ', ',')}")
