@@ -173,6 +173,15 @@ def indexed_label(label: str, where: str) -> str:
     return f"({label})[{where}]" if len(top_level_terms(label)) > 1 else f"{label}[{where}]"
 
 
+_INDEXED_JOIN = re.compile(r"\((?P<join>.+)\)\[[^\]]*\]")
+
+
+def indexed_join(label: str) -> str | None:
+    """The join a label of :func:`indexed_label` cuts (``(T+S)[5:17]`` -> ``T+S``), or None."""
+    m = _INDEXED_JOIN.fullmatch(label)
+    return m.group("join") if m else None
+
+
 def top_level_terms(label: str) -> list[str]:
     """The terms of a join's label, split at the ``+`` signs outside brackets and parentheses:
     ``(1+T)[0:3]+4`` is ``["(1+T)[0:3]", "4"]``."""

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.axes import top_level_terms
+from shapetrace.engine.axes import indexed_join, top_level_terms
 from shapetrace.engine.ops import Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 
@@ -147,9 +147,6 @@ def _twins_swapped(event: Event) -> str | None:
     return None
 
 
-_CUT_OF_A_JOIN = re.compile(r"\((?P<join>.+)\)\[[^\]]*\]")
-
-
 def _cut_across_parts(event: Event) -> str | None:
     """Why the names cannot check a slice that cuts a join of two sequences off its parts' bounds (SD3's joint
     output ``T+S`` split at the text's length: ``(T+S)[5:17]`` holds image and text tokens), or None. A cut
@@ -157,9 +154,9 @@ def _cut_across_parts(event: Event) -> str | None:
     if event.spec.family not in (Family.SLICE, Family.SPLIT):
         return None
     for label in (d for o in event.outputs for d in o.dims if d):
-        m = _CUT_OF_A_JOIN.fullmatch(label)
-        if m and sum(not term.isdigit() for term in top_level_terms(m.group("join"))) > 1:
-            return f"#{event.index} {event.op} cuts {m.group('join')} off the bounds of its parts ({label}), " \
+        join = indexed_join(label)
+        if join and sum(not term.isdigit() for term in top_level_terms(join)) > 1:
+            return f"#{event.index} {event.op} cuts {join} off the bounds of its parts ({label}), " \
                    "and names cannot tell which tokens of which sequence it holds"
     return None
 

@@ -3,8 +3,8 @@
 A title such as ``operand 1  [B=2, H=8, T=6, d_k=64]  strides (3072, 64, 512, 1) · not contiguous``
 wrapped word by word leaves ``contiguous`` alone on the next line (reading as the opposite of what it
 says) or cuts a strides tuple in two; :class:`Phrases` moves whole phrases down instead, and pulls one
-more down rather than leave the last alone (the rule :func:`shapetrace.render.wrap.wrap` keeps for
-words):
+more down rather than leave the last alone (:func:`shapetrace.render.wrap.greedy_rows`, as
+:func:`~shapetrace.render.wrap.wrap` does for words):
 
     operand 1  [B=2, H=8, T=6, d_k=64]
     strides (3072, 64, 512, 1) · not contiguous
@@ -16,6 +16,8 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.text import Text
+
+from shapetrace.render.wrap import greedy_rows
 
 
 class Phrases:
@@ -34,15 +36,7 @@ class Phrases:
         self.pieces = pieces
 
     def lines(self, width: int) -> list[Text]:
-        rows: list[list[tuple[str, Text]]] = []
-        for piece in self.pieces:
-            if rows and _width(rows[-1] + [piece]) <= width:
-                rows[-1].append(piece)
-            else:
-                rows.append([piece])
-        if len(rows) >= 2 and len(rows[-1]) == 1 and len(rows[-2]) > 1 and _width([rows[-2][-1], *rows[-1]]) <= width:
-            rows[-1].insert(0, rows[-2].pop())
-        return [_joined(row) for row in rows]
+        return [_joined(row) for row in greedy_rows(self.pieces, lambda row: _width(row) <= width)]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from self.lines(options.max_width)

@@ -41,19 +41,24 @@ def _split_long(word: str, width: int) -> list[str]:
     return pieces
 
 
+def greedy_rows(items: list, fits) -> list[list]:
+    """``items`` in rows, each as full as ``fits(row)`` allows; the last row never holds a single item
+    where the row above can give it its last one (a lone short word, a lone ``contiguous``)."""
+    rows: list[list] = []
+    for item in items:
+        if rows and fits(rows[-1] + [item]):
+            rows[-1].append(item)
+        else:
+            rows.append([item])
+    if len(rows) >= 2 and len(rows[-1]) == 1 and len(rows[-2]) > 1 and fits([rows[-2][-1], *rows[-1]]):
+        rows[-1].insert(0, rows[-2].pop())
+    return rows
+
+
 def wrap(text: str, width: int) -> list[str]:
     """Greedy wrap at ``width`` over unbreakable spans; the last line never holds a single short word."""
     width = max(1, width)
-    lines: list[list[str]] = []
-    for word in _words(text, width):
-        if lines and len(" ".join(lines[-1] + [word])) <= width:
-            lines[-1].append(word)
-        else:
-            lines.append([word])
-    if len(lines) >= 2 and len(lines[-1]) == 1 and len(lines[-2]) > 1:
-        moved = [lines[-2][-1], *lines[-1]]
-        if len(" ".join(moved)) <= width:
-            lines[-2:] = [lines[-2][:-1], moved]
+    lines = greedy_rows(list(_words(text, width)), lambda words: len(" ".join(words)) <= width)
     return [" ".join(words) for words in lines] or [""]
 
 
