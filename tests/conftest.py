@@ -40,6 +40,16 @@ THREADS_SET_BEFORE = "OMP_NUM_THREADS" in os.environ
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")
 
+# The suite runs on the CPU, as CI does (it has no GPU). `--device auto`, the default, picks a GPU where one is
+# free, so on a machine with one every default run would move to it: its device line, its heat maps' last digits,
+# torch's own error words and the values the engine reads only where reading does not wait on a device would all
+# differ from the goldens. So the GPU is hidden from the run and every process it starts, before torch looks for
+# it, unless SHAPETRACE_TEST_CUDA=1: then it is shown, for the tests that need one (`pytest -m cuda`).
+#: Whether this run shows the suite a GPU (SHAPETRACE_TEST_CUDA=1).
+TEST_CUDA = os.environ.get("SHAPETRACE_TEST_CUDA") == "1"
+if not TEST_CUDA:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
 GOLDEN = ROOT / "tests" / "golden"
 #: Set by .ci/run, which installs tmux and chromium: there, a missing tool fails instead of skipping.
 REQUIRE_TOOLS = os.environ.get("SHAPETRACE_REQUIRE_BROWSER") == "1"
@@ -457,6 +467,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if hasattr(item, "function") and _starts_sandboxes(item):
             item.add_marker(pytest.mark.sandbox)
+    on_gpu = [item for item in items if item.get_closest_marker("cuda")]
+    if on_gpu and not _cuda_shown():
+        why = ("needs a CUDA GPU: the suite runs on the CPU unless asked (on a machine with one: "
+               "SHAPETRACE_TEST_CUDA=1 pytest -m cuda)" if not TEST_CUDA
+               else "needs a CUDA GPU (torch.cuda.is_available() is False)")
+        for item in on_gpu:
+            item.add_marker(pytest.mark.skip(reason=why))
+
+
+def _cuda_shown() -> bool:
+    """Whether this run shows torch a GPU (asked for only where a test needs one: it imports torch)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def playwright_entry(api: str = "sync"):

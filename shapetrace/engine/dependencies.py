@@ -511,7 +511,8 @@ def triangular_weights(outputs) -> str | None:
                 continue   # not weights that sum to 1 over the keys (an SDPA output, a log_softmax)
             zero = (w == 0).reshape(-1, *w.shape[-2:]).all(0)                      # (T, T)
         n = w.shape[-1]
-        above, below = torch.ones(n, n, dtype=torch.bool).triu(1), torch.ones(n, n, dtype=torch.bool).tril(-1)
+        square = torch.ones(n, n, dtype=torch.bool, device=zero.device)
+        above, below = square.triu(1), square.tril(-1)
         if bool(zero[above].all()):
             return "zero above the diagonal"
         if bool(zero[below].all()):

@@ -138,10 +138,10 @@ def cross_sequence_dependencies(model, inputs: dict) -> torch.Tensor:
     whole = torch.zeros(B, B, T, 1, dtype=x.dtype, device=x.device)
     for b in range(B):
         whole[b, b] = 1.0
-    other = ~torch.eye(B, dtype=torch.bool)[:, :, None]                       # source seq != receiver seq
+    other = ~torch.eye(B, dtype=torch.bool, device=x.device)[:, :, None]      # source seq != receiver seq
     per_sequence = changes(model, inputs, whole)                               # (B, B, T_q)
     reaching = [b for b in range(B) if bool((per_sequence[b] & other[b]).any())]
-    deps = torch.zeros(B, T, B, T, dtype=torch.bool)
+    deps = torch.zeros(B, T, B, T, dtype=torch.bool, device=x.device)
     if reaching:
         tokens = [(b, t) for b in reaching for t in range(T)]
         found = changes(model, inputs, token_bumps(x, tokens))
@@ -189,10 +189,11 @@ def reference_dependencies(ref, inputs: dict) -> torch.Tensor | None:
     causal = getattr(ref, "causal", None)
     if inputs.get("memory") is not None or inputs.get("pad") is not None or causal is None:
         return None
-    B, T, _ = inputs["x"].shape
-    same = torch.eye(B, dtype=torch.bool)[:, None, :, None].expand(B, T, B, T)
+    x = inputs["x"]
+    B, T, _ = x.shape
+    same = torch.eye(B, dtype=torch.bool, device=x.device)[:, None, :, None].expand(B, T, B, T)
     if causal:  # source t reaches receiver t2 when t <= t2
-        same = same & torch.ones(T, T, dtype=torch.bool).triu()[None, :, None, :]
+        same = same & torch.ones(T, T, dtype=torch.bool, device=x.device).triu()[None, :, None, :]
     return same
 
 

@@ -282,10 +282,7 @@ def test_device_cuda_without_a_gpu_is_a_usage_error(command):
     assert proc.stdout == ""
 
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-@needs_cuda
+@pytest.mark.cuda
 def test_run_and_compare_on_cuda(cli):
     result = cli("run", "--device", "cuda", "--width", "100")
     assert result.exit_code == 0, result.output
@@ -295,7 +292,7 @@ def test_run_and_compare_on_cuda(cli):
     assert all(r["agrees"] in (True, None) for r in data["rows"])
 
 
-@needs_cuda
+@pytest.mark.cuda
 def test_trace_whole_model_on_cuda_folds_like_cpu(cli):
     out = trace(cli, "--device", "cuda").output
     assert "on the GPU (cuda: " in out

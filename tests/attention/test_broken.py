@@ -96,6 +96,20 @@ def test_batch_as_seq_leaks_across_the_batch():
     assert leak_summary(run.comparison["leaks"])["cross_sequence"] > 0
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(BREAKS))
+def test_a_break_on_the_gpu_is_compared_as_on_the_cpu(name):
+    """`auto` picks a free GPU, so on a machine with one every break runs there. Its leak test built its
+    masks on the CPU beside the model's outputs on the GPU and raised (an H200, stop 47: 116 tests)."""
+    config, _ = apply_forces(C(broken=name, causal=True))
+    cpu, gpu = trace_variant(config, device="cpu"), trace_variant(config, device="cuda")
+    assert gpu.device == "cuda" and cpu.device == "cpu"
+    for fact in ("raised", "shape", "ref_shape", "nan_rows", "leaks"):
+        assert gpu.comparison.get(fact) == cpu.comparison.get(fact), fact
+    assert gpu.comparison.get("max_diff", 0.0) == pytest.approx(cpu.comparison.get("max_diff", 0.0), rel=1e-3,
+                                                                 abs=1e-4, nan_ok=True)
+
+
 def test_interleaved_heads_differs_but_leaks_nothing():
     run = trace_variant(C(broken="interleaved-heads", causal=True))
     assert run.comparison["leaks"] == [] and run.comparison["max_diff"] > 0
