@@ -100,14 +100,13 @@ def test_batch_as_seq_leaks_across_the_batch():
 @pytest.mark.parametrize("name", list(BREAKS))
 def test_a_break_on_the_gpu_is_compared_as_on_the_cpu(name):
     """`auto` picks a free GPU, so on a machine with one every break runs there. Its leak test built its
-    masks on the CPU beside the model's outputs on the GPU and raised (an H200, stop 47: 116 tests)."""
-    config, _ = apply_forces(C(broken=name, causal=True))
+    masks on the CPU beside the model's outputs on the GPU and raised (an H200, stop 47: 116 tests). The
+    weights are drawn by each device's own generator, so the outputs differ; what leaks where does not."""
+    config, _ = apply_forces(C(broken=name, causal=BREAKS[name].shape != "image"))
     cpu, gpu = trace_variant(config, device="cpu"), trace_variant(config, device="cuda")
     assert gpu.device == "cuda" and cpu.device == "cpu"
     for fact in ("raised", "shape", "ref_shape", "nan_rows", "leaks"):
         assert gpu.comparison.get(fact) == cpu.comparison.get(fact), fact
-    assert gpu.comparison.get("max_diff", 0.0) == pytest.approx(cpu.comparison.get("max_diff", 0.0), rel=1e-3,
-                                                                 abs=1e-4, nan_ok=True)
 
 
 def test_interleaved_heads_differs_but_leaks_nothing():
