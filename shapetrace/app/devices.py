@@ -31,7 +31,8 @@ def parse_memory(text: str) -> int:
     (1073741824, 512000000)
     """
     text = str(text)
-    m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([a-zA-Z]{0,3})\s*", text) if len(text) <= 80 else None
+    # plain spaces only: a newline, tab or other control character is not part of a size ('1\n' is no 1 B)
+    m = re.fullmatch(r" *(\d{1,30}(?:\.\d{1,30})?) *([a-zA-Z]{0,3}) *", text) if len(text) <= 80 else None
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
         shown = repr(text) if len(text) <= 40 else f"(a {len(text)}-character value)"

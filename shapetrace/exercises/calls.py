@@ -97,8 +97,20 @@ class LoadFailure(Exception):
     """The learner's file could not be loaded or lacks the function."""
 
     def __init__(self, outcome: Outcome):
-        super().__init__(str(outcome.exc))
+        super().__init__(message_of(outcome.exc)[0])
         self.outcome = outcome
+
+
+def message_of(exc: BaseException | None) -> tuple[str, str]:
+    """``(message, why not)``: the exception's ``str()``; where its ``__str__`` raises, ``''`` and why
+    (``__str__ raised TypeError``): a learner's exception is reported like any other, never a crash of the
+    process reading it."""
+    if exc is None:
+        return "", ""
+    try:
+        return str(exc), ""
+    except BaseException as inner:  # noqa: B036  (learner code: any exception at all, SystemExit included)
+        return "", f"__str__ raised {type(inner).__name__}"
 
 
 def _on_alarm(signum, frame):

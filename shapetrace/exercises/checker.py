@@ -51,6 +51,7 @@ class Job:
     exercise: str
     file: str
     show_all: bool = False   # the traced table shows the calls without a row of their own (``--all``)
+    cpus: tuple[int, ...] = ()   # the CPUs the check runs on (a grade's slot, :mod:`.cpus`); () : any
 
 
 def _probe_seed(seed: int) -> int:
@@ -64,7 +65,8 @@ def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width, "show_all": job.show_all,
             "layers": [name for name in layers if name not in ("bwrap", "user")],
-            "watch_autograd": bool(ex.autograd)}  # a backward by hand, judged against autograd: not by autograd
+            "watch_autograd": bool(ex.autograd),  # a backward by hand, judged against autograd: not by autograd
+            "cpus": list(job.cpus)}
 
 
 def _case_request(cases: list) -> tuple[list[dict], bytes]:

@@ -16,7 +16,8 @@ adds layers that hold even if one of those fails, each from a maintained part:
   lock, lease or watch on a file (flock, fcntl's locks, inotify, fanotify), through which two checks
   running at once would signal each other on any file both may read; no System V IPC or POSIX
   message queue (memory that outlives the process and that no address-space cap counts); no
-  change of another process's I/O class, CPUs or pages; and no owner for a file's SIGIO (a signal the
+  change of another process's I/O class or pages, nor of any process's CPUs (a grade pins each check to
+  its own, :mod:`.cpus`); and no owner for a file's SIGIO (a signal the
   kernel would send for it, past the rule on ``kill``).
 * **rlimits**, hard and unraisable (no capabilities): address space, CPU seconds, file size 0, no
   core files, at most ``MAX_TASKS`` processes and threads and ``MAX_FILES`` open files, no bytes of
@@ -206,7 +207,10 @@ IOCTL_OWNER = (0x8901, 0x8902)
 #: What one process may change of another of its user (its CPUs, its NUMA pages), as ``setpriority`` (refused
 #: above) its nice value and ``ioprio_set`` its I/O class: allowed on itself (pid 0) only. Without a PID
 #: namespace of its own, a check set its parent's I/O class to idle (tests/exercises/test_sandbox_syscalls.py).
-OTHER_PROCESS_SCHEDULING = ("sched_setaffinity", "migrate_pages", "move_pages")
+OTHER_PROCESS_SCHEDULING = ("migrate_pages", "move_pages")
+#: A check's CPUs are its grade slot's (:mod:`.cpus`, pinned before learner code runs): refused on itself
+#: too, so no check widens its set onto a classmate's CPUs.
+CPU_SETS = ("sched_setaffinity",)
 #: System V shared memory, message queues and semaphores, and POSIX message queues: objects of the IPC
 #: namespace, not of the process. A segment outlives its creator until removed and is counted by no
 #: address-space cap once detached (one check with a 512 MiB cap held 384 MiB of them in a second, more
@@ -244,6 +248,8 @@ def seccomp_filter() -> list[str]:
         f.add_rule(deny, "ioprio_set")  # (its "who" 0 can mean every process of the user: refused whole)
         for name in OTHER_PROCESS_SCHEDULING:
             f.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+        for name in CPU_SETS:
+            f.add_rule(deny, name)
         f.add_rule(deny, "kill", sc.Arg(0, sc.NE, me))
         f.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
         f.load()

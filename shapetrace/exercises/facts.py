@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shapetrace.exercises.calls import message_of
 from shapetrace.exercises.explain_check import crash_lines, diagnostics_of, in_place_line, layout_copies
 
 TEXT_LIMIT = 4000
@@ -17,9 +18,9 @@ TEXT_LIMIT = 4000
 def exc_info(exc: BaseException | None, timed_out: bool = False) -> dict | None:
     if exc is None:
         return None
-    text = "" if timed_out else str(exc)
+    text, unshown = ("", "") if timed_out else message_of(exc)
     return {"type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__],
-            "message": text[:TEXT_LIMIT], "timed_out": timed_out}
+            "message": text[:TEXT_LIMIT], "unshown": unshown, "timed_out": timed_out}
 
 
 def event_key(e) -> dict[str, Any]:

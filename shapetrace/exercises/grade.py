@@ -260,7 +260,8 @@ def grade_one(student: str, exercise: str, path: Path, check: Callable[[str, Pat
 
 
 def default_workers() -> int:
-    """Children at once: one per two cores (each child runs one thread), at least one."""
+    """Checks at once: one per two cores (each check is pinned to its own share, :mod:`.cpus`; its child
+    runs one thread, a test's implementation process a second), at least one."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 
@@ -321,18 +322,23 @@ def grade_class(root: Path, lessons: Path, time_limit: float, memory_mb: int, wo
     """
     from shapetrace.exercises.checker import Job, check_job
     from shapetrace.exercises.content import load
+    from shapetrace.exercises.cpus import Slots
 
     ids = [e.id for e in load(lessons).exercises]
     found = survey(root, ids, exercises)
 
+    slots = Slots(workers or default_workers())  # each check on CPUs of its own: no classmate slows it
+
     def check(exercise: str, path: Path) -> dict:
-        return check_job(Job(exercise, str(path.absolute())), lessons, time_limit=time_limit, memory_mb=memory_mb)
+        with slots.take() as cpus:
+            return check_job(Job(exercise, str(path.absolute()), cpus=cpus), lessons, time_limit=time_limit,
+                             memory_mb=memory_mb)
 
     from shapetrace.exercises.recovery import Watch, settle
 
     watch = Watch(check)  # a check that breaks the sandbox: named, and the cells it cost checked again
     cells: dict[tuple[str, str], Cell] = {}
-    pool = ThreadPoolExecutor(max_workers=workers or default_workers())
+    pool = ThreadPoolExecutor(max_workers=len(slots.sets))
     try:
         futures = [pool.submit(grade_one, s, e, p, watch) for s, e, p in found.found]
         for future in as_completed(futures):

@@ -82,6 +82,8 @@ class Learned:
     @property
     def head(self) -> str:
         e = self.exc or {}
+        if e.get("unshown"):  # its __str__ raised: the type, and why its message is missing
+            return f"{e.get('type', 'Exception')} (its message could not be shown: {e['unshown']})"
         return f"{e.get('type', 'Exception')}: {e.get('message', '')}".rstrip(": ") if e else ""
 
     def is_a(self, name: str) -> bool:

@@ -103,7 +103,7 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
     "allocs": _LIST, "in_place": _LIST, "table": _STR, "swapped": _LIST, "returned": _STR,
     "shape": _LIST, "dtype": _STR, "unreadable": (bool,), "autograd": _LIST,
 }
-_EXC_TYPES = {"type": _STR, "mro": _LIST, "message": _STR, "timed_out": (bool,)}
+_EXC_TYPES = {"type": _STR, "mro": _LIST, "message": _STR, "unshown": _STR, "timed_out": (bool,)}
 _EVENT_TYPES = {"index": _INT, "op": _STR, "source": _STR, "code": _STR, "error": (bool,), "shape": _LIST,
                 "dims": _LIST, "inputs": _LIST}
 _DIAGNOSTIC_TYPES = {"severity": _STR, "kind": _STR, "event": _INT, "message": _STR, "fix": _STR}

@@ -102,6 +102,23 @@ def _cases(d):
           ["quiz"], ["compare"], ["exercise", "list"], ["exercise", "hint", "split-heads"])]
 
 
+@pytest.mark.parametrize("size", ["1\n", "\t1GiB", "1\rGiB", "512\x1bMiB", "1GiB\x00", "\n1"])
+@pytest.mark.parametrize("command", ["run", "trace"])
+def test_a_size_with_a_control_character_is_a_usage_error(files, command, size):
+    # issue 35 round 3's fuzz (`--max-memory $'1\n'`, as a shell script's `$(cat limit.txt)` passes it): the
+    # surrounding whitespace was stripped and the size read as 1 B; now one line, exit 2, the value as typed
+    args = [command, *([str(files / "mine.py")] if command == "trace" else []), "--max-memory", size]
+    got, output = invoke(args)
+    assert (got, output.strip()) == (2, f"error: cannot read --max-memory {size!r}: write a size such as 1GiB, "
+                                        "512MiB or 2GB"), output
+
+
+def test_a_size_between_plain_spaces_still_reads():
+    from shapetrace.app.devices import parse_memory
+
+    assert [parse_memory(s) for s in (" 512 MiB ", "1GiB", "2 GB")] == [512 << 20, 1 << 30, 2 * 10**9]
+
+
 def test_every_finding_gets_one_clear_line(files):
     for args, code, needle in _cases(files):
         got, output = invoke(args)

@@ -280,6 +280,28 @@ def test_wrong_exception_type(verdicts):
     assert "your function raised TypeError" in v["summary"] and "it should raise ValueError" in v["summary"]
 
 
+#: An exception whose ``__str__`` raises (rollbar/pyrollbar issue #148's BrokenError; feditest PR #168's
+#: ``__str__`` returning a set): each read "your code ended the checker's process (exit code 1)".
+UNSHOWN = {
+    "exception_str_raises": ("your function raised Lies (its message could not be shown: __str__ raised Lies)",
+                             11, "raise Lies()"),
+    "exception_str_not_text": ("your function raised HeadError (its message could not be shown: __str__ raised "
+                               "TypeError)", 15, 'raise HeadError(f"{D} features, {heads} heads")'),
+    "exception_str_raises_loading": ("your file raised BrokenError (its message could not be shown: __str__ "
+                                     "raised ValueError) while loading, before your function was called",
+                                     9, "raise BrokenError()"),
+}
+
+
+def test_an_exception_whose_str_raises_reads_as_the_learners_exception():
+    from conftest import ROOT
+
+    jobs = [Job("split-heads", str(ROOT / "tests" / "hostile" / f"{name}.py")) for name in UNSHOWN]
+    for (name, (summary, line, code)), v in zip(UNSHOWN.items(), check_files(jobs, CURRICULUM.root, 5, 512)):
+        assert (v["verdict"], v["summary"], v["line"], v["code"]) == ("crash", summary, line, code), (name, v)
+        assert "ended the checker's process" not in " ".join(v["explanation"]), v
+
+
 def test_a_descendant_holding_the_pipe_cannot_hang_the_check(tmp_path):
     # a thread (threads are allowed) that keeps writing to stderr after the function returned
     path = tmp_path / "holds.py"
