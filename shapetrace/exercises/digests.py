@@ -131,21 +131,34 @@ def _lessons_prefix(lessons: Path) -> str:
     return "lessons/" if Path(lessons).resolve() == PACKAGE_DIR.parent / "lessons" else ""
 
 
-def _key(path: Path, lessons: Path | None) -> tuple[str, str]:
-    """(section, key) of a file the parent reads code from; ("", path) for a file it does not cover."""
-    real = Path(path).resolve()
-    if lessons is not None and real.is_relative_to(Path(lessons).resolve()):
-        return "lessons", real.relative_to(Path(lessons).resolve()).as_posix()
-    if real.is_relative_to(PACKAGE_DIR):
-        return "package", PACKAGE_DIR.name + "/" + real.relative_to(PACKAGE_DIR).as_posix()
-    return "", str(real)
+def _under(real: str, root: str) -> str | None:
+    """``real`` relative to ``root`` (both real paths, as strings: pathlib's resolve and relative_to cost
+    more than the hash, and every module the child imports is read through here), None outside it."""
+    if real == root:
+        return "."
+    head = root.rstrip(os.sep) + os.sep
+    return real[len(head):] if real.startswith(head) else None
+
+
+def _key(real: str, lessons: Path | None) -> tuple[str, str]:
+    """(section, key) of a file the parent reads code from, by its real path; ("", path) for a file it does not
+    cover."""
+    inside = _under(real, os.path.realpath(lessons)) if lessons is not None else None
+    if inside is not None:
+        return "lessons", inside
+    inside = _under(real, str(PACKAGE_DIR))
+    if inside is not None:
+        return "package", PACKAGE_DIR.name + "/" + inside
+    return "", real
 
 
 def verified_text(path: Path, lessons: Path | None = None) -> str:
     """The text of a recorded file, read once and checked against its digest (what runs is what was checked)."""
-    section, key = _key(Path(path), lessons)
+    real = os.path.realpath(path)
+    section, key = _key(real, lessons)
     want = manifest().get(section, {}).get(key)
-    data = Path(path).resolve().read_bytes()
+    with open(real, "rb") as file:
+        data = file.read()
     shown = (_lessons_prefix(lessons) if section == "lessons" else "") + key
     if want is None:
         raise _refusal(shown, "is not a recorded file, or appeared")

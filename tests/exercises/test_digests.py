@@ -183,3 +183,21 @@ def test_a_learner_who_edits_a_lesson_records_the_digests_again(lessons, cli, mo
     assert digests.stale(lessons, manifest) == []
     r = cli(*args)
     assert r.exit_code == 0 and "pass" in r.output.lower(), r.output
+
+
+def test_a_file_is_keyed_by_its_real_path_through_links(lessons, tmp_path):
+    """verified_text keys a file by its real path (os.path.realpath, not pathlib: every module the child
+    imports is read through it, once a check): a lesson reached through a link, or a lessons folder named by a
+    link, verifies as the real file does; a link that leads out of both folders is no recorded file."""
+    rel = _split(lessons).relative_to(lessons) / "solution.py"
+    link = tmp_path / "linked-lessons"
+    link.symlink_to(lessons)
+    text = (lessons / rel).read_text()
+    assert digests.verified_text(link / rel, lessons) == text
+    assert digests.verified_text(lessons / rel, link) == text
+    assert digests.verified_text(Path(digests.__file__)) == Path(digests.__file__).read_text()
+    outside = tmp_path / "solution.py"
+    outside.symlink_to(tmp_path / "elsewhere.py")
+    (tmp_path / "elsewhere.py").write_text(text)
+    with pytest.raises(TamperedError, match=f"refusing to check: {tmp_path / 'elsewhere.py'} is not a recorded"):
+        digests.verified_text(outside, lessons)
