@@ -56,15 +56,21 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
+def _files(root: Path, patterns: tuple[str, ...]) -> list[str]:
+    """The files under ``root`` matching ``patterns`` (as ``rglob`` finds them), as strings: the order is
+    of no use (the digests are a dictionary, compared and written by name) and sorting paths costs."""
     found = {p for pattern in patterns for p in root.rglob(pattern) if "__pycache__" not in p.parts}
-    return sorted(p for p in found if p.is_file())
+    return [str(p) for p in found if p.is_file()]
 
 
 def record(root: Path, patterns: tuple[str, ...], prefix: str = "") -> dict[str, str]:
     """``{prefix + path relative to root: sha256}`` of every file under ``root`` matching ``patterns``."""
     root = Path(root).resolve()
-    return {prefix + p.relative_to(root).as_posix(): sha256(p.read_bytes()) for p in _files(root, patterns)}
+    out = {}
+    for path in _files(root, patterns):
+        with open(path, "rb") as file:
+            out[prefix + _under(path, str(root))] = sha256(file.read())
+    return out
 
 
 def package_digests() -> dict[str, str]:
