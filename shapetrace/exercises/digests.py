@@ -26,6 +26,7 @@ the reviewed commit, ships in the wheel as package data, and its staleness is a 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import os
@@ -57,10 +58,16 @@ def sha256(data: bytes) -> str:
 
 
 def _files(root: Path, patterns: tuple[str, ...]) -> list[str]:
-    """The files under ``root`` matching ``patterns`` (as ``rglob`` finds them), as strings: the order is
-    of no use (the digests are a dictionary, compared and written by name) and sorting paths costs."""
-    found = {p for pattern in patterns for p in root.rglob(pattern) if "__pycache__" not in p.parts}
-    return [str(p) for p in found if p.is_file()]
+    """The files under ``root`` whose names match ``patterns``, as ``rglob`` finds them (a linked file is
+    listed, a linked folder is not entered, nothing under ``__pycache__``), as strings in no order (the
+    digests are a dictionary, compared and written by name): ``os.walk`` lists a folder in a tenth of
+    rglob's time."""
+    found = []
+    for folder, _, names in os.walk(root):   # (followlinks=False: as rglob, a linked folder is not entered)
+        if "__pycache__" in Path(folder).parts:
+            continue
+        found += [os.path.join(folder, n) for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+    return [f for f in found if os.path.isfile(f)]
 
 
 def record(root: Path, patterns: tuple[str, ...], prefix: str = "") -> dict[str, str]:
