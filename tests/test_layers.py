@@ -4,6 +4,7 @@ layers, ruff clean (with the Rich ban really checked), and no torch where no ten
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def _parsed(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text: the readings below each walk every module (ten passes
+    over the package, a planted copy's among them), and a parse costs more than the walk. Read only, never
+    changed; a planted file is a new text, so it is parsed."""
+    return ast.parse(text)
+
+
+def tree_of(path: Path) -> ast.Module:
+    return _parsed(path.read_text(encoding="utf-8"))
+
+
 def _type_checking_lines(tree: ast.AST) -> set[int]:
     """Line numbers inside ``if TYPE_CHECKING:`` blocks (imports for annotations only)."""
     lines: set[int] = set()
@@ -55,7 +68,7 @@ def imports_of(path: Path) -> list[tuple[str, int, bool]]:
     when ``y`` is a module, ``x`` otherwise. Relative imports are refused by ruff's isort rules
     being absolute here, and counted all the same.
     """
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = tree_of(path)
     typing_only = _type_checking_lines(tree)
     here = module_name(path)
     found = []
@@ -195,7 +208,7 @@ def _module_level_imports(tree: ast.Module) -> set[str]:
 def loaded_by_import() -> dict[str, set[str]]:
     """For every module of the package, the modules importing it loads, read from the source: its
     parents' and its own module-level imports, followed through the package (not into other packages)."""
-    direct = {module_name(p): _module_level_imports(ast.parse(p.read_text(encoding="utf-8"))) for p in all_modules()}
+    direct = {module_name(p): _module_level_imports(tree_of(p)) for p in all_modules()}
     memo: dict[str, set[str]] = {}
 
     def loads(module: str) -> set[str]:
@@ -223,7 +236,7 @@ def needless_lazy_imports() -> list[str]:
     found = []
     for path in all_modules():
         here = module_name(path)
-        for func in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for func in ast.walk(tree_of(path)):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(func):
@@ -251,7 +264,7 @@ def test_rich_is_imported_only_in_render_tui_and_cli():
     for path in all_modules():
         if layer_of(module_name(path)) in RICH_LAYERS:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree_of(path)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             if any(n == "rich" or n.startswith("rich.") for n in names):

@@ -178,11 +178,23 @@ def _preexec(cpu_seconds: int | None, prepare: Callable[[], None] | None = None)
     return apply
 
 
+#: The last payload and what it was encoded from: (sources, payload).
+_last_payload: tuple[dict, bytes] = ({}, b"")
+
+
 def modules_payload() -> bytes:
     """What the boot code reads first on standard input: the import path and the modules' sources (each
-    checked against its digest)."""
-    modules = json.dumps({"path": isolation.package_paths(), "modules": isolation.module_sources()}).encode()
-    return len(modules).to_bytes(8, "big") + modules
+    read and checked against its digest on every call). Encoding them (about 2 MB of JSON) costs more than
+    reading them, and before each check the fork server's key needs the payload: encoded again only when
+    the sources differ from the last ones encoded."""
+    global _last_payload
+    sources = {"path": isolation.package_paths(), "modules": isolation.module_sources()}
+    last, payload = _last_payload
+    if sources != last:
+        modules = json.dumps(sources).encode()
+        payload = len(modules).to_bytes(8, "big") + modules
+        _last_payload = (sources, payload)
+    return payload
 
 
 def request_payload(meta: dict, body: bytes, secret: bytes = b"") -> bytes:

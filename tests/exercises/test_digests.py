@@ -183,3 +183,43 @@ def test_a_learner_who_edits_a_lesson_records_the_digests_again(lessons, cli, mo
     assert digests.stale(lessons, manifest) == []
     r = cli(*args)
     assert r.exit_code == 0 and "pass" in r.output.lower(), r.output
+
+
+def test_a_file_is_keyed_by_its_real_path_through_links(lessons, tmp_path):
+    """verified_text keys a file by its real path (os.path.realpath, not pathlib: every module the child
+    imports is read through it, once a check): a lesson reached through a link, or a lessons folder named by a
+    link, verifies as the real file does; a link that leads out of both folders is no recorded file."""
+    rel = _split(lessons).relative_to(lessons) / "solution.py"
+    link = tmp_path / "linked-lessons"
+    link.symlink_to(lessons)
+    text = (lessons / rel).read_text()
+    assert digests.verified_text(link / rel, lessons) == text
+    assert digests.verified_text(lessons / rel, link) == text
+    assert digests.verified_text(Path(digests.__file__)) == Path(digests.__file__).read_text()
+    outside = tmp_path / "solution.py"
+    outside.symlink_to(tmp_path / "elsewhere.py")
+    (tmp_path / "elsewhere.py").write_text(text)
+    with pytest.raises(TamperedError, match=f"refusing to check: {tmp_path / 'elsewhere.py'} is not a recorded"):
+        digests.verified_text(outside, lessons)
+
+
+def test_the_files_digested_are_the_ones_rglob_finds(tmp_path):
+    """digests._files walks a folder with os.walk (a tenth of rglob's time, before every check) and must
+    list what ``rglob`` lists: a linked file, a hidden file, nothing in __pycache__, a linked folder not
+    entered, no folder named like a file, no dangling link."""
+    root = tmp_path / "tree"
+    (root / "sub" / "__pycache__").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    for rel in ("a.py", "sub/b.py", "sub/.hidden.py", "sub/__pycache__/c.py", "sub/d.txt", "elsewhere/e.py",
+                "x.toml", "sub/B.PY"):
+        (root / rel).write_text("x = 1\n")
+    (root / "sub" / "linked.py").symlink_to(root / "elsewhere" / "e.py")
+    (root / "sub" / "dangling.py").symlink_to(root / "gone.py")
+    (root / "linked-folder").symlink_to(root / "elsewhere", target_is_directory=True)
+    (root / "folder.py").mkdir()
+    for patterns in (("*.py",), ("*.py", "*.toml")):
+        rglob = {str(p) for pattern in patterns for p in root.rglob(pattern)
+                 if "__pycache__" not in p.parts and p.is_file()}
+        assert set(digests._files(root, patterns)) == rglob
+    assert {Path(f).relative_to(root).as_posix() for f in digests._files(root, ("*.py",))} == {
+        "a.py", "sub/b.py", "sub/.hidden.py", "sub/linked.py", "elsewhere/e.py"}

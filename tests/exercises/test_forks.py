@@ -203,3 +203,29 @@ def test_a_check_outside_bubblewrap_stopped_at_its_deadline_leaves_nothing_behin
     while time.monotonic() < deadline and [p for p in descendants(server.proc.pid) if alive(p)]:
         time.sleep(0.1)
     assert [p for p in descendants(server.proc.pid) if alive(p)] == []
+
+
+def test_the_payload_is_encoded_again_whenever_the_modules_read_differ(monkeypatch):
+    """Before every check the modules are read and checked against their digests; the payload (and so the
+    server's key: a server started from other modules is replaced) is encoded again only when what was
+    read differs from the last payload's sources, and then always."""
+    import json
+
+    real = isolation.module_sources()
+    reads = []
+
+    def sources(modules):
+        reads.append(1)
+        return modules
+
+    monkeypatch.setattr(isolation, "module_sources", lambda: sources(real))
+    first = sandbox.modules_payload()
+    assert sandbox.modules_payload() == first and len(reads) == 2   # read each time, the same bytes
+    edited = dict(real, **{"shapetrace.errors": [False, real["shapetrace.errors"][1] + "# edited\n",
+                                                 real["shapetrace.errors"][2]]})
+    monkeypatch.setattr(isolation, "module_sources", lambda: sources(edited))
+    second = sandbox.modules_payload()
+    assert json.loads(second[8:])["modules"]["shapetrace.errors"][1].endswith("# edited\n")
+    assert forks.key_of(["python"], second) != forks.key_of(["python"], first)
+    monkeypatch.setattr(isolation, "module_sources", lambda: sources(real))
+    assert sandbox.modules_payload() == first and len(reads) == 4
