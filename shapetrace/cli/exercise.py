@@ -193,7 +193,8 @@ def exercise_grade(
     force: bool = typer.Option(False, "--force", help="Let --csv, --gradebook and --json-file replace existing "
                                "files."),
     workers: int | None = typer.Option(None, "--workers", min=1, max=64,
-                                       help="Files checked at once (default: half the machine's cores)."),
+                                       help="Files checked at once, each on its own share of the cores (default: half "
+                                       "the machine's cores)."),
     time_limit: float = time_limit_option(),
     memory_mb: int = typer.Option(1024, "--memory-mb", min=256, max=1 << 20,
                                   help="Memory each student's function may use (on top of what the checker needs)."),

@@ -59,6 +59,12 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     A ``question`` shows the code and asks for the shape; an example with ``predict`` asks first and
     answers under its table; a bug example says so above its code, and says it when the trace did not
     show what it is there for."""
+    yield from live_code(block)
+    yield from live_traced(block)
+
+
+def live_code(block: LessonBlock) -> Iterable[Any]:
+    """What a live example shows before its trace: the question or warning, then its code."""
     if block.predict or block.expect:
         yield Text("")
     if block.predict:   # (Indent: a question that wraps leaves no trailing space)
@@ -71,8 +77,11 @@ def live_block(block: LessonBlock) -> Iterable[Any]:
     yield Text("")
     yield Indent(Syntax(block.body.rstrip("\n"), "python", theme="ansi_dark", background_color="default"), 4)
     yield Text("")
-    trace = block.trace
-    if trace is None:
+
+
+def live_traced(block: LessonBlock) -> Iterable[Any]:
+    """What a live example shows under its code: its traced table, its findings and its answer."""
+    if block.trace is None:
         return
     yield from traced_parts(block)
     if block.predict and block.answer is not None and not block.answer_first:
@@ -127,15 +136,22 @@ def answer_line(block: LessonBlock) -> Text:
     return line
 
 
-def block_parts(blocks: Sequence[LessonBlock]) -> list[Any]:
-    """The renderables of a run of lesson blocks."""
-    parts: list[Any] = []
+def block_units(blocks: Sequence[LessonBlock]) -> list[list[Any]]:
+    """The renderables of a run of lesson blocks, in the units a screen keeps together: a text block's
+    prose; a live example's code (with its question or warning); its trace (the table with its findings,
+    errors and answer: a finding is never shown apart from the table it explains)."""
+    units: list[list[Any]] = []
     for block in blocks:
         if block.kind == "text":  # Rich pads prose to the full width: Indent trims each line
-            parts.append(Indent(Markdown(block.body)))
+            units.append([Indent(Markdown(block.body))])
         else:
-            parts.extend(live_block(block))
-    return parts
+            units += [unit for unit in (list(live_code(block)), list(live_traced(block))) if unit]
+    return units
+
+
+def block_parts(blocks: Sequence[LessonBlock]) -> list[Any]:
+    """The renderables of a run of lesson blocks."""
+    return [part for unit in block_units(blocks) for part in unit]
 
 
 def print_lesson(blocks: Sequence[LessonBlock], console: Console,

@@ -31,7 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
 
-DIAGRAM_WIDTH = 76
+#: The diagram's columns: at the smallest page font (14 px of a monospace, 0.6 em a column) 64 columns
+#: take 539 px, which the op panel holds at a 1024 px window (546 px); the CSS caps the font so the rows fit
+#: a narrower panel too (a zoomed page, a window between 900 and 1024 px).
+DIAGRAM_WIDTH = 64
 MAX_FILE_LINES = 3000
 
 
@@ -237,8 +240,9 @@ main { flex: 1 1 auto; min-height: 0; display: grid; grid-template-columns: minm
 #equation { font-size: clamp(16px, 1.3vw, 24px); font-weight: 700; color: var(--accent); margin: 8px 0; }
 #sentence { font-style: italic; margin: 8px 0; }
 #notes div { color: var(--bad); margin: 4px 0; }
-.diagram { font-size: clamp(14px, 1.1vw, 20px); line-height: 1.25; background: transparent !important; margin: 8px 0 0;
-  overflow-x: auto; }
+#op-panel { container-type: inline-size; }
+.diagram { font-size: min(clamp(14px, 1.1vw, 20px), calc(100cqi / 39)); line-height: 1.25;
+  background: transparent !important; margin: 8px 0 0; overflow-x: auto; }
 #summary div { margin: 4px 0; }
 #strip { flex: none; max-height: min(22vh, 180px); overflow-y: auto; display: flex; flex-wrap: wrap;
   align-content: flex-start; gap: 4px; margin: 0 -24px; padding: 6px 24px; background: var(--bg);

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from shapetrace.app.classroom import ViewOptions
@@ -29,28 +29,39 @@ class PresentScreen:
     def __init__(self, lesson: Lesson, screens: list[list[tuple[str, str, str]]],
                  options: ViewOptions = ViewOptions()):
         self.lesson, self.screens, self.options = lesson, screens, options
-        self.state = StepState(len(screens))
+        self.state = StepState(len(screens), paged=True)
         self._cache: dict[int, list[Any]] = {}
 
-    def parts(self, index: int) -> list[Any]:
-        """The renderables of one screen (live examples traced once, then kept)."""
+    def units(self, index: int) -> list[list[Any]]:
+        """The renderables of one screen, in the units a page keeps whole (live examples traced once,
+        then kept)."""
         if index not in self._cache:
             from shapetrace.app.lessons import screen_blocks
-            from shapetrace.render.lessons import block_parts
+            from shapetrace.render.lessons import block_units
 
             blocks = screen_blocks(self.lesson, self.screens, index)
-            self._cache[index] = block_parts(blocks)
+            self._cache[index] = block_units(blocks)
         return self._cache[index]
 
+    def parts(self, index: int) -> list[Any]:
+        """The renderables of one screen."""
+        return [part for unit in self.units(index) for part in unit]
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        """The title bar with the keys, then the screen's text; a screen taller than the terminal
-        scrolls under the title, with a marker line saying what is below and which keys show it."""
+        """The title bar with the keys, then the screen's text; a screen taller than the terminal is shown
+        in pages of whole units under the title (a traced example's table with its findings, a paragraph:
+        never an error cut mid-sentence), with a marker line saying what is below and which keys show it."""
         title = self.title_bar(options.max_width)
         title.no_wrap, title.overflow = True, "ellipsis"
         yield title
-        lines = body_lines(console, options, Group(*self.parts(self.state.index)))
+        lines, units, parts = [], [], []
+        for unit in self.units(self.state.index):
+            units.append(len(lines))
+            for part in unit:   # (a unit taller than the screen is cut where a part starts: a finding)
+                parts.append(len(lines))
+                lines += body_lines(console, options, part)
         height = options.height or console.height
-        yield from segments(window(console, options, lines, height - 1, self.state.scroll))
+        yield from segments(window(console, options, lines, height - 1, self.state.scroll, units, parts))
 
     def title_bar(self, width: int) -> Text:
         """Where we are and the keys, in ``width`` columns: the short keys, then without the lesson's

@@ -83,7 +83,8 @@ class StepState:
     ``exit_at_end``: Enter on the last screen (step mode's summary) quits.
     ``scroll``: where a screen taller than the terminal is scrolled to: Space pages through what is
     below, then goes on (read with Space alone, nothing is skipped); ↓ and ↑ scroll; Enter and → go
-    on at once.
+    on at once, unless ``paged`` (a presented lesson, whose tall screens are pages of whole units):
+    there every key that goes on shows the next page first, and b/← the page before.
     """
 
     count: int
@@ -95,6 +96,7 @@ class StepState:
     typed: str | None = None
     message: str = ""
     scroll: Scroll = field(default_factory=Scroll)
+    paged: bool = False
 
     def apply(self, action: str, wrap: bool = False) -> bool:
         """Apply one action; returns False on quit."""
@@ -106,10 +108,12 @@ class StepState:
         if action == UP:
             self.scroll.up()
             return True
-        if action in (PAGE, DOWN):
+        if action in (PAGE, DOWN) or (self.paged and action == NEXT):
             if self.scroll.down() or action == DOWN:
                 return True
             action = NEXT  # Space at a screen's end goes on
+        if self.paged and action == BACK and self.scroll.up():
+            return True
         before = self.index
         going_on = self._move(action, wrap)
         if self.index != before:

@@ -8,8 +8,8 @@ under them: how many lines are below and the keys that show them (Space or ↓; 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -25,22 +25,28 @@ class Scroll:
     offset: int = 0
     below: int = 0  #: lines under the window (0: the body's end is on screen)
     page: int = 0   #: rows the window had
+    #: where the next page starts when the window ended at a unit's edge (None: one page on, less a line)
+    next: int | None = None
+    back: list[int] = field(default_factory=list)  #: the offsets of the pages before, to go back to
 
     def down(self) -> bool:
-        """Scroll one page down (keeping its last line in sight); False when nothing is below."""
+        """Scroll one page down (keeping its last line in sight, or from the unit the window stopped
+        before); False when nothing is below."""
         if self.below <= 0:
             return False
-        self.offset += max(1, self.page - 1)
+        self.back.append(self.offset)
+        self.offset = self.next if self.next is not None else self.offset + max(1, self.page - 1)
         return True
 
     def up(self) -> bool:
         if self.offset <= 0:
             return False
-        self.offset = max(0, self.offset - max(1, self.page - 1))
+        earlier = self.back.pop() if self.back else -1
+        self.offset = earlier if 0 <= earlier < self.offset else max(0, self.offset - max(1, self.page - 1))
         return True
 
     def top(self) -> None:
-        self.offset, self.below = 0, 0
+        self.offset, self.below, self.next, self.back = 0, 0, None, []
 
 
 Lines = list[list[Segment]]
@@ -51,19 +57,41 @@ def body_lines(console: Console, options: ConsoleOptions, body: RenderableType) 
     return console.render_lines(body, options.update(height=None), pad=False)
 
 
-def window(console: Console, options: ConsoleOptions, lines: Lines, rows: int, scroll: Scroll) -> Lines:
+def window(console: Console, options: ConsoleOptions, lines: Lines, rows: int, scroll: Scroll,
+           units: Sequence[int] = (), parts: Sequence[int] = ()) -> Lines:
     """The rows of ``lines`` that fit in ``rows``, from ``scroll.offset``, with the marker line last when
-    anything is cut (``scroll`` is clamped and told what is below)."""
+    anything is cut (``scroll`` is clamped and told what is below and where the next page starts).
+
+    ``units``: the lines where a unit that must not be cut starts (a paragraph, a traced table with its
+    findings, in order); a window that cannot show all that is left ends before the first unit it cannot
+    show whole, when that unit fits a page, so each page is whole units; ``parts``: the same within a unit
+    taller than a page (each finding under a table starts one); else the window is cut by lines."""
     rows = max(rows, 1)
     if len(lines) <= rows:
-        scroll.offset, scroll.below, scroll.page = 0, 0, rows
+        scroll.offset, scroll.below, scroll.page, scroll.next = 0, 0, rows, None
         return lines
     shown = max(rows - 1, 1)
-    scroll.offset = min(max(scroll.offset, 0), len(lines) - shown)
+    # a page that starts at a unit stays there (the rest shown whole below it); else the window is kept full
+    last = len(lines) - 1 if scroll.offset in units or scroll.offset in parts else len(lines) - shown
+    scroll.offset = min(max(scroll.offset, 0), last)
+    scroll.next = _edge(scroll.offset, shown, len(lines), units) or _edge(scroll.offset, shown, len(lines), parts)
+    shown = (scroll.next if scroll.next is not None else min(len(lines), scroll.offset + shown)) - scroll.offset
     scroll.page, scroll.below = shown, len(lines) - scroll.offset - shown
     marker = more_marker(scroll.offset, shown, len(lines))
     marker.no_wrap, marker.overflow = True, "ellipsis"
     return [*lines[scroll.offset: scroll.offset + shown], body_lines(console, options, marker)[0]]
+
+
+def _edge(offset: int, shown: int, total: int, starts: Sequence[int]) -> int | None:
+    """Where a window of ``shown`` rows from ``offset`` ends: before the first of the units starting at
+    ``starts`` that it cannot show whole, when that unit fits a page of its own (None: what is left fits,
+    or that unit is taller than a page, so ending early gains nothing: the window is cut by lines)."""
+    if offset + shown >= total:
+        return None
+    for start, end in zip(starts, [*starts[1:], total]):
+        if offset < start <= offset + shown < end:
+            return start if end - start <= shown else None
+    return None
 
 
 def more_marker(offset: int, shown: int, total: int) -> Text:

@@ -229,7 +229,8 @@ def test_lesson_examples_are_numbered_from_1_as_their_rows_cite_them():
     assert "      bad = x.view(2, 3, 5, 4)  <lesson 1 example 2>:3" in lines
 
 
-def _present_screen(lesson_number: int, index: int, width: int = 100) -> list[str]:
+def _present_screen(lesson_number: int, index: int, width: int = 100, pages: bool = False) -> list[str]:
+    """The screen's first page as drawn (``pages``: every page of it, one after the other)."""
     import io
 
     from rich.console import Console
@@ -242,7 +243,10 @@ def _present_screen(lesson_number: int, index: int, width: int = 100) -> list[st
     screen = PresentScreen(lesson, lesson_screens(lesson))
     screen.state.index = index
     buf = io.StringIO()
-    Console(file=buf, width=width, color_system=None, legacy_windows=False).print(screen)
+    console = Console(file=buf, width=width, color_system=None, legacy_windows=False)
+    console.print(screen)
+    while pages and screen.state.scroll.down():
+        console.print(screen)
     return [line.rstrip() for line in buf.getvalue().splitlines()]
 
 
@@ -257,7 +261,7 @@ def test_present_screens_number_from_1_and_cite_examples_as_the_lesson_does():
     whole = "\n".join(_lesson_text(9))
     assert "<lesson 9 example 2>:7" in whole
     assert "      q = q_proj(x).view(1, 1, 2, 4).transpose(1, 2)  <lesson 9 example 2>:7" in answer
-    last = _present_screen(9, 6)
+    last = _present_screen(9, 6, pages=True)   # (its traced example is the screen's second page at 100×25)
     assert "example 5, traced:" in last and "<lesson 9 example 5>:5" in "\n".join(last)
     assert "<lesson 9 example 5>:5" in whole
     assert "screen" not in "\n".join(re.findall(r"<lesson [^>]*>", whole + "\n".join(answer + last)))

@@ -160,6 +160,55 @@ def test_after_zooming_the_code_line_and_row_stay_on_screen(browser, gpt_page, s
     page.close()
 
 
+@pytest.fixture(scope="module")
+def reference_page(tmp_path_factory):
+    """The reference model, as the README's run line exports it: 17 ops, each with its memory diagram."""
+    return _export(tmp_path_factory, "reference", "run")
+
+
+#: Every element of the shown diagram (its <pre>, each coloured run, each line) and how far its right edge
+#: lies past the op panel's inner right edge (its padding box); the pre's own overflow (a row that would
+#: need the panel's horizontal scroll).
+_DIAGRAM_OVERFLOW = """() => {
+  const panel = document.getElementById('op-panel'), p = panel.getBoundingClientRect();
+  const inner = p.right - parseFloat(getComputedStyle(panel).paddingRight) - panel.clientLeft;
+  const pre = document.querySelector('#diagram pre');
+  if (!pre) return null;
+  const past = [pre, ...pre.querySelectorAll('*')].map(e => e.getBoundingClientRect().right - inner);
+  const range = document.createRange(); range.selectNodeContents(pre);
+  past.push(...[...range.getClientRects()].map(r => r.right - inner));
+  return {past: Math.max(...past), scroll: pre.scrollWidth - pre.clientWidth,
+          panelScroll: panel.scrollWidth - panel.clientWidth};
+}"""
+
+
+@pytest.mark.parametrize("zoom", [0, 3], ids=["plain", "zoomed"])
+@pytest.mark.parametrize("theme", THEMES)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_memory_diagram_fits_its_panel(browser, reference_page, size, theme, zoom):
+    # issue 35: at 1024×768 the diagram's rows and its walk line ran 80 px past the op panel's right edge
+    # (rendered at 76 columns of 14 px type in a 546 px panel), reachable only by scrolling sideways
+    page = _open(browser, reference_page, size, theme, 0)
+    for _ in range(zoom):
+        page.keyboard.press("+")
+    ops = page.evaluate("JSON.parse(document.getElementById('trace-data').textContent).ops.length")
+    shown = {}
+    for i in range(ops):
+        page.evaluate(f"location.hash = '#{i}'")
+        page.wait_for_function(f"document.getElementById('position').textContent.startsWith('#{i} ')")
+        got = page.evaluate(_DIAGRAM_OVERFLOW)
+        if got is not None:
+            shown[i] = got
+    assert len(shown) == ops, sorted(shown)   # every op of the reference draws a diagram
+    assert {i: g for i, g in shown.items() if g["past"] > 1 or g["scroll"] > 0 or g["panelScroll"] > 0} == {}
+    font = page.eval_on_selector("#diagram pre", "e => parseFloat(getComputedStyle(e).fontSize)")
+    assert font >= (14 if zoom == 0 else 9), font   # readable: the page's smallest type, unzoomed
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page.evaluate("location.hash = '#14'")   # merge_heads' copy: two diagrams, its widest rows and walk lines
+    page.screenshot(path=str(OUTPUT / f"page-diagram-{size[0]}x{size[1]}-{theme}-{'zoomed' if zoom else 'plain'}.png"))
+    page.close()
+
+
 def test_an_80_layer_export_is_proportionate(llama_page):
     """83 s and 35 MB before (every op's row and two diagrams, 2,971 times); a folded layer's ops now
     refer to the op they repeat, and each distinct diagram is kept once."""

@@ -46,24 +46,38 @@ def fits(screen: str, width: int, height: int) -> bool:
     return len(lines) <= height and all(len(line) <= width for line in lines)
 
 
-def test_a_presented_screen_taller_than_the_terminal_scrolls_with_space(tmux):
-    """lesson 1's screen 4 at 80×24 stopped mid-sentence in its ✗ error, with the fix below the edge."""
+ERROR_FIRST = "✗ error mixed-axis at #0: view #0 turns [B=2, T=5, D=12] into"
+ERROR_LAST = "transpose(1, 2) to move the heads ahead of the tokens."
+
+
+def test_a_presented_screen_taller_than_the_terminal_is_shown_in_whole_pages(tmux):
+    """lesson 1's screen 4 at 80×24 stopped mid-sentence in its ✗ error, then (scrolling by lines) after
+    two of its lines, ``↓ 8 more lines``: now a page ends before the traced example, and the next shows the
+    table with its whole error and the closing paragraph; Enter (the presenter's key) shows it, b goes
+    back a page."""
     tmux.type(f"{PYTHON} lesson 1 --present; echo EXIT=$?")
     tmux.wait_for(" shapetrace lesson 1 · 1/7", timeout=120)
-    for i in (2, 3, 4):
+    # screen 2 is two pages at 80×24 (its prose and code, then its traced example): Enter shows each
+    for where, mark in (("2/7", "↓ "), ("2/7", "↑ lines"), ("3/7", "Step 2"), ("4/7", "↓ ")):
         tmux.keys("Enter")
-        tmux.wait_for(f"lesson 1 · {i}/7", timeout=120)
-    screen = tmux.wait_for("✗ error mixed-axis at #0", timeout=60)
+        screen = tmux.wait_for(lambda s, where=where, mark=mark: f"lesson 1 · {where}" in s and mark in s,
+                               timeout=120)
     lines = rows(screen)
     assert lines[0].startswith(" shapetrace lesson 1 · 4/7") and lines[0].endswith("q quit")
-    assert lines[-1].startswith("↓ ") and lines[-1] == "↓ 8 more lines (lines 1-22 of 30) · Space/↓ shows them"
-    assert "transpose(1, 2) to move the heads ahead of the tokens." not in screen
-    tmux.keys("Space")   # the rest of the same screen, not the next one
-    # the whole new frame: its marker is the last line drawn
-    screen = tmux.wait_for(lambda s: "transpose(1, 2) to move the heads ahead of the tokens." in s
-                           and "↑ lines 9-30 of 30" in s, timeout=30)
-    assert rows(screen)[0].startswith(" shapetrace lesson 1 · 4/7")
-    assert rows(screen)[-1] == "↑ lines 9-30 of 30 · ↑ scrolls back"
+    assert lines[-3:-1] == ["    bad = x.view(2, 3, 5, 4)                          # (B, ?, ?, d_k): mixed", ""]
+    assert lines[-1] == "↓ 19 more lines (lines 1-11 of 30) · Space/↓ shows them"
+    assert "✗ error" not in screen and "traced:" not in screen   # nothing of the example's table is cut
+    tmux.keys("Enter")   # the next page of the same screen, not the next screen
+    screen = tmux.wait_for(lambda s: "↑ lines 12-30 of 30" in s, timeout=30)
+    lines = rows(screen)
+    assert lines[0].startswith(" shapetrace lesson 1 · 4/7") and lines[1] == "example 2, traced:"
+    assert ERROR_FIRST in lines and ERROR_LAST in " ".join(lines)   # the whole error, with its table
+    assert lines.index(ERROR_FIRST) > lines.index("example 2, traced:") and lines[-2] == "coincide."
+    assert lines[-1] == "↑ lines 12-30 of 30 · ↑ scrolls back"
+    tmux.keys("b")   # the page before
+    tmux.wait_for(lambda s: "↓ 19 more lines (lines 1-11 of 30)" in s, timeout=30)
+    tmux.keys("Enter")
+    tmux.wait_for(lambda s: "↑ lines 12-30 of 30" in s, timeout=30)
     for width, height in SIZES[1:]:
         tmux.resize(width, height)
         screen = tmux.wait_for(drawn_at(width, " shapetrace lesson 1 · 4/7"), timeout=30)
