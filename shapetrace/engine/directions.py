@@ -122,8 +122,9 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if not _readable(mask):
         return {}
     if str(mask.dtype).endswith("bool"):
-        return hidden_side(~mask, scores_shape)
-    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape)} if mask.is_floating_point() else {}
+        return {**hidden_side(~mask, scores_shape), **passes_all(mask, True)}
+    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape), **passes_all(mask, 0)} \
+        if mask.is_floating_point() else {}
 
 
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
@@ -169,7 +170,18 @@ def fill_params(args: tuple, kwargs: dict) -> dict:
     found = {"value": _number(arg(args, kwargs, 2, "value"))}
     if _is_tensor(x) and _is_tensor(mask):
         found.update(hidden_side(mask, tuple(x.shape)))
+        found.update(passes_all(mask, False))
     return found
+
+
+def passes_all(mask: Any, passing: Any) -> dict:
+    """``{"passes_all": True}`` when every value of a mask read is ``passing`` (a boolean mask that
+    hides nothing, an additive one of zeros, a multiplied one of ones): on this input it removed no
+    key (nothing padded, one query of a causal mask), so where it lands was not seen on the values;
+    ``{}`` when something is hidden or the mask was not read."""
+    if not _readable(mask) or mask.dtype.is_complex:
+        return {}
+    return {"passes_all": True} if bool((mask == passing).all()) else {}
 
 
 def where_params(args: tuple, kwargs: dict) -> dict:
@@ -183,7 +195,8 @@ def where_params(args: tuple, kwargs: dict) -> dict:
         value = _number(fill)
         if isinstance(value, (int, float)) and value <= HIDES and _is_tensor(scores) and scores.dim() >= 2:
             side = hidden_side(cond if fill_where_true else ~cond, tuple(scores.shape)) if _readable(cond) else {}
-            return {"value": value, **({"hides": True, **side} if side else {})}
+            unused = passes_all(cond, not fill_where_true) if side else {}
+            return {"value": value, **({"hides": True, **side, **unused} if side else {})}
     return {}
 
 
@@ -211,7 +224,7 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
     if kept is None or kept.numel() == 0:
         return {}
     return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
-            **hidden_side(kept, scores_shape)}
+            **hidden_side(kept, scores_shape), **passes_all(kept, 0)}
 
 
 def weighs_scores(in_axes) -> bool:
@@ -231,7 +244,7 @@ def multiplied_facts(kept: Any, in_axes, scores_shape: tuple[int, ...]) -> dict:
     if kept is None or not 0 <= kept[0] < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[kept[0]]}:
         return {}
     dropped = kept[1] == 0
-    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape)}
+    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape), **passes_all(kept[1], 1)}
 
 
 def baddbmm_params(args: tuple, kwargs: dict) -> dict:
