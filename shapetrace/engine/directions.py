@@ -29,6 +29,9 @@ from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
+#: the position a product of two operands of one shape keeps its copies under: both are kept, since which
+#: one is the table is known only once the axes are named (:func:`multiplied_facts`)
+TIED = -1
 #: an additive value at or below this hides a key
 HIDES = -1e4
 #: the share of query rows that must be linear in the distance when not all are (:func:`_linear_rows_step`)
@@ -240,11 +243,16 @@ def weighs_scores(in_axes) -> bool:
 def multiplied_facts(kept: Any, in_axes, scores_shape: tuple[int, ...]) -> dict:
     """What a table multiplied onto the scores says (its copy kept at call time, :func:`.columns.kept_table`):
     its zeros drop keys from each query's weighted sum, so which side they lie on is read as a mask's is;
-    ``{}`` when its values were not kept (the direction rule then says they were not read)."""
-    if kept is None or not 0 <= kept[0] < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[kept[0]]}:
+    ``{}`` when its values were not kept (the direction rule then says they were not read). Of two operands of
+    one shape both were kept (``TIED``): the table is the one whose axes are not the queries and keys."""
+    position, table = kept if kept is not None else (None, None)
+    if position == TIED:   # (both operands of one shape kept: the table is the one that is not the scores)
+        position = next((i for i, axes in enumerate(in_axes) if not {"query", "key"} <= {a.role for a in axes}), None)
+        table = table[position] if position is not None and position < len(table) else None
+    if position is None or not 0 <= position < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[position]}:
         return {}
-    dropped = kept[1] == 0
-    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape), **passes_all(kept[1], 1)}
+    dropped = table == 0
+    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape), **passes_all(table, 1)}
 
 
 def baddbmm_params(args: tuple, kwargs: dict) -> dict:

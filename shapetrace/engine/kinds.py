@@ -173,8 +173,9 @@ class Kind(StrEnum):
         "device), so which keys it hides or favours was not checked")
     MASK_UNEXERCISED = (
         "mask-unexercised", "note",
-        "a mask that hid nothing on this input (nothing padded) and whose names do not prove that it lines up "
-        "with the keys: a mask laid on the queries would give the same output, so where it lands was not checked")
+        "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
+        "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
+        "checked")
 
     ROTARY_PAIRING_MISMATCH = (
         "rotary-pairing-mismatch", "error",

@@ -1,4 +1,4 @@
-"""A mask that hid nothing on the traced input earns no check mark unless its names prove it (issue 33 item 1).
+"""A mask that hid nothing on the traced input earns no check mark unless its layout proves it (issue 33 item 1).
 
 A key padding mask laid on the queries instead of the keys hides whole query rows; on an input where
 nothing is padded (one sequence, or every sequence full) it hides nothing, and its output is the right
@@ -8,7 +8,8 @@ one's. Before, fairseq's ``key_padding_mask.unsqueeze(1).unsqueeze(3)`` at B = 1
 an axis whatever entries of one it drops (:func:`.axis_reshape._carried_role`), and, for every mask kind
 the engine reads on the values (``masked_fill``, ``torch.where`` with a large negative, a mask added to the
 scores, SDPA's ``attn_mask``, a table multiplied onto them), a mask whose every value passed counts as
-checked only where its names prove it lines up with the keys; else a ``mask-unexercised`` note and ``?``.
+checked only where its layout proves it lines up with the keys (broadcast over the queries, not over the
+keys) or, a table over both, its names do; else a ``mask-unexercised`` note and ``?``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _trace_padded(model_cls, on_queries: bool, dims: str, padded: bool, dtype=to
 @pytest.mark.parametrize("dims", SIZES)
 def test_an_additive_mask_on_the_queries_that_hides_nothing_is_not_checked(dims):
     """Every sequence full: the extended mask is all zeros. On the queries ``[B, 1, T, 1]``: ``?`` (it was
-    ``✓``); on the keys ``[B, 1, 1, T]`` the names prove it: ``✓``, no note."""
+    ``✓``); on the keys ``[B, 1, 1, T]`` its layout proves it: ``✓``, no note."""
     t = _trace_padded(ExtendedMaskAttention, True, dims, padded=False)
     assert _outcome(t) == ("?", ())
     assert _notes(t) == ["mask-unexercised"]
@@ -115,7 +116,8 @@ def test_an_additive_mask_on_the_queries_that_hides_nothing_is_not_checked(dims)
     B, T = (int(kv.split("=")[1]) for kv in dims.split()[:2])
     assert note.message.startswith(f"add #{note.event} puts the mask [B={B}, 1, T={T}, 1] onto the scores "
                                    f"[B={B}, H=")
-    assert "not proven: a mask hid nothing on this input" in t.report().verdict.line
+    assert "not proven: a mask hid nothing on this input, and neither its layout nor its names prove that it lines " \
+        "up with the keys; no errors" in t.report().verdict.line
     twin = _trace_padded(ExtendedMaskAttention, False, dims, padded=False)
     assert _outcome(twin) == ("✓", ()) and _notes(twin) == []
 
@@ -130,7 +132,7 @@ def test_an_additive_mask_that_hides_a_key_is_read_as_before(dims):
 
 @pytest.mark.parametrize("dims", SIZES)
 def test_an_sdpa_mask_that_attends_everywhere(dims):
-    """SDPA's boolean ``attn_mask`` all True: on the keys ``[B, 1, 1, T]`` the names prove it (``✓``, no note); on
+    """SDPA's boolean ``attn_mask`` all True: on the keys ``[B, 1, 1, T]`` its layout proves it (``✓``, no note); on
     the queries ``[B, 1, T, 1]`` its position proves it wrong, as before (``✗``)."""
     twin = _trace_padded(SdpaBoolMask, False, dims, padded=False, dtype=torch.bool)
     assert _outcome(twin) == ("✓", ()) and _notes(twin) == []
@@ -190,7 +192,7 @@ class LiteralPadding(nn.Module):
 @pytest.mark.parametrize("on_queries,want,notes", [(False, ("✓", ()), []),
                                                    (True, ("✗", ("mask-wrong-axis",)), ["mask-unexercised"])])
 def test_a_mask_of_literal_sizes_that_hides_nothing(on_queries, want, notes):
-    """At distinct sizes the literal mask is named ``[B, T]`` by its sizes; on the keys the names prove it;
+    """On the keys ``[B, 1, 1, S]`` its layout proves it (broadcast over the queries);
     on the queries its position (broadcast over the keys) proves it wrong whatever its values, as before."""
     with torch.no_grad(), shapetrace.trace(dims="B=3 T=6 D=32 H=4") as t:
         LiteralPadding(32, 4, on_queries).eval()(torch.randn(3, 6, 32))
