@@ -173,7 +173,8 @@ def fill_params(args: tuple, kwargs: dict) -> dict:
     found = {"value": _number(arg(args, kwargs, 2, "value"))}
     if _is_tensor(x) and _is_tensor(mask):
         found.update(hidden_side(mask, tuple(x.shape)))
-        found.update(passes_all(mask, False))
+        hiding = isinstance(found["value"], (int, float)) and found["value"] <= HIDES
+        found.update(passes_all(mask, False) if hiding else {})   # (a fill with zeros after softmax hides nothing)
     return found
 
 

@@ -189,12 +189,22 @@ class LiteralPadding(nn.Module):
         return scores.softmax(-1) @ v                                                       # (B, H, T, d_k)
 
 
-@pytest.mark.parametrize("on_queries,want,notes", [(False, ("✓", ()), []),
-                                                   (True, ("✗", ("mask-wrong-axis",)), ["mask-unexercised"])])
-def test_a_mask_of_literal_sizes_that_hides_nothing(on_queries, want, notes):
-    """On the keys ``[B, 1, 1, S]`` its layout proves it (broadcast over the queries);
-    on the queries its position (broadcast over the keys) proves it wrong whatever its values, as before."""
+@pytest.mark.parametrize("on_queries,want", [(False, ("✓", ())), (True, ("✗", ("mask-wrong-axis",)))])
+def test_a_mask_of_literal_sizes_that_hides_nothing(on_queries, want):
+    """On the keys ``[B, 1, 1, S]`` its layout proves it (broadcast over the queries); on the queries its
+    layout (broadcast over the keys) proves it wrong whatever its values, as before: checked either way, no note."""
     with torch.no_grad(), shapetrace.trace(dims="B=3 T=6 D=32 H=4") as t:
         LiteralPadding(32, 4, on_queries).eval()(torch.randn(3, 6, 32))
     assert _outcome(t) == want
-    assert _notes(t) == notes
+    assert _notes(t) == []
+
+
+def test_zeroing_padded_rows_is_no_mask_on_the_scores():
+    """transformers' T5 and Longformer zero the padded positions of hidden states (``hidden_states.masked_fill(
+    ~mask, 0)``-style fills with 0): a fill that hides no score is no mask, so nothing padded says nothing (no note)."""
+    x, pad = torch.randn(2, 6, 32), torch.zeros(2, 6, dtype=torch.bool)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(pad, "B T")
+        x.masked_fill(pad[..., None], 0.0).sum(1)                       # (B, D)
+    assert [d.kind for d in t.diagnostics] == [] and t.report().verdict.mark == "✓"

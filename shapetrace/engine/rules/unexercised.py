@@ -41,7 +41,7 @@ def unexercised_masks(analysis: Analysis) -> list[Diagnostic]:
         if family_of(e.op) is Family.FUSED_ATTENTION:
             if not _fused_lines_up(analysis, e):
                 out.append(_note(e, mask, "the queries' and keys' token axes"))
-        elif not _lines_up_with_keys(scores, mask):
+        elif not _lines_up_with_keys(scores, mask, family_of(e.op) is Family.MASK_FILL or bool(e.params.get("hides"))):
             out.append(_note(e, mask, fmt_named(scores.dims, scores.shape)))
     return out
 
@@ -58,14 +58,15 @@ def _operands(e: Event) -> tuple[TensorInfo, TensorInfo]:
     return scores, mask
 
 
-def _lines_up_with_keys(scores: TensorInfo, mask: TensorInfo) -> bool:
-    """Do the names prove the mask varies along the scores' keys and not along their queries?"""
+def _lines_up_with_keys(scores: TensorInfo, mask: TensorInfo, read_as_mask: bool) -> bool:
+    """Do the layout or the names say which of the scores' query and key axes (by their roles) the mask
+    varies along?"""
     roles = [a.role for a in scores.axes]
     if "query" not in roles or "key" not in roles:
         return False
     lead = len(scores.shape) - len(mask.shape)
     q, k = roles.index("query"), roles.index("key")
-    return _on_names(mask, q - lead, k - lead, scores.dims[q], scores.dims[k])
+    return _on_names(mask, q - lead, k - lead, scores.dims[q], scores.dims[k], read_as_mask)
 
 
 def _fused_lines_up(analysis: Analysis, e: Event) -> bool:
@@ -76,18 +77,20 @@ def _fused_lines_up(analysis: Analysis, e: Event) -> bool:
     q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
     named = all(len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "tokens" for t in (q, k))
     return _on_names(mask, len(mask.shape) - 2, len(mask.shape) - 1, q.dims[-2] if named else None,
-                     k.dims[-2] if named else None)
+                     k.dims[-2] if named else None, True)
 
 
-def _on_names(mask: TensorInfo, q: int, k: int, query: str | None, key: str | None) -> bool:
-    """Does the mask vary along the keys (its axis ``k`` has more than one entry) and, by its layout, not along
-    the queries (its axis ``q`` absent or of one entry: broadcasting puts it on the keys alone), or, a table
-    over both, do its names say which is which (``k`` named ``key``, ``q`` named ``query``, two names)?"""
-    if not 0 <= k < len(mask.shape) or mask.shape[k] == 1:
-        return False
-    if not 0 <= q < len(mask.shape) or mask.shape[q] == 1:
-        return True
-    return key is not None and mask.dims[k] == key and mask.dims[q] == query != key
+def _on_names(mask: TensorInfo, q: int, k: int, query: str | None, key: str | None, read_as_mask: bool) -> bool:
+    """Does its layout or its names say which of the scores' axes the mask varies along? By its layout: along
+    one of the two alone (the other absent or of one entry, where broadcasting puts it): the keys, or the
+    queries where :func:`.masks.mask_axis` reads the op as a mask and so says it is wrong (``read_as_mask``:
+    a fill, SDPA's mask, a ``where``; not an addition of zeros, which may be no mask at all); a table over
+    both: its names (``k`` named ``key``, ``q`` named ``query``, two different names)."""
+    along_keys = 0 <= k < len(mask.shape) and mask.shape[k] > 1
+    along_queries = 0 <= q < len(mask.shape) and mask.shape[q] > 1
+    if along_keys != along_queries:
+        return along_keys or read_as_mask
+    return along_keys and key is not None and mask.dims[k] == key and mask.dims[q] == query != key
 
 
 def _note(e: Event, mask: TensorInfo, scores: str) -> Diagnostic:
