@@ -99,3 +99,40 @@ def test_a_product_of_one_shape_that_is_no_table_over_the_scores_gets_no_row():
         y.sum(-1)
     assert [e.op for e in t.events] == ["sum"]
     assert t.events[-1].inputs[0].dims == ("B", "T", "F")
+
+
+class MultipliedPadding(nn.Module):
+    """A 0/1 key padding mask multiplied onto the retention scores at their own shape, as syncdoth/RetNet folds
+    ``retention_mask.float().view(B, 1, 1, T)`` into its decay, here expanded first (``expand(B, H, T, T)``);
+    ``on_queries``: ``view(B, 1, T, 1)``, the padding laid on the queries."""
+
+    def __init__(self, dim: int, heads: int, on_queries: bool = False):
+        super().__init__()
+        self.heads, self.on_queries = heads, on_queries
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x, keep):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)  # (3, B, H, T, d_k)
+        mask = keep.view(B, 1, T, 1) if self.on_queries else keep.view(B, 1, 1, T)
+        retention = q @ k.transpose(-1, -2)                                                    # (B, H, T, S)
+        return (retention * mask.expand(B, self.heads, T, T)) @ v                              # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize("on_queries", [False, True])
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_multiplied_mask_of_the_scores_shape_that_drops_nothing_is_not_checked(dims, on_queries):
+    """Nothing padded: the mask is all ones, so its values say nothing of where it lands, and its expanded
+    axes are not both named: ``?`` with ``mask-unexercised`` either way (before: no row, not read at all)."""
+    sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split())}
+    B, T, D, H = (sizes[k] for k in "BTDH")
+    x, keep = torch.randn(B, T, D), torch.ones(B, T)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(keep, "B T")
+        MultipliedPadding(D, H, on_queries).eval()(x, keep)
+    (weigh,) = [e for e in t.events if e.op == "mul"]
+    assert weigh.params.get("passes_all") is True and weigh.params.get("hides") is False
+    assert [d.kind for d in t.diagnostics if d.severity == "note"] == ["mask-unexercised"]
+    assert [d for d in t.diagnostics if d.severity != "note"] == []
+    assert t.report().verdict.mark == "?"
