@@ -80,10 +80,18 @@ def _merge_ones(result: list, axes: Sequence[Axis], ones: list[Axis]) -> None:
 
 
 def _carried_role(group_in: Sequence[Axis], atoms: tuple[Atom, ...]) -> str | None:
+    """The role of the input axis the output axis is, atoms of one entry aside (at B = 1 fairseq's
+    ``view(T, B * H, d)`` leaves the batch's one entry beside the tokens, ``T·B``, and a later view
+    ``(B, H, T, S)`` takes it out: the queries stay the queries)."""
+    wanted = _without_ones(atoms)
     for axis in group_in:
-        if axis.atoms == atoms:
+        if _without_ones(axis.atoms) == wanted:
             return axis.role
     return None
+
+
+def _without_ones(atoms: Sequence[Atom]) -> tuple[Atom, ...]:
+    return tuple(a for a in atoms if a.size != 1)
 
 
 def _groups(ins: list[int], outs: list[int]) -> list[tuple[list[int], list[int]]]:

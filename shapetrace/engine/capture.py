@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine import meta as _meta
 from shapetrace.engine.call_args import OnePass, freeze_args, zero_d_argument
-from shapetrace.engine.columns import kept_table
+from shapetrace.engine.columns import kept_bytes, kept_table, same_shape_table
 from shapetrace.engine.directions import AddedOperands
 from shapetrace.engine.events import DictOf
 from shapetrace.engine.kept_copies import KEPT
@@ -291,12 +291,11 @@ class Capture:
         return result
 
     def record_product(self, spec: OpSpec, func, args, kwargs):
-        """``q * cos`` that broadcasts: recorded, with a copy of a possible rotary table kept for
-        :mod:`.rotary` to compare its columns with a rotation's pairs (:func:`.columns.kept_table`)."""
+        """``q * cos`` that broadcasts, or ``scores * mask`` of one shape, with a rotary table or a mask kept."""
         result = self.record(spec, func, args, kwargs)
         kept = kept_table(args, KEEP_BUDGET - self.kept_bytes)
         if kept is not None:
-            self.kept_bytes += kept[1].numel() * kept[1].element_size()
+            self.kept_bytes += kept_bytes(kept)
             self._keep(kept)
         return result
 
@@ -418,10 +417,12 @@ class Recorder(TorchFunctionMode):
         if spec.additive and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
-        if spec.family is _ELEMENTWISE and _broadcasts(args):   # the analysis checks how it lines up
-            if spec.scaling == "multiplies":
+        if spec.family is _ELEMENTWISE:   # the analysis checks how it lines up (a product: a table's values too)
+            lined_up = _broadcasts(args)
+            if spec.scaling == "multiplies" and (lined_up or same_shape_table(args)):
                 return self.capture.record_product(spec, func, args, kwargs)
-            return self.capture.record(spec, func, args, kwargs)
+            if lined_up:
+                return self.capture.record(spec, func, args, kwargs)
         return self.capture.carry(op, spec, func, args, kwargs)
 
 
@@ -430,8 +431,7 @@ _ELEMENTWISE = Family.ELEMENTWISE
 
 
 def _broadcasts(args: tuple) -> bool:
-    """Two tensors of different shapes among the first three arguments (``q * cos``, ``where(m, s, f)``):
-    recorded in full, since the analysis reads which axes the broadcast pairs."""
+    """Two tensors of different shapes among the first three arguments (``q * cos``, ``where(m, s, f)``)."""
     tensors = [a for a in args[:3] if isinstance(a, _TENSOR)]
     return len(tensors) >= 2 and any(t.shape != tensors[0].shape for t in tensors[1:])
 

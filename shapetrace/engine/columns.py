@@ -13,34 +13,66 @@ from __future__ import annotations
 
 from typing import Any
 
-from shapetrace.engine.directions import READ_LIMIT
+from shapetrace.engine.directions import READ_LIMIT, TIED
 from shapetrace.engine.op_args import _is_tensor
 
 #: elements compared at most (features × features × rows): a table up to 64 features × 256 positions
 COMPARE_LIMIT = 1 << 20
 
-__all__ = ["COMPARE_LIMIT", "READ_LIMIT", "feature_classes", "kept_table"]
+__all__ = ["COMPARE_LIMIT", "READ_LIMIT", "TIED", "feature_classes", "kept_bytes", "kept_table", "same_shape_table"]
+
+
+def same_shape_table(args: tuple) -> bool:
+    """Two tensors of one shape whose last two axes have more than one entry each (``scores * mask``,
+    ``[B, H, T, S]`` both): a product the analysis may read as a table weighing the scores.
+
+    >>> import torch
+    >>> same_shape_table((torch.ones(2, 3, 3), torch.ones(2, 3, 3))), same_shape_table((torch.ones(3), torch.ones(3)))
+    (True, False)
+    """
+    if len(args) < 2 or not (_is_tensor(args[0]) and _is_tensor(args[1])):
+        return False
+    shape = args[0].shape
+    return len(shape) >= 2 and shape == args[1].shape and shape[-1] > 1 and shape[-2] > 1
 
 
 def kept_table(args: tuple, budget: int) -> tuple[int, Any] | None:
     """``(operand position, a copy)`` of the smaller of two multiplied tensors, when it may be a position
     table and fits ``budget`` bytes; None for another device, the meta device, over the bound, a
     table of one feature, a tensor that is not float, or a learnt parameter (which is no position table).
+    Two operands of one shape: ``(TIED, (a copy of each))`` (a boolean mask too), or None.
 
     >>> import torch
     >>> kept_table((torch.ones(2, 5, 4), torch.ones(5, 4)), 1 << 20)[0]
     1
+    >>> kept_table((torch.ones(2, 5, 4), torch.ones(2, 5, 4)), 1 << 20)[0]
+    -1
     """
     tensors = [a for a in args[:2] if _is_tensor(a)]
     if len(tensors) != 2:
         return None
+    if tensors[0].shape == tensors[1].shape:
+        copies = [_copy(t, budget // 2, boolean=True) for t in tensors]
+        return None if None in copies else (TIED, tuple(copies))
     position = 0 if tensors[0].numel() < tensors[1].numel() else 1
-    table = tensors[position]
+    table = _copy(tensors[position], budget)
+    return None if table is None else (position, table)
+
+
+def _copy(table: Any, budget: int, boolean: bool = False) -> Any:
+    """A copy of ``table`` on the CPU (see :func:`kept_table`), or None."""
     if (table.requires_grad and table.is_leaf) or table.is_meta or table.device.type != "cpu" \
-            or not table.is_floating_point() or table.dim() < 1 or not 2 <= table.shape[-1] <= table.numel() \
+            or not (table.is_floating_point() or boolean and str(table.dtype).endswith("bool")) \
+            or table.dim() < 1 or not 2 <= table.shape[-1] <= table.numel() \
             or table.numel() > READ_LIMIT or table.numel() * table.element_size() > budget:
         return None
-    return position, table.detach().clone()
+    return table.detach().clone()
+
+
+def kept_bytes(kept: tuple[int, Any]) -> int:
+    """The bytes a kept table (or a tie's two copies) holds."""
+    copies = kept[1] if kept[0] == TIED else (kept[1],)
+    return sum(c.numel() * c.element_size() for c in copies)
 
 
 def feature_classes(table: Any) -> tuple[int, ...] | None:

@@ -29,6 +29,9 @@ from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
+#: the position a product of two operands of one shape keeps its copies under: both are kept, since which
+#: one is the table is known only once the axes are named (:func:`multiplied_facts`)
+TIED = -1
 #: an additive value at or below this hides a key
 HIDES = -1e4
 #: the share of query rows that must be linear in the distance when not all are (:func:`_linear_rows_step`)
@@ -122,8 +125,9 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if not _readable(mask):
         return {}
     if str(mask.dtype).endswith("bool"):
-        return hidden_side(~mask, scores_shape)
-    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape)} if mask.is_floating_point() else {}
+        return {**hidden_side(~mask, scores_shape), **passes_all(mask, True)}
+    return {**bias_facts(mask, scores_shape), **hidden_side(mask, scores_shape), **passes_all(mask, 0)} \
+        if mask.is_floating_point() else {}
 
 
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
@@ -169,7 +173,19 @@ def fill_params(args: tuple, kwargs: dict) -> dict:
     found = {"value": _number(arg(args, kwargs, 2, "value"))}
     if _is_tensor(x) and _is_tensor(mask):
         found.update(hidden_side(mask, tuple(x.shape)))
+        hiding = isinstance(found["value"], (int, float)) and found["value"] <= HIDES
+        found.update(passes_all(mask, False) if hiding else {})   # (a fill with zeros after softmax hides nothing)
     return found
+
+
+def passes_all(mask: Any, passing: Any) -> dict:
+    """``{"passes_all": True}`` when every value of a mask read is ``passing`` (a boolean mask that
+    hides nothing, an additive one of zeros, a multiplied one of ones): on this input it removed no
+    key (nothing padded, one query of a causal mask), so where it lands was not seen on the values;
+    ``{}`` when something is hidden or the mask was not read."""
+    if not _readable(mask) or mask.dtype.is_complex:
+        return {}
+    return {"passes_all": True} if bool((mask == passing).all()) else {}
 
 
 def where_params(args: tuple, kwargs: dict) -> dict:
@@ -183,7 +199,8 @@ def where_params(args: tuple, kwargs: dict) -> dict:
         value = _number(fill)
         if isinstance(value, (int, float)) and value <= HIDES and _is_tensor(scores) and scores.dim() >= 2:
             side = hidden_side(cond if fill_where_true else ~cond, tuple(scores.shape)) if _readable(cond) else {}
-            return {"value": value, **({"hides": True, **side} if side else {})}
+            unused = passes_all(cond, not fill_where_true) if side else {}
+            return {"value": value, **({"hides": True, **side, **unused} if side else {})}
     return {}
 
 
@@ -211,7 +228,7 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
     if kept is None or kept.numel() == 0:
         return {}
     return {"hides": bool(kept.min().item() <= HIDES), **bias_facts(kept, scores_shape),
-            **hidden_side(kept, scores_shape)}
+            **hidden_side(kept, scores_shape), **passes_all(kept, 0)}
 
 
 def weighs_scores(in_axes) -> bool:
@@ -227,11 +244,16 @@ def weighs_scores(in_axes) -> bool:
 def multiplied_facts(kept: Any, in_axes, scores_shape: tuple[int, ...]) -> dict:
     """What a table multiplied onto the scores says (its copy kept at call time, :func:`.columns.kept_table`):
     its zeros drop keys from each query's weighted sum, so which side they lie on is read as a mask's is;
-    ``{}`` when its values were not kept (the direction rule then says they were not read)."""
-    if kept is None or not 0 <= kept[0] < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[kept[0]]}:
+    ``{}`` when its values were not kept (the direction rule then says they were not read). Of two operands of
+    one shape both were kept (``TIED``): the table is the one whose axes are not the queries and keys."""
+    position, table = kept if kept is not None else (None, None)
+    if position == TIED:   # (both operands of one shape kept: the table is the one that is not the scores)
+        position = next((i for i, axes in enumerate(in_axes) if not {"query", "key"} <= {a.role for a in axes}), None)
+        table = table[position] if position is not None and position < len(table) else None
+    if position is None or not 0 <= position < len(in_axes) or {"query", "key"} <= {a.role for a in in_axes[position]}:
         return {}
-    dropped = kept[1] == 0
-    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape)}
+    dropped = table == 0
+    return {"hides": bool(dropped.any()), **hidden_side(dropped, scores_shape), **passes_all(table, 1)}
 
 
 def baddbmm_params(args: tuple, kwargs: dict) -> dict:

@@ -171,6 +171,11 @@ class Kind(StrEnum):
         "direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
+    MASK_UNEXERCISED = (
+        "mask-unexercised", "note",
+        "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
+        "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
+        "checked")
 
     ROTARY_PAIRING_MISMATCH = (
         "rotary-pairing-mismatch", "error",

@@ -9,15 +9,22 @@ other fitting reading finds it too: the capture is inferred again with each othe
 same kind on the same source line (the rules' own unit: :func:`.rules.diagnose.diagnose` reports one per
 kind and line). The others become one ``order-of-equal-sizes`` note, and the verdict says why it is ``?``.
 
-Only where the first reading found an error or a warning and an input fits more than one seed: a correct
-run pays nothing. At most :data:`MAX_READINGS` readings besides the first (every combination of the
-fitting seeds of every such input); where more fit, no finding that could rest on them is kept.
+The names shown are checked the same way (:func:`names_in_every_reading`, for the report's table): an axis
+the readings name differently shows no name, one they all name alike keeps it. Each other reading is
+inferred once per trace, for the findings and the names both.
+
+The findings are read again only where the first reading found an error or a warning and an input fits
+more than one seed; the names, where an input fits more than one seed and a report is made. A run whose
+inputs fit one seed each (distinct sizes, or inputs named with ``shapetrace.name``) pays nothing. At most
+:data:`MAX_READINGS` readings besides the first (every combination of the fitting seeds of every such
+input); where more fit, no finding and no name that could rest on them is kept.
 Inputs only: a tensor the model holds whose shape fits more than one seed yields to its use
 (:mod:`.infer.corrections`) and its names never cross an index (:mod:`.infer.guesses`).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +37,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.namer import Namer
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.events import Event
     from shapetrace.engine.tracer import Trace
 
 #: the most readings inferred besides the first (each is one more inference and run of the rules)
@@ -111,13 +119,72 @@ def other_readings(choices: Choices) -> list[dict[int, tuple[str, ...]]]:
     return [dict(zip(nodes, combo)) for combo in itertools.islice(combos, 1, None)] if choices else []
 
 
+def names_in_every_reading(trace: Trace, events: list[Event]) -> list[Event]:
+    """``events`` with every axis name that another fitting reading of equal sizes gives otherwise left out
+    (a name that may be wrong is not printed; one every reading gives stays): ``[T, B, D]`` at B = T = 4
+    read ``[B, T, D]`` first shows neither name where the readings swap them. An event that another
+    reading does not record alike (another op, or no row) keeps no name at all; so does every event where
+    more than :data:`MAX_READINGS` readings fit. A run with one reading (distinct sizes, or inputs named
+    by ``shapetrace.name``) is ``events`` itself: nothing is inferred again."""
+    if not trace._finished:
+        return events
+    inference = trace._inferred()
+    readings = other_readings(ambiguous_inputs(inference))
+    if not readings:
+        return events
+    others = [_inferred_as(trace, r) for r in readings] if len(readings) <= MAX_READINGS else []
+    record_of = {row: record for record, row in inference.event_of_record.items()}
+    out = []
+    for e in events:
+        record = record_of.get(e.index)
+        twins = [o.events[o.event_of_record[record]] for o in others
+                 if record is not None and record in o.event_of_record and o.event_of_record[record] < len(o.events)]
+        alike = len(twins) == len(readings) and all(t.op == e.op and len(t.inputs) == len(e.inputs)
+                                                   and len(t.outputs) == len(e.outputs) for t in twins)
+        out.append(_agreed(e, twins if alike else None))
+    return out
+
+
+def _agreed(e: Event, twins: list[Event] | None) -> Event:
+    """``e`` with the names its ``twins`` (the same call under other readings) all give too; None: no name."""
+    def kept(info, others):
+        dims = tuple(d if others is not None and all(o.dims[i] == d for o in others) else None
+                     for i, d in enumerate(info.dims))
+        if dims == info.dims:
+            return info
+        info = copy.copy(info)
+        info.__dict__["dims"] = dims
+        return info
+
+    pairs = [(info, None if twins is None else [t.inputs[i] for t in twins]) for i, info in enumerate(e.inputs)]
+    outs = [(info, None if twins is None else [t.outputs[i] for t in twins]) for i, info in enumerate(e.outputs)]
+    inputs, outputs = [kept(i, o) for i, o in pairs], [kept(i, o) for i, o in outs]
+    if all(a is b for a, b in zip((*inputs, *outputs), (*e.inputs, *e.outputs))):
+        return e
+    shown = copy.copy(e)
+    shown.inputs, shown.outputs = inputs, outputs
+    return shown
+
+
+def _inferred_as(trace: Trace, readings: dict[int, tuple[str, ...]]) -> Inference:
+    """The capture inferred again with ``readings`` pinned, once per trace (the findings and the names
+    shown both read it)."""
+    from shapetrace.engine.settle import settled
+
+    cache = trace.__dict__.setdefault("_readings", {})
+    key = tuple(sorted(readings.items()))
+    if key not in cache:
+        namer = _fresh(trace.namer)
+        cache[key] = settled(trace, Inference(trace.capture, namer, namer.dims, trace.seed_order, readings=readings))
+    return cache[key]
+
+
 def _findings(trace: Trace, readings: dict[int, tuple[str, ...]]) -> dict[tuple[str, str], tuple[str, str]]:
     """The findings of the capture read with ``readings``: (kind, source line) -> (severity, where)."""
     from shapetrace.engine.rules.diagnose import diagnose
-    from shapetrace.engine.settle import analysis_of, settled
+    from shapetrace.engine.settle import analysis_of
 
-    namer = _fresh(trace.namer)
-    again = settled(trace, Inference(trace.capture, namer, namer.dims, trace.seed_order, readings=readings))
+    again = _inferred_as(trace, readings)
     nan_event = None if trace._nan_record is None else again.event_of_record.get(trace._nan_record, 0)
     events = tuple(again.events)
     return {_key(events, d): (d.severity, _where(events, d))

@@ -111,11 +111,13 @@ def report_of(trace, header: dict[str, Any] | None, title: str | None, notes: Se
     """The :class:`Report` of a :class:`~shapetrace.engine.tracer.Trace` (what ``Trace.report`` returns):
     its forward events apart from the setup ones (the ops that built the model), its findings, and the
     dependency contracts that held once the run ended."""
+    from shapetrace.engine.readings import names_in_every_reading
     from shapetrace.engine.unrowed import unrowed_events
 
     extra = {} if title is None else {"title": title}
     setup = trace.setup_indices()
     events = [e for e in trace.events if e.index not in setup]   # the forward pass: what the table is about
+    events = names_in_every_reading(trace, events)   # (no name that another reading of equal sizes denies)
     return Report(
         dims=dict(trace.dims), events=events, diagnostics=list(trace.diagnostics),
         setup=[e for e in trace.events if e.index in setup],

@@ -33,6 +33,7 @@ import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
+from shapetrace.engine.directions import TIED
 from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import Family, callables_of
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
@@ -207,7 +208,7 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
     and its partner different values is a mismatch, whatever the other table says. None: the data moves
     are no rotation of features."""
     found = _paired(records, shapes, chain, x, rotated, tables)
-    read = [kept[1] for kept, at in ((_kept(product), at) for product, at in tables) if kept[0] == at]
+    read = [kept[1] for kept, at in ((_kept(product, at), at) for product, at in tables) if kept[0] == at]
     if found is None or len(read) != len(tables):
         return found
     varies = changing_axes(read, tuple(shapes[x].shape))
@@ -218,9 +219,11 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
     return replace(found, varies=varies, still=still, at_zero=at_zero)
 
 
-def _kept(product) -> tuple:
-    """``(operand position, copy)`` of the table a product kept, or ``(None, None)``."""
-    return product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+def _kept(product, at: int) -> tuple:
+    """``(operand position, copy)`` of the table a product kept, or ``(None, None)``; of a product of one
+    shape, which kept both operands (:data:`.directions.TIED`), the one at ``at``."""
+    kept = product.kept if type(product) is OpRecord and isinstance(product.kept, tuple) else (None, None)
+    return (at, kept[1][at]) if kept[0] == TIED and 0 <= at < len(kept[1]) else kept
 
 
 def changing_axes(tables: Sequence, shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -255,7 +258,7 @@ def _paired(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotat
         return None   # (it moves elements across positions, or pairs no features: no rotation)
     read, unread = [], None
     for product, at in tables:
-        kept = _kept(product)
+        kept = _kept(product, at)
         classes = feature_classes(kept[1]) if kept[0] == at else None
         table = tuple(shapes[product.ins[at]].shape)
         if classes is None or len(classes) != len(partners):

@@ -51,6 +51,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "order-of-equal-sizes": "a finding rests on the order of equal sizes (one reading of the "
                                            "input finds it, another does not)",
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
+                   "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
+                                       "prove that it lines up with the keys",
                    "rotary-pairing-unchecked": "a rotary table's values were not read",
                    "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)

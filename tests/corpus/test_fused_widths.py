@@ -84,7 +84,11 @@ def test_gemma_fused_projection_of_narrower_heads_is_named_by_its_split(dims):
     assert linear.outputs[0].dims[-1] == "H*d_k+2*D_kv"
     assert [o.dims[-1] for o in split.outputs] == ["H*d_k", "D_kv", "D_kv"]
     assert view_q.outputs[0].dims[2:] == ("H", "d_k") and view_k.outputs[0].dims[2:] == ("H_kv", "d_k")
-    assert t.report().verdict.line.startswith("? checked 64 of 80 ops")
+    # the table shows no name that another reading of equal sizes gives otherwise (engine/readings.py): the
+    # input [B, T, 32] also fits [B, T, D_kv] (D = D_kv = 32), so its width is unnamed in the two slices of it
+    # (64 → 62 ops checked); at B = T = 4 every op has an axis the two orders name B or T (0 checked)
+    checked = 0 if "B=4 T=4" in dims else 62
+    assert t.report().verdict.line.startswith(f"? checked {checked} of 80 ops")
 
 
 @pytest.mark.parametrize("dims", NARROW)

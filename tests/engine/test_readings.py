@@ -65,15 +65,53 @@ def test_sequence_first_attention_at_equal_sizes_has_no_false_error():
         "the input [4, 4, 32] is read [B, T, D], not where it is read [T, B, D]: B = T = 4, B = H = 4, T = H = 4, "
         "and the names rest on the order of equal sizes, which nothing in the code settles.")
     assert t.report().verdict.line == (
-        "? checked 8 of 8 ops that could carry a layout bug; not proven: names were found from sizes alone, and "
+        "? checked 0 of 8 ops that could carry a layout bug; not checked (unnamed axes): #1 view, #2 transpose, "
+        "#3 transpose, #4 bmm and 4 more; not proven: names were found from sizes alone, and "
         f"equal sizes are ambiguous; {REASON}; no errors or warnings in what was checked")
 
 
+def test_names_the_readings_of_equal_sizes_disagree_on_are_not_shown():
+    """The same run's table: main printed the first reading's names, ``[B, T, D]`` for the sequence-first
+    input and ``[B, T*H, d_k]`` after the fold, names the other reading ``[T, B, D]`` denies. Now an axis the
+    readings name differently shows no name; the names they share (``D``, ``d_k``) stay. The rules still read
+    the first reading (``t.events``), whose findings the readings check."""
+    t = traced(EQUAL)
+    shown = {e.index: ([i.dims for i in e.inputs], [o.dims for o in e.outputs]) for e in t.report().events}
+    assert shown[1] == ([(None, None, "D")], [(None, None, "d_k")])                    # view(T, B * H, d_k)
+    assert shown[4] == ([(None, None, "d_k"), (None, "d_k", None)], [(None, None, None)])   # bmm: the scores
+    assert shown[9] == ([(None, None, "d_k")], [(None, None, "D")])                    # the merge
+    assert [o.dims for o in t.events[1].outputs] == [("B", "T*H", "d_k")]              # (what the rules read)
+
+
+def test_an_input_named_in_its_own_order_keeps_its_names_at_equal_sizes():
+    """``shapetrace.name(x, "T B D")`` settles the order: one reading, every name shown, nothing inferred twice."""
+    x = torch.randn(4, 4, 32)
+    with torch.no_grad(), shapetrace.trace(dims=EQUAL) as t:
+        shapetrace.name(x, "T B D")
+        fairseq_style(x, 4)
+    shown = {e.index: [o.dims for o in e.outputs] for e in t.report().events}
+    assert shown[1] == [("T", "B*H", "d_k")] and shown[4] == [("B*H", "T", "T")] and shown[9] == [("T", "B", "D")]
+    assert not t.__dict__.get("_readings")
+    assert t.report().verdict.mark == "✓"
+
+
+def test_a_fused_projection_keeps_the_names_both_readings_give():
+    """THUDM/ChatGLM2-6B (tests/corpus/public7/chatglm2.py) at B = T = H = 4: its ``query_key_value`` output
+    ``[T, B, D+2*D_kv]`` shows the width both readings give and neither of the swapped axes."""
+    t = traced_build(chatglm2, "", "B=4 T=4 D=32 H=4 H_kv=2")
+    (fused,) = [e for e in t.report().events if e.op == "linear" and e.outputs[0].shape[-1] == 64]
+    assert fused.outputs[0].dims == (None, None, "D+2*D_kv")
+    assert t.report().verdict.mark == "?"
+
+
 def test_at_distinct_sizes_nothing_is_read_twice():
-    """The twin: at B = 2, T = 6 the input fits one order only; ✓ as on main, no note."""
+    """The twin: at B = 2, T = 6 the input fits one order only; ✓ as on main, no note, every name shown, and
+    no other reading inferred (neither for the findings nor for the names)."""
     t = traced(DISTINCT)
     assert [d.kind for d in t.diagnostics] == []
     assert t.report().verdict.line.startswith("✓ checked all 8 ops")
+    assert [o.dims for o in t.report().events[1].outputs] == [("T", "B*H", "d_k")]
+    assert not t.__dict__.get("_readings")
 
 
 def test_a_bug_each_order_sees_differently_is_an_error_that_says_so():

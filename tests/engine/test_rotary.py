@@ -103,12 +103,14 @@ def test_on_the_meta_device_the_pairing_is_not_checked_and_the_verdict_says_so()
     assert line.startswith("?") and "not proven: a rotary table's values were not read" in line
 
 
-def test_a_table_of_the_rotated_tensors_shape_is_not_read():
-    # the table expanded to (B, H, T, d) before the product: no broadcast, so no values are kept
+def test_a_table_of_the_rotated_tensors_shape_is_read():
+    # the table expanded to (B, H, T, d) before the product: no broadcast. Before, no values were kept and
+    # the interleaved table under rotate_half went unread; a product of one shape now keeps both operands
+    # (columns.kept_table: TIED), so the table is read and its pairing compared as a broadcast one's is
     t = traced(rotate_half, "interleaved", expand=True)
-    assert [(r.outcome, r.why) for r in t.analysis().rotaries] == [
-        (UNCHECKED, "the table has the shape of what it multiplies, and such a product's values are not kept")]
-    assert not [d for d in t.diagnostics if d.severity == "error"]
+    assert [(r.outcome, r.partners) for r in t.analysis().rotaries] == [(MISMATCH, HALVES)]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-pairing-mismatch"]
+    assert outcomes(traced(rotate_half, "halves", expand=True)) == [(PAIRED, HALVES)]
 
 
 def test_a_table_at_position_0_alone_says_nothing_of_its_pairs():

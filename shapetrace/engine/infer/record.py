@@ -72,12 +72,19 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
         elif spec.scaling == "multiplies" and weighs_scores(in_axes):
             weighed = multiplied_facts(record.kept, in_axes, _result_shape(record))
             record = record._replace(spec=SCORE_MUL, params=weighed)
-        elif not clashes(state, record, in_axes):
+        elif _one_shape(record) or not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None
     if record.spec.contraction == "matrix" and by_parameter_matrix_product(state, record):
         record = record._replace(spec=by_parameter_matrix(record.spec))
     return record
+
+
+def _one_shape(record: OpRecord) -> bool:
+    """A product of operands of one shape (recorded for its values: ``scores * mask``): nothing is lined
+    up by broadcasting, so no clash of names gives it a row."""
+    raw = record.in_raw
+    return record.spec.scaling == "multiplies" and len(raw) == 2 and raw[0][0] == raw[1][0]
 
 
 def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord, list, dict]:
