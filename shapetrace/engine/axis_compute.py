@@ -71,30 +71,48 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
 
 
 def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
-              structural: bool = True) -> tuple[Axis, ...]:
+              structural: bool = True, weight: Sequence[int] | None = None) -> tuple[Axis, ...]:
     """``conv1d/2d/3d``: ``[B, C_in, *positions]`` becomes ``[B, C_out, *positions']``.
 
     The batch axis is the input's (or ``B`` where the declared size fits); the channels are named
-    like a projection's features (``D`` when the width is the model's); each output position axis
-    keeps the input's name where the size is unchanged (a same-padded conv over tokens), and is
-    otherwise the patch grid (``Hp``, ``Wp``: a ViT stem; unnamed where those are declared with another
-    size), which flattened in order is ``N``. An
-    unbatched input, or a filter that is not a module's parameter, names positions and batch only."""
+    like a projection's features (``D`` when the width is the model's), or keep the input's where the
+    filter (``weight``, ``[C_out, C_in/groups, *kernel]``) is depthwise with one output per channel
+    (``Conv2d(H, H, k, groups=H)``: channel i reads channel i alone); each output position axis keeps
+    the input's name where the size is unchanged and either it is tokens (a same-padded conv over
+    tokens) or the kernel is one wide along it (nothing is computed along it: Nystromformer's ``(k, 1)``
+    kernel over ``[B, H, T, d_k]`` keeps ``d_k``); a named axis of another role that the kernel runs
+    along gets no name; the rest is the patch grid (``Hp``, ``Wp``: a ViT stem; unnamed where those are
+    declared with another size), which flattened in order is ``N``. An unbatched input, or a filter that
+    is not a module's parameter, names positions and batch only."""
     spatial = len(out_shape) - 2
     roots = GRID_ROOTS.get(spatial)
     if roots is None or len(axes) != len(out_shape):
         return unknown_axes(tuple(out_shape))
     batch = axes[0] if namer.label(axes[0]) is not None else (
         root_axis("B", out_shape[0]) if namer.size_of("B") in (None, out_shape[0]) else unknown_axis(out_shape[0]))
-    width = out_shape[1]
-    feature = namer.feature_root_for_size(width) if structural else None
-    channels = root_axis(feature, width) if feature else unknown_axis(width)
-    positions = []
-    for src, root, size in zip(axes[2:], roots, out_shape[2:]):
-        keep = src.size == size and namer.label(src) is not None and namer.is_token_root(src.atoms[0].root)
-        grid = namer.size_of(root) in (None, size)   # PVT's strided reduction of a declared Hp is not Hp
-        positions.append(src if keep else root_axis(root, size) if grid else unknown_axis(size))
+    kernel = tuple(weight[2:]) if weight and len(weight) == len(out_shape) else (None,) * spatial
+    channels = _conv_channels(axes[1], out_shape[1], namer, structural, weight)
+    positions = [_conv_position(src, root, size, extent, namer)
+                 for src, root, size, extent in zip(axes[2:], roots, out_shape[2:], kernel)]
     return (batch, channels, *positions)
+
+
+def _conv_channels(src: Axis, width: int, namer: Namer, structural: bool, weight: Sequence[int] | None) -> Axis:
+    """A depthwise filter with one output per channel keeps the channels; else a projection's width."""
+    if weight and len(weight) > 2 and weight[1] == 1 and weight[0] == src.size == width:
+        return src
+    feature = namer.feature_root_for_size(width) if structural else None
+    return root_axis(feature, width) if feature else unknown_axis(width)
+
+
+def _conv_position(src: Axis, root: str, size: int, extent: int | None, namer: Namer) -> Axis:
+    label = namer.label(src)
+    if label is not None and src.size == size and (extent == 1 or namer.is_token_root(src.atoms[0].root)):
+        return src
+    if label is not None and not namer.is_token_root(src.atoms[0].root):
+        return unknown_axis(size)                  # a conv along features or heads is no grid
+    grid = namer.size_of(root) in (None, size)     # PVT's strided reduction of a declared Hp is not Hp
+    return root_axis(root, size) if grid else unknown_axis(size)
 
 
 def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],

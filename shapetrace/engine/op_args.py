@@ -80,7 +80,11 @@ def _einsum_params(args: tuple, kwargs: dict) -> dict:
     equation = args[0] if args and isinstance(args[0], str) else kwargs.get("equation")
     if not isinstance(equation, str):
         return {}
-    parsed = parse_einsum(equation)
+    operands = args[1:] if args and isinstance(args[0], str) else kwargs.get("operands", ())
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    ranks = [len(t.shape) if hasattr(t, "shape") else None for t in operands]
+    parsed = parse_einsum(equation, ranks)
     return {"equation": equation, **({"subscripts": parsed} if parsed else {})}
 
 
@@ -166,18 +170,25 @@ def _scale_params(args: tuple, kwargs: dict) -> dict:
     return {"alpha": _number(kwargs.get("alpha", 1)), "beta": _number(kwargs.get("beta", 1))}
 
 
-def parse_einsum(equation: str) -> dict | None:
+def parse_einsum(equation: str, ranks: list[int | None] | None = None) -> dict | None:
     """``'b h i d, b h j d -> b h i j'`` -> ``{"inputs": ["bhid", "bhjd"], "output": "bhij"}``.
 
     Spaces are allowed anywhere (the lucidrains style); an implicit output is the letters that
-    appear once, sorted, as torch does. None for ellipses (left unnamed).
+    appear once, sorted, as torch does. An ellipsis is spelled out in letters the equation does not
+    use, from the operands' ``ranks``: it stands for the leading axes, lined up from the right across
+    operands as torch broadcasts them (Performer's ``'...nd,...ne->...de'``); None where a rank is not
+    known.
 
     >>> parse_einsum("b h i d, b h j d -> b h i j")
     {'inputs': ['bhid', 'bhjd'], 'output': 'bhij'}
+    >>> parse_einsum("...id,...jd->...ij", [4, 4])
+    {'inputs': ['ABid', 'ABjd'], 'output': 'ABij'}
     """
     eq = "".join(equation.split())
     if "..." in eq:
-        return None
+        eq = _spell_ellipsis(eq, ranks)
+        if eq is None:
+            return None
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if not arrow:
@@ -186,6 +197,25 @@ def parse_einsum(equation: str) -> dict | None:
     if not all(t.isalpha() for t in terms) or (rhs and not rhs.isalpha()):
         return None
     return {"inputs": terms, "output": rhs}
+
+
+def _spell_ellipsis(eq: str, ranks: list[int | None] | None) -> str | None:
+    """``eq`` with each ``...`` replaced by letters of its own, one per axis it covers (right-aligned)."""
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not ranks or len(ranks) != len(terms) or any(r is None for r in ranks):
+        return None
+    spans = [r - (len(t) - 3) if "..." in t else 0 for t, r in zip(terms, ranks)]
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    width = max(spans)
+    if min(spans) < 0 or width > len(free):
+        return None
+    letters = "".join(free[:width])
+    terms = [t.replace("...", letters[width - n:]) for t, n in zip(terms, spans)]
+    if arrow:
+        return ",".join(terms) + "->" + rhs.replace("...", letters)
+    named = "".join(c for t in terms for c in t if c not in letters)   # torch: the ellipsis first, then the rest
+    return ",".join(terms) + "->" + letters + "".join(sorted(c for c in set(named) if named.count(c) == 1))
 
 
 # ---------------------------------------------------------------------------

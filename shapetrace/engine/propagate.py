@@ -340,7 +340,8 @@ def _weight_is_module(weight) -> bool:
 
 def conv(c: Call) -> Axes:
     """``F.conv1d/2d/3d(x, weight, ...)``: see :func:`~shapetrace.engine.axes.conv_axes`."""
-    return axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")))
+    return axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")),
+                                  c.params.get("weight"))
 
 
 def matmul(c: Call) -> Axes:

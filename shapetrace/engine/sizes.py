@@ -11,9 +11,15 @@ their axes exactly as ``x.size(i)`` does. Nothing here compares values: an int t
 an axis carries nothing, and arithmetic on a :class:`SizeOf` (``n + 1``, ``C // n_head``) gives a
 plain ``int``; except a sum with another int (``past + T``: a cache's length and the new tokens'),
 a :class:`SizeSum` that keeps its two terms, so that ``arange(past, past + T)`` counts T.
+
+A :class:`SizeOf` names an axis only in the capture that read it (its ``stamp``): a library's cache
+keyed by the int's value (einops keeps the shapes it built in an ``lru_cache``) can hand a later call,
+or a later trace, the int object an earlier one read, whose node and axis are another tensor's.
 """
 
 from __future__ import annotations
+
+from itertools import count
 
 import torch
 
@@ -23,6 +29,7 @@ class SizeOf(int):
 
     node: int
     axis: int
+    stamp: int    # which capture read it (:attr:`SizeReads.stamp`)
 
     def __reduce__(self):   # pickled, copied or sent elsewhere: a plain int
         return int, (int(self),)
@@ -68,10 +75,13 @@ def _same_read(a, b) -> bool:
     return type(a) is int and type(b) is int and a == b
 
 
-def size_of(value: int, node: int, axis: int) -> SizeOf:
+def size_of(value: int, node: int, axis: int, stamp: int = -1) -> SizeOf:
     out = SizeOf(value)
-    out.node, out.axis = node, axis
+    out.node, out.axis, out.stamp = node, axis, stamp
     return out
+
+
+_STAMPS = count()
 
 
 class SizeReads:
@@ -82,6 +92,7 @@ class SizeReads:
     def __init__(self, node_of):
         self.node_of = node_of        # tensor -> the node it holds now
         self.shapes: dict = {}        # node -> its torch.Size of SizeOf
+        self.stamp = next(_STAMPS)    # this capture's: a size read by another names nothing here
 
     def __call__(self, args, kwargs):
         t = args[0]
@@ -89,13 +100,14 @@ class SizeReads:
             node = self.node_of(t)
             shape = self.shapes.get(node)
             if shape is None or shape != t.shape:   # (a shape swapped under a node: ``x.data = y``)
-                shape = self.shapes[node] = _TORCH_SIZE([size_of(n, node, i) for i, n in enumerate(t.shape)])
+                shape = self.shapes[node] = _TORCH_SIZE([size_of(n, node, i, self.stamp)
+                                                                  for i, n in enumerate(t.shape)])
             return shape
         value = t.size(*args[1:], **kwargs)
         dim = args[1] if len(args) == 2 else kwargs.get("dim")
         if type(dim) is not int or not -t.dim() <= dim < t.dim():
             return value
-        return size_of(value, self.node_of(t), dim % t.dim())
+        return size_of(value, self.node_of(t), dim % t.dim(), self.stamp)
 
 
 def carries_sizes(args, kwargs) -> bool:

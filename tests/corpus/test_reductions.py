@@ -216,10 +216,11 @@ for size_id, dims in (("", DIMS), ("-equal-sizes", SQUARE)):
     ]
 # the seq-first sum runs only when the batch and the tokens have one size: a sum over axis 0 of a [4, 4, 16]
 # input is over the batch read [B, T, D] and over the keys read [T, B, D] (fast-transformers' own sum is over
-# the keys), and nothing in the code settles which, so no error (shapetrace/engine/readings.py: the finding
-# is left out, named in the order-of-equal-sizes note, and the verdict is ?)
+# the keys); read [T, B, D], though, the einsum "nshd,nshm->nhmd" sums the values over the batch, so every
+# reading finds a bug (shapetrace/engine/readings.py keeps the batch-first one, saying its names rest on the
+# order): an error since the eighth public round, whose einsum rule sums over heads or batch of per-head values
 CASES.append(Case("fast-transformers-sum-over-batch-equal-sizes", SQUARE,
-                  module(LinearAttention, SQUARE, sum_dim=0)))
+                  module(LinearAttention, SQUARE, sum_dim=0), bug=("ksum",)))
 
 test_names, test_verdict = corpus_tests(__name__, CASES)
 

@@ -125,8 +125,8 @@ def _count(args, kwargs) -> list:
 
 
 def _read_axis(state: Inference, size) -> Axis | None:
-    if type(size) is not SizeOf:
-        return None
+    if type(size) is not SizeOf or size.stamp != state.capture.size_read.stamp:
+        return None   # (a size another capture read, handed back by a library's cache: another node's)
     axes = state.axes_of(size.node)
     if not 0 <= size.axis < len(axes):
         return None

@@ -28,7 +28,7 @@ from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
-from shapetrace.engine.rules.reductions import normalised_over_tokens, reduction_axis
+from shapetrace.engine.rules.reductions import contraction_axis, normalised_over_tokens, reduction_axis
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
@@ -326,9 +326,13 @@ def _copies_only(t: TensorInfo, j: int) -> bool:
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
     """``(the token label, the matrices' labels)`` when the product batches over a token axis and its
-    matrices hold no tokens (each token sees only its own heads); else None."""
+    matrices hold no tokens (each token sees only its own heads); else None. A matrix axis of more than
+    one entry with no name may hold tokens (each token's neighbours gathered by ``F.unfold``: NAT's
+    ``[B, N, heads, 1, k·k]`` scores), so it proves nothing."""
     tokens = [lab for lab in o.dims[:nb] if lab and namer.role(lab) == "tokens"]
     rows_cols = [lab for lab in o.dims[nb:]]
+    if any(lab is None and size > 1 for lab, size in zip(rows_cols, o.shape[nb:])):
+        return None
     key_batch = any(namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
     if tokens and not key_batch and not any(namer.is_token_root(lab) for lab in rows_cols if lab):
         return tokens[0], rows_cols
@@ -554,6 +558,6 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, direction, rotary_pairing,
-    rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
+    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
+    rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
 ]

@@ -19,6 +19,11 @@ reduced decides the scope, read from the trace and not from variable names:
 
 A reduction of anything else (a loss ``mean()`` over the batch, pooling over tokens after the
 attention, an RMSNorm over features) is outside attention's per-head computation and not judged here.
+
+An ``einsum`` sums over each letter it drops, so it is judged the same way: one that sums over a heads
+or batch axis of an operand whose head features it keeps (linear attention's ``'...nd,...ne->...de'`` on
+heads left beside the tokens: the keys' sum runs over the heads) mixes the heads' values; an output
+projection per head (``'bhnd,hdD->bnD'``) sums the head features away with the heads, and is not judged.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of
 from shapetrace.engine.reductions import axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,6 +70,36 @@ def reduction_axis(analysis: Analysis) -> list[Diagnostic]:
             if weighs is not None:
                 out.append(_scores_finding(e, t, i, role, weighs))
     return out
+
+
+def contraction_axis(analysis: Analysis) -> list[Diagnostic]:
+    """An ``einsum`` that sums over a named heads or batch axis of per-head values whose features it keeps."""
+    out = []
+    for e in analysis.events_of(Family.PRODUCT):
+        parsed = e.params.get("subscripts")
+        if not contracts_by_subscripts(e.spec) or not parsed or len(parsed["inputs"]) != len(e.inputs):
+            continue
+        found = _summed_values(analysis, parsed, e.inputs)
+        if found is not None:
+            t, i, role = found
+            out.append(_values_finding(e, t, i, role))
+    return out
+
+
+def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorInfo, int, str] | None:
+    """``(operand, axis, role)`` of the first heads or batch axis an einsum sums over in an operand that
+    keeps a head-features axis in the output."""
+    kept = parsed["output"]
+    for term, t in zip(parsed["inputs"], operands):
+        if len(term) != len(t.shape):
+            continue
+        features = any(c in kept and _role(analysis, t.dims[k]) == "head_features" and t.shape[k] > 1
+                       for k, c in enumerate(term))
+        for k, c in enumerate(term):
+            role = _role(analysis, t.dims[k])
+            if features and c not in kept and role in WRONG_ROLES and t.shape[k] > 1:
+                return t, k, role
+    return None
 
 
 def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
