@@ -17,6 +17,7 @@ from shapetrace.engine.axes import (
     unknown_axes,
     unknown_axis,
 )
+from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.namer import Namer
@@ -105,12 +106,18 @@ def _conv_channels(src: Axis, width: int, namer: Namer, structural: bool, weight
     return root_axis(feature, width) if feature else unknown_axis(width)
 
 
+#: the roles of a split into heads: a conv that runs along one of them (a ``(1, k)`` filter over ``d_k``)
+#: makes no grid of patches. An image's pixel axes named ``D`` at the declared sizes (8×8 pixels at D = 8:
+#: lesson 10's stem) are a reading of sizes, not features, and still become ``Hp``, ``Wp``.
+SPLIT_ROLES = frozenset({Role.HEADS, Role.HEAD_FEATURES})
+
+
 def _conv_position(src: Axis, root: str, size: int, extent: int | None, namer: Namer) -> Axis:
     label = namer.label(src)
     if label is not None and src.size == size and (extent == 1 or namer.is_token_root(src.atoms[0].root)):
         return src
-    if label is not None and not namer.is_token_root(src.atoms[0].root):
-        return unknown_axis(size)                  # a conv along features or heads is no grid
+    if label is not None and namer.role(src.atoms[0].root) in SPLIT_ROLES:
+        return unknown_axis(size)                  # a conv along the heads or their features is no grid
     grid = namer.size_of(root) in (None, size)     # PVT's strided reduction of a declared Hp is not Hp
     return root_axis(root, size) if grid else unknown_axis(size)
 
