@@ -282,11 +282,11 @@ class Capture:
         # the smaller operand; both when they tie (``scores + bias`` at B = 1), in operand order: which one
         # is the scores is known only to the analysis (:func:`.directions.added_operand`)
         smallest = [t for t in tensors if t.numel() == least]
-        if all(t.is_floating_point() and not t.is_meta for t in smallest):
+        if all(t.device.type == "cpu" and t.is_floating_point() and not t.is_meta for t in smallest):
             size = sum(t.numel() * t.element_size() for t in smallest)
-            if self.kept_bytes + size <= KEEP_BUDGET:   # (a GPU's copied here: one wait, values read as on CPU)
+            if self.kept_bytes + size <= KEEP_BUDGET:
                 self.kept_bytes += size
-                copies = [KEPT.copy(t) if t.device.type == "cpu" else t.detach().to(_CPU) for t in smallest]
+                copies = [KEPT.copy(t) for t in smallest]
                 self._keep(copies[0] if len(copies) == 1 else AddedOperands(*copies))
         return result
 

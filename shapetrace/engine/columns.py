@@ -61,12 +61,12 @@ def kept_table(args: tuple, budget: int) -> tuple[int, Any] | None:
 
 def _copy(table: Any, budget: int, boolean: bool = False) -> Any:
     """A copy of ``table`` on the CPU (see :func:`kept_table`), or None."""
-    if (table.requires_grad and table.is_leaf) or table.is_meta \
+    if (table.requires_grad and table.is_leaf) or table.is_meta or table.device.type != "cpu" \
             or not (table.is_floating_point() or boolean and str(table.dtype).endswith("bool")) \
             or table.dim() < 1 or not 2 <= table.shape[-1] <= table.numel() \
             or table.numel() > READ_LIMIT or table.numel() * table.element_size() > budget:
         return None
-    return table.detach().clone() if table.device.type == "cpu" else table.detach().to("cpu")   # (one wait)
+    return table.detach().clone()
 
 
 def kept_bytes(kept: tuple[int, Any]) -> int:

@@ -19,32 +19,12 @@ def arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any = None) -> 
 
 
 def _number(value: Any) -> Any:
-    """A plain number (a 0-d tensor's value too, on any device with values: one wait for a GPU)."""
+    """A plain number (a 0-d tensor's value is read only on CPU; never a sync on GPU)."""
     if isinstance(value, (bool, int, float)):
         return value
-    if hasattr(value, "dim") and value.dim() == 0 and not value.is_meta:
+    if hasattr(value, "dim") and value.dim() == 0 and value.device.type == "cpu":
         return value.item()
     return None
-
-
-#: a call whose tensors all hold at most this many elements has its values read on another device too
-READ_ELSEWHERE_LIMIT = 1 << 16
-
-
-def readable_here(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``(args, kwargs)`` whose values a parameter reader may read: as they are on the CPU; on a GPU, CPU
-    copies of every tensor when all of them are small (a mask, a table, the scores of a small run: one wait
-    for the device per such call, so a GPU run is checked as the CPU's is), else as they are (its values
-    are then not read: :data:`MASK_READ_LIMIT`). All or none, so no reader meets two devices at once."""
-    tensors = [a for a in (*args, *kwargs.values()) if _is_tensor(a)]
-    if not any(t.device.type not in ("cpu", "meta") for t in tensors) or any(t.is_meta for t in tensors) \
-            or any(t.numel() > READ_ELSEWHERE_LIMIT for t in tensors):
-        return args, kwargs
-
-    def here(a):
-        return a.detach().to("cpu") if _is_tensor(a) else a
-
-    return tuple(here(a) for a in args), {k: here(v) for k, v in kwargs.items()}
 
 
 def _shape_params(args: tuple, kwargs: dict) -> dict:

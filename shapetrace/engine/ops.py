@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.op_args import _is_tensor, all_operands, arg, readable_here
+from shapetrace.engine.op_args import _is_tensor, all_operands, arg
 from shapetrace.engine.op_table import ENTRIES
 from shapetrace.engine.opspec import (
     ATTENTION_FAMILIES,
@@ -232,8 +232,6 @@ def record_params(spec: OpSpec, args: tuple, kwargs: dict) -> dict:
     """The structured parameters of one call (never raises: a parameter it cannot read is left out)."""
     if spec.params is None:
         return {}
-    if spec.params_read_values:
-        args, kwargs = readable_here(args, kwargs)
     try:
         return {k: v for k, v in spec.params(args, kwargs).items() if v is not None}
     except (IndexError, TypeError, ValueError, AttributeError):

@@ -4,8 +4,6 @@ sequence's padding (a list, one count per entry) given to the measuring rows as 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -68,26 +66,3 @@ def test_a_reversed_causal_mask_beside_padding_is_measured_as_leaking(monkeypatc
     monkeypatch.undo()   # the correct twin stays silent
     run = traced_variant(AttentionConfig(causal=True, mask="padding", pad=(0, 2)), "cpu")
     assert run.report().verdict.mark == "✓" and "the causal mask holds" in run.report().verdict.contracts
-
-
-#: run lines of the README, each traced on the CPU and on a GPU
-_GPU_LINES = [(), ("--causal",), ("--decode", "3"), ("--image", "32", "--patch", "8"),
-              ("--mask", "padding", "--pad", "0,2"), ("--impl", "sdpa", "--causal"),
-              ("--break", "skip-transpose", "--causal")]
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("line", _GPU_LINES, ids=lambda line: " ".join(line) or "plain")
-def test_a_run_on_the_gpu_is_judged_as_on_the_cpu(cli, line):
-    """`auto` picks a free GPU. The capture read no mask, table or scalar there (a read waits for the device):
-    `run --decode 3` on an H200 ended with a `direction-unchecked` note the CPU's run has not. Small calls' values
-    are now copied to the CPU at the call, so both runs get the same findings and the same verdict."""
-    verdicts = []
-    for device in ("cpu", "cuda"):
-        res = cli("run", *line, "--device", device, "--json")
-        assert res.exit_code in (0, 1), res.stdout
-        data = json.loads(res.stdout)
-        assert data["variant"]["device"] == device
-        verdicts.append(([(d["severity"], d["kind"], d["event"]) for d in data["diagnostics"]],
-                         data["verdict"]))
-    assert verdicts[1] == verdicts[0]
