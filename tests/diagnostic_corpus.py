@@ -56,7 +56,7 @@ def _projection_over_tokens(x):
 
 
 def _ambiguous(x):
-    return x.view(2, 8, 8, 8).transpose(1, 2)                   # (B, H, T, d_k), sizes all 8
+    return x.view(8, 8, 8, 8).transpose(1, 2)                   # (B, H, T, d_k), sizes all 8
 
 
 def _named(fn, shape, dims, names="B T D"):
@@ -94,7 +94,7 @@ def corpus() -> list:
     traces.append(trace_variant(C(d_model=256, heads=4, kv_heads=2, causal=True), max_bytes=1000).trace)
     traces.append(_named(_windows, (2, 6, 16), dict(B=2, T=6, D=16)))
     traces.append(_named(_batch_mismatch, (4, 6, 32), dict(B=4, T=6, D=32, H=4)))
-    traces.append(_named(_ambiguous, (2, 8, 64), "B=2 T=8 D=64 H=8", names=""))
+    traces.append(_named(_ambiguous, (8, 8, 64), "B=8 T=8 D=64 H=8", names=""))   # ([B, T, D] or [T, B, D])
     traces.append(_named(_projection_over_tokens, (2, 8, 16), dict(B=2, T=8, D=16)))
     traces.append(_named(_cache_written_without_transpose, (2, 4, 32), dict(B=2, T=4, D=32, H=4)))
     return traces

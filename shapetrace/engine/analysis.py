@@ -33,6 +33,8 @@ class Analysis:
         namer: the name store inference filled (roles, decompositions, size clashes); rules only read it.
         dims: the named sizes the run was traced with (``{"B": 2, "T": 6, ...}``).
         seeded_by_size: names were given by sizes alone (no input was named), so equal sizes are ambiguous.
+        size_choices: each pair of declared names of equal size that a seed chose between and no later use
+            settled (``("B", "T")`` for an input ``[4, 4, D]`` at B = T = 4): the names that rest on sizes.
         name_mismatches: how many declared names disagreed with what the ops showed.
         scalings: each scaling of scores or queries by a constant: ``{"event", "factor", "on"}``.
         pattern_conflicts: ``(event index, axis)`` where an einops pattern contradicts a proven name.
@@ -56,6 +58,7 @@ class Analysis:
     namer: Namer
     dims: dict[str, int]
     seeded_by_size: bool = False
+    size_choices: tuple[tuple[str, str], ...] = ()
     name_mismatches: int = 0
     scalings: Sequence[dict[str, Any]] = field(default_factory=tuple)
     pattern_conflicts: Sequence[tuple[int, str]] = field(default_factory=tuple)

@@ -248,7 +248,8 @@ class Kind(StrEnum):
         "the verdict, as a question about the sizes, never as a claim about the model")
     AMBIGUOUS_SIZES = (
         "ambiguous-sizes", "note",
-        "names came from sizes alone and two sizes are equal: name the input with `shapetrace.name(x, \"B T D\")`")
+        "a name was chosen between two declared names of equal size (`[4, 4, D]` at B = T = 4: `[B, T, D]` or "
+        "`[T, B, D]`) and no use settled it: name the input with `shapetrace.name(x, \"B T D\")`")
     ORDER_OF_EQUAL_SIZES = (
         "order-of-equal-sizes", "note",
         "an input fits more than one order of equal sizes (`[T, B, D]` read `[B, T, D]` at B = T) and a finding "

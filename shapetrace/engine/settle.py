@@ -38,12 +38,18 @@ def settled(trace: Trace, inference: Inference) -> Inference:
     return inference
 
 
+def _in_order(namer, choices: set[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``choices`` in the order of the declared sizes (``B = T``, then ``T = H``)."""
+    return tuple(pair for pair in namer.coinciding_sizes() if pair in choices)
+
+
 def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], nan_event: int | None) -> Analysis:
     """What ``inference`` (of ``trace``'s capture) concluded, as the plain data the rules read."""
     rows, namer, capture = inference.event_of_record, inference.namer, trace.capture   # (while it records: so far)
     return Analysis(
         events=events, namer=namer, dims=dict(namer.dims),
-        seeded_by_size=inference.seeded_by_size, name_mismatches=inference.name_mismatches,
+        seeded_by_size=inference.seeded_by_size, size_choices=_in_order(namer, inference.size_choices),
+        name_mismatches=inference.name_mismatches,
         scalings=tuple(inference.scalings), pattern_conflicts=tuple(inference.pattern_conflicts),
         nan_rows=None if trace._nan_rows is None else tuple(trace._nan_rows),
         nan_event=nan_event, value_note=trace._value_note,

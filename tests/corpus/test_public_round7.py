@@ -239,7 +239,7 @@ _EITHER_ORDER = ("attends-over-batch", "projection-over-tokens")   # (each sayin
 #:   both Set Transformer bugs (the seeds' features have no name, so their heads stacked on the batch
 #:   have none).
 EXPECTED = {
-    (fairseq_mha, ""): [("✓", ()), ("?", ()), ("?", ()), ("?", ())],
+    (fairseq_mha, ""): [("✓", ()), ("?", ()), ("✓", ()), ("?", ())],   # (B = H = 4: [T, B, D] fits alone)
     (fairseq_mha, "pad-on-queries"): [("✗", ("mask-wrong-axis", "nan-rows")), ("✗", ("nan-rows",)),
                                       ("✗", ("mask-wrong-axis", "nan-rows")), ("✗", ("nan-rows",))],
     (fairseq_mha, "scores-heads-first"): [("raises", ()), ("?", ()), ("?", ()), ("?", ())],

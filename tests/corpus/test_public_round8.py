@@ -253,11 +253,11 @@ def test_performer_traced_after_its_buggy_twin_is_no_false_error(dims):
 #:   channels read as tokens and its shortcut grid transposed (the strided conv's grid has no name); NAT's
 #:   im2col channels read kernel-major (``F.unfold``'s channels have no name).
 EXPECTED = {
-    (cohere, ""): [("?", ()), ("?", ()), ("✓", ())],
+    (cohere, ""): [("✓", ()), ("?", ()), ("✓", ())],   # (B = H_kv = 2 decides no name)
     (cohere, "halves-table"): [("✗", ("rotary-pairing-mismatch",))] * 3,
     (cohere, "qk-norm-after-transpose"): [("raises", ()), ("?", ()), ("raises", ())],
     (cohere, "repeat-kv-tiled"): [("✗", ("gqa-head-order",) * 2)] * 3,
-    (qwen2_vl, ""): [("?", ()), ("?", ()), ("✓", ())],
+    (qwen2_vl, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (qwen2_vl, "rotate-every-two"): [("✗", ("rotary-pairing-mismatch",))] * 3,
     (qwen2_vl, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                        ("✗", ("mixed-axis",))],

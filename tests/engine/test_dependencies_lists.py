@@ -44,8 +44,8 @@ class PaddedCausalAttention(nn.Module):
         return self.out(y)
 
 
-#: (B, T, the pad counts): entry 0 padded, its batch-mates not all alike (at B = H or B = T the mask built
-#: from the list has its names from sizes alone: ``?``, and at B = T nothing is measured)
+#: (B, T, the pad counts): entry 0 padded, its batch-mates not all alike (at B = T the mask built from the
+#: list could be [B, T] or [T, B]: ``?``, and nothing is measured; B = H alone decides no name)
 CASES = [(2, 5, [2, 0]), (3, 6, [2, 0, 1])]
 
 
@@ -66,7 +66,7 @@ def test_a_list_as_long_as_the_batch_is_not_measured_unless_declared(B, T, pad):
     t = _traced(B, T, pad)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
     assert t.report().contracts == []
-    assert t.report().verdict.mark == ("?" if B == 4 else "✓")   # (B = H: names from sizes alone)
+    assert t.report().verdict.mark == "✓"   # (B = H = 4: the list's mask [B, T] fits one reading)
 
 
 @pytest.mark.parametrize(("B", "T", "pad"), CASES)

@@ -108,6 +108,7 @@ def test_a_hand_built_analysis_gives_exactly_its_findings():
     scale = Event(index=0, op="mul", source="model.py:3", code="scores * 0.0442", function="forward",
                   inputs=[], outputs=[])
     analysis = Analysis(events=(scale,), namer=namer, dims=dict(namer.dims), seeded_by_size=True,
+                        size_choices=(("T", "H"),),
                         scalings=({"event": 0, "factor": 1 / math.sqrt(512), "on": "scores"},),
                         nan_rows=((1, 0, 0), (1, 3, 0)))
     found = diagnose(analysis)

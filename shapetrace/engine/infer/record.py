@@ -33,7 +33,7 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import add_row, note_scaling
-from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, sliced_axes
+from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, note_sizes_against_names, sliced_axes
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
@@ -117,6 +117,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
             out_axes = grown_axes(state, record, out_axes)
         elif is_basic_indexing(record.spec):
             out_axes = sliced_axes(state, record, out_axes)
+        elif record.spec.family is Family.RESHAPE:
+            note_sizes_against_names(state, record, out_axes)
     state.elements.note(record)
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]

@@ -2,7 +2,8 @@
 
 Reads: the capture's node facts (shape, parameter or not), the declared sizes and their order.
 Adds: ``state.axes`` of each entered node, ``state.sequences`` (which token tensor is ``T``, which
-``S``), ``state.ambiguous`` (a shape that fits more than one seed), ``state.seeded_by_size`` and
+``S``), ``state.ambiguous`` (a shape that fits more than one seed), ``state.size_choices`` (the declared names of
+equal size a seed chose between), ``state.seeded_by_size`` and
 ``state.seeded`` (which nodes were named so). Where ``state.readings`` pins another fitting seed for an
 entered node (:mod:`shapetrace.engine.readings`: a finding checked under every reading of equal sizes),
 that seed names it instead of the first that fits.
@@ -34,6 +35,7 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     if not fitting:
         return None
     names = fitting[0]
+    state.size_choices.update(equal_size_choices(state, fitting))
     if len(fitting) > 1:
         state.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
         chosen = state.readings.get(node)
@@ -46,6 +48,20 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     state.seeded_by_size = True
     state.seeded.add(node)
     return axes
+
+
+def equal_size_choices(state: Inference, fitting: list[list[str]]) -> set[tuple[str, str]]:
+    """The pairs of declared names of equal size that naming by one of ``fitting`` chose between:
+    where two fitting seeds put different names of equal size on one axis (``[B, T]`` or ``[T, B]`` of
+    ``[4, 4]`` at B = T = 4), and ``(T, S)`` for a sequence at S = T (which one entered is a guess).
+    A seed that fits alone chose nothing, whatever other sizes are equal (B = H_kv = 2 for ``[B, T, D]``)."""
+    coinciding = state.namer.coinciding_sizes()
+    chosen = {(a, b) for a, b in coinciding if "T" in (a, b) and "S" in (a, b)
+              and any(n in ("T", "S") for n in fitting[0])}
+    for other in fitting[1:]:
+        differ = {frozenset((a, b)) for a, b in zip(fitting[0], other) if a != b}
+        chosen.update((a, b) for a, b in coinciding if frozenset((a, b)) in differ)
+    return chosen
 
 
 def sequence_name(state: Inference, node: int, shape: tuple[int, ...]) -> str:

@@ -88,6 +88,27 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     return [tuple(axes)]
 
 
+def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:
+    """A reshape whose size argument was read from one named axis and lands where the elements carry
+    another declared name of the same size (fairseq's ``view(num_heads, bsz, T, S)`` of its batch-major
+    fold ``[B·H, T, S]`` at B = H: ``bsz`` stands where the elements are heads). The code and the
+    elements disagree, which only equal sizes let run: which name holds is a choice between them
+    (``state.size_choices``), so the names resting on it are not proven."""
+    if len(out_axes) != 1:
+        return
+    args, kwargs = thaw_args(record.frozen)
+    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
+        list(args[1:]) or list(kwargs.get("shape", ()))
+    if len(sizes) != len(out_axes[0]):
+        return
+    label = state.namer.label
+    for size, axis in zip(sizes, out_axes[0]):
+        read = _read_axis(state, size)
+        if read is not None and label(read) != label(axis):
+            state.size_choices.update(pair for pair in state.namer.coinciding_sizes()
+                                      if set(pair) == {label(read), label(axis)})
+
+
 def _placed_slices(items, rank: int) -> list[tuple[int, slice]] | None:
     """``(output axis, slice)`` for each slice of a basic index (ints, slices, ``None``, one ``...``);
     None for any other index (advanced indexing moves axes)."""

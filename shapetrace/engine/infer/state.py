@@ -61,6 +61,7 @@ class Inference:
         self.pattern_conflicts: list[tuple[int, str]] = []
         self.name_mismatches = 0
         self.seeded_by_size = False
+        self.size_choices: set[tuple[str, str]] = set()   # equal-size declared names a seed chose between
         self.unnamed_by_failure: list[tuple[int, str]] = []   # (event, "TypeName: message"): see op_unnamed
         self.name_memo: dict[tuple, tuple] = {}
         self.interned: dict[tuple, tuple] = {}

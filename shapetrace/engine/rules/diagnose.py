@@ -399,10 +399,10 @@ def _role_words(analysis: Analysis, label: str | None) -> str:
 
 
 def ambiguous_sizes(analysis: Analysis) -> list[Diagnostic]:
-    """Names seeded from sizes alone cannot tell equal-sized axes apart."""
-    if not analysis.seeded_by_size:
-        return []
-    clashes = analysis.namer.coinciding_sizes()
+    """Names seeded from sizes alone cannot tell equal-sized axes apart: said only where a seed chose
+    between two declared names of equal size and no later use settled which (``analysis.size_choices``),
+    never merely because two declared sizes are equal (an input ``[B, T, D]`` at B = H_kv chose nothing)."""
+    clashes = analysis.size_choices
     if not clashes:
         return []
     pairs = ", ".join(f"{a} = {b} = {analysis.dims[a]}" for a, b in clashes)

@@ -23,10 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def told_by_size(analysis: Analysis, *labels: str | None) -> bool:
     """Were these names found from sizes alone, among sizes that coincide (``B = T = 4`` with no input
-    named)? Then which axis is which was a guess, and no finding rests on it."""
-    if not analysis.seeded_by_size:
-        return False
-    clashing = {name for pair in analysis.namer.coinciding_sizes() for name in pair}
+    named, and a seed chose between them)? Then which axis is which was a guess, and no finding rests on it."""
+    clashing = {name for pair in analysis.size_choices for name in pair}
     return any(set(base_names(label)) & clashing for label in labels if label)
 
 

@@ -106,7 +106,7 @@ def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """``F.normalize`` of per-head values (a ``d_k`` axis it keeps) along a named token axis: cosine
     attention (Swin v2, cosine-sim ViTs) normalises each token's vector over its own features."""
     out = []
-    if analysis.seeded_by_size and analysis.namer.coinciding_sizes():
+    if analysis.size_choices:
         return out   # (names from equal sizes alone: the axis may be the batch's as well)
     for e in analysis.events_of(Family.REDUCE):
         if e.spec.name != "normalize" or not e.inputs or not e.outputs:
