@@ -103,7 +103,7 @@ def _run_case(fn, args, names, dims, path, limit, width, show_all=False, watch=N
     from shapetrace.render.exercise import trace_table
 
     facts = learner_facts(got, path, timed_out, _describe(got.value), type(got.value).__name__)
-    facts["table"] = trace_table(got.trace, width)
+    facts["table"] = trace_table(got.trace, width) if width else ""   # (a grade shows no table: none made)
     facts["swapped"] = [i for i, (a, b) in enumerate(zip(before, _storages(args))) if a != b]
     facts["autograd"] = watcher.found if watcher is not None else None
     return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str))
@@ -291,7 +291,8 @@ def _load(channel: Channel, meta: dict, source: str):
 
 
 def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None) -> None:
-    path, limit, width = meta["path"], float(meta["time_limit"]), int(meta["width"])
+    path, limit = meta["path"], float(meta["time_limit"])
+    width = int(meta["width"]) if meta.get("tables", True) else 0   # 0: no case's table is rendered
     show_all = bool(meta.get("show_all"))
     run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
     guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs

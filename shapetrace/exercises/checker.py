@@ -52,6 +52,7 @@ class Job:
     file: str
     show_all: bool = False   # the traced table shows the calls without a row of their own (``--all``)
     cpus: tuple[int, ...] = ()   # the CPUs the check runs on (a grade's slot, :mod:`.cpus`); () : any
+    tables: bool = True   # each case's traced table, shown when the verdict fails on it; a grade shows none
 
 
 def _probe_seed(seed: int) -> int:
@@ -64,6 +65,7 @@ def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int
     """The child's request, less its inputs: the file's text and the limits (no seed, no paths to read)."""
     return {"path": job.file, "source": source, "function": ex.function, "inputs": ex.inputs, "kind": ex.kind,
             "time_limit": limit, "memory_bytes": memory_mb << 20, "width": width, "show_all": job.show_all,
+            "tables": job.tables,
             "layers": [name for name in layers if name not in ("bwrap", "user")],
             "watch_autograd": bool(ex.autograd),  # a backward by hand, judged against autograd: not by autograd
             "cpus": list(job.cpus)}

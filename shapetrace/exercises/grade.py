@@ -331,8 +331,9 @@ def grade_class(root: Path, lessons: Path, time_limit: float, memory_mb: int, wo
 
     def check(exercise: str, path: Path) -> dict:
         with slots.take() as cpus:
-            return check_job(Job(exercise, str(path.absolute()), cpus=cpus), lessons, time_limit=time_limit,
-                             memory_mb=memory_mb)
+            # (a gradebook shows verdicts and summaries, never a traced table: the child renders none)
+            job = Job(exercise, str(path.absolute()), cpus=cpus, tables=False)
+            return check_job(job, lessons, time_limit=time_limit, memory_mb=memory_mb)
 
     from shapetrace.exercises.recovery import Watch, settle
 

@@ -338,3 +338,20 @@ def test_a_folder_of_thousands_of_files_is_counted_not_read_file_by_file(tmp_pat
     assert len(found.strays["ada"]) == grading.MAX_STRAYS + 1
     assert found.strays["ada"][-1] == Stray("…", f"and {3001 - grading.MAX_STRAYS} more files")
     assert len(asked) <= 2 * grading.MAX_STRAYS, len(asked)  # (assigned, then every exercise) per file listed
+
+
+def test_a_grade_asks_the_child_for_no_traced_table_and_a_check_does(tmp_path, monkeypatch):
+    # A gradebook shows verdicts and summaries, never a case's traced table: the grader's checks ask the
+    # child to render none (each table costs ~10 ms a case), while `exercise check` shows the failing case's.
+    from shapetrace.exercises import checker
+
+    bad = tmp_path / "ben" / "split_heads.py"
+    bad.parent.mkdir()
+    bad.write_text(SPLIT_BAD)
+    checked = checker.check_job(checker.Job("split-heads", str(bad)), CURRICULUM.root, time_limit=5, memory_mb=512)
+    assert checked["verdict"] == "wrong-values" and checked["table"].splitlines()[0].split()[:2] == ["#", "op"]
+    jobs, real = [], checker.check_job
+    monkeypatch.setattr(checker, "check_job", lambda job, *a, **kw: jobs.append(job) or real(job, *a, **kw))
+    (cell,) = grade(tmp_path, CURRICULUM.root, time_limit=5, memory_mb=512, workers=1)
+    assert [job.tables for job in jobs] == [False]
+    assert (cell.status, cell.verdict) == ("fail", "wrong-values") and cell.summary.endswith("every token.")

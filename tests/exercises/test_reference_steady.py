@@ -6,7 +6,8 @@ so a judge with flaky randomness would fail the reference now and then. Two laye
 * every exercise, whatever lessons/ holds: 20 checks of its reference solution through the child's own
   code (:func:`shapetrace.worker._check`, the implementation served on pipes as in the child) and the parent's own
   decision (:func:`shapetrace.exercises.checker._decide`), with the frames packed and read back as plain
-  data, in this process (no sandbox: seconds, not minutes);
+  data, in this process (no sandbox: seconds, not minutes), on a grade's request (no case's traced table
+  rendered: a quarter of the time of each check; the sandboxed checks below render them);
 * a representative set, one exercise per kind of check (chosen from lessons/, not listed here; 7 of
   the 20 exercises today): 20 full sandboxed checks each. Measured on the shared 2-core machine (load
   11 to 16): 20 sandboxed checks take 1 min 41 s to 4 min 53 s for a function exercise and 9 min 13 s
@@ -48,7 +49,7 @@ def _in_process(ex, seed: int) -> dict:
     from shapetrace import worker
 
     source = ex.solution.read_text()
-    job = checker.Job(ex.id, str(ex.solution))
+    job = checker.Job(ex.id, str(ex.solution), tables=False)   # (a grade's request: verdicts, no tables)
     meta = checker._request(job, source, ex, 10.0, 512, 80)
     channel = _Collect()
     if ex.kind == "test":
