@@ -33,7 +33,13 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import add_row, note_scaling
-from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, note_sizes_against_names, sliced_axes
+from shapetrace.engine.infer.sizes import (
+    constructed_axes,
+    grown_axes,
+    grown_like_other,
+    note_sizes_against_names,
+    sliced_axes,
+)
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
@@ -115,6 +121,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
             params = {**params, "rolled": rolled}
         if record.spec.sized:
             out_axes = grown_axes(state, record, out_axes)
+        elif record.spec.shape_of_other and record.spec.family is Family.EXPAND:
+            out_axes = grown_like_other(record, in_axes, out_axes)
         elif is_basic_indexing(record.spec):
             out_axes = sliced_axes(state, record, out_axes)
         elif record.spec.family is Family.RESHAPE:

@@ -69,6 +69,23 @@ def grown_axes(state: Inference, record, out_axes: list) -> list:
     return [tuple(axes)]
 
 
+def grown_like_other(record, in_axes: list, out_axes: list) -> list:
+    """``mask.expand_as(scores)``: an axis grown to the size of the other's axis at its place (a copy per
+    entry of it) takes that axis's name, as ``expand`` does with a size read from an axis (DistilBERT's
+    ``(mask == 0).view(bs, 1, 1, k_length).expand_as(scores)``)."""
+    if len(out_axes) != 1 or len(in_axes) < 2 or not record.in_raw or len(in_axes[1]) != len(out_axes[0]):
+        return out_axes
+    axes, other = list(out_axes[0]), in_axes[1]
+    before = tuple(record.in_raw[0][0])
+    lead = len(axes) - len(before)
+    for j, axis in enumerate(axes):
+        grown = j < lead or before[j - lead] == 1
+        if grown and axis.size != 1 and other[j].size == axis.size and _unnamed_or_copies(axis) \
+                and not _unnamed_or_copies(other[j]):
+            axes[j] = other[j]
+    return [tuple(axes)]
+
+
 def sliced_axes(state: Inference, record, out_axes: list) -> list:
     """``x[..., :n]`` (basic indexing): an unnamed axis cut from position 0 to a size read from an axis
     takes that axis's name (its first ``n`` positions, as ``arange(n)``). A slice that starts

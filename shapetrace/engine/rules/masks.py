@@ -50,8 +50,9 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
         lead = len(scores.shape) - len(mask.shape)
         q, k = roles.index("query") - lead, roles.index("key") - lead
         q_label = (mask.dims[q] if 0 <= q < len(mask.dims) else None) or scores.dims[q + lead] or "query"
-        q_size = mask.shape[q] if 0 <= q < len(mask.shape) else 1
-        k_size = mask.shape[k] if 0 <= k < len(mask.shape) else 1
+        varies = varying_shape(mask)
+        q_size = varies[q] if 0 <= q < len(varies) else 1
+        k_size = varies[k] if 0 <= k < len(varies) else 1
         part = _query_only_part(analysis, e, e.inputs.index(mask), q - len(mask.shape), k - len(mask.shape))
         if q_size > 1 and k_size == 1:
             out.append(Kind.MASK_WRONG_AXIS.found(e.index, (
@@ -78,7 +79,8 @@ def _fused_mask_on_queries(analysis: Analysis) -> list[Diagnostic]:
             continue
         q, k, mask = e.inputs[0], e.inputs[1], e.inputs[3]
         scores = f"[..., {q.dims[-2]}={q.shape[-2]}, {k.dims[-2]}={k.shape[-2]}]"
-        whole = mask.shape[-2] > 1 and mask.shape[-1] == 1
+        varies = varying_shape(mask)
+        whole = varies[-2] > 1 and varies[-1] == 1
         part = tuple(mask.shape) if whole else _query_only_part(analysis, e, 3, -2, -1)
         if part is not None:
             out.append(_part_on_the_queries(e, part, mask, scores))
@@ -99,6 +101,12 @@ def _fused_mask_built_for_another(analysis: Analysis) -> list[Diagnostic]:
         out.extend(_built_for_another(analysis, e, mask, {"query": (n - 2, q.axes[-2]), "key": (n - 1, k.axes[-2])},
                                       scores))
     return out
+
+
+def varying_shape(t) -> tuple[int, ...]:
+    """``t``'s shape with 1 along each axis it is broadcast over in memory (stride 0: every entry the same
+    element): ``mask.view(B, 1, T, 1).expand_as(scores)`` varies along the queries alone, as its view did."""
+    return tuple(1 if stride == 0 else size for size, stride in zip(t.shape, t.stride))
 
 
 KEY_PADDING_FIX = "A key-padding mask [B, T] goes to [B, 1, 1, T]: mask[:, None, None, :]."
