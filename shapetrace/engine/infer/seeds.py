@@ -40,7 +40,7 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
         state.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
         chosen = state.readings.get(node)
         names = list(chosen) if chosen is not None and list(chosen) in fitting else names
-    axes = tuple(ax.root_axis(n, s) for n, s in zip(names, shape))
+    axes = tuple(ax.Axis() if n == "1" else ax.root_axis(n, s) for n, s in zip(names, shape))
     axes = state.interned.setdefault(axes, axes)
     state.axes[node] = axes
     if "T" in names or "S" in names:
@@ -82,7 +82,10 @@ def fitting_seeds(state: Inference, shape: tuple[int, ...], seq: str) -> list[li
     while names is not None:
         found.append(names)
         names = seed_names(state, shape, seq, skip=found)
-    return found
+    # A square of the sequence's length (a causal triangle, a bias table or an index of literal sizes) is
+    # named by no size alone; but where B = T makes it fit [B, T] too, a finding must also hold were it
+    # [T, T] (BART's triangle at B = T = 4 read [B, T] gave a false broadcast-mismatch).
+    return [] if found == [[seq, seq]] else found
 
 
 def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
@@ -95,10 +98,18 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
         for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
             patterns.append(lead + tail)
+    patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
+    patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     for names in patterns:
         if skip and names in skip:
             continue
-        if len(names) == len(shape) and all(state.namer.size_of(n) == s for n, s in zip(names, shape)):
-            if len(set(names)) == len(names) or names.count(seq) == 2 and len(set(names)) == len(names) - 1:
+        if len(names) == len(shape) and all(_size(state, n) == s for n, s in zip(names, shape)):
+            named = [n for n in names if n != "1"]
+            if len(set(named)) == len(named) or named.count(seq) == 2 and len(set(named)) == len(named) - 1:
                 return names
     return None
+
+
+def _size(state: Inference, name: str) -> int | None:
+    """A seed name's size: ``"1"`` is an axis of one entry (a mask's broadcast axis)."""
+    return 1 if name == "1" else state.namer.size_of(name)
