@@ -45,7 +45,8 @@ def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
             continue
         root = axes[-1].atoms[0].root
         if _cut_off_its_parts(state, readers, node, root) or _regrouped_unproven(state, readers, node, root) \
-                or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)):
+                or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)) \
+                or (root in _MULTI_QUERY and not _read_as_heads(state, readers, node)):
             pins[node] = axes[:-1] + (ax.unknown_axis(axes[-1].size),)
     return pins
 
@@ -87,6 +88,34 @@ def _parts_split_into_heads(state: Inference, readers: dict, node: int, root: st
                 if any(state.namer.label(a) in heads and a.atoms[0].root in parts
                        for o in later.outs for a in state.axes.get(o, ())):
                     return True
+    return False
+
+
+#: the multi-query width read where H_kv is not declared: (H + 2)·d_k, named by its size alone
+_MULTI_QUERY = frozenset({ax.MQA_QKV, ax.NARROW_MQA_QKV})
+
+
+def _read_as_heads(state: Inference, readers: dict, node: int, depth: int = 3) -> bool:
+    """Is the projection ``node`` cut into heads of d_k with H of them named (the width's reading as H
+    query heads and one key and one value head), within ``depth`` one-operand ops of it? Falcon-7B's
+    ``view(B, T, H + 2, d_k)[..., :-2, :]`` and GPT-BigCode's ``split((D, 2·d_k))`` then
+    ``reshape(B, T·H, d_k)`` are; an MLP of width 1.5·D at H = 4 is not."""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        later = []
+        for tensor in frontier:
+            for record in readers.get(tensor, ()):
+                if len([n for n in record.ins if n not in state.from_parameters]) > 1:
+                    continue
+                for out in record.outs:
+                    axes = state.axes.get(out, ())
+                    if any(state.namer.atom_label(t) == "H" for a in axes for t in a.atoms) and \
+                            any(state.namer.atom_label(t) == "d_k" for a in axes for t in a.atoms):
+                        return True
+                    if out not in seen:
+                        seen.add(out)
+                        later.append(out)
+        frontier = later
     return False
 
 

@@ -1,0 +1,128 @@
+"""A ninth round of files in the styles of public code (tests/corpus/public9, each citing its source), traced
+at distinct sizes, at B = T = H = 4 and at B = 1, as a held-out set traces them (issue 33).
+
+On 10552a7 every correct run here was ``?``, for want of names: Falcon's fused projection of width
+``D + 2·d_k`` (Falcon-7B's multi-query) or ``(H + 2·H_kv)·d_k`` (Falcon-40B's groups) left every axis from
+the fused view on unnamed (``? checked 0 of 20 ops``), and the grouped file's tiled key heads were ``?``.
+The mechanism, one for the family: a fused width of whole heads factors as (its heads) × d_k, and its heads
+axis is itself a sum, H query heads, then the key heads, then the value heads (``H+2``, ``H+2*H_kv``), or,
+per group, ``(H_kv, n_rep+2)`` (:func:`shapetrace.engine.axes._fused_head_decompositions`); an index that
+takes the parts' bounds (``[..., :-2, :]``) takes those parts (``H``); the one key head grown by ``expand``
+to the query heads it serves is those heads (:mod:`shapetrace.engine.infer.backward`). Without ``H_kv`` the
+width ``D + 2·d_k`` is the multi-query reading only where no other width has that size and a use reads H
+heads of d_k from it (:mod:`shapetrace.engine.infer.widths`).
+
+``EXPECTED`` pins what the engine says now, including what is still ``?`` (equal sizes: B = T, where the
+input ``[4, 4, D]`` fits two orders, so the names rest on sizes alone)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+import shapetrace
+from tests.corpus.helpers import findings, round_outcome, round_sizes
+from tests.corpus.helpers import module_name as name
+from tests.corpus.helpers import traced_build as traced
+from tests.corpus.helpers import verdict_line as line
+from tests.corpus.public9 import falcon_grouped, falcon_mqa
+
+MODULES = (falcon_mqa, falcon_grouped)
+
+
+def _sizes(module) -> list[str]:
+    """Distinct sizes, B = T = H = 4, and the distinct sizes at a batch of one."""
+    return [*round_sizes(module), re.sub(r"\bB=\d+", "B=1", module.DIMS[0])]
+
+
+# -- Falcon's fused projection: H query heads, then one key head, then one value head --------------------
+
+@pytest.mark.parametrize(("dims", "heads"), [("B=2 T=6 D=64 H=4", "H+2"), ("B=1 T=6 D=64 H=4", "H+2"),
+                                             ("B=2 T=6 D=64 H=4 H_kv=1", "H+2*H_kv"),
+                                             ("B=3 T=5 D=48 H=6", "H+2")])
+def test_falcon_multi_query_split_names_its_heads(dims, heads):
+    t = traced(falcon_mqa, "", dims)
+    by_op = [(e.op, e.output.dims) for e in t.events if e.outputs]
+    fused = "D+2*D_kv" if "H_kv" in dims else "D+2*d_k"
+    assert by_op[:3] == [("linear", ("B", "T", fused)), ("view", ("B", "T", heads, "d_k")),
+                         ("__getitem__", ("B", "T", "H", "d_k"))]
+    assert findings(t) == ()
+    assert line(t) == ("✓ checked all 23 ops that could carry a layout bug: every axis keeps its meaning "
+                       "from input to output")
+
+
+def test_falcon_grouped_split_names_groups_and_slots():
+    t = traced(falcon_grouped, "", "B=2 T=5 D=32 H=4 H_kv=2")
+    dims = [e.output.dims for e in t.events if e.outputs]
+    assert dims[:3] == [("B", "T", "D+2*D_kv"), ("B", "T", "H_kv", "n_rep+2", "d_k"),
+                        ("B", "T", "H_kv", "n_rep", "d_k")]
+    assert dims[7] == ("B", "T", "H", "d_k")   # flatten(2, 3) of (H_kv, n_rep): the query heads, group-major
+    assert line(t).startswith("✓ checked all")
+
+
+class _WideMLP(nn.Module):
+    """An MLP whose hidden width happens to be D + 2·d_k (96 at D = 64, H = 4): nothing reads it as heads."""
+
+    def __init__(self, d: int = 64, hidden: int = 96):
+        super().__init__()
+        self.up, self.down = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))   # (B, T, D)
+
+
+def test_a_width_of_h_plus_two_heads_that_nothing_reads_as_heads_is_not_named():
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        _WideMLP()(torch.randn(2, 6, 64))
+    assert [e.output.dims for e in t.events if e.op == "linear"] == [("B", "T", None), ("B", "T", None)]
+
+
+def test_the_one_key_head_grown_to_the_query_heads_is_the_heads_and_nothing_else_is():
+    """``k.expand(-1, H, -1, -1)`` of the one key head (Falcon-7B through SDPA) lines up with the query heads:
+    each query head reads it, so the grown axis is H; an axis of H entries a gather made is left unnamed."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 6, 4, 16).transpose(1, 2), torch.randn(2, 1, 6, 16)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 H=4 d_k=16") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B 1 T d_k")
+        grown = k.expand(-1, 4, -1, -1)                                      # (B, H, T, d_k)
+        torch.nn.functional.scaled_dot_product_attention(q, grown, grown, is_causal=True)
+        picked = q[:, torch.tensor([3, 2, 1, 0])]                            # (B, ?, T, d_k): a gather
+        torch.nn.functional.scaled_dot_product_attention(q, picked, picked, is_causal=True)
+    assert [e.output.dims for e in t.events if e.op == "expand"] == [("B", "H", "T", "d_k")]
+    assert [e.output.dims[1] for e in t.events if e.op == "__getitem__"] != ["H"]
+
+
+# -- every file of the round, at distinct sizes, B = T = H = 4 and a batch of one -------------------------
+
+#: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
+#: errors and warnings. At B = T = H = 4 the correct files stay ``?`` (names from sizes alone: the input
+#: ``[4, 4, D]`` fits [B, T, D] and [T, B, D]); the bugs are still found there, by the reading that names them.
+EXPECTED = {
+    (falcon_mqa, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (falcon_mqa, "q-no-transpose"): [("✗", ("mixed-axis", "mixed-axis")),
+                                     ("✗", ("broadcast-mismatch", "attends-over-wrong-axis")),
+                                     ("✗", ("mixed-axis",))],
+    (falcon_mqa, "merge-no-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
+                                       ("✗", ("mixed-axis",))],
+    (falcon_grouped, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (falcon_grouped, "kv-tiled"): [("✗", ("gqa-head-order",))] * 3,
+    (falcon_grouped, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
+                                             ("✗", ("mixed-axis",))],
+}
+
+CASES = [pytest.param(m, bug, dims, want, id=f"{name(m)}-{bug or 'correct'}-{dims.replace(' ', ',')}")
+         for (m, bug), wants in EXPECTED.items() for dims, want in zip(_sizes(m), wants, strict=True)]
+
+
+def test_every_bug_and_every_correct_file_of_the_round_is_listed():
+    assert {(m, bug) for m, bug in EXPECTED} == {(m, bug) for m in MODULES for bug in ("", *m.BUGS, *m.TWINS)}
+
+
+@pytest.mark.parametrize(("module", "bug", "dims", "want"), CASES)
+def test_each_file_gets_its_verdict(module, bug, dims, want):
+    assert round_outcome(module, bug, dims) == want
