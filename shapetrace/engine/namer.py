@@ -84,9 +84,7 @@ class Namer:
             d["n_rep"] = d["H"] // d["H_kv"]
         if not self.decompositions:
             self.decompositions = default_decompositions(d)
-        #: sums that name a part of a factoring (``H+2*H_kv``: a fused projection's heads): their sizes
-        self.sum_sizes = {part: _sum_size(d, part) for ways in self.decompositions.values() for parts in ways
-                          for part in parts if "+" in part}
+        self.sum_sizes = _sum_sizes(d, self.decompositions)   # (``H+2*H_kv``: a fused projection's heads)
         # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
         self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
         for root in self.decompositions:
@@ -179,12 +177,9 @@ class Namer:
         width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
         (:func:`sliced`); a view of it names only pieces of it."""
-        if size == _fused_mqa_width(self):
-            return _fused_mqa_root(self)
-        if size == _fused_grouped_qkv_width(self):
-            if self.size_of("D") == self.size_of("H") * self.size_of("d_k"):
-                return GROUPED_QKV
-            return None if self.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
+        fused = _fused_heads_root(self, size)
+        if fused is not None:
+            return fused or None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -360,6 +355,12 @@ class Namer:
 
 
 
+def _sum_sizes(dims: dict[str, int], decompositions: dict) -> dict[str, int | None]:
+    """The sizes of the sums that name a part of a factoring."""
+    return {part: _sum_size(dims, part) for ways in decompositions.values() for parts in ways for part in parts
+            if "+" in part}
+
+
 def _sum_size(dims: dict[str, int], name: str) -> int | None:
     """The size of a sum of declared names and counts (``H+2*H_kv``), or None."""
     total = 0
@@ -370,6 +371,18 @@ def _sum_size(dims: dict[str, int], name: str) -> int | None:
             return None
         total += int(count) * size
     return total
+
+
+def _fused_heads_root(namer: Namer, size: int) -> str | None:
+    """The root of a fused q/k/v width of whole heads of this size ("" where that width is not named), or
+    None where ``size`` is no such width."""
+    if size == _fused_mqa_width(namer) and _fused_mqa_root(namer):
+        return _fused_mqa_root(namer)
+    if size != _fused_grouped_qkv_width(namer):
+        return None
+    if namer.size_of("D") == namer.size_of("H") * namer.size_of("d_k"):
+        return GROUPED_QKV
+    return "" if namer.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
 
 
 def _fused_mqa_root(namer: Namer) -> str | None:
