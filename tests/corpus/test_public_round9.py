@@ -12,6 +12,15 @@ to the query heads it serves is those heads (:mod:`shapetrace.engine.infer.backw
 width ``D + 2·d_k`` is the multi-query reading only where no other width has that size and a use reads H
 heads of d_k from it (:mod:`shapetrace.engine.infer.widths`).
 
+Gemma-2's head width set apart from D / H (``head_dim`` 16 at D = 32, H = 4, H_kv = 2) was ``?`` with
+``d_k=16`` given: its key and value projections are H_kv·head_dim = 32 wide, which is D too, so neither name
+was given and nothing from them on was checked (``? checked 8 of 25 ops``). A use decides now
+(:func:`shapetrace.engine.infer.widths.widths_by_use`): a width cut into H_kv heads of d_k that attention reads
+is D_kv; the merged heads projected back (``o_proj``, from ``H*d_k``) are D. Without ``d_k`` in ``--dims`` the
+head width is D / H = 8, which the code's split into heads of 16 disproves: the verdict stays ``?`` and says
+the sizes given disagree with the code, and the note asks for ``d_k=16`` (no name is guessed from the view's
+literal 16: it may be any width).
+
 ``EXPECTED`` pins what the engine says now, including what is still ``?`` (equal sizes: B = T, where the
 input ``[4, 4, D]`` fits two orders, so the names rest on sizes alone)."""
 
@@ -28,9 +37,9 @@ from tests.corpus.helpers import findings, round_outcome, round_sizes
 from tests.corpus.helpers import module_name as name
 from tests.corpus.helpers import traced_build as traced
 from tests.corpus.helpers import verdict_line as line
-from tests.corpus.public9 import falcon_grouped, falcon_mqa
+from tests.corpus.public9 import falcon_grouped, falcon_mqa, gemma2
 
-MODULES = (falcon_mqa, falcon_grouped)
+MODULES = (falcon_mqa, falcon_grouped, gemma2)
 
 
 def _sizes(module) -> list[str]:
@@ -97,6 +106,55 @@ def test_the_one_key_head_grown_to_the_query_heads_is_the_heads_and_nothing_else
     assert [e.output.dims[1] for e in t.events if e.op == "__getitem__"] != ["H"]
 
 
+# -- Gemma-2: a head width set apart from D / H -----------------------------------------------------------
+
+GEMMA = "B={b} T={t} D=32 H=4 H_kv=2 d_k=16"
+
+
+@pytest.mark.parametrize(("b", "t_"), [(2, 6), (4, 4), (1, 6)])
+def test_gemma2_key_value_width_equal_to_d_is_named_by_its_use(b, t_):
+    t = traced(gemma2, "", GEMMA.format(b=b, t=t_))
+    assert [e.output.dims for e in t.events if e.op == "linear"] == [
+        ("B", "T", "H*d_k"), ("B", "T", "D_kv"), ("B", "T", "D_kv"), ("B", "T", "D")]
+    assert [e.output.dims for e in t.events if e.op == "view"] == [
+        ("B", "T", "H", "d_k"), ("B", "T", "H_kv", "d_k"), ("B", "T", "H_kv", "d_k")]
+
+
+@pytest.mark.parametrize("spelling", ["d_k=16", "head_dim=16"])
+def test_gemma2_head_width_declared_either_spelling_is_checked_whole(spelling):
+    t = traced(gemma2, "", f"B=2 T=6 D=32 H=4 H_kv=2 {spelling}")
+    assert line(t) == ("✓ checked all 26 ops that could carry a layout bug: every axis keeps its meaning "
+                       "from input to output")
+
+
+def test_gemma2_without_its_head_width_says_which_size_disagrees():
+    t = traced(gemma2, "", "B=2 T=6 D=32 H=4 H_kv=2")
+    notes = [d.message for d in t.diagnostics]
+    assert notes == ["--dims d_k=8, but view #6 splits D=32 into H_kv=2 heads of 16: did you mean d_k=16? Names "
+                     "that come from d_k are not proven while the sizes disagree."]
+    assert line(t).startswith("? checked 23 of 26 ops that could carry a layout bug; not checked (unnamed axes): "
+                              "#2 linear, #3 view, #4 transpose; not proven: the sizes given disagree with the code")
+    assert [e.output.dims for e in t.events if e.op == "linear"][0] == ("B", "T", None)
+
+
+class _SameWidthGate(nn.Module):
+    """A projection from D to D that nothing cuts (a gate, GLU-style) beside Gemma's sizes: D, not D_kv."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.gate(x))   # (B, T, D)
+
+
+def test_a_width_of_d_that_nothing_cuts_into_heads_is_d():
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4 H_kv=2 d_k=16") as t:
+        _SameWidthGate()(torch.randn(2, 6, 32))
+    assert [e.output.dims for e in t.events if e.op == "linear"] == [("B", "T", "D")]
+
+
 # -- every file of the round, at distinct sizes, B = T = H = 4 and a batch of one -------------------------
 
 #: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
@@ -113,6 +171,11 @@ EXPECTED = {
     (falcon_grouped, "kv-tiled"): [("✗", ("gqa-head-order",))] * 3,
     (falcon_grouped, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                              ("✗", ("mixed-axis",))],
+    (gemma2, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (gemma2, "merge-as-hidden"): [("✗", ("tokens-merged-with-features",))] * 3,
+    (gemma2, "merge-transposes-features"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
+                                            ("✗", ("mixed-axis",))],
+    (gemma2, "repeat-kv-tiled"): [("✗", ("gqa-head-order",))] * 3,
 }
 
 CASES = [pytest.param(m, bug, dims, want, id=f"{name(m)}-{bug or 'correct'}-{dims.replace(' ', ',')}")

@@ -51,6 +51,68 @@ def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
     return pins
 
 
+def widths_by_use(state: Inference) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming each projection whose width is both the model's D and the key/value heads' D_kv (Gemma's
+    ``head_dim`` set apart from D / H, at H_kv·head_dim = D: :meth:`~..namer.Namer.width_clashes`) by its use:
+    ``D_kv`` where a view cuts its features into heads of d_k that attention then reads (Gemma-2's
+    ``k_proj(x).view(*input_shape, -1, head_dim)``), ``D`` where no use cuts its features at all (``o_proj``
+    back to the model's width). A width cut another way keeps no name."""
+    readers, pins = None, {}
+    for record in state.capture.records:
+        if type(record) is not OpRecord or record.spec.family is not Family.PROJECTION or not record.outs:
+            continue
+        node = record.outs[0]
+        axes = state.axes.get(node)
+        if not axes or state.namer.label(axes[-1]) is not None or not state.namer.width_clashes(axes[-1].size) \
+                or not _reads_features(state, record):
+            continue
+        readers = readers if readers is not None else _readers(state)
+        cuts = [r for r in readers.get(node, ()) if _cuts_last_axis(state, node, r)]
+        if not cuts:
+            pins[node] = axes[:-1] + (ax.root_axis("D", axes[-1].size),)
+        elif all(_into_heads(state, node, r) for r in cuts) and _read_by_attention(state, readers, node):
+            pins[node] = axes[:-1] + (ax.root_axis("D_kv", axes[-1].size),)
+    return pins
+
+
+def _reads_features(state: Inference, record) -> bool:
+    """Does the projection read named features (a name a projection's width may then be given)?"""
+    source = state.axes.get(record.ins[0]) if record.ins else None
+    label = state.namer.label(source[-1]) if source else None
+    return label is not None and state.namer.role(label.lstrip(ax.MIXED_PREFIX)) == "features"
+
+
+def _cuts_last_axis(state: Inference, node: int, record) -> bool:
+    """Does ``record`` give the features of ``node`` another width (a view, a split, a slice of them)?"""
+    width = state.capture.nodes[node].shape[-1]
+    return any(tuple(state.capture.nodes[out].shape)[-1:] != (width,) for out in record.outs)
+
+
+def _into_heads(state: Inference, node: int, record) -> bool:
+    """Is ``record`` a view of ``node``'s features as (H_kv heads, d_k), the leading axes kept?"""
+    shape = tuple(state.capture.nodes[node].shape)
+    outs = [tuple(state.capture.nodes[out].shape) for out in record.outs]
+    heads, width = state.namer.size_of("H_kv"), state.namer.size_of("d_k")
+    return record.spec.family is Family.RESHAPE and outs == [shape[:-1] + (heads, width)]
+
+
+def _read_by_attention(state: Inference, readers: dict, node: int, depth: int = 8) -> bool:
+    """Does attention (a product of two tensors, a fused attention) read what ``node`` became, within
+    ``depth`` ops of it?"""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        later = []
+        for tensor in frontier:
+            for record in readers.get(tensor, ()):
+                data = [n for n in record.ins if n not in state.from_parameters]
+                if record.spec.family in _ATTENTION and len(data) > 1:
+                    return True
+                later += [out for out in record.outs if out not in seen]
+                seen.update(record.outs)
+        frontier = later
+    return False
+
+
 def _cut_off_its_parts(state: Inference, readers: dict, node: int, root: str) -> bool:
     """Is a fused width named ``k*X`` by its size alone (``3*D``) cut by a use at a bound that is not
     one of its k parts'? gemma_pytorch's ``qkv.split([q_size, kv_size, kv_size])`` at head_dim 12,
