@@ -205,6 +205,11 @@ MQA_QKV, NARROW_MQA_QKV = "D+2*d_k", "H*d_k+2*d_k"
 FUSED_HEAD_ROOTS = frozenset({GROUPED_QKV, NARROW_GROUPED_QKV, MQA_QKV, NARROW_MQA_QKV})
 
 
+#: the heads axis of a fused width of whole heads, by its label: its query, key and value parts, in order
+#: (a count stands for that many single heads)
+FUSED_HEAD_PARTS = {"H+2": ("H", "1", "1"), "H+2*H_kv": ("H", "H_kv", "H_kv"), "n_rep+2": ("n_rep", "1", "1")}
+
+
 def _fused_head_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ...]]]:
     """How a fused q/k/v width of whole heads factors. Its features are heads of d_k side by side, so
     the width is (heads) × d_k, whose heads axis is itself a sum: H query heads, then the key heads, then

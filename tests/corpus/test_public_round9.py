@@ -72,6 +72,33 @@ def test_falcon_grouped_split_names_groups_and_slots():
     assert line(t).startswith("✓ checked all")
 
 
+def test_the_values_picked_from_the_key_slot_are_found_at_the_second_pick():
+    """Names and shapes agree when the values are picked from the key head's slot (``[..., [-2], :]`` twice):
+    only the picks' entries tell (:mod:`shapetrace.engine.rules.fused_parts`). On 10552a7 this file had no
+    names at all (``?``); with the fused heads named it would be ``✓`` but for the picks' rule."""
+    t = traced(falcon_mqa, "kv-same-slot", "B=2 T=6 D=64 H=4")
+    (d,) = [d for d in t.diagnostics if d.severity == "error"]
+    assert (d.kind, d.event) == ("fused-part-taken-twice", 4)
+    assert d.message == (
+        "__getitem__ #4 takes the key part of the fused heads [B=2, T=6, H+2=6, d_k=16] (axis 2, H+2), which "
+        "__getitem__ #3 took already, and no pick takes its value part: the two tensors are the same elements, "
+        "and the value heads of the projection are computed and never read.")
+    assert d.fix == "Take each part once: its value part for the values."
+
+
+def test_picks_that_take_each_part_once_in_another_order_say_nothing():
+    """The twin: keys from the last slot and values from the one before (a checkpoint's convention, not a
+    layout bug: each part is read once) stays silent."""
+    torch.manual_seed(0)
+    fused = torch.randn(2, 6, 6, 16)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 H=4 d_k=16") as t:
+        shapetrace.name(fused, "B T H+2 d_k")
+        q, k, v = fused[..., :-2, :], fused[..., [-1], :], fused[..., [-2], :]   # (B, T, H, d), (B, T, 1, d) x2
+        torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    assert [e.inputs[0].dims for e in t.events if e.op == "__getitem__"] == [("B", "T", "H+2", "d_k")] * 3
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
 class _WideMLP(nn.Module):
     """An MLP whose hidden width happens to be D + 2·d_k (96 at D = 64, H = 4): nothing reads it as heads."""
 
@@ -167,10 +194,12 @@ EXPECTED = {
                                      ("✗", ("mixed-axis",))],
     (falcon_mqa, "merge-no-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                        ("✗", ("mixed-axis",))],
+    (falcon_mqa, "kv-same-slot"): [("✗", ("fused-part-taken-twice",))] * 3,
     (falcon_grouped, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (falcon_grouped, "kv-tiled"): [("✗", ("gqa-head-order",))] * 3,
     (falcon_grouped, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                              ("✗", ("mixed-axis",))],
+    (falcon_grouped, "kv-same-slot"): [("✗", ("fused-part-taken-twice",))] * 3,
     (gemma2, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (gemma2, "merge-as-hidden"): [("✗", ("tokens-merged-with-features",))] * 3,
     (gemma2, "merge-transposes-features"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),

@@ -10,7 +10,8 @@ Bugs (argument): ``kv-tiled``: the group's single key and value heads flattened 
 ``repeat(1, 1, n_rep, 1)`` (Mistral's and Llama's ``repeat_kv`` written with ``repeat``, the tiling slip of
 transformers PR #26447's review): head h reads group h mod H_kv while the queries are group-major;
 ``merge-no-transpose``: SDPA's ``(B, H, T, d)`` output merged ``reshape(B, T, H * d)`` without the
-``transpose(1, 2)`` (transformer-from-scratch PR #6's question)."""
+``transpose(1, 2)`` (transformer-from-scratch PR #6's question); ``kv-same-slot``: the values picked
+``qkv[:, :, :, [-2]]``, each group's key slot (a copy-paste slip of the picks): the values are the keys."""
 
 import sys
 
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BUGS = ("kv-tiled", "merge-no-transpose")
+BUGS = ("kv-tiled", "merge-no-transpose", "kv-same-slot")
 TWINS = ()
 DIMS = ("B=2 T=5 D=32 H=4 H_kv=2",)
 
@@ -38,7 +39,7 @@ class FalconAttention(nn.Module):
         qkv = fused_qkv.view(batch, seq_len, -1, n_rep + 2, self.head_dim)  # (B, T, H_kv, n_rep+2, d)
         query = qkv[:, :, :, :-2]                                           # (B, T, H_kv, n_rep, d)
         key = qkv[:, :, :, [-2]]                                            # (B, T, H_kv, 1, d)
-        value = qkv[:, :, :, [-1]]                                          # (B, T, H_kv, 1, d)
+        value = qkv[:, :, :, [-2 if self.bug == "kv-same-slot" else -1]]    # (B, T, H_kv, 1, d)
         if self.bug == "kv-tiled":
             key = key.flatten(2, 3).repeat(1, 1, n_rep, 1)                  # bug: (B, T, n_rep·H_kv, d)
             value = value.flatten(2, 3).repeat(1, 1, n_rep, 1)              # bug: (B, T, n_rep·H_kv, d)

@@ -10,7 +10,9 @@ the product; the heads merged by ``_merge_heads``-style ``permute(0, 2, 1, 3).re
 Bugs (argument): ``q-no-transpose``: the queries folded ``reshape(B * H, T, d)`` without the transpose
 (the layout bug of FuxiCTR issue #30, here on the fused split: each "head" row holds tokens of several
 heads); ``merge-no-permute``: the heads merged ``reshape(B, T, H * d)`` straight from ``(B, H, T, d)``
-(transformer-from-scratch PR #6's question: the merge without the permute)."""
+(transformer-from-scratch PR #6's question: the merge without the permute); ``kv-same-slot``: the values
+picked ``fused_qkv[..., [-2], :]``, the key head's slot (a copy-paste slip of the line's two picks): every
+shape and name agrees, the values are the keys, and the value head is never read."""
 
 import math
 import sys
@@ -19,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BUGS = ("q-no-transpose", "merge-no-permute")
+BUGS = ("q-no-transpose", "merge-no-permute", "kv-same-slot")
 TWINS = ()
 DIMS = ("B=2 T=6 D=64 H=4",)
 
@@ -35,6 +37,8 @@ class FalconAttention(nn.Module):
     def _split_heads(self, fused_qkv):
         batch_size, seq_length, _ = fused_qkv.shape
         fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads + 2, self.head_dim)  # (B, T, H+2, d)
+        if self.bug == "kv-same-slot":
+            return fused_qkv[..., :-2, :], fused_qkv[..., [-2], :], fused_qkv[..., [-2], :]   # bug: v = k
         return fused_qkv[..., :-2, :], fused_qkv[..., [-2], :], fused_qkv[..., [-1], :]   # (B, T, H, d), (B, T, 1, d)
 
     def forward(self, hidden_states):
