@@ -200,6 +200,8 @@ EXPECTED = {
     (falcon_grouped, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                              ("✗", ("mixed-axis",))],
     (falcon_grouped, "kv-same-slot"): [("✗", ("fused-part-taken-twice",))] * 3,
+    # the copies named n_rep (an expand beside H_kv) outside the groups: tiled, as repeat tiles them
+    (falcon_grouped, "kv-copies-outside"): [("✗", ("gqa-head-order",))] * 3,
     (gemma2, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (gemma2, "merge-as-hidden"): [("✗", ("tokens-merged-with-features",))] * 3,
     (gemma2, "merge-transposes-features"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),

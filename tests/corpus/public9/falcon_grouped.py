@@ -11,7 +11,9 @@ Bugs (argument): ``kv-tiled``: the group's single key and value heads flattened 
 transformers PR #26447's review): head h reads group h mod H_kv while the queries are group-major;
 ``merge-no-transpose``: SDPA's ``(B, H, T, d)`` output merged ``reshape(B, T, H * d)`` without the
 ``transpose(1, 2)`` (transformer-from-scratch PR #6's question); ``kv-same-slot``: the values picked
-``qkv[:, :, :, [-2]]``, each group's key slot (a copy-paste slip of the picks): the values are the keys."""
+``qkv[:, :, :, [-2]]``, each group's key slot (a copy-paste slip of the picks): the values are the keys;
+``kv-copies-outside``: the key and value heads widened ``expand(..., n_rep, ...)`` then moved ahead of the
+groups (``transpose(2, 3)``) before ``flatten(2, 3)``: the same tiling as ``kv-tiled``, with no ``repeat``."""
 
 import sys
 
@@ -19,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BUGS = ("kv-tiled", "merge-no-transpose", "kv-same-slot")
+BUGS = ("kv-tiled", "merge-no-transpose", "kv-same-slot", "kv-copies-outside")
 TWINS = ()
 DIMS = ("B=2 T=5 D=32 H=4 H_kv=2",)
 
@@ -44,8 +46,12 @@ class FalconAttention(nn.Module):
             key = key.flatten(2, 3).repeat(1, 1, n_rep, 1)                  # bug: (B, T, n_rep·H_kv, d)
             value = value.flatten(2, 3).repeat(1, 1, n_rep, 1)              # bug: (B, T, n_rep·H_kv, d)
             return query.flatten(2, 3), key, value
-        key = torch.broadcast_to(key, query.shape)                          # (B, T, H_kv, n_rep, d)
-        value = torch.broadcast_to(value, query.shape)                      # (B, T, H_kv, n_rep, d)
+        if self.bug == "kv-copies-outside":
+            key = key.expand(-1, -1, -1, n_rep, -1).transpose(2, 3)         # bug: (B, T, n_rep, H_kv, d)
+            value = value.expand(-1, -1, -1, n_rep, -1).transpose(2, 3)     # bug: (B, T, n_rep, H_kv, d)
+        else:
+            key = torch.broadcast_to(key, query.shape)                      # (B, T, H_kv, n_rep, d)
+            value = torch.broadcast_to(value, query.shape)                  # (B, T, H_kv, n_rep, d)
         query, key, value = [x.flatten(2, 3) for x in (query, key, value)]  # (B, T, H, d) each
         return query, key, value
 
