@@ -81,9 +81,25 @@ def test_the_values_picked_from_the_key_slot_are_found_at_the_second_pick():
     assert (d.kind, d.event) == ("fused-part-taken-twice", 4)
     assert d.message == (
         "__getitem__ #4 takes the key part of the fused heads [B=2, T=6, H+2=6, d_k=16] (axis 2, H+2), which "
-        "__getitem__ #3 took already, and no pick takes its value part: the two tensors are the same elements, "
+        "__getitem__ #3 took already, and no pick takes its value part: the two tensors share elements, "
         "and the value heads of the projection are computed and never read.")
     assert d.fix == "Take each part once: its value part for the values."
+
+
+def test_a_key_picked_from_a_query_head_slot_is_found():
+    """The key head picked ``[..., [0], :]``, the first query head's slot (a layout with the key/value heads
+    first, read as Falcon's): the queries and the key share elements and the key slot is never read."""
+    torch.manual_seed(0)
+    fused = torch.randn(2, 6, 6, 16)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 H=4 d_k=16") as t:
+        shapetrace.name(fused, "B T H+2 d_k")
+        q, k, v = fused[..., :-2, :], fused[..., [0], :], fused[..., [-1], :]    # bug: k is query head 0
+        torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    (d,) = [d for d in t.diagnostics if d.severity == "error"]
+    assert d.message == (
+        "__getitem__ #1 takes entry 0 (of the query part) of the fused heads [B=2, T=6, H+2=6, d_k=16] (axis 2, "
+        "H+2), which __getitem__ #0 took already, and no pick takes its key part: the two tensors share "
+        "elements, and the key heads of the projection are computed and never read.")
 
 
 def test_picks_that_take_each_part_once_in_another_order_say_nothing():

@@ -30,28 +30,30 @@ _WORDS = ("query", "key", "value")
 
 
 def fused_parts_taken_twice(analysis: Analysis) -> list[Diagnostic]:
-    """A finding at each pick that takes a part of a fused heads axis another pick of the same tensor took,
-    while no pick takes some other part."""
-    groups: dict[object, list[tuple[Event, int, int]]] = {}
+    """A finding at each pick of a fused heads axis that takes entries another pick of the same tensor took,
+    while no pick takes some part at all (the values from the key slot; a key from a query head's slot)."""
+    groups: dict[object, list[tuple[Event, int, list[int], list[int]]]] = {}
     for e in analysis.events_of(Family.SLICE):
-        found = _part_taken(analysis, e)
+        found = _taken(analysis, e)
         if found is not None:
             groups.setdefault(e.sources[0] if e.sources else e.index, []).append((e, *found))
     out = []
     for picks in groups.values():
-        taken = [part for _, _, part in picks]
-        unread = [p for p in range(3) if p not in taken]
-        seen: dict[int, Event] = {}
-        for e, axis, part in picks:
-            if part in seen and unread:
-                out.append(_finding(e, seen[part], axis, part, unread[0]))
-            seen.setdefault(part, e)
+        bounds = picks[0][3]
+        read = {i for _, _, entries, _ in picks for i in entries}
+        unread = [p for p in range(3) if not read & set(range(bounds[p], bounds[p + 1]))]
+        before: list[tuple[Event, list[int]]] = []
+        for e, axis, entries, _ in picks:
+            first = next((f for f, taken in before if set(taken) & set(entries)), None)
+            if first is not None and unread:
+                out.append(_finding(e, first, axis, entries, bounds, unread[0]))
+            before.append((e, entries))
     return out
 
 
-def _part_taken(analysis: Analysis, e: Event) -> tuple[int, int] | None:
-    """``(axis, part)``: the fused heads axis ``e`` indexes and the one part (0 query, 1 key, 2 value) whose
-    entries it takes exactly; None where it indexes no such axis or takes no one part."""
+def _taken(analysis: Analysis, e: Event) -> tuple[int, list[int], list[int]] | None:
+    """``(axis, entries, bounds)``: the fused heads axis ``e`` indexes, the entries it takes along it, and
+    where its query, key and value parts start (and the last ends); None where it indexes no such axis."""
     operand = e.inputs[0] if e.inputs else None
     if operand is None or not e.raw_args:
         return None
@@ -65,14 +67,9 @@ def _part_taken(analysis: Analysis, e: Event) -> tuple[int, int] | None:
     except (TypeError, ValueError, IndexError):
         return None
     widths = [int(p) if p.isdigit() else analysis.namer.size_of(p) for p in FUSED_HEAD_PARTS[operand.dims[axis]]]
-    if picked is None or None in widths or sum(widths) != size:
+    if not picked or None in widths or sum(widths) != size:
         return None
-    start = 0
-    for part, width in enumerate(widths):
-        if picked == list(range(start, start + width)):
-            return axis, part
-        start += width
-    return None
+    return axis, picked, [0, widths[0], widths[0] + widths[1], size]
 
 
 def _entries(index, axis: int, ndim: int, size: int) -> list[int] | None:
@@ -92,11 +89,16 @@ def _entries(index, axis: int, ndim: int, size: int) -> list[int] | None:
     return None
 
 
-def _finding(e: Event, first: Event, axis: int, part: int, unread: int) -> Diagnostic:
+def _finding(e: Event, first: Event, axis: int, entries: list[int], bounds: list[int], unread: int) -> Diagnostic:
     o = e.inputs[0]
+    parts = [p for p in range(3) if entries == list(range(bounds[p], bounds[p + 1]))]
+    held = sorted({p for p in range(3) for i in entries if bounds[p] <= i < bounds[p + 1]})
+    what = f"the {_WORDS[parts[0]]} part" if parts else \
+        f"entr{'y' if len(entries) == 1 else 'ies'} {', '.join(map(str, entries))} (of the " \
+        f"{' and '.join(_WORDS[p] for p in held)} part)"
     return Kind.FUSED_PART_TAKEN_TWICE.found(e.index, (
-        f"{e.op} #{e.index} takes the {_WORDS[part]} part of the fused heads {fmt_named(o.dims, o.shape)} "
-        f"(axis {axis}, {o.dims[axis]}), which {first.op} #{first.index} took already, and no pick takes its "
-        f"{_WORDS[unread]} part: the two tensors are the same elements, and the {_WORDS[unread]} heads of the "
-        "projection are computed and never read."),
+        f"{e.op} #{e.index} takes {what} of the fused heads {fmt_named(o.dims, o.shape)} (axis {axis}, "
+        f"{o.dims[axis]}), which {first.op} #{first.index} took already, and no pick takes its {_WORDS[unread]} "
+        f"part: the two tensors share elements, and the {_WORDS[unread]} heads of the projection are computed "
+        "and never read."),
         f"Take each part once: its {_WORDS[unread]} part for the {_WORDS[unread]}s.")
