@@ -205,9 +205,18 @@ MQA_QKV, NARROW_MQA_QKV = "D+2*d_k", "H*d_k+2*d_k"
 FUSED_HEAD_ROOTS = frozenset({GROUPED_QKV, NARROW_GROUPED_QKV, MQA_QKV, NARROW_MQA_QKV})
 
 
-#: the heads axis of a fused width of whole heads, by its label: its query, key and value parts, in order
-#: (a count stands for that many single heads)
-FUSED_HEAD_PARTS = {"H+2": ("H", "1", "1"), "H+2*H_kv": ("H", "H_kv", "H_kv"), "n_rep+2": ("n_rep", "1", "1")}
+#: an axis of q, k and v parts side by side, by its label: each part's size (a name, or a count of single
+#: heads) and what it holds, in order. The heads axis of a fused width of whole heads (``H+2``: H query heads,
+#: one key head, one value head), the fused width itself (``D+2*d_k``), and its key/value half cut at its
+#: parts' bounds (``d_k+d_k``: GPT-BigCode's ``key_value``)
+FUSED_PARTS = {
+    "H+2": (("H", "query"), ("1", "key"), ("1", "value")),
+    "H+2*H_kv": (("H", "query"), ("H_kv", "key"), ("H_kv", "value")),
+    "n_rep+2": (("n_rep", "query"), ("1", "key"), ("1", "value")),
+    **{f"{q}+2*{kv}": ((q, "query"), (kv, "key"), (kv, "value"))
+       for q in ("D", "H*d_k") for kv in ("d_k", "D_kv")},
+    **{f"{kv}+{kv}": ((kv, "key"), (kv, "value")) for kv in ("d_k", "D_kv")},
+}
 
 
 def _fused_head_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ...]]]:

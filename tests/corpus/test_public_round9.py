@@ -80,9 +80,9 @@ def test_the_values_picked_from_the_key_slot_are_found_at_the_second_pick():
     (d,) = [d for d in t.diagnostics if d.severity == "error"]
     assert (d.kind, d.event) == ("fused-part-taken-twice", 4)
     assert d.message == (
-        "__getitem__ #4 takes the key part of the fused heads [B=2, T=6, H+2=6, d_k=16] (axis 2, H+2), which "
+        "__getitem__ #4 takes the key part of the fused [B=2, T=6, H+2=6, d_k=16] (axis 2, H+2), which "
         "__getitem__ #3 took already, and no pick takes its value part: the two tensors share elements, "
-        "and the value heads of the projection are computed and never read.")
+        "and the value part of the projection is computed and never read.")
     assert d.fix == "Take each part once: its value part for the values."
 
 
@@ -97,9 +97,9 @@ def test_a_key_picked_from_a_query_head_slot_is_found():
         torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     (d,) = [d for d in t.diagnostics if d.severity == "error"]
     assert d.message == (
-        "__getitem__ #1 takes entry 0 (of the query part) of the fused heads [B=2, T=6, H+2=6, d_k=16] (axis 2, "
+        "__getitem__ #1 takes entry 0 (of the query part) of the fused [B=2, T=6, H+2=6, d_k=16] (axis 2, "
         "H+2), which __getitem__ #0 took already, and no pick takes its key part: the two tensors share "
-        "elements, and the key heads of the projection are computed and never read.")
+        "elements, and the key part of the projection is computed and never read.")
 
 
 def test_picks_that_take_each_part_once_in_another_order_say_nothing():
@@ -113,6 +113,40 @@ def test_picks_that_take_each_part_once_in_another_order_say_nothing():
         torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     assert [e.inputs[0].dims for e in t.events if e.op == "__getitem__"] == [("B", "T", "H+2", "d_k")] * 3
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+class _BigCodeSliced(nn.Module):
+    """transformers models/gpt_bigcode ``GPTBigCodeAttention`` (multi-query): ``c_attn`` cut into the queries
+    and ``key_value`` (``split((embed_dim, 2 * kv_dim), dim=2)``), then the key and value head written as
+    slices of ``key_value`` (its ``split((head_dim, head_dim), dim=-1)``); ``bug``: the values sliced
+    ``[..., :head_dim]`` as the keys are (a copy-paste slip)."""
+
+    def __init__(self, d: int = 32, h: int = 4, bug: bool = False):
+        super().__init__()
+        self.h, self.hd, self.bug = h, d // h, bug
+        self.c_attn, self.c_proj = nn.Linear(d, d + 2 * self.hd), nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        query, key_value = self.c_attn(x).split((D, 2 * self.hd), dim=2)    # (B, T, D), (B, T, 2·d_k)
+        key = key_value[..., :self.hd]                                      # (B, T, d_k)
+        value = key_value[..., :self.hd] if self.bug else key_value[..., self.hd:]   # (B, T, d_k)
+        q = query.view(B, T, self.h, self.hd).transpose(1, 2)               # (B, H, T, d_k)
+        k, v = key.unsqueeze(1), value.unsqueeze(1)                         # (B, 1, T, d_k)
+        y = torch.nn.functional.scaled_dot_product_attention(
+            q, k.expand(-1, self.h, -1, -1), v.expand(-1, self.h, -1, -1), is_causal=True)  # (B, H, T, d_k)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, D))              # (B, T, D)
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_gpt_bigcode_key_value_half_sliced_twice_is_found(bug):
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        _BigCodeSliced(bug=bug)(torch.randn(2, 6, 32))
+    picks = [e for e in t.events if e.op == "__getitem__"]
+    assert [e.inputs[0].dims for e in picks] == [("B", "T", "d_k+d_k")] * 2
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == (["fused-part-taken-twice"] if bug else [])
+    assert line(t).startswith("✗ 1 error" if bug else "✓ checked all")
 
 
 class _WideMLP(nn.Module):
