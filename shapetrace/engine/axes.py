@@ -198,6 +198,46 @@ def top_level_terms(label: str) -> list[str]:
 GROUPED_QKV = "D+2*D_kv"
 #: the same where a head's width d_k is declared apart from D / H (Gemma's ``head_dim``): queries H·d_k wide
 NARROW_GROUPED_QKV = "H*d_k+2*D_kv"
+#: multi-query q/k/v fused in one where H_kv is not declared: H query heads, one key and one value head
+#: (Falcon-7B's ``query_key_value``, GPT-BigCode's ``c_attn``), ``(H + 2)·d_k``; and with d_k apart from D / H
+MQA_QKV, NARROW_MQA_QKV = "D+2*d_k", "H*d_k+2*d_k"
+#: the fused widths of whole heads: a piece of one no factoring names (a block of q, k and v) is unnamed
+FUSED_HEAD_ROOTS = frozenset({GROUPED_QKV, NARROW_GROUPED_QKV, MQA_QKV, NARROW_MQA_QKV})
+
+
+#: an axis of q, k and v parts side by side, by its label: each part's size (a name, or a count of single
+#: heads) and what it holds, in order. The heads axis of a fused width of whole heads (``H+2``: H query heads,
+#: one key head, one value head), the fused width itself (``D+2*d_k``), and its key/value half cut at its
+#: parts' bounds (``d_k+d_k``: GPT-BigCode's ``key_value``)
+FUSED_PARTS = {
+    "H+2": (("H", "query"), ("1", "key"), ("1", "value")),
+    "H+2*H_kv": (("H", "query"), ("H_kv", "key"), ("H_kv", "value")),
+    "n_rep+2": (("n_rep", "query"), ("1", "key"), ("1", "value")),
+    **{f"{q}+2*{kv}": ((q, "query"), (kv, "key"), (kv, "value"))
+       for q in ("D", "H*d_k") for kv in ("d_k", "D_kv")},
+    **{f"{kv}+{kv}": ((kv, "key"), (kv, "value")) for kv in ("d_k", "D_kv")},
+}
+
+
+def _fused_head_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ...]]]:
+    """How a fused q/k/v width of whole heads factors. Its features are heads of d_k side by side, so
+    the width is (heads) × d_k, whose heads axis is itself a sum: H query heads, then the key heads, then
+    the value heads (``H+2*H_kv``; Falcon-7B's ``view(B, T, H + 2, d_k)``). Falcon-40B's grouped layout
+    keeps each group's n_rep query heads, key head and value head together: ``(H_kv, n_rep+2, d_k)``
+    (with one key/value head the two layouts are one). A slice of such a heads axis at its parts'
+    bounds is those parts (:func:`sliced`: ``[..., :-2, :]`` of ``H+2`` is ``H``)."""
+    if "H" not in dims or "d_k" not in dims:
+        return {}
+    narrow = dims.get("D") != dims["H"] * dims["d_k"]
+    kv_heads = dims.get("H_kv")
+    if kv_heads is None:
+        return {NARROW_MQA_QKV if narrow else MQA_QKV: [("H+2", "d_k")]}
+    if kv_heads == dims["H"]:
+        return {}
+    found = [("H+2*H_kv", "d_k")]
+    if kv_heads > 1 and "n_rep" in dims:
+        found.append(("H_kv", "n_rep+2", "d_k"))
+    return {NARROW_GROUPED_QKV if narrow else GROUPED_QKV: found}
 
 
 def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) -> list[str] | None:
@@ -332,6 +372,7 @@ def default_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str, ..
         out["2*D_kv"] = [("kv", "D_kv"), ("H_kv", "2*d_k")]
     if "H_kv" in dims and "n_rep" in dims:
         out["H"] = [("H_kv", "n_rep")]
+    out.update(_fused_head_decompositions(dims))
     if "B" in dims and "nW" in dims:
         out["B*nW"] = [("B", "nW")]
     out.setdefault("N", [])   # a convolution's patch grid, flattened in order, is its tokens

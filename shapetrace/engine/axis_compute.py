@@ -19,6 +19,9 @@ from shapetrace.engine.axes import (
 )
 from shapetrace.engine.vocabulary import Role
 
+#: the heads merged back where a head's width is set apart from D / H (Gemma's ``o_proj`` input)
+MERGED_HEADS = "H*d_k"
+
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.namer import Namer
 
@@ -65,6 +68,8 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     root = namer.feature_root_for_size(out_features)
     if root is None and out_features == last_in.size and not namer.width_clashes(out_features):
         root = source
+    if root is None and source == MERGED_HEADS and namer.width_clashes(out_features):
+        root = "D"   # the merged heads projected back to the model's width (o_proj), never keys or values
     last = root_axis(root, out_features) if root else unknown_axis(out_features)
     return tuple(axes[:-1]) + (last,)
 

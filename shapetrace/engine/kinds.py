@@ -220,6 +220,9 @@ class Kind(StrEnum):
                       "order than it is read")
     JOIN_MISMATCH = ("join-mismatch", "error",
                      "a `cat` that lines up different axes of equal size in its parts")
+    FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error",
+                              "a fused q/k/v projection's part taken twice while another part is never read (the "
+                              "keys reused as the values)")
     CAT_SIZES_MISMATCH = ("cat-sizes-mismatch", "error",
                           "a `cat` whose parts differ in size along an axis it does not join")
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")

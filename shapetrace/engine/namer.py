@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 
 from shapetrace.engine.axes import (
     COPIES,
+    FUSED_HEAD_ROOTS,
     GROUPED_QKV,
     MIXED_PREFIX,
+    MQA_QKV,
     NARROW_GROUPED_QKV,
+    NARROW_MQA_QKV,
     ROLES,
     TOKEN_ROLES,
     UNKNOWN,
@@ -81,6 +84,7 @@ class Namer:
             d["n_rep"] = d["H"] // d["H_kv"]
         if not self.decompositions:
             self.decompositions = default_decompositions(d)
+        self.sum_sizes = _sum_sizes(d, self.decompositions)   # (``H+2*H_kv``: a fused projection's heads)
         # multi-query attention (one key/value head): D_kv is d_k itself and n_rep is H
         self.aliases = {"D_kv": "d_k", "n_rep": "H"} if d.get("H_kv") == 1 and "d_k" in d else {}
         for root in self.decompositions:
@@ -127,6 +131,8 @@ class Namer:
             return self.dims[name]
         if name in STACK_FACTORS:
             return STACK_FACTORS[name]
+        if name in self.sum_sizes:
+            return self.sum_sizes[name]
         for parts in self.decompositions.get(name, ()):
             if all(self.size_of(p) for p in parts):
                 return math.prod(self.size_of(p) for p in parts)  # type: ignore[misc]
@@ -171,10 +177,9 @@ class Namer:
         width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
         (:func:`sliced`); a view of it names only pieces of it."""
-        if size == _fused_grouped_qkv_width(self):
-            if self.size_of("D") == self.size_of("H") * self.size_of("d_k"):
-                return GROUPED_QKV
-            return None if self.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
+        fused = _fused_heads_root(self, size)
+        if fused is not None:
+            return fused or None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
                                                                     "3*H*d_k", "2*H*d_k", "2*d_k")
                                   if self.size_of(n) == size))
@@ -216,7 +221,7 @@ class Namer:
             return self.aliases.get(known, known)
         if (atom.stride, atom.size) in self._clashes.get(atom.root, ()):
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
-        if atom.root in (GROUPED_QKV, NARROW_GROUPED_QKV):
+        if atom.root in FUSED_HEAD_ROOTS:
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
         return piece_of_named(self, atom) or piece_label(atom)
 
@@ -348,6 +353,51 @@ class Namer:
             covered *= size
         return tuple(parts) if covered == atom.root_size else (atom,)
 
+
+
+def _sum_sizes(dims: dict[str, int], decompositions: dict) -> dict[str, int | None]:
+    """The sizes of the sums that name a part of a factoring."""
+    return {part: _sum_size(dims, part) for ways in decompositions.values() for parts in ways for part in parts
+            if "+" in part}
+
+
+def _sum_size(dims: dict[str, int], name: str) -> int | None:
+    """The size of a sum of declared names and counts (``H+2*H_kv``), or None."""
+    total = 0
+    for term in name.split("+"):
+        count, _, part = term.rpartition("*") if "*" in term else ("1", "", term)
+        size = int(part) if part.isdigit() else dims.get(part)
+        if size is None or not count.isdigit():
+            return None
+        total += int(count) * size
+    return total
+
+
+def _fused_heads_root(namer: Namer, size: int) -> str | None:
+    """The root of a fused q/k/v width of whole heads of this size ("" where that width is not named), or
+    None where ``size`` is no such width."""
+    if size == _fused_mqa_width(namer) and _fused_mqa_root(namer):
+        return _fused_mqa_root(namer)
+    if size != _fused_grouped_qkv_width(namer):
+        return None
+    if namer.size_of("D") == namer.size_of("H") * namer.size_of("d_k"):
+        return GROUPED_QKV
+    return "" if namer.derived_head_width else NARROW_GROUPED_QKV   # a use must prove it (.infer.widths)
+
+
+def _fused_mqa_root(namer: Namer) -> str | None:
+    """The multi-query fused width's root (H_kv not declared), where the sizes make no other reading of
+    it: at H = 2, (H + 2)·d_k is 2·D as well (k and v side by side), and neither is chosen."""
+    root = next((r for r in (MQA_QKV, NARROW_MQA_QKV) if r in namer.decompositions), None)
+    size = namer.size_of(root) if root else None
+    others = [n for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k", "3*H*d_k", "2*H*d_k", "2*d_k")
+              if namer.size_of(n) == size]
+    return root if root and not others else None
+
+
+def _fused_mqa_width(namer: Namer) -> int | None:
+    root = next((r for r in (MQA_QKV, NARROW_MQA_QKV) if r in namer.decompositions), None)
+    return namer.size_of(root) if root and namer.size_of("H") != 1 else None
 
 
 def _fused_grouped_qkv_width(namer: Namer) -> int | None:

@@ -96,10 +96,14 @@ def test_grouped_heads_given_their_head_width_get_no_note(B, T, d_model, hd):
                f"B={B} T={T} D={d_model} H={H} H_kv=2 d_k={hd}", d_model)
     assert [d.kind for d in t.diagnostics if d.kind != "ambiguous-sizes"] == []
     assert t.events[1].outputs[0].dims == ("B", "T", "H", "d_k")
-    # k_proj's width H_kv·head_dim = 64 is also D: neither name is proven, so none is printed (main named it
-    # D, split it into "D/32" × "D%32", and the heads' matmul then read as a false batch-mismatch)
-    assert t.events[3].outputs[0].dims == ("B", "T", None)
-    assert t.report().verdict.mark == "?"
+    # k_proj's width H_kv·head_dim = 64 is also D: main named it D by its size, split it into "D/32" × "D%32",
+    # and the heads' matmul then read as a false batch-mismatch; its size alone names nothing, its use does
+    # (round 9, engine/infer/widths.py ``widths_by_use``): viewed as H_kv heads of d_k that attention reads, it
+    # is D_kv; o_proj, from the merged heads H·d_k back to that width, is D
+    assert t.events[3].outputs[0].dims == ("B", "T", "D_kv")
+    assert t.events[4].outputs[0].dims == ("B", "T", "H_kv", "d_k")
+    assert t.events[-1].outputs[0].dims == ("B", "T", "D")
+    assert t.report().verdict.mark == ("?" if B == T else "✓")   # (B = T: names from sizes alone)
 
 
 def test_trace_takes_a_head_width_that_is_not_d_over_h():

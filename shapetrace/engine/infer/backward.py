@@ -69,7 +69,17 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
             walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
             for node in record.ins:
                 walker.back(node, -3)
+        elif out and len(out) >= 4 and namer.label(out[-3]) == HEADS:
+            for node in record.ins[1:]:
+                if _unnamed_heads_sized(inference, node, size):
+                    walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+                    walker.back_to_copies(node, -3)
     return walker.pins if walker is not None else {}
+
+
+def _unnamed_heads_sized(inference: Inference, node: int, size: int) -> bool:
+    axes = inference.axes.get(node) or ()
+    return len(axes) >= 3 and axes[-3].size == size and inference.namer.label(axes[-3]) is None
 
 
 def _bias_heads(inference: Inference, record, size: int) -> list[tuple[int, int]]:
@@ -170,6 +180,31 @@ class _Walker:
             self._through_join(record, p, len(axes))
         elif record is not None and record.spec.family in _CARRIED:
             self._through_op(record, node, p)
+
+    def back_to_copies(self, node: int, position: int) -> None:
+        """The keys or values of multi-query attention lined up with named query heads: their axis there
+        is the heads only where it was grown from one entry (``k.expand(-1, H, -1, -1)``: every query
+        head reads the one key head), followed back through the ops that move whole axes. Any other
+        unnamed axis of H entries (a gather, a fold the names lost) is left as it is."""
+        pins, seen = dict(self.pins), set(self.seen)
+        self.back(node, position)
+        added = [n for n in self.pins if self.pins[n] != pins.get(n)]
+        ends = [n for n in added if self.made.get(n) is None or self.made[n].spec.family not in _CARRIED]
+        if not ends or not all(self._grown_from_one(n) for n in ends):
+            self.pins, self.seen = pins, seen
+
+    def _grown_from_one(self, node: int) -> bool:
+        """Is ``node`` an ``expand`` whose newly named axis was one entry (or new) in its operand?"""
+        record = self.made.get(node)
+        if record is None or record.spec.family is not Family.EXPAND or not record.ins:
+            return False
+        mine = self.found.get(node) or self.inference.axes.get(node) or ()
+        theirs = self.inference.capture.nodes[record.ins[0]].shape
+        p = next((i for i, a in enumerate(self.pins[node]) if i >= len(mine) or a != mine[i]), None)
+        if p is None:
+            return False
+        q = p - (len(self.pins[node]) - len(theirs))
+        return q < 0 or theirs[q] == 1
 
     def _through_join(self, record, p: int, ndim: int) -> None:
         """``cat(parts, dim)``: an axis other than ``dim`` is the same axis in every part of that rank

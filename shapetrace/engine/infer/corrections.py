@@ -16,7 +16,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.infer.backward import heads_from_products
-from shapetrace.engine.infer.widths import unproven_widths
+from shapetrace.engine.infer.widths import unproven_widths, widths_by_use
 from shapetrace.engine.ops import (
     lines_up_by_broadcast,
 )
@@ -40,7 +40,7 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     if unproven:   # a width's name no use proves (.widths): nor the writes that copied its pieces
         roots = {state.axes[n][-1].atoms[0].root for n in unproven}
         found = {n: _without(axes, roots) for n, axes in found.items()}
-    for node, axes in unproven.items():
+    for node, axes in {**widths_by_use(state), **unproven}.items():
         found.setdefault(node, axes)
     if not state.ambiguous:
         return found

@@ -45,9 +45,72 @@ def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
             continue
         root = axes[-1].atoms[0].root
         if _cut_off_its_parts(state, readers, node, root) or _regrouped_unproven(state, readers, node, root) \
-                or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)):
+                or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)) \
+                or (root in _MULTI_QUERY and not _read_as_heads(state, readers, node)):
             pins[node] = axes[:-1] + (ax.unknown_axis(axes[-1].size),)
     return pins
+
+
+def widths_by_use(state: Inference) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming each projection whose width is both the model's D and the key/value heads' D_kv (Gemma's
+    ``head_dim`` set apart from D / H, at H_kv·head_dim = D: :meth:`~..namer.Namer.width_clashes`) by its use:
+    ``D_kv`` where a view cuts its features into heads of d_k that attention then reads (Gemma-2's
+    ``k_proj(x).view(*input_shape, -1, head_dim)``), ``D`` where no use cuts its features at all (``o_proj``
+    back to the model's width). A width cut another way keeps no name."""
+    readers, pins = None, {}
+    for record in state.capture.records:
+        if type(record) is not OpRecord or record.spec.family is not Family.PROJECTION or not record.outs:
+            continue
+        node = record.outs[0]
+        axes = state.axes.get(node)
+        if not axes or state.namer.label(axes[-1]) is not None or not state.namer.width_clashes(axes[-1].size) \
+                or not _reads_features(state, record):
+            continue
+        readers = readers if readers is not None else _readers(state)
+        cuts = [r for r in readers.get(node, ()) if _cuts_last_axis(state, node, r)]
+        if not cuts:
+            pins[node] = axes[:-1] + (ax.root_axis("D", axes[-1].size),)
+        elif all(_into_heads(state, node, r) for r in cuts) and _read_by_attention(state, readers, node):
+            pins[node] = axes[:-1] + (ax.root_axis("D_kv", axes[-1].size),)
+    return pins
+
+
+def _reads_features(state: Inference, record) -> bool:
+    """Does the projection read named features (a name a projection's width may then be given)?"""
+    source = state.axes.get(record.ins[0]) if record.ins else None
+    label = state.namer.label(source[-1]) if source else None
+    return label is not None and state.namer.role(label.lstrip(ax.MIXED_PREFIX)) == "features"
+
+
+def _cuts_last_axis(state: Inference, node: int, record) -> bool:
+    """Does ``record`` give the features of ``node`` another width (a view, a split, a slice of them)?"""
+    width = state.capture.nodes[node].shape[-1]
+    return any(tuple(state.capture.nodes[out].shape)[-1:] != (width,) for out in record.outs)
+
+
+def _into_heads(state: Inference, node: int, record) -> bool:
+    """Is ``record`` a view of ``node``'s features as (H_kv heads, d_k), the leading axes kept?"""
+    shape = tuple(state.capture.nodes[node].shape)
+    outs = [tuple(state.capture.nodes[out].shape) for out in record.outs]
+    heads, width = state.namer.size_of("H_kv"), state.namer.size_of("d_k")
+    return record.spec.family is Family.RESHAPE and outs == [shape[:-1] + (heads, width)]
+
+
+def _read_by_attention(state: Inference, readers: dict, node: int, depth: int = 8) -> bool:
+    """Does attention (a product of two tensors, a fused attention) read what ``node`` became, within
+    ``depth`` ops of it?"""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        later = []
+        for tensor in frontier:
+            for record in readers.get(tensor, ()):
+                data = [n for n in record.ins if n not in state.from_parameters]
+                if record.spec.family in _ATTENTION and len(data) > 1:
+                    return True
+                later += [out for out in record.outs if out not in seen]
+                seen.update(record.outs)
+        frontier = later
+    return False
 
 
 def _cut_off_its_parts(state: Inference, readers: dict, node: int, root: str) -> bool:
@@ -87,6 +150,34 @@ def _parts_split_into_heads(state: Inference, readers: dict, node: int, root: st
                 if any(state.namer.label(a) in heads and a.atoms[0].root in parts
                        for o in later.outs for a in state.axes.get(o, ())):
                     return True
+    return False
+
+
+#: the multi-query width read where H_kv is not declared: (H + 2)·d_k, named by its size alone
+_MULTI_QUERY = frozenset({ax.MQA_QKV, ax.NARROW_MQA_QKV})
+
+
+def _read_as_heads(state: Inference, readers: dict, node: int, depth: int = 3) -> bool:
+    """Is the projection ``node`` cut into heads of d_k with H of them named (the width's reading as H
+    query heads and one key and one value head), within ``depth`` one-operand ops of it? Falcon-7B's
+    ``view(B, T, H + 2, d_k)[..., :-2, :]`` and GPT-BigCode's ``split((D, 2·d_k))`` then
+    ``reshape(B, T·H, d_k)`` are; an MLP of width 1.5·D at H = 4 is not."""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        later = []
+        for tensor in frontier:
+            for record in readers.get(tensor, ()):
+                if len([n for n in record.ins if n not in state.from_parameters]) > 1:
+                    continue
+                for out in record.outs:
+                    axes = state.axes.get(out, ())
+                    if any(state.namer.atom_label(t) == "H" for a in axes for t in a.atoms) and \
+                            any(state.namer.atom_label(t) == "d_k" for a in axes for t in a.atoms):
+                        return True
+                    if out not in seen:
+                        seen.add(out)
+                        later.append(out)
+        frontier = later
     return False
 
 

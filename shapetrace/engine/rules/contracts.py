@@ -316,9 +316,12 @@ def gqa_head_order(analysis: Analysis) -> list[Diagnostic]:
 
 
 def _tiled_heads(namer: Namer, axis: Axis) -> bool:
-    """An axis made of copies (outer) of the key/value heads (inner), each of more than one entry."""
+    """An axis made of copies (outer: unnamed, or ``n_rep``, the copies of each key/value head that an
+    ``expand`` beside ``H_kv`` makes) of the key/value heads (inner), each of more than one entry: Falcon-40B's
+    broadcast groups flattened ``(n_rep, H_kv)`` are tiled as ``repeat`` tiles them."""
     atoms = [a for a in axis.atoms if a.size > 1]
-    return len(atoms) == 2 and atoms[0].root == COPIES and namer.label(Axis((atoms[1],))) == "H_kv"
+    return len(atoms) == 2 and (atoms[0].root == COPIES or namer.label(Axis((atoms[0],))) == "n_rep") \
+        and namer.label(Axis((atoms[1],))) == "H_kv"
 
 
 def _head_order_diagnostic(analysis: Analysis, e: Event, tiled: int, h_kv: int) -> Diagnostic:
