@@ -218,6 +218,9 @@ class Kind(StrEnum):
     WRITE_MISMATCH = ("write-mismatch", "error",
                       "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, `copy_`) with its axes in another "
                       "order than it is read")
+    CACHE_SLOT_SKIPPED = ("cache-slot-skipped", "error",
+                          "a cache read back in a slice that takes a slot this run never wrote, after slots it "
+                          "did write: a step's keys or values written at the wrong position")
     JOIN_MISMATCH = ("join-mismatch", "error",
                      "a `cat` that lines up different axes of equal size in its parts")
     CAT_SIZES_MISMATCH = ("cat-sizes-mismatch", "error",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
+from shapetrace.engine.infer.writes import BATCH_CAPACITY
 from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
 
@@ -71,8 +72,11 @@ def grown_axes(state: Inference, record, out_axes: list) -> list:
 
 def sliced_axes(state: Inference, record, out_axes: list) -> list:
     """``x[..., :n]`` (basic indexing): an unnamed axis cut from position 0 to a size read from an axis
-    takes that axis's name (its first ``n`` positions, as ``arange(n)``). A slice that starts
-    elsewhere (a decode step's ``k - 1 : k``) or steps names nothing."""
+    takes that axis's name (its first ``n`` positions, as ``arange(n)``). So does an axis of batch slots
+    (:data:`~.writes.BATCH_CAPACITY`, meta-llama's ``cache_k[:bsz]`` read back after the write into
+    ``cache_k[:bsz, s:e]``) cut to a size read from a batch axis: its first ``bsz`` slots are where that
+    batch was written. A slice that starts elsewhere (a decode step's ``k - 1 : k``) or steps names
+    nothing."""
     if len(out_axes) != 1 or len(record.ins) != 1:
         return out_axes
     args, _ = thaw_args(record.frozen)
@@ -83,9 +87,16 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     axes = list(out_axes[0])
     for j, item in placed:
         found = _read_axis(state, item.stop) if _from_start(item) else None
-        if found is not None and j < len(axes) and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
+        if found is not None and j < len(axes) and found.size == axes[j].size and \
+                (_unnamed_or_copies(axes[j]) or _batch_slots_of(state, axes[j], found)):
             axes[j] = found
     return [tuple(axes)]
+
+
+def _batch_slots_of(state: Inference, axis: Axis, found: Axis) -> bool:
+    """Is ``axis`` the first slots of a buffer's batch capacity, cut to the size of the batch ``found``?"""
+    return len(axis.atoms) == 1 and axis.atoms[0].root in (BATCH_CAPACITY, f"{BATCH_CAPACITY}[0:{axis.size}]") and \
+        len(found.atoms) == 1 and state.namer.role(found.atoms[0].root) == "batch"
 
 
 def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:

@@ -1,0 +1,108 @@
+"""A ninth round of files in the styles of public code (tests/corpus/public9, each citing its source),
+traced at distinct sizes, at B = T = H = 4 and at B = 1 (issue 33): decode steps with caches.
+
+Each class below fails on 10552a7:
+
+* a static cache made for a larger batch than the one written (meta-llama's ``cache_k[:bsz, s:e] = xk``)
+  left its batch-slot axis unnamed, so every write was an unchecked op and the file stayed ``?``; the
+  axis now holds batch slots (``B_max``), and ``cache_k[:bsz]`` read back is ``B`` again (its first
+  ``bsz`` slots, cut to a size read from the batch);
+* which slots of a buffer this run wrote is exact from the writes' own slices: a read that cuts the
+  buffer and takes a slot no write reached, after one a write reached, is ``cache-slot-skipped`` (a decode
+  step written at slot 0 instead of ``start_pos``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import shapetrace
+from tests.corpus.helpers import findings, round_outcome, round_sizes
+from tests.corpus.helpers import traced_build as traced
+from tests.corpus.helpers import verdict_line as line
+from tests.corpus.public9 import llama_static_cache
+
+MODULES = (llama_static_cache,)
+SIZES = ["B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4"]
+
+
+def _sizes(module) -> list[str]:
+    """Distinct sizes, equal sizes, and the distinct sizes at a batch of one."""
+    return [*round_sizes(module), re.sub(r"\bB=\d+", "B=1", module.DIMS[0])]
+
+
+# -- meta-llama's static cache: batch slots, and the slots a step wrote --------------------------------
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_cache_for_a_larger_batch_holds_batch_slots(dims):
+    """meta-llama's ``self.cache_k[:bsz, start_pos : start_pos + seqlen] = xk`` into a buffer of 4 sequences:
+    10552a7 left its first axis unnamed (``[?, L, H, d_k]``), so every write was unchecked: ``? checked 77 of
+    85 ops``."""
+    t = traced(llama_static_cache, "", dims)
+    writes = [e for e in t.events if e.op == "__setitem__"]
+    reads = [e for e in t.events if e.op == "__getitem__" and e.inputs[0].dims[0] == "B_max"]
+    assert len(writes) == 8 and {e.outputs[0].dims for e in writes} == {("B_max", "L", "H", "d_k")}
+    assert [e.outputs[0].dims for e in reads[:2]] == [("B", "L[0:4]" if "T=4" in dims else "L[0:6]", "H", "d_k")] * 2
+    assert findings(t) == ()
+    if "T=4" in dims:   # B = T = H: names read from sizes alone, as every round's equal reading
+        assert line(t).startswith("? ") and "equal sizes are ambiguous" in line(t)
+    else:
+        assert line(t).startswith("✓ checked all 85 ops")
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_decode_step_written_at_slot_zero_reads_a_slot_never_written(dims):
+    """The decode step written at ``[:bsz, :seqlen]`` (``start_pos`` forgotten) and read up to ``start_pos +
+    1``: 10552a7 ``✓`` at distinct sizes (every name is right; only the slots are wrong)."""
+    t = traced(llama_static_cache, "write-at-zero", dims)
+    T = 4 if "T=4" in dims else 6
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["cache-slot-skipped"] * 2
+    assert found[0].message.startswith(
+        f"__getitem__ #32 reads the buffer [B_max=4, L=16, H=4, d_k=16] up to slot {T} along L (axis 1), but no "
+        f"write of this run reached slot {T}, while slot {T - 1} was written (the last write, __setitem__ #30, "
+        "filled slots 0:1 along it)")
+    assert line(t).startswith("✗ 2 errors")
+
+
+def test_slots_written_before_the_trace_or_read_whole_are_no_finding():
+    """The mechanism alone: a decode step traced after an untraced prefill reads slots 0-5 it did not write,
+    all before the one it wrote (silent); transformers' ``StaticCache`` returns the whole buffer, masked where
+    empty (silent: read whole); a step written one slot ahead, ``cache[:, 7:8]`` after ``cache[:, 0:6]``,
+    read to slot 7, skips slot 6 (the finding)."""
+    cache, k = torch.zeros(2, 16, 4, 8), torch.randn(2, 6, 4, 8)
+    cache[:, 0:6] = k                                                      # before the trace: the prompt
+    step = torch.randn(2, 1, 4, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 H=4 d_k=8") as t:
+        shapetrace.name(step, "B T H d_k")
+        cache[:, 6:7] = step                                               # (B, L, H, d_k): slot 6
+        cache[:, :7]                                                       # (B, 7, H, d_k): 0-5 from before
+        cache[:, 8:9] = step                                               # one slot ahead: 7 skipped
+        cache[:, :]                                                        # read whole: masked where empty
+        cache[:, :9]                                                       # bug: reads slot 7
+    assert [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"] == [("cache-slot-skipped", 4)]
+
+
+# -- every file of the round, at distinct sizes, equal sizes and a batch of one -------------------------
+
+#: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
+#: errors and warnings. Still ``?``: the correct files at B = T = H = 4 (names found from sizes alone).
+EXPECTED = {
+    (llama_static_cache, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (llama_static_cache, "write-at-zero"): [("✗", ("cache-slot-skipped",) * 2)] * 3,
+    (llama_static_cache, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
+                                                 ("✗", ("mixed-axis",))],
+}
+
+
+@pytest.mark.parametrize("module,bug", list(EXPECTED), ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'correct'}"
+                                                             for m, b in EXPECTED])
+def test_round_outcome(module, bug):
+    assert [round_outcome(module, bug, dims) for dims in _sizes(module)] == EXPECTED[(module, bug)]
+
+
+def test_every_file_and_bug_is_in_the_table():
+    assert set(EXPECTED) == {(m, b) for m in MODULES for b in ("", *m.TWINS, *m.BUGS)}
