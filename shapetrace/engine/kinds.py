@@ -194,6 +194,10 @@ class Kind(StrEnum):
         "rotary-position-restarts", "error",
         "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
         "whose positions start again at 0 each step instead of at the cache's length")
+    ROTARY_POSITION_OFF = (
+        "rotary-position-off", "error",
+        "a decode step's token turned by another position than the one it takes: a key joined after n cached "
+        "keys not at position n, or a query meeting S keys not at position S - 1")
     ROTARY_PAIRING_UNCHECKED = (
         "rotary-pairing-unchecked", "note",
         "a rotary embedding whose table values were not read (another device, too large, the meta device, a "

@@ -9,7 +9,13 @@ Each class below fails on 10552a7:
   ``bsz`` slots, cut to a size read from the batch);
 * which slots of a buffer this run wrote is exact from the writes' own slices: a read that cuts the
   buffer and takes a slot no write reached, after one a write reached, is ``cache-slot-skipped`` (a decode
-  step written at slot 0 instead of ``start_pos``).
+  step written at slot 0 instead of ``start_pos``);
+* a decode step's rotary table of one position showed no change along the tokens, so its ops stayed
+  unchecked (``? checked 79 of 85``). Its position is now read from its values against the run's table of
+  consecutive positions (the prefill's) and compared with the position its token takes (a key joined
+  after n cached keys: n; a query meeting S keys of a whole history: S - 1): equal, its table is checked on
+  the values; different, ``rotary-position-off`` (positions counted one ahead). A cache trimmed by a slice
+  (a sliding window) is no whole history: nothing is claimed there.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ import shapetrace
 from tests.corpus.helpers import findings, round_outcome, round_sizes
 from tests.corpus.helpers import traced_build as traced
 from tests.corpus.helpers import verdict_line as line
-from tests.corpus.public9 import llama_static_cache
+from tests.corpus.public9 import llama_dynamic_cache, llama_static_cache
 
-MODULES = (llama_static_cache,)
+MODULES = (llama_static_cache, llama_dynamic_cache)
 SIZES = ["B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4"]
 
 
@@ -86,6 +92,55 @@ def test_slots_written_before_the_trace_or_read_whole_are_no_finding():
     assert [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"] == [("cache-slot-skipped", 4)]
 
 
+# -- a growing cache: the position each decode step's rotation turns by ----------------------------------
+
+def _positioned(t):
+    from shapetrace.engine.rotary import rotaries_of
+    t.report()   # (the inference concluded: its rows are the ones the rotaries are found against)
+    return [(r.position, r.expected, r.placed[1] if r.placed else None)
+            for r in rotaries_of(t.capture, t._inference.event_of_record)]
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_decode_steps_rotation_is_read_at_the_position_its_token_takes(dims):
+    """meta-llama's rotation at ``start_pos`` with transformers' ``DynamicCache`` ``cat``: 10552a7 left each
+    step's one-position table unchecked (``? checked 79 of 85 ops``, its ``cat((freqs, freqs))`` rows)."""
+    t = traced(llama_dynamic_cache, "", dims)
+    T = 4 if "T=4" in dims else 6
+    assert _positioned(t) == [(None, None, None)] * 2 + [
+        (T + step, T + step, how) for step in range(3)
+        for how in (f"it is the newest of the {T + step + 1} keys it attends to",
+                    f"it is joined after {T + step} cached entries")]
+    assert findings(t) == ()
+    if "T=4" in dims:
+        assert line(t).startswith("? ") and "equal sizes are ambiguous" in line(t)
+    else:
+        assert line(t).startswith("✓ checked all 85 ops that could carry a layout bug (8 of them on the values")
+
+
+@pytest.mark.parametrize("dims", ["B=2 T=6 D=64 H=4", "B=1 T=6 D=64 H=4"])
+def test_positions_counted_one_ahead_turn_the_step_by_the_next_position(dims):
+    """``arange(past + 1, past + 1 + T)``: the step's token counted twice. 10552a7: ``? checked 79 of 85``."""
+    t = traced(llama_dynamic_cache, "positions-one-ahead", dims)
+    (d,) = [d for d in t.diagnostics if d.severity == "error"]
+    assert d.kind == "rotary-position-off"
+    assert d.message == (
+        f"the rotary embedding rotated at cat #31 turns [B={dims[2]}, H=4, T[-1:]=1, d_k=16] by position 7 (its "
+        "cos and sin tables hold that position's angles on every feature, read against the run's table of "
+        "consecutive positions), but its token takes position 6: it is the newest of the 7 keys it attends to. "
+        "q·k then reads its distance to every other token 1 off.")
+
+
+def test_a_sliding_window_cache_claims_no_position():
+    """Mistral's rolling buffer: the cache cut to its last entries (``k_cache[:, :, 1 - WINDOW:]``, a slice even
+    where it keeps them all) holds fewer keys than the newest position, so neither a query's nor a key's
+    position is compared (silent, and its tables not counted as checked)."""
+    t = traced(llama_dynamic_cache, "sliding-window", "B=2 T=6 D=64 H=4")
+    assert findings(t) == ()
+    assert [p for p in _positioned(t) if p[1] is not None] == []
+    assert line(t).startswith("? checked 85 of 91 ops")
+
+
 # -- every file of the round, at distinct sizes, equal sizes and a batch of one -------------------------
 
 #: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
@@ -95,6 +150,15 @@ EXPECTED = {
     (llama_static_cache, "write-at-zero"): [("✗", ("cache-slot-skipped",) * 2)] * 3,
     (llama_static_cache, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                                  ("✗", ("mixed-axis",))],
+    (llama_dynamic_cache, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (llama_dynamic_cache, "sliding-window"): [("?", ())] * 3,
+    # (at B = T = H = 4 the rotated tensor's token axis is named from sizes alone: no position finding)
+    (llama_dynamic_cache, "positions-restart"): [("✗", ("rotary-position-restarts",)), ("?", ()),
+                                                 ("✗", ("rotary-position-restarts",))],
+    (llama_dynamic_cache, "positions-one-ahead"): [("✗", ("rotary-position-off",)), ("?", ()),
+                                                   ("✗", ("rotary-position-off",))],
+    (llama_dynamic_cache, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
+                                                  ("✗", ("mixed-axis",))],
 }
 
 

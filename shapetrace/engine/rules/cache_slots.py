@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family
+from shapetrace.engine.ops import Family, write_kind
 from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +56,7 @@ def _writes_behind(events, index: int) -> list[tuple[Event, tuple[Span, ...]]] |
     found = []
     while index is not None:
         w = events[index]
-        if w.spec.family is not Family.WRITE or w.op != "__setitem__" or not w.inputs:
+        if w.spec.family is not Family.WRITE or write_kind(w.spec) != "index" or not w.inputs:
             return None
         spans = _spans(w, w.inputs[0].shape)
         if spans is None:
