@@ -103,7 +103,8 @@ class Kind(StrEnum):
                        "built for another attention: its query or key axis holds another sequence's tokens than "
                        "the scores' (the source padding mask on the decoder's self-attention at S == T)")
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
-                              "a mask tiled `H·B` (`repeat(H, 1, 1)`) against scores batched `B·H`")
+                              "a mask tiled `H·B` (`repeat(H, 1, 1)`), or a bias folded so (ALiBi transposed "
+                              "before its reshape), against scores batched `B·H`")
     BROADCAST_MISMATCH = (
         "broadcast-mismatch", "error",
         "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "

@@ -15,7 +15,14 @@ Each class below fails on 10552a7:
   consecutive positions (the prefill's) and compared with the position its token takes (a key joined
   after n cached keys: n; a query meeting S keys of a whole history: S - 1): equal, its table is checked on
   the values; different, ``rotary-position-off`` (positions counted one ahead). A cache trimmed by a slice
-  (a sliding window) is no whole history: nothing is claimed there.
+  (a sliding window) is no whole history: nothing is claimed there;
+* Bloom's ALiBi slopes are built from a Python int (``num_heads``), so nothing named their axis and the
+  bias's ``__getitem__`` and ``reshape`` stayed unchecked (``? checked 25 of 27``). ``baddbmm``'s base is now
+  an operand the graph follows, and a bias folded ``reshape(batch_size * num_heads, ...)`` whose pieces line
+  up with the scores' ``B·H`` piece by piece (the batch named, one unnamed piece of H entries) has its
+  heads there (``B·? = B·H``), carried back to the slopes; a bias folded with the batch elsewhere
+  (transposed before the reshape) is ``mask-wrong-batch-order``. A fold with a piece of one entry (B = 1)
+  does not exercise the order: nothing is named there.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ import shapetrace
 from tests.corpus.helpers import findings, round_outcome, round_sizes
 from tests.corpus.helpers import traced_build as traced
 from tests.corpus.helpers import verdict_line as line
-from tests.corpus.public9 import llama_dynamic_cache, llama_static_cache
+from tests.corpus.public9 import bloom_alibi, llama_dynamic_cache, llama_static_cache
 
-MODULES = (llama_static_cache, llama_dynamic_cache)
+MODULES = (llama_static_cache, llama_dynamic_cache, bloom_alibi)
 SIZES = ["B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4"]
 
 
@@ -141,6 +148,41 @@ def test_a_sliding_window_cache_claims_no_position():
     assert line(t).startswith("? checked 85 of 91 ops")
 
 
+# -- Bloom's ALiBi: slopes from a Python int, folded with the batch ------------------------------------
+
+@pytest.mark.parametrize("bug", ["", "megatron-repeat"])
+def test_alibi_slopes_from_a_literal_head_count_are_the_heads(bug):
+    """transformers' ``build_alibi_tensor`` and Megatron's ``repeat(batch_size, 1, 1)``: 10552a7 left the slopes'
+    axis unnamed (``? checked 25 of 27 ops``: ``#3 __getitem__, #4 reshape``)."""
+    t = traced(bloom_alibi, bug, "B=2 T=6 D=64 H=4")
+    base = next(e for e in t.events if e.op == "baddbmm").inputs[2]
+    assert base.dims == (("2*H", None, "T") if bug else ("B*H", None, "T"))   # (repeat's copies: 2, then H)
+    assert findings(t) == ()
+    assert line(t).startswith(f"✓ checked all {26 if bug else 27} ops")
+
+
+def test_alibi_at_a_batch_of_one_names_nothing():
+    """At B = 1 the fold ``B·H`` is the heads alone: a bias folded heads first gives the same scores, so the
+    order is not exercised and the slopes stay unnamed (``?``, as on 10552a7), correct or not."""
+    for bug in ("", "fold-heads-major"):
+        t = traced(bloom_alibi, bug, "B=1 T=6 D=64 H=4")
+        assert findings(t) == () and line(t).startswith("? checked 25 of")
+
+
+@pytest.mark.parametrize("dims", ["B=2 T=6 D=64 H=4", "B=3 T=5 D=48 H=4"])
+def test_alibi_transposed_before_its_fold_lands_on_other_heads(dims):
+    """The alibi transposed to ``[H, B, T]`` before ``reshape(batch_size * num_heads, 1, T)``: 10552a7 ``?`` (the
+    bias unnamed; no batch mixing measured with this mask)."""
+    t = traced(bloom_alibi, "fold-heads-major", dims)
+    (d,) = [d for d in t.diagnostics if d.severity == "error"]
+    B, T = int(dims[2]), int(dims[6])
+    assert d.kind == "mask-wrong-batch-order"
+    assert d.message == (
+        f"baddbmm #16 adds the bias [{B * 4}, 1, T={T}] to the scores [B·H={B * 4}, T={T}, T={T}]: axis 0 of the "
+        "scores counts batch entries first (B*H), but the bias folds them in another place (?·B), so entry "
+        "b·H + h of the scores gets the bias of another sequence and another head.")
+
+
 # -- every file of the round, at distinct sizes, equal sizes and a batch of one -------------------------
 
 #: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
@@ -157,6 +199,13 @@ EXPECTED = {
                                                  ("✗", ("rotary-position-restarts",))],
     (llama_dynamic_cache, "positions-one-ahead"): [("✗", ("rotary-position-off",)), ("?", ()),
                                                    ("✗", ("rotary-position-off",))],
+    # Bloom: Megatron's repeat_interleave (copies of each head side by side) is a fold no piece of which
+    # is named B, so neither the naming nor the order rule reads it: ``?``
+    (bloom_alibi, ""): [("✓", ()), ("?", ()), ("?", ())],
+    (bloom_alibi, "megatron-repeat"): [("✓", ()), ("?", ()), ("?", ())],
+    (bloom_alibi, "fold-heads-major"): [("✗", ("mask-wrong-batch-order",))] * 2 + [("?", ())],
+    (bloom_alibi, "megatron-repeat-interleave"): [("?", ())] * 3,
+    (bloom_alibi, "slopes-sign"): [("✗", ("distance-bias-reversed",))] * 3,
     (llama_dynamic_cache, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                                   ("✗", ("mixed-axis",))],
 }
