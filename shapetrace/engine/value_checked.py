@@ -49,16 +49,15 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
     (the names of the rotated tensor say which axes hold tokens)?"""
     made = _makers(records)
     rows: set[int] = set()
-    rotaries = tuple(rotaries)
-    for rotary in rotaries:
-        if rotary.outcome != PAIRED or rotary.rotated is None or rotary.at is None or not along_tokens(rotary):
-            continue
-        tables, read = _ancestry(records, made, rotary.tables, rotary.at)
-        earlier = {n for r in rotaries if r.at is not None and r.at < rotary.at for n in r.tables}
-        if read & _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)[1]:
-            continue   # (a table made from the data, or from what the data was made from: not the table's alone;
-            # the data reaches earlier rotations' tables, a layer's or a decode step's before, through them only)
-        rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+    earlier: set[int] = set()   # the tables of the rotations before this one (found in call order)
+    for rotary in sorted(rotaries, key=lambda r: -1 if r.at is None else r.at):
+        if rotary.outcome == PAIRED and rotary.rotated is not None and rotary.at is not None and along_tokens(rotary):
+            tables, read = _ancestry(records, made, rotary.tables, rotary.at)
+            # (a table made from the data, or from what the data was made from, is not the table's alone; the
+            # data reaches earlier rotations' tables, a layer's or a decode step's before, through them only)
+            if not read & _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)[1]:
+                rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+        earlier.update(rotary.tables)
     return frozenset(rows)
 
 

@@ -23,6 +23,10 @@ Each class below fails on 10552a7:
   heads there (``B·? = B·H``), carried back to the slopes; a bias folded with the batch elsewhere
   (transposed before the reshape) is ``mask-wrong-batch-order``. A fold with a piece of one entry (B = 1)
   does not exercise the order: nothing is named there.
+
+T5's relative-position bias with its query and key axes traded stays ``?`` (pinned below, as on 10552a7):
+both axes are ``arange(T)`` of one size read from one input, and the subtraction's order is a convention
+(T5 takes key - query, DeBERTa query - key, both correct), so nothing proves which axis holds the queries.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ import shapetrace
 from tests.corpus.helpers import findings, round_outcome, round_sizes
 from tests.corpus.helpers import traced_build as traced
 from tests.corpus.helpers import verdict_line as line
-from tests.corpus.public9 import bloom_alibi, llama_dynamic_cache, llama_static_cache
+from tests.corpus.public9 import bloom_alibi, llama_dynamic_cache, llama_static_cache, t5_bias
 
-MODULES = (llama_static_cache, llama_dynamic_cache, bloom_alibi)
+MODULES = (llama_static_cache, llama_dynamic_cache, bloom_alibi, t5_bias)
 SIZES = ["B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4"]
 
 
@@ -64,6 +68,20 @@ def test_a_cache_for_a_larger_batch_holds_batch_slots(dims):
         assert line(t).startswith("? ") and "equal sizes are ambiguous" in line(t)
     else:
         assert line(t).startswith("✓ checked all 85 ops")
+
+
+def test_batch_slots_are_named_only_where_a_batch_was_written_from_slot_zero():
+    """The mechanism alone: ``cache[:n, 0:6] = k`` names the buffer's first axis ``B_max`` (10552a7: unnamed);
+    ``cache[2:4, 0:6] = k`` (a batch written elsewhere) leaves it unnamed, as before."""
+    k = torch.randn(2, 6, 4, 8)
+    names = []
+    for first in (0, 2):
+        cache = torch.zeros(4, 16, 4, 8)
+        with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 H=4 d_k=8") as t:
+            shapetrace.name(k, "B T H d_k")
+            cache[first:first + k.size(0), 0:6] = k                         # (B_max, L, H, d_k)
+        names.append(t.events[0].outputs[0].dims)
+    assert names == [("B_max", "L", "H", "d_k"), (None, "L", "H", "d_k")]
 
 
 @pytest.mark.parametrize("dims", SIZES)
@@ -183,6 +201,18 @@ def test_alibi_transposed_before_its_fold_lands_on_other_heads(dims):
         "b·H + h of the scores gets the bias of another sequence and another head.")
 
 
+# -- T5: a bias whose two token axes nothing tells apart ---------------------------------------------------
+
+@pytest.mark.parametrize("dims", ["B=2 T=6 D=64 H=4", "B=1 T=6 D=64 H=4"])
+def test_a_transposed_t5_bias_is_not_proven_either_way(dims):
+    """``values.permute([2, 1, 0])``: ``?`` saying why, never ``✓``; T5's and DeBERTa's directions both ``✓``."""
+    assert line(traced(t5_bias, "bias-transposed", dims)) == (
+        "? checked 24 of 24 ops that could carry a layout bug; not proven: #16 permute moves two axes both named T "
+        "past each other, and names cannot tell which is which; no errors or warnings in what was checked")
+    for twin in ("", "query-minus-key"):
+        assert line(traced(t5_bias, twin, dims)).startswith("✓ checked all 24 ops")
+
+
 # -- every file of the round, at distinct sizes, equal sizes and a batch of one -------------------------
 
 #: (module, bug) -> for each size of ``_sizes(module)``: the verdict's first letter and the kinds of its
@@ -206,6 +236,9 @@ EXPECTED = {
     (bloom_alibi, "fold-heads-major"): [("✗", ("mask-wrong-batch-order",))] * 2 + [("?", ())],
     (bloom_alibi, "megatron-repeat-interleave"): [("?", ())] * 3,
     (bloom_alibi, "slopes-sign"): [("✗", ("distance-bias-reversed",))] * 3,
+    (t5_bias, ""): [("✓", ()), ("?", ()), ("✓", ())],
+    (t5_bias, "query-minus-key"): [("✓", ()), ("?", ()), ("✓", ())],
+    (t5_bias, "bias-transposed"): [("?", ())] * 3,
     (llama_dynamic_cache, "merge-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),
                                                   ("✗", ("mixed-axis",))],
 }

@@ -69,11 +69,23 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
             pinned[p], changed = axis, True
         elif not whole and state.namer.role(axis.atoms[0].root) in _CAPACITY_OF_ROLE:
             capacity = _CAPACITY_OF_ROLE[state.namer.role(axis.atoms[0].root)]
+            if capacity == BATCH_CAPACITY and not _from_first_slot(record, p):
+                continue   # (a batch written elsewhere than its first slots: cache[:bsz] would not be it)
             pinned[p], changed = ax.root_axis(capacity, pinned[p].size), True
     if changed:
         state.writes[target] = pinned = tuple(pinned)   # what it holds from here on
         state.rename(target, pinned)
         name_sliced_buffer(state, target, tuple(pinned))
+
+
+def _from_first_slot(record, p: int) -> bool:
+    """Does the write's index cut axis ``p`` of its target from slot 0 (``cache_k[:bsz, ...]``)?"""
+    if write_kind(record.spec) != "index":
+        return False
+    args, _ = thaw_args(record.frozen)
+    items = args[1] if len(args) > 1 and isinstance(args[1], tuple) else args[1:2]
+    item = items[p] if p < len(items) and ... not in items[:p + 1] else None
+    return isinstance(item, slice) and item.start in (None, 0) and item.step in (None, 1)
 
 
 def name_sliced_buffer(state: Inference, view: int, named: tuple[Axis, ...]) -> None:
