@@ -120,7 +120,9 @@ class _History:
                 return self._appended(record, nodes)
             if family in (Family.FUSED_ATTENTION, Family.PRODUCT) and len(record.ins) >= 2 and \
                     record.ins[0] in nodes:
-                return self._newest(record.ins[1], len(shape) - 2)
+                keys = tuple(self.shapes[record.ins[1]].shape)
+                return self._newest(record.ins[1], keys[-2] if family is Family.FUSED_ATTENTION else keys[-1],
+                                    len(shape) - 2)
             if family in _PASSES and len([n for n in record.ins if n in nodes]) == 1 and \
                     all(tuple(self.shapes[o].shape) == shape for o in record.outs):
                 nodes.update(record.outs)
@@ -138,19 +140,20 @@ class _History:
             before += self.shapes[n].shape[dim]
         return None
 
-    def _newest(self, keys: int, axis: int) -> tuple[int, int, str] | None:
-        """The last position of the keys a product reads, where they are a whole history joined."""
+    def _newest(self, keys: int, seen: int, axis: int) -> tuple[int, int, str] | None:
+        """The last position of the ``seen`` keys a product reads, where they are a whole history joined
+        and as many as it holds (read back through one-operand ops: ``repeat_kv``'s widening included; a
+        window cut from the history reads fewer keys and is no case)."""
         for _ in range(MAX_FOLLOW):
             record = self.records[self.maker[keys]] if keys in self.maker else None
             if record is None:
                 return None
             if record.spec.family is Family.JOIN:
                 dim = self._dim(record)
-                if dim is None or not self._whole(keys):
+                if dim is None or self.shapes[keys].shape[dim] != seen or not self._whole(keys):
                     return None
-                count = self.shapes[keys].shape[dim]
-                return count - 1, axis, f"it is the newest of the {count} keys it attends to"
-            if record.spec.family not in _PASSES or len(record.ins) != 1:
+                return seen - 1, axis, f"it is the newest of the {seen} keys it attends to"
+            if len(record.ins) != 1:
                 return None
             keys = record.ins[0]
         return None

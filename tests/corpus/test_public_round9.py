@@ -126,11 +126,13 @@ def _positioned(t):
             for r in rotaries_of(t.capture, t._inference.event_of_record)]
 
 
-@pytest.mark.parametrize("dims", SIZES)
-def test_a_decode_steps_rotation_is_read_at_the_position_its_token_takes(dims):
-    """meta-llama's rotation at ``start_pos`` with transformers' ``DynamicCache`` ``cat``: 10552a7 left each
-    step's one-position table unchecked (``? checked 79 of 85 ops``, its ``cat((freqs, freqs))`` rows)."""
-    t = traced(llama_dynamic_cache, "", dims)
+@pytest.mark.parametrize("bug", ["", "grouped-kv"])
+@pytest.mark.parametrize("dims", [f"{d} H_kv=2" for d in SIZES])
+def test_a_decode_steps_rotation_is_read_at_the_position_its_token_takes(dims, bug):
+    """meta-llama's rotation at ``start_pos`` with transformers' ``DynamicCache`` ``cat`` (and its ``repeat_kv``
+    after the cache, read back to the join): 10552a7 left each step's one-position table unchecked (``? checked
+    79 of 85 ops``, its ``cat((freqs, freqs))`` rows)."""
+    t = traced(llama_dynamic_cache, bug, dims)
     T = 4 if "T=4" in dims else 6
     assert _positioned(t) == [(None, None, None)] * 2 + [
         (T + step, T + step, how) for step in range(3)
@@ -140,7 +142,8 @@ def test_a_decode_steps_rotation_is_read_at_the_position_its_token_takes(dims):
     if "T=4" in dims:
         assert line(t).startswith("? ") and "equal sizes are ambiguous" in line(t)
     else:
-        assert line(t).startswith("✓ checked all 85 ops that could carry a layout bug (8 of them on the values")
+        assert line(t).startswith(f"✓ checked all {109 if bug else 85} ops that could carry a layout bug (8 of them "
+                                  "on the values")
 
 
 @pytest.mark.parametrize("dims", ["B=2 T=6 D=64 H=4", "B=1 T=6 D=64 H=4"])
@@ -224,6 +227,7 @@ EXPECTED = {
                                                  ("✗", ("mixed-axis",))],
     (llama_dynamic_cache, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (llama_dynamic_cache, "sliding-window"): [("?", ())] * 3,
+    (llama_dynamic_cache, "grouped-kv"): [("✓", ()), ("?", ()), ("✓", ())],
     # (at B = T = H = 4 the rotated tensor's token axis is named from sizes alone: no position finding)
     (llama_dynamic_cache, "positions-restart"): [("✗", ("rotary-position-restarts",)), ("?", ()),
                                                  ("✗", ("rotary-position-restarts",))],

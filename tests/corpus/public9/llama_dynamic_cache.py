@@ -13,7 +13,9 @@ merged by ``reshape(B, T, -1)`` straight from ``(B, H, T, d)``.
 Twin (correct): ``sliding-window``: the cache trimmed to its last ``WINDOW - 1`` entries before the step's key
 is appended (Mistral's rolling buffer cache, mistralai/mistral-src ``RotatingBufferCache``; transformers'
 ``SlidingWindowCache``): positions keep counting past the window, so a position larger than the cache's
-length is no finding there."""
+length is no finding there; ``grouped-kv``: two key/value heads widened by transformers' ``repeat_kv``
+(``hidden_states[:, :, None, :, :].expand(...).reshape(...)``) after the cache, as Llama's grouped-query
+attention reads them."""
 
 import sys
 
@@ -22,9 +24,17 @@ import torch.nn.functional as F
 from torch import nn
 
 BUGS = ("positions-restart", "positions-one-ahead", "merge-no-transpose")
-TWINS = ("sliding-window",)
+TWINS = ("sliding-window", "grouped-kv")
 WINDOW = 7   # (longer than the prompt: the prefill's causal mask is the window's)
-DIMS = ("B=2 T=6 D=64 H=4",)
+DIMS = ("B=3 T=6 D=64 H=4 H_kv=2",)
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)   # (B, H, S, d_k)
 
 
 def rotate_half(x):
@@ -36,8 +46,9 @@ class CachedAttention(nn.Module):
     def __init__(self, d, h, bug=""):
         super().__init__()
         self.h, self.hd, self.bug = h, d // h, bug
-        self.wq, self.wk = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
-        self.wv, self.wo = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.kv = 2 if bug == "grouped-kv" else h
+        self.wq, self.wk = nn.Linear(d, d, bias=False), nn.Linear(d, self.kv * self.hd, bias=False)
+        self.wv, self.wo = nn.Linear(d, self.kv * self.hd, bias=False), nn.Linear(d, d, bias=False)
         self.inv_freq = 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd))
         self.k_cache = self.v_cache = None
         self.seen = 0
@@ -59,8 +70,8 @@ class CachedAttention(nn.Module):
         else:
             positions = torch.arange(past, past + T)                     # (T,)
         q = self.wq(x).view(B, T, self.h, self.hd).transpose(1, 2)      # (B, H, T, d_k)
-        k = self.wk(x).view(B, T, self.h, self.hd).transpose(1, 2)      # (B, H, T, d_k)
-        v = self.wv(x).view(B, T, self.h, self.hd).transpose(1, 2)      # (B, H, T, d_k)
+        k = self.wk(x).view(B, T, self.kv, self.hd).transpose(1, 2)     # (B, H_kv, T, d_k)
+        v = self.wv(x).view(B, T, self.kv, self.hd).transpose(1, 2)     # (B, H_kv, T, d_k)
         q, k = self.rope(q, positions), self.rope(k, positions)
         if self.k_cache is not None and self.bug == "sliding-window":
             k = torch.cat([self.k_cache[:, :, 1 - WINDOW:], k], dim=-2)  # (B, H, ≤WINDOW, d_k)
@@ -69,6 +80,7 @@ class CachedAttention(nn.Module):
             k = torch.cat([self.k_cache, k], dim=-2)                    # (B, H, past+T, d_k)
             v = torch.cat([self.v_cache, v], dim=-2)                    # (B, H, past+T, d_k)
         self.k_cache, self.v_cache, self.seen = k, v, self.seen + T
+        k, v = repeat_kv(k, self.h // self.kv), repeat_kv(v, self.h // self.kv)   # (B, H, past+T, d_k)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)  # (B, H, T, d_k)
         if self.bug == "merge-no-transpose":
             return self.wo(out.reshape(B, T, -1))                       # bug: (B, H·T·d) regrouped
@@ -89,8 +101,8 @@ class Decode(nn.Module):
         return y
 
 
-def build(bug="", B=2, T=6, D=64, H=4):
-    """--dims 'B=2 T=6 D=64 H=4': hidden states (B, T, D)."""
+def build(bug="", B=3, T=6, D=64, H=4):
+    """--dims 'B=3 T=6 D=64 H=4 H_kv=2': hidden states (B, T, D)."""
     torch.manual_seed(0)
     return Decode(CachedAttention(D, H, bug)).eval(), (torch.randn(B, T, D),)
 
