@@ -21,7 +21,8 @@ Each class below fails on 10552a7:
   an operand the graph follows, and a bias folded ``reshape(batch_size * num_heads, ...)`` whose pieces line
   up with the scores' ``B·H`` piece by piece (the batch named, one unnamed piece of H entries) has its
   heads there (``B·? = B·H``), carried back to the slopes; a bias folded with the batch elsewhere
-  (transposed before the reshape) is ``mask-wrong-batch-order``. A fold with a piece of one entry (B = 1)
+  (transposed before the reshape, or Megatron's table widened with ``repeat_interleave(batch_size, 0)``,
+  whose copies counted by a size read from the batch are the batch) is ``mask-wrong-batch-order``. A fold with a piece of one entry (B = 1)
   does not exercise the order: nothing is named there.
 
 T5's relative-position bias with its query and key axes traded stays ``?`` (pinned below, as on 10552a7):
@@ -177,7 +178,7 @@ def test_alibi_slopes_from_a_literal_head_count_are_the_heads(bug):
     axis unnamed (``? checked 25 of 27 ops``: ``#3 __getitem__, #4 reshape``)."""
     t = traced(bloom_alibi, bug, "B=2 T=6 D=64 H=4")
     base = next(e for e in t.events if e.op == "baddbmm").inputs[2]
-    assert base.dims == (("2*H", None, "T") if bug else ("B*H", None, "T"))   # (repeat's copies: 2, then H)
+    assert base.dims == ("B*H", None, "T")   # (repeat's copies counted by batch_size: a copy per batch entry)
     assert findings(t) == ()
     assert line(t).startswith(f"✓ checked all {26 if bug else 27} ops")
 
@@ -188,6 +189,15 @@ def test_alibi_at_a_batch_of_one_names_nothing():
     for bug in ("", "fold-heads-major"):
         t = traced(bloom_alibi, bug, "B=1 T=6 D=64 H=4")
         assert findings(t) == () and line(t).startswith("? checked 25 of")
+
+
+def test_megatron_alibi_widened_head_major_lands_on_other_heads():
+    """``alibi.repeat_interleave(batch_size, 0)`` of ``[H, 1, T]``: 10552a7 ``?`` (the copies unnamed)."""
+    t = traced(bloom_alibi, "megatron-repeat-interleave", "B=2 T=6 D=64 H=4")
+    assert [(d.kind, d.message.split(":")[1]) for d in t.diagnostics if d.severity == "error"] == [
+        ("mask-wrong-batch-order", " axis 0 of the scores counts batch entries first (B*H), but the bias folds them "
+                                   "in another place (?·B), so entry b·H + h of the scores gets the bias of another "
+                                   "sequence and another head.")]
 
 
 @pytest.mark.parametrize("dims", ["B=2 T=6 D=64 H=4", "B=3 T=5 D=48 H=4"])
@@ -233,12 +243,11 @@ EXPECTED = {
                                                  ("✗", ("rotary-position-restarts",))],
     (llama_dynamic_cache, "positions-one-ahead"): [("✗", ("rotary-position-off",)), ("?", ()),
                                                    ("✗", ("rotary-position-off",))],
-    # Bloom: Megatron's repeat_interleave (copies of each head side by side) is a fold no piece of which
-    # is named B, so neither the naming nor the order rule reads it: ``?``
+    # Bloom: at B = T = H = 4 the batch piece of Megatron's repeat_interleave is not told from the heads
     (bloom_alibi, ""): [("✓", ()), ("?", ()), ("?", ())],
     (bloom_alibi, "megatron-repeat"): [("✓", ()), ("?", ()), ("?", ())],
     (bloom_alibi, "fold-heads-major"): [("✗", ("mask-wrong-batch-order",))] * 2 + [("?", ())],
-    (bloom_alibi, "megatron-repeat-interleave"): [("?", ())] * 3,
+    (bloom_alibi, "megatron-repeat-interleave"): [("✗", ("mask-wrong-batch-order",)), ("?", ()), ("?", ())],
     (bloom_alibi, "slopes-sign"): [("✗", ("distance-bias-reversed",))] * 3,
     (t5_bias, ""): [("✓", ()), ("?", ()), ("✓", ())],
     (t5_bias, "query-minus-key"): [("✓", ()), ("?", ()), ("✓", ())],

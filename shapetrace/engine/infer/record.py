@@ -33,7 +33,13 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import add_row, note_scaling
-from shapetrace.engine.infer.sizes import constructed_axes, grown_axes, note_sizes_against_names, sliced_axes
+from shapetrace.engine.infer.sizes import (
+    constructed_axes,
+    grown_axes,
+    note_sizes_against_names,
+    repeated_axes,
+    sliced_axes,
+)
 from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
@@ -113,6 +119,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}
+        if record.spec.repeats:
+            out_axes = repeated_axes(state, record, out_axes)
         if record.spec.sized:
             out_axes = grown_axes(state, record, out_axes)
         elif is_basic_indexing(record.spec):

@@ -70,6 +70,36 @@ def grown_axes(state: Inference, record, out_axes: list) -> list:
     return [tuple(axes)]
 
 
+def repeated_axes(state: Inference, record, out_axes: list) -> list:
+    """``repeat(b, 1, 1)``, ``repeat_interleave(b, dim)``: the piece of copies of an axis, counted by a size
+    read from an axis, takes that axis's name (a copy per entry of it, as ``expand`` grows one): Megatron's
+    ``alibi.repeat(batch_size, 1, 1)`` of ``[H, 1, T]`` is ``[B·H, 1, T]``, its ``repeat_interleave`` ``[H·B, 1,
+    T]``."""
+    if len(out_axes) != 1 or not record.spec.repeats:
+        return out_axes
+    axes = list(out_axes[0])
+    for j, count in _counts(record, len(axes)):
+        found = _read_axis(state, count)
+        if found is None or len(found.atoms) != 1 or not found.atoms[0].whole:
+            continue
+        atoms = axes[j].atoms
+        copies = [k for k, a in enumerate(atoms) if a.root == COPIES and a.size == found.size]
+        if len(copies) == 1:
+            axes[j] = Axis(atoms[:copies[0]] + found.atoms + atoms[copies[0] + 1:], axes[j].role)
+    return [tuple(axes)]
+
+
+def _counts(record, rank: int) -> list[tuple[int, object]]:
+    """``(output axis, its count of copies)`` of a ``repeat`` (one count per axis, from the right) or a
+    ``repeat_interleave`` along one ``dim``."""
+    args, kwargs = thaw_args(record.frozen)
+    rest = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else list(args[1:])
+    if len(rest) == rank and all(isinstance(n, int) for n in rest):
+        return list(enumerate(rest))   # (repeat)
+    count, dim = kwargs.get("repeats", rest[0] if rest else None), kwargs.get("dim", rest[1] if len(rest) > 1 else None)
+    return [(dim % rank, count)] if isinstance(count, int) and isinstance(dim, int) else []
+
+
 def sliced_axes(state: Inference, record, out_axes: list) -> list:
     """``x[..., :n]`` (basic indexing): an unnamed axis cut from position 0 to a size read from an axis
     takes that axis's name (its first ``n`` positions, as ``arange(n)``). So does an axis of batch slots
