@@ -22,8 +22,8 @@ Each class below fails on 10552a7:
   up with the scores' ``B·H`` piece by piece (the batch named, one unnamed piece of H entries) has its
   heads there (``B·? = B·H``), carried back to the slopes; a bias folded with the batch elsewhere
   (transposed before the reshape, or Megatron's table widened with ``repeat_interleave(batch_size, 0)``,
-  whose copies counted by a size read from the batch are the batch) is ``mask-wrong-batch-order``. A fold with a piece of one entry (B = 1)
-  does not exercise the order: nothing is named there.
+  whose copies counted by a size read from the batch are the batch) is ``mask-wrong-batch-order``. A fold
+  with a piece of one entry (B = 1) does not exercise the order: nothing is named there.
 
 T5's relative-position bias with its query and key axes traded stays ``?`` (pinned below, as on 10552a7):
 both axes are ``arange(T)`` of one size read from one input, and the subtraction's order is a convention
