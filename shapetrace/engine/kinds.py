@@ -103,7 +103,8 @@ class Kind(StrEnum):
                        "built for another attention: its query or key axis holds another sequence's tokens than "
                        "the scores' (the source padding mask on the decoder's self-attention at S == T)")
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
-                              "a mask tiled `H·B` (`repeat(H, 1, 1)`) against scores batched `B·H`")
+                              "a mask tiled `H·B` (`repeat(H, 1, 1)`), or a bias folded so (ALiBi transposed "
+                              "before its reshape), against scores batched `B·H`")
     BROADCAST_MISMATCH = (
         "broadcast-mismatch", "error",
         "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "
@@ -194,6 +195,10 @@ class Kind(StrEnum):
         "rotary-position-restarts", "error",
         "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
         "whose positions start again at 0 each step instead of at the cache's length")
+    ROTARY_POSITION_OFF = (
+        "rotary-position-off", "error",
+        "a decode step's token turned by another position than the one it takes: a key joined after n cached "
+        "keys not at position n, or a query meeting S keys not at position S - 1")
     ROTARY_PAIRING_UNCHECKED = (
         "rotary-pairing-unchecked", "note",
         "a rotary embedding whose table values were not read (another device, too large, the meta device, a "
@@ -218,6 +223,9 @@ class Kind(StrEnum):
     WRITE_MISMATCH = ("write-mismatch", "error",
                       "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, `copy_`) with its axes in another "
                       "order than it is read")
+    CACHE_SLOT_SKIPPED = ("cache-slot-skipped", "error",
+                          "a cache read back in a slice that takes a slot this run never wrote, after slots it "
+                          "did write: a step's keys or values written at the wrong position")
     JOIN_MISMATCH = ("join-mismatch", "error",
                      "a `cat` that lines up different axes of equal size in its parts")
     FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error",

@@ -238,6 +238,14 @@ def addmm_operands(args: tuple, kwargs: dict) -> list:
     return [t for t in pair if _is_tensor(t)]
 
 
+def baddbmm_operands(args: tuple, kwargs: dict) -> list:
+    """``baddbmm(base, a, b)``: the two matrices, then the base added to their product (Bloom's ALiBi: its
+    elements reach every score, so it is data the graph follows), in that order, so the matrices stay the
+    first two operands."""
+    base = arg(args, kwargs, 0, "input")
+    return addmm_operands(args, kwargs) + ([base] if _is_tensor(base) else [])
+
+
 def all_operands(args: tuple, kwargs: dict) -> list:
     """Every tensor argument, and every tensor inside a list or tuple argument (``torch.cat``)."""
     found = []

@@ -31,6 +31,7 @@ from shapetrace.engine.op_args import (
     addmm_operands,
     all_operands,
     arg,
+    baddbmm_operands,
     first_operand,
     linear_operands,
 )
@@ -208,7 +209,7 @@ ENTRIES: list[OpSpec] = [
     OpSpec("bmm", "new", pr.matmul, rank=3, words="batched matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT, contraction="matrix",
            meta="matmul"),
-    OpSpec("baddbmm", "new", pr.baddbmm, params=baddbmm_params, params_read_values=True, operands=addmm_operands,
+    OpSpec("baddbmm", "new", pr.baddbmm, params=baddbmm_params, params_read_values=True, operands=baddbmm_operands,
            words="base + a @ b, batched", family=F.PRODUCT, contraction="matrix"),
     OpSpec("matmul", "new", pr.matmul, copies_inside=True, words="matrix product", family=F.PRODUCT,
            backward=_GRAD_PRODUCT,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -38,6 +38,7 @@ from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import Family, callables_of
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
+from shapetrace.engine.rotary_positions import with_positions
 from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
 #: records walked back from a rotated tensor to the tensor it rotates (rotate_half is 4, GPT-J's 5)
@@ -69,6 +70,12 @@ class Rotary:
             joined after other entries along an axis (a key appended to a cache whose position restarted).
         tables: the nodes of the cos and sin tables; rotated: the node of x; moves: the records of the data
             moves that make ``rotate(x)`` from x (what :mod:`.value_checked` reads).
+        angles: copies of the cos and sin tables, where both were read.
+        position: for a table of one position, the integer position whose angles it holds, read against a
+            table of the run that counts positions (:mod:`.rotary_positions`); None when not read.
+        expected: the position its token belongs at (a key joined after n cached entries: n; a query
+            meeting S keys: S - 1); None when not found.
+        placed: ``(axis of the rotated tensor, how)`` that places its token at ``expected``.
     """
 
     event: int | None
@@ -85,6 +92,10 @@ class Rotary:
     rotated: int | None = None
     moves: tuple[int, ...] = ()
     at: int | None = None
+    angles: tuple = field(default=(), repr=False, compare=False)
+    position: int | None = None
+    expected: int | None = None
+    placed: tuple[int, str] | None = None
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -107,6 +118,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     terms: dict[int, int] = {}     # node -> the multiplication record it is (or a same-shape unary op of it)
     found: list[Rotary] = []
     at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
+    outs: dict[int, int] = {}      # rotary (in ``found``) -> the node of its result
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
@@ -122,12 +134,13 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 record_at, rotary = rotary
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
                 found.append(replace(rotary, event=max(rows) if rows else None, at=index))
+                outs[len(found) - 1] = record.outs[0]
                 if rotary.at_zero:
                     at_zero[record.outs[0]] = len(found) - 1
         for node in record.outs:
             if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
                 producer[node] = index
-    return tuple(found)
+    return with_positions(found, records, shapes, outs)
 
 
 def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:
@@ -216,7 +229,7 @@ def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rota
         return found
     still = tuple(j for j, n in enumerate(shapes[x].shape[:-1]) if n > 1 and j not in varies)
     at_zero = bool((read[0] == 1).all()) and bool((read[1] == 0).all())   # (x * cos + rotate(x) * sin)
-    return replace(found, varies=varies, still=still, at_zero=at_zero)
+    return replace(found, varies=varies, still=still, at_zero=at_zero, angles=tuple(read))
 
 
 def _kept(product, at: int) -> tuple:

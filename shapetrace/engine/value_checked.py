@@ -49,13 +49,15 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
     (the names of the rotated tensor say which axes hold tokens)?"""
     made = _makers(records)
     rows: set[int] = set()
-    for rotary in rotaries:
-        if rotary.outcome != PAIRED or rotary.rotated is None or rotary.at is None or not along_tokens(rotary):
-            continue
-        tables, read = _ancestry(records, made, rotary.tables, rotary.at)
-        if read & _ancestry(records, made, (rotary.rotated,), rotary.at)[1]:
-            continue   # (a table made from the data, or from what the data was made from: not the table's alone)
-        rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+    earlier: set[int] = set()   # the tables of the rotations before this one (found in call order)
+    for rotary in sorted(rotaries, key=lambda r: -1 if r.at is None else r.at):
+        if rotary.outcome == PAIRED and rotary.rotated is not None and rotary.at is not None and along_tokens(rotary):
+            tables, read = _ancestry(records, made, rotary.tables, rotary.at)
+            # (a table made from the data, or from what the data was made from, is not the table's alone; the
+            # data reaches earlier rotations' tables, a layer's or a decode step's before, through them only)
+            if not read & _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)[1]:
+                rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+        earlier.update(rotary.tables)
     return frozenset(rows)
 
 
@@ -109,9 +111,10 @@ def _makers(records: Sequence) -> dict[int, list[int]]:
 
 
 def _ancestry(records: Sequence, made: Mapping[int, list[int]], nodes: Iterable[int],
-              before: int) -> tuple[set[int], set[int]]:
+              before: int, stop: frozenset[int] | set[int] = frozenset()) -> tuple[set[int], set[int]]:
     """Every record before ``before`` that made one of ``nodes`` or what such a record read, and every
-    node reached (``nodes`` and the inputs no record made included)."""
+    node reached (``nodes`` and the inputs no record made included); the walk neither enters nor counts
+    the nodes of ``stop``."""
     found: set[int] = set()
     stack = [(node, before) for node in nodes]
     reached = set(nodes)
@@ -120,7 +123,7 @@ def _ancestry(records: Sequence, made: Mapping[int, list[int]], nodes: Iterable[
         for index in made.get(node, ()):
             if index < bound and index not in found:
                 found.add(index)
-                ins = [n for n in records[index].ins if isinstance(n, int)]
+                ins = [n for n in records[index].ins if isinstance(n, int) and n not in stop]
                 reached.update(ins)
                 stack.extend((n, index) for n in ins)
     return found, reached
@@ -142,9 +145,12 @@ def note_final(inference, capture) -> None:
     def along_tokens(rotary: Rotary) -> bool:   # (the rotated tensor's row: the rotation's last data move)
         if rotary.event is None or rotary.event >= len(events) or not events[rotary.event].outputs:
             return False
-        dims = events[rotary.event].outputs[0].dims
-        return bool(rotary.varies) and all(j < len(dims) and namer.plain_role(dims[j]) == "tokens"
-                                           for j in rotary.varies)
+        out = events[rotary.event].outputs[0]
+        if not rotary.varies:   # (one position: its angles are the position its token belongs at)
+            axis = rotary.placed[0] if rotary.placed else len(out.dims)
+            return rotary.position is not None and rotary.position == rotary.expected and axis < len(out.dims) \
+                and out.shape[axis] == 1 and namer.plain_role(out.dims[axis]) == "tokens"
+        return all(j < len(out.dims) and namer.plain_role(out.dims[j]) == "tokens" for j in rotary.varies)
 
     def tokens(label: str | None) -> bool:
         return namer.plain_role(label) == "tokens"

@@ -51,7 +51,7 @@ _B, _T, _F, _H, _HF = Role.BATCH, Role.TOKENS, Role.FEATURES, Role.HEADS, Role.H
 ROLES = {
     "B": _B, "T": _T, "S": _T, "T_q": _T, "T_k": _T, "N": _T, "L": _T,
     "D": _F, "H": _H, "d_k": _HF, "H_kv": _H, "n_rep": _H,
-    "D_kv": _F, "nW": _B,
+    "D_kv": _F, "nW": _B, "B_max": _B,
     "Hp": _T, "Wp": _T, "Fp": _T,   # a convolution's grid of patches (rows, columns, frames)
 }
 #: the axes of one grid of patches: each walks its own direction, so two of them never line up

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.infer.writes import write_lines, written_axes
-from shapetrace.engine.op_args import Call
+from shapetrace.engine.op_args import Call, baddbmm_operands
 from shapetrace.engine.ops import (
     Family,
     arg,
@@ -58,9 +58,9 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
             out = inference.axes.get(record.outs[0])
             if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
                 continue
-        elif lines_up_by_broadcast(spec):
-            for node, position in _bias_heads(inference, record, size):
-                walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+        elif lines_up_by_broadcast(spec) or spec.operands is baddbmm_operands:
+            walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+            for node, position in _bias_heads(inference, record, size) + walker.folded_bias_heads(record):
                 walker.back(node, position)
             continue
         else:
@@ -91,7 +91,7 @@ def _bias_heads(inference: Inference, record, size: int) -> list[tuple[int, int]
     namer = inference.namer
     ranked = [(node, inference.axes.get(node) or ()) for node in dict.fromkeys(record.ins)]
     scores = [(node, a) for node, a in ranked if len(a) >= 4 and _is_scores(namer, a)]
-    if len(scores) != 1:
+    if len(scores) != 1 or not lines_up_by_broadcast(record.spec):
         return []
     _, axes = scores[0]
     h = [i for i, a in enumerate(axes) if namer.label(a) == HEADS]
@@ -231,6 +231,90 @@ class _Walker:
         lined = written_axes(args[1] if len(args) > 1 else None, ndim, len(self.axes(view)))
         if p in lined and lined[p][1]:
             self.back(view, lined[p][0])
+
+    def folded_bias_heads(self, record) -> list[tuple[int, int]]:
+        """A bias added to scores whose batch and heads are folded into one axis (Bloom's ALiBi:
+        ``alibi.baddbmm(q, k)`` with ``alibi = (slopes[..., None] * positions).reshape(batch_size * num_heads,
+        1, T)`` of ``[B, ?, T]``): broadcasting lines the bias's folded axis up with the scores' ``B·H``. Where
+        the reshape that made it folded the same axes in the same order, each named as the scores' piece is
+        and one unnamed with the heads' entries, that one is the heads (``B·? = B·H`` solved for ``?``).
+        Returns ``(node, axis)`` of the unnamed axis before the fold."""
+        namer, axes_of = self.inference.namer, self.axes
+        if record.spec.operands is baddbmm_operands and len(record.ins) == 3:
+            scores, biases = axes_of(record.outs[0]), record.ins[2:]
+        else:
+            ranked = [n for n in dict.fromkeys(record.ins) if len(axes_of(n)) >= 3 and _is_scores(namer, axes_of(n))]
+            if len(ranked) != 1:
+                return []
+            scores, biases = axes_of(ranked[0]), [n for n in record.ins if n != ranked[0]]
+        if len(scores) < 3 or not _is_scores(namer, scores):
+            return []
+        found = []
+        for i, fold in enumerate(scores):
+            if len(fold.atoms) < 2 or 1 in (a.size for a in fold.atoms) or self._pieces(fold).count(HEADS) != 1:
+                continue   # (a fold of one piece, a batch of one: the order of the pieces is not exercised)
+            for node in biases:
+                hit = self._unfolded_heads(node, i - len(scores), fold)
+                if hit is not None:
+                    found.append(hit)
+        return found
+
+    def _unfolded_heads(self, node: int, back: int, fold: Axis) -> tuple[int, int] | None:
+        """``(the reshape's input, its axis)`` that is the heads of ``fold`` in the bias ``node``, or None."""
+        bias, record = self.axes(node), self.made.get(node)
+        if len(bias) < -back or bias[back].size != fold.size or self.inference.namer.label(bias[back]) is not None \
+                or record is None or not (record.spec.family is Family.RESHAPE or record.spec.repeats) \
+                or len(record.ins) != 1:
+            return None
+        pieces = self._sources(record, node, back % len(bias))
+        source = self.axes(record.ins[0])
+        if pieces is None or len(pieces) != len(fold.atoms):
+            return None
+        heads = None
+        for i, atom, piece in zip(pieces, fold.atoms, self._pieces(fold)):
+            if i is None:   # (copies: the same values at every entry of the piece, which lines up with any)
+                continue
+            label = self.inference.namer.label(source[i])
+            if source[i].size != atom.size or piece is None:
+                return None
+            if piece == HEADS and label is None:
+                heads = i
+            elif label != piece:
+                return None
+        return (record.ins[0], heads) if heads is not None else None
+
+    def _pieces(self, fold: Axis) -> list[str | None]:
+        """The name of each piece of a folded axis, major first (``B·H`` -> ``["B", "H"]``)."""
+        return [self.inference.namer.label(Axis((atom,))) for atom in fold.atoms]
+
+    def _sources(self, record, node: int, p: int) -> list[int | None] | None:
+        """The operand axes folded, major first, into axis ``p`` of ``node`` (each whole; None for a piece of
+        copies, ``repeat``'s), or None."""
+        atoms = self._marked(record, node, p)
+        if atoms is None or not all(a.root == ax.COPIES or a.whole and a.root.startswith("#0.") for a in atoms):
+            return None
+        return [None if a.root == ax.COPIES else int(a.root[3:]) for a in atoms]
+
+    def _marked(self, record, node: int, p: int):
+        """The atoms of axis ``p`` of ``node`` when the op runs on markers (``#k.i``: operand k's axis i)."""
+        ins_axes = [self.axes(n) for n in record.ins]
+        markers = [tuple(ax.root_axis(f"#{k}.{i}", a.size) for i, a in enumerate(axes))
+                   for k, axes in enumerate(ins_axes)]
+        shapes = [tuple(self.inference.capture.nodes[n].shape) for n in record.outs]
+        args, kwargs = thaw_args(record.frozen)
+        if record.spec.names is None:
+            return None
+        call = Call(record.spec.name, args, kwargs, [None] * len(markers), markers, shapes, self.inference.namer,
+                    getattr(record, "params", None) or {})
+        try:
+            out = record.spec.names(call)
+        except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            return None
+        outs = out if isinstance(out, list) else [out]
+        k = record.outs.index(node)
+        if k >= len(outs) or outs[k] is None or p >= len(outs[k]):
+            return None
+        return outs[k][p].atoms
 
     def _through_op(self, record, node: int, p: int) -> None:
         """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by

@@ -38,6 +38,7 @@ from shapetrace.engine.infer.sizes import (
     grown_axes,
     grown_like_other,
     note_sizes_against_names,
+    repeated_axes,
     sliced_axes,
 )
 from shapetrace.engine.infer.writes import note_write, written
@@ -119,6 +120,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}
+        if record.spec.repeats:
+            out_axes = repeated_axes(state, record, out_axes)
         if record.spec.sized:
             out_axes = grown_axes(state, record, out_axes)
         elif record.spec.shape_of_other and record.spec.family is Family.EXPAND:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
+from shapetrace.engine.infer.writes import BATCH_CAPACITY
 from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
 
@@ -86,10 +87,43 @@ def grown_like_other(record, in_axes: list, out_axes: list) -> list:
     return [tuple(axes)]
 
 
+def repeated_axes(state: Inference, record, out_axes: list) -> list:
+    """``repeat(b, 1, 1)``, ``repeat_interleave(b, dim)``: the piece of copies of an axis, counted by a size
+    read from an axis, takes that axis's name (a copy per entry of it, as ``expand`` grows one): Megatron's
+    ``alibi.repeat(batch_size, 1, 1)`` of ``[H, 1, T]`` is ``[B·H, 1, T]``, its ``repeat_interleave`` ``[H·B, 1,
+    T]``."""
+    if len(out_axes) != 1 or not record.spec.repeats:
+        return out_axes
+    axes = list(out_axes[0])
+    for j, count in _counts(record, len(axes)):
+        found = _read_axis(state, count)
+        if found is None or len(found.atoms) != 1 or not found.atoms[0].whole:
+            continue
+        atoms = axes[j].atoms
+        copies = [k for k, a in enumerate(atoms) if a.root == COPIES and a.size == found.size]
+        if len(copies) == 1:
+            axes[j] = Axis(atoms[:copies[0]] + found.atoms + atoms[copies[0] + 1:], axes[j].role)
+    return [tuple(axes)]
+
+
+def _counts(record, rank: int) -> list[tuple[int, object]]:
+    """``(output axis, its count of copies)`` of a ``repeat`` (one count per axis, from the right) or a
+    ``repeat_interleave`` along one ``dim``."""
+    args, kwargs = thaw_args(record.frozen)
+    rest = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else list(args[1:])
+    if len(rest) == rank and all(isinstance(n, int) for n in rest):
+        return list(enumerate(rest))   # (repeat)
+    count, dim = kwargs.get("repeats", rest[0] if rest else None), kwargs.get("dim", rest[1] if len(rest) > 1 else None)
+    return [(dim % rank, count)] if isinstance(count, int) and isinstance(dim, int) else []
+
+
 def sliced_axes(state: Inference, record, out_axes: list) -> list:
     """``x[..., :n]`` (basic indexing): an unnamed axis cut from position 0 to a size read from an axis
-    takes that axis's name (its first ``n`` positions, as ``arange(n)``). A slice that starts
-    elsewhere (a decode step's ``k - 1 : k``) or steps names nothing."""
+    takes that axis's name (its first ``n`` positions, as ``arange(n)``). So does an axis of batch slots
+    (:data:`~.writes.BATCH_CAPACITY`, meta-llama's ``cache_k[:bsz]`` read back after the write into
+    ``cache_k[:bsz, s:e]``) cut to a size read from a batch axis: its first ``bsz`` slots are where that
+    batch was written. A slice that starts elsewhere (a decode step's ``k - 1 : k``) or steps names
+    nothing."""
     if len(out_axes) != 1 or len(record.ins) != 1:
         return out_axes
     args, _ = thaw_args(record.frozen)
@@ -100,9 +134,16 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     axes = list(out_axes[0])
     for j, item in placed:
         found = _read_axis(state, item.stop) if _from_start(item) else None
-        if found is not None and j < len(axes) and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
+        if found is not None and j < len(axes) and found.size == axes[j].size and \
+                (_unnamed_or_copies(axes[j]) or _batch_slots_of(state, axes[j], found)):
             axes[j] = found
     return [tuple(axes)]
+
+
+def _batch_slots_of(state: Inference, axis: Axis, found: Axis) -> bool:
+    """Is ``axis`` the first slots of a buffer's batch capacity, cut to the size of the batch ``found``?"""
+    return len(axis.atoms) == 1 and axis.atoms[0].root in (BATCH_CAPACITY, f"{BATCH_CAPACITY}[0:{axis.size}]") and \
+        len(found.atoms) == 1 and state.namer.role(found.atoms[0].root) == "batch"
 
 
 def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:

@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the name of a buffer's axis that holds token positions written in parts (a static cache's length)
 CAPACITY = "L"
+#: the name of a buffer's axis that holds batch slots written in parts (meta-llama's ``cache_k[:bsz]``,
+#: a cache made for a larger batch than the one written)
+BATCH_CAPACITY = "B_max"
+#: the role a value's axis written in part must have for the target's axis to take each capacity name
+_CAPACITY_OF_ROLE = {"tokens": CAPACITY, "batch": BATCH_CAPACITY}
 
 
 def written(state: Inference, record: OpRecord, in_axes) -> OpRecord:
@@ -47,7 +52,8 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
     ``buf.copy_(x)``): where the target's axes are unnamed, the written values name them. An axis
     written whole takes the value's name; one written in part along a token axis holds positions
     (``L``, a capacity of tokens); one written in part along the batch (``cache_k[:bsz]``, a cache made
-    for a larger batch) stays unnamed. The record of the write reads its target so named from here on
+    for a larger batch) holds batch slots (``B_max``: its first ``bsz`` are this batch's entries, the rest
+    another call's, so it is never named ``B``). The record of the write reads its target so named from here on
     (:func:`written`); records before it that used the old names are walked again with them as pins
     (:func:`.state.corrected`)."""
     target, value = record.ins[0], record.ins[-1]
@@ -61,12 +67,25 @@ def note_write(state: Inference, record: PassRecord, in_axes) -> None:
             continue
         if whole and axis.size == pinned[p].size:
             pinned[p], changed = axis, True
-        elif not whole and state.namer.role(axis.atoms[0].root) == "tokens":   # (a batch written in part,
-            pinned[p], changed = ax.root_axis(CAPACITY, pinned[p].size), True     # cache[:bsz], holds no tokens)
+        elif not whole and state.namer.role(axis.atoms[0].root) in _CAPACITY_OF_ROLE:
+            capacity = _CAPACITY_OF_ROLE[state.namer.role(axis.atoms[0].root)]
+            if capacity == BATCH_CAPACITY and not _from_first_slot(record, p):
+                continue   # (a batch written elsewhere than its first slots: cache[:bsz] would not be it)
+            pinned[p], changed = ax.root_axis(capacity, pinned[p].size), True
     if changed:
         state.writes[target] = pinned = tuple(pinned)   # what it holds from here on
         state.rename(target, pinned)
         name_sliced_buffer(state, target, tuple(pinned))
+
+
+def _from_first_slot(record, p: int) -> bool:
+    """Does the write's index cut axis ``p`` of its target from slot 0 (``cache_k[:bsz, ...]``)?"""
+    if write_kind(record.spec) != "index":
+        return False
+    args, _ = thaw_args(record.frozen)
+    items = args[1] if len(args) > 1 and isinstance(args[1], tuple) else args[1:2]
+    item = items[p] if p < len(items) and ... not in items[:p + 1] else None
+    return isinstance(item, slice) and item.start in (None, 0) and item.step in (None, 1)
 
 
 def name_sliced_buffer(state: Inference, view: int, named: tuple[Axis, ...]) -> None:

@@ -19,6 +19,7 @@ from shapetrace.engine.faults import check_failed, faults_raise, inference_fault
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, told_apart
 from shapetrace.engine.rules.directions import direction
@@ -561,5 +562,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
-    fused_parts_taken_twice,
+    fused_parts_taken_twice, skipped_cache_slots,
 ]

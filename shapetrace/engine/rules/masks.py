@@ -15,6 +15,7 @@ from shapetrace.engine.axes import coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.op_args import baddbmm_operands
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -250,12 +251,10 @@ def scale(analysis: Analysis) -> list[Diagnostic]:
 
 
 def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
-    """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``) against scores batched as B·H."""
+    """A mask tiled over heads as H·B (``mask.repeat(H, 1, 1)``), or a bias folded so (Bloom's ALiBi transposed
+    to ``[H, B, T]`` before ``reshape(batch_size * num_heads, 1, T)``), against scores batched as B·H."""
     out = []
-    for e in analysis.events_of(Family.MASK_FILL):
-        if len(e.inputs) < 2:
-            continue
-        scores, mask = e.inputs[0], e.inputs[1]
+    for e, scores, mask, what in _laid_on_scores(analysis):
         if len(scores.axes) != len(mask.axes):
             continue
         for j, (sa, ma) in enumerate(zip(scores.axes, mask.axes)):
@@ -263,14 +262,36 @@ def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
             if sa.size != ma.size or len(s_roots) < 2 or len(m_roots) < 2 or "B" not in s_roots or "B" not in m_roots:
                 continue
             if s_roots.index("B") != m_roots.index("B"):
-                out.append(Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
-                    f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
-                    f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
-                    f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
-                    "sequence b's mask lands on another sequence's heads."),
-                    "Tile it in the same order: mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1)."))
+                out.append(_batch_order(e, scores, mask, j, what))
                 break
     return out
+
+
+def _laid_on_scores(analysis: Analysis):
+    """``(event, scores, mask or bias, "mask" or "bias")`` for each fill and each product with a base."""
+    for e in analysis.events:
+        if e.spec.family is Family.MASK_FILL and len(e.inputs) >= 2:
+            yield e, e.inputs[0], e.inputs[1], "mask"
+        elif e.spec.operands is baddbmm_operands and len(e.inputs) == 3 and e.outputs:
+            yield e, e.outputs[0], e.inputs[2], "bias"
+
+
+def _batch_order(e: Event, scores, mask, j: int, what: str) -> Diagnostic:
+    if what == "mask":
+        return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
+            f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
+            f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
+            f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
+            "sequence b's mask lands on another sequence's heads."),
+            "Tile it in the same order: mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1).")
+    pieces = "·".join(a.root for a in coalesce(mask.axes[j].atoms))
+    return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
+        f"{e.op} #{e.index} adds the bias {fmt_named(mask.dims, mask.shape)} to the scores "
+        f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
+        f"({scores.dims[j]}), but the bias folds them in another place ({pieces}), so entry b·H + h of the scores "
+        "gets the bias of another sequence and another head."),
+        "Fold the bias batch first: build it [B, H, ...] and reshape(B * H, ...) without a transpose, or widen a "
+        "[H, ...] table with repeat(B, 1, 1), not repeat_interleave(B, 0).")
 
 
 def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:

@@ -43,6 +43,8 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
             out.append(_same_angle(analysis, rotary, where, still))
         if _restarts(analysis, rotary):
             out.append(_restart(analysis, rotary, where))
+        elif _off(analysis, rotary):
+            out.append(_position_off(analysis, rotary, where))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:
@@ -108,6 +110,30 @@ def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
         f"continuing at {before}, so q·k reads the distances to the cached keys wrong."),
         "Offset the positions by the cache's length: positions = torch.arange(past, past + T) (meta-llama's "
         "start_pos, transformers' cache_position).")
+
+
+def _off(analysis: Analysis, rotary: Rotary) -> bool:
+    """A rotation of one token whose position was read and differs from the one its token takes, along an
+    axis its names say holds the tokens (position 0 where the token is appended is :func:`_restarts`'s)."""
+    rotated = _rotated(analysis, rotary)
+    if rotary.position is None or rotary.expected is None or rotary.position == rotary.expected \
+            or rotary.at_zero or rotated is None or rotary.placed is None:
+        return False
+    axis = rotary.placed[0]
+    return axis < len(rotated.dims) and rotated.shape[axis] == 1 and not told_by_size(analysis, rotated.dims[axis]) \
+        and analysis.namer.plain_role(rotated.dims[axis]) == "tokens"
+
+
+def _position_off(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
+    rotated = _rotated(analysis, rotary)
+    return Kind.ROTARY_POSITION_OFF.found(rotary.event, (
+        f"the rotary embedding rotated at {where} turns {fmt_named(rotated.dims, rotated.shape)} by position "
+        f"{rotary.position} (its cos and sin tables hold that position's angles on every feature, read against "
+        f"the run's table of consecutive positions), but its token takes position {rotary.expected}: "
+        f"{rotary.placed[1]}. q·k then reads its distance to every other token "
+        f"{abs(rotary.position - rotary.expected)} off."),
+        "Count the step's positions from the cache's length: positions = torch.arange(past, past + T) with past "
+        "the number of tokens already cached (meta-llama's start_pos, transformers' cache_position).")
 
 
 def _where(analysis: Analysis, rotary: Rotary) -> str:

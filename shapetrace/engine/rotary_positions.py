@@ -1,0 +1,178 @@
+"""Which position a decode step's rotation turns its one token by, and which it should (issue 33 item 3).
+
+A rotary table of one position (a decode step's ``cos``/``sin`` of ``[1, d]``) shows no change along the
+tokens, so its layout alone proves nothing about the positions (positions restarted at 0, or taken one
+step off, turn the new token by another angle and raise nothing). Two facts, both exact, settle it:
+
+* **the position it turns by**, from the values: another table of the same run that counts consecutive
+  positions along its tokens (the prefill's) gives each frequency, ``w``, the angle of one step; the one
+  position's angles are then ``p·w`` for one integer ``p`` on every feature, or no position is read
+  (another set of frequencies: a scaled rotary; nothing is claimed);
+* **the position it belongs at**, from where its token goes: a key joined after ``n`` cached entries along
+  the tokens (``torch.cat([cache_k, k], dim=2)``) is position ``n``; a query that meets ``S`` keys in the
+  attention product is the newest token, position ``S - 1``.
+
+:func:`with_positions` adds both to each rotary of one position (:attr:`.rotary.Rotary.position`,
+``expected``); :mod:`.value_checked` counts its table checked where they agree, and
+:mod:`.rules.rotary` reports where they differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+
+from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.ops import Family
+from shapetrace.engine.thawed import thaw_args
+
+#: records followed forward from a rotated tensor to the join or the product that places its token
+MAX_FOLLOW = 24
+#: families of the ops a rotated tensor passes through on its way to a join or a product (one operand)
+_PASSES = frozenset({Family.AXIS_ORDER, Family.RESHAPE, Family.CONTIGUOUS, Family.ELEMENTWISE, Family.NONE})
+
+
+def with_positions(found: Sequence, records: Sequence, shapes: Sequence, outs: dict[int, int]) -> tuple:
+    """``found`` (each :class:`~.rotary.Rotary` of a run) with the position of each rotation of one token
+    read from its tables and the position its token belongs at. ``outs``: rotary index -> the node of its
+    result."""
+    frequencies = next((w for w in (_frequencies(r, shapes) for r in found) if w is not None), None)
+    if frequencies is None:
+        return tuple(found)
+    history = _History(records, shapes, frozenset(outs.values()))
+    out = list(found)
+    for i, rotary in enumerate(found):
+        if rotary.angles and not rotary.varies and i in outs:
+            position = _position(rotary.angles, frequencies)
+            placed = history.expected(outs[i], rotary.at) if position is not None else None
+            if placed is not None:
+                out[i] = replace(rotary, position=position, expected=placed[0], placed=placed[1:])
+    return tuple(out)
+
+
+def _frequencies(rotary, shapes) -> torch.Tensor | None:
+    """Each feature's angle per position (``w``), from a table that counts consecutive positions along the
+    one axis it changes along; None for any other table."""
+    if not rotary.angles or len(rotary.varies) != 1 or rotary.rotated is None:
+        return None
+    rank = len(shapes[rotary.rotated].shape)
+    rows = [_rows(t, rotary.varies[0] - (rank - t.dim())) for t in rotary.angles]
+    if any(r is None for r in rows) or rows[0].shape != rows[1].shape or rows[0].shape[0] < 2:
+        return None
+    cos, sin = rows
+    start = torch.atan2(sin[0], cos[0])                                      # (d,): the first position's angles
+    w = torch.atan2(sin[1] * cos[0] - cos[1] * sin[0], cos[1] * cos[0] + sin[1] * sin[0])   # (d,): one step
+    k = torch.arange(cos.shape[0], dtype=torch.float64)[:, None]             # (m, 1)
+    return w if _close(torch.cos(start + k * w), cos) and _close(torch.sin(start + k * w), sin) else None
+
+
+def _rows(table: torch.Tensor, axis: int) -> torch.Tensor | None:
+    """The table's features at each entry of ``axis`` (at entry 0 of every other axis): ``(m, d)``."""
+    if not 0 <= axis < table.dim() - 1:
+        return None
+    moved = table.double().movedim(axis, 0)
+    return moved.reshape(moved.shape[0], -1, moved.shape[-1])[:, 0, :]
+
+
+def _position(angles, w: torch.Tensor) -> int | None:
+    """The one integer position whose angles ``p·w`` a table of one position holds on every feature."""
+    cos, sin = (t.double().reshape(-1, t.shape[-1]) for t in angles)
+    if cos.shape[-1] != w.shape[0] or not (_close(cos, cos[:1]) and _close(sin, sin[:1])):
+        return None
+    slow = [j for j in torch.argsort(w.abs()).tolist() if abs(w[j].item()) > 1e-6]
+    if not slow:
+        return None
+    j = slow[0]
+    position = round(math.atan2(sin[0, j].item(), cos[0, j].item()) / w[j].item())
+    p = torch.tensor(float(position), dtype=torch.float64)
+    return position if _close(torch.cos(p * w), cos[0]) and _close(torch.sin(p * w), sin[0]) else None
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape[-1] == b.shape[-1] and bool(((a - b).abs() <= 2e-3).all())
+
+
+class _History:
+    """Where a rotated token goes: the join that appends it to a cache, or the product that reads it as the
+    newest query. A cache counts as the whole history only where it was made by joins of rotated keys alone
+    (no slice: a sliding window or a trimmed cache holds fewer entries than its newest position)."""
+
+    def __init__(self, records: Sequence, shapes: Sequence, rotated: frozenset[int]):
+        self.records, self.shapes, self.rotated = records, shapes, rotated
+        self.maker: dict[int, int] = {}
+        for index, record in enumerate(records):
+            for node in getattr(record, "outs", ()):
+                self.maker.setdefault(node, index)
+
+    def expected(self, node: int, at: int | None) -> tuple[int, int, str] | None:
+        """``(the position the rotated token belongs at, the axis of the rotated tensor that places it,
+        how)``; None where no whole history places it through ops that keep its shape (so the axis is the
+        rotated tensor's own)."""
+        nodes, shape = {node}, tuple(self.shapes[node].shape)
+        for record in self.records[(at or 0) + 1:(at or 0) + 1 + MAX_FOLLOW]:
+            if type(record) not in (OpRecord, PassRecord) or not any(n in nodes for n in record.ins):
+                continue
+            family = record.spec.family
+            if family is Family.JOIN:
+                return self._appended(record, nodes)
+            if family in (Family.FUSED_ATTENTION, Family.PRODUCT) and len(record.ins) >= 2 and \
+                    record.ins[0] in nodes:
+                keys = tuple(self.shapes[record.ins[1]].shape)
+                return self._newest(record.ins[1], keys[-2] if family is Family.FUSED_ATTENTION else keys[-1],
+                                    len(shape) - 2)
+            if family in _PASSES and len([n for n in record.ins if n in nodes]) == 1 and \
+                    all(tuple(self.shapes[o].shape) == shape for o in record.outs):
+                nodes.update(record.outs)
+        return None
+
+    def _appended(self, record, nodes: set[int]) -> tuple[int, int, str] | None:
+        """The entries a join of a whole history puts before the first of ``nodes``, along its axis."""
+        dim = self._dim(record)
+        if dim is None or not all(self._whole(n) for n in record.ins if n not in nodes):
+            return None
+        before = 0
+        for n in record.ins:
+            if n in nodes:
+                return before, dim, f"it is joined after {before} cached entries"
+            before += self.shapes[n].shape[dim]
+        return None
+
+    def _newest(self, keys: int, seen: int, axis: int) -> tuple[int, int, str] | None:
+        """The last position of the ``seen`` keys a product reads, where they are a whole history joined
+        and as many as it holds (read back through one-operand ops: ``repeat_kv``'s widening included; a
+        window cut from the history reads fewer keys and is no case)."""
+        for _ in range(MAX_FOLLOW):
+            record = self.records[self.maker[keys]] if keys in self.maker else None
+            if record is None:
+                return None
+            if record.spec.family is Family.JOIN:
+                dim = self._dim(record)
+                if dim is None or self.shapes[keys].shape[dim] != seen or not self._whole(keys):
+                    return None
+                return seen - 1, axis, f"it is the newest of the {seen} keys it attends to"
+            if len(record.ins) != 1:
+                return None
+            keys = record.ins[0]
+        return None
+
+    def _whole(self, node: int) -> bool:
+        """Made of rotated keys joined, with nothing cut away."""
+        stack, seen = [node], 0
+        while stack and seen < 4 * MAX_FOLLOW:
+            n, seen = stack.pop(), seen + 1
+            if n in self.rotated:
+                continue
+            record = self.records[self.maker[n]] if n in self.maker else None
+            if record is None or record.spec.family is not Family.JOIN:
+                return False
+            stack.extend(record.ins)
+        return not stack
+
+    def _dim(self, record) -> int | None:
+        args, kwargs = thaw_args(record.frozen)
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        rank = len(self.shapes[record.ins[0]].shape)
+        return dim % rank if type(dim) is int and -rank <= dim < rank else None
