@@ -88,6 +88,7 @@ class Probe:
     companions: tuple = ()       # ((position or keyword, batch axis or None: a per-entry list), ...)
     state: Any = None            # :func:`snapshot` of the module when the call began
     entry: Any = None            # :class:`.probe_inputs.Entry`: where token ids become floats (the input is ids)
+    unattended: frozenset = frozenset()   # (batch entry, query) with no key left (:mod:`.unattended`): no leak there
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -426,7 +427,8 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     else:
         held.append(OWN_TOKEN)
     if probe.causal is not None:
-        early = [(b, t) for b, row in enumerate(changed) for t, hit in enumerate(row[:last]) if hit]
+        early = [(b, t) for b, row in enumerate(changed) for t, hit in enumerate(row[:last])
+                 if hit and (b, t) not in probe.unattended]
         if early:
             b, t = early[0]
             found.append(Kind.CAUSAL_MASK_LEAKS.found(None, (
@@ -554,6 +556,12 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
                             trace.capture.per_entry)
     if isinstance(probe, str):
         return probe
+    if probe.out_tokens is not None and trace._uniform_rows:
+        from shapetrace.engine.unattended import unattended_rows
+
+        shape = probe.output.shape
+        probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, shape[probe.out_batch],
+                                                          shape[probe.out_tokens]))
     plans = plans_of(trace)
     if isinstance(plans, str):
         return replace(probe, heads_reason=plans)

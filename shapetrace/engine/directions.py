@@ -133,7 +133,9 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
     (or before) each query, in every slice; ``"future-and-self"`` when, as many queries as keys, it hides
-    each query's own key too (``triu(0)`` for ``triu(1)``); ``"other"`` for any other pattern; ``{}`` when not read.
+    each query's own key too (``triu(0)`` for ``triu(1)``); ``"future-and-padding"`` (``"past-and-padding"``)
+    when it hides those and, besides, keys hidden from every query of a slice (a padded sequence's);
+    ``"other"`` for any other pattern; ``{}`` when not read.
     ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
     or below ``-1e4`` hide)."""
     if len(scores_shape) < 2 or not _readable(mask):
@@ -153,6 +155,10 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
             return {"hides_side": side}
     if offset and bool((rows == ones.triu(1)).all()):   # (query i beside key i: a square triangle's corner)
         return {"hides_side": "other", "causal_from_first_key": True, **blind}
+    padding = rows.all(-2, keepdim=True)   # keys hidden from every query of a slice: its padding
+    for side, table in sides[:2] if bool(padding.any()) else ():
+        if bool(((rows | padding) == (table | padding)).all()):   # (transformers' 4-D causal mask of a padded batch)
+            return {"hides_side": f"{side}-and-padding", **blind}
     return {"hides_side": "other", **blind}
 
 

@@ -91,6 +91,7 @@ class Trace:
         self._diagnostics = self._failure = None
         self._dependencies: tuple[list, list[str]] | None = None
         self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
+        self._uniform_rows: list = []   # the attention rows the same on every key (:mod:`.unattended`)
         self._finished = self._concluded = False
         self._nan_record: int | None = None
         self._shown: list[Event] | None = None   # events set in place of the inferred ones
@@ -141,7 +142,9 @@ class Trace:
             found = ([], None)
         if self.capture.keep_top_call:
             from shapetrace.engine.dependencies import triangular_weights
+            from shapetrace.engine.unattended import uniform_rows
             self._triangle = triangular_weights(checked)
+            self._uniform_rows = uniform_rows(checked)
         if found is not None:
             self._nan_rows, self._nan_record = found
         self._diagnostics = None

@@ -1,0 +1,43 @@
+"""Queries with no key left: attention rows the same on every key.
+
+Under a mask filled with a finite large negative (``torch.finfo(dtype).min``, ``-1e9``), a query whose every
+key is hidden (the first rows of a left-padded sequence under a causal mask: transformers' eager Llama) gets
+equal scores on every key, and softmax spreads it evenly over all of them, the later tokens' too. Its output
+is padding (transformers' SDPA path even unmasks such rows on purpose, ``_unmask_unattended``), and its
+dependence on later tokens is no leak of the causal mask. :func:`uniform_rows` reads, when the run ends,
+which rows of the attention weights the capture kept are exactly the same on every key (random scores never
+are); :func:`unattended_rows` reads them per batch entry and query for the leak check
+(:mod:`.dependencies`), as the rows uniform in every head and every kept layer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def uniform_rows(outputs) -> list[torch.Tensor]:
+    """For each kept softmax output ``[..., T, S]`` (``(record, tensor)``, S > 1) that sums to 1 over its
+    last axis, a bool tensor ``[..., T]``: the rows whose every weight is the same."""
+    found = []
+    for _, w in outputs:
+        if w.dim() < 2 or w.shape[-1] < 2 or w.is_meta or not w.is_floating_point():
+            continue
+        with torch.no_grad():
+            if not bool(((w.sum(-1) - 1).abs() < 1e-3).all()):
+                continue   # not weights over the keys (an SDPA output, a log_softmax)
+            found.append((w.amax(-1) == w.amin(-1)).cpu())
+    return found
+
+
+def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> frozenset[tuple[int, int]]:
+    """``(batch entry, query)`` of the rows uniform in every head of every kept weights whose leading
+    axes hold the batch first (``[B, H, T, S]`` or ``[B·H, T, S]``) and whose queries are ``tokens``."""
+    rows = None
+    for flags in uniform:
+        if flags.dim() < 2 or flags.shape[-1] != tokens or flags.numel() % (batch * tokens):
+            continue
+        per = flags.reshape(batch, -1, tokens).all(1)                              # (B, T)
+        rows = per if rows is None else rows & per
+    if rows is None:
+        return frozenset()
+    return frozenset((int(b), int(t)) for b, t in rows.nonzero().tolist())
