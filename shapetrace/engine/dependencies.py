@@ -556,12 +556,12 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
                             trace.capture.per_entry)
     if isinstance(probe, str):
         return probe
-    if probe.out_tokens is not None and trace._uniform_rows:
-        from shapetrace.engine.unattended import unattended_rows
+    if probe.out_tokens is not None:
+        from shapetrace.engine.unattended import masked_rows, unattended_rows
 
-        shape = probe.output.shape
-        probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, shape[probe.out_batch],
-                                                          shape[probe.out_tokens]))
+        batch, tokens = probe.output.shape[probe.out_batch], probe.output.shape[probe.out_tokens]
+        probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, batch, tokens)
+                        | unattended_rows(masked_rows(trace.capture.records), batch, tokens))
     plans = plans_of(trace)
     if isinstance(plans, str):
         return replace(probe, heads_reason=plans)

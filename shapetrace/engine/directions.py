@@ -156,10 +156,44 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if offset and bool((rows == ones.triu(1)).all()):   # (query i beside key i: a square triangle's corner)
         return {"hides_side": "other", "causal_from_first_key": True, **blind}
     padding = rows.all(-2, keepdim=True)   # keys hidden from every query of a slice: its padding
+    aside = rows_set_aside(mask, rows, sides[0][1], sides[2][1] if offset == 0 else None)
     for side, table in sides[:2] if bool(padding.any()) else ():
         if bool(((rows | padding) == (table | padding)).all()):   # (transformers' 4-D causal mask of a padded batch)
-            return {"hides_side": f"{side}-and-padding", **blind}
-    return {"hides_side": "other", **blind}
+            return {**aside, "hides_side": f"{side}-and-padding", **blind}
+    return {"hides_side": "other", **aside, **blind}
+
+
+def rows_set_aside(mask: Any, rows: Any, future: Any, future_and_self: Any | None) -> dict:
+    """What a causal mask hides once the queries with no key left are set aside: rows that hide every key,
+    or none (transformers' ``AttentionMaskConverter._unmask_unattended`` opens such rows on purpose for SDPA,
+    so that they attend everywhere instead of giving NaN; the last query of a causal mask sees every key).
+    Where the other rows are the causal triangle ``future`` (or ``future_and_self``) plus padding keys (keys
+    hidden from every other query, at least one of which comes at or after them): ``hides_side`` that
+    pattern; ``no_key_left``, ``(shape, flat indices)`` of the queries ``[..., n_q]`` set aside that are
+    padding tokens themselves (their outputs are padding, and their dependence on later tokens is no leak:
+    :mod:`.unattended`); ``blind_queries``, those whose own token other queries attend to (a real token
+    left with no key: a padding mask laid on the queries). ``rows``: ``[slices, n_q, n_k]``, True where
+    hidden; ``{}`` where no row is set aside or the rest is no causal triangle."""
+    n_q, n_k = rows.shape[-2], rows.shape[-1]
+    offset = n_k - n_q
+    left = rows.all(-1) | ~rows.any(-1)                                      # (slices, n_q): every key, or none
+    if offset < 0 or not bool(left.any()) or bool(left.all(-1).any()):
+        return {}
+    kept = ~left[..., None]                                                 # (slices, n_q, 1): the other queries
+    hidden = (rows | ~kept).all(-2)                                         # (slices, n_k): hidden from them all
+    padding = (hidden & (kept & ~future.bool()).any(-2))[:, None, :]        # (slices, 1, n_k): one could see it
+    tables = [("future", future), ("future-and-self", future_and_self)]
+    side = next((name for name, table in tables if table is not None and bool(
+        ((rows | padding | ~kept) == (table.bool() | padding | ~kept)).all())), None)
+    if side is None:
+        return {}
+    lead = (*(tuple(mask.shape[:-2]) if mask.dim() >= 2 else ()), n_q)
+    own = slice(offset, offset + n_q)
+    found = {"hides_side": f"{side}-and-padding" if side == "future" and bool(padding.any()) else side}
+    for name, flags in (("no_key_left", left & padding[:, 0, own]), ("blind_queries", left & ~hidden[:, own])):
+        if bool(flags.any()):
+            found[name] = (lead, tuple(flags.flatten().nonzero().flatten().tolist()))
+    return found
 
 
 def _blind_slices(rows: Any) -> dict:

@@ -7,7 +7,9 @@ is padding (transformers' SDPA path even unmasks such rows on purpose, ``_unmask
 dependence on later tokens is no leak of the causal mask. :func:`uniform_rows` reads, when the run ends,
 which rows of the attention weights the capture kept are exactly the same on every key (random scores never
 are); :func:`unattended_rows` reads them per batch entry and query for the leak check
-(:mod:`.dependencies`), as the rows uniform in every head and every kept layer.
+(:mod:`.dependencies`), as the rows uniform in every head and every kept layer. On the SDPA path no
+weights are kept, and such rows are opened instead (every key attends): :func:`masked_rows` reads them
+from the masks themselves (``no_key_left``, :func:`.directions.rows_set_aside`, read at each mask's call).
 """
 
 from __future__ import annotations
@@ -41,3 +43,16 @@ def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> fro
     if rows is None:
         return frozenset()
     return frozenset((int(b), int(t)) for b, t in rows.nonzero().tolist())
+
+
+def masked_rows(records) -> list[torch.Tensor]:
+    """For each mask read at its call (:func:`.directions.rows_set_aside`), a bool tensor ``[..., T]``: its
+    padding queries with no key left."""
+    found = []
+    for r in records:
+        shape, hits = (getattr(r, "params", None) or {}).get("no_key_left", ((), ()))
+        if hits:
+            flags = torch.zeros(shape, dtype=torch.bool)
+            flags.view(-1)[list(hits)] = True
+            found.append(flags)
+    return found

@@ -66,6 +66,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_reversed_mask(e, shown, key, other, e.params["hides_side"] != "past"))
         if e.params.get("hides_side") == "future-and-self" and _hides(e):
             out.append(_mask_hides_itself(e, shown, key, other))
+        elif e.params.get("blind_queries") and _hides(e):
+            out.append(_blind_queries(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
         if e.params.get("causal_from_first_key") and _hides(e):
@@ -159,6 +161,10 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
             out.append(_ignored_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
         if e.params.get("hides_side") == "past":
             out.append(_reversed_mask(e, scores, k.dims[-2], mask))
+        if e.params.get("hides_side") == "future-and-self":
+            out.append(_mask_hides_itself(e, scores, k.dims[-2], mask))
+        elif e.params.get("blind_queries"):
+            out.append(_blind_queries(e, scores, k.dims[-2], mask))
         if "hides_side" not in e.params:
             out.append(_unread(e, scores, mask))
     return out
@@ -219,6 +225,21 @@ def _mask_hides_itself(e: Event, scores: str, key: str | None, mask: TensorInfo)
         f"query's own key as well as those after it ({fmt_named(mask.dims, mask.shape)}): no token attends to "
         "itself, and the first query has no key left at all."),
         "Keep the diagonal: torch.triu(..., diagonal=1) hides only the keys after each query.")
+
+
+def _blind_queries(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    shape, hits = e.params["blind_queries"]
+    where, rest = f"query {hits[0] % shape[-1]}", hits[0] // shape[-1]
+    if len(shape) > 1:   # (the entry of the mask's leading axes it lies in: [batch, heads])
+        at = [rest // math.prod(shape[i + 1:-1]) % shape[i] for i in range(len(shape) - 1)]
+        where += f" at {at} of the mask's leading axes {fmt_named(mask.dims[:-2], shape[:-1])}"
+    return Kind.MASK_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that "
+        f"leaves {where} with no key at all (every key hidden, or every key opened as a row with none left), "
+        f"though other queries attend to its own token, {len(hits)} such quer{'ies' if len(hits) > 1 else 'y'} in "
+        f"all: a real token is masked along the queries, so the padding it should hide along the keys "
+        f"({key or 'the keys'}) stays visible."),
+        "Lay the padding along the keys, the mask's last axis: keep[:, None, None, :], not keep[:, None, :, None].")
 
 
 def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo, padded: bool = False) -> Diagnostic:
