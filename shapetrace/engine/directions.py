@@ -133,9 +133,11 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
     (or before) each query, in every slice; ``"future-and-self"`` when, as many queries as keys, it hides
-    each query's own key too (``triu(0)`` for ``triu(1)``); ``"future-and-padding"`` (``"past-and-padding"``)
-    when it hides those and, besides, keys hidden from every query of a slice (a padded sequence's);
-    ``"other"`` for any other pattern; ``{}`` when not read.
+    each query's own key too (``triu(0)`` for ``triu(1)``), ``"past-and-self"`` when it hides the keys before
+    each query and its own (``tril(0)``: the keep-mask of a causal mask used as its hide-mask);
+    ``"future-and-padding"`` (``"past-and-padding"``) when it hides those and, besides, keys hidden from every
+    query of a slice (a padded sequence's), or from every query that has a key left
+    (:func:`rows_set_aside`); ``"other"`` for any other pattern; ``{}`` when not read.
     ``mask``: a boolean mask (True hides, as ``masked_fill`` reads it) or an additive float one (values at
     or below ``-1e4`` hide)."""
     if len(scores_shape) < 2 or not _readable(mask):
@@ -149,7 +151,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
     sides = [("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))]
     if offset == 0:   # (with more keys than queries, where each query's own key lies depends on the alignment)
-        sides.append(("future-and-self", ones.triu(0)))
+        sides += [("future-and-self", ones.triu(0)), ("past-and-self", ones.tril(0))]   # (the latter: a keep-mask
+        # taken for a hide-mask, ``torch.where(causal, fill, scores)``)
     for side, table in sides:
         if bool((rows == table).all()):
             return {"hides_side": side}

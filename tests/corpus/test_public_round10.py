@@ -80,3 +80,33 @@ def test_outcomes_at_every_size():
     assert [round_outcome(mistral, "", d) for d in SIZES] == [("✓", ()), ("?", ()), ("✓", ())]
     for bug in mistral.BUGS:
         assert [round_outcome(mistral, bug, d)[0] for d in SIZES] == ["✗"] * 3, bug
+
+
+# -- GPT-NeoX's torch.where(causal_mask, scores, mask_value) (tests/corpus/public10/gpt_neox.py) -------------------
+# The keep-mask taken for a hide-mask hides each query's past and its own key: at a batch of one (no dependency
+# contracts) it was ✓ on 02eb97b, the pattern read as no side at all.
+NEOX_SIZES = ("B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4")
+
+
+@pytest.mark.parametrize("dims", [NEOX_SIZES[0], NEOX_SIZES[2]])
+def test_a_keep_mask_taken_for_a_hide_mask_is_reversed(dims):
+    from tests.corpus.public10 import gpt_neox
+
+    t = traced_build(gpt_neox, "where-reversed", dims)
+    assert error_kinds(t) == ["causal-mask-reversed"]
+    assert ("where #29 hides, along the keys (axis -1, T) of the scores [B=" in t.diagnostics[0].message)
+    assert ("exactly the keys before each query and its own key ([1, 1, T=6, T=6]) and keeps those after it: a "
+            "causal mask reversed") in t.diagnostics[0].message
+
+
+def test_the_hidden_side_of_a_keep_mask():
+    keep = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert hidden_side(keep, (6, 6)) == {"hides_side": "past-and-self"}
+    assert hidden_side(~keep, (6, 6)) == {"hides_side": "future"}
+
+
+def test_gpt_neox_outcomes_at_every_size():
+    from tests.corpus.public10 import gpt_neox
+
+    assert [round_outcome(gpt_neox, "", d) for d in NEOX_SIZES] == [("✓", ()), ("?", ()), ("✓", ())]
+    assert [round_outcome(gpt_neox, "where-reversed", d)[0] for d in NEOX_SIZES] == ["✗"] * 3

@@ -62,8 +62,9 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_far_bias(e, shown, key, fmt_named(other.dims, other.shape)))
         if e.params.get("bias_ignored"):
             out.append(_ignored_bias(e, shown, key, fmt_named(other.dims, other.shape)))
-        if e.params.get("hides_side") in ("past", "past-and-padding") and _hides(e):
-            out.append(_reversed_mask(e, shown, key, other, e.params["hides_side"] != "past"))
+        if e.params.get("hides_side") in ("past", "past-and-padding", "past-and-self") and _hides(e):
+            out.append(_reversed_mask(e, shown, key, other, e.params["hides_side"] == "past-and-padding",
+                                      e.params["hides_side"] == "past-and-self"))
         if e.params.get("hides_side") == "future-and-self" and _hides(e):
             out.append(_mask_hides_itself(e, shown, key, other))
         elif e.params.get("blind_queries") and _hides(e):
@@ -242,12 +243,14 @@ def _blind_queries(e: Event, scores: str, key: str | None, mask: TensorInfo) -> 
         "Lay the padding along the keys, the mask's last axis: keep[:, None, None, :], not keep[:, None, :, None].")
 
 
-def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo, padded: bool = False) -> Diagnostic:
+def _reversed_mask(e: Event, scores: str, key: str | None, mask: TensorInfo, padded: bool = False,
+                   itself: bool = False) -> Diagnostic:
     key = key or "the keys"
     besides = ", besides the padding keys it hides from every query," if padded else ""
+    which = "the keys before each query and its own key" if itself else "the keys before each query"
     return Kind.CAUSAL_MASK_REVERSED.found(e.index, (
         f"{e.op} #{e.index} hides, along the keys (axis -1, {key}) of the scores {scores}, "
-        f"exactly the keys before each query ({fmt_named(mask.dims, mask.shape)}){besides} and keeps those after it: "
+        f"exactly {which} ({fmt_named(mask.dims, mask.shape)}){besides} and keeps those after it: "
         "a causal mask reversed, so each token attends to the future and not to the past."),
         "Hide the keys after each query: mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) with "
         "masked_fill(mask, float('-inf')), or torch.tril(...) == 0.")

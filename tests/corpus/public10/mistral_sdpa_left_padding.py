@@ -1,15 +1,16 @@
 """huggingface/transformers, src/transformers/models/mistral/modeling_mistral.py on its SDPA path
 (``sdpa_attention_forward``: ``repeat_kv``, then ``F.scaled_dot_product_attention(query, key, value,
 attn_mask=causal_mask, is_causal=False)``) fed a left-padded batch's boolean ``[B, 1, T, T]`` mask (True
-attends: the causal triangle AND the keys' padding), as ``modeling_attn_mask_utils.py`` builds it. The first
-queries of a left-padded sequence have no key left; ``AttentionMaskConverter._unmask_unattended`` opens their
-rows on purpose ("attend to all tokens in fully masked rows ... Details:
-https://github.com/pytorch/pytorch/issues/110213", the memory-efficient kernel's NaN), so they attend to
-every key, the later ones too. Their outputs are padding.
+attends: the causal triangle AND the keys' padding) as transformers' ``masking_utils.py``
+(``sdpa_mask_older_torch``) builds it. The first queries of a left-padded sequence have no key left, and that
+function opens their rows on purpose (``causal_mask |= torch.all(~causal_mask, dim=-1, keepdim=True)``: "we
+need to update the mask in case a query is not attending to any tokens (due to padding). See details in
+https://github.com/pytorch/pytorch/issues/110213"; ``AttentionMaskConverter._unmask_unattended`` does the same
+to a float mask), so they attend to every key, the later ones too. Their outputs are padding.
 
-Bugs (argument): ``pad-on-queries``: the padding laid on the query axis (``keep[:, None, :, None]``, the
-slip of fairseq's ``key_padding_mask`` on the wrong axis); ``causal-off-by-one``: ``tril(-1)``, each token
-hidden from itself (the off-by-one of transformers issue #25358's hand-made masks)."""
+Bugs (argument): ``pad-on-queries``: the padding laid on the query axis (``keep[:, None, :, None]`` for
+``padding_mask[:, None, None, :]``, the slip the fairseq round (tests/corpus/public7/fairseq_mha.py) shows on
+``key_padding_mask``); ``causal-off-by-one``: ``tril(-1)`` for ``tril(0)``, each token hidden from itself."""
 
 import sys
 
