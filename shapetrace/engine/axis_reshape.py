@@ -29,11 +29,12 @@ if TYPE_CHECKING:  # pragma: no cover
 # ---------------------------------------------------------------------------
 
 def reshape_axes(axes: Sequence[Axis], out_shape: Sequence[int],
-                 namer: Namer | None = None) -> tuple[Axis, ...]:
+                 namer: Namer | None = None, alone: frozenset[int] = frozenset()) -> tuple[Axis, ...]:
     """Names after ``view``/``reshape`` to ``out_shape`` (sizes must multiply out).
 
     Groups input and output axes whose sizes multiply to the same product, then
-    re-cuts each group's atoms at the output boundaries.
+    re-cuts each group's atoms at the output boundaries. ``alone``: the output axes whose size the
+    code read from one axis (no piece of one entry is put there).
 
     >>> t, d = root_axis("T", 6), root_axis("D", 512)
     >>> [a.size for a in reshape_axes([t, d], [6, 8, 64])]
@@ -62,21 +63,50 @@ def reshape_axes(axes: Sequence[Axis], out_shape: Sequence[int],
         if result[j] is None:
             result[j] = carried_ones.pop(0) if (j in slots and carried_ones) else Axis()
     if carried_ones and not slots:
-        _merge_ones(result, axes, carried_ones)
+        _merge_ones(result, axes, carried_ones, alone)
     return tuple(result)  # type: ignore[arg-type]
 
 
-def _merge_ones(result: list, axes: Sequence[Axis], ones: list[Axis]) -> None:
-    """Put named size-1 axes inside the output axis that holds the atoms of the axis before them."""
+def _merge_ones(result: list, axes: Sequence[Axis], ones: list[Axis], alone: frozenset[int] = frozenset()) -> None:
+    """Put named size-1 axes beside a neighbour in memory: inside the output axis that holds the piece just
+    before them (``view(-1, D)`` on ``[B, T[-1:], D]`` is ``[B·T[-1:], D]``), or the piece just after them
+    where none is before (``[B, H, T, d]`` at B = 1 viewed ``(B * H, T, d)`` is ``[B·H, T, d]``, batch-major
+    as at every B) or where the code gave the axis before a size read from one axis alone (``alone``:
+    fairseq's ``view(tgt_len, bsz * H, d)`` of ``[T, B, D]`` at B = 1 is ``[T, B·H, d]``, not ``[T·B,
+    H, d]``). A piece inside a merged axis stays beside the pieces of that axis (its first: beside the
+    piece after it)."""
+    flat = [(k, atom) for k, a in enumerate(axes) for atom in a.atoms]
     for one in ones:
-        where = list(axes).index(one) if one in axes else -1
-        before = next((a for a in reversed(axes[:where]) if a.size != 1), None) if where > 0 else None
-        if before is None or not before.atoms:
+        where = next((i for i, (_, atom) in enumerate(flat) if atom == one.atoms[0]), None)
+        if where is None:
             continue
-        for j, out in enumerate(result):
-            if out is not None and before.atoms[-1] in out.atoms:
-                result[j] = Axis(out.atoms + one.atoms, out.role)
-                break
+        host = flat[where][0]
+        before = next(((k, a) for k, a in reversed(flat[:where]) if a.size != 1), None)
+        after = next(((k, a) for k, a in flat[where + 1:] if a.size != 1), None)
+        j_before = _holder(result, before[1], last=True) if before else None
+        j_after = _holder(result, after[1], last=False) if after else None
+        inside_after = after is not None and after[0] == host and (before is None or before[0] != host)
+        if j_before is not None and not inside_after and j_before not in alone:
+            result[j_before] = _inserted(result[j_before], one.atoms, before[1], after_it=True)
+        elif j_after is not None:
+            result[j_after] = _inserted(result[j_after], one.atoms, after[1], after_it=False)
+
+
+def _holder(result: list, atom: Atom, last: bool) -> int | None:
+    """The output axis holding a piece of ``atom``'s root where it sits (its last piece, or its first)."""
+    found = [j for j, out in enumerate(result) if out is not None and any(_piece_of(p, atom) for p in out.atoms)]
+    return (found[-1] if last else found[0]) if found else None
+
+
+def _piece_of(piece: Atom, atom: Atom) -> bool:
+    return piece.root == atom.root and piece.size != 1 and atom.stride <= piece.stride < atom.stride * atom.size
+
+
+def _inserted(out: Axis, atoms: tuple[Atom, ...], neighbour: Atom, after_it: bool) -> Axis:
+    """``out`` with ``atoms`` put right after the last piece of ``neighbour`` (or right before its first)."""
+    places = [i for i, p in enumerate(out.atoms) if _piece_of(p, neighbour)]
+    at = places[-1] + 1 if after_it else places[0]
+    return Axis(out.atoms[:at] + atoms + out.atoms[at:], out.role)
 
 
 def _carried_role(group_in: Sequence[Axis], atoms: tuple[Atom, ...]) -> str | None:

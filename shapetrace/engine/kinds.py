@@ -177,6 +177,11 @@ class Kind(StrEnum):
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
         "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
         "checked")
+    BATCH_UNEXERCISED = (
+        "batch-unexercised", "note",
+        "a view given a size read from an axis of one entry (the batch at B = 1) puts that entry on the other side "
+        "of other axes' elements than memory holds it: at one entry it holds the same elements either way, at more "
+        "it would regroup them, so the run could not check it")
 
     ROTARY_PAIRING_MISMATCH = (
         "rotary-pairing-mismatch", "error",

@@ -55,7 +55,19 @@ def first_broadcast(c: Call) -> Axes:
 # -- the view family -----------------------------------------------------------------------------
 
 def reshape(c: Call) -> Axes:
-    return axis_reshape.reshape_axes(c.in_axes[0], c.shapes[0], c.namer)
+    return axis_reshape.reshape_axes(c.in_axes[0], c.shapes[0], c.namer, _read_alone(c))
+
+
+def _read_alone(c: Call) -> frozenset[int]:
+    """The output axes whose size the code read from one axis (``tgt_len`` in ``view(tgt_len, bsz * H,
+    d)``): the code says each is that axis alone, so no axis of one entry is merged into it."""
+    from shapetrace.engine.sizes import SizeOf  # (here: only a traced call reads sizes; torch is loaded then)
+
+    sizes = c.args[1] if len(c.args) == 2 and isinstance(c.args[1], (tuple, list)) else c.args[1:]
+    sizes = sizes or c.kwargs.get("shape", ())
+    if len(sizes) != len(c.shapes[0]):
+        return frozenset()
+    return frozenset(j for j, n in enumerate(sizes) if type(n) is SizeOf and n != 1)
 
 
 def transpose(c: Call) -> Axes:

@@ -53,6 +53,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
+                   "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "
+                                        "which only a run with more entries can check",
                    "rotary-pairing-unchecked": "a rotary table's values were not read",
                    "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)

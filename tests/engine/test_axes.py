@@ -117,3 +117,25 @@ def test_each_piece_of_a_split_root_has_its_own_label():
     assert labels == ["Hp/2", "Hp%2"]
     thirds = [namer.label(Axis((Atom("T", 8, stride, 2),))) for stride in (4, 2, 1)]
     assert thirds == ["T/4", "T/2%2", "T%2"]
+
+
+def test_a_batch_of_one_folded_with_the_heads_stays_ahead_of_them():
+    # BART's proj_shape (transformers' modeling_bart.py): [B, H, T, d] viewed (B * H, T, d) at B = 1 keeps the
+    # batch's one entry inside the fold, ahead of the heads (batch-major, as at every B); viewed back
+    # (B, H, T, d) it is the batch again. Before, the entry was dropped (nothing stood before it).
+    one = Namer({"B": 1, "T": 6, "D": 512, "H": 8})
+    heads = reshape_axes((root_axis("B", 1), root_axis("T", 6), root_axis("D", 512)), [1, 6, 8, 64], one)
+    fold = reshape_axes(permute_axes(heads, [0, 2, 1, 3]), [8, 6, 64], one)
+    assert [a.root for a in fold[0].atoms] == ["B", "D"]
+    assert labels(one, reshape_axes(fold, [1, 8, 6, 64], one)) == ["B", "H", "T", "d_k"]
+
+
+def test_a_batch_of_one_beside_a_size_read_from_one_axis_joins_the_axis_after_it():
+    # fairseq's view(tgt_len, bsz * num_heads, head_dim) of [T, B, D] at B = 1: tgt_len names its axis T
+    # alone (``alone``), so the batch's entry joins the heads' fold, [T, B·H, d]; with no such read it stays
+    # beside the axis before it, as a decode step's T[-1:] does ([T·B, H, d]).
+    one = Namer({"B": 1, "T": 6, "D": 512, "H": 8})
+    x = (root_axis("T", 6), root_axis("B", 1), root_axis("D", 512))
+    assert [[a.root for a in ax.atoms] for ax in reshape_axes(x, [6, 8, 64], one, frozenset({0}))] == \
+        [["T"], ["B", "D"], ["D"]]
+    assert [[a.root for a in ax.atoms] for ax in reshape_axes(x, [6, 8, 64], one)] == [["T", "B"], ["D"], ["D"]]

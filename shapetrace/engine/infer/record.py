@@ -38,6 +38,7 @@ from shapetrace.engine.infer.sizes import (
     grown_axes,
     grown_like_other,
     note_sizes_against_names,
+    regrouped_one,
     repeated_axes,
     sliced_axes,
 )
@@ -130,6 +131,9 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
             out_axes = sliced_axes(state, record, out_axes)
         elif record.spec.family is Family.RESHAPE:
             note_sizes_against_names(state, record, out_axes)
+            regrouped = regrouped_one(state, record, in_axes, out_axes)
+            if regrouped:
+                params = {**params, "regrouped_one": regrouped}
     state.elements.note(record)
     if state.pins and out_axes:
         out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]

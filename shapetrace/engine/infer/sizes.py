@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, UNKNOWN, Axis
+from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis
 from shapetrace.engine.infer.writes import BATCH_CAPACITY
 from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
@@ -152,12 +152,8 @@ def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:
     fold ``[B·H, T, S]`` at B = H: ``bsz`` stands where the elements are heads). The code and the
     elements disagree, which only equal sizes let run: which name holds is a choice between them
     (``state.size_choices``), so the names resting on it are not proven."""
-    if len(out_axes) != 1:
-        return
-    args, kwargs = thaw_args(record.frozen)
-    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
-        list(args[1:]) or list(kwargs.get("shape", ()))
-    if len(sizes) != len(out_axes[0]):
+    sizes = _reshape_sizes(record, out_axes)
+    if sizes is None:
         return
     label = state.namer.label
     for size, axis in zip(sizes, out_axes[0]):
@@ -165,6 +161,56 @@ def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:
         if read is not None and label(read) != label(axis):
             state.size_choices.update(pair for pair in state.namer.coinciding_sizes()
                                       if set(pair) == {label(read), label(axis)})
+
+
+def regrouped_one(state: Inference, record, in_axes: list, out_axes: list) -> tuple[str, tuple[str, ...]] | None:
+    """A reshape given a size read from a named axis of one entry (``bsz`` at B = 1) that places that entry
+    on the other side of other axes' elements than memory holds it: ``(its name, the names it crossed)``,
+    else None. A view moves no element, so at every size its axes keep the memory order of the pieces they
+    are cut from; an axis of one entry can stand anywhere among them and hold the same elements, so the
+    run cannot show where it belongs. BART's scores ``[bsz·H, T, S]`` (batch-major) viewed ``(H, bsz, T,
+    S)``: at B = 1 the same elements as ``(bsz, H, T, S)``, at B = 2 each "batch" is half the heads of one
+    sequence. The size's read says where the code puts the batch; the fold's pieces say where memory has it."""
+    sizes = _reshape_sizes(record, out_axes)
+    if sizes is None or not in_axes:
+        return None
+    for size, axis in zip(sizes, out_axes[0]):
+        read = _read_axis(state, size) if type(size) is SizeOf and int(size) == 1 else None
+        if read is None or axis.atoms != read.atoms:
+            continue
+        held, placed = _sides(in_axes[0], read.atoms[0]), _sides(out_axes[0], read.atoms[0])
+        if held is None or placed is None:
+            continue
+        crossed = [p for p, side in placed if all(s != side for a, s in held if _overlap(a, p))
+                   and any(_overlap(a, p) for a, _ in held)]
+        if crossed:
+            return state.namer.label(read), tuple(dict.fromkeys(state.namer.label(Axis((p,))) for p in crossed))
+    return None
+
+
+def _sides(axes, one) -> list[tuple[Atom, bool]] | None:
+    """``(piece, before one?)`` for each named piece of more than one entry, in memory (logical) order; None
+    where ``one`` is not among the pieces."""
+    atoms = [a for axis in axes for a in axis.atoms]
+    if one not in atoms:
+        return None
+    where = atoms.index(one)
+    return [(a, k < where) for k, a in enumerate(atoms) if a.size != 1 and a.root not in (UNKNOWN, COPIES)]
+
+
+def _overlap(a: Atom, b: Atom) -> bool:
+    """Do two pieces of one root share elements (the same positions of the root, cut another way)?"""
+    return a.root == b.root and max(a.stride, b.stride) < min(a.stride * a.size, b.stride * b.size)
+
+
+def _reshape_sizes(record, out_axes: list) -> list | None:
+    """The size arguments of a ``view``/``reshape`` to one output, one per output axis, or None."""
+    if len(out_axes) != 1:
+        return None
+    args, kwargs = thaw_args(record.frozen)
+    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
+        list(args[1:]) or list(kwargs.get("shape", ()))
+    return sizes if len(sizes) == len(out_axes[0]) else None
 
 
 def _placed_slices(items, rank: int) -> list[tuple[int, slice]] | None:

@@ -36,7 +36,7 @@ from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.tables import table_heads_rechopped
-from shapetrace.engine.rules.unexercised import unexercised_masks
+from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -562,5 +562,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
-    fused_parts_taken_twice, skipped_cache_slots,
+    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots,
 ]

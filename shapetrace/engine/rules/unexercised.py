@@ -46,6 +46,23 @@ def unexercised_masks(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def regrouped_ones(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each view that places an axis of one entry (``bsz`` at B = 1) against the memory order of
+    the pieces it is cut from (:func:`.infer.sizes.regrouped_one`): the run cannot show the bug it is at
+    more entries, so the run is not proven."""
+    return [_regrouped_note(e, *e.params["regrouped_one"]) for e in analysis.events if e.params.get("regrouped_one")]
+
+
+def _regrouped_note(e: Event, name: str, crossed: tuple[str, ...]) -> Diagnostic:
+    others = ", ".join(crossed)
+    return Kind.BATCH_UNEXERCISED.found(e.index, (
+        f"{e.op} #{e.index} is given a size read from {name}, which has one entry here, and places it on the other "
+        f"side of {others} than memory holds it: with one entry both orders hold the same elements, with more this "
+        f"view would regroup them ({name} and {others} interleaved), so this run could not check it."),
+        f"Trace it with more than one entry along {name}, or view in the order memory holds (the order the axes "
+        "were merged in).")
+
+
 def _operands(e: Event) -> tuple[TensorInfo, TensorInfo]:
     """``(the scores, the mask)``: SDPA's ``attn_mask``; the operand that is not the scores elsewhere (the
     scores: the operand whose axes are the queries and the keys, else a fill's first, a ``where``'s second)."""
