@@ -10,7 +10,8 @@ keeps an ``int`` subclass as it is given, and so do its indexing, slicing and ``
 their axes exactly as ``x.size(i)`` does. Nothing here compares values: an int that was not read from
 an axis carries nothing, and arithmetic on a :class:`SizeOf` (``n + 1``, ``C // n_head``) gives a
 plain ``int``; except a sum with another int (``past + T``: a cache's length and the new tokens'),
-a :class:`SizeSum` that keeps its two terms, so that ``arange(past, past + T)`` counts T.
+a :class:`SizeSum` that keeps its two terms, so that ``arange(past, past + T)`` counts T, and a floor
+division by a plain int, a :class:`SizeQuot` (a fold's leading pieces: ``(B·H) // H``).
 
 A :class:`SizeOf` names an axis only in the capture that read it (its ``stamp``): a library's cache
 keyed by the int's value (einops keeps the shapes it built in an ``lru_cache``) can hand a later call,
@@ -39,6 +40,26 @@ class SizeOf(int):
 
     def __radd__(self, other):
         return _sum(other, self) if type(other) in _TERMS else int.__radd__(self, other)
+
+    def __floordiv__(self, other):
+        if type(other) is not int or other <= 0:
+            return int.__floordiv__(self, other)
+        out = SizeQuot(int.__floordiv__(self, other))
+        out.of, out.by = self, other
+        return out
+
+
+class SizeQuot(int):
+    """``n // k`` where ``n`` was read from an axis and ``k`` is a plain int (Bloom's ``batch_size =
+    batch_size_and_num_heads // self.num_heads``): the leading pieces of that axis, those left when pieces
+    of ``k`` entries are taken from its end (:func:`~.infer.sizes.regrouped_one` reads it). Its own
+    arithmetic gives plain ints."""
+
+    of: SizeOf
+    by: int
+
+    def __reduce__(self):
+        return int, (int(self),)
 
 
 class SizeSum(int):

@@ -77,14 +77,14 @@ def describe(value, out: Storages, depth: int = 0) -> dict:
     """The description of ``value``; tensor storages are added to ``out`` (child and parent side)."""
     import torch
 
-    from shapetrace.engine.sizes import SizeOf, SizeSum
+    from shapetrace.engine.sizes import SizeOf, SizeQuot, SizeSum
 
     if isinstance(value, torch.Tensor):
         try:
             return _describe_tensor(value, out)
         except Exception:   # a learner's tensor-like whose methods raise (or lie about its class): its type only
             return {"other": type(value).__name__[:100]}
-    if type(value) in (SizeOf, SizeSum):   # a size read while traced (``x.shape[-1]``), or a sum with one
+    if type(value) in (SizeOf, SizeSum, SizeQuot):   # a size read while traced (``x.shape[-1]``), a sum or quotient
         value = int.__int__(value)
     if value is None or type(value) is bool:
         return {"v": value}

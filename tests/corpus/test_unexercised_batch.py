@@ -8,10 +8,14 @@ memory holds it (``[B, H, T, d]`` viewed ``(B * H, T, d)`` keeps the batch's ent
 view whose read size lands on the other side of another axis's elements is a ``batch-unexercised`` note and
 ``?``; the same code in memory order stays ``✓``.
 
+A size may also be read back from a fold: Bloom's ``batch_size_and_num_heads // num_heads`` is the fold's
+piece that grows with it (:class:`~shapetrace.engine.sizes.SizeQuot`), the batch.
+
 Sources: transformers' BART (tests/corpus/public9/bart.py), fairseq's ``MultiheadAttention``
-(tests/corpus/public7/fairseq_mha.py), and jadore801120/attention-is-all-you-need-pytorch's first
-``MultiHeadAttention`` (transformer/SubLayers.py, 2018: ``q.permute(2, 0, 1, 3).contiguous().view(-1,
-len_q, d_k) # (n*b) x lq x dk`` and ``output.view(n_head, sz_b, len_q, d_v).permute(1, 2, 0, 3)``).
+(tests/corpus/public7/fairseq_mha.py), transformers' BLOOM (``_merge_heads``), and
+jadore801120/attention-is-all-you-need-pytorch's first ``MultiHeadAttention`` (transformer/SubLayers.py,
+2018: ``q.permute(2, 0, 1, 3).contiguous().view(-1, len_q, d_k) # (n*b) x lq x dk`` and
+``output.view(n_head, sz_b, len_q, d_v).permute(1, 2, 0, 3)``).
 """
 
 from __future__ import annotations
@@ -59,6 +63,47 @@ class HeadsMajorAttention(nn.Module):
         else:
             output = output.view(n_head, sz_b, len_q, d_k).permute(1, 2, 0, 3)  # (B, T, H, d_k)
         return self.fc(output.contiguous().view(sz_b, len_q, -1))  # (B, T, D)
+
+
+class BloomMergeAttention(nn.Module):
+    """transformers' BLOOM (models/bloom/modeling_bloom.py, ``BloomAttention``) without its ALiBi: heads folded
+    batch-major, ``transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)``, and
+    ``_merge_heads`` reading the batch back as ``batch_size_and_num_heads // self.num_heads``. ``bug``:
+    ``_merge_heads`` unfolds heads-first, ``view(num_heads, batch_size, T, d).permute(1, 2, 0, 3)``."""
+
+    def __init__(self, hidden_size: int, n_head: int, bug: str = ""):
+        super().__init__()
+        self.num_heads, self.head_dim, self.bug = n_head, hidden_size // n_head, bug
+        self.query_key_value = nn.Linear(hidden_size, 3 * hidden_size)
+        self.dense = nn.Linear(hidden_size, hidden_size)
+
+    def _merge_heads(self, x):
+        batch_size_and_num_heads, seq_length, _ = x.shape
+        batch_size = batch_size_and_num_heads // self.num_heads
+        if self.bug == "merge-heads-first":
+            x = x.view(self.num_heads, batch_size, seq_length, self.head_dim).permute(1, 2, 0, 3)  # bug
+        else:
+            x = x.view(batch_size, self.num_heads, seq_length, self.head_dim).permute(0, 2, 1, 3)  # (B, T, H, d_k)
+        return x.reshape(batch_size, seq_length, self.num_heads * self.head_dim)  # (B, T, D)
+
+    def forward(self, hidden_states):
+        batch_size, q_length, _ = hidden_states.shape
+        fused = self.query_key_value(hidden_states).view(batch_size, q_length, self.num_heads, 3, self.head_dim)
+        q, k, v = fused[..., 0, :], fused[..., 1, :], fused[..., 2, :]  # (B, T, H, d_k) x3
+        q = q.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)  # (B·H, T, d_k)
+        k = k.permute(0, 2, 3, 1).reshape(batch_size * self.num_heads, self.head_dim, q_length)  # (B·H, d_k, T)
+        v = v.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)  # (B·H, T, d_k)
+        probs = torch.softmax(torch.bmm(q, k) / self.head_dim**0.5, dim=-1)  # (B·H, T, T)
+        return self.dense(self._merge_heads(torch.bmm(probs, v)))  # (B, T, D)
+
+
+def _bloom(bug: str, dims: str) -> shapetrace.Trace:
+    B = int(dims.split()[0].split("=")[1])
+    torch.manual_seed(0)
+    model, x = BloomMergeAttention(32, 4, bug), torch.randn(B, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(x)
+    return t
 
 
 def _heads_major(bug: str, dims: str) -> shapetrace.Trace:
@@ -118,6 +163,25 @@ def test_a_heads_major_fold_unfolded_batch_first_is_an_error_where_the_batch_has
     # the twin run the note asks for: at B = 2 the names show the bug
     t = _heads_major("unfold-batch-first", TWO)
     assert (_verdict(t), _notes(t)) == (("✗", ["projection-over-tokens"]), [])
+
+
+@pytest.mark.parametrize("dims", [ONE, TWO])
+def test_bloom_merging_heads_in_memory_order_keeps_its_check_mark(dims):
+    t = _bloom("", dims)
+    assert (_verdict(t), _notes(t)) == (("✓", []), [])
+
+
+def test_bloom_merging_heads_first_at_a_batch_of_one_is_not_proven():
+    # the batch read back as batch_size_and_num_heads // num_heads (a SizeQuot of the fold's size): at B = 1 the
+    # fold's one batch entry, held ahead of the heads, placed after them
+    t = _bloom("merge-heads-first", ONE)
+    assert (_verdict(t), _notes(t)) == (("?", []), [("batch-unexercised", 14)])
+    assert next(d for d in t.diagnostics if d.kind == "batch-unexercised").message.startswith(
+        "view #14 is given a size read from B, which has one entry here, and places it on the other side of H")
+
+
+def test_bloom_merging_heads_first_is_an_error_where_the_batch_has_two_entries():
+    assert _verdict(_bloom("merge-heads-first", TWO)) == ("✗", ["projection-over-tokens"])
 
 
 #: tests/styles whose correct code is `✓` at B = 1 (nanoGPT, minGPT, GPT-NeoX, T5, lucidrains, torch's own

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import shapetrace
-from shapetrace.engine.sizes import SizeOf, SizeSum
+from shapetrace.engine.sizes import SizeOf, SizeQuot, SizeSum
 
 
 def kinds(t):
@@ -24,6 +24,9 @@ def test_a_size_read_while_tracing_is_an_int_that_remembers_its_axis():
     assert type(n) is SizeOf and n == 6 and n.axis == 1 and repr(n) == "6"
     assert type(n * 2) is int and type(n - 1) is int and type(whole) is torch.Size
     assert type(n + 1) is SizeSum and (n + 1).terms == (n, 1) and type(n + 1 + 1) is int   # (past + T keeps both)
+    third = n // 3   # (a fold's leading pieces, Bloom's batch_size_and_num_heads // num_heads)
+    assert type(third) is SizeQuot and third == 2 and (third.of, third.by) == (n, 3) and type(third // 1) is int
+    assert type(n // n) is int and type(n // 2.0) is float and pickle.loads(pickle.dumps(third)) == 2
     assert pickle.loads(pickle.dumps(n)) == 6 and type(pickle.loads(pickle.dumps(n))) is int
     assert type(x.size(1)) is int   # outside a trace: torch's own int
 
@@ -85,7 +88,8 @@ def test_every_way_of_reading_a_shape_carries_its_axes():
     """``x.shape[i]``, ``x.shape[-1]``, ``B, T, C = x.size()`` (nanoGPT's CausalSelfAttention),
     ``B, T, C = x.shape``, ``*_, d = x.shape`` and ``x.size()[:-1] + (H, d)`` (HF ViTSelfAttention's
     ``transpose_for_scores``) carry the node and axis as ``x.size(i)`` does; arithmetic on them
-    (``T * 2``, ``C // n_head``) is a plain int. Before: every one was a plain int (torch.Size)."""
+    (``T * 2``) is a plain int, but a floor division by a plain int (``C // n_head``) keeps what it divides
+    (:class:`SizeQuot`). Before: every one was a plain int (torch.Size)."""
     x = torch.randn(2, 6, 8)                                    # (B, T, C)
     with shapetrace.trace(dims="B=2 T=6 D=8 H=2"):
         reads = {"x.shape[1]": x.shape[1], "x.shape[-1]": x.shape[-1]}
@@ -106,7 +110,7 @@ def test_every_way_of_reading_a_shape_carries_its_axes():
     assert type(new_shape) is torch.Size and new_shape == (2, 6, 2, 4)
     assert [(type(n), getattr(n, "axis", None)) for n in new_shape] == [(SizeOf, 0), (SizeOf, 1), (int, None),
                                                                        (int, None)]
-    assert (type(doubled), doubled, type(per_head), per_head) == (int, 12, int, 4)
+    assert (type(doubled), doubled, type(per_head), per_head) == (int, 12, SizeQuot, 4)
     assert [type(n) for n in x.shape] == [int, int, int]        # outside a trace: torch's own ints
 
 

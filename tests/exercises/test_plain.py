@@ -44,10 +44,11 @@ def test_sizes_read_while_traced_travel_as_plain_ints():
 
     x = torch.zeros(2, 3, 4)
     with shapetrace.trace():
-        sent = {"value": x.shape[-1], "args": [tuple(x.shape), x.size(1), x.shape]}
+        sent = {"value": x.shape[-1], "args": [tuple(x.shape), x.size(1), x.shape], "d_k": x.shape[-1] // 2}
     values, _ = unpack(pack(sent))
-    assert values == {"value": 4, "args": [(2, 3, 4), 3, torch.Size([2, 3, 4])]}
+    assert values == {"value": 4, "args": [(2, 3, 4), 3, torch.Size([2, 3, 4])], "d_k": 2}
     assert type(values["value"]) is int and [type(n) for n in values["args"][0]] == [int, int, int]
+    assert type(values["d_k"]) is int   # (a quotient of a read size, SizeQuot, travels as its value too)
 
 
 def test_other_objects_travel_as_their_type_name_only():

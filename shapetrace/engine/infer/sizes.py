@@ -19,11 +19,12 @@ never stand in for a read: the value carries its source, or it carries none.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis
 from shapetrace.engine.infer.writes import BATCH_CAPACITY
-from shapetrace.engine.sizes import SizeOf, SizeSum, other_term
+from shapetrace.engine.sizes import SizeOf, SizeQuot, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,7 +176,7 @@ def regrouped_one(state: Inference, record, in_axes: list, out_axes: list) -> tu
     if sizes is None or not in_axes:
         return None
     for size, axis in zip(sizes, out_axes[0]):
-        read = _read_axis(state, size) if type(size) is SizeOf and int(size) == 1 else None
+        read = _read_one(state, size) if type(size) in (SizeOf, SizeQuot) and size == 1 else None
         if read is None or axis.atoms != read.atoms:
             continue
         held, placed = _sides(in_axes[0], read.atoms[0]), _sides(out_axes[0], read.atoms[0])
@@ -186,6 +187,21 @@ def regrouped_one(state: Inference, record, in_axes: list, out_axes: list) -> tu
         if crossed:
             return state.namer.label(read), tuple(dict.fromkeys(state.namer.label(Axis((p,))) for p in crossed))
     return None
+
+
+def _read_one(state: Inference, size) -> Axis | None:
+    """The axis a size of one entry was read from: ``x.size(0)``, or a fold divided by the size of all its
+    other pieces (Bloom's ``batch_size_and_num_heads // num_heads`` at B = 1): its one named piece of one
+    entry, the piece that grows with the fold while the divisor stays, wherever the fold holds it."""
+    if type(size) is SizeOf:
+        return _read_axis(state, size)
+    if type(size) is not SizeQuot:
+        return None
+    fold = _read_axis(state, size.of)
+    if fold is None or math.prod(a.size for a in fold.atoms if a.size != 1) != size.by:
+        return None
+    ones = [a for a in fold.atoms if a.size == 1 and a.root not in (UNKNOWN, COPIES)]
+    return Axis((ones[0],)) if len(ones) == 1 else None
 
 
 def _sides(axes, one) -> list[tuple[Atom, bool]] | None:
