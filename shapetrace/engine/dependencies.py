@@ -34,6 +34,7 @@ from shapetrace.engine.module_state import restore as _restore
 from shapetrace.engine.ops import Family
 from shapetrace.engine.probe_inputs import AtEntry, entry_of, input_of
 from shapetrace.engine.probe_inputs import companions as probe_companions
+from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
 
 #: a change counts when it exceeds this times (1 + the largest output)
 TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
@@ -505,12 +506,10 @@ def triangular_weights(outputs) -> str | None:
     softmax outputs the capture kept, ``(record, tensor)``) leave at zero: ``"zero above the
     diagonal"`` (a causal mask), ``"zero below the diagonal"`` (one applied the other way round), or
     None (no triangle: no mask of that kind was applied)."""
-    for _, w in outputs:
-        if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2 or w.is_meta or not w.is_floating_point():
+    for w in weights_over_keys(outputs):
+        if w.shape[-1] != w.shape[-2]:
             continue
         with torch.no_grad():
-            if not bool(((w.sum(-1) - 1).abs() < 1e-3).all()):
-                continue   # not weights that sum to 1 over the keys (an SDPA output, a log_softmax)
             zero = (w == 0).reshape(-1, *w.shape[-2:]).all(0)                      # (T, T)
         n = w.shape[-1]
         square = torch.ones(n, n, dtype=torch.bool, device=zero.device)
@@ -557,8 +556,6 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
     if isinstance(probe, str):
         return probe
     if probe.out_tokens is not None:
-        from shapetrace.engine.unattended import masked_rows, unattended_rows
-
         batch, tokens = probe.output.shape[probe.out_batch], probe.output.shape[probe.out_tokens]
         probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, batch, tokens)
                         | unattended_rows(masked_rows(trace.capture.records), batch, tokens))

@@ -17,18 +17,21 @@ from __future__ import annotations
 import torch
 
 
-def uniform_rows(outputs) -> list[torch.Tensor]:
-    """For each kept softmax output ``[..., T, S]`` (``(record, tensor)``, S > 1) that sums to 1 over its
-    last axis, a bool tensor ``[..., T]``: the rows whose every weight is the same."""
-    found = []
+def weights_over_keys(outputs):
+    """The kept softmax outputs ``[..., T, S]`` (``(record, tensor)``, S > 1) that are attention weights: real
+    values summing to 1 over their last axis (not an SDPA output, not a log_softmax)."""
     for _, w in outputs:
         if w.dim() < 2 or w.shape[-1] < 2 or w.is_meta or not w.is_floating_point():
             continue
         with torch.no_grad():
-            if not bool(((w.sum(-1) - 1).abs() < 1e-3).all()):
-                continue   # not weights over the keys (an SDPA output, a log_softmax)
-            found.append((w.amax(-1) == w.amin(-1)).cpu())
-    return found
+            if bool(((w.sum(-1) - 1).abs() < 1e-3).all()):
+                yield w
+
+
+def uniform_rows(outputs) -> list[torch.Tensor]:
+    """For each of :func:`weights_over_keys`, a bool tensor ``[..., T]``: the rows whose every weight is the same."""
+    with torch.no_grad():
+        return [(w.amax(-1) == w.amin(-1)).cpu() for w in weights_over_keys(outputs)]
 
 
 def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> frozenset[tuple[int, int]]:

@@ -53,22 +53,8 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
 
 def grown_axes(state: Inference, record, out_axes: list) -> list:
     """``expand``: an axis grown to a size read from an axis (a copy per entry of it) takes its name."""
-    if len(out_axes) != 1:
-        return out_axes
-    args, kwargs = thaw_args(record.frozen)
-    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
-        list(args[1:]) or list(kwargs.get("size", ()))
-    axes = list(out_axes[0])
-    if len(sizes) != len(axes):
-        return out_axes
-    before = tuple(record.in_raw[0][0]) if record.in_raw else ()
-    lead = len(axes) - len(before)
-    for j, size in enumerate(sizes):
-        grown = j < lead or before[j - lead] == 1
-        found = _read_axis(state, size)
-        if grown and found is not None and found.size == axes[j].size and _unnamed_or_copies(axes[j]):
-            axes[j] = found
-    return [tuple(axes)]
+    sizes = _size_args(record, out_axes, "size")
+    return out_axes if sizes is None else _grown(record, out_axes, lambda j: _read_axis(state, sizes[j]))
 
 
 def grown_like_other(record, in_axes: list, out_axes: list) -> list:
@@ -77,14 +63,20 @@ def grown_like_other(record, in_axes: list, out_axes: list) -> list:
     ``(mask == 0).view(bs, 1, 1, k_length).expand_as(scores)``)."""
     if len(out_axes) != 1 or len(in_axes) < 2 or not record.in_raw or len(in_axes[1]) != len(out_axes[0]):
         return out_axes
-    axes, other = list(out_axes[0]), in_axes[1]
-    before = tuple(record.in_raw[0][0])
+    other = in_axes[1]
+    return _grown(record, out_axes, lambda j: None if other[j].size == 1 or _unnamed_or_copies(other[j]) else other[j])
+
+
+def _grown(record, out_axes: list, source) -> list:
+    """``out_axes`` with each unnamed axis the call grew (a new leading axis, or one of size 1 before) named
+    by ``source(j)``, the axis its copies count entries of, where that has its size."""
+    axes = list(out_axes[0])
+    before = tuple(record.in_raw[0][0]) if record.in_raw else ()
     lead = len(axes) - len(before)
     for j, axis in enumerate(axes):
-        grown = j < lead or before[j - lead] == 1
-        if grown and axis.size != 1 and other[j].size == axis.size and _unnamed_or_copies(axis) \
-                and not _unnamed_or_copies(other[j]):
-            axes[j] = other[j]
+        found = source(j) if j < lead or before[j - lead] == 1 else None
+        if found is not None and found.size == axis.size and _unnamed_or_copies(axis):
+            axes[j] = found
     return [tuple(axes)]
 
 
@@ -221,11 +213,17 @@ def _overlap(a: Atom, b: Atom) -> bool:
 
 def _reshape_sizes(record, out_axes: list) -> list | None:
     """The size arguments of a ``view``/``reshape`` to one output, one per output axis, or None."""
+    return _size_args(record, out_axes, "shape")
+
+
+def _size_args(record, out_axes: list, keyword: str) -> list | None:
+    """The sizes a call to one output was given (``x.view(2, 3)``, ``x.view((2, 3))``, ``x.expand(size=...)``),
+    one per output axis, or None."""
     if len(out_axes) != 1:
         return None
     args, kwargs = thaw_args(record.frozen)
     sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list)) else \
-        list(args[1:]) or list(kwargs.get("shape", ()))
+        list(args[1:]) or list(kwargs.get(keyword, ()))
     return sizes if len(sizes) == len(out_axes[0]) else None
 
 
