@@ -249,7 +249,9 @@ def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
     env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path / "state"))
     proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "exercise", "check", "split-heads", "--file",
                              str(loop), "--time-limit", "60"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, preexec_fn=lambda: _default_action(sig))
+    # (the signal's default action, as in a terminal: a suite started under nohup, or in the background of a
+    # shell without job control, hands its children SIGHUP or SIGINT ignored)
     tree: set[int] = set()
     deadline, started = time.monotonic() + 120, None
     # bubblewrap (two processes) and the fork server, then the check's middle process, init and the check
@@ -270,6 +272,11 @@ def test_killing_the_checker_takes_its_whole_sandbox_with_it(tmp_path, sig):
     while time.monotonic() < deadline and any(alive(p) for p in tree):
         time.sleep(0.2)
     assert [p for p in tree if alive(p)] == [], f"{sig!r}: the sandbox outlived the checker"
+
+
+def _default_action(sig: signal.Signals) -> None:
+    if sig != signal.SIGKILL:   # (SIGKILL's action cannot be set, nor ignored)
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def test_without_bubblewrap_a_pass_is_shown_but_never_recorded(tmp_path):
