@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | None = None,
-          backward: bool = False) -> Trace:
+          backward: bool = False, dependencies: bool = False) -> Trace:
     """Record every reshaping and attention op run inside a ``with`` block.
 
     Args:
@@ -52,6 +52,10 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
         names: the order in which ``dims`` seed a tensor (default: the order given).
         backward: also trace the backward pass: the block's own ``.backward()``, or else, when it ends,
             the backward of the sum of the last traced result that requires grad (``t.backward``).
+        dependencies: also measure the dependency contracts on the values, as ``shapetrace trace`` does:
+            after the block, the outermost module it called runs again on perturbed copies (batch entries
+            stay apart, each token depends on itself, a causal mask holds, heads stay apart). Off, the
+            verdict says they were not measured.
 
     Returns:
         a :class:`Trace`, filled in as the block runs.
@@ -62,7 +66,14 @@ def trace(dims: str | Mapping[str, int] | None = None, names: Sequence[str] | No
     >>> t.events[-1].output.dims
     ('B', 'H', 'T', 'd_k')
     """
-    return _trace_class(backward)(parse_dims(dims), seed_order=names)
+    traced = _trace_class(backward)(parse_dims(dims), seed_order=names)
+    if dependencies:
+        traced.check_dependencies()
+    return traced
+
+
+#: what the verdict of a Python trace says where the dependency contracts were not asked for
+NOT_ASKED = "the dependency contracts (not asked for: shapetrace.trace(..., dependencies=True) measures them)"
 
 
 @functools.cache
@@ -81,6 +92,13 @@ def _trace_class(backward: bool = False) -> type:
 
     class Trace(EngineTrace):
         __doc__ = EngineTrace.__doc__
+
+        @property
+        def unmeasured(self) -> list[str]:
+            """The dependency contracts not measured, each with why: all of them where nobody asked
+            (``trace(dependencies=True)`` or :meth:`check_dependencies` before the block ends)."""
+            asked = self.capture.keep_top_call or not self._finished
+            return super().unmeasured if asked else [NOT_ASKED]
 
         def show(self, console: Any = None) -> None:
             """Print the table (and diagnostics) to ``console`` or a new Rich console.

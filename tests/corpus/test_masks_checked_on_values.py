@@ -16,6 +16,10 @@ import torch
 from torch import nn
 
 import shapetrace
+from shapetrace import NOT_ASKED
+
+#: what a Python trace's verdict adds where nobody asked for the dependency contracts
+UNASKED = f"; not measured: {NOT_ASKED}"
 
 DIMS = "B=2 T=5 D=32 H=4"
 SQUARE = "B=4 T=4 D=16 H=4"          # B = T = H = d_k = 4
@@ -84,7 +88,7 @@ def test_a_causal_mask_from_literal_sizes_read_on_the_scores_earns_the_check_mar
     assert built == ["view", "masked_fill_", "__getitem__", "expand"]
     assert t.report().verdict.line == (
         f"✓ checked all 26 ops that could carry a layout bug ({by_values} of them on the values of the rotary tables "
-        "or causal masks they build): every axis keeps its meaning from input to output")
+        "or causal masks they build): every axis keeps its meaning from input to output" + UNASKED)
 
 
 @pytest.mark.parametrize("dims", [DIMS, SQUARE])

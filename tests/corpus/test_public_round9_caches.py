@@ -38,10 +38,14 @@ import pytest
 import torch
 
 import shapetrace
+from shapetrace import NOT_ASKED
 from tests.corpus.helpers import findings, round_outcome, round_sizes
 from tests.corpus.helpers import traced_build as traced
 from tests.corpus.helpers import verdict_line as line
 from tests.corpus.public9 import bloom_alibi, llama_dynamic_cache, llama_static_cache, t5_bias
+
+#: what a Python trace's verdict adds where nobody asked for the dependency contracts
+UNASKED = f"; not measured: {NOT_ASKED}"
 
 MODULES = (llama_static_cache, llama_dynamic_cache, bloom_alibi, t5_bias)
 SIZES = ["B=2 T=6 D=64 H=4", "B=4 T=4 D=64 H=4", "B=1 T=6 D=64 H=4"]
@@ -221,7 +225,7 @@ def test_a_transposed_t5_bias_is_not_proven_either_way(dims):
     """``values.permute([2, 1, 0])``: ``?`` saying why, never ``✓``; T5's and DeBERTa's directions both ``✓``."""
     assert line(traced(t5_bias, "bias-transposed", dims)) == (
         "? checked 24 of 24 ops that could carry a layout bug; not proven: #16 permute moves two axes both named T "
-        "past each other, and names cannot tell which is which; no errors or warnings in what was checked")
+        "past each other, and names cannot tell which is which; no errors or warnings in what was checked" + UNASKED)
     for twin in ("", "query-minus-key"):
         assert line(traced(t5_bias, twin, dims)).startswith("✓ checked all 24 ops")
 

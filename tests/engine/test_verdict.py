@@ -11,9 +11,13 @@ import torch
 from rich.console import Console
 
 import shapetrace
+from shapetrace import NOT_ASKED
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.verdict import NOTHING_NAMED, unchecked_ops, verdict_of
 from shapetrace.render.table import print_trace
+
+#: what a Python trace's verdict adds where nobody asked for the dependency contracts
+UNASKED = f"; not measured: {NOT_ASKED}"
 
 
 def _attention(x, H, mask=None, literal=False):
@@ -32,14 +36,27 @@ def _printed(report, width: int = 200) -> str:
     return out.getvalue()
 
 
+class _Attention(torch.nn.Module):
+    """:func:`_attention` as a module: what the dependency contracts run again on perturbed copies."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, D = x.shape                                           # (B, T, D)
+        v = x.view(B, T, self.heads, D // self.heads).transpose(1, 2)   # (B, H, T, d_k)
+        return (_attention(x, self.heads) @ v).transpose(1, 2).reshape(B, T, D)   # (B, T, D)
+
+
 def test_every_axis_named_gets_the_check_mark():
     with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
         _attention(torch.randn(2, 5, 24), 3)
     v = t.report().verdict
     assert (v.mark, v.checked, v.total, v.unchecked) == ("✓", 5, 5, ())
     assert v.line == ("✓ checked all 5 ops that could carry a layout bug: every axis keeps its meaning from "
-                      "input to output")
-    assert _printed(t.report()).rstrip().endswith(v.line)
+                      "input to output" + UNASKED)
+    assert " ".join(_printed(t.report()).split()).endswith(v.line)   # (wrapped at 100 columns)
 
 
 def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
@@ -56,7 +73,7 @@ def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     v = t.report().verdict
     assert v.mark == "?"
     assert v.line == (f"? checked 6 of 7 ops that could carry a layout bug; not checked (unnamed axes): "
-                      f"#{missing[0]} __getitem__; no errors or warnings in what was checked")
+                      f"#{missing[0]} __getitem__; no errors or warnings in what was checked" + UNASKED)
 
 
 def test_an_unnamed_causal_mask_slice_is_checked_on_its_values():
@@ -69,7 +86,7 @@ def test_an_unnamed_causal_mask_slice_is_checked_on_its_values():
     assert unchecked_ops(t.events) == []
     assert t.report().verdict.line == ("✓ checked all 7 ops that could carry a layout bug (1 of them on the values of "
                                        "the rotary tables or causal masks they build): every axis keeps its meaning "
-                                       "from input to output")
+                                       "from input to output" + UNASKED)
 
 
 def test_a_mask_sliced_by_sizes_read_from_the_tokens_is_named_and_checked():
@@ -81,7 +98,7 @@ def test_a_mask_sliced_by_sizes_read_from_the_tokens_is_named_and_checked():
     sliced = next(e for e in t.events if e.op == "__getitem__")
     assert sliced.outputs[0].dims == (None, None, "T", "T")
     assert t.report().verdict.line == ("✓ checked all 7 ops that could carry a layout bug: every axis keeps its "
-                                       "meaning from input to output")
+                                       "meaning from input to output" + UNASKED)
 
 
 def test_nothing_named_is_never_a_check_mark():
@@ -89,7 +106,7 @@ def test_nothing_named_is_never_a_check_mark():
     with shapetrace.trace() as t:
         torch.randn(2, 5, 24).view(2, 5, 3, 8).transpose(1, 2).cumsum(1)
     v = t.report().verdict
-    assert (v.mark, v.checked, v.line) == ("?", 0, NOTHING_NAMED)
+    assert (v.mark, v.checked, v.line) == ("?", 0, NOTHING_NAMED.removesuffix(".") + UNASKED)
 
 
 def test_errors_make_a_cross_and_the_count():
@@ -112,8 +129,8 @@ def test_a_note_goes_under_the_verdict_never_in_its_place():
     assert v.mark == "?" and v.unproven == ("names were found from sizes alone, and equal sizes are ambiguous",)
     assert v.line == ("? checked 0 of 5 ops that could carry a layout bug; not checked (unnamed axes): #0 view, "
                       "#1 transpose, #2 transpose, #3 matmul and 1 more; not proven: names were found from "
-                      "sizes alone, and equal sizes are ambiguous; no errors or warnings in what was checked")
-    printed = _printed(report, width=300)
+                      "sizes alone, and equal sizes are ambiguous; no errors or warnings in what was checked" + UNASKED)
+    printed = _printed(report, width=600)
     assert printed.count(v.line) == 1
     after = printed[printed.index(v.line) + len(v.line):].lstrip("\n")
     assert after.startswith("i note ambiguous-sizes: B = T = 4: names found from sizes alone are ambiguous.")
@@ -125,7 +142,26 @@ def test_the_verdict_is_in_the_json():
     data = json.loads(t.to_json())
     assert data["verdict"] == {"mark": "✓", "line": t.report().verdict.line, "checked": 5, "total": 5,
                                "unchecked": [], "errors": 0, "warnings": 0, "unproven": [], "contracts": [],
-                               "unmeasured": [], "raised": None, "stopped": None}
+                               "unmeasured": [NOT_ASKED], "raised": None, "stopped": None}
+
+
+def test_a_python_trace_says_when_nobody_asked_for_the_dependency_contracts():
+    """The CLI measures the dependency contracts after every traced script; a Python trace only when asked.
+    Not asked, its check mark said nothing of them (99fc103): ``✓ … from input to output``, as if measured."""
+    x = torch.randn(2, 5, 24)
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3", dependencies=True) as t:
+        _Attention(3)(x)
+    v = t.report().verdict
+    assert (v.mark, v.unmeasured) == ("✓", ())
+    assert v.contracts == ("batch entries stay apart", "each token depends on itself", "heads stay apart")
+    assert v.line == ("✓ checked all 10 ops that could carry a layout bug: every axis keeps its meaning from input "
+                      "to output; held on the values: batch entries stay apart, each token depends on itself, "
+                      "heads stay apart")
+    with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+        _Attention(3)(x)
+    assert t.report().verdict.unmeasured == (NOT_ASKED,)
+    assert t.unmeasured == [NOT_ASKED] == ["the dependency contracts (not asked for: "
+                                           "shapetrace.trace(..., dependencies=True) measures them)"]
 
 
 # -- a trace whose code raised: ✗, with what it raised and how many recorded ops ran before it --------
