@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine.axes import indexed_join, top_level_terms
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,11 +119,12 @@ def could_carry_a_layout_bug(event: Event) -> bool:
         and not (event.from_parameters and all(math.prod(o.shape) == 1 for o in event.outputs))
 
 
-def _named(event: Event) -> bool:
+def _named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
     """Every axis of more than one entry of every result has a name (what the rules read), and so has
-    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked);
-    or a contract read on the values checks its layout (:mod:`.value_checked`: a rotary table's)."""
-    return event.checked_on_values or _axes_named(event)
+    every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked),
+    and every axis broadcasting lines up; or a contract read on the values checks its layout
+    (:mod:`.value_checked`: a rotary table's, a causal mask's, and so the ops in ``value_checked`` made)."""
+    return event.checked_on_values or _axes_named(event, value_checked)
 
 
 def _twins_swapped(event: Event) -> str | None:
@@ -165,9 +166,25 @@ def _cut_across_parts(event: Event) -> str | None:
     return None
 
 
-def _axes_named(event: Event) -> bool:
+def _axes_named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
-               if size > 1) and _along_named(event)
+               if size > 1) and _along_named(event) and _operands_named(event, value_checked)
+
+
+def _operands_named(event: Event, value_checked: frozenset[int]) -> bool:
+    """Are the axes broadcasting lines up named in every operand (a mask's or a bias's as much as the
+    scores'), or was the operand made by an op whose layout its values checked? An operand axis with no
+    name met another axis, and nothing checked that the two agree."""
+    if family_of(event.op) not in BROADCAST_FAMILIES:
+        return True
+    sources = event.sources or (None,) * len(event.inputs)
+    return all(name is not None for info, source in zip(event.inputs, sources)
+               if source is None or source[0] not in value_checked
+               for name, size in zip(info.dims, info.shape) if size > 1)
+
+
+def _value_checked(events: Sequence[Event]) -> frozenset[int]:
+    return frozenset(e.index for e in events if e.checked_on_values)
 
 
 def _along_named(event: Event) -> bool:
@@ -182,7 +199,8 @@ def _along_named(event: Event) -> bool:
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:
     """The indices of the ops that could carry a layout bug and made a tensor with an unnamed axis."""
-    return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e)]
+    checked = _value_checked(events)
+    return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e, checked)]
 
 
 #: the longest exception message a verdict line quotes
@@ -220,7 +238,8 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     not measured, what the traced code raised (``✗``: a run that raised is never all clear) and what
     stopped it before its end (``?`` at best: the rest of the code was not seen)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
-    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e))
+    checked = _value_checked(events)
+    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e, checked))
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
