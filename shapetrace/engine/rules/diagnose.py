@@ -12,7 +12,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
+from shapetrace.engine.axes import (
+    COPIES,
+    MIXED_PREFIX,
+    TOKEN_ROOTS,
+    as_parallel_part,
+    coalesce,
+    has_tokens,
+    merges_neighbours,
+)
 from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -313,7 +321,8 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
     a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
     for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                              reversed(b_sizes))):
-        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb and \
+        if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
+                and MIXED_PREFIX not in la + lb and \
                 not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
             return k, la, lb
     return None
