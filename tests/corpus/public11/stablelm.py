@@ -4,9 +4,14 @@ head applied by ``torch.split(hidden_states, 1, dim=1)`` over the heads of ``(B,
 back; partial rotary (``partial_rotary_factor = 0.25``: ``query_rot, query_pass = q[..., :rot], q[..., rot:]``)
 with rotate_half; an additive causal mask; ``o_proj``.
 
-Bugs (argument): ``cos-sin-swapped``: the rotation written ``q * sin + rotate_half(q) * cos`` (the two tables
-swapped, an easy slip of ``apply_rotary_pos_emb``): at position 0 the rotated features are replaced by their
-rotated partners, and the score no longer depends on the relative position alone."""
+Bugs (argument): ``unsqueeze-dim-2``: ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)`` on ``(B, H, T,
+d)`` queries (the argument transformers documents for ``(B, T, H, d)`` layouts, kept after a port moved the
+transpose before the rotary): the tables ``(B, T, 1, rot)`` line their tokens up with the heads, so each head
+is turned by one position's angle for every token; it runs only where T = H.
+Twins: ``cos-sin-swapped``: the rotation written ``q * sin + rotate_half(q) * cos``, the easy slip of the two
+tables. It is ``R · rotate(-angle)``, R the fixed quarter turn ``rotate_half``: on random weights a rotary
+embedding with its angles negated, the score still a function of the distance alone, so nothing torch records
+can tell it from the correct file; it is a bug only against StableLM's checkpoints, so here it is a twin."""
 
 import sys
 
@@ -41,18 +46,20 @@ class StableLmAttention(nn.Module):
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.rot, 2).float() / self.rot)))
 
     def _rope(self, x, cos, sin):
+        unsqueeze_dim = 2 if self.bug == "unsqueeze-dim-2" else 1
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)   # (B, 1, T, rot)
         if self.bug == "cos-sin-swapped":
             return x * sin + rotate_half(x) * cos
         return x * cos + rotate_half(x) * sin
 
-    def forward(self, hidden_states):
+    def forward(self, hidden_states, position_ids):
         bsz, q_len, _ = hidden_states.size()
         q = self.q_proj(hidden_states).view(bsz, q_len, self.h, self.hd).transpose(1, 2)   # (B, H, T, d)
         k = self.k_proj(hidden_states).view(bsz, q_len, self.h, self.hd).transpose(1, 2)
         v = self.v_proj(hidden_states).view(bsz, q_len, self.h, self.hd).transpose(1, 2)
         q, k = self.q_layernorm(q), self.k_layernorm(k)
-        freqs = torch.outer(torch.arange(q_len).float(), self.inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)                               # (T, rot)
+        freqs = (self.inv_freq[None, :, None] @ position_ids[:, None, :].float()).transpose(1, 2)  # (B, T, rot/2)
+        emb = torch.cat((freqs, freqs), dim=-1)                               # (B, T, rot)
         cos, sin = emb.cos(), emb.sin()
         q_rot, q_pass = q[..., : self.rot], q[..., self.rot :]
         k_rot, k_pass = k[..., : self.rot], k[..., self.rot :]
@@ -67,11 +74,12 @@ class StableLmAttention(nn.Module):
 
 def build(bug="", B=2, T=6, D=64, H=4):
     torch.manual_seed(0)
-    return StableLmAttention(D, H, bug).eval(), (torch.randn(B, T, D),)
+    positions = torch.arange(T).unsqueeze(0).expand(B, T)
+    return StableLmAttention(D, H, bug).eval(), (torch.randn(B, T, D), positions)
 
 
-BUGS = ("cos-sin-swapped",)
-TWINS = ()
+BUGS = ("unsqueeze-dim-2",)
+TWINS = ("cos-sin-swapped",)
 DIMS = ("B=2 T=6 D=64 H=4",)
 
 if __name__ == "__main__":
