@@ -29,7 +29,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.causes import one_per_bug
-from shapetrace.engine.rules.contracts import CONTRACT_RULES, told_apart
+from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
 from shapetrace.engine.rules.head_split import head_split_order
@@ -270,8 +270,8 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
                     f"sums over {la} of the first with {lb} of the second: different axes that only "
-                    f"happen to have the same size ({a.shape[-1]})."),
-                    "If this is q @ k, transpose k first: q @ k.transpose(-2, -1).", blame=_contracted_axes(e)))
+                    f"happen to have the same size ({a.shape[-1]}){cut_across(la, lb, analysis.namer)}."),
+                    contraction_fix(la, lb, analysis.namer), blame=_contracted_axes(e)))
                 break
     return out
 
