@@ -250,7 +250,7 @@ def with_witnesses(found: Sequence[Diagnostic], measured: Sequence[Diagnostic]) 
 
 
 #: a witness kind -> the kinds of findings that say its contract breaks by design (it folds into them)
-_BY_DESIGN = {"heads-talk": ("heads-mixed-by-matrix",)}
+_BY_DESIGN = {Kind.HEADS_TALK: (Kind.HEADS_MIXED_BY_MATRIX,)}
 
 
 def _within(d: Diagnostic, span: tuple[int, int] | None) -> bool:
