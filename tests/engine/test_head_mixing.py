@@ -49,3 +49,21 @@ def test_a_matrix_that_is_no_parameter_is_no_talking_heads():
         model(x)
     assert [d.kind for d in t.diagnostics] == []
     assert [a.role for a in t.events[10].inputs[0].axes] == [None, None, "query", "key"]
+
+
+def test_talking_heads_written_as_a_matmul_over_the_last_axis():
+    class MatmulTalk(talking_heads.Attention):
+        def forward(self, x):
+            q, k, v = (self.to_q(x), self.to_k(x), self.to_v(x))
+            q, k, v = (t.view(*t.shape[:2], self.heads, -1).transpose(1, 2) for t in (q, k, v))
+            dots = q @ k.transpose(-1, -2) * self.scale                                     # (B, H, T, T)
+            dots = (dots.permute(0, 2, 3, 1) @ self.pre_softmax_talking_heads).permute(0, 3, 1, 2)
+            out = dots.softmax(dim=-1) @ v                                                  # (B, H, T, d)
+            return self.to_out(out.transpose(1, 2).reshape(*x.shape))
+
+    torch.manual_seed(0)
+    model, x = MatmulTalk(64, 4).eval(), torch.randn(2, 6, 64)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        model(x)
+    mixing = [d for d in t.diagnostics if d.kind == "heads-mixed-by-matrix"]
+    assert [d.message.split(" sums")[0] for d in mixing] == ["matmul #12"]

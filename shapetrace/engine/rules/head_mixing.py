@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.events import ShapeOf
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family
+from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -81,10 +81,12 @@ def _tensors(args) -> list:
 def _contracted_with(e: Event, s: int, axis: int, m: int) -> bool:
     """Does the product sum axis ``axis`` of operand ``s`` against an axis of operand ``m``?"""
     sub = e.params.get("subscripts")
-    if e.op == "einsum" and sub and len(sub["inputs"]) == 2:
+    if contracts_by_subscripts(e.spec):
+        if not sub or len(sub["inputs"]) != 2:
+            return False
         letter = sub["inputs"][s][axis] if axis < len(sub["inputs"][s]) else None
         return bool(letter) and letter in sub["inputs"][m] and letter not in sub["output"]
-    if e.op in ("matmul", "__matmul__") and len(e.inputs[0].shape) >= 2 and len(e.inputs[1].shape) >= 2:
+    if is_matrix_product(e.spec) and len(e.inputs[0].shape) >= 2 and len(e.inputs[1].shape) >= 2:
         inner = (len(e.inputs[0].shape) - 1, len(e.inputs[1].shape) - 2)
         return axis == inner[s]
     return False
