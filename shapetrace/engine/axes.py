@@ -173,6 +173,21 @@ def indexed_label(label: str, where: str) -> str:
     return f"({label})[{where}]" if len(top_level_terms(label)) > 1 else f"{label}[{where}]"
 
 
+_PART = re.compile(r"\[(\d+):(\d+)\]")
+
+
+def as_parallel_part(label: str) -> str:
+    """``label`` with each slice that is one of equal parts of its axis (``[64:96]``: the third of the parts 32
+    wide) written as any such part (``[·32]``): the parts of one axis cut into equal widths line up position
+    by position, as ``split(D)``'s q, k and v do (CodeGen's ``torch.split(qkv_split, local_dim, dim=-1)``
+    of a piece no factoring names: ``3*D%96[0:32]`` and ``3*D%96[64:96]``)."""
+    def part(m: re.Match) -> str:
+        start, stop = int(m.group(1)), int(m.group(2))
+        width = stop - start
+        return f"[·{width}]" if width > 0 and start % width == 0 else m.group(0)
+    return _PART.sub(part, label)
+
+
 _INDEXED_JOIN = re.compile(r"\((?P<join>.+)\)\[[^\]]*\]")
 
 

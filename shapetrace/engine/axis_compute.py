@@ -163,10 +163,23 @@ def einsum_axes(parsed: dict, operands: Sequence[Sequence[Axis]], namer: Namer) 
     if any(c not in by_letter for c in rhs):
         return None
     out = [by_letter[c][1].with_role(None) for c in rhs]
-    if len(rhs) >= 2 and len(operands) == 2:
-        for i, role in _query_and_key(terms, rhs, by_letter, namer):
-            out[i] = by_letter[rhs[i]][1].with_role(role)
+    found = _query_and_key(terms, rhs, by_letter, namer) if len(rhs) >= 2 and len(operands) == 2 else []
+    for i, role in found or _scores_kept(terms, operands, rhs):
+        out[i] = out[i].with_role(role)
     return tuple(out)
+
+
+def _scores_kept(terms: Sequence[str], operands: Sequence[Sequence[Axis]], rhs: str) -> list[tuple[int, str]]:
+    """The query and key axes of an operand that are scores, where the output keeps both whole and no other
+    operand has their letters (x-transformers' talking heads, ``einsum('b h i j, h k -> b k i j', dots, W)``:
+    the heads mixed, the queries and keys as they were)."""
+    for term, axes in zip(terms, operands):
+        roles = {a.role: letter for letter, a in zip(term, axes) if a.role in ("query", "key")}
+        if len(roles) != 2 or any(roles[r] in other for r in roles for other in terms if other is not term):
+            continue
+        if all(roles[r] in rhs for r in roles):
+            return [(rhs.index(letter), role) for role, letter in roles.items()]
+    return []
 
 
 def _query_and_key(terms: Sequence[str], rhs: str, by_letter: dict, namer: Namer) -> list[tuple[int, str]]:

@@ -163,7 +163,24 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     for side, table in sides[:2] if bool(padding.any()) else ():
         if bool(((rows | padding) == (table | padding)).all()):   # (transformers' 4-D causal mask of a padded batch)
             return {**aside, "hides_side": f"{side}-and-padding", **blind}
-    return {"hides_side": "other", **aside, **blind}
+    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows)}
+
+
+def looks_ahead(rows: Any) -> dict:
+    """``{"looks_ahead": a}`` when, as many queries as keys, every slice hides exactly the keys more than
+    ``a >= 1`` after each query among the keys after it, keeps each query's own key, and hides some later key
+    from a query (``tril(ones, diagonal=1)`` for ``tril(ones)``: a causal triangle off its diagonal, or a
+    look-ahead window by design), whatever it hides before each query (a sliding window's far past);
+    ``{}`` otherwise. ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 3 or bool(rows.diagonal(dim1=-2, dim2=-1).any()):
+        return {}
+    ones = rows.new_ones((n, n))
+    future = rows & ones.triu(1)
+    for a in range(1, n - 1):
+        if bool((future == ones.triu(a + 1)).all()):
+            return {"looks_ahead": a}
+    return {}
 
 
 def rows_set_aside(mask: Any, rows: Any, future: Any, future_and_self: Any | None) -> dict:

@@ -172,6 +172,16 @@ class Kind(StrEnum):
         "direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
+    HEADS_MIXED_BY_MATRIX = (
+        "heads-mixed-by-matrix", "note",
+        "the heads of the scores summed against a learned matrix over the heads (talking-heads attention, "
+        "`einsum('b h i j, h k -> b k i j', dots, W)`): each new head mixes every head on purpose, so the heads "
+        "after it are named by nothing and not checked by name")
+    MASK_LOOKS_AHEAD = (
+        "mask-looks-ahead", "note",
+        "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
+        "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
+        "by design; the values cannot say which, so the verdict does not claim the mask was checked")
     MASK_UNEXERCISED = (
         "mask-unexercised", "note",
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "

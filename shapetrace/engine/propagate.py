@@ -48,8 +48,10 @@ def broadcast(c: Call) -> Axes:
 
 
 def first_broadcast(c: Call) -> Axes:
-    """``masked_fill``: the output is the first operand's shape (the mask only broadcasts into it)."""
-    return axis_compute.broadcast_axes(c.in_axes[:1], c.shapes[0])
+    """``masked_fill``: the output is the first operand's shape (the mask only broadcasts into it); an axis
+    the first operand leaves unnamed takes the name of the mask's axis lined up with it where the mask is not
+    broadcast there (torch's ``_canonical_mask``: ``zeros_like(mask, dtype=float).masked_fill_(mask, -inf)``)."""
+    return axis_compute.broadcast_axes(c.in_axes[:2], c.shapes[0])
 
 
 # -- the view family -----------------------------------------------------------------------------

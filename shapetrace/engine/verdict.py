@@ -51,6 +51,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "order-of-equal-sizes": "a finding rests on the order of equal sizes (one reading of the "
                                            "input finds it, another does not)",
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
+                   "mask-looks-ahead": "a mask keeps the keys just after each query and hides later ones (a causal "
+                                       "mask off its diagonal, or a look-ahead window by design)",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "

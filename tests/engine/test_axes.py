@@ -139,3 +139,31 @@ def test_a_batch_of_one_beside_a_size_read_from_one_axis_joins_the_axis_after_it
     assert [[a.root for a in ax.atoms] for ax in reshape_axes(x, [6, 8, 64], one, frozenset({0}))] == \
         [["T"], ["B", "D"], ["D"]]
     assert [[a.root for a in ax.atoms] for ax in reshape_axes(x, [6, 8, 64], one)] == [["T", "B"], ["D"], ["D"]]
+
+
+# -- equal parts of one axis line up position by position (round 11, tests/corpus/public11/codegen.py) ------------
+# CodeGen cuts q, v and k from a piece of its fused width no factoring names (``3*D%96``) with
+# ``torch.split(qkv_split, local_dim, dim=-1)``: the heads of q (``...3*D%96[0:32]/16``) and of k
+# (``...3*D%96[64:96]/16``) were two different batch names, and the correct file was ``✗ batch-mismatch`` twice
+# on 14a2e35 (branch r11's first commit).
+
+def test_equal_parts_of_one_axis_are_parallel():
+    from shapetrace.engine.axes import as_parallel_part
+
+    assert as_parallel_part("H/2*3*D%96[0:32]/16") == as_parallel_part("H/2*3*D%96[64:96]/16") \
+        == "H/2*3*D%96[·32]/16"
+    assert as_parallel_part("T[4:5]") == "T[·1]"
+    assert as_parallel_part("D[0:32]") != as_parallel_part("D[16:48]")    # (not a part of equal cuts)
+    assert as_parallel_part("D[0:32]") != as_parallel_part("D[0:16]")     # (parts of other widths)
+    assert as_parallel_part("T[-1:]") == "T[-1:]" and as_parallel_part("T") == "T"
+
+
+def test_codegen_parts_pair_their_heads():
+    from tests.corpus.helpers import findings, traced_build, verdict_line
+    from tests.corpus.public11 import codegen
+
+    t = traced_build(codegen, "", "B=2 T=6 D=64 H=4")
+    assert findings(t) == ()
+    assert verdict_line(t).startswith("✓ checked all 38 ops")
+    assert [e.outputs[0].dims for e in t.events if e.op == "matmul"] == [
+        ("B", "H/2*3*D%96[0:32]/16", "T", "T"), ("B", "H/2*3*D%96[0:32]/16", "T", "3*D%96[32:64]%16")]

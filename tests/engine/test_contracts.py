@@ -715,3 +715,38 @@ def test_gqa_head_order_silent_with_one_kv_head():
     t = traced(lambda x: gqa_scores(x, k_proj, 4, 1, "tile", True), dims_of(2, 5, 4, 6, H_kv=1),
                torch.randn(2, 5, 24))
     assert found(t, "gqa-head-order") == []
+
+
+# -- a slice of a join cut across its parts is not one of them (round 11, tests/corpus/public11/gpt_oss_sinks.py) ----
+# gpt-oss's sink column dropped as probs[..., 1:] (the first key dropped instead): the weights' keys (T+1)[1:7]
+# summed against the values' T was no finding, and the bug was "? checked 28 of 30 ops" on 14a2e35 (branch r11's
+# first commit).
+
+def test_a_cut_across_a_joins_parts_is_told_apart_from_a_part():
+    from shapetrace.engine.namer import Namer
+    from shapetrace.engine.rules.contracts import contraction_fix, cut_across, part_beside_slice
+
+    namer = Namer({"B": 2, "T": 6, "D": 64, "H": 4})
+    assert part_beside_slice("(T+1)[1:7]", "T", namer) == (0, 6)
+    assert part_beside_slice("(T+1)[0:6]", "T", namer) is None          # (at the part's bounds: it is T)
+    assert part_beside_slice("(1+T)[0:6]", "T", namer) == (1, 7)
+    assert part_beside_slice("(T+T)[1:7]", "T", namer) is None          # (T twice: which one is not known)
+    assert part_beside_slice("(T+S)[1:7]", "T", namer) is None          # (S has no size)
+    assert part_beside_slice("T[1:7]", "T", namer) is None              # (no join)
+    assert cut_across("(T+1)[1:7]", "T", namer) == (
+        ": (T+1)[1:7] is cut across the parts of T+1, so its entries are not T's (positions 0 to 5 of the join)")
+    assert contraction_fix("T", "(T+1)[1:7]", namer) == "Take T at its bounds in T+1: [..., 0:6]."
+    assert contraction_fix("d_k", "T", namer) == "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."
+
+
+def test_the_sink_dropped_from_the_wrong_end_is_found():
+    from tests.corpus.helpers import error_kinds, traced_build
+    from tests.corpus.public11 import gpt_oss_sinks
+
+    t = traced_build(gpt_oss_sinks, "drop-first-column", "B=2 T=6 D=64 H=4 H_kv=2")
+    assert error_kinds(t) == ["contracts-different-axes"]
+    assert t.diagnostics[0].message == (
+        "matmul #26 multiplies [B=2, H=4, T=6, (T+1)[1:7]=6] by [B=2, H=4, T=6, d_k=16] and sums over (T+1)[1:7] "
+        "of the first with T of the second: different axes that only happen to have the same size (6): "
+        "(T+1)[1:7] is cut across the parts of T+1, so its entries are not T's (positions 0 to 5 of the join).")
+    assert t.diagnostics[0].fix == "Take T at its bounds in T+1: [..., 0:6]."

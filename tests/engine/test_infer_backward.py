@@ -123,3 +123,29 @@ def test_a_slice_of_an_unnamed_fused_axis_carries_no_name_back():
     assert t.events[1].output.dims == ("B", "T", None, None)
     assert t.events[-1].output.dims == ("B", "H", "T", "T")
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+# -- a join names the heads of what it joins to the scores (round 11, tests/corpus/public11/gpt_oss_sinks.py) -------
+# gpt-oss's per-head sink logit, a parameter (H,) reshaped (1, -1, 1, 1) and expanded to (B, H, T, 1), joined to the
+# scores as one more key: its heads had no name and the correct file was "? checked 28 of 30 ops; not checked
+# (unnamed axes): #20 reshape, #21 expand" on 14a2e35 (branch r11's first commit).
+
+def test_a_sink_joined_to_the_scores_is_laid_along_the_heads():
+    from tests.corpus.helpers import findings, traced_build, verdict_line
+    from tests.corpus.public11 import gpt_oss_sinks
+
+    t = traced_build(gpt_oss_sinks, "", "B=2 T=6 D=64 H=4 H_kv=2")
+    by_op = [(e.op, e.outputs[0].dims) for e in t.events[20:23]]
+    assert by_op == [("reshape", (None, "H", None, None)), ("expand", ("B", "H", "T", None)),
+                     ("cat", ("B", "H", "T", "T+1"))]
+    assert findings(t) == ()
+    assert verdict_line(t) == "✓ checked all 30 ops that could carry a layout bug: every axis keeps its meaning " \
+                              "from input to output"
+
+
+def test_a_join_names_no_heads_where_another_axis_has_as_many_entries():
+    from tests.corpus.helpers import traced_build
+    from tests.corpus.public11 import gpt_oss_sinks
+
+    t = traced_build(gpt_oss_sinks, "", "B=4 T=4 D=64 H=4 H_kv=2")   # (T = H: the join cannot say which)
+    assert [e.outputs[0].dims[1] for e in t.events if e.op in ("reshape", "expand")][-3:-1] == [None, None]

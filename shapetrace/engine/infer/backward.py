@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: families whose name rules move whole axes around (or keep them): a name is carried back through them
 _CARRIED = frozenset({Family.AXIS_ORDER, Family.SPLIT, Family.SLICE, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS,
                       Family.DROPOUT, Family.ELEMENTWISE, Family.MASK_FILL, Family.SOFTMAX})
+#: what a name found at a join is also carried back through, where the op keeps the axis whole
+_WHOLE_MOVES = frozenset({Family.RESHAPE, Family.EXPAND})
 HEADS = "H"
 
 
@@ -58,6 +60,13 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
             out = inference.axes.get(record.outs[0])
             if not out or len(out) < 3 or (out[-2].role, out[-1].role) != ("query", "key"):
                 continue
+        elif spec.family is Family.JOIN:
+            joined = _joined_heads(inference, record, size)
+            if joined:
+                walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+                for node, position in joined:
+                    walker.back(node, position, whole_moves=True)
+            continue
         elif lines_up_by_broadcast(spec) or spec.operands is baddbmm_operands:
             walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
             for node, position in _bias_heads(inference, record, size) + walker.folded_bias_heads(record):
@@ -105,6 +114,27 @@ def _bias_heads(inference: Inference, record, size: int) -> list[tuple[int, int]
         if other[back].size == size and namer.label(other[back]) is None:
             found.append((node, back))
     return found
+
+
+def _joined_heads(inference: Inference, record, size: int) -> list[tuple[int, int]]:
+    """``cat([scores [B, H, T, S], sinks [B, ?, T, 1]], dim=-1)`` (gpt-oss's per-head sink logit joined as
+    one more key): every axis but the joined one is one axis in every part, so an unnamed axis of H entries
+    beside the scores' heads is the heads. Only where no other axis of the scores has H entries (at B = T = H
+    nothing says which is which)."""
+    namer = inference.namer
+    ranked = [(node, inference.axes.get(node) or ()) for node in dict.fromkeys(record.ins)]
+    scores = [axes for _, axes in ranked if len(axes) >= 3 and _is_scores(namer, axes)]
+    if len(scores) != 1:
+        return []
+    h = [i for i, a in enumerate(scores[0]) if namer.label(a) == HEADS]
+    if len(h) != 1 or any(a.size == size for i, a in enumerate(scores[0]) if i != h[0]):
+        return []
+    args, kwargs = thaw_args(record.frozen)
+    dim, ndim = arg(args, kwargs, 1, "dim", 0), len(scores[0])
+    if not isinstance(dim, int) or dim % ndim == h[0]:
+        return []
+    return [(node, h[0]) for node, axes in ranked if len(axes) == ndim and axes[h[0]].size == size
+            and namer.label(axes[h[0]]) is None]
 
 
 def _is_scores(namer, axes: tuple[Axis, ...]) -> bool:
@@ -160,7 +190,10 @@ class _Walker:
     def axes(self, node: int) -> tuple[Axis, ...]:
         return self.pins.get(node) or self.found.get(node) or self.inference.axes.get(node) or ()
 
-    def back(self, node: int, position: int) -> None:
+    def back(self, node: int, position: int, whole_moves: bool = False) -> None:
+        """Pin axis ``position`` of ``node`` as the walker's axis and follow it back to the ops that made it;
+        ``whole_moves``: through reshapes and expands too, where they keep that axis whole (a parameter
+        ``(H,)`` reshaped ``(1, -1, 1, 1)`` and expanded to ``(B, -1, T, 1)``)."""
         axes = self.axes(node)
         if not axes or not -len(axes) <= position < len(axes):
             return
@@ -178,8 +211,9 @@ class _Walker:
         record = self.made.get(node)
         if record is not None and record.spec.family is Family.JOIN:
             self._through_join(record, p, len(axes))
-        elif record is not None and record.spec.family in _CARRIED:
-            self._through_op(record, node, p)
+        elif record is not None and (record.spec.family in _CARRIED
+                                     or whole_moves and record.spec.family in _WHOLE_MOVES):
+            self._through_op(record, node, p, whole_moves)
 
     def back_to_copies(self, node: int, position: int) -> None:
         """The keys or values of multi-query attention lined up with named query heads: their axis there
@@ -316,7 +350,7 @@ class _Walker:
             return None
         return outs[k][p].atoms
 
-    def _through_op(self, record, node: int, p: int) -> None:
+    def _through_op(self, record, node: int, p: int, whole_moves: bool = False) -> None:
         """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by
         markers (unnamed roots of their own), the op's name rule is run on them, and the marker found
         whole at ``p`` says."""
@@ -345,4 +379,4 @@ class _Walker:
         operand, _, i = atoms[0].root[1:].partition(".")
         if not (operand.isdigit() and i.isdigit()):
             return   # a part of the operand's axis (``#0.2[0:8]``, a slice): not the same axis
-        self.back(record.ins[int(operand)], int(i))
+        self.back(record.ins[int(operand)], int(i), whole_moves)

@@ -157,10 +157,19 @@ def store_names(state: Inference, record: OpRecord, in_axes, out_axes) -> None:
     for node, axes in zip(record.outs, out_axes):
         if node not in state.axes or node not in record.ins:
             state.axes[node] = axes
+        elif record.spec.inplace and len(axes) == len(state.axes[node]):   # (its own axes, named where unnamed)
+            own = state.axes[node]
+            named = tuple(o if not _unnamed(o) or _unnamed(a) or o.size != a.size else a for o, a in zip(own, axes))
+            if named != own:
+                state.rename(node, named)
     if state.ambiguous:
         keep_ambiguity(state, record.ins, record.outs, in_axes, out_axes)
     if is_basic_indexing(record.spec) and record.outs and record.ins:
         state.sliced_from[record.outs[0]] = (record.ins[0], record)
+
+
+def _unnamed(axis) -> bool:
+    return not axis.atoms or all(a.root == ax.UNKNOWN for a in axis.atoms)
 
 
 def op_unnamed(state: Inference, index: int, record: OpRecord, exc: Exception) -> None:

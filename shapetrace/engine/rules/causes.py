@@ -239,11 +239,18 @@ def with_witnesses(found: Sequence[Diagnostic], measured: Sequence[Diagnostic]) 
     for witness in measured:
         host = next((i for i, d in enumerate(out) if d.severity == "error" and d.event is not None
                      and _within(d, witness.span)), None)
+        if host is None:   # (a finding that says the values' contract breaks by design: the witness is its evidence)
+            host = next((i for i, d in enumerate(out) if d.kind in _BY_DESIGN.get(witness.kind, ())
+                         and d.event is not None and _within(d, witness.span)), None)
         if host is None:
             out.append(witness)
         else:
             out[host] = replace(out[host], message=f"{out[host].message} On the values: {_evidence(witness)}")
     return out
+
+
+#: a witness kind -> the kinds of findings that say its contract breaks by design (it folds into them)
+_BY_DESIGN = {Kind.HEADS_TALK: (Kind.HEADS_MIXED_BY_MATRIX,)}
 
 
 def _within(d: Diagnostic, span: tuple[int, int] | None) -> bool:

@@ -14,9 +14,10 @@ Torch's behaviour each rule relies on is checked in tests/engine/test_contracts.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, Axis, top_level_terms
+from shapetrace.engine.axes import COPIES, Axis, indexed_join, top_level_terms
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -77,8 +78,47 @@ def told_apart(la: str | None, lb: str | None, analysis: Analysis) -> bool:
         return False
     if plain(la) and plain(lb):
         return True
+    if part_beside_slice(la, lb, analysis.namer) or part_beside_slice(lb, la, analysis.namer):
+        return True
     ta, tb = top_level_terms(la), top_level_terms(lb)
     return len(ta) > 1 and sorted(ta) == sorted(tb) and all(t.isdigit() or plain(t) for t in ta)
+
+
+def part_beside_slice(cut: str, part: str, namer: Namer) -> tuple[int, int] | None:
+    """``part``'s bounds in the join that ``cut`` slices off them: ``(T+1)[1:7]`` (keys 1 to 5 and gpt-oss's
+    sink column) against ``T`` (keys 0 to 5) is ``(0, 6)``, other elements in the same places. Every part of
+    the join has a known size and ``part`` is one of them, once; a slice at a part's bounds is already named
+    that part (:func:`..axes.sliced`), so what is left is a cut across parts. None otherwise."""
+    join, bounds = indexed_join(cut), re.fullmatch(r".*\[(\d+):(\d+)\]", cut)
+    if join is None or bounds is None:
+        return None
+    terms = top_level_terms(join)
+    sizes = [int(t) if t.isdigit() else namer.size_of(t) for t in terms]
+    if terms.count(part) != 1 or None in sizes:
+        return None
+    start = sum(sizes[:terms.index(part)])
+    found = (start, start + sizes[terms.index(part)])
+    return found if found != (int(bounds.group(1)), int(bounds.group(2))) else None
+
+
+def cut_across(la: str, lb: str, namer: Namer) -> str:
+    """Where one label is a slice of a join cut across its parts and the other one of those parts: which."""
+    for cut, part in ((la, lb), (lb, la)):
+        bounds = part_beside_slice(cut, part, namer)
+        if bounds is not None:
+            return (f": {cut} is cut across the parts of {indexed_join(cut)}, so its entries are not {part}'s "
+                    f"(positions {bounds[0]} to {bounds[1] - 1} of the join)")
+    return ""
+
+
+def contraction_fix(la: str, lb: str, namer: Namer) -> str:
+    """The fix of a product summing over two different axes: the part's bounds where one is a cut across
+    parts, else the transpose a q @ k forgot."""
+    for cut, part in ((la, lb), (lb, la)):
+        bounds = part_beside_slice(cut, part, namer)
+        if bounds is not None:
+            return f"Take {part} at its bounds in {indexed_join(cut)}: [..., {bounds[0]}:{bounds[1]}]."
+    return "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."
 
 
 def sdpa_keys_values_apart(analysis: Analysis) -> list[Diagnostic]:

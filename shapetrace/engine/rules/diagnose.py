@@ -12,7 +12,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, MIXED_PREFIX, TOKEN_ROOTS, coalesce, has_tokens, merges_neighbours
+from shapetrace.engine.axes import (
+    COPIES,
+    MIXED_PREFIX,
+    TOKEN_ROOTS,
+    as_parallel_part,
+    coalesce,
+    has_tokens,
+    merges_neighbours,
+)
 from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -21,9 +29,10 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.causes import one_per_bug
-from shapetrace.engine.rules.contracts import CONTRACT_RULES, told_apart
+from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
+from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
@@ -262,8 +271,8 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
                     f"sums over {la} of the first with {lb} of the second: different axes that only "
-                    f"happen to have the same size ({a.shape[-1]})."),
-                    "If this is q @ k, transpose k first: q @ k.transpose(-2, -1).", blame=_contracted_axes(e)))
+                    f"happen to have the same size ({a.shape[-1]}){cut_across(la, lb, analysis.namer)}."),
+                    contraction_fix(la, lb, analysis.namer), blame=_contracted_axes(e)))
                 break
     return out
 
@@ -313,7 +322,8 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
     a_sizes, b_sizes = list(a.shape[:-2])[-nb:], list(b.shape[:-2])[-nb:]
     for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                              reversed(b_sizes))):
-        if la and lb and sa > 1 and sb > 1 and la != lb and MIXED_PREFIX not in la + lb and \
+        if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
+                and MIXED_PREFIX not in la + lb and \
                 not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
             return k, la, lb
     return None
@@ -562,5 +572,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
-    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots,
+    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix,
 ]

@@ -69,6 +69,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_mask_hides_itself(e, shown, key, other))
         elif e.params.get("blind_queries") and _hides(e):
             out.append(_blind_queries(e, shown, key, other))
+        if e.params.get("looks_ahead") and _hides(e):
+            out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
         if e.params.get("causal_from_first_key") and _hides(e):
@@ -226,6 +228,18 @@ def _mask_hides_itself(e: Event, scores: str, key: str | None, mask: TensorInfo)
         f"query's own key as well as those after it ({fmt_named(mask.dims, mask.shape)}): no token attends to "
         "itself, and the first query has no key left at all."),
         "Keep the diagonal: torch.triu(..., diagonal=1) hides only the keys after each query.")
+
+
+def _looks_ahead(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    a = e.params["looks_ahead"]
+    nearer = "the next key" if a == 1 else f"the next {a} keys"
+    return Kind.MASK_LOOKS_AHEAD.found(e.index, (
+        f"{e.op} #{e.index} hides, along the keys (axis -1, {key or 'the keys'}) of the scores {scores}, the keys "
+        f"more than {a} after each query and keeps {nearer} ({fmt_named(mask.dims, mask.shape)}): a causal mask "
+        "off its diagonal lets each query see the future, a look-ahead window does so by design, and the values "
+        "cannot say which, so the mask is not counted as checked."),
+        "A causal mask keeps the diagonal and below: torch.tril(ones, diagonal=0), or triu(..., diagonal=1) "
+        "as the hide-mask.")
 
 
 def _blind_queries(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:

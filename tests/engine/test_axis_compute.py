@@ -1,0 +1,44 @@
+"""shapetrace/engine/axis_compute.py: the names and roles a product gives its result.
+
+x-transformers' talking heads mix the heads of the scores with a learned ``(H, H)`` matrix,
+``einsum('b h i j, h k -> b k i j', dots, W)``: the queries and keys stay where they were, but the einsum
+dropped their roles, so the causal mask laid on the mixed scores was read on no query or key axis and a
+``triu(0)`` mask that hides each query's own key was ``?`` on 14a2e35 (branch r11's first commit)
+(tests/corpus/public11/talking_heads.py); now ``✗ causal-mask-hides-itself``."""
+
+from __future__ import annotations
+
+from shapetrace.engine.axes import root_axis, unknown_axis
+from shapetrace.engine.axis_compute import einsum_axes
+from shapetrace.engine.namer import Namer
+from shapetrace.engine.op_args import parse_einsum
+
+NAMER = Namer({"B": 2, "T": 6, "D": 64, "H": 4})
+B, H, T = root_axis("B", 2), root_axis("H", 4), root_axis("T", 6)
+SCORES = (B, H, T.with_role("query"), T.with_role("key"))
+
+
+def _roles(equation: str, *operands) -> list[str | None]:
+    return [a.role for a in einsum_axes(parse_einsum(equation), operands, NAMER)]
+
+
+def test_an_einsum_that_keeps_both_score_axes_keeps_their_roles():
+    mix = (unknown_axis(4), unknown_axis(4))
+    assert _roles("bhij,hk->bkij", SCORES, mix) == [None, None, "query", "key"]
+    assert _roles("bhij->bhji", SCORES) == [None, None, "key", "query"]
+
+
+def test_an_einsum_that_sums_over_the_keys_keeps_no_roles():
+    v = (B, H, T, root_axis("d_k", 16))
+    assert _roles("bhij,bhjd->bhid", SCORES, v) == [None, None, None, None]
+
+
+def test_the_causal_mask_on_talking_heads_is_read():
+    from tests.corpus.helpers import error_kinds, traced_build
+    from tests.corpus.public11 import talking_heads
+
+    t = traced_build(talking_heads, "causal-diagonal", "B=2 T=6 D=64 H=4")
+    assert error_kinds(t) == ["causal-mask-hides-itself"]
+    assert t.diagnostics[0].message.startswith("masked_fill #12 hides, along the keys (axis -1, T) of the scores "
+                                               "[B=2, 4, T=6, T=6], each query's own key as well")
+    assert error_kinds(traced_build(talking_heads, "", "B=2 T=6 D=64 H=4")) == []

@@ -1,0 +1,44 @@
+"""shapetrace/engine/infer/record.py (with propagate.first_broadcast): an in-place fill names what its own axes
+leave unnamed.
+
+``nn.MultiheadAttention(..., batch_first=True)`` given a ``key_padding_mask`` turns it into a float mask with
+torch's ``_canonical_mask``: ``zeros_like(mask, dtype=float).masked_fill_(mask, -inf)``. The zeros carry no name
+(``zeros_like`` makes no row) and the in-place fill kept its node's own unnamed axes, so the mask's ``(B, T)`` was
+lost and "#19 view" joined the unchecked ops (``? checked 26 of 30``) on 14a2e35 (branch r11's first commit).
+The mask lines up with what it fills by broadcasting, so an axis the filled tensor leaves unnamed takes the
+mask's name there. What stays unchecked: ``expand(-1, num_heads, -1, -1)`` grows the heads from a plain int,
+which proves no name, and the fold ``B*H`` after it."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import shapetrace
+
+DIMS = "B=2 T=6 D=64 H=4"
+
+
+def test_a_padding_mask_filled_in_place_keeps_its_names():
+    torch.manual_seed(0)
+    attn = nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 6, 64)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[0, 4:] = True
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        attn(x, x, x, key_padding_mask=pad, need_weights=False)
+    fill = next(e for e in t.events if e.op == "masked_fill_")
+    assert [i.dims for i in fill.inputs] == [(None, None), ("B", "T")] and fill.outputs[0].dims == ("B", "T")
+    view = next(e for e in t.events if e.op == "view" and e.inputs[0].shape == (2, 6))
+    assert view.inputs[0].dims == ("B", "T") and view.outputs[0].dims == ("B", None, None, "T")
+    assert t.report().verdict.unchecked == ((view.index + 1, "expand"), (view.index + 2, "reshape"),
+                                            (view.index + 3, "view"))
+
+
+def test_a_named_tensor_filled_in_place_keeps_its_own_names():
+    scores, mask = torch.randn(2, 6, 6), torch.ones(6, 6, dtype=torch.bool).triu(1)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        shapetrace.name(scores, "B T S")
+        shapetrace.name(mask, "S T")
+        scores.masked_fill_(mask, float("-inf"))
+    assert t.events[-1].outputs[0].dims == ("B", "T", "S")
