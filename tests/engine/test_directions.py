@@ -46,6 +46,7 @@ def test_other_patterns_do_not_look_ahead(mask):
 
 
 def test_a_look_ahead_leaves_the_verdict_unproven():
+    from shapetrace import NOT_ASKED
     from tests.corpus.helpers import findings, traced_build, verdict_line
     from tests.corpus.public11 import mistral_sliding
 
@@ -58,5 +59,5 @@ def test_a_look_ahead_leaves_the_verdict_unproven():
     assert verdict_line(t) == (
         "? checked 22 of 22 ops that could carry a layout bug; not proven: a mask keeps the keys just after each "
         "query and hides later ones (a causal mask off its diagonal, or a look-ahead window by design); no errors "
-        "or warnings in what was checked")
+        "or warnings in what was checked; not measured: " + NOT_ASKED)
     assert verdict_line(traced_build(mistral_sliding, "", "B=2 T=6 D=32 H=4 H_kv=2"))[0] == "✓"
