@@ -328,7 +328,9 @@ def _guard():
 
 def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard, server) -> None:
     """Call the learner's test ``runs`` times on the one implementation (in its own process, ``server``);
-    report whether it raised, and what."""
+    report whether it raised, and what. A run that times out is the last: the implementation's result is
+    the first run that timed out whatever follows (:func:`shapetrace.exercises.checker._settled`), so more
+    runs would only burn their time limits (a spinning test: 3 limits per implementation, now 1)."""
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
     from shapetrace.exercises.sealed import facades
@@ -346,6 +348,8 @@ def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard,
         facts = load_facts(got, path, timed_out)
         facts["returned"] = None if got.value is None else type(got.value).__name__
         channel.send({"kind": "case", "case": i}, facts=json.loads(json.dumps(facts, default=str)))
+        if timed_out:   # this implementation's result is this timeout (checker._settled): more runs only wait
+            break
 
 
 if __name__ == "__main__":
