@@ -118,7 +118,18 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    from shapetrace.engine import propagate, tracer, unrowed  # noqa: F401
+    # (dependencies, probe_inputs, readings, report, unattended: what a trace imports only when it ends or is
+    # read, lazily for the CLI's start; imported here once, not compiled from source in every forked check)
+    from shapetrace.engine import (  # noqa: F401
+        dependencies,
+        probe_inputs,
+        propagate,
+        readings,
+        report,
+        tracer,
+        unattended,
+        unrowed,
+    )
     from shapetrace.engine.rules import diagnose  # noqa: F401
     from shapetrace.exercises import (  # noqa: F401
         autograd_watch,
