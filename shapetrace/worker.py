@@ -118,7 +118,18 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    from shapetrace.engine import propagate, tracer, unrowed  # noqa: F401
+    # (dependencies, probe_inputs, readings, report, unattended: what a trace imports only when it ends or is
+    # read, lazily for the CLI's start; imported here once, not compiled from source in every forked check)
+    from shapetrace.engine import (  # noqa: F401
+        dependencies,
+        probe_inputs,
+        propagate,
+        readings,
+        report,
+        tracer,
+        unattended,
+        unrowed,
+    )
     from shapetrace.engine.rules import diagnose  # noqa: F401
     from shapetrace.exercises import (  # noqa: F401
         autograd_watch,
@@ -328,7 +339,9 @@ def _guard():
 
 def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard, server) -> None:
     """Call the learner's test ``runs`` times on the one implementation (in its own process, ``server``);
-    report whether it raised, and what."""
+    report whether it raised, and what. A run that times out is the last: the implementation's result is
+    the first run that timed out whatever follows (:func:`shapetrace.exercises.checker._settled`), so more
+    runs would only burn their time limits (a spinning test: 3 limits per implementation, now 1)."""
     from shapetrace.exercises.calls import CheckTimeout, Outcome, call, learner_frame, start_clock, stop_clock
     from shapetrace.exercises.facts import load_facts
     from shapetrace.exercises.sealed import facades
@@ -346,6 +359,8 @@ def _run_tests(channel: Channel, fn, meta: dict, path: str, limit: float, guard,
         facts = load_facts(got, path, timed_out)
         facts["returned"] = None if got.value is None else type(got.value).__name__
         channel.send({"kind": "case", "case": i}, facts=json.loads(json.dumps(facts, default=str)))
+        if timed_out:   # this implementation's result is this timeout (checker._settled): more runs only wait
+            break
 
 
 if __name__ == "__main__":

@@ -362,7 +362,7 @@ def _decide_test(judge, runs: dict, limit: float):
             return _dead_verdict(judge, run, None, limit)
         if loaded.raised:
             return judge.loading_failed(loaded)
-        if len(got) < TEST_RUNS:
+        if len(got) < TEST_RUNS and not (got and got[-1].timed_out):  # (the child stops at a timed-out run)
             return _dead_verdict(judge, run, impl, limit)
         results[i] = _settled(got, impl.id)
     return judge.decide(results, limit)

@@ -229,10 +229,15 @@ def _doctest_trees(text: str) -> list[ast.AST]:
 
 
 def test_no_module_imports_event_or_tensor_info_from_the_tracer():
+    """Every file of the package, tests and benchmarks. Only a text holding the name ``tracer`` can hold an
+    import from ``shapetrace.engine.tracer`` (a name is one token: no spacing or line break splits it), so
+    only those are parsed: 59 of 668 files (alone, -n 0: 2.98 -> 0.49 s)."""
     root = PACKAGE.parent
     offenders = []
     for path in [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]:
         text = path.read_text(encoding="utf-8")
+        if "tracer" not in text:
+            continue
         for tree in (ast.parse(text), *_doctest_trees(text)):
             offenders += [f"{path.relative_to(root)}: {name}" for name in imports_of_data_from_tracer(tree)]
     assert offenders == []

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import alive, descendants
+from conftest import ROOT, alive, descendants
 
 from shapetrace.exercises import forks, isolation, sandbox
 from shapetrace.exercises.checker import Job, check_job
@@ -229,3 +229,35 @@ def test_the_payload_is_encoded_again_whenever_the_modules_read_differ(monkeypat
     assert forks.key_of(["python"], second) != forks.key_of(["python"], first)
     monkeypatch.setattr(isolation, "module_sources", lambda: sources(real))
     assert sandbox.modules_payload() == first and len(reads) == 4
+
+
+#: In a process that imported torch alone: the server's preload, then the child's side of a check (with
+#: and without its tables) of every function exercise's solution; the shapetrace modules the checks
+#: imported after the preload.
+AFTER_PRELOAD = """
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from shapetrace import worker
+worker._preload()
+from shapetrace.exercises import checker, inputs
+from shapetrace.exercises.content import load
+from test_reference_steady import _Collect
+preloaded = set(sys.modules)
+for ex in load().exercises:
+    if ex.kind == "function":
+        source = ex.solution.read_text()
+        for tables in (False, True):
+            meta = checker._request(checker.Job(ex.id, str(ex.solution), tables=tables), source, ex, 10.0, 512, 80)
+            worker._check(_Collect(), meta, inputs.draw(ex.inputs, random.Random(1)), source)
+print(sorted(m for m in set(sys.modules) - preloaded if m.split(".")[0] == "shapetrace"))
+"""
+
+
+def test_the_server_preloads_every_module_a_check_imports(torch_zygote):
+    """A module the server has not imported is compiled from source in every forked check (the child reads
+    the package's sources, never its bytecode): five the trace imports lazily (dependencies, probe_inputs,
+    readings, report, unattended) cost each check about 10 ms of CPU until the server preloaded them."""
+    r = torch_zygote.run(AFTER_PRELOAD, str(ROOT / "tests" / "exercises"), timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr[-2000:]

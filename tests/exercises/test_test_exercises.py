@@ -315,3 +315,29 @@ def test_content_refuses_a_mutant_that_is_not_a_catalogue_entry(tmp_path, mutant
         'reference = "def split_heads(x, heads):\\n    return x"\n[[mutants]]\n' + mutant + "\n")
     with pytest.raises(ContentError, match=re.escape(message)):
         load_exercise(folder, 1)
+
+
+def test_a_test_that_times_out_runs_once_per_implementation_and_is_a_timeout(tmp_path):
+    """A learner's test that spins: each implementation's child stops at its first timed-out run (its
+    result is that timeout, checker._settled), so it sends one run, not TEST_RUNS; the verdict is the
+    timeout at the spinning line. Before, each child ran all 3 runs to their limits (the hostile corpus's
+    watch_frames_from_a_thread.py: 32 s and 39 CPU-s of one check)."""
+    from shapetrace.exercises import checker
+    from shapetrace.exercises.testjudge import TestJudge
+
+    ex = CURRICULUM.exercise("test-split-square")
+    source = "def check(split_heads):\n    while True: pass\n"
+    path = tmp_path / "spins.py"
+    path.write_text(source)
+    judge = TestJudge(ex, str(path), 5, source)
+    runs = checker.run_implementations(judge, ex, Job(ex.id, str(path)), source, 1.0, 1024, 80)
+    assert sorted(runs) == list(range(len(ex.mutants) + 1))
+    for run in runs.values():
+        cases = [f for f in run.frames if f.header.get("kind") == "case"]
+        assert [f.header["case"] for f in cases] == [0], [f.header for f in run.frames]
+        assert (run.killed_for, run.returncode) == ("", 0), run  # the child ended itself, not the deadline
+        _, got = checker._test_results(run)
+        assert [g.timed_out for g in got] == [True]
+    verdict = checker._decide_test(judge, runs, 1.0).to_dict()
+    assert verdict["verdict"] == "timeout", verdict
+    assert (verdict["line"], verdict["code"]) == (2, "while True: pass"), verdict
