@@ -44,6 +44,9 @@ BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on it
 META = "the dependency contracts (the meta device has no values)"
 #: the contracts read on the tokens, as the verdict lists them where they were not measured
 TOKEN_CONTRACTS = f"{BATCH}, {OWN_TOKEN}"
+#: what the verdict says where the traced code called no module (plain functions): nothing to run again
+NO_MODULE = ("the dependency contracts (no nn.Module was called: they run the outermost module again on "
+             "perturbed copies)")
 
 
 def not_measured(reason: str, contracts: str = "the dependency contracts") -> str:
@@ -527,7 +530,7 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
     trace, measured on the first outermost module call its capture kept (none kept: nothing measured)."""
     call, trace.capture.top_call = trace.capture.top_call, None
     if call is None:
-        return [], [], []
+        return [], [], [NO_MODULE] if trace.capture.keep_top_call and trace.events else []
     if any(isinstance(a, torch.Tensor) and a.is_meta for a in call[1]):
         return [], [], [META]
     probe = probe_or_reason_of(trace, call)

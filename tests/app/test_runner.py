@@ -11,6 +11,7 @@ from conftest import ROOT, cli_forked, cli_in_process
 
 from shapetrace import parse_dims
 from shapetrace.app.script import Filters, _path_matches, run_script
+from shapetrace.engine.dependencies import NO_MODULE
 
 S = "tests/scripts/"
 DIMS = "B=2,T=6,D=512,H=8"
@@ -216,9 +217,10 @@ def test_trace_without_names_says_nothing_was_checked(tmp_path):
     proc = cli_forked("trace", str(script), "--width", "200")
     assert proc.returncode == 0, proc.stderr
     assert "every axis keeps its meaning" not in proc.stdout
-    assert proc.stdout.rstrip().endswith(
-        "? nothing was checked: no axis could be named, so the table shows sizes only. Name them with --dims "
-        "(e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the script.")
+    assert " ".join(proc.stdout.split()).endswith(   # (wrapped at 200 columns)
+        "? nothing was checked: no axis could be named, so the table shows sizes only; not measured: " + NO_MODULE
+        + ". Name them with --dims (e.g. --dims B=2,T=6,D=512,H=8) or with shapetrace.name(x, \"B T D\") in the "
+        "script.")
 
 
 def test_ctrl_c_during_trace_prints_the_table_so_far(tmp_path):
@@ -313,4 +315,5 @@ def test_ctrl_c_in_json_is_a_stop_not_the_scripts_exception(tmp_path):
     verdict = json.loads(res.stdout)["verdict"]
     assert (verdict["mark"], verdict["raised"], verdict["stopped"]) == ("?", None, "Ctrl-C")
     assert verdict["line"] == ("? stopped by Ctrl-C after 2 recorded ops, the rest of the code not seen: checked 2 "
-                               "of 2 ops that could carry a layout bug; no errors or warnings in what was checked")
+                               "of 2 ops that could carry a layout bug; no errors or warnings in what was checked; "
+                               "not measured: " + NO_MODULE)
