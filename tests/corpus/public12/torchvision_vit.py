@@ -25,7 +25,8 @@ class EncoderBlock(nn.Module):
         self.ln_1 = nn.LayerNorm(hidden_dim)
         self.self_attention = nn.MultiheadAttention(hidden_dim, num_heads, dropout=0.0, batch_first=True)
         self.ln_2 = nn.LayerNorm(hidden_dim)
-        self.mlp = nn.Sequential(nn.Linear(hidden_dim, 2 * hidden_dim), nn.GELU(), nn.Linear(2 * hidden_dim, hidden_dim))
+        self.mlp = nn.Sequential(nn.Linear(hidden_dim, 2 * hidden_dim), nn.GELU(),
+                                 nn.Linear(2 * hidden_dim, hidden_dim))
 
     def forward(self, input):
         x = self.ln_1(input)
