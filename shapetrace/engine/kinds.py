@@ -149,6 +149,10 @@ class Kind(StrEnum):
         "normalised-over-tokens", "warning",
         "`F.normalize` of per-head vectors (queries, keys) along the tokens: each token's vector is scaled by a "
         "norm over the whole sequence, so it is no unit vector and depends on the other tokens")
+    KEYS_CHANGE_SEQUENCE = (
+        "keys-change-sequence", "warning",
+        "the scores made on one line of one module hold keys of one sequence at one call and of another at a "
+        "later call (a cross-attention handed the decoder's own cache at a decoding step)")
     NORMALISED_ACROSS_THE_PRODUCT = (
         "normalised-across-the-product", "warning",
         "`F.normalize` of per-head vectors along their features where the product that reads them sums over the "

@@ -36,6 +36,7 @@ from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.key_sequences import keys_change_sequence
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
@@ -539,5 +540,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
-    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix,
+    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
 ]
