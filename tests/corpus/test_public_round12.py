@@ -39,17 +39,18 @@ join names its parts from one another (``infer/backward.joined_names``: the clas
 step's ``[B, 1, D]`` input is seeded (``infer/seeds``), and a line whose first call was a cross-attention that
 later reads keys of another sequence is a warning (``rules/key_sequences``: without it, seeding the step would have
 given Whisper's bug a ``✓``); the token contracts are not measured where the perturbed input's tokens are another
-sequence than the output's (``dependencies``, ``probe_inputs.other_sequence``).
+sequence than the output's (``dependencies``, ``probe_inputs.other_sequence``); SDPA's ``attn_mask`` hiding each
+query's past and itself is a reversed causal mask, as on masked_fill (``rules/directions``).
 
-Now at distinct sizes: correct ✓ 3 (EVA, torchvision ViT, Whisper), ? 5, ✗ 0; bugs ✗ 6, ! 2 (XCiT's normalisation,
-Whisper's cache), ? 1 (nn.Transformer's keep-mask, a boolean ``tgt_mask`` in the Hugging Face sense handed to
-torch: not caught, and the dependency probe perturbs the source, whose tokens are not the target's), ✓ 0. What
-stays ``?`` on correct code: wav2vec2 (a projection from the conv encoder's channels, which no name reaches:
-``linear`` names no width from unnamed features), LeViT (keys narrower than values, ``split([16, 16, 32])`` of an
-unnamed ``4·D`` projection), BEiT (the relative bias gathered through an index table, ``[1, H, 10, 10]``, which
-nothing names: which of its axes is the query's is not proven), nn.Transformer (torch's ``_in_projection_packed``
-splits of the fused weight), XCiT (attention over channels: design or slip). At B = T = H = 4 what stays ``?``
-rests on names found from sizes alone."""
+Now at distinct sizes: correct ✓ 3 (EVA, torchvision ViT, Whisper), ? 5, ✗ 0; bugs ✗ 7, ! 2 (XCiT's normalisation,
+Whisper's cache), ? 0, ✓ 0 (nn.Transformer's keep-mask, a boolean ``tgt_mask`` in the Hugging Face sense handed to
+torch, reaches SDPA hiding each query's past and itself: ``rules/directions`` now reads that on SDPA's
+``attn_mask`` as it did on masked_fill). What stays ``?`` on correct code: wav2vec2 (a projection from the conv
+encoder's channels, which no name reaches: ``linear`` names no width from unnamed features), LeViT (keys narrower
+than values, ``split([16, 16, 32])`` of an unnamed ``4·D`` projection), BEiT (the relative bias gathered through an
+index table, ``[1, H, 10, 10]``, which nothing names: which of its axes is the query's is not proven),
+nn.Transformer (torch's ``_in_projection_packed`` splits of the fused weight), XCiT (attention over channels:
+design or slip). At B = T = H = 4 what stays ``?`` rests on names found from sizes alone."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ EXPECTED = {
     (whisper_cross_cache, ""): [OK, UNSURE],
     (whisper_cross_cache, "cross-reads-self-cache"): [("!", ("keys-change-sequence",))] * 2,
     (torch_transformer, ""): [UNSURE, UNSURE],
-    (torch_transformer, "keep-mask"): [UNSURE, UNSURE],
+    (torch_transformer, "keep-mask"): [("✗", ("causal-mask-reversed",))] * 2,
 }
 
 
