@@ -32,7 +32,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import attributes as _attributes
 from shapetrace.engine.module_state import restore as _restore
 from shapetrace.engine.ops import Family
-from shapetrace.engine.probe_inputs import AtEntry, entry_of, input_of
+from shapetrace.engine.probe_inputs import AtEntry, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
 from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
 
@@ -45,8 +45,7 @@ META = "the dependency contracts (the meta device has no values)"
 #: the contracts read on the tokens, as the verdict lists them where they were not measured
 TOKEN_CONTRACTS = f"{BATCH}, {OWN_TOKEN}"
 #: what the verdict says where the traced code called no module (plain functions): nothing to run again
-NO_MODULE = ("the dependency contracts (no nn.Module was called: they run the outermost module again on "
-             "perturbed copies)")
+NO_MODULE = "the dependency contracts (no nn.Module was called to run again on perturbed copies)"
 
 
 def not_measured(reason: str, contracts: str = "the dependency contracts") -> str:
@@ -93,6 +92,7 @@ class Probe:
     state: Any = None            # :func:`snapshot` of the module when the call began
     entry: Any = None            # :class:`.probe_inputs.Entry`: where token ids become floats (the input is ids)
     unattended: frozenset = frozenset()   # (batch entry, query) with no key left (:mod:`.unattended`): no leak there
+    tokens_reason: str | None = None   # why the output's tokens are not compared with the input's (out_tokens None)
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -121,7 +121,7 @@ def _without_tokens(probe: Probe, held: list[str]) -> list[str]:
     if probe.out_tokens is not None or held[:1] != [BATCH]:
         return []
     contracts = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
-    return [not_measured("the output has no token axis", contracts)]
+    return [not_measured(probe.tokens_reason or "the output has no token axis", contracts)]
 
 
 def _every_contract_held(probe: Probe) -> list[str] | None:
@@ -479,9 +479,10 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
                                   per_entry)
     if isinstance(companions, str):
         return companions
+    other = other_sequence(labels_of(x), axes_in["tokens"], labels_of(out), axes_out.get("tokens"))
     return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
-                 axes_out["batch"], axes_out.get("tokens"), _causal(events, triangle), out,
-                 companions=companions, state=state[0] if state else None, entry=entry)
+                 axes_out["batch"], None if other else axes_out.get("tokens"), _causal(events, triangle), out,
+                 companions=companions, state=state[0] if state else None, entry=entry, tokens_reason=other)
 
 
 def _roles(labels, role_of) -> dict[str, int]:

@@ -149,6 +149,15 @@ class Kind(StrEnum):
         "normalised-over-tokens", "warning",
         "`F.normalize` of per-head vectors (queries, keys) along the tokens: each token's vector is scaled by a "
         "norm over the whole sequence, so it is no unit vector and depends on the other tokens")
+    KEYS_CHANGE_SEQUENCE = (
+        "keys-change-sequence", "warning",
+        "the scores made on one line of one module hold keys of one sequence at one call and of another at a "
+        "later call (a cross-attention handed the decoder's own cache at a decoding step)")
+    NORMALISED_ACROSS_THE_PRODUCT = (
+        "normalised-across-the-product", "warning",
+        "`F.normalize` of per-head vectors along their features where the product that reads them sums over the "
+        "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows that product compares, "
+        "not along them")
 
     DISTANCE_BIAS_REVERSED = (
         "distance-bias-reversed", "error",
@@ -177,6 +186,12 @@ class Kind(StrEnum):
         "the heads of the scores summed against a learned matrix over the heads (talking-heads attention, "
         "`einsum('b h i j, h k -> b k i j', dots, W)`): each new head mixes every head on purpose, so the heads "
         "after it are named by nothing and not checked by name")
+    ATTENDS_OVER_CHANNELS = (
+        "attends-over-channels", "note",
+        "a softmax over the features of a feature-by-feature product that summed over the tokens, whose weights "
+        "then mix each token's features of the values (cross-covariance attention, XCiT's `XCA`): attention "
+        "over channels by design, or q, k and v all permuted by one slip; the run cannot say which, so the "
+        "verdict does not claim it was checked")
     MASK_LOOKS_AHEAD = (
         "mask-looks-ahead", "note",
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "

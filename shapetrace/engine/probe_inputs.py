@@ -26,6 +26,7 @@ the reason says which argument stopped them.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,3 +215,17 @@ def _same_along(a: torch.Tensor, axis: int) -> bool:
         return False
     first = a.narrow(axis, 0, 1)                                                   # (..., 1, ...)
     return bool((a == first).all())
+
+
+def other_sequence(labels_in, tokens_in: int, labels_out, tokens_out: int | None) -> str | None:
+    """Why the output's tokens cannot be compared position by position with the input's: they are another
+    sequence's (``nn.Transformer(src, tgt)``: the first input holds the source's ``S`` frames, the output the
+    target's ``T`` tokens), or None (the same sequence, grown or cut: ``N`` and ``1+N``, ``T`` and ``T[-1:]``)."""
+    if tokens_out is None:
+        return None
+    mine, theirs = labels_in[tokens_in], labels_out[tokens_out]
+    words = [{w for w in re.split(r"\W+", label.split("[", 1)[0]) if w and not w.isdigit()} if label else set()
+             for label in (mine, theirs)]
+    if not all(words) or words[0] & words[1]:
+        return None
+    return f"the input's tokens ({mine}) are another sequence than the output's ({theirs})"

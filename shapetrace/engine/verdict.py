@@ -53,6 +53,9 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "direction-unchecked": "the values of a mask or bias on the scores were not read",
                    "mask-looks-ahead": "a mask keeps the keys just after each query and hides later ones (a causal "
                                        "mask off its diagonal, or a look-ahead window by design)",
+                   "attends-over-channels": "a softmax over the features of a feature-by-feature product weighs "
+                                            "the values' features (attention over channels by design, or one "
+                                            "slip in the layout of q, k and v)",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "

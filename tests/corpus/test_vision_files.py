@@ -158,10 +158,12 @@ CROSS_DIMS = "B=2 T=5 S=9 D=36 H=3 C:features=24"
 def test_crossvit_projection_back_to_the_small_branch_is_not_a_kv_stack():
     """IBM/CrossViT crossvit.py: the large branch's class token projected back to the small width (24 =
     2·d_k at d_k = 12) and joined to the small branch's patches. Main named the width ``2*d_k`` and
-    ended ``✗ join-mismatch`` on correct code."""
+    ended ``✗ join-mismatch`` on correct code. Since round 12 the projected token is named ``C`` by the join
+    that puts it before the small branch's patches (infer/backward.joined_names: a join lines every other axis
+    up position by position), never ``2*d_k``."""
     t = traced(crossvit, "", CROSS_DIMS, names=("B T C", "B S D"))
     assert errors(t) == []
-    assert on_line(t, "reverted = self.revert(tmp)")[-1].outputs[0].dims == ("B", "S[0:1]", None)
+    assert on_line(t, "reverted = self.revert(tmp)")[-1].outputs[0].dims == ("B", "S[0:1]", "C")
 
 
 def test_crossvit_keys_reshaped_without_permute_is_an_error():

@@ -154,3 +154,20 @@ def test_the_measuring_run_warns_nothing():
             shapetrace.name(x, "B T D")
             model(x)
         assert t.contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
+
+
+def test_an_encoder_decoders_source_is_not_compared_token_by_token_with_its_target():
+    """``nn.Transformer(src, tgt)`` (tests/corpus/public12/torch_transformer.py): the perturbed input is the first,
+    the source of S frames, and the output holds the target's T tokens. On 1123aec (main before round 12)
+    ``shapetrace trace`` compared them position by position and said ``✗ causal-mask-leaks`` ("output token 0 of
+    batch 0 depends on input token 5") on correct code; now the token contracts are not measured, and why."""
+    from tests.corpus.public12 import torch_transformer
+
+    model, inputs = torch_transformer.build("")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 S=10 D=64 H=4", dependencies=True) as t:
+        model(*inputs)
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.line.endswith(
+        "held on the values: batch entries stay apart; not measured: heads (the measuring run did not reach the "
+        "merge), each token depends on itself, the causal mask holds (the input's tokens (S) are another sequence "
+        "than the output's (T))")

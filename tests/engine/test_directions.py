@@ -61,3 +61,30 @@ def test_a_look_ahead_leaves_the_verdict_unproven():
         "query and hides later ones (a causal mask off its diagonal, or a look-ahead window by design); no errors "
         "or warnings in what was checked; not measured: " + NOT_ASKED)
     assert verdict_line(traced_build(mistral_sliding, "", "B=2 T=6 D=32 H=4 H_kv=2"))[0] == "✓"
+
+
+def test_sdpas_attn_mask_hiding_the_past_and_itself_is_a_reversed_causal_mask():
+    """rules/directions read SDPA's ``attn_mask`` for a mask hiding exactly the past (``"past"``) but not the past
+    and each query's own key (``"past-and-self"``), which masked_fill and an added mask already called
+    ``causal-mask-reversed``. ``nn.Transformer(src, tgt, tgt_mask=tril(ones(T, T, dtype=bool)))``
+    (tests/corpus/public12/torch_transformer.py ``keep-mask``: the keep-mask convention handed to torch, whose
+    boolean mask is True where a key is hidden) reached SDPA with that mask and was ``?`` on 1123aec (main
+    before round 12); now ``✗`` at the SDPA call inside nn.MultiheadAttention."""
+    import shapetrace
+    from tests.corpus.helpers import findings, traced_build
+    from tests.corpus.public12 import torch_transformer
+
+    t = traced_build(torch_transformer, "keep-mask", "B=2 T=6 S=10 D=64 H=4")
+    assert findings(t) == ("causal-mask-reversed",)
+    assert [d.event for d in t.diagnostics] == [57]
+    assert "exactly the keys before each query and its own key ([1, 1, T=6, T=6]) and keeps those after it" \
+        in t.diagnostics[0].message
+
+    B, H, T, d = 2, 4, 6, 16
+    q = torch.randn(B, H, T, d)
+    keep = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(q, "B H T d_k")
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=~keep)
+    # (SDPA's boolean mask attends where True: ``~tril`` keeps each query's future only, the polarity finding too)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mask-polarity", "causal-mask-reversed"]

@@ -150,3 +150,30 @@ def test_a_join_names_no_heads_where_another_axis_has_as_many_entries():
 
     t = traced_build(gpt_oss_sinks, "", "B=4 T=4 D=64 H=4 H_kv=2")   # (T = H: the join cannot say which)
     assert [e.outputs[0].dims[1] for e in t.events if e.op in ("reshape", "expand")][-3:-1] == [None, None]
+
+
+def test_a_class_token_expanded_and_joined_is_named_by_the_join():
+    """torchvision's ``VisionTransformer`` (tests/corpus/public12/torchvision_vit.py): the class token, a
+    ``(1, 1, D)`` parameter, ``expand(n, -1, -1)`` and joined before the patches by ``cat(dim=1)``. The join
+    lines every other axis up position by position, so the expand's ``64`` is the patches' ``D``. On 1123aec
+    (main before round 12) the expand stayed ``[B, 1, 64]`` and the verdict "? checked 34 of 35 ops ...
+    not checked (unnamed axes): #3 expand"; EVA's (public12/eva_rope.py) was "? checked 27 of 28"."""
+    from tests.corpus.helpers import traced_build, verdict_line
+    from tests.corpus.public12 import eva_rope, torchvision_vit
+
+    t = traced_build(torchvision_vit, "", "B=2 T=9 D=64 H=4")
+    expand = next(e for e in t.events if e.op == "expand")
+    assert expand.outputs[0].dims == ("B", None, "D")
+    assert verdict_line(t).startswith("✓ checked all 35 ops that could carry a layout bug")
+    assert verdict_line(traced_build(eva_rope, "", "B=2 T=9 D=64 H=4")).startswith("✓ checked all 28 ops")
+
+
+def test_a_join_does_not_name_a_part_whose_axis_it_joins_along():
+    """The joined axis itself (``1`` and ``N`` into ``1+N``) is no one axis of the parts: nothing is carried
+    back along it, and an unnamed part of another size there keeps no name."""
+    B, T, D = 2, 6, 8
+    x, extra = torch.randn(B, T, D), torch.randn(1, 3, D)
+    with shapetrace.trace(dims=f"B={B} T={T} D={D} H=2") as t:
+        torch.cat([extra.expand(B, -1, -1), x], dim=1)
+    expand = next(e for e in t.events if e.op == "expand")
+    assert expand.outputs[0].dims == ("B", None, "D")

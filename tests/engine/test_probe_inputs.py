@@ -139,3 +139,13 @@ def test_a_companion_that_differs_along_or_has_two_batch_sized_axes_stops_the_co
                                         "axes is the batch cannot be told")
     square = torch.arange(4).unsqueeze(0).expand(4, 4)                         # (B, T) at B = T = 4
     assert _companions(square, batch=4).startswith("argument 2 [4, 4] has an unnamed axis")
+
+
+def test_tokens_of_another_sequence_are_told_apart_from_the_same_sequence_grown_or_cut():
+    from shapetrace.engine.probe_inputs import other_sequence
+
+    assert other_sequence(("B", "S", "D"), 1, ("B", "T", "D"), 1) == (
+        "the input's tokens (S) are another sequence than the output's (T)")
+    assert other_sequence(("B", "N", "D"), 1, ("B", "1+N", "D"), 1) is None
+    assert other_sequence(("B", "T", "D"), 1, ("B", "T[-1:]", "D"), 1) is None
+    assert other_sequence(("B", "T", "D"), 1, ("B", "D"), None) is None

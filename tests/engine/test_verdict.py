@@ -169,8 +169,7 @@ def test_a_python_trace_says_when_nobody_asked_for_the_dependency_contracts():
     # 1123aec a function-only script under `shapetrace trace` was `✓` with nothing said of them)
     with shapetrace.trace(dims="B=2 T=5 D=24 H=3", dependencies=True) as t:
         _attention(x, 3)
-    assert t.unmeasured == ["the dependency contracts (no nn.Module was called: they run the outermost module "
-                            "again on perturbed copies)"]
+    assert t.unmeasured == ["the dependency contracts (no nn.Module was called to run again on perturbed copies)"]
 
 
 # -- a trace whose code raised: ✗, with what it raised and how many recorded ops ran before it --------

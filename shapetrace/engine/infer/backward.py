@@ -86,6 +86,54 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
     return walker.pins if walker is not None else {}
 
 
+def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming the parts of a join from one another: ``cat([cls_token.expand(B, -1, -1), x], dim=1)``
+    lines every axis but the joined one up position by position (torch requires their sizes equal), so an
+    axis that one part or the result names whole (``D`` from ``x``) is that axis in each part and in the
+    result too; the name is carried back through the ops that keep it whole (the class token's ``expand``).
+    Only a whole, plain name (``B``, ``D``), never a piece or a fold; where the parts and the result name an
+    axis differently nothing is carried (the join's own finding says so). A name found from sizes alone stays
+    one, flagged as the verdict flags it where sizes are equal."""
+    namer, walkers, pins = inference.namer, {}, {}
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        if spec is None or spec.family is not Family.JOIN or not record.outs or len(record.ins) < 2:
+            continue
+        out = found.get(record.outs[0]) or inference.axes.get(record.outs[0]) or ()
+        args, kwargs = thaw_args(record.frozen)
+        dim = arg(args, kwargs, 1, "dim", 0)
+        if not out or not isinstance(dim, int):
+            continue
+        parts = [(n, found.get(n) or inference.axes.get(n) or ()) for n in dict.fromkeys(record.ins)]
+        parts = [(n, axes) for n, axes in parts if len(axes) == len(out)]
+        for p in range(len(out)):
+            if p == dim % len(out) or out[p].size == 1:
+                continue
+            named = {namer.label(a): a for a in (out[p], *(axes[p] for _, axes in parts)) if _whole_plain(namer, a)}
+            if len(named) != 1:
+                continue   # nothing to carry, or parts that disagree (the join's own finding)
+            axis = next(iter(named.values()))
+            for node, axes in ((record.outs[0], out), *parts):
+                if axes[p].size == axis.size and namer.label(axes[p]) is None:
+                    walker = walkers.setdefault(axis, _Walker(inference, found, axis))
+                    walker.back(node, p, whole_moves=True)
+    for walker in walkers.values():   # each names one axis: a node two of them reach takes both names
+        for node, axes in walker.pins.items():
+            before = found.get(node) or inference.axes.get(node) or ()
+            merged = list(pins.get(node, before))
+            for i, (mine, old) in enumerate(zip(axes, before)):
+                if mine != old:
+                    merged[i] = mine
+            pins[node] = tuple(merged)
+    return pins
+
+
+def _whole_plain(namer, axis: Axis) -> bool:
+    """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold or an unknown."""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
+        and namer.label(axis) is not None
+
+
 def _unnamed_heads_sized(inference: Inference, node: int, size: int) -> bool:
     axes = inference.axes.get(node) or ()
     return len(axes) >= 3 and axes[-3].size == size and inference.namer.label(axes[-3]) is None

@@ -100,6 +100,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
+    patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
     for names in patterns:
         if skip and names in skip:
             continue

@@ -21,7 +21,6 @@ from shapetrace.engine.axes import (
     has_tokens,
     merges_neighbours,
 )
-from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
@@ -29,6 +28,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.causes import one_per_bug
+from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
@@ -36,6 +36,7 @@ from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.key_sequences import keys_change_sequence
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.order import tokens_in_two_orders
@@ -238,20 +239,7 @@ def _multiplies(op: OpSpec) -> bool:
     return is_matrix_product(op) or contracts_by_subscripts(op)
 
 
-def _matmul_pairs(e: Event) -> list[tuple[str | None, str | None]]:
-    if is_matrix_product(e.spec) and len(e.inputs) == 2:
-        a, b = e.inputs
-        la = a.dims[-1] if a.dims else None
-        lb = b.dims[-2] if len(b.dims) > 1 else (b.dims[0] if b.dims else None)
-        return [(la, lb)]
-    parsed = e.params.get("subscripts")
-    if contracts_by_subscripts(e.spec) and len(e.inputs) == 2 and parsed and len(parsed["inputs"]) == 2:
-        lhs = parsed["inputs"]
-        if any(len(term) != len(t.dims) for term, t in zip(lhs, e.inputs)):
-            return []
-        return [(e.inputs[0].dims[lhs[0].index(c)], e.inputs[1].dims[lhs[1].index(c)])
-                for c in einsum_contracted(parsed) if c in lhs[0] and c in lhs[1]]
-    return []
+_matmul_pairs = contracted_pairs
 
 
 def _contracted_axes(e: Event) -> tuple[tuple[int, int], ...]:
@@ -466,26 +454,6 @@ def _over_features(e: Event, analysis: Analysis) -> bool:
     return bool(roles) and roles <= {"head_features", "features"}
 
 
-def attention_over_features(analysis: Analysis) -> list[Diagnostic]:
-    """A softmax over a feature axis of a feature-by-feature product (``qᵀ @ q`` after a permute):
-    each weight row mixes features instead of tokens."""
-    out = []
-    for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or e.params.get("dim") is None:
-            continue
-        t = e.inputs[0]
-        dim = e.params["dim"] % len(t.shape)
-        roles = [analysis.namer.role(lab) if lab else None for lab in t.dims]
-        if roles[dim] in ("head_features", "features") and roles.count(roles[dim]) >= 2:
-            out.append(Kind.ATTENDS_OVER_FEATURES.found(e.index, (
-                f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over {t.dims[dim]}, a feature axis "
-                f"of a {t.dims[dim]} × {t.dims[dim]} product: the tokens were summed away, so each weight row "
-                "mixes features, not tokens."),
-                "Attention scores are [.., T, T]: q @ k.transpose(-2, -1) on [B, H, T, d_k] tensors.",
-                blame=((0, dim),)))
-    return out
-
-
 def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
     """An einops pattern that calls an axis heads while it holds tokens: the tokens were split, not D."""
     out = []
@@ -572,5 +540,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
-    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix,
+    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
 ]

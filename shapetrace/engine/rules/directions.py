@@ -162,8 +162,9 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
             out.append(_far_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
         if e.params.get("bias_ignored"):
             out.append(_ignored_bias(e, scores, k.dims[-2], fmt_named(mask.dims, mask.shape)))
-        if e.params.get("hides_side") == "past":
-            out.append(_reversed_mask(e, scores, k.dims[-2], mask))
+        if e.params.get("hides_side") in ("past", "past-and-padding", "past-and-self"):   # (as for masked_fill)
+            out.append(_reversed_mask(e, scores, k.dims[-2], mask, e.params["hides_side"] == "past-and-padding",
+                                      e.params["hides_side"] == "past-and-self"))
         if e.params.get("hides_side") == "future-and-self":
             out.append(_mask_hides_itself(e, scores, k.dims[-2], mask))
         elif e.params.get("blind_queries"):

@@ -35,6 +35,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of
 from shapetrace.engine.reductions import axes_along
+from shapetrace.engine.rules.channels import readers, sums_over
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -104,17 +105,31 @@ def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorIn
 
 def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """``F.normalize`` of per-head values (a ``d_k`` axis it keeps) along a named token axis: cosine
-    attention (Swin v2, cosine-sim ViTs) normalises each token's vector over its own features."""
+    attention (Swin v2, cosine-sim ViTs) normalises each token's vector over its own features. Not where the
+    product that reads the result sums over those tokens: the vectors it compares are then rows over the
+    tokens (cross-covariance attention, XCiT), and their cosine is taken over the tokens."""
     out = []
     if analysis.size_choices:
         return out   # (names from equal sizes alone: the axis may be the batch's as well)
+    reading = readers(analysis.events)
     for e in analysis.events_of(Family.REDUCE):
         if e.spec.name != "normalize" or not e.inputs or not e.outputs:
             continue
         t = e.inputs[0]
         along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
         tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
-        if tokens and _holds_values(analysis, t, along):
+        summed = sums_over(e, reading)
+        features = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) in VALUE_ROLES]
+        if features and not tokens and t.dims[features[0]] not in summed \
+                and any(_role(analysis, lab) == "tokens" for lab in summed):
+            i = features[0]
+            out.append(Kind.NORMALISED_ACROSS_THE_PRODUCT.found(e.index, (
+                f"{e.op} #{e.index} divides {fmt_named(t.dims, t.shape)} by its norm along axis {i} ({t.dims[i]}), "
+                f"but the product that reads it sums over the tokens ({', '.join(sorted(summed))}): it compares "
+                f"rows over the tokens, each of which is now scaled by a norm taken across the rows."),
+                "Normalise along the axis the product sums over: here the tokens (XCiT: F.normalize(q, dim=-1) on "
+                "[B, H, d_k, T])."))
+        if tokens and _holds_values(analysis, t, along) and t.dims[tokens[0]] not in summed:
             i = tokens[0]
             out.append(Kind.NORMALISED_OVER_TOKENS.found(e.index, (
                 f"{e.op} #{e.index} divides the per-head vectors {fmt_named(t.dims, t.shape)} by their norm along "
