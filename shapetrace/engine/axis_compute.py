@@ -108,6 +108,9 @@ def _conv_channels(src: Axis, width: int, namer: Namer, structural: bool, weight
     if weight and len(weight) > 2 and weight[1] == 1 and weight[0] == src.size == width:
         return src
     feature = namer.feature_root_for_size(width) if structural else None
+    source = namer.label(src) if src.atoms else None
+    if feature not in (None, "D") and (source is None or namer.role(source.lstrip(MIXED_PREFIX)) != "features"):
+        feature = None   # a fused width (3·D, 2·d_k) is read off projected features, never off pixels or audio
     return root_axis(feature, width) if feature else unknown_axis(width)
 
 

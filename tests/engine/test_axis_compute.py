@@ -42,3 +42,18 @@ def test_the_causal_mask_on_talking_heads_is_read():
     assert t.diagnostics[0].message.startswith("masked_fill #12 hides, along the keys (axis -1, T) of the scores "
                                                "[B=2, 4, T=6, T=6], each query's own key as well")
     assert error_kinds(traced_build(talking_heads, "", "B=2 T=6 D=64 H=4")) == []
+
+
+def test_a_conv_over_raw_channels_names_no_fused_width():
+    """transformers' wav2vec2 feature encoder (tests/corpus/public12/wav2vec2.py): a conv from one channel of raw
+    audio to 32 channels, at D = 64, H = 4 (d_k = 16). 32 is 2·d_k by size alone, and on 785fd9a the table
+    printed ``[B=2, 2·d_k=32, N=13]``: a name that may be wrong. A fused width (3·D, 2·d_k) is read off
+    projected features only; a conv of named features keeps it, and a stem's width D stays D."""
+    from shapetrace.engine.axis_compute import conv_axes
+
+    batch = root_axis("B", 2)
+    audio = (batch, unknown_axis(1), unknown_axis(70))
+    assert [NAMER.label(a) for a in conv_axes(audio, (2, 32, 13), NAMER, weight=(32, 1, 10))] == ["B", None, "N"]
+    assert NAMER.label(conv_axes(audio, (2, 64, 13), NAMER, weight=(64, 1, 10))[1]) == "D"   # a stem's width
+    features = (batch, root_axis("D", 64), unknown_axis(13))
+    assert NAMER.label(conv_axes(features, (2, 192, 13), NAMER, weight=(192, 64, 1))[1]) == "3*D"   # fused q, k, v
