@@ -117,11 +117,15 @@ class Verdict:
 
 def could_carry_a_layout_bug(event: Event) -> bool:
     """Can this op put an element where another axis's meaning is expected (or read it from there)?
-    Not an op on parameters alone that makes one number (the Differential Transformer's
-    ``torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1)``): no input's data passes through it, and
-    a single number has no layout to meet the data in."""
+    Not an op on parameters alone (the Differential Transformer's ``torch.sum(self.lambda_q1 *
+    self.lambda_k1, dim=-1)``; torch's cross-attention splitting its packed ``in_proj_weight`` into the
+    queries' rows and the keys' and values'): no input's data passes through it, and on random weights
+    any arrangement of a weight is another weight; where its result meets the data (a product, a sum
+    with the scores: checked there) is where a layout can go wrong. Except where it grows a parameter to
+    the data's sizes (a class token expanded over the batch): that op lays it out against the data."""
     return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY \
-        and not (event.from_parameters and all(math.prod(o.shape) == 1 for o in event.outputs))
+        and not (event.from_parameters and (event.spec.family is not Family.EXPAND
+                                            or all(math.prod(o.shape) == 1 for o in event.outputs)))
 
 
 def _named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:

@@ -311,3 +311,23 @@ def test_an_operand_broadcast_with_unnamed_axes_leaves_its_op_unchecked():
         (3, 5, 5), ("H", None, None), ("B", "H", "T", "T"))
     assert add.index in unchecked_ops(t.events)
     assert t.report().verdict.mark == "?"
+
+
+def test_ops_on_a_weight_alone_do_not_count_and_a_class_token_grown_to_the_batch_does():
+    """torch's cross-attention (``nn.MultiheadAttention(q, kv, kv)``, as in nn.Transformer's decoder and DETR)
+    splits its packed ``in_proj_weight`` into the queries' rows and the keys' and values': an op on a
+    parameter alone, unnamed, which left every such file ``?`` on 1bb0300 (tests/corpus/public12/
+    torch_transformer.py). On random weights any arrangement of a weight is another weight; where it meets
+    the data is checked there. A class token expanded over the batch still counts: test_vision_files."""
+    from torch import nn
+
+    from shapetrace.engine.verdict import could_carry_a_layout_bug
+
+    mha = nn.MultiheadAttention(24, 3, batch_first=True)
+    q, kv = torch.randn(2, 5, 24), torch.randn(2, 7, 24)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 S=7 D=24 H=3") as t:
+        mha(q, kv, kv, need_weights=False)
+    weight_ops = [e for e in t.events if e.from_parameters]
+    assert [e.op for e in weight_ops] == ["split", "split"]   # (the weight, then the bias)
+    assert not any(could_carry_a_layout_bug(e) for e in weight_ops)
+    assert t.report().verdict.mark == "✓"
