@@ -352,6 +352,31 @@ def round_sizes(module: ModuleType) -> list[str]:
     return [d for dims in module.DIMS for d in (dims, getattr(module, "EQUAL", {}).get(dims, equal_sizes(dims)))]
 
 
+def round_tests(modules: tuple[ModuleType, ...], expected: dict) -> tuple[Callable, Callable, Callable]:
+    """The three tests of a first-sight round, written once (as :func:`corpus_tests`): every variant of
+    ``modules`` has its row in ``expected`` (``(module, variant) -> outcomes at round_sizes(module)``), each
+    gets its outcomes, and no bug gets ``✓`` nor correct code ``✗``. A round module binds them:
+    ``test_every_variant_is_expected, test_outcomes, test_no_check_mark_… = round_tests(MODULES, EXPECTED)``."""
+
+    def test_every_variant_is_expected():
+        assert set(expected) == {(m, bug) for m in modules for bug in ("", *m.BUGS, *m.TWINS)}
+
+    @pytest.mark.parametrize(("module", "bug"), list(expected),
+                             ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}" for m, b in expected])
+    def test_outcomes(module, bug):
+        assert [round_outcome(module, bug, dims) for dims in round_sizes(module)] == expected[(module, bug)]
+
+    def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
+        for (module, bug), outcomes in expected.items():
+            marks = {mark for mark, _ in outcomes}
+            if bug in module.BUGS:
+                assert "✓" not in marks, (module.__name__, bug)
+            else:
+                assert marks <= {"✓", "?"}, (module.__name__, bug)
+
+    return test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code
+
+
 def round_outcome(module: ModuleType, bug: str, dims: str) -> tuple[str, tuple[str, ...]]:
     """``("raises", ())`` where the model raises untraced, else the traced verdict's first letter and the
     kinds of its errors and warnings."""

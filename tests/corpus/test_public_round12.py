@@ -54,9 +54,7 @@ design or slip). At B = T = H = 4 what stays ``?`` rests on names found from siz
 
 from __future__ import annotations
 
-import pytest
-
-from tests.corpus.helpers import round_outcome, round_sizes
+from tests.corpus.helpers import round_tests
 from tests.corpus.public12 import (
     beit_relpos,
     eva_rope,
@@ -94,20 +92,5 @@ EXPECTED = {
 }
 
 
-def test_every_variant_is_expected():
-    assert set(EXPECTED) == {(m, bug) for m in MODULES for bug in ("", *m.BUGS, *m.TWINS)}
-
-
-@pytest.mark.parametrize(("module", "bug"), list(EXPECTED), ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}"
-                                                                  for m, b in EXPECTED])
-def test_outcomes(module, bug):
-    assert [round_outcome(module, bug, dims) for dims in round_sizes(module)] == EXPECTED[(module, bug)]
-
-
-def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
-    for (module, bug), outcomes in EXPECTED.items():
-        marks = {mark for mark, _ in outcomes}
-        if bug in module.BUGS:
-            assert "✓" not in marks, (module.__name__, bug)
-        else:
-            assert marks <= {"✓", "?"}, (module.__name__, bug)
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED)
