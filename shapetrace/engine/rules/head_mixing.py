@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.events import ShapeOf
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.thawed import map_operands, thaw_args
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -63,19 +63,10 @@ def _mixing(e: Event) -> tuple[int, int] | None:
 
 def _parameters(e: Event) -> list[bool]:
     """For each tensor operand, in order: was it an ``nn.Parameter`` (its frozen argument's type)?"""
-    raw = e.raw_args[1] if e.raw_args and len(e.raw_args) > 1 else ()
-    found = [getattr(a[3], "__name__", "") == "Parameter" for a in _tensors(raw)]
+    found: list[bool] = []
+    if e.raw_args and len(e.raw_args) > 2:
+        map_operands(*thaw_args((e.raw_args[1], e.raw_args[2] or ())), lambda stub: found.append(stub.is_parameter))
     return found if len(found) == len(e.inputs) else [False] * len(e.inputs)
-
-
-def _tensors(args) -> list:
-    out = []
-    for a in args:
-        if isinstance(a, ShapeOf):
-            out.append(a)
-        elif isinstance(a, tuple):
-            out.extend(_tensors(a))
-    return out
 
 
 def _contracted_with(e: Event, s: int, axis: int, m: int) -> bool:
