@@ -51,7 +51,6 @@ if not TEST_CUDA:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
-
 def _bytecode_kept() -> None:
     """Where ``PYTHONDONTWRITEBYTECODE`` is set (as on our build machines), every process the suite starts
     compiled the package from source, and every pytest-xdist worker rewrote and compiled all 330 test

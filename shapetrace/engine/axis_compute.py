@@ -62,8 +62,8 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     or ``H*d_k`` when heads are narrower than the model. An input whose features are unnamed, or a
     weight that is not a module's parameter, gives unnamed features."""
     last_in = axes[-1] if axes else Axis()
-    source = namer.label(last_in) if last_in.atoms else None
-    if not structural or source is None or namer.role(source.lstrip(MIXED_PREFIX)) not in ("features",):
+    source = _features_label(last_in, namer)
+    if not structural or source is None:
         return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
     if root is None and out_features == last_in.size and not namer.width_clashes(out_features):
@@ -72,6 +72,12 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
         root = "D"   # the merged heads projected back to the model's width (o_proj), never keys or values
     last = root_axis(root, out_features) if root else unknown_axis(out_features)
     return tuple(axes[:-1]) + (last,)
+
+
+def _features_label(axis: Axis, namer: Namer) -> str | None:
+    """The axis's label where it names features (what a projection's width is read off), else None."""
+    label = namer.label(axis) if axis.atoms else None
+    return label if label is not None and namer.role(label.lstrip(MIXED_PREFIX)) == "features" else None
 
 
 
@@ -108,8 +114,7 @@ def _conv_channels(src: Axis, width: int, namer: Namer, structural: bool, weight
     if weight and len(weight) > 2 and weight[1] == 1 and weight[0] == src.size == width:
         return src
     feature = namer.feature_root_for_size(width) if structural else None
-    source = namer.label(src) if src.atoms else None
-    if feature not in (None, "D") and (source is None or namer.role(source.lstrip(MIXED_PREFIX)) != "features"):
+    if feature not in (None, "D") and _features_label(src, namer) is None:
         feature = None   # a fused width (3·D, 2·d_k) is read off projected features, never off pixels or audio
     return root_axis(feature, width) if feature else unknown_axis(width)
 
