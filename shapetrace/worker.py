@@ -19,6 +19,7 @@ runs the implementation for the test (:mod:`shapetrace.exercises.remote`); this 
 
 from __future__ import annotations
 
+import gc
 import json
 import linecache
 import os
@@ -208,6 +209,10 @@ def fork_server(namespaces: bool = True) -> int:
 
     _preload()
     (torch.ones(2, 3) @ torch.ones(3, 2)).softmax(-1)  # warm up any lazy pools once, for every check
+    # Everything alive now is every check's and never garbage: set aside from the collector, a check's
+    # collections neither walk it nor write its pages (each write copies a page the fork shared)
+    gc.collect()
+    gc.freeze()
     control = socket.socket(fileno=os.dup(1))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the modules' pipe, read to the end by the boot code

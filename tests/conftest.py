@@ -486,9 +486,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if hasattr(item, "function") and _starts_sandboxes(item):
-            item.add_marker(pytest.mark.sandbox)
+    # the marker only selects (``-m "not sandbox"``); reading every test's source for it cost each worker
+    # 2 s of its collection, so it is read only where a selection names it
+    if "sandbox" in (config.option.markexpr or ""):
+        for item in items:
+            if hasattr(item, "function") and _starts_sandboxes(item):
+                item.add_marker(pytest.mark.sandbox)
     on_gpu = [item for item in items if item.get_closest_marker("cuda")]
     if on_gpu and not _cuda_shown():
         why = ("needs a CUDA GPU: the suite runs on the CPU unless asked (on a machine with one: "

@@ -13,7 +13,8 @@ from conftest import ROOT, render
 
 ENGINE = ["engine.tracer", "engine.axes", "engine.propagate", "engine.rules.diagnose", "engine.sentences",
           "engine.meta", "app.devices", "app.script", "engine.failure", "app.session", "attention.config",
-          "engine.summary", "attention.reference"]
+          "engine.summary", "attention.reference", "attention.variants", "engine.findings", "app.compare",
+          "attention.broken", "attention.notes", "engine.rules.masks"]
 
 
 def _python(code: str) -> list[str]:

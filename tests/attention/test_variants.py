@@ -349,16 +349,6 @@ def test_cli_plain_run_is_unchanged_path(cli):
     assert res.exit_code == 0 and "multi-head self-attention · B=2 T=6 D=512 H=8" in res.output
 
 
-def test_engine_modules_do_not_import_rich():
-    code = ("import sys; import shapetrace.app.session, shapetrace.attention.variants, shapetrace.engine.findings, "
-            "shapetrace.app.compare, shapetrace.attention.broken, shapetrace.attention.notes, "
-            "shapetrace.engine.rules.masks; "
-            "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert out.stdout.strip() == "[]", out.stderr
-
-
 def test_cli_modules_do_not_import_torch():
     code = ("import sys; import shapetrace.cli.app, shapetrace.cli.variants, shapetrace.cli.compare, "
             "shapetrace.attention.catalogue, shapetrace.attention.presets; print('torch' in sys.modules)")

@@ -67,10 +67,13 @@ def _guarded_files() -> dict[str, str]:
 
 def _check(path: Path) -> dict:
     """The verdict; a checker that could not start is this file's failure, not the whole corpus's."""
+    want = header(path)
+    # 5 s: scan_memory_for_code.py reads every writable mapping of a process with torch loaded (0.5 s on a
+    # quiet core), and the corpus runs two checks at a time; 2 s timed it out once on a loaded machine. A
+    # file that must end at its deadline gets 2 s: what it proves (the deadline holds) is the same.
+    limit = 2 if want["verdict"] == "timeout" else 5
     try:
-        # 5 s: scan_memory_for_code.py reads every writable mapping of a process with torch loaded (0.5 s on a
-        # quiet core), and the corpus runs two checks at a time; 2 s timed it out once on a loaded machine.
-        return check_job(Job(header(path)["exercise"], str(path)), CURRICULUM.root, time_limit=5, memory_mb=512)
+        return check_job(Job(want["exercise"], str(path)), CURRICULUM.root, time_limit=limit, memory_mb=512)
     except CheckerError as exc:
         return {"verdict": "checker-error", "summary": str(exc), "explanation": []}
 
