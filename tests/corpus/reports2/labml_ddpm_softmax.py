@@ -5,8 +5,8 @@
 keys ``j``; fixed to ``softmax(dim=2)``. The maintainer confirmed it ("a typo and a big bug").
 
 Bug (argument): ``softmax-queries``. (``res.reshape`` where the source has ``res.view``: torch 2.13's einsum
-returns that product as a permuted view, which ``view`` refuses.) Sizes: B images of C = D channels on a
-2 x T/2 grid (T pixels)."""
+returns that product as a permuted view, which ``view`` refuses.) Sizes: B feature maps of C = D channels on
+an Hp x Wp grid."""
 
 import sys
 
@@ -15,7 +15,8 @@ from torch import nn
 
 BUGS = ("softmax-queries",)
 TWINS = ()
-DIMS = ("B=3 T=10 D=32 H=4",)
+DIMS = ("B=3 Hp=2 Wp=5 D=32 H=4",)
+EQUAL = {"B=3 Hp=2 Wp=5 D=32 H=4": "B=4 Hp=4 Wp=4 D=32 H=4"}
 
 
 class AttentionBlock(nn.Module):
@@ -41,10 +42,10 @@ class AttentionBlock(nn.Module):
         return res.permute(0, 2, 1).view(batch_size, n_channels, height, width)
 
 
-def build(bug="", B=3, T=10, D=32, H=4):
+def build(bug="", B=3, Hp=2, Wp=5, D=32, H=4):
     torch.manual_seed(0)
     model = AttentionBlock(D, n_heads=H, d_k=D // H, bug=bug).eval()
-    return model, (torch.randn(B, D, 2, T // 2),)
+    return model, (torch.randn(B, D, Hp, Wp),)
 
 
 if __name__ == "__main__":
