@@ -24,7 +24,8 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     """Names for a tensor that enters the traced code (an input, not a parameter, not made here).
 
     Its shape is matched against the declared sizes: ``[B, T, D]``, ``[B, T]`` (token ids),
-    ``[B, H, T, d_k]``, a feature map ``[B, D, Hp, Wp]`` where its grid is declared... The first token tensor to enter is ``T``; with ``S`` declared, a
+    ``[B, H, T, d_k]``, a feature map ``[B, D, Hp, Wp]`` where its grid is declared... The first token
+    tensor to enter is ``T``; with ``S`` declared, a
     second, different one is ``S`` (cross-attention), even when the two lengths are equal.
     """
     shape = facts.shape
