@@ -52,6 +52,7 @@ class Analysis:
             (:class:`~shapetrace.engine.rolls.Unrolled`).
         misindexed: each pick by an index tensor along another axis than the one its indices count
             (:class:`~shapetrace.engine.indices.MisIndexed`).
+        unread: the model's tensor arguments that no op read (:class:`~shapetrace.engine.unread.Argument`).
     """
 
     events: Sequence[Event]
@@ -71,6 +72,7 @@ class Analysis:
     mask_parts: Mapping[int, Mapping[int, tuple]] = field(default_factory=dict)
     unrolled: Sequence[Any] = field(default_factory=tuple)
     misindexed: Sequence[Any] = field(default_factory=tuple)
+    unread: Sequence[Any] = field(default_factory=tuple)
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

@@ -132,7 +132,9 @@ def attn_mask_facts(mask: Any, scores_shape: tuple[int, ...]) -> dict:
 
 def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     """``{"hides_side": "future" | "past"}`` when the keys a mask hides are exactly those strictly after
-    (or before) each query, in every slice; ``"future-and-self"`` when, as many queries as keys, it hides
+    (or before) each query, in every slice (one query: ``hides_newest`` where every slice hides the last
+    key, which a KV cache's newest query is, :mod:`.rules.steps`); ``"future-and-self"`` when, as many
+    queries as keys, it hides
     each query's own key too (``triu(0)`` for ``triu(1)``), ``"past-and-self"`` when it hides the keys before
     each query and its own (``tril(0)``: the keep-mask of a causal mask used as its hide-mask);
     ``"future-and-padding"`` (``"past-and-padding"``) when it hides those and, besides, keys hidden from every
@@ -147,7 +149,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     rows = _as_rows(hidden, n_q, n_k)
     blind = _blind_slices(rows)
     if rows is None or n_q < 2:
-        return {"hides_side": "other", **blind}
+        newest = rows is not None and n_q == 1 and n_k > 1 and bool(rows[:, 0, -1].all())
+        return {"hides_side": "other", **blind, **({"hides_newest": True} if newest else {})}
     offset, ones = n_k - n_q, rows.new_ones((n_q, n_k))
     sides = [("future", ones.triu(offset + 1)), ("past", ones.tril(offset - 1))]
     if offset == 0:   # (with more keys than queries, where each query's own key lies depends on the alignment)

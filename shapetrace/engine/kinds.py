@@ -202,6 +202,10 @@ class Kind(StrEnum):
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
         "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
         "checked")
+    INPUT_UNREAD = (
+        "input-unread", "note",
+        "a tensor the model was given that none of its ops read (a padding mask never passed on to the attention "
+        "that needs it): what it should have changed was not checked")
     BATCH_UNEXERCISED = (
         "batch-unexercised", "note",
         "a view given a size read from an axis of one entry (the batch at B = 1) puts that entry on the other side "

@@ -17,6 +17,7 @@ from shapetrace.engine.library import inside_library
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
+from shapetrace.engine.unread import unread_arguments
 from shapetrace.engine.unrowed import add_ending_failure
 from shapetrace.engine.value_checked import note_final
 
@@ -58,4 +59,5 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         inside=inside_library(events, capture.opened, rows),
         rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
         misindexed=misindexed_of(capture.records, node_labels(inference.axes, namer), namer.plain_role, rows, events),
+        unread=unread_arguments(capture),
     )

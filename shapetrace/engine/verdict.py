@@ -56,6 +56,7 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "attends-over-channels": "a softmax over the features of a feature-by-feature product weighs "
                                             "the values' features (attention over channels by design, or one "
                                             "slip in the layout of q, k and v)",
+                   "input-unread": "the model was given a tensor that none of its ops read",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "

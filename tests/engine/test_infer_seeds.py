@@ -11,6 +11,7 @@ import torch
 import shapetrace
 from tests.corpus.helpers import traced_build, verdict_line
 from tests.corpus.public12 import whisper_cross_cache
+from tests.corpus.reports2 import labml_ddpm_softmax
 
 
 def test_one_tokens_features_are_seeded_batch_one_features():
@@ -25,3 +26,23 @@ def test_whispers_decoding_step_is_named_and_checked():
     step = next(e for e in t.events if e.op == "layer_norm" and e.inputs[0].shape == (2, 1, 64))
     assert step.outputs[0].dims == ("B", None, "D")
     assert verdict_line(t).startswith("✓ checked all 67 ops that could carry a layout bug")
+
+
+def test_a_feature_map_is_seeded_channels_first_where_its_grid_is_declared():
+    """``[B, D, Hp, Wp]`` (torch's convolutions put channels first) is seeded where Hp and Wp are declared; on
+    8110233 no seed fitted it, and labmlai's DDPM ``AttentionBlock`` (issue #146, softmax over the queries)
+    was ``? nothing was checked`` correct or buggy."""
+    x = torch.randn(3, 32, 2, 5)
+    with shapetrace.trace(dims="B=3 Hp=2 Wp=5 D=32 H=4") as t:
+        x.view(3, 32, -1).permute(0, 2, 1)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "D", "N"), ("B", "N", "D")]
+    with shapetrace.trace(dims="B=3 T=10 D=32 H=4") as t:   # (no grid declared: no seed)
+        x.view(3, 32, -1)
+    assert t.events[0].outputs[0].dims == (None, None, None)
+
+
+def test_labml_ddpm_attention_block_is_checked_and_its_softmax_over_the_queries_found():
+    dims = labml_ddpm_softmax.DIMS[0]
+    assert verdict_line(traced_build(labml_ddpm_softmax, "", dims)).startswith("✓ checked all 12 ops")
+    t = traced_build(labml_ddpm_softmax, "softmax-queries", dims)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == [("error", "softmax-wrong-axis")]

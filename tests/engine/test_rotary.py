@@ -180,3 +180,21 @@ def test_a_table_of_one_angle_per_sequence_turns_every_token_alike():
     [r] = t.analysis().rotaries
     assert (r.varies, r.still) == ((0,), (1, 2))
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-same-angle-every-token"]
+
+
+def test_a_decoding_steps_key_rotated_at_position_0_is_found_by_the_name_its_join_gives_the_token_axis():
+    """rules/rotary ``_restarts`` read the name of the axis the rotated key is appended along on the key
+    itself; a decoding step's one token (an axis of one entry, which no name needs) has none there, only
+    in the join's result (``T+1``). On 8110233 RoFormer's step rotated at position 0 (transformers PR
+    #22416, tests/corpus/reports2/roformer_past_positions) was ``? checked 51 of 62 ops``, no finding."""
+    from tests.corpus.helpers import traced_build
+    from tests.corpus.reports2 import roformer_past_positions as m
+
+    t = traced_build(m, "positions-from-zero", m.DIMS[0])
+    [d] = [d for d in t.diagnostics if d.severity == "error"]
+    assert d.kind == "rotary-position-restarts"
+    assert d.message.startswith("the rotary embedding rotated at reshape_as #54 turns [B=2, H=4, 1, 8] by position 0 "
+                                "(its cos table is 1 and its sin table 0 on every feature), and cat #55 then "
+                                "appends it along T+1 (axis 2) after 6 tokens: its position starts again at 0 "
+                                "instead of continuing at 6")
+    assert [d.kind for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity != "note"] == []

@@ -14,7 +14,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.infer.rows import info_like
-from shapetrace.engine.vocabulary import canonical
+from shapetrace.engine.vocabulary import GRID_AXES, canonical
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -27,8 +27,8 @@ def chained(state: Inference, record) -> bool:
 
 
 def finish_pattern(state: Inference) -> None:
-    """The pattern's output: an axis it calls heads that holds tokens is a contradiction
-    (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes the pattern's name where
+    """The pattern's output: an axis it calls heads that holds tokens (not one whole grid axis) is a
+    contradiction (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes the pattern's name where
     that name is a declared one of the same size (``h`` -> ``H``)."""
     _, node, index, groups = state.pending_pattern
     state.pending_pattern = None
@@ -38,12 +38,18 @@ def finish_pattern(state: Inference) -> None:
     info = event.outputs[0]
     for group, axis in zip(groups, info.axes):
         if len(group) == 1 and canonical(group[0]) == "H" and any(
-                state.namer.is_token_root(a.root) for a in axis.atoms):
+                state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis):
             state.pattern_conflicts.append((index, group[0]))
     axes = tuple(pattern_axis(state, group, axis) for group, axis in zip(groups, info.axes))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
         state.rename(node, axes)
+
+
+def _whole_grid_axis(axis: Axis) -> bool:
+    """Is the axis exactly one whole declared grid axis (``Hp``)? Then the pattern's ``h`` is the image's height
+    (latent diffusion's ``'b (h w) c -> b c h w'`` back to the feature map), not heads: no tokens were split."""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root in GRID_AXES
 
 
 def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:

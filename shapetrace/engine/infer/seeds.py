@@ -24,7 +24,8 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     """Names for a tensor that enters the traced code (an input, not a parameter, not made here).
 
     Its shape is matched against the declared sizes: ``[B, T, D]``, ``[B, T]`` (token ids),
-    ``[B, H, T, d_k]``... The first token tensor to enter is ``T``; with ``S`` declared, a
+    ``[B, H, T, d_k]``, a feature map ``[B, D, Hp, Wp]`` where its grid is declared... The first token
+    tensor to enter is ``T``; with ``S`` declared, a
     second, different one is ``S`` (cross-attention), even when the two lengths are equal.
     """
     shape = facts.shape
@@ -101,6 +102,8 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
+    patterns += [["B", "D", *grid] for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
+    # (a feature map, channels first as torch's convolutions make it: its grid declared, [B, D, Hp, Wp])
     for names in patterns:
         if skip and names in skip:
             continue

@@ -93,9 +93,20 @@ def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
     rotated = _rotated(analysis, rotary)
     if not rotary.at_zero or rotary.appended is None or rotated is None:
         return False
-    dim = rotary.appended[2]
-    return dim < len(rotated.dims) and not told_by_size(analysis, rotated.dims[dim]) \
-        and analysis.namer.plain_role(rotated.dims[dim]) == "tokens"
+    label = _appended_along(analysis, rotary, rotated)
+    return label is not None and not told_by_size(analysis, label) and analysis.namer.plain_role(label) == "tokens"
+
+
+def _appended_along(analysis: Analysis, rotary: Rotary, rotated: TensorInfo) -> str | None:
+    """The name of the axis a rotation is appended along: its own, or, for one token (an axis of one entry,
+    which needs no name: a decoding step's), the name that axis has in the join's result (``T+1``)."""
+    join, _, dim = rotary.appended
+    if dim >= len(rotated.dims):
+        return None
+    if rotated.dims[dim] is not None or rotated.shape[dim] != 1 or join is None or join >= len(analysis.events):
+        return rotated.dims[dim]
+    joined = analysis.events[join].outputs
+    return joined[0].dims[dim] if joined and dim < len(joined[0].dims) else None
 
 
 def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
@@ -106,7 +117,8 @@ def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
     return Kind.ROTARY_POSITION_RESTARTS.found(join if join is not None else rotary.event, (
         f"the rotary embedding rotated at {where} turns {fmt_named(rotated.dims, rotated.shape)} by position 0 (its "
         f"cos table is 1 and its sin table 0 on every feature), and {joined} then appends it along "
-        f"{rotated.dims[dim]} (axis {dim}) after {before} tokens: its position starts again at 0 instead of "
+        f"{_appended_along(analysis, rotary, rotated)} (axis {dim}) after {before} tokens: its position starts "
+        f"again at 0 instead of "
         f"continuing at {before}, so q·k reads the distances to the cached keys wrong."),
         "Offset the positions by the cache's length: positions = torch.arange(past, past + T) (meta-llama's "
         "start_pos, transformers' cache_position).")

@@ -1,0 +1,73 @@
+"""Tensors the model was given that none of its ops read (fairseq issue #318: the encoder's padding mask
+handed to the decoder layer, never passed on to the encoder attention).
+
+Every check reads what an op did with its operands; an argument that no op reads is outside them all: a
+padding mask left unused hides nothing, and the run looks the same as a model that needs no mask. So the
+first outermost module call's tensor arguments are noted when it starts (:func:`note_arguments`, called
+from :mod:`.modules`: the node each holds, its position or keyword, its shape and dtype; :func:`note_end`
+when it returns), and after the run
+:func:`unread_arguments` lists those that no record the call made has among its operands. Reading only
+metadata (``x.size(1)``, ``x.dim()``) or a value through a call without a record (``x.tolist()``,
+``x.item()``) is not reading it on the record: such an argument is listed too, which costs a ``?`` (a
+``input-unread`` note, :mod:`.rules.unread`), never an error. Parameters and a module's own tensors
+passed back to it are not inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.capture import Capture
+
+
+class Argument(NamedTuple):
+    """One tensor argument of the top call: where it was passed and what it was."""
+
+    name: str          # the ``forward`` parameter's name where known, else ``argument 2``
+    node: int          # the node it held when the call started
+    shape: tuple[int, ...]
+    dtype: str         # ``bool``, ``float32``...
+
+
+def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: int) -> None:
+    """Note the tensor arguments of the first outermost call (``start``: its first record's index)."""
+    names = _parameter_names(module)
+    passed = [*((names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)),
+              *kwargs.items()]
+    with torch._C.DisableTorchFunction():   # (reading a tensor's facts is not the traced code's work)
+        found = tuple(Argument(name, capture.node_of(a), tuple(a.shape), str(a.dtype).removeprefix("torch."))
+                      for name, a in passed
+                      if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
+                      and not any(a is held for held in module._buffers.values()))
+    capture.module_calls.arguments = [start, None, found]
+
+
+def note_end(capture: Capture) -> None:
+    """The first outermost call returned: its records end here (a later call's reads are not its own)."""
+    noted = capture.module_calls.arguments
+    if noted is not None and noted[1] is None:
+        noted[1] = len(capture.records)
+
+
+def _parameter_names(module) -> list[str]:
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
+    """The top call's tensor arguments that no record the call made has among its operands."""
+    noted = capture.module_calls.arguments
+    if not noted:
+        return ()
+    start, end, arguments = noted
+    records = capture.records[start:end]   # (end None: the call did not return, what it made so far)
+    read = {n for record in records for n in getattr(record, "ins", ())}
+    read.update(getattr(record, "was", None) for record in records)   # (named inside: read on)
+    return tuple(a for a in arguments if a.node not in read)
