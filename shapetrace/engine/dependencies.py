@@ -8,9 +8,8 @@ random direction (one forward at batch 2), and the outputs are compared:
   changes when entry 0 runs beside another sequence depends on its batch-mates ("output token 3 of
   batch 0 depends on the other batch entries' tokens");
 * **each output token depends on its own input token**: the moved last token's own output must change;
-* **a declared causal mask is honoured**: with a ``tril``/``triu``, ``is_causal=True``, a causal mask's
-  values or attention weights that are zero on one side of the diagonal in the trace, that same bump
-  may change no earlier output token.
+* **a declared causal mask is honoured**: with a causal ``tril``/``triu``, ``is_causal=True``, a causal
+  mask's values or weights zero on one side of the diagonal, that bump may change no earlier output.
 
 Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T``
 or their roles); where they are not known, nothing is measured (equal sizes never decide an axis).
@@ -28,10 +27,10 @@ from typing import Any
 import torch
 
 from shapetrace.engine.diagnostic import Diagnostic
+from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import attributes as _attributes
 from shapetrace.engine.module_state import restore as _restore
-from shapetrace.engine.ops import Family
 from shapetrace.engine.probe_inputs import AtEntry, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
 from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
@@ -496,13 +495,14 @@ def _roles(labels, role_of) -> dict[str, int]:
 
 
 def _causal(events, triangle: str | None = None) -> str | None:
-    """What declares a causal mask: the first ``tril``/``triu``, ``is_causal=True`` or mask shaped like
-    one (``"tril #4"``), else attention weights with a zero triangle; None when nothing does."""
+    """What declares a causal mask: the first causal triangle (``tril(0)``, not a look-ahead ``tril(2)``:
+    :func:`.directions.causal_triangle`), ``is_causal=True`` or mask shaped like one (``"tril #4"``), else
+    attention weights with a zero triangle; None when nothing does."""
     for e in events:
-        if e.spec.family is Family.TRIANGLE or e.params.get("is_causal") \
-                or e.params.get("mask_pattern") == "causal":
+        if causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal":
             return f"{e.op} #{e.index}"
     return f"the attention weights are {triangle}" if triangle else None
+
 
 
 def triangular_weights(outputs) -> str | None:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
+from shapetrace.engine.opspec import Family
 
 #: operands up to this many elements are read (a larger one is not judged)
 READ_LIMIT = 1 << 16
@@ -344,3 +345,22 @@ def sdpa_params(args: tuple, kwargs: dict) -> dict:
     if _is_tensor(mask) and _is_tensor(q) and _is_tensor(k) and q.dim() >= 2 and k.dim() >= 2:
         found.update(attn_mask_facts(mask, (q.shape[-2], k.shape[-2])))
     return found
+
+
+def triangle_params(args: tuple, kwargs: dict) -> dict:
+    """``tril``/``triu``: the diagonal the triangle starts at (0 where not given, as in torch)."""
+    diagonal = arg(args, kwargs, 1, "diagonal", 0)
+    return {"diagonal": diagonal if type(diagonal) is int else None}
+
+
+def causal_triangle(e) -> bool:
+    """Is ``e`` a ``tril``/``triu`` cut at the causal diagonal, aligned to the last query and key as torch's
+    masks are (``L`` queries, ``S`` keys: its last two axes)? ``tril(S - L)`` keeps each query's keys up to
+    its own and ``triu(S - L + 1)`` hides those after it; ``triu(S - L)`` and ``tril(S - L - 1)`` are the
+    same cut taken the wrong way round (a slip's reversed mask: still a declared causal mask, so the
+    values measure its leak). A cut elsewhere, a look-ahead ``tril(2)`` or a band, declares nothing."""
+    if e.spec.family is not Family.TRIANGLE or not e.outputs or len(e.outputs[0].shape) < 2:
+        return False
+    n_q, n_k = e.outputs[0].shape[-2:]
+    cut = n_k - n_q
+    return e.params.get("diagonal") in ((cut, cut - 1) if e.op.startswith("tril") else (cut, cut + 1))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shapetrace.engine import propagate as pr
-from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, where_params
+from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, triangle_params, where_params
 from shapetrace.engine.op_args import (
     _conv_params,
     _dim_params,
@@ -194,8 +194,10 @@ ENTRIES: list[OpSpec] = [
       for name in ("masked_fill", "masked_fill_")),
     OpSpec("where", "new", pr.broadcast, words="picks from two tensors by a condition", family=F.ELEMENTWISE,
            meta="where", params=where_params, params_read_values=True),
-    OpSpec("tril", "copy", pr.same, words="keeps the lower triangle", family=F.TRIANGLE, meta="tri"),
-    OpSpec("triu", "copy", pr.same, words="keeps the upper triangle", family=F.TRIANGLE, meta="tri"),
+    OpSpec("tril", "copy", pr.same, words="keeps the lower triangle", family=F.TRIANGLE, meta="tri",
+           params=triangle_params),
+    OpSpec("triu", "copy", pr.same, words="keeps the upper triangle", family=F.TRIANGLE, meta="tri",
+           params=triangle_params),
     # -- compute: new values -------------------------------------------------------------------------
     OpSpec("linear", "new", pr.linear, shows_first=True, params=_linear_params, operands=linear_operands,
            words="a linear projection of the last axis", family=F.PROJECTION,

@@ -171,3 +171,58 @@ def test_an_encoder_decoders_source_is_not_compared_token_by_token_with_its_targ
         "held on the values: batch entries stay apart; not measured: heads (the measuring run did not reach the "
         "merge), each token depends on itself, the causal mask holds (the input's tokens (S) are another sequence "
         "than the output's (T))")
+
+
+class WindowedAttention(nn.Module):
+    """Local attention whose window is built in ``forward`` with ``tril``/``triu``, as lucidrains'
+    local-attention builds its band (``LocalAttention(look_backward=1, look_forward=1)``) and streaming
+    speech encoders give each frame a few frames of right context (torchaudio's Emformer). ``ahead``: keys a
+    query may see after its own (1: one frame of look-ahead, by design); ``behind``: a band's width back
+    (None: everything before)."""
+
+    def __init__(self, ahead=0, behind=None, n_embd=32, n_head=4):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+        self.ahead, self.behind, self.n_head = ahead, behind, n_head
+
+    def forward(self, x):
+        B, T, C = x.shape                                                          # (B, T, C)
+        q, k, v = self.qkv(x).chunk(3, dim=-1)                                     # (B, T, C) each
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hs)
+        keep = torch.ones(T, T, dtype=torch.bool).tril(self.ahead)                 # (T, T)
+        if self.behind is not None:
+            keep = keep.triu(-self.behind)                                         # (T, T)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.n_head)              # (B, H, T, T)
+        att = att.masked_fill(~keep, float("-inf")).softmax(dim=-1)                # (B, H, T, T)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)                             # (B, T, C)
+        return self.out(y)
+
+
+def _windowed(ahead, behind, B=2, T=6):
+    torch.manual_seed(0)
+    model, x = WindowedAttention(ahead, behind), torch.randn(B, T, 32)
+    with shapetrace.trace(dims=f"B={B} T={T} D=32 H=4", dependencies=True) as t:
+        shapetrace.name(x, "B T D")
+        model(x)
+    return t
+
+
+@pytest.mark.parametrize(("ahead", "behind"), [(1, None), (2, 2), (1, 1)])
+def test_a_window_that_looks_ahead_by_design_declares_no_causal_mask(ahead, behind):
+    """A ``tril(1)`` (a frame of right context) or a band ``tril(w).triu(-w)`` is no causal mask: its later
+    keys are seen on purpose, and the values measured must not call them a leak. On 33c87cf any ``tril`` or
+    ``triu`` declared a causal mask, and these correct files ended ``✗`` with causal-mask-leaks."""
+    t = _windowed(ahead, behind)
+    report = t.report()
+    assert "causal-mask-leaks" not in [d.kind for d in report.diagnostics]
+    assert CAUSAL not in report.contracts and [BATCH, OWN_TOKEN] == report.contracts[:2]
+    assert report.verdict.mark != "✗"
+
+
+@pytest.mark.parametrize("behind", [None, 2])
+def test_a_causal_tril_and_a_causal_window_still_declare_the_mask(behind):
+    """``tril()`` (and a causal window ``tril().triu(-w)``, mistral's sliding window) still declares it: the
+    causal contract is measured and holds."""
+    report = _windowed(0, behind).report()
+    assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
+    assert CAUSAL in report.contracts and report.verdict.mark == "✓"
