@@ -384,10 +384,13 @@ def sdpa(c: Call) -> Axes:
 
 
 def embedding(c: Call) -> Axes:
-    """Token ids ``[B, T]`` become ``[B, T, D]``: one feature vector (of the model's width) per id."""
+    """Token ids ``[B, T]`` become ``[B, T, D]``: one feature vector (of the model's width) per id; a
+    table narrower than the model (ALBERT's and ELECTRA's embedding width) makes ``F`` where no other
+    name has its width (:func:`.axis_compute.projected_width`)."""
     ids = c.in_axes[0]
     width = c.shapes[0][-1]
-    feature = ax.root_axis("D", width) if c.namer.size_of("D") == width else ax.unknown_axis(width)
+    feature = ax.root_axis("D", width) if c.namer.size_of("D") == width else \
+        axis_compute.projected_width(c.namer, width)
     return tuple(ids) + (feature,)
 
 
