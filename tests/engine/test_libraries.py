@@ -339,7 +339,8 @@ _IMAGE = {**SIZES, "T": 17}                                                     
 _SWIN = {"B": 2, "D": 16, "H": 2}
 
 #: id -> (build, inputs, dims, the verdict's first character after lib13); before lib13 (8110233) the
-#: ones marked ``# ?`` below were '?': their MLP's 4·D, a classifier or BERT's buffered positions unnamed
+#: ones marked ``# ?`` below were '?': their MLP's 4·D, a classifier or BERT's buffered positions unnamed;
+#: the comment beside a '?' says what is left unnamed
 FIRST_SIGHT = {
     "gpt2": (_hf("GPT2Model", "GPT2Config", n_layer=2, n_embd=64, n_head=4, n_positions=32, vocab_size=100),
              _IDS, SIZES, "✓"),                                                                    # ?
@@ -366,8 +367,8 @@ FIRST_SIGHT = {
     "qwen2": (_hf("Qwen2Model", "Qwen2Config", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
     "phi": (_hf("PhiModel", "PhiConfig", **_DEC), _IDS, SIZES, "✓"),
     "gemma": (_hf("GemmaModel", "GemmaConfig", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
-    "bert": (_hf("BertModel", "BertConfig", **_DEC), _IDS, SIZES, "?"),      # the [1, 32] token-type buffer
-    "roberta": (_hf("RobertaModel", "RobertaConfig", **_DEC), _IDS, SIZES, "?"),  # as BERT
+    "bert": (_hf("BertModel", "BertConfig", **_DEC), _IDS, SIZES, "✓"),                                # ?
+    "roberta": (_hf("RobertaModel", "RobertaConfig", **_DEC), _IDS, SIZES, "?"),  # [1, 32] buffer grown to B
     "albert": (_hf("AlbertModel", "AlbertConfig", embedding_size=32, **_DEC), _IDS, SIZES, "?"),  # 32 = 2·d_k
     "electra": (_hf("ElectraModel", "ElectraConfig", embedding_size=32, **_DEC), _IDS, SIZES, "?"),  # as ALBERT
     "t5": (_hf("T5Model", "T5Config", d_model=64, num_heads=4, d_kv=16, d_ff=128, num_layers=1, num_decoder_layers=1,

@@ -365,3 +365,26 @@ def test_an_mlp_to_four_times_the_width_and_a_classifier_are_checked():
         ("qkv", ("B", "T", "3*D")), ("proj", ("B", "T", "D")), ("fc1", ("B", "T", "F")), ("fc2", ("B", "T", "D")),
         ("head", ("B", "F"))]
     assert t.report().verdict.mark == "✓", t.report().verdict.line
+
+
+def test_a_view_that_reads_its_operand_as_it_lies_is_not_counted():
+    """A buffer expanded to its own size, a prefill's whole slice ``bias[:, :, :T, :T]`` of a ``[.., T, T]``
+    table: the same shape, strides, offset and names as the operand, so no element moves and none is
+    renamed (BERT's ``token_type_ids.expand(position_ids.shape[0], -1)`` of ``[1, 32]``, unnamed, left BERT
+    '?' on 8110233; each was counted there). A slice that picks and a transpose are counted."""
+    table = torch.arange(32).expand(1, -1)                                           # (1, 32)
+    x = torch.randn(4, 4, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=4 T=4 D=8 H=2") as t:
+        shapetrace.name(x, "B T D")
+        table.expand(1, -1)                                                          # (1, 32) as it lies
+        x.view(4, 4, 8)                                                              # (B, T, D) as it lies
+    assert [e.op for e in t.events] == ["expand", "view"]
+    assert (t.report().verdict.total, t.report().verdict.unchecked) == (0, ())
+    with torch.no_grad(), shapetrace.trace(dims="B=4 T=4 D=8 H=2") as t:
+        shapetrace.name(x, "B T D")
+        x[:, :4]                                                                     # (B, T, D) as it lies
+        x[:, :3]                                                                     # (B, T[0:3], D): picks
+        x.transpose(0, 1)                                                            # (T, B, D): moves
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [
+        ("__getitem__", ("B", "T", "D")), ("__getitem__", ("B", "T[0:3]", "D")), ("transpose", ("T", "B", "D"))]
+    assert t.report().verdict.total == 2
