@@ -12,12 +12,13 @@ from shapetrace.engine.axes import (
     MIXED_PREFIX,
     UNKNOWN,
     Axis,
+    base_names,
     root_axis,
     sizes_of,
     unknown_axes,
     unknown_axis,
 )
-from shapetrace.engine.vocabulary import Role
+from shapetrace.engine.vocabulary import FEATURE_WIDTHS, PROJECTED, Role
 
 #: the heads merged back where a head's width is set apart from D / H (Gemma's ``o_proj`` input)
 MERGED_HEADS = "H*d_k"
@@ -42,8 +43,21 @@ def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -
             if 0 <= k < len(axes) and axes[k].size == size and (size == 1 or axes[k].atoms):
                 if axes[k].atoms and (chosen is None or _is_unknown(chosen) or _adds_a_role(chosen, axes[k])):
                     chosen = axes[k]
+        if chosen is not None and size > 1 and _projected_met(inputs, n, j, chosen):
+            chosen = None
         out.append(chosen if chosen is not None else unknown_axis(size))
     return tuple(out)
+
+
+def _projected_met(inputs: Sequence[Sequence[Axis]], n: int, j: int, chosen: Axis) -> bool:
+    """Does broadcasting line a projection's own width (``F``: :func:`projected_width`, a name with no
+    role) up with an axis named otherwise at output axis ``j`` (angles computed from the data, ``cat((theta,
+    theta))``, against a head's features ``d_k``)? No rule can judge that pairing, so the result's axis is
+    not named by either: what follows is not checked."""
+    met = [axes[j - (n - len(axes))] for axes in inputs if 0 <= j - (n - len(axes)) < len(axes)]
+    met = [a for a in met if a.size > 1 and a.atoms and not _is_unknown(a)]
+    return any(a.atoms != chosen.atoms for a in met) and any(
+        PROJECTED in base_names(atom.root) for a in met for atom in a.atoms)
 
 
 def _adds_a_role(chosen: Axis, other: Axis) -> bool:
@@ -70,14 +84,29 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
         root = source
     if root is None and source == MERGED_HEADS and namer.width_clashes(out_features):
         root = "D"   # the merged heads projected back to the model's width (o_proj), never keys or values
-    last = root_axis(root, out_features) if root else unknown_axis(out_features)
+    last = root_axis(root, out_features) if root else projected_width(namer, out_features)
     return tuple(axes[:-1]) + (last,)
 
 
+def projected_width(namer: Namer, width: int) -> Axis:
+    """The new axis of a module's projection (or embedding table) that no name fits: ``F``, the features
+    it made, where no declared or derived name has that size (else unnamed: which of two names of one
+    size it is, sizes cannot say). Any order of a weight's rows is another weight, so what the axis holds
+    is proven by where it came from; its size only rules names out. ``F`` declared at another size: unnamed."""
+    if width == 1 or namer.size_of(PROJECTED) not in (None, width):
+        return unknown_axis(width)
+    taken = {size for name, size in namer.dims.items() if name != PROJECTED} | set(namer.sum_sizes.values())
+    if width in taken or any(namer.size_of(n) == width for n in (*namer.decompositions, *FEATURE_WIDTHS)):
+        return unknown_axis(width)
+    return root_axis(PROJECTED, width)
+
+
 def _features_label(axis: Axis, namer: Namer) -> str | None:
-    """The axis's label where it names features (what a projection's width is read off), else None."""
+    """The axis's label where it names features (what a projection's width is read off), else None: a
+    width another projection made (``F``, role-less) is features to the next one (an MLP's second layer)."""
     label = namer.label(axis) if axis.atoms else None
-    return label if label is not None and namer.role(label.lstrip(MIXED_PREFIX)) == "features" else None
+    return label if label is not None and (namer.role(label.lstrip(MIXED_PREFIX)) == "features"
+                                           or label == PROJECTED) else None
 
 
 

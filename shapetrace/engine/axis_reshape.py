@@ -14,11 +14,13 @@ from shapetrace.engine.axes import (
     Atom,
     Axis,
     _root_of_label,
+    base_names,
     coalesce,
     unknown_axes,
     unknown_axis,
 )
 from shapetrace.engine.layout import row_major
+from shapetrace.engine.vocabulary import PROJECTED
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.namer import Namer
@@ -167,13 +169,21 @@ def _recut_chain(atoms, atom_strides, out_sizes, out_strides, bounds) -> list[tu
     for atom, g in zip(atoms, atom_strides):
         inner = [b for b in bounds if g <= b <= g * atom.size]
         for lo, hi in reversed(list(zip(inner, inner[1:]))):
-            sub = Atom(atom.root, atom.root_size, atom.stride * (lo // g), hi // lo)
+            sub = Atom(_cut_root(atom, hi // lo), atom.root_size, atom.stride * (lo // g), hi // lo)
             pieces.append((lo, sub))
     pieces.sort(key=lambda p: -p[0])
     out = []
     for stride, size in zip(out_strides, out_sizes):
         out.append(tuple(a for g, a in pieces if stride <= g < stride * size))
     return out
+
+
+def _cut_root(atom: Atom, size: int) -> str:
+    """The root of a piece of ``atom`` of ``size`` entries: its own, except a piece of a width a projection
+    made (``F``: :func:`.axis_compute.projected_width`, or a slice of it), which says nothing of what the
+    piece holds (heads, q, k and v, or a head's features: the split is the question): unnamed, as the
+    whole was before it had a name."""
+    return UNKNOWN if size != atom.root_size and PROJECTED in base_names(atom.root) else atom.root
 
 
 def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) -> tuple[Atom, ...]:

@@ -34,7 +34,7 @@ from shapetrace.engine.axes import (
     merges_neighbours,
     piece_label,
 )
-from shapetrace.engine.vocabulary import GRID_AXES, STACK_FACTORS
+from shapetrace.engine.vocabulary import FEATURE_WIDTHS, GRID_AXES, PROJECTED, STACK_FACTORS
 
 
 def narrower_query_heads(namer: Namer, size: int) -> bool:
@@ -180,9 +180,7 @@ class Namer:
         fused = _fused_heads_root(self, size)
         if fused is not None:
             return fused or None
-        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k",
-                                                                    "3*H*d_k", "2*H*d_k", "2*d_k")
-                                  if self.size_of(n) == size))
+        hits = list(dict.fromkeys(self.aliases.get(n, n) for n in FEATURE_WIDTHS if self.size_of(n) == size))
         if self.width_clashes(size) or narrower_query_heads(self, size):
             return None
         for declared in ("H*d_k", "D", "D_kv"):   # a width made of declared names wins over a fused reading
@@ -223,6 +221,8 @@ class Namer:
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
         if atom.root in FUSED_HEAD_ROOTS:
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
+        if PROJECTED in base_names(atom.root):
+            return UNKNOWN   # a piece of a width a projection made (``F``) says nothing of what it holds
         return piece_of_named(self, atom) or piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:

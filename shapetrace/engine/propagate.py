@@ -308,9 +308,29 @@ def _padded_axis(axis: Axis, pair: tuple, size: int, namer) -> Axis:
 
 
 def gather(c: Call) -> Axes:
+    """``gather(x, dim, index)``: the result's axes are the index's; along ``dim`` each entry is the one the
+    index's entry there asks for, so where ``x``'s axis there has no name (a table: BERT's buffered
+    token-type ids, gathered at the position ids of the tokens) it takes the index's name there (``T``),
+    else none here (a pick of named positions is named by :mod:`.infer.elements`: ``N[ids_keep]``)."""
     src, shape = c.in_axes[0], c.shapes[0]
     dim = int(c.arg(1, "dim")) % max(len(shape), 1)
-    return tuple(ax.unknown_axis(s) if i == dim or a.size != s else a for i, (a, s) in enumerate(zip(src, shape)))
+    index = c.in_axes[1] if len(c.in_axes) > 1 else ()
+    # (gather's index has the input's rank; index_select's is 1-d, its one axis the picked one)
+    asked = index[dim] if len(index) == len(shape) else index[0] if len(index) == 1 else None
+    return tuple(_asked(a, asked, s) if i == dim else ax.unknown_axis(s) if a.size != s else a
+                 for i, (a, s) in enumerate(zip(src, shape)))
+
+
+def _asked(picked: Axis, asked: Axis | None, size: int) -> Axis:
+    """Along a gather's ``dim``: the index's axis where the picked axis has no name and the index's has one."""
+    if asked is None or asked.size != size or not asked.atoms or picked.atoms and not _unnamed(picked) \
+            or _unnamed(asked):
+        return ax.unknown_axis(size)
+    return asked
+
+
+def _unnamed(axis: Axis) -> bool:
+    return not axis.atoms or all(a.root == ax.UNKNOWN for a in axis.atoms)
 
 
 def take_along_dim(c: Call) -> Axes:
@@ -384,10 +404,13 @@ def sdpa(c: Call) -> Axes:
 
 
 def embedding(c: Call) -> Axes:
-    """Token ids ``[B, T]`` become ``[B, T, D]``: one feature vector (of the model's width) per id."""
+    """Token ids ``[B, T]`` become ``[B, T, D]``: one feature vector (of the model's width) per id; a
+    table narrower than the model (ALBERT's and ELECTRA's embedding width) makes ``F`` where no other
+    name has its width (:func:`.axis_compute.projected_width`)."""
     ids = c.in_axes[0]
     width = c.shapes[0][-1]
-    feature = ax.root_axis("D", width) if c.namer.size_of("D") == width else ax.unknown_axis(width)
+    feature = ax.root_axis("D", width) if c.namer.size_of("D") == width else \
+        axis_compute.projected_width(c.namer, width)
     return tuple(ids) + (feature,)
 
 

@@ -80,14 +80,17 @@ def _sum(a, b) -> SizeSum:
 
 
 def other_term(total, start):
-    """What ``total`` adds to ``start``: ``T`` for ``past + T`` from ``past`` (the same read, or the
-    same plain int), ``total`` itself from a literal 0; None when ``total`` is no such sum."""
+    """What ``total`` adds to ``start``: ``T`` for ``past + T`` or ``T + past`` from ``past`` (the same read,
+    or the same plain int: BERT's ``position_ids[:, cache_length : seq_length + cache_length]``), ``total``
+    itself from a literal 0; None when ``total`` is no such sum."""
     if type(start) is int and start == 0 and type(total) is not SizeSum:
         return total
     if type(total) is not SizeSum:
         return None
     a, b = total.terms
-    return b if _same_read(a, start) else None
+    if _same_read(a, start):
+        return b
+    return a if _same_read(b, start) else None   # ``T + past`` from ``past``: a sum either way round
 
 
 def _same_read(a, b) -> bool:

@@ -126,7 +126,20 @@ def could_carry_a_layout_bug(event: Event) -> bool:
     the data's sizes (a class token expanded over the batch): that op lays it out against the data."""
     return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY \
         and not (event.from_parameters and (event.spec.family is not Family.EXPAND
-                                            or all(math.prod(o.shape) == 1 for o in event.outputs)))
+                                            or all(math.prod(o.shape) == 1 for o in event.outputs))) \
+        and not _same_layout_view(event)
+
+
+def _same_layout_view(event: Event) -> bool:
+    """Is this a view that reads its one operand exactly as it lies (the same shape, strides and offset:
+    BERT's ``token_type_ids.expand(position_ids.shape[0], -1)`` of a ``[1, 32]`` buffer to ``[1, 32]``) and
+    gives its axes the same names? Every element stays at its index and means what it meant: nothing is
+    moved that a layout bug could move. (A ``view(T, B, D)`` of ``[B, T, D]`` at B = T lies the same but
+    renames its axes: still counted.)"""
+    if not event.view or len(event.inputs) != 1 or len(event.outputs) != 1:
+        return False
+    i, o = event.inputs[0], event.outputs[0]
+    return (i.shape, i.stride, i.storage_offset, i.dims) == (o.shape, o.stride, o.storage_offset, o.dims)
 
 
 def _named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:

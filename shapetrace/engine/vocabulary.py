@@ -54,6 +54,13 @@ ROLES = {
     "D_kv": _F, "nW": _B, "B_max": _B,
     "Hp": _T, "Wp": _T, "Fp": _T,   # a convolution's grid of patches (rows, columns, frames)
 }
+#: the root of a width a module's own projection or embedding makes where no declared or derived name has
+#: that size: an MLP's hidden width (4·D), a classifier's outputs, an embedding narrower than D (ALBERT's).
+#: It has no role: what the features mean (a gate per head feature, angles, logits) no size says, so it
+#: never clashes with another name where broadcasting lines it up; its pieces are unnamed.
+PROJECTED = "F"
+#: the widths a projection of a model's features may have, each read as features of that name
+FEATURE_WIDTHS = ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k", "3*H*d_k", "2*H*d_k", "2*d_k")
 #: the axes of one grid of patches: each walks its own direction, so two of them never line up
 GRID_AXES = frozenset({"Hp", "Wp", "Fp"})
 #: roles a user may declare with ``name:role=size``

@@ -253,16 +253,17 @@ def test_places_inside_windows_folded_with_heads_are_a_mix(dims, fold):
 # -- picks by index on one image: a replay's indices were bounded by the least size, the batch's 1 ---------
 
 @pytest.mark.parametrize("bug,gathers,errors", [
-    ("", [("B", "N[ids_keep]", "D"), ("B", "N[ids_restore]"), ("B", "(N[ids_keep]+12)[ids_restore]", None)], []),
-    ("restore-wrong-axis", [("B", "N[ids_keep]", "D"), ("B", "N[ids_restore]"), ("B", "N[ids_keep]+12", None)],
-     ["index-wrong-axis"]),
+    ("", [("B", "N[ids_keep]", "D"), ("B", "N[ids_restore]"), ("B", "(N[ids_keep]+12)[ids_restore]", "F")], []),
+    ("restore-wrong-axis", [("B", "N[ids_keep]", "D"), ("B", "N[ids_restore]"),
+                            ("B", "N[ids_keep]+12", "F[ids_restore]")], ["index-wrong-axis"]),
 ])
 def test_mae_picks_by_index_on_one_image(bug, gathers, errors):
     """facebookresearch/mae ``random_masking`` (``torch.gather(x, dim=1, index=ids_keep...)``) and
     ``forward_decoder``'s unshuffle at B = 1: the element replays drew every index below the least size
     of any axis, the batch's 1, so every index was 0 and no pick was seen: the patches lost their names
     and the unshuffle along the features (``dim=2``) was a silent ``?`` (883cc17). An axis of one entry
-    no longer bounds the indices."""
+    no longer bounds the indices. The decoder's width 36 is ``F`` (its projection's own width, lib13):
+    picked along it by the restore indices, ``F[ids_restore]``."""
     torch.manual_seed(0)
     model, inputs = importlib.import_module("tests.corpus.vision.mae").build(bug)
     with torch.no_grad(), shapetrace.trace(dims="B=1 N=16 D=24 H=3") as t:

@@ -107,13 +107,15 @@ def test_mae_slice_of_a_join_is_named_by_its_parts():
     """facebookresearch/mae models_mae.py ``forward_decoder``: ``x[:, 1:, :]`` of the ``1+N[ids_keep]``
     tokens is the kept patches, ``N[ids_keep]``; the mask tokens ``repeat(x.shape[0], ...)`` are one per
     batch entry; the joins keep their order. Main named the slice ``1+N[ids_keep][1:5]`` (read as
-    1 + 4 = 5 tokens of 4) and the join ``N[ids_keep][1:5]+13`` (of 16: 12 mask tokens)."""
+    1 + 4 = 5 tokens of 4) and the join ``N[ids_keep][1:5]+13`` (of 16: 12 mask tokens). The decoder's
+    width (36, ``decoder_embed``'s) is ``F``, a width its projection made that no declared name has
+    (unnamed before lib13), and so is the mask tokens' width, joined along the tokens with it."""
     t = traced(mae, "", "B=2 N=16 D=24 H=3")
     dims = [e.outputs[0].dims for e in on_line(t, "x_ = torch.cat([x[:, 1:, :], mask_tokens], dim=1)")]
-    assert dims == [("B", "N[ids_keep]", None), ("B", "N[ids_keep]+12", None)]
-    assert on_line(t, "mask_tokens = self.mask_token.repeat")[-1].outputs[0].dims == ("B", "12", None)
+    assert dims == [("B", "N[ids_keep]", "F"), ("B", "N[ids_keep]+12", "F")]
+    assert on_line(t, "mask_tokens = self.mask_token.repeat")[-1].outputs[0].dims == ("B", "12", "F")
     assert on_line(t, "index=ids_restore.unsqueeze(-1).repeat(1, 1, x.shape[2]))  # unshuffle")[-1] \
-        .outputs[0].dims == ("B", "(N[ids_keep]+12)[ids_restore]", None)
+        .outputs[0].dims == ("B", "(N[ids_keep]+12)[ids_restore]", "F")
     assert on_line(t, "x = torch.cat([x[:, :1, :], x_], dim=1)")[-1].outputs[0].dims[:2] == \
         ("B", "1+(N[ids_keep]+12)[ids_restore]")
 
@@ -143,8 +145,10 @@ def test_mae_unshuffle_along_the_features_is_an_error_and_the_right_axis_is_sile
     [d] = found["restore-wrong-axis"]
     e = t.events[d.event]
     assert (d.kind, e.op) == ("index-wrong-axis", "gather")
+    width = "F" if decoder_dim == 36 else "unnamed"   # (36: decoder_embed's own width; 16 is also N's size)
+    shown = f"F={decoder_dim}" if decoder_dim == 36 else f"{decoder_dim}"
     assert d.message == (
-        f"gather #{e.index} picks along axis 2 (unnamed) of [B=2, N[ids_keep]+12=16, {decoder_dim}] with indices "
+        f"gather #{e.index} picks along axis 2 ({width}) of [B=2, N[ids_keep]+12=16, {shown}] with indices "
         "that count N (tokens): argsort made them along N. Its tokens axis is axis 1 (N[ids_keep]+12), so the "
         "pick reorders other values by positions of N.")
     assert d.fix == "Pick along the axis the indices count: dim=1 (e.g. torch.gather(x, dim=1, index=...))."

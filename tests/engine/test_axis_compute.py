@@ -57,3 +57,50 @@ def test_a_conv_over_raw_channels_names_no_fused_width():
     assert NAMER.label(conv_axes(audio, (2, 64, 13), NAMER, weight=(64, 1, 10))[1]) == "D"   # a stem's width
     features = (batch, root_axis("D", 64), unknown_axis(13))
     assert NAMER.label(conv_axes(features, (2, 192, 13), NAMER, weight=(192, 64, 1))[1]) == "3*D"   # fused q, k, v
+
+
+# -- a projection's own width: F (lib13) -------------------------------------------------------------------
+
+def _labels(axes) -> tuple:
+    return tuple(NAMER.label(a) for a in axes)
+
+
+def test_a_projection_to_a_width_no_name_has_is_F():
+    """An MLP's hidden 4·D (256 at D = 64) was unnamed on 8110233, so fc1/fc2 of GPT-2, GPT-Neo, GPT-J, Bloom,
+    Falcon and timm's ViT were '?': the width is F, and projected back it is D again."""
+    from shapetrace.engine.axis_compute import linear_axes
+
+    hidden = linear_axes((B, T, root_axis("D", 64)), 256, NAMER)
+    assert _labels(hidden) == ("B", "T", "F")
+    assert _labels(linear_axes(hidden, 64, NAMER)) == ("B", "T", "D")
+    assert _labels(linear_axes(hidden, 10, NAMER)) == ("B", "T", "F")     # a classifier's outputs
+
+
+def test_a_width_that_a_name_has_is_never_F():
+    """Equal sizes never decide a name: a width of T's 6 entries, H's 4, 2·D, or an F declared at another
+    size stays unnamed; an input whose features are unnamed gives no F either."""
+    from shapetrace.engine.axis_compute import linear_axes, projected_width
+
+    x = (B, T, root_axis("D", 64))
+    assert [_labels(linear_axes(x, n, NAMER))[-1] for n in (6, 4, 128, 192)] == [None, None, "2*D", "3*D"]
+    assert NAMER.label(projected_width(Namer({"B": 2, "T": 6, "D": 64, "H": 4, "F": 100}), 256)) is None
+    assert NAMER.label(projected_width(NAMER, 1)) is None
+    assert _labels(linear_axes((B, T, unknown_axis(64)), 256, NAMER)) == ("B", "T", None)
+
+
+def test_broadcasting_F_against_another_name_names_neither():
+    """``q * cat((theta, theta)).cos()`` with ``theta`` a projection of x: F+F lined up with d_k. F has no
+    role, so no rule can judge the pairing; the result's axis is unnamed (before: a false
+    ``broadcast-mismatch`` where F was features, or a check mark where it had no role). Two F of one width
+    (a gated MLP's ``gate * up``) keep F."""
+    from shapetrace.engine.axis_compute import broadcast_axes, linear_axes
+
+    x = (B, T, root_axis("D", 64))
+    f = linear_axes(x, 256, NAMER)
+    assert _labels(broadcast_axes([f, f], (2, 6, 256))) == ("B", "T", "F")
+    theta = linear_axes(x, 40, NAMER)                  # a width no name has: F
+    head_features = (B, T, root_axis("d_k", 40))
+    assert _labels(theta)[-1] == "F"
+    assert _labels(broadcast_axes([head_features, theta], (2, 6, 40))) == ("B", "T", None)
+    assert _labels(broadcast_axes([theta, head_features], (2, 6, 40))) == ("B", "T", None)
+    assert _labels(broadcast_axes([head_features, head_features], (2, 6, 40))) == ("B", "T", "d_k")

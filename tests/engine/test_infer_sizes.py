@@ -281,3 +281,42 @@ def test_a_t5_relative_position_bias_indexed_by_positions_of_the_wrong_axis_is_a
     assert [e.output.dims for e in t.events if e.op == "embedding"] == [(*tokens, heads)]
     assert [e.output.dims[-2:] for e in t.events if e.op == "unsqueeze"] == [tokens]
     assert kinds(t) == (["broadcast-mismatch"] if wrong else [])
+
+
+class _BertEmbeddings(nn.Module):
+    """transformers' BertEmbeddings (5.x): buffered position ids sliced ``[:, cache_length : seq_length +
+    cache_length]``, buffered token-type ids expanded and gathered at those positions, three embeddings."""
+
+    def __init__(self, D: int, positions: int = 32):
+        super().__init__()
+        self.words, self.types, self.places = nn.Embedding(50, D), nn.Embedding(2, D), nn.Embedding(positions, D)
+        self.register_buffer("position_ids", torch.arange(positions).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(1, positions, dtype=torch.long), persistent=False)
+
+    def forward(self, ids, cache_length: int = 0):
+        batch_size, seq_length = ids.size()
+        position_ids = self.position_ids[:, cache_length: seq_length + cache_length]          # (1, T)
+        types = torch.gather(self.token_type_ids.expand(position_ids.shape[0], -1), dim=1,
+                             index=position_ids)                                               # (1, T)
+        types = types.expand(batch_size, seq_length)                                           # (B, T)
+        return self.words(ids) + self.types(types) + self.places(position_ids)                 # (B, T, D)
+
+
+def test_positions_counted_after_a_cache_length_and_a_table_gathered_at_them_are_the_tokens():
+    """``[c : n + c]`` counts the ``n`` positions after ``c`` (as ``arange(c, c + n)`` does), whichever term
+    comes first in the sum; a gather from an unnamed table at those positions is indexed as they are. On
+    8110233 both were unnamed: ``? checked 1 of 7 ops ...; not checked (unnamed axes): #0 __getitem__, #1
+    expand, #2 gather, #3 expand and 2 more`` (BERT, RoBERTa, ELECTRA on first sight). The table's own
+    ``expand`` to its size (``[1, 32]`` to ``[1, 32]``) stays unnamed (nothing says what its 32 positions
+    index) and, reading its operand as it lies, is not counted."""
+    torch.manual_seed(0)
+    model, ids = _BertEmbeddings(16).eval(), torch.randint(0, 50, (2, 6))
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=16 H=2") as t:
+        model(ids)
+    assert [(e.op, e.outputs[0].dims) for e in t.events[:6]] == [
+        ("__getitem__", (None, "T")), ("expand", (None, None)), ("gather", (None, "T")), ("expand", ("B", "T")),
+        ("embedding", ("B", "T", "D")), ("embedding", ("B", "T", "D"))]
+    assert t.report().verdict.line.startswith("✓ checked all 6 ops")   # (the expand as it lies: not counted)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=16 H=2") as t:
+        model(ids, cache_length=3)
+    assert t.events[0].outputs[0].dims == (None, "T")

@@ -331,3 +331,60 @@ def test_ops_on_a_weight_alone_do_not_count_and_a_class_token_grown_to_the_batch
     assert [e.op for e in weight_ops] == ["split", "split"]   # (the weight, then the bias)
     assert not any(could_carry_a_layout_bug(e) for e in weight_ops)
     assert t.report().verdict.mark == "✓"
+
+
+class _BlockWithMLP(torch.nn.Module):
+    """A pre-norm transformer block as GPT-2, timm's ViT and every library write it: fused q/k/v, heads, and an
+    MLP to 4·D and back, then a classifier of 10 outputs."""
+
+    def __init__(self, D: int, H: int):
+        super().__init__()
+        self.H = H
+        self.qkv, self.proj = torch.nn.Linear(D, 3 * D), torch.nn.Linear(D, D)
+        self.fc1, self.fc2, self.head = torch.nn.Linear(D, 4 * D), torch.nn.Linear(4 * D, D), torch.nn.Linear(D, 10)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.H, D // self.H).permute(2, 0, 3, 1, 4)   # (3, B, H, T, d_k)
+        w = (q @ k.transpose(-1, -2) / (D // self.H) ** 0.5).softmax(dim=-1)              # (B, H, T, T)
+        x = x + self.proj((w @ v).transpose(1, 2).reshape(B, T, D))                       # (B, T, D)
+        x = x + self.fc2(torch.nn.functional.gelu(self.fc1(x)))                           # (B, T, D)
+        return self.head(x[:, 0])                                                         # (B, 10)
+
+
+def test_an_mlp_to_four_times_the_width_and_a_classifier_are_checked():
+    """fc1's 4·D and the head's 10 outputs are widths a module's projection made that no name has: ``F``.
+    On 8110233 both were unnamed: ``? checked 12 of 15 ops ...; not checked (unnamed axes): #11 linear, #12
+    linear, #14 linear`` on correct code (GPT-2, GPT-Neo, GPT-J, Bloom, Falcon, timm's and torchvision's ViT
+    on first sight)."""
+    torch.manual_seed(0)
+    model, x = _BlockWithMLP(32, 4).eval(), torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4", dependencies=True) as t:
+        model(x)
+    assert [(e.module, e.outputs[0].dims) for e in t.events if e.op == "linear"] == [
+        ("qkv", ("B", "T", "3*D")), ("proj", ("B", "T", "D")), ("fc1", ("B", "T", "F")), ("fc2", ("B", "T", "D")),
+        ("head", ("B", "F"))]
+    assert t.report().verdict.mark == "✓", t.report().verdict.line
+
+
+def test_a_view_that_reads_its_operand_as_it_lies_is_not_counted():
+    """A buffer expanded to its own size, a prefill's whole slice ``bias[:, :, :T, :T]`` of a ``[.., T, T]``
+    table: the same shape, strides, offset and names as the operand, so no element moves and none is
+    renamed (BERT's ``token_type_ids.expand(position_ids.shape[0], -1)`` of ``[1, 32]``, unnamed, left BERT
+    '?' on 8110233; each was counted there). A slice that picks and a transpose are counted."""
+    table = torch.arange(32).expand(1, -1)                                           # (1, 32)
+    x = torch.randn(4, 4, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=4 T=4 D=8 H=2") as t:
+        shapetrace.name(x, "B T D")
+        table.expand(1, -1)                                                          # (1, 32) as it lies
+        x.view(4, 4, 8)                                                              # (B, T, D) as it lies
+    assert [e.op for e in t.events] == ["expand", "view"]
+    assert (t.report().verdict.total, t.report().verdict.unchecked) == (0, ())
+    with torch.no_grad(), shapetrace.trace(dims="B=4 T=4 D=8 H=2") as t:
+        shapetrace.name(x, "B T D")
+        x[:, :4]                                                                     # (B, T, D) as it lies
+        x[:, :3]                                                                     # (B, T[0:3], D): picks
+        x.transpose(0, 1)                                                            # (T, B, D): moves
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [
+        ("__getitem__", ("B", "T", "D")), ("__getitem__", ("B", "T[0:3]", "D")), ("transpose", ("T", "B", "D"))]
+    assert t.report().verdict.total == 2

@@ -266,14 +266,35 @@ class _Walker:
     def back_to_copies(self, node: int, position: int) -> None:
         """The keys or values of multi-query attention lined up with named query heads: their axis there
         is the heads only where it was grown from one entry (``k.expand(-1, H, -1, -1)``: every query
-        head reads the one key head), followed back through the ops that move whole axes. Any other
-        unnamed axis of H entries (a gather, a fold the names lost) is left as it is."""
+        head reads the one key head), followed back through the ops that move whole axes, or where the
+        walk ends where it would if no heads were named: at the view that cut unnamed features into them
+        and the buffer the writes filled (DeepSeek's keys, once its queries are named through a latent
+        width ``F``). Any other unnamed axis of H entries (a gather, a fold the names lost) is left as it is."""
         pins, seen = dict(self.pins), set(self.seen)
         self.back(node, position)
         added = [n for n in self.pins if self.pins[n] != pins.get(n)]
         ends = [n for n in added if self.made.get(n) is None or self.made[n].spec.family not in _CARRIED]
-        if not ends or not all(self._grown_from_one(n) for n in ends):
+        if not ends or not all(self._grown_from_one(n) or self._cut_from_unnamed(n, pins)
+                               or self._filled(n) for n in ends):
             self.pins, self.seen = pins, seen
+
+    def _filled(self, node: int) -> bool:
+        """Is ``node`` a buffer whose values the walk reached through the writes that filled it (DeepSeek's
+        ``key = k_pass.new_empty(...)`` written slice by slice)? Its axes are what was written there."""
+        return node in self.writers or node in self.slices
+
+    def _cut_from_unnamed(self, node: int, before: dict) -> bool:
+        """Is ``node`` a view whose newly named axis is a piece cut from unnamed features (DeepSeek's
+        ``kv_b_proj(latent).view(B, T, H, nope + v)``, its width no name has)? There the walk ends as it
+        does where neither operand's heads are named: the view that split the projection. A whole unnamed
+        axis (a gather's) or a fold the names lost (a mix) is no such piece."""
+        record = self.made.get(node)
+        if record is None or record.spec.family is not Family.RESHAPE:
+            return False
+        mine = before.get(node) or self.found.get(node) or self.inference.axes.get(node) or ()
+        p = next((i for i, a in enumerate(self.pins[node]) if i < len(mine) and a != mine[i]), None)
+        return p is not None and bool(mine[p].atoms) and all(
+            a.root == ax.UNKNOWN and a.size < a.root_size for a in mine[p].atoms)
 
     def _grown_from_one(self, node: int) -> bool:
         """Is ``node`` an ``expand`` whose newly named axis was one entry (or new) in its operand?"""

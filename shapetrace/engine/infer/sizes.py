@@ -115,7 +115,8 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     takes that axis's name (its first ``n`` positions, as ``arange(n)``). So does an axis of batch slots
     (:data:`~.writes.BATCH_CAPACITY`, meta-llama's ``cache_k[:bsz]`` read back after the write into
     ``cache_k[:bsz, s:e]``) cut to a size read from a batch axis: its first ``bsz`` slots are where that
-    batch was written. A slice that starts elsewhere (a decode step's ``k - 1 : k``) or steps names
+    batch was written. So does a slice of the ``n`` positions after ``c`` (``[c : n + c]``,
+    :func:`_counted`). A slice that starts elsewhere (a decode step's ``k - 1 : k``) or steps names
     nothing."""
     if len(out_axes) != 1 or len(record.ins) != 1:
         return out_axes
@@ -126,7 +127,7 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
         return out_axes
     axes = list(out_axes[0])
     for j, item in placed:
-        found = _read_axis(state, item.stop) if _from_start(item) else None
+        found = _read_axis(state, _counted(item))
         if found is not None and j < len(axes) and found.size == axes[j].size and \
                 (_unnamed_or_copies(axes[j]) or _batch_slots_of(state, axes[j], found)):
             axes[j] = found
@@ -248,6 +249,17 @@ def _placed_slices(items, rank: int) -> list[tuple[int, slice]] | None:
 
 def _from_start(item: slice) -> bool:
     return item.start in (None, 0) and item.step in (None, 1) and type(item.stop) is SizeOf
+
+
+def _counted(item: slice):
+    """The size a slice counts: ``n`` for ``[:n]``, and for ``[c : n + c]`` (BERT's ``position_ids[:,
+    cache_length : seq_length + cache_length]``, its table's ``n`` positions after ``c`` cached ones, as
+    ``arange(c, c + n)`` counts them); None for any other slice."""
+    if _from_start(item):
+        return item.stop
+    if item.step not in (None, 1) or type(item.stop) is not SizeSum:
+        return None
+    return other_term(item.stop, 0 if item.start is None else item.start)
 
 
 def _count(args, kwargs) -> list:
