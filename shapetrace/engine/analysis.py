@@ -53,6 +53,7 @@ class Analysis:
         misindexed: each pick by an index tensor along another axis than the one its indices count
             (:class:`~shapetrace.engine.indices.MisIndexed`).
         unread: the model's tensor arguments that no op read (:class:`~shapetrace.engine.unread.Argument`).
+        in_modules: the events that ran inside a module call (the others ran in the script's own code).
     """
 
     events: Sequence[Event]
@@ -73,6 +74,7 @@ class Analysis:
     unrolled: Sequence[Any] = field(default_factory=tuple)
     misindexed: Sequence[Any] = field(default_factory=tuple)
     unread: Sequence[Any] = field(default_factory=tuple)
+    in_modules: frozenset[int] = frozenset()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

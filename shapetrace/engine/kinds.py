@@ -202,6 +202,10 @@ class Kind(StrEnum):
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
         "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
         "checked")
+    BATCH_PICKED = (
+        "batch-picked", "note",
+        "an op picks one entry of a batch of several and drops the others for good (`x[0]` for `x[:, 0]`): one "
+        "entry's result stands for all, and the batch contract cannot be measured")
     INPUT_UNREAD = (
         "input-unread", "note",
         "a tensor the model was given that none of its ops read (a padding mask never passed on to the attention "

@@ -60,4 +60,5 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
         misindexed=misindexed_of(capture.records, node_labels(inference.axes, namer), namer.plain_role, rows, events),
         unread=unread_arguments(capture),
+        in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
     )

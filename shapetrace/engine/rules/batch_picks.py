@@ -1,0 +1,62 @@
+"""One batch entry picked where every entry needs its own output (``x[0]`` written for ``x[:, 0]``): a note
+that leaves ``?``.
+
+A classifier head that pools the class token with ``x[0]`` takes the first batch entry's tokens and drops
+every other entry: each op that follows is right on what it gets, and the names follow too (``[T, D]``),
+so no layout rule fires; the batch contract cannot be measured either, because the output has no batch
+axis left. What shows it is where the batch went: an op that drops a batch axis of more than one entry by
+picking into it, after which nothing made from the pick has a batch axis again (a loop over the entries
+that stacks them back, ``torch.stack([f(x[i]) for i in range(B)])``, restores it and is not meant). A
+reduction over the batch (a loss's mean) is no pick and is not meant either, nor a pick outside every
+module (a script printing ``out[0]``, the first entry's result, after the forward).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
+
+
+def batch_picked(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each pick that drops a batch of more than one entry for good."""
+    out = []
+    for e in analysis.events_of(Family.SLICE):
+        if e.index not in analysis.in_modules or not e.inputs or not e.outputs \
+                or len(e.outputs[0].shape) >= len(e.inputs[0].shape):
+            continue   # (a slice keeps its axes: a pick drops one; a script's own out[0] shows one entry)
+        source, picked = e.inputs[0], e.outputs[0]
+        batch = [k for k, label in enumerate(source.dims)
+                 if source.shape[k] > 1 and analysis.namer.plain_role(label) == "batch"]
+        if batch and not _has_batch(analysis, picked) and not _batch_again(analysis, e, source.shape[batch[0]]):
+            out.append(Kind.BATCH_PICKED.found(e.index, (
+                f"{e.op} #{e.index} picks one entry of {fmt_named(source.dims, source.shape)}'s batch "
+                f"{source.dims[batch[0]]} ({source.shape[batch[0]]} entries) and drops the others: "
+                f"{fmt_named(picked.dims, picked.shape)} goes on without a batch axis, and nothing made from it "
+                "has one again, so one entry's result stands for all of them."),
+                "Index past the batch to keep every entry: x[:, 0] (each entry's first token), not x[0]."))
+    return out
+
+
+def _has_batch(analysis: Analysis, info) -> bool:
+    return any(analysis.namer.plain_role(label) == "batch" for label in info.dims)
+
+
+def _batch_again(analysis: Analysis, pick: Event, entries: int) -> bool:
+    """Does any result made (through rows) from ``pick``'s output have a batch axis again, or join at least
+    as many parts as the batch had entries (a loop's results stacked back, whose new axis has no name)?"""
+    made = {pick.index}
+    for e in analysis.events[pick.index + 1:]:
+        if any(s is not None and s[0] in made for s in e.sources):
+            made.add(e.index)
+            if any(_has_batch(analysis, o) for o in e.outputs) \
+                    or ((e.spec.family is Family.JOIN or e.spec.stacks) and len(e.inputs) >= entries):
+                return True
+    return False
