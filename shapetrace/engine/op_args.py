@@ -131,6 +131,19 @@ def mask_facts(mask: Any) -> dict:
     return facts
 
 
+def _constant_params(args: tuple, kwargs: dict) -> dict:
+    """An expand's operand whose elements are all one value (RoBERTa's buffered ``token_type_ids``, zeros,
+    grown over the batch): ``{"constant": True}``. Any arrangement of such a tensor is the tensor itself,
+    so the op can put no element where it does not belong. Read on the CPU, up to
+    :data:`MASK_READ_LIMIT` elements."""
+    x = args[0] if args else kwargs.get("input")
+    if not _is_tensor(x) or x.device.type != "cpu" or x.is_meta or str(x.layout) != "torch.strided" \
+            or not 0 < x.numel() <= MASK_READ_LIMIT:
+        return {}
+    flat = x.reshape(-1)
+    return {"constant": True} if bool((flat == flat[0]).all()) else {}
+
+
 def _float_mask_facts(mask: Any) -> dict:
     """A float mask is added to the scores. ``float_mask_binary`` says it holds only 0s and 1s, both
     (``torch.tril(torch.ones(T, T))``: a mask written for multiplying, handed where it is added), and

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from shapetrace.engine import propagate as pr
 from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, triangle_params, where_params
 from shapetrace.engine.op_args import (
+    _constant_params,
     _conv_params,
     _dim_params,
     _dropout_params,
@@ -111,10 +112,12 @@ ENTRIES: list[OpSpec] = [
            backward=_GRAD_ORDER, getter=True),
     OpSpec("adjoint", "view", pr.swap_last, words="swaps the last two axes", family=F.AXIS_ORDER, backward=_GRAD_ORDER),
     OpSpec("H", "new", None, row=False, getter=True),   # (the conjugate transpose of a matrix: not named)
-    OpSpec("broadcast_to", "view", pr.expand, words=_GROWS, family=F.EXPAND, backward=_GRAD_EXPAND),
-    OpSpec("expand_as", "view", pr.expand, words=_GROWS, shape_of_other=True, family=F.EXPAND, backward=_GRAD_EXPAND),
+    OpSpec("broadcast_to", "view", pr.expand, words=_GROWS, family=F.EXPAND, backward=_GRAD_EXPAND,
+           params=_constant_params, params_read_values=True),
+    OpSpec("expand_as", "view", pr.expand, words=_GROWS, shape_of_other=True, family=F.EXPAND, backward=_GRAD_EXPAND,
+           params=_constant_params, params_read_values=True),
     OpSpec("expand", "view", pr.expand, words=_GROWS, sized="grown", family=F.EXPAND,
-           backward=_GRAD_EXPAND, replay="Tensor.expand",
+           backward=_GRAD_EXPAND, replay="Tensor.expand", params=_constant_params, params_read_values=True,
            chain="method"),
     OpSpec("arange", "new", None, row=False, words="counts 0, 1, ... n - 1", sized="count"),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")

@@ -124,8 +124,11 @@ def could_carry_a_layout_bug(event: Event) -> bool:
     queries' rows and the keys' and values'): no input's data passes through it, and on random weights
     any arrangement of a weight is another weight; where its result meets the data (a product, a sum
     with the scores: checked there) is where a layout can go wrong. Except where it grows a parameter to
-    the data's sizes (a class token expanded over the batch): that op lays it out against the data."""
+    the data's sizes (a class token expanded over the batch): that op lays it out against the data. Nor
+    an expand of a tensor whose elements are all one value (``params["constant"]``: a buffer of zeros grown
+    over the batch): any arrangement of it is itself."""
     return bool(event.outputs) and not event.noop and event.spec.family not in _CANNOT_CARRY \
+        and not event.params.get("constant") \
         and not (event.from_parameters and (event.spec.family is not Family.EXPAND
                                             or all(math.prod(o.shape) == 1 for o in event.outputs))) \
         and not _same_layout_view(event)

@@ -165,7 +165,9 @@ def test_a_class_token_expanded_and_joined_is_named_by_the_join():
     t = traced_build(torchvision_vit, "", "B=2 T=9 D=64 H=4")
     expand = next(e for e in t.events if e.op == "expand")
     assert expand.outputs[0].dims == ("B", None, "D")
-    assert verdict_line(t).startswith("✓ checked all 35 ops that could carry a layout bug")
+    # 34: torchvision's class token starts as zeros, and an expand of one value is not counted (any
+    # arrangement of it is itself: tests/engine/test_verdict.py)
+    assert verdict_line(t).startswith("✓ checked all 34 ops that could carry a layout bug")
     assert verdict_line(traced_build(eva_rope, "", "B=2 T=9 D=64 H=4")).startswith("✓ checked all 28 ops")
 
 
