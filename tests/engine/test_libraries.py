@@ -368,7 +368,7 @@ FIRST_SIGHT = {
     "phi": (_hf("PhiModel", "PhiConfig", **_DEC), _IDS, SIZES, "✓"),
     "gemma": (_hf("GemmaModel", "GemmaConfig", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
     "bert": (_hf("BertModel", "BertConfig", **_DEC), _IDS, SIZES, "✓"),                                # ?
-    "roberta": (_hf("RobertaModel", "RobertaConfig", **_DEC), _IDS, SIZES, "?"),  # [1, 32] buffer grown to B
+    "roberta": (_hf("RobertaModel", "RobertaConfig", **_DEC), _IDS, SIZES, "✓"),  # its zeros grown to B: one value
     "albert": (_hf("AlbertModel", "AlbertConfig", embedding_size=32, **_DEC), _IDS, SIZES, "?"),  # 32 = 2·d_k
     "electra": (_hf("ElectraModel", "ElectraConfig", embedding_size=32, **_DEC), _IDS, SIZES, "?"),  # as ALBERT
     "t5": (_hf("T5Model", "T5Config", d_model=64, num_heads=4, d_kv=16, d_ff=128, num_layers=1, num_decoder_layers=1,
