@@ -206,6 +206,10 @@ class Kind(StrEnum):
         "batch-picked", "note",
         "an op picks one entry of a batch of several and drops the others for good (`x[0]` for `x[:, 0]`): one "
         "entry's result stands for all, and the batch contract cannot be measured")
+    BATCH_REDUCED = (
+        "batch-reduced", "note",
+        "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` for "
+        "`x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     INPUT_UNREAD = (
         "input-unread", "note",
         "a tensor the model was given that none of its ops read (a padding mask never passed on to the attention "

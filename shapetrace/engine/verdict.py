@@ -58,6 +58,7 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                             "slip in the layout of q, k and v)",
                    "input-unread": "the model was given a tensor that none of its ops read",
                    "batch-picked": "one entry of the batch was picked and the others dropped for good",
+                   "batch-reduced": "the batch was reduced into one while each token or feature was kept",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "

@@ -1,4 +1,5 @@
-"""One batch entry picked where each entry needs its own output (shapetrace/engine/rules/batch_picks.py).
+"""One batch entry picked, or the batch averaged into one, where each entry needs its own output
+(shapetrace/engine/rules/batch_picks.py).
 
 The classifier head of a ViT-style encoder in the style of timm's ``VisionTransformer.forward_head``
 (pytorch-image-models, timm/models/vision_transformer.py: ``x = x[:, 0]`` for the class token) and the
@@ -36,6 +37,12 @@ class Encoder(nn.Module):
             return self.head(x[0])                                                 # (1+N, classes)
         if self.pool == "each-entry":    # a loop over the entries, stacked back: every entry kept
             return torch.stack([self.head(x[b, 0]) for b in range(B)])             # (B, classes)
+        if self.pool == "mean-tokens":   # mean pooling over the tokens (timm's global_pool='avg')
+            return self.head(x.mean(1))                                            # (B, classes)
+        if self.pool == "mean-batch":    # the slip: the mean over the batch
+            return self.head(x.mean(0))                                            # (1+N, classes)
+        if self.pool == "centred":       # a batch statistic broadcast back onto the batch, then pooled
+            return self.head((x - x.mean(0, keepdim=True)).mean(1))                # (B, classes)
         return self.head(x[:, 0])                                                  # (B, classes)
 
 
@@ -78,3 +85,24 @@ def test_a_loop_that_stacks_every_entry_back_picks_none():
 
 def test_one_entry_of_a_batch_of_one_is_no_pick():
     assert "batch-picked" not in [d.kind for d in _report("first-entry", B=1).diagnostics]
+
+
+@pytest.mark.parametrize("B", [2, 3])
+def test_a_mean_over_the_batch_for_the_tokens_is_not_a_check_mark(B):
+    """``x.mean(0)`` written for ``x.mean(1)`` (timm's average pooling is over the tokens): on 9890a4f
+    ``✓ checked all 15 ops``, the batch contract unmeasured for want of a batch axis in the output."""
+    report = _report("mean-batch", B)
+    notes = [d for d in report.diagnostics if d.kind == "batch-reduced"]
+    assert [d.severity for d in notes] == ["note"] and report.verdict.mark == "?"
+    assert notes[0].message == (
+        f"mean #13 reduces [B={B}, 1+T=7, D=32] over its batch B ({B} entries) and keeps 1+T, D: [1+T=7, D=32] "
+        "mixes every entry into one, and nothing made from it has a batch axis again.")
+
+
+@pytest.mark.parametrize("pool", ["mean-tokens", "centred"])
+def test_a_mean_over_the_tokens_or_a_batch_statistic_broadcast_back_is_no_batch_reduced(pool):
+    """Pooling over the tokens keeps the batch; a statistic kept with keepdim and subtracted from the batch
+    is not pooling (the batch contract, measured on the values, judges the centring: it mixes the entries)."""
+    report = _report(pool)
+    assert "batch-reduced" not in [d.kind for d in report.diagnostics]
+    assert report.verdict.mark == ("✓" if pool == "mean-tokens" else "✗")

@@ -9,6 +9,11 @@ picking into it, after which nothing made from the pick has a batch axis again (
 that stacks them back, ``torch.stack([f(x[i]) for i in range(B)])``, restores it and is not meant). A
 reduction over the batch (a loss's mean) is no pick and is not meant either, nor a pick outside every
 module (a script printing ``out[0]``, the first entry's result, after the forward).
+
+A mean (or sum, max...) over the batch that keeps each token's or feature's axis (``x.mean(0)`` written for
+``x.mean(1)``: pooling over the batch instead of the tokens) loses the batch the same way, averaged, not
+picked: a batch-reduced note. A loss's ``mean()`` keeps nothing per token or per feature and is not meant;
+nor a batch statistic that broadcasts back onto the batch (``x - x.mean(0)``: the batch is there again).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
+from shapetrace.engine.reductions import axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -42,6 +48,29 @@ def batch_picked(analysis: Analysis) -> list[Diagnostic]:
                 f"{fmt_named(picked.dims, picked.shape)} goes on without a batch axis, and nothing made from it "
                 "has one again, so one entry's result stands for all of them."),
                 "Index past the batch to keep every entry: x[:, 0] (each entry's first token), not x[0]."))
+    return out
+
+
+def batch_reduced(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each reduction over a batch of more than one entry that keeps per-token or per-feature
+    axes, after which nothing made from it has a batch axis again."""
+    out = []
+    for e in analysis.events_of(Family.REDUCE):
+        if e.index not in analysis.in_modules or not e.inputs or not e.outputs \
+                or len(e.outputs[0].shape) >= len(e.inputs[0].shape):
+            continue   # (keepdim: a statistic kept to broadcast back onto the batch)
+        source, result = e.inputs[0], e.outputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(source.shape)) or ()
+        batch = [k for k in along if source.shape[k] > 1 and analysis.namer.plain_role(source.dims[k]) == "batch"]
+        kept = [label for label in result.dims if analysis.namer.plain_role(label) in ("tokens", "features")]
+        if batch and kept and not _has_batch(analysis, result) \
+                and not _batch_again(analysis, e, source.shape[batch[0]]):
+            out.append(Kind.BATCH_REDUCED.found(e.index, (
+                f"{e.op} #{e.index} reduces {fmt_named(source.dims, source.shape)} over its batch "
+                f"{source.dims[batch[0]]} ({source.shape[batch[0]]} entries) and keeps {', '.join(kept)}: "
+                f"{fmt_named(result.dims, result.shape)} mixes every entry into one, and nothing made from it has "
+                "a batch axis again."),
+                "Reduce over the axis meant (the tokens: dim=1 of [B, T, D]), not the batch."))
     return out
 
 
