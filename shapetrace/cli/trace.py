@@ -62,7 +62,7 @@ def trace(
     only: list[str] | None = typer.Option(None, "--only", help="Keep ops run under this function or "
                                                                   "method (e.g. MyAttention.forward) or in "
                                                                   "this module path (e.g. h.3.attn)."),
-    layer: int | None = typer.Option(None, "--layer", metavar="N", min=0, help="Show layer N in full where "
+    layer: int | None = typer.Option(None, "--layer", metavar="N", help="Show layer N in full where "
                                      "identical layers fold (layers 1-11: the same ops as layer 0)."),
     summary: bool = typer.Option(False, "--summary", help="Print the per-module summary (ops, views, copies, "
                                  "computed bytes) under the table, also when the model has no layers."),

@@ -179,11 +179,3 @@ def test_an_empty_preset_is_not_known(command):
     assert one_line(res, 2) == (
         "error: --preset '' is not known; choose one of: gpt2, gpt2-xl, bert-base, bert-large, llama2-7b, "
         "llama2-70b, llama3-8b, llama3-70b, mistral-7b, falcon-7b")
-
-
-def test_a_negative_layer_is_refused_before_the_script_runs(script):
-    """On main ``--layer -1`` ran the script (its prints came out) and only then said 'no numbered layers'."""
-    res = cli_in_process("trace", script, "--layer", "-1")
-    assert one_line(res, 2) == ("error: invalid value for '--layer': -1 is not in the range x>=0 (see shapetrace "
-                                "trace --help)")
-    assert res.stdout == ""
