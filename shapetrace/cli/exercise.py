@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from shapetrace.app.exportpath import check_name_lengths, write_atomically
+from shapetrace.app.textinput import check_regular
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
     err_console,
@@ -93,8 +94,6 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int, show_a
 def _check_learner_file(ex, file: Path) -> None:
     """One line unless ``file`` is a regular file: missing (start it first), a folder, or a FIFO or device
     (which said "does not exist" and asked for ``exercise start``, though it does exist)."""
-    from shapetrace.app.textinput import check_regular
-
     if not os.path.exists(file):
         raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
                          "(or pass --workspace)")
