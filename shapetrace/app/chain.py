@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shapetrace.engine.dims import whole_number
 from shapetrace.engine.ops import specs_where
 from shapetrace.errors import UsageError
 
@@ -62,7 +63,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
     """``2x6x512``, ``2,6,512``, ``2 6 512`` or ``(2, 6, 512)`` -> ``(2, 6, 512)``."""
     cleaned = text.strip().strip("()[]").strip()
     parts = [p for p in re.split(r"[x×*,\s]+", cleaned) if p]
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(whole_number(p) for p in parts):
         raise UsageError(f"cannot read shape {text!r}: write sizes separated by x or commas, "
                          "e.g. 2x6x512 or 2,6,512")
     shape = tuple(int(p) for p in parts)
@@ -142,6 +143,8 @@ def _step(node: ast.AST, source: str, names: dict[str, int]) -> tuple[ChainStep,
     text = ast.get_source_segment(source, node) or ""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
+        if method in ATTRIBUTES:   # (was "not an allowed tensor method (allowed: ..., the attribute mT")
+            raise UsageError(f"{method} is an attribute, not a method: write .{method} without parentheses")
         if method not in METHODS:
             raise UsageError(f"refused {method!r}: not an allowed tensor method (allowed: {ALLOWED_TEXT})")
         args = tuple(_value(a, names) for a in node.args)
@@ -218,7 +221,9 @@ def _int(node: ast.AST, names: dict[str, int]) -> int:
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
             raise UsageError("division by zero in a chain argument")
         return _bounded(_BINOPS[type(node.op)](left, right))
-    raise UsageError(f"refused argument {type(node).__name__}: only whole numbers, + - * // %, "
+    text = ast.unparse(node)   # (the argument as written, not the name of its ast class: "BinOp")
+    text = text if len(text) <= 40 else text[:39] + "…"
+    raise UsageError(f"refused argument {text!r}: only whole numbers, + - * // %, "
                      "axis names and tuples are allowed")
 
 

@@ -166,6 +166,19 @@ def diff_events(a: Sequence, b: Sequence) -> list[tuple[str, Any, Any]]:
     return rows
 
 
+def parse_impls(text: str) -> list[str]:
+    """``--impls manual,sdpa``: known names, each once, at least one (an empty list ran nothing and
+    printed an empty table with exit 0)."""
+    names = check_impls([s.strip() for s in text.split(",") if s.strip()])
+    if not names:
+        raise UsageError(f"--impls {text!r} names no implementation: give some separated by commas, "
+                         f"e.g. --impls manual,sdpa (choose from: {', '.join(IMPLS)})")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise UsageError(f"--impls names {twice} twice: give each implementation once")
+    return names
+
+
 def check_impls(names: Sequence[str]) -> list[str]:
     for n in names:
         if n not in IMPLS:
@@ -173,4 +186,4 @@ def check_impls(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-__all__ = ["ImplRow", "compare_impls", "diff_events", "event_key", "check_impls", "TOLERANCE"]
+__all__ = ["ImplRow", "compare_impls", "diff_events", "event_key", "check_impls", "parse_impls", "TOLERANCE"]

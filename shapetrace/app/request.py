@@ -121,9 +121,9 @@ class RunRequest:
     def with_preset(self) -> RunRequest:
         """A new request with ``--preset``'s D and H where the user left the defaults, and its H_kv when
         neither was typed (nor ``--kv-heads``, nor ``--break``)."""
-        if not self.preset:
+        if self.preset is None:
             return self
-        p = get_preset(self.preset)
+        p = get_preset(self.preset)   # ('' is no preset name: it ran the default sizes without a word)
         sizes = {name: getattr(p, name) for name in PRESET_SIZES if name not in self.typed_sizes}
         if self.kv_heads is None and p.kv_heads and not self.typed_sizes and not self.broken:
             sizes["kv_heads"] = p.kv_heads

@@ -162,6 +162,9 @@ MAX_SCRIPT_BYTES = 8 << 20
 def check_script(path: str) -> str:
     """The script's source, or one clear error (missing file, folder, too large, not UTF-8, NUL bytes,
     syntax error). Python's own rules: a UTF-8 BOM is fine."""
+    if not path.strip() and not os.path.exists(path):   # ("no such script: " said nothing of what was wrong)
+        raise UsageError(f"the script's name {path!r} is empty: give a Python file (shapetrace trace "
+                         "path/to/script.py)")
     if not os.path.exists(path):
         raise UsageError(f"no such script: {path}")
     if os.path.isdir(path):
@@ -522,6 +525,9 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
     if not trace.events and exception is None and stopped is None:
         raise RunError(f"{path} ran to the end without a tensor op that shapetrace records (view, reshape, "
                        "transpose, matmul, linear, softmax...): nothing to show (is the model called?)")
+    if not trace.events and exception is None:   # (a limit stopped it before its first op: no table to show)
+        raise RunError(f"{path} made no tensor op that shapetrace records before {stopped.split(':')[0]} stopped "
+                       "it: nothing to show (raise the limit, or is the model called?)")
     return run
 
 

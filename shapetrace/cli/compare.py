@@ -49,10 +49,10 @@ def compare(
     copies, bytes, and how far each output is from the reference; --diff A B compares two op by op.
     """
     with guarded(traceback):
-        from shapetrace.app.compare import TOLERANCE, check_impls, compare_impls, diff_events
+        from shapetrace.app.compare import TOLERANCE, check_impls, compare_impls, diff_events, parse_impls
         from shapetrace.attention.notes import header
 
-        names = check_impls([s.strip() for s in impls.split(",") if s.strip()])
+        names = parse_impls(impls)
         pair = [d for d in (diff or ()) if d]
         if len(pair) == 1 or not pair and any(d is not None for d in diff or ()):   # (--diff sdpa '')
             raise UsageError(f"--diff needs two implementations, e.g. --diff manual {pair[0] if pair else 'sdpa'}")

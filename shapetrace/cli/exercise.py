@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from shapetrace.app.exportpath import check_name_lengths, write_atomically
+from shapetrace.app.textinput import check_regular
 from shapetrace.cli.common import (
     TRACEBACK_HELP,
     err_console,
@@ -79,9 +80,7 @@ ALL_OPS_HELP = ("Show every op in your function's traced table, also the calls w
 def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int, show_all: bool = False) -> dict:
     from shapetrace.exercises.checker import check_file
 
-    if not file.is_file():
-        raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
-                         "(or pass --workspace)")
+    _check_learner_file(ex, file)
     show = _progress_line(ex.kind)
     try:
         return check_file(ex.id, file, load_curriculum().root, time_limit=time_limit, memory_mb=memory_mb,
@@ -90,6 +89,18 @@ def _check(ex, file: Path, time_limit: float, memory_mb: int, width: int, show_a
         if show is not None:
             sys.stderr.write("\r\033[K")   # the progress line goes before the verdict is printed
             sys.stderr.flush()
+
+
+def _check_learner_file(ex, file: Path) -> None:
+    """One line unless ``file`` is a regular file: missing (start it first), a folder, or a FIFO or device
+    (which said "does not exist" and asked for ``exercise start``, though it does exist)."""
+    if not os.path.exists(file):
+        raise UsageError(f"{file} does not exist: run `shapetrace exercise start {ex.id}` first "
+                         "(or pass --workspace)")
+    if os.path.isdir(file):
+        raise UsageError(f"{file} is a folder, not your exercise file: give the .py file "
+                         f"({ex.id.replace('-', '_')}.py, from `shapetrace exercise start {ex.id}`)")
+    check_regular(str(file), "your file")
 
 
 def _progress_line(kind: str):
@@ -347,7 +358,7 @@ def exercise_hint(
 def _verdict_for_hint(ex, path: Path, time_limit: float, width: int) -> tuple[dict | None, str]:
     """The verdict of ``path`` now, or None and why there is none (no file yet, the check could not run)."""
 
-    if not path.is_file():
+    if not os.path.exists(path):   # (a folder or a FIFO there is said by _check, as check says it)
         return None, f"you have no file yet ({path}; shapetrace exercise start {ex.id})"
     try:
         return _check(ex, path, time_limit, 3072, width), ""

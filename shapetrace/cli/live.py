@@ -85,9 +85,10 @@ _MODEL_OPTIONS = ("d_model", "heads", "batch", "seq_len", "seed", "preset", "cau
 def _live(ctx: typer.Context, host: str, port: int, csv: str | None, long_names: bool, lesson: int | None,
           quiz: tuple[str | None, int] | None) -> None:
     from shapetrace.cli.run import typed_options
-    from shapetrace.live.session import bind, check_csv, check_extra, check_port, default_csv
+    from shapetrace.live.session import bind, check_csv, check_extra, check_host, check_port, default_csv
 
     check_extra()
+    check_host(host)
     check_port(port)
     path = check_csv(csv) or default_csv()
     typed = typed_options(ctx)

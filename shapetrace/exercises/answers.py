@@ -12,7 +12,10 @@
 
 from __future__ import annotations
 
+import math
 import re
+
+from shapetrace.engine.dims import whole_number
 
 _TRUE = {"y", "yes", "true", "t", "1", "raises", "raise", "error"}
 _FALSE = {"n", "no", "false", "f", "0", "ok", "none"}
@@ -26,7 +29,7 @@ def parse_shape(text: str) -> tuple[int, ...] | None:
     if not t:
         return ()
     parts = [p for p in re.split(r"[\s,x×*]+", t.strip("()[] ")) if p]
-    if not parts or not all(p.isdigit() for p in parts):
+    if not parts or not all(whole_number(p) for p in parts):
         return None
     return tuple(int(p) for p in parts)
 
@@ -48,6 +51,8 @@ def parse_int(text: str) -> int | None:
     if unit is None:
         return None
     value = float(m.group(1).replace(",", "").replace("_", "")) * unit
+    if not math.isfinite(value):  # (400 digits read as a float are inf, which int() refuses)
+        return None
     return int(value) if value == int(value) else None
 
 

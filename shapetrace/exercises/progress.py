@@ -262,6 +262,9 @@ def start_file(starter: Path, workspace: str | Path | None, exercise_id: str, fo
     if target.exists() and not force:
         raise UsageError(f"{target} already exists and may hold your work; edit it, or pass --force "
                          "to replace it with a fresh copy of the starter")
+    if target.is_dir():   # (--force copied the starter beside it, then failed on "Is a directory")
+        raise UsageError(f"{target} is a folder; --force replaces your file, never a folder: move the folder "
+                         "away, then start again")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     shutil.copyfile(starter, tmp)

@@ -36,11 +36,22 @@ def check_port(port: int) -> int:
     return port
 
 
+def check_host(host: str) -> str:
+    """``--host``: an empty one bound every network (the OS reads '' as 0.0.0.0) without being asked."""
+    if not host.strip():
+        raise UsageError(f"--host {host!r} is empty: give 127.0.0.1 (this machine only) or 0.0.0.0 (every "
+                         "network: phones in the room)")
+    return host
+
+
 def check_csv(path: str | None) -> Path | None:
     """``--csv PATH``: never an existing file, in a folder that exists."""
     if path is None:
         return None
     p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--csv {path} is a folder; give a file name for the answers, e.g. "
+                         f"{p / 'answers.csv'}")
     if p.exists() or p.is_symlink():
         raise UsageError(f"--csv {path}: the file exists; the answers never replace a file: pick another name")
     if not p.parent.is_dir():
