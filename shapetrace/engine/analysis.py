@@ -54,6 +54,7 @@ class Analysis:
             (:class:`~shapetrace.engine.indices.MisIndexed`).
         unread: the model's tensor arguments that no op read (:class:`~shapetrace.engine.unread.Argument`).
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
+        output_dims: the names of the tensor the first outermost module call returned (None: not known).
     """
 
     events: Sequence[Event]
@@ -75,6 +76,7 @@ class Analysis:
     misindexed: Sequence[Any] = field(default_factory=tuple)
     unread: Sequence[Any] = field(default_factory=tuple)
     in_modules: frozenset[int] = frozenset()
+    output_dims: tuple | None = None
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

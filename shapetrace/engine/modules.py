@@ -54,7 +54,7 @@ class ModulePaths:
             try:
                 result = original(module, *args, **kwargs)
                 if len(slots) == 1:
-                    note_end(capture)
+                    note_end(capture, result)
                 if len(slots) == 1 and capture.keep_top_call and capture.top_call is None:
                     capture.top_call = (module, args, kwargs, result, state)
                     capture.top_span = (start, len(capture.records))

@@ -17,7 +17,7 @@ from shapetrace.engine.library import inside_library
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
-from shapetrace.engine.unread import unread_arguments
+from shapetrace.engine.unread import output_node, unread_arguments
 from shapetrace.engine.unrowed import add_ending_failure
 from shapetrace.engine.value_checked import note_final
 
@@ -61,4 +61,10 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         misindexed=misindexed_of(capture.records, node_labels(inference.axes, namer), namer.plain_role, rows, events),
         unread=unread_arguments(capture),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
+        output_dims=_labels_of(inference, output_node(capture)),
     )
+
+
+def _labels_of(inference: Inference, node: int | None) -> tuple | None:
+    """A node's axis names as inference left them (None: no node)."""
+    return None if node is None else node_labels(inference.axes, inference.namer)(node)

@@ -46,11 +46,24 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
     capture.module_calls.arguments = [start, None, found]
 
 
-def note_end(capture: Capture) -> None:
-    """The first outermost call returned: its records end here (a later call's reads are not its own)."""
+def note_end(capture: Capture, result=None) -> None:
+    """The first outermost call returned: its records end here (a later call's reads are not its own), and
+    the node of the tensor it returned (its first, in a tuple or a model output) is kept beside them."""
     noted = capture.module_calls.arguments
     if noted is not None and noted[1] is None:
         noted[1] = len(capture.records)
+        out = result[0] if isinstance(result, (tuple, list)) and result else result
+        if not isinstance(out, torch.Tensor) and hasattr(out, "to_tuple"):   # (transformers' ModelOutput)
+            out = next(iter(out.to_tuple()), None)
+        if isinstance(out, torch.Tensor):
+            with torch._C.DisableTorchFunction():
+                noted.append(capture.node_of(out))
+
+
+def output_node(capture: Capture) -> int | None:
+    """The node of the tensor the first outermost call returned (None: none kept, or it has not returned)."""
+    noted = capture.module_calls.arguments
+    return noted[3] if noted is not None and len(noted) > 3 else None
 
 
 def _parameter_names(module) -> list[str]:
@@ -66,7 +79,7 @@ def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
     noted = capture.module_calls.arguments
     if not noted:
         return ()
-    start, end, arguments = noted
+    start, end, arguments = noted[:3]
     records = capture.records[start:end]   # (end None: the call did not return, what it made so far)
     read = {n for record in records for n in getattr(record, "ins", ())}
     read.update(getattr(record, "was", None) for record in records)   # (named inside: read on)

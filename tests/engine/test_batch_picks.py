@@ -106,3 +106,23 @@ def test_a_mean_over_the_tokens_or_a_batch_statistic_broadcast_back_is_no_batch_
     report = _report(pool)
     assert "batch-reduced" not in [d.kind for d in report.diagnostics]
     assert report.verdict.mark == ("✓" if pool == "mean-tokens" else "✗")
+
+
+def test_a_batch_statistic_broadcast_back_without_keepdim_is_no_batch_reduced():
+    """``h - h.mean(0)`` (a hand-written batch norm): the elementwise math that puts the batch back has no
+    row to follow, and the model's output, which has its batch, says so. On e4aae2f two batch-reduced notes
+    said "nothing made from it has a batch axis again" of this model, which was false."""
+    class Centred(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(32, 32)
+
+        def forward(self, x):
+            h = self.lin(x)                                                        # (B, T, D)
+            return (h - h.mean(0)) / (h.var(0) + 1e-5).sqrt()                      # (B, T, D)
+
+    x = torch.randn(3, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=3 T=6 D=32 H=4", dependencies=True) as t:
+        shapetrace.name(x, "B T D")
+        Centred()(x)
+    assert [d.kind for d in t.report().diagnostics] == ["batch-entries-mix"]   # (measured on the values)

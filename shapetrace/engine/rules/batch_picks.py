@@ -80,7 +80,11 @@ def _has_batch(analysis: Analysis, info) -> bool:
 
 def _batch_again(analysis: Analysis, pick: Event, entries: int) -> bool:
     """Does any result made (through rows) from ``pick``'s output have a batch axis again, or join at least
-    as many parts as the batch had entries (a loop's results stacked back, whose new axis has no name)?"""
+    as many parts as the batch had entries (a loop's results stacked back, whose new axis has no name)? Or
+    does the model's output have its batch (``h - h.mean(0)``: elementwise math has no row to follow)?"""
+    if analysis.output_dims is not None and any(analysis.namer.plain_role(label) == "batch"
+                                                for label in analysis.output_dims):
+        return True
     made = {pick.index}
     for e in analysis.events[pick.index + 1:]:
         if any(s is not None and s[0] in made for s in e.sources):
