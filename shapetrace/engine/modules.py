@@ -14,7 +14,7 @@ from torch.nn import Module
 
 from shapetrace.engine.module_state import snapshot
 from shapetrace.engine.sites import OUTER, module_wrapper, user_stack
-from shapetrace.engine.unread import note_arguments, note_end
+from shapetrace.engine.unread import FirstCall, note_arguments, note_end
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.capture import Capture
@@ -47,7 +47,7 @@ class ModulePaths:
             slots.append(slot)
             outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
             start = len(capture.records)
-            if len(slots) == 1 and calls.arguments is None:
+            if len(slots) == 1 and calls.first_call is None:
                 note_arguments(capture, module, args, kwargs, start)
             state = _state_when_called(module) if len(slots) == 1 and capture.keep_top_call \
                 and capture.top_call is None else None
@@ -97,8 +97,8 @@ class ModuleCalls:
         self.first: list[tuple] = []            # slot -> (module, the slot it first ran in, or -1)
         self.paths: list[tuple[str, str]] = []  # slot -> (path, class name), as named so far
         self._names: dict[int, str] = {}
-        #: the first outermost call's ``[first record, end, tensor arguments]`` (:mod:`.unread`); None before it
-        self.arguments: tuple | None = None
+        #: the first outermost call (:class:`.unread.FirstCall`); None before it
+        self.first_call: FirstCall | None = None
 
     def path(self, slot: int) -> str:
         """The module path of ``slot`` ("" outside any module)."""

@@ -47,6 +47,7 @@ def _in_order(namer, choices: set[tuple[str, str]]) -> tuple[tuple[str, str], ..
 def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], nan_event: int | None) -> Analysis:
     """What ``inference`` (of ``trace``'s capture) concluded, as the plain data the rules read."""
     rows, namer, capture = inference.event_of_record, inference.namer, trace.capture   # (while it records: so far)
+    labels_of, output = node_labels(inference.axes, namer), output_node(capture)
     return Analysis(
         events=events, namer=namer, dims=dict(namer.dims),
         seeded_by_size=inference.seeded_by_size, size_choices=_in_order(namer, inference.size_choices),
@@ -58,13 +59,9 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         unrolled=unrolled_meetings(capture.records, capture.nodes, rows, events),
         inside=inside_library(events, capture.opened, rows),
         rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
-        misindexed=misindexed_of(capture.records, node_labels(inference.axes, namer), namer.plain_role, rows, events),
+        misindexed=misindexed_of(capture.records, labels_of, namer.plain_role, rows, events),
         unread=unread_arguments(capture),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
-        output_dims=_labels_of(inference, output_node(capture)),
+        output_dims=None if output is None else labels_of(output),
     )
 
-
-def _labels_of(inference: Inference, node: int | None) -> tuple | None:
-    """A node's axis names as inference left them (None: no node)."""
-    return None if node is None else node_labels(inference.axes, inference.namer)(node)

@@ -16,6 +16,7 @@ passed back to it are not inputs.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -33,6 +34,17 @@ class Argument(NamedTuple):
     dtype: str         # ``bool``, ``float32``...
 
 
+@dataclass
+class FirstCall:
+    """The first outermost module call: its records ``[start, end)`` (``end`` None until it returns), its
+    tensor arguments, and the node of the tensor it returned (None: none, or it has not returned)."""
+
+    start: int
+    arguments: tuple[Argument, ...]
+    end: int | None = None
+    output: int | None = None
+
+
 def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: int) -> None:
     """Note the tensor arguments of the first outermost call (``start``: its first record's index)."""
     names = _parameter_names(module)
@@ -43,27 +55,27 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
                       for name, a in passed
                       if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
                       and not any(a is held for held in module._buffers.values()))
-    capture.module_calls.arguments = [start, None, found]
+    capture.module_calls.first_call = FirstCall(start, found)
 
 
 def note_end(capture: Capture, result=None) -> None:
     """The first outermost call returned: its records end here (a later call's reads are not its own), and
     the node of the tensor it returned (its first, in a tuple or a model output) is kept beside them."""
-    noted = capture.module_calls.arguments
-    if noted is not None and noted[1] is None:
-        noted[1] = len(capture.records)
+    first = capture.module_calls.first_call
+    if first is not None and first.end is None:
+        first.end = len(capture.records)
         out = result[0] if isinstance(result, (tuple, list)) and result else result
         if not isinstance(out, torch.Tensor) and hasattr(out, "to_tuple"):   # (transformers' ModelOutput)
             out = next(iter(out.to_tuple()), None)
         if isinstance(out, torch.Tensor):
             with torch._C.DisableTorchFunction():
-                noted.append(capture.node_of(out))
+                first.output = capture.node_of(out)
 
 
 def output_node(capture: Capture) -> int | None:
     """The node of the tensor the first outermost call returned (None: none kept, or it has not returned)."""
-    noted = capture.module_calls.arguments
-    return noted[3] if noted is not None and len(noted) > 3 else None
+    first = capture.module_calls.first_call
+    return first.output if first is not None else None
 
 
 def _parameter_names(module) -> list[str]:
@@ -76,11 +88,10 @@ def _parameter_names(module) -> list[str]:
 
 def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
     """The top call's tensor arguments that no record the call made has among its operands."""
-    noted = capture.module_calls.arguments
-    if not noted:
+    first = capture.module_calls.first_call
+    if first is None:
         return ()
-    start, end, arguments = noted[:3]
-    records = capture.records[start:end]   # (end None: the call did not return, what it made so far)
+    records = capture.records[first.start:first.end]   # (end None: the call did not return: what it made so far)
     read = {n for record in records for n in getattr(record, "ins", ())}
     read.update(getattr(record, "was", None) for record in records)   # (named inside: read on)
-    return tuple(a for a in arguments if a.node not in read)
+    return tuple(a for a in first.arguments if a.node not in read)

@@ -35,16 +35,12 @@ def batch_picked(analysis: Analysis) -> list[Diagnostic]:
     """A note for each pick that drops a batch of more than one entry for good."""
     out = []
     for e in analysis.events_of(Family.SLICE):
-        if e.index not in analysis.in_modules or not e.inputs or not e.outputs \
-                or len(e.outputs[0].shape) >= len(e.inputs[0].shape):
-            continue   # (a slice keeps its axes: a pick drops one; a script's own out[0] shows one entry)
-        source, picked = e.inputs[0], e.outputs[0]
-        batch = [k for k, label in enumerate(source.dims)
-                 if source.shape[k] > 1 and analysis.namer.plain_role(label) == "batch"]
-        if batch and not _has_batch(analysis, picked) and not _batch_again(analysis, e, source.shape[batch[0]]):
+        k = _batch_lost(analysis, e, range(len(e.inputs[0].shape)) if e.inputs else ())
+        if k is not None:
+            source, picked = e.inputs[0], e.outputs[0]
             out.append(Kind.BATCH_PICKED.found(e.index, (
                 f"{e.op} #{e.index} picks one entry of {fmt_named(source.dims, source.shape)}'s batch "
-                f"{source.dims[batch[0]]} ({source.shape[batch[0]]} entries) and drops the others: "
+                f"{source.dims[k]} ({source.shape[k]} entries) and drops the others: "
                 f"{fmt_named(picked.dims, picked.shape)} goes on without a batch axis, and nothing made from it "
                 "has one again, so one entry's result stands for all of them."),
                 "Index past the batch to keep every entry: x[:, 0] (each entry's first token), not x[0]."))
@@ -56,40 +52,49 @@ def batch_reduced(analysis: Analysis) -> list[Diagnostic]:
     axes, after which nothing made from it has a batch axis again."""
     out = []
     for e in analysis.events_of(Family.REDUCE):
-        if e.index not in analysis.in_modules or not e.inputs or not e.outputs \
-                or len(e.outputs[0].shape) >= len(e.inputs[0].shape):
-            continue   # (keepdim: a statistic kept to broadcast back onto the batch)
-        source, result = e.inputs[0], e.outputs[0]
-        along = axes_along(Family.REDUCE.value, e.params, len(source.shape)) or ()
-        batch = [k for k in along if source.shape[k] > 1 and analysis.namer.plain_role(source.dims[k]) == "batch"]
-        kept = [label for label in result.dims if analysis.namer.plain_role(label) in ("tokens", "features")]
-        if batch and kept and not _has_batch(analysis, result) \
-                and not _batch_again(analysis, e, source.shape[batch[0]]):
+        along = (axes_along(Family.REDUCE.value, e.params, len(e.inputs[0].shape)) or ()) if e.inputs else ()
+        k = _batch_lost(analysis, e, along)
+        kept = [label for label in e.outputs[0].dims
+                if analysis.namer.plain_role(label) in ("tokens", "features")] if k is not None else []
+        if kept:
+            source, result = e.inputs[0], e.outputs[0]
             out.append(Kind.BATCH_REDUCED.found(e.index, (
                 f"{e.op} #{e.index} reduces {fmt_named(source.dims, source.shape)} over its batch "
-                f"{source.dims[batch[0]]} ({source.shape[batch[0]]} entries) and keeps {', '.join(kept)}: "
+                f"{source.dims[k]} ({source.shape[k]} entries) and keeps {', '.join(kept)}: "
                 f"{fmt_named(result.dims, result.shape)} mixes every entry into one, and nothing made from it has "
                 "a batch axis again."),
                 "Reduce over the axis meant (the tokens: dim=1 of [B, T, D]), not the batch."))
     return out
 
 
-def _has_batch(analysis: Analysis, info) -> bool:
-    return any(analysis.namer.plain_role(label) == "batch" for label in info.dims)
+def _batch_lost(analysis: Analysis, e: Event, along) -> int | None:
+    """The batch axis (of more than one entry, among the input axes ``along``) that op ``e``, inside a
+    module, drops for good: its result has one axis fewer (a pick's int index; a reduction without keepdim,
+    which keeps a statistic to broadcast back) and no batch, and nothing made from it has a batch again."""
+    if e.index not in analysis.in_modules or not e.inputs or not e.outputs \
+            or len(e.outputs[0].shape) >= len(e.inputs[0].shape) or _has_batch(analysis, e.outputs[0].dims):
+        return None   # (a script's own out[0] after the forward shows one entry: outside every module)
+    source = e.inputs[0]
+    k = next((k for k in along if source.shape[k] > 1 and analysis.namer.plain_role(source.dims[k]) == "batch"),
+             None)
+    return None if k is None or _batch_again(analysis, e, source.shape[k]) else k
 
 
-def _batch_again(analysis: Analysis, pick: Event, entries: int) -> bool:
-    """Does any result made (through rows) from ``pick``'s output have a batch axis again, or join at least
+def _has_batch(analysis: Analysis, labels) -> bool:
+    return any(analysis.namer.plain_role(label) == "batch" for label in labels)
+
+
+def _batch_again(analysis: Analysis, start: Event, entries: int) -> bool:
+    """Does any result made (through rows) from ``start``'s output have a batch axis again, or join at least
     as many parts as the batch had entries (a loop's results stacked back, whose new axis has no name)? Or
     does the model's output have its batch (``h - h.mean(0)``: elementwise math has no row to follow)?"""
-    if analysis.output_dims is not None and any(analysis.namer.plain_role(label) == "batch"
-                                                for label in analysis.output_dims):
+    if analysis.output_dims is not None and _has_batch(analysis, analysis.output_dims):
         return True
-    made = {pick.index}
-    for e in analysis.events[pick.index + 1:]:
+    made = {start.index}
+    for e in analysis.events[start.index + 1:]:
         if any(s is not None and s[0] in made for s in e.sources):
             made.add(e.index)
-            if any(_has_batch(analysis, o) for o in e.outputs) \
+            if any(_has_batch(analysis, o.dims) for o in e.outputs) \
                     or ((e.spec.family is Family.JOIN or e.spec.stacks) and len(e.inputs) >= entries):
                 return True
     return False
