@@ -89,17 +89,65 @@ def _read_hashed(real: str) -> tuple[bytes, str]:
     return data, digest
 
 
+#: Folders listed in this process, by path: (their device, inode, mtime and ctime when listed; the names in
+#: them of folders that are not links, of plain files, and of everything else: links, pipes, ...). Each
+#: check walks the package and the lessons twice (its digests, the modules the child imports), and asking
+#: each name again whether it is a file or a link was a third of that walk's system calls. A folder's times
+#: change whenever an entry is added, removed or renamed in it, so a folder is listed again where they
+#: changed (or changed within :data:`RACY_NS` of the listing); every folder is still looked at (stat) on
+#: every walk, every file found is stat'ed by its reader, and what a link points to is asked each time.
+_listed: dict[str, tuple[tuple[int, ...], list[str], list[str], list[str]]] = {}
+
+
+def _listing(folder: str) -> tuple[list[str], list[str], list[str]]:
+    """(folders that are not links, plain files, every other name) in ``folder``."""
+    st = os.stat(folder)
+    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    got = _listed.get(folder)
+    if got is not None and got[0] == stamp:
+        return got[1], got[2], got[3]
+    folders, files, others = [], [], []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                kind = folders if entry.is_dir(follow_symlinks=False) else \
+                    files if entry.is_file(follow_symlinks=False) else others
+            except OSError:
+                kind = others
+            kind.append(entry.name)
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
+        _listed[folder] = (stamp, folders, files, others)
+    return folders, files, others
+
+
+def walk(root: str):
+    """``(folder, plain files, other names that are not folders)`` for ``root`` and every folder below it, top
+    down, as ``os.walk(root)`` finds them (its file names split in two: a linked file or folder is among the
+    other names, and a linked folder is not entered; a folder that cannot be read is skipped), each
+    folder's listing kept while its times stay the same."""
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            folders, files, others = _listing(folder)
+        except OSError:
+            continue
+        yield folder, files, others
+        todo += [os.path.join(folder, name) for name in reversed(folders)]
+
+
 def _files(root: Path, patterns: tuple[str, ...]) -> list[str]:
     """The files under ``root`` whose names match ``patterns``, as ``rglob`` finds them (a linked file is
     listed, a linked folder is not entered, nothing under ``__pycache__``), as strings in no order (the
-    digests are a dictionary, compared and written by name): ``os.walk`` lists a folder in a tenth of
-    rglob's time."""
+    digests are a dictionary, compared and written by name)."""
     found = []
-    for folder, _, names in os.walk(root):   # (followlinks=False: as rglob, a linked folder is not entered)
+    for folder, files, others in walk(str(root)):
         if "__pycache__" in Path(folder).parts:
             continue
-        found += [os.path.join(folder, n) for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
-    return [f for f in found if os.path.isfile(f)]
+        found += [os.path.join(folder, n) for n in files if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+        found += [f for n in others if any(fnmatch.fnmatchcase(n, p) for p in patterns)
+                  for f in [os.path.join(folder, n)] if os.path.isfile(f)]
+    return found
 
 
 def record(root: Path, patterns: tuple[str, ...], prefix: str = "") -> dict[str, str]:
@@ -196,6 +244,11 @@ def _key(real: str, lessons: Path | None) -> tuple[str, str]:
     return "", real
 
 
+#: Each verified file's text, by its digest: decoded once (the fork server's key compares the payload's
+#: texts before every check: the same objects compare at once).
+_texts: dict[str, str] = {}
+
+
 def verified_text(path: Path | str, lessons: Path | None = None, resolved: bool = False) -> str:
     """The text of a recorded file, read once and checked against its digest (what runs is what was checked).
     ``resolved``: ``path`` is its own real path (found by walking a resolved folder, and not a link)."""
@@ -208,7 +261,10 @@ def verified_text(path: Path | str, lessons: Path | None = None, resolved: bool 
         raise _refusal(shown, "is not a recorded file, or appeared")
     if digest != want:
         raise _refusal(shown, "changed")
-    return data.decode("utf-8")
+    text = _texts.get(digest)
+    if text is None:
+        text = _texts[digest] = data.decode("utf-8")
+    return text
 
 
 def manifest_text(lessons: Path) -> str:

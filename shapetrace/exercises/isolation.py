@@ -105,22 +105,23 @@ def module_sources() -> dict[str, list]:
     checked against its recorded digest), in the order of their paths' parts. Found by walking the
     package folder (a resolved path; a linked folder is not entered), so a file that is not a link is
     its own real path and is not resolved again (resolving each of 200 files took 10 ms of every check)."""
-    from shapetrace.exercises.digests import verified_text
+    from shapetrace.exercises.digests import verified_text, walk
 
     root = str(PACKAGE_DIR)
     found: list[tuple[tuple[str, ...], str]] = []
-    for folder, _, names in os.walk(root):
+    for folder, files, others in walk(root):
         parts = tuple(folder[len(root) + 1:].split(os.sep)) if folder != root else ()
         if (parts and parts[0] in WITHHELD) or "__pycache__" in parts:
             continue
-        found += [((*parts, name), os.path.join(folder, name)) for name in names if name.endswith(".py")]
+        found += [((*parts, name), os.path.join(folder, name), plain)
+                  for names, plain in ((files, True), (others, False)) for name in names if name.endswith(".py")]
     out: dict[str, list] = {}
-    for rel, path in sorted(found):
+    for rel, path, plain in sorted(found):
         names = ["shapetrace", *rel[:-1], rel[-1][:-3]]
         is_pkg = names[-1] == "__init__"
         if is_pkg:
             names.pop()
-        out[".".join(names)] = [is_pkg, verified_text(path, resolved=not os.path.islink(path)), path]
+        out[".".join(names)] = [is_pkg, verified_text(path, resolved=plain or not os.path.islink(path)), path]
     return out
 
 

@@ -223,3 +223,39 @@ def test_the_files_digested_are_the_ones_rglob_finds(tmp_path):
         assert set(digests._files(root, patterns)) == rglob
     assert {Path(f).relative_to(root).as_posix() for f in digests._files(root, ("*.py",))} == {
         "a.py", "sub/b.py", "sub/.hidden.py", "sub/linked.py", "elsewhere/e.py"}
+
+
+
+def test_a_kept_listing_still_sees_every_file_added_removed_or_renamed(tmp_path, monkeypatch):
+    """Each check walks the package and the lessons; a folder's listing is kept while its times stay the
+    same (digests._listing; here kept at once: the 2 s "racily clean" margin set aside). A file added,
+    removed or renamed after the listing was kept is seen at the next walk, and so is one added by a writer
+    who then sets the folder's mtime back (the kernel still moves its ctime)."""
+    import os
+
+    monkeypatch.setattr(digests, "RACY_NS", -(10 ** 18))
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.py").write_text("a = 1\n")
+
+    def found() -> list[str]:
+        return sorted(Path(f).relative_to(root).as_posix() for f in digests._files(root, ("*.py",)))
+
+    assert found() == ["sub/a.py"]
+    assert str(root / "sub") in digests._listed   # kept
+    (root / "sub" / "b.py").write_text("b = 1\n")
+    assert found() == ["sub/a.py", "sub/b.py"]
+    before = os.stat(root / "sub")
+    (root / "sub" / "c.py").write_text("c = 1\n")
+    os.utime(root / "sub", ns=(before.st_atime_ns, before.st_mtime_ns))   # the mtime put back by hand
+    assert os.stat(root / "sub").st_mtime_ns == before.st_mtime_ns
+    assert found() == ["sub/a.py", "sub/b.py", "sub/c.py"]
+    (root / "sub" / "a.py").rename(root / "sub" / "renamed.py")
+    (root / "sub" / "b.py").unlink()
+    assert found() == ["sub/c.py", "sub/renamed.py"]
+    (root / "sub" / "new").mkdir()
+    (root / "sub" / "new" / "d.py").write_text("d = 1\n")
+    (root / "sub" / "linked.py").symlink_to(root / "sub" / "c.py")
+    assert found() == ["sub/c.py", "sub/linked.py", "sub/new/d.py", "sub/renamed.py"]
+    (root / "sub" / "c.py").unlink()   # and the link left dangling is no file
+    assert found() == ["sub/new/d.py", "sub/renamed.py"]
