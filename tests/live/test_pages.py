@@ -34,8 +34,8 @@ HOSTILE_NAME = "<img src=x onerror=\"window.pwned=1\">"
 
 
 def _answers(moment, students: int = STUDENTS) -> list[tuple[str, str]]:
-    """What the students type (30 in the biggest class): torch's sizes, the input's sizes (the op forgotten) and the last two axes
-    swapped, in three of the quiz's formats, with both memory answers."""
+    """What the students type (30 in the biggest class): torch's sizes, the input's sizes (the op forgotten)
+    and the last two axes swapped, in three of the quiz's formats, with both memory answers."""
     right = tuple(moment.output.shape)
     forgot = tuple(moment.event.inputs[0].shape)
     swapped = (*right[:-2], right[-1], right[-2])
