@@ -4,6 +4,9 @@ set ``position_ids = cache_position``, one ``arange`` shared by the whole batch;
 first real token must sit at position 0, so the shorter prompts were rotated as if their padding were text
 and generated garbage, while the longest prompt (no padding) was right. The fix derives each row's positions
 from its attention mask, ``cumsum(-1) - 1`` with the padding filled, and keeps the last column at a step.
+Here the prefill's positions come from the mask (as transformers' ``generate`` computes them) and the bug is
+in the steps': rotary positions are relative, so a shift common to a row's prefill and its steps would cancel;
+the padded row's step is rotated two positions past its last prompt token instead of one.
 
 Llama's idiom (transformers' eager path): ``LlamaRotaryEmbedding`` (``inv_freq[None, :, None] @
 position_ids[:, None, :]``, ``cat((freqs, freqs))``, ``cos``/``sin`` ``(B, T, d)`` unsqueezed on the heads),
@@ -11,7 +14,7 @@ position_ids[:, None, :]``, ``cat((freqs, freqs))``, ``cos``/``sin`` ``(B, T, d)
 padding mask, ``masked_fill`` with the dtype's minimum, ``softmax(dim=-1)``. The model runs a prefill of T
 tokens (the first row left-padded by two), then one decoding step.
 
-Bug (argument): ``positions-from-cache``: ``position_ids = cache_position.unsqueeze(0)``."""
+Bug (argument): ``positions-from-cache``: at the decoding step, ``position_ids = cache_position.unsqueeze(0)``."""
 
 import math
 import sys
@@ -78,7 +81,7 @@ class Generator(nn.Module):
         self.bug = bug
 
     def position_ids(self, attention_mask, cache_position):
-        if self.bug == "positions-from-cache":
+        if self.bug == "positions-from-cache" and cache_position[0] > 0:
             return cache_position.unsqueeze(0)                                 # (1, T)
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids = position_ids.masked_fill(attention_mask == 0, 1)
