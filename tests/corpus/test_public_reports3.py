@@ -54,7 +54,10 @@ product weighs values with it; along an axis of one entry beside a named token a
 cut along one axis to the batch's length is a warning (``rules/batch_tables``); a sequence-first decoding
 step ``[1, B, D]`` is seeded (``infer/seeds``) and an index's label skips arguments recorded as numbers
 (``infer/elements``: ``x.index_select(axis, beam_idx)`` was ``B[axis]``); ``zeros_like``/``ones_like``/
-``full_like``/``empty_like`` carry their operand's axes (``op_table``). The CLI's ``causal-mask-leaks`` on
+``full_like``/``empty_like`` carry their operand's axes (``op_table``). Once ChatGLM's step was named, its
+correct file under the CLI's contracts was a false ``✗ batch-entries-mix`` (the beams reordered by an index
+ranked from every entry's scores): the batch contract is not measured where the code reorders its batch by
+an index it computed (``dependencies``, ``probe_inputs.batch_reordered``). The CLI's ``causal-mask-leaks`` on
 GETNext's bug is measured on a batch of perturbed copies, whose size ``pe[:x.size(0)]`` reads: its sentence
 ("output token 0 depends on input token 5") is not what the bug does. What stays ``?``: S = T names from
 sizes alone (with ``shapetrace.name`` on the two inputs, ``mask-wrong-axis``, a mask built for another
