@@ -91,6 +91,10 @@ class Kind(StrEnum):
         "query-key-swapped", "error",
         "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    SOFTMAX_OVER_ONE_ENTRY = ("softmax-over-one-entry", "error", "a softmax along an axis of one entry beside a "
+                              "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
+    TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "
+                          "(`pe[:x.size(0)]` on `[B, T, D]`): each entry gets the row of its place in the batch")
     SOFTMAX_IMPLICIT_DIM = (
         "softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "

@@ -123,6 +123,10 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
       for name in ("zeros", "ones", "empty")),
     OpSpec("full", "new", None, row=False, words="a new tensor of a shape", sized="sequence"),
+    # (a new tensor of another's shape: each axis indexes what the other's axis does, as zeros(n) of a size read
+    # from an axis does; Mistral's ``triu(ones_like(mask), diagonal=...)`` window over the mask's [T, T])
+    *(OpSpec(name, "new", pr.broadcast, row=False, words="a new tensor of another's shape")
+      for name in ("zeros_like", "ones_like", "full_like", "empty_like")),
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape", meta="factory")
       for name in ("rand", "randn")),
     *_meta_only("factory", "randint", integer_result=True),

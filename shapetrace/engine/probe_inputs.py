@@ -229,3 +229,21 @@ def other_sequence(labels_in, tokens_in: int, labels_out, tokens_out: int | None
     if not all(words) or words[0] & words[1]:
         return None
     return f"the input's tokens ({mine}) are another sequence than the output's ({theirs})"
+
+
+#: a label of a pick by an index the code named (``B[beam_idx]``), not a cut (``B[0:2]``) nor a slice's end
+_PICKED_BY = re.compile(r"(?P<root>\w+)\[(?P<index>[A-Za-z_]\w*)\]")
+
+
+def batch_reordered(events, role_of) -> str | None:
+    """Why the batch contract cannot be measured where the code itself moves batch entries: a pick along the
+    batch by an index it computed (a beam search's ``cache.index_select(1, beam_idx)``, ``beam_idx`` ranked from
+    every entry's scores), after which each entry's output depends on the others' by design; else None."""
+    for e in events:
+        for info in e.outputs:
+            for label in info.dims or ():
+                m = _PICKED_BY.fullmatch(label or "")
+                if m and role_of(m.group("root")) == "batch":
+                    return (f"the code reorders its batch entries by an index, {label} at {e.op} #{e.index}, so each "
+                            "entry's output may depend on the others by design")
+    return None

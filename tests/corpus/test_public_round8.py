@@ -285,7 +285,10 @@ EXPECTED = {
     (flash_varlen, "pad-back-seq-major"): [("?", ())] * 3,
     (detr, ""): [("?", ())] * 3,
     (detr, "src-view-no-permute"): [("✗", ("mixed-axis",)),
-                                    ("✗", ("mixed-axis", "broadcast-mismatch", "broadcast-mismatch")),
+                                    # (a third broadcast-mismatch since 07aacdd: tgt = zeros_like(query_embed)
+                                    # carries the queries' [N, B, D], which the decoder's output meets)
+                                    ("✗", ("mixed-axis", "broadcast-mismatch", "broadcast-mismatch",
+                                           "broadcast-mismatch")),
                                     ("✗", ("mixed-axis",))],
     (detr, "mask-not-flattened-right"): [("?", ())] * 3,
     (detr, "memory-mask-as-queries"): [("?", ())] * 3,

@@ -226,3 +226,22 @@ def test_a_causal_tril_and_a_causal_window_still_declare_the_mask(behind):
     report = _windowed(0, behind).report()
     assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
     assert CAUSAL in report.contracts and report.verdict.mark == "✓"
+
+
+def test_a_beam_reorder_by_a_computed_index_is_not_measured_as_batch_mixing():
+    """A beam search step (PaddlePaddle/PaddleNLP issue #6672's loop, tests/corpus/reports3/chatglm_beam_reorder.py):
+    the cache is reordered along the batch by ``beam_idx``, ranked from every entry's scores, so each entry's
+    output depends on the others by design. Once 96f365c named that file's step, its correct twin was ``✗
+    batch-entries-mix`` under the contracts (a false error); the contracts are now not measured, and say why."""
+    from tests.corpus.reports3 import chatglm_beam_reorder
+
+    model, inputs = chatglm_beam_reorder.build("")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        t.check_dependencies()
+        model(*inputs)
+    report = t.report()
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert BATCH not in report.contracts
+    assert "the code reorders its batch entries by an index, B[beam_idx] at index_select #17, so each entry's " \
+           "output may depend on the others by design" in report.verdict.line
+    assert report.verdict.mark == "✓"

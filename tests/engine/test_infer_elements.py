@@ -162,3 +162,20 @@ def test_a_roll_too_large_to_read_keeps_the_registrys_words():
     assert read.params["rolled"] == {1: -1, 2: -1}
     assert "rolled" not in unread.params
     assert annotate(unread).startswith("rotates the values along axes (same names, shifted positions)")
+
+
+def test_an_index_select_whose_dim_is_a_variable_names_the_index_not_the_dim():
+    """``x.index_select(axis, beam_idx)`` (a beam search's cache reorder, PaddleNLP issue #6672's loop): the
+    index is the tensor argument; on 48779ab the label took the first name on the line, the dim's
+    variable (``B[axis]``), so the cache and the step reordered by one index joined under two labels and the
+    join lost its batch name (tests/corpus/reports3/chatglm_beam_reorder.py)."""
+    cache, step = torch.randn(6, 2, 16), torch.randn(1, 2, 16)
+    beam_idx = torch.tensor([1, 0])
+    axis = 1
+    with shapetrace.trace(dims="B=2 T=6 D=16 H=4") as t:
+        shapetrace.name(cache, "T B D")
+        shapetrace.name(step, "_ B D")
+        kept = cache.index_select(axis, beam_idx)
+        torch.cat([kept, step.index_select(1, beam_idx)], dim=0)
+    assert dims_of(t, "index_select") == [("T", "B[beam_idx]", "D"), (None, "B[beam_idx]", "D")]
+    assert dims_of(t, "cat") == [("T+1", "B[beam_idx]", "D")]

@@ -28,7 +28,8 @@ def test_a_padding_mask_filled_in_place_keeps_its_names():
     with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
         attn(x, x, x, key_padding_mask=pad, need_weights=False)
     fill = next(e for e in t.events if e.op == "masked_fill_")
-    assert [i.dims for i in fill.inputs] == [(None, None), ("B", "T")] and fill.outputs[0].dims == ("B", "T")
+    # (the filled tensor is zeros_like(mask): it carries the mask's B and T since 07aacdd gave zeros_like its entry)
+    assert [i.dims for i in fill.inputs] == [("B", "T"), ("B", "T")] and fill.outputs[0].dims == ("B", "T")
     view = next(e for e in t.events if e.op == "view" and e.inputs[0].shape == (2, 6))
     assert view.inputs[0].dims == ("B", "T") and view.outputs[0].dims == ("B", None, None, "T")
     assert t.report().verdict.unchecked == ((view.index + 1, "expand"), (view.index + 2, "reshape"),

@@ -46,3 +46,13 @@ def test_labml_ddpm_attention_block_is_checked_and_its_softmax_over_the_queries_
     assert verdict_line(traced_build(labml_ddpm_softmax, "", dims)).startswith("✓ checked all 12 ops")
     t = traced_build(labml_ddpm_softmax, "softmax-queries", dims)
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == [("error", "softmax-wrong-axis")]
+
+
+def test_a_sequence_first_step_is_seeded_one_batch_features():
+    """ChatGLM's and fairseq's decoding step enters sequence-first, ``[1, B, D]``; on 48779ab no seed fitted
+    it and every op of the step was unnamed (tests/corpus/reports3/chatglm_beam_reorder.py: "? checked 19 of
+    35 ops ... not checked (unnamed axes): #19 index_select, #20 linear, ...")."""
+    x = torch.randn(1, 2, 64)
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        x.view(1, 2, 4, 16).permute(1, 2, 0, 3)
+    assert [e.outputs[0].dims for e in t.events] == [(None, "B", "H", "d_k"), ("B", "H", None, "d_k")]

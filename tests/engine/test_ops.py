@@ -200,3 +200,17 @@ def test_an_unnamed_axis_repeated_by_expand_is_said_as_an_axis_with_its_size():
         cls = shapetrace.name(torch.randn(1, 1, 8), "_ _ D")              # timm's cls_token (1, 1, D)
         cls.expand(3, -1, -1)                                            # (B, 1, D)
     assert annotate(named.events[-1]).startswith("repeats without copying: stride 0 on axis 0 (size 3)")
+
+
+@pytest.mark.parametrize("like", [torch.ones_like, torch.zeros_like, lambda m: torch.full_like(m, 2.0)])
+def test_a_tensor_of_anothers_shape_carries_its_axes(like):
+    """Mistral's sliding window (huggingface/transformers PR #26792, tests/corpus/reports3/mistral_window.py):
+    ``1 - triu(ones_like(mask, dtype=int), diagonal=1 - W)`` over the causal mask's ``[T, T]``. On 96f365c
+    ``ones_like`` had no entry, its result no names, and the correct file was ``? checked 20 of 21 ops ...
+    not checked (unnamed axes): #2 triu``."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        scores = x @ x.transpose(1, 2)                                     # (B, T, T)
+        like(scores).triu(1)                                               # (B, T, T)
+    assert [e.outputs[0].dims for e in t.events if e.op == "triu"] == [("B", "T", "T")]

@@ -349,23 +349,33 @@ def _index_word(record) -> str:
         tree = ast.parse(text.rstrip(":").strip())
     except (SyntaxError, ValueError, AttributeError, TypeError):
         return "index"
+    try:
+        recorded = thaw_args(record.frozen)[0]
+    except (TypeError, ValueError, AttributeError):
+        recorded = ()
+    numbers = {k for k, a in enumerate(recorded) if isinstance(a, int) and not isinstance(a, bool)}
     for node in ast.walk(tree):
-        for candidate in _index_expressions(node, record.spec.name, record.spec.family is Family.SLICE):
+        for candidate in _index_expressions(node, record.spec.name, record.spec.family is Family.SLICE, numbers):
             name = _root_name(candidate)
             if name:
                 return name
     return "index"
 
 
-def _index_expressions(node, called: str, indexing: bool) -> list:
-    """The expressions that may be a call's index: a subscript's items, an ``index=`` or later argument."""
+def _index_expressions(node, called: str, indexing: bool, numbers: set[int] = frozenset()) -> list:
+    """The expressions that may be a call's index: a subscript's items, an ``index=`` or later argument;
+    never one whose recorded value was a number (``numbers``: positions among the recorded arguments, the
+    tensor a method is called on first), as the dim a variable holds in ``x.index_select(axis, beam_idx)``."""
     if isinstance(node, ast.Subscript) and indexing:
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         return [i for i in items if not isinstance(i, (ast.Slice, ast.Constant))]
     if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == called:
         keyword = [k.value for k in node.keywords if k.arg == "index"]
-        rest = [a for a in node.args if not isinstance(a, ast.Constant)]
-        return keyword + rest[1:] if isinstance(node.func, ast.Name) or _is_torch(node.func) else keyword + rest
+        function = isinstance(node.func, ast.Name) or _is_torch(node.func)
+        plain = not any(isinstance(a, ast.Starred) for a in node.args)
+        rest = [a for k, a in enumerate(node.args) if not isinstance(a, ast.Constant)
+                and not (plain and (k if function else k + 1) in numbers)]
+        return keyword + rest[1:] if function and node.args and rest[:1] == node.args[:1] else keyword + rest
     return []
 
 

@@ -102,6 +102,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
+    patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
     patterns += [["B", "D", *grid] for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
     # (a feature map, channels first as torch's convolutions make it: its grid declared, [B, D, Hp, Wp])
     for names in patterns:

