@@ -29,8 +29,7 @@ import torch
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import attributes as _attributes
-from shapetrace.engine.module_state import restore as _restore
+from shapetrace.engine.module_state import Isolated
 from shapetrace.engine.probe_inputs import AtEntry, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
 from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
@@ -105,6 +104,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if isinstance(outs, str):
         return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
+    found, held, placed = _place_checked(probe, found, held)
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
@@ -112,7 +112,40 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
     unmeasured = [heads.reason] if heads.reason and held and held[0] == BATCH else []
-    return found, held, unmeasured + _without_tokens(probe, held)
+    return found, held, unmeasured + placed + _without_tokens(probe, held)
+
+
+#: the token contracts' findings: each compares entry 0 at batch place 0 with its moved copy at place 1
+_TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS)
+
+
+def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
+    """A token contract that broke, checked first against the model treating the batch's places alike: the
+    moved copy ran at place 1 and entry 0 at place 0, so a model that gives one sequence another output at
+    another place (a table cut to ``x.size(0)`` on batch-first input: songyangco/GETNext issue #2) changes
+    every token of the copy, and the token contracts would blame the moved token. One more forward (entry 0 at
+    both places), only where a token contract broke: where the two outputs differ, that is the finding, and
+    what each token depends on was not measured."""
+    if not any(d.kind in _TOKEN_KINDS for d in found):
+        return found, held, []
+    with Isolated(probe.module, probe.state) as run:
+        if run:
+            first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
+            twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
+            place0, place1 = _tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
+            tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(place0.abs().nan_to_num(0.0).amax()))
+            differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
+            if differ:
+                token = f"output token {differ[0]}" if probe.out_tokens is not None else "the output"
+                kept = [d for d in found if d.kind not in _TOKEN_KINDS]
+                return kept + [Kind.BATCH_PLACE_MATTERS.found(None, (
+                    f"measured on the values: one sequence run at batch places 0 and 1 gives two outputs ({token} "
+                    f"differs, {len(differ)} in all): what an entry gets depends on its place in the batch, as "
+                    "where a table is cut or indexed by the batch's length or an entry's index."),
+                    "Find the table read by batch place (pe[:x.size(0)] on batch-first input: cut it with the "
+                    "tokens' length, x.size(1), and broadcast it over the batch).")], held[:1], \
+                    [not_measured("a sequence's output depends on its place in the batch", f"{OWN_TOKEN}, {CAUSAL}")]
+    return found, held, []
 
 
 def _without_tokens(probe: Probe, held: list[str]) -> list[str]:
@@ -236,7 +269,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
         return "the input is not a floating-point tensor"
     if x.shape[probe.batch] < 2:
         return "a batch of one entry"
-    with _Isolated(probe.module, probe.state) as run:
+    with Isolated(probe.module, probe.state) as run:
         if not run:
             return "the model's buffers are too large to save and put back"
         alone = out if not run.training and isinstance(out, torch.Tensor) else \
@@ -288,7 +321,7 @@ def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list
     if position is None or args[position].is_meta:
         return [], [], [not_measured("no tensor to run the model on again", HEADS)]
     heads = _HeadsRun(Probe(module, tuple(args), dict(kwargs), position, 0, 0, 0, None, heads=plans))
-    with _Isolated(module) as run:
+    with Isolated(module) as run:
         if run:
             heads.forward(run.calling(args, kwargs, position), args[position])
     if heads.findings:
@@ -296,57 +329,6 @@ def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list
     if heads.reason is None and run.ran:
         return [], [held(plans)], []
     return [], [], [heads.reason or not_measured("the model cannot be run again on its own input", HEADS)]
-
-
-class _Isolated:
-    """A measuring run's context: eval mode, no gradients, every attribute, buffer and parameter put
-    back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the
-    context is falsy where the buffers are too large to save."""
-
-    def __init__(self, module, state=None):
-        self.module, self.ran, self.state = module, False, state
-
-    def __enter__(self):
-        self.modules = modules = list(self.module.modules())
-        self.training = [(m, m.training) for m in modules if m.training]
-        self.saved = _attributes(modules)
-        if self.saved is not None:
-            if self.training:   # (in eval mode already: nothing to write)
-                self.module.eval()
-            self.grad = torch.no_grad()
-            self.grad.__enter__()
-        return self
-
-    def __bool__(self) -> bool:
-        return self.saved is not None
-
-    def calling(self, args: tuple, kwargs: dict, position: int):
-        """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
-        def run(xi):
-            if self.state is not None:
-                self._found()          # each measuring run starts from the state the call found
-            result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
-            self.ran = True
-            return result[0] if isinstance(result, (tuple, list)) else result
-        return run
-
-    def _found(self) -> None:
-        """Put back the state the call found (its training flags included: measured in eval mode),
-        the forwards this check wrapped (:mod:`.head_hooks`, instance attributes) kept in front."""
-        wrapped = [(m, m.__dict__["forward"]) for m in self.modules if "forward" in m.__dict__]
-        _restore(self.state)
-        if any(m.training for m in self.modules) or any(m.training for m, *_ in self.state):
-            self.module.eval()   # (a walk that sets every flag: only where one was put back in training)
-        for m, forward in wrapped:
-            m.__dict__["forward"] = forward
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        if self.saved is not None:
-            self.grad.__exit__(None, None, None)
-            for m, mode in self.training:
-                m.training = mode
-            _restore(self.saved)
-        return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
 def _changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:

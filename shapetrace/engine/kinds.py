@@ -253,6 +253,8 @@ class Kind(StrEnum):
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",
                          "measured on the values: an output of one batch entry depends on another entry's tokens")
+    BATCH_PLACE_MATTERS = ("batch-place-matters", "error",
+                           "measured on the values: one sequence gives another output at another place in the batch")
     TOKEN_IGNORES_ITSELF = ("token-ignores-itself", "error",
                             "measured on the values: an output token does not change when its own input token does")
     CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error",
@@ -315,10 +317,8 @@ class Kind(StrEnum):
         "inference-failed", "note",
         "a fault of shapetrace itself on this code: that op's results are left unnamed (every other op is "
         "still named and checked); `SHAPETRACE_STRICT=1` raises it instead")
-    CHECK_FAILED = (
-        "check-failed", "note",
-        "a fault of shapetrace itself: one check did not run on this code; `SHAPETRACE_STRICT=1` raises it "
-        "instead")
+    CHECK_FAILED = ("check-failed", "note",
+                    "a fault of shapetrace itself: one check did not run on this code; `SHAPETRACE_STRICT=1` raises it")
 
 
 #: The ranking of what a kind explains, highest first. A *cause* names the op that made a wrong layout and
@@ -332,7 +332,8 @@ _RANKS = {
     Kind.MIXED_AXIS: CAUSE, Kind.TOKENS_MERGED_WITH_FEATURES: CAUSE, Kind.GQA_HEAD_ORDER: CAUSE,
     Kind.MASK_WRONG_BATCH_ORDER: CAUSE, Kind.WRITE_MISMATCH: CAUSE, Kind.VIEW_INCOMPATIBLE: CAUSE,
     Kind.BATCH_MISMATCH: SYMPTOM, Kind.BROADCAST_MISMATCH: SYMPTOM, Kind.JOIN_MISMATCH: SYMPTOM,
-    Kind.BATCH_ENTRIES_MIX: SYMPTOM, Kind.TOKEN_IGNORES_ITSELF: SYMPTOM, Kind.CAUSAL_MASK_LEAKS: SYMPTOM,
+    Kind.BATCH_ENTRIES_MIX: SYMPTOM, Kind.BATCH_PLACE_MATTERS: SYMPTOM, Kind.TOKEN_IGNORES_ITSELF: SYMPTOM,
+    Kind.CAUSAL_MASK_LEAKS: SYMPTOM,
 }
 
 

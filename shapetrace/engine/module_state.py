@@ -60,3 +60,54 @@ def same(now: dict, before: dict) -> bool:
     if all(map(operator.is_, now, before)) and all(map(operator.is_, now.values(), before.values())):
         return True
     return all(now.get(k, same) is v for k, v in before.items())
+
+
+class Isolated:
+    """A measuring run's context: eval mode, no gradients, every attribute, buffer and parameter put
+    back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the
+    context is falsy where the buffers are too large to save."""
+
+    def __init__(self, module, state=None):
+        self.module, self.ran, self.state = module, False, state
+
+    def __enter__(self):
+        self.modules = modules = list(self.module.modules())
+        self.training = [(m, m.training) for m in modules if m.training]
+        self.saved = attributes(modules)
+        if self.saved is not None:
+            if self.training:   # (in eval mode already: nothing to write)
+                self.module.eval()
+            self.grad = torch.no_grad()
+            self.grad.__enter__()
+        return self
+
+    def __bool__(self) -> bool:
+        return self.saved is not None
+
+    def calling(self, args: tuple, kwargs: dict, position: int):
+        """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
+        def run(xi):
+            if self.state is not None:
+                self._found()          # each measuring run starts from the state the call found
+            result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
+            self.ran = True
+            return result[0] if isinstance(result, (tuple, list)) else result
+        return run
+
+    def _found(self) -> None:
+        """Put back the state the call found (its training flags included: measured in eval mode),
+        the forwards this check wrapped (:mod:`.head_hooks`, instance attributes) kept in front."""
+        wrapped = [(m, m.__dict__["forward"]) for m in self.modules if "forward" in m.__dict__]
+        restore(self.state)
+        if any(m.training for m in self.modules) or any(m.training for m, *_ in self.state):
+            self.module.eval()   # (a walk that sets every flag: only where one was put back in training)
+        for m, forward in wrapped:
+            m.__dict__["forward"] = forward
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if self.saved is not None:
+            self.grad.__exit__(None, None, None)
+            for m, mode in self.training:
+                m.training = mode
+            restore(self.saved)
+        return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)

@@ -27,11 +27,16 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd, self.bug = n_head, n_embd, bug
         self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
                              .view(1, 1, block_size, block_size))                  # (1, 1, bs, bs)
+        self.register_buffer("pe", torch.randn(block_size, n_embd))                    # (bs, C)
         self.calls = 0
 
     def forward(self, x):
         self.calls += 1
         B, T, C = x.size()                                                         # (B, T, C)
+        if self.bug == "pe-by-batch-place":   # the seq-first tutorial's pe[:x.size(0)] fed batch-first input
+            x = x + self.pe[:x.size(0)].unsqueeze(1)                               # (B, 1, C) -> (B, T, C)
+        elif self.bug == "pe-by-token":   # its twin: the table cut to the tokens and broadcast over the batch
+            x = x + self.pe[:x.size(1)]                                            # (T, C) -> (B, T, C)
         if self.bug == "layernorm-over-batch":
             # a hand-written LayerNorm (the Annotated Transformer's) with the mean over dim 0
             x = (x - x.mean(0, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6)   # (B, T, C)
@@ -113,6 +118,29 @@ def test_outputs_shifted_a_token_late_ignore_their_own_token(B, T):
     assert t.diagnostics[0].message == (
         f"measured on the values: output token {T - 1} of batch 0 does not change when its own input token "
         "changes: each output token must depend on its own input token.")
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_table_read_by_batch_place_is_said_so_not_blamed_on_a_token(B, T):
+    """songyangco/GETNext issue #2: the PyTorch tutorial's sequence-first ``pe[:x.size(0)]`` fed batch-first
+    input gives batch entry b the table's row b. The token contracts compare entry 0 at batch place 0 with
+    its moved copy at place 1, so every token of the copy changed and, on 33c87cf, the verdict said "output
+    token 0 of batch 0 depends on input token T-1, a later token" (causal-mask-leaks): a false sentence. One
+    more forward, entry 0 at both places, says what it is; the twin cut to the tokens holds every contract."""
+    t, _ = _traced("pe-by-batch-place", B, T)
+    measured, held, unmeasured = t._measured()
+    assert [d.kind for d in measured] == ["batch-place-matters"]
+    assert measured[0].message == (
+        f"measured on the values: one sequence run at batch places 0 and 1 gives two outputs (output token 0 "
+        f"differs, {T} in all): what an entry gets depends on its place in the batch, as where a table is cut or "
+        "indexed by the batch's length or an entry's index.")
+    assert held == [BATCH, HEADS]   # (the heads are moved and read within each entry: its place alike)
+    assert "each token depends on itself, the causal mask holds (a sequence's output depends on its place in the " \
+        "batch)" in unmeasured
+    assert t.report().verdict.mark == "✗"
+    twin, _ = _traced("pe-by-token", B, T)
+    assert [d.kind for d in twin.report().diagnostics if d.severity != "note"] == []
+    assert twin.report().contracts == [BATCH, OWN_TOKEN, CAUSAL, HEADS]
 
 
 def test_nothing_is_measured_without_asking_or_without_names():
