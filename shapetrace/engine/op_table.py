@@ -297,7 +297,9 @@ ENTRIES: list[OpSpec] = [
     *_elementwise("inplace", "div_", "__itruediv__", scaling="divides"),
     *_elementwise("binary", "mul", "__mul__", "__rmul__", scaling="multiplies"),
     *_elementwise("inplace", "mul_", "__imul__", scaling="multiplies"),
-    *_elementwise("binary", "sub", "__sub__", "__rsub__", "floor_divide", "pow", "__pow__", "__rpow__",
+    # ``scores - bias`` is ``scores + (-bias)``: a subtracted mask or bias is read as an added one (:mod:`.directions`)
+    *_elementwise("binary", "sub", "__sub__", subtractive=True),
+    *_elementwise("binary", "__rsub__", "floor_divide", "pow", "__pow__", "__rpow__",
                   "__floordiv__", "__mod__", "minimum", "maximum"),
     *_elementwise("inplace", "sub_", "__isub__"),
     *_elementwise("float_unary", "rsqrt", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "gelu", "silu",
