@@ -220,3 +220,25 @@ def test_keys_cut_from_unnamed_features_take_the_heads_the_queries_name():
     # (a key's d_k+v cut stays unnamed and unchecked; ``key[..., :]``, read as it lies, is not counted)
     assert t.report().verdict.line.startswith("? checked 6 of 13 ops")
     assert [d for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_learned_tokens_joined_between_named_parts_are_counted():
+    """DINOv2's registers, ``cat((x[:, :1], register_tokens.expand(B, -1, -1), x[:, 1:]), dim=1)``
+    (tests/corpus/public13/dinov2_registers.py): a part made from parameters only is a fixed number of
+    entries, so the join is ``5+T`` and the expanded registers ``4``. On fc24ddf both were unnamed, and the
+    correct file ``? checked 5 of 24 ops`` (every op after the join unchecked)."""
+    from tests.corpus.helpers import traced_build, verdict_line
+    from tests.corpus.public13 import dinov2_registers
+
+    t = traced_build(dinov2_registers, "", "B=2 T=6 D=64 H=4")
+    assert [(e.op, tuple(e.outputs[0].dims)) for e in t.events[3:6]] == [
+        ("expand", ("B", "4", "D")), ("__getitem__", ("B", "T", "D")), ("cat", ("B", "5+T", "D"))]
+    assert verdict_line(t).startswith("✓ checked all 24 ops that could carry a layout bug")
+
+
+def test_a_join_with_a_computed_unnamed_part_stays_unnamed():
+    """Only parameters count: a part computed from the input that has no name leaves the join unnamed."""
+    x, extra = torch.randn(2, 6, 8), torch.randn(2, 3, 8)                   # extra: an input, (B, ?, D)
+    with shapetrace.trace(dims="B=2 T=6 D=8 H=2") as t:
+        torch.cat((x, extra * 2), dim=1)
+    assert t.events[-1].op == "cat" and t.events[-1].outputs[0].dims[1] is None

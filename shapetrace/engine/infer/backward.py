@@ -117,6 +117,8 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
                 if axes[p].size == axis.size and namer.label(axes[p]) is None:
                     walker = walkers.setdefault(axis, _Walker(inference, found, axis))
                     walker.back(node, p, whole_moves=True)
+        for node, axis in _counted_parts(inference, out, parts, dim % len(out)):
+            walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, dim % len(out), whole_moves=True)
     for walker in walkers.values():   # each names one axis: a node two of them reach takes both names
         for node, axes in walker.pins.items():
             before = found.get(node) or inference.axes.get(node) or ()
@@ -126,6 +128,18 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
                     merged[i] = mine
             pins[node] = tuple(merged)
     return pins
+
+
+def _counted_parts(inference: Inference, out, parts, dim: int) -> list[tuple[int, Axis]]:
+    """Where a join is named along its joined axis (``1+4+N``: :func:`.provenance.joined_with_parameters`), the
+    parts made from parameters only that it counted (DINOv2's ``register_tokens.expand(B, -1, -1)``), each with
+    its count as the name of its joined axis (``4``)."""
+    namer = inference.namer
+    if namer.label(out[dim]) is None:
+        return []
+    return [(node, ax.root_axis(str(axes[dim].size), axes[dim].size)) for node, axes in parts
+            if axes[dim].size > 1 and namer.label(axes[dim]) is None
+            and (node in inference.from_parameters or inference.capture.nodes[node].parameter)]
 
 
 def _whole_plain(namer, axis: Axis) -> bool:
