@@ -321,10 +321,12 @@ ENTRIES: list[OpSpec] = [
     *_meta_only("inplace", "clamp_", "fill_", "zero_", "relu_", "pow_"),
     *_meta_only("compare", "logical_xor", "isfinite"),
     *_meta_only("bitwise", "bitwise_and", "bitwise_or"),
-    *_meta_only("float_unary", "log1p", "expm1", "mish", "selu", "softsign", "logsigmoid", "hardswish",
-                "hardsigmoid", "tanhshrink"),
-    *_meta_only("same_unary", "relu6", "leaky_relu", "clamp_min", "clamp_max", "floor", "ceil", "round",
-                "trunc", "hardtanh", "threshold"),
+    # (one operand, each element on its own: the result keeps every axis of its operand, as ``exp`` and ``neg`` do;
+    # Llama 4's attention temperature ``log(floor((positions + 1) / floor_scale) + 1)`` over the tokens)
+    *_elementwise("float_unary", "log1p", "expm1", "mish", "selu", "softsign", "logsigmoid", "hardswish",
+                  "hardsigmoid", "tanhshrink"),
+    *_elementwise("same_unary", "relu6", "leaky_relu", "clamp_min", "clamp_max", "floor", "ceil", "round",
+                  "trunc", "hardtanh", "threshold"),
     *_meta_only("same_unary", "positive", aliases=("__pos__",)),
     # -- the traced code's own backward pass (each way torch starts one): counted, not recorded --------------
     OpSpec("backward", "new", None, row=False, starts_backward=True, callable="torch.Tensor.backward"),

@@ -242,3 +242,35 @@ def test_a_join_with_a_computed_unnamed_part_stays_unnamed():
     with shapetrace.trace(dims="B=2 T=6 D=8 H=2") as t:
         torch.cat((x, extra * 2), dim=1)
     assert t.events[-1].op == "cat" and t.events[-1].outputs[0].dims[1] is None
+
+
+def test_a_complex_rotary_table_is_named_by_the_pairs_it_turns():
+    """Meta's rotary form, ``view_as_complex(q.reshape(B, T, H, -1, 2)) * freqs_cis[:T].view(1, T, 1, d/2)``:
+    broadcasting lines the table's frequencies up with the pairs, each of which one entry turns by construction.
+    On fc24ddf the table's frequency axis had no name, and its slice and view were ``not checked (unnamed
+    axes)`` (Llama 4, tests/corpus/public13/llama4_chunked.py; meta_llama in public6)."""
+    B, T, H, d = 2, 6, 4, 8
+    x = torch.randn(B, T, H * d)
+    angles = torch.outer(torch.arange(16).float(), 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+    freqs_cis = torch.polar(torch.ones(16, d // 2), angles)                          # (16, d/2) complex
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        q = x.view(B, T, H, d)
+        q_ = torch.view_as_complex(q.reshape(B, T, H, -1, 2))                       # (B, T, H, d/2)
+        table = freqs_cis[: x.shape[1]].view(1, T, 1, d // 2)                      # (1, T, 1, d/2)
+        torch.view_as_real(q_ * table).flatten(3)                                  # (B, T, H, d)
+    pairs = next(e for e in t.events if e.op == "view_as_complex").outputs[0].dims[-1]
+    cut, view = (e for e in t.events if e.op in ("__getitem__", "view") and e.inputs[0].shape[-1] == d // 2)
+    assert pairs is not None and tuple(cut.outputs[0].dims) == ("T", pairs)
+    assert tuple(view.outputs[0].dims) == (None, "T", None, pairs)
+    assert t.report().verdict.line.startswith("✓ checked all")
+
+
+def test_a_real_table_is_not_named_by_a_product_of_reals():
+    """Only two complex operands: a real table's layout is checked on its values (:mod:`.rotary`), not named."""
+    x, table = torch.randn(2, 6, 4, 8), torch.randn(16, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T H d_k")
+        x * table[: x.shape[1]].view(1, x.shape[1], 1, 8)
+    view = next(e for e in t.events if e.op == "view")
+    assert tuple(view.outputs[0].dims) == (None, "T", None, None)

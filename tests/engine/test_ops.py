@@ -200,3 +200,19 @@ def test_an_unnamed_axis_repeated_by_expand_is_said_as_an_axis_with_its_size():
         cls = shapetrace.name(torch.randn(1, 1, 8), "_ _ D")              # timm's cls_token (1, 1, D)
         cls.expand(3, -1, -1)                                            # (B, 1, D)
     assert annotate(named.events[-1]).startswith("repeats without copying: stride 0 on axis 0 (size 3)")
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.round, torch.trunc, torch.log1p, torch.expm1,
+                                lambda t: t.clamp_min(1.0), F.relu6, F.leaky_relu])
+def test_one_operand_elementwise_ops_keep_their_operands_axes(op):
+    """Llama 4's attention temperature, ``log(floor((positions + 1) / floor_scale) + 1) * attn_scale + 1`` over
+    ``arange(T)``, viewed ``(1, T, 1, 1)``: on fc24ddf ``floor`` and its kind were known on the meta device only,
+    so the positions lost ``T`` and the view was ``not checked (unnamed axes)`` (tests/corpus/public13/
+    llama4_chunked.py)."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        positions = torch.arange(x.shape[1]).float()
+        op(positions + 1.0).view(1, -1, 1, 1)
+    view = t.events[-1]
+    assert view.op == "view" and tuple(view.outputs[0].dims) == (None, "T", None, None)

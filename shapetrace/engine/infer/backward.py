@@ -142,6 +142,38 @@ def _counted_parts(inference: Inference, out, parts, dim: int) -> list[tuple[int
             and (node in inference.from_parameters or inference.capture.nodes[node].parameter)]
 
 
+def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming a table of complex numbers multiplied onto complex pairs (Meta's rotary,
+    ``view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2)) * freqs_cis.view(1, T, 1, d/2)``): each entry turns
+    one pair by construction (:mod:`.rotary` never checks this form), and broadcasting lines the table up with
+    the pairs axis by axis, so an unnamed table axis of more than one entry that meets a named axis of the
+    pairs is that axis (its frequencies are the pairs' axis), carried back through the views and the slice that
+    made it. Only a product of two complex operands: a real table's layout is checked on its values instead."""
+    namer, walkers = inference.namer, {}
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        raw = getattr(record, "in_raw", ())   # (a call without a row keeps no layouts: no dtype to read)
+        if spec is None or spec.scaling != "multiplies" or len(record.ins) != 2 or len(raw) != 2 \
+                or not all(getattr(r[3], "is_complex", False) for r in raw):
+            continue
+        sides = [found.get(n) or inference.axes.get(n) or () for n in record.ins]
+        for node, mine, other in ((record.ins[0], sides[0], sides[1]), (record.ins[1], sides[1], sides[0])):
+            for back in range(-min(len(mine), len(other)), 0):
+                axis = other[back]
+                if mine[back].size == axis.size > 1 and namer.label(mine[back]) is None \
+                        and namer.label(axis) is not None:
+                    walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, back, whole_moves=True)
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for walker in walkers.values():
+        for node, axes in walker.pins.items():
+            merged = list(pins.get(node, found.get(node) or inference.axes.get(node) or ()))
+            for i, (mine, old) in enumerate(zip(axes, merged)):
+                if mine != old:
+                    merged[i] = mine
+            pins[node] = tuple(merged)
+    return pins
+
+
 def _whole_plain(namer, axis: Axis) -> bool:
     """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold or an unknown."""
     return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
