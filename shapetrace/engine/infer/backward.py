@@ -174,6 +174,81 @@ def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> 
     return pins
 
 
+#: elementwise records walked back from a stacked part to the entries it picks
+_PART_DEPTH = 8
+
+
+def stacked_pairs(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming the new axis of a ``stack`` whose parts are elementwise arithmetic on the entries of one
+    named axis picked one by one (torchtune's and ChatGLM's rotary, ``stack([x[..., 0] * c - x[..., 1] * s,
+    x[..., 1] * c + x[..., 0] * s], -1)`` of pairs ``x [..., d/2, 2]``): part ``j`` is entry ``j`` of each pair
+    turned within its pair, and the stack puts the new axis where that axis was, so the new axis is that axis
+    (then ``flatten(3)`` gives ``d`` back), as ``x * cos + rotate_half(x) * sin`` keeps ``d``. Only where every
+    part picks from that axis, its indices are exactly the parts' count, and exactly one named axis qualifies
+    (a table's ``[..., 0]``/``[..., 1]`` of cos and sin are picked alike but have no name)."""
+    namer = inference.namer
+    made = {node: record for record in inference.capture.records if getattr(record, "spec", None) is not None
+            for node in record.outs}
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        if spec is None or not spec.stacks or len(record.outs) != 1 or len(record.ins) < 2:
+            continue
+        out = found.get(record.outs[0]) or inference.axes.get(record.outs[0]) or ()
+        args, kwargs = thaw_args(record.frozen)
+        dim = arg(args, kwargs, 1, "dim", 0)
+        if not out or not isinstance(dim, int) or namer.label(out[dim % len(out)]) is not None:
+            continue
+        dim %= len(out)
+        picked = [_picks(inference, made, node, dim, len(out)) for node in record.ins]
+        common = set.intersection(*(set(p) for p in picked))
+        k = len(record.ins)
+        axes = {found.get(src, inference.axes.get(src, ()))[dim] for src in common
+                if sorted({j for p in picked for j in p[src]}) == list(range(k))}
+        named = [a for a in axes if namer.label(a) is not None and a.size == len(record.ins)]
+        if len(named) == 1:
+            pins[record.outs[0]] = out[:dim] + (named[0],) + out[dim + 1:]
+    return pins
+
+
+def _picks(inference: Inference, made: dict, node: int, dim: int, rank: int) -> dict[int, list[int]]:
+    """source node -> the indices of its axis ``dim`` (of ``rank`` axes) that ``node`` picks one by one
+    (``x[..., j]``) through elementwise arithmetic."""
+    found: dict[int, list[int]] = {}
+    todo, seen = [(node, 0)], set()
+    while todo:
+        n, depth = todo.pop()
+        record = made.get(n)
+        if record is None or n in seen or depth > _PART_DEPTH:
+            continue
+        seen.add(n)
+        spec = record.spec
+        if spec.family is Family.ELEMENTWISE:
+            todo.extend((i, depth + 1) for i in record.ins if isinstance(i, int))
+        elif is_basic_indexing(spec) and record.ins:
+            j = _picked_index(record, dim, rank)
+            if j is not None:
+                found.setdefault(record.ins[0], []).append(j)
+    return {src: sorted(set(js)) for src, js in found.items()}
+
+
+def _picked_index(record, dim: int, rank: int) -> int | None:
+    """The one index ``x[..., j]`` (or ``x[:, :, j]``) picks along axis ``dim`` of an ``x`` of ``rank`` axes,
+    keeping every other axis whole; None for any other subscript."""
+    args, _ = thaw_args(record.frozen)
+    index = args[1] if len(args) > 1 else None
+    index = index if isinstance(index, tuple) else (index,)
+    if sum(i is Ellipsis for i in index) > 1 or not all(i is Ellipsis or type(i) is int or i == slice(None)
+                                                        for i in index):
+        return None
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (rank - len(index) + 1) + index[at + 1:]
+    index = index + (slice(None),) * (rank - len(index))
+    ints = [(p, i) for p, i in enumerate(index) if type(i) is int]
+    return ints[0][1] if len(index) == rank and len(ints) == 1 and ints[0][0] == dim else None
+
+
 def _whole_plain(namer, axis: Axis) -> bool:
     """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold or an unknown."""
     return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
