@@ -168,9 +168,9 @@ class Kind(StrEnum):
     CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
                                 "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
                                 "no token sees itself and the first sees nothing")
-    MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "error", "a mask on the scores of one sequence that hides a query's "
-                          "own key while it sees others and others see that key (a window hidden instead of its "
-                          "outside, a chunk id `j % C`): a token kept from attending to itself")
+    MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "warning", "a mask on the scores of one sequence that hides a "
+                          "query's own key while it sees others and others see that key: a window hidden instead of "
+                          "its outside, a chunk id `j % C`, or by design (XLNet's query stream)")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")

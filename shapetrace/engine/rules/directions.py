@@ -260,7 +260,8 @@ def _hides_own_key(e: Event, scores: str, key: str | None, mask: TensorInfo) -> 
         f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that hides "
         f"query {query}'s own key{lead} while that query sees other keys and other queries see its key{more}: "
         f"its queries and keys ({key or 'the keys'}) are one sequence, so a token is kept from attending to "
-        "itself (a window or chunk mask built the wrong way round: the positions it should keep are hidden)."),
+        "itself: a window or chunk mask built the wrong way round (the positions it should keep hidden), unless "
+        "the model means it (XLNet's query stream does not see its own token)."),
         "Keep each query's own key: hide what lies outside the window, masked_fill(~window, min), and take the "
         "chunk of a key as j // C, as for a query.")
 
