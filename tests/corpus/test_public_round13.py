@@ -44,13 +44,14 @@ windowed ones, whose weights declare no causal triangle.
 
 The fixes, one general mechanism each (tests in the engine's modules say what each fixes): a mask of one sequence
 read whole on its values (``directions``: a query that hides its own key while it sees others and others see
-that key, ``mask-hides-own-key``, a warning: XLNet's query stream hides its own token by design; a non-causal mask blinding queries whose tokens others see, ``mask-wrong-axis``
-as for causal masks; a mask hiding far-past keys but no later key, ``mask-keeps-future``); ``scores - bias`` read
-as ``scores + (-bias)`` (``directions.subtracted_facts``); a join's part made from parameters only counted by its
-size (``5+T``), and a cut keeping such counted entries next to the input's tokens not proven
-(``verdict._cut_keeping_counted``); one-operand elementwise ops known on the meta device only (``floor``, ...)
-keep their axes; a complex table multiplied onto complex pairs named by the pairs (``complex_tables``); a stack
-of pair entries turned within their pairs keeps the pair axis (``stacked_pairs``).
+that key, ``mask-hides-own-key``, a warning since XLNet's query stream hides its own token by design; a
+non-causal mask blinding queries whose tokens others see, ``mask-wrong-axis`` as for causal masks; a mask hiding
+far-past keys but no later key, ``mask-keeps-future``); ``scores - bias`` read as ``scores + (-bias)``
+(``directions.subtracted_facts``); a join's part made from parameters only counted by its size (``5+T``), and a
+cut keeping such counted entries next to the input's tokens not proven (``verdict._cut_keeping_counted``);
+one-operand elementwise ops known on the meta device only (``floor``, ...) keep their axes; a complex table
+multiplied onto complex pairs named by the pairs (``complex_tables``); a stack of pair entries turned within
+their pairs keeps the pair axis (``stacked_pairs``).
 
 Now at distinct sizes: correct ✓ 7, ? 3, ✗ 0; bugs ✗ 6 (and 1 raises), ! 2, ? 5, ✓ 2. What stays ✓ on a bug: Pixtral's
 two (its 2-D table gathered at ids ``h * max_w + w`` or swapped, or its first rows sliced): which patch is which

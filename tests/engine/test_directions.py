@@ -176,11 +176,11 @@ def test_a_subtracted_bias_is_read_as_its_negation_added():
      "error mask-wrong-axis scaled_dot_product_attention #27 puts a mask [B=2, 1, T=6, T=6] onto the scores "
      "[..., T=6, T=6] that leaves query 4 at [1, 0] of the mask's leading axes [B=2, 1] with no key at all"),
     ("llama4_chunked", "chunk-from-modulo",
-     "warning mask-hides-own-key scaled_dot_product_attention #27 puts a mask [T=6, T=6] onto the scores [..., T=6, T=6] "
-     "that hides query 1's own key"),
+     "warning mask-hides-own-key scaled_dot_product_attention #27 puts a mask [T=6, T=6] onto the scores "
+     "[..., T=6, T=6] that hides query 1's own key"),
     ("gemma3", "window-without-causal",
-     "error mask-keeps-future add #48 puts a mask [1, 1, T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] that hides keys "
-     "before a query (key 0 from query 3) but no key after any query"),
+     "error mask-keeps-future add #48 puts a mask [1, 1, T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] that hides "
+     "keys before a query (key 0 from query 3) but no key after any query"),
     ("flex_score_mod", "alibi-reversed",
      "error distance-bias-reversed sub #16 subtracts a bias [1, H=4, T=6, T=6] from the scores [B=2, H=4, T=6, T=6] "
      "whose negation grows with the distance to each query along the keys (axis -1, T)"),
