@@ -195,14 +195,19 @@ def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
     return tuple(axes[:dim]) + tuple(axes[dim + 1:])
 
 
-def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer) -> tuple[Axis, ...]:
+def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
+             counted: frozenset[int] = frozenset()) -> tuple[Axis, ...]:
     """``cat``: the joined axis is ``S+T`` (every part named) or unnamed; the other axes keep the
-    names the inputs agree on."""
+    names the inputs agree on. ``counted``: the parts (by position) whose joined axis is a fixed number of
+    entries, named by that number (a part made from parameters only: DINOv2's register tokens, ``1+4+N``);
+    a part of one entry always is (``T+1``)."""
     dim %= len(inputs[0])
     total = sum(inp[dim].size for inp in inputs)
-    inputs = [inp for inp in inputs if inp[dim].size > 0] or list(inputs)   # an empty cache adds nothing
+    kept = [(i, inp) for i, inp in enumerate(inputs) if inp[dim].size > 0] or list(enumerate(inputs))
+    inputs = [inp for _, inp in kept]   # an empty cache adds nothing
     first = list(inputs[0])
-    labels = [namer.label(inp[dim]) if inp[dim].size != 1 else "1" for inp in inputs]   # one more: T+1
+    labels = [str(inp[dim].size) if inp[dim].size == 1 or i in counted and namer.label(inp[dim]) is None
+              else namer.label(inp[dim]) for i, inp in kept]   # one more: T+1
     whole = _reordered_whole(labels, total, namer)
     if whole is not None:
         first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k

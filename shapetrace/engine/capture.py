@@ -414,7 +414,7 @@ class Recorder(TorchFunctionMode):
             return run_opened(self, func, args, kwargs, spec)
         if spec.row:
             return self.capture.record(spec, func, args, kwargs)
-        if spec.additive and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
+        if (spec.additive or spec.subtractive) and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)
         if spec.family is _ELEMENTWISE:   # the analysis checks how it lines up (a product: a table's values too)

@@ -167,7 +167,62 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     for side, table in sides[:2] if bool(padding.any()) else ():
         if bool(((rows | padding) == (table | padding)).all()):   # (transformers' 4-D causal mask of a padded batch)
             return {**aside, "hides_side": f"{side}-and-padding", **blind}
+    if offset == 0 and not aside:
+        aside = own_key_hidden(rows) or blind_rows(mask, rows) or past_only(rows)   # (a query hiding its own key
+        # explains a blind row)
     return {"hides_side": "other", **aside, **blind, **looks_ahead(rows)}
+
+
+def own_key_hidden(rows: Any) -> dict:
+    """``{"hides_own_key": (count, slice, query)}`` when, as many queries as keys, a query hides its own key
+    while it sees another key and another query sees its key (so that key is no padding, which every query
+    hides): a window or chunk mask built the wrong way round (``masked_fill(window, min)`` for
+    ``masked_fill(~window, min)``, a chunk id taken ``j % C`` for ``j // C``); ``count`` such queries in all,
+    the first at ``[slice, query]``. ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 2:
+        return {}
+    hits = rows.diagonal(dim1=-2, dim2=-1) & (~rows).any(-1) & (~rows).any(-2)   # (slices, n)
+    if not bool(hits.any()):
+        return {}
+    first = int(hits.flatten().nonzero()[0].item())
+    return {"hides_own_key": (int(hits.sum().item()), first // n, first % n)}
+
+
+def past_only(rows: Any) -> dict:
+    """``{"past_only": (slice, query, key)}`` when, as many queries as keys, the mask hides keys before some
+    query (a key that another query sees, so no padding) and no key after any query in any slice: it limits
+    how far back each query sees yet lets it see every later token, a causal sliding window that lost its
+    causal half (``kv_idx > q_idx - window`` without ``& (kv_idx <= q_idx)``); the first such hidden key at
+    ``[slice, query, key]``. A bidirectional window hides keys on both sides, a causal one every later key.
+    ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 3:
+        return {}
+    ones = rows.new_ones((n, n))
+    if bool((rows & ones.triu(1)).any()):
+        return {}
+    early = rows & ones.tril(-1) & (~rows).any(-2, keepdim=True)             # (slices, n, n): not padding
+    if not bool(early.any()):
+        return {}
+    first = int(early.flatten().nonzero()[0].item())
+    return {"past_only": (first // (n * n), first // n % n, first % n)}
+
+
+def blind_rows(mask: Any, rows: Any) -> dict:
+    """``{"blind_queries": (shape, flat indices)}`` for a mask of any pattern, as many queries as keys: the
+    queries that hide every key though other queries see their own token (a padding mask laid along the
+    queries, ``keep[:, None, :, None]`` for ``keep[:, None, None, :]``; a padded token's own key is hidden
+    from every query, so a padded row is no blind one); ``{}`` where there is none. ``rows``: ``[slices, n,
+    n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n:
+        return {}
+    flags = rows.all(-1) & (~rows).any(-2)                                    # (slices, n)
+    if not bool(flags.any()):
+        return {}
+    lead = (*(tuple(mask.shape[:-2]) if mask.dim() >= 2 else ()), n)
+    return {"blind_queries": (lead, tuple(flags.flatten().nonzero().flatten().tolist()))}
 
 
 def looks_ahead(rows: Any) -> dict:
@@ -284,6 +339,24 @@ def added_operand(kept: Any, is_scores: Sequence[bool]) -> Any:
     if len(is_scores) != 2 or is_scores[0] == is_scores[1]:
         return None
     return kept.second if is_scores[0] else kept.first
+
+
+def subtracted_facts(kept: Any, in_shapes: Sequence, is_scores: Sequence[bool], scores_shape: tuple[int, ...]) -> dict:
+    """What a tensor subtracted from the scores says (``scores - bias`` adds ``-bias``: FlexAttention's eager
+    ``score_mod``, ``scores - 1e9 * (1 - mask)``), as :func:`added_facts` reads an added one, where it hides keys
+    or slopes with distance; ``{}`` otherwise, so that ``scores - scores.amax(-1, keepdim=True)`` (the softmax's
+    own shift, the same on every key) stays the elementwise step it is. Only the subtrahend is read: the scores
+    must come first (``bias - scores`` negates the scores themselves). ``in_shapes``: the two operands' shapes;
+    ``is_scores``: which of them are the scores."""
+    if len(in_shapes) != 2 or len(is_scores) != 2 or not is_scores[0] or is_scores[1]:
+        return {}
+    taken = kept.second if isinstance(kept, AddedOperands) else kept
+    if taken is None or tuple(taken.shape) != tuple(in_shapes[1]) or (
+            not isinstance(kept, AddedOperands) and tuple(in_shapes[0]) == tuple(in_shapes[1])):
+        return {}
+    facts = added_facts(-taken, scores_shape)
+    facts.pop("bias_ignored", None)
+    return facts if facts.get("hides") or facts.get("bias_favours") else {}
 
 
 def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:

@@ -64,9 +64,8 @@ class Kind(StrEnum):
     NONSTANDARD_HEAD_SPLIT = (
         "nonstandard-head-split", "note",
         "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
-    PROJECTION_OVER_TOKENS = (
-        "projection-over-tokens", "error",
-        "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
+    PROJECTION_OVER_TOKENS = ("projection-over-tokens", "error",
+                              "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
     NORM_OVER_TOKENS = (
         "norm-over-tokens", "error",
         "`nn.LayerNorm(D)` or RMSNorm on a channel-first map (`[B, D, T]`, `[B, C, H, W]`) whose last axis has "
@@ -87,9 +86,8 @@ class Kind(StrEnum):
     ATTENDS_OVER_BATCH = ("attends-over-batch", "error",
                           "the scores' key axis is batch entries (seq-first code fed `[B, T, D]`)")
     ATTENDS_OVER_FEATURES = ("attends-over-features", "error", "the scores' key axis is features")
-    QUERY_KEY_SWAPPED = (
-        "query-key-swapped", "error",
-        "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
+    QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
+                         "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
     SOFTMAX_OVER_ONE_ENTRY = ("softmax-over-one-entry", "error", "a softmax along an axis of one entry beside a "
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
@@ -123,9 +121,8 @@ class Kind(StrEnum):
     # -- the kernels' contracts --------------------------------------------------------------------
     SDPA_LAYOUT = ("sdpa-layout", "error",
                    "`F.scaled_dot_product_attention` fed q, k, v as `[B, T, H, d]` where `[B, H, T, d]` is due")
-    CAUSAL_MASK_MISALIGNED = (
-        "causal-mask-misaligned", "error",
-        "`is_causal=True` with fewer queries than keys (torch aligns the mask top-left)")
+    CAUSAL_MASK_MISALIGNED = ("causal-mask-misaligned", "error",
+                              "`is_causal=True` with fewer queries than keys (torch aligns the mask top-left)")
     MASK_POLARITY = ("mask-polarity", "error",
                      "a boolean mask in nn.MultiheadAttention's polarity (True = masked) given to SDPA")
     MASK_POLARITY_UNCHECKED = (
@@ -137,10 +134,8 @@ class Kind(StrEnum):
     GQA_HEADS_ALREADY_REPEATED = (
         "gqa-heads-already-repeated", "note",
         "`enable_gqa=True` with keys that already have as many heads as the queries: nothing is shared")
-    GQA_HEAD_ORDER = (
-        "gqa-head-order", "error",
-        "key/value heads tiled with `repeat(1, n_rep, 1, 1)` meeting queries whose head h reads key/value "
-        "head h // n_rep")
+    GQA_HEAD_ORDER = ("gqa-head-order", "error", "key/value heads tiled with `repeat(1, n_rep, 1, 1)` meeting "
+                      "queries whose head h reads key/value head h // n_rep")
 
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
                             "a running sum or product (`cumsum`, `cumprod`) along the heads or the batch, which "
@@ -172,6 +167,12 @@ class Kind(StrEnum):
     CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
                                 "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
                                 "no token sees itself and the first sees nothing")
+    MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "warning", "a mask on the scores of one sequence that hides a "
+                          "query's own key while it sees others and others see that key: a window hidden instead of "
+                          "its outside, a chunk id `j % C`, or by design (XLNet's query stream)")
+    MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
+                         "before a query but no key after any: a causal sliding window that lost its causal half "
+                         "(`j > i - w` without `j <= i`), so each query sees every later token")
     CAUSAL_MASK_ACROSS_SEQUENCES = (
         "causal-mask-across-sequences", "error",
         "a causal mask cut from a square table over one sequence (key i hidden from the queries before i) "

@@ -301,7 +301,9 @@ ENTRIES: list[OpSpec] = [
     *_elementwise("inplace", "div_", "__itruediv__", scaling="divides"),
     *_elementwise("binary", "mul", "__mul__", "__rmul__", scaling="multiplies"),
     *_elementwise("inplace", "mul_", "__imul__", scaling="multiplies"),
-    *_elementwise("binary", "sub", "__sub__", "__rsub__", "floor_divide", "pow", "__pow__", "__rpow__",
+    # ``scores - bias`` is ``scores + (-bias)``: a subtracted mask or bias is read as an added one (:mod:`.directions`)
+    *_elementwise("binary", "sub", "__sub__", subtractive=True),
+    *_elementwise("binary", "__rsub__", "floor_divide", "pow", "__pow__", "__rpow__",
                   "__floordiv__", "__mod__", "minimum", "maximum"),
     *_elementwise("inplace", "sub_", "__isub__"),
     *_elementwise("float_unary", "rsqrt", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "gelu", "silu",
@@ -323,10 +325,12 @@ ENTRIES: list[OpSpec] = [
     *_meta_only("inplace", "clamp_", "fill_", "zero_", "relu_", "pow_"),
     *_meta_only("compare", "logical_xor", "isfinite"),
     *_meta_only("bitwise", "bitwise_and", "bitwise_or"),
-    *_meta_only("float_unary", "log1p", "expm1", "mish", "selu", "softsign", "logsigmoid", "hardswish",
-                "hardsigmoid", "tanhshrink"),
-    *_meta_only("same_unary", "relu6", "leaky_relu", "clamp_min", "clamp_max", "floor", "ceil", "round",
-                "trunc", "hardtanh", "threshold"),
+    # (one operand, each element on its own: the result keeps every axis of its operand, as ``exp`` and ``neg`` do;
+    # Llama 4's attention temperature ``log(floor((positions + 1) / floor_scale) + 1)`` over the tokens)
+    *_elementwise("float_unary", "log1p", "expm1", "mish", "selu", "softsign", "logsigmoid", "hardswish",
+                  "hardsigmoid", "tanhshrink"),
+    *_elementwise("same_unary", "relu6", "leaky_relu", "clamp_min", "clamp_max", "floor", "ceil", "round",
+                  "trunc", "hardtanh", "threshold"),
     *_meta_only("same_unary", "positive", aliases=("__pos__",)),
     # -- the traced code's own backward pass (each way torch starts one): counted, not recorded --------------
     OpSpec("backward", "new", None, row=False, starts_backward=True, callable="torch.Tensor.backward"),

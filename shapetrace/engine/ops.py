@@ -140,6 +140,12 @@ SCORE_ADD = OpSpec("add", "new", pr.broadcast, params=_additive_params, operands
                    words="adds a mask or bias to the scores", family=Family.ELEMENTWISE, meta="binary", additive=True)
 
 
+#: a subtraction from attention scores that hides keys or slopes with distance gets one too: ``scores - bias``
+#: adds ``-bias`` (FlexAttention's eager ``score_mod``, ``scores - 1e9 * (1 - mask)``)
+SCORE_SUB = OpSpec("sub", "new", pr.broadcast, operands=all_operands, words="subtracts a mask or bias from the scores",
+                   family=Family.ELEMENTWISE, meta="binary", additive=True)
+
+
 #: a product of attention scores by a table over their queries and keys gets a row of its own: it is where
 #: multiplicative masks and decays go in (RetNet's ``qk_mat * mask``, zeros where a key is not retained)
 SCORE_MUL = OpSpec("mul", "new", pr.broadcast, operands=all_operands, words="weighs the scores by a table",

@@ -108,6 +108,7 @@ class OpSpec:
     getter: bool = False              # a property read (``x.T``, ``x.mT``): its getter is the function
     cheap: bool = False               # reads metadata only (``size``, ``stride``, ``item``): not recorded
     additive: bool = False            # ``a + b``: may add a mask or bias onto scores (recorded in full)
+    subtractive: bool = False         # ``a - b``: may take a mask or bias off scores (recorded in full, as ``a + b``)
     scaling: str = ""                 # scales by a number (attention's 1/√d_k): "divides" or "multiplies"
     # -- what it does with its arguments -------------------------------------------------------------
     picks: bool = False               # picks one index of an axis (``x[0]``, ``select``)

@@ -194,6 +194,33 @@ def _cut_across_parts(event: Event) -> str | None:
     return None
 
 
+#: a cut of a join by bounds: ``(5+N)[1:11]``
+_CUT = re.compile(r"\((?P<join>.+)\)\[(?P<start>\d+):(?P<stop>\d+)\]")
+
+
+def _cut_keeping_counted(event: Event) -> str | None:
+    """Why the names cannot check a slice of a join of counted entries (held by the model's own parameters:
+    a class token and DINOv2's 4 register tokens, ``5+N``) and the input's tokens that keeps some of each
+    (``x[:, 1:]`` is ``(5+N)[1:11]``: the patches with the registers, or the registers by a slip), or None. A
+    cut to one part (``N``; ``(5+N)[1:5]``, counted entries only) is checked as before."""
+    if event.spec.family is not Family.SLICE or not event.outputs or not event.inputs:
+        return None
+    sizes = {d: n for d, n in zip(event.inputs[0].dims, event.inputs[0].shape) if d}
+    for label in event.outputs[0].dims:
+        m = _CUT.fullmatch(label or "")
+        terms = top_level_terms(m["join"]) if m and m["join"] in sizes else []
+        data = [i for i, t in enumerate(terms) if not t.isdigit()]
+        if len(data) != 1 or len(terms) < 2:
+            continue
+        at = sum(int(t) for t in terms[:data[0]])                                # where the input's tokens begin
+        ends = sizes[m["join"]] - sum(int(t) for t in terms[data[0] + 1:])       # and end
+        start, stop = int(m["start"]), int(m["stop"])
+        if start < ends and stop > at and (start < at or stop > ends):
+            return f"#{event.index} {event.op} keeps {label}, counted entries of the model's own next to the " \
+                   "input's tokens, and names cannot tell whether the cut meant both"
+    return None
+
+
 def _axes_named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
                if size > 1) and _along_named(event) and _operands_named(event, value_checked)
@@ -271,7 +298,8 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts) for why in map(check, candidates) if why)
+    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted)
+                      for why in map(check, candidates) if why)
     if errors or exception is not None:
         mark = "✗"
     elif warnings:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from shapetrace.engine.directions import hidden_side, looks_ahead
+from shapetrace.engine.directions import (
+    blind_rows,
+    hidden_side,
+    looks_ahead,
+    own_key_hidden,
+    past_only,
+    subtracted_facts,
+)
 
 
 def _window(n: int, ahead: int, behind: int | None = None) -> torch.Tensor:
@@ -88,3 +95,103 @@ def test_sdpas_attn_mask_hiding_the_past_and_itself_is_a_reversed_causal_mask():
         torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=~keep)
     # (SDPA's boolean mask attends where True: ``~tril`` keeps each query's future only, the polarity finding too)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mask-polarity", "causal-mask-reversed"]
+
+
+# -- masks of one sequence read whole: a query kept from its own key, a blind query, a window that lost its
+# causal half, a bias subtracted (tests/corpus/public13; each fails on fc24ddf, main before branch r13)
+
+
+def _keep_to_hidden(keep: torch.Tensor) -> torch.Tensor:
+    return ~keep.bool()
+
+
+def test_a_window_hidden_instead_of_its_outside_hides_each_querys_own_key():
+    """ModernBERT's ``masked_fill(window_mask, min)`` for ``masked_fill(~window_mask, min)``: every query
+    hides its own key and sees the far ones; on fc24ddf read as "another pattern", and the file was ``✓``."""
+    rows = torch.arange(6)
+    window = (rows[None] - rows[:, None]).abs() <= 2
+    assert own_key_hidden(window[None]) == {"hides_own_key": (6, 0, 0)}
+    assert hidden_side(window, (6, 6)) == {"hides_side": "other", "hides_own_key": (6, 0, 0)}
+    assert own_key_hidden(_keep_to_hidden(window)[None]) == {}      # the window itself: each query sees itself
+
+
+def test_a_chunk_id_taken_modulo_hides_a_querys_own_key():
+    """Llama 4's chunked mask with the key's chunk ``j % C`` for ``j // C`` (C = 4, T = 6): query 1 sees
+    key 0 only, while query 4 sees key 1; the keys no query sees (2, 3) are padding-like and not counted."""
+    q, k = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    keep = (q // 4 == k % 4) & (k <= q)
+    assert own_key_hidden(_keep_to_hidden(keep)[None]) == {"hides_own_key": (1, 0, 1)}
+    assert own_key_hidden(_keep_to_hidden((q // 4 == k // 4) & (k <= q))[None]) == {}
+
+
+@pytest.mark.parametrize("hidden", [
+    torch.ones(6, 6).triu(1).bool(),                                 # causal
+    torch.zeros(6, 6, dtype=torch.bool).index_fill(1, torch.tensor([4, 5]), True),   # key padding
+    torch.block_diag(torch.ones(3, 3), torch.ones(3, 3)) == 0,       # two packed sequences
+])
+def test_correct_masks_hide_no_querys_own_key_and_blind_no_query(hidden):
+    assert own_key_hidden(hidden[None]) == {} and blind_rows(hidden, hidden[None]) == {}
+    assert past_only(hidden[None]) == {}
+
+
+def test_a_padding_mask_on_the_queries_of_a_bidirectional_mask_blinds_them():
+    """``keep[:, None, :, None]`` for ``keep[:, None, None, :]`` (ModernBERT's 4-D padding mask): the padded
+    queries hide every key though other queries see their tokens; on fc24ddf only a causal pattern was read
+    so, and the file was ``✓``."""
+    keep = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]]).bool()
+    hidden = ~keep[:, None, :, None].expand(2, 1, 6, 6)
+    assert blind_rows(hidden, hidden.reshape(2, 6, 6)) == {"blind_queries": ((2, 1, 6), (10, 11))}
+    assert hidden_side(hidden, (2, 4, 6, 6))["blind_queries"] == ((2, 1, 6), (10, 11))
+
+
+def test_a_sliding_window_without_its_causal_half_keeps_the_future():
+    """Gemma 3's local mask ``j > i - w`` without ``& (j <= i)``: it hides the far past and no later key."""
+    q, k = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    assert past_only(_keep_to_hidden(k > q - 3)[None]) == {"past_only": (0, 3, 0)}
+    assert hidden_side(_keep_to_hidden(k > q - 3), (6, 6)) == {"hides_side": "other", "past_only": (0, 3, 0)}
+    assert past_only(_keep_to_hidden((k > q - 3) & (k <= q))[None]) == {}     # the causal window
+    assert past_only(_keep_to_hidden((k - q).abs() <= 2)[None]) == {}         # a bidirectional window
+
+
+def test_a_subtracted_bias_is_read_as_its_negation_added():
+    """``score - slope * (i - j)`` (FlexAttention's eager ``score_mod`` with the distance reversed) favours far
+    keys; the softmax's own shift ``scores - amax`` and ``bias - scores`` say nothing."""
+    q, k = torch.arange(5)[:, None], torch.arange(5)[None, :]
+    far = -(0.5 * (q - k)).float()[None]                                        # subtracted: +0.5 per token farther
+    assert subtracted_facts(far, [(2, 5, 5), (1, 5, 5)], [True, False], (2, 5, 5))["bias_favours"] == "far"
+    assert subtracted_facts(-far, [(2, 5, 5), (1, 5, 5)], [True, False], (2, 5, 5))["bias_favours"] == "near"
+    shift = torch.randn(2, 5, 1)
+    assert subtracted_facts(shift, [(2, 5, 5), (2, 5, 1)], [True, False], (2, 5, 5)) == {}
+    assert subtracted_facts(far, [(1, 5, 5), (2, 5, 5)], [False, True], (2, 5, 5)) == {}
+    hide = (1e9 * (k > q)).float()[None]                                        # scores - 1e9 * future
+    assert subtracted_facts(hide, [(2, 5, 5), (1, 5, 5)], [True, False], (2, 5, 5))["hides_side"] == "future"
+
+
+@pytest.mark.parametrize(("module", "bug", "message"), [
+    ("modernbert_local", "window-inverted",
+     "warning mask-hides-own-key scaled_dot_product_attention #50 puts a mask [B=2, 1, T=6, T=6] onto the scores "
+     "[..., T=6, T=6] that hides query 0's own key while that query sees other keys and other queries see its key, "
+     "and 7 more queries alike: its queries and keys (T) are one sequence"),
+    ("modernbert_local", "padding-on-queries",
+     "error mask-wrong-axis scaled_dot_product_attention #27 puts a mask [B=2, 1, T=6, T=6] onto the scores "
+     "[..., T=6, T=6] that leaves query 4 at [1, 0] of the mask's leading axes [B=2, 1] with no key at all"),
+    ("llama4_chunked", "chunk-from-modulo",
+     "warning mask-hides-own-key scaled_dot_product_attention #27 puts a mask [T=6, T=6] onto the scores "
+     "[..., T=6, T=6] that hides query 1's own key"),
+    ("gemma3", "window-without-causal",
+     "error mask-keeps-future add #48 puts a mask [1, 1, T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] that hides "
+     "keys before a query (key 0 from query 3) but no key after any query"),
+    ("flex_score_mod", "alibi-reversed",
+     "error distance-bias-reversed sub #16 subtracts a bias [1, H=4, T=6, T=6] from the scores [B=2, H=4, T=6, T=6] "
+     "whose negation grows with the distance to each query along the keys (axis -1, T)"),
+])
+def test_the_round13_bugs_are_found_where_their_masks_go_in(module, bug, message):
+    """Each was ``✓`` on fc24ddf (no finding); their correct files stay without one (test_public_round13.py)."""
+    import importlib
+
+    from tests.corpus.helpers import traced_build
+
+    m = importlib.import_module(f"tests.corpus.public13.{module}")
+    t = traced_build(m, bug, m.DIMS[0])
+    assert [f"{d.severity} {d.kind} {d.message}"[:len(message)] for d in t.diagnostics
+            if d.severity in ("error", "warning")] == [message]

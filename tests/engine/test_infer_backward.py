@@ -220,3 +220,84 @@ def test_keys_cut_from_unnamed_features_take_the_heads_the_queries_name():
     # (a key's d_k+v cut stays unnamed and unchecked; ``key[..., :]``, read as it lies, is not counted)
     assert t.report().verdict.line.startswith("? checked 6 of 13 ops")
     assert [d for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_learned_tokens_joined_between_named_parts_are_counted():
+    """DINOv2's registers, ``cat((x[:, :1], register_tokens.expand(B, -1, -1), x[:, 1:]), dim=1)``
+    (tests/corpus/public13/dinov2_registers.py): a part made from parameters only is a fixed number of
+    entries, so the join is ``5+T`` and the expanded registers ``4``. On fc24ddf both were unnamed, and the
+    correct file ``? checked 5 of 24 ops`` (every op after the join unchecked)."""
+    from tests.corpus.helpers import traced_build, verdict_line
+    from tests.corpus.public13 import dinov2_registers
+
+    t = traced_build(dinov2_registers, "", "B=2 T=6 D=64 H=4")
+    assert [(e.op, tuple(e.outputs[0].dims)) for e in t.events[3:6]] == [
+        ("expand", ("B", "4", "D")), ("__getitem__", ("B", "T", "D")), ("cat", ("B", "5+T", "D"))]
+    assert verdict_line(t).startswith("✓ checked all 24 ops that could carry a layout bug")
+
+
+def test_a_join_with_a_computed_unnamed_part_stays_unnamed():
+    """Only parameters count: a part computed from the input that has no name leaves the join unnamed."""
+    x, extra = torch.randn(2, 6, 8), torch.randn(2, 3, 8)                   # extra: an input, (B, ?, D)
+    with shapetrace.trace(dims="B=2 T=6 D=8 H=2") as t:
+        torch.cat((x, extra * 2), dim=1)
+    assert t.events[-1].op == "cat" and t.events[-1].outputs[0].dims[1] is None
+
+
+def test_a_complex_rotary_table_is_named_by_the_pairs_it_turns():
+    """Meta's rotary form, ``view_as_complex(q.reshape(B, T, H, -1, 2)) * freqs_cis[:T].view(1, T, 1, d/2)``:
+    broadcasting lines the table's frequencies up with the pairs, each of which one entry turns by construction.
+    On fc24ddf the table's frequency axis had no name, and its slice and view were ``not checked (unnamed
+    axes)`` (Llama 4, tests/corpus/public13/llama4_chunked.py; meta_llama in public6)."""
+    B, T, H, d = 2, 6, 4, 8
+    x = torch.randn(B, T, H * d)
+    angles = torch.outer(torch.arange(16).float(), 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+    freqs_cis = torch.polar(torch.ones(16, d // 2), angles)                          # (16, d/2) complex
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        q = x.view(B, T, H, d)
+        q_ = torch.view_as_complex(q.reshape(B, T, H, -1, 2))                       # (B, T, H, d/2)
+        table = freqs_cis[: x.shape[1]].view(1, T, 1, d // 2)                      # (1, T, 1, d/2)
+        torch.view_as_real(q_ * table).flatten(3)                                  # (B, T, H, d)
+    pairs = next(e for e in t.events if e.op == "view_as_complex").outputs[0].dims[-1]
+    cut, view = (e for e in t.events if e.op in ("__getitem__", "view") and e.inputs[0].shape[-1] == d // 2)
+    assert pairs is not None and tuple(cut.outputs[0].dims) == ("T", pairs)
+    assert tuple(view.outputs[0].dims) == (None, "T", None, pairs)
+    assert t.report().verdict.line.startswith("✓ checked all")
+
+
+def test_a_real_table_is_not_named_by_a_product_of_reals():
+    """Only two complex operands: a real table's layout is checked on its values (:mod:`.rotary`), not named."""
+    x, table = torch.randn(2, 6, 4, 8), torch.randn(16, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T H d_k")
+        x * table[: x.shape[1]].view(1, x.shape[1], 1, 8)
+    view = next(e for e in t.events if e.op == "view")
+    assert tuple(view.outputs[0].dims) == (None, "T", None, None)
+
+
+def _pairs_turned(swap_picks: bool = False):
+    """torchtune's ``RotaryPositionalEmbeddings.forward`` on ``[b, s, n_h, h_d]``: the pairs ``(..., d/2, 2)``
+    turned entry by entry and stacked back, ``stack([x0 * c - x1 * s, x1 * c + x0 * s], -1).flatten(3)``."""
+    B, T, H, d = 2, 6, 4, 8
+    x = torch.randn(B, T, H * d)
+    cache = torch.randn(16, d // 2, 2)                                                # (S, d/2, [cos, sin])
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        xs = x.view(B, T, H, d).reshape(B, T, H, -1, 2)                               # (B, T, H, d/2, 2)
+        rope = cache[: x.shape[1]].view(1, T, 1, d // 2, 2)
+        first, second = (xs[..., 1], xs[..., 0]) if swap_picks else (xs[..., 0], xs[..., 1])
+        torch.stack([first * rope[..., 0] - second * rope[..., 1],
+                     second * rope[..., 0] + first * rope[..., 1]], -1).flatten(3)   # (B, T, H, d)
+    return t
+
+
+def test_pairs_turned_within_each_pair_and_stacked_keep_the_pair_axis():
+    """On fc24ddf the stack's new axis had no name, and so neither had the ``flatten(3)`` after it: torchtune
+    (tests/corpus/public13/torchtune_mha.py, 27 -> 36 of 50 ops checked) and ChatGLM2 (public7, 29 -> 40 of 53)
+    stayed ``?`` for want of it; the cos/sin cache's own axes stay unnamed (nothing proves them)."""
+    t = _pairs_turned()
+    reshape, stack, flatten = (next(e for e in t.events if e.op == op) for op in ("reshape", "stack", "flatten"))
+    assert tuple(stack.outputs[0].dims) == tuple(reshape.outputs[0].dims)
+    assert tuple(flatten.outputs[0].dims) == ("B", "T", "H", "d_k")
+    assert _pairs_turned(swap_picks=True).events[-1].outputs[0].dims[-1] == "d_k"   # (the order of entries is values)

@@ -214,3 +214,19 @@ def test_a_tensor_of_anothers_shape_carries_its_axes(like):
         scores = x @ x.transpose(1, 2)                                     # (B, T, T)
         like(scores).triu(1)                                               # (B, T, T)
     assert [e.outputs[0].dims for e in t.events if e.op == "triu"] == [("B", "T", "T")]
+
+
+@pytest.mark.parametrize("op", [torch.floor, torch.ceil, torch.round, torch.trunc, torch.log1p, torch.expm1,
+                                lambda t: t.clamp_min(1.0), F.relu6, F.leaky_relu])
+def test_one_operand_elementwise_ops_keep_their_operands_axes(op):
+    """Llama 4's attention temperature, ``log(floor((positions + 1) / floor_scale) + 1) * attn_scale + 1`` over
+    ``arange(T)``, viewed ``(1, T, 1, 1)``: on fc24ddf ``floor`` and its kind were known on the meta device only,
+    so the positions lost ``T`` and the view was ``not checked (unnamed axes)`` (tests/corpus/public13/
+    llama4_chunked.py)."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        positions = torch.arange(x.shape[1]).float()
+        op(positions + 1.0).view(1, -1, 1, 1)
+    view = t.events[-1]
+    assert view.op == "view" and tuple(view.outputs[0].dims) == (None, "T", None, None)

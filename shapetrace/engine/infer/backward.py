@@ -117,6 +117,8 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
                 if axes[p].size == axis.size and namer.label(axes[p]) is None:
                     walker = walkers.setdefault(axis, _Walker(inference, found, axis))
                     walker.back(node, p, whole_moves=True)
+        for node, axis in _counted_parts(inference, out, parts, dim % len(out)):
+            walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, dim % len(out), whole_moves=True)
     for walker in walkers.values():   # each names one axis: a node two of them reach takes both names
         for node, axes in walker.pins.items():
             before = found.get(node) or inference.axes.get(node) or ()
@@ -126,6 +128,125 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
                     merged[i] = mine
             pins[node] = tuple(merged)
     return pins
+
+
+def _counted_parts(inference: Inference, out, parts, dim: int) -> list[tuple[int, Axis]]:
+    """Where a join is named along its joined axis (``1+4+N``: :func:`.provenance.joined_with_parameters`), the
+    parts made from parameters only that it counted (DINOv2's ``register_tokens.expand(B, -1, -1)``), each with
+    its count as the name of its joined axis (``4``)."""
+    namer = inference.namer
+    if namer.label(out[dim]) is None:
+        return []
+    return [(node, ax.root_axis(str(axes[dim].size), axes[dim].size)) for node, axes in parts
+            if axes[dim].size > 1 and namer.label(axes[dim]) is None
+            and (node in inference.from_parameters or inference.capture.nodes[node].parameter)]
+
+
+def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming a table of complex numbers multiplied onto complex pairs (Meta's rotary,
+    ``view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2)) * freqs_cis.view(1, T, 1, d/2)``): each entry turns
+    one pair by construction (:mod:`.rotary` never checks this form), and broadcasting lines the table up with
+    the pairs axis by axis, so an unnamed table axis of more than one entry that meets a named axis of the
+    pairs is that axis (its frequencies are the pairs' axis), carried back through the views and the slice that
+    made it. Only a product of two complex operands: a real table's layout is checked on its values instead."""
+    namer, walkers = inference.namer, {}
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        raw = getattr(record, "in_raw", ())   # (a call without a row keeps no layouts: no dtype to read)
+        if spec is None or spec.scaling != "multiplies" or len(record.ins) != 2 or len(raw) != 2 \
+                or not all(getattr(r[3], "is_complex", False) for r in raw):
+            continue
+        sides = [found.get(n) or inference.axes.get(n) or () for n in record.ins]
+        for node, mine, other in ((record.ins[0], sides[0], sides[1]), (record.ins[1], sides[1], sides[0])):
+            for back in range(-min(len(mine), len(other)), 0):
+                axis = other[back]
+                if mine[back].size == axis.size > 1 and namer.label(mine[back]) is None \
+                        and namer.label(axis) is not None:
+                    walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, back, whole_moves=True)
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for walker in walkers.values():
+        for node, axes in walker.pins.items():
+            merged = list(pins.get(node, found.get(node) or inference.axes.get(node) or ()))
+            for i, (mine, old) in enumerate(zip(axes, merged)):
+                if mine != old:
+                    merged[i] = mine
+            pins[node] = tuple(merged)
+    return pins
+
+
+#: elementwise records walked back from a stacked part to the entries it picks
+_PART_DEPTH = 8
+
+
+def stacked_pairs(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming the new axis of a ``stack`` whose parts are elementwise arithmetic on the entries of one
+    named axis picked one by one (torchtune's and ChatGLM's rotary, ``stack([x[..., 0] * c - x[..., 1] * s,
+    x[..., 1] * c + x[..., 0] * s], -1)`` of pairs ``x [..., d/2, 2]``): part ``j`` is entry ``j`` of each pair
+    turned within its pair, and the stack puts the new axis where that axis was, so the new axis is that axis
+    (then ``flatten(3)`` gives ``d`` back), as ``x * cos + rotate_half(x) * sin`` keeps ``d``. Only where every
+    part picks from that axis, its indices are exactly the parts' count, and exactly one named axis qualifies
+    (a table's ``[..., 0]``/``[..., 1]`` of cos and sin are picked alike but have no name)."""
+    namer = inference.namer
+    made = {node: record for record in inference.capture.records if getattr(record, "spec", None) is not None
+            for node in record.outs}
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for record in inference.capture.records:
+        spec = getattr(record, "spec", None)
+        if spec is None or not spec.stacks or len(record.outs) != 1 or len(record.ins) < 2:
+            continue
+        out = found.get(record.outs[0]) or inference.axes.get(record.outs[0]) or ()
+        args, kwargs = thaw_args(record.frozen)
+        dim = arg(args, kwargs, 1, "dim", 0)
+        if not out or not isinstance(dim, int) or namer.label(out[dim % len(out)]) is not None:
+            continue
+        dim %= len(out)
+        picked = [_picks(inference, made, node, dim, len(out)) for node in record.ins]
+        common = set.intersection(*(set(p) for p in picked))
+        k = len(record.ins)
+        axes = {found.get(src, inference.axes.get(src, ()))[dim] for src in common
+                if sorted({j for p in picked for j in p[src]}) == list(range(k))}
+        named = [a for a in axes if namer.label(a) is not None and a.size == len(record.ins)]
+        if len(named) == 1:
+            pins[record.outs[0]] = out[:dim] + (named[0],) + out[dim + 1:]
+    return pins
+
+
+def _picks(inference: Inference, made: dict, node: int, dim: int, rank: int) -> dict[int, list[int]]:
+    """source node -> the indices of its axis ``dim`` (of ``rank`` axes) that ``node`` picks one by one
+    (``x[..., j]``) through elementwise arithmetic."""
+    found: dict[int, list[int]] = {}
+    todo, seen = [(node, 0)], set()
+    while todo:
+        n, depth = todo.pop()
+        record = made.get(n)
+        if record is None or n in seen or depth > _PART_DEPTH:
+            continue
+        seen.add(n)
+        spec = record.spec
+        if spec.family is Family.ELEMENTWISE:
+            todo.extend((i, depth + 1) for i in record.ins if isinstance(i, int))
+        elif is_basic_indexing(spec) and record.ins:
+            j = _picked_index(record, dim, rank)
+            if j is not None:
+                found.setdefault(record.ins[0], []).append(j)
+    return {src: sorted(set(js)) for src, js in found.items()}
+
+
+def _picked_index(record, dim: int, rank: int) -> int | None:
+    """The one index ``x[..., j]`` (or ``x[:, :, j]``) picks along axis ``dim`` of an ``x`` of ``rank`` axes,
+    keeping every other axis whole; None for any other subscript."""
+    args, _ = thaw_args(record.frozen)
+    index = args[1] if len(args) > 1 else None
+    index = index if isinstance(index, tuple) else (index,)
+    if sum(i is Ellipsis for i in index) > 1 or not all(i is Ellipsis or type(i) is int or i == slice(None)
+                                                        for i in index):
+        return None
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (rank - len(index) + 1) + index[at + 1:]
+    index = index + (slice(None),) * (rank - len(index))
+    ints = [(p, i) for p, i in enumerate(index) if type(i) is int]
+    return ints[0][1] if len(index) == rank and len(ints) == 1 and ints[0][0] == dim else None
 
 
 def _whole_plain(namer, axis: Axis) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.axis_moves import cat_axes
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
@@ -121,6 +122,8 @@ def joined_with_parameters(state: Inference, ins, in_axes, joined: tuple[Axis, .
     # torch still joins an empty 1-d tensor (``torch.cat([torch.tensor([]), k], dim=-2)``, the first
     # write into transformers' DynamicCache): it adds nothing, and has no axis to line up
     parts = [(n, a) for n, a in zip(ins, in_axes) if len(a) == len(joined)]
+    if isinstance(dim, int) and joined and state.namer.label(joined[dim % len(joined)]) is None:
+        out[dim % len(joined)] = _joined_counting_parameters(state, parts, dim, joined[dim % len(joined)])
     for j, axis in enumerate(joined):
         if j == dim % len(joined) or state.namer.label(axis) is not None:
             continue
@@ -130,6 +133,19 @@ def joined_with_parameters(state: Inference, ins, in_axes, joined: tuple[Axis, .
         if len(named) == 1 and unnamed_from_parameters:
             out[j] = next(iter(named.values()))
     return tuple(out)
+
+
+def _joined_counting_parameters(state: Inference, parts, dim: int, axis: Axis) -> Axis:
+    """The joined axis of a ``cat`` where the parts it has no name for are made from parameters only (DINOv2's
+    register tokens ``register_tokens.expand(B, -1, -1)`` put between the class token and the patches): such a
+    part is a fixed number of entries (``4``), so the join is ``1+4+N`` (:func:`.axis_moves.cat_axes`); a
+    part computed from inputs that has no name leaves the join unnamed, as before."""
+    unnamed = [i for i, (n, a) in enumerate(parts) if a[dim].size > 1 and state.namer.label(a[dim]) is None]
+    if not unnamed or len(unnamed) == len(parts) or not all(
+            parts[i][0] in state.from_parameters or state.capture.nodes[parts[i][0]].parameter for i in unnamed):
+        return axis
+    joined = cat_axes([a for _, a in parts], dim, state.namer, counted=frozenset(unnamed))
+    return joined[dim % len(joined)]
 
 
 def decide_stack(state: Inference, spec: OpSpec, record: OpRecord, axes: tuple[Axis, ...], parts: int) -> None:

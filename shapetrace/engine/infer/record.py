@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.directions import added_facts, added_operand, multiplied_facts, weighs_scores
+from shapetrace.engine.directions import (
+    added_facts,
+    added_operand,
+    multiplied_facts,
+    subtracted_facts,
+    weighs_scores,
+)
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.names import clashes, is_scores, names_of, onto_scores, pass_names
@@ -46,6 +52,7 @@ from shapetrace.engine.infer.writes import note_write, written
 from shapetrace.engine.ops import (
     SCORE_ADD,
     SCORE_MUL,
+    SCORE_SUB,
     Family,
     by_parameter_matrix,
     is_basic_indexing,
@@ -77,6 +84,10 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
         if spec.additive and onto_scores(state, in_axes):
             added = added_operand(record.kept, [is_scores(axes) for axes in in_axes])
             record = record._replace(spec=SCORE_ADD, params=added_facts(added, _result_shape(record)))
+        elif spec.subtractive and onto_scores(state, in_axes) and (taken := subtracted_facts(
+                record.kept, [raw[0] for raw in record.in_raw], [is_scores(axes) for axes in in_axes],
+                _result_shape(record))):
+            record = record._replace(spec=SCORE_SUB, params=taken)
         elif spec.scaling == "multiplies" and weighs_scores(in_axes):
             weighed = multiplied_facts(record.kept, in_axes, _result_shape(record))
             record = record._replace(spec=SCORE_MUL, params=weighed)

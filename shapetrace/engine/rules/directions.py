@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.directions import HIDES, READ_LIMIT
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import SCORE_SUB, Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -67,8 +67,12 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
                                       e.params["hides_side"] == "past-and-self"))
         if e.params.get("hides_side") == "future-and-self" and _hides(e):
             out.append(_mask_hides_itself(e, shown, key, other))
-        elif e.params.get("blind_queries") and _hides(e):
+        elif e.params.get("blind_queries") and _hides(e) and _judged_on_one_sequence(e, scores.axes[-2:]):
             out.append(_blind_queries(e, shown, key, other))
+        if e.params.get("hides_own_key") and _hides(e) and _one_sequence(*scores.axes[-2:]):
+            out.append(_hides_own_key(e, shown, key, other))
+        if e.params.get("past_only") and _hides(e) and _one_sequence(*scores.axes[-2:]):
+            out.append(_keeps_future(e, shown, key, other))
         if e.params.get("looks_ahead") and _hides(e):
             out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
@@ -100,6 +104,18 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
         f"{k} are hidden from earlier queries of {q} for no reason."),
         f"Give this attention no causal mask (mask=None), or a padding mask over its own keys ({k}): a causal "
         "mask belongs to the attention whose queries and keys are one sequence.")]
+
+
+def _one_sequence(queries, keys) -> bool:
+    """Are the scores' queries and keys proven to be one sequence (the same named axes)? Sizes decide nothing."""
+    roots = _roots(queries)
+    return bool(roots) and roots == _roots(keys)
+
+
+def _judged_on_one_sequence(e: Event, axes) -> bool:
+    """Blind queries of a causal pattern (:func:`.directions.rows_set_aside`) stand as they are; those of any
+    other pattern (:func:`.directions.blind_rows`) are judged only where the queries and keys are one sequence."""
+    return str(e.params.get("hides_side", "")).startswith("future") or _one_sequence(*axes)
 
 
 def _roots(axis) -> frozenset[str]:
@@ -167,8 +183,12 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
                                       e.params["hides_side"] == "past-and-self"))
         if e.params.get("hides_side") == "future-and-self":
             out.append(_mask_hides_itself(e, scores, k.dims[-2], mask))
-        elif e.params.get("blind_queries"):
+        elif e.params.get("blind_queries") and _judged_on_one_sequence(e, (q.axes[-2], k.axes[-2])):
             out.append(_blind_queries(e, scores, k.dims[-2], mask))
+        if e.params.get("hides_own_key") and _one_sequence(q.axes[-2], k.axes[-2]):
+            out.append(_hides_own_key(e, scores, k.dims[-2], mask))
+        if e.params.get("past_only") and _one_sequence(q.axes[-2], k.axes[-2]):
+            out.append(_keeps_future(e, scores, k.dims[-2], mask))
         if "hides_side" not in e.params:
             out.append(_unread(e, scores, mask))
     return out
@@ -197,9 +217,10 @@ def _why_unread(other: TensorInfo) -> tuple[str, str]:
 
 def _far_bias(e: Event, scores: str, key: str | None, bias: str) -> Diagnostic:
     step, key = e.params.get("bias_step"), key or "the keys"
+    puts = f"subtracts a bias {bias} from the scores {scores} whose negation" if e.spec is SCORE_SUB else \
+        f"adds a bias {bias} to the scores {scores} that"
     return Kind.DISTANCE_BIAS_REVERSED.found(e.index, (
-        f"{e.op} #{e.index} adds a bias {bias} to the scores "
-        f"{scores} that grows with the distance to each query along the keys "
+        f"{e.op} #{e.index} {puts} grows with the distance to each query along the keys "
         f"(axis -1, {key}), linearly and in every head{_on_rows(e)} (by up to {step:g} per token): each query "
         "favours the farthest keys, the reverse of ALiBi, which penalises distance."),
         "Reverse its sign: bias = -slope * (i - j) for key j of query i (Press et al.), or slope * j as "
@@ -231,6 +252,30 @@ def _mask_hides_itself(e: Event, scores: str, key: str | None, mask: TensorInfo)
         "Keep the diagonal: torch.triu(..., diagonal=1) hides only the keys after each query.")
 
 
+def _hides_own_key(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    count, where, query = e.params["hides_own_key"]
+    lead = f" (slice {where} of the mask's leading axes)" if where else ""
+    more = f", and {count - 1} more quer{'ies' if count > 2 else 'y'} alike" if count > 1 else ""
+    return Kind.MASK_HIDES_OWN_KEY.found(e.index, (
+        f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that hides "
+        f"query {query}'s own key{lead} while that query sees other keys and other queries see its key{more}: "
+        f"its queries and keys ({key or 'the keys'}) are one sequence, so a token is kept from attending to "
+        "itself: a window or chunk mask built the wrong way round (the positions it should keep hidden), unless "
+        "the model means it (XLNet's query stream does not see its own token)."),
+        "Keep each query's own key: hide what lies outside the window, masked_fill(~window, min), and take the "
+        "chunk of a key as j // C, as for a query.")
+
+
+def _keeps_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    _, query, hidden = e.params["past_only"]
+    return Kind.MASK_KEEPS_FUTURE.found(e.index, (
+        f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that hides "
+        f"keys before a query (key {hidden} from query {query}) but no key after any query, along the keys "
+        f"({key or 'the keys'}) of one sequence: it limits how far back each query sees yet lets every query see "
+        "every later token, a causal sliding window without its causal half."),
+        "Keep the causal half with the window: keep = (j <= i) & (j > i - window), hide ~keep.")
+
+
 def _looks_ahead(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
     a = e.params["looks_ahead"]
     nearer = "the next key" if a == 1 else f"the next {a} keys"
@@ -249,8 +294,9 @@ def _blind_queries(e: Event, scores: str, key: str | None, mask: TensorInfo) -> 
     if len(shape) > 1:   # (the entry of the mask's leading axes it lies in: [batch, heads])
         at = [rest // math.prod(shape[i + 1:-1]) % shape[i] for i in range(len(shape) - 1)]
         where += f" at {at} of the mask's leading axes {fmt_named(mask.dims[:-2], shape[:-1])}"
+    causal = "causal mask" if str(e.params.get("hides_side", "")).startswith("future") else "mask"
     return Kind.MASK_WRONG_AXIS.found(e.index, (
-        f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that "
+        f"{e.op} #{e.index} puts a {causal} {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that "
         f"leaves {where} with no key at all (every key hidden, or every key opened as a row with none left), "
         f"though other queries attend to its own token, {len(hits)} such quer{'ies' if len(hits) > 1 else 'y'} in "
         f"all: a real token is masked along the queries, so the padding it should hide along the keys "
