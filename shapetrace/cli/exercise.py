@@ -20,6 +20,7 @@ from shapetrace.cli.common import (
     err_console,
     guarded,
     out_console,
+    path_option,
     state_dir_option,
     time_limit_option,
     width_option,
@@ -73,6 +74,10 @@ def exercise_start(
 
 
 #: ``--all`` of check and watch: the traced table's calls without a row of their own
+#: What --csv and --gradebook want (said when one is given empty).
+STDOUT_OR_FILE = "a file name, or - for standard output"
+#: What --file wants.
+YOUR_FILE = "your exercise's .py file"
 ALL_OPS_HELP = ("Show every op in your function's traced table, also the calls without a row of their own "
                 "(elementwise math, casts).")
 
@@ -148,7 +153,8 @@ def exercise_check(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id (or the path of your file, "
                                       "e.g. shapetrace-exercises/split_heads.py)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
-    file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
+    file: Path | None = path_option(None, "--file", what=YOUR_FILE,
+                                    help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     time_limit: float = time_limit_option(),
     memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
@@ -190,16 +196,16 @@ def exercise_grade(
                                          help="The exercises assigned (split-heads,head-dim): one column each, "
                                               "and each score is out of them. Default: every exercise someone "
                                               "handed in."),
-    gradebook: Path | None = typer.Option(None, "--gradebook", metavar="FILE.csv",
+    gradebook: Path | None = path_option(None, "--gradebook", metavar="FILE.csv", what=STDOUT_OR_FILE,
                                           help="Also write a gradebook: one row per student, one column per "
                                                "exercise, then passed, out_of and score (percent) ('-': standard "
                                                "output, instead of the table)."),
-    csv_out: Path | None = typer.Option(None, "--csv", metavar="FILE",
+    csv_out: Path | None = path_option(None, "--csv", metavar="FILE", what=STDOUT_OR_FILE,
                                         help="Also write every cell as CSV, one row per student and exercise with "
                                              "the verdict in full ('-': standard output, instead of the table)."),
     json_out: bool = typer.Option(False, "--json", help="Print the grade as JSON on standard output (instead of "
                                   "the table); --json-file FILE writes it to a file."),
-    json_file: Path | None = typer.Option(None, "--json-file", metavar="FILE",
+    json_file: Path | None = path_option(None, "--json-file", metavar="FILE", what="a file name",
                                           help="Also write the grade as JSON to this file."),
     force: bool = typer.Option(False, "--force", help="Let --csv, --gradebook and --json-file replace existing "
                                "files."),
@@ -330,8 +336,8 @@ def exercise_hint(
     level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level (your file is not "
                                      "checked)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
-    file: Path | None = typer.Option(None, "--file", help="Take the hint for this file instead of the workspace "
-                                     "one."),
+    file: Path | None = path_option(None, "--file", what=YOUR_FILE, help="Take the hint for this file instead of the "
+                                    "workspace one."),
     time_limit: float = time_limit_option(),
     width: int | None = width_option(),
     state_dir: Path | None = state_dir_option(),

@@ -23,6 +23,7 @@ from shapetrace.cli.common import (
     force_option,
     guarded,
     out_console,
+    path_option,
     state_dir_option,
     stdin_is_terminal,
     stdin_stream,
@@ -120,7 +121,7 @@ def lesson(
                                                           "time (Enter/b/q), for projecting in class."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
                                          help="With --present: advance by itself."),
-    export: Path | None = typer.Option(None, "--export", metavar="PATH.html",
+    export: Path | None = path_option(None, "--export", metavar="PATH.html", what="a file name ending in .html",
                                        help="Write the lesson as a page instead: prose, code, traced tables, "
                                             "answers folded until asked for."),
     theme: str = theme_option(),
@@ -196,7 +197,8 @@ def _present(chosen, width: int | None, auto: float | None) -> None:
 def quiz(
     topic: str | None = typer.Option(None, "--topic", help="Only questions on this topic (e.g. strides)."),
     count: int = typer.Option(10, "--count", min=1, help="How many questions."),
-    answers_from: Path | None = typer.Option(None, "--answers-from", help="Read answers from this file, "
+    answers_from: Path | None = path_option(None, "--answers-from", what="a file with one answer per line",
+                                            help="Read answers from this file, "
                                                 "one per line (for scripts)."),
     seed: int | None = typer.Option(None, "--seed", help="Shuffle with this seed (default: a random "
                                        "order at a terminal, file order otherwise)."),

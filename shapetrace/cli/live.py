@@ -11,10 +11,12 @@ import typer
 from shapetrace.app.classroom import ViewOptions
 from shapetrace.app.devices import pick_device
 from shapetrace.app.request import RunRequest
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, import_torch, out_console, seed_option
+from shapetrace.cli.common import TRACEBACK_HELP, PathText, guarded, import_torch, out_console, seed_option
 from shapetrace.errors import UsageError
 
 MODEL, SERVER = "Model", "Server"
+#: What --csv wants (said when it is given empty).
+ANSWERS_CSV = "a file name for the answers, e.g. answers.csv"
 
 
 
@@ -25,7 +27,8 @@ def live(
                                       rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).",
                                       rich_help_panel=SERVER)] = 8000,
-    csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", help="Where the answers go (default "
+    csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", click_type=PathText(ANSWERS_CSV),
+                                            help="Where the answers go (default "
                                             "shapetrace-live-DATE-TIME.csv here); never an existing file.",
                                             rich_help_panel=SERVER)] = None,
     d_model: Annotated[int, typer.Option("--d-model", help="Model width D.",

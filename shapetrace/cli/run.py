@@ -22,6 +22,7 @@ from shapetrace.cli.common import (
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
+    PathText,
     export_option,
     force_option,
     guarded,
@@ -134,6 +135,7 @@ def run(
     predict_what: Annotated[str | None, typer.Argument(hidden=True, metavar="[shape|strides]")] = None,
     answers: Annotated[str | None, typer.Option("--answers", metavar="FILE", help="With --predict: read the "
                                                 "answers from FILE, one per line.",
+                                                click_type=PathText("a file with one answer per line"),
                                                 rich_help_panel=CLASSROOM)] = ClassroomRequest.answers,
     device: Annotated[str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=DEVICE)] = RunRequest.device,
     max_memory: Annotated[str, typer.Option("--max-memory", help=MAX_MEMORY_HELP,

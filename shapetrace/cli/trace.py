@@ -11,6 +11,7 @@ import typer
 
 from shapetrace.app.classroom import ClassroomRequest
 from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY, parse_memory, pick_device
+from shapetrace.app.layers import check_layer, check_layer_number
 from shapetrace.attention.config import check_named_sizes, shown
 from shapetrace.attention.memory import dims_bytes
 from shapetrace.cli.common import (
@@ -63,7 +64,8 @@ def trace(
                                                                   "method (e.g. MyAttention.forward) or in "
                                                                   "this module path (e.g. h.3.attn)."),
     layer: int | None = typer.Option(None, "--layer", metavar="N", help="Show layer N in full where "
-                                     "identical layers fold (layers 1-11: the same ops as layer 0)."),
+                                     "identical layers fold (layers 1-11: the same ops as layer 0).",
+                                     callback=usage_callback(check_layer_number)),
     summary: bool = typer.Option(False, "--summary", help="Print the per-module summary (ops, views, copies, "
                                  "computed bytes) under the table, also when the model has no layers."),
     backward: bool = typer.Option(False, "--backward", help="Trace the backward pass too: the script's own "
@@ -128,8 +130,6 @@ def trace(
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
         if layer is not None and run.exception is None:
-            from shapetrace.app.layers import check_layer
-
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         from shapetrace.app.script import backward_notes, how_to_name, unused_sizes_note
 

@@ -1,0 +1,135 @@
+"""The third round of bad input (branch badin2): the leftovers of the second round and what a probe of odd
+terminals, locales and state found. Each case, on main (fc24ddf), got a traceback, a wrong exit code, a
+message that named the wrong thing, or lost what the user had; now one line on stderr and exit 2 for a
+usage error, 1 for a failed run. Every test here fails on main (each docstring says how)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import ROOT, cli_in_process
+
+TEXTBOOK = str(ROOT / "tests" / "scripts" / "textbook.py")
+TOPICS = ("split, strides, merge, view-reshape, einops, cross, masks, gqa, qkv, params, validate, kv-cache, "
+          "images, rotary, sdpa, backward")
+
+
+def one_line(res, code: int) -> str:
+    assert res.returncode == code, (res.returncode, res.stdout[-500:], res.stderr[-500:])
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and res.stdout == "", (res.stdout[-500:], res.stderr)
+    return lines[0]
+
+
+def live_extra() -> None:
+    from shapetrace.live.session import EXTRA
+
+    for name in EXTRA:
+        pytest.importorskip(name, reason="the live extra is not installed: pip install -e '.[live]'")
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize("args, line", [
+    (["exercise", "list", "--state-dir"], "--state-dir {v} is empty: give a folder for your progress"),
+    (["lessons", "--workspace"], "--workspace {v} is empty: give a folder for your exercise files"),
+    (["run", "--export"], "--export {v} is empty: give a file name ending in .svg, .html, .md or .txt"),
+    (["trace", TEXTBOOK, "--export"], "--export {v} is empty: give a file name ending in .svg, .html, .md or .txt"),
+    (["lesson", "1", "--export"], "--export {v} is empty: give a file name ending in .html"),
+    (["run", "--predict", "--answers"], "--answers {v} is empty: give a file with one answer per line"),
+    (["quiz", "--answers-from"], "--answers-from {v} is empty: give a file with one answer per line"),
+    (["exercise", "check", "split-heads", "--file"], "--file {v} is empty: give your exercise's .py file"),
+    (["exercise", "hint", "split-heads", "--file"], "--file {v} is empty: give your exercise's .py file"),
+    (["exercise", "grade", ".", "--csv"], "--csv {v} is empty: give a file name, or - for standard output"),
+    (["exercise", "grade", ".", "--gradebook"], "--gradebook {v} is empty: give a file name, or - for standard "
+                                                "output"),
+    (["exercise", "grade", ".", "--json-file"], "--json-file {v} is empty: give a file name"),
+], ids=lambda a: " ".join(x for x in a if x != TEXTBOOK) if isinstance(a, list) else "")
+def test_an_empty_path_is_a_usage_error_naming_the_option(args, line, value, tmp_path):
+    """On main typer read '' as Path('.'): ``--state-dir ''`` and ``--workspace ''`` worked in the current
+    folder (exit 0), ``--export ''`` said '--export .: unknown format', ``--file ''`` '. is a folder'
+    (``exercise hint`` exit 0), ``--answers ''`` '--answers : no such file'."""
+    res = cli_in_process(*args, value, cwd=tmp_path, env={"SHAPETRACE_STATE_DIR": str(tmp_path / "state")})
+    assert one_line(res, 2) == "error: " + line.format(v=repr(value))
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_empty_live_csv_is_a_usage_error(tmp_path):
+    """On main: 'error: --csv  is a folder; give a file name for the answers, e.g. answers.csv'."""
+    live_extra()
+    res = cli_in_process("live", "--csv", "", "--port", "0", cwd=tmp_path)
+    assert one_line(res, 2) == "error: --csv '' is empty: give a file name for the answers, e.g. answers.csv"
+
+
+def test_a_negative_layer_is_refused_before_the_script_runs():
+    """On main the script ran to the end first (its own print on stdout), then 'this model has no numbered
+    layers'."""
+    res = cli_in_process("trace", TEXTBOOK, "--layer", "-1")
+    assert one_line(res, 2) == ("error: --layer -1: a layer number is the index in a module path such as layers.0 "
+                                "(the first layer): give 0 or more")
+
+
+@pytest.mark.parametrize("args", [["lesson", "-1"], ["lesson", "-1", "--no-run"], ["lesson", "--no-run", "-7"]])
+def test_a_negative_lesson_gets_the_lesson_number_message(args):
+    """On main: 'error: no such option: -1 (see shapetrace lesson --help)'."""
+    number = next(a for a in args if a[1:].isdigit())
+    assert one_line(cli_in_process(*args, env={"COLUMNS": "300"}), 2) == (
+        f"error: there is no lesson {number}; lessons are numbered 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13")
+
+
+def test_an_unknown_short_option_of_lesson_is_still_no_such_option():
+    assert one_line(cli_in_process("lesson", "-x"), 2) == "error: no such option: -x (see shapetrace lesson --help)"
+
+
+@pytest.mark.parametrize("command", [["quiz"], ["live", "--quiz"]])
+@pytest.mark.parametrize("topic", ["", " "])
+def test_an_empty_topic_is_a_usage_error_listing_the_topics(command, topic, tmp_path):
+    """On main ``quiz --topic ''`` asked every topic's questions (and ``live --quiz --topic ''`` served them)."""
+    if command[0] == "live":
+        live_extra()
+    res = cli_in_process(*command, "--topic", topic, env={"COLUMNS": "300",
+                                                          "SHAPETRACE_STATE_DIR": str(tmp_path)})
+    assert one_line(res, 2) == f"error: --topic {topic!r} is empty: give one of the topics: {TOPICS}"
+
+
+def _lines(proc, into: queue.Queue) -> None:
+    for line in proc.stdout:
+        into.put(line)
+
+
+def test_sigterm_ends_a_live_class_as_ctrl_c_does_and_saves_the_answers(tmp_path):
+    """On main SIGTERM (``kill``) ended the process with status -15 (143 in a shell): Uvicorn raised the
+    signal again after its shutdown, with the default handler back, so no CSV was written and no summary
+    printed. (A process of its own: the test sends it a signal.)"""
+    live_extra()
+    csv = tmp_path / "answers.csv"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="300", NO_COLOR="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "shapetrace", "live", "--port", "0", "--quiz", "--topic", "split",
+                             "--count", "1", "--csv", str(csv)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, cwd=tmp_path)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc, lines), daemon=True).start()
+    try:
+        printed: list[str] = []
+        deadline = time.monotonic() + 120
+        while not any("answers go to" in line for line in printed) and time.monotonic() < deadline:
+            printed.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        assert any("answers go to" in line for line in printed), "".join(printed)
+        time.sleep(0.5)  # (Uvicorn's handlers are set as it starts serving, just after that line)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert proc.returncode == 0, "".join(rest)
+    assert "0 students; answers saved to " + str(csv) in "".join(rest).replace("\n", "")
+    assert csv.read_text().splitlines() == [
+        "student,name,question,op,code,answer,read_as,right,torch,mistake,memory,memory_right,seconds"]
