@@ -16,7 +16,7 @@ from typer._click import exceptions as click_errors
 
 from shapetrace.cli import common, compare, exercise, lessons, live, run, strides, trace
 from shapetrace.cli.common import report_error
-from shapetrace.cli.terminal import prepare_streams, reader_gone
+from shapetrace.cli.terminal import output_refused, prepare_streams, reader_gone
 
 app = typer.Typer(
     name="shapetrace",
@@ -115,6 +115,12 @@ def _run_app() -> int:
     except BrokenPipeError:   # (outside a command's guard: --version piped into `head -c 1`)
         reader_gone()
         return 0
+    except OSError as exc:   # (outside a command's guard: --help or --version into /dev/full)
+        refused = output_refused(exc)
+        if refused is None:
+            raise
+        report_error(refused)
+        return 1
     return code if isinstance(code, int) else 0
 
 

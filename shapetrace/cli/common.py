@@ -309,6 +309,12 @@ def guarded(traceback: bool = False) -> Iterator[None]:
         reader_gone()
         raise typer.Exit(0) from None
     except OSError as exc:  # the system refused a file shapetrace reads or writes: say which, in one line
+        from shapetrace.cli.terminal import output_refused
+
+        refused = None if traceback else output_refused(exc)
+        if refused:
+            report_error(refused)
+            raise typer.Exit(1) from None
         if traceback or exc.filename is None:
             if traceback:
                 raise

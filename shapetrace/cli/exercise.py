@@ -28,7 +28,7 @@ from shapetrace.cli.common import (
     write_json,
 )
 from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress, update_progress
-from shapetrace.errors import ShapetraceError, UsageError
+from shapetrace.errors import RunError, ShapetraceError, UsageError
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
                            no_args_is_help=True)
@@ -437,7 +437,12 @@ def exercise_reset(
         if bool(exercise_id) == all_:
             raise UsageError("give one exercise id, or --all")
         target = None if all_ else load_curriculum().exercise(exercise_id).id
-        update_progress(lambda p: p.reset(target))
+        progress = update_progress(lambda p: p.reset(target), quiet=True)
+        if not progress.saved:   # (resetting is all this command does: not done is a failed run)
+            from shapetrace.exercises.progress import NOT_KEPT, NOT_SAVED
+
+            why = next(w for w in reversed(progress.warnings) if w.endswith((NOT_KEPT, NOT_SAVED)))
+            raise RunError(f"progress not reset: {why.removesuffix(NOT_KEPT).removesuffix(NOT_SAVED)}")
         typer.echo(f"progress reset for {'every exercise' if all_ else exercise_id}")
 
 

@@ -58,14 +58,16 @@ def progress_where(path) -> str:
             "SHAPETRACE_STATE_DIR=DIR keeps it elsewhere)")
 
 
-def update_progress(change) -> None:
-    """Apply ``change(progress)`` under the progress lock; any problem is a warning, never an error."""
+def update_progress(change, quiet: bool = False):
+    """Apply ``change(progress)`` under the progress lock; any problem is a warning (printed unless
+    ``quiet``), never an error. Returns the progress (``saved`` says whether it was kept)."""
     from shapetrace.exercises.progress import Progress
 
     with Progress.update() as progress:
         change(progress)
-    for warning in progress.warnings:
+    for warning in [] if quiet else progress.warnings:
         report_warning(warning)
+    return progress
 
 
 def report_warning(message: str) -> None:

@@ -133,3 +133,77 @@ def test_sigterm_ends_a_live_class_as_ctrl_c_does_and_saves_the_answers(tmp_path
     assert "0 students; answers saved to " + str(csv) in "".join(rest).replace("\n", "")
     assert csv.read_text().splitlines() == [
         "student,name,question,op,code,answer,read_as,right,torch,mistake,memory,memory_right,seconds"]
+
+
+# -- found by the probe ------------------------------------------------------------------------------------
+
+def test_no_home_folder_is_a_usage_error_saying_how_to_name_one(monkeypatch):
+    """A user with no HOME (or a relative one) and no entry in the password database (a container, a cron
+    job): on main every command that reads progress ended with 'internal error: RuntimeError: could not
+    determine the home directory'."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    res = cli_in_process("lessons", env={"HOME": "relative", "SHAPETRACE_STATE_DIR": None, "XDG_STATE_HOME": None})
+    assert one_line(res, 2) == ("error: no folder for your progress: HOME is not set to a folder (an absolute path); "
+                                "set HOME, or SHAPETRACE_STATE_DIR=DIR, or give --state-dir DIR")
+
+
+def test_a_reset_that_cannot_be_saved_is_a_failed_run(tmp_path):
+    """On main: 'progress reset for every exercise' and exit 0, above a warning that progress was not kept."""
+    (tmp_path / "progress.json").mkdir()
+    res = cli_in_process("exercise", "reset", "--all", "--state-dir", str(tmp_path))
+    assert one_line(res, 1) == f"error: progress not reset: progress file {tmp_path / 'progress.json'} is not a file"
+
+
+def test_a_huge_progress_file_is_not_read_and_left_as_it_is(tmp_path):
+    """On main it was read whole (a 176 MB one: 1.2 GB of memory), then copied aside."""
+    from shapetrace.exercises.progress import MAX_BYTES
+
+    big = tmp_path / "progress.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_BYTES + 1)
+    res = cli_in_process("lessons", "--state-dir", str(tmp_path), env={"COLUMNS": "300"})
+    assert res.returncode == 0 and res.stderr == (
+        f"warning: progress file {big} is 16,777,217 bytes, more than a progress file holds (16 MiB): it is left as "
+        "it is (move it away to start afresh); progress is not kept this time\n")
+    res = cli_in_process("exercise", "reset", "--all", "--state-dir", str(tmp_path), env={"COLUMNS": "300"})
+    assert one_line(res, 1) == (f"error: progress not reset: progress file {big} is 16,777,217 bytes, more than a "
+                                "progress file holds (16 MiB): it is left as it is (move it away to start afresh)")
+    assert sorted(os.listdir(tmp_path)) == ["progress.json", "progress.json.lock"]
+    assert big.stat().st_size == MAX_BYTES + 1
+
+
+@pytest.mark.parametrize("args", [["--version"], ["exercise", "list"]])
+def test_output_to_a_full_disk_is_one_line_and_exit_1(args, tmp_path):
+    """``> /dev/full``: on main ``--version`` (outside a command's guard) ended in a Rich traceback, and
+    ``exercise list`` in 'internal error: OSError: [Errno 28] No space left on device'. (A process of its
+    own: its standard output is the device; neither command imports torch.)"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SHAPETRACE_STATE_DIR=str(tmp_path))
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "shapetrace", *args], stdout=full, stderr=subprocess.PIPE,
+                             text=True, env=env, cwd=tmp_path, timeout=60)
+    assert (res.returncode, res.stderr) == (1, "error: cannot write the output: No space left on device\n")
+
+
+def test_watch_keys_with_stdin_closed_wait_without_a_crash(monkeypatch):
+    """``exercise watch <&-``: on main 'internal error: TypeError: argument must be an int, or have a
+    fileno() method' (select on None)."""
+    from shapetrace.tui.watch import Keys
+
+    monkeypatch.setattr(sys, "stdin", None)
+    with Keys() as keys:
+        assert (keys.closed, keys.poll(0.01)) == (True, None)
+
+
+def test_start_never_overwrites_a_file_of_the_learner_named_like_its_temporary_copy(tmp_path):
+    """On main the starter was copied through WORKSPACE/split_heads.py.tmp, over a file of that name."""
+    (tmp_path / "split_heads.py.tmp").write_text("mine")
+    res = cli_in_process("exercise", "start", "split-heads", "--workspace", str(tmp_path),
+                         env={"SHAPETRACE_STATE_DIR": str(tmp_path / "state")})
+    assert res.returncode == 0, res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["split_heads.py", "split_heads.py.tmp"]
+    assert (tmp_path / "split_heads.py.tmp").read_text() == "mine"
