@@ -127,6 +127,21 @@ def _run_app() -> int:
 def _usage_line(exc) -> str:
     """``No such option: --nope (Possible options: --force)`` with where to look, in one line."""
     message = " ".join(exc.format_message().split()).rstrip(".")
-    path = exc.ctx.command_path.replace("python -m shapetrace", "shapetrace") if exc.ctx else "shapetrace"
+    path = exc.ctx.command_path.replace("python -m shapetrace", "shapetrace") if exc.ctx else _command_path()
     path = "shapetrace" + path.split("shapetrace", 1)[1] if "shapetrace" in path else path
     return f"{message[:1].lower()}{message[1:]} (see {path} --help)"
+
+
+def _command_path() -> str:
+    """``shapetrace exercise list`` from the command line, for an error click raised without its context
+    (an option given no value: ``exercise list --state-dir``): the leading words that name commands."""
+    import typer.main
+
+    command, words = typer.main.get_command(app), ["shapetrace"]
+    for arg in sys.argv[1:]:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+        words.append(arg)
+    return " ".join(words)

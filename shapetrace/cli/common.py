@@ -70,21 +70,20 @@ def _usage_callback(check):
 usage_callback = _usage_callback
 
 
-class PathText(ParamType):
-    """A path option's value as typed, refused when it is empty or blank.
+class Given(ParamType):
+    """An option's value as typed, refused when it is empty or blank: ``--dims "$DIMS"`` with the
+    variable unset is a mistake, not "no dims". Checked while the options are parsed (before any command
+    body, so before torch and before a script runs); ``what``: what the option wants, said in the
+    message. Options whose empty value has a message of its own (``--preset``, ``--impls``, ``--host``)
+    keep it."""
 
-    Typer reads ``''`` as ``Path('')``, which is ``Path('.')``: ``--state-dir ''`` (an unset shell
-    variable) would have worked in the current folder, and an error would have shown ``.``. Every path
-    option takes this type, so the one check answers them all, while the options are parsed (before any
-    command body, so before torch). ``what``: what the option wants, said in the message."""
-
-    name = "path"
+    name = "text"
 
     def __init__(self, what: str) -> None:
         self.what = what
 
     def get_metavar(self, param, ctx) -> str:
-        return "PATH"
+        return self.name.upper()
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value.strip():
@@ -92,6 +91,14 @@ class PathText(ParamType):
             report_error(f"{flag} {value!r} is empty: give {self.what}")
             raise typer.Exit(2)
         return value
+
+
+class PathText(Given):
+    """A path option's value: typer reads ``''`` as ``Path('')``, which is ``Path('.')``, so
+    ``--state-dir ''`` worked in the current folder and an error showed ``.``. Every path option takes
+    this type."""
+
+    name = "path"
 
 
 class NegativeNumbers(TyperCommand):
@@ -210,6 +217,8 @@ def time_limit_option():
                         callback=_usage_callback(check_time_limit))
 
 
+#: What --pad wants (said when it is given empty).
+PAD_WHAT = "the padding tokens of each sequence, e.g. 0,2"
 #: What ``--export`` wants (said when it is given empty).
 EXPORT_WHAT = f"a file name ending in {', '.join(FORMATS[:-1])} or {FORMATS[-1]}"
 

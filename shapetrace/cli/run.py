@@ -21,7 +21,9 @@ from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
     MAX_MEMORY_HELP,
+    PAD_WHAT,
     TRACEBACK_HELP,
+    Given,
     PathText,
     export_option,
     force_option,
@@ -65,7 +67,8 @@ def run(
                                          rich_help_panel=VARIANTS)] = RunRequest.causal,
     mask: Annotated[str, typer.Option("--mask", help="Key mask: none or padding (a [B, T] mask seen as "
                                       "[B, 1, 1, T]).", rich_help_panel=VARIANTS)] = RunRequest.mask,
-    pad: Annotated[str | None, typer.Option("--pad", help="Padding tokens per sequence, e.g. 0,2 (with --mask "
+    pad: Annotated[str | None, typer.Option("--pad", click_type=Given(PAD_WHAT),
+                                            help="Padding tokens per sequence, e.g. 0,2 (with --mask "
                                             "padding).", rich_help_panel=VARIANTS)] = RunRequest.pad,
     pad_side: Annotated[str, typer.Option("--pad-side", help="Where padding sits: right or left (left + --causal "
                                           "gives NaN rows).", rich_help_panel=VARIANTS)] = RunRequest.pad_side,

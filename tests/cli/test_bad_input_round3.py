@@ -207,3 +207,32 @@ def test_start_never_overwrites_a_file_of_the_learner_named_like_its_temporary_c
     assert res.returncode == 0, res.stderr
     assert sorted(os.listdir(tmp_path)) == ["split_heads.py", "split_heads.py.tmp"]
     assert (tmp_path / "split_heads.py.tmp").read_text() == "mine"
+
+
+@pytest.mark.parametrize("value", ["", " "])
+@pytest.mark.parametrize("args, line", [
+    (["trace", TEXTBOOK, "--dims"], "--dims {v} is empty: give named sizes such as B=2,T=6,D=512,H=8"),
+    (["trace", TEXTBOOK, "--only"], "--only {v} is empty: give a function or method (MyAttention.forward) or a "
+                                    "module path (h.3.attn)"),
+    (["trace", TEXTBOOK, "--only", "q", "--only"], "--only {v} is empty: give a function or method "
+                                                   "(MyAttention.forward) or a module path (h.3.attn)"),
+    (["trace", TEXTBOOK, "--include"], "--include {v} is empty: give a file or folder"),
+    (["trace", TEXTBOOK, "--exclude"], "--exclude {v} is empty: give a file or folder"),
+    (["trace", TEXTBOOK, "--loss"], "--loss {v} is empty: give the name of a variable at the script's top level"),
+    (["run", "--pad"], "--pad {v} is empty: give the padding tokens of each sequence, e.g. 0,2"),
+    (["compare", "--pad"], "--pad {v} is empty: give the padding tokens of each sequence, e.g. 0,2"),
+], ids=lambda a: " ".join(x for x in a if x != TEXTBOOK) if isinstance(a, list) else "")
+def test_an_empty_value_is_a_usage_error_before_anything_runs(args, line, value):
+    """On main the script ran first: ``--dims ''``, ``--exclude ''`` and ``run --pad ''`` were taken as not
+    given (exit 0), ``--include ''`` hid every op (exit 0: 'no recorded op matches'), and ``--only ''`` and
+    ``--loss ''`` were refused after the run ('--only : no recorded op ran in a module ...')."""
+    assert one_line(cli_in_process(*args, value), 2) == "error: " + line.format(v=repr(value))
+
+
+@pytest.mark.parametrize("args, path", [(["exercise", "list", "--state-dir"], "shapetrace exercise list"),
+                                        (["lesson", "1", "--width"], "shapetrace lesson"),
+                                        (["run", "--width"], "shapetrace run")])
+def test_an_option_without_its_value_points_to_its_command_s_help(args, path):
+    """On main: '(see shapetrace --help)': click raises this error without the command's context."""
+    assert one_line(cli_in_process(*args), 2) == (
+        f"error: option '{args[-1]}' requires an argument (see {path} --help)")
