@@ -345,9 +345,14 @@ def _internal_error(exc: BaseException) -> None:
 
 
 def report_error(message: str) -> None:
+    """``error: MESSAGE`` on stderr, in one line (the terminal wraps it). A stderr that refuses it
+    (``2>/dev/full``) loses the line but not the exit code that follows."""
     from rich.text import Text
 
-    err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)  # the terminal wraps
+    try:
+        err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)
+    except OSError:
+        pass
 
 
 def one_line(message: str) -> str:

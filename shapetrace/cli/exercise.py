@@ -294,6 +294,8 @@ def _check_target(flag: str, path: Path, force: bool) -> None:
         raise UsageError(f"{flag} {path}: the folder {path.parent} does not exist")
     if os.path.lexists(path) and not force:
         raise UsageError(f"{flag} {path}: a file with that name exists; add --force to replace it")
+    if not os.access(path.parent, os.W_OK):   # (else found after the whole class was graded)
+        raise UsageError(f"{flag} {path}: cannot write in the folder {path.parent}")
 
 
 def _grade_with_progress(root: Path, time_limit: float, memory_mb: int, workers: int | None,

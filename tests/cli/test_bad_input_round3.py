@@ -241,3 +241,21 @@ def test_an_option_without_its_value_points_to_its_command_s_help(args, path):
     """On main: '(see shapetrace --help)': click raises this error without the command's context."""
     assert one_line(cli_in_process(*args), 2) == (
         f"error: option '{args[-1]}' requires an argument (see {path} --help)")
+
+
+def test_a_grade_report_in_a_folder_that_cannot_be_written_is_refused_before_grading(tmp_path):
+    """On main the whole class was graded first, then 'error: /proc/self/.out.csv.xxxxxxxx.tmp: No such file
+    or directory' (a temporary name the user never gave), exit 1."""
+    (tmp_path / "ada").mkdir()
+    res = cli_in_process("exercise", "grade", str(tmp_path), "--csv", "/proc/self/out.csv")
+    assert one_line(res, 2) == "error: --csv /proc/self/out.csv: cannot write in the folder /proc/self"
+
+
+def test_a_usage_error_keeps_its_exit_code_when_stderr_refuses_the_line(tmp_path):
+    """``2>/dev/full``: on main writing the error line raised again, and the usage error ended with exit 1.
+    (A process of its own: its standard error is the device; a usage error imports no torch.)"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "shapetrace", "run", "--heads", "0"], stdout=subprocess.PIPE,
+                             stderr=full, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert (res.returncode, res.stdout) == (2, "")
