@@ -169,7 +169,8 @@ def _farewell(live, saver) -> None:
     saved = saver()
     for row in live.summary():
         right = f"{row['right']}/{row['answered']} right" if row["answered"] else "no answers"
-        console.print(f"  question {row['number'] + 1} #{live.moments[row['number']].ask['index']} {row['op']}: "
+        index = live.moments[row["number"]].ask["index"]   # (None: a quiz question, not an op of a trace)
+        console.print(f"  question {row['number'] + 1}{'' if index is None else f' #{index}'} {row['op']}: "
                       f"{right}" + (f", most common wrong answer {row['common_wrong']}" if row["common_wrong"] else ""),
                       highlight=False, markup=False)
     n = len(live.students)

@@ -283,8 +283,11 @@ def start_file(starter: Path, workspace: str | Path | None, exercise_id: str, fo
         raise UsageError(f"{target} is a folder; --force replaces your file, never a folder: move the folder "
                          "away, then start again")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)   # (a fresh name: a file of the learner's called split_heads.py.tmp was overwritten)
+    try:   # (a fresh name: a file of the learner's called split_heads.py.tmp was overwritten)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:   # named by the file the learner asked for, not by the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    os.close(fd)
     try:
         shutil.copyfile(starter, tmp)
         umask = os.umask(0o022)

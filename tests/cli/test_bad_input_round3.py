@@ -136,6 +136,7 @@ def test_sigterm_ends_a_live_class_as_ctrl_c_does_and_saves_the_answers(tmp_path
         rest.append(lines.get())
     assert proc.returncode == 0, "".join(rest)
     assert "0 students; answers saved to " + str(csv) in "".join(rest).replace("\n", "")
+    assert "  question 1 What is y.shape?: no answers\n" in rest   # (on main: 'question 1 #None What is ...')
     assert csv.read_text().splitlines() == [
         "student,name,question,op,code,answer,read_as,right,torch,mistake,memory,memory_right,seconds"]
 
