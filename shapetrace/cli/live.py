@@ -4,6 +4,7 @@ the spread of answers, then torch's answer and what each wrong one means. The wo
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -12,9 +13,12 @@ from shapetrace.app.classroom import ViewOptions
 from shapetrace.app.devices import pick_device
 from shapetrace.app.request import RunRequest
 from shapetrace.cli.common import TRACEBACK_HELP, PathText, guarded, import_torch, out_console, seed_option
+from shapetrace.cli.terminal import can_encode
 from shapetrace.errors import UsageError
 
 MODEL, SERVER = "Model", "Server"
+#: The characters the terminal QR code is drawn with (segno's compact mode: half blocks).
+QR_BLOCKS = "▀▄█"
 #: What --csv wants (said when it is given empty).
 ANSWERS_CSV = "a file name for the answers, e.g. answers.csv"
 
@@ -156,7 +160,11 @@ def _announce(live, url: str, saver) -> None:
 
     console = out_console()
     base = url.split("#", 1)[0]
-    console.print(qr_terminal(url), end="", highlight=False, markup=False)
+    if can_encode(sys.stdout, QR_BLOCKS):
+        console.print(qr_terminal(url), end="", highlight=False, markup=False)
+    else:   # (its blocks would be written as '?': a code no phone reads)
+        console.print("(no QR code: this output cannot show its blocks; students type the join address)",
+                      highlight=False, markup=False)
     console.print(Text.assemble(("join: ", "bold"), (url, "bold cyan"), "   code: ", (live.join_code, "bold")))
     console.print(Text.assemble(("projector (teacher only, it moves the class): ", "bold"),
                                 f"{base}projector#key={live.teacher_key}"))
