@@ -120,6 +120,8 @@ def trace(
         from shapetrace.app.script import Filters, Limits, run_script, script_header
 
         sizes = parse_dims(dims)
+        if dims is not None and not sizes:   # (',': blank ones are refused as the options are read)
+            raise UsageError(f"--dims {dims!r} names no size: write NAME=SIZE pairs such as 'B=2,T=6,D=512,H=8'")
         check_named_sizes(sizes)
         memory = parse_memory(max_memory)
         where, note = pick_device(device, dims_bytes(sizes), memory)

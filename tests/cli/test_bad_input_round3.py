@@ -285,3 +285,10 @@ def test_live_draws_its_qr_code_only_where_the_output_can_show_its_blocks(encodi
         assert lines[:join] == ["(no QR code: this output cannot show its blocks; students type the join address)"]
     else:
         assert join > 10 and set("".join(lines[:join])) <= set("▀▄█ ")
+
+
+@pytest.mark.parametrize("dims", [",", " , ,"])
+def test_dims_that_name_no_size_are_a_usage_error(dims):
+    """On main ``--dims ,`` was taken as no dims: the script ran, exit 0."""
+    assert one_line(cli_in_process("trace", TEXTBOOK, "--dims", dims), 2) == (
+        f"error: --dims {dims!r} names no size: write NAME=SIZE pairs such as 'B=2,T=6,D=512,H=8'")
