@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.classroom import ViewOptions, check_auto
 from shapetrace.app.exportpath import check_export_path, write_atomically
 from shapetrace.app.textinput import read_answers, read_line
 from shapetrace.cli.common import (
@@ -133,8 +133,9 @@ def lesson(
 ) -> None:
     """Read one lesson: the text, and each live example traced op by op."""
     with guarded(traceback):
-        if auto is not None and (not present or not auto > 0):
-            raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        if auto is not None and not present:
+            raise UsageError("--auto SECONDS works with --present")
+        check_auto(auto)
         if all_ops and (present or export is not None):
             raise UsageError("--all works with the printed lesson, not with --present or --export")
         if export is not None and present:

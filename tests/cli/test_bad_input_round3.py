@@ -292,3 +292,13 @@ def test_dims_that_name_no_size_are_a_usage_error(dims):
     """On main ``--dims ,`` was taken as no dims: the script ran, exit 0."""
     assert one_line(cli_in_process("trace", TEXTBOOK, "--dims", dims), 2) == (
         f"error: --dims {dims!r} names no size: write NAME=SIZE pairs such as 'B=2,T=6,D=512,H=8'")
+
+
+@pytest.mark.parametrize("args", [["run", "--step"], ["trace", TEXTBOOK, "--step"], ["lesson", "1", "--present"]],
+                         ids=["run", "trace", "lesson"])
+@pytest.mark.parametrize("seconds, shown", [("inf", "inf"), ("1e308", "1e+308"), ("3601", "3601")])
+def test_an_auto_pause_past_an_hour_is_a_usage_error(args, seconds, shown):
+    """In a terminal (probed with ``script``) on main, ``--auto inf`` or ``1e308`` ended in 'internal error:
+    OverflowError: timestamp out of range for platform time_t'; without one it was accepted."""
+    assert one_line(cli_in_process(*args, "--auto", seconds), 2) == (
+        f"error: --auto {shown}: use a number of seconds above 0, up to 3600")
