@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
@@ -118,13 +119,28 @@ def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
         raise UsageError(f"{flag} {value!r}: choose one of {', '.join(choices)}")
 
 
+#: The longest ``--auto`` pause on one screen: an hour (``inf`` or ``1e308`` overflowed the terminal's wait:
+#: 'OverflowError: timestamp out of range for platform time_t').
+MAX_AUTO = 3600.0
+
+
+def check_auto(seconds: float | None) -> float | None:
+    """``--auto SECONDS`` (step, present): a finite number of seconds above 0, up to :data:`MAX_AUTO`.
+
+    >>> check_auto(1.5)
+    1.5
+    """
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_AUTO):
+        raise UsageError(f"--auto {seconds:g}: use a number of seconds above 0, up to {MAX_AUTO:g}")
+    return seconds
+
+
 def _check_modes(step: bool, auto: float | None, predict: str | None, answers: str | None) -> None:
     if step and predict:
         raise UsageError("--step and --predict are separate modes: use one at a time")
     if auto is not None and not step:
         raise UsageError("--auto SECONDS only works with --step")
-    if auto is not None and not auto > 0:
-        raise UsageError(f"--auto {auto:g}: use a number of seconds above 0")
+    check_auto(auto)
     if predict is not None:
         _check_choice("--predict", predict, PREDICT_MODES)
     if answers is not None and predict is None:

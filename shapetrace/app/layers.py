@@ -182,6 +182,19 @@ def number_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def check_layer_number(number: int | None) -> int | None:
+    """``--layer N`` before anything is traced: a layer number is the index in a module path (``layers.0``
+    is the first layer), so it is 0 or more; a UsageError otherwise.
+
+    >>> check_layer_number(3)
+    3
+    """
+    if number is not None and number < 0:
+        raise UsageError(f"--layer {number}: a layer number is the index in a module path such as layers.0 "
+                         "(the first layer): give 0 or more")
+    return number
+
+
 def check_layer(events: Sequence[Event], number: int, filtered: bool = False) -> None:
     """Raise a :class:`~shapetrace.errors.UsageError` when no shown layer has ``number`` (``--layer N``).
 

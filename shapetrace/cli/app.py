@@ -16,7 +16,7 @@ from typer._click import exceptions as click_errors
 
 from shapetrace.cli import common, compare, exercise, lessons, live, run, strides, trace
 from shapetrace.cli.common import report_error
-from shapetrace.cli.terminal import prepare_streams, reader_gone
+from shapetrace.cli.terminal import output_refused, prepare_streams, reader_gone
 
 app = typer.Typer(
     name="shapetrace",
@@ -63,7 +63,7 @@ app.command()(strides.strides)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(trace.trace)
 app.add_typer(exercise.exercise_app, name="exercise")
 app.command()(lessons.lessons)
-app.command()(lessons.lesson)
+app.command(cls=common.NegativeNumbers)(lessons.lesson)
 app.command()(lessons.quiz)
 app.command()(compare.compare)
 app.command()(live.live)
@@ -115,12 +115,33 @@ def _run_app() -> int:
     except BrokenPipeError:   # (outside a command's guard: --version piped into `head -c 1`)
         reader_gone()
         return 0
+    except OSError as exc:   # (outside a command's guard: --help or --version into /dev/full)
+        refused = output_refused(exc)
+        if refused is None:
+            raise
+        report_error(refused)
+        return 1
     return code if isinstance(code, int) else 0
 
 
 def _usage_line(exc) -> str:
     """``No such option: --nope (Possible options: --force)`` with where to look, in one line."""
     message = " ".join(exc.format_message().split()).rstrip(".")
-    path = exc.ctx.command_path.replace("python -m shapetrace", "shapetrace") if exc.ctx else "shapetrace"
+    path = exc.ctx.command_path.replace("python -m shapetrace", "shapetrace") if exc.ctx else _command_path()
     path = "shapetrace" + path.split("shapetrace", 1)[1] if "shapetrace" in path else path
     return f"{message[:1].lower()}{message[1:]} (see {path} --help)"
+
+
+def _command_path() -> str:
+    """``shapetrace exercise list`` from the command line, for an error click raised without its context
+    (an option given no value: ``exercise list --state-dir``): the leading words that name commands."""
+    import typer.main
+
+    command, words = typer.main.get_command(app), ["shapetrace"]
+    for arg in sys.argv[1:]:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+        words.append(arg)
+    return " ".join(words)

@@ -13,9 +13,11 @@ import sys
 from collections.abc import Iterator
 
 import typer
+from typer._click.types import ParamType
+from typer.core import TyperCommand
 
 from shapetrace.app.classroom import MAX_WIDTH, MIN_WIDTH, ClassroomRequest, check_width
-from shapetrace.app.exportpath import check_name_lengths
+from shapetrace.app.exportpath import FORMATS, check_name_lengths
 from shapetrace.attention.config import shown
 from shapetrace.engine.faults import STRICT
 from shapetrace.errors import ShapetraceError, UsageError
@@ -66,6 +68,64 @@ def _usage_callback(check):
 
 
 usage_callback = _usage_callback
+
+
+class Given(ParamType):
+    """An option's value as typed, refused when it is empty or blank: ``--dims "$DIMS"`` with the
+    variable unset is a mistake, not "no dims". Checked while the options are parsed (before any command
+    body, so before torch and before a script runs); ``what``: what the option wants, said in the
+    message. Options whose empty value has a message of its own (``--preset``, ``--impls``, ``--host``)
+    keep it."""
+
+    name = "text"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def get_metavar(self, param, ctx) -> str:
+        return self.name.upper()
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            flag = max(param.opts, key=len) if param is not None else "the path"
+            report_error(f"{flag} {value!r} is empty: give {self.what}")
+            raise typer.Exit(2)
+        return value
+
+
+class PathText(Given):
+    """A path option's value: typer reads ``''`` as ``Path('')``, which is ``Path('.')``, so
+    ``--state-dir ''`` worked in the current folder and an error showed ``.``. Every path option takes
+    this type."""
+
+    name = "path"
+
+
+class NegativeNumbers(TyperCommand):
+    """A command whose arguments may be negative numbers: ``lesson -1`` gives the argument -1 (and the
+    lesson-number message), not "no such option: -1". As argparse does: a word that is a number and no
+    option's name is a value; every other word that starts with ``-`` is still an option."""
+
+    def make_parser(self, ctx):
+        parser = super().make_parser(ctx)
+        read_option = parser._process_opts
+
+        def read(arg: str, state) -> None:
+            if _NUMBER.fullmatch(arg) and arg not in parser._short_opt and arg not in parser._long_opt:
+                state.largs.append(arg)
+            else:
+                read_option(arg, state)
+
+        parser._process_opts = read
+        return parser
+
+
+_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def path_option(default, *names: str, what: str, **settings):
+    """A ``typer.Option`` for a path (:class:`PathText`): ``what`` says what it wants."""
+    return typer.Option(default, *names, click_type=PathText(what), **settings)
 
 
 def _option(default, *names: str, panel: str | None = None, **settings):
@@ -132,12 +192,14 @@ def check_state_dir(path):
 
 def state_dir_option():
     """``--state-dir``, on every command that reads or writes progress."""
-    return typer.Option(None, "--state-dir", help=STATE_DIR_HELP, callback=_usage_callback(check_state_dir))
+    return path_option(None, "--state-dir", what="a folder for your progress", help=STATE_DIR_HELP,
+                       callback=_usage_callback(check_state_dir))
 
 
 def workspace_option(help: str):
     """``--workspace``, checked at parse time."""
-    return typer.Option(None, "--workspace", help=help, callback=_usage_callback(check_workspace))
+    return path_option(None, "--workspace", what="a folder for your exercise files", help=help,
+                       callback=_usage_callback(check_workspace))
 
 
 def check_time_limit(seconds: float) -> float:
@@ -155,9 +217,16 @@ def time_limit_option():
                         callback=_usage_callback(check_time_limit))
 
 
+#: What --pad wants (said when it is given empty).
+PAD_WHAT = "the padding tokens of each sequence, e.g. 0,2"
+#: What ``--export`` wants (said when it is given empty).
+EXPORT_WHAT = f"a file name ending in {', '.join(FORMATS[:-1])} or {FORMATS[-1]}"
+
+
 def export_option(panel: str | None = None):
     """``--export PATH``: the formats an export can take."""
     return _option(ClassroomRequest.export, "--export", panel=panel, metavar="PATH",
+                   click_type=PathText(EXPORT_WHAT),
                    help="Also write the trace to PATH: .html (an interactive page: arrow keys step through "
                    "the ops), .svg (static, for slides), .md or .txt.")
 
@@ -249,6 +318,12 @@ def guarded(traceback: bool = False) -> Iterator[None]:
         reader_gone()
         raise typer.Exit(0) from None
     except OSError as exc:  # the system refused a file shapetrace reads or writes: say which, in one line
+        from shapetrace.cli.terminal import output_refused
+
+        refused = None if traceback else output_refused(exc)
+        if refused:
+            report_error(refused)
+            raise typer.Exit(1) from None
         if traceback or exc.filename is None:
             if traceback:
                 raise
@@ -270,9 +345,14 @@ def _internal_error(exc: BaseException) -> None:
 
 
 def report_error(message: str) -> None:
+    """``error: MESSAGE`` on stderr, in one line (the terminal wraps it). A stderr that refuses it
+    (``2>/dev/full``) loses the line but not the exit code that follows."""
     from rich.text import Text
 
-    err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)  # the terminal wraps
+    try:
+        err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)
+    except OSError:
+        pass
 
 
 def one_line(message: str) -> str:

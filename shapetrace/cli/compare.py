@@ -11,7 +11,9 @@ from shapetrace.app.request import parse_pad
 from shapetrace.attention.config import AttentionConfig
 from shapetrace.cli.common import (
     DEVICE_HELP,
+    PAD_WHAT,
     TRACEBACK_HELP,
+    Given,
     guarded,
     out_console,
     seed_option,
@@ -29,7 +31,8 @@ def compare(
     seed: int = seed_option("Random seed for weights and input (0 to 2**64 - 1).", 0),
     causal: bool = typer.Option(False, "--causal", help="Causal mask."),
     mask: str = typer.Option("none", "--mask", help="none or padding."),
-    pad: str | None = typer.Option(None, "--pad", help="Padding tokens per sequence, e.g. 0,2."),
+    pad: str | None = typer.Option(None, "--pad", click_type=Given(PAD_WHAT),
+                                       help="Padding tokens per sequence, e.g. 0,2."),
     kv_len: int | None = typer.Option(None, "--kv-len", help="Cross-attention key/value length."),
     kv_heads: int | None = typer.Option(None, "--kv-heads", help="Key/value heads (GQA)."),
     impls: str = typer.Option("manual,einops,fused-qkv,torch,sdpa", "--impls",

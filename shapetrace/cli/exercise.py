@@ -20,6 +20,7 @@ from shapetrace.cli.common import (
     err_console,
     guarded,
     out_console,
+    path_option,
     state_dir_option,
     time_limit_option,
     width_option,
@@ -27,7 +28,7 @@ from shapetrace.cli.common import (
     write_json,
 )
 from shapetrace.cli.lessons import WORKSPACE_HELP, exercise_rows, load_curriculum, load_progress, update_progress
-from shapetrace.errors import ShapetraceError, UsageError
+from shapetrace.errors import RunError, ShapetraceError, UsageError
 
 exercise_app = typer.Typer(help="Self-study exercises: start, check, hint, solution, watch, reset.",
                            no_args_is_help=True)
@@ -73,6 +74,10 @@ def exercise_start(
 
 
 #: ``--all`` of check and watch: the traced table's calls without a row of their own
+#: What --csv and --gradebook want (said when one is given empty).
+STDOUT_OR_FILE = "a file name, or - for standard output"
+#: What --file wants.
+YOUR_FILE = "your exercise's .py file"
 ALL_OPS_HELP = ("Show every op in your function's traced table, also the calls without a row of their own "
                 "(elementwise math, casts).")
 
@@ -148,7 +153,8 @@ def exercise_check(
     exercise_id: str = typer.Argument(..., metavar="ID", help="The exercise id (or the path of your file, "
                                       "e.g. shapetrace-exercises/split_heads.py)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
-    file: Path | None = typer.Option(None, "--file", help="Check this file instead of the workspace one."),
+    file: Path | None = path_option(None, "--file", what=YOUR_FILE,
+                                    help="Check this file instead of the workspace one."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
     time_limit: float = time_limit_option(),
     memory_mb: int = typer.Option(3072, "--memory-mb", min=256, max=1 << 20,
@@ -190,16 +196,16 @@ def exercise_grade(
                                          help="The exercises assigned (split-heads,head-dim): one column each, "
                                               "and each score is out of them. Default: every exercise someone "
                                               "handed in."),
-    gradebook: Path | None = typer.Option(None, "--gradebook", metavar="FILE.csv",
+    gradebook: Path | None = path_option(None, "--gradebook", metavar="FILE.csv", what=STDOUT_OR_FILE,
                                           help="Also write a gradebook: one row per student, one column per "
                                                "exercise, then passed, out_of and score (percent) ('-': standard "
                                                "output, instead of the table)."),
-    csv_out: Path | None = typer.Option(None, "--csv", metavar="FILE",
+    csv_out: Path | None = path_option(None, "--csv", metavar="FILE", what=STDOUT_OR_FILE,
                                         help="Also write every cell as CSV, one row per student and exercise with "
                                              "the verdict in full ('-': standard output, instead of the table)."),
     json_out: bool = typer.Option(False, "--json", help="Print the grade as JSON on standard output (instead of "
                                   "the table); --json-file FILE writes it to a file."),
-    json_file: Path | None = typer.Option(None, "--json-file", metavar="FILE",
+    json_file: Path | None = path_option(None, "--json-file", metavar="FILE", what="a file name",
                                           help="Also write the grade as JSON to this file."),
     force: bool = typer.Option(False, "--force", help="Let --csv, --gradebook and --json-file replace existing "
                                "files."),
@@ -288,6 +294,8 @@ def _check_target(flag: str, path: Path, force: bool) -> None:
         raise UsageError(f"{flag} {path}: the folder {path.parent} does not exist")
     if os.path.lexists(path) and not force:
         raise UsageError(f"{flag} {path}: a file with that name exists; add --force to replace it")
+    if not os.access(path.parent, os.W_OK):   # (else found after the whole class was graded)
+        raise UsageError(f"{flag} {path}: cannot write in the folder {path.parent}")
 
 
 def _grade_with_progress(root: Path, time_limit: float, memory_mb: int, workers: int | None,
@@ -330,8 +338,8 @@ def exercise_hint(
     level: int | None = typer.Option(None, "--level", min=1, help="Show this hint level (your file is not "
                                      "checked)."),
     workspace: Path | None = workspace_option(WORKSPACE_HELP),
-    file: Path | None = typer.Option(None, "--file", help="Take the hint for this file instead of the workspace "
-                                     "one."),
+    file: Path | None = path_option(None, "--file", what=YOUR_FILE, help="Take the hint for this file instead of the "
+                                    "workspace one."),
     time_limit: float = time_limit_option(),
     width: int | None = width_option(),
     state_dir: Path | None = state_dir_option(),
@@ -431,7 +439,12 @@ def exercise_reset(
         if bool(exercise_id) == all_:
             raise UsageError("give one exercise id, or --all")
         target = None if all_ else load_curriculum().exercise(exercise_id).id
-        update_progress(lambda p: p.reset(target))
+        progress = update_progress(lambda p: p.reset(target), quiet=True)
+        if not progress.saved:   # (resetting is all this command does: not done is a failed run)
+            from shapetrace.exercises.progress import NOT_KEPT, NOT_SAVED
+
+            why = next(w for w in reversed(progress.warnings) if w.endswith((NOT_KEPT, NOT_SAVED)))
+            raise RunError(f"progress not reset: {why.removesuffix(NOT_KEPT).removesuffix(NOT_SAVED)}")
         typer.echo(f"progress reset for {'every exercise' if all_ else exercise_id}")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from shapetrace.app.classroom import ViewOptions
+from shapetrace.app.classroom import ViewOptions, check_auto
 from shapetrace.app.exportpath import check_export_path, write_atomically
 from shapetrace.app.textinput import read_answers, read_line
 from shapetrace.cli.common import (
@@ -23,6 +23,7 @@ from shapetrace.cli.common import (
     force_option,
     guarded,
     out_console,
+    path_option,
     state_dir_option,
     stdin_is_terminal,
     stdin_stream,
@@ -57,14 +58,16 @@ def progress_where(path) -> str:
             "SHAPETRACE_STATE_DIR=DIR keeps it elsewhere)")
 
 
-def update_progress(change) -> None:
-    """Apply ``change(progress)`` under the progress lock; any problem is a warning, never an error."""
+def update_progress(change, quiet: bool = False):
+    """Apply ``change(progress)`` under the progress lock; any problem is a warning (printed unless
+    ``quiet``), never an error. Returns the progress (``saved`` says whether it was kept)."""
     from shapetrace.exercises.progress import Progress
 
     with Progress.update() as progress:
         change(progress)
-    for warning in progress.warnings:
+    for warning in [] if quiet else progress.warnings:
         report_warning(warning)
+    return progress
 
 
 def report_warning(message: str) -> None:
@@ -120,7 +123,7 @@ def lesson(
                                                           "time (Enter/b/q), for projecting in class."),
     auto: float | None = typer.Option(None, "--auto", metavar="SECONDS",
                                          help="With --present: advance by itself."),
-    export: Path | None = typer.Option(None, "--export", metavar="PATH.html",
+    export: Path | None = path_option(None, "--export", metavar="PATH.html", what="a file name ending in .html",
                                        help="Write the lesson as a page instead: prose, code, traced tables, "
                                             "answers folded until asked for."),
     theme: str = theme_option(),
@@ -130,8 +133,9 @@ def lesson(
 ) -> None:
     """Read one lesson: the text, and each live example traced op by op."""
     with guarded(traceback):
-        if auto is not None and (not present or not auto > 0):
-            raise UsageError("--auto SECONDS works with --present and needs a number above 0")
+        if auto is not None and not present:
+            raise UsageError("--auto SECONDS works with --present")
+        check_auto(auto)
         if all_ops and (present or export is not None):
             raise UsageError("--all works with the printed lesson, not with --present or --export")
         if export is not None and present:
@@ -196,7 +200,8 @@ def _present(chosen, width: int | None, auto: float | None) -> None:
 def quiz(
     topic: str | None = typer.Option(None, "--topic", help="Only questions on this topic (e.g. strides)."),
     count: int = typer.Option(10, "--count", min=1, help="How many questions."),
-    answers_from: Path | None = typer.Option(None, "--answers-from", help="Read answers from this file, "
+    answers_from: Path | None = path_option(None, "--answers-from", what="a file with one answer per line",
+                                            help="Read answers from this file, "
                                                 "one per line (for scripts)."),
     seed: int | None = typer.Option(None, "--seed", help="Shuffle with this seed (default: a random "
                                        "order at a terminal, file order otherwise)."),

@@ -4,6 +4,7 @@ the spread of answers, then torch's answer and what each wrong one means. The wo
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -11,10 +12,15 @@ import typer
 from shapetrace.app.classroom import ViewOptions
 from shapetrace.app.devices import pick_device
 from shapetrace.app.request import RunRequest
-from shapetrace.cli.common import TRACEBACK_HELP, guarded, import_torch, out_console, seed_option
+from shapetrace.cli.common import TRACEBACK_HELP, PathText, guarded, import_torch, out_console, seed_option
+from shapetrace.cli.terminal import can_encode
 from shapetrace.errors import UsageError
 
 MODEL, SERVER = "Model", "Server"
+#: The characters the terminal QR code is drawn with (segno's compact mode: half blocks).
+QR_BLOCKS = "▀▄█"
+#: What --csv wants (said when it is given empty).
+ANSWERS_CSV = "a file name for the answers, e.g. answers.csv"
 
 
 
@@ -25,7 +31,8 @@ def live(
                                       rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).",
                                       rich_help_panel=SERVER)] = 8000,
-    csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", help="Where the answers go (default "
+    csv: Annotated[str | None, typer.Option("--csv", metavar="PATH", click_type=PathText(ANSWERS_CSV),
+                                            help="Where the answers go (default "
                                             "shapetrace-live-DATE-TIME.csv here); never an existing file.",
                                             rich_help_panel=SERVER)] = None,
     d_model: Annotated[int, typer.Option("--d-model", help="Model width D.",
@@ -153,7 +160,11 @@ def _announce(live, url: str, saver) -> None:
 
     console = out_console()
     base = url.split("#", 1)[0]
-    console.print(qr_terminal(url), end="", highlight=False, markup=False)
+    if can_encode(sys.stdout, QR_BLOCKS):
+        console.print(qr_terminal(url), end="", highlight=False, markup=False)
+    else:   # (its blocks would be written as '?': a code no phone reads)
+        console.print("(no QR code: this output cannot show its blocks; students type the join address)",
+                      highlight=False, markup=False)
     console.print(Text.assemble(("join: ", "bold"), (url, "bold cyan"), "   code: ", (live.join_code, "bold")))
     console.print(Text.assemble(("projector (teacher only, it moves the class): ", "bold"),
                                 f"{base}projector#key={live.teacher_key}"))
@@ -166,7 +177,8 @@ def _farewell(live, saver) -> None:
     saved = saver()
     for row in live.summary():
         right = f"{row['right']}/{row['answered']} right" if row["answered"] else "no answers"
-        console.print(f"  question {row['number'] + 1} #{live.moments[row['number']].ask['index']} {row['op']}: "
+        index = live.moments[row["number"]].ask["index"]   # (None: a quiz question, not an op of a trace)
+        console.print(f"  question {row['number'] + 1}{'' if index is None else f' #{index}'} {row['op']}: "
                       f"{right}" + (f", most common wrong answer {row['common_wrong']}" if row["common_wrong"] else ""),
                       highlight=False, markup=False)
     n = len(live.students)

@@ -21,7 +21,10 @@ from shapetrace.cli.common import (
     ALL_HELP,
     DEVICE_HELP,
     MAX_MEMORY_HELP,
+    PAD_WHAT,
     TRACEBACK_HELP,
+    Given,
+    PathText,
     export_option,
     force_option,
     guarded,
@@ -64,7 +67,8 @@ def run(
                                          rich_help_panel=VARIANTS)] = RunRequest.causal,
     mask: Annotated[str, typer.Option("--mask", help="Key mask: none or padding (a [B, T] mask seen as "
                                       "[B, 1, 1, T]).", rich_help_panel=VARIANTS)] = RunRequest.mask,
-    pad: Annotated[str | None, typer.Option("--pad", help="Padding tokens per sequence, e.g. 0,2 (with --mask "
+    pad: Annotated[str | None, typer.Option("--pad", click_type=Given(PAD_WHAT),
+                                            help="Padding tokens per sequence, e.g. 0,2 (with --mask "
                                             "padding).", rich_help_panel=VARIANTS)] = RunRequest.pad,
     pad_side: Annotated[str, typer.Option("--pad-side", help="Where padding sits: right or left (left + --causal "
                                           "gives NaN rows).", rich_help_panel=VARIANTS)] = RunRequest.pad_side,
@@ -134,6 +138,7 @@ def run(
     predict_what: Annotated[str | None, typer.Argument(hidden=True, metavar="[shape|strides]")] = None,
     answers: Annotated[str | None, typer.Option("--answers", metavar="FILE", help="With --predict: read the "
                                                 "answers from FILE, one per line.",
+                                                click_type=PathText("a file with one answer per line"),
                                                 rich_help_panel=CLASSROOM)] = ClassroomRequest.answers,
     device: Annotated[str, typer.Option("--device", help=DEVICE_HELP, rich_help_panel=DEVICE)] = RunRequest.device,
     max_memory: Annotated[str, typer.Option("--max-memory", help=MAX_MEMORY_HELP,

@@ -12,6 +12,7 @@ left is written to the null device (see :func:`reader_gone`).
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import sys
 import unicodedata
@@ -93,6 +94,27 @@ def reader_gone() -> None:
         except (AttributeError, OSError, ValueError):   # (not a stream on a file descriptor)
             pass
     os.close(devnull)
+
+
+#: What the system answers a write that can never succeed: the disk or the quota is full (``>/dev/full``),
+#: the file is too large, the device failed.
+REFUSED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def output_refused(exc: BaseException) -> str | None:
+    """The one-line error for a write to standard output that the system refused (``shapetrace run >
+    /dev/full``), else None. Such an error names no file (every file shapetrace writes by name says which
+    when it fails), and its output is lost whatever happens next: the rest goes to the null device, so
+    the interpreter's last flush does not fail again."""
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno not in REFUSED:
+        return None
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
+    os.close(devnull)
+    return f"cannot write the output: {exc.strerror or os.strerror(exc.errno)}"
 
 
 def _console_reader_gone(console) -> None:

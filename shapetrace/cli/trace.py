@@ -11,6 +11,7 @@ import typer
 
 from shapetrace.app.classroom import ClassroomRequest
 from shapetrace.app.devices import DEFAULT_DEVICE, DEFAULT_MAX_MEMORY, parse_memory, pick_device
+from shapetrace.app.layers import check_layer, check_layer_number
 from shapetrace.attention.config import check_named_sizes, shown
 from shapetrace.attention.memory import dims_bytes
 from shapetrace.cli.common import (
@@ -18,6 +19,8 @@ from shapetrace.cli.common import (
     DEVICE_HELP,
     MAX_MEMORY_HELP,
     TRACEBACK_HELP,
+    Given,
+    PathText,
     export_option,
     force_option,
     guarded,
@@ -36,6 +39,9 @@ from shapetrace.errors import UsageError
 #: ``trace``'s default limits: a training loop or an endless script still ends with a table that is
 #: quick to analyse (about 0.3 s for 10,000 ops) and to read (loop iterations fold into one line).
 DEFAULT_MAX_OPS, MAX_OPS_LIMIT, DEFAULT_SECONDS = 10_000, 1_000_000, 60.0
+#: What --only and --loss want (said when one is given empty).
+ONLY_WHAT = "a function or method (MyAttention.forward) or a module path (h.3.attn)"
+LOSS_WHAT = "the name of a variable at the script's top level"
 
 
 def check_max_ops(n: int) -> int:
@@ -55,25 +61,28 @@ def trace(
     script: str = typer.Argument(..., help="The Python script to run as __main__ under the tracer."),
     args: list[str] | None = typer.Argument(None, help="Arguments for the script (after -- if they "
                                                           "look like shapetrace options)."),
-    dims: str | None = typer.Option(None, "--dims", help="Named sizes, e.g. B=2,T=6,D=512,H=8 (d_k = D/H "
-                                                            "derived; give d_k where a head's width is set "
-                                                            "apart, as Gemma's head_dim; any other names such "
-                                                            "as H_kv=2 or S=20)."),
-    only: list[str] | None = typer.Option(None, "--only", help="Keep ops run under this function or "
-                                                                  "method (e.g. MyAttention.forward) or in "
-                                                                  "this module path (e.g. h.3.attn)."),
+    dims: str | None = typer.Option(None, "--dims", click_type=Given("named sizes such as B=2,T=6,D=512,H=8"),
+                                    help="Named sizes, e.g. B=2,T=6,D=512,H=8 (d_k = D/H derived; give d_k where a "
+                                         "head's width is set apart, as Gemma's head_dim; any other names such as "
+                                         "H_kv=2 or S=20)."),
+    only: list[str] | None = typer.Option(None, "--only", click_type=Given(ONLY_WHAT),
+                                          help="Keep ops run under this function or method (e.g. "
+                                               "MyAttention.forward) or in this module path (e.g. h.3.attn)."),
     layer: int | None = typer.Option(None, "--layer", metavar="N", help="Show layer N in full where "
-                                     "identical layers fold (layers 1-11: the same ops as layer 0)."),
+                                     "identical layers fold (layers 1-11: the same ops as layer 0).",
+                                     callback=usage_callback(check_layer_number)),
     summary: bool = typer.Option(False, "--summary", help="Print the per-module summary (ops, views, copies, "
                                  "computed bytes) under the table, also when the model has no layers."),
     backward: bool = typer.Option(False, "--backward", help="Trace the backward pass too: the script's own "
                                   ".backward() calls (the first in full, the others counted), else the backward "
                                   "of --loss or of the last result's sum."),
-    loss: str | None = typer.Option(None, "--loss", metavar="NAME", help="The scalar loss (a variable at the "
-                                    "script's top level) whose backward --backward traces when the script runs "
-                                    "none; implies --backward."),
-    include: list[str] | None = typer.Option(None, "--include", help="Keep ops written in this file or folder."),
-    exclude: list[str] | None = typer.Option(None, "--exclude", help="Drop ops written in this file or folder."),
+    loss: str | None = typer.Option(None, "--loss", metavar="NAME", click_type=Given(LOSS_WHAT),
+                                    help="The scalar loss (a variable at the script's top level) whose backward "
+                                    "--backward traces when the script runs none; implies --backward."),
+    include: list[str] | None = typer.Option(None, "--include", click_type=PathText("a file or folder"),
+                                             help="Keep ops written in this file or folder."),
+    exclude: list[str] | None = typer.Option(None, "--exclude", click_type=PathText("a file or folder"),
+                                             help="Drop ops written in this file or folder."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace as JSON (schema v2) on stdout and "
                                                         "nothing else; the script's prints go to stderr."),
     width: int | None = width_option(),
@@ -111,6 +120,8 @@ def trace(
         from shapetrace.app.script import Filters, Limits, run_script, script_header
 
         sizes = parse_dims(dims)
+        if dims is not None and not sizes:   # (',': blank ones are refused as the options are read)
+            raise UsageError(f"--dims {dims!r} names no size: write NAME=SIZE pairs such as 'B=2,T=6,D=512,H=8'")
         check_named_sizes(sizes)
         memory = parse_memory(max_memory)
         where, note = pick_device(device, dims_bytes(sizes), memory)
@@ -128,8 +139,6 @@ def trace(
         if traceback and run.exception is not None and not isinstance(run.exception, (SystemExit, KeyboardInterrupt)):
             raise run.exception
         if layer is not None and run.exception is None:
-            from shapetrace.app.layers import check_layer
-
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         from shapetrace.app.script import backward_notes, how_to_name, unused_sizes_note
 

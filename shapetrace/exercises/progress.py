@@ -31,12 +31,19 @@ DEFAULT_WORKSPACE = "shapetrace-exercises"
 
 
 def state_dir() -> Path:
+    """``$SHAPETRACE_STATE_DIR``, else the user state folder under the home folder; a UsageError saying
+    how to name one when there is no home folder to put it under (``HOME`` unset or relative, and no
+    entry for the user in the password database: a container, a cron job)."""
     env = os.environ.get("SHAPETRACE_STATE_DIR")
     if env:
         return Path(env)
     import platformdirs
 
-    return Path(platformdirs.user_state_dir("shapetrace", appauthor=False))
+    try:
+        return Path(platformdirs.user_state_dir("shapetrace", appauthor=False))
+    except RuntimeError:   # (platformdirs: "could not determine the home directory")
+        raise UsageError("no folder for your progress: HOME is not set to a folder (an absolute path); set "
+                         "HOME, or SHAPETRACE_STATE_DIR=DIR, or give --state-dir DIR") from None
 
 
 def file_hash(path: Path) -> str:
@@ -62,6 +69,11 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 LOCK_TIMEOUT = 30.0
+#: The largest progress file read: one holds a few hundred bytes per exercise and per quiz taken, so
+#: a larger one is not shapetrace's (and would be read whole into memory).
+MAX_BYTES = 16 << 20
+#: How a warning ends that says why progress cannot be kept, and one that says why a save failed.
+NOT_KEPT, NOT_SAVED = "; progress is not kept this time", "; this result is not recorded"
 
 
 class Progress:
@@ -71,6 +83,7 @@ class Progress:
         self.path = path
         self.data = data or {"version": VERSION, "exercises": {}, "quiz": []}
         self.warnings = warnings or []
+        self.saved = False   #: whether :meth:`update` saved it
 
     @classmethod
     def load(cls, directory: Path | None = None) -> Progress:
@@ -79,11 +92,15 @@ class Progress:
             if not path.exists():
                 return cls(path)
             if not path.is_file():
-                return cls(path, warnings=[f"progress file {path} is not a file; progress is not kept this time"])
+                return cls(path, warnings=[f"progress file {path} is not a file{NOT_KEPT}"])
+            size = path.stat().st_size
+            if size > MAX_BYTES:   # (read whole, 176 MB of it took 1.2 GB of memory)
+                return cls(path, warnings=[f"progress file {path} is {size:,} bytes, more than a progress file "
+                                           f"holds ({MAX_BYTES >> 20} MiB): it is left as it is (move it away to "
+                                           f"start afresh){NOT_KEPT}"])
             raw = path.read_bytes()
         except OSError as exc:
-            return cls(path, warnings=[f"progress file {path} could not be read ({exc.strerror}); "
-                                       "progress is not kept this time"])
+            return cls(path, warnings=[f"progress file {path} could not be read ({exc.strerror}){NOT_KEPT}"])
         try:
             data = json.loads(raw.decode("utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
@@ -105,21 +122,21 @@ class Progress:
             if lock_warning:
                 progress.warnings.append(lock_warning)
             yield progress
-            progress.try_save()
+            progress.saved = progress.try_save()
 
     def save(self) -> None:
         atomic_write(self.path, json.dumps(self.data, indent=2, sort_keys=True))
 
     def try_save(self) -> bool:
         """Save, or add a warning saying why progress could not be kept (the learner carries on)."""
-        if any("is not kept this time" in w for w in self.warnings):
+        if any(w.endswith(NOT_KEPT) for w in self.warnings):
             return False
         try:
             self.save()
             return True
         except OSError as exc:
             self.warnings.append(f"progress could not be saved in {self.path.parent} "
-                                 f"({exc.strerror or exc}); this result is not recorded")
+                                 f"({exc.strerror or exc}){NOT_SAVED}")
             return False
 
     # -- exercises ---------------------------------------------------------------
@@ -182,7 +199,7 @@ def _locked(path: Path) -> Iterator[str]:
         yield f"progress is locked by another shapetrace command (waited {LOCK_TIMEOUT:g} s); going on without"
         return
     except OSError as exc:
-        yield f"progress folder {path.parent} cannot be used ({exc.strerror or exc}); progress is not kept this time"
+        yield f"progress folder {path.parent} cannot be used ({exc.strerror or exc}){NOT_KEPT}"
         return
     try:
         yield ""
@@ -242,7 +259,7 @@ def _set_aside(path: Path, exc: BaseException) -> str:
         os.unlink(path)
     except OSError as move_exc:
         return (f"progress file {path} could not be read ({reason}) nor moved aside ({move_exc.strerror}); "
-                "it is left as it is and progress is not kept this time")
+                f"it is left as it is{NOT_KEPT}")
     return f"progress file {path} could not be read ({reason}); moved it to {aside} and started fresh"
 
 
@@ -266,7 +283,18 @@ def start_file(starter: Path, workspace: str | Path | None, exercise_id: str, fo
         raise UsageError(f"{target} is a folder; --force replaces your file, never a folder: move the folder "
                          "away, then start again")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.copyfile(starter, tmp)
-    os.replace(tmp, target)
+    try:   # (a fresh name: a file of the learner's called split_heads.py.tmp was overwritten)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:   # named by the file the learner asked for, not by the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    os.close(fd)
+    try:
+        shutil.copyfile(starter, tmp)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # (as a file the copy created: mkstemp's are 0600)
+        os.replace(tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return target

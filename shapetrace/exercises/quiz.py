@@ -110,8 +110,10 @@ def topics(questions: list[Question]) -> list[str]:
 
 def select(questions: list[Question], topic: str | None, count: int, seed: int | None) -> list[Question]:
     """Filter by topic, shuffle when ``seed`` is given, keep ``count``."""
-    if topic:
+    if topic is not None:
         known = topics(questions)
+        if not topic.strip():
+            raise UsageError(f"--topic {topic!r} is empty: give one of the topics: {', '.join(known)}")
         if topic not in known:
             raise UsageError(f"no quiz topic {topic!r}; topics: {', '.join(known)}")
         questions = [q for q in questions if q.topic == topic]

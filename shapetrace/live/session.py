@@ -4,6 +4,7 @@ it, and save every answer when the class ends or Ctrl-C stops it (never over an 
 from __future__ import annotations
 
 import importlib.util
+import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -119,11 +120,22 @@ class Saver:
 
 
 def serve(live: LiveClass, sock: socket.socket, url: str, on_end: Callable[[], object]) -> None:
-    """Serve the class on ``sock`` until Ctrl-C (Uvicorn handles the signal and closes every socket)."""
+    """Serve the class on ``sock`` until Ctrl-C or SIGTERM (``kill``, a closing terminal session, a service
+    manager): Uvicorn handles either signal, closes every socket, then raises it again once its own
+    handlers are gone. Ctrl-C then arrives as a KeyboardInterrupt; SIGTERM's default would end the process
+    there, before the answers are saved, so while the class runs SIGTERM raises one too: both are a clean
+    stop, and the caller saves the answers the same way."""
     from shapetrace.live.server import LiveServer, uvicorn_server
 
     server = LiveServer(live, url, on_end=on_end)
+    before = signal.signal(signal.SIGTERM, _interrupt)
     try:
         uvicorn_server(server.app).run(sockets=[sock])
-    except KeyboardInterrupt:  # Uvicorn closed every socket, then passed the Ctrl-C on: the class ended
+    except KeyboardInterrupt:  # Uvicorn closed every socket, then passed the signal on: the class ended
         pass
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

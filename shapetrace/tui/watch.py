@@ -108,9 +108,9 @@ class Keys:
     """Single keys from the terminal (cbreak mode), or lines from a pipe; restored on exit."""
 
     def __init__(self, stream=None):
-        self.stream = stream or sys.stdin
+        self.stream = stream if stream is not None else sys.stdin
         self.saved = None
-        self.closed = False
+        self.closed = self.stream is None   # (started with stdin closed, ``<&-``: no key will come)
 
     def __enter__(self) -> Keys:
         try:

@@ -93,7 +93,6 @@ def _error_after_the_run(stderr: str) -> str:
 
 @pytest.mark.parametrize("args,message", [
     (("--layer", "4"), "--layer 4: this model has layers 0-3"),
-    (("--layer", "-1"), "--layer -1: this model has layers 0-3"),
     (("--only", "layers.1", "--layer", "2"),
      "--layer 2: the ops shown (after --only/--include/--exclude) are in layers 1"),
     (("--only", "layers.12.attn"), "--only layers.12.attn: no recorded op ran in a module or function of that "
@@ -110,6 +109,15 @@ def test_a_layer_or_module_that_does_not_exist_is_a_usage_error(cli, args, messa
     assert result.exit_code == 2, result.output
     assert _error_after_the_run(result.stderr) == f"error: {message}"
     assert result.stdout == "(2, 6, 64)\n"  # the script's own print; no table
+
+
+def test_a_negative_layer_is_refused_before_the_script_runs(cli):
+    """(Until badin2 this was a case of the test above, answered after the run with the model's layers;
+    a layer number is never negative, so it is answered before the script runs: no print of its own.)"""
+    result = trace(cli, "--layer", "-1")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: --layer -1: a layer number is the index in a module path such as layers.0 (the "
+                             "first layer): give 0 or more\n")
 
 
 def test_layer_on_a_model_without_layers_is_a_usage_error(cli):
