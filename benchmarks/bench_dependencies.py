@@ -72,7 +72,7 @@ def parts(d_model: int, heads: int, repeat: int) -> dict[str, float]:
     copies made as the check makes them (nothing compared), the isolation alone, the planning, the token
     contracts and every contract."""
     from shapetrace.engine import head_hooks
-    from shapetrace.engine.dependencies import _Isolated
+    from shapetrace.engine.module_state import Isolated
 
     model, x, trace, probe = _traced(d_model, heads)
     capture, hooks = trace.capture, probe.hooks
@@ -103,7 +103,7 @@ def parts(d_model: int, heads: int, repeat: int) -> dict[str, float]:
             head_hooks._apart = compare
 
     def isolated():
-        with _Isolated(model):
+        with Isolated(model):
             pass
 
     runs = {"forward": lambda: model(x), "one row per head added in the core": rows_added,
