@@ -258,8 +258,8 @@ def _fused_head_decompositions(dims: dict[str, int]) -> dict[str, list[tuple[str
 def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) -> list[str] | None:
     """The parts of the sum ``label`` that fill ``[start, start + size)`` exactly, a part ``k*X`` counted
     as k parts ``X`` (``D+2*D_kv`` at ``[64:80]`` is ``D_kv`` where D = 64, D_kv = 16; ``1+N[ids_keep]``
-    of 5 at ``[1:5]`` is ``N[ids_keep]``: one part of unknown size is what the others leave of ``total``);
-    None when the bounds fall inside a part or more than one part's size is unknown."""
+    of 5 at ``[1:5]`` is ``N[ids_keep]``: parts of unknown size, all of one name, share equally what the
+    others leave of ``total``); None when the bounds fall inside a part or parts of two names have no size."""
     pieces: list[tuple[str, int | None]] = []
     for term in top_level_terms(label):
         count, _, name = term.rpartition("*") if "*" in term and term.split("*", 1)[0].isdigit() else ("1", "", term)
@@ -267,10 +267,14 @@ def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) 
             return None
         pieces += [(name, int(name) if name.isdigit() else namer.size_of(name))] * int(count)   # 1: a class token
     unknown = [i for i, (_, width) in enumerate(pieces) if width is None]
-    if len(unknown) > 1:
-        return None
+    if len({pieces[i][0] for i in unknown}) > 1:
+        return None   # (parts of one name are one size: BigBird's blocks T%2+T%2+T%2 share what is left)
     if unknown:
-        pieces[unknown[0]] = (pieces[unknown[0]][0], total - sum(w for _, w in pieces if w is not None))
+        left, count = total - sum(w for _, w in pieces if w is not None), len(unknown)
+        if left % count:
+            return None
+        for i in unknown:
+            pieces[i] = (pieces[i][0], left // count)
     found, at = [], 0
     for name, width in pieces:
         if start <= at and at + width <= start + size:
