@@ -144,5 +144,7 @@ def test_token_ids_the_code_is_given_keep_their_names_through_the_lookup(pick, b
     with torch.no_grad(), shapetrace.trace(dims=f"B={batch} T=4 D=32 H=4") as t:
         TokenIds(pick).eval()(torch.randint(0, 16, (batch, 4)))
     looked = [e.outputs[0].dims for e in t.events if e.op in ("embedding", "__getitem__")]
-    assert looked == [("B", "T", None if pick else "D"), ("T", "D")]   # (a pick's table columns: unnamed)
+    # (a pick's table columns: unnamed on bebe57e; the position embedding it is added to lines them up with its
+    # D, infer/lined_up)
+    assert looked == [("B", "T", "D"), ("T", "D")]
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []

@@ -25,9 +25,25 @@ def test_a_position_table_cut_to_the_batch_is_a_warning():
     t = _traced(lambda x: x + PE[:x.size(0)])                                       # (B, 1, D)
     assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("warning", "table-cut-to-batch", 0)]
     assert t.diagnostics[0].message == (
-        "__getitem__ #0 cuts the table [50, 1, 32], which has no batch axis, to [B=2, 1, 32]: axis 0 is cut to the "
+        "__getitem__ #0 cuts the table [50, 1, 32], which has no batch axis, to [B=2, 1, D=32]: axis 0 is cut to the "
         "batch's length (B), so batch entry b gets the table's entry b, and what each entry gets depends on its "
         "place in the batch.")
+    assert t.report().verdict.mark == "!"
+
+
+def test_at_one_sequence_the_cut_to_the_batch_is_one_row_for_every_token():
+    """openai/whisper's decoder positions cut by ``x.shape[0]`` (tests/corpus/public5/whisper.py, positions-from-
+    batch) at B = 1: one row, broadcast over every token. On bebe57e its ``?`` came only from the table's
+    unnamed feature axis; once that axis is named by the input it is added to (infer/lined_up), the cut itself
+    must say what it does."""
+    x = torch.randn(1, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=1 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        x + PE[:x.size(0)]                                                          # (1, 1, D) -> (1, T, D)
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("warning", "table-cut-to-batch")]
+    assert t.diagnostics[0].message == (
+        "__getitem__ #0 cuts the table [50, 1, 32], which has no batch axis, to [B=1, 1, D=32]: axis 0 is cut to the "
+        "batch's length (B), one entry: it broadcasts, so every token gets the table's first entry.")
     assert t.report().verdict.mark == "!"
 
 

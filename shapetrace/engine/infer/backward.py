@@ -570,3 +570,7 @@ class _Walker:
         if not (operand.isdigit() and i.isdigit()):
             return   # a part of the operand's axis (``#0.2[0:8]``, a slice): not the same axis
         self.back(record.ins[int(operand)], int(i), whole_moves)
+
+
+#: what :mod:`.lined_up` reads names with
+whole_plain = _whole_plain

@@ -37,13 +37,14 @@ def table_cut_to_batch(analysis: Analysis) -> list[Diagnostic]:
         if any(table.dims) or len(table.shape) != len(cut.shape):
             continue
         batch = [j for j, label in enumerate(cut.dims) if analysis.namer.plain_role(label) == "batch"]
-        if len(batch) != 1 or not 1 < cut.shape[batch[0]] < table.shape[batch[0]]:
+        if len(batch) != 1 or not 0 < cut.shape[batch[0]] < table.shape[batch[0]]:
             continue   # (a square table cut [:n, :n] to one length twice is a table over pairs: not meant)
         k = batch[0]
+        what = "so batch entry b gets the table's entry b, and what each entry gets depends on its place in the " \
+            "batch" if cut.shape[k] > 1 else "one entry: it broadcasts, so every token gets the table's first entry"
         out.append(Kind.TABLE_CUT_TO_BATCH.found(e.index, (
             f"{e.op} #{e.index} cuts the table {fmt_named(table.dims, table.shape)}, which has no batch axis, to "
-            f"{fmt_named(cut.dims, cut.shape)}: axis {k} is cut to the batch's length ({cut.dims[k]}), so batch "
-            f"entry b gets the table's entry b, and what each entry gets depends on its place in the batch."),
+            f"{fmt_named(cut.dims, cut.shape)}: axis {k} is cut to the batch's length ({cut.dims[k]}), {what}."),
             "Cut the table along the axis it indexes with that axis's length: a position table with the tokens' "
             "(pe[:x.size(1)] on batch-first [B, T, D] input), then broadcast it over the batch."))
     return out

@@ -1,0 +1,56 @@
+"""Names an elementwise op proves for its operands: what broadcasting lines up is one axis (part of
+:func:`.corrections.corrections`).
+
+``x + self.pe[:, :x.size(1)]`` (the Annotated Transformer's and the PyTorch tutorial's positional encoding) adds
+a table cut from a buffer to the named input: torch lines the operands' trailing axes up position by position,
+and an axis of more than one entry must equal the one it meets, so the table's axis of 32 entries that meets
+``D`` holds one value per feature: it is ``D`` there, as a join's parts are its result's axes
+(:func:`.backward.joined_names`). Only a whole, plain name (``B``, ``T``, ``D``), never a piece or a fold, and
+never from an axis of one entry (that one is broadcast); the name is carried back through the ops that keep the
+axis (the cut, a view), up to, not into, a tensor that entered the traced code without names: the buffer keeps
+none (:mod:`..rules.batch_tables` reads that a table with no name was cut to the batch's length).
+
+Reads: the finished inference's axes of every broadcasting elementwise op's operands. Adds: nothing to the
+state; returns the pins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.axes import Axis
+from shapetrace.engine.infer.backward import whole_plain
+from shapetrace.engine.ops import Family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.infer.state import Inference
+
+
+def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming each unnamed axis of a table cut (a slice of a tensor that entered the traced code without
+    names: a buffer, a parameter) from the axis it meets in the other operand of an elementwise op."""
+    namer, records = inference.namer, inference.capture.records
+    made = {n: r for r in records for n in getattr(r, "outs", ()) if n not in getattr(r, "ins", ())}
+    entered = {n for r in records for n in getattr(r, "ins", ())} - set(made)
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for record in records:
+        spec = getattr(record, "spec", None)
+        if spec is None or spec.family is not Family.ELEMENTWISE or not spec.broadcasts or not record.outs:
+            continue
+        operands = list(dict.fromkeys(record.ins))
+        if len(operands) != 2:
+            continue
+        shapes = [pins.get(n) or found.get(n) or inference.axes.get(n) or () for n in operands]
+        for (node, mine), theirs in ((operands[0], shapes[0]), shapes[1]), ((operands[1], shapes[1]), shapes[0]):
+            cut = made.get(node)
+            if cut is None or cut.spec.family is not Family.SLICE or not cut.ins or cut.ins[0] not in entered:
+                continue   # (only a table's cut: what the table itself is, no use says)
+            named = list(mine)
+            for p, axis in enumerate(mine):
+                q = p + len(theirs) - len(mine)                                    # lined up from the right
+                if q >= 0 and axis.size > 1 and axis.size == theirs[q].size and namer.label(axis) is None \
+                        and whole_plain(namer, theirs[q]):
+                    named[p] = theirs[q]
+            if named != list(mine):
+                pins[node] = tuple(named)
+    return pins

@@ -1,0 +1,44 @@
+"""A table cut and added to a named tensor takes the names broadcasting lines up (shapetrace/engine/infer/lined_up.py).
+
+The Annotated Transformer's ``PositionalEncoding`` (harvardnlp/annotated-transformer: ``x + self.pe[:, :x.size(1)]``,
+``pe`` of ``(1, max_len, d_model)``) and the PyTorch tutorial's sequence-first one (pytorch/tutorials,
+``transformer_tutorial``: ``x + self.pe[:x.size(0)]``, ``pe`` of ``(max_len, 1, d_model)``): on bebe57e the cut's
+feature axis had no name, so every model with either was ``? ... not checked (unnamed axes): __getitem__``. The
+axis meets the input's ``D`` (torch lines trailing axes up, and one of more than one entry must equal the one it
+meets): it holds one value per feature. An axis of one entry is broadcast and stays unnamed; the buffer itself
+keeps no name (rules/batch_tables reads that a table with no name was cut to the batch)."""
+
+from __future__ import annotations
+
+import torch
+
+import shapetrace
+
+
+def _cut(x_names: str, x: torch.Tensor, pe: torch.Tensor, cut):
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, x_names)
+        x + cut(x, pe)
+    (event,) = [e for e in t.events if e.op == "__getitem__"]
+    return t, event
+
+
+def test_the_annotated_transformers_positional_encoding_cut_is_named_and_checked():
+    t, cut = _cut("B T D", torch.randn(2, 6, 32), torch.randn(1, 50, 32), lambda x, pe: pe[:, :x.size(1)])
+    assert cut.inputs[0].dims == (None, None, None)          # the buffer: no name of its own
+    assert cut.outputs[0].dims == (None, "T", "D")           # (1: broadcast over the batch, no name)
+    assert t.report().verdict.mark == "✓"
+
+
+def test_the_tutorials_sequence_first_cut_is_named_and_checked():
+    t, cut = _cut("T B D", torch.randn(6, 2, 32), torch.randn(50, 1, 32), lambda x, pe: pe[:x.size(0)])
+    assert cut.outputs[0].dims == ("T", None, "D")
+    assert t.report().verdict.mark == "✓"
+
+
+def test_an_axis_no_named_axis_meets_stays_unnamed():
+    """The table's feature axis meets an axis of one entry (a per-sequence scalar): nothing lines it up with a
+    name, so it keeps none (and the op stays not checked)."""
+    t, cut = _cut("B T _", torch.randn(2, 6, 1), torch.randn(1, 50, 32), lambda x, pe: pe[:, :x.size(1)])
+    assert cut.outputs[0].dims == (None, "T", None)
+    assert t.report().verdict.mark == "?"
