@@ -5,10 +5,12 @@
 a table cut from a buffer to the named input: torch lines the operands' trailing axes up position by position,
 and an axis of more than one entry must equal the one it meets, so the table's axis of 32 entries that meets
 ``D`` holds one value per feature: it is ``D`` there, as a join's parts are its result's axes
-(:func:`.backward.joined_names`). Only a whole, plain name (``B``, ``T``, ``D``), never a piece or a fold, and
-never from an axis of one entry (that one is broadcast); the name is carried back through the ops that keep the
-axis (the cut, a view), up to, not into, a tensor that entered the traced code without names: the buffer keeps
-none (:mod:`..rules.batch_tables` reads that a table with no name was cut to the batch's length).
+(:func:`.backward.joined_names`). Only the operand a cut of a tensor that entered the traced code without names
+made (a buffer's or a parameter's rows, a lookup ``wte.weight[idx]``), only a whole, plain name (``B``, ``T``,
+``D``), never a piece or a fold, and never for an axis of one entry (that one is broadcast). The table itself
+keeps no name (:mod:`..rules.batch_tables` reads that a table with no name was cut to the batch's length), and
+nothing is carried further back: a longer walk reached rotary tables, masks and positions whose values other
+rules read, and changed 53 of their outcomes.
 
 Reads: the finished inference's axes of every broadcasting elementwise op's operands. Adds: nothing to the
 state; returns the pins.
