@@ -45,16 +45,18 @@ regrouping that only moves read and that ends in clean axes before anything comp
 (``rules/undone_regroups``: MobileViT's ``reshape(B * C * n_h, p, n_w, p)``, a loop index undone by the next
 transpose and reshape); a reduction along a coarse piece of a token axis keeping a finer piece is not proven
 (``verdict._pooled_apart``: Funnel's ``view(B, 2, T // 2, D).mean(1)`` pools tokens T/2 apart, which Hiera's
-unrolled mask units do by design, so ``?``, never ``✗``).
+unrolled mask units do by design, so ``?``, never ``✗``); pooling ops in the registry (``propagate.pool``: an
+axis whose windows tile it exactly is named by its coarse piece, ``T`` pooled by 2 is ``T/2``), which names
+Funnel's ``avg_pool2d`` queries.
 
-Now at distinct sizes: correct ✓ 3 (MobileViT, DBRX, Twins), ? 6, ! 1, ✗ 0; bugs ✗ 7, ? 5, ! 1, ✓ 0. Hiera went
+Now at distinct sizes: correct ✓ 4 (MobileViT, DBRX, Twins, Funnel), ? 5, ! 1, ✗ 0; bugs ✗ 7, ? 5, ! 1, ✓ 0. Hiera went
 ✓ -> ? (the pooling over unrolled units is not proven: its layout is set before the stage). What stays ``?``
 and why: EfficientViT (a 1x1 conv's 3·h·d output channels have no name, so the head split after it is
 unnamed); Decision Transformer (the inputs ``[B, T, 3]`` and ``[B, T, 2]`` fit no declared seed; its
 ``readout-from-actions`` picks ``x[:, 2]`` of a stack of three kinds, which no name tells from ``x[:, 1]``);
 modded-nanogpt (its cos/sin table's columns are unnamed; ``norm-over-heads``, ``rms_norm`` over ``(H, d_k)``, is
 OLMo 2's norm over the whole width before the split, correct there); Mllama (the cross mask built from image
-tile starts); Funnel (``avg_pool2d`` drops the names); Reformer (the hash sort's gathers: ``!`` from its
+tile starts); Reformer (the hash sort's gathers: ``!`` from its
 deliberate self-mask, a warning, both variants)."""
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ EXPECTED = {
     (mllama_cross, "heads-split-wrong"): [MIXED, ("✗", ("batch-mismatch", "broadcast-mismatch",
                                                           "attends-over-wrong-axis", "broadcast-mismatch",
                                                           "broadcast-mismatch"))],
-    (funnel_pool, ""): [UNSURE, UNSURE],
+    (funnel_pool, ""): [OK, UNSURE],
     (funnel_pool, "pool-by-halves"): [UNSURE, UNSURE],
     (twins_svt, ""): [OK, OK],
     (twins_svt, "sr-without-permute"): [MIXED, MIXED],
