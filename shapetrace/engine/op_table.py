@@ -231,6 +231,9 @@ ENTRIES: list[OpSpec] = [
            operands=lambda a, k: [t for t in (a[1:2] + a[:1]) if _is_tensor(t)]),
     *(OpSpec(f"conv{n}d", "new", pr.conv, params=_conv_params, operands=first_operand,
              words="slides a filter over the positions: channels in, channels out") for n in (1, 2, 3)),
+    *(OpSpec(f"{kind}_pool{n}d", "new", pr.pool, operands=first_operand,
+             words=f"pools each window of neighbours into its {'mean' if kind == 'avg' else 'largest entry'}")
+      for kind in ("avg", "max") for n in (1, 2, 3)),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum",
            shows_first=True, contraction="subscripts", family=F.PRODUCT, meta="einsum"),
     OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=sdpa_params, params_read_values=True,

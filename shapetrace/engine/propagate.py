@@ -430,3 +430,40 @@ def fits(axes: Sequence[Axis], shape: Sequence[int]) -> bool:
     """Do these axes describe a tensor of ``shape`` (the check the tracer makes on every result)?"""
     return len(axes) == len(shape) and all(a.size == s or (not a.atoms and s == 1) for a, s in zip(axes, shape)) \
         and math.prod(shape) == math.prod(a.size for a in axes)
+
+
+def pool(c: Call) -> Axes:
+    """``F.avg_pool1d/2d/3d``, ``F.max_pool1d/2d/3d`` (one result): the last n axes pooled, the rest kept. A
+    pooled axis of one piece whose windows tile it exactly (kernel = stride, no padding, no dilation) holds one
+    entry per block of neighbours: its coarse piece (``T`` pooled by 2 is ``T/2``, as ``view(B, T // 2, 2,
+    D).mean(2)`` names it); a kernel and stride of 1 keeps the axis; anything else is unnamed."""
+    x, out = c.in_axes[0], c.shapes[0]
+    n = int(c.op[-2]) if c.op[-2:-1].isdigit() else 0
+    if not n or len(x) != len(out) or len(out) < n or len(c.shapes) != 1:
+        return ax.unknown_axes(out)   # (max_pool's return_indices: two results, left unnamed)
+    kernel, stride = _per_axis(c.arg(1, "kernel_size"), n), _per_axis(c.arg(2, "stride", None), n)
+    stride = stride if stride is not None else kernel
+    padding, dilation = _per_axis(c.arg(3, "padding", 0), n), _per_axis(c.kwargs.get("dilation", 1), n)
+    if None in (kernel, stride, padding, dilation) or any(padding) or any(d != 1 for d in dilation):
+        return ax.unknown_axes(out)
+    lead = len(out) - n
+    axes = list(x[:lead])
+    for axis, k, s, size in zip(x[lead:], kernel, stride, out[lead:]):
+        atoms = ax.coalesce(axis.atoms)
+        if k == s == 1 and axis.size == size:
+            axes.append(axis)
+        elif k == s and len(atoms) == 1 and atoms[0].size == size * s:
+            a = atoms[0]
+            axes.append(ax.Axis((ax.Atom(a.root, a.root_size, a.stride * s, size),)))
+        else:
+            axes.append(ax.unknown_axis(size))
+    return tuple(axes)
+
+
+def _per_axis(value, n: int) -> tuple[int, ...] | None:
+    """A pooling argument for each of n axes (an int, or a sequence of n ints), or None."""
+    if isinstance(value, int):
+        return (value,) * n
+    if isinstance(value, (tuple, list)) and len(value) == n and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return None

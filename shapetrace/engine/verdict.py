@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.axes import indexed_join, top_level_terms
+from shapetrace.engine.axes import TOKEN_ROOTS, coalesce, indexed_join, top_level_terms
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 
@@ -221,6 +221,26 @@ def _cut_keeping_counted(event: Event) -> str | None:
     return None
 
 
+def _pooled_apart(event: Event) -> str | None:
+    """Why the names cannot check a reduction along a coarse piece of a token axis that keeps a finer piece
+    of it (``x.view(B, 2, T // 2, D).mean(1)``: each result the mean of tokens j and j + T/2), or None. Which
+    tokens meet there is set by how they were laid out before: Hiera's mask units are unrolled so that the
+    tokens one query pools are that far apart, Funnel's pooling meant neighbours (``view(B, T // 2, 2,
+    D).mean(2)``, along the finest piece: checked as before), and nothing recorded tells the two apart."""
+    if event.spec.family is not Family.REDUCE or len(event.inputs) != 1 or not event.outputs:
+        return None
+    t = event.inputs[0]
+    along = axes_along(Family.REDUCE.value, event.params, len(t.shape)) or ()
+    kept = [a for j, axis in enumerate(t.axes) if j not in along for a in coalesce(axis.atoms)]
+    for i in along:
+        for atom in (coalesce(t.axes[i].atoms) if t.shape[i] > 1 else ()):
+            if atom.root in TOKEN_ROOTS and not atom.whole \
+                    and any(k.root == atom.root and k.stride < atom.stride for k in kept):
+                return f"#{event.index} {event.op} reduces along {t.dims[i]} and keeps a finer piece of " \
+                       f"{atom.root}: it meets tokens set apart, and names cannot tell whether they were laid out so"
+    return None
+
+
 def _axes_named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
     return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
                if size > 1) and _along_named(event) and _operands_named(event, value_checked)
@@ -298,7 +318,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted)
+    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted, _pooled_apart)
                       for why in map(check, candidates) if why)
     if errors or exception is not None:
         mark = "✗"

@@ -436,3 +436,24 @@ def test_a_cut_keeping_learned_tokens_with_the_inputs_is_not_proven():
         "? checked 24 of 24 ops that could carry a layout bug; not proven: #23 __getitem__ keeps (5+T)[1:11], "
         "counted entries of the model's own next to the input's tokens, and names cannot tell whether the cut "
         "meant both; no errors or warnings in what was checked")
+
+
+@pytest.mark.parametrize(("pool", "mark", "why"), [
+    # Funnel's pooling slip (tests/corpus/public14/funnel_pool.py): tokens j and j + T/2 averaged
+    (lambda x: x.view(2, 2, 3, 8).mean(1), "?",
+     "; not proven: #1 mean reduces along T/3 and keeps a finer piece of T: it meets tokens set apart, and names "
+     "cannot tell whether they were laid out so; no errors or warnings in what was checked"),
+    # neighbours pooled (the finest piece of T): checked as before
+    (lambda x: x.view(2, 3, 2, 8).mean(2), "✓", ""),
+])
+def test_a_reduction_over_a_coarse_piece_of_the_tokens_is_not_proven(pool, mark, why):
+    """On main (90e1ad1) the first case was ``✓ checked all 2 ops``: public14/funnel_pool's ``pool-by-halves``
+    bug got ``✓``. The same op is Hiera's correct query pooling over unrolled mask units, hence ``?``, not ``✗``."""
+    x = torch.randn(2, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
+        pool(x)
+    v = t.report().verdict
+    assert (v.mark, v.checked, v.total) == (mark, 2, 2)
+    assert v.line == (f"? checked 2 of 2 ops that could carry a layout bug{why}" if why else
+                      "✓ checked all 2 ops that could carry a layout bug: every axis keeps its meaning from input "
+                      "to output") + UNASKED

@@ -49,6 +49,7 @@ from shapetrace.engine.rules.row_folds import batched_row_folds
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.steps import step_hides_itself
 from shapetrace.engine.rules.tables import table_heads_rechopped
+from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
 from shapetrace.engine.rules.weights import softmax_weights
@@ -69,7 +70,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
             if faults_raise():
                 raise
             found.append(check_failed(rule.__name__, exc))
-    found = _merges_projected_later(analysis, batched_row_folds(analysis, found))
+    found = _merges_projected_later(analysis, undone_regroups(analysis, batched_row_folds(analysis, found)))
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
     found = at_the_users_call(analysis, one_per_bug(analysis, found))

@@ -37,12 +37,12 @@ _MERGES = ("error", "warning")
 def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
     """``found`` less the ``tokens-merged-with-features`` warnings on folds of tokens with heads that a
     product against one key/value head reads as its rows and that are undone right after it."""
-    readers = _readers(analysis.events)
+    readers = readers_of(analysis.events)
     return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
                                      and _batched_rows(analysis, readers, analysis.events[d.event]))]
 
 
-def _readers(events) -> dict[tuple[int, int], list[tuple[Event, int]]]:
+def readers_of(events) -> dict[tuple[int, int], list[tuple[Event, int]]]:
     """``(event, output)`` -> the events that read that result, with the operand position."""
     out: dict[tuple[int, int], list[tuple[Event, int]]] = {}
     for e in events:

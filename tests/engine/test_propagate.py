@@ -1,0 +1,41 @@
+"""shapetrace/engine/propagate.py: how names flow through an op. Here the pooling ops (``pool``): an axis whose
+windows tile it exactly is named by its coarse piece, kept at a kernel of 1, unnamed otherwise.
+
+On main (90e1ad1) every pooling op was unknown to the registry and named nothing: Funnel's
+``F.avg_pool2d(x[:, None], (2, 1), stride=(2, 1), ceil_mode=True)[:, 0]`` (tests/corpus/public14/funnel_pool.py)
+left its pooled queries unnamed and the correct file at ``? checked 6 of 15``; all three tests fail
+there (no pooling event was even recorded)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+import shapetrace
+
+
+def _traced(fn):
+    x = torch.randn(2, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
+        fn(x)
+    return t
+
+
+def test_funnel_pooling_is_named():
+    t = _traced(lambda x: F.avg_pool2d(x[:, None], (2, 1), stride=(2, 1), ceil_mode=True)[:, 0])
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [
+        ("__getitem__", ("B", None, "T", "D")), ("avg_pool2d", ("B", None, "T/2", "D")),
+        ("__getitem__", ("B", "T/2", "D"))]
+    assert t.report().verdict.line.startswith("✓ checked all 3 ops")
+
+
+def test_a_kernel_of_one_keeps_the_axis():
+    t = _traced(lambda x: F.max_pool1d(x.transpose(1, 2), 1))
+    assert t.events[-1].op == "max_pool1d" and t.events[-1].outputs[0].dims == ("B", "D", "T")
+
+
+def test_overlapping_windows_leave_the_axis_unnamed():
+    t = _traced(lambda x: F.max_pool1d(x.transpose(1, 2), 3, stride=2))
+    assert (t.events[-1].op, t.events[-1].outputs[0].dims) == ("max_pool1d", ("B", "D", None))
+    assert t.report().verdict.line.startswith("? checked 1 of 2 ops that could carry a layout bug; not checked "
+                                              "(unnamed axes): #1 max_pool1d")
