@@ -167,9 +167,11 @@ class Kind(StrEnum):
     CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
                                 "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
                                 "no token sees itself and the first sees nothing")
-    MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "warning", "a mask on the scores of one sequence that hides a "
+    MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "note", "a mask on the scores of one sequence that hides a "
                           "query's own key while it sees others and others see that key: a window hidden instead of "
                           "its outside, a chunk id `j % C`, or by design (XLNet's query stream)")
+    NORM_ACROSS_HEADS = ("norm-across-heads", "note", "a norm over the heads and their features together "
+                         "(`rms_norm(q, (H, d_k))`): one norm over D as OLMo 2's, or a per-head norm widened by a slip")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
@@ -207,10 +209,9 @@ class Kind(StrEnum):
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
         "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
         "checked")
-    BATCH_PICKED = (
-        "batch-picked", "note",
-        "an op picks one entry of a batch of several and drops the others for good (`x[0]` for `x[:, 0]`): one "
-        "entry's result stands for all, and the batch contract cannot be measured")
+    BATCH_PICKED = ("batch-picked", "note", "an op picks one entry of a batch of several and drops the others "
+                    "for good (`x[0]` for `x[:, 0]`): one entry's result stands for all, and the batch contract "
+                    "cannot be measured")
     BATCH_REDUCED = (
         "batch-reduced", "note",
         "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` for "

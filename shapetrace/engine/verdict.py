@@ -57,6 +57,10 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                             "the values' features (attention over channels by design, or one "
                                             "slip in the layout of q, k and v)",
                    "input-unread": "the model was given a tensor that none of its ops read",
+                   "norm-across-heads": "a norm runs across the heads of each token together (one norm over D, or "
+                                        "a per-head norm widened by a slip)",
+                   "mask-hides-own-key": "a mask hides each query's own key while it sees others (a window or "
+                                         "chunk taken the wrong way round, or by design: XLNet, Reformer)",
                    "batch-picked": "one entry of the batch was picked and the others dropped for good",
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "

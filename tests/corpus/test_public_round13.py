@@ -44,7 +44,7 @@ windowed ones, whose weights declare no causal triangle.
 
 The fixes, one general mechanism each (tests in the engine's modules say what each fixes): a mask of one sequence
 read whole on its values (``directions``: a query that hides its own key while it sees others and others see
-that key, ``mask-hides-own-key``, a warning since XLNet's query stream hides its own token by design; a
+that key, ``mask-hides-own-key``, a note that leaves ? since XLNet and Reformer hide the own token by design; a
 non-causal mask blinding queries whose tokens others see, ``mask-wrong-axis`` as for causal masks; a mask hiding
 far-past keys but no later key, ``mask-keeps-future``); ``scores - bias`` read as ``scores + (-bias)``
 (``directions.subtracted_facts``); a join's part made from parameters only counted by its size (``5+T``), and a
@@ -90,13 +90,13 @@ OK, UNSURE = ("✓", ()), ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then the equal sizes
 EXPECTED = {
     (modernbert_local, ""): [OK, UNSURE],
-    (modernbert_local, "window-inverted"): [("!", ("mask-hides-own-key",))] * 2,
+    (modernbert_local, "window-inverted"): [UNSURE] * 2,   # (mask-hides-own-key: a note, by design elsewhere)
     (modernbert_local, "padding-on-queries"): [("✗", ("mask-wrong-axis",))] * 2,
     (gemma3, ""): [OK, UNSURE],
     (gemma3, "norm-over-heads"): [("✗", ("reduction-over-wrong-axis",))] * 2,
     (gemma3, "window-without-causal"): [("✗", ("mask-keeps-future",)), ("✗", ("mask-wrong-axis",))],
     (llama4_chunked, ""): [OK, UNSURE],
-    (llama4_chunked, "chunk-from-modulo"): [("!", ("mask-hides-own-key",)), UNSURE],
+    (llama4_chunked, "chunk-from-modulo"): [UNSURE, UNSURE],   # (the same note)
     (llama4_chunked, "scales-after-transpose"): [("raises", ()), ("✗", ("broadcast-mismatch",))],
     (qwen25_vl_window, ""): [UNSURE, UNSURE],
     (qwen25_vl_window, "restore-forgotten"): [UNSURE, UNSURE],

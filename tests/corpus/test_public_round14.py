@@ -79,7 +79,6 @@ MODULES = (hiera_mask_unit, mobilevit_unfold, efficientvit_linear, decision_tran
            dbrx_clip_qkv, mllama_cross, funnel_pool, twins_svt, reformer_lsh)
 OK, UNSURE = ("✓", ()), ("?", ())
 MIXED = ("✗", ("mixed-axis",))
-OWN_KEY = ("!", ("mask-hides-own-key",))
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then the equal sizes
 EXPECTED = {
@@ -92,7 +91,7 @@ EXPECTED = {
     (decision_transformer, ""): [UNSURE, UNSURE],
     (decision_transformer, "stack-without-permute"): [MIXED, MIXED],
     (decision_transformer, "readout-from-actions"): [UNSURE, UNSURE],
-    (modded_nanogpt, ""): [UNSURE, UNSURE],
+    (modded_nanogpt, ""): [OK, UNSURE],   # (its cos/sin columns named by what they are added to: infer/lined_up)
     (modded_nanogpt, "ve-head-major"): [MIXED, ("✗", ("broadcast-mismatch",))],
     (modded_nanogpt, "norm-over-heads"): [UNSURE, UNSURE],
     (dbrx_clip_qkv, ""): [OK, UNSURE],
@@ -106,19 +105,19 @@ EXPECTED = {
     (twins_svt, ""): [OK, OK],
     (twins_svt, "sr-without-permute"): [MIXED, MIXED],
     (twins_svt, "windows-not-transposed"): [MIXED, MIXED],
-    (reformer_lsh, ""): [OWN_KEY, OWN_KEY],                   # Reformer hides each token's own key by design
-    (reformer_lsh, "restore-forgotten"): [OWN_KEY, OWN_KEY],
+    (reformer_lsh, ""): [UNSURE, UNSURE],   # Reformer hides each token's own key by design: a note, not a warning
+    (reformer_lsh, "restore-forgotten"): [UNSURE, UNSURE],
 }
 
 test_every_variant_is_expected, test_outcomes, _marks_with_no_warning_allowed = round_tests(MODULES, EXPECTED)
 
 
 def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
-    """The round's hard rules; a warning (``!``) on correct code is allowed only for Reformer's self-mask,
-    which its docstring cites as deliberate (a query keeps off its own key unless alone)."""
+    """The round's hard rules: no ✓ on a bug, only ✓ or ? on correct code (Reformer's self-mask, deliberate, is
+    the mask-hides-own-key note: ?, where it was a warning, !, on d5659a5)."""
     for (module, bug), outcomes in EXPECTED.items():
         marks = {mark for mark, _ in outcomes}
         if bug in module.BUGS:
             assert "✓" not in marks, (module.__name__, bug)
         else:
-            assert marks <= ({"✓", "?", "!"} if module is reformer_lsh else {"✓", "?"}), (module.__name__, bug)
+            assert marks <= {"✓", "?"}, (module.__name__, bug)

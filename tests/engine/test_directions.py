@@ -169,14 +169,14 @@ def test_a_subtracted_bias_is_read_as_its_negation_added():
 
 @pytest.mark.parametrize(("module", "bug", "message"), [
     ("modernbert_local", "window-inverted",
-     "warning mask-hides-own-key scaled_dot_product_attention #50 puts a mask [B=2, 1, T=6, T=6] onto the scores "
+     "note mask-hides-own-key scaled_dot_product_attention #50 puts a mask [B=2, 1, T=6, T=6] onto the scores "
      "[..., T=6, T=6] that hides query 0's own key while that query sees other keys and other queries see its key, "
      "and 7 more queries alike: its queries and keys (T) are one sequence"),
     ("modernbert_local", "padding-on-queries",
      "error mask-wrong-axis scaled_dot_product_attention #27 puts a mask [B=2, 1, T=6, T=6] onto the scores "
      "[..., T=6, T=6] that leaves query 4 at [1, 0] of the mask's leading axes [B=2, 1] with no key at all"),
     ("llama4_chunked", "chunk-from-modulo",
-     "warning mask-hides-own-key scaled_dot_product_attention #27 puts a mask [T=6, T=6] onto the scores "
+     "note mask-hides-own-key scaled_dot_product_attention #27 puts a mask [T=6, T=6] onto the scores "
      "[..., T=6, T=6] that hides query 1's own key"),
     ("gemma3", "window-without-causal",
      "error mask-keeps-future add #48 puts a mask [1, 1, T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] that hides "
@@ -186,7 +186,9 @@ def test_a_subtracted_bias_is_read_as_its_negation_added():
      "whose negation grows with the distance to each query along the keys (axis -1, T)"),
 ])
 def test_the_round13_bugs_are_found_where_their_masks_go_in(module, bug, message):
-    """Each was ``✓`` on fc24ddf (no finding); their correct files stay without one (test_public_round13.py)."""
+    """Each was ``✓`` on fc24ddf (no finding); their correct files stay without one (test_public_round13.py).
+    mask-hides-own-key is a note that leaves ``?`` (since 8357b89's successor): XLNet's query stream and Reformer
+    hide a token's own key by design, so the values cannot call it a slip, and a warning left ``!`` on them."""
     import importlib
 
     from tests.corpus.helpers import traced_build
@@ -194,4 +196,4 @@ def test_the_round13_bugs_are_found_where_their_masks_go_in(module, bug, message
     m = importlib.import_module(f"tests.corpus.public13.{module}")
     t = traced_build(m, bug, m.DIMS[0])
     assert [f"{d.severity} {d.kind} {d.message}"[:len(message)] for d in t.diagnostics
-            if d.severity in ("error", "warning")] == [message]
+            if d.severity in ("error", "warning") or d.kind == "mask-hides-own-key"] == [message]

@@ -1,0 +1,38 @@
+"""A norm whose normalised axes take the heads in with their features: ``F.rms_norm(q, q.shape[-2:])`` on
+``[B, T, H, d_k]`` (KellerJordan/modded-nanogpt's q/k norm is one per head, ``(d_k,)``; the normalised shape taken
+as the last two sizes normalises each token across all of its heads). The same numbers come from a norm over
+``D`` before the heads are split (OLMo 2's q/k norm, allenai/OLMo), so the names cannot call it a slip: a note
+that leaves ``?`` (the verdict says the norm was not proven), never an error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
+from shapetrace.engine.reductions import axes_along
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+
+
+def norm_across_heads(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each norm along a named heads axis of more than one entry and the axes after it."""
+    out = []
+    for e in analysis.events_of(Family.NORMALISE):
+        if not e.inputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.NORMALISE.value, e.params, len(t.shape)) or ()
+        heads = [k for k in along if t.shape[k] > 1 and analysis.namer.plain_role(t.dims[k]) == "heads"]
+        if not heads or len(along) < 2:
+            continue
+        out.append(Kind.NORM_ACROSS_HEADS.found(e.index, (
+            f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} along "
+            f"{', '.join(str(t.dims[k]) for k in along)} together: one norm across the {t.shape[heads[0]]} heads "
+            "of each token, not one per head. A norm over D before the split computes the same (OLMo 2's q/k "
+            "norm); a per-head norm takes the last axis alone.")))
+    return out
