@@ -23,7 +23,7 @@ from torch import nn
 
 BUGS = ("groups-summed",)
 TWINS = ()
-DIMS = ("B=2 T=6 D=32 H=4",)
+DIMS = ("B=2 T=6 D=32 H=4 H_kv=2",)
 
 
 def scaled_dot_product_gqa(query, key, value, bug=""):
