@@ -27,7 +27,7 @@ sk_attention_batch_softmax     (correct)              ? 3 of 16 (BatchNorm: no n
 sk_attention_batch_softmax     softmax-batch          ? / ?                                        ? / ?
 fuxictr_heads_view             (correct)              ✓ 16 ops / ?                                 ✓ / ?
 fuxictr_heads_view             view-no-transpose      ✗ mixed-axis ×4 / ✗ attends-over-heads       ✗ / ✗
-megatron_rope_position_ids     (correct)              ✗ broadcast-mismatch (false) / ?             ✓ 27 ops / ?
+megatron_rope_position_ids     (correct)              ✗ broadcast-mismatch (false) / ✗             ✓ 27 ops / ?
 megatron_rope_position_ids     table-by-place         ? (position_ids never read) / ?              ? / ?
 rendezvous_softmax_heads       (correct)              ? (channels attend to channels) / ?          ? / ?
 rendezvous_softmax_heads       softmax-heads          ✓ 14 ops (false ✓) / ✓                       ✗ softmax-wrong-axis
