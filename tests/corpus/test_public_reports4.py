@@ -13,7 +13,9 @@ report), traced at their DIMS and at B = T = H = 4, first sight recorded on 90e1
 * gqa_query_groups_summed — fkodom/grouped-query-attention-pytorch issue #5: ``"bghnd,bhsd->bhns"`` sums
   the query heads that share a key head (DIMS declare ``H_kv=2``);
 * lens_left_pad_positions — TransformerLensOrg/TransformerLens issue #1609 (PR #1610): GPT-2's learned
-  positions at ``arange(T)`` in a left-padded batch.
+  positions at ``arange(T)`` in a left-padded batch;
+* jsbaan_merge_permute — jsbaan/transformer-from-scratch PR #6 (issue #4): heads merged by ``reshape`` with
+  no ``permute`` (a class round 2 covered, in another project's idiom).
 
 First sight on 90e1ad1 (``round_outcome``: at DIMS, then B = T = H = 4; the CLI, run as a user would at
 ``--dims "B=2 T=6 D=32 H=4"`` and at B = T = H = 4, agreed at DIMS, and at equal sizes it names nothing):
@@ -35,12 +37,14 @@ gqa_query_groups_summed        (correct)              ✓ 18 ops / ?            
 gqa_query_groups_summed        groups-summed          ✓ 17 ops (false ✓) / ?                       ✗ reduction-over-…
 lens_left_pad_positions        (correct)              ✗ nan-rows (false) / ✗ nan-rows              ? / ?
 lens_left_pad_positions        positions-from-arange  ✗ nan-rows (not the bug) / ✗ nan-rows        ? / ?
+jsbaan_merge_permute           (correct)              ✓ 12 ops / ?                                 ✓ / ?
+jsbaan_merge_permute           no-permute             ✗ mixed-axis / ✗ tokens-merged-with-features ✗ / ✗
 =============================  =====================  ===========================================  =====================
 
 (gqa without ``H_kv`` declared: ``?`` for both variants at both sizes at first sight; now the bug is ``✗``.)
-At first sight, at DIMS, the 7 correct files were ✓ 2, ? 3, ✗ 2 (Megatron, TransformerLens); the 7 bugs
-✗ 2 (one of them, TransformerLens', for a NaN that is not its bug), ! 1, ? 2, ✓ 2 (rendezvous, GQA). Now:
-correct ✓ 3, ? 4, ✗ 0; bugs ✗ 3, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
+At first sight, at DIMS, the 8 correct files were ✓ 3, ? 3, ✗ 2 (Megatron, TransformerLens); the 8 bugs
+✗ 3 (one of them, TransformerLens', for a NaN that is not its bug), ! 1, ? 2, ✓ 2 (rendezvous, GQA). Now:
+correct ✓ 4, ? 4, ✗ 0; bugs ✗ 4, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
 
 * ``infer/elements``: an index of several axes along one named axis (``emb[position_ids]``, ``(B, T)``
   positions into a ``(T, d)`` table) names each output axis by its index axis, or not at all: both were
@@ -70,6 +74,7 @@ from tests.corpus.reports4 import (
     detr_mask_heads_softmax,
     fuxictr_heads_view,
     gqa_query_groups_summed,
+    jsbaan_merge_permute,
     lens_left_pad_positions,
     megatron_rope_position_ids,
     rendezvous_softmax_heads,
@@ -77,7 +82,7 @@ from tests.corpus.reports4 import (
 )
 
 MODULES = (detr_mask_heads_softmax, sk_attention_batch_softmax, fuxictr_heads_view, megatron_rope_position_ids,
-           rendezvous_softmax_heads, gqa_query_groups_summed, lens_left_pad_positions)
+           rendezvous_softmax_heads, gqa_query_groups_summed, lens_left_pad_positions, jsbaan_merge_permute)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -96,6 +101,8 @@ EXPECTED = {
     (gqa_query_groups_summed, "groups-summed"): [("✗", ("reduction-over-wrong-axis",))] * 2,   # (✓, ?)
     (lens_left_pad_positions, ""): [UNSURE, UNSURE],   # (✗ nan-rows at 90e1ad1)
     (lens_left_pad_positions, "positions-from-arange"): [UNSURE, UNSURE],   # (✗ nan-rows at 90e1ad1)
+    (jsbaan_merge_permute, ""): [OK, UNSURE],
+    (jsbaan_merge_permute, "no-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",))],
 }
 
 
