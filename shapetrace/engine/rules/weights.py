@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _weighs_values
 
@@ -39,21 +39,29 @@ TOKEN_ROLES = frozenset({"tokens", "key", "query"})
 _DEPTH = 8
 
 
-def _from_product(analysis: Analysis, e) -> bool:
-    """Was the softmax's input made by a product of two tensors (scores ``q @ kᵀ``, whose axes the
+def _from_product(analysis: Analysis, e):
+    """The product of two tensors that made the softmax's input (scores ``q @ kᵀ``, whose axes the
     product rules judge: a key axis on heads is ``attends-over-wrong-axis``), through a few rows (any
-    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``)?"""
+    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``); None where none did."""
     seen, frontier = set(), [s[0] for s in e.sources if s is not None]
     for _ in range(_DEPTH):
         frontier = [i for i in frontier if i not in seen]
         if not frontier:
-            return False
+            return None
         seen.update(frontier)
         made = [analysis.events[i] for i in frontier]
-        if any(family_of(m.op) is Family.PRODUCT for m in made):
-            return True
+        product = next((m for m in made if family_of(m.op) is Family.PRODUCT), None)
+        if product is not None:
+            return product
         frontier = [s[0] for m in made for s in m.sources if s is not None]
-    return False
+    return None
+
+
+def _leading(product, dim: int, rank: int) -> bool:
+    """Is ``dim`` of scores of ``rank`` axes one of the leading (batch) axes of a matrix product, which it
+    computes apart? (An einsum's axes are not read by position: never.)"""
+    return is_matrix_product(product.spec) and bool(product.outputs) and len(product.outputs[0].shape) == rank \
+        and dim < rank - 2
 
 
 def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
@@ -64,8 +72,9 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
             continue
         t = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
-        if not along or (_from_product(analysis, e) and along[0] >= len(t.shape) - 2):
-            continue   # (a product's own two axes, the query's and the key's: the product rules judge them)
+        product = _from_product(analysis, e) if along else None
+        if not along or (product is not None and not _leading(product, along[0], len(t.shape))):
+            continue   # (a product's own axes, the query's and the key's: the product rules judge them)
         dim = along[0]
         role = namer.plain_role(t.dims[dim])
         if t.shape[dim] == 1:
