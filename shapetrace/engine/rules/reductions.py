@@ -89,9 +89,11 @@ def contraction_axis(analysis: Analysis) -> list[Diagnostic]:
 
 def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorInfo, int, str, bool] | None:
     """``(operand, axis, role, scores)`` of the first heads or batch axis an einsum sums over in an operand
-    that keeps a head-features axis in the output, or (``scores``) contracts one with another operand: the
-    q·k product, which must sum over the head's features alone (fkodom/grouped-query-attention-pytorch
-    issue #5: ``"b g h n d, b h s d -> b h n s"`` summed the g query heads that share a key head)."""
+    that keeps a head-features axis in the output, or (``scores``) contracts one with another operand while
+    it sums this operand alone over the heads: the q·k product, which must sum over the head's features
+    only (fkodom/grouped-query-attention-pytorch issue #5: ``"b g h n d, b h s d -> b h n s"`` summed the g
+    query heads that share a key head). Heads both operands carry, contracted with the features, are a
+    per-head output projection (``"bhnd,hdD->bnD"``)."""
     kept = parsed["output"]
     for term, t in zip(parsed["inputs"], operands):
         if len(term) != len(t.shape):
@@ -101,7 +103,9 @@ def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorIn
         if not kept_features and not any(sum(c in other for other in parsed["inputs"]) > 1 for c in features):
             continue
         for k, c in enumerate(term):
-            if c not in kept and _role(analysis, t.dims[k]) in WRONG_ROLES and t.shape[k] > 1:
+            alone = sum(c in other for other in parsed["inputs"]) == 1   # (summed out of this operand alone)
+            if c not in kept and _role(analysis, t.dims[k]) in WRONG_ROLES and t.shape[k] > 1 \
+                    and (kept_features or alone):
                 return t, k, _role(analysis, t.dims[k]), not kept_features
     return None
 
