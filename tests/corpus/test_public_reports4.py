@@ -26,7 +26,7 @@ file                           variant                first sight (DIMS / equal)
 detr_mask_heads_softmax        (correct)              ? 8 of 10 (#7 #8 unsqueeze) / ?              ? / ?
 detr_mask_heads_softmax        flatten-heads          ! tokens-merged-with-features / !            ! / !
 sk_attention_batch_softmax     (correct)              ? 3 of 16 (BatchNorm: no names) / ?          ? 5 of 16 / ?
-sk_attention_batch_softmax     softmax-batch          ? / ?                                        ? / ?
+sk_attention_batch_softmax     softmax-batch          ? / ?                                        ✗ softmax-wrong-axis
 fuxictr_heads_view             (correct)              ✓ 16 ops / ?                                 ✓ / ?
 fuxictr_heads_view             view-no-transpose      ✗ mixed-axis ×4 / ✗ attends-over-heads       ✗ / ✗
 megatron_rope_position_ids     (correct)              ✗ broadcast-mismatch (false) / ✗             ✓ 27 ops / ?
@@ -44,7 +44,7 @@ jsbaan_merge_permute           no-permute             ✗ mixed-axis / ✗ token
 (gqa without ``H_kv`` declared: ``?`` for both variants at both sizes at first sight; now the bug is ``✗``.)
 At first sight, at DIMS, the 8 correct files were ✓ 3, ? 3, ✗ 2 (Megatron, TransformerLens); the 8 bugs
 ✗ 3 (one of them, TransformerLens', for a NaN that is not its bug), ! 1, ? 2, ✓ 2 (rendezvous, GQA). Now:
-correct ✓ 4, ? 4, ✗ 0; bugs ✗ 4, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
+correct ✓ 4, ? 4, ✗ 0; bugs ✗ 5, ! 1, ? 2, ✓ 0. The fixes, one general mechanism each:
 
 * ``infer/elements``: an index of several axes along one named axis (``emb[position_ids]``, ``(B, T)``
   positions into a ``(T, d)`` table) names each output axis by its index axis, or not at all: both were
@@ -56,10 +56,12 @@ correct ✓ 4, ? 4, ✗ 0; bugs ✗ 4, ! 1, ? 3, ✓ 0. The fixes, one general m
 * ``rules/reductions``: an einsum that sums over a heads axis while it contracts that operand's head
   features (q·k) is ``reduction-over-wrong-axis``;
 * ``op_table``: ``batch_norm``/``instance_norm`` keep their input's axes (SKAttention's branches lost
-  every name through ``BatchNorm2d``).
+  every name through ``BatchNorm2d``);
+* ``infer/names`` and ``rules/reductions``: softmax weights are followed into calls with no row, and a sum
+  whose operand they entered by a ``*`` with features weighs the values (SKAttention's
+  ``(weights * feats).sum(0)``): its softmax over the batch is ``softmax-wrong-axis``.
 
-What stays ``?``, and why: SKAttention's softmax over the batch weighs the branches by an elementwise
-``*`` then ``sum(0)``, calls with no row, so no rule sees the weights meet the values; Megatron's and
+What stays ``?``, and why: Megatron's and
 TransformerLens' position bugs are read only from values (a table read at the wrong rows: the bug file
 says ``position_ids`` was never read, which is true); DETR's correct file leaves the padding mask's
 ``unsqueeze`` unnamed ((B, h, w) pixels are not declared names), and its bug's softmax over ``n·h·w`` is a
@@ -90,7 +92,7 @@ EXPECTED = {
     (detr_mask_heads_softmax, ""): [UNSURE, UNSURE],
     (detr_mask_heads_softmax, "flatten-heads"): [("!", ("tokens-merged-with-features",))] * 2,
     (sk_attention_batch_softmax, ""): [UNSURE, UNSURE],
-    (sk_attention_batch_softmax, "softmax-batch"): [UNSURE, UNSURE],
+    (sk_attention_batch_softmax, "softmax-batch"): [("✗", ("softmax-wrong-axis",))] * 2,   # (? at 90e1ad1)
     (fuxictr_heads_view, ""): [OK, UNSURE],
     (fuxictr_heads_view, "view-no-transpose"): [("✗", ("mixed-axis",) * 4), ("✗", ("attends-over-heads",))],
     (megatron_rope_position_ids, ""): [OK, UNSURE],   # (✗ broadcast-mismatch at both sizes at 90e1ad1)

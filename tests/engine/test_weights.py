@@ -124,3 +124,29 @@ def test_channel_scores_normalised_over_the_heads_are_an_error(B, T, D, H):
 def test_channel_scores_normalised_over_their_last_axis_get_no_error(B, T, D, H):
     t = _traced_map(lambda x: _channel_attention(x, H, dim=-1), B, T, D, H)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _branch_weights(x, dim):
+    """xmu-xiaoma666/External-Attention-pytorch's SKAttention: per-branch channel weights ``(k, B, C, 1, 1)``
+    softmaxed, then ``(weights * feats).sum(0)``: an elementwise ``*`` (no row) and a sum weigh the values."""
+    feats = torch.stack([x, x.flip(-1), x.flip(-2)], 0)                # (k, B, C, h, w)
+    weights = torch.stack([x.mean(dim=(-1, -2))[..., None, None] * s for s in (1.0, 2.0, 3.0)], 0)
+    return (weights.softmax(dim=dim) * feats).sum(0)                    # (B, C, h, w)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_branch_weights_normalised_over_the_batch_are_an_error(B, T, D, H):
+    """External-Attention-pytorch issue #18: ``nn.Softmax(dim=1)`` over the batch of ``(k, B, C, 1, 1)``. Fails
+    on 90e1ad1 (no finding: the weights met the values in a ``*`` with no row, which no rule followed)."""
+    t = _traced_map(lambda x: _branch_weights(x, dim=1), B, T, D, H)
+    errors = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in errors] == ["softmax-wrong-axis"]
+    assert errors[0].message.startswith(
+        f"softmax #{errors[0].event} normalises over axis 1 (B, the batch entries) of the weights [3, B={B}, "
+        f"D={D}, 1, 1], and sum #{errors[0].event + 1} weighs the values with them")
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_branch_weights_normalised_over_the_branches_get_no_error(B, T, D, H):
+    t = _traced_map(lambda x: _branch_weights(x, dim=0), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []

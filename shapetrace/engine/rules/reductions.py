@@ -185,10 +185,14 @@ def _weighs_values(analysis: Analysis, start: Event, consumers) -> Event | None:
     weighs an operand holding features with it: where reduced scores are used as attention weights."""
     seen, queue = {start.index}, deque([start.index])
     while queue:
-        for e, position in consumers.get(queue.popleft(), ()):
+        at = queue.popleft()
+        for e, position in consumers.get(at, ()):
             if family_of(e.op) in WEIGHING and any(_holds_features(analysis, other)
                                                      for k, other in enumerate(e.inputs) if k != position):
                 return e
+            if family_of(e.op) is Family.REDUCE and position < len(e.joined) and at in e.joined[position] \
+                    and at == start.index and _holds_features(analysis, e.inputs[position]):
+                return e   # (the weights entered its operand by a ``*`` with the values: a sum of them weighed)
             if e.index not in seen:
                 seen.add(e.index)
                 queue.append(e.index)
