@@ -33,6 +33,7 @@ from shapetrace.engine.directions import AddedOperands
 from shapetrace.engine.events import DictOf
 from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
+from shapetrace.engine.nan_held import NanHeld
 from shapetrace.engine.op_args import first_operand, linear_operands
 from shapetrace.engine.ops import (
     UNKNOWN,
@@ -108,20 +109,19 @@ class Capture:
         self.module_calls = ModuleCalls()
         self.value_checked: list[tuple[int, torch.Tensor]] = []   # (record, softmax/SDPA output): NaN rows
         self.values_screened = False   # an attention output was read at its call and had no NaN (_check_values)
+        self.nan_held = NanHeld()       # attention outputs with NaN rows at their call: did the code clear them?
         self.kept_bytes = 0
         KEPT.start()   # (a trace starts: the copies' buffers of traces gone are free again)
         self.unrecorded_failure: tuple[BaseException, OpRecord] | None = None
         self.setup: set[int] = set()              # records made while a model was built (setup_frames)
-        #: ``(spec, start, end)``: the records an opened composite (:func:`run_opened`) made, [start, end):
-        #: library code's own ops, whose findings are reported at the user's call
-        self.opened: list[tuple[OpSpec, int, int]] = []
-        #: the first outermost module call's (module, args, kwargs, result), kept for :mod:`.dependencies`
-        self.keep_top_call = False
+        #: the records an opened composite (:func:`run_opened`) made: library code's own, reported at the user's call
+        self.opened: list[tuple[OpSpec, int, int]] = []   # (spec, start, end)
+        self.keep_top_call = False   # keep the first outermost module call: (module, args, kwargs, result)
         self.per_entry: tuple = ()   # the top call's arguments declared to hold one number per batch entry
         self.top_call: tuple | None = None
         self.top_span: tuple[int, int] = (0, 0)   # the records the top call made: [start, end)
-        #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
         mine = weakref.ref(self)   # (not a bound method: no cycle, so a capture goes with its trace)
+        #: ``x.size(dim)``, ``x.size()``, ``x.shape``: sizes that carry where they were read (:mod:`.sizes`)
         self.size_read = SizeReads(lambda t: mine().node_of(t))
         self.grads = None   # a backward session noting each call's autograd nodes (trace(backward=True))
         self.backward_via: dict[OpSpec, int] = {}   # the traced code's own backward passes, per way it started them
@@ -202,7 +202,9 @@ class Capture:
         if outs:
             first = outs[0]
             if spec.family is _SOFTMAX or spec.family is _FUSED_ATTENTION:
-                self._check_values(first)
+                self._check_values(first, out_nodes[0])
+            elif self.nan_held.nodes:
+                self.nan_held.read_by(spec, nodes, in_raw, first, out_nodes[0])
             device = first.device
         else:
             device = inputs[0].device if inputs else _CPU
@@ -249,19 +251,17 @@ class Capture:
             frozen_kwargs = None
         return read.inputs, read.nodes, read.in_raw, (frozen, frozen_kwargs), read.zero_d
 
-    def _check_values(self, out: torch.Tensor) -> None:
-        """An attention output (softmax, SDPA) whose rows may be all NaN (a query with no key left).
-        On the CPU it is screened now, by one sum (a NaN anywhere makes it NaN): only one that fails is
-        kept to be searched row by row after the run, so recording holds no attention weights alive
-        (keeping every one made each later allocation fresh memory: ~750 page faults per forward of
-        the ladder's D 256 model). Elsewhere (no sync while the code runs) and for the dependency
-        check (which reads their zero triangle) every output is kept and read after the run."""
+    def _check_values(self, out: torch.Tensor, node: int) -> None:
+        """An attention output (softmax, SDPA) whose rows may be all NaN. On the CPU it is screened now by one
+        sum: one with a NaN is held (what later code does with it: :mod:`.nan_held`) and kept to be searched
+        after the run; one without is let go (no weights held alive: ~750 page faults per forward of the ladder's
+        D 256 model), except for the dependency check (its zero triangle). Elsewhere (no sync) all are kept."""
         if out.is_meta:
             return
-        if out.device.type == "cpu" and not self.keep_top_call and out.dim() >= 3 and out.is_floating_point():
-            # (read as a number: one op fewer; on a detached view, which records no gradient as a
-            # ``torch.no_grad()`` block would, for a few times less than entering one)
-            if not _isnan(out.detach().sum(dtype=torch.float32).item()):
+        if out.device.type == "cpu" and out.dim() >= 3 and out.is_floating_point():
+            if _isnan(out.detach().sum(dtype=torch.float32).item()):
+                self.nan_held.hold(node, len(self.records))
+            elif not self.keep_top_call:
                 self.values_screened = True
                 return
         self.value_checked.append((len(self.records), out))   # read once, after the run

@@ -252,6 +252,9 @@ ENTRIES: list[OpSpec] = [
     OpSpec("rms_norm", "new", pr.same, params=_norm_params, words="normalises each token's features",
            family=F.NORMALISE, meta="norm"),
     OpSpec("group_norm", "new", pr.same, words="normalises groups of channels", meta="norm"),
+    # (each channel by statistics over the batch and positions, or kept ones: the input's axes, no row of its own)
+    *(OpSpec(name, "new", pr.same, row=False, words="normalises each channel", meta="norm", operands=first_operand)
+      for name in ("batch_norm", "instance_norm")),
     *_meta_only("norm", "local_response_norm"),
     # ``F.embedding(ids, weight)``; ``torch.embedding(weight, ids)`` takes its operands the other way round
     OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id", meta="embedding",

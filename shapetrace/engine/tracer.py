@@ -137,8 +137,9 @@ class Trace:
         self._failure = self.capture.unrecorded_failure
         self.capture.unrecorded_failure = None
         checked, self.capture.value_checked = self.capture.value_checked, []
-        found = nan_rows_of(checked)   # (rows, record index), or None
-        if found is None and self.capture.values_screened:   # (read at their calls: none had a NaN)
+        cleared = self.capture.nan_held.cleared()   # (rows the code itself replaced: no error)
+        found = nan_rows_of([pair for pair in checked if pair[0] not in cleared])   # (rows, record index), or None
+        if found is None and (self.capture.values_screened or cleared):   # (read at their calls: none kept a NaN)
             found = ([], None)
         if self.capture.keep_top_call:
             from shapetrace.engine.dependencies import triangular_weights

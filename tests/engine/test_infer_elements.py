@@ -40,13 +40,33 @@ def test_mae_random_masking_keeps_tokens_selected_by_ids_keep(dims):
 def test_paged_attention_block_table_gather_selects_blocks():
     """vLLM-style paged KV cache: ``key_cache[block_tables]`` reads each sequence's blocks,
     ``[num_blocks, block_size, H, d_k]`` -> ``[B, max_blocks, block_size, H, d_k]``.
-    Before: the two table axes were unnamed."""
+    Before: the two table axes were unnamed. The two axes the table makes take the table's own names
+    (``B``, ``M``); unnamed, they stay unnamed: on 90e1ad1 both were ``blocks[block_tables]``,
+    which called the table's batch axis a block axis (the same rule named Megatron's ``emb[position_ids]``,
+    ``(B, T)`` positions, ``T[position_ids]`` twice: tokens where the batch is; tests/corpus/reports4)."""
     block_tables = torch.randint(0, 9, (2, 3))                                # (B, max_blocks)
-    with shapetrace.trace(dims="B=2 T=12 D=32 H=4") as t:
+    with shapetrace.trace(dims="B=2 T=12 D=32 H=4 M=3") as t:
         key_cache = shapetrace.name(torch.randn(9, 4, 4, 8), "blocks L H d_k")   # (blocks, L, H, d_k)
         keys = key_cache[block_tables]                                        # (B, max_blocks, L, H, d_k)
+    with shapetrace.trace(dims="B=2 T=12 D=32 H=4 M=3") as named:
+        key_cache = shapetrace.name(torch.randn(9, 4, 4, 8), "blocks L H d_k")
+        key_cache[shapetrace.name(block_tables, "B M")]
     assert keys.shape == (2, 3, 4, 4, 8)
-    assert dims_of(t, "__getitem__") == [("blocks[block_tables]", "blocks[block_tables]", "L", "H", "d_k")]
+    assert dims_of(t, "__getitem__") == [(None, None, "L", "H", "d_k")]
+    assert dims_of(named, "__getitem__") == [("B", "M", "L", "H", "d_k")]
+
+
+def test_positions_of_a_batch_into_a_token_table_keep_the_positions_names():
+    """NVIDIA/Megatron-LM issue #453's fix: ``emb[position_ids]``, a ``(T, d)`` rotary table read at
+    ``(B, T)`` positions, is ``(B, T, d)``: the first axis is the positions' batch, not tokens. Fails on
+    90e1ad1: ``(T[position_ids], T[position_ids], None)``, and the rotation's ``mul`` against ``(T, B, H,
+    d_k)`` queries was a false ``broadcast-mismatch`` (tokens against batch)."""
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        position_ids = shapetrace.name(torch.arange(6).expand(2, 6), "B T")
+        emb = shapetrace.name(torch.randn(6, 8), "T d_k")
+        freqs = emb[position_ids]
+    assert freqs.shape == (2, 6, 8)
+    assert dims_of(t, "__getitem__") == [("B", "T", "d_k")]
 
 
 @pytest.mark.parametrize("dims", SIZES)

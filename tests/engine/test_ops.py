@@ -16,6 +16,7 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import shapetrace
 from shapetrace.engine.op_table import ENTRIES
@@ -230,3 +231,17 @@ def test_one_operand_elementwise_ops_keep_their_operands_axes(op):
         op(positions + 1.0).view(1, -1, 1, 1)
     view = t.events[-1]
     assert view.op == "view" and tuple(view.outputs[0].dims) == (None, "T", None, None)
+
+
+@pytest.mark.parametrize("norm", ["batch", "instance"])
+def test_a_per_channel_norm_keeps_its_inputs_axes(norm):
+    """xmu-xiaoma666/External-Attention-pytorch's SKAttention: ``Conv2d -> BatchNorm2d -> ReLU`` branches
+    stacked on a new axis. Fails on 90e1ad1: ``batch_norm``/``instance_norm`` were not in the registry, so
+    their output was a fresh unnamed tensor and the stack of the branches ``(None, None, None, None, None)``."""
+    layer = (nn.BatchNorm2d(32) if norm == "batch" else nn.InstanceNorm2d(32)).eval()
+    x = torch.randn(2, 32, 6, 6)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B D Hp Wp")
+        y = layer(x)
+        torch.stack([y, y], 0)
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [("stack", (None, "B", "D", "Hp", "Wp"))]

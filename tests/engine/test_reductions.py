@@ -132,3 +132,38 @@ def test_softmax_over_heads_batch_or_queries_is_an_error_at_any_sizes(B, T, D, H
     assert t.diagnostics[0].message == (
         f"softmax #4 normalises over axis {dim} ({words}) of the scores [B={B}, H={H}, T={T}, T={T}]; each "
         "query's weights must sum to 1 over the keys, axis -1.")
+
+
+def _grouped_scores(x, H, out):
+    """fkodom/grouped-query-attention-pytorch's ``scaled_dot_product_gqa``: ``H`` query heads over ``H // 2``
+    key heads, the queries viewed ``(B, g, h, T, d)``, scores by ``einsum("bghnd,bhsd->" + out)``."""
+    B, T, D = x.shape
+    d = D // H
+    q = x.view(B, T, H, d).transpose(1, 2).reshape(B, H // 2, 2, T, d).transpose(1, 2)   # (B, g, h_kv, T, d)
+    k = x[..., : D // 2].reshape(B, T, H // 2, d).transpose(1, 2)                      # (B, h_kv, T, d)
+    return torch.einsum(f"bghnd,bhsd->{out}", q, k)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), [(2, 5, 24, 4), (4, 4, 32, 4)])
+def test_scores_that_sum_the_query_heads_sharing_a_key_head_are_an_error(B, T, D, H):
+    """fkodom/grouped-query-attention-pytorch issue #5: ``-> bhns`` sums the g query heads into one score.
+    Fails on 90e1ad1 (the einsum rule read only values whose features it keeps): a false ``✓`` with
+    ``H_kv`` declared."""
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H} H_kv={H // 2}") as t:
+        shapetrace.name(x, "B T D")
+        _grouped_scores(x, H, "bhns")
+    found = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in found] == ["reduction-over-wrong-axis"]
+    assert found[0].message.startswith(f"einsum #{found[0].event} sums over axis 1 (n_rep, the heads) of "
+                                       f"[B={B}, n_rep=2, H_kv={H // 2}, T={T}, d_k={D // H}] as it takes the "
+                                       "dot products over the head features")
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), [(2, 5, 24, 4), (4, 4, 32, 4)])
+def test_scores_that_keep_every_query_head_are_silent(B, T, D, H):
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H} H_kv={H // 2}") as t:
+        shapetrace.name(x, "B T D")
+        _grouped_scores(x, H, "bghns")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []

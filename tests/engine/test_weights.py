@@ -84,3 +84,69 @@ def test_scores_over_one_key_are_the_data_not_the_code():
         shapetrace.name(k, "B H S d_k")
         (q @ k.transpose(-2, -1)).softmax(dim=-1)                       # (B, H, T, S)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _channel_attention(x, H, dim):
+    """CAMMA-public/rendezvous' MHMA: pooled channels attend to channels, ``[B, H, d, d]`` scores, values
+    ``[B, H, d, h·w]``."""
+    B, C, h, w = x.shape
+    pooled = x.mean(dim=(-1, -2))                                       # (B, C)
+    q = pooled.view(B, H, C // H, 1)
+    k = pooled.view(B, H, C // H, 1)
+    v = x.reshape(B, H, C // H, h * w)
+    scores = torch.matmul(q, k.transpose(-1, -2))                       # (B, H, d, d)
+    return torch.matmul(scores.softmax(dim=dim), v)                     # (B, H, d, h*w)
+
+
+def _traced_map(fn, B, T, D, H):
+    x = torch.randn(B, D, T, T)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B D Hp Wp")
+        fn(x)
+    return t
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_channel_scores_normalised_over_the_heads_are_an_error(B, T, D, H):
+    """rendezvous issue #10: ``nn.Softmax(dim=1)`` over the heads of product scores with no key axis named.
+    Fails on 90e1ad1 (no finding: the softmax of a product's output was left to the product rules, which
+    judge its last two axes only): a false ``✓``."""
+    t = _traced_map(lambda x: _channel_attention(x, H, dim=1), B, T, D, H)
+    errors = [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"]
+    assert errors == [("softmax-wrong-axis", 6)]
+    assert t.diagnostics[0].message.startswith(
+        f"softmax #6 normalises over axis 1 (H, the heads) of the weights [B={B}, H={H}, d_k={D // H}, "
+        f"d_k={D // H}], and matmul #7 weighs the values with them")
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_channel_scores_normalised_over_their_last_axis_get_no_error(B, T, D, H):
+    t = _traced_map(lambda x: _channel_attention(x, H, dim=-1), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _branch_weights(x, dim):
+    """xmu-xiaoma666/External-Attention-pytorch's SKAttention: per-branch channel weights ``(k, B, C, 1, 1)``
+    softmaxed, then ``(weights * feats).sum(0)``: an elementwise ``*`` (no row) and a sum weigh the values."""
+    feats = torch.stack([x, x.flip(-1), x.flip(-2)], 0)                # (k, B, C, h, w)
+    weights = torch.stack([x.mean(dim=(-1, -2))[..., None, None] * s for s in (1.0, 2.0, 3.0)], 0)
+    return (weights.softmax(dim=dim) * feats).sum(0)                    # (B, C, h, w)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_branch_weights_normalised_over_the_batch_are_an_error(B, T, D, H):
+    """External-Attention-pytorch issue #18: ``nn.Softmax(dim=1)`` over the batch of ``(k, B, C, 1, 1)``. Fails
+    on 90e1ad1 (no finding: the weights met the values in a ``*`` with no row, which no rule followed)."""
+    t = _traced_map(lambda x: _branch_weights(x, dim=1), B, T, D, H)
+    errors = [d for d in t.diagnostics if d.severity == "error"]
+    assert [d.kind for d in errors] == ["softmax-wrong-axis"]
+    assert errors[0].message.startswith(
+        f"softmax #{errors[0].event} normalises over axis 1 (B, the batch entries) of the weights [3, B={B}, "
+        f"D={D}, 1, 1], and sum #{errors[0].event + 1} weighs the values with them")
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_branch_weights_normalised_over_the_branches_get_no_error(B, T, D, H):
+    t = _traced_map(lambda x: _branch_weights(x, dim=0), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []

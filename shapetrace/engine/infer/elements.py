@@ -269,13 +269,18 @@ def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index
     """Each output axis named from its source: a walk by the operand axes it walks; a pick along a named
     axis keeps that name and says so (``T[ids_keep]``); a pick along an unnamed one (a table of
     positions), or along several at once (``hidden[arange(B), eot]``), takes the name of the index axis
-    it follows (``picked``), where every index it follows names it alike."""
+    it follows (``picked``), where every index it follows names it alike. An index of several axes along one
+    named axis (``emb[position_ids]``, ``(B, T)`` positions into a ``(T, d)`` table) makes several output
+    axes that pick along it together: none of them is that axis alone (the first is ``position_ids``'
+    batch), so each takes its index axis's name, or none."""
     walked = _walked(found, operands, namer)
+    shared = [s.along for s in found if s.kind == SELECTED]
     out: list[Axis | None] = []
     for j, source in enumerate(found):
         if source.kind in (WALK, ROLLED):
             out.append(walked.get(j))
-        elif source.kind == SELECTED and (label := _selected_along(source, operands, namer)):
+        elif source.kind == SELECTED and shared.count(source.along) == 1 \
+                and (label := _selected_along(source, operands, namer)):
             out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))
         elif source.kind == SELECTED:   # along an unnamed axis, or along several (``hidden[arange(B), eot]``)
             follows = picked(j)

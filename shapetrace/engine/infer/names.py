@@ -125,6 +125,11 @@ def carry_source(state: Inference, ins, outs, shapes) -> None:
             state.reduced_into[node] = joined
 
 
+#: the rows whose results are followed into calls without a row: reductions, and softmax weights that
+#: weigh values by an elementwise ``*`` (SKAttention's ``(weights * feats).sum(0)``: :mod:`..rules.weights`)
+_JOINED_FAMILIES = frozenset({Family.REDUCE, Family.SOFTMAX})
+
+
 def reductions_joined(state: Inference, ins, same: int | None) -> frozenset[int]:
     """The reduction rows whose results enter a call without a row by an operand it is not traced back
     through (``same``): ``s - s.logsumexp(1, keepdim=True)`` is traced back to ``s`` alone, and the
@@ -133,7 +138,7 @@ def reductions_joined(state: Inference, ins, same: int | None) -> frozenset[int]
     for n in ins:
         found.update(state.reduced_into.get(n, ()))
         source = state.made_by.get(n) if n != same else None
-        if source is not None and family_of(state.events[source[0]].op) is Family.REDUCE:
+        if source is not None and family_of(state.events[source[0]].op) in _JOINED_FAMILIES:
             found.add(source[0])
     return frozenset(found)
 

@@ -82,25 +82,42 @@ def contraction_axis(analysis: Analysis) -> list[Diagnostic]:
             continue
         found = _summed_values(analysis, parsed, e.inputs)
         if found is not None:
-            t, i, role = found
-            out.append(_values_finding(e, t, i, role))
+            t, i, role, scores = found
+            out.append(_scores_summed_finding(e, t, i, role) if scores else _values_finding(e, t, i, role))
     return out
 
 
-def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorInfo, int, str] | None:
-    """``(operand, axis, role)`` of the first heads or batch axis an einsum sums over in an operand that
-    keeps a head-features axis in the output."""
+def _summed_values(analysis: Analysis, parsed: dict, operands) -> tuple[TensorInfo, int, str, bool] | None:
+    """``(operand, axis, role, scores)`` of the first heads or batch axis an einsum sums over in an operand
+    that keeps a head-features axis in the output, or (``scores``) contracts one with another operand while
+    it sums this operand alone over the heads: the q·k product, which must sum over the head's features
+    only (fkodom/grouped-query-attention-pytorch issue #5: ``"b g h n d, b h s d -> b h n s"`` summed the g
+    query heads that share a key head). Heads both operands carry, contracted with the features, are a
+    per-head output projection (``"bhnd,hdD->bnD"``)."""
     kept = parsed["output"]
     for term, t in zip(parsed["inputs"], operands):
         if len(term) != len(t.shape):
             continue
-        features = any(c in kept and _role(analysis, t.dims[k]) == "head_features" and t.shape[k] > 1
-                       for k, c in enumerate(term))
+        features = [c for k, c in enumerate(term) if _role(analysis, t.dims[k]) == "head_features" and t.shape[k] > 1]
+        kept_features = [c for c in features if c in kept]
+        if not kept_features and not any(sum(c in other for other in parsed["inputs"]) > 1 for c in features):
+            continue
         for k, c in enumerate(term):
-            role = _role(analysis, t.dims[k])
-            if features and c not in kept and role in WRONG_ROLES and t.shape[k] > 1:
-                return t, k, role
+            alone = sum(c in other for other in parsed["inputs"]) == 1   # (summed out of this operand alone)
+            if c not in kept and _role(analysis, t.dims[k]) in WRONG_ROLES and t.shape[k] > 1 \
+                    and (kept_features or alone):
+                return t, k, _role(analysis, t.dims[k]), not kept_features
     return None
+
+
+def _scores_summed_finding(e: Event, t: TensorInfo, i: int, role: str) -> Diagnostic:
+    what = WRONG_ROLES[role]
+    return Kind.REDUCTION_OVER_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} sums over axis {i} ({t.dims[i]}, the {what}) of {fmt_named(t.dims, t.shape)} "
+        f"as it takes the dot products over the head features: the {t.shape[i]} {what}' scores are added into "
+        f"one, so the {what} are no longer apart."),
+        f"Keep the {what} in the output (\"b g h n d, b h s d -> b g h n s\"): each one's scores over its "
+        "own features.")
 
 
 def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
@@ -168,10 +185,14 @@ def _weighs_values(analysis: Analysis, start: Event, consumers) -> Event | None:
     weighs an operand holding features with it: where reduced scores are used as attention weights."""
     seen, queue = {start.index}, deque([start.index])
     while queue:
-        for e, position in consumers.get(queue.popleft(), ()):
+        at = queue.popleft()
+        for e, position in consumers.get(at, ()):
             if family_of(e.op) in WEIGHING and any(_holds_features(analysis, other)
                                                      for k, other in enumerate(e.inputs) if k != position):
                 return e
+            if family_of(e.op) is Family.REDUCE and position < len(e.joined) and at in e.joined[position] \
+                    and at == start.index and _holds_features(analysis, e.inputs[position]):
+                return e   # (the weights entered its operand by a ``*`` with the values: a sum of them weighed)
             if e.index not in seen:
                 seen.add(e.index)
                 queue.append(e.index)

