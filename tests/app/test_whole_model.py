@@ -103,6 +103,10 @@ def _error_after_the_run(stderr: str) -> str:
                                      "that name; nearest: Attention.forward, TinyGPT.forward, Block.forward"),
     (("--only", "layers.0", "--only", "zzz"), "--only zzz: no recorded op ran in a module or function of that "
                                               "name; some that exist: wte, layers, ln_f"),
+    # (on 4d652f8 exit 0 and 'no recorded op matches --only/--include/--exclude': --only's typo was an error,
+    # --include's was not)
+    (("--include", "modle.py"), "--include modle.py: no recorded op was written in a file or folder of that name; "
+                                "the ops were written in: tiny_gpt.py"),
 ])
 def test_a_layer_or_module_that_does_not_exist_is_a_usage_error(cli, args, message):
     result = trace(cli, *args)
