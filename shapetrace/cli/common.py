@@ -346,12 +346,23 @@ def _internal_error(exc: BaseException) -> None:
 
 def report_error(message: str) -> None:
     """``error: MESSAGE`` on stderr, in one line (the terminal wraps it). A stderr that refuses it
-    (``2>/dev/full``) loses the line but not the exit code that follows."""
+    (``2>/dev/full``) loses the line but not the exit code that follows: the refusing device is swapped for
+    /dev/null under the same descriptor, so what is left in stderr's buffer cannot fail the interpreter's
+    last flush either (without ``PYTHONUNBUFFERED`` that flush failed and made the exit code 120)."""
     from rich.text import Text
 
     try:
         err_console().print(Text.assemble(("error: ", "bold red"), one_line(message)), soft_wrap=True)
     except OSError:
+        _stderr_to_null()
+
+
+def _stderr_to_null() -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stderr.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
         pass
 
 
