@@ -138,9 +138,10 @@ class ScriptRun:
     hidden: int = 0
     notes: list[str] = field(default_factory=list)
     stopped: str | None = None  #: why the recording stopped before the script's end (a limit), else None
-    #: True when a real Ctrl-C (SIGINT) reached the script; a KeyboardInterrupt the script raised itself
-    #: is its own outcome, reported like any other exception
+    #: True when a real Ctrl-C (SIGINT) or a SIGTERM (``timeout 30 shapetrace trace ...``) reached the script;
+    #: a KeyboardInterrupt the script raised itself is its own outcome, reported like any other exception
     ctrl_c: bool = False
+    by: str = "Ctrl-C"   #: which of the two stopped it: "Ctrl-C" or "SIGTERM"
     #: what the table shows above itself: {"lines": [...], "how_to_name": "..."} (the command fills it)
     header: dict[str, Any] = field(default_factory=dict)
 
@@ -151,7 +152,7 @@ class ScriptRun:
         report = self.trace.report(header=self.header)
         report.exception = None if self.interrupted else self.exception
         if self.interrupted:
-            report.stopped = "Ctrl-C"
+            report.stopped = self.by
         elif self.stopped:
             report.stopped = self.stopped.split(":")[0]   # the limit: "--max-ops 50"
         return report
@@ -162,8 +163,13 @@ class ScriptRun:
 
     @property
     def interrupted(self) -> bool:
-        """True when Ctrl-C stopped the script: the trace holds the ops recorded before it."""
+        """True when Ctrl-C or SIGTERM stopped the script: the trace holds the ops recorded before it."""
         return isinstance(self.exception, KeyboardInterrupt) and self.ctrl_c
+
+    @property
+    def interrupted_exit(self) -> int:
+        """The exit code of a run a signal stopped, as a shell reports it: 128 + the signal's number."""
+        return 143 if self.by == "SIGTERM" else 130
 
 
 #: The largest script shapetrace reads (``/dev/zero`` must not fill memory).
@@ -278,16 +284,17 @@ class HardExit(BaseException):
 @contextlib.contextmanager
 def _script_endings() -> Iterator[list[bool]]:
     """While the script runs: a real Ctrl-C is told apart from a ``raise KeyboardInterrupt`` (the yielded
-    flag becomes True), and ``os._exit`` in the script's own thread and process raises :class:`HardExit`.
+    flag becomes True), a SIGTERM stops it as Ctrl-C does (the flag, and the signal's name second), and
+    ``os._exit`` in the script's own thread and process raises :class:`HardExit`.
     ``os._exit`` anywhere else (a forked child, another thread) still ends that process at once."""
     import signal
     import threading
 
     pid, main, real_exit = os.getpid(), threading.get_ident(), os._exit
-    ctrl_c = [False]
+    ctrl_c: list = [False, "Ctrl-C"]
 
     def on_sigint(signum, frame):
-        ctrl_c[0] = True
+        ctrl_c[:] = [True, "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"]
         signal.default_int_handler(signum, frame)
 
     def hard_exit(code):
@@ -297,6 +304,7 @@ def _script_endings() -> Iterator[list[bool]]:
 
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    terminated = signal.signal(signal.SIGTERM, on_sigint) if in_main else None
     os._exit = hard_exit
     try:
         yield ctrl_c
@@ -304,6 +312,7 @@ def _script_endings() -> Iterator[list[bool]]:
         os._exit = real_exit
         if in_main:
             signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+            signal.signal(signal.SIGTERM, terminated if terminated is not None else signal.SIG_DFL)
 
 
 def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None = None,
@@ -357,7 +366,7 @@ def run_script(path: str, args: Sequence[str] = (), dims: dict[str, int] | None 
     else:
         stopped = None
     run = _finish(path, trace, exception, filters or Filters(), stopped)
-    run.ctrl_c = ctrl_c[0]
+    run.ctrl_c, run.by = ctrl_c
     if threads[0]:
         run.notes.append(f"the script started {threads[0]} thread{'s' if threads[0] != 1 else ''}: shapetrace "
                          "records the thread that runs the script, so ops run in other threads are not in the table")

@@ -191,8 +191,8 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
             if line:
                 print(line, file=sys.stderr)
         if run.interrupted:
-            report_error(f"interrupted at op {len(run.trace.events)} (Ctrl-C)")
-            raise typer.Exit(130)
+            report_error(f"interrupted at op {len(run.trace.events)} ({run.by})")
+            raise typer.Exit(run.interrupted_exit)
         if run.exception is not None:
             report_error(_one_line(run))
         if run.exception is not None or errors:
@@ -206,7 +206,7 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
     console = out_console(width)
     if run.interrupted and len(run.trace.events) > INTERRUPTED_FULL_TABLE:
         console.print(Group(*_interrupted_tail(run, console.width)))
-        _exit_at_once(130)
+        _exit_at_once(run.interrupted_exit)
     if run.trace.events:
         refused = not run.ok and any(d.kind == "inplace-on-saved" for d in run.trace.diagnostics)
         parts = [TraceView(run.report(), header=run.header["lines"], show_diagnostics=run.ok or refused, fold=fold,
@@ -231,7 +231,7 @@ def _show(run, json_out: bool, width: int | None, fold: bool = True, layer: int 
         parts.extend(failure_lines(run))
     console.print(Group(*parts))
     if run.interrupted:
-        _exit_at_once(130)
+        _exit_at_once(run.interrupted_exit)
     if run.exception is not None or errors:
         raise typer.Exit(1)
 
@@ -318,7 +318,7 @@ def _interrupted_tail(run, width: int) -> list:
     events = run.trace.events
     n, shown = len(events), events[-INTERRUPTED_TAIL:]
     header = [*header_texts(run.header["lines"], width), Text("")]
-    note = Text(f"\ninterrupted at op {n:,} (Ctrl-C): the table shows the last {len(shown)} of the {n:,} ops "
+    note = Text(f"\ninterrupted at op {n:,} ({run.by}): the table shows the last {len(shown)} of the {n:,} ops "
                 f"recorded before it (#{shown[0].index}-#{shown[-1].index}), and the totals of all; the checks "
                 f"were skipped to answer at once (--max-ops {n} records as many and shows the whole table)",
                 style="bold yellow")
@@ -344,7 +344,7 @@ def _interrupted(run):
     from rich.text import Text
 
     n = len(run.trace.events)
-    return Text(f"\ninterrupted at op {n} (Ctrl-C): the table shows the {n} op{'s' if n != 1 else ''} "
+    return Text(f"\ninterrupted at op {n} ({run.by}): the table shows the {n} op{'s' if n != 1 else ''} "
                 "recorded before it", style="bold yellow")
 
 

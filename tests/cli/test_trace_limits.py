@@ -146,7 +146,7 @@ def test_a_script_that_catches_the_stop_is_stopped_again(tmp_path):
                                "too)\n")
 
 
-def _interrupted_trace(script, columns: int, settle: float = 0.0):
+def _interrupted_trace(script, columns: int, settle: float = 0.0, sent: int = signal.SIGINT):
     """``shapetrace trace script``, sent SIGINT once the script prints READY on stderr (after ``settle``
     seconds more): the process, its stdout and stderr. A process that does not end within 60 s of the
     signal fails the test (a hang); how fast it answers is measured by benchmarks/, not asserted here."""
@@ -157,7 +157,7 @@ def _interrupted_trace(script, columns: int, settle: float = 0.0):
     while (line := proc.stderr.readline()) and line.strip() != "READY":
         pass
     time.sleep(settle)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sent)
     out, err = proc.communicate(timeout=60)
     return proc, out, err
 
@@ -176,6 +176,25 @@ def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path):
     proc, out, err = _interrupted_trace(script, columns=200, settle=0.5)
     assert proc.returncode == 130, err
     assert out.splitlines()[-1] == "interrupted at op 100 (Ctrl-C): the table shows the 100 ops recorded before it"
+    assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
+
+
+def test_sigterm_stops_the_script_as_ctrl_c_does_and_exits_143(tmp_path):
+    """``timeout 30 shapetrace trace slow.py`` sends SIGTERM: on 681642f the process died with 143 and printed
+    nothing (the signal's default); now the table of the ops so far, "(SIGTERM)", and 128 + 15 as a shell
+    reports it."""
+    script = tmp_path / "busy.py"
+    script.write_text("import sys, torch\n"
+                      "x = torch.randn(2, 6, 512)\n"
+                      "for _ in range(50):\n"
+                      "    y = x.view(2, 6, 8, 64).transpose(1, 2)\n"
+                      "print('READY', file=sys.stderr, flush=True)\n"
+                      "n = 0\n"
+                      "while True:\n"
+                      "    n += 1\n")
+    proc, out, err = _interrupted_trace(script, columns=200, settle=0.5, sent=signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert out.splitlines()[-1] == "interrupted at op 100 (SIGTERM): the table shows the 100 ops recorded before it"
     assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
 
 
