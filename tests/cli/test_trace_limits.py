@@ -162,8 +162,11 @@ def _interrupted_trace(script, columns: int, settle: float = 0.0, sent: int = si
     return proc, out, err
 
 
-def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path):
-    """A script busy in pure Python after a few ops: Ctrl-C gives the table of those ops at once."""
+@pytest.mark.parametrize(("sent", "code", "by"), [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path, sent, code, by):
+    """A script busy in pure Python after a few ops: Ctrl-C gives the table of those ops at once. SIGTERM too
+    (``timeout 30 shapetrace trace slow.py``): on 681642f the process died with 143 and printed nothing (the
+    signal's default); now the same table, "(SIGTERM)", and 128 + 15 as a shell reports it."""
     script = tmp_path / "busy.py"
     script.write_text("import sys, torch\n"
                       "x = torch.randn(2, 6, 512)\n"
@@ -173,28 +176,9 @@ def test_ctrl_c_on_a_busy_endless_script_shows_the_ops_so_far(tmp_path):
                       "n = 0\n"
                       "while True:\n"
                       "    n += 1\n")
-    proc, out, err = _interrupted_trace(script, columns=200, settle=0.5)
-    assert proc.returncode == 130, err
-    assert out.splitlines()[-1] == "interrupted at op 100 (Ctrl-C): the table shows the 100 ops recorded before it"
-    assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
-
-
-def test_sigterm_stops_the_script_as_ctrl_c_does_and_exits_143(tmp_path):
-    """``timeout 30 shapetrace trace slow.py`` sends SIGTERM: on 681642f the process died with 143 and printed
-    nothing (the signal's default); now the table of the ops so far, "(SIGTERM)", and 128 + 15 as a shell
-    reports it."""
-    script = tmp_path / "busy.py"
-    script.write_text("import sys, torch\n"
-                      "x = torch.randn(2, 6, 512)\n"
-                      "for _ in range(50):\n"
-                      "    y = x.view(2, 6, 8, 64).transpose(1, 2)\n"
-                      "print('READY', file=sys.stderr, flush=True)\n"
-                      "n = 0\n"
-                      "while True:\n"
-                      "    n += 1\n")
-    proc, out, err = _interrupted_trace(script, columns=200, settle=0.5, sent=signal.SIGTERM)
-    assert proc.returncode == 143, err
-    assert out.splitlines()[-1] == "interrupted at op 100 (SIGTERM): the table shows the 100 ops recorded before it"
+    proc, out, err = _interrupted_trace(script, columns=200, settle=0.5, sent=sent)
+    assert proc.returncode == code, err
+    assert out.splitlines()[-1] == f"interrupted at op 100 ({by}): the table shows the 100 ops recorded before it"
     assert "\n 2-99 view, transpose  the same two ops as #0-#1, 49 more times\n" in out
 
 

@@ -109,7 +109,7 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
         for p in range(len(out)):
             if p == dim % len(out) or out[p].size == 1:
                 continue
-            named = {namer.label(a): a for a in (out[p], *(axes[p] for _, axes in parts)) if _whole_plain(namer, a)}
+            named = {namer.label(a): a for a in (out[p], *(axes[p] for _, axes in parts)) if whole_plain(namer, a)}
             if len(named) != 1:
                 continue   # nothing to carry, or parts that disagree (the join's own finding)
             axis = next(iter(named.values()))
@@ -249,7 +249,7 @@ def _picked_index(record, dim: int, rank: int) -> int | None:
     return ints[0][1] if len(index) == rank and len(ints) == 1 and ints[0][0] == dim else None
 
 
-def _whole_plain(namer, axis: Axis) -> bool:
+def whole_plain(namer, axis: Axis) -> bool:
     """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold or an unknown."""
     return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
         and namer.label(axis) is not None
@@ -570,7 +570,3 @@ class _Walker:
         if not (operand.isdigit() and i.isdigit()):
             return   # a part of the operand's axis (``#0.2[0:8]``, a slice): not the same axis
         self.back(record.ins[int(operand)], int(i), whole_moves)
-
-
-#: what :mod:`.lined_up` reads names with
-whole_plain = _whole_plain
