@@ -133,7 +133,7 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
             first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
             twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
             place0, place1 = _tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
-            tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(place0.abs().nan_to_num(0.0).amax()))
+            tolerance = _tolerance(probe, place0)
             differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
             if differ:
                 token = f"output token {differ[0]}" if probe.out_tokens is not None else "the output"
@@ -344,13 +344,18 @@ def _all_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list
     """:func:`_changes` read on every value (NaN included)."""
     folded, bumped = both.chunk(2, probe.out_batch)
     outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
-    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(outs[:2].abs().nan_to_num(0.0).amax()))
+    tolerance = _tolerance(probe, outs[:2])
     diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
     changed = (diff > tolerance).any(-1)                                           # (2, B, T)
     if bool(diff.isnan().any()):   # a token turned NaN changed too (one that was NaN already says nothing)
         changed |= diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1)
     mixed, moved = changed.tolist()
     return mixed, moved
+
+
+def _tolerance(probe: Probe, values: torch.Tensor) -> float:
+    """How far an output may move and count as unchanged: :data:`TOLERANCE` times (1 + its largest value)."""
+    return TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(values.abs().nan_to_num(0.0).amax()))
 
 
 def _token_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]] | None:
