@@ -213,13 +213,14 @@ def fork_server(namespaces: bool = True) -> int:
     # collections neither walk it nor write its pages (each write copies a page the fork shared)
     gc.collect()
     gc.freeze()
+    from shapetrace.exercises.forks import huge_pages, serve
+
+    huge_pages()  # (each check is a fork of this process: 2 MB pages make each fork copy less)
     control = socket.socket(fileno=os.dup(1))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the modules' pipe, read to the end by the boot code
     os.dup2(2, 1)  # stray prints go to stderr, never into the control socket
     os.close(null)
-    from shapetrace.exercises.forks import serve
-
     return serve(control, main, namespaces)
 
 

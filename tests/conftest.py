@@ -76,6 +76,16 @@ GOLDEN = ROOT / "tests" / "golden"
 #: Set by .ci/run, which installs tmux and chromium: there, a missing tool fails instead of skipping.
 REQUIRE_TOOLS = os.environ.get("SHAPETRACE_REQUIRE_BROWSER") == "1"
 OUTPUT = ROOT / "tests" / "output"
+#: Screenshots of the pages for a person to look at (tests/output/): taken when SHAPETRACE_SCREENSHOTS=1.
+#: No assertion reads them, and each costs Chromium about 0.2 CPU-s (25 a run).
+SCREENSHOTS = os.environ.get("SHAPETRACE_SCREENSHOTS") == "1"
+
+
+def keep_screenshot(page, name: str) -> None:
+    """``page`` as a PNG in tests/output/ under ``name``, for a person to look at (:data:`SCREENSHOTS`)."""
+    if SCREENSHOTS:
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / name))
 
 
 def render(renderable, width: int = 100) -> str:

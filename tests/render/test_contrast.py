@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import OUTPUT, ROOT, cli_in_process
+from conftest import ROOT, cli_in_process, keep_screenshot
 
 MEASURE = (ROOT / "tests" / "contrast.js").read_text(encoding="utf-8")
 #: The smallest text, in CSS pixels, at a 1280-pixel-wide window (a projector shows the page at this size).
@@ -58,7 +58,7 @@ def test_every_text_of_the_classroom_page_passes_aa_on_every_screen(browser, exp
         if position.startswith("summary"):
             break
         if screens == 1:
-            page.screenshot(path=str(OUTPUT / f"contrast-page-{theme}.png"))
+            keep_screenshot(page, f"contrast-page-{theme}.png")
         page.keyboard.press("ArrowRight")
         screens += 1
     assert screens >= 14
@@ -84,7 +84,7 @@ def test_every_text_of_the_exports_passes_aa(browser, exports, theme, suffix):
     records = page.evaluate(MEASURE)
     assert len(records) > 50
     if suffix == ".svg":
-        page.screenshot(path=str(OUTPUT / f"contrast-export-{theme}.png"))
+        keep_screenshot(page, f"contrast-export-{theme}.png")
     assert _failures(records) == []
     assert min(r["px"] for r in records) >= MIN_PX
 

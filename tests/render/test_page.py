@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import OUTPUT, cli_in_process, model_line
+from conftest import OUTPUT, cli_in_process, keep_screenshot, model_line
 
 #: The model lines the page cites, found by their text (a line added above them moves them all).
 Q_LINE = model_line("q = self.split_heads(self.w_q(x))")
@@ -60,7 +60,7 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
                       "k_t [B=2, H=8, d_k=64, T=6] strides (3072, 64, 1, 512)"]
     assert _text(page, "#sentence").startswith("scores: sums over d_k, giving one [T, T] matrix per (B, H)")
     assert "hidden copies inside matmul" in _text(page, "#diagram")
-    page.screenshot(path=str(OUTPUT / "page-light.png"))
+    keep_screenshot(page, "page-light.png")
     page.keyboard.press(" ")
     assert _text(page, "#position") == f"#11 softmax · ops #0-#16 · reference.py:{SOFTMAX_LINE}"
     page.keyboard.press("ArrowLeft")
@@ -71,7 +71,7 @@ def test_arrow_keys_and_space_step_through_the_ops(browser, page_file):
     page.keyboard.press(" ")
     page.keyboard.press(" ")
     assert _text(page, "#equation") == "weights @ v: [B, H, T, T] @ [B, H, T, d_k] -> [B, H, T, d_k]"
-    page.screenshot(path=str(OUTPUT / "page-dark.png"))
+    keep_screenshot(page, "page-dark.png")
     page.keyboard.press("End")
     assert _text(page, "#position") == "summary · 17 ops"
     assert _text(page, "#summary").endswith(

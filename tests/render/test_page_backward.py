@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from conftest import OUTPUT, cli_in_process, model_line
+from conftest import OUTPUT, cli_in_process, keep_screenshot, model_line
 
 VALUES_LINE = model_line("y = weights @ v")
 OUTPUT_LINE = model_line("return self.w_o(y)")
@@ -86,7 +86,7 @@ def test_clicking_a_grad_row_marks_its_forward_op_and_the_tie_goes_there(browser
         "→ operand 0 [B=2, H=8, T=6, T=6] (288, 36, 6, 1) new 2.2 KiB",
         "→ operand 1 [B=2, H=8, T=6, d_k=64] (3072, 384, 64, 1) new 24 KiB"]
     assert _text(page, "#grad .sentence") == "dY [B, H, T, d_k]; dA = dY · Bᵀ [B, H, T, T]; dB = Aᵀ · dY [B, H, T, d_k]"
-    page.screenshot(path=str(OUTPUT / f"page-backward-{size[0]}x{size[1]}.png"))
+    keep_screenshot(page, f"page-backward-{size[0]}x{size[1]}.png")
     page.click("#grad button.tie")
     assert _text(page, "#position") == f"#12 matmul · ops #0-#16 · reference.py:{VALUES_LINE}"
     assert page.eval_on_selector_all("#strip button.tied", "bs => bs.length") == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import OUTPUT, ROOT, cli_in_process
+from conftest import OUTPUT, ROOT, cli_in_process, keep_screenshot
 
 SIZES = [(1024, 768), (1280, 800)]
 THEMES = ["light", "dark"]
@@ -108,7 +108,7 @@ def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt
     groups = page.eval_on_selector_all("#strip button.group", "bs => bs.map(b => b.textContent)")
     assert groups == ["▾ layers.0", "▸ layers.1-3"]
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(OUTPUT / f"page-gpt-{size[0]}x{size[1]}-{theme}.png"))
+    keep_screenshot(page, f"page-gpt-{size[0]}x{size[1]}-{theme}.png")
     page.close()
 
 
@@ -128,7 +128,7 @@ def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page
     assert page.eval_on_selector("#strip", "s => s.querySelectorAll('button').length") < 160  # not 2,971 chips
     assert page.eval_on_selector("#strip button.now", "b => b.textContent").startswith("#")
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(OUTPUT / f"page-llama-{size[0]}x{size[1]}-{theme}.png"))
+    keep_screenshot(page, f"page-llama-{size[0]}x{size[1]}-{theme}.png")
     page.close()
 
 
@@ -156,7 +156,7 @@ def test_after_zooming_the_code_line_and_row_stay_on_screen(browser, gpt_page, s
     assert page.eval_on_selector_all("#equation .arrow, #sentence .arrow", "as => as.length") >= 1
     assert page.eval_on_selector_all("#equation .arrow, #sentence .arrow",
                                      "as => as.every(a => a.getClientRects().length === 1)")
-    page.screenshot(path=str(OUTPUT / f"page-gpt-zoomed-{size[0]}x{size[1]}.png"))
+    keep_screenshot(page, f"page-gpt-zoomed-{size[0]}x{size[1]}.png")
     page.close()
 
 
@@ -205,7 +205,7 @@ def test_every_memory_diagram_fits_its_panel(browser, reference_page, size, them
     assert font >= (14 if zoom == 0 else 9), font   # readable: the page's smallest type, unzoomed
     OUTPUT.mkdir(parents=True, exist_ok=True)
     page.evaluate("location.hash = '#14'")   # merge_heads' copy: two diagrams, its widest rows and walk lines
-    page.screenshot(path=str(OUTPUT / f"page-diagram-{size[0]}x{size[1]}-{theme}-{'zoomed' if zoom else 'plain'}.png"))
+    keep_screenshot(page, f"page-diagram-{size[0]}x{size[1]}-{theme}-{'zoomed' if zoom else 'plain'}.png")
     page.close()
 
 
