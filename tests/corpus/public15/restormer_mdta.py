@@ -6,10 +6,12 @@ self.temperature`` (a learned ``[heads, 1, 1]``), softmax over the last axis: at
 channel a query; ``out = attn @ v``, ``rearrange(out, 'b head c (h w) -> b (head c) h w', h=h, w=w)``,
 ``project_out`` a 1x1 conv.
 
-Bugs (argument): ``heads-back-swapped``: the output folded back with ``'b head c (h w) -> b (c head) h w'``
-(channels interleaved across heads, the slip of writing the pattern's group in the other order);
-``back-w-h``: the pixels unflattened ``(w h)`` where they were flattened ``(h w)`` (``rearrange(out,
-'b head c (w h) -> b (head c) h w')``, a transposed image on a non-square map)."""
+Bug (argument): ``back-w-h``: the pixels unflattened ``(w h)`` where they were flattened ``(h w)``
+(``rearrange(out, 'b head c (w h) -> b (head c) h w')``, a transposed image on a non-square map).
+
+Twin (correct): ``heads-back-swapped``: the output folded back with ``'b head c (h w) -> b (c head) h w'``
+(channels interleaved across heads): each pixel keeps its own channels, only their order changes, and
+``project_out`` is a learnt 1x1 conv, so a permutation of its input channels makes it the correct file."""
 
 import sys
 
@@ -48,8 +50,8 @@ class Attention(nn.Module):
         return self.project_out(out)
 
 
-BUGS = ("heads-back-swapped", "back-w-h")
-TWINS = ()
+BUGS = ("back-w-h",)
+TWINS = ("heads-back-swapped",)
 DIMS = ("B=2 D=32 H=4",)
 EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4"}
 
