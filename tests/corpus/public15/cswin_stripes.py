@@ -9,7 +9,7 @@ W // W_sp, W_sp).permute(0, 2, 4, 3, 5, 1).reshape(-1, H_sp * W_sp, C)``; ``im2c
 
 Bugs (argument): ``windows2img-swapped``: ``windows2img`` called with ``H_sp`` and ``W_sp`` swapped (the
 vertical branch's stripes put back as horizontal ones; a natural slip, as the two sizes travel as a pair and
-the view still runs on this 4 x 8 map); ``lepe-heads-first``: the LePE conv output ``(B', C, H_sp, W_sp)``
+the view still runs on this 4 x 6 map); ``lepe-heads-first``: the LePE conv output ``(B', C, H_sp, W_sp)``
 split as if it were token-major, ``reshape(-1, H_sp * W_sp, heads, C // heads).permute(0, 2, 1, 3)`` (the
 layout of ``im2cswin``'s input written onto a channel-major map: each token's positional term made of other
 channels and pixels)."""
@@ -95,13 +95,13 @@ class CSWinBlock(nn.Module):
 
 BUGS = ("windows2img-swapped", "lepe-heads-first")
 TWINS = ()
-DIMS = ("B=2 T=32 D=32 H=4",)
-EQUAL = {"B=2 T=32 D=32 H=4": "B=4 T=32 D=32 H=4"}
+DIMS = ("B=2 T=24 D=32 H=4",)
+EQUAL = {"B=2 T=24 D=32 H=4": "B=4 T=24 D=32 H=4"}
 
 
-def build(bug="", B=2, T=32, D=32, H=4):
+def build(bug="", B=2, T=24, D=32, H=4):
     torch.manual_seed(0)
-    return CSWinBlock(D, H, (4, T // 4), bug=bug).eval(), (torch.randn(B, T, D),)   # a 4 x 8 map when T = 32
+    return CSWinBlock(D, H, (4, T // 4), bug=bug).eval(), (torch.randn(B, T, D),)   # a 4 x 6 map when T = 24
 
 
 if __name__ == "__main__":

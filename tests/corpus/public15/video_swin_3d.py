@@ -82,13 +82,13 @@ class SwinTransformerBlock3D(nn.Module):
 
 BUGS = ("reverse-without-permute", "roll-back-same-sign")
 TWINS = ()
-DIMS = ("B=2 D=32 H=4",)
-EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4"}
+DIMS = ("B=3 D=32 H=4 Fp=2 Hp=6 Wp=10",)                                          # (the clip's grid declared)
+EQUAL = {"B=3 D=32 H=4 Fp=2 Hp=6 Wp=10": "B=4 D=32 H=4 Fp=4 Hp=4 Wp=4"}
 
 
-def build(bug="", B=2, D=32, H=4):
+def build(bug="", B=3, D=32, H=4, Fp=2, Hp=6, Wp=10):
     torch.manual_seed(0)
-    return SwinTransformerBlock3D(D, H, bug=bug).eval(), (torch.randn(B, 2, 4, 6, D),)   # 2 frames of 4 x 6
+    return SwinTransformerBlock3D(D, H, bug=bug).eval(), (torch.randn(B, Fp, Hp, Wp, D),)   # (B, Fp, Hp, Wp, C)
 
 
 if __name__ == "__main__":
