@@ -52,13 +52,13 @@ class Attention(nn.Module):
 
 BUGS = ("back-w-h",)
 TWINS = ("heads-back-swapped",)
-DIMS = ("B=2 D=32 H=4",)
-EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4"}
+DIMS = ("B=2 D=32 H=4", "B=2 D=32 H=4 Hp=3 Wp=5")                                # (the map's grid not declared, declared)
+EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4", "B=2 D=32 H=4 Hp=3 Wp=5": "B=4 D=32 H=4 Hp=4 Wp=4"}
 
 
-def build(bug="", B=2, D=32, H=4):
+def build(bug="", B=2, D=32, H=4, Hp=3, Wp=5):
     torch.manual_seed(0)
-    return Attention(D, H, bug).eval(), (torch.randn(B, D, 3, 5),)               # a 3 x 5 feature map
+    return Attention(D, H, bug).eval(), (torch.randn(B, D, Hp, Wp),)             # a 3 x 5 feature map
 
 
 if __name__ == "__main__":
