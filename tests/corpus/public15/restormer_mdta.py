@@ -52,7 +52,7 @@ class Attention(nn.Module):
 
 BUGS = ("back-w-h",)
 TWINS = ("heads-back-swapped",)
-DIMS = ("B=2 D=32 H=4", "B=2 D=32 H=4 Hp=3 Wp=5")                                # (the map's grid not declared, declared)
+DIMS = ("B=2 D=32 H=4", "B=2 D=32 H=4 Hp=3 Wp=5")   # (the grid not declared, declared)
 EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4", "B=2 D=32 H=4 Hp=3 Wp=5": "B=4 D=32 H=4 Hp=4 Wp=4"}
 
 
