@@ -95,6 +95,7 @@ class HeadsPlan:
     merge_out_batch: int | None = None
     merge_index: int = 0   # its event's index
     merge_record: int = -1   # its capture record
+    merge_heads: int | None = None   # the heads axis of the merge's operand, where one axis is named heads
 
     @property
     def span(self) -> tuple[int, int]:
@@ -131,10 +132,12 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     if not attentions:   # no axis named heads: the splits and merges found from the structure
         return _from_structure(calls, rows)
     structure = _Structure(rows)
-    return tuple(_plan(calls, structure.key_value_splits(
+    return tuple(replace(_plan(calls, structure.key_value_splits(
         calls, tuple(_split(calls, r, e, axis, role_of) for r, e, axis in splits), merge_r),
                        merge_r, merge_e, _batch_axis(merge_e.inputs[0].dims, role_of) if merge_e.inputs else None,
-                       _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None)
+                       _batch_axis(merge_e.outputs[0].dims, role_of) if merge_e.outputs else None),
+                         merge_heads=next(iter(heads_axes(merge_e.inputs[0].dims)), None) if merge_e.inputs and
+                         len(heads_axes(merge_e.inputs[0].dims)) == 1 else None)
                  for splits, merge_r, merge_e in attentions)
 
 
@@ -341,8 +344,29 @@ class HeadsMode(TorchFunctionMode):
         if pieces is None:   # arguments that hold the traced batch size (nanoGPT's view(B, T, C)): each copy alone
             pieces = [func(x.narrow(axis, i * n, n), *args[1:], **kwargs) for i in range(copies)]
         attention.read = [pieces[0].clone(), *pieces[1:]]   # (under no_grad; the model may write the first)
+        attention.reference = _merged_reference(attention, func, x, args, kwargs, pieces[0].shape)
         self.left -= 1
         return pieces[0]
+
+
+def _merged_reference(attention: Attention, func, x: torch.Tensor, args, kwargs, shape) -> torch.Tensor | None:
+    """The head of each element of the merged output as the merge lays them out (the merge run on the head
+    index of each element of its operand, by the axis named heads), where that differs from the query
+    split's map only by the order of each row's features: einops' ``'b h n d -> b n (d h)'`` keeps each
+    element with its own head before a projection that reads the whole row. Else the split's map."""
+    reference, at, out = attention.reference, attention.plan.merge_heads, attention.plan.merge_out_batch
+    if reference is None or at is None or out is None or not 0 <= at < x.dim():
+        return reference
+    heads = torch.arange(x.shape[at], device=x.device).reshape([-1 if i == at else 1 for i in range(x.dim())])
+    for entries in (x, x.narrow(attention.plan.merge_batch, 0, attention.batch)):   # (its args may hold either)
+        try:   # (a merge that takes no integer tensor, or sizes of the other batch: the split's map)
+            found = func(heads.expand(entries.shape).contiguous(), *args[1:], **kwargs).narrow(out, 0, shape[out])
+            split = _output_heads(reference, shape, attention.plan.heads)
+        except Exception:
+            continue
+        if tuple(found.shape) == tuple(shape) and torch.equal(found.sort(-1).values, split.sort(-1).values):
+            return found
+    return reference
 
 
 def _where(call: Call) -> tuple:

@@ -327,3 +327,35 @@ def test_a_second_bug_the_rules_miss_stays_a_finding_of_its_own():
     assert "On the values: head 0 of the output has elements" in t.diagnostics[0].message
     assert t.diagnostics[1].message.startswith("einsum #26 runs along axis 1 (H, the heads) of the per-head values")
     assert t.report().verdict.line == "✗ 2 errors: the findings above say where and how to fix them"
+
+
+class InterleavedMerge(TalkingHeads):
+    """lucidrains/flamingo-pytorch's PerceiverAttention merge written the other way round, ``rearrange(out, 'b h
+    n d -> b n (d h)')``, before the learnt ``to_out``: each feature still holds one head's value, only the
+    order of a token's features changes (a permutation of to_out's columns makes it the (h d) merge)."""
+
+    def __init__(self):
+        super().__init__(talk=False)
+
+    def forward(self, x):
+        q, k, v = self.to_qkv(x).chunk(3, dim=-1)                                  # (b, n, h*d) each
+        q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in (q, k, v))
+        dots = torch.einsum("b h i d, b h j d -> b h i j", q, k) * 0.3             # (b, h, n, n)
+        out = torch.einsum("b h i j, b h j d -> b h i d", dots.softmax(dim=-1), v)  # (b, h, n, d)
+        return self.to_out(rearrange(out, "b h n d -> b n (d h)"))                 # (b, n, d*h)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_merge_that_folds_heads_in_the_other_order_keeps_them_apart(B, T):
+    """The heads of the merged output are read as the merge lays them out (engine/heads.py
+    _merged_reference), where its rows hold the split's features in another order: no head mixes there.
+    On 4212b85: heads-mix (error) and heads-talk twice, "head 0 of the output depends on heads 0, 1, 2
+    and 3 of the values", the merged features read as if folded (h d)."""
+    torch.manual_seed(1)
+    t = _traced(InterleavedMerge(), B, T)
+    assert _measured(t) == []
+    assert t.contracts == [BATCH, OWN_TOKEN, HEADS]
+    assert [e.output.dims for e in t.events if e.op == "reshape"][-1] == ("B", "T", "d_k*H")
+    assert t.report().verdict.line == (
+        "✓ checked all 14 ops that could carry a layout bug: every axis keeps its meaning from input to output; "
+        "held on the values: batch entries stay apart, each token depends on itself, heads stay apart")

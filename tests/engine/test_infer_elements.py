@@ -199,3 +199,40 @@ def test_an_index_select_whose_dim_is_a_variable_names_the_index_not_the_dim():
         torch.cat([kept, step.index_select(1, beam_idx)], dim=0)
     assert dims_of(t, "index_select") == [("T", "B[beam_idx]", "D"), (None, "B[beam_idx]", "D")]
     assert dims_of(t, "cat") == [("T+1", "B[beam_idx]", "D")]
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_pick_along_several_axes_takes_the_name_of_the_one_index_that_names_it(dims):
+    """zhouhaoyi/Informer2020 models/attn.py ``_prob_QK``: ``Q[torch.arange(B)[:, None, None], torch.arange(H)[None,
+    :, None], M_top, :]`` with ``M_top`` from ``topk`` (no names). The first two output axes pick along B (and T)
+    and along H (and T): the arange names each, and ``M_top``, broadcast with it there, is that same axis.
+    On 4212b85: ``(None, None, T[M_top], d_k)`` (every index had to name it)."""
+    n = sizes(dims)
+    q = torch.randn(n["B"], n["H"], n["T"], n["D"] // n["H"])                            # (B, H, T, d_k)
+    with shapetrace.trace(dims=dims) as t:
+        shapetrace.name(q, "B H T d_k")
+        B, H, L, _ = q.shape
+        M_top = q.sum(-1).topk(2, sorted=False)[1]                                        # (B, H, 2)
+        reduced = q[torch.arange(B)[:, None, None], torch.arange(H)[None, :, None], M_top, :]   # (B, H, T[M_top], d_k)
+    assert reduced.shape == (n["B"], n["H"], 2, n["D"] // n["H"])
+    assert dims_of(t, "__getitem__")[-1] == ("B", "H", "T[M_top]", "d_k")
+
+
+@pytest.mark.parametrize("dims", SIZES)
+def test_a_pick_along_an_expanded_axis_picks_copies_and_is_not_named(dims):
+    """Informer's ``K_expand = K.unsqueeze(-3).expand(B, H, L_Q, L_K, E)`` sampled by ``K_expand[:, :,
+    arange(L_Q).unsqueeze(1), index_sample, :]``: the sample picks keys, ``T[index_sample]``. With the two
+    indices traded (``K_expand[:, :, index_sample, arange(L_Q).unsqueeze(1), :]``) the sample picks along the
+    expanded axis, copies of one key: that axis is no pick of tokens, so it has no name. On 4212b85 the traded
+    pick was named ``T[index_sample]`` too (and the whole Informer file with it got ✓)."""
+    n = sizes(dims)
+    k = torch.randn(n["B"], n["H"], n["T"], n["D"] // n["H"])                            # (B, H, T, d_k)
+    with shapetrace.trace(dims=dims) as t:
+        shapetrace.name(k, "B H T d_k")
+        B, H, L, E = k.shape
+        K_expand = k.unsqueeze(-3).expand(B, H, L, L, E)                                  # (B, H, T, T, d_k)
+        index_sample = torch.randint(L, (L, 3))                                           # (T, 3)
+        keys = K_expand[:, :, torch.arange(L).unsqueeze(1), index_sample, :]              # (B, H, T, T[...], d_k)
+        copies = K_expand[:, :, index_sample, torch.arange(L).unsqueeze(1), :]            # (B, H, T, 3 copies, d_k)
+    assert keys.shape == copies.shape == (n["B"], n["H"], n["T"], 3, n["D"] // n["H"])
+    assert dims_of(t, "__getitem__")[-2:] == [("B", "H", "T", "T[index_sample]", "d_k"), ("B", "H", "T", None, "d_k")]

@@ -217,8 +217,16 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str],
         return None
     index_axes = [() if p in doubted else tuple(in_axes[p]) for p in range(len(in_axes)) if p not in data]
     picks = _Picks(fn, args, kwargs, index_axes, namer)   # (a doubted index has no axes to hand on)
-    return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j))
+    copies = frozenset((k, i) for k, p in enumerate(data) for i, (n, step) in enumerate(_sizes_steps(record.in_raw[p]))
+                       if step == 0 and n > 1)
+    return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j), copies)
             for k, (axis_sources, shape) in enumerate(zip(found, shapes))]
+
+
+def _sizes_steps(raw) -> list[tuple[int, int | None]]:
+    """``(size, stride)`` per axis of a recorded operand's layout (stride None where it was not recorded)."""
+    shape, strides = tuple(raw[0]), tuple(raw[1]) if len(raw) > 1 and raw[1] is not None else ()
+    return [(n, strides[i] if i < len(strides) else None) for i, n in enumerate(shape)]
 
 
 class _Picks:
@@ -236,9 +244,12 @@ class _Picks:
             return None
         followed = [self.index_axes[m][a] if m < len(self.index_axes) and a < len(self.index_axes[m]) else None
                     for m, a in self.walks[result][j]]
-        labels = {self.namer.label(axis) if axis is not None else None for axis in followed}
-        axis = followed[0]   # (every index the picks follow along it must name it alike: ``[arange(B), eot]``)
-        return axis if len(labels) == 1 and None not in labels and _no_copies(axis) else None
+        # every index the picks follow along it that names it must name it alike (``[arange(B), eot]``); an
+        # index that leaves it unnamed is broadcast with the named one there, so it is that same axis
+        # (Informer's ``Q[arange(B)[:, None, None], arange(H)[None, :, None], M_top]``, ``M_top`` unnamed)
+        named = [axis for axis in followed if axis is not None and self.namer.label(axis) is not None]
+        labels = {self.namer.label(axis) for axis in named}
+        return named[0] if len(labels) == 1 and _no_copies(named[0]) else None
 
 
 def _split_chain(record, producer) -> tuple[object, Callable] | None:
@@ -265,20 +276,25 @@ def _split_chain(record, producer) -> tuple[object, Callable] | None:
 # -- naming from sources ------------------------------------------------------------------------------
 
 def _axes_of(found: tuple[AxisSource, ...], shape, operands, namer: Namer, index: Callable[[], str],
-             picked: Callable[[int], Axis | None]) -> tuple[Axis | None, ...]:
+             picked: Callable[[int], Axis | None],
+             copies: frozenset[tuple[int, int]] = frozenset()) -> tuple[Axis | None, ...]:
     """Each output axis named from its source: a walk by the operand axes it walks; a pick along a named
     axis keeps that name and says so (``T[ids_keep]``); a pick along an unnamed one (a table of
     positions), or along several at once (``hidden[arange(B), eot]``), takes the name of the index axis
     it follows (``picked``), where every index it follows names it alike. An index of several axes along one
     named axis (``emb[position_ids]``, ``(B, T)`` positions into a ``(T, d)`` table) makes several output
     axes that pick along it together: none of them is that axis alone (the first is ``position_ids``'
-    batch), so each takes its index axis's name, or none."""
+    batch), so each takes its index axis's name, or none. A pick along an axis the operand holds as copies
+    (stride 0: ``K.unsqueeze(-3).expand(B, H, L_Q, L_K, E)``) picks copies of one element: no name (Informer's
+    ``K_expand[:, :, index_sample, arange(L_Q)]``, the two indices traded, is not a pick of keys)."""
     walked = _walked(found, operands, namer)
     shared = [s.along for s in found if s.kind == SELECTED]
     out: list[Axis | None] = []
     for j, source in enumerate(found):
         if source.kind in (WALK, ROLLED):
             out.append(walked.get(j))
+        elif source.kind == SELECTED and set(source.along) <= copies:
+            out.append(None)
         elif source.kind == SELECTED and shared.count(source.along) == 1 \
                 and (label := _selected_along(source, operands, namer)):
             out.append(ax.root_axis(ax.indexed_label(label, index()), shape[j]))

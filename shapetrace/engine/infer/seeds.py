@@ -103,8 +103,10 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
-    patterns += [["B", "D", *grid] for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
-    # (a feature map, channels first as torch's convolutions make it: its grid declared, [B, D, Hp, Wp])
+    grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
+    patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
+    # (a feature map, channels first as torch's convolutions make it, [B, D, Hp, Wp], or last as Swin's windows
+    # and Video Swin's clips read it, [B, Hp, Wp, D] and [B, Fp, Hp, Wp, D]: its grid declared)
     for names in patterns:
         if skip and names in skip:
             continue
