@@ -65,14 +65,15 @@ def check_only(events: Sequence[Event], only: Sequence[str]) -> None:
                              + _nearest(query, events))
 
 
-def check_include(events: Sequence[Event], include: Sequence[str]) -> None:
-    """Raise a :class:`UsageError` for an ``--include`` value that no recorded op was written in (a typo, a
-    file the model never runs), naming the files the ops were written in, as ``--only`` does for names."""
+def check_files(events: Sequence[Event], patterns: Sequence[str], flag: str = "--include") -> None:
+    """Raise a :class:`UsageError` for an ``--include`` or ``--exclude`` value that no recorded op was written
+    in (a typo, a file the model never runs: ``--exclude`` would leave every op shown without a word), naming
+    the files the ops were written in, as ``--only`` does for names."""
     files = dict.fromkeys(e.source.rsplit(":", 1)[0] for e in events if e.source and e.source != "?")
-    for pattern in include:
+    for pattern in patterns:
         if not any(_path_matches(path, pattern) for path in files):
             shown = ", ".join(os.path.basename(f) for f in list(files)[:3]) or "none"
-            raise UsageError(f"--include {pattern}: no recorded op was written in a file or folder of that name; "
+            raise UsageError(f"{flag} {pattern}: no recorded op was written in a file or folder of that name; "
                              f"the ops were written in: {shown}")
 
 
@@ -536,8 +537,9 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
             stopped: str | None = None) -> ScriptRun:
     if exception is None and filters.only:
         check_only(trace.events, filters.only)
-    if exception is None and filters.include:
-        check_include(trace.events, filters.include)
+    if exception is None:
+        check_files(trace.events, filters.include, "--include")
+        check_files(trace.events, filters.exclude, "--exclude")
     failed_at = next((e.index for e in trace.events if e.error), None) if exception else None
     kept = [e for e in trace.events if filters.keep(e) or e.index == failed_at]
     shown = filtered(trace, kept)

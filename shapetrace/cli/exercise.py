@@ -359,6 +359,8 @@ def exercise_hint(
             console.print(hint_view(ex.id, level, len(ex.hints), ex.hints[level - 1]))
             return
         path = file or learner_file(workspace, ex.id)
+        if file is not None or os.path.lexists(path):   # (a typo in --file, a folder, a FIFO: said as check says
+            _check_learner_file(ex, path)               # it, exit 2, and no hint is taken)
         verdict, problem = _verdict_for_hint(ex, path, time_limit, console.width)
         show_hint(ex, verdict, problem, console)
 
@@ -366,7 +368,7 @@ def exercise_hint(
 def _verdict_for_hint(ex, path: Path, time_limit: float, width: int) -> tuple[dict | None, str]:
     """The verdict of ``path`` now, or None and why there is none (no file yet, the check could not run)."""
 
-    if not os.path.exists(path):   # (a folder or a FIFO there is said by _check, as check says it)
+    if not os.path.exists(path):   # (the workspace's file, not made yet: hints still help)
         return None, f"you have no file yet ({path}; shapetrace exercise start {ex.id})"
     try:
         return _check(ex, path, time_limit, 3072, width), ""

@@ -107,6 +107,9 @@ def _error_after_the_run(stderr: str) -> str:
     # --include's was not)
     (("--include", "modle.py"), "--include modle.py: no recorded op was written in a file or folder of that name; "
                                 "the ops were written in: tiny_gpt.py"),
+    # (until stop 52 a typo in --exclude showed every op, exit 0, and said nothing)
+    (("--exclude", "tiny_gtp.py"), "--exclude tiny_gtp.py: no recorded op was written in a file or folder of that "
+                                   "name; the ops were written in: tiny_gpt.py"),
 ])
 def test_a_layer_or_module_that_does_not_exist_is_a_usage_error(cli, args, message):
     result = trace(cli, *args)
