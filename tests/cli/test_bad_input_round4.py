@@ -5,7 +5,6 @@ recorded. Every test here fails on f714c55 (each docstring says how)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from conftest import cli_in_process
