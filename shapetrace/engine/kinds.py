@@ -206,16 +206,14 @@ class Kind(StrEnum):
         "by design; the values cannot say which, so the verdict does not claim the mask was checked")
     MASK_UNEXERCISED = (
         "mask-unexercised", "note",
-        "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it "
-        "lines up with the keys: a mask laid on the queries would give the same output, so where it lands was not "
-        "checked")
+        "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it lines "
+        "up with the keys: a mask laid on the queries would give the same output, so where it lands was not checked")
     BATCH_PICKED = ("batch-picked", "note", "an op picks one entry of a batch of several and drops the others "
                     "for good (`x[0]` for `x[:, 0]`): one entry's result stands for all, and the batch contract "
                     "cannot be measured")
-    BATCH_REDUCED = (
-        "batch-reduced", "note",
-        "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` for "
-        "`x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
+    BATCH_REDUCED = ("batch-reduced", "note",
+                     "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` "
+                     "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     INPUT_UNREAD = (
         "input-unread", "note",
         "a tensor the model was given that none of its ops read (a padding mask never passed on to the attention "
@@ -247,10 +245,12 @@ class Kind(StrEnum):
         "rotary-position-off", "error",
         "a decode step's token turned by another position than the one it takes: a key joined after n cached "
         "keys not at position n, or a query meeting S keys not at position S - 1")
-    ROTARY_PAIRING_UNCHECKED = (
-        "rotary-pairing-unchecked", "note",
-        "a rotary embedding whose table values were not read (another device, too large, the meta device, a "
-        "table of the rotated tensor's shape), so how it pairs features was not checked")
+    ROTARY_GRID_POSITIONS = ("rotary-grid-positions", "note", "a rotary of several positions per token (rows "
+                             "and columns, in separate features): which grid position each token takes is not read")
+    ROTARY_PAIRING_UNCHECKED = ("rotary-pairing-unchecked", "note",
+                                "a rotary embedding whose table values were not read (another device, too "
+                                "large, the meta device, a table of the rotated tensor's shape), so how it "
+                                "pairs features was not checked")
 
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",

@@ -91,6 +91,30 @@ def _position(angles, w: torch.Tensor) -> int | None:
     return position if _close(torch.cos(p * w), cos[0]) and _close(torch.sin(p * w), sin[0]) else None
 
 
+def one_position_per_token(angles) -> bool:
+    """Whether the cos and sin tables turn each token by one position on every feature (angles ``p(t)·w_k``
+    for one number ``p(t)`` per token: a 1-D rotary, whatever its positions). Read on the turn from each
+    entry to the next (``(p(t+1) - p(t))·w_k``: proportional to ``w`` for a 1-D rotary, whatever the step),
+    on the features whose every turn stays below half a radian, where none can have wrapped round. False for
+    a rotary of two or three positions per token (Pixtral's and EVA's rows and columns, CogVideoX's time,
+    height and width, in separate features): which grid position each token takes is then nowhere in what
+    torch records (rows and columns swapped look as right). A turn that wrapped round to a small one reads as
+    a second position (a ``?``, never a ``✓``). True where too few slow features move to tell."""
+    if len(angles) != 2:
+        return True
+    cos, sin = (t.double().reshape(-1, t.shape[-1]) for t in angles)
+    if cos.shape != sin.shape or cos.shape[0] < 2:
+        return True
+    turned = torch.atan2(sin, cos)                                            # (entries, d)
+    steps = torch.remainder(turned[1:] - turned[:-1] + math.pi, 2 * math.pi) - math.pi   # (entries - 1, d)
+    top = steps.abs().amax(0)
+    slow = steps[:, (top < 0.5) & (top > 1e-6)].unique(dim=1)                 # (entries - 1, slow features)
+    if slow.shape[1] < 2:
+        return True
+    values = torch.linalg.svdvals(slow)                                        # (one row of steps: rank 1)
+    return len(values) < 2 or bool(values[1] <= 1e-3 * values[0])
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape[-1] == b.shape[-1] and bool(((a - b).abs() <= 2e-3).all())
 

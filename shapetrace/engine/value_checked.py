@@ -40,6 +40,7 @@ from shapetrace.engine.directions import HIDES
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.ops import Family, family_of
 from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of
+from shapetrace.engine.rotary_positions import one_position_per_token
 
 
 def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int],
@@ -150,7 +151,8 @@ def note_final(inference, capture) -> None:
             axis = rotary.placed[0] if rotary.placed else len(out.dims)
             return rotary.position is not None and rotary.position == rotary.expected and axis < len(out.dims) \
                 and out.shape[axis] == 1 and namer.plain_role(out.dims[axis]) == "tokens"
-        return all(j < len(out.dims) and namer.plain_role(out.dims[j]) == "tokens" for j in rotary.varies)
+        return all(j < len(out.dims) and namer.plain_role(out.dims[j]) == "tokens" for j in rotary.varies) \
+            and one_position_per_token(rotary.angles)   # (a 2-D rotary's grid positions are not read)
 
     def tokens(label: str | None) -> bool:
         return namer.plain_role(label) == "tokens"

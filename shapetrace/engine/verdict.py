@@ -68,6 +68,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "
                                         "which only a run with more entries can check",
                    "rotary-pairing-unchecked": "a rotary table's values were not read",
+                   "rotary-grid-positions": "a rotary turns each token by several positions (rows and columns), and "
+                                            "which grid position each token takes is not read",
                    "dims-disagree": "the sizes given disagree with the code"}
 #: said when no op that could carry a bug had its axes named (a renderer adds how to name them)
 NOTHING_NAMED = "? nothing was checked: no axis could be named, so the table shows sizes only."

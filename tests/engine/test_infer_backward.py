@@ -168,7 +168,13 @@ def test_a_class_token_expanded_and_joined_is_named_by_the_join():
     # 34: torchvision's class token starts as zeros, and an expand of one value is not counted (any
     # arrangement of it is itself: tests/engine/test_verdict.py)
     assert verdict_line(t).startswith("✓ checked all 34 ops that could carry a layout bug")
-    assert verdict_line(traced_build(eva_rope, "", "B=2 T=9 D=64 H=4")).startswith("✓ checked all 28 ops")
+    eva = traced_build(eva_rope, "", "B=2 T=9 D=64 H=4")
+    assert next(e for e in eva.events if e.op == "expand").outputs[0].dims == ("B", None, "D")
+    # (✓ checked all 28 until stop 52: EVA's 2-D rotary turns each patch by a row and a column, which grid
+    # position each patch takes is not read, and its table's 6 ops are no longer counted checked)
+    assert verdict_line(eva).startswith("? checked 22 of 28 ops that could carry a layout bug; not checked (unnamed "
+                                        "axes): #9 tensor_split, #12 stack, #13 reshape, #17 tensor_split and 2 more; "
+                                        "not proven: a rotary turns each token by several positions")
 
 
 def test_a_join_does_not_name_a_part_whose_axis_it_joins_along():

@@ -11,7 +11,10 @@ from element provenance, and the table's equal columns, from its values at call 
 * ``rotary-position-restarts`` (error): a rotation at position 0 (both tables read: cos 1, sin 0 on every
   feature) joined along the tokens after other tokens: a key appended to a cache whose position restarted;
 * ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
-  verdict then does not claim the pairing was checked.
+  verdict then does not claim the pairing was checked;
+* ``rotary-grid-positions`` (note): the tables turn each token by several positions in separate features
+  (Pixtral's rows and columns, CogVideoX's time, height and width): which grid position each token takes
+  is not in what torch records (rows and columns swapped look as right), so the tables are not checked.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.rotary import MISMATCH, UNCHECKED
+from shapetrace.engine.rotary import MISMATCH, PAIRED, UNCHECKED
+from shapetrace.engine.rotary_positions import one_position_per_token
 from shapetrace.engine.rules.indices import told_by_size
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +49,12 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
             out.append(_restart(analysis, rotary, where))
         elif _off(analysis, rotary):
             out.append(_position_off(analysis, rotary, where))
+        if rotary.outcome == PAIRED and rotary.varies and not one_position_per_token(rotary.angles):
+            out.append(Kind.ROTARY_GRID_POSITIONS.found(rotary.event, (
+                f"the rotary embedding rotated at {where} turns each token by several positions, in separate "
+                "features (a 2-D or 3-D rotary: rows and columns, or time, height and width); which grid position "
+                "each token takes is nowhere in what torch records, so its tables were not checked"),
+                "Check by hand that each token's row and column ids follow the order its tokens were flattened in."))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:

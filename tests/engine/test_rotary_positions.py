@@ -1,0 +1,62 @@
+"""shapetrace.engine.rotary_positions.one_position_per_token: a rotary table whose features all turn each token
+by one position (1-D, whatever the positions: consecutive, offset per batch entry by left padding, restarted by
+packing) against one that turns each token by a row and a column in separate features (Pixtral's and EVA's 2-D
+rotary, CogVideoX's 3-D one), where which grid position each token takes is not in what torch records."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from shapetrace.engine.rotary_positions import one_position_per_token
+
+
+def _inv_freq(d: int) -> torch.Tensor:
+    return 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))                     # (d/2,)
+
+
+def _tables(positions: torch.Tensor, d: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Llama's cos and sin for ``positions`` (any leading shape): ``cat((freqs, freqs), -1)``."""
+    freqs = positions.float()[..., None] * _inv_freq(d)                             # (..., d/2)
+    emb = torch.cat((freqs, freqs), dim=-1)                                         # (..., d)
+    return emb.cos(), emb.sin()
+
+
+def _grid_tables(rows: torch.Tensor, cols: torch.Tensor, d: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixtral's 2-D table at each token: rows on the even frequencies, columns on the odd ones."""
+    f = _inv_freq(d)
+    half = torch.cat([rows.float()[:, None] * f[::2], cols.float()[:, None] * f[1::2]], dim=-1)   # (N, d/2)
+    emb = torch.cat((half, half), dim=-1)                                           # (N, d)
+    return emb.cos(), emb.sin()
+
+
+@pytest.mark.parametrize("positions", [
+    torch.arange(6),                                        # a prefill
+    torch.arange(6) + 17,                                   # after 17 cached tokens
+    torch.tensor([[1, 1, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]),  # transformers' left padding (pads at position 1)
+    torch.tensor([0, 1, 2, 0, 1, 2, 3]),                    # two packed sequences
+    torch.arange(4).flip(0),                                # positions the wrong way round: still one per token
+], ids=["prefill", "offset", "left-padded", "packed", "reversed"])
+def test_a_1d_rotary_turns_each_token_by_one_position(positions):
+    assert one_position_per_token(_tables(positions))
+
+
+def test_a_2d_rotary_turns_each_patch_by_a_row_and_a_column():
+    """A 2 x 3 image in raster order; and the same with rows and columns swapped (each patch turned by another
+    patch's position): neither is one position per token, so neither table is counted checked."""
+    rows, cols = torch.arange(2).repeat_interleave(3), torch.arange(3).repeat(2)   # (N,), (N,)
+    assert not one_position_per_token(_grid_tables(rows, cols))
+    assert not one_position_per_token(_grid_tables(cols, rows))
+
+
+def test_a_2d_rotary_on_one_row_is_one_position_per_token():
+    """An image one patch high: its rows never move, so its tables are a 1-D rotary along the columns."""
+    cols = torch.arange(5)
+    assert one_position_per_token(_grid_tables(torch.zeros(5, dtype=torch.long), cols))
+
+
+def test_too_few_slow_features_to_tell_keeps_the_table():
+    """Two features, both turning fast: nothing below a radian moves on two features, so nothing is claimed
+    against the table (the old reading stands)."""
+    angles = torch.tensor([[0.0, 0.0], [2.0, 3.0], [4.0, 6.0]])                     # (T, 2)
+    assert one_position_per_token((angles.cos(), angles.sin()))
