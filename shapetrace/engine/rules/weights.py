@@ -22,6 +22,7 @@ needs a named token axis beside it.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
@@ -102,3 +103,104 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
             "each one's weights over the tokens it weighs."),
             "Normalise over the tokens the weighted sum runs over (Fastformer: softmax(dim=1) on [B, N, H])."))
     return out
+
+
+#: the families whose ops keep every axis where it is (same shape in and out): a weight stays on its axis
+_SAME_AXES = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.MASK_FILL})
+#: conversions that keep the shape and the values' axes (``softmax(x.float()).type_as(x)``)
+_CONVERSIONS = frozenset({"type_as", "to", "float", "half", "bfloat16", "double"})
+#: matrix products whose first operand is contracted along its last axis and the second along its second to last
+_MATRIX = frozenset({"matmul", "bmm", "mm"})
+
+
+def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
+    """Softmax weights that a product sums along another axis than the one they sum to 1 over.
+
+    A softmax's weights sum to 1 along its ``dim``; a product that weighs values with them sums along the
+    axis it contracts. Where the two differ, each weighted sum runs over weights that were normalised across
+    something else (gjylt/DoubleAttentionNet issue #3: A²-Net's gathering maps ``(batch, c_n, h·w)``
+    softmaxed over the ``c_n`` maps, then summed over the pixels by ``tmpA @ softmaxB.permute(0, 2, 1)``).
+    The weights are followed through rows that keep or only reorder their axes (a permute read from the
+    strides, a contiguous copy, dropout, a mask fill, a dtype conversion) to a ``@``/``bmm``/``mm`` or an
+    einsum; anything that recomputes them (slot attention's division by their sum over the inputs, a
+    reduction entering them through calls without a row) ends the walk. No name and no size decides: the
+    axis is followed by position, and one of one entry is not judged.
+    Softmaxes of scores with a key axis are the product rules' (:func:`~.diagnose.softmax_axis`), and those
+    along named heads or batch :func:`softmax_weights`'."""
+    consumers, out = _consumers(analysis.events), []
+    for e in analysis.events_of(Family.SOFTMAX):
+        if e.spec.name != "softmax" or not e.inputs or not e.outputs or e.params.get("implicit_dim") \
+                or any(a.role == "key" for a in e.inputs[0].axes):
+            continue
+        along = axes_along(Family.SOFTMAX.value, e.params, len(e.inputs[0].shape))
+        if not along or e.inputs[0].shape[along[0]] == 1 \
+                or analysis.namer.plain_role(e.inputs[0].dims[along[0]]) in WRONG_ROLES:
+            continue   # (along the heads or the batch: :func:`softmax_weights` says so)
+        found = _summed_along(analysis, e, along[0], consumers)
+        if found is not None:
+            product, summed, kept = found
+            t = e.outputs[0]
+            out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
+                f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over axis {along[0]} "
+                f"({t.dims[along[0]] or 'no name'}, {t.shape[along[0]]} entries), but {product.op} #{product.index} "
+                f"sums the weighted values over another axis of them ({summed}) and keeps that one apart ({kept}): "
+                "each weighted sum runs over weights that do not sum to 1 along it."),
+                "Normalise over the axis the product sums over (A²-Net's gathering maps: softmax over the "
+                "pixels, dim=-1 of (batch, c_n, h·w)).", blame=((0, along[0]),)))
+    return out
+
+
+def _summed_along(analysis: Analysis, start, axis: int, consumers):
+    """``(product, summed, kept)`` where a product reached from ``start``'s output with the normalised axis at
+    a known place contracts another axis of it and keeps that one; None where none does."""
+    queue, seen = deque([(start.index, axis)]), {start.index}
+    while queue:
+        at, k = queue.popleft()
+        for e, position in consumers.get(at, ()):
+            t = e.inputs[position] if position < len(e.inputs) else None
+            if t is None or e.index in seen or (position < len(e.joined) and e.joined[position] - {start.index}):
+                continue   # (a reduction entered the weights on the way, as their sum: they were recomputed)
+            contracted = _contracted(e, position, len(t.shape))
+            if contracted is not None:
+                if contracted != k and t.shape[contracted] > 1:
+                    where = _name(t, contracted), _name(t, k)
+                    return e, f"axis {contracted}, {where[0]}", f"axis {k}, {where[1]}"
+                continue
+            moved = _moved(e, position, t, k)
+            if moved is not None:
+                seen.add(e.index)
+                queue.append((e.index, moved))
+    return None
+
+
+def _name(t, k: int) -> str:
+    return f"{t.dims[k] or 'no name'}, {t.shape[k]} entries"
+
+
+def _contracted(e, position: int, rank: int) -> int | None:
+    """The axis of operand ``position`` a product sums over (one only), or None for anything else."""
+    if family_of(e.op) is not Family.PRODUCT or e.op == "__rmatmul__":
+        return None
+    if e.spec.name in _MATRIX and rank >= 2 and position in (0, 1) and len(e.inputs) == 2:
+        return rank - 1 if position == 0 else rank - 2
+    parsed = e.params.get("subscripts")
+    if parsed and position < len(parsed["inputs"]) and len(parsed["inputs"][position]) == rank:
+        term = parsed["inputs"][position]
+        summed = [i for i, c in enumerate(term) if c not in parsed["output"]]
+        return summed[0] if len(summed) == 1 else None
+    return None
+
+
+def _moved(e, position: int, t, k: int) -> int | None:
+    """Where axis ``k`` of operand ``position`` lands in ``e``'s output, for rows that keep or reorder axes."""
+    if not e.outputs or position != 0:
+        return None
+    o, fam = e.outputs[0], family_of(e.op)
+    if (fam in _SAME_AXES or e.spec.name in _CONVERSIONS) and tuple(o.shape) == tuple(t.shape):
+        return k
+    if fam is not Family.AXIS_ORDER or sorted(o.shape) != sorted(t.shape) or not e.view:
+        return None
+    here = (t.shape[k], t.stride[k])
+    places = [j for j, pair in enumerate(zip(o.shape, o.stride)) if pair == here]
+    same = [i for i, pair in enumerate(zip(t.shape, t.stride)) if pair == here]
+    return places[0] if len(places) == 1 and len(same) == 1 else None
