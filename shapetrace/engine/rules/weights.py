@@ -107,10 +107,6 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
 
 #: the families whose ops keep every axis where it is (same shape in and out): a weight stays on its axis
 _SAME_AXES = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.MASK_FILL})
-#: conversions that keep the shape and the values' axes (``softmax(x.float()).type_as(x)``)
-_CONVERSIONS = frozenset({"type_as", "to", "float", "half", "bfloat16", "double"})
-#: matrix products whose first operand is contracted along its last axis and the second along its second to last
-_MATRIX = frozenset({"matmul", "bmm", "mm"})
 
 
 def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
@@ -121,15 +117,15 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
     something else (gjylt/DoubleAttentionNet issue #3: A²-Net's gathering maps ``(batch, c_n, h·w)``
     softmaxed over the ``c_n`` maps, then summed over the pixels by ``tmpA @ softmaxB.permute(0, 2, 1)``).
     The weights are followed through rows that keep or only reorder their axes (a permute read from the
-    strides, a contiguous copy, dropout, a mask fill, a dtype conversion) to a ``@``/``bmm``/``mm`` or an
-    einsum; anything that recomputes them (slot attention's division by their sum over the inputs, a
-    reduction entering them through calls without a row) ends the walk. No name and no size decides: the
+    strides, a contiguous copy, dropout, a mask fill; casts have no row and pass on as they are) to a
+    matrix product or an einsum; anything that recomputes them (slot attention's division by their sum over
+    the inputs, a reduction entering them through calls without a row) ends the walk. No name and no size decides: the
     axis is followed by position, and one of one entry is not judged.
     Softmaxes of scores with a key axis are the product rules' (:func:`~.diagnose.softmax_axis`), and those
     along named heads or batch :func:`softmax_weights`'."""
     consumers, out = _consumers(analysis.events), []
     for e in analysis.events_of(Family.SOFTMAX):
-        if e.spec.name != "softmax" or not e.inputs or not e.outputs or e.params.get("implicit_dim") \
+        if not e.inputs or not e.outputs or e.params.get("implicit_dim") \
                 or any(a.role == "key" for a in e.inputs[0].axes):
             continue
         along = axes_along(Family.SOFTMAX.value, e.params, len(e.inputs[0].shape))
@@ -178,11 +174,12 @@ def _name(t, k: int) -> str:
 
 
 def _contracted(e, position: int, rank: int) -> int | None:
-    """The axis of operand ``position`` a product sums over (one only), or None for anything else."""
-    if family_of(e.op) is not Family.PRODUCT or e.op == "__rmatmul__":
+    """The axis of operand ``position`` a product sums over (one only), or None for anything else (a
+    matrix product's base, baddbmm's, is added, not summed)."""
+    if family_of(e.op) is not Family.PRODUCT:
         return None
-    if e.spec.name in _MATRIX and rank >= 2 and position in (0, 1) and len(e.inputs) == 2:
-        return rank - 1 if position == 0 else rank - 2
+    if is_matrix_product(e.spec):   # (its two matrices are its first two operands: ``__rmatmul__``, baddbmm)
+        return (rank - 1 if position == 0 else rank - 2) if rank >= 2 and position in (0, 1) else None
     parsed = e.params.get("subscripts")
     if parsed and position < len(parsed["inputs"]) and len(parsed["inputs"][position]) == rank:
         term = parsed["inputs"][position]
@@ -196,7 +193,7 @@ def _moved(e, position: int, t, k: int) -> int | None:
     if not e.outputs or position != 0:
         return None
     o, fam = e.outputs[0], family_of(e.op)
-    if (fam in _SAME_AXES or e.spec.name in _CONVERSIONS) and tuple(o.shape) == tuple(t.shape):
+    if fam in _SAME_AXES and tuple(o.shape) == tuple(t.shape):
         return k
     if fam is not Family.AXIS_ORDER or sorted(o.shape) != sorted(t.shape) or not e.view:
         return None
