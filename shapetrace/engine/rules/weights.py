@@ -29,7 +29,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
-from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _weighs_values
+from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -148,7 +148,9 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
 
 def _summed_along(analysis: Analysis, start, axis: int, consumers):
     """``(product, summed, kept)`` where a product reached from ``start``'s output with the normalised axis at
-    a known place contracts another axis of it and keeps that one; None where none does."""
+    a known place contracts another axis of it, keeps that one, and weighs an operand holding features (named
+    features or head features: values; Nyströmformer's pseudo-inverse multiplies kernels by kernels); None
+    where none does."""
     queue, seen = deque([(start.index, axis)]), {start.index}
     while queue:
         at, k = queue.popleft()
@@ -158,7 +160,8 @@ def _summed_along(analysis: Analysis, start, axis: int, consumers):
                 continue   # (a reduction entered the weights on the way, as their sum: they were recomputed)
             contracted = _contracted(e, position, len(t.shape))
             if contracted is not None:
-                if contracted != k and t.shape[contracted] > 1:
+                values = any(_holds_features(analysis, other) for j, other in enumerate(e.inputs[:2]) if j != position)
+                if contracted != k and t.shape[contracted] > 1 and values:
                     where = _name(t, contracted), _name(t, k)
                     return e, f"axis {contracted}, {where[0]}", f"axis {k}, {where[1]}"
                 continue
