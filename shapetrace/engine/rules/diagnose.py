@@ -38,7 +38,7 @@ from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
-from shapetrace.engine.rules.key_sequences import keys_change_sequence
+from shapetrace.engine.rules.key_sequences import keys_change_sequence, positions_across_sequences
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads
@@ -549,5 +549,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere,
-    table_cut_to_batch, norm_across_heads,
+    table_cut_to_batch, norm_across_heads, positions_across_sequences,
 ]
