@@ -20,6 +20,7 @@ from shapetrace.engine.axes import (
     coalesce,
     has_tokens,
     merges_neighbours,
+    top_level_terms,
 )
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -287,7 +288,9 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
             continue
         key = (id(a), id(b), id(o))
         if key not in verdicts:
-            verdicts[key] = (_batch_mismatch(a, b, nb), _tokens_as_batch(o, nb, analysis.namer))
+            batched = _tokens_as_batch(o, nb, analysis.namer)
+            chunked = batched is not None and _sums_chunks(a, b, o, batched[0])
+            verdicts[key] = (_batch_mismatch(a, b, nb), None if chunked else batched)
         mismatch, batched = verdicts[key]
         if mismatch is not None:
             k, la, lb = mismatch
@@ -318,10 +321,24 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
     for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                              reversed(b_sizes))):
         if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
-                and MIXED_PREFIX not in la + lb and \
+                and MIXED_PREFIX not in la + lb and not _shifted(la, lb) and not _shifted(lb, la) and \
                 not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
             return k, la, lb
     return None
+
+
+def _shifted(label: str, other: str) -> bool:
+    """Is ``other`` the axis ``label`` shifted by a few filled-in entries, ``c+X[0:n-c]`` or ``X[c:n]+c``? A
+    chunked scan's exclusive prefix (fla's naive chunked linear attention: ``cat([zeros_like(kv[:, :, :1]),
+    kv[:, :, :-1]], 2)``, the states of the chunks before each one) lines chunk i up with the state after
+    chunk i - 1 on purpose: one axis, shifted."""
+    terms = top_level_terms(other)
+    if len(terms) != 2:
+        return False
+    pad, part = (terms[0], terms[1]) if terms[0].isdigit() else (terms[1], terms[0])
+    return pad.isdigit() and part.startswith(f"{label}[") and part.endswith("]") and \
+        (part[len(label):] == f"[0:{part[len(label) + 3:-1]}]" if terms[0] == pad else
+         part[len(label) + 1:].startswith(f"{pad}:"))
 
 
 def _copies_only(t: TensorInfo, j: int) -> bool:
@@ -329,6 +346,22 @@ def _copies_only(t: TensorInfo, j: int) -> bool:
     with ``repeat_interleave``)? It pairs with any axis, as a broadcast does."""
     axes = t.axes[-j] if len(t.axes) >= j else None
     return axes is not None and bool(axes.atoms) and all(a.root == COPIES for a in axes.atoms)
+
+
+def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> bool:
+    """Does the product batch over one piece of a token axis and sum over another piece of the same one, under
+    one clean name in both operands (a chunk's state ``kᵀ v``: batched over the chunks ``T/2``, summed over each
+    chunk's tokens ``T%2``: two digits of T's positions, neither the whole)? Then it mixes the tokens of each
+    chunk. A whole token axis in either place (queries batched, keys summed: ``[B, T, H, T] @ [B, 1, T, d_k]``;
+    Nyströmformer's landmarks ``T/2`` summed beside all of ``T``) or a mixed axis proves nothing."""
+    la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
+    if not la or la != lb or la == token or MIXED_PREFIX in la or not a.axes:
+        return False
+    batch = [at for axis, lab in zip(o.axes, o.dims) if lab == token for at in axis.atoms]
+    summed = list(a.axes[-1].atoms)
+    pieces = batch + summed
+    return bool(batch) and len({at.root for at in pieces}) == 1 and all(at.size < at.root_size for at in pieces) \
+        and not {at.stride for at in batch} & {at.stride for at in summed}
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
