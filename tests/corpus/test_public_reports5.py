@@ -1,0 +1,117 @@
+"""A fifth round of files after public bug reports (tests/corpus/reports5; each file's docstring cites its
+report), traced at their DIMS and at B = T = H = 4 (T5's S = 4 too), first sight recorded on 4212b85 before any
+fix (fla_linear_attn_cumsum, written last, on e15aeb2: none of the round's earlier changes reaches it).
+
+* fastnlp_dot_softmax — FudanNLP/fastNLP issue #254: ``DotAttention``'s ``nn.Softmax(dim=2)`` on the heads'
+  four-axis scores, over the queries;
+* qwen_omni_rope_layout — huggingface/transformers issue #47328: Qwen2.5-Omni's DiT, a half-split angle table
+  under an interleaved rotation (the reverse of reports3/gpt_rope_pairing);
+* t5_cross_position_bias — huggingface/transformers PR #8518: T5's cross-attention given the relative-position
+  bias between decoder and encoder places (DIMS declare ``S=8``);
+* a2net_gather_softmax — gjylt/DoubleAttentionNet issue #3: A²-Net's gathering maps softmaxed over the maps,
+  then summed over the pixels;
+* keqa_softmax_singleton — DEEP-PolyU/KEQA_WSDM19 issue #2: a softmax over an axis of one entry; and the
+  maintainer's proposed fix, one softmax over the words of the whole batch;
+* xformers_rotary_heads — facebookresearch/xformers issue #841: rotary tables built and applied along the
+  heads of ``[B, M, H, K]``;
+* labml_roper_twice — labmlai/annotated_deep_learning_paper_implementations issue #251: RoPER's values rotated
+  twice;
+* fla_linear_attn_cumsum — fla-org/flash-linear-attention issue #850: the linear attention's normaliser, a
+  running sum of the keys over the heads instead of the tokens.
+
+First sight (``round_outcome``: at DIMS, then at equal sizes; the CLI, run as a user would,
+``shapetrace trace FILE [bug] --dims "B=2 T=6 D=32 H=4"``, gave the same marks and kinds at DIMS):
+
+=========================  ====================  ===============================================  =====================
+file                       variant               first sight (DIMS / equal)                       now
+=========================  ====================  ===============================================  =====================
+fastnlp_dot_softmax        (correct)             ✓ 18 ops / ?                                     ✓ / ?
+fastnlp_dot_softmax        softmax-dim2          ✗ softmax-wrong-axis / ✗                         ✗ / ✗
+qwen_omni_rope_layout      (correct)             ✓ 32 ops / ?                                     ✓ / ?
+qwen_omni_rope_layout      half-split-table      ✗ rotary-pairing-mismatch / ✗                    ✗ / ✗
+t5_cross_position_bias     (correct)             ✓ 43 ops / ? (nothing named)                     ✓ / ?
+t5_cross_position_bias     cross-bias            ✓ 50 ops (false ✓) / ?                           ! positions-across-…
+a2net_gather_softmax       (correct)             ✓ 21 ops / ✓                                     ✓ / ✓
+a2net_gather_softmax       maps-over-channels    ✓ 21 ops (false ✓) / ✓ (false ✓)                 ✗ softmax-wrong-axis
+keqa_softmax_singleton     (correct)             ? 1 of 8 (the LSTM: unknown op) / ?              ? 8 of 9 / ?
+keqa_softmax_singleton     softmax-singleton     ? 1 of 8 / ?                                     ? / ?
+keqa_softmax_singleton     softmax-flat          ? 1 of 8 / ?                                     ? / ?
+xformers_rotary_heads      (correct)             ✓ 23 ops / ?                                     ✓ / ?
+xformers_rotary_heads      heads-as-sequence     ✗ rotary-same-angle-every-token / ?              ✗ / ?
+labml_roper_twice          (correct)             ? 47 of 53 (mask input, reverse rotation) / ?    ? / ?
+labml_roper_twice          values-rotated-twice  ? 57 of 63 / ?                                   ? / ?
+fla_linear_attn_cumsum     (correct)             ✗ attends-over-wrong-axis, batch-mismatch /      ? 28 of 30 / ?
+                                                 raises (T=4, chunks of 3; now chunks of 2)
+fla_linear_attn_cumsum     cumsum-heads          ✗ scan-over-wrong-axis (+ the two false) / …     ✗ / ✗
+=========================  ====================  ===============================================  =====================
+
+At first sight, at DIMS, the 8 correct files were ✓ 5, ? 2, ✗ 1 (fla's chunked linear attention); the 9 bugs
+✗ 4, ? 3, ✓ 2 (T5's cross bias, A²-Net's gathering softmax). Now: correct ✓ 5, ? 3, ✗ 0; bugs ✗ 5, ! 1, ? 3,
+✓ 0. The fixes, one general mechanism each:
+
+* ``rules/weights.weights_summed_elsewhere``: softmax weights that a product sums along another axis than the
+  one they sum to 1 over, where it weighs values (an operand holding features), followed by position through
+  permutes (read from strides), copies, dropout and mask fills, not through a renormalisation
+  (slot attention): ``softmax-wrong-axis``. Also turns two round-7 bugs from ? to ✗ (Linformer's softmax over
+  the queries, Set Transformer's over the seeds);
+* ``rules/key_sequences.positions_across_sequences``: a table read at an index laid over two different
+  declared sequences whose cross-attention the run made is a ``positions-across-sequences`` warning (a model
+  may align two sequences on purpose, so not an error);
+* ``rules/diagnose``: a product that sums over tokens (a chunk's ``kᵀ v``) does mix tokens, so batching over
+  the chunks is no ``attends-over-wrong-axis``; an axis lined up with itself shifted by filled-in entries
+  (``1+T/2[0:2]``, a chunked scan's exclusive prefix) is no ``batch-mismatch``;
+* the op registry: ``lstm``/``gru``/``rnn_*`` keep their input's leading axes (KEQA's ops after the LSTM are
+  named; the LSTM's final states stay unnamed, so its file stays ``?``).
+
+What stays ``?``, and why: KEQA's bugs are a softmax over an axis of one entry of ``(T·B, 1)`` and one over
+``T·B`` (the batch's words in one softmax); the one-entry rule needs a token axis beside it, and the merged
+``T·B`` is none, so naming the LSTM's states (which would make the LSTM checked) would turn both into false
+``✓``: left unnamed until a rule reads merged batch-and-token axes. labml's correct file is ``?`` for its
+causal mask, an input ``[seq_q, seq_k, 1]`` that nothing names, and its reverse rotation
+(``x·cos − neg_half(x)·sin``), which the rotary reader does not recognise; its bug, values rotated twice, is
+no layout fact (each rotation is right by itself: twice is a rotation by 2·θ). xformers' bug at
+B = T = H = 4 names nothing (every axis of the same size). T5's at equal sizes: the same.
+"""
+
+from __future__ import annotations
+
+from tests.corpus.helpers import round_tests
+from tests.corpus.reports5 import (
+    a2net_gather_softmax,
+    fastnlp_dot_softmax,
+    fla_linear_attn_cumsum,
+    keqa_softmax_singleton,
+    labml_roper_twice,
+    qwen_omni_rope_layout,
+    t5_cross_position_bias,
+    xformers_rotary_heads,
+)
+
+MODULES = (fastnlp_dot_softmax, qwen_omni_rope_layout, t5_cross_position_bias, a2net_gather_softmax,
+           keqa_softmax_singleton, xformers_rotary_heads, labml_roper_twice, fla_linear_attn_cumsum)
+OK, UNSURE = ("✓", ()), ("?", ())
+
+#: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
+EXPECTED = {
+    (fastnlp_dot_softmax, ""): [OK, UNSURE],
+    (fastnlp_dot_softmax, "softmax-dim2"): [("✗", ("softmax-wrong-axis",))] * 2,
+    (qwen_omni_rope_layout, ""): [OK, UNSURE],
+    (qwen_omni_rope_layout, "half-split-table"): [("✗", ("rotary-pairing-mismatch",))] * 2,
+    (t5_cross_position_bias, ""): [OK, UNSURE],
+    (t5_cross_position_bias, "cross-bias"): [("!", ("positions-across-sequences",)), UNSURE],   # (✓ at 4212b85)
+    (a2net_gather_softmax, ""): [OK, OK],
+    (a2net_gather_softmax, "maps-over-channels"): [("✗", ("softmax-wrong-axis",))] * 2,   # (✓ ✓ at 4212b85)
+    (keqa_softmax_singleton, ""): [UNSURE, UNSURE],
+    (keqa_softmax_singleton, "softmax-singleton"): [UNSURE, UNSURE],
+    (keqa_softmax_singleton, "softmax-flat"): [UNSURE, UNSURE],
+    (xformers_rotary_heads, ""): [OK, UNSURE],
+    (xformers_rotary_heads, "heads-as-sequence"): [("✗", ("rotary-same-angle-every-token",)), UNSURE],
+    (labml_roper_twice, ""): [UNSURE, UNSURE],
+    (labml_roper_twice, "values-rotated-twice"): [UNSURE, UNSURE],
+    (fla_linear_attn_cumsum, ""): [UNSURE, UNSURE],   # (✗ attends-over-wrong-axis, batch-mismatch at e15aeb2)
+    (fla_linear_attn_cumsum, "cumsum-heads"): [("✗", ("scan-over-wrong-axis",))] * 2,
+}
+
+
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED)
