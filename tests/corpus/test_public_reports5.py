@@ -38,7 +38,7 @@ keqa_softmax_singleton     softmax-singleton     ? 1 of 8 / ?                   
 keqa_softmax_singleton     softmax-flat          ? 1 of 8 / ?                                     ? / ?
 xformers_rotary_heads      (correct)             ✓ 23 ops / ?                                     ✓ / ?
 xformers_rotary_heads      heads-as-sequence     ✗ rotary-same-angle-every-token / ?              ✗ / ?
-labml_roper_twice          (correct)             ? 47 of 53 (mask input, reverse rotation) / ?    ? / ?
+labml_roper_twice          (correct)             ? 47 of 53 (mask input, reverse rotation) / ?    ? 51 of 53 / ?
 labml_roper_twice          values-rotated-twice  ? 57 of 63 / ?                                   ? / ?
 fla_linear_attn_cumsum     (correct)             ✗ attends-over-wrong-axis, batch-mismatch /      ? 28 of 30 / ?
                                                  raises (T=4, chunks of 3; now chunks of 2)
@@ -60,6 +60,8 @@ At first sight, at DIMS, the 8 correct files were ✓ 5, ? 2, ✗ 1 (fla's chunk
 * ``rules/diagnose``: a product that sums over tokens (a chunk's ``kᵀ v``) does mix tokens, so batching over
   the chunks is no ``attends-over-wrong-axis``; an axis lined up with itself shifted by filled-in entries
   (``1+T/2[0:2]``, a chunked scan's exclusive prefix) is no ``batch-mismatch``;
+* ``rotary``: a difference of the two products (``x·cos − rotate(x)·sin``, the rotation by −θ) is a rotary
+  embedding as a sum is, its table's pairing read alike (RoPER's reverse rotation);
 * the op registry: ``lstm``/``gru``/``rnn_*`` keep their input's leading axes (KEQA's ops after the LSTM are
   named; the LSTM's final states stay unnamed, so its file stays ``?``).
 
@@ -67,10 +69,10 @@ What stays ``?``, and why: KEQA's bugs are a softmax over an axis of one entry o
 ``T·B`` (the batch's words in one softmax); the one-entry rule needs a token axis beside it, and the merged
 ``T·B`` is none, so naming the LSTM's states (which would make the LSTM checked) would turn both into false
 ``✓``: left unnamed until a rule reads merged batch-and-token axes. labml's correct file is ``?`` for its
-causal mask, an input ``[seq_q, seq_k, 1]`` that nothing names, and its reverse rotation
-(``x·cos − neg_half(x)·sin``), which the rotary reader does not recognise; its bug, values rotated twice, is
-no layout fact (each rotation is right by itself: twice is a rotation by 2·θ). xformers' bug at
-B = T = H = 4 names nothing (every axis of the same size). T5's at equal sizes: the same.
+causal mask, an input ``[seq_q, seq_k, 1]`` that nothing names (its reverse rotation, ``x·cos −
+neg_half(x)·sin``, unread at first sight, is now read as a rotation by −θ and its table checked); its bug,
+values rotated twice, is no layout fact (each rotation is right by itself: twice is a rotation by 2·θ).
+xformers' bug at B = T = H = 4 names nothing (every axis of the same size). T5's at equal sizes: the same.
 """
 
 from __future__ import annotations
