@@ -34,6 +34,7 @@ from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
+from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
@@ -73,6 +74,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
                 raise
             found.append(check_failed(rule.__name__, exc))
     found = _merges_projected_later(analysis, undone_regroups(analysis, batched_row_folds(analysis, found)))
+    found = flattened_sequences(analysis, found)   # (after the upgrade: a readout's merge is dropped as an error too)
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
     found = at_the_users_call(analysis, one_per_bug(analysis, found))
