@@ -1,6 +1,7 @@
 """A fifth round of files after public bug reports (tests/corpus/reports5; each file's docstring cites its
 report), traced at their DIMS and at B = T = H = 4 (T5's S = 4 too), first sight recorded on 4212b85 before any
-fix (fla_linear_attn_cumsum, written last, on e15aeb2: none of the round's earlier changes reaches it).
+fix (fla_linear_attn_cumsum, written later, on e15aeb2, and ijepa_pool_features and tabformer_seq_first, written
+last, on c9f984a: none of the round's earlier changes reaches them).
 
 * fastnlp_dot_softmax — FudanNLP/fastNLP issue #254: ``DotAttention``'s ``nn.Softmax(dim=2)`` on the heads'
   four-axis scores, over the queries;
@@ -17,7 +18,11 @@ fix (fla_linear_attn_cumsum, written last, on e15aeb2: none of the round's earli
 * labml_roper_twice — labmlai/annotated_deep_learning_paper_implementations issue #251: RoPER's values rotated
   twice;
 * fla_linear_attn_cumsum — fla-org/flash-linear-attention issue #850: the linear attention's normaliser, a
-  running sum of the keys over the heads instead of the tokens.
+  running sum of the keys over the heads instead of the tokens;
+* ijepa_pool_features — gaasher/I-JEPA issue #15: the fine-tuning head's ``AvgPool1d`` over each token's
+  features, then a linear over the tokens;
+* tabformer_seq_first — IBM/TabFormer PR #14: batch-first rows handed to the sequence-first
+  ``nn.TransformerEncoder``.
 
 First sight (``round_outcome``: at DIMS, then at equal sizes; the CLI, run as a user would,
 ``shapetrace trace FILE [bug] --dims "B=2 T=6 D=32 H=4"``, gave the same marks and kinds at DIMS):
@@ -43,11 +48,15 @@ labml_roper_twice          values-rotated-twice  ? 57 of 63 / ?                 
 fla_linear_attn_cumsum     (correct)             ✗ attends-over-wrong-axis, batch-mismatch /      ? 28 of 30 / ?
                                                  raises (T=4, chunks of 3; now chunks of 2)
 fla_linear_attn_cumsum     cumsum-heads          ✗ scan-over-wrong-axis (+ the two false) / …     ✗ / ✗
+ijepa_pool_features        (correct)             ✓ 17 ops / ?                                     ✓ / ?
+ijepa_pool_features        pool-features         ✗ projection-over-tokens / ✗                     ✗ / ✗
+tabformer_seq_first        (correct)             ✗ tokens-merged-with-features (false) / ✗        ? 29 of 30 / ?
+tabformer_seq_first        batch-first           ✗ attends-over-batch, tokens-merged… / ✗ both    ✗ attends-over-batch
 =========================  ====================  ===============================================  =====================
 
-At first sight, at DIMS, the 8 correct files were ✓ 5, ? 2, ✗ 1 (fla's chunked linear attention); the 9 bugs
-✗ 4, ? 3, ✓ 2 (T5's cross bias, A²-Net's gathering softmax). Now: correct ✓ 5, ? 3, ✗ 0; bugs ✗ 5, ! 1, ? 3,
-✓ 0. The fixes, one general mechanism each:
+At first sight, at DIMS, the 10 correct files were ✓ 6, ? 2, ✗ 2 (fla's chunked linear attention, TabFormer's
+row projection); the 11 bugs ✗ 6, ? 3, ✓ 2 (T5's cross bias, A²-Net's gathering softmax). Now: correct ✓ 6,
+? 4, ✗ 0; bugs ✗ 7, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
 
 * ``rules/weights.weights_summed_elsewhere``: softmax weights that a product sums along another axis than the
   one they sum to 1 over, where it weighs values (an operand holding features), followed by position through
@@ -60,6 +69,9 @@ At first sight, at DIMS, the 8 correct files were ✓ 5, ? 2, ✗ 1 (fla's chunk
 * ``rules/diagnose``: a product that sums over tokens (a chunk's ``kᵀ v``) does mix tokens, so batching over
   the chunks is no ``attends-over-wrong-axis``; an axis lined up with itself shifted by filled-in entries
   (``1+T/2[0:2]``, a chunked scan's exclusive prefix) is no ``batch-mismatch``;
+* ``rules/flattened_sequences``: each sequence flattened whole (``T·D`` beside the batch alone) for a
+  fixed-length head (TabFormer's ``view(n, s * e)``, PatchTST's ``FlattenHead``) is a readout: no
+  ``tokens-merged-with-features``, no ``projection-over-tokens`` on the linear that reads it;
 * ``rotary``: a difference of the two products (``x·cos − rotate(x)·sin``, the rotation by −θ) is a rotary
   embedding as a sum is, its table's pairing read alike (RoPER's reverse rotation);
 * the op registry: ``lstm``/``gru``/``rnn_*`` keep their input's leading axes (KEQA's ops after the LSTM are
@@ -82,15 +94,18 @@ from tests.corpus.reports5 import (
     a2net_gather_softmax,
     fastnlp_dot_softmax,
     fla_linear_attn_cumsum,
+    ijepa_pool_features,
     keqa_softmax_singleton,
     labml_roper_twice,
     qwen_omni_rope_layout,
     t5_cross_position_bias,
+    tabformer_seq_first,
     xformers_rotary_heads,
 )
 
 MODULES = (fastnlp_dot_softmax, qwen_omni_rope_layout, t5_cross_position_bias, a2net_gather_softmax,
-           keqa_softmax_singleton, xformers_rotary_heads, labml_roper_twice, fla_linear_attn_cumsum)
+           keqa_softmax_singleton, xformers_rotary_heads, labml_roper_twice, fla_linear_attn_cumsum,
+           ijepa_pool_features, tabformer_seq_first)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -112,6 +127,10 @@ EXPECTED = {
     (labml_roper_twice, "values-rotated-twice"): [UNSURE, UNSURE],
     (fla_linear_attn_cumsum, ""): [UNSURE, UNSURE],   # (✗ attends-over-wrong-axis, batch-mismatch at e15aeb2)
     (fla_linear_attn_cumsum, "cumsum-heads"): [("✗", ("scan-over-wrong-axis",))] * 2,
+    (ijepa_pool_features, ""): [OK, UNSURE],
+    (ijepa_pool_features, "pool-features"): [("✗", ("projection-over-tokens",))] * 2,
+    (tabformer_seq_first, ""): [UNSURE, UNSURE],   # (✗ tokens-merged-with-features at both sizes at c9f984a)
+    (tabformer_seq_first, "batch-first"): [("✗", ("attends-over-batch",))] * 2,
 }
 
 
