@@ -237,3 +237,26 @@ def test_a_chunks_state_summed_over_its_tokens_and_shifted_by_one_chunk_is_no_er
         _chunked_state(x, 4, shift)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
     assert t.events[-1].outputs[0].dims == ("B", "H", "T/2", "T%2", "d_k")
+
+
+def _aligned(x, y, dim_b):
+    """ESIM's soft alignment (tests/corpus/reports5/esim_pool_features.py): ``softmax(e, 2) @ b`` and
+    ``softmax(e, dim_b)ᵀ @ a``."""
+    e = torch.matmul(x, y.transpose(1, 2))                                          # (B, T, T)
+    a_tilde = torch.matmul(torch.softmax(e, dim=2), y)                              # (B, T, D)
+    b_tilde = torch.matmul(torch.softmax(e, dim=dim_b).transpose(1, 2), x)          # (B, T, D)
+    return a_tilde, b_tilde
+
+
+@pytest.mark.parametrize(("dim_b", "errors"), [(1, []), (2, ["softmax-wrong-axis"])])
+def test_a_softmax_over_the_queries_summed_over_them_is_the_other_alignment(dim_b, errors):
+    """``softmax(e, dim=1)ᵀ @ a`` normalises over the premise's words and sums over them: the hypothesis
+    attending to the premise, no softmax over the wrong axis (an error on 6c3b581: ESIM's correct file was ✗).
+    ``softmax(e, dim=2)ᵀ @ a`` sums over the premise's words weights normalised over the hypothesis's."""
+    x, y = torch.randn(2, 6, 32), torch.randn(2, 6, 32)
+    encode = torch.nn.Linear(32, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(y, "B T D")
+        _aligned(encode(x), encode(y), dim_b)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors

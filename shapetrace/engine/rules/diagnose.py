@@ -55,7 +55,7 @@ from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
-from shapetrace.engine.rules.weights import softmax_weights, weights_summed_elsewhere
+from shapetrace.engine.rules.weights import softmax_weights, summed_along_itself, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -418,8 +418,8 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
         if dim is None or e.params.get("implicit_dim"):
             continue   # softmax without dim: contracts.softmax_implicit_dim says which axis torch picked
         dim %= len(t.shape)
-        if roles[dim] != "key":
-            key = roles.index("key")
+        if roles[dim] != "key" and not (roles[dim] == "query" and summed_along_itself(analysis, e, dim)):
+            key = roles.index("key")   # (weights summed over the queries they sum to 1 over: the other alignment)
             out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
                 f"{roles[dim] or _role_words(analysis, t.dims[dim])}) of the scores {fmt_named(t.dims, t.shape)}; "

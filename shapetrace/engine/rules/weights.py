@@ -121,17 +121,19 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
     matrix product or an einsum; anything that recomputes them (slot attention's division by their sum over
     the inputs, a reduction entering them through calls without a row) ends the walk. No name and no size decides: the
     axis is followed by position, and one of one entry is not judged.
-    Softmaxes of scores with a key axis are the product rules' (:func:`~.diagnose.softmax_axis`), and those
-    along named heads or batch :func:`softmax_weights`'."""
+    Softmaxes of scores along another axis than their keys are :func:`~.diagnose.softmax_axis`'s, and those
+    along named heads or batch :func:`softmax_weights`'; weights over the keys summed over the queries (ESIM's
+    ``softmax(e, 2)ᵀ @ a``) are judged here."""
     consumers, out = _consumers(analysis.events), []
     for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or not e.outputs or e.params.get("implicit_dim") \
-                or any(a.role == "key" for a in e.inputs[0].axes):
+        if not e.inputs or not e.outputs or e.params.get("implicit_dim"):
             continue
         along = axes_along(Family.SOFTMAX.value, e.params, len(e.inputs[0].shape))
+        roles = [a.role for a in e.inputs[0].axes]
         if not along or e.inputs[0].shape[along[0]] == 1 \
-                or analysis.namer.plain_role(e.inputs[0].dims[along[0]]) in WRONG_ROLES:
-            continue   # (along the heads or the batch: :func:`softmax_weights` says so)
+                or analysis.namer.plain_role(e.inputs[0].dims[along[0]]) in WRONG_ROLES \
+                or ("key" in roles and roles[along[0]] != "key"):
+            continue   # (along the heads or the batch: softmax_weights says so; off the keys: softmax_axis)
         found = _summed_along(analysis, e, along[0], consumers)
         if found is not None:
             product, summed, kept = found
@@ -151,6 +153,44 @@ def _summed_along(analysis: Analysis, start, axis: int, consumers):
     a known place contracts another axis of it, keeps that one, and weighs an operand holding features (named
     features or head features: values; Nyströmformer's pseudo-inverse multiplies kernels by kernels); None
     where none does."""
+    for e, position, contracted, k in _weighings(analysis, start, axis, consumers):
+        t = e.inputs[position]
+        if contracted != k and t.shape[contracted] > 1:
+            where = _name(t, contracted), _name(t, k)
+            return e, f"axis {contracted}, {where[0]}", f"axis {k}, {where[1]}"
+    return None
+
+
+def summed_along_itself(analysis: Analysis, start, axis: int) -> bool:
+    """Does a product weigh, with ``start``'s softmax weights, the very tensor that gave their scores the
+    normalised axis, summing along that axis (after any transpose)? ESIM's and BiDAF's second alignment,
+    ``softmax(a @ bᵀ, dim=1)ᵀ @ a``: normalised over the premise's words and summed over them with the premise,
+    the hypothesis attending to the premise. Weights summed with another tensor (the values: PaLM's
+    similarities written ``b h j i`` and read as ``b h i j``) are not it."""
+    product = _from_product(analysis, start)
+    rows = _query_operand(product, axis) if product is not None else None
+    if rows is None or rows >= len(product.sources) or product.sources[rows] is None:
+        return False
+    found = _weighings(analysis, start, axis, _consumers(analysis.events))
+    return any(contracted == k and position in (0, 1) and e.sources[1 - position] == product.sources[rows]
+               for e, position, contracted, k in found)
+
+
+def _query_operand(product, axis: int) -> int | None:
+    """The operand of the scores' product that gave them axis ``axis`` (a matrix product's rows: its first;
+    an einsum's: the one operand whose subscripts hold that output letter); None where it cannot say."""
+    if is_matrix_product(product.spec):
+        return 0 if product.outputs and axis == len(product.outputs[0].shape) - 2 else None
+    parsed = product.params.get("subscripts")
+    if not parsed or axis >= len(parsed["output"]):
+        return None
+    owners = [i for i, term in enumerate(parsed["inputs"]) if parsed["output"][axis] in term]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _weighings(analysis: Analysis, start, axis: int, consumers):
+    """``(product, operand position, contracted axis, normalised axis)`` for each product that weighs values with the
+    weights ``start`` made, reached through rows that keep or reorder their axes, in order of the walk."""
     queue, seen = deque([(start.index, axis)]), {start.index}
     while queue:
         at, k = queue.popleft()
@@ -160,16 +200,13 @@ def _summed_along(analysis: Analysis, start, axis: int, consumers):
                 continue   # (a reduction entered the weights on the way, as their sum: they were recomputed)
             contracted = _contracted(e, position, len(t.shape))
             if contracted is not None:
-                values = any(_holds_features(analysis, other) for j, other in enumerate(e.inputs[:2]) if j != position)
-                if contracted != k and t.shape[contracted] > 1 and values:
-                    where = _name(t, contracted), _name(t, k)
-                    return e, f"axis {contracted}, {where[0]}", f"axis {k}, {where[1]}"
+                if any(_holds_features(analysis, other) for j, other in enumerate(e.inputs[:2]) if j != position):
+                    yield e, position, contracted, k
                 continue
             moved = _moved(e, position, t, k)
             if moved is not None:
                 seen.add(e.index)
                 queue.append((e.index, moved))
-    return None
 
 
 def _name(t, k: int) -> str:
