@@ -1,7 +1,8 @@
 """A fifth round of files after public bug reports (tests/corpus/reports5; each file's docstring cites its
 report), traced at their DIMS and at B = T = H = 4 (T5's S = 4 too), first sight recorded on 4212b85 before any
-fix (fla_linear_attn_cumsum, written later, on e15aeb2, and ijepa_pool_features and tabformer_seq_first, written
-last, on c9f984a: none of the round's earlier changes reaches them).
+fix (three files written later, on the commit before their own fix: fla_linear_attn_cumsum on e15aeb2,
+ijepa_pool_features and tabformer_seq_first on c9f984a, esim_pool_features on ab55a7f; none of the round's
+earlier changes reaches them).
 
 * fastnlp_dot_softmax — FudanNLP/fastNLP issue #254: ``DotAttention``'s ``nn.Softmax(dim=2)`` on the heads'
   four-axis scores, over the queries;
@@ -22,7 +23,8 @@ last, on c9f984a: none of the round's earlier changes reaches them).
 * ijepa_pool_features — gaasher/I-JEPA issue #15: the fine-tuning head's ``AvgPool1d`` over each token's
   features, then a linear over the tokens;
 * tabformer_seq_first — IBM/TabFormer PR #14: batch-first rows handed to the sequence-first
-  ``nn.TransformerEncoder``.
+  ``nn.TransformerEncoder``;
+* esim_pool_features — terrifyzhao/text_matching issue #2: ESIM's pooling over each word's features.
 
 First sight (``round_outcome``: at DIMS, then at equal sizes; the CLI, run as a user would,
 ``shapetrace trace FILE [bug] --dims "B=2 T=6 D=32 H=4"``, gave the same marks and kinds at DIMS):
@@ -52,17 +54,22 @@ ijepa_pool_features        (correct)             ✓ 17 ops / ?                 
 ijepa_pool_features        pool-features         ✗ projection-over-tokens / ✗                     ✗ / ✗
 tabformer_seq_first        (correct)             ✗ tokens-merged-with-features (false) / ✗        ? 29 of 30 / ?
 tabformer_seq_first        batch-first           ✗ attends-over-batch, tokens-merged… / ✗ both    ✗ attends-over-batch
+esim_pool_features         (correct)             ✗ softmax-wrong-axis (false) / ?                 ? 21 of 26 (LSTMs) / ?
+esim_pool_features         pool-features         ✗ softmax-wrong-axis, projection-over-tokens / ? ✗ projection-… / ?
 =========================  ====================  ===============================================  =====================
 
-At first sight, at DIMS, the 10 correct files were ✓ 6, ? 2, ✗ 2 (fla's chunked linear attention, TabFormer's
-row projection); the 11 bugs ✗ 6, ? 3, ✓ 2 (T5's cross bias, A²-Net's gathering softmax). Now: correct ✓ 6,
-? 4, ✗ 0; bugs ✗ 7, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
+At first sight, at DIMS, the 11 correct files were ✓ 6, ? 2, ✗ 3 (fla's chunked linear attention, TabFormer's
+row projection, ESIM's second alignment); the 12 bugs ✗ 7, ? 3, ✓ 2 (T5's cross bias, A²-Net's gathering
+softmax). Now: correct ✓ 6, ? 5, ✗ 0; bugs ✗ 8, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
 
 * ``rules/weights.weights_summed_elsewhere``: softmax weights that a product sums along another axis than the
   one they sum to 1 over, where it weighs values (an operand holding features), followed by position through
   permutes (read from strides), copies, dropout and mask fills, not through a renormalisation
   (slot attention): ``softmax-wrong-axis``. Also turns two round-7 bugs from ? to ✗ (Linformer's softmax over
   the queries, Set Transformer's over the seeds);
+* ``rules/diagnose.softmax_axis`` with ``rules/weights.summed_along_itself``: a softmax over the queries whose
+  weights weigh, summed along those queries, the very tensor that gave the scores their query axis is the
+  other alignment (ESIM, BiDAF: ``softmax(a @ bᵀ, 1)ᵀ @ a``), no ``softmax-wrong-axis``;
 * ``rules/key_sequences.positions_across_sequences``: a table read at an index laid over two different
   declared sequences whose cross-attention the run made is a ``positions-across-sequences`` warning (a model
   may align two sequences on purpose, so not an error);
@@ -92,6 +99,7 @@ from __future__ import annotations
 from tests.corpus.helpers import round_tests
 from tests.corpus.reports5 import (
     a2net_gather_softmax,
+    esim_pool_features,
     fastnlp_dot_softmax,
     fla_linear_attn_cumsum,
     ijepa_pool_features,
@@ -105,7 +113,7 @@ from tests.corpus.reports5 import (
 
 MODULES = (fastnlp_dot_softmax, qwen_omni_rope_layout, t5_cross_position_bias, a2net_gather_softmax,
            keqa_softmax_singleton, xformers_rotary_heads, labml_roper_twice, fla_linear_attn_cumsum,
-           ijepa_pool_features, tabformer_seq_first)
+           ijepa_pool_features, tabformer_seq_first, esim_pool_features)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -131,6 +139,8 @@ EXPECTED = {
     (ijepa_pool_features, "pool-features"): [("✗", ("projection-over-tokens",))] * 2,
     (tabformer_seq_first, ""): [UNSURE, UNSURE],   # (✗ tokens-merged-with-features at both sizes at c9f984a)
     (tabformer_seq_first, "batch-first"): [("✗", ("attends-over-batch",))] * 2,
+    (esim_pool_features, ""): [UNSURE, UNSURE],   # (✗ softmax-wrong-axis at DIMS at ab55a7f)
+    (esim_pool_features, "pool-features"): [("✗", ("projection-over-tokens",)), UNSURE],
 }
 
 
