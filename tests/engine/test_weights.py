@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
@@ -194,3 +195,27 @@ def test_weights_renormalised_along_the_summed_axis_are_not_followed():
         attn = attn / attn.sum(dim=-1, keepdim=True)
         torch.einsum("bjd,bij->bid", inputs, attn)                                 # (B, slots, D)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _energies(x, dim):
+    """keon/seq2seq PR #6's review (tests/corpus/reports5/keon_bahdanau_softmax.py): Bahdanau energies
+    ``[B, T, D]`` softmaxed without ``dim`` (torch's legacy rule: axis 0, the batch) or with one, then scored
+    against ``v`` by ``bmm`` over their features."""
+    B, T, D = x.shape
+    energy = F.softmax(x) if dim is None else F.softmax(x, dim=dim)    # (B, T, D)
+    v = torch.ones(D).repeat(B, 1).unsqueeze(1)                         # (B, 1, D)
+    return torch.bmm(v, energy.transpose(1, 2))                         # (B, 1, T)
+
+
+def _energy_findings(dim):
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        _energies(x, dim)
+    return [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+
+
+def test_a_softmax_without_dim_is_judged_along_the_axis_torch_took():
+    """Torch's implicit axis 0 of three axes is the batch here: softmax-wrong-axis, as an explicit dim=0 is.
+    Fails on 3aed8b3 (only the note that the axis 'was not checked': a false ✓ where all else is named)."""
+    assert _energy_findings(None) == _energy_findings(0) == [("error", "softmax-wrong-axis", 0)]

@@ -68,8 +68,8 @@ def _leading(product, dim: int, rank: int) -> bool:
 def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
     """A softmax without a key axis along the heads, the batch, or an axis of one entry."""
     namer, out, consumers = analysis.namer, [], None
-    for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes):
+    for e in analysis.events_of(Family.SOFTMAX):   # (a softmax without dim: the axis torch's legacy rule took)
+        if not e.inputs or any(a.role == "key" for a in e.inputs[0].axes):
             continue
         t = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
@@ -126,7 +126,7 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
     ``softmax(e, 2)ᵀ @ a``) are judged here."""
     consumers, out = _consumers(analysis.events), []
     for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or not e.outputs or e.params.get("implicit_dim"):
+        if not e.inputs or not e.outputs:
             continue
         along = axes_along(Family.SOFTMAX.value, e.params, len(e.inputs[0].shape))
         roles = [a.role for a in e.inputs[0].axes]
