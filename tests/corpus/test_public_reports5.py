@@ -90,6 +90,10 @@ softmax). Now: correct ✓ 6, ? 6, ✗ 0; bugs ✗ 9, ! 1, ? 3, ✓ 0. The fixes
 * the op registry: ``lstm``/``gru``/``rnn_*`` keep their input's leading axes (KEQA's ops after the LSTM are
   named; the LSTM's final states stay unnamed, so its file stays ``?``).
 
+The CLI agrees at DIMS but for KEQA's ``softmax-flat``: ``shapetrace trace`` measures the dependency contracts,
+and with the LSTM's outputs named it now says ``✗ batch-entries-mix`` (the batch's words in one softmax),
+true; at first sight it said ``? 1 of 8`` as the API does.
+
 What stays ``?``, and why: KEQA's bugs are a softmax over an axis of one entry of ``(T·B, 1)`` and one over
 ``T·B`` (the batch's words in one softmax); the one-entry rule needs a token axis beside it, and the merged
 ``T·B`` is none, so naming the LSTM's states (which would make the LSTM checked) would turn both into false
