@@ -2,7 +2,7 @@
 report), traced at their DIMS and at B = T = H = 4 (T5's S = 4 too), first sight recorded on 4212b85 before any
 fix (three files written later, on the commit before their own fix: fla_linear_attn_cumsum on e15aeb2,
 ijepa_pool_features and tabformer_seq_first on c9f984a, esim_pool_features on ab55a7f, keon_bahdanau_softmax on
-3aed8b3; none of the round's earlier changes reaches them).
+3aed8b3, smolgpt_rotary_heads on 1f116c5 (no fix); none of the round's earlier changes reaches them).
 
 * fastnlp_dot_softmax — FudanNLP/fastNLP issue #254: ``DotAttention``'s ``nn.Softmax(dim=2)`` on the heads'
   four-axis scores, over the queries;
@@ -26,7 +26,9 @@ ijepa_pool_features and tabformer_seq_first on c9f984a, esim_pool_features on ab
   ``nn.TransformerEncoder``;
 * esim_pool_features — terrifyzhao/text_matching issue #2: ESIM's pooling over each word's features;
 * keon_bahdanau_softmax — keon/seq2seq PR #6 and its review: a softmax without dim on Bahdanau's energies
-  (torch's axis 0, the batch).
+  (torch's axis 0, the batch);
+* smolgpt_rotary_heads — Om-Alve/smolGPT issue #22: modded-nanogpt's rotary (``[B, T, nh, hs]``) applied to
+  head-first q and k, its table lined up with the heads.
 
 First sight (``round_outcome``: at DIMS, then at equal sizes; the CLI, run as a user would,
 ``shapetrace trace FILE [bug] --dims "B=2 T=6 D=32 H=4"``, gave the same marks and kinds at DIMS):
@@ -60,11 +62,13 @@ esim_pool_features         (correct)             ✗ softmax-wrong-axis (false) 
 esim_pool_features         pool-features         ✗ softmax-wrong-axis, projection-over-tokens / ? ✗ projection-… / ?
 keon_bahdanau_softmax      (correct)             ? 19 of 20 (the GRU) / ?                         ? / ?
 keon_bahdanau_softmax      softmax-energy-batch  ? no finding (a note) / ?                        ✗ softmax-wrong-… / ✗
+smolgpt_rotary_heads       (correct)             ? 18 of 20 (the table's d/2 unnamed) / ?         ? / ?
+smolgpt_rotary_heads       rotary-after-transpose  ? 18 of 20 / ?                                 ? / ?
 =========================  ====================  ===============================================  =====================
 
-At first sight, at DIMS, the 12 correct files were ✓ 6, ? 3, ✗ 3 (fla's chunked linear attention, TabFormer's
-row projection, ESIM's second alignment); the 13 bugs ✗ 7, ? 4, ✓ 2 (T5's cross bias, A²-Net's gathering
-softmax). Now: correct ✓ 6, ? 6, ✗ 0; bugs ✗ 9, ! 1, ? 3, ✓ 0. The fixes, one general mechanism each:
+At first sight, at DIMS, the 13 correct files were ✓ 6, ? 4, ✗ 3 (fla's chunked linear attention, TabFormer's
+row projection, ESIM's second alignment); the 14 bugs ✗ 7, ? 5, ✓ 2 (T5's cross bias, A²-Net's gathering
+softmax). Now: correct ✓ 6, ? 7, ✗ 0; bugs ✗ 9, ! 1, ? 4, ✓ 0. The fixes, one general mechanism each:
 
 * ``rules/weights.weights_summed_elsewhere``: softmax weights that a product sums along another axis than the
   one they sum to 1 over, where it weighs values (an operand holding features), followed by position through
@@ -102,6 +106,9 @@ causal mask, an input ``[seq_q, seq_k, 1]`` that nothing names (its reverse rota
 neg_half(x)·sin``, unread at first sight, is now read as a rotation by −θ and its table checked); its bug,
 values rotated twice, is no layout fact (each rotation is right by itself: twice is a rotation by 2·θ).
 xformers' bug at B = T = H = 4 names nothing (every axis of the same size). T5's at equal sizes: the same.
+smolGPT's rotation on explicit halves (``y1 = x1·cos + x2·sin``, ``y2 = −x1·sin + x2·cos``, ``cat``) is not read
+as a rotary (the reader knows ``x·cos ± rotate(x)·sin``), so its table's half-width axis stays unnamed and
+its bug (the table on the heads) unseen: ``?``, not ``✓``; reading that form is left for a later round.
 """
 
 from __future__ import annotations
@@ -117,6 +124,7 @@ from tests.corpus.reports5 import (
     keqa_softmax_singleton,
     labml_roper_twice,
     qwen_omni_rope_layout,
+    smolgpt_rotary_heads,
     t5_cross_position_bias,
     tabformer_seq_first,
     xformers_rotary_heads,
@@ -124,7 +132,8 @@ from tests.corpus.reports5 import (
 
 MODULES = (fastnlp_dot_softmax, qwen_omni_rope_layout, t5_cross_position_bias, a2net_gather_softmax,
            keqa_softmax_singleton, xformers_rotary_heads, labml_roper_twice, fla_linear_attn_cumsum,
-           ijepa_pool_features, tabformer_seq_first, esim_pool_features, keon_bahdanau_softmax)
+           ijepa_pool_features, tabformer_seq_first, esim_pool_features, keon_bahdanau_softmax,
+           smolgpt_rotary_heads)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -158,6 +167,8 @@ EXPECTED = {
     (keon_bahdanau_softmax, "softmax-energy-batch"): [
         ("✗", ("softmax-wrong-axis",)),
         ("✗", ("join-mismatch", "attends-over-wrong-axis", "attends-over-batch", "join-mismatch"))],
+    (smolgpt_rotary_heads, ""): [UNSURE, UNSURE],
+    (smolgpt_rotary_heads, "rotary-after-transpose"): [UNSURE, UNSURE],   # (a rotation on halves: not read)
 }
 
 
