@@ -81,8 +81,7 @@ class Kind(StrEnum):
         "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
         "when `T == d_k`)")
     BATCH_MISMATCH = ("batch-mismatch", "error", "a batched matmul lines up unrelated batch axes")
-    ATTENDS_OVER_HEADS = ("attends-over-heads", "error",
-                          "the scores' key axis is heads (`view(B*T, H, d_k)`)")
+    ATTENDS_OVER_HEADS = ("attends-over-heads", "error", "the scores' key axis is heads (`view(B*T, H, d_k)`)")
     ATTENDS_OVER_BATCH = ("attends-over-batch", "error",
                           "the scores' key axis is batch entries (seq-first code fed `[B, T, D]`)")
     ATTENDS_OVER_FEATURES = ("attends-over-features", "error", "the scores' key axis is features")
@@ -152,6 +151,8 @@ class Kind(StrEnum):
         "keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "
         "later call (a cross-attention handed the decoder's own cache at a decoding step)")
+    POSITIONS_ACROSS_SEQUENCES = ("positions-across-sequences", "warning", "a bias read from a table at pairs of "
+                                  "places of two sequences onto their cross-attention (T5's takes no position bias)")
     NORMALISED_ACROSS_THE_PRODUCT = (
         "normalised-across-the-product", "warning",
         "`F.normalize` of per-head vectors along their features where the product that reads them sums over the "
@@ -276,8 +277,7 @@ class Kind(StrEnum):
     CACHE_SLOT_SKIPPED = ("cache-slot-skipped", "error",
                           "a cache read back in a slice that takes a slot this run never wrote, after slots it "
                           "did write: a step's keys or values written at the wrong position")
-    JOIN_MISMATCH = ("join-mismatch", "error",
-                     "a `cat` that lines up different axes of equal size in its parts")
+    JOIN_MISMATCH = ("join-mismatch", "error", "a `cat` that lines up different axes of equal size in its parts")
     FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error",
                               "a fused q/k/v projection's part taken twice while another part is never read (the "
                               "keys reused as the values)")

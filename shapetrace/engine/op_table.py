@@ -234,6 +234,10 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(f"{kind}_pool{n}d", "new", pr.pool, operands=first_operand,
              words=f"pools each window of neighbours into its {'mean' if kind == 'avg' else 'largest entry'}")
       for kind in ("avg", "max") for n in (1, 2, 3)),
+    # what ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call (``torch._VF``): the sequence, then states and weights
+    *(OpSpec(name, "new", pr.recurrent, operands=first_operand,
+             words="a recurrent layer run along the sequence: each step's new features from its input and the "
+                   "last step's state") for name in ("lstm", "gru", "rnn_tanh", "rnn_relu")),
     OpSpec("einsum", "new", pr.einsum, params=_einsum_params, operands=all_operands, words="einsum",
            shows_first=True, contraction="subscripts", family=F.PRODUCT, meta="einsum"),
     OpSpec("scaled_dot_product_attention", "new", pr.sdpa, params=sdpa_params, params_read_values=True,

@@ -432,6 +432,19 @@ def fits(axes: Sequence[Axis], shape: Sequence[int]) -> bool:
         and math.prod(shape) == math.prod(a.size for a in axes)
 
 
+def recurrent(c: Call) -> list[Axes]:
+    """``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu`` (what ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` call): the
+    output keeps the input's leading axes where they are (sequence and batch in either order, ``batch_first``
+    or not; a packed sequence's one axis) and ends in new features, named as a module's projection names its
+    width (:func:`~.axis_compute.linear_axes`: ``2*hidden`` of a bidirectional layer is ``D`` only where it
+    is D's width and no other name's); the final states (``layers·directions, B, hidden``) are left unnamed."""
+    out = c.shapes[0]
+    x = c.in_axes[0]
+    if len(x) != len(out) or tuple(s.size for s in x[:-1]) != tuple(out[:-1]):
+        return [ax.unknown_axes(s) for s in c.shapes]
+    return [axis_compute.linear_axes(x, out[-1], c.namer, True)] + [ax.unknown_axes(s) for s in c.shapes[1:]]
+
+
 def pool(c: Call) -> Axes:
     """``F.avg_pool1d/2d/3d``, ``F.max_pool1d/2d/3d`` (one result): the last n axes pooled, the rest kept. A
     pooled axis of one piece whose windows tile it exactly (kernel = stride, no padding, no dilation) holds one

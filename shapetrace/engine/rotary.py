@@ -128,7 +128,8 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
             terms[record.outs[0]] = index
         elif _keeps_places(shapes, record) and record.ins[0] in terms:
             terms[record.outs[0]] = terms[record.ins[0]]
-        elif record.spec.additive and len(record.ins) == 2 and all(n in terms for n in record.ins):
+        elif (record.spec.additive or record.spec.subtractive) and len(record.ins) == 2 \
+                and all(n in terms for n in record.ins):   # (x·cos − rotate(x)·sin: the rotation by −θ)
             rotary = _rotary(records, shapes, producer, [records[terms[n]] for n in record.ins])
             if rotary is not None:
                 record_at, rotary = rotary

@@ -212,3 +212,51 @@ def test_a_view_d_k_by_h_is_still_the_nonstandard_split_not_a_disagreement():
         shapetrace.name(x, "B T D")
         x.view(2, 6, 16, 4)                                                   # (B, T, d_k, H)
     assert [d.kind for d in t.diagnostics] == ["nonstandard-head-split"]
+
+
+def _chunked_state(x, H, shift):
+    """fla's naive chunked linear attention (tests/corpus/reports5/fla_linear_attn_cumsum.py): each chunk's
+    state ``kᵀ v`` sums over the chunk's tokens (T%2), and chunk i meets the states of the chunks before it
+    (``cat([zeros, kv[:, :, :-1]], 2)``)."""
+    B, T, D = x.shape
+    k = x.view(B, T, H, D // H).transpose(1, 2).reshape(B, H, T // 2, 2, D // H)    # (B, H, T/2, T%2, d_k)
+    kv = (k.transpose(-1, -2) @ k).cumsum(2)                                       # (B, H, T/2, d_k, d_k)
+    if shift:
+        kv = torch.cat([torch.zeros_like(kv[:, :, :1]), kv[:, :, :-1]], dim=2)      # the chunks before each
+    return k @ kv                                                                   # (B, H, T/2, T%2, d_k)
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_a_chunks_state_summed_over_its_tokens_and_shifted_by_one_chunk_is_no_error(shift):
+    """The state ``kᵀ v`` batches over the chunks (T/2) and sums over each chunk's tokens (T%2): it mixes
+    tokens, so it is no attends-over-wrong-axis; the states shifted by one chunk (``1+T/2[0:2]``) line up with
+    the chunks on purpose, so no batch-mismatch. Both were errors on e15aeb2 (the correct fla file was ✗)."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        _chunked_state(x, 4, shift)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.events[-1].outputs[0].dims == ("B", "H", "T/2", "T%2", "d_k")
+
+
+def _aligned(x, y, dim_b):
+    """ESIM's soft alignment (tests/corpus/reports5/esim_pool_features.py): ``softmax(e, 2) @ b`` and
+    ``softmax(e, dim_b)ᵀ @ a``."""
+    e = torch.matmul(x, y.transpose(1, 2))                                          # (B, T, T)
+    a_tilde = torch.matmul(torch.softmax(e, dim=2), y)                              # (B, T, D)
+    b_tilde = torch.matmul(torch.softmax(e, dim=dim_b).transpose(1, 2), x)          # (B, T, D)
+    return a_tilde, b_tilde
+
+
+@pytest.mark.parametrize(("dim_b", "errors"), [(1, []), (2, ["softmax-wrong-axis"])])
+def test_a_softmax_over_the_queries_summed_over_them_is_the_other_alignment(dim_b, errors):
+    """``softmax(e, dim=1)ᵀ @ a`` normalises over the premise's words and sums over them: the hypothesis
+    attending to the premise, no softmax over the wrong axis (an error on 6c3b581: ESIM's correct file was ✗).
+    ``softmax(e, dim=2)ᵀ @ a`` sums over the premise's words weights normalised over the hypothesis's."""
+    x, y = torch.randn(2, 6, 32), torch.randn(2, 6, 32)
+    encode = torch.nn.Linear(32, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(y, "B T D")
+        _aligned(encode(x), encode(y), dim_b)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors

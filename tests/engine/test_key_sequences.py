@@ -31,3 +31,31 @@ def test_a_cross_attention_handed_the_decoders_cache_is_a_warning():
 def test_a_cache_that_grows_the_same_sequence_is_silent():
     t = traced_build(whisper_cross_cache, "", DIMS)
     assert [d.kind for d in t.diagnostics] == []
+
+
+T5_DIMS = "B=2 T=6 S=8 D=32 H=4"
+
+
+def test_a_relative_position_bias_across_two_sequences_is_a_warning():
+    """huggingface/transformers PR #8518 (tests/corpus/reports5/t5_cross_position_bias.py): the cross-attention
+    given T5's relative-position bias between decoder places (T) and encoder places (S). Fails on 29918bb (no
+    finding: a false ``✓``)."""
+    from tests.corpus.reports5 import t5_cross_position_bias
+
+    t = traced_build(t5_cross_position_bias, "cross-bias", T5_DIMS)
+    assert findings(t) == ("positions-across-sequences",)
+    d = t.diagnostics[0]
+    assert (d.severity, d.event) == ("warning", 44)
+    assert d.message == (
+        "embedding #44 reads a table at the index [T=6, S=8], laid over places of two sequences (T and S), and "
+        "matmul #39 makes the cross-attention scores [B=2, H=4, T=6, S=8] between them: a bias read at the distance "
+        "between a place of T and a place of S, which are not places of one sequence.")
+    assert verdict_line(t).startswith("! no errors, 1 warning; checked 50 of 50 ops")
+
+
+def test_a_self_attention_bias_beside_a_cross_attention_is_silent():
+    """The correct block: the self-attention's bias over (T, T), the cross-attention without one."""
+    from tests.corpus.reports5 import t5_cross_position_bias
+
+    t = traced_build(t5_cross_position_bias, "", T5_DIMS)
+    assert [d.kind for d in t.diagnostics] == []

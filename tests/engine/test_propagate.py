@@ -39,3 +39,24 @@ def test_overlapping_windows_leave_the_axis_unnamed():
     assert (t.events[-1].op, t.events[-1].outputs[0].dims) == ("max_pool1d", ("B", "D", None))
     assert t.report().verdict.line.startswith("? checked 1 of 2 ops that could carry a layout bug; not checked "
                                               "(unnamed axes): #1 max_pool1d")
+
+
+def _recurrent(layer, x, dims):
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        layer(x)
+    return t
+
+
+def test_a_recurrent_layer_keeps_the_sequence_and_batch_and_names_its_width():
+    """``nn.LSTM``/``nn.GRU`` (``torch._VF.lstm``/``gru``): the output keeps the input's leading axes, in
+    either layout, with new features (``2*hidden`` of a bidirectional layer is ``D`` at D's width); the final
+    states stay unnamed, so the op is not counted checked. On 514ee53 the registry did not know the op: the
+    output was unnamed and every op after it too (tests/corpus/reports5/keqa_softmax_singleton.py: "checked 1
+    of 8" before, "8 of 9" after)."""
+    torch.manual_seed(0)
+    t = _recurrent(torch.nn.LSTM(8, 4, bidirectional=True), torch.randn(6, 2, 8), "B=2 T=6 D=8")
+    assert [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in t.events] == [
+        ("lstm", ("T", "B", "D"), ("T", "B", "D"))]
+    assert [o.dims for o in t.events[0].outputs[1:]] == [(None, None, None), (None, None, None)]
+    t = _recurrent(torch.nn.GRU(8, 5, batch_first=True), torch.randn(2, 6, 8), "B=2 T=6 D=8")
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [("gru", ("B", "T", "F"))]

@@ -198,3 +198,27 @@ def test_a_decoding_steps_key_rotated_at_position_0_is_found_by_the_name_its_joi
                                 "appends it along T+1 (axis 2) after 6 tokens: its position starts again at 0 "
                                 "instead of continuing at 6")
     assert [d.kind for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity != "note"] == []
+
+
+def _reverse(table):
+    """RoPER's reverse rotation (labmlai's ``ReverseRotaryPositionalEmbeddings``, tests/corpus/reports5/
+    labml_roper_twice.py): ``x·cos − rotate_half(x)·sin``, the rotation by −θ."""
+    B, H, T, d = 2, 3, 5, 8
+    q = torch.randn(B, T, H * d)
+    with torch.no_grad(), shapetrace.trace() as t:
+        shapetrace.name(q, "B T D")
+        x = q.view(B, T, H, d).transpose(1, 2)                              # (B, H, T, d_k)
+        f = freqs(T, d)                                                     # (T, d/2)
+        emb = torch.cat((f, f), -1) if table == "halves" else f.repeat_interleave(2, -1)  # (T, d)
+        x * emb.cos() - rotate_half(x) * emb.sin()                          # (B, H, T, d_k)
+    return t
+
+
+def test_a_rotation_by_minus_theta_is_a_rotary_and_its_pairing_is_read():
+    """A difference of the two products is a rotation too (by −θ): on e15aeb2 only a sum was read, so RoPER's
+    reverse rotation went unread (its table's ops unchecked: labml's correct file '? 47 of 53', now 51 of 53)
+    and a table laid out the other way under it went unseen."""
+    assert outcomes(_reverse("halves")) == [(PAIRED, HALVES)]
+    t = _reverse("interleaved")
+    assert outcomes(t) == [(MISMATCH, HALVES)]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-pairing-mismatch"]

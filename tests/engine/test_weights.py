@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
@@ -150,3 +151,71 @@ def test_branch_weights_normalised_over_the_batch_are_an_error(B, T, D, H):
 def test_branch_weights_normalised_over_the_branches_get_no_error(B, T, D, H):
     t = _traced_map(lambda x: _branch_weights(x, dim=0), B, T, D, H)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _gather(x, dim):
+    """A²-Net's gathering (gjylt/DoubleAttentionNet issue #3): maps ``(B, c_n, h·w)`` softmaxed, then summed
+    over the pixels by ``A @ maps.permute(0, 2, 1)`` into ``(B, c_m, c_n)`` descriptors; then distributed by
+    weights ``(B, h·w, c_n)`` softmaxed over ``c_n`` and summed over ``c_n``."""
+    B, C, h, w = x.shape
+    a = x.reshape(B, C, h * w)                                          # (B, c_m, h*w)
+    maps = (x * 2).reshape(B, C, h * w)                                 # (B, c_n, h*w)
+    descriptors = a.matmul(maps.softmax(dim=dim).permute(0, 2, 1))      # (B, c_m, c_n)
+    spread = (x * 3).reshape(B, C, h * w).permute(0, 2, 1)              # (B, h*w, c_n)
+    return descriptors.matmul(spread.softmax(dim=-1).permute(0, 2, 1))  # (B, c_m, h*w)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_weights_summed_along_another_axis_than_their_softmax_are_an_error(B, T, D, H):
+    """The gathering maps normalised over the maps (dim=1) and summed over the pixels. Fails on 4212b85 (no
+    finding: a false ``✓``, every axis named and kept)."""
+    t = _traced_map(lambda x: _gather(x, dim=1), B, T, D, H)
+    errors = [d for d in t.diagnostics if d.severity == "error"]
+    assert [(d.kind, d.event) for d in errors] == [("softmax-wrong-axis", 2)]
+    assert errors[0].message == (
+        f"softmax #2 normalises [B={B}, D={D}, N={T * T}] over axis 1 (D, {D} entries), but matmul #4 sums the "
+        f"weighted values over another axis of them (axis 1, N, {T * T} entries) and keeps that one apart (axis 2, "
+        f"D, {D} entries): each weighted sum runs over weights that do not sum to 1 along it.")
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_weights_summed_along_their_softmax_axis_are_silent(B, T, D, H):
+    t = _traced_map(lambda x: _gather(x, dim=-1), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_weights_renormalised_along_the_summed_axis_are_not_followed():
+    """Slot attention: a softmax over the slots, then divided by its sum over the inputs before the weighted
+    mean over the inputs. The division recomputes the weights: no finding."""
+    inputs, slots = torch.randn(2, 6, 8), torch.randn(2, 3, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
+        shapetrace.name(inputs, "B T D")
+        attn = torch.einsum("bid,bjd->bij", slots, inputs).softmax(dim=1) + 1e-8   # (B, slots, T)
+        attn = attn / attn.sum(dim=-1, keepdim=True)
+        torch.einsum("bjd,bij->bid", inputs, attn)                                 # (B, slots, D)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _energies(x, dim):
+    """keon/seq2seq PR #6's review (tests/corpus/reports5/keon_bahdanau_softmax.py): Bahdanau energies
+    ``[B, T, D]`` softmaxed without ``dim`` (torch's legacy rule: axis 0, the batch) or with one, then scored
+    against ``v`` by ``bmm`` over their features."""
+    B, T, D = x.shape
+    energy = F.softmax(x) if dim is None else F.softmax(x, dim=dim)    # (B, T, D)
+    v = torch.ones(D).repeat(B, 1).unsqueeze(1)                         # (B, 1, D)
+    return torch.bmm(v, energy.transpose(1, 2))                         # (B, 1, T)
+
+
+def _energy_findings(dim):
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        _energies(x, dim)
+    return [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+
+
+def test_a_softmax_without_dim_is_judged_along_the_axis_torch_took():
+    """Torch's implicit axis 0 of three axes is the batch here: softmax-wrong-axis, as an explicit dim=0 is.
+    Fails on 3aed8b3 (only the note that the axis 'was not checked': a false ✓ where all else is named)."""
+    assert _energy_findings(None) == _energy_findings(0) == [("error", "softmax-wrong-axis", 0)]

@@ -20,6 +20,7 @@ from shapetrace.engine.axes import (
     coalesce,
     has_tokens,
     merges_neighbours,
+    top_level_terms,
 )
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
@@ -33,12 +34,13 @@ from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
+from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
-from shapetrace.engine.rules.key_sequences import keys_change_sequence
+from shapetrace.engine.rules.key_sequences import keys_change_sequence, positions_across_sequences
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads
@@ -53,7 +55,7 @@ from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
-from shapetrace.engine.rules.weights import softmax_weights
+from shapetrace.engine.rules.weights import softmax_weights, summed_along_itself, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +74,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
                 raise
             found.append(check_failed(rule.__name__, exc))
     found = _merges_projected_later(analysis, undone_regroups(analysis, batched_row_folds(analysis, found)))
+    found = flattened_sequences(analysis, found)   # (after the upgrade: a readout's merge is dropped as an error too)
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
     found = at_the_users_call(analysis, one_per_bug(analysis, found))
@@ -287,7 +290,9 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
             continue
         key = (id(a), id(b), id(o))
         if key not in verdicts:
-            verdicts[key] = (_batch_mismatch(a, b, nb), _tokens_as_batch(o, nb, analysis.namer))
+            batched = _tokens_as_batch(o, nb, analysis.namer)
+            chunked = batched is not None and _sums_chunks(a, b, o, batched[0])
+            verdicts[key] = (_batch_mismatch(a, b, nb), None if chunked else batched)
         mismatch, batched = verdicts[key]
         if mismatch is not None:
             k, la, lb = mismatch
@@ -318,10 +323,24 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
     for k, (la, lb, sa, sb) in enumerate(zip(reversed(a_batch), reversed(b_batch), reversed(a_sizes),
                                              reversed(b_sizes))):
         if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
-                and MIXED_PREFIX not in la + lb and \
+                and MIXED_PREFIX not in la + lb and not _shifted(la, lb) and not _shifted(lb, la) and \
                 not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
             return k, la, lb
     return None
+
+
+def _shifted(label: str, other: str) -> bool:
+    """Is ``other`` the axis ``label`` shifted by a few filled-in entries, ``c+X[0:n-c]`` or ``X[c:n]+c``? A
+    chunked scan's exclusive prefix (fla's naive chunked linear attention: ``cat([zeros_like(kv[:, :, :1]),
+    kv[:, :, :-1]], 2)``, the states of the chunks before each one) lines chunk i up with the state after
+    chunk i - 1 on purpose: one axis, shifted."""
+    terms = top_level_terms(other)
+    if len(terms) != 2:
+        return False
+    pad, part = (terms[0], terms[1]) if terms[0].isdigit() else (terms[1], terms[0])
+    return pad.isdigit() and part.startswith(f"{label}[") and part.endswith("]") and \
+        (part[len(label):] == f"[0:{part[len(label) + 3:-1]}]" if terms[0] == pad else
+         part[len(label) + 1:].startswith(f"{pad}:"))
 
 
 def _copies_only(t: TensorInfo, j: int) -> bool:
@@ -329,6 +348,22 @@ def _copies_only(t: TensorInfo, j: int) -> bool:
     with ``repeat_interleave``)? It pairs with any axis, as a broadcast does."""
     axes = t.axes[-j] if len(t.axes) >= j else None
     return axes is not None and bool(axes.atoms) and all(a.root == COPIES for a in axes.atoms)
+
+
+def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> bool:
+    """Does the product batch over one piece of a token axis and sum over another piece of the same one, under
+    one clean name in both operands (a chunk's state ``kᵀ v``: batched over the chunks ``T/2``, summed over each
+    chunk's tokens ``T%2``: two digits of T's positions, neither the whole)? Then it mixes the tokens of each
+    chunk. A whole token axis in either place (queries batched, keys summed: ``[B, T, H, T] @ [B, 1, T, d_k]``;
+    Nyströmformer's landmarks ``T/2`` summed beside all of ``T``) or a mixed axis proves nothing."""
+    la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
+    if not la or la != lb or la == token or MIXED_PREFIX in la or not a.axes:
+        return False
+    batch = [at for axis, lab in zip(o.axes, o.dims) if lab == token for at in axis.atoms]
+    summed = list(a.axes[-1].atoms)
+    pieces = batch + summed
+    return bool(batch) and len({at.root for at in pieces}) == 1 and all(at.size < at.root_size for at in pieces) \
+        and not {at.stride for at in batch} & {at.stride for at in summed}
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
@@ -383,8 +418,8 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
         if dim is None or e.params.get("implicit_dim"):
             continue   # softmax without dim: contracts.softmax_implicit_dim says which axis torch picked
         dim %= len(t.shape)
-        if roles[dim] != "key":
-            key = roles.index("key")
+        if roles[dim] != "key" and not (roles[dim] == "query" and summed_along_itself(analysis, e, dim)):
+            key = roles.index("key")   # (weights summed over the queries they sum to 1 over: the other alignment)
             out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "
                 f"{roles[dim] or _role_words(analysis, t.dims[dim])}) of the scores {fmt_named(t.dims, t.shape)}; "
@@ -548,6 +583,6 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
-    unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights,
-    table_cut_to_batch, norm_across_heads,
+    unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere,
+    table_cut_to_batch, norm_across_heads, positions_across_sequences,
 ]

@@ -60,3 +60,39 @@ def _sequence(analysis: Analysis, axis: Axis) -> str | None:
     roots = {word for a in axis.atoms for word in re.split(r"[^\w]+", a.root.split("[", 1)[0])}
     tokens = {r for r in roots if r and analysis.namer.is_token_root(r)}
     return next(iter(tokens)) if len(tokens) == 1 else None
+
+
+
+def positions_across_sequences(analysis: Analysis) -> list[Diagnostic]:
+    """A warning where a table (``nn.Embedding``) is read at an index laid over two different declared
+    sequences whose cross-attention the run made (queries of one, keys of the other): a bias at pairs of
+    places of two sequences, a distance between a place of one and a place of another
+    (huggingface/transformers PR #8518: T5's first decoder block gave its cross-attention
+    ``has_relative_attention_bias=True``, so ``compute_bias(T, S)`` added buckets of ``arange(S)[None] -
+    arange(T)[:, None]`` to the scores; T5 takes none there). A warning, not an error: a model may align two
+    sequences on purpose. A self-attention's table (one sequence, or a cache grown from it: ``T`` and
+    ``T+1``) is not judged; names decide which sequence an axis holds, never sizes."""
+    crossed: dict[tuple[str, str], object] = {}
+    for e in analysis.events_where(lambda op: is_matrix_product(op) or contracts_by_subscripts(op)):
+        o = e.outputs[0] if e.outputs else None
+        if o is None or len(o.axes) < 2 or (o.axes[-2].role, o.axes[-1].role) != ("query", "key"):
+            continue
+        pair = _sequence(analysis, o.axes[-2]), _sequence(analysis, o.axes[-1])
+        if None not in pair and pair[0] != pair[1]:
+            crossed.setdefault(pair, e)
+    out = []
+    for e in analysis.events_where(lambda spec: spec.looks_up) if crossed else ():
+        index = e.inputs[0] if e.inputs else None
+        roots = {_sequence(analysis, a) for a in index.axes} if index is not None else set()
+        pair = next((p for p in crossed if set(p) <= roots), None)
+        if pair is None:
+            continue
+        scores = crossed[pair]
+        out.append(Kind.POSITIONS_ACROSS_SEQUENCES.found(e.index, (
+            f"{e.op} #{e.index} reads a table at the index {fmt_named(index.dims, index.shape)}, laid over places "
+            f"of two sequences ({pair[0]} and {pair[1]}), and {scores.op} #{scores.index} makes the cross-attention "
+            f"scores {fmt_named(scores.outputs[0].dims, scores.outputs[0].shape)} between them: a bias read at the "
+            f"distance between a place of {pair[0]} and a place of {pair[1]}, which are not places of one sequence."),
+            "Give the cross-attention no relative-position bias (T5: has_relative_attention_bias=False in the "
+            "cross-attention layer, a zero bias plus the encoder's padding mask)."))
+    return out

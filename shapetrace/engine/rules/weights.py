@@ -22,13 +22,14 @@ needs a named token axis beside it.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
-from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _weighs_values
+from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -67,8 +68,8 @@ def _leading(product, dim: int, rank: int) -> bool:
 def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
     """A softmax without a key axis along the heads, the batch, or an axis of one entry."""
     namer, out, consumers = analysis.namer, [], None
-    for e in analysis.events_of(Family.SOFTMAX):
-        if not e.inputs or e.params.get("implicit_dim") or any(a.role == "key" for a in e.inputs[0].axes):
+    for e in analysis.events_of(Family.SOFTMAX):   # (a softmax without dim: the axis torch's legacy rule took)
+        if not e.inputs or any(a.role == "key" for a in e.inputs[0].axes):
             continue
         t = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
@@ -102,3 +103,141 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
             "each one's weights over the tokens it weighs."),
             "Normalise over the tokens the weighted sum runs over (Fastformer: softmax(dim=1) on [B, N, H])."))
     return out
+
+
+#: the families whose ops keep every axis where it is (same shape in and out): a weight stays on its axis
+_SAME_AXES = frozenset({Family.CONTIGUOUS, Family.DROPOUT, Family.MASK_FILL})
+
+
+def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
+    """Softmax weights that a product sums along another axis than the one they sum to 1 over.
+
+    A softmax's weights sum to 1 along its ``dim``; a product that weighs values with them sums along the
+    axis it contracts. Where the two differ, each weighted sum runs over weights that were normalised across
+    something else (gjylt/DoubleAttentionNet issue #3: A²-Net's gathering maps ``(batch, c_n, h·w)``
+    softmaxed over the ``c_n`` maps, then summed over the pixels by ``tmpA @ softmaxB.permute(0, 2, 1)``).
+    The weights are followed through rows that keep or only reorder their axes (a permute read from the
+    strides, a contiguous copy, dropout, a mask fill; casts have no row and pass on as they are) to a
+    matrix product or an einsum; anything that recomputes them (slot attention's division by their sum over
+    the inputs, a reduction entering them through calls without a row) ends the walk. No name and no size decides: the
+    axis is followed by position, and one of one entry is not judged.
+    Softmaxes of scores along another axis than their keys are :func:`~.diagnose.softmax_axis`'s, and those
+    along named heads or batch :func:`softmax_weights`'; weights over the keys summed over the queries (ESIM's
+    ``softmax(e, 2)ᵀ @ a``) are judged here."""
+    consumers, out = _consumers(analysis.events), []
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs or not e.outputs:
+            continue
+        along = axes_along(Family.SOFTMAX.value, e.params, len(e.inputs[0].shape))
+        roles = [a.role for a in e.inputs[0].axes]
+        if not along or e.inputs[0].shape[along[0]] == 1 \
+                or analysis.namer.plain_role(e.inputs[0].dims[along[0]]) in WRONG_ROLES \
+                or ("key" in roles and roles[along[0]] != "key"):
+            continue   # (along the heads or the batch: softmax_weights says so; off the keys: softmax_axis)
+        found = _summed_along(analysis, e, along[0], consumers)
+        if found is not None:
+            product, summed, kept = found
+            t = e.outputs[0]
+            out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
+                f"{e.op} #{e.index} normalises {fmt_named(t.dims, t.shape)} over axis {along[0]} "
+                f"({t.dims[along[0]] or 'no name'}, {t.shape[along[0]]} entries), but {product.op} #{product.index} "
+                f"sums the weighted values over another axis of them ({summed}) and keeps that one apart ({kept}): "
+                "each weighted sum runs over weights that do not sum to 1 along it."),
+                "Normalise over the axis the product sums over (A²-Net's gathering maps: softmax over the "
+                "pixels, dim=-1 of (batch, c_n, h·w)).", blame=((0, along[0]),)))
+    return out
+
+
+def _summed_along(analysis: Analysis, start, axis: int, consumers):
+    """``(product, summed, kept)`` where a product reached from ``start``'s output with the normalised axis at
+    a known place contracts another axis of it, keeps that one, and weighs an operand holding features (named
+    features or head features: values; Nyströmformer's pseudo-inverse multiplies kernels by kernels); None
+    where none does."""
+    for e, position, contracted, k in _weighings(analysis, start, axis, consumers):
+        t = e.inputs[position]
+        if contracted != k and t.shape[contracted] > 1:
+            where = _name(t, contracted), _name(t, k)
+            return e, f"axis {contracted}, {where[0]}", f"axis {k}, {where[1]}"
+    return None
+
+
+def summed_along_itself(analysis: Analysis, start, axis: int) -> bool:
+    """Does a product weigh, with ``start``'s softmax weights, the very tensor that gave their scores the
+    normalised axis, summing along that axis (after any transpose)? ESIM's and BiDAF's second alignment,
+    ``softmax(a @ bᵀ, dim=1)ᵀ @ a``: normalised over the premise's words and summed over them with the premise,
+    the hypothesis attending to the premise. Weights summed with another tensor (the values: PaLM's
+    similarities written ``b h j i`` and read as ``b h i j``) are not it."""
+    product = _from_product(analysis, start)
+    rows = _query_operand(product, axis) if product is not None else None
+    if rows is None or rows >= len(product.sources) or product.sources[rows] is None:
+        return False
+    found = _weighings(analysis, start, axis, _consumers(analysis.events))
+    return any(contracted == k and position in (0, 1) and e.sources[1 - position] == product.sources[rows]
+               for e, position, contracted, k in found)
+
+
+def _query_operand(product, axis: int) -> int | None:
+    """The operand of the scores' product that gave them axis ``axis`` (a matrix product's rows: its first;
+    an einsum's: the one operand whose subscripts hold that output letter); None where it cannot say."""
+    if is_matrix_product(product.spec):
+        return 0 if product.outputs and axis == len(product.outputs[0].shape) - 2 else None
+    parsed = product.params.get("subscripts")
+    if not parsed or axis >= len(parsed["output"]):
+        return None
+    owners = [i for i, term in enumerate(parsed["inputs"]) if parsed["output"][axis] in term]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _weighings(analysis: Analysis, start, axis: int, consumers):
+    """``(product, operand position, contracted axis, normalised axis)`` for each product that weighs values with the
+    weights ``start`` made, reached through rows that keep or reorder their axes, in order of the walk."""
+    queue, seen = deque([(start.index, axis)]), {start.index}
+    while queue:
+        at, k = queue.popleft()
+        for e, position in consumers.get(at, ()):
+            t = e.inputs[position] if position < len(e.inputs) else None
+            if t is None or e.index in seen or (position < len(e.joined) and e.joined[position] - {start.index}):
+                continue   # (a reduction entered the weights on the way, as their sum: they were recomputed)
+            contracted = _contracted(e, position, len(t.shape))
+            if contracted is not None:
+                if any(_holds_features(analysis, other) for j, other in enumerate(e.inputs[:2]) if j != position):
+                    yield e, position, contracted, k
+                continue
+            moved = _moved(e, position, t, k)
+            if moved is not None:
+                seen.add(e.index)
+                queue.append((e.index, moved))
+
+
+def _name(t, k: int) -> str:
+    return f"{t.dims[k] or 'no name'}, {t.shape[k]} entries"
+
+
+def _contracted(e, position: int, rank: int) -> int | None:
+    """The axis of operand ``position`` a product sums over (one only), or None for anything else (a
+    matrix product's base, baddbmm's, is added, not summed)."""
+    if family_of(e.op) is not Family.PRODUCT:
+        return None
+    if is_matrix_product(e.spec):   # (its two matrices are its first two operands: ``__rmatmul__``, baddbmm)
+        return (rank - 1 if position == 0 else rank - 2) if rank >= 2 and position in (0, 1) else None
+    parsed = e.params.get("subscripts")
+    if parsed and position < len(parsed["inputs"]) and len(parsed["inputs"][position]) == rank:
+        term = parsed["inputs"][position]
+        summed = [i for i, c in enumerate(term) if c not in parsed["output"]]
+        return summed[0] if len(summed) == 1 else None
+    return None
+
+
+def _moved(e, position: int, t, k: int) -> int | None:
+    """Where axis ``k`` of operand ``position`` lands in ``e``'s output, for rows that keep or reorder axes."""
+    if not e.outputs or position != 0:
+        return None
+    o, fam = e.outputs[0], family_of(e.op)
+    if fam in _SAME_AXES and tuple(o.shape) == tuple(t.shape):
+        return k
+    if fam is not Family.AXIS_ORDER or sorted(o.shape) != sorted(t.shape) or not e.view:
+        return None
+    here = (t.shape[k], t.stride[k])
+    places = [j for j, pair in enumerate(zip(o.shape, o.stride)) if pair == here]
+    same = [i for i, pair in enumerate(zip(t.shape, t.stride)) if pair == here]
+    return places[0] if len(places) == 1 and len(same) == 1 else None

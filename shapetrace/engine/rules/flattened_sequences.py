@@ -1,0 +1,52 @@
+"""Each sequence flattened into one vector for a fixed-length head: a readout, not a merge of heads.
+
+Fixed-length models end by flattening every sequence, all of its tokens with all of the model's features,
+into one vector that a linear layer reads (PatchTST's ``FlattenHead``: ``nn.Flatten(start_dim=-2)`` then
+``nn.Linear(patch_num * d_model, target_window)``; IBM/TabFormer's row projection ``view(n, s * e)``, tests/
+corpus/reports5/tabformer_seq_first.py). The axis it makes holds (token, feature) pairs, which
+``tokens-merged-with-features`` warns of, and the linear reading it mixes tokens, which
+``projection-over-tokens`` reports: both true of a merge of heads gone wrong, neither of a readout of a whole
+sequence. What proves the readout, from the names' pieces and never from sizes: the axis is exactly one
+token axis and the model's features (``T·D``), each whole (no slice, no stride: no heads cut out of it),
+and every other axis of the tensor is the batch's (or of one entry). Heads merged with tokens (``T·d_k``,
+``H·T``), pieces of axes, or a heads axis left beside it keep their findings.
+
+Reads: the findings so far and the events they name. Adds nothing; drops those findings on such an axis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shapetrace.engine.kinds import Kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.analysis import Analysis
+    from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import TensorInfo
+
+
+def flattened_sequences(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
+    """``found`` less the merge findings on a flatten of whole sequences beside the batch, and the
+    projection findings on a linear that reads one."""
+    return [d for d in found if not _readout(analysis, d)]
+
+
+def _readout(analysis: Analysis, d: Diagnostic) -> bool:
+    if d.event is None or d.kind not in (Kind.TOKENS_MERGED_WITH_FEATURES, Kind.PROJECTION_OVER_TOKENS):
+        return False
+    e = analysis.events[d.event]
+    if d.kind == Kind.PROJECTION_OVER_TOKENS:
+        return bool(e.inputs) and whole_sequence(e.inputs[0], len(e.inputs[0].shape) - 1, analysis.namer)
+    axis = next((i for side, i in d.blame if side == -1), None)
+    return axis is not None and bool(e.outputs) and whole_sequence(e.outputs[0], axis % len(e.outputs[0].shape),
+                                                                    analysis.namer)
+
+
+def whole_sequence(t: TensorInfo, i: int, namer) -> bool:
+    """Is axis ``i`` of ``t`` all of one token axis with all of the model's features, beside batch axes alone?"""
+    atoms = t.axes[i].atoms if i < len(t.axes) else ()
+    roles = sorted(namer.plain_role(a.root) or "" for a in atoms)
+    return roles == ["features", "tokens"] and all(a.size == a.root_size and a.stride == 1 for a in atoms) \
+        and all(namer.plain_role(label) == "batch" or size == 1
+                for k, (label, size) in enumerate(zip(t.dims, t.shape)) if k != i)
