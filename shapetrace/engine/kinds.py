@@ -89,6 +89,8 @@ class Kind(StrEnum):
     QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
                          "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    VALUES_BY_QUERIES = ("values-by-queries", "error", "a product of attention weights that sums over their query "
+                         "axis and keeps the key axis (`attnᵀ @ v`, an einsum that contracts the query letter)")
     SOFTMAX_OVER_ONE_ENTRY = ("softmax-over-one-entry", "error", "a softmax along an axis of one entry beside a "
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
     TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "

@@ -53,6 +53,7 @@ from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
+from shapetrace.engine.rules.weighted_values import values_by_queries
 from shapetrace.engine.rules.weights import softmax_weights
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
@@ -549,5 +550,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights,
-    table_cut_to_batch, norm_across_heads,
+    table_cut_to_batch, norm_across_heads, values_by_queries,
 ]
