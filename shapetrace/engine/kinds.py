@@ -148,8 +148,9 @@ class Kind(StrEnum):
         "batch of per-head values, or of attention scores that then weigh the values")
     NORMALISED_OVER_TOKENS = (
         "normalised-over-tokens", "warning",
-        "`F.normalize` of per-head vectors (queries, keys) along the tokens: each token's vector is scaled by a "
-        "norm over the whole sequence, so it is no unit vector and depends on the other tokens")
+        "`F.normalize` of per-head vectors (queries, keys) along the tokens, or a hand-written norm's statistic "
+        "(`x.pow(2).mean(1, keepdim=True)`) taken over the tokens and read back on them: each token's vector is "
+        "scaled by a norm over the whole sequence, so it depends on the other tokens")
     KEYS_CHANGE_SEQUENCE = (
         "keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "

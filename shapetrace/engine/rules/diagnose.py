@@ -43,7 +43,12 @@ from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads
 from shapetrace.engine.rules.order import tokens_in_two_orders
-from shapetrace.engine.rules.reductions import contraction_axis, normalised_over_tokens, reduction_axis
+from shapetrace.engine.rules.reductions import (
+    contraction_axis,
+    normalised_over_tokens,
+    reduction_axis,
+    statistics_over_tokens,
+)
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
@@ -550,5 +555,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights,
-    table_cut_to_batch, norm_across_heads, values_by_queries,
+    table_cut_to_batch, norm_across_heads, values_by_queries, statistics_over_tokens,
 ]
