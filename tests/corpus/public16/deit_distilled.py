@@ -6,9 +6,11 @@ H).permute(2, 0, 3, 1, 4)``, ``(q @ k.transpose(-2, -1)) * scale``, softmax, ``(
 2).reshape(B, N, C)``; ``norm``; ``forward_features`` returns ``x[:, 0], x[:, 1]``, and in eval ``(head(x) +
 head_dist(x_dist)) / 2``. The image is not square (24 x 40 pixels, 8-pixel patches: a 3 x 5 grid).
 
-Bugs (argument): ``dist-head-reads-cls``: ``return x[:, 0], x[:, 0]`` (the distillation head fed the class
-token: the slip of a port that copies the class-token line; the distillation token is then computed and never
-read); ``attn-out-not-transposed``: ``(attn @ v).reshape(B, N, C)`` (the ``transpose(1, 2)`` dropped)."""
+Bugs (argument): ``attn-out-not-transposed``: ``(attn @ v).reshape(B, N, C)`` (the ``transpose(1, 2)``
+dropped). A known miss, ``dist-head-reads-cls``: ``return x[:, 0], x[:, 0]`` (the distillation head fed the class
+token: the slip of a port that copies the class-token line; the distillation token is still attended to, but no
+head reads it out): every layout is right, and which learnt token a head should read is no fact torch records
+(``KNOWN_MISSES``: its ``✓`` is a false one, tested as such)."""
 
 import sys
 
@@ -80,8 +82,9 @@ class DistilledVisionTransformer(nn.Module):
         return (x + x_dist) / 2
 
 
-BUGS = ("dist-head-reads-cls", "attn-out-not-transposed")
+BUGS = ("attn-out-not-transposed",)
 TWINS = ()
+KNOWN_MISSES = ("dist-head-reads-cls",)
 DIMS = ("B=2 D=32 H=4 Hp=3 Wp=5",)
 EQUAL = {"B=2 D=32 H=4 Hp=3 Wp=5": "B=4 D=32 H=4 Hp=4 Wp=4"}
 

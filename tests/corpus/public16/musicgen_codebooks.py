@@ -97,10 +97,10 @@ class MusicgenForCausalLM(nn.Module):
 
 BUGS = ("codebook-on-time-axis", "shape-heads-first")
 TWINS = ()
-DIMS = ("B=2 K=3 T=6 D=32 H=4",)
+DIMS = ("B=2 K=3 T=5 D=32 H=4",)
 
 
-def build(bug="", B=2, K=3, T=6, D=32, H=4):
+def build(bug="", B=2, K=3, T=5, D=32, H=4):
     torch.manual_seed(0)
     codes = torch.randint(0, 16, (B * K, T))
     return MusicgenForCausalLM(D, H, K, bug=bug).eval(), (codes,)
