@@ -156,10 +156,6 @@ def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
-#: reductions whose result, kept beside the axis it ran along, scales or shifts what it was taken from
-STATISTICS = frozenset({"mean", "sum", "var", "std", "norm", "amax", "logsumexp", "var_mean", "std_mean"})
-
-
 def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     """A hand-written norm whose statistic runs along the tokens (``x.pow(2).mean(1, keepdim=True)`` on ``[B, T,
     D]``, an RMSNorm's variance over the second axis) and comes back onto the same tokens through calls without
@@ -171,7 +167,7 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         return out   # (names from equal sizes alone: the axis may be the batch's as well)
     flagged: dict[int, tuple[int, str]] = {}
     for e in analysis.events_of(Family.REDUCE):
-        if e.spec.name not in STATISTICS or not e.params.get("keepdim") or not e.inputs:
+        if not e.params.get("keepdim") or not e.inputs:   # (a statistic kept beside the axis it ran along)
             continue
         t = e.inputs[0]
         along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
