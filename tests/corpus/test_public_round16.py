@@ -51,7 +51,7 @@ longformer_chunks    band-softmax-over-tokens      ?                           �
 ===================  ============================  ==========================  ====================  ===================
 
 At distinct sizes the 12 correct files were ✓ 5, ? 6, ✗ 1 (CvT, false); the bugs (window-off-by-one and
-dist-head-reads-cls counted, mask-before-softcap then counted as a bug) ✗ 10, ? 8, raises 1, ✓ 5. Grok's
+dist-head-reads-cls counted, mask-before-softcap then counted as a bug) ✗ 9, ? 7, raises 1, ✓ 5. Grok's
 mask-before-softcap is a twin: its output equals the correct one exactly (the masked logits capped at -30 weigh at
 most e^-60 of a seen key's). Two stay false ``✓`` (``KNOWN_MISSES``, tested below as strict xfails): a sliding
 window one key wider (a valid causal band; nothing recorded states the width meant) and DeiT's distillation head
@@ -65,8 +65,8 @@ weights summed over their query axis against values are ``values-by-queries`` (r
 second einsum); a hand-written norm's statistic over the tokens read back on them is ``normalised-over-tokens``
 (rules/reductions: OLMoE).
 
-Now at distinct sizes: correct ✓ 5 (StarCoder2, Grok-1, OLMoE, DeiT, Granite), ? 7, ✗ 0; bugs ✗ 11, ! 1,
-? 6, raises 1, ✓ 0 (plus the two known misses). What stays ``?`` and why: SpeechT5 (the ``[2k, d]`` table's
+Now at distinct sizes: correct ✓ 5 (StarCoder2, Grok-1, OLMoE, DeiT, Granite), ? 7, ✗ 0; bugs ✗ 10, ! 1,
+? 7, raises 1, ✓ 0 (plus the two known misses). What stays ``?`` and why: SpeechT5 (the ``[2k, d]`` table's
 rows are picked by a clamped offset index, no name); ConViT (the ``[1, N, N, 3]`` offsets and their
 ``pos_proj`` to heads: no name ties the 3 offset features or the heads there, so its two bugs are ``?`` too);
 DaViT (attention over channels by design: the note ``attends-over-channels``, so its softmax-over-queries bug is
