@@ -88,6 +88,7 @@ class Kind(StrEnum):
     QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
                          "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    VALUES_BY_QUERIES = ("values-by-queries", "error", "attention weights summed over their query axis (`attnᵀ @ v`)")
     SOFTMAX_OVER_ONE_ENTRY = ("softmax-over-one-entry", "error", "a softmax along an axis of one entry beside a "
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
     TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "
@@ -143,10 +144,9 @@ class Kind(StrEnum):
         "reduction-over-wrong-axis", "error",
         "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
         "batch of per-head values, or of attention scores that then weigh the values")
-    NORMALISED_OVER_TOKENS = (
-        "normalised-over-tokens", "warning",
-        "`F.normalize` of per-head vectors (queries, keys) along the tokens: each token's vector is scaled by a "
-        "norm over the whole sequence, so it is no unit vector and depends on the other tokens")
+    NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
+                              "statistic read back on the tokens, taken along the tokens: each token's vector is "
+                              "scaled by a norm over the whole sequence, so it depends on the other tokens")
     KEYS_CHANGE_SEQUENCE = (
         "keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "

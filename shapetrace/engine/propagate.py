@@ -57,7 +57,25 @@ def first_broadcast(c: Call) -> Axes:
 # -- the view family -----------------------------------------------------------------------------
 
 def reshape(c: Call) -> Axes:
-    return axis_reshape.reshape_axes(c.in_axes[0], c.shapes[0], c.namer, _read_alone(c))
+    return _padding_cut(c.in_axes[0], axis_reshape.reshape_axes(c.in_axes[0], c.shapes[0], c.namer, _read_alone(c)),
+                        c.namer)
+
+
+def _padding_cut(src: Axes, out: Axes, namer) -> Axes:
+    """A view that cuts tokens padded by a few entries (``T+1``, :func:`pad`) across rows: the skew that turns
+    diagonals into columns (Transformer-XL's ``_rel_shift``, Longformer's ``_pad_and_transpose_last_two_dims``:
+    ``[.., T+1, T]`` viewed ``[.., T, T+1]``) shifts each row by one more than the last, so the new axes hold
+    relative offsets, not tokens: they are left unnamed (never a mix of tokens, never a name). Only a padded token
+    axis next to another token axis (the queries' and keys' pair) counts: a pad beside anything else stays a mix."""
+    padded = {a.atoms[0].root for i, a in enumerate(src) if _padded_tokens(a, namer) is not None
+              and "+" in a.atoms[0].root
+              and any(_padded_tokens(b, namer) for b in src[max(i - 1, 0):i] + src[i + 1:i + 2])}
+    if not padded or all(a in out for a in src if a.atoms and a.atoms[0].root in padded):
+        return out
+    def cut(axis: Axis) -> bool:
+        return axis not in src and any(t.root in padded or (t.root.startswith(ax.MIXED_PREFIX) and any(
+            p in t.root.lstrip(ax.MIXED_PREFIX).split("*") for p in padded)) for t in axis.atoms)
+    return tuple(ax.unknown_axis(a.size) if cut(a) else a for a in out)
 
 
 def _read_alone(c: Call) -> frozenset[int]:

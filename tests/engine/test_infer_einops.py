@@ -35,3 +35,32 @@ def test_tokens_cut_into_blocks_by_a_patterns_h_are_still_a_mixed_axis():
         shapetrace.name(x, "B T D")
         rearrange(x, "b (h n) d -> b h n d", h=4)                         # bug: the tokens split
     assert _kinds(t) == [("error", "mixed-axis")]
+
+
+def _cvt_fold(dims, h, w):
+    """CvT's ``forward_conv``: the class token split off the ``1+N`` tokens, the rest folded ``'b (h w) c -> b c
+    h w'``. The tokens' grid name is lost at the ``cat`` (``1+N``), so ``h`` is a piece of the tokens ``N``."""
+    x = torch.randn(2, 32, h, w)
+    with shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B D Hp Wp")
+        tokens = rearrange(x, "b c h w -> b (h w) c")                      # (B, N, D)
+        tokens = torch.cat((torch.zeros(2, 1, 32), tokens), dim=1)          # (B, 1+N, D)
+        _, patches = torch.split(tokens, [1, h * w], 1)                     # (B, N, D)
+        rearrange(patches, "b (h w) c -> b c h w", h=h, w=w)              # (B, D, Hp, Wp)
+    return t
+
+
+def test_tokens_of_a_declared_grid_folded_back_after_a_class_token_is_no_head_split():
+    """On f714c55 (main) CvT's fold after the class token was split off was a false ``✗ mixed-axis`` ("names an
+    axis h (heads), but ... holds pieces of the tokens"): the piece is the grid's height ``Hp`` (3 rows of 5)."""
+    t = _cvt_fold("B=2 Hp=3 Wp=5 D=32 H=4", 3, 5)
+    assert _kinds(t) == []
+    assert t.events[-1].outputs[0].dims == ("B", "D", "Hp", "Wp")
+
+
+def test_a_grid_as_tall_as_the_heads_are_many_leaves_the_piece_unnamed():
+    """Hp = H = 4: the same fold reads as a split of the tokens into 4 heads; equal sizes decide nothing, so
+    the axis gets no name and no error (on f714c55: ``✗ mixed-axis``)."""
+    t = _cvt_fold("B=2 Hp=4 Wp=5 D=32 H=4", 4, 5)
+    assert _kinds(t) == []
+    assert t.events[-1].outputs[0].dims == ("B", "D", None, "Wp")

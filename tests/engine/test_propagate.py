@@ -60,3 +60,28 @@ def test_a_recurrent_layer_keeps_the_sequence_and_batch_and_names_its_width():
     assert [o.dims for o in t.events[0].outputs[1:]] == [(None, None, None), (None, None, None)]
     t = _recurrent(torch.nn.GRU(8, 5, batch_first=True), torch.randn(2, 6, 8), "B=2 T=6 D=8")
     assert [(e.op, e.outputs[0].dims) for e in t.events] == [("gru", ("B", "T", "F"))]
+
+
+def test_the_diagonal_skew_of_padded_scores_leaves_its_axes_unnamed():
+    """Longformer's ``_pad_and_transpose_last_two_dims`` (and Transformer-XL's ``_rel_shift``): scores ``[B, T,
+    T]`` padded to ``[B, T+1, T]`` and viewed ``[B, T, T+1]`` shift each row by one: the new axes hold relative
+    offsets. On f714c55 (main) that view was a false ``✗ mixed-axis`` ("holds pieces of T+1 and T")."""
+    q = torch.randn(2, 4, 8)
+    with shapetrace.trace(dims="B=2 T=4 D=8 H=1") as t:
+        shapetrace.name(q, "B T D")
+        scores = q @ q.transpose(1, 2)                                     # (B, T, T)
+        padded = F.pad(scores, (0, 0, 0, 1))                               # (B, T+1, T)
+        padded.view(2, 4, 5)                                               # (B, T, T+1): the skew
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.events[-2].outputs[0].dims == ("B", "T+1", "T")
+    assert t.events[-1].outputs[0].dims == ("B", None, None)
+
+
+def test_a_padded_axis_viewed_across_a_batch_neighbour_is_still_a_mix():
+    """Only a padded token axis beside another token axis is a skew: padded batch entries viewed across the
+    tokens stay a mixed axis (Transformer-XL's shift-batch bug)."""
+    x = torch.randn(2, 4, 8)
+    with shapetrace.trace(dims="B=2 T=4 D=8 H=1") as t:
+        shapetrace.name(x, "B T D")
+        F.pad(x, (0, 0, 0, 0, 0, 1)).view(4, 3, 8)                        # bug: (B+1)·T read as [4, 3]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mixed-axis"]

@@ -167,3 +167,39 @@ def test_scores_that_keep_every_query_head_are_silent(B, T, D, H):
         shapetrace.name(x, "B T D")
         _grouped_scores(x, H, "bghns")
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def _rms_norm_traced(dim):
+    """A hand-written RMSNorm (OLMoE's q/k norm over the whole width) whose variance runs along ``dim``."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        variance = x.pow(2).mean(dim, keepdim=True)
+        y = x * torch.rsqrt(variance + 1e-5)
+        y.view(2, 6, 4, 8)                                                 # (B, T, H, d_k): a row that reads it
+    return t
+
+
+def test_a_norms_statistic_over_the_tokens_read_back_on_them_is_a_warning():
+    """On f714c55 (main) OLMoE's q/k RMSNorm with its variance over ``dim=1`` (the tokens of ``[B, T, D]``) was
+    ``✓`` without dependency contracts (tests/corpus/public16/olmoe_qknorm.py norm-over-tokens); now a warning."""
+    t = _rms_norm_traced(1)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "normalised-over-tokens", 0)]
+    message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
+    assert message.startswith("mean #0 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and "
+                              "view #1 reads it back on those tokens")
+
+
+def test_a_norms_statistic_over_each_tokens_features_is_silent():
+    t = _rms_norm_traced(-1)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_a_mean_over_the_tokens_read_as_a_summary_is_silent():
+    """A mean over the tokens that never comes back onto them (pooled for a head) is no norm."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        torch.nn.functional.linear(x.mean(1, keepdim=True), torch.randn(10, 32))   # (B, 1, classes)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

@@ -36,11 +36,18 @@ def finish_pattern(state: Inference) -> None:
     if groups is None or event is None or not event.outputs or len(groups) != len(event.outputs[0].axes):
         return
     info = event.outputs[0]
-    for group, axis in zip(groups, info.axes):
+    axes, either = list(info.axes), set()
+    for i, (group, axis) in enumerate(zip(groups, info.axes)):
         if len(group) == 1 and canonical(group[0]) == "H" and any(
                 state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis):
-            state.pattern_conflicts.append((index, group[0]))
-    axes = tuple(pattern_axis(state, group, axis) for group, axis in zip(groups, info.axes))
+            reading = _grid_piece(state, axis)
+            if reading is None:
+                state.pattern_conflicts.append((index, group[0]))
+            elif reading == "either":
+                axes[i] = ax.unknown_axis(axis.size)
+                either.add(i)
+    axes = tuple(axis if i in either else pattern_axis(state, group, axis)
+                 for i, (group, axis) in enumerate(zip(groups, axes)))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
         state.rename(node, axes)
@@ -50,6 +57,18 @@ def _whole_grid_axis(axis: Axis) -> bool:
     """Is the axis exactly one whole declared grid axis (``Hp``)? Then the pattern's ``h`` is the image's height
     (latent diffusion's ``'b (h w) c -> b c h w'`` back to the feature map), not heads: no tokens were split."""
     return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root in GRID_AXES
+
+
+def _grid_piece(state: Inference, axis: Axis) -> str | None:
+    """Is a piece of the tokens that a pattern calls ``h`` the image's height? ``"grid"`` where the tokens fold
+    a declared grid and this piece is its height (CvT's ``'b (h w) c -> b c h w'`` after the class token is split
+    off: the tokens ``N = Hp*Wp`` cut into ``Hp`` rows of ``Wp``); ``"either"`` where the heads are as many as
+    the grid's rows (a split of the tokens into heads reads the same: equal sizes decide nothing, so the axis is
+    left unnamed); None where the piece is no grid axis (``'b (h n) d -> b h n d'``: the tokens split)."""
+    label = state.namer.label(axis)
+    if label not in GRID_AXES:
+        return None
+    return "either" if state.namer.size_of("H") == axis.size else "grid"
 
 
 def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:

@@ -45,7 +45,12 @@ from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads
 from shapetrace.engine.rules.order import tokens_in_two_orders
-from shapetrace.engine.rules.reductions import contraction_axis, normalised_over_tokens, reduction_axis
+from shapetrace.engine.rules.reductions import (
+    contraction_axis,
+    normalised_over_tokens,
+    reduction_axis,
+    statistics_over_tokens,
+)
 from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
@@ -55,6 +60,7 @@ from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import unread_inputs
+from shapetrace.engine.rules.weighted_values import values_by_queries
 from shapetrace.engine.rules.weights import softmax_weights, summed_along_itself, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
@@ -584,5 +590,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere,
-    table_cut_to_batch, norm_across_heads, positions_across_sequences,
+    table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
 ]

@@ -156,6 +156,42 @@ def normalised_over_tokens(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
+    """A hand-written norm whose statistic runs along the tokens (``x.pow(2).mean(1, keepdim=True)`` on ``[B, T,
+    D]``, an RMSNorm's variance over the second axis) and comes back onto the same tokens through calls without
+    a row (``x * rsqrt(variance + eps)``): each token's features are scaled by statistics of every token, the
+    later ones included. (A mean over the tokens read as a summary, pooled or prepended, never comes back onto
+    the tokens it was taken from.)"""
+    out: list[Diagnostic] = []
+    if analysis.size_choices:
+        return out   # (names from equal sizes alone: the axis may be the batch's as well)
+    flagged: dict[int, tuple[int, str]] = {}
+    for e in analysis.events_of(Family.REDUCE):
+        if not e.params.get("keepdim") or not e.inputs:   # (a statistic kept beside the axis it ran along)
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
+        tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
+        kept = [i for i in range(len(t.shape)) if i not in along and _role(analysis, t.dims[i]) in VALUE_ROLES]
+        if len(along) == 1 and tokens and kept:
+            flagged[e.index] = (tokens[0], t.dims[tokens[0]])
+    said: set[int] = set()
+    for e in analysis.events:
+        for j, joined in enumerate(e.joined):
+            for r in sorted(joined & flagged.keys() - said):
+                i, label = flagged[r]
+                if j < len(e.inputs) and label in e.inputs[j].dims:
+                    said.add(r)
+                    red = analysis.events[r]
+                    t = red.inputs[0]
+                    out.append(Kind.NORMALISED_OVER_TOKENS.found(r, (
+                        f"{red.op} #{r} takes a statistic of {fmt_named(t.dims, t.shape)} along axis {i} ({label}, "
+                        f"the tokens) and {e.op} #{e.index} reads it back on those tokens: each token's features "
+                        f"are scaled by statistics of all {t.shape[i]} tokens, the later ones included."),
+                        "Take a norm's statistic over each token's own features: .mean(-1, keepdim=True)."))
+    return out
+
+
 def _role(analysis: Analysis, label: str | None) -> str | None:
     return analysis.namer.plain_role(label)
 
