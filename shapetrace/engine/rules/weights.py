@@ -30,6 +30,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
+from shapetrace.engine.rules.weighted_values import values_by_queries
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -123,8 +124,11 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
     axis is followed by position, and one of one entry is not judged.
     Softmaxes of scores along another axis than their keys are :func:`~.diagnose.softmax_axis`'s, and those
     along named heads or batch :func:`softmax_weights`'; weights over the keys summed over the queries (ESIM's
-    ``softmax(e, 2)ᵀ @ a``) are judged here."""
+    ``softmax(e, 2)ᵀ @ a``) are judged here, unless :func:`~.weighted_values.values_by_queries` says it of
+    their product (attention weights over the keys summed over the queries against values: one finding, in
+    attention's words)."""
     consumers, out = _consumers(analysis.events), []
+    by_queries = {d.event for d in values_by_queries(analysis)}   # (said there, in attention's own words)
     for e in analysis.events_of(Family.SOFTMAX):
         if not e.inputs or not e.outputs:
             continue
@@ -135,7 +139,7 @@ def weights_summed_elsewhere(analysis: Analysis) -> list[Diagnostic]:
                 or ("key" in roles and roles[along[0]] != "key"):
             continue   # (along the heads or the batch: softmax_weights says so; off the keys: softmax_axis)
         found = _summed_along(analysis, e, along[0], consumers)
-        if found is not None:
+        if found is not None and found[0].index not in by_queries:
             product, summed, kept = found
             t = e.outputs[0]
             out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
