@@ -37,7 +37,7 @@ from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
-from shapetrace.engine.rules.head_split import head_split_order
+from shapetrace.engine.rules.head_split import head_split_order, pattern_contradictions
 from shapetrace.engine.rules.indices import index_axes
 from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.key_sequences import keys_change_sequence, positions_across_sequences
@@ -500,19 +500,6 @@ def _over_features(e: Event, analysis: Analysis) -> bool:
     """Is this product a q·k one (it sums over head features or features)?"""
     roles = {analysis.namer.role(lab) for pair in _matmul_pairs(e) for lab in pair if lab}
     return bool(roles) and roles <= {"head_features", "features"}
-
-
-def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
-    """An einops pattern that calls an axis heads while it holds tokens: the tokens were split, not D."""
-    out = []
-    for index, word in analysis.pattern_conflicts:
-        e = analysis.events[index]
-        o = e.outputs[0]
-        out.append(Kind.MIXED_AXIS.found(e.index, (
-            f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
-            "holds pieces of the tokens: the pattern split T, not the features. Each 'head' is a block of "
-            "tokens and attention never crosses blocks."), "Split the features: 'b n (h d) -> b h n d'."))
-    return out
 
 
 def query_key_order(analysis: Analysis) -> list[Diagnostic]:

@@ -1,6 +1,7 @@
 """The head split rule: features split into heads in an unusual but consistent order (a note), or sizes
 given with ``--dims`` that the split the code makes contradicts (a note, once). A split is judged as
-heads × d_k of the projection's own width, whatever its relation to D (Gemma's config.head_dim)."""
+heads × d_k of the projection's own width, whatever its relation to D (Gemma's config.head_dim). And an einops
+pattern that calls an axis heads while it holds pieces of the tokens (an error: the tokens were split)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,25 @@ def _odd_split(o: TensorInfo, namer) -> tuple[list, bool]:
     """The labels of the axes that split features unusually, and whether any axis mixes tokens."""
     odd = [lab for axis, lab in zip(o.axes, o.dims) if namer.mix_kind(axis) == "note"]
     return odd, any(namer.mix_kind(a) == "error" for a in o.axes)
+
+
+def pattern_contradictions(analysis: Analysis) -> list[Diagnostic]:
+    """An einops pattern that calls an axis heads while it holds tokens: the tokens were split, not D."""
+    out, rows = [], analysis.namer.size_of("Hp")
+    for index, word in analysis.pattern_conflicts:
+        e = analysis.events[index]
+        o = e.outputs[0]
+        if rows:   # (a grid declared: the letter may be the image's height, cut in another order than flattened)
+            out.append(Kind.MIXED_AXIS.found(e.index, (
+                f"{e.code or e.op} names an axis {word}, but in {fmt_named(o.dims, o.shape)} that axis holds "
+                f"pieces of the tokens that are neither the heads (H={analysis.namer.size_of('H')}) nor the "
+                f"declared grid's rows (Hp={rows}): the tokens were cut in another order than they were "
+                "flattened in."), f"If {word} is the image's height, give the sizes in the order the tokens "
+                                  f"were flattened ({word}=Hp rows of Wp); if it is the heads, split the "
+                                  "features: 'b n (h d) -> b h n d'."))
+            continue
+        out.append(Kind.MIXED_AXIS.found(e.index, (
+            f"{e.code or e.op} names an axis {word} (heads), but in {fmt_named(o.dims, o.shape)} that axis "
+            "holds pieces of the tokens: the pattern split T, not the features. Each 'head' is a block of "
+            "tokens and attention never crosses blocks."), "Split the features: 'b n (h d) -> b h n d'."))
+    return out
