@@ -79,7 +79,7 @@ def _rows(table: torch.Tensor, axis: int) -> torch.Tensor | None:
 
 def _position(angles, w: torch.Tensor) -> int | None:
     """The one integer position whose angles ``p·w`` a table of one position holds on every feature."""
-    cos, sin = (t.double().reshape(-1, t.shape[-1]) for t in angles)
+    cos, sin = _entries(angles)
     if cos.shape[-1] != w.shape[0] or not (_close(cos, cos[:1]) and _close(sin, sin[:1])):
         return None
     slow = [j for j in torch.argsort(w.abs()).tolist() if abs(w[j].item()) > 1e-6]
@@ -102,7 +102,7 @@ def one_position_per_token(angles) -> bool:
     a second position (a ``?``, never a ``✓``). True where too few slow features move to tell."""
     if len(angles) != 2:
         return True
-    cos, sin = (t.double().reshape(-1, t.shape[-1]) for t in angles)
+    cos, sin = _entries(angles)
     if cos.shape != sin.shape or cos.shape[0] < 2:
         return True
     turned = torch.atan2(sin, cos)                                            # (entries, d)
@@ -113,6 +113,11 @@ def one_position_per_token(angles) -> bool:
         return True
     values = torch.linalg.svdvals(slow)                                        # (one row of steps: rank 1)
     return len(values) < 2 or bool(values[1] <= 1e-3 * values[0])
+
+
+def _entries(angles) -> tuple[torch.Tensor, ...]:
+    """The cos and sin tables as ``(entries, d)``: every entry of every leading axis, in float64."""
+    return tuple(t.double().reshape(-1, t.shape[-1]) for t in angles)
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
