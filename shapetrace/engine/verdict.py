@@ -153,12 +153,14 @@ def _same_layout_view(event: Event) -> bool:
     return (i.shape, i.stride, i.storage_offset, i.dims) == (o.shape, o.stride, o.storage_offset, o.dims)
 
 
-def _named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
+def _named(event: Event, value_checked: frozenset[int] = frozenset(),
+           discarded: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Every axis of more than one entry of every result has a name (what the rules read), and so has
     every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked),
     and every axis broadcasting lines up; or a contract read on the values checks its layout
-    (:mod:`.value_checked`: a rotary table's, a causal mask's, and so the ops in ``value_checked`` made)."""
-    return event.checked_on_values or _axes_named(event, value_checked)
+    (:mod:`.value_checked`: a rotary table's, a causal mask's, and so the ops in ``value_checked`` made).
+    A result in ``discarded`` (:func:`discarded_results`) needs no names: nothing read it."""
+    return event.checked_on_values or _axes_named(event, value_checked, discarded)
 
 
 def _twins_swapped(event: Event) -> str | None:
@@ -247,9 +249,29 @@ def _pooled_apart(event: Event) -> str | None:
     return None
 
 
-def _axes_named(event: Event, value_checked: frozenset[int] = frozenset()) -> bool:
-    return all(name is not None for info in event.outputs for name, size in zip(info.dims, info.shape)
-               if size > 1) and _along_named(event) and _operands_named(event, value_checked)
+def _axes_named(event: Event, value_checked: frozenset[int] = frozenset(),
+                discarded: frozenset[tuple[int, int]] = frozenset()) -> bool:
+    return all(name is not None for j, info in enumerate(event.outputs) if (event.index, j) not in discarded
+               for name, size in zip(info.dims, info.shape) if size > 1) \
+        and _along_named(event) and _operands_named(event, value_checked)
+
+
+def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
+    """``(event index, result position)`` of the results of an op with several that the code threw away
+    while it read another (``out, _ = self.lstm(x)``: the final states ``[layers·directions, B, hidden]``;
+    ``values, _ = scores.max(-1)``: the indices). No later op read them, so no element of theirs reached
+    anything a layout bug could spoil, and their axes need no names for the op to count as checked. A
+    result the code returned unread is not told from one it dropped, so an op none of whose results was
+    read keeps needing names on every one (the last op of a forward)."""
+    read: set[tuple[int, int]] = set()
+    whole: set[int] = set()
+    for e in events:
+        read.update(s for s in e.sources if s is not None)
+        for rows in e.joined:
+            whole.update(rows)
+    return frozenset((e.index, j) for e in events if len(e.outputs) > 1 and e.index not in whole
+                     and any((e.index, k) in read for k in range(len(e.outputs)))
+                     for j in range(len(e.outputs)) if (e.index, j) not in read)
 
 
 def _operands_named(event: Event, value_checked: frozenset[int]) -> bool:
@@ -280,8 +302,8 @@ def _along_named(event: Event) -> bool:
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:
     """The indices of the ops that could carry a layout bug and made a tensor with an unnamed axis."""
-    checked = _value_checked(events)
-    return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e, checked)]
+    checked, discarded = _value_checked(events), discarded_results(events)
+    return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e, checked, discarded)]
 
 
 #: the longest exception message a verdict line quotes
@@ -319,8 +341,8 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     not measured, what the traced code raised (``✗``: a run that raised is never all clear) and what
     stopped it before its end (``?`` at best: the rest of the code was not seen)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
-    checked = _value_checked(events)
-    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e, checked))
+    checked, discarded = _value_checked(events), discarded_results(events)
+    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e, checked, discarded))
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))

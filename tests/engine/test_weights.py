@@ -219,3 +219,62 @@ def test_a_softmax_without_dim_is_judged_along_the_axis_torch_took():
     """Torch's implicit axis 0 of three axes is the batch here: softmax-wrong-axis, as an explicit dim=0 is.
     Fails on 3aed8b3 (only the note that the axis 'was not checked': a false ✓ where all else is named)."""
     assert _energy_findings(None) == _energy_findings(0) == [("error", "softmax-wrong-axis", 0)]
+
+
+class _FlattenedWords(nn.Module):
+    """KEQA's attention (DEEP-PolyU/KEQA_WSDM19 embedding.py, issue #2; tests/corpus/reports5): the words of a
+    sequence-first batch flattened to ``(seq_len·batch, ·)`` and scored to one entry each."""
+
+    def __init__(self, D: int, how: str):
+        super().__init__()
+        self.score, self.how = nn.Linear(D, 1), how
+
+    def forward(self, x):                                               # (T, B, D)
+        T, B, D = x.shape
+        scores = self.score(x.reshape(T * B, D))                        # (T·B, 1)
+        if self.how == "one-entry":
+            weights = F.softmax(scores, dim=1).view(T, B, 1)            # (T, B, 1): all ones
+        elif self.how == "flat":
+            weights = F.softmax(scores, dim=0).view(T, B, 1)            # (T, B, 1): one softmax for the batch
+        else:
+            weights = F.softmax(scores.view(T, B, 1), dim=0)            # (T, B, 1)
+        return (weights * x).sum(dim=0)                                 # (B, D)
+
+
+def _flattened(how: str, T: int, B: int):
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D=32") as t:
+        _FlattenedWords(32, how)(shapetrace.name(torch.randn(T, B, 32), "T B D"))
+    return t
+
+
+@pytest.mark.parametrize("T,B", [(6, 2), (4, 4)])
+def test_a_softmax_over_one_entry_of_flattened_words_is_an_error(T, B):
+    """Its input ``[T·B, 1]`` has no axis named T, only T inside ``T·B``: on af0e286 the rule looked for a plain
+    token axis and said nothing (``✓``)."""
+    t = _flattened("one-entry", T, B)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("error", "softmax-over-one-entry", 2)]
+    assert t.diagnostics[0].message == (
+        f"softmax #2 normalises over axis 1 (no name, one entry) of [T·B={T * B}, 1]: a softmax of one entry is 1 "
+        f"whatever it is given, so every weight is 1 and the {T * B} tokens (T·B) are summed, not weighed.")
+    assert t.diagnostics[0].fix == ("Normalise over each sequence's own tokens: give them an axis of their own "
+                                    "first (split T·B with a view), then take the softmax along it.")
+
+
+@pytest.mark.parametrize("T,B", [(6, 2), (4, 4)])
+def test_a_softmax_along_the_flattened_words_of_the_whole_batch_is_an_error(T, B):
+    """The maintainer's proposed fix, ``dim=0`` on ``[T·B, 1]``: the weights are viewed back to ``[T, B, 1]``
+    before ``(weights * x).sum(0)``, and the sum is followed back through the view to the softmax. On
+    af0e286: ``✓`` (the view hid the softmax from the weighted sum, and ``T·B`` had no role)."""
+    t = _flattened("flat", T, B)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("error", "softmax-wrong-axis", 2)]
+    assert t.diagnostics[0].message == (
+        f"softmax #2 normalises over axis 0 (T·B: every batch entry's entries in one axis) of the weights "
+        f"[T·B={T * B}, 1], and sum #4 weighs the values with them: the {T * B} weights sum to 1 across all batch "
+        "entries together, so each sequence's tokens compete with the other sequences' instead of among "
+        "themselves.")
+
+
+@pytest.mark.parametrize("T,B", [(6, 2), (4, 4)])
+def test_a_softmax_along_each_sequences_words_is_silent(T, B):
+    assert [d.kind for d in _flattened("right", T, B).diagnostics if d.severity != "note"] == []

@@ -137,10 +137,27 @@ def reductions_joined(state: Inference, ins, same: int | None) -> frozenset[int]
     found: set[int] = set()
     for n in ins:
         found.update(state.reduced_into.get(n, ()))
-        source = state.made_by.get(n) if n != same else None
+        source = _through_layout(state, state.made_by.get(n)) if n != same else None
         if source is not None and family_of(state.events[source[0]].op) in _JOINED_FAMILIES:
             found.add(source[0])
     return frozenset(found)
+
+
+#: rows that hand on their one operand's values unchanged, in another shape or order (a softmax's weights
+#: viewed back to ``(seq_len, batch, 1)`` before ``(weights * outputs).sum(0)`` are still its weights)
+_SAME_VALUES = frozenset({Family.RESHAPE, Family.AXIS_ORDER, Family.SIZE_ONE_AXIS, Family.CONTIGUOUS,
+                          Family.EXPAND, Family.DROPOUT})
+
+
+def _through_layout(state: Inference, source: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The row that made the values ``source`` holds: back through rows that only reshape, reorder or
+    expand one operand (KEQA's ``softmax(scores, dim=0).view(seq_len, batch, 1)``)."""
+    while source is not None:
+        event = state.events[source[0]]
+        if family_of(event.op) not in _SAME_VALUES or len(event.sources) != 1:
+            return source
+        source = event.sources[0]
+    return None
 
 
 def clashes(state: Inference, record: OpRecord, in_axes) -> bool:

@@ -25,12 +25,14 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import coalesce
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
 from shapetrace.engine.rules.weighted_values import values_by_queries
+from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -80,30 +82,68 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
         dim = along[0]
         role = namer.plain_role(t.dims[dim])
         if t.shape[dim] == 1:
-            tokens = [k for k, (lab, size) in enumerate(zip(t.dims, t.shape))
-                      if size > 1 and namer.plain_role(lab) == "tokens"]
+            tokens = _token_axes(namer, t)
             if role not in TOKEN_ROLES and tokens:
+                k = tokens[0]
+                shown = t.dims[k].replace("*", "·")
                 out.append(Kind.SOFTMAX_OVER_ONE_ENTRY.found(e.index, (
                     f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or 'no name'}, one entry) of "
                     f"{fmt_named(t.dims, t.shape)}: a softmax of one entry is 1 whatever it is given, so every "
-                    f"weight is 1 and the {t.shape[tokens[0]]} tokens ({t.dims[tokens[0]]}) are summed, not "
-                    "weighed."),
-                    f"Normalise over the tokens: softmax(dim={tokens[0] - len(t.shape)}).", blame=((0, dim),)))
+                    f"weight is 1 and the {t.shape[k]} tokens ({shown}) are summed, not weighed."),
+                    _over_the_tokens(namer, t, k), blame=((0, dim),)))
             continue
-        if role not in WRONG_ROLES:
+        merged = role is None and _batch_inside(namer, t, dim)
+        if role not in WRONG_ROLES and not merged:
             continue
         consumers = consumers if consumers is not None else _consumers(analysis.events)
         weighs = _weighs_values(analysis, e, consumers)
         if weighs is None:
             continue
-        what = WRONG_ROLES[role]
-        out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
-            f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim]}, the {what}) of the weights "
+        out.append(_merged_batch_finding(e, t, dim, weighs) if merged else Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
+            f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim]}, the {WRONG_ROLES[role]}) of the weights "
             f"{fmt_named(t.dims, t.shape)}, and {weighs.op} #{weighs.index} weighs the values with them: each "
-            f"entry's weights sum to 1 across the {t.shape[dim]} {what}, which attention keeps apart, instead of "
-            "each one's weights over the tokens it weighs."),
+            f"entry's weights sum to 1 across the {t.shape[dim]} {WRONG_ROLES[role]}, which attention keeps apart, "
+            "instead of each one's weights over the tokens it weighs."),
             "Normalise over the tokens the weighted sum runs over (Fastformer: softmax(dim=1) on [B, N, H])."))
     return out
+
+
+def _merged_batch_finding(e, t, dim: int, weighs) -> Diagnostic:
+    """A softmax along an axis that holds the batch merged with another (``T·B``)."""
+    label = t.dims[dim].replace("*", "·")
+    return Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} normalises over axis {dim} ({label}: every batch entry's entries in one axis) of the "
+        f"weights {fmt_named(t.dims, t.shape)}, and {weighs.op} #{weighs.index} weighs the values with them: the "
+        f"{t.shape[dim]} weights sum to 1 across all batch entries together, so each sequence's tokens compete "
+        "with the other sequences' instead of among themselves."),
+        f"Normalise over each sequence's own tokens: give them an axis of their own first (split {label} with a "
+        "view), then take the softmax along it.")
+
+
+def _token_axes(namer, t) -> list[int]:
+    """The axes of more than one entry of ``t`` that hold tokens: named so (``T``), or merged with another
+    axis (``T·B``: KEQA's flattened ``(seq_len·batch, 1)`` scores)."""
+    return [k for k, (axis, size) in enumerate(zip(t.axes, t.shape))
+            if size > 1 and any(namer.role(a.root) == Role.TOKENS for a in coalesce(axis.atoms))]
+
+
+def _batch_inside(namer, t, dim: int) -> str | None:
+    """``"batch"`` where axis ``dim`` of ``t`` merges the batch with another axis (``T·B``: the flattened
+    words of every sequence of the batch, KEQA's ``softmax(scores, dim=0)`` on ``(seq_len·batch, 1)``): a
+    softmax along it sets the batch entries against each other as one along ``B`` does; else None."""
+    atoms = coalesce(t.axes[dim].atoms) if t.shape[dim] > 1 else ()
+    return Role.BATCH.value if any(namer.role(a.root) == Role.BATCH and a.size > 1 for a in atoms) else None
+
+
+def _over_the_tokens(namer, t, k: int) -> str:
+    """The fix of a softmax over one entry: over the token axis ``k``; where that axis merges the tokens
+    with another (``T·B``), over the tokens alone, once they have an axis of their own (a softmax along
+    ``T·B`` would set every sequence's words against the others')."""
+    if namer.plain_role(t.dims[k]) == Role.TOKENS:
+        return f"Normalise over the tokens: softmax(dim={k - len(t.shape)})."
+    merged = t.dims[k].replace("*", "·")
+    return (f"Normalise over each sequence's own tokens: give them an axis of their own first (split {merged} "
+            "with a view), then take the softmax along it.")
 
 
 #: the families whose ops keep every axis where it is (same shape in and out): a weight stays on its axis
