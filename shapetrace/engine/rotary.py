@@ -19,6 +19,9 @@ Two facts, both exact, never a guess from sizes:
 :func:`rotaries` finds every ``a * t1 + b * t2`` whose ``b`` is made from ``a`` by data moves alone, and
 says for each whether its tables pair features as it rotates them (plain data: :class:`Rotary`).
 Meta's complex form (``view_as_complex`` then one product) pairs by construction and is never a case.
+Nor is the rotation written on halves (modded-nanogpt's ``y1 = x1·cos + x2·sin``, ``y2 = x1·(−sin) + x2·cos``
+on ``x1, x2 = x.chunk(2, -1)``): each column of its tables turns one pair; it is found by its two sums
+crossing their tables over (:func:`_halves`), and its tables are read for the axes their angles change along.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     found: list[Rotary] = []
     at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
     outs: dict[int, int] = {}      # rotary (in ``found``) -> the node of its result
+    halves: dict[tuple, list] = {}  # (source, half, half) -> each sum of the two halves' products seen so far
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
@@ -130,7 +134,9 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
             terms[record.outs[0]] = terms[record.ins[0]]
         elif (record.spec.additive or record.spec.subtractive) and len(record.ins) == 2 \
                 and all(n in terms for n in record.ins):   # (x·cos − rotate(x)·sin: the rotation by −θ)
-            rotary = _rotary(records, shapes, producer, [records[terms[n]] for n in record.ins])
+            products = [records[terms[n]] for n in record.ins]
+            rotary = _rotary(records, shapes, producer, products) \
+                or _halves(records, shapes, producer, products, halves)
             if rotary is not None:
                 record_at, rotary = rotary
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
@@ -213,6 +219,98 @@ def _moves(shapes: Sequence, record) -> bool:
     if type(record) is PassRecord:
         return _keeps_places(shapes, record)
     return bool(spec.replay) or spec.stacks or spec.family in _MOVES
+
+
+# -- the rotation written on halves (modded-nanogpt's) -----------------------------------------------------
+
+def _halves(records: Sequence, shapes: Sequence, producer: dict[int, int], products: list,
+            seen: dict) -> tuple[set[int], Rotary] | None:
+    """The rotation written on two pieces of one tensor (modded-nanogpt's and smolGPT's ``x1, x2 =
+    x.chunk(2, -1)``; ``y1 = x1 * cos + x2 * sin``, ``y2 = x1 * (-sin) + x2 * cos``), found at the second of
+    its two sums: each sum multiplies the same two pieces, and the table of one piece in the first is the
+    table of the other piece in the second (the same tensor, or its negation). Only both sums together
+    make a rotation: one alone (a learnt mix of two halves) is none. Its tables give a pair of features
+    one column by construction, so the pairing holds; what they are read for is where their angles change.
+    ``seen``: the first sums found so far, keyed by source and pieces."""
+    for first_at in (0, 1):
+        for second_at in (0, 1):
+            a, b = products[0].ins[first_at], products[1].ins[second_at]
+            source = _piece_of(records, shapes, producer, a)
+            if source is None or source[0] != (_piece_of(records, shapes, producer, b) or (None,))[0] or a == b:
+                continue
+            tables = {a: products[0].ins[1 - first_at], b: products[1].ins[1 - second_at]}
+            key = (source[0], *sorted((a, b)))
+            for before, sites in seen.get(key, []):
+                if _same_table(records, producer, before[a], tables[b]) \
+                        and _same_table(records, producer, before[b], tables[a]):
+                    return _rotation_on_halves(records, shapes, producer, key, sites)
+            seen.setdefault(key, []).append((tables, ((products[0], 1 - first_at), (products[1], 1 - second_at))))
+            return None
+    return None
+
+
+def _piece_of(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int) -> tuple[int, int] | None:
+    """``(source, record)`` where ``node`` is a piece of one tensor cut along its last axis by one data
+    move (a slice, a ``chunk``, a ``split``) at the same index on every other axis; else None."""
+    index = producer.get(node)
+    record = records[index] if index is not None else None
+    if record is None or type(record) is not OpRecord or len(record.ins) != 1 \
+            or record.spec.family not in (Family.SLICE, Family.SPLIT):
+        return None
+    whole, piece = tuple(shapes[record.ins[0]].shape), tuple(shapes[node].shape)
+    if len(whole) != len(piece) or not whole or whole[:-1] != piece[:-1] or piece[-1] >= whole[-1]:
+        return None
+    return record.ins[0], index
+
+
+def _same_table(records: Sequence, producer: dict[int, int], one: int, other: int) -> bool:
+    """``one`` and ``other`` are one table, or one is the other negated (``-sin``, a call without a row)."""
+    if one == other:
+        return True
+    for x, y in ((one, other), (other, one)):
+        index = producer.get(x)
+        record = records[index] if index is not None else None
+        if type(record) is PassRecord and tuple(record.ins) == (y,) and record.spec.family is Family.ELEMENTWISE \
+                and not record.frozen[0]:   # (an elementwise call of the table alone: ``-sin``)
+            return True
+    return False
+
+
+def _rotation_on_halves(records: Sequence, shapes: Sequence, producer: dict[int, int], key: tuple,
+                        sites) -> tuple[set[int], Rotary] | None:
+    """The :class:`Rotary` of a rotation on halves whose two sums were found: the pieces' moves replayed on
+    the source's coordinates must pair every feature with one other (``p(p(i)) = i``); its tables read as
+    broadcast against a piece."""
+    source, a, b = key
+    moves = {producer[a], producer[b]}
+    shape = tuple(shapes[source].shape)
+    if math.prod(shape) > MAX_ELEMENTS:
+        return None
+    env: dict[int, Any] = {source: coordinates([shape])[0]}
+    if not all(_replay(records[i], env) for i in sorted(moves)) or a not in env or b not in env:
+        return None
+    d, came = shape[-1], [env[n].long() - 1 for n in (a, b)]                 # (..., d/2) each: source's flat index
+    rows = torch.arange(came[0].numel() // came[0].shape[-1]).reshape(*shape[:-1], 1)
+    if any(bool((c < 0).any()) or not bool((c // d == rows).all()) for c in came):
+        return None
+    first, second = (c.reshape(-1, c.shape[-1]) % d for c in came)             # (rows, d/2): features
+    if not bool((first == first[:1]).all()) or not bool((second == second[:1]).all()):
+        return None
+    partners = [-1] * d
+    for i, j in zip(first[0].tolist(), second[0].tolist()):
+        partners[i], partners[j] = j, i
+    if -1 in partners or any(partners[p] != i or p == i for i, p in enumerate(partners)):
+        return None
+    found = Rotary(None, PAIRED, tuple(partners))
+    read = [kept[1] for kept, place in ((_kept(product, place), place) for product, place in sites)
+            if kept[0] == place]
+    varies = changing_axes(read, tuple(shapes[a].shape)) if len(read) == len(sites) else None
+    if varies is not None:
+        still = tuple(j for j, n in enumerate(shape[:-1]) if n > 1 and j not in varies)
+        at_zero = any(bool((one == 1).all()) and bool((other == 0).all()) for one, other in (read, read[::-1]))
+        found = replace(found, varies=varies, still=still, at_zero=at_zero, angles=tuple(read))
+    tables = tuple(product.ins[place] for product, place in sites)
+    return moves, replace(found, tables=tables, rotated=source, moves=tuple(sorted(moves)))
 
 
 # -- the partner of each feature ----------------------------------------------------------------------

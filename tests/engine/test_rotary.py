@@ -222,3 +222,69 @@ def test_a_rotation_by_minus_theta_is_a_rotary_and_its_pairing_is_read():
     t = _reverse("interleaved")
     assert outcomes(t) == [(MISMATCH, HALVES)]
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-pairing-mismatch"]
+
+
+# -- the rotation written on halves (modded-nanogpt's Rotary, smolGPT's) --------------------------------------
+
+def rope_on_halves(x, cos, sin, split: str = "slice"):
+    """KellerJordan/modded-nanogpt's ``apply_rotary_emb`` (train_gpt.py): ``x1, x2`` the two halves of the
+    features, ``y1 = x1·cos + x2·sin``, ``y2 = x1·(−sin) + x2·cos``, joined back; a ``(T, d/2)`` table."""
+    d = x.shape[-1] // 2
+    x1, x2 = x.chunk(2, dim=-1) if split == "chunk" else (x[..., :d], x[..., d:])   # (..., d/2) each
+    y1 = x1 * cos + x2 * sin                                                # (..., d/2)
+    y2 = x1 * (-sin) + x2 * cos                                             # (..., d/2)
+    return torch.cat((y1, y2), -1)                                          # (..., d)
+
+
+def traced_on_halves(head_first: bool, split: str = "slice", shape=(2, 3, 5, 8)):
+    """smolGPT's attention (Om-Alve/smolGPT model.py): q ``(B, T, nh, hs)`` rotated before its transpose, or, as
+    its issue #22 reports, after it, with the table built for ``x.shape[1]`` positions (the heads)."""
+    B, H, T, d = shape
+    q = torch.randn(B, T, H * d)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(q, "B T D")
+        x = q.view(B, T, H, d)                                              # (B, T, H, d_k)
+        if head_first:
+            x = x.transpose(1, 2)                                           # (B, H, T, d_k)
+        f = freqs(x.shape[1], d)                                            # (x.shape[1], d/2)
+        cos, sin = f.cos()[None, :, None, :], f.sin()[None, :, None, :]     # (1, x.shape[1], 1, d/2)
+        y = rope_on_halves(x, cos, sin, split)                              # like x
+        if not head_first:
+            y = y.transpose(1, 2)                                           # (B, H, T, d_k)
+        y @ y.transpose(-2, -1)                                             # (B, H, T, T)
+    return t
+
+
+def test_a_rotation_on_halves_is_a_rotary_pairing_i_with_i_plus_half():
+    """Found at its second sum (the first takes x1's table to x2's place in the second); its tables are read
+    for where their angles change: the tokens (axis 1 of ``[B, T, H, d_k]``). On 6e2d55a: no rotary at all,
+    and the table's ops unnamed (d/2) and unchecked: ``?``."""
+    for split in ("slice", "chunk"):
+        t = traced_on_halves(head_first=False, split=split)
+        [r] = t.analysis().rotaries
+        assert (r.outcome, r.partners, r.varies, r.still, r.at_zero) == (
+            PAIRED, (4, 5, 6, 7, 0, 1, 2, 3), (1,), (0, 2), False)
+        assert verdict_line(t.report().verdict).startswith("✓ checked all ")
+
+
+def test_a_rotation_on_halves_of_head_first_q_turns_every_token_alike():
+    """smolGPT issue #22: the table built for ``x.shape[1]`` = H positions and lined up with the heads of
+    ``[B, H, T, d_k]``: its angles change along H and not along T. On 6e2d55a: ``?`` (no rotary found)."""
+    t = traced_on_halves(head_first=True)
+    [r] = t.analysis().rotaries
+    assert (r.varies, r.still) == ((1,), (0, 2))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-same-angle-every-token"]
+
+
+def test_sums_of_two_halves_that_are_no_rotation_are_no_rotary():
+    """A learnt mix of two halves (one sum), and two sums whose tables do not cross over (each half keeps its
+    own table in both): no rotary, and nothing said of one."""
+    x = torch.randn(2, 5, 8)
+    w = [torch.rand(4) for _ in range(4)]
+    with shapetrace.trace() as t:
+        x1, x2 = x[..., :4], x[..., 4:]                                     # (2, 5, 4) each
+        x1 * w[0] + x2 * w[1]                                               # (2, 5, 4): one sum
+        x1 * w[0] + x2 * w[1]                                               # the same tables again: no crossing
+        x1 * w[2] + x2 * w[3]                                               # (2, 5, 4): other tables
+    assert t.analysis().rotaries == ()
+    assert not [d for d in t.diagnostics if d.kind.startswith("rotary")]
