@@ -621,14 +621,19 @@ def how_to_name(events: Sequence[Event], sizes: dict[str, int]) -> str:
             "with shapetrace.name(x, \"B T D\").")
 
 
-def script_header(path: str, dims: dict[str, int], note: str | None = None) -> list[str]:
-    """The header lines: script, named sizes and what was derived from them."""
+def script_header(path: str, dims: dict[str, int], note: str | None = None,
+                  head_width: int | None = None) -> list[str]:
+    """The header lines: script, named sizes and what was derived from them (``head_width``: the heads'
+    width the model's own head split proved, where it is not D / H: :attr:`.tracer.Trace.head_width`)."""
     from shapetrace.engine.namer import Namer
 
     sizes = " ".join(f"{k}={v}" for k, v in dims.items())
     lines = [f"shapetrace · {os.path.basename(path)}" + (f" · {sizes}" if sizes else "")]
     derived = {k: v for k, v in Namer(dict(dims)).dims.items() if k not in dims and k not in ("qkv", "kv")}
-    if "d_k" in derived and "D" in dims and "H" in dims:
+    if head_width is not None and "D" in dims and "H" in dims:
+        lines.append(f"d_k = {head_width}: the width of each head as the model splits its projections, not "
+                     f"D / H = {dims['D']} / {dims['H']} (give d_k with --dims to say so yourself)")
+    elif "d_k" in derived and "D" in dims and "H" in dims:
         lines.append(f"d_k = D / H = {dims['D']} / {dims['H']} = {derived['d_k']}")
     elif not dims:
         lines.append("no --dims given: axes show sizes only (name them with --dims B=2,T=6,D=512,H=8 "

@@ -142,8 +142,9 @@ def trace(
             check_layer(run.trace.events, layer, filtered=bool(run.hidden))
         from shapetrace.app.script import backward_notes, how_to_name, unused_sizes_note
 
-        run.header = {"lines": script_header(script, sizes, note),
-                      "how_to_name": how_to_name(run.trace.events, sizes)}
+        events = run.trace.events   # (inferred: the heads' width the model proves is known from here)
+        run.header = {"lines": script_header(script, sizes, note, run.trace.head_width),
+                      "how_to_name": how_to_name(events, sizes)}
         unused = unused_sizes_note(run.trace.events, sizes)
         if unused:
             run.notes.append(unused)

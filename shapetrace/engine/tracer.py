@@ -33,6 +33,7 @@ from shapetrace.engine.collector import collector_held, hold_collector, release_
 from shapetrace.engine.diagnostic import SEVERITY_ORDER
 from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.findings import nan_rows_of
+from shapetrace.engine.head_width import with_head_width
 from shapetrace.engine.infer import Inference
 from shapetrace.engine.modules import ModulePaths
 from shapetrace.engine.namer import Namer
@@ -93,6 +94,7 @@ class Trace:
         self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
         self._uniform_rows: list = []   # the attention rows the same on every key (:mod:`.unattended`)
         self._finished = self._concluded = False
+        self._head_width: int | None = None
         self._nan_record: int | None = None
         self._shown: list[Event] | None = None   # events set in place of the inferred ones
 
@@ -161,11 +163,18 @@ class Trace:
             return inference
         if not self._concluded:
             self._concluded = True
-            inference = self._inference = settled(self, inference)   # (the passes after the run: .infer)
+            inference = self._inference = settled(self, with_head_width(self, inference))   # (the passes after the run)
             if self._nan_record is not None:
                 self._nan_event = inference.event_of_record.get(self._nan_record, 0)
             self.capture.module_calls.settle()   # every module is named: the trace lets them go
         return inference
+
+    @property
+    def head_width(self) -> int | None:
+        """``d_k`` as the model's own head split proves it where not D / H (:mod:`.head_width`), or None."""
+        if self._finished:
+            self._inferred()
+        return self._head_width
 
     @property
     def nan_rows(self) -> list[NanRow] | None:

@@ -99,7 +99,9 @@ def test_gemma_kv_heads_tiled_are_found_once_the_heads_are_named(dims):
     model, (x,) = gemma_pytorch.build("repeat-tiled", int(sizes["B"]), int(sizes["T"]), 32, 4)
     with torch.no_grad(), shapetrace.trace(dims=dims) as t:
         model(x)
-    assert _findings(t) == ("gqa-head-order", "batch-mismatch")
+    # (and the batch-mismatch of the same matmuls, folded under it since 6e2d55a's successor: the rule blames
+    # the axis the repeat tiles where the repeat lays it; k's line and v's are one finding each)
+    assert _findings(t) == ("gqa-head-order", "gqa-head-order")
 
 
 @pytest.mark.parametrize("dims", NARROW)

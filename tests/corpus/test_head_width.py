@@ -73,11 +73,25 @@ def test_the_head_width_swapped_with_the_heads_is_still_found(B, T, hd):
     assert f"rather than H=4 heads of d_k={hd} contiguous features" in notes[0].message
 
 
-def test_grouped_heads_with_a_head_width_apart_from_d_over_h_get_only_the_dims_note():
+def test_grouped_heads_with_a_head_width_apart_from_d_over_h_have_it_read_from_their_split():
     """Gemma with num_key_value_heads = 2 and head_dim 32 at D = 64, H = 4 (so k_proj's width H_kv·32 = 64
-    equals D), traced with --dims that leave head_dim out: main printed the dims note and two
-    nonstandard-head-split notes, false statements about a correct file resting on d_k = 16."""
+    equals D), traced with --dims that leave head_dim out. An earlier main printed two nonstandard-head-split
+    notes, false statements about a correct file resting on d_k = 16; 6e2d55a printed the dims note ("--dims
+    d_k=16, but view #4 splits D=64 into H_kv=2 heads of 32: did you mean d_k=32?") and ``?``. The split into
+    H and H_kv heads of 32, which q·k contracts, proves d_k = 32 (shapetrace.engine.head_width): no note, and
+    every name follows from it."""
     t = _trace(GemmaAttention(32, kv_heads=2), 3, 6, f"B=3 T=6 D={D} H={H} H_kv=2")
+    assert [d.kind for d in t.diagnostics] == []
+    assert t.head_width == 32
+    assert [e.outputs[0].dims for e in t.events if e.op == "view"] == [
+        ("B", "T", "H", "d_k"), ("B", "T", "H_kv", "d_k"), ("B", "T", "H_kv", "d_k")]
+    assert t.report().verdict.line.startswith("✓ checked all 18 ops that could carry a layout bug")
+
+
+def test_a_head_width_given_wrong_is_said_to_disagree():
+    """The same with d_k given as 16: the sizes given are the user's, so they are kept and said to disagree."""
+    t = _trace(GemmaAttention(32, kv_heads=2), 3, 6, f"B=3 T=6 D={D} H={H} H_kv=2 d_k=16")
+    assert t.head_width is None
     (d,) = [d for d in t.diagnostics if d.kind in ("dims-disagree", "nonstandard-head-split")]
     assert d.message == ("--dims d_k=16, but view #4 splits D=64 into H_kv=2 heads of 32: did you mean d_k=32? "
                          "Names that come from d_k are not proven while the sizes disagree.")

@@ -94,10 +94,12 @@ def test_an_unnamed_batch_before_the_queries_is_not_called_heads_without_a_named
 
 def test_heads_of_a_product_are_carried_back_to_the_view_that_split_them():
     """DeepSeek-V2's MLA shape of things: q projected to H * 6 (not D), split by view(B, T, H, 6); the
-    q·k product's axis before the queries is the heads, and so is the view's third axis."""
+    q·k product's axis before the queries is the heads, and so is the view's third axis. (With d_k given as
+    D / H = 8: derived, the split proves the heads' width 6 first, shapetrace.engine.head_width, and names
+    it d_k; tests/engine/test_head_width.py.)"""
     B, T, D, H = 2, 5, 24, 3
     proj = torch.nn.Linear(D, H * 6, bias=False)
-    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H} d_k=8") as t:
         q = proj(torch.randn(B, T, D)).view(B, T, H, 6).transpose(1, 2)   # (B, H, T, 6)
         q @ q.transpose(-2, -1)                                            # (B, H, T, T)
     assert [e.output.dims for e in t.events[1:]] == [

@@ -160,9 +160,11 @@ class LatentHeads(nn.Module):
 
 
 def test_heads_a_product_proves_are_named_again_only_from_the_views_that_split_them(counted):
+    """With ``d_k`` given as D / H (another width than the split's 6): were it derived, the split would prove
+    the heads' width before any walk (:mod:`shapetrace.engine.head_width`) and nothing would be walked again."""
     torch.manual_seed(0)
     model = LatentHeads(6).eval()
-    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=5 D={D} H={H}") as t:
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=5 D={D} H={H} d_k={D // H}") as t:
         model(torch.randn(B, 5, D))
     assert [e.output.dims for e in t.events] == [
         ("B", "T", None), ("B", "T", "H", None), ("B", "H", "T", None),

@@ -372,18 +372,21 @@ def _head_order_diagnostic(analysis: Analysis, e: Event, tiled: int, h_kv: int) 
             f"h // {n_rep}: query head 1 meets key/value head {1 % h_kv} instead of {1 // n_rep}. The shapes agree, "
             "so torch cannot complain.")
     made = made_at(analysis, e, tiled, len(k.shape) - 3)
+    axis = len(k.shape) - 3   # (in k: the product's operand)
     if made is None:
         where, what = e.index, f"{e.op} #{e.index} reads {_shown(k)}"
     else:
         tiler = analysis.events[made]
         where, what = made, f"{tiler.op} #{made} makes {_shown(tiler.outputs[0])}"
+        # (where the tiler lays the heads: gemma_pytorch's cache is [B, L, H_kv, d_k], its heads on axis 2)
+        axis = next((j for j, a in enumerate(tiler.outputs[0].axes) if a.atoms == k.axes[-3].atoms), axis)
     return Kind.GQA_HEAD_ORDER.found(where, (
         f"{what}: its {h} heads are the {h_kv} key/value heads tiled {n_rep} times (head j is key/value head "
         f"j mod {h_kv}). {seen}"), (
-        "Repeat each key/value head in place: .repeat_interleave(n_rep, dim=1), or "
+        f"Repeat each key/value head in place: .repeat_interleave(n_rep, dim={axis}), or "
         "[:, :, None].expand(B, H_kv, n_rep, T, d_k).reshape(B, H, T, d_k) as Llama's repeat_kv does; with SDPA, "
         "pass the unrepeated k and v and enable_gqa=True."),
-        blame=((-1, len(k.shape) - 3),) if made is not None else ((tiled, len(k.shape) - 3),),
+        blame=((-1, axis),) if made is not None else ((tiled, axis),),
         also=(e.index,) if made is not None else ())
 
 
