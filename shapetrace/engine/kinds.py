@@ -180,7 +180,9 @@ class Kind(StrEnum):
         "causal-mask-across-sequences", "error",
         "a causal mask cut from a square table over one sequence (key i hidden from the queries before i) "
         "given to scores whose keys are another sequence than its queries (a decoder's mask reused in its "
-        "cross-attention): later keys of the other sequence are hidden from earlier queries")
+        "cross-attention): later keys of the other sequence are hidden from earlier queries; a warning where "
+        "the causal pattern was built from the two lengths (a causal flag handed to the cross-attention, or an "
+        "alignment meant so: wait-k)", ("warning",))
     BIAS_CONSTANT_ALONG_KEYS = (
         "bias-constant-along-keys", "warning",
         "a bias on the scores that is the same on every key each query may see while it changes along the "

@@ -77,25 +77,52 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
-        if e.params.get("causal_from_first_key") and _hides(e):
+        if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other))
     return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
 
 
+#: the patterns read on a mask's values (:func:`.directions.hidden_side`) that hide the keys after each query
+_CAUSAL_SIDES = ("future", "future-and-padding")
+
+
+def _causal_pattern(e: Event) -> bool:
+    """Does the mask of ``e`` hide, by its values, the keys after each query (aligned bottom-right, or
+    from the first key: query ``i`` beside key ``i``)?"""
+    return bool(e.params.get("causal_from_first_key")) or e.params.get("hides_side") in _CAUSAL_SIDES
+
+
 def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: TensorInfo) -> list[Diagnostic]:
-    """A causal mask cut from the corner of a square table (its rows and its columns are positions of
-    one sequence: key ``i`` beside query ``i``) onto scores whose queries and keys are proven to be two
-    different axes (a decoder's causal mask given to its cross-attention, openai/whisper's ``mask``
-    buffer cut ``[:n_ctx, :n_audio]``). Sizes decide nothing: the names of the scores' axes, the
-    table's provenance (:func:`_square_table`) and the hidden keys read on the values do."""
+    """A causal mask onto scores whose queries and keys are proven to be two different sequences (by their
+    names; sizes decide nothing). Cut from the corner of a square table (its rows and its columns are
+    positions of one sequence: key ``i`` beside query ``i``), it was built for another attention: an error
+    (openai/whisper's ``mask`` buffer cut ``[:n_ctx, :n_audio]`` for the cross-attention). Built otherwise
+    (``ones(T, S).tril()`` from the two lengths, a window from positions), it is a causal pattern between
+    places of two sequences: a warning, since an alignment may be meant so (wait-k decoding), though it is
+    most often a decoder's causal flag handed to its cross-attention (onlybooks/llm issue #4,
+    NVIDIA/TransformerEngine issue #629). A square table's last rows (aligned bottom-right: a KV cache's
+    mask over one sequence) say the queries and keys are one sequence, whatever their names: nothing."""
     queries, keys = scores.axes[-2], scores.axes[-1]
     q_roots, k_roots = _roots(queries), _roots(keys)
-    if not q_roots or not k_roots or q_roots & k_roots or None in scores.dims[-2:]:
-        return []
-    table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
-    if table is None:
+    if not _token_roots(analysis, q_roots) or not _token_roots(analysis, k_roots) or q_roots & k_roots \
+            or None in scores.dims[-2:]:
         return []
     q, k = scores.dims[-2], scores.dims[-1]
+    table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
+    if table is not None and not e.params.get("causal_from_first_key"):
+        return []   # (a square table's last rows: one sequence's cache mask, whatever the keys were named)
+    if table is None:
+        if _rest_on_sizes(analysis, q_roots, k_roots):
+            return []
+        return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
+            f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} that hides the keys after each query "
+            f"onto the scores {fmt_named(scores.dims, scores.shape)}, whose keys ({k}) are another sequence than its "
+            f"queries ({q}): a causal pattern between places of two sequences, so later keys of {k} are hidden from "
+            f"earlier queries of {q}. A decoder's causal mask or flag handed to its cross-attention does this; an "
+            "alignment meant so (wait-k decoding) would too, so this is a warning."),
+            f"Unless {q} and {k} are aligned on purpose, give this attention no causal mask, only a padding mask "
+            f"over its own keys ({k}): a causal mask belongs to the attention whose queries and keys are one "
+            "sequence.", severity="warning")]
     return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
         f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)}, cut from the corner of the "
         f"square table {list(table)} (each query i hides the keys after key i), onto the scores "
@@ -104,6 +131,18 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
         f"{k} are hidden from earlier queries of {q} for no reason."),
         f"Give this attention no causal mask (mask=None), or a padding mask over its own keys ({k}): a causal "
         "mask belongs to the attention whose queries and keys are one sequence.")]
+
+
+def _rest_on_sizes(analysis: Analysis, q_roots: frozenset[str], k_roots: frozenset[str]) -> bool:
+    """Does telling the queries' sequence from the keys' rest on sizes (a seed chose between two declared
+    names of equal size, ``T`` and ``S`` at T = S, and no later use settled it)?"""
+    choices = {frozenset(pair) for pair in analysis.size_choices}
+    return any(frozenset((q, k)) in choices for q in q_roots for k in k_roots)
+
+
+def _token_roots(analysis: Analysis, roots: frozenset[str]) -> bool:
+    """Are these named axes all declared token axes (``T``, ``S``)?"""
+    return bool(roots) and all(analysis.namer.is_token_root(r) for r in roots)
 
 
 def _one_sequence(queries, keys) -> bool:
