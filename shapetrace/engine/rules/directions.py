@@ -104,15 +104,14 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
     mask over one sequence) say the queries and keys are one sequence, whatever their names: nothing."""
     queries, keys = scores.axes[-2], scores.axes[-1]
     q_roots, k_roots = _roots(queries), _roots(keys)
-    if not _token_roots(analysis, q_roots) or not _token_roots(analysis, k_roots) or q_roots & k_roots \
-            or None in scores.dims[-2:]:
+    if not q_roots or not k_roots or q_roots & k_roots or None in scores.dims[-2:]:
         return []
     q, k = scores.dims[-2], scores.dims[-1]
     table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
     if table is not None and not e.params.get("causal_from_first_key"):
         return []   # (a square table's last rows: one sequence's cache mask, whatever the keys were named)
     if table is None:
-        if _rest_on_sizes(analysis, q_roots, k_roots):
+        if not _declared_sequences(analysis, q_roots | k_roots) or _rest_on_sizes(analysis, q_roots, k_roots):
             return []
         return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
             f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} that hides the keys after each query "
@@ -140,9 +139,10 @@ def _rest_on_sizes(analysis: Analysis, q_roots: frozenset[str], k_roots: frozens
     return any(frozenset((q, k)) in choices for q in q_roots for k in k_roots)
 
 
-def _token_roots(analysis: Analysis, roots: frozenset[str]) -> bool:
-    """Are these named axes all declared token axes (``T``, ``S``)?"""
-    return bool(roots) and all(analysis.namer.is_token_root(r) for r in roots)
+def _declared_sequences(analysis: Analysis, roots: frozenset[str]) -> bool:
+    """Are these named axes all token axes the run declared (``T``, ``S``)? A static cache's length (``L``,
+    named by the engine for the buffer a self-attention's keys are read from) is no second sequence."""
+    return all(r in analysis.dims and analysis.namer.is_token_root(r) for r in roots)
 
 
 def _one_sequence(queries, keys) -> bool:
