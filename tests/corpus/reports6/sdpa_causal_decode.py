@@ -11,7 +11,7 @@ all True for one query.
 
 The idiom (a llama-style decoder as the issue's user wrote it): ``wq``/``wk``/``wv``/``wo``, ``view(B, T, H,
 d).transpose(1, 2)``, the cache concatenated on the token axis of ``(B, H, P, d)``, SDPA, ``transpose(1,
-2).reshape(B, T, D)``. The model runs a prefill of T tokens, then a chunk of two tokens, then one decoding
+2).reshape(B, T, D)``. The model runs a prefill of T tokens, then a chunk of three tokens, then one decoding
 step against the cache.
 
 Bugs (argument): ``is-causal-at-decode``: ``is_causal=True`` at every step (the prefill is right, the chunk and
@@ -62,14 +62,14 @@ class Decoder(nn.Module):
 
     def forward(self, prompt, chunk, step):
         _, cache = self.attn(prompt)                  # prefill: T tokens
-        _, cache = self.attn(chunk, cache)            # two more tokens at once
+        _, cache = self.attn(chunk, cache)            # three more tokens at once
         out, _ = self.attn(step, cache)               # one decoding step
         return out
 
 
 def build(bug="", B=2, T=6, D=32, H=4):
     torch.manual_seed(0)
-    return Decoder(D, H, bug).eval(), (torch.randn(B, T, D), torch.randn(B, 2, D), torch.randn(B, 1, D))
+    return Decoder(D, H, bug).eval(), (torch.randn(B, T, D), torch.randn(B, 3, D), torch.randn(B, 1, D))
 
 
 if __name__ == "__main__":
