@@ -176,6 +176,8 @@ class Kind(StrEnum):
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
+    WINDOW_WIDENS = ("window-widens", "error", "a sliding-window mask made on one line that keeps w keys per query "
+                     "at one call and lets a query see more at a later one (its edge not moved with the cache)")
     CAUSAL_MASK_ACROSS_SEQUENCES = ("causal-mask-across-sequences", "error", "a causal mask cut from a square "
         "table over one sequence given to scores whose keys are another sequence than its queries (a decoder's mask "
         "reused in its cross-attention); a warning where built from the two lengths (wait-k aligns so)", ("warning",))

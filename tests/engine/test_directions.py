@@ -261,3 +261,41 @@ def test_no_mask_on_a_cross_attention_and_names_that_rest_on_sizes_say_nothing()
     from tests.corpus.reports3 import seq2seq_cross_mask
 
     assert round_outcome(seq2seq_cross_mask, "trg-mask-in-cross", "B=2 T=6 S=6 D=32 H=4") == ("?", ())
+
+
+def test_a_causal_sliding_window_reads_its_width_aligned_bottom_right():
+    """:func:`causal_window`: a prefill's window of 3 keys, and a chunk of 3 queries after 6 cached tokens whose
+    edges are both measured in positions (``tril(6).triu(4)``), each keep 3 keys; the chunk's window measured
+    from its own rows (``tril(6).triu(-2)``, trymirai/lalamo PR #200) is the causal mask alone, no window."""
+    from shapetrace.engine.directions import causal_window
+
+    keep = torch.ones(6, 6, dtype=torch.bool).tril(0).triu(-2)
+    assert hidden_side(~keep, (6, 6)) == {"hides_side": "other", "window": 3}
+    assert hidden_side(~torch.ones(3, 9, dtype=torch.bool).tril(6).triu(4), (3, 9)) == {"hides_side": "other",
+                                                                                       "window": 3}
+    assert hidden_side(~torch.ones(3, 9, dtype=torch.bool).tril(6).triu(-2), (3, 9)) == {"hides_side": "future"}
+    assert causal_window((~keep)[None], 0) == {"window": 3}
+    assert causal_window(torch.ones(6, 6, dtype=torch.bool).triu(1)[None], 0) == {}          # causal alone
+    assert causal_window((torch.ones(6, 6).triu(1).bool() | torch.eye(6).bool())[None], 0) == {}   # hides itself
+
+
+@pytest.mark.parametrize(("dims", "keys"), [("B=2 T=6 D=32 H=4", 9), ("B=4 T=4 D=32 H=4", 7)])
+def test_a_window_that_widens_at_a_later_call_of_its_line_is_an_error(dims, keys):
+    """tests/corpus/reports6/lalamo_window_offset: a window of 3 at the prefill, the causal mask alone over 9 keys
+    at the chunk after the cache (``?`` with no finding on 90ab918); its correct twin keeps 3 keys at both calls
+    and says nothing. Read on the values: the chunk's scores are unnamed (its input has no declared size), the
+    line and its op say they are the same scores."""
+    from tests.corpus.helpers import traced_build, without_order_caveat
+    from tests.corpus.reports6 import lalamo_window_offset
+
+    t = traced_build(lalamo_window_offset, "window-local-rows", dims)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"] == [
+        ("error", "window-widens", 25)]
+    message = t.diagnostics[[d.kind for d in t.diagnostics].index("window-widens")].message
+    assert without_order_caveat(message, dims[2] == "4") == (
+        f"where #25 puts a mask [3, {keys}] onto the scores [{dims[2]}, 4, 3, {keys}] that lets a query see {keys} "
+        "keys, but the same line (tests/corpus/reports6/lalamo_window_offset.py:51) kept a sliding window of 3 keys "
+        "per query at #9: the window's lower edge was not moved with the queries' positions (counted from the "
+        "chunk's own rows, not from the cache's length).")
+    t = traced_build(lalamo_window_offset, "", dims)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

@@ -79,7 +79,41 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_unread(e, shown, other))
         if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other))
-    return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
+    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis), key=lambda d: d.event)
+
+
+def windows_kept(analysis: Analysis) -> list[Diagnostic]:
+    """A sliding window is a property of its attention: where a mask made on one line of one module is a causal
+    window of ``w`` keys (:func:`.directions.causal_window`) at one call, a later call on that line whose mask
+    lets a query see more keys (a wider window, or the causal mask alone over more than ``w`` keys) is an error
+    (trymirai/lalamo PR #200: a chunk's window measured from the chunk's own rows, ``triu(-(w - 1))``, so every
+    query of a chunk after a cached prefix saw the whole prefix). Read on the values; sizes decide nothing."""
+    first: dict[tuple, tuple] = {}
+    out = []
+    for e in sorted((*analysis.events_of(Family.MASK_FILL), *analysis.events_of(Family.ELEMENTWISE)),
+                    key=lambda e: e.index):
+        line = (e.module, e.source)
+        pair = _onto_scores(e) if line not in first else _same_line(e, first[line][2])
+        if pair is None or not _hides(e) or ("window" not in e.params and e.params.get("hides_side") != "future"):
+            continue
+        scores, mask = pair
+        sees = e.params.get("window") or scores.shape[-1]
+        if line not in first:
+            if "window" in e.params:
+                first[line] = (e, sees, e.op)
+            continue
+        before, width, _ = first[line]
+        if sees > width and before is not None:
+            first[line] = (None, width, e.op)   # (one finding per line)
+            out.append(Kind.WINDOW_WIDENS.found(e.index, (
+                f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores "
+                f"{fmt_named(scores.dims, scores.shape)} that lets a query see {sees} keys, but the same line "
+                f"({e.source}) kept a sliding window of {width} keys per query at #{before.index}: the window's "
+                "lower edge was not moved with the queries' positions (counted from the chunk's own rows, not "
+                "from the cache's length)."),
+                "Measure both edges of the window in absolute positions: query i of a chunk after P cached tokens "
+                f"is position P + i, and sees keys P + i - {width - 1} .. P + i (triu(diagonal=P - {width - 1}))."))
+    return out
 
 
 #: the patterns read on a mask's values (:func:`.directions.hidden_side`) that hide the keys after each query
@@ -143,6 +177,16 @@ def _declared_sequences(analysis: Analysis, roots: frozenset[str]) -> bool:
     """Are these named axes all token axes the run declared (``T``, ``S``)? A static cache's length (``L``,
     named by the engine for the buffer a self-attention's keys are read from) is no second sequence."""
     return all(r in analysis.dims and analysis.namer.is_token_root(r) for r in roots)
+
+
+def _same_line(e: Event, op: str) -> tuple[TensorInfo, TensorInfo] | None:
+    """``(the scores, the mask)`` of a later call of the op that put a window onto proven scores on this line
+    (the same code: a chunk's scores, which its unnamed input leaves without roles, are still the scores)."""
+    if e.op != op or len(e.inputs) < 2 or not e.outputs:
+        return None
+    scores = next((t for t in e.inputs if tuple(t.shape) == tuple(e.outputs[0].shape)), None)
+    mask = next((t for t in e.inputs if t is not scores), None)
+    return (scores, mask) if scores is not None and mask is not None else None
 
 
 def _one_sequence(queries, keys) -> bool:
