@@ -23,7 +23,10 @@ B = 2: its first sight was the same).
 * te_cross_window — NVIDIA/TransformerEngine issue #629: the self-attention's causal ``window_size = (-1,
   0)`` handed to the cross attention;
 * fla_cache_seen_tokens — fla-org/flash-linear-attention issue #766: the seen-token count committed when
-  layer 0 writes, so layer 1 rotates each decoding step one position too far.
+  layer 0 writes, so layer 1 rotates each decoding step one position too far;
+* aiayn_beam_repeat — jadore801120/attention-is-all-you-need-pytorch issue #28: the source tiled for beam
+  search (``repeat(beam, 1)``) against beams stacked sentence by sentence; a twin (written on 3e2d1cd, after
+  the fixes): the beams enter as a Python list, so the decoder rows' order is nowhere in what torch records.
 
 First sight (``round_outcome``: at DIMS, then at equal sizes; the CLI, run as a user would, ``shapetrace
 trace FILE [bug] --dims "B=2 T=6 D=32 H=4"``, gave the same marks and kinds at DIMS but for GATr's correct
@@ -55,11 +58,14 @@ te_cross_window            (correct)                  ✓ 25 ops / ?            
 te_cross_window            window-into-cross          ✓ 28 ops (false ✓) / ?                       ! causal-mask-… / ?
 fla_cache_seen_tokens      (correct)                  ? 76 of 80 (the step's tables) / ?           ✓ 80 ops / ?
 fla_cache_seen_tokens      seen-tokens-early          ? 76 of 80 / ?                               ✗ rotary-position-off
+aiayn_beam_repeat          (correct)                  ? 30 of 62 (the stacked beams unnamed) / ?   (written on 3e2d1cd)
+aiayn_beam_repeat          source-tiled (twin)        ? 29 of 61 / ?                               (written on 3e2d1cd)
 =========================  =========================  ===========================================  ====================
 
 At first sight, at DIMS, the 10 correct files were ✓ 6, ? 4, ✗ 0 (the 2 twins ✓); the 11 bugs ✗ 5, ? 3, ✓ 3
 (onlybooks' two, TransformerEngine's; 9d6f047's message counted 11 bugs and ✗ 6 before fla's file: it was 10
-and ✗ 5). Now: correct ✓ 7, ? 3, ✗ 0; bugs ✗ 7, ! 3, ? 1, ✓ 0. The fixes, one general mechanism each:
+and ✗ 5). Now: correct ✓ 7, ? 3, ✗ 0; bugs ✗ 7, ! 3, ? 1, ✓ 0 (aiayn_beam_repeat, written after the fixes, is ?
+with its twin, and adds no bug). The fixes, one general mechanism each:
 
 * ``rules/directions``: a causal pattern (read on the mask's values, aligned bottom-right or from the first
   key) onto scores whose queries and keys are two declared sequences (T, S) is ``causal-mask-across-sequences``:
@@ -91,6 +97,7 @@ from __future__ import annotations
 from tests.corpus.helpers import round_tests
 from tests.corpus.reports6 import (
     aaconv_merge_heads,
+    aiayn_beam_repeat,
     attention_gym_alibi_sign,
     executorch_rope_start_pos,
     fla_cache_seen_tokens,
@@ -104,7 +111,7 @@ from tests.corpus.reports6 import (
 
 MODULES = (sdpa_causal_decode, onlybooks_decoder_causal, lalamo_window_offset, aaconv_merge_heads,
            attention_gym_alibi_sign, gatr_layernorm_items, vllm_llama4_qk_norm, executorch_rope_start_pos,
-           te_cross_window, fla_cache_seen_tokens)
+           te_cross_window, fla_cache_seen_tokens, aiayn_beam_repeat)
 OK, UNSURE = ("✓", ()), ("?", ())
 ACROSS = ("!", ("causal-mask-across-sequences",))
 
@@ -133,6 +140,8 @@ EXPECTED = {
     (te_cross_window, "window-into-cross"): [ACROSS, UNSURE],   # (✓ at af0e286)
     (fla_cache_seen_tokens, ""): [OK, UNSURE],   # (? at 32891ff)
     (fla_cache_seen_tokens, "seen-tokens-early"): [("✗", ("rotary-position-off",)), UNSURE],   # (? at 32891ff)
+    (aiayn_beam_repeat, ""): [UNSURE, UNSURE],
+    (aiayn_beam_repeat, "source-tiled"): [UNSURE, UNSURE],   # (a twin: the beams' order is a Python list's)
 }
 
 
