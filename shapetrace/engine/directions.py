@@ -170,7 +170,18 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if offset == 0 and not aside:
         aside = own_key_hidden(rows) or blind_rows(mask, rows) or past_only(rows)   # (a query hiding its own key
         # explains a blind row)
-    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows)}
+    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **causal_window(rows, offset)}
+
+
+def causal_window(rows: Any, offset: int) -> dict:
+    """``{"window": w}`` when every slice hides exactly the keys after each query (aligned bottom-right, as in
+    :func:`hidden_side`) and those more than ``w - 1`` before it, for one ``w`` smaller than the keys: a causal
+    sliding window of ``w`` keys (:func:`.rules.directions.windows_kept` compares it between calls)."""
+    width = int((~rows).sum(-1).max()) if rows.numel() else 0
+    if not 0 < width < rows.shape[-1]:
+        return {}
+    ones = rows.new_ones(rows.shape[-2:])
+    return {"window": width} if bool((rows == (ones.triu(offset + 1) | ones.tril(offset - width))).all()) else {}
 
 
 def own_key_hidden(rows: Any) -> dict:

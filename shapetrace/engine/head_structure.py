@@ -36,6 +36,7 @@ class Found:
 
     splits: tuple[tuple, ...]
     merge: tuple
+    merge_heads: int | None = None   # the heads axis of the merge's operand, followed there from the splits
 
 
 @dataclass
@@ -123,7 +124,7 @@ def _merge_at(r: int, e, ins, current: _Attention):
         return False
     before, after = e.inputs[0].shape, e.outputs[0].shape
     out_batch = at if len(after) > at and tuple(before[:at + 1]) == tuple(after[:at + 1]) else None
-    return Found(splits, (r, e, at, out_batch))
+    return Found(splits, (r, e, at, out_batch), ids.index(heads))
 
 
 def _follow(e, ins, current: _Attention) -> list:

@@ -177,9 +177,9 @@ def _from_structure(calls, rows) -> tuple[HeadsPlan, ...]:
     found = attentions(rows)
     if not found:
         raise NotMeasured("heads (no head split found)")
-    return tuple(_plan(calls, tuple(Split(calls(r), axis, batch, e.outputs[0].shape[axis],
-                                                   _tensor(e), f"#{e.index} {e.op}", e.index, r)
-                                             for r, e, axis, batch in f.splits), *f.merge) for f in found)
+    return tuple(replace(_plan(calls, tuple(Split(calls(r), axis, batch, e.outputs[0].shape[axis], _tensor(e),
+                                                  f"#{e.index} {e.op}", e.index, r) for r, e, axis, batch in f.splits),
+                               *f.merge), merge_heads=f.merge_heads) for f in found)
 
 
 def _plan(calls, found: tuple[Split, ...], merge_r: int, merge_e, batch: int | None,

@@ -78,7 +78,8 @@ class Rotary:
             table of the run that counts positions (:mod:`.rotary_positions`); None when not read.
         expected: the position its token belongs at (a key joined after n cached entries: n; a query
             meeting S keys: S - 1); None when not found.
-        placed: ``(axis of the rotated tensor, how)`` that places its token at ``expected``.
+        placed: ``(axis of the rotated tensor, how[, row of the join that appends it])`` that places its token
+            at ``expected``.
     """
 
     event: int | None
@@ -147,7 +148,26 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
         for node in record.outs:
             if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
                 producer[node] = index
-    return with_positions(found, records, shapes, outs)
+    return tuple(_join_row(r, event_of_record) for r in with_positions(found, records, shapes, outs))
+
+
+def _join_row(rotary: Rotary, event_of_record: dict[int, int]) -> Rotary:
+    """``rotary`` with the join that places its token (a record, in :attr:`Rotary.placed`) as its row."""
+    if rotary.placed is None or len(rotary.placed) < 3:
+        return rotary
+    return replace(rotary, placed=(*rotary.placed[:2], event_of_record.get(rotary.placed[2])))
+
+
+def step_token_label(events: Sequence, rotary: Rotary, out) -> str | None:
+    """The name of the axis that places a rotation of one token (:attr:`Rotary.placed`) on ``out``, the rotated
+    tensor's row; where that axis has one entry and no name (a decoding step's), the name it has in the result
+    of the join that appends the token (``T+1``)."""
+    axis = rotary.placed[0] if rotary.placed else len(out.dims)
+    if axis >= len(out.dims) or out.dims[axis] is not None or out.shape[axis] != 1 or len(rotary.placed) < 3 \
+            or rotary.placed[2] is None or rotary.placed[2] >= len(events) or not events[rotary.placed[2]].outputs:
+        return out.dims[axis] if axis < len(out.dims) else None
+    joined = events[rotary.placed[2]].outputs[0].dims
+    return joined[axis] if axis < len(joined) else None
 
 
 def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:

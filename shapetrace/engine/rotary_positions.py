@@ -136,17 +136,18 @@ class _History:
             for node in getattr(record, "outs", ()):
                 self.maker.setdefault(node, index)
 
-    def expected(self, node: int, at: int | None) -> tuple[int, int, str] | None:
+    def expected(self, node: int, at: int | None) -> tuple | None:
         """``(the position the rotated token belongs at, the axis of the rotated tensor that places it,
-        how)``; None where no whole history places it through ops that keep its shape (so the axis is the
-        rotated tensor's own)."""
+        how[, the record of the join that appends it])``; None where no whole history places it through ops
+        that keep its shape (so the axis is the rotated tensor's own)."""
         nodes, shape = {node}, tuple(self.shapes[node].shape)
-        for record in self.records[(at or 0) + 1:(at or 0) + 1 + MAX_FOLLOW]:
+        for index in range((at or 0) + 1, min((at or 0) + 1 + MAX_FOLLOW, len(self.records))):
+            record = self.records[index]
             if type(record) not in (OpRecord, PassRecord) or not any(n in nodes for n in record.ins):
                 continue
             family = record.spec.family
             if family is Family.JOIN:
-                return self._appended(record, nodes)
+                return self._appended(record, nodes, index)
             if family in (Family.FUSED_ATTENTION, Family.PRODUCT) and len(record.ins) >= 2 and \
                     record.ins[0] in nodes:
                 keys = tuple(self.shapes[record.ins[1]].shape)
@@ -157,15 +158,16 @@ class _History:
                 nodes.update(record.outs)
         return None
 
-    def _appended(self, record, nodes: set[int]) -> tuple[int, int, str] | None:
-        """The entries a join of a whole history puts before the first of ``nodes``, along its axis."""
+    def _appended(self, record, nodes: set[int], index: int) -> tuple[int, int, str, int] | None:
+        """The entries a join of a whole history puts before the first of ``nodes``, along its axis (and the
+        join's record, ``index``)."""
         dim = self._dim(record)
         if dim is None or not all(self._whole(n) for n in record.ins if n not in nodes):
             return None
         before = 0
         for n in record.ins:
             if n in nodes:
-                return before, dim, f"it is joined after {before} cached entries"
+                return before, dim, f"it is joined after {before} cached entries", index
             before += self.shapes[n].shape[dim]
         return None
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from shapetrace.engine.directions import HIDES
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.ops import Family, family_of
-from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of
+from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of, step_token_label
 from shapetrace.engine.rotary_positions import one_position_per_token
 
 
@@ -150,7 +150,7 @@ def note_final(inference, capture) -> None:
         if not rotary.varies:   # (one position: its angles are the position its token belongs at)
             axis = rotary.placed[0] if rotary.placed else len(out.dims)
             return rotary.position is not None and rotary.position == rotary.expected and axis < len(out.dims) \
-                and out.shape[axis] == 1 and namer.plain_role(out.dims[axis]) == "tokens"
+                and out.shape[axis] == 1 and namer.plain_role(step_token_label(events, rotary, out)) == "tokens"
         return all(j < len(out.dims) and namer.plain_role(out.dims[j]) == "tokens" for j in rotary.varies) \
             and one_position_per_token(rotary.angles)   # (a 2-D rotary's grid positions are not read)
 

@@ -197,3 +197,105 @@ def test_the_round13_bugs_are_found_where_their_masks_go_in(module, bug, message
     t = traced_build(m, bug, m.DIMS[0])
     assert [f"{d.severity} {d.kind} {d.message}"[:len(message)] for d in t.diagnostics
             if d.severity in ("error", "warning") or d.kind == "mask-hides-own-key"] == [message]
+
+
+class _CausalCross(torch.nn.Module):
+    """A cross-attention (queries of ``x``, keys of ``memory``) given a causal pattern built from the two
+    lengths: ``ones(T, S).tril()`` (top-left, onlybooks/llm issue #4) or a window ``(-1, 0)`` from positions
+    aligned bottom-right (NVIDIA/TransformerEngine issue #629); ``None``: no mask."""
+
+    def __init__(self, how, D=32, H=4):
+        super().__init__()
+        self.how, self.H = how, H
+        self.q, self.kv = torch.nn.Linear(D, D), torch.nn.Linear(D, 2 * D)
+
+    def forward(self, x, memory):
+        B, T, D = x.shape
+        S = memory.shape[1]
+        q = self.q(x).view(B, T, self.H, D // self.H).transpose(1, 2)                      # (B, H, T, d)
+        k, v = self.kv(memory).view(B, S, 2, self.H, D // self.H).permute(2, 0, 3, 1, 4)   # (B, H, S, d) each
+        scores = q @ k.transpose(-2, -1)                                                   # (B, H, T, S)
+        if self.how == "tril":
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).tril() == 0, float("-inf"))
+        elif self.how == "window":
+            hidden = torch.arange(S)[None, :] > torch.arange(T)[:, None] + (S - T)
+            scores = scores.masked_fill(hidden, -10000.0)
+        return (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)
+
+
+def _cross_findings(how, dims):
+    import shapetrace
+
+    n = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in dims.split()}
+    torch.manual_seed(0)
+    model, x, memory = _CausalCross(how), torch.randn(n["B"], n["T"], 32), torch.randn(n["B"], n["S"], 32)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(memory, "B S D")
+        model(x, memory)
+    return [f"{d.severity} {d.kind} {d.message}" for d in t.diagnostics if d.severity in ("error", "warning")]
+
+
+@pytest.mark.parametrize(("how", "op"), [("tril", "masked_fill #10 puts a mask [T=6, S=8]"),
+                                         ("window", "masked_fill #11 puts a mask [T=6, S=8]")])
+def test_a_causal_pattern_built_for_a_cross_attention_is_a_warning(how, op):
+    """``ones(T, S).tril()`` or a bottom-right window on scores whose queries (T) and keys (S) are two
+    sequences: a warning (an alignment may be meant so, wait-k), where 9d6f047 said nothing (``✓``:
+    tests/corpus/reports6 onlybooks_decoder_causal, te_cross_window). Cut from a square table it stays the
+    error of openai/whisper's mask (tests/corpus/test_public_round5.py); a square table's last rows (a cache
+    mask over one sequence) stay silent whatever the keys are named (the same module)."""
+    assert _cross_findings(how, "B=2 T=6 S=8 D=32 H=4") == [
+        f"warning causal-mask-across-sequences {op} that hides the keys after each query onto the scores "
+        "[B=2, H=4, T=6, S=8], whose keys (S) are another sequence than its queries (T): a causal pattern between "
+        "places of two sequences, so later keys of S are hidden from earlier queries of T. A decoder's causal "
+        "mask or flag handed to its cross-attention does this; an alignment meant so (wait-k decoding) would "
+        "too, so this is a warning."]
+
+
+def test_no_mask_on_a_cross_attention_and_names_that_rest_on_sizes_say_nothing():
+    """Without a mask nothing is said; at T = S (the inputs named, yet which of the two is which is settled by
+    sizes alone where the names were seeded by size) the same causal pattern is not judged either: equal
+    sizes decide no sequence (tests/corpus/reports3/seq2seq_cross_mask stays ``?`` at S = T)."""
+    assert _cross_findings(None, "B=2 T=6 S=8 D=32 H=4") == []
+    from tests.corpus.helpers import round_outcome
+    from tests.corpus.reports3 import seq2seq_cross_mask
+
+    assert round_outcome(seq2seq_cross_mask, "trg-mask-in-cross", "B=2 T=6 S=6 D=32 H=4") == ("?", ())
+
+
+def test_a_causal_sliding_window_reads_its_width_aligned_bottom_right():
+    """:func:`causal_window`: a prefill's window of 3 keys, and a chunk of 3 queries after 6 cached tokens whose
+    edges are both measured in positions (``tril(6).triu(4)``), each keep 3 keys; the chunk's window measured
+    from its own rows (``tril(6).triu(-2)``, trymirai/lalamo PR #200) is the causal mask alone, no window."""
+    from shapetrace.engine.directions import causal_window
+
+    keep = torch.ones(6, 6, dtype=torch.bool).tril(0).triu(-2)
+    assert hidden_side(~keep, (6, 6)) == {"hides_side": "other", "window": 3}
+    assert hidden_side(~torch.ones(3, 9, dtype=torch.bool).tril(6).triu(4), (3, 9)) == {"hides_side": "other",
+                                                                                       "window": 3}
+    assert hidden_side(~torch.ones(3, 9, dtype=torch.bool).tril(6).triu(-2), (3, 9)) == {"hides_side": "future"}
+    assert causal_window((~keep)[None], 0) == {"window": 3}
+    assert causal_window(torch.ones(6, 6, dtype=torch.bool).triu(1)[None], 0) == {}          # causal alone
+    assert causal_window((torch.ones(6, 6).triu(1).bool() | torch.eye(6).bool())[None], 0) == {}   # hides itself
+
+
+@pytest.mark.parametrize(("dims", "keys"), [("B=2 T=6 D=32 H=4", 9), ("B=4 T=4 D=32 H=4", 7)])
+def test_a_window_that_widens_at_a_later_call_of_its_line_is_an_error(dims, keys):
+    """tests/corpus/reports6/lalamo_window_offset: a window of 3 at the prefill, the causal mask alone over 9 keys
+    at the chunk after the cache (``?`` with no finding on 90ab918); its correct twin keeps 3 keys at both calls
+    and says nothing. Read on the values: the chunk's scores are unnamed (its input has no declared size), the
+    line and its op say they are the same scores."""
+    from tests.corpus.helpers import traced_build, without_order_caveat
+    from tests.corpus.reports6 import lalamo_window_offset
+
+    t = traced_build(lalamo_window_offset, "window-local-rows", dims)
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"] == [
+        ("error", "window-widens", 25)]
+    message = t.diagnostics[[d.kind for d in t.diagnostics].index("window-widens")].message
+    assert without_order_caveat(message, dims[2] == "4") == (
+        f"where #25 puts a mask [3, {keys}] onto the scores [{dims[2]}, 4, 3, {keys}] that lets a query see {keys} "
+        "keys, but the same line (tests/corpus/reports6/lalamo_window_offset.py:51) kept a sliding window of 3 keys "
+        "per query at #9: the window's lower edge was not moved with the queries' positions (counted from the "
+        "chunk's own rows, not from the cache's length).")
+    t = traced_build(lalamo_window_offset, "", dims)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

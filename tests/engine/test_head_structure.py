@@ -77,3 +77,30 @@ def test_heads_folded_into_the_batch_are_not_measured(B, T):
     assert t.unmeasured == [   # (742b81f: nothing said)
         "batch entries stay apart, each token depends on itself (the input's batch and token axes have no names)",
         "heads (no head split found)"]
+
+
+class MinorSplitMajorMerge(nn.Module):
+    """GATr's baseline attention (Qualcomm-AI-research/geometric-algebra-transformer, tests/corpus/reports6/
+    gatr_layernorm_items): one fused projection split ``(qkv d H)``, the heads the minor factor, and merged
+    ``(H d)``, the heads the major one, before the output projection. Correct code: the projection after the
+    merge reads the whole row, so which order the merge lays the heads in is a choice."""
+
+    def __init__(self, d_model=32, heads=4):
+        super().__init__()
+        self.qkv, self.out, self.heads = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model), heads
+
+    def forward(self, x):
+        B, T, D = x.shape                                                               # (B, T, D)
+        qkv = self.qkv(x).reshape(B, T, 3, D // self.heads, self.heads)                 # (B, T, 3, d, H)
+        q, k, v = qkv.permute(2, 0, 4, 1, 3)                                            # (B, H, T, d) each
+        y = (q @ k.transpose(-2, -1)).softmax(-1) @ v                                   # (B, H, T, d)
+        return self.out(y.permute(0, 2, 1, 3).reshape(B, T, D))                         # (B, T, H·d)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES)
+def test_a_merge_that_lays_the_heads_out_unlike_the_split_is_read_where_it_puts_them(B, T):
+    """The merge's heads axis is followed from the split through the permutes (:attr:`Found.merge_heads`), so
+    the merged output's heads are read where the merge puts them, not where the split took them from: on
+    9d6f047 the split's map was used and the heads contract said ``heads-talk`` on this correct code."""
+    t = _traced(MinorSplitMajorMerge(), (B, T, 32))
+    assert t.diagnostics == [] and t.contracts == [HEADS]

@@ -60,3 +60,24 @@ def test_too_few_slow_features_to_tell_keeps_the_table():
     against the table (the old reading stands)."""
     angles = torch.tensor([[0.0, 0.0], [2.0, 3.0], [4.0, 6.0]])                     # (T, 2)
     assert one_position_per_token((angles.cos(), angles.sin()))
+
+
+def test_a_step_whose_token_axis_is_named_only_in_the_cache_join_is_placed_and_checked():
+    """tests/corpus/reports6/fla_cache_seen_tokens (fla-org/flash-linear-attention issue #766): the decoding
+    step's key ``[B, 1, H, d]`` has a token axis of one entry and no name; the cache's ``cat`` names it ``T+1``.
+    The position rule and the value check read that name through the join that places the token
+    (:func:`.rotary.step_token_label`), so layer 1's key rotated at 7 and joined after 6 entries is an error, and
+    the correct file's step tables count as checked. On 32891ff both were ``? checked 76 of 80`` with no finding."""
+    from tests.corpus.helpers import findings, traced_build, verdict_line
+    from tests.corpus.reports6 import fla_cache_seen_tokens
+
+    t = traced_build(fla_cache_seen_tokens, "seen-tokens-early", "B=2 T=6 D=32 H=4")
+    assert [(d.kind, d.event, d.message) for d in t.diagnostics if d.severity == "error"] == [(
+        "rotary-position-off", 70,
+        "the rotary embedding rotated at cat #70 turns [B=2, 1, H=4, d_k=8] by position 7 (its cos and sin tables "
+        "hold that position's angles on every feature, read against the run's table of consecutive positions), but "
+        "its token takes position 6: it is joined after 6 cached entries. q·k then reads its distance to every other "
+        "token 1 off.")]
+    t = traced_build(fla_cache_seen_tokens, "", "B=2 T=6 D=32 H=4")
+    assert findings(t) == ()
+    assert verdict_line(t).startswith("✓ checked all 80 ops that could carry a layout bug (8 of them on the values")

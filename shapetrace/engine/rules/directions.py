@@ -77,25 +77,85 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
-        if e.params.get("causal_from_first_key") and _hides(e):
+        if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other))
-    return sorted(out + _fused(analysis) + _product_bases(analysis), key=lambda d: d.event)
+    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis), key=lambda d: d.event)
+
+
+def windows_kept(analysis: Analysis) -> list[Diagnostic]:
+    """A sliding window is a property of its attention: where a mask made on one line of one module is a causal
+    window of ``w`` keys (:func:`.directions.causal_window`) at one call, a later call on that line whose mask
+    lets a query see more keys (a wider window, or the causal mask alone over more than ``w`` keys) is an error
+    (trymirai/lalamo PR #200: a chunk's window measured from the chunk's own rows, ``triu(-(w - 1))``, so every
+    query of a chunk after a cached prefix saw the whole prefix). Read on the values; sizes decide nothing."""
+    first: dict[tuple, tuple] = {}
+    out = []
+    for e in sorted((*analysis.events_of(Family.MASK_FILL), *analysis.events_of(Family.ELEMENTWISE)),
+                    key=lambda e: e.index):
+        line = (e.module, e.source)
+        pair = _onto_scores(e) if line not in first else _same_line(e, first[line][2])
+        if pair is None or not _hides(e) or ("window" not in e.params and e.params.get("hides_side") != "future"):
+            continue
+        scores, mask = pair
+        sees = e.params.get("window") or scores.shape[-1]
+        if line not in first:
+            if "window" in e.params:
+                first[line] = (e, sees, e.op)
+            continue
+        before, width, _ = first[line]
+        if sees > width and before is not None:
+            first[line] = (None, width, e.op)   # (one finding per line)
+            out.append(Kind.WINDOW_WIDENS.found(e.index, (
+                f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores "
+                f"{fmt_named(scores.dims, scores.shape)} that lets a query see {sees} keys, but the same line "
+                f"({e.source}) kept a sliding window of {width} keys per query at #{before.index}: the window's "
+                "lower edge was not moved with the queries' positions (counted from the chunk's own rows, not "
+                "from the cache's length)."),
+                "Measure both edges of the window in absolute positions: query i of a chunk after P cached tokens "
+                f"is position P + i, and sees keys P + i - {width - 1} .. P + i (triu(diagonal=P - {width - 1}))."))
+    return out
+
+
+#: the patterns read on a mask's values (:func:`.directions.hidden_side`) that hide the keys after each query
+_CAUSAL_SIDES = ("future", "future-and-padding")
+
+
+def _causal_pattern(e: Event) -> bool:
+    """Does the mask of ``e`` hide, by its values, the keys after each query (aligned bottom-right, or
+    from the first key: query ``i`` beside key ``i``)?"""
+    return bool(e.params.get("causal_from_first_key")) or e.params.get("hides_side") in _CAUSAL_SIDES
 
 
 def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: TensorInfo) -> list[Diagnostic]:
-    """A causal mask cut from the corner of a square table (its rows and its columns are positions of
-    one sequence: key ``i`` beside query ``i``) onto scores whose queries and keys are proven to be two
-    different axes (a decoder's causal mask given to its cross-attention, openai/whisper's ``mask``
-    buffer cut ``[:n_ctx, :n_audio]``). Sizes decide nothing: the names of the scores' axes, the
-    table's provenance (:func:`_square_table`) and the hidden keys read on the values do."""
+    """A causal mask onto scores whose queries and keys are proven to be two different sequences (by their
+    names; sizes decide nothing). Cut from the corner of a square table (its rows and its columns are
+    positions of one sequence: key ``i`` beside query ``i``), it was built for another attention: an error
+    (openai/whisper's ``mask`` buffer cut ``[:n_ctx, :n_audio]`` for the cross-attention). Built otherwise
+    (``ones(T, S).tril()`` from the two lengths, a window from positions), it is a causal pattern between
+    places of two sequences: a warning, since an alignment may be meant so (wait-k decoding), though it is
+    most often a decoder's causal flag handed to its cross-attention (onlybooks/llm issue #4,
+    NVIDIA/TransformerEngine issue #629). A square table's last rows (aligned bottom-right: a KV cache's
+    mask over one sequence) say the queries and keys are one sequence, whatever their names: nothing."""
     queries, keys = scores.axes[-2], scores.axes[-1]
     q_roots, k_roots = _roots(queries), _roots(keys)
     if not q_roots or not k_roots or q_roots & k_roots or None in scores.dims[-2:]:
         return []
-    table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
-    if table is None:
-        return []
     q, k = scores.dims[-2], scores.dims[-1]
+    table = _square_table(analysis, e, next(i for i, t in enumerate(e.inputs) if t is mask))
+    if table is not None and not e.params.get("causal_from_first_key"):
+        return []   # (a square table's last rows: one sequence's cache mask, whatever the keys were named)
+    if table is None:
+        if not _declared_sequences(analysis, q_roots | k_roots) or _rest_on_sizes(analysis, q_roots, k_roots):
+            return []
+        return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
+            f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} that hides the keys after each query "
+            f"onto the scores {fmt_named(scores.dims, scores.shape)}, whose keys ({k}) are another sequence than its "
+            f"queries ({q}): a causal pattern between places of two sequences, so later keys of {k} are hidden from "
+            f"earlier queries of {q}. A decoder's causal mask or flag handed to its cross-attention does this; an "
+            "alignment meant so (wait-k decoding) would too, so this is a warning."),
+            f"Unless {q} and {k} are aligned on purpose, give this attention no causal mask, only a padding mask "
+            f"over its own keys ({k}): a causal mask belongs to the attention whose queries and keys are one "
+            "sequence.", severity="warning")]
     return [Kind.CAUSAL_MASK_ACROSS_SEQUENCES.found(e.index, (
         f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)}, cut from the corner of the "
         f"square table {list(table)} (each query i hides the keys after key i), onto the scores "
@@ -104,6 +164,29 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
         f"{k} are hidden from earlier queries of {q} for no reason."),
         f"Give this attention no causal mask (mask=None), or a padding mask over its own keys ({k}): a causal "
         "mask belongs to the attention whose queries and keys are one sequence.")]
+
+
+def _rest_on_sizes(analysis: Analysis, q_roots: frozenset[str], k_roots: frozenset[str]) -> bool:
+    """Does telling the queries' sequence from the keys' rest on sizes (a seed chose between two declared
+    names of equal size, ``T`` and ``S`` at T = S, and no later use settled it)?"""
+    choices = {frozenset(pair) for pair in analysis.size_choices}
+    return any(frozenset((q, k)) in choices for q in q_roots for k in k_roots)
+
+
+def _declared_sequences(analysis: Analysis, roots: frozenset[str]) -> bool:
+    """Are these named axes all token axes the run declared (``T``, ``S``)? A static cache's length (``L``,
+    named by the engine for the buffer a self-attention's keys are read from) is no second sequence."""
+    return all(r in analysis.dims and analysis.namer.is_token_root(r) for r in roots)
+
+
+def _same_line(e: Event, op: str) -> tuple[TensorInfo, TensorInfo] | None:
+    """``(the scores, the mask)`` of a later call of the op that put a window onto proven scores on this line
+    (the same code: a chunk's scores, which its unnamed input leaves without roles, are still the scores)."""
+    if e.op != op or len(e.inputs) < 2 or not e.outputs:
+        return None
+    scores = next((t for t in e.inputs if tuple(t.shape) == tuple(e.outputs[0].shape)), None)
+    mask = next((t for t in e.inputs if t is not scores), None)
+    return (scores, mask) if scores is not None and mask is not None else None
 
 
 def _one_sequence(queries, keys) -> bool:

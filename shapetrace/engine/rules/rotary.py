@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.rotary import MISMATCH, PAIRED, UNCHECKED
+from shapetrace.engine.rotary import MISMATCH, PAIRED, UNCHECKED, step_token_label
 from shapetrace.engine.rotary_positions import one_position_per_token
 from shapetrace.engine.rules.indices import told_by_size
 
@@ -141,9 +141,9 @@ def _off(analysis: Analysis, rotary: Rotary) -> bool:
     if rotary.position is None or rotary.expected is None or rotary.position == rotary.expected \
             or rotary.at_zero or rotated is None or rotary.placed is None:
         return False
-    axis = rotary.placed[0]
-    return axis < len(rotated.dims) and rotated.shape[axis] == 1 and not told_by_size(analysis, rotated.dims[axis]) \
-        and analysis.namer.plain_role(rotated.dims[axis]) == "tokens"
+    axis, label = rotary.placed[0], step_token_label(analysis.events, rotary, rotated)
+    return axis < len(rotated.dims) and rotated.shape[axis] == 1 and not told_by_size(analysis, label) \
+        and analysis.namer.plain_role(label) == "tokens"
 
 
 def _position_off(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
