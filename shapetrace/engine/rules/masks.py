@@ -242,13 +242,24 @@ def scale(analysis: Analysis) -> list[Diagnostic]:
     if not D or not d_k or D == d_k:
         return []
     for s in analysis.scalings:
-        if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3:
+        if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3 and _contracted_width(analysis, s) in (None, d_k):
             return [Kind.SCALE_NOT_HEAD_DIM.found(s["event"], (
                 f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
                 f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
                 f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
                 f"√H = {math.sqrt(D / d_k):.3g}."), "Use scores / math.sqrt(d_k).")]
     return []
+
+
+def _contracted_width(analysis: Analysis, scaling: dict) -> int | None:
+    """The width the scaled scores' product summed over (``q @ k.transpose(-2, -1)``: q's last axis), or None
+    where the scaling is not on a plain product's scores. Heads as wide as the model (MEGABYTE's global model,
+    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D."""
+    e = analysis.events[scaling["event"]]
+    if scaling["on"] != "scores" or e.op not in ("matmul", "bmm") or len(e.inputs) != 2:
+        return None
+    a, b = e.inputs[0].shape, e.inputs[1].shape
+    return a[-1] if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] else None
 
 
 def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
