@@ -11,10 +11,11 @@ BERT's (``view(B, T, H, d).permute(0, 2, 1, 3)``, ``(1 - mask) * min`` added on 
 dropped and ``cat([cls, downsampled_truncated], dim=1)``, LayerNorm; one global layer over the molecules with the
 mask ``MaxPool1d(rate)`` of the characters' mask.
 
-Bugs (argument): ``chunk-end-off-by-one``: ``to`` chunks ``min(seq_length, chunk_start + width + 1)`` (each
-block's characters also see the first character of the next block; a local band one wider, the slip an
-inclusive end makes); ``conv-output-not-transposed``: the downsampled ``(B, D, T/rate)`` read as molecules by
-``downsampled.reshape(B, -1, D)`` (the ``transpose(1, 2)`` back forgotten, hidden by a reshape)."""
+Bugs (argument): ``conv-output-not-transposed``: the downsampled ``(B, D, T/rate)`` read as molecules by
+``downsampled.reshape(B, -1, D)`` (the ``transpose(1, 2)`` back forgotten, hidden by a reshape). A known miss,
+``chunk-end-off-by-one``: ``to`` chunks ``min(seq_length, chunk_start + width + 1)`` (each block's characters
+also see the first character of the next block, the slip an inclusive end makes): overlapping key chunks are a
+design elsewhere (BigBird's and Longformer's bands), and nothing recorded states the width meant."""
 
 import sys
 
@@ -114,8 +115,9 @@ class CanineModel(nn.Module):
         return self.encoder(molecules, create_3d_attention_mask(molecules, molecule_mask))
 
 
-BUGS = ("chunk-end-off-by-one", "conv-output-not-transposed")
+BUGS = ("conv-output-not-transposed",)
 TWINS = ()
+KNOWN_MISSES = ("chunk-end-off-by-one",)
 DIMS = ("B=2 T=12 D=32 H=4",)
 EQUAL = {"B=2 T=12 D=32 H=4": "B=4 T=12 D=32 H=4"}
 

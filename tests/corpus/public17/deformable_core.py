@@ -93,7 +93,8 @@ class DeformableDecoderLayer(nn.Module):
 
 BUGS = ("value-heads-not-transposed", "softmax-per-level")
 TWINS = ()
-DIMS = ("B=2 N=5 D=32 H=4",)
+DIMS = ("B=2 N=5 D=32 H=4", "B=2 N=5 S=30 D=32 H=4")   # (the memory's length, 24 + 6, not declared, declared)
+EQUAL = {"B=2 N=5 D=32 H=4": "B=4 N=4 D=32 H=4", "B=2 N=5 S=30 D=32 H=4": "B=4 N=4 S=30 D=32 H=4"}
 
 
 def build(bug="", B=2, N=5, D=32, H=4):
