@@ -120,7 +120,7 @@ EXPECTED = {
     (deformable_core, "value-heads-not-transposed"): [UNSURE, UNSURE, MIXED, MIXED],
     (deformable_core, "softmax-per-level"): [("✗", ("attends-over-features",))] * 2 + [UNSURE] * 2,
     (idefics2_resampler, ""): [UNSURE, UNSURE],
-    (idefics2_resampler, "latent-mask-first"): [UNSURE, UNSURE],
+    (idefics2_resampler, "latent-mask-first"): [BROADCAST, BROADCAST],
     (idefics2_resampler, "out-not-transposed"): [MIXED, ("✗", ("tokens-merged-with-features", "broadcast-mismatch"))],
     (cogvlm_expert, ""): [UNSURE, UNSURE],
     (cogvlm_expert, "scores-reshape-without-permute"): [MIXED, UNSURE],
