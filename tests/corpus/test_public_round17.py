@@ -58,9 +58,12 @@ patch of neighbouring tokens, as Swin's merging on a grid (axes.merges_neighbour
 part counted into a join along the tokens is tokens (infer/backward: Idefics2's latents, so its merge without
 transpose is ``mixed-axis``); a flattened declared grid ``[Hp*Wp, B, D]`` or ``[B, Hp*Wp, D]`` is seeded
 (infer/seeds: Mask2Former's memory); a mask whose values passed on one run is vouched for by a run of the same
-code that hid keys (rules/unexercised: Canine's chunks).
+code that hid keys (rules/unexercised: Canine's chunks); walked again with the pins, a pin's unnamed axis takes
+the tokens' name the walk gives it (infer/record: Idefics2's mask join is ``T+3``); two joins of the same parts in
+another order lined up by a broadcast are ``broadcast-mismatch`` (namer: Idefics2's latent-mask-first, ``3+T``
+against the keys' ``T+3``).
 
-Now at distinct sizes (first DIMS): correct ✓ 2 (Chameleon, Canine), ? 9, ✗ 0; bugs ✗ 10, ? 11, ✓ 0 (plus the
+Now at distinct sizes (first DIMS): correct ✓ 2 (Chameleon, Canine), ? 9, ✗ 0; bugs ✗ 11, ? 10, ✓ 0 (plus the
 known miss); Deformable DETR's ``value-heads-not-transposed`` is ✗ ``mixed-axis`` where the memory's length is
 declared (its second DIMS). What stays ``?`` and why: OpenFold (the pair representation ``[B, T, T, c_z]`` fits
 no seed; at equal sizes it is read as ``[B, H, T, d_k]`` and the pair bias gets a false ``broadcast-mismatch``,
@@ -68,8 +71,8 @@ no seed; at equal sizes it is read as ``[B, H, T, d_k]`` and the pair bias gets 
 moving two axes both named T: its APC slip is value-only); Chameleon's norm over the heads and the width (a
 design elsewhere, OLMoE's); Mask2Former (the learnt queries ``query_feat.weight`` and the predicted masks
 ``[B, Q, 2Hp, 2Wp]`` are unnamed, so the heads-major mask is not read); Deformable DETR (``grid_sample``'s
-sampled points; the per-level softmax of the memory-declared DIMS); Idefics2 (the mask's join of the context mask
-and the latents' ones is unnamed, so its reversed parts are not read); CogVLM (boolean-mask picks per expert;
+sampled points; the per-level softmax of the memory-declared DIMS); Idefics2 (the mask's query axis, expanded to
+``n_latents`` from a plain int, is unnamed); CogVLM (boolean-mask picks per expert;
 swapped experts are value-only); Enformer (the ``[2T-1, F]`` relative table and its shift); pyGAT
 (``torch.where`` over the adjacency; ``Wh1 + Wh2`` without the transpose broadcasts legally); MEGABYTE (the
 global model's heads over ``P·D``; the unshifted patches leak through integer ids, which the contracts cannot
