@@ -256,7 +256,7 @@ def _contracted_width(analysis: Analysis, scaling: dict) -> int | None:
     where the scaling is not on a plain product's scores. Heads as wide as the model (MEGABYTE's global model,
     ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D."""
     e = analysis.events[scaling["event"]]
-    if scaling["on"] != "scores" or e.op not in ("matmul", "bmm") or len(e.inputs) != 2:
+    if scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
         return None
     a, b = e.inputs[0].shape, e.inputs[1].shape
     return a[-1] if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] else None
