@@ -61,16 +61,17 @@ transpose is ``mixed-axis``); a flattened declared grid ``[Hp*Wp, B, D]`` or ``[
 code that hid keys (rules/unexercised: Canine's chunks); walked again with the pins, a pin's unnamed axis takes
 the tokens' name the walk gives it (infer/record: Idefics2's mask join is ``T+3``); two joins of the same parts in
 another order lined up by a broadcast are ``broadcast-mismatch`` (namer: Idefics2's latent-mask-first, ``3+T``
-against the keys' ``T+3``).
+against the keys' ``T+3``); ``F.interpolate`` keeps the batch and channel names (propagate.resample: Mask2Former's
+masks tiled heads-major are then ``mask-wrong-batch-order``).
 
-Now at distinct sizes (first DIMS): correct ✓ 2 (Chameleon, Canine), ? 9, ✗ 0; bugs ✗ 11, ? 10, ✓ 0 (plus the
+Now at distinct sizes (first DIMS): correct ✓ 2 (Chameleon, Canine), ? 9, ✗ 0; bugs ✗ 12, ? 9, ✓ 0 (plus the
 known miss); Deformable DETR's ``value-heads-not-transposed`` is ✗ ``mixed-axis`` where the memory's length is
 declared (its second DIMS). What stays ``?`` and why: OpenFold (the pair representation ``[B, T, T, c_z]`` fits
 no seed; at equal sizes it is read as ``[B, H, T, d_k]`` and the pair bias gets a false ``broadcast-mismatch``,
 ``FALSE_AT_EQUAL_SIZES`` below); ESM-2 (the stacked per-layer maps' L axis, and ``x + x.transpose(-1, -2)``
 moving two axes both named T: its APC slip is value-only); Chameleon's norm over the heads and the width (a
 design elsewhere, OLMoE's); Mask2Former (the learnt queries ``query_feat.weight`` and the predicted masks
-``[B, Q, 2Hp, 2Wp]`` are unnamed, so the heads-major mask is not read); Deformable DETR (``grid_sample``'s
+``[B, Q, 2Hp, 2Wp]``'s positions are unnamed; an inverted threshold is value-only); Deformable DETR (``grid_sample``'s
 sampled points; the per-level softmax of the memory-declared DIMS); Idefics2 (the mask's query axis, expanded to
 ``n_latents`` from a plain int, is unnamed); CogVLM (boolean-mask picks per expert;
 swapped experts are value-only); Enformer (the ``[2T-1, F]`` relative table and its shift); pyGAT
@@ -117,7 +118,7 @@ EXPECTED = {
     (chameleon_qknorm, "view-heads-first"): [MIXED, ("✗", ("broadcast-mismatch", "batch-mismatch", "broadcast-mismatch",
                                                           "attends-over-wrong-axis", "broadcast-mismatch"))],
     (mask2former_masked, ""): [UNSURE, UNSURE],
-    (mask2former_masked, "mask-repeat-heads-major"): [UNSURE, UNSURE],
+    (mask2former_masked, "mask-repeat-heads-major"): [("✗", ("mask-wrong-batch-order",))] * 2,
     (mask2former_masked, "mask-threshold-inverted"): [UNSURE, UNSURE],
     (deformable_core, ""): [UNSURE] * 4,
     (deformable_core, "value-heads-not-transposed"): [UNSURE, UNSURE, MIXED, MIXED],
