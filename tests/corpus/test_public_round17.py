@@ -62,7 +62,8 @@ code that hid keys (rules/unexercised: Canine's chunks); walked again with the p
 the tokens' name the walk gives it (infer/record: Idefics2's mask join is ``T+3``); two joins of the same parts in
 another order lined up by a broadcast are ``broadcast-mismatch`` (namer: Idefics2's latent-mask-first, ``3+T``
 against the keys' ``T+3``); ``F.interpolate`` keeps the batch and channel names (propagate.resample: Mask2Former's
-masks tiled heads-major are then ``mask-wrong-batch-order``).
+masks tiled heads-major are then ``mask-wrong-batch-order``); a declared N seeds ``[B, N, D]`` and ``[N, B, D]``
+wherever it stands among the declared names (infer/seeds: Deformable DETR's queries with S declared after N).
 
 Now at distinct sizes (first DIMS): correct ✓ 2 (Chameleon, Canine), ? 9, ✗ 0; bugs ✗ 12, ? 9, ✓ 0 (plus the
 known miss); Deformable DETR's ``value-heads-not-transposed`` is ✗ ``mixed-axis`` where the memory's length is
@@ -70,14 +71,13 @@ declared (its second DIMS). What stays ``?`` and why: OpenFold (the pair represe
 no seed; at equal sizes it is read as ``[B, H, T, d_k]`` and the pair bias gets a false ``broadcast-mismatch``,
 ``FALSE_AT_EQUAL_SIZES`` below); ESM-2 (the stacked per-layer maps' L axis, and ``x + x.transpose(-1, -2)``
 moving two axes both named T: its APC slip is value-only); Chameleon's norm over the heads and the width (a
-design elsewhere, OLMoE's); Mask2Former (the learnt queries ``query_feat.weight`` and the predicted masks
-``[B, Q, 2Hp, 2Wp]``'s positions are unnamed; an inverted threshold is value-only); Deformable DETR (``grid_sample``'s
-sampled points; the per-level softmax of the memory-declared DIMS); Idefics2 (the mask's query axis, expanded to
-``n_latents`` from a plain int, is unnamed); CogVLM (boolean-mask picks per expert;
-swapped experts are value-only); Enformer (the ``[2T-1, F]`` relative table and its shift); pyGAT
-(``torch.where`` over the adjacency; ``Wh1 + Wh2`` without the transpose broadcasts legally); MEGABYTE (the
-global model's heads over ``P·D``; the unshifted patches leak through integer ids, which the contracts cannot
-perturb)."""
+design elsewhere, OLMoE's); Mask2Former (the learnt queries ``query_feat.weight`` and the predicted masks'
+positions are unnamed; an inverted threshold is value-only); Deformable DETR (``grid_sample``'s sampled points;
+its per-level softmax is ✗ only because H·L·P = D names the weights' width); Idefics2 (the mask's query axis,
+expanded to ``n_latents`` from a plain int, is unnamed); CogVLM (boolean-mask picks per expert; swapped experts
+are value-only); Enformer (the ``[2T-1, F]`` relative table and its shift); pyGAT (``torch.where`` over the
+adjacency; ``Wh1 + Wh2`` without the transpose broadcasts legally); MEGABYTE (the global model's heads over
+``P·D``; the unshifted patches leak through integer ids, which the contracts cannot perturb)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,8 @@ EXPECTED = {
     (mask2former_masked, "mask-threshold-inverted"): [UNSURE, UNSURE],
     (deformable_core, ""): [UNSURE] * 4,
     (deformable_core, "value-heads-not-transposed"): [UNSURE, UNSURE, MIXED, MIXED],
-    (deformable_core, "softmax-per-level"): [("✗", ("attends-over-features",))] * 2 + [UNSURE] * 2,
+    # (✗ only because the weights' width H·L·P = 32 is D here: the linear's output is named D by its size)
+    (deformable_core, "softmax-per-level"): [("✗", ("attends-over-features",))] * 4,
     (idefics2_resampler, ""): [UNSURE, UNSURE],
     (idefics2_resampler, "latent-mask-first"): [BROADCAST, BROADCAST],
     (idefics2_resampler, "out-not-transposed"): [MIXED, ("✗", ("tokens-merged-with-features", "broadcast-mismatch"))],

@@ -94,3 +94,13 @@ def test_a_flattened_grid_batch_first_is_seeded_and_a_size_that_is_no_grid_is_no
         torch.randn(2, 12, 32).view(2, 12, 4, 8)
         torch.randn(2, 13, 32).view(2, 13, 4, 8)
     assert [e.outputs[0].dims for e in t.events] == [("B", "Hp*Wp", "H", "d_k"), (None,) * 4]
+
+
+def test_declared_n_tokens_are_seeded_wherever_n_stands_among_the_declared_names():
+    """DETR's object queries ``[B, N, D]`` beside a memory of S tokens declared after N (``B=2 N=5 S=30 D=32``,
+    tests/corpus/public17/deformable_core.py): on af0e286 (main) only the declared order's first three names
+    (``[B, N, S]``) were tried, and the queries stayed unnamed."""
+    with shapetrace.trace(dims="B=2 N=5 S=30 D=32 H=4") as t:
+        torch.randn(2, 5, 32).view(2, 5, 4, 8)
+        torch.randn(5, 2, 32).view(5, 2, 4, 8)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "N", "H", "d_k"), ("N", "B", "H", "d_k")]
