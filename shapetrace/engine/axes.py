@@ -352,9 +352,12 @@ _PLANE_GRID = frozenset(GRID_ROOTS[2] + GRID_ROOTS[3])
 def merges_neighbours(atoms: Sequence[Atom], namer: Namer) -> bool:
     """Whole features joined with the innermost pieces of the patch grid (``Wp%2·Hp%2·D``: which patch
     of each 2×2 block): Swin's patch merging and pixel unshuffle put the features of neighbouring
-    patches side by side, and the blocks (``Hp/2``, ``Wp/2``) stay the grid. Not a mix of tokens."""
-    grid = [a for a in atoms if a.root in _PLANE_GRID]
-    rest = [a for a in atoms if a.root not in _PLANE_GRID]
+    patches side by side, and the blocks (``Hp/2``, ``Wp/2``) stay the grid. Not a mix of tokens. The same
+    along one sequence (``T%P·D``: MEGABYTE's ``'b (k p) d -> b k (p d)'``, P neighbouring tokens' features
+    side by side in one patch, the patches ``T/P`` in order); a piece that is not the innermost (``'b (p k)
+    d'``, every K-th token) stays a mix."""
+    grid = [a for a in atoms if a.root in _PLANE_GRID or namer.is_token_root(a.root)]
+    rest = [a for a in atoms if a not in grid]
     return bool(grid) and bool(rest) and all(not a.whole and a.stride == 1 for a in grid) and \
         all(a.whole and namer.role(a.root) == Role.FEATURES for a in rest)
 

@@ -413,9 +413,17 @@ def _first_clash(namer: Namer, operands) -> tuple[int, int, int] | None:
         named = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
                  if j <= len(shape) and shape[-j] > 1 and namer.plain_role(labels[-j])]
         for (ia, la), (ib, lb) in zip(named, named[1:]):
-            if piece_role(namer, la) != piece_role(namer, lb) or _crosses_grid(la, lb):
+            if piece_role(namer, la) != piece_role(namer, lb) or _crosses_grid(la, lb) or _reordered_join(la, lb):
                 return j, ia, ib
     return None
+
+
+def _reordered_join(a: str, b: str) -> bool:
+    """Two joins of the same parts in another order (``3+T`` against ``T+3``: Idefics2's padding mask extended
+    with the latents' ones in front, against keys that put the latents behind the context): entry i of one is
+    another part's entry than entry i of the other."""
+    parts_a, parts_b = a.split("+"), b.split("+")
+    return len(parts_a) > 1 and parts_a != parts_b and sorted(parts_a) == sorted(parts_b)
 
 
 def piece_role(namer: Namer, label: str) -> str | None:

@@ -234,6 +234,8 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(f"{kind}_pool{n}d", "new", pr.pool, operands=first_operand,
              words=f"pools each window of neighbours into its {'mean' if kind == 'avg' else 'largest entry'}")
       for kind in ("avg", "max") for n in (1, 2, 3)),
+    OpSpec("interpolate", "new", pr.resample, operands=first_operand,
+           words="resamples a map's positions (nearest, bilinear, ...): batch and channels kept"),
     # what ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call (``torch._VF``): the sequence, then states and weights
     *(OpSpec(name, "new", pr.recurrent, operands=first_operand,
              words="a recurrent layer run along the sequence: each step's new features from its input and the "

@@ -491,6 +491,16 @@ def pool(c: Call) -> Axes:
     return tuple(axes)
 
 
+def resample(c: Call) -> Axes:
+    """``F.interpolate`` of ``[N, C, *positions]``: the batch and channel axes keep their names; a position axis
+    of unchanged size keeps its own, a resized one is another grid (Mask2Former's predicted masks brought to the
+    memory's size), unnamed."""
+    x, out = c.in_axes[0], c.shapes[0]
+    if len(c.shapes) != 1 or len(x) != len(out) or len(out) < 3:
+        return ax.unknown_axes(out)
+    return tuple(a if i < 2 or a.size == size else ax.unknown_axis(size) for i, (a, size) in enumerate(zip(x, out)))
+
+
 def _per_axis(value, n: int) -> tuple[int, ...] | None:
     """A pooling argument for each of n axes (an int, or a sequence of n ints), or None."""
     if isinstance(value, int):

@@ -73,7 +73,9 @@ OK, UNSURE = ("✓", ()), ("?", ())
 EXPECTED = {
     (eva_rope, ""): [UNSURE, UNSURE],   # (✓ until stop 52: a 2-D rotary's grid positions are not read)
     (eva_rope, "rotate-half"): [("✗", ("rotary-pairing-mismatch",))] * 2,
-    (eva_rope, "class-token-last"): [("✗", ("contracts-different-axes",))] * 2,
+    # (r17: the attention output, its tokens in the order T+1, added back onto the residual's 1+T is
+    # broadcast-mismatch too, namer's reordered joins)
+    (eva_rope, "class-token-last"): [("✗", ("contracts-different-axes", "broadcast-mismatch"))] * 2,
     (torchvision_vit, ""): [OK, OK],
     (torchvision_vit, "patches-no-permute"): [("✗", ("mixed-axis", "projection-over-tokens")),
                                               ("✗", ("tokens-merged-with-features", "projection-over-tokens"))],

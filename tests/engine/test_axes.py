@@ -185,3 +185,18 @@ def test_a_cut_on_the_bounds_of_equal_unsized_parts_is_those_parts():
     mixed = root_axis("T%2+T%3+T%2", 7)
     assert n.label(sliced(mixed, 2, n, start=0)) == "(T%2+T%3+T%2)[0:2]"              # two unsized names
     assert n.label(sliced(root_axis("1+T", 13), 12, n, start=1)) == "T"               # one known, one left
+
+
+
+def test_neighbouring_tokens_side_by_side_in_a_patch_are_no_mix():
+    """MEGABYTE's patches ``'b (k p) d -> b k (p d)'`` (tests/corpus/public17/megabyte_patches.py): the innermost
+    piece of T joined with whole features, as Swin's patch merging on a grid; an error on af0e286."""
+    patches = reshape_axes(X, [2, 2, 3 * 512], N)
+    assert labels(N, patches)[:2] == ["B", "T/3"]
+    assert N.mix_kind(patches[2]) is None
+
+
+def test_every_kth_token_side_by_side_is_still_a_mix():
+    """``'b (p k) d -> b k (p d)'``: the piece of T beside the features is its outer one (every K-th token)."""
+    strided = reshape_axes(permute_axes(reshape_axes(X, [2, 3, 2, 512], N), [0, 2, 1, 3]), [2, 2, 3 * 512], N)
+    assert N.mix_kind(strided[2]) == "error"

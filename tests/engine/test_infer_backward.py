@@ -309,3 +309,36 @@ def test_pairs_turned_within_each_pair_and_stacked_keep_the_pair_axis():
     assert tuple(stack.outputs[0].dims) == tuple(reshape.outputs[0].dims)
     assert tuple(flatten.outputs[0].dims) == ("B", "T", "H", "d_k")
     assert _pairs_turned(swap_picks=True).events[-1].outputs[0].dims[-1] == "d_k"   # (the order of entries is values)
+
+
+def _resampled(transposed):
+    """Idefics2's perceiver resampler (tests/corpus/public17/idefics2_resampler.py): learnt latents ``[3, D]``
+    joined behind the context ``[B, T, D]`` for the keys and values, queries from the latents alone; the
+    output ``[B, H, 3, d_k]`` merged back with or without the transpose."""
+    torch.manual_seed(0)
+    B, T, D, H = 2, 6, 32, 4
+    latents, context = torch.nn.Parameter(torch.randn(3, D)), torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        lat = latents.unsqueeze(0).expand(B, -1, -1)                  # (B, 3, D)
+        kv = torch.cat([context, lat], dim=-2)                        # (B, T+3, D)
+        q = lat.view(B, 3, H, D // H).transpose(1, 2)                 # (B, H, 3, d_k)
+        k = kv.view(B, T + 3, H, D // H).transpose(1, 2)              # (B, H, T+3, d_k)
+        out = (q @ k.transpose(2, 3)).softmax(-1) @ k                 # (B, H, 3, d_k)
+        (out.transpose(1, 2) if transposed else out).reshape(B, 3, D)
+    return t
+
+
+def test_latents_joined_to_the_tokens_are_tokens_so_a_merge_without_transpose_mixes_them():
+    """On af0e286 (main) the merge without transpose was ``?``: the latents' count ``3`` had no role, so
+    ``!H*3`` mixed nothing known; now the count joined along the tokens (``T+3``) is tokens, and it is
+    ``mixed-axis``."""
+    t = _resampled(transposed=False)
+    assert [(d.kind, t.events[d.event].op) for d in t.diagnostics if d.severity == "error"] == \
+        [("mixed-axis", "reshape")]
+    assert t.events[-1].outputs[0].dims == ("B", "!H*3", "!H*3*d_k")
+
+
+def test_latents_merged_back_after_the_transpose_keep_their_count():
+    t = _resampled(transposed=True)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.events[-1].outputs[0].dims == ("B", "3", "D")

@@ -43,3 +43,18 @@ def test_a_named_tensor_filled_in_place_keeps_its_own_names():
         shapetrace.name(mask, "S T")
         scores.masked_fill_(mask, float("-inf"))
     assert t.events[-1].outputs[0].dims == ("B", "T", "S")
+
+
+
+def test_a_pinned_mask_join_takes_the_count_its_latents_were_given():
+    """Idefics2's resampler (tests/corpus/public17/idefics2_resampler.py): the context's padding mask extended
+    with ``ones(B, latents.size(1))`` for the latents, ``cat([mask, ones], -1)``, is unnamed on the first walk (the
+    latents are counted, ``3``, only once their join with the context names the keys ``T+3``); walked again with
+    the pins, the mask's pin kept the first walk's unknown there on af0e286 (main): now the join is ``T+3``, as the
+    keys'."""
+    from tests.corpus.helpers import traced_build
+    from tests.corpus.public17 import idefics2_resampler
+
+    t = traced_build(idefics2_resampler, "", "B=2 T=6 N=3 D=32 H=4 H_kv=2")
+    joins = [e.outputs[0].dims for e in t.events if e.op == "cat"]
+    assert joins[:2] == [("B", "T+3"), ("B", "T+3", "D")]

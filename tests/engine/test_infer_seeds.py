@@ -76,3 +76,31 @@ def test_a_sequence_first_step_is_seeded_one_batch_features():
     with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
         x.view(1, 2, 4, 16).permute(1, 2, 0, 3)
     assert [e.outputs[0].dims for e in t.events] == [(None, "B", "H", "d_k"), ("B", "H", None, "d_k")]
+
+
+def test_a_flattened_grid_sequence_first_is_seeded_as_its_tokens():
+    """Mask2Former's and DETR's memory ``src.flatten(2).permute(2, 0, 1)``, ``[Hp*Wp, B, D]`` for
+    ``nn.MultiheadAttention`` (tests/corpus/public17/mask2former_masked.py): with the grid declared, the keys are
+    the grid's tokens. On af0e286 (main) no seed fitted it and the library's heads were unnamed
+    (``[None, None, None]``)."""
+    src = torch.randn(12, 2, 32)
+    with shapetrace.trace(dims="B=2 D=32 H=4 Hp=3 Wp=4") as t:
+        src.view(12, 8, 8).transpose(0, 1)                                   # (B*H, Hp*Wp, d_k)
+    assert [e.outputs[0].dims for e in t.events] == [("Hp*Wp", "B*H", "d_k"), ("B*H", "Hp*Wp", "d_k")]
+
+
+def test_a_flattened_grid_batch_first_is_seeded_and_a_size_that_is_no_grid_is_not():
+    with shapetrace.trace(dims="B=2 D=32 H=4 Hp=3 Wp=4") as t:
+        torch.randn(2, 12, 32).view(2, 12, 4, 8)
+        torch.randn(2, 13, 32).view(2, 13, 4, 8)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "Hp*Wp", "H", "d_k"), (None,) * 4]
+
+
+def test_declared_n_tokens_are_seeded_wherever_n_stands_among_the_declared_names():
+    """DETR's object queries ``[B, N, D]`` beside a memory of S tokens declared after N (``B=2 N=5 S=30 D=32``,
+    tests/corpus/public17/deformable_core.py): on af0e286 (main) only the declared order's first three names
+    (``[B, N, S]``) were tried, and the queries stayed unnamed."""
+    with shapetrace.trace(dims="B=2 N=5 S=30 D=32 H=4") as t:
+        torch.randn(2, 5, 32).view(2, 5, 4, 8)
+        torch.randn(5, 2, 32).view(5, 2, 4, 8)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "N", "H", "d_k"), ("N", "B", "H", "d_k")]

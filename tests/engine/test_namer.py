@@ -48,3 +48,16 @@ def test_a_piece_at_the_end_of_a_root_keeps_the_roots_name():
     with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
         torch.randn(2, 6, 64).view(2, 6, 8, 8)
     assert t.events[0].output.dims == ("B", "T", "D/8", "D%8")
+
+
+def test_joins_of_the_same_parts_in_another_order_clash_in_a_broadcast():
+    """Idefics2's padding mask extended with the latents' ones in front (``3+T``) against keys that join the
+    latents behind the context (``T+3``), tests/corpus/public17/idefics2_resampler.py latent-mask-first: entry i
+    of one is another part's entry than entry i of the other. On af0e286 (main) no clash (both are tokens)."""
+    from shapetrace.engine.namer import Namer
+
+    namer = Namer({"B": 2, "T": 6, "D": 32, "H": 4})
+    scores, mask = (("B", "H", "3", "T+3"), (2, 4, 3, 9)), (("B", None, None, "3+T"), (2, 1, 3, 9))
+    assert namer.broadcast_clash([scores, mask]) == (1, 0, 1)
+    assert namer.broadcast_clash([scores, (("B", None, None, "T+3"), (2, 1, 3, 9))]) is None
+    assert namer.broadcast_clash([(("B", "T+T"), (2, 12)), (("B", "T+T"), (2, 12))]) is None

@@ -85,3 +85,25 @@ def test_a_padded_axis_viewed_across_a_batch_neighbour_is_still_a_mix():
         shapetrace.name(x, "B T D")
         F.pad(x, (0, 0, 0, 0, 0, 1)).view(4, 3, 8)                        # bug: (B+1)·T read as [4, 3]
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mixed-axis"]
+
+
+def test_interpolate_keeps_the_batch_and_channels_and_names_no_resized_position():
+    """``F.interpolate`` (``resample``): Mask2Former's predicted masks ``[B, Q, 2Hp, 2Wp]`` brought to the memory's
+    size (tests/corpus/public17/mask2former_masked.py). On af0e286 (main) the registry did not know it and named
+    nothing, so the masks' ``repeat(num_heads, 1, 1)`` (heads-major against nn.MultiheadAttention's batch-major
+    ``B·H``) was ``?``; now it is ``mask-wrong-batch-order``."""
+    x = torch.randn(2, 8, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=8 H=2 Hp=6 Wp=8") as t:
+        F.interpolate(x, size=(3, 8), mode="bilinear", align_corners=False)
+    e = t.events[-1]
+    assert (e.op, e.inputs[0].dims, e.outputs[0].dims) == ("interpolate", ("B", "D", "Hp", "Wp"),
+                                                           ("B", "D", None, "Wp"))
+
+
+def test_mask2formers_masks_tiled_heads_major_are_the_wrong_batch_order():
+    from tests.corpus.helpers import round_outcome
+    from tests.corpus.public17 import mask2former_masked
+
+    dims = mask2former_masked.DIMS[0]
+    assert round_outcome(mask2former_masked, "mask-repeat-heads-major", dims) == ("✗", ("mask-wrong-batch-order",))
+    assert round_outcome(mask2former_masked, "", dims) == ("?", ())

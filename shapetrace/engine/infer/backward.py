@@ -31,6 +31,7 @@ from shapetrace.engine.ops import (
     lines_up_by_broadcast,
 )
 from shapetrace.engine.thawed import thaw_args
+from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -133,13 +134,20 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
 def _counted_parts(inference: Inference, out, parts, dim: int) -> list[tuple[int, Axis]]:
     """Where a join is named along its joined axis (``1+4+N``: :func:`.provenance.joined_with_parameters`), the
     parts made from parameters only that it counted (DINOv2's ``register_tokens.expand(B, -1, -1)``), each with
-    its count as the name of its joined axis (``4``)."""
+    its count as the name of its joined axis (``4``). Joined along the tokens (``1+4+N``, Idefics2's latents
+    ``T+3`` behind the context), a count is as many tokens: its root takes the tokens' role, so that a view
+    which cuts the latents across the heads is the mix of tokens it is."""
     namer = inference.namer
-    if namer.label(out[dim]) is None:
+    label = namer.label(out[dim])
+    if label is None:
         return []
-    return [(node, ax.root_axis(str(axes[dim].size), axes[dim].size)) for node, axes in parts
-            if axes[dim].size > 1 and namer.label(axes[dim]) is None
-            and (node in inference.from_parameters or inference.capture.nodes[node].parameter)]
+    found = [(node, ax.root_axis(str(axes[dim].size), axes[dim].size)) for node, axes in parts
+             if axes[dim].size > 1 and namer.label(axes[dim]) is None
+             and (node in inference.from_parameters or inference.capture.nodes[node].parameter)]
+    if found and namer.role(ax.root_axis(label, out[dim].size).atoms[0].root) == Role.TOKENS:
+        for _, axis in found:
+            namer.declared_roles.setdefault(axis.atoms[0].root, Role.TOKENS)
+    return found
 
 
 def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:

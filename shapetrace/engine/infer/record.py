@@ -57,6 +57,7 @@ from shapetrace.engine.ops import (
     by_parameter_matrix,
     is_basic_indexing,
 )
+from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -147,8 +148,21 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
                 params = {**params, "regrouped_one": regrouped}
     state.elements.note(record)
     if state.pins and out_axes:
-        out_axes = [state.pins.get(node, axes) for node, axes in zip(record.outs, out_axes)]
+        out_axes = [_pinned(state, state.pins.get(node), axes) for node, axes in zip(record.outs, out_axes)]
     return record, out_axes, params
+
+
+def _pinned(state: Inference, pin, axes):
+    """A node's pin over the axes this walk found for it: the pin, except where it holds no name for an axis that
+    this walk, with the other pins in place, names as tokens (a pin made from the first walk keeps that walk's
+    unknowns beside the names it proves: Idefics2's mask ``cat([mask, ones(B, n_latents)])``, unnamed on the first
+    walk, is ``T+3`` once its latents are counted). Widths a pin leaves unnamed on purpose stay so."""
+    if pin is None or len(pin) != len(axes):
+        return axes if pin is None else pin
+    label, role = state.namer.label, state.namer.role
+    merged = tuple(a if label(p) is None and p.size == a.size and label(a) is not None and role(label(a)) == Role.TOKENS
+                   else p for p, a in zip(pin, axes))
+    return pin if merged == pin else state.interned.setdefault(merged, merged)
 
 
 def unguessed_index(state: Inference, record: OpRecord, in_axes):

@@ -11,6 +11,7 @@ that seed names it instead of the first that fits.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
@@ -107,6 +108,12 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
     # (a feature map, channels first as torch's convolutions make it, [B, D, Hp, Wp], or last as Swin's windows
     # and Video Swin's clips read it, [B, Hp, Wp, D] and [B, Fp, Hp, Wp, D]: its grid declared)
+    flat = ["*".join(grid) for grid in grids] + (["N"] if "N" in state.dims else [])
+    patterns += [["B", f, "D"] for f in flat] + [[f, "B", "D"] for f in flat]
+    # (the same map flattened into its tokens, batch-first or sequence-first as nn.MultiheadAttention takes a
+    # DETR or Mask2Former memory ``src.flatten(2).permute(2, 0, 1)``, [Hp*Wp, B, D]: its grid declared; and N
+    # tokens declared, the one-axis grid, wherever N stands among the declared names: DETR's object queries
+    # [B, N, D] beside a memory S declared after N)
     for names in patterns:
         if skip and names in skip:
             continue
@@ -119,4 +126,12 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
 
 def _size(state: Inference, name: str) -> int | None:
     """A seed name's size: ``"1"`` is an axis of one entry (a mask's broadcast axis)."""
-    return 1 if name == "1" else state.namer.size_of(name)
+    if name == "1":
+        return 1
+    if name in _FLAT_GRIDS:   # (a flattened grid, Hp*Wp)
+        sizes = [state.namer.size_of(n) for n in name.split("*")]
+        return None if None in sizes else math.prod(sizes)   # type: ignore[arg-type]
+    return state.namer.size_of(name)
+
+
+_FLAT_GRIDS = frozenset({"Hp*Wp", "Fp*Hp*Wp"})

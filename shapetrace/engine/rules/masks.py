@@ -17,6 +17,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.op_args import baddbmm_operands
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
+from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -241,13 +242,24 @@ def scale(analysis: Analysis) -> list[Diagnostic]:
     if not D or not d_k or D == d_k:
         return []
     for s in analysis.scalings:
-        if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3:
+        if abs(s["factor"] * math.sqrt(D) - 1) < 1e-3 and _contracted_width(analysis, s) in (None, d_k):
             return [Kind.SCALE_NOT_HEAD_DIM.found(s["event"], (
                 f"the {'scores are' if s['on'] == 'scores' else s['on'] + ' is'} scaled by 1/√{D} = "
                 f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
                 f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
                 f"√H = {math.sqrt(D / d_k):.3g}."), "Use scores / math.sqrt(d_k).")]
     return []
+
+
+def _contracted_width(analysis: Analysis, scaling: dict) -> int | None:
+    """The width the scaled scores' product summed over (``q @ k.transpose(-2, -1)``: q's last axis), or None
+    where the scaling is not on a plain product's scores. Heads as wide as the model (MEGABYTE's global model,
+    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D."""
+    e = analysis.events[scaling["event"]]
+    if scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
+        return None
+    a, b = e.inputs[0].shape, e.inputs[1].shape
+    return a[-1] if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] else None
 
 
 def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
@@ -302,7 +314,7 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
         blind = e.params.get("hides_every_key")
         hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else \
             bool(e.params.get("hides")) or hides(e.params.get("value"))
-        if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e):
+        if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e) or _sliced_by_tokens(analysis, e):
             continue
         o = e.outputs[0]
         out.append(Kind.MASK_HIDES_EVERY_KEY.found(e.index, (
@@ -311,6 +323,23 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
             "over keys that were all meant to be hidden, as if the mask's polarity were reversed."),
             "Invert it: `(1.0 - mask) * torch.finfo(dtype).min`, or fill where `mask == 0`."))
     return out
+
+
+def _sliced_by_tokens(analysis: Analysis, e: Event) -> bool:
+    """Does the mask change along a token axis in front of the scores' queries and keys? Then its slices
+    are tokens, not batch entries: OpenFold's MSA column attention attends over the sequences of each
+    residue (scores ``[B, T, H, S, S]``, mask bias ``[B, T, 1, 1, S]``), and a padded residue hides
+    every sequence from its own queries, as a padded query's fully hidden row does: no reversed polarity."""
+    scores = next((t for t in e.inputs if {"query", "key"} <= {a.role for a in t.axes}), None)
+    if scores is None:
+        return False
+    lead = len(scores.shape) - 2
+    for mask in (t for t in e.inputs if t is not scores):
+        start = len(scores.shape) - len(mask.shape)
+        for j, (size, label) in enumerate(zip(mask.shape, mask.dims)):
+            if start + j < lead and size > 1 and label and analysis.namer.role(label) == Role.TOKENS:
+                return True
+    return False
 
 
 def _keys_elsewhere(analysis: Analysis, e: Event) -> bool:

@@ -1,0 +1,77 @@
+"""shapetrace/engine/rules/masks.py: masks and scales that read wrong on their values.
+
+On af0e286 (main) the two correct models below were ``✗``: OpenFold's MSA column attention
+(tests/corpus/public17/openfold_msa.py), whose mask bias ``[B, T, 1, 1, S]`` hides every sequence of a padded
+residue, was ``mask-hides-every-key`` (read as an inverted padding mask), and MEGABYTE's global heads
+(tests/corpus/public17/megabyte_patches.py at T = 16, P = 4: heads ``P·D/H`` wide, which is D) scaled by their
+own width were ``scale-not-head-dim``. The controls (an inverted padding mask over the batch, heads d_k wide
+scaled by 1/√D) keep their findings."""
+
+from __future__ import annotations
+
+import torch
+
+import shapetrace
+
+
+def _findings(t):
+    return [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")]
+
+
+def _column_attention(keep):
+    """Scores ``[B, T, H, S, S]`` (attention over the S sequences of each of T residues) plus the bias of
+    OpenFold's ``keep`` mask ``[B, S, T]`` transposed to ``[B, T, S]``: ``[B, T, 1, 1, S]``."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 5, 3, 32), torch.randn(2, 5, 3, 32)
+    with shapetrace.trace(dims="B=2 S=3 T=5 D=32 H=4") as t:
+        shapetrace.name(q, "B T S D")
+        shapetrace.name(k, "B T S D")
+        shapetrace.name(keep, "B S T")
+        mask = (1e9 * (keep.transpose(-1, -2) - 1))[..., :, None, None, :]
+        q = q.view(2, 5, 3, 4, 8).transpose(-2, -3)                           # (B, T, H, S, d_k)
+        k = k.view(2, 5, 3, 4, 8).transpose(-2, -3)
+        scores = q @ k.transpose(-1, -2)                                     # (B, T, H, S, S)
+        (scores + mask).softmax(-1)
+    return t
+
+
+def test_a_mask_sliced_by_tokens_hiding_a_padded_residue_is_no_reversed_polarity():
+    keep = torch.ones(2, 3, 5)
+    keep[-1, :, -1] = 0.0                                                    # the last batch's last residue padded
+    t = _column_attention(keep)
+    assert _findings(t) == []
+    assert t.report().verdict.line[0] in "✓?"
+
+
+def test_an_inverted_padding_mask_over_the_batch_still_hides_every_key():
+    keep = torch.ones(2, 6)
+    keep[-1, -2:] = 0.0
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H T d_k")
+        scores = q @ k.transpose(-1, -2)
+        (scores + keep[:, None, None, :] * -1e9).softmax(-1)                   # (mask * min: polarity reversed)
+    assert _findings(t) == [("error", "mask-hides-every-key")]
+
+
+def _scaled(width, factor):
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, width), torch.randn(2, 4, 6, width)
+    with shapetrace.trace(dims="B=2 T=6 D=16 H=4") as t:
+        ((q @ k.transpose(-1, -2)) * factor).softmax(-1)
+    return t
+
+
+def test_heads_as_wide_as_the_model_scaled_by_their_own_width_get_no_scale_warning():
+    t = _scaled(16, 16**-0.5)
+    assert ("warning", "scale-not-head-dim") not in _findings(t)
+
+
+def test_heads_d_k_wide_scaled_by_the_model_width_still_warn():
+    t = _scaled(4, 16**-0.5)
+    assert _findings(t) == [("warning", "scale-not-head-dim")]
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+    assert message.startswith("the scores are scaled by 1/√16 = 0.25, the model width D; attention divides by "
+                              "√d_k = √4")
