@@ -11,8 +11,10 @@ from shapetrace.engine.axes import (
     GRID_ROOTS,
     MIXED_PREFIX,
     UNKNOWN,
+    Atom,
     Axis,
     base_names,
+    coalesce,
     root_axis,
     sizes_of,
     unknown_axes,
@@ -112,7 +114,8 @@ def _features_label(axis: Axis, namer: Namer) -> str | None:
 
 
 def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
-              structural: bool = True, weight: Sequence[int] | None = None) -> tuple[Axis, ...]:
+              structural: bool = True, weight: Sequence[int] | None = None,
+              tiles: Sequence[bool] = ()) -> tuple[Axis, ...]:
     """``conv1d/2d/3d``: ``[B, C_in, *positions]`` becomes ``[B, C_out, *positions']``.
 
     The batch axis is the input's (or ``B`` where the declared size fits); the channels are named
@@ -123,8 +126,10 @@ def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
     tokens) or the kernel is one wide along it (nothing is computed along it: Nystromformer's ``(k, 1)``
     kernel over ``[B, H, T, d_k]`` keeps ``d_k``); a named axis of another role that the kernel runs
     along gets no name; the rest is the patch grid (``Hp``, ``Wp``: a ViT stem; unnamed where those are
-    declared with another size), which flattened in order is ``N``. An unbatched input, or a filter that
-    is not a module's parameter, names positions and batch only."""
+    declared with another size), which flattened in order is ``N``. A declared grid axis (``Hp``) whose
+    windows tile it exactly (``tiles``) holds one entry per block of neighbours: its coarse piece (``Hp``
+    reduced by 2 is ``Hp/2``, as pooling names it). An unbatched input, or a filter that is not a module's
+    parameter, names positions and batch only."""
     spatial = len(out_shape) - 2
     roots = GRID_ROOTS.get(spatial)
     if roots is None or len(axes) != len(out_shape):
@@ -133,8 +138,11 @@ def conv_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer,
         root_axis("B", out_shape[0]) if namer.size_of("B") in (None, out_shape[0]) else unknown_axis(out_shape[0]))
     kernel = tuple(weight[2:]) if weight and len(weight) == len(out_shape) else (None,) * spatial
     channels = _conv_channels(axes[1], out_shape[1], namer, structural, weight)
-    positions = [_conv_position(src, root, size, extent, namer)
-                 for src, root, size, extent in zip(axes[2:], roots, out_shape[2:], kernel)]
+    tiled = tuple(tiles) if len(tiles) == spatial else (False,) * spatial
+    positions = [_coarse(src, size, extent, namer) if tile else None
+                 for src, size, extent, tile in zip(axes[2:], out_shape[2:], kernel, tiled)]
+    positions = [found or _conv_position(src, root, size, extent, namer)
+                 for found, src, root, size, extent in zip(positions, axes[2:], roots, out_shape[2:], kernel)]
     return (batch, channels, *positions)
 
 
@@ -152,6 +160,20 @@ def _conv_channels(src: Axis, width: int, namer: Namer, structural: bool, weight
 #: makes no grid of patches. An image's pixel axes named ``D`` at the declared sizes (8×8 pixels at D = 8:
 #: lesson 10's stem) are a reading of sizes, not features, and still become ``Hp``, ``Wp``.
 SPLIT_ROLES = frozenset({Role.HEADS, Role.HEAD_FEATURES})
+
+
+_GRID_NAMES = frozenset(GRID_ROOTS[2] + GRID_ROOTS[3])   # (a plane or a clip; N, the one-axis grid, is tokens)
+
+
+def _coarse(src: Axis, size: int, extent: int | None, namer: Namer) -> Axis | None:
+    """The coarse piece of a named position axis of one piece cut into blocks of ``extent`` neighbours (a
+    window tiling it: stride = kernel), or None."""
+    atoms = coalesce(src.atoms)
+    if not extent or extent == 1 or len(atoms) != 1 or atoms[0].size != size * extent \
+            or namer.label(src) not in _GRID_NAMES:
+        return None   # (a grid declared, or T read as one; pieces of N keep the conv's own naming: a new grid)
+    a = atoms[0]
+    return Axis((Atom(a.root, a.root_size, a.stride * extent, size),))
 
 
 def _conv_position(src: Axis, root: str, size: int, extent: int | None, namer: Namer) -> Axis:

@@ -391,9 +391,17 @@ def _weight_is_module(weight) -> bool:
 
 
 def conv(c: Call) -> Axes:
-    """``F.conv1d/2d/3d(x, weight, ...)``: see :func:`~shapetrace.engine.axes.conv_axes`."""
+    """``F.conv1d/2d/3d(x, weight, ...)``: see :func:`~shapetrace.engine.axes.conv_axes`; ``tiles``: the
+    spatial axes its windows tile exactly (stride = kernel, no padding, no dilation: PVT's and SegFormer's
+    spatial reduction ``Conv2d(D, D, kernel_size=r, stride=r)``)."""
+    weight = c.params.get("weight")
+    n = len(weight) - 2 if weight else 0
+    stride, padding, dilation = (_per_axis(c.arg(i, key, d), n) for i, key, d in
+                                 ((3, "stride", 1), (4, "padding", 0), (5, "dilation", 1)))
+    tiles = tuple(stride is not None and padding is not None and dilation is not None and stride[j] == weight[2 + j]
+                  and padding[j] == 0 and dilation[j] == 1 for j in range(n)) if n > 0 else ()
     return axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")),
-                                  c.params.get("weight"))
+                                  weight, tiles)
 
 
 def matmul(c: Call) -> Axes:

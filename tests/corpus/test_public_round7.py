@@ -171,10 +171,11 @@ def test_copies_of_the_batch_joined_have_no_name_and_named_heads_keep_theirs():
 
 def test_pvt_reduced_grid_is_not_named_after_the_full_grid():
     """whai362/PVT's ``self.sr`` (a ``Conv2d`` with ``stride=sr_ratio``) makes a 3 x 2 grid of a declared 6 x 4
-    one: 34f2dbd named its axes ``Hp`` and ``Wp`` (sizes 6 and 4)."""
+    one: 34f2dbd named its axes ``Hp`` and ``Wp`` (sizes 6 and 4); a8dba97 left them unnamed; its windows tile
+    the grid (kernel = stride, no padding), so each axis is the full grid's coarse piece, as pooling names it."""
     t = traced(pvt, "", "B=2 T=24 Hp=6 Wp=4 D=32 H=4")
     conv = next(e for e in t.events if e.op == "conv2d")
-    assert (conv.outputs[0].shape, conv.outputs[0].dims) == ((2, 32, 3, 2), ("B", "D", None, None))
+    assert (conv.outputs[0].shape, conv.outputs[0].dims) == ((2, 32, 3, 2), ("B", "D", "Hp/2", "Wp/2"))
 
 
 @pytest.mark.parametrize("dims", ["B=2 T=24 Hp=6 Wp=4 D=32 H=4", "B=4 T=16 Hp=4 Wp=4 D=32 H=4"])
@@ -247,10 +248,12 @@ EXPECTED = {
     (deberta_v2, ""): [("?", ()), ("?", ())],
     (deberta_v2, "p2c-no-transpose"): [("?", ()), ("?", ())],
     (deberta_v2, "c2p-with-p2c-index"): [("?", ()), ("?", ())],
-    (pvt, ""): [("?", ()), ("?", ())],
+    # (? until the spatial reduction's tiling conv named the reduced grid Hp/2 × Wp/2 and a grid as many as
+    # the tokens stopped being a second reading of them: propagate.conv, infer/seeds)
+    (pvt, ""): [("✓", ())] * 2,
     (pvt, "grid-no-permute"): [("✗", ("mixed-axis",))] * 2,
-    (pvt, "sr-no-permute"): [("?", ()), ("?", ())],
-    (pvt, "kv-heads-first"): [("?", ()), ("?", ())],
+    (pvt, "sr-no-permute"): [("✗", ("mixed-axis",))] * 2,
+    (pvt, "kv-heads-first"): [("✓", ())] * 2,   # (a twin: GPT-NeoX's per-head fused layout, see the module)
     (linformer, ""): [("?", ()), ("?", ())],
     (linformer, "proj-no-transpose-back"): [("?", ()), ("?", ())],
     # (reports5: weights summed along another axis than their softmax's, rules/weights.weights_summed_elsewhere:

@@ -104,3 +104,13 @@ def test_declared_n_tokens_are_seeded_wherever_n_stands_among_the_declared_names
         torch.randn(2, 5, 32).view(2, 5, 4, 8)
         torch.randn(5, 2, 32).view(5, 2, 4, 8)
     assert [e.outputs[0].dims for e in t.events] == [("B", "N", "H", "d_k"), ("N", "B", "H", "d_k")]
+
+
+def test_a_grid_as_many_as_the_tokens_is_no_second_reading_of_them():
+    """PVT's input ``[B, N, C]`` with ``T = Hp · Wp`` declared: ``[B, T, D]`` and ``[B, Hp*Wp, D]`` are one
+    reading (the grid's tokens). On a8dba97 (b404943 seeded the flattened grid) the two readings named every
+    axis differently and the report showed none: public7/pvt's correct file was ``? checked 0 of 21``."""
+    x = torch.randn(2, 24, 32)
+    with shapetrace.trace(dims="B=2 T=24 Hp=6 Wp=4 D=32 H=4") as t:
+        x.transpose(1, 2)                                                # (B, D, T)
+    assert t.report().events[0].outputs[0].dims == ("B", "D", "T")

@@ -107,3 +107,25 @@ def test_mask2formers_masks_tiled_heads_major_are_the_wrong_batch_order():
     dims = mask2former_masked.DIMS[0]
     assert round_outcome(mask2former_masked, "mask-repeat-heads-major", dims) == ("✗", ("mask-wrong-batch-order",))
     assert round_outcome(mask2former_masked, "", dims) == ("?", ())
+
+
+def _reduced(kernel: int, stride: int, padding: int):
+    """PVT's and SegFormer's spatial reduction (whai362/PVT ``self.sr = nn.Conv2d(dim, dim, sr_ratio,
+    stride=sr_ratio)``) on a declared 6 x 4 feature map."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(32, 32, kernel, stride=stride, padding=padding)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 Hp=6 Wp=4 D=32 H=4") as t:
+        conv(torch.randn(2, 32, 6, 4))                                   # (B, D, Hp/2, Wp/2)
+    return t
+
+
+def test_a_conv_whose_windows_tile_a_declared_grid_names_its_coarse_pieces():
+    """Kernel = stride, no padding: each output position is one block of 2 x 2 neighbours, ``Hp/2`` and
+    ``Wp/2``, as pooling names them. On a8dba97 both were unnamed (a declared grid of another size)."""
+    t = _reduced(2, 2, 0)
+    assert t.events[0].outputs[0].dims == ("B", "D", "Hp/2", "Wp/2")
+
+
+def test_a_conv_whose_windows_overlap_names_no_position():
+    t = _reduced(3, 2, 1)
+    assert (t.events[0].outputs[0].shape, t.events[0].outputs[0].dims) == ((2, 32, 3, 2), ("B", "D", None, None))

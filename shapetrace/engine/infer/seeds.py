@@ -108,8 +108,10 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
     # (a feature map, channels first as torch's convolutions make it, [B, D, Hp, Wp], or last as Swin's windows
     # and Video Swin's clips read it, [B, Hp, Wp, D] and [B, Fp, Hp, Wp, D]: its grid declared)
-    flat = ["*".join(grid) for grid in grids] + (["N"] if "N" in state.dims else [])
+    flat = ["*".join(grid) for grid in grids if _size(state, "*".join(grid)) != state.dims.get(seq)] \
+        + (["N"] if "N" in state.dims else [])
     patterns += [["B", f, "D"] for f in flat] + [[f, "B", "D"] for f in flat]
+    # (a grid as many as the sequence's tokens is those tokens, PVT's [B, T, D] at T = Hp·Wp: no second reading)
     # (the same map flattened into its tokens, batch-first or sequence-first as nn.MultiheadAttention takes a
     # DETR or Mask2Former memory ``src.flatten(2).permute(2, 0, 1)``, [Hp*Wp, B, D]: its grid declared; and N
     # tokens declared, the one-axis grid, wherever N stands among the declared names: DETR's object queries
