@@ -4,8 +4,9 @@ time steps, N variates) is inverted so each variate is a token: ``x.permute(0, 2
 ``(B, N, D)``; ``AttentionLayer``: ``query_projection(queries).view(B, L, H, -1)`` (its ``L`` the tokens, here the
 variates), ``FullAttention``: ``torch.einsum("blhe,bshe->bhls")``, ``scale * scores``, softmax over ``s``,
 ``torch.einsum("bhls,bshd->blhd")``, ``out.view(B, L, -1)``, ``out_projection``; the projector Linear(D, S) and
-``.permute(0, 2, 1)[:, :, :N]`` back to ``(B, S, N)``. Here the series' time steps are ``L = 12``, the variates
-``T`` (the tokens attention runs over), the forecast ``S = 5``.
+``.permute(0, 2, 1)[:, :, :N]`` back to ``(B, S, N)``. Here the series' time steps are ``T``, the variates ``N``
+(the tokens attention runs over), the forecast 5 steps; a first DIMS that names the variates ``T`` names no
+input axis (the series' 12 steps are declared nowhere), the second names both.
 
 Bugs (argument): ``embed-reshaped``: the inversion written ``x.reshape(B, N, L)`` (a reshape where the permute
 is meant: each "variate" token a run of time steps of several variates); ``softmax-over-queries``:
@@ -74,12 +75,13 @@ class Model(nn.Module):
 
 BUGS = ("embed-reshaped", "softmax-over-queries")
 TWINS = ()
-DIMS = ("B=2 T=6 D=32 H=4",)
+DIMS = ("B=2 T=12 N=6 D=32 H=4",)
+EQUAL = {"B=2 T=12 N=6 D=32 H=4": "B=4 T=12 N=4 D=32 H=4"}
 
 
-def build(bug="", B=2, T=6, D=32, H=4):
+def build(bug="", B=2, T=12, N=6, D=32, H=4):
     torch.manual_seed(0)
-    return Model(12, 5, D, H, bug).eval(), (torch.randn(B, 12, T),)
+    return Model(T, 5, D, H, bug).eval(), (torch.randn(B, T, N),)
 
 
 if __name__ == "__main__":
