@@ -5,7 +5,7 @@ cvnets/modules/mobilevit_block.py (``MobileViTBlockv2.unfolding_pytorch`` / ``fo
 ``torch.split(qkv, [1, C, C], dim=1)``, ``context_scores = F.softmax(query, dim=-1)`` (over the N patches of each
 pixel position), ``context_vector = (key * context_scores).sum(dim=-1, keepdim=True)``, ``out = F.relu(value) *
 context_vector.expand_as(value)``, ``out_proj`` a 1x1 Conv2d; folded back with ``F.fold``. Here ``D`` the
-channels, ``Hp x Wp`` the grid of 2 x 2 patches.
+channels, ``Hp x Wp`` the feature map cut into 2 x 2 patches.
 
 Bugs (argument): ``softmax-over-pixels``: ``F.softmax(query, dim=-2)`` (over the P pixels of a patch, the slip of
 counting the axes of the ``(B, 1, P, N)`` scores from the wrong end); ``context-summed-over-channels``: the
@@ -67,13 +67,13 @@ class MobileViTBlockv2(nn.Module):
 
 BUGS = ("softmax-over-pixels", "context-summed-over-channels")
 TWINS = ()
-DIMS = ("B=2 D=16 H=1 Hp=3 Wp=4",)
-EQUAL = {"B=2 D=16 H=1 Hp=3 Wp=4": "B=4 D=16 H=1 Hp=4 Wp=4"}
+DIMS = ("B=2 D=16 H=1 Hp=6 Wp=8",)
+EQUAL = {"B=2 D=16 H=1 Hp=6 Wp=8": "B=4 D=16 H=1 Hp=4 Wp=4"}
 
 
-def build(bug="", B=2, D=16, Hp=3, Wp=4):
+def build(bug="", B=2, D=16, Hp=6, Wp=8):
     torch.manual_seed(0)
-    return MobileViTBlockv2(D, bug=bug).eval(), (torch.randn(B, D, 2 * Hp, 2 * Wp),)
+    return MobileViTBlockv2(D, bug=bug).eval(), (torch.randn(B, D, Hp, Wp),)
 
 
 if __name__ == "__main__":
