@@ -36,6 +36,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
+from shapetrace.engine.opspec import Family
+from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.sites import user_stack
 
 
@@ -255,9 +257,6 @@ def batch_attended(events, role_of) -> str | None:
     beside it, the tokens folded into each entry's features first (SAINT's intersample attention,
     ``rearrange(x, 'b n d -> 1 b (n d)')``: the rows of a table are the tokens by design); else None. Seq-first
     code fed ``[B, T, D]`` keeps its tokens in a batch axis beside such weights, and stays measured."""
-    from shapetrace.engine.opspec import Family
-    from shapetrace.engine.reductions import axes_along
-
     for e in events:
         if e.spec is None or e.spec.family is not Family.SOFTMAX or not e.inputs:
             continue
