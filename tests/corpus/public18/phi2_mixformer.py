@@ -7,9 +7,11 @@ half of them), q and k rotated inside the packed ``qkv`` (``qkv[:, :, :2, :, :ro
 ``rearrange(..., "... h d -> ... (h d)")``; ``out_proj``.
 
 Bugs (argument): ``scores-transposed``: the score einsum written ``"bthd,bshd->bhst"`` (the natural slip of a port
-to ``s`` for keys first), so the softmax over the last axis runs over the queries; ``merge-heads-first``: the
-context merged by ``rearrange(..., "b t h d -> b t (d h)")`` (width outer: each output feature from another
-head's slot, the slip a ``(d h)`` for ``(h d)`` makes)."""
+to ``s`` for keys first), so the softmax over the last axis runs over the queries. A twin, ``merge-heads-first``:
+the context merged by ``rearrange(..., "b t h d -> b t (d h)")`` (each head's width outer: a fixed permutation of
+the features ``out_proj`` reads, consistent on weights learnt so, as tests/engine/test_heads.py's
+``InterleavedMerge`` holds with ``✓``; it would misread a checkpoint's ``out_proj``, which nothing recorded
+shows)."""
 
 import sys
 
@@ -83,8 +85,8 @@ class ParallelBlock(nn.Module):
         return x + self.mixer(h) + self.fc2(nn.functional.gelu(self.fc1(h)))
 
 
-BUGS = ("scores-transposed", "merge-heads-first")
-TWINS = ()
+BUGS = ("scores-transposed",)
+TWINS = ("merge-heads-first",)
 DIMS = ("B=2 T=6 D=64 H=4",)
 
 

@@ -7,8 +7,9 @@ n d', n=n)``; ``Attention``: ``to_qkv`` Linear(dim, 3 * inner, bias=False), ``ch
 ``einsum('b h i j, b h j d -> b h i d')``, ``rearrange(out, 'b h n d -> b n (h d)')``, ``to_out``.
 
 Bugs (argument): ``back-rearrange-swapped``: the intersample output put back with ``'1 b (d n) -> b n d'`` (the
-features' order read the other way round, each feature a stride-``n`` pick of the row); ``col-heads-merged-first``:
-the column attention's output merged ``'b h n d -> b n (d h)'``."""
+features' order read the other way round, each feature a stride-``n`` pick of the row). A twin,
+``col-heads-merged-first``: the column attention's output merged ``'b h n d -> b n (d h)'`` (a fixed permutation
+of the features ``to_out`` reads: consistent on weights learnt so, see phi2_mixformer.py)."""
 
 import sys
 
@@ -57,8 +58,8 @@ class RowColTransformer(nn.Module):
         return rearrange(x, "1 b (n d) -> b n d", n=n)
 
 
-BUGS = ("back-rearrange-swapped", "col-heads-merged-first")
-TWINS = ()
+BUGS = ("back-rearrange-swapped",)
+TWINS = ("col-heads-merged-first",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
 
