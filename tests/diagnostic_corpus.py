@@ -49,10 +49,13 @@ def _cache_written_without_transpose(x):
 
 
 def _projection_over_tokens(x):
-    """A linear over the tokens of a channel-first map: the tokens came in as they are, so no earlier finding
-    explains it (after a mixing view, projection-over-tokens folds into that view's mixed-axis)."""
+    """A linear over the tokens left beside the batch once each token's features were pooled away (gaasher/I-JEPA
+    issue #15): the tokens came in as they are, so no earlier finding explains it (after a mixing view,
+    projection-over-tokens folds into that view's mixed-axis). (A linear over the tokens of a channel-first map,
+    ``Linear(T, D)(x.transpose(1, 2))``, was this case until rules/flattened_sequences.mixes_whole_tokens: a
+    linear made T wide beside the features kept apart is MLP-Mixer's token mixing, by design.)"""
     torch.manual_seed(0)
-    return torch.nn.Linear(x.shape[1], x.shape[2])(x.transpose(1, 2))   # (B, D, T) projected over T
+    return torch.nn.Linear(x.shape[1], x.shape[2])(x.mean(dim=-1))     # (B, T) projected over T
 
 
 def _ambiguous(x):

@@ -30,7 +30,7 @@ from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
-from shapetrace.engine.probe_inputs import AtEntry, batch_reordered, entry_of, input_of, other_sequence
+from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
 from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
 
@@ -544,7 +544,8 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
     probe = probe_or_reason(call, lambda t: trace.namer.dims_of(trace.axes_of(t)), trace.namer.role, trace.events,
                             trace.seeded_by_size, trace._triangle, lambda ids: _entry_of(trace, ids),
                             trace.capture.per_entry)
-    if isinstance(probe, str) or (moved := batch_reordered(trace.events, trace.namer.role)):
+    if isinstance(probe, str) or (moved := batch_reordered(trace.events, trace.namer.role)
+                                  or batch_attended(trace.events, trace.namer.role)):
         return probe if isinstance(probe, str) else moved
     if probe.out_tokens is not None:
         batch, tokens = probe.output.shape[probe.out_batch], probe.output.shape[probe.out_tokens]

@@ -300,6 +300,7 @@ ENTRIES: list[OpSpec] = [
                       "nn.MultiheadAttention(..., batch_first=True), or pass x.transpose(0, 1)."),
     # ``F.unfold`` shares ``Tensor.unfold``'s name: known by its function
     OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
+           replay="torch.nn.functional.unfold",
            words="copies each sliding block of the input into one column (im2col): the blocks' values are "
                  "copied, overlapping ones more than once"),
     # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it

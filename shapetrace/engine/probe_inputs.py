@@ -36,6 +36,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
+from shapetrace.engine.opspec import Family
+from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.sites import user_stack
 
 
@@ -246,4 +248,26 @@ def batch_reordered(events, role_of) -> str | None:
                 if m and role_of(m.group("root")) == "batch":
                     return (f"the code reorders its batch entries by an index, {label} at {e.op} #{e.index}, so each "
                             "entry's output may depend on the others by design")
+    return None
+
+
+def batch_attended(events, role_of) -> str | None:
+    """Why the batch contract cannot be measured where the code itself makes the batch entries attend to each
+    other: a softmax along an axis named by the batch (of more than one entry) in weights with no token axis
+    beside it, the tokens folded into each entry's features first (SAINT's intersample attention,
+    ``rearrange(x, 'b n d -> 1 b (n d)')``: the rows of a table are the tokens by design); else None. Seq-first
+    code fed ``[B, T, D]`` keeps its tokens in a batch axis beside such weights, and stays measured."""
+    for e in events:
+        if e.spec is None or e.spec.family is not Family.SOFTMAX or not e.inputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.SOFTMAX.value, e.params, len(t.shape))
+        labels = t.dims or ()
+        if not along or along[0] >= len(labels) or t.shape[along[0]] < 2:
+            continue
+        label = labels[along[0]]
+        if label and role_of(label) == "batch" and not any(lab and role_of(lab) == "tokens" for lab in labels):
+            return (f"the code attends across its batch entries: {e.op} #{e.index} weighs the {label} entries "
+                    "against each other, no token axis beside them, so each entry's output depends on the others "
+                    "by design")
     return None

@@ -154,12 +154,13 @@ def _same_layout_view(event: Event) -> bool:
 
 
 def _named(event: Event, value_checked: frozenset[int] = frozenset(),
-           discarded: frozenset[tuple[int, int]] = frozenset()) -> bool:
+           discarded: frozenset[tuple[int, ...]] = frozenset()) -> bool:
     """Every axis of more than one entry of every result has a name (what the rules read), and so has
     every axis a reduction, normalisation, softmax or scan computes along (its role is what is checked),
     and every axis broadcasting lines up; or a contract read on the values checks its layout
     (:mod:`.value_checked`: a rotary table's, a causal mask's, and so the ops in ``value_checked`` made).
-    A result in ``discarded`` (:func:`discarded_results`) needs no names: nothing read it."""
+    A result in ``discarded`` (:func:`discarded_results`) needs no names: nothing read it; nor an axis in it
+    (:func:`unpacked_stacks`: a stack's count of its operands, unbound again along it)."""
     return event.checked_on_values or _axes_named(event, value_checked, discarded)
 
 
@@ -250,10 +251,43 @@ def _pooled_apart(event: Event) -> str | None:
 
 
 def _axes_named(event: Event, value_checked: frozenset[int] = frozenset(),
-                discarded: frozenset[tuple[int, int]] = frozenset()) -> bool:
+                discarded: frozenset[tuple[int, ...]] = frozenset()) -> bool:
     return all(name is not None for j, info in enumerate(event.outputs) if (event.index, j) not in discarded
-               for name, size in zip(info.dims, info.shape) if size > 1) \
+               for k, (name, size) in enumerate(zip(info.dims, info.shape))
+               if size > 1 and (event.index, j, k) not in discarded) \
         and _along_named(event) and _operands_named(event, value_checked)
+
+
+def unpacked_stacks(events: Sequence[Event]) -> frozenset[tuple[int, int, int]]:
+    """``(event index, 0, axis)`` of the axis a stack made where every op that read its result takes it apart
+    along that same axis (flash-attn's and Phi-2's ``qkv = torch.stack([q, k, v], dim=2)`` for a rotary call,
+    then ``q, k, v = qkv.unbind(dim=2)``; or a ``select`` along it): the pieces come out as the operands went
+    in, each with its own axes (checked where they are made and read), so the axis that only counted them
+    needs no name. A stack read any other way (a reshape, a product, a cut along another axis) keeps needing
+    one."""
+    readers: dict[int, list[Event]] = {}
+    for e in events:
+        for s in e.sources:
+            if s is not None:
+                readers.setdefault(s[0], []).append(e)
+    found = set()
+    for e in events:
+        if not e.spec.stacks or len(e.outputs) != 1 or not readers.get(e.index):
+            continue
+        rank = len(e.outputs[0].shape)
+        dim = e.params.get("dim", 0)
+        if not isinstance(dim, int) or not rank:
+            continue
+        if all(_takes_apart_along(r, dim % rank, rank) for r in readers[e.index]):
+            found.add((e.index, 0, dim % rank))
+    return frozenset(found)
+
+
+def _takes_apart_along(reader: Event, axis: int, rank: int) -> bool:
+    """Does ``reader`` take its one operand apart along ``axis`` (``unbind(dim)``, ``select(dim, i)``)?"""
+    dim = reader.params.get("dim", 0)
+    return bool(reader.spec.cuts_at) and reader.spec.family in (Family.SPLIT, Family.SLICE) \
+        and len(reader.inputs) == 1 and isinstance(dim, int) and dim % rank == axis
 
 
 def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
@@ -302,7 +336,7 @@ def _along_named(event: Event) -> bool:
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:
     """The indices of the ops that could carry a layout bug and made a tensor with an unnamed axis."""
-    checked, discarded = _value_checked(events), discarded_results(events)
+    checked, discarded = _value_checked(events), discarded_results(events) | unpacked_stacks(events)
     return [e.index for e in events if could_carry_a_layout_bug(e) and not _named(e, checked, discarded)]
 
 
@@ -341,7 +375,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     not measured, what the traced code raised (``✗``: a run that raised is never all clear) and what
     stopped it before its end (``?`` at best: the rest of the code was not seen)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
-    checked, discarded = _value_checked(events), discarded_results(events)
+    checked, discarded = _value_checked(events), discarded_results(events) | unpacked_stacks(events)
     unchecked = tuple((e.index, e.op) for e in candidates if not _named(e, checked, discarded))
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)

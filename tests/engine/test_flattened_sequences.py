@@ -39,3 +39,39 @@ def test_tokens_merged_with_head_features_beside_the_heads_keep_their_error():
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity == "error"] == [
         ("error", "tokens-merged-with-features")]
 
+
+
+def _mixed(dims, shape, width):
+    """MLP-Mixer's token mixing: ``[B, T, D]`` transposed to ``[B, D, T]`` and a ``Linear(T, width)``."""
+    torch.manual_seed(0)
+    mix = nn.Linear(shape[1], width)
+    x = torch.randn(*shape)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        shapetrace.name(x, "B T D")
+        mix(x.transpose(1, 2))
+    return t
+
+
+def test_a_linear_over_one_whole_token_axis_beside_the_features_is_no_finding():
+    """Fails on a8dba97 (``('error', 'projection-over-tokens')``): token mixing made as wide as the sequence
+    (MLP-Mixer; iTransformer's ``Linear(seq_len, d_model)`` over ``x.permute(0, 2, 1)``, tests/corpus/public18/
+    itransformer_variates.py, whose correct file was ✗ at ``B=2 T=12 N=6 D=32 H=4``)."""
+    t = _mixed("B=2 T=6 D=32 H=4", (2, 6, 32), 16)
+    assert [(e.op, e.inputs[0].dims) for e in t.events] == [("transpose", ("B", "T", "D")), ("linear", ("B", "D", "T"))]
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_a_linear_over_tokens_as_long_as_the_features_keeps_its_error():
+    """At T = D a ``Linear(D, ...)`` fed the tokens by a transpose too many reads the same shape: the finding
+    stays (equal sizes decide nothing)."""
+    t = _mixed("B=2 T=32 D=32 H=4", (2, 32, 32), 16)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["projection-over-tokens"]
+
+
+def test_tokens_left_beside_the_batch_alone_keep_their_error():
+    """gaasher/I-JEPA issue #15's slip: each token's features pooled away, then a ``Linear(T, ...)`` over the
+    ``[B, T]`` left: no axis kept apart beside the tokens, so the finding stays."""
+    torch.manual_seed(0)
+    head = nn.Linear(6, 10)
+    t = _traced(lambda x: head(x.mean(dim=-1)), (2, 6, 32), "B T D")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["projection-over-tokens"]

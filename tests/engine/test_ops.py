@@ -245,3 +245,16 @@ def test_a_per_channel_norm_keeps_its_inputs_axes(norm):
         y = layer(x)
         torch.stack([y, y], 0)
     assert [(e.op, e.outputs[0].dims) for e in t.events] == [("stack", (None, "B", "D", "Hp", "Wp"))]
+
+
+def test_f_unfold_names_its_blocks_by_replaying_the_call():
+    """``F.unfold`` moves elements, so its spec replays it (``replay``) and element provenance names each output
+    axis (no name rule of its own): apple/ml-cvnets MobileViTv2's ``unfolding_pytorch`` of a ``[B, D, Hp, Wp]``
+    map into 2 x 2 patches gives the channels outer with a 2 x 2 pixel piece, and the patches' grid. On a8dba97
+    every axis was unnamed (``[None, None, None]``; tests/corpus/public18/mobilevitv2_separable.py checked 0 of 12 ops,
+    and at B = 4, Hp = Wp = 4 warned ``tokens-merged-with-features`` on its correct file)."""
+    x = torch.randn(2, 16, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=16 Hp=6 Wp=8") as t:
+        shapetrace.name(x, "B D Hp Wp")
+        F.unfold(x, kernel_size=(2, 2), stride=(2, 2))
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [("F.unfold", ("B", "D*Hp%2*Wp%2", "Hp/2*Wp/2"))]

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import shapetrace
 from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
 from shapetrace.engine.heads import HEADS
-from shapetrace.engine.probe_inputs import companions
+from shapetrace.engine.probe_inputs import batch_attended, companions
 
 
 class GPT(nn.Module):
@@ -149,3 +149,50 @@ def test_tokens_of_another_sequence_are_told_apart_from_the_same_sequence_grown_
     assert other_sequence(("B", "N", "D"), 1, ("B", "1+N", "D"), 1) is None
     assert other_sequence(("B", "T", "D"), 1, ("B", "T[-1:]", "D"), 1) is None
     assert other_sequence(("B", "T", "D"), 1, ("B", "D"), None) is None
+
+
+def test_attention_across_the_batch_by_design_is_not_measured_as_batch_mixing():
+    """SAINT's intersample attention (tests/corpus/public18/saint_intersample.py): ``rearrange(x, 'b n d -> 1 b
+    (n d)')`` folds each row's tokens into its features and the rows of the batch attend to each other by design.
+    On a8dba97 the contracts called the correct file ``✗ batch-entries-mix`` (a false error); the batch contract
+    is now not measured there, and the verdict says why (``probe_inputs.batch_attended``)."""
+    from tests.corpus.public18 import saint_intersample
+
+    model, inputs = saint_intersample.build("")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        t.check_dependencies()
+        model(*inputs)
+    report = t.report()
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert BATCH not in report.contracts
+    assert "the code attends across its batch entries: softmax #26 weighs the B entries against each other, no " \
+           "token axis beside them, so each entry's output depends on the others by design" in \
+           " ".join(report.verdict.line.split())
+    assert report.verdict.mark == "?"
+
+
+class _SeqFirstFedBatchFirst(nn.Module):
+    """Seq-first attention (``einsum('ibd,jbd->bij')``: axis 0 the tokens) fed ``[B, T, D]``: its softmax runs over
+    the batch entries with the tokens left in a batch axis beside them, a bug, not a design."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):                                                          # (B, T, D) read as (T, B, D)
+        scores = torch.einsum("ibd,jbd->bij", x, x) / x.shape[-1] ** 0.5          # (T, B, B)
+        return self.proj(torch.einsum("bij,jbd->ibd", scores.softmax(-1), x))
+
+
+def test_seq_first_code_fed_batch_first_is_still_measured_as_batch_mixing():
+    """The guard of the test above: weights over the batch with the tokens beside them are no design: nothing
+    excuses them from the batch contract, and the rules call them ``attends-over-batch`` (as on a8dba97)."""
+    torch.manual_seed(0)
+    model = _SeqFirstFedBatchFirst(32).eval()
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        t.check_dependencies()
+        shapetrace.name(x, "B T D")
+        model(x)
+    assert batch_attended(t.events, t.namer.role) is None
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["attends-over-batch"]

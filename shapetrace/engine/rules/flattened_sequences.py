@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def flattened_sequences(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
     """``found`` less the merge findings on a flatten of whole sequences beside the batch, and the
-    projection findings on a linear that reads one."""
+    projection findings on a linear that reads one, or that mixes one whole token axis (:func:`mixes_whole_tokens`)."""
     return [d for d in found if not _readout(analysis, d)]
 
 
@@ -37,7 +37,9 @@ def _readout(analysis: Analysis, d: Diagnostic) -> bool:
         return False
     e = analysis.events[d.event]
     if d.kind == Kind.PROJECTION_OVER_TOKENS:
-        return bool(e.inputs) and whole_sequence(e.inputs[0], len(e.inputs[0].shape) - 1, analysis.namer)
+        last = len(e.inputs[0].shape) - 1 if e.inputs else -1
+        return last >= 0 and (whole_sequence(e.inputs[0], last, analysis.namer)
+                              or mixes_whole_tokens(e.inputs[0], last, analysis))
     axis = next((i for side, i in d.blame if side == -1), None)
     return axis is not None and bool(e.outputs) and whole_sequence(e.outputs[0], axis % len(e.outputs[0].shape),
                                                                     analysis.namer)
@@ -50,3 +52,22 @@ def whole_sequence(t: TensorInfo, i: int, namer) -> bool:
     return roles == ["features", "tokens"] and all(a.size == a.root_size and a.stride == 1 for a in atoms) \
         and all(namer.plain_role(label) == "batch" or size == 1
                 for k, (label, size) in enumerate(zip(t.dims, t.shape)) if k != i)
+
+
+def mixes_whole_tokens(t: TensorInfo, i: int, analysis: Analysis) -> bool:
+    """Is axis ``i`` of ``t`` one whole token axis alone (no piece of it, nothing merged with it, in its own
+    order), beside a named axis kept apart that is not the batch's, and not as long as the features' ``D``? A
+    linear reading it mixes each row's tokens by design, as MLP-Mixer's token mixing over ``[B, D, T]``,
+    iTransformer's ``Linear(seq_len, d_model)`` over each variate's series (``x.permute(0, 2, 1)``: ``[B, N, T]``)
+    and DLinear do. Heads merged with tokens are pieces and keep their finding; so do tokens left beside the batch
+    alone, the features reduced away first (gaasher/I-JEPA issue #15's pooling over each token's features, then a
+    ``Linear(T, ...)``); and where the tokens are as long as ``D``, a ``Linear(D, ...)`` fed the tokens by a
+    transpose too many reads the same shape: equal sizes decide nothing."""
+    atoms = t.axes[i].atoms if i < len(t.axes) else ()
+    if len(atoms) != 1:
+        return False
+    namer, a, features = analysis.namer, atoms[0], analysis.dims.get("D")
+    rows = [label for k, (label, size) in enumerate(zip(t.dims, t.shape))
+            if k != i and size > 1 and label and namer.plain_role(label) != "batch"]
+    return namer.plain_role(a.root) == "tokens" and a.size == a.root_size and a.stride == 1 and bool(rows) \
+        and features is not None and a.size != features
