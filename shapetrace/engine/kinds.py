@@ -97,11 +97,7 @@ class Kind(StrEnum):
         "softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
         "(a note when which axis holds the keys is not known)", ("note",))
-    SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "scores scaled by `1/√D` instead of `1/√d_k`")
-    SCALE_BY_HEAD_COUNT = ("scale-by-head-count", "warning", "scores scaled by `1/√H` (the head count) "
-                           "instead of `1/√d_k`")
-    SCALED_TWICE = ("scaled-twice", "warning", "queries scaled by `1/√d_k` and then again by "
-                    "`F.scaled_dot_product_attention`'s default scale")
+    SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "scores scaled by `1/√D`, `1/√H` or `1/d_k`, not `1/√d_k`")
 
     # -- masks, broadcasts and values --------------------------------------------------------------
     MASK_WRONG_AXIS = ("mask-wrong-axis", "error",

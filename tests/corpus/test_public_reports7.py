@@ -50,8 +50,8 @@ At first sight, at DIMS, the 8 correct files were ✓ 1, ? 7, ✗ 0 (the 4 twins
 ✓ 0 (olmo's variant, first counted a bug, was ? and is a twin). Now: correct ✓ 3, ? 5, ✗ 0; bugs ✗ 2, ! 2,
 ? 2, ✓ 0. The fixes, one general mechanism each:
 
-* ``rules/masks.scale``: scores summed over d_k scaled by 1/√H (H != d_k) are ``scale-by-head-count``;
-  queries multiplied by 1/√w on their way into an SDPA called without ``scale=`` are ``scaled-twice``
+* ``rules/masks.scale``: scores summed over d_k scaled by 1/√H (H != d_k) are ``scale-not-head-dim``;
+  queries multiplied by 1/√w on their way into an SDPA called without ``scale=`` are ``scale-not-head-dim``
   (warnings, as ``scale-not-head-dim``);
 * ``verdict._twins_swapped``: a move of two axes of one name is checked where the scores' product gave them
   the roles query and key (the weighted-values and softmax rules read them): timm's ``v @ attnᵀ``;
@@ -93,10 +93,10 @@ EXPECTED = {
     (olmo_packed_positions, ""): [OK, UNSURE],                        # (? at a8dba97)
     (olmo_packed_positions, "global-positions"): [OK, UNSURE],        # (a twin: RoPE is relative)
     (maxtext_mla_double_scale, ""): [UNSURE, UNSURE],
-    (maxtext_mla_double_scale, "fused-kernel-scales-again"): [("!", ("scaled-twice",))] * 2,   # (? ? at a8dba97)
+    (maxtext_mla_double_scale, "fused-kernel-scales-again"): [("!", ("scale-not-head-dim",))] * 2,   # (? ? at a8dba97)
     (maxtext_mla_double_scale, "fused-unscaled"): [UNSURE, UNSURE],
     (timm_attention2d_scale, ""): [OK, OK],                           # (? ? at a8dba97)
-    (timm_attention2d_scale, "scale-by-heads"): [("!", ("scale-by-head-count",))] * 2,   # (? ? at a8dba97)
+    (timm_attention2d_scale, "scale-by-heads"): [("!", ("scale-not-head-dim",))] * 2,   # (? ? at a8dba97)
     (timm_attention2d_scale, "fused"): [OK, OK],
     (flaggems_scale_loop, ""): [UNSURE, UNSURE],
     (flaggems_scale_loop, "scale-grows-per-block"): [UNSURE, UNSURE],

@@ -81,8 +81,8 @@ def test_scores_scaled_by_the_head_count_warn():
     """pytorch-image-models issue #2385 (tests/corpus/reports7/timm_attention2d_scale.py): ``num_heads ** -0.5``
     where ``dim_head ** -0.5`` is meant; heads 8 wide, 4 of them. No finding on a8dba97."""
     t = _scaled_heads(4 ** -0.5)
-    assert _findings(t) == [("warning", "scale-by-head-count")]
-    message = next(d.message for d in t.diagnostics if d.kind == "scale-by-head-count")
+    assert _findings(t) == [("warning", "scale-not-head-dim")]
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
     assert message == ("the scores are scaled by 1/√4 = 0.5, the number of heads H; attention divides by √d_k = √8 "
                        "(the width each query and key is summed over), 0.3536.")
 
@@ -127,8 +127,8 @@ def _prescaled_sdpa(factor, **kwargs):
 def test_queries_scaled_before_an_sdpa_that_scales_again_warn():
     """No finding on a8dba97."""
     t = _prescaled_sdpa(8 ** -0.5)
-    assert _findings(t) == [("warning", "scaled-twice")]
-    message = next(d.message for d in t.diagnostics if d.kind == "scaled-twice")
+    assert _findings(t) == [("warning", "scale-not-head-dim")]
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
     assert "were already multiplied by 1/√8 = 0.3536" in message
     assert message.endswith("divides by √8 again: the scores are scaled by 1/8, and the softmax is sharper than "
                             "intended by √8.")

@@ -250,7 +250,7 @@ def _scale_by_head_count(analysis: Analysis) -> list[Diagnostic]:
         return []
     for s in analysis.scalings:
         if abs(s["factor"] * math.sqrt(H) - 1) < 1e-3 and _contracted_width(analysis, s) == d_k:
-            return [Kind.SCALE_BY_HEAD_COUNT.found(s["event"], (
+            return [Kind.SCALE_NOT_HEAD_DIM.found(s["event"], (
                 f"the scores are scaled by 1/√{H} = {s['factor']:.4g}, the number of heads H; attention divides "
                 f"by √d_k = √{d_k} (the width each query and key is summed over), {1 / math.sqrt(d_k):.4g}."),
                 "Use head_dim ** -0.5 (scores / math.sqrt(d_k)).")]
@@ -272,7 +272,7 @@ def _scaled_twice(analysis: Analysis) -> list[Diagnostic]:
         way_in = _way_in(analysis, e)
         for s in on_q:
             if s["event"] in way_in and abs(s["factor"] * math.sqrt(width) - 1) < 1e-3:
-                return [Kind.SCALED_TWICE.found(e.index, (
+                return [Kind.SCALE_NOT_HEAD_DIM.found(e.index, (
                     f"the queries of {e.op} #{e.index} were already multiplied by 1/√{width} = {s['factor']:.4g} "
                     f"(after #{s['event']}), and {e.op} called without scale= divides by √{width} again: the "
                     f"scores are scaled by 1/{width}, and the softmax is sharper than intended by √{width}."),
