@@ -9,6 +9,7 @@ scaled by 1/√D) keep their findings."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import shapetrace
@@ -137,3 +138,40 @@ def test_queries_scaled_before_an_sdpa_that_scales_again_warn():
 def test_queries_scaled_before_an_sdpa_told_scale_one_get_no_warning():
     assert _findings(_prescaled_sdpa(8 ** -0.5, scale=1.0)) == []
     assert _findings(_prescaled_sdpa(1.0)) == []
+
+
+class _BlockLoop(torch.nn.Module):
+    """FlagGems issue #409 (tests/corpus/reports7/flaggems_scale_loop.py): an online softmax over two blocks of
+    keys, the scale folded with log2 e either once per block (``grows=False``) or written back (``grows``)."""
+
+    def __init__(self, grows: bool):
+        super().__init__()
+        self.grows = grows
+
+    def forward(self, q, k):
+        scale, out = 8 ** -0.5, []
+        for start in (0, 3):
+            qk = q @ k[:, :, start:start + 3].transpose(-1, -2)
+            if self.grows:
+                scale = scale * 1.44269504
+                out.append((qk * scale).amax(-1))
+            else:
+                out.append((qk * (scale * 1.44269504)).amax(-1))
+        return out
+
+
+@pytest.mark.parametrize("grows", [False, True])
+def test_a_scale_that_changes_between_calls_of_one_line_warns(grows):
+    """No finding on a8dba97 for the growing scale; the steady one gets none either way."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H T d_k")
+        _BlockLoop(grows)(q, k)
+    assert _findings(t) == ([("warning", "scale-not-head-dim")] if grows else [])
+    if grows:
+        message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+        assert "are scaled by 0.5101 after #" in message and "and by 0.7359 after #" in message
+        assert message.endswith("one line of code, a scale that changes from call to call (a scale written back "
+                                "inside a loop over blocks of keys scales each later block once more).")

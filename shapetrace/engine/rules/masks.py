@@ -239,7 +239,37 @@ UNCHECKED_FIX = ("The shape asked for was not recorded, so no fix was checked: .
 def scale(analysis: Analysis) -> list[Diagnostic]:
     """Scores scaled by 1/√D (the model width) or by 1/√H (the head count, timm's ``Attention2d``) instead of
     1/√d_k (one head's width), or queries scaled by 1/√d_k before an SDPA that scales them again: warnings."""
-    return _scale_by_model_width(analysis) or _scale_by_head_count(analysis) or _scaled_twice(analysis)
+    return _scale_by_model_width(analysis) or _scale_by_head_count(analysis) or _scaled_twice(analysis) or \
+        _scale_that_changes(analysis)
+
+
+def _scale_that_changes(analysis: Analysis) -> list[Diagnostic]:
+    """One line of one module's code scaling its scores by numbers that differ from one call to the next
+    (FlagGems issue #409: ``qk_scale *= 1.44269504`` written back inside the loop over blocks of keys, so each
+    later block's logits are scaled once more). Each call's scalings are compared whole, in order (a softcap's
+    ``/ 30`` then ``* 30`` are the same every call); layers that scale differently on purpose (GPT-2's
+    ``scale_attn_by_inverse_layer_idx``) are other modules, and are not compared."""
+    calls: dict[int, list[dict]] = {}
+    for s in analysis.scalings:
+        if s["on"] == "scores":
+            calls.setdefault(s["event"], []).append(s)
+    first: dict[tuple[str, str], list[dict]] = {}
+    rows = {e.index: e for e in analysis.events}   # (a trace kept to one module holds only some rows)
+    for index, found in calls.items():
+        e = rows.get(index)
+        if e is None:
+            continue
+        seen = first.setdefault((e.source, e.module), found)
+        if len(seen) != len(found):
+            continue
+        for a, b in zip(seen, found):
+            if abs(b["factor"] - a["factor"]) > 1e-6 * max(abs(a["factor"]), 1e-12):
+                return [Kind.SCALE_NOT_HEAD_DIM.found(b["event"], (
+                    f"the scores made at {e.source} are scaled by {a['factor']:.4g} after #{a['event']} and by "
+                    f"{b['factor']:.4g} after #{b['event']}: one line of code, a scale that changes from call to "
+                    "call (a scale written back inside a loop over blocks of keys scales each later block once "
+                    "more)."), "Compute the scale once, outside the loop, and do not assign the scaled value back.")]
+    return []
 
 
 def _scale_by_head_count(analysis: Analysis) -> list[Diagnostic]:
@@ -284,9 +314,10 @@ def _way_in(analysis: Analysis, event, depth: int = 8) -> set[int]:
     """The rows the first operand of ``event`` came through: each source back while it only moved or regrouped
     one operand's entries (views, transposes, copies), the first row that computed it included."""
     seen: set[int] = set()
+    rows = {e.index: e for e in analysis.events}   # (a trace kept to one module holds only some rows)
     source = event.sources[0] if event.sources else None
-    while source is not None and depth:
-        made = analysis.events[source[0]]
+    while source is not None and depth and source[0] in rows:
+        made = rows[source[0]]
         seen.add(made.index)
         depth -= 1
         if len(made.inputs) != 1 or not made.outputs or \
