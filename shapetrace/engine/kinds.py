@@ -97,7 +97,7 @@ class Kind(StrEnum):
         "softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
         "(a note when which axis holds the keys is not known)", ("note",))
-    SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "scores scaled by `1/√D` instead of `1/√d_k`")
+    SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "the scores' scale is not `1/√d_k`, or changes per call")
 
     # -- masks, broadcasts and values --------------------------------------------------------------
     MASK_WRONG_AXIS = ("mask-wrong-axis", "error",

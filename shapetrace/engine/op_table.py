@@ -306,6 +306,12 @@ ENTRIES: list[OpSpec] = [
     # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it
     OpSpec("outer", "new", pr.outer, row=False, operands=all_operands, aliases=("ger",),
            words="outer product: entry (i, j) is a[i]·b[j]"),
+    # each value's slot among sorted boundaries: the values' axes (``searchsorted``: the values come second;
+    # ``bucketize``: first); no row, as the arithmetic on positions around it
+    OpSpec("searchsorted", "new", pr.of_values, row=False, operands=all_operands,
+           words="the index of each value's slot in a sorted sequence"),
+    OpSpec("bucketize", "new", pr.same, row=False, operands=all_operands,
+           words="the index of each value's bucket among sorted boundaries"),
     # -- elementwise: names broadcast silently, no row of their own ------------------------------------
     *_elementwise("binary", "add", "__add__", "__radd__", additive=True),
     *_elementwise("inplace", "add_", "__iadd__", additive=True),

@@ -54,6 +54,15 @@ def first_broadcast(c: Call) -> Axes:
     return axis_compute.broadcast_axes(c.in_axes[:2], c.shapes[0])
 
 
+def of_values(c: Call) -> Axes:
+    """``torch.searchsorted(sorted_sequence, values)``: one slot index per value, so the result has the values'
+    shape and their axes (OLMo-core's document ids of the tokens, ``searchsorted(cu_doc_lens, arange(T))``:
+    ``T``); unnamed where the values are a number."""
+    if len(c.in_axes) > 1 and len(c.in_axes[1]) == len(c.shapes[0]):
+        return tuple(c.in_axes[1])
+    return ax.unknown_axes(c.shapes[0])
+
+
 # -- the view family -----------------------------------------------------------------------------
 
 def reshape(c: Call) -> Axes:

@@ -176,7 +176,7 @@ def _twins_swapped(event: Event) -> str | None:
             and tuple(i.stride) == tuple(o.stride):
         return None
     twins = {d for d in o.dims if d is not None and sum(x == d and n > 1 for x, n in zip(o.dims, o.shape)) > 1}
-    for name in twins:
+    for name in twins - _told_apart_by_roles(o):
         sources = []
         for size, stride, label in zip(o.shape, o.stride, o.dims):
             if label != name or size == 1:
@@ -187,6 +187,19 @@ def _twins_swapped(event: Event) -> str | None:
             return f"#{event.index} {event.op} moves two axes both named {name} past each other, and names " \
                    "cannot tell which is which"
     return None
+
+
+def _told_apart_by_roles(info) -> set[str]:
+    """The names whose axes of more than one entry carry the roles ``query`` and ``key``, one each: the scores'
+    product gave them (carried through moves and the softmax, never read off sizes), so which is which is known
+    and the weighted-values rule reads them (timm's channels-first ``v @ attn.transpose(-2, -1)`` of ``[B, H,
+    N, N]``)."""
+    roles: dict[str, list] = {}
+    for label, size, axis in zip(info.dims, info.shape, info.axes):
+        if label is not None and size > 1:
+            roles.setdefault(label, []).append(axis.role)
+    return {label for label, found in roles.items()
+            if sorted(str(getattr(role, "value", role)) for role in found) == ["key", "query"]}
 
 
 def _cut_across_parts(event: Event) -> str | None:

@@ -9,6 +9,7 @@ scaled by 1/√D) keep their findings."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import shapetrace
@@ -75,3 +76,102 @@ def test_heads_d_k_wide_scaled_by_the_model_width_still_warn():
     message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
     assert message.startswith("the scores are scaled by 1/√16 = 0.25, the model width D; attention divides by "
                               "√d_k = √4")
+
+
+def test_scores_scaled_by_the_head_count_warn():
+    """pytorch-image-models issue #2385 (tests/corpus/reports7/timm_attention2d_scale.py): ``num_heads ** -0.5``
+    where ``dim_head ** -0.5`` is meant; heads 8 wide, 4 of them. No finding on a8dba97."""
+    t = _scaled_heads(4 ** -0.5)
+    assert _findings(t) == [("warning", "scale-not-head-dim")]
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+    assert message == ("the scores are scaled by 1/√4 = 0.5, the number of heads H; attention divides by √d_k = √8 "
+                       "(the width each query and key is summed over), 0.3536.")
+
+
+def test_scores_scaled_by_the_head_width_get_no_head_count_warning():
+    assert _findings(_scaled_heads(8 ** -0.5)) == []
+
+
+def _scaled_heads(factor):
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H T d_k")
+        ((q @ k.transpose(-1, -2)) * factor).softmax(-1)
+    return t
+
+
+class _Prescaled(torch.nn.Module):
+    def __init__(self, factor, **kwargs):
+        super().__init__()
+        self.factor, self.kwargs = factor, kwargs
+        self.q_proj, self.k_proj, self.v_proj = (torch.nn.Linear(32, 32, bias=False) for _ in range(3))
+
+    def forward(self, x):
+        q = self.q_proj(x).view(2, 6, 4, 8) * self.factor
+        k, v = self.k_proj(x).view(2, 6, 4, 8), self.v_proj(x).view(2, 6, 4, 8)
+        return torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                                v.transpose(1, 2), **self.kwargs)
+
+
+def _prescaled_sdpa(factor, **kwargs):
+    """maxtext issue #3138 (tests/corpus/reports7/maxtext_mla_double_scale.py): queries projected, scaled by
+    ``factor``, then handed to SDPA (``kwargs``: its ``scale=``)."""
+    torch.manual_seed(0)
+    model, x = _Prescaled(factor, **kwargs), torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        model(x)
+    return t
+
+
+def test_queries_scaled_before_an_sdpa_that_scales_again_warn():
+    """No finding on a8dba97."""
+    t = _prescaled_sdpa(8 ** -0.5)
+    assert _findings(t) == [("warning", "scale-not-head-dim")]
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+    assert "were already multiplied by 1/√8 = 0.3536" in message
+    assert message.endswith("divides by √8 again: the scores are scaled by 1/8, and the softmax is sharper than "
+                            "intended by √8.")
+
+
+def test_queries_scaled_before_an_sdpa_told_scale_one_get_no_warning():
+    assert _findings(_prescaled_sdpa(8 ** -0.5, scale=1.0)) == []
+    assert _findings(_prescaled_sdpa(1.0)) == []
+
+
+class _BlockLoop(torch.nn.Module):
+    """FlagGems issue #409 (tests/corpus/reports7/flaggems_scale_loop.py): an online softmax over two blocks of
+    keys, the scale folded with log2 e either once per block (``grows=False``) or written back (``grows``)."""
+
+    def __init__(self, grows: bool):
+        super().__init__()
+        self.grows = grows
+
+    def forward(self, q, k):
+        scale, out = 8 ** -0.5, []
+        for start in (0, 3):
+            qk = q @ k[:, :, start:start + 3].transpose(-1, -2)
+            if self.grows:
+                scale = scale * 1.44269504
+                out.append((qk * scale).amax(-1))
+            else:
+                out.append((qk * (scale * 1.44269504)).amax(-1))
+        return out
+
+
+@pytest.mark.parametrize("grows", [False, True])
+def test_a_scale_that_changes_between_calls_of_one_line_warns(grows):
+    """No finding on a8dba97 for the growing scale; the steady one gets none either way."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H T d_k")
+        _BlockLoop(grows)(q, k)
+    assert _findings(t) == ([("warning", "scale-not-head-dim")] if grows else [])
+    if grows:
+        message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+        assert "are scaled by 0.5101 after #" in message and "and by 0.7359 after #" in message
+        assert message.endswith("one line of code, a scale that changes from call to call (a scale written back "
+                                "inside a loop over blocks of keys scales each later block once more).")

@@ -129,3 +129,28 @@ def test_a_conv_whose_windows_tile_a_declared_grid_names_its_coarse_pieces():
 def test_a_conv_whose_windows_overlap_names_no_position():
     t = _reduced(3, 2, 1)
     assert (t.events[0].outputs[0].shape, t.events[0].outputs[0].dims) == ((2, 32, 3, 2), ("B", "D", None, None))
+
+
+def test_searchsorted_gives_each_value_its_slot_under_the_values_names():
+    """OLMo-core's document ids of packed tokens (tests/corpus/reports7/olmo_packed_positions.py):
+    ``searchsorted(cu_doc_lens, arange(T), right=True)`` is ``[T]``, as its values; ``bucketize`` the same with
+    the values first. Both were unnamed on a8dba97, and so was the document mask built from them."""
+    cu_doc_lens = torch.tensor([0, 2, 6])
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        idx = torch.arange(6)
+        shapetrace.name(idx, "T")
+        doc_ids = torch.searchsorted(cu_doc_lens, idx, right=True) - 1
+        same_doc = doc_ids[:, None] == doc_ids[None, :]
+        buckets = torch.bucketize(idx, cu_doc_lens)[None, :]
+    picks = [e for e in t.events if e.op == "__getitem__"]
+    assert [tuple(e.outputs[0].dims) for e in picks] == [("T", None), (None, "T"), (None, "T")]
+    assert tuple(same_doc.shape) == (6, 6) and tuple(buckets.shape) == (1, 6)
+
+
+def test_searchsorted_of_a_number_or_of_unnamed_values_names_nothing():
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        idx = torch.arange(6)
+        shapetrace.name(idx, "T")
+        torch.searchsorted(idx, 3)[None]
+        torch.searchsorted(idx, torch.tensor([1, 4]))[None]
+    assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"] == [(None,), (None, None)]

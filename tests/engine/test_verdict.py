@@ -289,6 +289,41 @@ def test_an_op_that_swaps_two_axes_of_one_name_is_not_checked_by_names(order, ma
                                  f"{swapped}; no errors or warnings in what was checked")
 
 
+class _ChannelsFirst(torch.nn.Module):
+    """timm's ``Attention2d`` (tests/corpus/reports7/timm_attention2d_scale.py): heads ``(B, H, d, N)``, the
+    weights ``[B, H, N, N]`` transposed for ``v @ attn.transpose(-2, -1)`` (``how``: the weights as given to
+    that product; ``"transposed-softmax"`` transposes the scores before the softmax instead)."""
+
+    def __init__(self, D: int, H: int, how: str):
+        super().__init__()
+        self.H, self.how = H, how
+        self.qkv = torch.nn.Conv2d(D, 3 * D, 1)
+
+    def forward(self, x):
+        B, C, Hp, Wp = x.shape
+        q, k, v = self.qkv(x).view(B, self.H, 3 * C // self.H, -1).chunk(3, dim=2)   # (B, H, d, N)
+        scores = (q.transpose(-2, -1) @ k) * (C // self.H) ** -0.5                    # (B, H, N, N)
+        if self.how == "transposed-softmax":
+            return v @ scores.transpose(-2, -1).softmax(dim=-1)
+        attn = scores.softmax(dim=-1)
+        return v @ (attn.transpose(-2, -1) if self.how == "right" else attn)
+
+
+@pytest.mark.parametrize("how,mark,kinds", [("right", "✓", []), ("untransposed", "✗", ["values-by-queries"]),
+                                            ("transposed-softmax", "✗", ["softmax-wrong-axis"])])
+def test_two_axes_of_one_name_told_apart_by_their_query_and_key_roles_are_checked(how, mark, kinds):
+    """The weights' two axes are both ``N``, but the scores' product gave them the roles query and key, carried
+    through the transpose: the move is checked (by the roles the weighted-values and softmax rules read), so
+    timm's right file is ✓ (``?`` on a8dba97: "#6 transpose moves two axes both named N past each other"),
+    and the slips those roles catch stay ✗."""
+    torch.manual_seed(0)
+    with shapetrace.trace(dims="B=2 Hp=2 Wp=3 D=32 H=4") as t:
+        _ChannelsFirst(32, 4, how)(torch.randn(2, 32, 2, 3))
+    v = t.report().verdict
+    assert (v.mark, [d.kind for d in t.diagnostics if d.severity == "error"]) == (mark, kinds)
+    assert not any("past each other" in u for u in v.unproven)
+
+
 def _scores_plus_bias(x, H, bias):
     B, T, D = x.shape                                               # (B, T, D)
     q = x.view(B, T, H, D // H).transpose(1, 2)                     # (B, H, T, d_k)
