@@ -133,6 +133,34 @@ def _cut_off_its_parts(state: Inference, readers: dict, node: int, root: str) ->
                     bounds = cut.fullmatch(atom.root)
                     if part and bounds and any(int(b) % part for b in bounds.groups()):
                         return True
+    return _piece_cut_off_its_parts(state, readers, node)
+
+
+#: a piece of a width named ``k*X`` by a view (``2*d_k`` of ``2*D`` viewed as heads) cut at ``[a:b]``
+_PIECE_CUT = re.compile(r"(\d+)\*(\w+)\[(\d+):(\d+)\]")
+
+
+def _piece_cut_off_its_parts(state: Inference, readers: dict, node: int, depth: int = 4) -> bool:
+    """Is a piece ``k*X`` that a view of ``node``'s features named (``2*d_k``: 2·D viewed as H heads) cut,
+    within ``depth`` one-operand ops, at a bound that is not one of its k parts'? The Synthesizer's dense
+    ``Linear(D, H·max_len)`` at max_len = 2·d_k, viewed ``(B, T, H, max_len)`` and cut ``[..., :T]``: the
+    cut at T = 6 is no bound of two d_k = 8, so the width is no two of anything, only max_len."""
+    frontier, seen = [node], {node}
+    for _ in range(depth):
+        later = []
+        for tensor in frontier:
+            for record in readers.get(tensor, ()):
+                if len([n for n in record.ins if n not in state.from_parameters]) > 1:
+                    continue
+                for out in (o for o in record.outs if o not in seen):
+                    seen.add(out)
+                    later.append(out)
+                    for atom in (a for axis in state.axes.get(out, ()) for a in axis.atoms):
+                        bounds = _PIECE_CUT.fullmatch(atom.root)
+                        part = state.namer.size_of(bounds.group(2)) if bounds else None
+                        if part and int(bounds.group(1)) > 1 and any(int(b) % part for b in bounds.groups()[2:]):
+                            return True
+        frontier = later
     return False
 
 
