@@ -43,8 +43,8 @@ ast_spectrogram   freq-time-not-transposed       ?                          ?   
 ast_spectrogram   qkv-reshape-heads-first        ?                          ?                       ? 25 of 27
 ================= ============================== ========================== ======================= =============
 
-At distinct sizes (CLI) the 10 correct files were ✓ 4, ? 5, ✗ 1 (the Synthesizer, false); the 20 bugs ✗ 9, ! 2,
-? 6, ✓ 3 (missed: cosFormer's two normaliser/contraction slips, Conditional DETR's 1/√d scale for 2·d-wide heads).
+At distinct sizes (CLI) the 10 correct files were ✓ 4, ? 5, ✗ 1 (the Synthesizer, false); the 20 bugs ✗ 8, ! 2,
+? 7, ✓ 3 (missed: cosFormer's two normaliser/contraction slips, Conditional DETR's 1/√d scale for 2·d-wide heads).
 
 The fix (one general mechanism, test in tests/engine/test_infer_widths.py): a piece ``k*X`` that a view of a
 projection's size-named width makes (the Synthesizer's ``Linear(D, H·max_len)`` at max_len = 16 = 2·d_k, viewed
@@ -53,7 +53,7 @@ at T = 6) unnames the width (infer/widths: as a fused ``3*D`` cut off its parts 
 correct file ✗ -> ? (8 of 13: the dense table's H·max_len is named by nothing), its softmax-over-queries ✗ (for a
 false reason) -> ? (which axis of a synthesized table holds the keys is a reading of the code, not of a product).
 
-Now (CLI, first DIMS): correct ✓ 4, ? 6, ✗ 0; bugs ✗ 8, ! 2, ? 7, ✓ 3. The three ``✓`` on bugs stay, and why:
+Now (CLI, first DIMS): correct ✓ 4, ? 6, ✗ 0; bugs ✗ 7, ! 2, ? 8, ✓ 3. The three ``✓`` on bugs stay, and why:
 cosFormer's slips keep every axis's meaning (a ``[B·H, T]`` normaliser summed over other features, a per-token
 product where a sum over the tokens is meant): value-level, nothing a name or a contract decides; Conditional
 DETR's scale is 1/√d where the contracted width is 2·d, a scale no rule names (only 1/√D and 1/√H are; a scale
