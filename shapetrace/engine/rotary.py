@@ -269,18 +269,36 @@ def _halves(records: Sequence, shapes: Sequence, producer: dict[int, int], produ
     return None
 
 
-def _piece_of(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int) -> tuple[int, int] | None:
-    """``(source, record)`` where ``node`` is a piece of one tensor cut along its last axis by one data
-    move (a slice, a ``chunk``, a ``split``) at the same index on every other axis; else None."""
+def _piece_of(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int) -> tuple[int, ...] | None:
+    """``(source, *records)`` where ``node`` is a piece of one tensor cut along its last axis at the same index
+    on every other axis: by one data move (a slice, a ``chunk``, a ``split``), or by a view of the last axis as
+    ``(-1, 2)`` then ``unbind(-1)`` (Meta's real-valued ``apply_rotary_emb``, as ExecuTorch and llama2.c write
+    it: ``x.reshape(x.shape[:-1] + (-1, 2)).unbind(-1)``); else None."""
     index = producer.get(node)
     record = records[index] if index is not None else None
     if record is None or type(record) is not OpRecord or len(record.ins) != 1 \
             or record.spec.family not in (Family.SLICE, Family.SPLIT):
         return None
     whole, piece = tuple(shapes[record.ins[0]].shape), tuple(shapes[node].shape)
+    if len(whole) == len(piece) + 1 and whole[:-1] == piece:   # (an unbind of the last axis: one component)
+        return _viewed_last(records, shapes, producer, record.ins[0], index)
     if len(whole) != len(piece) or not whole or whole[:-1] != piece[:-1] or piece[-1] >= whole[-1]:
         return None
     return record.ins[0], index
+
+
+def _viewed_last(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int,
+                 unbind: int) -> tuple[int, ...] | None:
+    """``(source, view, unbind)`` where ``node`` is ``source`` with its last axis viewed as two; else None."""
+    index = producer.get(node)
+    record = records[index] if index is not None else None
+    if record is None or type(record) is not OpRecord or len(record.ins) != 1 \
+            or record.spec.family is not Family.RESHAPE:
+        return None
+    whole, split = tuple(shapes[record.ins[0]].shape), tuple(shapes[node].shape)
+    if len(split) != len(whole) + 1 or not whole or split[:-2] != whole[:-1] or split[-2] * split[-1] != whole[-1]:
+        return None
+    return record.ins[0], index, unbind
 
 
 def _same_table(records: Sequence, producer: dict[int, int], one: int, other: int) -> bool:
@@ -302,7 +320,7 @@ def _rotation_on_halves(records: Sequence, shapes: Sequence, producer: dict[int,
     the source's coordinates must pair every feature with one other (``p(p(i)) = i``); its tables read as
     broadcast against a piece."""
     source, a, b = key
-    moves = {producer[a], producer[b]}
+    moves = {i for piece in (a, b) for i in (_piece_of(records, shapes, producer, piece) or ())[1:]}
     shape = tuple(shapes[source].shape)
     if math.prod(shape) > MAX_ELEMENTS:
         return None

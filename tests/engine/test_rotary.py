@@ -288,3 +288,28 @@ def test_sums_of_two_halves_that_are_no_rotation_are_no_rotary():
         x1 * w[2] + x2 * w[3]                                               # (2, 5, 4): other tables
     assert t.analysis().rotaries == ()
     assert not [d for d in t.diagnostics if d.kind.startswith("rotary")]
+
+
+def rope_on_pairs(x, cos, sin):
+    """karpathy/llama2.c's ``apply_rotary_emb`` (model.py; Meta's real-valued form, as ExecuTorch writes it):
+    adjacent features as (real, imaginary) pairs, ``reshape(..., -1, 2).unbind(-1)``, joined back by
+    ``stack(..., -1).flatten(3)``."""
+    x_r, x_i = x.reshape(x.shape[:-1] + (-1, 2)).unbind(-1)                  # (B, T, H, d/2) each
+    out_r = x_r * cos - x_i * sin                                           # (B, T, H, d/2)
+    out_i = x_r * sin + x_i * cos                                           # (B, T, H, d/2)
+    return torch.stack([out_r, out_i], dim=-1).flatten(3)                   # (B, T, H, d)
+
+
+def test_a_rotation_on_adjacent_pairs_unbound_from_a_view_is_a_rotary():
+    """The pieces are the two components of ``view(..., -1, 2)`` unbound: feature 2k pairs with 2k + 1. On
+    b5bf555 no rotary was found (the unbind is no cut along the last axis of the same rank)."""
+    B, H, T, d = 2, 3, 5, 8
+    q = torch.randn(B, T, H * d)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(q, "B T D")
+        x = q.view(B, T, H, d)                                              # (B, T, H, d_k)
+        f = freqs(T, d)                                                     # (T, d/2)
+        y = rope_on_pairs(x, f.cos()[None, :, None, :], f.sin()[None, :, None, :]).transpose(1, 2)  # (B, H, T, d_k)
+        y @ y.transpose(-2, -1)                                             # (B, H, T, T)
+    [r] = t.analysis().rotaries
+    assert (r.outcome, r.partners, r.varies, r.still) == (PAIRED, (1, 0, 3, 2, 5, 4, 7, 6), (1,), (0, 2))
