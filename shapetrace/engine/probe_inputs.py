@@ -222,14 +222,10 @@ def _same_along(a: torch.Tensor, axis: int) -> bool:
 def other_sequence(labels_in, tokens_in: int, labels_out, tokens_out: int | None) -> str | None:
     """Why the output's tokens cannot be compared position by position with the input's: they are another
     sequence's (``nn.Transformer(src, tgt)``: the first input holds the source's ``S`` frames, the output the
-    target's ``T`` tokens), or the input's followed by more (``T+1``: a prefill's outputs joined with a decoding
-    step's, so the output's last token is the step's, not the input's last), or None (the same sequence, grown
-    in front or cut: ``N`` and ``1+N``, ``T`` and ``T[-1:]``)."""
+    target's ``T`` tokens), or None (the same sequence, grown or cut: ``N`` and ``1+N``, ``T`` and ``T[-1:]``)."""
     if tokens_out is None:
         return None
     mine, theirs = labels_in[tokens_in], labels_out[tokens_out]
-    if mine and theirs and theirs.startswith(mine + "+"):
-        return f"the output's tokens ({theirs}) run on past the input's ({mine}): its last is not the input's last"
     words = [{w for w in re.split(r"\W+", label.split("[", 1)[0]) if w and not w.isdigit()} if label else set()
              for label in (mine, theirs)]
     if not all(words) or words[0] & words[1]:
