@@ -6,15 +6,18 @@ to the ones after it.
 The idiom: ``ScaledDotProduct(causal=True)`` inside a multi-head wrapper that folds heads into the batch
 (``[B·H, T, d]``), an additive mask from a cached ``tril``, ``bmm``; the decoder calls it without ``att_mask``.
 
-Bug (argument): ``causal-only-with-mask``: with ``att_mask=None`` the causal mask is never built."""
+Twin (argument): ``causal-only-with-mask``: with ``att_mask=None`` the causal mask is never built. A bug in the
+report, a twin here: what torch records is a bidirectional encoder's self-attention (no cache, no mask, no
+``is_causal``); ``causal=True`` is a Python attribute no op reads, so nothing recorded says the module meant to
+be causal (as reports7's gemma4_bidirectional_all, the other way round)."""
 
 import sys
 
 import torch
 from torch import nn
 
-BUGS = ("causal-only-with-mask",)
-TWINS = ()
+BUGS = ()
+TWINS = ("causal-only-with-mask",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
 
