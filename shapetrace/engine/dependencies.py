@@ -91,6 +91,9 @@ class Probe:
     entry: Any = None            # :class:`.probe_inputs.Entry`: where token ids become floats (the input is ids)
     unattended: frozenset = frozenset()   # (batch entry, query) with no key left (:mod:`.unattended`): no leak there
     tokens_reason: str | None = None   # why the output's tokens are not compared with the input's (out_tokens None)
+    #: the output's index of the input's last token where the output's tokens run on past it (``T+1``: a prefill's
+    #: outputs joined with a decoding step's); None: the output's last
+    last_token: int | None = None
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -407,7 +410,7 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     held.append(BATCH)
     if probe.out_tokens is None:
         return found, held
-    last = len(changed[0]) - 1
+    last = len(changed[0]) - 1 if probe.last_token is None else probe.last_token
     blind = [b for b, row in enumerate(changed) if not row[last]]
     if blind:
         found.append(Kind.TOKEN_IGNORES_ITSELF.found(None, (
@@ -468,7 +471,16 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
     other = other_sequence(labels_of(x), axes_in["tokens"], labels_of(out), axes_out.get("tokens"))
     return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
                  axes_out["batch"], None if other else axes_out.get("tokens"), _causal(events, triangle), out,
-                 companions=companions, state=state[0] if state else None, entry=entry, tokens_reason=other)
+                 companions=companions, state=state[0] if state else None, entry=entry, tokens_reason=other,
+                 last_token=_input_last(labels_of(x)[axes_in["tokens"]], labels_of(out), axes_out.get("tokens"),
+                                        x.shape[axes_in["tokens"]]))
+
+
+def _input_last(mine, labels_out, tokens_out: int | None, length: int) -> int | None:
+    """Where the input's last token sits in an output whose tokens run on past the input's (``T`` -> ``T+1``:
+    a prefill's outputs joined with a decoding step's, the step's last), or None (the output's last)."""
+    theirs = labels_out[tokens_out] if tokens_out is not None else None
+    return length - 1 if mine and theirs and theirs.startswith(mine + "+") else None
 
 
 def _roles(labels, role_of) -> dict[str, int]:

@@ -27,7 +27,6 @@ class Kind(StrEnum):
     severity: str
     meaning: str
     also: tuple[str, ...]
-
     def __new__(cls, value: str, severity: str, meaning: str, also: tuple[str, ...] = ()):
         member = str.__new__(cls, value)
         member._value_ = value
@@ -165,6 +164,7 @@ class Kind(StrEnum):
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
                             "a mask that hides exactly the keys before each query and keeps those after it")
+    CACHED_CHUNK_UNMASKED = ("cached-chunk-unmasked", "warning", "new queries scored unmasked on a growing KV cache")
     CAUSAL_MASK_HIDES_ITSELF = ("causal-mask-hides-itself", "error",
                                 "a causal mask that hides each query's own key too (`triu(0)` for `triu(1)`): "
                                 "no token sees itself and the first sees nothing")

@@ -273,3 +273,21 @@ def test_a_beam_reorder_by_a_computed_index_is_not_measured_as_batch_mixing():
     assert "the code reorders its batch entries by an index, B[beam_idx] at index_select #17, so each entry's " \
            "output may depend on the others by design" in report.verdict.line
     assert report.verdict.mark == "✓"
+
+
+def _leaks(bug):
+    from tests.corpus.reports8 import tinyllm_prefill_causal as module
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4", dependencies=True) as t:
+        model, inputs = module.build(bug)          # built in the trace, as the CLI runs a file: tril #0 is seen
+        model(*inputs)
+    return [d.message for d in t.diagnostics if d.kind == "causal-mask-leaks"]
+
+
+def test_an_output_that_runs_on_past_the_inputs_tokens_is_read_at_the_inputs_last_token():
+    """A prefill's outputs joined with a decoding step's (``[B, T+1, D]``): the input's last token is output token
+    T - 1, not the step's T. Fails on 9203fd5: reports8 tinyllm_prefill_causal's correct file was ``✗
+    causal-mask-leaks`` ("output token 5 depends on input token 6": its own token, misnumbered)."""
+    assert _leaks("") == []
+    [message] = _leaks("mask-only-without-cache")
+    assert message.startswith("measured on the values: output token 0 of batch 0 depends on input token 5, a later "
+                              "token, though the code declares a causal mask")

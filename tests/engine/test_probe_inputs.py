@@ -196,3 +196,4 @@ def test_seq_first_code_fed_batch_first_is_still_measured_as_batch_mixing():
         model(x)
     assert batch_attended(t.events, t.namer.role) is None
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["attends-over-batch"]
+

@@ -30,6 +30,7 @@ from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_ma
 from shapetrace.engine.rules.batch_picks import batch_picked, batch_reduced
 from shapetrace.engine.rules.batch_tables import table_cut_to_batch
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
+from shapetrace.engine.rules.cached_chunks import chunk_unmasked
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
@@ -576,6 +577,7 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
-    unread_inputs, step_hides_itself, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere,
-    table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
+    unread_inputs, step_hides_itself, chunk_unmasked, batch_picked, batch_reduced, softmax_weights,
+    weights_summed_elsewhere, table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries,
+    statistics_over_tokens,
 ]
