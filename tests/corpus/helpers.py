@@ -352,11 +352,23 @@ def round_sizes(module: ModuleType) -> list[str]:
     return [d for dims in module.DIMS for d in (dims, getattr(module, "EQUAL", {}).get(dims, equal_sizes(dims)))]
 
 
-def round_tests(modules: tuple[ModuleType, ...], expected: dict) -> tuple[Callable, Callable, Callable]:
+def round_tests(modules: tuple[ModuleType, ...], expected: dict, equal_tested=None, missed=frozenset(),
+                false_at_equal=frozenset()) -> tuple[Callable, Callable, Callable]:
     """The three tests of a first-sight round, written once (as :func:`corpus_tests`): every variant of
     ``modules`` has its row in ``expected`` (``(module, variant) -> outcomes at round_sizes(module)``), each
     gets its outcomes, and no bug gets ``✓`` nor correct code ``✗``. A round module binds them:
-    ``test_every_variant_is_expected, test_outcomes, test_no_check_mark_… = round_tests(MODULES, EXPECTED)``."""
+    ``test_every_variant_is_expected, test_outcomes, test_no_check_mark_… = round_tests(MODULES, EXPECTED)``.
+
+    ``equal_tested``: where given, only these rows are traced at equal sizes too (the suite's time is a budget:
+    the others' equal-size outcomes stay in the table as measured once); ``missed``: bugs that keep ``✓``,
+    named (value-level slips no name or contract decides); ``false_at_equal``: correct code still ``✗`` at equal
+    sizes only, named with the reason in its module."""
+
+    def traced_sizes(module, bug):
+        sizes = round_sizes(module)
+        if equal_tested is None or (module, bug) in equal_tested:
+            return sizes
+        return [d for i, d in enumerate(sizes) if i % 2 == 0]   # (each DIMS, without its equal sizes)
 
     def test_every_variant_is_expected():
         assert set(expected) == {(m, bug) for m in modules for bug in ("", *m.BUGS, *m.TWINS)}
@@ -364,15 +376,21 @@ def round_tests(modules: tuple[ModuleType, ...], expected: dict) -> tuple[Callab
     @pytest.mark.parametrize(("module", "bug"), list(expected),
                              ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}" for m, b in expected])
     def test_outcomes(module, bug):
-        assert [round_outcome(module, bug, dims) for dims in round_sizes(module)] == expected[(module, bug)]
+        traced = traced_sizes(module, bug)
+        want = [o for d, o in zip(round_sizes(module), expected[(module, bug)]) if d in traced]
+        assert [round_outcome(module, bug, dims) for dims in traced] == want
 
     def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
         for (module, bug), outcomes in expected.items():
             marks = {mark for mark, _ in outcomes}
             if bug in module.BUGS:
-                assert "✓" not in marks, (module.__name__, bug)
+                assert (module, bug) in missed or "✓" not in marks, (module.__name__, bug)
+            elif (module, bug) in false_at_equal:
+                distinct = {mark for (mark, _), d in zip(outcomes, round_sizes(module)) if d in module.DIMS}
+                assert distinct <= {"✓", "?"}, (module.__name__, bug)
             else:
                 assert marks <= {"✓", "?"}, (module.__name__, bug)
+        assert all(key[1] in key[0].BUGS for key in missed)   # (named bugs, never correct code)
 
     return test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code
 

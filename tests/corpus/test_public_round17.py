@@ -83,7 +83,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.corpus.helpers import round_outcome, round_sizes
+from tests.corpus.helpers import round_outcome, round_tests
 from tests.corpus.public17 import (
     canine_local,
     chameleon_qknorm,
@@ -154,36 +154,8 @@ FALSE_AT_EQUAL_SIZES = {(openfold_msa, "")}
 EQUAL_TESTED = {(megabyte_patches, ""), (canine_local, ""), (openfold_msa, "")}
 
 
-def _sizes(module, bug):
-    sizes = round_sizes(module)
-    if (module, bug) in EQUAL_TESTED:
-        return sizes
-    return [d for i, d in enumerate(sizes) if i % 2 == 0]   # (each DIMS, without its equal sizes)
-
-
-def test_every_variant_is_expected():
-    assert set(EXPECTED) == {(m, bug) for m in MODULES for bug in ("", *m.BUGS, *m.TWINS)}
-
-
-@pytest.mark.parametrize(("module", "bug"), list(EXPECTED),
-                         ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}" for m, b in EXPECTED])
-def test_outcomes(module, bug):
-    sizes = round_sizes(module)
-    traced = _sizes(module, bug)
-    want = [o for d, o in zip(sizes, EXPECTED[(module, bug)]) if d in traced]
-    assert [round_outcome(module, bug, dims) for dims in traced] == want
-
-
-def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
-    for (module, bug), outcomes in EXPECTED.items():
-        marks = {mark for mark, _ in outcomes}
-        if bug in module.BUGS:
-            assert "✓" not in marks, (module.__name__, bug)
-        elif (module, bug) in FALSE_AT_EQUAL_SIZES:
-            distinct = {mark for (mark, _), d in zip(outcomes, round_sizes(module)) if d in module.DIMS}
-            assert distinct <= {"✓", "?"}, (module.__name__, bug)
-        else:
-            assert marks <= {"✓", "?"}, (module.__name__, bug)
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED, false_at_equal=FALSE_AT_EQUAL_SIZES)
 
 
 @pytest.mark.xfail(strict=True, reason="known miss: a local key chunk one character wider")

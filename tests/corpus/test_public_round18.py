@@ -73,9 +73,7 @@ token, so nothing is measured; a pooling over the features is value-only here); 
 
 from __future__ import annotations
 
-import pytest
-
-from tests.corpus.helpers import round_outcome, round_sizes
+from tests.corpus.helpers import round_tests
 from tests.corpus.public18 import (
     coat_factorized,
     crossformer_lsda,
@@ -134,30 +132,7 @@ EXPECTED = {
 EQUAL_TESTED = {(mobilevitv2_separable, ""), (itransformer_variates, "")}
 
 
-def _sizes(module, bug):
-    sizes = round_sizes(module)
-    if (module, bug) in EQUAL_TESTED:
-        return sizes
-    return [d for i, d in enumerate(sizes) if i % 2 == 0]   # (each DIMS, without its equal sizes)
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
 
 
-def test_every_variant_is_expected():
-    assert set(EXPECTED) == {(m, bug) for m in MODULES for bug in ("", *m.BUGS, *m.TWINS)}
-
-
-@pytest.mark.parametrize(("module", "bug"), list(EXPECTED),
-                         ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}" for m, b in EXPECTED])
-def test_outcomes(module, bug):
-    sizes = round_sizes(module)
-    traced = _sizes(module, bug)
-    want = [o for d, o in zip(sizes, EXPECTED[(module, bug)]) if d in traced]
-    assert [round_outcome(module, bug, dims) for dims in traced] == want
-
-
-def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
-    for (module, bug), outcomes in EXPECTED.items():
-        marks = {mark for mark, _ in outcomes}
-        if bug in module.BUGS:
-            assert "✓" not in marks, (module.__name__, bug)
-        else:
-            assert marks <= {"✓", "?"}, (module.__name__, bug)

@@ -65,9 +65,7 @@ frames and bins, turned into the patch grid by an overlapping conv, are declared
 
 from __future__ import annotations
 
-import pytest
-
-from tests.corpus.helpers import round_outcome, round_sizes
+from tests.corpus.helpers import round_tests
 from tests.corpus.public19 import (
     ast_spectrogram,
     bert4rec_padding,
@@ -129,31 +127,11 @@ MISSED = {(cosformer, "kv-summed-over-features"), (cosformer, "denominator-over-
 EQUAL_TESTED = {(synthesizer_dense, "")}
 
 
-def _sizes(module, bug):
-    sizes = round_sizes(module)
-    if (module, bug) in EQUAL_TESTED:
-        return sizes
-    return [d for i, d in enumerate(sizes) if i % 2 == 0]   # (each DIMS, without its equal sizes)
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED, missed=MISSED)
 
 
-def test_every_variant_is_expected():
-    assert set(EXPECTED) == {(m, bug) for m in MODULES for bug in ("", *m.BUGS, *m.TWINS)}
+def test_the_missed_bugs_are_named_not_hidden():
+    assert {mark for key in MISSED for mark, _ in EXPECTED[key]} == {"✓", "?"}
 
 
-@pytest.mark.parametrize(("module", "bug"), list(EXPECTED),
-                         ids=[f"{m.__name__.rsplit('.', 1)[1]}-{b or 'ok'}" for m, b in EXPECTED])
-def test_outcomes(module, bug):
-    sizes = round_sizes(module)
-    traced = _sizes(module, bug)
-    want = [o for d, o in zip(sizes, EXPECTED[(module, bug)]) if d in traced]
-    assert [round_outcome(module, bug, dims) for dims in traced] == want
-
-
-def test_no_check_mark_on_a_bug_and_no_cross_on_correct_code():
-    for (module, bug), outcomes in EXPECTED.items():
-        marks = {mark for mark, _ in outcomes}
-        if bug in module.BUGS and (module, bug) not in MISSED:
-            assert "✓" not in marks, (module.__name__, bug)
-        elif bug not in module.BUGS:
-            assert marks <= {"✓", "?"}, (module.__name__, bug)
-    assert {mark for key in MISSED for mark, _ in EXPECTED[key]} == {"✓", "?"}   # (named, not hidden)
