@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.namer import Namer
+from shapetrace.engine.op_args import parse_einsum
 from shapetrace.engine.ops import Family
 from shapetrace.engine.thawed import thaw_args
 
@@ -99,18 +101,14 @@ def _attends_over(records: Sequence, nodes: Sequence, w: int) -> bool:
 
 
 def _contracted(record: OpRecord, a: tuple[int, ...], b: tuple[int, ...]) -> set[int]:
-    """The sizes an ``einsum`` of two operands sums over (letters in both, not in its result): lucidrains'
-    ``einsum('b h i d, b h j d -> b h i j', q, k)``; nothing for any other product."""
+    """The sizes an ``einsum`` of two operands sums over (lucidrains' ``einsum('b h i d, b h j d -> b h i j',
+    q, k)``); nothing for any other product."""
     args, _ = thaw_args(record.frozen)
-    equation = args[0] if args and isinstance(args[0], str) else None
-    if equation is None or "->" not in equation or "." in equation:
+    parsed = parse_einsum(args[0], [len(a), len(b)]) if args and isinstance(args[0], str) else None
+    if parsed is None or len(parsed["inputs"]) != 2:
         return set()
-    left, result = equation.replace(" ", "").split("->")
-    terms = left.split(",")
-    if len(terms) != 2 or len(terms[0]) != len(a) or len(terms[1]) != len(b):
-        return set()
-    sizes = dict(zip(terms[0], a))
-    return {sizes[c] for c, n in zip(terms[1], b) if c in sizes and c not in result and sizes[c] == n}
+    sizes = dict(zip(parsed["inputs"][0], a)) | dict(zip(parsed["inputs"][1], b))
+    return {sizes[c] for c in einsum_contracted(parsed) if c in sizes}
 
 
 def _from_projection(made: Mapping[int, OpRecord], node: int) -> bool:

@@ -278,11 +278,7 @@ def unpacked_stacks(events: Sequence[Event]) -> frozenset[tuple[int, int, int]]:
     in, each with its own axes (checked where they are made and read), so the axis that only counted them
     needs no name. A stack read any other way (a reshape, a product, a cut along another axis) keeps needing
     one."""
-    readers: dict[int, list[Event]] = {}
-    for e in events:
-        for s in e.sources:
-            if s is not None:
-                readers.setdefault(s[0], []).append(e)
+    readers = _readers(events)
     found = set()
     for e in events:
         if not e.spec.stacks or len(e.outputs) != 1 or not readers.get(e.index):
@@ -291,9 +287,19 @@ def unpacked_stacks(events: Sequence[Event]) -> frozenset[tuple[int, int, int]]:
         dim = e.params.get("dim", 0)
         if not isinstance(dim, int) or not rank:
             continue
-        if all(_takes_apart_along(r, dim % rank, rank) for r in readers[e.index]):
+        if all(_takes_apart_along(r, dim % rank, rank) for r, _ in readers[e.index]):
             found.add((e.index, 0, dim % rank))
     return frozenset(found)
+
+
+def _readers(events: Sequence[Event]) -> dict[int, list[tuple[Event, int]]]:
+    """Event index -> ``(row, result position)`` of each later row that read one of its results."""
+    found: dict[int, list[tuple[Event, int]]] = {}
+    for e in events:
+        for source in e.sources:
+            if source is not None:
+                found.setdefault(source[0], []).append((e, source[1]))
+    return found
 
 
 def _takes_apart_along(reader: Event, axis: int, rank: int) -> bool:
@@ -310,12 +316,8 @@ def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
     anything a layout bug could spoil, and their axes need no names for the op to count as checked. A
     result the code returned unread is not told from one it dropped, so an op none of whose results was
     read keeps needing names on every one (the last op of a forward)."""
-    read: set[tuple[int, int]] = set()
-    whole: set[int] = set()
-    for e in events:
-        read.update(s for s in e.sources if s is not None)
-        for rows in e.joined:
-            whole.update(rows)
+    read = {(index, position) for index, rows in _readers(events).items() for _, position in rows}
+    whole = {index for e in events for rows in e.joined for index in rows}
     return frozenset((e.index, j) for e in events if len(e.outputs) > 1 and e.index not in whole
                      and any((e.index, k) in read for k in range(len(e.outputs)))
                      for j in range(len(e.outputs)) if (e.index, j) not in read)
@@ -388,8 +390,8 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     not measured, what the traced code raised (``✗``: a run that raised is never all clear) and what
     stopped it before its end (``?`` at best: the rest of the code was not seen)."""
     candidates = [e for e in events if could_carry_a_layout_bug(e)]
-    checked, discarded = _value_checked(events), discarded_results(events) | unpacked_stacks(events)
-    unchecked = tuple((e.index, e.op) for e in candidates if not _named(e, checked, discarded))
+    unnamed = set(unchecked_ops(events))
+    unchecked = tuple((e.index, e.op) for e in candidates if e.index in unnamed)
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
