@@ -137,8 +137,8 @@ class Kind(StrEnum):
                       "queries whose head h reads key/value head h // n_rep")
 
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
-                            "a running sum or product (`cumsum`, `cumprod`) along the heads or the batch, which "
-                            "carries one head's or sequence's values into the next")
+                            "a running sum or product (`cumsum`, `cumprod`) along the heads, the batch or a head's "
+                            "features, which carries one head's, sequence's or feature's values into the next")
     REDUCTION_OVER_WRONG_AXIS = (
         "reduction-over-wrong-axis", "error",
         "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "

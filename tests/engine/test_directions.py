@@ -299,3 +299,35 @@ def test_a_window_that_widens_at_a_later_call_of_its_line_is_an_error(dims, keys
         "chunk's own rows, not from the cache's length).")
     t = traced_build(lalamo_window_offset, "", dims)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _linear_attention(x, H, kept, then_softmax=False):
+    """Gated/linear attention's causal mask (fla's ``A.masked_fill(~tril, 0) @ v``): zeros where the filled
+    scores go straight into the product with the values hide those keys; ``then_softmax``: the zeros go into a
+    softmax instead, where they hide nothing."""
+    B, T, D = x.shape                                                   # (B, T, D)
+    q = x.view(B, T, H, D // H).transpose(1, 2)                         # (B, H, T, d_k)
+    A = q @ q.transpose(-1, -2)                                         # (B, H, T, T)
+    n = A.size(-1)
+    keep = getattr(torch.ones(n, n, dtype=torch.bool), kept)()
+    A = A.masked_fill(~keep, 0)
+    return (A.softmax(-1) if then_softmax else A) @ q                   # (B, H, T, d_k)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), [(2, 6, 32, 4), (4, 4, 32, 4)])
+def test_a_zero_fill_that_weighs_the_values_is_a_mask_and_its_direction_is_read(B, T, D, H):
+    """public20/gla_chunk's ``mask-keeps-upper`` (``masked_fill(~triu, 0) @ v``) was ``✓`` on f0e0295: only a
+    fill with a large negative counted as hiding keys. Now the zeros that go straight into the product do."""
+    import shapetrace
+
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        _linear_attention(x, H, "triu")
+    assert [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"] == [("causal-mask-reversed", 5)]
+    assert t.diagnostics[0].message.startswith(
+        f"masked_fill #5 hides, along the keys (axis -1, T) of the scores [B={B}, H={H}, T={T}, T={T}], exactly the "
+        "keys before each query (")
+    for kept, then_softmax in (("tril", False), ("triu", True)):
+        with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+            _linear_attention(x, H, kept, then_softmax)
+        assert [d.kind for d in t.diagnostics if d.severity == "error"] == []

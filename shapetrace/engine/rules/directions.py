@@ -7,7 +7,9 @@ they are (the scores' axes carry the query and key roles), so equal sizes decide
 
 * a **position bias that grows with distance** (linear in ``i - j`` over the keys each query may see,
   the same sign in every head): ALiBi with its sign reversed, so each query favours the farthest keys;
-* a **causal mask reversed**: it hides exactly the keys before each query and keeps those after;
+* a **causal mask reversed**: it hides exactly the keys before each query and keeps those after (a fill with
+  a large negative before a softmax, or with zeros where the filled scores go straight into a product with the
+  values, as linear attention, gated linear attention and RetNet mask theirs: ``A.masked_fill(~tril, 0) @ v``);
 * a mask or bias onto the scores whose values were **not read** (a device, a size over the bound, the
   meta device): a note, and the verdict does not claim that its direction was checked.
 """
@@ -21,6 +23,7 @@ from shapetrace.engine.directions import HIDES, READ_LIMIT
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import SCORE_SUB, Family, family_of
+from shapetrace.engine.rules.channels import readers
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -48,10 +51,19 @@ def _hides(e: Event) -> bool:
     return bool(e.params.get("hides"))
 
 
+def _zeroes_weights(e: Event, reading: dict) -> bool:
+    """Does ``e`` fill with zeros scores that every reader multiplies straight into a product (no softmax
+    after it to undo the zeros): the filled keys then weigh nothing, the zeros hide them."""
+    uses = reading.get(e.index, ())
+    return (family_of(e.op) is Family.MASK_FILL and e.params.get("value") == 0 and bool(uses)
+            and all(family_of(p.op) is Family.PRODUCT for p, _ in uses))
+
+
 def direction(analysis: Analysis) -> list[Diagnostic]:
     """A position bias that favours far keys, a causal mask reversed, and masks or biases onto the
     scores whose direction was not read."""
     out = []
+    reading = readers(analysis.events)
     for e in (*analysis.events_of(Family.MASK_FILL), *analysis.events_of(Family.ELEMENTWISE)):
         pair = _onto_scores(e)
         if pair is None:
@@ -62,10 +74,11 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_far_bias(e, shown, key, fmt_named(other.dims, other.shape)))
         if e.params.get("bias_ignored"):
             out.append(_ignored_bias(e, shown, key, fmt_named(other.dims, other.shape)))
-        if e.params.get("hides_side") in ("past", "past-and-padding", "past-and-self") and _hides(e):
+        hides = _hides(e) or _zeroes_weights(e, reading)
+        if e.params.get("hides_side") in ("past", "past-and-padding", "past-and-self") and hides:
             out.append(_reversed_mask(e, shown, key, other, e.params["hides_side"] == "past-and-padding",
                                       e.params["hides_side"] == "past-and-self"))
-        if e.params.get("hides_side") == "future-and-self" and _hides(e):
+        if e.params.get("hides_side") == "future-and-self" and hides:
             out.append(_mask_hides_itself(e, shown, key, other))
         elif e.params.get("blind_queries") and _hides(e) and _judged_on_one_sequence(e, scores.axes[-2:]):
             out.append(_blind_queries(e, shown, key, other))

@@ -3,7 +3,10 @@
 A running sum or product (``cumsum``, ``cumprod``) carries each entry into every later one along its
 axis: along the tokens that is a prefix (positions from a padding mask, as Bloom builds its ALiBi
 positions with ``attention_mask.cumsum(-1)``); along the heads or the batch it carries one head's or one
-sequence's values into the next, which attention never does. The axis comes from the op's recorded
+sequence's values into the next, which attention never does; along one head's features (``d_k``, the outputs of a
+learnt projection, whose order any permutation of its rows changes and the model does not notice) a prefix
+follows an order that means nothing (gated linear attention's key gates ``logsigmoid(gk).cumsum(-1)`` where the
+decay accumulates over the tokens, ``cumsum(-2)``). The axis comes from the op's recorded
 ``dim`` and its role from the names, so equal sizes decide nothing: an unnamed axis is not judged.
 
 One running sum along the batch moves no data: of *counts*, a mask of integers or booleans summed over
@@ -27,11 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
 
 #: the roles no scan in attention code runs along
-WRONG_ROLES = {"heads": "heads", "batch": "batch entries"}
+WRONG_ROLES = {"heads": "heads", "batch": "batch entries", "head_features": "features of a head"}
 
 
 def scan_axis(analysis: Analysis) -> list[Diagnostic]:
-    """A scan along a named heads or batch axis."""
+    """A scan along a named heads, batch or head-features axis."""
     out = []
     for e in analysis.events_of(Family.SCAN):
         along = axes_along(Family.SCAN.value, e.params, len(e.inputs[0].shape)) if e.inputs else None

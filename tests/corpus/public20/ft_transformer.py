@@ -78,7 +78,7 @@ DIMS = ("B=2 T=6 D=32 H=4",)
 
 def build(bug="", B=2, T=6, D=32, H=4):
     torch.manual_seed(0)
-    return FTTransformer(T - 1, D, H, bug).eval(), (torch.randn(B, T - 1),)
+    return FTTransformer(T, D, H, bug).eval(), (torch.randn(B, T),)
 
 
 if __name__ == "__main__":

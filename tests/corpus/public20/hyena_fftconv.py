@@ -37,13 +37,13 @@ class HyenaOperator(nn.Module):
         self.bias = nn.Parameter(torch.randn(d_model))
 
     def forward(self, u):                                                          # (B, L, D)
-        l = u.size(1)
+        n = u.size(1)
         u = self.in_proj(u).transpose(1, 2)                                        # (B, 3D, L)
         uc = self.short_filter(u)
-        uc = uc[..., -l:] if self.bug == "short-conv-not-cut" else uc[..., :l]
+        uc = uc[..., -n:] if self.bug == "short-conv-not-cut" else uc[..., :n]
         x0, x1, v = uc.split(self.d_model, dim=1)                                  # (B, D, L) each
         v = v * x1
-        v = fftconv(v, self.filter[:, :l], self.bias, self.bug)
+        v = fftconv(v, self.filter[:, :n], self.bias, self.bug)
         y = (v * x0).transpose(1, 2)                                               # (B, L, D)
         return self.out_proj(y)
 

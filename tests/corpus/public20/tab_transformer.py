@@ -7,8 +7,10 @@ b h j d -> b h i j', q, k) * scale``, ``softmax(dim=-1)``, ``einsum('b h i j, b 
 the layer-normed continuous features for the MLP.
 
 Bugs (argument): ``softmax-over-queries``: ``sim.softmax(dim=-2)`` (a natural slip of the axis);
-``merge-heads-first``: ``rearrange('b h n d -> b n (d h)')`` (the merged width laid out feature-major, where
-``to_out`` reads ``(h d)``)."""
+``embed-without-offset``: ``category_embed(x_categ)`` without ``categories_offset`` (every column reads the
+first rows of the shared table, so category 1 of each column is one vector: a natural slip; value-level, the
+shapes are those of the correct file). (A head merge ``(d h)`` read by ``to_out`` is not among the bugs: a
+fixed reordering of a learnt linear's inputs is absorbed by its weight.)"""
 
 import sys
 
@@ -30,8 +32,7 @@ class Attention(nn.Module):
         sim = einsum("b h i d, b h j d -> b h i j", q, k) * self.scale
         attn = sim.softmax(dim=-2 if self.bug == "softmax-over-queries" else -1)
         out = einsum("b h i j, b h j d -> b h i d", attn, v)
-        pattern = "b h n d -> b n (d h)" if self.bug == "merge-heads-first" else "b h n d -> b n (h d)"
-        return self.to_out(rearrange(out, pattern))
+        return self.to_out(rearrange(out, "b h n d -> b n (h d)"))
 
 
 class TabTransformer(nn.Module):
@@ -40,18 +41,20 @@ class TabTransformer(nn.Module):
         offsets = torch.tensor([0, *categories[:-1]]).cumsum(dim=-1)
         self.register_buffer("categories_offset", offsets)
         self.category_embed = nn.Embedding(sum(categories), dim)
+        self.bug = bug
         self.attn = Attention(dim, heads, dim // heads, bug)
         self.norm = nn.LayerNorm(num_continuous)
         self.mlp = nn.Linear(dim * len(categories) + num_continuous, 1)
 
     def forward(self, x_categ, x_cont):                                            # (B, n), (B, c)
-        x = self.category_embed(x_categ + self.categories_offset)                  # (B, n, D)
+        index = x_categ if self.bug == "embed-without-offset" else x_categ + self.categories_offset
+        x = self.category_embed(index)                                             # (B, n, D)
         x = x + self.attn(x)
         flat_categ = x.flatten(1)
         return self.mlp(torch.cat((flat_categ, self.norm(x_cont)), dim=-1))
 
 
-BUGS = ("softmax-over-queries", "merge-heads-first")
+BUGS = ("softmax-over-queries", "embed-without-offset")
 TWINS = ()
 DIMS = ("B=2 T=6 D=32 H=4",)
 

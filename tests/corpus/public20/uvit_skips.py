@@ -7,8 +7,8 @@ skips.pop()], dim=-1))`` (the long skips taken back in reverse); ``Attention``: 
 ``(attn @ v).transpose(1, 2).reshape(B, L, C)``; the time token dropped ``x[:, extras:]``; ``decoder_pred``;
 ``unpatchify`` (``'B (h w) (p1 p2 C) -> B C (h p1) (w p2)'``).
 
-Bugs (argument): ``qkv-heads-outer``: ``rearrange(qkv, 'B L (H K D) -> K B H L D')`` (the fused width read
-head-major where ``qkv`` lays it out q, k, v first: a natural slip of the pattern); ``time-token-kept``:
+Bugs (argument): ``merge-without-transpose``: ``(attn @ v).reshape(B, L, C)`` without the ``transpose(1, 2)``
+(the heads merged across the tokens: the FuxiCTR issue #30 slip, written back); ``time-token-kept``:
 ``x[:, :-extras]`` (the last patch dropped and the time token kept as the first patch: a slip from
 ``cat((x, time_token))`` layouts)."""
 
@@ -37,10 +37,12 @@ class Attention(nn.Module):
 
     def forward(self, x):                                                          # (B, L, C)
         B, L, C = x.shape
-        pattern = "B L (H K D) -> K B H L D" if self.bug == "qkv-heads-outer" else "B L (K H D) -> K B H L D"
-        q, k, v = einops.rearrange(self.qkv(x), pattern, K=3, H=self.num_heads)
+        q, k, v = einops.rearrange(self.qkv(x), "B L (K H D) -> K B H L D", K=3, H=self.num_heads)
         attn = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(B, L, C))
+        out = attn @ v                                                             # (B, H, L, D)
+        if self.bug != "merge-without-transpose":
+            out = out.transpose(1, 2)
+        return self.proj(out.reshape(B, L, C))
 
 
 class Block(nn.Module):
@@ -83,12 +85,12 @@ class UViT(nn.Module):
             x = blk(x, skips.pop())
         x = x[:, :-self.extras] if self.bug == "time-token-kept" else x[:, self.extras:]
         x = self.decoder_pred(x)
-        h = w = int(math.isqrt(x.size(1)))
+        h = int(math.isqrt(x.size(1)))
         return einops.rearrange(x, "B (h w) (p1 p2 C) -> B C (h p1) (w p2)", h=h, p1=self.patch_size,
                                 p2=self.patch_size)
 
 
-BUGS = ("qkv-heads-outer", "time-token-kept")
+BUGS = ("merge-without-transpose", "time-token-kept")
 TWINS = ()
 DIMS = ("B=2 D=32 H=4",)
 EQUAL = {"B=2 D=32 H=4": "B=4 D=32 H=4"}
