@@ -61,7 +61,11 @@ not 1/√(width) is also what Gemma's ``query_pre_attn_scalar`` and cosine atten
 ``?`` and why: FLASH (one head: the shared ``query_key_dim`` of 16 and the expansion 2·D are widths named by
 nothing); gMLP (the gate's ``dim_ff / 2``); TinyViT (the ``attention_biases[:, idxs]`` gather's offsets);
 RT-DETR (the sin-cos table built from ``arange(w)``, ``arange(h)`` and a meshgrid); AST (the spectrogram's
-frames and bins, turned into the patch grid by an overlapping conv, are declared nowhere)."""
+frames and bins, turned into the patch grid by an overlapping conv, are declared nowhere).
+
+Round 20 (rules/directions: a fill with zeros read straight by a product hides keys, test in
+tests/engine/test_directions.py): FLASH's ``causal-triu-inverted`` (``relu(sim) ** 2`` filled with zeros by
+``tril(-1)`` before the einsum with the values) ? -> ✗ ``causal-mask-reversed`` at distinct sizes."""
 
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ EXPECTED = {
     (synthesizer_dense, "dense-softmax-over-queries"): [UNSURE, UNSURE],
     (synthesizer_dense, "merge-without-transpose"): [MIXED, ("✗", ("tokens-merged-with-features",))],
     (flash_gau, ""): [UNSURE, UNSURE],
-    (flash_gau, "causal-triu-inverted"): [UNSURE, UNSURE],
+    (flash_gau, "causal-triu-inverted"): [("✗", ("causal-mask-reversed",)), UNSURE],
     (flash_gau, "attn-transposed"): [UNSURE, UNSURE],
     (cosformer, ""): [OK, UNSURE],
     (cosformer, "kv-summed-over-features"): [OK, UNSURE],
