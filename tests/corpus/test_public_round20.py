@@ -60,8 +60,9 @@ The fixes (one general mechanism each):
 
 Now (``round_outcome``, distinct): correct ✓ 1, ? 9, ✗ 0; bugs ✗ 5, ? 15, ✓ 0. CLI: bugs ✗ 8, ? 12, ✓ 0. What
 stays ``?`` and why: RWKV (the ``[C, T, T]`` decay table built from ``arange`` and a per-channel decay: the
-fill, ``where`` and gathers on it are named only in part), Hyena (``irfft(n=2·T)``'s samples cut ``[..., :T]``:
-the FFT's output length is named by nothing), the FT-Transformer (its ``T + 1`` tokens after the CLS ``cat``
+fill, ``where`` and gathers on it are named only in part), Hyena (no ``torch.fft`` call is among the recorded
+events, so ``irfft(n=2·T)``'s output enters unnamed and its cut ``[..., :T]`` is unchecked; the short conv's
+padded steps are ``N``, cut ``N[0:6]``), the FT-Transformer (its ``T + 1`` tokens after the CLS ``cat``
 at distinct sizes: the CLS token's ``expand`` and the ``cat`` are unnamed), the TabTransformer (the continuous
 features' norm and the joined MLP input), the Memorizing Transformer (the top-k memories per query: a size no
 dims or module names), Mamba-2 (the ``(h p)`` fold and the four-operand einsum with the state size), Griffin
