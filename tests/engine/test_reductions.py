@@ -203,3 +203,37 @@ def test_a_mean_over_the_tokens_read_as_a_summary_is_silent():
         shapetrace.name(x, "B T D")
         torch.nn.functional.linear(x.mean(1, keepdim=True), torch.randn(10, 32))   # (B, 1, classes)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _sequence_rms_traced(dims, keepdim=False, batch=True):
+    """bkitano/llama-from-scratch issue #4's RMSNorm: one root mean square per sequence, over ``dims`` of
+    ``[B, T, D]``, unsqueezed back (or kept) and divided into every token, then a row that reads it."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        rms = torch.linalg.norm(x, dim=dims, keepdim=keepdim) * 192 ** -.5
+        if not keepdim:
+            rms = rms.unsqueeze(-1).unsqueeze(-1) if batch else rms
+        y = x / rms
+        y.view(2, 6, 4, 8)                                                 # (B, T, H, d_k): a row that reads it
+    return t
+
+
+@pytest.mark.parametrize(("keepdim", "reader"), [(False, 3), (True, 1)])   # (two unsqueezes first where not kept)
+def test_a_norm_over_the_tokens_and_features_of_each_sequence_is_a_warning(keepdim, reader):
+    """On f0e0295 (main) the RMS over ``dim=(1, 2)`` of ``[B, T, D]`` (tests/corpus/reports9/llama_scratch_rmsnorm
+    rms-over-sequence) was ``✓`` without dependency contracts: the statistic ran along two axes, and squeezed
+    away; now the same warning as a statistic over the tokens alone."""
+    t = _sequence_rms_traced((1, 2), keepdim)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "normalised-over-tokens", 0)]
+    message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
+    assert message == ("norm #0 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and view "
+                       f"#{reader} reads it back on those tokens: each token's features are scaled by statistics of all 6 "
+                       "tokens, the later ones included.")
+
+
+def test_a_norm_over_every_axis_batch_included_is_silent():
+    """One scale for the whole batch (a per-tensor quantisation scale) keeps no batch axis apart: not judged."""
+    t = _sequence_rms_traced(None, batch=False)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

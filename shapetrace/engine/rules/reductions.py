@@ -167,13 +167,14 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         return out   # (names from equal sizes alone: the axis may be the batch's as well)
     flagged: dict[int, tuple[int, str]] = {}
     for e in analysis.events_of(Family.REDUCE):
-        if not e.params.get("keepdim") or not e.inputs:   # (a statistic kept beside the axis it ran along)
+        if not e.inputs:
             continue
         t = e.inputs[0]
         along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
         tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
         kept = [i for i in range(len(t.shape)) if i not in along and _role(analysis, t.dims[i]) in VALUE_ROLES]
-        if len(along) == 1 and tokens and kept:
+        if tokens and (_one_statistic_per_sequence(analysis, t, along)
+                       or (len(along) == 1 and kept and e.params.get("keepdim"))):
             flagged[e.index] = (tokens[0], t.dims[tokens[0]])
     said: set[int] = set()
     for e in analysis.events:
@@ -190,6 +191,17 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
                         f"are scaled by statistics of all {t.shape[i]} tokens, the later ones included."),
                         "Take a norm's statistic over each token's own features: .mean(-1, keepdim=True)."))
     return out
+
+
+def _one_statistic_per_sequence(analysis: Analysis, t: TensorInfo, along: tuple[int, ...]) -> bool:
+    """Does a reduction of ``t`` along ``along`` run over its tokens and its features together, each batch
+    entry apart (``torch.linalg.norm(x, dim=(1, 2))`` on ``[B, T, D]``): a layer norm's statistic taken over
+    the whole sequence (bkitano/llama-from-scratch issue #4), kept beside the axes or squeezed and
+    unsqueezed back alike? Every axis it runs along is named tokens or features; a batch axis is kept."""
+    roles = [_role(analysis, t.dims[i]) for i in along if t.shape[i] > 1]
+    kept_batch = any(_role(analysis, t.dims[i]) == "batch" for i in range(len(t.shape)) if i not in along)
+    return kept_batch and "tokens" in roles and any(r in VALUE_ROLES for r in roles) \
+        and all(r == "tokens" or r in VALUE_ROLES for r in roles)
 
 
 def _role(analysis: Analysis, label: str | None) -> str | None:
