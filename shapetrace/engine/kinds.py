@@ -146,6 +146,9 @@ class Kind(StrEnum):
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
+    POOLED_OVER_PADDING = ("pooled-over-padding", "warning", "a `mean` over the tokens of a batch whose attention "
+                           "hides padding keys per sequence: the padded positions enter each sequence's average, so "
+                           "its pooled vector depends on the longest sequence of its batch")
     KEYS_CHANGE_SEQUENCE = (
         "keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "

@@ -237,3 +237,40 @@ def test_a_norm_over_every_axis_batch_included_is_silent():
     """One scale for the whole batch (a per-tensor quantisation scale) keeps no batch axis apart: not judged."""
     t = _sequence_rms_traced(None, batch=False)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _pooled_traced(pool):
+    """Scores over a right-padded batch ([B, H, T, T], the second row's last 2 keys hidden by an additive
+    [B, 1, 1, T] mask), the heads merged to [B, T, D], then pooled by ``pool(h, mask)``."""
+    q, x = torch.randn(2, 4, 6, 8), torch.randn(2, 6, 32)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])                                      # (B, T): 1 = token
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(x, "B T D")
+        shapetrace.name(mask, "B T")
+        scores = q @ q.transpose(-1, -2) + (1.0 - mask[:, None, None, :].float()) * -1e9  # (B, H, T, T)
+        h = (scores.softmax(-1) @ q).transpose(1, 2).reshape(2, 6, 32) + x                # (B, T, D)
+        pool(h, mask)
+    return t
+
+
+def test_a_mean_over_padded_tokens_is_a_warning():
+    """On f0e0295 (main) ``h.mean(dim=1)`` after attention that hid padding keys (jsboige/CoursIA issue #15045;
+    tests/corpus/reports9/coursia_mean_pooling mean-over-padding) was ``✓``; now a warning."""
+    t = _pooled_traced(lambda h, mask: h.mean(dim=1))
+    found = [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "pooled-over-padding")]
+    d = next(d for d in t.diagnostics if d.kind == "pooled-over-padding")
+    assert d.message == ("mean #8 averages [B=2, T=6, D=32] over axis 1 (T, the tokens), whose padding add #3 hides "
+                         "from the attention with a mask of one row per batch entry: the padded positions enter each "
+                         "sequence's average, so its pooled vector changes with the padding its batch needs.")
+
+
+def test_a_masked_average_and_a_mean_without_padding_are_silent():
+    masked = _pooled_traced(lambda h, mask: (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True))
+    assert [d.kind for d in masked.diagnostics if d.severity != "note"] == []
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        torch.nn.functional.linear(x, torch.randn(32, 32)).mean(dim=1)                   # no mask anywhere
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
