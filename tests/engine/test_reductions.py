@@ -228,9 +228,9 @@ def test_a_norm_over_the_tokens_and_features_of_each_sequence_is_a_warning(keepd
     found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
     assert found == [("warning", "normalised-over-tokens", 0)]
     message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
-    assert message == ("norm #0 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and view "
-                       f"#{reader} reads it back on those tokens: each token's features are scaled by statistics of all 6 "
-                       "tokens, the later ones included.")
+    assert message == ("norm #0 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and "
+                       f"view #{reader} reads it back on those tokens: each token's features are scaled by "
+                       "statistics of all 6 tokens, the later ones included.")
 
 
 def test_a_norm_over_every_axis_batch_included_is_silent():
@@ -274,3 +274,4 @@ def test_a_masked_average_and_a_mean_without_padding_are_silent():
         shapetrace.name(x, "B T D")
         torch.nn.functional.linear(x, torch.randn(32, 32)).mean(dim=1)                   # no mask anywhere
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
