@@ -16,6 +16,8 @@ recorded on f0e0295 before any fix.
   two norms are the same function);
 * reward_forcing_sink_evict — JaydenLyh/Reward-Forcing issue #5: the attention-sink cache evicting its newest
   entries (a twin: the kept entries are the cache's first ones in order, what a rollback records);
+* aiayn_layer_normalization — jadore801120/attention-is-all-you-need-pytorch PR #17: the hand-written
+  LayerNormalization's mean and std over the positions (``dim=1``, kept), ``expand_as`` back onto them;
 * trajectory_prenorm_residual — Howuhh/faster-trajectory-transformer issue #3: ``norm_x + attn(norm_x)`` (a
   twin: what a norm before a block that adds its own input records).
 
@@ -39,16 +41,19 @@ mlx_decoder_norm             (correct)           ? 36 of 56 / ?; CLI ? 37 of 57 
 mlx_decoder_norm             ln1-twice (twin)    ? / ?; CLI ?                         ? / ?
 reward_forcing_sink_evict    (correct)           ✓ 30 ops / ?; CLI ✓                  ✓ / ?
 reward_forcing_sink_evict    evict-newest (twin) ✓ / ?; CLI ✓                         ✓ / ? (twin)
+aiayn_layer_normalization    (correct)           ✓ 24 ops / ?; CLI ✓                  ✓ / ?
+aiayn_layer_normalization    stats-over-positi.. ✓ / ?; CLI ✓                         ! / ?; CLI ! (2 warnings)
 trajectory_prenorm_residual  (correct)           ✓ 21 ops / ?; CLI ✓                  ✓ / ?
 trajectory_prenorm_residual  residual-from-norm  ✓ / ?; CLI ✓                         ✓ / ? (twin)
 ===========================  ==================  ===================================  =====================
 
-At first sight, at DIMS, the 8 correct files were ✓ 5, ? 3, ✗ 0 (the CLI: ✓ 4, ? 4, ✗ 0); the 5 bugs ✗ 2, ? 1,
-✓ 2 (llama_scratch's and coursia's; the CLI: ✗ 3, ? 2), and the 3 twins ✓ 2, ? 1. Now the bugs: ✗ 2, ! 2,
-? 1, ✓ 0; the correct files unchanged. The fixes (rules/reductions):
+At first sight, at DIMS, the 9 correct files were ✓ 6, ? 3, ✗ 0 (the CLI: ✓ 5, ? 4, ✗ 0); the 6 bugs ✗ 2, ? 1,
+✓ 3 (llama_scratch's, coursia's and aiayn's; the CLI: ✗ 3, ? 2, ✓ 1), and the 3 twins ✓ 2, ? 1. Now the bugs:
+✗ 2, ! 3, ? 1, ✓ 0 (the CLI: ✗ 3, ! 1, ? 2); the correct files unchanged. The fixes (rules/reductions):
 
 * ``statistics_over_tokens``: a statistic taken over the tokens and the features together, each batch entry
-  apart, read back on the tokens, is the same warning as one over the tokens alone;
+  apart, read back on the tokens, is the same warning as one over the tokens alone; and a statistic a row
+  reads directly and spreads back over the tensor it was taken from (``mu.expand_as(z)``) is read back too;
 * ``pooled_over_padding`` (``pooled-over-padding``): a ``mean`` over the tokens of hidden states after an op
   hid keys along them with a per-batch-entry mask.
 
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 from tests.corpus.helpers import round_tests
 from tests.corpus.reports9 import (
+    aiayn_layer_normalization,
     coursia_mean_pooling,
     gatr_baseline_layernorm,
     llama_scratch_rmsnorm,
@@ -71,7 +77,8 @@ from tests.corpus.reports9 import (
 )
 
 MODULES = (llama_scratch_rmsnorm, gatr_baseline_layernorm, coursia_mean_pooling, paligemma_prefix_mask,
-           physicsnemo_roll_shift, mlx_decoder_norm, reward_forcing_sink_evict, trajectory_prenorm_residual)
+           physicsnemo_roll_shift, mlx_decoder_norm, reward_forcing_sink_evict, aiayn_layer_normalization,
+           trajectory_prenorm_residual)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -90,12 +97,14 @@ EXPECTED = {
     (mlx_decoder_norm, "ln1-twice"): [UNSURE, UNSURE],                       # (a twin: ln1 and ln2 equal at init)
     (reward_forcing_sink_evict, ""): [OK, UNSURE],
     (reward_forcing_sink_evict, "evict-newest"): [OK, UNSURE],               # (a twin: a rollback records this)
+    (aiayn_layer_normalization, ""): [OK, UNSURE],
+    (aiayn_layer_normalization, "stats-over-positions"): [("!", ("normalised-over-tokens",) * 2), UNSURE],  # (✓ ?)
     (trajectory_prenorm_residual, ""): [OK, UNSURE],
     (trajectory_prenorm_residual, "residual-from-norm"): [OK, UNSURE],       # (a twin: a design choice)
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(llama_scratch_rmsnorm, "rms-over-sequence"), (gatr_baseline_layernorm, "norm-over-tokens"),
-                (coursia_mean_pooling, "mean-over-padding")}
+                (coursia_mean_pooling, "mean-over-padding"), (aiayn_layer_normalization, "stats-over-positions")}
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)

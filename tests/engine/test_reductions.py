@@ -275,3 +275,30 @@ def test_a_masked_average_and_a_mean_without_padding_are_silent():
         torch.nn.functional.linear(x, torch.randn(32, 32)).mean(dim=1)                   # no mask anywhere
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
 
+
+def _expanded_norm_traced(dim):
+    """jadore801120/attention-is-all-you-need-pytorch PR #17's LayerNormalization, the last thing run (no row
+    reads its result): ``mu``, ``sigma`` kept beside the axis, ``expand_as(z)`` back onto z (z made by a recorded
+    op, so the statistic is known to come back onto the tensor it was taken from)."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        z = x.view(2, 6, 32)                                                               # (B, T, D)
+        mu = torch.mean(z, dim=dim, keepdim=True)
+        sigma = torch.std(z, dim=dim, keepdim=True)
+        (z - mu.expand_as(z)) / (sigma.expand_as(z) + 1e-3)
+    return t
+
+
+def test_a_statistic_over_the_tokens_expanded_back_onto_them_is_a_warning():
+    """On 6ade507 (main's rules) ``mu.expand_as(z)`` read the statistic directly, through a row, and no later
+    row read the normalised result: the mean and std over ``dim=1`` were ``✓``
+    (tests/corpus/reports9/aiayn_layer_normalization stats-over-positions); now a warning each."""
+    t = _expanded_norm_traced(1)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "normalised-over-tokens", 1), ("warning", "normalised-over-tokens", 2)]
+    message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
+    assert message.startswith("mean #1 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and "
+                              "expand_as #3 reads it back on those tokens")
+    assert "std #2 takes a statistic" in t.diagnostics[1].message
+    assert [d.kind for d in _expanded_norm_traced(-1).diagnostics if d.severity != "note"] == []

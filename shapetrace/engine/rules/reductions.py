@@ -178,8 +178,9 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
             flagged[e.index] = (tokens[0], t.dims[tokens[0]])
     said: set[int] = set()
     for e in analysis.events:
-        for j, joined in enumerate(e.joined):
-            for r in sorted(joined & flagged.keys() - said):
+        back = _broadcast_back(analysis, e, flagged)
+        for j, joined in enumerate(e.joined or [frozenset()] * len(e.inputs)):
+            for r in sorted((joined | back) & flagged.keys() - said):
                 i, label = flagged[r]
                 if j < len(e.inputs) and label in e.inputs[j].dims:
                     said.add(r)
@@ -191,6 +192,19 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
                         f"are scaled by statistics of all {t.shape[i]} tokens, the later ones included."),
                         "Take a norm's statistic over each token's own features: .mean(-1, keepdim=True)."))
     return out
+
+
+def _broadcast_back(analysis: Analysis, e: Event, flagged: dict[int, tuple[int, str]]) -> set[int]:
+    """The flagged statistics a row reads directly and spreads back over the very tensor they were taken from
+    (``mu.expand_as(z)`` after ``mu = z.mean(1, keepdim=True)``: jadore801120/attention-is-all-you-need-pytorch
+    PR #17's LayerNormalization), where that row's operands carry the tokens again."""
+    found = set()
+    for source in e.sources:
+        if source is not None and source[0] in flagged:
+            taken_from = analysis.events[source[0]].sources[:1]
+            if taken_from[0] is not None and taken_from[0] in e.sources:
+                found.add(source[0])
+    return found
 
 
 def pooled_over_padding(analysis: Analysis) -> list[Diagnostic]:
