@@ -24,28 +24,28 @@ recorded on f0e0295 before any fix.
 First sight (``round_outcome``: at DIMS / at equal sizes; the CLI, ``cd /tmp && shapetrace trace FILE [bug]
 --dims DIMS``):
 
-===========================  ==================  ===================================  =====================
-file                         variant             first sight on f0e0295 (DIMS/equal)  now
-===========================  ==================  ===================================  =====================
-llama_scratch_rmsnorm        (correct)           ✓ / ?; CLI ✓ 22 ops                  ✓ / ?
-llama_scratch_rmsnorm        rms-over-sequence   ✓ / ?; CLI ✗ causal-mask-leaks       ! / ?; CLI ✗ and !
-gatr_baseline_layernorm      (correct)           ✓ / ?; CLI ✓ 14 ops                  ✓ / ?
-gatr_baseline_layernorm      norm-over-tokens    ✗ norm-over-tokens / ✗; CLI ✗        ✗ / ✗
-coursia_mean_pooling         (correct)           ✓ / ?; CLI ? 18 of 25                ✓ / ?
-coursia_mean_pooling         mean-over-padding   ✓ / ?; CLI ? 18 of 23                ! / ?; CLI ? (open)
-paligemma_prefix_mask        (correct)           ? 8 of 26 / ?; CLI ? 6 of 27         ? / ?
-paligemma_prefix_mask        padding-mask-only   ? 1 of 19 / ?; CLI ? (input-unread)  ? / ?
-physicsnemo_roll_shift       (correct)           ? / ?; CLI ? 26 of 29                ? / ?
-physicsnemo_roll_shift       lat-shift-twice     ✗ roll-not-undone / ✗; CLI ✗         ✗ / ✗
-mlx_decoder_norm             (correct)           ? 36 of 56 / ?; CLI ? 37 of 57       ? / ?
-mlx_decoder_norm             ln1-twice (twin)    ? / ?; CLI ?                         ? / ?
-reward_forcing_sink_evict    (correct)           ✓ 30 ops / ?; CLI ✓                  ✓ / ?
-reward_forcing_sink_evict    evict-newest (twin) ✓ / ?; CLI ✓                         ✓ / ? (twin)
-aiayn_layer_normalization    (correct)           ✓ 24 ops / ?; CLI ✓                  ✓ / ?
-aiayn_layer_normalization    stats-over-positi.. ✓ / ?; CLI ✓                         ! / ?; CLI ! (2 warnings)
-trajectory_prenorm_residual  (correct)           ✓ 21 ops / ?; CLI ✓                  ✓ / ?
-trajectory_prenorm_residual  residual-from-norm  ✓ / ?; CLI ✓                         ✓ / ? (twin)
-===========================  ==================  ===================================  =====================
+===========================  ====================  ====================================  =========================
+file                         variant               first sight on f0e0295 (DIMS/equal)   now
+===========================  ====================  ====================================  =========================
+llama_scratch_rmsnorm        (correct)             ✓ / ?; CLI ✓ 22 ops                   ✓ / ?
+llama_scratch_rmsnorm        rms-over-sequence     ✓ / ?; CLI ✗ causal-mask-leaks        ! / ?; CLI ✗ and !
+gatr_baseline_layernorm      (correct)             ✓ / ?; CLI ✓ 14 ops                   ✓ / ?
+gatr_baseline_layernorm      norm-over-tokens      ✗ norm-over-tokens / ✗; CLI ✗         ✗ / ✗
+coursia_mean_pooling         (correct)             ✓ / ?; CLI ? 18 of 25                 ✓ / ?
+coursia_mean_pooling         mean-over-padding     ✓ / ?; CLI ? 18 of 23                 ! / ?; CLI ? (open)
+paligemma_prefix_mask        (correct)             ? 8 of 26 / ?; CLI ? 6 of 27          ? / ?
+paligemma_prefix_mask        padding-mask-only     ? 1 of 19 / ?; CLI ? (input-unread)   ? / ?
+physicsnemo_roll_shift       (correct)             ? / ?; CLI ? 26 of 29                 ? / ?
+physicsnemo_roll_shift       lat-shift-twice       ✗ roll-not-undone / ✗; CLI ✗          ✗ / ✗
+mlx_decoder_norm             (correct)             ? 36 of 56 / ?; CLI ? 37 of 57        ? / ?
+mlx_decoder_norm             ln1-twice (twin)      ? / ?; CLI ?                          ? / ?
+reward_forcing_sink_evict    (correct)             ✓ 30 ops / ?; CLI ✓                   ✓ / ?
+reward_forcing_sink_evict    evict-newest (twin)   ✓ / ?; CLI ✓                          ✓ / ? (twin)
+aiayn_layer_normalization    (correct)             ✓ 24 ops / ?; CLI ✓                   ✓ / ?
+aiayn_layer_normalization    stats-over-positions  ✓ / ?; CLI ✓                          ! / ?; CLI ! (2 warnings)
+trajectory_prenorm_residual  (correct)             ✓ 21 ops / ?; CLI ✓                   ✓ / ?
+trajectory_prenorm_residual  residual-from-norm    ✓ / ?; CLI ✓                          ✓ / ? (twin)
+===========================  ====================  ====================================  =========================
 
 At first sight, at DIMS, the 9 correct files were ✓ 6, ? 3, ✗ 0 (the CLI: ✓ 5, ? 4, ✗ 0); the 6 bugs ✗ 2, ? 1,
 ✓ 3 (llama_scratch's, coursia's and aiayn's; the CLI: ✗ 3, ? 2, ✓ 1), and the 3 twins ✓ 2, ? 1. Now the bugs:
