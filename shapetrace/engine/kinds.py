@@ -40,8 +40,7 @@ class Kind(StrEnum):
 
     def found(self, event: int | None, message: str, fix: str = "", severity: str | None = None,
               blame: tuple[tuple[int, int], ...] = (), also: tuple[int, ...] = ()) -> Diagnostic:
-        """A :class:`Diagnostic` of this kind, at its own severity (or one it declares in ``also``);
-        ``blame``: the ``(operand, axis)`` pairs it blames (see :mod:`.rules.causes`)."""
+        """A :class:`Diagnostic` of this kind at its severity (or one in ``also``); ``blame``: .rules.causes."""
         chosen = severity or self.severity
         if chosen != self.severity and chosen not in self.also:
             raise ValueError(f"{self.value} is never {chosen!r} (it is {self.severity!r})")
@@ -146,6 +145,7 @@ class Kind(StrEnum):
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
+    POOLED_OVER_PADDING = ("pooled-over-padding", "warning", "a `mean` over a padded batch's tokens, padding included")
     KEYS_CHANGE_SEQUENCE = (
         "keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "

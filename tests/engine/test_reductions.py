@@ -203,3 +203,102 @@ def test_a_mean_over_the_tokens_read_as_a_summary_is_silent():
         shapetrace.name(x, "B T D")
         torch.nn.functional.linear(x.mean(1, keepdim=True), torch.randn(10, 32))   # (B, 1, classes)
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _sequence_rms_traced(dims, keepdim=False, batch=True):
+    """bkitano/llama-from-scratch issue #4's RMSNorm: one root mean square per sequence, over ``dims`` of
+    ``[B, T, D]``, unsqueezed back (or kept) and divided into every token, then a row that reads it."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        rms = torch.linalg.norm(x, dim=dims, keepdim=keepdim) * 192 ** -.5
+        if not keepdim:
+            rms = rms.unsqueeze(-1).unsqueeze(-1) if batch else rms
+        y = x / rms
+        y.view(2, 6, 4, 8)                                                 # (B, T, H, d_k): a row that reads it
+    return t
+
+
+@pytest.mark.parametrize(("keepdim", "reader"), [(False, 3), (True, 1)])   # (two unsqueezes first where not kept)
+def test_a_norm_over_the_tokens_and_features_of_each_sequence_is_a_warning(keepdim, reader):
+    """On f0e0295 (main) the RMS over ``dim=(1, 2)`` of ``[B, T, D]`` (tests/corpus/reports9/llama_scratch_rmsnorm
+    rms-over-sequence) was ``✓`` without dependency contracts: the statistic ran along two axes, and squeezed
+    away; now the same warning as a statistic over the tokens alone."""
+    t = _sequence_rms_traced((1, 2), keepdim)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "normalised-over-tokens", 0)]
+    message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
+    assert message == ("norm #0 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and "
+                       f"view #{reader} reads it back on those tokens: each token's features are scaled by "
+                       "statistics of all 6 tokens, the later ones included.")
+
+
+def test_a_norm_over_every_axis_batch_included_is_silent():
+    """One scale for the whole batch (a per-tensor quantisation scale) keeps no batch axis apart: not judged."""
+    t = _sequence_rms_traced(None, batch=False)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _pooled_traced(pool):
+    """Scores over a right-padded batch ([B, H, T, T], the second row's last 2 keys hidden by an additive
+    [B, 1, 1, T] mask), the heads merged to [B, T, D], then pooled by ``pool(h, mask)``."""
+    q, x = torch.randn(2, 4, 6, 8), torch.randn(2, 6, 32)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])                                      # (B, T): 1 = token
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(x, "B T D")
+        shapetrace.name(mask, "B T")
+        scores = q @ q.transpose(-1, -2) + (1.0 - mask[:, None, None, :].float()) * -1e9  # (B, H, T, T)
+        h = (scores.softmax(-1) @ q).transpose(1, 2).reshape(2, 6, 32) + x                # (B, T, D)
+        pool(h, mask)
+    return t
+
+
+def test_a_mean_over_padded_tokens_is_a_warning():
+    """On f0e0295 (main) ``h.mean(dim=1)`` after attention that hid padding keys (jsboige/CoursIA issue #15045;
+    tests/corpus/reports9/coursia_mean_pooling mean-over-padding) was ``✓``; now a warning."""
+    t = _pooled_traced(lambda h, mask: h.mean(dim=1))
+    found = [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "pooled-over-padding")]
+    d = next(d for d in t.diagnostics if d.kind == "pooled-over-padding")
+    assert d.message == ("mean #8 averages [B=2, T=6, D=32] over axis 1 (T, the tokens), whose padding add #3 hides "
+                         "from the attention with a mask of one row per batch entry: the padded positions enter each "
+                         "sequence's average, so its pooled vector changes with the padding its batch needs.")
+
+
+def test_a_masked_average_and_a_mean_without_padding_are_silent():
+    masked = _pooled_traced(lambda h, mask: (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True))
+    assert [d.kind for d in masked.diagnostics if d.severity != "note"] == []
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        torch.nn.functional.linear(x, torch.randn(32, 32)).mean(dim=1)                   # no mask anywhere
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def _expanded_norm_traced(dim):
+    """jadore801120/attention-is-all-you-need-pytorch PR #17's LayerNormalization, the last thing run (no row
+    reads its result): ``mu``, ``sigma`` kept beside the axis, ``expand_as(z)`` back onto z (z made by a recorded
+    op, so the statistic is known to come back onto the tensor it was taken from)."""
+    x = torch.randn(2, 6, 32)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        z = x.view(2, 6, 32)                                                               # (B, T, D)
+        mu = torch.mean(z, dim=dim, keepdim=True)
+        sigma = torch.std(z, dim=dim, keepdim=True)
+        (z - mu.expand_as(z)) / (sigma.expand_as(z) + 1e-3)
+    return t
+
+
+def test_a_statistic_over_the_tokens_expanded_back_onto_them_is_a_warning():
+    """On 6ade507 (main's rules) ``mu.expand_as(z)`` read the statistic directly, through a row, and no later
+    row read the normalised result: the mean and std over ``dim=1`` were ``✓``
+    (tests/corpus/reports9/aiayn_layer_normalization stats-over-positions); now a warning each."""
+    t = _expanded_norm_traced(1)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("warning", "normalised-over-tokens", 1), ("warning", "normalised-over-tokens", 2)]
+    message = next(d.message for d in t.diagnostics if d.kind == "normalised-over-tokens")
+    assert message.startswith("mean #1 takes a statistic of [B=2, T=6, D=32] along axis 1 (T, the tokens) and "
+                              "expand_as #3 reads it back on those tokens")
+    assert "std #2 takes a statistic" in t.diagnostics[1].message
+    assert [d.kind for d in _expanded_norm_traced(-1).diagnostics if d.severity != "note"] == []

@@ -167,18 +167,20 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         return out   # (names from equal sizes alone: the axis may be the batch's as well)
     flagged: dict[int, tuple[int, str]] = {}
     for e in analysis.events_of(Family.REDUCE):
-        if not e.params.get("keepdim") or not e.inputs:   # (a statistic kept beside the axis it ran along)
+        if not e.inputs:
             continue
         t = e.inputs[0]
         along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
         tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
         kept = [i for i in range(len(t.shape)) if i not in along and _role(analysis, t.dims[i]) in VALUE_ROLES]
-        if len(along) == 1 and tokens and kept:
+        if tokens and (_one_statistic_per_sequence(analysis, t, along)
+                       or (len(along) == 1 and kept and e.params.get("keepdim"))):
             flagged[e.index] = (tokens[0], t.dims[tokens[0]])
     said: set[int] = set()
     for e in analysis.events:
-        for j, joined in enumerate(e.joined):
-            for r in sorted(joined & flagged.keys() - said):
+        back = _broadcast_back(analysis, e, flagged)
+        for j, joined in enumerate(e.joined or [frozenset()] * len(e.inputs)):
+            for r in sorted((joined | back) & flagged.keys() - said):
                 i, label = flagged[r]
                 if j < len(e.inputs) and label in e.inputs[j].dims:
                     said.add(r)
@@ -190,6 +192,77 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
                         f"are scaled by statistics of all {t.shape[i]} tokens, the later ones included."),
                         "Take a norm's statistic over each token's own features: .mean(-1, keepdim=True)."))
     return out
+
+
+def _broadcast_back(analysis: Analysis, e: Event, flagged: dict[int, tuple[int, str]]) -> set[int]:
+    """The flagged statistics a row reads directly and spreads back over the very tensor they were taken from
+    (``mu.expand_as(z)`` after ``mu = z.mean(1, keepdim=True)``: jadore801120/attention-is-all-you-need-pytorch
+    PR #17's LayerNormalization), where that row's operands carry the tokens again."""
+    found = set()
+    for source in e.sources:
+        if source is not None and source[0] in flagged:
+            taken_from = analysis.events[source[0]].sources[:1]
+            if taken_from[0] is not None and taken_from[0] in e.sources:
+                found.add(source[0])
+    return found
+
+
+def pooled_over_padding(analysis: Analysis) -> list[Diagnostic]:
+    """A ``mean`` over the tokens of hidden states ``[B, T, D]`` (each batch entry apart) where an earlier op
+    hid keys along those tokens with a mask that varies along the batch (a padding mask, ``[B, 1, 1, T]``):
+    the padded positions enter each sequence's average (jsboige/CoursIA issue #15045, ``h.mean(dim=1)``
+    without the ``attention_mask``). A masked average (``(h * m).sum(1) / m.sum(1)``) takes no ``mean``."""
+    out: list[Diagnostic] = []
+    if analysis.size_choices:
+        return out   # (names from equal sizes alone: the axis may be the batch's as well)
+    padded = _padded_token_labels(analysis)
+    for e in analysis.events_of(Family.REDUCE):
+        if e.spec.name != "mean" or not e.inputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
+        roles = {i: _role(analysis, t.dims[i]) for i in range(len(t.shape))}
+        tokens = [i for i in along if t.shape[i] > 1 and roles[i] == "tokens"
+                  and padded.get(t.dims[i], e.index) < e.index]
+        kept = [roles[i] for i in range(len(t.shape)) if i not in along]
+        if len(along) != 1 or not tokens or "batch" not in kept or not any(r in VALUE_ROLES for r in kept):
+            continue
+        label, mask = t.dims[tokens[0]], analysis.events[padded[t.dims[tokens[0]]]]
+        out.append(Kind.POOLED_OVER_PADDING.found(e.index, (
+            f"{e.op} #{e.index} averages {fmt_named(t.dims, t.shape)} over axis {tokens[0]} ({label}, the tokens), "
+            f"whose padding {mask.op} #{mask.index} hides from the attention with a mask of one row per batch "
+            "entry: the padded positions enter each sequence's average, so its pooled vector changes with the "
+            "padding its batch needs."),
+            "Average over the real tokens only: m = attention_mask.unsqueeze(-1).to(h.dtype); "
+            "(h * m).sum(1) / m.sum(1).clamp(min=1e-9)."))
+    return out
+
+
+def _padded_token_labels(analysis: Analysis) -> dict[str, int]:
+    """Token label -> the first op that hides keys along it with a mask that varies along a batch axis (a
+    padding mask: the hiding operand names the batch, of more than one entry, and those tokens)."""
+    found: dict[str, int] = {}
+    for e in analysis.events:
+        if not e.params.get("hides") or len(e.inputs) != 2:
+            continue
+        mask = e.inputs[1] if e.params.get("hides_side") == "other" else e.inputs[0]
+        roles = [(label, _role(analysis, label), size) for label, size in zip(mask.dims, mask.shape)]
+        if any(role == "batch" and size > 1 for _, role, size in roles):
+            for label, role, size in roles:
+                if role == "tokens" and size > 1:
+                    found.setdefault(label, e.index)
+    return found
+
+
+def _one_statistic_per_sequence(analysis: Analysis, t: TensorInfo, along: tuple[int, ...]) -> bool:
+    """Does a reduction of ``t`` along ``along`` run over its tokens and its features together, each batch
+    entry apart (``torch.linalg.norm(x, dim=(1, 2))`` on ``[B, T, D]``): a layer norm's statistic taken over
+    the whole sequence (bkitano/llama-from-scratch issue #4), kept beside the axes or squeezed and
+    unsqueezed back alike? Every axis it runs along is named tokens or features; a batch axis is kept."""
+    roles = [_role(analysis, t.dims[i]) for i in along if t.shape[i] > 1]
+    kept_batch = any(_role(analysis, t.dims[i]) == "batch" for i in range(len(t.shape)) if i not in along)
+    return kept_batch and "tokens" in roles and any(r in VALUE_ROLES for r in roles) \
+        and all(r == "tokens" or r in VALUE_ROLES for r in roles)
 
 
 def _role(analysis: Analysis, label: str | None) -> str | None:
