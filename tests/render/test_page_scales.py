@@ -8,6 +8,7 @@ Geometry is asserted, never pixels; the screenshots go to tests/output/ for a pe
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -15,6 +16,10 @@ from conftest import OUTPUT, ROOT, cli_in_process, keep_screenshot
 
 SIZES = [(1024, 768), (1280, 800)]
 THEMES = ["light", "dark"]
+#: Each size in one theme, both themes covered: a theme changes colours and nothing that takes room
+#: (test_a_theme_changes_colours_only), so the geometry asserted at one theme holds at the other. Each
+#: size in both themes measured the same page twice (16 CPU-s of Chromium a run).
+SIZED = list(zip(SIZES, THEMES))
 #: The strip's share of the window at most (its CSS caps it at 22% of the height).
 STRIP_SHARE = 0.25
 
@@ -95,8 +100,7 @@ def _assert_nothing_covered(page, size, diagram_shows: bool = True):
         page.eval_on_selector("#op-panel", "p => { p.scrollTop = 0; }")
 
 
-@pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size,theme", SIZED, ids=lambda s: f"{s[0]}x{s[1]}" if isinstance(s, tuple) else s)
 def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt_page, size, theme):
     page = _open(browser, gpt_page, size, theme, 0)
     position = _position_of(page, "matmul", "layers.0")
@@ -112,8 +116,7 @@ def test_a_small_gpt_page_leaves_the_row_code_and_diagram_uncovered(browser, gpt
     page.close()
 
 
-@pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size,theme", SIZED, ids=lambda s: f"{s[0]}x{s[1]}" if isinstance(s, tuple) else s)
 def test_an_80_layer_page_folds_its_strip_and_covers_nothing(browser, llama_page, size, theme):
     page = _open(browser, llama_page, size, theme, 0)
     position = _position_of(page, "matmul", "layers.41.self_attn")
@@ -182,9 +185,11 @@ _DIAGRAM_OVERFLOW = """() => {
 }"""
 
 
-@pytest.mark.parametrize("zoom", [0, 3], ids=["plain", "zoomed"])
-@pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size,theme,zoom", [(size, theme if zoom == 0 else other, zoom)
+                                             for (size, theme), other in zip(SIZED, reversed(THEMES))
+                                             for zoom in (0, 3)],
+                         ids=lambda v: f"{v[0]}x{v[1]}" if isinstance(v, tuple) else
+                         {0: "plain", 3: "zoomed"}.get(v, v))
 def test_every_memory_diagram_fits_its_panel(browser, reference_page, size, theme, zoom):
     # issue 35: at 1024×768 the diagram's rows and its walk line ran 80 px past the op panel's right edge
     # (rendered at 76 columns of 14 px type in a 546 px panel), reachable only by scrolling sideways
@@ -207,6 +212,29 @@ def test_every_memory_diagram_fits_its_panel(browser, reference_page, size, them
     page.evaluate("location.hash = '#14'")   # merge_heads' copy: two diagrams, its widest rows and walk lines
     keep_screenshot(page, f"page-diagram-{size[0]}x{size[1]}-{theme}-{'zoomed' if zoom else 'plain'}.png")
     page.close()
+
+
+_COLOUR = re.compile(r"#[0-9a-fA-F]{6}\b")
+
+
+def test_a_theme_changes_colours_only(gpt_page):
+    """Why the geometry above is measured in one theme per size: the dark theme's CSS sets colour variables
+    and the colour scheme and nothing else, no other rule reads the theme, and every op's memory diagram in
+    the dark theme is its light one with other colours (same text, weights, decorations, spans)."""
+    from shapetrace.render.page import CSS
+
+    themed = re.findall(r"\[data-theme=\"dark\"\]\s*\{([^}]*)\}", CSS)
+    assert len(themed) == 1 and CSS.count("data-theme") == 1
+    declarations = [d.strip() for d in themed[0].split(";") if d.strip()]
+    assert declarations and all(re.fullmatch(r"--[a-z]+:\s*#[0-9a-f]{6}", d) or d == "color-scheme: dark"
+                                for d in declarations), declarations
+    html = gpt_page.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script[^>]*id="trace-data"[^>]*>(.*?)</script>', html, re.S).group(1))
+    pairs = {(op["diagram"]["light"], op["diagram"]["dark"]) for op in data["ops"] if op.get("diagram")}
+    assert len(pairs) >= 10
+    for light, dark in pairs:
+        assert light != dark and data["diagrams"][light] != data["diagrams"][dark]
+        assert _COLOUR.sub("#colour", data["diagrams"][light]) == _COLOUR.sub("#colour", data["diagrams"][dark])
 
 
 def test_an_80_layer_export_is_proportionate(llama_page):
