@@ -176,6 +176,10 @@ class Kind(StrEnum):
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
+    MASK_KEEPS_FAR_FUTURE = ("mask-keeps-far-future", "error", "a mask on the scores of one sequence that hides "
+                             "the few keys just after each query and keeps every key beyond them: a sliding window's "
+                             "edge cut from the causal mask with `tril` (`tril(causal, diagonal=w)`), so each query "
+                             "sees the far future")
     WINDOW_WIDENS = ("window-widens", "error", "a sliding-window mask made on one line that keeps w keys per query "
                      "at one call and lets a query see more at a later one (its edge not moved with the cache)")
     CAUSAL_MASK_ACROSS_SEQUENCES = ("causal-mask-across-sequences", "error", "a causal mask cut from a square "
