@@ -170,7 +170,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if offset == 0 and not aside:
         aside = own_key_hidden(rows) or blind_rows(mask, rows) or past_only(rows)   # (a query hiding its own key
         # explains a blind row)
-    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **causal_window(rows, offset)}
+    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **keeps_far_future(rows),
+            **causal_window(rows, offset)}
 
 
 def causal_window(rows: Any, offset: int) -> dict:
@@ -250,6 +251,23 @@ def looks_ahead(rows: Any) -> dict:
     for a in range(1, n - 1):
         if bool((future == ones.triu(a + 1)).all()):
             return {"looks_ahead": a}
+    return {}
+
+
+def keeps_far_future(rows: Any) -> dict:
+    """``{"keeps_far_future": a}`` when, as many queries as keys, every slice hides exactly the ``a >= 1`` keys
+    just after each query among the keys after it and keeps every key beyond them, with some query keeping a
+    later key (``tril(triu(min, 1), diagonal=w)``: a sliding window's edge cut from the causal mask, which
+    zeroes its far future; transformers PR #41228), whatever it hides before each query; ``{}`` otherwise (a
+    key hidden from every query, padding, is not allowed for). ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 3 or bool(rows.diagonal(dim1=-2, dim2=-1).any()):
+        return {}
+    ones = rows.new_ones((n, n))
+    future = rows & ones.triu(1)
+    for a in range(1, n - 1):
+        if bool((future == (ones.triu(1) & ~ones.triu(a + 1))).all()):
+            return {"keeps_far_future": a}
     return {}
 
 

@@ -176,17 +176,17 @@ class Kind(StrEnum):
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
+    MASK_KEEPS_FAR_FUTURE = ("mask-keeps-far-future", "error", "a mask on the scores of one sequence that hides the "
+                             "few keys just after each query and sees all beyond them (`tril(causal, diagonal=w)`)")
     WINDOW_WIDENS = ("window-widens", "error", "a sliding-window mask made on one line that keeps w keys per query "
                      "at one call and lets a query see more at a later one (its edge not moved with the cache)")
     CAUSAL_MASK_ACROSS_SEQUENCES = ("causal-mask-across-sequences", "error", "a causal mask cut from a square "
         "table over one sequence given to scores whose keys are another sequence than its queries (a decoder's mask "
         "reused in its cross-attention); a warning where built from the two lengths (wait-k aligns so)", ("warning",))
-    BIAS_CONSTANT_ALONG_KEYS = (
-        "bias-constant-along-keys", "warning",
+    BIAS_CONSTANT_ALONG_KEYS = ("bias-constant-along-keys", "warning",
         "a bias on the scores that is the same on every key each query may see while it changes along the "
         "queries: softmax takes it away, so it does nothing (a position bias laid along the queries)")
-    DIRECTION_UNCHECKED = (
-        "direction-unchecked", "note",
+    DIRECTION_UNCHECKED = ("direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
     HEADS_MIXED_BY_MATRIX = (

@@ -13,6 +13,7 @@ import torch
 from shapetrace.engine.directions import (
     blind_rows,
     hidden_side,
+    keeps_far_future,
     looks_ahead,
     own_key_hidden,
     past_only,
@@ -331,3 +332,38 @@ def test_a_zero_fill_that_weighs_the_values_is_a_mask_and_its_direction_is_read(
         with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
             _linear_attention(x, H, kept, then_softmax)
         assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+
+
+def test_a_window_cut_from_the_causal_mask_by_tril_keeps_the_far_future():
+    """transformers PR #41228 (tests/corpus/reports10/cb_sliding_window_tril): ``tril(triu(min, 1), diagonal=w)``
+    hides the w keys just after each query and keeps every later one. ``✓`` on 50fc4a8 (the pattern was "other",
+    no finding); now ``mask-keeps-far-future``. A causal mask, a causal window, a look-ahead and a bidirectional
+    window are not it, nor a mask with padding keys."""
+    q, k = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    leaky = (k > q) & (k <= q + 2)                                               # hidden: the next 2 keys only
+    assert keeps_far_future(leaky[None]) == {"keeps_far_future": 2}
+    assert hidden_side(leaky, (6, 6)) == {"hides_side": "other", "keeps_far_future": 2}
+    assert keeps_far_future(((k > q) & (k <= q + 1) | (k < q - 2))[None]) == {"keeps_far_future": 1}  # (past cut)
+    assert keeps_far_future((k > q)[None]) == {}                                 # causal
+    assert keeps_far_future(((k > q) | (k < q - 2))[None]) == {}                 # a causal window
+    assert keeps_far_future((k > q + 1)[None]) == {}                             # a look-ahead
+    assert keeps_far_future(((k - q).abs() > 2)[None]) == {}                     # a bidirectional window
+    assert keeps_far_future((((k > q) & (k <= q + 2)) | (k == 5))[None]) == {}   # and a padding key
+
+
+def test_the_tril_window_is_an_error_where_it_goes_in():
+    """The bug of reports10/cb_sliding_window_tril at its DIMS: one error on the add of the mask; its correct
+    twin (``masked + tril(min, -w)``) has none."""
+    import importlib
+
+    from tests.corpus.helpers import traced_build
+
+    m = importlib.import_module("tests.corpus.reports10.cb_sliding_window_tril")
+    t = traced_build(m, "window-by-tril-of-causal", m.DIMS[0])
+    assert [f"{d.severity} {d.kind} {d.message}" for d in t.diagnostics if d.severity in ("error", "warning")] == [
+        "error mask-keeps-far-future add #13 puts a mask [T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] that hides "
+        "the next 2 keys after each query and keeps every key beyond them, along the keys (T) of one sequence: each "
+        "query sees the tokens more than 2 places after it, the far future. A sliding window's edge cut from the "
+        "causal mask with tril (tril(causal, diagonal=w)) zeroes the causal mask's far part instead of hiding the far "
+        "past."]
+    assert not [d for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity in ("error", "warning")]

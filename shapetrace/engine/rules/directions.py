@@ -86,6 +86,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_hides_own_key(e, shown, key, other))
         if e.params.get("past_only") and _hides(e) and _one_sequence(*scores.axes[-2:]):
             out.append(_keeps_future(e, shown, key, other))
+        if e.params.get("keeps_far_future") and _hides(e) and _one_sequence(*scores.axes[-2:]):
+            out.append(_keeps_far_future(e, shown, key, other))
         if e.params.get("looks_ahead") and _hides(e):
             out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
@@ -370,6 +372,19 @@ def _keeps_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> D
         f"({key or 'the keys'}) of one sequence: it limits how far back each query sees yet lets every query see "
         "every later token, a causal sliding window without its causal half."),
         "Keep the causal half with the window: keep = (j <= i) & (j > i - window), hide ~keep.")
+
+
+def _keeps_far_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    a = e.params["keeps_far_future"]
+    nearer = "the next key" if a == 1 else f"the next {a} keys"
+    return Kind.MASK_KEEPS_FAR_FUTURE.found(e.index, (
+        f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that hides "
+        f"{nearer} after each query and keeps every key beyond them, along the keys ({key or 'the keys'}) of one "
+        f"sequence: each query sees the tokens more than {a} places after it, the far future. A sliding window's "
+        "edge cut from the causal mask with tril (tril(causal, diagonal=w)) zeroes the causal mask's far part "
+        "instead of hiding the far past."),
+        "Hide the far past besides the future: mask = triu(full(min), 1) + tril(full(min), -w), or keep = (j <= i) "
+        "& (j > i - w), hide ~keep.")
 
 
 def _looks_ahead(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
