@@ -5,7 +5,9 @@ not by one query's weights over the keys; with as many queries as keys no shape 
 
 Reads: product events (matrix products and two-operand einsums), the axes torch recorded on each operand with
 the roles the scores' product gave them (``query`` and ``key``, carried through moves and the softmax).
-Adds: ``values-by-queries`` errors on the product.
+Adds: ``values-by-queries`` errors on the product; ``key-value-swapped`` errors where the weights of scores
+made from the value projection weigh the key projection's output (the pair handed on as ``(k, v)`` and read back as
+``(v, k)``).
 """
 
 from __future__ import annotations
@@ -86,4 +88,45 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
                 "Multiply the weights as they come out of the softmax, [.., queries, keys] @ [.., keys, d]: "
                 "attn @ v (in an einsum, contract the keys' letter).", blame=((operand, axis),)))
             break
+    return out
+
+
+def _scores_behind(analysis: Analysis, e: Event, operand: int) -> Event | None:
+    """The scores' product (``[.., query, key]``) that ``e``'s operand was computed from, looked for through at
+    most :data:`DEPTH` rows back (a mask added, a scale, a softmax, a cast), or None."""
+    frontier, seen = [e.sources[operand] if operand < len(e.sources) else None], set()
+    for _ in range(DEPTH):
+        found = []
+        for source in frontier:
+            if source is None or source[0] in seen:
+                continue
+            seen.add(source[0])
+            made = analysis.events[source[0]]
+            roles = [a.role for a in made.outputs[0].axes] if made.outputs else []
+            if made.spec is not None and made.spec.family is Family.PRODUCT and roles[-2:] == ["query", "key"]:
+                return made
+            found.extend(made.sources)
+        frontier = found
+    return None
+
+
+def keys_and_values_swapped(analysis: Analysis) -> list[Diagnostic]:
+    """Weights over the keys that multiply the key projection's output, where the scores behind them were made
+    from the queries and the value projection's output: the keys and the values trade places (Hunyuan's
+    cross-layer sharing unpacking ``(k, v)`` as ``value, key``). Read from the modules the projections ran in,
+    never from sizes; keys tied to values (one projection for both) are not this, nor is either half alone."""
+    out = []
+    for e in analysis.events_where(is_matrix_product):
+        if len(e.inputs) != 2 or len(e.projections) < 2 or e.projections[1] != "k" or \
+                not normalised_over_keys(analysis, e, 0):
+            continue
+        scores = _scores_behind(analysis, e, 0)
+        if scores is None or sorted(p for p in scores.projections[:2] if p) != ["q", "v"]:
+            continue
+        out.append(Kind.KEY_VALUE_SWAPPED.found(e.index, (
+            f"{e.op} #{e.index} weighs the output of the key projection "
+            f"{fmt_named(e.inputs[1].dims, e.inputs[1].shape)} by weights whose scores ({scores.op} "
+            f"#{scores.index}) took the value projection's output as their keys: keys and values trade places."),
+            "Score the queries against the keys and weigh the values: softmax(q @ k^T) @ v (check the order in "
+            "which a shared (k, v) pair is stored and read back)."))
     return out
