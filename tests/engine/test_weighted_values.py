@@ -57,10 +57,14 @@ class _Attention(torch.nn.Module):
     def __init__(self, order):
         super().__init__()
         self.q_proj, self.k_proj, self.v_proj = (torch.nn.Linear(32, 32, bias=False) for _ in range(3))
+        self.qkv_proj = torch.nn.Linear(32, 96, bias=False)
         self.order = order
 
     def forward(self, x):
         q, k, v = (p(x).view(2, 6, 4, 8).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        if self.order == "fused-qvk":   # CodeGen's qkv_proj, split query, value, key: its own order, not a swap
+            q, v, k = (p.reshape(2, 6, 4, 8).transpose(1, 2) for p in self.qkv_proj(x).split(32, dim=-1))
+            self.order = "kv"
         key, value = {"kv": (k, v), "vk": (v, k), "vv": (v, v)}[self.order]
         causal = torch.full((6, 6), float("-inf")).triu(1)
         w = ((q @ key.transpose(-1, -2)) / 8**0.5 + causal).softmax(-1)
@@ -85,7 +89,8 @@ def test_keys_and_values_trading_places_are_an_error():
                        "keys: keys and values trade places.")
 
 
-@pytest.mark.parametrize("order", ["kv", "vv"], ids=["keys-then-values", "keys-tied-to-values"])
+@pytest.mark.parametrize("order", ["kv", "vv", "fused-qvk"],
+                         ids=["keys-then-values", "keys-tied-to-values", "fused-split-query-value-key"])
 def test_keys_and_values_in_place_or_tied_are_not_this_error(order):
     t = _module_traced(order)
     assert _errors(t) == []
