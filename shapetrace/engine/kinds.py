@@ -86,6 +86,8 @@ class Kind(StrEnum):
     QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
                          "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    KEY_VALUE_SWAPPED = ("key-value-swapped", "error", "scores made from the value projection weighing the key "
+                         "projection's output (a `(k, v)` pair read back as `(v, k)`), known from the modules")
     VALUES_BY_QUERIES = ("values-by-queries", "error", "attention weights summed over their query axis (`attnᵀ @ v`)")
     SOFTMAX_OVER_ONE_ENTRY = ("softmax-over-one-entry", "error", "a softmax along an axis of one entry beside a "
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
@@ -123,14 +125,12 @@ class Kind(StrEnum):
                               "`is_causal=True` with fewer queries than keys (torch aligns the mask top-left)")
     MASK_POLARITY = ("mask-polarity", "error",
                      "a boolean mask in nn.MultiheadAttention's polarity (True = masked) given to SDPA")
-    MASK_POLARITY_UNCHECKED = (
-        "mask-polarity-unchecked", "note",
+    MASK_POLARITY_UNCHECKED = ("mask-polarity-unchecked", "note",
         "a boolean mask given to SDPA whose values were not read, so its polarity was not checked")
     FLOAT_MASK_AS_BIAS = ("float-mask-as-bias", "error",
                           "a float mask of 0s and 1s, which SDPA adds to the scores and so hides nothing")
     GQA_HEADS_MISMATCH = ("gqa-heads-mismatch", "error", "heads that `enable_gqa` cannot pair")
-    GQA_HEADS_ALREADY_REPEATED = (
-        "gqa-heads-already-repeated", "note",
+    GQA_HEADS_ALREADY_REPEATED = ("gqa-heads-already-repeated", "note",
         "`enable_gqa=True` with keys that already have as many heads as the queries: nothing is shared")
     GQA_HEAD_ORDER = ("gqa-head-order", "error", "key/value heads tiled with `repeat(1, n_rep, 1, 1)` meeting "
                       "queries whose head h reads key/value head h // n_rep")

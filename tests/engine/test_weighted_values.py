@@ -48,3 +48,50 @@ def test_weights_summed_over_their_keys_are_checked_and_pass(combine):
     t = _traced(combine)
     assert _errors(t) == []
     assert t.report().verdict.line.startswith("✓ checked all 4 ops")
+
+
+# -- keys and values trading places (on 6d420fd, main, the swap below is ✓: tests/corpus/public21/hunyuan_cla.py
+# cla-values-as-keys, Hunyuan-Large's cross-layer sharing unpacking the stored (k, v) pair as value, key) --------
+
+class _Attention(torch.nn.Module):
+    def __init__(self, order):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj = (torch.nn.Linear(32, 32, bias=False) for _ in range(3))
+        self.qkv_proj = torch.nn.Linear(32, 96, bias=False)
+        self.order = order
+
+    def forward(self, x):
+        q, k, v = (p(x).view(2, 6, 4, 8).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        if self.order == "fused-qvk":   # CodeGen's qkv_proj, split query, value, key: its own order, not a swap
+            q, v, k = (p.reshape(2, 6, 4, 8).transpose(1, 2) for p in self.qkv_proj(x).split(32, dim=-1))
+            self.order = "kv"
+        key, value = {"kv": (k, v), "vk": (v, k), "vv": (v, v)}[self.order]
+        causal = torch.full((6, 6), float("-inf")).triu(1)
+        w = ((q @ key.transpose(-1, -2)) / 8**0.5 + causal).softmax(-1)
+        return (w @ value).transpose(1, 2).reshape(2, 6, 32)
+
+
+def _module_traced(order):
+    torch.manual_seed(0)
+    model, x = _Attention(order).eval(), torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        model(x)
+    return t
+
+
+def test_keys_and_values_trading_places_are_an_error():
+    t = _module_traced("vk")
+    product = next(e.index for e in t.events if e.op == "matmul" and e.projections[1:2] == ("k",))
+    assert _errors(t) == [("key-value-swapped", product)]
+    message = next(d.message for d in t.diagnostics if d.kind == "key-value-swapped")
+    assert message == (f"matmul #{product} weighs the output of the key projection [B=2, H=4, T=6, d_k=8] by "
+                       f"weights whose scores (matmul #{product - 3}) took the value projection's output as their "
+                       "keys: keys and values trade places.")
+
+
+@pytest.mark.parametrize("order", ["kv", "vv", "fused-qvk"],
+                         ids=["keys-then-values", "keys-tied-to-values", "fused-split-query-value-key"])
+def test_keys_and_values_in_place_or_tied_are_not_this_error(order):
+    t = _module_traced(order)
+    assert _errors(t) == []
+    assert t.report().verdict.line[0] == "✓"

@@ -5,7 +5,9 @@ not by one query's weights over the keys; with as many queries as keys no shape 
 
 Reads: product events (matrix products and two-operand einsums), the axes torch recorded on each operand with
 the roles the scores' product gave them (``query`` and ``key``, carried through moves and the softmax).
-Adds: ``values-by-queries`` errors on the product.
+Adds: ``values-by-queries`` errors on the product; ``key-value-swapped`` errors where the weights of scores
+made from the value projection weigh the key projection's output (the pair handed on as ``(k, v)`` and read back as
+``(v, k)``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.vocabulary import projection_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -86,4 +89,68 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
                 "Multiply the weights as they come out of the softmax, [.., queries, keys] @ [.., keys, d]: "
                 "attn @ v (in an einsum, contract the keys' letter).", blame=((operand, axis),)))
             break
+    return out
+
+
+#: how many rows back the projection behind an operand is looked for (a rotary, a norm, a head repeat)
+PROJECTION_DEPTH = 32
+
+
+def _behind(by_index: dict[int, Event], e: Event, operand: int, depth: int):
+    """The events ``e``'s operand was computed from, nearest first, through at most ``depth`` rows back."""
+    frontier, seen = [e.sources[operand] if operand < len(e.sources) else None], set()
+    for _ in range(depth):
+        found = []
+        for source in frontier:
+            made = by_index.get(source[0]) if source is not None and source[0] not in seen else None
+            if made is not None:
+                seen.add(source[0])
+                yield made
+                found.extend(made.sources)
+        frontier = found
+
+
+def _scores_behind(by_index: dict[int, Event], e: Event, operand: int) -> Event | None:
+    """The scores' product (``[.., query, key]``) that ``e``'s operand was computed from through a softmax over
+    its key axis (a mask added, a scale, a cast on the way), or None."""
+    over_keys = False
+    for made in _behind(by_index, e, operand, DEPTH):
+        info = made.outputs[0] if made.outputs else None
+        if made.spec is not None and made.spec.family is Family.SOFTMAX and info is not None and info.axes:
+            dim = made.params.get("dim")
+            over_keys = over_keys or (dim is not None and info.axes[dim % len(info.axes)].role == "key")
+        roles = [a.role for a in info.axes] if info is not None else []
+        if made.spec is not None and made.spec.family is Family.PRODUCT and roles[-2:] == ["query", "key"]:
+            return made if over_keys else None
+    return None
+
+
+def _from_own_projection(by_index: dict[int, Event], e: Event, operand: int, kind: str) -> bool:
+    """Was ``e``'s operand made from a module of its own that projects ``kind`` (``k_proj``, ``wv``) and from
+    no other projection? A part of a fused projection is not: its order (CodeGen's ``q, v, k``) is the code's."""
+    kinds = {projection_kind(made.module) for made in _behind(by_index, e, operand, PROJECTION_DEPTH)
+             if made.spec is not None and made.spec.family is Family.PROJECTION}
+    return kinds == {kind}
+
+
+def keys_and_values_swapped(analysis: Analysis) -> list[Diagnostic]:
+    """Weights over the keys that multiply the key projection's output, where the scores behind them were made
+    from the queries and the value projection's output: the keys and the values trade places (Hunyuan's
+    cross-layer sharing unpacking ``(k, v)`` as ``value, key``). Read from the modules the projections ran in
+    (each its own module, never a part of a fused one), never from sizes; keys tied to values (one projection
+    for both) are not this, nor is either half alone."""
+    out, by_index = [], {e.index: e for e in analysis.events}
+    for e in analysis.events_where(is_matrix_product):
+        if len(e.inputs) != 2 or len(e.projections) < 2 or e.projections[1] != "k":
+            continue
+        scores = _scores_behind(by_index, e, 0)
+        if scores is None or len(scores.inputs) != 2 or tuple(scores.projections[:2]) != ("q", "v") or \
+                not _from_own_projection(by_index, scores, 1, "v") or not _from_own_projection(by_index, e, 1, "k"):
+            continue
+        out.append(Kind.KEY_VALUE_SWAPPED.found(e.index, (
+            f"{e.op} #{e.index} weighs the output of the key projection "
+            f"{fmt_named(e.inputs[1].dims, e.inputs[1].shape)} by weights whose scores ({scores.op} "
+            f"#{scores.index}) took the value projection's output as their keys: keys and values trade places."),
+            "Score the queries against the keys and weigh the values: softmax(q @ k^T) @ v (check the order in "
+            "which a shared (k, v) pair is stored and read back)."))
     return out
