@@ -12,6 +12,7 @@ import contextlib
 import fnmatch
 import io
 import os
+import re
 import runpy
 import sys
 import time
@@ -23,6 +24,7 @@ from shapetrace.app.textinput import read_capped
 from shapetrace.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from shapetrace.engine.diagnostic import Diagnostic
     from shapetrace.engine.events import Event
     from shapetrace.engine.report import Report
     from shapetrace.engine.tracer import Trace
@@ -556,15 +558,42 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
 
 
 def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
-    """A copy of ``trace`` holding only ``events``, renumbered from 0 (diagnostics follow); ``trace`` itself
-    when ``events`` are all of its events."""
+    """A copy of ``trace`` holding only ``events``, renumbered from 0; ``trace`` itself when ``events`` are
+    all of its events. The findings are the whole run's, worked out before any op is hidden (the rules read
+    every op the kept ones came from, and the inference's own tables are numbered as the run was), those on
+    kept ops renumbered with them; each op's sources and joins point into the copy (None where the op they
+    came from is hidden), so what reads them never reads another op than the one they meant."""
     if len(events) == len(trace.events) and all(a is b for a, b in zip(events, trace.events)):
         return trace  # nothing hidden: the same events, already numbered from 0
+    findings = trace.diagnostics   # (on every op: before any is hidden)
+    new = {e.index: i for i, e in enumerate(events)}
     out = type(trace).__new__(type(trace))   # (a BackwardTrace stays one: its backward and findings too)
     out.__dict__.update(trace.__dict__)
-    out.events = [replace(e, index=i) for i, e in enumerate(events)]
-    out._diagnostics = None
+    out.events = [replace(e, index=i, sources=tuple(None if s is None or s[0] not in new else (new[s[0]], s[1])
+                                                    for s in e.sources),
+                          joined=tuple(frozenset(new[j] for j in group if j in new) for group in e.joined))
+                  for i, e in enumerate(events)]
+    out._diagnostics = [_renumbered(d, new) for d in findings if d.event is None or d.event in new]
     return out
+
+
+def _renumbered(finding: Diagnostic, new: dict[int, int]) -> Diagnostic:
+    """``finding`` on the ops kept by a filter: its op and every ``#N`` it cites renumbered as the table
+    shows them; an op it cites that the filter hid keeps its number, said to be hidden."""
+    def cite(match: re.Match) -> str:
+        n = int(match.group(1))
+        return f"#{new[n]}" if n in new else f"#{n} (hidden here)"
+
+    span = finding.span
+    return replace(finding, event=None if finding.event is None else new[finding.event],
+                   message=_CITED.sub(cite, finding.message), fix=_CITED.sub(cite, finding.fix),
+                   also=tuple(new[i] for i in finding.also if i in new),
+                   span=None if span is None or span[0] not in new or span[1] not in new
+                   else (new[span[0]], new[span[1]]))
+
+
+#: an op cited in a finding's words: ``softmax #3``, ``#12-#14``
+_CITED = re.compile(r"(?<![\w&])#(\d+)\b")
 
 
 def sizes_not_found(events: Sequence[Event], sizes: dict[str, int]) -> dict[str, int]:

@@ -161,6 +161,38 @@ def test_only_a_module_path(cli):
     assert "the same" not in out and "module" not in out.split("ops ·")[-1]
 
 
+def test_only_keeps_the_whole_runs_findings_on_the_ops_it_shows(cli):
+    """--only (and --include/--exclude) renumbered the shown ops and worked the findings out again on them
+    alone, while each op's sources and the inference's tables kept the run's numbering: rules read other ops
+    than they meant. A CoaT-style block (tests/corpus/public18/coat_factorized.py, its keys' softmax over the
+    channels) showed `✓ checked all 23 ops` under `--only block` where the whole run is `✗ softmax-wrong-axis`
+    (on 983166d; over the corpus' rounds 10-19 with only the largest module kept, 65 of 203 runs changed their
+    findings and 8 raised IndexError). Now: the whole run's findings on the shown ops, cited by their shown
+    numbers, and every kept op's sources pointing at kept ops."""
+    from shapetrace.app.script import filtered
+
+    coat = str(ROOT / "tests" / "corpus" / "public18" / "coat_factorized.py")
+    dims = ["--dims", "B=2 D=32 H=4 Hp=3 Wp=5", "--width", "100"]
+    whole = cli("trace", coat, *dims, "--", "k-softmax-over-channels").output
+    assert "✗ error softmax-wrong-axis at #7: The layout is made by reshape #7: softmax #12 normalises" in whole
+    shown = cli("trace", coat, *dims, "--only", "block", "--", "k-softmax-over-channels").output
+    assert "✗ error softmax-wrong-axis at #2: The layout is made by reshape #2: softmax #7 normalises" in shown
+    assert "✗ 1 error" in shown and "✓" not in shown
+
+    import shapetrace
+    from tests.corpus.public18 import coat_factorized
+
+    model, inputs = coat_factorized.build("k-softmax-over-channels")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32 H=4 Hp=3 Wp=5") as t:
+        model(*inputs)
+    kept = [e for e in t.events if e.module.startswith("block")]
+    part = filtered(t, kept)
+    assert [d.kind for d in part.diagnostics] == ["softmax-wrong-axis"] and part.diagnostics[0].event == 2
+    assert all(s is None or 0 <= s[0] < len(kept) and part.events[s[0]].index == s[0]
+               for e in part.events for s in e.sources)
+    assert any(s is None for s in part.events[0].sources)   # the patch embedding it read is hidden
+
+
 def test_per_module_summary(cli):
     out = trace(cli).output
     summary = out.split("largest tensor")[1]
