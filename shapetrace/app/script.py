@@ -560,9 +560,9 @@ def _finish(path: str, trace: Trace, exception: BaseException | None, filters: F
 def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
     """A copy of ``trace`` holding only ``events``, renumbered from 0; ``trace`` itself when ``events`` are
     all of its events. The findings are the whole run's, worked out before any op is hidden (the rules read
-    every op the kept ones came from, and the inference's own tables are numbered as the run was), those on
-    kept ops renumbered with them; each op's sources and joins point into the copy (None where the op they
-    came from is hidden), so what reads them never reads another op than the one they meant."""
+    every op the kept ones came from, and the inference's own tables are numbered as the run was),
+    renumbered with the ops (:func:`_renumbered`); each op's sources and joins point into the copy (None
+    where the op they came from is hidden), so what reads them never reads another op than they meant."""
     if len(events) == len(trace.events) and all(a is b for a, b in zip(events, trace.events)):
         return trace  # nothing hidden: the same events, already numbered from 0
     findings = trace.diagnostics   # (on every op: before any is hidden)
@@ -573,19 +573,20 @@ def filtered(trace: Trace, events: Sequence[Event]) -> Trace:
                                                     for s in e.sources),
                           joined=tuple(frozenset(new[j] for j in group if j in new) for group in e.joined))
                   for i, e in enumerate(events)]
-    out._diagnostics = [_renumbered(d, new) for d in findings if d.event is None or d.event in new]
+    out._diagnostics = [_renumbered(d, new) for d in findings]
     return out
 
 
 def _renumbered(finding: Diagnostic, new: dict[int, int]) -> Diagnostic:
-    """``finding`` on the ops kept by a filter: its op and every ``#N`` it cites renumbered as the table
-    shows them; an op it cites that the filter hid keeps its number, said to be hidden."""
+    """``finding`` as the ops a filter kept are numbered: its op and every ``#N`` it cites renumbered as the
+    table shows them; an op the filter hid keeps its number, said to be hidden, and a finding on one is kept
+    without an op of its own (the verdict stays the whole run's: a filter hides rows, never a bug)."""
     def cite(match: re.Match) -> str:
         n = int(match.group(1))
-        return f"#{new[n]}" if n in new else f"#{n} (hidden here)"
+        return f"#{new[n]}" if n in new else f"#{n} (not shown)"
 
     span = finding.span
-    return replace(finding, event=None if finding.event is None else new[finding.event],
+    return replace(finding, event=new.get(finding.event) if finding.event is not None else None,
                    message=_CITED.sub(cite, finding.message), fix=_CITED.sub(cite, finding.fix),
                    also=tuple(new[i] for i in finding.also if i in new),
                    span=None if span is None or span[0] not in new or span[1] not in new

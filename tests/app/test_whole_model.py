@@ -168,7 +168,8 @@ def test_only_keeps_the_whole_runs_findings_on_the_ops_it_shows(cli):
     channels) showed `✓ checked all 23 ops` under `--only block` where the whole run is `✗ softmax-wrong-axis`
     (on 983166d; over the corpus' rounds 10-19 with only the largest module kept, 65 of 203 runs changed their
     findings and 8 raised IndexError). Now: the whole run's findings on the shown ops, cited by their shown
-    numbers, and every kept op's sources pointing at kept ops."""
+    numbers (a finding on a hidden op kept, its ops said not to be shown: the verdict stays the whole
+    run's), and every kept op's sources pointing at kept ops."""
     from shapetrace.app.script import filtered
 
     coat = str(ROOT / "tests" / "corpus" / "public18" / "coat_factorized.py")
@@ -178,6 +179,10 @@ def test_only_keeps_the_whole_runs_findings_on_the_ops_it_shows(cli):
     shown = cli("trace", coat, *dims, "--only", "block", "--", "k-softmax-over-channels").output
     assert "✗ error softmax-wrong-axis at #2: The layout is made by reshape #2: softmax #7 normalises" in shown
     assert "✗ 1 error" in shown and "✓" not in shown
+    # a filter hides rows, never a bug: the finding on a hidden op stays, its ops said not to be shown
+    elsewhere = cli("trace", coat, *dims, "--only", "patch_embed", "--", "k-softmax-over-channels").output
+    assert ("✗ error softmax-wrong-axis: The layout is made by reshape #7 (not shown): softmax #12 (not shown)\n"
+            "  normalises") in elsewhere and "✗ 1 error" in elsewhere
 
     import shapetrace
     from tests.corpus.public18 import coat_factorized
