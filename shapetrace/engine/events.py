@@ -15,6 +15,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,3 +294,14 @@ def _short(a) -> str:
     if isinstance(a, str):
         return repr(a)
     return str(a) if isinstance(a, (int, float, bool)) else repr(a)
+
+
+def readers_of(events: Sequence[Event]) -> dict[tuple[int, int], list[tuple[Event, int]]]:
+    """``(event index, result position)`` -> each later event that reads that result, with the operand
+    position it reads it as (in the events' order)."""
+    out: dict[tuple[int, int], list[tuple[Event, int]]] = {}
+    for e in events:
+        for j, source in enumerate(e.sources):
+            if source is not None:
+                out.setdefault(source, []).append((e, j))
+    return out

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine.axes import TOKEN_ROOTS, coalesce, indexed_join, top_level_terms
+from shapetrace.engine.events import readers_of
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 
@@ -278,28 +279,18 @@ def unpacked_stacks(events: Sequence[Event]) -> frozenset[tuple[int, int, int]]:
     in, each with its own axes (checked where they are made and read), so the axis that only counted them
     needs no name. A stack read any other way (a reshape, a product, a cut along another axis) keeps needing
     one."""
-    readers = _readers(events)
+    readers = readers_of(events)
     found = set()
     for e in events:
-        if not e.spec.stacks or len(e.outputs) != 1 or not readers.get(e.index):
+        if not e.spec.stacks or len(e.outputs) != 1 or not readers.get((e.index, 0)):
             continue
         rank = len(e.outputs[0].shape)
         dim = e.params.get("dim", 0)
         if not isinstance(dim, int) or not rank:
             continue
-        if all(_takes_apart_along(r, dim % rank, rank) for r, _ in readers[e.index]):
+        if all(_takes_apart_along(r, dim % rank, rank) for r, _ in readers[(e.index, 0)]):
             found.add((e.index, 0, dim % rank))
     return frozenset(found)
-
-
-def _readers(events: Sequence[Event]) -> dict[int, list[tuple[Event, int]]]:
-    """Event index -> ``(row, result position)`` of each later row that read one of its results."""
-    found: dict[int, list[tuple[Event, int]]] = {}
-    for e in events:
-        for source in e.sources:
-            if source is not None:
-                found.setdefault(source[0], []).append((e, source[1]))
-    return found
 
 
 def _takes_apart_along(reader: Event, axis: int, rank: int) -> bool:
@@ -316,7 +307,7 @@ def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
     anything a layout bug could spoil, and their axes need no names for the op to count as checked. A
     result the code returned unread is not told from one it dropped, so an op none of whose results was
     read keeps needing names on every one (the last op of a forward)."""
-    read = {(index, position) for index, rows in _readers(events).items() for _, position in rows}
+    read = set(readers_of(events))
     whole = {index for e in events for rows in e.joined for index in rows}
     return frozenset((e.index, j) for e in events if len(e.outputs) > 1 and e.index not in whole
                      and any((e.index, k) in read for k in range(len(e.outputs)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import coalesce
+from shapetrace.engine.events import readers_of
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import is_matrix_product
 from shapetrace.engine.vocabulary import Role
@@ -40,16 +41,6 @@ def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagn
     readers = readers_of(analysis.events)
     return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
                                      and _batched_rows(analysis, readers, analysis.events[d.event]))]
-
-
-def readers_of(events) -> dict[tuple[int, int], list[tuple[Event, int]]]:
-    """``(event, output)`` -> the events that read that result, with the operand position."""
-    out: dict[tuple[int, int], list[tuple[Event, int]]] = {}
-    for e in events:
-        for j, source in enumerate(e.sources):
-            if source is not None:
-                out.setdefault(source, []).append((e, j))
-    return out
 
 
 def _batched_rows(analysis: Analysis, readers: dict, e: Event) -> bool:

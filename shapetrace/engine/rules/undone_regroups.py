@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import coalesce
+from shapetrace.engine.events import readers_of
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
-from shapetrace.engine.rules.row_folds import readers_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
