@@ -236,3 +236,33 @@ def test_a_pick_along_an_expanded_axis_picks_copies_and_is_not_named(dims):
         copies = K_expand[:, :, index_sample, torch.arange(L).unsqueeze(1), :]            # (B, H, T, 3 copies, d_k)
     assert keys.shape == copies.shape == (n["B"], n["H"], n["T"], 3, n["D"] // n["H"])
     assert dims_of(t, "__getitem__")[-2:] == [("B", "H", "T", "T[index_sample]", "d_k"), ("B", "H", "T", None, "d_k")]
+
+
+def test_every_inference_of_one_run_replays_each_call_once(monkeypatch):
+    """A replay on coordinates is a function of the call alone (its function, its recorded arguments, its
+    operands' shapes), never of names, so every inference of one run shares it: each reading of equal
+    sizes (B = T = H = 4 reads the capture several ways), the walk again with pins, and the same call in
+    the next layer. Two layers of nanoGPT-style head split written with ``torch.cat(x.split(...))`` and a
+    MAE-style ``gather`` of kept tokens. On eea3781 the same calls were replayed once per inference
+    (11,548 replays asked over tests/corpus for 1,938 distinct calls): here each distinct call once."""
+    from shapetrace.engine.infer import elements
+
+    asked: list[tuple] = []
+    real = elements.sources
+
+    def counted(fn, args, kwargs=None):
+        asked.append((fn, repr(args), repr(kwargs)))
+        return real(fn, args, kwargs)
+
+    monkeypatch.setattr(elements, "sources", counted)
+    x = torch.randn(4, 4, 16)                                              # (B, T, D)
+    keep = torch.argsort(torch.rand(4, 4), dim=1)[:, :2]                   # (B, T/2)
+    with shapetrace.trace(dims="B=4 T=4 D=16 H=4") as t:
+        for _ in range(2):                                                 # two layers: the same calls
+            heads = torch.cat(x.split(4, dim=-1), dim=0)                   # ((H·B), T, d_k)
+            kept = torch.gather(x, 1, keep.unsqueeze(-1).expand(4, 2, 16))   # (B, T[keep], D)
+    t.report()
+    assert heads.shape == (16, 4, 4) and kept.shape == (4, 2, 16)
+    assert asked and len(asked) == len(set(asked)), f"{len(asked)} replays for {len(set(asked))} calls"
+    assert dims_of(t, "cat") == [("H*B", "T", "d_k")] * 2   # (the names the replays give, as before)
+    assert dims_of(t, "gather") == [("B", "T[keep]", "D")] * 2

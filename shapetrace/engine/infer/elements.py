@@ -66,18 +66,50 @@ def callable_of(path: str) -> Callable | None:
 ROLL_READ_MAX = 1 << 15
 
 
+class Replays:
+    """One run's replays of recorded calls on coordinates (where each output element came from, which index
+    axis each pick follows): functions of the call alone (its function, its arguments as recorded and its
+    operands' shapes), never of names, so every inference of the run asks once — each reading of equal sizes,
+    the walk again with pins, and the same call in the next layer. Measured over tests/corpus: 11,548 replays
+    asked, 1,938 distinct."""
+
+    def __init__(self):
+        self._found: dict[tuple, object] = {}
+
+    @staticmethod
+    def key(fn, record) -> tuple:
+        """What a replay of ``fn`` on ``record``'s arguments is a function of."""
+        return getattr(fn, "replay_key", fn), record.frozen, tuple(tuple(raw[0]) for raw in record.in_raw)
+
+    def get(self, key: tuple, replay: Callable[[], object]):
+        """The replay ``key`` names, replayed on first ask; an argument that cannot be hashed: replayed afresh."""
+        try:
+            if key in self._found:
+                return self._found[key]
+        except TypeError:
+            return replay()
+        found = self._found[key] = replay()
+        return found
+
+
+def replays_of(capture) -> Replays:
+    """The run's memo of replays, kept with its capture (every inference of one capture shares it)."""
+    return capture.__dict__.setdefault("replays", Replays())
+
+
 class ElementPass:
     """The pass's state over one inference: which record made each node, and a memo of replays (the same
     call in the next layer is answered from it)."""
 
-    def __init__(self, namer: Namer):
+    def __init__(self, namer: Namer, replays: Replays | None = None):
         self.namer = namer
         self.producers: dict[int, object] = {}
         self._memo: dict[tuple, tuple[list | None, tuple]] = {}
+        self.replays = replays if replays is not None else Replays()
 
     def reused(self) -> ElementPass:
         """A fresh pass over the same capture that answers from this one's memo of replays."""
-        again = ElementPass(self.namer)
+        again = ElementPass(self.namer, self.replays)
         again._memo = self._memo
         return again
 
@@ -111,7 +143,7 @@ class ElementPass:
                 return self._memo[key][0]
         except TypeError:
             key = None
-        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown), doubted)
+        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown), doubted, self.replays)
         if key is not None:   # (the entry keeps the axes it is keyed by alive: no id is reused)
             self._memo[key] = (found, tuple(in_axes))
         return found
@@ -128,11 +160,7 @@ class ElementPass:
                 or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]) \
                 or math.prod(record.in_raw[0][0]) > ROLL_READ_MAX:
             return {}
-        key = ("rolled", fn, record.frozen, tuple(record.in_raw[0][0]))
-        try:
-            found = self._memo[key] if key in self._memo else self._memo.setdefault(key, _replayed(fn, record))
-        except TypeError:   # an argument that cannot be hashed: replayed afresh
-            found = _replayed(fn, record)
+        found = self.replays.get(("rolled", *Replays.key(fn, record)), lambda: _replayed(fn, record))
         if not found:
             return {}
         shape = tuple(record.out_raw[0][0])
@@ -199,24 +227,26 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
     return tuple(put(a) for a in args), {k: put(v) for k, v in kwargs.items()}, data
 
 
-def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str],
-           doubted: frozenset[int] = frozenset()) -> list[tuple[Axis | None, ...]] | None:
+def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
+           replays: Replays) -> list[tuple[Axis | None, ...]] | None:
     """Each output's axes from where its elements came from; ``doubted``: the operands made from a size
-    guess (:mod:`.guesses`), whose names an index never hands on."""
+    guess (:mod:`.guesses`), whose names an index never hands on; ``replays``: the run's memo of replays."""
     if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
     placed = _placed(record)
     if placed is None:
         return None
     args, kwargs, data = placed
-    found = sources(fn, args, kwargs)
+    key = Replays.key(fn, record)
+    found = replays.get(("sources", *key), lambda: sources(fn, args, kwargs))
     if found is None:
         return None
     operands = [(tuple(in_axes[p]), tuple(record.in_raw[p][0])) for p in data]
     if len(found) != len(shapes):
         return None
     index_axes = [() if p in doubted else tuple(in_axes[p]) for p in range(len(in_axes)) if p not in data]
-    picks = _Picks(fn, args, kwargs, index_axes, namer)   # (a doubted index has no axes to hand on)
+    walks = lambda: replays.get(("walks", *key), lambda: index_walks(fn, args, kwargs))  # noqa: E731
+    picks = _Picks(walks, index_axes, namer)   # (a doubted index has no axes to hand on)
     copies = frozenset((k, i) for k, p in enumerate(data) for i, (n, step) in enumerate(_sizes_steps(record.in_raw[p]))
                        if step == 0 and n > 1)
     return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j), copies)
@@ -233,13 +263,13 @@ class _Picks:
     """The index axis each picked output axis follows (:func:`~.provenance.index_walks`), replayed only
     when a pick along an unnamed axis asks: ``table[position_ids]`` takes ``position_ids``' names."""
 
-    def __init__(self, fn, args, kwargs, index_axes: list[tuple[Axis, ...]], namer: Namer):
-        self.fn, self.args, self.kwargs, self.index_axes, self.namer = fn, args, kwargs, index_axes, namer
+    def __init__(self, replayed: Callable[[], list | None], index_axes: list[tuple[Axis, ...]], namer: Namer):
+        self.replayed, self.index_axes, self.namer = replayed, index_axes, namer
         self.walks: list | None | bool = False
 
     def axis(self, result: int, j: int) -> Axis | None:
         if self.walks is False:
-            self.walks = index_walks(self.fn, self.args, self.kwargs)
+            self.walks = self.replayed()
         if not self.walks or result >= len(self.walks) or j not in self.walks[result]:
             return None
         followed = [self.index_axes[m][a] if m < len(self.index_axes) and a < len(self.index_axes[m]) else None
@@ -269,6 +299,8 @@ def _split_chain(record, producer) -> tuple[object, Callable] | None:
 
     def chain(x):
         return join(list(cut(x, *split_args[1:], **split_kwargs)), *join_args[1:], **join_kwargs)
+
+    chain.replay_key = (split.spec.replay, split.frozen, record.spec.replay, record.frozen)   # (:meth:`Replays.key`)
 
     return split._replace(frozen=((split.frozen[0][0],), None), in_raw=split.in_raw[:1], ins=split.ins[:1]), chain
 

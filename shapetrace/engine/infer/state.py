@@ -24,7 +24,7 @@ from shapetrace.engine.events import Event, TensorInfo
 from shapetrace.engine.infer import corrections as corrections_pass
 from shapetrace.engine.infer import rows, sequences
 from shapetrace.engine.infer.einops import chained, finish_pattern
-from shapetrace.engine.infer.elements import ElementPass
+from shapetrace.engine.infer.elements import ElementPass, replays_of
 from shapetrace.engine.infer.guesses import Guesses
 from shapetrace.engine.infer.record import infer_op, infer_pass, op_unnamed, unnamed_outputs
 from shapetrace.engine.infer.seeds import seed
@@ -68,7 +68,7 @@ class Inference:
         self.infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
         self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
         self.pending_pattern = None   # an einops chain: (call id, output node, event index, groups)
-        self.elements = ElementPass(namer)             # element provenance: producers and replays (.elements)
+        self.elements = ElementPass(namer, replays_of(capture))   # element provenance: producers, replays (.elements)
         self.guesses = Guesses()                       # which nodes were made from a size guess (.guesses)
         self.index = 0                                 # the record being inferred
         self.used: dict[int, int] = {}                 # node -> the first record that read it or showed it
