@@ -165,18 +165,24 @@ def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> 
                 or not all(getattr(r[3], "is_complex", False) for r in raw):
             continue
         sides = [found.get(n) or inference.axes.get(n) or () for n in record.ins]
-        for node, mine, other in ((record.ins[0], sides[0], sides[1]), (record.ins[1], sides[1], sides[0])):
+        guess = [n not in found and inference.guesses.made_from_a_guess(inference, n) for n in record.ins]
+        for node, mine, other, mine_guessed, other_guessed in ((record.ins[0], sides[0], sides[1], *guess),
+                                                               (record.ins[1], sides[1], sides[0], *guess[::-1])):
+            if other_guessed:
+                continue   # (a size guess names nothing by lining up)
             for back in range(-min(len(mine), len(other)), 0):
                 axis = other[back]
-                if mine[back].size == axis.size > 1 and namer.label(mine[back]) is None \
-                        and namer.label(axis) is not None:
-                    walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, back, whole_moves=True)
+                if mine[back].size == axis.size > 1 and namer.label(axis) is not None \
+                        and (mine_guessed or namer.label(mine[back]) is None):
+                    walker = walkers.setdefault(axis, _Walker(inference, found, axis, over_guesses=True))
+                    walker.back(node, back, whole_moves=True)
     pins: dict[int, tuple[Axis, ...]] = {}
     for walker in walkers.values():
         for node, axes in walker.pins.items():
-            merged = list(pins.get(node, found.get(node) or inference.axes.get(node) or ()))
-            for i, (mine, old) in enumerate(zip(axes, merged)):
-                if mine != old:
+            before = found.get(node) or inference.axes.get(node) or ()
+            merged = list(pins.get(node, before))
+            for i, (mine, old) in enumerate(zip(axes, before)):
+                if mine != old:   # (only the axis this walker pinned: another walker's pin on the node stays)
                     merged[i] = mine
             pins[node] = tuple(merged)
     return pins
@@ -342,8 +348,9 @@ def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
 
 
 class _Walker:
-    def __init__(self, inference: Inference, found: dict, axis: Axis):
+    def __init__(self, inference: Inference, found: dict, axis: Axis, over_guesses: bool = False):
         self.inference, self.found, self.axis = inference, found, axis
+        self.over_guesses = over_guesses   # a size guess's names (.guesses) yield to the walk as unnamed ones do
         self.pins: dict[int, tuple[Axis, ...]] = {}
         self.made: dict[int, object] = {}
         self.writers: dict[int, list] = {}
@@ -378,8 +385,11 @@ class _Walker:
         if (node, p) in self.seen or len(self.seen) > 4096:
             return
         self.seen.add((node, p))
-        if axes[p].size != self.axis.size or self.inference.namer.label(axes[p]) is not None:
+        if axes[p].size != self.axis.size or self.inference.namer.label(axes[p]) is not None \
+                and not (self.over_guesses and self._guessed(node)):
             return
+        if self._guessed(node):   # (a pin never carries a size guess's names: the walk again names the rest)
+            axes = ax.unknown_axes(tuple(a.size for a in axes))
         self.pins[node] = axes[:p] + (self.axis,) + axes[p + 1:]
         for write in self.writers.get(node, ()):
             self._through_write(write, p, len(axes))
@@ -391,6 +401,9 @@ class _Walker:
         elif record is not None and (record.spec.family in _CARRIED
                                      or whole_moves and record.spec.family in _WHOLE_MOVES):
             self._through_op(record, node, p, whole_moves)
+
+    def _guessed(self, node: int) -> bool:
+        return node not in self.found and self.inference.guesses.made_from_a_guess(self.inference, node)
 
     def back_to_copies(self, node: int, position: int) -> None:
         """The keys or values of multi-query attention lined up with named query heads: their axis there
