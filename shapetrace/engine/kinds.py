@@ -86,6 +86,8 @@ class Kind(StrEnum):
     QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
                          "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    STABILISER_WRONG_AXIS = ("stabiliser-wrong-axis", "error", "the max combined into scores before their softmax "
+                             "taken along another axis than the softmax's (a shift the softmax does not cancel)")
     KEY_VALUE_SWAPPED = ("key-value-swapped", "error", "scores made from the value projection weighing the key "
                          "projection's output (a `(k, v)` pair read back as `(v, k)`), known from the modules")
     VALUES_BY_QUERIES = ("values-by-queries", "error", "attention weights summed over their query axis (`attnᵀ @ v`)")
