@@ -344,14 +344,17 @@ def stabiliser_axis(analysis: Analysis) -> list[Diagnostic]:
     softmax's and combined into those scores by a call without a row (LayoutLMv3's ``cogview_attention`` with
     ``amax(dim=-2)``: a max over the queries where the softmax runs over the keys). A max along the softmax's axis
     is constant along it, so the softmax cancels it; one along another axis shifts each entry of the softmax's
-    axis by its own amount, and the weights change. Read on positions of one tensor: no name, no size decides."""
+    axis by its own amount, and the weights change. Read on positions of one tensor, for a softmax along the keys
+    (the role the scores' product gave that axis): no name, no size decides."""
     out = []
     for e in analysis.events_of(Family.SOFTMAX):
         if not e.inputs or not e.joined or not e.sources or e.sources[0] is None:
             continue
         scores = e.inputs[0]
         along = axes_along(Family.SOFTMAX.value, e.params, len(scores.shape))
-        for index in sorted(e.joined[0]) if along else ():
+        if not along or scores.axes[along[0]].role != "key":
+            continue   # (a softmax along another axis than the keys is the finding: :func:`.diagnose.softmax_axis`)
+        for index in sorted(e.joined[0]):
             r = analysis.events[index]
             if r.op not in _STABILISERS or not r.inputs or not r.sources or r.sources[0] != e.sources[0] \
                     or r.inputs[0].shape != scores.shape:
