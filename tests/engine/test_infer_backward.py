@@ -412,3 +412,16 @@ def test_a_repeated_table_lined_up_with_keys_of_another_name_is_not_checked():
         assert repeat.outputs[0].dims == (None, None, None, "D/2%4")
         assert t.report().verdict.line.startswith(f"? checked 16 of 17 ops that could carry a layout bug; "
                                                   f"not checked (unnamed axes): #{repeat.index} {op}; ")
+
+
+def test_heads_found_on_a_sum_of_biases_reach_every_operand_of_the_sum():
+    """LayoutLMv3's ``rel_pos_x + rel_pos_y`` added to the scores: the heads the scores line up with the sum
+    are each bias's heads (each a ``Linear(buckets, H)``'s width, which no name proves by itself). The walk
+    back went into the first operand only: with ``F.one_hot`` named (tests/engine/test_propagate.py; on
+    eea3781 nothing here was named) and without that, the second Linear and its permute stayed unchecked
+    (? checked 11 of 13)."""
+    from tests.engine.test_propagate import _bucketed_biases
+
+    t = _bucketed_biases(two=True)
+    assert [e.outputs[0].dims for e in t.events if e.op == "linear"] == [("B", "T", "T", "H")] * 2
+    assert t.report().verdict.line.startswith("✓ checked all 13 ops")

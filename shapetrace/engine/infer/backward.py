@@ -398,6 +398,8 @@ class _Walker:
         record = self.made.get(node)
         if record is not None and record.spec.family is Family.JOIN:
             self._through_join(record, p, len(axes))
+        elif record is not None and record.spec.family is Family.ELEMENTWISE and len(record.ins) > 1:
+            self._through_broadcast(record, p, len(axes), whole_moves)
         elif record is not None and (record.spec.family in _CARRIED
                                      or whole_moves and record.spec.family in _WHOLE_MOVES):
             self._through_op(record, node, p, whole_moves)
@@ -450,6 +452,18 @@ class _Walker:
             return False
         q = p - (len(self.pins[node]) - len(theirs))
         return q < 0 or theirs[q] == 1
+
+    def _through_broadcast(self, record, p: int, ndim: int, whole_moves: bool) -> None:
+        """Axis ``p`` of an elementwise result of several tensors is the axis broadcasting lined up with it in each
+        operand that has it whole (LayoutLMv3's ``rel_pos_x + rel_pos_y``: both biases carry the heads), not in the
+        first alone; an operand of one entry there only broadcasts."""
+        for operand in record.ins:
+            if not isinstance(operand, int):
+                continue
+            shape = self.inference.capture.nodes[operand].shape
+            q = p - (ndim - len(shape))
+            if q >= 0 and shape[q] == self.axis.size:
+                self.back(operand, q, whole_moves)
 
     def _through_join(self, record, p: int, ndim: int) -> None:
         """``cat(parts, dim)``: an axis other than ``dim`` is the same axis in every part of that rank
