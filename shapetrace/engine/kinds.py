@@ -56,11 +56,9 @@ class Kind(StrEnum):
         "tokens-merged-with-features", "warning",
         "whole tokens flattened with features (`[B, H, T·d_k]`): fine as a layout exercise, a bug in attention; "
         "an error when a later `linear` projects over that axis", ("error",))
-    TOKENS_REGROUPED_WITH_BATCH = (
-        "tokens-regrouped-with-batch", "note",
+    TOKENS_REGROUPED_WITH_BATCH = ("tokens-regrouped-with-batch", "note",
         "blocks of tokens batched as windows (Swin, local chunks): fine, unless a `view` was meant to go seq-first")
-    NONSTANDARD_HEAD_SPLIT = (
-        "nonstandard-head-split", "note",
+    NONSTANDARD_HEAD_SPLIT = ("nonstandard-head-split", "note",
         "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
     PROJECTION_OVER_TOKENS = ("projection-over-tokens", "error",
                               "a `linear` whose feature axis contains tokens (heads merged without moving them back)")

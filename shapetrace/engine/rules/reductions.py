@@ -335,10 +335,6 @@ def _scores_finding(e: Event, t: TensorInfo, i: int, role: str, weighs: Event) -
         "(dim=-1); average over the heads only for display, after the output is computed.")
 
 
-#: the reductions whose result, combined into the scores, is a softmax's stabiliser (``s - s.amax(-1, keepdim=True)``)
-_STABILISERS = frozenset({"amax", "max"})
-
-
 def stabiliser_axis(analysis: Analysis) -> list[Diagnostic]:
     """A max of a softmax's own scores (the same row's result, the same shape) taken along another axis than the
     softmax's and combined into those scores by a call without a row (LayoutLMv3's ``cogview_attention`` with
@@ -356,7 +352,7 @@ def stabiliser_axis(analysis: Analysis) -> list[Diagnostic]:
             continue   # (a softmax along another axis than the keys is the finding: :func:`.diagnose.softmax_axis`)
         for index in sorted(e.joined[0]):
             r = analysis.events[index]
-            if r.op not in _STABILISERS or not r.inputs or not r.sources or r.sources[0] != e.sources[0] \
+            if not r.spec.maximum or not r.inputs or not r.sources or r.sources[0] != e.sources[0] \
                     or r.inputs[0].shape != scores.shape:
                 continue
             over = axes_along(Family.REDUCE.value, r.params, len(scores.shape))
