@@ -83,8 +83,10 @@ class RoPEAttention(nn.Module):
 
 BUGS = ("freqs-repeat-interleave", "heads-reshape-without-transpose")
 TWINS = ()
-#: T: the image tokens of a 2 x 3 grid; the memory holds R = 2 earlier frames of it
-DIMS = ("B=2 T=6 D=32 H=4",)
+#: T: the image tokens of a 3 x 2 grid; S: the memory, 2 earlier frames of it (S = 2 T, declared as a user
+#: declares the keys' length of cross-attention)
+DIMS = ("B=2 T=6 S=12 D=32 H=4",)
+EQUAL = {"B=2 T=6 S=12 D=32 H=4": "B=4 T=4 S=8 D=32 H=4"}
 
 
 def build(bug="", B=2, T=6, D=32, H=4):
