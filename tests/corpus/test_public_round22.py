@@ -55,8 +55,9 @@ correct ✓ 2, ? 4 (LayoutLMv3's script makes its position ids from literal ints
 What stays ``?`` and why: SAM 2 (the keys' table is the grid's ``T`` repeated over frames, lined up with the
 memory's ``S``: which memory token holds which grid position rests on S = 2 T alone, so ``repeat`` and its
 ``repeat_interleave`` slip both stay unchecked), LongT5 (the global tokens' axis is ``one_hot``'s classes, a count
-computed from an int: the keys joined with them and the side bias's heads, an ``Embedding(buckets, H)`` width,
-stay unnamed, so the bias ``view``-for-``permute`` slip is not seen), Point Transformer (the points' coordinates
+computed from an int: the keys joined with them stay unnamed, and the side bias's heads, an ``Embedding(buckets,
+H)`` width, are lined up with scores whose 4 blocks have H's size too, which names nothing: the bias's
+``view``-for-``permute`` slip is not seen), Point Transformer (the points' coordinates
 ``[B, N, 3]`` fit no declared seed: positions and the neighbour indices are unnamed; taking the farthest neighbours
 is a value-level slip no name or contract decides).
 """
