@@ -56,11 +56,9 @@ class Kind(StrEnum):
         "tokens-merged-with-features", "warning",
         "whole tokens flattened with features (`[B, H, T·d_k]`): fine as a layout exercise, a bug in attention; "
         "an error when a later `linear` projects over that axis", ("error",))
-    TOKENS_REGROUPED_WITH_BATCH = (
-        "tokens-regrouped-with-batch", "note",
+    TOKENS_REGROUPED_WITH_BATCH = ("tokens-regrouped-with-batch", "note",
         "blocks of tokens batched as windows (Swin, local chunks): fine, unless a `view` was meant to go seq-first")
-    NONSTANDARD_HEAD_SPLIT = (
-        "nonstandard-head-split", "note",
+    NONSTANDARD_HEAD_SPLIT = ("nonstandard-head-split", "note",
         "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
     PROJECTION_OVER_TOKENS = ("projection-over-tokens", "error",
                               "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
@@ -86,6 +84,8 @@ class Kind(StrEnum):
     QUERY_KEY_SWAPPED = ("query-key-swapped", "error",
                          "`k @ qᵀ`: the scores' rows are keys (known from the projection modules, or from `S` and `T`)")
     SOFTMAX_WRONG_AXIS = ("softmax-wrong-axis", "error", "softmax over anything but the key axis of the scores")
+    STABILISER_WRONG_AXIS = ("stabiliser-wrong-axis", "error", "the max combined into scores before their softmax "
+                             "taken along another axis than the softmax's (a shift the softmax does not cancel)")
     KEY_VALUE_SWAPPED = ("key-value-swapped", "error", "scores made from the value projection weighing the key "
                          "projection's output (a `(k, v)` pair read back as `(v, k)`), known from the modules")
     VALUES_BY_QUERIES = ("values-by-queries", "error", "attention weights summed over their query axis (`attnᵀ @ v`)")

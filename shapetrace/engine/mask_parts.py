@@ -4,7 +4,8 @@ A mask given to the scores is often made by elementwise ops from several tensors
 ``causal[None, None] & attention_mask[:, None, None, :]``, ``causal_bias + padding_bias``): its shape
 is the broadcast of its parts', so a padding part put on the query axis (``[B, 1, T, 1]``) hides behind a
 triangle that varies along both axes. :func:`mask_parts` follows each operand of a call that takes a
-mask (``masked_fill``, ``scaled_dot_product_attention``, an addition onto scores) back through the
+mask (``masked_fill``, ``scaled_dot_product_attention``, an addition onto scores, a softmax of scores) back
+through the
 elementwise ops that combined it, to the tensors they combined, and keeps their shapes (right-aligned
 as broadcasting aligns them). Plain data for :mod:`.rules.masks`: ``{event: {operand: (shape, ...)}}``,
 only for operands combined from two parts or more.
@@ -35,42 +36,46 @@ def mask_parts_of(capture, event_of_record: dict[int, int]) -> dict[int, dict[in
 def mask_parts(records: Sequence, nodes: Sequence, event_of_record: dict[int, int]) -> dict:
     """For each row that takes a mask (``event_of_record``: the row each record got), each operand combined
     by elementwise ops from two parts or more -> the parts' shapes; ``nodes[node].shape``: a node's shape."""
-    producer: dict[int, int] = {}
+    producer: dict[int, list[int]] = {}   # node -> the records that made it, in order (an in-place call remakes it)
     found: dict[int, dict[int, tuple[tuple[int, ...], ...]]] = {}
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord):
             continue
         event = event_of_record.get(index)
         if event is not None and _takes_a_mask(record):
-            parts = {i: _parts(records, nodes, producer, node, DEPTH) for i, node in enumerate(record.ins)
+            parts = {i: _parts(records, nodes, producer, node, DEPTH, index) for i, node in enumerate(record.ins)
                      if isinstance(node, int)}
             parts = {i: p for i, p in parts.items() if len(p) > 1}
             if parts:
                 found[event] = parts
         for node in record.outs:
             if isinstance(node, int):
-                producer[node] = index
+                producer.setdefault(node, []).append(index)
     return found
 
 
 def _takes_a_mask(record) -> bool:
-    return record.spec.family in (Family.MASK_FILL, Family.FUSED_ATTENTION) or bool(record.spec.additive)
+    """A call that takes a mask, or scores a mask may have been combined into without a row of its own (a
+    softmax: ``softmax(scores + bias)``, read by :mod:`.rules.cached_chunks`)."""
+    return record.spec.family in (Family.MASK_FILL, Family.FUSED_ATTENTION, Family.SOFTMAX) \
+        or bool(record.spec.additive)
 
 
-def _parts(records, nodes, producer, node: int, depth: int) -> tuple[tuple[int, ...], ...]:
-    """The shapes of the tensors elementwise ops combined into ``node`` (its own shape if none did); an
-    elementwise op of one tensor operand that keeps its shape (``~m``, ``m.bool()``, ``m == 0``) is
-    followed through."""
-    index = producer.get(node)
+def _parts(records, nodes, producer, node: int, depth: int, before: int) -> tuple[tuple[int, ...], ...]:
+    """The shapes of the tensors elementwise ops combined into ``node`` as record ``before`` read it (its own
+    shape if none did); an elementwise op of one tensor operand that keeps its shape (``~m``, ``m.bool()``,
+    ``m == 0``, ``scores.float()``) is followed through, and an in-place one (``scores += bias``) to what its
+    operand was before it."""
+    index = next((i for i in reversed(producer.get(node, ())) if i < before), None)
     record = records[index] if index is not None else None
     if record is not None and depth and _whole_slice(record, nodes, node):
-        return _parts(records, nodes, producer, record.ins[0], depth - 1)
+        return _parts(records, nodes, producer, record.ins[0], depth - 1, index)
     if record is None or depth == 0 or record.spec.family is not Family.ELEMENTWISE or getattr(record, "error", None):
         return (tuple(nodes[node].shape),)
     operands = [n for n in record.ins if isinstance(n, int)]
     if len(operands) == 1 and tuple(nodes[operands[0]].shape) != tuple(nodes[node].shape):
         return (tuple(nodes[node].shape),)
-    return tuple(part for n in operands for part in _parts(records, nodes, producer, n, depth - 1))
+    return tuple(part for n in operands for part in _parts(records, nodes, producer, n, depth - 1, index))
 
 
 def _whole_slice(record, nodes, node: int) -> bool:

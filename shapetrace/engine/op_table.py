@@ -274,9 +274,9 @@ ENTRIES: list[OpSpec] = [
     _reduction("mean", "averages over axes"),
     _reduction("nanmean", "averages over axes (NaNs left out)"),
     _reduction("prod", "multiplies over an axis", reduces_to=ReduceDtype.INTEGERS_WIDEN),
-    _reduction("amax", "the maximum over axes"),
+    _reduction("amax", "the maximum over axes", maximum=True),
     _reduction("amin", "the minimum over axes"),
-    _reduction("max", "the maximum over an axis (and where it is)", extreme_params, meta="max_min"),
+    _reduction("max", "the maximum over an axis (and where it is)", extreme_params, meta="max_min", maximum=True),
     _reduction("min", "the minimum over an axis (and where it is)", extreme_params, meta="max_min"),
     _reduction("logsumexp", "log-sum-exp over axes"),
     _reduction("std", "the standard deviation over axes", spread_params),
@@ -312,6 +312,10 @@ ENTRIES: list[OpSpec] = [
            words="the index of each value's slot in a sorted sequence"),
     OpSpec("bucketize", "new", pr.same, row=False, operands=all_operands,
            words="the index of each value's bucket among sorted boundaries"),
+    # ``F.one_hot(buckets, n)``: the indices' axes, then one of the classes (T5's and LayoutLMv3's bucketed
+    # positions read by a bias-free Linear); no row, as the arithmetic on positions around it
+    OpSpec("one_hot", "new", pr.one_hot, row=False, operands=first_operand, callable="torch.nn.functional.one_hot",
+           words="one indicator vector per index: the index's axes, then one axis of the classes"),
     # -- elementwise: names broadcast silently, no row of their own ------------------------------------
     *_elementwise("binary", "add", "__add__", "__radd__", additive=True),
     *_elementwise("inplace", "add_", "__iadd__", additive=True),

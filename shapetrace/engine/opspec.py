@@ -124,6 +124,7 @@ class OpSpec:
     meta: str = ""                    # the rule of :mod:`.meta` that computes its output ("": torch's own)
     true_division: bool = False       # integer operands give a float result (without a rounding mode)
     reduces_to: ReduceDtype = ReduceDtype.SAME   # the dtype of a reduction's result
+    maximum: bool = False                        # the largest entry along axes (a softmax's stabiliser: amax, max)
     integer_result: bool = False      # a factory whose default dtype is int64 (``randint``)
     # -- the ``strides`` command -------------------------------------------------------------------
     chain: str = ""                   # replayed from a chain's text: "method" (``.view(2, 3)``), "attribute"

@@ -449,6 +449,12 @@ def embedding(c: Call) -> Axes:
     return tuple(ids) + (feature,)
 
 
+def one_hot(c: Call) -> Axes:
+    """``F.one_hot(idx, n)``: ``idx``'s axes, then an axis of the ``n`` classes (no name: what the indices
+    count is not known from the call)."""
+    return tuple(c.in_axes[0]) + (ax.unknown_axis(c.shapes[0][-1]),)
+
+
 def reduce(c: Call) -> Axes:
     src = list(c.in_axes[0])
     dims = c.params.get("dim")

@@ -56,6 +56,10 @@ are left unnamed rather than guessed), MPNet's bias permuted keys-first (two axe
 each other: names cannot tell which is which), StreamingLLM (the query's one-row rotary table is computed, not
 cut from an entered table, and has no axis a use proves; the evictions along the heads and from the start are
 value-level: the heads' slice ``[5:8]`` of 4 heads is empty and the ``cat`` keeps every head and every token).
+
+Since round 22 (engine/infer/backward: a name carried back through an elementwise op of several tensors reaches
+every operand broadcasting lines up there), Jais's correct file reads ``✓`` at distinct sizes: the distances'
+``expand(num_heads, -1, -1)`` is multiplied by the slopes ``[:, None, None]``, whose axis is ``H``.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ EXPECTED = {
     (mistral_rolling, ""): [UNSURE, UNSURE],
     (mistral_rolling, "window-band-upper"): [UNSURE, ("✗", ("causal-mask-reversed",))],
     (mistral_rolling, "decode-softmax-over-queries"): [UNSURE, UNSURE],
-    (jais_alibi, ""): [UNSURE, UNSURE],
+    (jais_alibi, ""): [OK, UNSURE],   # (r22: ALiBi's expand to the heads is lined up with the slopes' H by ``*``)
     (jais_alibi, "alibi-sign-reversed"): [("✗", ("distance-bias-reversed",))] * 2,
     (jais_alibi, "merge-without-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",))],
     (yarn_rope, ""): [OK, UNSURE],

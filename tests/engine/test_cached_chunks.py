@@ -58,3 +58,22 @@ def test_keys_joined_once_are_no_cache():
         kv = torch.cat([x, latents], dim=2)                                          # (B, H, 9, d)
         F.scaled_dot_product_attention(latents, kv, kv)
     assert _found(t) == []
+
+
+def test_blocks_joined_to_global_keys_with_a_bias_added_are_not_an_unmasked_cache():
+    """LongT5's transient-global attention (tests/corpus/public22/longt5_tglobal): each block's keys are the three
+    blocks around it joined, then the global tokens joined after them (a chain of joins whose last part has as
+    many entries as a block has queries, 2 = 2), and the local mask reaches the scores inside the bias added to
+    them (``scores + position_bias``, no row of its own). On eea3781: ``! cached-chunk-unmasked`` on correct code."""
+    B, nb, w, H, d, G = 2, 4, 2, 4, 8, 2
+    q, k = torch.randn(B, nb, w, H, d), torch.randn(B, nb, w, H, d)
+    side = torch.randn(B, nb, G, H, d)
+    mask = torch.where((torch.arange(3 * w)[None, :] - torch.arange(w, 2 * w)[:, None]).abs() < w, 0.0, -1e10)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=8 D=32 H=4") as t:
+        padded = F.pad(k, (0, 0, 0, 0, 0, 0, 1, 1))                                         # (B, nb+2, w, H, d)
+        local = torch.cat([padded[:, i:i + nb] for i in range(3)], dim=2)                   # (B, nb, 3w, H, d)
+        keys = torch.cat([local, side], dim=2)                                              # (B, nb, 3w+G, H, d)
+        scores = torch.einsum("...qhd,...khd->...hqk", q, keys)                             # (B, nb, H, w, 3w+G)
+        bias = torch.cat([mask.expand(nb, H, w, 3 * w), torch.randn(nb, H, w, G)], dim=-1)  # (nb, H, w, 3w+G)
+        torch.softmax((scores + bias).float(), dim=-1)
+    assert _found(t) == []

@@ -342,3 +342,86 @@ def test_latents_merged_back_after_the_transpose_keep_their_count():
     t = _resampled(transposed=True)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
     assert t.events[-1].outputs[0].dims == ("B", "3", "D")
+
+
+class _ComplexRotary(torch.nn.Module):
+    """Meta's and SAM 2's complex rotary, its table a plain tensor attribute (``self.freqs_cis``, as SAM 2's
+    ``RoPEAttention`` keeps it): ``view_as_complex(q.reshape(..., -1, 2)) * freqs_cis.view(1, 1, T, d/2)``; the
+    keys, ``r`` frames of memory, take the table ``repeat``-ed ``r`` times (``interleave``: the slip of
+    ``repeat_interleave``, each position given to ``r`` consecutive memory tokens)."""
+
+    def __init__(self, D, H, T, interleave=False):
+        super().__init__()
+        self.H, self.interleave = H, interleave
+        self.q_proj, self.k_proj = torch.nn.Linear(D, D), torch.nn.Linear(D, D)
+        freqs = torch.outer(torch.arange(T).float(), torch.rand(D // H // 2))
+        self.freqs_cis = torch.polar(torch.ones_like(freqs), freqs)              # (T, d/2) complex
+
+    def forward(self, x, memory):
+        B, T, D = x.shape
+        q = self.q_proj(x).view(B, T, self.H, -1).transpose(1, 2)                # (B, H, T, d)
+        k = self.k_proj(memory).view(B, memory.shape[1], self.H, -1).transpose(1, 2)   # (B, H, S, d)
+        q_ = torch.view_as_complex(q.reshape(*q.shape[:-1], -1, 2))              # (B, H, T, d/2)
+        k_ = torch.view_as_complex(k.reshape(*k.shape[:-1], -1, 2))              # (B, H, S, d/2)
+        table = self.freqs_cis.view(1, 1, *self.freqs_cis.shape)                 # (1, 1, T, d/2)
+        r = k_.shape[-2] // q_.shape[-2]
+        keys_table = table.repeat_interleave(r, dim=-2) if self.interleave else table.repeat(1, 1, r, 1)
+        q = torch.view_as_real(q_ * table).flatten(3)                            # (B, H, T, d)
+        k = torch.view_as_real(k_ * keys_table).flatten(3)                       # (B, H, S, d)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, k)
+
+
+def _complex_rotary(dims, interleave=False):
+    sizes = dict((k, int(v)) for k, v in (kv.split("=") for kv in dims.split()))
+    torch.manual_seed(0)
+    model = _ComplexRotary(sizes["D"], sizes["H"], sizes["T"], interleave).eval()
+    x, memory = torch.randn(sizes["B"], sizes["T"], sizes["D"]), torch.randn(sizes["B"], 2 * sizes["T"], sizes["D"])
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(x, memory)
+    return t
+
+
+def test_a_complex_table_is_named_on_every_axis_its_product_lines_up():
+    """Each axis of the table that meets a named axis of the queries' pairs is named (positions T, pairs
+    d/2): on eea3781 only the last of complex_tables' walkers kept its pin (each walker's pin held the
+    others' axes as they were, unnamed, and the merge took them), so the table showed ``(None, D/2%4)``."""
+    t = _complex_rotary("B=2 T=6 S=12 D=32 H=4")
+    view = next(e for e in t.events if e.op == "view" and e.inputs[0].shape == (6, 4))
+    assert view.inputs[0].dims == ("T", "D/2%4")
+    assert view.outputs[0].dims == (None, None, "T", "D/2%4")
+
+
+def test_a_complex_table_guessed_from_equal_sizes_yields_to_its_product():
+    """At B = T = 4 with d/2 = 4 the table [4, 4] held by the model fits [B, T] and [T, B]: its guess yields
+    to the product that lines it up with the queries' pairs (T, pairs), and no pin carries the guess on (the
+    heads found on the keys' product kept ``2*B`` beside them). On eea3781: ✗ broadcast-mismatch (T of the
+    guess against the pairs) and attends-over-batch (the keys' axis ``2*B``), on correct code."""
+    t = _complex_rotary("B=4 T=4 D=32 H=4")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.mark == "?"
+
+
+def test_a_repeated_table_lined_up_with_keys_of_another_name_is_not_checked():
+    """The keys' table is the queries' ``T`` repeated (``2*T``, or ``T`` interleaved) where its product lines it
+    up with the memory's keys ``S``: that the two are the same positions rests on their sizes alone, so the
+    repeat keeps neither name, stays unchecked, and the interleaved slip gets no ✓ (on eea3781 the repeat's
+    output was pinned ``S`` and, once the table was named, both files would read ✓)."""
+    for interleave, op in ((False, "repeat"), (True, "repeat_interleave")):
+        t = _complex_rotary("B=2 T=6 S=12 D=32 H=4", interleave)
+        repeat = next(e for e in t.events if e.op == op)
+        assert repeat.outputs[0].dims == (None, None, None, "D/2%4")
+        assert t.report().verdict.line.startswith(f"? checked 16 of 17 ops that could carry a layout bug; "
+                                                  f"not checked (unnamed axes): #{repeat.index} {op}; ")
+
+
+def test_heads_found_on_a_sum_of_biases_reach_every_operand_of_the_sum():
+    """LayoutLMv3's ``rel_pos_x + rel_pos_y`` added to the scores: the heads the scores line up with the sum
+    are each bias's heads (each a ``Linear(buckets, H)``'s width, which no name proves by itself). The walk
+    back went into the first operand only: with ``F.one_hot`` named (tests/engine/test_propagate.py; on
+    eea3781 nothing here was named) and without that, the second Linear and its permute stayed unchecked
+    (? checked 11 of 13)."""
+    from tests.engine.test_propagate import _bucketed_biases
+
+    t = _bucketed_biases(two=True)
+    assert [e.outputs[0].dims for e in t.events if e.op == "linear"] == [("B", "T", "T", "H")] * 2
+    assert t.report().verdict.line.startswith("✓ checked all 13 ops")

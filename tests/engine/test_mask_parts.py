@@ -41,3 +41,16 @@ def test_an_sdpa_mask_made_with_and_is_followed():
         return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
 
     assert _parts(attend, q, pad) == {"scaled_dot_product_attention": {3: ((1, 1, 5, 5), (2, 1, 1, 5))}}
+
+
+def test_a_softmax_of_scores_a_bias_was_added_to_in_place_and_cast_is_followed():
+    """``scores += bias`` (LayoutLMv3) and ``softmax(scores.float())`` (T5, LongT5): the in-place add and the cast
+    remake the scores' node, and each is followed to what its operand was before it. On eea3781 a softmax had
+    no entry, and a record that remade its own node was its operand's producer (the walk went round it)."""
+    scores, bias = torch.randn(2, 3, 5, 5), torch.randn(3, 5, 5)
+
+    def attend(scores, bias):
+        scores += bias                                                              # (B, H, T, T)
+        return torch.softmax(scores.float(), dim=-1)
+
+    assert _parts(attend, scores, bias) == {"softmax": {0: ((2, 3, 5, 5), (3, 5, 5))}}

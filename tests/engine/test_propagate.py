@@ -154,3 +154,29 @@ def test_searchsorted_of_a_number_or_of_unnamed_values_names_nothing():
         torch.searchsorted(idx, 3)[None]
         torch.searchsorted(idx, torch.tensor([1, 4]))[None]
     assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"] == [(None,), (None, None)]
+
+
+def _bucketed_biases(two):
+    """LayoutLMv3's relative biases (transformers, modeling_layoutlmv3.py ``_cal_1d_pos_emb``/``_cal_2d_pos_emb``):
+    distances of the positions ``(B, T)`` shifted to buckets, ``F.one_hot``-ed and read by a bias-free
+    ``Linear(buckets, H)``, ``permute(0, 3, 1, 2)``; ``two``: two such biases summed (x and y) before the add."""
+    torch.manual_seed(0)
+    x, pos = torch.randn(2, 6, 32), torch.arange(6).expand(2, 6)
+    to_heads = [torch.nn.Linear(16, 4, bias=False) for _ in range(2)]
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        q = x.view(2, 6, 4, 8).transpose(1, 2)                                      # (B, H, T, d_k)
+        rel = pos.unsqueeze(-2) - pos.unsqueeze(-1) + 7                            # (B, T, T)
+        biases = [lin(F.one_hot(rel, 16).float()).permute(0, 3, 1, 2) for lin in to_heads[:1 + two]]
+        scores = q @ q.transpose(-1, -2) + sum(biases[1:], biases[0])              # (B, H, T, T)
+        scores.softmax(dim=-1) @ q
+    return t
+
+
+def test_one_hot_keeps_its_indices_axes():
+    """``F.one_hot`` keeps the indices' axes and adds one of the classes, unnamed: on eea3781 it was an unknown op
+    and the whole one-hot ``[B, T, T, 16]`` was unnamed (LayoutLMv3's bias Linear left unchecked)."""
+    t = _bucketed_biases(two=False)
+    linear = next(e for e in t.events if e.op == "linear")
+    assert linear.inputs[0].dims == ("B", "T", "T", None)
+    assert linear.outputs[0].dims == ("B", "T", "T", "H")
+    assert t.report().verdict.line.startswith("✓ checked all 11 ops")

@@ -302,3 +302,36 @@ def test_a_statistic_over_the_tokens_expanded_back_onto_them_is_a_warning():
                               "expand_as #3 reads it back on those tokens")
     assert "std #2 takes a statistic" in t.diagnostics[1].message
     assert [d.kind for d in _expanded_norm_traced(-1).diagnostics if d.severity != "note"] == []
+
+
+def _stabilised(dim):
+    """LayoutLMv3's ``cogview_attention`` (transformers, modeling_layoutlmv3.py): the scores divided by ``alpha``,
+    their max subtracted, multiplied back, then ``Softmax(dim=-1)``; ``dim``: the axis the max is taken along."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        q = x.view(2, 6, 4, 8).transpose(1, 2)                                    # (B, H, T, d_k)
+        scores = q @ q.transpose(-1, -2) / 32                                     # (B, H, T, T)
+        shifted = (scores - scores.amax(dim=dim).unsqueeze(dim)) * 32
+        torch.softmax(shifted, dim=-1) @ q                                        # (B, H, T, d_k)
+    return t
+
+
+def test_a_max_over_the_queries_subtracted_before_a_softmax_over_the_keys_is_an_error():
+    """The stabiliser's max taken over the queries (``amax(dim=-2)``): each key's column shifted by its own
+    constant, which the softmax over the keys does not cancel. On eea3781: ``✓ checked all`` (no rule read what
+    was combined into the scores)."""
+    t = _stabilised(-2)
+    [d] = [d for d in t.diagnostics if d.severity in ("error", "warning")]
+    assert (d.severity, d.kind) == ("error", "stabiliser-wrong-axis")
+    assert d.message == ("amax #4 takes the max of the scores [B=2, H=4, T=6, T=6] along axis 2 (T), and it is "
+                         "combined into them before softmax #6 along axis 3: it differs along the softmax's axis, so "
+                         "the softmax does not cancel it as it cancels a max along its own axis, and the weights "
+                         "change.")
+    assert d.fix == "Take the max along the softmax's axis: .amax(dim=-1, keepdim=True)."
+
+
+def test_a_max_along_the_softmax_axis_is_the_stabiliser_and_stays_silent():
+    t = _stabilised(-1)
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.mark == "✓"

@@ -156,7 +156,8 @@ def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> 
     one pair by construction (:mod:`.rotary` never checks this form), and broadcasting lines the table up with
     the pairs axis by axis, so an unnamed table axis of more than one entry that meets a named axis of the
     pairs is that axis (its frequencies are the pairs' axis), carried back through the views and the slice that
-    made it. Only a product of two complex operands: a real table's layout is checked on its values instead."""
+    made it; a table held by the model named by a size guess (:mod:`.guesses`, SAM 2's at B = T = d/2) is as
+    unnamed. Only a product of two complex operands: a real table's layout is checked on its values instead."""
     namer, walkers = inference.namer, {}
     for record in inference.capture.records:
         spec = getattr(record, "spec", None)
@@ -165,20 +166,23 @@ def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> 
                 or not all(getattr(r[3], "is_complex", False) for r in raw):
             continue
         sides = [found.get(n) or inference.axes.get(n) or () for n in record.ins]
-        for node, mine, other in ((record.ins[0], sides[0], sides[1]), (record.ins[1], sides[1], sides[0])):
+        guess = [n not in found and inference.guesses.made_from_a_guess(inference, n) for n in record.ins]
+        for node, mine, other, mine_guessed, other_guessed in ((record.ins[0], *sides, *guess),
+                                                               (record.ins[1], *sides[::-1], *guess[::-1])):
+            if other_guessed:   # (a size guess names nothing by lining up)
+                continue
             for back in range(-min(len(mine), len(other)), 0):
                 axis = other[back]
-                if mine[back].size == axis.size > 1 and namer.label(mine[back]) is None \
-                        and namer.label(axis) is not None:
-                    walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, back, whole_moves=True)
+                if mine[back].size == axis.size > 1 and namer.label(axis) is not None \
+                        and (mine_guessed or namer.label(mine[back]) is None):
+                    walker = walkers.setdefault(axis, _Walker(inference, found, axis, over_guesses=True))
+                    walker.back(node, back, whole_moves=True)
     pins: dict[int, tuple[Axis, ...]] = {}
     for walker in walkers.values():
         for node, axes in walker.pins.items():
-            merged = list(pins.get(node, found.get(node) or inference.axes.get(node) or ()))
-            for i, (mine, old) in enumerate(zip(axes, merged)):
-                if mine != old:
-                    merged[i] = mine
-            pins[node] = tuple(merged)
+            before = found.get(node) or inference.axes.get(node) or ()   # (only what this walker pinned is taken:
+            pins[node] = tuple(mine if mine != old else kept   # another walker's pin on the node stays)
+                               for mine, old, kept in zip(axes, before, pins.get(node, before)))
     return pins
 
 
@@ -342,8 +346,10 @@ def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
 
 
 class _Walker:
-    def __init__(self, inference: Inference, found: dict, axis: Axis):
+    def __init__(self, inference: Inference, found: dict, axis: Axis, over_guesses: bool = False):
         self.inference, self.found, self.axis = inference, found, axis
+        self.over_guesses = over_guesses   # a size guess's names (.guesses) yield to the walk as unnamed ones do
+        self.guessed = lambda node: node not in found and inference.guesses.made_from_a_guess(inference, node)
         self.pins: dict[int, tuple[Axis, ...]] = {}
         self.made: dict[int, object] = {}
         self.writers: dict[int, list] = {}
@@ -378,8 +384,11 @@ class _Walker:
         if (node, p) in self.seen or len(self.seen) > 4096:
             return
         self.seen.add((node, p))
-        if axes[p].size != self.axis.size or self.inference.namer.label(axes[p]) is not None:
+        if axes[p].size != self.axis.size or self.inference.namer.label(axes[p]) is not None \
+                and not (self.over_guesses and self.guessed(node)):
             return
+        if self.guessed(node):   # (a pin never carries a size guess's names: the walk again names the rest)
+            axes = ax.unknown_axes(tuple(a.size for a in axes))
         self.pins[node] = axes[:p] + (self.axis,) + axes[p + 1:]
         for write in self.writers.get(node, ()):
             self._through_write(write, p, len(axes))
@@ -388,6 +397,8 @@ class _Walker:
         record = self.made.get(node)
         if record is not None and record.spec.family is Family.JOIN:
             self._through_join(record, p, len(axes))
+        elif record is not None and record.spec.family is Family.ELEMENTWISE and len(record.ins) > 1:
+            self._through_broadcast(record, p, len(axes), whole_moves)
         elif record is not None and (record.spec.family in _CARRIED
                                      or whole_moves and record.spec.family in _WHOLE_MOVES):
             self._through_op(record, node, p, whole_moves)
@@ -437,6 +448,14 @@ class _Walker:
             return False
         q = p - (len(self.pins[node]) - len(theirs))
         return q < 0 or theirs[q] == 1
+
+    def _through_broadcast(self, record, p: int, ndim: int, whole_moves: bool) -> None:
+        """Axis ``p`` of an elementwise result of several tensors is that axis of each operand broadcasting lines
+        up whole there (LayoutLMv3's ``rel_pos_x + rel_pos_y``: both carry the heads), not of the first alone."""
+        nodes = self.inference.capture.nodes
+        for operand, q in ((n, p - ndim + len(nodes[n].shape)) for n in record.ins if isinstance(n, int)):
+            if q >= 0 and nodes[operand].shape[q] == self.axis.size:
+                self.back(operand, q, whole_moves)
 
     def _through_join(self, record, p: int, ndim: int) -> None:
         """``cat(parts, dim)``: an axis other than ``dim`` is the same axis in every part of that rank

@@ -161,8 +161,17 @@ def _pinned(state: Inference, pin, axes):
         return axes if pin is None else pin
     label, role = state.namer.label, state.namer.role
     merged = tuple(a if label(p) is None and p.size == a.size and label(a) is not None and role(label(a)) == Role.TOKENS
-                   else p for p, a in zip(pin, axes))
+                   else ax.unknown_axis(p.size) if _contradicted(state, p, a) else p for p, a in zip(pin, axes))
     return pin if merged == pin else state.interned.setdefault(merged, merged)
+
+
+def _contradicted(state: Inference, pin: ax.Axis, axis: ax.Axis) -> bool:
+    """Does this walk name the axis otherwise than its pin, each a whole name of the same size (a table's ``T``
+    repeated, ``2*T``, where its use lined it up with keys ``S``)? Then which is true rests on the sizes alone:
+    the axis keeps neither."""
+    label = state.namer.label
+    mine, theirs = label(pin), label(axis)
+    return mine is not None and theirs is not None and mine != theirs and pin.size == axis.size
 
 
 def unguessed_index(state: Inference, record: OpRecord, in_axes):

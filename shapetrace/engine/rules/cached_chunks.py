@@ -6,9 +6,11 @@ A KV cache is proven by the keys' provenance, not by a size: the scores' keys ar
 ops to a join along the keys' axis whose last part has as many entries as there are queries (the chunk's own
 keys, after the cached ones), and that join grows a cache: its output is the first part of a later join, or its
 first part is an earlier join's output. A cache that grows is read by an autoregressive decoder, whose chunk of
-several queries needs a causal mask. The scores reach their softmax through one-operand ops only (a scale), so
-no mask was laid on them; a fused kernel is called with neither ``attn_mask`` nor ``is_causal``. A warning, not
-an error: a prefix-LM's bidirectional prefill (every prompt token sees every other) is built the same way.
+several queries needs a causal mask. The scores reach their softmax through one-operand ops only (a scale), with
+no other tensor combined into them by a call without a row (:mod:`..mask_parts`: LongT5's local-and-global bias
+``scores + position_bias``), so no mask was laid on them; a fused kernel is called with neither ``attn_mask``
+nor ``is_causal``. A warning, not an error: a prefix-LM's bidirectional prefill (every prompt token sees every
+other) is built the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def chunk_unmasked(analysis: Analysis) -> list[Diagnostic]:
     and each fused kernel called so."""
     out = []
     for e in analysis.events_of(Family.SOFTMAX):
+        if len(analysis.mask_parts.get(e.index, {}).get(0, ())) > 1:
+            continue   # (another tensor was combined into the scores by a call without a row: a bias, a mask)
         product = _back_to(analysis, _source(analysis, e, 0), Family.PRODUCT)
         if product is None or len(product.sources) < 2 or not e.outputs:
             continue

@@ -51,6 +51,7 @@ from shapetrace.engine.rules.reductions import (
     normalised_over_tokens,
     pooled_over_padding,
     reduction_axis,
+    stabiliser_axis,
     statistics_over_tokens,
 )
 from shapetrace.engine.rules.rolls import rolls_not_undone
@@ -580,5 +581,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, step_hides_itself, chunk_unmasked, batch_picked, batch_reduced, softmax_weights,
     weights_summed_elsewhere, table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries,
-    statistics_over_tokens, pooled_over_padding, keys_and_values_swapped,
+    statistics_over_tokens, pooled_over_padding, keys_and_values_swapped, stabiliser_axis,
 ]

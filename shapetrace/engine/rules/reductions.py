@@ -333,3 +333,40 @@ def _scores_finding(e: Event, t: TensorInfo, i: int, role: str, weighs: Event) -
         f"the {t.shape[i]} {what} share one set of weights, so they are no longer apart."),
         "Keep the scores per head and per sequence until they weigh the values: normalise over the keys "
         "(dim=-1); average over the heads only for display, after the output is computed.")
+
+
+def stabiliser_axis(analysis: Analysis) -> list[Diagnostic]:
+    """A max of a softmax's own scores (the same row's result, the same shape) taken along another axis than the
+    softmax's and combined into those scores by a call without a row (LayoutLMv3's ``cogview_attention`` with
+    ``amax(dim=-2)``: a max over the queries where the softmax runs over the keys). A max along the softmax's axis
+    is constant along it, so the softmax cancels it; one along another axis shifts each entry of the softmax's
+    axis by its own amount, and the weights change. Read on positions of one tensor, for a softmax along the keys
+    (the role the scores' product gave that axis): no name, no size decides."""
+    out = []
+    for e in analysis.events_of(Family.SOFTMAX):
+        if not e.inputs or not e.joined or not e.sources or e.sources[0] is None:
+            continue
+        scores = e.inputs[0]
+        along = axes_along(Family.SOFTMAX.value, e.params, len(scores.shape))
+        if not along or scores.axes[along[0]].role != "key":
+            continue   # (a softmax along another axis than the keys is the finding: :func:`.diagnose.softmax_axis`)
+        for index in sorted(e.joined[0]):
+            r = analysis.events[index]
+            if not r.spec.maximum or not r.inputs or not r.sources or r.sources[0] != e.sources[0] \
+                    or r.inputs[0].shape != scores.shape:
+                continue
+            over = axes_along(Family.REDUCE.value, r.params, len(scores.shape))
+            if over and set(over).isdisjoint(along) and all(scores.shape[i] > 1 for i in over):
+                out.append(_stabiliser_finding(e, r, over[0], along[0]))
+    return out
+
+
+def _stabiliser_finding(e: Event, r: Event, over: int, along: int) -> Diagnostic:
+    scores = e.inputs[0]
+    label = scores.dims[over] if scores.dims else None
+    return Kind.STABILISER_WRONG_AXIS.found(r.index, (
+        f"{r.op} #{r.index} takes the max of the scores {fmt_named(scores.dims, scores.shape)} along axis {over}"
+        f"{f' ({label})' if label else ''}, and it is combined into them before {e.op} #{e.index} along axis "
+        f"{along}: it differs along the softmax's axis, so the softmax does not cancel it as it cancels a max "
+        f"along its own axis, and the weights change."),
+        f"Take the max along the softmax's axis: .amax(dim={along - len(scores.shape)}, keepdim=True).")
