@@ -32,7 +32,8 @@ def rotate_half(x):
 class DynamicNTKScalingRotaryEmbedding(nn.Module):
     def __init__(self, dim, max_position_embeddings=4, base=10000.0, scaling_factor=2.0, bug=""):
         super().__init__()
-        self.dim, self.max_pos, self.base, self.factor, self.bug = dim, max_position_embeddings, base, scaling_factor, bug
+        self.dim, self.max_pos, self.base = dim, max_position_embeddings, base
+        self.factor, self.bug = scaling_factor, bug
 
     def forward(self, x):                                                       # (B, H, T, d)
         seq_len = x.shape[1] if self.bug == "seq-len-from-heads" else x.shape[2]

@@ -26,7 +26,8 @@ DIMS = ("B=2 T=6 D=32 H=4",)
 
 class DecodingKVCompressor:
     def __init__(self, max_capacity_prompt=2, decoding_keep=1, window_size=1, bug=""):
-        self.max_capacity_prompt, self.keep, self.window_size, self.bug = max_capacity_prompt, decoding_keep, window_size, bug
+        self.max_capacity_prompt, self.keep = max_capacity_prompt, decoding_keep
+        self.window_size, self.bug = window_size, bug
 
     def update_kv(self, key_states, value_states, attn_cache):                 # (B, H, S, d), (B, H, S)
         bsz, num_heads, _, head_dim = key_states.shape
