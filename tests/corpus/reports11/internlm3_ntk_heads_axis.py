@@ -11,16 +11,19 @@ queries that recomputes ``base * ((factor · seq_len / max_pos) - (factor - 1)) 
 sequence is longer than ``max_position_embeddings`` (4 here, so a 6-token prompt exceeds it),
 ``rotate_half`` on ``cat([freqs, freqs])``, a causal mask, ``softmax`` in float32.
 
-Bug (argument): ``seq-len-from-heads``: the length read from ``shape[1]`` (the heads) of the ``[B, H, T, d]``
-queries."""
+Twin (argument): ``seq-len-from-heads``: the length read from ``shape[1]`` (the heads) of the ``[B, H, T, d]``
+queries. At T = 6 and H = 4 the branch is not taken and the base stays 10000: the run records exactly the ops
+of a correct rotary without scaling (a model trained on 6 tokens or more), the one difference a Python float
+the length went into (``x.shape[1]`` is an int torch does not see used); which base the model was trained
+with is its configuration's, so the trace cannot tell the two apart."""
 
 import sys
 
 import torch
 from torch import nn
 
-BUGS = ("seq-len-from-heads",)
-TWINS = ()
+BUGS = ()
+TWINS = ("seq-len-from-heads",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
 

@@ -10,6 +10,8 @@ The idiom: a Qwen2-style grouped-query attention (``q_proj`` to ``H`` heads, ``k
 ``flash_attention_forward`` that moves the heads forward and calls ``scaled_dot_product_attention(...,
 is_causal=True, enable_gqa=True)``, the heads widened before the kernel (as the Ulysses path does).
 
+The sizes name the key/value heads (``H_kv=2``), as a user of a grouped-query model gives them.
+
 Bug (argument): ``repeat-kv-on-bshd``: ``repeat_kv`` applied to the ``bshd`` keys and values (tokens
 repeated; with the causal mask aligned top-left, query i then reads only tokens up to i / n_rep)."""
 
@@ -21,7 +23,7 @@ from torch import nn
 
 BUGS = ("repeat-kv-on-bshd",)
 TWINS = ()
-DIMS = ("B=2 T=6 D=32 H=4",)
+DIMS = ("B=2 T=6 D=32 H=4 H_kv=2",)
 
 
 def repeat_kv(hidden_states, n_rep):                                           # (b, kv, s, d) assumed
