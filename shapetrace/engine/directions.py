@@ -302,7 +302,8 @@ def opened_future(rows: Any) -> dict:
         return {"skips_ahead": (int(gap.any(-1).sum().item()), s, q, k, int(reach[s, q].item()))}
     if not bool((~between | pad | (reach[..., None, :] == reach[..., :, None])).all()):
         return {}
-    flags = (reach == n - 1) & (idx < n - 1) & real[..., 0]                    # (slices, n)
+    causal = (hidden & ones.triu(1)).flatten(1).any(1)[:, None]                # (slices, 1): hides a later key
+    flags = (reach == n - 1) & (idx < n - 1) & real[..., 0] & causal          # (slices, n): an open slice leaks
     return {"future_blocks": ((*rows.shape[:-2], n), tuple(flags.flatten().nonzero().flatten().tolist()))}
 
 

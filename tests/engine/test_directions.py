@@ -390,6 +390,8 @@ def test_bidirectional_blocks_on_a_causal_mask_open_the_last_token_to_its_block_
     padded = _causal_with_blocks(6, [(2, 4)]) | (torch.arange(6) == 5)          # a padding key: set aside
     assert opened_future(padded[None]) == {"future_blocks": ((1, 6), ())}
     assert opened_future(_causal_with_blocks(6, [(0, 6)])[None]) == {}            # every key open: no causal mask
+    open_beside = torch.stack([_causal_with_blocks(6, [(0, 6)]), _causal_with_blocks(6, [(1, 3)])])
+    assert opened_future(open_beside) == {"future_blocks": ((2, 6), ())}          # (an open slice's leak stays one)
     assert opened_future(_causal_with_blocks(6, [])[None]) == {}                  # causal: nothing opened
     assert opened_future(_window(6, 1)[None]) == {}                               # a look-ahead: no block closes
 
