@@ -34,22 +34,28 @@ zeta_rmsnorm_tokens       (correct)                 ✓ 17 ops / ? 1 of 17; CLI 
 zeta_rmsnorm_tokens       rms-over-tokens           ! normalised-over-tokens / ?; CLI ✗        unchanged
                                                     causal-mask-leaks (+ the warning)
 scope_topk_offset         (correct)                 ? 25 of 29 / ? nothing; CLI ? 25 of 29     unchanged
-scope_topk_offset         topk-without-offset       ? / ?; CLI ?                               unchanged (open)
+scope_topk_offset         topk-without-offset       ? / ?; CLI ?                               ✗ / ?; CLI ✗ (index-wrong-
+                                                                                               axis, twice)
 ========================  ========================  =========================================  ======================
 
 At first sight, at DIMS (``round_outcome``), the 6 correct files were ✓ 4, ? 2, ✗ 0 (the CLI: ✓ 4, ? 1, ✗ 1,
 gemma3's correct mask read as a leak); the 5 bugs ✗ 2, ! 1, ? 1, ✓ 1 (gemma3's; the CLI: ✗ 4, ? 1, ✓ 0), and the
-twin ✓. Now: the correct files ✓ 4, ? 2, ✗ 0 (the CLI ✓ 4, ? 2, ✗ 0); the bugs ✗ 2, ! 2, ? 1, ✓ 0 (the CLI ✗ 4,
-? 1). The fix (engine/directions.opened_future, engine/unattended):
+twin ✓. Now: the correct files ✓ 4, ? 2, ✗ 0 (the CLI ✓ 4, ? 2, ✗ 0); the bugs ✗ 3, ! 2, ? 0, ✓ 0 (the CLI ✗ 5).
+The fixes:
 
-* a causal mask opened onto later keys is read on its values: contiguous bidirectional blocks (a prefix LM's
-  prefix, one block per image) are the design, and the dependency check sets aside the queries whose block
-  holds the last token, as it sets aside padded queries with no key left; a later key seen across a hidden real
-  key (``mask-skips-ahead``, a warning) is no block at all.
+* engine/directions.opened_future, engine/unattended: a causal mask opened onto later keys is read on its
+  values: contiguous bidirectional blocks (a prefix LM's prefix, one block per image) are the design, and the
+  dependency check sets aside the queries whose block holds the last token, as it sets aside padded queries
+  with no key left (in a slice that hides some later key: one open everywhere still leaks); a later key seen
+  across a hidden real key (``mask-skips-ahead``, a warning) is no block at all;
+* engine/indices: ``topk``'s indices count the axis they ran over; over a slice (``T[2:5]``) they count from
+  its start until that start is added (``+ 2``, a plain int the capture now keeps for an addition), a ``cat``
+  passes on the one count its parts carry, and a pick along a range of the same axis that starts elsewhere
+  (``T[0:5]``) is ``index-wrong-axis``.
 
-Open: SCOPE's top-k indices count positions of the slice ``T[2:5]`` of the cache and pick from ``T[0:5]``
-(engine/indices follows ``argsort``/``argmax`` counts, not ``topk``'s, nor an offset added to a slice's count);
-InternLM3's length is a Python int torch never sees used (a twin).
+Open: InternLM3's length is a Python int torch never sees used (a twin); veomni's correct file is ``?`` when the
+sizes do not name the kv heads (``H_kv``); gemma3's correct file is ``?`` (the shifted flags ``pad(...)[:, :-1]``
+are ``(1+T)[0:6]``, not proven to be the tokens).
 """
 
 from __future__ import annotations
@@ -81,7 +87,7 @@ EXPECTED = {
     (zeta_rmsnorm_tokens, ""): [OK, UNSURE],
     (zeta_rmsnorm_tokens, "rms-over-tokens"): [("!", ("normalised-over-tokens",)), UNSURE],
     (scope_topk_offset, ""): [UNSURE, UNSURE],
-    (scope_topk_offset, "topk-without-offset"): [UNSURE, UNSURE],
+    (scope_topk_offset, "topk-without-offset"): [("✗", ("index-wrong-axis",) * 2), UNSURE],   # (? ? at eea3781)
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(gemma3_images_future, "all-images-bidirectional"), (veomni_repeat_kv_bshd, "repeat-kv-on-bshd")}
