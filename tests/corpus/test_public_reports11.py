@@ -34,8 +34,8 @@ zeta_rmsnorm_tokens       (correct)                 ✓ 17 ops / ? 1 of 17; CLI 
 zeta_rmsnorm_tokens       rms-over-tokens           ! normalised-over-tokens / ?; CLI ✗        unchanged
                                                     causal-mask-leaks (+ the warning)
 scope_topk_offset         (correct)                 ? 25 of 29 / ? nothing; CLI ? 25 of 29     unchanged
-scope_topk_offset         topk-without-offset       ? / ?; CLI ?                               ✗ / ?; CLI ✗ (index-wrong-
-                                                                                               axis, twice)
+scope_topk_offset         topk-without-offset       ? / ?; CLI ?                               ✗ / ?; CLI ✗
+                                                                                               (index-wrong-axis ×2)
 ========================  ========================  =========================================  ======================
 
 At first sight, at DIMS (``round_outcome``), the 6 correct files were ✓ 4, ? 2, ✗ 0 (the CLI: ✓ 4, ? 1, ✗ 1,
