@@ -35,13 +35,7 @@ from shapetrace.engine.kept_copies import KEPT
 from shapetrace.engine.modules import ModuleCalls, building_a_model
 from shapetrace.engine.nan_held import NanHeld
 from shapetrace.engine.op_args import first_operand, linear_operands
-from shapetrace.engine.ops import (
-    UNKNOWN,
-    Family,
-    OpSpec,
-    all_operands,
-    callable_index,
-)
+from shapetrace.engine.ops import UNKNOWN, Family, OpSpec, all_operands, callable_index
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, call_stack, einops_call, site
 from shapetrace.engine.sizes import SizeReads, carries_sizes
@@ -347,7 +341,8 @@ class Capture:
             else:
                 out_nodes.append(self._made(o, shape))
             shapes.append(shape)
-        frozen = freeze_args(args, kwargs) if spec.scaling or spec.params is not None or spec.inplace else _NO_ARGS
+        frozen = freeze_args(args, kwargs) if spec.scaling or spec.params is not None or spec.inplace or (
+            spec.additive and len(args) == 2 and type(args[1]) is int) else _NO_ARGS   # (``ids + p``: :mod:`.indices`)
         self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, tuple(ins),
                                                     tuple(out_nodes), tuple(shapes), frozen)))
         if self.grads is not None:

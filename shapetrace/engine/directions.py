@@ -170,8 +170,9 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     if offset == 0 and not aside:
         aside = own_key_hidden(rows) or blind_rows(mask, rows) or past_only(rows)   # (a query hiding its own key
         # explains a blind row)
-    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **keeps_far_future(rows),
-            **causal_window(rows, offset)}
+    far = keeps_far_future(rows)   # (a gap of its own kind: the keys just ahead hidden, those beyond seen)
+    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **far, **causal_window(rows, offset),
+            **(opened_future(rows) if offset == 0 and not far else {})}
 
 
 def causal_window(rows: Any, offset: int) -> dict:
@@ -269,6 +270,41 @@ def keeps_far_future(rows: Any) -> dict:
         if bool((future == (ones.triu(1) & ~ones.triu(a + 1))).all()):
             return {"keeps_far_future": a}
     return {}
+
+
+def opened_future(rows: Any) -> dict:
+    """What a causal mask opened onto later keys, as many queries as keys, keys hidden from every query (padding)
+    set aside: every real query sees every real key up to its own, some see later ones and some later key stays
+    hidden. ``{"future_blocks": (shape, flat indices)}`` when each query sees the later keys in one run from
+    the next key on, and every query in that run sees up to the same key: bidirectional blocks on a causal mask
+    (a prefix LM's prefix, Gemma 3's image tokens, a block-causal video mask), the queries ``[..., n]`` before
+    the last whose block holds the last key (their dependence on it is the design: :mod:`.unattended`);
+    ``{"skips_ahead": (count, slice, query, hidden key, seen key)}`` when a query sees a later key while a real
+    key between them stays hidden from it (Gemma 3's image tokens seeing every other image's, transformers
+    issue #38053): its block is no contiguous run; ``{}`` otherwise. ``rows``: ``[slices, n, n]``, True where
+    hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 3:
+        return {}
+    ones, idx = rows.new_ones((n, n)), rows.new_ones((n,)).long().cumsum(0) - 1
+    pad = rows.all(-2, keepdim=True)                                           # (slices, 1, n): no query sees it
+    real = ~pad.transpose(-1, -2)                                              # (slices, n, 1): real queries
+    hidden = rows & ~pad & real
+    later = ~rows & ~pad & real & ones.triu(1)
+    if bool((hidden & ones.tril(0)).any()) or not bool(later.any()) or not bool((hidden & ones.triu(1)).any()):
+        return {}
+    reach = ((later.long() * (idx + 1)).amax(-1) - 1).maximum(idx)              # (slices, n): the furthest seen
+    between = (idx[None, None, :] > idx[None, :, None]) & (idx[None, None, :] <= reach[..., None])
+    gap = between & hidden
+    if bool(gap.any()):
+        first = gap.flatten().nonzero()[0].item()
+        s, q, k = first // (n * n), first // n % n, first % n
+        return {"skips_ahead": (int(gap.any(-1).sum().item()), s, q, k, int(reach[s, q].item()))}
+    if not bool((~between | pad | (reach[..., None, :] == reach[..., :, None])).all()):
+        return {}
+    causal = (hidden & ones.triu(1)).flatten(1).any(1)[:, None]                # (slices, 1): hides a later key
+    flags = (reach == n - 1) & (idx < n - 1) & real[..., 0] & causal          # (slices, n): an open slice leaks
+    return {"future_blocks": ((*rows.shape[:-2], n), tuple(flags.flatten().nonzero().flatten().tolist()))}
 
 
 def rows_set_aside(mask: Any, rows: Any, future: Any, future_and_self: Any | None) -> dict:

@@ -12,6 +12,12 @@ along an axis of its input of another role (or unnamed), while another axis of t
 indices count, picks along the wrong axis: MAE's unshuffle ``torch.gather(x_, dim=2, index=ids_restore...)``
 moves features by patch positions. The roles come from the names; no size decides anything.
 
+``topk``'s indices count positions along the axis it ran over too, and over a slice (``scores[:, p:]``, named
+``T[2:5]``) they count from the slice's start: adding that start (``+ p``) makes them count the whole axis, and a
+pick along a range of the same axis that starts elsewhere (``x[:, :-w]``, ``T[0:5]``) with indices that still
+count from the slice's start picks other tokens than those chosen (Linking-ai/SCOPE issue #6). A ``cat`` passes
+on the one count its parts carry (a part made by ``arange(p)`` of a plain number counts nothing known).
+
 Reads: a capture's records (rows and calls without one), the inferred axes of each node, the namer, and
 the rows of the picks (their input's names and ``dim``). Adds: the :class:`MisIndexed` picks, for
 :mod:`.rules.indices`.
@@ -19,6 +25,7 @@ the rows of the picks (their input's names and ``dim``). Adds: the :class:`MisIn
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -27,6 +34,8 @@ from shapetrace.engine.thawed import thaw_args
 
 #: families whose ops keep the values of their one operand (moved, repeated, cast or offset by a number)
 _KEEPS_VALUES = LAYOUT_FAMILIES | {Family.SPLIT, Family.JOIN, Family.ELEMENTWISE}
+#: a range of an axis as names spell it: ``T[2:5]``, ``T[:-1]``
+_RANGE = re.compile(r"(.+)\[(-?\d*):(-?\d*)\]")
 
 
 class Count(NamedTuple):
@@ -38,7 +47,8 @@ class Count(NamedTuple):
 
 class MisIndexed(NamedTuple):
     """A pick along axis ``dim`` (named ``picked``, or None) of the row ``event``, with indices that count
-    ``count``, while axis ``held`` of its input (``held_label``) has the role they count."""
+    ``count``, while axis ``held`` of its input (``held_label``) has the role they count; ``held`` -1: the picked
+    axis is a range of the axis they count that starts elsewhere (``T[0:5]`` picked with positions of ``T[2:5]``)."""
 
     event: int
     dim: int
@@ -67,7 +77,7 @@ def misindexed_of(records: Sequence, labels_of: Callable[[int], tuple], role_of:
                 found.append(wrong)
         made = _made_count(record, ins, outs, counts, borrowed, labels_of)
         if made is not None:
-            for node in outs:
+            for node in outs[1:] if spec.counts.startswith("k,") else outs:   # (topk: its values count nothing)
                 counts[node] = made
             source = (borrowed.get(ins[0]) or labels_of(ins[0])) if spec.counts and ins else ()
             borrowed.update((node, source) for node in outs if source and len(labels_of(node)) == len(source))
@@ -92,19 +102,44 @@ def _made_count(record, ins: list, outs: list, counts: dict, borrowed: dict, lab
         label = (labels_of(outs[0]) or (None,))[0]
         return Count(label, spec.name) if label else None
     known = [counts.get(n) for n in ins]
+    if spec.family is Family.JOIN:   # (each part keeps its values: the one count the parts carry holds of them)
+        known = [c for c in known if c is not None]
     if not known or any(c is None for c in known) or len(set(known)) != 1:
         return None
     if spec.family is Family.ELEMENTWISE and len(known) > 1:
         return None   # positions combined with positions: ``q_ids[:, None] - k_ids[None, :]`` is a distance
+    if spec.family is Family.ELEMENTWISE:
+        return _offset(record, known[0])
     if spec.family in _KEEPS_VALUES or spec.sized == "grown":
         return known[0]
     return None
 
 
+def _start(label: str | None) -> tuple[str, int] | None:
+    """``"T[2:5]"`` -> ``("T", 2)``, ``"T"`` -> ``("T", 0)``: the axis a range of positions lies on and where
+    it starts; None for a range counted from the end (``T[-1:]``) or no name."""
+    m = _RANGE.fullmatch(label) if label else None
+    if m is None:
+        return (label, 0) if label and "[" not in label else None
+    return (m.group(1), int(m.group(2) or 0)) if not m.group(2).startswith("-") else None
+
+
+def _offset(record, count: Count) -> Count:
+    """The count of ``count + n`` (a plain number): where ``n`` is the start of the slice the indices count
+    along, they count the whole axis (``T[2:5]`` + 2: positions of ``T``); any other offset keeps the count."""
+    args, kwargs = thaw_args(record.frozen)
+    number = [a for a in (*args, *kwargs.values()) if type(a) is int]
+    where = _start(count.label)
+    if record.spec.additive and len(number) == 1 and where and where[1] and number[0] == where[1]:
+        return Count(where[0], count.op)
+    return count
+
+
 def _counted_along(record, labels: tuple) -> Count | None:
     """The axis an ``argsort`` / ``argmax`` ran over (its ``dim``; a flat index counts no one axis)."""
     args, kwargs = thaw_args(record.frozen)
-    dim = kwargs.get("dim", args[1] if len(args) > 1 else (-1 if record.spec.counts == "dim or last" else None))
+    at = 2 if record.spec.counts.startswith("k,") else 1   # (``topk(x, k, dim)``)
+    dim = kwargs.get("dim", args[at] if len(args) > at else (-1 if record.spec.counts.endswith("or last") else None))
     if type(dim) is not int or not labels or not -len(labels) <= dim < len(labels):
         return None
     label = labels[dim]
@@ -122,6 +157,9 @@ def _wrong_pick(event, count: Count, role_of) -> MisIndexed | None:
     if not -len(labels) <= dim < len(labels):
         return None
     dim %= len(labels)
+    theirs, mine = _start(count.label), _start(labels[dim])
+    if theirs and mine and theirs[0] == mine[0] and theirs[1] != mine[1]:   # (one axis, counted from elsewhere)
+        return MisIndexed(event.index, dim, labels[dim], count, -1, labels[dim])
     if role_of(labels[dim]) == wanted:
         return None
     held = next((j for j, label in enumerate(labels) if j != dim and role_of(label) == wanted), None)

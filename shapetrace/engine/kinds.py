@@ -70,8 +70,7 @@ class Kind(StrEnum):
     # -- products and scores -----------------------------------------------------------------------
     ATTENDS_OVER_WRONG_AXIS = (
         "attends-over-wrong-axis", "error",
-        "a matmul batches over tokens and multiplies heads × heads (the `view` bug when `T == H`, "
-        "or `transpose(0, 1)`)")
+        "a matmul batches over tokens and multiplies heads × heads (the `view` bug if `T == H`, or `transpose(0, 1)`)")
     CONTRACTS_DIFFERENT_AXES = (
         "contracts-different-axes", "error",
         "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
@@ -178,6 +177,7 @@ class Kind(StrEnum):
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
     MASK_KEEPS_FAR_FUTURE = ("mask-keeps-far-future", "error", "a mask on the scores of one sequence that hides the "
                              "few keys just after each query and sees all beyond them (`tril(causal, diagonal=w)`)")
+    MASK_SKIPS_AHEAD = ("mask-skips-ahead", "warning", "a causal mask that opens a later key across a hidden one")
     WINDOW_WIDENS = ("window-widens", "error", "a sliding-window mask made on one line that keeps w keys per query "
                      "at one call and lets a query see more at a later one (its edge not moved with the cache)")
     CAUSAL_MASK_ACROSS_SEQUENCES = ("causal-mask-across-sequences", "error", "a causal mask cut from a square "

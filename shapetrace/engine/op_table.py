@@ -290,6 +290,8 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(name, "new", pr.reduce, params=_reduce_params, row=False, words="the index of the extreme over an axis",
              meta="reduce", reduces_to=ReduceDtype.INDEX, counts="dim") for name in ("argmax", "argmin")),
     OpSpec("argsort", "new", None, row=False, words="the indices that sort an axis", counts="dim or last"),
+    OpSpec("topk", "new", None, row=False, words="the k largest values along an axis, and their indices",
+           counts="k, dim or last"),
     *_meta_only("reduce", "all", "any", reduces_to=ReduceDtype.BOOL),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)", family=F.MODULE_ATTENTION,

@@ -10,6 +10,9 @@ are); :func:`unattended_rows` reads them per batch entry and query for the leak 
 (:mod:`.dependencies`), as the rows uniform in every head and every kept layer. On the SDPA path no
 weights are kept, and such rows are opened instead (every key attends): :func:`masked_rows` reads them
 from the masks themselves (``no_key_left``, :func:`.directions.rows_set_aside`, read at each mask's call).
+The same holds of a query that a causal mask lets see the later keys of its own block by design (a prefix
+LM's prefix, Gemma 3's image tokens: ``future_blocks``, :func:`.directions.opened_future`): its dependence on
+the last token of its block is what the mask says, and :func:`masked_rows` reads those rows too.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> fro
     axes hold the batch first (``[B, H, T, S]`` or ``[B·H, T, S]``) and whose queries are ``tokens``."""
     rows = None
     for flags in uniform:
+        if flags.numel() == tokens:   # (one mask for every batch entry)
+            flags = flags.reshape(1, tokens).expand(batch, tokens)
         if flags.dim() < 2 or flags.shape[-1] != tokens or flags.numel() % (batch * tokens):
             continue
         per = flags.reshape(batch, -1, tokens).all(1)                              # (B, T)
@@ -49,13 +54,17 @@ def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> fro
 
 
 def masked_rows(records) -> list[torch.Tensor]:
-    """For each mask read at its call (:func:`.directions.rows_set_aside`), a bool tensor ``[..., T]``: its
-    padding queries with no key left."""
+    """For each mask read at its call, a bool tensor ``[..., T]`` of the queries whose dependence on the last
+    token is no leak: its padding queries with no key left (:func:`.directions.rows_set_aside`), each
+    mask's on its own, and the queries its bidirectional blocks let see the last token
+    (:func:`.directions.opened_future`), a table of their own (where a layer's mask holds them all)."""
     found = []
     for r in records:
-        shape, hits = (getattr(r, "params", None) or {}).get("no_key_left", ((), ()))
-        if hits:
-            flags = torch.zeros(shape, dtype=torch.bool)
-            flags.view(-1)[list(hits)] = True
-            found.append(flags)
+        params = getattr(r, "params", None) or {}
+        for fact in ("no_key_left", "future_blocks"):
+            shape, hits = params.get(fact, ((), ()))
+            if hits:
+                flags = torch.zeros(shape, dtype=torch.bool)
+                flags.view(-1)[list(hits)] = True
+                found.append(flags)
     return found

@@ -15,6 +15,7 @@ from shapetrace.engine.directions import (
     hidden_side,
     keeps_far_future,
     looks_ahead,
+    opened_future,
     own_key_hidden,
     past_only,
     subtracted_facts,
@@ -366,4 +367,61 @@ def test_the_tril_window_is_an_error_where_it_goes_in():
         "query sees the tokens more than 2 places after it, the far future. A sliding window's edge cut from the "
         "causal mask with tril (tril(causal, diagonal=w)) zeroes the causal mask's far part instead of hiding the far "
         "past."]
+    assert not [d for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity in ("error", "warning")]
+
+
+def _causal_with_blocks(n: int, blocks) -> torch.Tensor:
+    """True where hidden: a causal mask with each ``(start, stop)`` block opened both ways."""
+    keep = torch.ones(n, n, dtype=torch.bool).tril()
+    for start, stop in blocks:
+        keep[start:stop, start:stop] = True
+    return ~keep
+
+
+def test_bidirectional_blocks_on_a_causal_mask_open_the_last_token_to_its_block_only():
+    """A causal mask with contiguous bidirectional blocks (Gemma 3's image tokens, a prefix LM's prefix, a
+    block-causal video mask): ``future_blocks`` names the queries before the last whose block holds the last
+    token, the rows whose dependence on it is the design (engine/unattended). New in this commit (on eea3781
+    the pattern was "other" with no fact, and the dependency check called Gemma 3's correct mask a leak)."""
+    gemma3 = _causal_with_blocks(6, [(1, 3), (4, 6)])                            # [text, img, img, text, img, img]
+    assert opened_future(gemma3[None]) == {"future_blocks": ((1, 6), (4,))}
+    assert hidden_side(gemma3, (6, 6)) == {"hides_side": "other", "future_blocks": ((1, 6), (4,))}
+    assert opened_future(_causal_with_blocks(6, [(0, 3)])[None]) == {"future_blocks": ((1, 6), ())}   # prefix LM
+    padded = _causal_with_blocks(6, [(2, 4)]) | (torch.arange(6) == 5)          # a padding key: set aside
+    assert opened_future(padded[None]) == {"future_blocks": ((1, 6), ())}
+    assert opened_future(_causal_with_blocks(6, [(0, 6)])[None]) == {}            # every key open: no causal mask
+    open_beside = torch.stack([_causal_with_blocks(6, [(0, 6)]), _causal_with_blocks(6, [(1, 3)])])
+    assert opened_future(open_beside) == {"future_blocks": ((2, 6), ())}          # (an open slice's leak stays one)
+    assert opened_future(_causal_with_blocks(6, [])[None]) == {}                  # causal: nothing opened
+    assert opened_future(_window(6, 1)[None]) == {}                               # a look-ahead: no block closes
+
+
+def test_a_causal_mask_that_opens_a_later_key_across_a_hidden_one_skips_ahead():
+    """transformers issue #38053 (reports11/gemma3_images_future): every image token opened to every other
+    image's, ``is_image[:, :, None] & is_image[:, None, :]`` or-ed onto the causal mask, lets query 1 (the first
+    image) see keys 4 and 5 (the second) while key 3 (text) stays hidden: ``skips_ahead``. No fact on eea3781."""
+    is_image = torch.tensor([0, 1, 1, 0, 1, 1], dtype=torch.bool)
+    hidden = ~(torch.ones(6, 6, dtype=torch.bool).tril() | (is_image[:, None] & is_image[None, :]))
+    assert opened_future(hidden[None]) == {"skips_ahead": (2, 0, 1, 3, 5)}
+    assert "future_blocks" not in hidden_side(hidden, (6, 6))
+    q, k = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    far = (k > q) & (k <= q + 2)
+    assert "skips_ahead" not in hidden_side(far, (6, 6))                          # (mask-keeps-far-future's own)
+
+
+def test_the_images_seeing_later_images_are_a_warning_where_the_mask_goes_in():
+    """reports11/gemma3_images_future at its DIMS: ``✓`` on eea3781; now one warning on the add of the mask,
+    and its correct twin (one block per image) has none."""
+    import importlib
+
+    from tests.corpus.helpers import traced_build
+
+    m = importlib.import_module("tests.corpus.reports11.gemma3_images_future")
+    t = traced_build(m, "all-images-bidirectional", m.DIMS[0])
+    assert [f"{d.severity} {d.kind} {d.message}" for d in t.diagnostics if d.severity in ("error", "warning")] == [
+        "warning mask-skips-ahead add #17 puts a causal mask [B=2, 1, T=6, T=6] onto the scores [B=2, H=4, T=6, T=6] "
+        "that lets query 1 see the later key 5 while key 3 between them, a token other queries see, stays hidden "
+        "from it (4 such queries in all), along the keys (T) of one sequence: the keys a query may see ahead of it "
+        "are no contiguous block. Opening every image token to every other image's (transformers issue #38053) "
+        "reads later images so."]
     assert not [d for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity in ("error", "warning")]

@@ -85,3 +85,41 @@ def test_the_message_names_both_axes_and_the_fix():
         "(tokens): argsort made them along N. Its tokens axis is axis 1 (N), so the pick reorders other values "
         "by positions of N.")
     assert d.fix == "Pick along the axis the indices count: dim=1 (e.g. torch.gather(x, dim=1, index=...))."
+
+
+def _heavy_hitters(x, offset: bool, keep: int = 2):
+    """SCOPE's decoding compression (Linking-ai/SCOPE issue #6): the first 2 tokens kept, the top ``keep`` of
+    the middle chosen by ``topk`` over ``scores[:, 2:-1]`` (positions of that slice), gathered with the kept
+    ones from ``x[:, :-1]``; ``offset``: the slice's start added back (``+ 2``), as the fix does."""
+    B, N, C = x.shape
+    scores = x.pow(2).sum(-1)                                           # (B, N): one score per token
+    chosen = scores[:, 2:-1].topk(keep, dim=-1).indices                 # (B, keep): counts N[2:N-1]
+    if offset:
+        chosen = chosen + 2                                             # counts N
+    first = torch.arange(2).expand(B, 2)                                # (B, 2): a plain range, counts nothing named
+    index = torch.cat([first, chosen], dim=1)                           # (B, 2 + keep)
+    return torch.gather(x[:, :-1], 1, index.unsqueeze(-1).expand(-1, -1, C))
+
+
+def test_topk_indices_over_a_slice_count_from_its_start_until_it_is_added():
+    """``topk``'s indices count the slice they ran over (``N[2:6]``), pass through a ``cat`` with a plain range,
+    and picking ``N[0:6]`` with them is picking other tokens; ``+ 2`` makes them count ``N``. On eea3781 topk's
+    indices counted nothing and no pick was judged (reports11/scope_topk_offset: ``?``)."""
+    found, t = _picks(lambda x: _heavy_hitters(x, offset=False), 2, 7, 3)
+    assert found == [("index-wrong-axis", "gather")]
+    assert [d.message for d in t.diagnostics if d.kind == "index-wrong-axis"] == [
+        "gather #7 picks along axis 1 (N[0:6]) of [B=2, N[0:6]=6, D=3] with indices that count N[2:6]: topk made "
+        "them along N[2:6], positions counted from that range's start, and N[0:6] starts elsewhere on the same "
+        "axis, so each index picks another token than the one chosen."]
+    assert _picks(lambda x: _heavy_hitters(x, offset=True), 2, 7, 3)[0] == []
+
+
+def test_an_offset_that_is_not_the_slices_start_keeps_the_count():
+    """Only the slice's own start rebases the indices (``+ 1`` on positions of ``N[2:6]`` still counts from
+    elsewhere), and a ``topk``'s values count nothing."""
+    def pick(x):
+        chosen = x.pow(2).sum(-1)[:, 2:-1].topk(2, dim=-1)
+        return torch.gather(x[:, :-1], 1, (chosen.indices + 1).unsqueeze(-1).expand(-1, -1, x.shape[-1])), \
+            x.index_select(1, chosen.values[0].long().clamp(0, 1))
+
+    assert _picks(pick, 2, 7, 3)[0] == [("index-wrong-axis", "gather")]

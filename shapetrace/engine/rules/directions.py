@@ -88,6 +88,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_keeps_future(e, shown, key, other))
         if e.params.get("keeps_far_future") and _hides(e) and _one_sequence(*scores.axes[-2:]):
             out.append(_keeps_far_future(e, shown, key, other))
+        if e.params.get("skips_ahead") and _hides(e) and _one_sequence(*scores.axes[-2:]):
+            out.append(_skips_ahead(e, shown, key, other))
         if e.params.get("looks_ahead") and _hides(e):
             out.append(_looks_ahead(e, shown, key, other))
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
@@ -385,6 +387,18 @@ def _keeps_far_future(e: Event, scores: str, key: str | None, mask: TensorInfo) 
         "instead of hiding the far past."),
         "Hide the far past besides the future: mask = triu(full(min), 1) + tril(full(min), -w), or keep = (j <= i) "
         "& (j > i - w), hide ~keep.")
+
+
+def _skips_ahead(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    count, _, query, hidden, seen = e.params["skips_ahead"]
+    return Kind.MASK_SKIPS_AHEAD.found(e.index, (
+        f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that "
+        f"lets query {query} see the later key {seen} while key {hidden} between them, a token other queries "
+        f"see, stays hidden from it ({count} such quer{'ies' if count > 1 else 'y'} in all), along the keys "
+        f"({key or 'the keys'}) of one sequence: the keys a query may see ahead of it are no contiguous block. "
+        "Opening every image token to every other image's (transformers issue #38053) reads later images so."),
+        "Open a block only to the queries of that block: give each block an id (a cumsum over the block starts) "
+        "and open key j to query i where both ids are equal.")
 
 
 def _looks_ahead(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:

@@ -5,7 +5,9 @@ Reads ``analysis.misindexed`` (:mod:`shapetrace.engine.indices`: what each index
 
 * ``index-wrong-axis`` (error): a ``gather`` / ``index_select`` / ``take_along_dim`` picks along an axis
   of another role than the one its indices count, while another axis of its input has that role (MAE's
-  unshuffle written with ``dim=2``: the features are moved by patch positions).
+  unshuffle written with ``dim=2``: the features are moved by patch positions); or along a range of the axis
+  they count that starts elsewhere (``topk`` over ``scores[:, p:]`` picking from ``x[:, :-w]`` without ``+ p``:
+  Linking-ai/SCOPE issue #6).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def index_axes(analysis: Analysis) -> list[Diagnostic]:
         picked = f"{pick.picked}, {analysis.namer.plain_role(pick.picked)}" if pick.picked and \
             analysis.namer.plain_role(pick.picked) else (pick.picked or "unnamed")
         role = analysis.namer.plain_role(pick.count.label)
+        if pick.held < 0:
+            out.append(_counted_from_elsewhere(e, pick))
+            continue
         out.append(Kind.INDEX_WRONG_AXIS.found(e.index, (
             f"{e.op} #{e.index} picks along axis {pick.dim} ({picked}) of {fmt_named(x.dims, x.shape)} with indices "
             f"that count {pick.count.label} ({role}): {pick.count.op} made them along {pick.count.label}. Its "
@@ -47,3 +52,14 @@ def index_axes(analysis: Analysis) -> list[Diagnostic]:
             f"Pick along the axis the indices count: dim={pick.held} (e.g. torch.gather(x, dim={pick.held}, "
             "index=...))."))
     return out
+
+
+def _counted_from_elsewhere(e, pick) -> Diagnostic:
+    x = e.inputs[0]
+    return Kind.INDEX_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} picks along axis {pick.dim} ({pick.picked}) of {fmt_named(x.dims, x.shape)} with indices "
+        f"that count {pick.count.label}: {pick.count.op} made them along {pick.count.label}, positions counted from "
+        f"that range's start, and {pick.picked} starts elsewhere on the same axis, so each index picks another token "
+        "than the one chosen."),
+        f"Add the start of the range the indices were made over (index + start), or pick from {pick.count.label} "
+        "itself.")
