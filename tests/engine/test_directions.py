@@ -425,3 +425,56 @@ def test_the_images_seeing_later_images_are_a_warning_where_the_mask_goes_in():
         "are no contiguous block. Opening every image token to every other image's (transformers issue #38053) "
         "reads later images so."]
     assert not [d for d in traced_build(m, "", m.DIMS[0]).diagnostics if d.severity in ("error", "warning")]
+
+
+class _PrefixQueries(torch.nn.Module):
+    """Queries the slice ``x[:, a:b]`` of the tokens, keys all of them (Perceiver AR's latents, the last tokens;
+    or the first ones), and a causal mask ``ones(L, S).triu(offset)`` onto their scores."""
+
+    def __init__(self, start, stop, offset):
+        super().__init__()
+        self.start, self.stop, self.offset = start, stop, offset
+        self.q, self.kv, self.out = torch.nn.Linear(32, 32), torch.nn.Linear(32, 64), torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q = self.q(x[:, self.start:self.stop]).view(B, -1, 4, 8).transpose(1, 2)
+        k, v = (t.view(B, T, 4, 8).transpose(1, 2) for t in self.kv(x).chunk(2, dim=-1))
+        scores = q @ k.transpose(-2, -1) / 8 ** 0.5
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(self.offset), -1e9)
+        return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(B, -1, D))
+
+
+def _prefix_findings(start, stop, offset, dims="B=2 T=7 D=32 H=4"):
+    import shapetrace
+
+    torch.manual_seed(0)
+    model, x = _PrefixQueries(start, stop, offset), torch.randn(2, 7, 32)
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(x)
+    return [f"{d.severity} {d.kind} {d.message}" for d in t.diagnostics if d.severity in ("error", "warning")], \
+        t.report().verdict.line[0]
+
+
+def test_a_causal_mask_from_the_first_key_on_queries_that_are_the_last_tokens_is_misaligned():
+    """Queries ``T[4:7]`` (proven by the slice that made them) of the keys ``T``, masked ``triu(1)`` (query i
+    beside key i): each query's own position and the 4 keys before it are hidden (lucidrains/perceiver-ar-pytorch's
+    prefix mask without its ``j - i`` offset, tests/corpus/public23/perceiver_ar.py). ``✓`` with no finding on
+    2fe0908 (branch r23's base); the bottom-right mask ``triu(S - L + 1)`` is the correct one: nothing."""
+    assert _prefix_findings(4, 7, 1) == ([
+        "error causal-mask-misaligned masked_fill #13 puts a causal mask [T[4:7]=3, T=7] onto the scores "
+        "[B=2, H=4, T[4:7]=3, T=7] whose queries (T[4:7]) are positions 4..6 of its keys (T), but the mask is "
+        "aligned otherwise: query i sees keys 0..i, where query i is key 4+i and should see keys 0..4+i (it hides "
+        "each query's own position)."], "✗")
+    assert _prefix_findings(4, 7, 5) == ([], "✓")
+
+
+def test_a_bottom_right_mask_on_queries_that_are_the_first_tokens_shows_later_keys():
+    """The other way round: queries ``T[0:3]`` masked bottom-right (``triu(S - L + 1)``, a cache's alignment)
+    see keys after their own positions; ``triu(1)`` is theirs. Nothing was said on 2fe0908 either."""
+    found, mark = _prefix_findings(0, 3, 5)
+    assert mark == "✗" and [f.split(" masked_fill")[0] for f in found] == ["error causal-mask-misaligned"]
+    assert found[0].endswith("whose queries (T[0:3]) are positions 0..2 of its keys (T), but the mask is aligned "
+                             "otherwise: query i sees keys 0..4+i, where query i is key 0+i and should see keys "
+                             "0..0+i (it shows keys after each query).")
+    assert _prefix_findings(0, 3, 1) == ([], "✓")

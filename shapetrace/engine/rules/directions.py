@@ -17,8 +17,10 @@ they are (the scores' axes carry the query and key roles), so equal sizes decide
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import indexed_label
 from shapetrace.engine.directions import HIDES, READ_LIMIT
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -95,7 +97,7 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
         if "hides_side" not in e.params and (family_of(e.op) is Family.MASK_FILL or "hides" not in e.params):
             out.append(_unread(e, shown, other))
         if _causal_pattern(e) and _hides(e):
-            out.extend(_across_sequences(analysis, e, scores, other))
+            out.extend(_across_sequences(analysis, e, scores, other) or _off_positions(analysis, e, scores, other))
     return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis), key=lambda d: d.event)
 
 
@@ -181,6 +183,57 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
         f"{k} are hidden from earlier queries of {q} for no reason."),
         f"Give this attention no causal mask (mask=None), or a padding mask over its own keys ({k}): a causal "
         "mask belongs to the attention whose queries and keys are one sequence.")]
+
+
+_SLICE_END = re.compile(r"\[(?:(?P<start>\d+):(?P<stop>\d+)|-1:)\]$")
+
+
+def _proven_start(queries, keys) -> int | None:
+    """Where the queries start among the keys, where the names prove it: the queries are the slice ``K[a:b]``
+    (or ``K[-1:]``) of the keys' own whole axis ``K`` (Perceiver AR's latents, the last ``N`` of the ``T``
+    tokens whose prefix and latents are its keys); None otherwise. Sizes decide nothing: the slice's place is
+    the slicing op's own."""
+    k_atoms, q_atoms = getattr(keys, "atoms", ()), getattr(queries, "atoms", ())
+    if len(k_atoms) != 1 or len(q_atoms) != 1 or k_atoms[0].size != k_atoms[0].root_size:
+        return None
+    base, label = k_atoms[0].root, q_atoms[0].root
+    m = _SLICE_END.search(label or "")
+    if not base or base == "?" or m is None:
+        return None
+    start = int(m.group("start")) if m.group("start") is not None else keys.size - 1
+    stop = int(m.group("stop")) if m.group("stop") is not None else keys.size
+    where = label[m.start() + 1:-1]
+    if indexed_label(base, where) != label or stop - start != queries.size or stop > keys.size:
+        return None
+    return start
+
+
+def _off_positions(analysis: Analysis, e: Event, scores: TensorInfo, mask: TensorInfo) -> list[Diagnostic]:
+    """A causal mask whose values align query ``i`` with another key than the query's own position, where the
+    names prove that position: the queries are the slice ``K[a:b]`` of the keys ``K``, so query ``i`` is key
+    ``a + i`` and must see keys ``0 .. a + i``. Cut from the first key (``ones(L, S).triu(1)``: query ``i``
+    beside key ``i``) with ``a > 0``, it hides each query's own position and the ``a`` keys before it
+    (lucidrains/perceiver-ar-pytorch's prefix mask written ``triu(1)`` for ``triu(j - i + 1)``); aligned
+    bottom-right with ``b`` short of the keys' end, it shows keys after the queries. The base's identity must
+    not rest on a choice between equal sizes."""
+    queries, keys = scores.axes[-2], scores.axes[-1]
+    start = _proven_start(queries, keys)
+    if start is None or any(keys.atoms[0].root in pair for pair in analysis.size_choices):
+        return []
+    n_q, n_k = queries.size, keys.size
+    aligned = 0 if e.params.get("causal_from_first_key") else n_k - n_q
+    if aligned == start:
+        return []
+    q, k = scores.dims[-2], scores.dims[-1]
+    seen = (f"query i sees keys 0..{aligned}+i" if aligned else "query i sees keys 0..i")
+    return [Kind.CAUSAL_MASK_MISALIGNED.found(e.index, (
+        f"{e.op} #{e.index} puts a causal mask {fmt_named(mask.dims, mask.shape)} onto the scores "
+        f"{fmt_named(scores.dims, scores.shape)} whose queries ({q}) are positions {start}..{start + n_q - 1} of "
+        f"its keys ({k}), but the mask is aligned otherwise: {seen}, where query i is key {start}+i and should "
+        f"see keys 0..{start}+i" + (" (it hides each query's own position)." if aligned < start else
+                                    " (it shows keys after each query).")),
+        f"Offset the mask by the queries' start: torch.ones({n_q}, {n_k}, dtype=torch.bool).triu({start + 1}) "
+        f"hides exactly the keys after each query (for queries that end the keys: triu(S - L + 1)).")]
 
 
 def _rest_on_sizes(analysis: Analysis, q_roots: frozenset[str], k_roots: frozenset[str]) -> bool:
