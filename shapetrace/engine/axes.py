@@ -362,6 +362,21 @@ def merges_neighbours(atoms: Sequence[Atom], namer: Namer) -> bool:
         all(a.whole and namer.role(a.root) == Role.FEATURES for a in rest)
 
 
+def patch_steps(axes: Sequence[Axis], i: int, namer: Namer) -> bool:
+    """Is axis ``i`` the steps of each patch of one token axis, its patches another axis of the same tensor:
+    the innermost piece ``T%P`` alone (stride 1), beside the outer piece ``T/P`` that covers the sequence
+    (``x.unfold(-1, P, P)``, ``'b (n p) -> b n p'``)? A projection over it is a patch embedding (PatchTST's
+    ``W_P = Linear(patch_len, d_model)`` over ``[bs, nvars, patch_num, patch_len]``): it reads each patch's own
+    steps, in order, as that patch's features, as a conv stem reads its pixels; the patches stay the tokens.
+    Proven by the atoms alone (which pieces of which root), never by sizes."""
+    atoms = axes[i].atoms if 0 <= i < len(axes) else ()
+    if len(atoms) != 1 or atoms[0].stride != 1 or atoms[0].whole or not namer.is_token_root(atoms[0].root):
+        return False
+    step = atoms[0]
+    return any(len(a.atoms) == 1 and a.atoms[0].root == step.root and a.atoms[0].stride == step.size
+               and a.atoms[0].size * step.size == step.root_size for k, a in enumerate(axes) if k != i)
+
+
 def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:
     for a in atoms:
         for name in base_names(a.root):

@@ -15,6 +15,7 @@ from shapetrace.engine.axes import (
     Axis,
     base_names,
     coalesce,
+    patch_steps,
     root_axis,
     sizes_of,
     unknown_axes,
@@ -79,15 +80,34 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     weight that is not a module's parameter, gives unnamed features."""
     last_in = axes[-1] if axes else Axis()
     source = _features_label(last_in, namer)
+    if source is None and axes and patch_steps(axes, len(axes) - 1, namer):
+        source = PATCH_STEPS   # (a patch embedding makes the model's features, as a conv stem does)
     if not structural or source is None:
         return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
-    if root is None and out_features == last_in.size and not namer.width_clashes(out_features):
+    if root is None and out_features == last_in.size and not namer.width_clashes(out_features) \
+            and source != PATCH_STEPS:
         root = source
     if root is None and source == MERGED_HEADS and namer.width_clashes(out_features):
         root = "D"   # the merged heads projected back to the model's width (o_proj), never keys or values
     last = root_axis(root, out_features) if root else projected_width(namer, out_features)
+    if source == PATCH_STEPS:   # (each patch read whole: the patches ``T/P`` are the sequence from here on)
+        axes = [_patches(a, last_in, namer) for a in axes]
     return tuple(axes[:-1]) + (last,)
+
+
+def _patches(axis: Axis, steps: Axis, namer: Namer) -> Axis:
+    """The patches axis (``T/P``, the outer piece beside the steps ``T%P`` a patch embedding reads) as a whole
+    token axis of its own: its entries are whole patches once their steps are read as features."""
+    (step,) = steps.atoms
+    if len(axis.atoms) != 1 or axis.atoms[0].root != step.root or axis.atoms[0].stride != step.size:
+        return axis
+    label = namer.label(axis)
+    return Axis((Atom(label, axis.size, 1, axis.size),), axis.role) if label else axis
+
+
+#: what :func:`linear_axes` reads a patch embedding's input as (:func:`.axes.patch_steps`): features of no name
+PATCH_STEPS = "patch steps"
 
 
 def projected_width(namer: Namer, width: int) -> Axis:

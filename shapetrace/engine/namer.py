@@ -330,7 +330,9 @@ class Namer:
                 return None   # neighbouring patches' features side by side: Swin's patch merging
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
-            if any(is_piece_label(lab) for lab in labels) and any(self.role(a.root) == "tokens" for a in token_atoms):
+            whole_patches = {self.atom_label(a) for a in token_atoms}   # (``T/P`` made whole: tokens, no piece)
+            if any(is_piece_label(lab) and lab not in whole_patches for lab in labels) \
+                    and any(self.role(a.root) == "tokens" for a in token_atoms):
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)

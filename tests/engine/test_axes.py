@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapetrace.engine.axes import Atom, coalesce, root_axis
+from shapetrace.engine.axes import Atom, Axis, coalesce, patch_steps, root_axis
 from shapetrace.engine.axis_compute import linear_axes, matmul_axes
 from shapetrace.engine.axis_moves import permute_axes, split_axes, transpose_order
 from shapetrace.engine.axis_reshape import reshape_axes
@@ -200,3 +200,14 @@ def test_every_kth_token_side_by_side_is_still_a_mix():
     """``'b (p k) d -> b k (p d)'``: the piece of T beside the features is its outer one (every K-th token)."""
     strided = reshape_axes(permute_axes(reshape_axes(X, [2, 3, 2, 512], N), [0, 2, 1, 3]), [2, 2, 3 * 512], N)
     assert N.mix_kind(strided[2]) == "error"
+
+
+def test_patch_steps_are_the_innermost_piece_of_tokens_beside_their_patches():
+    """``[B, T/3, T%3]`` (``unfold(-1, 3, 3)`` of ``T = 6``): the steps ``T%3`` are a patch's (its patches ``T/3``
+    beside it); ``T/3`` read on its own, ``T%3`` with no patches axis beside it, or pieces of the features, are
+    not (PatchTST's ``W_P``; the function is new on r23)."""
+    outer, inner = Axis((Atom("T", 6, 3, 2),)), Axis((Atom("T", 6, 1, 3),))
+    assert patch_steps((X[0], outer, inner), 2, N)
+    assert not patch_steps((X[0], inner, outer), 2, N)
+    assert not patch_steps((X[0], inner), 1, N)
+    assert not patch_steps((X[0], Axis((Atom("D", 512, 8, 64),)), Axis((Atom("D", 512, 1, 8),))), 2, N)

@@ -75,3 +75,45 @@ def test_tokens_left_beside_the_batch_alone_keep_their_error():
     head = nn.Linear(6, 10)
     t = _traced(lambda x: head(x.mean(dim=-1)), (2, 6, 32), "B T D")
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["projection-over-tokens"]
+
+
+class _Patched(nn.Module):
+    """PatchTST's stem and head (tests/corpus/public23/patchtst.py, without the attention): ``[B, T, V]`` ->
+    ``[B, V, T/4, T%4]`` by ``unfold``, ``W_P = Linear(4, 32)`` over each patch's steps, then
+    ``[B, V, D, T/4]`` flattened to ``D·T/4`` for ``Linear(32 * 5, 6)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.W_P, self.head = nn.Linear(4, 32), nn.Linear(32 * 5, 6)
+
+    def forward(self, x):
+        z = self.W_P(x.permute(0, 2, 1).unfold(dimension=-1, size=4, step=4))
+        return self.head(z.permute(0, 1, 3, 2).flatten(start_dim=-2))
+
+
+def test_a_patch_embedding_makes_the_features_and_its_patches_read_out_per_series_are_no_finding():
+    """A linear over each patch's steps (``T%4``, its patches ``T/4`` beside it) is a patch embedding: its width
+    is the model's ``D`` (unnamed on 2fe0908) and it mixes no tokens (``projection-over-tokens`` there); its
+    patches, read whole from then on, flattened with ``D`` beside the batch and the series ``V`` (a declared axis
+    with no role) are a readout (on 2fe0908: ``mixed-axis`` on the flatten, ``D`` unnamed: ``?·T/4``). Two false
+    errors on correct code gone."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 20, 3)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=20 V=3 D=32 H=4") as t:
+        _Patched()(x)
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [
+        ("permute", ("B", "V", "T")), ("unfold", ("B", "V", "T/4", "T%4")), ("linear", ("B", "V", "T/4", "D")),
+        ("permute", ("B", "V", "D", "T/4")), ("flatten", ("B", "V", "D*T/4")), ("linear", ("B", "V", None))]
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_a_linear_over_every_fourth_token_is_still_a_projection_over_tokens():
+    """The outer piece ``T/4`` read by a linear (the steps ``T%4`` beside it): each output mixes tokens four apart,
+    no patch: the finding stays."""
+    torch.manual_seed(0)
+    proj = nn.Linear(5, 32)
+    x = torch.randn(2, 20, 3)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=20 V=3 D=32 H=4") as t:
+        proj(x.permute(0, 2, 1).unfold(dimension=-1, size=4, step=4).transpose(-2, -1))
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity == "error"] == [
+        ("error", "projection-over-tokens")]

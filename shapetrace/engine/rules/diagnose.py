@@ -20,6 +20,7 @@ from shapetrace.engine.axes import (
     coalesce,
     has_tokens,
     merges_neighbours,
+    patch_steps,
     top_level_terms,
 )
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
@@ -215,7 +216,8 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         if not e.inputs or not e.inputs[0].axes:
             continue
         x = e.inputs[0]
-        if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer):
+        if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer) \
+                and not patch_steps(x.axes, len(x.axes) - 1, analysis.namer):   # (a patch embedding)
             held = "tokens" if any(analysis.namer.role(a.root) == "tokens" for a in x.axes[-1].atoms) \
                 else "batch entries"   # (B·H/2·d_k: heads read as the batch)
             out.append(Kind.PROJECTION_OVER_TOKENS.found(e.index, (

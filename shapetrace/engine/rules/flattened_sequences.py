@@ -8,7 +8,8 @@ corpus/reports5/tabformer_seq_first.py). The axis it makes holds (token, feature
 ``projection-over-tokens`` reports: both true of a merge of heads gone wrong, neither of a readout of a whole
 sequence. What proves the readout, from the names' pieces and never from sizes: the axis is exactly one
 token axis and the model's features (``T·D``), each whole (no slice, no stride: no heads cut out of it),
-and every other axis of the tensor is the batch's (or of one entry). Heads merged with tokens (``T·d_k``,
+and every other axis of the tensor is the batch's (or of one entry, or a declared axis with no role: series
+read out each on its own, PatchTST's ``[bs, nvars, d_model * patch_num]``). Heads merged with tokens (``T·d_k``,
 ``H·T``), pieces of axes, or a heads axis left beside it keep their findings.
 
 Reads: the findings so far and the events they name. Adds nothing; drops those findings on such an axis.
@@ -50,8 +51,14 @@ def whole_sequence(t: TensorInfo, i: int, namer) -> bool:
     atoms = t.axes[i].atoms if i < len(t.axes) else ()
     roles = sorted(namer.plain_role(a.root) or "" for a in atoms)
     return roles == ["features", "tokens"] and all(a.size == a.root_size and a.stride == 1 for a in atoms) \
-        and all(namer.plain_role(label) == "batch" or size == 1
+        and all(namer.plain_role(label) == "batch" or size == 1 or _series(label, namer)
                 for k, (label, size) in enumerate(zip(t.dims, t.shape)) if k != i)
+
+
+def _series(label: str | None, namer) -> bool:
+    """A declared axis with no role (PatchTST's ``nvars``, declared ``V``): a set of series kept apart, each
+    read out on its own, as entries of the batch are (heads, tokens and features keep the finding)."""
+    return bool(label) and label in namer.dims and namer.plain_role(label) is None
 
 
 def mixes_whole_tokens(t: TensorInfo, i: int, analysis: Analysis) -> bool:
