@@ -120,10 +120,8 @@ class Kind(StrEnum):
     # -- the kernels' contracts --------------------------------------------------------------------
     SDPA_LAYOUT = ("sdpa-layout", "error",
                    "`F.scaled_dot_product_attention` fed q, k, v as `[B, T, H, d]` where `[B, H, T, d]` is due")
-    CAUSAL_MASK_MISALIGNED = ("causal-mask-misaligned", "error",
-                              "`is_causal=True` with fewer queries than keys (torch aligns the mask top-left), or a "
-                              "causal mask aligned otherwise than the queries' proven positions among the keys "
-                              "(`triu(1)` for `triu(S - L + 1)`)")
+    CAUSAL_MASK_MISALIGNED = ("causal-mask-misaligned", "error", "a causal mask aligned otherwise than the "
+                              "queries' positions among the keys (`is_causal=True` at L < S; `triu(1)` past a prefix)")
     MASK_POLARITY = ("mask-polarity", "error",
                      "a boolean mask in nn.MultiheadAttention's polarity (True = masked) given to SDPA")
     MASK_POLARITY_UNCHECKED = ("mask-polarity-unchecked", "note",

@@ -330,9 +330,7 @@ class Namer:
                 return None   # neighbouring patches' features side by side: Swin's patch merging
             if any(not a.whole for a in token_atoms):
                 return "error"  # pieces of tokens regrouped with something else
-            whole_patches = {self.atom_label(a) for a in token_atoms}   # (``T/P`` made whole: tokens, no piece)
-            if any(is_piece_label(lab) and lab not in whole_patches for lab in labels) \
-                    and any(self.role(a.root) == "tokens" for a in token_atoms):
+            if _piece_beside(self, labels, token_atoms) and any(self.role(a.root) == "tokens" for a in token_atoms):
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
@@ -553,3 +551,10 @@ def _leaf_table(namer: Namer, parts: tuple[str, ...]) -> dict[tuple[int, int], s
 
 def _sub_table(namer: Namer, name: str) -> dict[tuple[int, int], str]:
     return _merged_table(namer, name) if name in namer.decompositions else {}
+
+
+def _piece_beside(namer: Namer, labels, token_atoms) -> bool:
+    """Is one of ``labels`` a piece (``D/8``) other than a whole token axis's own label (the patches ``T/P`` a
+    patch embedding made whole, :func:`.axis_compute.linear_axes`: tokens, no piece of features)?"""
+    own = {namer.atom_label(a) for a in token_atoms}
+    return any(is_piece_label(lab) and lab not in own for lab in labels)
