@@ -335,3 +335,29 @@ def test_a_max_along_the_softmax_axis_is_the_stabiliser_and_stays_silent():
     t = _stabilised(-1)
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
     assert t.report().verdict.mark == "✓"
+
+
+def test_softmax_weighted_sum_over_the_tokens_read_back_on_them_is_silent():
+    """AFT-simple's pooling (rish-16/aft-pytorch issue #1's fix): ``torch.mul(softmax(K, 1), V).sum(dim=1,
+    keepdim=True)`` gating ``sigmoid(Q)``. The weights sum to 1 over the tokens the sum runs over: attention
+    pooling, not a norm's statistic. Fails on 28f94c3 (a false warning normalised-over-tokens at the sum)."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        q, k, v = (torch.nn.Linear(32, 32)(x).view(2, 6, 32) for _ in range(3))
+        pooled = torch.mul(torch.softmax(k, 1), v).sum(dim=1, keepdim=True)   # (B, 1, D)
+        torch.mul(torch.sigmoid(q), pooled).view(2, 6, 32)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_a_plain_sum_over_the_tokens_read_back_on_them_is_still_a_warning():
+    """The same sum without the softmax weights (``(k * v).sum(1, keepdim=True)``) stays a statistic over the
+    tokens read back on them: only weights normalised along the summed tokens make it a weighted sum."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        q, k, v = (torch.nn.Linear(32, 32)(x).view(2, 6, 32) for _ in range(3))
+        pooled = torch.mul(k, v).sum(dim=1, keepdim=True)                        # (B, 1, D)
+        torch.mul(torch.sigmoid(q), pooled).view(2, 6, 32)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == [
+        ("warning", "normalised-over-tokens")]

@@ -278,3 +278,28 @@ def test_a_softmax_along_the_flattened_words_of_the_whole_batch_is_an_error(T, B
 @pytest.mark.parametrize("T,B", [(6, 2), (4, 4)])
 def test_a_softmax_along_each_sequences_words_is_silent(T, B):
     assert [d.kind for d in _flattened("right", T, B).diagnostics if d.severity != "note"] == []
+
+
+def _aft_simple(x, dim):
+    """AFT-simple (rish-16/aft-pytorch): keys softmaxed, multiplied by values of their own shape with ``torch.mul``
+    (no row: the result is traced back to the weights), summed along the same axis, gating ``sigmoid(Q)``."""
+    B, T, D = x.shape
+    q, k, v = (nn.Linear(D, D)(x).view(B, T, D) for _ in range(3))
+    if dim == 0:
+        pooled = torch.mul(torch.softmax(k, 0), v).sum(0)                       # (T, D): the issue's bug
+    else:
+        pooled = torch.mul(torch.softmax(k, 1), v).sum(dim=1, keepdim=True)     # (B, 1, D): its fix
+    return torch.mul(torch.sigmoid(q), pooled).view(B, T, D)
+
+
+def test_aft_weights_normalised_and_summed_over_the_batch_are_an_error():
+    """rish-16/aft-pytorch issue #1: ``torch.mul(torch.softmax(K, 0), V).sum(0)`` on ``[B, T, D]``. Fails on
+    2fe0908 (no finding, ``✓``: the product of weights and values of one shape was traced back to the weights
+    alone, so no rule saw the values weighed; only the CLI's measured contract said batch-entries-mix)."""
+    t = _traced(lambda x: _aft_simple(x, 0), 2, 6, 32, 4)
+    found = [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"]
+    assert found == [("error", "softmax-wrong-axis", 6)]
+    assert t.diagnostics[0].message.startswith(
+        "softmax #6 normalises over axis 0 (B, the batch entries) of the weights [B=2, T=6, D=32], and sum #7 "
+        "weighs the values with them")
+

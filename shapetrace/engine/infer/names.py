@@ -133,13 +133,19 @@ _JOINED_FAMILIES = frozenset({Family.REDUCE, Family.SOFTMAX})
 def reductions_joined(state: Inference, ins, same: int | None) -> frozenset[int]:
     """The reduction rows whose results enter a call without a row by an operand it is not traced back
     through (``same``): ``s - s.logsumexp(1, keepdim=True)`` is traced back to ``s`` alone, and the
-    reduction along its heads would be lost to the rules that follow what a reduction feeds."""
+    reduction along its heads would be lost to the rules that follow what a reduction feeds. Softmax weights
+    the call is traced back through join too where another tensor meets them (``torch.mul(softmax(K, 0), V)``
+    of one shape, rish-16/aft-pytorch issue #1: the weights weigh V, and the ``sum(0)`` that follows is
+    their weighted sum; without this the product of weights and values was read as the weights alone)."""
     found: set[int] = set()
     for n in ins:
         found.update(state.reduced_into.get(n, ()))
         source = _through_layout(state, state.made_by.get(n)) if n != same else None
         if source is not None and family_of(state.events[source[0]].op) in _JOINED_FAMILIES:
             found.add(source[0])
+    weights = _through_layout(state, state.made_by.get(same)) if same is not None and len(set(ins)) > 1 else None
+    if weights is not None and family_of(state.events[weights[0]].op) is Family.SOFTMAX:
+        found.add(weights[0])   # (weights that met another tensor of their own shape: AFT's softmax(K, 0) * V)
     return frozenset(found)
 
 

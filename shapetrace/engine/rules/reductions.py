@@ -174,7 +174,8 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         tokens = [i for i in along if t.shape[i] > 1 and _role(analysis, t.dims[i]) == "tokens"]
         kept = [i for i in range(len(t.shape)) if i not in along and _role(analysis, t.dims[i]) in VALUE_ROLES]
         if tokens and (_one_statistic_per_sequence(analysis, t, along)
-                       or (len(along) == 1 and kept and e.params.get("keepdim"))):
+                       or (len(along) == 1 and kept and e.params.get("keepdim"))) \
+                and not _weighted_sum(analysis, e, t.dims[tokens[0]]):
             flagged[e.index] = (tokens[0], t.dims[tokens[0]])
     said: set[int] = set()
     for e in analysis.events:
@@ -192,6 +193,21 @@ def statistics_over_tokens(analysis: Analysis) -> list[Diagnostic]:
                         f"are scaled by statistics of all {t.shape[i]} tokens, the later ones included."),
                         "Take a norm's statistic over each token's own features: .mean(-1, keepdim=True)."))
     return out
+
+
+def _weighted_sum(analysis: Analysis, e: Event, label: str) -> bool:
+    """Is reduction ``e`` along the tokens ``label`` a sum of softmax weights normalised along those same tokens
+    times values (AFT-simple's ``(softmax(K, 1) * V).sum(1, keepdim=True)``, rish-16/aft-pytorch issue #1's
+    fix): attention pooling, whose weights sum to 1 over the tokens by design, not a norm's statistic?"""
+    if e.spec.name != "sum" or not e.joined:
+        return False
+    for index in e.joined[0]:
+        w = analysis.events[index]
+        if w.spec.family is Family.SOFTMAX and w.inputs:
+            along = axes_along(Family.SOFTMAX.value, w.params, len(w.inputs[0].shape)) or ()
+            if [w.inputs[0].dims[i] for i in along] == [label]:
+                return True
+    return False
 
 
 def _broadcast_back(analysis: Analysis, e: Event, flagged: dict[int, tuple[int, str]]) -> set[int]:
