@@ -173,6 +173,24 @@ def indexed_label(label: str, where: str) -> str:
     return f"({label})[{where}]" if len(top_level_terms(label)) > 1 else f"{label}[{where}]"
 
 
+_CUT = re.compile(r"(?P<base>.+)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]")
+
+
+def cut_from(label: str | None) -> tuple[str, int | None, int | None] | None:
+    """The axis a range of positions was cut from, and the range, as :func:`indexed_label` wrote them:
+    ``"T[2:5]"`` -> ``("T", 2, 5)``, ``"T[-1:]"`` -> ``("T", -1, None)``, ``"(1+T)[0:3]"`` -> ``("1+T", 0, 3)``
+    (None for an open end); None for any other label (a whole axis, a pick ``T[ids_keep]``)."""
+    m = _CUT.fullmatch(label) if label else None
+    if m is None:
+        return None
+    base, where = m["base"], label[len(m["base"]) + 1:-1]
+    if base.startswith("(") and base.endswith(")") and indexed_label(base[1:-1], where) == label:
+        base = base[1:-1]
+    if indexed_label(base, where) != label:
+        return None
+    return base, int(m["start"]) if m["start"] else None, int(m["stop"]) if m["stop"] else None
+
+
 _PART = re.compile(r"\[(\d+):(\d+)\]")
 
 

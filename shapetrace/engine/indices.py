@@ -25,17 +25,15 @@ the rows of the picks (their input's names and ``dim``). Adds: the :class:`MisIn
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
+from shapetrace.engine.axes import cut_from
 from shapetrace.engine.opspec import LAYOUT_FAMILIES, Family
 from shapetrace.engine.thawed import thaw_args
 
 #: families whose ops keep the values of their one operand (moved, repeated, cast or offset by a number)
 _KEEPS_VALUES = LAYOUT_FAMILIES | {Family.SPLIT, Family.JOIN, Family.ELEMENTWISE}
-#: a range of an axis as names spell it: ``T[2:5]``, ``T[:-1]``
-_RANGE = re.compile(r"(.+)\[(-?\d*):(-?\d*)\]")
 
 
 class Count(NamedTuple):
@@ -118,10 +116,11 @@ def _made_count(record, ins: list, outs: list, counts: dict, borrowed: dict, lab
 def _start(label: str | None) -> tuple[str, int] | None:
     """``"T[2:5]"`` -> ``("T", 2)``, ``"T"`` -> ``("T", 0)``: the axis a range of positions lies on and where
     it starts; None for a range counted from the end (``T[-1:]``) or no name."""
-    m = _RANGE.fullmatch(label) if label else None
-    if m is None:
+    cut = cut_from(label)
+    if cut is None:
         return (label, 0) if label and "[" not in label else None
-    return (m.group(1), int(m.group(2) or 0)) if not m.group(2).startswith("-") else None
+    base, start, _ = cut
+    return (base, start or 0) if start is None or start >= 0 else None
 
 
 def _offset(record, count: Count) -> Count:

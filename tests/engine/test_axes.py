@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapetrace.engine.axes import Atom, Axis, coalesce, patch_steps, root_axis
+from shapetrace.engine.axes import Atom, Axis, coalesce, cut_from, indexed_label, patch_steps, root_axis
 from shapetrace.engine.axis_compute import linear_axes, matmul_axes
 from shapetrace.engine.axis_moves import permute_axes, split_axes, transpose_order
 from shapetrace.engine.axis_reshape import reshape_axes
@@ -211,3 +212,17 @@ def test_patch_steps_are_the_innermost_piece_of_tokens_beside_their_patches():
     assert not patch_steps((X[0], inner, outer), 2, N)
     assert not patch_steps((X[0], inner), 1, N)
     assert not patch_steps((X[0], Axis((Atom("D", 512, 8, 64),)), Axis((Atom("D", 512, 1, 8),))), 2, N)
+
+
+@pytest.mark.parametrize(("label", "cut"), [
+    ("T[2:5]", ("T", 2, 5)), ("T[-1:]", ("T", -1, None)), ("T[:-1]", ("T", None, -1)),
+    ("(1+T)[0:3]", ("1+T", 0, 3)), ("S[0:4][1:2]", ("S[0:4]", 1, 2)),
+    ("T", None), ("T[ids_keep]", None), (None, None),
+])
+def test_cut_from_reads_back_the_range_indexed_label_wrote(label, cut):
+    """One home for reading a range's label (engine/indices' topk offsets and rules/directions' queries cut
+    from the keys each parsed it with a pattern of their own): exactly what :func:`axes.indexed_label` wrote."""
+    assert cut_from(label) == cut
+    if cut is not None:
+        where = f"{'' if cut[1] is None else cut[1]}:{'' if cut[2] is None else cut[2]}"
+        assert indexed_label(cut[0], where) == label

@@ -17,10 +17,9 @@ they are (the scores' axes carry the query and key roles), so equal sizes decide
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import indexed_label
+from shapetrace.engine.axes import cut_from
 from shapetrace.engine.directions import HIDES, READ_LIMIT
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -185,9 +184,6 @@ def _across_sequences(analysis: Analysis, e: Event, scores: TensorInfo, mask: Te
         "mask belongs to the attention whose queries and keys are one sequence.")]
 
 
-_SLICE_END = re.compile(r"\[(?:(?P<start>\d+):(?P<stop>\d+)|-1:)\]$")
-
-
 def _proven_start(queries, keys) -> int | None:
     """Where the queries start among the keys, where the names prove it: the queries are the slice ``K[a:b]``
     (or ``K[-1:]``) of the keys' own whole axis ``K`` (Perceiver AR's latents, the last ``N`` of the ``T``
@@ -196,14 +192,11 @@ def _proven_start(queries, keys) -> int | None:
     k_atoms, q_atoms = getattr(keys, "atoms", ()), getattr(queries, "atoms", ())
     if len(k_atoms) != 1 or len(q_atoms) != 1 or k_atoms[0].size != k_atoms[0].root_size:
         return None
-    base, label = k_atoms[0].root, q_atoms[0].root
-    m = _SLICE_END.search(label or "")
-    if not base or base == "?" or m is None:
+    base, cut = k_atoms[0].root, cut_from(q_atoms[0].root)
+    if not base or base == "?" or cut is None or cut[0] != base:
         return None
-    start = int(m.group("start")) if m.group("start") is not None else keys.size - 1
-    stop = int(m.group("stop")) if m.group("stop") is not None else keys.size
-    where = label[m.start() + 1:-1]
-    if indexed_label(base, where) != label or stop - start != queries.size or stop > keys.size:
+    start, stop = (keys.size - 1, keys.size) if cut[1:] == (-1, None) else cut[1:]
+    if start is None or stop is None or start < 0 or stop - start != queries.size or stop > keys.size:
         return None
     return start
 
