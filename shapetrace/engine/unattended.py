@@ -2,7 +2,8 @@
 
 Under a mask filled with a finite large negative (``torch.finfo(dtype).min``, ``-1e9``), a query whose every
 key is hidden (the first rows of a left-padded sequence under a causal mask: transformers' eager Llama) gets
-equal scores on every key, and softmax spreads it evenly over all of them, the later tokens' too. Its output
+equal scores on every key, and softmax spreads it evenly over all of them, the later tokens' too (over all
+but those a second mask pushed to ``-inf``). Its output
 is padding (transformers' SDPA path even unmasks such rows on purpose, ``_unmask_unattended``), and its
 dependence on later tokens is no leak of the causal mask. :func:`uniform_rows` reads, when the run ends,
 which rows of the attention weights the capture kept are exactly the same on every key (random scores never
@@ -32,9 +33,18 @@ def weights_over_keys(outputs):
 
 
 def uniform_rows(outputs) -> list[torch.Tensor]:
-    """For each of :func:`weights_over_keys`, a bool tensor ``[..., T]``: the rows whose every weight is the same."""
+    """For each of :func:`weights_over_keys`, a bool tensor ``[..., T]``: the rows whose every nonzero weight is
+    the same, on two keys or more. A query with no key left has every score at the fill value, but where two
+    masks each add it (GPT-2's ``where(causal, w, min)`` then ``+ (1 - mask) * min``) a key hidden by both
+    overflows to ``-inf`` and takes weight 0, so its row is even on the other keys only (random scores never
+    give two weights exactly the same; one nonzero weight alone proves nothing: a query shown one key)."""
+    rows = []
     with torch.no_grad():
-        return [(w.amax(-1) == w.amin(-1)).cpu() for w in weights_over_keys(outputs)]
+        for w in weights_over_keys(outputs):
+            shown = w > 0
+            lowest = torch.where(shown, w, torch.full_like(w, float("inf"))).amin(-1)
+            rows.append(((w.amax(-1) == lowest) & (shown.sum(-1) >= 2)).cpu())
+    return rows
 
 
 def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> frozenset[tuple[int, int]]:
