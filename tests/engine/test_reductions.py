@@ -304,6 +304,25 @@ def test_a_statistic_over_the_tokens_expanded_back_onto_them_is_a_warning():
     assert [d.kind for d in _expanded_norm_traced(-1).diagnostics if d.severity != "note"] == []
 
 
+def test_a_mean_over_the_tokens_prepended_as_a_summary_token_is_silent():
+    """On 062deef (main) CLIP's ``AttentionPool2d`` (tests/corpus/public24/clip_attnpool, correct) was ``!``: the
+    positions' mean joined to them by ``cat`` was read as a statistic spread back onto the tokens it was taken
+    from; a join puts it beside them, a summary token, and scales none. The same mean added back stays a
+    warning."""
+    x = torch.randn(2, 32, 15)
+    with shapetrace.trace(dims="B=2 N=15 D=32 H=4") as t:
+        shapetrace.name(x, "B D N")
+        z = x.permute(2, 0, 1)                                                             # (N, B, D)
+        torch.cat([z.mean(dim=0, keepdim=True), z], dim=0)                                 # (1+N, B, D)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == []
+    with shapetrace.trace(dims="B=2 N=15 D=32 H=4") as t:
+        shapetrace.name(x, "B D N")
+        z = x.permute(2, 0, 1)
+        (z - z.mean(dim=0, keepdim=True)).view(15, 2, 4, 8)                                # back onto the tokens
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics if d.severity != "note"] == \
+        [("warning", "normalised-over-tokens", 1)]
+
+
 def _stabilised(dim):
     """LayoutLMv3's ``cogview_attention`` (transformers, modeling_layoutlmv3.py): the scores divided by ``alpha``,
     their max subtracted, multiplied back, then ``Softmax(dim=-1)``; ``dim``: the axis the max is taken along."""

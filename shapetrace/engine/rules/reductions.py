@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, contracts_by_subscripts, family_of
+from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, contracts_by_subscripts, family_of
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.channels import readers, sums_over
 
@@ -213,8 +213,13 @@ def _weighted_sum(analysis: Analysis, e: Event, label: str) -> bool:
 def _broadcast_back(analysis: Analysis, e: Event, flagged: dict[int, tuple[int, str]]) -> set[int]:
     """The flagged statistics a row reads directly and spreads back over the very tensor they were taken from
     (``mu.expand_as(z)`` after ``mu = z.mean(1, keepdim=True)``: jadore801120/attention-is-all-you-need-pytorch
-    PR #17's LayerNormalization), where that row's operands carry the tokens again."""
-    found = set()
+    PR #17's LayerNormalization), where that row's operands carry the tokens again. Only an op that lines its
+    operands up position by position spreads a statistic back (broadcasting arithmetic, an expand): a join puts
+    it beside them as entries of its own (CLIP's ``AttentionPool2d``: ``cat([x.mean(dim=0, keepdim=True), x])``,
+    the positions' mean prepended as a summary token), and scales no token by it."""
+    found: set[int] = set()
+    if family_of(e.op) not in BROADCAST_FAMILIES | {Family.EXPAND}:
+        return found
     for source in e.sources:
         if source is not None and source[0] in flagged:
             taken_from = analysis.events[source[0]].sources[:1]

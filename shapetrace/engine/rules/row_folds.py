@@ -12,6 +12,16 @@ Each row of a matrix product is computed on its own, so rows that pair a token w
   operand of that product has a heads axis (the keys have one head, which every row shares);
 * the product's result is viewed back at once into axes none of which merges tokens with anything.
 
+The same holds one level up, for a batch: axial attention (lucidrains/axial-attention's ``PermuteToFrom``) folds
+the batch, the grid axis it does not attend along and the heads into one leading axis (``reshape(b * h, -1, e)``
+of ``[B·Wp, Hp, d_k]`` heads: ``[B·Wp·H, Hp, d_k]``) and attends along the other grid axis. What proves it:
+
+* the folded axis holds tokens and heads (and batch entries), no features;
+* every op that reads it is a product that keeps it in every operand and in its result (a batch axis, each
+  entry computed on its own: ``einsum('bie,bje->bij')``, ``bmm``'s first axis);
+* that product scores or weighs queries against keys along another token axis (an axis with a query or key
+  role, of tokens outside the fold).
+
 A fold that nothing multiplies, or that multiplies keys with heads, or that is never undone keeps its
 ``tokens-merged-with-features`` warning (``view(B, T, H, d_k).reshape(B, T * H, d_k)``: the teaching
 aid of tests/engine/test_diagnose_merges.py).
@@ -24,7 +34,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import coalesce
 from shapetrace.engine.events import readers_of
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import is_matrix_product
+from shapetrace.engine.ops import Family, is_matrix_product
 from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +50,38 @@ def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagn
     product against one key/value head reads as its rows and that are undone right after it."""
     readers = readers_of(analysis.events)
     return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
-                                     and _batched_rows(analysis, readers, analysis.events[d.event]))]
+                                     and (_batched_rows(analysis, readers, analysis.events[d.event])
+                                          or _batched_attention(analysis, readers, analysis.events[d.event])))]
+
+
+def _batched_attention(analysis: Analysis, readers: dict, e: Event) -> bool:
+    """The fold is a batch axis of every product that reads it, and those products attend along other tokens."""
+    namer = analysis.namer
+    folded = e.outputs[0]
+    axes = [a for a in folded.axes if namer.mix_kind(a) in _MERGES]
+    if len(axes) != 1:
+        return False
+    fold = axes[0]
+    roots = {atom.root for atom in coalesce(fold.atoms)}
+    roles = {namer.role(namer.atom_label(a)) for a in coalesce(fold.atoms)}
+    if not {Role.TOKENS, Role.HEADS} <= roles <= {Role.TOKENS, Role.HEADS, Role.BATCH}:
+        return False
+    uses = readers.get((e.index, 0), [])
+    return bool(uses) and all(_attends_batched(namer, p, fold, roots) for p, _ in uses)
+
+
+def _attends_batched(namer, p: Event, fold, roots: set) -> bool:
+    """``p`` is a product that keeps ``fold`` in every operand and its result, and pairs queries with keys along
+    a token axis outside the fold."""
+    if p.spec is None or p.spec.family is not Family.PRODUCT or not p.outputs:
+        return False
+    tensors = [*p.inputs, p.outputs[0]]
+    if not all(fold in t.axes for t in tensors):
+        return False
+    return any(a.role in ("query", "key") and all(atom.root not in roots and namer.is_token_root(atom.root)
+                                                  and namer.role(namer.atom_label(atom)) == Role.TOKENS
+                                                  for atom in coalesce(a.atoms))
+               for t in tensors for a in t.axes)
 
 
 def _batched_rows(analysis: Analysis, readers: dict, e: Event) -> bool:
