@@ -172,7 +172,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
         # explains a blind row)
     far = keeps_far_future(rows)   # (a gap of its own kind: the keys just ahead hidden, those beyond seen)
     return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **far, **causal_window(rows, offset),
-            **(opened_future(rows) if offset == 0 and not far else {})}
+            **(opened_future(rows) if offset == 0 and not far else {}),
+            **(whole_past_hidden(rows) if offset == 0 else {})}
 
 
 def causal_window(rows: Any, offset: int) -> dict:
@@ -220,6 +221,25 @@ def past_only(rows: Any) -> dict:
         return {}
     first = int(early.flatten().nonzero()[0].item())
     return {"past_only": (first // (n * n), first // n % n, first % n)}
+
+
+def whole_past_hidden(rows: Any) -> dict:
+    """``{"whole_past_hidden": (slice, query, key)}`` when, as many queries as keys, every slice hides every key
+    before each query while some query sees a key after it: the mirror of a causal pattern (a strided or
+    windowed causal mask built with its query and key grids swapped, ``q = z + y``, ``k = z + x``), each token
+    reading only what follows it; the first later key seen at ``[slice, query, key]``. The exact reversed
+    triangle is ``hides_side == "past"`` (:func:`hidden_side`). ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 3:
+        return {}
+    ones = rows.new_ones((n, n))
+    if not bool(rows[:, ones.tril(-1)].all()):
+        return {}
+    later = ~rows & ones.triu(1)
+    if not bool(later.any()):
+        return {}
+    first = int(later.flatten().nonzero()[0].item())
+    return {"whole_past_hidden": (first // (n * n), first // n % n, first % n)}
 
 
 def blind_rows(mask: Any, rows: Any) -> dict:

@@ -19,6 +19,7 @@ from shapetrace.engine.directions import (
     own_key_hidden,
     past_only,
     subtracted_facts,
+    whole_past_hidden,
 )
 
 
@@ -478,3 +479,57 @@ def test_a_bottom_right_mask_on_queries_that_are_the_first_tokens_shows_later_ke
                              "otherwise: query i sees keys 0..4+i, where query i is key 0+i and should see keys "
                              "0..0+i (it shows keys after each query).")
     assert _prefix_findings(0, 3, 1) == ([], "✓")
+
+
+def _strided_keep(n: int, stride: int, swapped: bool = False) -> torch.Tensor:
+    """openai/sparse_attention ``get_attn_mask(n, 'strided', stride)``: ``q = z + x``, ``k = z + y`` (``x`` the
+    column of positions, ``y`` its row), keep ``(q >= k) & ((q - k) % stride == 0)``; ``swapped``: the grids the
+    other way round (tests/corpus/public25/sparse_strided.py's bug)."""
+    x = torch.arange(n)[:, None]
+    q, k = (x.T.expand(n, n), x.expand(n, n)) if swapped else (x.expand(n, n), x.T.expand(n, n))
+    return (q >= k) & ((q - k) % stride == 0)
+
+
+def test_a_pattern_that_hides_the_whole_past_and_keeps_a_later_key_is_a_mirrored_causal_mask():
+    """A strided causal mask built with its position grids swapped hides every earlier key and keeps some later
+    ones; hidden_side read it as ``"other"`` with no fact on d58f65e (branch r25's base) and the trace was ``✓``
+    (round_outcome; the CLI's dependency contracts caught it as a leak only where they are measured). The exact
+    reversed triangle stays ``hides_side == "past"``; causal, strided, windowed and bidirectional masks: nothing."""
+    assert whole_past_hidden(_keep_to_hidden(_strided_keep(6, 2, swapped=True))[None]) == \
+        {"whole_past_hidden": (0, 0, 2)}
+    assert hidden_side(_keep_to_hidden(_strided_keep(6, 2, swapped=True)), (6, 6)) == \
+        {"hides_side": "other", "whole_past_hidden": (0, 0, 2)}
+    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    assert whole_past_hidden(_keep_to_hidden((j >= i) & (j < i + 3))[None]) == {"whole_past_hidden": (0, 0, 1)}
+    assert hidden_side(_keep_to_hidden(j >= i), (6, 6)) == {"hides_side": "past"}
+    for keep in (_strided_keep(6, 2), j <= i, (j <= i) & (j > i - 3), (j - i).abs() <= 2, j > i - 3,
+                 torch.ones(6, 6, dtype=torch.bool), torch.eye(6, dtype=torch.bool)):
+        assert whole_past_hidden(_keep_to_hidden(keep)[None]) == {}
+        assert "whole_past_hidden" not in hidden_side(_keep_to_hidden(keep), (6, 6))
+
+
+def _mirrored(dims: str) -> list[str]:
+    """The finding on sparse_strided's ``strided-rows-columns-swapped`` at ``dims``."""
+    T = dims.split("T=")[1].split()[0]
+    return [
+        f"error causal-mask-reversed mul #34 puts a mask [1, 1, T={T}, T={T}] onto the scores [B={dims[2]}, H=4, "
+        f"T={T}, T={T}] that hides every key before each query and lets query 0 see the later key 2, along the keys "
+        "(T) of one sequence: a causal pattern mirrored (its query and key positions swapped), so each token "
+        "attends to the future and never to the past."]
+
+
+@pytest.mark.parametrize("dims", ["B=2 T=6 D=32 H=4", "B=4 T=4 D=32 H=4"])
+def test_the_mirrored_strided_mask_is_a_reversed_causal_mask_where_it_goes_in(dims):
+    """tests/corpus/public25/sparse_strided.py ``strided-rows-columns-swapped``: ``✓`` on d58f65e at distinct sizes
+    (``?`` at equal ones), now ``✗`` at both, on the ``mul`` that puts the 0/1 mask onto the scores; the correct
+    file's masks (a causal band, the strided pattern) say nothing. At B = T = H the message goes on (the names
+    rest on reading the input as [B, T, D]): its opening is compared."""
+    from tests.corpus.helpers import traced_build, verdict_line
+    from tests.corpus.public25 import sparse_strided
+
+    t = traced_build(sparse_strided, "strided-rows-columns-swapped", dims)
+    expected = _mirrored(dims)
+    found = [f"{d.severity} {d.kind} {d.message}" for d in t.diagnostics if d.severity == "error"]
+    assert [f[:len(want)] for f, want in zip(found, expected, strict=True)] == expected
+    assert verdict_line(t).startswith("✗ 1 error")
+    assert not [d for d in traced_build(sparse_strided, "", dims).diagnostics if d.kind == "causal-mask-reversed"]

@@ -87,6 +87,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_hides_own_key(e, shown, key, other))
         if e.params.get("past_only") and _hides(e) and _one_sequence(*scores.axes[-2:]):
             out.append(_keeps_future(e, shown, key, other))
+        if e.params.get("whole_past_hidden") and _hides(e) and _one_sequence(*scores.axes[-2:]):
+            out.append(_reads_only_future(e, shown, key, other))
         if e.params.get("keeps_far_future") and _hides(e) and _one_sequence(*scores.axes[-2:]):
             out.append(_keeps_far_future(e, shown, key, other))
         if e.params.get("skips_ahead") and _hides(e) and _one_sequence(*scores.axes[-2:]):
@@ -335,6 +337,8 @@ def _fused(analysis: Analysis) -> list[Diagnostic]:
             out.append(_hides_own_key(e, scores, k.dims[-2], mask))
         if e.params.get("past_only") and _one_sequence(q.axes[-2], k.axes[-2]):
             out.append(_keeps_future(e, scores, k.dims[-2], mask))
+        if e.params.get("whole_past_hidden") and _one_sequence(q.axes[-2], k.axes[-2]):
+            out.append(_reads_only_future(e, scores, k.dims[-2], mask))
         if "hides_side" not in e.params:
             out.append(_unread(e, scores, mask))
     return out
@@ -420,6 +424,17 @@ def _keeps_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> D
         f"({key or 'the keys'}) of one sequence: it limits how far back each query sees yet lets every query see "
         "every later token, a causal sliding window without its causal half."),
         "Keep the causal half with the window: keep = (j <= i) & (j > i - window), hide ~keep.")
+
+
+def _reads_only_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
+    _, query, seen = e.params["whole_past_hidden"]
+    return Kind.CAUSAL_MASK_REVERSED.found(e.index, (
+        f"{e.op} #{e.index} puts a mask {fmt_named(mask.dims, mask.shape)} onto the scores {scores} that hides "
+        f"every key before each query and lets query {query} see the later key {seen}, along the keys "
+        f"({key or 'the keys'}) of one sequence: a causal pattern mirrored (its query and key positions swapped), "
+        "so each token attends to the future and never to the past."),
+        "Build the pattern from the query position i = arange(T)[:, None] and the key position j = arange(T)[None, "
+        ":], keep = (i >= j) & pattern(i - j), and hide ~keep.")
 
 
 def _keeps_far_future(e: Event, scores: str, key: str | None, mask: TensorInfo) -> Diagnostic:
