@@ -70,6 +70,9 @@ dims or module names), Mamba-2 (the ``(h p)`` fold and the four-operand einsum w
 embedding's ``[:, None]`` and ``cat``, the unpatchify). The bugs that stay ``?`` are value-level (RWKV's shift
 and decay, Hyena's FFT size and conv cut, the CLS read from the first token, the embedding offsets, the
 adapter index, Griffin's window edge) or sit on those unnamed ops (the memory softmax over the queries).
+
+Round 25 (``directions.whole_past_hidden``: a mask hiding every earlier key while a query sees a later one is
+a causal pattern mirrored): memorizing_knn ``causal-mask-transposed`` is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ EXPECTED = {
     (tab_transformer, "embed-without-offset"): [UNSURE, UNSURE],
     (memorizing_knn, ""): [UNSURE, UNSURE],
     (memorizing_knn, "mem-softmax-over-queries"): [UNSURE, UNSURE],
-    (memorizing_knn, "causal-mask-transposed"): [UNSURE, ("✗", ("mask-wrong-axis",))],
+    (memorizing_knn, "causal-mask-transposed"): [("✗", ("causal-mask-reversed",)),
+                                                ("✗", ("mask-wrong-axis", "causal-mask-reversed"))],
     (mamba2_ssd, ""): [UNSURE, UNSURE],
     (mamba2_ssd, "decay-mask-upper"): [UNSURE, UNSURE],
     (mamba2_ssd, "L-transposed"): [UNSURE, UNSURE],

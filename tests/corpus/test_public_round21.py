@@ -60,6 +60,9 @@ value-level: the heads' slice ``[5:8]`` of 4 heads is empty and the ``cat`` keep
 Since round 22 (engine/infer/backward: a name carried back through an elementwise op of several tensors reaches
 every operand broadcasting lines up there), Jais's correct file reads ``✓`` at distinct sizes: the distances'
 ``expand(num_heads, -1, -1)`` is multiplied by the slopes ``[:, None, None]``, whose axis is ``H``.
+
+Round 25 (``directions.whole_past_hidden``: a mask hiding every earlier key while a query sees a later one is
+a causal pattern mirrored): mistral_rolling ``window-band-upper`` is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ OK, UNSURE = ("✓", ()), ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: each DIMS, then its equal sizes
 EXPECTED = {
     (mistral_rolling, ""): [UNSURE, UNSURE],
-    (mistral_rolling, "window-band-upper"): [UNSURE, ("✗", ("causal-mask-reversed",))],
+    (mistral_rolling, "window-band-upper"): [("✗", ("causal-mask-reversed",))] * 2,
     (mistral_rolling, "decode-softmax-over-queries"): [UNSURE, UNSURE],
     (jais_alibi, ""): [OK, UNSURE],   # (r22: ALiBi's expand to the heads is lined up with the slopes' H by ``*``)
     (jais_alibi, "alibi-sign-reversed"): [("✗", ("distance-bias-reversed",))] * 2,
