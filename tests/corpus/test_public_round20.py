@@ -72,7 +72,8 @@ and decay, Hyena's FFT size and conv cut, the CLS read from the first token, the
 adapter index, Griffin's window edge) or sit on those unnamed ops (the memory softmax over the queries).
 
 Round 25 (``directions.whole_past_hidden``: a mask hiding every earlier key while a query sees a later one is
-a causal pattern mirrored): memorizing_knn ``causal-mask-transposed`` is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
+a causal pattern mirrored): memorizing_knn ``causal-mask-transposed``
+is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
 """
 
 from __future__ import annotations

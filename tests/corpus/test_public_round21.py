@@ -62,7 +62,8 @@ every operand broadcasting lines up there), Jais's correct file reads ``✓`` at
 ``expand(num_heads, -1, -1)`` is multiplied by the slopes ``[:, None, None]``, whose axis is ``H``.
 
 Round 25 (``directions.whole_past_hidden``: a mask hiding every earlier key while a query sees a later one is
-a causal pattern mirrored): mistral_rolling ``window-band-upper`` is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
+a causal pattern mirrored): mistral_rolling ``window-band-upper``
+is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
 """
 
 from __future__ import annotations
