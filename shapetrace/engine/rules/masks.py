@@ -67,7 +67,7 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
         else:   # (names from sizes alone cannot tell two equal lengths apart: see _built_for_another)
             out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
                                                               "key": (k, scores.axes[k + lead])},
-                                          fmt_named(scores.dims, scores.shape)))
+                                          fmt_named(scores.dims, scores.shape), reorders=False))
     return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis)
 
 
@@ -175,13 +175,15 @@ def _summands(roots: tuple[str, ...]) -> list[str]:
     return [term for root in roots for term in root.split("+")]
 
 
-def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str) -> list[Diagnostic]:
+def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str, reorders: bool = True) -> list[Diagnostic]:
     """A mask whose query or key axis (not broadcast) holds another sequence's tokens than the scores'
     (the encoder's padding mask on the decoder's self-attention, the target's causal mask on
     cross-attention; a mask joined ``cat([image, text])`` on keys joined ``cat([text, image])``): it lines up
     only because the two lengths are equal. Names prove it, never sizes: where the names were given by sizes
     alone (no input named), only names of sizes no other declared name has are read.
-    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with."""
+    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with.
+    ``reorders``: say so of a joined mask whose parts are in another order than the scores' (False for an
+    elementwise op, where ``broadcast-mismatch`` already says it; SDPA's ``attn_mask`` has no such rule)."""
     labels = {side: analysis.namer.label(axis) for side, (_, axis) in at.items()}
     for side, (i, theirs) in at.items():
         if not 0 <= i < len(mask.axes) or mask.shape[i] == 1:
@@ -193,6 +195,8 @@ def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str) -> li
             continue
         parts, their_parts = _summands(mine), _summands(their_roots)
         if len(parts) > 1 and sorted(parts) == sorted(their_parts):
+            if not reorders:
+                continue
             return [Kind.MASK_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores {scores}: "
                 f"the mask's {side} axis ({i - len(mask.shape)}) joins {' then '.join(parts)} tokens where the "
