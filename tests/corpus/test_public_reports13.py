@@ -37,6 +37,14 @@ false); the 4 bugs ✗ 0, ? 1, ✓ 3 (the CLI: ✗ 1 for a false reason, ? 1, �
 left under two added masks (GPT-2's ``where(causal, w, min)`` then ``+ (1 - mask) * min`` pushes a key hidden by
 both to ``-inf``, so the row is even on its other keys only), tested in tests/engine/test_unattended.py.
 
+Round 14 (reports14): the file's correct form was PR #312's mask as merged, ``F.pad(cls_mask, (1, 0, T, 0))``,
+which open_clip issue #549 (and #1113; PR #1084's ``correct_cls_mask``) shows is itself wrong: a mask for a CLS
+placed first, while CoCa appends it last. Once engine/rules/masks.py read mask names under names from sizes
+alone (where each name's size is its own), that form became ``✗ mask-wrong-axis`` (its key axis ``1+T`` against
+the keys' ``T+1``), a true finding: the correct form now pads on the right, ``(0, 1, T, 0)`` (``?``, as
+before, at DIMS and at equal sizes), and the merged one is the bug ``cls-mask-first`` (``✗`` at DIMS, ``?`` at
+equal sizes, where the names rest on sizes that H shares).
+
 Known misses (value-level slips no name or layout contract decides, each a ``missed`` row and an xfail below):
 
 * MGCA: the position table indexed by the token types: indices of the right shape and dtype; no check reads
@@ -76,6 +84,7 @@ EXPECTED = {
     (gemma3_mask_unplumbed, "causal-mask-passed"): [UNSURE, UNSURE],
     (openclip_cls_pad_mask, ""): [UNSURE, UNSURE],
     (openclip_cls_pad_mask, "no-cls-mask"): [OK, UNSURE],                       # (missed)
+    (openclip_cls_pad_mask, "cls-mask-first"): [("✗", ("mask-wrong-axis",)), UNSURE],   # (added in round 14)
 }
 MISSED = {
     (mgca_token_type_positions, "token-type-as-positions"):

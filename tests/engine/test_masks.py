@@ -175,3 +175,41 @@ def test_a_scale_that_changes_between_calls_of_one_line_warns(grows):
         assert "are scaled by 0.5101 after #" in message and "and by 0.7359 after #" in message
         assert message.endswith("one line of code, a scale that changes from call to call (a scale written back "
                                 "inside a loop over blocks of keys scales each later block once more).")
+
+
+def _joint_attention(text_first_mask, dims="B=2 T=6 S=5 D=32 H=4"):
+    """Flux-style joint attention over ``cat([text, image])`` tokens, its key mask joined from a padding mask of
+    the text and all-True image keys, text first or image first (bghira/SimpleTuner issue #904; round 14's
+    tests/corpus/reports14/simpletuner_flux_mask_order.py). No input named: names from sizes alone."""
+    sizes = dict(kv.split("=") for kv in dims.split())
+    b, t_img, s_txt = int(sizes["B"]), int(sizes["T"]), int(sizes["S"])
+    torch.manual_seed(0)
+    image, text = torch.randn(b, 4, t_img, 8), torch.randn(b, 4, s_txt, 8)
+    text_mask = torch.ones(b, s_txt, dtype=torch.bool)
+    text_mask[-1, -2:] = False
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        q = k = v = torch.cat([text, image], dim=2)                          # (B, H, S+T, d_k)
+        image_mask = torch.ones(b, t_img, dtype=torch.bool)
+        parts = [text_mask, image_mask] if text_first_mask else [image_mask, text_mask]
+        mask = torch.cat(parts, dim=1)[:, None, None, :]
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return t
+
+
+def test_a_key_mask_joined_in_another_order_than_the_keys_is_an_error():
+    """Fails on d58f65e: the rule that reads a mask's token names against the scores' was skipped whenever the
+    names came from sizes alone; now it reads names whose sizes no other declared name has (T = 6, S = 5)."""
+    t = _joint_attention(text_first_mask=False)
+    assert _findings(t) == [("error", "mask-wrong-axis")]
+    message = next(d.message for d in t.diagnostics if d.kind == "mask-wrong-axis")
+    assert "the mask's key axis (-1) joins T then S tokens where the scores' keys join S then T" in message
+    assert t.report().verdict.line[0] == "✗"
+
+
+def test_a_key_mask_joined_in_the_keys_order_is_no_error():
+    assert _findings(_joint_attention(text_first_mask=True)) == []
+
+
+def test_equal_sizes_never_decide_a_misjoined_mask():
+    """At T = S = 4 (and H = 4) the names rest on sizes that other names share: nothing is read from them."""
+    assert _findings(_joint_attention(text_first_mask=False, dims="B=2 T=4 S=4 D=32 H=4")) == []

@@ -64,12 +64,11 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                 "the padding keys."), KEY_PADDING_FIX))
         elif part is not None:
             out.append(_part_on_the_queries(e, part, mask, fmt_named(scores.dims, scores.shape)))
-        elif not analysis.seeded_by_size:   # (names from sizes alone cannot tell two equal lengths apart)
+        else:   # (names from sizes alone cannot tell two equal lengths apart: see _built_for_another)
             out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
                                                               "key": (k, scores.axes[k + lead])},
-                                          fmt_named(scores.dims, scores.shape)))
-    return out + _fused_mask_on_queries(analysis) + ([] if analysis.seeded_by_size else
-                                                     _fused_mask_built_for_another(analysis))
+                                          fmt_named(scores.dims, scores.shape), reorders=False))
+    return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis)
 
 
 def _fused_mask_on_queries(analysis: Analysis) -> list[Diagnostic]:
@@ -160,18 +159,50 @@ def _tokens_of(analysis: Analysis, axis) -> tuple[str, ...] | None:
     return roots
 
 
-def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str) -> list[Diagnostic]:
+def _told_apart_by_size(analysis: Analysis, roots: tuple[str, ...]) -> bool:
+    """Where names were given by sizes alone, do these token names still tell their axes apart? Each is a
+    declared name (or a sum of them, ``T+S``) whose size no other declared name has, and no seed chose it
+    between two of equal size."""
+    chosen = {name for pair in analysis.size_choices for name in pair}
+    sizes = list(analysis.dims.values())
+    names = [term.partition("[")[0] for root in roots for term in root.split("+")]   # T+S: T and S; T[-1:]: T
+    return all(n.isdigit() or (n in analysis.dims and n not in chosen and sizes.count(analysis.dims[n]) == 1)
+               for n in names)
+
+
+def _summands(roots: tuple[str, ...]) -> list[str]:
+    """The token groups an axis joins, in order: ``("T+S",)`` -> ``["T", "S"]``."""
+    return [term for root in roots for term in root.split("+")]
+
+
+def _built_for_another(analysis: Analysis, e, mask, at: dict, scores: str, reorders: bool = True) -> list[Diagnostic]:
     """A mask whose query or key axis (not broadcast) holds another sequence's tokens than the scores'
     (the encoder's padding mask on the decoder's self-attention, the target's causal mask on
-    cross-attention): it lines up only because the two lengths are equal. Names prove it, never sizes.
-    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with."""
+    cross-attention; a mask joined ``cat([image, text])`` on keys joined ``cat([text, image])``): it lines up
+    only because the two lengths are equal. Names prove it, never sizes: where the names were given by sizes
+    alone (no input named), only names of sizes no other declared name has are read.
+    ``at``: for ``"query"`` and ``"key"``, the mask's axis and the scores' axis it lines up with.
+    ``reorders``: say so of a joined mask whose parts are in another order than the scores' (False for an
+    elementwise op, where ``broadcast-mismatch`` already says it; SDPA's ``attn_mask`` has no such rule)."""
     labels = {side: analysis.namer.label(axis) for side, (_, axis) in at.items()}
     for side, (i, theirs) in at.items():
         if not 0 <= i < len(mask.axes) or mask.shape[i] == 1:
             continue
-        mine = _tokens_of(analysis, mask.axes[i])
-        if mine is None or _tokens_of(analysis, theirs) in (None, mine):
+        mine, their_roots = _tokens_of(analysis, mask.axes[i]), _tokens_of(analysis, theirs)
+        if mine is None or their_roots in (None, mine):
             continue
+        if analysis.seeded_by_size and not _told_apart_by_size(analysis, mine + their_roots):
+            continue
+        parts, their_parts = _summands(mine), _summands(their_roots)
+        if len(parts) > 1 and sorted(parts) == sorted(their_parts):
+            if not reorders:
+                continue
+            return [Kind.MASK_WRONG_AXIS.found(e.index, (
+                f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores {scores}: "
+                f"the mask's {side} axis ({i - len(mask.shape)}) joins {' then '.join(parts)} tokens where the "
+                f"scores' {_PLURAL[side]} join {' then '.join(their_parts)}, so each part of the mask lies on "
+                f"other tokens than its own and it hides the wrong tokens."),
+                f"Join the mask's parts in the order its {_PLURAL[side]} were joined: {labels[side]}.")]
         return [Kind.MASK_WRONG_AXIS.found(e.index, (
             f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores {scores}: the "
             f"mask's {side} axis ({i - len(mask.shape)}) holds {mask.dims[i]} tokens where the scores' "

@@ -11,7 +11,13 @@ on the text, ``cat`` of the CLS at the end, ``nn.MultiheadAttention`` blocks wit
 ``(B * heads, T+1, T+1)`` from ``repeat_interleave(heads, 0)``, ``ln_final``, the pooled ``x[:, -1]``),
 batch first, the second caption right-padded by two.
 
-Bug (argument): ``no-cls-mask``: the causal mask alone."""
+Bugs (argument): ``no-cls-mask``: the causal mask alone; ``cls-mask-first``: the PR's mask as merged,
+``F.pad(cls_mask, (1, 0, T, 0))``: its padding column prepended, a mask for a CLS placed *first*, while the CLS is
+appended last, so each key reads the padding flag of the token before it, the CLS's own key is hidden and one
+padding key stays visible (open_clip issue #549, "current implementation of ``build_cls_mask()`` produces
+``cls_mask`` for [CLS] being as the first token. But in CoCa, [CLS] is the end token"; PR #1084 added the
+``correct_cls_mask`` option that pads on the right, ``(0, 1, T, 0)``, this file's correct form; issue #1113).
+Added in round 14, when the engine first named the mask's key axis ``1+T`` against the keys' ``T+1``."""
 
 import sys
 
@@ -19,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BUGS = ("no-cls-mask",)
+BUGS = ("no-cls-mask", "cls-mask-first")
 TWINS = ()
 DIMS = ("B=2 T=6 D=32 H=4",)
 
@@ -56,7 +62,10 @@ class TextTransformer(nn.Module):
 
     def build_cls_mask(self, text, cast_dtype):
         cls_mask = (text != self.pad_id).unsqueeze(1)                                   # (B, 1, T)
-        cls_mask = F.pad(cls_mask, (1, 0, cls_mask.shape[2], 0), value=True)           # (B, T+1, T+1)
+        if self.bug == "cls-mask-first":
+            cls_mask = F.pad(cls_mask, (1, 0, cls_mask.shape[2], 0), value=True)       # (B, 1+T, 1+T)
+        else:
+            cls_mask = F.pad(cls_mask, (0, 1, cls_mask.shape[2], 0), value=True)       # (B, T+1, T+1)
         additive_mask = torch.empty(cls_mask.shape, dtype=cast_dtype)
         additive_mask.fill_(0)
         additive_mask.masked_fill_(~cls_mask, float("-inf"))
