@@ -25,6 +25,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import SCORE_SUB, Family, family_of
 from shapetrace.engine.rules.channels import readers
+from shapetrace.engine.rules.indices import told_by_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -213,7 +214,7 @@ def _off_positions(analysis: Analysis, e: Event, scores: TensorInfo, mask: Tenso
     not rest on a choice between equal sizes."""
     queries, keys = scores.axes[-2], scores.axes[-1]
     start = _proven_start(queries, keys)
-    if start is None or any(keys.atoms[0].root in pair for pair in analysis.size_choices):
+    if start is None or told_by_size(analysis, keys.atoms[0].root):
         return []
     n_q, n_k = queries.size, keys.size
     aligned = 0 if e.params.get("causal_from_first_key") else n_k - n_q

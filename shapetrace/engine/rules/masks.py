@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import coalesce
+from shapetrace.engine.axes import base_names, coalesce
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.op_args import baddbmm_operands
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
+from shapetrace.engine.rules.indices import told_by_size
 from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,11 +164,10 @@ def _told_apart_by_size(analysis: Analysis, roots: tuple[str, ...]) -> bool:
     """Where names were given by sizes alone, do these token names still tell their axes apart? Each is a
     declared name (or a sum of them, ``T+S``) whose size no other declared name has, and no seed chose it
     between two of equal size."""
-    chosen = {name for pair in analysis.size_choices for name in pair}
     sizes = list(analysis.dims.values())
-    names = [term.partition("[")[0] for root in roots for term in root.split("+")]   # T+S: T and S; T[-1:]: T
-    return all(n.isdigit() or (n in analysis.dims and n not in chosen and sizes.count(analysis.dims[n]) == 1)
-               for n in names)
+    names = [name for root in roots for name in base_names(root)]   # T+S: T and S; T[-1:]: T
+    return not told_by_size(analysis, *roots) and all(
+        n.isdigit() or (n in analysis.dims and sizes.count(analysis.dims[n]) == 1) for n in names)
 
 
 def _summands(roots: tuple[str, ...]) -> list[str]:
