@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 WALK, ROLLED, SELECTED, JOINED, PADDED, UNKNOWN = "walk", "rolled", "selected", "joined", "padded", "unknown"
@@ -111,8 +112,8 @@ def index_walks(fn: Callable, args: Sequence, kwargs: dict | None = None) -> lis
                     continue
                 marked = _replay(fn, args, kwargs, shapes, high, seed=0, counting=(m, a))
                 for k, (x, y) in enumerate(zip(base, marked)):
-                    moved = x != y
-                    for j in range(moved.dim()):
+                    moved = (x != y).numpy()
+                    for j in range(moved.ndim):
                         if moved.shape[j] > 1 and bool(_varies(moved, j).any()):
                             found[k].setdefault(j, []).append((m, a))
     except Exception:
@@ -212,42 +213,46 @@ def _tensors(result) -> list[torch.Tensor]:
 
 
 # -- reading the coordinates ------------------------------------------------------------------------------
+# (in numpy: the arrays are small, and a numpy op on them costs a tenth of a torch op's dispatch)
 
 class _Decoded(NamedTuple):
-    operand: torch.Tensor        # which operand each element came from (-1: filled in)
-    local: torch.Tensor          # its row-major position in that operand
-    axes: list[torch.Tensor]     # per operand, the coordinate along each of its axes (stacked)
+    operand: np.ndarray          # which operand each element came from (-1: filled in)
+    local: np.ndarray            # its row-major position in that operand
+    axes: list[np.ndarray]       # per operand, the coordinate along each of its axes (stacked)
 
 
-def _decode(out: torch.Tensor, shapes: Sequence[tuple]) -> _Decoded:
-    values = out.detach().to(torch.float64)
-    whole = (values == values.round()) & (values >= 1)
-    flat = (torch.where(whole, values, torch.zeros_like(values)).long() - 1).contiguous()
-    ends = torch.tensor([math.prod(s) for s in shapes]).cumsum(0)
-    operand = torch.bucketize(flat, ends, right=True)
-    operand = torch.where((flat < 0) | (operand >= len(shapes)), torch.full_like(operand, -1), operand)
-    starts = torch.cat([torch.zeros(1, dtype=torch.long), ends[:-1]])
-    local = flat - starts[operand.clamp(min=0)]
-    return _Decoded(operand, torch.where(operand < 0, torch.zeros_like(local), local),
-                    [_unravel(local, shape) for shape in shapes])
+def _decode(values: np.ndarray, shapes: Sequence[tuple]) -> _Decoded:
+    whole = (values == np.round(values)) & (values >= 1)
+    flat = np.where(whole, values, 0).astype(np.int64) - 1
+    sizes = [math.prod(s) for s in shapes]
+    ends = np.cumsum(sizes)
+    operand = np.searchsorted(ends, flat, side="right")
+    operand = np.where((flat < 0) | (operand >= len(shapes)), -1, operand)
+    starts = np.concatenate([[0], ends[:-1]])
+    local = flat - starts[np.clip(operand, 0, None)]
+    return _Decoded(operand, np.where(operand < 0, 0, local), [_unravel(local, s) for s in shapes])
 
 
-def _unravel(local: torch.Tensor, shape: tuple) -> torch.Tensor:
+def _unravel(local: np.ndarray, shape: tuple) -> np.ndarray:
     """``(len(shape), *local.shape)``: the coordinate along each axis of ``shape``."""
-    out, rest = [], local.clamp(min=0)
+    out, rest = [], np.clip(local, 0, None)
     for size in reversed(shape):
         out.append(rest % max(size, 1))
         rest = rest // max(size, 1)
-    return torch.stack(out[::-1]) if out else local.new_zeros((0, *local.shape))
+    return np.stack(out[::-1]) if out else np.zeros((0, *local.shape), dtype=np.int64)
 
 
 def _read(a: torch.Tensor, b: torch.Tensor, shapes: Sequence[tuple]) -> tuple[AxisSource, ...]:
-    da, db = _decode(a, shapes), _decode(b, shapes)
-    if not torch.equal(da.operand, db.operand):
+    da, db = _decode(_array(a), shapes), _decode(_array(b), shapes)
+    if not np.array_equal(da.operand, db.operand):
         return tuple(AxisSource(UNKNOWN) for _ in a.shape)
     indexed = _indexed(da, db, shapes)
     flat = _flat_without(da, shapes, indexed)
     return tuple(_axis(j, da, db, flat, indexed, shapes) for j in range(a.dim()))
+
+
+def _array(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float64).numpy()
 
 
 def _indexed(da: _Decoded, db: _Decoded, shapes) -> set[tuple[int, int]]:
@@ -256,21 +261,21 @@ def _indexed(da: _Decoded, db: _Decoded, shapes) -> set[tuple[int, int]]:
     for k, shape in enumerate(shapes):
         mine = da.operand == k
         for i in range(len(shape)):
-            if not torch.equal(da.axes[k][i][mine], db.axes[k][i][mine]):
+            if not np.array_equal(da.axes[k][i][mine], db.axes[k][i][mine]):
                 found.add((k, i))
     return found
 
 
-def _flat_without(d: _Decoded, shapes, indexed) -> torch.Tensor:
+def _flat_without(d: _Decoded, shapes, indexed) -> np.ndarray:
     """Each element's row-major position in its operand, counting only the axes no index drives."""
-    flat = torch.zeros_like(d.local)
+    flat = np.zeros_like(d.local)
     for k, shape in enumerate(shapes):
         mine = d.operand == k
-        part = torch.zeros_like(d.local)
+        part = np.zeros_like(d.local)
         for i, stride in enumerate(_row_major(shape)):
             if (k, i) not in indexed:
                 part += d.axes[k][i] * stride
-        flat = torch.where(mine, part, flat)
+        flat = np.where(mine, part, flat)
     return flat
 
 
@@ -282,12 +287,12 @@ def _row_major(shape: tuple) -> list[int]:
     return strides[::-1]
 
 
-def _varies(t: torch.Tensor, j: int) -> torch.Tensor:
+def _varies(t: np.ndarray, j: int) -> np.ndarray:
     """Per line along axis ``j``, does ``t`` change along it? (shape: ``t``'s without axis ``j``)"""
-    return (t != t.narrow(j, 0, 1)).any(dim=j)
+    return (t != np.take(t, [0], axis=j)).any(axis=j)
 
 
-def _axis(j: int, da: _Decoded, db: _Decoded, flat: torch.Tensor, indexed, shapes) -> AxisSource:
+def _axis(j: int, da: _Decoded, db: _Decoded, flat: np.ndarray, indexed, shapes) -> AxisSource:
     n = flat.shape[j]
     if n == 1:
         return AxisSource(WALK)
@@ -298,8 +303,8 @@ def _axis(j: int, da: _Decoded, db: _Decoded, flat: torch.Tensor, indexed, shape
         return AxisSource(JOINED)
     along = tuple(pair for pair in sorted(indexed) if any(_selects(d, pair, j) for d in (da, db)))
     walks, rolled = [], 0
-    lines = flat.movedim(j, 0).reshape(n, -1)
-    owners = da.operand.movedim(j, 0).reshape(n, -1)[0]
+    lines = np.moveaxis(flat, j, 0).reshape(n, -1)
+    owners = np.moveaxis(da.operand, j, 0).reshape(n, -1)[0]
     for k in sorted(set(owners.tolist()) - {-1}):
         found = _walk(lines[:, owners == k])
         if found is None:
@@ -315,11 +320,11 @@ def _axis(j: int, da: _Decoded, db: _Decoded, flat: torch.Tensor, indexed, shape
 def _selects(d: _Decoded, pair: tuple[int, int], j: int) -> bool:
     """Does the coordinate along operand axis ``pair`` move along output axis ``j`` (on lines of that operand)?"""
     k, i = pair
-    owned = d.operand.narrow(j, 0, 1).squeeze(j) == k
+    owned = np.take(d.operand, 0, axis=j) == k
     return bool(_varies(d.axes[k][i], j)[owned].any())
 
 
-def _walk(lines: torch.Tensor) -> tuple[tuple[Digit, ...], int] | None:
+def _walk(lines: np.ndarray) -> tuple[tuple[Digit, ...], int] | None:
     """Digits (major first) that every column of ``lines`` walks, and the roll that starts them."""
     steps = lines - lines[:1]
     if not bool((steps == steps[:, :1]).all()):
@@ -327,22 +332,22 @@ def _walk(lines: torch.Tensor) -> tuple[tuple[Digit, ...], int] | None:
     delta = steps[:, 0]
     best = _digits(delta), 0
     for shift in dict.fromkeys((int(delta.argmin()), int(delta.argmax()))):
-        turned = delta.roll(-shift)
+        turned = np.roll(delta, -shift)
         digits = _digits(turned - turned[0]) if shift else None
         if digits is not None and (best[0] is None or len(digits) < len(best[0])):
             best = digits, shift   # a rotation by half is also two digits: the fewer digits say it
     return best if best[0] is not None else None
 
 
-def _digits(delta: torch.Tensor) -> tuple[Digit, ...] | None:
+def _digits(delta: np.ndarray) -> tuple[Digit, ...] | None:
     """The mixed radix ``delta`` is affine in (``delta[a*P + b] == a*s + delta[b]``), major first."""
     n, period, out = len(delta), 1, []
     while period < n:
         stride = int(delta[period])
         for count in _divisors_descending(n // period):
-            span = delta[:period * count].view(count, period)
-            expected = torch.arange(count).unsqueeze(1) * stride + delta[:period].unsqueeze(0)
-            if torch.equal(span, expected):
+            span = delta[:period * count].reshape(count, period)
+            expected = np.arange(count)[:, None] * stride + delta[:period][None, :]
+            if np.array_equal(span, expected):
                 break
         else:
             return None
