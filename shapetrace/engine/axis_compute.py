@@ -48,6 +48,9 @@ def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -
                     chosen = axes[k]
         if chosen is not None and size > 1 and _projected_met(inputs, n, j, chosen):
             chosen = None
+        if chosen is None and size == 1:   # a decode step's one query keeps its role through the scale and mask
+            chosen = next((a for axes in inputs for k in [j - (n - len(axes))]
+                           if 0 <= k < len(axes) and (a := axes[k]).size == 1 and a.role and not a.atoms), None)
         out.append(chosen if chosen is not None else unknown_axis(size))
     return tuple(out)
 
@@ -214,12 +217,20 @@ def matmul_axes(a: Sequence[Axis], b: Sequence[Axis], out_shape: Sequence[int],
     batch_len = len(out_shape) - (len(a) > 1) - (len(b) > 1)
     batch = broadcast_axes([a2[:-2], b2[:-2]], out_shape[:batch_len]) if batch_len else ()
     row, col = a2[-2], b2[-1]
-    if _is_token(row, namer) and _is_token(col, namer):
+    if _is_token(col, namer) and (_is_token(row, namer) or _one_query(row, a2[-1], namer)):
         row, col = row.with_role("query"), col.with_role("key")
     else:
         row, col = row.with_role(None), col.with_role(None)
     tail = ([row] if len(a) > 1 else []) + ([col] if len(b) > 1 else [])
     return tuple(batch) + tuple(tail)
+
+
+def _one_query(row: Axis, inner: Axis, namer: Namer) -> bool:
+    """A decode step's single query against its keys: an unnamed row of size 1 whose features, the
+    contracted axis, are a head's (``[B, H, 1, d_k] @ [B, H, d_k, T+1]``): the row is the query axis."""
+    label = namer.label(inner)
+    return row.size == 1 and namer.label(row) is None and label is not None \
+        and namer.role(label) == Role.HEAD_FEATURES
 
 
 def _is_token(axis: Axis, namer: Namer) -> bool:

@@ -104,3 +104,18 @@ def test_broadcasting_F_against_another_name_names_neither():
     assert _labels(broadcast_axes([head_features, theta], (2, 6, 40))) == ("B", "T", None)
     assert _labels(broadcast_axes([theta, head_features], (2, 6, 40))) == ("B", "T", None)
     assert _labels(broadcast_axes([head_features, head_features], (2, 6, 40))) == ("B", "T", "d_k")
+
+
+def test_a_decode_steps_one_query_is_the_query_axis_of_its_scores():
+    """``[B, H, 1, d_k] @ [B, H, d_k, T+1]``: the unnamed row of size 1 is one query (its contracted axis is
+    a head's features, its columns tokens); no role on 67c283c, so a mask added to a decode step's scores
+    was read by no rule (tests/corpus/reports15/c2c_decode_mask_column.py)."""
+    from shapetrace.engine.axis_compute import broadcast_axes, matmul_axes
+
+    d_k, keys = root_axis("d_k", 8), root_axis("T", 6)
+    scores = matmul_axes((B, H, unknown_axis(1), d_k), (B, H, d_k, keys), (2, 4, 1, 6), NAMER)
+    assert [a.role for a in scores] == [None, None, "query", "key"]
+    assert [a.role for a in matmul_axes((B, H, unknown_axis(1), root_axis("D", 64)), (B, H, root_axis("D", 64), keys),
+                                        (2, 4, 1, 6), NAMER)] == [None, None, None, None]
+    mask = (B, unknown_axis(1), unknown_axis(1), unknown_axis(1))
+    assert [a.role for a in broadcast_axes([scores, mask], (2, 4, 1, 6))] == [None, None, "query", "key"]

@@ -213,3 +213,37 @@ def test_a_key_mask_joined_in_the_keys_order_is_no_error():
 def test_equal_sizes_never_decide_a_misjoined_mask():
     """At T = S = 4 (and H = 4) the names rest on sizes that other names share: nothing is read from them."""
     assert _findings(_joint_attention(text_first_mask=False, dims="B=2 T=4 S=4 D=32 H=4")) == []
+
+
+def _decode_step(cut: bool):
+    """One decode step's query ``[B, H, 1, d_k]`` (an unnamed size-1 row) against ``T+1`` cached keys, with the
+    additive padding mask of thu-nics/C2C PR #19: all ``T+1`` columns, or (``cut``) the first column alone,
+    ``mask[:, :1]``, broadcast over the keys (tests/corpus/reports15/c2c_decode_mask_column.py)."""
+    torch.manual_seed(0)
+    keep = torch.ones(2, 7)
+    keep[1, :2] = 0.0                                                        # the second prompt left-padded by two
+    q, k = torch.randn(2, 4, 1, 8), torch.randn(2, 4, 7, 8)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, ["B", "H", None, "d_k"])
+        shapetrace.name(k, "B H T+1 d_k")
+        shapetrace.name(keep, "B T+1")
+        mask = keep[:, :1] if cut else keep
+        additive = (1.0 - mask[:, None, None, :]) * torch.finfo(torch.float32).min
+        (q @ k.transpose(-1, -2) / 8 ** 0.5 + additive).softmax(-1)
+    return t
+
+
+def test_a_decode_mask_cut_to_one_column_and_broadcast_over_the_keys_is_an_error():
+    """``✓`` on 67c283c (the step's scores had no query axis, so the addition had no row and no rule read it)."""
+    t = _decode_step(cut=True)
+    assert _findings(t) == [("error", "mask-wrong-axis")]
+    message = next(d.message for d in t.diagnostics if d.kind == "mask-wrong-axis")
+    assert "broadcasts the mask [B=2, 1, 1, (T+1)[0:1]=1] over the keys of the scores [B=2, H=4, 1, T+1=7]" \
+        in message
+    assert "hides all of a row's keys or none of them, never the padding keys alone" in message
+
+
+def test_a_decode_mask_over_every_key_is_no_error():
+    t = _decode_step(cut=False)
+    assert _findings(t) == []
+    assert t.report().verdict.line[0] == "✓"

@@ -63,6 +63,8 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                 f"{fmt_named(scores.dims, scores.shape)}: its {q_label} axis lines up with the queries and it is "
                 "broadcast over the keys, so it hides whole query rows while every query still attends to "
                 "the padding keys."), KEY_PADDING_FIX))
+        elif _over_every_key(scores, mask, k + lead, varies):
+            out.append(_one_value_per_row(e, scores, mask, k))
         elif part is not None:
             out.append(_part_on_the_queries(e, part, mask, fmt_named(scores.dims, scores.shape)))
         else:   # (names from sizes alone cannot tell two equal lengths apart: see _built_for_another)
@@ -70,6 +72,26 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
                                                               "key": (k, scores.axes[k + lead])},
                                           fmt_named(scores.dims, scores.shape), reorders=False))
     return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis)
+
+
+def _over_every_key(scores, mask, key: int, varies: tuple[int, ...]) -> bool:
+    """Is a hiding mask that varies (along the batch, say) broadcast over the scores' keys, more than one,
+    along the queries too (a decode step's one query)? It adds one value to every key of a row: it hides all
+    of them or none, so it cannot hide the padding keys it was made for. ``key``: the scores' key axis."""
+    k = key - (len(scores.shape) - len(mask.shape))
+    return scores.shape[key] > 1 and any(v > 1 for v in varies) and all(
+        v == 1 for j, v in enumerate(varies) if j >= k - 1)
+
+
+def _one_value_per_row(e, scores, mask, k: int) -> Diagnostic:
+    label = mask.dims[k] if 0 <= k < len(mask.dims) and mask.dims[k] else None
+    held = f" (its key axis holds {label}, a part of the keys)" if label else ""
+    return Kind.MASK_WRONG_AXIS.found(e.index, (
+        f"{e.op} #{e.index} broadcasts the mask {fmt_named(mask.dims, mask.shape)} over the keys of the scores "
+        f"{fmt_named(scores.dims, scores.shape)}{held}: each query row gets one value on every key, so the mask "
+        "hides all of a row's keys or none of them, never the padding keys alone."),
+        "Give the mask one column per key, the cached ones included: mask[:, None, None, :] over all the keys "
+        "the scores have.")
 
 
 def _fused_mask_on_queries(analysis: Analysis) -> list[Diagnostic]:
@@ -436,7 +458,8 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
         blind = e.params.get("hides_every_key")
         hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else \
             bool(e.params.get("hides")) or hides(e.params.get("value"))
-        if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e) or _sliced_by_tokens(analysis, e):
+        if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e) or _sliced_by_tokens(analysis, e) \
+                or _broadcast_over_keys(e):
             continue
         o = e.outputs[0]
         out.append(Kind.MASK_HIDES_EVERY_KEY.found(e.index, (
@@ -445,6 +468,14 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
             "over keys that were all meant to be hidden, as if the mask's polarity were reversed."),
             "Invert it: `(1.0 - mask) * torch.finfo(dtype).min`, or fill where `mask == 0`."))
     return out
+
+
+def _broadcast_over_keys(e: Event) -> bool:
+    """Is the mask broadcast over the scores' keys (``mask-wrong-axis`` says so: :func:`_over_every_key`)?"""
+    scores = next((t for t in e.inputs if [a.role for a in t.axes[-2:]] == ["query", "key"]), None)
+    masks = [t for t in e.inputs if t is not scores]
+    return scores is not None and len(masks) == 1 and _over_every_key(
+        scores, masks[0], len(scores.shape) - 1, varying_shape(masks[0]))
 
 
 def _sliced_by_tokens(analysis: Analysis, e: Event) -> bool:
