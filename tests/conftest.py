@@ -493,6 +493,10 @@ def pytest_configure(config):
     import scheduling  # the longest tests first on every worker (tests/scheduling.py)
 
     config.pluginmanager.register(scheduling, "shapetrace-scheduling")
+    if config.pluginmanager.hasplugin("timeout"):
+        import watchdog  # pytest-timeout's limit kept by one thread, not a new one per test (tests/watchdog.py)
+
+        config.pluginmanager.register(watchdog, "shapetrace-watchdog")
     _build_the_cli_once()
     _seed_the_devices_there_are()
 

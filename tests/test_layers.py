@@ -566,3 +566,37 @@ def test_cli_forked_returns_what_a_fresh_process_returns(args, env, tmp_path):
     assert forked.args == fresh.args
     with pytest.raises(ValueError, match="PYTHON"):
         cli_forked(*args, env={"PYTHONIOENCODING": "ascii"})
+
+
+# -- the per-test time limit, one thread per worker (tests/watchdog.py) -------------------------------------
+
+def test_the_watchdog_fires_once_for_the_test_past_its_limit_and_never_for_a_finished_one():
+    """A finished test is disarmed before its deadline and never fires; the next one, armed with a limit it
+    outlives, fires once, with its own item and settings (pytest-timeout's timeout_timer ends the process)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from watchdog import Watchdog
+
+    fired, done = [], threading.Event()
+    dog = Watchdog(lambda item, settings: (fired.append((item, settings.timeout)), done.set()))
+    dog.arm("finished", SimpleNamespace(timeout=0.2))
+    dog.disarm()
+    dog.arm("hung", SimpleNamespace(timeout=0.3))
+    assert done.wait(10)
+    time.sleep(0.3)   # (the first test's deadline has passed too by now)
+    assert fired == [("hung", 0.3)]
+
+
+def test_the_suite_keeps_the_limit_with_its_own_thread_and_no_timer_per_test(request):
+    """The running test is armed on the one watchdog (no ``threading.Timer`` of pytest-timeout's)."""
+    import threading
+
+    if not request.config.pluginmanager.hasplugin("timeout"):
+        pytest.skip("pytest-timeout is not loaded (-p no:timeout)")
+    import watchdog
+
+    assert request.node.cancel_timeout == watchdog._watchdog.disarm
+    assert watchdog._watchdog._armed[1] is request.node
+    assert not [t for t in threading.enumerate() if t.name.startswith("pytest_timeout ")]
