@@ -8,7 +8,10 @@ run reached, *after* one a write of this run reached along that axis, reads what
 zeros, or another sequence's keys. That is the decode step written at the wrong place (``cache_k[:bsz,
 :seqlen] = xk``, ``start_pos`` forgotten: each step overwrites slot 0 and the slot read last was never
 filled). Slots before every written one are not a finding: a trace that starts at a decode step reads the
-prompt's slots, written before it began.
+prompt's slots, written before it began. Nor is a read that takes back none of the slots this run wrote along
+that axis: a cache read returns the step just written with what came before it, while a read beside the writes
+takes another part of the buffer (Pix2Struct's patches carry their row and column ids in features 0 and 1,
+written there, and the patch is read from feature 2 on: fields of one record, not the steps of a sequence).
 
 Only writes and reads by basic indexing of ints and slices are followed (an ``index_copy_`` by a tensor of
 positions, or a write through another view, says nothing about which slots it reached: the buffer is
@@ -90,7 +93,8 @@ def _spans(e: Event, shape) -> tuple[Span, ...] | None:
 
 
 def _skipped(writes, read: tuple[Span, ...], shape) -> tuple[int, int, int] | None:
-    """``(axis, the slot skipped, a slot written before it)`` along an axis the read cuts, or None."""
+    """``(axis, the slot skipped, a slot written before it)`` along an axis the read cuts, the written slot
+    among those it reads, or None."""
     for axis, (start, stop) in enumerate(read):
         if (start, stop) == (0, shape[axis]):
             continue   # (read whole: a cache read whole is masked where it is empty)
@@ -98,7 +102,7 @@ def _skipped(writes, read: tuple[Span, ...], shape) -> tuple[int, int, int] | No
         for _, spans in writes:
             reached.update(range(*spans[axis]))
         for slot in range(start, stop):
-            before = [s for s in reached if s < slot]
+            before = [s for s in reached if start <= s < slot]
             if slot not in reached and before:
                 return axis, slot, max(before)
     return None
