@@ -99,11 +99,15 @@ def _shifts_of(state: dict[int, Shifts], nodes: Sequence, node: int) -> Shifts:
 
 
 def _merged(operands: list[Shifts]) -> Shifts:
+    """The operands' shifts passed on; an origin the operands hold shifted differently (a ``cat`` of a sequence
+    and its mirror along the batch) is no longer followed: which entry of the result is which is not known."""
     out: Shifts = {}
+    mixed: set[int] = set()
     for shifts in operands:
         for origin, pieces in shifts.items():
-            out.setdefault(origin, pieces)
-    return out
+            if out.setdefault(origin, pieces) != pieces:
+                mixed.add(origin)
+    return {origin: pieces for origin, pieces in out.items() if origin not in mixed}
 
 
 def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:

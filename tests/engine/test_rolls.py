@@ -117,3 +117,14 @@ def test_a_flip_meant_and_a_join_along_the_flipped_axis_are_silent():
         x + x.flip(1)
         torch.cat([x, attend(x.flip(1))], dim=1)
     assert "roll-not-undone" not in kinds(t)
+
+
+def test_a_sequence_and_its_mirror_joined_along_the_batch_are_no_longer_followed():
+    """Test-time augmentation: the tokens and their mirror attended as one batch, the mirror's half flipped back
+    and averaged with the other: the ``cat`` holds both frames, so no claim is made after it (failing before
+    this commit: the join passed on its first operand's frame, and the flip back read as a reversal)."""
+    x = torch.randn(2, 6, 4)
+    with shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        out = attend(torch.cat([x, x.flip(1)], dim=0))
+        out[:2] + out[2:].flip(1)
+    assert "roll-not-undone" not in kinds(t)
