@@ -50,8 +50,8 @@ class Kind(StrEnum):
     MIXED_AXIS = ("mixed-axis", "error",
                   "an axis holds pieces of tokens (or batch entries) regrouped with something else")
     ROLL_NOT_UNDONE = ("roll-not-undone", "error",
-                       "tokens shifted round by `torch.roll` meet the same tokens unshifted (Swin's shifted "
-                       "windows without the roll back)")
+                       "tokens shifted round by `torch.roll` or reversed by `flip` meet the same tokens unmoved "
+                       "(Swin's shifted windows without the roll back; a backward RNN's states not flipped back)")
     TOKENS_MERGED_WITH_FEATURES = (
         "tokens-merged-with-features", "warning",
         "whole tokens flattened with features (`[B, H, T·d_k]`): fine as a layout exercise, a bug in attention; "

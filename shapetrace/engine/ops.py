@@ -208,6 +208,12 @@ def is_convolution(op: OpSpec | str) -> bool:
     return spec_for(op).names is pr.conv
 
 
+def is_recurrence(op: OpSpec | str) -> bool:
+    """lstm, gru, rnn_tanh, rnn_relu (what ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call): a run along the sequence
+    whose outputs mix the tokens of the frame it is given, as an attention's do."""
+    return spec_for(op).names is pr.recurrent
+
+
 def contracts_by_subscripts(op: OpSpec | str) -> bool:
     """An einsum: what it contracts is in its recorded ``subscripts``."""
     return spec_for(op).by_subscripts

@@ -27,10 +27,13 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from shapetrace.engine.axes import MIXED_PREFIX, UNKNOWN
-from shapetrace.engine.opspec import ATTENTION_FAMILIES
+from shapetrace.engine.ops import is_recurrence
+from shapetrace.engine.opspec import ATTENTION_FAMILIES, Family
 
-#: ``{origin node: {(root, stride, size): (shift, roll event)}}``: how a tensor's elements are shifted
+#: ``{origin node: {(root, stride, size): (shift, roll event)}}``: how a tensor's elements are shifted (a
+#: reversed piece: ``(root, stride, size, REVERSED)``, shift 1)
 Shifts = dict[int, dict[tuple, tuple[int, int]]]
+REVERSED = "reversed"
 
 
 class Unrolled(NamedTuple):
@@ -53,8 +56,8 @@ def unrolled_of(trace, event_of_record: Mapping[int, int]) -> tuple[Unrolled, ..
 def unrolled_meetings(records: Sequence, nodes: Sequence, event_of_record: Mapping[int, int],
                       events: Sequence) -> tuple[Unrolled, ...]:
     """Every call that lines up operands of one origin shifted differently, in call order."""
-    if not any(getattr(e, "params", None) and e.params.get("rolled") for e in events):
-        return ()   # (no roll took effect: nothing to follow)
+    if not any(getattr(e, "params", None) and (e.params.get("rolled") or e.params.get("reversed")) for e in events):
+        return ()   # (no roll nor flip took effect: nothing to follow)
     state: dict[int, Shifts] = {}
     attended: set[int] = set()   # nodes made through an attention (a softmax, a fused kernel) or from one
     found: list[Unrolled] = []
@@ -66,17 +69,20 @@ def unrolled_meetings(records: Sequence, nodes: Sequence, event_of_record: Mappi
         ins = getattr(record, "ins", ())
         outs = getattr(record, "outs", ())
         operands = [_shifts_of(state, nodes, n) for n in ins]
-        if len(ins) > 1 and record.spec.broadcasts:
+        event = events[event_of_record[index]] if index in event_of_record else None
+        lined_up = _lined_up(record, event)
+        if len(ins) > 1 and lined_up is not None:
             through = [n in attended for n in ins]
-            for clash in _clashes(operands, through):
+            for clash in _clashes(operands, through, lined_up):
                 found.append(Unrolled(*clash, index, _shift_of(clash, operands), record.spec.name))
-        if record.spec.family in ATTENTION_FAMILIES or any(n in attended for n in ins):
+        if _mixes_tokens(record.spec) or any(n in attended for n in ins):
             attended.update(outs)
         merged = _merged(operands)
-        event = events[event_of_record[index]] if index in event_of_record else None
-        rolled = event.params.get("rolled") if event is not None and event.params else None
-        if rolled and event.inputs:
-            merged = _rolled(merged, rolled, event)
+        params = event.params if event is not None and event.params else {}
+        if params.get("rolled") and event.inputs:
+            merged = _rolled(merged, params["rolled"], event)
+        if params.get("reversed") and event.inputs:
+            merged = _reversed(merged, params["reversed"], event)
         for node in outs:
             if node not in ins:
                 state[node] = merged
@@ -93,11 +99,15 @@ def _shifts_of(state: dict[int, Shifts], nodes: Sequence, node: int) -> Shifts:
 
 
 def _merged(operands: list[Shifts]) -> Shifts:
+    """The operands' shifts passed on; an origin the operands hold shifted differently (a ``cat`` of a sequence
+    and its mirror along the batch) is no longer followed: which entry of the result is which is not known."""
     out: Shifts = {}
+    mixed: set[int] = set()
     for shifts in operands:
         for origin, pieces in shifts.items():
-            out.setdefault(origin, pieces)
-    return out
+            if out.setdefault(origin, pieces) != pieces:
+                mixed.add(origin)
+    return {origin: pieces for origin, pieces in out.items() if origin not in mixed}
 
 
 def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:
@@ -105,8 +115,9 @@ def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:
     out: Shifts = {}
     for origin, pieces in shifts.items():
         moved = dict(pieces)
-        if any(piece_of(axes, axis, event.index)[0] == "row" for axis in rolled):
-            continue   # a roll of an axis made of several pieces: where the origin's tokens are is not followed
+        if any(piece_of(axes, axis, event.index)[0] == "row" or _key(piece_of(axes, axis, event.index), True)
+               in pieces for axis in rolled):
+            continue   # a roll of an axis made of several pieces (or reversed): its tokens are not followed
         for axis, shift in rolled.items():
             key = piece_of(axes, axis, event.index)
             size = event.inputs[0].shape[axis]
@@ -129,16 +140,59 @@ def piece_of(axes, axis: int, index: int) -> tuple:
     return "row", index, axis
 
 
-def _clashes(operands: list[Shifts], through: list[bool]) -> list[tuple[int, tuple]]:
+def _mixes_tokens(spec) -> bool:
+    """An attention (a softmax, a fused kernel) or a recurrence (``nn.GRU``/``nn.LSTM``/``nn.RNN``): an op
+    whose outputs mix the tokens of the frame they were given."""
+    return spec.family in ATTENTION_FAMILIES or is_recurrence(spec)
+
+
+def _lined_up(record, event) -> frozenset | None:
+    """The pieces a call does not line up (None where it lines up nothing): an op that broadcasts lines up
+    every axis; a ``cat`` along one axis lines up the others (its joined axis's piece is left out)."""
+    if record.spec.broadcasts:
+        return frozenset()
+    if record.spec.family is not Family.JOIN or record.spec.stacks or event is None or not event.inputs:
+        return None
+    dim = (event.params or {}).get("dim", 0)
+    if not isinstance(dim, int):
+        return None
+    return frozenset(_key(piece_of(i.axes, dim % len(i.axes), event.index), flip) for i in event.inputs
+                     if i.axes for flip in (False, True))
+
+
+def _key(piece: tuple, reversal: bool) -> tuple:
+    return (*piece, REVERSED) if reversal else piece
+
+
+def _reversed(shifts: Shifts, flipped: Sequence[int], event) -> Shifts:
+    """A flip along a piece toggles its reversal (flipped twice: in order again); a piece both rolled and
+    reversed, or an axis of several pieces, ends the following of that origin (no claim after it)."""
+    axes = event.inputs[0].axes
+    out: Shifts = {}
+    for origin, pieces in shifts.items():
+        keys = [piece_of(axes, axis, event.index) for axis in flipped]
+        if any(key[0] == "row" or key in pieces for key in keys):
+            continue
+        moved = dict(pieces)
+        for key in keys:
+            if moved.pop(_key(key, True), None) is None:
+                moved[_key(key, True)] = (1, event.index)
+        out[origin] = moved
+    return out
+
+
+def _clashes(operands: list[Shifts], through: list[bool], apart: frozenset = frozenset()) -> list[tuple[int, tuple]]:
     """``(roll event, rolled piece)`` of each shift that one operand has and another from its origin has not
     (the first pair of operands that differ), where the shifted one went through an attention: tokens
     shifted on purpose and mixed with their neighbours at once (``x - torch.roll(x, 1, 1)``, a token
-    shift) are not this."""
+    shift) are not this. ``apart``: pieces the call does not line up (a ``cat``'s joined axis)."""
     for i, a in enumerate(operands):
         for k, b in enumerate(operands[i + 1:], start=i + 1):
             for origin in a.keys() & b.keys():
-                extra = [(key, roll, through[i]) for key, (_, roll) in a[origin].items() - b[origin].items()]
-                extra += [(key, roll, through[k]) for key, (_, roll) in b[origin].items() - a[origin].items()]
+                extra = [(key, roll, through[i]) for key, (_, roll) in a[origin].items() - b[origin].items()
+                         if key not in apart]
+                extra += [(key, roll, through[k]) for key, (_, roll) in b[origin].items() - a[origin].items()
+                          if key not in apart]
                 if extra and all(attended for _, _, attended in extra):
                     return sorted((roll, key) for key, roll, _ in extra)
     return []

@@ -266,3 +266,15 @@ def test_every_inference_of_one_run_replays_each_call_once(monkeypatch):
     assert asked and len(asked) == len(set(asked)), f"{len(asked)} replays for {len(set(asked))} calls"
     assert dims_of(t, "cat") == [("H*B", "T", "d_k")] * 2   # (the names the replays give, as before)
     assert dims_of(t, "gather") == [("B", "T[keep]", "D")] * 2
+
+
+def test_a_flip_spelled_as_a_method_is_read_as_a_reversal():
+    """``x.flip(1)`` (an int, which ``torch.flip`` refuses) is replayed as the method: the row notes the axis
+    it reverses (failing on 01f2f59: the replay raised and the row noted nothing)."""
+    x = torch.randn(2, 6, 4)
+    with shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        shapetrace.name(x, "B T D")
+        x.flip(1)
+        torch.flip(x, [0, 2])
+        torch.roll(x, 1, 1)
+    assert [(e.op, e.params.get("reversed")) for e in t.events] == [("flip", (1,)), ("flip", (0, 2)), ("roll", None)]

@@ -74,3 +74,57 @@ def test_a_roll_back_on_mixed_axes_makes_no_claim():
         z = y.transpose(1, 2).reshape(2, 6, 4)                          # (B, ?, ?): tokens and features mixed
         x + torch.roll(z, shifts=-1, dims=1)
     assert "roll-not-undone" not in kinds(t)
+
+
+# -- flips: a reversal followed as a roll is (failing on 01f2f59: a flip was no shift, and nothing was said) --------
+
+def backward_states(x, gru, back_along: int):
+    """A backward recurrence (EderSantana/seya issue #32): ``gru`` run on the tokens read backwards, its states
+    flipped along ``back_along`` (1 puts them in the tokens' order again; 0 reverses the batch instead)."""
+    states, _ = gru(x.flip(1))
+    return states.flip(back_along)
+
+
+def test_a_backward_recurrence_not_flipped_back_in_time_is_an_error_at_the_flip():
+    torch.manual_seed(0)
+    x, gru_f, gru_b = torch.randn(2, 6, 4), torch.nn.GRU(4, 2, batch_first=True), torch.nn.GRU(4, 2, batch_first=True)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        shapetrace.name(x, "B T D")
+        torch.cat([gru_f(x)[0], backward_states(x, gru_b, back_along=0)], dim=-1)
+    found = [d for d in t.diagnostics if d.kind == "roll-not-undone"]
+    assert [(d.event, d.severity) for d in found] == [(1, "error"), (3, "error")]   # (time still reversed; batch)
+    assert found[0].message.startswith("flip #1 reverses T, and nothing reverses it back before a later cat lines "
+                                       "the result up with the same tokens in their order")
+    assert found[1].message.startswith("flip #3 reverses B, and nothing reverses it back before a later cat")
+    assert t.report().verdict.mark == "✗"
+
+
+def test_a_backward_recurrence_flipped_back_in_time_is_silent():
+    torch.manual_seed(0)
+    x, gru_f, gru_b = torch.randn(2, 6, 4), torch.nn.GRU(4, 2, batch_first=True), torch.nn.GRU(4, 2, batch_first=True)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        shapetrace.name(x, "B T D")
+        torch.cat([gru_f(x)[0], backward_states(x, gru_b, back_along=1)], dim=-1)
+    assert [e.params.get("reversed") for e in t.events if e.op == "flip"] == [(1,), (1,)]
+    assert "roll-not-undone" not in kinds(t)
+
+
+def test_a_flip_meant_and_a_join_along_the_flipped_axis_are_silent():
+    """A sequence and its mirror mixed at once (no mixer between), and a palindrome built by a ``cat`` along the
+    reversed tokens after an attention: neither lines a token up with another's values by mistake."""
+    x = torch.randn(2, 6, 4)
+    with shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        x + x.flip(1)
+        torch.cat([x, attend(x.flip(1))], dim=1)
+    assert "roll-not-undone" not in kinds(t)
+
+
+def test_a_sequence_and_its_mirror_joined_along_the_batch_are_no_longer_followed():
+    """Test-time augmentation: the tokens and their mirror attended as one batch, the mirror's half flipped back
+    and averaged with the other: the ``cat`` holds both frames, so no claim is made after it (failing before
+    this commit: the join passed on its first operand's frame, and the flip back read as a reversal)."""
+    x = torch.randn(2, 6, 4)
+    with shapetrace.trace(dims="B=2 T=6 D=4") as t:
+        out = attend(torch.cat([x, x.flip(1)], dim=0))
+        out[:2] + out[2:].flip(1)
+    assert "roll-not-undone" not in kinds(t)

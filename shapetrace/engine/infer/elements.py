@@ -33,7 +33,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.axis_reshape import strided_axes
 from shapetrace.engine.namer import Namer
-from shapetrace.engine.ops import Family
+from shapetrace.engine.ops import Family, callables_of
 from shapetrace.engine.provenance import (
     MAX_ELEMENTS,
     ROLLED,
@@ -155,16 +155,37 @@ class ElementPass:
         right, the positions are not where they were, and the row says so. The shift is read from the
         replay, signed the short way round (``-1`` of 6, not ``5``); {} where nothing wrapped, the call
         cannot be replayed, or it holds more than ``ROLL_READ_MAX`` elements."""
-        fn = callable_of(record.spec.replay)
-        if fn is None or len(record.ins) != 1 or len(out_axes) != 1 or tuple(out_axes[0]) != tuple(in_axes[0]) \
-                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]) \
-                or math.prod(record.in_raw[0][0]) > ROLL_READ_MAX:
-            return {}
-        found = self.replays.get(("rolled", *Replays.key(fn, record)), lambda: _replayed(fn, record))
+        found = self._moved_in_place(record, in_axes, out_axes)
         if not found:
             return {}
         shape = tuple(record.out_raw[0][0])
         return {j: _signed(s.shift, shape[j]) for j, s in enumerate(found[0]) if s.kind == ROLLED and s.shift}
+
+    def reversed(self, record, in_axes, out_axes) -> tuple[int, ...]:
+        """The output axes a same-shape call that keeps every name walks backwards, whole (``flip``: a
+        backward recurrence's input read from its last token), from the same replay as :meth:`rolled`."""
+        found = self._moved_in_place(record, in_axes, out_axes)
+        if not found:
+            return ()
+        shape = tuple(record.out_raw[0][0])
+        return tuple(j for j, s in enumerate(found[0]) if s.kind == WALK and shape[j] > 1 and len(s.walks) == 1
+                     and len(s.walks[0][1]) == 1 and s.walks[0][1][0].stride < 0
+                     and s.walks[0][1][0].size == shape[j])
+
+    def _moved_in_place(self, record, in_axes, out_axes) -> list | None:
+        """The replayed sources of a one-operand call whose one result has its operand's shape and names: the
+        replay's function first, then the op's own (a method's spelling, ``x.flip(1)``, that ``torch.flip``
+        refuses)."""
+        fn = callable_of(record.spec.replay)
+        if fn is None or len(record.ins) != 1 or len(out_axes) != 1 or tuple(out_axes[0]) != tuple(in_axes[0]) \
+                or tuple(record.out_raw[0][0]) != tuple(record.in_raw[0][0]) \
+                or math.prod(record.in_raw[0][0]) > ROLL_READ_MAX:
+            return None
+        for f in (fn, *(g for g in callables_of(record.spec) if g is not fn)):
+            found = self.replays.get(("rolled", *Replays.key(f, record)), lambda f=f: _replayed(f, record))
+            if found:
+                return found
+        return None
 
 
 def _replayed(fn, record) -> list | None:

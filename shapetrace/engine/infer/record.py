@@ -133,6 +133,9 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}
+        flipped = state.elements.reversed(record, in_axes, out_axes) if record.spec.replay else ()
+        if flipped:
+            params = {**params, "reversed": flipped}
         if record.spec.repeats:
             out_axes = repeated_axes(state, record, out_axes)
         if record.spec.sized:

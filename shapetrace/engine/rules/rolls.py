@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.rolls import piece_of
+from shapetrace.engine.rolls import _key, piece_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -22,6 +22,12 @@ def rolls_not_undone(analysis: Analysis) -> list[Diagnostic]:
     out = []
     for roll, still in pieces.items():
         e = analysis.events[roll]
+        flipped = [(e.inputs[0].dims[axis] or f"axis {axis}").replace("*", "·")
+                   for axis in e.params.get("reversed") or ()
+                   if _key(piece_of(e.inputs[0].axes, axis, e.index), True) in still]
+        if flipped:
+            out.append(_reversal_found(e, flipped, next(iter(still.values()))[1]))
+            continue
         shifts = []
         for axis in e.params.get("rolled") or {}:
             key = piece_of(e.inputs[0].axes, axis, e.index)
@@ -43,3 +49,14 @@ def _found(e, shifts: list[tuple[str, int]], op: str) -> Diagnostic:
         "and says nothing."),
         f"Roll back ({back}) once the windows are put together again: torch.roll after window_reverse, as "
         "Swin's block does.")
+
+
+def _reversal_found(e, flipped: list[str], op: str) -> Diagnostic:
+    axes = " and ".join(flipped)
+    return Kind.ROLL_NOT_UNDONE.found(e.index, (
+        f"{e.op} #{e.index} reverses {axes}, and nothing reverses it back before a later {op} lines the result "
+        f"up with the same tokens in their order: each entry meets the values of the one at the other end of "
+        f"{axes}. Torch sees equal shapes and says nothing."),
+        f"Flip back along the axis that was reversed once the reversed run is done (a backward recurrence's "
+        f"states: flip them along the tokens, not along {axes} unless that is the axis its input was reversed "
+        f"along).")
