@@ -115,7 +115,7 @@ def _rolled(shifts: Shifts, rolled: Mapping[int, int], event) -> Shifts:
     out: Shifts = {}
     for origin, pieces in shifts.items():
         moved = dict(pieces)
-        if any(piece_of(axes, axis, event.index)[0] == "row" or _key(piece_of(axes, axis, event.index), True)
+        if any(piece_of(axes, axis, event.index)[0] == "row" or piece_key(piece_of(axes, axis, event.index), True)
                in pieces for axis in rolled):
             continue   # a roll of an axis made of several pieces (or reversed): its tokens are not followed
         for axis, shift in rolled.items():
@@ -156,11 +156,12 @@ def _lined_up(record, event) -> frozenset | None:
     dim = (event.params or {}).get("dim", 0)
     if not isinstance(dim, int):
         return None
-    return frozenset(_key(piece_of(i.axes, dim % len(i.axes), event.index), flip) for i in event.inputs
+    return frozenset(piece_key(piece_of(i.axes, dim % len(i.axes), event.index), flip) for i in event.inputs
                      if i.axes for flip in (False, True))
 
 
-def _key(piece: tuple, reversal: bool) -> tuple:
+def piece_key(piece: tuple, reversal: bool) -> tuple:
+    """A piece's key in :data:`Shifts`: the piece itself (rolled), or it marked :data:`REVERSED` (flipped)."""
     return (*piece, REVERSED) if reversal else piece
 
 
@@ -175,8 +176,8 @@ def _reversed(shifts: Shifts, flipped: Sequence[int], event) -> Shifts:
             continue
         moved = dict(pieces)
         for key in keys:
-            if moved.pop(_key(key, True), None) is None:
-                moved[_key(key, True)] = (1, event.index)
+            if moved.pop(piece_key(key, True), None) is None:
+                moved[piece_key(key, True)] = (1, event.index)
         out[origin] = moved
     return out
 

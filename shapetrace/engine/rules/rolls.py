@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.rolls import _key, piece_of
+from shapetrace.engine.rolls import piece_key, piece_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -24,7 +24,7 @@ def rolls_not_undone(analysis: Analysis) -> list[Diagnostic]:
         e = analysis.events[roll]
         flipped = [(e.inputs[0].dims[axis] or f"axis {axis}").replace("*", "·")
                    for axis in e.params.get("reversed") or ()
-                   if _key(piece_of(e.inputs[0].axes, axis, e.index), True) in still]
+                   if piece_key(piece_of(e.inputs[0].axes, axis, e.index), True) in still]
         if flipped:
             out.append(_reversal_found(e, flipped, next(iter(still.values()))[1]))
             continue
