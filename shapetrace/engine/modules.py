@@ -1,6 +1,6 @@
 """Module paths while a trace records: which ``nn.Module`` each call ran in, named after the run.
 
-:class:`ModulePaths` wraps ``nn.Module.__call__`` for the length of a trace and keeps the capture's
+:class:`ModulePaths` wraps ``nn.Module._call_impl`` for the length of a trace and keeps the capture's
 stack of module slots current; :class:`ModuleCalls` names those slots (``h.3.attn``) when first asked.
 """
 
@@ -23,10 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover
 class ModulePaths:
     """Keeps the capture's module path stack current while the traced code runs.
 
-    It wraps ``nn.Module.__call__`` for the length of the trace rather than registering global module
+    It wraps ``nn.Module._call_impl`` (what ``Module.__call__``, torch's ``_wrapped_call_impl``, calls
+    for every module not compiled) for the length of the trace rather than registering global module
     hooks: any global hook sends every module call down torch's slow path (measured on the whole-model
-    benchmark: about 25 µs per module call), while this wrapper costs a few. Paths are relative to the
-    outermost module the traced code calls (``h.3.attn``)."""
+    benchmark: about 25 µs per module call), while this wrapper costs a few. Not ``__call__`` itself:
+    setting a special method on a class updates its slot in every subclass, and ``nn.Module`` has
+    hundreds (measured with 900: 160 µs to put the wrapper on and take it off, against 7 µs for
+    ``_call_impl``; in the suite's corpus worker 1.1 ms a trace). Paths are relative to the outermost
+    module the traced code calls (``h.3.attn``)."""
 
     def __init__(self, capture: Capture):
         self.capture = capture
@@ -34,7 +38,7 @@ class ModulePaths:
         self.wrapper = None
 
     def install(self) -> None:
-        capture, original = self.capture, Module.__call__
+        capture, original = self.capture, Module._call_impl
         slots, outer = capture.modules, OUTER
         calls = capture.module_calls
         seen, first = calls.seen, calls.first
@@ -45,7 +49,7 @@ class ModulePaths:
                 slot = seen[id(module)] = len(first)
                 first.append((module, slots[-1] if slots else -1))
             slots.append(slot)
-            outer.append(user_stack(sys._getframe(1)))   # the user code above this call, walked once
+            outer.append(user_stack(sys._getframe(1)))   # the user code above this call (torch's frames skipped)
             start = len(capture.records)
             if len(slots) == 1 and calls.first_call is None:
                 note_arguments(capture, module, args, kwargs, start)
@@ -67,11 +71,11 @@ class ModulePaths:
 
         module_wrapper(call_in_path.__code__)
         self.original, self.wrapper = original, call_in_path
-        Module.__call__ = call_in_path
+        Module._call_impl = call_in_path
 
     def remove(self) -> None:
-        if self.original is not None and Module.__call__ is self.wrapper:
-            Module.__call__ = self.original   # not if the traced code put its own wrapper on top since
+        if self.original is not None and Module._call_impl is self.wrapper:
+            Module._call_impl = self.original   # not if the traced code put its own wrapper on top since
         self.original = None
 
 

@@ -121,3 +121,19 @@ def test_a_module_freed_during_the_run_is_never_confused_with_one_made_after_it(
             Wide()(x)
     linears = [(e.module, e.output.shape) for e in t.events if e.op == "linear"]
     assert linears == [("q_proj", (2, 6, 32)), ("k_proj", (2, 6, 32)), ("q_proj", (2, 6, 64))] * 20
+
+
+def test_a_trace_keeps_module_paths_without_setting_a_special_method_on_nn_module():
+    """The wrapper sits on ``nn.Module._call_impl``, which ``Module.__call__`` (torch's ``_wrapped_call_impl``)
+    calls: ``__call__`` itself stays torch's own during the trace, since setting a special method on a class
+    updates its slot in each of the hundreds of subclasses on every trace (160 µs against 7 µs, measured with
+    900). Paths are still kept, and everything is as it was after."""
+    call, impl = nn.Module.__call__, nn.Module._call_impl
+    seen = []
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=DIMS) as t:
+        seen.append((nn.Module.__call__ is call, nn.Module._call_impl is impl))
+        Attn()(x)
+    assert seen == [(True, False)]
+    assert [e.module for e in t.events if e.op == "linear"] == ["q_proj", "k_proj"]
+    assert nn.Module.__call__ is call and nn.Module._call_impl is impl
