@@ -35,15 +35,16 @@ by no later softmax, is ``mask-after-softmax``. Nemotron ``softmax-before-mask``
 sizes, and under the CLI.
 
 What stays ``?`` and why: Nemotron ``rotate-half-over-whole-head``: the rotary table (``inv_freq`` times the
-positions, ``#14``-``#21``) keeps no names once the rotation pairs features across the whole head: the table is
-not recognised as the rotary of that rotation, so neither is it named nor is its pairing checked. LLaVA: the conv
-patch embedding's ``(B, D_v, h, w)``, flattened and transposed, and the patches' attention keep no names (the
-patch grid is ``h × w`` with ``P = h·w`` declared, and a width alone never names ``D_v``);
-``features-channels-first``'s ``(B, D_v, P)`` read as ``(B, P, D_v)`` happens on those unnamed axes. Jamba: the
-mixer's gated product (``silu(conv)[F[0:64]] * silu(gate)[F[64:128]]``, two halves of one ``chunk``) keeps no
-feature name, so its ``transpose`` and ``out_proj`` (#8, #9) are not checked; ``conv-future-taps`` is caught only
-where dependency contracts are measured (the CLI: ``causal-mask-leaks``), not by ``round_outcome``. At equal
-sizes every correct file is ``?`` (B = T = H leaves the layout undecided).
+positions, ``#14``-``#21``) keeps no names once the rotation pairs features across the whole head: the table is not
+recognised as the rotary of that rotation, so neither is it named nor is its pairing checked. LLaVA: the conv patch
+embedding's ``(B, D_v, h, w)``, flattened and transposed, and the patches' attention keep no names (the patch grid
+is ``h × w`` with ``P = h·w`` declared, and a width alone never names ``D_v``); ``features-channels-first``'s ``(B,
+D_v, P)`` read as ``(B, P, D_v)`` happens on those unnamed axes. Jamba: the mixer's gated product (``scan *
+silu(gate)``: ``F[0:64]`` times ``F[64:128]``, two halves of one ``chunk``) keeps no feature name (and its tokens
+are ``N[0:6]``, the padded conv's length cut back, not ``T``), so its ``transpose`` and ``out_proj`` (#8, #9) are
+not checked; ``conv-future-taps`` is caught only where dependency contracts are measured (the CLI:
+``causal-mask-leaks``), not by ``round_outcome``. At equal sizes every correct file is ``?`` (B = T = H leaves the
+layout undecided).
 """
 
 from __future__ import annotations
