@@ -52,8 +52,7 @@ class Kind(StrEnum):
     ROLL_NOT_UNDONE = ("roll-not-undone", "error",
                        "tokens shifted round by `torch.roll` or reversed by `flip` meet the same tokens unmoved "
                        "(Swin's shifted windows without the roll back; a backward RNN's states not flipped back)")
-    TOKENS_MERGED_WITH_FEATURES = (
-        "tokens-merged-with-features", "warning",
+    TOKENS_MERGED_WITH_FEATURES = ("tokens-merged-with-features", "warning",
         "whole tokens flattened with features (`[B, H, T·d_k]`): fine as a layout exercise, a bug in attention; "
         "an error when a later `linear` projects over that axis", ("error",))
     TOKENS_REGROUPED_WITH_BATCH = ("tokens-regrouped-with-batch", "note",
@@ -113,6 +112,7 @@ class Kind(StrEnum):
     MASK_HIDES_EVERY_KEY = ("mask-hides-every-key", "error",
                             "a mask that hides every key from every query of a batch entry (an inverted padding "
                             "mask: `mask * min` for `(1 - mask) * min`), so attention there reads nothing it meant to")
+    MASK_AFTER_SOFTMAX = ("mask-after-softmax", "error", "a hiding mask laid on probabilities a softmax made")
     NAN_ROWS = ("nan-rows", "error", "fully masked rows that any traced softmax or SDPA turns into NaN")
     NAN_ROWS_SKIPPED = ("nan-rows-skipped", "note",
                         "the values were not read (the meta device has none), so NaN rows were not checked")

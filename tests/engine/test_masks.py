@@ -5,7 +5,11 @@ On af0e286 (main) the two correct models below were ``✗``: OpenFold's MSA colu
 residue, was ``mask-hides-every-key`` (read as an inverted padding mask), and MEGABYTE's global heads
 (tests/corpus/public17/megabyte_patches.py at T = 16, P = 4: heads ``P·D/H`` wide, which is D) scaled by their
 own width were ``scale-not-head-dim``. The controls (an inverted padding mask over the batch, heads d_k wide
-scaled by 1/√D) keep their findings."""
+scaled by 1/√D) keep their findings.
+
+A causal mask added after the softmax (tests/corpus/public27/nemotron.py ``softmax-before-mask``) was ``✓`` on
+f00ace0: it is now ``mask-after-softmax`` (so is one on a ``log_softmax``'s output); a mask before the softmax
+and a zero fill after it are not."""
 
 from __future__ import annotations
 
@@ -247,3 +251,46 @@ def test_a_decode_mask_over_every_key_is_no_error():
     t = _decode_step(cut=False)
     assert _findings(t) == []
     assert t.report().verdict.line[0] == "✓"
+
+
+def _causal_attention(where: str):
+    """Scores ``[B, H, T, T]`` of named q and k, a causal mask of ``finfo.min`` above the diagonal laid on them
+    ``before`` the softmax (correct), ``after`` it (Nemotron's lines swapped: tests/corpus/public27/nemotron.py
+    ``softmax-before-mask``), filled with ``zero`` after it (dropping weights on purpose), or added to a
+    ``log_softmax``'s log-probabilities; then the weights times v."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    with shapetrace.trace(dims="B=2 H=4 T=6 d_k=8") as t:
+        for x in (q, k, v):
+            shapetrace.name(x, "B H T d_k")
+        mask = torch.full((6, 6), torch.finfo(torch.float32).min).triu(1)
+        scores = q @ k.transpose(-1, -2) / 8 ** 0.5
+        if where == "before":
+            weights = (scores + mask).softmax(-1)
+        elif where == "after":
+            weights = scores.softmax(-1) + mask
+        elif where == "zero":
+            weights = scores.softmax(-1).masked_fill(mask < 0, 0.0)
+        else:
+            weights = (scores.log_softmax(-1) + mask).exp()
+        weights @ v
+    return t
+
+
+@pytest.mark.parametrize("where", ["after", "log"])
+def test_a_causal_mask_added_after_the_softmax_is_an_error(where):
+    """On f00ace0 (main): no finding (the add onto the probabilities was read as a causal mask onto the scores,
+    hiding the right keys), so ``✓``. After a ``log_softmax`` (then ``exp``) the weights left do not sum to one."""
+    t = _causal_attention(where)
+    assert _findings(t) == [("error", "mask-after-softmax")]
+    d = next(d for d in t.diagnostics if d.kind == "mask-after-softmax")
+    op = "softmax" if where == "after" else "log_softmax"
+    assert d.message.startswith(f"add #4 lays a mask that hides (values at or below -10000) on the output of {op} #3, "
+                                "[B=2, H=4, T=6, T=6]: that softmax already spread its weight over the keys")
+
+
+@pytest.mark.parametrize("where", ["before", "zero"])
+def test_a_mask_before_the_softmax_or_a_zero_fill_after_it_is_no_error(where):
+    t = _causal_attention(where)
+    assert "mask-after-softmax" not in [d.kind for d in t.diagnostics]
+    assert [f for f in _findings(t) if f[0] == "error"] == []

@@ -507,4 +507,47 @@ def _keys_elsewhere(analysis: Analysis, e: Event) -> bool:
     return False
 
 
-VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key]
+def mask_after_softmax(analysis: Analysis) -> list[Diagnostic]:
+    """A hiding mask (an additive one onto the scores, or a fill at or below :data:`HIDING_FILL`) laid on what a
+    ``softmax`` made, through rows that only moved its entries, and read by no later softmax (Nemotron's causal
+    mask added one line late). The softmax already spread over every key: the mask hides nothing from it and puts
+    large negatives among the probabilities that then weigh the values (after a ``log_softmax``, the weights it
+    leaves no longer sum to one). Read from the recorded sources and the key axis the softmax ran over, not from
+    sizes; a softmax over anything without a key axis (a sampler's probabilities over a vocabulary) is left alone."""
+    rows = {e.index: e for e in analysis.events}
+    renormalised = {s.sources[0][0] for s in analysis.events_of(Family.SOFTMAX) if s.sources and s.sources[0]}
+    out = []
+    for e in analysis.events_of(Family.MASK_FILL, Family.ELEMENTWISE):
+        hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else bool(e.params.get("hides"))
+        if not hiding or e.index in renormalised or len(e.inputs) < 2:
+            continue
+        made = next((m for m in (_made_by_softmax(rows, source) for source in e.sources[:2]) if m is not None), None)
+        if made is None:
+            continue
+        o = e.outputs[0]
+        out.append(Kind.MASK_AFTER_SOFTMAX.found(e.index, (
+            f"{e.op} #{e.index} lays a mask that hides (values at or below {HIDING_FILL:g}) on the output of "
+            f"{made.op} #{made.index}, {fmt_named(o.dims, o.shape)}: that softmax already spread its weight over "
+            "the keys meant to be hidden, so the weights that reach the values are no softmax over the keys left "
+            "(large negatives where the mask hides)."),
+            "Add the mask to the scores before the softmax: softmax(scores + mask, dim=-1)."))
+    return out
+
+
+def _made_by_softmax(rows: dict, source, depth: int = 4):
+    """The softmax row of attention weights whose output ``source`` is, back through rows that only moved or
+    copied one operand's entries (a transpose, a contiguous copy); None if it is anything else."""
+    while source is not None and depth and source[0] in rows:
+        made = rows[source[0]]
+        if made.spec.family is Family.SOFTMAX:   # (attention weights only: their output has a key axis)
+            return made if made.outputs and "key" in {a.role for a in made.outputs[0].axes} else None
+        if len(made.inputs) != 1 or not made.outputs or \
+                math.prod(made.inputs[0].shape) != math.prod(made.outputs[0].shape) or \
+                made.spec.family not in (Family.RESHAPE, Family.AXIS_ORDER, Family.CONTIGUOUS, Family.DROPOUT):
+            return None
+        source, depth = (made.sources[0] if made.sources else None), depth - 1
+    return None
+
+
+VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key,
+                 mask_after_softmax]
