@@ -19,7 +19,6 @@ import sys
 import torch
 from torch import nn
 
-
 BUGS = ("offset-by-prompt",)
 TWINS = ()
 DIMS = ("B=2 T=6 D=32 H=4 H_kv=2",)
