@@ -170,6 +170,9 @@ class Kind(StrEnum):
     MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "note", "a mask on the scores of one sequence that hides a "
                           "query's own key while it sees others and others see that key: a window hidden instead of "
                           "its outside, a chunk id `j % C`, or by design (XLNet's query stream)")
+    MASK_SHOWS_PADDING = ("mask-shows-padding", "warning", "a mask on the scores of one sequence that hides a "
+                          "padded key from its own query yet shows it to a real query (a class token's row left "
+                          "all ones)")
     NORM_ACROSS_HEADS = ("norm-across-heads", "note", "a norm over the heads and their features together "
                          "(`rms_norm(q, (H, d_k))`): one norm over D as OLMo 2's, or a per-head norm widened by a slip")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
