@@ -25,7 +25,9 @@ from dataclasses import replace
 
 import torch
 
+from shapetrace.engine.axes import root_axis
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import Family
 from shapetrace.engine.thawed import thaw_args
 
@@ -165,7 +167,7 @@ class _History:
             if len(inside) != 1:
                 continue
             frame = frames[inside[0]]
-            order = _order(record, len(frame)) if family is Family.AXIS_ORDER else None
+            order = _order(record, self.shapes) if family is Family.AXIS_ORDER else None
             if order is not None:
                 frames.update((o, tuple(frame[i] for i in order)) for o in record.outs)
             elif family in _PASSES and family is not Family.AXIS_ORDER and \
@@ -239,26 +241,23 @@ class _History:
         return dim % rank if type(dim) is int and -rank <= dim < rank else None
 
 
-def _order(record, rank: int) -> tuple[int, ...] | None:
-    """The axes of an axis-order op's input, in the order its output holds them (``transpose(1, 2)`` of four
-    axes: ``(0, 2, 1, 3)``); None where its arguments cannot be read."""
-    args, kwargs = thaw_args(record.frozen)
-    name, rest = record.spec.name, list(args[1:])
-    try:
-        if name in ("transpose", "swapaxes", "swapdims"):
-            d0, d1 = (rest + [kwargs.get("dim0"), kwargs.get("dim1")])[:2] if len(rest) >= 2 else \
-                (kwargs.get("dim0", kwargs.get("axis0")), kwargs.get("dim1", kwargs.get("axis1")))
-            order = list(range(rank))
-            order[d0 % rank], order[d1 % rank] = order[d1 % rank], order[d0 % rank]
-            return tuple(order)
-        if name == "permute":
-            dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest or kwargs.get("dims")
-            order = tuple(int(d) % rank for d in dims)
-            return order if sorted(order) == list(range(rank)) else None
-        if name in ("mT", "mH") and rank >= 2:
-            return tuple(range(rank - 2)) + (rank - 1, rank - 2)
-        if name in ("t", "T"):
-            return tuple(reversed(range(rank)))
-    except (TypeError, ValueError, IndexError):
+
+def _order(record, shapes: Sequence) -> tuple[int, ...] | None:
+    """The axes of an axis-order op's one input, in the order its output holds them (``transpose(1, 2)`` of four
+    axes: ``(0, 2, 1, 3)``), read as :mod:`.infer.backward` reads them: the op's own name rule run on markers
+    (an unnamed root per input axis); None where the rule moves no whole axis to each place."""
+    if record.spec.names is None or len(record.ins) != 1 or len(record.outs) != 1:
         return None
-    return None
+    shape = tuple(shapes[record.ins[0]].shape)
+    markers = tuple(root_axis(f"#0.{i}", n) for i, n in enumerate(shape))
+    args, kwargs = thaw_args(record.frozen)
+    call = Call(record.spec.name, args, kwargs, [None], [markers], [tuple(shapes[record.outs[0]].shape)], None,
+                getattr(record, "params", None) or {})
+    try:
+        out = record.spec.names(call)
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        return None
+    axes = out[0] if isinstance(out, list) else out
+    roots = [a.atoms[0].root if a is not None and len(a.atoms) == 1 else "" for a in axes or ()]
+    order = tuple(int(r[3:]) for r in roots if r.startswith("#0.") and r[3:].isdigit())
+    return order if sorted(order) == list(range(len(shape))) and len(order) == len(roots) else None
