@@ -173,7 +173,26 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     far = keeps_far_future(rows)   # (a gap of its own kind: the keys just ahead hidden, those beyond seen)
     return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **far, **causal_window(rows, offset),
             **(opened_future(rows) if offset == 0 and not far else {}),
-            **(whole_past_hidden(rows) if offset == 0 else {})}
+            **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
+
+
+def padding_seen(rows: Any) -> dict:
+    """``{"padding_seen": (slice, query, key)}`` when, as many queries as keys, a padded key (hidden from its own
+    query in this slice while the same position sees itself in another slice: padding, not a design that keeps
+    every token from itself, XLNet's query stream) is seen by a query that sees its own key (a real token): the
+    padding reaches a real token's output (theislab/CellFlow issue #226: the class token's row of the mask left
+    all ones while the set's rows hide the pads). A padded row opened onto every key (transformers'
+    ``_unmask_unattended``) sees itself, so it is no padded key. ``rows``: ``[slices, n, n]``, True where hidden."""
+    n = rows.shape[-1]
+    if rows.shape[-2] != n or n < 2 or rows.shape[0] < 2:
+        return {}
+    own = rows.diagonal(dim1=-2, dim2=-1)                                     # (slices, n): hides its own key
+    padded = own & (~own).any(0, keepdim=True)
+    seen = ~rows & (~own)[:, :, None] & padded[:, None, :]                   # (slices, n_q, n_k)
+    if not bool(seen.any()):
+        return {}
+    first = int(seen.flatten().nonzero()[0].item())
+    return {"padding_seen": (first // (n * n), first // n % n, first % n)}
 
 
 def causal_window(rows: Any, offset: int) -> dict:

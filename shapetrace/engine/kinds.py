@@ -151,11 +151,10 @@ class Kind(StrEnum):
         "later call (a cross-attention handed the decoder's own cache at a decoding step)")
     POSITIONS_ACROSS_SEQUENCES = ("positions-across-sequences", "warning", "a bias read from a table at pairs of "
                                   "places of two sequences onto their cross-attention (T5's takes no position bias)")
-    NORMALISED_ACROSS_THE_PRODUCT = (
-        "normalised-across-the-product", "warning",
-        "`F.normalize` of per-head vectors along their features where the product that reads them sums over the "
-        "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows that product compares, "
-        "not along them")
+    NORMALISED_ACROSS_THE_PRODUCT = ("normalised-across-the-product", "warning", "`F.normalize` of per-head "
+                                     "vectors along their features where the product that reads them sums over the "
+                                     "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows "
+                                     "that product compares, not along them")
 
     DISTANCE_BIAS_REVERSED = (
         "distance-bias-reversed", "error",
@@ -170,6 +169,7 @@ class Kind(StrEnum):
     MASK_HIDES_OWN_KEY = ("mask-hides-own-key", "note", "a mask on the scores of one sequence that hides a "
                           "query's own key while it sees others and others see that key: a window hidden instead of "
                           "its outside, a chunk id `j % C`, or by design (XLNet's query stream)")
+    MASK_SHOWS_PADDING = ("mask-shows-padding", "warning", "a mask that shows a padded key to a real query")
     NORM_ACROSS_HEADS = ("norm-across-heads", "note", "a norm over the heads and their features together "
                          "(`rms_norm(q, (H, d_k))`): one norm over D as OLMo 2's, or a per-head norm widened by a slip")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "

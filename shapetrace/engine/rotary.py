@@ -78,8 +78,8 @@ class Rotary:
             table of the run that counts positions (:mod:`.rotary_positions`); None when not read.
         expected: the position its token belongs at (a key joined after n cached entries: n; a query
             meeting S keys: S - 1); None when not found.
-        placed: ``(axis of the rotated tensor, how[, row of the join that appends it])`` that places its token
-            at ``expected``.
+        placed: ``(axis of the rotated tensor, how[, row of the join that appends it, the join's own axis])``
+            that places its token at ``expected`` (the two axes differ where the key was transposed on its way).
     """
 
     event: int | None
@@ -99,7 +99,7 @@ class Rotary:
     angles: tuple = field(default=(), repr=False, compare=False)
     position: int | None = None
     expected: int | None = None
-    placed: tuple[int, str] | None = None
+    placed: tuple | None = None
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -155,7 +155,7 @@ def _join_row(rotary: Rotary, event_of_record: dict[int, int]) -> Rotary:
     """``rotary`` with the join that places its token (a record, in :attr:`Rotary.placed`) as its row."""
     if rotary.placed is None or len(rotary.placed) < 3:
         return rotary
-    return replace(rotary, placed=(*rotary.placed[:2], event_of_record.get(rotary.placed[2])))
+    return replace(rotary, placed=(*rotary.placed[:2], event_of_record.get(rotary.placed[2]), *rotary.placed[3:]))
 
 
 def step_token_label(events: Sequence, rotary: Rotary, out) -> str | None:
@@ -166,8 +166,8 @@ def step_token_label(events: Sequence, rotary: Rotary, out) -> str | None:
     if axis >= len(out.dims) or out.dims[axis] is not None or out.shape[axis] != 1 or len(rotary.placed) < 3 \
             or rotary.placed[2] is None or rotary.placed[2] >= len(events) or not events[rotary.placed[2]].outputs:
         return out.dims[axis] if axis < len(out.dims) else None
-    joined = events[rotary.placed[2]].outputs[0].dims
-    return joined[axis] if axis < len(joined) else None
+    joined, along = events[rotary.placed[2]].outputs[0].dims, rotary.placed[3] if len(rotary.placed) > 3 else axis
+    return joined[along] if along < len(joined) else None
 
 
 def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:

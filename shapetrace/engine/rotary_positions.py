@@ -25,7 +25,9 @@ from dataclasses import replace
 
 import torch
 
+from shapetrace.engine.axes import root_axis
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import Family
 from shapetrace.engine.thawed import thaw_args
 
@@ -33,6 +35,8 @@ from shapetrace.engine.thawed import thaw_args
 MAX_FOLLOW = 24
 #: families of the ops a rotated tensor passes through on its way to a join or a product (one operand)
 _PASSES = frozenset({Family.AXIS_ORDER, Family.RESHAPE, Family.CONTIGUOUS, Family.ELEMENTWISE, Family.NONE})
+#: families of the ops that reorder a tensor's axes or copy it, every entry kept (a cache of keys transposed)
+_MOVES = frozenset({Family.AXIS_ORDER, Family.CONTIGUOUS})
 
 
 def with_positions(found: Sequence, records: Sequence, shapes: Sequence, outs: dict[int, int]) -> tuple:
@@ -138,36 +142,49 @@ class _History:
 
     def expected(self, node: int, at: int | None) -> tuple | None:
         """``(the position the rotated token belongs at, the axis of the rotated tensor that places it,
-        how[, the record of the join that appends it])``; None where no whole history places it through ops
-        that keep its shape (so the axis is the rotated tensor's own)."""
-        nodes, shape = {node}, tuple(self.shapes[node].shape)
+        how[, the record of the join that appends it, the join's axis])``; None where no whole history places
+        it through ops that keep its shape or only reorder its axes (a rotation applied in ``(B, T, H, d)``
+        before the ``transpose(1, 2)`` that the cache's join and the product read: tiny-llm's Qwen2), each
+        tensor's axes followed back to the rotated tensor's own."""
+        frames = {node: tuple(range(len(self.shapes[node].shape)))}   # node -> the rotated tensor's axis of each
+        last = len(self.shapes[node].shape) - 1
         for index in range((at or 0) + 1, min((at or 0) + 1 + MAX_FOLLOW, len(self.records))):
             record = self.records[index]
-            if type(record) not in (OpRecord, PassRecord) or not any(n in nodes for n in record.ins):
+            if type(record) not in (OpRecord, PassRecord) or not any(n in frames for n in record.ins):
                 continue
             family = record.spec.family
+            if family is Family.JOIN and self._rebuilds_features(record, frames, last):
+                frames.update((o, frames[next(n for n in record.ins if n in frames)]) for o in record.outs)
+                continue
             if family is Family.JOIN:
-                return self._appended(record, nodes, index)
+                return self._appended(record, frames, index)
             if family in (Family.FUSED_ATTENTION, Family.PRODUCT) and len(record.ins) >= 2 and \
-                    record.ins[0] in nodes:
-                keys = tuple(self.shapes[record.ins[1]].shape)
+                    record.ins[0] in frames:
+                keys, frame = tuple(self.shapes[record.ins[1]].shape), frames[record.ins[0]]
                 return self._newest(record.ins[1], keys[-2] if family is Family.FUSED_ATTENTION else keys[-1],
-                                    len(shape) - 2)
-            if family in _PASSES and len([n for n in record.ins if n in nodes]) == 1 and \
-                    all(tuple(self.shapes[o].shape) == shape for o in record.outs):
-                nodes.update(record.outs)
+                                    frame[len(frame) - 2])
+            inside = [n for n in record.ins if n in frames]
+            if len(inside) != 1:
+                continue
+            frame = frames[inside[0]]
+            order = _order(record, self.shapes) if family is Family.AXIS_ORDER else None
+            if order is not None:
+                frames.update((o, tuple(frame[i] for i in order)) for o in record.outs)
+            elif family in _PASSES and family is not Family.AXIS_ORDER and \
+                    all(tuple(self.shapes[o].shape) == tuple(self.shapes[inside[0]].shape) for o in record.outs):
+                frames.update((o, frame) for o in record.outs)
         return None
 
-    def _appended(self, record, nodes: set[int], index: int) -> tuple[int, int, str, int] | None:
-        """The entries a join of a whole history puts before the first of ``nodes``, along its axis (and the
-        join's record, ``index``)."""
+    def _appended(self, record, frames: dict[int, tuple[int, ...]], index: int) -> tuple | None:
+        """The entries a join of a whole history puts before the first of ``frames``' nodes, along its axis
+        (that axis of the rotated tensor, the join's record, ``index``, and the join's own axis)."""
         dim = self._dim(record)
-        if dim is None or not all(self._whole(n) for n in record.ins if n not in nodes):
+        if dim is None or not all(self._whole(n) for n in record.ins if n not in frames):
             return None
         before = 0
         for n in record.ins:
-            if n in nodes:
-                return before, dim, f"it is joined after {before} cached entries", index
+            if n in frames:
+                return before, frames[n][dim], f"it is joined after {before} cached entries", index, dim
             before += self.shapes[n].shape[dim]
         return None
 
@@ -189,16 +206,31 @@ class _History:
             keys = record.ins[0]
         return None
 
+    def _rebuilds_features(self, record, frames: dict[int, tuple[int, ...]], last: int) -> bool:
+        """Does a join put the two halves of one rotation back together along the features (``cat([x1 * cos -
+        x2 * sin, x2 * cos + x1 * sin], -1)``: ColossalAI's, tiny-llm's), the rotated tensor's last axis? Its
+        tokens are the rotation's own, so it places none."""
+        dim, inside = self._dim(record), [n for n in record.ins if n in frames]
+        return dim is not None and len(inside) == 1 and frames[inside[0]][dim] == last
+
     def _whole(self, node: int) -> bool:
-        """Made of rotated keys joined, with nothing cut away."""
+        """Made of rotated keys joined, with nothing cut away (their axes reordered or copied on the way: a
+        key rotated in ``(B, T, H, d)`` and cached after ``transpose(1, 2)``; a join along the features that
+        rebuilds a rotation from its halves counts as the rotation)."""
         stack, seen = [node], 0
         while stack and seen < 4 * MAX_FOLLOW:
             n, seen = stack.pop(), seen + 1
             if n in self.rotated:
                 continue
             record = self.records[self.maker[n]] if n in self.maker else None
+            if record is not None and record.spec.family in _MOVES and len(record.ins) == 1:
+                stack.append(record.ins[0])   # (the rotated keys' axes reordered: every entry kept)
+                continue
             if record is None or record.spec.family is not Family.JOIN:
                 return False
+            rank = len(self.shapes[n].shape)
+            if self._dim(record) == rank - 1 and any(i in self.rotated for i in record.ins):
+                continue
             stack.extend(record.ins)
         return not stack
 
@@ -207,3 +239,25 @@ class _History:
         dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
         rank = len(self.shapes[record.ins[0]].shape)
         return dim % rank if type(dim) is int and -rank <= dim < rank else None
+
+
+
+def _order(record, shapes: Sequence) -> tuple[int, ...] | None:
+    """The axes of an axis-order op's one input, in the order its output holds them (``transpose(1, 2)`` of four
+    axes: ``(0, 2, 1, 3)``), read as :mod:`.infer.backward` reads them: the op's own name rule run on markers
+    (an unnamed root per input axis); None where the rule moves no whole axis to each place."""
+    if record.spec.names is None or len(record.ins) != 1 or len(record.outs) != 1:
+        return None
+    shape = tuple(shapes[record.ins[0]].shape)
+    markers = tuple(root_axis(f"#0.{i}", n) for i, n in enumerate(shape))
+    args, kwargs = thaw_args(record.frozen)
+    call = Call(record.spec.name, args, kwargs, [None], [markers], [tuple(shapes[record.outs[0]].shape)], None,
+                getattr(record, "params", None) or {})
+    try:
+        out = record.spec.names(call)
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        return None
+    axes = out[0] if isinstance(out, list) else out
+    roots = [a.atoms[0].root if a is not None and len(a.atoms) == 1 else "" for a in axes or ()]
+    order = tuple(int(r[3:]) for r in roots if r.startswith("#0.") and r[3:].isdigit())
+    return order if sorted(order) == list(range(len(shape))) and len(order) == len(roots) else None

@@ -17,6 +17,7 @@ from shapetrace.engine.directions import (
     looks_ahead,
     opened_future,
     own_key_hidden,
+    padding_seen,
     past_only,
     subtracted_facts,
     whole_past_hidden,
@@ -533,3 +534,39 @@ def test_the_mirrored_strided_mask_is_a_reversed_causal_mask_where_it_goes_in(di
     assert [f[:len(want)] for f, want in zip(found, expected, strict=True)] == expected
     assert verdict_line(t).startswith("✗ 1 error")
     assert not [d for d in traced_build(sparse_strided, "", dims).diagnostics if d.kind == "causal-mask-reversed"]
+
+
+def _class_token_mask(valid: torch.Tensor, cls_row: bool) -> torch.Tensor:
+    """CellFlow's ``TokenAttentionPooling`` mask, True where hidden: ones for ``{CLS, *set}``, the set's block
+    from ``valid & valid``, and (the fix) the class token's row and column from ``valid``."""
+    b, n = valid.shape
+    keep = torch.ones(b, n + 1, n + 1, dtype=torch.bool)
+    keep[:, 1:, 1:] = valid[:, :, None] & valid[:, None, :]
+    if cls_row:
+        keep[:, 0, 1:], keep[:, 1:, 0] = valid, valid
+    return ~keep
+
+
+def test_a_padded_key_shown_to_a_real_query_is_padding_seen():
+    """theislab/CellFlow issue #226: the class token's row left all ones shows the second set's two pads (keys 5
+    and 6) to the class token (query 0), which sees its own key; those keys hide from their own queries in slice 1
+    and see themselves in slice 0, so they are padding. The fixed mask shows them to no query. On 578ee9f no
+    fact was read (``hides_side: other`` and ``hides_own_key``), and the file was ``✓``."""
+    valid = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]]).bool()
+    assert padding_seen(_class_token_mask(valid, cls_row=False)) == {"padding_seen": (1, 0, 5)}
+    assert hidden_side(_class_token_mask(valid, cls_row=False)[:, None], (2, 4, 7, 7))["padding_seen"] == (1, 0, 5)
+    assert padding_seen(_class_token_mask(valid, cls_row=True)) == {}
+
+
+@pytest.mark.parametrize("hidden", [
+    torch.stack([torch.zeros(6, 6), torch.zeros(6, 6).index_fill(1, torch.tensor([4, 5]), 1)]).bool(),   # key pads
+    torch.stack([torch.zeros(6, 6), torch.zeros(6, 6).index_fill(1, torch.tensor([4, 5]), 1).index_fill(
+        0, torch.tensor([4, 5]), 0)]).bool(),                        # pads' rows opened onto every key (SDPA's unmask)
+    torch.ones(2, 6, 6).tril(-1).bool() | torch.eye(6, dtype=torch.bool),   # each token kept from itself (XLNet's)
+    torch.stack([torch.zeros(6, 6), (torch.block_diag(torch.ones(3, 3), torch.ones(3, 3)) == 0).float()]).bool(),
+])
+def test_masks_that_show_no_padded_key_to_a_real_query(hidden):
+    """Key padding alone (the pads' own rows see the real keys: they hide their own key, but no real query sees
+    it); the pads' rows opened onto every key (each sees itself: no padded key); a mask that keeps every token
+    from itself in every slice (not padding); one entry packed with two sequences (every token sees itself)."""
+    assert padding_seen(hidden) == {}

@@ -81,3 +81,28 @@ def test_a_step_whose_token_axis_is_named_only_in_the_cache_join_is_placed_and_c
     t = traced_build(fla_cache_seen_tokens, "", "B=2 T=6 D=32 H=4")
     assert findings(t) == ()
     assert verdict_line(t).startswith("✓ checked all 80 ops that could carry a layout bug (8 of them on the values")
+
+
+def test_a_step_rotated_before_its_transpose_and_rebuilt_from_halves_is_placed_and_checked():
+    """tests/corpus/reports17/tinyllm_decode_offset (skyzh/tiny-llm PR #46): the rotation is written on the two
+    halves of ``(B, L, H, d)`` (``cat([x1 cos - x2 sin, x2 cos + x1 sin], -1)``) before ``transpose(1, 2)``, and
+    the cache joins the transposed keys (its first entry the prefill's key, transposed, not joined). Where the
+    token goes is followed through the join that rebuilds the features, the transpose (its axes read back to the
+    rotated tensor's own) and the cache's transposed entries, so the second step's key rotated at 12 and joined
+    after 7 entries is an error, and the correct file's step keys count as checked. On 2243d41 both were
+    ``? checked 93 of 109`` with no finding."""
+    from tests.corpus.helpers import findings, traced_build, verdict_line
+    from tests.corpus.reports17 import tinyllm_decode_offset
+
+    dims = tinyllm_decode_offset.DIMS[0]
+    t = traced_build(tinyllm_decode_offset, "offset-by-prompt", dims)
+    assert [(d.kind, d.event, d.message) for d in t.diagnostics if d.severity == "error"] == [(
+        "rotary-position-off", 91,
+        "the rotary embedding rotated at __getitem__ #91 turns [B=2, 1, H_kv=2, d_k[4:8]=4] by position 12 (its cos "
+        "and sin tables hold that position's angles on every feature, read against the run's table of consecutive "
+        "positions), but its token takes position 7: it is joined after 7 cached entries. q·k then reads its "
+        "distance to every other token 5 off.")]
+    t = traced_build(tinyllm_decode_offset, "", dims)
+    assert findings(t) == ()
+    assert verdict_line(t).startswith(
+        "? checked 101 of 109 ops that could carry a layout bug (16 of them on the values")

@@ -100,7 +100,37 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_unread(e, shown, other))
         if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other) or _off_positions(analysis, e, scores, other))
-    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis), key=lambda d: d.event)
+    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis) + padding_seen(analysis),
+                  key=lambda d: d.event)
+
+
+def padding_seen(analysis: Analysis) -> list[Diagnostic]:
+    """A mask read on its values (:func:`.directions.padding_seen`) that shows a padded key to a real query,
+    where the names prove its queries and keys one sequence (the scores' or SDPA's q and k). A mask with blind
+    queries (a padding mask laid on the queries, which shows the pads to every real query) is reported as such."""
+    out = []
+    for e in analysis.events:
+        fused = family_of(e.op) is Family.FUSED_ATTENTION
+        if not e.params.get("padding_seen") or e.params.get("blind_queries") or not (fused or _hides(e)):
+            continue
+        if fused and len(e.inputs) >= 4:
+            axes, mask = (e.inputs[0].axes[-2], e.inputs[1].axes[-2]), e.inputs[3]
+        else:
+            scores = next((t for t in e.inputs if [a.role for a in t.axes[-2:]] == ["query", "key"]), None)
+            mask = next((t for t in e.inputs if t is not scores), None)
+            axes = tuple(scores.axes[-2:]) if scores is not None else ()
+        if len(axes) != 2 or mask is None or not _one_sequence(*axes):
+            continue
+        where, query, key = e.params["padding_seen"]
+        lead = f" in slice {where} of its leading axes" if where else ""
+        out.append(Kind.MASK_SHOWS_PADDING.found(e.index, (
+            f"{e.op} #{e.index} hides the scores with a mask {fmt_named(mask.dims, mask.shape)} whose key {key} is "
+            f"padding{lead} (hidden from its own query there, though that position sees itself in another slice) "
+            f"and yet shown to query {query}, which sees its own key: the padding reaches a real token's output "
+            "(a row of the mask written as all ones, as a class token's prepended to a padded set)."),
+            "Build every row from the padding mask, the prepended tokens' too: token_mask[:, :, 0, 1:] = valid; "
+            "token_mask[:, :, 1:, 0] = valid."))
+    return out
 
 
 def windows_kept(analysis: Analysis) -> list[Diagnostic]:
