@@ -252,7 +252,7 @@ def _read(a: torch.Tensor, b: torch.Tensor, shapes: Sequence[tuple]) -> tuple[Ax
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to(torch.float64).numpy()
+    return t.detach().to(torch.float64).resolve_conj().resolve_neg().numpy()   # (numpy refuses either bit)
 
 
 def _indexed(da: _Decoded, db: _Decoded, shapes) -> set[tuple[int, int]]:
