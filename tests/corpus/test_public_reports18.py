@@ -23,20 +23,24 @@ audiolm_attn_out_unused   (correct)              ? 43 of 45 / ? 6 of 45; CLI ? 4
 audiolm_attn_out_unused   attn-out-unused        ? 43 of 45 / ? 8 of 45; CLI ? 43 of 45          unchanged
 tf_time_major_reverse     (correct)              ✓ 38 ops / ? 0 of 38; CLI ✗ causal-mask-leaks   CLI ✓ 38 ops
 tf_time_major_reverse     reverse-batch-axis     ✗ roll-not-undone ×2 (both); CLI the same       unchanged
-gemma2_flex_no_transpose  (correct)              ? 31 of 38 / ? nothing; CLI ? 33 of 40          unchanged
+gemma2_flex_no_transpose  (correct)              ? 31 of 38 / ? nothing; CLI ? 33 of 40          ✓ 38 ops; CLI ✓ 40
 gemma2_flex_no_transpose  flex-no-transpose      ✗ mixed-axis / ? nothing; CLI ✗ mixed-axis      unchanged
 ssd_prefix_hit_paged_rows (correct)              ? nothing / ? nothing; CLI ? nothing            unchanged
 ssd_prefix_hit_paged_rows contiguous-cache-rows  ? nothing / ? nothing; CLI ? nothing            unchanged
 ========================  =====================  =============================================  =====================
 
 At first sight, at DIMS, the 4 correct files were ✓ 1, ? 3, ✗ 0 (the CLI: ✓ 0, ? 3, ✗ 1); the 4 bugs ✗ 2, ? 2,
-✓ 0 (the CLI the same). Now the CLI's correct files are ✓ 1, ? 3, ✗ 0. The fix:
+✓ 0 (the CLI the same). Now the correct files are ✓ 2, ? 2, ✗ 0 (the CLI too); the bugs unchanged. The fixes:
 
 * engine/dependencies, directions (tests/engine/test_dependencies.py): a causal mask applied after the tokens of
   the activations are reversed (a ``flip`` along the tokens of a tensor with a batch axis) declares no causal
   order for the model's output: a bidirectional layer's backward half looks ahead by design. The causal contract
   is then not measured (batch and own-token still are): tensorflow #39635's correct wrapper was ``✗
   causal-mask-leaks`` ("output token 0 of batch 0 depends on input token 5").
+* engine/infer/widths (tests/engine/test_infer_widths.py): a projection whose width is both D and H_kv·d_k is
+  named ``D_kv`` where a view cuts it into H_kv heads of d_k that attention reads; the search for that attention
+  went 8 ops deep, and Gemma-2's key reaches its scores after 10 (the rotation, ``repeat_kv``): it now goes 16
+  deep and stops at another projection. The correct gemma2 file was ``? 31 of 38`` (the key unnamed).
 
 Open:
 
@@ -44,14 +48,12 @@ Open:
   the result is also a prefill run for its cache (tests/corpus/reports17/tinyllm_decode_offset.py drops its
   prefill's output by design; here too the keys and values leave through the returned cache), so a dropped
   output is no contract; the ``?`` comes from the ``torch.stack((k, v))`` cache's new axis (unnamed).
-* gemma2_flex_no_transpose (correct): ``?``; the key projection's width (32 = H_kv·d_k) equals D, and its
-  ``[B, T, 32]`` stays unnamed through the rotation and ``repeat_kv`` (the value's, the same size, is named
-  ``D_kv``): the names are not carried back from the scores through the rotation. At equal sizes nothing is named.
+* gemma2_flex_no_transpose at equal sizes: ``?`` on both (B = T = H = 4: nothing is named by size alone).
 * ssd_prefix_hit_paged_rows: ``?`` on both; the packed ``(B * T, D)`` input has no batch axis to name, and which
   cache rows stand for a sequence's prefix is a value of the block table (an index no name holds): the bug is a
   twin in what the names can say; left for a round on index provenance (paged caches).
-* tf_time_major_reverse's bug: ✗ is right, but the first of its two findings (flip #20, the backward half's
-  input reversal) is undone by design; only flip #40 is the slip.
+* tf_time_major_reverse's bug: both findings are true: flip #40 reverses the batch, and so the backward half's
+  reversal of the tokens (flip #20) is never undone.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ EXPECTED = {
     (audiolm_attn_out_unused, "attn-out-unused"): [UNSURE, UNSURE],
     (tf_time_major_reverse, ""): [OK, UNSURE],
     (tf_time_major_reverse, "reverse-batch-axis"): [FLIPS, FLIPS],
-    (gemma2_flex_no_transpose, ""): [UNSURE, UNSURE],
+    (gemma2_flex_no_transpose, ""): [OK, UNSURE],
     (gemma2_flex_no_transpose, "flex-no-transpose"): [("✗", ("mixed-axis",)), UNSURE],
     (ssd_prefix_hit_paged_rows, ""): [UNSURE, UNSURE],
     (ssd_prefix_hit_paged_rows, "contiguous-cache-rows"): [UNSURE, UNSURE],
