@@ -47,7 +47,9 @@ Open:
 * audiolm_attn_out_unused attn-out-unused: ``?`` like its correct twin. An attention whose output never reaches
   the result is also a prefill run for its cache (tests/corpus/reports17/tinyllm_decode_offset.py drops its
   prefill's output by design; here too the keys and values leave through the returned cache), so a dropped
-  output is no contract; the ``?`` comes from the ``torch.stack((k, v))`` cache's new axis (unnamed).
+  output is no contract; the ``?`` comes from the ``torch.stack((k, v))`` cache's new axis (unnamed). Mind: the
+  bug is ``?`` only for that axis; a change that lets a returned, unread stack's counting axis go unnamed (as
+  ``verdict.unpacked_stacks`` does for one taken apart) would make this bug ``✓``.
 * gemma2_flex_no_transpose at equal sizes: ``?`` on both (B = T = H = 4: nothing is named by size alone).
 * ssd_prefix_hit_paged_rows: ``?`` on both; the packed ``(B * T, D)`` input has no batch axis to name, and which
   cache rows stand for a sequence's prefix is a value of the block table (an index no name holds): the bug is a
