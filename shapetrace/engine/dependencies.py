@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from shapetrace.engine.diagnostic import Diagnostic
-from shapetrace.engine.directions import causal_triangle
+from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
@@ -470,7 +470,8 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
         return companions
     other = other_sequence(labels_of(x), axes_in["tokens"], labels_of(out), axes_out.get("tokens"))
     return Probe(module, tuple(args), dict(kwargs), position, axes_in["batch"], axes_in["tokens"],
-                 axes_out["batch"], None if other else axes_out.get("tokens"), _causal(events, triangle), out,
+                 axes_out["batch"], None if other else axes_out.get("tokens"),
+                 None if tokens_reversed(events, role_of) else _causal(events, triangle), out,
                  companions=companions, state=state[0] if state else None, entry=entry, tokens_reason=other,
                  last_token=_input_last(labels_of(x)[axes_in["tokens"]], labels_of(out), axes_out.get("tokens"),
                                         x.shape[axes_in["tokens"]]))
@@ -501,7 +502,6 @@ def _causal(events, triangle: str | None = None) -> str | None:
         if causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal":
             return f"{e.op} #{e.index}"
     return f"the attention weights are {triangle}" if triangle else None
-
 
 
 def triangular_weights(outputs) -> str | None:

@@ -541,3 +541,17 @@ def causal_triangle(e) -> bool:
     n_q, n_k = e.outputs[0].shape[-2:]
     cut = n_k - n_q
     return e.params.get("diagonal") in ((cut, cut - 1) if e.op.startswith("tril") else (cut, cut + 1))
+
+
+def tokens_reversed(events, role_of) -> str | None:
+    """The first op that reverses the tokens of activations (a ``flip`` along an axis named as the tokens, of
+    a tensor with a batch axis: a backward pass's input read from its end), e.g. ``"flip #20"``; None where
+    none does. A causal mask applied to reversed tokens hides the past of the original order, so it declares
+    no causal order for the model's output (a bidirectional layer's backward half looks ahead by design)."""
+    for e in events:
+        if not e.params.get("reversed") or not e.inputs:
+            continue
+        roles = [role_of(label) if label else None for label in e.inputs[0].dims]
+        if "batch" in roles and any(roles[axis] == "tokens" for axis in e.params["reversed"] if axis < len(roles)):
+            return f"{e.op} #{e.index}"
+    return None

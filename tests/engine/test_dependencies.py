@@ -291,3 +291,39 @@ def test_an_output_that_runs_on_past_the_inputs_tokens_is_read_at_the_inputs_las
     [message] = _leaks("mask-only-without-cache")
     assert message.startswith("measured on the values: output token 0 of batch 0 depends on input token 5, a later "
                               "token, though the code declares a causal mask")
+
+
+class BidirectionalCausal(nn.Module):
+    """A bidirectional wrapper (keras' ``Bidirectional``, tensorflow issue #39635, tests/corpus/reports18/
+    tf_time_major_reverse.py) around two causal attentions: the backward one reads the tokens reversed and
+    its output is reversed back (``flip(1)``), or, the bug, reversed along the batch (``flip(0)``)."""
+
+    def __init__(self, bug=None):
+        super().__init__()
+        self.forward_layer, self.backward_layer, self.bug = CausalSelfAttention(), CausalSelfAttention(), bug
+
+    def forward(self, x):                                                          # (B, T, C)
+        y_rev = self.backward_layer(x.flip(1))                                     # (B, T, C), tokens reversed
+        return self.forward_layer(x) + y_rev.flip(0 if self.bug else 1)            # (B, T, C)
+
+
+@pytest.mark.parametrize(("B", "T"), SIZES[:1])
+def test_a_causal_mask_on_reversed_tokens_declares_no_causal_order(B, T):
+    """The backward half of a bidirectional layer runs its causal mask on the tokens read from the end: the
+    output sees later tokens by design, and the causal contract is not the model's. On f389eb2 the correct
+    wrapper ended ``✗`` with causal-mask-leaks ("output token 0 of batch 0 depends on input token 5"); the
+    other contracts are still measured, and the bug (the backward output reversed along the batch) stays ✗."""
+    torch.manual_seed(0)
+    x = torch.randn(B, T, 32)
+    reports = {}
+    for bug in (None, "flip-batch"):
+        with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D=32 H=4", dependencies=True) as t:
+            shapetrace.name(x, "B T D")
+            BidirectionalCausal(bug).eval()(x)
+        reports[bug] = t.report()
+    correct = reports[None]
+    assert [d.kind for d in correct.diagnostics if d.severity != "note"] == []
+    assert correct.contracts[:2] == [BATCH, OWN_TOKEN] and CAUSAL not in correct.contracts
+    assert correct.verdict.mark == "✓"
+    assert [d.kind for d in reports["flip-batch"].diagnostics if d.severity == "error"][:1] == ["roll-not-undone"]
+    assert reports["flip-batch"].verdict.mark == "✗"

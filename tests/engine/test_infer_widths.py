@@ -19,3 +19,24 @@ def test_a_width_viewed_as_heads_and_cut_off_its_parts_keeps_no_name():
     cut = next(e for e in t.events if e.op == "__getitem__" and tuple(e.outputs[0].shape) == (2, 6, 4, 6))
     assert cut.outputs[0].dims == ("B", "T", None, "T")   # (the cut's stop is x.shape's T; H·max_len unnamed)
     assert verdict_line(t).startswith("? checked")
+
+
+def test_a_rotated_and_repeated_key_is_still_read_by_attention():
+    """Gemma-2's ``k_proj`` at H_kv·head_dim = D (32 = 2·16): its width is named ``D_kv`` by its use, a view into
+    H_kv heads of d_k that attention reads. Between the projection and the scores, the key's rotation
+    (``k * cos + rotate_half(k) * sin``) and ``repeat_kv`` put ten ops, past the eight the search looked through
+    on 52a05d7: the key stayed unnamed and the correct file (tests/corpus/reports18/gemma2_flex_no_transpose.py,
+    huggingface/transformers PR #34942) was ``? checked 31 of 38``; now ``✓``, its bug still ✗ mixed-axis."""
+    from tests.corpus.reports18 import gemma2_flex_no_transpose as module
+
+    lines, keys = {}, {}
+    for bug in ("", "flex-no-transpose"):
+        model, inputs = module.build(bug)
+        with torch.no_grad(), shapetrace.trace(dims=module.DIMS[0]) as t:
+            model(*inputs)
+        lines[bug] = verdict_line(t)
+        keys[bug] = [e for e in t.events if e.op == "linear"][1].outputs[0].dims          # (k_proj)
+        if bug:
+            assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mixed-axis"]
+    assert keys == {"": ("B", "T", "D_kv"), "flex-no-transpose": ("B", "T", "D_kv")}
+    assert lines[""].startswith("✓ checked all 38 ops") and lines["flex-no-transpose"].startswith("✗ 1 error")

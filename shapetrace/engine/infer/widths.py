@@ -96,9 +96,10 @@ def _into_heads(state: Inference, node: int, record) -> bool:
     return record.spec.family is Family.RESHAPE and outs == [shape[:-1] + (heads, width)]
 
 
-def _read_by_attention(state: Inference, readers: dict, node: int, depth: int = 8) -> bool:
+def _read_by_attention(state: Inference, readers: dict, node: int, depth: int = 16) -> bool:
     """Does attention (a product of two tensors, a fused attention) read what ``node`` became, within
-    ``depth`` ops of it?"""
+    ``depth`` ops of it and before another projection makes new features of it? (A key's rotation and its
+    ``repeat_kv`` put ten ops between Gemma-2's ``k_proj`` and the scores.)"""
     frontier, seen = [node], {node}
     for _ in range(depth):
         later = []
@@ -107,6 +108,8 @@ def _read_by_attention(state: Inference, readers: dict, node: int, depth: int = 
                 data = [n for n in record.ins if n not in state.from_parameters]
                 if record.spec.family in _ATTENTION and len(data) > 1:
                     return True
+                if record.spec.family is Family.PROJECTION:
+                    continue
                 later += [out for out in record.outs if out not in seen]
                 seen.update(record.outs)
         frontier = later
