@@ -9,11 +9,12 @@ axis, the blocked padding mask added, one ``softmax``, split back, ``einsum`` wi
 summed and ``view(B, H, T, d)``; then ``transpose(1, 2).reshape(B, T, D)`` and ``out_proj``. (The staggered
 layers' half-block shift is left out: one layer.)
 
-Bugs: ``blocks-size-first``: the blocked tokens as ``view(B, H, K, N, d)`` read as ``(N, K)``, the mask blocked
-the same way (each "block" is every N-th token: the natural slip of block-local ports that write the block size
-first); ``softmax-local-global-
-apart``: the local and the global scores normalised by two softmaxes instead of one over their ``cat`` (each token's
-weights then sum to 2: the slip of ports that attend to the two key sets separately)."""
+Bugs: ``blocks-size-first``: the blocked tokens as ``view(B, H, K, N, d)`` where ``view(B, H, N, K, d)`` is
+meant, the mask blocked the same way, so the einsums read ``K`` blocks of ``N`` tokens (the block size and the block
+count swapped: the natural slip of block-local ports that write the block size first; each token attends within 2
+neighbours, not 5: a window of the wrong width, decided by no name); ``softmax-local-global-apart``: the local and
+the global scores normalised by two softmaxes instead of one over their ``cat`` (each token's weights then sum to
+2: the slip of ports that attend to the two key sets separately)."""
 
 import sys
 
