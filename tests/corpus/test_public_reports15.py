@@ -44,7 +44,11 @@ Open:
   ``batch-entries-mix`` (tested below). The ``sum`` of the ``(B, T)`` mask to a scalar is recorded; a rule
   "a reduction over the batch meets per-sequence values" would also flag batch norms (``x - x.mean(0)``) and
   the masked mean loss, so it was left to the measured contract.
-* paligemma_pad_unmasked: the additive mask is built from ``full``, ``triu``, ``expand`` and ``masked_fill``
+* paligemma_pad_unmasked (round 28: the ``cat`` of the image features and the text embeddings, both the model's
+  arguments, is seeded ``[B, T, D]`` as one input (tests/engine/test_infer_seeds.py): correct ``? 9 of 27`` -> ``?
+  27 of 28`` (``#0 linear`` of the image features alone unnamed), the bug ``?`` -> ``! mask-skips-ahead`` at
+  distinct sizes; what follows was the state before): the additive mask is built from ``full``, ``triu``,
+  ``expand`` and ``masked_fill``
   of ``(B, 1, T, T)`` tables whose axes stay unnamed (``#0 linear``, ``#1 cat`` of the image and text tokens
   unnamed at T = N + S): ``?`` on both; the bug is a value of the mask (pad columns 0) that only a check of
   the padding mask against the final mask would see.
@@ -75,7 +79,7 @@ EXPECTED = {
     (c2c_decode_mask_column, ""): [OK, UNSURE],
     (c2c_decode_mask_column, "mask-first-column"): [("✗", ("mask-wrong-axis",))] * 2,
     (paligemma_pad_unmasked, ""): [UNSURE, UNSURE],
-    (paligemma_pad_unmasked, "open-prefix-after-padding"): [UNSURE, UNSURE],
+    (paligemma_pad_unmasked, "open-prefix-after-padding"): [("!", ("mask-skips-ahead",)), UNSURE],   # (r28: ? -> !)
     (llama4_chunked_left_pad, ""): [UNSURE, UNSURE],
     (llama4_chunked_left_pad, "chunks-from-column"): [UNSURE, UNSURE],
 }

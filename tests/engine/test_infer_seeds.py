@@ -9,9 +9,10 @@ from __future__ import annotations
 import torch
 
 import shapetrace
-from tests.corpus.helpers import traced_build, verdict_line
+from tests.corpus.helpers import round_outcome, traced_build, verdict_line
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
+from tests.corpus.public28 import bark
 from tests.corpus.reports2 import labml_ddpm_softmax
 
 
@@ -114,3 +115,36 @@ def test_a_grid_as_many_as_the_tokens_is_no_second_reading_of_them():
     with shapetrace.trace(dims="B=2 T=24 Hp=6 Wp=4 D=32 H=4") as t:
         x.transpose(1, 2)                                                # (B, D, T)
     assert t.report().events[0].outputs[0].dims == ("B", "D", "T")
+
+
+class _Joined(torch.nn.Module):
+    def forward(self, first, second):
+        return torch.cat([first, second + 40], dim=1)
+
+
+def test_a_sequence_joined_from_the_models_arguments_is_seeded_as_it_would_be_entered_whole():
+    """``cat`` of the model's arguments that fit no declared shape (``(B, 3)`` and ``(B, 3) + 40``), along an axis
+    no part names, is seeded as the tensor that enters, assembled: ``[B, T]``. On 2cc755a (main d4a212b with
+    tests/corpus/public28) it stayed ``[B, ?]`` and Bark's coarse model (tests/corpus/public28/bark.py, semantic
+    history and offset coarse ids joined) was ``? checked 0 of 27`` correct and with its heads split without the
+    permute; now ✓ all 27 and ✗ mixed-axis."""
+    semantic, coarse = torch.randint(0, 40, (2, 3)), torch.randint(0, 32, (2, 3))
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        _Joined()(semantic, coarse)
+    assert t.events[-1].outputs[0].dims == ("B", "T")
+    dims = bark.DIMS[0]
+    assert verdict_line(traced_build(bark, "", dims)).startswith("✓ checked all 27 ops that could carry a layout bug")
+    assert round_outcome(bark, "split-heads-no-permute", dims) == ("✗", ("mixed-axis", "mixed-axis"))
+
+
+def test_a_join_of_tensors_made_in_the_traced_code_is_not_seeded():
+    """The seed is for what the model was given: the same join of tensors the traced code made itself (outside a
+    module call, as a rotary table's ``arange`` is made inside one), or of an argument and a parameter, keeps the
+    join to its own rules (its joined axis unnamed where no part names it)."""
+    ids, given = torch.randint(0, 9, (2, 3)), torch.randint(0, 9, (2, 3))
+    w = torch.nn.Parameter(torch.randn(2, 3))
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        torch.cat([ids, ids + 40], dim=1)
+        _Joined()(given, w.long())
+    joins = [e for e in t.events if e.op == "cat"]
+    assert [e.outputs[0].dims[1] for e in joins] == [None, None]

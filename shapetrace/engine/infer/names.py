@@ -15,6 +15,7 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.provenance import from_parameters_only, single_tag, tags_of
+from shapetrace.engine.infer.seeds import note_entries
 from shapetrace.engine.op_args import Call
 from shapetrace.engine.ops import (
     Family,
@@ -101,6 +102,8 @@ def pass_names(state: Inference, spec: OpSpec, ins, outs, shapes, frozen, in_axe
             keep_ambiguity(state, ins, [node], in_axes, found)
     if ins and from_parameters_only(state, ins):
         state.from_parameters.update(n for n in outs if n not in ins)
+    if ins:
+        note_entries(state, ins, outs)
     carry_source(state, ins, outs, shapes)
     tags = tags_of(state, ins)
     if tags:

@@ -39,6 +39,7 @@ from shapetrace.engine.infer.provenance import (
     tag_step,
 )
 from shapetrace.engine.infer.rows import add_row, note_scaling
+from shapetrace.engine.infer.seeds import joined_entries, note_entries
 from shapetrace.engine.infer.sizes import (
     constructed_axes,
     grown_axes,
@@ -124,7 +125,8 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     else:
         out_axes, params = [], record.params or {}
     if family is Family.JOIN and out_axes:
-        out_axes = [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)]
+        out_axes = joined_entries(state, record, in_axes,
+                                  [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)], params)
     if spec.family is Family.PROJECTION and out_axes and out_axes[0]:
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:
@@ -191,6 +193,8 @@ def store_names(state: Inference, record: OpRecord, in_axes, out_axes) -> None:
     only, an ambiguous guess passed on, and the slice a basic index took (for writes through it)."""
     if record.ins and from_parameters_only(state, record.ins):
         state.from_parameters.update(record.outs)
+    if record.ins:
+        note_entries(state, record.ins, record.outs)
     for node, axes in zip(record.outs, out_axes):
         if node not in state.axes or node not in record.ins:
             state.axes[node] = axes

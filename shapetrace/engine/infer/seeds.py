@@ -52,6 +52,50 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     return axes
 
 
+def note_entries(state: Inference, ins, outs) -> None:
+    """``outs`` noted as made from entered data alone where every input is such data and named by no seed:
+    an argument of the model's call that fits no declared shape (Bark's coarse ids ``(B, T_c)``), or computed
+    from such arguments only (``coarse + SEMANTIC_VOCAB``). A loop, not ``all()`` over a generator."""
+    made = state.from_entries
+    for n in ins:
+        if n not in made and not _came_in(state, n):
+            return
+    made.update(n for n in outs if n not in ins)
+
+
+def _came_in(state: Inference, node: int) -> bool:
+    """Is ``node`` a tensor argument of the model's first outermost call that entered the traced code whole and
+    no seed named (Bark's ``semantic`` and ``coarse``)? Not a tensor the code made before or inside the call
+    (a rotary table's ``arange``, positions expanded over the batch), nor a parameter or a buffer."""
+    first = state.capture.module_calls.first_call
+    if first is None or node in state.seeded or not state.capture.nodes[node].entered:
+        return False
+    return any(argument.node == node for argument in first.arguments)
+
+
+def joined_entries(state: Inference, record, in_axes, out_axes: list, params) -> list:
+    """A ``cat`` of parts made from entered data alone, joined along an axis no part names (no part fits a
+    declared shape), is the tensor that enters, assembled: seeded as one (:func:`seed`) where its shape fits,
+    as it would be had it entered whole, and where the seed keeps every name the join already has. Bark's coarse
+    model joins its semantic history ``(B, T_s)`` and its coarse ids ``(B, T_c)`` into the ``(B, T)`` it embeds.
+    A part made from a parameter, or computed by the model from a named tensor, keeps the join to its own rules."""
+    if len(record.outs) != 1 or len(in_axes) < 2 or not out_axes or not out_axes[0]:
+        return out_axes
+    joined, dim = out_axes[0], (params or {}).get("dim", 0)
+    if not isinstance(dim, int) or not -len(joined) <= dim < len(joined):
+        return out_axes
+    made, nodes, label = state.from_entries, state.capture.nodes, state.namer.label
+    for n, axes in zip(record.ins, in_axes):
+        if n not in made and not _came_in(state, n) or len(axes) != len(joined) or label(axes[dim]) is not None:
+            return out_axes
+    if label(joined[dim]) is not None:
+        return out_axes
+    seeded = seed(state, record.outs[0], nodes[record.outs[0]])
+    if seeded is None or any(label(a) is not None and label(a) != label(s) for a, s in zip(joined, seeded)):
+        return out_axes
+    return [seeded]
+
+
 def equal_size_choices(state: Inference, fitting: list[list[str]]) -> set[tuple[str, str]]:
     """The pairs of declared names of equal size that naming by one of ``fitting`` chose between:
     where two fitting seeds put different names of equal size on one axis (``[B, T]`` or ``[T, B]`` of

@@ -42,6 +42,7 @@ class Inference:
         self.pins = pins or {}                         # node -> axes a later use decided (see corrections)
         self.readings = readings or {}                 # entered node -> the fitting seed it is read with
         self.from_parameters: set[int] = set()          # nodes computed from module parameters only
+        self.from_entries: set[int] = set()             # nodes computed from unseeded entered data only (.seeds)
         self.writes: dict[int, tuple[Axis, ...]] = {}  # written node -> the names its writes prove
         self.sliced_from: dict[int, tuple[int, OpRecord]] = {}   # x[index] -> (x, the record that sliced it)
         self.declared: dict[int, tuple[Axis, ...]] = {}  # node -> the axes a later shapetrace.name() gave it
