@@ -147,6 +147,7 @@ ENTRIES: list[OpSpec] = [
              **_SPLIT_DIM) for name in ("split", "chunk", "tensor_split")),
     OpSpec("split_with_sizes", "view", pr.split, words="cuts an axis into pieces", family=F.SPLIT,
            replay="Tensor.split_with_sizes", params=_SPLIT_DIM["params"]),
+    OpSpec("glu", "new", pr.glu, row=False, params=_dim_params(), words="gates one half of an axis by the other"),
     OpSpec("diagonal", "view", None, words="the diagonal"),
     # writes into a tensor (a cache): a row each (the table shows where a cache is filled, and a write
     # that puts tokens where heads belong is reported there); the names they prove are read after the run

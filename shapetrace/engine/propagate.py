@@ -238,6 +238,14 @@ def split(c: Call) -> list[Axes]:
     return axis_moves.split_axes(c.in_axes[0], dim, [s[dim % len(s)] for s in c.shapes], c.namer)
 
 
+def glu(c: Call) -> Axes:
+    """``F.glu(x, dim)``: the first half of axis ``dim`` times the sigmoid of the second, so the result's axis is
+    one of the two pieces a split of that axis in two gives (``2*D`` -> ``D``: a conformer's pointwise GLU)."""
+    shape = c.shapes[0]
+    dim = int(c.arg(1, "dim", -1) if c.arg(1, "dim", -1) is not None else -1) % len(shape)
+    return axis_moves.split_axes(c.in_axes[0], dim, [shape[dim], shape[dim]], c.namer)[0]
+
+
 def getitem(c: Call) -> Axes:
     """Basic indexing keeps, drops, slices or adds axes; one advanced index replaces its axis."""
     index = c.args[1]

@@ -321,3 +321,27 @@ def test_positions_counted_after_a_cache_length_and_a_table_gathered_at_them_are
     with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=16 H=2") as t:
         model(ids, cache_length=3)
     assert t.events[0].outputs[0].dims == (None, "T")
+
+
+def _streams_bias(x, ngram, width):
+    """ProphetNet's ``ngram_attention_bias`` (tests/corpus/public29/prophetnet.py): a block per predicting stream,
+    ``torch.ones((ngram, T, T))`` with ``T`` read from the input and ``ngram`` the config's count; and a buffer
+    ``torch.zeros(B, T, width)`` whose last size is the config's width."""
+    T = x.size(1)
+    bias = torch.ones((ngram, T, T)).clone()
+    return bias, torch.zeros(x.size(0), T, width).clone()
+
+
+@pytest.mark.parametrize("B", [2, 3])
+def test_a_literal_size_beside_read_ones_names_no_data_axis(B):
+    """The stream count (2) is the code's own: at B = 2 it is not the batch, and the block is unnamed as it is at
+    B = 3 (its sizes not all read: :func:`constructed_axes` names it only whole). A literal equal to ``D`` (a
+    width, no data size) is seeded ``[B, T, D]`` as before. Fails on d3df833 at B = 2: the block was seeded
+    ``[B, T, T]`` by its shape (the batch name from an equal size: ProphetNet's predicting streams read as the
+    batch, and everything after them, ``1+B*T``)."""
+    x = torch.randn(B, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        _streams_bias(x, 2, 32)
+    clones = [e for e in t.events if e.op == "clone"]
+    assert [e.outputs[0].dims for e in clones] == [(None, None, None), ("B", "T", "D")]

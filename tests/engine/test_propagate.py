@@ -180,3 +180,26 @@ def test_one_hot_keeps_its_indices_axes():
     assert linear.inputs[0].dims == ("B", "T", "T", None)
     assert linear.outputs[0].dims == ("B", "T", "T", "H")
     assert t.report().verdict.line.startswith("✓ checked all 11 ops")
+
+
+def _conformer_conv(x, dim):
+    """SeamlessM4T-v2's conformer convolution module (tests/corpus/public29/seamless_m4t.py): a pointwise conv to
+    ``2*D`` channels, ``F.glu`` over the channels, a depthwise conv over time."""
+    torch.manual_seed(0)
+    pointwise = torch.nn.Conv1d(32, 64, kernel_size=1, bias=False)
+    depthwise = torch.nn.Conv1d(32, 32, kernel_size=3, padding=1, groups=32, bias=False)
+    return depthwise(F.glu(pointwise(x.transpose(1, 2)), dim=dim)).transpose(1, 2)
+
+
+def test_glu_halves_its_axis_into_the_gated_piece():
+    """``F.glu`` over ``2*D`` channels gives ``D`` channels, and time keeps its name through the depthwise conv.
+    Fails on d3df833: ``glu`` was unknown to the registry, its result unnamed, and the depthwise conv's output
+    ``[B, ?, N]`` (SeamlessM4T's correct file: ``? checked 44 of 49``, four ops unchecked after the GLU)."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        _conformer_conv(x, 1)
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [
+        ("transpose", ("B", "D", "T")), ("conv1d", ("B", "2*D", "T")), ("conv1d", ("B", "D", "T")),
+        ("transpose", ("B", "T", "D"))]
+    assert t.report().verdict.mark == "✓"

@@ -303,3 +303,42 @@ def test_aft_weights_normalised_and_summed_over_the_batch_are_an_error():
         "softmax #6 normalises over axis 0 (B, the batch entries) of the weights [B=2, T=6, D=32], and sum #7 "
         "weighs the values with them")
 
+
+
+def _both_ways(vision, text, values_from):
+    """Grounding DINO's image-text fusion (tests/corpus/public29/grounding_dino.py), one head: one product of the
+    image queries ``(B, T, D)`` against the text keys ``(B, S, D)``; the image side softmaxes it over the text, the
+    text side softmaxes its transpose over the image and weighs ``values_from`` with it."""
+    vision_q, text_k = nn.Linear(32, 32)(vision), nn.Linear(32, 32)(text)
+    scores = torch.bmm(vision_q, text_k.transpose(1, 2))                            # (B, T, S)
+    vision_out = torch.bmm(scores.softmax(dim=-1), nn.Linear(32, 32)(text))         # (B, T, D)
+    text_weights = scores.transpose(1, 2).softmax(dim=-1)                           # (B, S, T)
+    return vision_out, torch.bmm(text_weights, nn.Linear(32, 32)(values_from))     # (B, S, D)
+
+
+@pytest.mark.parametrize(("B", "T"), [(2, 6), (4, 4)])
+def test_cross_scores_read_the_other_way_are_the_text_attending_to_the_image(B, T):
+    """The transposed scores ``[B, S, T]`` normalised over ``T`` (the product's query axis) and summed over ``T``
+    against the image's values: the text tokens attending to the image, not a softmax over the queries. Fails on
+    d3df833 (softmax-wrong-axis: Grounding DINO's correct file was ✗ at first sight)."""
+    torch.manual_seed(0)
+    vision, text = torch.randn(B, T, 32), torch.randn(B, 5, 32)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} S=5 D=32") as t:
+        shapetrace.name(vision, "B T D")
+        shapetrace.name(text, "B S D")
+        _both_ways(vision, text, vision)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+    assert [e.outputs[0].dims for e in t.events if e.op == "bmm"] == [("B", "T", "S"), ("B", "T", "D"),
+                                                                      ("B", "S", "D")]
+
+
+def test_self_scores_read_the_other_way_stay_a_softmax_over_the_queries():
+    """The same reading of self-attention scores (``T`` against ``T``): the names cannot say that the transpose is
+    another attention, so the softmax over the query axis stays an error (PaLM's ``b h j i`` read as ``b h i j``)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        _both_ways(x, x, x)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["softmax-wrong-axis"]
+    assert "normalises over axis 2 (T, query) of the scores [B=2, T=6, T=6]" in t.diagnostics[0].message

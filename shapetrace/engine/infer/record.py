@@ -45,6 +45,7 @@ from shapetrace.engine.infer.sizes import (
     grown_axes,
     grown_like_other,
     note_sizes_against_names,
+    partly_read_axes,
     regrouped_one,
     repeated_axes,
     sliced_axes,
@@ -235,7 +236,7 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 
 def infer_pass(state: Inference, record: PassRecord) -> None:
     if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
-        built = constructed_axes(state, record)
+        built = constructed_axes(state, record) or partly_read_axes(state, record)
         if built is not None:   # else it is seeded as a tensor that enters the code (:mod:`.seeds`)
             state.axes.update(dict.fromkeys(record.outs, built))
         return

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis
+from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis, unknown_axes
+from shapetrace.engine.infer.seeds import fitting_seeds, sequence_name
 from shapetrace.engine.infer.writes import BATCH_CAPACITY
 from shapetrace.engine.sizes import SizeOf, SizeQuot, SizeSum, other_term
 from shapetrace.engine.thawed import thaw_args
@@ -49,6 +50,28 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
+
+
+def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:
+    """Unnamed axes for a tensor built from sizes some of which were read from axes and some written as literals,
+    where seeding it by its shape (as a tensor that enters) would put a data size's name (batch, tokens) on a
+    literal: code learns those from its input and never writes them, so a literal 2 at B = 2 is the code's own
+    count (ProphetNet's ``torch.ones((ngram, T, T))``, ``T`` read from the ids, seeded ``[B, T, T]`` at B = 2 and
+    unnamed at B = 3). None elsewhere: the seed stands (``torch.zeros(B, T, d_model)``, a literal width, is
+    ``[B, T, D]``)."""
+    args, kwargs = thaw_args(record.frozen)
+    shape = tuple(record.out_shapes[0])
+    if record.spec.sized == "count" or not record.outs:
+        return None
+    sizes = list(args[0]) if args and isinstance(args[0], (tuple, list)) else list(kwargs.get("size", args))
+    if record.spec.sized == "sequence" and not (args and isinstance(args[0], (tuple, list))) \
+            or len(sizes) != len(shape) or not any(type(s) is SizeOf for s in sizes):
+        return None
+    fitting = fitting_seeds(state, shape, sequence_name(state, record.outs[0], shape))
+    role = state.namer.plain_role
+    literal_data = any(type(s) is int and s != 1 and role(n) in ("batch", "tokens")
+                       for names in fitting for s, n in zip(sizes, names))
+    return unknown_axes(shape) if literal_data else None
 
 
 def grown_axes(state: Inference, record, out_axes: list) -> list:

@@ -213,11 +213,33 @@ def summed_along_itself(analysis: Analysis, start, axis: int) -> bool:
     similarities written ``b h j i`` and read as ``b h i j``) are not it."""
     product = _from_product(analysis, start)
     rows = _query_operand(product, axis) if product is not None else None
-    if rows is None or rows >= len(product.sources) or product.sources[rows] is None:
+    found = list(_weighings(analysis, start, axis, _consumers(analysis.events)))
+    if rows is not None and rows < len(product.sources) and product.sources[rows] is not None \
+            and any(contracted == k and position in (0, 1) and e.sources[1 - position] == product.sources[rows]
+                    for e, position, contracted, k in found):
+        return True
+    return bool(start.inputs) and _other_direction(analysis, start.inputs[0], axis, found)
+
+
+def _other_direction(analysis: Analysis, scores, axis: int, found) -> bool:
+    """Cross attention read both ways from one product: scores of queries named ``T`` against keys named
+    ``S``, normalised over ``T`` and summed over ``T`` against features whose summed axis is named ``T`` too
+    (Grounding DINO's image-text fusion: ``bmm(vision_q, text_kᵀ)`` softmaxed over the text for the image
+    tokens, and its transpose over the image for the text tokens, weighing the image's values). Names decide:
+    the normalised axis and the scores' key axis must both be named token axes and differ, so self-attention
+    (``T`` against ``T``, PaLM's ``b h j i`` read as ``b h i j``) is never excused, and an unnamed axis proves
+    nothing."""
+    namer, label = analysis.namer, scores.dims[axis]
+    keys = {scores.dims[j] for j, a in enumerate(scores.axes) if a.role == "key"}
+    if not label or namer.plain_role(label) != Role.TOKENS or len(keys) != 1 or label in keys \
+            or any(not k or namer.plain_role(k) != Role.TOKENS for k in keys):
         return False
-    found = _weighings(analysis, start, axis, _consumers(analysis.events))
-    return any(contracted == k and position in (0, 1) and e.sources[1 - position] == product.sources[rows]
-               for e, position, contracted, k in found)
+    for e, position, contracted, k in found:
+        other = e.inputs[1 - position] if contracted == k and position in (0, 1) else None
+        j = _contracted(e, 1 - position, len(other.shape)) if other is not None else None
+        if j is not None and other.dims and other.dims[j] == label:
+            return True
+    return False
 
 
 def _query_operand(product, axis: int) -> int | None:
