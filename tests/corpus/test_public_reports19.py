@@ -23,25 +23,35 @@ ethen_mha_unprojected      unprojected              ✓ 44 ops / ? 2 of 44; CLI 
 ethen (twin)               unscaled                 ✓ 44 ops / ? 2 of 44; CLI ✓ 44 ops          unchanged
 sink_cache_query_position  (correct)                ? 67 of 128 / ? 21 of 128; CLI ? 67 of 128  unchanged
 sink_cache_query_position  absolute-query-position  ? 67 of 128 / ? 21 of 128; CLI ? 67 of 128  unchanged
-lens_gptj_rotary_comma     (correct)                ? 4 of 32 / ? 0 of 32; CLI ? 4 of 32        unchanged
-lens_gptj_rotary_comma     comma-always-true        ? 4 of 32 / ? 0 of 32; CLI ? 4 of 32        unchanged
+lens_gptj_rotary_comma     (correct)                ? 4 of 32 / ? 0 of 32; CLI ? 4 of 32        ? 18 of 32 / ? 14 of
+                                                                                                32; CLI ? 18 of 32
+lens_gptj_rotary_comma     comma-always-true        ? 4 of 32 / ? 0 of 32; CLI ? 4 of 32        ✗ rotary-pairing-
+                                                                                                mismatch (both; CLI)
 mimo_value_scale_dropped   (correct)                ✓ 33 ops / ? 10 of 33; CLI ✓ 33 ops         unchanged
 mimo (twin)                value-scale-dropped      ✓ 33 ops / ? 10 of 33; CLI ✓ 33 ops         unchanged
 mimo (twin)                scale-in-softmax         ✓ 33 ops / ? 10 of 33; CLI ✓ 33 ops         unchanged
 =========================  =======================  ==========================================  ====================
 
-At first sight, at DIMS, the 4 correct files were ✓ 2, ? 2, ✗ 0 (the CLI the same); the 3 variants written as
+At first sight, at DIMS, the 4 correct files were ✓ 2, ? 2, ✗ 0 (the CLI the same); the 5 variants written as
 bugs ✓ 3 (``unprojected``, ``unscaled``, ``scale-in-softmax``), ? 2, ✗ 0, and the file's reported bug
-``value-scale-dropped`` ✓. Three of those ✓ are twins, said so in their files before any engine change:
-scores left unscaled are T5's (Mesh TensorFlow folds the scale into the initialisation), a scale other than
-``1/√d_k`` is Gemma 2 27B's (``query_pre_attn_scalar`` 144 with heads of 128), and an attention without a
-value scale is most models'. Now the one bug left with ``✓`` is ``!``:
+``value-scale-dropped`` ✓. Three of those ✓ were made twins after that first sight (a69859d, before any engine
+change): scores left unscaled are T5's (Mesh TensorFlow folds the scale into the initialisation), a scale other
+than ``1/√d_k`` is Gemma 2 27B's (``query_pre_attn_scalar`` 144 with heads of 128), and an attention without a
+value scale is most models'. Now the correct files are ✓ 2, ? 2, ✗ 0 (the CLI too), and the 3 bugs ! 1 (the one
+left with ``✓``), ✗ 1 (GPT-J's rotary), ? 1 (the sink cache). The fixes:
 
 * engine/unread, rules/unread (tests/engine/test_unread.py): a ``linear`` whose result no op reads and the
   model does not return, in a module whose projection is never used on any call, while the tensor it
   projected is read by another op, is ``projection-bypassed`` (a warning): the projection's input went on in
   its place. Mask2Former's class head (public17), run after every layer with only the last prediction
   returned, and a prefill whose caller drops its output (reports17 tinyllm) are not.
+* engine/rotary (tests/engine/test_rotary.py): a rotation written into a copy (``rot_x = x.clone()``,
+  ``rot_x[..., :n] = -x[..., n:]``, TransformerLens's ``rotate_every_two``) is replayed with its writes: the
+  ``__setitem__`` records that wrote into a node the chain walks are walked and replayed out of place on
+  coordinates, so the rotation's pairs are read and its table compared. GPT-J's interleaved table under the
+  split-half writes is ``✗ rotary-pairing-mismatch``; the correct file's rotations are now checked on their
+  tables (``? 4 of 32`` -> ``? 18 of 32``). A corpus-wide scan (292 modules, 780 variants at DIMS) changed
+  nothing else.
 
 Open:
 
@@ -49,9 +59,9 @@ Open:
   +1)[2:5]``, and the split of the step inputs go unnamed). Which position a query is rotated at is a value
   (an ``arange`` from a cache length or from a counter of tokens seen), and on random weights both runs are
   equally plausible; the bug needs a contract on rotary positions against the cache's re-based keys.
-* lens_gptj_rotary_comma: ``?`` on both; the ``einsum`` projections by ``(head_index, d_model, d_head)``
-  parameters leave the heads unnamed, so the rotary pairing rule (which catches the same mismatch in
-  reports3/gpt_rope_pairing) never sees a named rotation; naming those einsums would let it.
+* lens_gptj_rotary_comma (correct): ``?``; the ``einsum`` projections by ``(head_index, d_model, d_head)``
+  parameters leave the heads unnamed (the scores' ``einsum`` shows which axis is the heads and which is
+  summed, but no inference reads a parameter's axes from it yet).
 * the equal-size column is ``?`` throughout (nothing is named by size alone).
 """
 
@@ -67,7 +77,7 @@ from tests.corpus.reports19 import (
 
 MODULES = (ethen_mha_unprojected, sink_cache_query_position, lens_gptj_rotary_comma, mimo_value_scale_dropped)
 OK, UNSURE = ("✓", ()), ("?", ())
-BYPASSED = ("!", ("projection-bypassed",))
+BYPASSED, PAIRING = ("!", ("projection-bypassed",)), ("✗", ("rotary-pairing-mismatch",))
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
 EXPECTED = {
@@ -77,13 +87,13 @@ EXPECTED = {
     (sink_cache_query_position, ""): [UNSURE, UNSURE],
     (sink_cache_query_position, "absolute-query-position"): [UNSURE, UNSURE],
     (lens_gptj_rotary_comma, ""): [UNSURE, UNSURE],
-    (lens_gptj_rotary_comma, "comma-always-true"): [UNSURE, UNSURE],
+    (lens_gptj_rotary_comma, "comma-always-true"): [PAIRING, PAIRING],
     (mimo_value_scale_dropped, ""): [OK, UNSURE],
     (mimo_value_scale_dropped, "value-scale-dropped"): [OK, UNSURE],
     (mimo_value_scale_dropped, "scale-in-softmax"): [OK, UNSURE],
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
-EQUAL_TESTED = {(ethen_mha_unprojected, "unprojected")}
+EQUAL_TESTED = {(ethen_mha_unprojected, "unprojected"), (lens_gptj_rotary_comma, "comma-always-true")}
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
