@@ -34,11 +34,12 @@ from weakref import WeakKeyDictionary
 
 import torch
 
+from shapetrace.engine import propagate as pr
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
 from shapetrace.engine.directions import TIED
 from shapetrace.engine.infer.elements import callable_of
-from shapetrace.engine.ops import Family, callables_of
+from shapetrace.engine.ops import Family, callables_of, write_kind
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
 from shapetrace.engine.rotary_positions import with_positions
@@ -128,7 +129,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
-        if record.spec.name == "__setitem__" and record.ins and not record.outs:
+        if write_kind(record.spec) == "index" and record.ins and not record.outs:
             writes.setdefault(record.ins[0], []).append(index)
         if record.spec.family is Family.JOIN and any(n in at_zero for n in record.ins):
             _appended(found, at_zero, record, shapes, event_of_record.get(index))
@@ -245,7 +246,7 @@ def _moves(shapes: Sequence, record) -> bool:
     spec = record.spec
     if type(record) is PassRecord:
         return _keeps_places(shapes, record)
-    return bool(spec.replay) or spec.stacks or spec.family in _MOVES or spec.name in _WRITTEN_MOVES
+    return bool(spec.replay) or spec.stacks or spec.family in _MOVES or _written_move(spec) is not None
 
 
 def _written_into(target, *args):
@@ -256,9 +257,17 @@ def _written_into(target, *args):
     return out
 
 
-#: moves written as a copy and writes into it (TransformerLens's ``rotate_every_two``: ``rot_x = x.clone()``,
-#: ``rot_x[..., :n] = -x[..., n:]``), replayed here only, out of place, on coordinates
-_WRITTEN_MOVES = {"clone": lambda t, *_, **__: t.clone(), "__setitem__": _written_into}
+def _copies(spec) -> bool:
+    """A copy that keeps every element in place and has no replay of its own (``x.clone()``)."""
+    return spec.memory == "copy" and spec.family is Family.OTHER and not spec.replay and spec.names is pr.same
+
+
+def _written_move(spec):
+    """The out-of-place replay, here only, of a move written as a copy and writes into it (TransformerLens's
+    ``rotate_every_two``: ``rot_x = x.clone()``, ``rot_x[..., :n] = -x[..., n:]``); None for other ops."""
+    if write_kind(spec) == "index":
+        return _written_into
+    return (lambda t, *_, **__: t.clone()) if _copies(spec) else None
 
 
 # -- the rotation written on halves (modded-nanogpt's) -----------------------------------------------------
@@ -508,15 +517,15 @@ def _replay(record, env: dict) -> bool:
     shapes = [tuple(raw[0]) for raw in record.out_raw]
     # (the replay's function first; then the op's own, for a method's spelling: ``x.flip(0)``)
     functions = [callable_of(record.spec.replay)] if record.spec.replay else []
-    if record.spec.name in _WRITTEN_MOVES:
-        functions = [_WRITTEN_MOVES[record.spec.name]]
+    if _written_move(record.spec) is not None:
+        functions = [_written_move(record.spec)]
     for fn in [*functions, *callables_of(record.spec)]:
         try:
             result = fn(*args, **kwargs)
         except Exception:   # (another function of the same op, with another signature)
             continue
         outs = [result] if isinstance(result, torch.Tensor) else list(result)
-        if record.spec.name == "__setitem__" and not record.outs:   # (a write: the target holds the result)
+        if write_kind(record.spec) == "index" and not record.outs:   # (a write: the target holds the result)
             if isinstance(result, torch.Tensor) and result.shape == env[record.ins[0]].shape:
                 env[record.ins[0]] = result
                 return True

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from shapetrace.engine.opspec import Family
+
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.capture import Capture
 
@@ -130,7 +132,7 @@ def bypassed_projections(capture: Capture) -> tuple[int, ...]:
         for n in {*getattr(record, "ins", ()), getattr(record, "was", None)} - {None}:
             reads[n] = reads.get(n, 0) + 1
     linears = [(i, record) for i, record in enumerate(records, first.start)
-               if getattr(record, "spec", None) is not None and record.spec.name == "linear"
+               if getattr(record, "spec", None) is not None and record.spec.family is Family.PROJECTION
                and getattr(record, "error", None) is None and record.outs and getattr(record, "ins", ())]
     used = {record.module for _, record in linears
             if any(reads.get(n) or n in first.returned for n in record.outs)}
