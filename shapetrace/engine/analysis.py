@@ -53,6 +53,8 @@ class Analysis:
         misindexed: each pick by an index tensor along another axis than the one its indices count
             (:class:`~shapetrace.engine.indices.MisIndexed`).
         unread: the model's tensor arguments that no op read (:class:`~shapetrace.engine.unread.Argument`).
+        bypassed: the ``linear`` events whose results nothing read nor returned while their input went on
+            (:func:`~shapetrace.engine.unread.bypassed_projections`).
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
     """
@@ -75,6 +77,7 @@ class Analysis:
     unrolled: Sequence[Any] = field(default_factory=tuple)
     misindexed: Sequence[Any] = field(default_factory=tuple)
     unread: Sequence[Any] = field(default_factory=tuple)
+    bypassed: Sequence[int] = field(default_factory=tuple)
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
 

@@ -215,10 +215,10 @@ class Kind(StrEnum):
     BATCH_REDUCED = ("batch-reduced", "note",
                      "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` "
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
-    INPUT_UNREAD = (
-        "input-unread", "note",
-        "a tensor the model was given that none of its ops read (a padding mask never passed on to the attention "
-        "that needs it): what it should have changed was not checked")
+    INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
+                    "never passed on to the attention that needs it): what it should have changed was not checked")
+    PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed and never read nor returned "
+                           "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = (
         "batch-unexercised", "note",
         "a view given a size read from an axis of one entry (the batch at B = 1) puts that entry on the other side "

@@ -34,11 +34,12 @@ from weakref import WeakKeyDictionary
 
 import torch
 
+from shapetrace.engine import propagate as pr
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
 from shapetrace.engine.directions import TIED
 from shapetrace.engine.infer.elements import callable_of
-from shapetrace.engine.ops import Family, callables_of
+from shapetrace.engine.ops import Family, callables_of, write_kind
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
 from shapetrace.engine.rotary_positions import with_positions
@@ -124,9 +125,12 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
     outs: dict[int, int] = {}      # rotary (in ``found``) -> the node of its result
     halves: dict[tuple, list] = {}  # (source, half, half) -> each sum of the two halves' products seen so far
+    writes: dict[int, list[int]] = {}   # node -> the ``__setitem__`` records that wrote into it, in order
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
+        if write_kind(record.spec) == "index" and record.ins and not record.outs:
+            writes.setdefault(record.ins[0], []).append(index)
         if record.spec.family is Family.JOIN and any(n in at_zero for n in record.ins):
             _appended(found, at_zero, record, shapes, event_of_record.get(index))
         if record.spec.scaling == "multiplies" and len(record.ins) == 2 and len(record.outs) == 1:
@@ -136,7 +140,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
         elif (record.spec.additive or record.spec.subtractive) and len(record.ins) == 2 \
                 and all(n in terms for n in record.ins):   # (x·cos − rotate(x)·sin: the rotation by −θ)
             products = [records[terms[n]] for n in record.ins]
-            rotary = _rotary(records, shapes, producer, products) \
+            rotary = _rotary(records, shapes, producer, products, writes) \
                 or _halves(records, shapes, producer, products, halves)
             if rotary is not None:
                 record_at, rotary = rotary
@@ -194,13 +198,14 @@ def _keeps_places(shapes: Sequence, record) -> bool:
 
 
 def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
-            products: list) -> tuple[set[int], Rotary] | None:
-    """``a * t1 + b * t2`` (either order, either operand order) with ``b`` made from ``a`` by data moves."""
+            products: list, writes: dict | None = None) -> tuple[set[int], Rotary] | None:
+    """``a * t1 + b * t2`` (either order, either operand order) with ``b`` made from ``a`` by data moves
+    (``writes``: node -> the ``__setitem__`` records that wrote into it)."""
     for first, second in (products, products[::-1]):
         for x_at in (0, 1):
             for r_at in (0, 1):
                 x, rotated = first.ins[x_at], second.ins[r_at]
-                chain = _chain(records, shapes, producer, rotated, x, set())
+                chain = _chain(records, shapes, producer, rotated, x, set(), writes or {})
                 checked = _checked(records, shapes, sorted(chain), x, rotated,
                                    ((first, 1 - x_at), (second, 1 - r_at))) if chain else None
                 if checked is not None:
@@ -210,10 +215,12 @@ def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
 
 
 def _chain(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int, x: int,
-           seen: set) -> set[int] | None:
+           seen: set, writes: dict | None = None) -> set[int] | None:
     """The records that move ``x``'s elements into ``node`` (empty when ``node`` is ``x``; None when
     something else enters, or an op that computes rather than moves). ``seen``: the records already
-    walked (a ``stack`` of both pieces of one ``unbind`` reaches it twice)."""
+    walked (a ``stack`` of both pieces of one ``unbind`` reaches it twice); ``writes``: node -> the
+    ``__setitem__`` records that wrote into it (their values are walked too: ``rot_x[..., :n] = -x[..., n:]``)."""
+    writes = writes or {}
     if node == x:
         return set()
     index = producer.get(node)
@@ -226,19 +233,41 @@ def _chain(records: Sequence, shapes: Sequence, producer: dict[int, int], node: 
         return None
     seen.add(index)
     found = {index}
-    for n in record.ins:
-        part = _chain(records, shapes, producer, n, x, seen)
+    later = [w for w in writes.get(node, ()) if w > index]
+    for n in [*record.ins, *(n for w in later for n in records[w].ins[1:])]:
+        part = _chain(records, shapes, producer, n, x, seen, writes)
         if part is None:
             return None
         found |= part
-    return found
+    return found | set(later)
 
 
 def _moves(shapes: Sequence, record) -> bool:
     spec = record.spec
     if type(record) is PassRecord:
         return _keeps_places(shapes, record)
-    return bool(spec.replay) or spec.stacks or spec.family in _MOVES
+    return bool(spec.replay) or spec.stacks or spec.family in _MOVES or _written_move(spec) is not None
+
+
+def _written_into(target, *args):
+    """``target[index] = value`` replayed out of place: a copy of ``target`` with ``value`` written in."""
+    *index, value = args
+    out = target.clone()
+    out[index[0] if len(index) == 1 else tuple(index)] = value
+    return out
+
+
+def _copies(spec) -> bool:
+    """A copy that keeps every element in place and has no replay of its own (``x.clone()``)."""
+    return spec.memory == "copy" and spec.family is Family.OTHER and not spec.replay and spec.names is pr.same
+
+
+def _written_move(spec):
+    """The out-of-place replay, here only, of a move written as a copy and writes into it (TransformerLens's
+    ``rotate_every_two``: ``rot_x = x.clone()``, ``rot_x[..., :n] = -x[..., n:]``); None for other ops."""
+    if write_kind(spec) == "index":
+        return _written_into
+    return (lambda t, *_, **__: t.clone()) if _copies(spec) else None
 
 
 # -- the rotation written on halves (modded-nanogpt's) -----------------------------------------------------
@@ -488,12 +517,19 @@ def _replay(record, env: dict) -> bool:
     shapes = [tuple(raw[0]) for raw in record.out_raw]
     # (the replay's function first; then the op's own, for a method's spelling: ``x.flip(0)``)
     functions = [callable_of(record.spec.replay)] if record.spec.replay else []
+    if _written_move(record.spec) is not None:
+        functions = [_written_move(record.spec)]
     for fn in [*functions, *callables_of(record.spec)]:
         try:
             result = fn(*args, **kwargs)
         except Exception:   # (another function of the same op, with another signature)
             continue
         outs = [result] if isinstance(result, torch.Tensor) else list(result)
+        if write_kind(record.spec) == "index" and not record.outs:   # (a write: the target holds the result)
+            if isinstance(result, torch.Tensor) and result.shape == env[record.ins[0]].shape:
+                env[record.ins[0]] = result
+                return True
+            continue
         if [tuple(o.shape) for o in outs] == shapes:
             env.update(zip(record.outs, outs))
             return True

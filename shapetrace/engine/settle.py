@@ -17,7 +17,7 @@ from shapetrace.engine.library import inside_library
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
-from shapetrace.engine.unread import output_node, unread_arguments
+from shapetrace.engine.unread import bypassed_projections, output_node, unread_arguments
 from shapetrace.engine.unrowed import add_ending_failure
 from shapetrace.engine.value_checked import note_final
 
@@ -61,6 +61,7 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
         misindexed=misindexed_of(capture.records, labels_of, namer.plain_role, rows, events),
         unread=unread_arguments(capture),
+        bypassed=tuple(rows[r] for r in bypassed_projections(capture) if r in rows),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
         output_dims=None if output is None else labels_of(output),
     )

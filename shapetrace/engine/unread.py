@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from shapetrace.engine.opspec import Family
+
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.capture import Capture
 
@@ -43,6 +45,7 @@ class FirstCall:
     arguments: tuple[Argument, ...]
     end: int | None = None
     output: int | None = None
+    returned: frozenset[int] = frozenset()   # the nodes of every tensor it returned (in tuples, dicts, outputs)
 
 
 def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: int) -> None:
@@ -67,9 +70,25 @@ def note_end(capture: Capture, result=None) -> None:
         out = result[0] if isinstance(result, (tuple, list)) and result else result
         if not isinstance(out, torch.Tensor) and hasattr(out, "to_tuple"):   # (transformers' ModelOutput)
             out = next(iter(out.to_tuple()), None)
-        if isinstance(out, torch.Tensor):
-            with torch._C.DisableTorchFunction():
+        with torch._C.DisableTorchFunction():
+            if isinstance(out, torch.Tensor):
                 first.output = capture.node_of(out)
+            first.returned = frozenset(capture.node_of(t) for t in _tensors(result))
+
+
+def _tensors(value, depth: int = 3):
+    """The tensors of a returned value: itself, or those in its tuples, lists, dicts and model outputs (a few
+    levels down; a cache object's tensors are not looked for)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v, depth - 1)
+    elif depth and hasattr(value, "to_tuple"):   # (transformers' ModelOutput)
+        yield from _tensors(value.to_tuple(), depth - 1)
 
 
 def output_node(capture: Capture) -> int | None:
@@ -95,3 +114,29 @@ def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
     read = {n for record in records for n in getattr(record, "ins", ())}
     read.update(getattr(record, "was", None) for record in records)   # (named inside: read on)
     return tuple(a for a in first.arguments if a.node not in read)
+
+
+def bypassed_projections(capture: Capture) -> tuple[int, ...]:
+    """The records of ``linear`` calls the first outermost call made whose results no op read and the call did
+    not return, while the tensor they projected was read by another op (ethen8181/machine-learning issue #13:
+    ``linear_proj = self.linear_proj(output)`` computed, ``output`` returned): the projection's input went on
+    in its place. A module whose projection is used on some call is not one (Mask2Former's class head runs
+    after each layer and only the last layer's prediction is returned), nor is a projection whose input went
+    nowhere else (a prefill run for its cache, its output dropped by the caller)."""
+    first = capture.module_calls.first_call
+    if first is None or first.end is None:
+        return ()
+    records = capture.records[first.start:first.end]
+    reads: dict[int, int] = {}
+    for record in records:
+        for n in {*getattr(record, "ins", ()), getattr(record, "was", None)} - {None}:
+            reads[n] = reads.get(n, 0) + 1
+    linears = [(i, record) for i, record in enumerate(records, first.start)
+               if getattr(record, "spec", None) is not None and record.spec.family is Family.PROJECTION
+               and getattr(record, "error", None) is None and record.outs and getattr(record, "ins", ())]
+    used = {record.module for _, record in linears
+            if any(reads.get(n) or n in first.returned for n in record.outs)}
+    return tuple(i for i, record in linears
+                 if (record.module not in used or record.module < 0)
+                 and not any(reads.get(n) or n in first.returned for n in record.outs)
+                 and reads.get(record.ins[0], 0) > 1)

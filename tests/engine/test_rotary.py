@@ -313,3 +313,42 @@ def test_a_rotation_on_adjacent_pairs_unbound_from_a_view_is_a_rotary():
         y @ y.transpose(-2, -1)                                             # (B, H, T, T)
     [r] = t.analysis().rotaries
     assert (r.outcome, r.partners, r.varies, r.still) == (PAIRED, (1, 0, 3, 2, 5, 4, 7, 6), (1,), (0, 2))
+
+
+def rotate_written(halves: bool):
+    """TransformerLens's ``rotate_every_two`` of 2023: a copy written into, ``rot_x[..., :n] = -x[..., n:]`` (by
+    halves) or ``rot_x[..., ::2] = -x[..., 1::2]`` (interleaved)."""
+    def rotate(x):
+        rot_x = x.clone()
+        if halves:
+            n = x.size(-1) // 2
+            rot_x[..., :n] = -x[..., n:]
+            rot_x[..., n:] = x[..., :n]
+        else:
+            rot_x[..., ::2] = -x[..., 1::2]
+            rot_x[..., 1::2] = x[..., ::2]
+        return rot_x
+    return rotate
+
+
+def test_a_rotation_written_into_a_copy_is_replayed_with_its_writes():
+    """Fails on 29b23f0 (no rotary found there: the copy's writes were not walked, and the rotation read as the
+    clone alone): TransformerLens issue #364's GPT-J, an interleaved table rotated by halves through writes
+    into ``x.clone()``, is ``rotary-pairing-mismatch``; each table under its own pairing is paired, at equal
+    sizes too."""
+    assert outcomes(traced(rotate_written(True), "halves")) == [(PAIRED, HALVES)]
+    assert outcomes(traced(rotate_written(False), "interleaved")) == [(PAIRED, PAIRS)]
+    assert outcomes(traced(rotate_written(True), "interleaved", (4, 4, 4, 8))) == [(MISMATCH, HALVES)]
+    t = traced(rotate_written(True), "interleaved")
+    (d,) = [d for d in t.diagnostics if d.kind == "rotary-pairing-mismatch"]
+    assert d.severity == "error" and t.events[d.event].op == "__setitem__"
+    assert "rotates features in pairs by halves (feature i with i + d/2, as rotate_half does)" in d.message
+
+
+def test_a_write_of_other_values_into_the_copy_is_no_rotation():
+    """A copy of x whose half is overwritten with values computed from x (not moved) rotates nothing."""
+    def rotate(x):
+        rot_x = x.clone()
+        rot_x[..., :4] = x[..., 4:] * 2.0
+        return rot_x
+    assert outcomes(traced(rotate, "halves")) == []

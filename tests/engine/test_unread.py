@@ -103,3 +103,55 @@ def test_fairseq_318_the_encoder_padding_mask_never_passed_on():
         ["the model was given `encoder_padding_mask` (bool [2, 6])"]
     assert verdict_line(t).startswith("? checked 34 of 34 ops that could carry a layout bug; not proven: the model "
                                       "was given a tensor that none of its ops read")
+
+
+# -- a projection computed and bypassed (ethen8181/machine-learning issue #13) -------------------------------------
+
+
+class ProjectedAttention(nn.Module):
+    """One causal head with an output projection; ``bypass`` returns the projection's input (``out =
+    self.o(x); return x``), ``value_head`` also returns a second projection of the same input."""
+
+    def __init__(self, bypass: bool = False, value_head: bool = False) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o, self.head = (nn.Linear(32, 32) for _ in range(5))
+        self.bypass, self.value_head = bypass, value_head
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / math.sqrt(32)
+        scores = scores.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+        merged = F.softmax(scores, dim=-1) @ self.v(x)
+        projected = self.o(merged)
+        y = x + (merged if self.bypass else projected)
+        return (y, self.head(merged)) if self.value_head else y
+
+
+def test_a_projection_whose_input_went_on_in_its_place_is_a_warning():
+    """Fails on a69859d (``✓ checked all`` there): the output projection computed, never read, and its input
+    added to the residual instead is ``projection-bypassed`` on that ``linear``, naming it; the same layer
+    using its projection, or returning a second projection of the same input beside it (a value head), is
+    ``✓`` with no finding."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 32)
+    outcomes = {}
+    for bypass, value_head in ((False, False), (True, False), (False, True)):
+        torch.manual_seed(0)
+        t = _run(ProjectedAttention(bypass, value_head).eval(), x)
+        found = [d for d in t.diagnostics if d.severity in ("error", "warning")]
+        outcomes[bypass, value_head] = verdict_line(t)[0], [d.kind for d in found]
+        if bypass:
+            linear = next(e for e in t.events if e.index == found[0].event)
+            assert linear.op == "linear" and "self.o(merged)" in linear.code
+            assert found[0].message.startswith(f"linear #{linear.index} (`o`: projected = self.o(merged)) computes a "
+                                               "projection that no op reads and the model does not return")
+    assert outcomes == {(False, False): ("✓", []), (True, False): ("!", [Kind.PROJECTION_BYPASSED]),
+                        (False, True): ("✓", [])}
+
+
+def test_a_prefill_whose_output_its_caller_drops_is_no_bypass():
+    """tiny-llm's prefill (tests/corpus/reports17/tinyllm_decode_offset) runs for its cache and its caller drops
+    its output: that output projection's input went nowhere else, so it is not a bypass."""
+    from tests.corpus.reports17 import tinyllm_decode_offset
+
+    t = traced_build(tinyllm_decode_offset, "", tinyllm_decode_offset.DIMS[0])
+    assert Kind.PROJECTION_BYPASSED not in [d.kind for d in t.diagnostics]

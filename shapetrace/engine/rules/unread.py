@@ -23,3 +23,24 @@ def unread_inputs(analysis: Analysis) -> list[Diagnostic]:
         "it: whatever it should have changed (a padding mask's hidden keys, positions) did not happen, and no "
         "check can see what was never used."),
         f"Pass `{a.name}` on to the op that needs it, or stop passing it.") for a in analysis.unread]
+
+
+def bypassed_projections(analysis: Analysis) -> list[Diagnostic]:
+    """A warning for each ``linear`` whose result no op read and the model did not return while the tensor it
+    projected was read elsewhere (ethen8181/machine-learning issue #13: ``linear_proj =
+    self.linear_proj(output)`` computed and ``output`` returned): the layer's output is its projection's
+    input, and the projection's weights reach nothing. A warning, not an error: the run cannot say the code
+    meant to use it (a head computed for nothing is waste, not a wrong layout)."""
+    rows = {e.index: e for e in analysis.events}
+    out = []
+    for index in analysis.bypassed:
+        e = rows.get(index)
+        if e is None:
+            continue
+        where = f"`{e.module}`: {e.code.strip()}" if e.module else e.code.strip()
+        out.append(Kind.PROJECTION_BYPASSED.found(index, (
+            f"{e.op} #{index} ({where}) computes a projection that no op reads and the model does "
+            "not return, while the tensor it projects is read by another op: that tensor went on in the "
+            "projection's place, and the projection's weights reach nothing."),
+            "Use the projection's result (return it, or pass it on) where its input is used now."))
+    return out
