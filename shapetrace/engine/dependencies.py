@@ -503,7 +503,6 @@ def _causal(events, triangle: str | None = None) -> str | None:
     return f"the attention weights are {triangle}" if triangle else None
 
 
-
 def triangular_weights(outputs) -> str | None:
     """Which triangle the first square attention weights ``[..., T, T]`` (T > 1) among ``outputs`` (the
     softmax outputs the capture kept, ``(record, tensor)``) leave at zero: ``"zero above the
@@ -535,7 +534,8 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
         return [], [], [META]
     probe = probe_or_reason_of(trace, call)
     if isinstance(probe, Probe):
-        return measure(probe)
+        from shapetrace.engine.padding import padded  # (the padding contract, where a padding mask is found)
+        return padded(measure(probe), probe, trace)
     tokens = not_measured(probe, TOKEN_CONTRACTS)
     plans = plans_of(trace)   # no batch or token axis named: the heads alone, where the structure shows them
     if isinstance(plans, str):
