@@ -31,8 +31,8 @@ import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.dependencies import BATCH, Probe, _tokens_last, _tolerance, not_measured
+from shapetrace.engine.directions import HIDES
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.mask_parts import _takes_a_mask
 from shapetrace.engine.module_state import Isolated
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.probe_inputs import AtEntry, argument_name
@@ -100,22 +100,51 @@ def _candidate(probe: Probe, key, axis: int) -> Mask | str | None:
     return Mask(key, axis, argument_name(probe.module, key), padded[0], tuple(rows[padded[0]].tolist()))
 
 
+#: ops that carry a mask's values on (a cut, a view, an axis of one, a cast: ``mask[:, None, None, :].float()``)
+_CARRY = frozenset({Family.SLICE, Family.RESHAPE, Family.SIZE_ONE_AXIS, Family.EXPAND, Family.AXIS_ORDER,
+                    Family.CONTIGUOUS})
+_CASTS = frozenset({"to", "float", "bool", "long", "int", "half", "double", "type", "type_as", "clone", "detach"})
+
+
 def _masks(records, span: tuple[int, int], node: int) -> bool:
-    """Do the mask's values (node ``node``), alone or with constants, reach a call that takes a mask or get
-    multiplied into a traced float (what a padding mask is for)?"""
-    derived = {node}
+    """Is the mask (node ``node``) used as a padding mask: its values, or values made from them alone by
+    elementwise ops (``(1 - mask) * min``, ``~mask``), given as the mask of a ``masked_fill`` or a ``where``, as
+    an attention's mask (beyond query, key and value), added onto scores where they hide (``<= -1e4``), or its
+    own 0/1 values multiplied into traced values (masked pooling)? A lookup (``token_type_embeddings(ids)``) or
+    values made by other ops (``1 + flag``) are no such use."""
+    same, derived = {node}, {node}   # (same: the mask's own values, cut, viewed or cast)
     for r in range(*span):
         record = records[r]
-        if type(record) not in (OpRecord, PassRecord) or not any(n in derived for n in record.ins):
+        ins = record.ins if type(record) in (OpRecord, PassRecord) else ()
+        mine = [i for i, n in enumerate(ins) if n in derived]
+        if not mine:
             continue
-        others = [n for n in record.ins if isinstance(n, int) and n not in derived]
-        if _takes_a_mask(record) or record.spec.family is Family.MODULE_ATTENTION:
+        others = [i for i, n in enumerate(ins) if isinstance(n, int) and n not in derived]
+        family, name = record.spec.family, record.spec.name
+        if others and _uses(record, mine, others, same):
             return True
-        if not others:
-            derived.update(n for n in record.outs if isinstance(n, int))   # ((1 - mask) * min, mask[:, None])
-        elif record.spec.family in (Family.ELEMENTWISE, Family.MASK_FILL):
-            return True   # (mixed into traced values by an elementwise op: h * mask[..., None])
+        if others or (family not in _CARRY | {Family.ELEMENTWISE} and name not in _CASTS):
+            continue
+        outs = [n for n in record.outs if isinstance(n, int)]
+        derived.update(outs)
+        if family in _CARRY or name in _CASTS:
+            same.update(outs) if all(ins[i] in same for i in mine) else None
     return False
+
+
+def _uses(record, mine: list[int], others: list[int], same: set) -> bool:
+    """Does ``record`` use the mask-made operands (positions ``mine``) as a padding mask (:func:`_masks`)?"""
+    family, name = record.spec.family, record.spec.name
+    if family in (Family.FUSED_ATTENTION, Family.MODULE_ATTENTION):
+        return any(i >= 3 for i in mine)                    # (an attn_mask, a key_padding_mask)
+    if family is Family.MASK_FILL or name == "where":
+        return 0 not in others and any(i >= 1 for i in others) if name == "where" else 0 in others
+    if record.spec.additive and type(record) is OpRecord:
+        kept = record.kept
+        kept = kept[mine[0]] if isinstance(kept, tuple) and len(kept) > mine[0] else kept
+        return isinstance(kept, torch.Tensor) and kept.is_floating_point() and kept.numel() > 0 \
+            and float(kept.min()) <= HIDES
+    return name == "mul" and any(record.ins[i] in same for i in mine)
 
 
 def measure_padding(probe: Probe, mask: Mask) -> tuple[list, list[str], list[str]]:

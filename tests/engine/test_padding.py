@@ -63,9 +63,9 @@ class BertLayer(nn.Module):
 
 
 class LeftPaddedGPT2(nn.Module):
-    """GPT-2 style: ids, positions from the mask (``cumsum - 1``), a causal ``tril`` by ``where`` with the
-    dtype's minimum and ``(1 - mask) * min`` added; the first entry left-padded. Bug ``causal-only``: the
-    padding mask not added (the pads read as text)."""
+    """GPT-2 style: ids, positions from the mask (``cumsum - 1``, its pads filled by ``masked_fill``), a causal
+    ``tril`` by ``where`` with the dtype's minimum and ``(1 - mask) * min`` added; the first entry left-padded.
+    Bug ``causal-only``: the padding mask not added to the scores (the pads read as text)."""
 
     def __init__(self, bug=""):
         super().__init__()
@@ -149,10 +149,12 @@ def test_a_mean_over_the_pads_too_is_read():
     torch.manual_seed(0)
     report = _report(BertLayer("plain-mean").eval(), _floats(), _right_padded())
     (found,) = _padding_findings(report)
-    assert found.message.startswith(
+    assert found.message == (
         "measured on the values: the output of batch entry 1 (it has no token axis) changes when only the padding "
         "of that entry changes: the tokens where attention_mask is 0, as its unpadded rows read (they hold 1); "
-        "read the other way, moving only the tokens where it is 1, it changes too.")
+        "read the other way, moving only the tokens where it is 1, it changes too. Whichever value marks the "
+        "padding, a real token reads it: the mask is not passed to one of the attentions, is inverted for some "
+        "rows, or a pooled token reads the pads.")
 
 
 def test_a_left_padded_gpt2_with_positions_from_the_mask_holds():
@@ -172,5 +174,66 @@ def test_a_left_padded_gpt2_without_its_padding_mask_is_read():
     mask[0, :2] = 0
     report = _report(LeftPaddedGPT2("causal-only").eval(), ids, mask, "B T")
     (found,) = _padding_findings(report)
-    assert found.message.startswith("measured on the values: the output at real token 2 of batch entry 0 changes "
-                                    "when only the padding of that entry changes (4 real tokens in all)")
+    assert found.message == (
+        "measured on the values: the output at real token 2 of batch entry 0 changes when only the padding of "
+        "that entry changes (4 real tokens in all): the tokens where attention_mask is 0, as its unpadded rows "
+        "read (they hold 1); read the other way, moving only the tokens where it is 1, nothing changes, but those "
+        "are the later tokens, which the causal mask alone keeps unread. Whichever value marks the padding, a "
+        "real token reads it: the mask is not passed to one of the attentions, is inverted for some rows, or a "
+        "pooled token reads the pads.")
+
+
+class SdpaBool(nn.Module):
+    """SDPA with a boolean ``attn_mask`` from the ``[B, T]`` mask (True attends); bug ``row-inverted``: the
+    second entry's row inverted (its real tokens hidden, its pads shown)."""
+
+    def __init__(self, bug=""):
+        super().__init__()
+        self.qkv, self.bug = nn.Linear(D, 3 * D), bug
+
+    def forward(self, x, attention_mask):                                          # (B, T, D), (B, T)
+        Bx, Tx, _ = x.shape
+        q, k, v = (t.view(Bx, Tx, H, D // H).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))   # (B, H, T, d)
+        m = attention_mask[:, None, None, :].bool()                                # (B, 1, 1, T)
+        if self.bug == "row-inverted":
+            m = m.clone()
+            m[1] = ~m[1]
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)      # (B, H, T, d)
+        return y.transpose(1, 2).reshape(Bx, Tx, D)
+
+
+class TokenTypes(nn.Module):
+    """A ``[B, T]`` 0/1 companion that is no padding mask: token types looked up in a table and added."""
+
+    def __init__(self):
+        super().__init__()
+        self.types, self.attn = nn.Embedding(2, D), nn.MultiheadAttention(D, H, batch_first=True)
+
+    def forward(self, x, token_type_ids):                                          # (B, T, D), (B, T)
+        x = x + self.types(token_type_ids)                                         # (B, T, D)
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_an_sdpa_boolean_attn_mask_holds():
+    report = _report(SdpaBool().eval(), _floats(), _right_padded())
+    assert _padding_findings(report) == [] and PADDING in report.contracts
+
+
+def test_a_row_read_the_other_way_round_is_not_measured():
+    # (the padded entry's real tokens hidden and its pads shown: which value the model takes for padding in
+    # that row is not the one its unpadded rows give, so nothing is claimed either way)
+    report = _report(SdpaBool("row-inverted").eval(), _floats(), _right_padded())
+    assert _padding_findings(report) == [] and PADDING not in report.contracts
+    assert "padding stays unread (the model hides the tokens where attention_mask is 1, the value its unpadded " \
+           "rows hold: which value marks the padding cannot be told)" in report.unmeasured
+
+
+def test_a_token_type_table_is_no_padding_mask():
+    # (its rows are one run of each value, an unpadded row beside: only its use tells it is no mask; on the
+    # first draft, which read no use, this correct model was a false padding-read)
+    types = torch.zeros(B, T, dtype=torch.long)
+    types[1, 3:] = 1
+    report = _report(TokenTypes().eval(), _floats(), types)
+    assert _padding_findings(report) == [] and PADDING not in report.contracts
+    assert "padding stays unread (token_type_ids never reaches a mask on the scores nor is multiplied into the " \
+           "values)" in report.unmeasured
