@@ -123,13 +123,23 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
         family, name = record.spec.family, record.spec.name
         if others and _uses(record, mine, others, same):
             return True
-        if others or (family not in _CARRY | {Family.ELEMENTWISE} and name not in _CASTS):
+        if others and not _indices_only(record, others):
+            continue   # (mixed with traced values by another op: no longer the mask's alone)
+        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL} and name not in _CASTS:
             continue
         outs = [n for n in record.outs if isinstance(n, int)]
         derived.update(outs)
-        if family in _CARRY or name in _CASTS:
-            same.update(outs) if all(ins[i] in same for i in mine) else None
+        if (family in _CARRY or name in _CASTS) and not others and all(ins[i] in same for i in mine):
+            same.update(outs)
     return False
+
+
+def _indices_only(record, others: list[int]) -> bool:
+    """Are the other operands of ``record`` all integers or booleans (index grids, another boolean mask:
+    ``padding[b, kv_idx] & causal``), so that what it makes is still made from the mask alone, as a mask?"""
+    raw = getattr(record, "in_raw", None)
+    return type(record) is OpRecord and raw is not None and all(
+        i < len(raw) and not raw[i][3].is_floating_point for i in others)
 
 
 def _uses(record, mine: list[int], others: list[int], same: set) -> bool:
