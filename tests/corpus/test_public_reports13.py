@@ -52,7 +52,9 @@ Known misses (value-level slips no name or layout contract decides, each a ``mis
 * GPT-2: positions counted from column 0 under a left-padded mask; the engine has no check of absolute
   (learned) positions against the padding the mask shows (its position checks are rotary's, at a decode step);
 * open_clip: which tokens are padding is never computed in the bug (``text != pad_id`` is the fix's own line),
-  so nothing in the run tells the CLS's reads of them from its reads of text.
+  so nothing in the run tells the CLS's reads of them from its reads of text. The padding contract
+  (engine/padding.py, "padding stays unread") needs a padding mask given to the call beside its input, used
+  as a mask; the model is given token ids alone, so it is not measured here either (the CLI: ``✓``, unchanged).
 
 Open (``?``): Gemma 3's bug drops the image blocks it built (the bidirectional mask is computed and never read)
 and both variants stay ``?`` on the one cut ``pad(is_image, (1, 0))[:, :-1]`` (a shift of a (B, T) flag table);
