@@ -31,9 +31,10 @@ import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.dependencies import BATCH, Probe, _tokens_last, _tolerance, not_measured
-from shapetrace.engine.directions import HIDES
+from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
+from shapetrace.engine.op_args import first_operand
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.probe_inputs import AtEntry, argument_name
 
@@ -100,10 +101,9 @@ def _candidate(probe: Probe, key, axis: int) -> Mask | str | None:
     return Mask(key, axis, argument_name(probe.module, key), padded[0], tuple(rows[padded[0]].tolist()))
 
 
-#: ops that carry a mask's values on (a cut, a view, an axis of one, a cast: ``mask[:, None, None, :].float()``)
+#: ops that carry a mask's values on (a cut, a view, an axis of one; and a cast: ``mask[:, None, None, :].float()``)
 _CARRY = frozenset({Family.SLICE, Family.RESHAPE, Family.SIZE_ONE_AXIS, Family.EXPAND, Family.AXIS_ORDER,
                     Family.CONTIGUOUS})
-_CASTS = frozenset({"to", "float", "bool", "long", "int", "half", "double", "type", "type_as", "clone", "detach"})
 
 
 def _masks(records, span: tuple[int, int], node: int) -> bool:
@@ -120,18 +120,23 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
         if not mine:
             continue
         others = [i for i, n in enumerate(ins) if isinstance(n, int) and n not in derived]
-        family, name = record.spec.family, record.spec.name
+        family = record.spec.family
         if others and _uses(record, mine, others, same):
             return True
         if others and not _indices_only(record, others):
             continue   # (mixed with traced values by another op: no longer the mask's alone)
-        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL} and name not in _CASTS:
+        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL}:
             continue
         outs = [n for n in record.outs if isinstance(n, int)]
         derived.update(outs)
-        if (family in _CARRY or name in _CASTS) and not others and all(ins[i] in same for i in mine):
+        if (family in _CARRY or _cast(record)) and not others and all(ins[i] in same for i in mine):
             same.update(outs)
     return False
+
+
+def _cast(record) -> bool:
+    """A cast (``float``, ``to``, ``bool``, ``detach``: the registry's elementwise ops of one operand)."""
+    return record.spec.family is Family.ELEMENTWISE and record.spec.operands is first_operand
 
 
 def _indices_only(record, others: list[int]) -> bool:
@@ -144,17 +149,17 @@ def _indices_only(record, others: list[int]) -> bool:
 
 def _uses(record, mine: list[int], others: list[int], same: set) -> bool:
     """Does ``record`` use the mask-made operands (positions ``mine``) as a padding mask (:func:`_masks`)?"""
-    family, name = record.spec.family, record.spec.name
+    family, where = record.spec.family, record.spec.params is where_params
     if family in (Family.FUSED_ATTENTION, Family.MODULE_ATTENTION):
         return any(i >= 3 for i in mine)                    # (an attn_mask, a key_padding_mask)
-    if family is Family.MASK_FILL or name == "where":
-        return 0 not in others and any(i >= 1 for i in others) if name == "where" else 0 in others
+    if family is Family.MASK_FILL or where:
+        return 0 not in others and any(i >= 1 for i in others) if where else 0 in others
     if record.spec.additive and type(record) is OpRecord:
         kept = record.kept
         kept = kept[mine[0]] if isinstance(kept, tuple) and len(kept) > mine[0] else kept
         return isinstance(kept, torch.Tensor) and kept.is_floating_point() and kept.numel() > 0 \
             and float(kept.min()) <= HIDES
-    return name == "mul" and any(record.ins[i] in same for i in mine)
+    return record.spec.scaling == "multiplies" and any(record.ins[i] in same for i in mine)
 
 
 def measure_padding(probe: Probe, mask: Mask) -> tuple[list, list[str], list[str]]:
@@ -282,11 +287,12 @@ def _entry_twice(probe: Probe, b: int, n: int) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
-def padded(measured: tuple[list, list[str], list[str]], probe: Probe, trace) -> tuple[list, list[str], list[str]]:
-    """``measured`` (:func:`.dependencies.measure`'s) with the padding contract added, where the batch held and
-    the probe has a padding mask; nothing added where it has none."""
+def padded(measured: tuple[list, list[str], list[str]], trace) -> tuple[list, list[str], list[str]]:
+    """``measured`` (:func:`.dependencies.measure_trace`'s) with the padding contract added, where the batch held
+    and the probe the trace measured (``trace.probe``) has a padding mask; nothing added where it has none."""
     found, held, unmeasured = measured
-    if held[:1] != [BATCH] or probe.tokens_reason is not None:
+    probe = getattr(trace, "probe", None)
+    if not isinstance(probe, Probe) or held[:1] != [BATCH] or probe.tokens_reason is not None:
         return measured
     capture = trace.capture
     mask = padding_mask(probe, capture.known_node, capture.records, capture.top_span)

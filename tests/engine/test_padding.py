@@ -196,8 +196,7 @@ class SdpaBool(nn.Module):
         q, k, v = (t.view(Bx, Tx, H, D // H).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))   # (B, H, T, d)
         m = attention_mask[:, None, None, :].bool()                                # (B, 1, 1, T)
         if self.bug == "row-inverted":
-            m = m.clone()
-            m[1] = ~m[1]
+            m = m ^ torch.tensor([False, True]).view(2, 1, 1, 1)                   # (B, 1, 1, T): row 1 flipped
         y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)      # (B, H, T, d)
         return y.transpose(1, 2).reshape(Bx, Tx, D)
 
