@@ -13,13 +13,17 @@ tokens where it has a name), holding two values (0/1 or bool), each row one run 
 at least one row a single value (the longest sequence has no padding) and one row both (some entry is
 padded); and by what the trace shows of its use: its values, alone or with constants, reach a call that
 takes a mask (a ``masked_fill``, an attention's mask, an addition onto scores) or are multiplied into a
-traced tensor (masked mean pooling). A second such companion: which one is the padding cannot be told,
-nothing is measured. **Which value marks the padding** is read from how the model uses it, never guessed:
-both readings are measured in one forward at batch 2 (entry 0: the first padded entry with the tokens the
-mask holds at 0 moved; entry 1: with those at 1 moved); the contract holds where one reading leaves the
-other side's outputs unchanged, and is broken where both change (whichever value marks the padding, a real
-token reads it). Token ids are moved where they become floats (:class:`.probe_inputs.AtEntry`), floats in a
-random direction, as the other contracts move them. Plain data out, as :func:`.dependencies.measure`.
+traced tensor (masked mean pooling); a lookup (token types) or other arithmetic is no such use. A second such
+companion: which one is the padding cannot be told, nothing is measured. **Which value marks the padding**:
+the value the unpadded rows hold is the real one (a row of padding alone is no sequence; unpadded rows that
+disagree: nothing is measured), and the model's use must agree: both readings are measured in one forward at
+batch 2 (entry 0: the first padded entry with the tokens the mask holds at 0 moved; entry 1: with those at 1
+moved). The contract holds where the real tokens' outputs stay put; it is broken where they change and, read
+the other way, the other side's outputs change too (whichever value marks the padding, a real token reads it),
+or stay put only because a declared causal mask keeps later tokens unread (left padding); where the model
+hides the side the unpadded rows call real, nothing is claimed either way (not measured, with why). Token
+ids are moved where they become floats (:class:`.probe_inputs.AtEntry`), floats in a random direction, as
+the other contracts move them. Plain data out, as :func:`.dependencies.measure`.
 """
 
 from __future__ import annotations
@@ -45,13 +49,14 @@ PADDING = "padding stays unread"
 @dataclass(frozen=True)
 class Mask:
     """A padding mask among the probe's companions: where it is, its name, which batch entry is padded (the
-    first), and that entry's row as bools (``ones[t]``: the mask holds 1 or True at token t)."""
+    first), that entry's row as bools (``ones[t]``: the mask holds 1 or True at token t) and the real value."""
 
     key: Any
     axis: int
     name: str
     entry: int
     ones: tuple[bool, ...]
+    real: bool = True   # the value the unpadded rows hold (True: 1), the real tokens'
 
 
 def padding_mask(probe: Probe, node_of=None, records=(), span: tuple[int, int] = (0, 0)) -> Mask | str | None:
@@ -95,10 +100,12 @@ def _candidate(probe: Probe, key, axis: int) -> Mask | str | None:
     padded = changes.nonzero().flatten().tolist()
     if not padded:
         return None
-    if len(padded) == rows.shape[0]:
-        return f"every batch entry of {argument_name(probe.module, key)} holds both values: which marks " \
-               "the padding cannot be read from a row without any"
-    return Mask(key, axis, argument_name(probe.module, key), padded[0], tuple(rows[padded[0]].tolist()))
+    full = rows[changes == 0, 0].unique().tolist()                               # the values unpadded rows hold
+    if len(full) != 1:
+        name = argument_name(probe.module, key)
+        return f"every batch entry of {name} holds both values: which marks the padding cannot be read from a row " \
+               "without any" if not full else f"the unpadded rows of {name} hold 0 in some and 1 in others"
+    return Mask(key, axis, argument_name(probe.module, key), padded[0], tuple(rows[padded[0]].tolist()), full[0])
 
 
 #: ops that carry a mask's values on (a cut, a view, an axis of one; and a cast: ``mask[:, None, None, :].float()``)
@@ -180,7 +187,7 @@ def measure_padding(probe: Probe, mask: Mask) -> tuple[list, list[str], list[str
         return [], [], [not_measured("the output's tokens are not the mask's", PADDING)]
     else:   # reading 0 marks the padding: the ones are real, and moving the zeros may change none of them
         readings = [(changed[0] & ones).nonzero().flatten().tolist(), (changed[1] & ~ones).nonzero().flatten().tolist()]
-    real_is_one = _full_value(probe, mask)
+    real_is_one = mask.real
     first, other = (readings[0], readings[1]) if real_is_one else (readings[1], readings[0])
     if not first:
         return [], [PADDING], []
@@ -218,14 +225,6 @@ def _finding(probe: Probe, mask: Mask, real_is_one: bool, first: list[int], othe
         "the pads."),
         f"Pass {mask.name} to every attention (and pooling) that reads these tokens, each key padding position "
         "hidden from every real query (a CLS or pooled token included).")
-
-
-def _full_value(probe: Probe, mask: Mask) -> bool:
-    """The value the mask's unpadded rows hold (True: 1)."""
-    where = probe.args if isinstance(mask.key, int) else probe.kwargs
-    rows = (where[mask.key].detach().cpu() != 0).movedim(mask.axis, 0)              # (B, T)
-    full = rows.all(1) | ~rows.any(1)
-    return bool(rows[full.nonzero()[0, 0], 0])
 
 
 def _outputs(probe: Probe, mask: Mask) -> tuple[torch.Tensor, torch.Tensor] | str:

@@ -97,7 +97,7 @@ def _right_padded(dtype=torch.long):
 
 def _report(model, x, mask, x_dims="B T D", key=None):
     torch.manual_seed(1)
-    with shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+    with shapetrace.trace(dims=f"B={x.shape[0]} T={T} D={D} H={H}") as t:
         t.check_dependencies()
         shapetrace.name(x, x_dims)
         shapetrace.name(mask, "B T")
@@ -236,3 +236,13 @@ def test_a_token_type_table_is_no_padding_mask():
     assert _padding_findings(report) == [] and PADDING not in report.contracts
     assert "padding stays unread (token_type_ids never reaches a mask on the scores nor is multiplied into the " \
            "values)" in report.unmeasured
+
+
+def test_unpadded_rows_that_disagree_decide_nothing():
+    # (a row of ones and a row of zeros beside a padded one: which value is the real tokens' cannot be told)
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0]])
+    report = _report(BertLayer().eval(), torch.randn(3, T, D), mask)
+    assert _padding_findings(report) == [] and PADDING not in report.contracts
+    assert "padding stays unread (the unpadded rows of attention_mask hold 0 in some and 1 in others)" \
+        in report.unmeasured
