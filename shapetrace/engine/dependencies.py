@@ -535,6 +535,7 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
         return [], [], [META]
     probe = probe_or_reason_of(trace, call)
     if isinstance(probe, Probe):
+        trace.probe = probe   # (for the padding contract: :mod:`.padding`)
         return measure(probe)
     tokens = not_measured(probe, TOKEN_CONTRACTS)
     plans = plans_of(trace)   # no batch or token axis named: the heads alone, where the structure shows them

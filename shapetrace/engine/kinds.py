@@ -61,14 +61,12 @@ class Kind(StrEnum):
         "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
     PROJECTION_OVER_TOKENS = ("projection-over-tokens", "error",
                               "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
-    NORM_OVER_TOKENS = (
-        "norm-over-tokens", "error",
+    NORM_OVER_TOKENS = ("norm-over-tokens", "error",
         "`nn.LayerNorm(D)` or RMSNorm on a channel-first map (`[B, D, T]`, `[B, C, H, W]`) whose last axis has "
         "D's size by chance: each feature is normalised across positions")
 
     # -- products and scores -----------------------------------------------------------------------
-    ATTENDS_OVER_WRONG_AXIS = (
-        "attends-over-wrong-axis", "error",
+    ATTENDS_OVER_WRONG_AXIS = ("attends-over-wrong-axis", "error",
         "a matmul batches over tokens and multiplies heads × heads (the `view` bug if `T == H`, or `transpose(0, 1)`)")
     CONTRACTS_DIFFERENT_AXES = (
         "contracts-different-axes", "error",
@@ -263,6 +261,8 @@ class Kind(StrEnum):
     CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error",
                          "measured on the values: with a causal mask declared, an output token depends on a later "
                          "token")
+    PADDING_READ = ("padding-read", "error", "measured on the values: the output at a real token of a padded batch "
+                    "entry (or its pooled output) changes when only the padding of that entry changes")
     HEADS_MIX = ("heads-mix", "error",
                  "measured on the values: an output head depends on another head's values, on a key/value head "
                  "other than the one its query reads, or on different heads at different positions")

@@ -91,6 +91,7 @@ class Trace:
         self._held = None   # the collector thresholds this trace raised, to put back (hold_collector)
         self._diagnostics = self._failure = None
         self._dependencies: tuple[list, list[str]] | None = None
+        self.probe = None   # the dependency contracts' :class:`.dependencies.Probe`, once measured (:mod:`.padding`)
         self._triangle: str | None = None   # the attention weights' zero triangle (dependencies)
         self._uniform_rows: list = []   # the attention rows the same on every key (:mod:`.unattended`)
         self._finished = self._concluded = False
@@ -282,8 +283,8 @@ class Trace:
     def _measured(self) -> tuple[list, list[str], list[str]]:
         """``(broken contracts as findings, held, not measured)``, measured once after the run."""
         if self._dependencies is None:
-            from shapetrace.engine import dependencies
-            self._dependencies = dependencies.measure_trace(self)
+            from shapetrace.engine import dependencies, padding
+            self._dependencies = padding.padded(dependencies.measure_trace(self), self)
         return self._dependencies
 
     def analysis(self) -> Analysis:
