@@ -262,7 +262,7 @@ class Kind(StrEnum):
                          "measured on the values: with a causal mask declared, an output token depends on a later "
                          "token")
     PADDING_READ = ("padding-read", "error", "measured on the values: the output at a real token of a padded batch "
-                    "entry (or its pooled output) changes when only the padding of that entry changes")
+                    "entry (or its pooled output) changes when only the padding of that entry changes", ("warning",))
     HEADS_MIX = ("heads-mix", "error",
                  "measured on the values: an output head depends on another head's values, on a key/value head "
                  "other than the one its query reads, or on different heads at different positions")

@@ -28,7 +28,7 @@ the other contracts move them. Plain data out, as :func:`.dependencies.measure`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -39,6 +39,7 @@ from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
 from shapetrace.engine.op_args import first_operand
+from shapetrace.engine.ops import is_convolution, is_recurrence
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.probe_inputs import AtEntry, argument_name
 
@@ -227,6 +228,21 @@ def _finding(probe: Probe, mask: Mask, real_is_one: bool, first: list[int], othe
         "hidden from every real query (a CLS or pooled token included).")
 
 
+def _across_the_edge(found: list, records, span: tuple[int, int]) -> list:
+    """``found`` as warnings where the model also ran a convolution or a recurrence: those read a token's
+    neighbours, the padding next to the last real token included, and models that do not zero their pads before
+    them are accepted as they are (wav2vec2's feature encoder on padded samples, a conformer's depthwise
+    convolution); the read is then measured, but not proven to be a missing mask."""
+    start, end = span
+    local = [r.spec.name for r in records[start:end or None] if type(r) is OpRecord
+             and (is_convolution(r.spec) or is_recurrence(r.spec))]
+    if not local:
+        return found
+    return [replace(d, severity="warning", message=d.message + (
+        f" The model also runs {local[0]}, which reads each token's neighbours: a real token next to the padding "
+        "reads it there too, which models that do not zero their pads first accept.")) for d in found]
+
+
 def _outputs(probe: Probe, mask: Mask) -> tuple[torch.Tensor, torch.Tensor] | str:
     """``(alone, both)``: the padded entry's output in the traced batch, and the batch of two with that entry's
     tokens at 0 moved in its first entry and those at 1 in its second; why not, where the run cannot be made."""
@@ -300,4 +316,4 @@ def padded(measured: tuple[list, list[str], list[str]], trace) -> tuple[list, li
     if isinstance(mask, str):
         return found, held, [*unmeasured, mask]
     more, kept, why = measure_padding(probe, mask)
-    return found + more, held + kept, unmeasured + why
+    return found + _across_the_edge(more, capture.records, capture.top_span), held + kept, unmeasured + why
