@@ -59,8 +59,7 @@ class Probe:
     Attributes:
         module: the outermost module the traced code called.
         args, kwargs: its arguments, as called (``args[position]`` is the input perturbed).
-        position: which positional argument is the input.
-        batch, tokens: the input's batch and token axes.
+        position: which positional argument is the input; batch, tokens: the input's batch and token axes.
         out_batch, out_tokens: the output's (out_tokens None: the output has no token axis).
         causal: the op that declares a causal mask (``"tril #4"``), or None.
         output: the module's first output in the traced run.
