@@ -42,3 +42,19 @@ def test_an_axis_no_named_axis_meets_stays_unnamed():
     t, cut = _cut("B T _", torch.randn(2, 6, 1), torch.randn(1, 50, 32), lambda x, pe: pe[:, :x.size(1)])
     assert cut.outputs[0].dims == (None, "T", None)
     assert t.report().verdict.mark == "?"
+
+
+def test_a_mix_a_wrong_view_made_is_never_lined_up_onto_a_table():
+    """OneFormer's memory (transformers, ``OneFormerPixelDecoderEncoderOnly``: a level's features ``[B, D, Hp, Wp]``
+    flattened to tokens, plus ``level_embed.weight[None, 0]``) viewed ``[B, Hp*Wp, D]`` without the permute (round
+    30's ``memory-view-without-permute``): the view's axes are a mix of d_k, Hp and Wp pieces, and the table cut
+    added to it holds one value per feature, no such mix. Only the view is reported; the cut keeps no name (on
+    54edde7 it was named ``!d_k·Hp·Wp`` and reported as a second mixed-axis)."""
+    level_embed = torch.randn(3, 32)
+    x = torch.randn(2, 32, 3, 5)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32 H=4 Hp=3 Wp=5") as t:
+        shapetrace.name(x, "B D Hp Wp")
+        x.view(2, 15, 32) + level_embed[None, 0]                                  # (B, Hp*Wp, D) wrongly
+    assert [(d.kind, t.events[d.event].op) for d in t.diagnostics if d.severity == "error"] == [("mixed-axis", "view")]
+    (cut,) = [e for e in t.events if e.op == "__getitem__"]
+    assert cut.outputs[0].dims == (None, None)

@@ -262,9 +262,10 @@ def _picked_index(record, dim: int, rank: int) -> int | None:
 
 
 def whole_plain(namer, axis: Axis) -> bool:
-    """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold or an unknown."""
-    return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
-        and namer.label(axis) is not None
+    """A whole axis named by one declared root (``D``, ``B``), not a piece, a fold, an unknown or a wrong view's mix."""
+    root = axis.atoms[0].root if len(axis.atoms) == 1 else ""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole and root not in (ax.UNKNOWN, ax.COPIES) \
+        and not root.startswith(ax.MIXED_PREFIX) and namer.label(axis) is not None
 
 
 def _unnamed_heads_sized(inference: Inference, node: int, size: int) -> bool:
