@@ -119,10 +119,11 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    # (dependencies, probe_inputs, readings, report, unattended: what a trace imports only when it ends or is
-    # read, lazily for the CLI's start; imported here once, not compiled from source in every forked check)
+    # (dependencies, padding, probe_inputs, readings, report, unattended: what a trace imports only when it ends or
+    # is read, lazily for the CLI's start; imported here once, not compiled from source in every forked check)
     from shapetrace.engine import (  # noqa: F401
         dependencies,
+        padding,
         probe_inputs,
         propagate,
         readings,
