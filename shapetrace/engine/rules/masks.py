@@ -71,7 +71,28 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
             out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
                                                               "key": (k, scores.axes[k + lead])},
                                           fmt_named(scores.dims, scores.shape), reorders=False))
-    return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis)
+    return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis) + \
+        _base_built_for_another(analysis)
+
+
+def _base_built_for_another(analysis: Analysis) -> list[Diagnostic]:
+    """``baddbmm(mask, q, kᵀ)``'s base (diffusers' ``get_attention_scores``) against the scores it is added to:
+    a mask padded to the keys' length from another attention's tokens (``F.pad`` of the image tokens' mask onto
+    the text keys) lines up by size alone."""
+    out = []
+    for e in analysis.events:
+        if e.spec.operands is not baddbmm_operands or len(e.inputs) != 3 or not e.outputs:
+            continue
+        scores, mask = e.outputs[0], e.inputs[2]
+        roles = [a.role for a in scores.axes]
+        if "query" not in roles or "key" not in roles or len(mask.shape) > len(scores.shape):
+            continue
+        lead = len(scores.shape) - len(mask.shape)
+        q, k = roles.index("query"), roles.index("key")
+        out.extend(_built_for_another(analysis, e, mask, {"query": (q - lead, scores.axes[q]),
+                                                          "key": (k - lead, scores.axes[k])},
+                                      fmt_named(scores.dims, scores.shape), reorders=False))
+    return out
 
 
 def _over_every_key(scores, mask, key: int, varies: tuple[int, ...]) -> bool:

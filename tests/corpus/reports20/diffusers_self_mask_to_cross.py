@@ -12,7 +12,8 @@ The idiom (diffusers' ``Attention`` with ``AttnProcessor``): ``to_q``/``to_k``/`
 ``(1 - mask) * -10000.0`` and ``repeat_interleave(heads, dim=0)``, ``get_attention_scores`` as
 ``baddbmm(mask, q, k.transpose(-1, -2), beta=1, alpha=scale).softmax(-1)``, ``bmm`` with the values,
 ``batch_to_head_dim``, ``to_out``; the block's pre-norms and residuals. The second latent has two padded image
-tokens and the second prompt two padded text tokens.
+tokens and the second prompt two padded text tokens. DIMS: five image tokens and seven text tokens (first
+sight was taken at ``T=4 S=6``, where T has H's size, so no name of T could be told from H's by size).
 
 Bug (argument): ``self-mask-to-cross``: ``attn2`` given ``attention_mask`` (the image tokens')."""
 
@@ -24,7 +25,7 @@ from torch import nn
 
 BUGS = ("self-mask-to-cross",)
 TWINS = ()
-DIMS = ("B=2 T=4 S=6 D=32 H=4",)
+DIMS = ("B=2 T=5 S=7 D=32 H=4",)
 
 
 class Attention(nn.Module):
@@ -102,7 +103,7 @@ class Block(nn.Module):
         return self.block(hidden_states, encoder_hidden_states, attention_mask, encoder_attention_mask)
 
 
-def build(bug="", B=2, T=4, S=6, D=32, H=4):
+def build(bug="", B=2, T=5, S=7, D=32, H=4):
     torch.manual_seed(0)
     image_keep, text_keep = torch.ones(B, T), torch.ones(B, S)
     image_keep[1, -2:] = 0
