@@ -338,3 +338,32 @@ def test_equal_sizes_never_decide_a_baddbmm_base():
     """Names given by sizes alone at T = H = 4: the image tokens' length is the heads' too, nothing tells T from
     H, no finding (named inputs would prove it, as above)."""
     assert _findings(_cross_scores_with_base("image", T=4, S=6, named=False)) == []
+
+
+def _masked_then_scaled(width):
+    """The LLMs-from-scratch book's ``CausalAttention`` (one head of ``width`` features, no head split, as its
+    ``MultiHeadAttentionWrapper`` stacks them): scores ``masked_fill_`` with the causal triangle, then divided by
+    ``√keys.shape[-1]``."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    wq, wk = torch.nn.Linear(16, width, bias=False), torch.nn.Linear(16, width, bias=False)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=16 H=4") as t:
+        keys, queries = wk(x), wq(x)
+        scores = queries @ keys.transpose(1, 2)
+        scores.masked_fill_(torch.triu(torch.ones(6, 6), diagonal=1).bool(), -torch.inf)
+        torch.softmax(scores / 16 ** 0.5, dim=-1)
+    return t
+
+
+def test_a_head_as_wide_as_the_model_masked_then_scaled_by_its_width_gets_no_scale_warning():
+    """``! scale-not-head-dim`` on 5f1c22f: the scaling read on the fill, not on the product that summed 16
+    features (tests/corpus/reports20/rasbt_mha_wrapper_widths, its twin ``head-width-d-out``)."""
+    assert ("warning", "scale-not-head-dim") not in _findings(_masked_then_scaled(16))
+
+
+def test_a_head_d_k_wide_masked_then_scaled_by_the_model_width_still_warns():
+    t = _masked_then_scaled(4)
+    assert ("warning", "scale-not-head-dim") in _findings(t)
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+    assert message.startswith("the scores are scaled by 1/√16 = 0.25, the model width D; attention divides by "
+                              "√d_k = √4")

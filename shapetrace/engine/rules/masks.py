@@ -419,9 +419,17 @@ def _scale_by_model_width(analysis: Analysis) -> list[Diagnostic]:
 def _contracted_width(analysis: Analysis, scaling: dict) -> int | None:
     """The width the scaled scores' product summed over (``q @ k.transpose(-2, -1)``: q's last axis), or None
     where the scaling is not on a plain product's scores. Heads as wide as the model (MEGABYTE's global model,
-    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D."""
-    e = analysis.events[scaling["event"]]
-    if scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
+    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D. Scores masked
+    before they are scaled (``masked_fill_`` then ``/ keys.shape[-1] ** 0.5``, the LLMs-from-scratch book's
+    ``CausalAttention``) are read back through the fill to their product."""
+    rows = {e.index: e for e in analysis.events}
+    e = rows.get(scaling["event"])
+    for _ in range(4):   # back through fills and adds that keep the scores' shape
+        if e is None or e.spec.matrix_product or e.spec.family not in (Family.MASK_FILL, Family.ELEMENTWISE) or \
+                not e.sources or not e.sources[0] or not e.outputs or e.inputs[0].shape != e.outputs[0].shape:
+            break
+        e = rows.get(e.sources[0][0])
+    if e is None or scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
         return None
     a, b = e.inputs[0].shape, e.inputs[1].shape
     return a[-1] if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] else None
