@@ -294,3 +294,76 @@ def test_a_mask_before_the_softmax_or_a_zero_fill_after_it_is_no_error(where):
     t = _causal_attention(where)
     assert "mask-after-softmax" not in [d.kind for d in t.diagnostics]
     assert [f for f in _findings(t) if f[0] == "error"] == []
+
+
+def _cross_scores_with_base(source: str, T: int = 5, S: int = 7, named: bool = True):
+    """diffusers' ``get_attention_scores``: cross-attention scores ``baddbmm(mask, q, kᵀ)`` ``[B·H, T, S]`` whose
+    base is a ``(B·H, 1, ·)`` mask padded to the keys' length: from the text tokens' keep mask (``"text"``, the
+    right one) or from the image tokens' (``"image"``, the self-attention's, diffusers PR #2656). ``named``: the
+    inputs named, else the names are given by sizes alone (as the CLI's ``--dims``)."""
+    torch.manual_seed(0)
+    x, enc = torch.randn(2, T, 32), torch.randn(2, S, 32)
+    keep = torch.ones(2, T if source == "image" else S)
+    keep[1, -2:] = 0
+    with shapetrace.trace(dims=f"B=2 T={T} S={S} D=32 H=4") as t:
+        if named:
+            shapetrace.name(x, "B T D")
+            shapetrace.name(enc, "B S D")
+            shapetrace.name(keep, "B T" if source == "image" else "B S")
+        mask = ((1 - keep) * -10000.0).unsqueeze(1)
+        mask = torch.nn.functional.pad(mask, (0, S - mask.shape[-1]), value=0.0).repeat_interleave(4, dim=0)
+        q = x.reshape(2, T, 4, 8).permute(0, 2, 1, 3).reshape(8, T, 8)
+        k = enc.reshape(2, S, 4, 8).permute(0, 2, 1, 3).reshape(8, S, 8)
+        torch.baddbmm(mask, q, k.transpose(-1, -2), beta=1, alpha=8 ** -0.5).softmax(-1)
+    return t
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "by-size"])
+def test_a_baddbmm_base_padded_from_another_attentions_tokens_is_an_error(named):
+    """``✓`` on 5f1c22f (main's rules checked masks filled or added, not a product's base): the image tokens'
+    mask ``[B·4, 1, T+2]`` padded onto the text keys S (tests/corpus/reports20/diffusers_self_mask_to_cross)."""
+    t = _cross_scores_with_base("image", named=named)
+    assert _findings(t) == [("error", "mask-wrong-axis")]
+    message = next(d.message for d in t.diagnostics if d.kind == "mask-wrong-axis")
+    assert message.startswith("baddbmm #") and "the mask's key axis (-1) holds T+2 tokens where the scores' keys are " \
+        "S, so the mask was built for another attention" in message
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named", "by-size"])
+def test_a_baddbmm_base_from_the_keys_own_tokens_is_no_error(named):
+    assert _findings(_cross_scores_with_base("text", named=named)) == []
+
+
+def test_equal_sizes_never_decide_a_baddbmm_base():
+    """Names given by sizes alone at T = H = 4: the image tokens' length is the heads' too, nothing tells T from
+    H, no finding (named inputs would prove it, as above)."""
+    assert _findings(_cross_scores_with_base("image", T=4, S=6, named=False)) == []
+
+
+def _masked_then_scaled(width):
+    """The LLMs-from-scratch book's ``CausalAttention`` (one head of ``width`` features, no head split, as its
+    ``MultiHeadAttentionWrapper`` stacks them): scores ``masked_fill_`` with the causal triangle, then divided by
+    ``√keys.shape[-1]``."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    wq, wk = torch.nn.Linear(16, width, bias=False), torch.nn.Linear(16, width, bias=False)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=16 H=4") as t:
+        keys, queries = wk(x), wq(x)
+        scores = queries @ keys.transpose(1, 2)
+        scores.masked_fill_(torch.triu(torch.ones(6, 6), diagonal=1).bool(), -torch.inf)
+        torch.softmax(scores / 16 ** 0.5, dim=-1)
+    return t
+
+
+def test_a_head_as_wide_as_the_model_masked_then_scaled_by_its_width_gets_no_scale_warning():
+    """``! scale-not-head-dim`` on 5f1c22f: the scaling read on the fill, not on the product that summed 16
+    features (tests/corpus/reports20/rasbt_mha_wrapper_widths, its twin ``head-width-d-out``)."""
+    assert ("warning", "scale-not-head-dim") not in _findings(_masked_then_scaled(16))
+
+
+def test_a_head_d_k_wide_masked_then_scaled_by_the_model_width_still_warns():
+    t = _masked_then_scaled(4)
+    assert ("warning", "scale-not-head-dim") in _findings(t)
+    message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
+    assert message.startswith("the scores are scaled by 1/√16 = 0.25, the model width D; attention divides by "
+                              "√d_k = √4")

@@ -71,7 +71,28 @@ def mask_axis(analysis: Analysis) -> list[Diagnostic]:
             out.extend(_built_for_another(analysis, e, mask, {"query": (q, scores.axes[q + lead]),
                                                               "key": (k, scores.axes[k + lead])},
                                           fmt_named(scores.dims, scores.shape), reorders=False))
-    return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis)
+    return out + _fused_mask_on_queries(analysis) + _fused_mask_built_for_another(analysis) + \
+        _base_built_for_another(analysis)
+
+
+def _base_built_for_another(analysis: Analysis) -> list[Diagnostic]:
+    """``baddbmm(mask, q, kᵀ)``'s base (diffusers' ``get_attention_scores``) against the scores it is added to:
+    a mask padded to the keys' length from another attention's tokens (``F.pad`` of the image tokens' mask onto
+    the text keys) lines up by size alone."""
+    out = []
+    for e in analysis.events:
+        if e.spec.operands is not baddbmm_operands or len(e.inputs) != 3 or not e.outputs:
+            continue
+        scores, mask = e.outputs[0], e.inputs[2]
+        roles = [a.role for a in scores.axes]
+        if "query" not in roles or "key" not in roles or len(mask.shape) > len(scores.shape):
+            continue
+        lead = len(scores.shape) - len(mask.shape)
+        q, k = roles.index("query"), roles.index("key")
+        out.extend(_built_for_another(analysis, e, mask, {"query": (q - lead, scores.axes[q]),
+                                                          "key": (k - lead, scores.axes[k])},
+                                      fmt_named(scores.dims, scores.shape), reorders=False))
+    return out
 
 
 def _over_every_key(scores, mask, key: int, varies: tuple[int, ...]) -> bool:
@@ -398,9 +419,17 @@ def _scale_by_model_width(analysis: Analysis) -> list[Diagnostic]:
 def _contracted_width(analysis: Analysis, scaling: dict) -> int | None:
     """The width the scaled scores' product summed over (``q @ k.transpose(-2, -1)``: q's last axis), or None
     where the scaling is not on a plain product's scores. Heads as wide as the model (MEGABYTE's global model,
-    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D."""
-    e = analysis.events[scaling["event"]]
-    if scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
+    ``P·D`` split into H heads of ``P·D/H``, which is D where P = H) are rightly scaled by 1/√D. Scores masked
+    before they are scaled (``masked_fill_`` then ``/ keys.shape[-1] ** 0.5``, the LLMs-from-scratch book's
+    ``CausalAttention``) are read back through the fill to their product."""
+    rows = {e.index: e for e in analysis.events}
+    e = rows.get(scaling["event"])
+    for _ in range(4):   # back through fills and adds that keep the scores' shape
+        if e is None or e.spec.matrix_product or e.spec.family not in (Family.MASK_FILL, Family.ELEMENTWISE) or \
+                not e.sources or not e.sources[0] or not e.outputs or e.inputs[0].shape != e.outputs[0].shape:
+            break
+        e = rows.get(e.sources[0][0])
+    if e is None or scaling["on"] != "scores" or not e.spec.matrix_product or len(e.inputs) != 2:
         return None
     a, b = e.inputs[0].shape, e.inputs[1].shape
     return a[-1] if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] else None
