@@ -75,6 +75,8 @@ class Rotary:
         tables: the nodes of the cos and sin tables; rotated: the node of x; moves: the records of the data
             moves that make ``rotate(x)`` from x (what :mod:`.value_checked` reads).
         angles: copies of the cos and sin tables, where both were read.
+        shifts: x is an earlier rotation's result, moved (data moves only): this rotation shifts tokens that
+            already carry their positions (a cached fragment re-rotated to where it lands), it gives none.
         position: for a table of one position, the integer position whose angles it holds, read against a
             table of the run that counts positions (:mod:`.rotary_positions`); None when not read.
         expected: the position its token belongs at (a key joined after n cached entries: n; a query
@@ -101,6 +103,7 @@ class Rotary:
     position: int | None = None
     expected: int | None = None
     placed: tuple | None = None
+    shifts: bool = False
 
 
 _MEMO: WeakKeyDictionary = WeakKeyDictionary()
@@ -144,6 +147,9 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 or _halves(records, shapes, producer, products, halves)
             if rotary is not None:
                 record_at, rotary = rotary
+                shifts = any(_chain(records, shapes, producer, rotary.rotated, out, set(), writes) is not None
+                             for out in outs.values())
+                rotary = replace(rotary, shifts=shifts)
                 rows = [event_of_record[i] for i in record_at if i in event_of_record]
                 found.append(replace(rotary, event=max(rows) if rows else None, at=index))
                 outs[len(found) - 1] = record.outs[0]

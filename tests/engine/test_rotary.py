@@ -352,3 +352,32 @@ def test_a_write_of_other_values_into_the_copy_is_no_rotation():
         rot_x[..., :4] = x[..., 4:] * 2.0
         return rot_x
     assert outcomes(traced(rotate, "halves")) == []
+
+
+def shifted(first_rotated: bool):
+    """Keys (B, H, T, d_k) rotated at positions 0 … T-1 (or not rotated), then rotated again by one position
+    T for every token (MemOS' re-rotation of a cached fragment to where it lands, issue #2315)."""
+    B, H, T, d = 2, 3, 5, 8
+    k = torch.randn(B, T, H * d)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(k, "B T D")
+        x = k.view(B, T, H, d).transpose(1, 2)                              # (B, H, T, d_k)
+        if first_rotated:
+            f = freqs(T, d)
+            x = rope(x, torch.cat((f, f), -1), rotate_half)                 # positions 0 … T-1
+        f = freqs(1, d, start=T).expand(T, d // 2)                          # position T for every token
+        rope(x, torch.cat((f, f), -1), rotate_half)
+    return t
+
+
+def test_a_constant_rotation_of_rotated_keys_is_a_shift_not_a_missing_position():
+    """A rotation whose input is an earlier rotation's result (data moves only) shifts tokens that already
+    carry their positions: ``Rotary.shifts``, and no ``rotary-same-angle-every-token``; the same constant
+    rotation of keys never rotated still is one. Fails on 0b6df46 (the error on both; reports21's MemOS
+    file's correct code got ✗)."""
+    t = shifted(first_rotated=True)
+    assert [(r.shifts, r.still) for r in t.analysis().rotaries] == [(False, (0, 1)), (True, (0, 1, 2))]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    t = shifted(first_rotated=False)
+    assert [(r.shifts, r.still) for r in t.analysis().rotaries] == [(False, (0, 1, 2))]
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-same-angle-every-token"]

@@ -75,9 +75,10 @@ def _rotated(analysis: Analysis, rotary: Rotary) -> TensorInfo | None:
 
 def _tokens_still(analysis: Analysis, rotary: Rotary) -> int | None:
     """The axis of the rotated tensor that its names say holds the tokens, when neither table changes
-    along it (it has more than one entry); None otherwise (tables not read, or no axis named tokens)."""
+    along it (it has more than one entry); None otherwise (tables not read, no axis named tokens, or a
+    rotation of an earlier rotation's result: a shift of tokens that already carry their positions)."""
     rotated = _rotated(analysis, rotary)
-    if rotated is None or not rotary.still:
+    if rotated is None or not rotary.still or rotary.shifts:
         return None
     return next((j for j in rotary.still if j < len(rotated.dims) - 1 and not told_by_size(analysis, rotated.dims[j])
                  and analysis.namer.plain_role(rotated.dims[j]) == "tokens"), None)
