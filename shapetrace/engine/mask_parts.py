@@ -64,11 +64,11 @@ def _takes_a_mask(record) -> bool:
 def _parts(records, nodes, producer, node: int, depth: int, before: int) -> tuple[tuple[int, ...], ...]:
     """The shapes of the tensors elementwise ops combined into ``node`` as record ``before`` read it (its own
     shape if none did); an elementwise op of one tensor operand that keeps its shape (``~m``, ``m.bool()``,
-    ``m == 0``, ``scores.float()``) is followed through, and an in-place one (``scores += bias``) to what its
-    operand was before it."""
+    ``m == 0``, ``scores.float()``) is followed through, an expand to its source, and an in-place one
+    (``scores += bias``) to what its operand was before it."""
     index = next((i for i in reversed(producer.get(node, ())) if i < before), None)
     record = records[index] if index is not None else None
-    if record is not None and depth and _whole_slice(record, nodes, node):
+    if record is not None and depth and (_whole_slice(record, nodes, node) or _broadcast(record, nodes, node)):
         return _parts(records, nodes, producer, record.ins[0], depth - 1, index)
     if record is None or depth == 0 or record.spec.family is not Family.ELEMENTWISE or getattr(record, "error", None):
         return (tuple(nodes[node].shape),)
@@ -76,6 +76,14 @@ def _parts(records, nodes, producer, node: int, depth: int, before: int) -> tupl
     if len(operands) == 1 and tuple(nodes[operands[0]].shape) != tuple(nodes[node].shape):
         return (tuple(nodes[node].shape),)
     return tuple(part for n in operands for part in _parts(records, nodes, producer, n, depth - 1, index))
+
+
+def _broadcast(record, nodes, node: int) -> bool:
+    """Is ``record`` an ``expand`` (``expand_as``, ``broadcast_to``) of a tensor of no more axes? Its source,
+    right-aligned, broadcasts exactly as the expand did: ``pad[:, None, :, None].expand(B, 1, T, T)`` is the
+    part ``[B, 1, T, 1]`` (on the queries), not ``[B, 1, T, T]``."""
+    return record.spec.family is Family.EXPAND and bool(record.ins) and isinstance(record.ins[0], int) \
+        and len(nodes[record.ins[0]].shape) <= len(nodes[node].shape)
 
 
 def _whole_slice(record, nodes, node: int) -> bool:

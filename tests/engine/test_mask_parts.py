@@ -54,3 +54,18 @@ def test_a_softmax_of_scores_a_bias_was_added_to_in_place_and_cast_is_followed()
         return torch.softmax(scores.float(), dim=-1)
 
     assert _parts(attend, scores, bias) == {"softmax": {0: ((2, 3, 5, 5), (3, 5, 5))}}
+
+
+def test_an_expanded_part_is_followed_to_the_tensor_it_expands():
+    """XGLM's 4-D mask (round 31): ``pad[:, None, :, None].expand(B, 1, T, T)`` added to a causal triangle. The
+    expand broadcasts exactly as its source does, so the part is ``[B, 1, T, 1]`` (on the queries), not the
+    ``[B, 1, T, T]`` that hid it. On fbe7f8f the part was the expand's shape (and round 31's XGLM
+    ``padding-on-queries`` was ``?``)."""
+    scores, pad = torch.randn(2, 3, 5, 5), torch.ones(2, 5)
+
+    def attend(scores, pad):
+        causal = torch.full((5, 5), -1e9).triu(1)[None, None]                      # (1, 1, T, T)
+        padding = (1.0 - pad[:, None, :, None].expand(2, 1, 5, 5)) * -1e9           # (B, 1, T, T)
+        return torch.softmax(scores + (causal + padding), dim=-1)
+
+    assert _parts(attend, scores, pad) == {"softmax": {0: ((2, 3, 5, 5), (1, 1, 5, 5), (2, 1, 5, 1))}}
