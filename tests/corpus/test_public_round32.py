@@ -16,8 +16,10 @@ file         variant                    distinct (DIMS)        equal sizes      
 biogpt       (correct)                  ✓ all 34               ? 0 of 34                             ✓ all 34
 biogpt       scores-not-transposed-back ✗ mixed-axis           ✗ broadcast-mismatch                  ✗ mixed-axis
 biogpt       softmax-over-queries       ✗ softmax-wrong-axis   ✗ softmax-wrong-axis                  (same)
-marian_cross (correct)                  ✓ all 44               ? 2 of 44                             ? 43 of 44
-marian_cross keys-from-target           ? 43 of 43             ? 2 of 43                             ? 42 of 43
+marian_cross (correct)                  ✓ all 44               ? 2 of 44                             ? 43 of 44 →
+                                                                                                      ✓ all 44
+marian_cross keys-from-target           ? 43 of 43             ? 2 of 43                             ? 42 of 43 →
+                                                                                                      ? 43 of 43
 marian_cross key-view-without-transpose ✗ mixed-axis           ? nothing checked                     ✗ mixed-axis
 lilt         (correct)                  ? 30 of 47             ? 0 of 47                             ? 33 of 50
 lilt         layout-scores-transposed   ✗ mask-wrong-axis,     ✗ tokens-merged-with-features,        ✗ (2 errors)
@@ -30,18 +32,22 @@ jetmoe_moa   kv-repeat-interleave       ? 15 of 27             ? 0 of 27        
 jetmoe_moa   merge-without-transpose    ✗ mixed-axis           ✗ mixed-axis                          ✗ mixed-axis
 ============ ========================== ====================== ===================================== =============
 
-At distinct sizes the 4 correct files were ✓ 2, ? 2, ✗ 0; the 8 bugs ✗ 6, ? 2, ✓ 0. No engine change this round.
+At distinct sizes the 4 correct files were ✓ 2, ? 2, ✗ 0; the 8 bugs ✗ 6, ? 2, ✓ 0 (``round_outcome`` and the
+CLI alike, but for Marian: ✓ there, ? under the CLI).
+
+The fix (engine/infer/lined_up): the CLI builds the model inside the trace, so Marian's sinusoidal table, joined by
+a ``cat`` of its sine and cosine halves in the constructor, counted as made by the traced code, and its cut
+``pos[:T]`` was never lined up with the ``D`` it is added to (only a cut of a buffer is). A tensor made by setup
+records (the model's constructor) is now a buffer to the forward, as it is where the model was built before the
+trace: Marian's CLI verdict ``? 43 of 44`` → ``✓ all 44``; ``round_outcome`` unchanged everywhere.
 
 What stays ``?`` and why (left, not forced):
 
-* Marian under the CLI: the sinusoidal table is built while the model is constructed, inside the trace, by a
-  ``cat`` of a sine and a cosine half ``[64, D/2]`` whose width comes from ``arange(0, dim, 2)`` (a Python int):
-  the cut ``pos[:T]`` (#5) stays ``[T, 32]``, unnamed (equal sizes never decide a name). ``round_outcome`` builds
-  the model outside the trace, so the table arrives whole and the file is ✓ there (XGLM in round 31, the same).
+* XGLM (round 31) stays ``? 34 of 36`` under the CLI: its table is read by ``index_select`` with computed
+  position ids, not cut by a slice, so the fix does not reach it.
 * Marian ``keys-from-target``: the cross-attention reads the target's own states and no mask, so the encoder's
   ``(B, S, D)`` goes unread; the verdict says so ("not proven: the model was given a tensor that none of its ops
-  read"),
-  which is the right ``?``: no shape or contract is broken.
+  read"), which is the right ``?``: no shape or contract is broken.
 * LiLT: the box coordinates embedded per coordinate and flattened, ``(B, T, 4 e)``, then projected to ``D / 4``:
   the layout stream's width ``16`` (``D / 4``, no declared name) stays unnamed through its q/k/v, so 17 ops are
   unchecked; the cross-stream sum of scores is an ``add`` whose values are not read (``direction-unchecked``).
