@@ -58,3 +58,47 @@ def test_a_mix_a_wrong_view_made_is_never_lined_up_onto_a_table():
     assert [(d.kind, t.events[d.event].op) for d in t.diagnostics if d.severity == "error"] == [("mixed-axis", "view")]
     (cut,) = [e for e in t.events if e.op == "__getitem__"]
     assert cut.outputs[0].dims == (None, None)
+
+
+class _Sinusoidal(torch.nn.Module):
+    """Marian's and XGLM's sinusoidal positions (transformers, ``MarianSinusoidalPositionalEmbedding``): the table
+    joined from its sine and cosine halves, ``cat([sin, cos], -1)``, in the constructor."""
+
+    def __init__(self, dim, n_pos=50):
+        super().__init__()
+        position = torch.arange(n_pos, dtype=torch.float)[:, None]
+        div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(9.2 / dim))
+        self.register_buffer("pos", torch.cat([torch.sin(position * div), torch.cos(position * div)], -1))
+
+    def forward(self, x):
+        return x + self.pos[:x.size(1)]
+
+
+def test_a_table_the_constructor_joined_inside_the_trace_is_cut_and_named_as_a_buffer():
+    """tests/corpus/public32/marian_cross under the CLI (``shapetrace trace FILE``: the model is built inside the
+    trace): the table's ``cat`` ran as setup, so on 649cee7 the table counted as made by the traced code, its cut
+    ``pos[:T]`` stayed ``[T, 32]`` and the file was ``? checked 43 of 44 ... not checked (unnamed axes): #5
+    __getitem__``, where the same model built before the trace was ✓. A tensor the constructor made is the model's
+    buffer to its forward: the cut's features meet the input's ``D``, as above."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        model = _Sinusoidal(32)
+        shapetrace.name(x, "B T D")
+        model(x)
+    (cut,) = [e for e in t.events if e.op == "__getitem__" and e.index not in t.setup_indices()]
+    assert cut.outputs[0].dims == ("T", "D")
+    assert t.report().verdict.mark == "✓"
+
+
+def test_a_table_the_forward_joined_stays_unnamed():
+    """The same table joined in the forward (not the constructor) is the traced code's own tensor, not a buffer:
+    what it holds, no use says, so its cut keeps no name on its features (only the table's cut is lined up)."""
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        position = torch.arange(50, dtype=torch.float)[:, None]
+        div = torch.exp(torch.arange(0, 32, 2, dtype=torch.float) * -(9.2 / 32))
+        pos = torch.cat([torch.sin(position * div), torch.cos(position * div)], -1)
+        x + pos[:6]
+    (cut,) = [e for e in t.events if e.op == "__getitem__" and e.inputs[0].shape == (50, 32)]
+    assert cut.outputs[0].dims[1] is None

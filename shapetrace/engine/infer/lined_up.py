@@ -31,8 +31,11 @@ if TYPE_CHECKING:  # pragma: no cover
 def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
     """Pins naming each unnamed axis of a table cut (a slice of a tensor that entered the traced code without
     names: a buffer, a parameter) from the axis it meets in the other operand of an elementwise op."""
-    namer, records = inference.namer, inference.capture.records
-    made = {n: r for r in records for n in getattr(r, "outs", ()) if n not in getattr(r, "ins", ())}
+    # a table the model's constructor made (setup: a sinusoidal table joined from its sine and cosine halves) is
+    # such a buffer too, as it is where the model was built before the trace
+    namer, records, setup = inference.namer, inference.capture.records, inference.capture.setup
+    made = {n: r for i, r in enumerate(records) if i not in setup
+            for n in getattr(r, "outs", ()) if n not in getattr(r, "ins", ())}
     entered = {n for r in records for n in getattr(r, "ins", ())} - set(made)
     pins: dict[int, tuple[Axis, ...]] = {}
     for record in records:
