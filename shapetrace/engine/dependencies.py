@@ -134,8 +134,8 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
         if run:
             first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
             twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
-            place0, place1 = _tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
-            tolerance = _tolerance(probe, place0)
+            place0, place1 = tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
+            tolerance = change_tolerance(probe, place0)
             differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
             if differ:
                 token = f"output token {differ[0]}" if probe.out_tokens is not None else "the output"
@@ -345,8 +345,8 @@ def _changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[boo
 def _all_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
     """:func:`_changes` read on every value (NaN included)."""
     folded, bumped = both.chunk(2, probe.out_batch)
-    outs = _tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
-    tolerance = _tolerance(probe, outs[:2])
+    outs = tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
+    tolerance = change_tolerance(probe, outs[:2])
     diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
     changed = (diff > tolerance).any(-1)                                           # (2, B, T)
     if bool(diff.isnan().any()):   # a token turned NaN changed too (one that was NaN already says nothing)
@@ -355,7 +355,7 @@ def _all_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list
     return mixed, moved
 
 
-def _tolerance(probe: Probe, values: torch.Tensor) -> float:
+def change_tolerance(probe: Probe, values: torch.Tensor) -> float:
     """How far an output may move and count as unchanged: :data:`TOLERANCE` times (1 + its largest value)."""
     return TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(values.abs().nan_to_num(0.0).amax()))
 
@@ -379,7 +379,7 @@ def _token_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[li
     return [mixed], [moved]
 
 
-def _tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
+def tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
     """``outs`` (outputs stacked on a first axis) as (outputs, B, T, everything else): each one's batch
     axis first, its token axis (if any) second."""
     batch = probe.out_batch + 1

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.dependencies import BATCH, Probe, _tokens_last, _tolerance, not_measured
+from shapetrace.engine.dependencies import BATCH, Probe, change_tolerance, not_measured, tokens_last
 from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
@@ -177,8 +177,8 @@ def measure_padding(probe: Probe, mask: Mask) -> tuple[list, list[str], list[str
     if isinstance(outs, str):
         return [], [], [not_measured(outs, PADDING)]
     alone, both = outs
-    outs = _tokens_last(torch.cat([alone, both], probe.out_batch).unsqueeze(0), probe)[0]   # (3, T or 1, rest)
-    tolerance = _tolerance(probe, outs[:1])
+    outs = tokens_last(torch.cat([alone, both], probe.out_batch).unsqueeze(0), probe)[0]   # (3, T or 1, rest)
+    tolerance = change_tolerance(probe, outs[:1])
     changed = ((outs[1:] - outs[:1]).abs() > tolerance).any(-1) | (outs[1:].isnan() & ~outs[:1].isnan()).any(-1)
     ones = torch.tensor(mask.ones)
     if probe.out_tokens is None:
