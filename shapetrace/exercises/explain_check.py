@@ -153,20 +153,15 @@ def _walks(out: torch.Tensor, inputs: inp.Inputs) -> list[tuple[str, ...]] | Non
     if src is None or out.dim() == 0:
         return None
     tensor, names = src
-    walks = []
-    for axis in range(out.dim()):
-        if out.shape[axis] < 2:
-            walks.append(())
-            continue
-        idx = [0] * out.dim()
-        coords = []
-        for k in range(out.shape[axis]):
-            idx[axis] = k
-            decoded = inp.decode(float(out[tuple(idx)].item()), tensor)
-            if decoded is None:
-                return None
-            coords.append(decoded)
-        walks.append(tuple(n for j, n in enumerate(names) if len({c[j] for c in coords}) > 1))
+    lines = [out[tuple(slice(None) if j == axis else 0 for j in range(out.dim()))].tolist()  # (out.shape[axis],)
+             if out.shape[axis] > 1 else [] for axis in range(out.dim())]
+    coords = inp.decode_many([float(v) for line in lines for v in line], tensor)  # (one sort of the input)
+    if None in coords:
+        return None
+    walks, at = [], 0
+    for line in lines:
+        walked, at = coords[at:at + len(line)], at + len(line)
+        walks.append(tuple(n for j, n in enumerate(names) if len({c[j] for c in walked}) > 1))
     return walks
 
 
@@ -197,12 +192,7 @@ def _tokens_in(block: torch.Tensor, inputs: inp.Inputs) -> list[int]:
     axis = next((i for i, n in enumerate(names) if n in ("T", "T_k")), None)
     if axis is None:
         return []
-    found = set()
-    for v in block.flatten().tolist():
-        idx = inp.decode(v, tensor)
-        if idx is not None:
-            found.add(idx[axis])
-    return sorted(found)
+    return sorted({idx[axis] for idx in inp.decode_many(block.flatten().tolist(), tensor) if idx is not None})
 
 
 def crash_lines(trace) -> list[str]:

@@ -336,7 +336,30 @@ def draw(kind: str, rng: random.Random | None = None) -> list[Inputs]:
 
 def decode(value: float, tensor: torch.Tensor) -> tuple[int, ...] | None:
     """Which element of a :func:`code` input holds ``value`` (None when no element does)."""
-    if value != value:
-        return None
-    hits = (tensor == value).nonzero()
-    return tuple(int(i) for i in hits[0]) if len(hits) == 1 else None
+    return decode_many([value], tensor)[0]
+
+
+def decode_many(values: list[float], tensor: torch.Tensor) -> list[tuple[int, ...] | None]:
+    """:func:`decode` for each of ``values``, with one sort of ``tensor``: each value is compared as
+    ``tensor == value`` compares it (in ``torch.result_type(tensor, value)``); an index only where
+    exactly one element equals it."""
+    if not values:
+        return []
+    kind = torch.result_type(tensor, 1.0)
+    flat = tensor.detach().reshape(-1).to(kind)
+    wanted = torch.tensor([float(v) for v in values], dtype=torch.float64).to(kind)
+    ordered, where = flat.sort(stable=True)
+    ordered = ordered[:int((ordered == ordered).sum())]  # (NaN sorts last and equals nothing: not searched)
+    first = torch.searchsorted(ordered, wanted)
+    past = torch.searchsorted(ordered, wanted, right=True)
+    found = []
+    for v, lo, hi in zip(wanted.tolist(), first.tolist(), past.tolist()):
+        if v != v or hi - lo != 1:
+            found.append(None)
+            continue
+        flat_index, index = int(where[lo]), []
+        for size in reversed(tensor.shape):
+            flat_index, i = divmod(flat_index, size)
+            index.append(i)
+        found.append(tuple(reversed(index)))
+    return found

@@ -271,6 +271,32 @@ def test_every_reshaping_line_of_the_new_broken_functions_carries_a_shape_commen
                     assert "# (" in line, (entry.name, line)
 
 
+def _decode_by_equality(value: float, tensor: torch.Tensor):
+    """The definition :func:`inp.decode_many` must agree with: ``tensor == value`` has exactly one hit."""
+    if value != value:
+        return None
+    hits = (tensor == value).nonzero()
+    return tuple(int(i) for i in hits[0]) if len(hits) == 1 else None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
+def test_decoding_many_values_agrees_with_equality_one_value_at_a_time(dtype):
+    g = torch.Generator().manual_seed(3)
+    for shape in [(2, 3, 4), (3, 3), (5,), (1, 1, 2, 2), (0, 3), (4, 1, 4)]:
+        n = int(torch.tensor(shape).prod())
+        codes = torch.arange(n, dtype=torch.float64).reshape(shape) * 0.37 - 1
+        tensor = codes.to(dtype)
+        if n > 3:
+            tensor.view(-1)[1] = tensor.view(-1)[2]  # a value held twice: no single element
+        if n > 5 and dtype.is_floating_point:
+            tensor.view(-1)[4] = float("nan")
+            tensor.view(-1)[5] = -0.0
+        values = codes.reshape(-1).tolist() + [0.0, -0.0, float("nan"), 1e9, -1.0, 0.37 - 1,
+                                               float(torch.rand(1, generator=g))]
+        assert inp.decode_many(values, tensor) == [_decode_by_equality(v, tensor) for v in values], (dtype, shape)
+        assert [inp.decode(v, tensor) for v in values[:3]] == [_decode_by_equality(v, tensor) for v in values[:3]]
+
+
 def test_a_size_in_an_input_name_is_not_an_axis_name_and_zero_has_no_sign():
     from shapetrace.exercises.calls import axis_names, call
     from shapetrace.exercises.explain_check import value_facts
