@@ -53,6 +53,7 @@ LONG: tuple[Block, ...] = (
     Block(71, ("tests/render/test_page_scales.py",)),  # each file of these three: one Chromium
     Block(50, ("tests/render/test_contrast.py",)),
     Block(33, ("tests/render/test_page.py",)),
+    Block(30, ("tests/engine/test_op_corpus.py",)),  # one op_db import (3.6 s) on one worker; 11.6 s at -n 0, load 3
 )
 
 

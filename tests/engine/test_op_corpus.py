@@ -11,18 +11,21 @@ the corpus' own sizes, 2, 3, 5, 10 and 20, to tempt false names):
 - an event marked ``view`` shares storage with an input;
 - no axis name contradicts a declared size.
 
-The attention ops (``CORE``) always run; the rest of the corpus is marked ``op_corpus``
-(``pytest -m op_corpus`` selects it, ``-m "not op_corpus"`` skips it).
+The attention ops (``CORE``) always run, one test per op name (all its variants); the rest of the corpus is
+marked ``op_corpus`` (``pytest -m op_corpus`` selects it, ``-m "not op_corpus"`` skips it), in ``SHARDS`` tests
+that each take every ``SHARDS``-th op and name each op that fails. Nothing here needs ``op_db`` to collect: importing
+it (and the torch._dynamo it pulls in) took 3.6 s of every worker's collection, and only the worker that runs
+these tests pays it now (tests/scheduling.py starts them together).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import pytest
 import torch
 from torch.overrides import _get_current_function_mode_stack
-from torch.testing._internal.common_methods_invocations import op_db
 
 import shapetrace
 from tests.styles import Capture, contradictions, event_problems, layout, tensors_in
@@ -52,28 +55,20 @@ CORE = {
 #: ops that change a tensor's shape in place after the call (the recorded layout is the one at the call)
 SKIP: set[str] = {"resize_", "resize_as_"}
 
-#: op id -> what the rewrite must fix; the ops that fail today, found by running them.
-XFAIL: dict[str, str] = {}   # none left: every size change drops the plain name
+#: The non-core ops in this many tests (each a few tenths of a second).
+SHARDS = 24
 
 
 def op_id(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-OPS = [op for op in op_db if torch.float32 in op.supported_dtypes("cpu") and op_id(op) not in SKIP]
+@functools.cache
+def ops() -> tuple:
+    """torch's OpInfos with float32 CPU samples, less ``SKIP`` (op_db imported on first use, not to collect)."""
+    from torch.testing._internal.common_methods_invocations import op_db
 
-
-def params(core: bool) -> list:
-    out = []
-    for op in OPS:
-        if (op.name in CORE) != core:
-            continue
-        reason = XFAIL.get(op_id(op))
-        marks = [pytest.mark.xfail(strict=True, reason=f"engine rewrite: {reason}")] if reason else []
-        if not core:
-            marks.append(pytest.mark.op_corpus)
-        out.append(pytest.param(op, id=op_id(op), marks=marks))
-    return out
+    return tuple(op for op in op_db if torch.float32 in op.supported_dtypes("cpu") and op_id(op) not in SKIP)
 
 
 def samples(op) -> list:
@@ -144,11 +139,16 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("op", params(core=True))
-def test_attention_ops(op):
-    assert check(op) == []
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_attention_ops(name):
+    found = [op for op in ops() if op.name == name]
+    assert found, f"torch's op_db has no float32 CPU samples of {name}"
+    assert {op_id(op): check(op) for op in found} == {op_id(op): [] for op in found}
 
 
-@pytest.mark.parametrize("op", params(core=False))
-def test_op_corpus(op):
-    assert check(op) == []
+@pytest.mark.op_corpus
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_op_corpus(shard):
+    rest = [op for op in ops() if op.name not in CORE][shard::SHARDS]
+    assert rest, "an empty shard: fewer ops than SHARDS"
+    assert {op_id(op): problems for op in rest if (problems := check(op))} == {}
