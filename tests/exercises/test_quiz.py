@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import einops
@@ -15,7 +16,13 @@ from shapetrace.exercises.content import load
 
 ROOT = load().root
 BANK = qz.bank(ROOT)
-SOLVED = [qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note, grad=q.grad)) for q in BANK]
+
+
+@functools.cache
+def solved() -> list:
+    """Every question of the bank with its answer, solved on first use (in the worker that needs them, not
+    at every worker's collection)."""
+    return [qz.solve(qz.Question(q.id, q.topic, q.ask, q.code, q.dims, q.note, grad=q.grad)) for q in BANK]
 
 
 def test_bank_size_and_topics():
@@ -53,15 +60,16 @@ def _recompute(q):
     return int(y.item()) if isinstance(y, torch.Tensor) else int(y)
 
 
-@pytest.mark.parametrize("q", SOLVED, ids=lambda q: q.id)
-def test_every_answer_recomputed_by_torch(q):
+@pytest.mark.parametrize("qid", [q.id for q in BANK])
+def test_every_answer_recomputed_by_torch(qid):
+    q = next(q for q in solved() if q.id == qid)
     assert q.answer == _recompute(q)
     understood, right = check_answer(q.ask, show_answer(q.ask, q.answer), q.answer)
     assert understood and right
 
 
 def test_known_answers():
-    by_id = {q.id: q.answer for q in SOLVED}
+    by_id = {q.id: q.answer for q in solved()}
     assert by_id["split-shape/1"] == (2, 8, 6, 64)
     assert by_id["split-strides/1"] == (3072, 64, 512, 1)
     assert by_id["split-contiguous/2"] is True  # T = 1: transposing a size-1 axis keeps it contiguous
@@ -144,7 +152,7 @@ def test_every_new_lesson_topic_has_at_least_two_templates():
 
 
 def test_known_answers_of_the_new_lessons():
-    by_id = {q.id: q.answer for q in SOLVED}
+    by_id = {q.id: q.answer for q in solved()}
     assert by_id["kv-cache-append/1"] == (1, 4, 7, 16)          # T = 6 -> T + 1 = 7
     assert by_id["kv-cache-step-scores/1"] == (1, 4, 1, 7)      # one query row against every key
     assert by_id["kv-cache-wrong-axis/1"] is True and by_id["kv-cache-wrong-axis/2"] is False  # T = 1 runs
@@ -164,8 +172,8 @@ def test_known_answers_of_the_new_lessons():
 def test_gradient_templates_ask_for_dw_the_grad_of_a_transpose_and_of_an_expand():
     """The weight grad of nn.Linear is [out, in] (torch/nn/modules/linear.py keeps weight as (out_features,
     in_features)); the grad of a transpose is a strided view; the grad of Llama's repeat_kv expand sums n_rep."""
-    by_id = {q.id: q for q in SOLVED}
-    assert all(q.grad for q in SOLVED if q.topic == "backward") and len([q for q in SOLVED if q.grad]) == 13
+    by_id = {q.id: q for q in solved()}
+    assert all(q.grad for q in solved() if q.topic == "backward") and len([q for q in solved() if q.grad]) == 13
     assert by_id["grad-linear-weight/1"].answer == (256, 64)               # (F, D), not (D, F)
     assert by_id["grad-transpose-strides/1"].answer == (3072, 64, 384, 1)  # dy's strides, axes 1 and 2 swapped
     assert by_id["grad-view-contiguous/1"].answer is True                  # the view's backward copied
@@ -187,7 +195,7 @@ def test_a_wrong_answer_to_a_gradient_question_shows_the_backward_with_the_names
     from shapetrace.app.lessons import quiz_trace
     from shapetrace.render.exercise import quiz_feedback
 
-    q = next(q for q in SOLVED if q.id == "grad-transpose-strides/1")
+    q = next(q for q in solved() if q.id == "grad-transpose-strides/1")
     trace = quiz_trace(q)
     (row,) = trace.backward.rows
     assert (row.op, row.made[0].dims, row.made[0].stride, row.made[0].memory) == (
@@ -197,5 +205,5 @@ def test_a_wrong_answer_to_a_gradient_question_shows_the_backward_with_the_names
     out = buf.getvalue()
     assert "✗ the answer is (3072, 64, 384, 1)" in out
     assert "→ operand 0  [B=2, T=6, H=8, d_k=64]  (3072, 64, 384, 1)  view" in out
-    plain = next(q for q in SOLVED if q.id == "split-strides/1")     # a forward question: no backward shown
+    plain = next(q for q in solved() if q.id == "split-strides/1")     # a forward question: no backward shown
     assert quiz_trace(plain).backward is None
