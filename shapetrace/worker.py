@@ -61,12 +61,15 @@ def _read_exact(n: int) -> bytes:
 
 def read_request() -> tuple[dict, dict]:
     """The request on standard input: ``(meta, values)``; the pipe is closed afterwards, except for a
-    learner-written test, whose secret section (the implementation) is left unread for the server."""
+    learner-written test, whose secret section (the implementation) is left unread for the server, and for
+    a request that asks for the parent's word after each case (``replies``: :func:`_reply_reader`)."""
     from shapetrace.exercises.plain import unpack
 
     meta = json.loads(_read_exact(int.from_bytes(_read_exact(8), "big")))
     body = _read_exact(int.from_bytes(_read_exact(8), "big"))
-    if meta.get("kind") != "test":
+    if meta.get("kind") != "test" and meta.get("replies"):
+        _read_exact(int.from_bytes(_read_exact(8), "big"))  # (the secret section, empty: the replies follow it)
+    elif meta.get("kind") != "test":
         os.close(0)
     values = unpack(body, limit=64 << 20)[0] if body else {}
     return meta, values
@@ -80,6 +83,32 @@ def _describe(value) -> str:
 
 def _storages(args) -> list[int]:
     return [a.untyped_storage().data_ptr() if hasattr(a, "untyped_storage") else 0 for a in args]
+
+
+def _reply_reader():
+    """The parent's word after each case, one byte at a time, on a private copy of standard input (the pipe
+    the request came on; standard input itself is closed); b"" once the parent is gone."""
+    fd, read = os.dup(0), os.read
+    os.close(0)
+
+    def replies() -> bytes:
+        try:
+            return read(fd, 1)
+        except OSError:
+            return b""
+    return replies
+
+
+def _answered(channel: Channel, replies, case: int, trace, width: int) -> bool:
+    """Whether to go on after a case, by the parent's word: ``n`` (it was right: the next case), ``t`` (it
+    decides the verdict: send its traced table, the one table a verdict shows, then stop), anything else
+    stop. A case's table is rendered only when the parent asks for it."""
+    word = replies()
+    if word == b"t":
+        from shapetrace.render.exercise import trace_table
+
+        channel.send({"kind": "table", "case": case}, facts={"table": trace_table(trace, width) if width else ""})
+    return word == b"n"
 
 
 def _run_case(fn, args, names, dims, path, limit, width, show_all=False, watch=None):
@@ -107,7 +136,7 @@ def _run_case(fn, args, names, dims, path, limit, width, show_all=False, watch=N
     facts["table"] = trace_table(got.trace, width) if width else ""   # (a grade shows no table: none made)
     facts["swapped"] = [i for i, (a, b) in enumerate(zip(before, _storages(args))) if a != b]
     facts["autograd"] = watcher.found if watcher is not None else None
-    return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str))
+    return {"value": got.value, "args": list(args)}, json.loads(json.dumps(facts, default=str)), got.trace
 
 
 def _preload() -> None:
@@ -187,11 +216,12 @@ def main() -> int:
         return confine(list(meta["readable"]), memory, cpu, layers)
 
     server = _start_server(channel, confined) if meta.get("kind") == "test" else None
+    replies = _reply_reader() if meta.get("replies") and server is None else None
     missing = confined()
     if server is not None:
         missing += server.hello()
     channel.send({"kind": "ready", "missing": missing})
-    _check(channel, meta, cases, source, probe, server)
+    _check(channel, meta, cases, source, probe, server, replies)
     return 0
 
 
@@ -308,11 +338,15 @@ def _load(channel: Channel, meta: dict, source: str):
     return fn
 
 
-def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None) -> None:
+def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, server=None, replies=None) -> None:
+    """Load the learner's file and run its cases, sending each result as it comes. With ``replies`` (the
+    parent's word after each case, :func:`_answered`), the cases stop at the first one the parent finds
+    wrong and only its table is rendered; without, every case runs with its table (``meta["tables"]``)."""
     path, limit = meta["path"], float(meta["time_limit"])
     width = int(meta["width"]) if meta.get("tables", True) else 0   # 0: no case's table is rendered
     show_all = bool(meta.get("show_all"))
-    run_probe, run_case, run_tests = _run_probe, _run_case, _run_tests  # bound before the learner's file runs
+    run_probe, run_case, run_tests, answered = _run_probe, _run_case, _run_tests, _answered  # bound before the
+    # learner's file runs
     guard = _guard() if meta.get("kind") == "test" else None  # torch's classes, bound before the file runs
     watch = _autograd_watch() if meta.get("watch_autograd") else None   # bound before the file runs, too
     fn = _load(channel, meta, source)
@@ -326,9 +360,12 @@ def _check(channel: Channel, meta: dict, cases: list, source: str, probe=None, s
         probe = None
     for i, case in enumerate(cases):
         channel.send({"kind": "start", "case": i})
-        values, facts = run_case(fn, case.args, case.names, case.dims, path, limit, width, show_all, watch)
+        values, facts, trace = run_case(fn, case.args, case.names, case.dims, path, limit,
+                                        0 if replies is not None else width, show_all, watch)
         channel.send({"kind": "case", "case": i}, values, facts)
         if (facts.get("exc") or {}).get("timed_out"):   # the verdict is this timeout: more cases only wait
+            break
+        if replies is not None and not answered(channel, replies, i, trace, width):
             break
 
 

@@ -68,7 +68,8 @@ def _request(job: Job, source: str, ex, limit: float, memory_mb: int, width: int
             "tables": job.tables,
             "layers": [name for name in layers if name not in ("bwrap", "user")],
             "watch_autograd": bool(ex.autograd),  # a backward by hand, judged against autograd: not by autograd
-            "cpus": list(job.cpus)}
+            "cpus": list(job.cpus),
+            "replies": ex.kind != "test"}  # the parent's word after each case (_Answers): no case after a wrong one
 
 
 def _case_request(cases: list) -> tuple[list[dict], bytes]:
@@ -123,18 +124,56 @@ def _dead_verdict(judge, run, inputs, limit: float):
                          "your file", explanation=tail, **where)
 
 
-def _decide(judge, run, cases, limit: float):
-    loaded, results = None, {}
+class _Answers:
+    """The parent's word to the child after each case's result (:func:`shapetrace.worker._answered`):
+    ``n`` when the judge finds the case right (the next case runs), else ``t`` (send the traced table of
+    this case, the one the verdict shows; ``s`` when the job shows none): the first wrong case decides the
+    verdict, so no later case runs and no other table is rendered. ``right``: the cases found right, in
+    order from case 0 (each judged once)."""
+
+    def __init__(self, judge, limit: float, tables: bool):
+        self.judge, self.limit, self.tables = judge, limit, tables
+        self.right: set[int] = set()
+        self.settled = False   # a case was wrong, or came out of order: nothing more is judged here
+
+    def __call__(self, frame) -> bytes:
+        i = frame.header.get("case")
+        if self.settled or type(i) is not int or i != len(self.right) or i >= len(self.judge.cases):
+            self.settled = True
+            return b"s"   # out of order or again: the verdict is settled from the frames as they are
+        self.settled = True
+        try:
+            got = _learned(frame.body)
+        except _Unreadable:
+            return b"s"
+        if len(got.args) != len(self.judge.cases[i].args):
+            return b"s"
+        with _JUDGE_LOCK:
+            found = self.judge.case(self.judge.cases[i], got, self.limit)
+        if found is None:
+            self.right.add(i)
+            self.settled = False
+            return b"n"
+        return b"t" if self.tables else b"s"
+
+
+def _decide(judge, run, cases, limit: float, right: frozenset[int] | set[int] = frozenset()):
+    """The verdict from the child's frames: the first case that is wrong (``right``: cases already judged
+    right, by :class:`_Answers`), with the table the child sent for it."""
+    loaded, results, tables = None, {}, {}
     for frame in run.frames:
         kind = frame.header.get("kind")
         try:
             if kind == "loaded":
                 loaded = _learned(frame.body)
-            elif kind == "case" and frame.header.get("case") in range(len(cases)):
+            elif kind == "case" and frame.header.get("case") in range(len(cases)) \
+                    and frame.header["case"] not in results:   # (the first result of a case: the one answered)
                 got = _learned(frame.body)
                 if len(got.args) != len(cases[frame.header["case"]].args):
                     raise _Unreadable("a result without the arguments the function was called with")
                 results[frame.header["case"]] = got
+            elif kind == "table" and frame.header.get("case") in range(len(cases)):
+                tables[frame.header["case"]] = str(_learned(frame.body).facts.get("table", ""))
         except _Unreadable as exc:
             return judge.verdict("crash", "the checker could not read back what your function returned",
                                  explanation=[str(exc)])
@@ -148,7 +187,9 @@ def _decide(judge, run, cases, limit: float):
     for i, inputs in enumerate(cases):
         if i not in results:
             return _dead_verdict(judge, run, inputs, limit)
-        found = judge.case(inputs, results[i], limit)
+        if i in tables:
+            results[i].facts["table"] = tables[i]
+        found = None if i in right else judge.case(inputs, results[i], limit)
         if found is not None:
             return found
     if judge.probe is not None:
@@ -259,13 +300,15 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     meta["probe"] = probe
     with _JUDGE_LOCK:
         judge = _prepare(ex, job, source, cases, probe)
-    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers, drop="user" in layers)
+    answers = _Answers(judge, time_limit, job.tables)
+    proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers, drop="user" in layers,
+                       replies=True)
     run = finish_child(proc, time_limit, len(cases) + (probe is not None),
-                       probe["out_bytes"] if probe is not None else 0, progress)
+                       probe["out_bytes"] if probe is not None else 0, progress, answers)
     if not run.ready:
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
-        return unverified(_decide(judge, run, judge.cases, time_limit).to_dict(), run.missing)
+        return unverified(_decide(judge, run, judge.cases, time_limit, answers.right).to_dict(), run.missing)
 
 
 def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):

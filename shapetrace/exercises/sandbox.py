@@ -80,9 +80,11 @@ class _Reader:
     """Reads the channel and stderr until both close, the child is killed, or a deadline passes."""
 
     def __init__(self, proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None,
+                 answer: Callable[[Frame], bytes] | None = None):
         self.proc, self.limit, self.run = proc, limit, ChildRun()
         self.progress = progress  # told (case, cases) as each case starts
+        self.answer = answer  # the word the child waits for after each case (its standard input stays open)
         self.channel_limit = CHANNEL_LIMIT + channel_extra
         self.decoder = Decoder(MAX_BODY + channel_extra)
         self.channel_bytes = 0
@@ -109,6 +111,14 @@ class _Reader:
             self.phase, self.deadline = frame.header["case"], min(self.overall, now + self.limit + KILL_GRACE)
             if self.progress is not None and 0 <= self.phase < self.phases:
                 self.progress(self.phase + 1, self.phases)
+        elif kind == "case" and self.answer is not None:
+            self._reply(self.answer(frame))
+
+    def _reply(self, word: bytes) -> None:
+        try:
+            os.write(self.proc.stdin.fileno(), word)
+        except (OSError, ValueError):  # the child is gone, or closed its end
+            pass
 
     def _channel(self, data: bytes) -> bool:
         self.channel_bytes += len(data)
@@ -282,25 +292,30 @@ def server_problem(bwrap: bool = True) -> str:
     return problem
 
 
-def _feed(proc: subprocess.Popen, data: bytes) -> None:
+def _feed(proc: subprocess.Popen, data: bytes, keep_open: bool = False) -> None:
+    """Write the request in the background; standard input is then closed, or kept open for the parent's
+    word after each case (``keep_open``; :func:`stop_child` closes it)."""
     def write() -> None:
         try:
             proc.stdin.write(data)
-            proc.stdin.close()
+            proc.stdin.flush()
+            if not keep_open:
+                proc.stdin.close()
         except (OSError, ValueError):  # the child died first
             pass
     threading.Thread(target=write, daemon=True).start()
 
 
 def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool = True,
-                secret: bytes = b"", drop: bool = True) -> subprocess.Popen:
+                secret: bytes = b"", drop: bool = True, replies: bool = False) -> subprocess.Popen:
     """Start the child in the sandbox and send it ``meta`` (JSON), ``body`` (plain values) and ``secret``
     (see :func:`payload`).
 
     ``meta`` gets ``readable`` (the Landlock rules) and ``cpu_seconds``; the layers the parent could not
     set up are kept on the process as ``proc.missing``. ``bwrap=False`` (tests of the inner layers
     alone) starts the child without bubblewrap, and says so in ``missing``; outside bubblewrap, started as
-    root, the child runs as nobody (``drop``, :func:`plain_user`).
+    root, the child runs as nobody (``drop``, :func:`plain_user`). ``replies``: standard input stays open
+    after the request, for the parent's word after each case (``meta["replies"]``, :func:`finish_child`).
     """
     cpu = int((limit + KILL_GRACE) * (phases + 2)) + 1
     meta = dict(meta, readable=isolation.readable(None), cpu_seconds=cpu)
@@ -314,26 +329,28 @@ def start_child(meta: dict, body: bytes, limit: float, phases: int, bwrap: bool 
     if server is not None:
         child = server.start(int(STARTUP_GRACE) + cpu + 60)
         child.missing, child.status_128 = missing, True  # the server reports a check killed by N as 128 + N
-        _feed(child, request_payload(meta, body, secret))
+        _feed(child, request_payload(meta, body, secret), replies)
         return child
     argv, prepare = isolation.unprivileged(argv) if not missing else (argv, plain_user(drop))
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=isolation.child_env(), cwd="/", start_new_session=True,
                             preexec_fn=_preexec(int(STARTUP_GRACE) + cpu + 60, prepare))
     proc.missing, proc.status_128 = missing, not missing  # bubblewrap reports its command killed by N as 128 + N
-    _feed(proc, payload(meta, body, secret))
+    _feed(proc, payload(meta, body, secret), replies)
     return proc
 
 
 def finish_child(proc: subprocess.Popen, limit: float, phases: int, channel_extra: int = 0,
-                 progress: Callable[[int, int], None] | None = None) -> ChildRun:
+                 progress: Callable[[int, int], None] | None = None,
+                 answer: Callable[[Frame], bytes] | None = None) -> ChildRun:
     """Read the child to the end (or its deadline), then kill its process group and reap it.
 
     ``channel_extra``: bytes the channel may carry on top of the usual cap (a large output sent raw);
-    ``progress``: called with (case, cases) as the child starts each case (the CLI's progress line).
+    ``progress``: called with (case, cases) as the child starts each case (the CLI's progress line);
+    ``answer``: for a child started with ``replies``, the word written to it after each case's result.
     """
     try:
-        run = _Reader(proc, limit, phases, channel_extra, progress).read()
+        run = _Reader(proc, limit, phases, channel_extra, progress, answer).read()
         if not run.killed_for and not run.bad_channel:
             _await_exit(proc)
     finally:

@@ -434,3 +434,115 @@ def test_the_progress_line_is_for_terminals_only(monkeypatch):
     cli_exercise._progress_line("function")(3, 7)
     cli_exercise._progress_line("test")(2, 5)
     assert term.text == ("\r\033[Kchecking case 3 of 7...\r\033[Krunning your test on implementation 2 of 5...")
+
+
+# -- the parent's word after each case: no case after the first wrong one, one table -------------------------
+
+class _Frames:
+    """Stands for the child's channel in this process: each frame's header and plain values, as sent."""
+
+    def __init__(self):
+        self.sent: list[tuple[dict, dict]] = []
+
+    def send(self, header: dict, values: dict | None = None, facts: dict | None = None) -> None:
+        self.sent.append((dict(header), dict(facts or {})))
+
+    def kinds(self) -> list[str]:
+        return [f"{h['kind']} {h.get('case', '')}".strip() for h, _ in self.sent]
+
+
+def _child_run(mistake: str, words: list[bytes] | None):
+    """The child's own loop (:func:`shapetrace.worker._check`) on a split-heads mistake, in this process,
+    with the parent's words scripted (None: a child asked for no replies)."""
+    from shapetrace import worker
+    from shapetrace.exercises import checker, inputs
+
+    ex = CURRICULUM.exercise("split-heads")
+    source = next(m.code for m in ex.mistakes if m.id == mistake)
+    meta = checker._request(Job(ex.id, "/tmp/learner.py"), source, ex, 10.0, 512, 80)
+    cases, channel = inputs.draw(ex.inputs, random.Random(3)), _Frames()
+    said = iter(words or [])
+    worker._check(channel, meta, cases, source, replies=None if words is None else lambda: next(said, b""))
+    return channel, cases
+
+
+def test_without_replies_every_case_runs_with_its_table():
+    channel, cases = _child_run("view-straight", None)
+    steps = [f"{k} {i}" for i in range(len(cases)) for k in ("start", "case")]
+    assert channel.kinds() == ["start -1", "loaded"] + steps
+    assert all(f["table"].count("\n    0 view ") == 1 for h, f in channel.sent if h["kind"] == "case")
+
+
+def test_a_wrong_case_stops_the_child_and_only_its_table_is_rendered():
+    """The parent says ``n`` twice (right), then ``t``: three cases ran, none with a table in its result,
+    then the third case's table, the same text the child renders when it renders every case's table."""
+    channel, cases = _child_run("view-straight", [b"n", b"n", b"t"])
+    assert channel.kinds() == ["start -1", "loaded", "start 0", "case 0", "start 1", "case 1", "start 2", "case 2",
+                               "table 2"]
+    assert [f["table"] for h, f in channel.sent if h["kind"] == "case"] == ["", "", ""]
+    every, _ = _child_run("view-straight", None)
+    assert channel.sent[-1][1] == {"table": [f for h, f in every.sent if h == {"kind": "case", "case": 2}][0]["table"]}
+    assert f"[B={cases[2].sizes['B']}," in channel.sent[-1][1]["table"]
+
+
+@pytest.mark.parametrize("word", [b"s", b"", b"x"])
+def test_any_other_word_or_a_parent_gone_stops_after_the_case(word):
+    channel, _ = _child_run("view-straight", [word])
+    assert channel.kinds() == ["start -1", "loaded", "start 0", "case 0"]
+
+
+def test_the_verdicts_are_those_of_a_child_that_runs_every_case(monkeypatch):
+    """Checked in the sandbox with the parent's word (the default) and without it (every case and table,
+    as before): the same verdict dictionaries, table included, for a pass and three wrong files."""
+    from shapetrace.exercises import checker
+
+    ex = CURRICULUM.exercise("split-heads")
+    files = {"solution": str(ex.solution), "starter": str(ex.starter)}
+    jobs = [Job(ex.id, path) for path in files.values()]
+    for m in ex.mistakes[:2]:
+        path = f"/tmp/shapetrace-replies-{os.getpid()}-{m.id}.py"
+        with open(path, "w") as f:
+            f.write(m.code)
+        jobs.append(Job(ex.id, path))
+    try:
+        answered = check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)
+        request = checker._request
+        monkeypatch.setattr(checker, "_request", lambda *a, **k: dict(request(*a, **k), replies=False))
+        every = check_files(jobs, CURRICULUM.root, time_limit=20, seed=11)
+    finally:
+        for job in jobs[2:]:
+            os.unlink(job.file)
+    assert answered == every
+    assert answered[0]["verdict"] == "pass" and answered[0]["table"] == ""
+    assert [v["verdict"] != "pass" and "\n    0 " in v["table"] for v in answered[1:]] == [True] * 3, answered
+
+
+def test_the_parent_judges_cases_once_in_order_and_nothing_after_a_wrong_one():
+    """A child that sends a case out of order, again, or after a wrong one is told to stop and is not
+    judged again (a forged stream costs the parent no more than the frames' cap allows)."""
+    from types import SimpleNamespace
+
+    from shapetrace.exercises.checker import _Answers
+    from shapetrace.exercises.frames import Frame
+    from shapetrace.exercises.plain import pack
+
+    judged = []
+
+    class Judge:
+        cases = [SimpleNamespace(args=[0])] * 3   # (three cases of one argument)
+
+        def case(self, inputs, got, limit):
+            judged.append(got.value)
+            return None if got.value != "wrong" else "the verdict"
+
+    def frame(i, value):
+        return Frame({"kind": "case", "case": i}, pack({"value": value, "args": [0]}))
+
+    words = _Answers(Judge(), 1.0, tables=True)
+    assert [words(frame(0, "ok")), words(frame(0, "ok")), words(frame(1, "ok"))] == [b"n", b"s", b"s"]
+    assert judged == ["ok"] and words.right == {0}
+    words, judged[:] = _Answers(Judge(), 1.0, tables=True), []
+    assert [words(frame(0, "ok")), words(frame(1, "wrong")), words(frame(2, "ok"))] == [b"n", b"t", b"s"]
+    assert judged == ["ok", "wrong"] and words.right == {0}
+    assert _Answers(Judge(), 1.0, tables=False)(frame(0, "wrong")) == b"s"
+    assert _Answers(Judge(), 1.0, tables=True)(frame(1, "ok")) == b"s"
