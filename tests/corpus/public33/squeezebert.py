@@ -10,9 +10,13 @@ v, ``transpose_output``: ``permute(0, 1, 3, 2).contiguous().view(B, C, W)``; the
 
 Bugs: ``output-without-permute``: ``transpose_output`` as a bare ``view(B, C, W)`` of the ``(B, H, W, d)``
 context (the slip of the channels-first layout, where the merge must undo the query's permute);
-``key-transposed-like-query``: the key through ``transpose_for_scores`` too and the scores ``matmul(k, q
-.transpose(-1, -2))`` (a natural slip when rewriting the channels-first key into the usual layout: the scores
-come out ``(B, H, W_k, W_q)``, normalised over the queries)."""
+``merge-in-bert-order``: ``transpose_output`` as BERT's ``permute(0, 2, 1, 3)`` then ``reshape(B, C, -1)`` (the
+slip of a port from BERT's ``(B, T, C)`` layout: ``(B, W, H d)`` read as ``(B, C, W)``).
+
+Twin: ``key-transposed-like-query``: the key through ``transpose_for_scores`` too and the scores ``matmul(k,
+q.transpose(-1, -2))``. Written as a bug at first sight, it is not one a trace can tell: the rows of the scores
+come from the key convolution, so that convolution plays the query's part and the query's the key's (the same
+function with the two weights' names swapped; only a checkpoint's weights would make it wrong)."""
 
 import math
 import sys
@@ -39,7 +43,9 @@ class SqueezeBertSelfAttention(nn.Module):
         return x.view(*new_x_shape)
 
     def transpose_output(self, x):
-        if self.bug != "output-without-permute":
+        if self.bug == "merge-in-bert-order":
+            x = x.permute(0, 2, 1, 3).contiguous()
+        elif self.bug != "output-without-permute":
             x = x.permute(0, 1, 3, 2).contiguous()
         return x.reshape(x.size()[0], self.all_head_size, -1)
 
@@ -93,8 +99,8 @@ class SqueezeBertModel(nn.Module):
         return hidden_states.permute(0, 2, 1)
 
 
-BUGS = ("output-without-permute", "key-transposed-like-query")
-TWINS = ()
+BUGS = ("output-without-permute", "merge-in-bert-order")
+TWINS = ("key-transposed-like-query",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
 
