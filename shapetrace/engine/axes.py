@@ -453,3 +453,28 @@ def coalesce(atoms: Sequence[Atom]) -> tuple[Atom, ...]:
                 continue
         out.append(atom)
     return tuple(out)
+
+
+def lines_up_through_copies(x: Axis, y: Axis) -> bool:
+    """Do two axes of one size pair the same entries, where a piece of copies (``repeat``'s or ``expand``'s copy
+    index) pairs with any run of pieces of its size in the other? Copies hold one value each, so only the other
+    pieces must line up: GCViT's global query ``repeat(1, nW, ...)`` to ``B·copies`` meets the windows' ``B·Hp/ws·
+    Wp/ws`` (the same image for each window), while ``repeat(nW, 1, ...)``'s ``copies·B`` does not."""
+    return _line_up(coalesce(x.atoms), coalesce(y.atoms))
+
+
+def _line_up(xs: tuple[Atom, ...], ys: tuple[Atom, ...]) -> bool:
+    if not xs or not ys:
+        return not xs and not ys
+    if ys[0].root == COPIES and xs[0].root != COPIES:
+        xs, ys = ys, xs
+    if xs[0].root != COPIES:
+        return xs[0] == ys[0] and _line_up(xs[1:], ys[1:])
+    run = 1
+    for n, atom in enumerate(ys, 1):
+        run *= atom.size
+        if run == xs[0].size:
+            return _line_up(xs[1:], ys[n:])
+        if run > xs[0].size:
+            return False
+    return False

@@ -235,6 +235,10 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(f"{kind}_pool{n}d", "new", pr.pool, operands=first_operand,
              words=f"pools each window of neighbours into its {'mean' if kind == 'avg' else 'largest entry'}")
       for kind in ("avg", "max") for n in (1, 2, 3)),
+    *(OpSpec(f"adaptive_{kind}_pool{n}d", "new", pr.adaptive_pool, operands=first_operand,
+             words=f"pools the positions to a fixed grid, each cell the {'mean' if kind == 'avg' else 'largest entry'}"
+                   " of its window: batch and channels kept")
+      for kind in ("avg", "max") for n in (1, 2, 3)),
     OpSpec("interpolate", "new", pr.resample, operands=first_operand,
            words="resamples a map's positions (nearest, bilinear, ...): batch and channels kept"),
     # what ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call (``torch._VF``): the sequence, then states and weights

@@ -532,6 +532,18 @@ def resample(c: Call) -> Axes:
     return tuple(a if i < 2 or a.size == size else ax.unknown_axis(size) for i, (a, size) in enumerate(zip(x, out)))
 
 
+def adaptive_pool(c: Call) -> Axes:
+    """``F.adaptive_avg_pool1d/2d/3d``, ``F.adaptive_max_pool1d/2d/3d`` (one result): the last n axes pooled to
+    the asked grid, the leading ones (batch, channels) kept; a pooled axis of unchanged size keeps its name (each
+    cell its own window), a resized one is another grid, unnamed (GCViT's global query pooled to the window)."""
+    x, out = c.in_axes[0], c.shapes[0]
+    n = int(c.op[-2]) if c.op[-2:-1].isdigit() else 0
+    if not n or len(x) != len(out) or len(out) <= n or len(c.shapes) != 1:
+        return ax.unknown_axes(out)   # (return_indices: two results, left unnamed)
+    lead = len(out) - n
+    return tuple(a if i < lead or a.size == size else ax.unknown_axis(size) for i, (a, size) in enumerate(zip(x, out)))
+
+
 def _per_axis(value, n: int) -> tuple[int, ...] | None:
     """A pooling argument for each of n axes (an int, or a sequence of n ints), or None."""
     if isinstance(value, int):

@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shapetrace.engine.axes import Atom, Axis, coalesce, cut_from, indexed_label, patch_steps, root_axis
+from shapetrace.engine.axes import (
+    Atom,
+    Axis,
+    coalesce,
+    cut_from,
+    indexed_label,
+    lines_up_through_copies,
+    patch_steps,
+    root_axis,
+)
 from shapetrace.engine.axis_compute import linear_axes, matmul_axes
 from shapetrace.engine.axis_moves import permute_axes, split_axes, transpose_order
 from shapetrace.engine.axis_reshape import reshape_axes
@@ -226,3 +235,19 @@ def test_cut_from_reads_back_the_range_indexed_label_wrote(label, cut):
     if cut is not None:
         where = f"{'' if cut[1] is None else cut[1]}:{'' if cut[2] is None else cut[2]}"
         assert indexed_label(cut[0], where) == label
+
+
+def test_copies_pair_with_any_run_of_their_size_and_the_rest_must_line_up():
+    """``lines_up_through_copies``: ``B·copies(4)`` pairs with ``B·Hp/4·Wp/4`` (GCViT's global query repeated
+    over each image's windows), ``copies(4)·B`` does not (the same query tiled over the leading axis: image 0's
+    windows meet image 1's query); a run that overshoots the copies' size does not line up. New on this branch
+    (bca23cb has no such function; the batch-mismatch rule took only an axis of copies alone)."""
+    b = Atom("B", 2, 1, 2)
+    copies = Atom("copies", 4, 1, 4)
+    windows = Axis((b, Atom("Hp", 8, 8, 2), Atom("Wp", 8, 4, 2)))
+    assert lines_up_through_copies(Axis((b, copies)), windows)
+    assert lines_up_through_copies(windows, Axis((b, copies)))
+    assert not lines_up_through_copies(Axis((copies, b)), windows)
+    assert not lines_up_through_copies(Axis((Atom("copies", 3, 1, 3), b)), Axis((b, Atom("T", 3, 1, 3))))
+    assert not lines_up_through_copies(Axis((Atom("copies", 2, 1, 2), Atom("T", 8, 1, 8))), Axis((b, Atom(
+        "H", 8, 1, 8))))

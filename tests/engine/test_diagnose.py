@@ -262,3 +262,28 @@ def test_a_softmax_over_the_queries_summed_over_them_is_the_other_alignment(dim_
         shapetrace.name(y, "B T D")
         _aligned(encode(x), encode(y), dim_b)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors
+
+
+def _global_query_over_windows(x, q, windows_outer):
+    """GCViT's window attention with one query per image (tests/corpus/public33/gcvit_global.py): the windows
+    ``(B nW, N, D)`` batch-major, the image's query ``(B, 1, N, D)`` tiled over them."""
+    B, Hp, Wp, D = x.shape
+    w = x.view(B, Hp // 4, 4, Wp // 4, 4, D).permute(0, 1, 3, 2, 4, 5).reshape(-1, 16, D)   # (B·nW, N, D)
+    n = w.shape[0] // B
+    q = q.repeat(n, 1, 1, 1) if windows_outer else q.repeat(1, n, 1, 1)                     # (B, nW, 16, D)
+    return q.reshape(-1, 16, D) @ w.transpose(1, 2)
+
+
+@pytest.mark.parametrize(("windows_outer", "errors"), [(False, []), (True, ["batch-mismatch"])])
+def test_a_query_repeated_over_each_images_windows_pairs_its_copies_with_them(windows_outer, errors):
+    """``repeat(1, nW, ...)`` gives ``B·copies``: the copies pair with the windows ``Hp/4·Wp/4`` (one value per
+    copy), B with B, no error; ``repeat(nW, 1, ...)`` gives ``copies·B``, B lined up with the windows' B and
+    part of their grid: unrelated images. On bca23cb both were batch-mismatch (the correct one a false ✗,
+    once the query was named through GCViT's pooling: only an axis of copies alone paired with anything)."""
+    x, q = torch.randn(2, 8, 8, 32), torch.randn(2, 1, 16, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 Hp=8 Wp=8 D=32") as t:
+        shapetrace.name(x, "B Hp Wp D")
+        shapetrace.name(q, "B _ _ D")
+        _global_query_over_windows(x, q, windows_outer)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors
+    assert t.events[-1].inputs[1].dims == ("B*Hp/4*Wp/4", "D", "Hp%4*Wp%4")

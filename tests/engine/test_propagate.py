@@ -203,3 +203,18 @@ def test_glu_halves_its_axis_into_the_gated_piece():
         ("transpose", ("B", "D", "T")), ("conv1d", ("B", "2*D", "T")), ("conv1d", ("B", "D", "T")),
         ("transpose", ("B", "T", "D"))]
     assert t.report().verdict.mark == "✓"
+
+
+def test_adaptive_pooling_keeps_batch_and_channels():
+    """``F.adaptive_avg_pool2d`` (``adaptive_pool``): the batch and channel axes keep their names, a resized
+    position axis is another grid (unnamed), one of unchanged size keeps its name. On bca23cb the registry did
+    not know the op: no event was recorded and every name after it was lost (tests/corpus/public33/
+    gcvit_global.py: the global query ``[2, 4, 4, 32]`` fully unnamed, so its ``repeat`` over the windows on
+    the wrong axis went unjudged)."""
+    x = torch.randn(2, 32, 8, 6)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32 Hp=8 Wp=6") as t:
+        shapetrace.name(x, "B D Hp Wp")
+        F.adaptive_avg_pool2d(x, (4, 6))
+        F.adaptive_max_pool1d(x.flatten(2), 3)
+    assert [(e.op, e.outputs[0].dims) for e in t.events if e.op.startswith("adaptive")] == [
+        ("adaptive_avg_pool2d", ("B", "D", None, "Wp")), ("adaptive_max_pool1d", ("B", "D", None))]

@@ -19,6 +19,7 @@ from shapetrace.engine.axes import (
     as_parallel_part,
     coalesce,
     has_tokens,
+    lines_up_through_copies,
     merges_neighbours,
     patch_steps,
     top_level_terms,
@@ -335,7 +336,7 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
                                              reversed(b_sizes))):
         if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
                 and MIXED_PREFIX not in la + lb and not _shifted(la, lb) and not _shifted(lb, la) and \
-                not _copies_only(a, k + 3) and not _copies_only(b, k + 3):
+                not _copies_pair(a, b, k + 3):
             return k, la, lb
     return None
 
@@ -354,11 +355,13 @@ def _shifted(label: str, other: str) -> bool:
          part[len(label) + 1:].startswith(f"{pad}:"))
 
 
-def _copies_only(t: TensorInfo, j: int) -> bool:
-    """Is axis ``-j`` of ``t`` copies of one element (multi-query attention's one key/value head repeated
-    with ``repeat_interleave``)? It pairs with any axis, as a broadcast does."""
-    axes = t.axes[-j] if len(t.axes) >= j else None
-    return axes is not None and bool(axes.atoms) and all(a.root == COPIES for a in axes.atoms)
+def _copies_pair(a: TensorInfo, b: TensorInfo, j: int) -> bool:
+    """Do axes ``-j`` of ``a`` and ``b`` line up once copies pair with anything of their size (multi-query
+    attention's one key/value head repeated with ``repeat_interleave``: copies only, as a broadcast; GCViT's
+    global query repeated over the windows, ``B·copies`` against ``B·Hp/ws·Wp/ws``)?"""
+    x, y = (a.axes[-j] if len(a.axes) >= j else None), (b.axes[-j] if len(b.axes) >= j else None)
+    return x is not None and y is not None and any(at.root == COPIES for at in x.atoms + y.atoms) and \
+        lines_up_through_copies(x, y)
 
 
 def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> bool:
