@@ -30,6 +30,7 @@ from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
+from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
 from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
@@ -61,8 +62,7 @@ class Probe:
         args, kwargs: its arguments, as called (``args[position]`` is the input perturbed).
         position: which positional argument is the input; batch, tokens: the input's batch and token axes.
         out_batch, out_tokens: the output's (out_tokens None: the output has no token axis).
-        causal: the op that declares a causal mask (``"tril #4"``), or None.
-        output: the module's first output in the traced run.
+        causal: the op that declares a causal mask (``"tril #4"``), or None; output: the first traced output.
         heads, heads_reason: where the heads are split and merged (:mod:`.heads`), or why not measured.
         companions: every other tensor argument that has the batch axis (an attention mask, the memory of
             a cross-attention), as ``(position or keyword, its batch axis)``, and every list declared to
@@ -118,7 +118,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
 
 
 #: the token contracts' findings: each compares entry 0 at batch place 0 with its moved copy at place 1
-_TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS)
+_TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS, Kind.POOLED_MISSES_LAST_TOKEN)
 
 
 def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
@@ -407,8 +407,8 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
             "it, a reduction over it, a table sized by x.size(0)."))
         return found, held   # tokens scrambled across the batch: what each token sees says nothing more
     held.append(BATCH)
-    if probe.out_tokens is None:
-        return found, held
+    if probe.out_tokens is None:   # a pooled vector: a causal model's reads the last token (:mod:`.pooled`)
+        return found + pooled_blind(probe, changed), held
     last = len(changed[0]) - 1 if probe.last_token is None else probe.last_token
     blind = [b for b, row in enumerate(changed) if not row[last]]
     if blind:

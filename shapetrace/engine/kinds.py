@@ -258,14 +258,14 @@ class Kind(StrEnum):
                            "measured on the values: one sequence gives another output at another place in the batch")
     TOKEN_IGNORES_ITSELF = ("token-ignores-itself", "error",
                             "measured on the values: an output token does not change when its own input token does")
-    CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error",
-                         "measured on the values: with a causal mask declared, an output token depends on a later "
-                         "token")
+    CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error", "measured on the values: with a causal mask declared, an "
+                         "output token depends on a later token")
+    POOLED_MISSES_LAST_TOKEN = ("pooled-misses-last-token", "error", "measured on the values: with a causal mask "
+                                "declared, a pooled output does not change when an unpadded entry's last token does")
     PADDING_READ = ("padding-read", "error", "measured on the values: the output at a real token of a padded batch "
                     "entry (or its pooled output) changes when only the padding of that entry changes", ("warning",))
-    HEADS_MIX = ("heads-mix", "error",
-                 "measured on the values: an output head depends on another head's values, on a key/value head "
-                 "other than the one its query reads, or on different heads at different positions")
+    HEADS_MIX = ("heads-mix", "error", "measured on the values: an output head depends on another head's values, "
+                 "on a key/value head other than the one its query reads, or on different heads at different positions")
     HEADS_TALK = ("heads-talk", "warning",
                   "measured on the values: an output head's attention weights depend on other heads' queries or "
                   "keys (talking-heads attention does this on purpose)")
@@ -335,7 +335,7 @@ _RANKS = {
     Kind.MASK_WRONG_BATCH_ORDER: CAUSE, Kind.WRITE_MISMATCH: CAUSE, Kind.VIEW_INCOMPATIBLE: CAUSE,
     Kind.BATCH_MISMATCH: SYMPTOM, Kind.BROADCAST_MISMATCH: SYMPTOM, Kind.JOIN_MISMATCH: SYMPTOM,
     Kind.BATCH_ENTRIES_MIX: SYMPTOM, Kind.BATCH_PLACE_MATTERS: SYMPTOM, Kind.TOKEN_IGNORES_ITSELF: SYMPTOM,
-    Kind.CAUSAL_MASK_LEAKS: SYMPTOM,
+    Kind.CAUSAL_MASK_LEAKS: SYMPTOM, Kind.POOLED_MISSES_LAST_TOKEN: SYMPTOM,
 }
 
 
