@@ -10,7 +10,9 @@ inputs the parent drew (plain values, :mod:`shapetrace.exercises.plain`: no seed
 folders it may read. It imports what it needs, then puts the kernel's layers on itself for good
 (:func:`shapetrace.exercises.confine.confine`: Landlock, seccomp, rlimits), reports which layers did
 not take hold, and only then runs the learner's file. What comes back is plain data on a private
-channel; the parent judges.
+channel; the parent judges. For a function, the parent answers each case's result with one byte on the
+request's pipe (:func:`_answered`): the next case when it was right; else this case's traced table (the one
+a verdict shows) and stop.
 
 For a learner-written test, the request ends with a secret section (the implementation under test)
 that this process never reads: it forks first, and the forked process reads it, confines itself and

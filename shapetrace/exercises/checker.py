@@ -4,7 +4,8 @@ The parent (this process) never imports the learner's code. It draws fresh rando
 check and sends them as values (the seed stays here), starts :mod:`shapetrace.worker` in the kernel
 sandbox (:mod:`.sandbox`, :mod:`.isolation`, :mod:`.confine`), reads back bounded plain data
 (:mod:`.plain`: no pickle, no code, no tensor subclass survives the trip) and decides the verdict with
-:mod:`.judge`. Nothing the child writes is a verdict. A pass from a sandbox that lacked a layer is
+:mod:`.judge`, a case at a time as the child sends them (:class:`_Answers`: the first wrong case ends the
+run). Nothing the child writes is a verdict. A pass from a sandbox that lacked a layer is
 ``unverified``: shown, never recorded. A child that dies, hangs
 or floods becomes a verdict for the case it was running; a checker that cannot even start raises
 :class:`CheckerError`, which is never blamed on the learner.
