@@ -57,6 +57,8 @@ class Analysis:
             (:func:`~shapetrace.engine.unread.bypassed_projections`).
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
+        windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
+            :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
     """
 
     events: Sequence[Event]
@@ -80,6 +82,7 @@ class Analysis:
     bypassed: Sequence[int] = field(default_factory=tuple)
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
+    windows: Sequence[tuple[str, str, int]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

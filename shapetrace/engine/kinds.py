@@ -203,6 +203,10 @@ class Kind(StrEnum):
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
         "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
         "by design; the values cannot say which, so the verdict does not claim the mask was checked")
+    WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
+        "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
+        "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "
+        "`>=`): which width the model meant is a number of its configuration, so the width is not checked")
     MASK_UNEXERCISED = (
         "mask-unexercised", "note",
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it lines "
@@ -303,20 +307,16 @@ class Kind(StrEnum):
         "a parameter's `.grad` has another dtype than the parameter (its `.data` was cast after a backward)")
 
     # -- about the trace itself --------------------------------------------------------------------
-    DIMS_DISAGREE = (
-        "dims-disagree", "note",
+    DIMS_DISAGREE = ("dims-disagree", "note",
         "the sizes given (`--dims H=8`) disagree with the code (a view splits D into 4 × 16): said once, under "
         "the verdict, as a question about the sizes, never as a claim about the model")
-    AMBIGUOUS_SIZES = (
-        "ambiguous-sizes", "note",
+    AMBIGUOUS_SIZES = ("ambiguous-sizes", "note",
         "a name was chosen between two declared names of equal size (`[4, 4, D]` at B = T = 4: `[B, T, D]` or "
         "`[T, B, D]`) and no use settled it: name the input with `shapetrace.name(x, \"B T D\")`")
-    ORDER_OF_EQUAL_SIZES = (
-        "order-of-equal-sizes", "note",
+    ORDER_OF_EQUAL_SIZES = ("order-of-equal-sizes", "note",
         "an input fits more than one order of equal sizes (`[T, B, D]` read `[B, T, D]` at B = T) and a finding "
         "of one reading is not found in another: the names rest on that order, so it is not reported")
-    INFERENCE_FAILED = (
-        "inference-failed", "note",
+    INFERENCE_FAILED = ("inference-failed", "note",
         "a fault of shapetrace itself on this code: that op's results are left unnamed (every other op is "
         "still named and checked); `SHAPETRACE_STRICT=1` raises it instead")
     CHECK_FAILED = ("check-failed", "note",

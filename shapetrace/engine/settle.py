@@ -63,6 +63,6 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         unread=unread_arguments(capture),
         bypassed=tuple(rows[r] for r in bypassed_projections(capture) if r in rows),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
-        output_dims=None if output is None else labels_of(output),
+        output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
     )
 
