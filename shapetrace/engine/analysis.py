@@ -59,6 +59,8 @@ class Analysis:
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
         windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
             :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
+        padded_in_front: ``(argument name, its axes' labels, its shape)`` of each mask the model was given with a row
+            padded in front (:func:`~shapetrace.engine.unread.front_padded`).
     """
 
     events: Sequence[Event]
@@ -83,6 +85,7 @@ class Analysis:
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
     windows: Sequence[tuple[str, str, int]] = ()
+    padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

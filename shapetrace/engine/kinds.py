@@ -68,8 +68,7 @@ class Kind(StrEnum):
     # -- products and scores -----------------------------------------------------------------------
     ATTENDS_OVER_WRONG_AXIS = ("attends-over-wrong-axis", "error",
         "a matmul batches over tokens and multiplies heads × heads (the `view` bug if `T == H`, or `transpose(0, 1)`)")
-    CONTRACTS_DIFFERENT_AXES = (
-        "contracts-different-axes", "error",
+    CONTRACTS_DIFFERENT_AXES = ("contracts-different-axes", "error",
         "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
         "when `T == d_k`)")
     BATCH_MISMATCH = ("batch-mismatch", "error", "a batched matmul lines up unrelated batch axes")
@@ -89,8 +88,7 @@ class Kind(StrEnum):
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
     TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "
                           "(`pe[:x.size(0)]` on `[B, T, D]`): each entry gets the row of its place in the batch")
-    SOFTMAX_IMPLICIT_DIM = (
-        "softmax-implicit-dim", "error",
+    SOFTMAX_IMPLICIT_DIM = ("softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
         "(a note when which axis holds the keys is not known)", ("note",))
     SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "the scores' scale is not `1/√d_k`, or changes per call")
@@ -103,8 +101,7 @@ class Kind(StrEnum):
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
                               "a mask tiled `H·B` (`repeat(H, 1, 1)`), or a bias folded so (ALiBi transposed "
                               "before its reshape), against scores batched `B·H`")
-    BROADCAST_MISMATCH = (
-        "broadcast-mismatch", "error",
+    BROADCAST_MISMATCH = ("broadcast-mismatch", "error",
         "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "
         "mask on `[B, H, T, T]` scores, a rotary table `[B, T, 1, d_k]` on `[B, H, T, d_k]` at T == H)")
     MASK_HIDES_EVERY_KEY = ("mask-hides-every-key", "error",
@@ -135,8 +132,7 @@ class Kind(StrEnum):
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
                             "a running sum or product (`cumsum`, `cumprod`) along the heads, the batch or a head's "
                             "features, which carries one head's, sequence's or feature's values into the next")
-    REDUCTION_OVER_WRONG_AXIS = (
-        "reduction-over-wrong-axis", "error",
+    REDUCTION_OVER_WRONG_AXIS = ("reduction-over-wrong-axis", "error",
         "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
         "batch of per-head values, or of attention scores that then weigh the values")
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
@@ -203,6 +199,10 @@ class Kind(StrEnum):
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
         "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
         "by design; the values cannot say which, so the verdict does not claim the mask was checked")
+    POSITIONS_SHARED_OVER_PADDING = ("positions-shared-over-padding", "note",
+        "a table looked up by one row of positions shared by every batch entry (`arange(T)[None]`) while the model "
+        "was given a mask with a row padded in front: that row's real tokens read other positions than an unpadded "
+        "row's (learned absolute positions shifted by the padding, `cumsum(mask) - 1` meant), unless by design")
     WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
         "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
         "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "

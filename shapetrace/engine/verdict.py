@@ -66,6 +66,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
                    "window-width-unchecked": "a sliding window's width was read on a mask's values, and no window "
                                              "the model's modules hold says it",
+                   "positions-shared-over-padding": "a table of positions is read by one row shared by every entry "
+                                                    "while a row of the mask given is padded in front",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "
