@@ -139,8 +139,7 @@ class Kind(StrEnum):
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
     POOLED_OVER_PADDING = ("pooled-over-padding", "warning", "a `mean` over a padded batch's tokens, padding included")
-    KEYS_CHANGE_SEQUENCE = (
-        "keys-change-sequence", "warning",
+    KEYS_CHANGE_SEQUENCE = ("keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "
         "later call (a cross-attention handed the decoder's own cache at a decoding step)")
     POSITIONS_ACROSS_SEQUENCES = ("positions-across-sequences", "warning", "a bias read from a table at pairs of "
@@ -150,8 +149,7 @@ class Kind(StrEnum):
                                      "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows "
                                      "that product compares, not along them")
 
-    DISTANCE_BIAS_REVERSED = (
-        "distance-bias-reversed", "error",
+    DISTANCE_BIAS_REVERSED = ("distance-bias-reversed", "error",
         "a position bias on the scores that grows linearly with the distance between query and key in every "
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
@@ -183,13 +181,11 @@ class Kind(StrEnum):
     DIRECTION_UNCHECKED = ("direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
-    HEADS_MIXED_BY_MATRIX = (
-        "heads-mixed-by-matrix", "note",
+    HEADS_MIXED_BY_MATRIX = ("heads-mixed-by-matrix", "note",
         "the heads of the scores summed against a learned matrix over the heads (talking-heads attention, "
         "`einsum('b h i j, h k -> b k i j', dots, W)`): each new head mixes every head on purpose, so the heads "
         "after it are named by nothing and not checked by name")
-    ATTENDS_OVER_CHANNELS = (
-        "attends-over-channels", "note",
+    ATTENDS_OVER_CHANNELS = ("attends-over-channels", "note",
         "a softmax over the features of a feature-by-feature product that summed over the tokens, whose weights "
         "then mix each token's features of the values (cross-covariance attention, XCiT's `XCA`): attention "
         "over channels by design, or q, k and v all permuted by one slip; the run cannot say which, so the "
@@ -203,6 +199,10 @@ class Kind(StrEnum):
         "a table looked up by one row of positions shared by every batch entry (`arange(T)[None]`) while the model "
         "was given a mask with a row padded in front: that row's real tokens read other positions than an unpadded "
         "row's (learned absolute positions shifted by the padding, `cumsum(mask) - 1` meant), unless by design")
+    IDS_READ_BY_TWO_TABLES = ("ids-read-by-two-tables", "note",
+        "one ids tensor looks up two tables whose rows are then added (`position_embeddings(token_type_ids)` beside "
+        "`token_type_embeddings(token_type_ids)`): two such tables are one table of their sums, so one of them was "
+        "likely meant to read other ids (positions); which ids each table takes is not checked")
     WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
         "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
         "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "

@@ -18,7 +18,7 @@ First sight (``round_outcome``: at DIMS / at equal sizes; the CLI, ``cd /tmp && 
 file                       variant                  first sight on f2f1c37 (DIMS/equal; CLI)     now (CLI)
 =========================  =======================  ===========================================  ================
 mgca_token_type_positions  (correct)                ✓ 23 ops / ?; CLI ✓                          unchanged
-mgca_token_type_positions  token-type-as-positions  ✓ 22 ops / ?; CLI ✓ (missed)                 unchanged
+mgca_token_type_positions  token-type-as-positions  ✓ 22 ops / ?; CLI ✓ (missed)                 CLI ? (caught)
 gpt2_left_pad_positions    (correct)                ✓ 25 ops / ?; CLI ✗ causal-mask-leaks        CLI ✓ 26 ops
                                                     (false: a left-padded query, no key left)
 gpt2_left_pad_positions    positions-without-mask   ✓ 24 ops / ?; CLI ✗ causal-mask-leaks (the   CLI ? (caught)
@@ -47,8 +47,10 @@ equal sizes, where the names rest on sizes that H shares).
 
 Known misses (value-level slips no name or layout contract decides, each a ``missed`` row and an xfail below):
 
-* MGCA: the position table indexed by the token types: indices of the right shape and dtype; no check reads
-  which tensor a learned position table should be indexed by (an ``arange`` over the tokens);
+* MGCA (caught since the commit after b2f62da, ``?``): the position table indexed by the token types. No check
+  says which ids a table should take, but the token types now read two tables whose lookups are added
+  (engine/lookups.ids_read_twice: two tables read by one ids tensor are one table of their sums): an
+  ``ids-read-by-two-tables`` note, no ``✓``; the correct file's tables each read their own ids (still ``✓``);
 * GPT-2 (caught since the commit after b2f62da, ``?``): positions counted from column 0 under a left-padded mask.
   engine/rules/unread.positions_shared_over_padding: ``wpe`` is read by one row of positions shared by every entry
   (``arange(T)[None]``) while the ``attention_mask`` given has a row padded in front (engine/unread.front_padded),
@@ -82,7 +84,7 @@ OK, UNSURE = ("✓", ()), ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
 EXPECTED = {
     (mgca_token_type_positions, ""): [OK, UNSURE],
-    (mgca_token_type_positions, "token-type-as-positions"): [OK, UNSURE],        # (missed)
+    (mgca_token_type_positions, "token-type-as-positions"): [UNSURE, UNSURE],    # (✓, missed, up to b2f62da)
     (gpt2_left_pad_positions, ""): [OK, UNSURE],
     (gpt2_left_pad_positions, "positions-without-mask"): [UNSURE, UNSURE],      # (✓, missed, up to b2f62da)
     (gemma3_mask_unplumbed, ""): [UNSURE, UNSURE],
@@ -92,8 +94,6 @@ EXPECTED = {
     (openclip_cls_pad_mask, "cls-mask-first"): [("✗", ("mask-wrong-axis",)), UNSURE],   # (added in round 14)
 }
 MISSED = {
-    (mgca_token_type_positions, "token-type-as-positions"):
-        "a learned position table indexed by the token types: no check reads which ids a position table takes",
     (openclip_cls_pad_mask, "no-cls-mask"):
         "the CLS reads the padding, but the bug never computes which tokens are padding (text != pad_id)",
 }
@@ -137,3 +137,10 @@ def test_left_padded_gpt2_positions_counted_from_column_0_are_not_checked():
     """``positions-without-mask`` was ``✓`` (a strict xfail, ``missed``) on b2f62da."""
     assert round_outcome(gpt2_left_pad_positions, "positions-without-mask", gpt2_left_pad_positions.DIMS[0]) \
         == ("?", ())
+
+
+def test_a_position_table_read_by_the_token_types_is_not_checked():
+    """``token-type-as-positions`` was ``✓`` (a strict xfail, ``missed``) on b2f62da."""
+    assert round_outcome(mgca_token_type_positions, "token-type-as-positions", mgca_token_type_positions.DIMS[0]) \
+        == ("?", ())
+

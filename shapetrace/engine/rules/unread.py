@@ -73,3 +73,23 @@ def positions_shared_over_padding(analysis: Analysis) -> list[Diagnostic]:
                 f"Count each row's positions from its first real token: position_ids = {name}.long().cumsum(-1) - 1, "
                 f"then position_ids.masked_fill_({name} == 0, 1)."))
     return out
+
+
+def ids_read_by_two_tables(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each pair of tables looked up by one ids tensor and summed
+    (:func:`~shapetrace.engine.lookups.ids_read_twice`; HKU-MedAI/MGCA issue #13: BERT's position table read by
+    the token types): one of them was likely meant to read other ids. A note (``?``): which ids a table should
+    take is not recorded."""
+    events = {e.index: e for e in analysis.events}
+    out = []
+    for a, b in analysis.ids_read_twice:
+        first, second = events[a], events[b]
+        ids = fmt_named(second.inputs[0].dims, second.inputs[0].shape) if second.inputs else "?"
+        out.append(Kind.IDS_READ_BY_TWO_TABLES.found(b, (
+            f"{second.op} #{b} ({second.module}) reads the same ids {ids} as {first.op} #{a} ({first.module}), and "
+            "the two lookups are added: two tables read by one ids tensor are one table of their sums, so one of "
+            "them was likely meant to read other ids (positions: an arange over the tokens); not checked."),
+            f"Give {second.module or 'the second table'} its own ids (position_ids = torch.arange(T)[None] for a "
+            "position table)."))
+    return out
+
