@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-#: the additions followed (``a + b``, ``a += b``)
-_SUMS = frozenset({"add", "__add__", "__iadd__", "add_", "__radd__"})
+from shapetrace.engine.ops import is_addition
 
 
 def ids_read_twice(records: Sequence, rows: Mapping[int, int]) -> tuple[tuple[int, int], ...]:
@@ -23,10 +22,12 @@ def ids_read_twice(records: Sequence, rows: Mapping[int, int]) -> tuple[tuple[in
     summed: dict[int, frozenset[int]] = {}          # record -> the lookups it is, or adds up
     found: list[tuple[int, int]] = []
     for index, record in enumerate(records):
-        name = getattr(getattr(record, "spec", None), "name", None)   # (a declared name or a setup mark: no op)
-        if name == "embedding" and record.ins and record.module >= 0:
+        spec = getattr(record, "spec", None)   # (None: a declared name, no op)
+        if spec is None:
+            pass
+        elif spec.looks_up and record.ins and record.module >= 0:   # (``embedding``: a table per module)
             summed[index] = frozenset({index})
-        elif name in _SUMS:
+        elif is_addition(spec):
             parts = frozenset().union(*(summed.get(made.get(n, -1), frozenset()) for n in record.ins))
             if parts:
                 summed[index] = parts
