@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from shapetrace.engine.ops import is_addition
-
 
 def ids_read_twice(records: Sequence, rows: Mapping[int, int]) -> tuple[tuple[int, int], ...]:
     """``(event, event)`` of each pair of ``embedding`` calls in two modules (two tables) that read the same ids
@@ -27,7 +25,7 @@ def ids_read_twice(records: Sequence, rows: Mapping[int, int]) -> tuple[tuple[in
             pass
         elif spec.looks_up and record.ins and record.module >= 0:   # (``embedding``: a table per module)
             summed[index] = frozenset({index})
-        elif is_addition(spec):
+        elif spec.additive:   # (``a + b``, ``a += b``: the registry's additions)
             parts = frozenset().union(*(summed.get(made.get(n, -1), frozenset()) for n in record.ins))
             if parts:
                 summed[index] = parts

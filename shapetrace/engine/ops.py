@@ -208,15 +208,6 @@ def is_convolution(op: OpSpec | str) -> bool:
     return spec_for(op).names is pr.conv
 
 
-#: the additions: ``a + b``, ``a += b``, ``torch.add``
-_ADDITIONS = frozenset({"add", "__add__", "__iadd__", "add_", "__radd__"})
-
-
-def is_addition(op: OpSpec | str) -> bool:
-    """An elementwise sum of two operands (what :mod:`.lookups` follows between summed table lookups)."""
-    return spec_for(op).name in _ADDITIONS
-
-
 def is_recurrence(op: OpSpec | str) -> bool:
     """lstm, gru, rnn_tanh, rnn_relu (what ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call): a run along the sequence
     whose outputs mix the tokens of the frame it is given, as an attention's do."""
