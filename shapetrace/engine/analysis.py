@@ -57,6 +57,12 @@ class Analysis:
             (:func:`~shapetrace.engine.unread.bypassed_projections`).
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
+        windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
+            :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
+        padded_in_front: ``(argument name, its axes' labels, its shape)`` of each mask the model was given with a row
+            padded in front (:func:`~shapetrace.engine.unread.front_padded`).
+        ids_read_twice: ``(event, event)``: two tables looked up by one ids tensor and summed
+            (:func:`~shapetrace.engine.lookups.ids_read_twice`).
     """
 
     events: Sequence[Event]
@@ -80,6 +86,9 @@ class Analysis:
     bypassed: Sequence[int] = field(default_factory=tuple)
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
+    windows: Sequence[tuple[str, str, int]] = ()
+    padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
+    ids_read_twice: Sequence[tuple[int, int]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

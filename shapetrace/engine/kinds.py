@@ -68,8 +68,7 @@ class Kind(StrEnum):
     # -- products and scores -----------------------------------------------------------------------
     ATTENDS_OVER_WRONG_AXIS = ("attends-over-wrong-axis", "error",
         "a matmul batches over tokens and multiplies heads × heads (the `view` bug if `T == H`, or `transpose(0, 1)`)")
-    CONTRACTS_DIFFERENT_AXES = (
-        "contracts-different-axes", "error",
+    CONTRACTS_DIFFERENT_AXES = ("contracts-different-axes", "error",
         "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
         "when `T == d_k`)")
     BATCH_MISMATCH = ("batch-mismatch", "error", "a batched matmul lines up unrelated batch axes")
@@ -89,8 +88,7 @@ class Kind(StrEnum):
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
     TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "
                           "(`pe[:x.size(0)]` on `[B, T, D]`): each entry gets the row of its place in the batch")
-    SOFTMAX_IMPLICIT_DIM = (
-        "softmax-implicit-dim", "error",
+    SOFTMAX_IMPLICIT_DIM = ("softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
         "(a note when which axis holds the keys is not known)", ("note",))
     SCALE_NOT_HEAD_DIM = ("scale-not-head-dim", "warning", "the scores' scale is not `1/√d_k`, or changes per call")
@@ -103,8 +101,7 @@ class Kind(StrEnum):
     MASK_WRONG_BATCH_ORDER = ("mask-wrong-batch-order", "error",
                               "a mask tiled `H·B` (`repeat(H, 1, 1)`), or a bias folded so (ALiBi transposed "
                               "before its reshape), against scores batched `B·H`")
-    BROADCAST_MISMATCH = (
-        "broadcast-mismatch", "error",
+    BROADCAST_MISMATCH = ("broadcast-mismatch", "error",
         "an elementwise op or mask whose broadcast lines up two named axes of different roles (a `[B, T, T]` "
         "mask on `[B, H, T, T]` scores, a rotary table `[B, T, 1, d_k]` on `[B, H, T, d_k]` at T == H)")
     MASK_HIDES_EVERY_KEY = ("mask-hides-every-key", "error",
@@ -135,16 +132,14 @@ class Kind(StrEnum):
     SCAN_OVER_WRONG_AXIS = ("scan-over-wrong-axis", "error",
                             "a running sum or product (`cumsum`, `cumprod`) along the heads, the batch or a head's "
                             "features, which carries one head's, sequence's or feature's values into the next")
-    REDUCTION_OVER_WRONG_AXIS = (
-        "reduction-over-wrong-axis", "error",
+    REDUCTION_OVER_WRONG_AXIS = ("reduction-over-wrong-axis", "error",
         "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
         "batch of per-head values, or of attention scores that then weigh the values")
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
     POOLED_OVER_PADDING = ("pooled-over-padding", "warning", "a `mean` over a padded batch's tokens, padding included")
-    KEYS_CHANGE_SEQUENCE = (
-        "keys-change-sequence", "warning",
+    KEYS_CHANGE_SEQUENCE = ("keys-change-sequence", "warning",
         "the scores made on one line of one module hold keys of one sequence at one call and of another at a "
         "later call (a cross-attention handed the decoder's own cache at a decoding step)")
     POSITIONS_ACROSS_SEQUENCES = ("positions-across-sequences", "warning", "a bias read from a table at pairs of "
@@ -154,8 +149,7 @@ class Kind(StrEnum):
                                      "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows "
                                      "that product compares, not along them")
 
-    DISTANCE_BIAS_REVERSED = (
-        "distance-bias-reversed", "error",
+    DISTANCE_BIAS_REVERSED = ("distance-bias-reversed", "error",
         "a position bias on the scores that grows linearly with the distance between query and key in every "
         "head (ALiBi with its sign reversed): each query favours the farthest keys")
     CAUSAL_MASK_REVERSED = ("causal-mask-reversed", "error",
@@ -187,13 +181,11 @@ class Kind(StrEnum):
     DIRECTION_UNCHECKED = ("direction-unchecked", "note",
         "a mask or bias onto the scores whose values were not read (another device, too large, the meta "
         "device), so which keys it hides or favours was not checked")
-    HEADS_MIXED_BY_MATRIX = (
-        "heads-mixed-by-matrix", "note",
+    HEADS_MIXED_BY_MATRIX = ("heads-mixed-by-matrix", "note",
         "the heads of the scores summed against a learned matrix over the heads (talking-heads attention, "
         "`einsum('b h i j, h k -> b k i j', dots, W)`): each new head mixes every head on purpose, so the heads "
         "after it are named by nothing and not checked by name")
-    ATTENDS_OVER_CHANNELS = (
-        "attends-over-channels", "note",
+    ATTENDS_OVER_CHANNELS = ("attends-over-channels", "note",
         "a softmax over the features of a feature-by-feature product that summed over the tokens, whose weights "
         "then mix each token's features of the values (cross-covariance attention, XCiT's `XCA`): attention "
         "over channels by design, or q, k and v all permuted by one slip; the run cannot say which, so the "
@@ -203,6 +195,18 @@ class Kind(StrEnum):
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
         "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
         "by design; the values cannot say which, so the verdict does not claim the mask was checked")
+    POSITIONS_SHARED_OVER_PADDING = ("positions-shared-over-padding", "note",
+        "a table looked up by one row of positions shared by every batch entry (`arange(T)[None]`) while the model "
+        "was given a mask with a row padded in front: that row's real tokens read other positions than an unpadded "
+        "row's (learned absolute positions shifted by the padding, `cumsum(mask) - 1` meant), unless by design")
+    IDS_READ_BY_TWO_TABLES = ("ids-read-by-two-tables", "note",
+        "one ids tensor looks up two tables whose rows are then added (`position_embeddings(token_type_ids)` beside "
+        "`token_type_embeddings(token_type_ids)`): two such tables are one table of their sums, so one of them was "
+        "likely meant to read other ids (positions); which ids each table takes is not checked")
+    WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
+        "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
+        "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "
+        "`>=`): which width the model meant is a number of its configuration, so the width is not checked")
     MASK_UNEXERCISED = (
         "mask-unexercised", "note",
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it lines "
@@ -303,20 +307,16 @@ class Kind(StrEnum):
         "a parameter's `.grad` has another dtype than the parameter (its `.data` was cast after a backward)")
 
     # -- about the trace itself --------------------------------------------------------------------
-    DIMS_DISAGREE = (
-        "dims-disagree", "note",
+    DIMS_DISAGREE = ("dims-disagree", "note",
         "the sizes given (`--dims H=8`) disagree with the code (a view splits D into 4 × 16): said once, under "
         "the verdict, as a question about the sizes, never as a claim about the model")
-    AMBIGUOUS_SIZES = (
-        "ambiguous-sizes", "note",
+    AMBIGUOUS_SIZES = ("ambiguous-sizes", "note",
         "a name was chosen between two declared names of equal size (`[4, 4, D]` at B = T = 4: `[B, T, D]` or "
         "`[T, B, D]`) and no use settled it: name the input with `shapetrace.name(x, \"B T D\")`")
-    ORDER_OF_EQUAL_SIZES = (
-        "order-of-equal-sizes", "note",
+    ORDER_OF_EQUAL_SIZES = ("order-of-equal-sizes", "note",
         "an input fits more than one order of equal sizes (`[T, B, D]` read `[B, T, D]` at B = T) and a finding "
         "of one reading is not found in another: the names rest on that order, so it is not reported")
-    INFERENCE_FAILED = (
-        "inference-failed", "note",
+    INFERENCE_FAILED = ("inference-failed", "note",
         "a fault of shapetrace itself on this code: that op's results are left unnamed (every other op is "
         "still named and checked); `SHAPETRACE_STRICT=1` raises it instead")
     CHECK_FAILED = ("check-failed", "note",

@@ -103,6 +103,8 @@ class ModuleCalls:
         self._names: dict[int, str] = {}
         #: the first outermost call (:class:`.unread.FirstCall`); None before it
         self.first_call: FirstCall | None = None
+        #: ``(path, attribute, value)``: each window a called module holds (:func:`configured_windows`)
+        self.windows: list[tuple[str, str, int]] = []
 
     def path(self, slot: int) -> str:
         """The module path of ``slot`` ("" outside any module)."""
@@ -139,8 +141,18 @@ class ModuleCalls:
         """The run ended: name every module called, then let the modules go."""
         if self.first:
             self._named(len(self.first) - 1)
+        self.windows += [(self.paths[slot][0], *held) for slot, (module, _) in enumerate(self.first)
+                         if module is not None for held in configured_windows(module)]
         self.first = [(None, parent) for _, parent in self.first]
         self.seen.clear()
+
+
+def configured_windows(module) -> list[tuple[str, int]]:
+    """``(attribute, value)`` for each positive int a module holds under a name that says window
+    (``sliding_window``, ``window_size``, ``window``): the width a reader of the model checks a sliding-window
+    mask against (:func:`.rules.directions.window_widths`). Read after the run, from the module itself."""
+    return [(name, value) for name, value in vars(module).items()
+            if "window" in name.lower() and type(value) is int and value > 0]
 
 
 def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:

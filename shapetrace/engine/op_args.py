@@ -162,6 +162,18 @@ def _float_mask_facts(mask: Any) -> dict:
     return facts
 
 
+def _lookup_params(args: tuple, kwargs: dict) -> dict:
+    """``F.embedding(ids, table)`` whose ids are one row shared by every batch entry (1-d, or every axis but the
+    last of size 1) and not one value along it (``arange(T)[None]``: positions, not a constant token type):
+    ``{"shared_ids": True}``. Read on the CPU, up to :data:`MASK_READ_LIMIT` elements."""
+    ids = args[0] if args else kwargs.get("input")
+    if not _is_tensor(ids) or ids.device.type != "cpu" or ids.is_meta or ids.dim() == 0 or ids.is_floating_point() \
+            or any(n != 1 for n in ids.shape[:-1]) or not 1 < ids.shape[-1] <= MASK_READ_LIMIT:
+        return {}
+    row = ids.reshape(-1)
+    return {} if bool((row == row[0]).all()) else {"shared_ids": True}
+
+
 def _scan_params(args: tuple, kwargs: dict) -> dict:
     """The axis a scan (``cumsum``, ``cumprod``) runs along."""
     return {"dim": arg(args, kwargs, 1, "dim")}

@@ -22,6 +22,7 @@ from shapetrace.engine.op_args import (
     _einsum_params,
     _is_tensor,
     _linear_params,
+    _lookup_params,
     _norm_params,
     _number,
     _reduce_params,
@@ -269,7 +270,7 @@ ENTRIES: list[OpSpec] = [
     *_meta_only("norm", "local_response_norm"),
     # ``F.embedding(ids, weight)``; ``torch.embedding(weight, ids)`` takes its operands the other way round
     OpSpec("embedding", "new", pr.embedding, words="looks up one vector per token id", meta="embedding",
-           callable="torch.nn.functional.embedding", looks_up=True,
+           callable="torch.nn.functional.embedding", looks_up=True, params=_lookup_params, params_read_values=True,
            operands=lambda a, k: [t for t in (a[:1] or [k.get("input")]) if _is_tensor(t)]),
     OpSpec("dropout", "new", pr.same, params=_dropout_params, words="zeroes values at random", family=F.DROPOUT,
            backward="the incoming grad {out} is zeroed and scaled where the forward was: {in0}",

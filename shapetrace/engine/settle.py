@@ -14,6 +14,7 @@ from shapetrace.engine.events import Event
 from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
+from shapetrace.engine.lookups import ids_read_twice
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
@@ -63,6 +64,9 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         unread=unread_arguments(capture),
         bypassed=tuple(rows[r] for r in bypassed_projections(capture) if r in rows),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
-        output_dims=None if output is None else labels_of(output),
+        output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
+        padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
+                                                                            "arguments", ()) if a.front_padded),
+        ids_read_twice=ids_read_twice(capture.records, rows),
     )
 

@@ -34,6 +34,7 @@ class Argument(NamedTuple):
     node: int          # the node it held when the call started
     shape: tuple[int, ...]
     dtype: str         # ``bool``, ``float32``...
+    front_padded: bool = False   # a 2-d mask of two values with a row padded in front (:func:`front_padded`)
 
 
 @dataclass
@@ -54,11 +55,35 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
     passed = [*((names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)),
               *kwargs.items()]
     with torch._C.DisableTorchFunction():   # (reading a tensor's facts is not the traced code's work)
-        found = tuple(Argument(name, capture.node_of(a), tuple(a.shape), str(a.dtype).removeprefix("torch."))
+        found = tuple(Argument(name, capture.node_of(a), tuple(a.shape), str(a.dtype).removeprefix("torch."),
+                               front_padded(a))
                       for name, a in passed
                       if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
                       and not any(a is held for held in module._buffers.values()))
     capture.module_calls.first_call = FirstCall(start, found)
+
+
+def front_padded(t: torch.Tensor, limit: int = 1 << 16) -> bool:
+    """Is ``t`` a ``(B, T)`` padding mask with a row padded in front (left padding)? Two values only; a row that
+    holds one value alone (an unpadded sequence: that value marks the real tokens, whichever convention) and a
+    row of the other value then that one (its pads first). Read on the CPU, up to ``limit`` elements.
+
+    >>> left, right = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]]), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    >>> front_padded(left), front_padded(right)
+    (True, False)
+    """
+    if t.dim() != 2 or t.shape[1] < 2 or t.device.type != "cpu" or t.is_meta or not 0 < t.numel() <= limit \
+            or t.is_complex():
+        return False
+    values = t.unique()
+    if values.numel() != 2:
+        return False
+    for real in values:
+        rows = t == real                                                    # (B, T): True at the real tokens
+        whole, sorted_rows = rows.all(1), rows.int().cummax(1).values.bool()
+        if bool(whole.any()) and bool(((rows == sorted_rows).all(1) & ~rows[:, 0] & rows[:, -1]).any()):
+            return True
+    return False
 
 
 def note_end(capture: Capture, result=None) -> None:

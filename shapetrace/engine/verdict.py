@@ -64,6 +64,11 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                          "chunk taken the wrong way round, or by design: XLNet, Reformer)",
                    "batch-picked": "one entry of the batch was picked and the others dropped for good",
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
+                   "window-width-unchecked": "a sliding window's width was read on a mask's values, and no window "
+                                             "the model's modules hold says it",
+                   "positions-shared-over-padding": "a table of positions is read by one row shared by every entry "
+                                                    "while a row of the mask given is padded in front",
+                   "ids-read-by-two-tables": "one ids tensor looks up two tables that are then added",
                    "mask-unexercised": "a mask hid nothing on this input, and neither its layout nor its names "
                                        "prove that it lines up with the keys",
                    "batch-unexercised": "a view places an axis of one entry (the batch) against memory order, "

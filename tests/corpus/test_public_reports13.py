@@ -18,10 +18,10 @@ First sight (``round_outcome``: at DIMS / at equal sizes; the CLI, ``cd /tmp && 
 file                       variant                  first sight on f2f1c37 (DIMS/equal; CLI)     now (CLI)
 =========================  =======================  ===========================================  ================
 mgca_token_type_positions  (correct)                ✓ 23 ops / ?; CLI ✓                          unchanged
-mgca_token_type_positions  token-type-as-positions  ✓ 22 ops / ?; CLI ✓ (missed)                 unchanged
+mgca_token_type_positions  token-type-as-positions  ✓ 22 ops / ?; CLI ✓ (missed)                 CLI ? (caught)
 gpt2_left_pad_positions    (correct)                ✓ 25 ops / ?; CLI ✗ causal-mask-leaks        CLI ✓ 26 ops
                                                     (false: a left-padded query, no key left)
-gpt2_left_pad_positions    positions-without-mask   ✓ 24 ops / ?; CLI ✗ causal-mask-leaks (the   CLI ✓ (missed)
+gpt2_left_pad_positions    positions-without-mask   ✓ 24 ops / ?; CLI ✗ causal-mask-leaks (the   CLI ? (caught)
                                                     same false reason, not the bug)
 gemma3_mask_unplumbed      (correct)                ? 51 of 51 / ? 25 of 51; CLI ? (#6           unchanged
                                                     ``pad(is_image)[:, :-1]`` keeps (1+T)[0:6])
@@ -47,10 +47,15 @@ equal sizes, where the names rest on sizes that H shares).
 
 Known misses (value-level slips no name or layout contract decides, each a ``missed`` row and an xfail below):
 
-* MGCA: the position table indexed by the token types: indices of the right shape and dtype; no check reads
-  which tensor a learned position table should be indexed by (an ``arange`` over the tokens);
-* GPT-2: positions counted from column 0 under a left-padded mask; the engine has no check of absolute
-  (learned) positions against the padding the mask shows (its position checks are rotary's, at a decode step);
+* MGCA (caught since the commit after b2f62da, ``?``): the position table indexed by the token types. No check
+  says which ids a table should take, but the token types now read two tables whose lookups are added
+  (engine/lookups.ids_read_twice: two tables read by one ids tensor are one table of their sums): an
+  ``ids-read-by-two-tables`` note, no ``✓``; the correct file's tables each read their own ids (still ``✓``);
+* GPT-2 (caught since the commit after b2f62da, ``?``): positions counted from column 0 under a left-padded mask.
+  engine/rules/unread.positions_shared_over_padding: ``wpe`` is read by one row of positions shared by every entry
+  (``arange(T)[None]``) while the ``attention_mask`` given has a row padded in front (engine/unread.front_padded),
+  the same token axis by name: a ``positions-shared-over-padding`` note, no ``✓`` (a note, not ``✗``: a model
+  may have been trained so). The correct file's per-row ``cumsum(mask) - 1`` keeps its ``✓``;
 * open_clip: which tokens are padding is never computed in the bug (``text != pad_id`` is the fix's own line),
   so nothing in the run tells the CLS's reads of them from its reads of text. The padding contract
   (engine/padding.py, "padding stays unread") needs a padding mask given to the call beside its input, used
@@ -79,9 +84,9 @@ OK, UNSURE = ("✓", ()), ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
 EXPECTED = {
     (mgca_token_type_positions, ""): [OK, UNSURE],
-    (mgca_token_type_positions, "token-type-as-positions"): [OK, UNSURE],        # (missed)
+    (mgca_token_type_positions, "token-type-as-positions"): [UNSURE, UNSURE],    # (✓, missed, up to b2f62da)
     (gpt2_left_pad_positions, ""): [OK, UNSURE],
-    (gpt2_left_pad_positions, "positions-without-mask"): [OK, UNSURE],          # (missed)
+    (gpt2_left_pad_positions, "positions-without-mask"): [UNSURE, UNSURE],      # (✓, missed, up to b2f62da)
     (gemma3_mask_unplumbed, ""): [UNSURE, UNSURE],
     (gemma3_mask_unplumbed, "causal-mask-passed"): [UNSURE, UNSURE],
     (openclip_cls_pad_mask, ""): [UNSURE, UNSURE],
@@ -89,10 +94,6 @@ EXPECTED = {
     (openclip_cls_pad_mask, "cls-mask-first"): [("✗", ("mask-wrong-axis",)), UNSURE],   # (added in round 14)
 }
 MISSED = {
-    (mgca_token_type_positions, "token-type-as-positions"):
-        "a learned position table indexed by the token types: no check reads which ids a position table takes",
-    (gpt2_left_pad_positions, "positions-without-mask"):
-        "absolute positions from column 0 under a left-padded mask: no check of learned positions against padding",
     (openclip_cls_pad_mask, "no-cls-mask"):
         "the CLS reads the padding, but the bug never computes which tokens are padding (text != pad_id)",
 }
@@ -113,8 +114,9 @@ def test_known_misses_get_no_check_mark(module, bug):
 @pytest.mark.parametrize("bug", ["", "positions-without-mask"])
 def test_the_cli_finds_the_left_padded_gpt2s_padding_unread(bug):
     """``shapetrace trace`` measures the padding contract (engine/padding.py) on the given ``attention_mask``:
-    both variants keep the padding unread (the bug is in the positions, which this contract does not read:
-    still a known miss above); on d4a212b the verdict listed no such contract."""
+    both variants keep the padding unread (the bug is in the positions, which this contract does not read); on
+    d4a212b the verdict listed no such contract. The bug's verdict was ``✓ checked all`` up to b2f62da; it is now
+    ``?`` for its positions (``positions-shared-over-padding``), the contracts still held."""
     from typer.testing import CliRunner
 
     from shapetrace.cli.app import app
@@ -123,7 +125,22 @@ def test_the_cli_finds_the_left_padded_gpt2s_padding_unread(bug):
     args = ["trace", script, *([bug] if bug else []), "--dims", dims]
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0
-    verdict = " ".join(result.output[result.output.index("✓ checked all"):].split())   # (the verdict, unwrapped)
+    start = result.output.index("? checked 25 of 25" if bug else "✓ checked all")
+    verdict = " ".join(result.output[start:].split())   # (the verdict, unwrapped)
+    assert ("positions-shared-over-padding" in result.output) == bool(bug)
     assert "held on the values: batch entries stay apart, each token depends on itself, the causal mask holds, " \
            "padding stays unread;" in verdict
     assert "✗" not in result.output
+
+
+def test_left_padded_gpt2_positions_counted_from_column_0_are_not_checked():
+    """``positions-without-mask`` was ``✓`` (a strict xfail, ``missed``) on b2f62da."""
+    assert round_outcome(gpt2_left_pad_positions, "positions-without-mask", gpt2_left_pad_positions.DIMS[0]) \
+        == ("?", ())
+
+
+def test_a_position_table_read_by_the_token_types_is_not_checked():
+    """``token-type-as-positions`` was ``✓`` (a strict xfail, ``missed``) on b2f62da."""
+    assert round_outcome(mgca_token_type_positions, "token-type-as-positions", mgca_token_type_positions.DIMS[0]) \
+        == ("?", ())
+

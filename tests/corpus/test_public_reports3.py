@@ -98,8 +98,8 @@ EXPECTED = {
     (seq2seq_cross_mask, "trg-mask-in-cross"): [UNSURE, UNSURE],
     (xl_relative_bias, ""): [UNSURE, UNSURE],
     (xl_relative_bias, "queries-from-zero"): [UNSURE, UNSURE],
-    (mistral_window, ""): [OK, UNSURE],   # (? 20 of 21 at 48779ab)
-    (mistral_window, "window-plus-one"): [OK, UNSURE],   # (a twin)
+    (mistral_window, ""): [UNSURE, UNSURE],   # (? 20 of 21 at 48779ab; ✓ up to b2f62da: the width unchecked)
+    (mistral_window, "window-plus-one"): [UNSURE, UNSURE],   # (a twin; ✓ up to b2f62da)
     (getnext_pe_batch, ""): [UNSURE, UNSURE],
     (getnext_pe_batch, "pe-on-batch"): [("!", ("table-cut-to-batch",))] * 2,   # (? at 48779ab)
     (unsloth_left_pad_positions, ""): [UNSURE, UNSURE],

@@ -108,7 +108,7 @@ EXPECTED = {
     (dinov2_registers, ""): [OK, UNSURE],
     (dinov2_registers, "qkv-permute"): [("✗", ("attends-over-wrong-axis", "mixed-axis")), ("✗", ("mixed-axis",))],
     (dinov2_registers, "registers-as-patches"): [UNSURE, UNSURE],
-    (flex_score_mod, ""): [OK, UNSURE],
+    (flex_score_mod, ""): [UNSURE, UNSURE],   # (✓ up to b2f62da: its band of window + 1 keys, unchecked)
     (flex_score_mod, "alibi-reversed"): [("✗", ("distance-bias-reversed",))] * 2,
     (flex_score_mod, "causal-reversed"): [("✗", ("causal-mask-reversed",))] * 2,
     (torchtune_mha, ""): [UNSURE, UNSURE],

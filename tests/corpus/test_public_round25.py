@@ -61,7 +61,7 @@ EXPECTED = {
     (lambda_layer, ""): [UNSURE, UNSURE],
     (lambda_layer, "keys-softmax-over-width"): [UNSURE, UNSURE],
     (lambda_layer, "output-grid-transposed"): [("✗", ("mixed-axis",)), UNSURE],
-    (sparse_strided, ""): [OK, UNSURE],
+    (sparse_strided, ""): [UNSURE, UNSURE],   # (✓ up to b2f62da: its local band's width, held by no window)
     (sparse_strided, "strided-rows-columns-swapped"): [("✗", ("causal-mask-reversed",))] * 2,
     (sparse_strided, "merge-without-permute"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
     (chunked_memory_efficient, ""): [UNSURE, UNSURE],

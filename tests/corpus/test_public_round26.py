@@ -16,7 +16,7 @@ roberta         mask-on-queries        ✗ mask-wrong-axis          ✗ (same)  
 roberta         softmax-over-queries   ✗ softmax-wrong-axis       ✗ (same)       ✗ (same)
 mixtral         (correct)              ✓ all 82                   ? 30 of 82     ✓ all 82
 mixtral         kv-heads-tiled         ✗ gqa-head-order           ✗ (same)       ✗ (same)
-mixtral         window-off-by-one      ✓ all 82 (a bug: missed)   ? 34 of 82     ✓ (missed)
+mixtral         window-off-by-one      ✓ all 82 (a bug: missed)   ? 34 of 82     ✓ (missed; now ?: below)
 pix2struct      (correct)              ? 0 of 25                  ? 0 of 25      ✗ cache-slot-skipped (false)
 pix2struct      mask-after-softmax     ? 0 of 25                  ? 0 of 25      ✗ cache-slot-skipped (wrong
                                                                                  cause: at the patches' build)
@@ -42,8 +42,12 @@ as a cache read past a skipped slot. A cache read takes back the step just writt
 read that takes none of the slots this run wrote along that axis reads another part of the buffer: the written
 slot must now lie within the read. Pix2Struct under the CLI: ✗ -> ? (``test_pix2struct_build_traced_as_the_cli``).
 
-What stays and why: Mixtral ``window-off-by-one`` keeps ``✓`` (``missed``): a window of 4 keys is as causal and
-as banded as one of 3; nothing recorded says which width the model meant. Pix2Struct stays ``? 0 of 25`` at its
+Mixtral ``window-off-by-one`` was ``✓`` (``missed``) up to b2f62da: a window of 4 keys is as causal and as banded
+as one of 3. Now ``?`` at DIMS (and under the CLI): engine/rules/directions.window_widths reads the band's width
+on the mask's values (4 keys) and the windows the model's modules hold (``sliding_window = 3``), and where none
+is that width says so in a ``window-width-unchecked`` note, which keeps the ``✓`` (not ``✗``: mistral-src's own
+``triu(-sliding_window)`` keeps ``sliding_window + 1`` keys by design, tests/corpus/public11/mistral_sliding.py).
+The correct file's band of 3 keys is ``sliding_window``: still ``✓``. Pix2Struct stays ``? 0 of 25`` at its
 declared ``P=12``: the patches enter as ``(B, T, 2 + P)``, a shape no declared seed fits, so nothing is named;
 declared in the input's order (``B=2 T=6 F=14 D=32 H=4``) the CLI checks 26 of 28 and ``mask-on-queries`` is
 ``✗ mask-wrong-axis``, while the correct file stays ``?`` (the ``patch_projection`` from ``F[2:14]`` to 32 keeps no
@@ -58,7 +62,7 @@ from __future__ import annotations
 import torch
 
 import shapetrace
-from tests.corpus.helpers import findings, round_tests, verdict_line
+from tests.corpus.helpers import findings, round_tests, traced_build, verdict_line
 from tests.corpus.public26 import mixtral, pix2struct, roberta, vit22b_parallel
 
 MODULES = (roberta, mixtral, pix2struct, vit22b_parallel)
@@ -71,7 +75,7 @@ EXPECTED = {
     (roberta, "softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,
     (mixtral, ""): [OK, UNSURE],
     (mixtral, "kv-heads-tiled"): [("✗", ("gqa-head-order",))] * 2,
-    (mixtral, "window-off-by-one"): [OK, UNSURE],
+    (mixtral, "window-off-by-one"): [UNSURE, UNSURE],   # (✓ at DIMS, missed, up to b2f62da)
     (pix2struct, ""): [UNSURE, UNSURE],
     (pix2struct, "mask-after-softmax"): [UNSURE, UNSURE],
     (pix2struct, "mask-on-queries"): [UNSURE, UNSURE],
@@ -86,8 +90,8 @@ EXPECTED = {
 #: measured once)
 EQUAL_TESTED: set = set()
 
-#: a window one key wider is as causal and banded as the one meant: nothing recorded says which width was meant
-MISSED = {(mixtral, "window-off-by-one")}
+#: no known miss left (Mixtral's window one key wider was one up to b2f62da)
+MISSED: set = set()
 
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
@@ -103,3 +107,14 @@ def test_pix2struct_build_traced_as_the_cli():
     assert findings(t) == ()
     assert verdict_line(t).startswith("? checked 0 of 27 ops that could carry a layout bug; not checked (unnamed "
                                       "axes): #0 __setitem__, #1 __setitem__, ")
+
+
+def test_a_window_one_key_wider_than_the_models_sliding_window_is_not_checked():
+    """``window-off-by-one`` (``q_idx - kv_idx > sliding_window``: 4 keys per query under ``sliding_window = 3``)
+    was ``✓ all 82`` on b2f62da; the width is now checked against the window the model holds."""
+    t = traced_build(mixtral, "window-off-by-one", mixtral.DIMS[0])
+    assert verdict_line(t)[0] == "?"
+    assert [d.message for d in t.diagnostics if d.kind == "window-width-unchecked"] == [
+        "add #38 applies a causal sliding window of 4 keys per query (read on the mask's values), and no window "
+        "the model holds is 4 (sliding_window = 3): which width the model meant is a number of its configuration, "
+        "so the width is not checked."]

@@ -250,10 +250,12 @@ def test_a_window_that_looks_ahead_by_design_declares_no_causal_mask(ahead, behi
 @pytest.mark.parametrize("behind", [None, 2])
 def test_a_causal_tril_and_a_causal_window_still_declare_the_mask(behind):
     """``tril()`` (and a causal window ``tril().triu(-w)``, mistral's sliding window) still declares it: the
-    causal contract is measured and holds."""
+    causal contract is measured and holds. The window's width (3 keys) is held by no module, so since the commit
+    after b2f62da the window is ``?`` (a window-width-unchecked note: engine/rules/directions.window_widths)."""
     report = _windowed(0, behind).report()
     assert [d.kind for d in report.diagnostics if d.severity != "note"] == []
-    assert CAUSAL in report.contracts and report.verdict.mark == "✓"
+    assert [d.kind for d in report.diagnostics] == ([] if behind is None else ["window-width-unchecked"])
+    assert CAUSAL in report.contracts and report.verdict.mark == ("✓" if behind is None else "?")
 
 
 def test_a_beam_reorder_by_a_computed_index_is_not_measured_as_batch_mixing():

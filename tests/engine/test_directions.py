@@ -71,7 +71,9 @@ def test_a_look_ahead_leaves_the_verdict_unproven():
         "? checked 22 of 22 ops that could carry a layout bug; not proven: a mask keeps the keys just after each "
         "query and hides later ones (a causal mask off its diagonal, or a look-ahead window by design); no errors "
         "or warnings in what was checked; not measured: " + NOT_ASKED)
-    assert verdict_line(traced_build(mistral_sliding, "", "B=2 T=6 D=32 H=4 H_kv=2"))[0] == "✓"
+    correct = traced_build(mistral_sliding, "", "B=2 T=6 D=32 H=4 H_kv=2")   # (✓ up to b2f62da: its band of
+    assert verdict_line(correct)[0] == "?"   # sliding_window + 1 keys, mistral-src's by design, is no window it holds)
+    assert [d.kind for d in correct.diagnostics] == ["window-width-unchecked"]
 
 
 def test_sdpas_attn_mask_hiding_the_past_and_itself_is_a_reversed_causal_mask():
@@ -570,3 +572,49 @@ def test_masks_that_show_no_padded_key_to_a_real_query(hidden):
     it); the pads' rows opened onto every key (each sees itself: no padded key); a mask that keeps every token
     from itself in every slice (not padding); one entry packed with two sequences (every token sees itself)."""
     assert padding_seen(hidden) == {}
+
+
+class _Banded(torch.nn.Module):
+    """One head of a causal sliding-window attention (the Mistral/Mixtral eager form): a key is hidden where it
+    is in the future or ``q_idx - kv_idx >= sliding_window`` (``>`` for ``>=`` with ``wider``: one key more)."""
+
+    def __init__(self, sliding_window: int | None = 3, wider: bool = False):
+        super().__init__()
+        if sliding_window is not None:
+            self.sliding_window = sliding_window
+        self.width, self.wider = sliding_window or 3, wider
+
+    def forward(self, q, k):                                                  # (B, T, d)
+        T = q.shape[1]
+        q_idx, kv_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        far = (q_idx - kv_idx) > self.width if self.wider else (q_idx - kv_idx) >= self.width
+        hidden = (kv_idx > q_idx) | far
+        scores = q @ k.transpose(1, 2) + torch.zeros(T, T).masked_fill(hidden, float("-inf"))   # (B, T, T)
+        return scores.softmax(dim=-1)
+
+
+def _window_notes(model):
+    import shapetrace
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 6, 8), torch.randn(2, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 d_k=8") as t:
+        model(q, k)
+    return t.report().verdict.line[0], [d.message for d in t.diagnostics if d.kind == "window-width-unchecked"]
+
+
+@pytest.mark.parametrize(("model", "mark", "notes"), [
+    (_Banded(3), "✓", []),
+    (_Banded(3, wider=True), "?", [
+        "masked_fill #4 applies a causal sliding window of 4 keys per query (read on the mask's values), and no "
+        "window the model holds is 4 (sliding_window = 3): which width the model meant is a number of its "
+        "configuration, so the width is not checked."]),
+    (_Banded(None), "?", [
+        "masked_fill #4 applies a causal sliding window of 3 keys per query (read on the mask's values), and no "
+        "module of the model holds a window width (an attribute such as sliding_window): which width the model "
+        "meant is a number of its configuration, so the width is not checked."]),
+])
+def test_a_sliding_windows_width_is_checked_against_the_window_the_model_holds(model, mark, notes):
+    """tests/corpus/public26/mixtral.py ``window-off-by-one`` (``>`` for ``>=``: 4 keys per query under
+    ``sliding_window = 3``) was ``✓`` on b2f62da: :func:`.rules.directions.window_widths` reads the band's width
+    on the mask's values and the window the module holds; where none is that width, the note keeps the ``✓``."""
+    assert _window_notes(model) == (mark, notes)

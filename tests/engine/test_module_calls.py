@@ -137,3 +137,14 @@ def test_a_trace_keeps_module_paths_without_setting_a_special_method_on_nn_modul
     assert seen == [(True, False)]
     assert [e.module for e in t.events if e.op == "linear"] == ["q_proj", "k_proj"]
     assert nn.Module.__call__ is call and nn.Module._call_impl is impl
+
+
+def test_the_windows_a_module_holds_are_its_positive_int_attributes_named_window():
+    """:func:`~shapetrace.engine.modules.configured_windows`: ``sliding_window``, ``window_size``, ``window``
+    as positive ints; not a bool (``use_window``), a tuple (Swin's ``(7, 7)``), 0, nor a size named otherwise."""
+    from shapetrace.engine.modules import configured_windows
+
+    m = nn.Module()
+    m.sliding_window, m.window_size, m.window, m.use_window, m.window_shape, m.no_window, m.heads = \
+        3, 4, 2, True, (7, 7), 0, 3
+    assert configured_windows(m) == [("sliding_window", 3), ("window_size", 4), ("window", 2)]

@@ -155,3 +155,57 @@ def test_a_prefill_whose_output_its_caller_drops_is_no_bypass():
 
     t = traced_build(tinyllm_decode_offset, "", tinyllm_decode_offset.DIMS[0])
     assert Kind.PROJECTION_BYPASSED not in [d.kind for d in t.diagnostics]
+
+
+def test_a_mask_padded_in_front_is_told_by_its_rows_whichever_value_marks_the_pads():
+    """:func:`~shapetrace.engine.unread.front_padded`: a row of one value (unpadded: that value is the real one)
+    and a row of the other value then that one; right padding, a hole in a row, no unpadded row, three values or
+    one row are not."""
+    from shapetrace.engine.unread import front_padded
+
+    assert front_padded(torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]]))
+    assert front_padded(torch.tensor([[True, True, False, False], [False, False, False, False]]))   # True: pads
+    assert front_padded(torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]))
+    assert not front_padded(torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]))
+    assert not front_padded(torch.tensor([[0, 1, 0, 1], [1, 1, 1, 1]]))
+    assert not front_padded(torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1]]))
+    assert not front_padded(torch.tensor([[0, 2, 1, 1], [1, 1, 1, 1]]))
+    assert not front_padded(torch.tensor([[0, 0, 1, 1]]))
+
+
+class _Positions(nn.Module):
+    """A learned position table read by ``arange(T)[None]`` (the bug) or by ``cumsum(mask) - 1`` per row."""
+
+    def __init__(self, per_row: bool):
+        super().__init__()
+        self.per_row, self.wte, self.wpe = per_row, nn.Embedding(10, 8), nn.Embedding(6, 8)
+
+    def forward(self, input_ids, attention_mask):                                     # (B, T), (B, T)
+        if self.per_row:
+            positions = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+        else:
+            positions = torch.arange(input_ids.shape[1])[None]                        # (1, T)
+        return (self.wte(input_ids) + self.wpe(positions)) * attention_mask[..., None]   # (B, T, D)
+
+
+def _positions_notes(per_row: bool, mask: torch.Tensor):
+    ids = torch.arange(mask.numel()).reshape(mask.shape) % 10
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=8") as t:
+        _Positions(per_row)(ids, mask)
+    return verdict_line(t)[0], [d.message for d in t.diagnostics if d.kind == Kind.POSITIONS_SHARED_OVER_PADDING]
+
+
+LEFT, RIGHT = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+
+
+def test_positions_shared_by_every_row_under_a_left_padded_mask_are_not_checked():
+    """ndif-team/nnsight issue #672 (tests/corpus/reports13/gpt2_left_pad_positions.py ``positions-without-mask``,
+    ``✓`` on b2f62da): a position table read by one row of positions for every entry while a row is padded in
+    front; per-row positions from the mask, or right padding, keep the ``✓``."""
+    assert _positions_notes(False, LEFT) == ("?", [
+        "embedding #2 looks up a table by one row of ids [1, T=5] shared by every batch entry, while the model was "
+        "given `attention_mask` [B=2, T=5] with a row padded in front: that row's real tokens read other rows of "
+        "the table than an unpadded row's same tokens (absolute positions counted from the padding), so the "
+        "positions were not checked."])
+    assert _positions_notes(True, LEFT) == ("✓", [])
+    assert _positions_notes(False, RIGHT) == ("✓", [])

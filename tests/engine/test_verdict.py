@@ -64,7 +64,8 @@ def test_every_axis_named_gets_the_check_mark():
 def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     """A [1, 1, 8, 8] buffer sliced by plain numbers (``self.bias[:, :, :5, :5]``): its slice has no
     names, so it was not checked and the verdict says so; no check mark. (A sliding window, the last 3
-    keys: its values hide more than the future keys, so they do not check it either.)"""
+    keys: its values hide more than the future keys, so they do not check it either; nor its width, which no
+    module holds: the ``not proven`` clause since the commit after b2f62da, engine/rules/directions.window_widths.)"""
     ones = torch.ones(8, 8)
     bias = (torch.tril(ones) - torch.tril(ones, -3)).view(1, 1, 8, 8)
     with shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
@@ -77,8 +78,9 @@ def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     v = t.report().verdict
     assert v.mark == "?"
     assert v.line == (f"? checked 5 of 7 ops that could carry a layout bug; not checked (unnamed axes): "
-                      f"#{missing[0]} __getitem__, #{missing[1]} masked_fill; no errors or warnings in what was "
-                      "checked" + UNASKED)
+                      f"#{missing[0]} __getitem__, #{missing[1]} masked_fill; not proven: a sliding window's width "
+                      "was read on a mask's values, and no window the model's modules hold says it; no errors or "
+                      "warnings in what was checked" + UNASKED)
 
 
 def test_an_unnamed_causal_mask_slice_is_checked_on_its_values():

@@ -64,7 +64,12 @@ from shapetrace.engine.rules.steps import step_hides_itself
 from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
-from shapetrace.engine.rules.unread import bypassed_projections, unread_inputs
+from shapetrace.engine.rules.unread import (
+    bypassed_projections,
+    ids_read_by_two_tables,
+    positions_shared_over_padding,
+    unread_inputs,
+)
 from shapetrace.engine.rules.weighted_values import keys_and_values_swapped, values_by_queries
 from shapetrace.engine.rules.weights import softmax_weights, summed_along_itself, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
@@ -584,7 +589,8 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
-    unread_inputs, bypassed_projections, step_hides_itself, chunk_unmasked, batch_picked, batch_reduced,
-    softmax_weights, weights_summed_elsewhere, table_cut_to_batch, norm_across_heads, positions_across_sequences,
-    values_by_queries, statistics_over_tokens, pooled_over_padding, keys_and_values_swapped, stabiliser_axis,
+    unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
+    chunk_unmasked, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere, table_cut_to_batch,
+    norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens, pooled_over_padding,
+    keys_and_values_swapped, stabiliser_axis,
 ]

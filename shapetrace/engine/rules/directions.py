@@ -100,7 +100,8 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
             out.append(_unread(e, shown, other))
         if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other) or _off_positions(analysis, e, scores, other))
-    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis) + padding_seen(analysis),
+    return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis) + padding_seen(analysis)
+                  + window_widths(analysis),
                   key=lambda d: d.event)
 
 
@@ -164,6 +165,32 @@ def windows_kept(analysis: Analysis) -> list[Diagnostic]:
                 "from the cache's length)."),
                 "Measure both edges of the window in absolute positions: query i of a chunk after P cached tokens "
                 f"is position P + i, and sees keys P + i - {width - 1} .. P + i (triu(diagonal=P - {width - 1}))."))
+    return out
+
+
+def window_widths(analysis: Analysis) -> list[Diagnostic]:
+    """A causal sliding window of ``w`` keys read on a mask's values (:func:`.directions.causal_window`) is
+    checked against the windows the model's modules hold (``self.sliding_window``: :attr:`.Analysis.windows`),
+    as a reader checks it: one of them ``w``, the width is the model's own; none (a band one key wider than
+    ``sliding_window``, ``>`` written for ``>=``; or no window held at all), a note: the width is a number of the
+    model's configuration that the run cannot check (mistral-src's ``triu(-sliding_window)`` keeps
+    ``sliding_window + 1`` keys by design), so no ``✓``. One note per width."""
+    held = {width for _, _, width in analysis.windows}
+    out, said = [], set()
+    for e in analysis.events:
+        width = e.params.get("window")
+        if not width or width in held or width in said:
+            continue
+        said.add(width)
+        names = ", ".join(f"{path + '.' if path else ''}{name} = {value}" for path, name, value in analysis.windows)
+        out.append(Kind.WINDOW_WIDTH_UNCHECKED.found(e.index, (
+            f"{e.op} #{e.index} applies a causal sliding window of {width} keys per query (read on the mask's "
+            f"values), and " + (f"no window the model holds is {width} ({names})" if names else
+                                "no module of the model holds a window width (an attribute such as "
+                                "sliding_window)") +
+            ": which width the model meant is a number of its configuration, so the width is not checked."),
+            "Check the window against the model's configuration: a query sees itself and the sliding_window - 1 "
+            "keys before it where the hidden keys are q_idx - kv_idx >= sliding_window."))
     return out
 
 

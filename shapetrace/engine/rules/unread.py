@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,3 +45,51 @@ def bypassed_projections(analysis: Analysis) -> list[Diagnostic]:
             "projection's place, and the projection's weights reach nothing."),
             "Use the projection's result (return it, or pass it on) where its input is used now."))
     return out
+
+
+def positions_shared_over_padding(analysis: Analysis) -> list[Diagnostic]:
+    """A note where a table is looked up by one row of ids shared by every batch entry that varies along the
+    tokens (``params["shared_ids"]``: ``arange(T)[None]``, positions) while the model was given a mask with a
+    row padded in front (:attr:`.Analysis.padded_in_front`), the same token axis by name (sizes decide nothing):
+    that row's first real token reads the position its first pad has in an unpadded row, so what it gives
+    changes when padding is added in front (ndif-team/nnsight issue #672: GPT-2's ``wpe`` read by ``arange(T)``
+    under a left-padded batch; ``cumsum(mask) - 1`` per row keeps them). Rotary positions are not lookups: a
+    shift common to a row's tokens leaves their scores alone. A note (``?``), not an error: a model may have
+    been trained so."""
+    out = []
+    for e in analysis.events:
+        if not e.params.get("shared_ids") or not e.inputs:
+            continue
+        tokens = e.inputs[0].dims[-1]
+        masks = [m for m in analysis.padded_in_front if tokens and m[1] and m[1][-1] == tokens]
+        if masks:
+            name, dims, shape = masks[0]
+            ids = fmt_named(e.inputs[0].dims, e.inputs[0].shape)
+            out.append(Kind.POSITIONS_SHARED_OVER_PADDING.found(e.index, (
+                f"{e.op} #{e.index} looks up a table by one row of ids {ids} shared by every batch entry, while the "
+                f"model was given `{name}` {fmt_named(dims, shape)} with a row padded in front: that row's real tokens "
+                "read other rows of the table than an unpadded row's same tokens (absolute positions counted from "
+                "the padding), so the positions were not checked."),
+                f"Count each row's positions from its first real token: position_ids = {name}.long().cumsum(-1) - 1, "
+                f"then position_ids.masked_fill_({name} == 0, 1)."))
+    return out
+
+
+def ids_read_by_two_tables(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each pair of tables looked up by one ids tensor and summed
+    (:func:`~shapetrace.engine.lookups.ids_read_twice`; HKU-MedAI/MGCA issue #13: BERT's position table read by
+    the token types): one of them was likely meant to read other ids. A note (``?``): which ids a table should
+    take is not recorded."""
+    events = {e.index: e for e in analysis.events}
+    out = []
+    for a, b in analysis.ids_read_twice:
+        first, second = events[a], events[b]
+        ids = fmt_named(second.inputs[0].dims, second.inputs[0].shape) if second.inputs else "?"
+        out.append(Kind.IDS_READ_BY_TWO_TABLES.found(b, (
+            f"{second.op} #{b} ({second.module}) reads the same ids {ids} as {first.op} #{a} ({first.module}), and "
+            "the two lookups are added: two tables read by one ids tensor are one table of their sums, so one of "
+            "them was likely meant to read other ids (positions: an arange over the tokens); not checked."),
+            f"Give {second.module or 'the second table'} its own ids (position_ids = torch.arange(T)[None] for a "
+            "position table)."))
+    return out
+

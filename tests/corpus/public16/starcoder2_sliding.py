@@ -6,11 +6,11 @@ with the sliding window on top (``_prepare_4d_causal_attention_mask(..., sliding
 key is hidden where ``q_idx - kv_idx >= sliding_window``), ``softmax(..., dtype=float32)``, ``o_proj``.
 
 Bugs (argument): ``out-not-transposed``: the attention output reshaped ``(B, T, D)`` straight from ``(B, H, T,
-d)`` (``attn_output.transpose(1, 2)`` dropped). A known miss, ``window-off-by-one``: the window test written
-``q_idx - kv_idx > sliding_window`` (each query sees ``sliding_window + 1`` keys, the natural off-by-one between
-a "sees w keys" and a "sees w back" reading of the window, as flash-attn's ``window_size=(w, 0)`` and an eager
-``>= w`` mask differ by one): the mask is a valid causal band of another width, and nothing torch records says
-which width the model meant (``KNOWN_MISSES``: its ``✓`` is a false one, tested as such)."""
+d)`` (``attn_output.transpose(1, 2)`` dropped). ``window-off-by-one`` (a known miss up to b2f62da, ``CAUGHT``):
+the window test written ``q_idx - kv_idx > sliding_window`` (each query sees ``sliding_window + 1`` keys, the
+natural off-by-one between a "sees w keys" and a "sees w back" reading of the window, as flash-attn's
+``window_size=(w, 0)`` and an eager ``>= w`` mask differ by one): the mask is a valid causal band of another
+width; no window the model holds is that width, so its ``✓`` became ``?`` (``window-width-unchecked``)."""
 
 import sys
 
@@ -95,7 +95,7 @@ class Starcoder2Model(nn.Module):
 
 BUGS = ("out-not-transposed",)
 TWINS = ()
-KNOWN_MISSES = ("window-off-by-one",)
+CAUGHT = ("window-off-by-one",)   # (a known miss, ✓, up to b2f62da)
 DIMS = ("B=2 T=6 D=64 H=4 H_kv=2",)
 
 
