@@ -149,10 +149,20 @@ class ModuleCalls:
 
 def configured_windows(module) -> list[tuple[str, int]]:
     """``(attribute, value)`` for each positive int a module holds under a name that says window
-    (``sliding_window``, ``window_size``, ``window``): the width a reader of the model checks a sliding-window
-    mask against (:func:`.rules.directions.window_widths`). Read after the run, from the module itself."""
-    return [(name, value) for name, value in vars(module).items()
-            if "window" in name.lower() and type(value) is int and value > 0]
+    (``sliding_window``, ``window_size``, ``window``), on itself or on a settings object it holds
+    (``self.config.window_size``: transformers' GPT-Neo and Mistral read theirs there): the width a reader of
+    the model checks a sliding-window mask against (:func:`.rules.directions.window_widths`). Read after the
+    run, from the module itself and one level into plain objects (never another module or a tensor)."""
+    def held(space: dict, prefix: str) -> list[tuple[str, int]]:
+        return [(prefix + name, value) for name, value in space.items()
+                if "window" in name.lower() and type(value) is int and value > 0]
+
+    found = held(vars(module), "")
+    for name, value in vars(module).items():
+        if not isinstance(value, (Module, torch.Tensor, type)) and hasattr(value, "__dict__") \
+                and not callable(value):
+            found += held(vars(value), f"{name}.")
+    return found
 
 
 def _name_submodules(module, prefix: str, names: dict[int, str]) -> str:

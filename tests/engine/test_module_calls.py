@@ -148,3 +148,19 @@ def test_the_windows_a_module_holds_are_its_positive_int_attributes_named_window
     m.sliding_window, m.window_size, m.window, m.use_window, m.window_shape, m.no_window, m.heads = \
         3, 4, 2, True, (7, 7), 0, 3
     assert configured_windows(m) == [("sliding_window", 3), ("window_size", 4), ("window", 2)]
+
+
+def test_the_windows_of_a_settings_object_a_module_holds_count_too():
+    """transformers' GPT-Neo and Mistral read their window from ``self.config`` (``config.window_size``,
+    ``config.sliding_window``): one level into a plain object the module holds, never into another module, a
+    tensor or a class (failed on e09da15: GPT-Neo's local layer held no window of its own, and its correct band
+    of ``window_size`` keys lost its ``✓``)."""
+    from types import SimpleNamespace
+
+    from shapetrace.engine.modules import configured_windows
+
+    m, inner = nn.Module(), nn.Module()
+    inner.window_size = 9
+    m.config, m.inner, m.kind = SimpleNamespace(window_size=4, sliding_window=None, hidden_size=64), inner, nn.Linear
+    m.table = torch.zeros(2)
+    assert configured_windows(m) == [("config.window_size", 4)]
