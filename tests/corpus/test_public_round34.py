@@ -10,9 +10,9 @@ sizes, first sight recorded before any fix (on d04b913 + the files).
 ``round_outcome`` (distinct | equal sizes) and the CLI (``cd /tmp && shapetrace trace FILE [bug] --dims DIMS``) at
 the first DIMS (the CLI agreed with ``round_outcome`` on every row):
 
-=============== ============================ ====================== ===========================================
-file            variant                      distinct (DIMS)        equal sizes
-=============== ============================ ====================== ===========================================
+=============== ============================ ====================== ============================ ==============
+file            variant                      distinct (DIMS)        equal sizes                  after the fix
+=============== ============================ ====================== ============================ ==============
 owlvit_text     (correct)                    ✓ all 66               ? 2 of 66
 owlvit_text     causal-mask-tril             ✗ causal-mask-reversed ✗ causal-mask-reversed
 owlvit_text     merge-without-transpose      ✗ mixed-axis           ✗ broadcast-mismatch
@@ -24,17 +24,26 @@ efficientformer (correct)                    ? 11 of 24             ? 11 of 24
 efficientformer context-without-transpose    ✗ mixed-axis           ✗ tokens-merged-with-features
 efficientformer softmax-dim-2                ✗ softmax-wrong-axis   ✗ softmax-wrong-axis
 efficientformer split-then-reshape (twin)    ? 12 of 26             ? 12 of 26
-volo_outlook    (correct)                    ? 13 of 24             ? 13 of 24
-volo_outlook    fold-without-permute         ? 13 of 23             ? 13 of 23
-volo_outlook    attn-heads-inner             ? 13 of 24             ? 13 of 24
+volo_outlook    (correct)                    ? 13 of 24             ? 13 of 24                   ? 16 of 25 (both)
+volo_outlook    fold-without-permute         ? 13 of 23             ? 13 of 23                   ✗ mixed-axis (both)
+volo_outlook    attn-heads-inner             ? 13 of 24             ? 13 of 24                   ? 16 of 25 (both)
 mobilebert      (correct)                    ✓ all 46               ? 0 of 46
 mobilebert      context-view-without-permute ✗ mixed-axis           ✗ broadcast-mismatch (x3)
 mobilebert      mask-over-queries            ✗ mask-wrong-axis      ✗ mask-wrong-axis
 mobilebert      value-from-bottleneck (twin) ✓ all 46               ? 0 of 46
-=============== ============================ ====================== ===========================================
+=============== ============================ ====================== ============================ ==============
 
 At first sight, distinct sizes: the 5 correct files ✓ 3, ? 2, ✗ 0; the 10 bugs ✗ 8, ? 2, ✓ 0; the 2 twins ✓ 1, ? 1.
-No ``✓`` on a bug and no ``✗`` on correct code, at either size.
+No ``✓`` on a bug and no ``✗`` on correct code, at either size. Rows without an entry after the fix are unchanged.
+After the fix: correct ✓ 3, ? 2, ✗ 0; bugs ✗ 9, ? 1, ✓ 0.
+
+The fix: ``F.unfold`` had no names function (only the batch kept its name) and ``F.fold`` was not in the registry,
+so VOLO's values and the grid they are folded back onto were unnamed. ``engine/blocks.py`` names im2col: the
+columns are each channel's block (the channels outer, the kernel's offsets inner, unnamed), and where one block
+sits on each position in order (stride 1, centring padding) the ``L`` blocks are the grid flattened (``Hp·Wp``),
+as ``Tensor.unfold``'s one window per token is named; ``F.fold`` undoes it. And a view that regroups two named
+parts together with an unnamed one (``axis_reshape._opaque``) is now named by its named parts (``!H·Hp·Wp·d_k``):
+a mix whatever the unnamed part is; on d04b913 any unnamed part left the whole mix unnamed, unjudged.
 
 What stays ``?`` and why (left, not forced):
 
@@ -43,11 +52,10 @@ What stays ``?`` and why (left, not forced):
   per-head slab ``32`` and its ``[8, 8, 16]`` pieces stay unnamed, and with them q, k, v, the context and the
   ``projection`` (13 of 24 unchecked). The stem's first ``conv2d`` (stride 2, to ``6 x 10``) makes a grid no
   declared name has. The ``attention_biases[:, idxs]`` table is a bias whose meaning is in its values.
-* VOLO: ``F.unfold`` (``(B, C·9, L)``) keeps only the batch's name: its ``L`` blocks are the ``Hp x Wp`` grid only
-  because stride 1 and padding 1 keep the size, and its ``C·9`` axis mixes channels with kernel offsets; the
-  generated attention's ``H·9·9`` is the projected width ``F``. So v, the weights' heads and the ``fold``ed output
-  stay unnamed, and both bugs (the output's positions read as channels; heads read as the inner axis of the
-  generated weights) are a known miss at first sight: nothing named is contradicted.
+* VOLO (after the fix): the generated attention's ``H·9·9`` is the projected width ``F``, whose pieces are unnamed
+  by design, and the kernel's offsets have no name; so the weights' heads and offsets stay unnamed (9 of 25
+  unchecked) and ``attn-heads-inner`` (heads read as the inner axis of the generated weights: a cut of ``F``)
+  stays ``?``, a known miss: nothing named is contradicted.
 * Equal sizes: ``?`` where the sizes coincide, as ever (equal sizes never decide a name).
 """
 
@@ -73,7 +81,7 @@ EXPECTED = {
     (efficientformer, "softmax-dim-2"): [("✗", ("softmax-wrong-axis",))] * 2,
     (efficientformer, "split-then-reshape"): [UNSURE, UNSURE],
     (volo_outlook, ""): [UNSURE, UNSURE],
-    (volo_outlook, "fold-without-permute"): [UNSURE, UNSURE],
+    (volo_outlook, "fold-without-permute"): [("✗", ("mixed-axis",))] * 2,
     (volo_outlook, "attn-heads-inner"): [UNSURE, UNSURE],
     (mobilebert, ""): [SURE, UNSURE],
     (mobilebert, "context-view-without-permute"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",) * 3)],
@@ -82,8 +90,9 @@ EXPECTED = {
 }
 
 #: only one row is traced at equal sizes too (the suite's time is a budget: the others' equal-size outcomes are
-#: the table above, measured once): TrOCR's strict causal condition, caught on the values where B = T = S = 4
-EQUAL_TESTED = {(trocr_decoder, "causal-cond-strict")}
+#: the table above, measured once): TrOCR's strict causal condition, caught on the values where B = T = S = 4, and
+#: the fix's row, VOLO's output folded without its permute
+EQUAL_TESTED = {(trocr_decoder, "causal-cond-strict"), (volo_outlook, "fold-without-permute")}
 
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
