@@ -34,19 +34,22 @@ def _block_args(c: Call, n: int, at: int) -> tuple | None:
 
 
 def im2col(c: Call) -> Axes:
-    """``F.unfold(x, kernel_size, dilation, padding, stride)`` of ``[N, C, *grid]`` into ``[N, C·∏k, L]``:
-    the batch kept; the columns are each channel's block (``C`` outer, the kernel's offsets inner, unnamed);
-    where one block sits on each position in order (stride 1, centring padding) the ``L`` blocks are the grid
-    flattened (``Hp·Wp``), as :func:`windows` names one window per token; else unnamed (VOLO's outlook values)."""
+    """``F.unfold(x, kernel_size, dilation, padding, stride)`` of ``[N, C, *grid]`` into ``[N, C·∏k, L]``: the
+    batch kept. Where one block sits on each position in order (stride 1, centring padding: VOLO's outlook
+    values) the ``L`` blocks are the grid flattened (``Hp·Wp``), as :func:`~.propagate.windows` names one window
+    per token, and the columns each channel's block (``C`` outer, the kernel's offsets inner, unnamed). Other
+    blocks (NAT's unpadded neighbourhoods, strided ones) are another grid: blocks and columns unnamed, as
+    ``windows`` leaves other overlapping windows (their keys' heads, named alone, would be judged against
+    tokens no name follows)."""
     x, out = c.in_axes[0], c.shapes[0]
     n = len(x) - 2
     args = _block_args(c, n, 1) if n > 0 and len(c.shapes) == 1 and len(out) == 3 else None
     if args is None or x[1].size * math.prod(args[0]) != out[1]:
         return ax.unknown_axes(out)
+    if not _same_grid([a.size for a in x[2:]], *args) or math.prod(a.size for a in x[2:]) != out[2]:
+        return x[0], ax.unknown_axis(out[1]), ax.unknown_axis(out[2])
     offsets = ax.unknown_axis(math.prod(args[0])).atoms
-    grid = Axis(tuple(a for axis in x[2:] for a in axis.atoms)) if _same_grid(
-        [a.size for a in x[2:]], *args) and math.prod(a.size for a in x[2:]) == out[2] else ax.unknown_axis(out[2])
-    return x[0], Axis(x[1].atoms + offsets), grid
+    return x[0], Axis(x[1].atoms + offsets), Axis(tuple(a for axis in x[2:] for a in axis.atoms))
 
 
 def col2im(c: Call) -> Axes:

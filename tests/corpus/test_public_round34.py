@@ -38,12 +38,18 @@ No ``✓`` on a bug and no ``✗`` on correct code, at either size. Rows without
 After the fix: correct ✓ 3, ? 2, ✗ 0; bugs ✗ 9, ? 1, ✓ 0.
 
 The fix: ``F.unfold`` had no names function (only the batch kept its name) and ``F.fold`` was not in the registry,
-so VOLO's values and the grid they are folded back onto were unnamed. ``engine/blocks.py`` names im2col: the
-columns are each channel's block (the channels outer, the kernel's offsets inner, unnamed), and where one block
-sits on each position in order (stride 1, centring padding) the ``L`` blocks are the grid flattened (``Hp·Wp``),
-as ``Tensor.unfold``'s one window per token is named; ``F.fold`` undoes it. And a view that regroups two named
+so VOLO's values and the grid they are folded back onto were unnamed. ``engine/blocks.py`` names im2col where
+one block sits on each position in order (stride 1, centring padding): the ``L`` blocks are the grid flattened
+(``Hp·Wp``), as ``Tensor.unfold``'s one window per token is named, and the columns each channel's block (the
+channels outer, the kernel's offsets inner, unnamed); other blocks stay unnamed (named columns under NAT's
+unpadded neighbourhoods, public8, were a false ``✗``: keys' heads named apart from any token); ``F.fold`` undoes
+it. And a view that regroups two named
 parts together with an unnamed one (``axis_reshape._opaque``) is now named by its named parts (``!H·Hp·Wp·d_k``):
-a mix whatever the unnamed part is; on d04b913 any unnamed part left the whole mix unnamed, unjudged.
+a mix whatever the unnamed part is; on d04b913 any unnamed part left the whole mix unnamed, unjudged. Pieces of
+a mix an input already holds are no new mix (``rules/diagnose._worst_mix``: reported once, where it was made).
+Two earlier rows change with it, both bugs still ``✗``: public12 wav2vec2 ``fold-no-transpose`` and public20
+ft_transformer ``heads-without-transpose`` (distinct sizes) now report ``mixed-axis`` at the view that folds the
+batch into the heads before their ``projection-over-tokens``.
 
 What stays ``?`` and why (left, not forced):
 

@@ -2,7 +2,7 @@
 
 On d04b913 ``F.unfold`` had no names function (its output kept only the batch's name) and ``F.fold`` was not in
 the registry (no names at all): VOLO's outlook attention (tests/corpus/public34/volo_outlook.py) lost its values'
-heads and the grid it folds back onto. Each test below fails there."""
+heads and the grid it folds back onto. Each test below fails there, but the stride-2 guard."""
 
 from __future__ import annotations
 
@@ -43,11 +43,12 @@ def test_fold_puts_the_channels_and_the_grid_back():
 
 
 def test_strided_blocks_are_another_grid_unnamed():
-    """Stride 2 (``2 x 3`` blocks over the ``3 x 5`` grid): the blocks are not the positions, so ``L`` is
-    unnamed; the columns are still each channel's block (a guard: on d04b913 they were unnamed too)."""
+    """Stride 2 (``2 x 3`` blocks over the ``3 x 5`` grid): the blocks are not the positions, so neither ``L``
+    nor the columns are named (a guard: NAT's unpadded neighbourhoods, tests/corpus/public8/nat_unfold.py, named
+    their keys' heads apart from any token name, a false ``✗`` on correct code)."""
     t = _traced(torch.randn(2, 32, 3, 5), kernel_size=3, padding=1, stride=2)
     assert _names(t, "F.unfold") == [("B", None, None)]
-    assert _names(t, "reshape")[0] == ("B", "H", "d_k", None, None)
+    assert _names(t, "reshape")[0] == ("B", None, None, None, None)
 
 
 def test_outlook_output_folded_without_its_permute_is_a_mixed_axis():
