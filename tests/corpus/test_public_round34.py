@@ -45,11 +45,11 @@ channels outer, the kernel's offsets inner, unnamed); other blocks stay unnamed 
 unpadded neighbourhoods, public8, were a false ``✗``: keys' heads named apart from any token); ``F.fold`` undoes
 it. And a view that regroups two named
 parts together with an unnamed one (``axis_reshape._opaque``) is now named by its named parts (``!H·Hp·Wp·d_k``):
-a mix whatever the unnamed part is; on d04b913 any unnamed part left the whole mix unnamed, unjudged. Pieces of
-a mix an input already holds are no new mix (``rules/diagnose._worst_mix``: reported once, where it was made).
-Two earlier rows change with it, both bugs still ``✗``: public12 wav2vec2 ``fold-no-transpose`` and public20
-ft_transformer ``heads-without-transpose`` (distinct sizes) now report ``mixed-axis`` at the view that folds the
-batch into the heads before their ``projection-over-tokens``.
+a mix whatever the unnamed part is; on d04b913 any unnamed part left the whole mix unnamed, unjudged. Two earlier
+rows change with it, both bugs still ``✗``: public12 wav2vec2 ``fold-no-transpose`` and public20 ft_transformer
+``heads-without-transpose`` (distinct sizes) report ``mixed-axis`` twice where they reported
+``projection-over-tokens``: at the view that folds the batch into the heads, and again at the view that cuts that
+mix (``!B·N/4``: a mix already made, reported again, as it was on d04b913 for mixes of named parts alone; left).
 
 What stays ``?`` and why (left, not forced):
 

@@ -287,18 +287,3 @@ def test_a_query_repeated_over_each_images_windows_pairs_its_copies_with_them(wi
         _global_query_over_windows(x, q, windows_outer)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors
     assert t.events[-1].inputs[1].dims == ("B*Hp/4*Wp/4", "D", "Hp%4*Wp%4")
-
-
-def test_a_mix_cut_again_is_reported_once_where_it_was_made():
-    """``x.view(8, 6, 8)`` of ``[B=2, T=6, D=32]`` mixes batch, tokens and heads (``!B·T·H``); cutting that axis
-    again (``reshape(2, 4, 6, 8)``) makes pieces of the same mix, no new one: one ``mixed-axis``, at the view.
-    On d04b913 the reshape was a second error (``!B·T·H/4``, "pieces of B and T and H/4"): wav2vec2's and
-    FT-Transformer's head folds, whose mix is named since 1c7ffc9, would have been reported twice."""
-    x = torch.randn(2, 6, 32)
-    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
-        shapetrace.name(x, "B T D")
-        x.view(8, 6, 8).reshape(2, 4, 6, 8)
-    errors = [(d.kind, d.event) for d in t.diagnostics if d.severity == "error"]
-    assert errors == [("mixed-axis", 0)]
-    assert [tuple(e.outputs[0].dims) for e in t.events] == [("!B*T*H", "!T*H", "d_k"),
-                                                           ("!B*T*H/4", "!B*T*H/2", "!T*H", "d_k")]

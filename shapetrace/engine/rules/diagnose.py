@@ -129,14 +129,11 @@ def mixed_axes(analysis: Analysis) -> list[Diagnostic]:
 
 
 def _worst_mix(e: Event, namer) -> tuple | None:
-    """``(order, axis, kind, label)`` of the worst regrouping among the output's new labels, or None. An axis
-    made only of pieces of mixes an input holds is no new one (each was judged where it was made)."""
+    """``(order, axis, kind, label)`` of the worst regrouping among the output's new labels, or None."""
     before = {lab for t in e.inputs for lab in t.dims}
-    held = {a.root for t in e.inputs for axis in t.axes for a in axis.atoms if a.root.startswith(MIXED_PREFIX)}
     o = e.outputs[0]
     found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
-             if label not in before and not (axis.atoms and {a.root for a in axis.atoms} <= held)
-             and (kind := namer.mix_kind(axis)) in MIX_ORDER]
+             if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
     return min(found) if found else None
 
 
