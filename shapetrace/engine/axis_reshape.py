@@ -198,6 +198,8 @@ def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) ->
         for part in name.split("*"):
             if part not in names:
                 names.append(part)
+    if len([n for n in names if n != UNKNOWN]) >= 2:   # two named parts mixed: a mix whatever the unnamed ones are
+        names = [n for n in names if n != UNKNOWN]
     return (Atom(MIXED_PREFIX + "*".join(names), size, 1, size),)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from shapetrace.engine import blocks
 from shapetrace.engine import propagate as pr
 from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, triangle_params, where_params
 from shapetrace.engine.op_args import (
@@ -307,10 +308,12 @@ ENTRIES: list[OpSpec] = [
                       "[B, T, D] when built with batch_first=True: for [B, T, D] inputs build it with "
                       "nn.MultiheadAttention(..., batch_first=True), or pass x.transpose(0, 1)."),
     # ``F.unfold`` shares ``Tensor.unfold``'s name: known by its function
-    OpSpec("F.unfold", "copy", None, operands=first_operand, callable="torch.nn.functional.unfold",
+    OpSpec("F.unfold", "copy", blocks.im2col, operands=first_operand, callable="torch.nn.functional.unfold",
            replay="torch.nn.functional.unfold",
            words="copies each sliding block of the input into one column (im2col): the blocks' values are "
                  "copied, overlapping ones more than once"),
+    OpSpec("F.fold", "new", blocks.col2im, operands=first_operand, callable="torch.nn.functional.fold",
+           words="sums each column back into its sliding block of the output (col2im): overlapping blocks add"),
     # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it
     OpSpec("outer", "new", pr.outer, row=False, operands=all_operands, aliases=("ger",),
            words="outer product: entry (i, j) is a[i]·b[j]"),

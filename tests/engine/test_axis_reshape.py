@@ -32,3 +32,14 @@ def test_F_merged_with_the_tokens_and_split_again_stays_F():
     merged = reshape_axes((B, T, F), (12, 96), NAMER)
     assert _labels(merged) == ("B*T", "F")
     assert _labels(reshape_axes(merged, (2, 6, 96), NAMER)) == ("B", "T", "F")
+
+
+def test_a_mix_of_two_named_parts_is_named_whatever_the_unnamed_part():
+    """``(T, ?, H)`` of 6 x 5 x 4 viewed ``(12, 10)``: axis 0 walks across tokens, an unnamed piece and heads,
+    a mix whatever the unnamed piece is, so it is named by its named parts (``!T*H``: a finding can say so);
+    axis 1 walks across heads and the unnamed piece only, one named part, and stays unnamed. On d04b913 both
+    were unnamed (a mix with any unnamed part had no name: VOLO's output folded without its permute was ``?``)."""
+    from shapetrace.engine.axes import unknown_axis
+
+    H = root_axis("H", 4)
+    assert _labels(reshape_axes((T, unknown_axis(5), H), (12, 10), NAMER)) == ("!T*H", None)

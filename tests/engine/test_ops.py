@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import shapetrace
+from shapetrace.engine import blocks
 from shapetrace.engine.op_table import ENTRIES
 from shapetrace.engine.ops import BY_CALLABLE, REGISTRY, callable_index, callables_of, spec_for, spec_of_callable
 from shapetrace.engine.sentences import annotate
@@ -47,7 +48,8 @@ def test_f_unfold_is_a_copy_with_its_own_sentence_and_tensor_unfold_a_view():
     assert (windows.output.shape, windows.output.stride) == (tuple(rows.shape), rows.stride())
     assert annotate(im2col).startswith("copies each sliding block of the input into one column (im2col)")
     assert annotate(windows).startswith("windows along an axis (overlapping ones share memory)")
-    assert spec_for("F.unfold").names is None          # no name rule of windows is applied to im2col
+    # no name rule of windows is applied to im2col: its own (engine/blocks.py; None, no rule at all, until 1c7ffc9)
+    assert spec_for("F.unfold").names is blocks.im2col and spec_for("F.unfold").names is not spec_for("unfold").names
     assert spec_for("unfold").memory == "view"
 
 
