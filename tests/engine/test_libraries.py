@@ -381,10 +381,10 @@ FIRST_SIGHT = {
                     max_target_positions=32, pad_token_id=1, bos_token_id=1, eos_token_id=2,
                     decoder_start_token_id=1, begin_suppress_tokens=None, suppress_tokens=None),
                 lambda: (torch.randn(2, 8, 12), None, torch.randint(0, 100, (2, 5))),
-                {**SIZES, "S": 5}, "?"),             # its position tables read whole or by positions
+                {**SIZES, "S": 5}, "✓"),             # ? before lib14: its position tables read whole
     "clip-vision": (_hf("CLIPVisionModel", "CLIPVisionConfig", hidden_size=64, num_attention_heads=4,
                         num_hidden_layers=1, intermediate_size=128, image_size=32, patch_size=8),
-                    _PIXELS, _IMAGE, "?"),           # its [1, 17] position-ids buffer read whole
+                    _PIXELS, _IMAGE, "✓"),           # ? before lib14: its [1, 17] position-ids buffer
     "wav2vec2": (_hf("Wav2Vec2Model", "Wav2Vec2Config", hidden_size=64, num_attention_heads=4,
                      num_hidden_layers=1, intermediate_size=128, conv_dim=(16, 16), conv_kernel=(10, 3),
                      conv_stride=(5, 2), num_feat_extract_layers=2, num_conv_pos_embeddings=4,
