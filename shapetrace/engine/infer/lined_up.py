@@ -63,15 +63,23 @@ def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) ->
 
 
 def _table(record, entered: set[int]) -> bool:
-    """Was a node made from tables alone: a cut of one tensor that entered the traced code without names, or an
-    op every operand of which entered so (CLIP's and SigLIP's ``self.position_embedding(self.position_ids)``:
-    a parameter's rows looked up by a ``[1, N]`` buffer of positions, read whole, the lookup itself fed nothing
-    the call was given)?"""
+    """Was a node made from tables alone: a cut of one tensor that entered the traced code without names, or a
+    lookup by integer positions every operand of which entered so (CLIP's and SigLIP's
+    ``self.position_embedding(self.position_ids)``: a parameter's rows looked up by a ``[1, N]`` buffer of
+    positions, read whole, the lookup itself fed nothing the call was given)?"""
     if record is None or not record.ins:
         return False
     if record.spec.family is Family.SLICE:
         return record.ins[0] in entered
-    return all(n in entered for n in record.ins)
+    return all(n in entered for n in record.ins) and _positions(record)
+
+
+def _positions(record) -> bool:
+    """Is the record's first operand integer (positions or ids: a lookup of rows), not a float table of its own
+    (``torch.ones(6, 6).tril()``: a mask that rules/masks reads on its values, and names would hide)?"""
+    raw = getattr(record, "in_raw", ())
+    dtype = raw[0][3] if raw and len(raw[0]) > 3 else None
+    return dtype is not None and not dtype.is_floating_point and not dtype.is_complex and str(dtype) != "torch.bool"
 
 
 def _whole_grid(namer, axis: Axis) -> bool:
