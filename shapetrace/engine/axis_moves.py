@@ -156,13 +156,14 @@ def index_axes(axes: Sequence[Axis], spec: Sequence[str], items: Sequence, out_s
 def _picked(axis: Axis, item, namer: Namer) -> Axis | None:
     """A list of constant positions picks those entries of a named axis (transformers' padding check
     ``input_ids[:, [-1, 0]]``: the last and the first token of each row): ``T[-1,0]``, what it indexes kept (a
-    pick of tokens is tokens), never the bare name. Only a flat list of ints, each inside the axis."""
+    pick of tokens is tokens), never the bare name. Only a flat list of ints, each inside a whole axis of one plain
+    name."""
     if not isinstance(item, list) or not item or not all(type(k) is int and -axis.size <= k < axis.size
                                                          for k in item):
         return None
     label = namer.label(axis)
-    if label is None or label.startswith(MIXED_PREFIX):
-        return None
+    if label is None or not label.isidentifier() or len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return None   # (a pick of a fused axis, Falcon's [..., [-2], :] of H+2*H_kv, is left to rules/fused_parts)
     return Axis((Atom(indexed_label(label, ",".join(map(str, item))), len(item), 1, len(item)),), axis.role)
 
 
