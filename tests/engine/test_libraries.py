@@ -439,7 +439,7 @@ _BATCH = {"B": 2}                      # stage models: widths and heads change f
 #: lib14's first sight of 39 more modules (d04b913 before lib14's changes: timm-tnt was ✗ projection-over-tokens,
 #: siglip-vision and layoutlm '?'; all the others as now). Traced too, left out for the group's time (each 9-27 s,
 #: all '?' with no finding): timm crossvit_tiny_240, maxvit_nano_rw_256, efficientformer_l1; torchvision swin_v2_t,
-#: maxvit_t; and timm pvt_v2_b0 (5 s). 39 here: 20 '✓', 19 '?'.
+#: maxvit_t; and timm pvt_v2_b0 (5 s). 39 here: 21 '✓', 18 '?'.
 FIRST_SIGHT.update({
     "qwen3": (_hf("Qwen3Model", "Qwen3Config", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
     "gemma2": (_hf("Gemma2Model", "Gemma2Config", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
@@ -470,7 +470,8 @@ FIRST_SIGHT.update({
     "siglip-text": (_hf("SiglipTextModel", "SiglipTextConfig", **_DEC), _IDS, SIZES, "✓"),
     "beit": (_hf("BeitModel", "BeitConfig", **_VIT), _PIXELS, _IMAGE, "✓"),
     "gpt-bigcode": (_hf("GPTBigCodeModel", "GPTBigCodeConfig", n_layer=2, n_embd=64, n_head=4, n_positions=32,
-                        vocab_size=100), _IDS, SIZES, "?"),   # multi-query: one k/v head expanded to H, unnamed
+                        vocab_size=100), _IDS, {**SIZES, "H_kv": 1},
+                    "✓"),                           # multi-query ('?' at SIZES: its one k/v head, H_kv undeclared)
     "persimmon": (_hf("PersimmonModel", "PersimmonConfig", **_DEC), _IDS, SIZES, "✓"),
     "vitmae": (_hf("ViTMAEModel", "ViTMAEConfig", mask_ratio=0.0, **_VIT), _PIXELS, _IMAGE,
                "?"),                                # the gather's index ids_keep.unsqueeze(-1).repeat(1, 1, D)
