@@ -13,6 +13,7 @@ from shapetrace.engine.axes import (
     MIXED_PREFIX,
     Atom,
     Axis,
+    indexed_label,
     is_piece_label,
     root_axis,
     sizes_of,
@@ -145,13 +146,25 @@ def index_axes(axes: Sequence[Axis], spec: Sequence[str], items: Sequence, out_s
             i += 1
         else:  # one advanced index: its own axes take this axis's place
             index_dims = len(out_shape) - len(out) - (len(axes) - i - 1)
-            out.extend(unknown_axes(out_shape[len(out):len(out) + index_dims]))
+            picked = _picked(axes[i], item, namer) if index_dims == 1 else None
+            out.extend((picked,) if picked is not None else unknown_axes(out_shape[len(out):len(out) + index_dims]))
             i += 1
     out.extend(axes[i:])
     return tuple(out)
 
 
-
+def _picked(axis: Axis, item, namer: Namer) -> Axis | None:
+    """A list of constant positions picks those entries of a named axis (transformers' padding check
+    ``input_ids[:, [-1, 0]]``: the last and the first token of each row): ``T[-1,0]``, what it indexes kept (a
+    pick of tokens is tokens), never the bare name. Only a flat list of ints, each inside a whole axis of one plain
+    name."""
+    if not isinstance(item, list) or not item or not all(type(k) is int and -axis.size <= k < axis.size
+                                                         for k in item):
+        return None
+    label = namer.label(axis)
+    if label is None or not label.isidentifier() or len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return None   # (a pick of a fused axis, Falcon's [..., [-2], :] of H+2*H_kv, is left to rules/fused_parts)
+    return Axis((Atom(indexed_label(label, ",".join(map(str, item))), len(item), 1, len(item)),), axis.role)
 
 
 def split_axes(axes: Sequence[Axis], dim: int, pieces: Sequence[int],

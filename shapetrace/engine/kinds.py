@@ -219,7 +219,7 @@ class Kind(StrEnum):
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
                     "never passed on to the attention that needs it): what it should have changed was not checked")
-    PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed and never read nor returned "
+    PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = (
         "batch-unexercised", "note",

@@ -142,9 +142,11 @@ def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
 
 
 def bypassed_projections(capture: Capture) -> tuple[int, ...]:
-    """The records of ``linear`` calls the first outermost call made whose results no op read and the call did
-    not return, while the tensor they projected was read by another op (ethen8181/machine-learning issue #13:
-    ``linear_proj = self.linear_proj(output)`` computed, ``output`` returned): the projection's input went on
+    """The records of ``linear`` calls the first outermost call made whose results reach nothing the call
+    returned (no op read them, or every op that did made only what the call dropped: :func:`live_nodes`), while
+    the tensor they projected was read by another op (ethen8181/machine-learning issue #13: ``linear_proj =
+    self.linear_proj(output)`` computed, ``output`` returned; a rotary rotation handed the values in place of
+    the keys, ``rotate(q, v)``: the keys projected, split into heads and dropped): the projection's input went on
     in its place. A module whose projection is used on some call is not one (Mask2Former's class head runs
     after each layer and only the last layer's prediction is returned), nor is a projection whose input went
     nowhere else (a prefill run for its cache, its output dropped by the caller)."""
@@ -156,12 +158,29 @@ def bypassed_projections(capture: Capture) -> tuple[int, ...]:
     for record in records:
         for n in {*getattr(record, "ins", ()), getattr(record, "was", None)} - {None}:
             reads[n] = reads.get(n, 0) + 1
+    live = live_nodes(records, first.returned)
     linears = [(i, record) for i, record in enumerate(records, first.start)
                if getattr(record, "spec", None) is not None and record.spec.family is Family.PROJECTION
                and getattr(record, "error", None) is None and record.outs and getattr(record, "ins", ())]
     used = {record.module for _, record in linears
-            if any(reads.get(n) or n in first.returned for n in record.outs)}
+            if any(n in live for n in record.outs)}
     return tuple(i for i, record in linears
                  if (record.module not in used or record.module < 0)
-                 and not any(reads.get(n) or n in first.returned for n in record.outs)
+                 and not any(n in live for n in record.outs)
                  and reads.get(record.ins[0], 0) > 1)
+
+
+def live_nodes(records, returned: frozenset[int]) -> set[int]:
+    """The nodes whose values reach what the call returned: walked back from ``returned`` through every record
+    whose results are live. A record with no result (``cache[i] = k``), one that writes in place, or one with a
+    node it renamed (``was``) counts as live, and so do all its operands: a write into a tensor kept elsewhere
+    (a cache object, whose tensors are not looked for) is never taken for dead."""
+    live = set(returned)
+    for record in reversed(records):
+        outs = getattr(record, "outs", ())
+        spec = getattr(record, "spec", None)
+        if not outs or getattr(record, "was", None) is not None or (spec is not None and spec.inplace) \
+                or any(n in live for n in outs):
+            live.update(getattr(record, "ins", ()))
+            live.update(n for n in (getattr(record, "was", None), getattr(record, "node", None)) if n is not None)
+    return live

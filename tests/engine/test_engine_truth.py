@@ -150,8 +150,8 @@ def test_repeats_are_copies_not_batch():
     with shapetrace.trace(dims="B=2 T=6 D=32") as t:
         x.repeat(1, 2, 1)                                      # (B, 2·T, D)
         x.repeat_interleave(2, dim=1)                          # (B, T·2, D)
-        x[:, [0, 2]]                                           # (B, 2, D): advanced index, its axis unnamed
-    assert [e.output.dims for e in t.events] == [("B", "2*T", "D"), ("B", "T*2", "D"), ("B", None, "D")]
+        x[:, [0, 2]]                                           # (B, 2, D): tokens 0 and 2 (lib14: was unnamed)
+    assert [e.output.dims for e in t.events] == [("B", "2*T", "D"), ("B", "T*2", "D"), ("B", "T[0,2]", "D")]
 
 
 def test_every_name_fits_its_declared_size_on_many_ops():

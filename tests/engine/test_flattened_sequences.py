@@ -117,3 +117,60 @@ def test_a_linear_over_every_fourth_token_is_still_a_projection_over_tokens():
         proj(x.permute(0, 2, 1).unfold(dimension=-1, size=4, step=4).transpose(-2, -1))
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity == "error"] == [
         ("error", "projection-over-tokens")]
+
+
+class _InnerMaps(nn.Module):
+    """timm's TNT in small: each of an image's N patches is a small image of its own; a conv maps it to a
+    ``[Hp, Wp]`` grid of C features, and ``[B·N, Hp·Wp, C]`` is reshaped to ``[B, N, Hp·Wp·C]`` (each patch's
+    whole inner map side by side) for the linear that makes the patch's embedding (``TNT.proj``)."""
+
+    def __init__(self, wrong: bool = False):
+        super().__init__()
+        self.conv, self.wrong = nn.Conv2d(3, 6, 2, 2), wrong
+        self.proj = nn.Linear(2 * 6 if wrong else 4 * 6, 32)
+
+    def forward(self, pixels):                              # (B·N, 3, 4, 4): the N patches of B images
+        inner = self.conv(pixels)                           # (B·N, C, Hp, Wp)
+        if self.wrong:                                      # a map cut in two: half its channels per row
+            return self.proj(inner.reshape(2, 8, -1))       # (B, N·2, C/2·Hp·Wp): no map whole
+        inner = inner.flatten(2).transpose(1, 2)            # (B·N, Hp·Wp, C)
+        return self.proj(inner.reshape(2, 4, -1))           # (B, N, Hp·Wp·C) -> (B, N, D)
+
+
+def _maps(wrong: bool):
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32") as t:
+        _InnerMaps(wrong)(torch.randn(8, 3, 4, 4))
+    return t
+
+
+def test_a_convolution_s_whole_maps_read_out_by_a_linear_is_no_finding():
+    """Fails on d04b913 (``('error', 'projection-over-tokens')``, timm's TNT ``✗`` on first sight): the linear
+    reads the whole grid ``Hp·Wp`` with all its channels, each patch's map apart from the others."""
+    t = _maps(wrong=False)
+    assert [e.op for e in t.events] == ["conv2d", "flatten", "transpose", "reshape", "linear"]
+    assert t.events[2].outputs[0].dims == (None, "N", None)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_a_map_cut_across_its_channels_keeps_its_finding():
+    """The same maps cut in two, ``[B·N, C, Hp, Wp].reshape(B, 2·N, C/2·Hp·Wp)``: the linear's axis holds half of
+    the channels (not whole), so no map is read whole and the finding stays."""
+    t = _maps(wrong=True)
+    assert [(e.op, e.outputs[0].shape) for e in t.events] == [("conv2d", (8, 6, 2, 2)), ("reshape", (2, 8, 12)),
+                                                                ("linear", (2, 8, 32))]
+    assert [(d.severity, d.kind, d.event) for d in t.diagnostics] == [("error", "projection-over-tokens", 1)]
+
+
+def test_heads_merged_with_the_grid_keep_their_error():
+    """``[B, H, N, d_k]`` over a conv's grid merged as ``reshape(B, N, H·d_k)`` at N == H: the last axis holds the
+    grid with a piece of ``D`` (``d_k``), not a whole map; the linear reading it keeps ``projection-over-tokens``
+    or the merge its finding."""
+    torch.manual_seed(0)
+    conv, qkv, out = nn.Conv2d(3, 32, 4, 4), nn.Linear(32, 32), nn.Linear(32, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32 H=4") as t:
+        x = conv(torch.randn(2, 3, 8, 8)).flatten(2).transpose(1, 2)       # (B, N=4, D)
+        q = qkv(x).view(2, 4, 4, 8).transpose(1, 2)                          # (B, H, N, d_k)
+        out(q.reshape(2, 4, 32))                                             # bug: no transpose back
+    assert t.events[-2].outputs[0].dims == ("B", "H", "N*d_k")
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("error", "tokens-merged-with-features")]

@@ -102,3 +102,46 @@ def test_a_table_the_forward_joined_stays_unnamed():
         x + pos[:6]
     (cut,) = [e for e in t.events if e.op == "__getitem__" and e.inputs[0].shape == (50, 32)]
     assert cut.outputs[0].dims[1] is None
+
+
+class _Looked(torch.nn.Module):
+    """CLIP's and SigLIP's vision embeddings (transformers, ``CLIPVisionEmbeddings``): a conv stem's patches plus
+    ``self.position_embedding(self.position_ids)``, a parameter's rows looked up by a ``[1, N]`` buffer of
+    positions read whole (no cut: the lookup's only operands are the model's own tensors)."""
+
+    def __init__(self, wrong: bool = False):
+        super().__init__()
+        self.stem, self.table, self.wrong = torch.nn.Conv2d(3, 32, 4, 4), torch.nn.Embedding(16, 32), wrong
+        self.register_buffer("position_ids", torch.arange(16)[None])
+
+    def forward(self, pixels):                                                      # (B, 3, 16, 16)
+        patches = self.stem(pixels)                                                 # (B, D, Hp, Wp)
+        patches = patches.view(2, 16, 32) if self.wrong else patches.flatten(2).transpose(1, 2)   # (B, N, D)
+        return patches + self.table(self.position_ids)                              # + (1, N, D)
+
+
+def _looked(wrong: bool):
+    torch.manual_seed(0)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 D=32 H=4") as t:
+        _Looked(wrong)(torch.randn(2, 3, 16, 16))
+    (lookup,) = [e for e in t.events if e.op == "embedding"]
+    return t, lookup
+
+
+def test_a_position_table_looked_up_by_a_whole_buffer_takes_the_patches_it_meets():
+    """Fails on d04b913 (the lookup ``(None, None, 'D')`` and ``? ... not checked (unnamed axes): embedding``, as
+    CLIP's and SigLIP's vision towers and Whisper were on first sight): the lookup's position axis meets the
+    patches ``N`` (the conv's whole grid ``Hp·Wp``, in order), so it holds one vector per patch."""
+    t, lookup = _looked(wrong=False)
+    assert lookup.inputs[0].dims == (None, None)                                    # the buffer keeps no name
+    assert lookup.outputs[0].dims == (None, "N", "D")
+    assert t.report().verdict.mark == "✓"
+
+
+def test_a_lookup_added_to_a_wrong_view_of_the_grid_stays_unnamed():
+    """The stem's map viewed ``[B, N, D]`` without the transpose: the view's axes are mixes of ``D`` and the grid, no
+    whole grid, so the lookup's position axis lined up with them keeps no name (its ``D`` is the embedding's own)
+    and only the view is reported."""
+    t, lookup = _looked(wrong=True)
+    assert lookup.outputs[0].dims == (None, None, "D")
+    assert [(d.kind, t.events[d.event].op) for d in t.diagnostics if d.severity == "error"] == [("mixed-axis", "view")]

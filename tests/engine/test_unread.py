@@ -143,7 +143,8 @@ def test_a_projection_whose_input_went_on_in_its_place_is_a_warning():
             linear = next(e for e in t.events if e.index == found[0].event)
             assert linear.op == "linear" and "self.o(merged)" in linear.code
             assert found[0].message.startswith(f"linear #{linear.index} (`o`: projected = self.o(merged)) computes a "
-                                               "projection that no op reads and the model does not return")
+                                               "projection whose result reaches nothing the model returns (no op "
+                                               "reads it, or what reads it is dropped)")
     assert outcomes == {(False, False): ("✓", []), (True, False): ("!", [Kind.PROJECTION_BYPASSED]),
                         (False, True): ("✓", [])}
 
@@ -157,6 +158,7 @@ def test_a_prefill_whose_output_its_caller_drops_is_no_bypass():
     assert Kind.PROJECTION_BYPASSED not in [d.kind for d in t.diagnostics]
 
 
+<<<<<<< HEAD
 def test_a_mask_padded_in_front_is_told_by_its_rows_whichever_value_marks_the_pads():
     """:func:`~shapetrace.engine.unread.front_padded`: a row of one value (unpadded: that value is the real one)
     and a row of the other value then that one; right padding, a hole in a row, no unpadded row, three values or
@@ -209,3 +211,42 @@ def test_positions_shared_by_every_row_under_a_left_padded_mask_are_not_checked(
         "positions were not checked."])
     assert _positions_notes(True, LEFT) == ("✓", [])
     assert _positions_notes(False, RIGHT) == ("✓", [])
+=======
+class RotatedAttention(nn.Module):
+    """Two heads with a rotary rotation; ``wrong`` hands the rotation the values in place of the keys
+    (``q, k = rotate(q, v)``, as a slip in ``apply_rotary_pos_emb(query_states, value_states, ...)`` would):
+    the keys are projected, split into heads and dropped, and the rotated values stand in for them."""
+
+    def __init__(self, wrong: bool = False) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(32, 32) for _ in range(4))
+        self.wrong = wrong
+
+    @staticmethod
+    def rotate(*xs):
+        angle = torch.arange(6.0)[:, None] * torch.ones(8)                           # (T, d_k/2)
+        cos, sin = angle.cos().repeat(1, 2), angle.sin().repeat(1, 2)                  # (T, d_k)
+        return [x * cos + torch.cat([-x[..., 8:], x[..., :8]], -1) * sin for x in xs]
+
+    def forward(self, x):                                                              # (B, T, D)
+        q, k, v = (p(x).view(2, 6, 2, 16).transpose(1, 2) for p in (self.q, self.k, self.v))   # (B, H, T, d_k)
+        q, k = self.rotate(q, v if self.wrong else k)
+        scores = q @ k.transpose(-2, -1) / 4.0                                         # (B, H, T, T)
+        out = F.softmax(scores, dim=-1) @ v                                            # (B, H, T, d_k)
+        return self.o(out.transpose(1, 2).reshape(2, 6, 32))                           # (B, T, D)
+
+
+def test_a_projection_whose_result_reaches_nothing_returned_is_a_warning():
+    """Fails on d04b913 (``✓`` there, as transformers' OLMo with the same slip planted): the keys' ``linear`` is
+    read (a view, a transpose) but what it made is dropped, while its input went on into the queries and
+    values: ``projection-bypassed`` on the keys' ``linear``; the correct layer has no finding (its ``?``: the
+    rotary table built with ``repeat`` is left unnamed)."""
+    outcomes = {}
+    for wrong in (False, True):
+        torch.manual_seed(0)
+        with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=2") as t:
+            RotatedAttention(wrong).eval()(torch.randn(2, 6, 32))
+        found = [(d.kind, t.events[d.event].module) for d in t.diagnostics if d.severity in ("error", "warning")]
+        outcomes[wrong] = verdict_line(t)[0], found
+    assert outcomes == {False: ("?", []), True: ("!", [(Kind.PROJECTION_BYPASSED, "k")])}
+>>>>>>> lib14

@@ -6,11 +6,13 @@ a table cut from a buffer to the named input: torch lines the operands' trailing
 and an axis of more than one entry must equal the one it meets, so the table's axis of 32 entries that meets
 ``D`` holds one value per feature: it is ``D`` there, as a join's parts are its result's axes
 (:func:`.backward.joined_names`). Only the operand a cut of a tensor that entered the traced code without names
-made (a buffer's or a parameter's rows, a lookup ``wte.weight[idx]``), only a whole, plain name (``B``, ``T``,
-``D``), never a piece or a fold, and never for an axis of one entry (that one is broadcast). The table itself
-keeps no name (:mod:`..rules.batch_tables` reads that a table with no name was cut to the batch's length), and
-nothing is carried further back: a longer walk reached rotary tables, masks and positions whose values other
-rules read, and changed 53 of their outcomes.
+made (a buffer's or a parameter's rows, a lookup ``wte.weight[idx]``), or an op fed such tensors alone (a
+position table looked up by a buffer of positions read whole, CLIP's ``position_embedding(position_ids)``), only
+a whole, plain name (``B``, ``T``, ``D``) or a convolution's whole grid of patches (``N``, ``Hp·Wp`` in order),
+never a piece or another fold, and never for an axis of one entry (that one
+is broadcast). The table itself keeps no name (:mod:`..rules.batch_tables` reads that a table with no name was
+cut to the batch's length), and nothing is carried further back: a longer walk reached rotary tables, masks and
+positions whose values other rules read, and changed 53 of their outcomes.
 
 Reads: the finished inference's axes of every broadcasting elementwise op's operands. Adds: nothing to the
 state; returns the pins.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import Axis
+from shapetrace.engine.axes import GRID_ROOTS, Axis
 from shapetrace.engine.infer.backward import whole_plain
 from shapetrace.engine.ops import Family
 
@@ -47,15 +49,41 @@ def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) ->
             continue
         shapes = [pins.get(n) or found.get(n) or inference.axes.get(n) or () for n in operands]
         for (node, mine), theirs in ((operands[0], shapes[0]), shapes[1]), ((operands[1], shapes[1]), shapes[0]):
-            cut = made.get(node)
-            if cut is None or cut.spec.family is not Family.SLICE or not cut.ins or cut.ins[0] not in entered:
-                continue   # (only a table's cut: what the table itself is, no use says)
+            if not _table(made.get(node), entered):
+                continue   # (only a table's cut or lookup: what the table itself is, no use says)
             named = list(mine)
             for p, axis in enumerate(mine):
                 q = p + len(theirs) - len(mine)                                    # lined up from the right
                 if q >= 0 and axis.size > 1 and axis.size == theirs[q].size and namer.label(axis) is None \
-                        and whole_plain(namer, theirs[q]):
+                        and (whole_plain(namer, theirs[q]) or _whole_grid(namer, theirs[q])):
                     named[p] = theirs[q]
             if named != list(mine):
                 pins[node] = tuple(named)
     return pins
+
+
+def _table(record, entered: set[int]) -> bool:
+    """Was a node made from tables alone: a cut of one tensor that entered the traced code without names, or a
+    lookup by integer positions every operand of which entered so (CLIP's and SigLIP's
+    ``self.position_embedding(self.position_ids)``: a parameter's rows looked up by a ``[1, N]`` buffer of
+    positions, read whole, the lookup itself fed nothing the call was given)?"""
+    if record is None or not record.ins:
+        return False
+    if record.spec.family is Family.SLICE:
+        return record.ins[0] in entered
+    return all(n in entered for n in record.ins) and _positions(record)
+
+
+def _positions(record) -> bool:
+    """Is the record's first operand integer (positions or ids: a lookup of rows), not a float table of its own
+    (``torch.ones(6, 6).tril()``: a mask that rules/masks reads on its values, and names would hide)?"""
+    raw = getattr(record, "in_raw", ())
+    dtype = raw[0][3] if raw and len(raw[0]) > 3 else None
+    return dtype is not None and not dtype.is_floating_point and not dtype.is_complex and str(dtype) != "torch.bool"
+
+
+def _whole_grid(namer, axis: Axis) -> bool:
+    """A convolution's whole grid of patches flattened in order (``Hp·Wp``: the patches ``N`` of a ViT's stem): a
+    table that meets it holds one value per patch, as one that meets ``T`` holds one per token."""
+    return tuple(a.root for a in axis.atoms) in (GRID_ROOTS[2], GRID_ROOTS[3]) \
+        and all(a.whole for a in axis.atoms) and namer.label(axis) is not None

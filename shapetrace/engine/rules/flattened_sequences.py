@@ -10,7 +10,9 @@ sequence. What proves the readout, from the names' pieces and never from sizes: 
 token axis and the model's features (``T·D``), each whole (no slice, no stride: no heads cut out of it),
 and every other axis of the tensor is the batch's (or of one entry, or a declared axis with no role: series
 read out each on its own, PatchTST's ``[bs, nvars, d_model * patch_num]``). Heads merged with tokens (``T·d_k``,
-``H·T``), pieces of axes, or a heads axis left beside it keep their findings.
+``H·T``), pieces of axes, or a heads axis left beside it keep their findings. The same holds of a convolution's
+whole map read out (:func:`grid_readout`: a CNN's ``flatten(1)`` before its classifier, timm's TNT projecting each
+patch's inner map ``[B·N, Hp·Wp, C]`` into that patch's embedding ``[B, N, Hp·Wp·C]``).
 
 Reads: the findings so far and the events they name. Adds nothing; drops those findings on such an axis.
 """
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import GRID_ROOTS, MIXED_PREFIX, Axis, coalesce, has_tokens
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.vocabulary import GRID_AXES
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -40,10 +44,40 @@ def _readout(analysis: Analysis, d: Diagnostic) -> bool:
     if d.kind == Kind.PROJECTION_OVER_TOKENS:
         last = len(e.inputs[0].shape) - 1 if e.inputs else -1
         return last >= 0 and (whole_sequence(e.inputs[0], last, analysis.namer)
+                              or grid_readout(e.inputs[0], last, analysis.namer)
                               or mixes_whole_tokens(e.inputs[0], last, analysis))
     axis = next((i for side, i in d.blame if side == -1), None)
-    return axis is not None and bool(e.outputs) and whole_sequence(e.outputs[0], axis % len(e.outputs[0].shape),
-                                                                    analysis.namer)
+    if axis is None or not e.outputs:
+        return False
+    axis %= len(e.outputs[0].shape)
+    return whole_sequence(e.outputs[0], axis, analysis.namer) or grid_readout(e.outputs[0], axis, analysis.namer)
+
+
+def grid_readout(t: TensorInfo, i: int, namer) -> bool:
+    """Is axis ``i`` of ``t`` one convolution's whole map: every axis of its grid of patches (``Hp, Wp`` or ``Fp, Hp,
+    Wp``), each whole and side by side in order, joined with whole axes that are neither tokens, batch nor heads
+    (its channels, features), no token axis left in the tensor's other axes? A linear reading it reads each map
+    whole, as a CNN's classifier after ``flatten(1)`` does, or timm's TNT projecting each patch's inner map
+    (``[B·N, Hp·Wp, C]`` reshaped to ``[B, N, Hp·Wp·C]``) into that patch's embedding: no token of one map meets
+    another map's. Heads merged with the grid hold a piece of ``D`` (``Hp·Wp·d_k``, not whole), and a grid cut
+    into pieces is not whole: both keep their findings. Proven by the atoms alone, never by sizes."""
+    atoms = coalesce(t.axes[i].atoms) if i < len(t.axes) else ()
+    grid = tuple(a.root for a in atoms if a.root in GRID_AXES)
+    rest = [a for a in atoms if a.root not in GRID_AXES]
+    if grid not in (GRID_ROOTS[2], GRID_ROOTS[3]) or not rest or len(rest) + len(grid) != len(atoms):
+        return False
+    first = next(k for k, a in enumerate(atoms) if a.root in GRID_AXES)
+    if any(a.root not in GRID_AXES for a in atoms[first:first + len(grid)]):
+        return False   # (the grid's axes apart, something between them)
+    if not all(a.whole for a in atoms) or any(a.root.startswith(MIXED_PREFIX)
+                                               or namer.plain_role(a.root) in _KEPT_APART for a in rest):
+        return False
+    return not any(namer.plain_role(a.root) == "tokens" or a.root.startswith(MIXED_PREFIX) and has_tokens(Axis((a,)))
+                   for k, axis in enumerate(t.axes) if k != i for a in axis.atoms)
+
+
+#: roles of whole axes that a map's readout never joins with its grid
+_KEPT_APART = ("tokens", "batch", "heads", "head_features")
 
 
 def whole_sequence(t: TensorInfo, i: int, namer) -> bool:

@@ -27,7 +27,7 @@ def unread_inputs(analysis: Analysis) -> list[Diagnostic]:
 
 
 def bypassed_projections(analysis: Analysis) -> list[Diagnostic]:
-    """A warning for each ``linear`` whose result no op read and the model did not return while the tensor it
+    """A warning for each ``linear`` whose result reaches nothing the model returned while the tensor it
     projected was read elsewhere (ethen8181/machine-learning issue #13: ``linear_proj =
     self.linear_proj(output)`` computed and ``output`` returned): the layer's output is its projection's
     input, and the projection's weights reach nothing. A warning, not an error: the run cannot say the code
@@ -40,9 +40,10 @@ def bypassed_projections(analysis: Analysis) -> list[Diagnostic]:
             continue
         where = f"`{e.module}`: {e.code.strip()}" if e.module else e.code.strip()
         out.append(Kind.PROJECTION_BYPASSED.found(index, (
-            f"{e.op} #{index} ({where}) computes a projection that no op reads and the model does "
-            "not return, while the tensor it projects is read by another op: that tensor went on in the "
-            "projection's place, and the projection's weights reach nothing."),
+            f"{e.op} #{index} ({where}) computes a projection whose result reaches nothing the model "
+            "returns (no op reads it, or what reads it is dropped), while the tensor it projects is read by "
+            "another op: that tensor went on in the projection's place, and the projection's weights reach "
+            "nothing."),
             "Use the projection's result (return it, or pass it on) where its input is used now."))
     return out
 
