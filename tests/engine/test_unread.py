@@ -158,7 +158,6 @@ def test_a_prefill_whose_output_its_caller_drops_is_no_bypass():
     assert Kind.PROJECTION_BYPASSED not in [d.kind for d in t.diagnostics]
 
 
-<<<<<<< HEAD
 def test_a_mask_padded_in_front_is_told_by_its_rows_whichever_value_marks_the_pads():
     """:func:`~shapetrace.engine.unread.front_padded`: a row of one value (unpadded: that value is the real one)
     and a row of the other value then that one; right padding, a hole in a row, no unpadded row, three values or
@@ -211,7 +210,8 @@ def test_positions_shared_by_every_row_under_a_left_padded_mask_are_not_checked(
         "positions were not checked."])
     assert _positions_notes(True, LEFT) == ("✓", [])
     assert _positions_notes(False, RIGHT) == ("✓", [])
-=======
+
+
 class RotatedAttention(nn.Module):
     """Two heads with a rotary rotation; ``wrong`` hands the rotation the values in place of the keys
     (``q, k = rotate(q, v)``, as a slip in ``apply_rotary_pos_emb(query_states, value_states, ...)`` would):
@@ -249,4 +249,3 @@ def test_a_projection_whose_result_reaches_nothing_returned_is_a_warning():
         found = [(d.kind, t.events[d.event].module) for d in t.diagnostics if d.severity in ("error", "warning")]
         outcomes[wrong] = verdict_line(t)[0], found
     assert outcomes == {False: ("?", []), True: ("!", [(Kind.PROJECTION_BYPASSED, "k")])}
->>>>>>> lib14
