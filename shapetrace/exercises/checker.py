@@ -125,16 +125,22 @@ def _dead_verdict(judge, run, inputs, limit: float):
                          "your file", explanation=tail, **where)
 
 
+#: A wrong case's table while it is on its way: what a verdict judged before it came holds in its place (never a
+#: text the child could send: strings from the child are cleaned of control characters).
+_PENDING = "\0the table of this case\0"
+
+
 class _Answers:
     """The parent's word to the child after each case's result (:func:`shapetrace.worker._answered`):
     ``n`` when the judge finds the case right (the next case runs), else ``t`` (send the traced table of
     this case, the one the verdict shows; ``s`` when the job shows none): the first wrong case decides the
     verdict, so no later case runs and no other table is rendered. ``right``: the cases found right, in
-    order from case 0 (each judged once)."""
+    order from case 0; ``wrong``: the first wrong case and its verdict (each case judged once)."""
 
     def __init__(self, judge, limit: float, tables: bool):
         self.judge, self.limit, self.tables = judge, limit, tables
         self.right: set[int] = set()
+        self.wrong: tuple[int, object] | None = None
         self.settled = False   # a case was wrong, or came out of order: nothing more is judged here
 
     def __call__(self, frame) -> bytes:
@@ -149,18 +155,20 @@ class _Answers:
             return b"s"
         if len(got.args) != len(self.judge.cases[i].args):
             return b"s"
+        got.facts["table"] = _PENDING
         with _JUDGE_LOCK:
             found = self.judge.case(self.judge.cases[i], got, self.limit)
         if found is None:
             self.right.add(i)
             self.settled = False
             return b"n"
+        self.wrong = (i, found)
         return b"t" if self.tables else b"s"
 
 
-def _decide(judge, run, cases, limit: float, right: frozenset[int] | set[int] = frozenset()):
-    """The verdict from the child's frames: the first case that is wrong (``right``: cases already judged
-    right, by :class:`_Answers`), with the table the child sent for it."""
+def _decide(judge, run, cases, limit: float, answers: _Answers | None = None):
+    """The verdict from the child's frames: the first case that is wrong (``answers``: the cases already
+    judged as they came, :class:`_Answers`), with the table the child sent for it."""
     loaded, results, tables = None, {}, {}
     for frame in run.frames:
         kind = frame.header.get("kind")
@@ -188,9 +196,16 @@ def _decide(judge, run, cases, limit: float, right: frozenset[int] | set[int] = 
     for i, inputs in enumerate(cases):
         if i not in results:
             return _dead_verdict(judge, run, inputs, limit)
+        if answers is not None and i in answers.right:
+            continue
+        if answers is not None and answers.wrong is not None and answers.wrong[0] == i:
+            found = answers.wrong[1]
+            if found.table == _PENDING:   # (a verdict that shows its case's table: the one the child sent)
+                found.table = tables.get(i, "")
+            return found
         if i in tables:
             results[i].facts["table"] = tables[i]
-        found = None if i in right else judge.case(inputs, results[i], limit)
+        found = judge.case(inputs, results[i], limit)
         if found is not None:
             return found
     if judge.probe is not None:
@@ -301,15 +316,15 @@ def check_job(job: Job, lessons: str | Path, time_limit: float = DEFAULT_TIME_LI
     meta["probe"] = probe
     with _JUDGE_LOCK:
         judge = _prepare(ex, job, source, cases, probe)
-    answers = _Answers(judge, time_limit, job.tables)
+    answers = _Answers(judge, time_limit, job.tables) if meta["replies"] else None
     proc = start_child(meta, body, time_limit, len(cases) + 1, "bwrap" in layers, drop="user" in layers,
-                       replies=True)
+                       replies=answers is not None)
     run = finish_child(proc, time_limit, len(cases) + (probe is not None),
                        probe["out_bytes"] if probe is not None else 0, progress, answers)
     if not run.ready:
         raise _not_started(run, memory_mb)
     with _JUDGE_LOCK:
-        return unverified(_decide(judge, run, judge.cases, time_limit, answers.right).to_dict(), run.missing)
+        return unverified(_decide(judge, run, judge.cases, time_limit, answers).to_dict(), run.missing)
 
 
 def _prepare(ex, job: Job, source: str, cases: list, probe: dict | None):
