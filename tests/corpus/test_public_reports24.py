@@ -11,7 +11,10 @@ files committed before any engine change).
 * hf_packed_mask_gate — huggingface/transformers PR #46634: the packed sequences' block-diagonal mask built only
   when ``attention_mask is None``, so an all-ones 2-D mask left a causal mask alone over packed rows;
 * automodel_cu_seqlens_batch — NVIDIA-NeMo/Automodel PR #2316 (review): ``cu_seqlens`` as ``cumsum(0)`` over the
-  batch, each row's ``seq_idx`` read against the previous rows' lengths.
+  batch, each row's ``seq_idx`` read against the previous rows' lengths;
+* trtllm_continuous_cache_slot — NVIDIA/TensorRT-LLM PR #2682: a continuous cache pool read at its first B slots
+  (``k_pool[:B]``) for the requests' ``k_pool[slot_ids]`` (added after the fix below, first sight on 5b921bb;
+  its equal-size reading keeps more slots than requests, ``EQUAL``).
 
 First sight (``round_outcome``, no dependency contracts: at DIMS / at equal sizes; the CLI, ``cd /tmp &&
 shapetrace trace FILE [bug] --dims "B=2 T=6 D=32 H=4"`` (``Y=5`` for caml, no H), which measures the dependency
@@ -33,10 +36,17 @@ hf_packed_mask_gate         packed-gate-on-mask  ✓ all 21 / ?        ? 20 of 2
                                                                                              rows / ? (CLI ?)
 automodel_cu_seqlens_batch  (correct)            ? 20 of 21 / ?      ? 20 of 21              unchanged
 automodel_cu_seqlens_batch  cumsum-over-batch    ? 20 of 22 / ?      ? 20 of 22              unchanged
+trtllm_continuous_cache_    (correct)            ! table-cut-to-     (not run)               ? 8 of 19 / ?
+slot                                             batch / ?                                   (CLI ?)
+trtllm_continuous_cache_    first-slots          ! table-cut-to-     (not run)               unchanged
+slot                                             batch / ?                                   (CLI !)
 ==========================  ===================  ==================  ======================  =====================
 
-At first sight the 5 correct files were ✓ 1, ? 4, ✗ 0 (the CLI: caml's a ``!`` warning); the 5 bugs ✓ 2
-(megavit's norms, hf_packed's causal-only mask), ? 3, ✗ 0 (the CLI: ✓ 1, ? 4). The fix (63c107b,
+At first sight the 6 correct files were ✓ 1, ? 4, ! 1 (trtllm's false ``table-cut-to-batch``), ✗ 0 (the CLI:
+caml's also a ``!`` warning); the 6 bugs ✓ 2 (megavit's norms, hf_packed's causal-only mask), ? 3, ! 1, ✗ 0 (the
+CLI, five files: ✓ 1, ? 4). The second fix (f5596e2, rules/batch_tables.py): a ``__getitem__`` with a tensor
+operand (``pool[slot_ids]``) is an index, each entry getting the row it names, not a cut to the batch's length.
+The first fix (63c107b,
 ``causal-over-packed-rows``, rules/unread.py): positions the model was given that restart at 0 inside a row
 (:func:`~shapetrace.engine.unread.packed_positions`) and an attention whose mask, read on its values, hides the
 future keys and nothing else, on the same token axis by name: a warning. In the CLI the file's positions are built
@@ -68,10 +78,11 @@ from tests.corpus.reports24 import (
     deberta_p2c_sign,
     hf_packed_mask_gate,
     megavit_qk_norm_kv,
+    trtllm_continuous_cache_slot,
 )
 
 MODULES = (deberta_p2c_sign, megavit_qk_norm_kv, caml_label_attention_pads, hf_packed_mask_gate,
-           automodel_cu_seqlens_batch)
+           automodel_cu_seqlens_batch, trtllm_continuous_cache_slot)
 OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
@@ -86,6 +97,8 @@ EXPECTED = {
     (hf_packed_mask_gate, "packed-gate-on-mask"): [("!", ("causal-over-packed-rows",)), UNSURE],   # (✓ at 76a2efb)
     (automodel_cu_seqlens_batch, ""): [UNSURE, UNSURE],
     (automodel_cu_seqlens_batch, "cumsum-over-batch"): [UNSURE, UNSURE],
+    (trtllm_continuous_cache_slot, ""): [UNSURE, UNSURE],                       # (! table-cut-to-batch at 5b921bb)
+    (trtllm_continuous_cache_slot, "first-slots"): [("!", ("table-cut-to-batch",)), UNSURE],
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(megavit_qk_norm_kv, "norm-k-and-v"), (hf_packed_mask_gate, "packed-gate-on-mask")}
