@@ -61,6 +61,8 @@ class Analysis:
             :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
         padded_in_front: ``(argument name, its axes' labels, its shape)`` of each mask the model was given with a row
             padded in front (:func:`~shapetrace.engine.unread.front_padded`).
+        packed_positions: ``(argument name, its axes' labels, its shape)`` of each tensor of positions the model was
+            given with several sequences packed in a row (:func:`~shapetrace.engine.unread.packed_positions`).
         ids_read_twice: ``(event, event)``: two tables looked up by one ids tensor and summed
             (:func:`~shapetrace.engine.lookups.ids_read_twice`).
     """
@@ -88,6 +90,7 @@ class Analysis:
     output_dims: tuple | None = None
     windows: Sequence[tuple[str, str, int]] = ()
     padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
+    packed_positions: Sequence[tuple[str, tuple, tuple]] = ()
     ids_read_twice: Sequence[tuple[int, int]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:

@@ -190,8 +190,7 @@ class Kind(StrEnum):
         "then mix each token's features of the values (cross-covariance attention, XCiT's `XCA`): attention "
         "over channels by design, or q, k and v all permuted by one slip; the run cannot say which, so the "
         "verdict does not claim it was checked")
-    MASK_LOOKS_AHEAD = (
-        "mask-looks-ahead", "note",
+    MASK_LOOKS_AHEAD = ("mask-looks-ahead", "note",
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
         "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
         "by design; the values cannot say which, so the verdict does not claim the mask was checked")
@@ -199,6 +198,9 @@ class Kind(StrEnum):
         "a table looked up by one row of positions shared by every batch entry (`arange(T)[None]`) while the model "
         "was given a mask with a row padded in front: that row's real tokens read other positions than an unpadded "
         "row's (learned absolute positions shifted by the padding, `cumsum(mask) - 1` meant), unless by design")
+    CAUSAL_OVER_PACKED_ROWS = ("causal-over-packed-rows", "warning", "an attention whose mask hides the future keys "
+        "and nothing else while the model was given positions that restart at 0 inside a row (sequences packed in "
+        "one, `[0, 1, 2, 0, 1]`): each packed sequence reads the ones before it in its row")
     IDS_READ_BY_TWO_TABLES = ("ids-read-by-two-tables", "note",
         "one ids tensor looks up two tables whose rows are then added (`position_embeddings(token_type_ids)` beside "
         "`token_type_embeddings(token_type_ids)`): two such tables are one table of their sums, so one of them was "
@@ -207,8 +209,7 @@ class Kind(StrEnum):
         "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
         "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "
         "`>=`): which width the model meant is a number of its configuration, so the width is not checked")
-    MASK_UNEXERCISED = (
-        "mask-unexercised", "note",
+    MASK_UNEXERCISED = ("mask-unexercised", "note",
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it lines "
         "up with the keys: a mask laid on the queries would give the same output, so where it lands was not checked")
     BATCH_PICKED = ("batch-picked", "note", "an op picks one entry of a batch of several and drops the others "
@@ -221,8 +222,7 @@ class Kind(StrEnum):
                     "never passed on to the attention that needs it): what it should have changed was not checked")
     PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
-    BATCH_UNEXERCISED = (
-        "batch-unexercised", "note",
+    BATCH_UNEXERCISED = ("batch-unexercised", "note",
         "a view given a size read from an axis of one entry (the batch at B = 1) puts that entry on the other side "
         "of other axes' elements than memory holds it: at one entry it holds the same elements either way, at more "
         "it would regroup them, so the run could not check it")

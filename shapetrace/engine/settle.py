@@ -67,6 +67,8 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
         padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
                                                                             "arguments", ()) if a.front_padded),
+        packed_positions=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
+                                                                               "arguments", ()) if a.packed),
         ids_read_twice=ids_read_twice(capture.records, rows),
     )
 

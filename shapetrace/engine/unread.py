@@ -35,6 +35,7 @@ class Argument(NamedTuple):
     shape: tuple[int, ...]
     dtype: str         # ``bool``, ``float32``...
     front_padded: bool = False   # a 2-d mask of two values with a row padded in front (:func:`front_padded`)
+    packed: bool = False         # 2-d positions restarting at 0 inside a row (:func:`packed_positions`)
 
 
 @dataclass
@@ -56,7 +57,7 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
               *kwargs.items()]
     with torch._C.DisableTorchFunction():   # (reading a tensor's facts is not the traced code's work)
         found = tuple(Argument(name, capture.node_of(a), tuple(a.shape), str(a.dtype).removeprefix("torch."),
-                               front_padded(a))
+                               front_padded(a), packed_positions(a))
                       for name, a in passed
                       if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
                       and not any(a is held for held in module._buffers.values()))
@@ -84,6 +85,26 @@ def front_padded(t: torch.Tensor, limit: int = 1 << 16) -> bool:
         if bool(whole.any()) and bool(((rows == sorted_rows).all(1) & ~rows[:, 0] & rows[:, -1]).any()):
             return True
     return False
+
+
+def packed_positions(t: torch.Tensor, limit: int = 1 << 16) -> bool:
+    """Is ``t`` a ``(B, T)`` tensor of positions with several sequences packed in one row? Integers only; every
+    row a run of consecutive positions from 0, then another from 0 (``[0, 1, 2, 3, 0, 1]``), each run at least
+    two long, and some row with two runs or more. A row of one run (``arange(T)``), left padding's ``cumsum(mask)
+    - 1`` filled with 1 (``[1, 1, 0, 1, 2]``: a run that starts at 1), token types (``[0, 0, 1, 1]``) and ids
+    are none. Read on the CPU, up to ``limit`` elements.
+
+    >>> packed_positions(torch.tensor([[0, 1, 2, 0, 1]])), packed_positions(torch.tensor([[1, 1, 0, 1, 2]]))
+    (True, False)
+    """
+    if t.dim() != 2 or t.shape[1] < 4 or t.device.type != "cpu" or t.is_meta or not 0 < t.numel() <= limit \
+            or t.dtype not in (torch.int64, torch.int32, torch.int16):
+        return False
+    starts = torch.ones_like(t, dtype=torch.bool)
+    starts[:, 1:] = t[:, 1:] != t[:, :-1] + 1                               # (B, T): where a run begins
+    if not bool((t[starts] == 0).all()) or bool(starts[:, -1].any()):        # (every run from 0; none of one)
+        return False
+    return bool((starts[:, 1:] & starts[:, :-1]).logical_not().all()) and bool((starts.sum(1) > 1).any())
 
 
 def note_end(capture: Capture, result=None) -> None:

@@ -63,3 +63,16 @@ def test_a_named_table_cut_to_the_batch_is_silent():
         shapetrace.name(cache, "_ T D")
         x + cache[:x.size(0)]
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
+
+
+def test_a_table_indexed_by_a_tensor_of_slots_is_silent_and_its_first_rows_are_not():
+    """NVIDIA/TensorRT-LLM PR #2682 (tests/corpus/reports24/trtllm_continuous_cache_slot.py): a pool of cache slots
+    read at the requests' ``slot_ids`` gives each entry the slot its index names, not the entry at its place: no
+    warning (on 5b921bb it was a ``table-cut-to-batch`` warning, ``!`` on correct code); the pool cut to its first B
+    slots (the bug) keeps its one warning."""
+    from tests.corpus.helpers import traced_build
+    from tests.corpus.reports24 import trtllm_continuous_cache_slot as m
+
+    found = {bug: [(d.kind, d.severity) for d in traced_build(m, bug, m.DIMS[0]).diagnostics if d.severity != "note"]
+             for bug in ("", "first-slots")}
+    assert found == {"": [], "first-slots": [("table-cut-to-batch", "warning")]}

@@ -249,3 +249,39 @@ def test_a_projection_whose_result_reaches_nothing_returned_is_a_warning():
         found = [(d.kind, t.events[d.event].module) for d in t.diagnostics if d.severity in ("error", "warning")]
         outcomes[wrong] = verdict_line(t)[0], found
     assert outcomes == {False: ("?", []), True: ("!", [(Kind.PROJECTION_BYPASSED, "k")])}
+
+
+def test_positions_packed_several_to_a_row_are_told_by_their_runs_from_zero():
+    """:func:`~shapetrace.engine.unread.packed_positions`: every row runs of consecutive positions from 0, each at
+    least two long, some row with two or more. One run (``arange``), left padding's ``cumsum(mask) - 1`` filled with
+    1, token types, all zeros, a run of one, floats and short rows are not (added on reports24, 76a2efb)."""
+    from shapetrace.engine.unread import packed_positions
+
+    assert packed_positions(torch.tensor([[0, 1, 2, 3, 0, 1], [0, 1, 0, 1, 2, 3]]))
+    assert packed_positions(torch.tensor([[0, 1, 2, 3, 4, 5], [0, 1, 2, 0, 1, 2]]))
+    assert not packed_positions(torch.tensor([[0, 1, 2, 3, 4, 5]]))
+    assert not packed_positions(torch.tensor([[1, 1, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5]]))
+    assert not packed_positions(torch.tensor([[0, 0, 0, 1, 1, 1]]))
+    assert not packed_positions(torch.zeros(2, 6, dtype=torch.long))
+    assert not packed_positions(torch.tensor([[0, 1, 2, 3, 4, 0]]))
+    assert not packed_positions(torch.tensor([[0.0, 1.0, 0.0, 1.0]]))
+    assert not packed_positions(torch.tensor([[0, 1, 0]]))
+
+
+def test_a_causal_mask_alone_over_packed_rows_is_a_warning_and_the_block_diagonal_one_is_not():
+    """huggingface/transformers PR #46634 (tests/corpus/reports24/hf_packed_mask_gate.py): positions restarting at 0
+    inside each row, and an attention whose mask hides the future keys and nothing else: one
+    ``causal-over-packed-rows`` warning on the SDPA call, ``!`` for ``✓``; the mask and-ed with "same sequence"
+    gets none. On 76a2efb (before the change) the bug was ``✓ checked all 21 ops``."""
+    from tests.corpus.reports24 import hf_packed_mask_gate
+
+    found = {}
+    for bug in ("", "packed-gate-on-mask"):
+        t = traced_build(hf_packed_mask_gate, bug, "B=2 T=6 D=32 H=4")
+        found[bug] = verdict_line(t)[0], [(d.kind, d.severity, t.events[d.event].op if d.event is not None else None)
+                                          for d in t.diagnostics if d.severity != "note"]
+    assert found == {"": ("?", []), "packed-gate-on-mask": (
+        "!", [("causal-over-packed-rows", "warning", "scaled_dot_product_attention")])}
+    t = traced_build(hf_packed_mask_gate, "packed-gate-on-mask", "B=2 T=6 D=32 H=4")
+    [d] = [d for d in t.diagnostics if d.kind == Kind.CAUSAL_OVER_PACKED_ROWS]
+    assert "`position_ids` [B=2, T=6] whose positions restart at 0 inside a row" in d.message

@@ -8,7 +8,8 @@ GETNext issue #2) hands entry b the table's row b: each entry gets another posit
 entry none. The name of the cut axis is the proof (:mod:`~shapetrace.engine.infer.sizes`: a length read from
 an axis carries its name), never a size; a table the trace names on any axis (a cache whose batch slots a
 write named) is not meant, nor a table cut to the batch's length along two axes (a causal triangle ``tril[:T, :T]``
-where the input fits ``[T, B, D]`` too and T is read from it).
+where the input fits ``[T, B, D]`` too and T is read from it), nor a table indexed by a tensor (``k_pool[slot_ids]``:
+each entry gets the row its index names, NVIDIA/TensorRT-LLM PR #2682's fix, tests/corpus/reports24).
 
 A warning, not an error: a buffer laid out per batch slot and read before anything is written into it during
 the run (a static cache sized for a larger batch, traced at a later step) is cut the same way on purpose.
@@ -31,8 +32,8 @@ def table_cut_to_batch(analysis: Analysis) -> list[Diagnostic]:
     """A warning for each cut of an unnamed entered tensor whose result has a batch axis it did not have."""
     out = []
     for e in analysis.events_of(Family.SLICE):
-        if not e.inputs or not e.outputs or (e.sources and e.sources[0] is not None):
-            continue
+        if not e.inputs or not e.outputs or (e.sources and e.sources[0] is not None) or len(e.inputs) > 1:
+            continue   # (a table indexed by a tensor, ``pool[slot_ids]``, gives each entry the row its index says)
         table, cut = e.inputs[0], e.outputs[0]
         if any(table.dims) or len(table.shape) != len(cut.shape):
             continue

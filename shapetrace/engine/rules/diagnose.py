@@ -66,6 +66,7 @@ from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
 from shapetrace.engine.rules.unread import (
     bypassed_projections,
+    causal_over_packed_rows,
     ids_read_by_two_tables,
     positions_shared_over_padding,
     unread_inputs,
@@ -592,5 +593,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
     chunk_unmasked, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere, table_cut_to_batch,
     norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens, pooled_over_padding,
-    keys_and_values_swapped, stabiliser_axis,
+    keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows,
 ]

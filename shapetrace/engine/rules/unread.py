@@ -76,6 +76,30 @@ def positions_shared_over_padding(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def causal_over_packed_rows(analysis: Analysis) -> list[Diagnostic]:
+    """A warning for each attention whose mask, read on its values, hides the future keys and nothing else while
+    the model was given positions that restart at 0 inside a row (:attr:`.Analysis.packed_positions`: sequences
+    packed in one row), the same token axis by name (sizes decide nothing): a causal mask alone lets each packed
+    sequence read the ones before it (huggingface/transformers PR #46634: the packed sequences' block-diagonal
+    mask built only when no 2-D ``attention_mask`` was passed, so an all-ones one dropped it). A warning, not an
+    error: a model may let packed sequences see each other on purpose."""
+    out = []
+    for e in analysis.events:
+        if e.params.get("hides_side") != "future" or not e.inputs or not e.outputs:
+            continue
+        tokens = ({t.dims[-2] for t in e.inputs[:2] if len(t.dims) >= 2} | {e.outputs[0].dims[-1]}) - {None}
+        packed = [p for p in analysis.packed_positions if p[1] and p[1][-1] in tokens]
+        if packed:
+            name, dims, shape = packed[0]
+            out.append(Kind.CAUSAL_OVER_PACKED_ROWS.found(e.index, (
+                f"{e.op} #{e.index} applies a mask that hides the future keys and nothing else, while the model was "
+                f"given `{name}` {fmt_named(dims, shape)} whose positions restart at 0 inside a row (sequences packed "
+                "in one row): each packed sequence's queries read the keys of the sequences before it."),
+                f"Keep each query to its own sequence: and the causal mask with `seq_id[:, :, None] == seq_id[:, None, "
+                f":]`, where seq_id = ({name} == 0).cumsum(-1) (or pass the sequences' lengths to a varlen kernel)."))
+    return out
+
+
 def ids_read_by_two_tables(analysis: Analysis) -> list[Diagnostic]:
     """A note for each pair of tables looked up by one ids tensor and summed
     (:func:`~shapetrace.engine.lookups.ids_read_twice`; HKU-MedAI/MGCA issue #13: BERT's position table read by
