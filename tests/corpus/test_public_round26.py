@@ -51,6 +51,11 @@ name: a width alone never names D) and ``mask-after-softmax`` stays ``?`` (the b
 is an add over that unnamed axis). ViT-22B ``qk-norm-over-tokens`` is a warning (``!``), not ``✗``: a statistic
 over the tokens read back by the attention is a smell the engine does not call an error. At equal sizes Mixtral
 and ViT-22B are ``?`` (B = T = H leaves the layout undecided).
+
+Branch names1 (an input's own width, tests/engine/test_infer_seeds.py): the patches ``(B, T, 2 + P)`` at the
+declared sizes are seeded ``[B, T, F_in]``, and the ``patch_projection`` of ``F_in[2:14]`` makes D. At the first
+DIMS ``mask-on-queries`` is ``? -> ✗ mask-wrong-axis``; the correct file and ``mask-after-softmax`` stay ``?``
+(27 of 28: the bias added to the probabilities, ``#26 add``, is unnamed); under the CLI ``? 0 of 27 -> ? 27 of 28``.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ EXPECTED = {
     (mixtral, "window-off-by-one"): [OK, UNSURE],
     (pix2struct, ""): [UNSURE, UNSURE],
     (pix2struct, "mask-after-softmax"): [UNSURE, UNSURE],
-    (pix2struct, "mask-on-queries"): [UNSURE, UNSURE],
+    (pix2struct, "mask-on-queries"): [("✗", ("mask-wrong-axis",)), UNSURE],   # (names1: ? -> ✗, F_in)
     (vit22b_parallel, ""): [OK, UNSURE],
     (vit22b_parallel, "qk-norm-over-tokens"): [("!", ("normalised-over-tokens",)), UNSURE],
     (vit22b_parallel, "split-heads-by-reshape"): [("✗", ("mixed-axis",)),
@@ -101,5 +106,5 @@ def test_pix2struct_build_traced_as_the_cli():
         model, inputs = pix2struct.build("")
         model(*inputs)
     assert findings(t) == ()
-    assert verdict_line(t).startswith("? checked 0 of 27 ops that could carry a layout bug; not checked (unnamed "
-                                      "axes): #0 __setitem__, #1 __setitem__, ")
+    assert verdict_line(t).startswith("? checked 27 of 28 ops that could carry a layout bug; not checked (unnamed "
+                                      "axes): #26 add; ")   # (? 0 of 27 before names1: the patches unnamed)

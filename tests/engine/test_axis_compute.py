@@ -119,3 +119,15 @@ def test_a_decode_steps_one_query_is_the_query_axis_of_its_scores():
                                         (2, 4, 1, 6), NAMER)] == [None, None, None, None]
     mask = (B, unknown_axis(1), unknown_axis(1), unknown_axis(1))
     assert [a.role for a in broadcast_axes([scores, mask], (2, 4, 1, 6))] == [None, None, "query", "key"]
+
+
+def test_an_inputs_own_width_is_features_to_a_modules_projection():
+    """``F_in`` (the width of an input no declared name has: tests/engine/test_infer_seeds.py) is read as
+    features: a module's projection of it to D's width is D, to a fused width 3·D, to a width no name has F,
+    and to its own width F too (never F_in: the input's features are not what the weight makes); a weight
+    that is no module's parameter names nothing."""
+    from shapetrace.engine.axis_compute import linear_axes
+
+    x = (B, T, root_axis("F_in", 3))
+    assert [_labels(linear_axes(x, n, NAMER))[-1] for n in (64, 192, 3, 40, 6)] == ["D", "3*D", "F", "F", None]
+    assert _labels(linear_axes(x, 64, NAMER, structural=False)) == ("B", "T", None)

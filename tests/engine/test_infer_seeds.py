@@ -12,6 +12,7 @@ import shapetrace
 from tests.corpus.helpers import round_outcome, traced_build, verdict_line
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
+from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
 from tests.corpus.reports2 import labml_ddpm_softmax
 
@@ -148,3 +149,66 @@ def test_a_join_of_tensors_made_in_the_traced_code_is_not_seeded():
         _Joined()(given, w.long())
     joins = [e for e in t.events if e.op == "cat"]
     assert [e.outputs[0].dims[1] for e in joins] == [None, None]
+
+
+# -- an input's own width: [B, T, F_in] --------------------------------------------------------------------------
+
+def _first_ops(dims: str, x: torch.Tensor, run) -> list[tuple]:
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        run(x)
+    return [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in t.events]
+
+
+def test_an_input_of_an_undeclared_width_is_seeded_with_features_of_its_own():
+    """``[B, T, 3]`` (a trajectory's states: a width no declared name has) is ``[B, T, F_in]``, and the module's
+    ``Linear(3, D)`` that reads it makes ``D``. On fa53f62 (main before names1) no seed fitted it: every axis of
+    every op unnamed, ``? nothing was checked``."""
+    lin = torch.nn.Linear(3, 32)
+    with torch.no_grad(), shapetrace.trace(dims={"B": 2, "T": 5, "D": 32, "H": 4}) as t:
+        lin(torch.randn(2, 5, 3)).view(2, 5, 4, 8).transpose(1, 2)
+    assert [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in t.events] == [
+        ("linear", ("B", "T", "F_in"), ("B", "T", "D")), ("view", ("B", "T", "D"), ("B", "T", "H", "d_k")),
+        ("transpose", ("B", "T", "H", "d_k"), ("B", "H", "T", "d_k"))]
+    assert verdict_line(t).startswith("✓ checked all 3 ops that could carry a layout bug: every axis keeps its "
+                                      "meaning from input to output")
+
+
+def test_an_input_width_is_never_seeded_where_a_size_could_be_another_name():
+    """Equal sizes never decide a name: batch at H's size (B = H = 4), a width of B's size (``[2, 5, 2]`` at
+    B = 2: which axis is the batch?), a width of one entry (a flag or a mask's broadcast axis), tokens first
+    (``[T, B, 3]``: only batch then tokens is read) stay unnamed; with S declared a second sequence is ``S``."""
+    lin, narrow, one = torch.nn.Linear(3, 32), torch.nn.Linear(2, 32), torch.nn.Linear(1, 32)
+    unnamed = [("linear", (None, None, None), (None, None, None))]
+    assert _first_ops("B=4 T=5 D=32 H=4", torch.randn(4, 5, 3), lin) == unnamed
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 2), narrow) == unnamed
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), one) == unnamed
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(5, 2, 3), lin) == unnamed
+    assert _first_ops("B=2 T=5 S=7 D=32 H=4", torch.randn(2, 7, 3), lin) == [
+        ("linear", ("B", "S", "F_in"), ("B", "S", "D"))]
+
+
+def test_what_is_made_of_an_input_width_is_F_or_unnamed_never_F_in():
+    """A module's projection of the input's width to a width no name has is ``F`` (the same width too: what the
+    weight makes is not the input's features); a weight that is no module's parameter names nothing; a piece
+    of ``F_in`` is unnamed (as a piece of ``F``), a slice and a transpose keep it."""
+    same, wide = torch.nn.Linear(3, 3), torch.nn.Linear(3, 7)
+    dims = "B=2 T=5 D=32 H=4"
+    assert _first_ops(dims, torch.randn(2, 5, 3), same) == [("linear", ("B", "T", "F_in"), ("B", "T", "F"))]
+    assert _first_ops(dims, torch.randn(2, 5, 3), wide) == [("linear", ("B", "T", "F_in"), ("B", "T", "F"))]
+    weight = torch.randn(32, 3)
+    assert _first_ops(dims, torch.randn(2, 5, 3), lambda x: torch.nn.functional.linear(x, weight)) == [
+        ("linear", ("B", "T", "F_in"), ("B", "T", None))]
+    x = torch.randn(2, 5, 14)
+    made = _first_ops(dims, x, lambda x: (x.view(2, 5, 2, 7), x[..., :3], x.transpose(1, 2)))
+    assert [out for _, _, out in made] == [("B", "T", None, None), ("B", "T", "F_in[0:3]"), ("B", "F_in", "T")]
+
+
+def test_a_slice_of_an_input_width_is_features_to_a_modules_projection():
+    """Pix2Struct's patches ``(B, T, 2 + P)``: row and column ids in features 0 and 1, the patch read from 2 on by
+    ``patch_projection``, which makes D from ``F_in[2:14]`` (tests/corpus/public26/pix2struct.py: its
+    ``mask-on-queries`` was ``? checked 0 of 25`` on fa53f62, now ``✗ mask-wrong-axis``)."""
+    patch = torch.nn.Linear(12, 32)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 14), lambda x: patch(x[..., 2:])) == [
+        ("__getitem__", ("B", "T", "F_in"), ("B", "T", "F_in[2:14]")),
+        ("linear", ("B", "T", "F_in[2:14]"), ("B", "T", "D"))]
+    assert round_outcome(pix2struct, "mask-on-queries", pix2struct.DIMS[0]) == ("✗", ("mask-wrong-axis",))
