@@ -10,6 +10,7 @@ import torch
 
 import shapetrace
 from tests.corpus.helpers import round_outcome, traced_build, verdict_line
+from tests.corpus.public6 import ldm_cross
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
 from tests.corpus.public26 import pix2struct
@@ -212,3 +213,19 @@ def test_a_slice_of_an_input_width_is_features_to_a_modules_projection():
         ("__getitem__", ("B", "T", "F_in"), ("B", "T", "F_in[2:14]")),
         ("linear", ("B", "T", "F_in[2:14]"), ("B", "T", "D"))]
     assert round_outcome(pix2struct, "mask-on-queries", pix2struct.DIMS[0]) == ("✗", ("mask-wrong-axis",))
+
+
+def test_an_input_of_a_declared_features_width_is_seeded_with_that_name():
+    """A width declared with the features role (``C:features=24``: latent diffusion's text context, CompVis
+    ``CrossAttention``'s ``context_dim``) is a seed's last axis as D is: ``[B, S, C]``, and ``to_k``/``to_v`` read it
+    as features (D at the model's width). On fa53f62 no seed fitted it and tests/corpus/public6/ldm_cross.py checked
+    11 of 27 ops (now 25 of 27: it stays ``?`` on its expand and reshape of the mask). A name declared with
+    another role is no feature width (``ctx:tokens=24``: unnamed)."""
+    lin = torch.nn.Linear(24, 32)
+    x = torch.randn(2, 7, 24)
+    assert _first_ops("B=2 S=7 D=32 H=4 C:features=24", x, lin) == [("linear", ("B", "S", "C"), ("B", "S", "D"))]
+    assert _first_ops("B=2 S=7 D=32 H=4 ctx:tokens=24", x, lin) == [
+        ("linear", (None, None, None), (None, None, None))]
+    line = verdict_line(traced_build(ldm_cross, "", ldm_cross.DIMS[0]))
+    assert line.startswith("? checked 25 of 27 ops that could carry a layout bug; not checked (unnamed axes): "
+                           "#17 expand, #18 reshape;")

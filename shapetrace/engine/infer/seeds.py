@@ -160,8 +160,9 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns = [[seq if n == other and seq not in declared else n for n in declared]]
     leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
     patterns += [["B", seq, seq], ["B", "H", seq, seq]]   # masks and scores: a token axis twice
+    own = [[n] for n, role in state.namer.declared_roles.items() if role == "features"]   # (``C:features=24``)
     for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
-        for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
+        for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"], *own):
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
