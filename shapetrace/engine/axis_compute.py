@@ -89,6 +89,8 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
     source = _features_label(last_in, namer)
     if source is None and axes and patch_steps(axes, len(axes) - 1, namer):
         source = PATCH_STEPS   # (a patch embedding makes the model's features, as a conv stem does)
+    if source is None and last_in.size == 1 and not last_in.atoms:
+        source = ONE_NUMBER    # (one number per position, its only feature: a return-to-go's embedding)
     if not structural or source is None:
         return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
@@ -118,8 +120,10 @@ PATCH_STEPS = "patch steps"
 #: what :func:`linear_axes` reads a slice of a width of no declared name as (``F_in[2:14]``: Pix2Struct's patches
 #: after their row and column ids): features still, of no name of their own
 SLICED_WIDTH = "a slice of a width of its own"
+#: what :func:`linear_axes` reads an axis of one entry with no name as (``[B, T, 1]``): a weight's one column
+ONE_NUMBER = "one number"
 #: features a projection's output never takes the name of, at any width: it makes a width of its own
-_NEW_WIDTHS = (PATCH_STEPS, INPUT_FEATURES, SLICED_WIDTH)
+_NEW_WIDTHS = (PATCH_STEPS, INPUT_FEATURES, SLICED_WIDTH, ONE_NUMBER)
 
 
 def projected_width(namer: Namer, width: int) -> Axis:

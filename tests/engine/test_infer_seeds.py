@@ -16,6 +16,7 @@ from tests.corpus.public15 import video_swin_3d
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
 from tests.corpus.reports2 import labml_ddpm_softmax
+from tests.corpus.reports23 import min_dt_dropout_output
 
 
 def test_one_tokens_features_are_seeded_batch_one_features():
@@ -176,13 +177,12 @@ def test_an_input_of_an_undeclared_width_is_seeded_with_features_of_its_own():
 
 def test_an_input_width_is_never_seeded_where_a_size_could_be_another_name():
     """Equal sizes never decide a name: batch at H's size (B = H = 4), a width of B's size (``[2, 5, 2]`` at
-    B = 2: which axis is the batch?), a width of one entry (a flag or a mask's broadcast axis), tokens first
-    (``[T, B, 3]``: only batch then tokens is read) stay unnamed; with S declared a second sequence is ``S``."""
-    lin, narrow, one = torch.nn.Linear(3, 32), torch.nn.Linear(2, 32), torch.nn.Linear(1, 32)
+    B = 2: which axis is the batch?), tokens first (``[T, B, 3]``: only batch then tokens is read) stay unnamed;
+    with S declared a second sequence is ``S``."""
+    lin, narrow = torch.nn.Linear(3, 32), torch.nn.Linear(2, 32)
     unnamed = [("linear", (None, None, None), (None, None, None))]
     assert _first_ops("B=4 T=5 D=32 H=4", torch.randn(4, 5, 3), lin) == unnamed
     assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 2), narrow) == unnamed
-    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), one) == unnamed
     assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(5, 2, 3), lin) == unnamed
     assert _first_ops("B=2 T=5 S=7 D=32 H=4", torch.randn(2, 7, 3), lin) == [
         ("linear", ("B", "S", "F_in"), ("B", "S", "D"))]
@@ -229,3 +229,22 @@ def test_an_input_of_a_declared_features_width_is_seeded_with_that_name():
     line = verdict_line(traced_build(ldm_cross, "", ldm_cross.DIMS[0]))
     assert line.startswith("? checked 25 of 27 ops that could carry a layout bug; not checked (unnamed axes): "
                            "#17 expand, #18 reshape;")
+
+
+def test_an_input_of_one_number_per_token_is_seeded_batch_tokens_and_its_projection_makes_D():
+    """``[B, T, 1]`` (a return-to-go per step: kzl/decision-transformer's ``embed_return = Linear(1, D)``) is
+    ``[B, T, 1]``, its last axis unnamed (a flag or a mask's broadcast axis looks the same); a module's projection
+    of that one number per token makes D as a projection of features does. On fa53f62 every axis was unnamed;
+    tests/corpus/reports23/min_dt_dropout_output.py then checked 3 of 33 ops (now 6: its stacked kinds stay
+    unnamed). At B = H the batch and tokens are not read (``[4, 5, 1]`` at H = 4), and the projection still makes
+    D (one number per position is its one feature, whatever the other axes hold)."""
+    one = torch.nn.Linear(1, 32)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), one) == [
+        ("linear", ("B", "T", None), ("B", "T", "D"))]
+    weight = torch.randn(32, 1)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), lambda x: torch.nn.functional.linear(
+        x, weight)) == [("linear", ("B", "T", None), ("B", "T", None))]
+    assert _first_ops("B=4 T=5 D=32 H=4", torch.randn(4, 5, 1), one) == [
+        ("linear", (None, None, None), (None, None, "D"))]
+    assert verdict_line(traced_build(min_dt_dropout_output, "", min_dt_dropout_output.DIMS[0])).startswith(
+        "? checked 6 of 33 ops that could carry a layout bug; not checked (unnamed axes): #4 stack, ")

@@ -59,15 +59,18 @@ def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[l
     declared or derived name has (a trajectory's states ``[B, T, 3]``, a series' variates, a table's fields):
     the input's own features (:data:`~.vocabulary.INPUT_FEATURES`), which a module's projection then reads as
     a patch embedding's steps are read (:func:`.axis_compute.linear_axes`). Batch then tokens, in that order,
-    each at a size no other declared name has (at B = H, which axis is the batch sizes cannot say), never
-    a width of one entry (a flag, a mask's broadcast axis: nothing says it is features). Tried only where no
-    declared seed fits: a width that is a declared size is that name's or none."""
-    if len(shape) != 3 or shape[-1] <= 1:
+    each at a size no other declared name has (at B = H, which axis is the batch sizes cannot say). A width of
+    one entry (a return-to-go per step, or a flag, a mask's broadcast axis) is ``[B, T, 1]``: its last axis has
+    no name (nothing says it is features). Tried only where no declared seed fits: a width that is a declared
+    size is that name's or none."""
+    if len(shape) != 3 or shape[-1] < 1:
         return []
     sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
     for name, size in zip(("B", seq), shape):
         if size <= 1 or _size(state, name) != size or sizes.count(size) != 1:
             return []
+    if shape[-1] == 1:
+        return [["B", seq, "1"]]
     return [] if taken_width(state.namer, shape[-1]) else [["B", seq, INPUT_FEATURES]]
 
 
