@@ -15,13 +15,14 @@ from shapetrace.engine.axes import (
     Axis,
     base_names,
     coalesce,
+    cut_from,
     patch_steps,
     root_axis,
     sizes_of,
     unknown_axes,
     unknown_axis,
 )
-from shapetrace.engine.vocabulary import FEATURE_WIDTHS, PROJECTED, Role
+from shapetrace.engine.vocabulary import FEATURE_WIDTHS, INPUT_FEATURES, OWN_WIDTHS, PROJECTED, Role
 
 #: the heads merged back where a head's width is set apart from D / H (Gemma's ``o_proj`` input)
 MERGED_HEADS = "H*d_k"
@@ -63,7 +64,7 @@ def _projected_met(inputs: Sequence[Sequence[Axis]], n: int, j: int, chosen: Axi
     met = [axes[j - (n - len(axes))] for axes in inputs if 0 <= j - (n - len(axes)) < len(axes)]
     met = [a for a in met if a.size > 1 and a.atoms and not _is_unknown(a)]
     return any(a.atoms != chosen.atoms for a in met) and any(
-        PROJECTED in base_names(atom.root) for a in met for atom in a.atoms)
+        n in OWN_WIDTHS for a in met for atom in a.atoms for n in base_names(atom.root))
 
 
 def _adds_a_role(chosen: Axis, other: Axis) -> bool:
@@ -79,17 +80,22 @@ def linear_axes(axes: Sequence[Axis], out_features: int, namer: Namer,
                 structural: bool = True) -> tuple[Axis, ...]:
     """``linear`` keeps the leading axes and names the new feature axis by what the weight does to
     the input's features: the same width (``D``), three or two times it (fused ``3*D``/``2*D``),
-    or ``H*d_k`` when heads are narrower than the model. An input whose features are unnamed, or a
+    or ``H*d_k`` when heads are narrower than the model. An input's own features (``F_in``: a width no
+    declared name has, :mod:`.infer.seeds`) are read as a patch embedding's steps are: the width made is
+    named by its size alone where that is a projection's (``D``), else ``F``, never ``F_in`` again (the
+    input's features are not what the weight makes of them). An input whose features are unnamed, or a
     weight that is not a module's parameter, gives unnamed features."""
     last_in = axes[-1] if axes else Axis()
     source = _features_label(last_in, namer)
     if source is None and axes and patch_steps(axes, len(axes) - 1, namer):
         source = PATCH_STEPS   # (a patch embedding makes the model's features, as a conv stem does)
+    if source is None and last_in.size == 1 and not last_in.atoms:
+        source = ONE_NUMBER    # (one number per position, its only feature: a return-to-go's embedding)
     if not structural or source is None:
         return tuple(axes[:-1]) + (unknown_axis(out_features),)
     root = namer.feature_root_for_size(out_features)
     if root is None and out_features == last_in.size and not namer.width_clashes(out_features) \
-            and source != PATCH_STEPS:
+            and source not in _NEW_WIDTHS:
         root = source
     if root is None and source == MERGED_HEADS and namer.width_clashes(out_features):
         root = "D"   # the merged heads projected back to the model's width (o_proj), never keys or values
@@ -111,6 +117,13 @@ def _patches(axis: Axis, steps: Axis, namer: Namer) -> Axis:
 
 #: what :func:`linear_axes` reads a patch embedding's input as (:func:`.axes.patch_steps`): features of no name
 PATCH_STEPS = "patch steps"
+#: what :func:`linear_axes` reads a slice of a width of no declared name as (``F_in[2:14]``: Pix2Struct's patches
+#: after their row and column ids): features still, of no name of their own
+SLICED_WIDTH = "a slice of a width of its own"
+#: what :func:`linear_axes` reads an axis of one entry with no name as (``[B, T, 1]``): a weight's one column
+ONE_NUMBER = "one number"
+#: features a projection's output never takes the name of, at any width: it makes a width of its own
+_NEW_WIDTHS = (PATCH_STEPS, INPUT_FEATURES, SLICED_WIDTH, ONE_NUMBER)
 
 
 def projected_width(namer: Namer, width: int) -> Axis:
@@ -118,20 +131,30 @@ def projected_width(namer: Namer, width: int) -> Axis:
     it made, where no declared or derived name has that size (else unnamed: which of two names of one
     size it is, sizes cannot say). Any order of a weight's rows is another weight, so what the axis holds
     is proven by where it came from; its size only rules names out. ``F`` declared at another size: unnamed."""
-    if width == 1 or namer.size_of(PROJECTED) not in (None, width):
-        return unknown_axis(width)
-    taken = {size for name, size in namer.dims.items() if name != PROJECTED} | set(namer.sum_sizes.values())
-    if width in taken or any(namer.size_of(n) == width for n in (*namer.decompositions, *FEATURE_WIDTHS)):
+    if width == 1 or namer.size_of(PROJECTED) not in (None, width) or taken_width(namer, width):
         return unknown_axis(width)
     return root_axis(PROJECTED, width)
 
 
+def taken_width(namer: Namer, width: int) -> bool:
+    """Is ``width`` the size of a declared or derived name (other than ``F``), a sum of them or a width a
+    projection of features may have? Then a width of that size may be that name's: it is no width of its own."""
+    taken = {size for name, size in namer.dims.items() if name != PROJECTED} | set(namer.sum_sizes.values())
+    return width in taken or any(namer.size_of(n) == width for n in (*namer.decompositions, *FEATURE_WIDTHS))
+
+
 def _features_label(axis: Axis, namer: Namer) -> str | None:
     """The axis's label where it names features (what a projection's width is read off), else None: a
-    width another projection made (``F``, role-less) is features to the next one (an MLP's second layer)."""
+    width another projection made (``F``, role-less) is features to the next one (an MLP's second layer),
+    and so is an input's own width (``F_in``) to the module that reads it, or a range of either
+    (:data:`SLICED_WIDTH`)."""
     label = namer.label(axis) if axis.atoms else None
-    return label if label is not None and (namer.role(label.lstrip(MIXED_PREFIX)) == "features"
-                                           or label == PROJECTED) else None
+    if label is None:
+        return None
+    if namer.role(label.lstrip(MIXED_PREFIX)) == "features" or label in OWN_WIDTHS:
+        return label
+    cut = cut_from(label)
+    return SLICED_WIDTH if cut is not None and cut[0] in OWN_WIDTHS else None
 
 
 

@@ -20,7 +20,7 @@ from shapetrace.engine.axes import (
     unknown_axis,
 )
 from shapetrace.engine.layout import row_major
-from shapetrace.engine.vocabulary import PROJECTED
+from shapetrace.engine.vocabulary import OWN_WIDTHS
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.namer import Namer
@@ -180,10 +180,10 @@ def _recut_chain(atoms, atom_strides, out_sizes, out_strides, bounds) -> list[tu
 
 def _cut_root(atom: Atom, size: int) -> str:
     """The root of a piece of ``atom`` of ``size`` entries: its own, except a piece of a width a projection
-    made (``F``: :func:`.axis_compute.projected_width`, or a slice of it), which says nothing of what the
-    piece holds (heads, q, k and v, or a head's features: the split is the question): unnamed, as the
-    whole was before it had a name."""
-    return UNKNOWN if size != atom.root_size and PROJECTED in base_names(atom.root) else atom.root
+    made (``F``: :func:`.axis_compute.projected_width`, or a slice of it) or an input's own (``F_in``), which
+    says nothing of what the piece holds (heads, q, k and v, or a head's features: the split is the question):
+    unnamed, as the whole was before it had a name."""
+    return UNKNOWN if size != atom.root_size and any(n in OWN_WIDTHS for n in base_names(atom.root)) else atom.root
 
 
 def _opaque(atoms, atom_strides, stride: int, size: int, namer: Namer | None) -> tuple[Atom, ...]:

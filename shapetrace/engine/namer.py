@@ -34,7 +34,7 @@ from shapetrace.engine.axes import (
     merges_neighbours,
     piece_label,
 )
-from shapetrace.engine.vocabulary import FEATURE_WIDTHS, GRID_AXES, PROJECTED, STACK_FACTORS
+from shapetrace.engine.vocabulary import FEATURE_WIDTHS, GRID_AXES, OWN_WIDTHS, STACK_FACTORS
 
 
 def narrower_query_heads(namer: Namer, size: int) -> bool:
@@ -221,8 +221,8 @@ class Namer:
             return UNKNOWN   # H = 3 against the 3 of qkv: either name may be wrong, so neither is shown
         if atom.root in FUSED_HEAD_ROOTS:
             return UNKNOWN   # a block of q, k and v widths by stride says nothing (Falcon's groups of n_rep + 2)
-        if PROJECTED in base_names(atom.root):
-            return UNKNOWN   # a piece of a width a projection made (``F``) says nothing of what it holds
+        if any(n in OWN_WIDTHS for n in base_names(atom.root)):
+            return UNKNOWN   # a piece of a width a projection made (``F``) or an input's (``F_in``) says nothing
         return piece_of_named(self, atom) or piece_label(atom)
 
     def labels(self, axis: Axis) -> list[str]:

@@ -59,6 +59,13 @@ ROLES = {
 #: It has no role: what the features mean (a gate per head feature, angles, logits) no size says, so it
 #: never clashes with another name where broadcasting lines it up; its pieces are unnamed.
 PROJECTED = "F"
+#: the root of the trailing axis of a tensor that enters the code as ``[B, T, width]`` at a width no declared or
+#: derived name has (a trajectory's states, a table's fields, a series' variates: :mod:`.infer.seeds`): the
+#: input's own features. Like ``F`` it has no role and its pieces are unnamed; a module's projection reading
+#: it names the width it makes as a projection of features does (``D`` where that is the model's width).
+INPUT_FEATURES = "F_in"
+#: the widths a module made or took in that no declared name has: role-less features (``F``, ``F_in``)
+OWN_WIDTHS = (PROJECTED, INPUT_FEATURES)
 #: the widths a projection of a model's features may have, each read as features of that name
 FEATURE_WIDTHS = ("D", "3*D", "2*D", "D_kv", "2*D_kv", "H*d_k", "3*H*d_k", "2*H*d_k", "2*d_k")
 #: the axes of one grid of patches: each walks its own direction, so two of them never line up

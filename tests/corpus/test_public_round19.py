@@ -65,7 +65,12 @@ frames and bins, turned into the patch grid by an overlapping conv, are declared
 
 Round 20 (rules/directions: a fill with zeros read straight by a product hides keys, test in
 tests/engine/test_directions.py): FLASH's ``causal-triu-inverted`` (``relu(sim) ** 2`` filled with zeros by
-``tril(-1)`` before the einsum with the values) ? -> ✗ ``causal-mask-reversed`` at distinct sizes."""
+``tril(-1)`` before the einsum with the values) ? -> ✗ ``causal-mask-reversed`` at distinct sizes.
+
+Branch names1 (axis_compute: a range of a width of its own, ``F[32:48]`` or ``F_in[2:14]``, is features to the
+module projection that reads it, as the whole width is; test in tests/engine/test_infer_seeds.py): gMLP's
+``to_out`` over the tiny attention's values ``F[32:48]`` makes D (its ``dim_ff / 2``, 32 at D = 32, read as a
+projection's width always is), so the correct file is ? 13 of 14 -> ✓ all 14 at its DIMS; its two bugs stay ?."""
 
 from __future__ import annotations
 
@@ -111,7 +116,7 @@ EXPECTED = {
     (bert4rec_padding, ""): [OK, UNSURE],
     (bert4rec_padding, "mask-over-queries"): [("✗", ("mask-wrong-axis",))] * 2,
     (bert4rec_padding, "scores-scaled-by-heads"): [("!", ("scale-not-head-dim",))] * 2,
-    (gmlp_sgu, ""): [UNSURE, UNSURE],
+    (gmlp_sgu, ""): [OK, UNSURE],   # (names1: ? -> ✓, a slice of F is features to to_out)
     (gmlp_sgu, "causal-mask-transposed"): [UNSURE, UNSURE],
     (gmlp_sgu, "gate-mixes-features"): [UNSURE, UNSURE],
     (tinyvit_window, ""): [UNSURE, UNSURE],

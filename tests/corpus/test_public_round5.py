@@ -300,12 +300,14 @@ def test_a_cross_attention_with_its_own_padding_mask_and_a_cache_mask_are_silent
 
 def test_diffusers_heads_read_as_the_batch_say_what_the_projection_mixes():
     """diffusers' ``batch_to_head_dim`` read as ``(h, b)`` (the ``heads-first`` slip): the features then
-    hold batch entries, not tokens; fd76091 said "which holds tokens"."""
+    hold batch entries, not tokens; fd76091 said "which holds tokens". Since names1 the text context ``[B, S, C]``
+    is seeded (``C:features=24`` declared), so the mixed axis is named by its pieces, not ``?``."""
     t = traced(diffusers_attn, "heads-first", "B=2 D=32 Hp=3 Wp=4 S=5 H=4 C:features=24")
     found = [d for d in t.diagnostics if d.kind == "projection-over-tokens"]
     assert len(found) == 1
-    assert ("over its last axis (?), which holds batch entries: the projection mixes different batch entries "
-            "into each output feature.") in found[0].message
+    assert ("linear #22 projects [H%2=2, N=12, B·H/2·d_k=32] over its last axis (B and H/2 and d_k), which holds "
+            "batch entries: the projection mixes different batch entries into each output feature.") \
+        in found[0].message
 
 
 # -- the dependency contracts: where they are not measured, and why (pinned) ----------------------------

@@ -119,3 +119,33 @@ def test_a_decode_steps_one_query_is_the_query_axis_of_its_scores():
                                         (2, 4, 1, 6), NAMER)] == [None, None, None, None]
     mask = (B, unknown_axis(1), unknown_axis(1), unknown_axis(1))
     assert [a.role for a in broadcast_axes([scores, mask], (2, 4, 1, 6))] == [None, None, "query", "key"]
+
+
+def test_an_inputs_own_width_is_features_to_a_modules_projection():
+    """``F_in`` (the width of an input no declared name has: tests/engine/test_infer_seeds.py) is read as
+    features: a module's projection of it to D's width is D, to a fused width 3·D, to a width no name has F,
+    and to its own width F too (never F_in: the input's features are not what the weight makes); a weight
+    that is no module's parameter names nothing."""
+    from shapetrace.engine.axis_compute import linear_axes
+
+    x = (B, T, root_axis("F_in", 3))
+    assert [_labels(linear_axes(x, n, NAMER))[-1] for n in (64, 192, 3, 40, 6)] == ["D", "3*D", "F", "F", None]
+    assert _labels(linear_axes(x, 64, NAMER, structural=False)) == ("B", "T", None)
+
+
+def test_a_range_of_a_width_of_its_own_is_features_to_a_modules_projection():
+    """``F[32:48]`` (gMLP's tiny attention's values, a chunk of ``to_qkv``'s F) and ``F_in[2:14]`` (Pix2Struct's
+    patches after their row and column ids) are features to the module's projection that reads them: D at the
+    model's width, F at a width no name has, unnamed at d_k's (16 at D = 64, H = 4: never their own label at their
+    own width). On fa53f62 a range of
+    F gave unnamed features (tests/corpus/public19/gmlp_sgu.py was ? 13 of 14, now ✓ all 14); a range of a
+    declared name is read as before (``T[0:3]``, tokens: unnamed)."""
+    from shapetrace.engine.axes import sliced
+    from shapetrace.engine.axis_compute import linear_axes
+
+    for whole in (root_axis("F", 48), root_axis("F_in", 48)):
+        part = sliced(whole, 16, NAMER, start=32)
+        assert NAMER.label(part) == f"{NAMER.label(whole)}[32:48]"
+        assert [_labels(linear_axes((B, T, part), n, NAMER))[-1] for n in (64, 40, 16)] == ["D", "F", None]
+    tokens = sliced(root_axis("T", 6), 3, NAMER, start=0)
+    assert _labels(linear_axes((B, T, tokens), 64, NAMER))[-1] is None

@@ -10,10 +10,13 @@ import torch
 
 import shapetrace
 from tests.corpus.helpers import round_outcome, traced_build, verdict_line
+from tests.corpus.public6 import ldm_cross
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
+from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
 from tests.corpus.reports2 import labml_ddpm_softmax
+from tests.corpus.reports23 import min_dt_dropout_output
 
 
 def test_one_tokens_features_are_seeded_batch_one_features():
@@ -148,3 +151,100 @@ def test_a_join_of_tensors_made_in_the_traced_code_is_not_seeded():
         _Joined()(given, w.long())
     joins = [e for e in t.events if e.op == "cat"]
     assert [e.outputs[0].dims[1] for e in joins] == [None, None]
+
+
+# -- an input's own width: [B, T, F_in] --------------------------------------------------------------------------
+
+def _first_ops(dims: str, x: torch.Tensor, run) -> list[tuple]:
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        run(x)
+    return [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in t.events]
+
+
+def test_an_input_of_an_undeclared_width_is_seeded_with_features_of_its_own():
+    """``[B, T, 3]`` (a trajectory's states: a width no declared name has) is ``[B, T, F_in]``, and the module's
+    ``Linear(3, D)`` that reads it makes ``D``. On fa53f62 (main before names1) no seed fitted it: every axis of
+    every op unnamed, ``? nothing was checked``."""
+    lin = torch.nn.Linear(3, 32)
+    with torch.no_grad(), shapetrace.trace(dims={"B": 2, "T": 5, "D": 32, "H": 4}) as t:
+        lin(torch.randn(2, 5, 3)).view(2, 5, 4, 8).transpose(1, 2)
+    assert [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in t.events] == [
+        ("linear", ("B", "T", "F_in"), ("B", "T", "D")), ("view", ("B", "T", "D"), ("B", "T", "H", "d_k")),
+        ("transpose", ("B", "T", "H", "d_k"), ("B", "H", "T", "d_k"))]
+    assert verdict_line(t).startswith("✓ checked all 3 ops that could carry a layout bug: every axis keeps its "
+                                      "meaning from input to output")
+
+
+def test_an_input_width_is_never_seeded_where_a_size_could_be_another_name():
+    """Equal sizes never decide a name: batch at H's size (B = H = 4), a width of B's size (``[2, 5, 2]`` at
+    B = 2: which axis is the batch?), tokens first (``[T, B, 3]``: only batch then tokens is read) stay unnamed;
+    with S declared a second sequence is ``S``."""
+    lin, narrow = torch.nn.Linear(3, 32), torch.nn.Linear(2, 32)
+    unnamed = [("linear", (None, None, None), (None, None, None))]
+    assert _first_ops("B=4 T=5 D=32 H=4", torch.randn(4, 5, 3), lin) == unnamed
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 2), narrow) == unnamed
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(5, 2, 3), lin) == unnamed
+    assert _first_ops("B=2 T=5 S=7 D=32 H=4", torch.randn(2, 7, 3), lin) == [
+        ("linear", ("B", "S", "F_in"), ("B", "S", "D"))]
+
+
+def test_what_is_made_of_an_input_width_is_F_or_unnamed_never_F_in():
+    """A module's projection of the input's width to a width no name has is ``F`` (the same width too: what the
+    weight makes is not the input's features); a weight that is no module's parameter names nothing; a piece
+    of ``F_in`` is unnamed (as a piece of ``F``), a slice and a transpose keep it."""
+    same, wide = torch.nn.Linear(3, 3), torch.nn.Linear(3, 7)
+    dims = "B=2 T=5 D=32 H=4"
+    assert _first_ops(dims, torch.randn(2, 5, 3), same) == [("linear", ("B", "T", "F_in"), ("B", "T", "F"))]
+    assert _first_ops(dims, torch.randn(2, 5, 3), wide) == [("linear", ("B", "T", "F_in"), ("B", "T", "F"))]
+    weight = torch.randn(32, 3)
+    assert _first_ops(dims, torch.randn(2, 5, 3), lambda x: torch.nn.functional.linear(x, weight)) == [
+        ("linear", ("B", "T", "F_in"), ("B", "T", None))]
+    x = torch.randn(2, 5, 14)
+    made = _first_ops(dims, x, lambda x: (x.view(2, 5, 2, 7), x[..., :3], x.transpose(1, 2)))
+    assert [out for _, _, out in made] == [("B", "T", None, None), ("B", "T", "F_in[0:3]"), ("B", "F_in", "T")]
+
+
+def test_a_slice_of_an_input_width_is_features_to_a_modules_projection():
+    """Pix2Struct's patches ``(B, T, 2 + P)``: row and column ids in features 0 and 1, the patch read from 2 on by
+    ``patch_projection``, which makes D from ``F_in[2:14]`` (tests/corpus/public26/pix2struct.py: its
+    ``mask-on-queries`` was ``? checked 0 of 25`` on fa53f62, now ``✗ mask-wrong-axis``)."""
+    patch = torch.nn.Linear(12, 32)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 14), lambda x: patch(x[..., 2:])) == [
+        ("__getitem__", ("B", "T", "F_in"), ("B", "T", "F_in[2:14]")),
+        ("linear", ("B", "T", "F_in[2:14]"), ("B", "T", "D"))]
+    assert round_outcome(pix2struct, "mask-on-queries", pix2struct.DIMS[0]) == ("✗", ("mask-wrong-axis",))
+
+
+def test_an_input_of_a_declared_features_width_is_seeded_with_that_name():
+    """A width declared with the features role (``C:features=24``: latent diffusion's text context, CompVis
+    ``CrossAttention``'s ``context_dim``) is a seed's last axis as D is: ``[B, S, C]``, and ``to_k``/``to_v`` read it
+    as features (D at the model's width). On fa53f62 no seed fitted it and tests/corpus/public6/ldm_cross.py checked
+    11 of 27 ops (now 25 of 27: it stays ``?`` on its expand and reshape of the mask). A name declared with
+    another role is no feature width (``ctx:tokens=24``: unnamed)."""
+    lin = torch.nn.Linear(24, 32)
+    x = torch.randn(2, 7, 24)
+    assert _first_ops("B=2 S=7 D=32 H=4 C:features=24", x, lin) == [("linear", ("B", "S", "C"), ("B", "S", "D"))]
+    assert _first_ops("B=2 S=7 D=32 H=4 ctx:tokens=24", x, lin) == [
+        ("linear", (None, None, None), (None, None, None))]
+    line = verdict_line(traced_build(ldm_cross, "", ldm_cross.DIMS[0]))
+    assert line.startswith("? checked 25 of 27 ops that could carry a layout bug; not checked (unnamed axes): "
+                           "#17 expand, #18 reshape;")
+
+
+def test_an_input_of_one_number_per_token_is_seeded_batch_tokens_and_its_projection_makes_D():
+    """``[B, T, 1]`` (a return-to-go per step: kzl/decision-transformer's ``embed_return = Linear(1, D)``) is
+    ``[B, T, 1]``, its last axis unnamed (a flag or a mask's broadcast axis looks the same); a module's projection
+    of that one number per token makes D as a projection of features does. On fa53f62 every axis was unnamed;
+    tests/corpus/reports23/min_dt_dropout_output.py then checked 3 of 33 ops (now 6: its stacked kinds stay
+    unnamed). At B = H the batch and tokens are not read (``[4, 5, 1]`` at H = 4), and the projection still makes
+    D (one number per position is its one feature, whatever the other axes hold)."""
+    one = torch.nn.Linear(1, 32)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), one) == [
+        ("linear", ("B", "T", None), ("B", "T", "D"))]
+    weight = torch.randn(32, 1)
+    assert _first_ops("B=2 T=5 D=32 H=4", torch.randn(2, 5, 1), lambda x: torch.nn.functional.linear(
+        x, weight)) == [("linear", ("B", "T", None), ("B", "T", None))]
+    assert _first_ops("B=4 T=5 D=32 H=4", torch.randn(4, 5, 1), one) == [
+        ("linear", (None, None, None), (None, None, "D"))]
+    assert verdict_line(traced_build(min_dt_dropout_output, "", min_dt_dropout_output.DIMS[0])).startswith(
+        "? checked 6 of 33 ops that could carry a layout bug; not checked (unnamed axes): #4 stack, ")

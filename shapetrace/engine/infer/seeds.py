@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
+from shapetrace.engine.axis_compute import taken_width
+from shapetrace.engine.vocabulary import INPUT_FEATURES
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -33,7 +35,7 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     if len(shape) < 2 or facts.parameter or not state.dims:
         return None
     seq = sequence_name(state, node, shape)
-    fitting = fitting_seeds(state, shape, seq)
+    fitting = fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
     if not fitting:
         return None
     names = fitting[0]
@@ -50,6 +52,26 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     state.seeded_by_size = True
     state.seeded.add(node)
     return axes
+
+
+def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[list[str]]:
+    """``[B, T, F_in]`` for a tensor that enters as a batch of token sequences of features of a width no
+    declared or derived name has (a trajectory's states ``[B, T, 3]``, a series' variates, a table's fields):
+    the input's own features (:data:`~.vocabulary.INPUT_FEATURES`), which a module's projection then reads as
+    a patch embedding's steps are read (:func:`.axis_compute.linear_axes`). Batch then tokens, in that order,
+    each at a size no other declared name has (at B = H, which axis is the batch sizes cannot say). A width of
+    one entry (a return-to-go per step, or a flag, a mask's broadcast axis) is ``[B, T, 1]``: its last axis has
+    no name (nothing says it is features). Tried only where no declared seed fits: a width that is a declared
+    size is that name's or none."""
+    if len(shape) != 3 or shape[-1] < 1:
+        return []
+    sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
+    for name, size in zip(("B", seq), shape):
+        if size <= 1 or _size(state, name) != size or sizes.count(size) != 1:
+            return []
+    if shape[-1] == 1:
+        return [["B", seq, "1"]]
+    return [] if taken_width(state.namer, shape[-1]) else [["B", seq, INPUT_FEATURES]]
 
 
 def note_entries(state: Inference, ins, outs) -> None:
@@ -141,8 +163,9 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns = [[seq if n == other and seq not in declared else n for n in declared]]
     leads = (["B", seq], ["B", "H", seq], ["B", "H_kv", seq], ["B", seq, "H"], ["B", seq, "H_kv"], [seq, "B"])
     patterns += [["B", seq, seq], ["B", "H", seq, seq]]   # masks and scores: a token axis twice
+    own = [[n] for n, role in state.namer.declared_roles.items() if role == "features"]   # (``C:features=24``)
     for lead in leads:   # batch-first before seq-first: [T, B, D] is named only where [B, T, D] does not fit
-        for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"]):
+        for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"], *own):
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
