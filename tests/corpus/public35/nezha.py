@@ -114,7 +114,8 @@ class NezhaModel(nn.Module):
 
     def forward(self, input_ids, attention_mask):
         token_type_ids = torch.zeros_like(input_ids)
-        hidden_states = self.embeddings_norm(self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids))
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        hidden_states = self.embeddings_norm(embeddings)
         extended = attention_mask[:, None, None, :].to(hidden_states.dtype)
         extended = (1.0 - extended) * torch.finfo(hidden_states.dtype).min
         for layer in self.layer:

@@ -50,7 +50,8 @@ class ViltLayer(nn.Module):
         self.intermediate, self.mlp_out = nn.Linear(D, 2 * D), nn.Linear(2 * D, D)
 
     def forward(self, hidden_states, attention_mask):
-        hidden_states = self.output(self.attention(self.layernorm_before(hidden_states), attention_mask)) + hidden_states
+        attention_output = self.attention(self.layernorm_before(hidden_states), attention_mask)
+        hidden_states = self.output(attention_output) + hidden_states
         return self.mlp_out(nn.functional.gelu(self.intermediate(self.layernorm_after(hidden_states)))) + hidden_states
 
 

@@ -9,8 +9,9 @@ result is the float ``attn_mask`` of ``F.multi_head_attention_forward`` (separat
 
 Bugs: ``gate-view-heads-first``: the gate's input viewed straight to the head layout ``view(B, H, T, -1)``
 without the ``permute`` (each "head" a run of tokens' features: tokens and heads mixed; a plain ``view(B, T, H,
--1)`` without the permute would not even broadcast against ``gru_rel_pos_const (1, H, 1, 1)``); ``bias-heads-outer``: the bias repeated ``unsqueeze(1).repeat(1, B, 1, 1).view(H·B, T, T)`` (heads outer,
-while ``multi_head_attention_forward`` lays its ``B·H`` batch out batch-major).
+-1)`` without the permute would not even broadcast against ``gru_rel_pos_const (1, H, 1, 1)``);
+``bias-heads-outer``: the bias repeated ``unsqueeze(1).repeat(1, B, 1, 1).view(H·B, T, T)`` (heads outer, while
+``multi_head_attention_forward`` lays its ``B·H`` batch out batch-major).
 
 Twin: ``relative-reversed``: the relative position taken ``context - memory`` (``q - k``, not ``k - q``): with a
 learned bucket table this only relabels the table's rows (bucket ``b`` <-> ``b ± num_buckets/2``), so a freshly
