@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import (
+    COPIES,
     GRID_ROOTS,
     MIXED_PREFIX,
     UNKNOWN,
@@ -45,7 +46,10 @@ def broadcast_axes(inputs: Sequence[Sequence[Axis]], out_shape: Sequence[int]) -
         for axes in inputs:
             k = j - (n - len(axes))
             if 0 <= k < len(axes) and axes[k].size == size and (size == 1 or axes[k].atoms):
-                if axes[k].atoms and (chosen is None or _is_unknown(chosen) or _adds_a_role(chosen, axes[k])):
+                varies = size > 1 and not _copies(axes[k])   # (copies never replace an axis whose values vary)
+                if axes[k].atoms and (chosen is None or _adds_a_role(chosen, axes[k])
+                                      or _is_unknown(chosen) and (varies or size == 1)
+                                      or varies and _copies(chosen)):
                     chosen = axes[k]
         if chosen is not None and size > 1 and _projected_met(inputs, n, j, chosen):
             chosen = None
@@ -70,6 +74,13 @@ def _projected_met(inputs: Sequence[Sequence[Axis]], n: int, j: int, chosen: Axi
 def _adds_a_role(chosen: Axis, other: Axis) -> bool:
     """Is ``other`` the same axis as ``chosen`` with the role ``chosen`` lacks?"""
     return chosen.role is None and other.role is not None and other.atoms == chosen.atoms
+
+
+def _copies(axis: Axis) -> bool:
+    """Copies alone (``repeat``'s or ``expand``'s copy index: one value along the axis). Met by an axis whose values
+    vary (NEZHA's ``range_mat - range_mat.t()``: copies of positions minus positions), the result varies too: it is
+    that axis, not copies."""
+    return bool(axis.atoms) and all(a.root == COPIES for a in axis.atoms)
 
 
 def _is_unknown(axis: Axis) -> bool:

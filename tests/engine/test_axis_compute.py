@@ -8,6 +8,9 @@ dropped their roles, so the causal mask laid on the mixed scores was read on no 
 
 from __future__ import annotations
 
+import torch
+
+import shapetrace
 from shapetrace.engine.axes import root_axis, unknown_axis
 from shapetrace.engine.axis_compute import einsum_axes
 from shapetrace.engine.namer import Namer
@@ -149,3 +152,19 @@ def test_a_range_of_a_width_of_its_own_is_features_to_a_modules_projection():
         assert [_labels(linear_axes((B, T, part), n, NAMER))[-1] for n in (64, 40, 16)] == ["D", "F", None]
     tokens = sliced(root_axis("T", 6), 3, NAMER, start=0)
     assert _labels(linear_axes((B, T, tokens), 64, NAMER))[-1] is None
+
+
+def test_copies_meeting_an_axis_whose_values_vary_are_copies_no_more():
+    """NEZHA's ``NezhaRelativePositionsEncoding`` (transformers v4.40) builds ``range_mat = arange(L).repeat(L).view(L,
+    L)`` (its first axis ``repeat``'s copies) and ``range_mat - range_mat.t()``: the distances vary along both axes.
+    On 69fb7a4 the difference kept copies on both (labelled ``16``, a name no use proves) and the table cut ``[:T,
+    :T]`` from it was ``[16[0:6], 16[0:6], 8]``, so ``shapetrace trace`` (which builds the model under the trace)
+    said ``✗ batch-mismatch`` on correct NEZHA (round 35). Copies only stay where every operand has copies (or
+    one entry) there."""
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        a = torch.arange(16).repeat(16).view(16, 16)
+        (a - a.t()).unsqueeze(0)
+        (a + 1).unsqueeze(0)
+    distances, shifted = [e.outputs[0].dims for e in t.events if e.op == "unsqueeze"]
+    assert distances == (None, None, None)
+    assert shifted == (None, "16", None)          # (copies plus a scalar are still copies)

@@ -287,3 +287,18 @@ def test_a_query_repeated_over_each_images_windows_pairs_its_copies_with_them(wi
         _global_query_over_windows(x, q, windows_outer)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == errors
     assert t.events[-1].inputs[1].dims == ("B*Hp/4*Wp/4", "D", "Hp%4*Wp%4")
+
+
+def test_a_product_per_query_over_every_sequences_heads_is_no_attention_over_a_wrong_axis():
+    """NEZHA's value-side relative term (transformers v4.40, ``NezhaSelfAttention``): the probabilities ``permute(2,
+    0, 1, 3).view(T, B·H, T)`` times a table ``[T, T, d_k]`` of one vector per distance: batched over the query
+    positions, its rows ``B·H`` hold every sequence's heads and it sums over the keys. On 69fb7a4 (once the table
+    was named) it was ``✗ attends-over-wrong-axis`` ("each token only sees its own heads"): a matrix axis that holds
+    the batch is not a head's own tokens, as a key axis that holds it was not before."""
+    probs, table = torch.softmax(torch.randn(2, 4, 6, 6), -1), torch.randn(6, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(probs, "B H T T")
+        shapetrace.name(table, "T T d_k")
+        torch.matmul(probs.permute(2, 0, 1, 3).contiguous().view(6, 8, 6), table)   # (T, B·H, d_k)
+    assert [e.outputs[0].dims for e in t.events if e.op == "matmul"] == [("T", "B*H", "d_k")]
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []

@@ -145,3 +145,51 @@ def test_a_lookup_added_to_a_wrong_view_of_the_grid_stays_unnamed():
     t, lookup = _looked(wrong=True)
     assert lookup.outputs[0].dims == (None, None, "D")
     assert [(d.kind, t.events[d.event].op) for d in t.diagnostics if d.severity == "error"] == [("mixed-axis", "view")]
+
+
+class _RelativeKeys(torch.nn.Module):
+    """NEZHA's key-side relative term (transformers v4.40, ``NezhaSelfAttention``): a buffer of one ``d_k`` vector
+    per (query, key) distance, cut ``[:T, :T]`` and ``permute(0, 2, 1)``d, multiplied by the queries ``[T, B·H,
+    d_k]``; the value-side term multiplies the probabilities ``[T, B·H, T]`` by another cut of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(16, 16, 8))
+
+    def forward(self, q, probs):
+        B, H, T, d = q.size()
+        q = q.permute(2, 0, 1, 3).contiguous().view(T, B * H, d)                      # (T, B·H, d_k)
+        probs = probs.permute(2, 0, 1, 3).contiguous().view(T, B * H, T)              # (T, B·H, T)
+        keys = torch.matmul(q, self.table[:T, :T, :].permute(0, 2, 1))               # (T, B·H, T)
+        values = torch.matmul(probs, self.table[:T, :T, :])                          # (T, B·H, d_k)
+        return keys, values
+
+
+def test_a_held_table_a_product_sums_against_a_named_axis_takes_that_name():
+    """The buffer's depth meets the queries' ``d_k`` in the product's sum: each entry pairs with the same entry, one
+    axis. On 69fb7a4 it had no name (NEZHA ``? ... not checked (unnamed axes): __getitem__, permute, matmul``); the
+    walk pins the buffer, so the value-side cut is ``[T, T, d_k]`` too, and the value-side product ``[T, B·H, T] @
+    [T, T, d_k]`` (one product per query position, rows ``B·H``) is no ``attends-over-wrong-axis``: its rows hold
+    the batch (rules/diagnose.py ``_tokens_as_batch``; with the names and without that, correct NEZHA was ``✗``)."""
+    model = _RelativeKeys()
+    q, probs = torch.randn(2, 4, 6, 8), torch.softmax(torch.randn(2, 4, 6, 6), -1)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(probs, "B H T T")
+        model(q, probs)
+    cuts = [e.outputs[0].dims for e in t.events if e.op == "__getitem__"]
+    assert cuts == [("T", "T", "d_k"), ("T", "T", "d_k")]
+    assert [e.outputs[0].dims for e in t.events if e.op == "matmul"] == [("T", "B*H", "T"), ("T", "B*H", "d_k")]
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.mark == "✓"
+
+
+def test_a_table_made_from_the_input_is_not_named_by_a_product():
+    """Only a table a module holds: the same product with the right operand computed from the input (``q`` itself,
+    cut and permuted) names nothing new from the sum."""
+    q = torch.randn(6, 8, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        other = torch.randn(6, 8, 6) * 1.0
+        torch.matmul(q, other)
+    (product,) = [e for e in t.events if e.op == "matmul"]
+    assert product.inputs[1].dims == (None, None, None)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import GRID_ROOTS, Axis
-from shapetrace.engine.infer.backward import whole_plain
-from shapetrace.engine.ops import Family
+from shapetrace.engine.axes import COPIES, GRID_ROOTS, MIXED_PREFIX, UNKNOWN, Axis
+from shapetrace.engine.infer.backward import _Walker, whole_plain
+from shapetrace.engine.ops import Family, is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -60,6 +60,57 @@ def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) ->
             if named != list(mine):
                 pins[node] = tuple(named)
     return pins
+
+
+def contracted_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
+    """Pins naming a held table's unnamed axis that a matrix product sums against a named one: ``q [T, B·H, d_k] @
+    table[:T, :T].permute(0, 2, 1) [T, d_k', T]`` (NEZHA's and Shaw et al.'s relative positions, a buffer of one
+    vector per distance) pairs each entry of the table's ``d_k'`` with the same entry of the queries' ``d_k``: one
+    axis, as a broadcast's lined-up axes are. Only a table a module holds (a buffer, a parameter) reached from the
+    product through slices and axis moves alone, only from a name (a whole axis or a head's width ``d_k``, never a
+    mix); the walk pins the table itself, so every other cut of it (the value-side ``table[:T, :T]``) is named too."""
+    namer, records, setup, nodes = inference.namer, inference.capture.records, inference.capture.setup, \
+        inference.capture.nodes
+    made = {n: r for i, r in enumerate(records) if i not in setup
+            for n in getattr(r, "outs", ()) if n not in getattr(r, "ins", ())}
+    built = {n for i in setup for n in getattr(records[i], "outs", ())}   # (what the constructor made under the trace)
+    pins: dict[int, tuple[Axis, ...]] = {}
+    for record in records:
+        spec = getattr(record, "spec", None)
+        if spec is None or not is_matrix_product(spec) or len(record.ins) != 2 or record.ins[0] == record.ins[1]:
+            continue
+        a, b = (pins.get(n) or found.get(n) or inference.axes.get(n) or () for n in record.ins)
+        if len(a) < 2 or len(b) < 2:
+            continue
+        for node, position, mine, theirs in ((record.ins[1], -2, b[-2], a[-1]), (record.ins[0], -1, a[-1], b[-2])):
+            if mine.size != theirs.size or namer.label(mine) is not None or not _sound_name(namer, theirs) \
+                    or not _held_table(node, made, nodes, built):
+                continue
+            walker = _Walker(inference, {**found, **pins}, theirs)
+            walker.back(node, position)
+            for n, axes in walker.pins.items():
+                pins.setdefault(n, axes)
+    return pins
+
+
+def _sound_name(namer, axis: Axis) -> bool:
+    """A named axis that is no unknown, no copies and no wrong view's mix (``D``, ``d_k``, ``T``)."""
+    return namer.label(axis) is not None and bool(axis.atoms) and \
+        not any(a.root in (UNKNOWN, COPIES) or a.root.startswith(MIXED_PREFIX) for a in axis.atoms)
+
+
+def _held_table(node: int, made: dict, nodes, built: set[int]) -> bool:
+    """Is ``node`` a cut of a buffer or parameter a module holds (or the constructor built, traced by ``shapetrace
+    trace``), through slices and axis moves alone? A cut, as ``broadcast_names`` reads one: a weight multiplied
+    whole (Falcon's ``x @ W``) is a projection, whose input width no pin needs (and a pin would walk again)."""
+    cut = False
+    while node in made:
+        record = made[node]
+        if record.spec.family not in (Family.SLICE, Family.AXIS_ORDER, Family.CONTIGUOUS) or len(record.ins) != 1:
+            return False
+        cut, node = cut or record.spec.family is Family.SLICE, record.ins[0]
+    return cut and (node in built or node < len(nodes) and nodes[node].entered
+                    and (nodes[node].parameter or nodes[node].held))
 
 
 def _table(record, entered: set[int]) -> bool:

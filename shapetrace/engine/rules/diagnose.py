@@ -390,12 +390,14 @@ def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
     """``(the token label, the matrices' labels)`` when the product batches over a token axis and its
     matrices hold no tokens (each token sees only its own heads); else None. A matrix axis of more than
     one entry with no name may hold tokens (each token's neighbours gathered by ``F.unfold``: NAT's
-    ``[B, N, heads, 1, k·k]`` scores), so it proves nothing."""
+    ``[B, N, heads, 1, k·k]`` scores), so it proves nothing; nor does a matrix axis that holds the batch (NEZHA's
+    relative-position terms ``[T, B·H, T] @ table [T, T, d_k]``: one product per query position over every
+    sequence's heads, rows ``B·H``, not a head's own tokens)."""
     tokens = [lab for lab in o.dims[:nb] if lab and namer.role(lab) == "tokens"]
     rows_cols = [lab for lab in o.dims[nb:]]
     if any(lab is None and size > 1 for lab, size in zip(rows_cols, o.shape[nb:])):
         return None
-    key_batch = any(namer.role(a.root) == "batch" for a in o.axes[-1].atoms) if o.axes else False
+    key_batch = any(namer.role(a.root) == "batch" for axis in o.axes[nb:] for a in axis.atoms)
     if tokens and not key_batch and not any(namer.is_token_root(lab) for lab in rows_cols if lab):
         return tokens[0], rows_cols
     return None
