@@ -39,7 +39,14 @@ Open (a later round):
 * sooftware_mask_head_order (bug): ``?``: the mask is built from ``input_lengths`` ``[B]`` (a 1-D input as long
   as the batch, left unnamed: "which of its axes is the batch cannot be told"), so its ``B x N`` fold is never
   compared with the scores' ``N x B`` fold; named, the ``view(score.size())`` would merge ``(B, H)`` where the
-  scores hold ``(H, B)``, a contract on the fold's order.
+  scores hold ``(H, B)``, a contract on the fold's order. Named by the user (``shapetrace.name(lengths, "B")``)
+  the bug is ``✗ mask-wrong-batch-order`` and the twin ``✓`` (tests/engine/test_masks.py; 005c9a5 made that
+  finding's message and fix follow the scores' H·B fold: on 4864b09 it told the user to tile with
+  ``repeat_interleave(H, dim=0)``, the bug's own order). Tried and left out: seeding a one-axis argument of the
+  model's call as ``[B]`` where B's size is no other declared name's (infer/seeds.py) gives this file ✓ / ✗ and
+  reports7 mha_padding_inverted's correct file ✓, but reports14 mac_control_pads' bug ``no-pad-mask`` (the
+  control attention without the pad mask its ``question_len`` builds) turned ``✓`` in ``round_outcome``: a mask
+  that reaches a masked mean but not the softmax needs a rule before the lengths may be named.
 * tinyuniverse_repeat_kv_order (bug): ``?``: the key/value projections' one-head width (``d``) is not named
   (``#2 linear``), so the ``expand``/``reshape`` that merges the tokens with the repeat (``T*H``) is unchecked;
   the key axis then differs from the queries' in a self-attention.
