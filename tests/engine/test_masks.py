@@ -367,3 +367,37 @@ def test_a_head_d_k_wide_masked_then_scaled_by_the_model_width_still_warns():
     message = next(d.message for d in t.diagnostics if d.kind == "scale-not-head-dim")
     assert message.startswith("the scores are scaled by 1/√16 = 0.25, the model width D; attention divides by "
                               "√d_k = √4")
+
+
+def _mask_head_order(bug):
+    """tests/corpus/reports25/sooftware_mask_head_order: scores folded head-major ``[H·B, T, T]``, its lengths
+    named ``[B]`` by the user (sizes alone name no one-axis input), the mask tiled batch-major (``bug``) or
+    head-major."""
+    from tests.corpus.reports25 import sooftware_mask_head_order as m
+    model, (x, lengths) = m.build(bug)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(lengths, "B")
+        model(x, lengths)
+    return t
+
+
+def test_a_mask_tiled_batch_major_on_scores_folded_head_major_says_to_tile_its_copies_outermost():
+    """On 4864b09 the finding said the scores ``[H·B, T, T]`` count "batch entries first" and told the user to
+    tile with ``mask.repeat_interleave(H, dim=0)``, which is the very order of the wrong mask ``[B·4, T, T]``
+    (the wording of the B·H case, whatever the direction): the fix printed was itself the bug."""
+    t = _mask_head_order("mask-batch-major")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mask-wrong-batch-order"]
+    d = next(d for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
+    assert d.message.startswith(
+        "masked_fill_ #24 lines up the mask [B·4=8, T=6, T=6] with the scores [H·B=8, T=6, T=6]: axis 0 of the "
+        "scores counts heads first (H*B), but the mask was tiled with each sequence's copies side by side (B*4), "
+        "so sequence b's mask lands on another sequence's heads.")
+    assert d.fix == ("Tile it in the same order: mask.repeat(H, 1, 1) (copies outermost, as the scores fold the "
+                     "heads), not mask.repeat_interleave(H, dim=0).")
+
+
+def test_a_mask_tiled_head_major_on_scores_folded_head_major_is_proven():
+    t = _mask_head_order("")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.line.startswith("✓ checked all 26 ops")

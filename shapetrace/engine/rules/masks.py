@@ -447,7 +447,7 @@ def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
             if sa.size != ma.size or len(s_roots) < 2 or len(m_roots) < 2 or "B" not in s_roots or "B" not in m_roots:
                 continue
             if s_roots.index("B") != m_roots.index("B"):
-                out.append(_batch_order(e, scores, mask, j, what))
+                out.append(_batch_order(e, scores, mask, j, what, s_roots.index("B") == 0))
                 break
     return out
 
@@ -461,14 +461,18 @@ def _laid_on_scores(analysis: Analysis):
             yield e, e.outputs[0], e.inputs[2], "bias"
 
 
-def _batch_order(e: Event, scores, mask, j: int, what: str) -> Diagnostic:
-    if what == "mask":
+def _batch_order(e: Event, scores, mask, j: int, what: str, batch_first: bool = True) -> Diagnostic:
+    if what == "mask":   # (scores folded B·H take the mask's copies of a sequence together; H·B, its copies apart)
         return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
             f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
-            f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
-            f"({scores.dims[j]}), but the mask was tiled with its copies first ({mask.dims[j]}), so "
-            "sequence b's mask lands on another sequence's heads."),
-            "Tile it in the same order: mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1).")
+            f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts "
+            f"{'batch entries' if batch_first else 'heads'} first ({scores.dims[j]}), but the mask was tiled with "
+            + ("its copies first" if batch_first else "each sequence's copies side by side")
+            + f" ({mask.dims[j]}), so sequence b's mask lands on another sequence's heads."),
+            "Tile it in the same order: " + (
+                "mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1)." if batch_first else
+                "mask.repeat(H, 1, 1) (copies outermost, as the scores fold the heads), not "
+                "mask.repeat_interleave(H, dim=0)."))
     pieces = "·".join(a.root for a in coalesce(mask.axes[j].atoms))
     return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
         f"{e.op} #{e.index} adds the bias {fmt_named(mask.dims, mask.shape)} to the scores "
