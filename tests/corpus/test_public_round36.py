@@ -1,0 +1,78 @@
+"""A thirty-sixth round of public-style files (tests/corpus/public36: kyutai's Helium via transformers, a
+Llama-style decoder with grouped-query attention (``repeat_kv``) and ``rotate_half`` rotary; transformers' GLPN
+(Segformer's) efficient self-attention, keys and values from a ``Conv2d``-reduced map of the states; MiniCPM's
+µP-scaled decoder (``scale_emb``, ``scale_depth / sqrt(L)`` branches, a tied head divided by the width ratio,
+rotary tables cached and gathered with ``cos[position_ids]``); transformers' UMT5 encoder, a relative bucket bias
+in every layer, no ``1/sqrt(d)``, the padding mask added to the bias), traced at distinct sizes and at equal sizes,
+first sight recorded before any fix (on 2ea5c6c + the files).
+
+``round_outcome`` (distinct | equal sizes) and the CLI (``cd /tmp && shapetrace trace FILE [bug] --dims DIMS``, at
+the first DIMS; the CLI builds the model under the trace):
+
+======= ============================= ================ ======================= ======================
+file    variant                       distinct (DIMS)  equal sizes             CLI (first sight)
+======= ============================= ================ ======================= ======================
+helium  (correct)                     ✓                ?                       ✓ all 47 ops
+helium  out-reshape-without-transpose ✗ mixed-axis     ✗ broadcast-mismatch    ✗ 1 error
+helium  repeat-kv-heads-inner         ✗ gqa-head-order ✗ gqa-head-order        ✗ 1 error
+glpn    (correct)                     ✓                ✓                       ✓ all 33 ops
+glpn    sr-reshape-without-permute    ✗ mixed-axis     ✗ mixed-axis            ✗ 1 error
+glpn    reduced-back-without-permute  ✗ mixed-axis     ✗ mixed-axis            ✗ 1 error
+minicpm (correct)                     ✓                ?                       ✓ all 72 ops
+minicpm softmax-over-queries          ✗ softmax-wrong- ✗ softmax-wrong-axis    ✗ 1 error
+                                      axis
+minicpm key-view-heads-first          ✗ mixed-axis     ✗ broadcast-mismatch,   ✗ 1 error
+                                                       batch-mismatch,
+                                                       broadcast-mismatch,
+                                                       contracts-different-axes
+umt5    (correct)                     ✓                ?                       ✓ all 59 ops
+umt5    bias-view-heads-last          ✗ mixed-axis     ✗ broadcast-mismatch    ✗ 1 error
+umt5    relative-query-minus-key      ✓                ?                       ✓ all 59 ops
+        (twin)
+======= ============================= ================ ======================= ======================
+
+At first sight, ``round_outcome`` at distinct sizes and the CLI alike: the 4 correct files ✓ 4, ? 0, ✗ 0; the 7
+bugs ✗ 7, ? 0, ✓ 0; the twin ✓ (a relabelling of a learned table's directions: the values decide, no name). No
+engine change was called for. GLPN stays ``✓`` at equal sizes (``B=4 Hp=Wp=4``: its names come from the patch
+conv's grid and the reduction conv, not from the sizes); the others are ``?`` there, as ever.
+
+One first-sight slip was the probe's own: Helium first ran with ``--dims "... G=2"`` (a name the CLI does not know
+for key/value heads; its help says ``H_kv``): ``? checked 30 of 47 ops`` on the correct file (the key/value
+projections ``G·d_k`` unnamed) and ``? 30 of 43`` on ``repeat-kv-heads-inner``, no false mark. With ``H_kv=2``
+(the file's DIMS) both are decided. An unknown name stays unnamed: that ``?`` is the honest answer.
+"""
+
+from __future__ import annotations
+
+from tests.corpus.helpers import round_tests
+from tests.corpus.public36 import glpn, helium, minicpm, umt5
+
+MODULES = (helium, glpn, minicpm, umt5)
+UNSURE = ("?", ())
+SURE = ("✓", ())
+
+#: (module, variant) -> the outcome at each of ``round_sizes(module)``: each DIMS, then its equal sizes
+EXPECTED = {
+    (helium, ""): [SURE, UNSURE],
+    (helium, "out-reshape-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
+    (helium, "repeat-kv-heads-inner"): [("✗", ("gqa-head-order",))] * 2,
+    (glpn, ""): [SURE, SURE],
+    (glpn, "sr-reshape-without-permute"): [("✗", ("mixed-axis",))] * 2,
+    (glpn, "reduced-back-without-permute"): [("✗", ("mixed-axis",))] * 2,
+    (minicpm, ""): [SURE, UNSURE],
+    (minicpm, "softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,
+    (minicpm, "key-view-heads-first"): [("✗", ("mixed-axis",)),
+                                        ("✗", ("broadcast-mismatch", "batch-mismatch", "broadcast-mismatch",
+                                               "contracts-different-axes"))],
+    (umt5, ""): [SURE, UNSURE],
+    (umt5, "bias-view-heads-last"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
+    (umt5, "relative-query-minus-key"): [SURE, UNSURE],
+}
+
+#: only one row is traced at equal sizes too (the suite's time is a budget: the others' equal-size outcomes are
+#: the table above, measured once): GLPN's correct file, ``✓`` where B = H = Hp = Wp = 4
+EQUAL_TESTED = {(glpn, "")}
+
+
+test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
+    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
