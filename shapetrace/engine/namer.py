@@ -291,7 +291,7 @@ class Namer:
             return None
         if len(labels) == 1:
             return labels[0]
-        joined = "*".join(lab.lstrip(MIXED_PREFIX) for lab in labels)
+        joined = "*".join(_factor(lab.lstrip(MIXED_PREFIX)) for lab in labels)
         mixed = self.mix_kind(axis) == "error" or any(lab.startswith(MIXED_PREFIX) for lab in labels if lab != "?")
         return MIXED_PREFIX + joined if mixed else joined
 
@@ -424,6 +424,17 @@ def _reordered_join(a: str, b: str) -> bool:
     another part's entry than entry i of the other."""
     parts_a, parts_b = a.split("+"), b.split("+")
     return len(parts_a) > 1 and parts_a != parts_b and sorted(parts_a) == sorted(parts_b)
+
+
+def _factor(label: str) -> str:
+    """A label as a factor of a product: a sum in parentheses (ConvBERT's ``cat`` of attention and conv heads,
+    ``H+H``, times ``d_k`` is ``(H+H)*d_k``; written ``H+H*d_k`` it read as 4 + 32)."""
+    depth = 0
+    for ch in label:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "+" and depth == 0:
+            return f"({label})"
+    return label
 
 
 def piece_role(namer: Namer, label: str) -> str | None:

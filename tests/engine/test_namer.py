@@ -61,3 +61,16 @@ def test_joins_of_the_same_parts_in_another_order_clash_in_a_broadcast():
     assert namer.broadcast_clash([scores, mask]) == (1, 0, 1)
     assert namer.broadcast_clash([scores, (("B", None, None, "T+3"), (2, 1, 3, 9))]) is None
     assert namer.broadcast_clash([(("B", "T+T"), (2, 12)), (("B", "T+T"), (2, 12))]) is None
+
+
+def test_a_sum_joined_into_a_product_is_parenthesised():
+    """ConvBERT's mixed attention (tests/corpus/public36/convbert.py): the attention heads and the conv heads,
+    each ``[B, T, H, d_k]``, ``cat``ed along heads (``H+H``) and merged with ``d_k`` by ``view(B, T, 2·H·d_k)``.
+    The merged axis is ``(H+H)*d_k`` (64); on 9edba10 (main) it was labelled ``H+H*d_k``, which reads 4 + 32."""
+    import shapetrace
+
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4 d_k=8") as t:
+        x = torch.randn(2, 6, 4, 8)
+        torch.cat([x, x * 2], 2).view(2, 6, 64)
+    assert t.events[-2].output.dims == ("B", "T", "H+H", "d_k")
+    assert t.events[-1].output.dims == ("B", "T", "(H+H)*d_k")
