@@ -67,6 +67,24 @@ purpose, one dynamic kernel per (entry, token, head) in a batched ``matmul`` wit
 (their width ``H·k`` is no declared name, so that product's batch axis is not seen to agree). Not fixed this
 round (time): a row fold that a batched product consumes against an operand folded the same way is the general
 case to accept. The correct file is ``!``, not ``✗``; the bugs stay ``✗``.
+
+A sixth file, written after the whole subset had run (so no engine change follows it): FEDformer's Fourier block
+(``rfft`` along time, a few modes mixed per head by a complex ``einsum("bhi,hio->bho")``, ``irfft``),
+``B=2 T=8 D=32 H=4`` (the CLI gives the same verdicts with ``F_in=7`` for the input's channels):
+
+========= ======================== ================ ================ ==========================
+file      variant                  distinct         equal sizes      CLI
+========= ======================== ================ ================ ==========================
+fedformer (correct)                ?                ?                ? checked 10 of 21 ops
+fedformer out-view-without-permute ?                ?                ? checked 10 of 20 ops
+fedformer rfft-over-channels       ?                raises           ? checked 10 of 22 ops
+========= ======================== ================ ================ ==========================
+
+Known misses, left ``?``: the input ``[B, T, 7]`` (its channels no declared name; ``F_in`` does not help) leaves
+batch and tokens unnamed, so the circular-padded ``Conv1d`` embedding, the ``rfft``/complex ``einsum``/``irfft``
+path and the merge stay unnamed (11 ops), as Autoformer's FFT path did (round 35). ``out-view-without-permute``
+(``(B, H, E, L)`` viewed ``(B, L, H·E)``) is a layout bug that names would catch once the block's axes were
+named; ``rfft-over-channels`` transforms the channels: no name is contradicted where none is given.
 """
 
 from __future__ import annotations
@@ -74,9 +92,9 @@ from __future__ import annotations
 import pytest
 
 from tests.corpus.helpers import round_outcome, round_tests
-from tests.corpus.public36 import convbert, glpn, helium, minicpm, umt5
+from tests.corpus.public36 import convbert, fedformer, glpn, helium, minicpm, umt5
 
-MODULES = (helium, glpn, minicpm, umt5)
+MODULES = (helium, glpn, minicpm, umt5, fedformer)
 UNSURE = ("?", ())
 SURE = ("✓", ())
 
@@ -96,6 +114,9 @@ EXPECTED = {
     (umt5, ""): [SURE, UNSURE],
     (umt5, "bias-view-heads-last"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
     (umt5, "relative-query-minus-key"): [SURE, UNSURE],
+    (fedformer, ""): [UNSURE, UNSURE],
+    (fedformer, "out-view-without-permute"): [UNSURE, UNSURE],
+    (fedformer, "rfft-over-channels"): [UNSURE, ("raises", ())],
 }
 
 #: only one row is traced at equal sizes too (the suite's time is a budget: the others' equal-size outcomes are
