@@ -209,8 +209,9 @@ class Judge:
         if got.timed_out:
             line, code = got.frame
             return self.timeout(line, code, got.common(), limit, case=inputs.case, sizes=inputs.describe())
-        ref = call(self.reference, inputs.fresh(), inputs.names, inputs.dims, traced=False)  # (its values: a verdict
-        if got.raised or ref.raised:                               # that shows its ops traces it again)
+        # the reference's values, untraced: a verdict that shows ops traces it again (_mismatch)
+        ref = call(self.reference, inputs.fresh(), inputs.names, inputs.dims, traced=False)
+        if got.raised or ref.raised:
             return self._exceptions(got, ref, inputs, ctx)
         changed = _mutated(inputs.args, got.args)
         swapped = got.facts.get("swapped")
