@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from shapetrace.engine.axes import unknown_axes
+from shapetrace.engine.axis_reshape import reshape_axes
 from shapetrace.engine.directions import HIDES
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.ops import Family, family_of
@@ -57,7 +59,8 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
             # (a table made from the data, or from what the data was made from, is not the table's alone; the
             # data reaches earlier rotations' tables, a layer's or a decode step's before, through them only)
             if not read & _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)[1]:
-                rows.update(event_of_record[i] for i in (*tables, *rotary.moves) if i in event_of_record)
+                rows.update(event_of_record[i] for i in (*tables, *rotary.moves)
+                            if i in event_of_record and not _cuts_a_merge(records, made, i))
         earlier.update(rotary.tables)
     return frozenset(rows)
 
@@ -99,6 +102,28 @@ def _causal_mask_use(record, event, tokens) -> tuple[list[int], list[int]] | Non
     if len(scores) != 1:
         return None
     return [n for j, n in enumerate(ins) if j != scores[0]], [ins[scores[0]]]
+
+
+def _cuts_a_merge(records: Sequence, made: Mapping[int, list[int]], index: int) -> bool:
+    """Does record ``index`` cut (a shorter slice) an axis that a reshape just merged from several
+    (sglang's fused rope reading ``positions.reshape(-1)[:num_tokens]`` of M-RoPE's ``[3, T]`` ids)? The
+    table's values show the angles it turns each token by, never which pieces of the merge the cut kept:
+    the first ``T`` of ``[3, T]`` flattened (one row) and of ``[T, 3]`` flattened (three ids of a third of
+    the tokens) both vary along the tokens; so the cut is not checked on the values."""
+    record = records[index]
+    spec = getattr(record, "spec", None)
+    if spec is None or spec.family is not Family.SLICE or len(record.ins) != 1 or not getattr(record, "out_raw", ()):
+        return False
+    shape_in, shape_out = tuple(record.in_raw[0][0]), tuple(record.out_raw[0][0])
+    makers = [i for i in made.get(record.ins[0], ()) if i < index]
+    if len(shape_in) != len(shape_out) or not makers:
+        return False
+    maker = records[makers[-1]]
+    if getattr(maker, "spec", None) is None or maker.spec.family is not Family.RESHAPE or not maker.in_raw:
+        return False
+    merged = reshape_axes(unknown_axes(tuple(maker.in_raw[0][0])), shape_in)
+    return any(n < m and sum(a.size > 1 for a in merged[j].atoms) > 1
+               for j, (m, n) in enumerate(zip(shape_in, shape_out)))
 
 
 def _makers(records: Sequence) -> dict[int, list[int]]:

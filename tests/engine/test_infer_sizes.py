@@ -345,3 +345,19 @@ def test_a_literal_size_beside_read_ones_names_no_data_axis(B):
         _streams_bias(x, 2, 32)
     clones = [e for e in t.events if e.op == "clone"]
     assert [e.outputs[0].dims for e in clones] == [(None, None, None), ("B", "T", "D")]
+
+
+def test_a_cut_of_a_merged_grid_to_the_token_count_names_nothing():
+    """sglang issue #35345: a 1-D rope kernel reads M-RoPE's ``[3, T]`` ids as ``positions.reshape(-1)[:T]``.
+    The first T entries of a merge of unnamed axes are its grid's first elements in memory order (one row of
+    ``[3, T]``, or three ids of a third of the tokens of ``[T, 3]``), no count of positions along one axis: the
+    cut stays unnamed. A cut of one unnamed axis to that size (a table's ``wpe[:T]``) is still T. Fails on
+    eefe532 (the cut of the merge was named T)."""
+    x = torch.randn(6, 8)
+    grid = torch.arange(18).reshape(3, 6)
+    table = torch.randn(64, 8)
+    with shapetrace.trace(dims="T=6 D=8 H=2") as t:
+        n = x.shape[0]
+        grid.reshape(-1)[:n].flip(0)
+        table[:n].flip(0)
+    assert [e.output.dims for e in t.events if e.op == "flip"] == [(None,), ("T", None)]

@@ -579,3 +579,33 @@ def test_a_stack_unbound_along_the_axis_it_made_needs_no_name_for_it():
     assert (verdict.mark, verdict.checked, verdict.total, verdict.unchecked) == ("✓", 54, 54, ())
     assert _packed_verdict().mark == "✓"
 
+
+
+def _rope_1d(positions, x, table):
+    """A 1-D rope on ``x`` ``[T, H, d]`` whose positions are ``positions`` read flat and cut to the tokens (the
+    fused kernel's ``positions_ptr + token``), gathered from ``table`` ``[P, d]`` (cos and sin halves)."""
+    cos, sin = table[positions.reshape(-1)[:x.shape[0]]].chunk(2, dim=-1)
+    cos, sin = torch.cat((cos, cos), dim=-1)[:, None, :], torch.cat((sin, sin), dim=-1)[:, None, :]
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@pytest.mark.parametrize("rows, mark", [(3, "?"), (1, "✓")])
+def test_a_rotary_table_gathered_at_a_cut_of_a_merged_grid_is_not_checked_on_its_values(rows, mark):
+    """sglang issue #35345: M-RoPE ids ``[3, T]`` read by a 1-D kernel as ``positions.reshape(-1)[:T]`` (only
+    the first row reaches the table). The table's values show the angles each token turns by, never which
+    pieces of the merge the cut kept (the first T of ``[T, 3]`` flattened vary along the tokens as well), so
+    that cut is not checked on the values and the verdict is ``?`` naming it. Ids ``[1, T]`` (no merge: a
+    reshape of one row) stay checked. Fails on eefe532 (``✓ checked all`` for ``[3, T]``)."""
+    inv = 1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8)
+    freqs = torch.outer(torch.arange(64).float(), inv)
+    table = torch.cat((freqs.cos(), freqs.sin()), dim=-1)                       # (P, 8)
+    positions = torch.arange(6).repeat(rows, 1)                                 # (rows, T)
+    x = torch.randn(6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="T=6 D=32 H=4") as t:
+        q = _rope_1d(positions, x.view(6, 4, 8), table).transpose(0, 1)            # (H, T, d_k)
+        (q @ q.transpose(1, 2)).softmax(dim=-1)
+    line = t.report().verdict.line
+    assert line[0] == mark, line
+    cut = [e.index for e in t.events if e.op == "__getitem__" and e.inputs[0].shape == (6 * rows,)]
+    assert (f"#{cut[0]} __getitem__" in line) == (rows == 3), line

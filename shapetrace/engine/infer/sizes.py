@@ -140,7 +140,7 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     ``cache_k[:bsz, s:e]``) cut to a size read from a batch axis: its first ``bsz`` slots are where that
     batch was written. So does a slice of the ``n`` positions after ``c`` (``[c : n + c]``,
     :func:`_counted`). A slice that starts elsewhere (a decode step's ``k - 1 : k``) or steps names
-    nothing."""
+    nothing, nor does a slice of a merge of unnamed axes (:func:`_merged`)."""
     if len(out_axes) != 1 or len(record.ins) != 1:
         return out_axes
     args, _ = thaw_args(record.frozen)
@@ -148,11 +148,11 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     placed = _placed_slices(items, len(record.in_raw[0][0]))
     if placed is None:
         return out_axes
-    axes = list(out_axes[0])
-    for j, item in placed:
+    axes, cut = list(out_axes[0]), state.axes_of(record.ins[0])
+    for j, i, item in placed:
         found = _read_axis(state, _counted(item))
         if found is not None and j < len(axes) and found.size == axes[j].size and \
-                (_unnamed_or_copies(axes[j]) or _batch_slots_of(state, axes[j], found)):
+                (_unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found)):
             axes[j] = found
     return [tuple(axes)]
 
@@ -251,22 +251,24 @@ def _size_args(record, out_axes: list, keyword: str) -> list | None:
     return sizes if len(sizes) == len(out_axes[0]) else None
 
 
-def _placed_slices(items, rank: int) -> list[tuple[int, slice]] | None:
-    """``(output axis, slice)`` for each slice of a basic index (ints, slices, ``None``, one ``...``);
-    None for any other index (advanced indexing moves axes)."""
+def _placed_slices(items, rank: int) -> list[tuple[int, int, slice]] | None:
+    """``(output axis, input axis, slice)`` for each slice of a basic index (ints, slices, ``None``, one
+    ``...``); None for any other index (advanced indexing moves axes)."""
     if any(not (i is None or i is Ellipsis or type(i) is int or isinstance(i, slice)) for i in items) or \
             sum(i is Ellipsis for i in items) > 1:
         return None
     spanned = sum(1 for i in items if i is not None and i is not Ellipsis)
-    placed, out = [], 0
+    placed, out, inp = [], 0, 0
     for item in items:
         if item is Ellipsis:
-            out += rank - spanned
+            out, inp = out + rank - spanned, inp + rank - spanned
         elif isinstance(item, slice):
-            placed.append((out, item))
-            out += 1
+            placed.append((out, inp, item))
+            out, inp = out + 1, inp + 1
         elif item is None:
             out += 1
+        else:
+            inp += 1
     return placed
 
 
@@ -310,3 +312,10 @@ def _read_axis(state: Inference, size) -> Axis | None:
 
 def _unnamed_or_copies(axis: Axis) -> bool:
     return not axis.atoms or all(a.root in (UNKNOWN, COPIES) for a in axis.atoms)
+
+
+def _merged(axes, i: int) -> bool:
+    """Is axis ``i`` of ``axes`` a merge of several unnamed axes (``positions.reshape(-1)`` of a ``[3, T]``
+    grid)? Its first ``n`` entries are the grid's first elements in memory order, no count of ``n``
+    positions along one axis."""
+    return 0 <= i < len(axes) and sum(a.root == UNKNOWN for a in axes[i].atoms) > 1
