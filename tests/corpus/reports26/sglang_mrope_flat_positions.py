@@ -24,7 +24,6 @@ from torch import nn
 BUGS = ("flat-positions",)
 TWINS = ()
 DIMS = ("T=6 D=32 H=4",)
-EQUAL = {DIMS[0]: "T=4 D=16 H=4"}
 
 
 def rotate_neox(x):
