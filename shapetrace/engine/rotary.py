@@ -126,6 +126,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     terms: dict[int, int] = {}     # node -> the multiplication record it is (or a same-shape unary op of it)
     found: list[Rotary] = []
     at_zero: dict[int, int] = {}   # node -> the rotary (in ``found``) at position 0 that made it
+    first_zero: dict[int, tuple] = {}   # node -> (that rotary, the axes whose first entry is at position 0)
     outs: dict[int, int] = {}      # rotary (in ``found``) -> the node of its result
     halves: dict[tuple, list] = {}  # (source, half, half) -> each sum of the two halves' products seen so far
     writes: dict[int, list[int]] = {}   # node -> the ``__setitem__`` records that wrote into it, in order
@@ -134,8 +135,8 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
             continue
         if write_kind(record.spec) == "index" and record.ins and not record.outs:
             writes.setdefault(record.ins[0], []).append(index)
-        if record.spec.family is Family.JOIN and any(n in at_zero for n in record.ins):
-            _appended(found, at_zero, record, shapes, event_of_record.get(index))
+        if record.spec.family is Family.JOIN and any(n in at_zero or n in first_zero for n in record.ins):
+            _appended(found, at_zero, first_zero, record, shapes, event_of_record.get(index), producer)
         if record.spec.scaling == "multiplies" and len(record.ins) == 2 and len(record.outs) == 1:
             terms[record.outs[0]] = index
         elif _keeps_places(shapes, record) and record.ins[0] in terms:
@@ -155,6 +156,8 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
                 outs[len(found) - 1] = record.outs[0]
                 if rotary.at_zero:
                     at_zero[record.outs[0]] = len(found) - 1
+                elif _first_at_zero(rotary, shapes):
+                    first_zero[record.outs[0]] = (len(found) - 1, _first_at_zero(rotary, shapes))
         for node in record.outs:
             if node not in record.ins:   # (``t.to(t.dtype)`` returns ``t``: the op that made it stays its producer)
                 producer[node] = index
@@ -180,9 +183,12 @@ def step_token_label(events: Sequence, rotary: Rotary, out) -> str | None:
     return joined[along] if along < len(joined) else None
 
 
-def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int | None) -> None:
-    """A join (``torch.cat([cache, k], dim=2)``) that puts a rotation at position 0 after other entries
-    along its axis: noted on that rotary (:attr:`Rotary.appended`)."""
+def _appended(found: list, at_zero: dict, first_zero: dict, record, shapes: Sequence, event: int | None,
+              producer: dict) -> None:
+    """A join (``torch.cat([cache, k], dim=2)``) that puts a rotation at position 0 after other entries along
+    its axis, or one whose first token is at position 0 after entries no record of the run made (a cache
+    handed in: mlx-vlm's chunked prefill taking each chunk's M-RoPE ids from the prompt's start; not EVA's
+    class token, made in the run): noted on that rotary (:attr:`Rotary.appended`)."""
     args, kwargs = thaw_args(record.frozen)
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
     rank = len(shapes[record.ins[0]].shape)
@@ -190,10 +196,26 @@ def _appended(found: list, at_zero: dict, record, shapes: Sequence, event: int |
         return
     dim %= rank
     before = 0
-    for node in record.ins:
-        if node in at_zero and before > 0 and found[at_zero[node]].appended is None:
-            found[at_zero[node]] = replace(found[at_zero[node]], appended=(event, before, dim))
+    for k, node in enumerate(record.ins):
+        which = at_zero.get(node, first_zero[node][0] if node in first_zero and dim in first_zero[node][1]
+                             and all(n not in producer for n in record.ins[:k]) else None)
+        if which is not None and before > 0 and found[which].appended is None:
+            found[which] = replace(found[which], appended=(event, before, dim))
         before += shapes[node].shape[dim]
+
+
+def _first_at_zero(rotary: Rotary, shapes: Sequence) -> tuple[int, ...]:
+    """The axes of more than one entry along which a rotation's tables change and whose first entry turns
+    every feature by angle 0 (cos 1, sin 0): its first token at position 0, the others not."""
+    if len(rotary.angles) != 2 or rotary.rotated is None:
+        return ()
+    shape = tuple(shapes[rotary.rotated].shape)
+    try:
+        cos, sin = (torch.broadcast_to(t, shape) for t in rotary.angles)
+    except RuntimeError:
+        return ()
+    return tuple(j for j in rotary.varies if j < len(shape) - 1 and shape[j] > 1
+                 and bool((cos.select(j, 0) == 1).all()) and bool((sin.select(j, 0) == 0).all()))
 
 
 def _keeps_places(shapes: Sequence, record) -> bool:

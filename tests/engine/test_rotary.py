@@ -381,3 +381,35 @@ def test_a_constant_rotation_of_rotated_keys_is_a_shift_not_a_missing_position()
     t = shifted(first_rotated=False)
     assert [(r.shifts, r.still) for r in t.analysis().rotaries] == [(False, (0, 1, 2))]
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["rotary-same-angle-every-token"]
+
+
+def _chunk_after_cache(start: int, prefix: str):
+    """A chunk of T = 4 keys rotated at positions ``start … start + 3`` (1-D rope), joined along the tokens
+    after 6 entries: an input cache (``prefix == "cache"``), or the same keys' first entries kept unrotated
+    (``"own"``: EVA's class token, made in the run)."""
+    B, H, T, d = 2, 4, 4, 8
+    x, cache = torch.randn(B, T, H * d), torch.randn(B, H, 6, d)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        k = x.view(B, T, H, d).transpose(1, 2)                               # (B, H, T, d_k)
+        f = torch.arange(start, start + T)[:, None].float() * (1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)))
+        emb = torch.cat((f, f), -1)                                          # (T, d)
+        k_rot = rope(k, emb, rotate_half)
+        before = cache if prefix == "cache" else torch.cat([k, k], dim=2)[:, :, :6]
+        torch.cat([before, k_rot], dim=2)
+    return t
+
+
+def test_a_chunk_whose_first_key_is_rotated_at_position_0_after_a_handed_in_cache_is_a_restart():
+    """mlx-vlm issue #1737 (tests/corpus/reports26/mlxvlm_chunked_mrope_positions): a chunked prefill's later
+    chunk rotated from the prompt's first positions and appended after the cache: its first token turns by
+    position 0 (the others by 1, 2, 3), after 6 cached entries. Fails on 424f614 (no finding: only a rotation
+    of one token, all at position 0, was read as a restart). Positions from 6 are right; entries made in the
+    run (a class token kept unrotated before the rotated patches, EVA's) are no cache: nothing."""
+    [d] = [d for d in _chunk_after_cache(0, "cache").diagnostics if d.severity == "error"]
+    assert d.kind == "rotary-position-restarts"
+    assert d.message.startswith("the rotary embedding rotated at cat #6 turns the first token of [B=2, H=4, T=4, "
+                                "d_k=8] by position 0 (its cos table is 1 and its sin table 0 on every feature), "
+                                "and cat #7 then appends it along T (axis 2) after 6 tokens: its position starts "
+                                "again at 0 instead of continuing at 6"), d.message
+    for start, prefix in ((6, "cache"), (0, "own")):
+        assert [d.kind for d in _chunk_after_cache(start, prefix).diagnostics if d.severity == "error"] == []

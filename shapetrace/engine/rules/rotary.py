@@ -102,7 +102,7 @@ def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Di
 def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
     """A rotation at position 0 joined after other entries along an axis its names say holds tokens."""
     rotated = _rotated(analysis, rotary)
-    if not rotary.at_zero or rotary.appended is None or rotated is None:
+    if rotary.appended is None or rotated is None:
         return False
     label = _appended_along(analysis, rotary, rotated)
     return label is not None and not told_by_size(analysis, label) and analysis.namer.plain_role(label) == "tokens"
@@ -126,13 +126,18 @@ def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
     joined = f"{analysis.events[join].op} #{join}" if join is not None and join < len(analysis.events) else \
         "a call without a row"
     return Kind.ROTARY_POSITION_RESTARTS.found(join if join is not None else rotary.event, (
-        f"the rotary embedding rotated at {where} turns {fmt_named(rotated.dims, rotated.shape)} by position 0 (its "
-        f"cos table is 1 and its sin table 0 on every feature), and {joined} then appends it along "
+        f"the rotary embedding rotated at {where} turns {_first(rotated, dim)}{fmt_named(rotated.dims, rotated.shape)} "
+        f"by position 0 (its cos table is 1 and its sin table 0 on every feature), and {joined} then appends it along "
         f"{_appended_along(analysis, rotary, rotated)} (axis {dim}) after {before} tokens: its position starts "
         f"again at 0 instead of "
         f"continuing at {before}, so q·k reads the distances to the cached keys wrong."),
         "Offset the positions by the cache's length: positions = torch.arange(past, past + T) (meta-llama's "
         "start_pos, transformers' cache_position).")
+
+
+def _first(rotated: TensorInfo, dim: int) -> str:
+    """``the first token of `` where the rotated tensor holds several along the join's axis, else nothing."""
+    return "the first token of " if dim < len(rotated.shape) and rotated.shape[dim] > 1 else ""
 
 
 def _off(analysis: Analysis, rotary: Rotary) -> bool:
