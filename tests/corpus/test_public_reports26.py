@@ -39,14 +39,18 @@ both sizes), ``? 29 of 30`` (CLI), the cut (``#12 __getitem__``) named as not ch
 ``positions[0]`` (the same values, no merge) it would still be ✓: the temporal row alone is a correct 1-D rope
 for text, and only the sections (values) tell M-RoPE from it; a known miss.
 
+Fixed (f41d13a): mlxvlm's ``prompt-start-positions`` chunk, its first token rotated at position 0
+(cos 1, sin 0 on every feature; the others at 1, 2, 3) and joined along T after the 6 entries of a cache
+handed in, is now ``✗ rotary-position-restarts`` at DIMS (that rule read only rotations of one token, all at
+position 0). Entries made in the run before the rotated ones (EVA's unrotated class token) are no cache.
+
 Open (a later round):
 
 * sglang_mrope_flat_positions (bug): ``?`` rather than ``✗``: the ids' row axis (3) is unnamed; a rule that
   knew a ``[3, T]`` position input as M-RoPE's could say the rows past the first never reach the table.
-* mlxvlm_chunked_mrope_positions (bug): ``?``: the chunk's positions are ``[..., :L]`` of the prompt's ids
-  (unnamed ``[3, B, S]`` input); the keys are joined after the cache's ``S - T`` entries. A rule comparing the
-  slice's start with the join's offset (as rotary_positions does for one decode position) would catch it; its
-  correct twin is ``?`` for the same reason (the grid positions are not read: rotary-grid-positions).
+* mlxvlm_chunked_mrope_positions: its correct file stays ``?`` (the grid positions are not read:
+  rotary-grid-positions); its bug at equal sizes stays ``?`` (T named by size alone decides nothing). A chunk
+  whose first token is at position ``p > 0`` but not at the cache's length is not read (only position 0).
 * functional_transformer_heads_summed (bug): ``?``: each head's ``L x Dm`` values summed over heads is a valid
   (if unusual) parameterisation (sum of per-head out-projections, rank ``Dm`` instead of ``Dk``); the per-head
   linear maps of an input with no batch axis stay unnamed (``#1 linear``). A twin by values; a known miss.
@@ -72,7 +76,7 @@ UNSURE = ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
 EXPECTED = {
     (mlxvlm_chunked_mrope_positions, ""): [UNSURE, UNSURE],
-    (mlxvlm_chunked_mrope_positions, "prompt-start-positions"): [UNSURE, UNSURE],
+    (mlxvlm_chunked_mrope_positions, "prompt-start-positions"): [("✗", ("rotary-position-restarts",)), UNSURE],
     (sglang_mrope_flat_positions, ""): [UNSURE, UNSURE],
     (sglang_mrope_flat_positions, "flat-positions"): [UNSURE, UNSURE],
     (functional_transformer_heads_summed, ""): [UNSURE, UNSURE],
