@@ -220,6 +220,8 @@ class Kind(StrEnum):
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
                     "never passed on to the attention that needs it): what it should have changed was not checked")
+    POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "
+                              "whose token, picked by values (a mask's count), was not measured: `?`, never `✓`")
     PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = ("batch-unexercised", "note",
@@ -298,12 +300,10 @@ class Kind(StrEnum):
         "parameter-without-grad", "warning",
         "a parameter that requires grad gets no gradient from the backward, with the call that took it out of "
         "autograd's graph (a `.detach()`, a `torch.no_grad()` block, `.data`)")
-    GRAD_NOT_CONTIGUOUS = (
-        "grad-not-contiguous", "warning",
+    GRAD_NOT_CONTIGUOUS = ("grad-not-contiguous", "warning",
         "a parameter's gradient is not contiguous (a transposed parameter, or a gradient assigned with other "
         "strides): `.grad.view(-1)` fails and code that flattens gradients copies it at every step")
-    GRAD_DTYPE_MISMATCH = (
-        "grad-dtype-mismatch", "warning",
+    GRAD_DTYPE_MISMATCH = ("grad-dtype-mismatch", "warning",
         "a parameter's `.grad` has another dtype than the parameter (its `.data` was cast after a backward)")
 
     # -- about the trace itself --------------------------------------------------------------------
