@@ -28,7 +28,7 @@ deberta_p2c_sign            (correct)            ? 26 of 28 / ?      ? 26 of 28 
 deberta_p2c_sign            p2c-sign-flipped     ? 26 of 28 / ?      ? 26 of 28              unchanged
 megavit_qk_norm_kv          (correct)            ✓ / ?               ✓ all 18                unchanged
 megavit_qk_norm_kv          norm-k-and-v         ✓ / ?               ✓ all 18                unchanged (MISSED)
-caml_label_attention_pads   (correct)            ? 6 of 11 / ?       ! padding-read          unchanged
+caml_label_attention_pads   (correct)            ? 6 of 11 / ?       ! padding-read          ? 6 of 11 (below)
                                                                      (warning)
 caml_label_attention_pads   pads-attended        ? 5 of 9 / ?        ? 6 of 10               unchanged
 hf_packed_mask_gate         (correct)            ? 22 of 25 / ?      ? 17 of 28              unchanged
@@ -61,9 +61,12 @@ Open (a later round):
 * deberta_p2c_sign: ``?`` on both: the two relative-score products (``query @ pos_key^T``, ``key @ pos_query^T``)
   leave the ``2 * att_span`` relative axis unnamed; the ``gather`` index's sign (``i - j`` vs ``j - i``) is a
   direction no contract reads yet (the class of reports3 xl_relative_bias).
-* caml_label_attention_pads: the correct file's CLI ``!`` (``padding-read`` as a warning, which names the
-  ``conv1d`` reading its neighbours): the conv at the last real token reads the first pad; a probe of the pads out
-  of the conv's reach would tell the two apart. The bug is ``?`` (the mask it never reads: ``input-unread``).
+* caml_label_attention_pads: the bug is ``?`` (the mask it never reads: ``input-unread``). The correct file's
+  CLI ``!`` (``padding-read`` as a warning, which names the ``conv1d`` reading its neighbours: the conv at the last
+  real token reads the first pad) is gone since engine/padding.py's far-pad probe: where a convolution or a
+  recurrence reads the pads, the pad farthest from the real tokens is moved alone, and where that changes nothing
+  the read is the kernel's across the edge, not a missing mask (``?``, the contract listed as not measured, with
+  why; :func:`test_the_conv_reads_only_the_pad_next_to_the_real_tokens`).
 * automodel_cu_seqlens_batch: ``?`` on both: the ``pad`` of the lengths and the ``searchsorted`` index leave the
   boundaries unnamed; the ``cumsum(0)`` over the batch is read by nothing.
 * the equal-size column is ``?`` throughout (nothing is named by size alone).
@@ -107,3 +110,20 @@ MISSED = frozenset({(megavit_qk_norm_kv, "norm-k-and-v")})
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED, missed=MISSED)
+
+
+def test_the_conv_reads_only_the_pad_next_to_the_real_tokens():
+    """The correct file with the dependency contracts measured (as the CLI does): no ``padding-read`` warning
+    (``!`` on 63c107b and eefe532), the padding contract listed as not measured, with why."""
+    import torch
+
+    import shapetrace
+
+    model, inputs = caml_label_attention_pads.build("")
+    with torch.no_grad(), shapetrace.trace(dims=caml_label_attention_pads.DIMS[0], dependencies=True) as t:
+        model(*inputs)
+    report = t.report()
+    assert [d.kind for d in report.diagnostics if d.severity in ("error", "warning")] == []
+    assert report.verdict.mark == "?"
+    assert "padding stays unread (the model's conv1d reads the pads next to the real tokens; the farthest pad, " \
+           "moved alone, changes nothing they give)" in report.unmeasured
