@@ -82,7 +82,7 @@ EXPECTED = {
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(st_lasttoken_full_rows, "argmin-first-token"), (mosaic_cache_positions, "positions-from-zero")}
-#: bugs that keep ``✓`` in ``round_outcome``: none since the pooled-read-unmeasured note (st_lasttoken's was, on eefe532)
+#: bugs that keep ``✓`` in ``round_outcome``: none since pooled-read-unmeasured (st_lasttoken's did on eefe532)
 MISSED = frozenset()
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
