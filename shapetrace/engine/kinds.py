@@ -164,6 +164,8 @@ class Kind(StrEnum):
     MASK_SHOWS_PADDING = ("mask-shows-padding", "warning", "a mask that shows a padded key to a real query")
     NORM_ACROSS_HEADS = ("norm-across-heads", "note", "a norm over the heads and their features together "
                          "(`rms_norm(q, (H, d_k))`): one norm over D as OLMo 2's, or a per-head norm widened by a slip")
+    QK_NORM_ONE_SIDED = ("qk-norm-one-sided", "note", "a norm on the queries' path or the keys' and not on the "
+                         "other's before their scores (a qk-norm given to the wrong operand, or one side by design)")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
@@ -234,8 +236,7 @@ class Kind(StrEnum):
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
-    INDEX_WRONG_AXIS = (
-        "index-wrong-axis", "error",
+    INDEX_WRONG_AXIS = ("index-wrong-axis", "error",
         "a `gather` / `index_select` / `take_along_dim` that picks along one axis with indices that count "
         "another axis of the same tensor (made by `argsort`, `argmax` or `arange` along it)")
     ROTARY_SAME_ANGLE_EVERY_TOKEN = (
@@ -296,8 +297,7 @@ class Kind(StrEnum):
         "inplace-on-saved", "error",
         "an in-place op (`masked_fill_`, `+=`, `x[...] = `) wrote into a tensor autograd saved for the backward: "
         "the backward fails with \"modified by an inplace operation\"; said before it runs, with the write")
-    PARAMETER_WITHOUT_GRAD = (
-        "parameter-without-grad", "warning",
+    PARAMETER_WITHOUT_GRAD = ("parameter-without-grad", "warning",
         "a parameter that requires grad gets no gradient from the backward, with the call that took it out of "
         "autograd's graph (a `.detach()`, a `torch.no_grad()` block, `.data`)")
     GRAD_NOT_CONTIGUOUS = ("grad-not-contiguous", "warning",
