@@ -164,6 +164,8 @@ class Kind(StrEnum):
     MASK_SHOWS_PADDING = ("mask-shows-padding", "warning", "a mask that shows a padded key to a real query")
     NORM_ACROSS_HEADS = ("norm-across-heads", "note", "a norm over the heads and their features together "
                          "(`rms_norm(q, (H, d_k))`): one norm over D as OLMo 2's, or a per-head norm widened by a slip")
+    QK_NORM_ONE_SIDED = ("qk-norm-one-sided", "note", "a norm on the queries' path or the keys' and not on the "
+                         "other's before their scores (a qk-norm given to the wrong operand, or one side by design)")
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
@@ -220,6 +222,8 @@ class Kind(StrEnum):
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
                     "never passed on to the attention that needs it): what it should have changed was not checked")
+    POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "
+                              "whose token, picked by values (a mask's count), was not measured: `?`, never `✓`")
     PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = ("batch-unexercised", "note",
@@ -232,8 +236,7 @@ class Kind(StrEnum):
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
-    INDEX_WRONG_AXIS = (
-        "index-wrong-axis", "error",
+    INDEX_WRONG_AXIS = ("index-wrong-axis", "error",
         "a `gather` / `index_select` / `take_along_dim` that picks along one axis with indices that count "
         "another axis of the same tensor (made by `argsort`, `argmax` or `arange` along it)")
     ROTARY_SAME_ANGLE_EVERY_TOKEN = (
@@ -294,16 +297,13 @@ class Kind(StrEnum):
         "inplace-on-saved", "error",
         "an in-place op (`masked_fill_`, `+=`, `x[...] = `) wrote into a tensor autograd saved for the backward: "
         "the backward fails with \"modified by an inplace operation\"; said before it runs, with the write")
-    PARAMETER_WITHOUT_GRAD = (
-        "parameter-without-grad", "warning",
+    PARAMETER_WITHOUT_GRAD = ("parameter-without-grad", "warning",
         "a parameter that requires grad gets no gradient from the backward, with the call that took it out of "
         "autograd's graph (a `.detach()`, a `torch.no_grad()` block, `.data`)")
-    GRAD_NOT_CONTIGUOUS = (
-        "grad-not-contiguous", "warning",
+    GRAD_NOT_CONTIGUOUS = ("grad-not-contiguous", "warning",
         "a parameter's gradient is not contiguous (a transposed parameter, or a gradient assigned with other "
         "strides): `.grad.view(-1)` fails and code that flattens gradients copies it at every step")
-    GRAD_DTYPE_MISMATCH = (
-        "grad-dtype-mismatch", "warning",
+    GRAD_DTYPE_MISMATCH = ("grad-dtype-mismatch", "warning",
         "a parameter's `.grad` has another dtype than the parameter (its `.data` was cast after a backward)")
 
     # -- about the trace itself --------------------------------------------------------------------

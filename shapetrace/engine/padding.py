@@ -228,14 +228,18 @@ def _finding(probe: Probe, mask: Mask, real_is_one: bool, first: list[int], othe
         "hidden from every real query (a CLS or pooled token included).")
 
 
-def _across_the_edge(found: list, records, span: tuple[int, int]) -> list:
+def _local_ops(records, span: tuple[int, int]) -> list[str]:
+    """The names of the convolutions and recurrences the top call ran (they read each token's neighbours)."""
+    start, end = span
+    return [r.spec.name for r in records[start:end or None] if type(r) is OpRecord
+            and (is_convolution(r.spec) or is_recurrence(r.spec))]
+
+
+def _across_the_edge(found: list, local: list[str]) -> list:
     """``found`` as warnings where the model also ran a convolution or a recurrence: those read a token's
     neighbours, the padding next to the last real token included, and models that do not zero their pads before
     them are accepted as they are (wav2vec2's feature encoder on padded samples, a conformer's depthwise
     convolution); the read is then measured, but not proven to be a missing mask."""
-    start, end = span
-    local = [r.spec.name for r in records[start:end or None] if type(r) is OpRecord
-             and (is_convolution(r.spec) or is_recurrence(r.spec))]
     if not local:
         return found
     return [replace(d, severity="warning", message=d.message + (
@@ -316,4 +320,31 @@ def padded(measured: tuple[list, list[str], list[str]], trace) -> tuple[list, li
     if isinstance(mask, str):
         return found, held, [*unmeasured, mask]
     more, kept, why = measure_padding(probe, mask)
-    return found + _across_the_edge(more, capture.records, capture.top_span), held + kept, unmeasured + why
+    local = _local_ops(capture.records, capture.top_span)
+    if more and local and _edge_only(probe, mask):
+        return found, held, unmeasured + why + [not_measured(
+            f"the model's {local[0]} reads the pads next to the real tokens; the farthest pad, moved alone, "
+            "changes nothing they give", PADDING)]
+    return found + _across_the_edge(more, local), held + kept, unmeasured + why
+
+
+def _edge_only(probe: Probe, mask: Mask) -> bool:
+    """Where a convolution or a recurrence reads the pads: does moving only the pad farthest from the real
+    tokens (of two or more) leave every real token's output (or the pooled output) as it was? A kernel reads
+    the pads within its reach of the last real token; a missing mask (an attention, a mean over every
+    position) reads every pad, the farthest too. One forward at batch 2 (:func:`_outputs`)."""
+    pads = [t for t, one in enumerate(mask.ones) if one != mask.real]
+    if len(pads) < 2:
+        return False
+    far = pads[-1] if pads[-1] == len(mask.ones) - 1 else pads[0]
+    alone = replace(mask, ones=tuple((t != far) == mask.real for t in range(len(mask.ones))))
+    outs = _outputs(probe, alone)
+    if isinstance(outs, str):
+        return False
+    outs = tokens_last(torch.cat(outs, probe.out_batch).unsqueeze(0), probe)[0]   # (3, T or 1, rest)
+    moved = outs[1 if mask.real else 2]                                            # (the far pad's entry)
+    tolerance = change_tolerance(probe, outs[:1])
+    changed = ((moved - outs[0]).abs() > tolerance).any(-1) | (moved.isnan() & ~outs[0].isnan()).any(-1)
+    if probe.out_tokens is not None:
+        changed = changed[torch.tensor([one == mask.real for one in mask.ones])]
+    return not bool(changed.any())

@@ -263,7 +263,8 @@ class Trace:
             from shapetrace.engine.rules.diagnose import diagnose
             found = in_every_reading(self, diagnose(self.analysis()))   # (names resting on equal sizes)
             if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
-                found = with_witnesses(found, self._measured()[0])
+                from shapetrace.engine.pooled_read import unmeasured_read
+                found = with_witnesses(found, self._measured()[0]) + unmeasured_read(self)
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
 

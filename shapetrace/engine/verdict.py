@@ -58,6 +58,9 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                             "the values' features (attention over channels by design, or one "
                                             "slip in the layout of q, k and v)",
                    "input-unread": "the model was given a tensor that none of its ops read",
+                   "qk-norm-one-sided": "the queries and the keys meet normalised on one side only",
+                   "pooled-read-unmeasured": "which token a causal model's pooled output reads was not measured "
+                                             "on the values",
                    "norm-across-heads": "a norm runs across the heads of each token together (one norm over D, or "
                                         "a per-head norm widened by a slip)",
                    "mask-hides-own-key": "a mask hides each query's own key while it sees others (a window or "

@@ -37,6 +37,9 @@ rule read it); engine/rules/masks says ``mask-wrong-axis`` of a hiding mask that
 broadcast over the keys (one value on every key of a row: all hidden or none), tested in
 tests/engine/test_axis_compute.py and tests/engine/test_masks.py. It also made reports12's
 llama_embeds_cache_position bug read its decode step's causal mask (see test_public_reports12).
+Since db014bd (engine/pooled.py's ``pooled-read-unmeasured``) c2c_decode_mask_column's correct file is ``?`` in
+``round_outcome``: its output has no token axis under a causal mask, beside a mask among its arguments, and which
+token it reads is not measured there; the CLI measures it and keeps ``✓``.
 
 Open:
 
@@ -76,7 +79,7 @@ OK, UNSURE = ("✓", ()), ("?", ())
 EXPECTED = {
     (angle_mean_pool, ""): [OK, UNSURE],
     (angle_mean_pool, "global-mask-sum"): [OK, UNSURE],                       # (missed unmeasured; CLI ✗)
-    (c2c_decode_mask_column, ""): [OK, UNSURE],
+    (c2c_decode_mask_column, ""): [UNSURE, UNSURE],   # (✓ / ? on eefe532: pooled-read-unmeasured; CLI ✓)
     (c2c_decode_mask_column, "mask-first-column"): [("✗", ("mask-wrong-axis",))] * 2,
     (paligemma_pad_unmasked, ""): [UNSURE, UNSURE],
     (paligemma_pad_unmasked, "open-prefix-after-padding"): [("!", ("mask-skips-ahead",)), UNSURE],   # (r28: ? -> !)

@@ -36,8 +36,12 @@ At first sight the 4 correct files were ✓ 1, ? 3, ✗ 0 (and the twin ?); the 
 first-token pool, in both paths), ? 2, ✗ 0. The fix (engine/pooled.py, a dependency contract): under a declared
 causal mask, a pooled output (no token axis) must change when an unpadded entry's last token moves, claimed
 only where a padding mask among the call's arguments proves entry 0 has no padding. The CLI now gives the bug
-``✗``; ``round_outcome`` does not measure the dependency contracts, so there it stays ``✓``, a named miss of
-that path (``MISSED``), and :func:`test_the_cli_path_crosses_the_first_token_pool` checks the CLI's path.
+``✗``; ``round_outcome`` does not measure the dependency contracts, so there it stayed ``✓`` (a named miss of
+that path until eefe532), and :func:`test_the_cli_path_crosses_the_first_token_pool` checks the CLI's path.
+Since engine/pooled.py's ``pooled-read-unmeasured`` note, a causal model's pooled output whose token is picked
+from a mask among its arguments and was not measured (the Python API without ``dependencies=True``, as
+``round_outcome`` traces) is ``?`` with why, never ``✓``: both st_lasttoken rows are ``? / ?`` there (the
+correct one was ``✓``; no bug keeps ``✓`` in either path).
 
 Open (a later round):
 
@@ -67,8 +71,8 @@ OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then B = T = H = 4
 EXPECTED = {
-    (st_lasttoken_full_rows, ""): [OK, UNSURE],
-    (st_lasttoken_full_rows, "argmin-first-token"): [OK, UNSURE],
+    (st_lasttoken_full_rows, ""): [UNSURE, UNSURE],
+    (st_lasttoken_full_rows, "argmin-first-token"): [UNSURE, UNSURE],
     (mosaic_cache_positions, ""): [UNSURE, UNSURE],
     (mosaic_cache_positions, "positions-from-zero"): [UNSURE, UNSURE],
     (uniad_plan_cumsum_xy, ""): [UNSURE, UNSURE],
@@ -78,8 +82,8 @@ EXPECTED = {
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(st_lasttoken_full_rows, "argmin-first-token"), (mosaic_cache_positions, "positions-from-zero")}
-#: bugs that keep ``✓`` in ``round_outcome`` (no dependency contracts there): the CLI's path crosses it (below)
-MISSED = frozenset({(st_lasttoken_full_rows, "argmin-first-token")})
+#: bugs that keep ``✓`` in ``round_outcome``: none since pooled-read-unmeasured (st_lasttoken's did on eefe532)
+MISSED = frozenset()
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED, missed=MISSED)

@@ -47,3 +47,37 @@ def test_the_same_fold_that_no_product_attends_through_keeps_its_warning():
     t = _axial(DIMS[0], attend=False)
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == \
         [("warning", "tokens-merged-with-features")]
+
+
+def _dynamic_kernels(undo: bool):
+    """ConvBERT's span convolution (tests/corpus/public36/convbert): each (entry, token, head) row of three taps
+    ``[B, T, H·d_k, k]`` folded ``[B·T·H, d_k, k]`` and multiplied by its own kernel ``[B·T·H, k, 1]`` (given
+    unnamed here, as ConvBERT's are left), then viewed back ``[B, T, D]`` (``undo``), or summed over its features
+    with the fold kept."""
+    B, T, D, H, k = 2, 6, 32, 4, 3
+    torch.manual_seed(0)
+    x, kernels = torch.randn(B, T, D), torch.randn(B * T * H, k, 1)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        taps = torch.stack([x.roll(1, 1), x, x.roll(-1, 1)], -1)                     # (B, T, D, k)
+        rows = taps.reshape(-1, D // H, k)                                           # (B·T·H, d_k, k)
+        out = rows @ kernels.softmax(dim=1)                                          # (B·T·H, d_k, 1)
+        out.reshape(B, T, D) if undo else out.sum(-1)
+    return t
+
+
+def test_a_fold_that_leads_a_batched_product_and_is_undone_is_a_batch():
+    """On eefe532 the fold ``[B·T·H, d_k, k]`` was a ``tokens-merged-with-features`` warning (ConvBERT's correct
+    file ``!``); a batched product computes each entry on its own and the result is viewed back at once: silent,
+    and ``?`` (the kernels' ops have unnamed axes), never ``✓``."""
+    t = _dynamic_kernels(undo=True)
+    fold = next(e for e in t.events if e.op == "reshape" and e.outputs[0].dims[1:] == ("d_k", None))
+    assert fold.outputs[0].dims[0] == "B*T*H"
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.mark == "?"
+
+
+def test_a_fold_that_leads_a_product_but_is_kept_keeps_its_warning():
+    t = _dynamic_kernels(undo=False)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == \
+        [("warning", "tokens-merged-with-features")]

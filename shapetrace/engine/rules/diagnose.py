@@ -46,7 +46,7 @@ from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
 from shapetrace.engine.rules.key_sequences import keys_change_sequence, positions_across_sequences
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
-from shapetrace.engine.rules.norm_heads import norm_across_heads
+from shapetrace.engine.rules.norm_heads import norm_across_heads, norm_one_sided
 from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import (
     contraction_axis,
@@ -595,5 +595,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
     chunk_unmasked, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere, table_cut_to_batch,
     norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens, pooled_over_padding,
-    keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows,
+    keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
 ]

@@ -36,3 +36,42 @@ def norm_across_heads(analysis: Analysis) -> list[Diagnostic]:
             "of each token, not one per head. A norm over D before the split computes the same (OLMo 2's q/k "
             "norm); a per-head norm takes the last axis alone.")))
     return out
+
+
+def norm_one_sided(analysis: Analysis) -> list[Diagnostic]:
+    """A note for each scores product whose queries and keys (the projections' operands, ``q`` and ``k``) come
+    normalised on one path and not on the other: a qk-norm (OLMo, Gemma 3, ViT-22B) takes both; one on the keys
+    alone, or on the keys and the values with the queries left raw (kyegomez/MegaVIT issue #17), has the names,
+    shapes and layout of the right one. Said as a note that leaves ``?``, never an error: one side by design
+    cannot be ruled out."""
+    out = []
+    for e in analysis.events_of(Family.PRODUCT):
+        if sorted(p for p in e.projections if p) != ["k", "q"] or len(e.sources) != len(e.projections):
+            continue
+        normed = {p: _normalised(analysis.events, s, p) for s, p in zip(e.sources, e.projections) if p}
+        if len(set(normed.values())) != 2:
+            continue
+        side, raw = ("keys", "queries") if normed["k"] else ("queries", "keys")
+        out.append(Kind.QK_NORM_ONE_SIDED.found(e.index, (
+            f"{e.op} #{e.index} scores queries against keys with the {side} normalised on their way from the "
+            f"projection and the {raw} not: a qk-norm normalises both (a norm given to another operand leaves "
+            "the same shapes and names). Not proven right or wrong.")))
+    return out
+
+
+def _normalised(events, source, letter: str) -> bool:
+    """Does a norm lie on the path of the ``letter`` operand (``q``, ``k``) back to where it was split or
+    projected (the events that carry that projection's operand, :attr:`.events.Event.projections`)?"""
+    seen, todo = set(), [source]
+    while todo:
+        src = todo.pop()
+        if src is None or src[0] in seen or src[0] >= len(events):
+            continue
+        seen.add(src[0])
+        e = events[src[0]]
+        if letter not in e.projections:
+            continue
+        if e.spec is not None and e.spec.family is Family.NORMALISE:
+            return True
+        todo.extend(s for s, p in zip(e.sources, e.projections) if p == letter)
+    return False

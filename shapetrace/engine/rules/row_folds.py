@@ -51,7 +51,41 @@ def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagn
     readers = readers_of(analysis.events)
     return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
                                      and (_batched_rows(analysis, readers, analysis.events[d.event])
-                                          or _batched_attention(analysis, readers, analysis.events[d.event])))]
+                                          or _batched_attention(analysis, readers, analysis.events[d.event])
+                                          or _leading_batch(analysis, readers, analysis.events[d.event])))]
+
+
+def _leading_batch(analysis: Analysis, readers: dict, e: Event) -> bool:
+    """The fold (batch entries, tokens and heads, no features) is the leading axis of a tensor of three or more
+    axes that only batched matrix products read, each keeping it as its result's leading axis, with every other
+    operand's leading axis the fold or unnamed (ConvBERT's dynamic kernels ``[B·T·H, k, 1]``: that operand's
+    ops are then unchecked, so the verdict stays ``?``), the result undone at once into axes that merge nothing.
+    Each entry of a batched product is computed on its own: a batch, not a merge."""
+    namer = analysis.namer
+    folded = e.outputs[0]
+    if len(folded.axes) < 3 or [i for i, a in enumerate(folded.axes) if namer.mix_kind(a) in _MERGES] != [0]:
+        return False
+    fold = folded.axes[0]
+    roles = {namer.role(namer.atom_label(a)) for a in coalesce(fold.atoms)}
+    if not {Role.TOKENS, Role.HEADS} <= roles <= {Role.TOKENS, Role.HEADS, Role.BATCH}:
+        return False
+    uses = readers.get((e.index, 0), [])
+    return bool(uses) and all(_leads_product(namer, readers, p, fold) for p, _ in uses)
+
+
+def _leads_product(namer, readers: dict, p: Event, fold) -> bool:
+    """``p`` is a batched matrix product whose result leads with ``fold``, each operand leading with it or with
+    an unnamed axis, and whose result no reader merges."""
+    if p.spec is None or not is_matrix_product(p.spec) or not p.outputs:
+        return False
+    tensors = [*p.inputs, p.outputs[0]]
+    if any(len(t.axes) < 3 for t in tensors) or p.outputs[0].axes[0] != fold:
+        return False
+    if any(t.axes[0] != fold and t.dims[0] is not None for t in p.inputs):
+        return False
+    after = readers.get((p.index, 0), [])
+    return bool(after) and all(not any(namer.mix_kind(a) in _MERGES for o in r.outputs for a in o.axes)
+                               for r, _ in after)
 
 
 def _batched_attention(analysis: Analysis, readers: dict, e: Event) -> bool:
