@@ -46,4 +46,3 @@ def entry_zero_unpadded(probe) -> bool:
         if mask.unique().numel() == 2 and rows[0] == 1 and 2 in rows[1:]:
             return True
     return False
-
