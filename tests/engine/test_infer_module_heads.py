@@ -82,3 +82,22 @@ def test_a_head_count_other_than_the_declared_h_names_nothing():
     assert wrong == [("B", "T", None)] * 6 and line.startswith("? checked")
     right, cat, line = _traced(Heads(count=2, width=16), dims="B=2 T=6 D=32 H=2")
     assert right == [("B", "T", "d_k")] * 6 and cat == ("B", "T", "D") and line.startswith("✓")
+
+
+def test_heads_projecting_with_parameters_of_their_own_are_named_too():
+    """rasbt's blog heads (tests/corpus/modheads/rasbt_blog_self_attention): ``x @ self.W_query`` of an
+    ``nn.Parameter(torch.rand(d_in, d_out))`` is a projection as ``nn.Linear`` is; on eefe532 ``? checked 8 of
+    29`` with every ``[T, 8]`` unnamed. Its ``one-head-for-all`` bug (one head's output joined four times) names
+    nothing."""
+    from tests.corpus.modheads import rasbt_blog_self_attention as module
+
+    found = {}
+    for bug in ("", "one-head-for-all"):
+        model, inputs = module.build(bug)
+        with torch.no_grad(), shapetrace.trace(dims=module.DIMS[0]) as t:
+            model(*inputs)
+        products = [e.outputs[0].dims for e in t.events if e.op == "matmul"]
+        cat = next(e for e in t.events if e.op == "cat").outputs[0].dims
+        found[bug] = products[:3], cat, verdict_line(t)[:20]
+    assert found[""] == ([("T", "d_k")] * 3, ("T", "D"), "✓ checked all 29 ops")
+    assert found["one-head-for-all"] == ([("T", None)] * 3, ("T", None), "? checked 2 of 8 ops")

@@ -2,16 +2,17 @@
 
 Karpathy's ``gpt.py`` and rasbt's ``MultiHeadAttentionWrapper`` write multi-head attention as H single-head
 modules of one ``nn.ModuleList`` (``heads.0``, ``heads.1``...), each projecting the same input to its own q, k
-and v of ``head_size`` features (``nn.Linear(n_embd, head_size)``), computing attention on its own, and joined:
-``torch.cat([h(x) for h in self.heads], dim=-1)``; the Temporal Fusion Transformer stacks its heads on a new
-axis and averages them. Each projection's width has no name of its own (:func:`..axis_compute.projected_width`:
-a size never decides one), so nothing downstream is named. The structure does: a join of k parts, each the
-weighted sum ``softmax(q @ kᵀ) @ v`` of a different instance of one module class, children of one list, whose
-queries (and keys) are projections of one and the same input, is multi-head attention with k heads by
-definition. Where k is the declared H and every part has the declared d_k features, each projection's width is
-``d_k``, a ``cat`` on the features axis joins them into ``H·d_k`` (heads-major: part i holds head i's
-features), and a ``stack`` puts the heads on its new axis. A join of anything else, another count, another
-width, one instance used twice or parts of one module is left as it is.
+and v of ``head_size`` features (``nn.Linear(n_embd, head_size)``, or ``x @ W`` of a parameter it holds),
+computing attention on its own, and joined: ``torch.cat([h(x) for h in self.heads], dim=-1)``; the Temporal
+Fusion Transformer stacks its heads on a new axis and averages them. Each projection's width has no name of its
+own (:func:`..axis_compute.projected_width`: a size never decides one), so nothing downstream is named. The
+structure does: a join of k parts, each the weighted sum ``softmax(q @ kᵀ) @ v`` of a different instance of one
+module class, children of one list, whose queries (and keys) are projections of one and the same input, is
+multi-head attention with k heads by definition. Where k is the declared H and every part has the declared d_k
+features, each projection's width is ``d_k`` and a ``cat`` on the features axis joins them into ``H·d_k``
+(heads-major: part i holds head i's features). A ``stack``'s new axis is left unnamed: TFT averages it on
+purpose, which the reduction rule, reading H there, would call mixing the heads. A join of anything else,
+another count, another width, one instance used twice or parts of one module is left as it is.
 
 Reads: the finished walk's axes, the records and the module each ran in (paths and classes). Adds: nothing;
 returns pins ``{node: axes}`` for the projections and the join.
@@ -86,8 +87,7 @@ def _joined(state: Inference, made: dict, record, count: int, width: int) -> dic
                 return {}
             pins[node] = axes[:-1] + (d_k,)
     named = parts[0][:-1] + (d_k,)
-    if record.spec.stacks:   # (the heads' axis itself unnamed: TFT averages it on purpose, which the
-        #                         reduction rule would call mixing heads; what the heads are reads as d_k)
+    if record.spec.stacks:   # (the heads' axis itself unnamed: see the module's docstring)
         pins[record.outs[0]] = named[:dim] + (ax.unknown_axis(count),) + named[dim:]
     else:
         joined = Axis((Atom("H", count, 1, count), Atom("d_k", width, 1, width)))
@@ -138,9 +138,20 @@ def _head(state: Inference, made: dict, part: int) -> _Head | None:
         return None
     ops.append(scores.spec.name)
     found = [_back(made, n, _THROUGH, ops, shape) for n in (*scores.ins, weighted.ins[1])]
-    if any(r is None or r.spec.family is not Family.PROJECTION or len(r.outs) != 1 for r in found):
+    if any(r is None or not _projects(state, r) for r in found):
         return None
     return _Head(*found, tuple(ops))
+
+
+def _projects(state: Inference, record) -> bool:
+    """A projection: ``nn.Linear`` (``F.linear``), or ``x @ W`` of a weight matrix the module holds as a parameter
+    (rasbt's ``nn.Parameter(torch.rand(d_in, d_out))``)."""
+    if len(record.outs) != 1:
+        return False
+    if record.spec.family is Family.PROJECTION:
+        return True
+    weight = state.capture.nodes[record.ins[1]] if is_matrix_product(record.spec) and len(record.ins) == 2 else None
+    return weight is not None and weight.parameter and len(weight.shape) == 2
 
 
 def _over_keys(state: Inference, softmax) -> bool:
