@@ -618,6 +618,9 @@ def tokens_disagree(events: Sequence[Event], sizes: dict[str, int]) -> str | Non
             f"puts them): did you mean T={t}?")
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def unused_sizes_note(events: Sequence[Event], sizes: dict[str, int]) -> str | None:
     """When the input's token count is not the T given (:func:`tokens_disagree`), say so; when some axes
     were named but some ``--dims`` sizes match no axis at all: say which (they name nothing in the table),
@@ -626,6 +629,9 @@ def unused_sizes_note(events: Sequence[Event], sizes: dict[str, int]) -> str | N
     if disagree:
         return disagree
     missing = sizes_not_found(events, sizes) if sizes else {}
+    shown = {w for e in events for t in (*e.inputs, *e.outputs) for d in t.dims if d for w in _WORD.findall(d)}
+    if "d_k" in shown and "d_k" not in sizes:   # d_k = D / H named an axis (heads written as modules: no H axis)
+        missing = {k: v for k, v in missing.items() if k not in ("D", "H")}
     if not missing or not any(d for e in events for t in (*e.inputs, *e.outputs) for d in t.dims):
         return None
     listed = ", ".join(f"{k}={v}" for k, v in missing.items())

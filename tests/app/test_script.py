@@ -27,3 +27,17 @@ def test_the_right_token_count_says_nothing_of_the_sizes():
     res = cli_in_process("trace", SCRIPT, "--dims", "B=2,T=8,D=64,H=4", "--width", "200")
     assert res.returncode == 0, res.stderr
     assert "did you mean" not in res.stdout and res.stdout.rstrip().splitlines()[-1].startswith("✓ ")
+
+
+def test_heads_written_as_modules_use_h_through_d_k():
+    """Karpathy's per-head modules (tests/corpus/reports2/karpathy_head_scale.py): no axis has H entries, but each
+    head's width is d_k = D / H, named by engine/infer/module_heads, so H named axes and the note ``--dims H=4
+    matches no axis ... no axis in the table is named from it`` would be false. On eefe532 the note was printed
+    (the widths unnamed); a size that names nothing (X=13) still gets it."""
+    script = str(Path(__file__).parents[1] / "corpus" / "reports2" / "karpathy_head_scale.py")
+    res = cli_in_process("trace", script, "--dims", "B=2,T=6,D=32,H=4,X=13", "--width", "200")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.rstrip().splitlines()
+    assert lines[-1] == ("i --dims X=13 matches no axis of any recorded tensor: the script does not use that size, "
+                         "so no axis in the table is named from it")
+    assert any(line.startswith("✓ checked all 38 ops") for line in lines)

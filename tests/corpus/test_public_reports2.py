@@ -29,7 +29,7 @@ ajhalthor_merge          (correct)            ✓ 11 ops                        
 ajhalthor_merge          merge-no-permute     ✗ mixed-axis                                ✗ mixed-axis
 labml_ddpm_softmax       (correct)            ? nothing was checked (input unseeded)      ✓
 labml_ddpm_softmax       softmax-queries      ? nothing was checked                       ✗ softmax-wrong-axis
-karpathy_head_scale      (correct)            ? 16 of 38 (each head's Linear(D, d_k))     ?
+karpathy_head_scale      (correct)            ? 16 of 38 (each head's Linear(D, d_k))     ✓ (infer/module_heads)
 karpathy_head_scale      scale-n-embd         ! scale-not-head-dim                        ! scale-not-head-dim
 pytorchnlp_softmax_dim0  (correct)            ✓ 13 ops                                    ✓
 pytorchnlp_softmax_dim0  softmax-dim0         ✗ softmax-wrong-axis                        ✗ softmax-wrong-axis
@@ -46,14 +46,15 @@ fairseq_cross_padding    no-encoder-mask      ✓ 34 ops (false ✓)            
 =======================  ===================  ==========================================  ===========================
 
 At first sight the 9 correct files were ✓ 3, ? 6, ✗ 0; the 8 bugs ✗ 3, ! 1, ? 3, ✓ 1 (fairseq #318); the twin
-?. Now: correct ✓ 4, ? 5, ✗ 0; bugs ✗ 6, ! 1, ? 1, ✓ 0. The fixes, one general mechanism each: a tensor the
+?. Now: correct ✓ 5, ? 4, ✗ 0; bugs ✗ 6, ! 1, ? 1, ✓ 0. The fixes, one general mechanism each: a tensor the
 model was given that none of its ops read is an ``input-unread`` note (``unread``, ``rules/unread``); a
 feature map ``[B, D, Hp, Wp]`` is seeded where its grid is declared (``infer/seeds``; with it, an einops ``h``
 that is one whole grid axis is the image's height, not heads: ``infer/einops``); a rotation at position 0
 appended to a cache is read along the name the join gives a step's one-entry token axis (``rules/rotary``);
 a step's mask that hides its newest key, where the keys are a cache joined with the step's own, hides the step
-from itself (``rules/steps``). What stays ``?`` on correct code: Karpathy's per-head modules (``Linear(D,
-d_k)``'s width is named by no provenance), the label queries' axis (an undeclared L), a decoding step's
+from itself (``rules/steps``); heads written as sibling modules of one ``ModuleList``, joined, are named from
+that structure (``infer/module_heads``: Karpathy's ``Linear(D, d_k)`` is ``d_k``, the cat ``H·d_k``). What
+stays ``?`` on correct code: the label queries' axis (an undeclared L), a decoding step's
 masks and tables of one query (no name needs an axis of one entry, and the mask hid nothing), MPT's slopes
 table (built from literals).
 """
@@ -83,7 +84,7 @@ EXPECTED = {
     (ajhalthor_merge, "merge-no-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",))],
     (labml_ddpm_softmax, ""): [OK, OK],   # (at B = Hp = Wp = H = 4 the seed fits one way: channels first)
     (labml_ddpm_softmax, "softmax-queries"): [("✗", ("softmax-wrong-axis",))] * 2,
-    (karpathy_head_scale, ""): [UNSURE, UNSURE],
+    (karpathy_head_scale, ""): [OK, UNSURE],
     (karpathy_head_scale, "scale-n-embd"): [("!", ("scale-not-head-dim",)), UNSURE],
     (pytorchnlp_softmax_dim0, ""): [OK, UNSURE],
     (pytorchnlp_softmax_dim0, "softmax-dim0"): [("✗", ("softmax-wrong-axis",))] * 2,

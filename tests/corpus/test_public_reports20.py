@@ -22,7 +22,7 @@ xllm_mrope_first_half         (correct)            ? 6 of 55 / ?                
 xllm_mrope_first_half         sections-first-half  ✗ rotary-pairing-mismatch (both)      unchanged
 diffusers_self_mask_to_cross  (correct)            ✓ 46 ops / ?                          unchanged
 diffusers_self_mask_to_cross  self-mask-to-cross   ✓ 47 ops / ?                          ✗ mask-wrong-axis / ?
-rasbt_mha_wrapper_widths      (correct)            ? 12 of 34 / ?                        unchanged
+rasbt_mha_wrapper_widths      (correct)            ? 12 of 34 / ?                        ✓ / ? (module_heads)
 rasbt (twin)                  head-width-d-out     ! scale-not-head-dim (both)           ✓ / ?
 mosaic_alibi_unassigned       (correct)            ? 18 of 21 / ?                        unchanged
 mosaic_alibi_unassigned       bias-not-assigned    ? 17 of 21 / ?                        unchanged
@@ -47,8 +47,9 @@ Open:
 * mosaic_alibi_unassigned: ``?`` on both (the bias slice ``[..., -s_k:]`` and its add unnamed). The bug is a
   dropped result: an attention without ALiBi is correct code elsewhere (any causal model), so only the unread
   ``add`` could tell it; ``projection-bypassed`` reads unread ``linear`` results alone.
-* xllm_mrope_first_half and rasbt_mha_wrapper_widths (correct): ``?`` (the grid positions of the image tokens
-  are values; the book's heads are a ``ModuleList`` concatenated, no head split to name).
+* xllm_mrope_first_half (correct): ``?`` (the grid positions of the image tokens are values). The book's heads,
+  a ``ModuleList`` concatenated, were ``?`` too; now ``✓`` at DIMS (engine/infer/module_heads: sibling
+  single-head modules joined on the features name each projection ``d_k`` and the cat ``H·d_k``).
 * the equal-size column is ``?`` throughout (nothing is named by size alone).
 """
 
@@ -72,7 +73,7 @@ EXPECTED = {
     (xllm_mrope_first_half, "sections-first-half"): [PAIRING, PAIRING],
     (diffusers_self_mask_to_cross, ""): [OK, UNSURE],
     (diffusers_self_mask_to_cross, "self-mask-to-cross"): [WRONG_AXIS, UNSURE],
-    (rasbt_mha_wrapper_widths, ""): [UNSURE, UNSURE],
+    (rasbt_mha_wrapper_widths, ""): [OK, UNSURE],
     (rasbt_mha_wrapper_widths, "head-width-d-out"): [OK, UNSURE],
     (mosaic_alibi_unassigned, ""): [UNSURE, UNSURE],
     (mosaic_alibi_unassigned, "bias-not-assigned"): [UNSURE, UNSURE],

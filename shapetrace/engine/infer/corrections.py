@@ -17,6 +17,7 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.infer.backward import complex_tables, heads_from_products, joined_names, stacked_pairs
 from shapetrace.engine.infer.lined_up import broadcast_names, contracted_names
+from shapetrace.engine.infer.module_heads import module_heads
 from shapetrace.engine.infer.widths import unproven_widths, widths_by_use
 from shapetrace.engine.ops import (
     lines_up_by_broadcast,
@@ -37,6 +38,8 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     found: dict[int, tuple[Axis, ...]] = {n: a for n, a in state.writes.items() if n not in state.pins}
     found.update(declared_later(state, found))
     found.update(heads_from_products(state, found))
+    for node, axes in module_heads(state).items():
+        found.setdefault(node, axes)
     for node, axes in joined_names(state, found).items():
         found.setdefault(node, axes)
     for node, axes in (*complex_tables(state, found).items(), *stacked_pairs(state, found).items()):

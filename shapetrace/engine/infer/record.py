@@ -177,7 +177,16 @@ def _contradicted(state: Inference, pin: ax.Axis, axis: ax.Axis) -> bool:
     the axis keeps neither."""
     label = state.namer.label
     mine, theirs = label(pin), label(axis)
-    return mine is not None and theirs is not None and mine != theirs and pin.size == axis.size
+    return mine is not None and theirs is not None and mine != theirs and pin.size == axis.size \
+        and not _blocks_of(state, pin, theirs)
+
+
+def _blocks_of(state: Inference, pin: ax.Axis, joined: str) -> bool:
+    """Is the walk's ``d_k+d_k+d_k+d_k`` (a join of k equal parts) the pin's ``H·d_k`` (k blocks of that part,
+    block-major: :mod:`.module_heads`)? Both say the same layout; the pin says what the blocks are."""
+    parts = joined.split("+")
+    return len(pin.atoms) == 2 and len(parts) == pin.atoms[0].size and pin.atoms[0].whole \
+        and set(parts) == {state.namer.atom_label(pin.atoms[1])}
 
 
 def unguessed_index(state: Inference, record: OpRecord, in_axes):
