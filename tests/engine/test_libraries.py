@@ -463,7 +463,7 @@ FIRST_SIGHT.update({
     "pegasus": (_hf("PegasusModel", "PegasusConfig", **_ENC_DEC), _S2S, _S5, "✓"),
     "marian": (_hf("MarianModel", "MarianConfig", decoder_vocab_size=100, pad_token_id=0, **_ENC_DEC), _S2S, _S5, "✓"),
     "m2m100": (_hf("M2M100Model", "M2M100Config", pad_token_id=1, **_ENC_DEC), _S2S, _S5,
-               "?"),                                # sinusoidal rows index_select-ed by positions made from the ids
+               "✓"),                # ? before lib15: sinusoidal rows index_select-ed by positions made from the ids
     "dinov2": (_hf("Dinov2Model", "Dinov2Config", **_VIT), _PIXELS, _IMAGE, "✓"),
     "siglip-vision": (_hf("SiglipVisionModel", "SiglipVisionConfig", **_VIT), _PIXELS, {**SIZES, "T": 16},
                       "✓"),                         # ? before lib14: its [1, 16] position-ids buffer read whole
@@ -514,7 +514,7 @@ _SMALL_VIT = {"B": 2, "T": 5, "D": 64, "H": 4}
 
 #: lib15's first sight of 30 more modules, on a106eec's parent eefe532: transformers' NystromformerModel was a
 #: false ✗ (reduction-over-wrong-axis on its Newton-Schulz start, one max over the whole batch: transformers'
-#: default), now '?' with a note; all the others as now. 30 here: 14 '✓', 16 '?'. Traced too, left out for the
+#: default), now '?' with a note; all the others as now. 30 here: 15 '✓', 15 '?'. Traced too, left out for the
 #: group's time: timm efficientformerv2_s0 (4 s, '?', 0 of 149: stages, no widths declared).
 FIRST_SIGHT.update({
     "gemma3": (_hf("Gemma3TextModel", "Gemma3TextConfig", num_key_value_heads=2, head_dim=16, sliding_window=4, **_DEC),
@@ -534,7 +534,7 @@ FIRST_SIGHT.update({
     "roformer": (_hf("RoFormerModel", "RoFormerConfig", **_DEC), _IDS, SIZES, "✓"),
     "esm": (_hf("EsmModel", "EsmConfig", pad_token_id=1, **_DEC), _IDS, SIZES, "✓"),
     "xglm": (_hf("XGLMModel", "XGLMConfig", d_model=64, attention_heads=4, num_layers=2, ffn_dim=128, vocab_size=100,
-                 max_position_embeddings=32), _IDS, SIZES, "?"),   # a sinusoidal buffer's columns, index_select-ed
+                 max_position_embeddings=32), _IDS, SIZES, "✓"),   # ? on eefe532: as M2M100
     "biogpt": (_hf("BioGptModel", "BioGptConfig", **_DEC), _IDS, SIZES, "✓"),
     "codegen": (_hf("CodeGenModel", "CodeGenConfig", n_layer=2, n_embd=64, n_head=4, n_positions=32, vocab_size=100,
                     rotary_dim=8), _IDS, SIZES, "✓"),
@@ -564,7 +564,7 @@ FIRST_SIGHT.update({
     "speech2text": (_hf("Speech2TextModel", "Speech2TextConfig", input_feat_per_channel=8, num_conv_layers=1,
                         conv_channels=16, conv_kernel_sizes=[5], max_source_positions=32, max_target_positions=32,
                         **_ENC_DEC), lambda: (torch.randn(2, 12, 8), None, torch.randint(0, 100, (2, 5))), _S5,
-                    "?"),                       # its conv front-end, and sinusoidal buffers as XGLM
+                    "?"),                       # its conv front-end (the decoder's sinusoidal rows named since lib15)
     "timm-deit3": (_timm_named("deit3_small_patch16_224", img_size=32, depth=2, embed_dim=64, num_heads=4), _PIXELS,
                    _SMALL_VIT, "✓"),
     "timm-flexivit": (_timm_named("flexivit_small", img_size=32, depth=2, embed_dim=64, num_heads=4, patch_size=16),
