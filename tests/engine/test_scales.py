@@ -65,3 +65,20 @@ def test_one_scale_or_quarter_roots_on_each_side_are_silent(B, T, D, H):
         t, found = _found(x, H, scores, queries)
         assert found == [], (scores, queries)
         assert t.report().verdict.mark == "✓", (scores, queries, t.report().verdict.line)
+
+
+def test_each_call_scaled_once_is_silent_when_the_next_queries_come_from_its_output():
+    """A decode step's queries are projected from the step before's output: that step's own scaling is no second
+    scaling of these scores (the first draft of the rule walked back through the projection: a false warning on
+    shapetrace's own ``run --decode 3``). The walk stops at the row that made the queries."""
+    torch.manual_seed(0)
+    B, T, D, H = 2, 5, 24, 3
+    layer = _Attention(D, H, ((D // H) ** -0.5,), 1.0)
+    out_proj = torch.nn.Linear(D, D)
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        y = layer(x).transpose(1, 2).reshape(B, T, D)                                 # (B, T, D)
+        layer(out_proj(y))
+    assert [d.kind for d in t.diagnostics if d.kind == "scale-not-head-dim"] == []
+    assert t.report().verdict.mark == "✓", t.report().verdict.line

@@ -33,10 +33,7 @@ def _scores_scaled_twice(analysis: Analysis) -> list[Diagnostic]:
         w = _contracted_width(analysis, s) if s["on"] == "scores" else None
         if not w or abs(s["factor"] * math.sqrt(w) - 1) > 1e-3 or s["event"] not in rows:
             continue
-        way = _way_in(analysis, rows[s["event"]]) | {s["event"]}   # (a scaling is kept at the last row before it)
-        for index in sorted(way):
-            if rows.get(index) is not None and rows[index].spec.matrix_product:
-                way |= _way_in(analysis, rows[index])
+        way = {s["event"]} | _queries_way(rows, rows[s["event"]])   # (a scaling is kept at the last row before it)
         before = [t for t in analysis.scalings[:n] if t["event"] in way
                   and t["on"] in ("scores", "q") and abs(t["factor"] * math.sqrt(w) - 1) < 1e-3]
         if before:
@@ -47,6 +44,26 @@ def _scores_scaled_twice(analysis: Analysis) -> list[Diagnostic]:
                 f"product sums over) {earlier}: 1/{w} in all, and the softmax is sharper than intended by √{w}."),
                 "Scale once: scores * head_dim ** -0.5.")]
     return []
+
+
+#: rows that only move or regroup the queries on their way into the scores' product
+_MOVES = frozenset({Family.RESHAPE, Family.AXIS_ORDER, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS})
+
+
+def _queries_way(rows: dict, product) -> set[int]:
+    """The rows the queries of a scores product came through while only moved (views, transposes), and the row
+    that made them (their projection: a scaling of the queries is kept at it). Empty where ``product`` is not a
+    product; never further back (a decode step's queries come from the step before, through its projections)."""
+    seen: set[int] = set()
+    if not product.spec.matrix_product or not product.sources or product.sources[0] is None:
+        return seen
+    made = rows.get(product.sources[0][0])
+    while made is not None and len(seen) < 8:
+        seen.add(made.index)
+        if made.spec.family not in _MOVES or not made.sources or made.sources[0] is None:
+            break
+        made = rows.get(made.sources[0][0])
+    return seen
 
 
 def _scale_that_changes(analysis: Analysis) -> list[Diagnostic]:
