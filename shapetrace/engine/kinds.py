@@ -133,8 +133,8 @@ class Kind(StrEnum):
                             "a running sum or product (`cumsum`, `cumprod`) along the heads, the batch or a head's "
                             "features, which carries one head's, sequence's or feature's values into the next")
     REDUCTION_OVER_WRONG_AXIS = ("reduction-over-wrong-axis", "error",
-        "a reduction or normalisation (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the "
-        "batch of per-head values, or of attention scores that then weigh the values")
+        "a reduction (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the batch of per-head values, "
+        "or of scores that then weigh the values (a note where it runs over the keys too: one scale)", ("note",))
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")

@@ -57,6 +57,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "attends-over-channels": "a softmax over the features of a feature-by-feature product weighs "
                                             "the values' features (attention over channels by design, or one "
                                             "slip in the layout of q, k and v)",
+                   "reduction-over-wrong-axis": "one scale of the attention scores was taken over the batch or "
+                                                "the heads (and the keys), so the entries or heads are not apart",
                    "input-unread": "the model was given a tensor that none of its ops read",
                    "qk-norm-one-sided": "the queries and the keys meet normalised on one side only",
                    "pooled-read-unmeasured": "which token a causal model's pooled output reads was not measured "

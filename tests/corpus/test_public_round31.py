@@ -41,7 +41,8 @@ What stays ``?`` and why (left, not forced):
   declared name), so its output width (64, the size of ``D``) stays unnamed: equal sizes never decide a name. At
   B = T = H = 4 only 8 ops are checked, all on the values of the rotary tables and the causal mask.
 * XGLM: the sinusoidal table ``weights.index_select(0, positions)`` ``(64, D)`` is cut by position ids made by an
-  ``arange`` plus the padding offset: #2 and #3 stay unnamed.
+  ``arange`` plus the padding offset: #2 and #3 stay unnamed. (Since lib15 named, its columns by the ``D`` they
+  are added to (engine/infer/lined_up ``_rows_of_a_held_table``): ✓ at distinct sizes, ? still at equal ones.)
 * Moshi: the interleaved-pair rotary (``view(..., d/2, 2)``, ``stack(dim=-1)``, ``view``) leaves its pairs
   unnamed (#12-#15). ``context-off-by-one`` (``delta <= context``) widens the window by one key: only the mask's
   values say so, and no declared size states the context (a known miss, a value-level slip).
@@ -64,7 +65,7 @@ EXPECTED = {
     (openelm, ""): [UNSURE, UNSURE],
     (openelm, "repeat-kv-tiled"): [("✗", ("gqa-head-order",))] * 2,
     (openelm, "merge-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
-    (xglm, ""): [UNSURE, UNSURE],
+    (xglm, ""): [("✓", ()), UNSURE],          # (? ? until lib15: the sinusoidal lookup's columns unnamed)
     (xglm, "padding-on-queries"): [("✗", ("mask-wrong-axis",))] * 2,
     (xglm, "shape-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch", "broadcast-mismatch"))],
     (moshi_streaming, ""): [UNSURE, UNSURE],

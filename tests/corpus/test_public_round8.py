@@ -110,11 +110,16 @@ def test_a_conv_names_only_what_its_filter_keeps():
 def test_nystromformer_global_inverse_start_mixes_the_batch():
     """mlpen/Nystromformer's ``"original"`` start ``1 / torch.max(torch.sum(K, dim=-2))``: one maximum over
     every batch entry and head scales each entry's pseudo-inverse; the per-entry start (HF's default) is
-    silent (test above)."""
+    silent (test above). It is also transformers' own default (``init_option = "original"`` unless the config
+    says otherwise), so since lib15 a note that leaves ``?``, not an error: a max over the keys too is one scale
+    shared, not one set of weights, and whether it is meant cannot be told from the trace."""
     t = traced(nystromformer, "inverse-init-global-max", "B=2 T=12 D=32 H=4")
-    (d,) = [d for d in t.diagnostics if d.severity == "error"]
-    assert d.kind == "reduction-over-wrong-axis"
+    assert [d for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    (d,) = [d for d in t.diagnostics if d.kind == "reduction-over-wrong-axis"]
+    assert d.severity == "note"
     assert d.message.startswith("max #25 runs along axis 0 (B, the batch entries) of the attention scores")
+    assert "share one scale of their weights (it runs over the keys too)" in d.message
+    assert line(t).startswith("? ")
 
 
 # -- flash-attention's varlen path: offsets of packed sequences ----------------------------------------
@@ -276,7 +281,9 @@ EXPECTED = {
                "attends-over-wrong-axis")),
         ("✗", ("mixed-axis",))],
     (nystromformer, "kernel1-softmax-queries"): [("✗", ("softmax-wrong-axis",))] * 3,
-    (nystromformer, "inverse-init-global-max"): [("✗", ("reduction-over-wrong-axis",))] * 3,
+    # (✗ until lib15: transformers' own NystromformerSelfAttention runs this start by default, init_option
+    # "original"; one scale over the batch, a note that leaves ?)
+    (nystromformer, "inverse-init-global-max"): [("?", ())] * 3,
     (performer, ""): [("?", ())] * 3,
     (performer, "causal"): [("?", ())] * 3,
     (performer, "heads-not-moved"): [("✗", ("reduction-over-wrong-axis",))] * 3,

@@ -193,3 +193,58 @@ def test_a_table_made_from_the_input_is_not_named_by_a_product():
         torch.matmul(q, other)
     (product,) = [e for e in t.events if e.op == "matmul"]
     assert product.inputs[1].dims == (None, None, None)
+
+
+class _LookedUp(torch.nn.Module):
+    """XGLM's, M2M100's and Speech2Text's positions: a held float buffer's rows looked up by positions the forward
+    computes, ``weights.index_select(0, positions.view(-1)).view(B, T, -1).detach()``, then added to the embeddings."""
+
+    def __init__(self, swap: bool = False):
+        super().__init__()
+        self.register_buffer("weights", torch.randn(40, 32), persistent=False)
+        self.swap = swap
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        positions = torch.arange(T).unsqueeze(0).expand(B, -1) + 2                   # (B, T)
+        rows = self.weights.index_select(0, positions.reshape(-1))                   # (B·T, D)
+        rows = rows.view(T, B, -1).transpose(0, 1) if self.swap else rows.view(B, T, -1)
+        return x + rows.detach()
+
+
+def test_a_held_tables_rows_looked_up_by_computed_positions_take_the_features_they_meet():
+    """On eefe532 the lookup's column axis had no name (XGLM and M2M100 '? not checked: index_select, view');
+    it meets the embeddings' D, so it is D back through the view to the lookup; the buffer keeps no name. The
+    rows viewed (T, B) and transposed stay an error (their [B, T] read as [T, B]: broadcast-mismatch)."""
+    x = torch.randn(2, 6, 32)
+    for swap in (False, True):
+        with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+            shapetrace.name(x, "B T D")
+            _LookedUp(swap)(x)
+        rows = {e.op: e for e in t.events}
+        if not swap:
+            assert rows["index_select"].inputs[0].dims == (None, None)
+            assert rows["index_select"].outputs[0].dims == ("B*T", "D")
+            assert rows["view"].outputs[0].dims == ("B", "T", "D")
+            assert t.report().verdict.mark == "✓"
+        else:
+            assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["broadcast-mismatch"]
+
+
+def test_a_lookup_that_meets_the_tokens_or_head_features_is_not_named_by_the_use():
+    """Only a features axis is carried back onto a lookup: a table's rows added to per-head tensors ``[B, H, T,
+    d_k]`` (a rotary cache's shape) keep their unnamed column, which other rules read on its values."""
+    class Cache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.randn(40, 8), persistent=False)
+
+        def forward(self, q):
+            return q + self.table.index_select(0, torch.arange(q.shape[2]))          # (T, 8) on (B, H, T, d_k)
+
+    q = torch.randn(2, 4, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        Cache()(q)
+    (lookup,) = [e for e in t.events if e.op == "index_select"]
+    assert lookup.outputs[0].dims == ("T", None)

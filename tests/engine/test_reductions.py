@@ -380,3 +380,38 @@ def test_a_plain_sum_over_the_tokens_read_back_on_them_is_still_a_warning():
         torch.mul(torch.sigmoid(q), pooled).view(2, 6, 32)
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == [
         ("warning", "normalised-over-tokens")]
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), [(2, 5, 24, 3), (4, 4, 16, 4)])
+def test_one_scale_of_the_scores_over_batch_and_keys_is_a_note_and_a_mean_over_heads_an_error(B, T, D, H):
+    """A max over every axis of the scores' column sums (Nystromformer's Newton-Schulz start ``1 /
+    torch.max(torch.sum(K, dim=-2))``, transformers' default) runs over the keys too: one scale shared by the
+    batch, not one set of weights over the keys; a note that leaves ``?``. A mean over the heads that keeps the
+    keys still shares one set of weights: an error. lib15: before it, both were errors (a false ``✗`` on
+    transformers' NystromformerModel)."""
+    x = torch.randn(B, T, D)
+    d = D // H
+
+    def scores():
+        q = x.view(B, T, H, d).transpose(1, 2)                                        # (B, H, T, d_k)
+        return (q @ q.transpose(-1, -2)).softmax(dim=-1)                              # (B, H, T, T)
+
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        kernel = scores()
+        start = 1 / torch.max(torch.sum(kernel, dim=-2)) * kernel                     # (B, H, T, T) scaled
+        start @ x.view(B, T, H, d).transpose(1, 2)                                    # weighs the values
+    (found,) = [d for d in t.diagnostics if d.kind == "reduction-over-wrong-axis"]
+    assert found.severity == "note"
+    assert found.message.startswith(f"max #{found.event} runs along axis 0 (B, the batch entries) of the "
+                                    f"attention scores [B={B}, H={H}, T={T}]")
+    assert "share one scale of their weights (it runs over the keys too)" in found.message
+    assert t.report().verdict.line.startswith("? ")
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        shapetrace.name(x, "B T D")
+        kernel = scores().mean(dim=1, keepdim=True)                                   # (B, 1, T, T)
+        kernel @ x.view(B, T, H, d).transpose(1, 2)
+    found = [d for d in t.diagnostics if d.kind == "reduction-over-wrong-axis"]
+    assert [(d.severity, d.message.split(":")[0]) for d in found] == [("error", (
+        f"mean #{found[0].event} runs along axis 1 (H, the heads) of the attention scores [B={B}, H={H}, T={T}, "
+        f"T={T}], and matmul #{found[0].event + 3} weighs the values with the result"))]   # (a view, a transpose)

@@ -12,7 +12,9 @@ a whole, plain name (``B``, ``T``, ``D``) or a convolution's whole grid of patch
 never a piece or another fold, and never for an axis of one entry (that one
 is broadcast). The table itself keeps no name (:mod:`..rules.batch_tables` reads that a table with no name was
 cut to the batch's length), and nothing is carried further back: a longer walk reached rotary tables, masks and
-positions whose values other rules read, and changed 53 of their outcomes.
+positions whose values other rules read, and changed 53 of their outcomes. One exception, walked only through
+reshapes and casts to a held float table's ``index_select`` and only for a features axis (lib15: XGLM's and
+M2M100's sinusoidal rows looked up by positions the forward computes): :func:`_rows_of_a_held_table`.
 
 Reads: the finished inference's axes of every broadcasting elementwise op's operands. Adds: nothing to the
 state; returns the pins.
@@ -50,6 +52,7 @@ def broadcast_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) ->
         shapes = [pins.get(n) or found.get(n) or inference.axes.get(n) or () for n in operands]
         for (node, mine), theirs in ((operands[0], shapes[0]), shapes[1]), ((operands[1], shapes[1]), shapes[0]):
             if not _table(made.get(node), entered):
+                _rows_of_a_held_table(inference, found, made, entered, node, mine, theirs, pins)
                 continue   # (only a table's cut or lookup: what the table itself is, no use says)
             named = list(mine)
             for p, axis in enumerate(mine):
@@ -111,6 +114,37 @@ def _held_table(node: int, made: dict, nodes, built: set[int]) -> bool:
         cut, node = cut or record.spec.family is Family.SLICE, record.ins[0]
     return cut and (node in built or node < len(nodes) and nodes[node].entered
                     and (nodes[node].parameter or nodes[node].held))
+
+
+#: ops that look rows of their first operand up by integer positions (their second)
+_ROW_LOOKUPS = frozenset({"index_select"})
+
+
+def _rows_of_a_held_table(inference, found, made, entered, node, mine, theirs, pins) -> None:
+    """A held float table's rows looked up by positions the trace computed (XGLM's, M2M100's and Speech2Text's
+    sinusoidal buffer, ``weights.index_select(0, positions.view(-1)).view(B, T, -1)``), reshaped, then added to
+    named features: the table's column axis that meets a whole features axis (``D``) is that axis, pinned back
+    through the reshapes to the lookup (never into the table, nor any other role: rotary tables meet ``d_k``,
+    masks and biases the tokens, and other rules read those)."""
+    namer, at = inference.namer, node
+    for _ in range(4):   # back through reshapes and one-operand casts (``.view``, ``.detach()``, ``.to``)
+        record = made.get(at)
+        if record is None or record.spec.family not in (Family.RESHAPE, Family.ELEMENTWISE) or len(record.ins) != 1:
+            break
+        at = record.ins[0]
+    record = made.get(at)
+    if record is None or record.spec.name not in _ROW_LOOKUPS or len(record.ins) != 2 or record.ins[0] not in entered \
+            or _positions(record):
+        return
+    for p, axis in enumerate(mine):
+        q = p + len(theirs) - len(mine)
+        if q >= 0 and axis.size > 1 and axis.size == theirs[q].size and namer.label(axis) is None \
+                and whole_plain(namer, theirs[q]) and namer.plain_role(namer.label(theirs[q])) == "features":
+            walker = _Walker(inference, {**found, **pins}, theirs[q])
+            walker.back(node, p, whole_moves=True)
+            for n, axes in walker.pins.items():
+                if n not in entered:
+                    pins[n] = axes
 
 
 def _table(record, entered: set[int]) -> bool:

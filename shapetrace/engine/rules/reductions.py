@@ -15,7 +15,9 @@ reduced decides the scope, read from the trace and not from variable names:
 * **attention scores or weights** (a tensor with a key axis): a finding only where the result then
   weighs values (a later product whose other operand holds features). ``nn.MultiheadAttention``'s
   ``average_attn_weights`` (a mean over heads of the weights it returns) and attention rollout (head
-  averages multiplied together for display) weigh no values, so they stay silent.
+  averages multiplied together for display) weigh no values, so they stay silent. One that runs over the
+  key axis too leaves no weights over the keys to share, only a scale (Nystromformer's Newton-Schulz
+  start ``1 / torch.max(torch.sum(kernel, dim=-2))``, one number for the whole tensor): not judged here.
 
 A reduction of anything else (a loss ``mean()`` over the batch, pooling over tokens after the
 attention, an RMSNorm over features) is outside attention's per-head computation and not judged here.
@@ -69,7 +71,8 @@ def reduction_axis(analysis: Analysis) -> list[Diagnostic]:
         elif any(a.role == "key" for a in t.axes):
             weighs = _weighs_values(analysis, e, consumers)
             if weighs is not None:
-                out.append(_scores_finding(e, t, i, role, weighs))
+                scale = not any(a.role == "key" for k, a in enumerate(t.axes) if k not in along)
+                out.append(_scores_finding(e, t, i, role, weighs, scale))
     return out
 
 
@@ -346,14 +349,17 @@ def _values_finding(e: Event, t: TensorInfo, i: int, role: str) -> Diagnostic:
         "no longer apart."), fix)
 
 
-def _scores_finding(e: Event, t: TensorInfo, i: int, role: str, weighs: Event) -> Diagnostic:
+def _scores_finding(e: Event, t: TensorInfo, i: int, role: str, weighs: Event, scale: bool) -> Diagnostic:
     what = WRONG_ROLES[role]
+    shared = (f"the {t.shape[i]} {what} share one scale of their weights (it runs over the keys too): by design "
+              "(a start for an iteration) or a slip, they are no longer apart") if scale else \
+        f"the {t.shape[i]} {what} share one set of weights, so they are no longer apart"
     return Kind.REDUCTION_OVER_WRONG_AXIS.found(e.index, (
         f"{e.op} #{e.index} runs along axis {i} ({t.dims[i]}, the {what}) of the attention scores "
         f"{fmt_named(t.dims, t.shape)}, and {weighs.op} #{weighs.index} weighs the values with the result: "
-        f"the {t.shape[i]} {what} share one set of weights, so they are no longer apart."),
+        f"{shared}."), severity="note" if scale else None, fix=(
         "Keep the scores per head and per sequence until they weigh the values: normalise over the keys "
-        "(dim=-1); average over the heads only for display, after the output is computed.")
+        "(dim=-1); average over the heads only for display, after the output is computed."))
 
 
 def stabiliser_axis(analysis: Analysis) -> list[Diagnostic]:
