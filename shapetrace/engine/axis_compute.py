@@ -67,8 +67,23 @@ def _projected_met(inputs: Sequence[Sequence[Axis]], n: int, j: int, chosen: Axi
     not named by either: what follows is not checked."""
     met = [axes[j - (n - len(axes))] for axes in inputs if 0 <= j - (n - len(axes)) < len(axes)]
     met = [a for a in met if a.size > 1 and a.atoms and not _is_unknown(a)]
-    return any(a.atoms != chosen.atoms for a in met) and any(
+    return any(a.atoms != chosen.atoms for a in met) and not _pieces_of_projections(met) and any(
         n in OWN_WIDTHS for a in met for atom in a.atoms for n in base_names(atom.root))
+
+
+def _pieces_of_projections(met: Sequence[Axis]) -> bool:
+    """Are the axes broadcasting lines up all pieces of projections' own widths (Mamba's gate ``F[0:128]``
+    times its conv branch ``F[128:256]``, two cuts of one ``in_proj``'s output; a gated unit's value and gate
+    halves)? Feature i of one meets feature i of the other as the weights' rows were laid out, and any order
+    of those rows is another weight: the pairing is the code's own, and no layout slip can spoil it. An input's
+    own width (``F_in``: the data's features) or a declared name among them is judged as before."""
+    bases = set()
+    for axis in met:
+        if len(axis.atoms) != 1:
+            return False
+        cut = cut_from(axis.atoms[0].root)
+        bases.add(cut[0] if cut else axis.atoms[0].root)
+    return bases == {PROJECTED}
 
 
 def _adds_a_role(chosen: Axis, other: Axis) -> bool:

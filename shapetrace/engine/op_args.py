@@ -69,7 +69,8 @@ def _linear_params(args: tuple, kwargs: dict) -> dict:
 def _conv_params(args: tuple, kwargs: dict) -> dict:
     weight = arg(args, kwargs, 1, "weight")
     return {"weight": list(weight.shape) if hasattr(weight, "shape") else None,
-            "stride": _plain(arg(args, kwargs, 3, "stride", 1))}
+            "stride": _plain(arg(args, kwargs, 3, "stride", 1)), "padding": _plain(arg(args, kwargs, 4, "padding", 0)),
+            "dilation": _plain(arg(args, kwargs, 5, "dilation", 1))}
 
 
 def _plain(value):

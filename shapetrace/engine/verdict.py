@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shapetrace.engine.axes import TOKEN_ROOTS, coalesce, indexed_join, top_level_terms
+from shapetrace.engine.axes import TOKEN_ROOTS, coalesce, cut_from, indexed_join, top_level_terms
+from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.events import readers_of
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
@@ -274,6 +275,54 @@ def _pooled_apart(event: Event) -> str | None:
     return None
 
 
+def _padded_positions_cut(event: Event, made: dict[int, Event], causal: bool) -> str | None:
+    """Why the names cannot check a slice that cuts the positions a padded convolution made from the tokens
+    back to the tokens' count (Mamba's causal ``conv1d`` with ``padding = kernel - 1``: ``T`` in, ``N`` = T + 3
+    out, ``[..., :T]`` keeps ``N[0:6]``), or None. The names are alike for every cut; which tokens kept position
+    j read is the arithmetic of the cut's start s, the padding p and the kernel k: ``j + s - p`` to ``j + s - p +
+    k - 1``. A window that ends at j (causal: Jamba's ``[..., :seq_len]``) is proven, and so is one centred on j
+    (HuBERT's even kernel, one frame removed) where the code declares no causal mask; any other (Jamba's slip
+    ``[..., -seq_len:]``: tokens j to j + 3, later ones) is not."""
+    if event.spec.family is not Family.SLICE or len(event.inputs) != 1 or not event.sources \
+            or event.sources[0] is None or not event.outputs:
+        return None
+    source = made.get(event.sources[0][0])
+    if source is None or not source.inputs or not source.outputs:
+        return None
+    before, padded = source.inputs[0], source.outputs[event.sources[0][1]]
+    if len(before.shape) != len(padded.shape) or len(padded.shape) != len(event.outputs[0].shape):
+        return None
+    for j, (token, grown, cut) in enumerate(zip(before.dims, padded.dims, event.outputs[0].dims)):
+        where, base = cut_from(cut), (cut_from(token) or (token,))[0]
+        if base in TOKEN_ROOTS and grown in TOKEN_ROOTS and where \
+                and padded.shape[j] > before.shape[j] == event.outputs[0].shape[j] \
+                and not _window_proven(source, j - len(padded.shape), where[1], causal):
+            return f"#{event.index} {event.op} cuts {grown}, the positions #{source.index} {source.op} made " \
+                   f"from {token}, back to {cut}, and names cannot tell which tokens they stand for"
+    return None
+
+
+def _window_proven(conv: Event, axis: int, start: int | None, causal: bool) -> bool:
+    """Does a convolution's position ``axis`` (from the right), cut from ``start``, read for each kept position j
+    the tokens up to j (causal) or a window centred on j (none declared causal)?"""
+    weight, p = conv.params.get("weight"), conv.params.get("padding")
+    dilation, stride = conv.params.get("dilation", 1), conv.params.get("stride", 1)
+    if not isinstance(weight, list) or not isinstance(start, int) or start < 0 or -axis > len(weight) - 2:
+        return False
+    k, p, dilation, stride = weight[axis], _along(p, axis), _along(dilation, axis), _along(stride, axis)
+    if not isinstance(p, int) or dilation != 1 or stride != 1:
+        return False
+    first, last = start - p, start - p + k - 1
+    return last == 0 or not causal and first in (-((k - 1) // 2), -(k // 2))
+
+
+def _along(value, axis: int):
+    """A convolution's setting (one int for every position axis, or one per axis) for ``axis`` (from the right)."""
+    if isinstance(value, int):
+        return value
+    return value[axis] if isinstance(value, list) and len(value) >= -axis else None
+
+
 def _axes_named(event: Event, value_checked: frozenset[int] = frozenset(),
                 discarded: frozenset[tuple[int, ...]] = frozenset()) -> bool:
     return all(name is not None for j, info in enumerate(event.outputs) if (event.index, j) not in discarded
@@ -398,6 +447,10 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
     unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted, _pooled_apart)
                       for why in map(check, candidates) if why)
+    made = {e.index: e for e in events}
+    causal = any(causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal"
+                 for e in events)
+    unproven += tuple(why for e in candidates if (why := _padded_positions_cut(e, made, causal)))
     if errors or exception is not None:
         mark = "✗"
     elif warnings:

@@ -43,8 +43,14 @@ D_v, P)`` read as ``(B, P, D_v)`` happens on those unnamed axes. Jamba: the mixe
 silu(gate)``: ``F[0:64]`` times ``F[64:128]``, two halves of one ``chunk``) keeps no feature name (and its tokens
 are ``N[0:6]``, the padded conv's length cut back, not ``T``), so its ``transpose`` and ``out_proj`` (#8, #9) are
 not checked; ``conv-future-taps`` is caught only where dependency contracts are measured (the CLI:
-``causal-mask-leaks``), not by ``round_outcome``. At equal sizes every correct file is ``?`` (B = T = H leaves the
-layout undecided).
+``causal-mask-leaks``), not by ``round_outcome``.
+(Round 37, branch r37: the gated product now keeps ``F[0:64]``, two pieces of one
+projection paired as its weight laid them out (engine/axis_compute ``_pieces_of_projections``), and the conv's cut
+is checked by its window (engine/verdict ``_padded_positions_cut``: ``[..., :seq_len]`` of ``padding = d_conv - 1``
+reads tokens j - 3 to j): the correct file is ✓ at DIMS and at equal sizes; ``conv-future-taps`` stays ``?``, now
+with why (its window j to j + 3 is not proven); ``merge-heads-no-transpose`` at equal sizes adds
+``tokens-merged-with-features`` before its ``broadcast-mismatch``.)
+At equal sizes every correct file but Jamba's (r37) is ``?`` (B = T = H leaves the layout undecided).
 """
 
 from __future__ import annotations
@@ -66,9 +72,10 @@ EXPECTED = {
     (llava, ""): [UNSURE, UNSURE],
     (llava, "features-channels-first"): [UNSURE, UNSURE],
     (llava, "causal-mask-transposed"): [("✗", ("causal-mask-reversed",))] * 2,
-    (jamba, ""): [UNSURE, UNSURE],
+    (jamba, ""): [OK, OK],   # (r37: ? -> ✓, see the docstring)
     (jamba, "conv-future-taps"): [UNSURE, UNSURE],
-    (jamba, "merge-heads-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
+    (jamba, "merge-heads-no-transpose"): [("✗", ("mixed-axis",)),
+                                          ("✗", ("tokens-merged-with-features", "broadcast-mismatch"))],
 }
 
 #: only the fixed row is traced at equal sizes too (the suite's time is a budget: the others' equal-size

@@ -40,6 +40,9 @@ What stays ``?`` and why (left, not forced):
 * OpenELM: #26, the FFN's ``proj_2``: its input is a ``chunk`` half of the SwiGLU's ``4 D`` (``F[0:128]``, no
   declared name), so its output width (64, the size of ``D``) stays unnamed: equal sizes never decide a name. At
   B = T = H = 4 only 8 ops are checked, all on the values of the rotary tables and the causal mask.
+  (Round 37, branch r37: the SwiGLU's product of the two ``chunk`` halves keeps ``F[0:128]``, two pieces of one
+  projection paired as its weight laid them out (engine/axis_compute ``_pieces_of_projections``), so ``proj_2``
+  makes ``D`` as every projection of features does: ✓ at DIMS, still ``?`` at equal sizes.)
 * XGLM: the sinusoidal table ``weights.index_select(0, positions)`` ``(64, D)`` is cut by position ids made by an
   ``arange`` plus the padding offset: #2 and #3 stay unnamed. (Since lib15 named, its columns by the ``D`` they
   are added to (engine/infer/lined_up ``_rows_of_a_held_table``): ✓ at distinct sizes, ? still at equal ones.)
@@ -58,11 +61,11 @@ from tests.corpus.helpers import round_tests
 from tests.corpus.public31 import moshi_streaming, openelm, qwen2_audio, xglm
 
 MODULES = (openelm, xglm, moshi_streaming, qwen2_audio)
-UNSURE = ("?", ())
+OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: each DIMS, then its equal sizes
 EXPECTED = {
-    (openelm, ""): [UNSURE, UNSURE],
+    (openelm, ""): [OK, UNSURE],   # (r37: ? -> ✓ at DIMS, see the docstring)
     (openelm, "repeat-kv-tiled"): [("✗", ("gqa-head-order",))] * 2,
     (openelm, "merge-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
     (xglm, ""): [("✓", ()), UNSURE],          # (? ? until lib15: the sinusoidal lookup's columns unnamed)

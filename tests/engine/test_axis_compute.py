@@ -168,3 +168,28 @@ def test_copies_meeting_an_axis_whose_values_vary_are_copies_no_more():
     distances, shifted = [e.outputs[0].dims for e in t.events if e.op == "unsqueeze"]
     assert distances == (None, None, None)
     assert shifted == (None, "16", None)          # (copies plus a scalar are still copies)
+
+
+def _gated(split_pieces: bool):
+    """Mamba's gate: ``in_proj`` to a width of its own (``F`` = 257), ``split`` into two pieces of 128 and one,
+    the first times the SiLU of the second (or of itself), ``out_proj`` back to D, added to the input."""
+    torch.manual_seed(0)
+    in_proj, out_proj = torch.nn.Linear(64, 257), torch.nn.Linear(128, 64)
+    x = torch.randn(2, 6, 64)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        shapetrace.name(x, "B T D")
+        a, b, _ = in_proj(x).split([128, 128, 1], dim=-1)
+        x + out_proj(a * torch.nn.functional.silu(b if split_pieces else a))
+    return t
+
+
+def test_two_pieces_of_one_projection_gated_keep_their_features_named():
+    """Two pieces of one projection's width met elementwise (``F[0:128]`` times ``F[128:256]``: Mamba's ``z``
+    gate, Bamba's mixer, Jamba's, a GLU's halves) pair feature i with feature i as the weight's rows were laid
+    out, and any order of the rows is another weight: the product keeps the first piece's name, and ``out_proj``
+    makes ``D`` from it. On eefe532 the product's features were unnamed, ``out_proj`` with them (``? checked 2 of
+    3 ops; not checked (unnamed axes): #2 linear``); the same piece met by itself was ✓ there as here."""
+    for split_pieces in (True, False):
+        t = _gated(split_pieces)
+        assert [tuple(o.dims) for o in t.events[-1].outputs] == [("B", "T", "D")]
+        assert t.report().verdict.line.startswith("✓ checked all 3 ops that could carry a layout bug")

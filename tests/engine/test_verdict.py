@@ -609,3 +609,29 @@ def test_a_rotary_table_gathered_at_a_cut_of_a_merged_grid_is_not_checked_on_its
     assert line[0] == mark, line
     cut = [e.index for e in t.events if e.op == "__getitem__" and e.inputs[0].shape == (6 * rows,)]
     assert (f"#{cut[0]} __getitem__" in line) == (rows == 3), line
+
+
+def _causal_conv(start: int, padding: int = 3):
+    """Mamba's depthwise causal ``conv1d`` over the tokens (kernel 4, ``padding``), its positions cut back to the
+    tokens' count from ``start`` (``[..., :T]`` at 0), added to the input."""
+    torch.manual_seed(0)
+    conv = nn.Conv1d(64, 64, 4, groups=64, padding=padding)
+    x = torch.randn(2, 6, 64)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        shapetrace.name(x, "B T D")
+        x + conv(x.transpose(1, 2))[..., start:start + 6].transpose(1, 2)
+    return t
+
+
+def test_a_padded_convs_positions_cut_back_to_the_tokens_are_checked_by_their_window():
+    """Which tokens the kept positions of a padded conv read is the cut's start, the padding and the kernel:
+    ``[..., :T]`` of ``padding = 3`` reads tokens j - 3 to j (causal: ✓); ``[..., 3:]`` reads j to j + 3 (Jamba's
+    ``conv-future-taps``, Bamba's ``conv-trim-keeps-future``) and ``padding = 4`` with ``[..., :T]`` j - 4 to j - 1
+    (a lag): both are named alike (``N[3:9]``, ``N[0:6]``), so ``?`` with why. On eefe532 the slip was ``?`` only
+    while the gate's features went unnamed: with them named (tests/engine/test_axis_compute.py) it was ✓."""
+    assert _causal_conv(0).report().verdict.line.startswith("✓ checked all 4 ops")
+    for start, padding, cut in ((3, 3, "N[3:9]"), (0, 4, "N[0:6]")):
+        line = _causal_conv(start, padding).report().verdict.line
+        assert line.startswith("? checked 4 of 4 ops that could carry a layout bug; not proven: #2 __getitem__ "
+                               f"cuts N, the positions #1 conv1d made from T, back to {cut}, and names cannot "
+                               "tell which tokens they stand for"), line
