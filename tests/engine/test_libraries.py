@@ -444,7 +444,7 @@ FIRST_SIGHT.update({
     "qwen3": (_hf("Qwen3Model", "Qwen3Config", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
     "gemma2": (_hf("Gemma2Model", "Gemma2Config", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
     "phi3": (_hf("Phi3Model", "Phi3Config", num_key_value_heads=2, pad_token_id=0, **_DEC), _IDS, _KV,
-             "?"),                                  # the gated MLP's down_proj over half of a fused 2·F
+             "✓"),   # ? (down_proj over half of a fused 2·F) until r37's pieces-of-one-projection product
     "starcoder2": (_hf("Starcoder2Model", "Starcoder2Config", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
     "olmo": (_hf("OlmoModel", "OlmoConfig", num_key_value_heads=2, pad_token_id=0, **_DEC), _IDS, _KV, "✓"),
     "stablelm": (_hf("StableLmModel", "StableLmConfig", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
@@ -525,7 +525,7 @@ FIRST_SIGHT.update({
     "olmo2": (_hf("Olmo2Model", "Olmo2Config", num_key_value_heads=2, pad_token_id=0, **_DEC), _IDS, _KV, "✓"),
     "nemotron": (_hf("NemotronModel", "NemotronConfig", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
     "glm": (_hf("GlmModel", "GlmConfig", num_key_value_heads=2, head_dim=16, pad_token_id=0, **_DEC), _IDS, _KV,
-            "?"),                               # as Phi-3: down_proj over half of a fused gate_up 2·F
+            "✓"),   # as Phi-3: ? (down_proj over half of a fused gate_up 2·F) until r37
     "helium": (_hf("HeliumModel", "HeliumConfig", num_key_value_heads=2, head_dim=16, pad_token_id=0, **_DEC),
                _IDS, _KV, "✓"),
     "ibert": (_hf("IBertModel", "IBertConfig", **_DEC), _IDS, SIZES, "?"),      # its integer layer norm's means
