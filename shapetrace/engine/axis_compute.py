@@ -157,15 +157,18 @@ def projected_width(namer: Namer, width: int) -> Axis:
     it made, where no declared or derived name has that size (else unnamed: which of two names of one
     size it is, sizes cannot say). Any order of a weight's rows is another weight, so what the axis holds
     is proven by where it came from; its size only rules names out. ``F`` declared at another size: unnamed."""
-    if width == 1 or namer.size_of(PROJECTED) not in (None, width) or taken_width(namer, width):
+    if width == 1 or namer.size_of(PROJECTED) not in (None, width) or taken_width(namer, width, weight=True):
         return unknown_axis(width)
     return root_axis(PROJECTED, width)
 
 
-def taken_width(namer: Namer, width: int) -> bool:
+def taken_width(namer: Namer, width: int, weight: bool = False) -> bool:
     """Is ``width`` the size of a declared or derived name (other than ``F``), a sum of them or a width a
-    projection of features may have? Then a width of that size may be that name's: it is no width of its own."""
-    taken = {size for name, size in namer.dims.items() if name != PROJECTED} | set(namer.sum_sizes.values())
+    projection of features may have? Then a width of that size may be that name's: it is no width of its own.
+    ``weight``: the width is a module's weight's rows, made before any batch was seen, so never a batch's name
+    (ESIM's classifier ``Linear(D, 2)`` at B = 2 makes its own 2 classes)."""
+    taken = {size for name, size in namer.dims.items()
+             if name != PROJECTED and not (weight and namer.role(name) == Role.BATCH)} | set(namer.sum_sizes.values())
     return width in taken or any(namer.size_of(n) == width for n in (*namer.decompositions, *FEATURE_WIDTHS))
 
 

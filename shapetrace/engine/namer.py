@@ -415,7 +415,22 @@ def _first_clash(namer: Namer, operands) -> tuple[int, int, int] | None:
         for (ia, la), (ib, lb) in zip(named, named[1:]):
             if piece_role(namer, la) != piece_role(namer, lb) or _crosses_grid(la, lb) or _reordered_join(la, lb):
                 return j, ia, ib
+        folds = [(i, labels[-j]) for i, (labels, shape) in enumerate(operands)
+                 if j <= len(shape) and shape[-j] > 1 and fold_roles(namer, labels[-j])]
+        for (ia, la), (ib, lb) in ((x, y) for x in named for y in folds):
+            if namer.plain_role(la) in ROLES.values() and namer.plain_role(la) not in fold_roles(namer, lb):
+                return j, min(ia, ib), max(ia, ib)
     return None
+
+
+def fold_roles(namer: Namer, label: str | None) -> tuple[str, ...]:
+    """The roles of the parts of a fold of plain names that has no one role of its own (``B*H``: batch, heads),
+    else ``()``. Entry i of such a fold is one entry of each part: never entry i of a name of a role no part has
+    (a ``T`` lined up with ``B*H`` by broadcasting pairs queries with batch-and-head pairs)."""
+    if not label or "*" not in label or namer.plain_role(label) is not None or any(c in label for c in "()+[%/"):
+        return ()
+    roles = tuple(namer.plain_role(part) for part in label.split("*"))
+    return roles if None not in roles and all(r in ROLES.values() for r in roles) else ()
 
 
 def _reordered_join(a: str, b: str) -> bool:

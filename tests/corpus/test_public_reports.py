@@ -33,7 +33,9 @@ GROUPED = {"gqa_tile", "mlx_gemma2_mask5d"}   # (these take H_kv = 2 as well)
 #: (file, variant) -> the outcome at DISTINCT, OTHER and EQUAL: the verdict's first character and the kinds
 EXPECTED = {
     ("keras_heads_first", ""): [("✓", ()), ("✓", ()), ("?", ())],
-    ("keras_heads_first", "heads-first"): [("✗", ("mask-wrong-batch-order",))] * 2 + [("?", ())],
+    # (? at B = T = H = 4 on c32db91: only one reading of the equal sizes found the mask's order; the others now
+    # find a B·H fold lined up with a name of another role, broadcast-mismatch, so every reading errs: reported)
+    ("keras_heads_first", "heads-first"): [("✗", ("mask-wrong-batch-order",))] * 3,
     ("gazelle_view_order", ""): [("✓", ()), ("✓", ()), ("?", ())],
     ("gazelle_view_order", "view-head-major"): [("✗", ("mixed-axis",)), ("✗", ("mixed-axis", "mixed-axis")),
                                                 ("?", ())],

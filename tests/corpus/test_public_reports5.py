@@ -109,6 +109,10 @@ xformers' bug at B = T = H = 4 names nothing (every axis of the same size). T5's
 smolGPT's rotation on explicit halves (``y1 = x1·cos + x2·sin``, ``y2 = −x1·sin + x2·cos``, ``cat``) is not read
 as a rotary (the reader knows ``x·cos ± rotate(x)·sin``), so its table's half-width axis stays unnamed and
 its bug (the table on the heads) unseen: ``?``, not ``✓``; reading that form is left for a later round.
+
+Later (engine: axis_compute.taken_width): ESIM's correct file was ? 25 of 26 on c32db91 (its classifier's 2 classes,
+the batch's size at B = 2, left unnamed); a module's weight is made before any batch is seen, so its rows are
+never the batch: the classes are ``F`` and the file is ✓ at DIMS (at B = T = 4 still ?).
 """
 
 from __future__ import annotations
@@ -162,7 +166,7 @@ EXPECTED = {
     (ijepa_pool_features, "pool-features"): [("✗", ("projection-over-tokens",))] * 2,
     (tabformer_seq_first, ""): [UNSURE, UNSURE],   # (✗ tokens-merged-with-features at both sizes at c9f984a)
     (tabformer_seq_first, "batch-first"): [("✗", ("attends-over-batch",))] * 2,
-    (esim_pool_features, ""): [UNSURE, UNSURE],   # (✗ softmax-wrong-axis at DIMS at ab55a7f)
+    (esim_pool_features, ""): [OK, UNSURE],   # (✗ softmax-wrong-axis at DIMS at ab55a7f; ? on c32db91: its classes)
     (esim_pool_features, "pool-features"): [("✗", ("projection-over-tokens",)), UNSURE],
     (keon_bahdanau_softmax, ""): [OK, UNSURE],   # (the GRU's final state is thrown away unread)
     # (? ? at 3aed8b3; at B = T = 4 the names rest on sizes, and the readings of the [T, B, D] encoder outputs

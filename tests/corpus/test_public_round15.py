@@ -69,7 +69,11 @@ cross-keys bug is ``?`` too; its query/text mask swapped is a mask pattern no na
 Flamingo (the latents repeated per frame, as TimeSformer's CLS); x-transformers (the bucket embedding's width is
 the heads', named only where the bias meets the scores); Persimmon's qk-norm-after-transpose (the note
 norm-across-heads: OLMo 2 normalises across heads on purpose); Informer's sample-indices-swapped (every sample is
-the query's own key: no layout shows it)."""
+the query's own key: no layout shows it).
+
+Later (engine: infer/lookup_widths): x-transformers' correct file was ? 24 of 25 (the bucket embedding) on c32db91;
+the width ``rearrange(values, 'i j h -> h i j')`` names ``H`` is carried back to the embedding: ✓ at distinct
+sizes (at B = T = H = 4 still ?)."""
 
 from __future__ import annotations
 
@@ -113,7 +117,7 @@ EXPECTED = {
     # (at equal sizes ? until reports5's weights-summed-elsewhere: the weights' product sums along another axis)
     (flamingo_resampler, "softmax-over-latents"): [("✗", ("softmax-wrong-axis",))] * 2,
     (flamingo_resampler, "merge-heads-swapped"): [UNSURE, UNSURE],
-    (x_transformers_t5, ""): [UNSURE, UNSURE],
+    (x_transformers_t5, ""): [OK, UNSURE],
     (x_transformers_t5, "rel-pos-q-minus-k"): [("!", ("bias-constant-along-keys",))] * 2,
     (x_transformers_t5, "bias-heads-last"): [("raises", ()), ("✗", ("broadcast-mismatch",))],
     (persimmon_partial_rotary, ""): [OK, UNSURE],

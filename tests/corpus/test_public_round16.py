@@ -73,7 +73,13 @@ rows are picked by a clamped offset index, no name); ConViT (the ``[1, N, N, 3]`
 DaViT (attention over channels by design: the note ``attends-over-channels``, so its softmax-over-queries bug is
 ``?``); MusicGen (the codes ``[B*K, T]`` fit no seed: nothing is named; its codebook slip is ``?``); ViTDet (the
 ``rel_pos`` tables read by literal-size offsets); CvT (the stride-2 depthwise conv's coarser grid is unnamed);
-Longformer (``as_strided`` chunks of ``2w`` overlapping tokens and the band ``2w + 1`` are no named axes)."""
+Longformer (``as_strided`` chunks of ``2w`` overlapping tokens and the band ``2w + 1`` are no named axes).
+
+Later (engine: infer/lookup_widths, namer's fold clash): SpeechT5's correct file and its twin were ? 28 of 30 (the
+``pe_k`` embedding's width) on c32db91; the product ``q @ table.transpose(-2, -1)`` sums that width against the
+queries' ``d_k``, which names it: ✓ at both sizes. Its bug ``bias-view-without-transpose`` at T = B·H = 8 then
+had every op named and would have been ✓ (the view to the same shape keeps ``[T, B·H, T]``); broadcasting that
+``B·H`` onto the scores' ``T`` is now ``broadcast-mismatch`` (a fold of batch and heads is never a role it lacks)."""
 
 from __future__ import annotations
 
@@ -113,9 +119,9 @@ EXPECTED = {
     (olmoe_qknorm, "view-heads-first"): [("✗", ("mixed-axis", "rotary-same-angle-every-token")),
                                          ("✗", ("mixed-axis", "broadcast-mismatch", "broadcast-mismatch"))],
     (olmoe_qknorm, "norm-over-tokens"): [("!", ("normalised-over-tokens",)), UNSURE],
-    (speecht5_relpos, ""): [UNSURE, UNSURE],
-    (speecht5_relpos, "bias-view-without-transpose"): [MIXED, UNSURE],   # (B*H = T = 8: the view reads alike)
-    (speecht5_relpos, "pos-seq-reversed"): [UNSURE, UNSURE],
+    (speecht5_relpos, ""): [OK, OK],
+    (speecht5_relpos, "bias-view-without-transpose"): [MIXED, ("✗", ("broadcast-mismatch",))],   # (B*H = T = 8)
+    (speecht5_relpos, "pos-seq-reversed"): [OK, OK],
     (convit_gpsa, ""): [UNSURE, UNSURE],
     (convit_gpsa, "pos-score-reshaped"): [UNSURE, UNSURE],
     (convit_gpsa, "pos-softmax-over-queries"): [UNSURE, UNSURE],

@@ -91,6 +91,17 @@ def test_a_width_that_a_name_has_is_never_F():
     assert _labels(linear_axes((B, T, unknown_axis(64)), 256, NAMER)) == ("B", "T", None)
 
 
+def test_a_weights_width_of_the_batchs_size_is_F():
+    """ESIM's classifier (tests/corpus/reports5/esim_pool_features.py): ``Linear(D, 2)`` on ``[B, D]`` at B = 2. A
+    module's weight is made before any batch is seen, so its rows are never the batch: the 2 classes are ``F``
+    (on c32db91 unnamed, the file ``? 25 of 26``). A width of T's or H's size still stays unnamed."""
+    from shapetrace.engine.axis_compute import linear_axes
+
+    namer = Namer({"B": 2, "T": 6, "D": 32, "H": 4})
+    x = (root_axis("B", 2), root_axis("D", 32))
+    assert [_labels(linear_axes(x, n, namer)) for n in (2, 6, 4)] == [("B", "F"), ("B", None), ("B", None)]
+
+
 def test_broadcasting_F_against_another_name_names_neither():
     """``q * cat((theta, theta)).cos()`` with ``theta`` a projection of x: F+F lined up with d_k. F has no
     role, so no rule can judge the pairing; the result's axis is unnamed (before: a false

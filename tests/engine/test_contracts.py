@@ -577,6 +577,34 @@ def test_broadcast_lineup_silent_with_unsqueeze(B, T, H, dk):
     assert found(t, "broadcast-mismatch") == [] and loud(t) == []
 
 
+def test_broadcast_lineup_fires_on_tokens_against_a_fold_of_batch_and_heads():
+    """SpeechT5's relative bias (tests/corpus/public16/speecht5_relpos.py, bug ``bias-view-without-transpose``) at
+    T = B·H = 8: ``(T, B·H, T)`` viewed ``(B·H, T, T)`` without the transpose back is a view to the same shape, so
+    its names stay ``[T, B·H, T]``, and ``+=`` lines its ``B·H`` up with the scores' ``T``. A fold of batch and heads
+    has no one role, but entry i of it is never query i. On c32db91 nothing was said (the fold has no role)."""
+    B, H, T = 2, 4, 8
+
+    def fn(scores, bias):
+        scores += bias.view(B * H, T, T)                                         # (B·H, T, T) from (T, B·H, T)
+        return scores
+
+    t = traced(fn, {"B": B, "T": T, "D": 32, "H": H}, torch.randn(B * H, T, T), torch.randn(T, B * H, T),
+               names=["B*H T T", "T B*H T"])
+    (d,) = found(t, "broadcast-mismatch")
+    assert (d.severity, d.event) == ("error", index_of(t, "add_")) == ("error", 1)
+    assert d.message == (
+        "add_ #1 lines up [T=8, B·H=8, T=8] with [B·H=8, T=8, T=8] from the right: axis -2 pairs B*H "
+        "(batch and heads) of the first with T (tokens) of the second. Both have 8 entries, so torch broadcasts "
+        "without complaint, but entry i of B*H is applied to entry i of T.")
+
+
+def test_broadcast_lineup_silent_on_a_fold_against_one_of_its_parts():
+    """``[B·H, T, T]`` scores plus a ``[B·H, 1, T]`` mask repeated per head: the folds line up with each other."""
+    t = traced(lambda s, m: s + m, {"B": 2, "T": 6, "D": 32, "H": 4}, torch.randn(8, 6, 6), torch.randn(8, 1, 6),
+               names=["B*H T T", "B*H _ T"])
+    assert found(t, "broadcast-mismatch") == []
+
+
 def test_broadcast_lineup_silent_on_unnamed_operands():
     t = traced(lambda s, m: s.masked_fill(m == 0, 0.0), {}, torch.randn(4, 4, 4, 4), torch.ones(4, 4, 4))
     assert found(t, "broadcast-mismatch") == []

@@ -74,3 +74,15 @@ def test_a_sum_joined_into_a_product_is_parenthesised():
         torch.cat([x, x * 2], 2).view(2, 6, 64)
     assert t.events[-2].output.dims == ("B", "T", "H+H", "d_k")
     assert t.events[-1].output.dims == ("B", "T", "(H+H)*d_k")
+
+
+def test_a_fold_of_no_one_role_clashes_only_with_a_role_none_of_its_parts_has():
+    """``B*H`` (batch and heads: no one role) lined up with ``T`` pairs queries with batch-and-head pairs; with
+    another ``B*H`` it is no clash. On c32db91 the fold was never compared (no role)."""
+    from shapetrace.engine.namer import Namer, fold_roles
+
+    namer = Namer({"B": 2, "T": 8, "D": 32, "H": 4})
+    assert fold_roles(namer, "B*H") == ("batch", "heads")
+    assert fold_roles(namer, "H*d_k") == fold_roles(namer, "T") == fold_roles(namer, "(H+H)*d_k") == ()
+    assert namer.broadcast_clash([(("B*H", "T", "T"), (8, 8, 8)), (("T", "B*H", "T"), (8, 8, 8))]) == (2, 0, 1)
+    assert namer.broadcast_clash([(("B*H", "T", "T"), (8, 8, 8)), (("B*H", None, "T"), (8, 1, 8))]) is None

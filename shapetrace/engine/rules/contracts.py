@@ -21,7 +21,7 @@ from shapetrace.engine.axes import COPIES, Axis, indexed_join, top_level_terms
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.namer import Namer
+from shapetrace.engine.namer import Namer, fold_roles
 from shapetrace.engine.ops import Family
 from shapetrace.engine.rules.causes import made_at
 
@@ -458,8 +458,9 @@ def _lineup_diagnostic(e: Event, namer: Namer, j: int, ia: int, ib: int) -> Diag
     a, b = e.inputs[ia], e.inputs[ib]
     big, small = (a, b) if len(a.shape) >= len(b.shape) else (b, a)
     la, lb = big.dims[-j], small.dims[-j]
+    role = {lab: namer.role(lab) or " and ".join(map(str, fold_roles(namer, lab))) for lab in (la, lb)}
     text = (f"{e.op} #{e.index} lines up {_shown(small)} with {_shown(big)} from the right: axis {-j} pairs "
-            f"{lb} ({namer.role(lb)}) of the first with {la} ({namer.role(la)}) of the second. Both have "
+            f"{lb} ({role[lb]}) of the first with {la} ({role[la]}) of the second. Both have "
             f"{big.shape[-j]} entries, so torch broadcasts without complaint, but entry i of {lb} is applied to "
             f"entry i of {la}.")
     where = _insert_point(namer, big, small)
