@@ -52,7 +52,44 @@ def batched_row_folds(analysis: Analysis, found: list[Diagnostic]) -> list[Diagn
     return [d for d in found if not (d.kind == Kind.TOKENS_MERGED_WITH_FEATURES and d.severity == "warning"
                                      and (_batched_rows(analysis, readers, analysis.events[d.event])
                                           or _batched_attention(analysis, readers, analysis.events[d.event])
-                                          or _leading_batch(analysis, readers, analysis.events[d.event])))]
+                                          or _leading_batch(analysis, readers, analysis.events[d.event])
+                                          or _undone_untouched(analysis, readers, analysis.events[d.event])))]
+
+
+#: families that compute each entry from the entries at the same position only (a fold read by them mixes nothing)
+_IN_PLACE = (Family.WRITE, Family.MASK_FILL, Family.ELEMENTWISE, Family.DROPOUT)
+
+
+def _undone_untouched(analysis: Analysis, readers: dict, e: Event) -> bool:
+    """The fold (batch entries, tokens and heads, no features) is only written or combined entry by entry, keeping
+    every axis, until a view undoes it into axes that merge nothing (d2l's ``masked_softmax``: the scores
+    ``[B·H, T, T]`` viewed ``reshape(-1, T)`` so that ``sequence_mask`` fills each query's row, then viewed back
+    ``reshape(shape)``). Nothing reads across the fold before it is undone: a layout round trip, not a merge."""
+    namer = analysis.namer
+    folded = e.outputs[0]
+    merged = [a for a in folded.axes if namer.mix_kind(a) in _MERGES]
+    if len(merged) != 1:
+        return False
+    roles = {namer.role(namer.atom_label(a)) for a in coalesce(merged[0].atoms)}
+    if Role.TOKENS not in roles or not roles <= {Role.TOKENS, Role.HEADS, Role.BATCH} or len(roles) < 2:
+        return False
+    return _read_then_undone(namer, readers, e.index, folded.axes, 0)
+
+
+def _read_then_undone(namer, readers: dict, index: int, axes: tuple, depth: int) -> bool:
+    uses = readers.get((index, 0), [])
+    if not uses or depth > 8:
+        return False
+    for r, _ in uses:
+        if r.spec is None or not r.outputs:
+            return False
+        if r.spec.family is Family.RESHAPE:
+            if any(namer.mix_kind(a) in _MERGES for a in r.outputs[0].axes):
+                return False
+        elif r.spec.family not in _IN_PLACE or r.outputs[0].axes != axes \
+                or not _read_then_undone(namer, readers, r.index, axes, depth + 1):
+            return False
+    return True
 
 
 def _leading_batch(analysis: Analysis, readers: dict, e: Event) -> bool:
