@@ -411,6 +411,16 @@ def passes_all(mask: Any, passing: Any) -> dict:
     return {"passes_all": True} if bool((mask == passing).all()) else {}
 
 
+def _constant(fill: Any) -> Any:
+    """A fill's one value: a plain number, or a tensor holding one value throughout (``torch.full_like(scores,
+    finfo.min)``, an expanded scalar), read on the CPU; None otherwise."""
+    value = _number(fill)
+    if value is None and _readable(fill) and not fill.dtype.is_complex:
+        first = fill.reshape(-1)[0]
+        value = first.item() if bool((fill == first).all()) else None
+    return value
+
+
 def where_params(args: tuple, kwargs: dict) -> dict:
     """``torch.where(keep, scores, fill)`` (transformers' GPT-2 ``_attn``) or ``torch.where(hide, fill,
     scores)``: where the fill is a large negative, the keys it lands on are hidden; which side of each
@@ -419,7 +429,7 @@ def where_params(args: tuple, kwargs: dict) -> dict:
     if not (_is_tensor(cond) and str(cond.dtype).endswith("bool")):
         return {}
     for scores, fill, fill_where_true in ((a, b, False), (b, a, True)):
-        value = _number(fill)
+        value = _constant(fill)
         if isinstance(value, (int, float)) and value <= HIDES and _is_tensor(scores) and scores.dim() >= 2:
             side = hidden_side(cond if fill_where_true else ~cond, tuple(scores.shape)) if _readable(cond) else {}
             unused = passes_all(cond, not fill_where_true) if side else {}

@@ -618,3 +618,30 @@ def test_a_sliding_windows_width_is_checked_against_the_window_the_model_holds(m
     ``sliding_window = 3``) was ``✓`` on b2f62da: :func:`.rules.directions.window_widths` reads the band's width
     on the mask's values and the window the module holds; where none is that width, the note keeps the ``✓``."""
     assert _window_notes(model) == (mark, notes)
+
+
+def _where_full_like(keep: torch.Tensor, fill_value: float):
+    """An attention whose mask is ``torch.where(keep, scores, torch.full_like(scores, fill_value))`` (keras-hub's
+    traceable ``dot_product_attention``, tests/corpus/reports27/kerashub_mask_batch_on_heads.py), traced."""
+    import shapetrace
+
+    B, H, T, d = 2, 4, 6, 8
+    q = torch.randn(B, H, T, d)
+    with shapetrace.trace(dims=f"B={B} T={T} D={H * d} H={H}") as t:
+        shapetrace.name(q, "B H T d_k")
+        scores = q @ q.transpose(-1, -2)
+        scores = torch.where(keep, scores, torch.full_like(scores, fill_value))
+        torch.softmax(scores, dim=-1) @ q
+    return t
+
+
+def test_a_where_whose_fill_is_a_tensor_of_one_large_negative_has_its_direction_read():
+    """A fill made by ``full_like(scores, finfo.min)`` is read as its one value, as a number fill is: the keys it
+    lands on are hidden and which side they lie on is read. On 5774b39 (main before round 27) the direction was
+    not read (``direction-unchecked``), so a reversed causal mask written this way was ``?``, not ``✗``."""
+    tril = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+    low = torch.finfo(torch.float32).min
+    reversed_ = _where_full_like(~tril | torch.eye(6, dtype=torch.bool), low)
+    assert [d.kind for d in reversed_.diagnostics if d.severity == "error"] == ["causal-mask-reversed"]
+    correct = _where_full_like(tril, low)
+    assert [d.kind for d in correct.diagnostics] == []
