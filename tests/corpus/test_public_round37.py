@@ -49,6 +49,8 @@ Why each correct file is ``?`` (what was left unnamed):
   projection's own width met by another name), so ``out_proj`` (#19) had unnamed input features and output.
 * sam_two_way (57 of 130): the positional map enters as ``[1, D, Hp, Wp]`` (one map for the batch, then
   ``repeat_interleave``d over it): no seed fits a leading 1, so the keys' positional half stays unnamed.
+  (On branch inputs1, engine/infer/seeds.py seeds that map ``[1, D, Hp, Wp]``: ? 60 of 130; what stays unnamed
+  is the half-width cross-attention, ``internal_dim = D // 2`` of no declared name. Still ?.)
 * pixart (34 of 70) and stable_audio_dit (14 of 72): the timestep enters as ``[B]`` (no seed for a 1-D input: a
   length-2 vector is a batch of steps or anything else), the timestep embedding and every modulation it feeds stay
   unnamed; PixArt's captions ``[B, S, 48]`` and Stable Audio's latents ``[B, 8, T]`` (channels first) are not

@@ -15,6 +15,7 @@ from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
+from tests.corpus.public37 import sam_two_way
 from tests.corpus.reports2 import labml_ddpm_softmax
 from tests.corpus.reports23 import min_dt_dropout_output
 
@@ -248,3 +249,21 @@ def test_an_input_of_one_number_per_token_is_seeded_batch_tokens_and_its_project
         ("linear", (None, None, None), (None, None, "D"))]
     assert verdict_line(traced_build(min_dt_dropout_output, "", min_dt_dropout_output.DIMS[0])).startswith(
         "? checked 6 of 33 ops that could carry a layout bug; not checked (unnamed axes): #4 stack, ")
+
+
+def test_one_map_for_the_batch_is_seeded_with_a_leading_one():
+    """A positional map ``[1, D, Hp, Wp]`` (SAM's ``image_pe``, one map repeated over the batch by
+    ``repeat_interleave``) is seeded ``[1, D, Hp, Wp]`` where its grid is declared. On 5774b39 no seed fitted a
+    leading 1, so the keys' positional half of tests/corpus/public37/sam_two_way.py stayed unnamed ("? checked 57
+    of 130 ops ... not checked (unnamed axes): #0 repeat_interleave, #3 flatten, #4 permute, ..."; now 60 of 130:
+    what is left unnamed is its half-width cross-attention)."""
+    pe, tokens = torch.randn(1, 32, 3, 4), torch.randn(2, 5, 32)
+    with shapetrace.trace(dims="B=2 T=5 D=32 H=4 Hp=3 Wp=4") as t:
+        torch.repeat_interleave(pe, tokens.shape[0], dim=0).flatten(2).permute(0, 2, 1)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "D", "Hp", "Wp"), ("B", "D", "N"), ("B", "N", "D")]
+    with shapetrace.trace(dims="B=2 D=32 H=4 T=12") as t:   # (no grid declared: no seed)
+        pe.flatten(2)
+    assert t.events[0].outputs[0].dims == (None, None, None)
+    line = verdict_line(traced_build(sam_two_way, "", sam_two_way.DIMS[0]))
+    assert line.startswith("? checked 60 of 130 ops that could carry a layout bug; not checked (unnamed axes): "
+                           "#22 linear, #23 reshape")

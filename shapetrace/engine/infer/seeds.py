@@ -173,6 +173,10 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
     grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
+    if _size(state, "B") != 1:   # (at B = 1 the batch's own map is that map)
+        patterns += [["1", "D", *grid] for grid in grids] + [["1", *grid, "D"] for grid in grids]
+    # (one map for every batch entry, as SAM's ``image_pe`` [1, D, Hp, Wp] enters before it is repeated over
+    # the batch: its leading axis has one entry and no name)
     # (a feature map, channels first as torch's convolutions make it, [B, D, Hp, Wp], or last as Swin's windows
     # and Video Swin's clips read it, [B, Hp, Wp, D] and [B, Fp, Hp, Wp, D]: its grid declared)
     flat = ["*".join(grid) for grid in grids if _size(state, "*".join(grid)) != state.dims.get(seq)] \
