@@ -13,6 +13,7 @@ from tests.corpus.helpers import round_outcome, traced_build, verdict_line
 from tests.corpus.public6 import ldm_cross
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
+from tests.corpus.public20 import griffin_local
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
 from tests.corpus.public37 import sam_two_way
@@ -267,3 +268,24 @@ def test_one_map_for_the_batch_is_seeded_with_a_leading_one():
     line = verdict_line(traced_build(sam_two_way, "", sam_two_way.DIMS[0]))
     assert line.startswith("? checked 60 of 130 ops that could carry a layout bug; not checked (unnamed axes): "
                            "#22 linear, #23 reshape")
+
+
+class _Steps(torch.nn.Module):
+    def forward(self, x, steps):
+        return x.transpose(1, 2), steps[:, None], torch.arange(2)[:, None] * 1.0   # (a [2] made here: no seed)
+
+
+def test_a_one_axis_input_as_long_as_the_batch_is_seeded_batch():
+    """A ``[B]`` given to the model beside its input (a diffusion timestep, a sequence's length per entry) is seeded
+    ``[B]`` where no other declared name has the batch's size; on 5774b39 no seed fitted a tensor of one axis, so a
+    timestep's embedding and a mask built from lengths stayed unnamed (reports7/mha_padding_inverted: "? 28 of 32
+    (the lengths' batch unnamed)"). At B = H = 4 a ``[4]`` fits a batch and a head's scales alike: no name; a
+    ``[2]`` the code makes at B = 2 (Griffin's ``arange(half)``, public20/griffin_local: read ``[B]`` it gave a
+    false ✗ broadcast-mismatch on the correct file) is no input."""
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        _Steps()(torch.randn(2, 6, 32), torch.tensor([3.0, 7.0]))
+    assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"] == [("B", None), (None, None)]
+    with shapetrace.trace(dims="B=4 T=6 D=32 H=4") as t:   # (B = H: a size that fits two names names nothing)
+        _Steps()(torch.randn(4, 6, 32), torch.tensor([3.0, 7.0, 1.0, 2.0]))
+    assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"][0] == (None, None)
+    assert verdict_line(traced_build(griffin_local, "", griffin_local.DIMS[0]))[0] == "?"

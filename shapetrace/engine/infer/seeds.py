@@ -32,10 +32,11 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     second, different one is ``S`` (cross-attention), even when the two lengths are equal.
     """
     shape = facts.shape
-    if len(shape) < 2 or facts.parameter or not state.dims:
+    if len(shape) < 1 or facts.parameter or not state.dims:
         return None
     seq = sequence_name(state, node, shape)
-    fitting = fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
+    fitting = batch_seed(state, node, shape) if len(shape) == 1 else \
+        fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
     if not fitting:
         return None
     names = fitting[0]
@@ -52,6 +53,18 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     state.seeded_by_size = True
     state.seeded.add(node)
     return axes
+
+
+def batch_seed(state: Inference, node: int, shape: tuple[int, ...]) -> list[list[str]]:
+    """``[B]`` for a tensor of one axis as long as the batch given to the model's first outermost call beside its
+    input, one value per batch entry (a diffusion timestep, a sequence's length), where no other declared name
+    has that size (at B = H a ``[4]`` is a batch's steps or a head's scales: the sizes cannot say) and the batch
+    has more than one entry. Not a tensor the code makes (Griffin's ``arange(half)`` of a rotary, at half = B)."""
+    sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
+    batch, first = _size(state, "B"), state.capture.module_calls.first_call
+    if batch is None or batch < 2 or shape != (batch,) or sizes.count(batch) != 1 or first is None:
+        return []
+    return [["B"]] if any(argument.node == node for argument in first.arguments) else []
 
 
 def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[list[str]]:
