@@ -77,6 +77,11 @@ Bamba's ``conv-trim-keeps-future`` stays ``?`` (a known miss for names: that the
 is in the attention's mask, and the window j..j+3 is only "not proven", never "wrong"; the CLI's value witness
 says ✗). Checked on every corpus file with a conv, ``chunk``, ``split`` or ``unbind`` (172 files, 426 variants,
 at their first DIMS): only Jamba, OpenELM and Bamba changed.
+
+Branch inputs1 (infer/seeds.py ``batch_seed``): the ``[B]`` timesteps of pixart and stable_audio_dit are named (``?
+35 of 70``, ``? 15 of 72``; 34 and 14 on 5774b39); their sinusoidal frequencies stay unnamed, and so do PixArt's
+captions ``[B, S, 48]`` (48 is ``D+2*d_k``'s size: a width another name may have names nothing) and Stable Audio's
+channels-first latents ``[B, 8, T]`` (no seed yet): both still ``?``.
 """
 
 from __future__ import annotations
