@@ -80,8 +80,10 @@ at their first DIMS): only Jamba, OpenELM and Bamba changed.
 
 Branch inputs1 (infer/seeds.py ``batch_seed``): the ``[B]`` timesteps of pixart and stable_audio_dit are named (``?
 35 of 70``, ``? 15 of 72``; 34 and 14 on 5774b39); their sinusoidal frequencies stay unnamed, and so do PixArt's
-captions ``[B, S, 48]`` (48 is ``D+2*d_k``'s size: a width another name may have names nothing) and Stable Audio's
-channels-first latents ``[B, 8, T]`` (no seed yet): both still ``?``.
+captions ``[B, S, 48]`` (48 is ``D+2*d_k``'s size: a width another name may have names nothing): both still ``?``.
+Stable Audio's channels-first latents ``[B, 8, T]`` are seeded ``[B, F_in, T]`` (infer/seeds.py
+``own_width_seed``, channels first as ``Conv1d`` takes them): ``? 67 of 72`` (15 before), what stays unnamed is
+the timestep's Fourier features (``#2 matmul``, ``#3 cat``, ``#4 linear``) and what they reach.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.corpus.public15 import video_swin_3d
 from tests.corpus.public20 import griffin_local
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
-from tests.corpus.public37 import sam_two_way
+from tests.corpus.public37 import sam_two_way, stable_audio_dit
 from tests.corpus.reports2 import labml_ddpm_softmax
 from tests.corpus.reports23 import min_dt_dropout_output
 
@@ -289,3 +289,18 @@ def test_a_one_axis_input_as_long_as_the_batch_is_seeded_batch():
         _Steps()(torch.randn(4, 6, 32), torch.tensor([3.0, 7.0, 1.0, 2.0]))
     assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"][0] == (None, None)
     assert verdict_line(traced_build(griffin_local, "", griffin_local.DIMS[0]))[0] == "?"
+
+
+def test_a_sequence_channels_first_is_seeded_batch_own_features_tokens():
+    """``[B, F_in, T]`` (a sequence as torch's ``Conv1d`` takes it: Stable Audio's latents ``[B, 8, T]``,
+    tests/corpus/public37/stable_audio_dit.py) is seeded where its width is no declared or derived name's size;
+    on 5774b39 the own-width seed read ``[B, T, F_in]`` only and that file was "? checked 14 of 72 ops" (now 67 of
+    72: its timestep's Fourier features stay unnamed). A width another name has (d_k = 16) names nothing."""
+    latents = torch.randn(2, 8, 6)
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        latents.transpose(1, 2)
+        torch.randn(2, 16, 6).transpose(1, 2)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "T", "F_in"), (None, None, None)]
+    line = verdict_line(traced_build(stable_audio_dit, "", stable_audio_dit.DIMS[0]))
+    assert line.startswith("? checked 67 of 72 ops that could carry a layout bug (2 of them on the values of the "
+                           "rotary tables or causal masks they build); not checked (unnamed axes): #2 matmul, #3 cat")

@@ -74,17 +74,19 @@ def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[l
     a patch embedding's steps are read (:func:`.axis_compute.linear_axes`). Batch then tokens, in that order,
     each at a size no other declared name has (at B = H, which axis is the batch sizes cannot say). A width of
     one entry (a return-to-go per step, or a flag, a mask's broadcast axis) is ``[B, T, 1]``: its last axis has
-    no name (nothing says it is features). Tried only where no declared seed fits: a width that is a declared
-    size is that name's or none."""
+    no name (nothing says it is features). Channels first, as torch's ``Conv1d`` takes a sequence, ``[B, F_in, T]``
+    (Stable Audio's latents ``[B, 8, T]``), where the tokens are the last axis. Tried only where no declared seed
+    fits: a width that is a declared size (or a derived name's) is that name's or none."""
     if len(shape) != 3 or shape[-1] < 1:
         return []
     sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
-    for name, size in zip(("B", seq), shape):
-        if size <= 1 or _size(state, name) != size or sizes.count(size) != 1:
-            return []
-    if shape[-1] == 1:
+    own = [n for n in (["B", seq, INPUT_FEATURES], ["B", INPUT_FEATURES, seq])   # (channels last, or first)
+           if all(size > 1 and _size(state, name) == size and sizes.count(size) == 1
+                  for name, size in zip(n, shape) if name != INPUT_FEATURES)]
+    if [n for n in own if n[-1] == INPUT_FEATURES] and shape[-1] == 1:
         return [["B", seq, "1"]]
-    return [] if taken_width(state.namer, shape[-1]) else [["B", seq, INPUT_FEATURES]]
+    width = shape[own[0].index(INPUT_FEATURES)] if len(own) == 1 else 0
+    return [] if width <= 1 or taken_width(state.namer, width) else own
 
 
 def note_entries(state: Inference, ins, outs) -> None:
