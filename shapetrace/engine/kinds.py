@@ -224,6 +224,8 @@ class Kind(StrEnum):
                     "never passed on to the attention that needs it): what it should have changed was not checked")
     POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "
                               "whose token, picked by values (a mask's count), was not measured: `?`, never `✓`")
+    LENGTHS_UNMEASURED = ("lengths-unmeasured", "note", "a padding mask the model builds from lengths it was given "
+                          "(one per batch entry), its pads not measured unread: `?`, never `✓`")
     PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = ("batch-unexercised", "note",
@@ -231,8 +233,7 @@ class Kind(StrEnum):
         "of other axes' elements than memory holds it: at one entry it holds the same elements either way, at more "
         "it would regroup them, so the run could not check it")
 
-    ROTARY_PAIRING_MISMATCH = (
-        "rotary-pairing-mismatch", "error",
+    ROTARY_PAIRING_MISMATCH = ("rotary-pairing-mismatch", "error",
         "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
         "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
         "each pair is turned by two different angles")
@@ -247,8 +248,7 @@ class Kind(StrEnum):
         "rotary-position-restarts", "error",
         "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
         "whose positions start again at 0 each step instead of at the cache's length")
-    ROTARY_POSITION_OFF = (
-        "rotary-position-off", "error",
+    ROTARY_POSITION_OFF = ("rotary-position-off", "error",
         "a decode step's token turned by another position than the one it takes: a key joined after n cached "
         "keys not at position n, or a query meeting S keys not at position S - 1")
     ROTARY_GRID_POSITIONS = ("rotary-grid-positions", "note", "a rotary of several positions per token (rows "

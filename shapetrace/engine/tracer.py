@@ -263,8 +263,9 @@ class Trace:
             from shapetrace.engine.rules.diagnose import diagnose
             found = in_every_reading(self, diagnose(self.analysis()))   # (names resting on equal sizes)
             if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
+                from shapetrace.engine.lengths_read import unmeasured_lengths
                 from shapetrace.engine.pooled_read import unmeasured_read
-                found = with_witnesses(found, self._measured()[0]) + unmeasured_read(self)
+                found = with_witnesses(found, self._measured()[0]) + unmeasured_read(self) + unmeasured_lengths(self)
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
 

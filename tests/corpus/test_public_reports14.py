@@ -35,6 +35,10 @@ a mask for a CLS placed first (open_clip issue #549): now a bug of that file (se
 Open (``?``): the MAC control attention's pad mask (``arange(T)[None, :] >= question_len[:, None]``) rests on
 a ``(B,)`` length tensor whose axis cannot be told to be the batch; the bug (no mask) leaves the padded words'
 scores in the softmax, and nothing in the run says which words are padding but the mask the bug never applies.
+Branch inputs1 names the ``(B,)`` lengths (infer/seeds.py ``batch_seed``) and, together, marks a padding mask built
+from them unproven until measured (engine/lengths_read.py): both variants ``? checked 21 of 21`` (correct: 25 of 25)
+``; not proven: the pads of a mask the model builds from its lengths were not measured unread``, on the API and
+with the contracts (the padding contract reads a mask given as an argument). Names alone made the bug ``✓``.
 Not written: Tencent/ncnn issue #6833 (a fused rotary kernel that reads the first half of a ``cat(cos_h,
 cos_w)`` table for both halves): the engine calls the issue's own reference form (``x * cos + rotate_half(x) *
 sin`` with halves that differ) no rotation, which is true of the math, and the public vision models found

@@ -57,6 +57,10 @@ Open:
   the padding mask against the final mask would see.
 * llama4_chunked_left_pad: ``?`` on both (``__getitem__`` of the padding mask by an ``arange`` grid unnamed);
   where each chunk starts is a value of the mask, and both forms are chunked causal masks.
+
+Branch inputs1 (engine/lengths_read.py): llama4_chunked_left_pad's correct file adds ``not proven: the pads of a
+mask the model builds from its lengths were not measured unread`` (its ``[B]`` lengths build one): still ``? 20 of
+21``.
 """
 
 from __future__ import annotations

@@ -47,6 +47,11 @@ Open (a later round):
   reports7 mha_padding_inverted's correct file ✓, but reports14 mac_control_pads' bug ``no-pad-mask`` (the
   control attention without the pad mask its ``question_len`` builds) turned ``✓`` in ``round_outcome``: a mask
   that reaches a masked mean but not the softmax needs a rule before the lengths may be named.
+  Branch inputs1 seeds that ``[B]`` (infer/seeds.py ``batch_seed``) together with that check
+  (engine/lengths_read.py: a padding mask built from lengths the model was given is ``? not proven: the pads
+  ... were not measured unread`` until the padding contract holds on it): this bug is now ``✗
+  mask-wrong-batch-order`` at distinct sizes (``?`` on 5774b39; equal sizes still ``?``: B = H names nothing),
+  the correct file ``? 26 of 26`` with that reason, mac_control_pads' ``no-pad-mask`` ``? 21 of 21`` likewise.
 * tinyuniverse_repeat_kv_order (bug): ``?``: the key/value projections' one-head width (``d``) is not named
   (``#2 linear``), so the ``expand``/``reshape`` that merges the tokens with the repeat (``T*H``) is unchecked;
   the key axis then differs from the queries' in a self-attention.
@@ -78,7 +83,7 @@ EXPECTED = {
     (tinyuniverse_repeat_kv_order, ""): [UNSURE, UNSURE],
     (tinyuniverse_repeat_kv_order, "repeat-before-transpose"): [UNSURE, UNSURE],
     (sooftware_mask_head_order, ""): [UNSURE, UNSURE],
-    (sooftware_mask_head_order, "mask-batch-major"): [UNSURE, UNSURE],
+    (sooftware_mask_head_order, "mask-batch-major"): [("✗", ("mask-wrong-batch-order",)), UNSURE],   # (? on 5774b39)
     (vllm_omni_cross_unpad_query, ""): [UNSURE, UNSURE],
     (vllm_omni_cross_unpad_query, "query-unpadded-by-key-mask"): [UNSURE, UNSURE],
     (comfy_fixedkv_decode_positions, ""): [UNSURE, UNSURE],

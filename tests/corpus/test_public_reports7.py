@@ -62,8 +62,9 @@ and its inverted mask still leaves each window real keys or padding to see (no s
 graph file's edge features ``[B, T, T, D]`` are seeded by no rule; MLA's latent (``kv_lora_rank``, a width
 no name declares) leaves the keys and values unnamed; FlagGems' blocks of keys are slices ``[3:6]`` of T whose
 sums and products stay unnamed; the lengths ``[B]`` of mha_padding_inverted enter as a one-axis tensor
-that no rule seeds. Equal sizes: B = T = H leave
-the names to sizes, so the graph file's mask and the twins' files stay ``?`` there.
+that no rule seeds (branch inputs1 seeds it ``[B]``: ``? checked 32 of 32; not proven: the pads of a mask the
+model builds from its lengths were not measured unread``, engine/lengths_read.py, still ``?``).
+Equal sizes: B = T = H leave the names to sizes, so the graph file's mask and the twins' files stay ``?`` there.
 """
 
 from __future__ import annotations

@@ -62,7 +62,12 @@ deliberate self-mask, a warning, both variants).
 After the lead's d1f34ff: modded-nanogpt's correct file is ✓ (its cos/sin columns named by what they are added
 to: infer/lined_up), and its ``norm-over-heads`` carries the note norm-across-heads (``?``, rules/norm_heads: it
 was ✓ once the table had names); Reformer's self-mask is the note mask-hides-own-key (``?``, not ``!``), both
-variants. At distinct sizes now: correct ✓ 5, ? 5, ✗ 0; bugs ✗ 7, ? 6, ✓ 0."""
+variants. At distinct sizes now: correct ✓ 5, ? 5, ✗ 0; bugs ✗ 7, ? 6, ✓ 0.
+
+Branch inputs1 (infer/seeds.py ``batch_seed``: a ``[B]`` given beside the input is ``[B]``; engine/lengths_read.py):
+mllama_cross's per-entry ``image_start`` is named, the correct file ``? checked 26 of 26`` (was 20 of 26 on 5774b39)
+``; not proven: the pads of a mask the model builds from its lengths were not measured unread``: still ``?``.
+"""
 
 from __future__ import annotations
 

@@ -74,6 +74,9 @@ adapter index, Griffin's window edge) or sit on those unnamed ops (the memory so
 Round 25 (``directions.whole_past_hidden``: a mask hiding every earlier key while a query sees a later one is
 a causal pattern mirrored): memorizing_knn ``causal-mask-transposed``
 is ``✗ causal-mask-reversed`` at distinct sizes too (was ``?``).
+
+Branch inputs1 (infer/seeds.py ``batch_seed``): uvit_skips' timesteps ``[B]`` are named, ``? 73 of 78`` (72 on
+5774b39); the sinusoidal embedding's frequencies (``#4 __getitem__``, ``#5 cat``) stay unnamed: still ``?``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ qwen2_audio     pool-over-features      ? 25 of 29                   ? 25 of 29 
 qwen2_audio     mask-on-queries         ✗ mask-wrong-axis            ✗ mask-wrong-axis            (same)
 =============== ======================= ============================ ============================ ===============
 
+Branch inputs1 (infer/seeds.py ``batch_seed``, engine/lengths_read.py): Qwen2-Audio's ``feature_lengths``
+``[B]`` is named, every op checked (correct 32 of 32, ``pool-over-features`` 29 of 29), and both stay ``?``: the
+pads of the mask built from those lengths were not measured unread. Names alone made ``pool-over-features`` ``✓``
+(an ``AvgPool1d`` over the features is no name's contract): no check catches it yet.
+
 At distinct sizes the 4 correct files were ✓ 0, ? 4, ✗ 0; the 8 bugs ✗ 5, ? 3, ✓ 0 (after the fix ✗ 6, ? 2).
 
 The fix (engine/mask_parts): XGLM's ``padding-on-queries`` expands ``mask[:, None, :, None]`` to ``(B, 1, T, T)``

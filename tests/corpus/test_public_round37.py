@@ -49,6 +49,8 @@ Why each correct file is ``?`` (what was left unnamed):
   projection's own width met by another name), so ``out_proj`` (#19) had unnamed input features and output.
 * sam_two_way (57 of 130): the positional map enters as ``[1, D, Hp, Wp]`` (one map for the batch, then
   ``repeat_interleave``d over it): no seed fits a leading 1, so the keys' positional half stays unnamed.
+  (On branch inputs1, engine/infer/seeds.py seeds that map ``[1, D, Hp, Wp]``: ? 60 of 130; what stays unnamed
+  is the half-width cross-attention, ``internal_dim = D // 2`` of no declared name. Still ?.)
 * pixart (34 of 70) and stable_audio_dit (14 of 72): the timestep enters as ``[B]`` (no seed for a 1-D input: a
   length-2 vector is a batch of steps or anything else), the timestep embedding and every modulation it feeds stay
   unnamed; PixArt's captions ``[B, S, 48]`` and Stable Audio's latents ``[B, 8, T]`` (channels first) are not
@@ -75,6 +77,13 @@ Bamba's ``conv-trim-keeps-future`` stays ``?`` (a known miss for names: that the
 is in the attention's mask, and the window j..j+3 is only "not proven", never "wrong"; the CLI's value witness
 says ✗). Checked on every corpus file with a conv, ``chunk``, ``split`` or ``unbind`` (172 files, 426 variants,
 at their first DIMS): only Jamba, OpenELM and Bamba changed.
+
+Branch inputs1 (infer/seeds.py ``batch_seed``): the ``[B]`` timesteps of pixart and stable_audio_dit are named (``?
+35 of 70``, ``? 15 of 72``; 34 and 14 on 5774b39); their sinusoidal frequencies stay unnamed, and so do PixArt's
+captions ``[B, S, 48]`` (48 is ``D+2*d_k``'s size: a width another name may have names nothing): both still ``?``.
+Stable Audio's channels-first latents ``[B, 8, T]`` are seeded ``[B, F_in, T]`` (infer/seeds.py
+``own_width_seed``, channels first as ``Conv1d`` takes them): ``? 67 of 72`` (15 before), what stays unnamed is
+the timestep's Fourier features (``#2 matmul``, ``#3 cat``, ``#4 linear``) and what they reach.
 """
 
 from __future__ import annotations

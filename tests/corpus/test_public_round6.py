@@ -14,7 +14,12 @@ buggy file, no error on a correct one, and the classes this round found, each fa
   of ``d_k``: a false ``✗ broadcast-mismatch`` on correct code;
 * a mask combined from parts and then sliced whole (OLMo's ``attention_bias[:, :, k - q : k, :k]``)
   keeps its parts: the padding part put on the queries is ``mask-wrong-axis`` (it was ``✓`` once the
-  false error above was gone)."""
+  false error above was gone).
+
+Branch inputs1 (infer/seeds.py ``batch_seed``, engine/lengths_read.py): espnet_conformer's ``[B]`` lengths are
+named, the correct file ``? 25 of 37`` (20 on 5774b39), and its mask built from them is ``not proven: the pads of a
+mask the model builds from its lengths were not measured unread``: still ``?``.
+"""
 
 from __future__ import annotations
 

@@ -13,8 +13,10 @@ from tests.corpus.helpers import round_outcome, traced_build, verdict_line
 from tests.corpus.public6 import ldm_cross
 from tests.corpus.public12 import whisper_cross_cache
 from tests.corpus.public15 import video_swin_3d
+from tests.corpus.public20 import griffin_local
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
+from tests.corpus.public37 import sam_two_way, stable_audio_dit
 from tests.corpus.reports2 import labml_ddpm_softmax
 from tests.corpus.reports23 import min_dt_dropout_output
 
@@ -248,3 +250,57 @@ def test_an_input_of_one_number_per_token_is_seeded_batch_tokens_and_its_project
         ("linear", (None, None, None), (None, None, "D"))]
     assert verdict_line(traced_build(min_dt_dropout_output, "", min_dt_dropout_output.DIMS[0])).startswith(
         "? checked 6 of 33 ops that could carry a layout bug; not checked (unnamed axes): #4 stack, ")
+
+
+def test_one_map_for_the_batch_is_seeded_with_a_leading_one():
+    """A positional map ``[1, D, Hp, Wp]`` (SAM's ``image_pe``, one map repeated over the batch by
+    ``repeat_interleave``) is seeded ``[1, D, Hp, Wp]`` where its grid is declared. On 5774b39 no seed fitted a
+    leading 1, so the keys' positional half of tests/corpus/public37/sam_two_way.py stayed unnamed ("? checked 57
+    of 130 ops ... not checked (unnamed axes): #0 repeat_interleave, #3 flatten, #4 permute, ..."; now 60 of 130:
+    what is left unnamed is its half-width cross-attention)."""
+    pe, tokens = torch.randn(1, 32, 3, 4), torch.randn(2, 5, 32)
+    with shapetrace.trace(dims="B=2 T=5 D=32 H=4 Hp=3 Wp=4") as t:
+        torch.repeat_interleave(pe, tokens.shape[0], dim=0).flatten(2).permute(0, 2, 1)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "D", "Hp", "Wp"), ("B", "D", "N"), ("B", "N", "D")]
+    with shapetrace.trace(dims="B=2 D=32 H=4 T=12") as t:   # (no grid declared: no seed)
+        pe.flatten(2)
+    assert t.events[0].outputs[0].dims == (None, None, None)
+    line = verdict_line(traced_build(sam_two_way, "", sam_two_way.DIMS[0]))
+    assert line.startswith("? checked 60 of 130 ops that could carry a layout bug; not checked (unnamed axes): "
+                           "#22 linear, #23 reshape")
+
+
+class _Steps(torch.nn.Module):
+    def forward(self, x, steps):
+        return x.transpose(1, 2), steps[:, None], torch.arange(2)[:, None] * 1.0   # (a [2] made here: no seed)
+
+
+def test_a_one_axis_input_as_long_as_the_batch_is_seeded_batch():
+    """A ``[B]`` given to the model beside its input (a diffusion timestep, a sequence's length per entry) is seeded
+    ``[B]`` where no other declared name has the batch's size; on 5774b39 no seed fitted a tensor of one axis, so a
+    timestep's embedding and a mask built from lengths stayed unnamed (reports7/mha_padding_inverted: "? 28 of 32
+    (the lengths' batch unnamed)"). At B = H = 4 a ``[4]`` fits a batch and a head's scales alike: no name; a
+    ``[2]`` the code makes at B = 2 (Griffin's ``arange(half)``, public20/griffin_local: read ``[B]`` it gave a
+    false ✗ broadcast-mismatch on the correct file) is no input."""
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        _Steps()(torch.randn(2, 6, 32), torch.tensor([3.0, 7.0]))
+    assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"] == [("B", None), (None, None)]
+    with shapetrace.trace(dims="B=4 T=6 D=32 H=4") as t:   # (B = H: a size that fits two names names nothing)
+        _Steps()(torch.randn(4, 6, 32), torch.tensor([3.0, 7.0, 1.0, 2.0]))
+    assert [e.outputs[0].dims for e in t.events if e.op == "__getitem__"][0] == (None, None)
+    assert verdict_line(traced_build(griffin_local, "", griffin_local.DIMS[0]))[0] == "?"
+
+
+def test_a_sequence_channels_first_is_seeded_batch_own_features_tokens():
+    """``[B, F_in, T]`` (a sequence as torch's ``Conv1d`` takes it: Stable Audio's latents ``[B, 8, T]``,
+    tests/corpus/public37/stable_audio_dit.py) is seeded where its width is no declared or derived name's size;
+    on 5774b39 the own-width seed read ``[B, T, F_in]`` only and that file was "? checked 14 of 72 ops" (now 67 of
+    72: its timestep's Fourier features stay unnamed). A width another name has (d_k = 16) names nothing."""
+    latents = torch.randn(2, 8, 6)
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        latents.transpose(1, 2)
+        torch.randn(2, 16, 6).transpose(1, 2)
+    assert [e.outputs[0].dims for e in t.events] == [("B", "T", "F_in"), (None, None, None)]
+    line = verdict_line(traced_build(stable_audio_dit, "", stable_audio_dit.DIMS[0]))
+    assert line.startswith("? checked 67 of 72 ops that could carry a layout bug (2 of them on the values of the "
+                           "rotary tables or causal masks they build); not checked (unnamed axes): #2 matmul, #3 cat")

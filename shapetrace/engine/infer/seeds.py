@@ -32,10 +32,11 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     second, different one is ``S`` (cross-attention), even when the two lengths are equal.
     """
     shape = facts.shape
-    if len(shape) < 2 or facts.parameter or not state.dims:
+    if len(shape) < 1 or facts.parameter or not state.dims:
         return None
     seq = sequence_name(state, node, shape)
-    fitting = fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
+    fitting = batch_seed(state, node, shape) if len(shape) == 1 else \
+        fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
     if not fitting:
         return None
     names = fitting[0]
@@ -54,6 +55,18 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     return axes
 
 
+def batch_seed(state: Inference, node: int, shape: tuple[int, ...]) -> list[list[str]]:
+    """``[B]`` for a tensor of one axis as long as the batch given to the model's first outermost call beside its
+    input, one value per batch entry (a diffusion timestep, a sequence's length), where no other declared name
+    has that size (at B = H a ``[4]`` is a batch's steps or a head's scales: the sizes cannot say) and the batch
+    has more than one entry. Not a tensor the code makes (Griffin's ``arange(half)`` of a rotary, at half = B)."""
+    sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
+    batch, first = _size(state, "B"), state.capture.module_calls.first_call
+    if batch is None or batch < 2 or shape != (batch,) or sizes.count(batch) != 1 or first is None:
+        return []
+    return [["B"]] if any(argument.node == node for argument in first.arguments) else []
+
+
 def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[list[str]]:
     """``[B, T, F_in]`` for a tensor that enters as a batch of token sequences of features of a width no
     declared or derived name has (a trajectory's states ``[B, T, 3]``, a series' variates, a table's fields):
@@ -61,17 +74,19 @@ def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[l
     a patch embedding's steps are read (:func:`.axis_compute.linear_axes`). Batch then tokens, in that order,
     each at a size no other declared name has (at B = H, which axis is the batch sizes cannot say). A width of
     one entry (a return-to-go per step, or a flag, a mask's broadcast axis) is ``[B, T, 1]``: its last axis has
-    no name (nothing says it is features). Tried only where no declared seed fits: a width that is a declared
-    size is that name's or none."""
+    no name (nothing says it is features). Channels first, as torch's ``Conv1d`` takes a sequence, ``[B, F_in, T]``
+    (Stable Audio's latents ``[B, 8, T]``), where the tokens are the last axis. Tried only where no declared seed
+    fits: a width that is a declared size (or a derived name's) is that name's or none."""
     if len(shape) != 3 or shape[-1] < 1:
         return []
     sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
-    for name, size in zip(("B", seq), shape):
-        if size <= 1 or _size(state, name) != size or sizes.count(size) != 1:
-            return []
-    if shape[-1] == 1:
+    own = [n for n in (["B", seq, INPUT_FEATURES], ["B", INPUT_FEATURES, seq])   # (channels last, or first)
+           if all(size > 1 and _size(state, name) == size and sizes.count(size) == 1
+                  for name, size in zip(n, shape) if name != INPUT_FEATURES)]
+    if [n for n in own if n[-1] == INPUT_FEATURES] and shape[-1] == 1:
         return [["B", seq, "1"]]
-    return [] if taken_width(state.namer, shape[-1]) else [["B", seq, INPUT_FEATURES]]
+    width = shape[own[0].index(INPUT_FEATURES)] if len(own) == 1 else 0
+    return [] if width <= 1 or taken_width(state.namer, width) else own
 
 
 def note_entries(state: Inference, ins, outs) -> None:
@@ -173,6 +188,10 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
     grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
+    if _size(state, "B") != 1:   # (at B = 1 the batch's own map is that map)
+        patterns += [["1", "D", *grid] for grid in grids] + [["1", *grid, "D"] for grid in grids]
+    # (one map for every batch entry, as SAM's ``image_pe`` [1, D, Hp, Wp] enters before it is repeated over
+    # the batch: its leading axis has one entry and no name)
     # (a feature map, channels first as torch's convolutions make it, [B, D, Hp, Wp], or last as Swin's windows
     # and Video Swin's clips read it, [B, Hp, Wp, D] and [B, Fp, Hp, Wp, D]: its grid declared)
     flat = ["*".join(grid) for grid in grids if _size(state, "*".join(grid)) != state.dims.get(seq)] \
