@@ -150,11 +150,14 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
 
-    # (dependencies, padding, probe_inputs, readings, report, unattended: what a trace imports only when it ends or
+    # (dependencies, padding, pooled_read, probe_inputs, readings, report...: what a trace imports only when it ends or
     # is read, lazily for the CLI's start; imported here once, not compiled from source in every forked check)
     from shapetrace.engine import (  # noqa: F401
+        declared,
         dependencies,
+        lengths_read,
         padding,
+        pooled_read,
         probe_inputs,
         propagate,
         readings,

@@ -59,6 +59,8 @@ class Analysis:
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
         windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
             :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
+        causal_declared: ``(module path, attribute)`` for each flag by which a called module declares itself
+            causal (``is_decoder = True``: :func:`~shapetrace.engine.modules.declared_causal`), read after the run.
         padded_in_front: ``(argument name, its axes' labels, its shape)`` of each mask the model was given with a row
             padded in front (:func:`~shapetrace.engine.unread.front_padded`).
         packed_positions: ``(argument name, its axes' labels, its shape)`` of each tensor of positions the model was
@@ -89,6 +91,7 @@ class Analysis:
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
     windows: Sequence[tuple[str, str, int]] = ()
+    causal_declared: Sequence[tuple[str, str]] = ()
     padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
     packed_positions: Sequence[tuple[str, tuple, tuple]] = ()
     ids_read_twice: Sequence[tuple[int, int]] = ()

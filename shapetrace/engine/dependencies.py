@@ -1,21 +1,20 @@
 """A second witness from the values: which output tokens depend on which input tokens.
 
-After a traced script has run, the outermost module it called is run once more, in eval mode and
-without gradients, on a batch of two: its batch entry 0, and a copy of it whose last token is moved in a
-random direction (one forward at batch 2), and the outputs are compared:
+After a traced script has run, the outermost module it called is run once more, in eval mode and without gradients,
+on a batch of two: its batch entry 0, and a copy of it whose last token is moved in a random direction (one forward
+at batch 2), and the outputs are compared:
 
-* **batch entries never mix**: entry 0's output must equal the traced run's own; an output that
-  changes when entry 0 runs beside another sequence depends on its batch-mates ("output token 3 of
-  batch 0 depends on the other batch entries' tokens");
+* **batch entries never mix**: entry 0's output must equal the traced run's own; one that changes when entry 0 runs
+  beside another sequence depends on its batch-mates ("output token 3 of batch 0 depends on the other entries'...");
 * **each output token depends on its own input token**: the moved last token's own output must change;
-* **a declared causal mask is honoured**: with a causal ``tril``/``triu``, ``is_causal=True``, a causal
-  mask's values or weights zero on one side of the diagonal, that bump may change no earlier output.
+* **a declared causal mask is honoured**: with a causal ``tril``/``triu``, ``is_causal=True``, a mask's values
+  or weights zero on a side of the diagonal, or a module's causal flag (:mod:`.declared`), it moves no earlier output.
 
-Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T``
-or their roles); where they are not known, nothing is measured (equal sizes never decide an axis).
-Every attribute, buffer (values included) and parameter of every submodule is put back afterwards; a
-model that cannot take a batch of two (a fixed buffer, a mask sized for the traced batch) is not
-measured. Plain data out: findings and the names of the contracts that held.
+Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T`` or their
+roles); where they are not known, nothing is measured (equal sizes never decide an axis). Every attribute, buffer
+(values included) and parameter of every submodule is put back afterwards; a model that cannot take a batch of two (a
+fixed buffer, a mask sized for the traced batch) is not measured. Plain data out: findings and the names of the
+contracts that held.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import Any
 
 import torch
 
+from shapetrace.engine.declared import declared_probe
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
@@ -535,7 +535,7 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
     probe = probe_or_reason_of(trace, call)
     if isinstance(probe, Probe):
         trace.probe = probe   # (for the padding contract: :mod:`.padding`)
-        return measure(probe)
+        return measure(declared_probe(trace, probe))
     tokens = not_measured(probe, TOKEN_CONTRACTS)
     plans = plans_of(trace)   # no batch or token axis named: the heads alone, where the structure shows them
     if isinstance(plans, str):

@@ -211,6 +211,8 @@ class Kind(StrEnum):
         "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
         "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "
         "`>=`): which width the model meant is a number of its configuration, so the width is not checked")
+    CAUSAL_DECLARED_UNMASKED = ("causal-declared-unmasked", "note", "a module declares itself causal (`is_decoder "
+        "= True`, `config.is_causal`) and its self-attention over several queries applies no causal mask")
     MASK_UNEXERCISED = ("mask-unexercised", "note",
         "a mask that hid nothing on this input (nothing padded) and whose layout and names do not prove that it lines "
         "up with the keys: a mask laid on the queries would give the same output, so where it lands was not checked")
@@ -244,8 +246,7 @@ class Kind(StrEnum):
         "rotary-same-angle-every-token", "error",
         "a rotary embedding that turns every token of a sequence by the same angles (positions counted along "
         "the batch or another axis than the tokens): q·k cancels equal rotations, so the scores get no position")
-    ROTARY_POSITION_RESTARTS = (
-        "rotary-position-restarts", "error",
+    ROTARY_POSITION_RESTARTS = ("rotary-position-restarts", "error",
         "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
         "whose positions start again at 0 each step instead of at the cache's length")
     ROTARY_POSITION_OFF = ("rotary-position-off", "error",
@@ -293,8 +294,7 @@ class Kind(StrEnum):
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")
 
     # -- the backward pass (engine/backward/checks.py) ---------------------------------------------
-    INPLACE_ON_SAVED = (
-        "inplace-on-saved", "error",
+    INPLACE_ON_SAVED = ("inplace-on-saved", "error",
         "an in-place op (`masked_fill_`, `+=`, `x[...] = `) wrote into a tensor autograd saved for the backward: "
         "the backward fails with \"modified by an inplace operation\"; said before it runs, with the write")
     PARAMETER_WITHOUT_GRAD = ("parameter-without-grad", "warning",

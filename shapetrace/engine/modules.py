@@ -105,6 +105,8 @@ class ModuleCalls:
         self.first_call: FirstCall | None = None
         #: ``(path, attribute, value)``: each window a called module holds (:func:`configured_windows`)
         self.windows: list[tuple[str, str, int]] = []
+        #: ``(path, attribute)``: each flag by which a called module declares itself causal (:func:`declared_causal`)
+        self.causal: list[tuple[str, str]] = []
 
     def path(self, slot: int) -> str:
         """The module path of ``slot`` ("" outside any module)."""
@@ -143,6 +145,8 @@ class ModuleCalls:
             self._named(len(self.first) - 1)
         self.windows += [(self.paths[slot][0], *held) for slot, (module, _) in enumerate(self.first)
                          if module is not None for held in configured_windows(module)]
+        self.causal += [(self.paths[slot][0], name) for slot, (module, _) in enumerate(self.first)
+                        if module is not None for name in declared_causal(module)]
         self.first = [(None, parent) for _, parent in self.first]
         self.seen.clear()
 
@@ -153,15 +157,32 @@ def configured_windows(module) -> list[tuple[str, int]]:
     (``self.config.window_size``: transformers' GPT-Neo and Mistral read theirs there): the width a reader of
     the model checks a sliding-window mask against (:func:`.rules.directions.window_widths`). Read after the
     run, from the module itself and one level into plain objects (never another module or a tensor)."""
-    def held(space: dict, prefix: str) -> list[tuple[str, int]]:
-        return [(prefix + name, value) for name, value in space.items()
-                if "window" in name.lower() and type(value) is int and value > 0]
+    return [(name, value) for name, value in _settings(module)
+            if "window" in name.rsplit(".", 1)[-1].lower() and type(value) is int and value > 0]
 
-    found = held(vars(module), "")
+
+#: the boolean attributes a reader checks to know that a module is causal (``self.is_decoder``, ``config.is_causal``)
+CAUSAL_FLAGS = frozenset({"is_causal", "is_decoder", "causal", "causal_mask"})
+
+
+def declared_causal(module) -> list[str]:
+    """The attributes by which a module declares itself causal: a bool ``True`` under one of
+    :data:`CAUSAL_FLAGS`, on itself or one level into a settings object it holds (``config.is_decoder``:
+    transformers' RoFormer, BERT and T5 read theirs there). Never a module's class name, never a tensor
+    (a ``causal_mask`` buffer is a mask, not a flag): what the model says it is, which the attention it
+    runs is then compared with (:mod:`.declared`)."""
+    return [name for name, value in _settings(module)
+            if name.rsplit(".", 1)[-1] in CAUSAL_FLAGS and value is True]
+
+
+def _settings(module) -> list[tuple[str, object]]:
+    """``(attribute, value)`` for everything a module holds in its ``__dict__`` and one level into each plain
+    object there (``config.sliding_window``; never another module, a tensor, a class or a callable)."""
+    found = list(vars(module).items())
     for name, value in vars(module).items():
         if not isinstance(value, (Module, torch.Tensor, type)) and hasattr(value, "__dict__") \
                 and not callable(value):
-            found += held(vars(value), f"{name}.")
+            found += [(f"{name}.{inner}", v) for inner, v in vars(value).items()]
     return found
 
 

@@ -258,14 +258,17 @@ class Trace:
         []
         """
         if self._diagnostics is None or not self._finished:
+            from shapetrace.engine.declared import held_causal
             from shapetrace.engine.readings import in_every_reading
             from shapetrace.engine.rules.causes import with_witnesses
             from shapetrace.engine.rules.diagnose import diagnose
             found = in_every_reading(self, diagnose(self.analysis()))   # (names resting on equal sizes)
             if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
+                from shapetrace.engine.dependencies import CAUSAL
                 from shapetrace.engine.lengths_read import unmeasured_lengths
                 from shapetrace.engine.pooled_read import unmeasured_read
                 found = with_witnesses(found, self._measured()[0]) + unmeasured_read(self) + unmeasured_lengths(self)
+                found = held_causal(found, CAUSAL in self._measured()[1])   # (a declared causal module measured so)
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics
 

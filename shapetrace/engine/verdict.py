@@ -72,6 +72,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                          "chunk taken the wrong way round, or by design: XLNet, Reformer)",
                    "batch-picked": "one entry of the batch was picked and the others dropped for good",
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
+                   "causal-declared-unmasked": "a module declares itself causal and its attention over several "
+                                               "queries applies no causal mask",
                    "window-width-unchecked": "a sliding window's width was read on a mask's values, and no window "
                                              "the model's modules hold says it",
                    "positions-shared-over-padding": "a table of positions is read by one row shared by every entry "

@@ -42,11 +42,19 @@ is now read as that value (shapetrace/engine/directions.py ``where_params``), so
 DIMS (round_outcome) and the CLI's note is gone (``? 13 of 20``: the padding mask built from a literal
 ``lengths`` of 4 entries at B = H = 4 stays unnamed, as it must).
 
+Fixed (b68a0b7): roformer_decoder_bidirectional's bug was ``✓`` at DIMS, a named known miss (``MISSED``): a
+padding-only mask on a self-attention is exactly an encoder's ops. But the layer says it is a decoder
+(``self.is_decoder = True``), and shapetrace/engine/declared.py compares what a module declares (``is_decoder``,
+``is_causal``, ``causal``, ``causal_mask`` holding ``True``, on itself or one level into ``config``) with the run:
+its self-attention over 6 queries of one sequence with no causal mask anywhere is the ``causal-declared-unmasked``
+note, so ``?`` (round_outcome, both sizes). Measured on the built inputs (``shapetrace.trace(...,
+dependencies=True)``, the test below), the flag asks for the causal contract, which breaks: ``✗
+causal-mask-leaks``; its correct twin stays ``✓`` (the causal contract holds). The CLI on the script stays ``?``
+(now with the note): its ``attention_mask`` is made from a literal ``lengths``, so its batch axis has no name and
+no dependency contract is measured there.
+
 Open (known misses and later rounds):
 
-* roformer_decoder_bidirectional (bug): ``✓`` at DIMS, a named known miss (``MISSED``): a padding-only mask on
-  a self-attention is exactly an encoder's (BERT, RoFormer's own encoder); that the layer was configured as a
-  decoder is in its config, never in what torch records. Only the mask's values (no triangle) differ.
 * mlxcel_internlm3_doubled_positions (bug): ``?`` as its correct file: positions ``2 * (offset + i)`` on both
   the queries and the keys are a rope with doubled frequencies (a valid linear scaling of factor 0.5 reads the
   same); the decode step lands at twice the cache's length consistently. A twin by values. Both stay ``?`` in
@@ -61,6 +69,10 @@ Open (known misses and later rounds):
 
 from __future__ import annotations
 
+import pytest
+import torch
+
+import shapetrace
 from tests.corpus.helpers import round_tests
 from tests.corpus.reports27 import (
     kerashub_mask_batch_on_heads,
@@ -84,12 +96,23 @@ EXPECTED = {
     (kerashub_mask_batch_on_heads, "mask-on-heads"): [("✗", ("broadcast-mismatch", "projection-over-tokens")),
                                                       CROSSED],
     (roformer_decoder_bidirectional, ""): [SURE, UNSURE],
-    (roformer_decoder_bidirectional, "bidirectional-decoder"): [SURE, UNSURE],
+    (roformer_decoder_bidirectional, "bidirectional-decoder"): [UNSURE, UNSURE],
 }
 #: the rows also traced at equal sizes (the others' equal-size outcomes measured once, above)
 EQUAL_TESTED = {(kerashub_mask_batch_on_heads, "mask-on-heads")}
-#: bugs that keep ``✓``: a decoder's missing causal triangle is in its config, not in what torch records
-MISSED = frozenset({(roformer_decoder_bidirectional, "bidirectional-decoder")})
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
-    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED, missed=MISSED)
+    round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
+
+
+@pytest.mark.parametrize(("bug", "mark", "kinds"), [("", "✓", []), (
+    "bidirectional-decoder", "✗", ["causal-mask-leaks", "causal-declared-unmasked"])])
+def test_a_decoder_given_the_padding_only_mask_leaks_on_the_values(bug, mark, kinds):
+    """RoFormer's decoder (``is_decoder = True``) measured on its built inputs: the flag asks for the causal
+    contract, which the padding-only mask breaks (output token 0 depends on token 5) and the causal one keeps.
+    Fails on d4dc24b (the bug was ``✓`` there, the contract never asked for)."""
+    model, inputs = roformer_decoder_bidirectional.build(bug)
+    with torch.no_grad(), shapetrace.trace(dims=roformer_decoder_bidirectional.DIMS[0], dependencies=True) as t:
+        model(*inputs)
+    assert (t.report().verdict.mark, [d.kind for d in t.diagnostics]) == (mark, kinds)
+    assert ("the causal mask holds" in t.contracts) == (bug == "")

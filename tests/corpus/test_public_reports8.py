@@ -32,7 +32,7 @@ rotary_offset_cache       offset-not-in-cache-key     ✗ rotary-position-off / 
 keras_cross_padding_mask  (correct)                   ✓ 59 ops / ?; CLI ? 53 of 65                 ✓ / ?
 keras_cross_padding_mask  target-mask-for-cross       ✓ 59 ops / ?; CLI ? 53 of 65                 ✓ / ? (open)
 xformers_causal_skipped   (correct)                   ✓ 22 ops / ?                                 ✓ / ?
-xformers_causal_skipped   causal-only-with-mask       ✓ 20 ops / ?                                 ✓ / ? (twin)
+xformers_causal_skipped   causal-only-with-mask       ✓ 20 ops / ?                                 ? / ? (twin*)
 ========================  ==========================  ===========================================  ==========
 
 At first sight, at DIMS, the 6 correct files were ✓ 3, ? 3, ✗ 0 (the CLI: ✓ 1, ? 4, ✗ 1: tinyllm's correct
@@ -48,6 +48,14 @@ Open: keras' ``target-mask-for-cross`` is ``✓`` at DIMS (an expected failure b
 length, so the bug is silent; both are ``T`` by --dims). m2m100's sinusoidal table is looked up with
 ``index_select`` on flattened position ids, which no rule names, so neither its positions nor the bug's are
 checked; rotary_offset_cache's ``rotate_half`` on interleaved pairs (``stack(...).flatten(-2)``) stays unnamed.
+
+(*) xformers' twin ``causal-only-with-mask`` is the reported bug itself, kept a twin because nothing recorded said
+the module meant to be causal. Since b68a0b7 the engine reads what a module declares (shapetrace/engine/declared.py:
+``self.causal = True`` on ``ScaledDotProduct``), so its unmasked self-attention over 6 queries is ``?`` (the note
+``causal-declared-unmasked``) at both sizes (``✓`` before), and the CLI, which measures the dependency contracts,
+says ``✗ causal-mask-leaks`` (output token 0 depends on token 5; the correct file: ``✓``, the causal mask holds).
+The twin's earlier ``✓`` rested on the flag being unread, not on the code being right (the maintainer: "This was
+pretty wrong").
 """
 
 from __future__ import annotations
@@ -79,7 +87,7 @@ EXPECTED = {
     (rotary_offset_cache, ""): [UNSURE, UNSURE],
     (rotary_offset_cache, "offset-not-in-cache-key"): [("✗", ("rotary-position-off",)), UNSURE],
     (xformers_causal_skipped, ""): [OK, UNSURE],
-    (xformers_causal_skipped, "causal-only-with-mask"): [OK, UNSURE],   # (a twin: causal=True is no op)
+    (xformers_causal_skipped, "causal-only-with-mask"): [UNSURE, UNSURE],   # (the reported bug: causal=True, (*))
 }
 
 

@@ -164,3 +164,19 @@ def test_the_windows_of_a_settings_object_a_module_holds_count_too():
     m.config, m.inner, m.kind = SimpleNamespace(window_size=4, sliding_window=None, hidden_size=64), inner, nn.Linear
     m.table = torch.zeros(2)
     assert configured_windows(m) == [("config.window_size", 4)]
+
+
+def test_a_module_declares_itself_causal_by_a_true_bool_under_a_causal_name():
+    """:func:`~shapetrace.engine.modules.declared_causal`: ``is_causal``, ``is_decoder``, ``causal``,
+    ``causal_mask`` holding ``True``, on the module or one level into a settings object (``config.is_decoder``);
+    never ``False``, a truthy int, a tensor (a ``causal_mask`` buffer), another name, nor two levels in. Fails on
+    d4dc24b (no such function)."""
+    from types import SimpleNamespace
+
+    from shapetrace.engine.modules import declared_causal
+
+    m = nn.Module()
+    m.is_causal, m.causal, m.is_decoder, m.bidirectional = True, 1, False, True
+    m.register_buffer("causal_mask", torch.ones(2, 2))
+    m.config = SimpleNamespace(is_decoder=True, causal_mask=False, inner=SimpleNamespace(is_causal=True))
+    assert declared_causal(m) == ["is_causal", "config.is_decoder"]
