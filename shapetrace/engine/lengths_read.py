@@ -1,6 +1,7 @@
 """Where the padding contract (:mod:`.padding`) was not measured on a padding mask the model builds from its lengths:
-a tensor of one value per batch entry that enters the traced code (a ``[B]`` of sequence lengths, named by
-:func:`.infer.seeds.batch_seed`) and whose values alone, compared with positions, make a boolean mask with a token
+a tensor of one value per batch entry given to the model's first call (a ``[B]`` of sequence lengths, named by
+:func:`.infer.seeds.batch_seed`; not one the library makes inside, as transformers' masks index the batch with an
+``arange(batch_size)``) and whose values alone, compared with positions, make a boolean mask with a token
 axis (``arange(T)[None, :] >= lengths[:, None]``). No name or shape says that the model hides those pads from
 every attention (rosinality/mac-network-pytorch issue #7: the lengths turned into a mask, the control attention
 given none of it), and the padding contract reads a mask given as an argument, not one built inside the model: the
@@ -30,8 +31,10 @@ def unmeasured_lengths(trace) -> list[Diagnostic]:
     inferred, capture = trace._inferred(), trace.capture
     labels = node_labels(inferred.axes, trace.namer)
     role = trace.namer.role
-    lengths = {n for n, facts in enumerate(capture.nodes) if facts.entered and not facts.parameter
-               and len(facts.shape) == 1 and [role(label) for label in labels(n) if label] == ["batch"]}
+    first = capture.module_calls.first_call
+    given = {argument.node for argument in first.arguments} if first is not None else set()
+    lengths = {n for n in given if isinstance(n, int) and not capture.nodes[n].parameter
+               and len(capture.nodes[n].shape) == 1 and [role(label) for label in labels(n) if label] == ["batch"]}
     if not lengths:
         return []
     made = set(lengths)
