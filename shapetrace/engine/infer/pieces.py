@@ -46,7 +46,7 @@ def named_pieces(state: Inference, unproven: dict[int, tuple[Axis, ...]]) -> dic
             continue
         node = record.outs[0]
         axes = unproven.get(node) or state.axes.get(node)
-        if not axes or state.namer.label(axes[-1]) not in (None, PROJECTED):
+        if not axes or state.namer.label(axes[-1]) not in (None, PROJECTED) or not _reads_features(state, record):
             continue
         readers = readers if readers is not None else _readers(state)
         root = _pieces_root(state, readers, node)
@@ -81,9 +81,10 @@ def _pieces_root(state: Inference, readers: dict, node: int) -> str | None:
     splits = [r for r in readers.get(node, ()) if r.spec.family is Family.SPLIT and _cuts_width(state, r, shape)]
     if len(splits) != 1:
         return None
-    names = [_piece_name(state, readers, piece) for piece in splits[0].outs]
-    if not any(names):
-        return None
+    named = [_piece_name(state, readers, piece) for piece in splits[0].outs]
+    if not {0} < {slot for _, slot in filter(None, named)}:
+        return None   # (the queries and the keys or values that attention reads against them: one piece is no proof)
+    names = [found[0] if found else None for found in named]
     terms, at = [], 0
     for name, piece in zip(names, splits[0].outs):
         width = state.capture.nodes[piece].shape[-1]
@@ -99,9 +100,14 @@ def _cuts_width(state: Inference, record, shape: tuple[int, ...]) -> bool:
         sum(o[-1] for o in outs) == shape[-1]
 
 
-def _piece_name(state: Inference, readers: dict, piece: int) -> str | None:
-    """What ``piece`` proves it is: the queries' ``H·d_k`` or the keys' or values' ``D_kv`` (see the module's
-    docstring), or None."""
+def _piece_name(state: Inference, readers: dict, piece: int) -> tuple[str, int] | None:
+    """What ``piece`` proves it is, and the attention's operand that reads it: the queries' ``H·d_k`` (0) or the
+    keys' or values' ``D_kv`` (1, 2; see the module's docstring), or None."""
+    name_slot = _named(state, readers, piece)
+    return name_slot if name_slot and name_slot[0] else None
+
+
+def _named(state: Inference, readers: dict, piece: int) -> tuple[str | None, int] | None:
     namer = state.namer
     heads, kv_heads, d_k = namer.size_of("H"), namer.size_of("H_kv"), namer.size_of("d_k")
     if not heads or not d_k:
@@ -112,13 +118,13 @@ def _piece_name(state: Inference, readers: dict, piece: int) -> str | None:
     viewed_heads, viewed = view
     slot = _attention_slot(state, readers, viewed)
     queries = "D" if namer.size_of("D") == heads * d_k else "H*d_k"
-    if slot == 0 and viewed_heads == heads:
-        return queries
-    if slot is None or slot == 0:
+    if slot is None:
         return None
+    if slot == 0:
+        return (queries if viewed_heads == heads else None), slot
     if kv_heads is not None and kv_heads != heads:
-        return "D_kv" if viewed_heads == kv_heads and namer.size_of("D_kv") == kv_heads * d_k else None
-    return queries if viewed_heads == heads else None
+        return ("D_kv" if viewed_heads == kv_heads and namer.size_of("D_kv") == kv_heads * d_k else None), slot
+    return (queries if viewed_heads == heads else None), slot
 
 
 def _view_into_heads(state: Inference, readers: dict, piece: int, d_k: int, depth: int = 3):
@@ -164,6 +170,14 @@ def _attention_slot(state: Inference, readers: dict, start: int, depth: int = 16
             return slots.pop() if len(slots) == 1 else None
         frontier = later
     return None
+
+
+def _reads_features(state: Inference, record) -> bool:
+    """Does the projection read named features (a model's width, not tokens merged with features: SAINT's
+    intersample rows ``(n d)``, whose attention over the batch no piece of this projection can name)?"""
+    source = state.axes.get(record.ins[0]) if record.ins else None
+    label = state.namer.label(source[-1]) if source else None
+    return label is not None and state.namer.role(label.lstrip(ax.MIXED_PREFIX)) == "features"
 
 
 def _data(state: Inference, record) -> list[int]:
