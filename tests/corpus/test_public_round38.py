@@ -52,7 +52,7 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
   ``t_block`` and the ``reshape(B, 6, -1)`` / ``chunk(6)`` of the modulation stay unnamed. A ``[B, D]`` seed was
   tried and left out: it names show-attend-and-tell's entered decoder state (reports21) and turns that file's
   ``sum-over-features`` bug ``✓`` (no rule reads a token-weighted sum taken over the features).
-* hymba (55 of 87 on 190afd4, 59 of 87 after fused1's engine/infer/pieces.py): one ``in_proj`` of its own width
+* hymba (55 of 87, on 190afd4 and after fused1's engine/infer/pieces.py): one ``in_proj`` of its own width
   ``F`` (q, k, v, and the state-space branch's x and z: ``split([64, 32, 32, 64, 64])``) left every piece's
   per-head width unnamed on 190afd4 (``view(B, N, H, d)`` of ``F[0:64]`` named ``H`` only; the key/value pieces
   ``F[64:96]`` no names, also with ``H_kv=2`` declared and B = 3), so ``repeat_kv`` and the GQA head order were
@@ -60,8 +60,9 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
   a strict xfail on 190afd4). Now each piece is named by its use (the one viewed into H heads and read as the
   queries is ``D``, the two viewed into H_kv heads and read as keys and values ``D_kv``, x and z ``F[128:192]``,
   ``F[192:256]``: ``in_proj`` is ``D+D_kv+D_kv+F[128:192]+F[192:256]``): with ``H_kv=2`` the correct file is
-  ``✓ checked all 87`` and the bug ``✗ gqa-head-order``. At the table's DIMS (no ``H_kv``) only the query piece is
-  named (the key/value pieces' 2 heads are no declared name), so the rows stay ``?`` (59 of 87). The meta
+  ``✓ checked all 87`` and the bug ``✗ gqa-head-order``. At the table's DIMS (no ``H_kv``) the key/value pieces'
+  2 heads are no declared name, and a query piece alone proves nothing, so no piece is named and the rows stay
+  ``?`` (55 of 87, 55 of 79 for the bug). The meta
   tokens cut ``[:, :T]`` instead of ``[:, M:]`` is "not proven" by names (both keep T entries); the CLI's value
   witness says ``✗``.
 * lag_llama (21 of 72): the series enters as ``[B, P + C]`` (13 steps: no declared size), the lag windows and
