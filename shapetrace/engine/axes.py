@@ -283,7 +283,7 @@ def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) 
         count, _, name = term.rpartition("*") if "*" in term and term.split("*", 1)[0].isdigit() else ("1", "", term)
         if not count.isdigit():
             return None
-        pieces += [(name, int(name) if name.isdigit() else namer.size_of(name))] * int(count)   # 1: a class token
+        pieces += [(name, int(name) if name.isdigit() else namer.size_of(name) or _cut_width(name))] * int(count)
     unknown = [i for i, (_, width) in enumerate(pieces) if width is None]
     if len({pieces[i][0] for i in unknown}) > 1:
         return None   # (parts of one name are one size: BigBird's blocks T%2+T%2+T%2 share what is left)
@@ -303,6 +303,13 @@ def _parts_between(label: str, start: int, size: int, namer: Namer, total: int) 
     if not any(not name.isdigit() for name, _ in found) or sum(w for _, w in found) != size:
         return None   # (a counted part alone, the class token ``(1+N)[0:1]``, keeps the slice's name)
     return [name for name, _ in found]
+
+
+def _cut_width(label: str) -> int | None:
+    """The width of a range of positions cut from an axis (``F[128:192]``: 64, a projection's piece of a width of
+    its own, :mod:`.infer.pieces`), or None."""
+    cut = cut_from(label)
+    return cut[2] - cut[1] if cut and cut[1] is not None and cut[2] is not None and 0 <= cut[1] < cut[2] else None
 
 
 def piece_label(atom: Atom) -> str:

@@ -52,13 +52,17 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
   ``t_block`` and the ``reshape(B, 6, -1)`` / ``chunk(6)`` of the modulation stay unnamed. A ``[B, D]`` seed was
   tried and left out: it names show-attend-and-tell's entered decoder state (reports21) and turns that file's
   ``sum-over-features`` bug ``✓`` (no rule reads a token-weighted sum taken over the features).
-* hymba (55 of 87): one ``in_proj`` of its own width ``F`` (q, k, v, and the state-space branch's x and z:
-  ``split([64, 32, 32, 64, 64])``) leaves the pieces' per-head widths unnamed (``view(B, N, H, d)`` of
-  ``F[0:64]`` names ``H`` only; the key/value pieces ``F[64:96]`` get no names, also with ``H_kv=2`` declared and
-  B = 3), so ``repeat_kv`` and the GQA head order are unchecked and ``repeat-kv-tiled`` stays ``?`` (a known
-  miss, :func:`test_hymba_kv_heads_tiled_are_caught`: the same attention with separate projections, or with
-  one ``qkv`` projection of width (H + 2·H_kv)·d_k, is ``✗ gqa-head-order``; a fifth piece in the split is
-  what leaves every piece unnamed). The meta
+* hymba (55 of 87, on 190afd4 and after fused1's engine/infer/pieces.py): one ``in_proj`` of its own width
+  ``F`` (q, k, v, and the state-space branch's x and z: ``split([64, 32, 32, 64, 64])``) left every piece's
+  per-head width unnamed on 190afd4 (``view(B, N, H, d)`` of ``F[0:64]`` named ``H`` only; the key/value pieces
+  ``F[64:96]`` no names, also with ``H_kv=2`` declared and B = 3), so ``repeat_kv`` and the GQA head order were
+  unchecked and ``repeat-kv-tiled`` was ``?`` at B = 3 with ``H_kv=2`` (:func:`test_hymba_kv_heads_tiled_are_caught`,
+  a strict xfail on 190afd4). Now each piece is named by its use (the one viewed into H heads and read as the
+  queries is ``D``, the two viewed into H_kv heads and read as keys and values ``D_kv``, x and z ``F[128:192]``,
+  ``F[192:256]``: ``in_proj`` is ``D+D_kv+D_kv+F[128:192]+F[192:256]``): with ``H_kv=2`` the correct file is
+  ``✓ checked all 87`` and the bug ``✗ gqa-head-order``. At the table's DIMS (no ``H_kv``) the key/value pieces'
+  2 heads are no declared name, and a query piece alone proves nothing, so no piece is named and the rows stay
+  ``?`` (55 of 87, 55 of 79 for the bug). The meta
   tokens cut ``[:, :T]`` instead of ``[:, M:]`` is "not proven" by names (both keep T entries); the CLI's value
   witness says ``✗``.
 * lag_llama (21 of 72): the series enters as ``[B, P + C]`` (13 steps: no declared size), the lag windows and
@@ -68,8 +72,6 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
 """
 
 from __future__ import annotations
-
-import pytest
 
 from tests.corpus.helpers import round_outcome, round_tests
 from tests.corpus.public38 import d2l_mha, hymba, lag_llama, opensora_stdit
@@ -101,8 +103,10 @@ test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_n
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
 
 
-@pytest.mark.xfail(strict=True, reason="known miss: a fused projection split into q, k, v and further pieces "
-                   "(Hymba's in_proj with its state-space x and z) leaves every piece unnamed, so the key/value "
-                   "heads tiled by repeat() instead of repeat_kv are not checked (? instead of ✗ gqa-head-order)")
 def test_hymba_kv_heads_tiled_are_caught():
+    """A strict xfail on 190afd4 (``?``: the fused ``in_proj``'s pieces unnamed); ``✗`` since engine/infer/pieces.py."""
     assert round_outcome(hymba, "repeat-kv-tiled", "B=3 T=6 D=64 H=4 H_kv=2") == ("✗", ("gqa-head-order",))
+
+
+def test_hymba_correct_with_kv_heads_declared_is_checked_throughout():
+    assert round_outcome(hymba, "", "B=3 T=6 D=64 H=4 H_kv=2") == ("✓", ())

@@ -19,6 +19,7 @@ from shapetrace.engine.infer.backward import complex_tables, heads_from_products
 from shapetrace.engine.infer.lined_up import broadcast_names, contracted_names
 from shapetrace.engine.infer.lookup_widths import lookup_widths
 from shapetrace.engine.infer.module_heads import module_heads
+from shapetrace.engine.infer.pieces import named_on_the_way, named_pieces
 from shapetrace.engine.infer.widths import unproven_widths, widths_by_use
 from shapetrace.engine.ops import (
     lines_up_by_broadcast,
@@ -55,7 +56,12 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     if unproven:   # a width's name no use proves (.widths): nor the writes that copied its pieces
         roots = {state.axes[n][-1].atoms[0].root for n in unproven}
         found = {n: _without(axes, roots) for n, axes in found.items()}
-    for node, axes in {**widths_by_use(state), **unproven}.items():
+    pieces = named_pieces(state, unproven)
+    if pieces:   # the pieces named (.pieces): a pin the first walk's unnamed pieces left partial is not theirs
+        on_the_way = named_on_the_way(state, pieces)
+        found = {n: axes for n, axes in found.items()
+                 if n not in on_the_way or all(state.namer.label(a) is not None for a in axes)}
+    for node, axes in {**widths_by_use(state), **unproven, **pieces}.items():
         found.setdefault(node, axes)
     if not state.ambiguous:
         return found

@@ -59,7 +59,7 @@ from shapetrace.engine.ops import (
     by_parameter_matrix,
     is_basic_indexing,
 )
-from shapetrace.engine.vocabulary import Role
+from shapetrace.engine.vocabulary import PROJECTED, Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -178,7 +178,15 @@ def _contradicted(state: Inference, pin: ax.Axis, axis: ax.Axis) -> bool:
     label = state.namer.label
     mine, theirs = label(pin), label(axis)
     return mine is not None and theirs is not None and mine != theirs and pin.size == axis.size \
-        and not _blocks_of(state, pin, theirs)
+        and not _blocks_of(state, pin, theirs) and not _pieces_over_size(mine, theirs)
+
+
+def _pieces_over_size(mine: str, theirs: str) -> bool:
+    """Is the pin a sum of pieces its uses proved (:mod:`.pieces`: ``D+D_kv+D_kv+F[128:192]``) over a name the
+    walk read off the width's size alone (a multiple, ``3*D``, or a width of its own, ``F``)? The pieces say
+    where the width is cut; the size alone says nothing of it."""
+    count = theirs.split("*", 1)[0]
+    return len(ax.top_level_terms(mine)) > 1 and (theirs == PROJECTED or count.isdigit() and "+" not in theirs)
 
 
 def _blocks_of(state: Inference, pin: ax.Axis, joined: str) -> bool:
