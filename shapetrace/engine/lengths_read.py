@@ -16,11 +16,7 @@ from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.indices import node_labels
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.opspec import LAYOUT_FAMILIES, Family
 from shapetrace.engine.padding import PADDING
-
-#: families whose ops keep a length's values, or compare them (``lengths[:, None]``, ``(n - 1) // 2 + 1``, ``>=``)
-_KEEPS = LAYOUT_FAMILIES | {Family.ELEMENTWISE}
 
 
 def unmeasured_lengths(trace) -> list[Diagnostic]:
@@ -37,12 +33,15 @@ def unmeasured_lengths(trace) -> list[Diagnostic]:
                and len(capture.nodes[n].shape) == 1 and [role(label) for label in labels(n) if label] == ["batch"]}
     if not lengths:
         return []
-    made = set(lengths)
+    made, free = set(lengths), set()   # (free: made by the code from no tensor it was given: ``arange(T)``)
     for r, record in enumerate(capture.records):
-        if type(record) not in (OpRecord, PassRecord) or not any(n in made for n in record.ins):
+        if type(record) not in (OpRecord, PassRecord):
             continue
-        if record.spec.family not in _KEEPS or any(n not in made and not _index(record, i)
-                                                   for i, n in enumerate(record.ins) if isinstance(n, int)):
+        operands = [n for n in record.ins if isinstance(n, int)]
+        if all(n in free for n in operands):
+            free.update(n for n in record.outs if isinstance(n, int))
+        if not any(n in made for n in operands) or any(n not in made and n not in free and not _index(record, i)
+                                                       for i, n in enumerate(record.ins) if isinstance(n, int)):
             continue
         made.update(n for n in record.outs if isinstance(n, int))
         for j, n in enumerate(record.outs):
