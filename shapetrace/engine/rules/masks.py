@@ -340,7 +340,7 @@ def _laid_on_scores(analysis: Analysis):
 
 def _written_through_a_mask(e: Event) -> bool:
     """``x[mask] = value`` with a boolean ``mask`` of ``x``'s own shape: a fill, entry by entry."""
-    return e.op == "__setitem__" and len(e.inputs) >= 2 and e.inputs[1].dtype == "bool" \
+    return e.spec.write == "index" and len(e.inputs) >= 2 and e.inputs[1].dtype == "bool" \
         and e.inputs[1].shape == e.inputs[0].shape
 
 
