@@ -50,8 +50,13 @@ The fixes:
   ``scale-not-head-dim`` (tests/engine/test_scales.py, fails on 9b1eb03): Moirai's ``scale-by-model-width``
   ? -> ``! scale-not-head-dim`` (CLI too); at B = T = H = 4 the finding is held back by the readings of equal
   sizes (an ``order-of-equal-sizes`` note), so it stays ? there.
+* engine/axis_moves ``expand_axes``: the copies an ``expand`` grows just before ``H_kv`` (at ``n_rep``) keep
+  their name, as ``repeat``'s do, so merged with the key/value heads they tile them (``2·H_kv``) and the GQA head
+  order is checked (tests/engine/test_axis_moves.py, fails on 3224f6a): Moirai's ``kv-repeat-heads-outer``
+  (einops ``repeat`` ``"... g t d -> ... (r g) t d"``, recorded as ``unsqueeze``, ``expand``, ``reshape``)
+  ? -> ``✗ gqa-head-order`` (CLI too); still ? at B = T = H = 4.
 
-After the fixes (``round_outcome``, distinct sizes): correct ✓ 1, ? 4, ✗ 0; bugs ✗ 7, ! 1, ? 2, ✓ 0.
+After the fixes (``round_outcome``, distinct sizes): correct ✓ 1, ? 4, ✗ 0; bugs ✗ 8, ! 1, ? 1, ✓ 0.
 
 Tried and left out: a ``[B]`` seed for a one-axis argument of the model's call of a size only B has (OpenNMT's
 ``src_len``, d2l's ``valid_lens``). It turns OpenNMT correct ✓ (22 of 22), d2l's ``valid-lens-repeat`` ✗ (with
@@ -76,18 +81,11 @@ Why each stays ``?``:
   parts are split into heads (tried, reverted) loses every name of this file, and ``kv-heads-tiled`` went ✗ -> ?:
   the model's ``D`` reached the token stream only through the adaLN chunk.
 * moirai_gqa: the sample-id mask hides nothing on this input (one sample per series), so it is "not proven".
-  ``kv-repeat-heads-outer`` (einops ``repeat`` ``"... g t d -> ... (r g) t d"``, recorded as ``unsqueeze``,
-  ``expand``, ``reshape``) is a known miss (:func:`test_moirai_kv_heads_tiled_by_einops_are_caught`): an axis
-  ``expand`` widens from one entry gets no name (``repeat`` names it as copies), so the merged heads
-  ``(r, H_kv)`` are unnamed and the GQA head order is unchecked (``?``, never ``✓``); Lumina's ``repeat`` tiling
-  is ``✗ gqa-head-order``.
 """
 
 from __future__ import annotations
 
-import pytest
-
-from tests.corpus.helpers import round_outcome, round_tests
+from tests.corpus.helpers import round_tests
 from tests.corpus.public39 import audiocraft_streaming, lumina_nextdit, moirai_gqa, opennmt_mha, tortoise_qkv
 
 MODULES = (opennmt_mha, tortoise_qkv, audiocraft_streaming, lumina_nextdit, moirai_gqa)
@@ -108,7 +106,7 @@ EXPECTED = {
     (lumina_nextdit, "kv-heads-tiled"): [("✗", ("gqa-head-order",))] * 2,
     (lumina_nextdit, "rotary-rows-columns-swapped"): [UNSURE, UNSURE],
     (moirai_gqa, ""): [UNSURE, UNSURE],
-    (moirai_gqa, "kv-repeat-heads-outer"): [UNSURE, UNSURE],
+    (moirai_gqa, "kv-repeat-heads-outer"): [("✗", ("gqa-head-order",)), UNSURE],   # (? -> ✗ after the fix)
     (moirai_gqa, "scale-by-model-width"): [("!", ("scale-not-head-dim",)), UNSURE],   # (? -> ! after the fix)
 }
 
@@ -119,10 +117,3 @@ EQUAL_TESTED = {(tortoise_qkv, ""), (tortoise_qkv, "mask-repeat-head-major"), (m
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
 
-
-@pytest.mark.xfail(strict=True, reason="known miss: key/value heads widened by einops repeat '(r g)' (unsqueeze, "
-                   "expand, reshape) leave the copies axis expand makes unnamed, so the tiled GQA head order is "
-                   "not checked (? instead of ✗ gqa-head-order)")
-def test_moirai_kv_heads_tiled_by_einops_are_caught():
-    assert round_outcome(moirai_gqa, "kv-repeat-heads-outer", "B=2 T=6 D=64 H=4 H_kv=2") == \
-        ("✗", ("gqa-head-order",))
