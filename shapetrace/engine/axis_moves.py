@@ -67,7 +67,9 @@ def squeeze_axes(axes: Sequence[Axis], out_shape: Sequence[int]) -> tuple[Axis, 
 def expand_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer) -> tuple[Axis, ...]:
     """``expand``: new leading axes and size-1 axes grown to ``n`` (stride 0): broadcast copies.
 
-    A grown axis next to ``H_kv`` whose size is ``n_rep`` is the GQA repeat; others are unnamed.
+    A grown axis next to ``H_kv`` whose size is ``n_rep`` is the GQA repeat; one just before ``H_kv`` of that size
+    keeps its copies (merged with ``H_kv`` they tile the key/value heads, einops' ``"g ... -> (r g) ..."``); others
+    are unnamed.
     """
     lead = len(out_shape) - len(axes)
     out = []
@@ -77,8 +79,10 @@ def expand_axes(axes: Sequence[Axis], out_shape: Sequence[int], namer: Namer) ->
             out.append(src)
             continue
         before = axes[j - lead - 1] if j - lead - 1 >= 0 else None
+        after = axes[j - lead + 1] if 0 <= j - lead + 1 < len(axes) else None
         grown = _grown_axis(size, namer, before)
-        out.append(grown if grown.atoms and grown.atoms[0].root != COPIES else unknown_axis(size))
+        tiles_kv_heads = after is not None and namer.label(after) == "H_kv" and namer.size_of("n_rep") == size
+        out.append(grown if grown.atoms and (grown.atoms[0].root != COPIES or tiles_kv_heads) else unknown_axis(size))
     return tuple(out)
 
 

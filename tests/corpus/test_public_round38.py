@@ -47,7 +47,11 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
 
 * d2l_mha (25 of 28): ``valid_lens`` enters as ``[B]`` (no seed for a 1-D input), so its ``repeat_interleave``
   and the row index it is compared with are unnamed; the bug ``valid-lens-repeat`` (lengths tiled head-major where
-  ``(B·H)`` is batch-major) is only in those unnamed values: a known miss for names, never ``✓``.
+  ``(B·H)`` is batch-major) is only in those unnamed values: a known miss for names, never ``✓``. On main after
+  this stop's merges of inputs1 (the ``[B]`` seed for a one-axis argument of the model's call, with the
+  ``lengths-unmeasured`` note) and r39 (a write through a boolean mask of the scores' shape checked as a fill):
+  the correct file is ``?`` 28 of 28 (the padding contract not measured on a mask built from lengths) and the
+  bug ``✗ mask-wrong-batch-order`` at distinct sizes (``?`` at B = T = H = 4).
 * opensora_stdit (85 of 91): the timestep embedding ``t`` enters as ``[B, D]`` (no seed for a 2-D float input):
   ``t_block`` and the ``reshape(B, 6, -1)`` / ``chunk(6)`` of the modulation stay unnamed. A ``[B, D]`` seed was
   tried and left out: it names show-attend-and-tell's entered decoder state (reports21) and turns that file's
@@ -83,7 +87,7 @@ UNSURE = ("?", ())
 EXPECTED = {
     (d2l_mha, ""): [UNSURE, UNSURE],   # (! -> ? after the fix, see the docstring)
     (d2l_mha, "transpose-output-without-permute"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",))],
-    (d2l_mha, "valid-lens-repeat"): [UNSURE, UNSURE],
+    (d2l_mha, "valid-lens-repeat"): [("✗", ("mask-wrong-batch-order",)), UNSURE],   # (? on 190afd4: see above)
     (opensora_stdit, ""): [UNSURE, UNSURE],
     (opensora_stdit, "temporal-fold-patch-major"): [("✗", ("mixed-axis",))] * 2,
     (opensora_stdit, "spatial-unfold-patch-major"): [("✗", ("mixed-axis",))] * 2,

@@ -17,6 +17,7 @@ from tests.corpus.public20 import griffin_local
 from tests.corpus.public26 import pix2struct
 from tests.corpus.public28 import bark
 from tests.corpus.public37 import sam_two_way, stable_audio_dit
+from tests.corpus.public39 import tortoise_qkv
 from tests.corpus.reports2 import labml_ddpm_softmax
 from tests.corpus.reports23 import min_dt_dropout_output
 
@@ -304,3 +305,19 @@ def test_a_sequence_channels_first_is_seeded_batch_own_features_tokens():
     line = verdict_line(traced_build(stable_audio_dit, "", stable_audio_dit.DIMS[0]))
     assert line.startswith("? checked 67 of 72 ops that could carry a layout bug (2 of them on the values of the "
                            "rotary tables or causal masks they build); not checked (unnamed axes): #2 matmul, #3 cat")
+
+
+def test_a_sequence_channels_first_is_seeded_batch_features_tokens():
+    """``[B, D, T]`` (a sequence as torch's ``Conv1d`` takes it: tortoise-tts's ``AttentionBlock`` over a mel or
+    latent signal) is seeded ``[B, D, T]``; on 190afd4 no seed fitted it, so tests/corpus/public39/tortoise_qkv.py
+    was ``? checked 4 of 12 ops`` (the ``conv1d`` qkv, the ``bs * n_heads`` fold and its split unnamed) and its
+    mask tiled head-major was ``?`` at B = T = H = 4. A ``[B, T, D]`` still reads batch, tokens, features first."""
+    x = torch.randn(2, 64, 6)
+    with shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        x.reshape(8, 16, 6)
+        x.transpose(1, 2).reshape(2, 6, 4, 16)
+    assert [e.outputs[0].dims for e in t.events] == [("B*H", "d_k", "T"), ("B", "T", "D"), ("B", "T", "H", "d_k")]
+    t = traced_build(tortoise_qkv, "", "B=2 T=6 D=64 H=4")
+    assert verdict_line(t).startswith("✓ checked all 12 ops that could carry a layout bug")
+    assert round_outcome(tortoise_qkv, "mask-repeat-head-major", "B=4 T=4 D=64 H=4") == \
+        ("✗", ("mask-wrong-batch-order",))

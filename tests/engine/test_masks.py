@@ -406,3 +406,35 @@ def test_a_mask_tiled_head_major_on_scores_folded_head_major_is_proven():
     assert t.report().verdict.line.startswith(
         "? checked 26 of 26 ops that could carry a layout bug; not proven: the pads of a mask the model builds "
         "from its lengths were not measured unread; no errors or warnings in what was checked")
+
+
+def _rows_filled_through_a_boolean_index(tile):
+    """d2l's ``masked_softmax`` idiom: scores ``[B·H, T, T]`` (heads folded batch-major) filled through a boolean
+    index of their own shape, ``scores[~mask] = -1e6``, the padding mask ``[B, T]`` tiled over the heads by
+    ``tile``."""
+    torch.manual_seed(0)
+    x, pad = torch.randn(2, 6, 64), torch.arange(6)[None, :] < torch.tensor([[6], [4]])
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=4") as t:
+        q = x.view(2, 6, 4, 16).transpose(1, 2).reshape(8, 6, 16)
+        scores = q @ q.transpose(1, 2)
+        mask = tile(pad)[:, None, :].expand(8, 6, 6)
+        scores[~mask] = -1e6
+        scores.softmax(dim=-1)
+    return t
+
+
+def test_a_boolean_index_tiled_head_major_on_scores_folded_batch_major_is_a_wrong_batch_order():
+    """A write through a boolean mask of the written tensor's shape is a fill: on 2f9d990 the mask's batch order
+    was checked for ``masked_fill`` only, and the same mask written through ``scores[~mask] = -1e6`` (d2l's
+    ``sequence_mask``, tests/corpus/public38/d2l_mha.py) was ``✓`` tiled head-major (``mask.repeat(H, 1)``)."""
+    t = _rows_filled_through_a_boolean_index(lambda pad: pad.repeat(4, 1))
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == ["mask-wrong-batch-order"]
+    d = next(d for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
+    assert d.message == ("__setitem__ #8 lines up the mask [4·B=8, 6, T=6] with the scores [B·H=8, T=6, T=6]: "
+                         "axis 0 of the scores counts batch entries first (B*H), but the mask was tiled with its "
+                         "copies first (4*B), so sequence b's mask lands on another sequence's heads.")
+    t = _rows_filled_through_a_boolean_index(lambda pad: pad.repeat_interleave(4, dim=0))
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    assert t.report().verdict.line.startswith(   # (the mask's query axis, expanded from one entry, has no name)
+        "? checked 9 of 10 ops that could carry a layout bug; not checked (unnamed axes): #7 expand; no errors or "
+        "warnings in what was checked")

@@ -82,3 +82,29 @@ def test_each_call_scaled_once_is_silent_when_the_next_queries_come_from_its_out
         layer(out_proj(y))
     assert [d.kind for d in t.diagnostics if d.kind == "scale-not-head-dim"] == []
     assert t.report().verdict.mark == "✓", t.report().verdict.line
+
+
+def _fused_with_scale(scale, D=64, H=4):
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B=2 T=6 D={D} H={H}") as t:
+        q = x.view(2, 6, H, D // H).transpose(1, 2)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, scale=scale)
+    return t
+
+
+def test_a_fused_attention_given_one_over_root_D_for_heads_d_k_wide_is_a_warning():
+    """``scaled_dot_product_attention(q, k, v, scale=dim ** -0.5)`` with heads of d_k (tests/corpus/public39/
+    moirai_gqa.py ``scale-by-model-width``): on 9b1eb03 only a scaling by multiplication was read, and this was
+    ``? 30 of 30`` (a mask that hid nothing) like the correct file. The default scale, 1/√d_k given, and heads as
+    wide as the model scaled by 1/√D stay silent."""
+    t = _fused_with_scale(64 ** -0.5)
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("warning", "scale-not-head-dim")]
+    assert t.diagnostics[0].message == (
+        "scaled_dot_product_attention #2 is given scale=0.125, 1/√64 (the model width D), for queries and keys 16 "
+        "wide (one head, d_k); attention divides by √d_k, 0.25. With √D the softmax is flatter than intended by a "
+        "factor √H = 2.")
+    for scale in (None, 16 ** -0.5):
+        assert [d.kind for d in _fused_with_scale(scale).diagnostics] == []
+    wide = _fused_with_scale(64 ** -0.5, D=64, H=1)   # (one head as wide as the model: 1/√D is 1/√d_k)
+    assert [d.kind for d in wide.diagnostics if d.severity in ("error", "warning")] == []

@@ -184,6 +184,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
+    patterns.append(["B", "D", seq])   # a sequence channels first, as torch's Conv1d takes it (tortoise's [B, C, T])
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
     grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]

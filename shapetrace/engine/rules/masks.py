@@ -329,12 +329,19 @@ def mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
 
 
 def _laid_on_scores(analysis: Analysis):
-    """``(event, scores, mask or bias, "mask" or "bias")`` for each fill and each product with a base."""
+    """``(event, scores, mask or bias, "mask" or "bias")`` for each fill, each write through a boolean mask of the
+    written tensor's shape (d2l's ``X[~mask] = -1e6``), and each product with a base."""
     for e in analysis.events:
-        if e.spec.family is Family.MASK_FILL and len(e.inputs) >= 2:
+        if e.spec.family is Family.MASK_FILL and len(e.inputs) >= 2 or _written_through_a_mask(e):
             yield e, e.inputs[0], e.inputs[1], "mask"
         elif e.spec.operands is baddbmm_operands and len(e.inputs) == 3 and e.outputs:
             yield e, e.outputs[0], e.inputs[2], "bias"
+
+
+def _written_through_a_mask(e: Event) -> bool:
+    """``x[mask] = value`` with a boolean ``mask`` of ``x``'s own shape: a fill, entry by entry."""
+    return e.spec.write == "index" and len(e.inputs) >= 2 and e.inputs[1].dtype == "bool" \
+        and e.inputs[1].shape == e.inputs[0].shape
 
 
 def _batch_order(e: Event, scores, mask, j: int, what: str, batch_first: bool = True) -> Diagnostic:

@@ -162,6 +162,22 @@ def _scale_by_model_width(analysis: Analysis) -> list[Diagnostic]:
                 f"{s['factor']:.4g}, the model width D; attention divides by √d_k = √{d_k} (one head's width), "
                 f"{1 / math.sqrt(d_k):.4g}. With √D the softmax is flatter than intended by a factor "
                 f"√H = {math.sqrt(D / d_k):.3g}."), "Use scores / math.sqrt(d_k).")]
+    return _fused_scale_by_model_width(analysis, D, d_k)
+
+
+def _fused_scale_by_model_width(analysis: Analysis, D: int, d_k: int) -> list[Diagnostic]:
+    """A fused attention given ``scale=1/√D`` for queries one head (d_k) wide: uni2ts-style
+    ``scaled_dot_product_attention(q, k, v, scale=dim ** -0.5)``. Heads as wide as the model keep it."""
+    for e in analysis.events_of(Family.FUSED_ATTENTION):
+        given = e.params.get("scale")
+        if not isinstance(given, (int, float)) or not e.inputs or not e.inputs[0].shape or \
+                e.inputs[0].shape[-1] != d_k or abs(given * math.sqrt(D) - 1) >= 1e-3:
+            continue
+        return [Kind.SCALE_NOT_HEAD_DIM.found(e.index, (
+            f"{e.op} #{e.index} is given scale={given:.4g}, 1/√{D} (the model width D), for queries and keys "
+            f"{d_k} wide (one head, d_k); attention divides by √d_k, {1 / math.sqrt(d_k):.4g}. With √D the "
+            f"softmax is flatter than intended by a factor √H = {math.sqrt(D / d_k):.3g}."),
+            "Leave scale= out (it defaults to 1/√d_k) or pass head_dim ** -0.5.")]
     return []
 
 
