@@ -47,7 +47,7 @@ The fixes (each one general mechanism, tests in the engine's modules):
   its operand was before it), and ``rules/cached_chunks`` makes no "no mask" claim there: LongT5 ! -> ?;
 * ``rules/reductions.stabiliser_axis`` (kind ``stabiliser-wrong-axis``): a max of a softmax's own scores taken
   along another axis than the softmax's keys: LayoutLMv3's ``cogview-max-over-queries`` ? -> ✗;
-* ``F.one_hot`` in the registry (its indices' axes, then the classes) and ``_Walker`` carrying a name back into
+* ``F.one_hot`` in the registry (its indices' axes, then the classes) and ``NameWalker`` carrying a name back into
   every operand an elementwise op lines up: LayoutLMv3's correct file ? -> ✓ (and round 21's Jais ✓).
 
 Now (``round_outcome``, distinct): correct ✓ 3, ? 3, ! 0, ✗ 0 (equal sizes: no ✗); bugs ✗ 9, ? 3, ✓ 0. The CLI:

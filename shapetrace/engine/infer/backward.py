@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
 
 #: families whose name rules move whole axes around (or keep them): a name is carried back through them
-_CARRIED = frozenset({Family.AXIS_ORDER, Family.SPLIT, Family.SLICE, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS,
+CARRIED = frozenset({Family.AXIS_ORDER, Family.SPLIT, Family.SLICE, Family.CONTIGUOUS, Family.SIZE_ONE_AXIS,
                       Family.DROPOUT, Family.ELEMENTWISE, Family.MASK_FILL, Family.SOFTMAX})
 #: what a name found at a join is also carried back through, where the op keeps the axis whole
 _WHOLE_MOVES = frozenset({Family.RESHAPE, Family.EXPAND})
@@ -64,25 +64,25 @@ def heads_from_products(inference: Inference, found: dict[int, tuple[Axis, ...]]
         elif spec.family is Family.JOIN:
             joined = _joined_heads(inference, record, size)
             if joined:
-                walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+                walker = walker or NameWalker(inference, found, ax.root_axis(HEADS, size))
                 for node, position in joined:
                     walker.back(node, position, whole_moves=True)
             continue
         elif lines_up_by_broadcast(spec) or spec.operands is baddbmm_operands:
-            walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+            walker = walker or NameWalker(inference, found, ax.root_axis(HEADS, size))
             for node, position in _bias_heads(inference, record, size) + walker.folded_bias_heads(record):
                 walker.back(node, position)
             continue
         else:
             continue
         if out and _heads_axis_unnamed(namer, out, size):
-            walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+            walker = walker or NameWalker(inference, found, ax.root_axis(HEADS, size))
             for node in record.ins:
                 walker.back(node, -3)
         elif out and len(out) >= 4 and namer.label(out[-3]) == HEADS:
             for node in record.ins[1:]:
                 if _unnamed_heads_sized(inference, node, size):
-                    walker = walker or _Walker(inference, found, ax.root_axis(HEADS, size))
+                    walker = walker or NameWalker(inference, found, ax.root_axis(HEADS, size))
                     walker.back_to_copies(node, -3)
     return walker.pins if walker is not None else {}
 
@@ -116,10 +116,10 @@ def joined_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> di
             axis = next(iter(named.values()))
             for node, axes in ((record.outs[0], out), *parts):
                 if axes[p].size == axis.size and namer.label(axes[p]) is None:
-                    walker = walkers.setdefault(axis, _Walker(inference, found, axis))
+                    walker = walkers.setdefault(axis, NameWalker(inference, found, axis))
                     walker.back(node, p, whole_moves=True)
         for node, axis in _counted_parts(inference, out, parts, dim % len(out)):
-            walkers.setdefault(axis, _Walker(inference, found, axis)).back(node, dim % len(out), whole_moves=True)
+            walkers.setdefault(axis, NameWalker(inference, found, axis)).back(node, dim % len(out), whole_moves=True)
     for walker in walkers.values():   # each names one axis: a node two of them reach takes both names
         for node, axes in walker.pins.items():
             before = found.get(node) or inference.axes.get(node) or ()
@@ -175,7 +175,7 @@ def complex_tables(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> 
                 axis = other[back]
                 if mine[back].size == axis.size > 1 and namer.label(axis) is not None \
                         and (mine_guessed or namer.label(mine[back]) is None):
-                    walker = walkers.setdefault(axis, _Walker(inference, found, axis, over_guesses=True))
+                    walker = walkers.setdefault(axis, NameWalker(inference, found, axis, over_guesses=True))
                     walker.back(node, back, whole_moves=True)
     pins: dict[int, tuple[Axis, ...]] = {}
     for walker in walkers.values():
@@ -346,7 +346,7 @@ def _heads_axis_unnamed(namer, out: tuple[Axis, ...], size: int) -> bool:
     return HEADS not in labels and any(lab and namer.role(lab) == "batch" for lab in labels[:-3])
 
 
-class _Walker:
+class NameWalker:
     def __init__(self, inference: Inference, found: dict, axis: Axis, over_guesses: bool = False):
         self.inference, self.found, self.axis = inference, found, axis
         self.over_guesses = over_guesses   # a size guess's names (.guesses) yield to the walk as unnamed ones do
@@ -400,9 +400,9 @@ class _Walker:
             self._through_join(record, p, len(axes))
         elif record is not None and record.spec.family is Family.ELEMENTWISE and len(record.ins) > 1:
             self._through_broadcast(record, p, len(axes), whole_moves)
-        elif record is not None and (record.spec.family in _CARRIED
+        elif record is not None and (record.spec.family in CARRIED
                                      or whole_moves and record.spec.family in _WHOLE_MOVES):
-            self._through_op(record, node, p, whole_moves)
+            self.through_op(record, node, p, whole_moves)
 
     def back_to_copies(self, node: int, position: int) -> None:
         """The keys or values of multi-query attention lined up with named query heads: their axis there
@@ -414,7 +414,7 @@ class _Walker:
         pins, seen = dict(self.pins), set(self.seen)
         self.back(node, position)
         added = [n for n in self.pins if self.pins[n] != pins.get(n)]
-        ends = [n for n in added if self.made.get(n) is None or self.made[n].spec.family not in _CARRIED]
+        ends = [n for n in added if self.made.get(n) is None or self.made[n].spec.family not in CARRIED]
         if not ends or not all(self._grown_from_one(n) or self._cut_from_unnamed(n, pins)
                                or self._filled(n) for n in ends):
             self.pins, self.seen = pins, seen
@@ -568,7 +568,7 @@ class _Walker:
             return None
         return outs[k][p].atoms
 
-    def _through_op(self, record, node: int, p: int, whole_moves: bool = False) -> None:
+    def through_op(self, record, node: int, p: int, whole_moves: bool = False) -> None:
         """Which operand axis became axis ``p`` of ``node``: each operand's axes are replaced by
         markers (unnamed roots of their own), the op's name rule is run on them, and the marker found
         whole at ``p`` says."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, GRID_ROOTS, MIXED_PREFIX, UNKNOWN, Axis
-from shapetrace.engine.infer.backward import _Walker, whole_plain
+from shapetrace.engine.infer.backward import NameWalker, whole_plain
 from shapetrace.engine.ops import Family, is_matrix_product
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,17 +86,17 @@ def contracted_names(inference: Inference, found: dict[int, tuple[Axis, ...]]) -
         if len(a) < 2 or len(b) < 2:
             continue
         for node, position, mine, theirs in ((record.ins[1], -2, b[-2], a[-1]), (record.ins[0], -1, a[-1], b[-2])):
-            if mine.size != theirs.size or namer.label(mine) is not None or not _sound_name(namer, theirs) \
+            if mine.size != theirs.size or namer.label(mine) is not None or not sound_name(namer, theirs) \
                     or not _held_table(node, made, nodes, built):
                 continue
-            walker = _Walker(inference, {**found, **pins}, theirs)
+            walker = NameWalker(inference, {**found, **pins}, theirs)
             walker.back(node, position)
             for n, axes in walker.pins.items():
                 pins.setdefault(n, axes)
     return pins
 
 
-def _sound_name(namer, axis: Axis) -> bool:
+def sound_name(namer, axis: Axis) -> bool:
     """A named axis that is no unknown, no copies and no wrong view's mix (``D``, ``d_k``, ``T``)."""
     return namer.label(axis) is not None and bool(axis.atoms) and \
         not any(a.root in (UNKNOWN, COPIES) or a.root.startswith(MIXED_PREFIX) for a in axis.atoms)
@@ -140,7 +140,7 @@ def _rows_of_a_held_table(inference, found, made, entered, node, mine, theirs, p
         q = p + len(theirs) - len(mine)
         if q >= 0 and axis.size > 1 and axis.size == theirs[q].size and namer.label(axis) is None \
                 and whole_plain(namer, theirs[q]) and namer.plain_role(namer.label(theirs[q])) == "features":
-            walker = _Walker(inference, {**found, **pins}, theirs[q])
+            walker = NameWalker(inference, {**found, **pins}, theirs[q])
             walker.back(node, p, whole_moves=True)
             for n, axes in walker.pins.items():
                 if n not in entered:

@@ -6,7 +6,7 @@ it unnamed). A later use does: a product that sums it against a named axis (BERT
 ``einsum('bhld,lrd->bhlr', q, table)``, pair each entry of ``w`` with the same entry of the queries' ``d_k``;
 SpeechT5's ``q @ table.transpose(-2, -1)``), or an op that moves it whole and gives it a name its pattern
 proves (T5's bias ``rearrange(values, 'i j h -> h i j')``, then broadcast onto the scores' heads). That name is
-carried back (:class:`.backward._Walker`, through the ops that move whole axes) up to the lookup's output, and
+carried back (:class:`.backward.NameWalker`, through the ops that move whole axes) up to the lookup's output, and
 the walk is kept only where it reaches one: nothing else is named by this pass.
 
 Reads: the finished inference's axes, the records. Adds: nothing to the state; returns the pins.
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.infer.backward import _CARRIED, _Walker
-from shapetrace.engine.infer.lined_up import _sound_name
+from shapetrace.engine.infer.backward import CARRIED, NameWalker
+from shapetrace.engine.infer.lined_up import sound_name
 from shapetrace.engine.op_args import parse_einsum
 from shapetrace.engine.ops import Family, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
 
 #: what a lookup's width is followed forward through to its use: ops that keep or move whole axes of one tensor
-_MOVES = _CARRIED | {Family.SLICE}
+_MOVES = CARRIED | {Family.SLICE}
 
 
 def lookup_widths(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> dict[int, tuple[Axis, ...]]:
@@ -60,7 +60,7 @@ def lookup_widths(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> d
         return True
 
     def walk(axis: Axis, start) -> None:
-        walker = _Walker(inference, {**found, **pins}, axis)
+        walker = NameWalker(inference, {**found, **pins}, axis)
         start(walker)
         if lookups & set(walker.pins):
             for n, a in walker.pins.items():
@@ -73,13 +73,13 @@ def lookup_widths(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> d
         for node, position, theirs in _contracted(inference, record, axes):
             mine = axes(node)
             if mine[position].size == theirs.size and namer.label(mine[position]) is None \
-                    and _sound_name(namer, theirs) and from_lookup(node):
+                    and sound_name(namer, theirs) and from_lookup(node):
                 walk(theirs, lambda w, n=node, p=position: w.back(n, p))
         if spec.family in _MOVES and len(set(record.ins)) == 1 and from_lookup(record.ins[0]):
             out = record.outs[0]
             for p, axis in enumerate(axes(out)):
-                if axis.size > 1 and _sound_name(namer, axis):
-                    walk(axis, lambda w, r=record, n=out, q=p: w._through_op(r, n, q))
+                if axis.size > 1 and sound_name(namer, axis):
+                    walk(axis, lambda w, r=record, n=out, q=p: w.through_op(r, n, q))
     return pins
 
 
