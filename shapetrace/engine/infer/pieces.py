@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
-from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.capture import OpRecord
+from shapetrace.engine.infer.widths import record_readers
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.vocabulary import PROJECTED
 
@@ -48,7 +49,7 @@ def named_pieces(state: Inference, unproven: dict[int, tuple[Axis, ...]]) -> dic
         axes = unproven.get(node) or state.axes.get(node)
         if not axes or state.namer.label(axes[-1]) not in (None, PROJECTED) or not _reads_features(state, record):
             continue
-        readers = readers if readers is not None else _readers(state)
+        readers = readers if readers is not None else record_readers(state)
         root = _pieces_root(state, readers, node)
         if root is not None:
             pins[node] = axes[:-1] + (ax.root_axis(root, axes[-1].size),)
@@ -59,7 +60,7 @@ def named_on_the_way(state: Inference, pins: dict[int, tuple[Axis, ...]]) -> set
     """The tensors between each projection in ``pins`` and the first attention that reads what it became: with
     the pieces named, the second walk names them itself, so a pin made from the first walk's unnamed pieces
     (the heads a product proves, carried back with the head width unnamed) is not theirs."""
-    readers, found = _readers(state), set()
+    readers, found = record_readers(state), set()
     for node in pins:
         frontier = [node]
         for _ in range(16):
@@ -182,13 +183,3 @@ def _reads_features(state: Inference, record) -> bool:
 
 def _data(state: Inference, record) -> list[int]:
     return [n for n in record.ins if n not in state.from_parameters]
-
-
-def _readers(state: Inference) -> dict[int, list]:
-    """node -> the records that read it, in order."""
-    found: dict[int, list] = {}
-    for record in state.capture.records:
-        if type(record) is OpRecord or type(record) is PassRecord:
-            for node in dict.fromkeys(record.ins):
-                found.setdefault(node, []).append(record)
-    return found

@@ -34,7 +34,7 @@ _ATTENTION = (Family.PRODUCT, Family.FUSED_ATTENTION, Family.MODULE_ATTENTION)
 def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
     """Pins that unname the features of each projection whose width alone named them and whose
     regrouping with tokens no use proves."""
-    readers = _readers(state)
+    readers = record_readers(state)
     pins: dict[int, tuple[Axis, ...]] = {}
     for record in state.capture.records:
         if type(record) is not OpRecord or record.spec.family is not Family.PROJECTION or not record.outs:
@@ -66,7 +66,7 @@ def widths_by_use(state: Inference) -> dict[int, tuple[Axis, ...]]:
         if not axes or state.namer.label(axes[-1]) is not None or not state.namer.width_clashes(axes[-1].size) \
                 or not _reads_features(state, record):
             continue
-        readers = readers if readers is not None else _readers(state)
+        readers = readers if readers is not None else record_readers(state)
         cuts = [r for r in readers.get(node, ()) if _cuts_last_axis(state, node, r)]
         if not cuts:
             pins[node] = axes[:-1] + (ax.root_axis("D", axes[-1].size),)
@@ -218,7 +218,7 @@ def _whole_feature(state: Inference, axis: Axis) -> bool:
         and not state.namer.is_token_root(atoms[0].root)
 
 
-def _readers(state: Inference) -> dict[int, list]:
+def record_readers(state: Inference) -> dict[int, list]:
     """node -> the records that read it, in order."""
     found: dict[int, list] = {}
     for record in state.capture.records:
