@@ -65,6 +65,7 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
         found.setdefault(node, axes)
     if not state.ambiguous:
         return found
+    made_from: dict[int, set[int]] = {}
     for record in state.capture.records:
         if type(record) is not OpRecord and type(record) is not PassRecord:
             continue
@@ -73,10 +74,23 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
         for node in record.ins:
             root = state.ambiguous.get(node)
             if root is not None and root not in found:
+                if root not in made_from:
+                    made_from[root] = _made_from(state, root)
+                if any(other in made_from[root] for other in record.ins if other != node):
+                    continue   # (a residual x + f(x): names f(x) took from x's own guess prove nothing about it)
                 lined = lined_up(state, node, record.ins)
                 if lined is not None and len(without_ones(lined)) == len(state.capture.nodes[root].shape):
                     found[root] = without_ones(lined)
     return found
+
+
+def _made_from(state: Inference, root: int) -> set[int]:
+    """Every node the records computed from ``root`` (its data flows into them), ``root`` included."""
+    reached = {root}
+    for record in state.capture.records:
+        if (type(record) is OpRecord or type(record) is PassRecord) and any(n in reached for n in record.ins):
+            reached.update(record.outs)
+    return reached
 
 
 def _without(axes: tuple[Axis, ...], roots: set[str]) -> tuple[Axis, ...]:
