@@ -440,12 +440,13 @@ def mask_after_softmax(analysis: Analysis) -> list[Diagnostic]:
         made = next((m for m in (_made_by_softmax(rows, source) for source in e.sources[:2]) if m is not None), None)
         if made is None:
             continue
-        o = e.outputs[0]
+        o, zeros = e.outputs[0], e.spec.scaling == "multiplies"   # (a product's mask hides by its zeros)
         out.append(Kind.MASK_AFTER_SOFTMAX.found(e.index, (
-            f"{e.op} #{e.index} lays a mask that hides (values at or below {HIDING_FILL:g}) on the output of "
+            f"{e.op} #{e.index} lays a mask that hides ("
+            f"{'zeros multiplied in' if zeros else f'values at or below {HIDING_FILL:g}'}) on the output of "
             f"{made.op} #{made.index}, {fmt_named(o.dims, o.shape)}: that softmax already spread its weight over "
             "the keys meant to be hidden, so the weights that reach the values are no softmax over the keys left "
-            "(large negatives where the mask hides)."),
+            f"({'the weights left sum to less than one' if zeros else 'large negatives where the mask hides'})."),
             "Add the mask to the scores before the softmax: softmax(scores + mask, dim=-1)."))
     return out
 
