@@ -20,7 +20,9 @@ from torch import nn
 
 BUGS = ("softmax-singleton",)
 TWINS = ()
-DIMS = ("B=2 T=6 D=32",)
+DIMS = ("B=3 T=6 D=32",)
+#: the equal-size reading: at B = 2 the beat features' width (2) is the batch's size, and nothing names the input
+EQUAL = {DIMS[0]: "B=2 T=6 D=32"}
 
 
 class DeepBeatsAttentionRNN(nn.Module):
@@ -69,7 +71,7 @@ class DeepBeatsAttentionRNN(nn.Module):
         return torch.cat(outputs, dim=1)
 
 
-def build(bug="", B=2, T=6, D=32):
+def build(bug="", B=3, T=6, D=32):
     torch.manual_seed(0)
     model = DeepBeatsAttentionRNN(40, D, D, bug=bug).eval()
     return model, (torch.randn(B, T, 2), torch.randint(0, 40, (B, 2)))
