@@ -57,9 +57,13 @@ Open (known misses):
   is the batch's size: equal sizes decide no name), so neither the LSTM's states nor the softmax's tokens are
   named and the one-entry rule cannot speak: ``?`` for both.
 * vigg's pair mask at equal sizes is ``?``: at B = T = H = 4 the pair mask's axes are not named.
-* Not fixed: the report's literal fix written whole (the pair mask multiplied after a softmax whose padded keys
-  were already hidden before it) is ``✗ mask-after-softmax`` although its key half hides nothing new; the rule does
-  not compare the two masks' values. The correct twin zeroes the query rows only.
+
+Fixed too (the commit after 1d92804): the report's literal fix written whole (the pair mask multiplied after a
+softmax whose padded keys were already hidden before it) was ``✗ mask-after-softmax`` although its key half hides
+nothing new (so would be a key mask laid again after a masked softmax, read since 1d92804). Zeros multiplied onto
+the weights of a softmax whose scores a mask already hid now claim no error (shapetrace/engine/rules/masks.py
+``_hidden_before``: which keys each hides is in their values, not compared): that file is ``✓`` at DIMS. The
+correct twin zeroes the query rows only.
 """
 
 from __future__ import annotations

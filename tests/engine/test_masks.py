@@ -296,7 +296,7 @@ def test_a_mask_before_the_softmax_or_a_zero_fill_after_it_is_no_error(where):
     assert [f for f in _findings(t) if f[0] == "error"] == []
 
 
-def _weights_times_a_mask(mask_shape: tuple[int, ...]):
+def _weights_times_a_mask(mask_shape: tuple[int, ...], hidden_before: bool = False):
     """Softmaxed weights ``[B, H, T, T]`` multiplied by a
     boolean padding mask of ``mask_shape`` after it (autosome-ru/vigg_ribonanza's ``attention * mask.view(b, 1,
     1, -1)``: tests/corpus/reports28/vigg_ribonanza_pad_rows.py), then the weights times v."""
@@ -307,7 +307,10 @@ def _weights_times_a_mask(mask_shape: tuple[int, ...]):
     with shapetrace.trace(dims="B=2 H=4 T=6 d_k=8") as t:
         for x in (q, k, v):
             shapetrace.name(x, "B H T d_k")
-        weights = (q @ k.transpose(-1, -2) / 8 ** 0.5).softmax(-1)
+        scores = q @ k.transpose(-1, -2) / 8 ** 0.5
+        if hidden_before:
+            scores = scores.masked_fill(~real.view(2, 1, 1, 6), torch.finfo(torch.float32).min)
+        weights = scores.softmax(-1)
         (weights * real.view(mask_shape)) @ v
     return t
 
@@ -323,6 +326,17 @@ def test_a_boolean_key_mask_multiplied_after_the_softmax_is_an_error():
     assert d.message.startswith("mul #4 lays a mask that hides (zeros multiplied in) on the output of softmax #2, "
                                 "[B=2, H=4, T=6, T=6]: that softmax already spread its weight over the keys")
     assert d.message.endswith("(the weights left sum to less than one).")
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 6), (2, 1, 6, 1)])
+def test_a_mask_laid_again_after_a_masked_softmax_is_no_error(mask_shape):
+    """The padded keys hidden before the softmax, then the same padding multiplied onto the weights (vigg's
+    reported fix, ``attention * mask2d``, after a masked softmax): its zeros drop no weight the softmax gave, and
+    which keys each mask hides is not compared, so no error. The key mask was ``✗ mask-after-softmax`` on 1d92804
+    (which first read it); a pair mask ``[B, H, T, T]`` was on f1b5d62 already."""
+    t = _weights_times_a_mask(mask_shape, hidden_before=True)
+    assert "mask-after-softmax" not in [d.kind for d in t.diagnostics]
+    assert [f for f in _findings(t) if f[0] == "error"] == []
 
 
 def test_padded_query_rows_zeroed_after_the_softmax_are_no_error():
