@@ -39,7 +39,8 @@ def same_shape_table(args: tuple) -> bool:
 def kept_table(args: tuple, budget: int) -> tuple[int, Any] | None:
     """``(operand position, a copy)`` of the smaller of two multiplied tensors, when it may be a position
     table and fits ``budget`` bytes; None for another device, the meta device, over the bound, a
-    table of one feature, a tensor that is not float, or a learnt parameter (which is no position table).
+    table of one feature, a tensor neither float nor boolean (a boolean mask is kept as its 0/1 floats: it
+    weighs what it multiplies so), or a learnt parameter (which is no position table).
     Two operands of one shape: ``(TIED, (a copy of each))`` (a boolean mask too), or None.
 
     >>> import torch
@@ -55,7 +56,9 @@ def kept_table(args: tuple, budget: int) -> tuple[int, Any] | None:
         copies = [_copy(t, budget // 2, boolean=True) for t in tensors]
         return None if None in copies else (TIED, tuple(copies))
     position = 0 if tensors[0].numel() < tensors[1].numel() else 1
-    table = _copy(tensors[position], budget)
+    table = _copy(tensors[position], budget, boolean=True)
+    if table is not None and str(table.dtype).endswith("bool"):   # (a boolean mask weighs by its 0/1 values)
+        table = table.float()
     return None if table is None else (position, table)
 
 

@@ -483,13 +483,14 @@ def added_facts(kept: Any, scores_shape: tuple[int, ...]) -> dict:
 
 
 def weighs_scores(in_axes) -> bool:
-    """Is one of two multiplied operands the scores and the other a table that changes along both their
-    query and key axes (``[H, T, S]`` against ``[B, H, T, S]``, not a number or a per-head scale)?"""
+    """Is one of two multiplied operands the scores and the other a table that changes along their key axis
+    (``[H, T, S]`` against ``[B, H, T, S]``, or a key mask ``[B, 1, 1, S]`` broadcast over the queries; not a
+    number, a per-head scale or a per-query one)?"""
     roles = [{"query", "key"} <= {a.role for a in axes} for axes in in_axes]
     if len(in_axes) != 2 or roles.count(True) != 1:
         return False
     table = in_axes[roles.index(False)]
-    return len(table) >= 2 and all(a.size > 1 for a in table[-2:])
+    return len(table) >= 2 and table[-1].size > 1
 
 
 def multiplied_facts(kept: Any, in_axes, scores_shape: tuple[int, ...]) -> dict:

@@ -296,6 +296,56 @@ def test_a_mask_before_the_softmax_or_a_zero_fill_after_it_is_no_error(where):
     assert [f for f in _findings(t) if f[0] == "error"] == []
 
 
+def _weights_times_a_mask(mask_shape: tuple[int, ...], hidden_before: bool = False):
+    """Softmaxed weights ``[B, H, T, T]`` multiplied by a
+    boolean padding mask of ``mask_shape`` after it (autosome-ru/vigg_ribonanza's ``attention * mask.view(b, 1,
+    1, -1)``: tests/corpus/reports28/vigg_ribonanza_pad_rows.py), then the weights times v."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
+    real = torch.ones(2, 6, dtype=torch.bool)
+    real[1, 4:] = False
+    with shapetrace.trace(dims="B=2 H=4 T=6 d_k=8") as t:
+        for x in (q, k, v):
+            shapetrace.name(x, "B H T d_k")
+        scores = q @ k.transpose(-1, -2) / 8 ** 0.5
+        if hidden_before:
+            scores = scores.masked_fill(~real.view(2, 1, 1, 6), torch.finfo(torch.float32).min)
+        weights = scores.softmax(-1)
+        (weights * real.view(mask_shape)) @ v
+    return t
+
+
+def test_a_boolean_key_mask_multiplied_after_the_softmax_is_an_error():
+    """A key mask ``[B, 1, 1, T]`` broadcast over the queries weighs the probabilities by its zeros: the keys it
+    drops took their share in the softmax, so the weights left sum to less than one. On f1b5d62 (main) no row
+    was made for it (a table had to change along both the queries and the keys, and a boolean one was not kept),
+    so ``✓``: the bug of tests/corpus/reports28/vigg_ribonanza_pad_rows.py."""
+    t = _weights_times_a_mask((2, 1, 1, 6))
+    assert _findings(t) == [("error", "mask-after-softmax")]
+    d = next(d for d in t.diagnostics if d.kind == "mask-after-softmax")
+    assert d.message.startswith("mul #4 lays a mask that hides (zeros multiplied in) on the output of softmax #2, "
+                                "[B=2, H=4, T=6, T=6]: that softmax already spread its weight over the keys")
+    assert d.message.endswith("(the weights left sum to less than one).")
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 6), (2, 1, 6, 1)])
+def test_a_mask_laid_again_after_a_masked_softmax_is_no_error(mask_shape):
+    """The padded keys hidden before the softmax, then the same padding multiplied onto the weights (vigg's
+    reported fix, ``attention * mask2d``, after a masked softmax): its zeros drop no weight the softmax gave, and
+    which keys each mask hides is not compared, so no error. The key mask was ``✗ mask-after-softmax`` on 1d92804
+    (which first read it); a pair mask ``[B, H, T, T]`` was on f1b5d62 already."""
+    t = _weights_times_a_mask(mask_shape, hidden_before=True)
+    assert "mask-after-softmax" not in [d.kind for d in t.diagnostics]
+    assert [f for f in _findings(t) if f[0] == "error"] == []
+
+
+def test_padded_query_rows_zeroed_after_the_softmax_are_no_error():
+    """The rows of padded queries ``[B, 1, T, 1]`` zeroed after the softmax hide no key from any query."""
+    t = _weights_times_a_mask((2, 1, 6, 1))
+    assert "mask-after-softmax" not in [d.kind for d in t.diagnostics]
+    assert t.report().verdict.mark == "✓"
+
+
 def _cross_scores_with_base(source: str, T: int = 5, S: int = 7, named: bool = True):
     """diffusers' ``get_attention_scores``: cross-attention scores ``baddbmm(mask, q, kᵀ)`` ``[B·H, T, S]`` whose
     base is a ``(B·H, 1, ·)`` mask padded to the keys' length: from the text tokens' keep mask (``"text"``, the

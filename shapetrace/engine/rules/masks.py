@@ -438,16 +438,32 @@ def mask_after_softmax(analysis: Analysis) -> list[Diagnostic]:
         if not hiding or e.index in renormalised or len(e.inputs) < 2:
             continue
         made = next((m for m in (_made_by_softmax(rows, source) for source in e.sources[:2]) if m is not None), None)
-        if made is None:
-            continue
-        o = e.outputs[0]
+        if made is None or (e.spec.scaling == "multiplies" and _hidden_before(rows, made)):
+            continue   # (zeros laid on weights whose keys were hidden before: they may drop nothing more)
+        o, zeros = e.outputs[0], e.spec.scaling == "multiplies"   # (a product's mask hides by its zeros)
         out.append(Kind.MASK_AFTER_SOFTMAX.found(e.index, (
-            f"{e.op} #{e.index} lays a mask that hides (values at or below {HIDING_FILL:g}) on the output of "
+            f"{e.op} #{e.index} lays a mask that hides ("
+            f"{'zeros multiplied in' if zeros else f'values at or below {HIDING_FILL:g}'}) on the output of "
             f"{made.op} #{made.index}, {fmt_named(o.dims, o.shape)}: that softmax already spread its weight over "
             "the keys meant to be hidden, so the weights that reach the values are no softmax over the keys left "
-            "(large negatives where the mask hides)."),
+            f"({'the weights left sum to less than one' if zeros else 'large negatives where the mask hides'})."),
             "Add the mask to the scores before the softmax: softmax(scores + mask, dim=-1)."))
     return out
+
+
+def _hidden_before(rows: dict, softmax, depth: int = 4) -> bool:
+    """Were the scores ``softmax`` normalised already hidden by a mask (a fill at or below :data:`HIDING_FILL`, an
+    additive mask), back through rows of one operand (a scale, a dropout, a copy)? Then zeros multiplied onto its
+    weights afterwards (a padding mask laid again to clear the padded rows) may drop no weight the softmax gave:
+    which keys each hides is in their values, not compared here, so no error is claimed."""
+    source = softmax.sources[0] if softmax.sources else None
+    while source is not None and depth and source[0] in rows:
+        made = rows[source[0]]
+        if made.spec.family is Family.MASK_FILL and hides(made.params.get("value")) or \
+                made.spec.family is Family.ELEMENTWISE and made.params.get("hides") and made.spec.additive:
+            return True
+        source, depth = (made.sources[0] if made.sources else None), depth - 1
+    return False
 
 
 def _made_by_softmax(rows: dict, source, depth: int = 4):
