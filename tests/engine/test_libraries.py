@@ -647,8 +647,8 @@ def test_more_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
     place of the keys (``apply_rotary_pos_emb(query_states, value_states, ...)``: ``✓`` before lib14, now
     ``!`` ``projection-bypassed`` on ``k_proj``, whose heads are made and dropped), timm DeiT's softmax over the
     queries (its unfused path), and Qwen3's ``repeat_kv`` tiling the key/value heads (``repeat``, not
-    ``repeat_interleave``): ``?``, the tiled heads ``n_rep·H_kv`` left unnamed, nothing proves which query head
-    reads which key head. (Known miss until lib15, left ``✓``: a scale applied twice, now ``!``: see the test
+    ``repeat_interleave``): ``?`` until r39 (the tiled heads ``n_rep·H_kv`` were left unnamed), ``✗``
+    ``gqa-head-order`` since (copies ``expand`` grows just before ``H_kv`` keep their name). (Known miss until lib15, left ``✓``: a scale applied twice, now ``!``: see the test
     below; a single scale other than ``1/√d_k`` is Gemma 2's by design, tests/corpus/test_public_reports19.py.)"""
     transformers = optional("transformers", reason="optional group: pip install transformers")
     optional("timm", reason="optional group: pip install timm (and a torchvision built for this torch)")
@@ -690,7 +690,7 @@ def test_more_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
     assert found == {"qwen3-softmax": ("✗", ["softmax-wrong-axis"]), "mbart-merge": ("✗", ["mixed-axis"]),
                      "starcoder2-mask": ("✗", ["causal-mask-reversed"]),
                      "olmo-rotary": ("!", ["projection-bypassed"]), "deit-softmax": ("✗", ["softmax-wrong-axis"]),
-                     "qwen3-tiled": ("?", [])}
+                     "qwen3-tiled": ("✗", ["gqa-head-order"])}   # (? until r39: expand's copies before H_kv)
     assert transformers is not None
 
 
@@ -698,7 +698,7 @@ def test_bugs_planted_in_lib15s_modules_get_no_check_mark(monkeypatch):
     """Nine natural bugs planted in the code of lib15's first-sight modules, none ``✓``: a softmax over the queries
     (OLMo 2, Dinov2 with registers), heads merged without their transpose (Helium, BigBird-Pegasus), GLM's causal
     mask transposed, RoFormer's rotary handed the values in place of the keys (``!`` ``projection-bypassed``, as
-    OLMo's above), Nemotron's ``repeat_kv`` tiling the key/value heads (``?``, as Qwen3's above), and the scale
+    OLMo's above), Nemotron's ``repeat_kv`` tiling the key/value heads (``✗`` since r39, as Qwen3's above), and the scale
     written twice (BLIP's ``attention_scores * self.scale * self.scale``, BioGPT's ``* scaling * scaling``): ``✓``
     on eefe532, ``!`` ``scale-not-head-dim`` since lib15 (engine/rules/scales.py)."""
     transformers = optional("transformers", reason="optional group: pip install transformers")
@@ -748,6 +748,7 @@ def test_bugs_planted_in_lib15s_modules_get_no_check_mark(monkeypatch):
                      "dinov2-registers-softmax": ("✗", ["softmax-wrong-axis"]),
                      "helium-merge": ("✗", ["mixed-axis"]), "bigbird-pegasus-merge": ("✗", ["mixed-axis"]),
                      "glm-mask": ("✗", ["causal-mask-reversed"]), "roformer-rotary": ("!", ["projection-bypassed"]),
-                     "nemotron-tiled": ("?", []), "blip-scale-twice": ("!", ["scale-not-head-dim"]),
+                     "nemotron-tiled": ("✗", ["gqa-head-order"]),   # (? until r39, as qwen3-tiled)
+                     "blip-scale-twice": ("!", ["scale-not-head-dim"]),
                      "biogpt-scale-twice": ("!", ["scale-not-head-dim"])}
     assert transformers is not None
