@@ -648,8 +648,9 @@ def test_more_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
     ``!`` ``projection-bypassed`` on ``k_proj``, whose heads are made and dropped), timm DeiT's softmax over the
     queries (its unfused path), and Qwen3's ``repeat_kv`` tiling the key/value heads (``repeat``, not
     ``repeat_interleave``): ``?`` until r39 (the tiled heads ``n_rep·H_kv`` were left unnamed), ``✗``
-    ``gqa-head-order`` since (copies ``expand`` grows just before ``H_kv`` keep their name). (Known miss until lib15, left ``✓``: a scale applied twice, now ``!``: see the test
-    below; a single scale other than ``1/√d_k`` is Gemma 2's by design, tests/corpus/test_public_reports19.py.)"""
+    ``gqa-head-order`` since (copies ``expand`` grows just before ``H_kv`` keep their name). (Known miss until
+    lib15, left ``✓``: a scale applied twice, now ``!``: see the test below; a single scale other than
+    ``1/√d_k`` is Gemma 2's by design, tests/corpus/test_public_reports19.py.)"""
     transformers = optional("transformers", reason="optional group: pip install transformers")
     optional("timm", reason="optional group: pip install timm (and a torchvision built for this torch)")
     from timm.models import vision_transformer
@@ -698,8 +699,8 @@ def test_bugs_planted_in_lib15s_modules_get_no_check_mark(monkeypatch):
     """Nine natural bugs planted in the code of lib15's first-sight modules, none ``✓``: a softmax over the queries
     (OLMo 2, Dinov2 with registers), heads merged without their transpose (Helium, BigBird-Pegasus), GLM's causal
     mask transposed, RoFormer's rotary handed the values in place of the keys (``!`` ``projection-bypassed``, as
-    OLMo's above), Nemotron's ``repeat_kv`` tiling the key/value heads (``✗`` since r39, as Qwen3's above), and the scale
-    written twice (BLIP's ``attention_scores * self.scale * self.scale``, BioGPT's ``* scaling * scaling``): ``✓``
+    OLMo's above), Nemotron's ``repeat_kv`` tiling the key/value heads (``✗`` since r39, as Qwen3's above), and the
+    scale written twice (BLIP's ``attention_scores * self.scale * self.scale``, BioGPT's ``* scaling * scaling``): ``✓``
     on eefe532, ``!`` ``scale-not-head-dim`` since lib15 (engine/rules/scales.py)."""
     transformers = optional("transformers", reason="optional group: pip install transformers")
     from transformers.models.bigbird_pegasus import modeling_bigbird_pegasus
