@@ -168,7 +168,7 @@ class Namer:
         for cache in ("_label_cache", "_dims_cache", "_mix_cache"):
             self.__dict__.pop(cache, None)
 
-    def feature_root_for_size(self, size: int) -> str | None:
+    def feature_root_for_size(self, size: int, fused: bool = True) -> str | None:
         """The feature root a projection of this width produces (D, 3*D, 2*D, D_kv, H*d_k...).
 
         Only a unique match counts: when two roots have this width, none is chosen. A grouped-query
@@ -176,10 +176,11 @@ class Namer:
         ``c_attn``, Falcon's new architecture) is the sum ``D+2*D_kv``, never another root of the same
         width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
-        (:func:`sliced`); a view of it names only pieces of it."""
-        fused = _fused_heads_root(self, size)
-        if fused is not None:
-            return fused or None
+        (:func:`sliced`); a view of it names only pieces of it. ``fused=False``: the width's other reading,
+        where no use proves the fused one (:func:`.infer.widths.unproven_widths`)."""
+        found = _fused_heads_root(self, size) if fused else None
+        if found is not None:
+            return found or None
         hits = list(dict.fromkeys(self.aliases.get(n, n) for n in FEATURE_WIDTHS if self.size_of(n) == size))
         if self.width_clashes(size) or narrower_query_heads(self, size):
             return None

@@ -79,7 +79,9 @@ Why each stays ``?``:
   namer prefers the fused reading by design), so ``chunk(2)``'s gate is printed ``D_kv+D_kv``: a name chosen by
   an equal size, left for the lead (engine/namer.py ``feature_root_for_size``). Unnaming that width unless its
   parts are split into heads (tried, reverted) loses every name of this file, and ``kv-heads-tiled`` went ✗ -> ?:
-  the model's ``D`` reached the token stream only through the adaLN chunk.
+  the model's ``D`` reached the token stream only through the adaLN chunk. Since (engine/infer/widths.py
+  ``_fused_proven``): a fused grouped-query reading no use proves yields to its size's other reading, ``2*D``,
+  so the gate is ``D`` and the outcomes above are unchanged (tests/engine/test_infer_widths.py).
 * moirai_gqa: the sample-id mask hides nothing on this input (one sample per series), so it is "not proven".
 """
 

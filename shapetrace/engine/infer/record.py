@@ -174,10 +174,12 @@ def _pinned(state: Inference, pin, axes):
 def _contradicted(state: Inference, pin: ax.Axis, axis: ax.Axis) -> bool:
     """Does this walk name the axis otherwise than its pin, each a whole name of the same size (a table's ``T``
     repeated, ``2*T``, where its use lined it up with keys ``S``)? Then which is true rests on the sizes alone:
-    the axis keeps neither."""
+    the axis keeps neither. A fused grouped-query reading (``D+2*D_kv``) the pin replaced is no contradiction:
+    the pin is the width's other reading, taken because no use proved the fused one (:mod:`.widths`)."""
     label = state.namer.label
     mine, theirs = label(pin), label(axis)
     return mine is not None and theirs is not None and mine != theirs and pin.size == axis.size \
+        and theirs not in ax.FUSED_HEAD_ROOTS \
         and not _blocks_of(state, pin, theirs) and not _pieces_over_size(mine, theirs)
 
 

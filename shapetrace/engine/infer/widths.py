@@ -44,11 +44,25 @@ def unproven_widths(state: Inference) -> dict[int, tuple[Axis, ...]]:
         if not axes or not _whole_feature(state, axes[-1]):
             continue
         root = axes[-1].atoms[0].root
+        if root == ax.GROUPED_QKV and not _fused_proven(state, readers, node, root):
+            other = state.namer.feature_root_for_size(axes[-1].size, fused=False)
+            if not _regrouped_unproven(state, readers, node, root):   # (else unnamed below)
+                width = ax.root_axis(other, axes[-1].size) if other else ax.unknown_axis(axes[-1].size)
+                pins[node] = axes[:-1] + (width,)
+                continue
         if _cut_off_its_parts(state, readers, node, root) or _regrouped_unproven(state, readers, node, root) \
                 or (root == ax.NARROW_GROUPED_QKV and not _parts_split_into_heads(state, readers, node, root)) \
                 or (root in _MULTI_QUERY and not _read_as_heads(state, readers, node)):
             pins[node] = axes[:-1] + (ax.unknown_axis(axes[-1].size),)
     return pins
+
+
+def _fused_proven(state: Inference, readers: dict, node: int, root: str) -> bool:
+    """Does a use prove the grouped-query reading ``D+2*D_kv`` of a width that has another (``2*D`` at
+    H = 2·H_kv)? Its parts split into heads, or attention reading what it became. Lumina-Next's adaLN
+    ``Linear(D, 2·D)``, cut by ``chunk(2)`` into a scale and a gate that no attention reads, is ``2*D``: its
+    sizes adding up to D + 2·D_kv prove nothing of keys or values."""
+    return _parts_split_into_heads(state, readers, node, root) or _read_by_attention(state, readers, node)
 
 
 def widths_by_use(state: Inference) -> dict[int, tuple[Axis, ...]]:
