@@ -176,8 +176,7 @@ class Namer:
         ``c_attn``, Falcon's new architecture) is the sum ``D+2*D_kv``, never another root of the same
         width: at ``H = 2·H_kv`` it equals ``2·D``, whose split into ``(2, H, d_k)`` would name the axis
         of each group's q, k and v parts ``H``. Slices of the sum at its parts' bounds name the parts
-        (:func:`sliced`); a view of it names only pieces of it. ``fused=False``: the width's other reading,
-        where no use proves the fused one (:func:`.infer.widths.unproven_widths`)."""
+        (:func:`sliced`), a view only pieces of it. ``fused=False``: the other reading (.infer.widths)."""
         found = _fused_heads_root(self, size) if fused else None
         if found is not None:
             return found or None
