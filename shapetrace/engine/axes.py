@@ -158,7 +158,8 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     label = namer.label(axis)
     if label is None or label.startswith(MIXED_PREFIX):
         return unknown_axis(size)
-    parts = _parts_between(label, start, size, namer, axis.size) if isinstance(start, int) and "+" in label else None
+    stacked = "+" in label or _STACK.fullmatch(label)   # (``3*D``: three parts D, a fused q/k/v width)
+    parts = _parts_between(label, start, size, namer, axis.size) if isinstance(start, int) and stacked else None
     if parts is not None:
         return root_axis("+".join(parts), size)
     if isinstance(start, int) and start >= 0 and size == 1 and start + 1 == axis.size:
@@ -166,6 +167,9 @@ def sliced(axis: Axis, size: int, namer: Namer, start: int | None = None) -> Axi
     else:
         where = f"{start}:{start + size}" if isinstance(start, int) and start >= 0 else f":{size}"
     return Axis((Atom(indexed_label(label, where), size, 1, size),), axis.role)
+
+
+_STACK = re.compile(r"\d+\*[A-Za-z_]\w*")
 
 
 def indexed_label(label: str, where: str) -> str:

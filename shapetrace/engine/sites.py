@@ -206,15 +206,18 @@ def _display_path(filename: str, cwd: str) -> str:
     return path
 
 
-def einops_call(frame) -> tuple[int, list[list[str]] | None]:
-    """(call id, output groups) of the einops call whose ``reduce`` frame is ``frame`` (``'b h n d'`` ->
-    ``[[b], [h], [n], [d]]``), as :func:`call_stack` found it."""
+def einops_call(frame) -> tuple[int, list[list[str]] | None, list[list[str]] | None]:
+    """(call id, output groups, input groups) of the einops call whose ``reduce`` frame is ``frame`` (``'b h n d'``
+    -> ``[[b], [h], [n], [d]]``), as :func:`call_stack` found it."""
     pattern = frame.f_locals.get("pattern")
-    return id(frame), (einops_groups(pattern) if isinstance(pattern, str) else None)
+    if not isinstance(pattern, str):
+        return id(frame), None, None
+    return id(frame), einops_groups(pattern), einops_groups(pattern, side=0)
 
 
-def einops_groups(pattern: str) -> list[list[str]] | None:
-    right = pattern.partition("->")[2]
+def einops_groups(pattern: str, side: int = 2) -> list[list[str]] | None:
+    """The groups of a pattern's output (``side`` 2) or input (``side`` 0): ``'(j h) w'`` -> ``[[j, h], [w]]``."""
+    right = pattern.partition("->")[side]
     if "..." in right:
         return None
     groups, current = [], None

@@ -251,3 +251,20 @@ def test_copies_pair_with_any_run_of_their_size_and_the_rest_must_line_up():
     assert not lines_up_through_copies(Axis((Atom("copies", 3, 1, 3), b)), Axis((b, Atom("T", 3, 1, 3))))
     assert not lines_up_through_copies(Axis((Atom("copies", 2, 1, 2), Atom("T", 8, 1, 8))), Axis((b, Atom(
         "H", 8, 1, 8))))
+
+
+def test_a_cut_of_a_fused_stack_on_its_parts_bounds_is_those_parts():
+    """BiFormer's ``qkv(x).split([qk_dim, qk_dim + dim], dim=-1)`` then ``kv[..., :qk_dim]`` and ``kv[...,
+    qk_dim:]`` (tests/corpus/public41/biformer_bra.py): a width ``3*D`` is three parts D side by side, so a cut on
+    their bounds is those parts, as a cut of a sum is. On 99e5d98 the pieces kept slice labels (``3*D[0:32]``,
+    ``3*D[32:96][0:32]``, ``3*D[32:96][32:64]``), their head axes differed, and the correct file was a false
+    ``✗ batch-mismatch`` twice. A cut inside a part keeps its slice label."""
+    from shapetrace.engine.axes import sliced
+
+    fused = root_axis("3*D", 1536)
+    assert N.label(sliced(fused, 512, N, start=0)) == "D"
+    kv = sliced(fused, 1024, N, start=512)
+    assert N.label(kv) == "D+D"
+    assert [N.label(sliced(kv, 512, N, start=s)) for s in (0, 512)] == ["D", "D"]
+    assert N.label(sliced(fused, 256, N, start=0)) == "3*D[0:256]"              # inside a part
+    assert N.label(sliced(fused, 768, N, start=256)) == "3*D[256:1024]"         # across a part's bound

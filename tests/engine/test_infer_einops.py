@@ -64,3 +64,22 @@ def test_a_grid_as_tall_as_the_heads_are_many_leaves_the_piece_unnamed():
     t = _cvt_fold("B=2 Hp=4 Wp=5 D=32 H=4", 4, 5)
     assert _kinds(t) == []
     assert t.events[-1].outputs[0].dims == ("B", "D", None, "Wp")
+
+
+def test_a_letter_the_pattern_cuts_from_a_whole_grid_axis_is_no_head_split():
+    """BiFormer's regions (tests/corpus/public41/biformer_bra.py): ``'n (j h) (i w) c -> n (j i) h w c'`` over an
+    NHWC map ``[B, Hp, Wp, D]``: ``h`` is the rows within a region, cut by the pattern's own input side from the
+    whole axis ``Hp``. On 99e5d98 it was a false ``✗ mixed-axis`` ("names an axis h, but ... holds pieces of the
+    tokens that are neither the heads nor the declared grid's rows"). The same letter cut from flattened tokens
+    ``N`` still splits the tokens into heads (an error)."""
+    x = torch.randn(2, 4, 6, 32)
+    with shapetrace.trace(dims="B=2 Hp=4 Wp=6 D=32 H=4") as t:
+        shapetrace.name(x, "B Hp Wp D")
+        rearrange(x, "n (j h) (i w) c -> n (j i) h w c", j=2, i=2)          # (B, regions, h, w, D)
+    assert _kinds(t) == []
+    assert t.events[-1].outputs[0].dims[2:] == ("Hp%2", "Wp%3", "D")
+    tokens = torch.randn(2, 24, 32)
+    with shapetrace.trace(dims="B=2 Hp=4 Wp=6 D=32 H=2") as t:
+        shapetrace.name(tokens, "B N D")
+        rearrange(tokens, "b (h n) d -> b h n d", h=2)                      # bug: the tokens split
+    assert _kinds(t) == [("error", "mixed-axis")]

@@ -342,3 +342,29 @@ def test_self_scores_read_the_other_way_stay_a_softmax_over_the_queries():
         _both_ways(x, x, x)
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["softmax-wrong-axis"]
     assert "normalises over axis 2 (T, query) of the scores [B=2, T=6, T=6]" in t.diagnostics[0].message
+
+
+def _slots(renorm_dim):
+    """Slot attention (tests/corpus/public41/slot_attention.py): the softmax over the slots (the queries), then
+    ``attn / attn.sum(dim=renorm_dim, keepdim=True)``, then the values summed over the inputs (the keys)."""
+    inputs, slots = torch.randn(2, 6, 32), torch.randn(2, 3, 32)
+    to_q, to_k, to_v = nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=3 S=6 D=32") as t:
+        shapetrace.name(inputs, "B S D")                                    # the inputs: the keys
+        shapetrace.name(slots, "B T D")                                     # the slots: the queries
+        k, v = to_k(inputs), to_v(inputs)
+        dots = torch.einsum("bid,bjd->bij", to_q(slots), k) * 32 ** -0.5     # (B, T, S)
+        attn = dots.softmax(dim=1) + 1e-8
+        if renorm_dim is not None:
+            attn = attn / attn.sum(dim=renorm_dim, keepdim=True)
+        torch.einsum("bjd,bij->bid", v, attn)                                 # (B, T, D)
+    return [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")]
+
+
+def test_weights_normalised_over_the_queries_then_over_the_keys_get_no_error():
+    """On 99e5d98 slot attention's ``dots.softmax(dim=1)`` renormalised by ``attn.sum(dim=-1)`` was a false
+    ``✗ softmax-wrong-axis`` ("each query's weights must sum to 1 over the keys": after the division they do).
+    Without the division, or divided by their sum over the queries again, it stays the error."""
+    assert _slots(-1) == []
+    assert _slots(None) == [("error", "softmax-wrong-axis")]
+    assert _slots(1) == [("error", "softmax-wrong-axis")]

@@ -27,10 +27,10 @@ def chained(state: Inference, record) -> bool:
 
 
 def finish_pattern(state: Inference) -> None:
-    """The pattern's output: an axis it calls heads that holds tokens (not one whole grid axis) is a
-    contradiction (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes the pattern's name where
-    that name is a declared one of the same size (``h`` -> ``H``)."""
-    _, node, index, groups = state.pending_pattern
+    """The pattern's output: an axis it calls heads that holds tokens (not one whole grid axis, nor a piece the
+    input side cut from one) is a contradiction (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes
+    the pattern's name where that name is a declared one of the same size (``h`` -> ``H``)."""
+    _, node, index, groups, opened = state.pending_pattern
     state.pending_pattern = None
     event = state.events[index] if index < len(state.events) else None
     if groups is None or event is None or not event.outputs or len(groups) != len(event.outputs[0].axes):
@@ -39,7 +39,8 @@ def finish_pattern(state: Inference) -> None:
     axes, either = list(info.axes), set()
     for i, (group, axis) in enumerate(zip(groups, info.axes)):
         if len(group) == 1 and canonical(group[0]) == "H" and any(
-                state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis):
+                state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis) and \
+                not _cut_from_grid_axis(group[0], opened):
             reading = _grid_piece(state, axis)
             if reading is None:
                 state.pattern_conflicts.append((index, group[0]))
@@ -57,6 +58,16 @@ def _whole_grid_axis(axis: Axis) -> bool:
     """Is the axis exactly one whole declared grid axis (``Hp``)? Then the pattern's ``h`` is the image's height
     (latent diffusion's ``'b (h w) c -> b c h w'`` back to the feature map), not heads: no tokens were split."""
     return len(axis.atoms) == 1 and axis.atoms[0].whole and axis.atoms[0].root in GRID_AXES
+
+
+def _cut_from_grid_axis(word: str, opened: tuple) -> bool:
+    """Did the pattern's own input side cut ``word`` with other letters from one whole declared grid axis (BiFormer's
+    regions ``'n (j h) (i w) c -> n (j i) h w c'`` over an NHWC map: ``h`` the rows within a region)? Then the
+    letter is a piece of the image's height, never heads cut from the features (``'b (h n) d'`` cuts the tokens)."""
+    left, axes = opened
+    if left is None or len(left) != len(axes):
+        return False
+    return any(word in group and len(group) > 1 and _whole_grid_axis(axis) for group, axis in zip(left, axes))
 
 
 def _grid_piece(state: Inference, axis: Axis) -> str | None:

@@ -72,7 +72,7 @@ from shapetrace.engine.rules.unread import (
     unread_inputs,
 )
 from shapetrace.engine.rules.weighted_values import keys_and_values_swapped, values_by_queries
-from shapetrace.engine.rules.weights import softmax_weights, summed_along_itself, weights_summed_elsewhere
+from shapetrace.engine.rules.weights import softmax_elsewhere_meant, softmax_weights, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -440,7 +440,7 @@ def softmax_axis(analysis: Analysis) -> list[Diagnostic]:
         if dim is None or e.params.get("implicit_dim"):
             continue   # softmax without dim: contracts.softmax_implicit_dim says which axis torch picked
         dim %= len(t.shape)
-        if roles[dim] != "key" and not (roles[dim] == "query" and summed_along_itself(analysis, e, dim)):
+        if roles[dim] != "key" and not softmax_elsewhere_meant(analysis, e, dim, roles[dim], roles.index("key")):
             key = roles.index("key")   # (weights summed over the queries they sum to 1 over: the other alignment)
             out.append(Kind.SOFTMAX_WRONG_AXIS.found(e.index, (
                 f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or '?'}, "

@@ -221,6 +221,38 @@ def summed_along_itself(analysis: Analysis, start, axis: int) -> bool:
     return bool(start.inputs) and _other_direction(analysis, start.inputs[0], axis, found)
 
 
+def softmax_elsewhere_meant(analysis: Analysis, start, axis: int, role: str | None, key: int) -> bool:
+    """Is a softmax along ``axis`` (of role ``role``), not the scores' key axis ``key``, what the code means: the
+    queries' weights summed over the queries with the tensor that gave them (:func:`summed_along_itself`), or
+    weights then renormalised over the keys (:func:`renormalised_over_keys`)?"""
+    return (role == "query" and summed_along_itself(analysis, start, axis)) or \
+        renormalised_over_keys(analysis, start, key)
+
+
+def renormalised_over_keys(analysis: Analysis, start, key: int) -> bool:
+    """Are ``start``'s softmax weights divided by their own sum over the key axis ``key`` before a product sums
+    them with the values along it? Slot attention's ``attn = dots.softmax(dim=1) + eps`` then ``attn /
+    attn.sum(dim=-1, keepdim=True)``: normalised over the slots (the queries: slots compete for each input), then
+    over the inputs (the keys), so each query's weights do sum to 1 over the keys."""
+    made = start.outputs[0].dims if start.outputs else None
+    for e in analysis.events:
+        for position, source in enumerate(e.sources):
+            if source != (start.index, 0) or position >= len(e.joined) or position >= len(e.inputs) \
+                    or e.inputs[position].dims != made or _contracted(e, position, len(made)) != key:
+                continue
+            if any(_sum_of(analysis.events[r], start, key) for r in e.joined[position] if r < len(analysis.events)):
+                return True
+    return False
+
+
+def _sum_of(r, start, key: int) -> bool:
+    """Is ``r`` a sum of ``start``'s output itself along axis ``key``, alone?"""
+    dim = r.params.get("dim")
+    dim = dim[0] if isinstance(dim, (tuple, list)) and len(dim) == 1 else dim
+    return r.spec is not None and r.spec.name == "sum" and tuple(r.sources[:1]) == ((start.index, 0),) and \
+        isinstance(dim, int) and r.inputs and dim % len(r.inputs[0].shape) == key
+
+
 def _other_direction(analysis: Analysis, scores, axis: int, found) -> bool:
     """Cross attention read both ways from one product: scores of queries named ``T`` against keys named
     ``S``, normalised over ``T`` and summed over ``T`` against features whose summed axis is named ``T`` too
