@@ -39,7 +39,12 @@ source token, and the target's causal mask made that a "leak". Where names come 
 argument but a 0/1 mask that holds a sequence as long as the input (the target ids) now stops the token
 contracts, with the reason in the verdict (shapetrace/engine/probe_inputs.py ``companions``): ``?``.
 
-After the round (this module): correct ✓ 1, ? 3, ✗ 0 (the CLI too); bugs ✗ 1, ? 2, ! 1, ✓ 0.
+Fixed (the commit after 5b19d5a): nlp_study's correct file was ``? 12 of 13 (#2 embedding)``: the decoder's one
+token per entry fed sequence-first, ``(1, B)``, fitted no seed, so the embedding's batch had no name. Its ids are
+now seeded ``[1, B]`` (shapetrace/engine/infer/seeds.py, beside the ``[1, B, D]`` step): ``✓ all 13``; the bug
+stays ``✗ softmax-wrong-axis``, and at B = T = 4 both stay ``?``.
+
+After the round (this module): correct ✓ 2, ? 2, ✗ 0 (the CLI too); bugs ✗ 1, ? 2, ! 1, ✓ 0.
 
 Open (known misses):
 
@@ -52,8 +57,6 @@ Open (known misses):
   its source ids go unread by the tracer (the tutorial's ``seq_k.data.eq(0)``: ``.data`` is not traced).
 * clip_heads_scale ``scale-by-heads`` is a warning (``!``), not an error: a scale that is not 1/sqrt(d_k) is
   a choice some models make (the rule's own wording).
-* nlp_study_softmax_batch (correct): ``?`` for the decoder's one-token input ``(1, B)``: its embedding's
-  leading 1 (the one step of a sequence-first decoder) has no name.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ SCALE = ("!", ("scale-not-head-dim",))
 EXPECTED = {
     (clip_heads_scale, ""): [SURE, UNSURE],
     (clip_heads_scale, "scale-by-heads"): [SCALE, SCALE],
-    (nlp_study_softmax_batch, ""): [UNSURE, UNSURE],
+    (nlp_study_softmax_batch, ""): [SURE, UNSURE],
     (nlp_study_softmax_batch, "softmax-over-batch"): [("✗", ("softmax-wrong-axis",)), UNSURE],
     (t5gemma_cross_window, ""): [UNSURE, UNSURE],
     (t5gemma_cross_window, "cross-cache-sliding"): [UNSURE, UNSURE],
