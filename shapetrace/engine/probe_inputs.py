@@ -180,7 +180,7 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
     cannot be cut (which of its axes is the batch cannot be told, and sizes never decide it), or an
     undeclared list of numbers is as long as the batch (a padding length per entry, as
     ``model(x, pad=[0, 2])``: which goes with which entry cannot be told). ``tokens``: where names were found
-    from sizes alone, the input's length: another argument but a 0/1 mask that holds a sequence as long (a
+    from sizes alone, the input's length: token ids (not a 0/1 mask, not positions) of a sequence as long (a
     decoder's target ids beside the memory it is given) stops the measure, since which of the two the
     output's tokens follow cannot be told, and sizes never decide it."""
     found = []
@@ -210,14 +210,17 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
 
 
 def _second_sequence(a, tokens: int, labels_of, role_of) -> str | None:
-    """What makes ``a`` a second sequence ``tokens`` long (see :func:`companions`), else None."""
-    if not isinstance(a, torch.Tensor) or a.dtype == torch.bool or a.dim() < 2 or a.is_meta:
+    """What makes ``a`` a second sequence ``tokens`` long (see :func:`companions`): integer ids that neither
+    hold 0/1 (a mask) nor run up along those tokens (positions); else None. Floats are never one (a key beside
+    its query, an additive mask: the same sequence or none)."""
+    if not isinstance(a, torch.Tensor) or a.is_floating_point() or a.is_complex() or a.dtype == torch.bool \
+            or a.dim() < 2 or a.is_meta or a.numel() > (1 << 16):
         return None
     labels = labels_of(a) or (None,) * a.dim()
-    if not any(n == tokens and not (lab and role_of(lab) == "batch") for n, lab in zip(a.shape, labels)):
+    axes = [i for i, (n, lab) in enumerate(zip(a.shape, labels))
+            if n == tokens and not (lab and role_of(lab) == "batch")]
+    if not axes or bool(((a == 0) | (a == 1)).all()) or bool((a.diff(dim=axes[0]) >= 0).all()):
         return None
-    if bool(((a == 0) | (a == 1)).all()):
-        return None   # (a 0/1 mask over the input's own tokens)
     return f"{list(a.shape)} holds a sequence as long as the input's: which one the output's tokens follow " \
            "cannot be told"
 

@@ -205,9 +205,10 @@ def test_a_second_sequence_as_long_as_the_input_stops_the_contracts_where_names_
     (the encoder output), every name came from sizes alone, and on 6e894e7 the contracts moved a *source* token
     and read the decoder's outputs as if they were that sequence: ``✗ causal-mask-leaks`` on correct code (the
     full cross-attention reads every source token). The target ids ``[B, T]`` beside it are a second sequence
-    as long as the input: which one the outputs follow cannot be told, so nothing is measured; a 0/1 mask
-    as long is the input's own padding and does not stop them; with names not from sizes (``tokens`` 0) the
-    ids are no reason either."""
+    as long as the input: which one the outputs follow cannot be told, so nothing is measured. A 0/1 mask, positions
+    (they run up along the tokens) and floats (a key beside its query) do not stop them (the first version of this
+    rule stopped DeepSeek's positions and a separate key: 4 tests failed); with names not from sizes (``tokens``
+    0) the ids are no reason either."""
     ids = torch.tensor([[3, 7, 2, 9, 4, 5], [8, 1, 6, 2, 0, 0]])                # (B, T): token ids
     mask = (ids != 0).long()                                                    # (B, T): 0/1
 
@@ -218,6 +219,8 @@ def test_a_second_sequence_as_long_as_the_input_stops_the_contracts_where_names_
     assert named(ids) == ("names were found from sizes alone, and argument 2 [2, 6] holds a sequence as long as "
                           "the input's: which one the output's tokens follow cannot be told")
     assert named(mask) == ((1, 0),)
+    assert named(torch.arange(6).expand(2, 6).contiguous()) == ((1, 0),)         # positions run up: not stopped
+    assert named(torch.randn(2, 6, 8)) == ((1, 0),)                             # a key beside its query: floats
     assert named(ids, tokens=0) == ((1, 0),)
 
 
