@@ -36,10 +36,11 @@ Fixed (09201e1): the CLI's ``✗ causal-mask-leaks`` on torchtext's correct deco
 from sizes alone; the dependency probe took the first float argument (the encoder output) as the input, moved
 its last *source* token and read the decoder's outputs as that sequence: the full cross-attention reads every
 source token, and the target's causal mask made that a "leak". Where names come from sizes alone, another
-argument but a 0/1 mask that holds a sequence as long as the input (the target ids) now stops the token
-contracts, with the reason in the verdict (shapetrace/engine/probe_inputs.py ``companions``): ``?``.
+argument of integer token ids as long as the input (the target ids; not a 0/1 mask, not positions, never floats:
+narrowed in ec7ae64) now stops the token contracts, with the reason in the verdict
+(shapetrace/engine/probe_inputs.py ``companions``): ``?``.
 
-Fixed (the commit after 5b19d5a): nlp_study's correct file was ``? 12 of 13 (#2 embedding)``: the decoder's one
+Fixed (ead12dc): nlp_study's correct file was ``? 12 of 13 (#2 embedding)``: the decoder's one
 token per entry fed sequence-first, ``(1, B)``, fitted no seed, so the embedding's batch had no name. Its ids are
 now seeded ``[1, B]`` (shapetrace/engine/infer/seeds.py, beside the ``[1, B, D]`` step): ``✓ all 13``; the bug
 stays ``✗ softmax-wrong-axis``, and at B = T = 4 both stay ``?``.
