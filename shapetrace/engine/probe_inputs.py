@@ -173,16 +173,21 @@ class AtEntry:
 
 
 def companions(args, kwargs, position: int, batch: int, labels_of, role_of, module=None,
-               per_entry: tuple = ()) -> tuple | str:
+               per_entry: tuple = (), tokens: int = 0) -> tuple | str:
     """``((position or keyword, batch axis), ...)`` for every tensor argument but the input that has a
     batch axis (see the module's docstring), and ``(position or keyword, None)`` for every list of
     numbers ``per_entry`` declares; why not, where one has an unnamed axis as long as the batch that
     cannot be cut (which of its axes is the batch cannot be told, and sizes never decide it), or an
     undeclared list of numbers is as long as the batch (a padding length per entry, as
-    ``model(x, pad=[0, 2])``: which goes with which entry cannot be told)."""
+    ``model(x, pad=[0, 2])``: which goes with which entry cannot be told). ``tokens``: where names were found
+    from sizes alone, the input's length: token ids (not a 0/1 mask, not positions) of a sequence as long (a
+    decoder's target ids beside the memory it is given) stops the measure, since which of the two the
+    output's tokens follow cannot be told, and sizes never decide it."""
     found = []
     others = [(i, a) for i, a in enumerate(args) if i != position] + list(kwargs.items())
     for key, a in others:
+        if tokens and (why := _second_sequence(a, tokens, labels_of, role_of)):
+            return f"names were found from sizes alone, and {argument_name(module, key)} {why}"
         if _numbers(a) and len(a) == batch:
             if key not in per_entry:
                 return f"{argument_name(module, key)} is a list of {len(a)} numbers, as many as the batch's " \
@@ -202,6 +207,22 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
                        "which of its axes is the batch cannot be told"
             found.append((key, unnamed[0]))
     return tuple(found)
+
+
+def _second_sequence(a, tokens: int, labels_of, role_of) -> str | None:
+    """What makes ``a`` a second sequence ``tokens`` long (see :func:`companions`): integer ids that neither
+    hold 0/1 (a mask) nor run up along those tokens (positions); else None. Floats are never one (a key beside
+    its query, an additive mask: the same sequence or none)."""
+    if not isinstance(a, torch.Tensor) or a.is_floating_point() or a.is_complex() or a.dtype == torch.bool \
+            or a.dim() < 2 or a.is_meta or a.numel() > (1 << 16):
+        return None
+    labels = labels_of(a) or (None,) * a.dim()
+    axes = [i for i, (n, lab) in enumerate(zip(a.shape, labels))
+            if n == tokens and not (lab and role_of(lab) == "batch")]
+    if not axes or bool(((a == 0) | (a == 1)).all()) or bool((a.diff(dim=axes[0]) >= 0).all()):
+        return None
+    return f"{list(a.shape)} holds a sequence as long as the input's: which one the output's tokens follow " \
+           "cannot be told"
 
 
 def _numbers(a) -> bool:

@@ -321,3 +321,24 @@ def test_a_sequence_channels_first_is_seeded_batch_features_tokens():
     assert verdict_line(t).startswith("✓ checked all 12 ops that could carry a layout bug")
     assert round_outcome(tortoise_qkv, "mask-repeat-head-major", "B=4 T=4 D=64 H=4") == \
         ("✗", ("mask-wrong-batch-order",))
+
+
+def test_a_sequence_first_steps_token_ids_are_seeded_one_batch():
+    """ssw-nlp-study-group/nlp_study PR #2's correct GRU seq2seq (tests/corpus/reports29/nlp_study_softmax_batch.py):
+    the decoder embeds one token per entry fed sequence-first, ``(1, B)``; on 5b19d5a no seed fitted it, the
+    embedding's ``[1, 3, D]`` kept its batch unnamed and the file was ``? checked 12 of 13 ops ... not checked
+    (unnamed axes): #2 embedding``. Its ids are now ``[1, B]``: ``✓``; the bug (softmax over the batch) stays ``✗``;
+    at B = T = 4 the ``[1, 4]`` ids are not seeded (positions ``[1, T]`` fit as well: sizes never decide), and
+    both stay ``?`` (seeded there, the bug read ``✗ broadcast-mismatch`` twice on a guessed name)."""
+    from tests.corpus.reports29 import nlp_study_softmax_batch as module
+
+    ids = torch.randint(1, 9, (1, 3))
+    with shapetrace.trace(dims="B=3 T=6 D=32") as t:
+        torch.nn.Embedding(9, 32)(ids)
+    assert [e.outputs[0].dims for e in t.events] == [(None, "B", "D")]
+    assert round_outcome(module, "", "B=3 T=6 D=32") == ("✓", ())
+    assert round_outcome(module, "softmax-over-batch", "B=3 T=6 D=32") == ("✗", ("softmax-wrong-axis",))
+    assert [round_outcome(module, bug, "B=4 T=4 D=32") for bug in ("", "softmax-over-batch")] == [("?", ())] * 2
+    with shapetrace.trace(dims="B=4 T=4 D=32") as t:
+        torch.nn.Embedding(9, 32)(torch.randint(1, 9, (1, 4)))
+    assert [e.outputs[0].dims for e in t.events] == [(None, None, "D")]

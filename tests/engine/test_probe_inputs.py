@@ -197,3 +197,42 @@ def test_seq_first_code_fed_batch_first_is_still_measured_as_batch_mixing():
     assert batch_attended(t.events, t.namer.role) is None
     assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["attends-over-batch"]
 
+
+
+def test_a_second_sequence_as_long_as_the_input_stops_the_contracts_where_names_came_from_sizes():
+    """rexrex9/nlp_torchtext PR #2's correct decoder (tests/corpus/reports29/torchtext_cross_query_roles.py) takes
+    the target ids, the source ids and the encoder output, S = T: the probe's input is the first float argument
+    (the encoder output), every name came from sizes alone, and on 6e894e7 the contracts moved a *source* token
+    and read the decoder's outputs as if they were that sequence: ``✗ causal-mask-leaks`` on correct code (the
+    full cross-attention reads every source token). The target ids ``[B, T]`` beside it are a second sequence
+    as long as the input: which one the outputs follow cannot be told, so nothing is measured. A 0/1 mask, positions
+    (they run up along the tokens) and floats (a key beside its query) do not stop them (the first version of this
+    rule stopped DeepSeek's positions and a separate key: 4 tests failed); with names not from sizes (``tokens``
+    0) the ids are no reason either."""
+    ids = torch.tensor([[3, 7, 2, 9, 4, 5], [8, 1, 6, 2, 0, 0]])                # (B, T): token ids
+    mask = (ids != 0).long()                                                    # (B, T): 0/1
+
+    def named(*tensors, tokens=6):
+        return companions((torch.zeros(2, 6, 8), *tensors), {}, 0, 2, lambda t: ("B", "T", "D")[:t.dim()],
+                          {"B": "batch", "T": "tokens"}.get, tokens=tokens)
+
+    assert named(ids) == ("names were found from sizes alone, and argument 2 [2, 6] holds a sequence as long as "
+                          "the input's: which one the output's tokens follow cannot be told")
+    assert named(mask) == ((1, 0),)
+    assert named(torch.arange(6).expand(2, 6).contiguous()) == ((1, 0),)         # positions run up: not stopped
+    assert named(torch.randn(2, 6, 8)) == ((1, 0),)                             # a key beside its query: floats
+    assert named(ids, tokens=0) == ((1, 0),)
+
+
+def test_a_decoder_given_its_memory_first_at_equal_lengths_claims_no_leak():
+    """The CLI's reading of that file (``shapetrace trace FILE --dims "B=2 T=6 S=6 D=32 H=4"``, contracts
+    measured): ``✗ causal-mask-leaks`` on 6e894e7, ``?`` now, with the reason in the verdict."""
+    from tests.corpus.reports29 import torchtext_cross_query_roles as module
+
+    model, inputs = module.build("")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 S=6 D=32 H=4") as t:
+        t.check_dependencies()
+        model(*inputs)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert "dec_inputs [2, 6] holds a sequence as long as the input's" in " ".join(t.report().verdict.line.split())
+    assert t.report().verdict.mark == "?"

@@ -187,6 +187,8 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append(["B", "D", seq])   # a sequence channels first, as torch's Conv1d takes it (tortoise's [B, C, T])
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
+    if [s for n, s in state.dims.items() if state.namer.role(n) is not None].count(_size(state, "B")) == 1:
+        patterns.append(["1", "B"])   # its token ids, sequence-first (not at B = T: positions [1, T] fit too)
     grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
     if _size(state, "B") != 1:   # (at B = 1 the batch's own map is that map)
