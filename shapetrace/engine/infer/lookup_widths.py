@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.infer.backward import CARRIED, NameWalker
 from shapetrace.engine.infer.lined_up import sound_name
+from shapetrace.engine.infer.widths import record_makers
 from shapetrace.engine.op_args import parse_einsum
 from shapetrace.engine.ops import Family, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
@@ -49,7 +50,7 @@ def lookup_widths(inference: Inference, found: dict[int, tuple[Axis, ...]]) -> d
             lookups.add(record.outs[0])
     if not lookups:
         return {}
-    made = {n: r for r in records for n in getattr(r, "outs", ()) if n not in getattr(r, "ins", ())}
+    made = record_makers(inference)
 
     def from_lookup(node: int) -> bool:
         while node not in lookups:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Atom, Axis
+from shapetrace.engine.infer.widths import record_makers
 from shapetrace.engine.ops import Family, arg, is_matrix_product
 from shapetrace.engine.thawed import thaw_args
 
@@ -56,7 +57,7 @@ def module_heads(state: Inference) -> dict[int, tuple[Axis, ...]]:
         if spec is None or (spec.family is not Family.JOIN and not spec.stacks) or len(record.outs) != 1 \
                 or len(record.ins) != count or len(set(record.ins)) != count:
             continue
-        made = made if made is not None else _makers(state)
+        made = made if made is not None else record_makers(state)
         pinned = _joined(state, made, record, count, width)
         for node, axes in pinned.items():
             pins.setdefault(node, axes)
@@ -93,16 +94,6 @@ def _joined(state: Inference, made: dict, record, count: int, width: int) -> dic
         joined = Axis((Atom("H", count, 1, count), Atom("d_k", width, 1, width)))
         pins[record.outs[0]] = named[:-1] + (joined,)
     return pins
-
-
-def _makers(state: Inference) -> dict[int, object]:
-    made: dict[int, object] = {}
-    for record in state.capture.records:
-        if getattr(record, "spec", None) is not None:
-            for node in record.outs:
-                if node not in record.ins:
-                    made[node] = record
-    return made
 
 
 def _back(made: dict, node: int, through: frozenset, ops: list[str], shape_of) -> object | None:

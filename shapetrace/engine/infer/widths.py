@@ -17,7 +17,7 @@ projection to any other width is.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
@@ -230,6 +230,17 @@ def _whole_feature(state: Inference, axis: Axis) -> bool:
     atoms = axis.atoms
     return len(atoms) == 1 and atoms[0].whole and atoms[0].root not in (ax.UNKNOWN, ax.COPIES) \
         and not state.namer.is_token_root(atoms[0].root)
+
+
+def record_makers(state: Inference) -> dict[int, Any]:
+    """node -> the record that made it (the last call with a row that returned it without taking it in)."""
+    made: dict[int, Any] = {}
+    for record in state.capture.records:
+        if getattr(record, "spec", None) is not None:
+            for node in record.outs:
+                if node not in record.ins:
+                    made[node] = record
+    return made
 
 
 def record_readers(state: Inference) -> dict[int, list]:
