@@ -47,6 +47,7 @@ from shapetrace.engine.rules.key_sequences import keys_change_sequence, position
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads, norm_one_sided
+from shapetrace.engine.rules.one_entry_sums import normalised_over_one_entry
 from shapetrace.engine.rules.order import tokens_in_two_orders
 from shapetrace.engine.rules.reductions import (
     contraction_axis,
@@ -593,7 +594,7 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
-    chunk_unmasked, batch_picked, batch_reduced, softmax_weights, weights_summed_elsewhere, table_cut_to_batch,
-    norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens, pooled_over_padding,
-    keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
+    chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry, weights_summed_elsewhere,
+    table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
+    pooled_over_padding, keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
 ]
