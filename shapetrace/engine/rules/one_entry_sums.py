@@ -1,19 +1,21 @@
 """A hand-written normalisation along an axis of one entry: ``e / e.sum(dim, keepdim=True)`` where ``dim``
 has one entry.
 
-A reduction along axes that all have one entry computes nothing: the sum, mean, max or log-sum-exp of one
-entry is that entry. Kept (``keepdim=True``) and combined back with the values it came from through calls
-without a row (the division of a softmax written by hand: ``exp(s) / exp(s).sum(dim, keepdim=True)``), it
-makes every weight ``e / e`` = 1 (or 0/0 where ``e`` was masked to 0), so the weighted sum that follows is a
-plain sum (keras-team/keras-io pull request #1904: the guide's ``TemporalSoftmax`` summed its exponentials
-over ``axis=-1`` of ``Dense(1)``'s ``(B, T, 1)`` scores, not over the time axis). It is
+A reduction along axes that all have one entry computes nothing: the sum or mean of one entry is that
+entry. Kept (``keepdim=True``) and combined back with the values it came from through calls without a row
+(the division of a softmax written by hand: ``exp(s) / exp(s).sum(dim, keepdim=True)``), it makes every
+weight ``e / e`` = 1 (or 0/0 where ``e`` was masked to 0), so the weighted sum that follows is a plain sum
+(keras-team/keras-io pull request #1904: the guide's ``TemporalSoftmax`` summed its exponentials over
+``axis=-1`` of ``Dense(1)``'s ``(B, T, 1)`` scores, not over the time axis). It is
 :func:`~.weights.softmax_weights`'s one-entry finding for a softmax that ``F.softmax`` did not compute.
 
 What each op computes decides, never sizes alone: the reduction's own axes have one entry (the code's
 reduction, not the data's length: a token axis of one entry, a step's one key, is not judged), its input
 holds a named token axis of more than one entry beside them, and its result enters a later row through
 calls without a row (``Event.joined``): a reduction whose result is only read on its own (a squeeze
-written as a sum) is left alone.
+written as a sum) is left alone, and so is a maximum (a softmax's stabiliser: ``s - s.amax(-1,
+keepdim=True)`` shifts, it does not normalise; lucidrains' chunked attention takes the maximum over the
+key chunks, one where a query chunk meets one key chunk: tests/corpus/public25/chunked_memory_efficient.py).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def normalised_over_one_entry(analysis: Analysis) -> list[Diagnostic]:
     for e in analysis.events_of(Family.REDUCE):
         if not e.inputs or not e.outputs or not e.params.get("keepdim") or e.params.get("elementwise"):
             continue
+        if e.spec is not None and e.spec.maximum:
+            continue   # (a stabiliser: ``s - s.amax(-1, keepdim=True)`` shifts, it does not normalise)
         t = e.inputs[0]
         along = axes_along(Family.REDUCE.value, e.params, len(t.shape))
         if not along or any(t.shape[d] != 1 for d in along):
