@@ -36,12 +36,14 @@ open_lm_rotary_heads      rotary-over-heads        ✗ rotary-same-angle-every-t
 At first sight the 4 correct files were (round_outcome at DIMS) ✓ 4, ? 0, ✗ 0 (the CLI: ✓ 3, ? 1); the 4 bugs
 ✗ 3, ? 0, ✓ 1 (the CLI the same): keras-io's hand-written softmax over one entry got a check mark.
 
-Fixed (see the commit that adds shapetrace/engine/rules/one_entry_sums.py): a kept reduction along axes of one
+Fixed (2e47b1e, narrowed in bbf6912): a kept reduction along axes of one
 entry (``e.sum(dim=-1, keepdim=True)`` on ``(B, T, 1)``) beside a named token axis, whose result is combined back
 with the values through calls without a row (the division of a softmax written by hand), is now
 ``softmax-over-one-entry``, as ``F.softmax`` along one entry already was: the sum of one entry is that entry,
 so every weight is 1 and the pooling is a plain sum. keras-io's bug is ``✗`` at DIMS and at B = T = 4 (the CLI
-too); its correct twin (the sum over the tokens) stays ``✓``.
+too); its correct twin (the sum over the tokens) stays ``✓``. A maximum along one entry is not judged
+(bbf6912: a stabiliser shifts, it does not normalise; lucidrains' chunked attention takes one over a single key
+chunk).
 
 After the round (this module): correct ✓ 4, ? 0, ✗ 0 (the CLI: ✓ 3, ? 1); bugs ✗ 4, ? 0, ✓ 0.
 
