@@ -93,10 +93,10 @@ class DecoderBlock(nn.Module):
 
 BUGS = ("chunks-interleaved",)
 TWINS = ("neighbours-merged-n-r",)
-DIMS = ("B=2 T=12 D=32 H=4",)
+DIMS = ("B=2 T=15 D=32 H=4",)
 
 
-def build(bug="", B=2, T=12, D=32, H=4):
+def build(bug="", B=2, T=15, D=32, H=4):
     torch.manual_seed(0)
     chunk, retrieved = (3 if T % 3 == 0 else 2), 2
     model = DecoderBlock(D, H, bug).eval()

@@ -104,11 +104,11 @@ class Stage(nn.Module):
 
 BUGS = ("kv-heads-interleaved", "local-conv-no-transpose")
 TWINS = ()
-DIMS = ("B=2 D=32 H=4 Hp=4 Wp=6",)
-EQUAL = {"B=2 D=32 H=4 Hp=4 Wp=6": "B=4 D=32 H=4 Hp=4 Wp=4"}
+DIMS = ("B=2 D=32 H=4 Hp=6 Wp=8",)
+EQUAL = {"B=2 D=32 H=4 Hp=6 Wp=8": "B=4 D=32 H=4 Hp=4 Wp=4"}
 
 
-def build(bug="", B=2, D=32, H=4, Hp=4, Wp=6):
+def build(bug="", B=2, D=32, H=4, Hp=6, Wp=8):
     torch.manual_seed(0)
     model = Stage(D, H, bug).eval()
     return model, (torch.randn(B, D, Hp, Wp),)
