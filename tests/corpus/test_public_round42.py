@@ -56,13 +56,16 @@ Why each stays ``?`` (or ``!``):
   input ..."): a ``!`` on the two bugs, never on the correct file.
 * retro_cca: the retrieved neighbours ``(b, k, r, n, d)`` are an input of their own whose chunk axis nothing
   names (only B and D are declared), so ``chunks-interleaved`` (``'b (n k) d'``: every k-th token taken as a
-  chunk) pairs ``B·T%5`` queries with ``B·5`` keys that no name ties to the chunks of T; seeing it needs the
-  chunk count tied to T (a ``K`` declared as ``T/3``) or the dependency contracts. The twin
+  chunk) gives the queries rows ``B·T%5`` (where the correct fold gives ``B·T/3``) against key rows ``(b k)``
+  that have no name: nothing ties them to the chunks of T. Seeing it needs the chunk count tied to T (a ``K``
+  declared as ``T/3``) or the dependency contracts. The twin
   ``neighbours-merged-n-r`` permutes the keys and values together: no position reads their order.
 * shunted_ssa (correct, 40 of 62): after the fix its picked keys' and values' heads are unnamed, so the two
   products per half are not checked.
 * agent_attention (correct, 27 of 38): ``AdaptiveAvgPool2d`` has no naming rule (the agents' grid is the pool's
-  output size), so the agents' axis stays unnamed until it meets the keys.
+  output size), so the agents' axis is unnamed through every product; the position-bias tables are parameters
+  reshaped ``(1, H, A, T)`` from ``(1, H, A, h, 1) + (1, H, A, 1, w)``, named by nothing but sizes, so their
+  ``repeat`` and the ``add`` into the scores are not checked.
 """
 
 from __future__ import annotations
