@@ -29,7 +29,6 @@ from shapetrace.engine.directions import (
 )
 from shapetrace.engine.faults import faults_raise
 from shapetrace.engine.infer.corrections import keep_ambiguity
-from shapetrace.engine.infer.head_blocks import picked_head_blocks
 from shapetrace.engine.infer.names import clashes, is_scores, names_of, onto_scores, pass_names
 from shapetrace.engine.infer.provenance import (
     by_parameter_matrix_product,
@@ -136,7 +135,6 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     if record.error is None and out_axes:
         out_axes = state.elements.axes(record, in_axes, out_axes, state.axes_of,
                                         lambda node: state.guesses.made_from_a_guess(state, node))
-        out_axes = picked_head_blocks(state, record, in_axes, out_axes)
         rolled = state.elements.rolled(record, in_axes, out_axes) if record.spec.replay else {}
         if rolled:
             params = {**params, "rolled": rolled}

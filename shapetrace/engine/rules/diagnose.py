@@ -39,6 +39,7 @@ from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, c
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
+from shapetrace.engine.rules.head_blocks import part_heads_pair
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order, pattern_contradictions
 from shapetrace.engine.rules.indices import index_axes
@@ -342,7 +343,7 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
                                              reversed(b_sizes))):
         if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
                 and MIXED_PREFIX not in la + lb and not _shifted(la, lb) and not _shifted(lb, la) and \
-                not _copies_pair(a, b, k + 3):
+                not _copies_pair(a, b, k + 3) and not part_heads_pair(a, la, b, lb):
             return k, la, lb
     return None
 

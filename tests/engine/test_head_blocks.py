@@ -1,10 +1,11 @@
 """A projection's width cut ``(2, H/2, d_k)`` and taken apart by ``kv[0]``, ``kv[1]``
-(shapetrace/engine/infer/head_blocks.py): Shunted attention's keys and values of half the heads each
+(shapetrace/engine/rules/head_blocks.py): Shunted attention's keys and values of half the heads each
 (OliverRensu/Shunted-Transformer, SSA.py: ``kv1(x_1).reshape(B, -1, 2, num_heads // 2, C // num_heads)``, paired
-with ``q[:, :num_heads // 2]``). On 5afe940 the kept head axis was named ``H%2`` and the pairing with the query
-heads ``H[0:2]`` a false ``batch-mismatch`` error; the leading factor may be a stack (keys, values) as well as a
-block of heads, so the picked part's heads get no name. The twin with the heads cut interleaved ``(2, d_k,
-H/2)`` keeps its error; a fused ``[3, B, H, T, d_k]`` picked by ``[0]`` keeps its whole ``H``."""
+with ``q[:, :num_heads // 2]``). On 5afe940 the part's heads ``H%2`` (their block ``H/2`` picked away) against the
+query heads ``H[0:2]`` were a false ``batch-mismatch`` error; a standing-alone minor piece of heads is a part's own
+heads and lines up with a cut of the same heads of its size (as mamba's ``'... (two hkv d)'`` parts, repeated over
+the query heads, already did). The twin with the heads cut interleaved ``(2, d_k, H/2)`` (``D%2``) keeps its
+error; a fused ``[3, B, H, T, d_k]`` picked by ``[0]`` keeps its whole ``H``."""
 
 from __future__ import annotations
 
@@ -49,10 +50,10 @@ def _errors(t):
     return [d.kind for d in t.diagnostics if d.severity == "error"]
 
 
-def test_a_picked_block_of_heads_is_not_named_and_not_a_mismatch():
+def test_a_parts_own_heads_line_up_with_half_the_query_heads():
     t, picked = _traced(_shunted_half)
     assert _errors(t) == []
-    assert tuple(picked[0].outputs[0].dims) == ("B", None, "T", "d_k")
+    assert tuple(picked[0].outputs[0].dims) == ("B", "H%2", "T", "d_k")
 
 
 def test_the_interleaved_twin_keeps_its_error():
