@@ -41,7 +41,7 @@ The fixes (each test fails on 5afe940):
   num_heads)`` then ``kv1[0]`` paired with ``q[:, :num_heads // 2]`` (``H[0:2]``) was a false ``batch-mismatch``
   ×2 on its correct file, now ``✓`` at distinct sizes; its bugs keep theirs (the interleaved heads are ``D%2``,
   not a piece of heads; the local conv's mix is ``mixed-axis`` and ``broadcast-mismatch``). A first try that
-  unnamed such a part (c.f. df5fd47, reverted) turned mamba's correct GQA file (tests/corpus/reports21, its
+  unnamed such a part (df5fd47, replaced in d985c2a) turned mamba's correct GQA file (tests/corpus/reports21, its
   ``'... (two hkv d)'`` parts repeated over the query heads) from ``✓`` to ``?``: the engine already lined that
   part's heads up through the repeat as the part's own heads, the reading this rule makes explicit.
 * engine/rules/weighted_values: ``values-by-queries`` reads the values' kept width when nothing names it, where its
