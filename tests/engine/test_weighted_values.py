@@ -102,3 +102,25 @@ def test_keys_and_values_in_place_or_tied_are_not_this_error(order):
     assert [(d.kind, t.events[d.event].module) for d in t.diagnostics if d.severity == "warning"] == [
         ("projection-bypassed", module) for module in bypassed]
     assert t.report().verdict.line[0] == ("!" if bypassed else "✓")
+
+
+# -- values whose width nothing names (tests/corpus/public42/efficientvit_cga.py v-attn-untransposed: EfficientViT's
+# ``v @ attn`` for ``v @ attn.transpose(-2, -1)``, its ``v`` ``[B, d, N]`` a third of a 1x1 conv's channels). On
+# 5afe940 (main) it was ``?``: the rule asked for a named feature axis on the values -----------------------------
+
+def _channels_first(transposed):
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3, 3)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 Hp=3 Wp=3") as t:
+        shapetrace.name(x, "B C Hp Wp")
+        q, k, v = torch.nn.Conv2d(5, 16, 1)(x).split([4, 4, 8], dim=1)           # (B, c, Hp, Wp)
+        q, k, v = q.flatten(2), k.flatten(2), v.flatten(2)                      # (B, c, N)
+        attn = (q.transpose(-2, -1) @ k).softmax(dim=-1)                        # (B, N_q, N_k)
+        v @ (attn.transpose(-2, -1) if transposed else attn)                    # (B, d, N)
+    return t
+
+
+@pytest.mark.parametrize(("transposed", "want"), [(False, ["values-by-queries"]), (True, [])],
+                         ids=["v-at-attn", "v-at-attn-T"])
+def test_values_of_an_unnamed_width_are_checked(transposed, want):
+    assert [kind for kind, _ in _errors(_channels_first(transposed))] == want

@@ -39,6 +39,7 @@ from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, c
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
+from shapetrace.engine.rules.head_blocks import part_heads_pair
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order, pattern_contradictions
 from shapetrace.engine.rules.indices import index_axes
@@ -49,6 +50,7 @@ from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads, norm_one_sided
 from shapetrace.engine.rules.one_entry_sums import normalised_over_one_entry
 from shapetrace.engine.rules.order import tokens_in_two_orders
+from shapetrace.engine.rules.query_key import query_key_order
 from shapetrace.engine.rules.reductions import (
     contraction_axis,
     normalised_over_tokens,
@@ -343,7 +345,7 @@ def _batch_mismatch(a: TensorInfo, b: TensorInfo, nb: int) -> tuple[int, str, st
                                              reversed(b_sizes))):
         if la and lb and sa > 1 and sb > 1 and as_parallel_part(la) != as_parallel_part(lb) \
                 and MIXED_PREFIX not in la + lb and not _shifted(la, lb) and not _shifted(lb, la) and \
-                not _copies_pair(a, b, k + 3):
+                not _copies_pair(a, b, k + 3) and not part_heads_pair(a, la, b, lb):
             return k, la, lb
     return None
 
@@ -511,78 +513,6 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
             "Split the heads with view(B, T, H, d_k), move them ahead of the tokens with transpose(1, 2), "
             "and multiply [B, H, T, d_k] @ [B, H, d_k, T].", blame=((-1, len(o.shape) - 1),)))
     return out
-
-
-def _over_features(e: Event, analysis: Analysis) -> bool:
-    """Is this product a q·k one (it sums over head features or features)?"""
-    roles = {analysis.namer.role(lab) for pair in _matmul_pairs(e) for lab in pair if lab}
-    return bool(roles) and roles <= {"head_features", "features"}
-
-
-def query_key_order(analysis: Analysis) -> list[Diagnostic]:
-    """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
-    out = []
-    for e in analysis.events_of(Family.PRODUCT):
-        rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
-        sources = _rows_and_columns_from(e)
-        if sources is None:
-            continue
-        made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
-        swapped = (made_by == ("k", "q") and _columns_are_tokens(e, analysis)) or (
-            made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
-                                             and _over_features(e, analysis)
-                                             and not _sequences_told_by_size(e, analysis))   # provenance outranks names
-        if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
-            rows, cols = e.inputs[1], e.inputs[0]
-            out.append(Kind.QUERY_KEY_SWAPPED.found(e.index, (
-                f"{e.op} #{e.index} ('{_subscripts_text(e)}') puts the tokens of the keys "
-                f"{fmt_named(rows.dims, rows.shape)} on the scores' rows and those of the queries "
-                f"{fmt_named(cols.dims, cols.shape)} on their columns, so a softmax over the last axis weighs "
-                "queries, not keys, and each output row belongs to a key."),
-                "Put the queries' token letter first in the output: the scores are [..., queries, keys]."))
-        elif swapped:
-            a, b = e.inputs[0], e.inputs[1]
-            out.append(Kind.QUERY_KEY_SWAPPED.found(e.index, (
-                f"{e.op} #{e.index} multiplies the keys {fmt_named(a.dims, a.shape)} by the queries "
-                f"{fmt_named(b.dims, b.shape)}: the scores' rows are key tokens and their columns query tokens, "
-                "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "
-                "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
-    return out
-
-
-
-def _columns_are_tokens(e: Event, analysis: Analysis) -> bool:
-    """Do the product's columns count tokens? ``query_proj`` on DeBERTa's relative-position table gives
-    rows of positions, not of query tokens: ``bmm(keys, pos_queryᵀ)`` is its p2c table, not swapped scores."""
-    return analysis.namer.plain_role(e.outputs[0].dims[-1]) == "tokens"
-
-
-def _sequences_told_by_size(e: Event, analysis: Analysis) -> bool:
-    """S and T of equal length, named from sizes alone: which is which was a guess, so no rule rests on it."""
-    shape = e.outputs[0].shape
-    return analysis.seeded_by_size and shape[-1] == shape[-2]
-
-
-def _rows_and_columns_from(e: Event) -> tuple[int, int] | None:
-    """Which operands give a product's last two output axes: ``(0, 1)`` for ``a @ b``; an einsum by
-    its subscripts (``bhqd,bhkd->bhkq`` gives ``(1, 0)``); None when the subscripts do not say."""
-    if not contracts_by_subscripts(e.spec):
-        return (0, 1)
-    parsed = e.params.get("subscripts")
-    if not parsed or len(parsed.get("inputs", ())) != 2 or len(parsed.get("output", "")) < 2:
-        return None
-    found = []
-    for letter in parsed["output"][-2:]:
-        owners = [i for i, term in enumerate(parsed["inputs"]) if letter in term]
-        if len(owners) != 1:
-            return None   # a letter in both operands is batch, not a row or a column
-        found.append(owners[0])
-    return (found[0], found[1]) if found[0] != found[1] else None
-
-
-def _subscripts_text(e: Event) -> str:
-    parsed = e.params.get("subscripts") or {}
-    return ",".join(parsed.get("inputs", ())) + "->" + parsed.get("output", "")
 
 
 RULES: list[Callable[[Analysis], list[Diagnostic]]] = [

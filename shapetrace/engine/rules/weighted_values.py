@@ -78,7 +78,8 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
             other = e.inputs[1 - operand]
             label = other.dims[partner] if partner is not None and partner < len(other.dims) else None
             features = [lab for j, lab in enumerate(other.dims) if lab and (1 - operand, j) not in summed
-                        and analysis.namer.role(lab) in ("head_features", "features")]
+                        and analysis.namer.role(lab) in ("head_features", "features")] or \
+                _unnamed_width(other, 1 - operand, summed, info)
             if not kept or not label or analysis.namer.role(label) != "tokens" or not features or \
                     not normalised_over_keys(analysis, e, operand):
                 continue
@@ -90,6 +91,16 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
                 "attn @ v (in an einsum, contract the keys' letter).", blame=((operand, axis),)))
             break
     return out
+
+
+def _unnamed_width(other, side: int, summed: list[tuple[int, int]], weights) -> list[int]:
+    """The kept axes of the values that no name reads but that cannot be the weights' tokens: unnamed, and of a
+    size none of the weights' axes has (EfficientViT's ``v`` ``[B, d, N]``, its width from a 1x1 conv split
+    three ways). A size that differs proves the axis is not one of the weights' (a second matrix of weights,
+    Nyströmformer's, keeps an axis as long as its own); one that is equal decides nothing."""
+    sizes = set(weights.shape)
+    return [j for j, lab in enumerate(other.dims) if lab is None and (side, j) not in summed
+            and j >= len(other.shape) - 2 and other.shape[j] not in sizes]
 
 
 #: how many rows back the projection behind an operand is looked for (a rotary, a norm, a head repeat)
