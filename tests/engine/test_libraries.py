@@ -625,7 +625,8 @@ FIRST_SIGHT_LIB16 = {
                                 torch.tensor([[4, 4], [4, 4]])), {**SIZES, "T": 16},
                        "?"),                    # its position table resized to each image's patch grid
     "timm-vit-parallel": (_timm_named("vit_small_patch16_18x2_224", img_size=32, depth=2, embed_dim=64, num_heads=4),
-                          _PIXELS, _SMALL_VIT, "?"),   # two blocks side by side: stack, then sum over them
+                          _PIXELS, _SMALL_VIT,
+                          "✓"),         # ? before lib16: its two blocks side by side, stacked and summed (.stacked)
 }
 FIRST_SIGHT.update(FIRST_SIGHT_LIB16)
 
