@@ -616,7 +616,7 @@ FIRST_SIGHT_LIB16 = {
                  tgt_vocab_size=100, max_position_embeddings=32, langs=["en", "de"]), _S2S, _S5,
              "✓"),                              # sequence-first inside: (T, B, D)
     "umt5": (_hf("UMT5Model", "UMT5Config", d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4, vocab_size=100),
-             _S2S, _S5, "?"),                   # each layer's own relative-position bias
+             _S2S, _S5, "?"),                   # as T5: the cross-attention's position bias of zeros
     "vit-msn": (_hf("ViTMSNModel", "ViTMSNConfig", **_VIT), _PIXELS, _IMAGE, "✓"),
     "owlvit-vision": (_hf("OwlViTVisionModel", "OwlViTVisionConfig", **_CLIP_VISION), _PIXELS, _IMAGE, "✓"),
     "dinov3-vit": (_hf("DINOv3ViTModel", "DINOv3ViTConfig", num_register_tokens=0, **_CLIP_VISION), _PIXELS, _IMAGE,
