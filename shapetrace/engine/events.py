@@ -125,6 +125,9 @@ class Event:
     #: for each input, the rows of reductions (``sum``, ``mean``...) whose results entered it through calls
     #: without a row (``s - s.logsumexp(1, keepdim=True)``), which ``sources`` does not follow
     joined: tuple[frozenset[int], ...] = field(default=(), repr=False, compare=False)
+    #: for each input, whether it reached this row through calls without a row (``hiddens * weights``: its
+    #: ``sources`` names the row before them); () where none did
+    carried: tuple[bool, ...] = field(default=(), repr=False, compare=False)
     #: every operand is a module's ``nn.Parameter`` or computed from parameters only (no input's data)
     from_parameters: bool = field(default=False, repr=False, compare=False)
     #: its layout is checked by a contract read on the values where no name could check it (the ops that

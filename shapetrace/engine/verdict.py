@@ -40,6 +40,7 @@ from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.events import readers_of
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
+from shapetrace.engine.stacked import ALONG_OPERAND, unpacked_stacks
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -176,7 +177,7 @@ def _named(event: Event, value_checked: frozenset[int] = frozenset(),
     and every axis broadcasting lines up; or a contract read on the values checks its layout
     (:mod:`.value_checked`: a rotary table's, a causal mask's, and so the ops in ``value_checked`` made).
     A result in ``discarded`` (:func:`discarded_results`) needs no names: nothing read it; nor an axis in it
-    (:func:`unpacked_stacks`: a stack's count of its operands, unbound again along it)."""
+    (:func:`.stacked.unpacked_stacks`: a stack's count of its operands, unbound or reduced again along it)."""
     return event.checked_on_values or _axes_named(event, value_checked, discarded)
 
 
@@ -332,35 +333,7 @@ def _axes_named(event: Event, value_checked: frozenset[int] = frozenset(),
     return all(name is not None for j, info in enumerate(event.outputs) if (event.index, j) not in discarded
                for k, (name, size) in enumerate(zip(info.dims, info.shape))
                if size > 1 and (event.index, j, k) not in discarded) \
-        and _along_named(event) and _operands_named(event, value_checked)
-
-
-def unpacked_stacks(events: Sequence[Event]) -> frozenset[tuple[int, int, int]]:
-    """``(event index, 0, axis)`` of the axis a stack made where every op that read its result takes it apart
-    along that same axis (flash-attn's and Phi-2's ``qkv = torch.stack([q, k, v], dim=2)`` for a rotary call,
-    then ``q, k, v = qkv.unbind(dim=2)``; or a ``select`` along it): the pieces come out as the operands went
-    in, each with its own axes (checked where they are made and read), so the axis that only counted them
-    needs no name. A stack read any other way (a reshape, a product, a cut along another axis) keeps needing
-    one."""
-    readers = readers_of(events)
-    found = set()
-    for e in events:
-        if not e.spec.stacks or len(e.outputs) != 1 or not readers.get((e.index, 0)):
-            continue
-        rank = len(e.outputs[0].shape)
-        dim = e.params.get("dim", 0)
-        if not isinstance(dim, int) or not rank:
-            continue
-        if all(_takes_apart_along(r, dim % rank, rank) for r, _ in readers[(e.index, 0)]):
-            found.add((e.index, 0, dim % rank))
-    return frozenset(found)
-
-
-def _takes_apart_along(reader: Event, axis: int, rank: int) -> bool:
-    """Does ``reader`` take its one operand apart along ``axis`` (``unbind(dim)``, ``select(dim, i)``)?"""
-    dim = reader.params.get("dim", 0)
-    return bool(reader.spec.cuts_at) and reader.spec.family in (Family.SPLIT, Family.SLICE) \
-        and len(reader.inputs) == 1 and isinstance(dim, int) and dim % rank == axis
+        and _along_named(event, discarded) and _operands_named(event, value_checked)
 
 
 def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
@@ -393,14 +366,16 @@ def _value_checked(events: Sequence[Event]) -> frozenset[int]:
     return frozenset(e.index for e in events if e.checked_on_values)
 
 
-def _along_named(event: Event) -> bool:
-    """Are the axes this op computes along known and named (True for an op that computes along none)?"""
+def _along_named(event: Event, discarded: frozenset[tuple[int, ...]] = frozenset()) -> bool:
+    """Are the axes this op computes along known and named (True for an op that computes along none)? An axis
+    in ``discarded`` as ``(index, ALONG_OPERAND, axis)`` needs none (:func:`.stacked.unpacked_stacks`)."""
     how = family_of(event.op).value
     if how not in ALONG or not event.inputs or event.params.get("elementwise"):
         return True
     t = event.inputs[0]
     along = axes_along(how, event.params, len(t.shape))
-    return along is not None and all(t.dims[i] is not None for i in along if t.shape[i] > 1)
+    return along is not None and all(t.dims[i] is not None or (event.index, ALONG_OPERAND, i) in discarded
+                                     for i in along if t.shape[i] > 1)
 
 
 def unchecked_ops(events: Sequence[Event]) -> list[int]:

@@ -123,6 +123,7 @@ def carry_source(state: Inference, ins, outs, shapes) -> None:
         same = next((n for n in ins if n in state.made_by and state.capture.nodes[n].shape == tuple(shape)), None)
         if same is not None:
             state.made_by[node] = state.made_by[same]
+            state.carried.add(node)
         joined = reductions_joined(state, ins, same)
         if joined:
             state.reduced_into[node] = joined

@@ -29,6 +29,8 @@ def add_row(state: Inference, index: int, record: OpRecord, in_axes, out_axes, p
     state.event_of_record[index] = event_index
     event = event_of(state, event_index, record.spec, record, in_axes, out_axes, params, tags)
     event.sources = tuple(map(state.made_by.get, record.ins))
+    if state.carried and any(n in state.carried for n in record.ins):
+        event.carried = tuple(n in state.carried for n in record.ins)
     if record.ins and from_parameters_only(state, record.ins):
         event.from_parameters = True
     if state.reduced_into:

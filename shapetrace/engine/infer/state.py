@@ -57,6 +57,7 @@ class Inference:
         self.events: list[Event] = []
         self.made_by: dict[int, tuple[int, int]] = {}  # node -> (event, output position) of the row that made it
         self.reduced_into: dict[int, frozenset[int]] = {}   # node -> reduction rows that entered it without a row
+        self.carried: set[int] = set()   # nodes traced back to a row through calls without a row
         self.event_of_record: dict[int, int] = {}
         self.scalings: list[dict[str, Any]] = []
         self.pattern_conflicts: list[tuple[int, str]] = []
