@@ -778,3 +778,32 @@ def test_the_sink_dropped_from_the_wrong_end_is_found():
         "of the first with T of the second: different axes that only happen to have the same size (6): "
         "(T+1)[1:7] is cut across the parts of T+1, so its entries are not T's (positions 0 to 5 of the join).")
     assert t.diagnostics[0].fix == "Take T at its bounds in T+1: [..., 0:6]."
+
+
+# ---------------------------------------------------------------------------
+# attends-over-batch: SDPA keys whose token axis holds the batch folded in with the tokens
+# ---------------------------------------------------------------------------
+
+def _ip_attention(copies):
+    """huggingface/diffusers issue #9813: image embeddings ``[B, N, D]`` repeated once per prompt again
+    (``repeat(B, 1, 1)``: ``[B·B, N, D]``) and viewed ``(batch_size, -1, heads, head_dim)`` by the IP-Adapter
+    processor: the copies fold into the token axis, ``[B, B·N, H, d_k]``. ``copies`` 1 is the correct twin."""
+    def run(x, image):
+        batch = x.shape[0]
+        ip = image.repeat(batch if copies else 1, 1, 1)
+        q = x.view(batch, -1, 2, 4).transpose(1, 2)                               # (B, H, T, d_k)
+        k = ip.view(batch, -1, 2, 4).transpose(1, 2)                              # (B, H, B·N, d_k)
+        return F.scaled_dot_product_attention(q, k, k)
+    return run
+
+
+@pytest.mark.parametrize("copies", [True, False])
+def test_sdpa_keys_holding_the_batch_fold_attend_over_the_batch(copies):
+    """Failed on main 781b178 (``✓``: ``plain_role`` of ``B·N`` is none, so the key axis went unjudged)."""
+    t = traced(_ip_attention(copies), "B=2 T=5 N=3 D=8 H=2", torch.randn(2, 5, 8), torch.randn(2, 3, 8))
+    if not copies:
+        assert loud(t) == []
+        return
+    (d,) = found(t, "attends-over-batch")
+    assert d.event == index_of(t)
+    assert "axis -2 holds the batch folded in with other entries (B·N)" in d.message

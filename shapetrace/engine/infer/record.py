@@ -28,6 +28,7 @@ from shapetrace.engine.directions import (
     weighs_scores,
 )
 from shapetrace.engine.faults import faults_raise
+from shapetrace.engine.infer.copies import joined_copies
 from shapetrace.engine.infer.corrections import keep_ambiguity
 from shapetrace.engine.infer.names import clashes, is_scores, names_of, onto_scores, pass_names
 from shapetrace.engine.infer.provenance import (
@@ -130,6 +131,7 @@ def output_names(state: Inference, record: OpRecord, in_axes) -> tuple[OpRecord,
     if family is Family.JOIN and out_axes:
         out_axes = joined_entries(state, record, in_axes,
                                   [joined_with_parameters(state, record.ins, in_axes, out_axes[0], params)], params)
+        out_axes = joined_copies(state, record, in_axes, out_axes, params)
     if spec.family is Family.PROJECTION and out_axes and out_axes[0]:
         out_axes[0] = one_part_unstacked(state, record, out_axes[0])
     if record.error is None and out_axes:

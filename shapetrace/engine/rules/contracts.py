@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, Axis, indexed_join, top_level_terms
+from shapetrace.engine.axes import COPIES, Axis, coalesce, indexed_join, top_level_terms
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -140,11 +140,24 @@ def sdpa_keys_values_apart(analysis: Analysis) -> list[Diagnostic]:
 
 def sdpa_over_batch(analysis: Analysis) -> list[Diagnostic]:
     """q or k handed to SDPA with the batch on axis -2 (nn.MultiheadAttention with batch_first=False
-    fed [B, T, D]: it reads axis 0 as the sequence): each token attends over the batch entries."""
+    fed [B, T, D]: it reads axis 0 as the sequence): each token attends over the batch entries. So does a
+    key axis that holds the batch folded in with other entries (``B·N``: diffusers issue #9813's image
+    embeddings repeated once per prompt again and viewed ``(batch_size, -1, heads, head_dim)``): each query
+    attends over the tokens of every batch entry in that fold."""
     out = []
     for e in _sdpa_calls(analysis):
         wrong = [(which, t) for which, t in zip("qk", e.inputs[:2])
                  if len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "batch"]
+        folded = _keys_fold_the_batch(analysis.namer, e.inputs[1])
+        if not wrong and folded:
+            k = e.inputs[1]
+            out.append(Kind.ATTENDS_OVER_BATCH.found(e.index, (
+                f"{SDPA} #{e.index} reads k as [..., S, E], but k is {_shown(k)}: axis -2 holds the batch folded "
+                f"in with other entries ({folded}), so each query attends over the keys of several batch entries "
+                "at once; torch only checks that the sizes fit."), (
+                "Give the keys one row per batch entry before the view: build them [B, S, D] (one copy per "
+                "batch entry, not B copies of the whole batch), then view(B, S, H, d_k).transpose(1, 2).")))
+            continue
         if not wrong:
             continue
         which, t = wrong[0]
@@ -157,6 +170,17 @@ def sdpa_over_batch(analysis: Analysis) -> list[Diagnostic]:
             "If this is nn.MultiheadAttention fed [B, T, D], create it with batch_first=True (or pass "
             "x.transpose(0, 1)); otherwise put the tokens on axis -2 of q, k and v.")))
     return out
+
+
+def _keys_fold_the_batch(namer: Namer, t: TensorInfo) -> str | None:
+    """The label of ``t``'s axis -2 where it is a fold of several pieces one of which is a batch axis of more
+    than one entry (``B·N``), else None. Read on the pieces the axis is made of, never on sizes."""
+    if len(t.dims) < 2 or len(t.axes) != len(t.dims) or not t.dims[-2]:
+        return None
+    pieces = coalesce(t.axes[-2].atoms)
+    if len(pieces) < 2 or not any(p.size > 1 and namer.role(p.root) == "batch" for p in pieces):
+        return None
+    return t.dims[-2].replace("*", "·")
 
 
 def _heads_before_features(namer: Namer, t: TensorInfo) -> bool:
