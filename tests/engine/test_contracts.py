@@ -807,3 +807,19 @@ def test_sdpa_keys_holding_the_batch_fold_attend_over_the_batch(copies):
     (d,) = found(t, "attends-over-batch")
     assert d.event == index_of(t)
     assert "axis -2 holds the batch folded in with other entries (B·N)" in d.message
+
+
+def test_packed_sequences_with_a_block_diagonal_mask_are_no_attention_over_the_batch():
+    """Sequences packed into one row (xformers' ``BlockDiagonalMask``, transformers' packed-sequence training):
+    the keys' axis holds ``B·T``, and the mask given to SDPA keeps each query inside its own sequence. Names
+    alone cannot say which keys a mask hides, so a key axis that folds the batch in is not judged where SDPA
+    is given a mask (the dependency contracts measure it)."""
+    def run(x):
+        b, t, _ = x.shape
+        packed = x.reshape(1, b * t, 8)                                           # (1, B·T, D)
+        q = packed.view(1, b * t, 2, 4).transpose(1, 2)                           # (1, H, B·T, d_k)
+        seq = torch.arange(b).repeat_interleave(t)
+        mask = seq[:, None] == seq[None, :]                                       # (B·T, B·T) block-diagonal
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    t = traced(run, "B=2 T=5 D=8 H=2", torch.randn(2, 5, 8))
+    assert [d.kind for d in t.diagnostics if d.kind == "attends-over-batch"] == []

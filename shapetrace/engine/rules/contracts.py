@@ -143,13 +143,14 @@ def sdpa_over_batch(analysis: Analysis) -> list[Diagnostic]:
     fed [B, T, D]: it reads axis 0 as the sequence): each token attends over the batch entries. So does a
     key axis that holds the batch folded in with other entries (``B·N``: diffusers issue #9813's image
     embeddings repeated once per prompt again and viewed ``(batch_size, -1, heads, head_dim)``): each query
-    attends over the tokens of every batch entry in that fold."""
+    attends over the tokens of every batch entry in that fold, where SDPA is given no mask (sequences packed
+    into one row, ``[1, H, B·T, d_k]``, are kept apart by a block-diagonal ``attn_mask``)."""
     out = []
     for e in _sdpa_calls(analysis):
         wrong = [(which, t) for which, t in zip("qk", e.inputs[:2])
                  if len(t.dims) >= 2 and analysis.namer.plain_role(t.dims[-2]) == "batch"]
-        folded = _keys_fold_the_batch(analysis.namer, e.inputs[1])
-        if not wrong and folded:
+        folded = _keys_fold_the_batch(analysis.namer, e.inputs[1]) if len(e.inputs) <= 3 else None
+        if not wrong and folded:   # (with a mask, packed sequences kept apart by it: the contracts measure that)
             k = e.inputs[1]
             out.append(Kind.ATTENDS_OVER_BATCH.found(e.index, (
                 f"{SDPA} #{e.index} reads k as [..., S, E], but k is {_shown(k)}: axis -2 holds the batch folded "
