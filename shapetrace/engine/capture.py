@@ -318,6 +318,8 @@ class Capture:
         if spec.starts_backward:   # a backward pass (a script's step), not an op: its grads are inputs from here
             self.backward_via[spec] = self.backward_via.get(spec, 0) + 1
             return result
+        if spec.on_self:   # (``x.new_ones(n, m)``: x gives only its dtype and device, the sizes are the rest)
+            args, tensors = args[1:], ()
         if not tensors:
             if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
