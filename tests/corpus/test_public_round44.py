@@ -1,4 +1,4 @@
-"""A forty-second round of public-style files (tests/corpus/public42), written for the causes that keep correct
+"""A forty-fourth round of public-style files (tests/corpus/public44; written as round 42 beside round 42's own, renamed at the merge), written for the causes that keep correct
 files at ``?`` (a sweep of every round at first sight: correct ✓ 209 of 444, bugs ✓ 7 of 588): DiT's block
 (facebookresearch/DiT models.py with timm's ``Attention``), a sinusoidal timestep embedding and an MLP made into
 the adaLN-Zero shift, scale and gate of the tokens; Hugging Face's Perceiver (modeling_perceiver.py), learned
@@ -55,7 +55,7 @@ Why each stays ``?``:
 from __future__ import annotations
 
 from tests.corpus.helpers import round_tests
-from tests.corpus.public42 import dit_block, llama_cache_mask, perceiver_latents
+from tests.corpus.public44 import dit_block, llama_cache_mask, perceiver_latents
 
 MODULES = (dit_block, perceiver_latents, llama_cache_mask)
 UNSURE = ("?", ())
