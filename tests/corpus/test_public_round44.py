@@ -1,4 +1,4 @@
-"""A forty-fourth round of public-style files (tests/corpus/public44; written as round 42 beside round 42's own, renamed at the merge), written for the causes that keep correct
+"""A forty-fourth round of public-style files (tests/corpus/public44; written as a second round 42, renamed),
 files at ``?`` (a sweep of every round at first sight: correct ✓ 209 of 444, bugs ✓ 7 of 588): DiT's block
 (facebookresearch/DiT models.py with timm's ``Attention``), a sinusoidal timestep embedding and an MLP made into
 the adaLN-Zero shift, scale and gate of the tokens; Hugging Face's Perceiver (modeling_perceiver.py), learned
