@@ -38,7 +38,7 @@ from shapetrace.engine.op_args import first_operand, linear_operands
 from shapetrace.engine.ops import UNKNOWN, Family, OpSpec, all_operands, callable_index
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, call_stack, einops_call, site
-from shapetrace.engine.sizes import SizeReads, carries_sizes
+from shapetrace.engine.sizes import SizeReads, all_sizes_read, carries_sizes
 
 
 class OpRecord(NamedTuple):
@@ -318,6 +318,8 @@ class Capture:
         if spec.starts_backward:   # a backward pass (a script's step), not an op: its grads are inputs from here
             self.backward_via[spec] = self.backward_via.get(spec, 0) + 1
             return result
+        if spec.on_self:   # (``x.new_ones(n, m)`` of sizes read from axes: x gives only its dtype and device)
+            args, tensors = args[1:], ()
         if not tensors:
             if spec.sized and type(result) is _TENSOR and carries_sizes(args, kwargs):   # an entered node:
                 self.records.append(_new_tuple(PassRecord, (spec, self.modules[-1] if self.modules else -1, (),
@@ -407,8 +409,9 @@ class Recorder(TorchFunctionMode):
             return self.capture.size_read(args, kwargs)   # x.size(), x.size(i), x.shape
         if spec.opens:
             return run_opened(self, func, args, kwargs, spec)
-        if spec.row:
-            return self.capture.record(spec, func, args, kwargs)
+        if spec.row or spec.on_self and not all_sizes_read(args[1:2] if spec.sized == "sequence" else args[1:]):
+            # (``x.new_empty(B, 3, T, 8)``, a literal among its sizes: an unknown op's row, its result never seeded)
+            return self.capture.record(spec if spec.row else UNKNOWN, func, args, kwargs)
         if (spec.additive or spec.subtractive) and len(args) >= 2 and isinstance(args[0], _TENSOR) and \
                 isinstance(args[1], _TENSOR):
             return self.capture.record_addition(spec, func, args, kwargs)

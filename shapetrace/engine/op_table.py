@@ -125,6 +125,11 @@ ENTRIES: list[OpSpec] = [
     *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape")
       for name in ("zeros", "ones", "empty")),
     OpSpec("full", "new", None, row=False, words="a new tensor of a shape", sized="sequence"),
+    # (the same made by a method of another tensor, which gives only the dtype and the device: Transformer-XL's
+    # ``word_emb.new_ones(qlen, klen)`` mask, a buffer ``k.new_zeros(B, H, 0, d)``)
+    *(OpSpec(name, "new", None, row=False, words="a new tensor of a shape", sized="shape", on_self=True)
+      for name in ("new_zeros", "new_ones", "new_empty")),
+    OpSpec("new_full", "new", None, row=False, words="a new tensor of a shape", sized="sequence", on_self=True),
     # (a new tensor of another's shape: each axis indexes what the other's axis does, as zeros(n) of a size read
     # from an axis does; Mistral's ``triu(ones_like(mask), diagonal=...)`` window over the mask's [T, T])
     *(OpSpec(name, "new", pr.broadcast, row=False, words="a new tensor of another's shape")

@@ -89,6 +89,8 @@ class OpSpec:
     sized: str = ""                   # sizes read from axes name its result: "shape" (zeros(B, T)), "sequence"
     #                                   (full((B, T), v): one sequence only), "count" (arange(n)), "grown"
     #                                   (expand(B, -1, -1)); "" if not (:mod:`.sizes`)
+    on_self: bool = False             # a factory method (``x.new_ones(n, m)``): its tensor gives only the dtype and
+                                      # device, and the sizes after it name the result as ``sized`` says
     replay: str = ""                  # moves elements: the function its calls are replayed as to follow
     #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
     #: the one function this op is, as a dotted path, where another function shares its ``__name__``

@@ -144,6 +144,12 @@ def carries_sizes(args, kwargs) -> bool:
     return False
 
 
+def all_sizes_read(args) -> bool:
+    """Was every size of a factory's shape (``*sizes`` or one sequence) read from an axis, or a literal 1?"""
+    sizes = args[0] if len(args) == 1 and type(args[0]) in _SEQUENCES else args
+    return bool(sizes) and all(type(v) in _CARRIERS or type(v) is int and v == 1 for v in sizes)
+
+
 _TORCH_SIZE = torch.Size
 _SEQUENCES = (tuple, list, torch.Size)
 #: the ints a sum with a read size keeps as its terms

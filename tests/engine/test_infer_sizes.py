@@ -361,3 +361,30 @@ def test_a_cut_of_a_merged_grid_to_the_token_count_names_nothing():
         grid.reshape(-1)[:n].flip(0)
         table[:n].flip(0)
     assert [e.output.dims for e in t.events if e.op == "flip"] == [(None,), ("T", None)]
+
+
+@pytest.mark.parametrize("method", ["new_ones", "new_zeros", "new_full"])
+def test_a_mask_made_by_a_tensor_method_from_read_sizes_has_their_axes(method):
+    """Transformer-XL's ``torch.triu(word_emb.new_ones(qlen, klen), diagonal=1)``: ``x.new_ones(n, m)`` is
+    ``torch.ones(n, m)`` with x's dtype and device, so sizes read from x's axes name it as they name
+    ``torch.ones``'s. Before (5afe940): ``new_ones`` was an unknown op, its ``[T, T]`` unnamed, and the ``triu``
+    and every op the mask met were not checked. The twin, ``torch.ones`` itself, was named already."""
+    x = torch.randn(6, 2, 32)                                   # (T, B, D)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        qlen = x.size(0)
+        made = getattr(x, method)
+        ones = made((qlen, qlen), 1.0) if method == "new_full" else made(qlen, qlen)
+        torch.triu(ones, diagonal=1)                            # (T, T)
+        torch.triu(torch.ones(qlen, qlen), diagonal=1)          # (T, T): the twin
+    assert [e.output.dims for e in t.events if e.op == "triu"] == [("T", "T")] * 2
+    assert kinds(t) == []
+
+
+def test_a_method_made_tensor_from_literal_sizes_names_nothing_by_its_sizes_alone():
+    """``x.new_zeros(6, 6)`` with sizes written as literals carries no axis: like ``torch.zeros(6, 6)``
+    it is a fresh tensor, never named from its tensor ``x``'s axes (that tensor gives only the dtype)."""
+    x = torch.randn(2, 6, 32)                                   # (B, T, D)
+    with shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        mask = x.new_zeros(3, 5)
+        torch.triu(mask, diagonal=1)                            # (3, 5)
+    assert [e.output.dims for e in t.events if e.op == "triu"] == [(None, None)]
