@@ -23,6 +23,10 @@ def fmt_shape(t: TensorInfo, long_names: dict[str, str] | None = None) -> str:
     return fmt_named(t.dims, t.shape, long_names)
 
 
+#: how a shape spells an axis that holds only a tiling's copies (its label is their count)
+COPIES_SHOWN = "copies"
+
+
 def fmt_named(dims: Iterable[str | None], shape: Iterable[int], long_names: dict[str, str] | None = None) -> str:
     """``[B=2, H·d_k=512, 6]`` from names and sizes: the one spelling of a named shape.
 
@@ -33,11 +37,18 @@ def fmt_named(dims: Iterable[str | None], shape: Iterable[int], long_names: dict
     '[B=2, H·d_k=512, 6]'
     >>> fmt_named(("B", "T", "D"), (8, 32768, 8192))
     '[B=8, T=32768, D=8192]'
+
+    An axis that holds only the copies a tiling made (``x.repeat(2, 1, 1)`` viewed back apart: its label is
+    the count, as in ``2·B``) says so, rather than ``2=2``:
+
+    >>> fmt_named(("2", "B*N", "H"), (2, 6, 4))
+    '[copies=2, B·N=6, H=4]'
     """
     parts = []
     for name, size in zip(dims, shape):
         if name:
             shown = long_names.get(name, name) if long_names else name
+            shown = COPIES_SHOWN if shown == str(size) else shown   # (a tiling's count of its copies alone)
             parts.append(f"{shown.replace('*', '·')}={size}")
         else:
             parts.append(str(size))
