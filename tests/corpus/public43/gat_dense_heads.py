@@ -38,7 +38,8 @@ class GATLayerImp2(nn.Module):
     def forward(self, data):
         in_nodes_features, connectivity_mask = data                                  # (N, FIN), (N, N)
         num_of_nodes = in_nodes_features.shape[0]
-        nodes_features_proj = self.linear_proj(in_nodes_features).view(-1, self.num_of_heads, self.num_out_features)  # (N, NH, FOUT)
+        nh, fout = self.num_of_heads, self.num_out_features
+        nodes_features_proj = self.linear_proj(in_nodes_features).view(-1, nh, fout)  # (N, NH, FOUT)
         scores_source = torch.sum(nodes_features_proj * self.scoring_fn_source, dim=-1, keepdim=True)  # (N, NH, 1)
         scores_target = torch.sum(nodes_features_proj * self.scoring_fn_target, dim=-1, keepdim=True)  # (N, NH, 1)
         scores_source = scores_source.transpose(0, 1)                               # (NH, N, 1)
@@ -47,7 +48,7 @@ class GATLayerImp2(nn.Module):
         all_attention_coefficients = self.softmax(all_scores + connectivity_mask)   # (NH, N, N)
         out_nodes_features = torch.bmm(all_attention_coefficients, nodes_features_proj.transpose(0, 1))  # (NH, N, FOUT)
         if self.bug == "reshape-instead-of-permute":
-            out_nodes_features = out_nodes_features.reshape(num_of_nodes, self.num_of_heads, -1)  # (N, NH, FOUT) [bug-reshape]
+            out_nodes_features = out_nodes_features.reshape(num_of_nodes, nh, -1)  # (N, NH, FOUT) [bug-reshape]
         else:
             out_nodes_features = out_nodes_features.permute(1, 0, 2)                # (N, NH, FOUT) [gat-out]
         return self.skip_concat_bias(in_nodes_features, out_nodes_features), connectivity_mask

@@ -20,6 +20,9 @@ import sys
 import torch
 from torch import nn
 
+#: wenet's default ``cache: torch.Tensor = torch.zeros((0, 0, 0, 0))``: the first chunk's empty cache
+NO_CACHE = torch.zeros((0, 0, 0, 0))
+
 
 class MultiHeadedAttention(nn.Module):
     def __init__(self, n_head, n_feat, bug=""):
@@ -49,7 +52,7 @@ class MultiHeadedAttention(nn.Module):
             x = x.transpose(1, 2).contiguous().view(n_batch, -1, self.h * self.d_k)  # (B, T, D) [wenet-merge]
         return self.linear_out(x)
 
-    def forward(self, query, key, value, mask, cache=torch.zeros((0, 0, 0, 0))):
+    def forward(self, query, key, value, mask, cache=NO_CACHE):
         q, k, v = self.forward_qkv(query, key, value)
         if cache.size(0) > 0:
             key_cache, value_cache = torch.split(cache, cache.size(-1) // 2, dim=-1)  # (B, H, cache_t, d_k)
