@@ -27,13 +27,13 @@ pct_offset_attention (correct)                  ✗ values-by-queries           
 pct_offset_attention query-reshaped-not-perm.   ✗ mixed-axis                  ? 9 of 21                  ✗ | ?
 pct_offset_attention values-channels-last       ✗ mixed-axis                  ✗ mixed-axis,              ✗ | ✗
                                                                               broadcast-mismatch
-wenet_chunk_cache    (correct)                  ? 41 of 44                    ?                          ? | ?
+wenet_chunk_cache    (correct)                  ? 41 of 44                    ?                          ✓ | ?
 wenet_chunk_cache    merge-without-transpose    ✗ mixed-axis                  ✗ tokens-merged-with-feat. ✗ | ✗
 wenet_chunk_cache    cache-kv-interleaved       ? 32 of 46                    ?                          ? | ?
 ==================== ========================== ============================= ========================== ==========
 
 At first sight (distinct sizes): the 4 correct files ✓ 1, ? 2, ✗ 1 (PCT); the 8 bugs ✗ 5, ? 3, ✓ 0; the twin ?.
-After the fixes: correct ✓ 1, ? 3, ✗ 0 (none at equal sizes either); bugs ✗ 7, ? 1, ✓ 0; the twin ?.
+After the fixes: correct ✓ 2, ? 2, ✗ 0 (none at equal sizes either); bugs ✗ 7, ? 1, ✓ 0; the twin ?.
 
 Note 1: the CLI traces the whole script, the adjacency's ``adj.T`` and ``masked_fill`` of ``build`` included, whose
 ``(N, N)`` axes nothing names; ``round_outcome`` builds outside the trace. Note 2: ``heads-averaged`` (GAT's
@@ -50,6 +50,10 @@ The fixes (each test fails on 0131a52):
   and engine/infer/record names a product whose subscripts sum the first operand's last axis against a 2-d
   parameter matrix as a projection, as it names ``x @ W`` (tests/engine/test_infer_record.py). AutoInt's
   ``tensordot(inputs, W_Query, dims=([-1], [0]))`` made no row, so nothing was named and both its bugs were ``?``.
+* engine/infer/sizes ``_read_sum``: a size that adds two sizes read from named axes is the axis a ``cat`` of those
+  two makes (tests/engine/test_infer_sizes.py). wenet's second-chunk mask ``torch.ones(n_batch, 1, cache.size(2) +
+  chunk_size)`` was unnamed (its ``B`` too), so the mask's ``unsqueeze`` and two ``masked_fill``\\ s went unchecked;
+  now ``[B, 1, T+T]``, lined up with the keys joined from the cache: ``✓`` at distinct sizes.
 
 Why each stays ``?``:
 
@@ -62,10 +66,8 @@ Why each stays ``?``:
   (a conv's output channels narrower than the model's). At equal sizes (B = T = 4) ``query-reshaped-not-permuted``'s
   reshape of ``[B, 8, T]`` into ``[4, 4, 8]`` leaves both new axes unnamed and reports nothing (at T = 10 the same
   reshape is ``mixed-axis``); why the rule is silent at T = 4 was not traced in this round.
-* wenet_chunk_cache (correct, 41 of 44): the second chunk's mask ``torch.ones(n_batch, 1, cache.size(2) +
-  chunk_size)`` has a size that is a sum of two read sizes; its ``unsqueeze`` is left with no name at all (not even
-  the ``B`` read from ``chunk1.shape``, which the first chunk's mask carries), so it and the two ``masked_fill``\\ s it
-  feeds are not checked.
+* wenet_chunk_cache (correct) at equal sizes: B = T = H = 4, and the ``[4, 4, 32]`` chunks read ``[B, T, D]`` or
+  ``[T, B, D]``: names from sizes alone are ambiguous.
   ``cache-kv-interleaved``: the cache packed ``stack((k, v), dim=-1).flatten(-2)`` and split in halves; the
   ``stack``/``flatten`` fold of ``(d_k, 2)`` and the halves cut from it are left unnamed (32 of 46), so the
   second chunk's keys, half key features and half value features, are not seen. A name for a cut across an
@@ -94,7 +96,7 @@ EXPECTED = {
     (pct_offset_attention, "query-reshaped-not-permuted"): [("✗", ("mixed-axis",)), UNSURE],
     (pct_offset_attention, "values-channels-last"): [
         ("✗", ("mixed-axis",)), ("✗", ("mixed-axis", "broadcast-mismatch"))],
-    (wenet_chunk_cache, ""): [UNSURE, UNSURE],
+    (wenet_chunk_cache, ""): [("✓", ()), UNSURE],                   # (distinct: ? -> ✓ after the sizes fix)
     (wenet_chunk_cache, "merge-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",))],
     (wenet_chunk_cache, "cache-kv-interleaved"): [UNSURE, UNSURE],
 }
