@@ -89,6 +89,38 @@ def _einsum_params(args: tuple, kwargs: dict) -> dict:
     return {"equation": equation, **({"subscripts": parsed} if parsed else {})}
 
 
+def _tensordot_params(args: tuple, kwargs: dict) -> dict:
+    """``torch.tensordot(a, b, dims)`` read as the einsum it is: ``dims`` pairs axes of ``a`` with axes of
+    ``b`` (an int ``n``: ``a``'s last ``n`` with ``b``'s first ``n``); the output is ``a``'s other axes, then
+    ``b``'s, in order. ``tensordot(x, W, dims=([-1], [0]))`` on ``x`` ``[B, F, E]`` is ``'abc,cd->abd'``.
+
+    >>> import torch
+    >>> _tensordot_params((torch.ones(2, 3, 4), torch.ones(4, 5)), {"dims": ([-1], [0])})["equation"]
+    'abc,cd->abd'
+    """
+    kwargs = kwargs or {}
+    a, b = (args[i] if len(args) > i else kwargs.get(name) for i, name in ((0, "a"), (1, "b")))
+    dims = args[2] if len(args) > 2 else kwargs.get("dims", 2)
+    if not (hasattr(a, "shape") and hasattr(b, "shape")):
+        return {}
+    ra, rb = len(a.shape), len(b.shape)
+    if isinstance(dims, int):
+        pairs = (list(range(ra - dims, ra)), list(range(dims)))
+    elif isinstance(dims, (list, tuple)) and len(dims) == 2:
+        pairs = tuple([d] if isinstance(d, int) else list(d) for d in dims)
+    else:
+        return {}
+    if len(pairs[0]) != len(pairs[1]) or not all(isinstance(d, int) for side in pairs for d in side):
+        return {}
+    da, db = [d % ra for d in pairs[0]], [d % rb for d in pairs[1]]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    ta = [next(letters) for _ in range(ra)]
+    tb = [ta[da[db.index(j)]] if j in db else next(letters) for j in range(rb)]
+    out = [c for i, c in enumerate(ta) if i not in da] + [c for j, c in enumerate(tb) if j not in db]
+    parsed = {"inputs": ["".join(ta), "".join(tb)], "output": "".join(out)}
+    return {"equation": f"{parsed['inputs'][0]},{parsed['inputs'][1]}->{parsed['output']}", "subscripts": parsed}
+
+
 def _sdpa_params(args: tuple, kwargs: dict) -> dict:
     mask = arg(args, kwargs, 3, "attn_mask")
     return {"is_causal": bool(arg(args, kwargs, 5, "is_causal", False)), "scale": _number(kwargs.get("scale")),

@@ -58,3 +58,33 @@ def test_a_pinned_mask_join_takes_the_count_its_latents_were_given():
     t = traced_build(idefics2_resampler, "", "B=2 T=6 N=3 D=32 H=4 H_kv=2")
     joins = [e.outputs[0].dims for e in t.events if e.op == "cat"]
     assert joins[:2] == [("B", "T+3"), ("B", "T+3", "D")]
+
+
+# -- a tensordot by a parameter matrix (on 0131a52, main, ``torch.tensordot`` was no op of the registry and made no
+# row: tests/corpus/public43/autoint_interacting.py, DeepCTR-Torch's AutoInt ``InteractingLayer``, projects its
+# fields by ``tensordot(inputs, W_Query, dims=([-1], [0]))``: ``? nothing was checked``, and its heads merged by a
+# reshape across the batch were not seen) ---------------------------------------------------------------------------
+
+def _autoint(merge_by_reshape: bool):
+    torch.manual_seed(0)
+    w_q, w_k, w_v = (nn.Parameter(torch.randn(16, 16)) for _ in range(3))
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=3 D=16 H=4") as t:
+        shapetrace.name(x, "B T D")
+        q, k, v = (torch.stack(torch.split(torch.tensordot(x, w, dims=([-1], [0])), 4, dim=2))   # (H, B, T, d)
+                   for w in (w_q, w_k, w_v))
+        y = torch.einsum("bnik,bnjk->bnij", q, k).softmax(dim=-1) @ v                       # (H, B, T, d)
+        if merge_by_reshape:
+            y.reshape(2, 3, -1)                                                             # (B, T, D) mixed
+        else:
+            torch.cat(torch.split(y, 1), dim=-1).squeeze(0)                                 # (B, T, D)
+    return t
+
+
+def test_a_tensordot_by_a_parameter_matrix_is_a_projection():
+    t = _autoint(merge_by_reshape=False)
+    projection = next(e for e in t.events if e.op == "tensordot")
+    assert projection.outputs[0].dims[:2] == ("B", "T")
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    t = _autoint(merge_by_reshape=True)
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mixed-axis"]

@@ -388,3 +388,20 @@ def test_a_method_made_tensor_from_literal_sizes_names_nothing_by_its_sizes_alon
         mask = x.new_zeros(3, 5)
         torch.triu(mask, diagonal=1)                            # (3, 5)
     assert [e.output.dims for e in t.events if e.op == "triu"] == [(None, None)]
+
+
+def test_a_size_summed_from_two_reads_is_the_axis_their_join_makes():
+    """wenet's second chunk: ``torch.ones(n_batch, 1, cache.size(2) + chunk_size)``, a mask over the cached frames
+    and the chunk's (tests/corpus/public43/wenet_chunk_cache.py). On 0131a52 (main) the sum, no read of one axis,
+    left the whole mask unnamed, its ``B`` too (``? checked 41 of 44``); now it is ``[B, 1, S+T]``, as
+    ``cat([cache, x], 1)`` names the keys. A sum with a literal (``n + 1``) still names nothing."""
+    x, cache = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    with shapetrace.trace(dims="B=2 T=3 S=5 D=8") as t:
+        shapetrace.name(x, "B T D")
+        shapetrace.name(cache, "B S D")
+        torch.cat([cache, x], dim=1).sum(-1)
+        torch.ones(x.size(0), 1, cache.size(1) + x.size(1)).flip(0)
+        torch.ones(x.size(0), 1, cache.size(1) + 1).flip(0)
+    assert [e.output.dims for e in t.events if e.op == "cat"] == [("B", "S+T", "D")]
+    assert [e.output.dims[-1] for e in t.events if e.op == "flip"] == ["S+T", None]
+    assert next(e for e in t.events if e.op == "flip").output.dims == ("B", None, "S+T")

@@ -124,3 +124,22 @@ def _channels_first(transposed):
                          ids=["v-at-attn", "v-at-attn-T"])
 def test_values_of_an_unnamed_width_are_checked(transposed, want):
     assert [kind for kind, _ in _errors(_channels_first(transposed))] == want
+
+
+# -- weights renormalised along the axis the product sums (on 0131a52, main, the renormalised product below is
+# ``✗ values-by-queries``: tests/corpus/public43/pct_offset_attention.py, PCT's offset attention, whose
+# ``softmax(energy, dim=-1)`` is divided by its own sum over the queries, ``attention.sum(dim=1)``, before
+# ``bmm(x_v, attention)`` sums the queries) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("product", [
+    lambda w, v: v.transpose(-1, -2) @ w,                                  # PCT: bmm(x_v, attention), [B, d, T_k]
+    lambda w, v: torch.einsum("bhts,bhtd->bhsd", w, v),                    # the query letter contracted
+], ids=["matmul", "einsum"])
+@pytest.mark.parametrize(("renormalise", "want"), [
+    (lambda w: w / (1e-9 + w.sum(dim=-2, keepdim=True)), []),              # a weighted mean over the queries
+    (lambda w: w, ["values-by-queries"]),                                  # the same product, not renormalised
+    (lambda w: w / (1e-9 + w.sum(dim=-1, keepdim=True)), ["values-by-queries"]),   # renormalised over the keys
+], ids=["renormalised-over-queries", "not-renormalised", "renormalised-over-keys"])
+def test_weights_renormalised_along_the_summed_axis_are_a_weighted_mean(product, renormalise, want):
+    t = _traced(lambda w, v: product(renormalise(w), v))
+    assert [kind for kind, _ in _errors(t)] == want

@@ -59,6 +59,7 @@ from shapetrace.engine.ops import (
     Family,
     by_parameter_matrix,
     is_basic_indexing,
+    record_params,
 )
 from shapetrace.engine.vocabulary import PROJECTED, Role
 
@@ -100,9 +101,21 @@ def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:
         elif _one_shape(record) or not clashes(state, record, in_axes):
             pass_names(state, spec, record.ins, record.outs, [r[0] for r in record.out_raw], record.frozen, in_axes)
             return None
-    if record.spec.contraction == "matrix" and by_parameter_matrix_product(state, record):
+    by_matrix = record.spec.contraction == "matrix" or (record.spec.by_subscripts and projects_last_axis(
+        record_params(record.spec, *record.frozen).get("subscripts")))
+    if by_matrix and by_parameter_matrix_product(state, record):
         record = record._replace(spec=by_parameter_matrix(record.spec))
     return record
+
+
+def projects_last_axis(parsed: dict | None) -> bool:
+    """Subscripts that sum the first operand's last axis against a matrix's first and keep the rest in order,
+    ``x @ W`` spelled as an einsum or a ``tensordot`` (DeepCTR's ``tensordot(inputs, W_Query, dims=([-1], [0]))``,
+    ``'abc,cd->abd'``)."""
+    if not parsed or len(parsed["inputs"]) != 2 or len(parsed["inputs"][1]) != 2 or not parsed["inputs"][0]:
+        return False
+    (x, w), out = parsed["inputs"], parsed["output"]
+    return w[0] == x[-1] and w[1] not in x and out == x[:-1] + w[1]
 
 
 def _one_shape(record: OpRecord) -> bool:

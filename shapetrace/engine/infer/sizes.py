@@ -13,7 +13,8 @@ read while the trace recorded) and the axes of the nodes they were read from. Ad
 
 A count that starts after a read size counts what it adds to it (``torch.arange(past, past + T)``,
 transformers' ``cache_position``: T positions after ``past`` cached ones, along T's axis). A size that
-was not read from an axis, or other arithmetic on one (``n + 1`` on its own), names nothing. Equal values
+was not read from an axis, or other arithmetic on one (``n + 1`` on its own), names nothing; a sum of two
+reads is the axis a ``cat`` of those two axes makes (``cache.size(2) + T``: ``T+T``). Equal values
 never stand in for a read: the value carries its source, or it carries none.
 """
 
@@ -23,6 +24,7 @@ import math
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis, unknown_axes
+from shapetrace.engine.axis_moves import cat_axes
 from shapetrace.engine.infer.seeds import fitting_seeds, sequence_name
 from shapetrace.engine.infer.writes import BATCH_CAPACITY
 from shapetrace.engine.sizes import SizeOf, SizeQuot, SizeSum, other_term
@@ -46,7 +48,7 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [Axis() if type(s) is int and s == 1 else _read_axis(state, s) for s in sizes]
+    found = [Axis() if type(s) is int and s == 1 else _read_axis(state, s) or _read_sum(state, s) for s in sizes]
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
@@ -308,6 +310,19 @@ def _read_axis(state: Inference, size) -> Axis | None:
         return None
     axis = axes[size.axis]
     return None if _unnamed_or_copies(axis) or axis.size != int(size) else axis
+
+
+def _read_sum(state: Inference, size) -> Axis | None:
+    """A size that adds two sizes both read from axes (wenet's ``torch.ones(n_batch, 1, cache.size(2) + chunk)``,
+    a mask over the cached frames and the chunk's): the axis a ``cat`` of those two axes makes (``T+T``), as the
+    keys joined from the cache and the chunk are named; None where a term was not read from a named axis."""
+    if type(size) is not SizeSum:
+        return None
+    parts = [_read_axis(state, term) for term in size.terms]
+    if any(part is None for part in parts):
+        return None
+    joined = cat_axes([[part] for part in parts], 0, state.namer)[0]
+    return None if _unnamed_or_copies(joined) else joined
 
 
 def _unnamed_or_copies(axis: Axis) -> bool:

@@ -81,7 +81,7 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
                         and analysis.namer.role(lab) in ("head_features", "features")] or \
                 _unnamed_width(other, 1 - operand, summed, info)
             if not kept or not label or analysis.namer.role(label) != "tokens" or not features or \
-                    not normalised_over_keys(analysis, e, operand):
+                    not normalised_over_keys(analysis, e, operand) or renormalised_along(analysis, e, operand, axis):
                 continue
             out.append(Kind.VALUES_BY_QUERIES.found(e.index, (
                 f"{e.op} #{e.index} sums the attention weights {fmt_named(info.dims, info.shape)} over their "
@@ -91,6 +91,29 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
                 "attn @ v (in an einsum, contract the keys' letter).", blame=((operand, axis),)))
             break
     return out
+
+
+def renormalised_along(analysis: Analysis, e: Event, operand: int, axis: int) -> bool:
+    """Were ``e``'s operand's weights divided by their own sum along ``axis``, the axis ``e`` sums, before it?
+    PCT's offset attention: ``softmax(energy, dim=-1)``, then ``attention / attention.sum(dim=1, keepdim=True)``
+    and ``bmm(x_v, attention)``: each output point's weights sum to 1 along the axis the product sums over, a
+    weighted mean of the values along it, which is what the code means by renormalising there."""
+    source = e.sources[operand] if operand < len(e.sources) else None
+    if source is None or operand >= len(e.joined) or source[0] >= len(analysis.events):
+        return False
+    start = analysis.events[source[0]]
+    made = start.outputs[0] if start.outputs else None
+    if made is None or tuple(made.shape) != tuple(e.inputs[operand].shape):
+        return False
+    return any(sum_of(analysis.events[r], start, axis) for r in e.joined[operand] if r < len(analysis.events))
+
+
+def sum_of(r: Event, start: Event, axis: int) -> bool:
+    """Is ``r`` a sum of ``start``'s output itself along axis ``axis``, alone?"""
+    dim = r.params.get("dim")
+    dim = dim[0] if isinstance(dim, (tuple, list)) and len(dim) == 1 else dim
+    return r.spec is not None and r.spec.name == "sum" and tuple(r.sources[:1]) == ((start.index, 0),) and \
+        isinstance(dim, int) and bool(r.inputs) and dim % len(r.inputs[0].shape) == axis
 
 
 def _unnamed_width(other, side: int, summed: list[tuple[int, int]], weights) -> list[int]:

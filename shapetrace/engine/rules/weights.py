@@ -31,7 +31,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
-from shapetrace.engine.rules.weighted_values import values_by_queries
+from shapetrace.engine.rules.weighted_values import sum_of, values_by_queries
 from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -240,17 +240,9 @@ def renormalised_over_keys(analysis: Analysis, start, key: int) -> bool:
             if source != (start.index, 0) or position >= len(e.joined) or position >= len(e.inputs) \
                     or e.inputs[position].dims != made or _contracted(e, position, len(made)) != key:
                 continue
-            if any(_sum_of(analysis.events[r], start, key) for r in e.joined[position] if r < len(analysis.events)):
+            if any(sum_of(analysis.events[r], start, key) for r in e.joined[position] if r < len(analysis.events)):
                 return True
     return False
-
-
-def _sum_of(r, start, key: int) -> bool:
-    """Is ``r`` a sum of ``start``'s output itself along axis ``key``, alone?"""
-    dim = r.params.get("dim")
-    dim = dim[0] if isinstance(dim, (tuple, list)) and len(dim) == 1 else dim
-    return r.spec is not None and r.spec.name == "sum" and tuple(r.sources[:1]) == ((start.index, 0),) and \
-        isinstance(dim, int) and r.inputs and dim % len(r.inputs[0].shape) == key
 
 
 def _other_direction(analysis: Analysis, scores, axis: int, found) -> bool:
