@@ -665,6 +665,23 @@ def _planted(func, *edits):
     return space[func.__name__]
 
 
+def _planted_outcome(monkeypatch, name: str, target, attr: str, *edits, unfused: bool = False):
+    """The verdict's mark and the loud kinds of ``FIRST_SIGHT[name]`` traced (contracts measured) with a bug
+    planted in ``target.attr`` (:func:`_planted`); ``unfused``: timm's modules run the path with their own
+    softmax (``fused_attn = False``), where the planted line is."""
+    with monkeypatch.context() as m:
+        m.setattr(target, attr, _planted(getattr(target, attr), *edits))
+        build, inputs, dims, _ = FIRST_SIGHT[name]
+        torch.manual_seed(0)
+        model, args = build(), inputs()
+        for module in model.modules() if unfused else ():
+            if hasattr(module, "fused_attn"):
+                module.fused_attn = False
+        with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=True) as t:
+            model(*args)
+    return t.report().verdict.mark, [kind for _, kind in loud(t)]
+
+
 def test_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
     """Three natural bugs planted in transformers' own code: GPT-2's heads cut with ``reshape(B, -1, T, d)``
     in place of ``view(B, T, -1, d).transpose(1, 2)`` (the "use reshape" advice), ViT's softmax over the
@@ -717,17 +734,7 @@ def test_more_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
     from transformers.models.starcoder2 import modeling_starcoder2
 
     def outcome(name, target, attr, *edits):
-        with monkeypatch.context() as m:
-            m.setattr(target, attr, _planted(getattr(target, attr), *edits))
-            build, inputs, dims, _ = FIRST_SIGHT[name]
-            torch.manual_seed(0)
-            model, args = build(), inputs()
-            for module in model.modules():
-                if hasattr(module, "fused_attn"):
-                    module.fused_attn = False          # (timm: the path that runs its own softmax)
-            with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=True) as t:
-                model(*args)
-        return t.report().verdict.mark, [kind for _, kind in loud(t)]
+        return _planted_outcome(monkeypatch, name, target, attr, *edits, unfused=True)
 
     merge = ("attn_output = attn_output.transpose(1, 2).contiguous()", "attn_output = attn_output.contiguous()")
     flipped = ("attn_weights + attention_mask", "attn_weights + attention_mask.transpose(-1, -2)")
@@ -771,14 +778,7 @@ def test_bugs_planted_in_lib15s_modules_get_no_check_mark(monkeypatch):
     from transformers.models.roformer import modeling_roformer
 
     def outcome(name, target, attr, *edits):
-        with monkeypatch.context() as m:
-            m.setattr(target, attr, _planted(getattr(target, attr), *edits))
-            build, inputs, dims, _ = FIRST_SIGHT[name]
-            torch.manual_seed(0)
-            model, args = build(), inputs()
-            with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=True) as t:
-                model(*args)
-        return t.report().verdict.mark, [kind for _, kind in loud(t)]
+        return _planted_outcome(monkeypatch, name, target, attr, *edits)
 
     softmax = ("softmax(attn_weights, dim=-1", "softmax(attn_weights, dim=-2")
     merge = ("attn_output = attn_output.transpose(1, 2).contiguous()", "attn_output = attn_output.contiguous()")
@@ -836,14 +836,7 @@ def test_bugs_planted_in_lib16s_modules_get_no_check_mark(monkeypatch):
     from timm.models import vision_transformer
 
     def outcome(name, target, attr, *edits):
-        with monkeypatch.context() as m:
-            m.setattr(target, attr, _planted(getattr(target, attr), *edits))
-            build, inputs, dims, _ = FIRST_SIGHT[name]
-            torch.manual_seed(0)
-            model, args = build(), inputs()
-            with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=True) as t:
-                model(*args)
-        return t.report().verdict.mark, [kind for _, kind in loud(t)]
+        return _planted_outcome(monkeypatch, name, target, attr, *edits)
 
     found = {
         "smollm3-softmax": outcome("smollm3", modeling_smollm3, "eager_attention_forward",
