@@ -488,3 +488,27 @@ def test_a_boolean_index_tiled_head_major_on_scores_folded_batch_major_is_a_wron
     assert t.report().verdict.line.startswith(   # (the mask's query axis, expanded from one entry, has no name)
         "? checked 9 of 10 ops that could carry a layout bug; not checked (unnamed axes): #7 expand; no errors or "
         "warnings in what was checked")
+
+
+def _mha_with_3d_mask(tile):
+    """A padding mask ``[B, T, T]`` widened to nn.MultiheadAttention's ``(B·H, T, T)`` by ``tile`` (ArrowLuo/CLIP4Clip
+    issue #22, tests/corpus/reports32/clip4clip_mask_repeat.py): the module views it to ``[B, H, T, T]`` for SDPA."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2).eval()
+    x, keep = torch.randn(3, 2, 8), torch.ones(2, 3)
+    keep[1, 2] = 0
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=3 D=8 H=2") as t:
+        shapetrace.name(x, "T B D")
+        mask = ((1.0 - keep[:, None, :]) * -1e6).expand(-1, 3, -1)           # (B, T, T)
+        mha(x, x, x, need_weights=False, attn_mask=tile(mask))
+    return t
+
+
+def test_a_kernel_mask_tiled_heads_first_is_found_and_its_interleaved_twin_is_silent():
+    """SDPA's ``attn_mask`` viewed ``[copies, H·B…]`` against queries ``[B, H, T, d_k]``: ✓ on 32d4522 (main;
+    ``mask-wrong-batch-order`` read only fills and ``baddbmm`` bases, not a kernel's own mask)."""
+    t = _mha_with_3d_mask(lambda m: m.repeat(2, 1, 1))
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == ["mask-wrong-batch-order"]
+    assert "repeat_interleave(H, dim=0)" in next(d.message for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
+    twin = _mha_with_3d_mask(lambda m: m.repeat_interleave(2, dim=0))
+    assert not [d for d in twin.diagnostics if d.severity in ("error", "warning")]

@@ -38,6 +38,7 @@ from shapetrace.engine.rules.channels import attention_over_features, contracted
 from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.flattened_sequences import flattened_sequences
+from shapetrace.engine.rules.fused_mask_order import fused_mask_batch_order
 from shapetrace.engine.rules.fused_parts import fused_parts_taken_twice
 from shapetrace.engine.rules.head_blocks import part_heads_pair
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
@@ -518,7 +519,7 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
 RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     mixed_axes, head_split_order, contraction, batch_axes, softmax_axis, projection_over_tokens,
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
-    *VARIANT_RULES,   # masks, NaN rows, failed views
+    *VARIANT_RULES, fused_mask_batch_order,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
