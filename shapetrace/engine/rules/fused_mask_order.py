@@ -20,11 +20,10 @@ from shapetrace.engine.ops import Family
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
 
-BATCH = "B"
 
-
-def _roots(axis) -> list[str]:
-    return [a.root for a in coalesce(axis.atoms)]
+def _batch_roots(namer, axis) -> list[bool]:
+    """For each piece of ``axis`` (its atoms coalesced), whether its root's role is the batch."""
+    return [namer.role(a.root) == "batch" for a in coalesce(axis.atoms)]
 
 
 def fused_mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
@@ -38,11 +37,12 @@ def fused_mask_batch_order(analysis: Analysis) -> list[Diagnostic]:
         lead = len(mask.shape) - 2
         if lead < 2 or len(q.shape) != len(mask.shape):
             continue
-        roots = [_roots(a) for a in mask.axes[:lead]]
+        holds_batch = [any(_batch_roots(analysis.namer, a)) for a in mask.axes[:lead]]
         for j in range(lead):
-            if _roots(q.axes[j]) != [BATCH] or mask.shape[j] == 1 or mask.stride[j] == 0 or BATCH in roots[j]:
+            if _batch_roots(analysis.namer, q.axes[j]) != [True] or mask.shape[j] == 1 or mask.stride[j] == 0 \
+                    or holds_batch[j]:
                 continue
-            held = next((i for i in range(lead) if i != j and BATCH in roots[i]), None)
+            held = next((i for i in range(lead) if i != j and holds_batch[i]), None)
             if held is None:
                 continue
             out.append(Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
