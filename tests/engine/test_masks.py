@@ -512,3 +512,41 @@ def test_a_kernel_mask_tiled_heads_first_is_found_and_its_interleaved_twin_is_si
     assert "repeat_interleave(H, dim=0)" in next(d.message for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
     twin = _mha_with_3d_mask(lambda m: m.repeat_interleave(2, dim=0))
     assert not [d for d in twin.diagnostics if d.severity in ("error", "warning")]
+
+
+def _einsum_column_attention(padding):
+    """The MSA Transformer's column attention (tests/corpus/public45/esm_msa_axial.py): ``x`` ``(R, C, B, D)``,
+    scores ``einsum("icnhd,jcnhd->hcnij")`` ``[H, C, B, R, R]`` (no query or key role: the einsum's letters say
+    none) and the key mask ``padding.permute(2, 0, 1)`` ``[1, C, B, 1, R]`` filled with -10000."""
+    torch.manual_seed(0)
+    q, k = torch.randn(3, 5, 2, 4, 8), torch.randn(3, 5, 2, 4, 8)
+    with shapetrace.trace(dims="B=2 S=3 T=5 D=32 H=4") as t:
+        shapetrace.name(q, "S T B H d_k")
+        shapetrace.name(k, "S T B H d_k")
+        shapetrace.name(padding, "B S T")
+        scores = torch.einsum("icnhd,jcnhd->hcnij", q, k)                     # (H, T, B, S, S)
+        key_mask = padding.permute(2, 0, 1).unsqueeze(0).unsqueeze(3)           # (1, T, B, 1, S)
+        scores.masked_fill(key_mask.bool(), -10000).softmax(-1)
+    return t
+
+
+def test_a_padded_residue_hiding_every_sequence_in_einsum_scores_is_no_reversed_polarity():
+    padding = torch.zeros(2, 3, 5)
+    padding[-1, :, -1] = 1.0                                                 # the last batch's last residue padded
+    assert _findings(_einsum_column_attention(padding)) == []
+
+
+def test_an_inverted_key_mask_on_einsum_row_scores_still_hides_every_key():
+    """The control: the tied row attention's scores ``einsum("rinhd,rjnhd->hnij")`` ``[H, B, T, T]`` carry no
+    token axis in front of their queries and keys, so a key mask that hides a whole batch entry is read as
+    reversed polarity, as before."""
+    torch.manual_seed(0)
+    q, k = torch.randn(3, 5, 2, 4, 8), torch.randn(3, 5, 2, 4, 8)
+    padding = torch.ones(2, 5)
+    padding[-1, -1] = 0.0                                                    # (1 - padding) meant: polarity reversed
+    with shapetrace.trace(dims="B=2 S=3 T=5 D=32 H=4") as t:
+        shapetrace.name(q, "S T B H d_k")
+        shapetrace.name(k, "S T B H d_k")
+        scores = torch.einsum("rinhd,rjnhd->hnij", q, k)                      # (H, B, T, T)
+        scores.masked_fill(padding.unsqueeze(0).unsqueeze(2).bool(), -10000).softmax(-1)
+    assert ("error", "mask-hides-every-key") in _findings(t)

@@ -398,9 +398,12 @@ def _sliced_by_tokens(analysis: Analysis, e: Event) -> bool:
     """Does the mask change along a token axis in front of the scores' queries and keys? Then its slices
     are tokens, not batch entries: OpenFold's MSA column attention attends over the sequences of each
     residue (scores ``[B, T, H, S, S]``, mask bias ``[B, T, 1, 1, S]``), and a padded residue hides
-    every sequence from its own queries, as a padded query's fully hidden row does: no reversed polarity."""
-    scores = next((t for t in e.inputs if {"query", "key"} <= {a.role for a in t.axes}), None)
-    if scores is None:
+    every sequence from its own queries, as a padded query's fully hidden row does: no reversed polarity.
+    Scores with no query or key role (an einsum's ``hcnij``: the MSA Transformer's column attention) are read
+    as the record read them: the operand of the output's shape, queries and keys last."""
+    scores = next((t for t in e.inputs if {"query", "key"} <= {a.role for a in t.axes}), None) or \
+        next((t for t in e.inputs if e.outputs and tuple(t.shape) == tuple(e.outputs[0].shape)), None)
+    if scores is None or len(scores.shape) < 3:
         return False
     lead = len(scores.shape) - 2
     for mask in (t for t in e.inputs if t is not scores):
