@@ -342,3 +342,18 @@ def test_a_sequence_first_steps_token_ids_are_seeded_one_batch():
     with shapetrace.trace(dims="B=4 T=4 D=32") as t:
         torch.nn.Embedding(9, 32)(torch.randint(1, 9, (1, 4)))
     assert [e.outputs[0].dims for e in t.events] == [(None, None, "D")]
+
+
+
+def test_a_pair_representation_is_only_another_reading_of_equal_sizes():
+    """OpenFold's triangle attention (tests/corpus/public45/openfold_triangle.py) on its pair ``[B, T, T, D]``: no
+    seed names a pair alone (distinct sizes: ``?``, nothing named before the mask bias); at B = T = H = 4 its
+    ``[4, 4, 4, 32]`` fit ``[B, H, T, D]`` and ``[B, T, H, D]``, both wrong, and both found errors: a false ``✗``
+    on correct code on c203c72 (mask-hides-every-key, broadcast-mismatch, attends-over-wrong-axis). The pair is
+    a third reading, under which nothing is found, so no finding rests on the order of equal sizes: ``?``; the
+    bug that puts the mask on the queries is ``✗`` under every reading."""
+    from tests.corpus.public45 import openfold_triangle
+
+    assert round_outcome(openfold_triangle, "", "B=2 T=5 D=32 H=4") == ("?", ())
+    assert round_outcome(openfold_triangle, "", "B=4 T=4 D=32 H=4") == ("?", ())
+    assert round_outcome(openfold_triangle, "mask-bias-on-queries", "B=4 T=4 D=32 H=4") == ("✗", ("mask-wrong-axis",))

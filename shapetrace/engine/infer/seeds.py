@@ -167,8 +167,16 @@ def fitting_seeds(state: Inference, shape: tuple[int, ...], seq: str) -> list[li
         names = seed_names(state, shape, seq, skip=found)
     # A square of the sequence's length (a causal triangle, a bias table or an index of literal sizes) is
     # named by no size alone; but where B = T makes it fit [B, T] too, a finding must also hold were it
-    # [T, T] (BART's triangle at B = T = 4 read [B, T] gave a false broadcast-mismatch).
-    return [] if found == [[seq, seq]] else found
+    # [T, T] (BART's triangle at B = T = 4 read [B, T] gave a false broadcast-mismatch). So is a pair
+    # representation, a token by token grid of features [B, T, T, D] (OpenFold's triangle attention, the
+    # Crossformer's [B, variates, segments, D]): where B = T = H makes it fit [B, H, T, D] or [B, T, H, D]
+    # too, a finding must also hold were it that grid.
+    return [] if all(names in _only_another_reading(seq) for names in found) else found
+
+
+def _only_another_reading(seq: str) -> list[list[str]]:
+    """Seeds that never name a tensor alone, only stand beside others as another reading of equal sizes."""
+    return [[seq, seq], ["B", seq, seq, "D"]]
 
 
 def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
@@ -183,6 +191,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
         for tail in ([], ["D"], ["d_k"], ["D_kv"], ["3*D"], ["2*D"], ["H*d_k"], *own):
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
+    patterns.append(["B", seq, seq, "D"])   # a pair representation [B, T, T, D]: the same
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     patterns.append(["B", "D", seq])   # a sequence channels first, as torch's Conv1d takes it (tortoise's [B, C, T])
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
