@@ -135,6 +135,9 @@ class Kind(StrEnum):
     REDUCTION_OVER_WRONG_AXIS = ("reduction-over-wrong-axis", "error",
         "a reduction (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the batch of per-head values, "
         "or of scores that then weigh the values (a note where it runs over the keys too: one scale)", ("note",))
+    HEADS_AVERAGED = ("heads-averaged", "warning",
+        "a `mean` over the heads of the heads' attention outputs: one average, right where the model means to "
+        "average its heads (GAT's output layer, `concat=False`), a bug where they are to be laid side by side")
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
