@@ -225,6 +225,9 @@ class Kind(StrEnum):
     BATCH_REDUCED = ("batch-reduced", "note",
                      "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` "
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
+    POOLED_PER_HEAD = ("pooled-per-head", "note",
+        "a `mean` over the tokens of the heads' attention outputs, the heads kept apart: a readout per head by "
+        "design, or a slip for a mean over the heads (GAT's `mean(dim=1)` written `mean(dim=0)`): `?`, never `✓`")
     INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
                     "never passed on to the attention that needs it): what it should have changed was not checked")
     POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "

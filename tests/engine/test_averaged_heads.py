@@ -29,6 +29,8 @@ def _gat(reduce: str, N=5, D=12, H=3):
         elif reduce == "mean-next-q":
             q2 = proj_layer(out.reshape(N, D)).view(N, H, D // H)        # (N, H, d_k): the next layer's q
             q2.mean(dim=1)                                                 # (N, d_k)
+        elif reduce == "mean-nodes":
+            out.mean(dim=0)                                                # (H, d_k)
         else:
             out.reshape(N, D).mean(dim=0)                                  # (D,): a readout of the merged heads
     return t
@@ -57,3 +59,12 @@ def test_a_mean_of_the_heads_outputs_over_the_heads_is_a_warning_not_an_error():
 def test_its_twins_keep_their_outcome(reduce, want):
     assert _found(_gat(reduce)) == want
 
+
+def test_a_mean_of_the_heads_outputs_over_the_nodes_heads_kept_apart_is_never_a_check_mark():
+    """Fails on 32d4522 (main): GAT's ``mean(dim=1)`` written ``mean(dim=0)`` (the nodes averaged, each head apart)
+    got ``✓``. A readout per head computes the same, so it is a note and ``?``; the merged heads' readout
+    (``reshape(N, D).mean(0)``) stays silent."""
+    t = _gat("mean-nodes")
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("note", "pooled-per-head")]
+    assert t.report().verdict.mark == "?"
+    assert [d.kind for d in _gat("concat").diagnostics] == []

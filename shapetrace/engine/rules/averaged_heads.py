@@ -1,4 +1,5 @@
-"""A ``mean`` over the heads of the heads' attention outputs (issue 33 item 4, headsmean round).
+"""A ``mean`` over the heads, or over the tokens, of the heads' attention outputs (issue 33 item 4, headsmean
+round).
 
 Graph attention's output layer averages its heads on purpose (Velickovic et al. 2018, eq. 6; pytorch-GAT's
 ``out_nodes_features.mean(dim=self.head_dim)``, torch_geometric's ``GATConv(concat=False)``: ``out.mean(dim=1)``,
@@ -12,7 +13,12 @@ reduced tensor comes, through rows that make no new features, from a product who
 is read this way.
 A ``sum`` scales the average by H, which no averaged ensemble does, and a reduction of per-head values before they
 are weighed (q, k or v: heads collapsed before attention) has no reading that keeps them apart: both stay
-``reduction-over-wrong-axis`` errors (:mod:`.reductions`)."""
+``reduction-over-wrong-axis`` errors (:mod:`.reductions`).
+
+The same slip the other way, GAT's ``mean(dim=1)`` written ``mean(dim=0)`` on ``(N, NH, FOUT)``, averages the nodes
+with the heads kept apart: a readout per head (a graph-level summary, or a pooling before the heads are merged,
+which a mean commutes with) computes just that. No contract tells the two apart, so it is a note that keeps the
+verdict at ``?``, never ``✓`` (:func:`pooled_per_head`)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of
+from shapetrace.engine.reductions import axes_along
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -68,3 +75,26 @@ def _after_weighing(analysis: Analysis, e: Event, heads: str) -> bool:
             queue.append(source[0])
     return False
 
+
+def pooled_per_head(analysis: Analysis) -> list[Diagnostic]:
+    """A ``mean`` along a named token axis alone of the heads' outputs (a heads axis and a head-features axis kept,
+    both of more than one entry, made by a product weighing values): a note, the verdict ``?``."""
+    out = []
+    for e in analysis.events_of(Family.REDUCE):
+        if e.spec.name != "mean" or not e.inputs or not e.outputs:
+            continue
+        t = e.inputs[0]
+        along = axes_along(Family.REDUCE.value, e.params, len(t.shape)) or ()
+        roles = [analysis.namer.plain_role(label) for label in t.dims]
+        kept = {roles[k]: k for k in range(len(t.shape)) if k not in along and t.shape[k] > 1}
+        if len(along) != 1 or roles[along[0]] != "tokens" or t.shape[along[0]] < 2 \
+                or "heads" not in kept or "head_features" not in kept \
+                or not _after_weighing(analysis, e, t.dims[kept["heads"]]):
+            continue
+        i, h = along[0], kept["heads"]
+        out.append(Kind.POOLED_PER_HEAD.found(e.index, (
+            f"{e.op} #{e.index} averages the heads' outputs {fmt_named(t.dims, t.shape)} over axis {i} ({t.dims[i]}, "
+            f"the tokens) and keeps the {t.shape[h]} heads apart: a readout per head by design, or a slip for a mean "
+            f"over the heads (axis {h}); nothing in the trace tells which."),
+            f"If the heads were to be averaged, take the mean along axis {h} ({t.dims[h]})."))
+    return out
