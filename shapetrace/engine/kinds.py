@@ -21,6 +21,15 @@ from shapetrace.engine.diagnostic import Diagnostic
 SEVERITIES = ("error", "warning", "note")
 
 
+#: meanings of :class:`Kind` members written here, to keep the class short
+_HEADS_AVERAGED = ("a `mean` over the heads of the heads' attention outputs: one average, right where the model "
+                   "means to average its heads (GAT's output layer, `concat=False`), a bug where they are to be laid "
+                   "side by side")
+_POOLED_PER_HEAD = ("a `mean` over the tokens of the heads' attention outputs, the heads kept apart: a readout per "
+                    "head by design, or a slip for a mean over the heads (GAT's `mean(dim=1)` written `mean(dim=0)`): "
+                    "`?`, never `✓`")
+
+
 class Kind(StrEnum):
     """One kind of finding: ``(name, severity, one-line meaning[, another severity it may take])``."""
 
@@ -41,10 +50,7 @@ class Kind(StrEnum):
     def found(self, event: int | None, message: str, fix: str = "", severity: str | None = None,
               blame: tuple[tuple[int, int], ...] = (), also: tuple[int, ...] = ()) -> Diagnostic:
         """A :class:`Diagnostic` of this kind at its severity (or one in ``also``); ``blame``: .rules.causes."""
-        chosen = severity or self.severity
-        if chosen != self.severity and chosen not in self.also:
-            raise ValueError(f"{self.value} is never {chosen!r} (it is {self.severity!r})")
-        return Diagnostic(chosen, self.value, event, message, fix, also=also, blame=blame)
+        return Diagnostic(_severity(self, severity), self.value, event, message, fix, also=also, blame=blame)
 
     # -- axes mixed or merged ----------------------------------------------------------------------
     MIXED_AXIS = ("mixed-axis", "error",
@@ -135,6 +141,7 @@ class Kind(StrEnum):
     REDUCTION_OVER_WRONG_AXIS = ("reduction-over-wrong-axis", "error",
         "a reduction (`sum`, `mean`, `max`, `norm`, `F.normalize`...) along the heads or the batch of per-head values, "
         "or of scores that then weigh the values (a note where it runs over the keys too: one scale)", ("note",))
+    HEADS_AVERAGED = ("heads-averaged", "warning", _HEADS_AVERAGED)
     NORMALISED_OVER_TOKENS = ("normalised-over-tokens", "warning", "`F.normalize` of per-head vectors, or a norm's "
                               "statistic read back on the tokens, taken along the tokens: each token's vector is "
                               "scaled by a norm over the whole sequence, so it depends on the other tokens")
@@ -222,6 +229,7 @@ class Kind(StrEnum):
     BATCH_REDUCED = ("batch-reduced", "note",
                      "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` "
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
+    POOLED_PER_HEAD = ("pooled-per-head", "note", _POOLED_PER_HEAD)
     INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
                     "never passed on to the attention that needs it): what it should have changed was not checked")
     POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "
@@ -321,6 +329,15 @@ class Kind(StrEnum):
         "still named and checked); `SHAPETRACE_STRICT=1` raises it instead")
     CHECK_FAILED = ("check-failed", "note",
                     "a fault of shapetrace itself: one check did not run on this code; `SHAPETRACE_STRICT=1` raises it")
+
+
+def _severity(kind: Kind, severity: str | None) -> str:
+    """``severity`` where ``kind`` may take it (its own or one in ``also``), ``kind``'s own where None; else
+    ValueError."""
+    chosen = severity or kind.severity
+    if chosen != kind.severity and chosen not in kind.also:
+        raise ValueError(f"{kind.value} is never {chosen!r} (it is {kind.severity!r})")
+    return chosen
 
 
 #: The ranking of what a kind explains, highest first. A *cause* names the op that made a wrong layout and

@@ -72,6 +72,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "mask-hides-own-key": "a mask hides each query's own key while it sees others (a window or "
                                          "chunk taken the wrong way round, or by design: XLNet, Reformer)",
                    "batch-picked": "one entry of the batch was picked and the others dropped for good",
+                   "pooled-per-head": "the heads' outputs were averaged over the tokens with the heads kept "
+                                      "apart (a readout per head, or a slip for a mean over the heads)",
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
                    "causal-declared-unmasked": "a module declares itself causal and its attention over several "
                                                "queries applies no causal mask",

@@ -29,6 +29,7 @@ from shapetrace.engine.faults import check_failed, faults_raise, inference_fault
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.rules.averaged_heads import pooled_per_head
 from shapetrace.engine.rules.batch_picks import batch_picked, batch_reduced
 from shapetrace.engine.rules.batch_tables import table_cut_to_batch
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
@@ -528,4 +529,5 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry, weights_summed_elsewhere,
     table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
     pooled_over_padding, keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
+    pooled_per_head,
 ]

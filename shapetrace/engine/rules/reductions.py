@@ -37,6 +37,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, contracts_by_subscripts, family_of
 from shapetrace.engine.reductions import axes_along
+from shapetrace.engine.rules.averaged_heads import averaged_heads
 from shapetrace.engine.rules.channels import readers, sums_over
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,7 +68,8 @@ def reduction_axis(analysis: Analysis) -> list[Diagnostic]:
             continue
         i, role = wrong[0]
         if _holds_values(analysis, t, along):
-            out.append(_values_finding(e, t, i, role))
+            averaged = averaged_heads(analysis, e, along, i) if role == "heads" else None
+            out.append(averaged or _values_finding(e, t, i, role))
         elif any(a.role == "key" for a in t.axes):
             weighs = _weighs_values(analysis, e, consumers)
             if weighs is not None:

@@ -15,11 +15,10 @@ the same thing, but it didn't! The acc on Cora didn't go above 52%"); ``skip-vie
 over the nodes.
 
 ``heads-averaged`` (``concat=False``, the heads averaged by ``mean(dim=1)``: the PPI model's output layer, correct)
-is kept out of ``TWINS``: the engine calls it ``✗ reduction-over-wrong-axis`` at every size, by the design of
-engine/rules/reductions.py ("the heads' outputs summed or averaged into one instead of laid side by side" is a
-finding; tests/corpus/test_reductions.py's nanoGPT ``sum-heads`` bug has the same trace: per-head outputs reduced
-over a named heads axis). What tells GAT's averaged ensemble from that slip is the method's intent, not the trace;
-a round test cannot hold a ``✗`` on correct code, so it is recorded here and in round 43's table instead."""
+was kept out of ``TWINS`` while the engine called it ``✗ reduction-over-wrong-axis`` (the trace of nanoGPT's
+``sum-heads`` bug: per-head outputs reduced over a named heads axis). Since the headsmean round
+(engine/rules/averaged_heads.py) a mean along the heads alone of the heads' outputs is the warning
+``heads-averaged``, which says it is right only where the model means to average its heads: a twin, ``!``."""
 
 import sys
 
@@ -77,7 +76,7 @@ class GATLayerImp2(nn.Module):
 
 
 BUGS = ("reshape-instead-of-permute", "skip-view-head-major")
-TWINS = ()
+TWINS = ("heads-averaged",)
 DIMS = ("T=7 D=16 H=4",)
 EQUAL = {"T=7 D=16 H=4": "T=4 D=16 H=4"}
 
