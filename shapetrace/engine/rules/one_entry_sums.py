@@ -26,7 +26,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
 from shapetrace.engine.reductions import axes_along
-from shapetrace.engine.rules.weights import TOKEN_ROLES, _over_the_tokens, _token_axes
+from shapetrace.engine.rules.weights import TOKEN_ROLES, over_the_tokens, token_axes
 from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,11 +44,11 @@ def _combined_later(analysis: Analysis, index: int) -> int | None:
 
 
 def _fix(namer, t, k: int) -> str:
-    """Reduce along the token axis ``k`` (a merged ``T·B``: as :func:`~.weights._over_the_tokens` says)."""
+    """Reduce along the token axis ``k`` (a merged ``T·B``: as :func:`~.weights.over_the_tokens` says)."""
     if namer.plain_role(t.dims[k]) == Role.TOKENS:
         return (f"Normalise over the tokens: reduce along dim={k - len(t.shape)}, the axis the weighted sum runs "
                 "over (or call softmax(dim=...) there).")
-    return _over_the_tokens(namer, t, k)
+    return over_the_tokens(namer, t, k)
 
 
 def normalised_over_one_entry(analysis: Analysis) -> list[Diagnostic]:
@@ -65,7 +65,7 @@ def normalised_over_one_entry(analysis: Analysis) -> list[Diagnostic]:
             continue
         if any(namer.plain_role(t.dims[d]) in TOKEN_ROLES for d in along):
             continue
-        tokens = _token_axes(namer, t)
+        tokens = token_axes(namer, t)
         later = _combined_later(analysis, e.index) if tokens else None
         if later is None:
             continue

@@ -82,7 +82,7 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
         dim = along[0]
         role = namer.plain_role(t.dims[dim])
         if t.shape[dim] == 1:
-            tokens = _token_axes(namer, t)
+            tokens = token_axes(namer, t)
             if role not in TOKEN_ROLES and tokens:
                 k = tokens[0]
                 shown = t.dims[k].replace("*", "·")
@@ -90,7 +90,7 @@ def softmax_weights(analysis: Analysis) -> list[Diagnostic]:
                     f"{e.op} #{e.index} normalises over axis {dim} ({t.dims[dim] or 'no name'}, one entry) of "
                     f"{fmt_named(t.dims, t.shape)}: a softmax of one entry is 1 whatever it is given, so every "
                     f"weight is 1 and the {t.shape[k]} tokens ({shown}) are summed, not weighed."),
-                    _over_the_tokens(namer, t, k), blame=((0, dim),)))
+                    over_the_tokens(namer, t, k), blame=((0, dim),)))
             continue
         merged = role is None and _batch_inside(namer, t, dim)
         if role not in WRONG_ROLES and not merged:
@@ -120,7 +120,7 @@ def _merged_batch_finding(e, t, dim: int, weighs) -> Diagnostic:
         "view), then take the softmax along it.")
 
 
-def _token_axes(namer, t) -> list[int]:
+def token_axes(namer, t) -> list[int]:
     """The axes of more than one entry of ``t`` that hold tokens: named so (``T``), or merged with another
     axis (``T·B``: KEQA's flattened ``(seq_len·batch, 1)`` scores)."""
     return [k for k, (axis, size) in enumerate(zip(t.axes, t.shape))
@@ -135,7 +135,7 @@ def _batch_inside(namer, t, dim: int) -> str | None:
     return Role.BATCH.value if any(namer.role(a.root) == Role.BATCH and a.size > 1 for a in atoms) else None
 
 
-def _over_the_tokens(namer, t, k: int) -> str:
+def over_the_tokens(namer, t, k: int) -> str:
     """The fix of a softmax over one entry: over the token axis ``k``; where that axis merges the tokens
     with another (``T·B``), over the tokens alone, once they have an axis of their own (a softmax along
     ``T·B`` would set every sequence's words against the others')."""
