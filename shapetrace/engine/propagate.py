@@ -417,8 +417,29 @@ def conv(c: Call) -> Axes:
                                  ((3, "stride", 1), (4, "padding", 0), (5, "dilation", 1)))
     tiles = tuple(stride is not None and padding is not None and dilation is not None and stride[j] == weight[2 + j]
                   and padding[j] == 0 and dilation[j] == 1 for j in range(n)) if n > 0 else ()
-    return axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")),
-                                  weight, tiles)
+    out = axis_compute.conv_axes(c.in_axes[0], c.shapes[0], c.namer, _weight_is_module(c.arg(1, "weight")),
+                                 weight, tiles)
+    if n == 0 or None in (stride, padding, dilation) or len(out) != n + 2:
+        return out
+    return out[:2] + tuple(_unpadded(src, got, weight[2 + j], stride[j], padding[j], dilation[j], c.namer)
+                           for j, (src, got) in enumerate(zip(c.in_axes[0][2:], out[2:])))
+
+
+def _unpadded(src: Axis, got: Axis, kernel: int, stride: int, padding: int, dilation: int, namer) -> Axis:
+    """A conv over tokens padded by hand (``l+T+r``, :func:`pad`: ``padding_mode='circular'`` pads this way
+    before its conv, Informer's ``TokenEmbedding``; a causal conv pads ``k - 1`` on the left) whose window
+    spans exactly the padding (stride 1, no padding of its own, ``dilation·(kernel - 1) = l + r``): output
+    position i is the window around token i, so the output is the tokens again (``T``), not a new grid. Such a
+    conv over an axis whose padding dropped its name (Non-stationary Transformer's circular ``series_conv`` over
+    the variates) makes no grid either: its output is left unnamed."""
+    if stride != 1 or padding != 0 or kernel == 1:
+        return got
+    if namer.label(src) is None:
+        return ax.unknown_axis(got.size)
+    padded = _padded_tokens(src, namer)
+    if padded is None or dilation * (kernel - 1) != padded[1] or got.size != namer.size_of(padded[0]):
+        return got
+    return ax.root_axis(padded[0], got.size)
 
 
 def matmul(c: Call) -> Axes:

@@ -218,3 +218,35 @@ def test_adaptive_pooling_keeps_batch_and_channels():
         F.adaptive_max_pool1d(x.flatten(2), 3)
     assert [(e.op, e.outputs[0].dims) for e in t.events if e.op.startswith("adaptive")] == [
         ("adaptive_avg_pool2d", ("B", "D", None, "Wp")), ("adaptive_max_pool1d", ("B", "D", None))]
+
+
+def test_a_conv_over_tokens_padded_by_hand_gives_the_tokens_back():
+    """Informer's ``TokenEmbedding`` (zhouhaoyi/Informer2020, models/embed.py; also Autoformer's and the
+    Non-stationary Transformer's, tests/corpus/public45/nonstationary_ds.py): ``Conv1d(c_in, D, 3, padding=1,
+    padding_mode='circular')`` pads time by hand (``1+T+1``) and then slides a window of three over it with no
+    padding of its own, so output position i is the window around step i: the time steps ``T`` again. A causal
+    conv (a left pad of ``k - 1``, as Mamba's short conv) reads the same. Fails on 6527aa1: ``[B, D, N]``, the
+    tokens renamed as a stem's grid of patches."""
+    x = torch.randn(2, 12, 7)
+    circular = torch.nn.Conv1d(7, 32, kernel_size=3, padding=1, padding_mode="circular", bias=False)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=12 D=32 H=4") as t:
+        shapetrace.name(x, "B T F_in")
+        circular(x.transpose(1, 2))                                 # (B, F_in, 1+T+1) -> (B, D, T)
+        F.conv1d(F.pad(x.transpose(1, 2), (3, 0)), torch.randn(7, 1, 4), groups=7)   # (B, F_in, 3+T) -> (B, F_in, T)
+    assert [(e.op, e.outputs[0].dims) for e in t.events if e.op in ("pad", "conv1d")] == [
+        ("pad", ("B", "F_in", "1+T+1")), ("conv1d", ("B", "D", "T")),
+        ("pad", ("B", "F_in", "3+T")), ("conv1d", ("B", "F_in", "T"))]
+
+
+def test_a_conv_over_an_axis_its_padding_left_unnamed_makes_no_grid():
+    """The Non-stationary Transformer's ``Projector`` (thuml/Nonstationary_Transformers, layers/Projection.py):
+    ``Conv1d(seq_len, 1, 3, padding=1, padding_mode='circular')`` over ``[B, T, F_in]`` slides along the
+    variates, whose padding dropped their name: the output positions are the variates, not patches of an image.
+    Fails on 6527aa1: named ``N`` (a false name; at B = T it then read ``view(B, -1)`` as a merge of tokens and
+    the correct file got ``✗ projection-over-tokens``)."""
+    x = torch.randn(2, 12, 7)
+    conv = torch.nn.Conv1d(12, 1, kernel_size=3, padding=1, padding_mode="circular", bias=False)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=12 D=32 H=4") as t:
+        shapetrace.name(x, "B T F_in")
+        conv(x)                                                     # (B, T, 1+F_in+1) -> (B, 1, F_in)
+    assert [(e.op, e.outputs[0].dims) for e in t.events] == [("pad", ("B", "T", None)), ("conv1d", ("B", None, None))]
