@@ -632,19 +632,31 @@ FIRST_SIGHT_LIB16 = {
 }
 FIRST_SIGHT.update(FIRST_SIGHT_LIB16)
 
+def _padded():
+    """Token ids with the last two of the second row padded, and their ``attention_mask``."""
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    return torch.randint(0, 100, (2, 6)), mask
+
+
 _SERIES = lambda: (torch.randn(2, 9), torch.randn(2, 9, 1), torch.ones(2, 9), None, None, None,   # noqa: E731
                    torch.randn(2, 4, 1), torch.randn(2, 4))          # past values, time features, mask; future
 _SERIES_CONFIG = dict(prediction_length=4, context_length=8, lags_sequence=[1], num_time_features=1, **{
     k: v for k, v in _ENC_DEC.items() if k not in ("vocab_size", "max_position_embeddings")})
 
 #: lib17's first sight of 20 more modules, on main 6527aa1 (transformers 5.24.0, timm 1.0.31), before any engine
-#: change: 6 '✓', 14 '?', no '✗' or '!' (no error or warning, no contradicted size on any). At equal sizes
-#: (B = T = H = 4, D 64) BigBird, CTRL, Jamba and Data2Vec-text are '?' with no finding (nothing decided by sizes).
-#: Traced too, left out for the group's time or as others here: transformers' VideoMAE ('?', as ViViT: its video
-#: permuted first), I-JEPA, ERNIE, OpenAI GPT ('✓'), GPT-NeoX-Japanese ('✓'), X-MOD, YOSO, VisualBERT, MarkupLM,
-#: Flaubert, LongT5, ProphetNet, ImageGPT, PhiMoE, JetMoE, Doge, PVT, VitDet, TimeSformer, SwiftFormer, MobileViTV2,
-#: LeViT (as timm-levit) (all '?', no finding); timm gcvit_xxtiny and hiera_tiny_224 ('?', 7-10 s each). LiLT
-#: refused our sizes; timm's fastvit takes no img_size (not traced).
+#: change: 6 '✓', 15 '?' (BigBird twice: fed a padded batch too), no '✗' or '!' (no error or warning, no
+#: contradicted size on any). At equal sizes (B = T = H = 4, D 64, by hand) BigBird, CTRL, Jamba and Data2Vec-text
+#: are '?' with no finding. A padded batch turns a '✓' BERT-like model '?' (bigbird-padded; Data2Vec-text alike):
+#: transformers' masking_utils picks the padding mask as ``padding_mask[batch_idx, kv_idx]``, a boolean tensor
+#: that the element-provenance pass does not replay (infer/elements._placed refuses any boolean operand). Letting
+#: the first operand be data names the picks ``B[batch_idx]``, ``T[batch_idx]`` and gives a false
+#: ``mask-wrong-axis``: the ``arange`` indices would have to be known as identity picks there; not done (lib17).
+#: Traced too, left out for the group's time or as others here: transformers' I-JEPA, ERNIE, OpenAI GPT and
+#: GPT-NeoX-Japanese ('✓'); VideoMAE ('?', as ViViT), X-MOD, YOSO, VisualBERT, MarkupLM, Flaubert, LongT5,
+#: ProphetNet, ImageGPT, PhiMoE, JetMoE, Doge, PVT, VitDet, TimeSformer, SwiftFormer, MobileViTV2 and LeViT (as
+#: timm-levit) ('?', no finding); timm gcvit_xxtiny and hiera_tiny_224 ('?', 7-10 s each). LiLT refused our
+#: sizes; timm's fastvit takes no img_size (not traced).
 FIRST_SIGHT_LIB17 = {
     "jamba": (_hf("JambaModel", "JambaConfig", num_experts=1, attn_layer_period=1, attn_layer_offset=0,
                   expert_layer_period=1, expert_layer_offset=0, mamba_d_state=4, mamba_d_conv=2, mamba_expand=1,
@@ -660,6 +672,8 @@ FIRST_SIGHT_LIB17 = {
     "xlnet": (_hf("XLNetModel", "XLNetConfig", d_model=64, n_head=4, d_inner=128, n_layer=1, vocab_size=100), _IDS,
               SIZES, "?"),                      # sequence-first inside, its relative positions' table and shift
     "bigbird": (_hf("BigBirdModel", "BigBirdConfig", attention_type="original_full", **_DEC1), _IDS, SIZES, "✓"),
+    "bigbird-padded": (_hf("BigBirdModel", "BigBirdConfig", attention_type="original_full", **_DEC1), _padded, SIZES,
+                       "?"),            # the padding mask picked as padding_mask[batch_idx, kv_idx] (bool): unnamed
     "longformer": (_hf("LongformerModel", "LongformerConfig", attention_window=4, **_DEC1),
                    lambda: (torch.randint(0, 100, (2, 8)),), {**SIZES, "T": 8},
                    "?"),                        # its sliding chunks (as_strided, pads, diagonals) unnamed
@@ -685,7 +699,8 @@ FIRST_SIGHT_LIB17 = {
     "vivit": (_hf("VivitModel", "VivitConfig", num_frames=2, tubelet_size=[2, 8, 8], image_size=32, hidden_size=64,
                   num_attention_heads=4, num_hidden_layers=1, intermediate_size=128),
               lambda: (torch.randn(2, 2, 3, 32, 32),), _IMAGE,
-              "?"),                             # its video [B, F, C, Hi, Wi] permuted first: no F or C declared
+              "?"),     # its video [B, F, C, Hi, Wi] permuted before the conv stem, whose input nothing names
+                        # (pixels, channels: ? at F = 4 and at B = 3 as well, so no equal sizes are in it)
     "mobilevit": (_hf("MobileViTModel", "MobileViTConfig", image_size=32, patch_size=2, hidden_sizes=[32, 32, 32],
                       neck_hidden_sizes=[8, 8, 16, 16, 16, 32, 64], num_attention_heads=4), _PIXELS, _BATCH,
                   "?"),                         # stages, no widths declared (as timm-levit)
@@ -947,14 +962,16 @@ def test_bugs_planted_in_lib16s_modules_get_no_check_mark(monkeypatch):
 
 
 def test_bugs_planted_in_lib17s_modules_get_no_check_mark(monkeypatch):
-    """Five natural bugs planted in the code of lib17's first-sight modules, none ``✓``: BigBird's (full attention)
+    """Six natural bugs planted in the code of lib17's first-sight modules, none ``✓``: BigBird's (full attention)
     heads cut with ``view(B, -1, T, d)`` in place of ``view(B, T, -1, d).transpose(1, 2)`` (a transposed head
     split), DPT's softmax over the queries, CTRL's causal mask transposed (a mask on the wrong axis), Jamba's
     ``repeat_kv`` tiling the key/value heads (a GQA repeat in the wrong order), and the Switch Transformer's
     relative-position bias transposed (``permute([2, 1, 0])``: queries and keys swapped; ``!``
-    ``bias-constant-along-keys``, as UMT5's above). All five as on main 6527aa1 (lib17's first sight), none needing an
-    engine change. Measured at equal sizes too (B = T = H = 4, by hand): BigBird's, CTRL's and Jamba's stay ``✗``
-    (BigBird's as ``tokens-merged-with-features``)."""
+    ``bias-constant-along-keys``, as UMT5's above); and BigBird's padding mask transposed onto the queries, fed a
+    padded batch (``bigbird-padded``: without padding transformers passes no mask, the planted line never runs, and
+    the trace is rightly ``✓``). All six as on main 6527aa1 (lib17's first sight), none needing an engine change.
+    Measured at equal sizes too (B = T = H = 4, by hand): BigBird's head split, CTRL's mask and Jamba's tiling stay
+    ``✗`` (BigBird's as ``tokens-merged-with-features``)."""
     transformers = optional("transformers", reason="optional group: pip install transformers")
     from transformers.models.big_bird import modeling_big_bird
     from transformers.models.ctrl import modeling_ctrl
@@ -980,11 +997,14 @@ def test_bugs_planted_in_lib17s_modules_get_no_check_mark(monkeypatch):
         "jamba-tiled": outcome("jamba", modeling_jamba, "repeat_kv", (
             "hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)",
             "hidden_states[:, None, :, :, :].expand(batch, n_rep, num_key_value_heads, slen, head_dim)")),
+        "bigbird-padding-on-queries": outcome("bigbird-padded", modeling_big_bird.BigBirdSelfAttention, "forward", (
+            "attention_scores + attention_mask", "attention_scores + attention_mask.transpose(-1, -2)")),
         "switch-bias-transposed": outcome(
             "switch", modeling_switch_transformers.SwitchTransformersAttention, "compute_bias",
             ("values.permute([2, 0, 1])", "values.permute([2, 1, 0])")),
     }
     assert found == {"bigbird-split": ("✗", ["mixed-axis"]), "dpt-softmax": ("✗", ["softmax-wrong-axis"]),
                      "ctrl-mask": ("✗", ["causal-mask-reversed"]), "jamba-tiled": ("✗", ["gqa-head-order"]),
+                     "bigbird-padding-on-queries": ("✗", ["mask-wrong-axis"]),
                      "switch-bias-transposed": ("!", ["bias-constant-along-keys"])}
     assert transformers is not None
