@@ -198,6 +198,12 @@ def is_matrix_product(op: OpSpec | str) -> bool:
     return spec_for(op).matrix_product
 
 
+def is_projection(op: OpSpec | str) -> bool:
+    """A matrix product by a matrix of module parameters (``x @ self.w``: :func:`by_parameter_matrix`): a
+    projection of the first operand's features, not a product of two tensors' tokens (q·kᵀ)."""
+    return spec_for(op).names is pr.parameter_product
+
+
 def is_basic_indexing(op: OpSpec | str) -> bool:
     """``x[index]``: which axes it keeps whole is read from the index (:func:`.writes.written_axes`)."""
     return spec_for(op).names is pr.getitem

@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import torch
 
+from shapetrace.engine.sizes import SizeOf
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # shapetrace/
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 #: Files inside the package whose lines are model code a user should see.
@@ -206,13 +208,18 @@ def _display_path(filename: str, cwd: str) -> str:
     return path
 
 
-def einops_call(frame) -> tuple[int, list[list[str]] | None, list[list[str]] | None]:
-    """(call id, output groups, input groups) of the einops call whose ``reduce`` frame is ``frame`` (``'b h n d'``
-    -> ``[[b], [h], [n], [d]]``), as :func:`call_stack` found it."""
+def einops_call(frame) -> tuple[int, list[list[str]] | None, list[list[str]] | None, tuple]:
+    """(call id, output groups, input groups, read lengths) of the einops call whose ``reduce`` frame is ``frame``
+    (``'b h n d'`` -> ``[[b], [h], [n], [d]]``), as :func:`call_stack` found it. The read lengths are the
+    pattern's length arguments that are sizes read from an axis (``repeat=key.shape[1]``), as ``(letter, size)``:
+    einops caches its recipe by value, so the ops it calls may be handed a plain int where the code passed a read
+    size, and the frame is where the read size is still seen."""
     pattern = frame.f_locals.get("pattern")
+    lengths = frame.f_locals.get("axes_lengths")
+    read = tuple((k, v) for k, v in lengths.items() if type(v) is SizeOf) if isinstance(lengths, dict) else ()
     if not isinstance(pattern, str):
-        return id(frame), None, None
-    return id(frame), einops_groups(pattern), einops_groups(pattern, side=0)
+        return id(frame), None, None, read
+    return id(frame), einops_groups(pattern), einops_groups(pattern, side=0), read
 
 
 def einops_groups(pattern: str, side: int = 2) -> list[list[str]] | None:

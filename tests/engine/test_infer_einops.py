@@ -83,3 +83,30 @@ def test_a_letter_the_pattern_cuts_from_a_whole_grid_axis_is_no_head_split():
         shapetrace.name(tokens, "B N D")
         rearrange(tokens, "b (h n) d -> b h n d", h=2)                      # bug: the tokens split
     assert _kinds(t) == [("error", "mixed-axis")]
+
+
+def _pooled_and_repeated(x, count):
+    from einops import repeat
+
+    g = x.sum(dim=1)                                                        # (B, D)
+    return repeat(g, "b d -> b n d", n=count)                               # (B, T, D)
+
+
+def test_a_pattern_axis_of_a_size_read_from_an_axis_takes_that_axis_once_einops_cached_the_recipe():
+    """SwiftFormer's ``einops.repeat(G, 'b d -> b repeat d', repeat=key.shape[1])``
+    (tests/corpus/reports33/swiftformer_additive_softmax.py). einops caches a pattern's recipe by its shapes
+    and lengths, so once the model ran untraced (a warm-up, the untraced check of a round) the traced call
+    hands torch the cached plain 24, not the size read from ``key``: on 6527aa1 the grown axis was unnamed and
+    the file ``? 19 of 20 (not checked: expand)``. The pattern's own length argument still holds the read size:
+    the axis is that axis. A literal count names nothing (equal sizes never decide a name)."""
+    x = torch.randn(2, 6, 32)
+    _pooled_and_repeated(x, x.shape[1])                                     # (the recipe cached, untraced)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        _pooled_and_repeated(x, x.shape[1])
+    assert t.events[-1].outputs[0].dims == ("B", "T", "D")
+    assert t.report().verdict.mark == "✓"
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32") as t:
+        shapetrace.name(x, "B T D")
+        _pooled_and_repeated(x, 6)
+    assert t.events[-1].outputs[0].dims == ("B", None, "D")

@@ -368,3 +368,28 @@ def test_weights_normalised_over_the_queries_then_over_the_keys_get_no_error():
     assert _slots(-1) == []
     assert _slots(None) == [("error", "softmax-wrong-axis")]
     assert _slots(1) == [("error", "softmax-wrong-axis")]
+
+
+def _scored_by_a_column(x, dim):
+    """SwiftFormer's additive attention (Amshaker/SwiftFormer issue #4): one score per token from a learned
+    column ``w_g`` (``query @ w_g``, ``(B, T, 1)``), normalised, then the queries summed with the weights."""
+    w_g = nn.Parameter(torch.randn(x.shape[-1], 1))
+    A = (x @ w_g) * 0.5                                                 # (B, T, 1)
+    return torch.sum(A.softmax(dim=dim) * x, dim=1)                     # (B, D)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_weights_over_a_projection_of_one_column_are_an_error(B, T, D, H):
+    """``query @ w_g`` is a projection by a parameter, not q·kᵀ scores: its one-entry output axis is the
+    code's, so a softmax along it makes every weight 1 (on 6527aa1 no finding: the product made the scores,
+    and the rule left a product's own axes to the q·k rules)."""
+    t = _traced(lambda x: _scored_by_a_column(x, -1), B, T, D, H)
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity != "note"] == \
+        [("error", "softmax-over-one-entry")]
+    assert t.report().verdict.mark == "✗"
+
+
+@pytest.mark.parametrize(("B", "T", "D", "H"), SIZES)
+def test_weights_over_the_tokens_of_a_projection_of_one_column_are_silent(B, T, D, H):
+    t = _traced(lambda x: _scored_by_a_column(x, 1), B, T, D, H)
+    assert [d.kind for d in t.diagnostics if d.severity != "note"] == []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
+from shapetrace.engine.infer import sizes
 from shapetrace.engine.infer.rows import info_like
 from shapetrace.engine.vocabulary import GRID_AXES, canonical
 
@@ -30,7 +31,7 @@ def finish_pattern(state: Inference) -> None:
     """The pattern's output: an axis it calls heads that holds tokens (not one whole grid axis, nor a piece the
     input side cut from one) is a contradiction (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes
     the pattern's name where that name is a declared one of the same size (``h`` -> ``H``)."""
-    _, node, index, groups, opened = state.pending_pattern
+    _, node, index, groups, opened, read = state.pending_pattern
     state.pending_pattern = None
     event = state.events[index] if index < len(state.events) else None
     if groups is None or event is None or not event.outputs or len(groups) != len(event.outputs[0].axes):
@@ -47,7 +48,7 @@ def finish_pattern(state: Inference) -> None:
             elif reading == "either":
                 axes[i] = ax.unknown_axis(axis.size)
                 either.add(i)
-    axes = tuple(axis if i in either else pattern_axis(state, group, axis)
+    axes = tuple(axis if i in either else pattern_axis(state, group, _read_length_axis(state, group, axis, read))
                  for i, (group, axis) in enumerate(zip(groups, axes)))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
@@ -80,6 +81,16 @@ def _grid_piece(state: Inference, axis: Axis) -> str | None:
     if label not in GRID_AXES:
         return None
     return "either" if state.namer.size_of("H") == axis.size else "grid"
+
+
+def _read_length_axis(state: Inference, group: list[str], axis: Axis, read: tuple) -> Axis:
+    """An unnamed output axis of one letter whose length the code passed as a size read from an axis
+    (``repeat(g, 'b d -> b n d', n=x.shape[1])``: a copy per entry of that axis) is that axis, as an ``expand``
+    to a read size names it (:func:`.sizes.grown_axes`); a literal length names nothing."""
+    size = dict(read).get(group[0]) if len(group) == 1 else None
+    if size is None or not sizes.unnamed_or_copies(axis):
+        return axis
+    return sizes.read_axis(state, size) or axis
 
 
 def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:

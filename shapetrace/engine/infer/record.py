@@ -80,7 +80,8 @@ def infer_op(state: Inference, index: int, record: OpRecord) -> None:
     if record.einops is not None and len(record.outs) == 1:
         pending = state.pending_pattern
         opened = (record.einops[2], in_axes[0]) if pending is None or pending[0] != record.einops[0] else pending[4]
-        state.pending_pattern = (record.einops[0], record.outs[0], event_index, record.einops[1], opened)
+        state.pending_pattern = (record.einops[0], record.outs[0], event_index, record.einops[1], opened,
+                                 record.einops[3])
 
 
 def gets_a_row(state: Inference, record: OpRecord, in_axes) -> OpRecord | None:

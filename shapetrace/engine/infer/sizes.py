@@ -48,7 +48,7 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [Axis() if type(s) is int and s == 1 else _read_axis(state, s) or _read_sum(state, s) for s in sizes]
+    found = [Axis() if type(s) is int and s == 1 else read_axis(state, s) or _read_sum(state, s) for s in sizes]
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
@@ -79,7 +79,7 @@ def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:
 def grown_axes(state: Inference, record, out_axes: list) -> list:
     """``expand``: an axis grown to a size read from an axis (a copy per entry of it) takes its name."""
     sizes = _size_args(record, out_axes, "size")
-    return out_axes if sizes is None else _grown(record, out_axes, lambda j: _read_axis(state, sizes[j]))
+    return out_axes if sizes is None else _grown(record, out_axes, lambda j: read_axis(state, sizes[j]))
 
 
 def grown_like_other(record, in_axes: list, out_axes: list) -> list:
@@ -89,7 +89,7 @@ def grown_like_other(record, in_axes: list, out_axes: list) -> list:
     if len(out_axes) != 1 or len(in_axes) < 2 or not record.in_raw or len(in_axes[1]) != len(out_axes[0]):
         return out_axes
     other = in_axes[1]
-    return _grown(record, out_axes, lambda j: None if other[j].size == 1 or _unnamed_or_copies(other[j]) else other[j])
+    return _grown(record, out_axes, lambda j: None if other[j].size == 1 or unnamed_or_copies(other[j]) else other[j])
 
 
 def _grown(record, out_axes: list, source) -> list:
@@ -100,7 +100,7 @@ def _grown(record, out_axes: list, source) -> list:
     lead = len(axes) - len(before)
     for j, axis in enumerate(axes):
         found = source(j) if j < lead or before[j - lead] == 1 else None
-        if found is not None and found.size == axis.size and _unnamed_or_copies(axis):
+        if found is not None and found.size == axis.size and unnamed_or_copies(axis):
             axes[j] = found
     return [tuple(axes)]
 
@@ -114,7 +114,7 @@ def repeated_axes(state: Inference, record, out_axes: list) -> list:
         return out_axes
     axes = list(out_axes[0])
     for j, count in _counts(record, len(axes)):
-        found = _read_axis(state, count)
+        found = read_axis(state, count)
         if found is None or len(found.atoms) != 1 or not found.atoms[0].whole:
             continue
         atoms = axes[j].atoms
@@ -152,9 +152,9 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
         return out_axes
     axes, cut = list(out_axes[0]), state.axes_of(record.ins[0])
     for j, i, item in placed:
-        found = _read_axis(state, _counted(item))
+        found = read_axis(state, _counted(item))
         if found is not None and j < len(axes) and found.size == axes[j].size and \
-                (_unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found)):
+                (unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found)):
             axes[j] = found
     return [tuple(axes)]
 
@@ -176,7 +176,7 @@ def note_sizes_against_names(state: Inference, record, out_axes: list) -> None:
         return
     label = state.namer.label
     for size, axis in zip(sizes, out_axes[0]):
-        read = _read_axis(state, size)
+        read = read_axis(state, size)
         if read is not None and label(read) != label(axis):
             state.size_choices.update(pair for pair in state.namer.coinciding_sizes()
                                       if set(pair) == {label(read), label(axis)})
@@ -212,10 +212,10 @@ def _read_one(state: Inference, size) -> Axis | None:
     other pieces (Bloom's ``batch_size_and_num_heads // num_heads`` at B = 1): its one named piece of one
     entry, the piece that grows with the fold while the divisor stays, wherever the fold holds it."""
     if type(size) is SizeOf:
-        return _read_axis(state, size)
+        return read_axis(state, size)
     if type(size) is not SizeQuot:
         return None
-    fold = _read_axis(state, size.of)
+    fold = read_axis(state, size.of)
     if fold is None or math.prod(a.size for a in fold.atoms if a.size != 1) != size.by:
         return None
     ones = [a for a in fold.atoms if a.size == 1 and a.root not in (UNKNOWN, COPIES)]
@@ -302,14 +302,15 @@ def _count(args, kwargs) -> list:
     return []
 
 
-def _read_axis(state: Inference, size) -> Axis | None:
+def read_axis(state: Inference, size) -> Axis | None:
+    """The named axis a size was read from in this capture (``x.size(1)``), or None."""
     if type(size) is not SizeOf or size.stamp != state.capture.size_read.stamp:
         return None   # (a size another capture read, handed back by a library's cache: another node's)
     axes = state.axes_of(size.node)
     if not 0 <= size.axis < len(axes):
         return None
     axis = axes[size.axis]
-    return None if _unnamed_or_copies(axis) or axis.size != int(size) else axis
+    return None if unnamed_or_copies(axis) or axis.size != int(size) else axis
 
 
 def _read_sum(state: Inference, size) -> Axis | None:
@@ -318,14 +319,14 @@ def _read_sum(state: Inference, size) -> Axis | None:
     keys joined from the cache and the chunk are named; None where a term was not read from a named axis."""
     if type(size) is not SizeSum:
         return None
-    parts = [_read_axis(state, term) for term in size.terms]
+    parts = [read_axis(state, term) for term in size.terms]
     if any(part is None for part in parts):
         return None
     joined = cat_axes([[part] for part in parts], 0, state.namer)[0]
-    return None if _unnamed_or_copies(joined) else joined
+    return None if unnamed_or_copies(joined) else joined
 
 
-def _unnamed_or_copies(axis: Axis) -> bool:
+def unnamed_or_copies(axis: Axis) -> bool:
     return not axis.atoms or all(a.root in (UNKNOWN, COPIES) for a in axis.atoms)
 
 

@@ -69,7 +69,7 @@ class Inference:
         self.interned: dict[tuple, tuple] = {}
         self.infos: dict[tuple, tuple[TensorInfo, tuple]] = {}   # (layout, id(axes), device) -> (info, axes)
         self.clash_memo: dict[tuple, tuple[bool, tuple]] = {}   # (id of each axes, shapes) -> (clash?, axes)
-        self.pending_pattern = None   # an einops chain: (call id, out node, event, groups, (in groups, in axes))
+        self.pending_pattern = None   # einops chain: (id, out node, event, groups, (in groups, in axes), read lengths)
         self.elements = ElementPass(namer, replays_of(capture))   # element provenance: producers, replays (.elements)
         self.guesses = Guesses()                       # which nodes were made from a size guess (.guesses)
         self.index = 0                                 # the record being inferred

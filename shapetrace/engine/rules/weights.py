@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import coalesce
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, family_of, is_matrix_product
+from shapetrace.engine.ops import Family, family_of, is_matrix_product, is_projection
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
 from shapetrace.engine.rules.weighted_values import sum_of, values_by_queries
@@ -46,7 +46,10 @@ _DEPTH = 8
 def _from_product(analysis: Analysis, e):
     """The product of two tensors that made the softmax's input (scores ``q @ kᵀ``, whose axes the
     product rules judge: a key axis on heads is ``attends-over-wrong-axis``), through a few rows (any
-    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``); None where none did."""
+    operand: GPT-2's ``torch.where(causal_mask, attn_weights, mask_value)``); None where none did. A
+    projection by module parameters (SwiftFormer's ``query @ w_g``, one score per token) makes no scores of
+    two tensors: its output axis is a projection's, which no product rule judges, so it is not that product
+    (Amshaker/SwiftFormer issue #4: a softmax over its one column)."""
     seen, frontier = set(), [s[0] for s in e.sources if s is not None]
     for _ in range(_DEPTH):
         frontier = [i for i in frontier if i not in seen]
@@ -54,7 +57,7 @@ def _from_product(analysis: Analysis, e):
             return None
         seen.update(frontier)
         made = [analysis.events[i] for i in frontier]
-        product = next((m for m in made if family_of(m.op) is Family.PRODUCT), None)
+        product = next((m for m in made if family_of(m.op) is Family.PRODUCT and not is_projection(m.spec)), None)
         if product is not None:
             return product
         frontier = [s[0] for m in made for s in m.sources if s is not None]
