@@ -155,6 +155,7 @@ def _preload() -> None:
     from shapetrace.engine import (  # noqa: F401
         declared,
         dependencies,
+        grouped_positions,
         lengths_read,
         padding,
         pooled_read,

@@ -236,6 +236,7 @@ class Kind(StrEnum):
                               "whose token, picked by values (a mask's count), was not measured: `?`, never `✓`")
     LENGTHS_UNMEASURED = ("lengths-unmeasured", "note", "a padding mask the model builds from lengths it was given "
                           "(one per batch entry), its pads not measured unread: `?`, never `✓`")
+    POSITIONS_GROUPED = ("positions-grouped", "note", "a mask of positions grouped by `//` or `%`: groups unchecked")
     PROJECTION_BYPASSED = ("projection-bypassed", "warning", "a projection computed that reaches nothing returned "
                            "while the tensor it projected went on in its place (`out = proj(x); return x`)")
     BATCH_UNEXERCISED = ("batch-unexercised", "note",

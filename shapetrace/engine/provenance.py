@@ -44,10 +44,12 @@ class Data(NamedTuple):
 
 
 class Index(NamedTuple):
-    """An index operand: replaced by random indices of ``shape`` and ``dtype`` (valid on any axis)."""
+    """An index operand: replaced by random indices of ``shape`` and ``dtype`` (valid on any axis), or by its
+    ``values`` where the trace made them (a count: :mod:`.infer.counted`), in every replay."""
 
     shape: tuple
     dtype: Any = torch.int64
+    values: Any = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,8 @@ def _replay(fn, args, kwargs, shapes, high: int, seed: int,
     def fill(value):
         if isinstance(value, Data):
             return next(coords)
+        if isinstance(value, Index) and value.values is not None:
+            return value.values
         if isinstance(value, Index) and counting is not None:
             return _counting(value, counting[1] if next(seen) == counting[0] else -1, high)
         if isinstance(value, Index):

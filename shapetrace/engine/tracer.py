@@ -50,6 +50,14 @@ __all__ = ["Trace", "active_trace", "freeze_args", "name_axes", "run_opened"]
 _shares_storage = shares_storage   # (the name tests and older callers use)
 
 
+def _unmeasured_notes(trace: Trace) -> list:
+    """The notes of what the values could not check once the run has ended (each a ``?``, never a ``✓``)."""
+    from shapetrace.engine.grouped_positions import grouped_position_masks
+    from shapetrace.engine.lengths_read import unmeasured_lengths
+    from shapetrace.engine.pooled_read import unmeasured_read
+    return unmeasured_read(trace) + unmeasured_lengths(trace) + grouped_position_masks(trace)
+
+
 class Trace:
     """The record of one traced run: events, axis names and diagnostics.
 
@@ -265,9 +273,7 @@ class Trace:
             found = in_every_reading(self, diagnose(self.analysis()))   # (names resting on equal sizes)
             if self._finished:   # a second witness: folded into the rule's error it backs, else its own finding
                 from shapetrace.engine.dependencies import CAUSAL
-                from shapetrace.engine.lengths_read import unmeasured_lengths
-                from shapetrace.engine.pooled_read import unmeasured_read
-                found = with_witnesses(found, self._measured()[0]) + unmeasured_read(self) + unmeasured_lengths(self)
+                found = with_witnesses(found, self._measured()[0]) + _unmeasured_notes(self)
                 found = held_causal(found, CAUSAL in self._measured()[1])   # (a declared causal module measured so)
             self._diagnostics = sorted(found, key=lambda d: SEVERITY_ORDER[d.severity])
         return self._diagnostics

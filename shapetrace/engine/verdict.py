@@ -65,6 +65,7 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "qk-norm-one-sided": "the queries and the keys meet normalised on one side only",
                    "pooled-read-unmeasured": "which token a causal model's pooled output reads was not measured "
                                              "on the values",
+                   "positions-grouped": "which positions a chunked, blocked or strided mask groups together",
                    "lengths-unmeasured": "the pads of a mask the model builds from its lengths were not measured "
                                          "unread",
                    "norm-across-heads": "a norm runs across the heads of each token together (one norm over D, or "

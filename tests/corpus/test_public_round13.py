@@ -66,7 +66,12 @@ from ``arange`` of Python ints, no name reaches it, and the tower has no batch a
 would see a token leave its place are not measured); torchtune (the cos/sin cache's axes have no name: nothing
 proves them); BigBird (the bands ``cat`` slices of the block axis shifted by one: their block axis is "the band
 of query block i", which no name spells); CogVideoX's bug (``?``: the rotary lands on a cut across text and
-video, not proven) and DINOv2's ``registers-as-patches`` (``?``: the cut keeps registers with patches)."""
+video, not proven) and DINOv2's ``registers-as-patches`` (``?``: the cut keeps registers with patches).
+
+Stop 60: Llama 4's correct file is ``?`` too (engine/grouped_positions: a mask made from positions grouped by
+floor division or a remainder, its chunks, is not checked by any name; the note positions-grouped), so its ✓
+was unearned: an offset left out of the chunk ids (tests/corpus/reports15/llama4_chunked_left_pad.py) keeps every
+name and shape."""
 
 from __future__ import annotations
 
@@ -96,7 +101,7 @@ EXPECTED = {
     (gemma3, ""): [OK, UNSURE],
     (gemma3, "norm-over-heads"): [("✗", ("reduction-over-wrong-axis",))] * 2,
     (gemma3, "window-without-causal"): [("✗", ("mask-keeps-future",)), ("✗", ("mask-wrong-axis",))],
-    (llama4_chunked, ""): [OK, UNSURE],
+    (llama4_chunked, ""): [UNSURE, UNSURE],   # (✓ until stop 60's positions-grouped note: its chunks are not checked)
     (llama4_chunked, "chunk-from-modulo"): [UNSURE, UNSURE],   # (the same note)
     (llama4_chunked, "scales-after-transpose"): [("raises", ()), ("✗", ("broadcast-mismatch",))],
     (qwen25_vl_window, ""): [UNSURE, UNSURE],

@@ -32,8 +32,9 @@ import torch
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.axis_reshape import strided_axes
+from shapetrace.engine.infer.counted import counted_values
 from shapetrace.engine.namer import Namer
-from shapetrace.engine.ops import Family, callables_of
+from shapetrace.engine.ops import Family, callables_of, is_basic_indexing
 from shapetrace.engine.provenance import (
     MAX_ELEMENTS,
     ROLLED,
@@ -143,7 +144,8 @@ class ElementPass:
                 return self._memo[key][0]
         except TypeError:
             key = None
-        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown), doubted, self.replays)
+        found = _named(fn, record, in_axes, shapes, self.namer, lambda: _index_word(shown), doubted, self.replays,
+                       self.producers.get)
         if key is not None:   # (the entry keeps the axes it is keyed by alive: no id is reused)
             self._memo[key] = (found, tuple(in_axes))
         return found
@@ -216,8 +218,10 @@ def _unnamed(axis: Axis) -> bool:
 
 # -- replaying a record -------------------------------------------------------------------------------
 
-def _placed(record) -> tuple[tuple, dict, list[int]] | None:
-    """The record's arguments with tensors as placeholders, and which operands are data."""
+def _placed(record, producer: Callable[[int], object] = lambda node: None) -> tuple[tuple, dict, list[int]] | None:
+    """The record's arguments with tensors as placeholders, and which operands are data. An index the trace
+    counted itself carries its values (:mod:`.counted`); a boolean tensor is picked from as data by ``x[...]``
+    (transformers' ``padding_mask[batch_idx, kv_idx]``), while as an index it selects by values: not replayed."""
     stubs: list[TensorStub] = []
 
     def keep(stub: TensorStub) -> TensorStub:
@@ -233,10 +237,13 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
         if stub.dtype.is_floating_point or stub.dtype.is_complex:
             swap[id(stub)] = Data(tuple(stub.shape))
             data.append(position)
-        elif stub.dtype == torch.bool:
+        elif stub.dtype == torch.bool and not (position == 0 and is_basic_indexing(record.spec)):
             return None   # a boolean mask selects by values: how many is not known
+        elif stub.dtype == torch.bool:
+            swap[id(stub)] = Data(tuple(stub.shape))
+            data.append(position)
         else:
-            swap[id(stub)] = Index(tuple(stub.shape), stub.dtype)
+            swap[id(stub)] = Index(tuple(stub.shape), stub.dtype, counted_values(record.ins[position], producer))
 
     def put(value):
         if isinstance(value, TensorStub):
@@ -249,16 +256,45 @@ def _placed(record) -> tuple[tuple, dict, list[int]] | None:
 
 
 def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
-           replays: Replays) -> list[tuple[Axis | None, ...]] | None:
+           replays: Replays, producer: Callable[[int], object] = lambda node: None) -> list[tuple | None] | None:
     """Each output's axes from where its elements came from; ``doubted``: the operands made from a size
-    guess (:mod:`.guesses`), whose names an index never hands on; ``replays``: the run's memo of replays."""
+    guess (:mod:`.guesses`), whose names an index never hands on; ``replays``: the run's memo of replays;
+    ``producer``: the record that made each node (an index the trace counted is replayed with its values: a
+    plain walk over the axes it picks in order). The same pick by unknown indices is read too: where the walk is
+    over an unnamed axis (a table's: ``alibi_bias[h]``, ``h = arange(H)[None, :, None, None]``), the pick takes its
+    index's names; where the two name an axis otherwise (a count of ``B`` walking ``T`` in order: ``cos[arange(B)]``
+    read at B = T), the walk is a coincidence of sizes and the index's name stands."""
     if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
-    placed = _placed(record)
+    found = _named_placed(fn, record, in_axes, shapes, namer, index, doubted, replays, producer)
+    placed = _placed(record, producer)
+    if found is None or placed is None or not any(i.values is not None for v in (*placed[0], *placed[1].values())
+                                                  for i in _indices(v)):
+        return found
+    anyhow = _named_placed(fn, record, in_axes, shapes, namer, index, doubted, replays, lambda node: None)
+    if anyhow is None or len(anyhow) != len(found):
+        return found
+    return [mine if theirs is None or mine is None or len(mine) != len(theirs) else
+            tuple(_agreed(a, b, namer) for a, b in zip(mine, theirs)) for mine, theirs in zip(found, anyhow)]
+
+
+def _agreed(walked: Axis | None, picked: Axis | None, namer: Namer) -> Axis | None:
+    """An axis as the counted walk names it, unless the pick by unknown indices names it otherwise."""
+    mine, theirs = (namer.label(a) if a is not None else None for a in (walked, picked))
+    if mine is None or theirs is None:
+        return walked if mine is not None else picked
+    return walked if mine == theirs.split("[")[0] else picked
+
+
+def _named_placed(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
+                  replays: Replays, producer: Callable[[int], object]) -> list[tuple | None] | None:
+    placed = _placed(record, producer)
     if placed is None:
         return None
     args, kwargs, data = placed
-    key = Replays.key(fn, record)
+    counted = tuple(v.values.numpy().tobytes() for v in (*args, *kwargs.values()) for v in _indices(v)
+                    if v.values is not None)
+    key = (*Replays.key(fn, record), counted)   # (the same call with counted values replays otherwise)
     found = replays.get(("sources", *key), lambda: sources(fn, args, kwargs))
     if found is None:
         return None
@@ -272,6 +308,14 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted
                        if step == 0 and n > 1)
     return [_axes_of(axis_sources, shape, operands, namer, index, lambda j, k=k: picks.axis(k, j), copies)
             for k, (axis_sources, shape) in enumerate(zip(found, shapes))]
+
+
+def _indices(value) -> list[Index]:
+    if isinstance(value, Index):
+        return [value]
+    if isinstance(value, (list, tuple)) and not isinstance(value, Data):
+        return [i for v in value for i in _indices(v)]
+    return []
 
 
 def _sizes_steps(raw) -> list[tuple[int, int | None]]:

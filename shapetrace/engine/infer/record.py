@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def infer_op(state: Inference, index: int, record: OpRecord) -> None:
     """One call as the steps of this module's docstring, in order."""
     in_axes = [state.axes_of(n) for n in record.ins]
+    state.elements.note(record)   # (a call without a row too: an index counted by arange, then offset)
     record = gets_a_row(state, record, in_axes)
     if record is None:
         return
@@ -272,6 +273,7 @@ def unnamed_outputs(state: Inference, outs, shapes, exc: Exception) -> None:
 
 
 def infer_pass(state: Inference, record: PassRecord) -> None:
+    state.elements.note(record)   # (``arange``, ``+ offset``: an index the trace counts, :mod:`.counted`)
     if not record.ins and record.spec.sized:   # a tensor built from sizes read from axes (:mod:`.sizes`)
         built = constructed_axes(state, record) or partly_read_axes(state, record)
         if built is not None:   # else it is seeded as a tensor that enters the code (:mod:`.seeds`)
