@@ -4,16 +4,20 @@ item ids ``(B, T)`` (0 pads the front), ``item_emb * sqrt(D)``, absolute positio
 (``time_matrix_K_emb``, ``time_matrix_V_emb``); heads folded head-major into the batch by
 ``torch.cat(torch.split(Q, head_size, dim=2), dim=0)`` (``(h*N, T, C/h)``), the interval tables by the same split
 on their last axis; scores ``Q_ K_^T + Q_ abs_pos_K_^T + time_matrix_K_ @ Q_.unsqueeze(-1)`` over
-``sqrt(head_size)``; padded queries and the future filled with ``-FLOAT_MAX`` by ``torch.where``; softmax;
-``attn @ V_ + attn @ abs_pos_V_ + (attn.unsqueeze(-2) @ time_matrix_V_).reshape(...)``; heads unfolded by
-``torch.cat(torch.split(outputs, Q.shape[0], dim=0), dim=2)``; ``Q + mha_outputs``, a pointwise
-``Conv1d`` feed-forward over ``transpose(-1, -2)``. pmixer widens the padding mask by ``expand(attn_weights.shape[0],
-...)``, which only runs with one head (the repository's default); here it is tiled head-major by ``repeat(head_num,
-1, 1)`` as the TensorFlow original's ``tf.tile`` does, so that four heads run.
+``sqrt(head_size)``; padded keys and the future filled with ``-FLOAT_MAX`` by ``torch.where``; softmax;
+``attn @ V_ + attn @ abs_pos_V_ + (attn.unsqueeze(-2) @ time_matrix_V_).reshape(...)`` (each query's own
+``[T, d_k]`` table of interval values, summed over the keys); heads unfolded by ``torch.cat(torch.split(outputs,
+Q.shape[0], dim=0), dim=2)``; ``Q + mha_outputs``, a pointwise ``Conv1d`` feed-forward over ``transpose(-1, -2)``.
+pmixer fills the padded *queries* (``time_mask.unsqueeze(-1).expand(attn_weights.shape[0], -1, T)``, which runs
+with one head only, the repository's default, and leaves the padded keys open to every real query); the correct
+file here fills the padded keys, tiled head-major, as the TensorFlow original's ``key_masks`` (``tf.tile``) does.
 
-Bug: ``merge-heads-by-reshape``: the ``(h*N, T, C/h) -> (N, T, C)`` unfold written as ``outputs.reshape(N, T, C)``
-on head-major rows: each user's features are other users' heads. Twin: ``merge-heads-by-view``: the same unfold
-spelled ``view(h, N, T, C/h).permute(1, 2, 0, 3).reshape(N, T, C)`` (correct: head-major rows read back as such)."""
+Bugs: ``merge-heads-by-reshape``: the ``(h*N, T, C/h) -> (N, T, C)`` unfold written as ``outputs.reshape(N, T, C)``
+on head-major rows: each user's features are other users' heads; ``padding-on-queries``: pmixer's own layout of
+the padding mask, ``time_mask.unsqueeze(-1)`` widened over the keys (tiled head-major so that four heads run): the
+padded positions are hidden as queries, and stay visible as keys to every real query. Twin:
+``merge-heads-by-view``: the same unfold spelled ``view(h, N, T, C/h).permute(1, 2, 0, 3).reshape(N, T, C)``
+(correct: head-major rows read back as such)."""
 
 import sys
 
@@ -61,7 +65,10 @@ class TimeAwareMultiHeadAttention(torch.nn.Module):
         attn_weights += time_matrix_K_.matmul(Q_.unsqueeze(-1)).squeeze(-1)   # (H*B, T, T)
         attn_weights = attn_weights / (K_.shape[-1] ** 0.5)
 
-        time_mask = time_mask.unsqueeze(-1).repeat(self.head_num, 1, attn_weights.shape[-1])   # (H*B, T, T)
+        if self.bug == "padding-on-queries":
+            time_mask = time_mask.unsqueeze(-1).repeat(self.head_num, 1, attn_weights.shape[-1])   # (H*B, T, T)
+        else:
+            time_mask = time_mask.unsqueeze(1).repeat(self.head_num, attn_weights.shape[1], 1)   # (H*B, T, T)
         attn_mask = attn_mask.unsqueeze(0).expand(attn_weights.shape[0], -1, -1)   # (H*B, T, T)
         paddings = torch.ones(attn_weights.shape) * FLOAT_MIN
         attn_weights = torch.where(time_mask, paddings, attn_weights)
@@ -126,7 +133,7 @@ class TiSASRec(torch.nn.Module):
         return self.last_layernorm(seqs)
 
 
-BUGS = ("merge-heads-by-reshape",)
+BUGS = ("merge-heads-by-reshape", "padding-on-queries")
 TWINS = ("merge-heads-by-view",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
