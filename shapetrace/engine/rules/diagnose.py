@@ -314,7 +314,8 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
         key = (id(a), id(b), id(o))
         if key not in verdicts:
             batched = _tokens_as_batch(o, nb, analysis.namer)
-            chunked = batched is not None and _sums_chunks(a, b, o, batched[0])
+            chunked = batched is not None and (_sums_chunks(a, b, o, batched[0])
+                                               or _sums_over_tokens(a, b, analysis.namer))
             verdicts[key] = (_batch_mismatch(a, b, nb), None if chunked else batched)
         mismatch, batched = verdicts[key]
         if mismatch is not None:
@@ -379,8 +380,7 @@ def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> boo
     """Does the product batch over one piece of a token axis and sum over another piece of the same one, under
     one clean name in both operands (a chunk's state ``kᵀ v``: batched over the chunks ``T/2``, summed over each
     chunk's tokens ``T%2``: two digits of T's positions, neither the whole)? Then it mixes the tokens of each
-    chunk. A whole token axis in either place (queries batched, keys summed: ``[B, T, H, T] @ [B, 1, T, d_k]``;
-    Nyströmformer's landmarks ``T/2`` summed beside all of ``T``) or a mixed axis proves nothing."""
+    chunk. A whole token axis summed is :func:`_sums_over_tokens`; a mixed axis proves nothing."""
     la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
     if not la or la != lb or la == token or MIXED_PREFIX in la or not a.axes:
         return False
@@ -389,6 +389,14 @@ def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> boo
     pieces = batch + summed
     return bool(batch) and len({at.root for at in pieces}) == 1 and all(at.size < at.root_size for at in pieces) \
         and not {at.stride for at in batch} & {at.stride for at in summed}
+
+
+def _sums_over_tokens(a: TensorInfo, b: TensorInfo, namer) -> bool:
+    """Does the product sum over one token axis, under one clean name in both operands (each query's weights over
+    the keys times its own table of one value per key: TiSASRec's ``attn.unsqueeze(-2) @ time_matrix_V_``, ``[H·B, T,
+    1, T] @ [H·B, T, T, d_k]``)? Then each query mixes the keys, whatever its batch axes hold: attention is there."""
+    la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
+    return bool(la) and la == lb and MIXED_PREFIX not in la and namer.role(la) == "tokens"
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
