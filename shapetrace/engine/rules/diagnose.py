@@ -313,10 +313,10 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
             continue
         key = (id(a), id(b), id(o))
         if key not in verdicts:
-            batched = _tokens_as_batch(o, nb, analysis.namer)
-            chunked = batched is not None and (_sums_chunks(a, b, o, batched[0])
-                                               or _sums_over_tokens(a, b, analysis.namer))
-            verdicts[key] = (_batch_mismatch(a, b, nb), None if chunked else batched)
+            batched, mismatched = _tokens_as_batch(o, nb, analysis.namer), _batch_mismatch(a, b, nb)
+            chunked = batched is not None and (_sums_chunks(a, b, o, batched[0]) or (
+                mismatched is None and _sums_over_tokens(a, b, analysis.namer)))
+            verdicts[key] = (mismatched, None if chunked else batched)
         mismatch, batched = verdicts[key]
         if mismatch is not None:
             k, la, lb = mismatch
@@ -392,11 +392,14 @@ def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> boo
 
 
 def _sums_over_tokens(a: TensorInfo, b: TensorInfo, namer) -> bool:
-    """Does the product sum over one token axis, under one clean name in both operands (each query's weights over
+    """Does the product sum over one whole token axis, under one clean name in both operands (each query's weights over
     the keys times its own table of one value per key: TiSASRec's ``attn.unsqueeze(-2) @ time_matrix_V_``, ``[H·B, T,
-    1, T] @ [H·B, T, T, d_k]``)? Then each query mixes the keys, whatever its batch axes hold: attention is there."""
+    1, T] @ [H·B, T, T, d_k]``)? Then, where the batch axes line up, each query mixes the keys: attention is there
+    (where they do not, the product pairs unrelated slices, and that stays the finding)."""
     la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
-    return bool(la) and la == lb and MIXED_PREFIX not in la and namer.role(la) == "tokens"
+    if not la or la != lb or MIXED_PREFIX in la or namer.role(la) != "tokens" or len(b.axes) < 2:
+        return False
+    return all(len(axis.atoms) == 1 and axis.atoms[0].whole for axis in (a.axes[-1], b.axes[-2]))
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
