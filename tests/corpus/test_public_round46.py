@@ -39,9 +39,9 @@ upstream code, not a false one. Before any engine change (c40c3fb) the correct f
 TensorFlow original's ``key_masks`` do, and pmixer's layout became the bug ``padding-on-queries``; the table's
 TiSASRec rows are measured on c40c3fb.
 
-At first sight (distinct sizes): the 4 correct files ✓ 0, ? 2, ✗ 2 (Squeezeformer, TiSASRec); the 7 bugs ✗ 5
+At first sight (distinct sizes): the 4 correct files ✓ 0, ? 2, ✗ 2 (Squeezeformer, TiSASRec); the 8 bugs ✗ 6
 (Squeezeformer's ``recover-tiled`` only for its correct file's false finding), ? 2, ✓ 0. After the fixes: correct
-✓ 0, ? 4, ✗ 0 (and none ✗ at equal sizes); bugs ✗ 4, ? 3, ✓ 0.
+✓ 0, ? 4, ✗ 0 (and none ✗ at equal sizes); bugs ✗ 5, ? 3, ✓ 0.
 
 The fixes (each test fails on the commit before it):
 
