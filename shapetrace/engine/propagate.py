@@ -9,6 +9,7 @@ that cannot prove a name returns an unnamed axis (:func:`~shapetrace.engine.axes
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -75,15 +76,17 @@ def _padding_cut(src: Axes, out: Axes, namer) -> Axes:
     diagonals into columns (Transformer-XL's ``_rel_shift``, Longformer's ``_pad_and_transpose_last_two_dims``:
     ``[.., T+1, T]`` viewed ``[.., T, T+1]``) shifts each row by one more than the last, so the new axes hold
     relative offsets, not tokens: they are left unnamed (never a mix of tokens, never a name). Only a padded token
-    axis next to another token axis (the queries' and keys' pair) counts: a pad beside anything else stays a mix."""
-    padded = {a.atoms[0].root for i, a in enumerate(src) if _padded_tokens(a, namer) is not None
-              and "+" in a.atoms[0].root
-              and any(_padded_tokens(b, namer) for b in src[max(i - 1, 0):i] + src[i + 1:i + 2])}
+    axis next to another token axis (the queries' and keys' pair) counts: a pad beside anything else stays a mix.
+    Tokens are read by role, so a derived or cut token axis counts as a declared one does (Squeezeformer's frames
+    halved by a stride, ``1+T/2`` beside ``T/2``)."""
+    padded = {a.atoms[0].root for i, a in enumerate(src) if _pads_tokens(a, namer)
+              and any(_token_axis(b, namer) for b in src[max(i - 1, 0):i] + src[i + 1:i + 2])}
     if not padded or all(a in out for a in src if a.atoms and a.atoms[0].root in padded):
         return out
+    whole = {_PIECE.sub("", p) for p in padded}   # (a mix names the pieces' axes: ``1+T/2`` is spelled ``1+T``)
     def cut(axis: Axis) -> bool:
         return axis not in src and any(t.root in padded or (t.root.startswith(ax.MIXED_PREFIX) and any(
-            p in t.root.lstrip(ax.MIXED_PREFIX).split("*") for p in padded)) for t in axis.atoms)
+            _PIECE.sub("", p) in whole for p in t.root.lstrip(ax.MIXED_PREFIX).split("*"))) for t in axis.atoms)
     return tuple(ax.unknown_axis(a.size) if cut(a) else a for a in out)
 
 
@@ -192,6 +195,23 @@ def windows(c: Call) -> Axes:
         return tuple(axes) + (ax.root_axis(f"{tokens[0]}~{size}", size),)
     axes[dim] = ax.unknown_axis(count)
     return tuple(axes) + (ax.unknown_axis(size),)
+
+
+_PIECE = re.compile(r"[/%]\d+")
+
+
+def _pads_tokens(axis: Axis, namer) -> bool:
+    """Is ``axis`` one whole ``l+X+r`` whose one named part indexes tokens (``1+T``, ``1+T/2``)?"""
+    if len(axis.atoms) != 1 or not axis.atoms[0].whole:
+        return False
+    parts = axis.atoms[0].root.split("+")
+    named = [p for p in parts if not p.isdigit()]
+    return len(parts) > 1 and len(named) == 1 and namer.role(named[0]) == "tokens"
+
+
+def _token_axis(axis: Axis, namer) -> bool:
+    """Is ``axis`` one token axis, whole or a cut of one (``T``, ``T/2``, ``N[0:4]``, ``1+T``)?"""
+    return len(axis.atoms) == 1 and namer.role(axis.atoms[0].root) == "tokens"
 
 
 def _padded_tokens(axis: Axis, namer) -> tuple[str, int] | None:

@@ -302,3 +302,25 @@ def test_a_product_per_query_over_every_sequences_heads_is_no_attention_over_a_w
         torch.matmul(probs.permute(2, 0, 1, 3).contiguous().view(6, 8, 6), table)   # (T, B·H, d_k)
     assert [e.outputs[0].dims for e in t.events if e.op == "matmul"] == [("T", "B*H", "d_k")]
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+@pytest.mark.parametrize("summed", ["keys", "heads"])
+def test_a_product_per_query_that_sums_over_the_keys_mixes_the_tokens(summed):
+    """TiSASRec's interval values (tests/corpus/public46/tisasrec_time_aware.py): each query's weights
+    ``attn.unsqueeze(-2)`` ``[H·B, T, 1, T]`` times its own table of values ``[H·B, T, T, d_k]``, batched over the
+    queries and summed over the keys: the keys are tokens, so every query does see every key. On c40c3fb it was
+    ``✗ attends-over-wrong-axis`` ("each token only sees its own heads"): only the product's rows and columns were
+    read, never the axis it sums over. Its twin sums over the heads ([B, T, 1, H] @ [B, T, H, d_k], the product of
+    a split never transposed): that one still is the error."""
+    w, table = torch.softmax(torch.randn(2, 4, 6, 6), -1), torch.randn(2, 4, 6, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4") as t:
+        if summed == "keys":
+            shapetrace.name(w, "B H T T")
+            shapetrace.name(table, "B H T T d_k")
+            w.unsqueeze(-2) @ table                                                       # (B, H, T, 1, d_k)
+        else:
+            shapetrace.name(w, "B T H H")
+            shapetrace.name(table, "B T H H d_k")
+            w.unsqueeze(-2) @ table                                                       # (B, T, H, 1, d_k)
+    errors = [d.kind for d in t.diagnostics if d.severity in ("error", "warning")]
+    assert errors == ([] if summed == "keys" else ["attends-over-wrong-axis"])

@@ -77,6 +77,24 @@ def test_the_diagonal_skew_of_padded_scores_leaves_its_axes_unnamed():
     assert t.events[-1].outputs[0].dims == ("B", None, None)
 
 
+def test_the_skew_of_scores_over_tokens_cut_by_a_stride_leaves_its_axes_unnamed():
+    """Squeezeformer's reduced layers (tests/corpus/public46/squeezeformer_wenet.py): the frames halved by a stride,
+    ``T/2``, scores ``[B, T/2, T/2]`` padded by one zero column to ``[B, T/2, 1+T/2]`` and viewed ``[B, 1+T/2,
+    T/2]``: the same skew over a token axis whose name is derived. On 836820a it was a false ``✗ mixed-axis``: only
+    a declared token name (``T``, whose size dims give) counted as tokens on either side of the pad."""
+    q = torch.randn(2, 8, 8)
+    with shapetrace.trace(dims="B=2 T=8 D=8 H=1") as t:
+        shapetrace.name(q, "B T D")
+        qs = q[:, ::2]                                                     # (B, T/2, D)
+        scores = qs @ qs.transpose(1, 2)                                   # (B, T/2, T/2)
+        zero_pad = torch.zeros(scores.size(0), scores.size(1), 1)          # (B, T/2, 1)
+        padded = torch.cat([zero_pad, scores], dim=-1)                     # (B, T/2, 1+T/2)
+        padded.view(2, 5, 4)                                               # (B, 1+T/2, T/2): the skew
+    assert [d.kind for d in t.diagnostics if d.severity == "error"] == []
+    assert t.events[-2].outputs[0].dims == ("B", "T/2", "1+T/2")
+    assert t.events[-1].outputs[0].dims == ("B", None, None)
+
+
 def test_a_padded_axis_viewed_across_a_batch_neighbour_is_still_a_mix():
     """Only a padded token axis beside another token axis is a skew: padded batch entries viewed across the
     tokens stay a mixed axis (Transformer-XL's shift-batch bug)."""

@@ -313,9 +313,10 @@ def batch_axes(analysis: Analysis) -> list[Diagnostic]:
             continue
         key = (id(a), id(b), id(o))
         if key not in verdicts:
-            batched = _tokens_as_batch(o, nb, analysis.namer)
-            chunked = batched is not None and _sums_chunks(a, b, o, batched[0])
-            verdicts[key] = (_batch_mismatch(a, b, nb), None if chunked else batched)
+            batched, mismatched = _tokens_as_batch(o, nb, analysis.namer), _batch_mismatch(a, b, nb)
+            chunked = batched is not None and (_sums_chunks(a, b, o, batched[0]) or (
+                mismatched is None and _sums_over_tokens(a, b, analysis.namer)))
+            verdicts[key] = (mismatched, None if chunked else batched)
         mismatch, batched = verdicts[key]
         if mismatch is not None:
             k, la, lb = mismatch
@@ -379,8 +380,7 @@ def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> boo
     """Does the product batch over one piece of a token axis and sum over another piece of the same one, under
     one clean name in both operands (a chunk's state ``kᵀ v``: batched over the chunks ``T/2``, summed over each
     chunk's tokens ``T%2``: two digits of T's positions, neither the whole)? Then it mixes the tokens of each
-    chunk. A whole token axis in either place (queries batched, keys summed: ``[B, T, H, T] @ [B, 1, T, d_k]``;
-    Nyströmformer's landmarks ``T/2`` summed beside all of ``T``) or a mixed axis proves nothing."""
+    chunk. A whole token axis summed is :func:`_sums_over_tokens`; a mixed axis proves nothing."""
     la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
     if not la or la != lb or la == token or MIXED_PREFIX in la or not a.axes:
         return False
@@ -389,6 +389,17 @@ def _sums_chunks(a: TensorInfo, b: TensorInfo, o: TensorInfo, token: str) -> boo
     pieces = batch + summed
     return bool(batch) and len({at.root for at in pieces}) == 1 and all(at.size < at.root_size for at in pieces) \
         and not {at.stride for at in batch} & {at.stride for at in summed}
+
+
+def _sums_over_tokens(a: TensorInfo, b: TensorInfo, namer) -> bool:
+    """Does the product sum over one whole token axis, under one clean name in both operands (each query's weights over
+    the keys times its own table of one value per key: TiSASRec's ``attn.unsqueeze(-2) @ time_matrix_V_``, ``[H·B, T,
+    1, T] @ [H·B, T, T, d_k]``)? Then, where the batch axes line up, each query mixes the keys: attention is there
+    (where they do not, the product pairs unrelated slices, and that stays the finding)."""
+    la, lb = (a.dims[-1] if a.dims else None), (b.dims[-2] if len(b.dims) > 1 else None)
+    if not la or la != lb or MIXED_PREFIX in la or namer.role(la) != "tokens" or len(b.axes) < 2:
+        return False
+    return all(len(axis.atoms) == 1 and axis.atoms[0].whole for axis in (a.axes[-1], b.axes[-2]))
 
 
 def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
