@@ -309,12 +309,52 @@ def _modules_after(code: str) -> set[str]:
     return set(out.stdout.split())
 
 
-def test_engine_attention_and_app_run_without_loading_rich():
-    mods = _modules_after("from shapetrace.app.session import trace_reference\n"
-                          "from shapetrace.attention.config import AttentionConfig\n"
-                          "t = trace_reference(AttentionConfig()); t.to_json(); t.diagnostics; t.report()")
-    assert not any(m == "rich" or m.startswith("rich.") for m in mods)
-    assert not any(m.startswith(("shapetrace.render", "shapetrace.tui", "shapetrace.cli")) for m in mods)
+#: engine and attention modules a trace's reading runs through (imported whole: none may load Rich)
+ENGINE_READERS = ["engine.tracer", "engine.axes", "engine.propagate", "engine.rules.diagnose", "engine.sentences",
+                  "engine.meta", "app.devices", "app.script", "engine.failure", "app.session", "attention.config",
+                  "engine.summary", "attention.reference", "attention.variants", "engine.findings", "app.compare",
+                  "attention.broken", "attention.notes", "engine.rules.masks"]
+
+#: one fresh interpreter, step by step (each step's modules are what it adds to the steps before): what each
+#: layer loads, in the order a user meets it (``import shapetrace`` first, the rendering last)
+_LOADS = """
+import sys
+def loaded(*names):
+    print(sorted({m.split('.')[0] for m in sys.modules} & set(names)) or '-',
+          sorted(m for m in sys.modules if m.startswith(('shapetrace.render', 'shapetrace.tui', 'shapetrace.cli')))
+          or '-', sep='|')
+import shapetrace
+x = object(); assert shapetrace.name(x, 'B T D') is x
+loaded('torch', 'rich')
+import shapetrace.engine.layout, shapetrace.app.chain, shapetrace.engine.viewfail
+loaded('torch', 'rich')
+MODULES
+loaded('rich')
+from shapetrace.app.session import trace_reference
+from shapetrace.attention.config import AttentionConfig
+t = trace_reference(AttentionConfig()); t.to_json(); t.diagnostics; t.report()
+loaded('rich')
+import torch
+with shapetrace.trace(dims='B=2 T=6 D=512 H=8') as t:
+    torch.zeros(2, 6, 512).view(2, 6, 8, 64)
+t.diagnostics; t.to_json(); repr(t)
+loaded('rich')
+import io; from rich.console import Console
+t.show(Console(file=io.StringIO()))
+print(len(t.events))
+"""
+
+
+def test_each_layer_loads_only_what_it_needs():
+    """``import shapetrace`` loads neither torch nor Rich, and ``name`` is a no-op on a non-tensor; the pure
+    layout and view-failure maths load neither; the engine and attention modules load no Rich, and neither do a
+    reference trace's reading (json, diagnostics, report: no render, tui or cli module either) nor a user's trace
+    read as data; only ``show`` renders (Rich then)."""
+    imports = "\n".join(f"import shapetrace.{m}" for m in ENGINE_READERS)
+    out = subprocess.run([sys.executable, "-c", _LOADS.replace("MODULES", imports)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["-|-", "-|-", "-|-", "-|-", "-|-", "1"]
 
 
 def test_help_does_not_import_torch():
@@ -322,11 +362,6 @@ def test_help_does_not_import_torch():
                           "for args in (['--help'], ['run', '--help'], ['exercise', '--help']):\n"
                           "    try:\n        app(args)\n    except SystemExit:\n        pass\n")
     assert "torch" not in mods
-
-
-def test_importing_shapetrace_is_light():
-    mods = _modules_after("import shapetrace")
-    assert "torch" not in mods and "rich" not in mods
 
 
 def test_every_command_module_is_one_hop_from_the_app():
