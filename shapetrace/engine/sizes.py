@@ -73,7 +73,13 @@ class SizeSum(int):
         return int, (int(self),)
 
 
-def _sum(a, b) -> SizeSum:
+def _sum(a, b) -> SizeSum | SizeOf:
+    """``a + b`` as a :class:`SizeSum`; a size read plus a literal 0 is that size read itself (transformers'
+    ``kv_length = query_length + past_seen_tokens`` before any cache: the keys' count read from the tokens)."""
+    if type(b) is int and b == 0 and type(a) is SizeOf:
+        return a
+    if type(a) is int and a == 0 and type(b) is SizeOf:
+        return b
     out = SizeSum(int.__add__(int(a), int(b)))
     out.terms = (a, b)
     return out

@@ -76,3 +76,16 @@ def test_a_count_of_another_axis_walking_in_order_by_equal_sizes_keeps_the_index
         ids = torch.arange(x.shape[0]).unsqueeze(0).expand(x.shape[0], -1)       # (B, B): a count of B
         cos[ids]                                                               # (B, B, D)
     assert _dims(t)[-1] == ("B", "B", "D")
+
+
+def test_a_size_read_plus_a_literal_zero_is_that_size_read():
+    """transformers 5's ``kv_length = query_length + past_seen_tokens`` before any cache (0): ``arange(kv_length)``
+    counts the tokens. Fails on 6527aa1: ``arange(T + 0)`` was unnamed (a sum with a plain 0 named nothing); a sum
+    with another number stays unnamed (the control)."""
+    x = torch.randn(2, 6, 8)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=8") as t:
+        shapetrace.name(x, "B T D")
+        torch.arange(x.shape[1] + 0)[None, :]                                  # (1, T)
+        torch.arange(0 + x.shape[1])[None, :]                                  # (1, T)
+        torch.arange(x.shape[1] + 1)[None, :]                                  # (1, 7): T + 1, no name
+    assert _dims(t) == [(None, "T"), (None, "T"), (None, None)]

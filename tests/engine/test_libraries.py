@@ -355,7 +355,7 @@ FIRST_SIGHT = {
     "opt": (_hf("OPTModel", "OPTConfig", hidden_size=64, num_attention_heads=4, num_hidden_layers=2, ffn_dim=128,
                 vocab_size=100, max_position_embeddings=32, word_embed_proj_dim=64), _IDS, SIZES, "✓"),
     "bloom": (_hf("BloomModel", "BloomConfig", hidden_size=64, n_head=4, n_layer=2, vocab_size=100),
-              _IDS, SIZES, "?"),              # ALiBi's slopes repeated over the batch: repeat of [H, 1, T]
+              _IDS, SIZES, "✓"),              # (? until stop 60: a size read plus 0 stays that size read)
     "falcon": (_hf("FalconModel", "FalconConfig", hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
                    vocab_size=100), _IDS, SIZES, "✓"),                                            # ?
     "llama": (_hf("LlamaModel", "LlamaConfig", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
@@ -363,7 +363,7 @@ FIRST_SIGHT = {
     "llama-mlp-4d": (_hf("LlamaModel", "LlamaConfig", num_key_value_heads=2, **{**_DEC, "intermediate_size": 256}),
                      _IDS, _KV, "✓"),                                                             # ?
     "mistral": (_hf("MistralModel", "MistralConfig", num_key_value_heads=2, sliding_window=4, **_DEC),
-                _IDS, _KV, "?"),              # the sliding window's mask built from arange over [1, 1, 1, T]
+                _IDS, _KV, "✓"),              # (? until stop 60: its mask's arange(T + 0) now counts T)
     "qwen2": (_hf("Qwen2Model", "Qwen2Config", num_key_value_heads=2, **_DEC), _IDS, _KV, "✓"),
     "phi": (_hf("PhiModel", "PhiConfig", **_DEC), _IDS, SIZES, "✓"),
     "gemma": (_hf("GemmaModel", "GemmaConfig", num_key_value_heads=2, head_dim=16, **_DEC), _IDS, _KV, "✓"),
@@ -518,7 +518,7 @@ _SMALL_VIT = {"B": 2, "T": 5, "D": 64, "H": 4}
 #: group's time: timm efficientformerv2_s0 (4 s, '?', 0 of 149: stages, no widths declared).
 FIRST_SIGHT.update({
     "gemma3": (_hf("Gemma3TextModel", "Gemma3TextConfig", num_key_value_heads=2, head_dim=16, sliding_window=4, **_DEC),
-               _IDS, _KV, "?"),                 # as Mistral: the sliding window's mask built from index tensors
+               _IDS, _KV, "✓"),                 # as Mistral (? until stop 60)
     "qwen2-moe": (_hf("Qwen2MoeModel", "Qwen2MoeConfig", num_key_value_heads=2, num_experts=2, num_experts_per_tok=1,
                       moe_intermediate_size=32, shared_expert_intermediate_size=64, **_DEC), _IDS, _KV,
                   "?"),                         # as Mixtral: the router over (B·T) rows and its experts' picks
@@ -596,8 +596,8 @@ FIRST_SIGHT_LIB16 = {
     "olmoe": (_hf("OlmoeModel", "OlmoeConfig", num_experts=2, num_experts_per_tok=1, **_KV1), _IDS, _KV,
               "?"),                             # as Mixtral: the router over (B·T) rows and its experts' picks
     "exaone4": (_hf("Exaone4Model", "Exaone4Config", **_KV1), _IDS, _KV,
-                "?"),                           # as Gemma 3: the sliding window's mask built from index tensors
-    "cohere2": (_hf("Cohere2Model", "Cohere2Config", sliding_window=4, **_KV1), _IDS, _KV, "?"),   # as Exaone 4
+                "✓"),                           # as Gemma 3 (? until stop 60)
+    "cohere2": (_hf("Cohere2Model", "Cohere2Config", sliding_window=4, **_KV1), _IDS, _KV, "✓"),   # as Exaone 4
     "modernbert": (_hf("ModernBertModel", "ModernBertConfig", hidden_size=64, num_attention_heads=4,
                        num_hidden_layers=2, intermediate_size=128, vocab_size=100, max_position_embeddings=32,
                        pad_token_id=0, local_attention=4), _IDS, SIZES,
