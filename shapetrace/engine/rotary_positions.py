@@ -261,3 +261,30 @@ def _order(record, shapes: Sequence) -> tuple[int, ...] | None:
     roots = [a.atoms[0].root if a is not None and len(a.atoms) == 1 else "" for a in axes or ()]
     order = tuple(int(r[3:]) for r in roots if r.startswith("#0.") and r[3:].isdigit())
     return order if sorted(order) == list(range(len(shape))) and len(order) == len(roots) else None
+
+
+def turns_in_every_entry(tables, shape: tuple[int, ...], batch: Sequence[int], tokens: Sequence[int]) -> bool:
+    """Whether tables of angles that change along batch axes as well as along the tokens (positions given per
+    batch entry: a left-padded row's offset by its padding) turn along the tokens in every batch entry. False for
+    positions counted along the batch (``mask.cumsum(0)``): an entry whose tokens all share one angle.
+
+    >>> import torch
+    >>> rows = torch.tensor([[0, 1, 2, 3], [0, 0, 0, 1]])[:, None, :, None] * torch.ones(2)   # (B, 1, T, d)
+    >>> turns_in_every_entry([rows], (2, 3, 4, 2), [0], [2])
+    True
+    >>> turns_in_every_entry([torch.tensor([[0, 0, 0, 0], [0, 0, 1, 1]])[:, None, :, None] * torch.ones(2)],
+    ...                      (2, 3, 4, 2), [0], [2])
+    False
+    """
+    for table in tables:
+        lead = len(shape) - table.dim()
+        for b in batch:
+            tb = b - lead
+            if lead < 0 or tb < 0 or table.shape[tb] == 1:
+                continue
+            along = [t - lead - (t > b) for t in tokens if t - lead >= 0]
+            for i in range(table.shape[tb]):
+                entry = table.select(tb, i)
+                if not any(entry.shape[a] > 1 and not bool((entry == entry.narrow(a, 0, 1)).all()) for a in along):
+                    return False
+    return True

@@ -42,7 +42,7 @@ from shapetrace.engine.directions import HIDES
 from shapetrace.engine.hidden import note_hidden_copies
 from shapetrace.engine.ops import Family, family_of
 from shapetrace.engine.rotary import PAIRED, Rotary, rotaries_of, step_token_label
-from shapetrace.engine.rotary_positions import one_position_per_token
+from shapetrace.engine.rotary_positions import one_position_per_token, turns_in_every_entry
 
 
 def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int],
@@ -176,7 +176,12 @@ def note_final(inference, capture) -> None:
             axis = rotary.placed[0] if rotary.placed else len(out.dims)
             return rotary.position is not None and rotary.position == rotary.expected and axis < len(out.dims) \
                 and out.shape[axis] == 1 and namer.plain_role(step_token_label(events, rotary, out)) == "tokens"
-        return all(j < len(out.dims) and namer.plain_role(out.dims[j]) == "tokens" for j in rotary.varies) \
+        roles = {j: namer.plain_role(out.dims[j]) if j < len(out.dims) else None for j in rotary.varies}
+        tokens, batch = ([j for j, role in roles.items() if role == r] for r in ("tokens", "batch"))
+        # (positions per batch entry, a left-padded row's offset by its padding, vary along the batch too: then
+        # along the tokens in every entry)
+        return bool(tokens) and len(tokens) + len(batch) == len(roles) \
+            and turns_in_every_entry(rotary.angles, tuple(out.shape), batch, tokens) \
             and one_position_per_token(rotary.angles)   # (a 2-D rotary's grid positions are not read)
 
     def tokens(label: str | None) -> bool:

@@ -724,6 +724,144 @@ FIRST_SIGHT_LIB17 = {
 }
 FIRST_SIGHT.update(FIRST_SIGHT_LIB17)
 
+
+class _Step(torch.nn.Module):
+    """A model called with keyword arguments made before the trace (a padded batch, a cache filled by an untraced
+    prompt): the traced call is what a user's batch or generation loop runs."""
+
+    def __init__(self, model, **kwargs):
+        super().__init__()
+        self.model, self.kwargs = model, kwargs
+
+    def forward(self):
+        return self.model(**self.kwargs)
+
+
+def _left_positions(mask):
+    """Each token's position counted from its row's first real token, as ``generate()`` counts them (left padding
+    offset): ``mask.cumsum(-1) - 1``, the padding's own positions clamped to 0."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _batch(way: str, build):
+    """``right``: an encoder's batch, the second row's last two tokens padded; ``left``: a decoder's prompt, the
+    second row's first two padded, positions offset; ``decode``: that prompt run untraced with a cache, then one new
+    token traced with the cache, the grown ``attention_mask`` and the next positions."""
+    def make():
+        model = build()
+        ids, mask = torch.randint(1, 100, (2, 6)), torch.ones(2, 6, dtype=torch.long)   # (B, T)
+        if way == "right":
+            mask[1, 4:] = 0
+            return _Step(model, input_ids=ids, attention_mask=mask)
+        mask[1, :2] = 0
+        positions = _left_positions(mask)                                                 # (B, T)
+        if way == "left":
+            return _Step(model, input_ids=ids, attention_mask=mask, position_ids=positions)
+        with torch.no_grad():
+            cache = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True).cache
+        grown = torch.cat([mask, torch.ones(2, 1, dtype=torch.long)], dim=-1)            # (B, T+1)
+        return _Step(model, input_ids=torch.randint(1, 100, (2, 1)), attention_mask=grown, cache=cache,
+                     position_ids=positions[:, -1:] + 1, use_cache=True)
+    return make
+
+
+_NOTHING = lambda: ()                                                                # noqa: E731
+_LLAMA = ("LlamaModel", "LlamaConfig", _KV1)
+_DECODERS = {   # name -> (model, config, its kwargs, dims)
+    "llama": (*_LLAMA, _KV),
+    "mistral": ("MistralModel", "MistralConfig", dict(sliding_window=4, **_KV1), _KV),
+    "qwen2": ("Qwen2Model", "Qwen2Config", _KV1, _KV),
+    "gemma2": ("Gemma2Model", "Gemma2Config", dict(head_dim=16, **_KV1), _KV),
+    "phi3": ("Phi3Model", "Phi3Config", _KV1, _KV),
+    "gpt2": ("GPT2Model", "GPT2Config", dict(n_layer=1, n_embd=64, n_head=4, n_positions=32, vocab_size=100), SIZES),
+    "gpt-neox": ("GPTNeoXModel", "GPTNeoXConfig", _DEC1, SIZES),
+    "opt": ("OPTModel", "OPTConfig", dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, ffn_dim=128,
+                                          vocab_size=100, max_position_embeddings=32, word_embed_proj_dim=64), SIZES),
+    "falcon": ("FalconModel", "FalconConfig", dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
+                                                   vocab_size=100, new_decoder_architecture=False, multi_query=False),
+               SIZES),
+}
+_ENCODERS = {
+    "bert": ("BertModel", "BertConfig", _DEC1, SIZES),
+    "roberta": ("RobertaModel", "RobertaConfig", _DEC1, SIZES),
+    "distilbert": ("DistilBertModel", "DistilBertConfig", dict(dim=64, n_heads=4, n_layers=1, hidden_dim=128,
+                                                               vocab_size=100, max_position_embeddings=32), SIZES),
+    "modernbert": ("ModernBertModel", "ModernBertConfig", dict(pad_token_id=0, **_DEC1), SIZES),
+    "bart": ("BartModel", "BartConfig", {k: v for k, v in _ENC_DEC.items()}, SIZES),
+}
+
+
+def _row(table: dict, name: str, way: str, impl: str, mark: str):
+    model, config, kwargs, dims = table[name]
+    return _batch(way, _hf(model, config, impl, **kwargs)), _NOTHING, dims, mark
+
+
+#: lib18's first sight, on main 51f5266 (transformers 5.24.0, torch 2.13) before any engine change: 14 models fed as
+#: users feed them, B = 2: a padded batch (right padding for the encoders, left padding with offset positions for the
+#: decoders), one decode step fed the cache that an untraced prompt filled, eager and sdpa (Gemma 2 has no sdpa).
+#: 44 rows: the 10 encoder rows '✓' (checked all 26-94 ops: the padding mask named [B, 1, 1, T] since lib17's
+#: infer/counted); 32 decoder rows '?' with no finding; falcon-decode and falcon-sdpa-decode '✗' (a false
+#: ``attends-over-features``: FalconLinear's ``input @ self.weight.T`` on the one new token, whose unnamed
+#: query axis (B, 1) let a projection by a parameter matrix read as scores [2, 1, 3·D] over features). The '?'s:
+#: left-padded prompts leave 1-5 ops unnamed (the positions ``position_ids[:, None, :]``, the rotary table's ``cat``
+#: and ``unsqueeze``, gpt2/opt only the positions' pick), 35-51 of 39-56 checked; a decode step names little of the
+#: one new token (T = 1: its embedding, the mask's picks) and checks 20-33 of 40-56 ops (Mistral's sliding window 2
+#: of 49, GPT-2's and OPT's sdpa 8 of 31-36). No contradicted size on any row.
+#: After lib18's engine fix (rules/diagnose: a product by a parameter matrix is a projection, never scores): both
+#: Falcon decode rows '?' (checked 18 of 42, 15 of 37), no finding; at equal sizes (B = T = H = 4, by hand) '?',
+#: nothing named. No other row changed. After the second (value_checked: rotary tables from positions per batch
+#: entry, turning along the tokens in every entry, are checked on the values): the 14 left-padded rows of the
+#: rotary models (Llama, Mistral, Qwen2, Gemma 2, Phi-3, GPT-NeoX, Falcon; eager and sdpa) check 3 ops more (e.g.
+#: Llama 47 of 48), still '?': the key index of masking_utils' causal mask (``kv_idx[None, None, None, :]``, an
+#: ``arange`` of ``kv_length``, an int the trace did not count) is left unnamed; named only by its size, so left.
+FIRST_SIGHT_LIB18 = {
+    "llama-left-padded": _row(_DECODERS, "llama", "left", "eager", "?"),
+    "llama-decode": _row(_DECODERS, "llama", "decode", "eager", "?"),
+    "llama-sdpa-left-padded": _row(_DECODERS, "llama", "left", "sdpa", "?"),
+    "llama-sdpa-decode": _row(_DECODERS, "llama", "decode", "sdpa", "?"),
+    "mistral-left-padded": _row(_DECODERS, "mistral", "left", "eager", "?"),
+    "mistral-decode": _row(_DECODERS, "mistral", "decode", "eager", "?"),
+    "mistral-sdpa-left-padded": _row(_DECODERS, "mistral", "left", "sdpa", "?"),
+    "mistral-sdpa-decode": _row(_DECODERS, "mistral", "decode", "sdpa", "?"),
+    "qwen2-left-padded": _row(_DECODERS, "qwen2", "left", "eager", "?"),
+    "qwen2-decode": _row(_DECODERS, "qwen2", "decode", "eager", "?"),
+    "qwen2-sdpa-left-padded": _row(_DECODERS, "qwen2", "left", "sdpa", "?"),
+    "qwen2-sdpa-decode": _row(_DECODERS, "qwen2", "decode", "sdpa", "?"),
+    "gemma2-left-padded": _row(_DECODERS, "gemma2", "left", "eager", "?"),
+    "gemma2-decode": _row(_DECODERS, "gemma2", "decode", "eager", "?"),
+    "phi3-left-padded": _row(_DECODERS, "phi3", "left", "eager", "?"),
+    "phi3-decode": _row(_DECODERS, "phi3", "decode", "eager", "?"),
+    "phi3-sdpa-left-padded": _row(_DECODERS, "phi3", "left", "sdpa", "?"),
+    "phi3-sdpa-decode": _row(_DECODERS, "phi3", "decode", "sdpa", "?"),
+    "gpt2-left-padded": _row(_DECODERS, "gpt2", "left", "eager", "?"),
+    "gpt2-decode": _row(_DECODERS, "gpt2", "decode", "eager", "?"),
+    "gpt2-sdpa-left-padded": _row(_DECODERS, "gpt2", "left", "sdpa", "?"),
+    "gpt2-sdpa-decode": _row(_DECODERS, "gpt2", "decode", "sdpa", "?"),
+    "gpt-neox-left-padded": _row(_DECODERS, "gpt-neox", "left", "eager", "?"),
+    "gpt-neox-decode": _row(_DECODERS, "gpt-neox", "decode", "eager", "?"),
+    "gpt-neox-sdpa-left-padded": _row(_DECODERS, "gpt-neox", "left", "sdpa", "?"),
+    "gpt-neox-sdpa-decode": _row(_DECODERS, "gpt-neox", "decode", "sdpa", "?"),
+    "opt-left-padded": _row(_DECODERS, "opt", "left", "eager", "?"),
+    "opt-decode": _row(_DECODERS, "opt", "decode", "eager", "?"),
+    "opt-sdpa-left-padded": _row(_DECODERS, "opt", "left", "sdpa", "?"),
+    "opt-sdpa-decode": _row(_DECODERS, "opt", "decode", "sdpa", "?"),
+    "falcon-left-padded": _row(_DECODERS, "falcon", "left", "eager", "?"),
+    "falcon-decode": _row(_DECODERS, "falcon", "decode", "eager", "?"),   # ✗ until lib18's projection check
+    "falcon-sdpa-left-padded": _row(_DECODERS, "falcon", "left", "sdpa", "?"),
+    "falcon-sdpa-decode": _row(_DECODERS, "falcon", "decode", "sdpa", "?"),   # ✗ until lib18's projection check
+    "bert-padded": _row(_ENCODERS, "bert", "right", "eager", "✓"),
+    "bert-sdpa-padded": _row(_ENCODERS, "bert", "right", "sdpa", "✓"),
+    "roberta-padded": _row(_ENCODERS, "roberta", "right", "eager", "✓"),
+    "roberta-sdpa-padded": _row(_ENCODERS, "roberta", "right", "sdpa", "✓"),
+    "distilbert-padded": _row(_ENCODERS, "distilbert", "right", "eager", "✓"),
+    "distilbert-sdpa-padded": _row(_ENCODERS, "distilbert", "right", "sdpa", "✓"),
+    "modernbert-padded": _row(_ENCODERS, "modernbert", "right", "eager", "✓"),
+    "modernbert-sdpa-padded": _row(_ENCODERS, "modernbert", "right", "sdpa", "✓"),
+    "bart-padded": _row(_ENCODERS, "bart", "right", "eager", "✓"),
+    "bart-sdpa-padded": _row(_ENCODERS, "bart", "right", "sdpa", "✓"),
+}
+FIRST_SIGHT.update(FIRST_SIGHT_LIB18)
+
 @pytest.mark.parametrize("name", list(FIRST_SIGHT))
 def test_library_modules_on_first_sight_get_no_false_alarm(name):
     """Library code is correct: no error or warning on any of them, no name that contradicts a declared size,
@@ -1011,3 +1149,51 @@ def test_bugs_planted_in_lib17s_modules_get_no_check_mark(monkeypatch):
                      "bigbird-padding-on-queries": ("✗", ["mask-wrong-axis"]),
                      "switch-bias-transposed": ("!", ["bias-constant-along-keys"])}
     assert transformers is not None
+
+
+def test_bugs_planted_in_padded_batches_and_decode_steps_get_no_check_mark(monkeypatch):
+    """Eight natural bugs planted where lib18's rows run (padded batches, one decode step with a cache), none
+    ``✓``: transformers' ``padding_mask_function`` picking the padding mask by the query index (``padding_mask[
+    batch_idx, q_idx]``: the padding moved onto the queries) on a padded BERT (sdpa), a left-padded Llama prompt and
+    a Llama decode step; the caller's positions not offset for left padding (``arange`` in place of ``cumsum``; the
+    test's own :func:`_left_positions`, as a generation loop writes it); Mistral's sliding window one key wider
+    (``kv_idx >= q_idx - sliding_window``); Llama's ``repeat_kv`` tiling the key/value heads during a decode step;
+    the cache joining the new key in front of the old ones (``torch.cat([key_states, self.keys])``, the values in
+    order); the causal mask reversed (``kv_idx >= q_idx``). Measured on main 51f5266 (lib18's first sight):
+    the padding on the queries of a decode step, the unoffset positions and the window off by one are ``?`` (the
+    step's one query is not named; positions and the window's width are values no name carries: a rule for them
+    would be one per case), the others ``✗``. A ninth, the cache joined along the heads axis (``dim=1``), raises in
+    torch (sizes 6 and 1 along the tokens), so it is not here."""
+    optional("transformers", reason="optional group: pip install transformers")
+    import sys
+
+    from transformers import cache_utils, masking_utils
+    from transformers.models.llama import modeling_llama
+
+    def outcome(name, target, attr, *edits):
+        return _planted_outcome(monkeypatch, name, target, attr, *edits)
+
+    queries = ("return padding_mask[batch_idx, kv_idx]", "return padding_mask[batch_idx, q_idx]")
+    found = {
+        "bert-sdpa-padding-on-queries": outcome("bert-sdpa-padded", masking_utils, "padding_mask_function", queries),
+        "llama-padding-on-queries": outcome("llama-left-padded", masking_utils, "padding_mask_function", queries),
+        "llama-decode-padding-on-queries": outcome("llama-decode", masking_utils, "padding_mask_function", queries),
+        "llama-positions-not-offset": outcome("llama-left-padded", sys.modules[__name__], "_left_positions", (
+            "(mask.cumsum(-1) - 1).clamp(min=0)", "torch.arange(mask.shape[-1]).expand(mask.shape)")),
+        "mistral-window-off-by-one": outcome("mistral-left-padded", masking_utils, "sliding_window_overlay",
+                                             ("kv_idx > q_idx - sliding_window", "kv_idx >= q_idx - sliding_window")),
+        "llama-decode-tiled": outcome("llama-decode", modeling_llama, "repeat_kv", (
+            "hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)",
+            "hidden_states[:, None, :, :, :].expand(batch, n_rep, num_key_value_heads, slen, head_dim)")),
+        "llama-decode-keys-joined-first": outcome("llama-decode", cache_utils.DynamicLayer, "update", (
+            "torch.cat([self.keys, key_states], dim=-2)", "torch.cat([key_states, self.keys], dim=-2)")),
+        "llama-causal-reversed": outcome("llama-left-padded", masking_utils, "causal_mask_function",
+                                         ("kv_idx <= q_idx", "kv_idx >= q_idx")),
+    }
+    assert found == {"bert-sdpa-padding-on-queries": ("✗", ["mask-wrong-axis"]),
+                     "llama-padding-on-queries": ("✗", ["mask-wrong-axis"]),
+                     "llama-decode-padding-on-queries": ("?", []),
+                     "llama-positions-not-offset": ("?", []), "mistral-window-off-by-one": ("?", []),
+                     "llama-decode-tiled": ("✗", ["gqa-head-order"]),
+                     "llama-decode-keys-joined-first": ("✗", ["contracts-different-axes"]),
+                     "llama-causal-reversed": ("✗", ["causal-mask-reversed"])}

@@ -28,7 +28,7 @@ from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product
+from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product, is_projection
 from shapetrace.engine.rules.averaged_heads import pooled_per_head
 from shapetrace.engine.rules.batch_picks import batch_picked, batch_reduced
 from shapetrace.engine.rules.batch_tables import table_cut_to_batch
@@ -504,8 +504,8 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
     namer = analysis.namer
     for e in analysis.events_where(_multiplies):
         pair = _matmul_pairs(e)
-        if not pair or not e.outputs or len(e.outputs[0].shape) < 2:
-            continue
+        if not pair or not e.outputs or len(e.outputs[0].shape) < 2 or is_projection(e.spec):
+            continue   # x @ W.T by a matrix of parameters projects features (FalconLinear on one new token)
         contracted = {namer.role(lab) for la, lb in pair for lab in (la, lb) if lab}
         if not contracted or not contracted <= {"head_features", "features"}:
             continue   # weights @ v contracts keys (tokens); only the q·k product is checked here
