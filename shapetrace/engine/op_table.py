@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shapetrace.engine import blocks
+from shapetrace.engine import blocks, grids
 from shapetrace.engine import propagate as pr
 from shapetrace.engine.directions import baddbmm_params, fill_params, sdpa_params, triangle_params, where_params
 from shapetrace.engine.op_args import (
@@ -322,6 +322,9 @@ ENTRIES: list[OpSpec] = [
                  "copied, overlapping ones more than once"),
     OpSpec("F.fold", "new", blocks.col2im, operands=first_operand, callable="torch.nn.functional.fold",
            words="sums each column back into its sliding block of the output (col2im): overlapping blocks add"),
+    # ``torch.meshgrid(a, b)``: coordinate grids, each axis walking one vector (a 2-D position table's grid)
+    OpSpec("meshgrid", "new", grids.meshgrid, row=False, operands=all_operands, params=grids.meshgrid_params,
+           words="coordinate grids: axis k of every grid walks the k-th vector"),
     # ``torch.outer(a, b)``: a rotary table's angles (positions × frequencies); no row, as the arithmetic around it
     OpSpec("outer", "new", pr.outer, row=False, operands=all_operands, aliases=("ger",),
            words="outer product: entry (i, j) is a[i]·b[j]"),
