@@ -10,9 +10,12 @@ dot-product equation ``"aecd,abcd->acbe"`` applied to ``(key, query)`` (scores `
 ``expand_dims(mask, axis=-3)``; the combination ``"acbe,aecd->abcd"`` of ``(scores, value)`` and the output
 ``EinsumDense("abcd,cde->abe")`` over heads and features together.
 
-Bug: ``dot-operands-swapped``: the dot-product equation applied to ``(query, key)`` (the order one reads from
-"q·k", not Keras's ``(key, query)``): the scores come out ``[B, H, T_k, T_q]`` and the softmax over the last
-axis normalises over the queries; self-attention at one length runs without a shape error."""
+Bug: ``combine-contracts-queries``: the combination equation hand-written ``"acbe,abcd->aecd"`` with the
+scores' letters read the other way round: the weights, normalised over the keys, are summed over the queries
+(each output row mixes the values by one key's column of weights). Twin: ``dot-operands-swapped``: the
+dot-product equation applied to ``(query, key)`` (the order one reads from "q·k", not Keras's ``(key, query)``):
+the scores come out ``[B, H, T_k, T_q]``, but with the combination contracting the same axis the layer is the
+correct one with the query and key kernels' roles exchanged (q·k is symmetric): the same model, trained."""
 
 import math
 import sys
@@ -53,12 +56,14 @@ class MultiHeadAttention(nn.Module):
     def _compute_attention(self, query, key, value, attention_mask):
         query = query * (1.0 / math.sqrt(float(self._key_dim)))
         if self.bug == "dot-operands-swapped":
-            scores = torch.einsum(self._dot_product_equation, query, key)      # (B, H, T, T) [wrong]
+            scores = torch.einsum(self._dot_product_equation, query, key)      # (B, H, T, T)
         else:
             scores = torch.einsum(self._dot_product_equation, key, query)      # (B, H, T, T)
         mask = attention_mask.unsqueeze(-3)                                   # (B, 1, T, T)
         scores = scores.masked_fill(~mask, -1e9)
         scores = self._softmax(scores)
+        if self.bug == "combine-contracts-queries":
+            return torch.einsum("acbe,abcd->aecd", scores, value), scores    # (B, T, H, d_k) [wrong]
         return torch.einsum(self._combine_equation, scores, value), scores    # (B, T, H, d_k)
 
     def forward(self, query, value, padding_mask):
@@ -83,8 +88,8 @@ class SelfAttentionBlock(nn.Module):
         return x + self.mha(y, y, padding_mask)
 
 
-BUGS = ("dot-operands-swapped",)
-TWINS = ()
+BUGS = ("combine-contracts-queries",)
+TWINS = ("dot-operands-swapped",)
 DIMS = ("B=2 T=6 D=32 H=4",)
 
 
