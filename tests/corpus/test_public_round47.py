@@ -31,16 +31,28 @@ flax_mhdpa            causal-less-equal         ✗ causal-mask-reversed        
 ===================== ========================= ============================= ======================= ===========
 
 At first sight (distinct sizes): the 4 correct files ✓ 2, ? 1, ✗ 1 (Keras); the 5 bugs ✗ 5 (one of them, Keras's
-combination over the queries, only for the false finding of its correct file), ✓ 0. After the fix: correct ✓ 2,
+combination over the queries, only for the false finding of its correct file), ✓ 0. After the fixes: correct ✓ 2,
 ? 2, ✗ 0 (and no ✗ at equal sizes); bugs ✗ 4, ? 1, ✓ 0.
 
-The fix (its test fails on 51f5266):
+The fixes (each test fails on 51f5266):
 
 * engine/axis_compute ``_query_and_key``: an einsum's scores whose two token axes each come from one operand alone,
   the second operand's placed first in the output, are not named queries and keys: the operands' order says one
   reading, the scores' layout the other (tests/engine/test_einsum_key_first.py). Keras's ``einsum("aecd,abcd->
   acbe", key, query)`` named its last axis (the keys) the queries from the operands' order alone: a false
   ``softmax-wrong-axis`` on the correct file.
+* engine/untold_twins (read by the verdict): a softmax along one of two axes of one token name that carry no
+  ``query``/``key`` roles is not checked by names: ``?``, never ``✓`` (tests/engine/test_untold_twins.py; with
+  the first fix alone, public18 phi2's ``scores-transposed`` read ``✓``).
+
+Earlier rounds' rows these change (each with its reason in its module): five bugs whose scores einsum writes the
+second operand's tokens first, the very layout of Keras's correct layer, lose ``softmax-wrong-axis``: public11
+palm_mqa ``sim-transposed`` and public40 monai_sablock ``scores-einsum-transposed`` stay ``✗ query-key-swapped``
+(their projections say k·q); public18 phi2 ``scores-transposed`` and public43 autoint ``einsum-output-transposed``
+go ``✗ -> ?`` (the softmax and the value product run along one axis: the layer with its query and key
+projections' roles exchanged, wrong only against trained weights); public33 xlnet ``content-scores-ji`` goes
+``✗ -> ?``, a known loss (its content term transposed against the position term and the mask is wrong, but both
+axes read T and names without roles cannot see it).
 
 Why each stays ``?``:
 
