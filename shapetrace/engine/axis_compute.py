@@ -324,15 +324,26 @@ def _scores_kept(terms: Sequence[str], operands: Sequence[Sequence[Axis]], rhs: 
     return []
 
 
+#: the role of the two token axes of scores whose operands' order and layout disagree on which are the keys
+UNTOLD = "query-or-key"
+
+
 def _query_and_key(terms: Sequence[str], rhs: str, by_letter: dict, namer: Namer) -> list[tuple[int, str]]:
     """The keys: the one token axis of the output that only the second operand has; the queries: the one
     other token axis the first operand has (``bhid,bhjd->bhij``; Transformer-XL's ``ibnd,jbnd->ijbn``;
-    windows ``bhtd,bhtdw->bhtw``), wherever they sit in the output; nothing when either is not one."""
+    windows ``bhtd,bhtdw->bhtw``), wherever they sit in the output; nothing when either is not one.
+
+    Neither role, but :data:`UNTOLD` on both, when the two token axes each come from one operand alone and
+    the output puts the second operand's first: the operands' order says one reading and the scores' own
+    layout (queries, then keys) the other. Keras's ``einsum("aecd,abcd->acbe", key, query)`` takes the keys
+    first, and a port that wrote ``(query, key)`` computes the same layer with the two kernels relabelled."""
     tokens = [i for i, c in enumerate(rhs) if _is_token(by_letter[c][1], namer)]
     keys = [i for i in tokens if rhs[i] in terms[1] and rhs[i] not in terms[0]]
     queries = [i for i in tokens if rhs[i] in terms[0] and i not in keys]
     if len(keys) != 1 or len(queries) != 1:
         return []
+    if keys[0] < queries[0] and rhs[queries[0]] not in terms[1]:
+        return [(queries[0], UNTOLD), (keys[0], UNTOLD)]
     return [(queries[0], "query"), (keys[0], "key")]
 
 

@@ -41,6 +41,7 @@ from shapetrace.engine.events import readers_of
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 from shapetrace.engine.stacked import ALONG_OPERAND, unpacked_stacks
+from shapetrace.engine.untold_twins import softmax_along_untold_twins
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.diagnostic import Diagnostic
@@ -427,7 +428,8 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = sum(d.severity == "warning" for d in diagnostics)
     unproven = tuple(dict.fromkeys(_UNPROVEN_NOTES[d.kind] for d in diagnostics if d.kind in _UNPROVEN_NOTES))
-    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted, _pooled_apart)
+    unproven += tuple(why for check in (_twins_swapped, _cut_across_parts, _cut_keeping_counted, _pooled_apart,
+                                             softmax_along_untold_twins)
                       for why in map(check, candidates) if why)
     made = {e.index: e for e in events}
     causal = any(causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal"
