@@ -45,7 +45,8 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
         state.ambiguous[node] = node   # [4, 4] at B = T = 4: [B, T] or [T, B]; a later use may decide
         chosen = state.readings.get(node)
         names = list(chosen) if chosen is not None and list(chosen) in fitting else names
-    axes = tuple(ax.Axis() if n == "1" else ax.root_axis(n, s) for n, s in zip(names, shape))
+    axes = tuple(ax.Axis() if n == "1" else ax.unknown_axis(s) if n == WIDTH else ax.root_axis(n, s)
+                 for n, s in zip(names, shape))
     axes = state.interned.setdefault(axes, axes)
     state.axes[node] = axes
     if "T" in names or "S" in names:
@@ -174,9 +175,13 @@ def fitting_seeds(state: Inference, shape: tuple[int, ...], seq: str) -> list[li
     return [] if all(names in _only_another_reading(seq) for names in found) else found
 
 
+#: a seed's axis of any width but the model's, left unnamed (a pair representation's own width, OpenFold's c_z)
+WIDTH = "*"
+
+
 def _only_another_reading(seq: str) -> list[list[str]]:
     """Seeds that never name a tensor alone, only stand beside others as another reading of equal sizes."""
-    return [[seq, seq], ["B", seq, seq, "D"]]
+    return [[seq, seq], ["B", seq, seq, "D"], ["B", seq, seq, WIDTH]]
 
 
 def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
@@ -192,6 +197,7 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
             patterns.append(lead + tail)
     patterns.append([seq, seq])   # a square [T, T]: only ever another reading (:func:`fitting_seeds`)
     patterns.append(["B", seq, seq, "D"])   # a pair representation [B, T, T, D]: the same
+    patterns.append(["B", seq, seq, WIDTH])   # ... of its own width (OpenFold's c_z), left unnamed: the same
     patterns += [["B", "1", seq, seq], ["B", "1", "1", seq]]   # transformers' 4-D masks, [B, 1, T, T] and [B, 1, 1, T]
     patterns.append(["B", "D", seq])   # a sequence channels first, as torch's Conv1d takes it (tortoise's [B, C, T])
     patterns.append(["B", "1", "D"])   # one token's features (a decoding step's input): the token axis has one entry
@@ -217,8 +223,9 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     for names in patterns:
         if skip and names in skip:
             continue
-        if len(names) == len(shape) and all(_size(state, n) == s for n, s in zip(names, shape)):
-            named = [n for n in names if n != "1"]
+        if len(names) == len(shape) and all(_size(state, n) == s or n == WIDTH and s != _size(state, "D")
+                                            for n, s in zip(names, shape)):
+            named = [n for n in names if n not in ("1", WIDTH)]
             if len(set(named)) == len(named) or named.count(seq) == 2 and len(set(named)) == len(named) - 1:
                 return names
     return None
