@@ -20,13 +20,12 @@ import torch
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.mask_parts import takes_a_mask
 from shapetrace.engine.ops import Family
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 
 #: the ops that group integers: floor division and remainders (``//``, ``%``, ``torch.remainder``)
 GROUPING = frozenset({"floor_divide", "__floordiv__", "__rfloordiv__", "__mod__", "remainder", "fmod"})
-#: the families of a call that takes a mask (as :mod:`.mask_parts` reads them)
-_TAKES_A_MASK = frozenset({Family.MASK_FILL, Family.FUSED_ATTENTION, Family.SOFTMAX})
 
 
 def grouped_position_masks(trace) -> list[Diagnostic]:
@@ -39,7 +38,7 @@ def grouped_position_masks(trace) -> list[Diagnostic]:
             continue
         operands = [n for n in record.ins if isinstance(n, int)]
         outs = [n for n in record.outs if isinstance(n, int)]
-        if (record.spec.family in _TAKES_A_MASK or record.spec.additive) and any(n in grouped for n in operands):
+        if takes_a_mask(record) and any(n in grouped for n in operands):
             event = rows.get(r)
             where = f"`{record.spec.name}`" + (f" #{event}" if event is not None else "")
             return [Kind.POSITIONS_GROUPED.found(event, (

@@ -33,7 +33,7 @@ from shapetrace.engine.opspec import LAYOUT_FAMILIES, Family
 from shapetrace.engine.thawed import thaw_args
 
 #: families whose ops keep the values of their one operand (moved, repeated, cast or offset by a number)
-_KEEPS_VALUES = LAYOUT_FAMILIES | {Family.SPLIT, Family.JOIN, Family.ELEMENTWISE}
+KEEPS_VALUES = LAYOUT_FAMILIES | {Family.SPLIT, Family.JOIN, Family.ELEMENTWISE}
 
 
 class Count(NamedTuple):
@@ -108,7 +108,7 @@ def _made_count(record, ins: list, outs: list, counts: dict, borrowed: dict, lab
         return None   # positions combined with positions: ``q_ids[:, None] - k_ids[None, :]`` is a distance
     if spec.family is Family.ELEMENTWISE:
         return _offset(record, known[0])
-    if spec.family in _KEEPS_VALUES or spec.sized == "grown":
+    if spec.family in KEEPS_VALUES or spec.sized == "grown":
         return known[0]
     return None
 

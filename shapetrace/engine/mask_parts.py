@@ -42,7 +42,7 @@ def mask_parts(records: Sequence, nodes: Sequence, event_of_record: dict[int, in
         if type(record) not in (OpRecord, PassRecord):
             continue
         event = event_of_record.get(index)
-        if event is not None and _takes_a_mask(record):
+        if event is not None and takes_a_mask(record):
             parts = {i: _parts(records, nodes, producer, node, DEPTH, index) for i, node in enumerate(record.ins)
                      if isinstance(node, int)}
             parts = {i: p for i, p in parts.items() if len(p) > 1}
@@ -54,7 +54,7 @@ def mask_parts(records: Sequence, nodes: Sequence, event_of_record: dict[int, in
     return found
 
 
-def _takes_a_mask(record) -> bool:
+def takes_a_mask(record) -> bool:
     """A call that takes a mask, or scores a mask may have been combined into without a row of its own (a
     softmax: ``softmax(scores + bias)``, read by :mod:`.rules.cached_chunks`)."""
     return record.spec.family in (Family.MASK_FILL, Family.FUSED_ATTENTION, Family.SOFTMAX) \

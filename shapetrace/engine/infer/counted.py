@@ -21,16 +21,14 @@ from collections.abc import Callable
 
 import torch
 
-from shapetrace.engine.ops import Family, callables_of
-from shapetrace.engine.opspec import LAYOUT_FAMILIES
+from shapetrace.engine.indices import KEEPS_VALUES
+from shapetrace.engine.ops import callables_of
 from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
 #: the most values a count is replayed with (a mask's indices: a few hundred; a replay is a real tensor)
 MAX_VALUES = 1 << 16
 #: how many records back a count is followed (``arange`` -> ``+ offset`` -> ``[None, :]`` -> ``expand``)
 _DEPTH = 8
-#: families whose one tensor operand's values a record keeps, moves or offsets by a number
-_KEEPS = LAYOUT_FAMILIES | {Family.CONTIGUOUS, Family.ELEMENTWISE}
 
 
 def counted_values(node: int, producer: Callable[[int], object], depth: int = _DEPTH) -> torch.Tensor | None:
@@ -43,7 +41,7 @@ def counted_values(node: int, producer: Callable[[int], object], depth: int = _D
         return None
     if record.spec.sized == "count":
         found = _arange(record)
-    elif record.spec.family in _KEEPS and len(record.ins) == 1 and record.ins[0] != node:
+    elif record.spec.family in KEEPS_VALUES and len(record.ins) == 1 and record.ins[0] != node:
         inner = counted_values(record.ins[0], producer, depth - 1)
         found = None if inner is None else _replayed(record, inner)
     else:

@@ -266,12 +266,11 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted
     read at B = T), the walk is a coincidence of sizes and the index's name stands."""
     if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
-    found = _named_placed(fn, record, in_axes, shapes, namer, index, doubted, replays, producer)
     placed = _placed(record, producer)
-    if found is None or placed is None or not any(i.values is not None for v in (*placed[0], *placed[1].values())
-                                                  for i in _indices(v)):
+    found = _named_placed(fn, record, placed, in_axes, shapes, namer, index, doubted, replays)
+    if found is None or not any(i.values is not None for v in (*placed[0], *placed[1].values()) for i in _indices(v)):
         return found
-    anyhow = _named_placed(fn, record, in_axes, shapes, namer, index, doubted, replays, lambda node: None)
+    anyhow = _named_placed(fn, record, _placed(record), in_axes, shapes, namer, index, doubted, replays)
     if anyhow is None or len(anyhow) != len(found):
         return found
     return [mine if theirs is None or mine is None or len(mine) != len(theirs) else
@@ -286,9 +285,9 @@ def _agreed(walked: Axis | None, picked: Axis | None, namer: Namer) -> Axis | No
     return walked if mine == theirs.split("[")[0] else picked
 
 
-def _named_placed(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
-                  replays: Replays, producer: Callable[[int], object]) -> list[tuple | None] | None:
-    placed = _placed(record, producer)
+def _named_placed(fn, record, placed, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
+                  replays: Replays) -> list[tuple | None] | None:
+    """:func:`_named` for the record's arguments as :func:`_placed` put them (None: not replayed)."""
     if placed is None:
         return None
     args, kwargs, data = placed
