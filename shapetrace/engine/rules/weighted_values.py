@@ -79,7 +79,7 @@ def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
             label = other.dims[partner] if partner is not None and partner < len(other.dims) else None
             features = [lab for j, lab in enumerate(other.dims) if lab and (1 - operand, j) not in summed
                         and analysis.namer.role(lab) in ("head_features", "features")] or \
-                _unnamed_width(other, 1 - operand, summed, info)
+                unnamed_width(other, 1 - operand, summed, info)
             if not kept or not label or analysis.namer.role(label) != "tokens" or not features or \
                     not normalised_over_keys(analysis, e, operand) or renormalised_along(analysis, e, operand, axis):
                 continue
@@ -116,7 +116,7 @@ def sum_of(r: Event, start: Event, axis: int) -> bool:
         isinstance(dim, int) and bool(r.inputs) and dim % len(r.inputs[0].shape) == axis
 
 
-def _unnamed_width(other, side: int, summed: list[tuple[int, int]], weights) -> list[int]:
+def unnamed_width(other, side: int, summed: list[tuple[int, int]], weights) -> list[int]:
     """The kept axes of the values that no name reads but that cannot be the weights' tokens: unnamed, and of a
     size none of the weights' axes has (EfficientViT's ``v`` ``[B, d, N]``, its width from a 1x1 conv split
     three ways). A size that differs proves the axis is not one of the weights' (a second matrix of weights,

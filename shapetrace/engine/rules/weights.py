@@ -31,7 +31,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, family_of, is_matrix_product, is_projection
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.rules.reductions import WRONG_ROLES, _consumers, _holds_features, _weighs_values
-from shapetrace.engine.rules.weighted_values import sum_of, values_by_queries
+from shapetrace.engine.rules.weighted_values import sum_of, summed_axes, unnamed_width, values_by_queries
 from shapetrace.engine.vocabulary import Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -293,13 +293,22 @@ def _weighings(analysis: Analysis, start, axis: int, consumers):
                 continue   # (a reduction entered the weights on the way, as their sum: they were recomputed)
             contracted = _contracted(e, position, len(t.shape))
             if contracted is not None:
-                if any(_holds_features(analysis, other) for j, other in enumerate(e.inputs[:2]) if j != position):
+                if any(_holds_features(analysis, other) or _unnamed_values(e, j, t)
+                       for j, other in enumerate(e.inputs[:2]) if j != position):
                     yield e, position, contracted, k
                 continue
             moved = _moved(e, position, t, k)
             if moved is not None:
                 seen.add(e.index)
                 queue.append((e.index, moved))
+
+
+def _unnamed_values(e, side: int, weights) -> bool:
+    """Is operand ``side`` of the product ``e`` values that no name reads: it keeps an unnamed axis (one of its
+    last two) of a size none of the weights' axes has (Keras's heads, split by einsums against bare kernels,
+    ``[B, H, T, d_k]`` with no name but ``B`` and ``T``)? A second matrix of weights (Nyströmformer's) keeps an
+    axis as long as one of the weights'; a size that is equal decides nothing."""
+    return bool(unnamed_width(e.inputs[side], side, summed_axes(e), weights))
 
 
 def _name(t, k: int) -> str:
