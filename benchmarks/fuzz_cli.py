@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_S = 60
+#: what each line flood.py prints ends with
+FLOOD_MARK = "☃" * 10
 
 HOSTILE = ["", " ", "-", "--", "0", "-1", "1e308", "nan", "inf", "-inf", "é", "\u200b", "../..", "9" * 40,
            str(2**64), "B=2,T=6", "B=0", "H=7", "x" * 300, "☃", "view(6)", "transpose(0,0)", "1GiB", "-0", "0x10",
@@ -236,6 +239,18 @@ def subcommand(args: list[str]) -> str:
 PROGRESS = ("recording… ", "recording... ")
 
 
+def _without_flood(err: str) -> str:
+    """``err`` without what flood.py printed itself (its print goes to stderr where stdout is the command's JSON),
+    the live count's lines written between its halves mended: a usage error found after the run (``--only`` naming
+    no module the run entered) is one line of the command's own, after the script's."""
+    kept = []
+    for line in err.splitlines():
+        line = re.sub(r"^line( \d+)?", "", line).replace(FLOOD_MARK, "").strip()
+        if line and not re.fullmatch(r"\d+|☃+", line):
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def verdict(code: int, out: str, err: str, seconds: float) -> str | None:
     """What is wrong with one invocation's ending, or None."""
     output = out + err
@@ -248,7 +263,8 @@ def verdict(code: int, out: str, err: str, seconds: float) -> str | None:
     if code not in (0, 1, 2):
         return f"exit {code}"
     usage = [line for line in err.splitlines() if line.startswith("error:")]
-    said = [line for line in err.strip().splitlines() if not line.startswith(PROGRESS + ("bash: warning: setlocale",))]
+    said = [line for line in _without_flood(err).strip().splitlines()
+            if not line.startswith(PROGRESS + ("bash: warning: setlocale",))]
     if code == 2 and usage and len(said) > 1:
         return "usage error over one line"
     if usage and "--help)" in usage[0] and code != 2:
