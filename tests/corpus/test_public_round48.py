@@ -29,21 +29,28 @@ sana_linear_attn     ones-row-first (twin)      ? 22 of 37              ?       
 ==================== ========================== ======================= ======================= ==================
 
 At first sight (distinct sizes): the 4 correct files ✓ 0, ? 4, ✗ 0; the 7 bugs ✗ 3, ? 4, ✓ 0; the 3 twins ? 3.
-At equal sizes no correct file or twin is ✗. No row changed after this round's engine work (see below), so the
-table is also the outcome now.
+At equal sizes no correct file or twin is ✗. After the fix: correct ✓ 0, ? 4, ✗ 0; bugs ✗ 4, ? 3, ✓ 0 (Latte's
+``temporal-fold-reshape`` ? -> ✗ ``mixed-axis`` ×3 at distinct sizes, still ? at equal sizes); twins ? 3.
+
+The fix (its test fails on f946d52, main):
+
+* engine/infer/einops ``_heads_passed_through``: a one-letter ``h`` that the pattern's input side holds whole on an
+  unnamed axis is not named ``H`` (heads are cut from features, ``'(h d)'``, or come named by provenance; a
+  letter that is a spelling of heads and an equal size prove nothing) (tests/engine/test_infer_einops.py). Latte's
+  ``'b f c h w -> (b f) c h w'`` named the latent height ``H``; without that false name the patch convolution's
+  output is read ``[B·F, D, Hp, Wp]``, the frame tokens ``N = Hp·Wp``, and the bug's ``x.reshape(batches * t,
+  frames, d)`` is a ``mixed-axis`` at the line of the bug (#35: the ``B·F`` rows cut with the tokens); the two
+  later findings are its consequences downstream. At equal sizes (``Hp = Wp = 2``, ``F = 4``) nothing is named
+  still: ``?``. No other row of the corpus changed at distinct sizes (the subset passes unchanged).
 
 What first sight found wrong, and why each ``?`` stays:
 
-* latte_spatiotemporal: the CLI printed a false name. The video ``[B, F, 4, 2·Hp, 2·Wp]`` enters unnamed (no seed
-  reads a 5-d clip) and ``rearrange(x, 'b f c h w -> (b f) c h w')`` named the latent HEIGHT ``H`` (heads) only
-  because the pattern's letter ``h`` is a spelling of heads and the height (4) equals the declared ``H = 4``: a
-  name from a letter and an equal size, on an axis the pattern passed through whole and that no op proved to be
-  heads. It is not in the verdict (nothing is checked: 0 of 74), so the round's rows do not show it. Left for a
-  fix: the einops pass (engine/infer/einops ``pattern_axis``) should not name a one-letter axis ``H`` that the
-  pattern's input side holds whole and unnamed (heads come from a cut of features or from provenance). Not done in
-  this round: its effect on the 47 earlier rounds needs the corpus sweep, which did not fit the round's time.
-  With nothing named, the two fold bugs are ``?``: a 5-d clip seed ``[B, F, C, h, w]`` (B and F declared, the
-  channels and the latent grid ``p·Hp``, ``p·Wp`` through the patch convolution) would decide both.
+* latte_spatiotemporal: at first sight the CLI printed a false name. The video ``[B, F, 4, 2·Hp, 2·Wp]`` enters
+  unnamed (no seed reads a 5-d clip) and ``rearrange(x, 'b f c h w -> (b f) c h w')`` named the latent HEIGHT
+  ``H`` (heads) only because the letter ``h`` spells heads and the height (4) equals ``H = 4`` (fixed, above).
+  The correct file stays ``?`` (the ``B·F`` rows are never named: no seed reads a clip), so
+  ``unfold-rows-token-major`` (a fold of unnamed rows in the wrong order) is ``?``; a 5-d clip seed ``[B, F, C,
+  h, w]`` would decide it. The twin repeats the timestep rows as einops does: the same rows.
 * torchaudio_conformer ``conv-over-batch``: the CLI's value check (``dependencies``) sees the depthwise
   convolution mix utterances (``batch-entries-mix``); ``round_outcome`` traces without it, so ``?``. The layout
   reading cannot see it: ``Conv1d`` over ``[T, D, B]`` names the sliding axis nothing, and a convolution along a
@@ -68,7 +75,8 @@ UNSURE = ("?", ())
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: each DIMS, then its equal sizes
 EXPECTED = {
     (latte_spatiotemporal, ""): [UNSURE, UNSURE],
-    (latte_spatiotemporal, "temporal-fold-reshape"): [UNSURE, UNSURE],
+    (latte_spatiotemporal, "temporal-fold-reshape"): [       # (distinct: ? -> ✗ after the einops fix)
+        ("✗", ("mixed-axis", "mixed-axis", "mixed-axis")), UNSURE],
     (latte_spatiotemporal, "unfold-rows-token-major"): [UNSURE, UNSURE],
     (latte_spatiotemporal, "timestep-repeat-interleave"): [UNSURE, UNSURE],
     (torchaudio_conformer, ""): [UNSURE, UNSURE],
@@ -83,9 +91,9 @@ EXPECTED = {
     (sana_linear_attn, "ones-row-first"): [UNSURE, UNSURE],
 }
 
-#: no row changed at equal sizes (no engine fix landed in this round): none is traced there again (the suite's
-#: time is a budget: the equal-size outcomes are the table above, measured once)
-EQUAL_TESTED = frozenset()
+#: only the row the fix changed is traced at equal sizes too (the suite's time is a budget: the others'
+#: equal-size outcomes are the table above, measured once)
+EQUAL_TESTED = {(latte_spatiotemporal, "temporal-fold-reshape")}
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, equal_tested=EQUAL_TESTED)
