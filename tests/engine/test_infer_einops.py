@@ -110,3 +110,25 @@ def test_a_pattern_axis_of_a_size_read_from_an_axis_takes_that_axis_once_einops_
         shapetrace.name(x, "B T D")
         _pooled_and_repeated(x, 6)
     assert t.events[-1].outputs[0].dims == ("B", None, "D")
+
+
+def _video_fold(bug=False):
+    """Latte's ``rearrange(x, 'b f c h w -> (b f) c h w')`` over an unnamed video latent whose height (4) equals
+    ``H``; its twin cuts heads from named features (``'b t (h d) -> b h t d'``), which still names ``H``."""
+    with shapetrace.trace(dims="B=2 T=3 D=32 H=4") as t:
+        video = torch.randn(2, 3, 5, 4, 7)
+        out = rearrange(video, "b f c h w -> (b f) c h w")                 # (B*F, C, h, w)
+        x = torch.randn(2, 3, 32)
+        shapetrace.name(x, "B T D")
+        heads = rearrange(x, "b t (h d) -> b h t d", h=4)                 # (B, H, T, d_k)
+    return t, out, heads
+
+
+def test_a_patterns_h_on_an_axis_it_passed_through_whole_and_unnamed_is_not_named_heads():
+    """On f946d52 (main) Latte's latent height, passed through whole by ``'b f c h w -> (b f) c h w'``, was named
+    ``H`` (heads) by the letter ``h`` and its size 4 = H alone: a false name. Heads cut from named features by a
+    pattern's ``(h d)`` are still named."""
+    t, _, _ = _video_fold()
+    fold, split = t.events[0].outputs[0].dims, t.events[-1].outputs[0].dims
+    assert "H" not in fold
+    assert split[:2] == ("B", "H")

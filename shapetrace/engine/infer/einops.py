@@ -48,7 +48,8 @@ def finish_pattern(state: Inference) -> None:
             elif reading == "either":
                 axes[i] = ax.unknown_axis(axis.size)
                 either.add(i)
-    axes = tuple(axis if i in either else pattern_axis(state, group, _read_length_axis(state, group, axis, read))
+    axes = tuple(axis if i in either or _heads_passed_through(group, opened) else
+                 pattern_axis(state, group, _read_length_axis(state, group, axis, read))
                  for i, (group, axis) in enumerate(zip(groups, axes)))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
@@ -69,6 +70,17 @@ def _cut_from_grid_axis(word: str, opened: tuple) -> bool:
     if left is None or len(left) != len(axes):
         return False
     return any(word in group and len(group) > 1 and _whole_grid_axis(axis) for group, axis in zip(left, axes))
+
+
+def _heads_passed_through(group: list[str], opened: tuple) -> bool:
+    """Does the pattern call an axis heads only by its letter, one it took in whole and unnamed (Latte's video
+    ``'b f c h w -> (b f) c h w'``: ``h`` the latent's height)? Heads are made by cutting features (``'(h d)'``)
+    or come named from provenance; an axis passed through whole is proven nothing by the letter, and its size
+    equal to ``H`` decides no name."""
+    left, axes = opened
+    if len(group) != 1 or canonical(group[0]) != "H" or left is None or len(left) != len(axes):
+        return False
+    return any(g == group and all(a.root == ax.UNKNOWN for a in axis.atoms) for g, axis in zip(left, axes))
 
 
 def _grid_piece(state: Inference, axis: Axis) -> str | None:
