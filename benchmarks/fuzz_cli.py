@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT_S = 60
 #: what each line flood.py prints ends with
 FLOOD_MARK = "☃" * 10
+#: how long a watch with stdin closed runs before its Ctrl-C
+WATCH_S = 10
 
 HOSTILE = ["", " ", "-", "--", "0", "-1", "1e308", "nan", "inf", "-inf", "é", "\u200b", "../..", "9" * 40,
            str(2**64), "B=2,T=6", "B=0", "H=7", "x" * 300, "☃", "view(6)", "transpose(0,0)", "1GiB", "-0", "0x10",
@@ -305,6 +307,10 @@ class Runner:
 
     def process(self, args: list[str], stdin: str, env: dict, redirect: str) -> tuple[int, str, str, float]:
         line = f"{shlex.quote(sys.executable)} -m shapetrace {' '.join(map(shlex.quote, args))} {redirect}"
+        if args[:2] == ["exercise", "watch"] and "<&-" in redirect:
+            # (a watch with no keyboard watches until it is stopped, as one started in the background with
+            # ``&`` must: its end is Ctrl-C's, sent here after WATCH_S; it must end on it, at once and cleanly)
+            line = f"timeout --preserve-status -s INT {WATCH_S} {line}"
         if redirect.startswith("|"):
             line = f"set -o pipefail; {line}"
         start = time.monotonic()
