@@ -47,6 +47,12 @@ classes have no name), GroupViT (the group tokens ``G``, a parameter expanded ov
 role, so the assignment's scores, softmax and renormalisation stay unchecked: its two slips, the argmax and the
 renormalisation over the wrong axis, are ``?``, never ``✓``). At equal sizes Perceiver AR's mask is not judged
 (``T = 4`` keys and ``N = 3`` latents: ``?``).
+
+Round 48 (tests/corpus/test_public_round48.py): videomae's correct file is ``✓`` at its DIMS (was ``?``):
+its one
+unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
+projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
+(engine/verdict ``_weight_rows``). At equal sizes it stays ``?``.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ EXPECTED = {
     (patchtst, ""): [UNSURE, UNSURE],
     (patchtst, "channels-merged-without-permute"): [("✗", ("mixed-axis",)), UNSURE],
     (patchtst, "res-scores-transposed"): [UNSURE, UNSURE],
-    (videomae, ""): [UNSURE, UNSURE],
+    (videomae, ""): [("✓", ()), UNSURE],   # (distinct: ? -> ✓, round 48: a module weight's rows need no name)
     (videomae, "tubelets-flatten-without-transpose"): [("✗", ("mixed-axis",))] * 2,
     (videomae, "pool-over-channels"): [("✗", ("projection-over-tokens", "norm-over-tokens"))] * 2,
     (groupvit_assign, ""): [UNSURE, UNSURE],

@@ -12,14 +12,14 @@ file              variant              distinct (first sight)         equal (fir
 ================= ==================== ============================== ============================ ============
 gpt2_past_step    (correct)            ? 46 of 52 (#27 embedding)     ?                            ✓ | ?
 gpt2_past_step    mask-rows-from-start ✗ causal-mask-hides-itself     ✗ causal-mask-hides-itself   ✗ | ✗
-nrms_user_encoder (correct)            ? 0 of 45 (nothing named)      ?                            ? | ?
+nrms_user_encoder (correct)            ? 0 of 45 (nothing named)      ?                            ✓ | ?
 nrms_user_encoder unfold-set-major     ? 0 of 46 (nothing named)      ?                            ✗ | ✗ mixed-axis
 ================= ==================== ============================== ============================ ============
 
-At first sight (distinct sizes): the 2 correct files ✓ 0, ? 2, ✗ 0; the 2 bugs ✗ 1, ? 1, ✓ 0. After the fix:
-correct ✓ 1, ? 1, ✗ 0 (and no ✗ at equal sizes); bugs ✗ 2, ? 0, ✓ 0.
+At first sight (distinct sizes): the 2 correct files ✓ 0, ? 2, ✗ 0; the 2 bugs ✗ 1, ? 1, ✓ 0. After the fixes:
+correct ✓ 2, ? 0, ✗ 0 (and no ✗ at equal sizes); bugs ✗ 2, ? 0, ✓ 0.
 
-The fix (engine/infer/seeds; tests/engine/test_infer_seeds.py, both tests fail on f946d52):
+The fixes (tests/engine/test_infer_seeds.py and tests/engine/test_verdict.py; each test fails on f946d52):
 
 * a step's next ids fed batch-first ``(B, 1)`` are seeded ``[B, 1]`` (the token axis of one entry needs no name),
   beside the sequence-first ``[1, B]`` and under its condition (B's size no other declared name's: at B = T a
@@ -29,14 +29,20 @@ The fix (engine/infer/seeds; tests/engine/test_infer_seeds.py, both tests fail o
   B = T the batch last, ``[T, N, B]``, stands beside it as another reading, never a seed alone. NRMS's fold and
   unfold are named ``B*N``; ``unfold-set-major`` (the fold read back set-major) is ``✗ mixed-axis``.
 
-Why each stays ``?``:
+* engine/verdict ``_weight_rows``: a projection by a module's own weight (``nn.Linear``) that reads a named axis is
+  checked whatever its new width's name. NRMS's additive attention ``linear(D, 16)`` makes 16 = 2·d_k at these sizes,
+  a width left unnamed (which name, sizes cannot say), and its two ``linear`` ops were the file's only unchecked ops
+  (43 of 45). Any order of a weight's rows is another weight; the ops that then split, move or meet the width have
+  names to check of their own. Four correct files of earlier rounds go ``?`` -> ``✓`` the same way (public23
+  videomae, reports3 widedeep_fastformer, reports34 text_cls_view_heads, reports5 tabformer_seq_first).
+* engine/verdict ``_pads_unhidden`` (with ``op_args._pads_looked_up``): pad tokens that entered (ids holding a
+  table's declared ``padding_idx``) in a run where nothing hides any key (no mask fill, no mask to a fused
+  attention, no mask added to scores) are ``not proven``. Without it, reports33's ``pads-unmasked`` (an encoder
+  called without its ``src_key_padding_mask``) became ``✓`` with the weight rows, its ``?`` having rested on its
+  unnamed latent head alone; it stays ``?`` now, for its own reason.
 
-* nrms_user_encoder (correct, 43 of 45): the additive attention's ``linear(D, 16)`` (its query width) makes a
-  width of 16 = 2·d_k at these sizes, so the width is left unnamed (which name, sizes cannot say), and the two
-  ``linear``\ s count as unchecked. A verdict that takes a module weight's rows as checked whatever their name
-  makes it ``✓`` but also turns reports33's ``pads-unmasked`` into ``✓`` (its ``?`` rested on the same unnamed
-  latent width): not applied (see the round's report).
-* gpt2_past_step at B = T = 4: the next ids ``[4, 1]`` are not seeded (``[T, 1]`` fits as well).
+Why each stays ``?`` at equal sizes: gpt2_past_step's next ids ``[4, 1]`` are not seeded (``[T, 1]`` fits as well);
+nrms_user_encoder's ``[4, 3, 4]`` reads ``[B, N, T]`` or ``[T, N, B]``.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ HIDES = ("✗", ("causal-mask-hides-itself",))
 EXPECTED = {
     (gpt2_past_step, ""): [("✓", ()), UNSURE],                        # (distinct: ? -> ✓ after the seeds fix)
     (gpt2_past_step, "mask-rows-from-start"): [HIDES, HIDES],
-    (nrms_user_encoder, ""): [UNSURE, UNSURE],
+    (nrms_user_encoder, ""): [("✓", ()), UNSURE],                     # (distinct: ? -> ✓ after the weight rows)
     (nrms_user_encoder, "unfold-set-major"): [("✗", ("mixed-axis",))] * 2,   # (both: ? -> ✗ after the seeds fix)
 }
 
