@@ -267,8 +267,10 @@ def test_one_map_for_the_batch_is_seeded_with_a_leading_one():
         pe.flatten(2)
     assert t.events[0].outputs[0].dims == (None, None, None)
     line = verdict_line(traced_build(sam_two_way, "", sam_two_way.DIMS[0]))
-    assert line.startswith("? checked 60 of 130 ops that could carry a layout bug; not checked (unnamed axes): "
-                           "#22 linear, #23 reshape")
+    # (75 since round 48: the half-width projections are checked on what they read, their width the weight's rows;
+    # the heads split from that width stay unchecked)
+    assert line.startswith("? checked 75 of 130 ops that could carry a layout bug; not checked (unnamed axes): "
+                           "#23 reshape, #24 transpose")
 
 
 class _Steps(torch.nn.Module):
