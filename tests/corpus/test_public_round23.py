@@ -48,7 +48,7 @@ role, so the assignment's scores, softmax and renormalisation stay unchecked: it
 renormalisation over the wrong axis, are ``?``, never ``✓``). At equal sizes Perceiver AR's mask is not judged
 (``T = 4`` keys and ``N = 3`` latents: ``?``).
 
-Round 48 (tests/corpus/test_public_round48.py): videomae's correct file is ``✓`` at its DIMS (was ``?``):
+Round 49 (tests/corpus/test_public_round49.py): videomae's correct file is ``✓`` at its DIMS (was ``?``):
 its one
 unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
 projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
@@ -71,7 +71,7 @@ EXPECTED = {
     (patchtst, ""): [UNSURE, UNSURE],
     (patchtst, "channels-merged-without-permute"): [("✗", ("mixed-axis",)), UNSURE],
     (patchtst, "res-scores-transposed"): [UNSURE, UNSURE],
-    (videomae, ""): [("✓", ())] * 2,   # (both: ? -> ✓, round 48: a module weight's rows need no name)
+    (videomae, ""): [("✓", ())] * 2,   # (both: ? -> ✓, round 49: a module weight's rows need no name)
     (videomae, "tubelets-flatten-without-transpose"): [("✗", ("mixed-axis",))] * 2,
     (videomae, "pool-over-channels"): [("✗", ("projection-over-tokens", "norm-over-tokens"))] * 2,
     (groupvit_assign, ""): [UNSURE, UNSURE],

@@ -277,5 +277,5 @@ def test_timm_and_segformer_are_read_without_a_false_finding_and_their_bugs_get_
     pool taken over the batch and the Mix-FFN's map made by a view without its transpose: no ✓."""
     t = traced(module, "", "B=2 N=16 D=24 H=3")
     assert [d.kind for d in t.diagnostics if d.severity != "note"] == []
-    assert t.report().verdict.mark == "✓"   # (timm: ? -> ✓ in round 48, its class head's width the weight's rows)
+    assert t.report().verdict.mark == "✓"   # (timm: ? -> ✓ in round 49, its class head's width the weight's rows)
     assert traced(module, bug, "B=2 N=16 D=24 H=3").report().verdict.mark != "✓"

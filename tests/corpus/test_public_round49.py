@@ -1,4 +1,4 @@
-"""A forty-eighth round of public-style files (tests/corpus/public48: transformers' GPT-2 with its legacy tuple
+"""A forty-ninth round of public-style files (tests/corpus/public49: transformers' GPT-2 with its legacy tuple
 cache driven as ``generate`` drives it, a prefill and then one step fed the next token's ids ``(B, 1)``; NRMS's
 user encoder after microsoft/recommenders and yusanshi/news-recommendation, the clicked titles entering as a batch
 of sets of sequences ``(B, N, T)`` folded into ``(B*N, T)`` for the news encoder), traced at distinct sizes and at
@@ -48,7 +48,7 @@ nrms_user_encoder's ``[4, 3, 4]`` reads ``[B, N, T]`` or ``[T, N, B]``.
 from __future__ import annotations
 
 from tests.corpus.helpers import round_tests
-from tests.corpus.public48 import gpt2_past_step, nrms_user_encoder
+from tests.corpus.public49 import gpt2_past_step, nrms_user_encoder
 
 MODULES = (gpt2_past_step, nrms_user_encoder)
 UNSURE = ("?", ())
