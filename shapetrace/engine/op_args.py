@@ -63,7 +63,10 @@ def _norm_params(args: tuple, kwargs: dict) -> dict:
 def _linear_params(args: tuple, kwargs: dict) -> dict:
     weight = arg(args, kwargs, 1, "weight")
     bias = arg(args, kwargs, 2, "bias")
-    return {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
+    params = {"weight": list(weight.shape) if hasattr(weight, "shape") else None, "bias": bias is not None}
+    if getattr(weight, "is_parameter", False) is True or type(weight).__name__ == "Parameter":
+        params["module_weight"] = True   # (nn.Linear's own weight: its rows, the width made, are the module's)
+    return params
 
 
 def _conv_params(args: tuple, kwargs: dict) -> dict:
@@ -200,11 +203,23 @@ def _lookup_params(args: tuple, kwargs: dict) -> dict:
     last of size 1) and not one value along it (``arange(T)[None]``: positions, not a constant token type):
     ``{"shared_ids": True}``. Read on the CPU, up to :data:`MASK_READ_LIMIT` elements."""
     ids = args[0] if args else kwargs.get("input")
+    pads = _pads_looked_up(ids, arg(args, kwargs, 2, "padding_idx"))
     if not _is_tensor(ids) or ids.device.type != "cpu" or ids.is_meta or ids.dim() == 0 or ids.is_floating_point() \
             or any(n != 1 for n in ids.shape[:-1]) or not 1 < ids.shape[-1] <= MASK_READ_LIMIT:
-        return {}
+        return pads
     row = ids.reshape(-1)
-    return {} if bool((row == row[0]).all()) else {"shared_ids": True}
+    return pads if bool((row == row[0]).all()) else {"shared_ids": True, **pads}
+
+
+def _pads_looked_up(ids, padding_idx) -> dict:
+    """``{"pads_looked_up": True}`` where the table declares a padding index (``nn.Embedding(...,
+    padding_idx=0)``) and the ids hold it: pad tokens entered the model, and whether they are kept from being
+    read (a key padding mask) is a contract on the values no name checks (:mod:`.verdict`). Read on the CPU, up
+    to :data:`MASK_READ_LIMIT` elements."""
+    if padding_idx is None or not _is_tensor(ids) or ids.device.type != "cpu" or ids.is_meta \
+            or ids.is_floating_point() or not 0 < ids.numel() <= MASK_READ_LIMIT:
+        return {}
+    return {"pads_looked_up": True} if bool((ids == padding_idx).any()) else {}
 
 
 def _scan_params(args: tuple, kwargs: dict) -> dict:

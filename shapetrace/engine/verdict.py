@@ -334,10 +334,42 @@ def _along(value, axis: int):
 
 def _axes_named(event: Event, value_checked: frozenset[int] = frozenset(),
                 discarded: frozenset[tuple[int, ...]] = frozenset()) -> bool:
+    rows = _weight_rows(event)
     return all(name is not None for j, info in enumerate(event.outputs) if (event.index, j) not in discarded
                for k, (name, size) in enumerate(zip(info.dims, info.shape))
-               if size > 1 and (event.index, j, k) not in discarded) \
+               if size > 1 and (event.index, j, k) not in discarded and (j, k) != rows) \
         and _along_named(event, discarded) and _operands_named(event, value_checked)
+
+
+#: why a run whose ids held a table's declared padding index and that hid no keys is not proven (:func:`_pads_unhidden`)
+PADS_LOOKED_UP = ("pad tokens entered (a table's padding index was looked up) and no mask hid any key, so whether the "
+                  "pads are read was not measured")
+
+
+def _pads_unhidden(events: Sequence[Event]) -> bool:
+    """Did pad tokens enter (``params["pads_looked_up"]``: a table's declared padding index among its ids) while no
+    op could hide a key from any query: no mask fill, no fused attention given a mask, no mask added to scores
+    (``params["hides"]``, read on its values)? Then whether real tokens read the pads is a contract on the values
+    no name checks (DaoyuanLi2816/Molecule-Generator PR #22: ``nn.TransformerEncoder`` called without its
+    ``src_key_padding_mask``). Where a mask was applied, its lining up with the scores is checked by the rules."""
+    return any(e.params.get("pads_looked_up") for e in events) \
+        and not any(e.spec.family is Family.MASK_FILL or e.params.get("has_mask") or e.params.get("hides")
+                    or e.params.get("hides_side") for e in events)
+
+
+def _weight_rows(event: Event) -> tuple[int, int] | None:
+    """``(0, last axis)`` for a projection by a module's own weight (``nn.Linear``) that reads a named axis: its new
+    width is the weight's rows, whatever their name (``F``, or none where its size is also a declared name's: a
+    query width 16 = 2·d_k is not told from a fused head pair by its size). Any order of a weight's rows is another
+    weight, so no layout bug lives in the width this op makes; the ops that then split, move or meet it have names
+    to check of their own (a ``view`` into heads, a sum with named data). None for any other op (a computed weight's
+    rows are data: ``F.linear(q, k)`` makes keys)."""
+    if not event.params.get("module_weight") or len(event.outputs) != 1 or not event.inputs:
+        return None
+    read = event.inputs[0]
+    if not read.shape or read.dims[-1] is None and read.shape[-1] > 1:
+        return None
+    return 0, len(event.outputs[0].shape) - 1
 
 
 def discarded_results(events: Sequence[Event]) -> frozenset[tuple[int, int]]:
@@ -435,6 +467,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
     causal = any(causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal"
                  for e in events)
     unproven += tuple(why for e in candidates if (why := _padded_positions_cut(e, made, causal)))
+    unproven += (PADS_LOOKED_UP,) if _pads_unhidden(events) else ()
     if errors or exception is not None:
         mark = "✗"
     elif warnings:

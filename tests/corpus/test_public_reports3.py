@@ -65,6 +65,12 @@ attention, finds the seq2seq bug; from sizes alone that rule holds back by desig
 (declared M, no sequence name) and its query positions (``arange(i)`` against ``arange(j)``: no rule reads a
 bias's index tables), unsloth's step positions (a padded row's step rotated one place too far: read only
 from values), the widths of per-head ``Linear(d_k, d_k)`` and of a buffer built before the trace.
+
+Round 49 (tests/corpus/test_public_round49.py): widedeep_fastformer's correct file is ``✓`` at its DIMS (was ``?``):
+its one
+unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
+projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
+(engine/verdict ``_weight_rows``). At equal sizes it stays ``?``.
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ OK, UNSURE = ("✓", ()), ("?", ())
 EXPECTED = {
     (gpt_rope_pairing, ""): [OK, UNSURE],
     (gpt_rope_pairing, "rotate-half"): [("✗", ("rotary-pairing-mismatch",))] * 2,
-    (widedeep_fastformer, ""): [UNSURE, UNSURE],
+    (widedeep_fastformer, ""): [("✓", ()), UNSURE],   # (distinct: ? -> ✓, round 49: weight rows)
     (widedeep_fastformer, "softmax-heads"): [("✗", ("softmax-wrong-axis",) * 2)] * 2,   # (? at 48779ab)
     (chatglm_beam_reorder, ""): [OK, UNSURE],   # (? 19 of 35 at 48779ab)
     (chatglm_beam_reorder, "select-axis-0"): [("✗", ("index-wrong-axis",)), UNSURE],

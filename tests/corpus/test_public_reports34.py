@@ -57,6 +57,12 @@ Open (why each stays ``?``):
   over tokens and features together is a design the trace cannot tell from a slip, so it is left unjudged.
 * vllm_fork_sdpa_transpose ``no-transpose`` at B = T = H = 4: ``(B, T, H, d_k)`` fed to SDPA reads the same
   as ``(B, H, T, d_k)`` when T = H, and equal sizes never decide a name.
+
+Round 49 (tests/corpus/test_public_round49.py): text_cls_view_heads's correct file is ``✓`` at its DIMS (was ``?``):
+its one
+unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
+projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
+(engine/verdict ``_weight_rows``). At equal sizes it stays ``?``.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ EXPECTED = {
     (omdet_ela_batch_first, "sequence-first-attention"): [OVER_BATCH, OVER_BATCH],
     (vllm_fork_sdpa_transpose, ""): [SURE, UNSURE],
     (vllm_fork_sdpa_transpose, "no-transpose"): [("✗", ("sdpa-layout",)), UNSURE],
-    (text_cls_view_heads, ""): [UNSURE, UNSURE],
+    (text_cls_view_heads, ""): [("✓", ()), UNSURE],   # (distinct: ? -> ✓, round 49: weight rows)
     (text_cls_view_heads, "view-heads"): [
         ("✗", ("mixed-axis", "mixed-axis", "mixed-axis", "projection-over-tokens")),
         ("✗", ("attends-over-heads",))],

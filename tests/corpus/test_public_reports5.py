@@ -113,6 +113,12 @@ its bug (the table on the heads) unseen: ``?``, not ``✓``; reading that form i
 Later (engine: axis_compute.taken_width): ESIM's correct file was ? 25 of 26 on c32db91 (its classifier's 2 classes,
 the batch's size at B = 2, left unnamed); a module's weight is made before any batch is seen, so its rows are
 never the batch: the classes are ``F`` and the file is ✓ at DIMS (at B = T = 4 still ?).
+
+Round 48 (tests/corpus/test_public_round48.py): tabformer_seq_first's correct file is ``✓`` at its DIMS (was ``?``):
+its one
+unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
+projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
+(engine/verdict ``_weight_rows``). At equal sizes it stays ``?``.
 """
 
 from __future__ import annotations
@@ -164,7 +170,8 @@ EXPECTED = {
     (fla_linear_attn_cumsum, "cumsum-heads"): [("✗", ("scan-over-wrong-axis",))] * 2,
     (ijepa_pool_features, ""): [OK, UNSURE],
     (ijepa_pool_features, "pool-features"): [("✗", ("projection-over-tokens",))] * 2,
-    (tabformer_seq_first, ""): [UNSURE, UNSURE],   # (✗ tokens-merged-with-features at both sizes at c9f984a)
+    (tabformer_seq_first, ""): [("✓", ()), UNSURE],   # (✗ tokens-merged-with-features at both sizes at c9f984a;
+    #                                                    distinct ? -> ✓ in round 48: weight rows)
     (tabformer_seq_first, "batch-first"): [("✗", ("attends-over-batch",))] * 2,
     (esim_pool_features, ""): [OK, UNSURE],   # (✗ softmax-wrong-axis at DIMS at ab55a7f; ? on c32db91: its classes)
     (esim_pool_features, "pool-features"): [("✗", ("projection-over-tokens",)), UNSURE],

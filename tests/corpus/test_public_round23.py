@@ -47,6 +47,12 @@ classes have no name), GroupViT (the group tokens ``G``, a parameter expanded ov
 role, so the assignment's scores, softmax and renormalisation stay unchecked: its two slips, the argmax and the
 renormalisation over the wrong axis, are ``?``, never ``✓``). At equal sizes Perceiver AR's mask is not judged
 (``T = 4`` keys and ``N = 3`` latents: ``?``).
+
+Round 49 (tests/corpus/test_public_round49.py): videomae's correct file is ``✓`` at its DIMS (was ``?``):
+its one
+unchecked op was a module's ``linear`` whose new width is a declared name's size too (left unnamed), and a
+projection by a module's own weight is now checked on the axes it reads and keeps, whatever its width's name
+(engine/verdict ``_weight_rows``). At equal sizes it is ``✓`` too (was ``?``), and that row is traced there now.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ EXPECTED = {
     (patchtst, ""): [UNSURE, UNSURE],
     (patchtst, "channels-merged-without-permute"): [("✗", ("mixed-axis",)), UNSURE],
     (patchtst, "res-scores-transposed"): [UNSURE, UNSURE],
-    (videomae, ""): [UNSURE, UNSURE],
+    (videomae, ""): [("✓", ())] * 2,   # (both: ? -> ✓, round 49: a module weight's rows need no name)
     (videomae, "tubelets-flatten-without-transpose"): [("✗", ("mixed-axis",))] * 2,
     (videomae, "pool-over-channels"): [("✗", ("projection-over-tokens", "norm-over-tokens"))] * 2,
     (groupvit_assign, ""): [UNSURE, UNSURE],
@@ -75,7 +81,7 @@ EXPECTED = {
 
 #: the rows also traced at equal sizes (the suite's time is a budget: the others' equal-size outcomes are the
 #: table above, measured once): the correct file whose false ✗ the fixes removed
-EQUAL_TESTED = {(patchtst, "")}
+EQUAL_TESTED = {(patchtst, ""), (videomae, "")}
 
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \

@@ -76,6 +76,10 @@ Why each stays as it is:
   name chosen by size, a false ``✗`` until the review's pair reading (as openfold_triangle's); now ``?``, and
   ``send-variates-first`` stays ``✗`` (``attends-over-batch``, ``reduction-over-wrong-axis`` under every
   reading; its ``tokens-merged-with-features`` rested on one).
+* Round 49 (tests/corpus/test_public_round49.py) seeds a batch of sets of sequences ``[B, N, T, D]`` wherever N
+  stands among the declared names: the segments are named ``B*N`` / ``T`` through the fold, and
+  ``send-variates-first`` is ``✗ mixed-axis`` at distinct sizes (was ``?``); the correct file stays ``?`` (its
+  router, a parameter tiled over the batch, is still unnamed: 34 of 46), and so does ``router-tiled-segment-major``.
 """
 
 from __future__ import annotations
@@ -98,7 +102,8 @@ EXPECTED = {
     (nonstationary_ds, "delta-over-queries"): [("!", ("bias-constant-along-keys",)), UNSURE],
     (crossformer_tsa, ""): [UNSURE, UNSURE],                         # (equal: ✗ -> ? after the pair reading)
     (crossformer_tsa, "router-tiled-segment-major"): [UNSURE, UNSURE],
-    (crossformer_tsa, "send-variates-first"): [UNSURE, ("✗", ("attends-over-batch", "reduction-over-wrong-axis"))],
+    (crossformer_tsa, "send-variates-first"): [("✗", ("mixed-axis",)),   # (distinct: ? -> ✗, round 49's seed)
+                                               ("✗", ("attends-over-batch", "reduction-over-wrong-axis"))],
 }
 
 #: the rows the pair reading changed at equal sizes are traced there too (the suite's time is a budget: the

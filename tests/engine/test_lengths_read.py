@@ -31,7 +31,9 @@ class Pool(nn.Module):
 def test_a_mask_built_from_lengths_is_unproven_on_the_api_and_with_the_contracts():
     for bug in mac_control_pads.BUGS:
         line = verdict_line(traced_build(mac_control_pads, bug, mac_control_pads.DIMS[0]))
-        assert line.startswith(f"? checked 21 of 21 ops that could carry a layout bug; {REASON}; no errors")
+        assert line.startswith(f"? checked 21 of 21 ops that could carry a layout bug; {REASON}; ")
+        # (round 48: its ids hold the embedding's padding index and nothing hides a key: a second reason, named)
+        assert "not proven: pad tokens entered" in line
     line = verdict_line(traced_build(qwen2_audio, "pool-over-features", qwen2_audio.DIMS[0]))
     assert line.startswith(f"? checked 29 of 29 ops that could carry a layout bug; {REASON}; no errors")
     model, inputs = mac_control_pads.build("no-pad-mask")

@@ -635,3 +635,51 @@ def test_a_padded_convs_positions_cut_back_to_the_tokens_are_checked_by_their_wi
         assert line.startswith("? checked 4 of 4 ops that could carry a layout bug; not proven: #2 __getitem__ "
                                f"cuts N, the positions #1 conv1d made from T, back to {cut}, and names cannot "
                                "tell which tokens they stand for"), line
+
+
+def _additive_pool(x, linear, query):
+    """NRMS's additive attention pooling (tests/corpus/public48/nrms_user_encoder.py): a module's projection to a
+    query width, a product with a query vector, a softmax over the tokens, the tokens weighed."""
+    weights = torch.softmax(torch.tanh(linear(x)) @ query, dim=1)          # (B, T)
+    return (weights.unsqueeze(-1) * x).sum(1)                               # (B, D)
+
+
+def test_a_modules_projection_to_a_width_of_a_declared_size_is_checked():
+    """``nn.Linear(D, 16)`` at D = 32, H = 4 makes a width of 16 = 2·d_k: which name it has, sizes cannot say, so
+    it stays unnamed; but its elements are the weight's rows whatever their name, and any order of them is another
+    weight: the linear is checked on the axes it reads and keeps. On f946d52 it was ``? ... not checked (unnamed
+    axes): #0 linear`` (NRMS's additive attention, VideoMAE's and two classifiers' heads the same). A computed
+    weight's rows are data (``F.linear(x, y)`` makes ``y``'s rows): still unchecked; so is a projection of unnamed
+    features."""
+    torch.manual_seed(0)
+    x, linear, query = torch.randn(2, 5, 32), nn.Linear(32, 16), torch.randn(16)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+        _additive_pool(x, linear, query)
+    assert t.events[0].outputs[0].dims == ("B", "T", None)
+    assert t.report().verdict.line.startswith("✓ checked all")
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+        nn.functional.linear(x, x[0, :4] * 2)                               # (B, T, 4): rows of data
+    assert t.report().verdict.mark == "?"
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=32 H=4") as t:
+        nn.Linear(6, 16)(torch.randn(2, 5, 6).transpose(0, 1))              # (its input fits no seed)
+    assert t.report().verdict.mark == "?"
+
+
+def test_pads_looked_up_with_no_mask_anywhere_are_not_proven():
+    """Ids holding a table's declared padding index, in a run where nothing hides a key (no mask fill, no mask
+    to a fused attention): whether the real tokens read the pads is a contract on the values (DaoyuanLi2816/
+    Molecule-Generator PR #22: an encoder called without its ``src_key_padding_mask``); ``?`` with the reason, so
+    reports33's ``pads-unmasked`` stays ``?`` when its latent head counts as checked. With the mask applied, or no
+    pad among the ids, nothing is said."""
+    torch.manual_seed(0)
+    table = nn.Embedding(9, 24, padding_idx=0)
+    ids = torch.tensor([[3, 4, 5, 6, 7], [3, 4, 5, 0, 0]])
+    lines = {}
+    for case, given in (("unmasked", ids), ("masked", ids), ("no pads", ids.clamp(min=1))):
+        with torch.no_grad(), shapetrace.trace(dims="B=2 T=5 D=24 H=3") as t:
+            x = table(given)                                                 # (B, T, D)
+            mask = (given != 0)[:, None, None, :] if case == "masked" else None
+            _attention(x, 3, mask)
+        lines[case] = t.report().verdict.line
+    assert "pad tokens entered" in lines["unmasked"] and lines["unmasked"].startswith("?")
+    assert "pad tokens entered" not in lines["masked"] and "pad tokens entered" not in lines["no pads"]

@@ -181,7 +181,7 @@ WIDTH = "*"
 
 def _only_another_reading(seq: str) -> list[list[str]]:
     """Seeds that never name a tensor alone, only stand beside others as another reading of equal sizes."""
-    return [[seq, seq], ["B", seq, seq, "D"], ["B", seq, seq, WIDTH]]
+    return [[seq, seq], ["B", seq, seq, "D"], ["B", seq, seq, WIDTH], [seq, "N", "B"], [seq, "N", "B", "D"]]
 
 
 def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
@@ -204,6 +204,13 @@ def seed_names(state: Inference, shape: tuple[int, ...], seq: str,
     patterns.append(["1", "B", "D"])   # the same step fed sequence-first (ChatGLM's and fairseq's [T, B, D] at T = 1)
     if [s for n, s in state.dims.items() if state.namer.role(n) is not None].count(_size(state, "B")) == 1:
         patterns.append(["1", "B"])   # its token ids, sequence-first (not at B = T: positions [1, T] fit too)
+        patterns.append(["B", "1"])   # ... and batch-first, as ``generate`` feeds the next ids (not at B = T either)
+    if "N" in state.dims and seq != "N":
+        patterns += [["B", "N", seq], ["B", "N", seq, "D"]]   # a batch of sets of sequences (ids, or features)
+        patterns += [[seq, "N", "B"], [seq, "N", "B", "D"]]   # (only another reading of them at B = T)
+    # (NRMS's clicked titles [B, N, T], the Crossformer's variates of segments [B, N, T, D]: each of the N a
+    # sequence of its own, wherever N stands among the declared names; at B = T which end is the batch sizes
+    # cannot say, so the batch last stands beside them as another reading, never a seed alone)
     grids = [grid for grid in (["Hp", "Wp"], ["Fp", "Hp", "Wp"]) if all(g in state.dims for g in grid)]
     patterns += [["B", "D", *grid] for grid in grids] + [["B", *grid, "D"] for grid in grids]
     if _size(state, "B") != 1:   # (at B = 1 the batch's own map is that map)
