@@ -55,7 +55,7 @@ class Attention(nn.Module):
     def forward(self, x, freqs_cis, mask, input_pos, k_cache, v_cache):
         bsz, seqlen, _ = x.shape
         kv_size = self.n_local_heads * self.head_dim
-        q, k, v = self.wqkv(x).split([self.dim, kv_size, kv_size], dim=-1)
+        q, k, v = self.wqkv(x).split([self.dim, kv_size, kv_size], dim=-1)         # (B, T, H*d), (B, T, H_kv*d)
         q = q.view(bsz, seqlen, self.n_head, self.head_dim)                        # (B, T, H, d)
         k = k.view(bsz, seqlen, self.n_local_heads, self.head_dim)                 # (B, T, H_kv, d)
         v = v.view(bsz, seqlen, self.n_local_heads, self.head_dim)                 # (B, T, H_kv, d)

@@ -50,7 +50,7 @@ class PartialRopeAttention(nn.Module):
             cos, sin = freqs.cos(), freqs.sin()
             x1, x2 = x[..., : rd // 2], x[..., hd // 2: hd // 2 + rd // 2]          # (B, H, T, rd/2)
             y1, y2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
-            return torch.cat((y1, x[..., rd // 2: hd // 2], y2, x[..., hd // 2 + rd // 2:]), dim=-1)
+            return torch.cat((y1, x[..., rd // 2: hd // 2], y2, x[..., hd // 2 + rd // 2:]), dim=-1)  # (B, H, T, d)
         inv_freq = 1.0 / self.theta ** (torch.arange(0, rd, 2).float() / rd)
         freqs = positions[:, None].float() * inv_freq                              # (T, rd/2)
         emb = torch.cat((freqs, freqs), dim=-1)                                    # (T, rd)

@@ -35,7 +35,7 @@ class TorchNativeExtend(nn.Module):
 
     def forward(self, hidden_states, seq_lens, out_cache_loc, req_to_token, k_buffer, v_buffer):
         N = hidden_states.shape[0]
-        q, k, v = self.qkv_proj(hidden_states).chunk(3, dim=-1)
+        q, k, v = self.qkv_proj(hidden_states).chunk(3, dim=-1)                       # (N, H*d) each
         q = q.view(N, self.num_heads, self.head_dim)                                   # (N, H, d)
         k = k.view(N, self.num_heads, self.head_dim)                                   # (N, H, d)
         v = v.view(N, self.num_heads, self.head_dim)                                   # (N, H, d)
