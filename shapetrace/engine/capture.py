@@ -39,6 +39,7 @@ from shapetrace.engine.ops import UNKNOWN, Family, OpSpec, all_operands, callabl
 from shapetrace.engine.ops import record_params as _record_params
 from shapetrace.engine.sites import _CWD, Site, call_stack, einops_call, site
 from shapetrace.engine.sizes import SizeReads, all_sizes_read, carries_sizes
+from shapetrace.engine.unread import values_read
 
 
 class OpRecord(NamedTuple):
@@ -403,10 +404,11 @@ class Recorder(TorchFunctionMode):
             op, spec = _SPECS[func]
         except (KeyError, TypeError):
             op, spec = _spec_of(func)
-        if spec is None:
+        if spec is None:   # x.size(), x.shape; x.tolist(), x.item(): not recorded, the tensor read (:mod:`.unread`)
             if op is None or not args:
                 return func(*args, **kwargs)
-            return self.capture.size_read(args, kwargs)   # x.size(), x.size(i), x.shape
+            return self.capture.size_read(args, kwargs) if op == "size" else \
+                values_read(self.capture, func, args, kwargs)
         if spec.opens:
             return run_opened(self, func, args, kwargs, spec)
         if spec.row or spec.on_self and not all_sizes_read(args[1:2] if spec.sized == "sequence" else args[1:]):
@@ -475,7 +477,7 @@ def _spec_of(func: Callable) -> tuple[str | None, OpSpec | None]:
     except TypeError:   # a callable that cannot be hashed: looked up each time
         spec = None
     if spec is not None:
-        found = (None, None) if spec.cheap else (spec.name, spec)
+        found = (("values" if spec.reads_values else None), None) if spec.cheap else (spec.name, spec)
     else:
         name = getattr(func, "__name__", None)
         found = (None, None) if name is None or name in _DESCRIPTOR_CALLS else (name, UNKNOWN)

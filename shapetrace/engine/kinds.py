@@ -230,8 +230,8 @@ class Kind(StrEnum):
                      "a reduction over a batch of several that keeps each token's or feature's axis (`x.mean(0)` "
                      "for `x.mean(1)`): every entry mixed into one, and the batch contract cannot be measured")
     POOLED_PER_HEAD = ("pooled-per-head", "note", _POOLED_PER_HEAD)
-    INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that none of its ops read (a padding mask "
-                    "never passed on to the attention that needs it): what it should have changed was not checked")
+    INPUT_UNREAD = ("input-unread", "note", "a tensor the model was given that no tensor op read (a padding mask "
+                    "never passed on; or read only as Python numbers, `tolist()`): what it changed was not checked")
     POOLED_READ_UNMEASURED = ("pooled-read-unmeasured", "note", "a causal model's pooled output (no token axis) "
                               "whose token, picked by values (a mask's count), was not measured: `?`, never `✓`")
     LENGTHS_UNMEASURED = ("lengths-unmeasured", "note", "a padding mask the model builds from lengths it was given "

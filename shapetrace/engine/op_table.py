@@ -61,9 +61,9 @@ def _meta_only(meta: str, *names: str, **facts) -> list[OpSpec]:
     return [OpSpec(n, "new", None, row=False, meta=meta, **facts) for n in names]
 
 
-def _cheap(*names: str) -> list[OpSpec]:
-    """Calls that only read metadata: not recorded at all."""
-    return [OpSpec(n, "new", None, row=False, cheap=True) for n in names]
+def _cheap(*names: str, reads_values: bool = False) -> list[OpSpec]:
+    """Calls that only read metadata, or hand the values to Python (``reads_values``): not recorded at all."""
+    return [OpSpec(n, "new", None, row=False, cheap=True, reads_values=reads_values) for n in names]
 
 
 
@@ -383,8 +383,10 @@ ENTRIES: list[OpSpec] = [
     OpSpec("autograd.backward", "new", None, row=False, starts_backward=True, callable="torch.autograd.backward"),
     # -- calls that only read metadata: not recorded ---------------------------------------------------
     *_cheap("size", "dim", "numel", "__len__", "element_size", "stride", "storage_offset", "is_contiguous",
-            "data_ptr", "untyped_storage", "__format__", "__repr__", "__bool__", "item", "tolist", "__index__",
-            "__int__", "__float__", "is_floating_point", "__hash__", "get_device", "is_complex", "dim_order",
-            "nelement", "ndimension", "__iter__", "__contains__", "__array__", "numpy", "_is_view",
-            "__reduce_ex__", "__deepcopy__", "__setstate__", "has_names", "is_nonzero", "__dlpack__"),
+            "data_ptr", "untyped_storage", "__format__", "__repr__", "is_floating_point", "__hash__", "get_device",
+            "is_complex", "dim_order", "nelement", "ndimension", "__contains__", "_is_view", "__reduce_ex__",
+            "__deepcopy__", "__setstate__", "has_names", "__dlpack__"),
+    # (these hand the values themselves to Python: not recorded, but the tensor was read: :mod:`.unread`)
+    *_cheap("__bool__", "item", "tolist", "__index__", "__int__", "__float__", "__iter__", "__array__", "numpy",
+            "is_nonzero", reads_values=True),
 ]

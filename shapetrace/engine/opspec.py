@@ -109,6 +109,7 @@ class OpSpec:
     aliases: tuple[str, ...] = ()     # other names torch gives the same op (``concat``, ``__matmul__``)
     getter: bool = False              # a property read (``x.T``, ``x.mT``): its getter is the function
     cheap: bool = False               # reads metadata only (``size``, ``stride``, ``item``): not recorded
+    reads_values: bool = False        # (cheap) hands the values to Python (``item``, ``tolist``): noted, not recorded
     additive: bool = False            # ``a + b``: may add a mask or bias onto scores (recorded in full)
     subtractive: bool = False         # ``a - b``: may take a mask or bias off scores (recorded in full, as ``a + b``)
     scaling: str = ""                 # scales by a number (attention's 1/√d_k): "divides" or "multiplies"

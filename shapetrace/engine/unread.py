@@ -7,16 +7,18 @@ first outermost module call's tensor arguments are noted when it starts (:func:`
 from :mod:`.modules`: the node each holds, its position or keyword, its shape and dtype; :func:`note_end`
 when it returns), and after the run
 :func:`unread_arguments` lists those that no record the call made has among its operands. Reading only
-metadata (``x.size(1)``, ``x.dim()``) or a value through a call without a record (``x.tolist()``,
+metadata (``x.size(1)``, ``x.dim()``) or its values through a call without a record (``x.tolist()``,
 ``x.item()``) is not reading it on the record: such an argument is listed too, which costs a ``?`` (a
-``input-unread`` note, :mod:`.rules.unread`), never an error. Parameters and a module's own tensors
-passed back to it are not inputs.
+``input-unread`` note, :mod:`.rules.unread`), never an error. A call that hands the values to Python is
+noted as it runs (:func:`values_read`), so the note says so rather than that nothing read it (sgl-project/
+sglang issue #8675's torch-native backend loops over ``seq_lens.tolist()``). Parameters and a module's own
+tensors passed back to it are not inputs.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -36,6 +38,7 @@ class Argument(NamedTuple):
     dtype: str         # ``bool``, ``float32``...
     front_padded: bool = False   # a 2-d mask of two values with a row padded in front (:func:`front_padded`)
     packed: bool = False         # 2-d positions restarting at 0 inside a row (:func:`packed_positions`)
+    read_as: str = ""            # the first call that handed its values to Python (``tolist``), if one did
 
 
 @dataclass
@@ -48,6 +51,7 @@ class FirstCall:
     end: int | None = None
     output: int | None = None
     returned: frozenset[int] = frozenset()   # the nodes of every tensor it returned (in tuples, dicts, outputs)
+    values_read: dict[int, str] = field(default_factory=dict)   # node -> the first call that handed its values on
 
 
 def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: int) -> None:
@@ -62,6 +66,17 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
                       if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
                       and not any(a is held for held in module._buffers.values()))
     capture.module_calls.first_call = FirstCall(start, found)
+
+
+def values_read(capture: Capture, func, args: tuple, kwargs: dict):
+    """Run ``func`` (a call that hands a tensor's values to Python: ``x.tolist()``, ``x.item()``, ``int(x)``),
+    noting, while the first outermost call runs, that its tensor was read and by which call."""
+    first = capture.module_calls.first_call
+    if first is not None and first.end is None and args and isinstance(args[0], torch.Tensor):
+        node = capture.known_node(args[0])   # (a tensor the trace never saw is no argument: no node entered)
+        if node is not None:
+            first.values_read.setdefault(node, getattr(func, "__name__", "item"))
+    return func(*args, **kwargs)
 
 
 def front_padded(t: torch.Tensor, limit: int = 1 << 16) -> bool:
@@ -159,7 +174,8 @@ def unread_arguments(capture: Capture) -> tuple[Argument, ...]:
     records = capture.records[first.start:first.end]   # (end None: the call did not return: what it made so far)
     read = {n for record in records for n in getattr(record, "ins", ())}
     read.update(getattr(record, "was", None) for record in records)   # (named inside: read on)
-    return tuple(a for a in first.arguments if a.node not in read)
+    return tuple(a._replace(read_as=first.values_read.get(a.node, "")) for a in first.arguments
+                 if a.node not in read)
 
 
 def bypassed_projections(capture: Capture) -> tuple[int, ...]:

@@ -62,7 +62,7 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                                             "slip in the layout of q, k and v)",
                    "reduction-over-wrong-axis": "one scale of the attention scores was taken over the batch or "
                                                 "the heads (and the keys), so the entries or heads are not apart",
-                   "input-unread": "the model was given a tensor that none of its ops read",
+                   "input-unread": "the model was given a tensor that no tensor op read",
                    "qk-norm-one-sided": "the queries and the keys meet normalised on one side only",
                    "pooled-read-unmeasured": "which token a causal model's pooled output reads was not measured "
                                              "on the values",

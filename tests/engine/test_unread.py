@@ -61,13 +61,45 @@ def test_a_mask_given_and_never_read_is_a_note_that_leaves_a_question_mark():
                                    "read it: ")
     assert note.fix == "Pass `key_padding_mask` on to the op that needs it, or stop passing it."
     assert verdict_line(t).startswith("? checked 7 of 7 ops that could carry a layout bug; not proven: the model "
-                                      "was given a tensor that none of its ops read; ")
+                                      "was given a tensor that no tensor op read; ")
 
 
 def test_a_mask_read_is_no_note():
     t = _run(PaddedAttention().eval(), *_inputs())
     assert _notes(t) == []
     assert verdict_line(t).startswith("✓ checked all 9 ops")
+
+
+class LengthsLoop(nn.Module):
+    """sgl-project/sglang issue #8675's torch-native backend: one request at a time, its length read by
+    ``seq_lens.tolist()``; ``as_tensor=True`` also reads the lengths in a tensor op."""
+
+    def __init__(self, as_tensor: bool = False) -> None:
+        super().__init__()
+        self.as_tensor = as_tensor
+
+    def forward(self, x, seq_lens):
+        out, start = [], 0
+        for n in seq_lens.tolist():
+            out.append(F.softmax(x[start:start + n] @ x[start:start + n].T, dim=-1) @ x[start:start + n])
+            start += n
+        y = torch.cat(out)                                                       # (N, D)
+        return y * (seq_lens.sum() > 0) if self.as_tensor else y
+
+
+def test_a_tensor_read_only_as_python_numbers_is_said_to_be_so_not_unread():
+    """Fails on 54c4d61 (main ddfcef9 plus the round's files): the note said ``seq_lens`` was read by none of
+    the model's ops, while ``seq_lens.tolist()`` read every value of it."""
+    x, seq_lens = torch.randn(5, 8), torch.tensor([2, 3])
+    with torch.no_grad(), shapetrace.trace(dims="D=8") as t:
+        LengthsLoop()(x, seq_lens)
+    [note] = _notes(t)
+    assert note.message.startswith("the model was given `seq_lens` (int64 [2]) and read it only as Python numbers "
+                                   "(`tolist`), never in a tensor op: ")
+    assert "none of its ops" not in note.message and verdict_line(t).startswith("?")
+    with torch.no_grad(), shapetrace.trace(dims="D=8") as t:   # (its twin: a tensor op reads it too: no note)
+        LengthsLoop(as_tensor=True)(x, seq_lens)
+    assert _notes(t) == []
 
 
 def test_a_keyword_argument_is_named_by_its_keyword_and_only_the_first_outermost_call_counts():
@@ -102,7 +134,7 @@ def test_fairseq_318_the_encoder_padding_mask_never_passed_on():
     assert [n.message.split(" and ")[0] for n in _notes(t)] == \
         ["the model was given `encoder_padding_mask` (bool [2, 6])"]
     assert verdict_line(t).startswith("? checked 34 of 34 ops that could carry a layout bug; not proven: the model "
-                                      "was given a tensor that none of its ops read")
+                                      "was given a tensor that no tensor op read")
 
 
 # -- a projection computed and bypassed (ethen8181/machine-learning issue #13) -------------------------------------

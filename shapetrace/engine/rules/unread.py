@@ -18,12 +18,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def unread_inputs(analysis: Analysis) -> list[Diagnostic]:
-    """One note for each tensor argument of the model that no op read."""
-    return [Kind.INPUT_UNREAD.found(None, (
+    """One note for each tensor argument of the model that no op read; one that was read only as Python
+    numbers (``.tolist()``, ``.item()``: :func:`..unread.values_read`) is said to be so, not unread."""
+    return [_handed_to_python(a) if getattr(a, "read_as", "") else Kind.INPUT_UNREAD.found(None, (
         f"the model was given `{a.name}` ({a.dtype} [{', '.join(map(str, a.shape))}]) and none of its ops read "
         "it: whatever it should have changed (a padding mask's hidden keys, positions) did not happen, and no "
         "check can see what was never used."),
         f"Pass `{a.name}` on to the op that needs it, or stop passing it.") for a in analysis.unread]
+
+
+def _handed_to_python(a) -> Diagnostic:
+    return Kind.INPUT_UNREAD.found(None, (
+        f"the model was given `{a.name}` ({a.dtype} [{', '.join(map(str, a.shape))}]) and read it only as Python "
+        f"numbers (`{a.read_as}`), never in a tensor op: what those numbers decided (loop bounds, slices, "
+        "offsets) is not checked against the tensor's axes."),
+        f"Check by hand what `{a.name}`'s numbers select, or let a tensor op take `{a.name}` itself.")
 
 
 def bypassed_projections(analysis: Analysis) -> list[Diagnostic]:
