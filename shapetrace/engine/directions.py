@@ -171,7 +171,9 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
         aside = own_key_hidden(rows) or blind_rows(mask, rows) or past_only(rows)   # (a query hiding its own key
         # explains a blind row)
     far = keeps_far_future(rows)   # (a gap of its own kind: the keys just ahead hidden, those beyond seen)
-    return {"hides_side": "other", **aside, **blind, **looks_ahead(rows), **far, **causal_window(rows, offset),
+    ahead = looks_ahead(rows)   # (a band read as one triangle looking ahead is that reading's, not a window's)
+    return {"hides_side": "other", **aside, **blind, **ahead, **far, **causal_window(rows, offset),
+            **({} if ahead else band_window(rows, offset)),
             **(opened_future(rows) if offset == 0 and not far else {}),
             **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
 
@@ -204,6 +206,29 @@ def causal_window(rows: Any, offset: int) -> dict:
         return {}
     ones = rows.new_ones(rows.shape[-2:])
     return {"window": width} if bool((rows == (ones.triu(offset + 1) | ones.tril(offset - width))).all()) else {}
+
+
+def band_window(rows: Any, offset: int) -> dict:
+    """``{"band": (before, after)}`` when every slice hides exactly the keys more than ``before - 1`` positions
+    before each query and more than ``after`` after it (aligned bottom-right), besides keys hidden from every
+    query of a slice (its padding), with ``after > 0`` and keys hidden on both sides: a sliding window that looks
+    ahead (Moonshine Streaming's encoder: the query, ``left - 1`` frames before it and ``right`` after; one that
+    hides no later key is :func:`past_only`'s). Its two widths are numbers of the model's configuration
+    (:func:`.rules.directions.window_widths`)."""
+    padding = rows.all(-2, keepdim=True)                                      # (slices, 1, n_k)
+    seen = ~(rows | padding)                                                  # (slices, n_q, n_k)
+    if not bool(seen.any()):
+        return {}
+    ones = rows.new_ones(rows.shape[-2:]).long()
+    distance = (ones.cumsum(0) - 1 + offset) - (ones.cumsum(1) - 1)          # (n_q, n_k): query minus key position
+    reach = distance.expand_as(seen)[seen]
+    before, after = int(reach.max()) + 1, -int(reach.min())
+    far, ahead = distance > before - 1, distance < -after                     # (n_q, n_k): hidden on each side
+    band = far | ahead
+    if after <= 0 or not bool(far.any()) or not bool(ahead.any()) \
+            or not bool(((rows | padding) == (band | padding)).all()):
+        return {}
+    return {"band": (before, after)}
 
 
 def own_key_hidden(rows: Any) -> dict:

@@ -95,7 +95,8 @@ OK, UNSURE = ("✓", ()), ("?", ())
 
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: DIMS, then the equal sizes
 EXPECTED = {
-    (modernbert_local, ""): [OK, UNSURE],
+    # (✓ -> ? after c9a177d: its local window, both widths read on the mask, is no window a module holds)
+    (modernbert_local, ""): [UNSURE, UNSURE],
     (modernbert_local, "window-inverted"): [UNSURE] * 2,   # (mask-hides-own-key: a note, by design elsewhere)
     (modernbert_local, "padding-on-queries"): [("✗", ("mask-wrong-axis",))] * 2,
     (gemma3, ""): [OK, UNSURE],

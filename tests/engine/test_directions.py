@@ -620,6 +620,51 @@ def test_a_sliding_windows_width_is_checked_against_the_window_the_model_holds(m
     assert _window_notes(model) == (mark, notes)
 
 
+class _LookAhead(torch.nn.Module):
+    """One head of Moonshine Streaming's encoder attention (huggingface/transformers PR #47010): keys seen where
+    ``0 <= q_idx - kv_idx < left`` or ``0 < kv_idx - q_idx <= right`` (``< right`` with ``strict``: the
+    reported slip, one key fewer after each query), and the padded keys of the second sequence hidden too."""
+
+    def __init__(self, left: int = 4, right: int = 2, strict: bool = False, held: int | None = None):
+        super().__init__()
+        self.left, self.right, self.strict = left, right, strict
+        if held is not None:
+            self.window_size = held
+
+    def forward(self, q, k):                                                  # (B, T, d)
+        T = q.shape[1]
+        dist = torch.arange(T)[:, None] - torch.arange(T)[None, :]           # (T, T): query minus key
+        ahead = (-dist < self.right) if self.strict else (-dist <= self.right)
+        band = ((dist >= 0) & (dist < self.left)) | ((dist < 0) & ahead)      # (T, T): seen
+        real = torch.arange(T)[None, :] < torch.tensor([T, T - 2])[:, None]   # (B, T): the second padded
+        seen = band[None] & real[:, None, :]                                  # (B, T, T)
+        scores = (q @ k.transpose(1, 2)).masked_fill(~seen, float("-inf"))    # (B, T, T)
+        return scores.softmax(dim=-1)
+
+
+@pytest.mark.parametrize(("model", "mark", "notes"), [
+    (_LookAhead(), "?", [
+        "masked_fill #8 applies a sliding window of 4 keys up to each query and 2 after it (read on the mask's "
+        "values), and no module of the model holds a window width (an attribute such as sliding_window): which "
+        "width the model meant is a number of its configuration, so the width is not checked."]),
+    (_LookAhead(strict=True), "?", [
+        "masked_fill #8 applies a sliding window of 4 keys up to each query and 1 after it (read on the mask's "
+        "values), and no module of the model holds a window width (an attribute such as sliding_window): which "
+        "width the model meant is a number of its configuration, so the width is not checked."]),
+    (_LookAhead(strict=True, held=2), "?", [
+        "masked_fill #8 applies a sliding window of 4 keys up to each query and 1 after it (read on the mask's "
+        "values), and no window the model holds is 1 or 4 (window_size = 2): which width the model meant is a "
+        "number of its configuration, so the width is not checked."]),
+])
+def test_a_window_that_looks_ahead_has_both_widths_read_and_never_a_check_mark(model, mark, notes):
+    """tests/corpus/reports35/moonshine_streaming_right_window.py ``right-window-strict`` (one future frame short)
+    was ``✓`` on c9a177d, as its correct file: a band with keys after each query was read as no window at all
+    (:func:`.directions.causal_window` reads causal ones only). :func:`.directions.band_window` reads both widths,
+    padding set aside, and :func:`.rules.directions.window_widths` says neither is checked where no window the
+    model holds is each of them."""
+    assert _window_notes(model) == (mark, notes)
+
+
 def _where_full_like(keep: torch.Tensor, fill_value: float):
     """An attention whose mask is ``torch.where(keep, scores, torch.full_like(scores, fill_value))`` (keras-hub's
     traceable ``dot_product_attention``, tests/corpus/reports27/kerashub_mask_batch_on_heads.py), traced."""

@@ -170,7 +170,8 @@ def windows_kept(analysis: Analysis) -> list[Diagnostic]:
 
 
 def window_widths(analysis: Analysis) -> list[Diagnostic]:
-    """A causal sliding window of ``w`` keys read on a mask's values (:func:`.directions.causal_window`) is
+    """A causal sliding window of ``w`` keys read on a mask's values (:func:`.directions.causal_window`), or a
+    window reaching ``b`` keys up to each query and ``a`` after it (:func:`.directions.band_window`), is
     checked against the windows the model's modules hold (``self.sliding_window``: :attr:`.Analysis.windows`),
     as a reader checks it: one of them ``w``, the width is the model's own; none (a band one key wider than
     ``sliding_window``, ``>`` written for ``>=``; or no window held at all), a note: the width is a number of the
@@ -179,19 +180,22 @@ def window_widths(analysis: Analysis) -> list[Diagnostic]:
     held = {width for _, _, width in analysis.windows}
     out, said = [], set()
     for e in analysis.events:
-        width = e.params.get("window")
-        if not width or width in held or width in said:
+        width, band = e.params.get("window"), e.params.get("band")
+        widths = (width,) if width else tuple(band or ())
+        if not widths or set(widths) <= held or widths in said:
             continue
-        said.add(width)
+        said.add(widths)
         names = ", ".join(f"{path + '.' if path else ''}{name} = {value}" for path, name, value in analysis.windows)
+        what = f"a causal sliding window of {width} keys per query" if width else \
+            f"a sliding window of {band[0]} keys up to each query and {band[1]} after it"
         out.append(Kind.WINDOW_WIDTH_UNCHECKED.found(e.index, (
-            f"{e.op} #{e.index} applies a causal sliding window of {width} keys per query (read on the mask's "
-            f"values), and " + (f"no window the model holds is {width} ({names})" if names else
-                                "no module of the model holds a window width (an attribute such as "
-                                "sliding_window)") +
+            f"{e.op} #{e.index} applies {what} (read on the mask's values), and " +
+            (f"no window the model holds is {' or '.join(map(str, sorted(set(widths) - held)))} ({names})" if names
+             else "no module of the model holds a window width (an attribute such as sliding_window)") +
             ": which width the model meant is a number of its configuration, so the width is not checked."),
             "Check the window against the model's configuration: a query sees itself and the sliding_window - 1 "
-            "keys before it where the hidden keys are q_idx - kv_idx >= sliding_window."))
+            "keys before it where the hidden keys are q_idx - kv_idx >= sliding_window" +
+            ("" if width else ", and the keys up to the right window after it (-dist <= right, not <)") + "."))
     return out
 
 
