@@ -550,3 +550,38 @@ def test_an_inverted_key_mask_on_einsum_row_scores_still_hides_every_key():
         scores = torch.einsum("rinhd,rjnhd->hnij", q, k)                      # (H, B, T, T)
         scores.masked_fill(padding.unsqueeze(0).unsqueeze(2).bool(), -10000).softmax(-1)
     assert ("error", "mask-hides-every-key") in _findings(t)
+
+
+def _chunked(keep: torch.Tensor, width: int = 4):
+    """Local attention over chunks of ``width`` tokens, each chunk apart (CANINE's ``from_chunks``/``to_chunks``,
+    transformers' ``modeling_canine``), its padding mask added to each chunk's scores; traced."""
+    torch.manual_seed(0)
+    B, T = keep.shape
+    q, k = torch.randn(B, 4, T, 8), torch.randn(B, 4, T, 8)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D=32 H=4") as t:
+        shapetrace.name(q, "B H T d_k")
+        shapetrace.name(k, "B H T d_k")
+        for start in range(0, T, width):
+            end = min(T, start + width)
+            scores = q[:, :, start:end] @ k[:, :, start:end].transpose(-1, -2)     # (B, H, w, w)
+            hide = (1.0 - keep[:, None, None, start:end]) * -1e4                      # (B, 1, 1, w)
+            (scores + hide).softmax(-1)
+    return t
+
+
+def test_a_later_chunk_all_padding_hides_every_key_by_design():
+    """The second sequence ends (5 real tokens of 10) before the last chunk [8:10] begins: that chunk's keys are
+    all padding, hidden from its queries, padding too. The corpus sweep at other sizes found public17
+    canine_local ``✗ mask-hides-every-key`` at T = 15 and T = 25 on c9a177d; :func:`.rules.masks._a_later_chunk`
+    reads the scores' axes as one later chunk of the tokens."""
+    keep = torch.ones(2, 10)
+    keep[1, 5:] = 0.0
+    assert _findings(_chunked(keep)) == []
+
+
+def test_a_reversed_polarity_hides_the_first_chunk_whole_and_is_still_an_error():
+    """The same loop with ``keep * min`` for ``(1 - keep) * min``: the first sequence, unpadded, has its first
+    chunk [0:4] hidden whole, and no sequence ends before its first token."""
+    keep = torch.ones(2, 10)
+    keep[1, 5:] = 0.0
+    assert ("error", "mask-hides-every-key") in _findings(_chunked(1.0 - keep))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import base_names, coalesce
+from shapetrace.engine.axes import base_names, coalesce, cut_from
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -375,7 +375,7 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
         hiding = hides(e.params.get("value")) if e.spec.family is Family.MASK_FILL else \
             bool(e.params.get("hides")) or hides(e.params.get("value"))
         if not blind or not hiding or not e.outputs or _keys_elsewhere(analysis, e) or _sliced_by_tokens(analysis, e) \
-                or _broadcast_over_keys(e):
+                or _broadcast_over_keys(e) or _a_later_chunk(analysis, e):
             continue
         o = e.outputs[0]
         out.append(Kind.MASK_HIDES_EVERY_KEY.found(e.index, (
@@ -384,6 +384,18 @@ def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
             "over keys that were all meant to be hidden, as if the mask's polarity were reversed."),
             "Invert it: `(1.0 - mask) * torch.finfo(dtype).min`, or fill where `mask == 0`."))
     return out
+
+
+def _a_later_chunk(analysis: Analysis, e: Event) -> bool:
+    """Are the scores' queries and keys one later chunk of the tokens (``T[12:15]``, ``T[-1:]``: cut from a token
+    axis, starting past its first position)? A padded sequence may end before a later chunk begins, and then every key
+    of that chunk is padding, hidden from queries that are padding too (CANINE's local attention over chunks of a
+    padded batch). Never the first chunk: no sequence ends before its first token, so a slice hidden whole there
+    is a reversed polarity still."""
+    dims = e.outputs[0].dims[-2:]
+    cuts = [cut_from(label) for label in dims]
+    return len(cuts) == 2 and all(c is not None and c[1] not in (None, 0)   # (T[-1:]: the last position)
+                                  and analysis.namer.role(c[0]) == Role.TOKENS for c in cuts)
 
 
 def _broadcast_over_keys(e: Event) -> bool:
