@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from shapetrace.engine.mask_patterns import packed_documents, unread_pattern
 from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
 from shapetrace.engine.opspec import Family
 
@@ -172,10 +173,11 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
         # explains a blind row)
     far = keeps_far_future(rows)   # (a gap of its own kind: the keys just ahead hidden, those beyond seen)
     ahead = looks_ahead(rows)   # (a band read as one triangle looking ahead is that reading's, not a window's)
-    return {"hides_side": "other", **aside, **blind, **ahead, **far, **causal_window(rows, offset),
-            **({} if ahead else band_window(rows, offset)),
-            **(opened_future(rows) if offset == 0 and not far else {}),
-            **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
+    found = {"hides_side": "other", **aside, **blind, **ahead, **far, **causal_window(rows, offset),
+             **({} if ahead else band_window(rows, offset)),
+             **(opened_future(rows) if offset == 0 and not far else {}),
+             **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
+    return {**found, **(packed_documents(rows) if offset == 0 else {}), **unread_pattern(found, rows)}
 
 
 def padding_seen(rows: Any) -> dict:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from shapetrace.engine.axes import TOKEN_ROOTS, coalesce, cut_from, indexed_join, top_level_terms
 from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.events import readers_of
+from shapetrace.engine.mask_patterns import pattern_unread
 from shapetrace.engine.ops import BROADCAST_FAMILIES, Family, family_of
 from shapetrace.engine.reductions import ALONG, axes_along
 from shapetrace.engine.stacked import ALONG_OPERAND, unpacked_stacks
@@ -468,6 +469,7 @@ def verdict_of(events: Sequence[Event], diagnostics: Sequence[Diagnostic],
                  for e in events)
     unproven += tuple(why for e in candidates if (why := _padded_positions_cut(e, made, causal)))
     unproven += (PADS_LOOKED_UP,) if _pads_unhidden(events) else ()
+    unproven += tuple(why for e in events if (why := pattern_unread(e)))
     if errors or exception is not None:
         mark = "✗"
     elif warnings:
