@@ -215,9 +215,9 @@ class Kind(StrEnum):
         "`token_type_embeddings(token_type_ids)`): two such tables are one table of their sums, so one of them was "
         "likely meant to read other ids (positions); which ids each table takes is not checked")
     WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
-        "a mask keeps a causal sliding window of `w` keys per query, measured on its values, and no attribute of "
-        "the model's modules that names a window holds `w` (`sliding_window = 3` for a band of 4 keys: `>` for "
-        "`>=`): which width the model meant is a number of its configuration, so the width is not checked")
+        "a mask keeps a sliding window of `w` keys per query (and `a` after it, where it looks ahead), measured on its "
+        "values, and no attribute of the model's modules that names a window holds each (`sliding_window = 3` for 4 "
+        "keys: `>` for `>=`): which width the model meant is a number of its configuration, so it is not checked")
     CAUSAL_DECLARED_UNMASKED = ("causal-declared-unmasked", "note", "a module declares itself causal (`is_decoder "
         "= True`, `config.is_causal`) and its self-attention over several queries applies no causal mask")
     MASK_UNEXERCISED = ("mask-unexercised", "note",
