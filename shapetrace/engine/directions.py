@@ -177,7 +177,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
              **({} if ahead else band_window(rows, offset)),
              **(opened_future(rows) if offset == 0 and not far else {}),
              **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
-    return {**found, **(packed_documents(rows) if offset == 0 else {}), **unread_pattern(found, rows)}
+    found.update(packed_documents(rows) if offset == 0 else {})   # (read once: a packing is no unread pattern)
+    return {**found, **unread_pattern(found, rows)}
 
 
 def padding_seen(rows: Any) -> dict:

@@ -24,7 +24,7 @@ def packed_documents(rows: Any) -> dict:
     breaks = ~seen.diagonal(offset=-1, dim1=-2, dim2=-1)                          # (slices, n - 1): a new run starts
     if not bool(breaks.any()) or bool(breaks.all(-1).any()):
         return {}
-    runs = breaks.new_zeros(rows.shape[:-1], dtype=rows.new_ones(1).long().dtype)  # (slices, n): run of each token
+    runs = breaks.long().new_zeros(rows.shape[:-1])                               # (slices, n): run of each token
     runs[:, 1:] = breaks.long().cumsum(-1)
     same = runs[:, :, None] == runs[:, None, :]                                   # (slices, n, n)
     ones = rows.new_ones((n, n))
