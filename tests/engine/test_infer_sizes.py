@@ -405,3 +405,32 @@ def test_a_size_summed_from_two_reads_is_the_axis_their_join_makes():
     assert [e.output.dims for e in t.events if e.op == "cat"] == [("B", "S+T", "D")]
     assert [e.output.dims[-1] for e in t.events if e.op == "flip"] == ["S+T", None]
     assert next(e for e in t.events if e.op == "flip").output.dims == ("B", None, "S+T")
+
+
+@pytest.mark.parametrize("sizes", ["B=2 T=6 D=32 H=2", "B=2 T=9 D=64 H=4", "B=2 T=4 D=8 H=2"])
+def test_a_features_axis_cut_to_the_token_count_takes_neither_name(sizes):
+    """10-zin/Synthesizer's dense attention (tests/corpus/public19/synthesizer_dense.py): each token's weights over
+    the keys are ``w2(relu(w1(x)))`` of width ``H * max_len``, viewed ``(B, T, H, max_len)`` and cut ``[..., :T]``.
+    Where ``max_len = D / H`` the width equals ``D`` and its view reads as ``(H, d_k)``; the code then cuts that
+    ``d_k`` to the token count and adds it to a ``(H, T, T)`` table: on e5fbbd5 (main) a false
+    ``broadcast-mismatch`` (T against ``d_k[0:T]``) on correct code (the corpus sweep at other sizes found it at
+    ``H = 2, D = 32`` and ``H = 4, D = 64``). A features axis cut to a count read from the tokens is read as
+    positions by the code and as features by the names: it takes neither. A table's unnamed axis cut so
+    (``wpe[:T]``) is still ``T``, and the real bug of the file (heads merged without the transpose) still ✗."""
+    dims = dict(kv.split("=") for kv in sizes.split())
+    B, T, D, H = (int(dims[k]) for k in "BTDH")
+    max_len = D // H
+    w2, value = nn.Linear(D, H * max_len), nn.Linear(D, D)
+    table, wpe = nn.Parameter(torch.randn(H, max_len, max_len)), nn.Parameter(torch.randn(max_len, D))
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=sizes) as t:
+        n = x.shape[1]
+        dense = w2(x).view(B, n, H, max_len)[..., :n].permute(0, 2, 1, 3)           # (B, H, T, ·)
+        attn = 0.5 * dense.softmax(-1) + 0.5 * table[:, :n, :n].unsqueeze(0).softmax(-1)   # (B, H, T, T)
+        v = value(x).view(B, n, H, D // H).transpose(1, 2)                        # (B, H, T, d_k)
+        (attn @ v).transpose(1, 2).reshape(B, n, D)                               # (B, T, D)
+        (x + wpe[:n]).flip(0)                                                     # (B, T, D)
+    cut = next(e for e in t.events if e.op == "__getitem__")
+    assert cut.output.dims == ("B", "T", "H", None)
+    assert next(e for e in t.events if e.op == "flip").output.dims == ("B", "T", "D")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []

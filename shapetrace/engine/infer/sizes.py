@@ -21,6 +21,7 @@ never stand in for a read: the value carries its source, or it carries none.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis, unknown_axes
@@ -153,10 +154,28 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
     axes, cut = list(out_axes[0]), state.axes_of(record.ins[0])
     for j, i, item in placed:
         found = read_axis(state, _counted(item))
-        if found is not None and j < len(axes) and found.size == axes[j].size and \
-                (unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found)):
+        if found is None or j >= len(axes) or found.size != axes[j].size:
+            continue
+        if unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found):
             axes[j] = found
+        elif i < len(cut) and _features_cut_to_tokens(state, cut[i], found):
+            axes[j] = unknown_axes((found.size,))[0]
     return [tuple(axes)]
+
+
+#: a name counted in several of another (``2*d_k``)
+_MULTIPLE = re.compile(r"\d+\*")
+
+
+def _features_cut_to_tokens(state: Inference, cut: Axis, found: Axis) -> bool:
+    """Is a features axis cut to a count of tokens (``dense[..., :T]`` with ``T`` read from the input)? The
+    code reads its entries as positions, the names as features: the name came from a width equal to a
+    declared one (the Synthesizer's ``Linear(D, H * max_len)`` at ``max_len = D / H``), which this use
+    contradicts, so the cut axis takes neither name."""
+    role = state.namer.role
+    if len(cut.atoms) != 1 or len(found.atoms) != 1 or _MULTIPLE.match(cut.atoms[0].root):
+        return False   # (a piece ``2*d_k`` cut off its parts unnames its whole width: widths.py)
+    return role(cut.atoms[0].root) in ("features", "head_features") and role(found.atoms[0].root) == "tokens"
 
 
 def _batch_slots_of(state: Inference, axis: Axis, found: Axis) -> bool:
