@@ -231,9 +231,10 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
     elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
             any(not lab.isdigit() for lab in labels) and not _copies_of_batch(labels, namer):
         joined = _joined_parts(labels)
-        # the tokens of a sequence declared with this length (a class token and N patches, T = 1+N)
+        # the tokens of a sequence declared with this length (a class token and N patches, T = 1+N); a join
+        # whose parts hold a declared sequence keeps them (a cache of one entry and a chunk: 1+T, never S)
         declared = next((n for n in ("T", "S") if namer.size_of(n) == total), None)
-        if declared is not None and namer.role(joined) == "tokens":
+        if declared is not None and namer.role(joined) == "tokens" and not {"T", "S"} & set(labels):
             joined = declared
         first[dim] = Axis((Atom(joined, total, 1, total),))
     else:

@@ -434,3 +434,22 @@ def test_a_features_axis_cut_to_the_token_count_takes_neither_name(sizes):
     assert cut.output.dims == ("B", "T", "H", None)
     assert next(e for e in t.events if e.op == "flip").output.dims == ("B", "T", "D")
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_a_join_that_holds_a_declared_sequence_keeps_its_parts_names():
+    """Blaizzy/mlx-vlm's chunked prefill (tests/corpus/reports26/mlxvlm_chunked_mrope_positions.py, issue #1737)
+    at T = 9, S = 10: the chunk's keys joined after a cache of one entry, ``cat([k_cache, k], 2)``, are ``1+T``
+    by their parts, and 1 + 9 = 10 is the declared S. On 90abc24 the join was renamed ``S`` by that sum, so
+    the scores read as queries of one sequence against keys of another and the chunk's shifted causal mask
+    (``k_pos > q_pos`` from the cache's offset) got a false ``causal-mask-across-sequences`` (``!`` on correct
+    code). A join whose parts name a declared sequence keeps them: T is its last part. A class token before
+    the patches (``1+N``, DINO, ViT) is still the declared ``T`` (tests/engine/test_libraries.py)."""
+    from tests.corpus.reports26 import mlxvlm_chunked_mrope_positions as module
+
+    model, inputs = module.build("", B=2, T=9, D=32, H=4, S=10)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=9 D=32 H=4 S=10") as t:
+        model(*inputs)
+    keys = [e for e in t.events if e.op == "cat" and tuple(e.output.shape) == (2, 4, 10, 8)]
+    assert [e.output.dims[2] for e in keys] == ["1+T", "1+T"]
+    assert next(e for e in t.events if e.op == "softmax").output.dims == ("B", "H", "T", "1+T")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []

@@ -1,6 +1,7 @@
 """engine/infer/widths.py: a projection's features named by their width alone keep the name only where a use
 proves it. The case fails on 9203fd5 (noted in the test)."""
 
+import pytest
 import torch
 
 import shapetrace
@@ -92,3 +93,47 @@ def test_lumina_adaln_gate_is_two_of_d_and_its_tiled_kv_heads_stay_an_error():
                       [d.kind for d in t.diagnostics if d.severity == "error"])
     assert found == {"": (("B", "2*D"), [("B", "D"), ("B", "D")], []),
                      "kv-heads-tiled": (("B", "2*D"), [("B", "D"), ("B", "D")], ["gqa-head-order"])}
+
+
+def test_a_pick_that_takes_half_of_a_part_unnames_a_width_named_by_its_size():
+    """Falcon-7B's multi-query ``query_key_value`` (tests/corpus/public9/falcon_mqa.py, after transformers'
+    ``FalconAttention._split_heads``) at H = 2: its width (H + 2)·d_k = 128 is 2·D too, viewed ``(B, T, H + 2,
+    d_k)``. On 90abc24 it was named ``2*D``, the heads axis ``2*D/32`` and its queries ``2*D/32[0:2]``: a note
+    called the split nonstandard and the file ``✓``, its ``kv-same-slot`` bug (the values read from the key's
+    slot) ``✓`` as well. The key head ``[..., [-2], :]`` takes features 64 to 96, half of the second D: the
+    width is no two D, so it keeps no name, and neither file earns a check mark."""
+    from tests.corpus.public9 import falcon_mqa
+
+    for bug in ("", "kv-same-slot"):
+        model, inputs = falcon_mqa.build(bug, H=2)
+        with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=64 H=2") as t:
+            model(*inputs)
+        fused, view = t.events[0], t.events[1]
+        assert (fused.op, tuple(fused.outputs[0].shape)) == ("linear", (2, 6, 128))
+        assert fused.outputs[0].dims == ("B", "T", None)
+        assert (view.op, view.outputs[0].dims) == ("view", ("B", "T", None, None))
+        assert [d.kind for d in t.diagnostics] == []
+        assert verdict_line(t).startswith("? checked 2 of 23 ops"), bug
+
+
+@pytest.mark.parametrize("layout", ["parts-first", "heads-first"])
+def test_a_pick_inside_a_part_or_of_scattered_features_keeps_the_width_named(layout):
+    """Controls: a fused ``Linear(D, 3·D)`` viewed ``(B, T, 3, H, d_k)`` keeps its parts as rows of the view, so a
+    pick of one query head (``[:, :, 0, 1]``, features 16 to 32) cuts no part of it; GPT-NeoX's per-head layout
+    ``(B, T, H, 3·d_k)`` cut ``[..., :d_k]`` takes features scattered over every head, no run. Both keep ``3*D``."""
+    B, T, D, H = 2, 6, 64, 4
+    qkv = torch.nn.Linear(D, 3 * D)
+    x = torch.randn(B, T, D)
+    with torch.no_grad(), shapetrace.trace(dims=f"B={B} T={T} D={D} H={H}") as t:
+        if layout == "parts-first":
+            parts = qkv(x).view(B, T, 3, H, D // H)                       # (B, T, 3, H, d_k)
+            q, k, v = parts.permute(2, 0, 3, 1, 4)                        # (B, H, T, d_k) each
+            first = parts[:, :, 0, 1]                                     # (B, T, d_k): one query head
+            out = (q.softmax(-1) @ k.transpose(-2, -1)).softmax(-1) @ v   # (B, H, T, d_k)
+            out = out.transpose(1, 2).reshape(B, T, D) * first.mean(-1, keepdim=True)   # (B, T, D)
+        else:
+            heads = qkv(x).view(B, T, H, 3 * (D // H)).transpose(1, 2)     # (B, H, T, 3·d_k)
+            q, k, v = heads[..., :D // H], heads[..., D // H:2 * D // H], heads[..., 2 * D // H:]
+            out = ((q @ k.transpose(-2, -1)).softmax(-1) @ v).transpose(1, 2).reshape(B, T, D)   # (B, T, D)
+    assert t.events[0].outputs[0].dims == ("B", "T", "3*D")
+    assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []

@@ -191,7 +191,7 @@ class ElementPass:
 
 
 def _replayed(fn, record) -> list | None:
-    placed = _placed(record)
+    placed = placed_arguments(record)
     return sources(fn, placed[0], placed[1]) if placed is not None and placed[2] == [0] else None
 
 
@@ -218,7 +218,8 @@ def _unnamed(axis: Axis) -> bool:
 
 # -- replaying a record -------------------------------------------------------------------------------
 
-def _placed(record, producer: Callable[[int], object] = lambda node: None) -> tuple[tuple, dict, list[int]] | None:
+def placed_arguments(record, producer: Callable[[int], object] = lambda node: None) \
+        -> tuple[tuple, dict, list[int]] | None:
     """The record's arguments with tensors as placeholders, and which operands are data. An index the trace
     counted itself carries its values (:mod:`.counted`); a boolean tensor is picked from as data by ``x[...]``
     (transformers' ``padding_mask[batch_idx, kv_idx]``), while as an index it selects by values: not replayed."""
@@ -266,11 +267,11 @@ def _named(fn, record, in_axes, shapes, namer, index: Callable[[], str], doubted
     read at B = T), the walk is a coincidence of sizes and the index's name stands."""
     if sum(math.prod(s) for s in shapes) > MAX_ELEMENTS:
         return None   # (a replay this large would allocate it: an expand of one element to 2**30 copies)
-    placed = _placed(record, producer)
+    placed = placed_arguments(record, producer)
     found = _named_placed(fn, record, placed, in_axes, shapes, namer, index, doubted, replays)
     if found is None or not any(i.values is not None for v in (*placed[0], *placed[1].values()) for i in _indices(v)):
         return found
-    anyhow = _named_placed(fn, record, _placed(record), in_axes, shapes, namer, index, doubted, replays)
+    anyhow = _named_placed(fn, record, placed_arguments(record), in_axes, shapes, namer, index, doubted, replays)
     if anyhow is None or len(anyhow) != len(found):
         return found
     return [mine if theirs is None or mine is None or len(mine) != len(theirs) else
@@ -287,7 +288,7 @@ def _agreed(walked: Axis | None, picked: Axis | None, namer: Namer) -> Axis | No
 
 def _named_placed(fn, record, placed, in_axes, shapes, namer, index: Callable[[], str], doubted: frozenset[int],
                   replays: Replays) -> list[tuple | None] | None:
-    """:func:`_named` for the record's arguments as :func:`_placed` put them (None: not replayed)."""
+    """:func:`_named` for the record's arguments as :func:`placed_arguments` put them (None: not replayed)."""
     if placed is None:
         return None
     args, kwargs, data = placed

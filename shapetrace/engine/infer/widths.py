@@ -16,12 +16,16 @@ projection to any other width is.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.infer.elements import callable_of, placed_arguments
 from shapetrace.engine.opspec import Family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -150,7 +154,8 @@ def _cut_off_its_parts(state: Inference, readers: dict, node: int, root: str) ->
                     bounds = cut.fullmatch(atom.root)
                     if part and bounds and any(int(b) % part for b in bounds.groups()):
                         return True
-    return _piece_cut_off_its_parts(state, readers, node)
+    return _piece_cut_off_its_parts(state, readers, node) or \
+        bool(part) and _picked_off_its_parts(state, readers, node, part)
 
 
 #: a piece of a width named ``k*X`` by a view (``2*d_k`` of ``2*D`` viewed as heads) cut at ``[a:b]``
@@ -179,6 +184,57 @@ def _piece_cut_off_its_parts(state: Inference, readers: dict, node: int, depth: 
                             return True
         frontier = later
     return False
+
+
+def _picked_off_its_parts(state: Inference, readers: dict, node: int, part: int) -> bool:
+    """Does a pick from a view of ``node``'s features take a run of them whose bounds fall inside a part of
+    ``part`` features, where the view keeps no axis whose rows are whole parts? Falcon-7B's multi-query
+    ``query_key_value`` at H = 2: its width (H + 2)·d_k is 2·D too, viewed ``(B, T, H + 2, d_k)``; the key
+    head ``[..., [-2], :]`` is features 64 to 96 of 128, half of the second D: the width is no two D. Each
+    pick is replayed on the features' own positions (:func:`~.elements.placed_arguments`), so only what
+    the call takes decides, never the sizes; a pick of scattered features (GPT-NeoX's per-head q, k, v)
+    is no run and proves nothing."""
+    lead, width = tuple(state.capture.nodes[node].shape[:-1]), state.capture.nodes[node].shape[-1]
+    for view in readers.get(node, ()):
+        shape = tuple(state.capture.nodes[view.outs[0]].shape) if view.outs else ()
+        if view.spec.family is not Family.RESHAPE or shape[:len(lead)] != lead or \
+                math.prod(shape[len(lead):]) != width or part in _row_sizes(shape[len(lead):]):
+            continue
+        positions = torch.arange(width).expand(*lead, width).reshape(shape)   # (…, pieces of the width)
+        for pick in readers.get(view.outs[0], ()):
+            if any(_run_off_parts(taken, part) for taken in _picked(pick, positions)):
+                return True
+    return False
+
+
+def _row_sizes(shape: tuple[int, ...]) -> set[int]:
+    """The number of features in one step along each axis of a view of them (its row-major strides)."""
+    return {math.prod(shape[i + 1:]) for i in range(len(shape))}
+
+
+def _picked(record, positions: torch.Tensor) -> list[torch.Tensor]:
+    """What ``record`` takes from ``positions`` (the view it read, each element its feature's position),
+    replayed: nothing where it reads more than that one tensor or picks by index tensors."""
+    fn = callable_of(record.spec.replay) if record.spec.family in (Family.SLICE, Family.SPLIT) else None
+    placed = placed_arguments(record) if fn is not None else None
+    if placed is None or placed[2] != [0] or len(record.ins) != 1 or tuple(positions.shape) != placed[0][0].shape:
+        return []
+    args = (positions, *placed[0][1:])
+    try:
+        with torch._C.DisableTorchFunction():   # (a replay is never recorded)
+            result = fn(*args, **placed[1])
+    except Exception:
+        return []
+    return [t for t in (result if isinstance(result, (list, tuple)) else [result]) if isinstance(t, torch.Tensor)]
+
+
+def _run_off_parts(taken: torch.Tensor, part: int) -> bool:
+    """Is ``taken`` one run of consecutive features, fewer than all, that starts or ends inside a part?"""
+    found = taken.unique()
+    if found.numel() == 0:
+        return False
+    low, high = int(found[0]), int(found[-1]) + 1
+    return high - low == found.numel() and (low % part != 0 or high % part != 0)
 
 
 def _parts_split_into_heads(state: Inference, readers: dict, node: int, root: str) -> bool:
