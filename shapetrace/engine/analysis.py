@@ -67,6 +67,9 @@ class Analysis:
             given with several sequences packed in a row (:func:`~shapetrace.engine.unread.packed_positions`).
         ids_read_twice: ``(event, event)``: two tables looked up by one ids tensor and summed
             (:func:`~shapetrace.engine.lookups.ids_read_twice`).
+        restarted_positions: ``(earlier lookup, later lookup, join, dim, entries before)`` (events): a position
+            table read again from the first position by a step whose keys are appended after a cache
+            (:func:`~shapetrace.engine.lookups.restarted_positions`).
     """
 
     events: Sequence[Event]
@@ -95,6 +98,7 @@ class Analysis:
     padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
     packed_positions: Sequence[tuple[str, tuple, tuple]] = ()
     ids_read_twice: Sequence[tuple[int, int]] = ()
+    restarted_positions: Sequence[tuple[int, int, int, int, int]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

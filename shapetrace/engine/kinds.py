@@ -258,6 +258,7 @@ class Kind(StrEnum):
     ROTARY_POSITION_RESTARTS = ("rotary-position-restarts", "error",
         "a rotation at position 0 (cos 1, sin 0) joined after other tokens, as a key appended to a KV cache "
         "whose positions start again at 0 each step instead of at the cache's length")
+    POSITIONS_RESTART = ("positions-restart", "error", "a decode step put at the first positions again, after a cache")
     ROTARY_POSITION_OFF = ("rotary-position-off", "error",
         "a decode step's token turned by another position than the one it takes: a key joined after n cached "
         "keys not at position n, or a query meeting S keys not at position S - 1")
@@ -295,9 +296,8 @@ class Kind(StrEnum):
                           "a cache read back in a slice that takes a slot this run never wrote, after slots it "
                           "did write: a step's keys or values written at the wrong position")
     JOIN_MISMATCH = ("join-mismatch", "error", "a `cat` that lines up different axes of equal size in its parts")
-    FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error",
-                              "a fused q/k/v projection's part taken twice while another part is never read (the "
-                              "keys reused as the values)")
+    FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error", "a fused q/k/v projection's part taken twice "
+                              "while another part is never read (the keys reused as the values)")
     CAT_SIZES_MISMATCH = ("cat-sizes-mismatch", "error",
                           "a `cat` whose parts differ in size along an axis it does not join")
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")

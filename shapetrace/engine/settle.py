@@ -14,7 +14,7 @@ from shapetrace.engine.events import Event
 from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
-from shapetrace.engine.lookups import ids_read_twice
+from shapetrace.engine.lookups import ids_read_twice, restarted_positions
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
@@ -71,5 +71,6 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         packed_positions=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
                                                                                "arguments", ()) if a.packed),
         ids_read_twice=ids_read_twice(capture.records, rows),
+        restarted_positions=restarted_positions(capture.records, rows),
     )
 

@@ -90,7 +90,7 @@ EXPECTED = {
     (pytorchnlp_softmax_dim0, "softmax-dim0"): [("✗", ("softmax-wrong-axis",))] * 2,
     (label_attention_mask, ""): [UNSURE, UNSURE],
     (label_attention_mask, "mask-inverted"): [("✗", ("mask-polarity",))] * 2,
-    (cached_causal_tril, ""): [UNSURE, UNSURE],
+    (cached_causal_tril, ""): [OK, UNSURE],   # (? -> ✓ on 2026-12-02: the step's mask [1, T+1] named)
     (cached_causal_tril, "tril-no-offset"): [("✗", ("causal-mask-hides-itself",))] * 2,
     (roformer_past_positions, ""): [UNSURE, UNSURE],
     (roformer_past_positions, "positions-from-zero"): [("✗", ("rotary-position-restarts",)), UNSURE],

@@ -48,6 +48,10 @@ Open (a later round):
 * mosaic_cache_positions (bug): ``?``. The decoding step's positions ``arange(0, 1)`` against a cache of T
   keys: the ``wpe`` lookup (``#24 embedding``) is left unnamed, so no contract reads that the step's position
   is not the cache's length (the class of reports2 roformer_past_positions, here with learned positions).
+  Done on 2026-12-02 (stop 62): ``engine/lookups.restarted_positions`` reads the positions the trace counted
+  (the step's lookup starts where the prefill's did, and its keys are joined after the cache): ``✗
+  positions-restart``; the correct file ``✓`` (its step mask ``ones(1, T+1).tril(T)`` named ``[1, T+1]``, a 1
+  read from an unnamed axis being a size-1 axis). tests/engine/test_positions_restart.py.
 * uniad_plan_cumsum_xy: ``?`` on both. The ``view(-1, planning_steps, 2)`` names neither the 3 planning steps
   nor the (x, y) pair, so the scan's axis (``dim=2`` vs ``dim=1``) cannot be judged.
 * min_dt_dropout_output: ``? 0 of 35`` on both: the interleaved (return, state, action) tokens
@@ -73,8 +77,8 @@ OK, UNSURE = ("✓", ()), ("?", ())
 EXPECTED = {
     (st_lasttoken_full_rows, ""): [UNSURE, UNSURE],
     (st_lasttoken_full_rows, "argmin-first-token"): [UNSURE, UNSURE],
-    (mosaic_cache_positions, ""): [UNSURE, UNSURE],
-    (mosaic_cache_positions, "positions-from-zero"): [UNSURE, UNSURE],
+    (mosaic_cache_positions, ""): [OK, UNSURE],   # (? -> ✓ on 2026-12-02: the step's mask named)
+    (mosaic_cache_positions, "positions-from-zero"): [("✗", ("positions-restart",)), UNSURE],   # (? -> ✗ on 2026-12-02)
     (uniad_plan_cumsum_xy, ""): [UNSURE, UNSURE],
     (uniad_plan_cumsum_xy, "cumsum-over-xy"): [UNSURE, UNSURE],
     (min_dt_dropout_output, ""): [UNSURE, UNSURE],

@@ -47,7 +47,9 @@ Open: keras' ``target-mask-for-cross`` is ``✓`` at DIMS (an expected failure b
 ``[B, T]`` laid on the source's keys, which only provenance could tell apart (source and target have the same
 length, so the bug is silent; both are ``T`` by --dims). m2m100's sinusoidal table is looked up with
 ``index_select`` on flattened position ids, which no rule names, so neither its positions nor the bug's are
-checked; rotary_offset_cache's ``rotate_half`` on interleaved pairs (``stack(...).flatten(-2)``) stays unnamed.
+checked (done on 2026-12-02: the step's positions are read where the trace counted them, the bug ``✗
+positions-restart``, the correct file ``✓``; tests/engine/test_positions_restart.py); rotary_offset_cache's
+``rotate_half`` on interleaved pairs (``stack(...).flatten(-2)``) stays unnamed.
 
 (*) xformers' twin ``causal-only-with-mask`` is the reported bug itself, kept a twin because nothing recorded said
 the module meant to be causal. Since b68a0b7 the engine reads what a module declares (shapetrace/engine/declared.py:
@@ -82,8 +84,8 @@ EXPECTED = {
     (tinyllm_prefill_causal, "mask-only-without-cache"): [("!", ("cached-chunk-unmasked",))] * 2,   # (✓ ? at 9203fd5)
     (lmengine_causal_chunk, ""): [UNSURE, UNSURE],
     (lmengine_causal_chunk, "is-causal-with-cache"): [("✗", ("causal-mask-misaligned",))] * 2,
-    (m2m100_positions_past, ""): [UNSURE, UNSURE],
-    (m2m100_positions_past, "positions-without-past"): [UNSURE, UNSURE],
+    (m2m100_positions_past, ""): [OK, UNSURE],   # (? -> ✓ on 2026-12-02)
+    (m2m100_positions_past, "positions-without-past"): [("✗", ("positions-restart",)), UNSURE],   # (? -> ✗)
     (rotary_offset_cache, ""): [UNSURE, UNSURE],
     (rotary_offset_cache, "offset-not-in-cache-key"): [("✗", ("rotary-position-off",)), UNSURE],
     (xformers_causal_skipped, ""): [OK, UNSURE],

@@ -37,8 +37,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
     """The axes of a tensor built from sizes (``arange``, ``zeros``...), or None where one of its
-    sizes was not read from an axis. A literal 1 is a size-1 axis, which no name needs (Swin's
-    ``img_mask = torch.zeros((1, H, W, 1))`` with ``H, W`` read from the grid is ``[1, H, W, 1]``)."""
+    sizes was not read from an axis. A 1, literal or read from an unnamed axis, is a size-1 axis, which no
+    name needs (Swin's ``img_mask = torch.zeros((1, H, W, 1))`` with ``H, W`` read from the grid is ``[1, H, W,
+    1]``; a decode step's ``ones(seqlen, total).tril(total - seqlen)`` at seqlen = 1 is ``[1, T+1]``)."""
     args, kwargs = thaw_args(record.frozen)
     shape = tuple(record.out_shapes[0])
     if record.spec.sized == "count":
@@ -49,10 +50,17 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [Axis() if type(s) is int and s == 1 else read_axis(state, s) or _read_sum(state, s) for s in sizes]
+    found = [Axis() if type(s) is int and s == 1 else read_axis(state, s) or _read_sum(state, s) or _one(s)
+             for s in sizes]
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
+
+
+def _one(size) -> Axis | None:
+    """A size of 1 read from an axis that has no name (a decode step's ``x.shape[1]``) is a size-1 axis, as a
+    literal 1 is: one entry has no order to keep."""
+    return Axis() if isinstance(size, int) and size == 1 else None
 
 
 def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:

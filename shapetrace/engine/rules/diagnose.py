@@ -65,7 +65,7 @@ from shapetrace.engine.rules.rolls import rolls_not_undone
 from shapetrace.engine.rules.rotary import rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
 from shapetrace.engine.rules.scans import scan_axis
-from shapetrace.engine.rules.steps import step_hides_itself
+from shapetrace.engine.rules.steps import positions_restart, step_hides_itself
 from shapetrace.engine.rules.tables import table_heads_rechopped
 from shapetrace.engine.rules.undone_regroups import undone_regroups
 from shapetrace.engine.rules.unexercised import regrouped_ones, unexercised_masks
@@ -537,7 +537,8 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
-    chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry, weights_summed_elsewhere,
+    positions_restart, chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry,
+    weights_summed_elsewhere,
     table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
     pooled_over_padding, keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
     pooled_per_head,

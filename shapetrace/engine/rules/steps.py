@@ -19,6 +19,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family
 from shapetrace.engine.rules.directions import _hides
+from shapetrace.engine.rules.indices import told_by_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -89,3 +90,25 @@ def _hides_newest(analysis: Analysis, e: Event, join: Event) -> Diagnostic:
         "tril() for tril(past), keeps the first keys instead of the newest)."),
         "Offset the causal mask by the cache's length: torch.ones(T, past + T).tril(past), so query i sees the "
         "keys up to past + i.")
+
+
+def positions_restart(analysis: Analysis) -> list[Diagnostic]:
+    """An error for each position table a decode step reads again from the sequence's first position while its
+    keys are appended after a cache (:func:`~shapetrace.engine.lookups.restarted_positions`), where the join's
+    axis is named tokens (by a use, not by sizes alone)."""
+    out = []
+    for earlier, later, join, dim, before in analysis.restarted_positions:
+        joined = analysis.events[join].outputs[0] if join < len(analysis.events) and analysis.events[join].outputs \
+            else None
+        label = joined.dims[dim] if joined is not None and dim < len(joined.dims) else None
+        if label is None or analysis.namer.plain_role(label) != "tokens" or told_by_size(analysis, label):
+            continue
+        first, step, cat = analysis.events[earlier], analysis.events[later], analysis.events[join]
+        out.append(Kind.POSITIONS_RESTART.found(later, (
+            f"{step.op} #{later} looks up the position table at the same first position as {first.op} #{earlier} "
+            f"did for the sequence's first tokens, and {cat.op} #{join} then appends this step's keys along {label} "
+            f"after {before} cached ones: the step's tokens are embedded as if they were the sequence's first "
+            f"again, so their positions say nothing of the {before} tokens before them."),
+            "Offset the step's positions by the cache's length: torch.arange(past, past + T) with past = the "
+            "cached keys' length (transformers' past_key_values_length, cache_position)."))
+    return out
