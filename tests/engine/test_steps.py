@@ -35,7 +35,7 @@ def test_the_unshifted_tril_at_a_cached_step_hides_the_step_from_itself():
     assert kind == "causal-mask-hides-itself"
     assert message.startswith("masked_fill #33 hides, from the one query of the scores [B=2, H=4, 1, T+1=7], its "
                               "newest key, the last of T+1: cat #25 put the step's own key there, after 6 cached "
-                              "ones, so the step does not attend to itself ([1, 7];")
+                              "ones, so the step does not attend to itself ([1, T+1=7];")   # ([1, 7] until 13c0e98)
     assert _errors(traced_build(cached_causal_tril, "", cached_causal_tril.DIMS[0])) == []
 
 
