@@ -50,16 +50,15 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [Axis() if type(s) is int and s == 1 else read_axis(state, s) or _read_sum(state, s) or _one(s)
-             for s in sizes]
+    found = [read_axis(state, s) or _read_sum(state, s) or _one(s) for s in sizes]
     if any(a is None or a.size != n for a, n in zip(found, shape)):
         return None
     return tuple(found)
 
 
 def _one(size) -> Axis | None:
-    """A size of 1 read from an axis that has no name (a decode step's ``x.shape[1]``) is a size-1 axis, as a
-    literal 1 is: one entry has no order to keep."""
+    """A size of 1 that no named axis gave (a literal, or a decode step's ``x.shape[1]`` of an unnamed axis) is a
+    size-1 axis: one entry has no order to keep."""
     return Axis() if isinstance(size, int) and size == 1 else None
 
 
