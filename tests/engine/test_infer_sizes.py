@@ -70,7 +70,9 @@ def test_a_causal_mask_built_from_token_counts_has_token_axes_at_equal_sizes():
 
 
 def test_sizes_not_read_from_an_axis_name_nothing():
-    """``arange(n + 1)``, ``arange(1, n)`` and a literal size carry no axis: unnamed, never guessed."""
+    """``arange(n + 1)``, ``arange(1, n)`` and a literal size carry no axis: unnamed, never guessed; beside a literal,
+    a size read from an axis still names its own (``zeros(n, 3)`` is ``[T, 3]``: the 3 unnamed). Fails on 1ffa66a
+    for ``zeros(n, 3)`` (both axes unnamed: a literal beside it cost the read size its name)."""
     x = torch.randn(2, 6, 8)
     with shapetrace.trace(dims="B=2 T=6 D=8 H=2") as t:
         n = x.size(1)
@@ -79,7 +81,7 @@ def test_sizes_not_read_from_an_axis_name_nothing():
         c = torch.zeros(n, 3)
         for made in (a, b, c):
             made.flip(0)
-    assert [e.output.dims for e in t.events if e.op == "flip"] == [(None,), (None,), (None, None)]
+    assert [e.output.dims for e in t.events if e.op == "flip"] == [(None,), (None,), ("T", None)]
 
 
 # -- whole shapes: x.shape, x.size() (torch.Size) carry their axes item by item -----------------------
@@ -334,17 +336,17 @@ def _streams_bias(x, ngram, width):
 
 @pytest.mark.parametrize("B", [2, 3])
 def test_a_literal_size_beside_read_ones_names_no_data_axis(B):
-    """The stream count (2) is the code's own: at B = 2 it is not the batch, and the block is unnamed as it is at
-    B = 3 (its sizes not all read: :func:`constructed_axes` names it only whole). A literal equal to ``D`` (a
-    width, no data size) is seeded ``[B, T, D]`` as before. Fails on d3df833 at B = 2: the block was seeded
-    ``[B, T, T]`` by its shape (the batch name from an equal size: ProphetNet's predicting streams read as the
-    batch, and everything after them, ``1+B*T``)."""
+    """The stream count (2) is the code's own: at B = 2 it is not the batch, and the block is ``[2, T, T]`` as it is
+    at B = 3: each size read from an axis names its own, the literal none (:func:`partly_read_axes`). A literal
+    equal to ``D`` (a width, no data size) is seeded ``[B, T, D]`` as before. Fails on d3df833 at B = 2: the block
+    was seeded ``[B, T, T]`` by its shape (the batch name from an equal size: ProphetNet's predicting streams read
+    as the batch, and everything after them, ``1+B*T``); on 1ffa66a at both sizes: the block was all unnamed."""
     x = torch.randn(B, 6, 32)
     with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=6 D=32 H=4") as t:
         shapetrace.name(x, "B T D")
         _streams_bias(x, 2, 32)
     clones = [e for e in t.events if e.op == "clone"]
-    assert [e.outputs[0].dims for e in clones] == [(None, None, None), ("B", "T", "D")]
+    assert [e.outputs[0].dims for e in clones] == [(None, "T", "T"), ("B", "T", "D")]
 
 
 def test_a_cut_of_a_merged_grid_to_the_token_count_names_nothing():
@@ -453,3 +455,18 @@ def test_a_join_that_holds_a_declared_sequence_keeps_its_parts_names():
     assert [e.output.dims[2] for e in keys] == ["1+T", "1+T"]
     assert next(e for e in t.events if e.op == "softmax").output.dims == ("B", "H", "T", "1+T")
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
+
+
+def test_a_bias_built_from_a_config_count_and_read_lengths_names_the_lengths():
+    """Pix2Struct's ``Pix2StructTextAttention`` (transformers, ``compute_bias`` off; tests/corpus/public26)
+    builds ``position_bias = torch.zeros((1, self.n_heads, seq_length, seq_length))`` with ``seq_length`` read from
+    ``hidden_states.shape[:2]`` and the head count a config literal: no seed fits ``[1, 4, 6, 6]``, so each read
+    length names its axis and the literal stays unnamed (``[1, 4, T, T]``), at B = 2 and at B = 3. Fails on 1ffa66a
+    (every axis unnamed: the bias's rows were not known to be the queries)."""
+    for B in (2, 3):
+        x = torch.randn(B, 6, 32)
+        with torch.no_grad(), shapetrace.trace(dims=f"B={B} T=6 D=32 H=4") as t:
+            shapetrace.name(x, "B T D")
+            batch_size, seq_length = x.shape[:2]
+            torch.zeros((1, 4, seq_length, seq_length)).clone()   # (1, H, T, T)
+        assert [e.outputs[0].dims for e in t.events if e.op == "clone"] == [(None, None, "T", "T")], B

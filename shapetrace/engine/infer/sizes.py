@@ -63,12 +63,13 @@ def _one(size) -> Axis | None:
 
 
 def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:
-    """Unnamed axes for a tensor built from sizes some of which were read from axes and some written as literals,
-    where seeding it by its shape (as a tensor that enters) would put a data size's name (batch, tokens) on a
-    literal: code learns those from its input and never writes them, so a literal 2 at B = 2 is the code's own
-    count (ProphetNet's ``torch.ones((ngram, T, T))``, ``T`` read from the ids, seeded ``[B, T, T]`` at B = 2 and
-    unnamed at B = 3). None elsewhere: the seed stands (``torch.zeros(B, T, d_model)``, a literal width, is
-    ``[B, T, D]``)."""
+    """The axes of a tensor built from sizes some of which were read from axes and some written as literals: each
+    read size names its axis, each literal 1 is a size-1 axis, each other literal is unnamed. Used where seeding it
+    by its shape (as a tensor that enters) would put a data size's name (batch, tokens) on a literal (code learns
+    those from its input and never writes them, so a literal 2 at B = 2 is the code's own count: ProphetNet's
+    ``torch.ones((ngram, T, T))``, ``T`` read from the ids, is ``[2, T, T]`` at every B), or where no seed fits its
+    shape (Pix2Struct's ``torch.zeros((1, n_heads, T, T))``: ``[1, 4, T, T]``). None elsewhere: the seed stands
+    (``torch.zeros(B, T, d_model)``, a literal width, is ``[B, T, D]``)."""
     args, kwargs = thaw_args(record.frozen)
     shape = tuple(record.out_shapes[0])
     if record.spec.sized == "count" or not record.outs:
@@ -81,7 +82,9 @@ def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:
     role = state.namer.plain_role
     literal_data = any(type(s) is int and s != 1 and role(n) in ("batch", "tokens")
                        for names in fitting for s, n in zip(sizes, names))
-    return unknown_axes(shape) if literal_data else None
+    if fitting and not literal_data:
+        return None
+    return tuple(read_axis(state, s) or _one(s) or unknown_axes((n,))[0] for s, n in zip(sizes, shape))
 
 
 def grown_axes(state: Inference, record, out_axes: list) -> list:
