@@ -24,7 +24,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis, unknown_axes
+from shapetrace.engine.axes import COPIES, UNKNOWN, Atom, Axis, unknown_axis
 from shapetrace.engine.axis_moves import cat_axes
 from shapetrace.engine.infer.seeds import fitting_seeds, sequence_name
 from shapetrace.engine.infer.writes import BATCH_CAPACITY
@@ -50,10 +50,15 @@ def constructed_axes(state: Inference, record) -> tuple[Axis, ...] | None:
             sizes = []   # full(size, fill_value): the size is a sequence
     if len(sizes) != len(shape):
         return None
-    found = [read_axis(state, s) or _read_sum(state, s) or _one(s) for s in sizes]
-    if any(a is None or a.size != n for a, n in zip(found, shape)):
-        return None
-    return tuple(found)
+    found = [_size_axis(state, s, n) for s, n in zip(sizes, shape)]
+    return None if None in found else tuple(found)
+
+
+def _size_axis(state: Inference, size, length: int) -> Axis | None:
+    """The axis a size given to a tensor built from sizes makes, ``length`` long: the named axis it was read from,
+    the join of two it adds, or a size-1 axis for a 1; None where it is none of those."""
+    found = read_axis(state, size) or _read_sum(state, size) or _one(size)
+    return found if found is not None and found.size == length else None
 
 
 def _one(size) -> Axis | None:
@@ -84,7 +89,7 @@ def partly_read_axes(state: Inference, record) -> tuple[Axis, ...] | None:
                        for names in fitting for s, n in zip(sizes, names))
     if fitting and not literal_data:
         return None
-    return tuple(read_axis(state, s) or _one(s) or unknown_axes((n,))[0] for s, n in zip(sizes, shape))
+    return tuple(_size_axis(state, s, n) or unknown_axis(n) for s, n in zip(sizes, shape))
 
 
 def grown_axes(state: Inference, record, out_axes: list) -> list:
@@ -169,7 +174,7 @@ def sliced_axes(state: Inference, record, out_axes: list) -> list:
         if unnamed_or_copies(axes[j]) and not _merged(cut, i) or _batch_slots_of(state, axes[j], found):
             axes[j] = found
         elif i < len(cut) and _features_cut_to_tokens(state, cut[i], found):
-            axes[j] = unknown_axes((found.size,))[0]
+            axes[j] = unknown_axis(found.size)
     return [tuple(axes)]
 
 
