@@ -19,7 +19,6 @@ contracts that held.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,10 +32,9 @@ from shapetrace.engine.module_state import Isolated
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
-from shapetrace.engine.unattended import masked_rows, unattended_rows, weights_over_keys
+from shapetrace.engine.token_changes import change_tolerance, changes_of, tokens_last
+from shapetrace.engine.unattended import masked_rows, unattended_rows
 
-#: a change counts when it exceeds this times (1 + the largest output)
-TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 #: the contracts' names, as the verdict lists those that held
 BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on itself", "the causal mask holds"
 #: what the verdict says was not measured on the meta device
@@ -107,6 +105,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
         return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
     found, held, placed = _place_checked(probe, found, held)
+    found, held, unheld = _picks_checked(probe, outs[0], found, held)
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
@@ -114,7 +113,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
     unmeasured = [heads.reason] if heads.reason and held and held[0] == BATCH else []
-    return found, held, unmeasured + placed + _without_tokens(probe, held)
+    return found, held, unmeasured + placed + unheld + _without_tokens(probe, held)
 
 
 #: the token contracts' findings: each compares entry 0 at batch place 0 with its moved copy at place 1
@@ -148,6 +147,52 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
                     "tokens' length, x.size(1), and broadcast it over the batch).")], held[:1], \
                     [not_measured("a sequence's output depends on its place in the batch", f"{OWN_TOKEN}, {CAUSAL}")]
     return found, held, []
+
+
+def _picks_checked(probe: Probe, alone, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
+    """A token contract that broke, measured again with the picks made by value held (:mod:`.picks`): a model
+    that routes tokens by value (Mixture-of-Depths' topk over router scores) picks others when the last token
+    moves, and every output it picks or skips changes, wherever the data flows. Two more forwards, only where
+    a token contract broke: where a pick changed, the token contracts are read on the run with the picks held."""
+    if not any(d.kind in _TOKEN_KINDS for d in found):
+        return found, held, []
+    from shapetrace.engine.picks import NotHeld, Picks
+
+    with Isolated(probe.module, probe.state) as run:
+        if not run:
+            return found, held, []
+        call, first = run.calling(*_entry_zero_twice(probe), probe.position), \
+            probe.args[probe.position].narrow(probe.batch, 0, 1)                      # (1, ...) entry 0
+        with Picks() as made:
+            call(torch.cat([first, first], probe.batch))                               # (2, ...) entry 0 twice
+        if not made.recorded:
+            return found, held, []
+        try:
+            with Picks(made.recorded) as kept:
+                both = _moved_run(call, probe, first, lambda c, x: c(x))              # (2, ...) picks held
+        except NotHeld:
+            both = None
+    if both is not None and not kept.moved:
+        return found, held, []
+    kept_found, contracts = [d for d in found if d.kind not in _TOKEN_KINDS], \
+        f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
+    if not isinstance(both, torch.Tensor):
+        return kept_found, held[:1], [not_measured("which tokens are picked by value changes with a later token, "
+                                                   "and the picks could not be held", contracts)]
+    refound, reheld = _judged(alone, both, probe)
+    picked = " and ".join(kept.moved)
+    if len(reheld) > 1:
+        reheld[-1] += f" (with {picked}'s picks by value held: which tokens it picks changes with a later one)"
+    return kept_found + [_with_picks_held(d, picked) for d in refound if d.kind in _TOKEN_KINDS], reheld, []
+
+
+def _with_picks_held(d: Diagnostic, picked: str) -> Diagnostic:
+    """A token contract broken on the run with the picks held, said so (a causal leak: how picks leak)."""
+    if d.kind != Kind.CAUSAL_MASK_LEAKS:
+        return replace(d, message=f"{d.message} Measured with {picked}'s picks by value held.")
+    return replace(d, message=f"{d.message} Measured with {picked}'s picks by value held.", fix=(
+        f"{d.fix} Tokens picked by value ({picked}) come in the order of their values: a causal mask over them "
+        "needs them in sequence order first (torch.sort the picked indices)."))
 
 
 def _without_tokens(probe: Probe, held: list[str]) -> list[str]:
@@ -277,17 +322,24 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
         alone = out if not run.training and isinstance(out, torch.Tensor) else \
             run.calling(probe.args, probe.kwargs, probe.position)(x)
         call, first = run.calling(*_entry_zero_twice(probe), probe.position), x.narrow(probe.batch, 0, 1)
-        if probe.entry is None:
-            both = heads.forward(call, _pair(first, probe))                         # (2, ...) entry 0, moved
-        else:
-            call, entry = _moved_at_entry(call, probe)
-            both = heads.forward(call, torch.cat([first, first], probe.batch))    # (2, ...) entry 0's ids twice
-            if not entry.reached:
-                return f"the measuring run did not reach {probe.entry.label}, where the token ids become floats"
+        both = _moved_run(call, probe, first, heads.forward)
+        if isinstance(both, str):
+            return both
         if not isinstance(both, torch.Tensor) or not both.is_floating_point() or both.shape[probe.out_batch] != 2:
             return "the measuring run's output has no batch of two floating-point entries"
         return alone.detach().narrow(probe.out_batch, 0, 1), both   # (the traced output may need grad)
     return "the model cannot take a batch of two"
+
+
+def _moved_run(call, probe: Probe, first: torch.Tensor, forward):
+    """``forward(call, x)`` on entry 0 (``first``) beside its moved copy: floats moved at the last token, token ids
+    where they become floats; why not, where the run did not reach that place."""
+    if probe.entry is None:
+        return forward(call, _pair(first, probe))                                  # (2, ...) entry 0, moved
+    call, entry = _moved_at_entry(call, probe)
+    both = forward(call, torch.cat([first, first], probe.batch))                 # (2, ...) entry 0's ids twice
+    return both if entry.reached else \
+        f"the measuring run did not reach {probe.entry.label}, where the token ids become floats"
 
 
 def _moved_at_entry(call, probe: Probe):
@@ -333,67 +385,9 @@ def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list
     return [], [], [heads.reason or not_measured("the model cannot be run again on its own input", HEADS)]
 
 
-def _changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
-    """``(mixed, moved)``: ``mixed[b][t]``, does output token (b, t) differ between ``alone`` and
-    ``folded`` (``both``'s first entry); ``moved[b][t]``, between ``folded`` and ``bumped`` (its second)
-    (t: 0 where the output has no token axis). Read in one pass over the three (at small sizes each op's
-    fixed cost is what the check costs), in four ops where no value is NaN."""
-    quick = _token_changes(alone, both, probe)
-    return quick if quick is not None else _all_changes(alone, both, probe)
-
-
-def _all_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]]:
-    """:func:`_changes` read on every value (NaN included)."""
-    folded, bumped = both.chunk(2, probe.out_batch)
-    outs = tokens_last(torch.stack((alone, folded, bumped)), probe)              # (3, B, T, rest)
-    tolerance = change_tolerance(probe, outs[:2])
-    diff = (outs[1:] - outs[:-1]).abs()                                           # (2, B, T, rest)
-    changed = (diff > tolerance).any(-1)                                           # (2, B, T)
-    if bool(diff.isnan().any()):   # a token turned NaN changed too (one that was NaN already says nothing)
-        changed |= diff.isnan().any(-1) & ~outs[:-1].isnan().any(-1)
-    mixed, moved = changed.tolist()
-    return mixed, moved
-
-
-def change_tolerance(probe: Probe, values: torch.Tensor) -> float:
-    """How far an output may move and count as unchanged: :data:`TOLERANCE` times (1 + its largest value)."""
-    return TOLERANCE.get(probe.output.dtype, 1e-2) * (1 + float(values.abs().nan_to_num(0.0).amax()))
-
-
-def _token_changes(alone, both, probe: Probe) -> tuple[list[list[bool]], list[list[bool]]] | None:
-    """:func:`_changes` read on each token's largest change, the tolerance from ``alone``'s largest value
-    (never above the full reading's); None where a value is NaN or the output has no token axis (read
-    the full way: a token that turned NaN changed, one that was NaN already says nothing)."""
-    batch, tokens = probe.out_batch, probe.out_tokens
-    if tokens is None:
-        return None
-    rest = tuple(i for i in range(both.dim()) if i not in (batch, tokens))
-    steps = both.diff(dim=batch, prepend=alone).abs_()                              # folded - alone, bumped - folded
-    largest = steps.amax(dim=rest) if rest else steps                              # (2, T) or (T, 2)
-    rows = (largest if batch < tokens else largest.T).tolist()                     # [[mixed by token], [moved ...]]
-    tolerance = TOLERANCE.get(probe.output.dtype, 1e-2) * \
-        (1 + float(torch.linalg.vector_norm(alone, float("inf"))))
-    if math.isnan(tolerance) or any(math.isnan(v) for row in rows for v in row):
-        return None
-    mixed, moved = ([v > tolerance for v in row] for row in rows)
-    return [mixed], [moved]
-
-
-def tokens_last(outs: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """``outs`` (outputs stacked on a first axis) as (outputs, B, T, everything else): each one's batch
-    axis first, its token axis (if any) second."""
-    batch = probe.out_batch + 1
-    if probe.out_tokens is None:
-        return outs.movedim(batch, 1).reshape(outs.shape[0], outs.shape[batch], 1, -1)
-    tokens = probe.out_tokens + 1
-    if (batch, tokens) != (1, 2):
-        outs = outs.movedim((batch, tokens), (1, 2))                               # (outputs, B, T, ...)
-    return outs.reshape(*outs.shape[:3], -1)
-
-
 def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
     found, held = [], []
-    changes, changed = _changes(alone, both, probe)                                # (B, T) each
+    changes, changed = changes_of(alone, both, probe)                                # (B, T) each
     mixed = [(b, t) for b, row in enumerate(changes) for t, hit in enumerate(row) if hit]
     if mixed:
         b, t = mixed[0]
@@ -501,27 +495,6 @@ def _causal(events, triangle: str | None = None) -> str | None:
         if causal_triangle(e) or e.params.get("is_causal") or e.params.get("mask_pattern") == "causal":
             return f"{e.op} #{e.index}"
     return f"the attention weights are {triangle}" if triangle else None
-
-
-def triangular_weights(outputs) -> str | None:
-    """Which triangle the first square attention weights ``[..., T, T]`` (T > 1) among ``outputs`` (the
-    softmax outputs the capture kept, ``(record, tensor)``) leave at zero: ``"zero above the
-    diagonal"`` (a causal mask), ``"zero below the diagonal"`` (one applied the other way round), or
-    None (no triangle: no mask of that kind was applied)."""
-    for w in weights_over_keys(outputs):
-        if w.shape[-1] != w.shape[-2]:
-            continue
-        with torch.no_grad():
-            zero = (w == 0).reshape(-1, *w.shape[-2:]).all(0)                      # (T, T)
-        n = w.shape[-1]
-        square = torch.ones(n, n, dtype=torch.bool, device=zero.device)
-        above, below = square.triu(1), square.tril(-1)
-        if bool(zero[above].all()):
-            return "zero above the diagonal"
-        if bool(zero[below].all()):
-            return "zero below the diagonal"
-        return None
-    return None
 
 
 def measure_trace(trace) -> tuple[list, list[str], list[str]]:

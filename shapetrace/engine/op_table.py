@@ -164,6 +164,10 @@ ENTRIES: list[OpSpec] = [
     OpSpec("index_copy_", "copy", None, inplace=True, write="rows", words="writes rows at the given indices",
            family=F.WRITE),
     OpSpec("copy_", "copy", None, inplace=True, write="whole", words="copies values into this tensor", family=F.WRITE),
+    # out of place: a copy of the first tensor, the given values written in at the indices (its axes, its names;
+    # the adding ones, index_add and scatter_add, are sums over what lands on each entry, left unnamed)
+    *(OpSpec(name, "copy", pr.same, words="a copy with values written in at the given indices")
+      for name in ("scatter", "index_copy")),
     OpSpec("view_as_complex", "view", pr.complex_pairs, words="reads each pair of reals as one complex number"),
     OpSpec("view_as_real", "view", pr.real_pairs, words="reads each complex number as its pair of reals"),
     OpSpec("unfold", "view", pr.windows, words="windows along an axis (overlapping ones share memory)",
@@ -306,7 +310,9 @@ ENTRIES: list[OpSpec] = [
              meta="reduce", reduces_to=ReduceDtype.INDEX, counts="dim") for name in ("argmax", "argmin")),
     OpSpec("argsort", "new", None, row=False, words="the indices that sort an axis", counts="dim or last"),
     OpSpec("topk", "new", None, row=False, words="the k largest values along an axis, and their indices",
-           counts="k, dim or last"),
+           counts="k, dim or last", params=_dim_params(2)),
+    OpSpec("sort", "new", None, row=False, words="the values of an axis in order, and their indices",
+           params=_dim_params()),
     *_meta_only("reduce", "all", "any", reduces_to=ReduceDtype.BOOL),
     OpSpec("multi_head_attention_forward", "new", None, opens=True, row=False, short="mha_forward",
            words="nn.MultiheadAttention (its inner ops are recorded one by one)", family=F.MODULE_ATTENTION,

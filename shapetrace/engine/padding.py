@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.dependencies import BATCH, Probe, change_tolerance, not_measured, tokens_last
+from shapetrace.engine.dependencies import BATCH, Probe, not_measured
 from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated
@@ -42,6 +42,7 @@ from shapetrace.engine.op_args import first_operand
 from shapetrace.engine.ops import is_convolution, is_recurrence
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.probe_inputs import AtEntry, argument_name
+from shapetrace.engine.token_changes import change_tolerance, tokens_last
 
 #: the contract's name, as the verdict lists it where it held
 PADDING = "padding stays unread"

@@ -153,8 +153,7 @@ class Trace:
         if found is None and (self.capture.values_screened or cleared):   # (read at their calls: none kept a NaN)
             found = ([], None)
         if self.capture.keep_top_call:
-            from shapetrace.engine.dependencies import triangular_weights
-            from shapetrace.engine.unattended import uniform_rows
+            from shapetrace.engine.unattended import triangular_weights, uniform_rows
             self._triangle = triangular_weights(checked)
             self._uniform_rows = uniform_rows(checked)
         if found is not None:

@@ -78,3 +78,24 @@ def masked_rows(records) -> list[torch.Tensor]:
                 flags.view(-1)[list(hits)] = True
                 found.append(flags)
     return found
+
+
+def triangular_weights(outputs) -> str | None:
+    """Which triangle the first square attention weights ``[..., T, T]`` (T > 1) among ``outputs`` (the
+    softmax outputs the capture kept, ``(record, tensor)``) leave at zero: ``"zero above the
+    diagonal"`` (a causal mask), ``"zero below the diagonal"`` (one applied the other way round), or
+    None (no triangle: no mask of that kind was applied)."""
+    for w in weights_over_keys(outputs):
+        if w.shape[-1] != w.shape[-2]:
+            continue
+        with torch.no_grad():
+            zero = (w == 0).reshape(-1, *w.shape[-2:]).all(0)                      # (T, T)
+        n = w.shape[-1]
+        square = torch.ones(n, n, dtype=torch.bool, device=zero.device)
+        above, below = square.triu(1), square.tril(-1)
+        if bool(zero[above].all()):
+            return "zero above the diagonal"
+        if bool(zero[below].all()):
+            return "zero below the diagonal"
+        return None
+    return None

@@ -107,9 +107,9 @@ def _probe(batch: int, tokens: int):
 
 @pytest.mark.parametrize(("batch", "tokens"), [(0, 1), (1, 0), (0, 2)])
 def test_the_quick_reading_of_token_changes_agrees_with_the_reading_of_every_value(batch, tokens):
-    """engine/dependencies.py reads each token's largest change in four ops; the reading of every value
+    """engine/token_changes.py reads each token's largest change in four ops; the reading of every value
     it replaces must say the same: (B, T, D), (T, B, D) as fairseq's time-first layout, (B, H, T, d)."""
-    from shapetrace.engine import dependencies
+    from shapetrace.engine import token_changes
 
     torch.manual_seed(0)
     shape = [1, 5, 8] if tokens < 2 else [1, 3, 5, 8]
@@ -126,17 +126,17 @@ def test_the_quick_reading_of_token_changes_agrees_with_the_reading_of_every_val
     moves[tuple(early)] = 1e-6
     both += moves
     probe = _probe(batch, tokens)
-    quick = dependencies._token_changes(alone, both, probe)
-    assert quick == dependencies._all_changes(alone, both, probe)
+    quick = token_changes._token_changes(alone, both, probe)
+    assert quick == token_changes._all_changes(alone, both, probe)
     assert quick == ([[False] * 5], [[False] * 4 + [True]])
 
 
 def test_a_token_turned_nan_is_read_on_every_value():
-    from shapetrace.engine import dependencies
+    from shapetrace.engine import token_changes
 
     alone = torch.randn(1, 5, 8)
     both = torch.cat([alone, alone]).clone()                                       # (2, T, D)
     both[1, 2, 0] = float("nan")                                                   # entry 1's token 2 turned NaN
     probe = _probe(0, 1)
-    assert dependencies._token_changes(alone, both, probe) is None
-    assert dependencies._changes(alone, both, probe) == ([[False] * 5], [[False, False, True, False, False]])
+    assert token_changes._token_changes(alone, both, probe) is None
+    assert token_changes.changes_of(alone, both, probe) == ([[False] * 5], [[False, False, True, False, False]])
