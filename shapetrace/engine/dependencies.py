@@ -156,7 +156,7 @@ def _picks_checked(probe: Probe, alone, found: list, held: list[str]) -> tuple[l
     a token contract broke: where a pick changed, the token contracts are read on the run with the picks held."""
     if not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, []
-    from shapetrace.engine.picks import NotHeld, Picks
+    from shapetrace.engine.picks import Picks
 
     with Isolated(probe.module, probe.state) as run:
         if not run:
@@ -170,7 +170,7 @@ def _picks_checked(probe: Probe, alone, found: list, held: list[str]) -> tuple[l
         try:
             with Picks(made.recorded) as kept:
                 both = _moved_run(call, probe, first, lambda c, x: c(x))              # (2, ...) picks held
-        except NotHeld:
+        except Exception:   # (NotHeld, or a model that cannot take a held pick: not measured, never a crash)
             both = None
     if both is not None and not kept.moved:
         return found, held, []
