@@ -104,8 +104,8 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if isinstance(outs, str):
         return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
-    found, held, placed = _place_checked(probe, found, held)
-    found, held, unheld = _picks_checked(probe, outs[0], found, held)
+    found, held, placed, picks = _place_checked(probe, found, held)
+    found, held, unheld = _picks_checked(probe, outs[0], picks, found, held)
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
@@ -120,19 +120,24 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
 _TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS, Kind.POOLED_MISSES_LAST_TOKEN)
 
 
-def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
+def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str], list]:
     """A token contract that broke, checked first against the model treating the batch's places alike: the
     moved copy ran at place 1 and entry 0 at place 0, so a model that gives one sequence another output at
     another place (a table cut to ``x.size(0)`` on batch-first input: songyangco/GETNext issue #2) changes
     every token of the copy, and the token contracts would blame the moved token. One more forward (entry 0 at
     both places), only where a token contract broke: where the two outputs differ, that is the finding, and
-    what each token depends on was not measured."""
+    what each token depends on was not measured. Last: the picks that forward made by value (:mod:`.picks`),
+    for :func:`_picks_checked`."""
     if not any(d.kind in _TOKEN_KINDS for d in found):
-        return found, held, []
+        return found, held, [], []
+    from shapetrace.engine.picks import Picks
+
+    made = Picks()
     with Isolated(probe.module, probe.state) as run:
         if run:
             first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
-            twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
+            with made:
+                twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
             place0, place1 = tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
             tolerance = change_tolerance(probe, place0)
             differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
@@ -145,16 +150,18 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
                     "where a table is cut or indexed by the batch's length or an entry's index."),
                     "Find the table read by batch place (pe[:x.size(0)] on batch-first input: cut it with the "
                     "tokens' length, x.size(1), and broadcast it over the batch).")], held[:1], \
-                    [not_measured("a sequence's output depends on its place in the batch", f"{OWN_TOKEN}, {CAUSAL}")]
-    return found, held, []
+                    [not_measured("a sequence's output depends on its place in the batch", f"{OWN_TOKEN}, {CAUSAL}")], \
+                    []
+    return found, held, [], made.recorded
 
 
-def _picks_checked(probe: Probe, alone, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
-    """A token contract that broke, measured again with the picks made by value held (:mod:`.picks`): a model
-    that routes tokens by value (Mixture-of-Depths' topk over router scores) picks others when the last token
-    moves, and every output it picks or skips changes, wherever the data flows. Two more forwards, only where
-    a token contract broke: where a pick changed, the token contracts are read on the run with the picks held."""
-    if not any(d.kind in _TOKEN_KINDS for d in found):
+def _picks_checked(probe: Probe, alone, picks: list, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
+    """A token contract that broke, measured again with ``picks`` held (those made by value with entry 0 at both
+    places, :func:`_place_checked`): a model that routes tokens by value (Mixture-of-Depths' topk over router
+    scores) picks others when the last token moves, and every output it picks or skips changes, wherever the data
+    flows. One more forward, only where a token contract broke and a pick was made: where a pick changed, the
+    token contracts are read on the run with the picks held."""
+    if not picks or not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, []
     from shapetrace.engine.picks import Picks
 
@@ -163,12 +170,8 @@ def _picks_checked(probe: Probe, alone, found: list, held: list[str]) -> tuple[l
             return found, held, []
         call, first = run.calling(*_entry_zero_twice(probe), probe.position), \
             probe.args[probe.position].narrow(probe.batch, 0, 1)                      # (1, ...) entry 0
-        with Picks() as made:
-            call(torch.cat([first, first], probe.batch))                               # (2, ...) entry 0 twice
-        if not made.recorded:
-            return found, held, []
         try:
-            with Picks(made.recorded) as kept:
+            with Picks(picks) as kept:
                 both = _moved_run(call, probe, first, lambda c, x: c(x))              # (2, ...) picks held
         except Exception:   # (NotHeld, or a model that cannot take a held pick: not measured, never a crash)
             both = None

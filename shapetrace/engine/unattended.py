@@ -14,6 +14,8 @@ from the masks themselves (``no_key_left``, :func:`.directions.rows_set_aside`, 
 The same holds of a query that a causal mask lets see the later keys of its own block by design (a prefix
 LM's prefix, Gemma 3's image tokens: ``future_blocks``, :func:`.directions.opened_future`): its dependence on
 the last token of its block is what the mask says, and :func:`masked_rows` reads those rows too.
+:func:`triangular_weights` reads from the same kept weights which triangle a mask left at zero (a causal mask
+declared by its values, whichever way round it was applied).
 """
 
 from __future__ import annotations
