@@ -1,13 +1,14 @@
 """The whole corpus through the engine: every round module's correct file, bugs and twins, one verdict each.
 
-    python benchmarks/corpus_sweep.py OUT.json [--sizes dims|equal|other] [--jobs 2]
+    python benchmarks/corpus_sweep.py OUT.json [--sizes dims|equal|other] [--dependencies] [--jobs 2]
 
 ``dims`` (the default): each module at its first DIMS. ``equal``: at that DIMS's equal sizes (B = T = H = 4, or
 the module's own ``EQUAL``). ``other``: at a few sizes the module was never written for, each of T, B, H and D
 moved on its own (T + 3 and 2T + 1, B = 3, H = 2, D doubled; D kept a multiple of H), to find names that rest on
 a coincidence of sizes. Writes ``{module: {variant: [kind, mark, findings]}}`` (the variant ``"- @ SIZES"`` with
 ``other``), prints the count of each (kind, mark) and one ``ATTN`` line for each bug that got ``✓`` and each
-correct file or twin that got ``✗``, ``!`` or an exception. Run from the repository root; the tests' corpus is
+correct file or twin that got ``✗``, ``!`` or an exception. ``--dependencies``: each trace measures the
+dependency contracts too, as the CLI's ``trace`` does. Run from the repository root; the tests' corpus is
 imported from ``tests/corpus``. A whole sweep at ``dims`` takes about 3 minutes on 2 cores, ``other`` 15.
 """
 
@@ -69,8 +70,8 @@ def _sizes_of(module, mode: str) -> list[str]:
     return other_sizes(first)
 
 
-def one(job: tuple[str, str]) -> tuple[str, dict | None]:
-    name, mode = job
+def one(job: tuple[str, str, bool]) -> tuple[str, dict | None]:
+    name, mode, dependencies = job
     warnings.filterwarnings("ignore")
     from tests.corpus.helpers import round_outcome
 
@@ -86,7 +87,7 @@ def one(job: tuple[str, str]) -> tuple[str, dict | None]:
         for variant in ("", *bugs, *twins):
             kind = "ok" if variant == "" else ("bug" if variant in bugs else "twin")
             try:
-                mark, kinds = round_outcome(module, variant, sizes)
+                mark, kinds = round_outcome(module, variant, sizes, dependencies)
             except Exception as exc:  # noqa: BLE001
                 mark, kinds = "EXC", (repr(exc)[:200],)
             key = variant or "-"
@@ -98,11 +99,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
     parser.add_argument("--sizes", choices=("dims", "equal", "other"), default="dims")
+    parser.add_argument("--dependencies", action="store_true", help="measure the dependency contracts too")
     parser.add_argument("--jobs", type=int, default=2)
     opts = parser.parse_args()
     sys.path.insert(0, os.getcwd())
+    jobs = [(m, opts.sizes, opts.dependencies) for m in modules()]
     with mp.get_context("fork").Pool(opts.jobs) as pool:
-        rows = dict(r for r in pool.imap_unordered(one, [(m, opts.sizes) for m in modules()]) if r[1] is not None)
+        rows = dict(r for r in pool.imap_unordered(one, jobs) if r[1] is not None)
     with open(opts.out, "w") as f:
         json.dump(rows, f, indent=1, sort_keys=True)
     counts: Counter = Counter()

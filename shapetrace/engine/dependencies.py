@@ -104,6 +104,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if isinstance(outs, str):
         return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
+    found, held, paired = _sequence_checked(probe, found, held)
     found, held, placed, picks = _place_checked(probe, found, held)
     found, held, unheld = _picks_checked(probe, outs[0], picks, found, held)
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
@@ -113,11 +114,32 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
             from shapetrace.engine.heads import held as heads_held
             held.append(heads_held(heads.plans))
     unmeasured = [heads.reason] if heads.reason and held and held[0] == BATCH else []
-    return found, held, unmeasured + placed + unheld + _without_tokens(probe, held)
+    return found, held, unmeasured + paired + placed + unheld + _without_tokens(probe, held)
 
 
 #: the token contracts' findings: each compares entry 0 at batch place 0 with its moved copy at place 1
 _TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS, Kind.POOLED_MISSES_LAST_TOKEN)
+
+
+def _sequence_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
+    """A token contract that broke where another argument is a second sequence of the input's very shape (other
+    floats: an encoder-decoder called with the source first and the target after it, as keras-io's translation
+    example's ``(src, src_mask, tgt, tgt_mask)``): the output's tokens may follow that one, and moving the input's
+    last token then says nothing of them. The token contracts are not measured there."""
+    if not any(d.kind in _TOKEN_KINDS for d in found):
+        return found, held, []
+    from shapetrace.engine.probe_inputs import argument_name
+
+    x = probe.args[probe.position]
+    for key, _ in probe.companions:
+        other = (probe.args if isinstance(key, int) else probe.kwargs)[key]
+        if isinstance(other, torch.Tensor) and other.is_floating_point() and other.shape == x.shape \
+                and not torch.equal(other, x):
+            contracts = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
+            return [d for d in found if d.kind not in _TOKEN_KINDS], held[:1], [not_measured(
+                f"{argument_name(probe.module, key)} is a second sequence of the input's shape: which of the two "
+                "the output's tokens follow cannot be told", contracts)]
+    return found, held, []
 
 
 def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str], list]:

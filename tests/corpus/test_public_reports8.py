@@ -63,7 +63,11 @@ pretty wrong").
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
+import shapetrace
+from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
 from tests.corpus.helpers import round_outcome, round_sizes, round_tests
 from tests.corpus.reports8 import (
     keras_cross_padding_mask,
@@ -105,3 +109,39 @@ def test_the_cross_attentions_correct_mask_is_checked():
 @pytest.mark.xfail(strict=True, reason="open: the target's padding mask on the source's keys (same length) is ✓")
 def test_the_target_mask_on_the_cross_attention_is_no_check_mark():
     assert round_outcome(keras_cross_padding_mask, "target-mask-for-cross", keras_cross_padding_mask.DIMS[0])[0] != "✓"
+
+
+def test_with_the_dependency_contracts_the_source_is_not_taken_for_the_decoders_tokens():
+    """``shapetrace.trace(..., dependencies=True)`` on the correct file, called ``(src, src_mask, tgt, tgt_mask)``:
+    the contracts move the first sequence's last token (the source's, padding in entry 0), and the decoder's
+    output follows the target. Before (a4491fe): ``✗ token-ignores-itself`` on correct code (output token 5 of
+    batch 0 does not change when source token 5 moves). Now the token contracts are not measured, and say why."""
+    model, inputs = keras_cross_padding_mask.build("")
+    with torch.no_grad(), shapetrace.trace(dims=keras_cross_padding_mask.DIMS[0], dependencies=True) as t:
+        model(*inputs)
+    report = t.report()
+    assert [d.kind for d in report.diagnostics if d.severity == "error"] == [] and report.contracts == [BATCH]
+    assert f"{OWN_TOKEN}, {CAUSAL} (tgt is a second sequence of the input's shape: which of the two the output's " \
+           "tokens follow cannot be told)" in report.verdict.line
+
+
+class _SelfAttention(nn.Module):
+    """A causal self-attention called as ``attn(x, x)`` (the keys the same tensor as the queries), its twin
+    called ``attn(x, x.clone())``: equal values are one sequence, so the contracts are measured in both."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.q, self.kv = nn.Linear(d, d), nn.Linear(d, 2 * d)
+
+    def forward(self, x, memory):                                                     # (B, T, D), (B, T, D)
+        k, v = self.kv(memory).chunk(2, dim=-1)                                       # (B, T, D) each
+        return nn.functional.scaled_dot_product_attention(self.q(x), k, v, is_causal=True)   # (B, T, D)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_second_argument_equal_to_the_input_is_the_same_sequence(copy):
+    torch.manual_seed(0)
+    model, x = _SelfAttention().eval(), torch.randn(2, 6, 32)
+    with torch.no_grad(), shapetrace.trace(dims="B=2 T=6 D=32 H=4", dependencies=True) as t:
+        model(x, x.clone() if copy else x)
+    assert t.report().contracts[:3] == [BATCH, OWN_TOKEN, CAUSAL]
