@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from shapetrace.engine import probe_inputs
 from shapetrace.engine.declared import declared_probe
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
@@ -128,17 +129,16 @@ def _sequence_checked(probe: Probe, found: list, held: list[str]) -> tuple[list,
     last token then says nothing of them. The token contracts are not measured there."""
     if not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, []
-    from shapetrace.engine.probe_inputs import argument_name
-
     x = probe.args[probe.position]
     for key, _ in probe.companions:
         other = (probe.args if isinstance(key, int) else probe.kwargs)[key]
         if isinstance(other, torch.Tensor) and other.is_floating_point() and other.shape == x.shape \
                 and not torch.equal(other, x):
-            contracts = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
+            contracts, name = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN, \
+                probe_inputs.argument_name(probe.module, key)
             return [d for d in found if d.kind not in _TOKEN_KINDS], held[:1], [not_measured(
-                f"{argument_name(probe.module, key)} is a second sequence of the input's shape: which of the two "
-                "the output's tokens follow cannot be told", contracts)]
+                f"{name} is a second sequence of the input's shape: which of the two the output's tokens follow "
+                "cannot be told", contracts)]
     return found, held, []
 
 
