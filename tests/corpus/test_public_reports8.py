@@ -68,7 +68,7 @@ from torch import nn
 
 import shapetrace
 from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
-from tests.corpus.helpers import round_outcome, round_sizes, round_tests
+from tests.corpus.helpers import round_outcome, round_sizes, round_tests, traced_build
 from tests.corpus.reports8 import (
     keras_cross_padding_mask,
     lmengine_causal_chunk,
@@ -116,10 +116,7 @@ def test_with_the_dependency_contracts_the_source_is_not_taken_for_the_decoders_
     the contracts move the first sequence's last token (the source's, padding in entry 0), and the decoder's
     output follows the target. Before (a4491fe): ``✗ token-ignores-itself`` on correct code (output token 5 of
     batch 0 does not change when source token 5 moves). Now the token contracts are not measured, and say why."""
-    model, inputs = keras_cross_padding_mask.build("")
-    with torch.no_grad(), shapetrace.trace(dims=keras_cross_padding_mask.DIMS[0], dependencies=True) as t:
-        model(*inputs)
-    report = t.report()
+    report = traced_build(keras_cross_padding_mask, "", keras_cross_padding_mask.DIMS[0], dependencies=True).report()
     assert [d.kind for d in report.diagnostics if d.severity == "error"] == [] and report.contracts == [BATCH]
     assert f"{OWN_TOKEN}, {CAUSAL} (tgt is a second sequence of the input's shape: which of the two the output's " \
            "tokens follow cannot be told)" in report.verdict.line

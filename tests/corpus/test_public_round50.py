@@ -43,11 +43,8 @@ at equal sizes (B = T = H = 4) the input ``[4, 4, 32]`` reads ``[B, T, D]`` or `
 
 from __future__ import annotations
 
-import torch
-
-import shapetrace
 from shapetrace.engine.dependencies import BATCH, CAUSAL, OWN_TOKEN
-from tests.corpus.helpers import round_tests
+from tests.corpus.helpers import round_tests, traced_build
 from tests.corpus.public50 import mod_router_gather
 
 MODULES = (mod_router_gather,)
@@ -68,10 +65,7 @@ def test_the_causal_contract_is_read_with_the_picks_held():
     (topk picked other tokens when the last one moved)."""
     got = {}
     for bug in ("", "indices-unsorted"):
-        model, inputs = mod_router_gather.build(bug)
-        with torch.no_grad(), shapetrace.trace(dims=mod_router_gather.DIMS[0], dependencies=True) as t:
-            model(*inputs)
-        report = t.report()
+        report = traced_build(mod_router_gather, bug, mod_router_gather.DIMS[0], dependencies=True).report()
         got[bug] = report.verdict.mark, [d for d in report.diagnostics if d.severity == "error"], report.contracts
     mark, errors, held = got[""]
     assert (mark, errors) == ("?", []) and held[:2] == [BATCH, OWN_TOKEN]
