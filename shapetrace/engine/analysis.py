@@ -61,6 +61,9 @@ class Analysis:
             :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
         causal_declared: ``(module path, attribute)`` for each flag by which a called module declares itself
             causal (``is_decoder = True``: :func:`~shapetrace.engine.modules.declared_causal`), read after the run.
+        pairings_declared: ``(module path, attribute, "halves" | "interleaved")`` for each flag by which a called
+            module says how its rotary pairs features (``is_neox_style``, ``interleaved``:
+            :func:`~shapetrace.engine.modules.declared_pairings`), read after the run.
         padded_in_front: ``(argument name, its axes' labels, its shape)`` of each mask the model was given with a row
             padded in front (:func:`~shapetrace.engine.unread.front_padded`).
         packed_positions: ``(argument name, its axes' labels, its shape)`` of each tensor of positions the model was
@@ -95,6 +98,7 @@ class Analysis:
     output_dims: tuple | None = None
     windows: Sequence[tuple[str, str, int]] = ()
     causal_declared: Sequence[tuple[str, str]] = ()
+    pairings_declared: Sequence[tuple[str, str, str]] = ()
     padded_in_front: Sequence[tuple[str, tuple, tuple]] = ()
     packed_positions: Sequence[tuple[str, tuple, tuple]] = ()
     ids_read_twice: Sequence[tuple[int, int]] = ()

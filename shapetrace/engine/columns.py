@@ -11,6 +11,7 @@ Nothing here imports torch: a tensor is read through its own methods.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from shapetrace.engine.directions import READ_LIMIT, TIED
@@ -93,3 +94,23 @@ def feature_classes(table: Any) -> tuple[int, ...] | None:
     columns = table.reshape(-1, d).T                                        # (features, rows)
     equal = (columns[:, None, :] == columns[None, :, :]).all(-1)            # (features, features)
     return tuple(equal.int().argmax(1).tolist())                            # the first equal column of each
+
+
+def changing_axes(tables: Sequence, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The axes of a tensor of ``shape`` (all but the last, the features) along which one of ``tables``,
+    broadcast against it from the right, holds different values; None where a table does not line up.
+
+    >>> import torch
+    >>> angles = torch.arange(3.0)[:, None] * torch.ones(4)            # (T, d): angle t at token t
+    >>> changing_axes([angles.cos()], (2, 5, 3, 4)), changing_axes([angles[:1].expand(3, 4)], (2, 5, 3, 4))
+    ((2,), ())
+    """
+    found = set()
+    for table in tables:
+        lead = len(shape) - table.dim()
+        if lead < 0 or any(n not in (1, m) for n, m in zip(table.shape, shape[lead:])):
+            return None
+        for axis in range(table.dim() - 1):
+            if table.shape[axis] > 1 and not bool((table == table.narrow(axis, 0, 1)).all()):
+                found.add(lead + axis)
+    return tuple(sorted(found))

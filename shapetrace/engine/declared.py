@@ -86,7 +86,7 @@ def unmasked(events: Sequence[Event], declared: Sequence[tuple[str, str]]) -> Un
         n = self_attention(e)
         if n is None or n < 2:
             continue
-        owner = next(((path, flag) for path, flag in declared if _inside(e.module, path)), None)
+        owner = next(((path, flag) for path, flag in declared if inside(e.module, path)), None)
         if owner is None:
             every = False
         elif found is None:
@@ -94,7 +94,7 @@ def unmasked(events: Sequence[Event], declared: Sequence[tuple[str, str]]) -> Un
     return None if found is None else Unmasked(*found, every=every)
 
 
-def _inside(module: str, path: str) -> bool:
+def inside(module: str, path: str) -> bool:
     """Did an op that ran in ``module`` run inside the module at ``path`` ("": the outermost, the whole run)?"""
     return not path or module == path or module.startswith(path + ".")
 

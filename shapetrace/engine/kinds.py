@@ -74,9 +74,8 @@ class Kind(StrEnum):
     # -- products and scores -----------------------------------------------------------------------
     ATTENDS_OVER_WRONG_AXIS = ("attends-over-wrong-axis", "error",
         "a matmul batches over tokens and multiplies heads × heads (the `view` bug if `T == H`, or `transpose(0, 1)`)")
-    CONTRACTS_DIFFERENT_AXES = ("contracts-different-axes", "error",
-        "a matmul sums over two different axes that share a size (`q @ k` without `.transpose(-2, -1)` "
-        "when `T == d_k`)")
+    CONTRACTS_DIFFERENT_AXES = ("contracts-different-axes", "error", "a matmul sums over two different axes that "
+        "share a size (`q @ k` without `.transpose(-2, -1)` when `T == d_k`)")
     BATCH_MISMATCH = ("batch-mismatch", "error", "a batched matmul lines up unrelated batch axes")
     ATTENDS_OVER_HEADS = ("attends-over-heads", "error", "the scores' key axis is heads (`view(B*T, H, d_k)`)")
     ATTENDS_OVER_BATCH = ("attends-over-batch", "error",
@@ -244,10 +243,11 @@ class Kind(StrEnum):
         "of other axes' elements than memory holds it: at one entry it holds the same elements either way, at more "
         "it would regroup them, so the run could not check it")
 
-    ROTARY_PAIRING_MISMATCH = ("rotary-pairing-mismatch", "error",
-        "a rotary table laid out for another pairing than its rotation's (an interleaved table, "
-        "`repeat_interleave(2)`, under `rotate_half`; a halves table, `cat([f, f])`, under `rotate_every_two`): "
-        "each pair is turned by two different angles")
+    ROTARY_PAIRING_DECLARED = ("rotary-pairing-declared", "warning", "a rotary pairing features by halves while a "
+        "module says interleaved (`is_neox_style`, `interleaved`, `config.rotary_interleaved`), or the other way round")
+    ROTARY_PAIRING_MISMATCH = ("rotary-pairing-mismatch", "error", "a rotary table laid out for another pairing "
+        "than its rotation's (an interleaved table, `repeat_interleave(2)`, under `rotate_half`; a halves table, "
+        "`cat([f, f])`, under `rotate_every_two`): each pair is turned by two different angles")
     INDEX_WRONG_AXIS = ("index-wrong-axis", "error",
         "a `gather` / `index_select` / `take_along_dim` that picks along one axis with indices that count "
         "another axis of the same tensor (made by `argsort`, `argmax` or `arange` along it)")

@@ -107,6 +107,9 @@ class ModuleCalls:
         self.windows: list[tuple[str, str, int]] = []
         #: ``(path, attribute)``: each flag by which a called module declares itself causal (:func:`declared_causal`)
         self.causal: list[tuple[str, str]] = []
+        #: ``(path, attribute, pairing)``: each flag by which a called module says how its rotary pairs features
+        #: (:func:`declared_pairings`)
+        self.pairings: list[tuple[str, str, str]] = []
 
     def path(self, slot: int) -> str:
         """The module path of ``slot`` ("" outside any module)."""
@@ -147,6 +150,8 @@ class ModuleCalls:
                          if module is not None for held in configured_windows(module)]
         self.causal += [(self.paths[slot][0], name) for slot, (module, _) in enumerate(self.first)
                         if module is not None for name in declared_causal(module)]
+        self.pairings += [(self.paths[slot][0], *held) for slot, (module, _) in enumerate(self.first)
+                          if module is not None for held in declared_pairings(module)]
         self.first = [(None, parent) for _, parent in self.first]
         self.seen.clear()
 
@@ -173,6 +178,25 @@ def declared_causal(module) -> list[str]:
     runs is then compared with (:mod:`.declared`)."""
     return [name for name, value in _settings(module)
             if name.rsplit(".", 1)[-1] in CAUSAL_FLAGS and value is True]
+
+
+#: the boolean attributes that say how a rotary embedding pairs its features, and the pairing each says when True
+#: (False says the other): vLLM's ``is_neox_style`` (True: feature i with i + d/2, ``rotate_half``), flash-attn's and
+#: Transformer Engine's ``interleaved`` and Megatron's ``config.rotary_interleaved`` (True: 2k with 2k + 1, GPT-J's)
+PAIRING_FLAGS = {"is_neox_style": "halves", "neox_style": "halves", "interleaved": "interleaved",
+                 "rotary_interleaved": "interleaved", "rope_interleaved": "interleaved",
+                 "is_interleaved": "interleaved"}
+#: the pairing a flag of :data:`PAIRING_FLAGS` says when it is False
+_OTHER_PAIRING = {"halves": "interleaved", "interleaved": "halves"}
+
+
+def declared_pairings(module) -> list[tuple[str, str]]:
+    """``(attribute, pairing)`` for each bool a module holds under a name of :data:`PAIRING_FLAGS`, on itself or
+    one level into a settings object (``config.rotary_interleaved``): how the model says its rotary pairs
+    features (``"halves"`` or ``"interleaved"``), which the rotation it runs is then compared with
+    (:func:`.rules.rotary.rotary_pairing`). Read after the run, never from a class name or a tensor."""
+    return [(name, said if value else _OTHER_PAIRING[said]) for name, value in _settings(module)
+            if type(value) is bool and (said := PAIRING_FLAGS.get(name.rsplit(".", 1)[-1])) is not None]
 
 
 def _settings(module) -> list[tuple[str, object]]:

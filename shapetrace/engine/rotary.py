@@ -36,13 +36,14 @@ import torch
 
 from shapetrace.engine import propagate as pr
 from shapetrace.engine.capture import OpRecord, PassRecord
-from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, feature_classes
+from shapetrace.engine.columns import COMPARE_LIMIT, READ_LIMIT, changing_axes, feature_classes
 from shapetrace.engine.directions import TIED
 from shapetrace.engine.infer.elements import callable_of
 from shapetrace.engine.ops import Family, callables_of, write_kind
 from shapetrace.engine.opspec import LAYOUT_FAMILIES
 from shapetrace.engine.provenance import MAX_ELEMENTS, coordinates
 from shapetrace.engine.rotary_positions import with_positions
+from shapetrace.engine.same_moves import SameMoves
 from shapetrace.engine.thawed import TensorStub, map_operands, thaw_args
 
 #: records walked back from a rotated tensor to the tensor it rotates (rotate_half is 4, GPT-J's 5)
@@ -130,9 +131,11 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
     outs: dict[int, int] = {}      # rotary (in ``found``) -> the node of its result
     halves: dict[tuple, list] = {}  # (source, half, half) -> each sum of the two halves' products seen so far
     writes: dict[int, list[int]] = {}   # node -> the ``__setitem__`` records that wrote into it, in order
+    same = SameMoves()   # (x sliced twice: flash-attn's x[..., :ro_dim] * cos + rotate_half(x[..., :ro_dim]) * sin)
     for index, record in enumerate(records):
         if type(record) not in (OpRecord, PassRecord) or getattr(record, "error", None):
             continue
+        same.note(record)
         if write_kind(record.spec) == "index" and record.ins and not record.outs:
             writes.setdefault(record.ins[0], []).append(index)
         if record.spec.family is Family.JOIN and any(n in at_zero or n in first_zero for n in record.ins):
@@ -144,7 +147,7 @@ def rotaries(records: Sequence, shapes: Sequence, event_of_record: dict[int, int
         elif (record.spec.additive or record.spec.subtractive) and len(record.ins) == 2 \
                 and all(n in terms for n in record.ins):   # (x·cos − rotate(x)·sin: the rotation by −θ)
             products = [records[terms[n]] for n in record.ins]
-            rotary = _rotary(records, shapes, producer, products, writes) \
+            rotary = _rotary(records, shapes, producer, products, writes, same) \
                 or _halves(records, shapes, producer, products, halves)
             if rotary is not None:
                 record_at, rotary = rotary
@@ -225,17 +228,18 @@ def _keeps_places(shapes: Sequence, record) -> bool:
         and record.spec.family is Family.ELEMENTWISE and shapes[record.outs[0]].shape == shapes[record.ins[0]].shape
 
 
-def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
-            products: list, writes: dict | None = None) -> tuple[set[int], Rotary] | None:
-    """``a * t1 + b * t2`` (either order, either operand order) with ``b`` made from ``a`` by data moves
-    (``writes``: node -> the ``__setitem__`` records that wrote into it)."""
+def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int], products: list,
+            writes: dict | None = None, same: SameMoves | None = None) -> tuple[set[int], Rotary] | None:
+    """``a * t1 + b * t2`` (either order, either operand order) with ``b`` made from ``a``, or from a twin of ``a``
+    (``same``), by data moves (``writes``: node -> the ``__setitem__`` records that wrote into it)."""
     for first, second in (products, products[::-1]):
         for x_at in (0, 1):
             for r_at in (0, 1):
                 x, rotated = first.ins[x_at], second.ins[r_at]
-                chain = _chain(records, shapes, producer, rotated, x, set(), writes or {})
+                twins = same.of(x) if same is not None else frozenset()
+                chain = _chain(records, shapes, producer, rotated, x, set(), writes or {}, twins)
                 checked = _checked(records, shapes, sorted(chain), x, rotated,
-                                   ((first, 1 - x_at), (second, 1 - r_at))) if chain else None
+                                   ((first, 1 - x_at), (second, 1 - r_at)), twins) if chain else None
                 if checked is not None:
                     tables = (first.ins[1 - x_at], second.ins[1 - r_at])
                     return chain, replace(checked, tables=tables, rotated=x, moves=tuple(sorted(chain)))
@@ -243,13 +247,14 @@ def _rotary(records: Sequence, shapes: Sequence, producer: dict[int, int],
 
 
 def _chain(records: Sequence, shapes: Sequence, producer: dict[int, int], node: int, x: int,
-           seen: set, writes: dict | None = None) -> set[int] | None:
+           seen: set, writes: dict | None = None, twins: frozenset = frozenset()) -> set[int] | None:
     """The records that move ``x``'s elements into ``node`` (empty when ``node`` is ``x``; None when
     something else enters, or an op that computes rather than moves). ``seen``: the records already
     walked (a ``stack`` of both pieces of one ``unbind`` reaches it twice); ``writes``: node -> the
-    ``__setitem__`` records that wrote into it (their values are walked too: ``rot_x[..., :n] = -x[..., n:]``)."""
+    ``__setitem__`` records that wrote into it (their values are walked too: ``rot_x[..., :n] = -x[..., n:]``);
+    ``twins``: nodes that hold x's elements as x does (:mod:`.same_moves`)."""
     writes = writes or {}
-    if node == x:
+    if node == x or node in twins:
         return set()
     index = producer.get(node)
     if index is None or len(seen) >= MAX_CHAIN:
@@ -263,7 +268,7 @@ def _chain(records: Sequence, shapes: Sequence, producer: dict[int, int], node: 
     found = {index}
     later = [w for w in writes.get(node, ()) if w > index]
     for n in [*record.ins, *(n for w in later for n in records[w].ins[1:])]:
-        part = _chain(records, shapes, producer, n, x, seen, writes)
+        part = _chain(records, shapes, producer, n, x, seen, writes, twins)
         if part is None:
             return None
         found |= part
@@ -410,11 +415,12 @@ def _rotation_on_halves(records: Sequence, shapes: Sequence, producer: dict[int,
 
 # -- the partner of each feature ----------------------------------------------------------------------
 
-def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables) -> Rotary | None:
+def _checked(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables,
+             twins: frozenset = frozenset()) -> Rotary | None:
     """The rotation's partners and each table's equal columns compared: a table that gives a feature
     and its partner different values is a mismatch, whatever the other table says. None: the data moves
     are no rotation of features."""
-    found = _paired(records, shapes, chain, x, rotated, tables)
+    found = _paired(records, shapes, chain, x, rotated, tables, twins)
     read = [kept[1] for kept, at in ((_kept(product, at), at) for product, at in tables) if kept[0] == at]
     if found is None or len(read) != len(tables):
         return found
@@ -433,29 +439,10 @@ def _kept(product, at: int) -> tuple:
     return (at, kept[1][at]) if kept[0] == TIED and 0 <= at < len(kept[1]) else kept
 
 
-def changing_axes(tables: Sequence, shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The axes of a tensor of ``shape`` (all but the last, the features) along which one of ``tables``,
-    broadcast against it from the right, holds different values; None where a table does not line up.
-
-    >>> import torch
-    >>> angles = torch.arange(3.0)[:, None] * torch.ones(4)            # (T, d): angle t at token t
-    >>> changing_axes([angles.cos()], (2, 5, 3, 4)), changing_axes([angles[:1].expand(3, 4)], (2, 5, 3, 4))
-    ((2,), ())
-    """
-    found = set()
-    for table in tables:
-        lead = len(shape) - table.dim()
-        if lead < 0 or any(n not in (1, m) for n, m in zip(table.shape, shape[lead:])):
-            return None
-        for axis in range(table.dim() - 1):
-            if table.shape[axis] > 1 and not bool((table == table.narrow(axis, 0, 1)).all()):
-                found.add(lead + axis)
-    return tuple(sorted(found))
-
-
-def _paired(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables) -> Rotary | None:
+def _paired(records: Sequence, shapes: Sequence, chain: list[int], x: int, rotated: int, tables,
+            twins: frozenset = frozenset()) -> Rotary | None:
     last = None
-    partners = _partners(records, shapes, chain, x, rotated)
+    partners = _partners(records, shapes, chain, x, rotated, twins)
     if partners is None:
         big = math.prod(shapes[x].shape) > MAX_ELEMENTS
         return Rotary(last, UNCHECKED, why=f"the rotated tensor has more than {MAX_ELEMENTS:,} elements, too many to "
@@ -499,14 +486,14 @@ def _why_unread(product, at: int, shape: tuple) -> str:
 
 
 def _partners(records: Sequence, shapes: Sequence, chain: list[int], x: int,
-              rotated: int) -> tuple[int, ...] | None:
-    """p(i) for each feature i: element [..., i] of ``rotated`` came from element [..., p(i)] of ``x``,
-    at the same index on every other axis; ``()`` when the moves are no such pairing; None when they
-    could not be replayed."""
+              rotated: int, twins: frozenset = frozenset()) -> tuple[int, ...] | None:
+    """p(i) for each feature i: element [..., i] of ``rotated`` came from element [..., p(i)] of ``x`` (or of
+    a twin of x, which holds the same elements), at the same index on every other axis; ``()`` when the moves
+    are no such pairing; None when they could not be replayed."""
     shape = tuple(shapes[x].shape)
     if not shape or math.prod(shape) > MAX_ELEMENTS:
         return None
-    env: dict[int, Any] = {x: coordinates([shape])[0]}
+    env: dict[int, Any] = dict.fromkeys((x, *twins), coordinates([shape])[0])
     for index in chain:
         if not _replay(records[index], env):
             return None

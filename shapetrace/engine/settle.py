@@ -66,6 +66,7 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
         output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
         causal_declared=tuple(capture.module_calls.causal),
+        pairings_declared=tuple(capture.module_calls.pairings),
         padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
                                                                             "arguments", ()) if a.front_padded),
         packed_positions=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,

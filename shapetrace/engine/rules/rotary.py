@@ -10,6 +10,11 @@ from element provenance, and the table's equal columns, from its values at call 
   every token is turned by the same angles, which q·k cancels, so the scores get no position;
 * ``rotary-position-restarts`` (error): a rotation at position 0 (both tables read: cos 1, sin 0 on every
   feature) joined along the tokens after other tokens: a key appended to a cache whose position restarted;
+* ``rotary-pairing-declared`` (warning): the rotation pairs features one way (its partners, from element
+  provenance) while the nearest module around it that says how its rotary pairs features says the other
+  (vLLM's ``is_neox_style``, flash-attn's ``interleaved``: :func:`.modules.declared_pairings`): the table may
+  agree with the rotation, but the weights were trained for the declared pairing (vllm-project/vllm-ascend
+  pull request #12820: a GPT-J style model rotated by halves);
 * ``rotary-pairing-unchecked`` (note): the table's values, or the rotation's moves, were not read; the
   verdict then does not claim the pairing was checked;
 * ``rotary-grid-positions`` (note): the tables turn each token by several positions in separate features
@@ -21,8 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.declared import inside
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.modules import PAIRING_FLAGS
 from shapetrace.engine.rotary import MISMATCH, PAIRED, UNCHECKED, step_token_label
 from shapetrace.engine.rotary_positions import one_position_per_token
 from shapetrace.engine.rules.indices import told_by_size
@@ -55,6 +62,9 @@ def rotary_pairing(analysis: Analysis) -> list[Diagnostic]:
                 "features (a 2-D or 3-D rotary: rows and columns, or time, height and width); which grid position "
                 "each token takes is nowhere in what torch records, so its tables were not checked"),
                 "Check by hand that each token's row and column ids follow the order its tokens were flattened in."))
+        declared = _declared_otherwise(analysis, rotary)
+        if declared is not None:
+            out.append(_against_declaration(rotary, where, declared))
         if rotary.outcome == MISMATCH:
             out.append(_mismatch(rotary, where))
         elif rotary.outcome == UNCHECKED:
@@ -135,6 +145,40 @@ def _restart(analysis: Analysis, rotary: Rotary, where: str) -> Diagnostic:
         "start_pos, transformers' cache_position).")
 
 
+def _declared_otherwise(analysis: Analysis, rotary: Rotary) -> tuple[str, str, str] | None:
+    """``(module path, attribute, pairing)`` of the nearest module around the rotation (the one deepest in the
+    module tree) whose flags say how its rotary pairs features, where they say otherwise than the rotation
+    pairs them; None where the rotation's pairing is neither halves nor interleaved (or is both: two features),
+    no module around it says, or the nearest one's flags disagree among themselves."""
+    rotation = pairing(rotary.partners) if len(rotary.partners) > 2 else None
+    if rotation not in _ROTATION_WORDS or rotary.event is None or rotary.event >= len(analysis.events):
+        return None
+    module = analysis.events[rotary.event].module
+    around = [d for d in analysis.pairings_declared if inside(module, d[0])]
+    if not around:
+        return None
+    nearest = max(len(path) for path, _, _ in around)
+    said = {d for d in around if len(d[0]) == nearest}
+    if len({pairs for _, _, pairs in said}) != 1:
+        return None
+    found = min(said)
+    return None if found[2] == rotation else found
+
+
+def _against_declaration(rotary: Rotary, where: str, declared: tuple[str, str, str]) -> Diagnostic:
+    path, attribute, said = declared
+    rotation = pairing(rotary.partners)
+    flag = f"{path + '.' if path else ''}{attribute}"
+    value = PAIRING_FLAGS[attribute.rsplit(".", 1)[-1]] == said
+    return Kind.ROTARY_PAIRING_DECLARED.found(rotary.event, (
+        f"{where} rotates features in pairs {_ROTATION_WORDS[rotation]}, but {flag} = {value} says the model "
+        f"pairs them {_PAIRS_WORDS[said]}. A table laid out to match turns each pair as one, so nothing else in "
+        "the run disagrees; but weights trained for the declared pairing meet every feature with the wrong "
+        "partner, and q·k no longer reads positions as they were learned."),
+        f"Rotate as {flag} says ({_ROTATE_FOR[said]}), with its table laid out to match; or, if the flag is "
+        "wrong, correct the flag.")
+
+
 def _first(rotated: TensorInfo, dim: int) -> str:
     """``the first token of `` where the rotated tensor holds several along the join's axis, else nothing."""
     return "the first token of " if dim < len(rotated.shape) and rotated.shape[dim] > 1 else ""
@@ -191,6 +235,9 @@ def _layout(classes: tuple[int, ...]) -> str:
 
 _ROTATION_WORDS = {"halves": "by halves (feature i with i + d/2, as rotate_half does)",
                    "interleaved": "interleaved (feature 2k with 2k + 1, as rotate_every_two does)"}
+_PAIRS_WORDS = {"halves": "by halves (feature i with i + d/2)", "interleaved": "interleaved (feature 2k with 2k + 1)"}
+_ROTATE_FOR = {"halves": "rotate_half, torch.cat((-x2, x1), dim=-1) of the two halves",
+               "interleaved": "rotate_every_two, torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)"}
 _TABLE_WORDS = {"halves": "by halves (i with i + d/2, as torch.cat((freqs, freqs), -1) lays it out)",
                 "interleaved": "interleaved (2k with 2k + 1, as freqs.repeat_interleave(2, -1) lays it out)"}
 
