@@ -173,7 +173,7 @@ ENTRIES: list[OpSpec] = [
     OpSpec("unfold", "view", pr.windows, words="windows along an axis (overlapping ones share memory)",
            callable="torch.Tensor.unfold", replay="Tensor.unfold"),
     OpSpec("as_strided", "view", pr.strided, words="any shape and strides over the same memory",
-           replay="torch.as_strided"),
+           replay="torch.as_strided", reads_storage=True),
     *_in_place_views(pr.transpose, _SWAPS, "transpose_", "swapaxes_", "swapdims_"),
     *_in_place_views(pr.t, "swaps the two axes of this matrix in place", "t_"),
     *_in_place_views(pr.unsqueeze, "adds an axis of size 1 to this tensor in place", "unsqueeze_",

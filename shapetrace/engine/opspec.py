@@ -93,6 +93,8 @@ class OpSpec:
                                       # device, and the sizes after it name the result as ``sized`` says
     replay: str = ""                  # moves elements: the function its calls are replayed as to follow
     #                                   them (:mod:`.elements`), "torch.gather", "Tensor.unfold"; "" if not
+    reads_storage: bool = False       # addresses its operand's memory, not its shape (``as_strided``): replayed on
+    #                                   coordinates laid out in memory as the operand was (:mod:`.provenance`)
     #: the one function this op is, as a dotted path, where another function shares its ``__name__``
     #: (``torch.nn.functional.unfold`` copies blocks into columns; ``Tensor.unfold`` makes windows, a view);
     #: "" for an op found under its name (and ``aliases``) in torch, ``torch.Tensor`` and ``torch.nn.functional``

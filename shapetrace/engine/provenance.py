@@ -38,9 +38,11 @@ MAX_ELEMENTS = 1 << 20
 
 
 class Data(NamedTuple):
-    """A data operand: replaced by a coordinate tensor of ``shape``."""
+    """A data operand: replaced by a coordinate tensor of ``shape``; laid out in memory as ``layout`` says
+    (``(strides, storage offset)``) where the op addresses memory (``as_strided``), else contiguous."""
 
     shape: tuple
+    layout: tuple | None = None
 
 
 class Index(NamedTuple):
@@ -168,6 +170,25 @@ def _placeholders(value, kind) -> list:
     return []
 
 
+def laid_out(coords: torch.Tensor, layout: tuple) -> torch.Tensor:
+    """``coords`` at the strides and storage offset of ``layout`` in a memory of its own, every other element of
+    that memory 0 (no element's coordinate): what an op that addresses memory (``as_strided``) reads as the real
+    operand's memory. A layout that overlaps itself (stride 0) or runs backwards is left contiguous (such a
+    tensor's memory does not hold each element once)."""
+    strides, offset = (tuple(int(s) for s in layout[0]), int(layout[1]))
+    shape = tuple(coords.shape)
+    if any(s < 0 or s == 0 and n > 1 for n, s in zip(shape, strides)):
+        return coords
+    span = offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if coords.numel() else offset
+    memory = torch.zeros(span, dtype=coords.dtype)
+    placed = memory.as_strided(shape, strides, offset)
+    try:
+        placed.copy_(coords)
+    except RuntimeError:   # (torch refuses a write where two elements share a place)
+        return coords
+    return placed if placed.flatten().unique().numel() == coords.numel() else coords   # (each element once)
+
+
 def _replay(fn, args, kwargs, shapes, high: int, seed: int,
             counting: tuple[int, int] | None = None) -> list[torch.Tensor]:
     """``fn`` on coordinate tensors, with random indices below ``high``; or, given ``counting`` ``(m, a)``,
@@ -178,7 +199,7 @@ def _replay(fn, args, kwargs, shapes, high: int, seed: int,
 
     def fill(value):
         if isinstance(value, Data):
-            return next(coords)
+            return laid_out(next(coords), value.layout) if value.layout is not None else next(coords)
         if isinstance(value, Index) and value.values is not None:
             return value.values
         if isinstance(value, Index) and counting is not None:

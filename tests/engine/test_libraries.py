@@ -1210,3 +1210,20 @@ def test_bugs_planted_in_padded_batches_and_decode_steps_get_no_check_mark(monke
                      "llama-decode-tiled": ("✗", ["gqa-head-order"]),
                      "llama-decode-keys-joined-first": ("✗", ["contracts-different-axes"]),
                      "llama-causal-reversed": ("✗", ["causal-mask-reversed"])}
+
+
+def test_led_windows_cut_by_as_strided_from_heads_folded_into_the_batch():
+    """LED's encoder (Longformer's sliding-window attention) folds the heads into the batch as a view and cuts
+    overlapping windows with ``as_strided`` from that view's strides (tests/engine/test_as_strided_layout.py): the
+    fold is ``B*H``, never a piece of the padded tokens, and no error or warning (was ``✗ broadcast-mismatch``)."""
+    transformers = optional("transformers", reason="optional group: pip install transformers")
+    config = transformers.LEDConfig(d_model=64, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=1,
+                                    decoder_layers=1, encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=101,
+                                    attention_window=[16])
+    config._attn_implementation = "eager"
+    encoder = transformers.models.led.modeling_led.LEDEncoder(config).eval()
+    t = traced(encoder, torch.randint(3, 101, (2, 6)))
+    assert loud(t) == [] and contradictions(t, SIZES) == []
+    strided = [e for e in t.events if e.op == "as_strided"]
+    # (the queries' and keys' windows, the padding mask's (one head: B; its query copy unnamed), the values')
+    assert [e.output.dims[0] for e in strided] == ["B*H", "B*H", None, "B", "B*H"]

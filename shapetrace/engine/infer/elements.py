@@ -236,7 +236,8 @@ def placed_arguments(record, producer: Callable[[int], object] = lambda node: No
     swap: dict[int, object] = {}
     for position, stub in enumerate(stubs):
         if stub.dtype.is_floating_point or stub.dtype.is_complex:
-            swap[id(stub)] = Data(tuple(stub.shape))
+            raw = record.in_raw[position]
+            swap[id(stub)] = Data(tuple(stub.shape), (raw[1], raw[2]) if record.spec.reads_storage else None)
             data.append(position)
         elif stub.dtype == torch.bool and not (position == 0 and is_basic_indexing(record.spec)):
             return None   # a boolean mask selects by values: how many is not known
