@@ -29,7 +29,7 @@ from shapetrace.engine.declared import declared_probe
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import Isolated
+from shapetrace.engine.module_state import Isolated, first_output
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
@@ -468,7 +468,7 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
     if top_call is None:
         return "no module call was kept"
     module, args, kwargs, result, *state = top_call
-    out = result[0] if isinstance(result, (tuple, list)) and result else result
+    out = first_output(result)
     position, entry = input_of(args, entry_of)
     if isinstance(entry, str) or position is None or not isinstance(out, torch.Tensor):
         return entry if isinstance(entry, str) else "no tensor goes in and comes out of the call"

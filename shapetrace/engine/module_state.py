@@ -8,6 +8,7 @@ state that call found (copied when it began, :func:`snapshot`), and puts back th
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -62,6 +63,16 @@ def same(now: dict, before: dict) -> bool:
     return all(now.get(k, same) is v for k, v in before.items())
 
 
+
+def first_output(result):
+    """What a module call returned, read as its output: the first item of a tuple or list, the first tensor of a
+    mapping (transformers' ``ModelOutput``, in its fields' order: ``last_hidden_state``, ``logits``), else itself."""
+    if isinstance(result, (tuple, list)):
+        return result[0] if result else result
+    if isinstance(result, Mapping):
+        return next((v for v in result.values() if isinstance(v, torch.Tensor)), result)
+    return result
+
 class Isolated:
     """A measuring run's context: eval mode, no gradients, every attribute, buffer and parameter put
     back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the
@@ -91,7 +102,7 @@ class Isolated:
                 self._found()          # each measuring run starts from the state the call found
             result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
             self.ran = True
-            return result[0] if isinstance(result, (tuple, list)) else result
+            return first_output(result)
         return run
 
     def _found(self) -> None:

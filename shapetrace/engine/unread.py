@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from shapetrace.engine.module_state import first_output
 from shapetrace.engine.opspec import Family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,9 +129,7 @@ def note_end(capture: Capture, result=None) -> None:
     first = capture.module_calls.first_call
     if first is not None and first.end is None:
         first.end = len(capture.records)
-        out = result[0] if isinstance(result, (tuple, list)) and result else result
-        if not isinstance(out, torch.Tensor) and hasattr(out, "to_tuple"):   # (transformers' ModelOutput)
-            out = next(iter(out.to_tuple()), None)
+        out = first_output(result)   # (transformers' ModelOutput: its first tensor)
         with torch._C.DisableTorchFunction():
             if isinstance(out, torch.Tensor):
                 first.output = capture.node_of(out)
