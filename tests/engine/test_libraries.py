@@ -915,7 +915,9 @@ def _planted_outcome(monkeypatch, name: str, target, attr: str, *edits, unfused:
                 module.fused_attn = False
         with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=True) as t:
             model(*args)
-    return t.report().verdict.mark, [kind for _, kind in loud(t)]
+        # (read inside the patch: the contracts are measured on the report's first read, by running the model
+        # again, and the traced output they are compared with came from the planted code)
+        return t.report().verdict.mark, [kind for _, kind in loud(t)]
 
 
 def test_bugs_planted_in_library_code_get_no_check_mark(monkeypatch):
