@@ -30,6 +30,7 @@ from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.module_state import Isolated, first_output
+from shapetrace.engine.picks import Picks
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
 from shapetrace.engine.probe_inputs import companions as probe_companions
@@ -134,11 +135,10 @@ def _sequence_checked(probe: Probe, found: list, held: list[str]) -> tuple[list,
         other = (probe.args if isinstance(key, int) else probe.kwargs)[key]
         if isinstance(other, torch.Tensor) and other.is_floating_point() and other.shape == x.shape \
                 and not torch.equal(other, x):
-            contracts, name = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN, \
-                probe_inputs.argument_name(probe.module, key)
+            name = probe_inputs.argument_name(probe.module, key)
             return [d for d in found if d.kind not in _TOKEN_KINDS], held[:1], [not_measured(
                 f"{name} is a second sequence of the input's shape: which of the two the output's tokens follow "
-                "cannot be told", contracts)]
+                "cannot be told", _token_contracts(probe))]
     return found, held, []
 
 
@@ -152,8 +152,6 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
     for :func:`_picks_checked`."""
     if not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, [], []
-    from shapetrace.engine.picks import Picks
-
     made = Picks()
     with Isolated(probe.module, probe.state) as run:
         if run:
@@ -185,8 +183,6 @@ def _picks_checked(probe: Probe, alone, picks: list, found: list, held: list[str
     token contracts are read on the run with the picks held."""
     if not picks or not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, []
-    from shapetrace.engine.picks import Picks
-
     with Isolated(probe.module, probe.state) as run:
         if not run:
             return found, held, []
@@ -199,8 +195,7 @@ def _picks_checked(probe: Probe, alone, picks: list, found: list, held: list[str
             both = None
     if both is not None and not kept.moved:
         return found, held, []
-    kept_found, contracts = [d for d in found if d.kind not in _TOKEN_KINDS], \
-        f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
+    kept_found, contracts = [d for d in found if d.kind not in _TOKEN_KINDS], _token_contracts(probe)
     if not isinstance(both, torch.Tensor):
         return kept_found, held[:1], [not_measured("which tokens are picked by value changes with a later token, "
                                                    "and the picks could not be held", contracts)]
@@ -224,8 +219,12 @@ def _without_tokens(probe: Probe, held: list[str]) -> list[str]:
     """What an output without a token axis (a pooled vector) leaves unmeasured, once the batch held."""
     if probe.out_tokens is not None or held[:1] != [BATCH]:
         return []
-    contracts = f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
-    return [not_measured(probe.tokens_reason or "the output has no token axis", contracts)]
+    return [not_measured(probe.tokens_reason or "the output has no token axis", _token_contracts(probe))]
+
+
+def _token_contracts(probe: Probe) -> str:
+    """The token contracts the probe would measure, as the verdict lists them: the causal one where declared."""
+    return f"{OWN_TOKEN}, {CAUSAL}" if probe.causal is not None else OWN_TOKEN
 
 
 def _every_contract_held(probe: Probe) -> list[str] | None:
