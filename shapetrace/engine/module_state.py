@@ -15,6 +15,9 @@ import torch
 
 #: the most bytes of buffers copied to put them back after the measuring run (above: not measured)
 BUFFER_LIMIT = 1 << 28
+#: in a measuring call's arguments, where the input itself was passed again (``attn(x, x, x)``): the run gives
+#: the moved input there too, so keys and values move with the queries they are
+SAME_AS_INPUT = object()
 
 
 def snapshot(module):
@@ -96,11 +99,14 @@ class Isolated:
         return self.saved is not None
 
     def calling(self, args: tuple, kwargs: dict, position: int):
-        """``run(x)``: the module's first output on its arguments with ``x`` at ``position``."""
+        """``run(x)``: the module's first output on its arguments with ``x`` at ``position`` and in place of
+        every :data:`SAME_AS_INPUT` (the input passed again: ``attn(x, x, x)``'s keys and values)."""
         def run(xi):
             if self.state is not None:
                 self._found()          # each measuring run starts from the state the call found
-            result = self.module(*args[:position], xi, *args[position + 1:], **kwargs)
+            given = [xi if i == position or a is SAME_AS_INPUT else a for i, a in enumerate(args)]
+            named = {k: xi if a is SAME_AS_INPUT else a for k, a in kwargs.items()}
+            result = self.module(*given, **named)
             self.ran = True
             return first_output(result)
         return run
