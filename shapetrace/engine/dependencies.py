@@ -29,7 +29,7 @@ from shapetrace.engine.declared import declared_probe
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import SAME_AS_INPUT, Isolated, first_output
+from shapetrace.engine.module_state import Isolated, first_output, moved_with_input
 from shapetrace.engine.picks import Picks
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
@@ -375,14 +375,13 @@ def _moved_at_entry(call, probe: Probe):
 
 
 def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
-    """The call's arguments with every companion (a mask, a cross-attention's memory) cut to its batch
-    entry 0, twice over: the two entries of the measuring batch are both entry 0 of the input, so each
-    must see entry 0's mask and memory (else a difference in those reads as a leak)."""
+    """The call's arguments with every companion (a mask, a cross-attention's memory) cut to its batch entry 0,
+    twice over (the input passed again moves with it): the two entries of the measuring batch are both entry 0
+    of the input, so each must see entry 0's mask and memory (else a difference in those reads as a leak)."""
     args, kwargs = list(probe.args), dict(probe.kwargs)
     for key, axis in probe.companions:
         where = args if isinstance(key, int) else kwargs
-        if where[key] is probe.args[probe.position]:   # (the input passed again: it moves with the input)
-            where[key] = SAME_AS_INPUT
+        if moved_with_input(where, key, probe.args[probe.position]):
             continue
         if axis is None:   # (a list of one number per entry)
             where[key] = type(where[key])((where[key][0], where[key][0]))

@@ -20,6 +20,15 @@ BUFFER_LIMIT = 1 << 28
 SAME_AS_INPUT = object()
 
 
+def moved_with_input(where: list | dict, key, x) -> bool:
+    """Whether a measuring call's argument ``where[key]`` is the input ``x`` itself (``attn(x, x, x)``'s keys), and
+    if so marks it :data:`SAME_AS_INPUT`: the run gives it the moved input, as it gives the input."""
+    if where[key] is not x:
+        return False
+    where[key] = SAME_AS_INPUT
+    return True
+
+
 def snapshot(module):
     """The attributes, buffers and buffer values of ``module`` and its submodules as they are now (when
     the traced code's first top-level call begins), to measure that call on the state it found; None

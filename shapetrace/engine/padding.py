@@ -37,7 +37,7 @@ from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.dependencies import BATCH, Probe, not_measured
 from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import SAME_AS_INPUT, Isolated
+from shapetrace.engine.module_state import Isolated, moved_with_input
 from shapetrace.engine.op_args import first_operand
 from shapetrace.engine.ops import is_convolution, is_recurrence
 from shapetrace.engine.opspec import Family
@@ -297,12 +297,11 @@ def _moves(first: torch.Tensor, batch: int, tokens: int, mask: Mask, n: int, ok:
 
 def _entry_twice(probe: Probe, b: int, n: int) -> tuple[tuple, dict]:
     """The call's arguments with every companion cut to batch entry ``b``, ``n`` times over (the input passed
-    again, as ``attn(x, x, x)``'s keys, is given the moved input, :data:`.module_state.SAME_AS_INPUT`)."""
+    again, as ``attn(x, x, x)``'s keys, is given the moved input: :func:`.module_state.moved_with_input`)."""
     args, kwargs = list(probe.args), dict(probe.kwargs)
     for key, axis in probe.companions:
         where = args if isinstance(key, int) else kwargs
-        if where[key] is probe.args[probe.position]:
-            where[key] = SAME_AS_INPUT
+        if moved_with_input(where, key, probe.args[probe.position]):
             continue
         if axis is None:   # (a list of one number per entry)
             where[key] = type(where[key])([where[key][b]] * n)

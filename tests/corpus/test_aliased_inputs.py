@@ -13,7 +13,7 @@ reaches a real token through the keys, and "padding stays unread" was printed, w
 
 The measuring run used to move only the first argument (the queries); the keys and values were entry 0 of the
 traced input twice, so no later token could reach an earlier output through them and "the causal mask holds"
-was printed, with ``✓``, on this bug. shapetrace/engine/module_state.py ``SAME_AS_INPUT``: an argument that is
+was printed, with ``✓``, on this bug. shapetrace/engine/module_state.py ``moved_with_input``: an argument that is
 the input tensor itself is given the moved input too.
 """
 
