@@ -18,7 +18,9 @@ thread here), so other processes on shared cores slow both alike instead of whic
 Beside them, the floor: one forward of the batch with a token moved and nothing compared, which any
 check on the values that runs the model once costs at least; and every contract the full way, which
 models whose structure the trace does not prove (a projection called twice, a fused projection with
-grouped-query heads) and any model with a finding cost.
+grouped-query heads) and any model with a finding cost. A causal attention pays one more forward at batch 2
+(engine/mixing.py: its tokens must meet, and moving the last token cannot show that there): ``--style nanogpt``
+times it.
 
 ``--style nanogpt`` and ``--style llama`` time the same rows on attentions whose splits read the batch
 size from the block's input (nanoGPT's fused ``c_attn`` split and ``view(B, T, nh, hs)``; Llama's

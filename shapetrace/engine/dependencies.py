@@ -9,6 +9,8 @@ at batch 2), and the outputs are compared:
 * **each output token depends on its own input token**: the moved last token's own output must change;
 * **a declared causal mask is honoured**: with a causal ``tril``/``triu``, ``is_causal=True``, a mask's values
   or weights zero on a side of the diagonal, or a module's causal flag (:mod:`.declared`), it moves no earlier output.
+* **an attention's tokens meet**: in code that declares an attention, some output changes when other tokens move
+  (:mod:`.mixing`: one more forward, only where moving the last token changed no other output).
 
 Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T`` or their
 roles); where they are not known, nothing is measured (equal sizes never decide an axis). Every attribute, buffer
@@ -29,7 +31,8 @@ from shapetrace.engine.declared import declared_probe
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import Isolated, first_output, moved_with_input
+from shapetrace.engine.mixing import attention_declared, never_mixed
+from shapetrace.engine.module_state import Isolated, entry_zero_twice, first_output
 from shapetrace.engine.picks import Picks
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
@@ -93,6 +96,7 @@ class Probe:
     #: the output's index of the input's last token where the output's tokens run on past it (``T+1``: a prefill's
     #: outputs joined with a decoding step's); None: the output's last
     last_token: int | None = None
+    attends: str | None = None   # what declares an attention, whose tokens must meet (:mod:`.mixing`), or None
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -109,6 +113,7 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     found, held, paired = _sequence_checked(probe, found, held)
     found, held, placed, picks = _place_checked(probe, found, held)
     found, held, unheld = _picks_checked(probe, outs[0], picks, found, held)
+    found += never_mixed(probe, *outs) if not found and OWN_TOKEN in held else []
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
@@ -157,7 +162,7 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
         if run:
             first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
             with made:
-                twice = run.calling(*_entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
+                twice = run.calling(*entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
             place0, place1 = tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
             tolerance = change_tolerance(probe, place0)
             differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
@@ -186,7 +191,7 @@ def _picks_checked(probe: Probe, alone, picks: list, found: list, held: list[str
     with Isolated(probe.module, probe.state) as run:
         if not run:
             return found, held, []
-        call, first = run.calling(*_entry_zero_twice(probe), probe.position), \
+        call, first = run.calling(*entry_zero_twice(probe), probe.position), \
             probe.args[probe.position].narrow(probe.batch, 0, 1)                      # (1, ...) entry 0
         try:
             with Picks(picks) as kept:
@@ -241,7 +246,7 @@ def _every_contract_held(probe: Probe) -> list[str] | None:
     if isinstance(outs, str) or not run.held:
         return None
     found, held = _judged(*outs, probe)
-    return None if found or held[:1] != [BATCH] else [*held, heads_held(probe.heads)]
+    return None if found or held[:1] != [BATCH] or never_mixed(probe, *outs) else [*held, heads_held(probe.heads)]
 
 
 class _HeadsRun:
@@ -345,7 +350,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
             return "the model's buffers are too large to save and put back"
         alone = out if not run.training and isinstance(out, torch.Tensor) else \
             run.calling(probe.args, probe.kwargs, probe.position)(x)
-        call, first = run.calling(*_entry_zero_twice(probe), probe.position), x.narrow(probe.batch, 0, 1)
+        call, first = run.calling(*entry_zero_twice(probe), probe.position), x.narrow(probe.batch, 0, 1)
         both = _moved_run(call, probe, first, heads.forward)
         if isinstance(both, str):
             return both
@@ -372,23 +377,6 @@ def _moved_at_entry(call, probe: Probe):
     at = replace(probe, batch=probe.entry.batch, tokens=probe.entry.tokens)
     run = AtEntry(call, probe.entry, lambda result: _pair(result.narrow(at.batch, 0, 1), at))
     return run, run
-
-
-def _entry_zero_twice(probe: Probe) -> tuple[tuple, dict]:
-    """The call's arguments with every companion (a mask, a cross-attention's memory) cut to its batch entry 0,
-    twice over (the input passed again moves with it): the two entries of the measuring batch are both entry 0
-    of the input, so each must see entry 0's mask and memory (else a difference in those reads as a leak)."""
-    args, kwargs = list(probe.args), dict(probe.kwargs)
-    for key, axis in probe.companions:
-        where = args if isinstance(key, int) else kwargs
-        if moved_with_input(where, key, probe.args[probe.position]):
-            continue
-        if axis is None:   # (a list of one number per entry)
-            where[key] = type(where[key])((where[key][0], where[key][0]))
-            continue
-        first = where[key].narrow(axis, 0, 1)                                     # (1, ...) entry 0
-        where[key] = torch.cat([first, first], axis)                              # (2, ...)
-    return tuple(args), kwargs
 
 
 def measure_heads(module, args: tuple, kwargs: dict, plans: tuple) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -558,6 +546,7 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
     if isinstance(probe, str) or (moved := batch_reordered(trace.events, trace.namer.role)
                                   or batch_attended(trace.events, trace.namer.role)):
         return probe if isinstance(probe, str) else moved
+    probe = replace(probe, attends=attention_declared(trace._inferred().events, call[0]))   # (all the events)
     if probe.out_tokens is not None:
         batch, tokens = probe.output.shape[probe.out_batch], probe.output.shape[probe.out_tokens]
         probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, batch, tokens)

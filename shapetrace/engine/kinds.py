@@ -29,6 +29,11 @@ _POOLED_PER_HEAD = ("a `mean` over the tokens of the heads' attention outputs, t
                     "head by design, or a slip for a mean over the heads (GAT's `mean(dim=1)` written `mean(dim=0)`): "
                     "`?`, never `✓`")
 
+_NEVER_MIX = ("measured on the values: in code that declares an attention, no output token changes when the other "
+              "input tokens do")
+_POOLED_MISSES = ("measured on the values: with a causal mask declared, a pooled output does not change when an "
+                  "unpadded entry's last token does")
+
 
 class Kind(StrEnum):
     """One kind of finding: ``(name, severity, one-line meaning[, another severity it may take])``."""
@@ -278,8 +283,8 @@ class Kind(StrEnum):
                             "measured on the values: an output token does not change when its own input token does")
     CAUSAL_MASK_LEAKS = ("causal-mask-leaks", "error", "measured on the values: with a causal mask declared, an "
                          "output token depends on a later token")
-    POOLED_MISSES_LAST_TOKEN = ("pooled-misses-last-token", "error", "measured on the values: with a causal mask "
-                                "declared, a pooled output does not change when an unpadded entry's last token does")
+    TOKENS_NEVER_MIX = ("tokens-never-mix", "error", _NEVER_MIX)
+    POOLED_MISSES_LAST_TOKEN = ("pooled-misses-last-token", "error", _POOLED_MISSES)
     PADDING_READ = ("padding-read", "error", "measured on the values: the output at a real token of a padded batch "
                     "entry (or its pooled output) changes when only the padding of that entry changes", ("warning",))
     HEADS_MIX = ("heads-mix", "error", "measured on the values: an output head depends on another head's values, "
@@ -353,7 +358,7 @@ _RANKS = {
     Kind.MASK_WRONG_BATCH_ORDER: CAUSE, Kind.WRITE_MISMATCH: CAUSE, Kind.VIEW_INCOMPATIBLE: CAUSE,
     Kind.BATCH_MISMATCH: SYMPTOM, Kind.BROADCAST_MISMATCH: SYMPTOM, Kind.JOIN_MISMATCH: SYMPTOM,
     Kind.BATCH_ENTRIES_MIX: SYMPTOM, Kind.BATCH_PLACE_MATTERS: SYMPTOM, Kind.TOKEN_IGNORES_ITSELF: SYMPTOM,
-    Kind.CAUSAL_MASK_LEAKS: SYMPTOM, Kind.POOLED_MISSES_LAST_TOKEN: SYMPTOM,
+    Kind.CAUSAL_MASK_LEAKS: SYMPTOM, Kind.POOLED_MISSES_LAST_TOKEN: SYMPTOM, Kind.TOKENS_NEVER_MIX: SYMPTOM,
 }
 
 

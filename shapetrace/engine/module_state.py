@@ -137,3 +137,21 @@ class Isolated:
                 m.training = mode
             restore(self.saved)
         return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
+
+
+def entry_zero_twice(probe) -> tuple[tuple, dict]:
+    """The call's arguments (a :class:`.dependencies.Probe`'s) with every companion (a mask, a cross-attention's
+    memory) cut to its batch entry 0, twice over (the input passed again moves with it): the two entries of a
+    measuring batch are both entry 0 of the input, so each must see entry 0's mask and memory (else a
+    difference in those reads as a leak)."""
+    args, kwargs = list(probe.args), dict(probe.kwargs)
+    for key, axis in probe.companions:
+        where = args if isinstance(key, int) else kwargs
+        if moved_with_input(where, key, probe.args[probe.position]):
+            continue
+        if axis is None:   # (a list of one number per entry)
+            where[key] = type(where[key])((where[key][0], where[key][0]))
+            continue
+        first = where[key].narrow(axis, 0, 1)                                     # (1, ...) entry 0
+        where[key] = torch.cat([first, first], axis)                              # (2, ...)
+    return tuple(args), kwargs

@@ -45,7 +45,8 @@ At first sight, at DIMS, the 4 correct files were ✓ 1, ? 3, ✗ 0 (the CLI: �
 Open:
 
 * audiolm_attn_out_unused attn-out-unused (lib14: now ``!`` projection-bypassed, engine/unread's live_nodes: the
-  projection's result reaches nothing returned; the note below is kept as history): ``?`` like its correct twin.
+  projection's result reaches nothing returned; with the dependency contracts, ``✗ tokens-never-mix`` too since
+  engine/mixing.py: no output token reads another; the note below is kept as history): ``?`` like its correct twin.
   An attention whose output never reaches
   the result is also a prefill run for its cache (tests/corpus/reports17/tinyllm_decode_offset.py drops its
   prefill's output by design; here too the keys and values leave through the returned cache), so a dropped

@@ -96,7 +96,7 @@ def bare_kinds_in(tree: ast.AST) -> list[str]:
 def _rule_trees():
     paths = [*(ENGINE / "rules").glob("*.py"), ENGINE / "faults.py", ENGINE / "dependencies.py", ENGINE / "padding.py",
              ENGINE / "heads.py", ENGINE / "pooled_read.py", ENGINE / "lengths_read.py",
-             ENGINE / "grouped_positions.py",
+             ENGINE / "grouped_positions.py", ENGINE / "mixing.py",
              ENGINE / "backward" / "checks.py",   # (measured; backward)
              ENGINE / "readings.py"]   # (findings checked under every reading of equal sizes)
     return {p.name: ast.parse(p.read_text(encoding="utf-8")) for p in paths}
