@@ -18,7 +18,7 @@ flash_gau         (correct)                      ? (einsum, to_out)         ?   
 flash_gau         causal-triu-inverted           ?                          ?                       ? 9 of 11
 flash_gau         attn-transposed                ?                          ?                       ? 9 of 11
 cosformer         (correct)                      ✓                          ?                       ✓
-cosformer         kv-summed-over-features        ✓ (missed)                 ?                       ✗ tokens-never-mix [1]
+cosformer         kv-summed-over-features        ✓ (missed)                 ?                       ✗ [1]
 cosformer         denominator-over-features      ✓ (missed)                 ?                       ✓ (missed)
 conditional_detr  (correct)                      ✓                          ?                       ✓
 conditional_detr  cat-before-heads               ✗ batch-mismatch           ?                       ✗ (same)
@@ -93,8 +93,9 @@ MODULES = (synthesizer_dense, flash_gau, cosformer, conditional_detr, rtdetr_aif
 OK, UNSURE = ("✓", ()), ("?", ())
 MIXED = ("✗", ("mixed-axis",))
 
-#: [1] ``✓ (missed)`` in the CLI column until engine/mixing.py: no output token reads another, measured on the
-#: values (tests/corpus/test_tokens_meet.py); the first-sight columns, traced without the contracts, keep ``✓``.
+#: [1] ``✗ tokens-never-mix``; ``✓ (missed)`` in the CLI column until engine/mixing.py: no output token reads
+#: another, measured on the values (tests/corpus/test_tokens_meet.py); the first-sight columns, traced without the
+#: contracts, keep ``✓``.
 #: (module, variant) -> the outcome at each of ``round_sizes(module)``: each DIMS, then its equal sizes
 EXPECTED = {
     (synthesizer_dense, ""): [UNSURE, UNSURE],
