@@ -472,7 +472,7 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
     if "batch" not in axes_out:
         return "the output's batch axis has no name"
     companions = probe_companions(args, kwargs, position, x.shape[axes_in["batch"]], labels_of, role_of, module,
-                                  per_entry, by_size and x.shape[axes_in["tokens"]])
+                                  per_entry, by_size and x.shape[axes_in["tokens"]], x.shape[axes_in["tokens"]])
     if isinstance(companions, str):
         return companions
     other = other_sequence(labels_of(x), axes_in["tokens"], labels_of(out), axes_out.get("tokens"))

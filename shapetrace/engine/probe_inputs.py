@@ -39,6 +39,7 @@ from shapetrace.engine.capture import _SPECS, OpRecord, _spec_of
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.reductions import axes_along
 from shapetrace.engine.sites import user_stack
+from shapetrace.engine.unread import token_offsets
 
 
 def input_of(args, entry_of) -> tuple[int | None, Any]:
@@ -173,7 +174,7 @@ class AtEntry:
 
 
 def companions(args, kwargs, position: int, batch: int, labels_of, role_of, module=None,
-               per_entry: tuple = (), tokens: int = 0) -> tuple | str:
+               per_entry: tuple = (), tokens: int = 0, length: int = 0) -> tuple | str:
     """``((position or keyword, batch axis), ...)`` for every tensor argument but the input that has a
     batch axis (see the module's docstring), and ``(position or keyword, None)`` for every list of
     numbers ``per_entry`` declares; why not, where one has an unnamed axis as long as the batch that
@@ -182,7 +183,8 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
     ``model(x, pad=[0, 2])``: which goes with which entry cannot be told). ``tokens``: where names were found
     from sizes alone, the input's length: token ids (not a 0/1 mask, not positions) of a sequence as long (a
     decoder's target ids beside the memory it is given) stops the measure, since which of the two the
-    output's tokens follow cannot be told, and sizes never decide it."""
+    output's tokens follow cannot be told, and sizes never decide it. ``length``: the input's number of tokens; a
+    tensor of offsets into them (:func:`_token_offsets`) is no companion, however long."""
     found = []
     others = [(i, a) for i, a in enumerate(args) if i != position] + list(kwargs.items())
     for key, a in others:
@@ -194,7 +196,7 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
                        "entries: which goes with which entry cannot be told"
             found.append((key, None))
             continue
-        if not isinstance(a, torch.Tensor) or a.dim() == 0:
+        if not isinstance(a, torch.Tensor) or a.dim() == 0 or token_offsets(a, {length}):
             continue
         labels = labels_of(a)
         named = [i for i, label in enumerate(labels) if label and role_of(label) == "batch"]

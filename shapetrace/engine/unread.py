@@ -39,6 +39,7 @@ class Argument(NamedTuple):
     dtype: str         # ``bool``, ``float32``...
     front_padded: bool = False   # a 2-d mask of two values with a row padded in front (:func:`front_padded`)
     packed: bool = False         # 2-d positions restarting at 0 inside a row (:func:`packed_positions`)
+    offsets: bool = False        # cumulative lengths of sequences packed along an axis (:func:`token_offsets`)
     read_as: str = ""            # the first call that handed its values to Python (``tolist``), if one did
 
 
@@ -60,9 +61,10 @@ def note_arguments(capture: Capture, module, args: tuple, kwargs: dict, start: i
     names = _parameter_names(module)
     passed = [*((names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)),
               *kwargs.items()]
+    sizes = {n for _, a in passed if isinstance(a, torch.Tensor) for n in a.shape}   # (an offset ends at one)
     with torch._C.DisableTorchFunction():   # (reading a tensor's facts is not the traced code's work)
         found = tuple(Argument(name, capture.node_of(a), tuple(a.shape), str(a.dtype).removeprefix("torch."),
-                               front_padded(a), packed_positions(a))
+                               front_padded(a), packed_positions(a), token_offsets(a, sizes))
                       for name, a in passed
                       if isinstance(a, torch.Tensor) and not isinstance(a, torch.nn.Parameter)
                       and not any(a is held for held in module._buffers.values()))
@@ -101,6 +103,20 @@ def front_padded(t: torch.Tensor, limit: int = 1 << 16) -> bool:
         if bool(whole.any()) and bool(((rows == sorted_rows).all(1) & ~rows[:, 0] & rows[:, -1]).any()):
             return True
     return False
+
+
+def token_offsets(t: torch.Tensor, lengths) -> bool:
+    """Is ``t`` the cumulative lengths of sequences packed along an axis of one of ``lengths`` (flash-attn's
+    ``cu_seqlens``, allenai/OLMo-core's ``cu_doc_lens``): integers of one axis, from 0 up to one of ``lengths``,
+    never falling? It cuts that axis, so its entries are never one per batch entry, even where it has as many.
+
+    >>> token_offsets(torch.tensor([0, 2, 6]), {6}), token_offsets(torch.tensor([6, 4]), {6})
+    (True, False)
+    """
+    if t.dim() != 1 or not 2 <= t.numel() <= 1 << 16 or t.device.type != "cpu" or t.is_meta \
+            or t.dtype not in (torch.int64, torch.int32, torch.int16):
+        return False
+    return int(t[0]) == 0 and int(t[-1]) in lengths and bool((t.diff() >= 0).all())
 
 
 def packed_positions(t: torch.Tensor, limit: int = 1 << 16) -> bool:

@@ -60,12 +60,14 @@ def batch_seed(state: Inference, node: int, shape: tuple[int, ...]) -> list[list
     """``[B]`` for a tensor of one axis as long as the batch given to the model's first outermost call beside its
     input, one value per batch entry (a diffusion timestep, a sequence's length), where no other declared name
     has that size (at B = H a ``[4]`` is a batch's steps or a head's scales: the sizes cannot say) and the batch
-    has more than one entry. Not a tensor the code makes (Griffin's ``arange(half)`` of a rotary, at half = B)."""
+    has more than one entry. Not a tensor the code makes (Griffin's ``arange(half)`` of a rotary, at half = B), nor
+    the cumulative lengths of sequences packed in a row (:func:`.unread.token_offsets`: OLMo-core's ``cu_doc_lens`` of
+    two documents is 3 long, and at a batch of 3 the sizes alone would call it ``[B]``)."""
     sizes = [size for name, size in state.namer.dims.items() if state.namer.role(name) is not None]
     batch, first = _size(state, "B"), state.capture.module_calls.first_call
     if batch is None or batch < 2 or shape != (batch,) or sizes.count(batch) != 1 or first is None:
         return []
-    return [["B"]] if any(argument.node == node for argument in first.arguments) else []
+    return [["B"]] if any(argument.node == node and not argument.offsets for argument in first.arguments) else []
 
 
 def own_width_seed(state: Inference, shape: tuple[int, ...], seq: str) -> list[list[str]]:
