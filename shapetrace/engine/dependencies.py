@@ -32,7 +32,7 @@ from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.mixing import attention_declared, never_mixed
-from shapetrace.engine.module_state import Isolated, entry_zero_twice, first_output
+from shapetrace.engine.module_state import Isolated, entry_repeated, first_output
 from shapetrace.engine.picks import Picks
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
@@ -162,7 +162,7 @@ def _place_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, li
         if run:
             first = probe.args[probe.position].narrow(probe.batch, 0, 1)                 # (1, ...) entry 0
             with made:
-                twice = run.calling(*entry_zero_twice(probe), probe.position)(torch.cat([first, first], probe.batch))
+                twice = run.calling(*entry_repeated(probe), probe.position)(torch.cat([first, first], probe.batch))
             place0, place1 = tokens_last(twice.unsqueeze(0), probe)[0].chunk(2)       # (1, T, rest) each
             tolerance = change_tolerance(probe, place0)
             differ = ((place0 - place1).abs() > tolerance).any(-1)[0].nonzero().flatten().tolist()
@@ -191,7 +191,7 @@ def _picks_checked(probe: Probe, alone, picks: list, found: list, held: list[str
     with Isolated(probe.module, probe.state) as run:
         if not run:
             return found, held, []
-        call, first = run.calling(*entry_zero_twice(probe), probe.position), \
+        call, first = run.calling(*entry_repeated(probe), probe.position), \
             probe.args[probe.position].narrow(probe.batch, 0, 1)                      # (1, ...) entry 0
         try:
             with Picks(picks) as kept:
@@ -350,7 +350,7 @@ def _outputs(probe: Probe, heads: _HeadsRun) -> tuple[torch.Tensor, torch.Tensor
             return "the model's buffers are too large to save and put back"
         alone = out if not run.training and isinstance(out, torch.Tensor) else \
             run.calling(probe.args, probe.kwargs, probe.position)(x)
-        call, first = run.calling(*entry_zero_twice(probe), probe.position), x.narrow(probe.batch, 0, 1)
+        call, first = run.calling(*entry_repeated(probe), probe.position), x.narrow(probe.batch, 0, 1)
         both = _moved_run(call, probe, first, heads.forward)
         if isinstance(both, str):
             return both

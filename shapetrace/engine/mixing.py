@@ -30,7 +30,7 @@ import torch
 from shapetrace.engine.declared import self_attention
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import Isolated, entry_zero_twice
+from shapetrace.engine.module_state import Isolated, entry_repeated
 from shapetrace.engine.token_changes import change_tolerance, changes_of, tokens_last
 
 #: a class name that calls its module an attention (``CausalSelfAttention``, ``GPT2Attention``, ``MHA`` excluded)
@@ -118,7 +118,7 @@ def _moved_run(probe, first: torch.Tensor, half: list[int], rest: list[int]) -> 
     out = None
     with Isolated(probe.module, probe.state) as run:
         if run:
-            out = run.calling(*entry_zero_twice(probe), probe.position)(two)
+            out = run.calling(*entry_repeated(probe), probe.position)(two)
     expected = list(probe.output.shape)
     if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() != len(expected):
         return None

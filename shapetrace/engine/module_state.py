@@ -139,19 +139,18 @@ class Isolated:
         return kind is not None and issubclass(kind, Exception)   # (not measured: the caller reads None)
 
 
-def entry_zero_twice(probe) -> tuple[tuple, dict]:
+def entry_repeated(probe, entry: int = 0, times: int = 2) -> tuple[tuple, dict]:
     """The call's arguments (a :class:`.dependencies.Probe`'s) with every companion (a mask, a cross-attention's
-    memory) cut to its batch entry 0, twice over (the input passed again moves with it): the two entries of a
-    measuring batch are both entry 0 of the input, so each must see entry 0's mask and memory (else a
-    difference in those reads as a leak)."""
+    memory) cut to batch entry ``entry``, ``times`` over (the input passed again, as ``attn(x, x, x)``'s keys, moves
+    with it: :func:`moved_with_input`): the entries of a measuring batch are all that entry of the input, so each
+    must see its mask and memory (else a difference in those reads as a leak)."""
     args, kwargs = list(probe.args), dict(probe.kwargs)
     for key, axis in probe.companions:
         where = args if isinstance(key, int) else kwargs
         if moved_with_input(where, key, probe.args[probe.position]):
             continue
         if axis is None:   # (a list of one number per entry)
-            where[key] = type(where[key])((where[key][0], where[key][0]))
+            where[key] = type(where[key])([where[key][entry]] * times)
             continue
-        first = where[key].narrow(axis, 0, 1)                                     # (1, ...) entry 0
-        where[key] = torch.cat([first, first], axis)                              # (2, ...)
+        where[key] = torch.cat([where[key].narrow(axis, entry, 1)] * times, axis)   # (times, ...)
     return tuple(args), kwargs

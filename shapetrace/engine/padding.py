@@ -37,7 +37,7 @@ from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.dependencies import BATCH, Probe, not_measured
 from shapetrace.engine.directions import HIDES, where_params
 from shapetrace.engine.kinds import Kind
-from shapetrace.engine.module_state import Isolated, moved_with_input
+from shapetrace.engine.module_state import Isolated, entry_repeated
 from shapetrace.engine.op_args import first_operand
 from shapetrace.engine.ops import is_convolution, is_recurrence
 from shapetrace.engine.opspec import Family
@@ -255,7 +255,7 @@ def _outputs(probe: Probe, mask: Mask) -> tuple[torch.Tensor, torch.Tensor] | st
     with Isolated(probe.module, probe.state) as run:
         if not run:
             return "the model's buffers are too large to save and put back"
-        args, kwargs = _entry_twice(probe, b, 3 if run.training else 2)
+        args, kwargs = entry_repeated(probe, b, 3 if run.training else 2)
         call, first = run.calling(args, kwargs, probe.position), x.narrow(probe.batch, b, 1)
         n = 3 if run.training else 2
         if probe.entry is None:
@@ -293,21 +293,6 @@ def _moves(first: torch.Tensor, batch: int, tokens: int, mask: Mask, n: int, ok:
         rows.index_copy_(along, at, picked)
     scale = 1.0 + float(torch.linalg.vector_norm(first.detach().float(), float("inf")))
     return (moves * scale).to(first.device)
-
-
-def _entry_twice(probe: Probe, b: int, n: int) -> tuple[tuple, dict]:
-    """The call's arguments with every companion cut to batch entry ``b``, ``n`` times over (the input passed
-    again, as ``attn(x, x, x)``'s keys, is given the moved input: :func:`.module_state.moved_with_input`)."""
-    args, kwargs = list(probe.args), dict(probe.kwargs)
-    for key, axis in probe.companions:
-        where = args if isinstance(key, int) else kwargs
-        if moved_with_input(where, key, probe.args[probe.position]):
-            continue
-        if axis is None:   # (a list of one number per entry)
-            where[key] = type(where[key])([where[key][b]] * n)
-            continue
-        where[key] = torch.cat([where[key].narrow(axis, b, 1)] * n, axis)
-    return tuple(args), kwargs
 
 
 def padded(measured: tuple[list, list[str], list[str]], trace) -> tuple[list, list[str], list[str]]:

@@ -48,16 +48,23 @@ def _merged(t: torch.Tensor, b: int, n: int) -> torch.Tensor:
     return t.transpose(1, 2).reshape(b, n, D)                                      # (B, T, D)
 
 
-class LinearSelfAttention(nn.Module):
-    """lucidrains' ``linear_attn``: softmax feature maps, one context per head summed over the tokens."""
+class _Projected(nn.Module):
+    """lucidrains' layout: one ``to_qkv`` projection chunked into q, k, v, and ``to_out``."""
 
     def __init__(self, bug: str = ""):
         super().__init__()
         self.to_qkv, self.to_out, self.bug = nn.Linear(D, 3 * D, bias=False), nn.Linear(D, D), bug
 
-    def forward(self, x):                                                          # (B, T, D)
+    def qkv(self, x):                                                              # (B, T, D)
         b, n, _ = x.shape
-        q, k, v = (_heads(t, b, n) for t in self.to_qkv(x).chunk(3, dim=-1))      # (B, H, T, d) each
+        return b, n, *(_heads(t, b, n) for t in self.to_qkv(x).chunk(3, dim=-1))   # (B, H, T, d) each
+
+
+class LinearSelfAttention(_Projected):
+    """lucidrains' ``linear_attn``: softmax feature maps, one context per head summed over the tokens."""
+
+    def forward(self, x):                                                          # (B, T, D)
+        b, n, q, k, v = self.qkv(x)                                                # (B, H, T, d) each
         q, k = q.softmax(dim=-1) * (D // H) ** -0.5, k.softmax(dim=-2)
         context = einsum("bhnd,bhne->bhde", k, v)                                  # (B, H, d, d)
         out = einsum("bhnd,bhde->bhne", q, context)                                # (B, H, T, d)
@@ -68,8 +75,7 @@ class CausalLinearAttention(LinearSelfAttention):
     """lucidrains' ``causal_linear_attn``: the context is a running sum over the tokens."""
 
     def forward(self, x):                                                          # (B, T, D)
-        b, n, _ = x.shape
-        q, k, v = (_heads(t, b, n) for t in self.to_qkv(x).chunk(3, dim=-1))      # (B, H, T, d) each
+        b, n, q, k, v = self.qkv(x)                                                # (B, H, T, d) each
         q, k = q.softmax(dim=-1) * (D // H) ** -0.5, torch.exp(k)
         context = einsum("bhnd,bhne->bhnde", k, v)                                 # (B, H, T, d, d)
         if self.bug != "cumsum-dropped":
@@ -79,16 +85,11 @@ class CausalLinearAttention(LinearSelfAttention):
         return self.to_out(_merged(out, b, n))                                     # (B, T, D)
 
 
-class Block(nn.Module):
+class Block(_Projected):
     """Softmax attention written with einsum, in a module named for no attention."""
 
-    def __init__(self, bug: str = ""):
-        super().__init__()
-        self.to_qkv, self.to_out, self.bug = nn.Linear(D, 3 * D, bias=False), nn.Linear(D, D), bug
-
     def forward(self, x):                                                          # (B, T, D)
-        b, n, _ = x.shape
-        q, k, v = (_heads(t, b, n) for t in self.to_qkv(x).chunk(3, dim=-1))      # (B, H, T, d) each
+        b, n, q, k, v = self.qkv(x)                                                # (B, H, T, d) each
         attn = (einsum("b h i d, b h j d -> b h i j", q, k) * (D // H) ** -0.5).softmax(dim=-1)  # (B, H, T, T)
         values = "b h i j, b h i d -> b h i d" if self.bug == "values-read-by-query" else \
             "b h i j, b h j d -> b h i d"
