@@ -196,7 +196,7 @@ def companions(args, kwargs, position: int, batch: int, labels_of, role_of, modu
                        "entries: which goes with which entry cannot be told"
             found.append((key, None))
             continue
-        if not isinstance(a, torch.Tensor) or a.dim() == 0 or token_offsets(a, {length}):
+        if not isinstance(a, torch.Tensor) or a.dim() == 0 or (length and token_offsets(a, {length})):
             continue
         labels = labels_of(a)
         named = [i for i, label in enumerate(labels) if label and role_of(label) == "batch"]
