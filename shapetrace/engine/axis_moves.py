@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from shapetrace.engine.axes import (
     COPIES,
     MIXED_PREFIX,
+    UNKNOWN,
     Atom,
     Axis,
+    cut_from,
     indexed_label,
     is_piece_label,
     root_axis,
@@ -226,8 +228,10 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
     labels = [str(inp[dim].size) if inp[dim].size == 1 or i in counted and namer.label(inp[dim]) is None
               else namer.label(inp[dim]) for i, inp in kept]   # one more: T+1
     whole = _reordered_whole(labels, total, namer)
-    if whole is not None:
-        first[dim] = root_axis(whole, total)   # the halves of d_k swapped (RoPE's rotate_half): still d_k
+    roles = {inp[dim].role for inp in inputs}
+    role = roles.pop() if len(roles) == 1 else None   # blocks of keys joined are keys (LUKE's four score blocks)
+    if whole is not None:   # the halves of d_k swapped (RoPE's rotate_half): still d_k; documents back in order
+        first[dim] = whole
     elif labels and all(lab and not lab.startswith(MIXED_PREFIX) for lab in labels) and \
             any(not lab.isdigit() for lab in labels) and not _copies_of_batch(labels, namer):
         joined = _joined_parts(labels)
@@ -239,6 +243,8 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
         first[dim] = Axis((Atom(joined, total, 1, total),))
     else:
         first[dim] = unknown_axis(total)
+    if role is not None and first[dim].atoms and first[dim].atoms[0].root != UNKNOWN:
+        first[dim] = first[dim].with_role(role)
     for j in range(len(first)):
         if j == dim:
             continue
@@ -267,24 +273,30 @@ def _joined_parts(labels: list[str]) -> str:
     return "+".join(out)
 
 
-def _reordered_whole(labels: list, total: int, namer: Namer) -> str | None:
-    """``["d_k[4:8]", "d_k[0:4]"]`` covering all of ``d_k``: the name of the whole axis, else None."""
+def _reordered_whole(labels: list, total: int, namer: Namer) -> Axis | None:
+    """``["d_k[4:8]", "d_k[0:4]"]`` covering all of ``d_k``: the whole axis, else None. The cut axis may be a
+    fold of declared names: torchtitan's varlen attention cuts the packed ``B*T`` into documents and joins
+    their outputs back in order (``B*T[0:6]``, ``B*T[6:12]``), which is ``B*T`` again, batch-major."""
     ranges, bases = [], set()
     for lab in labels:
-        if not lab or "[" not in lab or not lab.endswith("]"):
+        cut = cut_from(lab)
+        if cut is None or cut[1] is None or cut[2] is None or cut[1] < 0:
             return None
-        base, _, span = lab[:-1].partition("[")
-        start, _, stop = span.partition(":")
-        if not start.isdigit() or not stop.isdigit():
-            return None
-        bases.add(base)
-        ranges.append((int(start), int(stop)))
-    if len(bases) != 1 or namer.size_of(next(iter(bases))) != total:
+        bases.add(cut[0])
+        ranges.append(cut[1:])
+    if len(bases) != 1:
         return None
     covered = sorted(ranges)
     if covered[0][0] != 0 or covered[-1][1] != total or any(a[1] != b[0] for a, b in zip(covered, covered[1:])):
         return None
-    return bases.pop()
+    base = bases.pop()
+    if namer.size_of(base) == total:
+        return root_axis(base, total)
+    parts = base.split("*")
+    sizes = [namer.size_of(part) if part.isidentifier() else None for part in parts]
+    if len(parts) < 2 or None in sizes or math.prod(sizes) != total or ranges != covered:
+        return None   # (a fold's cuts joined out of order are a permutation of it, not the fold)
+    return Axis(tuple(Atom(part, size, 1, size) for part, size in zip(parts, sizes)))
 
 
 def stack_axes(inputs: Sequence[Sequence[Axis]], dim: int) -> tuple[Axis, ...]:

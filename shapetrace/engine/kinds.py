@@ -117,10 +117,10 @@ class Kind(StrEnum):
     MASK_HIDES_EVERY_KEY = ("mask-hides-every-key", "error",
                             "a mask that hides every key from every query of a batch entry (an inverted padding "
                             "mask: `mask * min` for `(1 - mask) * min`), so attention there reads nothing it meant to")
-    MASK_AFTER_SOFTMAX = ("mask-after-softmax", "error", "a hiding mask laid on probabilities a softmax made")
+    MASK_AFTER_SOFTMAX = ("mask-after-softmax", "error",
+                          "a hiding mask laid on probabilities a softmax made, or on scores a softmax already read")
     NAN_ROWS = ("nan-rows", "error", "fully masked rows that any traced softmax or SDPA turns into NaN")
-    NAN_ROWS_SKIPPED = ("nan-rows-skipped", "note",
-                        "the values were not read (the meta device has none), so NaN rows were not checked")
+    NAN_ROWS_SKIPPED = ("nan-rows-skipped", "note", "values not read (the meta device has none): NaN rows not checked")
 
     # -- the kernels' contracts --------------------------------------------------------------------
     SDPA_LAYOUT = ("sdpa-layout", "error",

@@ -134,8 +134,8 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
             return True
         if others and not _indices_only(record, others):
             continue   # (mixed with traced values by another op: no longer the mask's alone)
-        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL}:
-            continue
+        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL, Family.JOIN}:
+            continue   # (a join with another mask, LUKE's words' and entities' masks, is still a mask)
         outs = [n for n in record.outs if isinstance(n, int)]
         derived.update(outs)
         if (family in _CARRY or _cast(record)) and not others and all(ins[i] in same for i in mine):

@@ -496,5 +496,29 @@ def _made_by_softmax(rows: dict, source, depth: int = 4):
     return None
 
 
+def mask_written_after_softmax(analysis: Analysis) -> list[Diagnostic]:
+    """A hiding fill written into the scores in place after a ``softmax`` read them, and read by nothing after
+    (lucidrains/memory-compressed-attention: ``attn = dots.softmax(dim=-1)``, then ``dots.masked_fill_(mask,
+    ...)``): the softmax already spread its weight over the keys the mask was to hide, and the masked scores go
+    nowhere. Read from the recorded sources (which row made each operand, and which rows read each result)."""
+    read = {source for e in analysis.events for source in e.sources if source is not None}
+    softmaxes = analysis.events_of(Family.SOFTMAX)
+    out = []
+    for e in analysis.events_of(Family.MASK_FILL):
+        if not (e.spec.writes_in_place and hides(e.params.get("value"))) or not e.sources or e.sources[0] is None \
+                or (e.index, 0) in read:
+            continue
+        done = next((s for s in softmaxes if s.index < e.index and s.sources[:1] == e.sources[:1]), None)
+        if done is None:
+            continue
+        o = e.outputs[0]
+        out.append(Kind.MASK_AFTER_SOFTMAX.found(e.index, (
+            f"{e.op} #{e.index} hides scores {fmt_named(o.dims, o.shape)} in place after {done.op} #{done.index} "
+            "has read them, and nothing reads them after: the softmax spread its weight over the keys this mask "
+            "was to hide, so it hides nothing."),
+            "Fill the scores before the softmax reads them: scores.masked_fill_(mask, value), then softmax."))
+    return out
+
+
 VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key,
-                 mask_after_softmax]
+                 mask_after_softmax, mask_written_after_softmax]

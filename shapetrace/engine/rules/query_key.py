@@ -32,6 +32,7 @@ def _over_features(e: Event, analysis: Analysis) -> bool:
 def query_key_order(analysis: Analysis) -> list[Diagnostic]:
     """Scores computed as ``k @ qᵀ``: the rows are key tokens, so each softmax row mixes queries."""
     out = []
+    both_ways = _both_ways(analysis)
     for e in analysis.events_of(Family.PRODUCT):
         rows_cols = e.outputs[0].dims[-2:] if e.outputs and len(e.outputs[0].dims) >= 2 else ()
         sources = _rows_and_columns_from(e)
@@ -39,7 +40,7 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
             continue
         made_by = tuple(e.projections[i] if i < len(e.projections) else None for i in sources)
         swapped = (made_by == ("k", "q") and _columns_are_tokens(e, analysis)) or (
-            made_by != ("q", "k") and tuple(rows_cols) == ("S", "T")
+            not _standard_by_provenance(made_by) and not both_ways and tuple(rows_cols) == ("S", "T")
                                              and _over_features(e, analysis)
                                              and not _sequences_told_by_size(e, analysis))   # provenance outranks names
         if swapped and sources == (1, 0):   # an einsum whose output puts its second operand's tokens first
@@ -58,6 +59,22 @@ def query_key_order(analysis: Analysis) -> list[Diagnostic]:
                 "so a softmax over the last axis weighs queries, not keys, and each output row belongs to a "
                 "key."), "Put the queries first: scores = q @ k.transpose(-2, -1)."))
     return out
+
+
+def _both_ways(analysis: Analysis) -> bool:
+    """Do products over features give both ``[..., T, S]`` and ``[..., S, T]`` scores? Then each sequence is the
+    queries of one and the keys of the other (LUKE's word-to-entity and entity-to-word blocks, ViLBERT's
+    co-attention), and the names ``S`` and ``T`` say nothing of which side is the keys."""
+    found = {tuple(e.outputs[0].dims[-2:]) for e in analysis.events_of(Family.PRODUCT)
+             if e.outputs and len(e.outputs[0].dims) >= 2 and _over_features(e, analysis)}
+    return {("S", "T"), ("T", "S")} <= found
+
+
+def _standard_by_provenance(made_by: tuple[str | None, ...]) -> bool:
+    """Does either operand's projection put it where scores = q @ kᵀ has it (the query projection's output
+    on the rows, or the key projection's on the columns)? Then the names do not decide: LUKE's entity-to-word
+    block, ``e2w_query(entities) @ key(words)ᵀ``, is ``[..., S, T]`` with the entities as its queries."""
+    return made_by[:1] == ("q",) or made_by[1:2] == ("k",)
 
 
 def _columns_are_tokens(e: Event, analysis: Analysis) -> bool:
