@@ -73,6 +73,8 @@ class Analysis:
         restarted_positions: ``(earlier lookup, later lookup, join, dim, entries before)`` (events): a position
             table read again from the first position by a step whose keys are appended after a cache
             (:func:`~shapetrace.engine.lookups.restarted_positions`).
+        picked_at_length: ``(pick event, addition's op, length)``: a table's one entry picked at a length read from a
+            tensor and added to every token of it (:func:`~shapetrace.engine.lookups.picked_at_length`).
     """
 
     events: Sequence[Event]
@@ -103,6 +105,7 @@ class Analysis:
     packed_positions: Sequence[tuple[str, tuple, tuple]] = ()
     ids_read_twice: Sequence[tuple[int, int]] = ()
     restarted_positions: Sequence[tuple[int, int, int, int, int]] = ()
+    picked_at_length: Sequence[tuple[int, str, int]] = ()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

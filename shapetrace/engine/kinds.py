@@ -58,8 +58,7 @@ class Kind(StrEnum):
         return Diagnostic(_severity(self, severity), self.value, event, message, fix, also=also, blame=blame)
 
     # -- axes mixed or merged ----------------------------------------------------------------------
-    MIXED_AXIS = ("mixed-axis", "error",
-                  "an axis holds pieces of tokens (or batch entries) regrouped with something else")
+    MIXED_AXIS = ("mixed-axis", "error", "an axis holds pieces of tokens (or batch entries) mixed with something else")
     ROLL_NOT_UNDONE = ("roll-not-undone", "error",
                        "tokens shifted round by `torch.roll` or reversed by `flip` meet the same tokens unmoved "
                        "(Swin's shifted windows without the roll back; a backward RNN's states not flipped back)")
@@ -98,6 +97,7 @@ class Kind(StrEnum):
                               "token axis (`nn.Softmax(dim=1)` on `(B, 1, L)`): every weight is 1, a plain sum")
     TABLE_CUT_TO_BATCH = ("table-cut-to-batch", "warning", "a table with no batch axis cut to the batch's length "
                           "(`pe[:x.size(0)]` on `[B, T, D]`): each entry gets the row of its place in the batch")
+    PICKED_AT_LENGTH = ("picked-at-length", "warning", "`pe[:, x.size(1)]` added to all tokens for `pe[:, :x.size(1)]`")
     SOFTMAX_IMPLICIT_DIM = ("softmax-implicit-dim", "error",
         "softmax called without `dim`, where torch's legacy rule picks an axis that is not the keys "
         "(a note when which axis holds the keys is not known)", ("note",))

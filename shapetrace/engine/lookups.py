@@ -10,9 +10,10 @@ addition sums (through further additions). Plain data out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from shapetrace.engine.infer.counted import counted_values
+from shapetrace.engine.sizes import SizeOf
 from shapetrace.engine.thawed import thaw_args
 
 
@@ -143,3 +144,51 @@ def _appended_after(records: Sequence, index: int, made: Mapping[int, int]) -> t
         if dim is not None and -len(shape) <= dim < len(shape) and shape[dim] > 0:
             return later, dim % len(shape), shape[dim]
     return None
+
+
+def picked_at_length(records: Sequence, rows: Mapping[int, int], shapes: Callable[[int], tuple | None],
+                     stamp: int, start: int = 0) -> tuple[tuple[int, str, int], ...]:
+    """``(pick event, the addition's op, the tokens' length)`` for each entry of a table that entered the code
+    (a buffer, a parameter: nothing the run made) picked by one integer that is a length read from a tensor
+    (``x.shape[1]``, a :class:`~.sizes.SizeOf` of this capture, ``stamp``), then added to that very tensor, along
+    whose axis of that length the picked entry broadcasts: every token gets the one entry at position ``T``, one
+    past the last (DiffPoseTalk issue #20: ``x + self.pe[:, x.shape[1], :]`` for ``self.pe[:, :x.shape[1], :]``).
+    The length's node and axis decide, never a size: a decoding step's ``pe[:, past]`` read from the cache and
+    added to the new token is no such pick. ``shapes(node)``: a node's shape; ``start``: the first record of the
+    model's call (a table the script built before it, a ``register_buffer`` filled at construction, entered)."""
+    made: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        for node in getattr(record, "ins", ()):
+            readers.setdefault(node, []).append(index)
+        for node in getattr(record, "outs", ()):
+            made.setdefault(node, index)
+    found = []
+    for index, record in enumerate(records):
+        length = _picked_by_length(record, made, stamp, start)
+        if length is None:
+            continue
+        for later in readers.get(record.outs[0], ()):
+            spec, ins = getattr(records[later], "spec", None), records[later].ins
+            if spec is None or not spec.additive or length.node not in ins:
+                continue
+            over = shapes(length.node)
+            picked = tuple(record.out_raw[0][0])
+            place = length.axis - (len(over) - len(picked)) if over is not None else -1
+            if over is not None and over[length.axis] == int(length) > 1 and (place < 0 or picked[place] == 1):
+                found.append((index, records[later].spec.name, int(length)))
+    return tuple((rows[a], op, n) for a, op, n in found if a in rows)   # (the addition may have no row)
+
+
+def _picked_by_length(record, made: Mapping[int, int], stamp: int, start: int):
+    """The one :class:`~.sizes.SizeOf` of this capture among the integers ``record`` indexes an entered table
+    with (``table[:, n, :]``, ``table.select(1, n)``), or None."""
+    spec, ins = getattr(record, "spec", None), getattr(record, "ins", ())
+    if spec is None or not spec.picks or len(ins) != 1 or made.get(ins[0], -1) >= start or \
+            not getattr(record, "outs", ()):
+        return None
+    args, _ = thaw_args(record.frozen)
+    where = args[1:] if spec.name != "__getitem__" else \
+        (args[1] if len(args) > 1 and isinstance(args[1], tuple) else args[1:2])
+    lengths = [a for a in where if type(a) is SizeOf and a.stamp == stamp]
+    return lengths[0] if len(lengths) == 1 else None

@@ -14,7 +14,7 @@ from shapetrace.engine.events import Event
 from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
-from shapetrace.engine.lookups import ids_read_twice, restarted_positions
+from shapetrace.engine.lookups import ids_read_twice, picked_at_length, restarted_positions
 from shapetrace.engine.mask_parts import mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
@@ -49,6 +49,8 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
     """What ``inference`` (of ``trace``'s capture) concluded, as the plain data the rules read."""
     rows, namer, capture = inference.event_of_record, inference.namer, trace.capture   # (while it records: so far)
     labels_of, output = node_labels(inference.axes, namer), output_node(capture)
+    first = capture.module_calls.first_call
+    given = getattr(first, "arguments", ())
     return Analysis(
         events=events, namer=namer, dims=dict(namer.dims),
         seeded_by_size=inference.seeded_by_size, size_choices=_in_order(namer, inference.size_choices),
@@ -67,11 +69,11 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
         causal_declared=tuple(capture.module_calls.causal),
         pairings_declared=tuple(capture.module_calls.pairings),
-        padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
-                                                                            "arguments", ()) if a.front_padded),
-        packed_positions=tuple((a.name, labels_of(a.node), a.shape) for a in getattr(capture.module_calls.first_call,
-                                                                               "arguments", ()) if a.packed),
+        padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in given if a.front_padded),
+        packed_positions=tuple((a.name, labels_of(a.node), a.shape) for a in given if a.packed),
         ids_read_twice=ids_read_twice(capture.records, rows),
         restarted_positions=restarted_positions(capture.records, rows),
+        picked_at_length=picked_at_length(capture.records, rows, lambda n: tuple(capture.nodes[n].shape),
+                                          capture.size_read.stamp, getattr(first, "start", 0)),
     )
 

@@ -22,7 +22,7 @@ file                variant                    first sight (DIMS | equal)       
 =================== ========================== ============================================= ==========================
 deepvit_reattention (correct)                  ? | ?  (heads-mixed-by-matrix: #11 on unnamed)
 deepvit_reattention softmax-over-queries       ✗ softmax-wrong-axis (both)
-deepvit_reattention norm-back-transposed       ? | ?  (the permutes after the mixing unchecked)
+deepvit_reattention norm-back-transposed       ? | ?  (permutes after the mixing)            ✗ values-by-queries (both)
 nest_blocks         (correct)                  ? | ?  (0 of 34 ops checked: the map unnamed)
 nest_blocks         blocks-merged-batch-last   ? | ?
 nest_blocks         heads-merged-d-major       ? | ?
@@ -54,12 +54,15 @@ mask-on-queries bug, whose own slip went unsaid. The fixes (tests/engine/test_jo
 * shapetrace/engine/padding.py: a padding mask joined with another mask (the words' and the entities') is still
   the mask: the padding contract is measured through the join (held on the correct file, broken by
   mask-on-queries);
+* shapetrace/engine/rules/weighted_values.py: the weights are followed back to their softmax through rows whose
+  other operands entered (DeepViT's learned ``[H, H]`` head-mixing matrix, the LayerNorm over the heads), so the
+  norm's way back permuted ``(0, 3, 2, 1)`` is ``values-by-queries`` (tests/engine/test_weighted_values.py);
 * shapetrace/engine/rules/masks.py ``mask_written_after_softmax``: a hiding fill written in place into scores a
   softmax has already read, and read by nothing after, is ``mask-after-softmax``.
 
 Still open: NesT's channel-first feature map gets no names (0 of 34 ops checked), so neither of its bugs is judged;
-DeepViT's ops after the head-mixing matrix are unnamed; NaViT's pooled slots flattened ``(n b)`` go through
-indexing on unnamed axes.
+DeepViT's heads after the mixing matrix have no name (the correct file stays ``?``); NaViT's pooled slots
+flattened ``(n b)`` go through indexing on unnamed axes.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ UNSURE = ("?", ())
 EXPECTED = {
     (deepvit_reattention, ""): [UNSURE, UNSURE],
     (deepvit_reattention, "softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,
-    (deepvit_reattention, "norm-back-transposed"): [UNSURE, UNSURE],
+    (deepvit_reattention, "norm-back-transposed"): [("✗", ("values-by-queries",))] * 2,
     (nest_blocks, ""): [UNSURE, UNSURE],
     (nest_blocks, "blocks-merged-batch-last"): [UNSURE, UNSURE],
     (nest_blocks, "heads-merged-d-major"): [UNSURE, UNSURE],

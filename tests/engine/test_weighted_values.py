@@ -143,3 +143,22 @@ def test_values_of_an_unnamed_width_are_checked(transposed, want):
 def test_weights_renormalised_along_the_summed_axis_are_a_weighted_mean(product, renormalise, want):
     t = _traced(lambda w, v: product(renormalise(w), v))
     assert [kind for kind, _ in _errors(t)] == want
+
+
+def test_weights_reweighted_across_heads_and_normed_are_still_the_weights():
+    """DeepViT's re-attention (lucidrains/vit-pytorch ``deepvit.py``; tests/corpus/public52/deepvit_reattention.py):
+    the softmax's weights mixed across heads by a learned ``[H, H]`` matrix and normed over the heads before they
+    weigh the values. Rows whose other operands entered (the matrix, the norm's weight and bias) carry the weights
+    on, so the way back from the norm permuted ``(0, 3, 2, 1)`` (queries and keys traded) is found; on 8b5bbf79 it
+    was ``?``, nothing checked after the mixing."""
+    from tests.corpus.helpers import error_kinds, traced_build
+    from tests.corpus.public52 import deepvit_reattention
+
+    bug = traced_build(deepvit_reattention, "norm-back-transposed", DIMS)
+    assert _errors(bug) == [("values-by-queries", 15)]
+    # the heads' weights talking is the head-mixing note's evidence, not the error's
+    found = {d.kind: d.message for d in traced_build(deepvit_reattention, "norm-back-transposed", DIMS,
+                                                      dependencies=True).diagnostics}
+    assert "On the values" not in found["values-by-queries"]
+    assert "On the values: head 0 of the output depends on heads 0, 1, 2 and 3" in found["heads-mixed-by-matrix"]
+    assert error_kinds(traced_build(deepvit_reattention, "", DIMS)) == []

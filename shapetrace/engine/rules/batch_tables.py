@@ -49,3 +49,20 @@ def table_cut_to_batch(analysis: Analysis) -> list[Diagnostic]:
             "Cut the table along the axis it indexes with that axis's length: a position table with the tokens' "
             "(pe[:x.size(1)] on batch-first [B, T, D] input), then broadcast it over the batch."))
     return out
+
+
+def picked_at_length(analysis: Analysis) -> list[Diagnostic]:
+    """A warning for each table entry picked at a tensor's length and added to every token of that tensor
+    (:func:`~shapetrace.engine.lookups.picked_at_length`: DiffPoseTalk issue #20, ``x + self.pe[:, x.shape[1], :]``).
+    A warning: an embedding of the length itself, added to every token on purpose, is picked the same way."""
+    out = []
+    for pick, added, length in analysis.picked_at_length:
+        e = analysis.events[pick]
+        table, row = e.inputs[0], e.outputs[0]
+        out.append(Kind.PICKED_AT_LENGTH.found(e.index, (
+            f"{e.op} #{e.index} picks one entry of the table {fmt_named(table.dims, table.shape)} at {length}, a "
+            f"length read from the tensor that an `{added}` adds it to: the entry "
+            f"{fmt_named(row.dims, row.shape)} broadcasts over that tensor's {length} tokens, so every token gets the "
+            f"entry at position {length}, one past the last, and none its own position."),
+            "Cut the table to the length instead of picking at it: pe[:, :x.size(1)] gives token t the entry t."))
+    return out

@@ -31,7 +31,7 @@ from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product, is_projection
 from shapetrace.engine.rules.averaged_heads import pooled_per_head
 from shapetrace.engine.rules.batch_picks import batch_picked, batch_reduced
-from shapetrace.engine.rules.batch_tables import table_cut_to_batch
+from shapetrace.engine.rules.batch_tables import picked_at_length, table_cut_to_batch
 from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.cached_chunks import chunk_unmasked
 from shapetrace.engine.rules.causes import one_per_bug
@@ -539,7 +539,8 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
     positions_restart, chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry,
     weights_summed_elsewhere,
-    table_cut_to_batch, norm_across_heads, positions_across_sequences, values_by_queries, statistics_over_tokens,
+    table_cut_to_batch, picked_at_length, norm_across_heads, positions_across_sequences, values_by_queries,
+    statistics_over_tokens,
     pooled_over_padding, keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
     pooled_per_head,
 ]

@@ -12,6 +12,7 @@ made from the value projection weigh the key projection's output (the pair hande
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from shapetrace.engine.axis_compute import einsum_contracted
@@ -55,10 +56,21 @@ def normalised_over_keys(analysis: Analysis, e: Event, operand: int) -> bool:
             dim, info = made.params.get("dim"), made.outputs[0] if made.outputs else None
             return dim is not None and info is not None and bool(info.axes) and \
                 info.axes[dim % len(info.axes)].role == "key"
-        if len(made.inputs) != 1:
-            return False
-        source = made.sources[0] if made.sources else None
+        source = _one_traced_operand(made)
     return False
+
+
+def _one_traced_operand(made: Event) -> tuple[int, int] | None:
+    """Where the one operand of a row that carries the weights on came from: its only operand, or the only one
+    a row made where the others entered (parameters, constants) and its output has as many entries (DeepViT's
+    heads mixed by a learned ``[H, H]`` matrix, then a LayerNorm over the heads: the weights go on, reweighted)."""
+    if len(made.inputs) == 1:
+        return made.sources[0] if made.sources else None
+    traced = [(i, s) for i, s in enumerate(made.sources) if s is not None]
+    if len(traced) != 1 or not made.outputs or \
+            math.prod(made.inputs[traced[0][0]].shape) != math.prod(made.outputs[0].shape):
+        return None
+    return traced[0][1]
 
 
 def values_by_queries(analysis: Analysis) -> list[Diagnostic]:
