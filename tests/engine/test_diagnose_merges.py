@@ -46,3 +46,14 @@ def test_heads_in_front_merged_with_tokens_are_moved_back_first():
     assert "axis 1 flattens H and T into one axis, so each of its entries is a (head, token) pair." in out
     assert ("In attention it usually means the heads were merged without moving the tokens back in front: "
             "transpose(1, 2) before .contiguous().view(B, T, D).") in out
+
+
+def test_a_merged_axis_says_what_its_entries_pair_by_role_not_by_letter():
+    """timm's ``Attention`` names its tokens ``N`` (tests/corpus/public54/timm_vit_attention.py at equal sizes): a
+    merge of N with d_k pairs a token with a feature; on 08a58515 the message called it a (feature, feature) pair."""
+    from tests.corpus.helpers import round_sizes, traced_build
+    from tests.corpus.public54 import timm_vit_attention
+
+    t = traced_build(timm_vit_attention, "qkv-permute-tokens-as-heads", round_sizes(timm_vit_attention)[1])
+    merged = next(d.message for d in t.diagnostics if d.kind == "tokens-merged-with-features")
+    assert "axis 2 flattens N and d_k into one axis, so each of its entries is a (token, feature) pair." in merged

@@ -169,17 +169,19 @@ def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnosti
 def _merged_message(e: Event, i: int, label: str | None) -> str:
     src, o = e.inputs[0], e.outputs[0]
     return (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
-            f"flattens {_plain(label)} into one axis, so each of its entries is a {_pair(label)}. "
+            f"flattens {_plain(label)} into one axis, so each of its entries is a {_pair(label, o.namer)}. "
             "That is fine as a layout exercise.")
 
 
-#: what one entry of each named axis is, for the pair a merged axis holds
-_ENTRY_WORDS = {"B": "batch entry", "T": "token", "H": "head", "d_k": "feature", "D": "feature"}
+#: what one entry of an axis of each role is, for the pair a merged axis holds
+_ENTRY_WORDS = {"batch": "batch entry", "tokens": "token", "heads": "head"}
 
 
-def _pair(label: str | None) -> str:
-    """``(token, head) pair``: what each entry of an axis that flattens these names holds."""
-    words = [_ENTRY_WORDS.get(name, "feature") for name in _plain(label).split(" and ")]
+def _pair(label: str | None, namer=None) -> str:
+    """``(token, head) pair``: what each entry of an axis that flattens these names holds, by each name's role
+    (timm's tokens are ``N``); a name of no such role holds features."""
+    role = namer.plain_role if namer is not None else {"B": "batch", "T": "tokens", "H": "heads"}.get
+    words = [_ENTRY_WORDS.get(role(name), "feature") for name in _plain(label).split(" and ")]
     return f"({', '.join(words)}) {'pair' if len(words) == 2 else 'tuple'}"
 
 
