@@ -75,6 +75,8 @@ class Analysis:
             (:func:`~shapetrace.engine.lookups.restarted_positions`).
         picked_at_length: ``(pick event, addition's op, length)``: a table's one entry picked at a length read from a
             tensor and added to every token of it (:func:`~shapetrace.engine.lookups.picked_at_length`).
+        from_triangles: the hiding fills whose mask the code made from a causal triangle
+            (:func:`~shapetrace.engine.mask_parts.from_triangles`).
     """
 
     events: Sequence[Event]
@@ -106,6 +108,7 @@ class Analysis:
     ids_read_twice: Sequence[tuple[int, int]] = ()
     restarted_positions: Sequence[tuple[int, int, int, int, int]] = ()
     picked_at_length: Sequence[tuple[int, str, int]] = ()
+    from_triangles: frozenset[int] = frozenset()
 
     def events_of(self, *families: Family) -> tuple[Event, ...]:
         """The events whose op is of one of ``families``, in order."""

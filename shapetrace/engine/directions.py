@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from shapetrace.engine.mask_patterns import packed_documents, unread_pattern
+from shapetrace.engine.mask_patterns import open_slices, packed_documents, unread_pattern
 from shapetrace.engine.op_args import _is_tensor, _number, _scale_params, _sdpa_params, arg
 from shapetrace.engine.opspec import Family
 
@@ -176,7 +176,8 @@ def hidden_side(mask: Any, scores_shape: tuple[int, ...]) -> dict:
     found = {"hides_side": "other", **aside, **blind, **ahead, **far, **causal_window(rows, offset),
              **({} if ahead else band_window(rows, offset)),
              **(opened_future(rows) if offset == 0 and not far else {}),
-             **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {})}
+             **(whole_past_hidden(rows) if offset == 0 else {}), **(padding_seen(rows) if offset == 0 else {}),
+             **(open_slices(rows) if offset == 0 else {})}
     found.update(packed_documents(rows) if offset == 0 else {})   # (read once: a packing is no unread pattern)
     return {**found, **unread_pattern(found, rows)}
 

@@ -180,6 +180,8 @@ class Kind(StrEnum):
     MASK_KEEPS_FUTURE = ("mask-keeps-future", "error", "a mask on the scores of one sequence that hides keys far "
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
+    CAUSAL_MASK_UNDONE = ("causal-mask-undone", "warning", "a causal triangle the code built, combined into a mask "
+                          "that hides no key of some batch entry (`pad | causal` for `pad & causal`)")
     MASK_KEEPS_FAR_FUTURE = ("mask-keeps-far-future", "error", "a mask on the scores of one sequence that hides the "
                              "few keys just after each query and sees all beyond them (`tril(causal, diagonal=w)`)")
     MASK_SKIPS_AHEAD = ("mask-skips-ahead", "warning", "a causal mask that opens a later key across a hidden one")
@@ -294,9 +296,8 @@ class Kind(StrEnum):
                   "keys (talking-heads attention does this on purpose)")
 
     # -- writes, joins and views -------------------------------------------------------------------
-    WRITE_MISMATCH = ("write-mismatch", "error",
-                      "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, `copy_`) with its axes in another "
-                      "order than it is read")
+    WRITE_MISMATCH = ("write-mismatch", "error", "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, "
+                      "`copy_`) with its axes in another order than it is read")
     CACHE_SLOT_SKIPPED = ("cache-slot-skipped", "error",
                           "a cache read back in a slice that takes a slot this run never wrote, after slots it "
                           "did write: a step's keys or values written at the wrong position")

@@ -98,3 +98,30 @@ def _whole_slice(record, nodes, node: int) -> bool:
     slices = all(isinstance(i, tuple) and len(i) == 3 and i[2] in (None, 1)
                  and all(v is None or isinstance(v, int) for v in i) for i in index)
     return slices and tuple(nodes[record.ins[0]].shape) == tuple(nodes[node].shape)
+
+
+def from_triangles(records: Sequence, event_of_record: dict[int, int], events: Sequence) -> frozenset[int]:
+    """The rows of hiding fills (``masked_fill``) whose mask was made, through any ops, from a causal triangle
+    (a ``tril``/``triu`` cut at the causal diagonal: :func:`.directions.causal_triangle`): the code built a
+    causal mask for those scores, whatever it combined it with afterwards."""
+    from shapetrace.engine.directions import causal_triangle
+
+    causal: set[int] = set()   # nodes made from a causal triangle by ops that only combine or move masks
+    found = set()
+    for index, record in enumerate(records):
+        if type(record) not in (OpRecord, PassRecord):
+            continue
+        event = event_of_record.get(index)
+        ins = [n for n in record.ins if isinstance(n, int)]
+        if event is not None and record.spec.family is Family.MASK_FILL and len(ins) > 1 and ins[1] in causal:
+            found.add(event)
+        made = (event is not None and event < len(events) and causal_triangle(events[event])) or \
+            (record.spec.family in _MASK_MOVES and any(n in causal for n in ins))
+        if made:
+            causal.update(n for n in record.outs if isinstance(n, int))
+    return frozenset(found)
+
+
+#: ops through which a mask stays a mask (combined, cast, viewed, cut, broadcast): never scores or weights
+_MASK_MOVES = frozenset({Family.ELEMENTWISE, Family.RESHAPE, Family.SIZE_ONE_AXIS, Family.EXPAND, Family.SLICE,
+                         Family.AXIS_ORDER, Family.CONTIGUOUS, Family.JOIN})

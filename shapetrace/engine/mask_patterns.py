@@ -59,3 +59,16 @@ def pattern_unread(event) -> str | None:
         return None
     return (f"#{event.index} {event.op}'s mask hides keys in a pattern that is no causal triangle, window, padding "
             "or packing of documents, so which keys each query should see was not checked")
+
+
+def open_slices(rows: Any) -> dict:
+    """``{"open_slices": n}`` when, as many queries as keys, ``n`` slices of a mask (batch entries) hide no key at
+    all while another hides keys that differ from query to query (a triangle's, not padding columns): what hid
+    the future there was undone for those entries (the Annotated Transformer's ``make_std_mask`` written with
+    ``|`` for ``&``: an unpadded entry's keep-mask is all ones). ``rows``: ``[slices, n, n]``, True where hidden."""
+    if rows.shape[0] < 2 or rows.shape[-1] < 2 or rows.shape[-2] != rows.shape[-1]:
+        return {}
+    hides = rows.flatten(1).any(1)
+    by_query = (rows != rows[:, :1, :]).flatten(1).any(1)   # (a slice whose rows differ: not columns alone)
+    n = int((~hides).sum().item())
+    return {"open_slices": n} if n and bool(by_query.any()) else {}

@@ -15,7 +15,7 @@ from shapetrace.engine.indices import misindexed_of, node_labels
 from shapetrace.engine.infer import Inference, concluded
 from shapetrace.engine.library import inside_library
 from shapetrace.engine.lookups import ids_read_twice, picked_at_length, restarted_positions
-from shapetrace.engine.mask_parts import mask_parts_of
+from shapetrace.engine.mask_parts import from_triangles, mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
 from shapetrace.engine.unread import bypassed_projections, output_node, unread_arguments
@@ -75,5 +75,6 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         restarted_positions=restarted_positions(capture.records, rows),
         picked_at_length=picked_at_length(capture.records, rows, lambda n: tuple(capture.nodes[n].shape),
                                           capture.size_read.stamp, getattr(first, "start", 0)),
+        from_triangles=from_triangles(capture.records, rows, events),
     )
 

@@ -27,7 +27,7 @@ mingpt_causal       bias-rows-from-end                 ? | ?  (note mask-unexerc
 mingpt_causal       merge-reshape-no-transpose         ✗ mixed-axis | ✗ tokens-merged-with-features
 annotated_decoder   (correct)                          ✓ | ?
 annotated_decoder   subsequent-mask-not-inverted       ✗ causal-mask-reversed | ?
-annotated_decoder   std-mask-or                        ✓ | ?  (both; CLI ✓)
+annotated_decoder   std-mask-or                        ✓ | ?  (both; CLI ✓); now ! causal-mask-undone | ?
 d2l_folded_heads    (correct)                          ? | ?  (note lengths-unmeasured)
 d2l_folded_heads    transpose-qkv-heads-outer          ✗ mask-wrong-batch-order, projection-over-tokens |
                                                        ✗ projection-over-tokens
@@ -41,9 +41,11 @@ llama_left_pad_gqa  padding-mask-not-inverted          ✗ mask-hides-every-key 
 llama_left_pad_gqa  lengths-mask-assumes-right-padding ✓ | ?  (with dependencies ✗ padding-read | ?)
 =================== ================================== =========================================================
 
-No correct file gets ``✗``; three bugs get ``✓`` at DIMS without dependencies: the Annotated Transformer's
-``std-mask-or`` (the ``|`` of ``make_std_mask`` leaves batch entry 0 with no mask at all; the causal contract is not
-measured because ``triu(ones, 1) == 0`` is not read as a declared causal mask, so ``✓`` with dependencies too),
+No correct file gets ``✗``; three bugs got ``✓`` at DIMS without dependencies at first sight: the Annotated
+Transformer's ``std-mask-or`` (the ``|`` of ``make_std_mask`` leaves batch entry 0 with no mask at all; the causal
+contract is not measured there, so ``✓`` with dependencies too; now ``! causal-mask-undone``: a mask made from a
+causal triangle that hides no key of an entry while another entry's hidden keys change from query to query,
+tests/engine/test_causal_mask_undone.py),
 timm's ``qkv-three-innermost`` (the note ``nonstandard-head-split`` says honestly that the split is consistent and
 only breaks pretrained weights; it names the merge, reshape #8, not the split at reshape #1) and Llama's
 ``lengths-mask-assumes-right-padding`` (caught only by the padding contract: ``✗ padding-read`` with
@@ -77,7 +79,7 @@ EXPECTED = {
     (mingpt_causal, "merge-reshape-no-transpose"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",))],
     (annotated_decoder, ""): [CHECKED, UNSURE],
     (annotated_decoder, "subsequent-mask-not-inverted"): [("✗", ("causal-mask-reversed",)), UNSURE],
-    (annotated_decoder, "std-mask-or"): [CHECKED, UNSURE],
+    (annotated_decoder, "std-mask-or"): [("!", ("causal-mask-undone",)), UNSURE],
     (d2l_folded_heads, ""): [UNSURE, UNSURE],
     (d2l_folded_heads, "transpose-qkv-heads-outer"): [("✗", ("mask-wrong-batch-order", "projection-over-tokens")),
                                                       ("✗", ("projection-over-tokens",))],
@@ -91,10 +93,9 @@ EXPECTED = {
     (llama_left_pad_gqa, "lengths-mask-assumes-right-padding"): [CHECKED, UNSURE],
 }
 
-#: bugs that keep ``✓`` at DIMS without the value measurement (see the docstring); the last is ``✗ padding-read``
+#: bugs that keep ``✓`` at DIMS without the value measurement (see the docstring); the second is ``✗ padding-read``
 #: with it, as the CLI measures
-MISSED = {(annotated_decoder, "std-mask-or"), (timm_vit_attention, "qkv-three-innermost"),
-          (llama_left_pad_gqa, "lengths-mask-assumes-right-padding")}
+MISSED = {(timm_vit_attention, "qkv-three-innermost"), (llama_left_pad_gqa, "lengths-mask-assumes-right-padding")}
 
 test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code = \
     round_tests(MODULES, EXPECTED, missed=frozenset(MISSED))

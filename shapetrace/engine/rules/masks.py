@@ -520,5 +520,30 @@ def mask_written_after_softmax(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def causal_mask_undone(analysis: Analysis) -> list[Diagnostic]:
+    """A hiding fill on the scores of one sequence (queries by keys, as many of each) whose mask the code made from a
+    causal triangle (:attr:`.Analysis.from_triangles`) and which, read on the values, hides no key at all in some
+    batch entry while it hides a triangle's keys in another: what the triangle hid was undone there (the
+    Annotated Transformer's ``make_std_mask`` with ``|`` for ``&``: an unpadded entry's keep-mask is all ones). A
+    warning: a prefix-LM's ``causal | prefix`` whose prefix spans a whole entry opens it the same way."""
+    out = []
+    for e in analysis.events_of(Family.MASK_FILL):
+        opened = e.params.get("open_slices")
+        if not opened or e.index not in analysis.from_triangles or not hides(e.params.get("value")):
+            continue
+        scores = e.inputs[0]
+        if [a.role for a in scores.axes[-2:]] != ["query", "key"]:
+            continue
+        mask = e.inputs[1]
+        out.append(Kind.CAUSAL_MASK_UNDONE.found(e.index, (
+            f"{e.op} #{e.index} hides scores {fmt_named(scores.dims, scores.shape)} with a mask "
+            f"{fmt_named(mask.dims, mask.shape)} made from a causal triangle, but in {opened} batch "
+            f"entr{'y' if opened == 1 else 'ies'} it hides no key at all, while another entry's hidden keys change "
+            "from query to query: there every query sees every later token. A padding mask joined to the triangle "
+            "with `|` (either may hide) undoes it where nothing is padded."),
+            "Keep a key only where both masks keep it: pad & causal (or add their biases)."))
+    return out
+
+
 VARIANT_RULES = [mask_axis, mask_batch_order, nan_rows, view_incompatible, scale, mask_hides_every_key,
-                 mask_after_softmax, mask_written_after_softmax]
+                 mask_after_softmax, mask_written_after_softmax, causal_mask_undone]
