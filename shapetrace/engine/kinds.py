@@ -181,7 +181,7 @@ class Kind(StrEnum):
                          "before a query but no key after any: a causal sliding window that lost its causal half "
                          "(`j > i - w` without `j <= i`), so each query sees every later token")
     CAUSAL_MASK_UNDONE = ("causal-mask-undone", "warning", "a causal triangle the code built, combined into a mask "
-                          "that hides no key of some batch entry (`pad | causal` for `pad & causal`)")
+                          "that hides no key of some batch entry (padding or-ed with the triangle, for `&`)")
     MASK_KEEPS_FAR_FUTURE = ("mask-keeps-far-future", "error", "a mask on the scores of one sequence that hides the "
                              "few keys just after each query and sees all beyond them (`tril(causal, diagonal=w)`)")
     MASK_SKIPS_AHEAD = ("mask-skips-ahead", "warning", "a causal mask that opens a later key across a hidden one")
@@ -291,9 +291,8 @@ class Kind(StrEnum):
                     "entry (or its pooled output) changes when only the padding of that entry changes", ("warning",))
     HEADS_MIX = ("heads-mix", "error", "measured on the values: an output head depends on another head's values, "
                  "on a key/value head other than the one its query reads, or on different heads at different positions")
-    HEADS_TALK = ("heads-talk", "warning",
-                  "measured on the values: an output head's attention weights depend on other heads' queries or "
-                  "keys (talking-heads attention does this on purpose)")
+    HEADS_TALK = ("heads-talk", "warning", "measured on the values: an output head's attention weights depend on "
+                  "other heads' queries or keys (talking-heads attention does this on purpose)")
 
     # -- writes, joins and views -------------------------------------------------------------------
     WRITE_MISMATCH = ("write-mismatch", "error", "a cache written (`cache[:, :, s:e] = k`, `index_copy_`, "

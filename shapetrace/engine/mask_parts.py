@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from weakref import WeakKeyDictionary
 
 from shapetrace.engine.capture import OpRecord, PassRecord
+from shapetrace.engine.directions import causal_triangle
 from shapetrace.engine.ops import Family
 
 #: how many combining ops deep a mask is followed (a mask is a handful of parts)
@@ -104,8 +105,6 @@ def from_triangles(records: Sequence, event_of_record: dict[int, int], events: S
     """The rows of hiding fills (``masked_fill``) whose mask was made, through any ops, from a causal triangle
     (a ``tril``/``triu`` cut at the causal diagonal: :func:`.directions.causal_triangle`): the code built a
     causal mask for those scores, whatever it combined it with afterwards."""
-    from shapetrace.engine.directions import causal_triangle
-
     causal: set[int] = set()   # nodes made from a causal triangle by ops that only combine or move masks
     found = set()
     for index, record in enumerate(records):
