@@ -509,8 +509,9 @@ def verdict_line(v: Verdict) -> str:
         return _raised_line(v)
     if v.mark == "✗":
         return f"✗ {_findings(v)}"
-    if v.mark == "!":
-        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_values(v)}"
+    if v.mark == "!":   # (what was not proven is said beside the warnings too)
+        why = "".join(f"; not proven: {reason}" for reason in v.unproven)
+        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{why}{_values(v)}"
     if v.stopped is not None:
         return _stopped_line(v)
     if v.mark == "✓":
