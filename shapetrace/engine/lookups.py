@@ -54,13 +54,7 @@ def restarted_positions(records: Sequence, rows: Mapping[int, int]) -> tuple[tup
     step's tokens are then embedded at the positions of the sequence's first tokens again (transformers issue
     #15736; mosaicml/examples PR #244). Values decide, never sizes: positions whose values are not known (given
     by the caller, computed from other tensors) are not read."""
-    made: dict[int, int] = {}
-    readers: dict[int, list[int]] = {}
-    for index, record in enumerate(records):
-        for node in getattr(record, "ins", ()):
-            readers.setdefault(node, []).append(index)
-        for node in getattr(record, "outs", ()):
-            made.setdefault(node, index)
+    made, readers = made_and_read(records)
 
     def producer(node: int):
         return records[made[node]] if node in made else None
@@ -84,6 +78,18 @@ def restarted_positions(records: Sequence, rows: Mapping[int, int]) -> tuple[tup
 
 #: how many records after a lookup the join of its step's keys is looked for
 _JOIN_REACH = 80
+
+
+def made_and_read(records: Sequence) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """``(made, readers)``: the record that first made each node, and the records that read it, in order."""
+    made: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    for index, record in enumerate(records):
+        for node in getattr(record, "ins", ()):
+            readers.setdefault(node, []).append(index)
+        for node in getattr(record, "outs", ()):
+            made.setdefault(node, index)
+    return made, readers
 
 
 def _position_run(record, producer) -> tuple[object, int] | None:
@@ -156,13 +162,7 @@ def picked_at_length(records: Sequence, rows: Mapping[int, int], shapes: Callabl
     The length's node and axis decide, never a size: a decoding step's ``pe[:, past]`` read from the cache and
     added to the new token is no such pick. ``shapes(node)``: a node's shape; ``start``: the first record of the
     model's call (a table the script built before it, a ``register_buffer`` filled at construction, entered)."""
-    made: dict[int, int] = {}
-    readers: dict[int, list[int]] = {}
-    for index, record in enumerate(records):
-        for node in getattr(record, "ins", ()):
-            readers.setdefault(node, []).append(index)
-        for node in getattr(record, "outs", ()):
-            made.setdefault(node, index)
+    made, readers = made_and_read(records)
     found = []
     for index, record in enumerate(records):
         length = _picked_by_length(record, made, stamp, start)
