@@ -216,10 +216,10 @@ def unbind_axes(axes: Sequence[Axis], dim: int) -> tuple[Axis, ...]:
 
 def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
              counted: frozenset[int] = frozenset()) -> tuple[Axis, ...]:
-    """``cat``: the joined axis is ``S+T`` (every part named) or unnamed; the other axes keep the
-    names the inputs agree on. ``counted``: the parts (by position) whose joined axis is a fixed number of
-    entries, named by that number (a part made from parameters only: DINOv2's register tokens, ``1+4+N``);
-    a part of one entry always is (``T+1``)."""
+    """``cat``: the joined axis is ``S+T`` (every part named) or unnamed, with the role every part shares
+    (blocks of keys joined are keys); the other axes keep the names the inputs agree on. ``counted``: the parts
+    (by position) whose joined axis is a fixed number of entries, named by that number (a part made from
+    parameters only: DINOv2's register tokens, ``1+4+N``); a part of one entry always is (``T+1``)."""
     dim %= len(inputs[0])
     total = sum(inp[dim].size for inp in inputs)
     kept = [(i, inp) for i, inp in enumerate(inputs) if inp[dim].size > 0] or list(enumerate(inputs))

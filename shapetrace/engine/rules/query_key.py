@@ -5,7 +5,8 @@ Reads: each product's operands' projections (``Event.projections``: which of q, 
 output's last two axes and, for an einsum, its subscripts. Adds: ``query-key-swapped`` findings. Provenance
 outranks names: a product of the key projection by the query projection is swapped wherever its columns count
 tokens; names alone (``[..., S, T]`` from a product over features) decide only where S and T were not told apart
-by their sizes alone.
+by their sizes alone, where neither operand's projection puts it in the order ``q @ kᵀ``, and where no product
+of the run gives ``[..., T, S]`` too (each sequence the queries of one block and the keys of another: LUKE).
 """
 
 from __future__ import annotations
