@@ -510,8 +510,7 @@ def verdict_line(v: Verdict) -> str:
     if v.mark == "✗":
         return f"✗ {_findings(v)}"
     if v.mark == "!":   # (what was not proven is said beside the warnings too)
-        why = "".join(f"; not proven: {reason}" for reason in v.unproven)
-        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{why}{_values(v)}"
+        return f"! no errors, {_plural(v.warnings, 'warning')}; {_coverage(v)}{_unproven(v)}{_values(v)}"
     if v.stopped is not None:
         return _stopped_line(v)
     if v.mark == "✓":
@@ -521,8 +520,12 @@ def verdict_line(v: Verdict) -> str:
         return "? nothing was checked: no op that could carry a layout bug was recorded"
     if not v.any_named:   # (the heads contract is measured without names: what held is said)
         return NOTHING_NAMED.removesuffix(".") + _values(v) if v.contracts or v.unmeasured else NOTHING_NAMED
-    why = "".join(f"; not proven: {reason}" for reason in v.unproven)
-    return f"? {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
+    return f"? {_coverage(v)}{_unproven(v)}; no errors or warnings in what was checked{_values(v)}"
+
+
+def _unproven(v: Verdict) -> str:
+    """``; not proven: …`` for each reason a name or check is not proven, or nothing."""
+    return "".join(f"; not proven: {reason}" for reason in v.unproven)
 
 
 def _on_values(v: Verdict) -> str:
@@ -552,8 +555,7 @@ def _stopped_line(v: Verdict) -> str:
     head = f"? stopped by {v.stopped} after {_plural(v.ran_before, 'recorded op')}, the rest of the code not seen"
     if not v.total:
         return f"{head}: no op that could carry a layout bug ran before it"
-    why = "".join(f"; not proven: {reason}" for reason in v.unproven)
-    return f"{head}: {_coverage(v)}{why}; no errors or warnings in what was checked{_values(v)}"
+    return f"{head}: {_coverage(v)}{_unproven(v)}; no errors or warnings in what was checked{_values(v)}"
 
 
 def _values(v: Verdict) -> str:
