@@ -46,6 +46,8 @@ class Analysis:
         inside: ``{event: Inside}`` for each op that ran inside library code (:mod:`.library`).
         rotaries: each rotary embedding found (:class:`~shapetrace.engine.rotary.Rotary`): does its
             table pair features as its rotation does.
+        one_sided_rotations: ``(product event, "q" or "k")``: scores of queries against keys where only that side
+            was turned by a rotary table (:func:`~shapetrace.engine.rotary_sides.one_sided_rotations`).
         mask_parts: ``{event: {operand: (shape, ...)}}``: the parts elementwise ops combined a mask from
             (:mod:`~shapetrace.engine.mask_parts`), for each operand of a call that takes a mask.
         unrolled: each call that lines up tokens rolled with the same tokens not rolled back
@@ -55,6 +57,8 @@ class Analysis:
         unread: the model's tensor arguments that no op read (:class:`~shapetrace.engine.unread.Argument`).
         bypassed: the ``linear`` events whose results nothing read nor returned while their input went on
             (:func:`~shapetrace.engine.unread.bypassed_projections`).
+        dropped: the events of the first outermost call whose results reach nothing it returned
+            (:func:`~shapetrace.engine.unread.dropped_records`): what they compute is no finding.
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
         output_dims: the names of the tensor the first outermost module call returned (None: not known).
         windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
@@ -93,11 +97,13 @@ class Analysis:
     unnamed_by_failure: Sequence[tuple[int, str]] = field(default_factory=tuple)
     inside: Mapping[int, Inside] = field(default_factory=dict)
     rotaries: Sequence[Any] = field(default_factory=tuple)
+    one_sided_rotations: Sequence[tuple[int, str]] = ()
     mask_parts: Mapping[int, Mapping[int, tuple]] = field(default_factory=dict)
     unrolled: Sequence[Any] = field(default_factory=tuple)
     misindexed: Sequence[Any] = field(default_factory=tuple)
     unread: Sequence[Any] = field(default_factory=tuple)
     bypassed: Sequence[int] = field(default_factory=tuple)
+    dropped: frozenset[int] = frozenset()
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
     windows: Sequence[tuple[str, str, int]] = ()

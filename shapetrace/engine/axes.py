@@ -466,6 +466,15 @@ def coalesce(atoms: Sequence[Atom]) -> tuple[Atom, ...]:
     return tuple(out)
 
 
+def reorders_one_root(atoms: Sequence[Atom]) -> bool:
+    """Do ``atoms`` (coalesced) lay out every element of one root in another order than the root's own: pieces of
+    it that cover it, an outer piece nearer in memory than an inner one? vit-pytorch's ``'b h n d -> b n (d h)'``
+    merges the heads of ``D`` as ``d_k·H`` (strides 1, then 8), where the projection made them ``H·d_k``."""
+    return len(atoms) > 1 and len({a.root for a in atoms}) == 1 and not atoms[0].whole \
+        and math.prod(a.size for a in atoms) == atoms[0].root_size \
+        and any(outer.stride < inner.stride for outer, inner in zip(atoms, atoms[1:]))
+
+
 def lines_up_through_copies(x: Axis, y: Axis) -> bool:
     """Do two axes of one size pair the same entries, where a piece of copies (``repeat``'s or ``expand``'s copy
     index) pairs with any run of pieces of its size in the other? Copies hold one value each, so only the other

@@ -20,7 +20,7 @@ from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.ops import Family, family_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from shapetrace.engine.events import Event
 
@@ -54,9 +54,14 @@ class Unmasked:
         return f"{self.path + '.' if self.path else ''}{self.flag}=True"
 
 
-def masks_causally(e: Event) -> bool:
-    """Does ``e`` apply or build a causal mask, by its call or by its values?"""
+def masks_causally(e: Event, role: Callable[[str | None], str | None] = lambda label: None) -> bool:
+    """Does ``e`` apply or build a causal mask, by its call or by its values? Not a fill of a tensor whose rows
+    are batch entries (``role``: the run's plain role of a name): OLMo's ``position_ids.masked_fill_(attention_mask
+    == 0, 1)`` fills a ``[B, T]`` tensor of positions, and the pattern of its fill is no queries' view of keys."""
     params = e.params
+    out = e.outputs[0] if e.outputs else None
+    if out is not None and len(out.dims) >= 2 and role(out.dims[-2]) == "batch":
+        return False
     return bool(causal_triangle(e) or params.get("is_causal") or params.get("mask_pattern") == "causal"
                 or params.get("causal_from_first_key") or params.get("hides_side") in CAUSAL_SIDES
                 or params.get("window"))
@@ -76,10 +81,12 @@ def self_attention(e: Event) -> int | None:
     return n if roots and roots == _roots(keys) else None
 
 
-def unmasked(events: Sequence[Event], declared: Sequence[tuple[str, str]]) -> Unmasked | None:
+def unmasked(events: Sequence[Event], declared: Sequence[tuple[str, str]],
+             role: Callable[[str | None], str | None]) -> Unmasked | None:
     """The first self-attention over several queries inside a module that declares itself causal (``declared``:
-    ``(module path, flag)``), where no op of the run applies a causal mask; None where there is none."""
-    if not declared or any(masks_causally(e) for e in events):
+    ``(module path, flag)``), where no op of the run applies a causal mask; None where there is none (``role``:
+    the run's plain role of a name)."""
+    if not declared or any(masks_causally(e, role) for e in events):
         return None
     found, every = None, True
     for e in events:
@@ -112,7 +119,7 @@ def declared_probe(trace, probe):
     if probe.causal is not None:
         return probe
     events = trace._inferred().events   # (all of them: ``trace.events`` may be a filtered copy)
-    found = unmasked(events, trace.capture.module_calls.causal)
+    found = unmasked(events, trace.capture.module_calls.causal, trace.namer.plain_role)
     if found is None or not found.every or tokens_reversed(events, trace.namer.role):
         return probe
     return replace(probe, causal=f"a module declares itself causal: {found.declaration}")

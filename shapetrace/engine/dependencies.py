@@ -466,7 +466,7 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
     if "batch" not in axes_out and out.shape == x.shape:
         axes_out = axes_in
     if "batch" not in axes_in or "tokens" not in axes_in:
-        return "the input's batch and token axes have no names"
+        return _unmeasured_axes(labels_of(x), role_of)
     if by_size and x.shape[axes_in["batch"]] == x.shape[axes_in["tokens"]]:
         return "names were found from sizes alone, and the batch and the tokens are as long as each other"
     if "batch" not in axes_out:
@@ -489,6 +489,18 @@ def _input_last(mine, labels_out, tokens_out: int | None, length: int) -> int | 
     a prefill's outputs joined with a decoding step's, the step's last), or None (the output's last)."""
     theirs = labels_out[tokens_out] if tokens_out is not None else None
     return length - 1 if mine and theirs and theirs.startswith(mine + "+") else None
+
+
+def _unmeasured_axes(labels, role_of) -> str:
+    """Why the input has no one batch axis and one token axis (:func:`_roles`): ``"the input's tokens lie on 2
+    axes (Hp, Wp), and the contracts move the tokens of one axis"`` (sam2's ``[B, Hp, Wp, D]``)."""
+    why = []
+    for role, axis, entries in (("batch", "batch axis", "batch entries"), ("tokens", "token axis", "tokens")):
+        named = [label for label in labels if label and role_of(label) == role]
+        why += [f"{axis} has no name"] if not named else [] if len(named) == 1 else [
+            f"{entries} lie on {len(named)} axes ({', '.join(named)}), and the contracts move those of one axis"]
+    both = why == ["batch axis has no name", "token axis has no name"]
+    return "the input's batch and token axes have no names" if both else "the input's " + ", and its ".join(why)
 
 
 def _roles(labels, role_of) -> dict[str, int]:

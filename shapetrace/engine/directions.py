@@ -394,6 +394,8 @@ def rows_set_aside(mask: Any, rows: Any, future: Any, future_and_self: Any | Non
     kept = ~left[..., None]                                                 # (slices, n_q, 1): the other queries
     hidden = (rows | ~kept).all(-2)                                         # (slices, n_k): hidden from them all
     padding = (hidden & (kept & ~future.bool()).any(-2))[:, None, :]        # (slices, 1, n_k): one could see it
+    if not bool((kept & future.bool() & ~padding).any()):   # (no kept query has a later real key to hide: no
+        return {}                                            # triangle shows, litgpt's tril(-w) without triu(1))
     tables = [("future", future), ("future-and-self", future_and_self)]
     side = next((name for name, table in tables if table is not None and bool(
         ((rows | padding | ~kept) == (table.bool() | padding | ~kept)).all())), None)

@@ -203,8 +203,7 @@ class Kind(StrEnum):
     ATTENDS_OVER_CHANNELS = ("attends-over-channels", "note",
         "a softmax over the features of a feature-by-feature product that summed over the tokens, whose weights "
         "then mix each token's features of the values (cross-covariance attention, XCiT's `XCA`): attention "
-        "over channels by design, or q, k and v all permuted by one slip; the run cannot say which, so the "
-        "verdict does not claim it was checked")
+        "over channels by design, or q, k and v all permuted by one slip; which, the run cannot say: unchecked")
     MASK_LOOKS_AHEAD = ("mask-looks-ahead", "note",
         "a mask on the scores that hides the keys more than a few places after each query and keeps the nearer "
         "ones (`tril(ones, diagonal=1)` for `tril(ones)`): a causal mask off its diagonal, or a look-ahead window "
@@ -221,9 +220,9 @@ class Kind(StrEnum):
         "`token_type_embeddings(token_type_ids)`): two such tables are one table of their sums, so one of them was "
         "likely meant to read other ids (positions); which ids each table takes is not checked")
     WINDOW_WIDTH_UNCHECKED = ("window-width-unchecked", "note",
-        "a mask keeps a sliding window of `w` keys per query (and `a` after it, where it looks ahead), measured on its "
-        "values, and no attribute of the model's modules that names a window holds each (`sliding_window = 3` for 4 "
-        "keys: `>` for `>=`): which width the model meant is a number of its configuration, so it is not checked")
+        "a mask keeps a window of `w` keys per query (read on its values) that no window attribute of the model holds "
+        "(`sliding_window = 3` for 4 keys: `>` for `>=`), or a window it holds is applied by no mask over more keys "
+        "(hippogriff's `window_size=(-w, 0)`): which width the model meant is its configuration's, so it is unchecked")
     CAUSAL_DECLARED_UNMASKED = ("causal-declared-unmasked", "note", "a module declares itself causal (`is_decoder "
         "= True`, `config.is_causal`) and its self-attention over several queries applies no causal mask")
     MASK_UNEXERCISED = ("mask-unexercised", "note",
@@ -271,10 +270,10 @@ class Kind(StrEnum):
         "keys not at position n, or a query meeting S keys not at position S - 1")
     ROTARY_GRID_POSITIONS = ("rotary-grid-positions", "note", "a rotary of several positions per token (rows "
                              "and columns, in separate features): which grid position each token takes is not read")
-    ROTARY_PAIRING_UNCHECKED = ("rotary-pairing-unchecked", "note",
-                                "a rotary embedding whose table values were not read (another device, too "
-                                "large, the meta device, a table of the rotated tensor's shape), so how it "
-                                "pairs features was not checked")
+    ROTARY_PAIRING_UNCHECKED = ("rotary-pairing-unchecked", "note", "a rotary embedding whose table values were not "
+        "read (another device, too large, the meta device, a table of the rotated tensor's shape): pairing unchecked")
+    ROTARY_ONE_SIDED = ("rotary-one-sided", "warning", "scores of queries against keys of which only one side was "
+        "turned by a rotary table on its way from its projection: the scores keep that side's absolute positions")
 
     # -- measured on the values (engine/dependencies.py) ---------------------------------------------
     BATCH_ENTRIES_MIX = ("batch-entries-mix", "error",

@@ -163,7 +163,13 @@ def configured_windows(module) -> list[tuple[str, int]]:
     the model checks a sliding-window mask against (:func:`.rules.directions.window_widths`). Read after the
     run, from the module itself and one level into plain objects (never another module or a tensor)."""
     return [(name, value) for name, value in _settings(module)
-            if "window" in name.rsplit(".", 1)[-1].lower() and type(value) is int and value > 0]
+            if _names_a_width(name.rsplit(".", 1)[-1].lower()) and type(value) is int and value > 0]
+
+
+def _names_a_width(leaf: str) -> bool:
+    """Does an attribute's name say a window's width: ``window`` in it, and no count of layers or a layers' pattern
+    (transformers' ``sliding_window_pattern = 4``: every 4th layer; Qwen2's ``max_window_layers``)?"""
+    return "window" in leaf and "pattern" not in leaf and "layer" not in leaf
 
 
 #: the boolean attributes a reader checks to know that a module is causal (``self.is_decoder``, ``config.is_causal``)

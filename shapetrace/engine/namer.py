@@ -33,6 +33,7 @@ from shapetrace.engine.axes import (
     is_piece_label,
     merges_neighbours,
     piece_label,
+    reorders_one_root,
 )
 from shapetrace.engine.vocabulary import FEATURE_WIDTHS, GRID_AXES, OWN_WIDTHS, STACK_FACTORS
 
@@ -296,10 +297,9 @@ class Namer:
         return MIXED_PREFIX + joined if mixed else joined
 
     def mix_kind(self, axis: Axis) -> str | None:
-        """``"error"`` if the axis regroups pieces of tokens/batch with anything else,
-        ``"warning"`` if whole token axes are flattened together with features,
-        ``"note"`` for an unusual split of features only, else None (memoised per axis: it reads
-        only the axis and this namer's fixed sizes and roles)."""
+        """``"error"`` if the axis regroups pieces of tokens/batch with anything else, ``"warning"`` if whole token
+        axes are flattened together with features, ``"note"`` for an unusual split or order of features only, else
+        None (memoised per axis: it reads only the axis and this namer's fixed sizes and roles)."""
         cache = self.__dict__.get("_mix_cache")
         if cache is None:
             cache = self.__dict__["_mix_cache"] = {}
@@ -334,8 +334,9 @@ class Namer:
                 return "error"  # tokens regrouped with an unnamed slice of features (batch with one is B·H-like)
             if any(self.role(a.root) == "tokens" for a in token_atoms) and len(token_atoms) < len(atoms):
                 return "warning"  # whole tokens flattened together with features (B*H is fine)
-        if any(is_piece_label(lab) and not _inside_named(self, a) and self.role(a.root) != Role.HEAD_FEATURES
-               for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
+        if reorders_one_root(atoms) and atoms[0].root != UNKNOWN or any(   # (D's features reordered: d_k·H)
+                is_piece_label(lab) and not _inside_named(self, a) and self.role(a.root) != Role.HEAD_FEATURES
+                for a, lab in zip(atoms, labels) if not self.is_token_root(a.root) and a.root != UNKNOWN):
             return "note"   # (pieces within one head's features, RoPE's (d_k/2, 2), are not a head split)
         return None
 

@@ -122,8 +122,12 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
     own 0/1 values multiplied into traced values (masked pooling)? A lookup (``token_type_embeddings(ids)``) or
     values made by other ops (``1 + flag``) are no such use."""
     same, derived = {node}, {node}   # (same: the mask's own values, cut, viewed or cast)
+    dtypes: dict[int, torch.dtype] = {}   # (each node's dtype, where a recorded layout gave it)
     for r in range(*span):
         record = records[r]
+        if type(record) is OpRecord:
+            dtypes.update((n, raw[3]) for n, raw in zip((*record.ins, *record.outs), (*record.in_raw, *record.out_raw))
+                          if isinstance(n, int))
         ins = record.ins if type(record) in (OpRecord, PassRecord) else ()
         mine = [i for i, n in enumerate(ins) if n in derived]
         if not mine:
@@ -132,7 +136,7 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
         family = record.spec.family
         if others and _uses(record, mine, others, same):
             return True
-        if others and not _indices_only(record, others):
+        if others and not _indices_only(record, others, dtypes):
             continue   # (mixed with traced values by another op: no longer the mask's alone)
         if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL, Family.JOIN}:
             continue   # (a join with another mask, LUKE's words' and entities' masks, is still a mask)
@@ -148,12 +152,16 @@ def _cast(record) -> bool:
     return record.spec.family is Family.ELEMENTWISE and record.spec.operands is first_operand
 
 
-def _indices_only(record, others: list[int]) -> bool:
+def _indices_only(record, others: list[int], dtypes: dict[int, torch.dtype]) -> bool:
     """Are the other operands of ``record`` all integers or booleans (index grids, another boolean mask:
-    ``padding[b, kv_idx] & causal``), so that what it makes is still made from the mask alone, as a mask?"""
+    ``padding[b, kv_idx] & causal``, torchtext T5's ``attn_mask.logical_or(key_padding_mask)``), so that what it
+    makes is still made from the mask alone, as a mask? A call without a row of its own records no layouts: its
+    operands' dtypes are those the calls that made them recorded (``dtypes``); unknown, it is not."""
     raw = getattr(record, "in_raw", None)
-    return type(record) is OpRecord and raw is not None and all(
-        i < len(raw) and not raw[i][3].is_floating_point for i in others)
+    if type(record) is OpRecord and raw is not None:
+        return all(i < len(raw) and not raw[i][3].is_floating_point for i in others)
+    known = [dtypes.get(record.ins[i]) for i in others]
+    return all(dtype is not None and not dtype.is_floating_point for dtype in known)
 
 
 def _uses(record, mine: list[int], others: list[int], same: set) -> bool:

@@ -18,7 +18,8 @@ from shapetrace.engine.lookups import ids_read_twice, picked_at_length, restarte
 from shapetrace.engine.mask_parts import from_triangles, mask_parts_of
 from shapetrace.engine.rolls import unrolled_meetings
 from shapetrace.engine.rotary import rotaries_of
-from shapetrace.engine.unread import bypassed_projections, output_node, unread_arguments
+from shapetrace.engine.rotary_sides import one_sided_rotations
+from shapetrace.engine.unread import bypassed_projections, dropped_records, output_node, unread_arguments
 from shapetrace.engine.unrowed import add_ending_failure
 from shapetrace.engine.value_checked import note_final
 
@@ -62,9 +63,11 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         unrolled=unrolled_meetings(capture.records, capture.nodes, rows, events),
         inside=inside_library(events, capture.opened, rows),
         rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
+        one_sided_rotations=one_sided_rotations(capture.records, rows, events, rotaries_of(capture, rows)),
         misindexed=misindexed_of(capture.records, labels_of, namer.plain_role, rows, events),
         unread=unread_arguments(capture),
         bypassed=tuple(rows[r] for r in bypassed_projections(capture) if r in rows),
+        dropped=frozenset(rows[r] for r in dropped_records(capture) if r in rows),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
         output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
         causal_declared=tuple(capture.module_calls.causal),

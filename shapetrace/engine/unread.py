@@ -222,6 +222,22 @@ def bypassed_projections(capture: Capture) -> tuple[int, ...]:
                  and reads.get(record.ins[0], 0) > 1)
 
 
+def dropped_records(capture: Capture) -> tuple[int, ...]:
+    """The records of the first outermost call whose results reach nothing the call returned (:func:`live_nodes`):
+    lag-llama's ``q, _ = apply_rotary_pos_emb(q, k, ...)`` rotates the keys and throws them away. No element of
+    theirs reached the output, so what they compute is no finding (a rule about a dropped value itself, such as
+    a projection bypassed, says so on its own). Empty where the call did not return."""
+    first = capture.module_calls.first_call
+    if first is None or first.end is None:
+        return ()
+    records = capture.records[first.start:first.end]
+    live = live_nodes(records, first.returned)
+    return tuple(i for i, record in enumerate(records, first.start)
+                 if getattr(record, "outs", ()) and getattr(record, "was", None) is None
+                 and not (getattr(record, "spec", None) is not None and record.spec.inplace)
+                 and not any(n in live for n in record.outs))
+
+
 def live_nodes(records, returned: frozenset[int]) -> set[int]:
     """The nodes whose values reach what the call returned: walked back from ``returned`` through every record
     whose results are live. A record with no result (``cache[i] = k``), one that writes in place, or one with a

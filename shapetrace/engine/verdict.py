@@ -80,8 +80,8 @@ _UNPROVEN_NOTES = {"check-failed": "a check failed", "inference-failed": "the na
                    "batch-reduced": "the batch was reduced into one while each token or feature was kept",
                    "causal-declared-unmasked": "a module declares itself causal and its attention over several "
                                                "queries applies no causal mask",
-                   "window-width-unchecked": "a sliding window's width was read on a mask's values, and no window "
-                                             "the model's modules hold says it",
+                   "window-width-unchecked": "a sliding window's width read on a mask's values is not one the "
+                                             "model's modules hold, or one they hold is applied by no mask",
                    "positions-shared-over-padding": "a table of positions is read by one row shared by every entry "
                                                     "while a row of the mask given is padded in front",
                    "ids-read-by-two-tables": "one ids tensor looks up two tables that are then added",

@@ -60,7 +60,8 @@ What the messages say:
   F=50]``: the 50 items named ``F``, which no ``--dims`` declared.
 * The CLI on ``crossformer_mix_transpose`` (correct, ✓ 17 ops) says "not measured: batch entries stay apart, each
   token depends on itself (the input's batch and token axes have no names)", while the table names the input
-  ``[B, N, T, D]``: the reason reads as if nothing were named (the input has two token-like axes, N and T).
+  ``[B, N, T, D]``: the reason reads as if nothing were named (the input has two token-like axes, N and T). Fixed
+  since: "the input's tokens lie on 2 axes (N, T), and the contracts move those of one axis".
 
 Open (for the engine, not fixed in this round):
 

@@ -59,7 +59,8 @@ No correct variant and no twin gets ``✗`` or ``!``. Three bugs get ``✓`` at 
 * vit-pytorch's ``merge-d-h``: the merge ``rearrange(out, 'b h n d -> b n (d h)')`` is shown as ``d_k·H`` (reshape
   #20, "merges d_k and H into d_k·H") and ``to_out`` projects it as features; that the split made ``H·d_k`` and the
   merge reads the heads head-minor is said nowhere (not even as the ``nonstandard-head-split`` note timm's
-  ``qkv-three-innermost`` gets in public54);
+  ``qkv-three-innermost`` gets in public54); since: that note, on the merge (``axes.reorders_one_root``): a model
+  trained this way works (the projection learns the permutation), so ``✓`` with the note, as timm's;
 * DINOv3's ``k-rotated-from-q``: the rotated patch keys are read from the rotated queries (#27 indexes the
   ``torch.cat`` of q, #25); names and shapes are those of the correct code, and which of q and k a tensor came from is
   not followed;
@@ -71,7 +72,8 @@ Messages judged misleading (the findings themselves point at the right op):
 
 * ``mixed-axis`` says "its entries mix batch entries and tokens" where the mixed pieces are only ``Hp`` and ``Wp``
   (mmseg ``hw-shape-swapped`` reshape #6, sam2 ``merge-no-transpose`` reshape #20 and ``q-pool-after-head-transpose``
-  reshape #14): no batch entry is involved (``TOKEN_ROOTS`` counts the batch and the grid alike);
+  reshape #14): no batch entry is involved (``TOKEN_ROOTS`` counts the batch and the grid alike); fixed since: "its
+  entries mix the patch grid's rows and columns" (``rules/diagnose._what_mixes``);
 * timm ``grid-reverse-window-permute`` (view #52; #78 in the CLI, after 26 setup ops) names only axis 2
   (``Wp%7·Wp/7``) although axis 1 joins ``Hp%5·Hp/5`` in the same wrong order;
 * sam2 ``q-pool-after-head-transpose``: one slip, four errors (reshape #14, then max_pool2d #16, reshape #18 and #21
@@ -84,7 +86,8 @@ Messages judged misleading (the findings themselves point at the right op):
   "swaps Hp%6 and Wp%6" / "swaps Hp/2%3 and Wp/2%3" (they move the channels; with ``d_k=8`` in ``--dims`` the rows say
   "reorders the axes ..." correctly), and reshape #9 as "splits Hp%6, Wp%6, F into Hp%6·Wp%6";
 * the CLI's "not measured: ... (the input's batch and token axes have no names)" for sam2 and timm, whose input rows
-  read ``[B=5, Hp=12, Wp=18, D=16]`` and ``[B=2, D=32, Hp=15, Wp=21]``;
+  read ``[B=5, Hp=12, Wp=18, D=16]`` and ``[B=2, D=32, Hp=15, Wp=21]``; fixed since: "the input's tokens lie on 2
+  axes (Hp, Wp), and the contracts move those of one axis" (``dependencies._unmeasured_axes``);
 * vit-pytorch (correct): the keys of the class-token attention ``cat((x, context), dim=1)`` are named ``S`` (#6,
   ``T[0:1]`` and ``S[1:5]``) and ``T`` (#25, ``S[0:1]`` and ``T[1:7]``), a join of two sequences named as one of them;
 * DINOv3: the four storage (register) tokens ``storage_tokens.expand(B, -1, -1)`` are named ``copies=4`` (expand #6).

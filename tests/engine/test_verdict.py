@@ -79,8 +79,8 @@ def test_an_unnamed_mask_slice_is_a_question_mark_naming_the_op():
     assert v.mark == "?"
     assert v.line == (f"? checked 5 of 7 ops that could carry a layout bug; not checked (unnamed axes): "
                       f"#{missing[0]} __getitem__, #{missing[1]} masked_fill; not proven: a sliding window's width "
-                      "was read on a mask's values, and no window the model's modules hold says it; no errors or "
-                      "warnings in what was checked" + UNASKED)
+                      "read on a mask's values is not one the model's modules hold, or one they hold is applied by "
+                      "no mask; no errors or warnings in what was checked" + UNASKED)
 
 
 def test_an_unnamed_causal_mask_slice_is_checked_on_its_values():

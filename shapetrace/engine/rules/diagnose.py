@@ -62,7 +62,7 @@ from shapetrace.engine.rules.reductions import (
     statistics_over_tokens,
 )
 from shapetrace.engine.rules.rolls import rolls_not_undone
-from shapetrace.engine.rules.rotary import rotary_pairing
+from shapetrace.engine.rules.rotary import rotary_one_sided, rotary_pairing
 from shapetrace.engine.rules.row_folds import batched_row_folds
 from shapetrace.engine.rules.scans import scan_axis
 from shapetrace.engine.rules.steps import positions_restart, step_hides_itself
@@ -79,6 +79,7 @@ from shapetrace.engine.rules.unread import (
 from shapetrace.engine.rules.weighted_values import keys_and_values_swapped, values_by_queries
 from shapetrace.engine.rules.weights import softmax_elsewhere_meant, softmax_weights, weights_summed_elsewhere
 from shapetrace.engine.rules.writes import swap_for, write_behind
+from shapetrace.engine.vocabulary import GRID_AXES, ROLES, Role
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -99,7 +100,7 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
     found = flattened_sequences(analysis, found)   # (after the upgrade: a readout's merge is dropped as an error too)
     mixed = {d.event for d in found if d.kind == Kind.MIXED_AXIS and d.severity == "error"}
     found = [d for d in found if not (d.kind == Kind.TOKENS_REGROUPED_WITH_BATCH and d.event in mixed)]
-    found = at_the_users_call(analysis, one_per_bug(analysis, found))
+    found = at_the_users_call(analysis, one_per_bug(analysis, _on_what_reaches_the_output(analysis, found)))
     seen: set[tuple[str, str]] = set()
     unique = []
     for d in found:  # one report per kind and source line (q, k and v share a line)
@@ -108,6 +109,17 @@ def diagnose(analysis: Analysis) -> list[Diagnostic]:
             seen.add(key)
             unique.append(d)
     return sorted(unique, key=lambda d: (SEVERITY_ORDER[d.severity], d.event if d.event is not None else -1))
+
+
+#: kinds that are about a value the code dropped: they are found on the dropped op itself
+_ABOUT_DROPPED = frozenset({Kind.PROJECTION_BYPASSED, Kind.INPUT_UNREAD})
+
+
+def _on_what_reaches_the_output(analysis: Analysis, found: list[Diagnostic]) -> list[Diagnostic]:
+    """``found`` without the findings on ops whose results reach nothing the model returned (lag-llama's
+    ``q, _ = apply_rotary_pos_emb(...)``: keys rotated and thrown away): no element of theirs is in the output."""
+    dropped = analysis.dropped
+    return [d for d in found if d.event not in dropped or d.kind in _ABOUT_DROPPED]
 
 
 def _plain(label: str | None) -> str:
@@ -248,8 +260,19 @@ def _mixed_message(e: Event, i: int, label: str | None) -> str:
     parts = _plain(label)
     msg = (f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
            f"axis {i} (size {o.shape[i]}) holds pieces of {parts}, so its entries mix ")
-    msg += "batch entries and tokens" if set(parts.split(" and ")) <= TOKEN_ROOTS else "different tokens together"
-    return msg + ". The tensor has the right shape but the wrong contents."
+    return msg + _what_mixes(set(parts.split(" and "))) + ". The tensor has the right shape but the wrong contents."
+
+
+_GRID_WORDS = {"Fp": "frames", "Hp": "rows", "Wp": "columns"}
+
+
+def _what_mixes(roots: set[str]) -> str:
+    """What an axis holding pieces of ``roots`` mixes, by their roles (sam2's ``Hp`` and ``Wp``: no batch)."""
+    if not roots <= TOKEN_ROOTS:
+        return "different tokens together"
+    if roots <= GRID_AXES:
+        return "the patch grid's " + " and ".join(w for r, w in _GRID_WORDS.items() if r in roots)
+    return "batch entries and tokens" if any(ROLES[r] == Role.BATCH for r in roots) else "different tokens together"
 
 
 def _mixed_fix(e: Event, label: str | None) -> str:
@@ -536,7 +559,8 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     *VARIANT_RULES, fused_mask_batch_order,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
     joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
-    rotary_pairing, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped, unexercised_masks,
+    rotary_pairing, rotary_one_sided, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped,
+    unexercised_masks,
     regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
     positions_restart, chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry,

@@ -25,7 +25,7 @@ from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import SCORE_SUB, Family, family_of
 from shapetrace.engine.rules.channels import readers
-from shapetrace.engine.rules.declared import causal_unmasked
+from shapetrace.engine.rules.declared import causal_unmasked, window_applied_nowhere
 from shapetrace.engine.rules.indices import told_by_size
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +102,7 @@ def direction(analysis: Analysis) -> list[Diagnostic]:
         if _causal_pattern(e) and _hides(e):
             out.extend(_across_sequences(analysis, e, scores, other) or _off_positions(analysis, e, scores, other))
     return sorted(out + _fused(analysis) + _product_bases(analysis) + windows_kept(analysis) + padding_seen(analysis)
-                  + window_widths(analysis) + causal_unmasked(analysis),
+                  + window_widths(analysis) + causal_unmasked(analysis) + window_applied_nowhere(analysis),
                   key=lambda d: d.event)
 
 

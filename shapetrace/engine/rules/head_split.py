@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shapetrace.engine.axes import coalesce
+from shapetrace.engine.axes import coalesce, reorders_one_root
 from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
@@ -45,7 +45,9 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 disagreements.add(split)
                 out.append(_dims_disagree(e, split, heads, dk))
             continue
-        if odd and not mixed:
+        if odd and not mixed and any(reorders_one_root(coalesce(a.atoms)) for a in o.axes):
+            out.append(_merged_out_of_order(e, o))
+        elif odd and not mixed:
             std = f" rather than H={H} heads of d_k={dk} contiguous features" if H and dk else ""
             verb = "splits" if not e.inputs or len(o.shape) > len(e.inputs[0].shape) else "lays out"
             out.append(Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
@@ -59,11 +61,27 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
     return out
 
 
+def _merged_out_of_order(e: Event, o: TensorInfo) -> Diagnostic:
+    """A merge that lays every feature of one root out in another order than the projection made it (heads
+    merged as ``d_k·H``): the projection after it reads feature j of every head side by side."""
+    axis = next(i for i, a in enumerate(o.axes) if reorders_one_root(coalesce(a.atoms)))
+    label = o.dims[axis].replace("*", "·")
+    return Kind.NONSTANDARD_HEAD_SPLIT.found(e.index, (
+        f"{e.op} #{e.index} merges into {fmt_named(o.dims, o.shape)} with axis {axis} ({label}) in another "
+        "order than the features were split: the next layer reads the same feature of every head side by side, "
+        "not each head's features together. It is consistent, so a model trained this way works: the projections "
+        "learn any fixed permutation of features. It does break loading pretrained weights."),
+        "Merge in the order of the split: transpose(1, 2), then reshape(B, T, H * d_k) (einops: 'b h n d -> b n "
+        "(h d)').")
+
+
 def _cut_at_head_width(o: TensorInfo, d_k: int, heads: set[int]) -> bool:
     """Is every piece of a feature axis in ``o`` cut at the width of a head given: a run of ``d_k``
     contiguous features (stride 1), or the count of those runs (stride ``d_k``, as many as ``H`` or
     ``H_kv``)? That is ``view(B, T, -1, head_dim)`` of a projection ``H·head_dim`` wide, whatever its relation
     to D (Gemma's config.head_dim); ``view(B, T, d_k, H)`` cuts elsewhere."""
+    if any(reorders_one_root(coalesce(axis.atoms)) for axis in o.axes):
+        return False   # (cut at the head's width, laid out in another order: d_k·H)
     pieces = [a for axis in o.axes for a in coalesce(axis.atoms) if not a.whole]
     return bool(pieces) and all(
         (a.stride == 1 and a.size == d_k) or (a.stride == d_k and a.size * d_k == a.root_size and a.size in heads)

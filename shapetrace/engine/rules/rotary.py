@@ -256,3 +256,21 @@ def _mismatch(rotary: Rotary, where: str) -> Diagnostic:
         f"{bad} and its partner {rotary.partners[bad]} different values: {_layout(rotary.equal)}. "
         "Each pair is turned by two different angles, so the embedding is no rotation and q·k no longer "
         "depends on the relative position alone."), fix)
+
+
+def rotary_one_sided(analysis: Analysis) -> list[Diagnostic]:
+    """A warning for each product of the queries and the keys where a rotary table turned one side only
+    (:mod:`..rotary_sides`): the scores then hold that side's absolute position, not the distance between the two
+    (gpt-neox's ``cat((key_rot, key_pass))`` of the unrotated keys). One per source line."""
+    out = []
+    for index, side in analysis.one_sided_rotations:
+        e = analysis.events[index]
+        turned, plain = ("queries", "keys") if side == "q" else ("keys", "queries")
+        out.append(Kind.ROTARY_ONE_SIDED.found(index, (
+            f"{e.op} #{index} scores queries against keys where a rotary table turned the {turned} on their way "
+            f"from the projection and not the {plain}: RoPE makes q·k depend on the distance between two tokens "
+            f"only where both are turned, so these scores hold each {turned[:-1] if side == 'k' else 'query'}'s "
+            "absolute position instead."),
+            f"Apply the rotary embedding to the {plain} too, with the same table (q, k = apply_rotary_pos_emb(q, k, "
+            "cos, sin)), and use the rotated tensors."))
+    return out

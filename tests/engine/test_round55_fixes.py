@@ -1,0 +1,129 @@
+"""Fixes from the first-sight rounds public55, public56, reports40 and reports41 (each test names the corpus file it
+follows and what was said before):
+
+* heads merged as ``d_k·H`` (lucidrains/vit-pytorch cross_vit ``'b h n d -> b n (d h)'``): the note
+  ``nonstandard-head-split`` on the merge, which said nothing (axes.reorders_one_root, rules/head_split);
+* a mixed axis of the patch grid's rows and columns says so, not "batch entries and tokens" (rules/diagnose);
+* a window the model holds that no op applies (proger/hippogriff issue #7) is a note (rules/declared);
+* a boolean mask or-ed with the padding by a call without a row of its own is still the padding's mask (pytorch/text
+  T5's ``attn_mask.logical_or(key_padding_mask)``: "key_padding_mask never reaches a mask on the scores", padding.py);
+* the value contracts say why an input of two token axes is not measured, not that its axes "have no names"
+  (dependencies._unmeasured_axes);
+* scores of queries turned by a rotary table against keys left plain are a warning (rotary_sides, rules/rotary).
+"""
+
+from __future__ import annotations
+
+import torch
+from einops import rearrange
+from torch import nn
+
+import shapetrace
+from tests.corpus.helpers import traced_build
+from tests.corpus.public55 import mmseg_efficient_mha, sam2_hiera_qpool, vitpytorch_cross_vit
+from tests.corpus.public56 import gptneox_megatron_partial_rotary, torchtext_t5_decoder_bias
+from tests.corpus.reports40 import hippogriff_window_negative
+
+
+class _LucidrainsAttention(nn.Module):
+    """vit-pytorch's ``Attention``: ``to_qkv``, ``'b n (h d) -> b h n d'``, softmax, and the merge ``(h d)``, or
+    ``(d h)`` with ``d_major``."""
+
+    def __init__(self, dim=32, heads=4, d_major=False):
+        super().__init__()
+        self.heads, self.d_major = heads, d_major
+        self.to_qkv, self.to_out = nn.Linear(dim, dim * 3, bias=False), nn.Linear(dim, dim)
+
+    def forward(self, x):
+        q, k, v = (rearrange(t, "b n (h d) -> b h n d", h=self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
+        attn = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).softmax(dim=-1)      # (B, H, N, N)
+        out = attn @ v                                                              # (B, H, N, d)
+        out = rearrange(out, "b h n d -> b n (d h)" if self.d_major else "b h n d -> b n (h d)")   # (B, N, D)
+        return self.to_out(out)
+
+
+def _traced(model, dims="B=2 N=7 D=32 H=4"):
+    with torch.no_grad(), shapetrace.trace(dims=dims) as t:
+        model(torch.randn(2, 7, 32))
+    return t
+
+
+def test_heads_merged_d_major_are_a_note_on_the_merge_and_the_head_major_merge_is_silent():
+    t = _traced(_LucidrainsAttention(d_major=True).eval())
+    assert [(d.severity, d.kind) for d in t.diagnostics] == [("note", "nonstandard-head-split")]
+    found = t.diagnostics[0]
+    assert t.events[found.event].op == "reshape"   # (einops' rearrange runs a reshape)
+    assert found.message == (
+        f"reshape #{found.event} merges into [B=2, N=7, d_k·H=32] with axis 2 (d_k·H) in another order than the "
+        "features were split: the next layer reads the same feature of every head side by side, not each head's "
+        "features together. It is consistent, so a model trained this way works: the projections learn any fixed "
+        "permutation of features. It does break loading pretrained weights.")
+    assert _traced(_LucidrainsAttention().eval()).diagnostics == []
+
+
+def test_the_cross_vit_merge_d_h_gets_the_note_and_its_correct_file_none():
+    bug = traced_build(vitpytorch_cross_vit, "merge-d-h", vitpytorch_cross_vit.DIMS[0])
+    assert [(d.kind, d.event) for d in bug.diagnostics] == [("nonstandard-head-split", 20)]   # (one per line)
+    correct = traced_build(vitpytorch_cross_vit, "", vitpytorch_cross_vit.DIMS[0])
+    assert [d.kind for d in correct.diagnostics] == []
+
+
+def test_a_mixed_axis_of_the_patch_grid_names_rows_and_columns():
+    t = traced_build(mmseg_efficient_mha, "hw-shape-swapped", mmseg_efficient_mha.DIMS[0])
+    found = [d for d in t.diagnostics if d.kind == "mixed-axis"]
+    assert len(found) == 1
+    assert found[0].message == (
+        "reshape #6 turns [B=2, D=32, N=60] into [B=2, D=32, !Hp·Wp=10, !Wp=6]: axis 2 (size 10) holds pieces of Hp "
+        "and Wp, so its entries mix the patch grid's rows and columns. The tensor has the right shape but the wrong "
+        "contents.")
+
+
+def test_a_window_held_and_applied_by_no_op_is_a_note_and_one_applied_says_nothing():
+    bug = traced_build(hippogriff_window_negative, "negative-window", "B=2 T=5 D=32 H=4")
+    assert [(d.severity, d.kind, d.event) for d in bug.diagnostics] == [("note", "window-width-unchecked", 20)]
+    assert bug.diagnostics[0].message == (
+        "the model holds a window (smqa.window_size = 3), but no op of the run applies one: masked_fill #20 hides "
+        "only the keys after each query, so a query sees up to 5 keys, more than the window's 3. Which width the "
+        "model meant is a number of its configuration, so it is not checked.")
+    assert bug.report().verdict.line.startswith("? ")
+    correct = traced_build(hippogriff_window_negative, "", "B=2 T=5 D=32 H=4")
+    assert correct.diagnostics == [] and correct.report().verdict.line.startswith("✓")
+
+
+def test_a_padding_mask_or_ed_with_the_causal_triangle_is_measured():
+    t = traced_build(torchtext_t5_decoder_bias, "", torchtext_t5_decoder_bias.DIMS[0], dependencies=True)
+    verdict = t.report().verdict
+    assert "padding stays unread" in verdict.contracts
+    assert not any("never reaches" in why for why in verdict.unmeasured)
+    bug = traced_build(torchtext_t5_decoder_bias, "padding-and-for-or", torchtext_t5_decoder_bias.DIMS[0],
+                       dependencies=True)
+    assert [d.kind for d in bug.diagnostics if d.severity == "error"] == ["causal-mask-leaks"]
+
+
+def test_an_input_with_two_token_axes_says_why_its_contracts_are_not_measured():
+    t = traced_build(sam2_hiera_qpool, "", "B=5 D=16 H=4 Hp=12 Wp=18 d_k=8", dependencies=True)
+    assert "(the input's tokens lie on 2 axes (Hp, Wp), and the contracts move those of one axis)" in \
+        t.report().verdict.line
+
+
+def test_scores_of_queries_turned_against_keys_left_plain_are_a_warning():
+    """EleutherAI/gpt-neox's partial rotary with ``cat((key_rot, key_pass))`` of the unrotated ``key_rot``
+    (tests/corpus/public56/gptneox_megatron_partial_rotary; ``?`` for an unrelated input mask, ``✓`` in the CLI at
+    first sight): the keys' rotation is computed and dropped, the scores hold the queries' absolute positions."""
+    bug = traced_build(gptneox_megatron_partial_rotary, "key-rot-unrotated", "B=2 T=5 D=64 H=4")
+    assert [(d.severity, d.kind, d.event) for d in bug.diagnostics if d.severity != "note"] == [
+        ("warning", "rotary-one-sided", 26)]
+    assert bug.diagnostics[0].message == (
+        "baddbmm #26 scores queries against keys where a rotary table turned the queries on their way from the "
+        "projection and not the keys: RoPE makes q·k depend on the distance between two tokens only where both are "
+        "turned, so these scores hold each query's absolute position instead.")
+    correct = traced_build(gptneox_megatron_partial_rotary, "", "B=2 T=5 D=64 H=4")
+    assert [d.kind for d in correct.diagnostics if d.kind == "rotary-one-sided"] == []
+
+
+def test_keys_turned_by_a_write_into_their_fused_tensor_count_as_turned():
+    """proger/hippogriff's ``kv[:, :, 0] = self.rotate(kv[:, :, 0], cos, sin)`` turns the keys by a write into
+    ``kv``, read back by ``kv[:, :, 0]`` (flash-attn's ``apply_rotary_emb_kv_``): both sides are turned."""
+    t = traced_build(hippogriff_window_negative, "", "B=2 T=5 D=32 H=4")
+    assert t.analysis().one_sided_rotations == ()
+    assert t.diagnostics == []
