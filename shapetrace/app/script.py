@@ -606,10 +606,14 @@ def sizes_not_found(events: Sequence[Event], sizes: dict[str, int]) -> dict[str,
 
 def tokens_disagree(events: Sequence[Event], sizes: dict[str, int]) -> str | None:
     """``--dims T=6, but the input [2, 8, 64] has 8 tokens …``: where the first tensor that enters the
-    traced code is [B, T', D] with B and D as given and T' not the T given (a question, never a name)."""
+    traced code is [B, T', D] with B and D as given and T' not the T given (a question, never a name), and no
+    tensor that entered is ``[B, T, ...]`` (RecBole's ids ``[2, 6]`` at T=6, made ``[2, 7, 32]`` by the model's own
+    appended column: T is right)."""
     B, T, D = (sizes.get(k) for k in ("B", "T", "D"))
     first = next((t for e in events for t in e.inputs if len(t.shape) == 3), None)
-    if None in (B, T, D) or first is None:
+    entered = (t for e in events for t, source in zip(e.inputs, e.sources or (None,) * len(e.inputs))
+               if source is None)
+    if None in (B, T, D) or first is None or any(tuple(t.shape[:2]) == (B, T) for t in entered):
         return None
     b, t, d = first.shape
     if (b, d) != (B, D) or t == T:

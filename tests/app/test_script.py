@@ -41,3 +41,13 @@ def test_heads_written_as_modules_use_h_through_d_k():
     assert lines[-1] == ("i --dims X=13 matches no axis of any recorded tensor: the script does not use that size, "
                          "so no axis in the table is named from it")
     assert any(line.startswith("✓ checked all 38 ops") for line in lines)
+
+
+def test_a_model_that_appends_its_own_token_gets_no_token_count_question():
+    """RUCAIBox/RecBole's BERT4Rec (tests/corpus/reports41/recbole_bert4rec_gather_index.py) appends a mask column
+    to its ids ``[2, 6]``: the first 3-D tensor is ``[2, 7, 32]``, and the note asked "did you mean T=7?" where T=6
+    is right (the ids that entered are ``[B, T]``)."""
+    script = str(Path(__file__).parents[1] / "corpus" / "reports41" / "recbole_bert4rec_gather_index.py")
+    res = cli_in_process("trace", script, "--dims", "B=2,T=6,D=32,H=4", "--width", "200")
+    assert res.returncode == 0, res.stderr
+    assert "did you mean" not in res.stdout and "has 7 tokens" not in res.stdout

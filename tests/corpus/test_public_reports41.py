@@ -56,8 +56,9 @@ What the messages say:
 * The CLI on ``recbole_bert4rec_gather_index`` ends with "i --dims T=6, but the input [2, 7, 32] has 7 tokens (B=2
   and D=32 are where --dims puts them): did you mean T=7?": misleading. The script's input is ``(B, T) = (2, 6)``
   ids; the ``(2, 7, 32)`` tensor is the model's own ``reconstruct_test_data`` column appended, which the table
-  itself names ``T+1=7`` (#4 ``cat``: "[B, T] -> [B, T+1]"). The items' scores (#67 ``matmul``) read ``[B,
-  F=50]``: the 50 items named ``F``, which no ``--dims`` declared.
+  itself names ``T+1=7`` (#4 ``cat``: "[B, T] -> [B, T+1]"). Fixed since: no question where a tensor that entered
+  is ``[B, T, ...]`` (``app/script.tokens_disagree``; tests/app/test_script.py). The items' scores (#67
+  ``matmul``) read ``[B, F=50]``: the 50 items named ``F``, which no ``--dims`` declared.
 * The CLI on ``crossformer_mix_transpose`` (correct, ✓ 17 ops) says "not measured: batch entries stay apart, each
   token depends on itself (the input's batch and token axes have no names)", while the table names the input
   ``[B, N, T, D]``: the reason reads as if nothing were named (the input has two token-like axes, N and T). Fixed
