@@ -71,9 +71,8 @@ class Kind(StrEnum):
         "heads split as `view(B, T, d_k, H)`: consistent, so it trains, but pretrained weights would be misread")
     PROJECTION_OVER_TOKENS = ("projection-over-tokens", "error",
                               "a `linear` whose feature axis contains tokens (heads merged without moving them back)")
-    NORM_OVER_TOKENS = ("norm-over-tokens", "error",
-        "`nn.LayerNorm(D)` or RMSNorm on a channel-first map (`[B, D, T]`, `[B, C, H, W]`) whose last axis has "
-        "D's size by chance: each feature is normalised across positions")
+    NORM_OVER_TOKENS = ("norm-over-tokens", "error", "`nn.LayerNorm(D)` or RMSNorm on a channel-first map (`[B, D, "
+        "T]`, `[B, C, H, W]`) whose last axis has D's size by chance: each feature is normalised across positions")
 
     # -- products and scores -----------------------------------------------------------------------
     ATTENDS_OVER_WRONG_AXIS = ("attends-over-wrong-axis", "error",
@@ -155,10 +154,9 @@ class Kind(StrEnum):
         "later call (a cross-attention handed the decoder's own cache at a decoding step)")
     POSITIONS_ACROSS_SEQUENCES = ("positions-across-sequences", "warning", "a bias read from a table at pairs of "
                                   "places of two sequences onto their cross-attention (T5's takes no position bias)")
-    NORMALISED_ACROSS_THE_PRODUCT = ("normalised-across-the-product", "warning", "`F.normalize` of per-head "
-                                     "vectors along their features where the product that reads them sums over the "
-                                     "tokens (cross-covariance attention, XCiT): the cosine is taken across the rows "
-                                     "that product compares, not along them")
+    NORMALISED_ACROSS_THE_PRODUCT = ("normalised-across-the-product", "warning", "`F.normalize` of per-head vectors "
+        "along their features where the product that reads them sums over the tokens (cross-covariance attention, "
+        "XCiT): the cosine is taken across the rows that product compares, not along them")
 
     DISTANCE_BIAS_REVERSED = ("distance-bias-reversed", "error",
         "a position bias on the scores that grows linearly with the distance between query and key in every "
@@ -302,6 +300,8 @@ class Kind(StrEnum):
     JOIN_MISMATCH = ("join-mismatch", "error", "a `cat` that lines up different axes of equal size in its parts")
     FUSED_PART_TAKEN_TWICE = ("fused-part-taken-twice", "error", "a fused q/k/v projection's part taken twice "
                               "while another part is never read (the keys reused as the values)")
+    PROJECTIONS_JOINED = ("projections-joined", "warning", "a `cat` along the tokens of parts made by two of the q, k "
+                          "and v projections (patch keys from the queries' projection: a line copied from the q one)")
     CAT_SIZES_MISMATCH = ("cat-sizes-mismatch", "error",
                           "a `cat` whose parts differ in size along an axis it does not join")
     VIEW_INCOMPATIBLE = ("view-incompatible", "error", "a `view` that cannot work on these strides")

@@ -111,7 +111,7 @@ EXPECTED = {
     (ft_transformer, ""): [UNSURE, UNSURE],
     # (the view that folds batch into the heads is a mix now named, since 1c7ffc9: mixed-axis there, and again at
     # the view that cuts that mix, which hides the projection-over-tokens behind it as "also seen")
-    (ft_transformer, "heads-without-transpose"): [("✗", ("mixed-axis", "mixed-axis")), UNSURE],
+    (ft_transformer, "heads-without-transpose"): [("✗", ("mixed-axis",)), UNSURE],
     (ft_transformer, "cls-readout-first"): [UNSURE, UNSURE],
     (tab_transformer, ""): [UNSURE, UNSURE],
     (tab_transformer, "softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,

@@ -83,7 +83,7 @@ EXPECTED = {
     (sam2_rope, "freqs-repeat-interleave"): [UNSURE, UNSURE],
     (sam2_rope, "heads-reshape-without-transpose"): [("✗", ("mixed-axis",))] * 2,
     (vivit_factorised, ""): [OK, OK],
-    (vivit_factorised, "regroup-without-permute"): [("✗", ("mixed-axis", "mixed-axis"))] * 2,
+    (vivit_factorised, "regroup-without-permute"): [("✗", ("mixed-axis",))] * 2,
     (vivit_factorised, "temporal-softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,
     (longt5_tglobal, ""): [UNSURE, UNSURE],
     (longt5_tglobal, "side-bias-view-for-permute"): [UNSURE, UNSURE],

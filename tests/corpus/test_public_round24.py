@@ -73,7 +73,7 @@ EXPECTED = {
     (music_transformer_rga, "mask-not-causal"): [("✗", ("causal-mask-hides-itself",))] * 2,
     (axial_attention, ""): [OK, UNSURE],
     (axial_attention, "heads-split-without-transpose"): [
-        ("✗", ("mixed-axis",) * 3),
+        ("✗", ("mixed-axis",)),
         ("✗", ("attends-over-heads", "reduction-over-wrong-axis", "tokens-merged-with-features",
                "broadcast-mismatch"))],
     (axial_attention, "softmax-over-queries"): [("✗", ("softmax-wrong-axis",))] * 2,

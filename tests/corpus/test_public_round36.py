@@ -130,7 +130,7 @@ test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_n
 
 
 @pytest.mark.parametrize(("bug", "kinds"), [
-    ("unfold-reshape-without-transpose", ("mixed-axis", "mixed-axis")),
+    ("unfold-reshape-without-transpose", ("mixed-axis",)),
     ("context-view-without-permute", ("mixed-axis",)),   # (and the fold's false warning, on eefe532)
 ])
 def test_convbert_bugs(bug, kinds):

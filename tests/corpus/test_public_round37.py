@@ -98,10 +98,11 @@ UNSURE, SURE = ("?", ()), ("✓", ())
 EXPECTED = {
     (sam_two_way, ""): [UNSURE, UNSURE],
     (sam_two_way, "separate-heads-without-transpose"): [
-        ("✗", ("mixed-axis",)),
+        ("✗", ("mixed-axis", "projection-over-tokens")),
         ("✗", ("attends-over-wrong-axis", "broadcast-mismatch", "batch-mismatch", "broadcast-mismatch",
                "broadcast-mismatch", "broadcast-mismatch"))],
-    (sam_two_way, "recombine-heads-without-transpose"): [("✗", ("mixed-axis",)), ("✗", ("broadcast-mismatch",) * 4)],
+    (sam_two_way, "recombine-heads-without-transpose"): [("✗", ("mixed-axis", "projection-over-tokens")),
+                                                          ("✗", ("broadcast-mismatch",) * 4)],
     (pixart, ""): [UNSURE, UNSURE],
     (pixart, "qkv-permute-tokens-as-heads"): [
         ("✗", ("sdpa-layout", "tokens-merged-with-features")),

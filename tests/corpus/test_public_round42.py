@@ -95,7 +95,7 @@ EXPECTED = {
     (shunted_ssa, "local-conv-no-transpose"): [("✗", ("mixed-axis", "broadcast-mismatch"))] * 2,
     (agent_attention, ""): [UNSURE, UNSURE],
     (agent_attention, "pool-without-permute"): [
-        ("✗", ("mixed-axis", "mixed-axis")),
+        ("✗", ("mixed-axis",)),
         ("✗", ("batch-mismatch", "attends-over-wrong-axis", "batch-mismatch"))],
     (agent_attention, "agent-heads-interleaved"): [("✗", ("batch-mismatch", "batch-mismatch"))] * 2,
 }

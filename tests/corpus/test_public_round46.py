@@ -98,7 +98,7 @@ EXPECTED = {
     (tisasrec_time_aware, "padding-on-queries"): [("✗", ("mask-wrong-axis",))] * 2,
     (tisasrec_time_aware, "merge-heads-by-view"): [UNSURE, UNSURE],
     (unimol_pair_bias, ""): [UNSURE, UNSURE],
-    (unimol_pair_bias, "bias-view-without-permute"): [("✗", ("mixed-axis",) * 3), UNSURE],
+    (unimol_pair_bias, "bias-view-without-permute"): [("✗", ("mixed-axis",)), UNSURE],
     (unimol_pair_bias, "pair-out-head-major"): [("✗", ("projection-over-tokens",)), UNSURE],
     (point_bert, ""): [UNSURE, UNSURE],
     (point_bert, "idx-base-missing"): [UNSURE, UNSURE],

@@ -76,7 +76,7 @@ UNSURE = ("?", ())
 EXPECTED = {
     (latte_spatiotemporal, ""): [UNSURE, UNSURE],
     (latte_spatiotemporal, "temporal-fold-reshape"): [       # (distinct: ? -> ✗ after the einops fix)
-        ("✗", ("mixed-axis", "mixed-axis", "mixed-axis")), UNSURE],
+        ("✗", ("mixed-axis",)), UNSURE],
     (latte_spatiotemporal, "unfold-rows-token-major"): [UNSURE, UNSURE],
     (latte_spatiotemporal, "timestep-repeat-interleave"): [UNSURE, UNSURE],
     (torchaudio_conformer, ""): [UNSURE, UNSURE],

@@ -105,7 +105,7 @@ EXPECTED = {
     (torchtext_t5_decoder_bias, "padding-and-for-or"): [UNSURE, UNSURE],
     (gptneox_megatron_partial_rotary, ""): [UNSURE, UNSURE],
     (gptneox_megatron_partial_rotary, "key-rot-unrotated"): [("!", ("rotary-one-sided",))] * 2,   # (? ? at 48917dd)
-    (gptneox_megatron_partial_rotary, "query-reshape-for-transpose"): [("✗", ("mixed-axis",) * 4),
+    (gptneox_megatron_partial_rotary, "query-reshape-for-transpose"): [("✗", ("mixed-axis",)),
                                                                        ("✗", ("batch-mismatch",))],
     (gptneox_megatron_partial_rotary, "layer-scaling-not-undone"): [UNSURE, UNSURE],
     (cohere2_sliding_nope, ""): [UNSURE, UNSURE],

@@ -198,7 +198,7 @@ EXPECTED = {
     (bigcode_mqa, "mask-mha-axis"): [("raises", ()), ("✗", ("broadcast-mismatch",)),
                                      ("✗", ("broadcast-mismatch", "tokens-merged-with-features")),
                                      ("✗", ("broadcast-mismatch",))],
-    (bigcode_mqa, "heads-first"): [("✗", ("mixed-axis", "mixed-axis", "tokens-merged-with-features")),
+    (bigcode_mqa, "heads-first"): [("✗", ("mixed-axis", "projection-over-tokens", "tokens-merged-with-features")),
                                    ("✗", ("broadcast-mismatch",)),
                                    ("✗", ("broadcast-mismatch", "tokens-merged-with-features")),
                                    ("✗", ("broadcast-mismatch",))],

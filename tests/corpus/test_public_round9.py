@@ -250,7 +250,7 @@ EXPECTED = {
     # finding; the product [B, T, H, T] @ [B, 1, T, d_k] sums over the whole keys axis with its batch axes lined
     # up, so each query does mix the keys: its attends-over-wrong-axis, "each token only sees its own heads", was
     # false of that product and is gone since r46's rules/diagnose _sums_over_tokens)
-    (falcon_mqa, "q-no-transpose"): [("✗", ("mixed-axis", "mixed-axis")),
+    (falcon_mqa, "q-no-transpose"): [("✗", ("mixed-axis",)),
                                      ("✗", ("broadcast-mismatch",)),
                                      ("✗", ("mixed-axis",))],
     (falcon_mqa, "merge-no-permute"): [("✗", ("mixed-axis",)), ("✗", ("tokens-merged-with-features",)),

@@ -9,7 +9,10 @@ follows and what was said before):
   T5's ``attn_mask.logical_or(key_padding_mask)``: "key_padding_mask never reaches a mask on the scores", padding.py);
 * the value contracts say why an input of two token axes is not measured, not that its axes "have no names"
   (dependencies._unmeasured_axes);
-* scores of queries turned by a rotary table against keys left plain are a warning (rotary_sides, rules/rotary).
+* scores of queries turned by a rotary table against keys left plain are a warning (rotary_sides, rules/rotary);
+* a join along the tokens of parts from two of the q, k, v projections is a warning (rules/joins);
+* views of one mix are one error (rules/causes.holds); an integer tensor's merge is no token-feature pair; a
+  projection over a mix of tokens says tokens (rules/diagnose).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from torch import nn
 
 import shapetrace
 from tests.corpus.helpers import traced_build
-from tests.corpus.public55 import mmseg_efficient_mha, sam2_hiera_qpool, vitpytorch_cross_vit
+from tests.corpus.public6 import bigcode_mqa
+from tests.corpus.public55 import dinov3_rope_attention, mmseg_efficient_mha, sam2_hiera_qpool, vitpytorch_cross_vit
 from tests.corpus.public56 import gptneox_megatron_partial_rotary, torchtext_t5_decoder_bias
+from tests.corpus.public57 import ptv2_grouped_vector
 from tests.corpus.reports40 import hippogriff_window_negative
 
 
@@ -127,3 +132,43 @@ def test_keys_turned_by_a_write_into_their_fused_tensor_count_as_turned():
     t = traced_build(hippogriff_window_negative, "", "B=2 T=5 D=32 H=4")
     assert t.analysis().one_sided_rotations == ()
     assert t.diagnostics == []
+
+
+def test_keys_joined_from_the_key_prefix_and_the_query_patches_are_a_warning():
+    """facebookresearch/dinov3's ``k = rope_apply(q[:, :, prefix:, :], ...)`` copied from the line above it
+    (tests/corpus/public55/dinov3_rope_attention; ``✓`` at first sight): the keys' prefix tokens joined with the
+    rotated query patches. The correct file's joins (each projection's prefix with its own rotated patches) and
+    q, k, v stacked along a new axis say nothing."""
+    bug = traced_build(dinov3_rope_attention, "k-rotated-from-q", dinov3_rope_attention.DIMS[0])
+    assert [(d.severity, d.kind, d.event) for d in bug.diagnostics] == [("warning", "projections-joined", 30)]
+    assert bug.diagnostics[0].message == (
+        "cat #30 joins along the tokens [B=2, H=4, (5+N)[0:5]=5, d_k=8] from the k projection, [B=2, H=4, N=15, "
+        "d_k=8] from the q projection: one tensor's tokens come from two projections, so some of its keys (or "
+        "queries, or values) are another projection's. Names and shapes are those of a right join; only where each "
+        "element came from tells.")
+    assert traced_build(dinov3_rope_attention, "", dinov3_rope_attention.DIMS[0]).diagnostics == []
+
+
+def test_views_of_one_mix_are_one_error_at_the_op_that_made_it():
+    """EleutherAI/gpt-neox's queries given to ``baddbmm`` as ``reshape(b * np, sq, hn)`` for ``transpose(0, 1)``
+    (tests/corpus/public56/gptneox_megatron_partial_rotary): four ``mixed-axis`` errors at first sight, three on the
+    views that carry the one mix on (rules/causes.holds: a piece of a mix is held by any piece of the same mix)."""
+    t = traced_build(gptneox_megatron_partial_rotary, "query-reshape-for-transpose", "B=2 T=5 D=64 H=4")
+    errors = [d for d in t.diagnostics if d.severity == "error"]
+    assert [(d.kind, d.event, d.also) for d in errors] == [("mixed-axis", 23, (27, 31, 34, 37, 38))]
+
+
+def test_an_index_tensor_flattened_for_a_gather_is_no_token_feature_merge():
+    """Pointcept's PTv2 ``idx.view(-1)`` of its ``[N, K]`` neighbour indices (tests/corpus/public57/
+    ptv2_grouped_vector, read with ``N``): "(token, feature) pair" twice at first sight, on an int64 tensor."""
+    t = traced_build(ptv2_grouped_vector, "", "N=11 K=5 D=32 H=4")
+    assert [d.kind for d in t.diagnostics if d.kind == "tokens-merged-with-features"] == []
+
+
+def test_a_projection_over_a_mix_of_tokens_says_tokens():
+    """GPT-BigCode's ``heads-first`` (tests/corpus/public6/bigcode_mqa): the linear over ``!T·d_k`` said "which
+    holds batch entries" (a mixed root has no role of its own; its parts do)."""
+    t = traced_build(bigcode_mqa, "heads-first", "B=2 T=6 D=32 H=4")
+    found = next(d for d in t.diagnostics if d.kind == "projection-over-tokens")
+    assert "over its last axis (T and d_k), which holds tokens: the projection mixes different tokens" in \
+        found.message

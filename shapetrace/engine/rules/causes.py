@@ -142,8 +142,12 @@ def suspect_atoms(axis: Axis) -> tuple[Atom, ...]:
 
 
 def holds(info: TensorInfo, atoms: tuple[Atom, ...]) -> bool:
-    """Does one axis of ``info`` hold ``atoms`` next to each other, in this order?"""
+    """Does one axis of ``info`` hold ``atoms`` next to each other, in this order? A mixed piece is held by any
+    piece of the same mix (gpt-neox's ``[!T·B·H, ...]`` viewed on into ``!T·B·H/4`` and ``!T·B·H/2``: one mix,
+    made where its root was)."""
     n = len(atoms)
+    if n == 1 and atoms[0].root.startswith(MIXED_PREFIX):
+        return any(a.root == atoms[0].root for axis in info.axes for a in axis.atoms)
     for axis in info.axes:
         pieces = tuple(a for a in axis.atoms if a.size > 1)
         if any(pieces[i:i + n] == atoms for i in range(len(pieces) - n + 1)):

@@ -8,6 +8,7 @@ at severity ``error`` or ``warning``, whatever its sizes (T = H included).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ from shapetrace.engine.rules.head_blocks import part_heads_pair
 from shapetrace.engine.rules.head_mixing import heads_mixed_by_matrix
 from shapetrace.engine.rules.head_split import head_split_order, pattern_contradictions
 from shapetrace.engine.rules.indices import index_axes
-from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree
+from shapetrace.engine.rules.joins import cat_sizes, joined_parts_disagree, projections_joined
 from shapetrace.engine.rules.key_sequences import keys_change_sequence, positions_across_sequences
 from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
@@ -156,8 +157,21 @@ def _worst_mix(e: Event, namer) -> tuple | None:
     before = {lab for t in e.inputs for lab in t.dims}
     o = e.outputs[0]
     found = [(MIX_ORDER[kind], i, kind, label) for i, (axis, label) in enumerate(zip(o.axes, o.dims))
-             if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER]
+             if label not in before and (kind := namer.mix_kind(axis)) in MIX_ORDER
+             and not (kind == "warning" and _holds_indices(o))]
     return min(found) if found else None
+
+
+def _holds_indices(t: TensorInfo) -> bool:
+    """Integers or booleans (Pointcept's neighbour indices ``idx.view(-1)`` before a gather): no features, so
+    flattening tokens with another axis pairs no token with a feature."""
+    return _INTEGERS.search(t.dtype) is not None
+
+
+#: the names a root is made of (``!T*d_k`` -> T, d_k)
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: an integer or boolean dtype's name (``torch.int64``, ``uint8``, ``bool``)
+_INTEGERS = re.compile(r"int\d|bool")
 
 
 #: which kind of regrouping wins when one op makes several
@@ -244,7 +258,8 @@ def projection_over_tokens(analysis: Analysis) -> list[Diagnostic]:
         x = e.inputs[0]
         if has_tokens(x.axes[-1]) and not merges_neighbours(coalesce(x.axes[-1].atoms), analysis.namer) \
                 and not patch_steps(x.axes, len(x.axes) - 1, analysis.namer):   # (a patch embedding)
-            held = "tokens" if any(analysis.namer.role(a.root) == "tokens" for a in x.axes[-1].atoms) \
+            names = {word for a in x.axes[-1].atoms for word in _WORDS.findall(a.root)}   # (a mix's parts too)
+            held = "tokens" if any(analysis.namer.role(n) == "tokens" for n in names) \
                 else "batch entries"   # (B·H/2·d_k: heads read as the batch)
             out.append(Kind.PROJECTION_OVER_TOKENS.found(e.index, (
                 f"{e.op} #{e.index} projects {fmt_named(x.dims, x.shape)} over its last axis "
@@ -558,10 +573,10 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES, fused_mask_batch_order,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, tokens_in_two_orders, scan_axis, reduction_axis, contraction_axis, direction,
-    rotary_pairing, rotary_one_sided, rolls_not_undone, index_axes, normalised_over_tokens, table_heads_rechopped,
-    unexercised_masks,
-    regrouped_ones, fused_parts_taken_twice, skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
+    joined_parts_disagree, cat_sizes, projections_joined, tokens_in_two_orders, scan_axis, reduction_axis,
+    contraction_axis, direction, rotary_pairing, rotary_one_sided, rolls_not_undone, index_axes,
+    normalised_over_tokens, table_heads_rechopped, unexercised_masks, regrouped_ones, fused_parts_taken_twice,
+    skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,
     unread_inputs, positions_shared_over_padding, ids_read_by_two_tables, bypassed_projections, step_hides_itself,
     positions_restart, chunk_unmasked, batch_picked, batch_reduced, softmax_weights, normalised_over_one_entry,
     weights_summed_elsewhere,

@@ -100,3 +100,32 @@ def _cat_sizes_diagnostic(e, analysis: Analysis, dim: int, axis: int, a, b) -> D
     fix = (f"Join along the axis that grows: {e.op}([...], dim={axis}) (or dim={axis - rank}), which gives "
            f"{a.shape[axis]}+{b.shape[axis]} there; check that every other axis means the same in each part.")
     return Kind.CAT_SIZES_MISMATCH.found(e.index, text, fix)
+
+
+def projections_joined(analysis: Analysis) -> list[Diagnostic]:
+    """A warning on each ``cat`` along the tokens whose parts were made by two of the q, k and v projections
+    (:attr:`.events.Event.projections`): facebookresearch/dinov3's rotated patch keys written ``rope_apply(q[:, :,
+    prefix:], ...)`` join the keys' prefix tokens to the queries' patches, so the keys are partly queries. A join
+    of one projection's parts (a prefix kept apart from the rotated tokens), or along another axis (q, k and v
+    stacked for a fused kernel), says nothing."""
+    out = []
+    for e in analysis.events_of(Family.JOIN):
+        letters = {p for p in e.projections if p}
+        if len(letters & {"q", "k", "v"}) < 2 or e.spec.stacks or len(e.inputs) != len(e.projections):
+            continue
+        rank = len(e.inputs[0].shape)
+        dim = e.params.get("dim", 0)
+        if not rank or not isinstance(dim, int) or any(len(t.axes) != rank for t in e.inputs):
+            continue
+        roots = {a.root for t in e.inputs for a in t.axes[dim % rank].atoms}
+        if not roots or any(analysis.namer.plain_role(r) != "tokens" for r in roots):
+            continue
+        parts = ", ".join(f"{fmt_named(t.dims, t.shape)} from the {p} projection"
+                          for t, p in zip(e.inputs, e.projections) if p)
+        out.append(Kind.PROJECTIONS_JOINED.found(e.index, (
+            f"{e.op} #{e.index} joins along the tokens {parts}: one tensor's tokens come from two projections, so "
+            "some of its keys (or queries, or values) are another projection's. Names and shapes are those of a "
+            "right join; only where each element came from tells."),
+            "Take every part from one projection (a line copied from the queries' one: k[:, :, prefix:], not "
+            "q[:, :, prefix:])."))
+    return out
