@@ -26,7 +26,7 @@ from tests.corpus.helpers import traced_build
 from tests.corpus.public6 import bigcode_mqa
 from tests.corpus.public55 import dinov3_rope_attention, mmseg_efficient_mha, sam2_hiera_qpool, vitpytorch_cross_vit
 from tests.corpus.public56 import gptneox_megatron_partial_rotary, torchtext_t5_decoder_bias
-from tests.corpus.public57 import ptv2_grouped_vector
+from tests.corpus.public57 import animatediff_temporal, ptv2_grouped_vector
 from tests.corpus.reports40 import hippogriff_window_negative
 
 
@@ -172,3 +172,12 @@ def test_a_projection_over_a_mix_of_tokens_says_tokens():
     found = next(d for d in t.diagnostics if d.kind == "projection-over-tokens")
     assert "over its last axis (T and d_k), which holds tokens: the projection mixes different tokens" in \
         found.message
+
+
+def test_heads_folded_into_a_temporal_batch_read_through_a_transpose_are_a_batch():
+    """guoyww/AnimateDiff's temporal attention over diffusers 0.11's ``CrossAttention`` (tests/corpus/public57/
+    animatediff_temporal, frames named ``Fp``): the keys' ``[B·N·H, Fp, d_k]`` fold is transposed before ``baddbmm``
+    batches it; ``! tokens-merged-with-features`` at first sight, now the batch it is."""
+    t = traced_build(animatediff_temporal, "", "B=2 D=32 H=4 Fp=3 Hp=5 Wp=7")
+    assert [d.kind for d in t.diagnostics] == []
+    assert t.report().verdict.line.startswith("✓")

@@ -137,8 +137,19 @@ def _batched_attention(analysis: Analysis, readers: dict, e: Event) -> bool:
     roles = {namer.role(namer.atom_label(a)) for a in coalesce(fold.atoms)}
     if not {Role.TOKENS, Role.HEADS} <= roles <= {Role.TOKENS, Role.HEADS, Role.BATCH}:
         return False
-    uses = readers.get((e.index, 0), [])
-    return bool(uses) and all(_attends_batched(namer, p, fold, roots) for p, _ in uses)
+    uses = _through_reorders(readers, e.index, fold)
+    return bool(uses) and all(_attends_batched(namer, p, fold, roots) for p in uses)
+
+
+def _through_reorders(readers: dict, index: int, fold, depth: int = 0) -> list[Event]:
+    """The ops that read result ``index``, each reorder of its axes that keeps ``fold`` read through (diffusers'
+    ``key.transpose(-1, -2)`` before ``baddbmm``)."""
+    found = []
+    for r, _ in readers.get((index, 0), []):
+        keeps = r.spec is not None and r.spec.family in (Family.AXIS_ORDER, Family.CONTIGUOUS) and r.outputs \
+            and fold in r.outputs[0].axes
+        found += _through_reorders(readers, r.index, fold, depth + 1) if keeps and depth < 4 else [r]
+    return found
 
 
 def _attends_batched(namer, p: Event, fold, roots: set) -> bool:
