@@ -28,6 +28,7 @@ from tests.corpus.public55 import dinov3_rope_attention, mmseg_efficient_mha, sa
 from tests.corpus.public56 import gptneox_megatron_partial_rotary, torchtext_t5_decoder_bias
 from tests.corpus.public57 import animatediff_temporal, ptv2_grouped_vector
 from tests.corpus.reports40 import hippogriff_window_negative
+from tests.corpus.reports42 import whisper_decoder_pad_positions
 
 
 class _LucidrainsAttention(nn.Module):
@@ -181,3 +182,15 @@ def test_heads_folded_into_a_temporal_batch_read_through_a_transpose_are_a_batch
     t = traced_build(animatediff_temporal, "", "B=2 D=32 H=4 Fp=3 Hp=5 Wp=7")
     assert [d.kind for d in t.diagnostics] == []
     assert t.report().verdict.line.startswith("✓")
+
+
+def test_a_position_table_cut_for_every_entry_of_a_left_padded_batch_is_the_shared_positions_note():
+    """Whisper's decoder positions ``embed_positions.weight[0:seq_len]`` for every row of a left-padded batch
+    (huggingface/transformers issue #20624; tests/corpus/reports42/whisper_decoder_pad_positions, ``✓`` at first
+    sight); the correct file counts each row's positions from its mask and says nothing."""
+    bug = traced_build(whisper_decoder_pad_positions, "positions-without-mask", "B=2 T=6 D=32 H=4 S=5")
+    assert [(d.severity, d.kind, d.event) for d in bug.diagnostics] == [("note", "positions-shared-over-padding", 1)]
+    assert bug.diagnostics[0].message.startswith(
+        "__getitem__ #1 cuts a table of the model's own into [T=6, D=32], one row per token shared by every batch "
+        "entry, while the model was given `attention_mask` [B=2, T=6] with a row padded in front")
+    assert traced_build(whisper_decoder_pad_positions, "", "B=2 T=6 D=32 H=4 S=5").diagnostics == []

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.formatting import fmt_named
 from shapetrace.engine.kinds import Kind
+from shapetrace.engine.ops import Family
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
@@ -66,7 +67,7 @@ def positions_shared_over_padding(analysis: Analysis) -> list[Diagnostic]:
     under a left-padded batch; ``cumsum(mask) - 1`` per row keeps them). Rotary positions are not lookups: a
     shift common to a row's tokens leaves their scores alone. A note (``?``), not an error: a model may have
     been trained so."""
-    out = []
+    out = _rows_cut_for_every_entry(analysis)
     for e in analysis.events:
         if not e.params.get("shared_ids") or not e.inputs:
             continue
@@ -82,6 +83,33 @@ def positions_shared_over_padding(analysis: Analysis) -> list[Diagnostic]:
                 "the padding), so the positions were not checked."),
                 f"Count each row's positions from its first real token: position_ids = {name}.long().cumsum(-1) - 1, "
                 f"then position_ids.masked_fill_({name} == 0, 1)."))
+    return out
+
+
+def _rows_cut_for_every_entry(analysis: Analysis) -> list[Diagnostic]:
+    """The same note where a table made of parameters alone is cut to its first rows, one per token and shared
+    by every batch entry (``[T, D]``, no batch axis), while a row of the mask given is padded in front: Whisper's
+    ``embed_positions.weight[0:seq_len]`` under a left-padded batch (huggingface/transformers issue #20624)."""
+    out = []
+    for e in analysis.events_of(Family.SLICE):
+        o = e.outputs[0] if e.outputs else None
+        if not e.from_parameters or o is None:
+            continue
+        kept = [(label, analysis.namer.plain_role(label)) for label, n in zip(o.dims, o.shape) if n > 1]
+        if [role for _, role in kept] != ["tokens", "features"]:
+            continue
+        masks = [m for m in analysis.padded_in_front if m[1] and m[1][-1] == kept[0][0]]
+        if masks:
+            name, dims, shape = masks[0]
+            out.append(Kind.POSITIONS_SHARED_OVER_PADDING.found(e.index, (
+                f"{e.op} #{e.index} cuts a table of the model's own into {fmt_named(o.dims, o.shape)}, one row per "
+                f"token shared by every batch entry, while the model was given `{name}` {fmt_named(dims, shape)} "
+                "with a row padded in front: that row's real tokens read other rows of the table than an unpadded "
+                "row's same tokens (absolute positions counted from the padding), so the positions were not "
+                "checked."),
+                f"Count each row's positions from its first real token: position_ids = {name}.long().cumsum(-1) - 1, "
+                "and look the table up by them."))
+            break
     return out
 
 
