@@ -89,8 +89,8 @@ def test_a_window_held_and_applied_by_no_op_is_a_note_and_one_applied_says_nothi
     assert [(d.severity, d.kind, d.event) for d in bug.diagnostics] == [("note", "window-width-unchecked", 20)]
     assert bug.diagnostics[0].message == (
         "the model holds a window (smqa.window_size = 3), but no op of the run applies one: masked_fill #20 hides "
-        "only the keys after each query, so a query sees up to 5 keys, more than the window's 3. Which width the "
-        "model meant is a number of its configuration, so it is not checked.")
+        "the keys after each query and none before it, so a query sees up to 5 keys, more than the window's 3. Which "
+        "width the model meant is a number of its configuration, so it is not checked.")
     assert bug.report().verdict.line.startswith("? ")
     correct = traced_build(hippogriff_window_negative, "", "B=2 T=5 D=32 H=4")
     assert correct.diagnostics == [] and correct.report().verdict.line.startswith("✓")

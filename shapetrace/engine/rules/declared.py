@@ -11,6 +11,7 @@ from shapetrace.engine.kinds import Kind
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.analysis import Analysis
     from shapetrace.engine.diagnostic import Diagnostic
+    from shapetrace.engine.events import Event
 
 
 def causal_unmasked(analysis: Analysis) -> list[Diagnostic]:
@@ -39,7 +40,7 @@ def window_applied_nowhere(analysis: Analysis) -> list[Diagnostic]:
     flash-attn's ``window_size=(-window, 0)`` reads the negative extent as no limit, so the attention is global). A
     window held and applied by some layer (Gemma 2's global layers beside its sliding ones) says nothing, nor a
     window over no causal attention (Swin's ``window_size`` cuts the map into windows: no mask applies it)."""
-    held = [(path, name, width) for path, name, width in analysis.windows]
+    held = analysis.windows
     if not held or any(e.params.get("window") or e.params.get("band") for e in analysis.events):
         return []
     narrowest = min(width for _, _, width in held)
@@ -49,14 +50,15 @@ def window_applied_nowhere(analysis: Analysis) -> list[Diagnostic]:
             names = ", ".join(f"{path + '.' if path else ''}{name} = {width}" for path, name, width in held)
             return [Kind.WINDOW_WIDTH_UNCHECKED.found(e.index, (
                 f"the model holds a window ({names}), but no op of the run applies one: {e.op} #{e.index} hides "
-                f"only the keys after each query, so a query sees up to {keys} keys, more than the window's "
-                f"{narrowest}. Which width the model meant is a number of its configuration, so it is not checked."),
+                f"the keys after each query and none before it, so a query sees up to {keys} keys, more than the "
+                f"window's {narrowest}. Which width the model meant is a number of its configuration, so it is not "
+                "checked."),
                 "Apply the window where the causal mask is made: keep keys with q_idx - kv_idx < window (flash-attn: "
                 "window_size=(window - 1, 0); a negative extent there means no limit).")]
     return []
 
 
-def _keys_seen(e) -> int | None:
+def _keys_seen(e: Event) -> int | None:
     """How many keys the scores ``e`` masks have (the fused op: its keys' tokens); None where it has none."""
     if e.op == SDPA and len(e.inputs) >= 2 and len(e.inputs[1].shape) >= 2:
         return e.inputs[1].shape[-2]
