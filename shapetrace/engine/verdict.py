@@ -524,8 +524,19 @@ def verdict_line(v: Verdict) -> str:
 
 
 def _unproven(v: Verdict) -> str:
-    """``; not proven: …`` for each reason a name or check is not proven, or nothing."""
-    return "".join(f"; not proven: {reason}" for reason in v.unproven)
+    """``; not proven: …`` for each reason a name or check is not proven, or nothing; one reason said of several ops
+    of one kind is said once (``each of #76, #78 __getitem__ keeps (T+1)[1:6], …``)."""
+    ops: dict[tuple[str, str] | str, list[str]] = {}
+    for reason in v.unproven:
+        m = _ABOUT_AN_OP.fullmatch(reason)
+        ops.setdefault((m["op"], m["rest"]) if m else reason, []).extend([m["index"]] if m else [])
+    said = [key if isinstance(key, str) else f"{'each of ' if len(found) > 1 else ''}#{', #'.join(found)} {key[0]}"
+            f"{key[1]}" for key, found in ops.items()]
+    return "".join(f"; not proven: {reason}" for reason in said)
+
+
+#: a reason about one op: ``#76 __getitem__ keeps (T+1)[1:6], …``, ``#35 scaled_dot_product_attention's mask …``
+_ABOUT_AN_OP = re.compile(r"#(?P<index>\d+) (?P<op>[\w.]+)(?P<rest>\W.*)", re.S)
 
 
 def _on_values(v: Verdict) -> str:

@@ -683,3 +683,16 @@ def test_pads_looked_up_with_no_mask_anywhere_are_not_proven():
         lines[case] = t.report().verdict.line
     assert "pad tokens entered" in lines["unmasked"] and lines["unmasked"].startswith("?")
     assert "pad tokens entered" not in lines["masked"] and "pad tokens entered" not in lines["no pads"]
+
+
+def test_one_reason_said_of_several_ops_of_one_kind_is_said_once():
+    """time-series-foundation-models/lag-llama's cache window ``torch.cat([cache, k], dim=1)[:, 1:]`` is cut four
+    times (tests/corpus/reports40/lagllama_kv_cache): the line said "not proven: #76 __getitem__ keeps …" four
+    times, each the same but for the op's number."""
+    from tests.corpus.helpers import traced_build
+    from tests.corpus.reports40 import lagllama_kv_cache
+
+    line = traced_build(lagllama_kv_cache, "", "B=2 T=5 D=32 H=4").report().verdict.line
+    assert "; not proven: each of #76, #78, #129, #131 __getitem__ keeps (T+1)[1:6], counted entries of the " \
+           "model's own next to the input's tokens, and names cannot tell whether the cut meant both; " in line
+    assert line.count("not proven") == 1
