@@ -54,7 +54,7 @@ class Unmasked:
         return f"{self.path + '.' if self.path else ''}{self.flag}=True"
 
 
-def masks_causally(e: Event, role: Callable[[str | None], str | None] = lambda label: None) -> bool:
+def masks_causally(e: Event, role: Callable[[str | None], str | None]) -> bool:
     """Does ``e`` apply or build a causal mask, by its call or by its values? Not a fill of a tensor whose rows
     are batch entries (``role``: the run's plain role of a name): OLMo's ``position_ids.masked_fill_(attention_mask
     == 0, 1)`` fills a ``[B, T]`` tensor of positions, and the pattern of its fill is no queries' view of keys."""

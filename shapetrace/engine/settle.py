@@ -52,6 +52,7 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
     labels_of, output = node_labels(inference.axes, namer), output_node(capture)
     first = capture.module_calls.first_call
     given = getattr(first, "arguments", ())
+    rotaries = rotaries_of(capture, rows)
     return Analysis(
         events=events, namer=namer, dims=dict(namer.dims),
         seeded_by_size=inference.seeded_by_size, size_choices=_in_order(namer, inference.size_choices),
@@ -62,8 +63,8 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         unnamed_by_failure=tuple(inference.unnamed_by_failure),
         unrolled=unrolled_meetings(capture.records, capture.nodes, rows, events),
         inside=inside_library(events, capture.opened, rows),
-        rotaries=rotaries_of(capture, rows), mask_parts=mask_parts_of(capture, rows),
-        one_sided_rotations=one_sided_rotations(capture.records, rows, events, rotaries_of(capture, rows)),
+        rotaries=rotaries, mask_parts=mask_parts_of(capture, rows),
+        one_sided_rotations=one_sided_rotations(capture.records, rows, events, rotaries),
         misindexed=misindexed_of(capture.records, labels_of, namer.plain_role, rows, events),
         unread=unread_arguments(capture),
         bypassed=tuple(rows[r] for r in bypassed_projections(capture) if r in rows),
