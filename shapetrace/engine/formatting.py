@@ -49,7 +49,7 @@ def fmt_named(dims: Iterable[str | None], shape: Iterable[int], long_names: dict
         if name:
             shown = long_names.get(name, name) if long_names else name
             shown = COPIES_SHOWN if shown == str(size) else shown   # (a tiling's count of its copies alone)
-            parts.append(f"{shown.replace('*', '·')}={size}")
+            parts.append(f"{spelled(shown)}={size}")
         else:
             parts.append(str(size))
     return "[" + ", ".join(parts) + "]"
@@ -61,4 +61,33 @@ def fmt_names(dims: Iterable[str | None], shape: Iterable[int]) -> str:
     >>> fmt_names(("B", "H*d_k", None), (2, 512, 6))
     '[B, H·d_k, 6]'
     """
-    return "[" + ", ".join((n or str(s)).replace("*", "·") for n, s in zip(dims, shape)) + "]"
+    return "[" + ", ".join(spelled(n) if n else str(s) for n, s in zip(dims, shape)) + "]"
+
+
+def spelled(label: str) -> str:
+    """A label as a reader reads it: products with ``·``, and in a mix (``!``: pieces of several axes, joined by
+    ``*``) each piece that is a join in parentheses, so ``!H*1+T`` reads ``!H·(1+T)``, not ``H·1 + T``.
+
+    >>> spelled("H*d_k"), spelled("!H*1+T")
+    ('H·d_k', '!H·(1+T)')
+    """
+    if not label.startswith("!"):
+        return label.replace("*", "·")
+    pieces, depth, start = [], 0, 1
+    for i, ch in enumerate(label):
+        depth += (ch in "([") - (ch in ")]")
+        if ch == "*" and depth == 0:
+            pieces.append(label[start:i])
+            start = i + 1
+    pieces.append(label[start:])
+    return "!" + "·".join(_factor(p).replace("*", "·") for p in pieces)
+
+
+def _factor(piece: str) -> str:
+    """``(1+T)`` for a join, the piece itself otherwise."""
+    depth = 0
+    for ch in piece:
+        depth += (ch in "([") - (ch in ")]")
+        if ch == "+" and depth == 0:
+            return f"({piece})"
+    return piece

@@ -4,15 +4,13 @@ Multi-head attention splits the queries, keys and values into heads, lets each h
 own, and merges the heads back. Which heads of the merged output depend on which heads of q, k and v
 is measured on the values, in the same forward as the token contracts (:mod:`.dependencies`):
 
-* :func:`plan_heads` finds, from the trace, for every attention the top call ran, the *splits* (the
-  calls whose result has a heads axis and whose operands have none) and the *merge* (the first call
-  after them whose operand has a heads axis and whose result has none), each by its call site and how
-  many times that site ran before; where no axis is named heads, :mod:`.head_structure` finds them
-  from the structure (a feature axis split in two, the scores' product batching over one of them);
-  grouped-query attention's key/value splits whose heads axis has no name (``H_kv`` not declared) are
-  found there too, their heads followed through ``repeat_kv`` (or ``enable_gqa``) to the product;
-* every attention's copies travel in the same measuring run (each merge hands the model back its
-  original batch, so the next attention's splits copy it again);
+* :func:`plan_heads` finds, from the trace, for every attention the top call ran, the *splits* (calls
+  whose result has a heads axis and a batch, and whose operands have none) and the *merge* (the first call
+  after them whose operand has a heads axis and whose result has none), each by its call site and count;
+  where no axis is named heads, :mod:`.head_structure` finds them from the structure (a feature axis split
+  in two, the scores' product batching over one of them), and the key/value splits of grouped-query
+  attention whose heads have no name, through ``repeat_kv`` (or ``enable_gqa``) to the product;
+* every attention's copies travel in the same measuring run (each merge hands back the original batch);
 * during the measuring run, :class:`HeadsMode` (a TorchFunctionMode) follows the same calls: at
   each split it appends one copy of the whole batch per query head, head ``j`` of copy ``j``'s first
   entry moved in a random direction (in grouped-query attention one copy per head of each of q, k and
@@ -25,9 +23,8 @@ is measured on the values, in the same forward as the token contracts (:mod:`.de
   the element's coordinates (the merge must undo the split); an element of head ``h`` may change only
   with the copies that moved head ``h`` (or its key/value group).
 
-A violation names the heads that leaked (``head 0 of the output depends on heads 0 and 1 of the
-values``), and needs no axis name beyond the heads axis of the splits. Where heads leak, a second run
-moves the queries, keys and values apart, to say which of them leaked. Plain data out.
+A violation names the heads that leaked (``head 0 of the output depends on heads 0 and 1 of the values``);
+a second run moves q, k and v apart, to say which of them leaked. Plain data out.
 """
 
 from __future__ import annotations
@@ -124,7 +121,9 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     for r, e in rows:
         ins = any(heads_axes(t.dims) for t in e.inputs)
         outs = [heads_axes(t.dims) for t in e.outputs]
-        if not ins and len(outs) == 1 and len(outs[0]) == 1 and not _copies_heads(e):
+        shared = len(outs) == 1 and len(outs[0]) == 1 and 1 in e.outputs[0].shape[:outs[0][0]] \
+            and _batch_axis(e.outputs[0].dims, role_of) is None   # (a per-head table, RibonanzaNet's [1, T, T, H])
+        if not ins and len(outs) == 1 and len(outs[0]) == 1 and not _copies_heads(e) and not shared:
             splits.append((r, e, outs[0][0]))
         elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)) and not _keys_alone(e):
             attentions.append((splits, r, e))   # the merge closes this attention; a later split opens the next

@@ -42,6 +42,7 @@ from shapetrace.engine.op_args import first_operand
 from shapetrace.engine.ops import is_convolution, is_recurrence
 from shapetrace.engine.opspec import Family
 from shapetrace.engine.probe_inputs import AtEntry, argument_name
+from shapetrace.engine.propagate import same as same_axes
 from shapetrace.engine.token_changes import change_tolerance, tokens_last
 
 #: the contract's name, as the verdict lists it where it held
@@ -138,13 +139,21 @@ def _masks(records, span: tuple[int, int], node: int) -> bool:
             return True
         if others and not _indices_only(record, others, dtypes):
             continue   # (mixed with traced values by another op: no longer the mask's alone)
-        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL, Family.JOIN}:
-            continue   # (a join with another mask, LUKE's words' and entities' masks, is still a mask)
+        if family not in _CARRY | {Family.ELEMENTWISE, Family.MASK_FILL, Family.JOIN} and not (
+                not others and (family is Family.PRODUCT or _copies(record))):
+            continue   # (a join with another mask, LUKE's words' and entities' masks, is still a mask; so are a
+            # copy of it and its product with itself: RibonanzaNet's ``m = src_mask.clone()``, then the pair mask
+            # ``matmul(m, m.permute(0, 2, 1))``)
         outs = [n for n in record.outs if isinstance(n, int)]
         derived.update(outs)
         if (family in _CARRY or _cast(record)) and not others and all(ins[i] in same for i in mine):
             same.update(outs)
     return False
+
+
+def _copies(record) -> bool:
+    """A copy of the values into a new buffer, each axis kept (``clone``, ``roll``, ``flip``)."""
+    return record.spec.memory == "copy" and record.spec.names is same_axes
 
 
 def _cast(record) -> bool:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axis_compute import einsum_contracted
 from shapetrace.engine.formatting import fmt_bytes, fmt_names, fmt_shape
 from shapetrace.engine.layout import row_major
 from shapetrace.engine.ops import Family, is_matrix_product
@@ -229,7 +230,7 @@ def _matmul(e: Event) -> str:
     if len(e.inputs) != 2 or e.output is None or len(e.output.shape) < 2:
         return _generic(e)   # an einsum of one or three operands, a product to a vector
     a, b, o = e.inputs[0], e.inputs[1], e.output
-    inner = a.dims[-1] or str(a.shape[-1])
+    inner = _summed(e)
     batch = [n or str(s) for n, s in zip(o.dims[:-2], o.shape[:-2])]
     roles = [x.role for x in o.axes]
     if roles[-2:] == ["query", "key"] and e.projections[:2] == ("k", "q"):
@@ -243,6 +244,18 @@ def _matmul(e: Event) -> str:
         return (f"weighted sum of the values: each query mixes the {a.shape[-1]} value vectors by its "
                 f"weights (sums over {inner}); new {fmt_bytes(e.alloc_bytes)}")
     return f"sums over {inner}: {names(a)} @ {names(b)} -> {names(o)}; new {fmt_bytes(e.alloc_bytes)}"
+
+
+def _summed(e: Event) -> str:
+    """What a two-operand product sums over, named from its first operand: a matmul's last axis, an einsum's
+    dropped letters (``bdhn,bdhm->bhnm`` sums over ``d``, whichever place it holds)."""
+    a = e.inputs[0]
+    parsed = e.params.get("subscripts")
+    if not (parsed and len(parsed["inputs"]) == 2 and len(parsed["inputs"][0]) == len(a.shape)):
+        return a.dims[-1] or str(a.shape[-1])
+    term = parsed["inputs"][0]
+    places = [term.index(c) for c in einsum_contracted(parsed) if c in term]
+    return " and ".join(a.dims[i] or str(a.shape[i]) for i in places) or "no axis"
 
 
 def _softmax(e: Event) -> str:

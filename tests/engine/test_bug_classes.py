@@ -247,7 +247,7 @@ def test_merge_without_transpose_at_T_equals_H(B, T, D, H):
     assert d.event == merged.index and d.message.endswith(
         f"axis 2 flattens T and d_k into one axis, so each of its entries is a (token, feature) pair. linear "
         f"#{project.index} then projects over that axis, so each output feature mixes tokens: the merge was not a "
-        f"layout exercise. Also seen at #{project.index} linear.")
+        f"layout exercise.")   # (linear #N is named in it: no "Also seen at" repeats it)
     assert d.also == (project.index,)
 
 

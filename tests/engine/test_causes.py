@@ -82,7 +82,7 @@ def test_kv_heads_tiled_by_repeat_are_one_error_at_the_repeat(B, T, H, H_kv, d):
         f"heads tiled {n_rep} times (head j is key/value head j mod {H_kv}). matmul #{scores} pairs them with q "
         f"[B={B}, H={H}, T={T}, d_k={d}], whose head h is meant to read key/value head h // {n_rep}: query head 1 "
         f"meets key/value head 1 instead of 0. The shapes agree, so torch cannot complain. "
-        f"Also seen at #{scores} matmul, #{out} matmul.")
+        f"Also seen at #{out} matmul.")   # (the scores matmul is named in it)
     assert d_.fix.startswith("Repeat each key/value head in place: .repeat_interleave(n_rep, dim=1)")
     assert t.report().verdict.line == "✗ 1 error: the findings above say where and how to fix it"
 
@@ -199,8 +199,7 @@ def test_merge_without_transpose_is_one_error_at_the_merge(B, T, H, dk, transpos
     assert d.message == (
         f"view #{merge} turns [B={B}, H={H}, T={T}, d_k={dk}] into [B={B}, H={H}, T·d_k={T * dk}]: axis 2 flattens "
         f"T and d_k into one axis, so each of its entries is a (token, feature) pair. linear #{linear} then projects "
-        "over that axis, so each output feature mixes tokens: the merge was not a layout exercise. "
-        f"Also seen at #{linear} linear.")
+        "over that axis, so each output feature mixes tokens: the merge was not a layout exercise.")
 
 
 # ---------------------------------------------------------------------------

@@ -719,7 +719,7 @@ def test_gqa_head_order_fires_on_tiled_kv_heads(fused, B, T, H, H_kv, dk):
         f"its {H} heads are the {H_kv} key/value heads tiled {n_rep} times (head j is key/value head j mod "
         f"{H_kv}). {t.events[seen].op} #{seen} pairs them with q [B={B}, H={H}, T={T}, d_k={dk}], whose head h is "
         f"meant to read key/value head h // {n_rep}: query head 1 meets key/value head 1 instead of 0. The shapes "
-        f"agree, so torch cannot complain. Also seen at #{seen} {t.events[seen].op}.")
+        f"agree, so torch cannot complain.")   # (the op that pairs them is named in it, not listed again)
     # (batch-mismatch on the same op is explained by it)
     assert [x.kind for x in t.diagnostics if x.severity != "note"] == ["gqa-head-order"]
     # what the message says, from torch: tiled head 1 holds kv head 1, repeated head 1 holds kv head 0
@@ -761,10 +761,11 @@ def test_a_cut_across_a_joins_parts_is_told_apart_from_a_part():
     assert part_beside_slice("(T+T)[1:7]", "T", namer) is None          # (T twice: which one is not known)
     assert part_beside_slice("(T+S)[1:7]", "T", namer) is None          # (S has no size)
     assert part_beside_slice("T[1:7]", "T", namer) is None              # (no join)
-    assert cut_across("(T+1)[1:7]", "T", namer) == (
+    assert cut_across("(T+1)[1:7]", "T", namer, namer.dims) == (
         ": (T+1)[1:7] is cut across the parts of T+1, so its entries are not T's (positions 0 to 5 of the join)")
-    assert contraction_fix("T", "(T+1)[1:7]", namer) == "Take T at its bounds in T+1: [..., 0:6]."
-    assert contraction_fix("d_k", "T", namer) == "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."
+    assert contraction_fix("T", "(T+1)[1:7]", namer, namer.dims) == "Take T at its bounds in T+1: [..., 0:6]."
+    assert contraction_fix("d_k", "T", namer, namer.dims) == \
+        "If this is q @ k, transpose k first: q @ k.transpose(-2, -1)."
 
 
 def test_the_sink_dropped_from_the_wrong_end_is_found():

@@ -63,7 +63,8 @@ def test_heads_merged_d_major_are_a_note_on_the_merge_and_the_head_major_merge_i
         f"reshape #{found.event} merges into [B=2, N=7, d_k·H=32] with axis 2 (d_k·H) in another order than the "
         "features were split: the next layer reads the same feature of every head side by side, not each head's "
         "features together. It is consistent, so a model trained this way works: the projections learn any fixed "
-        "permutation of features. It does break loading pretrained weights.")
+        "permutation of features. It does break loading weights trained with the usual split (H heads of d_k "
+        "contiguous features).")
     assert _traced(_LucidrainsAttention().eval()).diagnostics == []
 
 

@@ -30,6 +30,7 @@ where no rule's error is there.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -207,11 +208,11 @@ def _at_source(analysis: Analysis, best: Diagnostic, source: int | None,
     line = analysis.events[where].source
     others = sorted(i for i in {i for d in members for i in _seen(d)} - {where}
                     if not line or analysis.events[i].source != line)   # (k and v made on q's line: the same)
-    message, listed = best.message, others
+    message = best.message
+    listed = [i for i in others if i != best.event and not re.search(rf"#{i}\b", message)]   # (not named in it)
     if where != best.event and where not in best.also:   # a message about the op that shows the bug
         made = analysis.events[where]
         message = f"The layout is made by {made.op} #{made.index}: {message}"
-        listed = [i for i in others if i != best.event]
     if listed:
         message = f"{message} {seen_at(listed, {i: analysis.events[i].op for i in listed})}"
     return replace(best, event=where, message=message, also=tuple(others))

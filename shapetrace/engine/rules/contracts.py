@@ -81,7 +81,30 @@ def told_apart(la: str | None, lb: str | None, analysis: Analysis) -> bool:
     if part_beside_slice(la, lb, analysis.namer) or part_beside_slice(lb, la, analysis.namer):
         return True
     ta, tb = top_level_terms(la), top_level_terms(lb)
-    return len(ta) > 1 and sorted(ta) == sorted(tb) and all(t.isdigit() or plain(t) for t in ta)
+    if len(ta) > 1 and sorted(ta) == sorted(tb) and all(t.isdigit() or plain(t) for t in ta):
+        return True
+    return _same_factors_reordered(la, lb, analysis)
+
+
+def _same_factors_reordered(la: str, lb: str, analysis: Analysis) -> bool:
+    return reordered_factors(la, lb, analysis.dims, analysis.namer) is not None
+
+
+def reordered_factors(la: str, lb: str, dims: dict[str, int], namer: Namer) -> tuple[tuple[str, ...], ...] | None:
+    """The two orders, where ``la`` and ``lb`` flatten the same declared axes in another order: ``Wp*Hp``
+    against ``N`` (the grid flattened row by row, ``Hp·Wp``) or ``Hp*Wp``. The same elements then sit in other
+    places, whatever the sizes (a square grid included); a factor of size 1 moves nothing, so it is left out."""
+    def orders(label: str) -> list[tuple[str, ...]]:
+        parts = tuple(label.split("*"))
+        if len(parts) > 1:
+            return [parts] if all(p in dims for p in parts) else []
+        return [p for p in namer.decompositions.get(label, ()) if all(q in dims for q in p)]
+
+    def moving(parts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in parts if dims[p] != 1)
+
+    return next(((moving(a), moving(b)) for a in orders(la) for b in orders(lb)
+                 if sorted(moving(a)) == sorted(moving(b)) and len(moving(a)) > 1 and moving(a) != moving(b)), None)
 
 
 def part_beside_slice(cut: str, part: str, namer: Namer) -> tuple[int, int] | None:
@@ -101,8 +124,14 @@ def part_beside_slice(cut: str, part: str, namer: Namer) -> tuple[int, int] | No
     return found if found != (int(bounds.group(1)), int(bounds.group(2))) else None
 
 
-def cut_across(la: str, lb: str, namer: Namer) -> str:
-    """Where one label is a slice of a join cut across its parts and the other one of those parts: which."""
+def cut_across(la: str, lb: str, namer: Namer, dims: dict[str, int]) -> str:
+    """Where one label is a slice of a join cut across its parts and the other one of those parts: which;
+    where the two flatten the same axes in another order: which orders."""
+    orders = reordered_factors(la, lb, dims, namer)
+    if orders is not None:
+        first, second = ("·".join(o) for o in orders)
+        return (f": both hold the same {' and '.join(sorted(orders[0]))} positions, flattened {first} in one and "
+                f"{second} in the other, so entry i of one is another position than entry i of the other")
     for cut, part in ((la, lb), (lb, la)):
         bounds = part_beside_slice(cut, part, namer)
         if bounds is not None:
@@ -111,9 +140,13 @@ def cut_across(la: str, lb: str, namer: Namer) -> str:
     return ""
 
 
-def contraction_fix(la: str, lb: str, namer: Namer) -> str:
-    """The fix of a product summing over two different axes: the part's bounds where one is a cut across
-    parts, else the transpose a q @ k forgot."""
+def contraction_fix(la: str, lb: str, namer: Namer, dims: dict[str, int]) -> str:
+    """The fix of a product summing over two different axes: one order of flattening where they flatten the
+    same axes in two, the part's bounds where one is a cut across parts, else the transpose a q @ k forgot."""
+    orders = reordered_factors(la, lb, dims, namer)
+    if orders is not None:
+        return (f"Flatten both operands from the same axis order ({' then '.join(orders[0])}): drop the transpose "
+                "or permute before the reshape of the one flattened the other way.")
     for cut, part in ((la, lb), (lb, la)):
         bounds = part_beside_slice(cut, part, namer)
         if bounds is not None:

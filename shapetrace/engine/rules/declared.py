@@ -38,10 +38,11 @@ def window_applied_nowhere(analysis: Analysis) -> list[Diagnostic]:
     """A sliding window the model holds (``self.window_size = 3``: :attr:`.Analysis.windows`) that no op of the run
     applies, while a causal mask lets a query see more keys than it: a note, so no ``✓`` (proger/hippogriff issue #7:
     flash-attn's ``window_size=(-window, 0)`` reads the negative extent as no limit, so the attention is global). A
-    window held and applied by some layer (Gemma 2's global layers beside its sliding ones) says nothing, nor a
-    window over no causal attention (Swin's ``window_size`` cuts the map into windows: no mask applies it)."""
+    window held and applied by some layer (Gemma 2's global layers beside its sliding ones, or a band that lost its
+    causal half: ``mask-keeps-future`` says so) says nothing, nor a window over no causal attention (Swin's
+    ``window_size`` cuts the map into windows: no mask applies it)."""
     held = analysis.windows
-    if not held or any(e.params.get("window") or e.params.get("band") for e in analysis.events):
+    if not held or any(e.params.get(k) for e in analysis.events for k in ("window", "band", "past_only")):
         return []
     narrowest = min(width for _, _, width in held)
     for e in analysis.events:

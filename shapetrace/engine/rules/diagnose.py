@@ -329,11 +329,13 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
         for la, lb in _matmul_pairs(e):
             if told_apart(la, lb, analysis):
                 a, b = e.inputs
+                why = cut_across(la, lb, analysis.namer, analysis.dims)
+                if not why.startswith(": both"):   # (not two flattenings of the same axes)
+                    why = f": different axes that only happen to have the same size ({a.shape[-1]}){why}"
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
-                    f"sums over {la} of the first with {lb} of the second: different axes that only "
-                    f"happen to have the same size ({a.shape[-1]}){cut_across(la, lb, analysis.namer)}."),
-                    contraction_fix(la, lb, analysis.namer), blame=_contracted_axes(e)))
+                    f"sums over {la.replace('*', '·')} of the first with {lb.replace('*', '·')} of the second{why}."),
+                    contraction_fix(la, lb, analysis.namer, analysis.dims), blame=_contracted_axes(e)))
                 break
     return out
 

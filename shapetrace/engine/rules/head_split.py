@@ -54,7 +54,8 @@ def head_split_order(analysis: Analysis) -> list[Diagnostic]:
                 f"{e.op} #{e.index} {verb} the features as {fmt_named(o.dims, o.shape)}{std}: each "
                 f"head gets features spread across D (axes {', '.join(str(x) for x in odd)}). It is "
                 "consistent, so a model trained this way works: the projections learn any fixed "
-                "permutation of features. It does break loading pretrained weights."),
+                "permutation of features. It does break loading weights trained with the usual split (H heads of "
+                "d_k contiguous features)."),
                 "To load them, split as view(B, T, H, d_k)."))
     if disagreements - {None}:   # the notes rest on the sizes given, which the code contradicts: not proven
         out = [d for d in out if d.kind != Kind.NONSTANDARD_HEAD_SPLIT.value]
@@ -70,7 +71,8 @@ def _merged_out_of_order(e: Event, o: TensorInfo) -> Diagnostic:
         f"{e.op} #{e.index} merges into {fmt_named(o.dims, o.shape)} with axis {axis} ({label}) in another "
         "order than the features were split: the next layer reads the same feature of every head side by side, "
         "not each head's features together. It is consistent, so a model trained this way works: the projections "
-        "learn any fixed permutation of features. It does break loading pretrained weights."),
+        "learn any fixed permutation of features. It does break loading weights trained with the usual split "
+        "(H heads of d_k contiguous features)."),
         "Merge in the order of the split: transpose(1, 2), then reshape(B, T, H * d_k) (einops: 'b h n d -> b n "
         "(h d)').")
 

@@ -5,10 +5,13 @@ tuple ``past_key_value[:2]`` for ``past_key_value[-2:]``).
 
 A self-attention with a cache reads ``T`` then ``T+1`` (one sequence, grown); a cross-attention reads ``S`` at
 every call. Where the first call on a line of a module was a cross-attention (queries of one sequence, keys of
-another), keys of another sequence at a later call on that line are a warning, not an error: a module shared on
-purpose between cross- and self-attention, called in that order, would do the same, and the run cannot say
-which. A line whose first call was a self-attention is not judged (a T5-style ``attend`` shared by the
-self-attention and then the cross-attention of one module: tests/corpus/test_guessed_index.py).
+another), keys of another sequence at a later call on that line, for queries of the same sequence, are a
+warning, not an error: a module shared on purpose between cross- and self-attention, called in that order, would do
+the same, and the run cannot say which. A later call whose queries changed too is the same cross-attention run the
+other way (magicleap/SuperGluePretrainedNetwork's ``AttentionalGNN``: one ``'cross'`` layer reads image 1 from
+image 0 and image 0 from image 1), not judged. A line whose first call was a self-attention is not judged (a
+T5-style ``attend`` shared by the self-attention and then the cross-attention of one module:
+tests/corpus/test_guessed_index.py).
 
 Reads: the product events whose result is scores (queries by keys, from the names), their module path and
 call site, and the declared token roots their key axis holds. Adds: ``keys-change-sequence`` warnings.
@@ -45,6 +48,9 @@ def keys_change_sequence(analysis: Analysis) -> list[Diagnostic]:
         if seen is None or root is None or seen[1] == root:
             continue
         before, was, then = seen
+        asked, asked_then = _sequence(analysis, o.axes[-2]), _sequence(analysis, then.axes[-2])
+        if None not in (asked, asked_then) and asked != asked_then:
+            continue   # (the queries changed too: one cross-attention run both ways, SuperGlue's shared layer)
         out.append(Kind.KEYS_CHANGE_SEQUENCE.found(e.index, (
             f"{e.op} #{e.index} ({e.source}{' in ' + e.module if e.module else ''}) makes scores "
             f"{fmt_named(o.dims, o.shape)} over keys of {root}, but the same line made "

@@ -106,7 +106,14 @@ def _same_angle(analysis: Analysis, rotary: Rotary, where: str, axis: int) -> Di
         f"token along {dims[axis]} (axis {axis}): neither its cos nor its sin table changes along it, {told}. "
         "q·k cancels a rotation both share, so the scores get no position from it."),
         "Count the positions along the tokens: position_ids = torch.arange(T) with T = x.size(1) on "
-        "batch-first input (offset by the cache length when decoding), not from the batch axis.")
+        f"batch-first input (offset by the cache length when decoding), not along {_counted_along(analysis, rotary)}.")
+
+
+def _counted_along(analysis: Analysis, rotary: Rotary) -> str:
+    """What the tables were counted along instead of the tokens, in words: ``the heads axis (H)``."""
+    dims = _rotated(analysis, rotary).dims
+    named = [(dims[j], analysis.namer.plain_role(dims[j])) for j in rotary.varies if j < len(dims) and dims[j]]
+    return f"the {named[0][1]} axis ({named[0][0]})" if len(named) == 1 and named[0][1] else "another axis"
 
 
 def _restarts(analysis: Analysis, rotary: Rotary) -> bool:
