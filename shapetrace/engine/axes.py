@@ -219,13 +219,13 @@ def indexed_join(label: str) -> str | None:
     return m.group("join") if m else None
 
 
-def top_level_terms(label: str) -> list[str]:
+def top_level_terms(label: str, sign: str = "+") -> list[str]:
     """The terms of a join's label, split at the ``+`` signs outside brackets and parentheses:
-    ``(1+T)[0:3]+4`` is ``["(1+T)[0:3]", "4"]``."""
+    ``(1+T)[0:3]+4`` is ``["(1+T)[0:3]", "4"]`` (``sign="*"``: the factors of a product or a mix)."""
     terms, depth, start = [], 0, 0
     for i, ch in enumerate(label):
         depth += (ch in "([") - (ch in ")]")
-        if ch == "+" and depth == 0:
+        if ch == sign and depth == 0:
             terms.append(label[start:i])
             start = i + 1
     return [*terms, label[start:]]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from shapetrace.engine.axes import top_level_terms
+
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.events import TensorInfo
 
@@ -73,21 +75,5 @@ def spelled(label: str) -> str:
     """
     if not label.startswith("!"):
         return label.replace("*", "·")
-    pieces, depth, start = [], 0, 1
-    for i, ch in enumerate(label):
-        depth += (ch in "([") - (ch in ")]")
-        if ch == "*" and depth == 0:
-            pieces.append(label[start:i])
-            start = i + 1
-    pieces.append(label[start:])
-    return "!" + "·".join(_factor(p).replace("*", "·") for p in pieces)
-
-
-def _factor(piece: str) -> str:
-    """``(1+T)`` for a join, the piece itself otherwise."""
-    depth = 0
-    for ch in piece:
-        depth += (ch in "([") - (ch in ")]")
-        if ch == "+" and depth == 0:
-            return f"({piece})"
-    return piece
+    pieces = top_level_terms(label[1:], "*")
+    return "!" + "·".join((f"({p})" if len(top_level_terms(p)) > 1 else p).replace("*", "·") for p in pieces)
