@@ -121,8 +121,8 @@ def plan_heads(records, span: tuple[int, int], events, event_of_record: dict, ro
     for r, e in rows:
         ins = any(heads_axes(t.dims) for t in e.inputs)
         outs = [heads_axes(t.dims) for t in e.outputs]
-        shared = len(outs) == 1 and len(outs[0]) == 1 and 1 in e.outputs[0].shape[:outs[0][0]] \
-            and _batch_axis(e.outputs[0].dims, role_of) is None   # (a per-head table, RibonanzaNet's [1, T, T, H])
+        shared = len(outs) == 1 and len(outs[0]) == 1 and _batch_axis(e.outputs[0].dims, role_of) is None and (
+            1 in e.outputs[0].shape[:outs[0][0]] or e.spec.looks_up)   # (a per-head table: T5's bias [T, T, H])
         if not ins and len(outs) == 1 and len(outs[0]) == 1 and not _copies_heads(e) and not shared:
             splits.append((r, e, outs[0][0]))
         elif splits and not any(outs) and _folds(e) and (ins or _unnamed_heads(e, splits)) and not _keys_alone(e):

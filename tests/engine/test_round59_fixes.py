@@ -9,7 +9,8 @@ what was said before):
 * one cross-attention layer run both ways (SuperGlue's ``AttentionalGNN``) is no ``keys-change-sequence``;
 * a padding mask copied (``clone``) and multiplied by itself (RibonanzaNet's pair mask) still reaches the scores
   (padding._masks);
-* a per-head table shared by the batch (RibonanzaNet's pair bias ``[1, T, T, H]``) is no head split (heads.py);
+* a per-head table shared by the batch (RibonanzaNet's pair bias ``[1, T, T, H]``, T5's bias looked up ``[T, T, H]``)
+  is no head split (heads.py): the heads contract was "not measured: a split's batch axis has no name";
 * a band that lost its causal half applies the window it holds: no "no op of the run applies one" note
   (rules/declared);
 * a mixed axis of a join and another axis is spelled ``H·(1+T)``, not ``H·1+T`` (formatting.spelled);
@@ -20,6 +21,7 @@ what was said before):
 from __future__ import annotations
 
 from tests.corpus.helpers import traced_build
+from tests.corpus.public15 import x_transformers_t5
 from tests.corpus.public58 import mistral_packed_seqlens
 from tests.corpus.public59 import loftr_linear, superglue_gnn, taming_attnblock
 from tests.corpus.reports43 import (
@@ -100,3 +102,10 @@ def test_also_seen_at_never_repeats_an_op_the_message_names():
     found = next(d for d in t.diagnostics if d.kind == "gqa-head-order")
     assert "matmul #26 pairs them with q" in found.message
     assert found.message.endswith("The shapes agree, so torch cannot complain. Also seen at #35 matmul.")
+
+
+def test_a_t5_bias_looked_up_per_head_is_no_split_and_the_heads_are_measured():
+    # (lucidrains/x-transformers' T5 relative position bias: ``rel_pos_bias(bucket)`` is [T, T, H], no batch)
+    report = traced_build(x_transformers_t5, "", x_transformers_t5.DIMS[0], dependencies=True).report()
+    assert "heads stay apart" in report.contracts
+    assert not any("a split's batch axis has no name" in u for u in report.unmeasured)
