@@ -216,7 +216,17 @@ _INDEXED_JOIN = re.compile(r"\((?P<join>.+)\)\[[^\]]*\]")
 def indexed_join(label: str) -> str | None:
     """The join a label of :func:`indexed_label` cuts (``(T+S)[5:17]`` -> ``T+S``), or None."""
     m = _INDEXED_JOIN.fullmatch(label)
-    return m.group("join") if m else None
+    return m.group("join") if m and _balanced(m.group("join")) else None
+
+
+def _balanced(text: str) -> bool:
+    """Do ``text``'s parentheses close in order (``T+1%3)*(T+1/3`` does not: two groups, not one)?"""
+    depth = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def top_level_terms(label: str, sign: str = "+") -> list[str]:

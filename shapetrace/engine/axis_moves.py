@@ -224,6 +224,8 @@ def cat_axes(inputs: Sequence[Sequence[Axis]], dim: int, namer: Namer,
     total = sum(inp[dim].size for inp in inputs)
     kept = [(i, inp) for i, inp in enumerate(inputs) if inp[dim].size > 0] or list(enumerate(inputs))
     inputs = [inp for _, inp in kept]   # an empty cache adds nothing
+    if len(inputs) == 1:   # one part (einops' ``pack([t], '* n d')``): a copy, every axis as it was, folds kept
+        return tuple(inputs[0])
     first = list(inputs[0])
     labels = [str(inp[dim].size) if inp[dim].size == 1 or i in counted and namer.label(inp[dim]) is None
               else namer.label(inp[dim]) for i, inp in kept]   # one more: T+1

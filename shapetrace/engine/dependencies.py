@@ -6,17 +6,16 @@ at batch 2), and the outputs are compared:
 
 * **batch entries never mix**: entry 0's output must equal the traced run's own; one that changes when entry 0 runs
   beside another sequence depends on its batch-mates ("output token 3 of batch 0 depends on the other entries'...");
-* **each output token depends on its own input token**: the moved last token's own output must change;
-* **a declared causal mask is honoured**: with a causal ``tril``/``triu``, ``is_causal=True``, a mask's values
-  or weights zero on a side of the diagonal, or a module's causal flag (:mod:`.declared`), it moves no earlier output.
+* **each output token depends on its own input token**: the moved last token's own output must change (where it
+  changes no output at all, the model drops it, a decoder fed its targets shifted right: not measured);
+* **a declared causal mask is honoured** (:mod:`.declared`): the moved last token moves no earlier output.
 * **an attention's tokens meet**: in code that declares an attention, some output changes when other tokens move
   (:mod:`.mixing`: one more forward, only where moving the last token changed no other output).
 
 Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T`` or their
-roles); where they are not known, nothing is measured (equal sizes never decide an axis). Every attribute, buffer
-(values included) and parameter of every submodule is put back afterwards; a model that cannot take a batch of two (a
-fixed buffer, a mask sized for the traced batch) is not measured. Plain data out: findings and the names of the
-contracts that held.
+roles); where they are not known, nothing is measured (equal sizes never decide an axis). Every attribute, buffer and
+parameter of every submodule is put back afterwards; a model that cannot take a batch of two is not measured. Plain
+data out: findings and the names of the contracts that held.
 """
 
 from __future__ import annotations
@@ -46,13 +45,13 @@ BATCH, OWN_TOKEN, CAUSAL = "batch entries stay apart", "each token depends on it
 META = "the dependency contracts (the meta device has no values)"
 #: the contracts read on the tokens, as the verdict lists them where they were not measured
 TOKEN_CONTRACTS = f"{BATCH}, {OWN_TOKEN}"
+DROPPED = f"{OWN_TOKEN} (the last input token reaches no output: a decoder fed its targets shifted right drops it)"
 #: what the verdict says where the traced code called no module (plain functions): nothing to run again
 NO_MODULE = "the dependency contracts (no nn.Module was called to run again on perturbed copies)"
 
 
 def not_measured(reason: str, contracts: str = "the dependency contracts") -> str:
-    """``"the dependency contracts (the model cannot take a batch of two)"``: one entry of what the
-    verdict says was not measured on the values, and why."""
+    """``"the dependency contracts (the model cannot take a batch of two)"``: what was not measured, and why."""
     return f"{contracts} ({reason})"
 
 
@@ -110,10 +109,12 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
     if isinstance(outs, str):
         return [], [], [not_measured(outs)]
     found, held = _judged(*outs, probe)
-    found, held, paired = _sequence_checked(probe, found, held)
+    dropped = not found and held[:1] == [BATCH] and probe.out_tokens is not None and OWN_TOKEN not in held
+    found, held, paired = _sequence_checked(probe, found, held, dropped)
     found, held, placed, picks = _place_checked(probe, found, held)
     found, held, unheld = _picks_checked(probe, outs[0], picks, found, held)
     found += never_mixed(probe, *outs) if not found and OWN_TOKEN in held else []
+    paired += [DROPPED] if dropped and not paired else []
     if held and held[0] == BATCH:   # batch entries mixed: what heads see says nothing more
         if heads.findings:
             found += heads.findings
@@ -128,12 +129,12 @@ def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
 _TOKEN_KINDS = (Kind.TOKEN_IGNORES_ITSELF, Kind.CAUSAL_MASK_LEAKS, Kind.POOLED_MISSES_LAST_TOKEN)
 
 
-def _sequence_checked(probe: Probe, found: list, held: list[str]) -> tuple[list, list[str], list[str]]:
-    """A token contract that broke where another argument is a second sequence of the input's very shape (other
-    floats: an encoder-decoder called with the source first and the target after it, as keras-io's translation
-    example's ``(src, src_mask, tgt, tgt_mask)``): the output's tokens may follow that one, and moving the input's
-    last token then says nothing of them. The token contracts are not measured there."""
-    if not any(d.kind in _TOKEN_KINDS for d in found):
+def _sequence_checked(probe: Probe, found: list, held: list[str], dropped: bool) -> tuple[list, list[str], list[str]]:
+    """A token contract that broke (or a moved last token that reached no output, ``dropped``) where another argument
+    is a second sequence of the input's very shape (other floats: an encoder-decoder called with the source first and
+    the target after it, as keras-io's ``(src, src_mask, tgt, tgt_mask)``): the output's tokens may follow that one,
+    and moving the input's last token then says nothing of them. The token contracts are not measured there."""
+    if not dropped and not any(d.kind in _TOKEN_KINDS for d in found):
         return found, held, []
     x = probe.args[probe.position]
     for key, _ in probe.companions:
@@ -257,8 +258,7 @@ class _HeadsRun:
         self.plans, self.reason, self.findings = probe.heads or (), probe.heads_reason, []
 
     def forward(self, run, x):
-        """``run(x)`` with the heads moved at the splits and read at the merge of every attention; the
-        plain run (and the reason) where that cannot be done."""
+        """``run(x)`` with the heads moved at the splits and read at every merge; else the plain run (and why)."""
         if not self.plans:
             return run(x)
         from shapetrace.engine import heads
@@ -411,20 +411,20 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
             f"runs beside another sequence instead of its own batch, as do {len(mixed)} output token"
             f"{'s' if len(mixed) != 1 else ''} of it in all). Batch entries must never mix: an axis was regrouped "
             "or reduced across the batch, or a size was read from the batch axis."),
-            "Find the op that reads across the batch axis (the findings above may name it): a view that regroups "
-            "it, a reduction over it, a table sized by x.size(0)."))
+            "Find the op that reads across the batch axis (the findings above may name it): a view that regroups it, "
+            "a reduction over it, a table sized by x.size(0)."))
         return found, held   # tokens scrambled across the batch: what each token sees says nothing more
     held.append(BATCH)
     if probe.out_tokens is None:   # a pooled vector: a causal model's reads the last token (:mod:`.pooled`)
         return found + pooled_blind(probe, changed), held
     last = len(changed[0]) - 1 if probe.last_token is None else probe.last_token
-    blind = [b for b, row in enumerate(changed) if not row[last]]
+    blind = [b for b, row in enumerate(changed) if not row[last] and any(row)]   # (a row unchanged: DROPPED)
     if blind:
         found.append(Kind.TOKEN_IGNORES_ITSELF.found(None, (
             f"measured on the values: output token {last} of batch {blind[0]} does not change when its own "
             "input token changes: each output token must depend on its own input token."),
             "Check the mask (a key mask that hides each token from itself) and the axis the attention runs over."))
-    else:
+    elif all(any(row) for row in changed):
         held.append(OWN_TOKEN)
     if probe.causal is not None:
         early = [(b, t) for b, row in enumerate(changed) for t, hit in enumerate(row[:last])
@@ -433,9 +433,10 @@ def _judged(alone, both, probe: Probe) -> tuple[list[Diagnostic], list[str]]:
             b, t = early[0]
             found.append(Kind.CAUSAL_MASK_LEAKS.found(None, (
                 f"measured on the values: output token {t} of batch {b} depends on input token {last}, a later "
-                f"token, though the code declares a causal mask ({probe.causal}): the mask lets queries see the "
-                "future (reversed, or not applied)."),
-                "A causal mask keeps the diagonal and below: ones(T, T).tril(); masked_fill where it is 0."))
+                f"token, though the code declares a causal mask ({probe.causal}): the mask lets queries see the future "
+                "(reversed, or not applied), or another op brings a later token in (a softmax, sum or FFT over the "
+                "tokens)."), "A causal mask keeps the diagonal and below: ones(T, T).tril(); masked_fill where it is "
+                "0. Every other op across the tokens must read earlier ones only (a cumsum, not a sum over them)."))
         else:
             held.append(CAUSAL)
     return found, held
@@ -588,8 +589,7 @@ def _entry_of(trace, ids: torch.Tensor):
 
 
 def plans_of(trace) -> tuple | str:
-    """Where each attention of a finished trace's top call splits and merges its heads, or why the heads
-    are not measured."""
+    """Where each attention of a finished trace's top call splits and merges its heads, or why not measured."""
     from shapetrace.engine import heads
 
     try:

@@ -238,7 +238,8 @@ def test_a_prefill_without_its_causal_mask_leaks_in_a_decode_loop(B, T):
     assert _errors(t)[0][1].endswith(f"On the values: output token 0 of batch 0 depends on input token {T - 1}, a "
                                      "later token, though the code declares a causal mask (scaled_dot_product_"
                                      f"attention #{_errors(t)[0][1].split('#')[1].split()[0]}): the mask lets queries "
-                                     "see the future (reversed, or not applied).")
+                                     "see the future (reversed, or not applied), or another op brings a "
+                                     "later token in (a softmax, sum or FFT over the tokens).")
 
 
 class DecoderSelfAttention(nn.Module):

@@ -76,6 +76,8 @@ def test_the_causal_contract_is_read_with_the_picks_held():
                                "later one)"]
     assert errors[0].message.endswith("a later token, though the code declares a causal mask "
                                       "(scaled_dot_product_attention #11): the mask lets queries see the future "
-                                      "(reversed, or not applied). Measured with topk's picks by value held.")
+                                      "(reversed, or not applied), or another op brings a later token in (a "
+                                      "softmax, sum or FFT over the tokens). Measured with topk's picks by value "
+                                      "held.")
     assert errors[0].fix.endswith("a causal mask over them needs them in sequence order first (torch.sort the "
                                   "picked indices).")

@@ -201,7 +201,7 @@ def test_megatron_alibi_widened_head_major_lands_on_other_heads():
     """``alibi.repeat_interleave(batch_size, 0)`` of ``[H, 1, T]``: 10552a7 ``?`` (the copies unnamed)."""
     t = traced(bloom_alibi, "megatron-repeat-interleave", "B=2 T=6 D=64 H=4")
     assert [(d.kind, d.message.split(":")[1]) for d in t.diagnostics if d.severity == "error"] == [
-        ("mask-wrong-batch-order", " axis 0 of the scores counts batch entries first (B*H), but the bias folds them "
+        ("mask-wrong-batch-order", " axis 0 of the scores counts batch entries first (B·H), but the bias folds them "
                                    "in another place (?·B), so entry b·H + h of the scores gets the bias of another "
                                    "sequence and another head.")]
 
@@ -216,7 +216,7 @@ def test_alibi_transposed_before_its_fold_lands_on_other_heads(dims):
     assert d.kind == "mask-wrong-batch-order"
     assert d.message == (
         f"baddbmm #16 adds the bias [{B * 4}, 1, T={T}] to the scores [B·H={B * 4}, T={T}, T={T}]: axis 0 of the "
-        "scores counts batch entries first (B*H), but the bias folds them in another place (?·B), so entry "
+        "scores counts batch entries first (B·H), but the bias folds them in another place (?·B), so entry "
         "b·H + h of the scores gets the bias of another sequence and another head.")
 
 

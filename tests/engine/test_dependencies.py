@@ -92,7 +92,7 @@ def test_a_transposed_causal_mask_leaks_the_future(B, T):
         f"a causal mask reversed, so each token attends to the future and not to the past. On the values: output "
         f"token 0 of batch 0 depends on input token {T - 1}, a later token, though the code declares a causal mask "
         "(the attention weights are zero below the diagonal): the mask lets queries see the future (reversed, or "
-        "not applied).")
+        "not applied), or another op brings a later token in (a softmax, sum or FFT over the tokens).")
     assert [d.kind for d in t._measured()[0]] == ["causal-mask-leaks"]
     assert t.report().verdict.mark == "✗"
 

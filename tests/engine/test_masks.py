@@ -441,7 +441,7 @@ def test_a_mask_tiled_batch_major_on_scores_folded_head_major_says_to_tile_its_c
     d = next(d for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
     assert d.message.startswith(
         "masked_fill_ #24 lines up the mask [B·4=8, T=6, T=6] with the scores [H·B=8, T=6, T=6]: axis 0 of the "
-        "scores counts heads first (H*B), but the mask was tiled with each sequence's copies side by side (B*4), "
+        "scores counts heads first (H·B), but the mask was tiled with each sequence's copies side by side (B·4), "
         "so sequence b's mask lands on another sequence's heads.")
     assert d.fix == ("Tile it in the same order: mask.repeat(H, 1, 1) (copies outermost, as the scores fold the "
                      "heads), not mask.repeat_interleave(H, dim=0).")
@@ -481,8 +481,8 @@ def test_a_boolean_index_tiled_head_major_on_scores_folded_batch_major_is_a_wron
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == ["mask-wrong-batch-order"]
     d = next(d for d in t.diagnostics if d.kind == "mask-wrong-batch-order")
     assert d.message == ("__setitem__ #8 lines up the mask [4·B=8, 6, T=6] with the scores [B·H=8, T=6, T=6]: "
-                         "axis 0 of the scores counts batch entries first (B*H), but the mask was tiled with its "
-                         "copies first (4*B), so sequence b's mask lands on another sequence's heads.")
+                         "axis 0 of the scores counts batch entries first (B·H), but the mask was tiled with its "
+                         "copies first (4·B), so sequence b's mask lands on another sequence's heads.")
     t = _rows_filled_through_a_boolean_index(lambda pad: pad.repeat_interleave(4, dim=0))
     assert [d.kind for d in t.diagnostics if d.severity in ("error", "warning")] == []
     assert t.report().verdict.line.startswith(   # (the mask's query axis, expanded from one entry, has no name)

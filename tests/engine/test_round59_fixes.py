@@ -15,7 +15,13 @@ what was said before):
   (rules/declared);
 * a mixed axis of a join and another axis is spelled ``H·(1+T)``, not ``H·1+T`` (formatting.spelled);
 * the rotary hint says which axis the table was counted along (rules/rotary); "Also seen at" never repeats an op
-  its own message names (rules/causes).
+  its own message names (rules/causes);
+* a ``cat`` of one tensor (einops ``pack([t], '* n d')``, lucidrains/local-attention) keeps every axis as it was:
+  the heads folded into ``B·H`` came back as ``[B·H/4, B·H%4, T, d_k]`` and the correct file was a false ``✗
+  projection-over-tokens`` (axis_moves.cat_axes); a slice of a flattened product is no cut of a join (axes);
+* a last input token that reaches no output at all (ESPnet's TTS decoder fed its targets shifted right) leaves
+  "each token depends on itself" not measured, not a false ``✗ token-ignores-itself`` (dependencies);
+* a folded axis without a name is not spelled ``(None)`` in ``mask-wrong-batch-order`` (reczoo/FuxiCTR issue #130).
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from tests.corpus.helpers import traced_build
 from tests.corpus.public15 import x_transformers_t5
 from tests.corpus.public58 import mistral_packed_seqlens
 from tests.corpus.public59 import loftr_linear, superglue_gnn, taming_attnblock
+from tests.corpus.public60 import espnet_tts_decoder
+from tests.corpus.public61 import local_attention_lookaround
 from tests.corpus.reports43 import (
     mlx_gemma3_sliding_mask,
     ribonanza_pair_mask_pads,
     tpa_mla_rotary_heads,
     vitcifar_scale_total_feats,
 )
+from tests.corpus.reports44 import fuxictr_bst_heads_mask
 
 
 def _kinds(t) -> list[tuple[str, str]]:
@@ -109,3 +118,35 @@ def test_a_t5_bias_looked_up_per_head_is_no_split_and_the_heads_are_measured():
     report = traced_build(x_transformers_t5, "", x_transformers_t5.DIMS[0], dependencies=True).report()
     assert "heads stay apart" in report.contracts
     assert not any("a split's batch axis has no name" in u for u in report.unmeasured)
+
+
+def test_a_pack_of_one_tensor_keeps_the_heads_folded_into_the_batch():
+    t = traced_build(local_attention_lookaround, "", local_attention_lookaround.DIMS[0])
+    assert [d for d in t.diagnostics if d.severity == "error"] == []
+    merge = [e for e in t.events if e.outputs and e.outputs[0].dims[:2] == ("B", "H")]
+    assert merge and merge[-1].outputs[0].dims == ("B", "H", "T", "d_k")
+
+
+def test_a_slice_of_a_flattened_product_is_no_cut_of_a_join():
+    # (local-attention's windows flattened back, ``(T+1%3)*(T+1/3)[0:5]``, were read as the join
+    # ``T+1%3)*(T+1/3`` and said to be "cut off the bounds of its parts")
+    from shapetrace.engine.axes import indexed_join
+
+    assert indexed_join("(T+1%3)*(T+1/3)[0:5]") is None
+    assert indexed_join("(T+S)[5:17]") == "T+S" and indexed_join("((T+1)+S)[0:3]") == "(T+1)+S"
+
+
+def test_a_decoder_fed_its_targets_shifted_right_is_not_judged_on_its_own_token():
+    report = traced_build(espnet_tts_decoder, "", espnet_tts_decoder.DIMS[0], dependencies=True).report()
+    assert [d.kind for d in report.diagnostics if d.severity == "error"] == []
+    assert "each token depends on itself (the last input token reaches no output: a decoder fed its targets " \
+           "shifted right drops it)" in report.unmeasured
+    assert "batch entries stay apart" in report.contracts and "the causal mask holds" in report.contracts
+
+
+def test_an_unnamed_fold_is_not_spelled_none():
+    t = traced_build(fuxictr_bst_heads_mask, "mask-heads-outer", fuxictr_bst_heads_mask.DIMS[0])
+    (found,) = [d for d in t.diagnostics if d.kind == "mask-wrong-batch-order"]
+    assert "(None)" not in found.message
+    assert "axis 0 of the scores counts batch entries first, but the bias folds them in another place" in \
+        found.message

@@ -349,9 +349,9 @@ def _batch_order(e: Event, scores, mask, j: int, what: str, batch_first: bool = 
         return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
             f"{e.op} #{e.index} lines up the mask {fmt_named(mask.dims, mask.shape)} with the scores "
             f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts "
-            f"{'batch entries' if batch_first else 'heads'} first ({scores.dims[j]}), but the mask was tiled with "
+            f"{'batch entries' if batch_first else 'heads'} first{_named(scores, j)}, but the mask was tiled with "
             + ("its copies first" if batch_first else "each sequence's copies side by side")
-            + f" ({mask.dims[j]}), so sequence b's mask lands on another sequence's heads."),
+            + f"{_named(mask, j)}, so sequence b's mask lands on another sequence's heads."),
             "Tile it in the same order: " + (
                 "mask.repeat_interleave(H, dim=0), not mask.repeat(H, 1, 1)." if batch_first else
                 "mask.repeat(H, 1, 1) (copies outermost, as the scores fold the heads), not "
@@ -359,11 +359,16 @@ def _batch_order(e: Event, scores, mask, j: int, what: str, batch_first: bool = 
     pieces = "·".join(a.root for a in coalesce(mask.axes[j].atoms))
     return Kind.MASK_WRONG_BATCH_ORDER.found(e.index, (
         f"{e.op} #{e.index} adds the bias {fmt_named(mask.dims, mask.shape)} to the scores "
-        f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first "
-        f"({scores.dims[j]}), but the bias folds them in another place ({pieces}), so entry b·H + h of the scores "
+        f"{fmt_named(scores.dims, scores.shape)}: axis {j} of the scores counts batch entries first"
+        f"{_named(scores, j)}, but the bias folds them in another place ({pieces}), so entry b·H + h of the scores "
         "gets the bias of another sequence and another head."),
         "Fold the bias batch first: build it [B, H, ...] and reshape(B * H, ...) without a transpose, or widen a "
         "[H, ...] table with repeat(B, 1, 1), not repeat_interleave(B, 0).")
+
+
+def _named(t, j: int) -> str:
+    """`` (B·H)``: axis ``j``'s name in parentheses, nothing where it has none (never ``(None)``)."""
+    return f" ({t.dims[j].replace('*', '·')})" if t.dims[j] else ""
 
 
 def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
