@@ -21,7 +21,9 @@ what was said before):
   projection-over-tokens`` (axis_moves.cat_axes); a slice of a flattened product is no cut of a join (axes);
 * a last input token that reaches no output at all (ESPnet's TTS decoder fed its targets shifted right) leaves
   "each token depends on itself" not measured, not a false ``✗ token-ignores-itself`` (dependencies);
-* a folded axis without a name is not spelled ``(None)`` in ``mask-wrong-batch-order`` (reczoo/FuxiCTR issue #130).
+* a folded axis without a name is not spelled ``(None)`` in ``mask-wrong-batch-order`` (reczoo/FuxiCTR issue #130);
+* a fold ``[B·N·H, F, d_k]`` that every product keeps as its batch while it scores frames whose role the dims do
+  not say (diffusers' ``TransformerTemporalModel``) is a batch, no ``tokens-merged-with-features`` (rules/row_folds).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from tests.corpus.reports43 import (
     vitcifar_scale_total_feats,
 )
 from tests.corpus.reports44 import fuxictr_bst_heads_mask
+from tests.corpus.reports45 import diffusers_temporal_out_reshape
 
 
 def _kinds(t) -> list[tuple[str, str]]:
@@ -150,3 +153,10 @@ def test_an_unnamed_fold_is_not_spelled_none():
     assert "(None)" not in found.message
     assert "axis 0 of the scores counts batch entries first, but the bias folds them in another place" in \
         found.message
+
+
+def test_a_fold_into_the_batch_for_attention_over_unsaid_frames_is_a_batch():
+    t = traced_build(diffusers_temporal_out_reshape, "", diffusers_temporal_out_reshape.DIMS[0])
+    assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
+    fold = t.events[13].outputs[0]
+    assert fold.dims == ("B*N*H", "F", "d_k")

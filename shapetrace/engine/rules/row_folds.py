@@ -20,7 +20,8 @@ of ``[B·Wp, Hp, d_k]`` heads: ``[B·Wp·H, Hp, d_k]``) and attends along the ot
 * every op that reads it is a product that keeps it in every operand and in its result (a batch axis, each
   entry computed on its own: ``einsum('bie,bje->bij')``, ``bmm``'s first axis);
 * that product scores or weighs queries against keys along another token axis (an axis with a query or key
-  role, of tokens outside the fold).
+  role, of tokens outside the fold, or of a declared size with no role said: diffusers' temporal attention folds
+  ``(B·N·H, F, d_k)`` and attends along the frames ``F``).
 
 A fold that nothing multiplies, or that multiplies keys with heads, or that is never undone keeps its
 ``tokens-merged-with-features`` warning (``view(B, T, H, d_k).reshape(B, T * H, d_k)``: the teaching
@@ -160,10 +161,18 @@ def _attends_batched(namer, p: Event, fold, roots: set) -> bool:
     tensors = [*p.inputs, p.outputs[0]]
     if not all(fold in t.axes for t in tensors):
         return False
-    return any(a.role in ("query", "key") and all(atom.root not in roots and namer.is_token_root(atom.root)
-                                                  and namer.role(namer.atom_label(atom)) == Role.TOKENS
-                                                  for atom in coalesce(a.atoms))
-               for t in tensors for a in t.axes)
+    def outside(a) -> bool:
+        return all(atom.root not in roots and _tokens_or_unsaid(namer, atom) for atom in coalesce(a.atoms))
+    return any(a.role in ("query", "key") and outside(a) for t in tensors for a in t.axes) or any(
+        len(t.axes) >= 3 and t.dims[-1] == t.dims[-2] and outside(t.axes[-1]) and outside(t.axes[-2])
+        for t in tensors)   # (scores over a sequence whose role was not said: [fold, F, F])
+
+
+def _tokens_or_unsaid(namer, atom) -> bool:
+    """An atom of tokens, or of a declared size whose role was not said (diffusers' frames ``F``, attended along by
+    ``TransformerTemporalModel``); never batch, heads or features."""
+    role = namer.role(namer.atom_label(atom))
+    return role == Role.TOKENS and namer.is_token_root(atom.root) or role is None and atom.root in namer.dims
 
 
 def _batched_rows(analysis: Analysis, readers: dict, e: Event) -> bool:
