@@ -68,7 +68,9 @@ Why each stays ``?`` (what was left unnamed or cannot be decided):
   2 heads are no declared name, and a query piece alone proves nothing, so no piece is named and the rows stay
   ``?`` (55 of 87, 55 of 79 for the bug). The meta
   tokens cut ``[:, :T]`` instead of ``[:, M:]`` is "not proven" by names (both keep T entries); the CLI's value
-  witness says ``✗``.
+  witness said ``✗ token-ignores-itself`` until stop 70, and says ``?`` since: the moved last token reaches no
+  output at all, as it reaches none in a decoder fed its targets shifted right (ESPnet's TTS decoder, public60,
+  which that finding called wrong), and one move cannot tell a shift by M from a shift by one.
 * lag_llama (21 of 72): the series enters as ``[B, P + C]`` (13 steps: no declared size), the lag windows and
   static features are unnamed, so the tokens the decoder attends over are unnamed. ``causal-flag-dropped`` is a
   decoder without ``is_causal``: nothing in the code declares it causal, so no contract is broken (a known miss);
