@@ -54,6 +54,10 @@ before any untraced call) is ``✗ mixed-axis`` ("masked_fill #19 lines up [B=2,
 N·S=15]"); once the same ``repeat(media_time, "j -> 1 1 1 (n j)", n=n)`` has run untraced (as ``round_outcome``
 runs the model first) or traced once before, ``#15 expand``, ``#16 reshape`` and ``#17 masked_fill`` are unnamed and
 it is ``?``. The correct file is ``29 of 29`` checked in the CLI, ``26 of 29`` here for the same reason.
+Fixed since first sight (tests/engine/test_round59_fixes.py): the pattern's frame holds this call's read length
+(``n=n``) even when einops hands its cached ops a former call's int, and a group of several letters is now named
+from it and from the input's axis (``(n j)``: ``S·N``), so ``latents-outer-repeat`` is ``✗ mixed-axis`` on every
+trace, first or not.
 
 No bug gets ``✓``, but none gets a finding either: every row is ``?``. Read otherwise, two correct files get a false
 ``✗`` (:func:`test_internvl_tokens_declared_pixel_shuffle_is_no_mix` and
@@ -92,7 +96,7 @@ UNSURE = ("?", ())
 EXPECTED = {
     (open_flamingo_masked_cross, ""): [UNSURE, UNSURE],
     (open_flamingo_masked_cross, "media-time-from-zero"): [UNSURE, UNSURE],
-    (open_flamingo_masked_cross, "latents-outer-repeat"): [UNSURE, UNSURE],
+    (open_flamingo_masked_cross, "latents-outer-repeat"): [("✗", ("mixed-axis",))] * 2,   # (since the fix below)
     (open_flamingo_masked_cross, "no-zero-without-media"): [UNSURE, UNSURE],
     (internvl_pixel_shuffle, ""): [UNSURE, UNSURE],
     (internvl_pixel_shuffle, "ps-version-v1"): [UNSURE, UNSURE],

@@ -23,7 +23,10 @@ what was said before):
   "each token depends on itself" not measured, not a false ``✗ token-ignores-itself`` (dependencies);
 * a folded axis without a name is not spelled ``(None)`` in ``mask-wrong-batch-order`` (reczoo/FuxiCTR issue #130);
 * a fold ``[B·N·H, F, d_k]`` that every product keeps as its batch while it scores frames whose role the dims do
-  not say (diffusers' ``TransformerTemporalModel``) is a batch, no ``tokens-merged-with-features`` (rules/row_folds).
+  not say (diffusers' ``TransformerTemporalModel``) is a batch, no ``tokens-merged-with-features`` (rules/row_folds);
+* an einops group of several letters, one a length read from an axis (``repeat(t, 'j -> 1 1 1 (n j)', n=n)``), is
+  named from the pattern's frame, so einops' recipe cache (a former call's int handed to its ops) changes no
+  outcome: open_flamingo's ``latents-outer-repeat`` was ``✗`` on a process's first trace and ``?`` after it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from tests.corpus.public58 import mistral_packed_seqlens
 from tests.corpus.public59 import loftr_linear, superglue_gnn, taming_attnblock
 from tests.corpus.public60 import espnet_tts_decoder
 from tests.corpus.public61 import local_attention_lookaround
+from tests.corpus.public62 import open_flamingo_masked_cross
 from tests.corpus.reports43 import (
     mlx_gemma3_sliding_mask,
     ribonanza_pair_mask_pads,
@@ -160,3 +164,14 @@ def test_a_fold_into_the_batch_for_attention_over_unsaid_frames_is_a_batch():
     assert [(d.severity, d.kind) for d in t.diagnostics if d.severity in ("error", "warning")] == []
     fold = t.events[13].outputs[0]
     assert fold.dims == ("B*N*H", "F", "d_k")
+
+
+def test_an_einops_repeat_is_named_the_same_on_every_trace():
+    outcomes = []
+    for _ in range(3):   # (the first fills einops' recipe cache; the later ones read it)
+        t = traced_build(open_flamingo_masked_cross, "latents-outer-repeat", open_flamingo_masked_cross.DIMS[0])
+        outcomes.append([d.kind for d in t.diagnostics if d.severity == "error"])
+        mask = next(e for e in t.events if e.op == "reshape" and e.outputs[0].dims[-1] in ("S*N", None)
+                    and e.outputs[0].shape[:3] == (1, 1, 1))
+        assert mask.outputs[0].dims[-1] == "S*N"
+    assert outcomes == [["mixed-axis"]] * 3

@@ -49,7 +49,7 @@ def finish_pattern(state: Inference) -> None:
                 axes[i] = ax.unknown_axis(axis.size)
                 either.add(i)
     axes = tuple(axis if i in either or _heads_passed_through(group, opened) else
-                 pattern_axis(state, group, _read_length_axis(state, group, axis, read))
+                 pattern_axis(state, group, _read_length_axis(state, group, axis, read, opened))
                  for i, (group, axis) in enumerate(zip(groups, axes)))
     if axes != info.axes:
         event.outputs[0] = info_like(info, axes, state.namer)
@@ -95,14 +95,35 @@ def _grid_piece(state: Inference, axis: Axis) -> str | None:
     return "either" if state.namer.size_of("H") == axis.size else "grid"
 
 
-def _read_length_axis(state: Inference, group: list[str], axis: Axis, read: tuple) -> Axis:
-    """An unnamed output axis of one letter whose length the code passed as a size read from an axis
-    (``repeat(g, 'b d -> b n d', n=x.shape[1])``: a copy per entry of that axis) is that axis, as an ``expand``
-    to a read size names it (:func:`.sizes.grown_axes`); a literal length names nothing."""
-    size = dict(read).get(group[0]) if len(group) == 1 else None
-    if size is None or not sizes.unnamed_or_copies(axis):
+def _read_length_axis(state: Inference, group: list[str], axis: Axis, read: tuple, opened: tuple) -> Axis:
+    """An unnamed output axis whose letters' lengths the code passed as sizes read from axes (``repeat(g, 'b d -> b
+    n d', n=x.shape[1])``: a copy per entry of that axis) is that axis, as an ``expand`` to a read size names it
+    (:func:`.sizes.grown_axes`); a group of several letters (``'j -> 1 1 1 (n j)'``, open_flamingo's media mask)
+    is the product of each letter's axis, a read length's or the input's whole axis of that letter. einops caches
+    its recipe by value, so its own calls may be handed the int a former call read: the pattern's frame still has
+    this call's. A literal length names nothing."""
+    lengths = dict(read)
+    partly = any(a.root == ax.UNKNOWN for a in axis.atoms)   # (a piece left unnamed: the read size's, by the cache)
+    if not (sizes.unnamed_or_copies(axis) or partly) or not any(word in lengths for word in group):
         return axis
-    return sizes.read_axis(state, size) or axis
+    parts = [sizes.read_axis(state, lengths[word]) if word in lengths else _input_axis(word, opened)
+             for word in group]
+    if None in parts or math.prod(part.size for part in parts) != axis.size:
+        return axis
+    found = parts[0] if len(parts) == 1 else Axis(tuple(atom for part in parts for atom in part.atoms))
+    if partly and (len(found.atoms) != len(axis.atoms) or any(
+            a.root != ax.UNKNOWN and a != b for a, b in zip(axis.atoms, found.atoms))):
+        return axis   # (the pieces provenance named disagree with the pattern's: keep what was proven)
+    return found
+
+
+def _input_axis(word: str, opened: tuple) -> Axis | None:
+    """The input's axis the pattern's left side names by ``word`` alone, where it is named; else None."""
+    left, axes = opened
+    if left is None or len(left) != len(axes):
+        return None
+    found = next((axis for group, axis in zip(left, axes) if group == [word]), None)
+    return None if found is None or sizes.unnamed_or_copies(found) else found
 
 
 def pattern_axis(state: Inference, group: list[str], axis: Axis) -> Axis:
