@@ -83,10 +83,6 @@ def told_apart(la: str | None, lb: str | None, analysis: Analysis) -> bool:
     ta, tb = top_level_terms(la), top_level_terms(lb)
     if len(ta) > 1 and sorted(ta) == sorted(tb) and all(t.isdigit() or plain(t) for t in ta):
         return True
-    return _same_factors_reordered(la, lb, analysis)
-
-
-def _same_factors_reordered(la: str, lb: str, analysis: Analysis) -> bool:
     return reordered_factors(la, lb, analysis.dims, analysis.namer) is not None
 
 

@@ -27,7 +27,7 @@ from shapetrace.engine.axes import (
 )
 from shapetrace.engine.diagnostic import SEVERITY_ORDER, Diagnostic
 from shapetrace.engine.faults import check_failed, faults_raise, inference_faults
-from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.formatting import fmt_named, spelled
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.ops import Family, OpSpec, contracts_by_subscripts, is_matrix_product, is_projection
 from shapetrace.engine.rules.averaged_heads import pooled_per_head
@@ -37,7 +37,13 @@ from shapetrace.engine.rules.cache_slots import skipped_cache_slots
 from shapetrace.engine.rules.cached_chunks import chunk_unmasked
 from shapetrace.engine.rules.causes import one_per_bug
 from shapetrace.engine.rules.channels import attention_over_features, contracted_pairs
-from shapetrace.engine.rules.contracts import CONTRACT_RULES, contraction_fix, cut_across, told_apart
+from shapetrace.engine.rules.contracts import (
+    CONTRACT_RULES,
+    contraction_fix,
+    cut_across,
+    reordered_factors,
+    told_apart,
+)
 from shapetrace.engine.rules.directions import direction
 from shapetrace.engine.rules.flattened_sequences import flattened_sequences
 from shapetrace.engine.rules.fused_mask_order import fused_mask_batch_order
@@ -330,11 +336,11 @@ def contraction(analysis: Analysis) -> list[Diagnostic]:
             if told_apart(la, lb, analysis):
                 a, b = e.inputs
                 why = cut_across(la, lb, analysis.namer, analysis.dims)
-                if not why.startswith(": both"):   # (not two flattenings of the same axes)
+                if reordered_factors(la, lb, analysis.dims, analysis.namer) is None:   # (not one grid flattened twice)
                     why = f": different axes that only happen to have the same size ({a.shape[-1]}){why}"
                 out.append(Kind.CONTRACTS_DIFFERENT_AXES.found(e.index, (
                     f"{e.op} #{e.index} multiplies {fmt_named(a.dims, a.shape)} by {fmt_named(b.dims, b.shape)} and "
-                    f"sums over {la.replace('*', '·')} of the first with {lb.replace('*', '·')} of the second{why}."),
+                    f"sums over {spelled(la)} of the first with {spelled(lb)} of the second{why}."),
                     contraction_fix(la, lb, analysis.namer, analysis.dims), blame=_contracted_axes(e)))
                 break
     return out

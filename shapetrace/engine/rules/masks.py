@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from shapetrace.engine.axes import base_names, coalesce, cut_from
 from shapetrace.engine.diagnostic import Diagnostic
-from shapetrace.engine.formatting import fmt_named
+from shapetrace.engine.formatting import fmt_named, spelled
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.op_args import baddbmm_operands
 from shapetrace.engine.ops import ATTENTION_FAMILIES, Family, fails_on_strides
@@ -368,7 +368,7 @@ def _batch_order(e: Event, scores, mask, j: int, what: str, batch_first: bool = 
 
 def _named(t, j: int) -> str:
     """`` (B·H)``: axis ``j``'s name in parentheses, nothing where it has none (never ``(None)``)."""
-    return f" ({t.dims[j].replace('*', '·')})" if t.dims[j] else ""
+    return f" ({spelled(t.dims[j])})" if t.dims[j] else ""
 
 
 def mask_hides_every_key(analysis: Analysis) -> list[Diagnostic]:
