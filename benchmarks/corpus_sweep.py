@@ -8,8 +8,10 @@ moved on its own (T + 3 and 2T + 1, B = 3, H = 2, D doubled; D kept a multiple o
 a coincidence of sizes. Writes ``{module: {variant: [kind, mark, findings]}}`` (the variant ``"- @ SIZES"`` with
 ``other``), prints the count of each (kind, mark) and one ``ATTN`` line for each bug that got ``✓`` and each
 correct file or twin that got ``✗``, ``!`` or an exception. ``--dependencies``: each trace measures the
-dependency contracts too, as the CLI's ``trace`` does. Run from the repository root; the tests' corpus is
-imported from ``tests/corpus``. A whole sweep at ``dims`` takes about 3 minutes on 2 cores, ``other`` 15.
+dependency contracts too, as the CLI's ``trace`` does; ``--built-inside``: each model and its inputs are built
+under the trace, as ``shapetrace trace FILE`` runs a file's ``__main__`` block. Run from the repository root; the
+tests' corpus is imported from ``tests/corpus``. A whole sweep at ``dims`` takes about 3 minutes on 2 cores,
+``other`` 15.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ def _sizes_of(module, mode: str) -> list[str]:
     return other_sizes(first)
 
 
-def one(job: tuple[str, str, bool]) -> tuple[str, dict | None]:
-    name, mode, dependencies = job
+def one(job: tuple[str, str, bool, bool]) -> tuple[str, dict | None]:
+    name, mode, dependencies, inside = job
     warnings.filterwarnings("ignore")
     from tests.corpus.helpers import round_outcome
 
@@ -87,7 +89,7 @@ def one(job: tuple[str, str, bool]) -> tuple[str, dict | None]:
         for variant in ("", *bugs, *twins):
             kind = "ok" if variant == "" else ("bug" if variant in bugs else "twin")
             try:
-                mark, kinds = round_outcome(module, variant, sizes, dependencies)
+                mark, kinds = round_outcome(module, variant, sizes, dependencies, inside)
             except Exception as exc:  # noqa: BLE001
                 mark, kinds = "EXC", (repr(exc)[:200],)
             key = variant or "-"
@@ -100,10 +102,12 @@ def main() -> int:
     parser.add_argument("out")
     parser.add_argument("--sizes", choices=("dims", "equal", "other"), default="dims")
     parser.add_argument("--dependencies", action="store_true", help="measure the dependency contracts too")
+    parser.add_argument("--built-inside", action="store_true",
+                        help="build each model and its inputs under the trace, as `shapetrace trace FILE` runs a file")
     parser.add_argument("--jobs", type=int, default=2)
     opts = parser.parse_args()
     sys.path.insert(0, os.getcwd())
-    jobs = [(m, opts.sizes, opts.dependencies) for m in modules()]
+    jobs = [(m, opts.sizes, opts.dependencies, opts.built_inside) for m in modules()]
     with mp.get_context("fork").Pool(opts.jobs) as pool:
         rows = dict(r for r in pool.imap_unordered(one, jobs) if r[1] is not None)
     with open(opts.out, "w") as f:

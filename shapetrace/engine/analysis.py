@@ -60,7 +60,8 @@ class Analysis:
         dropped: the events of the first outermost call whose results reach nothing it returned
             (:func:`~shapetrace.engine.unread.dropped_records`): what they compute is no finding.
         in_modules: the events that ran inside a module call (the others ran in the script's own code).
-        output_dims: the names of the tensor the first outermost module call returned (None: not known).
+        output_dims: the names of the tensor the first outermost module call returned (None: not known);
+        output_made: ``(event, output)`` of the row that made it (None: no row did).
         windows: ``(module path, attribute, width)`` for each window a called module holds (``sliding_window``:
             :func:`~shapetrace.engine.modules.configured_windows`), read after the run.
         causal_declared: ``(module path, attribute)`` for each flag by which a called module declares itself
@@ -106,6 +107,7 @@ class Analysis:
     dropped: frozenset[int] = frozenset()
     in_modules: frozenset[int] = frozenset()
     output_dims: tuple | None = None
+    output_made: tuple[int, int] | None = None   # (event, output) of the row that made the returned tensor
     windows: Sequence[tuple[str, str, int]] = ()
     causal_declared: Sequence[tuple[str, str]] = ()
     pairings_declared: Sequence[tuple[str, str, str]] = ()

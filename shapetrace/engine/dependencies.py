@@ -9,8 +9,7 @@ at batch 2), and the outputs are compared:
 * **each output token depends on its own input token**: the moved last token's own output must change (where it
   changes no output at all, the model drops it, a decoder fed its targets shifted right: not measured);
 * **a declared causal mask is honoured** (:mod:`.declared`): the moved last token moves no earlier output.
-* **an attention's tokens meet**: in code that declares an attention, some output changes when other tokens move
-  (:mod:`.mixing`: one more forward, only where moving the last token changed no other output).
+* **an attention's tokens meet** (:mod:`.mixing`): in code that declares an attention, some output moves with others.
 
 Names say which axis of the input and of the output is the batch and which the tokens (``B`` and ``T`` or their
 roles); where they are not known, nothing is measured (equal sizes never decide an axis). Every attribute, buffer and
@@ -31,7 +30,7 @@ from shapetrace.engine.diagnostic import Diagnostic
 from shapetrace.engine.directions import causal_triangle, tokens_reversed
 from shapetrace.engine.kinds import Kind
 from shapetrace.engine.mixing import attention_declared, never_mixed
-from shapetrace.engine.module_state import Isolated, entry_repeated, first_output
+from shapetrace.engine.module_state import Isolated, entry_repeated, first_output, more_outputs
 from shapetrace.engine.picks import Picks
 from shapetrace.engine.pooled import blind as pooled_blind
 from shapetrace.engine.probe_inputs import AtEntry, batch_attended, batch_reordered, entry_of, input_of, other_sequence
@@ -96,6 +95,7 @@ class Probe:
     #: outputs joined with a decoding step's); None: the output's last
     last_token: int | None = None
     attends: str | None = None   # what declares an attention, whose tokens must meet (:mod:`.mixing`), or None
+    more_outputs: bool = False   # other floating-point tensors returned besides ``output`` (:mod:`.mixing`)
 
 
 def measure(probe: Probe) -> tuple[list[Diagnostic], list[str], list[str]]:
@@ -482,7 +482,7 @@ def probe_or_reason(top_call: tuple | None, labels_of, role_of, events, by_size:
                  None if tokens_reversed(events, role_of) else _causal(events, triangle), out,
                  companions=companions, state=state[0] if state else None, entry=entry, tokens_reason=other,
                  last_token=_input_last(labels_of(x)[axes_in["tokens"]], labels_of(out), axes_out.get("tokens"),
-                                        x.shape[axes_in["tokens"]]))
+                                        x.shape[axes_in["tokens"]]), more_outputs=more_outputs(result, out))
 
 
 def _input_last(mine, labels_out, tokens_out: int | None, length: int) -> int | None:

@@ -17,7 +17,8 @@ initialisation (a ReLU attention's zero row), a pad, documents packed in one row
 (allenai/OLMo-core's ``cu_doc_lens``) or a dilated pattern leave other tokens that do.
 
 Not measured (nothing said): another floating-point argument that could hold the keys (a cross-attention's
-memory, a bias), token ids as the input, outputs that do not line up with the input's tokens.
+memory, a bias), token ids as the input, outputs that do not line up with the input's tokens, a call that returns
+other floating-point tensors besides the one measured (the tokens may meet in those).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def never_mixed(probe, alone: torch.Tensor, both: torch.Tensor) -> list[Diagnost
     x = probe.args[probe.position]
     if probe.attends is None or probe.out_tokens is None or probe.entry is not None or probe.last_token is not None \
             or x.shape[probe.tokens] < 2 or both.shape[probe.out_tokens] != x.shape[probe.tokens] \
-            or _another_source(probe):
+            or _another_source(probe) or probe.more_outputs:
         return []
     last = x.shape[probe.tokens] - 1
     moved_rows = changes_of(alone, both, probe)[1]

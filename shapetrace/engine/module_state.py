@@ -85,6 +85,15 @@ def first_output(result):
         return next((v for v in result.values() if isinstance(v, torch.Tensor)), result)
     return result
 
+
+def more_outputs(result, first) -> bool:
+    """Did a module call return a floating-point tensor besides ``first`` (:func:`first_output`)? Trans2Seg's decoder
+    returns its score maps ``[B, T, H, S]`` first, each key's column made of that key alone, and the class queries
+    that read every key second: a contract read on the first output alone says nothing of the call's mixing."""
+    items = result.values() if isinstance(result, Mapping) else result if isinstance(result, (tuple, list)) else ()
+    return any(isinstance(v, torch.Tensor) and v is not first and v.is_floating_point() for v in items)
+
+
 class Isolated:
     """A measuring run's context: eval mode, no gradients, every attribute, buffer and parameter put
     back afterwards; a run that raises (a batch size the model cannot take) is swallowed, and the

@@ -71,6 +71,7 @@ def analysis_of(trace: Trace, inference: Inference, events: tuple[Event, ...], n
         dropped=frozenset(rows[r] for r in dropped_records(capture) if r in rows),
         in_modules=frozenset(e for r, e in rows.items() if r < len(capture.records) and capture.records[r].module >= 0),
         output_dims=None if output is None else labels_of(output), windows=tuple(capture.module_calls.windows),
+        output_made=None if output is None else inference.made_by.get(output),
         causal_declared=tuple(capture.module_calls.causal),
         pairings_declared=tuple(capture.module_calls.pairings),
         padded_in_front=tuple((a.name, labels_of(a.node), a.shape) for a in given if a.front_padded),

@@ -50,7 +50,7 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
     """The rows of the ops that only built a rotary table read and found right, or moved the data of
     its rotation. ``along_tokens(rotary)``: do its angles change along the tokens and along nothing else
     (the names of the rotated tensor say which axes hold tokens)?"""
-    made = _makers(records)
+    made, counted = _makers(records), _counted_nodes(records)
     rows: set[int] = set()
     earlier: set[int] = set()   # the tables of the rotations before this one (found in call order)
     for rotary in sorted(rotaries, key=lambda r: -1 if r.at is None else r.at):
@@ -58,18 +58,35 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
             tables, read = _ancestry(records, made, rotary.tables, rotary.at)
             # (a table made from the data, or from what the data was made from, is not the table's alone; the
             # data reaches earlier rotations' tables, a layer's or a decode step's before, through them only)
-            if not read & _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)[1]:
-                rows.update(event_of_record[i] for i in (*tables, *rotary.moves)
+            data, data_read = _ancestry(records, made, (rotary.rotated,), rotary.at, stop=earlier)
+            if not (read & data_read) - counted:
+                rows.update(event_of_record[i] for i in (*(set(tables) - data), *rotary.moves)
                             if i in event_of_record and not _cuts_a_merge(records, made, i))
         earlier.update(rotary.tables)
     return frozenset(rows)
+
+
+def _counted_nodes(records: Sequence) -> frozenset[int]:
+    """The nodes of integer or boolean tensors (ids, padding masks, positions): a table and the data may both be
+    made from one (positions counted along ``attention_mask``, the ids the mask padded, when a script builds its
+    inputs under the trace): what the data was made from then is a count or a mask, never the data's values, and
+    the ops they share stay the data's (their names are checked, not the table's values)."""
+    found: set[int] = set()
+    for record in records:
+        for nodes, raws in ((getattr(record, "ins", ()), getattr(record, "in_raw", ())),
+                            (getattr(record, "outs", ()), getattr(record, "out_raw", ()))):
+            for node, raw in zip(nodes, raws):
+                dtype = raw[3] if isinstance(node, int) and len(raw) > 3 else None
+                if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+                    found.add(node)
+    return frozenset(found)
 
 
 def mask_checked_rows(records: Sequence, events: Sequence, event_of_record: Mapping[int, int],
                       tokens: Callable[[str | None], bool]) -> frozenset[int]:
     """The rows of the ops that only built a causal mask whose hidden keys were read on the scores and are
     exactly the future ones. ``tokens(label)``: does a name say its axis holds tokens?"""
-    made = _makers(records)
+    made, counted = _makers(records), _counted_nodes(records)
     rows: set[int] = set()
     for index, row in event_of_record.items():
         split = _causal_mask_use(records[index], events[row], tokens) if row < len(events) else None
@@ -77,8 +94,9 @@ def mask_checked_rows(records: Sequence, events: Sequence, event_of_record: Mapp
             continue
         masks, scores = split
         built, read = _ancestry(records, made, masks, index)
-        if not read & _ancestry(records, made, scores, index)[1]:
-            rows.update(event_of_record[i] for i in built if i in event_of_record)
+        data, data_read = _ancestry(records, made, scores, index)
+        if not (read & data_read) - counted:
+            rows.update(event_of_record[i] for i in built - data if i in event_of_record)
     return frozenset(rows)
 
 

@@ -297,14 +297,16 @@ def traced_named_input(cls, dims: str, **kwargs):
     return t
 
 
-def traced_build(module: ModuleType, bug: str, dims: str, dependencies: bool = False):
+def traced_build(module: ModuleType, bug: str, dims: str, dependencies: bool = False, built_inside: bool = False):
     """A public-style corpus module's ``build(bug, **sizes)`` (the sizes it accepts, read from ``dims``,
     ``"B=2 T=6 D=32 H=4"``) traced under ``no_grad`` with those dims (``dependencies``: the dependency contracts
-    measured too, as the CLI's ``trace`` measures them)."""
+    measured too, as the CLI's ``trace`` measures them; ``built_inside``: the model and its inputs built under
+    the trace too, as ``shapetrace trace FILE`` runs the file's ``__main__`` block)."""
     accepted = inspect.signature(module.build).parameters
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in dims.split()) if k in accepted}
-    model, inputs = module.build(bug, **sizes)
+    built = None if built_inside else module.build(bug, **sizes)
     with torch.no_grad(), shapetrace.trace(dims=dims, dependencies=dependencies) as t:
+        model, inputs = built or module.build(bug, **sizes)
         model(*inputs)
     return t
 
@@ -400,7 +402,8 @@ def round_tests(modules: tuple[ModuleType, ...], expected: dict, equal_tested=No
     return test_every_variant_is_expected, test_outcomes, test_no_check_mark_on_a_bug_and_no_cross_on_correct_code
 
 
-def round_outcome(module: ModuleType, bug: str, dims: str, dependencies: bool = False) -> tuple[str, tuple[str, ...]]:
+def round_outcome(module: ModuleType, bug: str, dims: str, dependencies: bool = False,
+                  built_inside: bool = False) -> tuple[str, tuple[str, ...]]:
     """``("raises", ())`` where the model raises untraced (any exception: torch itself then says the code is
     wrong; public8 flash_varlen's ``no-transpose-before-flash`` raises IndexError), else the traced verdict's
     first letter and the kinds of its errors and warnings (``dependencies``: :func:`traced_build`'s)."""
@@ -412,5 +415,5 @@ def round_outcome(module: ModuleType, bug: str, dims: str, dependencies: bool = 
             model(*inputs)
     except Exception:   # (torch's RuntimeError for sizes, IndexError for an index past an axis, ValueError...)
         return "raises", ()
-    t = traced_build(module, bug, dims, dependencies)
+    t = traced_build(module, bug, dims, dependencies, built_inside)
     return verdict_line(t)[0], findings(t)

@@ -371,13 +371,14 @@ def _deepseek_with_positions(B: int, T: int, positions):
 
 
 def test_positions_whose_batch_axis_cannot_be_told_are_said_not_measured():
-    """The twin, where the cut could not be told right: at B = T = 4 the expanded positions have two
-    unnamed axes as long as the batch (sizes never decide which is the batch)."""
+    """The twin, where the cut could not be told right: at B = T = 4 the expanded positions, built under the trace
+    before the model's call and seeded there as its argument, are named by sizes alone (sizes never decide which
+    axis is the batch)."""
     t = _deepseek_with_positions(4, 4, lambda B, T: torch.arange(T).unsqueeze(0).expand(B, T))
     assert t.contracts == []
     assert t.unmeasured[0] == (
-        "batch entries stay apart, each token depends on itself (position_ids [4, 4] has an unnamed axis as long as "
-        "the batch: which of its axes is the batch cannot be told)")
+        "batch entries stay apart, each token depends on itself (names were found from sizes alone, and the batch "
+        "and the tokens are as long as each other)")
     assert f"not measured: {t.unmeasured[0]}" in t.report().verdict.line
 
 

@@ -28,9 +28,9 @@ def chained(state: Inference, record) -> bool:
 
 
 def finish_pattern(state: Inference) -> None:
-    """The pattern's output: an axis it calls heads that holds tokens (not one whole grid axis, nor a piece the
-    input side cut from one) is a contradiction (``'b (h n) d -> b h n d'``); an axis provenance left unnamed takes
-    the pattern's name where that name is a declared one of the same size (``h`` -> ``H``)."""
+    """The pattern's output: an axis it calls heads that holds a piece of the tokens (not one whole axis, nor a piece
+    the input side cut from one grid axis) is a contradiction (``'b (h n) d -> b h n d'``); an axis provenance left
+    unnamed takes the pattern's name where that name is a declared one of the same size (``h`` -> ``H``)."""
     _, node, index, groups, opened, read = state.pending_pattern
     state.pending_pattern = None
     event = state.events[index] if index < len(state.events) else None
@@ -41,7 +41,7 @@ def finish_pattern(state: Inference) -> None:
     for i, (group, axis) in enumerate(zip(groups, info.axes)):
         if len(group) == 1 and canonical(group[0]) == "H" and any(
                 state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis) and \
-                not _cut_from_grid_axis(group[0], opened):
+                not _cut_from_grid_axis(group[0], opened) and not _whole_axis(axis):
             reading = _grid_piece(state, axis)
             if reading is None:
                 state.pattern_conflicts.append((index, group[0]))
@@ -70,6 +70,14 @@ def _cut_from_grid_axis(word: str, opened: tuple) -> bool:
     if left is None or len(left) != len(axes):
         return False
     return any(word in group and len(group) > 1 and _whole_grid_axis(axis) for group, axis in zip(left, axes))
+
+
+def _whole_axis(axis: Axis) -> bool:
+    """Does the axis a pattern calls heads hold one whole axis (lucidrains' alphafold2 axial attention over a pair
+    ``[B, T, T, D]``: ``'b h w d -> (b w) h d'``, then ``'(b w) h d -> b h w d'``: ``h`` the pair's rows, all of
+    T)? No tokens were split into heads there (``'b (h n) d'`` cuts them; an axis holding a piece of the tokens,
+    ``Fp/2``, cut so by an earlier reshape, still contradicts the letter)."""
+    return len(axis.atoms) == 1 and axis.atoms[0].whole
 
 
 def _heads_passed_through(group: list[str], opened: tuple) -> bool:

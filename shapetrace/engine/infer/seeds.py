@@ -37,6 +37,8 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     seq = sequence_name(state, node, shape)
     fitting = batch_seed(state, node, shape) if len(shape) == 1 else \
         fitting_seeds(state, shape, seq) or own_width_seed(state, shape, seq)
+    if facts.held:
+        fitting = held_seeds(fitting, seq)
     if not fitting:
         return None
     names = fitting[0]
@@ -54,6 +56,31 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
     state.seeded_by_size = True
     state.seeded.add(node)
     return axes
+
+
+def built_argument(state: Inference, node: int, found: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    """A tensor argument of the model's first outermost call that the script built before the call (``shapetrace
+    trace FILE`` records the file's own ``build()``: fairseq's ``arange(T)[None, :] >= lengths[:, None]`` padding
+    mask), read for the first time inside the call with no axis named: seeded as it would be had it entered whole
+    (the model takes it as its input, as it does when built outside the trace). ``found`` otherwise."""
+    first = state.capture.module_calls.first_call
+    if first is None or state.index < first.start or any(a.root != ax.UNKNOWN for axis in found for a in axis.atoms) \
+            or node in state.seeded or not any(argument.node == node for argument in first.arguments):
+        return found
+    return seed(state, node, state.capture.nodes[node]) or found
+
+
+def held_seeds(fitting: list[list[str]], seq: str) -> list[list[str]]:
+    """The seeds of a tensor a running module holds (a buffer: a causal triangle ``[block_size, block_size]``, a
+    table), which the readings of equal sizes never try (:func:`.readings.ambiguous_inputs`): where one fitting
+    seed has no batch axis, the seeds with one are dropped (at B = T = 4 a ``[4, 4]`` buffer read ``[B, T]`` gave a
+    false broadcast-mismatch against the scores it masks); and a seed that only ever stands beside others (a
+    square ``[T, T]``) names nothing alone. A cache the module holds per batch entry (Meta's Llama ``cache_k``,
+    ``[max_batch, max_seq, H, d_k]``) fits no seed without its batch axis and keeps its seeds."""
+    batch_free = [names for names in fitting if "B" not in names]
+    if not batch_free or len(batch_free) == len(fitting):
+        return fitting
+    return [] if all(names in _only_another_reading(seq) for names in batch_free) else batch_free
 
 
 def batch_seed(state: Inference, node: int, shape: tuple[int, ...]) -> list[list[str]]:

@@ -27,7 +27,7 @@ from shapetrace.engine.infer.einops import chained, finish_pattern
 from shapetrace.engine.infer.elements import ElementPass, replays_of
 from shapetrace.engine.infer.guesses import Guesses
 from shapetrace.engine.infer.record import infer_op, infer_pass, op_unnamed, unnamed_outputs
-from shapetrace.engine.infer.seeds import seed
+from shapetrace.engine.infer.seeds import built_argument, seed
 from shapetrace.engine.namer import Namer
 
 
@@ -80,11 +80,12 @@ class Inference:
 
     def axes_of(self, node: int) -> tuple[Axis, ...]:
         """A node's axes: as inferred, pinned by a later use, seeded where it entered, or unknown."""
-        if node not in self.used:
+        first_read = node not in self.used
+        if first_read:
             self.used[node] = self.index
         found = self.axes.get(node)
         if found is not None:
-            return found
+            return built_argument(self, node, found) if first_read else found
         pinned = self.pins.get(node)
         if pinned is not None:
             self.axes[node] = pinned

@@ -58,7 +58,7 @@ from shapetrace.engine.rules.library import at_the_users_call
 from shapetrace.engine.rules.masks import VARIANT_RULES
 from shapetrace.engine.rules.norm_heads import norm_across_heads, norm_one_sided
 from shapetrace.engine.rules.one_entry_sums import normalised_over_one_entry
-from shapetrace.engine.rules.order import tokens_in_two_orders
+from shapetrace.engine.rules.order import tokens_in_two_orders, tokens_returned_out_of_order
 from shapetrace.engine.rules.query_key import query_key_order
 from shapetrace.engine.rules.reductions import (
     contraction_axis,
@@ -191,10 +191,13 @@ def _mix_diagnostic(e: Event, i: int, kind: str, label: str | None) -> Diagnosti
         return Kind.TOKENS_MERGED_WITH_FEATURES.found(e.index, _merged_message(e, i, label), _merged_fix(e),
                                                      blame=((-1, i),))
     src, o = e.inputs[0], e.outputs[0]
+    offsets = all(a.stride == 1 for a in o.axes[i].atoms if not a.whole)   # (T%3: a place in each block, not a block)
     return Kind.TOKENS_REGROUPED_WITH_BATCH.found(e.index, (
-        f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: "
-        f"axis {i} groups blocks of tokens (with batch entries, if any). That is how windowed attention "
-        "(Swin's windows, local chunks) batches its windows."),
+        f"{e.op} #{e.index} turns {fmt_named(src.dims, src.shape)} into {fmt_named(o.dims, o.shape)}: axis {i} "
+        + ("groups the tokens by their place in each block (with batch entries, if any): each entry holds tokens "
+           "a stride apart. That is how strided attention (the Sparse Transformer's, Jukebox's) batches them."
+           if offsets else "groups blocks of tokens (with batch entries, if any). That is how windowed attention "
+           "(Swin's windows, local chunks) batches its windows.")),
         "If the code meant to go sequence-first, that is transpose(0, 1), not a view.")
 
 
@@ -456,11 +459,12 @@ def _tokens_as_batch(o: TensorInfo, nb: int, namer) -> tuple[str, list] | None:
     one entry with no name may hold tokens (each token's neighbours gathered by ``F.unfold``: NAT's
     ``[B, N, heads, 1, k·k]`` scores), so it proves nothing; nor does a matrix axis that holds the batch (NEZHA's
     relative-position terms ``[T, B·H, T] @ table [T, T, d_k]``: one product per query position over every
-    sequence's heads, rows ``B·H``, not a head's own tokens)."""
+    sequence's heads, rows ``B·H``, not a head's own tokens). Nor does an unnamed batch axis: each token's ``K``
+    neighbours gathered before a product of ``1 x 1`` matrices (jingraham's Struct2Seq ``NeighborAttention``)."""
     tokens = [lab for lab in o.dims[:nb] if lab and namer.role(lab) == "tokens"]
     rows_cols = [lab for lab in o.dims[nb:]]
-    if any(lab is None and size > 1 for lab, size in zip(rows_cols, o.shape[nb:])):
-        return None
+    if any(lab is None and size > 1 for lab, size in zip(o.dims, o.shape)):
+        return None   # (a batch axis too: Struct2Seq's [B, T, K, H, 1, 1] dot products, K each token's neighbours)
     key_batch = any(namer.role(a.root) == "batch" for axis in o.axes[nb:] for a in axis.atoms)
     if tokens and not key_batch and not any(namer.is_token_root(lab) for lab in rows_cols if lab):
         return tokens[0], rows_cols
@@ -581,7 +585,8 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     ambiguous_sizes, query_key_order, attention_key_axis, attention_over_features, pattern_contradictions,
     *VARIANT_RULES, fused_mask_batch_order,   # masks, NaN rows, failed views
     *CONTRACT_RULES,  # the attention kernels' contracts and broadcasting
-    joined_parts_disagree, cat_sizes, projections_joined, tokens_in_two_orders, scan_axis, reduction_axis,
+    joined_parts_disagree, cat_sizes, projections_joined, tokens_in_two_orders, tokens_returned_out_of_order,
+    scan_axis, reduction_axis,
     contraction_axis, direction, rotary_pairing, rotary_one_sided, rolls_not_undone, index_axes,
     normalised_over_tokens, table_heads_rechopped, unexercised_masks, regrouped_ones, fused_parts_taken_twice,
     skipped_cache_slots, heads_mixed_by_matrix, keys_change_sequence,

@@ -415,7 +415,9 @@ def _sliced_by_tokens(analysis: Analysis, e: Event) -> bool:
     """Does the mask change along a token axis in front of the scores' queries and keys? Then its slices
     are tokens, not batch entries: OpenFold's MSA column attention attends over the sequences of each
     residue (scores ``[B, T, H, S, S]``, mask bias ``[B, T, 1, 1, S]``), and a padded residue hides
-    every sequence from its own queries, as a padded query's fully hidden row does: no reversed polarity.
+    every sequence from its own queries, as a padded query's fully hidden row does: no reversed polarity. So does
+    a fold of tokens into the batch (lucidrains' alphafold2 axial attention over a pair's rows, scores ``[B·T, H, T,
+    T]`` under the pair mask ``m_i & m_j``: a padded row hides every key of its slice).
     Scores with no query or key role (an einsum's ``hcnij``: the MSA Transformer's column attention) are read
     as the record read them: the operand of the output's shape, queries and keys last."""
     scores = next((t for t in e.inputs if {"query", "key"} <= {a.role for a in t.axes}), None) or \
@@ -423,10 +425,11 @@ def _sliced_by_tokens(analysis: Analysis, e: Event) -> bool:
     if scores is None or len(scores.shape) < 3:
         return False
     lead = len(scores.shape) - 2
-    for mask in (t for t in e.inputs if t is not scores):
+    for mask in (*(t for t in e.inputs if t is not scores), *e.outputs[:1]):   # (where(mask, ...) names it too)
         start = len(scores.shape) - len(mask.shape)
         for j, (size, label) in enumerate(zip(mask.shape, mask.dims)):
-            if start + j < lead and size > 1 and label and analysis.namer.role(label) == Role.TOKENS:
+            if start + j < lead and size > 1 and label and (analysis.namer.role(label) == Role.TOKENS or any(
+                    analysis.namer.role(a.root) == Role.TOKENS for a in mask.axes[j].atoms)):
                 return True
     return False
 

@@ -95,23 +95,29 @@ def _read_then_undone(namer, readers: dict, index: int, axes: tuple, depth: int)
 
 def _leading_batch(analysis: Analysis, readers: dict, e: Event) -> bool:
     """The fold (batch entries, tokens and heads, no features) is the leading axis of a tensor of three or more
-    axes that only batched matrix products read, each keeping it as its result's leading axis, with every other
+    axes (once reorders that keep it put it there: ``nn.MultiheadAttention``'s ``view(S, bsz * num_heads, d_k)`` then
+    ``transpose(0, 1)``, over ClimaX's batch of patches ``B·L``) that only batched matrix products read, each
+    keeping it as its result's leading axis, with every other
     operand's leading axis the fold or unnamed (ConvBERT's dynamic kernels ``[B·T·H, k, 1]``: that operand's
     ops are then unchecked, so the verdict stays ``?``), the result undone at once into axes that merge nothing.
     Each entry of a batched product is computed on its own: a batch, not a merge."""
     namer = analysis.namer
     folded = e.outputs[0]
-    if len(folded.axes) < 3 or [i for i, a in enumerate(folded.axes) if namer.mix_kind(a) in _MERGES] != [0]:
+    merged = [a for a in folded.axes if namer.mix_kind(a) in _MERGES]
+    if len(folded.axes) < 3 or len(merged) != 1:
         return False
-    fold = folded.axes[0]
+    fold = merged[0]
     roles = {namer.role(namer.atom_label(a)) for a in coalesce(fold.atoms)}
     if not {Role.TOKENS, Role.HEADS} <= roles <= {Role.TOKENS, Role.HEADS, Role.BATCH}:
         return False
-    uses = readers.get((e.index, 0), [])
-    return bool(uses) and all(_leads_product(namer, readers, p, fold) for p, _ in uses)
+    if Role.BATCH not in roles:   # (T·H with the batch elsewhere, attended over: MHA fed [B, T, D] sequence-first)
+        uses = [p for p, _ in readers.get((e.index, 0), [])] if folded.axes[0] == fold else []
+        return bool(uses) and all(_leads_product(namer, readers, p, fold, depth=8) for p in uses)
+    uses = _through_reorders(readers, e.index, fold)   # (nn.MultiheadAttention's k.view(S, bsz * H, d_k).transpose)
+    return bool(uses) and all(_leads_product(namer, readers, p, fold) for p in uses)
 
 
-def _leads_product(namer, readers: dict, p: Event, fold) -> bool:
+def _leads_product(namer, readers: dict, p: Event, fold, depth: int = 0) -> bool:
     """``p`` is a batched matrix product whose result leads with ``fold``, each operand leading with it or with
     an unnamed axis, and whose result no reader merges."""
     if p.spec is None or not is_matrix_product(p.spec) or not p.outputs:
@@ -121,9 +127,35 @@ def _leads_product(namer, readers: dict, p: Event, fold) -> bool:
         return False
     if any(t.axes[0] != fold and t.dims[0] is not None for t in p.inputs):
         return False
-    after = readers.get((p.index, 0), [])
-    return bool(after) and all(not any(namer.mix_kind(a) in _MERGES for o in r.outputs for a in o.axes)
-                               for r, _ in after)
+    return _kept_until_undone(namer, readers, p.index, fold, depth)
+
+
+#: what may read a batch fold on its way back without reading across it (the fold kept as an axis of its own)
+_ALONG_OTHERS = (Family.AXIS_ORDER, Family.CONTIGUOUS, Family.DROPOUT, Family.ELEMENTWISE, Family.MASK_FILL,
+                 Family.SOFTMAX)
+
+
+def _kept_until_undone(namer, readers: dict, index: int, fold, depth: int = 0) -> bool:
+    """Every reader of result ``index`` undoes the fold (its results merge nothing), or keeps it as an axis of its
+    own while it computes along others (a softmax over the keys, a reorder, a batched product leading with it:
+    ``nn.MultiheadAttention``'s weights, their product with the values, ``transpose(0, 1)``) and is read so in turn
+    (``depth`` 8: undone at once, nothing between)."""
+    after = readers.get((index, 0), [])
+    if not after:
+        return False
+    for r, _ in after:
+        if not r.outputs or r.spec is None:
+            return False
+        if not any(namer.mix_kind(a) in _MERGES for o in r.outputs for a in o.axes):
+            continue   # (undone)
+        kept = r.outputs[0].axes.index(fold) if fold in r.outputs[0].axes else None
+        dim = r.params.get("dim") if r.spec.family is Family.SOFTMAX else None
+        across = isinstance(dim, int) and kept is not None and dim % len(r.outputs[0].axes) == kept
+        product = is_matrix_product(r.spec) and kept == 0
+        if kept is None or across or depth >= 8 or not (r.spec.family in _ALONG_OTHERS or product) \
+                or not _kept_until_undone(namer, readers, r.index, fold, depth + 1):
+            return False
+    return True
 
 
 def _batched_attention(analysis: Analysis, readers: dict, e: Event) -> bool:
