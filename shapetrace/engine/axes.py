@@ -402,18 +402,22 @@ def merges_neighbours(atoms: Sequence[Atom], namer: Namer) -> bool:
 
 
 def patch_steps(axes: Sequence[Axis], i: int, namer: Namer) -> bool:
-    """Is axis ``i`` the steps of each patch of one token axis, its patches another axis of the same tensor:
-    the innermost piece ``T%P`` alone (stride 1), beside the outer piece ``T/P`` that covers the sequence
-    (``x.unfold(-1, P, P)``, ``'b (n p) -> b n p'``)? A projection over it is a patch embedding (PatchTST's
-    ``W_P = Linear(patch_len, d_model)`` over ``[bs, nvars, patch_num, patch_len]``): it reads each patch's own
-    steps, in order, as that patch's features, as a conv stem reads its pixels; the patches stay the tokens.
-    Proven by the atoms alone (which pieces of which root), never by sizes."""
-    atoms = axes[i].atoms if 0 <= i < len(axes) else ()
-    if len(atoms) != 1 or atoms[0].stride != 1 or atoms[0].whole or not namer.is_token_root(atoms[0].root):
+    """Is axis ``i`` the steps of each patch or window of the token axes, its patches on other axes of the same
+    tensor: inner pieces of token roots only (never one whole, never a root's outermost piece), each root covered by
+    the tensor's axes together? A projection over it is a patch embedding (PatchTST's ``W_P = Linear(patch_len,
+    d_model)`` over ``[bs, nvars, patch_num, patch_len]``: ``T%P`` beside ``T/P``) or a pooling of each window's
+    pixels (microsoft/Focal-Transformer's ``pool_method="fc"``, ``Linear(ws * ws, 1)`` over ``[B, nWh, nWw, C,
+    ws·ws]``): it reads each patch's own steps, in order, as a conv stem reads its pixels; the patches stay the
+    tokens. Proven by the atoms alone (which pieces of which root), never by sizes."""
+    atoms = coalesce(axes[i].atoms) if 0 <= i < len(axes) else ()
+    if not atoms or any(a.whole or not namer.is_token_root(a.root) for a in atoms):
         return False
-    step = atoms[0]
-    return any(len(a.atoms) == 1 and a.atoms[0].root == step.root and a.atoms[0].stride == step.size
-               and a.atoms[0].size * step.size == step.root_size for k, a in enumerate(axes) if k != i)
+    for root in {a.root for a in atoms}:
+        pieces = [a for axis in axes for a in coalesce(axis.atoms) if a.root == root]
+        if math.prod(a.size for a in pieces) != pieces[0].root_size or any(
+                a.stride * a.size == a.root_size for a in atoms if a.root == root):
+            return False
+    return True
 
 
 def _mix_has_tokens(atoms: Sequence[Atom], namer: Namer | None = None) -> bool:

@@ -35,7 +35,8 @@ def unmeasured_read(trace) -> list[Diagnostic]:
         return []
     return [Kind.POOLED_READ_UNMEASURED.found(None, (
         f"not measured on the values: which token the pooled output reads. The code declares a causal mask "
-        f"({causal}), so only the last real token's output has seen the whole sequence, and the index that picks "
-        f"it comes from the values ({masks[0].name}'s count of real tokens, an argmin). It is measured where that "
+        f"({causal}), so only the last real token's output has seen the whole sequence, and which token is the "
+        f"last real one is a fact of the values ({masks[0].name} is given beside the tokens), not of names or "
+        "shapes. It is measured where that "
         "mask has a row without padding beside a padded one (shapetrace trace, or shapetrace.trace(..., "
         "dependencies=True))."))]

@@ -21,11 +21,15 @@ it follows and what was said before (on 06b75e7b):
   products that keep it, through reorders, softmax and all, until it is undone (rules/row_folds._leading_batch);
 * an argument of the model's call that the script built before the call (fairseq's padding mask ``arange(T)[None, :]
   >= lengths[:, None]``) was never named, so the ops inside the model that read it were not checked
-  (infer/seeds.built_argument);
+  (infer/seeds.built_argument), nor the script's ops that built it (infer/built_inputs: named back from it);
 * a model that returns its tokens merged back from strided blocks without the transpose back (openai/jukebox's
   ``transpose_block_attn``, ``[B, T%3·T/3, D]``) got no finding, and its verdict said "every axis keeps its meaning
   from input to output" (rules/order.tokens_returned_out_of_order); the fold of such blocks into the batch was
-  "groups blocks of tokens" (it groups the tokens by their place in each block).
+  "groups blocks of tokens" (it groups the tokens by their place in each block);
+* microsoft/Focal-Transformer's ``pool_method="fc"`` (``Linear(ws * ws, 1)`` over each window's pixels, the windows on
+  other axes) was ``projection-over-tokens`` (axes.patch_steps: a window's own steps, as a patch embedding's);
+* LeapLabTHU/FLatten-Transformer's ``rearrange(v, "b (w h) c -> b c w h")`` (a window's tokens as a map, channels
+  first, no grid declared) was "names an axis h (heads)" (infer/einops._after_features).
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from torch import nn
 import shapetrace
 from tests.corpus.helpers import traced_build, verdict_line
 from tests.corpus.public7 import fairseq_mha
+from tests.corpus.public9 import bart
 from tests.corpus.public63 import lucidrains_af2_pairwise, struct2seq_neighbor
 from tests.corpus.public64 import jukebox_transpose_block
 from tests.corpus.public65 import climax_variable_agg
+from tests.corpus.public67 import flatten_focused_linear, focal_window_pooled
 from tests.corpus.reports46 import llama_expand_mask_transposed, llmsfs_cn_causal_softmax_dim, trans2seg_decoder_heads
 
 
@@ -129,12 +135,24 @@ def test_a_batch_first_input_given_to_a_sequence_first_attention_still_merges_to
     assert "tokens-merged-with-features" in _kinds(t) or "attends-over-batch" in _kinds(t)
 
 
-def test_a_padding_mask_the_script_builds_before_the_call_is_named_inside_the_model():
+def test_a_padding_mask_the_script_builds_before_the_call_is_named_inside_the_model_and_where_it_was_built():
     inside = traced_build(fairseq_mha, "", fairseq_mha.DIMS[0], dependencies=True, built_inside=True)
-    line = verdict_line(inside)
-    # only the two ops of the script's own build() stay unnamed (arange(T)[None, :] and lengths[:, None])
-    assert "not checked (unnamed axes): #0 __getitem__, #1 __getitem__;" in line, line
-    assert "held on the values: batch entries stay apart, each token depends on itself, padding stays unread" in line
+    assert verdict_line(inside) == (
+        "✓ checked all 23 ops that could carry a layout bug: every axis keeps its meaning from input to output; held "
+        "on the values: batch entries stay apart, each token depends on itself, padding stays unread; not measured: "
+        "heads (the model cannot take a copy of its batch per head)")
+    # the script's own build(): arange(T)[None, :] >= lengths[:, None], named back from the mask it made
+    built = [(e.op, e.inputs[0].dims, e.outputs[0].dims) for e in inside.events[:2]]
+    assert built == [("__getitem__", ("T",), (None, "T")), ("__getitem__", ("B",), ("B", None))]
+
+
+def test_a_causal_triangle_plus_padding_built_by_the_script_is_named_back_to_its_triangle():
+    """transformers' 4-D mask as BART's tests build it (tests/corpus/public9/bart): ``full((T, T), -inf).triu(1)
+    [None, None] + (1 - keep)[:, None, None, :] * min``, built before the model's call."""
+    inside = traced_build(bart, "", bart.DIMS[0], built_inside=True)
+    triangle = next(e for e in inside.events if e.op == "triu")
+    assert (triangle.inputs[0].dims, triangle.outputs[0].dims) == (("T", "T"), ("T", "T"))
+    assert verdict_line(inside).startswith("✓ checked all 26 ops")
 
 
 class _StridedBlocks(nn.Module):
@@ -176,3 +194,16 @@ def test_tokens_returned_in_another_order_than_they_came_are_an_error_at_the_mer
            "a stride apart." in note.message
     for dims in (jukebox_transpose_block.DIMS[0], jukebox_transpose_block.EQUAL[jukebox_transpose_block.DIMS[0]]):
         assert _kinds(traced_build(jukebox_transpose_block, "transpose-back-missing", dims)) == ["mixed-axis"]
+
+
+def test_a_projection_over_each_windows_own_pixels_is_no_projection_over_tokens():
+    t = traced_build(focal_window_pooled, "", focal_window_pooled.DIMS[0])
+    assert "projection-over-tokens" not in _kinds(t)
+    assert _kinds(traced_build(focal_window_pooled, "pool-view-for-transpose", focal_window_pooled.DIMS[0])) == [
+        "mixed-axis"]
+
+
+def test_a_height_letter_after_the_channels_is_no_head_split():
+    assert _kinds(traced_build(flatten_focused_linear, "", flatten_focused_linear.DIMS[0])) == []
+    assert _kinds(traced_build(flatten_focused_linear, "heads-merge-head-outer", flatten_focused_linear.DIMS[0])) == [
+        "projection-over-tokens"]

@@ -16,6 +16,7 @@ from shapetrace.engine import axes as ax
 from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord, PassRecord
 from shapetrace.engine.infer.backward import complex_tables, heads_from_products, joined_names, stacked_pairs
+from shapetrace.engine.infer.built_inputs import built_input_names
 from shapetrace.engine.infer.lined_up import broadcast_names, contracted_names
 from shapetrace.engine.infer.lookup_widths import lookup_widths
 from shapetrace.engine.infer.module_heads import module_heads
@@ -51,6 +52,8 @@ def corrections(state: Inference) -> dict[int, tuple[Axis, ...]]:
     for node, axes in contracted_names(state, found).items():
         found.setdefault(node, axes)
     for node, axes in lookup_widths(state, found).items():
+        found.setdefault(node, axes)
+    for node, axes in built_input_names(state, found).items():
         found.setdefault(node, axes)
     unproven = unproven_widths(state)
     if unproven:   # a width's name no use proves (.widths): nor the writes that copied its pieces

@@ -15,7 +15,7 @@ from shapetrace.engine.axes import Axis
 from shapetrace.engine.capture import OpRecord
 from shapetrace.engine.infer import sizes
 from shapetrace.engine.infer.rows import info_like
-from shapetrace.engine.vocabulary import GRID_AXES, canonical
+from shapetrace.engine.vocabulary import GRID_AXES, Role, canonical
 
 if TYPE_CHECKING:  # pragma: no cover
     from shapetrace.engine.infer.state import Inference
@@ -41,7 +41,8 @@ def finish_pattern(state: Inference) -> None:
     for i, (group, axis) in enumerate(zip(groups, info.axes)):
         if len(group) == 1 and canonical(group[0]) == "H" and any(
                 state.namer.is_token_root(a.root) for a in axis.atoms) and not _whole_grid_axis(axis) and \
-                not _cut_from_grid_axis(group[0], opened) and not _whole_axis(axis):
+                not _cut_from_grid_axis(group[0], opened) and not _whole_axis(axis) and \
+                not _after_features(state, info.axes[:i]):
             reading = _grid_piece(state, axis)
             if reading is None:
                 state.pattern_conflicts.append((index, group[0]))
@@ -70,6 +71,14 @@ def _cut_from_grid_axis(word: str, opened: tuple) -> bool:
     if left is None or len(left) != len(axes):
         return False
     return any(word in group and len(group) > 1 and _whole_grid_axis(axis) for group, axis in zip(left, axes))
+
+
+def _after_features(state: Inference, before: tuple) -> bool:
+    """With no grid declared, does a features axis come before the one the pattern calls ``h`` (FLatten's ``'b (w h)
+    c -> b c w h'``: a window's tokens laid out channels first, as a depthwise conv reads a map)? Heads come before
+    their features (``'b h n d'``); a map's rows after its channels. (A declared grid is judged by its own rows.)"""
+    return state.namer.size_of("Hp") is None and any(
+        state.namer.role(state.namer.label(a) or "?") in (Role.FEATURES, Role.HEAD_FEATURES) for a in before)
 
 
 def _whole_axis(axis: Axis) -> bool:

@@ -61,12 +61,21 @@ def seed(state: Inference, node: int, facts) -> tuple[Axis, ...] | None:
 def built_argument(state: Inference, node: int, found: tuple[Axis, ...]) -> tuple[Axis, ...]:
     """A tensor argument of the model's first outermost call that the script built before the call (``shapetrace
     trace FILE`` records the file's own ``build()``: fairseq's ``arange(T)[None, :] >= lengths[:, None]`` padding
-    mask), read for the first time inside the call with no axis named: seeded as it would be had it entered whole
-    (the model takes it as its input, as it does when built outside the trace). ``found`` otherwise."""
+    mask), read for the first time inside the call with no axis named, or named in part by the one seed that fits
+    (BART's causal triangle plus a padding part): seeded as it would be had it entered whole (the model takes it as
+    its input, as it does when built outside the trace). ``found`` otherwise."""
     first = state.capture.module_calls.first_call
-    if first is None or state.index < first.start or any(a.root != ax.UNKNOWN for axis in found for a in axis.atoms) \
-            or node in state.seeded or not any(argument.node == node for argument in first.arguments):
+    if first is None or state.index < first.start or node in state.seeded \
+            or not any(argument.node == node for argument in first.arguments):
         return found
+    labels = [state.namer.label(axis) for axis in found]
+    if all(label is not None or axis.size == 1 for label, axis in zip(labels, found)):
+        return found   # (named whole: by its makers, or by shapetrace.name)
+    if any(label is not None for label in labels):   # (BART's mask: a [T, T] triangle plus a named [B, 1, 1, T] part)
+        shape = state.capture.nodes[node].shape
+        fitting = fitting_seeds(state, shape, sequence_name(state, node, shape))
+        if len(fitting) != 1 or any(label is not None and label != name for label, name in zip(labels, fitting[0])):
+            return found
     return seed(state, node, state.capture.nodes[node]) or found
 
 
