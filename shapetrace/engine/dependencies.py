@@ -547,8 +547,7 @@ def measure_trace(trace) -> tuple[list, list[str], list[str]]:
 def probe_of(trace, call: tuple) -> Probe | None:
     """The probe of a finished trace's outermost module call ``call``, with where its heads are split and
     merged (or why they are not measured); None where its batch and token axes have no names."""
-    probe = probe_or_reason_of(trace, call)
-    return probe if isinstance(probe, Probe) else None
+    return probe if isinstance(probe := probe_or_reason_of(trace, call), Probe) else None
 
 
 def probe_or_reason_of(trace, call: tuple) -> Probe | str:
@@ -561,9 +560,10 @@ def probe_or_reason_of(trace, call: tuple) -> Probe | str:
         return probe if isinstance(probe, str) else moved
     probe = replace(probe, attends=attention_declared(trace._inferred().events, call[0]))   # (all the events)
     if probe.out_tokens is not None:
-        batch, tokens = probe.output.shape[probe.out_batch], probe.output.shape[probe.out_tokens]
-        probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, batch, tokens)
-                        | unattended_rows(masked_rows(trace.capture.records), batch, tokens))
+        o, x = probe.output, probe.args[probe.position]
+        batch, tokens, first = o.shape[probe.out_batch], o.shape[probe.out_tokens], x.shape[probe.tokens]
+        probe = replace(probe, unattended=unattended_rows(trace._uniform_rows, batch, tokens, first)
+                        | unattended_rows(masked_rows(trace.capture.records), batch, tokens, first))
     plans = plans_of(trace)
     if isinstance(plans, str):
         return replace(probe, heads_reason=plans)

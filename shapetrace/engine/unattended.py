@@ -49,20 +49,29 @@ def uniform_rows(outputs) -> list[torch.Tensor]:
     return rows
 
 
-def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int) -> frozenset[tuple[int, int]]:
-    """``(batch entry, query)`` of the rows uniform in every head of every kept weights whose leading
-    axes hold the batch first (``[B, H, T, S]`` or ``[B·H, T, S]``) and whose queries are ``tokens``."""
-    rows = None
+def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int,
+                    first: int | None = None) -> frozenset[tuple[int, int]]:
+    """``(batch entry, query)`` of the rows uniform in every head of every kept weights that cover them, whose
+    leading axes hold the batch first (``[B, H, T, S]`` or ``[B·H, T, S]``) and whose queries are ``tokens``, or
+    ``first`` of them: the input's tokens, the output's first ``first`` where the output runs on past them (a
+    prefill's outputs joined with a decoding step's: MosaicGPT's left-padded queries, each with no key left)."""
+    rows = covered = None
     for flags in uniform:
-        if flags.numel() == tokens:   # (one mask for every batch entry)
-            flags = flags.reshape(1, tokens).expand(batch, tokens)
-        if flags.dim() < 2 or flags.shape[-1] != tokens or flags.numel() % (batch * tokens):
+        n = tokens if flags.shape[-1:] == (tokens,) else \
+            first if first and first < tokens and flags.shape[-1:] == (first,) else None
+        if n is not None and flags.numel() == n:   # (one mask for every batch entry)
+            flags = flags.reshape(1, n).expand(batch, n)
+        if n is None or flags.dim() < 2 or flags.numel() % (batch * n):
             continue
-        per = flags.reshape(batch, -1, tokens).all(1)                              # (B, T)
-        rows = per if rows is None else rows & per
+        per = torch.zeros(batch, tokens, dtype=torch.bool)
+        per[:, :n] = flags.reshape(batch, -1, n).all(1)                             # (B, T)
+        seen = torch.zeros(batch, tokens, dtype=torch.bool)
+        seen[:, :n] = True
+        rows = torch.where(seen, per, True) if rows is None else rows & torch.where(seen, per, True)
+        covered = seen if covered is None else covered | seen
     if rows is None:
         return frozenset()
-    return frozenset((int(b), int(t)) for b, t in rows.nonzero().tolist())
+    return frozenset((int(b), int(t)) for b, t in (rows & covered).nonzero().tolist())
 
 
 def masked_rows(records) -> list[torch.Tensor]:

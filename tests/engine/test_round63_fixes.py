@@ -29,7 +29,13 @@ it follows and what was said before (on 06b75e7b):
 * microsoft/Focal-Transformer's ``pool_method="fc"`` (``Linear(ws * ws, 1)`` over each window's pixels, the windows on
   other axes) was ``projection-over-tokens`` (axes.patch_steps: a window's own steps, as a patch embedding's);
 * LeapLabTHU/FLatten-Transformer's ``rearrange(v, "b (w h) c -> b c w h")`` (a window's tokens as a map, channels
-  first, no grid declared) was "names an axis h (heads)" (infer/einops._after_features).
+  first, no grid declared) was "names an axis h (heads)" (infer/einops._after_features);
+* fla-org/flash-linear-attention's DeltaNet state read ``einsum('bhd,bhdm->bhm', q_i, S)`` (one query vector per
+  head, no query rows) was "scores whose key axis is d_k" (rules/diagnose.attention_key_axis);
+* MosaicGPT's left-padded queries (mosaicml/examples PR #257: every key hidden with ``finfo.min``, the softmax even
+  over all keys) in an output that joins the prefill's tokens and a decoding step's (``T+1``) were a false
+  ``causal-mask-leaks`` in the CLI: the rows with no key left were matched only against tables of ``T+1`` queries
+  (unattended.unattended_rows: the input's ``T`` are the output's first ``T``).
 """
 
 from __future__ import annotations
@@ -45,8 +51,10 @@ from tests.corpus.public9 import bart
 from tests.corpus.public63 import lucidrains_af2_pairwise, struct2seq_neighbor
 from tests.corpus.public64 import jukebox_transpose_block
 from tests.corpus.public65 import climax_variable_agg
+from tests.corpus.public66 import fla_delta_rule_recurrent
 from tests.corpus.public67 import flatten_focused_linear, focal_window_pooled
 from tests.corpus.reports46 import llama_expand_mask_transposed, llmsfs_cn_causal_softmax_dim, trans2seg_decoder_heads
+from tests.corpus.reports47 import mosaic_pad_cache_cumsum
 
 
 def _kinds(t) -> list[str]:
@@ -207,3 +215,15 @@ def test_a_height_letter_after_the_channels_is_no_head_split():
     assert _kinds(traced_build(flatten_focused_linear, "", flatten_focused_linear.DIMS[0])) == []
     assert _kinds(traced_build(flatten_focused_linear, "heads-merge-head-outer", flatten_focused_linear.DIMS[0])) == [
         "projection-over-tokens"]
+
+
+def test_a_state_read_by_one_query_vector_per_head_is_no_scores():
+    t = traced_build(fla_delta_rule_recurrent, "", fla_delta_rule_recurrent.DIMS[0], dependencies=True)
+    assert _kinds(t) == []
+
+
+def test_padded_queries_of_a_prefill_joined_with_a_decoding_step_are_no_causal_leak():
+    t = traced_build(mosaic_pad_cache_cumsum, "", mosaic_pad_cache_cumsum.DIMS[0], dependencies=True,
+                     built_inside=True)
+    assert _kinds(t) == []
+    assert "the causal mask holds" in verdict_line(t)

@@ -35,13 +35,14 @@ def built_input_names(state: Inference, found: dict) -> dict[int, tuple[Axis, ..
                                           if argument.node in state.seeded and not nodes[argument.node].entered
                                           and argument.node in state.axes}
     out: dict[int, tuple[Axis, ...]] = {}
+    cut = _cut_results(state.capture.records[:first.start], nodes)
     for record in reversed(state.capture.records[:first.start]):
         if type(record) not in (OpRecord, PassRecord) or len(record.outs) != 1 or record.outs[0] not in named:
             continue
         result = named[record.outs[0]]
         for node in record.ins:
-            if not isinstance(node, int) or node in found or node in named or nodes[node].parameter:
-                continue
+            if not isinstance(node, int) or node in found or node in named or node in cut or nodes[node].parameter:
+                continue   # (a cut's result is named by where its length was read, never back: torch_brain's [:B])
             lined = _lined_up(record, tuple(nodes[node].shape), result)
             axes = state.axes.get(node) or ()
             if lined is None or any(label(a) is not None and label(a) != label(b) for a, b in zip(axes, lined)):
@@ -50,6 +51,13 @@ def built_input_names(state: Inference, found: dict) -> dict[int, tuple[Axis, ..
             if tuple(axes) != lined:
                 out[node] = lined
     return out
+
+
+def _cut_results(records, nodes) -> set[int]:
+    """The nodes made by a slice that shortens an axis of its operand (``torch.tensor([...] * B)[:B]``)."""
+    return {out for r in records if type(r) is OpRecord and r.spec.family is Family.SLICE and r.ins and r.outs
+            for out in r.outs[:1] if isinstance(r.ins[0], int) and isinstance(out, int)
+            and len(nodes[out].shape) == len(nodes[r.ins[0]].shape) and nodes[out].shape != nodes[r.ins[0]].shape}
 
 
 #: one-operand ops that keep their operand's axes of more than one entry in order (never a transpose)

@@ -558,8 +558,9 @@ def attention_key_axis(analysis: Analysis) -> list[Diagnostic]:
         pair = _matmul_pairs(e)
         if not pair or not e.outputs or len(e.outputs[0].shape) < 2 or is_projection(e.spec):
             continue   # x @ W.T by a matrix of parameters projects features (FalconLinear on one new token)
-        contracted = {namer.role(lab) for la, lb in pair for lab in (la, lb) if lab}
-        if not contracted or not contracted <= {"head_features", "features"}:
+        contracted, subs = {namer.role(lab) for la, lb in pair for lab in (la, lb) if lab}, e.params.get("subscripts")
+        if not contracted or not contracted <= {"head_features", "features"} or subs and all(
+                subs["output"][-2:-1] in s for s in subs["inputs"]):   # (no query rows: DeltaNet's 'bhd,bhdm->bhm')
             continue   # weights @ v contracts keys (tokens); only the q·k product is checked here
         o = e.outputs[0]
         rows, cols = o.dims[-2], o.dims[-1]
@@ -596,5 +597,4 @@ RULES: list[Callable[[Analysis], list[Diagnostic]]] = [
     table_cut_to_batch, picked_at_length, norm_across_heads, positions_across_sequences, values_by_queries,
     statistics_over_tokens,
     pooled_over_padding, keys_and_values_swapped, stabiliser_axis, causal_over_packed_rows, norm_one_sided,
-    pooled_per_head,
-]
+    pooled_per_head]
