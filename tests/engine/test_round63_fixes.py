@@ -48,6 +48,7 @@ import shapetrace
 from tests.corpus.helpers import traced_build, verdict_line
 from tests.corpus.public7 import fairseq_mha
 from tests.corpus.public9 import bart
+from tests.corpus.public53 import flux_double_stream
 from tests.corpus.public63 import lucidrains_af2_pairwise, struct2seq_neighbor
 from tests.corpus.public64 import jukebox_transpose_block
 from tests.corpus.public65 import climax_variable_agg
@@ -227,3 +228,12 @@ def test_padded_queries_of_a_prefill_joined_with_a_decoding_step_are_no_causal_l
                      built_inside=True)
     assert _kinds(t) == []
     assert "the causal mask holds" in verdict_line(t)
+
+
+def test_position_ids_repeated_over_the_batch_by_the_script_are_seeded_as_the_models_input():
+    """Flux's image ids (h, w, 3) built by the script and .repeat(B, 1, 1) (tests/corpus/public53/flux_double_stream:
+    the copies axis holds one entry for any batch): seeded [B, T, F_in], so the ids given in the wrong order are
+    found in the CLI as through the API (they were ? there: the ids' token axis never named)."""
+    t = traced_build(flux_double_stream, "ids-image-first", flux_double_stream.DIMS[0], dependencies=True,
+                     built_inside=True)
+    assert _kinds(t) == ["broadcast-mismatch", "broadcast-mismatch", "contracts-different-axes"]

@@ -68,7 +68,8 @@ def built_argument(state: Inference, node: int, found: tuple[Axis, ...]) -> tupl
     if first is None or state.index < first.start or node in state.seeded \
             or not any(argument.node == node for argument in first.arguments):
         return found
-    labels = [state.namer.label(axis) for axis in found]
+    labels = [None if axis.atoms and all(a.root == ax.COPIES for a in axis.atoms) else state.namer.label(axis)
+              for axis in found]   # (copies of one entry, flux's ids.repeat(B, 1, 1): the same for any name)
     if all(label is not None or axis.size == 1 for label, axis in zip(labels, found)):
         return found   # (named whole: by its makers, or by shapetrace.name)
     if any(label is not None for label in labels):   # (BART's mask: a [T, T] triangle plus a named [B, 1, 1, T] part)
