@@ -63,15 +63,13 @@ def unattended_rows(uniform: list[torch.Tensor], batch: int, tokens: int,
             flags = flags.reshape(1, n).expand(batch, n)
         if n is None or flags.dim() < 2 or flags.numel() % (batch * n):
             continue
-        per = torch.zeros(batch, tokens, dtype=torch.bool)
-        per[:, :n] = flags.reshape(batch, -1, n).all(1)                             # (B, T)
-        seen = torch.zeros(batch, tokens, dtype=torch.bool)
-        seen[:, :n] = True
-        rows = torch.where(seen, per, True) if rows is None else rows & torch.where(seen, per, True)
-        covered = seen if covered is None else covered | seen
+        per = torch.ones(batch, tokens, dtype=torch.bool)                           # (B, T): True where not seen
+        per[:, :n] = flags.reshape(batch, -1, n).all(1)
+        rows = per if rows is None else rows & per
+        covered = max(covered or 0, n)
     if rows is None:
         return frozenset()
-    return frozenset((int(b), int(t)) for b, t in (rows & covered).nonzero().tolist())
+    return frozenset((int(b), int(t)) for b, t in rows[:, :covered].nonzero().tolist())
 
 
 def masked_rows(records) -> list[torch.Tensor]:

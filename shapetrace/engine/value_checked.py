@@ -46,11 +46,11 @@ from shapetrace.engine.rotary_positions import one_position_per_token, turns_in_
 
 
 def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: Mapping[int, int],
-                        along_tokens: Callable[[Rotary], bool]) -> frozenset[int]:
+                        along_tokens: Callable[[Rotary], bool], counted: frozenset[int]) -> frozenset[int]:
     """The rows of the ops that only built a rotary table read and found right, or moved the data of
     its rotation. ``along_tokens(rotary)``: do its angles change along the tokens and along nothing else
-    (the names of the rotated tensor say which axes hold tokens)?"""
-    made, counted = _makers(records), _counted_nodes(records)
+    (the names of the rotated tensor say which axes hold tokens)? ``counted``: :func:`counted_nodes`."""
+    made = _makers(records)
     rows: set[int] = set()
     earlier: set[int] = set()   # the tables of the rotations before this one (found in call order)
     for rotary in sorted(rotaries, key=lambda r: -1 if r.at is None else r.at):
@@ -66,7 +66,7 @@ def rotary_checked_rows(records: Sequence, rotaries: Iterable, event_of_record: 
     return frozenset(rows)
 
 
-def _counted_nodes(records: Sequence) -> frozenset[int]:
+def counted_nodes(records: Sequence) -> frozenset[int]:
     """The nodes of integer or boolean tensors (ids, padding masks, positions): a table and the data may both be
     made from one (positions counted along ``attention_mask``, the ids the mask padded, when a script builds its
     inputs under the trace): what the data was made from then is a count or a mask, never the data's values, and
@@ -83,10 +83,10 @@ def _counted_nodes(records: Sequence) -> frozenset[int]:
 
 
 def mask_checked_rows(records: Sequence, events: Sequence, event_of_record: Mapping[int, int],
-                      tokens: Callable[[str | None], bool]) -> frozenset[int]:
+                      tokens: Callable[[str | None], bool], counted: frozenset[int]) -> frozenset[int]:
     """The rows of the ops that only built a causal mask whose hidden keys were read on the scores and are
     exactly the future ones. ``tokens(label)``: does a name say its axis holds tokens?"""
-    made, counted = _makers(records), _counted_nodes(records)
+    made = _makers(records)
     rows: set[int] = set()
     for index, row in event_of_record.items():
         split = _causal_mask_use(records[index], events[row], tokens) if row < len(events) else None
@@ -205,5 +205,7 @@ def note_final(inference, capture) -> None:
     def tokens(label: str | None) -> bool:
         return namer.plain_role(label) == "tokens"
 
-    note_value_checked(events, rotary_checked_rows(capture.records, rotaries_of(capture, rows), rows, along_tokens)
-                       | mask_checked_rows(capture.records, events, rows, tokens))
+    counted = counted_nodes(capture.records)
+    note_value_checked(events, rotary_checked_rows(capture.records, rotaries_of(capture, rows), rows, along_tokens,
+                                                   counted) | mask_checked_rows(capture.records, events, rows, tokens,
+                                                                                counted))

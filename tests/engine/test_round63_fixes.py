@@ -5,7 +5,7 @@ it follows and what was said before (on 06b75e7b):
 * positions counted along a padding mask that also padded the ids, all built under the trace (transformers'
   Llama 4.33 ``_prepare_decoder_attention_mask``, huggingface/transformers PR #26421): the rotary tables and the
   causal mask were "not checked (unnamed axes)", since the data and the tables met in that mask; an integer or
-  boolean tensor in common is no data (value_checked._counted_nodes);
+  boolean tensor in common is no data (value_checked.counted_nodes);
 * a module's ``[block_size, block_size]`` causal buffer at B = T (datawhalechina/llms-from-scratch-cn issue #54) was
   seeded ``[B, T]``: a false ``broadcast-mismatch`` on correct code (infer/seeds.held_seeds);
 * a call that returns its score maps and its queries (xieenze/Trans2Seg's decoder, issue #4) was

@@ -112,12 +112,12 @@ def _leading_batch(analysis: Analysis, readers: dict, e: Event) -> bool:
         return False
     if Role.BATCH not in roles:   # (T·H with the batch elsewhere, attended over: MHA fed [B, T, D] sequence-first)
         uses = [p for p, _ in readers.get((e.index, 0), [])] if folded.axes[0] == fold else []
-        return bool(uses) and all(_leads_product(namer, readers, p, fold, depth=8) for p in uses)
+        return bool(uses) and all(_leads_product(namer, readers, p, fold, at_once=True) for p in uses)
     uses = _through_reorders(readers, e.index, fold)   # (nn.MultiheadAttention's k.view(S, bsz * H, d_k).transpose)
     return bool(uses) and all(_leads_product(namer, readers, p, fold) for p in uses)
 
 
-def _leads_product(namer, readers: dict, p: Event, fold, depth: int = 0) -> bool:
+def _leads_product(namer, readers: dict, p: Event, fold, at_once: bool = False) -> bool:
     """``p`` is a batched matrix product whose result leads with ``fold``, each operand leading with it or with
     an unnamed axis, and whose result no reader merges."""
     if p.spec is None or not is_matrix_product(p.spec) or not p.outputs:
@@ -127,7 +127,7 @@ def _leads_product(namer, readers: dict, p: Event, fold, depth: int = 0) -> bool
         return False
     if any(t.axes[0] != fold and t.dims[0] is not None for t in p.inputs):
         return False
-    return _kept_until_undone(namer, readers, p.index, fold, depth)
+    return _kept_until_undone(namer, readers, p.index, fold, at_once)
 
 
 #: what may read a batch fold on its way back without reading across it (the fold kept as an axis of its own)
@@ -135,11 +135,11 @@ _ALONG_OTHERS = (Family.AXIS_ORDER, Family.CONTIGUOUS, Family.DROPOUT, Family.EL
                  Family.SOFTMAX)
 
 
-def _kept_until_undone(namer, readers: dict, index: int, fold, depth: int = 0) -> bool:
+def _kept_until_undone(namer, readers: dict, index: int, fold, at_once: bool = False, depth: int = 0) -> bool:
     """Every reader of result ``index`` undoes the fold (its results merge nothing), or keeps it as an axis of its
     own while it computes along others (a softmax over the keys, a reorder, a batched product leading with it:
     ``nn.MultiheadAttention``'s weights, their product with the values, ``transpose(0, 1)``) and is read so in turn
-    (``depth`` 8: undone at once, nothing between)."""
+    (``at_once``: every reader undoes it, nothing between)."""
     after = readers.get((index, 0), [])
     if not after:
         return False
@@ -152,8 +152,8 @@ def _kept_until_undone(namer, readers: dict, index: int, fold, depth: int = 0) -
         dim = r.params.get("dim") if r.spec.family is Family.SOFTMAX else None
         across = isinstance(dim, int) and kept is not None and dim % len(r.outputs[0].axes) == kept
         product = is_matrix_product(r.spec) and kept == 0
-        if kept is None or across or depth >= 8 or not (r.spec.family in _ALONG_OTHERS or product) \
-                or not _kept_until_undone(namer, readers, r.index, fold, depth + 1):
+        if kept is None or across or at_once or depth >= 8 or not (r.spec.family in _ALONG_OTHERS or product) \
+                or not _kept_until_undone(namer, readers, r.index, fold, depth=depth + 1):
             return False
     return True
 
